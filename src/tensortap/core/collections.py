@@ -1,0 +1,258 @@
+"""Collections: named groups of tensors, each with its own save and reduction config.
+
+A tensor belongs to a collection if it was added by name, or if one of the collection's
+include regexes matches it (``re.search``) and none of its exclude regexes does. Explicitly
+added names are never excluded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from tensortap.core.reduction_config import ReductionConfig
+from tensortap.core.save_config import SaveConfig
+from tensortap.exceptions import InvalidConfigError
+
+
+class CollectionKeys:
+    """Names of the collections every hook knows from the start."""
+
+    ALL = "all"
+    DEFAULT = "default"
+    LOSSES = "losses"
+    METRICS = "metrics"
+    SCALARS = "scalars"
+    WEIGHTS = "weights"
+    BIASES = "biases"
+    GRADIENTS = "gradients"
+    INPUTS = "inputs"
+    OUTPUTS = "outputs"
+
+
+BUILTIN_COLLECTIONS = (
+    CollectionKeys.ALL,
+    CollectionKeys.DEFAULT,
+    CollectionKeys.LOSSES,
+    CollectionKeys.METRICS,
+    CollectionKeys.SCALARS,
+    CollectionKeys.WEIGHTS,
+    CollectionKeys.BIASES,
+    CollectionKeys.GRADIENTS,
+    CollectionKeys.INPUTS,
+    CollectionKeys.OUTPUTS,
+)
+
+
+def _compile(pattern: object, what: str) -> re.Pattern[str]:
+    if not isinstance(pattern, str):
+        raise InvalidConfigError(f"{what} must be a regex string, got {pattern!r}")
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise InvalidConfigError(
+            f"invalid {what} {pattern!r}: {exc}; pass a Python regular expression"
+        ) from exc
+
+
+def _as_list(value: str | Iterable[str] | None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return list(value)
+
+
+class Collection:
+    """A named group of tensors with optional save and reduction configs of its own."""
+
+    def __init__(
+        self,
+        name: str,
+        include_regex: str | Iterable[str] | None = None,
+        exclude_regex: str | Iterable[str] | None = None,
+        tensor_names: Iterable[str] | None = None,
+        save_config: SaveConfig | None = None,
+        reduction_config: ReductionConfig | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise InvalidConfigError(f"a collection name must be a non-empty string, got {name!r}")
+        self.name = name
+        self._include: list[re.Pattern[str]] = []
+        self._exclude: list[re.Pattern[str]] = []
+        self._tensor_names: set[str] = set()
+        self._save_config: SaveConfig | None = None
+        self._reduction_config: ReductionConfig | None = None
+        self._listeners: list[Callable[[], None]] = []
+        self.include(_as_list(include_regex))
+        self.exclude(_as_list(exclude_regex))
+        for tname in tensor_names or ():
+            self.add_tensor_name(tname)
+        self.save_config = save_config
+        self.reduction_config = reduction_config
+
+    # -- change notification (the hook re-plans and re-records collections on change) --
+    def _subscribe(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    def _changed(self) -> None:
+        for listener in self._listeners:
+            listener()
+
+    # -- membership --
+    @property
+    def include_regex(self) -> list[str]:
+        return [p.pattern for p in self._include]
+
+    @property
+    def exclude_regex(self) -> list[str]:
+        return [p.pattern for p in self._exclude]
+
+    @property
+    def tensor_names(self) -> set[str]:
+        return set(self._tensor_names)
+
+    def include(self, regex: str | Iterable[str]) -> None:
+        """Add include regexes (matched with ``re.search``)."""
+        new = [_compile(p, "include_regex") for p in _as_list(regex)]
+        if new:
+            self._include.extend(new)
+            self._changed()
+
+    def exclude(self, regex: str | Iterable[str]) -> None:
+        """Add exclude regexes: a tensor they match joins only if added by name."""
+        new = [_compile(p, "exclude_regex") for p in _as_list(regex)]
+        if new:
+            self._exclude.extend(new)
+            self._changed()
+
+    def add_tensor_name(self, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise InvalidConfigError(f"a tensor name must be a non-empty string, got {name!r}")
+        if name not in self._tensor_names:
+            self._tensor_names.add(name)
+            self._changed()
+
+    def add(self, names: str | Iterable[str]) -> None:
+        for name in _as_list(names):
+            self.add_tensor_name(name)
+
+    def has_tensor(self, name: str) -> bool:
+        return name in self._tensor_names
+
+    def matches(self, name: str) -> bool:
+        """True if the tensor belongs to this collection (by name, or by regex and not excluded)."""
+        if name in self._tensor_names:
+            return True
+        if not any(p.search(name) for p in self._include):
+            return False
+        return not any(p.search(name) for p in self._exclude)
+
+    # -- configs --
+    @property
+    def save_config(self) -> SaveConfig | None:
+        return self._save_config
+
+    @save_config.setter
+    def save_config(self, value: SaveConfig | None) -> None:
+        if value is not None and not isinstance(value, SaveConfig):
+            raise InvalidConfigError(f"save_config must be a SaveConfig or None, got {value!r}")
+        self._save_config = value
+        self._changed()
+
+    @property
+    def reduction_config(self) -> ReductionConfig | None:
+        return self._reduction_config
+
+    @reduction_config.setter
+    def reduction_config(self, value: ReductionConfig | None) -> None:
+        if value is not None and not isinstance(value, ReductionConfig):
+            raise InvalidConfigError(
+                f"reduction_config must be a ReductionConfig or None, got {value!r}"
+            )
+        self._reduction_config = value
+        self._changed()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "include_regex": self.include_regex,
+            "exclude_regex": self.exclude_regex,
+            "tensor_names": sorted(self._tensor_names),
+            "save_config": None if self._save_config is None else self._save_config.to_dict(),
+            "reduction_config": None
+            if self._reduction_config is None
+            else self._reduction_config.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Collection:
+        save = data.get("save_config")
+        reduction = data.get("reduction_config")
+        return cls(
+            name=data["name"],
+            include_regex=data.get("include_regex") or [],
+            exclude_regex=data.get("exclude_regex") or [],
+            tensor_names=data.get("tensor_names") or [],
+            save_config=None if save is None else SaveConfig.from_dict(save),
+            reduction_config=None if reduction is None else ReductionConfig.from_dict(reduction),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Collection(name={self.name!r}, include_regex={self.include_regex}, "
+            f"exclude_regex={self.exclude_regex}, tensor_names={len(self._tensor_names)} names)"
+        )
+
+
+class CollectionManager:
+    """The collections of one hook (never global). Counts changes so they can be re-recorded."""
+
+    def __init__(self, create_builtins: bool = True) -> None:
+        self._collections: dict[str, Collection] = {}
+        self.version = 0
+        if create_builtins:
+            for name in BUILTIN_COLLECTIONS:
+                self.get(name)
+            self._collections[CollectionKeys.ALL].include(".*")
+
+    def _bump(self) -> None:
+        self.version += 1
+
+    def add(self, collection: Collection) -> Collection:
+        """Add (or replace) a collection."""
+        if not isinstance(collection, Collection):
+            raise InvalidConfigError(f"expected a Collection, got {collection!r}")
+        collection._subscribe(self._bump)
+        self._collections[collection.name] = collection
+        self._bump()
+        return collection
+
+    def get(self, name: str, create: bool = True) -> Collection:
+        """The collection of this name, created empty if missing (unless ``create`` is false)."""
+        found = self._collections.get(name)
+        if found is None:
+            if not create:
+                raise KeyError(name)
+            found = self.add(Collection(name))
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._collections
+
+    def __iter__(self) -> Iterator[Collection]:
+        return iter(list(self._collections.values()))
+
+    def names(self) -> list[str]:
+        return sorted(self._collections)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"collections": [c.to_dict() for c in self._collections.values()]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CollectionManager:
+        manager = cls(create_builtins=False)
+        for entry in data.get("collections", []):
+            manager.add(Collection.from_dict(entry))
+        return manager

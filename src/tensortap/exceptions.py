@@ -1,0 +1,137 @@
+"""All errors raised by tensortap share one root, :class:`TensortapError`.
+
+Specific errors also subclass the matching builtin (``ValueError``, ``LookupError``, ``OSError``)
+so that code catching the builtin keeps working. Messages say what was expected, what was got,
+and what to do.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FormatError",
+    "InvalidConfigError",
+    "InvalidTensorError",
+    "InvalidWorker",
+    "MissingCollectionFiles",
+    "NoMoreData",
+    "NotATrialError",
+    "StepNotYetAvailable",
+    "StepUnavailable",
+    "StorageError",
+    "TensorUnavailable",
+    "TensorUnavailableForStep",
+    "TensortapError",
+    "UnsupportedFormatVersion",
+]
+
+
+class TensortapError(Exception):
+    """Root of every error tensortap raises."""
+
+
+class InvalidConfigError(TensortapError, ValueError):
+    """A configuration object or argument was given a value it does not accept."""
+
+
+class InvalidTensorError(TensortapError, ValueError):
+    """A value handed to a hook cannot be saved as a tensor (e.g. strings or Python objects)."""
+
+
+class StorageError(TensortapError, OSError):
+    """Reading or writing the trial's storage failed."""
+
+
+class NotATrialError(TensortapError, FileNotFoundError):
+    """The path exists but holds no tensortap trial (or is a file)."""
+
+
+class FormatError(TensortapError, ValueError):
+    """Stored data does not follow the tensortap format (corrupt or foreign file)."""
+
+
+class UnsupportedFormatVersion(FormatError):
+    """The trial was written by a newer tensortap format version than this reader knows."""
+
+
+def _mode_text(mode: object) -> str:
+    return "" if mode is None else f" in mode {getattr(mode, 'name', mode)}"
+
+
+class TensorUnavailable(TensortapError, LookupError):
+    """The trial has never saved a tensor of this name."""
+
+    def __init__(self, tname: str, available: list[str] | None = None) -> None:
+        self.tname = tname
+        hint = ""
+        if available is not None:
+            shown = ", ".join(repr(n) for n in available[:10])
+            more = f" and {len(available) - 10} more" if len(available) > 10 else ""
+            hint = f"; the trial has {shown or 'no tensors yet'}{more}"
+        super().__init__(f"tensor {tname!r} was never saved in this trial{hint}")
+
+
+class TensorUnavailableForStep(TensortapError, LookupError):
+    """The step exists in the trial but this tensor was not saved at it."""
+
+    def __init__(
+        self,
+        tname: str,
+        step: int,
+        mode: object = None,
+        available_steps: list[int] | None = None,
+        note: str = "",
+    ) -> None:
+        self.tname, self.step, self.mode = tname, step, mode
+        hint = ""
+        if available_steps is not None:
+            shown = ", ".join(str(s) for s in available_steps[:10])
+            more = f", ... ({len(available_steps)} in all)" if len(available_steps) > 10 else ""
+            hint = f"; it was saved at steps {shown}{more}" if shown else "; it has no such steps"
+        note = f" ({note})" if note else ""
+        super().__init__(
+            f"tensor {tname!r} was not saved at step {step}{_mode_text(mode)}{note}{hint}"
+        )
+
+
+class StepUnavailable(TensortapError, LookupError):
+    """Training went past this step without saving it."""
+
+    def __init__(self, step: int, mode: object = None) -> None:
+        self.step, self.mode = step, mode
+        super().__init__(
+            f"step {step}{_mode_text(mode)} was not saved: training went past it "
+            "(check the save config of the collections you need)"
+        )
+
+
+class StepNotYetAvailable(TensortapError, LookupError):
+    """Training has not reached (or not yet published) this step."""
+
+    def __init__(self, step: int, mode: object = None, last: int | None = None) -> None:
+        self.step, self.mode = step, mode
+        seen = "no step yet" if last is None else f"the last published step is {last}"
+        super().__init__(
+            f"step {step}{_mode_text(mode)} is not available yet ({seen}); "
+            "wait with trial.wait_for_steps([...]) while training runs"
+        )
+
+
+class NoMoreData(TensortapError, LookupError):
+    """Training has ended and will never publish the step asked for."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class MissingCollectionFiles(TensortapError, LookupError):
+    """The trial has no collection record yet, or not the collection asked for."""
+
+
+class InvalidWorker(TensortapError, LookupError):
+    """The worker asked for did not write to this trial (or did not save the step)."""
+
+    def __init__(self, worker: str, available: list[str]) -> None:
+        self.worker = worker
+        super().__init__(
+            f"worker {worker!r} is not in this trial; workers are {available or 'none yet'}"
+        )

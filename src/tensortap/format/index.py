@@ -1,0 +1,205 @@
+"""The segment index: a small binary object listing every record of one segment.
+
+Layout (all little-endian; see docs/format.md for the normative description)::
+
+    0   4  magic b"TTIX"
+    4   2  u16 format version
+    6   2  u16 flags (0)
+    8   4  u32 header length H
+    12  4  u32 record count N
+    16  4  u32 dims count D
+    20  4  u32 reserved (0)
+    24  H  header, UTF-8 JSON
+    ..     zero padding to a multiple of 8
+    ..  64*N  records (RECORD_DTYPE)
+    ..  8*D   dims (i8), referenced by records
+    -4  4  u32 CRC-32 of every byte before it
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensortap.core.modes import ModeKeys
+from tensortap.core.records import Record, RecordKind
+from tensortap.core.reductions import REDUCTION_NAMES
+from tensortap.exceptions import FormatError, UnsupportedFormatVersion
+
+FORMAT_VERSION = 1
+MAGIC = b"TTIX"
+_PREFIX = struct.Struct("<4sHHIIII")
+DATA_ALIGNMENT = 8
+
+RECORD_DTYPE = np.dtype(
+    [
+        ("name", "<u4"),
+        ("dtype", "<u2"),
+        ("mode", "u1"),
+        ("kind", "u1"),
+        ("reduction", "u1"),
+        ("abs", "u1"),
+        ("ndim", "u1"),
+        ("pad0", "u1"),
+        ("dims_offset", "<u4"),
+        ("global_step", "<i8"),
+        ("mode_step", "<i8"),
+        ("data_offset", "<u8"),
+        ("data_length", "<u8"),
+        ("value", "<f8"),
+        ("crc32", "<u4"),
+        ("pad1", "<u4"),
+    ]
+)
+assert RECORD_DTYPE.itemsize == 64
+
+# 0 means "no reduction"; codes are part of the format and never renumbered.
+REDUCTION_CODES: dict[str, int] = {name: i + 1 for i, name in enumerate(REDUCTION_NAMES)}
+REDUCTION_BY_CODE: dict[int, str] = {code: name for name, code in REDUCTION_CODES.items()}
+
+
+def check_version(version: object, what: str) -> None:
+    if not isinstance(version, int):
+        raise FormatError(f"{what} has no valid format version (got {version!r})")
+    if version > FORMAT_VERSION:
+        raise UnsupportedFormatVersion(
+            f"{what} was written with tensortap format version {version}, but this tensortap "
+            f"reads versions up to {FORMAT_VERSION}; upgrade tensortap to read it"
+        )
+    if version < 1:
+        raise FormatError(f"{what} has invalid format version {version}")
+
+
+class IndexBuilder:
+    """Collects the index rows of one segment while its data is written."""
+
+    def __init__(self) -> None:
+        self._names: dict[str, int] = {}
+        self._dtypes: dict[str, int] = {}
+        self._rows: list[tuple[Any, ...]] = []
+        self._dims: list[int] = []
+        self.steps: list[tuple[int, int, int, float]] = []
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def add_step(self, global_step: int, mode: ModeKeys, mode_step: int, wall_time: float) -> None:
+        self.steps.append((global_step, int(mode), mode_step, wall_time))
+
+    def add(
+        self,
+        record: Record,
+        global_step: int,
+        mode: ModeKeys,
+        mode_step: int,
+        data_offset: int = 0,
+        data_length: int = 0,
+        crc32: int = 0,
+    ) -> None:
+        name_id = self._names.setdefault(record.name, len(self._names))
+        dtype_id = self._dtypes.setdefault(record.dtype, len(self._dtypes))
+        dims_offset = len(self._dims)
+        self._dims.extend(record.shape)
+        self._rows.append(
+            (
+                name_id,
+                dtype_id,
+                int(mode),
+                int(record.kind),
+                REDUCTION_CODES[record.reduction] if record.reduction else 0,
+                1 if record.on_abs else 0,
+                len(record.shape),
+                0,
+                dims_offset,
+                global_step,
+                mode_step,
+                data_offset,
+                data_length,
+                record.value,
+                crc32,
+                0,
+            )
+        )
+
+    def encode(self, header: dict[str, Any]) -> bytes:
+        """The index object's bytes; ``header`` gets the names, dtypes and steps added."""
+        full = dict(header)
+        full["names"] = list(self._names)
+        full["dtypes"] = list(self._dtypes)
+        full["steps"] = [list(s) for s in self.steps]
+        head = json.dumps(full, separators=(",", ":"), allow_nan=False).encode()
+        pad = (-(_PREFIX.size + len(head))) % 8
+        rows = np.array(self._rows, dtype=RECORD_DTYPE) if self._rows else np.empty(0, RECORD_DTYPE)
+        dims = np.asarray(self._dims, dtype="<i8")
+        body = b"".join(
+            (
+                _PREFIX.pack(MAGIC, FORMAT_VERSION, 0, len(head), len(rows), len(dims), 0),
+                head,
+                b"\0" * pad,
+                rows.tobytes(),
+                dims.tobytes(),
+            )
+        )
+        return body + struct.pack("<I", zlib.crc32(body))
+
+
+@dataclass(frozen=True)
+class SegmentIndex:
+    """A decoded index: its header, name/dtype tables, records and dims."""
+
+    header: dict[str, Any]
+    names: list[str]
+    dtypes: list[str]
+    records: np.ndarray[Any, Any]
+    dims: np.ndarray[Any, Any]
+
+    @property
+    def data_key(self) -> str:
+        return str(self.header["data_key"])
+
+    @property
+    def steps(self) -> list[list[Any]]:
+        """[global_step, mode, mode_step, wall_time] of every step published in this segment."""
+        return list(self.header.get("steps", []))
+
+    def shape_of(self, row: int) -> tuple[int, ...]:
+        rec = self.records[row]
+        start = int(rec["dims_offset"])
+        return tuple(int(d) for d in self.dims[start : start + int(rec["ndim"])])
+
+    def kind_of(self, row: int) -> RecordKind:
+        return RecordKind(int(self.records[row]["kind"]))
+
+
+def decode_index(raw: bytes, what: str = "index") -> SegmentIndex:
+    """Parse and verify an index object (magic, version, CRC, sizes)."""
+    if len(raw) < _PREFIX.size + 4:
+        raise FormatError(f"{what} is truncated ({len(raw)} bytes)")
+    magic, version, _flags, head_len, n_rec, n_dims, _ = _PREFIX.unpack_from(raw, 0)
+    if magic != MAGIC:
+        raise FormatError(f"{what} is not a tensortap index (magic {magic!r})")
+    check_version(version, what)
+    (crc,) = struct.unpack_from("<I", raw, len(raw) - 4)
+    if zlib.crc32(memoryview(raw)[:-4]) != crc:
+        raise FormatError(f"{what} fails its checksum: the object is corrupt")
+    start = _PREFIX.size
+    try:
+        header = json.loads(bytes(raw[start : start + head_len]))
+    except ValueError as exc:
+        raise FormatError(f"{what} has an unreadable header: {exc}") from exc
+    rec_start = start + head_len + ((-(start + head_len)) % 8)
+    dims_start = rec_start + n_rec * RECORD_DTYPE.itemsize
+    if dims_start + 8 * n_dims + 4 != len(raw):
+        raise FormatError(f"{what} sizes do not add up: the object is corrupt")
+    records = np.frombuffer(raw, dtype=RECORD_DTYPE, count=n_rec, offset=rec_start)
+    dims = np.frombuffer(raw, dtype="<i8", count=n_dims, offset=dims_start)
+    names = header.get("names")
+    dtypes = header.get("dtypes")
+    if not isinstance(names, list) or not isinstance(dtypes, list):
+        raise FormatError(f"{what} header lacks its names/dtypes tables")
+    return SegmentIndex(header, names, dtypes, records, dims)

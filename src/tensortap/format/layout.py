@@ -1,0 +1,79 @@
+"""Where things live inside a trial. Keys are '/'-separated and relative to the trial root.
+
+Tensor and collection names never appear in keys: they are data inside index and JSON objects.
+Only worker names do, and those are validated here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tensortap.exceptions import InvalidConfigError
+
+TRIAL_MARKER = "tensortap.json"
+WORKERS_PREFIX = "workers/"
+INDEX_SUFFIX = ".ttidx"
+DATA_SUFFIX = ".ttdat"
+_WORKER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+def validate_worker_name(name: str) -> str:
+    if not isinstance(name, str) or not _WORKER_RE.match(name) or ".." in name:
+        raise InvalidConfigError(
+            f"invalid worker name {name!r}: expected 1-128 characters of letters, digits, "
+            "'_', '.', '-' starting with a letter or digit (e.g. 'worker_0')"
+        )
+    return name
+
+
+def worker_name(worker: str | int | None) -> str:
+    """Normalise a worker given as a rank (0 -> 'worker_0') or a name."""
+    if worker is None:
+        return "worker_0"
+    if isinstance(worker, int) and not isinstance(worker, bool):
+        if worker < 0:
+            raise InvalidConfigError(f"a worker rank must be >= 0, got {worker}")
+        return f"worker_{worker}"
+    return validate_worker_name(worker)  # type: ignore[arg-type]
+
+
+def worker_prefix(worker: str) -> str:
+    return f"{WORKERS_PREFIX}{worker}/"
+
+
+def worker_info_key(worker: str) -> str:
+    return f"{worker_prefix(worker)}worker.json"
+
+
+def end_key(worker: str) -> str:
+    return f"{worker_prefix(worker)}end.json"
+
+
+def index_prefix(worker: str) -> str:
+    return f"{worker_prefix(worker)}index/"
+
+
+def data_prefix(worker: str) -> str:
+    return f"{worker_prefix(worker)}data/"
+
+
+def collections_prefix(worker: str) -> str:
+    return f"{worker_prefix(worker)}collections/"
+
+
+def index_key(worker: str, seq: int) -> str:
+    return f"{index_prefix(worker)}{seq:012d}{INDEX_SUFFIX}"
+
+
+def data_key(worker: str, seq: int) -> str:
+    return f"{data_prefix(worker)}{seq:012d}{DATA_SUFFIX}"
+
+
+def collections_key(worker: str, seq: int) -> str:
+    return f"{collections_prefix(worker)}{seq:012d}.json"
+
+
+def seq_of(key: str) -> int | None:
+    """The sequence number of an index, data or collections key (None for other keys)."""
+    base = key.rsplit("/", 1)[-1].split(".", 1)[0]
+    return int(base) if base.isdigit() else None

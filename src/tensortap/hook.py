@@ -1,0 +1,276 @@
+"""The framework-free hook: for custom training loops and NumPy/JAX users.
+
+Framework hooks of later modules translate their framework's events into the same calls, so
+the step lifecycle lives once, in :class:`~tensortap.core.recorder.StepRecorder`.
+
+A failure inside tensortap (a full disk, a bug) never stops training: it is logged, counted in
+:attr:`Hook.status`, and written to the trial. Misuse that can be caught at the call (an
+invalid config, a string passed as a tensor) raises at once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import numbers
+import os
+import threading
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from tensortap.core.collections import Collection, CollectionKeys, CollectionManager
+from tensortap.core.modes import ModeKeys
+from tensortap.core.recorder import StepRecorder
+from tensortap.core.reduction_config import ReductionConfig
+from tensortap.core.save_config import SaveConfig
+from tensortap.exceptions import InvalidConfigError, InvalidTensorError, StorageError
+from tensortap.format.layout import worker_name
+from tensortap.storage import Store, open_store
+from tensortap.writer import TrialWriter, WriterOptions, WriterStatus
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_INCLUDE_COLLECTIONS = (
+    CollectionKeys.DEFAULT,
+    CollectionKeys.LOSSES,
+    CollectionKeys.METRICS,
+    CollectionKeys.SCALARS,
+)
+
+_DEFAULT_ONLY = (CollectionKeys.DEFAULT,)
+_open_hooks: weakref.WeakSet[Hook] = weakref.WeakSet()
+_open_hooks_lock = threading.Lock()
+
+
+@atexit.register
+def _close_open_hooks() -> None:
+    with _open_hooks_lock:
+        hooks = list(_open_hooks)
+    for hook in hooks:
+        hook.close()
+
+
+@dataclass(frozen=True)
+class HookStatus:
+    """What went wrong inside tensortap so far (training was never interrupted by it)."""
+
+    internal_errors: int
+    last_internal_error: str | None
+    writer: WriterStatus
+
+    @property
+    def healthy(self) -> bool:
+        w = self.writer
+        return not (self.internal_errors or w.errors or w.steps_dropped or w.steps_lost)
+
+
+class Hook:
+    """Saves tensors of a training job into a trial at ``out_dir``.
+
+    Typical use::
+
+        with tensortap.Hook("runs/job1", save_config=SaveConfig(save_interval=10)) as hook:
+            hook.set_mode(modes.TRAIN)
+            for batch in data:
+                loss = train_step(batch)
+                hook.save_scalar("loss", loss)
+                hook.save_tensor("layer1/weights", w, collections="weights")
+                hook.next_step()
+    """
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike[str] | Store,
+        save_config: SaveConfig | None = None,
+        reduction_config: ReductionConfig | None = None,
+        include_collections: Iterable[str] | None = None,
+        include_regex: str | Iterable[str] | None = None,
+        worker: str | int | None = None,
+        num_workers: int = 1,
+        writer_options: WriterOptions | None = None,
+    ) -> None:
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+            raise InvalidConfigError(f"num_workers must be an int >= 1, got {num_workers!r}")
+        if writer_options is not None and not isinstance(writer_options, WriterOptions):
+            raise InvalidConfigError(
+                f"writer_options must be WriterOptions, got {writer_options!r}"
+            )
+        if isinstance(include_collections, str):
+            include_collections = [include_collections]
+        self.worker = worker_name(worker)
+        self.collection_manager = CollectionManager()
+        if include_regex is not None:
+            self.collection_manager.get(CollectionKeys.DEFAULT).include(include_regex)
+        names = DEFAULT_INCLUDE_COLLECTIONS if include_collections is None else include_collections
+        self._lock = threading.RLock()
+        self._internal_errors = 0
+        self._last_internal_error: str | None = None
+        self._closed = False
+        store = open_store(out_dir)
+        try:
+            self._writer = TrialWriter(store, self.worker, writer_options, num_workers)
+        except StorageError as exc:
+            raise StorageError(
+                f"cannot write a trial at {store.location}: {exc}. Pass a writable directory "
+                "(or URL) as out_dir"
+            ) from exc
+        self.out_dir = store.location
+        self._recorder = StepRecorder(
+            self.collection_manager, self._writer, save_config, reduction_config, names
+        )
+        with _open_hooks_lock:
+            _open_hooks.add(self)
+
+    # -- step and mode --
+    @property
+    def mode(self) -> ModeKeys:
+        return self._recorder.mode
+
+    @property
+    def step(self) -> int:
+        """The current global step."""
+        return self._recorder.global_step
+
+    @property
+    def mode_step(self) -> int:
+        """The current step within the current mode."""
+        return self._recorder.mode_step
+
+    def set_mode(self, mode: ModeKeys | str | int) -> None:
+        """Switch to TRAIN, EVAL, PREDICT or GLOBAL (closing the current step if it saved)."""
+        with self._lock:
+            self._guard(self._recorder.set_mode, mode)
+
+    def next_step(self) -> None:
+        """Close the current step (it is published within ``flush_secs``) and advance."""
+        with self._lock:
+            if not self._closed:
+                self._guard(self._recorder.next_step)
+
+    # -- saving --
+    def save_tensor(
+        self, name: str, value: Any, collections: str | Iterable[str] | None = None
+    ) -> bool:
+        """Save ``value`` under ``name`` if a collection it belongs to is due at this step.
+
+        ``collections`` adds the tensor to those collections (created if missing); tensors in
+        no included collection are not saved. Returns True if anything was saved.
+        """
+        with self._lock:
+            if self._closed:
+                self._warn_closed()
+                return False
+            if collections is None:
+                collections = _DEFAULT_ONLY
+            return bool(self._guard(self._recorder.record, name, value, collections))
+
+    def save_scalar(
+        self, name: str, value: Any, collections: str | Iterable[str] | None = None
+    ) -> bool:
+        """Save a real number (in the ``scalars`` collection, plus any given)."""
+        number = _as_real(name, value)
+        extra = [collections] if isinstance(collections, str) else list(collections or [])
+        return self.save_tensor(name, number, [CollectionKeys.SCALARS, *extra])
+
+    def is_anything_due(self) -> bool:
+        """True if some included collection is due at this step."""
+        return bool(self._guard(self._recorder.is_anything_due))
+
+    # -- collections --
+    def get_collection(self, name: str, create: bool = True) -> Collection:
+        """The hook's collection of this name (created empty if missing)."""
+        return self.collection_manager.get(name, create=create)
+
+    def get_collections(self) -> dict[str, Collection]:
+        return {c.name: c for c in self.collection_manager}
+
+    def add_collection(self, collection: Collection, include: bool = True) -> Collection:
+        """Add (or replace) a collection; it is saved unless ``include`` is false."""
+        added = self.collection_manager.add(collection)
+        if include:
+            self._recorder.include_collection(collection.name)
+        return added
+
+    def include_collection(self, name: str) -> None:
+        self._recorder.include_collection(name)
+
+    # -- lifecycle --
+    @property
+    def status(self) -> HookStatus:
+        return HookStatus(self._internal_errors, self._last_internal_error, self._writer.status)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Hand the current step to the writer and wait until everything is published."""
+        with self._lock:
+            self._guard(self._recorder.flush_step)
+        return self._writer.flush(timeout)
+
+    def close(self) -> HookStatus:
+        """Publish everything and mark the end of training. Safe to call twice."""
+        with self._lock:
+            if self._closed:
+                return self.status
+            self._closed = True
+            recorder = self._recorder
+            self._guard(recorder.flush_step)
+            end = {
+                "last_global_step": recorder.global_step,
+                "last_mode": recorder.mode.name,
+                "internal_errors": self._internal_errors,
+            }
+            self._writer.close(end)
+        with _open_hooks_lock:
+            _open_hooks.discard(self)
+        status = self.status
+        if not status.healthy:
+            logger.warning("tensortap closed with problems: %s", status)
+        return status
+
+    def __enter__(self) -> Hook:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- containment --
+    def _guard(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except (InvalidTensorError, InvalidConfigError):
+            raise
+        except Exception as exc:
+            self._internal_errors += 1
+            self._last_internal_error = f"{type(exc).__name__}: {exc}"
+            if self._internal_errors <= 10 or self._internal_errors % 100 == 0:
+                logger.error(
+                    "tensortap internal error %d (training continues): %s",
+                    self._internal_errors,
+                    self._last_internal_error,
+                    exc_info=exc if self._internal_errors <= 3 else None,
+                )
+            return None
+
+    def _warn_closed(self) -> None:
+        if not getattr(self, "_warned_closed", False):
+            self._warned_closed = True
+            logger.warning("tensortap: save after hook.close() ignored (worker %s)", self.worker)
+
+
+def _as_real(name: str, value: Any) -> float:
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "size", 1) == 1:
+        value = item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidTensorError(
+            f"scalar {name!r} must be a real number (or a one-element array), got {value!r}; "
+            "use save_tensor for arrays"
+        )
+    return float(value)

@@ -1,0 +1,5 @@
+"""``tensortap.modes``: TRAIN, EVAL, PREDICT, GLOBAL (as in smdebug)."""
+
+from tensortap.core.modes import EVAL, GLOBAL, PREDICT, TRAIN, ModeKeys, parse_mode
+
+__all__ = ["EVAL", "GLOBAL", "PREDICT", "TRAIN", "ModeKeys", "parse_mode"]

@@ -1,0 +1,16 @@
+"""Storage behind a small interface: local directories, memory, and (later) object storage."""
+
+from tensortap.storage.base import ObjectWriter, Store, validate_key
+from tensortap.storage.local import LocalStore
+from tensortap.storage.memory import MemoryStore
+from tensortap.storage.resolve import open_store, register_store
+
+__all__ = [
+    "LocalStore",
+    "MemoryStore",
+    "ObjectWriter",
+    "Store",
+    "open_store",
+    "register_store",
+    "validate_key",
+]

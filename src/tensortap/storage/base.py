@@ -1,0 +1,85 @@
+"""The storage interface every backend implements.
+
+Contract:
+
+- Keys are relative, '/'-separated, non-empty paths without '.', '..' or empty components
+  (:func:`validate_key`). Backends never touch anything outside their root.
+- ``put`` and ``open_writer(...).commit()`` are atomic: a reader sees either nothing or the
+  whole object, never part of it. Published objects are never modified in place.
+- ``list(prefix, start_after)`` returns every key under ``prefix`` (recursively), sorted, that
+  sorts after ``start_after``. Keys being written (not yet committed) are never listed.
+- ``list_dir(prefix)`` returns the names of the immediate children of a "directory" prefix.
+- ``get`` / ``get_range`` raise :class:`KeyError` for a missing key and
+  :class:`~tensortap.exceptions.StorageError` for any other failure.
+"""
+
+from __future__ import annotations
+
+import builtins
+from abc import ABC, abstractmethod
+
+from tensortap.exceptions import StorageError
+
+
+def validate_key(key: str) -> str:
+    if not isinstance(key, str) or not key or key.startswith("/") or "\\" in key or "\0" in key:
+        raise StorageError(f"invalid storage key {key!r}")
+    parts = key.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise StorageError(f"invalid storage key {key!r}: empty, '.' or '..' components")
+    return key
+
+
+class ObjectWriter(ABC):
+    """A streaming write of one object, published atomically by ``commit``."""
+
+    @abstractmethod
+    def write(self, data: bytes | bytearray | memoryview) -> None: ...
+
+    @abstractmethod
+    def commit(self) -> None:
+        """Publish the object under its key (atomically)."""
+
+    @abstractmethod
+    def abort(self) -> None:
+        """Discard what was written; never raises."""
+
+
+class Store(ABC):
+    """A flat key -> bytes store (local directory, memory, object storage)."""
+
+    #: A human-readable location, e.g. the directory path or URL.
+    location: str = ""
+
+    @abstractmethod
+    def get(self, key: str) -> bytes: ...
+
+    @abstractmethod
+    def get_range(self, key: str, start: int, length: int) -> bytearray:
+        """``length`` bytes of an object from ``start`` (a writable buffer)."""
+
+    @abstractmethod
+    def put(self, key: str, data: bytes) -> None:
+        """Write a whole object atomically (replacing any previous one)."""
+
+    @abstractmethod
+    def open_writer(self, key: str) -> ObjectWriter: ...
+
+    @abstractmethod
+    def exists(self, key: str) -> bool: ...
+
+    @abstractmethod
+    def list(self, prefix: str = "", start_after: str | None = None) -> builtins.list[str]: ...
+
+    @abstractmethod
+    def list_dir(self, prefix: str = "") -> builtins.list[str]: ...
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove an object; a missing key is not an error."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook for backends that hold resources
+        """Release cached handles."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.location!r})"

@@ -1,0 +1,45 @@
+"""One function turns what a user passes (a path, a URL, a Store) into a Store."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from tensortap.exceptions import InvalidConfigError
+from tensortap.storage.base import Store
+from tensortap.storage.local import LocalStore
+from tensortap.storage.memory import MemoryStore
+
+StoreFactory = Callable[[str], Store]
+_FACTORIES: dict[str, StoreFactory] = {}
+
+
+def register_store(scheme: str, factory: StoreFactory) -> None:
+    """Make ``scheme://...`` locations open with ``factory(location)``."""
+    _FACTORIES[scheme.lower()] = factory
+
+
+def open_store(location: str | os.PathLike[str] | Store) -> Store:
+    """A Store for a local path, a ``file://`` or ``memory://`` URL, or a Store itself."""
+    if isinstance(location, Store):
+        return location
+    if isinstance(location, os.PathLike):
+        return LocalStore(location)
+    if not isinstance(location, str) or not location:
+        raise InvalidConfigError(
+            f"expected a trial location (a directory path or URL), got {location!r}"
+        )
+    scheme, sep, _ = location.partition("://")
+    if not sep:
+        return LocalStore(location)
+    factory = _FACTORIES.get(scheme.lower())
+    if factory is None:
+        raise InvalidConfigError(
+            f"no storage backend for {scheme}:// (in {location!r}); known schemes: "
+            f"{', '.join(sorted(_FACTORIES))}, or a plain directory path"
+        )
+    return factory(location)
+
+
+register_store("file", lambda url: LocalStore(url[len("file://") :]))
+register_store("memory", lambda url: MemoryStore.named(url[len("memory://") :]))

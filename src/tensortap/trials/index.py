@@ -1,0 +1,187 @@
+"""The in-memory index of a trial, kept current by reading only new index objects.
+
+Opening a trial reads the small index objects of every segment (never tensor data); each
+refresh lists only keys after the last one seen, per worker.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tensortap.core.collections import Collection
+from tensortap.core.modes import ModeKeys
+from tensortap.exceptions import FormatError
+from tensortap.format import layout
+from tensortap.format.documents import decode_json
+from tensortap.format.index import SegmentIndex, decode_index
+from tensortap.storage.base import Store
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class WorkerState:
+    """What the reader knows of one worker."""
+
+    name: str
+    num_workers: int = 1
+    end: dict[str, Any] | None = None
+    complete: bool = False  # end marker seen, and a listing made after it
+    last_index_key: str | None = None
+    last_collections_key: str | None = None
+    steps: set[int] = field(default_factory=set)
+    max_step: int = -1
+    dropped: list[list[int]] = field(default_factory=list)
+    # (mode, mode_step) -> global step, and back
+    mode_to_global: dict[tuple[ModeKeys, int], int] = field(default_factory=dict)
+    global_to_mode: dict[int, tuple[ModeKeys, int]] = field(default_factory=dict)
+    wall_time: dict[int, float] = field(default_factory=dict)
+
+    def has_passed(self, global_step: int) -> bool:
+        """True once this worker has published a later step (or ended after this one)."""
+        return self.max_step >= global_step
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One published segment of one worker."""
+
+    worker: str
+    index: SegmentIndex
+
+
+def natural_key(name: str) -> tuple[Any, ...]:
+    """Sort worker_2 before worker_10."""
+    head = name.rstrip("0123456789")
+    tail = name[len(head) :]
+    return (head, int(tail) if tail else -1, name)
+
+
+class TrialIndex:
+    """Workers, segments, steps and the rows of every tensor name, as published so far."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.workers: dict[str, WorkerState] = {}
+        self.segments: list[Segment] = []
+        self.name_rows: dict[str, list[tuple[int, np.ndarray[Any, Any]]]] = {}
+        self.collection_docs: dict[str, dict[str, Any]] = {}
+        self.version = 0  # bumped whenever anything new is ingested
+
+    # -- refresh --
+    def refresh(self) -> bool:
+        """Read what was published since the last refresh; True if anything was new."""
+        before = self.version
+        for name in self.store.list_dir(layout.WORKERS_PREFIX):
+            if name.startswith("."):
+                continue
+            state = self.workers.get(name)
+            if state is None:
+                try:
+                    layout.validate_worker_name(name)
+                except ValueError:
+                    logger.warning("ignoring unexpected entry %r in the trial's workers/", name)
+                    continue
+                state = self.workers[name] = WorkerState(name)
+                self._read_worker_info(state)
+                self.version += 1
+            if not state.complete:
+                self._refresh_worker(state)
+        return self.version != before
+
+    def _read_worker_info(self, state: WorkerState) -> None:
+        try:
+            raw = self.store.get(layout.worker_info_key(state.name))
+        except KeyError:
+            return
+        doc = decode_json(raw, "worker", f"worker info of {state.name}")
+        state.num_workers = int(doc.get("num_workers", 1))
+
+    def _refresh_worker(self, state: WorkerState) -> None:
+        # Read the end marker *before* listing: everything published before it is then listed.
+        end: dict[str, Any] | None = None
+        try:
+            raw_end = self.store.get(layout.end_key(state.name))
+        except KeyError:
+            pass
+        else:
+            end = decode_json(raw_end, "end", f"end marker of {state.name}")
+        keys = self.store.list(layout.index_prefix(state.name), start_after=state.last_index_key)
+        for key in keys:
+            if not key.endswith(layout.INDEX_SUFFIX):
+                continue
+            index = decode_index(self.store.get(key), f"index {key}")
+            self._ingest(state, index)
+            state.last_index_key = key
+        ckeys = self.store.list(
+            layout.collections_prefix(state.name), start_after=state.last_collections_key
+        )
+        ckeys = [k for k in ckeys if k.endswith(".json")]
+        if ckeys:
+            doc = decode_json(self.store.get(ckeys[-1]), "collections", f"collections {ckeys[-1]}")
+            self.collection_docs[state.name] = doc
+            state.last_collections_key = ckeys[-1]
+            self.version += 1
+        if end is not None:
+            state.end = end
+            state.complete = True
+            last = end.get("last_global_step")
+            if isinstance(last, int):
+                state.max_step = max(state.max_step, last - 1)
+            self.version += 1
+
+    def _ingest(self, state: WorkerState, index: SegmentIndex) -> None:
+        seg_id = len(self.segments)
+        self.segments.append(Segment(state.name, index))
+        for entry in index.steps:
+            global_step, mode_value, mode_step = int(entry[0]), int(entry[1]), int(entry[2])
+            mode = ModeKeys(mode_value)
+            state.steps.add(global_step)
+            state.max_step = max(state.max_step, global_step)
+            state.mode_to_global[(mode, mode_step)] = global_step
+            state.global_to_mode[global_step] = (mode, mode_step)
+            if len(entry) > 3:
+                state.wall_time[global_step] = float(entry[3])
+        state.dropped.extend(index.header.get("dropped") or [])
+        records = index.records
+        if len(records):
+            name_ids = records["name"]
+            order = np.argsort(name_ids, kind="stable")
+            counts = np.bincount(name_ids, minlength=len(index.names))
+            if len(counts) > len(index.names):
+                raise FormatError(f"segment {index.header.get('seq')} refers to unknown names")
+            bounds = np.concatenate(([0], np.cumsum(counts)))
+            for name_id, name in enumerate(index.names):
+                lo, hi = int(bounds[name_id]), int(bounds[name_id + 1])
+                if hi > lo:
+                    self.name_rows.setdefault(name, []).append((seg_id, order[lo:hi]))
+        self.version += 1
+
+    # -- derived views --
+    def expected_workers(self) -> int:
+        declared = max((w.num_workers for w in self.workers.values()), default=1)
+        return max(declared, len(self.workers))
+
+    def all_ended(self) -> bool:
+        return (
+            bool(self.workers)
+            and len(self.workers) >= self.expected_workers()
+            and all(w.complete for w in self.workers.values())
+        )
+
+    def collections(self) -> dict[str, Collection]:
+        """Collections of every worker, merged (tensor names are the union)."""
+        merged: dict[str, Collection] = {}
+        for worker in sorted(self.collection_docs, key=natural_key):
+            for entry in self.collection_docs[worker].get("collections", []):
+                coll = Collection.from_dict(entry)
+                if coll.name in merged:
+                    for tname in coll.tensor_names:
+                        merged[coll.name].add_tensor_name(tname)
+                else:
+                    merged[coll.name] = coll
+        return merged

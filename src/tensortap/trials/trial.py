@@ -1,0 +1,380 @@
+"""A trial: the saved tensors of one training job, readable while the job still runs."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+import zlib
+from collections.abc import Iterable
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from tensortap.core.collections import Collection
+from tensortap.core.dtypes import decode_array
+from tensortap.core.modes import ModeKeys, parse_mode
+from tensortap.exceptions import (
+    FormatError,
+    InvalidConfigError,
+    MissingCollectionFiles,
+    NoMoreData,
+    NotATrialError,
+    StepNotYetAvailable,
+    StepUnavailable,
+    StorageError,
+    TensorUnavailable,
+    TensorUnavailableForStep,
+)
+from tensortap.format.documents import decode_json
+from tensortap.format.layout import TRIAL_MARKER
+from tensortap.storage import Store, open_store
+from tensortap.trials.index import TrialIndex, natural_key
+from tensortap.trials.tensor import RawRef, Tensor
+
+logger = logging.getLogger(__name__)
+
+
+class StepState(Enum):
+    """Where training stands relative to a step."""
+
+    UNAVAILABLE = 0  # training went past it without saving it
+    AVAILABLE = 1  # saved, by every worker that will save it
+    NOT_YET_AVAILABLE = 2  # training has not reached it (or not every worker has)
+
+
+class Trial:
+    """Read the tensors a hook saved, also while training runs.
+
+    Queries about what exists (``steps``, ``tensor_names``, a value at an unknown step) first
+    pick up anything published since the last look, at most every ``refresh_interval``
+    seconds; reading a known value never touches the index again.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | Store,
+        name: str | None = None,
+        refresh_interval: float = 0.1,
+    ) -> None:
+        try:
+            store = open_store(path)
+        except StorageError as exc:
+            raise NotATrialError(f"cannot open a trial at {path!r}: {exc}") from exc
+        self.store = store
+        self.path = store.location
+        self.name = name or os.path.basename(self.path.rstrip("/")) or self.path
+        self.refresh_interval = refresh_interval
+        self._check_is_trial()
+        self._index = TrialIndex(store)
+        self._tensors: dict[str, Tensor] = {}
+        self._last_refresh = 0.0
+        self._steps_cache: dict[Any, list[int]] = {}
+        self._steps_cache_version = -1
+        self.refresh()
+
+    def __repr__(self) -> str:
+        return f"Trial({self.path!r}, workers={self.workers()}, steps={len(self.steps())})"
+
+    def _check_is_trial(self) -> None:
+        try:
+            raw = self.store.get(TRIAL_MARKER)
+        except KeyError:
+            entries = [e for e in self.store.list_dir("") if not e.startswith(".")]
+            if entries:
+                shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
+                raise NotATrialError(
+                    f"{self.path} holds no tensortap trial (no {TRIAL_MARKER}; found {shown}). "
+                    "Point create_trial at the out_dir given to a Hook"
+                ) from None
+            logger.info("no trial at %s yet; it will appear when training writes it", self.path)
+            return
+        decode_json(raw, "tensortap-trial", f"{self.path}/{TRIAL_MARKER}")
+
+    # -- keeping current --
+    def refresh(self) -> bool:
+        """Read whatever was published since the last refresh; True if anything was new."""
+        self._last_refresh = time.monotonic()
+        return self._index.refresh()
+
+    def _refresh_if_stale(self) -> bool:
+        if self._index.all_ended() and self._last_refresh:
+            return False
+        if time.monotonic() - self._last_refresh < self.refresh_interval:
+            return False
+        return self.refresh()
+
+    @property
+    def loaded_all_steps(self) -> bool:
+        """True once every worker has marked the end of training and all of it is loaded."""
+        self._refresh_if_stale()
+        return self._index.all_ended()
+
+    # -- helpers --
+    @staticmethod
+    def _mode(mode: Any) -> ModeKeys | None:
+        return None if mode is None else parse_mode(mode)
+
+    def _read(self, raw: RawRef) -> np.ndarray:
+        segment = self._index.segments[raw.segment]
+        buf = self.store.get_range(segment.index.data_key, raw.offset, raw.length)
+        if zlib.crc32(buf) != raw.crc32:
+            raise FormatError(
+                f"data at {segment.index.data_key}[{raw.offset}:{raw.offset + raw.length}] "
+                "fails its checksum: the file is corrupt"
+            )
+        return decode_array(buf, raw.dtype, raw.shape)
+
+    def _step_sets(self) -> dict[Any, list[int]]:
+        """Sorted steps per (mode or None, complete?) — recomputed only when the index grows."""
+        index = self._index
+        if self._steps_cache_version == index.version:
+            return self._steps_cache
+        workers = list(index.workers.values())
+        union: set[int] = set().union(*(w.steps for w in workers)) if workers else set()
+        if len(workers) >= index.expected_workers():
+            complete = {g for g in union if all(g in w.steps or w.has_passed(g) for w in workers)}
+        else:
+            complete = set()
+        global_to_mode: dict[int, tuple[ModeKeys, int]] = {}
+        for w in sorted(workers, key=lambda w: natural_key(w.name), reverse=True):
+            global_to_mode.update(w.global_to_mode)
+        cache: dict[Any, list[int]] = {}
+        for done, steps in ((True, complete), (False, union)):
+            cache[(None, done)] = sorted(steps)
+            for mode in ModeKeys:
+                if mode != ModeKeys.GLOBAL:
+                    cache[(mode, done)] = sorted(
+                        global_to_mode[g][1] for g in steps if global_to_mode[g][0] == mode
+                    )
+        cache["global_to_mode"] = global_to_mode  # type: ignore[assignment]
+        self._steps_cache, self._steps_cache_version = cache, index.version
+        return cache
+
+    # -- steps and modes --
+    def steps(self, mode: Any = None, show_incomplete_steps: bool = False) -> list[int]:
+        """Saved steps: global step numbers, or the step numbers within ``mode``.
+
+        With several workers, only steps every worker has completed are listed unless
+        ``show_incomplete_steps`` is true.
+        """
+        self._refresh_if_stale()
+        m = self._mode(mode)
+        key = None if m in (None, ModeKeys.GLOBAL) else m
+        return list(self._step_sets()[(key, not show_incomplete_steps)])
+
+    def modes(self) -> list[ModeKeys]:
+        """The modes that have saved steps."""
+        self._refresh_if_stale()
+        g2m: dict[int, tuple[ModeKeys, int]] = self._step_sets()["global_to_mode"]  # type: ignore[assignment]
+        return sorted({m for m, _ in g2m.values()})
+
+    def global_step(self, mode: Any, mode_step: int) -> int:
+        """The global step of step ``mode_step`` of ``mode``."""
+        m = parse_mode(mode)
+        if m == ModeKeys.GLOBAL:
+            return mode_step
+        self._refresh_if_stale()
+        for w in self._index.workers.values():
+            g = w.mode_to_global.get((m, mode_step))
+            if g is not None:
+                return g
+        self._raise_step_missing(mode_step, m)
+        raise AssertionError("unreachable")
+
+    def mode_step(self, global_step: int) -> int:
+        """The step number within its mode of a global step."""
+        return self._mode_of(global_step)[1]
+
+    def mode(self, global_step: int) -> ModeKeys:
+        """The mode a global step was saved in."""
+        return self._mode_of(global_step)[0]
+
+    def _mode_of(self, global_step: int) -> tuple[ModeKeys, int]:
+        self._refresh_if_stale()
+        g2m: dict[int, tuple[ModeKeys, int]] = self._step_sets()["global_to_mode"]  # type: ignore[assignment]
+        found = g2m.get(global_step)
+        if found is None:
+            self._raise_step_missing(global_step, None)
+        assert found is not None
+        return found
+
+    def has_passed_step(self, step: int, mode: Any = None) -> StepState:
+        """AVAILABLE, UNAVAILABLE (passed without saving) or NOT_YET_AVAILABLE."""
+        self._refresh_if_stale()
+        m = self._mode(mode)
+        if step in set(self.steps(m)):
+            return StepState.AVAILABLE
+        index = self._index
+        workers = list(index.workers.values())
+        if not workers or len(workers) < index.expected_workers():
+            return StepState.NOT_YET_AVAILABLE
+        if m in (None, ModeKeys.GLOBAL):
+            passed = all(w.has_passed(step) for w in workers)
+        else:
+            passed = all(any(mm == m and ms > step for mm, ms in w.mode_to_global) for w in workers)
+        return StepState.UNAVAILABLE if passed else StepState.NOT_YET_AVAILABLE
+
+    def wait_for_steps(
+        self, required_steps: Iterable[int], mode: Any = None, timeout: float | None = None
+    ) -> None:
+        """Block until every step is saved or passed; NoMoreData if training ended first.
+
+        Raises StepNotYetAvailable when ``timeout`` seconds pass first.
+        """
+        wanted = list(required_steps)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.01
+        while True:
+            self.refresh()
+            pending = [
+                s for s in wanted if self.has_passed_step(s, mode) == StepState.NOT_YET_AVAILABLE
+            ]
+            if not pending:
+                return
+            if self._index.all_ended():
+                raise NoMoreData(
+                    f"training has ended; steps {pending}{_mode_text(mode)} will never be saved"
+                )
+            if deadline is not None and time.monotonic() >= deadline:
+                raise StepNotYetAvailable(pending[0], self._mode(mode), self._last_step(mode))
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+    def _last_step(self, mode: Any) -> int | None:
+        steps = self.steps(mode, show_incomplete_steps=True)
+        return steps[-1] if steps else None
+
+    def _raise_step_missing(self, step: int, mode: ModeKeys | None) -> None:
+        state = self.has_passed_step(step, mode)
+        if state == StepState.UNAVAILABLE:
+            raise StepUnavailable(step, mode)
+        if self._index.all_ended():
+            raise NoMoreData(
+                f"training has ended and step {step}{_mode_text(mode)} was never saved "
+                f"(the last saved step is {self._last_step(mode)})"
+            )
+        raise StepNotYetAvailable(step, mode, self._last_step(mode))
+
+    def _raise_missing(self, tensor: Tensor, step: int, mode: ModeKeys | None) -> None:
+        if step in set(self.steps(mode, show_incomplete_steps=True)):
+            raise TensorUnavailableForStep(tensor.name, step, mode, tensor.steps(mode))
+        self._raise_step_missing(step, mode)
+
+    # -- tensors --
+    def tensor_names(
+        self,
+        step: int | None = None,
+        mode: Any = None,
+        regex: str | Iterable[str] | None = None,
+        collection: str | Collection | None = None,
+    ) -> list[str]:
+        """Names of saved tensors, optionally only those at a step, matching a regex, or in a
+        collection."""
+        self._refresh_if_stale()
+        names: Iterable[str] = self._index.name_rows
+        if step is not None:
+            m = self._mode(mode)
+            names = [n for n in names if self.tensor(n)._entries(step, m)]
+        if regex is not None:
+            patterns = [regex] if isinstance(regex, str) else list(regex)
+            try:
+                compiled = [re.compile(p) for p in patterns]
+            except re.error as exc:
+                raise InvalidConfigError(f"invalid regex {patterns!r}: {exc}") from exc
+            names = [n for n in names if any(p.search(n) for p in compiled)]
+        if collection is not None:
+            coll = collection if isinstance(collection, Collection) else self.collection(collection)
+            names = [n for n in names if coll.matches(n)]
+        return sorted(names)
+
+    def tensors(self, *args: Any, **kwargs: Any) -> list[str]:
+        """Alias of :meth:`tensor_names` (older smdebug spelling)."""
+        return self.tensor_names(*args, **kwargs)
+
+    def has_tensor(self, name: str) -> bool:
+        self._refresh_if_stale()
+        return name in self._index.name_rows
+
+    def tensor(self, name: str) -> Tensor:
+        """The :class:`Tensor` of this name; TensorUnavailable if it was never saved."""
+        found = self._tensors.get(name)
+        if found is not None:
+            return found
+        if name not in self._index.name_rows:
+            self._refresh_if_stale()
+            if name not in self._index.name_rows:
+                raise TensorUnavailable(name, sorted(self._index.name_rows))
+        found = self._tensors[name] = Tensor(name, self)
+        return found
+
+    def tensors_in_collection(self, collection: str | Collection) -> list[Tensor]:
+        return [self.tensor(n) for n in self.tensor_names(collection=collection)]
+
+    # -- collections and workers --
+    def collections(self) -> dict[str, Collection]:
+        """Every collection recorded by the hooks (merged across workers)."""
+        self._refresh_if_stale()
+        return self._index.collections()
+
+    def collection(self, name: str) -> Collection:
+        found = self.collections()
+        if not found:
+            raise MissingCollectionFiles(
+                f"the trial at {self.path} has no collections recorded yet; they are written "
+                "with the first published step"
+            )
+        if name not in found:
+            raise MissingCollectionFiles(
+                f"no collection {name!r} in the trial; collections are {sorted(found)}"
+            )
+        return found[name]
+
+    def workers(self) -> list[str]:
+        """Workers that wrote to this trial (worker_0, worker_1, ...)."""
+        self._refresh_if_stale()
+        return sorted(self._index.workers, key=natural_key)
+
+    def worker_status(self, worker: str) -> dict[str, Any] | None:
+        """A worker's end-of-training record (its writer counters), None while it runs."""
+        state = self._index.workers.get(worker)
+        return None if state is None else state.end
+
+    def problems(self) -> list[str]:
+        """What went wrong while saving (dropped or lost steps, writer errors), per worker."""
+        self._refresh_if_stale()
+        out: list[str] = []
+        for name in self.workers():
+            state = self._index.workers[name]
+            if state.dropped:
+                out.append(f"{name}: {len(state.dropped)} steps dropped (write queue full)")
+            status = (state.end or {}).get("status") or {}
+            if status.get("errors"):
+                out.append(
+                    f"{name}: {status['errors']} writer errors, {status.get('steps_lost', 0)} "
+                    f"steps lost; last: {status.get('last_error')}"
+                )
+            if (state.end or {}).get("internal_errors"):
+                out.append(f"{name}: {state.end['internal_errors']} internal hook errors")  # type: ignore[index]
+        return out
+
+    def wall_time(self, global_step: int, worker: str | None = None) -> float | None:
+        """When a step was handed to the writer (seconds since the epoch)."""
+        for name in [worker] if worker else self.workers():
+            state = self._index.workers.get(name)
+            if state and global_step in state.wall_time:
+                return state.wall_time[global_step]
+        return None
+
+
+def _mode_text(mode: Any) -> str:
+    return "" if mode is None else f" of mode {getattr(mode, 'name', mode)}"
+
+
+def create_trial(
+    path: str | os.PathLike[str] | Store, name: str | None = None, **kwargs: Any
+) -> Trial:
+    """Open the trial at ``path`` (a directory, a URL, or a Store)."""
+    return Trial(path, name=name, **kwargs)

@@ -1,0 +1,6 @@
+"""The background writer: turns step batches into published segments on a Store."""
+
+from tensortap.writer.options import WriterOptions
+from tensortap.writer.trial_writer import TrialWriter, WriterStatus
+
+__all__ = ["TrialWriter", "WriterOptions", "WriterStatus"]

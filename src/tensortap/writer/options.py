@@ -1,0 +1,48 @@
+"""Settings of the background writer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tensortap.exceptions import InvalidConfigError
+
+QueuePolicy = Literal["block", "drop"]
+
+
+@dataclass(frozen=True)
+class WriterOptions:
+    """How the background writer buffers and publishes.
+
+    - ``flush_secs``: a step is published at most this long after it ends (live readers see it).
+    - ``max_queue_bytes``: steps waiting for the writer may hold this many bytes; a single
+      larger step is still accepted when the queue is empty.
+    - ``when_full``: ``"block"`` makes training wait for the writer (nothing is lost);
+      ``"drop"`` drops the step, counts it, and records the drop in the trial.
+    - ``segment_bytes``: a segment is published once its data reaches this size.
+    - ``close_timeout_secs``: how long ``close()`` waits for the writer before giving up (and
+      logging what was not written) so a broken disk never hangs the end of training.
+    """
+
+    flush_secs: float = 1.0
+    max_queue_bytes: int = 256 * 1024 * 1024
+    when_full: QueuePolicy = "block"
+    segment_bytes: int = 64 * 1024 * 1024
+    close_timeout_secs: float = 120.0
+
+    def __post_init__(self) -> None:
+        checks: list[tuple[str, Any]] = [
+            ("flush_secs", self.flush_secs),
+            ("close_timeout_secs", self.close_timeout_secs),
+        ]
+        for name, value in checks:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise InvalidConfigError(f"{name} must be a number > 0, got {value!r}")
+        for name, value in (
+            ("max_queue_bytes", self.max_queue_bytes),
+            ("segment_bytes", self.segment_bytes),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidConfigError(f"{name} must be an int >= 1, got {value!r}")
+        if self.when_full not in ("block", "drop"):
+            raise InvalidConfigError(f"when_full must be 'block' or 'drop', got {self.when_full!r}")

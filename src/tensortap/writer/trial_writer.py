@@ -1,0 +1,360 @@
+"""The background writer thread.
+
+Training threads call :meth:`TrialWriter.submit` with finished steps; a single thread appends
+their bytes to the open segment's data object and publishes the segment (data object, then
+collections, then index object, each atomically) when it is ``flush_secs`` old, when it reaches
+``segment_bytes``, on ``flush()`` and on ``close()``. A reader only ever looks at index objects,
+so it sees whole steps or nothing.
+
+Failures never propagate to training: they are logged, counted in :class:`WriterStatus`, and
+written to the worker's end marker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+import zlib
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tensortap.core.records import StepBatch
+from tensortap.exceptions import StorageError
+from tensortap.format import layout
+from tensortap.format.documents import decode_json, encode_json, trial_marker
+from tensortap.format.index import DATA_ALIGNMENT, IndexBuilder
+from tensortap.storage.base import ObjectWriter, Store
+from tensortap.writer.options import WriterOptions
+
+logger = logging.getLogger(__name__)
+_MAX_LISTED_DROPS = 1000
+_PADDING = bytes(DATA_ALIGNMENT)
+
+
+@dataclass
+class WriterStatus:
+    """Counters of one writer; also written to the worker's end marker."""
+
+    steps_submitted: int = 0
+    steps_written: int = 0
+    steps_dropped: int = 0
+    steps_lost: int = 0
+    records_written: int = 0
+    bytes_written: int = 0
+    segments_published: int = 0
+    errors: int = 0
+    last_error: str | None = None
+    dropped: list[list[int]] = field(default_factory=list)
+
+
+class _OpenSegment:
+    def __init__(self, seq: int, writer: ObjectWriter) -> None:
+        self.seq = seq
+        self.writer = writer
+        self.builder = IndexBuilder()
+        self.offset = 0
+        self.opened = time.monotonic()
+        self.steps = 0
+
+
+class TrialWriter:
+    """Writes one worker's steps into a trial; one background thread per writer."""
+
+    def __init__(
+        self,
+        store: Store,
+        worker: str,
+        options: WriterOptions | None = None,
+        num_workers: int = 1,
+    ) -> None:
+        self.store = store
+        self.worker = layout.validate_worker_name(worker)
+        self.options = options or WriterOptions()
+        self.num_workers = num_workers
+        self.session = uuid.uuid4().hex[:16]
+        self.status = WriterStatus()
+        self._queue: deque[StepBatch] = deque()
+        self._queued_bytes = 0
+        self._cv = threading.Condition()
+        self._flush_waiters: list[threading.Event] = []
+        self._stop = False
+        self._closed = False
+        self._segment: _OpenSegment | None = None
+        self._pending_collections: dict[str, Any] | None = None
+        self._new_drops: list[list[int]] = []
+        self._next_seq = self._start()
+        self._thread = threading.Thread(
+            target=self._run, name=f"tensortap-writer-{self.worker}", daemon=True
+        )
+        self._thread.start()
+
+    # -- start-up (synchronous, so a bad location fails at construction) --
+    def _start(self) -> int:
+        store = self.store
+        try:
+            raw = store.get(layout.TRIAL_MARKER)
+        except KeyError:
+            store.put(layout.TRIAL_MARKER, trial_marker())
+        else:
+            decode_json(raw, "tensortap-trial", f"{store.location}/{layout.TRIAL_MARKER}")
+        info = {
+            "worker": self.worker,
+            "num_workers": self.num_workers,
+            "session": self.session,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.time(),
+        }
+        store.delete(layout.end_key(self.worker))  # a resumed worker is live again
+        store.put(layout.worker_info_key(self.worker), encode_json("worker", info))
+        seqs = [
+            layout.seq_of(k)
+            for prefix in (
+                layout.index_prefix(self.worker),
+                layout.data_prefix(self.worker),
+                layout.collections_prefix(self.worker),
+            )
+            for k in store.list(prefix)
+        ]
+        return max((s for s in seqs if s is not None), default=-1) + 1
+
+    # -- training side --
+    def submit(self, batch: StepBatch) -> None:
+        """Queue a finished step; blocks or drops when the queue is full (see WriterOptions)."""
+        size = batch.nbytes
+        with self._cv:
+            self.status.steps_submitted += 1
+            while self._queue and self._queued_bytes + size > self.options.max_queue_bytes:
+                if self.options.when_full == "drop" or not self._thread.is_alive():
+                    self._drop(batch, "the write queue is full")
+                    return
+                self._cv.wait(timeout=1.0)
+            if self._closed or not self._thread.is_alive():
+                self._drop(batch, "the writer is closed")
+                return
+            self._queue.append(batch)
+            self._queued_bytes += size
+            self._cv.notify_all()
+
+    def _drop(self, batch: StepBatch, why: str) -> None:
+        status = self.status
+        status.steps_dropped += 1
+        entry = [batch.global_step, int(batch.mode), batch.mode_step]
+        if len(status.dropped) < _MAX_LISTED_DROPS:
+            status.dropped.append(entry)
+        self._new_drops.append(entry)
+        if batch.collections is not None:  # keep collection changes even when data is dropped
+            self._pending_collections = batch.collections
+        if status.steps_dropped in (1, 10, 100) or status.steps_dropped % 1000 == 0:
+            logger.warning(
+                "tensortap dropped step %d (%s); %d steps dropped so far. Raise "
+                "max_queue_bytes or use when_full='block' to keep every step",
+                batch.global_step,
+                why,
+                status.steps_dropped,
+            )
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Publish everything submitted so far; True if done within ``timeout``."""
+        event = threading.Event()
+        with self._cv:
+            if not self._thread.is_alive():
+                return False
+            self._flush_waiters.append(event)
+            self._cv.notify_all()
+        return event.wait(timeout if timeout is not None else self.options.close_timeout_secs)
+
+    def close(self, end_info: dict[str, Any] | None = None) -> WriterStatus:
+        """Publish what is queued, write the end marker, stop the thread. Never raises."""
+        with self._cv:
+            if self._closed:
+                return self.status
+            self._closed = True
+            self._stop = True
+            self._end_info = end_info or {}
+            self._cv.notify_all()
+        self._thread.join(self.options.close_timeout_secs)
+        if self._thread.is_alive():
+            logger.error(
+                "tensortap: the writer for %s did not finish within %.0f s; %d queued steps "
+                "may be missing from the trial",
+                self.worker,
+                self.options.close_timeout_secs,
+                len(self._queue),
+            )
+        return self.status
+
+    # -- writer thread --
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not (self._queue or self._stop or self._flush_waiters):
+                    if self._segment is None:
+                        self._cv.wait()
+                        continue
+                    remaining = self.options.flush_secs - (time.monotonic() - self._segment.opened)
+                    if remaining <= 0:
+                        break
+                    self._cv.wait(remaining)
+                batches = list(self._queue)
+                stop = self._stop
+                waiters, self._flush_waiters = self._flush_waiters, []
+            for batch in batches:
+                self._write_batch(batch)
+                with self._cv:
+                    self._queue.popleft()
+                    self._queued_bytes -= batch.nbytes
+                    self._cv.notify_all()
+            segment = self._segment
+            if (
+                stop
+                or waiters
+                or (
+                    segment is not None
+                    and time.monotonic() - segment.opened >= self.options.flush_secs
+                )
+            ):
+                self._publish()
+            for event in waiters:
+                event.set()
+            if stop:
+                self._write_end_marker()
+                return
+
+    def _write_batch(self, batch: StepBatch) -> None:
+        if batch.collections is not None:
+            with self._cv:
+                self._pending_collections = batch.collections
+        if not batch.records:
+            return
+        try:
+            segment = self._segment
+            if segment is None:
+                seq = self._take_seq()
+                segment = _OpenSegment(
+                    seq, self.store.open_writer(layout.data_key(self.worker, seq))
+                )
+                self._segment = segment
+            builder = segment.builder
+            builder.add_step(batch.global_step, batch.mode, batch.mode_step, batch.wall_time)
+            for record in batch.records:
+                if record.data is None:
+                    builder.add(record, batch.global_step, batch.mode, batch.mode_step)
+                    continue
+                view = memoryview(record.data.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
+                length = len(view)
+                crc = zlib.crc32(view)
+                segment.writer.write(view)
+                pad = (-length) % DATA_ALIGNMENT
+                if pad:
+                    segment.writer.write(_PADDING[:pad])
+                builder.add(
+                    record,
+                    batch.global_step,
+                    batch.mode,
+                    batch.mode_step,
+                    segment.offset,
+                    length,
+                    crc,
+                )
+                segment.offset += length + pad
+            segment.steps += 1
+        except Exception as exc:
+            self._fail(exc, f"writing step {batch.global_step}")
+            self._abandon_segment(extra_lost=1)
+            return
+        if segment.offset >= self.options.segment_bytes:
+            self._publish()
+
+    def _take_seq(self) -> int:
+        seq = self._next_seq
+        self._next_seq += 1
+        return seq
+
+    def _publish(self) -> None:
+        segment, self._segment = self._segment, None
+        try:
+            if segment is not None:
+                segment.writer.commit()
+            with self._cv:
+                pending, self._pending_collections = self._pending_collections, None
+            if pending is not None:
+                doc = encode_json("collections", {"worker": self.worker, **pending})
+                try:
+                    self.store.put(layout.collections_key(self.worker, self._take_seq()), doc)
+                except BaseException:
+                    with self._cv:
+                        if self._pending_collections is None:
+                            self._pending_collections = pending
+                    raise
+            if segment is None:
+                return
+            with self._cv:
+                drops, self._new_drops = self._new_drops, []
+            header = {
+                "worker": self.worker,
+                "seq": segment.seq,
+                "session": self.session,
+                "data_key": layout.data_key(self.worker, segment.seq),
+                "data_size": segment.offset,
+                "published": time.time(),
+                "dropped": drops,
+            }
+            try:
+                self.store.put(
+                    layout.index_key(self.worker, segment.seq), segment.builder.encode(header)
+                )
+            except BaseException:
+                with self._cv:
+                    self._new_drops[:0] = drops
+                raise
+        except Exception as exc:
+            self._fail(exc, "publishing a segment")
+            if segment is not None:
+                segment.writer.abort()
+                self.status.steps_lost += segment.steps
+            return
+        if segment is not None:
+            status = self.status
+            status.segments_published += 1
+            status.steps_written += segment.steps
+            status.records_written += len(segment.builder)
+            status.bytes_written += segment.offset
+
+    def _abandon_segment(self, extra_lost: int = 0) -> None:
+        segment, self._segment = self._segment, None
+        lost = extra_lost
+        if segment is not None:
+            segment.writer.abort()
+            lost += segment.steps
+        self.status.steps_lost += lost
+
+    def _fail(self, exc: BaseException, doing: str) -> None:
+        status = self.status
+        status.errors += 1
+        status.last_error = f"{doing}: {type(exc).__name__}: {exc}"
+        if status.errors <= 10 or status.errors % 100 == 0:
+            logger.error(
+                "tensortap failed %s for %s (error %d; training continues, the steps involved "
+                "are missing from the trial)",
+                doing,
+                self.worker,
+                status.errors,
+                exc_info=exc if status.errors <= 3 else None,
+            )
+
+    def _write_end_marker(self) -> None:
+        body = {"worker": self.worker, "session": self.session, "ended": time.time()}
+        body.update(self._end_info)
+        body["status"] = asdict(self.status)
+        try:
+            self.store.put(layout.end_key(self.worker), encode_json("end", body))
+        except (StorageError, OSError) as exc:
+            self._fail(exc, "writing the end-of-training marker")
