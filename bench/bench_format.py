@@ -53,8 +53,13 @@ def run_once(root: Path, steps: int, tensors: int) -> dict[str, float]:
     nbytes = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     nfiles = sum(1 for f in out.rglob("*") if f.is_file())
     shutil.rmtree(out)
-    return {"write_s": t_write, "open_list_s": t_open, "read_all_s": t_read,
-            "mib": nbytes / 2**20, "files": nfiles}
+    return {
+        "write_s": t_write,
+        "open_list_s": t_open,
+        "read_all_s": t_read,
+        "mib": nbytes / 2**20,
+        "files": nfiles,
+    }
 
 
 def main() -> None:
@@ -69,14 +74,20 @@ def main() -> None:
         runs = [run_once(root, args.steps, args.tensors) for _ in range(args.repeats)]
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print(f"machine: {platform.node()} {platform.machine()} python {platform.python_version()} "
-          f"numpy {np.__version__}")
-    print(f"{args.steps} steps x {args.tensors} tensors of 32x32 float32, "
-          f"median of {args.repeats} runs:")
+    print(
+        f"machine: {platform.node()} {platform.machine()} python {platform.python_version()} "
+        f"numpy {np.__version__}"
+    )
+    print(
+        f"{args.steps} steps x {args.tensors} tensors of 32x32 float32, "
+        f"median of {args.repeats} runs:"
+    )
     for key in ("write_s", "open_list_s", "read_all_s", "mib", "files"):
         vals = [r[key] for r in runs]
-        print(f"  {key:12s} median {statistics.median(vals):8.3f}   "
-              f"(all: {', '.join(f'{v:.3f}' for v in vals)})")
+        print(
+            f"  {key:12s} median {statistics.median(vals):8.3f}   "
+            f"(all: {', '.join(f'{v:.3f}' for v in vals)})"
+        )
 
 
 if __name__ == "__main__":

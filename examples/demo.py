@@ -56,7 +56,9 @@ def main() -> int:
     train(hook)
     status = hook.close()
 
-    print(f"wrote {status.writer.steps_written} steps to {OUT} ({status.writer.bytes_written} bytes)")
+    print(
+        f"wrote {status.writer.steps_written} steps to {OUT} ({status.writer.bytes_written} bytes)"
+    )
     print(f"workers: {trial.workers()}  modes: {[m.name for m in trial.modes()]}")
     print(f"all steps loaded: {trial.loaded_all_steps}")
     print(f"train steps saved: {trial.steps(mode=tt.modes.TRAIN)[:8]} ...")

@@ -87,8 +87,11 @@ def test_not_included_collection_is_not_saved() -> None:
 def test_reductions_raw_and_shape_together() -> None:
     store = MemoryStore()
     rc = tt.ReductionConfig(
-        reductions=["min", "max", "mean"], abs_reductions=["max"], norms=["l1", "l2"],
-        save_raw_tensor=True, save_shape=True,
+        reductions=["min", "max", "mean"],
+        abs_reductions=["max"],
+        norms=["l1", "l2"],
+        save_raw_tensor=True,
+        save_shape=True,
     )
     value = np.array([[-3.0, 1.0], [2.0, 0.5]], np.float32)
     with hook_on(store, reduction_config=rc) as hook:

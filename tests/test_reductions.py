@@ -59,7 +59,9 @@ def test_edge_cases() -> None:
 def test_unknown_names_rejected() -> None:
     with pytest.raises(InvalidConfigError, match="unknown reduction 'median'"):
         compute_reduction(np.ones(3), "median")
-    with pytest.raises(InvalidConfigError, match=r"unknown name 'median' in reductions; accepted: min"):
+    with pytest.raises(
+        InvalidConfigError, match=r"unknown name 'median' in reductions; accepted: min"
+    ):
         ReductionConfig(reductions=["median"])
     with pytest.raises(InvalidConfigError, match="norms"):
         ReductionConfig(norms=["l3"])

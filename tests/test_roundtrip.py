@@ -12,8 +12,23 @@ import tensortap as tt
 from tensortap.storage import MemoryStore
 
 DTYPES = [
-    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-    np.float16, np.float32, np.float64, np.complex64, np.complex128, ">f4", ">i8", "<c8",
+    np.bool_,
+    np.int8,
+    np.int16,
+    np.int32,
+    np.int64,
+    np.uint8,
+    np.uint16,
+    np.uint32,
+    np.uint64,
+    np.float16,
+    np.float32,
+    np.float64,
+    np.complex64,
+    np.complex128,
+    ">f4",
+    ">i8",
+    "<c8",
 ]
 
 arrays = hnp.arrays(

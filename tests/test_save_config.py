@@ -8,7 +8,9 @@ from tensortap import SaveConfig, SaveConfigMode, modes
 from tensortap.exceptions import InvalidConfigError, TensortapError
 
 
-def reference(step: int, interval: int | None, start: int, end: int | None, steps: list[int]) -> bool:
+def reference(
+    step: int, interval: int | None, start: int, end: int | None, steps: list[int]
+) -> bool:
     """The rule, written plainly."""
     if step in steps:
         return True
@@ -21,7 +23,12 @@ def reference(step: int, interval: int | None, start: int, end: int | None, step
 
 
 configs = st.builds(
-    lambda interval, start, length, steps: (interval, start, None if length is None else start + length, steps),
+    lambda interval, start, length, steps: (
+        interval,
+        start,
+        None if length is None else start + length,
+        steps,
+    ),
     st.one_of(st.none(), st.integers(1, 50)),
     st.integers(0, 100),
     st.one_of(st.none(), st.integers(1, 200)),
@@ -59,7 +66,10 @@ def test_defaults_and_save_steps_only() -> None:
 def test_per_mode_configs() -> None:
     cfg = SaveConfig(
         save_interval=7,
-        mode_save_configs={modes.TRAIN: SaveConfigMode(save_interval=2), "EVAL": {"save_steps": [5]}},
+        mode_save_configs={
+            modes.TRAIN: SaveConfigMode(save_interval=2),
+            "EVAL": {"save_steps": [5]},
+        },
     )
     assert cfg.should_save(modes.TRAIN, 4) and not cfg.should_save(modes.TRAIN, 7)
     assert cfg.should_save(modes.EVAL, 5) and not cfg.should_save(modes.EVAL, 0)
@@ -80,7 +90,10 @@ def test_json_string_forms() -> None:
         ({"save_interval": 2.5}, "save_interval"),
         ({"save_interval": True}, "save_interval"),
         ({"start_step": -1}, "start_step"),
-        ({"start_step": 10, "end_step": 5}, r"end_step \(5\) must be greater than start_step \(10\)"),
+        (
+            {"start_step": 10, "end_step": 5},
+            r"end_step \(5\) must be greater than start_step \(10\)",
+        ),
         ({"start_step": 5, "end_step": 5}, "greater than"),
         ({"save_steps": [1, -2]}, "save_steps"),
         ({"save_steps": "3"}, "save_steps"),

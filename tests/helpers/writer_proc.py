@@ -11,8 +11,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import tensortap as tt  # noqa: E402
-from expected import NAMES, expected_value  # noqa: E402
+from expected import NAMES, expected_value
+
+import tensortap as tt
 
 
 def main() -> None:

@@ -1,0 +1,26 @@
+"""Regenerate the golden files (only when the format version changes on purpose).
+
+.venv/bin/python tests/golden/make_golden.py
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE.parent))
+
+from golden_inputs import build_index, write_trial  # noqa: E402
+
+
+def main() -> None:
+    (HERE / "index_v1.ttidx").write_bytes(build_index())
+    target = HERE / "trial_v1"
+    shutil.rmtree(target, ignore_errors=True)
+    write_trial(target)
+
+
+if __name__ == "__main__":
+    main()
