@@ -57,7 +57,7 @@ def main() -> int:
     status = hook.close()
 
     print(
-        f"wrote {status.writer.steps_written} steps to {OUT} ({status.writer.bytes_written} bytes)"
+        f"wrote {status.writer.steps_written} steps to {OUT} ({status.writer.bytes_written} bytes of tensor data)"
     )
     print(f"workers: {trial.workers()}  modes: {[m.name for m in trial.modes()]}")
     print(f"all steps loaded: {trial.loaded_all_steps}")

@@ -153,3 +153,11 @@ def test_unwritable_directory(tmp_path) -> None:
 def test_unknown_url_scheme() -> None:
     with pytest.raises(tt.exceptions.InvalidConfigError, match="no storage backend for gs://"):
         tt.create_trial("gs://bucket/x")
+
+
+def test_trial_opened_before_training_is_current_right_after_close(tmp_path) -> None:
+    trial = tt.create_trial(tmp_path / "t")  # default refresh settings, nothing written yet
+    write(tmp_path / "t")
+    assert trial.loaded_all_steps
+    assert trial.steps(modes.TRAIN) == [0, 2, 4]
+    assert trial.tensor_names(collection="default") == ["sometimes", "w"]

@@ -8,6 +8,7 @@ value is exactly a float32), so reading needs no extra package.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +119,7 @@ def _ml_dtypes() -> Any:
     return ml_dtypes
 
 
+@functools.lru_cache(maxsize=256)
 def storage_dtype(name: str) -> np.dtype[Any]:
     """The NumPy dtype used to view the stored bytes of a dtype name."""
     if name == BFLOAT16:

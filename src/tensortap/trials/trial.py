@@ -49,15 +49,16 @@ class Trial:
     """Read the tensors a hook saved, also while training runs.
 
     Queries about what exists (``steps``, ``tensor_names``, a value at an unknown step) first
-    pick up anything published since the last look, at most every ``refresh_interval``
-    seconds; reading a known value never touches the index again.
+    pick up anything published since the last look (at most every ``refresh_interval``
+    seconds, 0 by default: one listing per query is cheap on local disk); reading a known value
+    never touches the index again, and a trial whose workers all ended is never re-listed.
     """
 
     def __init__(
         self,
         path: str | os.PathLike[str] | Store,
         name: str | None = None,
-        refresh_interval: float = 0.1,
+        refresh_interval: float = 0.0,
     ) -> None:
         try:
             store = open_store(path)
