@@ -56,8 +56,9 @@ def main() -> int:
     train(hook)
     status = hook.close()
 
+    written = status.writer
     print(
-        f"wrote {status.writer.steps_written} steps to {OUT} ({status.writer.bytes_written} bytes of tensor data)"
+        f"wrote {written.steps_written} steps ({written.bytes_written} bytes of tensors) to {OUT}"
     )
     print(f"workers: {trial.workers()}  modes: {[m.name for m in trial.modes()]}")
     print(f"all steps loaded: {trial.loaded_all_steps}")

@@ -104,13 +104,6 @@ def stored_dtype_name(dtype: np.dtype[Any]) -> str:
     return str(dtype.newbyteorder("<").str if dtype.byteorder == ">" else dtype.str)
 
 
-def to_little_endian(array: np.ndarray) -> np.ndarray:
-    """The array in little-endian byte order (a no-op for native little-endian arrays)."""
-    if array.dtype.byteorder == ">":
-        return array.astype(array.dtype.newbyteorder("<"))
-    return array
-
-
 def _ml_dtypes() -> Any:
     try:
         import ml_dtypes
@@ -145,13 +138,6 @@ def storage_dtype(name: str) -> np.dtype[Any]:
 def bfloat16_bits_to_float32(bits: np.ndarray) -> np.ndarray:
     """Exact conversion of raw bfloat16 bits (uint16) to float32."""
     return (bits.astype(np.uint32) << 16).view(np.float32)
-
-
-def to_bits_if_bfloat16(array: np.ndarray) -> np.ndarray:
-    """ml_dtypes bfloat16 arrays are stored as their uint16 bits."""
-    if array.dtype.name == BFLOAT16:
-        return array.view(np.uint16)
-    return array
 
 
 def decode_array(

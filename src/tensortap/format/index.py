@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
-from tensortap.core.records import Record, RecordKind
+from tensortap.core.records import Record
 from tensortap.core.reductions import REDUCTION_NAMES
 from tensortap.exceptions import FormatError, UnsupportedFormatVersion
 
@@ -171,9 +171,6 @@ class SegmentIndex:
         rec = self.records[row]
         start = int(rec["dims_offset"])
         return tuple(int(d) for d in self.dims[start : start + int(rec["ndim"])])
-
-    def kind_of(self, row: int) -> RecordKind:
-        return RecordKind(int(self.records[row]["kind"]))
 
 
 def decode_index(raw: bytes, what: str = "index") -> SegmentIndex:

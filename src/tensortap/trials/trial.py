@@ -9,7 +9,7 @@ import time
 import zlib
 from collections.abc import Iterable
 from enum import Enum
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -72,8 +72,9 @@ class Trial:
         self._index = TrialIndex(store)
         self._tensors: dict[str, Tensor] = {}
         self._last_refresh = 0.0
-        self._steps_cache: dict[Any, list[int]] = {}
+        self._steps_cache: dict[tuple[ModeKeys | None, bool], list[int]] = {}
         self._steps_cache_version = -1
+        self._global_to_mode: dict[int, tuple[ModeKeys, int]] = {}
         self.refresh()
 
     def __repr__(self) -> str:
@@ -128,7 +129,7 @@ class Trial:
             )
         return decode_array(buf, raw.dtype, raw.shape)
 
-    def _step_sets(self) -> dict[Any, list[int]]:
+    def _step_sets(self) -> dict[tuple[ModeKeys | None, bool], list[int]]:
         """Sorted steps per (mode or None, complete?) — recomputed only when the index grows."""
         index = self._index
         if self._steps_cache_version == index.version:
@@ -147,7 +148,7 @@ class Trial:
         global_to_mode: dict[int, tuple[ModeKeys, int]] = {}
         for w in sorted(workers, key=lambda w: natural_key(w.name), reverse=True):
             global_to_mode.update(w.global_to_mode)
-        cache: dict[Any, list[int]] = {}
+        cache: dict[tuple[ModeKeys | None, bool], list[int]] = {}
         for done, steps in ((True, complete), (False, union)):
             cache[(None, done)] = sorted(steps)
             for mode in ModeKeys:
@@ -155,7 +156,7 @@ class Trial:
                     cache[(mode, done)] = sorted(
                         global_to_mode[g][1] for g in steps if global_to_mode[g][0] == mode
                     )
-        cache["global_to_mode"] = global_to_mode  # type: ignore[assignment]
+        self._global_to_mode = global_to_mode
         self._steps_cache, self._steps_cache_version = cache, index.version
         return cache
 
@@ -174,8 +175,8 @@ class Trial:
     def modes(self) -> list[ModeKeys]:
         """The modes that have saved steps."""
         self._refresh_if_stale()
-        g2m: dict[int, tuple[ModeKeys, int]] = self._step_sets()["global_to_mode"]  # type: ignore[assignment]
-        return sorted({m for m, _ in g2m.values()})
+        self._step_sets()
+        return sorted({m for m, _ in self._global_to_mode.values()})
 
     def global_step(self, mode: Any, mode_step: int) -> int:
         """The global step of step ``mode_step`` of ``mode``."""
@@ -188,7 +189,6 @@ class Trial:
             if g is not None:
                 return g
         self._raise_step_missing(mode_step, m)
-        raise AssertionError("unreachable")
 
     def mode_step(self, global_step: int) -> int:
         """The step number within its mode of a global step."""
@@ -200,11 +200,10 @@ class Trial:
 
     def _mode_of(self, global_step: int) -> tuple[ModeKeys, int]:
         self._refresh_if_stale()
-        g2m: dict[int, tuple[ModeKeys, int]] = self._step_sets()["global_to_mode"]  # type: ignore[assignment]
-        found = g2m.get(global_step)
+        self._step_sets()
+        found = self._global_to_mode.get(global_step)
         if found is None:
             self._raise_step_missing(global_step, None)
-        assert found is not None
         return found
 
     def has_passed_step(self, step: int, mode: Any = None) -> StepState:
@@ -253,7 +252,7 @@ class Trial:
         steps = self.steps(mode, show_incomplete_steps=True)
         return steps[-1] if steps else None
 
-    def _raise_step_missing(self, step: int, mode: ModeKeys | None) -> None:
+    def _raise_step_missing(self, step: int, mode: ModeKeys | None) -> NoReturn:
         state = self.has_passed_step(step, mode)
         if state == StepState.UNAVAILABLE:
             raise StepUnavailable(step, mode)
@@ -264,7 +263,7 @@ class Trial:
             )
         raise StepNotYetAvailable(step, mode, self._last_step(mode))
 
-    def _raise_missing(self, tensor: Tensor, step: int, mode: ModeKeys | None) -> None:
+    def _raise_missing(self, tensor: Tensor, step: int, mode: ModeKeys | None) -> NoReturn:
         if step in set(self.steps(mode, show_incomplete_steps=True)):
             raise TensorUnavailableForStep(tensor.name, step, mode, tensor.steps(mode))
         self._raise_step_missing(step, mode)
