@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 
@@ -79,10 +80,24 @@ def test_full_queue_block_policy_keeps_everything() -> None:
     store = SlowStore()
     options = tt.WriterOptions(max_queue_bytes=10_000, when_full="block")
     hook = tt.Hook(store, save_config=tt.SaveConfig(save_interval=1), writer_options=options)
-    threading.Timer(0.2, store.release.set).start()
-    for i in range(20):
-        hook.save_tensor("big", np.full(1024, i, np.float64))
-        hook.next_step()
+
+    def train() -> None:
+        for i in range(20):
+            hook.save_tensor("big", np.full(1024, i, np.float64))
+            hook.next_step()
+
+    training = threading.Thread(target=train)
+    training.start()
+    deadline = time.monotonic() + 30
+    while hook.status.writer.steps_submitted < 2:  # the writer is stuck on step 0; step 1 waits
+        assert time.monotonic() < deadline, "training never reached the full queue"
+        time.sleep(0.001)
+    # The store is still blocked, so a non-blocking policy would have let training finish.
+    assert training.is_alive()
+    assert hook.status.writer.steps_dropped == 0
+    store.release.set()
+    training.join(timeout=30)
+    assert not training.is_alive()
     status = hook.close()
     assert status.healthy and status.writer.steps_written == 20
     assert tt.create_trial(store).steps() == list(range(20))

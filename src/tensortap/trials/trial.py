@@ -138,11 +138,7 @@ class Trial:
         union: set[int] = set().union(*(w.steps for w in workers)) if workers else set()
         if len(workers) >= index.expected_workers():
             # A worker that ended will never add a step, so it holds no step back.
-            complete = {
-                g
-                for g in union
-                if all(w.complete or g in w.steps or w.has_passed(g) for w in workers)
-            }
+            complete = {g for g in union if all(w.complete or w.has_passed(g) for w in workers)}
         else:
             complete = set()
         global_to_mode: dict[int, tuple[ModeKeys, int]] = {}
