@@ -108,6 +108,7 @@ class Hook:
         self._lock = threading.RLock()
         self._internal_errors = 0
         self._last_internal_error: str | None = None
+        self._logged_errors: set[tuple[str, str]] = set()
         self._closed = False
         store = open_store(out_dir)
         try:
@@ -220,6 +221,7 @@ class Hook:
                 "last_global_step": recorder.global_step,
                 "last_mode": recorder.mode.name,
                 "internal_errors": self._internal_errors,
+                "last_internal_error": self._last_internal_error,
             }
             self._writer.close(end)
         with _open_hooks_lock:
@@ -247,16 +249,36 @@ class Hook:
         except (InvalidTensorError, InvalidConfigError):
             raise
         except Exception as exc:
-            self._internal_errors += 1
-            self._last_internal_error = f"{type(exc).__name__}: {exc}"
-            if self._internal_errors <= 10 or self._internal_errors % 100 == 0:
-                logger.error(
-                    "tensortap internal error %d (training continues): %s",
-                    self._internal_errors,
-                    self._last_internal_error,
-                    exc_info=exc if self._internal_errors <= 3 else None,
-                )
+            self._contain(exc, getattr(fn, "__qualname__", repr(fn)))
             return None
+
+    def _guard_event(self, fn: Any, *args: Any) -> Any:
+        """Run work triggered by a framework event: every failure is contained, none raised."""
+        try:
+            return fn(*args)
+        except Exception as exc:
+            self._contain(exc, getattr(fn, "__qualname__", repr(fn)))
+            return None
+
+    def _contain(self, exc: BaseException, where: str) -> None:
+        """Count an internal failure; log each distinct one once, with its traceback."""
+        self._internal_errors += 1
+        self._last_internal_error = f"{type(exc).__name__} in {where}: {exc}"
+        key = (type(exc).__name__, where)
+        if key not in self._logged_errors:
+            self._logged_errors.add(key)
+            logger.error(
+                "tensortap internal error in %s (training continues; repeats of this error are "
+                "counted in hook.status and the trial, not logged): %s",
+                where,
+                self._last_internal_error,
+                exc_info=exc,
+            )
+        elif self._internal_errors % 1000 == 0:
+            logger.error("tensortap: %d internal errors so far", self._internal_errors)
+        writer = getattr(self, "_writer", None)
+        if writer is not None:
+            writer.note_hook_errors(self._internal_errors, self._last_internal_error)
 
     def _warn_closed(self) -> None:
         if not getattr(self, "_warned_closed", False):

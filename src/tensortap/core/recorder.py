@@ -13,7 +13,7 @@ otherwise the pending global step number simply moves to the new mode.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +83,7 @@ class StepRecorder:
         self._explicit: set[tuple[str, tuple[str, ...]]] = set()
         self._sent_version = -1
         self._members_dirty = True
+        self._step_end_callbacks: list[Callable[[], None]] = []
         self.include_collections: set[str] = set()
         for name in include_collections:
             self.include_collection(name)
@@ -110,8 +111,23 @@ class StepRecorder:
         """Close the current step (handing its records to the sink) and advance."""
         self._close_step()
 
+    def add_step_end_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` before a touched step's records are handed on.
+
+        Framework adapters use it to save end-of-step values (weights after the update) and to
+        resolve values still on a device. The callback must contain its own errors.
+        """
+        self._step_end_callbacks.append(callback)
+
+    def touch(self) -> None:
+        """Mark the current step as active (``set_mode`` will close it; step-end callbacks run)."""
+        self._touched = True
+
     def flush_step(self) -> None:
         """Hand the current step's records to the sink now without advancing (used at close)."""
+        if self._touched:
+            for callback in self._step_end_callbacks:
+                callback()
         if self._step_records or self._collections_changed():
             self._emit()
         self._step_records = {}
@@ -197,11 +213,10 @@ class StepRecorder:
             for coll in key[1]:
                 self.collections.get(coll).add_tensor_name(name)
 
-    def record(self, name: str, value: Any, collections: Iterable[str] | None = None) -> bool:
-        """Record ``value`` under ``name`` if due at this step; True if anything was kept.
+    def begin(self, name: str, collections: Iterable[str] | str | None = None) -> SavePlan | None:
+        """Note that ``name`` was seen this step (joining ``collections``); return what is due.
 
-        Raises InvalidTensorError for values that are not numeric arrays. Saving the same name
-        twice in one step keeps the last value.
+        Adapters that convert values themselves (on a device, say) call this, then :meth:`put`.
         """
         if not isinstance(name, str) or not name:
             raise InvalidConfigError(f"a tensor name must be a non-empty string, got {name!r}")
@@ -210,32 +225,46 @@ class StepRecorder:
             self.add_to_collections(
                 name, [collections] if isinstance(collections, str) else collections
             )
-        plan = self.plan_for(name)
+        return self.plan_for(name)
+
+    def put(self, name: str, records: list[Record]) -> None:
+        """Keep the records of ``name`` for this step (replacing any saved earlier in the step)."""
+        self._step_records[name] = records
+
+    def record(self, name: str, value: Any, collections: Iterable[str] | None = None) -> bool:
+        """Record ``value`` under ``name`` if due at this step; True if anything was kept.
+
+        Raises InvalidTensorError for values that are not numeric arrays. Saving the same name
+        twice in one step keeps the last value.
+        """
+        plan = self.begin(name, collections)
         if plan is None:
             return False
         array = as_saveable_array(value, name)
-        self._step_records[name] = self._records(name, array, plan)
+        self._step_records[name] = records_from_array(name, array, plan)
         return True
 
-    def _records(self, name: str, array: np.ndarray, plan: SavePlan) -> list[Record]:
-        info = dtype_info(array.dtype)
-        dtype = info.stored_name
-        shape = array.shape
-        out: list[Record] = []
-        if plan.raw:
-            # One copy, in the stored byte layout, so later in-place updates cannot change it.
-            data = np.empty(shape, dtype=info.storage)
-            np.copyto(data, array.view(info.storage) if dtype == BFLOAT16 else array)
-            out.append(Record(name, RecordKind.TENSOR, dtype, shape, data))
-        if plan.reductions:
-            numeric = array
-            if dtype == BFLOAT16:
-                numeric = bfloat16_bits_to_float32(array.view(np.uint16))
-            for reduction, on_abs in plan.reductions:
-                value = compute_reduction(numeric, reduction, on_abs)
-                out.append(
-                    Record(name, RecordKind.REDUCTION, dtype, shape, None, reduction, on_abs, value)
-                )
-        if plan.shape:
-            out.append(Record(name, RecordKind.SHAPE, dtype, shape))
-        return out
+
+def records_from_array(name: str, array: np.ndarray[Any, Any], plan: SavePlan) -> list[Record]:
+    """The records ``plan`` asks for, from a NumPy array (copied once if raw is saved)."""
+    info = dtype_info(array.dtype)
+    dtype = info.stored_name
+    shape = array.shape
+    out: list[Record] = []
+    if plan.raw:
+        # One copy, in the stored byte layout, so later in-place updates cannot change it.
+        data = np.empty(shape, dtype=info.storage)
+        np.copyto(data, array.view(info.storage) if dtype == BFLOAT16 else array)
+        out.append(Record(name, RecordKind.TENSOR, dtype, shape, data))
+    if plan.reductions:
+        numeric = array
+        if dtype == BFLOAT16:
+            numeric = bfloat16_bits_to_float32(array.view(np.uint16))
+        for reduction, on_abs in plan.reductions:
+            value = compute_reduction(numeric, reduction, on_abs)
+            out.append(
+                Record(name, RecordKind.REDUCTION, dtype, shape, None, reduction, on_abs, value)
+            )
+    if plan.shape:
+        out.append(Record(name, RecordKind.SHAPE, dtype, shape))
+    return out

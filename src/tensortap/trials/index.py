@@ -36,6 +36,8 @@ class WorkerState:
     steps: set[int] = field(default_factory=set)
     max_step: int = -1
     dropped: list[list[int]] = field(default_factory=list)
+    hook_errors: int = 0  # internal hook errors, as of the latest segment
+    last_hook_error: str | None = None
     # (mode, mode_step) -> global step, and back
     mode_to_global: dict[tuple[ModeKeys, int], int] = field(default_factory=dict)
     global_to_mode: dict[int, tuple[ModeKeys, int]] = field(default_factory=dict)
@@ -147,6 +149,9 @@ class TrialIndex:
             if len(entry) > 3:
                 state.wall_time[global_step] = float(entry[3])
         state.dropped.extend(index.header.get("dropped") or [])
+        if index.header.get("hook_errors", 0) > state.hook_errors:
+            state.hook_errors = int(index.header["hook_errors"])
+            state.last_hook_error = index.header.get("last_hook_error")
         records = index.records
         if len(records):
             name_ids = records["name"]

@@ -357,8 +357,10 @@ class Trial:
                     f"{name}: {status['errors']} writer errors, {status.get('steps_lost', 0)} "
                     f"steps lost; last: {status.get('last_error')}"
                 )
-            if (state.end or {}).get("internal_errors"):
-                out.append(f"{name}: {state.end['internal_errors']} internal hook errors")  # type: ignore[index]
+            hook_errors = max(state.hook_errors, int((state.end or {}).get("internal_errors", 0)))
+            if hook_errors:
+                last = (state.end or {}).get("last_internal_error") or state.last_hook_error
+                out.append(f"{name}: {hook_errors} internal hook errors; last: {last}")
         return out
 
     def wall_time(self, global_step: int, worker: str | None = None) -> float | None:

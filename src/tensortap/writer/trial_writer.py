@@ -89,6 +89,7 @@ class TrialWriter:
         self._segment: _OpenSegment | None = None
         self._pending_collections: dict[str, Any] | None = None
         self._new_drops: list[list[int]] = []
+        self._hook_errors: tuple[int, str | None] = (0, None)
         self._next_seq = self._start()
         self._thread = threading.Thread(
             target=self._run, name=f"tensortap-writer-{self.worker}", daemon=True
@@ -170,6 +171,10 @@ class TrialWriter:
             self._flush_waiters.append(event)
             self._cv.notify_all()
         return event.wait(timeout if timeout is not None else self.options.close_timeout_secs)
+
+    def note_hook_errors(self, count: int, last: str | None) -> None:
+        """Record the hook's internal error count in the next published segments (live trials)."""
+        self._hook_errors = (count, last)
 
     def close(self, end_info: dict[str, Any] | None = None) -> WriterStatus:
         """Publish what is queued, write the end marker, stop the thread. Never raises."""
@@ -307,6 +312,10 @@ class TrialWriter:
                 "published": time.time(),
                 "dropped": drops,
             }
+            errors, last_error = self._hook_errors
+            if errors:
+                header["hook_errors"] = errors
+                header["last_hook_error"] = last_error
             try:
                 self.store.put(
                     layout.index_key(self.worker, segment.seq), segment.builder.encode(header)

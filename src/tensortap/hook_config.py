@@ -1,0 +1,285 @@
+"""A hook configured from JSON: for zero-code-change runs and the job runner.
+
+The file says where to write and what to save::
+
+    {
+      "out_dir": "runs/job1",
+      "hook_parameters": {"save_interval": "10", "eval.save_interval": "1", "norms": "l2"},
+      "collection_configurations": [
+        {"name": "weights"},
+        {"name": "gradients", "parameters": {"save_interval": "5", "norms": "l2"}},
+        {"name": "custom", "parameters": {"include_regex": "fc1.*"}}
+      ]
+    }
+
+smdebug's spelling (``LocalPath``, ``HookParameters``, ``CollectionConfigurations`` with
+``CollectionName``/``CollectionParameters``) is accepted too. Values may be strings, as a job
+configuration writes them. Parameters, in ``hook_parameters`` and per collection:
+
+- save schedule: ``save_interval``, ``save_steps`` ("1,2,3"), ``start_step``, ``end_step``, and
+  per mode ``train.save_interval``, ``eval.save_steps``, ... (modes: train, eval, predict, global);
+- reductions: ``reductions``, ``abs_reductions``, ``norms``, ``abs_norms``, ``save_raw_tensor``,
+  ``save_shape``;
+- membership: ``include_regex`` (and, per collection, ``exclude_regex``);
+- hook only: ``include_collections`` ("weights,losses").
+
+The collections saved are ``include_collections`` when given, else the configured collections,
+else the hook's defaults. Every mistake is an :class:`InvalidConfigError` naming the key and value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tensortap.core.collections import Collection, CollectionManager
+from tensortap.core.modes import ModeKeys, parse_mode
+from tensortap.core.reduction_config import ReductionConfig
+from tensortap.core.save_config import SaveConfig, SaveConfigMode
+from tensortap.exceptions import InvalidConfigError
+
+CONFIG_ENV = "TENSORTAP_CONFIG"
+"""The environment variable holding the path of a hook's JSON configuration."""
+
+_SAVE_KEYS = ("save_interval", "save_steps", "start_step", "end_step")
+_REDUCTION_KEYS = (
+    "reductions",
+    "abs_reductions",
+    "norms",
+    "abs_norms",
+    "save_raw_tensor",
+    "save_shape",
+)
+_MODE_PREFIXES = {"train": "TRAIN", "eval": "EVAL", "predict": "PREDICT", "global": "GLOBAL"}
+_COLLECTION_KEYS = frozenset((*_SAVE_KEYS, *_REDUCTION_KEYS, "include_regex", "exclude_regex"))
+_HOOK_KEYS = frozenset((*_SAVE_KEYS, *_REDUCTION_KEYS, "include_regex", "include_collections"))
+
+
+def _split(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise InvalidConfigError(f"expected a list of names or a comma-separated string, got {value!r}")
+
+
+def _check_keys(params: Mapping[str, Any], allowed: frozenset[str], where: str) -> None:
+    if not isinstance(params, Mapping):
+        raise InvalidConfigError(f"{where} must be a JSON object, got {params!r}")
+    for key in params:
+        base = key.split(".", 1)[1] if key.split(".", 1)[0] in _MODE_PREFIXES else key
+        if key != base and base not in _SAVE_KEYS:
+            raise InvalidConfigError(
+                f"{where}: {key!r} is not a per-mode key; per mode, only {list(_SAVE_KEYS)} "
+                "can be set (as in 'train.save_interval')"
+            )
+        if base not in allowed:
+            raise InvalidConfigError(
+                f"{where}: unknown parameter {key!r}; accepted: {sorted(allowed)} and "
+                "per-mode save keys such as 'eval.save_interval'"
+            )
+
+
+def _save_config(params: Mapping[str, Any], where: str) -> SaveConfig | None:
+    base = {k: params[k] for k in _SAVE_KEYS if k in params}
+    per_mode: dict[ModeKeys, dict[str, Any]] = {}
+    for key, value in params.items():
+        prefix, _, rest = key.partition(".")
+        if rest and prefix in _MODE_PREFIXES:
+            per_mode.setdefault(parse_mode(_MODE_PREFIXES[prefix]), {})[rest] = value
+    if not base and not per_mode:
+        return None
+    try:
+        flat = SaveConfigMode.from_dict(base)
+        modes = {m: SaveConfigMode.from_dict({**base, **v}) for m, v in per_mode.items()}
+        return SaveConfig(
+            flat.save_interval, flat.start_step, flat.end_step, flat.save_steps, modes
+        )
+    except InvalidConfigError as exc:
+        raise InvalidConfigError(f"{where}: {exc}") from None
+
+
+def _reduction_config(params: Mapping[str, Any], where: str) -> ReductionConfig | None:
+    given = {k: params[k] for k in _REDUCTION_KEYS if k in params}
+    if not given:
+        return None
+    try:
+        return ReductionConfig.from_dict(given)
+    except InvalidConfigError as exc:
+        raise InvalidConfigError(f"{where}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class CollectionSettings:
+    """The configuration of one collection: its name and its (string) parameters."""
+
+    name: str
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise InvalidConfigError(
+                f"a collection name must be a non-empty string, got {self.name!r}"
+            )
+        where = f"collection {self.name!r}"
+        _check_keys(self.parameters, _COLLECTION_KEYS, where)
+        object.__setattr__(self, "parameters", dict(self.parameters))
+        # Validate now, not at the first step.
+        self.apply(CollectionManager())
+
+    def apply(self, manager: CollectionManager) -> Collection:
+        """Create or update the collection in ``manager`` from these parameters."""
+        where = f"collection {self.name!r}"
+        coll = manager.get(self.name)
+        params = self.parameters
+        if "include_regex" in params:
+            coll.include(list(_split(params["include_regex"])))
+        if "exclude_regex" in params:
+            coll.exclude(list(_split(params["exclude_regex"])))
+        save = _save_config(params, where)
+        if save is not None:
+            coll.save_config = save
+        reduction = _reduction_config(params, where)
+        if reduction is not None:
+            coll.reduction_config = reduction
+        return coll
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "parameters": dict(self.parameters)}
+
+
+def _first(data: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if key in data:
+            return data[key]
+    return None
+
+
+@dataclass(frozen=True)
+class HookConfig:
+    """Everything a hook needs, validated when built (see the module docstring for the JSON)."""
+
+    out_dir: str
+    hook_parameters: Mapping[str, Any] = field(default_factory=dict)
+    collections: tuple[CollectionSettings, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.out_dir, str) or not self.out_dir:
+            raise InvalidConfigError(
+                f"out_dir must be a non-empty path or URL string, got {self.out_dir!r}"
+            )
+        _check_keys(self.hook_parameters, _HOOK_KEYS, "hook_parameters")
+        object.__setattr__(self, "hook_parameters", dict(self.hook_parameters))
+        object.__setattr__(self, "collections", tuple(self.collections))
+        self.save_config  # noqa: B018 - validate now
+        self.reduction_config  # noqa: B018
+
+    @property
+    def save_config(self) -> SaveConfig | None:
+        return _save_config(self.hook_parameters, "hook_parameters")
+
+    @property
+    def reduction_config(self) -> ReductionConfig | None:
+        return _reduction_config(self.hook_parameters, "hook_parameters")
+
+    @property
+    def include_regex(self) -> tuple[str, ...]:
+        return _split(self.hook_parameters.get("include_regex"))
+
+    @property
+    def include_collections(self) -> tuple[str, ...] | None:
+        given = _split(self.hook_parameters.get("include_collections"))
+        if given:
+            return given
+        if self.collections:
+            return tuple(c.name for c in self.collections)
+        return None
+
+    def hook_kwargs(self) -> dict[str, Any]:
+        """Constructor arguments for any tensortap hook."""
+        return {
+            "out_dir": self.out_dir,
+            "save_config": self.save_config,
+            "reduction_config": self.reduction_config,
+            "include_collections": self.include_collections,
+            "include_regex": list(self.include_regex) or None,
+        }
+
+    def configure(self, manager: CollectionManager) -> None:
+        """Apply the per-collection settings to a hook's collections."""
+        for settings in self.collections:
+            settings.apply(manager)
+
+    # -- (de)serialisation --
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "out_dir": self.out_dir,
+            "hook_parameters": dict(self.hook_parameters),
+            "collection_configurations": [c.to_dict() for c in self.collections],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HookConfig:
+        if not isinstance(data, Mapping):
+            raise InvalidConfigError(f"a hook configuration must be a JSON object, got {data!r}")
+        known = {
+            "out_dir",
+            "LocalPath",
+            "hook_parameters",
+            "HookParameters",
+            "collection_configurations",
+            "CollectionConfigurations",
+        }
+        unknown = set(data) - known
+        if unknown:
+            raise InvalidConfigError(
+                f"unknown keys {sorted(unknown)} in the hook configuration; accepted: "
+                "out_dir, hook_parameters, collection_configurations (or smdebug's LocalPath, "
+                "HookParameters, CollectionConfigurations)"
+            )
+        out_dir = _first(data, "out_dir", "LocalPath")
+        if out_dir is None:
+            raise InvalidConfigError(
+                'the hook configuration has no out_dir: add "out_dir": "path/or/url"'
+            )
+        colls = []
+        for entry in _first(data, "collection_configurations", "CollectionConfigurations") or []:
+            if not isinstance(entry, Mapping):
+                raise InvalidConfigError(
+                    f"a collection configuration must be an object, got {entry!r}"
+                )
+            name = _first(entry, "name", "CollectionName")
+            params = _first(entry, "parameters", "CollectionParameters") or {}
+            colls.append(CollectionSettings(name, params))
+        return cls(
+            out_dir=out_dir,
+            hook_parameters=_first(data, "hook_parameters", "HookParameters") or {},
+            collections=tuple(colls),
+        )
+
+    @classmethod
+    def from_json_file(cls, path: str | os.PathLike[str] | None = None) -> HookConfig:
+        """Read a configuration file (by default the one named by ``$TENSORTAP_CONFIG``)."""
+        if path is None:
+            path = os.environ.get(CONFIG_ENV)
+            if not path:
+                raise InvalidConfigError(
+                    f"no hook configuration: pass a path, or set {CONFIG_ENV} to a JSON file"
+                )
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InvalidConfigError(f"cannot read the hook configuration {path}: {exc}") from exc
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidConfigError(
+                f"the hook configuration {path} is not valid JSON: {exc}"
+            ) from exc
+        return cls.from_dict(data)

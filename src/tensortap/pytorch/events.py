@@ -1,0 +1,75 @@
+"""Process-wide torch events, dispatched to the live PyTorch hooks.
+
+Installed once, when the first PyTorch hook is created:
+
+- ``Tensor.backward`` is wrapped so hooks learn that a backward pass ended, and on which tensor
+  (the loss is saved from there when no loss module or ``record_loss`` provided one);
+- global optimizer step hooks tell hooks that an optimizer stepped (each hook keeps only the
+  optimizers that update its models' parameters).
+
+With no live hook, each event costs one empty-set check.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
+
+if TYPE_CHECKING:
+    from tensortap.pytorch.hook import Hook
+
+_hooks: weakref.WeakSet[Hook] = weakref.WeakSet()
+_install_lock = threading.Lock()
+_installed = False
+_original_backward: Callable[..., Any] = torch.Tensor.backward
+
+
+def _backward(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+    result = _original_backward(self, *args, **kwargs)
+    if _hooks:
+        for hook in list(_hooks):
+            hook._after_backward(self)
+    return result
+
+
+def _optimizer_pre(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    if _hooks:
+        for hook in list(_hooks):
+            hook._before_optimizer_step(optimizer)
+
+
+def _optimizer_post(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    if _hooks:
+        for hook in list(_hooks):
+            hook._after_optimizer_step(optimizer)
+
+
+def _install() -> None:
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        wrapped = functools.wraps(_original_backward)(_backward)
+        torch.Tensor.backward = wrapped  # type: ignore[method-assign]
+        register_optimizer_step_pre_hook(_optimizer_pre)
+        register_optimizer_step_post_hook(_optimizer_post)
+        _installed = True
+
+
+def attach(hook: Hook) -> None:
+    """Start sending events to ``hook``."""
+    _install()
+    _hooks.add(hook)
+
+
+def detach(hook: Hook) -> None:
+    _hooks.discard(hook)

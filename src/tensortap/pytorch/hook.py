@@ -1,0 +1,493 @@
+"""The PyTorch hook: weights, gradients, activations, losses and optimizer state of torch models.
+
+Work happens only on steps where something is due. On other steps the hook costs a few Python
+calls per iteration: the top-level model's forward pre-hook, the wrapped ``Tensor.backward``,
+the optimizer step hooks; per-module forward hooks exist only during steps that are due.
+See ``docs/pytorch.md`` for the step rule, the names and the collections.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import weakref
+from collections.abc import Iterable
+from functools import partial
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.hooks import RemovableHandle
+
+from tensortap.core.modes import ModeKeys
+from tensortap.core.reduction_config import ReductionConfig
+from tensortap.core.save_config import SaveConfig
+from tensortap.core.step_tracker import StepTracker, Update
+from tensortap.exceptions import InvalidConfigError
+from tensortap.hook import Hook as BaseHook
+from tensortap.hook_config import HookConfig
+from tensortap.pytorch import events
+from tensortap.pytorch.convert import TorchConverter
+from tensortap.pytorch.naming import (
+    GRADIENT_COLLECTIONS,
+    GRADIENT_PREFIX,
+    LOSS_COLLECTIONS,
+    OPTIMIZER_COLLECTIONS,
+    OPTIMIZER_VARIABLES,
+    RELU_ACTIVATIONS,
+    ModuleNames,
+    flatten_tensors,
+    module_names,
+    parameter_collections,
+    parameter_names,
+    unwrap,
+)
+from tensortap.storage import Store
+from tensortap.writer import WriterOptions
+
+logger = logging.getLogger(__name__)
+
+_current: Hook | None = None
+
+
+def _distributed() -> tuple[int, int] | None:
+    """(rank, world size) when torch.distributed is initialised."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return None
+
+
+class Hook(BaseHook):
+    """Saves tensors of torch models into a trial.
+
+    ::
+
+        hook = Hook(out_dir="runs/job1", save_config=SaveConfig(save_interval=10),
+                    include_collections=["weights", "gradients", "losses", "relu_activations"])
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+
+    Under ``torch.distributed`` each rank writes as ``worker_<rank>`` unless ``worker`` is given.
+    """
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike[str] | Store,
+        save_config: SaveConfig | None = None,
+        reduction_config: ReductionConfig | None = None,
+        include_collections: Iterable[str] | None = None,
+        include_regex: str | Iterable[str] | None = None,
+        worker: str | int | None = None,
+        num_workers: int | None = None,
+        writer_options: WriterOptions | None = None,
+    ) -> None:
+        dist = _distributed()
+        if worker is None and dist is not None:
+            worker = dist[0]
+        if num_workers is None:
+            num_workers = dist[1] if dist is not None else 1
+        super().__init__(
+            out_dir,
+            save_config,
+            reduction_config,
+            include_collections,
+            include_regex,
+            worker,
+            num_workers,
+            writer_options,
+        )
+        self.get_collection(RELU_ACTIVATIONS)
+        self.get_collection(OPTIMIZER_VARIABLES)
+        self._converter = TorchConverter()
+        self._tracker = StepTracker()
+        self._models: list[nn.Module] = []  # as registered (wrappers included)
+        self._names: weakref.WeakKeyDictionary[nn.Module, ModuleNames] = weakref.WeakKeyDictionary()
+        self._prefixes: set[str] = set()
+        self._params: list[tuple[str, nn.Parameter, tuple[str, ...]]] = []
+        self._param_names: dict[int, str] = {}
+        self._optimizers: list[tuple[str, torch.optim.Optimizer]] = []
+        self._optimizer_owned: weakref.WeakKeyDictionary[torch.optim.Optimizer, bool] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._scaler: Any = None
+        self._activation_handles: list[RemovableHandle] = []
+        self._explicit_mode = False
+        self._loss_seen = False
+        self._due_key: tuple[int, ...] = ()
+        self._due = False
+        self._recorder.add_step_end_callback(self._on_step_end)
+        events.attach(self)
+        global _current
+        _current = self
+
+    # -- configuration from JSON --
+    @classmethod
+    def create_from_json_file(
+        cls, json_file_path: str | os.PathLike[str] | None = None, **overrides: Any
+    ) -> Hook:
+        """A hook from a JSON configuration (by default the file ``$TENSORTAP_CONFIG`` names)."""
+        config = HookConfig.from_json_file(json_file_path)
+        hook = cls(**{**config.hook_kwargs(), **overrides})
+        config.configure(hook.collection_manager)
+        return hook
+
+    # -- registration --
+    def register_module(self, module: nn.Module, name: str | None = None) -> None:
+        """Watch ``module`` and its submodules: a forward of ``module`` drives step counting.
+
+        ``name`` prefixes the names of a second model's tensors (default: its class name).
+        """
+        if not isinstance(module, nn.Module):
+            raise InvalidConfigError(
+                f"register_module expects a torch.nn.Module, got {type(module).__name__}"
+            )
+        if any(m is module for m in self._models):
+            return
+        core = unwrap(module)
+        if core in self._names and not self._names[core].loss:
+            raise InvalidConfigError(
+                f"{type(core).__name__} is already watched as part of a registered model; "
+                "register each top-level model once"
+            )
+        prefix = self._prefix_for(core, name)
+        self._names.update(module_names(core, prefix))
+        for pname, param in parameter_names(core, prefix):
+            if id(param) not in self._param_names:
+                self._param_names[id(param)] = pname
+                self._params.append((pname, param, parameter_collections(pname)))
+        module.register_forward_pre_hook(self._on_model_forward)
+        self._models.append(module)
+        self._optimizer_owned = weakref.WeakKeyDictionary()  # ownership may change
+
+    def register_hook(self, module: nn.Module) -> None:
+        """smdebug's name for :meth:`register_module`."""
+        self.register_module(module)
+
+    def _prefix_for(self, core: nn.Module, name: str | None) -> str:
+        if name is not None:
+            if not isinstance(name, str) or not name or name in self._prefixes:
+                raise InvalidConfigError(
+                    f"name must be a new non-empty string, got {name!r} (used: {self._prefixes})"
+                )
+            prefix = name
+        elif not self._models:
+            prefix = ""
+        else:
+            prefix, n = type(core).__name__, 1
+            while prefix in self._prefixes:
+                prefix, n = f"{type(core).__name__}_{n}", n + 1
+        self._prefixes.add(prefix)
+        return prefix
+
+    def register_loss(self, loss_module: nn.Module) -> None:
+        """Save the output of a loss module in ``losses`` (``<LossClass>_output_0``)."""
+        if not isinstance(loss_module, nn.Module):
+            raise InvalidConfigError(
+                f"register_loss expects a torch.nn.Module loss (e.g. nn.CrossEntropyLoss()), got "
+                f"{type(loss_module).__name__}; for a functional loss call hook.record_loss(loss)"
+            )
+        if loss_module in self._names:
+            return
+        base, n = type(loss_module).__name__, 1
+        path = base
+        while path in self._prefixes:
+            path, n = f"{base}_{n}", n + 1
+        self._prefixes.add(path)
+        self._names[loss_module] = ModuleNames(path, None, True)
+        loss_module.register_forward_hook(self._on_loss_forward)
+
+    def register_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        """Save the optimizer's hyperparameters and state in ``optimizer_variables``; its
+        ``step()`` then marks the end of a training step (so gradient accumulation over several
+        backward passes is one step)."""
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise InvalidConfigError(
+                "register_optimizer expects a torch.optim.Optimizer, got "
+                f"{type(optimizer).__name__}"
+            )
+        if any(o is optimizer for _, o in self._optimizers):
+            return
+        n = len(self._optimizers)
+        self._optimizers.append(("optimizer" if n == 0 else f"optimizer_{n}", optimizer))
+        self._optimizer_owned[optimizer] = True
+        self._tracker.expect(Update.OPTIMIZER_STEP)
+
+    def register_grad_scaler(self, scaler: Any) -> None:
+        """Use a ``torch.amp.GradScaler``: gradients are saved unscaled, and its ``update()``
+        marks the end of a training step (steps it skips for inf/NaN still count)."""
+        if not callable(getattr(scaler, "update", None)) or not hasattr(scaler, "scale"):
+            raise InvalidConfigError(
+                f"register_grad_scaler expects a torch.amp.GradScaler, got {type(scaler).__name__}"
+            )
+        if self._scaler is scaler:
+            return
+        self._scaler = scaler
+        original = scaler.update
+        hook_ref = weakref.ref(self)
+
+        def update(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            hook = hook_ref()
+            if hook is not None:
+                hook._after_update(Update.SCALER_UPDATE)
+            return result
+
+        scaler.update = update
+        self._tracker.expect(Update.SCALER_UPDATE)
+
+    # -- explicit saving --
+    def save_tensor(
+        self, name: str, value: Any, collections: str | Iterable[str] | None = None
+    ) -> bool:
+        """Save a torch tensor (or anything array-like) if a collection it joins is due."""
+        if not isinstance(value, torch.Tensor):
+            return super().save_tensor(name, value, collections)
+        with self._lock:
+            if self._closed:
+                self._warn_closed()
+                return False
+            return bool(self._guard(self._save, name, value, collections or ("default",)))
+
+    def record_tensor_value(self, tensor_name: str, tensor_value: Any) -> bool:
+        """smdebug's name for saving a value computed outside a module (in ``default``)."""
+        return self.save_tensor(tensor_name, tensor_value)
+
+    def record_loss(self, loss: Any, name: str = "loss") -> bool:
+        """Save a loss computed without a loss module (``F.cross_entropy``) in ``losses``."""
+        with self._lock:
+            self._loss_seen = True
+        if isinstance(loss, torch.Tensor):
+            return self.save_tensor(name, loss, LOSS_COLLECTIONS)
+        return self.save_scalar(name, loss, LOSS_COLLECTIONS)
+
+    # -- step and mode --
+    def set_mode(self, mode: ModeKeys | str | int) -> None:
+        """Switch mode explicitly; from then on the mode no longer follows ``model.training``."""
+        with self._lock:
+            self._explicit_mode = True
+            before = (self._recorder.global_step, self._recorder.mode)
+            super().set_mode(mode)
+            if (self._recorder.global_step, self._recorder.mode) != before:
+                self._tracker.reset()
+
+    def next_step(self) -> None:
+        """Mark the end of a step explicitly; automatic step boundaries stop from here on."""
+        with self._lock:
+            if self._tracker.automatic:
+                logger.info("tensortap: steps are marked by hook.next_step() from now on")
+                self._tracker.stop_automatic()
+            super().next_step()
+            self._tracker.reset()
+
+    def close(self) -> Any:
+        events.detach(self)
+        with self._lock:
+            self._remove_activation_hooks()
+        return super().close()
+
+    # -- events --
+    def _on_model_forward(self, module: nn.Module, args: Any) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._guard_event(self._begin_forward, module)
+
+    def _begin_forward(self, module: nn.Module) -> None:
+        recorder = self._recorder
+        if not self._explicit_mode:
+            mode = ModeKeys.TRAIN if module.training and torch.is_grad_enabled() else ModeKeys.EVAL
+            if mode != recorder.mode:
+                recorder.set_mode(mode)
+                self._tracker.reset()
+        if self._tracker.forward_starts_step(recorder.mode):
+            recorder.next_step()
+            self._tracker.reset()
+        recorder.touch()
+        self._tracker.on_forward()
+        if self._is_due():
+            if not self._activation_handles:
+                self._install_activation_hooks()
+        elif self._activation_handles:
+            self._remove_activation_hooks()
+
+    def _after_backward(self, tensor: torch.Tensor) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._guard_event(self._on_backward, tensor)
+
+    def _on_backward(self, tensor: torch.Tensor) -> None:
+        self._after_update(Update.BACKWARD)
+        if not self._is_due():
+            return
+        if not self._loss_seen and tensor.numel() == 1:
+            inverse = self._inverse_scale()  # the loss of scaler.scale(loss).backward()
+            loss = tensor if inverse is None else tensor.detach() * inverse.to(tensor.device)
+            self._save("loss", loss, LOSS_COLLECTIONS)
+        if not self._optimizers:  # with an optimizer, gradients are saved before its step
+            self._save_gradients(unscale=True)
+
+    def _before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        with self._lock:
+            if not self._closed:
+                self._guard_event(self._on_optimizer_step, optimizer)
+
+    def _on_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self._owns(optimizer) and self._is_due():
+            self._save_gradients(unscale=False)  # GradScaler.step unscaled them already
+
+    def _after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self._optimizer_owned.get(optimizer):
+            self._after_update(Update.OPTIMIZER_STEP)
+
+    def _after_update(self, update: Update) -> None:
+        self._tracker.on_update(update)
+
+    def _owns(self, optimizer: torch.optim.Optimizer) -> bool:
+        owned = self._optimizer_owned.get(optimizer)
+        if owned is None:
+            ids = self._param_names
+            owned = any(id(p) in ids for g in optimizer.param_groups for p in g["params"])
+            self._optimizer_owned[optimizer] = owned
+            if owned:
+                self.register_optimizer(optimizer)
+        return owned
+
+    def _on_loss_forward(self, module: nn.Module, inputs: Any, output: Any) -> None:
+        with self._lock:
+            if not self._closed:
+                self._loss_seen = True
+                self._guard_event(self._save_loss_io, module, inputs, output)
+
+    def _save_loss_io(self, module: nn.Module, inputs: Any, output: Any) -> None:
+        if self._is_due():
+            self._save_io(self._names[module], inputs, output)
+
+    def _on_module_forward(
+        self, names: ModuleNames, module: nn.Module, inputs: Any, output: Any
+    ) -> None:
+        with self._lock:
+            if not self._closed:
+                self._guard_event(self._save_io, names, inputs, output)
+
+    # -- what is due --
+    def _is_due(self) -> bool:
+        """Whether any included collection is due at this step (cached per step)."""
+        rec = self._recorder
+        key = (
+            rec.global_step,
+            int(rec.mode),
+            rec.collections.version,
+            len(rec.include_collections),
+        )
+        if key != self._due_key:
+            self._due_key = key
+            self._due = rec.is_anything_due()
+        return self._due
+
+    def _install_activation_hooks(self) -> None:
+        for module, names in list(self._names.items()):
+            if names.loss:
+                continue
+            fn = partial(self._on_module_forward, names)
+            self._activation_handles.append(module.register_forward_hook(fn))
+
+    def _remove_activation_hooks(self) -> None:
+        for handle in self._activation_handles:
+            handle.remove()
+        self._activation_handles = []
+
+    # -- saving --
+    def _save(self, name: str, tensor: torch.Tensor, collections: Iterable[str] | str) -> bool:
+        plan = self._recorder.begin(name, collections)
+        if plan is None:
+            return False
+        self._recorder.put(name, self._converter.records(name, tensor, plan))
+        return True
+
+    def _save_io(self, names: ModuleNames, inputs: Any, output: Any) -> None:
+        in_colls = names.input_collections
+        for i, t in enumerate(flatten_tensors(inputs)):
+            self._save(names.input_name(i), t, in_colls)
+        out_colls = names.output_collections
+        for i, t in enumerate(flatten_tensors(output)):
+            self._save(names.output_name(i), t, out_colls)
+
+    def _save_gradients(self, unscale: bool) -> None:
+        inverse = self._inverse_scale() if unscale else None
+        for name, param, _ in self._params:
+            grad = param.grad
+            if grad is None:
+                continue
+            gname = GRADIENT_PREFIX + name
+            plan = self._recorder.begin(gname, GRADIENT_COLLECTIONS)
+            if plan is None:
+                continue
+            if inverse is not None:
+                grad = grad.detach() * inverse.to(grad.device, grad.dtype)
+            self._recorder.put(gname, self._converter.records(gname, grad, plan))
+
+    def _inverse_scale(self) -> torch.Tensor | None:
+        scaler = self._scaler
+        if scaler is None or not scaler.is_enabled():
+            return None
+        scale = getattr(scaler, "_scale", None)
+        if not isinstance(scale, torch.Tensor):
+            return None
+        return scale.double().reciprocal()
+
+    def _on_step_end(self) -> None:
+        """Before a step is handed on: weights after the update, optimizer state, device values."""
+        try:
+            if self._is_due():
+                for name, param, colls in self._params:
+                    self._save(name, param, colls)
+                for oname, optimizer in self._optimizers:
+                    self._save_optimizer(oname, optimizer)
+            self._converter.resolve()
+        except Exception as exc:
+            self._converter.discard()
+            self._contain(exc, "Hook._on_step_end")
+        self._loss_seen = False
+
+    def _save_optimizer(self, oname: str, optimizer: torch.optim.Optimizer) -> None:
+        for gi, group in enumerate(optimizer.param_groups):
+            for key, value in group.items():
+                if key != "params":
+                    self._save_number(f"{oname}/group_{gi}/{key}", value)
+            for param in group["params"]:
+                state = optimizer.state.get(param)
+                if not state:
+                    continue
+                pname = self._param_names.get(id(param), f"param_{id(param):x}")
+                for key, value in state.items():
+                    self._save_number(f"{oname}/state/{pname}/{key}", value)
+
+    def _save_number(self, name: str, value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            self._save(name, value, OPTIMIZER_COLLECTIONS)
+            return
+        if isinstance(value, bool) or value is None:
+            return
+        if isinstance(value, (int, float)) or (
+            isinstance(value, (tuple, list))
+            and value
+            and all(isinstance(v, (int, float)) for v in value)
+        ):
+            self._save(name, torch.tensor(value, dtype=torch.float64), OPTIMIZER_COLLECTIONS)
+
+
+def get_hook(
+    json_config_path: str | os.PathLike[str] | None = None, create_if_not_exists: bool = False
+) -> Hook | None:
+    """The PyTorch hook created last in this process (or one made from the JSON configuration
+    when there is none and ``create_if_not_exists`` is true)."""
+    global _current
+    if _current is not None and not _current._closed:
+        return _current
+    if not create_if_not_exists:
+        return None
+    if json_config_path is None and not os.environ.get("TENSORTAP_CONFIG"):
+        return None
+    return Hook.create_from_json_file(json_config_path)

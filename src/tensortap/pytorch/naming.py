@@ -1,0 +1,155 @@
+"""How the PyTorch hook names what it saves, and which collections each tensor joins.
+
+- parameters: their ``named_parameters()`` path (``fc1.weight``, ``features.0.bias``); gradients
+  ``gradient/<path>``. A second registered model gets its class name as a prefix
+  (``Discriminator.fc1.weight``), or the ``name`` given to ``register_module``.
+- module inputs and outputs: ``<module path>_input_<i>`` and ``<module path>_output_<i>``; the
+  top-level model's path is its class name (``Net_output_0``), as in smdebug.
+- activation modules (ReLU, LeakyReLU, GELU, Tanh, Sigmoid, ...): ``<module path>/<kind>_input_<i>``
+  and ``<module path>/<kind>_output_<i>`` (``features.1/relu_output_0``), so that rules find them
+  with ``.*relu_output``, ``.*tanh_input`` whatever the layer is called.
+- loss modules: ``<LossClass>_output_0`` (``CrossEntropyLoss_output_0``) and their inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from tensortap.core.collections import CollectionKeys
+
+RELU_ACTIVATIONS = "relu_activations"
+OPTIMIZER_VARIABLES = "optimizer_variables"
+GRADIENT_PREFIX = "gradient/"
+
+_ACTIVATION_KINDS: tuple[tuple[type[nn.Module], str], ...] = (
+    (nn.ReLU6, "relu6"),
+    (nn.ReLU, "relu"),
+    (nn.LeakyReLU, "leaky_relu"),
+    (nn.PReLU, "prelu"),
+    (nn.RReLU, "rrelu"),
+    (nn.ELU, "elu"),
+    (nn.SELU, "selu"),
+    (nn.CELU, "celu"),
+    (nn.GELU, "gelu"),
+    (nn.SiLU, "silu"),
+    (nn.Mish, "mish"),
+    (nn.Softplus, "softplus"),
+    (nn.Hardswish, "hardswish"),
+    (nn.Hardsigmoid, "hardsigmoid"),
+    (nn.Hardtanh, "hardtanh"),
+    (nn.Tanh, "tanh"),
+    (nn.Sigmoid, "sigmoid"),
+    (nn.LogSigmoid, "logsigmoid"),
+    (nn.Softsign, "softsign"),
+)
+
+_INPUTS = (CollectionKeys.INPUTS,)
+_OUTPUTS = (CollectionKeys.OUTPUTS,)
+_ACT_INPUTS = (CollectionKeys.INPUTS, RELU_ACTIVATIONS)
+_ACT_OUTPUTS = (CollectionKeys.OUTPUTS, RELU_ACTIVATIONS)
+_LOSS_OUTPUTS = (CollectionKeys.OUTPUTS, CollectionKeys.LOSSES)
+WEIGHT_COLLECTIONS = (CollectionKeys.WEIGHTS,)
+BIAS_COLLECTIONS = (CollectionKeys.BIASES,)
+GRADIENT_COLLECTIONS = (CollectionKeys.GRADIENTS,)
+LOSS_COLLECTIONS = (CollectionKeys.LOSSES,)
+OPTIMIZER_COLLECTIONS = (OPTIMIZER_VARIABLES,)
+
+
+def activation_kind(module: nn.Module) -> str | None:
+    """``relu``, ``tanh``, ... for activation modules; None for anything else."""
+    for cls, kind in _ACTIVATION_KINDS:
+        if isinstance(module, cls):
+            return kind
+    return None
+
+
+def is_loss_module(module: nn.Module) -> bool:
+    return isinstance(module, nn.modules.loss._Loss)
+
+
+def unwrap(module: nn.Module) -> nn.Module:
+    """The model inside DistributedDataParallel, DataParallel and torch.compile wrappers."""
+    seen = 0
+    while seen < 8:
+        inner = getattr(module, "_orig_mod", None)  # torch.compile
+        if inner is None and isinstance(
+            module, (nn.parallel.DistributedDataParallel, nn.DataParallel)
+        ):
+            inner = module.module
+        if not isinstance(inner, nn.Module):
+            return module
+        module, seen = inner, seen + 1
+    return module
+
+
+@dataclass
+class ModuleNames:
+    """Tensor names and collections of one module's inputs and outputs (names are cached)."""
+
+    path: str
+    kind: str | None = None  # activation kind
+    loss: bool = False
+    _inputs: list[str] = field(default_factory=list)
+    _outputs: list[str] = field(default_factory=list)
+
+    @property
+    def input_collections(self) -> tuple[str, ...]:
+        return _ACT_INPUTS if self.kind else _INPUTS
+
+    @property
+    def output_collections(self) -> tuple[str, ...]:
+        if self.loss:
+            return _LOSS_OUTPUTS
+        return _ACT_OUTPUTS if self.kind else _OUTPUTS
+
+    def input_name(self, i: int) -> str:
+        return self._name(self._inputs, "input", i)
+
+    def output_name(self, i: int) -> str:
+        return self._name(self._outputs, "output", i)
+
+    def _name(self, cache: list[str], what: str, i: int) -> str:
+        while len(cache) <= i:
+            n = len(cache)
+            cache.append(
+                f"{self.path}/{self.kind}_{what}_{n}" if self.kind else f"{self.path}_{what}_{n}"
+            )
+        return cache[i]
+
+
+def module_names(top: nn.Module, prefix: str) -> dict[nn.Module, ModuleNames]:
+    """Names for ``top`` (the unwrapped model) and every submodule."""
+    out: dict[nn.Module, ModuleNames] = {}
+    for path, module in top.named_modules():
+        if module in out:
+            continue  # a module shared under two paths keeps its first name
+        full = (f"{prefix}.{path}" if prefix else path) if path else (prefix or type(top).__name__)
+        out[module] = ModuleNames(full, activation_kind(module), is_loss_module(module))
+    return out
+
+
+def parameter_names(top: nn.Module, prefix: str) -> list[tuple[str, torch.nn.Parameter]]:
+    """``(name, parameter)`` for every parameter of ``top``, names prefixed when asked."""
+    return [(f"{prefix}.{n}" if prefix else n, p) for n, p in top.named_parameters()]
+
+
+def parameter_collections(name: str) -> tuple[str, ...]:
+    return BIAS_COLLECTIONS if name.rsplit(".", 1)[-1].endswith("bias") else WEIGHT_COLLECTIONS
+
+
+def flatten_tensors(value: object, limit: int = 64) -> list[torch.Tensor]:
+    """The tensors in a module's inputs or outputs (tuples, lists, dicts), in order."""
+    out: list[torch.Tensor] = []
+    stack = [value]
+    while stack and len(out) < limit:
+        item = stack.pop()
+        if isinstance(item, torch.Tensor):
+            out.append(item)
+        elif isinstance(item, (tuple, list)):
+            stack.extend(reversed(item))
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+    return out
