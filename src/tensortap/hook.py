@@ -105,6 +105,8 @@ class Hook:
         if include_regex is not None:
             self.collection_manager.get(CollectionKeys.DEFAULT).include(include_regex)
         names = DEFAULT_INCLUDE_COLLECTIONS if include_collections is None else include_collections
+        if include_regex is not None:  # tensors the hook's regex names are always saved
+            names = [*names, CollectionKeys.DEFAULT]
         self._lock = threading.RLock()
         self._internal_errors = 0
         self._last_internal_error: str | None = None

@@ -97,11 +97,13 @@ class StepRecorder:
         self._merged.clear()
 
     # -- step lifecycle --
-    def set_mode(self, mode: ModeKeys | str | int) -> None:
+    def set_mode(self, mode: ModeKeys | str | int, keep_step: bool = False) -> None:
+        """Switch mode; a step that saved something is closed first unless ``keep_step``
+        (adapters that learn the mode only after the step began move the step instead)."""
         new = parse_mode(mode)
         if new == self.mode:
             return
-        if self._touched:
+        if self._touched and not keep_step:
             self._close_step()
         self.mode = new
         self.mode_step = self._mode_steps.get(new, 0)

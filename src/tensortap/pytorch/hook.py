@@ -69,6 +69,8 @@ class Hook(BaseHook):
         hook.register_loss(loss_fn)
 
     Under ``torch.distributed`` each rank writes as ``worker_<rank>`` unless ``worker`` is given.
+    Steps end automatically (see :mod:`tensortap.core.step_tracker`); with ``auto_step=False``
+    they end only at ``hook.next_step()`` (calling it also turns automatic steps off).
     """
 
     def __init__(
@@ -81,7 +83,10 @@ class Hook(BaseHook):
         worker: str | int | None = None,
         num_workers: int | None = None,
         writer_options: WriterOptions | None = None,
+        auto_step: bool = True,
     ) -> None:
+        if not isinstance(auto_step, bool):
+            raise InvalidConfigError(f"auto_step must be True or False, got {auto_step!r}")
         dist = _distributed()
         if worker is None and dist is not None:
             worker = dist[0]
@@ -101,6 +106,9 @@ class Hook(BaseHook):
         self.get_collection(OPTIMIZER_VARIABLES)
         self._converter = TorchConverter()
         self._tracker = StepTracker()
+        if not auto_step:
+            self._tracker.stop_automatic()
+        self._backward_reached = False
         self._models: list[nn.Module] = []  # as registered (wrappers included)
         self._names: weakref.WeakKeyDictionary[nn.Module, ModuleNames] = weakref.WeakKeyDictionary()
         self._prefixes: set[str] = set()
@@ -157,6 +165,7 @@ class Hook(BaseHook):
                 self._param_names[id(param)] = pname
                 self._params.append((pname, param, parameter_collections(pname)))
         module.register_forward_pre_hook(self._on_model_forward)
+        module.register_forward_hook(self._on_model_output)
         self._models.append(module)
         self._optimizer_owned = weakref.WeakKeyDictionary()  # ownership may change
 
@@ -298,7 +307,8 @@ class Hook(BaseHook):
         if not self._explicit_mode:
             mode = ModeKeys.TRAIN if module.training and torch.is_grad_enabled() else ModeKeys.EVAL
             if mode != recorder.mode:
-                recorder.set_mode(mode)
+                # The first step starts in GLOBAL only because no forward had told the mode yet.
+                recorder.set_mode(mode, keep_step=recorder.mode == ModeKeys.GLOBAL)
                 self._tracker.reset()
         if self._tracker.forward_starts_step(recorder.mode):
             recorder.next_step()
@@ -311,10 +321,23 @@ class Hook(BaseHook):
         elif self._activation_handles:
             self._remove_activation_hooks()
 
+    def _on_model_output(self, module: nn.Module, args: Any, output: Any) -> None:
+        """Learn whether a later backward pass runs through this model (not some other graph)."""
+        if self._closed or not torch.is_grad_enabled():
+            return
+        for t in flatten_tensors(output):
+            if t.requires_grad:
+                t.register_hook(self._mark_backward)  # type: ignore[no-untyped-call]
+                return
+
+    def _mark_backward(self, grad: torch.Tensor) -> None:
+        self._backward_reached = True
+
     def _after_backward(self, tensor: torch.Tensor) -> None:
         with self._lock:
-            if self._closed:
-                return
+            if self._closed or not self._backward_reached:
+                return  # a backward pass that did not reach a registered model
+            self._backward_reached = False
             self._guard_event(self._on_backward, tensor)
 
     def _on_backward(self, tensor: torch.Tensor) -> None:
@@ -324,7 +347,7 @@ class Hook(BaseHook):
         if not self._loss_seen and tensor.numel() == 1:
             inverse = self._inverse_scale()  # the loss of scaler.scale(loss).backward()
             loss = tensor if inverse is None else tensor.detach() * inverse.to(tensor.device)
-            self._save("loss", loss, LOSS_COLLECTIONS)
+            self._save_contained("loss", loss, LOSS_COLLECTIONS)
         if not self._optimizers:  # with an optimizer, gradients are saved before its step
             self._save_gradients(unscale=True)
 
@@ -406,27 +429,40 @@ class Hook(BaseHook):
         self._recorder.put(name, self._converter.records(name, tensor, plan))
         return True
 
+    def _save_contained(
+        self, name: str, tensor: torch.Tensor, collections: Iterable[str] | str
+    ) -> None:
+        """Save from a framework event: a failure loses this tensor only, never the step."""
+        try:
+            self._save(name, tensor, collections)
+        except Exception as exc:
+            self._contain(exc, f"saving {name!r}")
+
     def _save_io(self, names: ModuleNames, inputs: Any, output: Any) -> None:
         in_colls = names.input_collections
         for i, t in enumerate(flatten_tensors(inputs)):
-            self._save(names.input_name(i), t, in_colls)
+            self._save_contained(names.input_name(i), t, in_colls)
         out_colls = names.output_collections
         for i, t in enumerate(flatten_tensors(output)):
-            self._save(names.output_name(i), t, out_colls)
+            self._save_contained(names.output_name(i), t, out_colls)
 
     def _save_gradients(self, unscale: bool) -> None:
         inverse = self._inverse_scale() if unscale else None
+        recorder = self._recorder
         for name, param, _ in self._params:
             grad = param.grad
             if grad is None:
                 continue
             gname = GRADIENT_PREFIX + name
-            plan = self._recorder.begin(gname, GRADIENT_COLLECTIONS)
-            if plan is None:
-                continue
-            if inverse is not None:
-                grad = grad.detach() * inverse.to(grad.device, grad.dtype)
-            self._recorder.put(gname, self._converter.records(gname, grad, plan))
+            try:
+                plan = recorder.begin(gname, GRADIENT_COLLECTIONS)
+                if plan is None:
+                    continue
+                if inverse is not None:
+                    grad = grad.detach() * inverse.to(grad.device, grad.dtype)
+                recorder.put(gname, self._converter.records(gname, grad, plan))
+            except Exception as exc:
+                self._contain(exc, f"saving {gname!r}")
 
     def _inverse_scale(self) -> torch.Tensor | None:
         scaler = self._scaler
@@ -442,7 +478,7 @@ class Hook(BaseHook):
         try:
             if self._is_due():
                 for name, param, colls in self._params:
-                    self._save(name, param, colls)
+                    self._save_contained(name, param, colls)
                 for oname, optimizer in self._optimizers:
                     self._save_optimizer(oname, optimizer)
             self._converter.resolve()
@@ -466,7 +502,7 @@ class Hook(BaseHook):
 
     def _save_number(self, name: str, value: Any) -> None:
         if isinstance(value, torch.Tensor):
-            self._save(name, value, OPTIMIZER_COLLECTIONS)
+            self._save_contained(name, value, OPTIMIZER_COLLECTIONS)
             return
         if isinstance(value, bool) or value is None:
             return
@@ -475,7 +511,9 @@ class Hook(BaseHook):
             and value
             and all(isinstance(v, (int, float)) for v in value)
         ):
-            self._save(name, torch.tensor(value, dtype=torch.float64), OPTIMIZER_COLLECTIONS)
+            self._save_contained(
+                name, torch.tensor(value, dtype=torch.float64), OPTIMIZER_COLLECTIONS
+            )
 
 
 def get_hook(

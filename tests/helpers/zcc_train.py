@@ -1,0 +1,41 @@
+"""A training script that knows nothing of tensortap (run by the zero-code-change tests).
+
+Usage: zcc_train.py STEPS {functional,module} ACCUMULATE
+Prints one line per optimizer step: "step <i> loss <value>".
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch_models import Net, batches, make
+
+
+def main() -> None:
+    steps, loss_kind, accumulate = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    model = make(Net)
+    criterion = nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = batches(16)
+    for i in range(steps):
+        model.train()
+        opt.zero_grad()
+        total = 0.0
+        for _ in range(accumulate):
+            xb, yb = next(data)
+            out = model(xb)
+            loss = criterion(out, yb) if loss_kind == "module" else F.cross_entropy(out, yb)
+            (loss / accumulate).backward()
+            total += loss.item() / accumulate
+        opt.step()
+        print(f"step {i} loss {total:.6f}", flush=True)
+    model.eval()
+    with torch.no_grad():
+        model(next(data)[0])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""Hook configuration from JSON (zero-code-change runs and the job runner)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tensortap as tt
+from tensortap.exceptions import InvalidConfigError
+from tensortap.hook_config import CONFIG_ENV, CollectionSettings, HookConfig
+
+
+def test_our_spelling_and_smdebugs_give_the_same_config(tmp_path: Path) -> None:
+    ours = {
+        "out_dir": "runs/a",
+        "hook_parameters": {"save_interval": "10", "eval.save_interval": "2", "norms": "l2"},
+        "collection_configurations": [
+            {"name": "weights"},
+            {"name": "custom", "parameters": {"include_regex": "fc1.*", "save_steps": "1,2,3"}},
+        ],
+    }
+    smdebug = {
+        "LocalPath": "runs/a",
+        "HookParameters": ours["hook_parameters"],
+        "CollectionConfigurations": [
+            {"CollectionName": "weights"},
+            {
+                "CollectionName": "custom",
+                "CollectionParameters": {"include_regex": "fc1.*", "save_steps": "1,2,3"},
+            },
+        ],
+    }
+    a, b = HookConfig.from_dict(ours), HookConfig.from_dict(smdebug)
+    assert a == b
+    assert a.include_collections == ("weights", "custom")
+    save = a.save_config
+    assert save is not None and save.should_save(tt.modes.TRAIN, 20)
+    assert not save.should_save(tt.modes.TRAIN, 2) and save.should_save(tt.modes.EVAL, 2)
+    assert a.reduction_config == tt.ReductionConfig(norms=["l2"])
+    manager = tt.CollectionManager()
+    a.configure(manager)
+    custom = manager.get("custom")
+    assert custom.include_regex == ["fc1.*"]
+    assert custom.save_config is not None and custom.save_config.save_steps == (1, 2, 3)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({}, "no out_dir"),
+        ({"out_dir": "x", "extra": 1}, "unknown keys"),
+        ({"out_dir": "x", "hook_parameters": {"save_intervall": "1"}}, "save_intervall"),
+        ({"out_dir": "x", "hook_parameters": {"save_interval": "ten"}}, "save_interval"),
+        ({"out_dir": "x", "hook_parameters": {"train.norms": "l2"}}, "per-mode"),
+        ({"out_dir": "x", "hook_parameters": {"reductions": "median"}}, "median"),
+        (
+            {"out_dir": "x", "collection_configurations": [{"name": "w", "parameters": {"x": 1}}]},
+            "collection 'w'",
+        ),
+        (
+            {
+                "out_dir": "x",
+                "collection_configurations": [{"name": "w", "parameters": {"include_regex": "("}}],
+            },
+            "include_regex",
+        ),
+    ],
+)
+def test_mistakes_are_caught_when_the_config_is_read(data, message) -> None:
+    with pytest.raises(InvalidConfigError, match=message):
+        HookConfig.from_dict(data)
+
+
+def test_from_json_file_and_the_environment(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "hook.json"
+    path.write_text(json.dumps({"out_dir": str(tmp_path / "run")}))
+    monkeypatch.delenv(CONFIG_ENV, raising=False)
+    with pytest.raises(InvalidConfigError, match=CONFIG_ENV):
+        HookConfig.from_json_file()
+    monkeypatch.setenv(CONFIG_ENV, str(path))
+    assert HookConfig.from_json_file().out_dir == str(tmp_path / "run")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(InvalidConfigError, match="not valid JSON"):
+        HookConfig.from_json_file(bad)
+    with pytest.raises(InvalidConfigError, match="cannot read"):
+        HookConfig.from_json_file(tmp_path / "missing.json")
+
+
+names = st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True)
+params = st.fixed_dictionaries(
+    {},
+    optional={
+        "save_interval": st.integers(1, 1000).map(str),
+        "save_steps": st.lists(st.integers(0, 100), max_size=4).map(
+            lambda v: ",".join(map(str, v))
+        ),
+        "eval.save_interval": st.integers(1, 50),
+        "reductions": st.sampled_from(["min", "max,mean", "std"]),
+        "save_raw_tensor": st.sampled_from(["true", "false", True]),
+        "include_regex": st.sampled_from(["fc.*", "conv[0-9]+"]),
+    },
+)
+
+
+@given(
+    hook_params=params,
+    colls=st.lists(st.tuples(names, params), max_size=3, unique_by=lambda c: c[0]),
+)
+def test_configs_round_trip_through_json(hook_params, colls) -> None:
+    config = HookConfig("runs/x", hook_params, tuple(CollectionSettings(n, p) for n, p in colls))
+    again = HookConfig.from_dict(json.loads(json.dumps(config.to_dict())))
+    assert again == config
+    assert again.save_config == config.save_config
+    assert again.reduction_config == config.reduction_config
