@@ -11,6 +11,18 @@ import numpy as np
 from tensortap.core.modes import ModeKeys
 
 
+class Deferred(Protocol):
+    """Values of records computed later, off the training thread (by the writer).
+
+    ``resolve()`` fills ``value`` of every record that shares this object; it is called once,
+    before the records are written. ``nbytes`` is the memory it holds until then.
+    """
+
+    nbytes: int
+
+    def resolve(self) -> None: ...
+
+
 class RecordKind(IntEnum):
     """What a record holds."""
 
@@ -31,6 +43,7 @@ class Record:
     reduction: str = ""
     on_abs: bool = False
     value: float = 0.0
+    deferred: Deferred | None = None  # set while ``value`` is still to be computed
 
     @property
     def nbytes(self) -> int:
@@ -50,7 +63,15 @@ class StepBatch:
 
     @property
     def nbytes(self) -> int:
-        return sum(r.nbytes for r in self.records) + 64 * len(self.records)
+        deferred = {id(r.deferred): r.deferred.nbytes for r in self.records if r.deferred}
+        return sum(r.nbytes for r in self.records) + 64 * len(self.records) + sum(deferred.values())
+
+    def resolve_deferred(self) -> None:
+        """Compute the values still deferred (each shared object once)."""
+        for record in self.records:
+            deferred = record.deferred
+            if deferred is not None:
+                deferred.resolve()
 
 
 class RecordSink(Protocol):

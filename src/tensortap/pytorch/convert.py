@@ -1,13 +1,16 @@
 """torch tensors to records: reductions on the tensor's own device, one host copy of raw values.
 
-Reductions are computed with torch where the tensor lives; their 0-d results stay on the device
-until the step ends, when each device's results cross to the host in one transfer. Raw values of
-CUDA tensors are copied into pinned host memory without blocking; the step waits for those copies
-once, when it ends, before the writer sees them. CPU tensors are cloned once.
+Reductions are computed with torch where the tensor lives. On a GPU their 0-d results stay on the
+device until the step ends, when each device's results cross to the host in one transfer. On the
+CPU the training thread only copies the tensor (once, shared with the raw copy when one is
+saved); the writer thread computes the reductions from that copy, beside training.
+Raw values of CUDA tensors are copied into pinned host memory without blocking; the step waits
+for those copies once, when it ends, before the writer sees them. CPU tensors are cloned once.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,26 +88,105 @@ def _as_reducible(x: torch.Tensor) -> torch.Tensor:
 
 def reduce_tensor(x: torch.Tensor, name: str, on_abs: bool) -> torch.Tensor:
     """One reduction or norm as a 0-d tensor on ``x``'s device (same meaning as the core's)."""
-    v = x.abs() if on_abs else x
-    if name == "min":
-        return v.min()
-    if name == "max":
-        return v.max()
-    if name == "mean":
-        return v.mean()
-    if name == "std":
-        return v.std(correction=0)
-    if name == "variance":
-        return v.var(correction=0)
-    if name == "sum":
-        return v.sum()
-    if name == "prod":
-        return v.prod()
-    if name == "l1":
-        return torch.linalg.vector_norm(v, 1)  # type: ignore[no-any-return]
-    if name == "l2":
-        return torch.linalg.vector_norm(v, 2)  # type: ignore[no-any-return]
-    raise InvalidTensorError(f"unknown reduction {name!r}")
+    return reduce_many(x, ((name, on_abs),))[0]
+
+
+def reduce_many(x: torch.Tensor, specs: tuple[tuple[str, bool], ...]) -> list[torch.Tensor]:
+    """Reductions and norms of ``x`` (reducible: see ``_as_reducible``), each a 0-d tensor.
+
+    Shares passes over the data: one ``aminmax`` for min and max, one ``abs`` for everything on
+    the absolute value and the l1 norm. ``torch.linalg.vector_norm(x, 1)`` is avoided: on the CPU
+    it is several times slower than ``abs().sum()``.
+    """
+    absolute: torch.Tensor | None = None
+    extremes: dict[bool, tuple[torch.Tensor, torch.Tensor]] = {}
+    out = []
+    for name, on_abs in specs:
+        if (on_abs or name == "l1") and absolute is None:
+            absolute = x.abs()
+        v = absolute if on_abs and absolute is not None else x
+        if name in ("min", "max"):
+            if on_abs not in extremes:
+                extremes[on_abs] = torch.aminmax(v)
+            out.append(extremes[on_abs][0 if name == "min" else 1])
+        elif name == "mean":
+            out.append(v.mean())
+        elif name == "std":
+            out.append(v.std(correction=0))
+        elif name == "variance":
+            out.append(v.var(correction=0))
+        elif name == "sum":
+            out.append(v.sum())
+        elif name == "prod":
+            out.append(v.prod())
+        elif name == "l1" and absolute is not None:
+            out.append(absolute.sum())
+        elif name == "l2":
+            out.append(torch.linalg.vector_norm(v, 2))
+        else:
+            raise InvalidTensorError(f"unknown reduction {name!r}")
+    return out
+
+
+class _BufferPool:
+    """Reused CPU buffers for snapshots: fresh large allocations cost page faults every step."""
+
+    def __init__(self, max_bytes: int = 256 << 20) -> None:
+        self._free: dict[tuple[torch.dtype, tuple[int, ...]], list[torch.Tensor]] = {}
+        self._bytes = 0
+        self._max_bytes = max_bytes
+        self._lock = threading.Lock()
+
+    def copy(self, t: torch.Tensor) -> torch.Tensor:
+        with self._lock:
+            free = self._free.get((t.dtype, tuple(t.shape)))
+            buf = free.pop() if free else None
+            if buf is not None:
+                self._bytes -= buf.numel() * buf.element_size()
+        if buf is None:
+            return t.clone(memory_format=torch.contiguous_format)
+        return buf.copy_(t)
+
+    def give_back(self, buf: torch.Tensor) -> None:
+        size = buf.numel() * buf.element_size()
+        with self._lock:
+            if self._bytes + size <= self._max_bytes:
+                self._free.setdefault((buf.dtype, tuple(buf.shape)), []).append(buf)
+                self._bytes += size
+
+
+class _CpuReductions:
+    """Reductions of a CPU tensor, computed by the writer thread from a private copy.
+
+    The training thread pays one copy of the tensor; the passes over the data run beside it.
+    """
+
+    def __init__(
+        self,
+        tensor: torch.Tensor,
+        specs: tuple[tuple[str, bool], ...],
+        records: list[Record],
+        pool: _BufferPool | None,
+    ) -> None:
+        self.tensor: torch.Tensor | None = tensor
+        self.specs = specs
+        self.records = records
+        self.pool = pool
+        self.nbytes = tensor.numel() * tensor.element_size()
+
+    def resolve(self) -> None:
+        tensor, self.tensor = self.tensor, None
+        if tensor is None:
+            return
+        try:
+            values = reduce_many(_as_reducible(tensor), self.specs)
+            for rec, value in zip(self.records, values, strict=True):
+                rec.value = value.item()
+        finally:
+            for rec in self.records:
+                rec.deferred = None
+            if self.pool is not None:
+                self.pool.give_back(tensor)
 
 
 class TorchConverter:
@@ -113,6 +195,7 @@ class TorchConverter:
     def __init__(self) -> None:
         self._pending: dict[torch.device, list[tuple[Record, torch.Tensor]]] = {}
         self._copy_devices: set[torch.device] = set()
+        self._pool = _BufferPool()
 
     def records(self, name: str, tensor: torch.Tensor, plan: SavePlan) -> list[Record]:
         t = tensor.detach()
@@ -121,22 +204,27 @@ class TorchConverter:
         spec = _spec(t, name)
         shape = tuple(t.shape)
         out: list[Record] = []
+        host: torch.Tensor | None = None
         if plan.raw:
-            out.append(
-                Record(name, RecordKind.TENSOR, spec.stored, shape, self._host_copy(t, spec))
-            )
+            host, array = self._host_copy(t, spec)
+            out.append(Record(name, RecordKind.TENSOR, spec.stored, shape, array))
         if plan.reductions:
-            out.extend(self._reductions(name, t, spec, shape, plan))
+            out.extend(self._reductions(name, t, host, spec, shape, plan))
         if plan.shape:
             out.append(Record(name, RecordKind.SHAPE, spec.stored, shape))
         return out
 
-    def _host_copy(self, t: torch.Tensor, spec: _DtypeSpec) -> np.ndarray[Any, Any]:
+    def _host_copy(
+        self, t: torch.Tensor, spec: _DtypeSpec
+    ) -> tuple[torch.Tensor | None, np.ndarray[Any, Any]]:
+        """Copy to the host; also returns the copy as a CPU tensor of t's dtype, if there is one."""
         src = t.resolve_conj().resolve_neg()
         if spec.bits is not None:
             src = src.view(spec.bits)
+        values: torch.Tensor | None = None
         if src.device.type == "cpu":
             host = src.clone(memory_format=torch.contiguous_format)
+            values = host if spec.bits is None else host.view(t.dtype)
         elif src.device.type == "cuda":
             host = torch.empty(src.shape, dtype=src.dtype, pin_memory=True)
             host.copy_(src, non_blocking=True)
@@ -144,23 +232,37 @@ class TorchConverter:
         else:
             host = src.to("cpu")
         array = host.numpy()
-        return array.view(spec.numpy_view) if spec.numpy_view is not None else array
+        if spec.numpy_view is not None:
+            array = array.view(spec.numpy_view)
+        return values, array
 
     def _reductions(
-        self, name: str, t: torch.Tensor, spec: _DtypeSpec, shape: tuple[int, ...], plan: SavePlan
+        self,
+        name: str,
+        t: torch.Tensor,
+        host: torch.Tensor | None,
+        spec: _DtypeSpec,
+        shape: tuple[int, ...],
+        plan: SavePlan,
     ) -> list[Record]:
-        out = []
-        x = _as_reducible(t) if t.numel() else t
-        pending = self._pending.setdefault(t.device, []) if t.numel() else None
-        for reduction, on_abs in plan.reductions:
-            rec = Record(
-                name, RecordKind.REDUCTION, spec.stored, shape, None, reduction, on_abs, _NAN
-            )
-            if pending is None:
-                rec.value = _EMPTY.get(reduction, _NAN)
+        out = [
+            Record(name, RecordKind.REDUCTION, spec.stored, shape, None, red, on_abs, _NAN)
+            for red, on_abs in plan.reductions
+        ]
+        if t.numel() == 0:
+            for rec in out:
+                rec.value = _EMPTY.get(rec.reduction, _NAN)
+        elif t.device.type == "cpu":
+            # A private copy (the raw copy when there is one) is reduced by the writer thread.
+            if host is not None:
+                deferred = _CpuReductions(host, plan.reductions, out, None)
             else:
-                pending.append((rec, reduce_tensor(x, reduction, on_abs)))
-            out.append(rec)
+                deferred = _CpuReductions(self._pool.copy(t), plan.reductions, out, self._pool)
+            for rec in out:
+                rec.deferred = deferred
+        else:
+            values = reduce_many(_as_reducible(t), plan.reductions)
+            self._pending.setdefault(t.device, []).extend(zip(out, values, strict=True))
         return out
 
     def resolve(self) -> None:
@@ -170,11 +272,8 @@ class TorchConverter:
         self._copy_devices.clear()
         pending, self._pending = self._pending, {}
         for device, items in pending.items():
-            if device.type == "cpu":
-                values = [v.item() for _, v in items]
-            else:
-                wide = torch.float64 if device.type == "cuda" else torch.float32
-                values = torch.stack([v.to(wide) for _, v in items]).cpu().tolist()
+            wide = torch.float64 if device.type == "cuda" else torch.float32
+            values = torch.stack([v.to(wide) for _, v in items]).cpu().tolist()
             for (rec, _), value in zip(items, values, strict=True):
                 rec.value = float(value)
 

@@ -7,7 +7,7 @@ Installed once, when the first PyTorch hook is created:
 - global optimizer step hooks tell hooks that an optimizer stepped (each hook keeps only the
   optimizers that update its models' parameters).
 
-With no live hook, each event costs one empty-set check.
+With no live hook, each event costs an empty loop.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from torch.optim.optimizer import (
 if TYPE_CHECKING:
     from tensortap.pytorch.hook import Hook
 
-_hooks: weakref.WeakSet[Hook] = weakref.WeakSet()
+# A tuple of weak references, replaced on every change: iterating it is cheaper than a WeakSet.
+_hooks: tuple[weakref.ref[Hook], ...] = ()
 _install_lock = threading.Lock()
 _installed = False
 _original_backward: Callable[..., Any] = torch.Tensor.backward
@@ -35,21 +36,24 @@ _original_backward: Callable[..., Any] = torch.Tensor.backward
 
 def _backward(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
     result = _original_backward(self, *args, **kwargs)
-    if _hooks:
-        for hook in list(_hooks):
+    for ref in _hooks:
+        hook = ref()
+        if hook is not None:
             hook._after_backward(self)
     return result
 
 
 def _optimizer_pre(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-    if _hooks:
-        for hook in list(_hooks):
+    for ref in _hooks:
+        hook = ref()
+        if hook is not None:
             hook._before_optimizer_step(optimizer)
 
 
 def _optimizer_post(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-    if _hooks:
-        for hook in list(_hooks):
+    for ref in _hooks:
+        hook = ref()
+        if hook is not None:
             hook._after_optimizer_step(optimizer)
 
 
@@ -67,9 +71,13 @@ def _install() -> None:
 
 def attach(hook: Hook) -> None:
     """Start sending events to ``hook``."""
+    global _hooks
     _install()
-    _hooks.add(hook)
+    with _install_lock:
+        _hooks = (*(r for r in _hooks if r() is not None), weakref.ref(hook))
 
 
 def detach(hook: Hook) -> None:
-    _hooks.discard(hook)
+    global _hooks
+    with _install_lock:
+        _hooks = tuple(r for r in _hooks if r() is not None and r() is not hook)

@@ -325,6 +325,8 @@ class Hook(BaseHook):
         """Learn whether a later backward pass runs through this model (not some other graph)."""
         if self._closed or not torch.is_grad_enabled():
             return
+        if self._tracker.update > Update.BACKWARD and not self._is_due():
+            return  # the optimizer ends steps, and nothing is saved at this backward
         for t in flatten_tensors(output):
             if t.requires_grad:
                 t.register_hook(self._mark_backward)  # type: ignore[no-untyped-call]

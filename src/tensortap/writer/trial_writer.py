@@ -240,6 +240,10 @@ class TrialWriter:
         if not batch.records:
             return
         try:
+            batch.resolve_deferred()
+        except Exception as exc:  # the values stay NaN; the rest of the step is written
+            self._fail(exc, f"computing deferred values of step {batch.global_step}")
+        try:
             segment = self._segment
             if segment is None:
                 seq = self._take_seq()
