@@ -1,86 +1,121 @@
-"""The main job for now: train a tiny NumPy model with the framework-free hook, read it back live.
+"""The main job: train a small PyTorch model on real data with the hook attached, read it back.
 
-Run with `make demo`. Later issues turn this into a full debugging run with a framework and rules.
+Run with `make demo`. A CNN learns scikit-learn's handwritten digits (8x8 images) for two epochs,
+with an evaluation pass after each. The hook saves the losses every step, weights, gradients and
+ReLU activations every 20 steps, and gradient norms every step; a trial opened before training
+follows along and prints what a person debugging the run would look at.
 """
 
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
+import torch
+from sklearn.datasets import load_digits
+from torch import nn
 
-import tensortap as tt
+import tensortap.pytorch as tt
 
 OUT = Path("runs/demo")
 
 
-def train(hook: tt.Hook, steps: int = 60) -> None:
-    """Logistic regression on synthetic data, trained by hand with gradient descent."""
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((512, 8))
-    true_w = rng.standard_normal(8)
-    y = (x @ true_w > 0).astype(np.float64)
-    w = np.zeros(8)
-    hook.set_mode(tt.modes.TRAIN)
-    for _ in range(steps):
-        p = 1 / (1 + np.exp(-(x @ w)))
-        loss = -np.mean(y * np.log(p + 1e-9) + (1 - y) * np.log(1 - p + 1e-9))
-        grad = x.T @ (p - y) / len(y)
-        hook.save_scalar("loss", loss, collections="losses")
-        hook.save_tensor("weights/w", w, collections="weights")
-        hook.save_tensor("gradients/w", grad, collections="gradients")
-        w -= 0.5 * grad
-        hook.next_step()
-    hook.set_mode(tt.modes.EVAL)
-    for _ in range(3):
-        p = 1 / (1 + np.exp(-(x @ w)))
-        hook.save_scalar("accuracy", float(np.mean((p > 0.5) == y)), collections="metrics")
-        hook.next_step()
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
+        self.relu1 = nn.ReLU()
+        self.pool = nn.MaxPool2d(2)
+        self.fc1 = nn.Linear(16 * 4 * 4, 64)
+        self.relu2 = nn.ReLU()
+        self.fc2 = nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool(self.relu1(self.conv1(x)))
+        return self.fc2(self.relu2(self.fc1(x.flatten(1))))
+
+
+def data() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    x, y = load_digits(return_X_y=True)
+    images = torch.tensor(x / 16.0, dtype=torch.float32).view(-1, 1, 8, 8)
+    labels = torch.tensor(y)
+    return images[:1500], labels[:1500], images[1500:], labels[1500:]
 
 
 def main() -> int:
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
     shutil.rmtree(OUT, ignore_errors=True)
     hook = tt.Hook(
         OUT,
-        save_config=tt.SaveConfig(save_interval=10),
-        include_collections=["losses", "metrics", "weights", "gradients", "scalars"],
-    )
-    hook.get_collection("gradients").reduction_config = tt.ReductionConfig(
-        norms=["l2"], reductions=["max"], save_raw_tensor=True
+        save_config=tt.SaveConfig(save_interval=20),
+        include_collections=["losses", "weights", "gradients", "relu_activations", "norms"],
     )
     hook.get_collection("losses").save_config = tt.SaveConfig(save_interval=1)
-    hook.get_collection("metrics").save_config = tt.SaveConfig(save_interval=1)
+    norms = hook.get_collection("norms")  # the gradients again, as l2 norms on every step
+    norms.include("^gradient/")
+    norms.save_config = tt.SaveConfig(save_interval=1)
+    norms.reduction_config = tt.ReductionConfig(norms=["l2"])
+
+    model = Net()
+    hook.register_module(model)
+    loss_fn = nn.CrossEntropyLoss()
+    hook.register_loss(loss_fn)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    hook.register_optimizer(optimizer)
     trial = tt.create_trial(OUT)  # opened before training: it follows along
-    train(hook)
+
+    x_train, y_train, x_test, y_test = data()
+    for epoch in range(2):
+        hook.set_mode(tt.modes.TRAIN)
+        model.train()
+        for i in range(0, len(x_train), 50):
+            optimizer.zero_grad()
+            loss = loss_fn(model(x_train[i : i + 50]), y_train[i : i + 50])
+            loss.backward()
+            optimizer.step()
+        hook.set_mode(tt.modes.EVAL)
+        model.eval()
+        correct = 0
+        with torch.no_grad():
+            for i in range(0, len(x_test), 100):
+                out = model(x_test[i : i + 100])
+                loss_fn(out, y_test[i : i + 100])
+                correct += int((out.argmax(1) == y_test[i : i + 100]).sum())
+        accuracy = correct / len(x_test)
+        hook.save_scalar("accuracy", accuracy, collections="metrics")
+        hook.flush()
+        seen = len(trial.steps())
+        print(f"epoch {epoch}: test accuracy {accuracy:.3f}; the trial already sees {seen} steps")
     status = hook.close()
 
     written = status.writer
-    print(
-        f"wrote {written.steps_written} steps ({written.bytes_written} bytes of tensors) to {OUT}"
-    )
-    print(f"workers: {trial.workers()}  modes: {[m.name for m in trial.modes()]}")
-    print(f"all steps loaded: {trial.loaded_all_steps}")
-    print(f"train steps saved: {trial.steps(mode=tt.modes.TRAIN)[:8]} ...")
-    print(f"losses: {trial.tensor_names(collection='losses')}")
-    loss = trial.tensor("loss")
-    for step in loss.steps(mode=tt.modes.TRAIN)[::15]:
+    print(f"\nwrote {written.steps_written} steps ({written.bytes_written / 1e6:.1f} MB) to {OUT}")
+    print(f"modes: {[m.name for m in trial.modes()]}, all steps loaded: {trial.loaded_all_steps}")
+    print(f"collections: {sorted(trial.collections())}")
+    print(f"relu activations: {trial.tensor_names(collection='relu_activations')}")
+    loss = trial.tensor("CrossEntropyLoss_output_0")
+    train_steps = loss.steps(mode=tt.modes.TRAIN)
+    print(f"train loss over {len(train_steps)} steps:")
+    for step in train_steps[:: len(train_steps) // 6]:
         print(f"  train step {step:3d}: loss {float(loss.value(step, mode=tt.modes.TRAIN)):.4f}")
-    grad = trial.tensor("gradients/w")
-    for step in grad.steps():
-        print(
-            f"  step {step:3d}: |grad|_2 = {grad.reduction_value(step, 'l2'):.5f}, "
-            f"weights = {np.round(trial.tensor('weights/w').value(step), 2)[:4]} ..."
-        )
-    acc = trial.tensor("accuracy").values(mode=tt.modes.EVAL)
-    print(f"eval accuracy by eval step: { {s: round(float(v), 3) for s, v in acc.items()} }")
+    eval_loss = loss.values(mode=tt.modes.EVAL)
+    print(f"eval loss by eval step: { {s: round(float(v), 3) for s, v in eval_loss.items()} }")
+    grad = trial.tensor("gradient/fc1.weight")
+    print("gradient l2 norm of fc1.weight (every step) and ReLU sparsity (saved steps):")
+    relu = trial.tensor("relu2/relu_output_0")
+    for step in relu.steps(mode=tt.modes.TRAIN):
+        dead = float(np.mean(relu.value(step, mode=tt.modes.TRAIN) == 0))
+        norm = grad.reduction_value(step, "l2", mode=tt.modes.TRAIN)
+        print(f"  train step {step:3d}: |grad|_2 = {norm:.4f}, relu2 zeros = {dead:.0%}")
     try:
         loss.value(10_000)
     except tt.exceptions.NoMoreData as exc:
-        print(f"asking past the end says: {exc}")
-    return 0 if status.healthy else 1
+        print(f"asking for step 10000: {type(exc).__name__}: {exc}")
+    print(f"problems: {trial.problems() or 'none'}")
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

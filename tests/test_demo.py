@@ -15,5 +15,7 @@ def test_demo_runs(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "all steps loaded: True" in result.stdout
-    assert "eval accuracy" in result.stdout
+    assert "eval loss by eval step" in result.stdout
+    assert "relu2/relu_output_0" in result.stdout
+    assert "problems: none" in result.stdout
     assert (tmp_path / "runs" / "demo" / "tensortap.json").is_file()

@@ -8,6 +8,7 @@ from tensortap.core.collections import Collection, CollectionKeys, CollectionMan
 from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.save_config import SaveConfig, SaveConfigMode
 from tensortap.hook import Hook, HookStatus
+from tensortap.hook_config import HookConfig
 from tensortap.trials import StepState, Tensor, Trial, create_trial
 from tensortap.writer import WriterOptions
 
@@ -18,6 +19,7 @@ __all__ = [
     "CollectionKeys",
     "CollectionManager",
     "Hook",
+    "HookConfig",
     "HookStatus",
     "ReductionConfig",
     "SaveConfig",

@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from tensortap.core.collections import Collection, CollectionKeys, CollectionManager
 from tensortap.core.modes import ModeKeys
@@ -28,10 +28,12 @@ from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.save_config import SaveConfig
 from tensortap.exceptions import InvalidConfigError, InvalidTensorError, StorageError
 from tensortap.format.layout import worker_name
+from tensortap.hook_config import HookConfig
 from tensortap.storage import Store, open_store
 from tensortap.writer import TrialWriter, WriterOptions, WriterStatus
 
 logger = logging.getLogger(__name__)
+_H = TypeVar("_H", bound="Hook")
 
 DEFAULT_INCLUDE_COLLECTIONS = (
     CollectionKeys.DEFAULT,
@@ -126,6 +128,17 @@ class Hook:
         )
         with _open_hooks_lock:
             _open_hooks.add(self)
+
+    @classmethod
+    def create_from_json_file(
+        cls: type[_H], json_file_path: str | os.PathLike[str] | None = None, **overrides: Any
+    ) -> _H:
+        """A hook from a JSON configuration (by default the file ``$TENSORTAP_CONFIG`` names);
+        keyword arguments override what the file says."""
+        config = HookConfig.from_json_file(json_file_path)
+        hook = cls(**{**config.hook_kwargs(), **overrides})
+        config.configure(hook.collection_manager)
+        return hook
 
     # -- step and mode --
     @property

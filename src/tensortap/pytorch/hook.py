@@ -25,7 +25,6 @@ from tensortap.core.save_config import SaveConfig
 from tensortap.core.step_tracker import StepTracker, Update
 from tensortap.exceptions import InvalidConfigError
 from tensortap.hook import Hook as BaseHook
-from tensortap.hook_config import HookConfig
 from tensortap.pytorch import events
 from tensortap.pytorch.convert import TorchConverter
 from tensortap.pytorch.naming import (
@@ -128,17 +127,6 @@ class Hook(BaseHook):
         events.attach(self)
         global _current
         _current = self
-
-    # -- configuration from JSON --
-    @classmethod
-    def create_from_json_file(
-        cls, json_file_path: str | os.PathLike[str] | None = None, **overrides: Any
-    ) -> Hook:
-        """A hook from a JSON configuration (by default the file ``$TENSORTAP_CONFIG`` names)."""
-        config = HookConfig.from_json_file(json_file_path)
-        hook = cls(**{**config.hook_kwargs(), **overrides})
-        config.configure(hook.collection_manager)
-        return hook
 
     # -- registration --
     def register_module(self, module: nn.Module, name: str | None = None) -> None:

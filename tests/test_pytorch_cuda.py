@@ -1,0 +1,62 @@
+"""CUDA tensors through the PyTorch hook (runs where a GPU is present; skipped elsewhere)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tensortap.pytorch as tt
+
+sys.path.insert(0, str(Path(__file__).parent / "helpers"))
+from torch_models import Net, batches, make
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+
+
+def test_cuda_model_values_and_reductions(tmp_path: Path) -> None:
+    model = make(Net).cuda()
+    hook = tt.Hook(
+        tmp_path / "run",
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["weights", "gradients", "relu_activations", "losses", "norms"],
+    )
+    norms = hook.get_collection("norms")
+    norms.include("^gradient/")
+    norms.reduction_config = tt.ReductionConfig(reductions=["min", "max", "mean"], norms=["l2"])
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    want = []
+    for xb, yb in batches(32, 3):
+        opt.zero_grad()
+        F.cross_entropy(model(xb.cuda()), yb.cuda()).backward()
+        grad = model.fc1.weight.grad.detach().cpu().numpy().copy()
+        opt.step()
+        want.append((grad, model.fc1.weight.detach().cpu().numpy().copy()))
+    hook.close()
+    trial = tt.create_trial(tmp_path / "run")
+    for step, (grad, weight) in enumerate(want):
+        np.testing.assert_array_equal(trial.tensor("gradient/fc1.weight").value(step), grad)
+        np.testing.assert_array_equal(trial.tensor("fc1.weight").value(step), weight)
+        g = torch.tensor(grad)
+        tensor = trial.tensor("gradient/fc1.weight")
+        assert tensor.reduction_value(step, "l2") == pytest.approx(float(g.norm()), rel=1e-5)
+        assert tensor.reduction_value(step, "max") == pytest.approx(float(g.max()), rel=1e-6)
+    assert trial.has_tensor("relu1/relu_output_0")
+
+
+def test_cuda_bfloat16_and_async_copies(tmp_path: Path) -> None:
+    hook = tt.Hook(tmp_path / "run", save_config=tt.SaveConfig(save_interval=1))
+    values = [torch.randn(256, 256, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
+    for value in values:
+        hook.save_tensor("x", value)
+        value.mul_(0)  # changed in place right after: the saved copy must not see it
+        hook.next_step()
+    hook.close()
+    trial = tt.create_trial(tmp_path / "run")
+    assert trial.tensor("x").steps() == [0, 1, 2, 3]
+    assert all(np.any(trial.tensor("x").value(s) != 0) for s in range(4))
