@@ -41,6 +41,7 @@ from tensortap.pytorch.naming import (
     parameter_names,
     unwrap,
 )
+from tensortap.pytorch.optimizer import optimizer_tensors
 from tensortap.storage import Store
 from tensortap.writer import WriterOptions
 
@@ -469,41 +470,14 @@ class Hook(BaseHook):
             if self._is_due():
                 for name, param, colls in self._params:
                     self._save_contained(name, param, colls)
-                for oname, optimizer in self._optimizers:
-                    self._save_optimizer(oname, optimizer)
+                for prefix, optimizer in self._optimizers:
+                    for name, value in optimizer_tensors(prefix, optimizer, self._param_names):
+                        self._save_contained(name, value, OPTIMIZER_COLLECTIONS)
             self._converter.resolve()
         except Exception as exc:
             self._converter.discard()
             self._contain(exc, "Hook._on_step_end")
         self._loss_seen = False
-
-    def _save_optimizer(self, oname: str, optimizer: torch.optim.Optimizer) -> None:
-        for gi, group in enumerate(optimizer.param_groups):
-            for key, value in group.items():
-                if key != "params":
-                    self._save_number(f"{oname}/group_{gi}/{key}", value)
-            for param in group["params"]:
-                state = optimizer.state.get(param)
-                if not state:
-                    continue
-                pname = self._param_names.get(id(param), f"param_{id(param):x}")
-                for key, value in state.items():
-                    self._save_number(f"{oname}/state/{pname}/{key}", value)
-
-    def _save_number(self, name: str, value: Any) -> None:
-        if isinstance(value, torch.Tensor):
-            self._save_contained(name, value, OPTIMIZER_COLLECTIONS)
-            return
-        if isinstance(value, bool) or value is None:
-            return
-        if isinstance(value, (int, float)) or (
-            isinstance(value, (tuple, list))
-            and value
-            and all(isinstance(v, (int, float)) for v in value)
-        ):
-            self._save_contained(
-                name, torch.tensor(value, dtype=torch.float64), OPTIMIZER_COLLECTIONS
-            )
 
 
 def get_hook(
