@@ -84,6 +84,7 @@ class StepRecorder:
         self._sent_version = -1
         self._members_dirty = True
         self._step_end_callbacks: list[Callable[[], None]] = []
+        self._anything_due: tuple[int, bool] | None = None
         self.include_collections: set[str] = set()
         for name in include_collections:
             self.include_collection(name)
@@ -93,6 +94,7 @@ class StepRecorder:
         """Save the tensors of this collection (created empty if it does not exist yet)."""
         self.collections.get(name)
         self.include_collections.add(name)
+        self._anything_due = None
         self._plans.clear()
         self._merged.clear()
 
@@ -143,6 +145,7 @@ class StepRecorder:
         self._reset_step_caches()
 
     def _reset_step_caches(self) -> None:
+        self._anything_due = None
         self._due.clear()
         self._plans.clear()
 
@@ -204,8 +207,17 @@ class StepRecorder:
         return plan
 
     def is_anything_due(self) -> bool:
-        """True when some included collection is due at this step (adapters skip work if not)."""
-        return any(self._is_due(self.collections.get(name)) for name in self.include_collections)
+        """True when some included collection is due at this step (adapters skip work if not).
+
+        Cached per step: framework adapters ask on every event of the training hot path.
+        """
+        version = self.collections.version
+        if self._anything_due is None or self._anything_due[0] != version:
+            if self._known_version != version:
+                self._due.clear()
+            due = any(self._is_due(self.collections.get(n)) for n in self.include_collections)
+            self._anything_due = (version, due)
+        return self._anything_due[1]
 
     # -- recording --
     def add_to_collections(self, name: str, collections: Iterable[str]) -> None:

@@ -122,8 +122,6 @@ class Hook(BaseHook):
         self._activation_handles: list[RemovableHandle] = []
         self._explicit_mode = False
         self._loss_seen = False
-        self._due_key: tuple[int, ...] = ()
-        self._due = False
         self._recorder.add_step_end_callback(self._on_step_end)
         events.attach(self)
         global _current
@@ -172,11 +170,16 @@ class Hook(BaseHook):
         elif not self._models:
             prefix = ""
         else:
-            prefix, n = type(core).__name__, 1
-            while prefix in self._prefixes:
-                prefix, n = f"{type(core).__name__}_{n}", n + 1
+            prefix = self._unused(type(core).__name__)
         self._prefixes.add(prefix)
         return prefix
+
+    def _unused(self, base: str) -> str:
+        """``base``, or ``base_1``, ``base_2``, ... if taken by another model or loss."""
+        name, n = base, 1
+        while name in self._prefixes:
+            name, n = f"{base}_{n}", n + 1
+        return name
 
     def register_loss(self, loss_module: nn.Module) -> None:
         """Save the output of a loss module in ``losses`` (``<LossClass>_output_0``)."""
@@ -187,10 +190,7 @@ class Hook(BaseHook):
             )
         if loss_module in self._names:
             return
-        base, n = type(loss_module).__name__, 1
-        path = base
-        while path in self._prefixes:
-            path, n = f"{base}_{n}", n + 1
+        path = self._unused(type(loss_module).__name__)
         self._prefixes.add(path)
         self._names[loss_module] = ModuleNames(path, None, True)
         loss_module.register_forward_hook(self._on_loss_forward)
@@ -304,7 +304,7 @@ class Hook(BaseHook):
             self._tracker.reset()
         recorder.touch()
         self._tracker.on_forward()
-        if self._is_due():
+        if self._recorder.is_anything_due():
             if not self._activation_handles:
                 self._install_activation_hooks()
         elif self._activation_handles:
@@ -314,7 +314,7 @@ class Hook(BaseHook):
         """Learn whether a later backward pass runs through this model (not some other graph)."""
         if self._closed or not torch.is_grad_enabled():
             return
-        if self._tracker.update > Update.BACKWARD and not self._is_due():
+        if self._tracker.update > Update.BACKWARD and not self._recorder.is_anything_due():
             return  # the optimizer ends steps, and nothing is saved at this backward
         for t in flatten_tensors(output):
             if t.requires_grad:
@@ -333,7 +333,7 @@ class Hook(BaseHook):
 
     def _on_backward(self, tensor: torch.Tensor) -> None:
         self._after_update(Update.BACKWARD)
-        if not self._is_due():
+        if not self._recorder.is_anything_due():
             return
         if not self._loss_seen and tensor.numel() == 1:
             inverse = self._inverse_scale()  # the loss of scaler.scale(loss).backward()
@@ -348,7 +348,7 @@ class Hook(BaseHook):
                 self._guard_event(self._on_optimizer_step, optimizer)
 
     def _on_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        if self._owns(optimizer) and self._is_due():
+        if self._owns(optimizer) and self._recorder.is_anything_due():
             self._save_gradients(unscale=False)  # GradScaler.step unscaled them already
 
     def _after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
@@ -375,7 +375,7 @@ class Hook(BaseHook):
                 self._guard_event(self._save_loss_io, module, inputs, output)
 
     def _save_loss_io(self, module: nn.Module, inputs: Any, output: Any) -> None:
-        if self._is_due():
+        if self._recorder.is_anything_due():
             self._save_io(self._names[module], inputs, output)
 
     def _on_module_forward(
@@ -384,21 +384,6 @@ class Hook(BaseHook):
         with self._lock:
             if not self._closed:
                 self._guard_event(self._save_io, names, inputs, output)
-
-    # -- what is due --
-    def _is_due(self) -> bool:
-        """Whether any included collection is due at this step (cached per step)."""
-        rec = self._recorder
-        key = (
-            rec.global_step,
-            int(rec.mode),
-            rec.collections.version,
-            len(rec.include_collections),
-        )
-        if key != self._due_key:
-            self._due_key = key
-            self._due = rec.is_anything_due()
-        return self._due
 
     def _install_activation_hooks(self) -> None:
         for module, names in list(self._names.items()):
@@ -467,7 +452,7 @@ class Hook(BaseHook):
     def _on_step_end(self) -> None:
         """Before a step is handed on: weights after the update, optimizer state, device values."""
         try:
-            if self._is_due():
+            if self._recorder.is_anything_due():
                 for name, param, colls in self._params:
                     self._save_contained(name, param, colls)
                 for prefix, optimizer in self._optimizers:
