@@ -15,6 +15,8 @@ __all__ = [
     "MissingCollectionFiles",
     "NoMoreData",
     "NotATrialError",
+    "RuleError",
+    "RuleEvaluationConditionMet",
     "StepNotYetAvailable",
     "StepUnavailable",
     "StorageError",
@@ -135,3 +137,26 @@ class InvalidWorker(TensortapError, LookupError):
         super().__init__(
             f"worker {worker!r} is not in this trial; workers are {available or 'none yet'}"
         )
+
+
+class RuleEvaluationConditionMet(TensortapError):
+    """A rule found the condition it looks for (raised when asked: ``raise_eval_cond=True``)."""
+
+    def __init__(
+        self, rule_name: str, step: int, end_of_rule: bool = False, message: str = ""
+    ) -> None:
+        self.rule_name, self.step, self.end_of_rule = rule_name, step, end_of_rule
+        detail = f": {message}" if message else ""
+        super().__init__(
+            f"Evaluation of the rule {rule_name} at step {step} resulted in the condition "
+            f"being met{detail}"
+        )
+
+
+class RuleError(TensortapError, RuntimeError):
+    """A rule itself failed (an exception in its code), at a step; carries the traceback."""
+
+    def __init__(self, rule_name: str, step: int | None, error: str, traceback: str = "") -> None:
+        self.rule_name, self.step, self.error, self.traceback = rule_name, step, error, traceback
+        where = "" if step is None else f" at step {step}"
+        super().__init__(f"rule {rule_name} failed{where}: {error}")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from enum import Enum
 from typing import Any, NoReturn
 
@@ -75,6 +76,10 @@ class Trial:
         self._steps_cache: dict[tuple[ModeKeys | None, bool], list[int]] = {}
         self._steps_cache_version = -1
         self._global_to_mode: dict[int, tuple[ModeKeys, int]] = {}
+        self._hold_refresh = 0
+        self._names_cache: dict[tuple[Any, ...], list[str]] = {}
+        self._names_cache_version = -1
+        self._fetched: dict[tuple[int, int], np.ndarray] = {}
         self.refresh()
 
     def __repr__(self) -> str:
@@ -101,7 +106,19 @@ class Trial:
         self._last_refresh = time.monotonic()
         return self._index.refresh()
 
+    @contextlib.contextmanager
+    def no_refresh(self) -> Iterator[Trial]:
+        """Within this block, queries answer from what is loaded and never re-list storage
+        (a rule evaluating one step sees one consistent view, at no listing cost)."""
+        self._hold_refresh += 1
+        try:
+            yield self
+        finally:
+            self._hold_refresh -= 1
+
     def _refresh_if_stale(self) -> bool:
+        if self._hold_refresh:
+            return False
         if self._index.all_ended() and self._last_refresh:
             return False
         if time.monotonic() - self._last_refresh < self.refresh_interval:
@@ -120,14 +137,49 @@ class Trial:
         return None if mode is None else parse_mode(mode)
 
     def _read(self, raw: RawRef) -> np.ndarray:
+        fetched = self._fetched.get((raw.segment, raw.offset))
+        if fetched is not None:
+            return np.array(fetched, copy=True)
         segment = self._index.segments[raw.segment]
         buf = self.store.get_range(segment.index.data_key, raw.offset, raw.length)
+        return self._decode(raw, buf)
+
+    def _decode(self, raw: RawRef, buf: bytes | bytearray | memoryview) -> np.ndarray:
         if zlib.crc32(buf) != raw.crc32:
+            key = self._index.segments[raw.segment].index.data_key
             raise FormatError(
-                f"data at {segment.index.data_key}[{raw.offset}:{raw.offset + raw.length}] "
+                f"data at {key}[{raw.offset}:{raw.offset + raw.length}] "
                 "fails its checksum: the file is corrupt"
             )
         return decode_array(buf, raw.dtype, raw.shape)
+
+    def prefetch(self, refs: Iterable[RawRef], max_gap: int = 1 << 16) -> int:
+        """Read many saved values in as few ranged reads as possible and keep them until the
+        next ``prefetch`` (values read later come from memory). Returns how many reads it made.
+        """
+        by_segment: dict[int, list[RawRef]] = {}
+        for ref in refs:
+            by_segment.setdefault(ref.segment, []).append(ref)
+        fetched: dict[tuple[int, int], np.ndarray] = {}
+        reads = 0
+        for seg_id, seg_refs in by_segment.items():
+            key = self._index.segments[seg_id].index.data_key
+            seg_refs.sort(key=lambda r: r.offset)
+            group: list[RawRef] = []
+            pending: list[RawRef | None] = [*seg_refs, None]
+            for item in pending:
+                if group and (item is None or item.offset - _end(group[-1]) > max_gap):
+                    start = group[0].offset
+                    buf = memoryview(self.store.get_range(key, start, _end(group[-1]) - start))
+                    reads += 1
+                    for r in group:
+                        piece = buf[r.offset - start : r.offset - start + r.length]
+                        fetched[(r.segment, r.offset)] = self._decode(r, piece)
+                    group = []
+                if item is not None:
+                    group.append(item)
+        self._fetched = fetched
+        return reads
 
     def _step_sets(self) -> dict[tuple[ModeKeys | None, bool], list[int]]:
         """Sorted steps per (mode or None, complete?) — recomputed only when the index grows."""
@@ -275,6 +327,26 @@ class Trial:
         """Names of saved tensors, optionally only those at a step, matching a regex, or in a
         collection."""
         self._refresh_if_stale()
+        # Rules ask the same question at every step: answers are kept until the index grows.
+        if (collection is None or isinstance(collection, str)) and (
+            regex is None or isinstance(regex, str)
+        ):
+            key = (step, str(mode), collection, regex)
+            if self._names_cache_version != self._index.version:
+                self._names_cache, self._names_cache_version = {}, self._index.version
+            cached = self._names_cache.get(key)
+            if cached is None:
+                cached = self._names_cache[key] = self._tensor_names(step, mode, regex, collection)
+            return list(cached)
+        return self._tensor_names(step, mode, regex, collection)
+
+    def _tensor_names(
+        self,
+        step: int | None,
+        mode: Any,
+        regex: str | Iterable[str] | None,
+        collection: str | Collection | None,
+    ) -> list[str]:
         names: Iterable[str] = self._index.name_rows
         if step is not None:
             m = self._mode(mode)
@@ -290,6 +362,20 @@ class Trial:
             coll = collection if isinstance(collection, Collection) else self.collection(collection)
             names = [n for n in names if coll.matches(n)]
         return sorted(names)
+
+    def saved_order(self, global_step: int) -> list[str]:
+        """Names saved at a global step in the order the hook saved them (forward order for
+        activations), the first worker's order first."""
+        self._refresh_if_stale()
+        seen: dict[str, None] = {}
+        for seg in sorted(self._index.segments, key=lambda s: natural_key(s.worker)):
+            records = seg.index.records
+            if not len(records):
+                continue
+            rows = np.flatnonzero(records["global_step"] == global_step)
+            for name_id in records["name"][rows].tolist():
+                seen.setdefault(seg.index.names[name_id], None)
+        return list(seen)
 
     def tensors(self, *args: Any, **kwargs: Any) -> list[str]:
         """Alias of :meth:`tensor_names` (older smdebug spelling)."""
@@ -370,6 +456,10 @@ class Trial:
             if state and global_step in state.wall_time:
                 return state.wall_time[global_step]
         return None
+
+
+def _end(ref: RawRef) -> int:
+    return ref.offset + ref.length
 
 
 def _mode_text(mode: Any) -> str:

@@ -1,0 +1,78 @@
+"""Rules: analyse a trial step by step, while training runs or after, and say what they found.
+
+Write a rule by subclassing :class:`Rule` and implementing ``invoke_at_step(step) -> bool``;
+run it with :func:`invoke_rule`. The built-in rules are importable from here by name.
+"""
+
+from tensortap.exceptions import RuleError, RuleEvaluationConditionMet
+from tensortap.rules import rule_configs
+from tensortap.rules.builtin import (
+    BUILTIN_RULES,
+    AllZero,
+    CheckInputImages,
+    ClassImbalance,
+    Confusion,
+    DeadRelu,
+    ExplodingTensor,
+    GradientNormSpike,
+    LossNotDecreasing,
+    LossSpike,
+    NaNInfRootCause,
+    NLPSequenceRatio,
+    Overfit,
+    Overtraining,
+    PoorWeightInitialization,
+    SaturatedActivation,
+    SimilarAcrossRuns,
+    StalledTrainingRule,
+    TensorVariance,
+    UnchangedTensor,
+    VanishingGradient,
+    WeightsNotUpdating,
+    WeightUpdateRatio,
+)
+from tensortap.rules.custom import create_rule, load_rule_class
+from tensortap.rules.finding import Finding, Outcome
+from tensortap.rules.invoker import RuleStatus, RuleSummary, invoke_rule, iter_findings
+from tensortap.rules.required_tensors import RequiredTensors
+from tensortap.rules.rule import Rule, StepSkipped
+
+__all__ = [
+    "BUILTIN_RULES",
+    "AllZero",
+    "CheckInputImages",
+    "ClassImbalance",
+    "Confusion",
+    "DeadRelu",
+    "ExplodingTensor",
+    "Finding",
+    "GradientNormSpike",
+    "LossNotDecreasing",
+    "LossSpike",
+    "NLPSequenceRatio",
+    "NaNInfRootCause",
+    "Outcome",
+    "Overfit",
+    "Overtraining",
+    "PoorWeightInitialization",
+    "RequiredTensors",
+    "Rule",
+    "RuleError",
+    "RuleEvaluationConditionMet",
+    "RuleStatus",
+    "RuleSummary",
+    "SaturatedActivation",
+    "SimilarAcrossRuns",
+    "StalledTrainingRule",
+    "StepSkipped",
+    "TensorVariance",
+    "UnchangedTensor",
+    "VanishingGradient",
+    "WeightUpdateRatio",
+    "WeightsNotUpdating",
+    "create_rule",
+    "invoke_rule",
+    "iter_findings",
+    "load_rule_class",
+    "rule_configs",
+]

@@ -1,0 +1,81 @@
+"""The built-in rules, one per module, by name."""
+
+from __future__ import annotations
+
+from tensortap.rules.builtin.all_zero import AllZero
+from tensortap.rules.builtin.check_input_images import CheckInputImages
+from tensortap.rules.builtin.class_imbalance import ClassImbalance
+from tensortap.rules.builtin.confusion import Confusion
+from tensortap.rules.builtin.dead_relu import DeadRelu
+from tensortap.rules.builtin.exploding_tensor import ExplodingTensor
+from tensortap.rules.builtin.gradient_norm_spike import GradientNormSpike
+from tensortap.rules.builtin.loss_not_decreasing import LossNotDecreasing
+from tensortap.rules.builtin.loss_spike import LossSpike
+from tensortap.rules.builtin.nan_inf_root_cause import NaNInfRootCause
+from tensortap.rules.builtin.nlp_sequence_ratio import NLPSequenceRatio
+from tensortap.rules.builtin.overfit import Overfit
+from tensortap.rules.builtin.overtraining import Overtraining
+from tensortap.rules.builtin.poor_weight_initialization import PoorWeightInitialization
+from tensortap.rules.builtin.saturated_activation import SaturatedActivation
+from tensortap.rules.builtin.similar_across_runs import SimilarAcrossRuns
+from tensortap.rules.builtin.stalled_training import StalledTrainingRule
+from tensortap.rules.builtin.tensor_variance import TensorVariance
+from tensortap.rules.builtin.unchanged_tensor import UnchangedTensor
+from tensortap.rules.builtin.vanishing_gradient import VanishingGradient
+from tensortap.rules.builtin.weight_update_ratio import WeightUpdateRatio
+from tensortap.rules.builtin.weights_not_updating import WeightsNotUpdating
+from tensortap.rules.rule import Rule
+
+BUILTIN_RULES: dict[str, type[Rule]] = {
+    cls.__name__: cls
+    for cls in (
+        VanishingGradient,
+        ExplodingTensor,
+        LossNotDecreasing,
+        Overfit,
+        Overtraining,
+        SimilarAcrossRuns,
+        WeightUpdateRatio,
+        AllZero,
+        UnchangedTensor,
+        DeadRelu,
+        TensorVariance,
+        SaturatedActivation,
+        PoorWeightInitialization,
+        ClassImbalance,
+        Confusion,
+        CheckInputImages,
+        NLPSequenceRatio,
+        StalledTrainingRule,
+        NaNInfRootCause,
+        GradientNormSpike,
+        LossSpike,
+        WeightsNotUpdating,
+    )
+}
+
+__all__ = [
+    "BUILTIN_RULES",
+    "AllZero",
+    "CheckInputImages",
+    "ClassImbalance",
+    "Confusion",
+    "DeadRelu",
+    "ExplodingTensor",
+    "GradientNormSpike",
+    "LossNotDecreasing",
+    "LossSpike",
+    "NLPSequenceRatio",
+    "NaNInfRootCause",
+    "Overfit",
+    "Overtraining",
+    "PoorWeightInitialization",
+    "SaturatedActivation",
+    "SimilarAcrossRuns",
+    "StalledTrainingRule",
+    "TensorVariance",
+    "UnchangedTensor",
+    "VanishingGradient",
+    "WeightUpdateRatio",
+    "WeightsNotUpdating",
+]

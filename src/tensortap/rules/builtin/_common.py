@@ -1,0 +1,130 @@
+"""Helpers the built-in rules share: picking tensors, reading scalars, baselines, activity."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tensortap.core.modes import ModeKeys
+from tensortap.exceptions import MissingCollectionFiles, TensorUnavailableForStep
+
+if TYPE_CHECKING:
+    from tensortap.trials.tensor import Tensor
+    from tensortap.trials.trial import Trial
+
+
+def names_in(trial: Trial, collection: str, step: int | None = None) -> list[str]:
+    """Tensors of a collection (at a global step); none if the trial has no such collection."""
+    try:
+        return trial.tensor_names(step=step, collection=collection)
+    except MissingCollectionFiles:
+        return []
+
+
+def select(
+    trial: Trial,
+    collections: Iterable[str] | None,
+    regexes: Iterable[str] | None,
+    step: int | None = None,
+    default: Iterable[str] | None = None,
+    exclude: Iterable[str] = (),
+) -> list[str]:
+    """Tensors in any of ``collections`` or matching any of ``regexes`` (at a global step).
+
+    With neither given: the ``default`` collections, or every tensor when that is None, less
+    the tensors of the ``exclude`` collections.
+    """
+    collections, regexes = list(collections or []), list(regexes or [])
+    if not collections and not regexes:
+        if default is None:
+            names = set(trial.tensor_names(step=step))
+            for coll in exclude:
+                names.difference_update(names_in(trial, coll, step))
+            return sorted(names)
+        collections = list(default)
+    found: set[str] = set()
+    for coll in collections:
+        found.update(names_in(trial, coll, step))
+    for regex in regexes:
+        found.update(trial.tensor_names(step=step, regex=regex))
+    return sorted(found)
+
+
+def saved_at(tensor: Tensor, step: int) -> bool:
+    """True if the tensor was saved (raw or reduced) at global ``step``."""
+    return bool(tensor._entries(step, None))
+
+
+def has_raw(tensor: Tensor, step: int) -> bool:
+    return any(e.raw is not None for e in tensor._entries(step, None).values())
+
+
+def scalar(tensor: Tensor, step: int, mode: Any = None) -> float:
+    """A scalar's value at a step (its mean if it has more elements), from raw or reductions."""
+    try:
+        return float(np.mean(tensor.value(step, mode=mode)))
+    except TensorUnavailableForStep:
+        return float(tensor.reduction_value(step, "mean", mode=mode))
+
+
+def step_mode(trial: Trial, step: int) -> tuple[ModeKeys, int]:
+    return trial.mode(step), trial.mode_step(step)
+
+
+def loss_names(
+    trial: Trial, use_losses_collection: bool, regexes: Sequence[str] | None, step: int
+) -> list[str]:
+    """The loss tensors saved at ``step``: the losses collection and/or names matching regexes."""
+    return select(
+        trial, ["losses"] if use_losses_collection else [], regexes, step=step, default=[]
+    )
+
+
+def newest_at_or_before(steps: Sequence[int], limit: int) -> int | None:
+    """The largest of the sorted ``steps`` that is <= ``limit``."""
+    lo, hi = 0, len(steps)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if steps[mid] <= limit:
+            lo = mid + 1
+        else:
+            hi = mid
+    return steps[lo - 1] if lo else None
+
+
+def unit_activity(values: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """Percent of samples in which each unit is active.
+
+    ``values`` is (batch, units...) and ``active`` a boolean mask of the same shape; a unit is
+    an element of a dense layer, a channel (axis 1) of anything with spatial dimensions.
+    """
+    if active.ndim <= 1:
+        return np.asarray([100.0 * float(active.mean())]) if active.size else np.zeros(0)
+    axes = (0,) if active.ndim == 2 else (0, *range(2, active.ndim))
+    return np.asarray(100.0 * active.mean(axis=axes), dtype=np.float64)
+
+
+class RobustBaseline:
+    """The median and MAD of the last ``window`` values: a baseline that outliers do not move."""
+
+    def __init__(self, window: int) -> None:
+        self.values: deque[float] = deque(maxlen=window)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def add(self, value: float) -> None:
+        if np.isfinite(value):
+            self.values.append(value)
+
+    def score(self, value: float) -> tuple[float, float, float]:
+        """(median, scale, z): how many robust standard deviations ``value`` is above."""
+        data = np.fromiter(self.values, dtype=float)
+        median = float(np.median(data))
+        mad = float(np.median(np.abs(data - median)))
+        scale = max(1.4826 * mad, 1e-12 * abs(median), np.finfo(float).tiny)
+        z = (value - median) / scale if np.isfinite(value) else float("inf")
+        return median, scale, z

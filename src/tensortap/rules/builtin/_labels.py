@@ -1,0 +1,38 @@
+"""Shared by ClassImbalance and Confusion: the labels and predictions saved at a step."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tensortap.rules.builtin._common import has_raw, names_in
+from tensortap.rules.rule import Rule
+
+
+def find(rule: Rule, collection: str, regex: str, step: int) -> str | None:
+    """The tensor of ``collection`` (else the first matching ``regex``) saved raw at a step."""
+    trial = rule.base_trial
+    names = names_in(trial, collection, step) or trial.tensor_names(step=step, regex=regex)
+    names = [n for n in names if has_raw(trial.tensor(n), step)]
+    return names[0] if names else None
+
+
+def labels_and_predictions(
+    rule: Rule, step: int, labels: str, predictions: str, argmax: bool
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(labels, predicted classes, tensor names); predictions that carry one more axis than
+    the labels (scores per class), or any when ``argmax``, are reduced with argmax."""
+    lname = find(rule, "labels", labels, step)
+    pname = find(rule, "predictions", predictions, step)
+    if lname is None or pname is None:
+        missing = "labels" if lname is None else "predictions"
+        raise rule.skip(f"no {missing} saved at this step")
+    y = rule.base_trial.tensor(lname).value(step)
+    p = rule.base_trial.tensor(pname).value(step)
+    if argmax or p.ndim == y.ndim + 1:
+        p = np.argmax(p, axis=-1)
+    if y.ndim == p.ndim + 1:  # one-hot labels
+        y = np.argmax(y, axis=-1)
+    y, p = y.ravel().astype(np.int64), p.ravel().astype(np.int64)
+    if y.shape != p.shape:
+        raise rule.skip(f"{lname} has {y.size} labels but {pname} {p.size} predictions")
+    return y, p, [lname, pname]

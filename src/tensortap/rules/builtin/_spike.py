@@ -1,0 +1,54 @@
+"""Shared by GradientNormSpike and LossSpike: a value far above its robust running baseline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensortap.rules.builtin._common import RobustBaseline
+from tensortap.rules.rule import Rule
+
+
+class SpikeRule(Rule):
+    """Fires when a value is more than ``z_threshold`` robust standard deviations (1.4826 x
+    the median absolute deviation) above the median of its last ``window`` values, and also
+    more than ``min_ratio`` times that median; judged after ``warmup`` values. Non-finite
+    values always fire."""
+
+    def __init__(
+        self,
+        base_trial: Any,
+        window: int = 50,
+        warmup: int = 10,
+        z_threshold: float = 6.0,
+        min_ratio: float = 2.0,
+    ) -> None:
+        super().__init__(base_trial)
+        self.check_param("window", window, window >= 3, "an integer >= 3")
+        self.check_param(
+            "warmup", warmup, 3 <= warmup <= window, f"between 3 and window ({window})"
+        )
+        self.check_param("z_threshold", z_threshold, z_threshold > 0, "a number > 0")
+        self.check_param("min_ratio", min_ratio, min_ratio >= 1, "a ratio >= 1")
+        self.window, self.warmup = window, warmup
+        self.z_threshold, self.min_ratio = z_threshold, min_ratio
+        self._baselines: dict[str, RobustBaseline] = {}
+
+    def judge(self, key: str, value: float, what: str, tensors: list[str]) -> bool:
+        baseline = self._baselines.setdefault(key, RobustBaseline(self.window))
+        if len(baseline) < self.warmup:
+            baseline.add(value)
+            self.explain(f"{what} {value:.4g}; baseline warming up ({len(baseline)} values)")
+            return False
+        median, _scale, z = baseline.score(value)
+        baseline.add(value)
+        fired = z > self.z_threshold and not (abs(value) <= self.min_ratio * abs(median))
+        self.explain(
+            f"{what} {value:.4g} against a median of {median:.4g}: {z:.3g} robust deviations "
+            f"above (limit {self.z_threshold:g}, and over {self.min_ratio:g}x the median)",
+            tensors=tensors,
+            value=z,
+            threshold=self.z_threshold,
+            median=median,
+            measured=value,
+        )
+        return bool(fired)

@@ -1,0 +1,91 @@
+"""CheckInputImages: input images that were not normalised."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tensortap.rules.builtin._common import has_raw, names_in
+from tensortap.rules.rule import Rule
+
+
+class CheckInputImages(Rule):
+    """Accumulates the per-channel mean of the input images (axis ``channel``) over the steps
+    seen; once ``threshold_samples`` images were seen, fires when some channel's mean is
+    further than ``threshold_mean`` from 0 (normalised inputs are centred on 0).
+
+    Inputs: tensors matching ``regex``, else the tensors of the ``inputs`` collection with
+    4 dimensions (batch, channel and two spatial axes, or the channel last).
+    """
+
+    collections_needed = ("inputs",)
+
+    def __init__(
+        self,
+        base_trial: Any,
+        threshold_mean: float = 0.2,
+        threshold_samples: int = 500,
+        regex: str | None = None,
+        channel: int = 1,
+    ) -> None:
+        super().__init__(base_trial)
+        self.check_param("threshold_mean", threshold_mean, threshold_mean >= 0, "a number >= 0")
+        self.check_param(
+            "threshold_samples", threshold_samples, threshold_samples >= 1, "an integer >= 1"
+        )
+        self.check_param("channel", channel, channel >= 1, "the channel axis (>= 1)")
+        self.threshold_mean = threshold_mean
+        self.threshold_samples = threshold_samples
+        self.regex = regex
+        self.channel = channel
+        self._sums: dict[str, np.ndarray] = {}
+        self._counts: dict[str, int] = {}
+        self._samples: dict[str, int] = {}
+
+    def _names(self, step: int) -> list[str]:
+        trial = self.base_trial
+        if self.regex:
+            names = trial.tensor_names(step=step, regex=self.regex)
+        else:
+            names = [
+                n for n in names_in(trial, "inputs", step) if len(trial.tensor(n).shape(step)) == 4
+            ]
+        return [n for n in names if has_raw(trial.tensor(n), step)]
+
+    def invoke_at_step(self, step: int) -> bool:
+        names = self._names(step)
+        if not names:
+            raise self.skip("no input images saved at this step")
+        worst: tuple[float, str, int] | None = None
+        for name in names:
+            images = self.base_trial.tensor(name).value(step).astype(np.float64)
+            if images.ndim <= self.channel:
+                raise self.skip(f"{name} has {images.ndim} axes; no channel axis {self.channel}")
+            axes = tuple(a for a in range(images.ndim) if a != self.channel)
+            sums = images.sum(axis=axes)
+            count = images.size // sums.size
+            self._sums[name] = self._sums.get(name, 0) + sums
+            self._counts[name] = self._counts.get(name, 0) + count
+            self._samples[name] = self._samples.get(name, 0) + images.shape[0]
+            if self._samples[name] < self.threshold_samples:
+                continue
+            means = self._sums[name] / self._counts[name]
+            c = int(np.abs(means).argmax())
+            if worst is None or abs(means[c]) > abs(worst[0]):
+                worst = (float(means[c]), name, c)
+        if worst is None:
+            seen = max(self._samples.values())
+            self.explain(f"{seen} of {self.threshold_samples} images seen; not judged yet")
+            return False
+        mean, name, c = worst
+        fired = abs(mean) > self.threshold_mean
+        self.explain(
+            f"channel {c} of {name} has mean {mean:.3g} over {self._samples[name]} images "
+            f"({'further' if fired else 'no further'} than {self.threshold_mean:g} from 0"
+            f"{'; normalise the inputs' if fired else ''})",
+            tensors=[name],
+            value=mean,
+            threshold=self.threshold_mean,
+        )
+        return fired

@@ -1,0 +1,78 @@
+"""Confusion: the confusion matrix of a step shows classes mistaken for each other."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tensortap.rules.builtin._labels import labels_and_predictions
+from tensortap.rules.rule import Rule
+
+
+class Confusion(Rule):
+    """Builds the confusion matrix of the labels and predictions saved at a step, each row
+    normalised by the count of its true class; fires when a diagonal entry (a class's recall)
+    is below ``min_diag`` or an off-diagonal entry (class i predicted as j) above
+    ``max_off_diag``. ``category_no`` fixes the number of classes, ``labels`` restricts the
+    matrix to those classes; classes absent from a step's labels are not judged at it.
+    """
+
+    collections_needed = ("labels", "predictions")
+
+    def __init__(
+        self,
+        base_trial: Any,
+        category_no: int | None = None,
+        labels: list[int] | None = None,
+        label_regex: str = ".*labels",
+        prediction_regex: str = ".*predictions",
+        min_diag: float = 0.9,
+        max_off_diag: float = 0.1,
+        argmax: bool = False,
+    ) -> None:
+        super().__init__(base_trial)
+        for name, value in (("min_diag", min_diag), ("max_off_diag", max_off_diag)):
+            self.check_param(name, value, 0 <= value <= 1, "a fraction in [0, 1]")
+        if category_no is not None:
+            self.check_param("category_no", category_no, category_no >= 2, "an integer >= 2")
+        self.category_no, self.labels = category_no, labels
+        self.label_regex, self.prediction_regex = label_regex, prediction_regex
+        self.min_diag, self.max_off_diag = min_diag, max_off_diag
+        self.argmax = argmax
+
+    def invoke_at_step(self, step: int) -> bool:
+        y, p, names = labels_and_predictions(
+            self, step, self.label_regex, self.prediction_regex, self.argmax
+        )
+        size = self.category_no or int(max(y.max(initial=0), p.max(initial=0))) + 1
+        keep = (y >= 0) & (y < size) & (p >= 0) & (p < size)
+        matrix = np.zeros((size, size), dtype=np.int64)
+        np.add.at(matrix, (y[keep], p[keep]), 1)
+        classes = np.asarray(self.labels if self.labels is not None else range(size))
+        classes = classes[(classes < size) & (matrix.sum(axis=1)[classes] > 0)]
+        if not classes.size:
+            raise self.skip("no labelled samples of the judged classes at this step")
+        rates = matrix[classes][:, classes] / matrix[classes].sum(axis=1, keepdims=True)
+        diag = np.diag(rates)
+        off = rates - np.diag(diag)
+        i = int(diag.argmin())
+        if diag[i] < self.min_diag:
+            self.explain(
+                f"only {100 * diag[i]:.3g}% of class {classes[i]} is predicted correctly "
+                f"(at least {100 * self.min_diag:g}% expected)",
+                tensors=names,
+                value=float(diag[i]),
+                threshold=self.min_diag,
+            )
+            return True
+        r, c = np.unravel_index(int(off.argmax()), off.shape)
+        fired = off[r, c] > self.max_off_diag
+        self.explain(
+            f"class {classes[r]} is predicted as {classes[c]} {100 * off[r, c]:.3g}% of the time"
+            f" (limit {100 * self.max_off_diag:g}%); lowest recall {100 * diag[i]:.3g}%",
+            tensors=names,
+            value=float(off[r, c]),
+            threshold=self.max_off_diag,
+        )
+        return bool(fired)

@@ -1,0 +1,85 @@
+"""ExplodingTensor: a tensor holding NaN (or infinite) values."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tensortap.rules.builtin._common import has_raw, select
+from tensortap.rules.rule import Rule
+
+
+class ExplodingTensor(Rule):
+    """Fires when a selected tensor holds NaN, or +/-inf unless ``only_nan``.
+
+    Tensors: those in ``collection_names`` or matching ``tensor_regex``; every tensor when
+    neither is given. Where only reductions were saved, a non-finite min/max (or a NaN in any
+    reduction) shows the same.
+    """
+
+    def __init__(
+        self,
+        base_trial: Any,
+        collection_names: list[str] | None = None,
+        tensor_regex: list[str] | None = None,
+        only_nan: bool = False,
+    ) -> None:
+        super().__init__(base_trial)
+        self.collection_names = collection_names or []
+        self.tensor_regex = tensor_regex or []
+        self.only_nan = only_nan
+
+    @classmethod
+    def required_collections(cls, **params: Any) -> tuple[str, ...]:
+        names = params.get("collection_names") or []
+        if isinstance(names, str):
+            names = [n.strip() for n in names.split(",") if n.strip()]
+        return tuple(names) or ("weights", "gradients", "losses")
+
+    def _names(self, step: int) -> list[str]:
+        return select(self.base_trial, self.collection_names, self.tensor_regex, step=step)
+
+    def set_required_tensors(self, step: int) -> None:
+        for name in self._names(step):
+            self.req_tensors.add(name, [step])
+
+    def _bad(self, name: str, step: int) -> str | None:
+        tensor = self.base_trial.tensor(name)
+        if has_raw(tensor, step):
+            array = tensor.value(step)
+            if not np.issubdtype(array.dtype, np.inexact):
+                return None
+            if np.isnan(array).any():
+                return "NaN"
+            if not self.only_nan and np.isinf(array).any():
+                return "infinite values"
+            return None
+        reductions = tensor.reduction_values(step)
+        if any(math.isnan(v) for v in reductions.values()):
+            return "NaN"
+        if not self.only_nan:
+            extremes = [v for (r, _), v in reductions.items() if r in ("min", "max")]
+            if any(math.isinf(v) for v in extremes):
+                return "infinite values"
+        return None
+
+    def invoke_at_step(self, step: int) -> bool:
+        names = self._names(step)
+        if not names:
+            raise self.skip("none of the selected tensors was saved at this step")
+        bad = [(n, what) for n in names if (what := self._bad(n, step))]
+        kind = "NaN" if self.only_nan else "NaN or infinite values"
+        if not bad:
+            self.explain(f"no {kind} in {len(names)} tensors", value=0, threshold=0)
+            return False
+        first, what = bad[0]
+        more = f" and {len(bad) - 1} more tensors" if len(bad) > 1 else ""
+        self.explain(
+            f"{first} holds {what}{more}",
+            tensors=[n for n, _ in bad],
+            value=len(bad),
+            threshold=0,
+        )
+        return True

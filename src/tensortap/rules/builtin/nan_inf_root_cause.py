@@ -1,0 +1,86 @@
+"""NaNInfRootCause: where a NaN or infinity first appeared, not just that one did."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tensortap.rules.builtin._common import has_raw, names_in, select
+from tensortap.rules.rule import Rule
+
+_UPDATE_COLLECTIONS = ("weights", "biases", "optimizer_variables")
+
+
+class NaNInfRootCause(Rule):
+    """Fires once, at the first saved step where a selected tensor holds NaN or +/-inf, and
+    names the tensor where the non-finite value first appeared in the order training
+    computes: forward tensors (inputs, activations, outputs, losses) in the order they were
+    saved, then gradients in backward order (last layer first), then the updated weights and
+    optimizer state. Tensors: ``collection_names`` / ``tensor_regex``, every tensor when
+    neither is given. Save every step (and the activations) to pin the exact origin.
+    """
+
+    collections_needed = ("weights", "gradients", "losses", "outputs")
+    collection_parameters = {"outputs": {"reductions": "min,max"}}
+
+    def __init__(
+        self,
+        base_trial: Any,
+        collection_names: list[str] | None = None,
+        tensor_regex: list[str] | None = None,
+    ) -> None:
+        super().__init__(base_trial)
+        self.collection_names = collection_names or []
+        self.tensor_regex = tensor_regex or []
+        self.found_at: int | None = None
+
+    def _nonfinite(self, name: str, step: int) -> bool:
+        tensor = self.base_trial.tensor(name)
+        if has_raw(tensor, step):
+            array = tensor.value(step)
+            return bool(np.issubdtype(array.dtype, np.inexact) and not np.isfinite(array).all())
+        return any(not math.isfinite(v) for v in tensor.reduction_values(step).values())
+
+    def _ordered(self, step: int, names: list[str]) -> list[tuple[str, str]]:
+        """(phase, name) in computation order."""
+        wanted = set(names)
+        grads = set(names_in(self.base_trial, "gradients", step))
+        update: set[str] = set()
+        for coll in _UPDATE_COLLECTIONS:
+            update.update(names_in(self.base_trial, coll, step))
+        order = [n for n in self.base_trial.saved_order(step) if n in wanted]
+        forward = [("forward", n) for n in order if n not in grads and n not in update]
+        backward = [("backward", n) for n in reversed(order) if n in grads]
+        updated = [("update", n) for n in order if n in update and n not in grads]
+        return forward + backward + updated
+
+    def invoke_at_step(self, step: int) -> bool:
+        if self.found_at is not None:
+            self.explain(f"already traced to step {self.found_at}")
+            return False
+        names = select(self.base_trial, self.collection_names, self.tensor_regex, step=step)
+        if not names:
+            raise self.skip("none of the selected tensors was saved at this step")
+        bad = [(phase, n) for phase, n in self._ordered(step, names) if self._nonfinite(n, step)]
+        if not bad:
+            self.explain(f"all {len(names)} tensors are finite")
+            return False
+        self.found_at = step
+        phase, first = bad[0]
+        where = {
+            "forward": "in the forward pass",
+            "backward": "in the backward pass (the forward pass was finite)",
+            "update": "in the weights after the update (forward and backward were finite)",
+        }[phase]
+        self.explain(
+            f"first non-finite value at step {step} {where}: {first}; "
+            f"{len(bad)} tensors non-finite at this step",
+            tensors=[n for _, n in bad],
+            value=len(bad),
+            threshold=0,
+            origin=first,
+            phase=phase,
+        )
+        return True

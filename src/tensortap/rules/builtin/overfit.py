@@ -1,0 +1,88 @@
+"""Overfit: the validation loss has drifted above the training loss."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tensortap.core.modes import ModeKeys
+from tensortap.rules.builtin._common import loss_names, scalar, step_mode
+from tensortap.rules.rule import Rule
+
+
+class Overfit(Rule):
+    """Compares the mean validation (EVAL) loss of each evaluation phase with the mean training
+    loss of the training phase before it; fires when ``(val - train) / train`` exceeds
+    ``ratio_threshold`` in ``patience`` consecutive evaluation phases, from global step
+    ``start_step`` on. A phase is a run of consecutive steps of one mode.
+    """
+
+    collections_needed = ("losses",)
+
+    def __init__(
+        self,
+        base_trial: Any,
+        tensor_regex: list[str] | None = None,
+        start_step: int = 0,
+        patience: int = 1,
+        ratio_threshold: float = 0.1,
+    ) -> None:
+        super().__init__(base_trial)
+        self.check_param("patience", patience, patience >= 1, "an integer >= 1")
+        self.check_param("start_step", start_step, start_step >= 0, "an integer >= 0")
+        self.tensor_regex = tensor_regex or []
+        self.start_step = start_step
+        self.patience = patience
+        self.ratio_threshold = ratio_threshold
+        self._train: list[float] = []  # losses of the current (or last) training phase
+        self._val: list[float] = []  # losses of the current evaluation phase
+        self._last_mode: ModeKeys | None = None
+        self._exceeded: list[bool] = []  # per evaluation phase, latest verdict
+
+    def _loss(self, step: int) -> float | None:
+        names = loss_names(self.base_trial, True, self.tensor_regex, step)
+        if not names:
+            return None
+        return float(np.mean([scalar(self.base_trial.tensor(n), step) for n in names]))
+
+    def invoke_at_step(self, step: int) -> bool:
+        mode, _ = step_mode(self.base_trial, step)
+        loss = self._loss(step)
+        if loss is None:
+            raise self.skip("no loss saved at this step")
+        new_phase = mode != self._last_mode
+        self._last_mode = mode
+        if mode == ModeKeys.TRAIN:
+            if new_phase:
+                self._train = []
+            self._train.append(loss)
+            self.explain("training step: its loss joins the training baseline")
+            return False
+        if mode != ModeKeys.EVAL:
+            self.explain(f"{mode.name} steps are not compared")
+            return False
+        if new_phase:
+            self._val = []
+            self._exceeded.append(False)
+        self._val.append(loss)
+        if not self._train:
+            self.explain("no training loss before this evaluation yet")
+            return False
+        train, val = float(np.mean(self._train)), float(np.mean(self._val))
+        ratio = (val - train) / abs(train) if train else float("inf") * (val > 0)
+        self._exceeded[-1] = step >= self.start_step and ratio > self.ratio_threshold
+        run = 0
+        for exceeded in reversed(self._exceeded):
+            if not exceeded:
+                break
+            run += 1
+        fired = run >= self.patience
+        self.explain(
+            f"validation loss {val:.4g} vs training loss {train:.4g}: ratio {ratio:.3g} "
+            f"({'above' if ratio > self.ratio_threshold else 'within'} {self.ratio_threshold:g}; "
+            f"{run} of {self.patience} evaluation phases in a row)",
+            value=ratio,
+            threshold=self.ratio_threshold,
+        )
+        return fired

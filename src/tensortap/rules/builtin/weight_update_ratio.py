@@ -1,0 +1,92 @@
+"""WeightUpdateRatio: weight updates far too large or too small relative to the weights."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tensortap.core.modes import ModeKeys
+from tensortap.rules.builtin._common import names_in, step_mode
+from tensortap.rules.rule import Rule
+
+
+class WeightUpdateRatio(Rule):
+    """Every ``num_steps`` TRAIN steps, for each tensor in ``weights``:
+    ``ratio = ||w_s - w_p|| / (s - p) / (||w_p|| + epsilon)`` where p is the previous saved
+    step (the mean update per step relative to the weight's size; healthy training sits near
+    1e-3). Fires when a ratio exceeds ``large_threshold`` or falls below ``small_threshold``.
+    """
+
+    collections_needed = ("weights",)
+
+    def __init__(
+        self,
+        base_trial: Any,
+        num_steps: int = 100,
+        large_threshold: float = 10.0,
+        small_threshold: float = 1e-8,
+        epsilon: float = 1e-9,
+    ) -> None:
+        super().__init__(base_trial)
+        self.check_param("num_steps", num_steps, num_steps >= 1, "an integer >= 1")
+        self.check_param(
+            "small_threshold",
+            small_threshold,
+            0 <= small_threshold < large_threshold,
+            f">= 0 and below large_threshold ({large_threshold})",
+        )
+        self.check_param("epsilon", epsilon, epsilon > 0, "a number > 0")
+        self.num_steps = num_steps
+        self.large_threshold, self.small_threshold = large_threshold, small_threshold
+        self.epsilon = epsilon
+        self._last_checked: int | None = None
+
+    def invoke_at_step(self, step: int) -> bool:
+        mode, s = step_mode(self.base_trial, step)
+        if mode != ModeKeys.TRAIN:
+            self.explain("weights change only in TRAIN steps")
+            return False
+        names = names_in(self.base_trial, "weights", step)
+        if not names:
+            raise self.skip("no weights saved at this step")
+        if self._last_checked is not None and s < self._last_checked + self.num_steps:
+            self.explain(f"not a check step (checked every {self.num_steps} steps)")
+            return False
+        ratios: list[tuple[float, str]] = []
+        for name in names:
+            tensor = self.base_trial.tensor(name)
+            earlier = [p for p in tensor.steps(mode=ModeKeys.TRAIN) if p < s]
+            if not earlier:
+                continue
+            p = earlier[-1]
+            w, w_prev = tensor.value(s, mode=mode), tensor.value(p, mode=mode)
+            update = float(np.linalg.norm((w - w_prev).ravel())) / (s - p)
+            ratios.append((update / (float(np.linalg.norm(w_prev.ravel())) + self.epsilon), name))
+        if not ratios:
+            raise self.skip("no earlier saved step of the weights to compare with")
+        self._last_checked = s
+        low, high = min(ratios), max(ratios)
+        if high[0] > self.large_threshold:
+            self.explain(
+                f"update/weight ratio of {high[1]} is {high[0]:.3g}, "
+                f"above {self.large_threshold:g}",
+                tensors=[high[1]],
+                value=high[0],
+                threshold=self.large_threshold,
+            )
+            return True
+        if low[0] < self.small_threshold:
+            self.explain(
+                f"update/weight ratio of {low[1]} is {low[0]:.3g}, below {self.small_threshold:g}",
+                tensors=[low[1]],
+                value=low[0],
+                threshold=self.small_threshold,
+            )
+            return True
+        self.explain(
+            f"update/weight ratios between {low[0]:.3g} and {high[0]:.3g}",
+            value=high[0],
+            threshold=(self.small_threshold, self.large_threshold),
+        )
+        return False

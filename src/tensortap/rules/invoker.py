@@ -1,0 +1,207 @@
+"""Walk a trial's steps with a rule, also while training still writes them.
+
+:func:`iter_findings` yields a :class:`Finding` for every evaluation; :func:`invoke_rule` (the
+smdebug entry point) runs it to the end and returns a :class:`RuleSummary`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from tensortap.exceptions import InvalidConfigError, RuleError, RuleEvaluationConditionMet
+from tensortap.rules.finding import Finding, Outcome
+from tensortap.rules.rule import Rule
+
+logger = logging.getLogger(__name__)
+
+_FIRST_PAUSE = 0.005
+
+
+class RuleStatus(str, enum.Enum):
+    """Where a rule stands (the names smdebug's rule jobs reported)."""
+
+    IN_PROGRESS = "InProgress"
+    NO_ISSUES_FOUND = "NoIssuesFound"
+    ISSUES_FOUND = "IssuesFound"
+    ERROR = "Error"
+
+
+@dataclass
+class RuleSummary:
+    """What a rule found over the steps it walked."""
+
+    rule: str
+    status: RuleStatus = RuleStatus.IN_PROGRESS
+    evaluated: int = 0  # evaluations that gave an answer (ok or triggered)
+    triggered: int = 0
+    skipped: int = 0
+    errors: int = 0
+    first_step: int | None = None
+    last_step: int | None = None
+    findings: list[Finding] = field(default_factory=list)  # triggered and error findings
+    skip_reasons: Counter[str] = field(default_factory=Counter)
+    max_kept: int = 1000
+
+    def add(self, finding: Finding) -> None:
+        """Count one finding (a runner calls this for each one it gets)."""
+        if finding.step >= 0:
+            if self.first_step is None:
+                self.first_step = finding.step
+            self.last_step = max(finding.step, self.last_step or finding.step)
+        if finding.outcome is Outcome.SKIPPED:
+            self.skipped += 1
+            self.skip_reasons[finding.message.split(";")[0][:200]] += 1
+            return
+        if finding.outcome is Outcome.ERROR:
+            self.errors += 1
+            self.status = RuleStatus.ERROR
+        else:
+            self.evaluated += 1
+            if finding.triggered:
+                self.triggered += 1
+                if self.status is RuleStatus.IN_PROGRESS:
+                    self.status = RuleStatus.ISSUES_FOUND
+        if finding.outcome is not Outcome.OK and len(self.findings) < self.max_kept:
+            self.findings.append(finding)
+
+    def finish(self) -> RuleSummary:
+        if self.status is RuleStatus.IN_PROGRESS:
+            self.status = RuleStatus.NO_ISSUES_FOUND
+        return self
+
+    def __str__(self) -> str:
+        text = (
+            f"{self.rule}: {self.status.value} ({self.evaluated} steps evaluated, "
+            f"{self.triggered} triggered, {self.skipped} skipped, {self.errors} errors)"
+        )
+        if self.findings:
+            text += f"; first: {self.findings[0]}"
+        return text
+
+
+def _check_rule(rule: object) -> None:
+    if not isinstance(rule, Rule):
+        raise InvalidConfigError(
+            f"invoke_rule needs a Rule instance (a subclass of tensortap.rules.Rule), got {rule!r}"
+        )
+
+
+def iter_findings(
+    rule: Rule,
+    start_step: int | None = 0,
+    end_step: int | None = None,
+    *,
+    poll_interval: float = 0.1,
+    timeout: float | None = None,
+    stop: threading.Event | None = None,
+) -> Iterator[Finding]:
+    """Evaluate ``rule`` at every saved global step in ``[start_step, end_step)``, in order.
+
+    While training runs, waits for new steps (polling at most every ``poll_interval``
+    seconds, sooner just after a step arrived); ends when training has ended and every step is
+    evaluated, when ``stop`` is set, or when ``timeout`` seconds pass with no new step. A
+    finding whose outcome is ERROR ends the walk (the rule's state is not to be trusted).
+    """
+    _check_rule(rule)
+    if start_step is None:
+        start_step = 0
+    trial = rule.base_trial
+    next_step = start_step
+    pause = _FIRST_PAUSE
+    last_new = time.monotonic()
+    reported_wait = False
+    last_step: int | None = None
+    while True:
+        with trial.no_refresh():
+            steps = trial.steps()
+        i = bisect.bisect_left(steps, next_step)
+        pending = [s for s in steps[i:] if end_step is None or s < end_step]
+        for step in pending:
+            if stop is not None and stop.is_set():
+                return
+            finding = rule.evaluate(step)
+            yield finding
+            if finding.outcome is Outcome.ERROR:
+                return
+            next_step = step + 1
+            last_step = step
+        if pending:
+            pause, last_new, reported_wait = _FIRST_PAUSE, time.monotonic(), False
+        if end_step is not None and next_step >= end_step:
+            return
+        if trial.refresh():
+            continue
+        with trial.no_refresh():
+            if trial.loaded_all_steps:  # nothing new since the steps above, and never will be
+                return
+        if not reported_wait:
+            waiting = rule.waiting_finding(last_step)
+            if waiting is not None:
+                reported_wait = True
+                yield waiting
+                if waiting.outcome is Outcome.ERROR:
+                    return
+        if timeout is not None and time.monotonic() - last_new >= timeout:
+            logger.info("rule %s: no new step for %.1f s; stopping", rule.rule_name, timeout)
+            return
+        if stop is not None:
+            if stop.wait(pause):
+                return
+        else:
+            time.sleep(pause)
+        pause = min(pause * 2, poll_interval)
+
+
+def invoke_rule(
+    rule: Rule,
+    start_step: int | None = 0,
+    end_step: int | None = None,
+    raise_eval_cond: bool = False,
+    *,
+    poll_interval: float = 0.1,
+    timeout: float | None = None,
+    stop: threading.Event | None = None,
+    on_finding: Callable[[Finding], None] | None = None,
+) -> RuleSummary:
+    """Run ``rule`` over the trial's steps until training ends (see :func:`iter_findings`).
+
+    With ``raise_eval_cond``, the first time the condition holds raises
+    RuleEvaluationConditionMet(rule_name, step). An exception in the rule's own code is logged
+    with its traceback and step and raised as RuleError. Steps missing the data the rule needs
+    are skipped and counted in the summary.
+    """
+    _check_rule(rule)
+    summary = RuleSummary(rule.rule_name)
+    logger.info("started rule %s at step %s", rule.rule_name, start_step)
+    for finding in iter_findings(
+        rule, start_step, end_step, poll_interval=poll_interval, timeout=timeout, stop=stop
+    ):
+        summary.add(finding)
+        if on_finding is not None:
+            on_finding(finding)
+        if finding.outcome is Outcome.ERROR:
+            logger.error(
+                "rule %s failed at step %s: %s\n%s",
+                rule.rule_name,
+                finding.step,
+                finding.message,
+                finding.traceback or "",
+            )
+            raise RuleError(rule.rule_name, finding.step, finding.message, finding.traceback or "")
+        if finding.triggered:
+            log = logger.warning if summary.triggered == 1 else logger.debug
+            log("%s", finding)
+            if raise_eval_cond:
+                raise RuleEvaluationConditionMet(
+                    rule.rule_name, finding.step, message=finding.message
+                )
+    summary.finish()
+    logger.info("%s", summary)
+    return summary

@@ -1,0 +1,297 @@
+"""The Rule base class: a rule looks at trials at one step and answers whether its condition holds.
+
+A rule answers; it does not act (see :mod:`tensortap.rules.invoker` for the loop that walks the
+steps, and the job runner for actions). Subclasses implement ``invoke_at_step(step) -> bool``
+and may describe why with :meth:`Rule.explain`; their keyword parameters are read from strings
+or Python values by the annotations of ``__init__`` (see :mod:`tensortap.rules.params`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import traceback
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from tensortap.core.modes import ModeKeys
+from tensortap.exceptions import (
+    InvalidConfigError,
+    MissingCollectionFiles,
+    NoMoreData,
+    RuleError,
+    RuleEvaluationConditionMet,
+    StepUnavailable,
+    TensorUnavailable,
+    TensorUnavailableForStep,
+)
+from tensortap.rules.finding import Finding, Outcome
+from tensortap.rules.params import ParamSpec, check, coerce, specs_of
+from tensortap.rules.required_tensors import RequiredTensors
+
+if TYPE_CHECKING:
+    from tensortap.trials.trial import Trial
+
+# What a rule meets when the data it needs was not saved at a step: skipped, never a crash.
+MISSING_DATA = (
+    TensorUnavailableForStep,
+    StepUnavailable,
+    TensorUnavailable,
+    NoMoreData,
+    MissingCollectionFiles,
+)
+
+
+class StepSkipped(Exception):
+    """Raised by a rule when the step holds nothing it can judge (counted as skipped)."""
+
+
+class _Explanation:
+    __slots__ = ("details", "message", "tensors", "threshold", "value")
+
+    def __init__(
+        self,
+        message: str,
+        tensors: Sequence[str],
+        value: float | None,
+        threshold: Any,
+        details: dict[str, Any],
+    ) -> None:
+        self.message, self.tensors, self.value = message, tuple(tensors), value
+        self.threshold, self.details = threshold, details
+
+
+class Rule:
+    """Base of every rule. ``base_trial`` is the job the rule watches; ``other_trials`` are
+    further jobs it may compare with. Subclasses implement :meth:`invoke_at_step`.
+
+    Class attributes a rule may set: ``collections_needed`` (collections the hook must save
+    for the rule to work), ``stateful`` (False when each step is judged on its own).
+    """
+
+    collections_needed: ClassVar[tuple[str, ...]] = ()
+    #: Save settings a rule asks of its collections (``{"outputs": {"reductions": "max"}}``).
+    collection_parameters: ClassVar[dict[str, dict[str, str]]] = {}
+    #: Parameters, as found on ``__init__``; filled in for every subclass.
+    _param_specs: ClassVar[tuple[ParamSpec, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            init = cls.__init__
+            if getattr(init, "_tensortap_parsed", False):
+                return  # inherits its parent's parsed __init__ and parameters
+        specs = tuple(specs_of(init, cls))
+        cls._param_specs = specs
+        by_name = {s.name: s for s in specs}
+        signature = inspect.signature(init)
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+
+        @functools.wraps(init)
+        def parsed_init(self: Rule, *args: Any, **kw: Any) -> None:
+            rule = type(self).__name__
+            try:
+                bound = signature.bind(self, *args, **kw)
+            except TypeError as exc:
+                unknown = [k for k in kw if k not in signature.parameters] if not takes_any else []
+                if unknown:
+                    raise InvalidConfigError(
+                        f"rule {rule} has no parameter {unknown[0]!r} (given {kw[unknown[0]]!r});"
+                        f" its parameters are: {_param_list(specs)}"
+                    ) from None
+                raise InvalidConfigError(
+                    f"rule {rule}: {exc}; its parameters are: {_param_list(specs)}"
+                ) from None
+            for name, value in list(bound.arguments.items()):
+                spec = by_name.get(name)
+                if spec is not None:
+                    bound.arguments[name] = coerce(rule, spec, value)
+            init(*bound.args, **bound.kwargs)
+
+        parsed_init._tensortap_parsed = True  # type: ignore[attr-defined]
+        cls.__init__ = parsed_init  # type: ignore[method-assign]
+
+    def __init__(self, base_trial: Trial, other_trials: Iterable[Trial] | None = None) -> None:
+        if base_trial is None or not hasattr(base_trial, "tensor_names"):
+            raise InvalidConfigError(
+                f"rule {type(self).__name__} needs a trial as base_trial, got {base_trial!r}; "
+                "open one with tensortap.create_trial(path)"
+            )
+        if other_trials is not None and hasattr(other_trials, "tensor_names"):
+            other_trials = [other_trials]  # type: ignore[list-item]
+        self.base_trial = base_trial
+        self.other_trials: list[Trial] = list(other_trials or [])
+        self.trials = [base_trial, *self.other_trials]
+        self.req_tensors = RequiredTensors(base_trial, self.other_trials)
+        self.rule_name = type(self).__name__
+        self.logger = logging.getLogger(f"tensortap.rules.{self.rule_name}")
+        self._explanation: _Explanation | None = None
+
+    # -- what subclasses implement --
+    def set_required_tensors(self, step: int) -> None:
+        """Optionally ``self.req_tensors.add(...)`` what ``invoke_at_step(step)`` will read."""
+
+    def invoke_at_step(self, step: int) -> bool:
+        """True if the rule's condition holds at global ``step``."""
+        raise NotImplementedError(f"rule {self.rule_name} does not implement invoke_at_step")
+
+    def invoke_while_waiting(self, last_step: int | None) -> bool:
+        """Called while the invoker waits for training to publish a new step (a rule about
+        time, such as StalledTrainingRule, answers here); True if the condition holds."""
+        return False
+
+    # -- helpers for subclasses --
+    def explain(
+        self,
+        message: str,
+        tensors: Sequence[str] | str = (),
+        value: float | None = None,
+        threshold: Any = None,
+        **details: Any,
+    ) -> None:
+        """Say why the current evaluation answered as it did (kept in its :class:`Finding`)."""
+        if isinstance(tensors, str):
+            tensors = (tensors,)
+        self._explanation = _Explanation(message, tensors, value, threshold, details)
+
+    def skip(self, reason: str) -> StepSkipped:
+        """``raise self.skip("no gradients at this step")`` when a step holds nothing to judge."""
+        return StepSkipped(reason)
+
+    def check_param(self, name: str, value: Any, ok: bool, expected: str) -> None:
+        """Fail at construction, naming the rule and parameter, unless ``ok``."""
+        check(self.rule_name, name, value, ok, expected)
+
+    @classmethod
+    def parameters(cls) -> tuple[ParamSpec, ...]:
+        """The rule's parameters (name, type, default)."""
+        return cls._param_specs
+
+    @classmethod
+    def required_collections(cls, **params: Any) -> tuple[str, ...]:
+        """Collections the hook must save for this rule (given its parameters)."""
+        return cls.collections_needed
+
+    # -- evaluation --
+    def evaluate(self, step: int) -> Finding:
+        """Run the rule at ``step`` and say what came of it; never raises for the rule's errors
+        or for missing data (those become SKIPPED and ERROR findings)."""
+        self._explanation = None
+        mode, mode_step = _mode_of(self.base_trial, step)
+        try:
+            with _no_refresh(self.trials):
+                self.req_tensors.clear()
+                self.set_required_tensors(step)
+                self.req_tensors.fetch()
+                answer = self.invoke_at_step(step)
+        except StepSkipped as exc:
+            return self._finding(step, mode, mode_step, Outcome.SKIPPED, str(exc))
+        except MISSING_DATA as exc:
+            return self._finding(step, mode, mode_step, Outcome.SKIPPED, str(exc))
+        except Exception as exc:  # the rule's own code failed
+            return self._finding(
+                step,
+                mode,
+                mode_step,
+                Outcome.ERROR,
+                f"{type(exc).__name__}: {exc}",
+                traceback="".join(traceback.format_exception(exc)),
+            )
+        outcome = Outcome.TRIGGERED if answer else Outcome.OK
+        default = "condition met" if answer else "condition not met"
+        return self._finding(step, mode, mode_step, outcome, default)
+
+    def waiting_finding(self, last_step: int | None) -> Finding | None:
+        """The finding of :meth:`invoke_while_waiting`, or None when nothing is to report."""
+        self._explanation = None
+        step = -1 if last_step is None else last_step
+        try:
+            answer = self.invoke_while_waiting(last_step)
+        except Exception as exc:
+            return self._finding(
+                step,
+                None,
+                None,
+                Outcome.ERROR,
+                f"{type(exc).__name__}: {exc}",
+                traceback="".join(traceback.format_exception(exc)),
+            )
+        if not answer:
+            return None
+        return self._finding(step, None, None, Outcome.TRIGGERED, "condition met")
+
+    def invoke(self, step: int) -> None:
+        """smdebug's entry point: evaluate at ``step`` and raise RuleEvaluationConditionMet if
+        the condition holds (errors in the rule propagate)."""
+        finding = self.evaluate(step)
+        if finding.outcome is Outcome.ERROR:
+            raise RuleError(self.rule_name, step, finding.message, finding.traceback or "")
+        if finding.triggered:
+            raise RuleEvaluationConditionMet(self.rule_name, step, message=finding.message)
+
+    def _finding(
+        self,
+        step: int,
+        mode: ModeKeys | None,
+        mode_step: int | None,
+        outcome: Outcome,
+        default_message: str,
+        traceback: str | None = None,
+    ) -> Finding:
+        ex = self._explanation if outcome in (Outcome.OK, Outcome.TRIGGERED) else None
+        self._explanation = None
+        if ex is None:
+            return Finding(
+                self.rule_name, step, outcome, default_message, mode, mode_step, traceback=traceback
+            )
+        return Finding(
+            self.rule_name,
+            step,
+            outcome,
+            ex.message,
+            mode,
+            mode_step,
+            ex.tensors,
+            None if ex.value is None else float(ex.value),
+            ex.threshold,
+            ex.details,
+        )
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{s.name}={getattr(self, s.name, '?')!r}" for s in self._param_specs)
+        return f"{self.rule_name}({params})"
+
+
+def _param_list(specs: Sequence[ParamSpec]) -> str:
+    if not specs:
+        return "none"
+    parts = []
+    for s in specs:
+        default = "required" if s.required else f"default {s.default!r}"
+        parts.append(f"{s.name} ({s.type_text()}, {default})")
+    return "; ".join(parts)
+
+
+def _mode_of(trial: Trial, step: int) -> tuple[ModeKeys | None, int | None]:
+    try:
+        with trial.no_refresh():
+            return trial.mode(step), trial.mode_step(step)
+    except Exception:
+        return None, None
+
+
+class _no_refresh:
+    """Hold refreshes of every trial for the duration of one evaluation."""
+
+    def __init__(self, trials: Sequence[Trial]) -> None:
+        self.trials = trials
+
+    def __enter__(self) -> None:
+        for t in self.trials:
+            t._hold_refresh += 1
+
+    def __exit__(self, *exc: object) -> None:
+        for t in self.trials:
+            t._hold_refresh -= 1

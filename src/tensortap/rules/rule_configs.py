@@ -1,0 +1,125 @@
+"""One function per built-in rule: its name, default parameters and the collections it needs.
+
+A job uses these to run a rule and to make the hook save what the rule reads::
+
+    from tensortap.rules import rule_configs
+    config = rule_configs.vanishing_gradient(threshold="1e-6")
+    config.collections  # (CollectionSettings("gradients"),)
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensortap.exceptions import InvalidConfigError
+from tensortap.hook_config import CollectionSettings
+from tensortap.rules.builtin import BUILTIN_RULES
+from tensortap.rules.params import coerce
+from tensortap.rules.rule import Rule
+
+
+@dataclass(frozen=True)
+class BuiltinRuleConfig:
+    """A built-in rule ready to configure: ``parameters`` hold every parameter as a string."""
+
+    name: str
+    parameters: dict[str, str]
+    collections: tuple[CollectionSettings, ...] = field(default_factory=tuple)
+
+    @property
+    def rule_class(self) -> type[Rule]:
+        return BUILTIN_RULES[self.name]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "parameters": dict(self.parameters),
+            "collections": [
+                {"name": c.name, "parameters": dict(c.parameters)} for c in self.collections
+            ],
+        }
+
+
+def _as_string(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_as_string(v) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else inner
+    if hasattr(value, "name") and not isinstance(value, str):  # ModeKeys
+        return str(value.name)
+    return str(value)
+
+
+def config_for(name: str, **params: Any) -> BuiltinRuleConfig:
+    """The configuration of built-in rule ``name`` with ``params`` (strings or values) over its
+    defaults; unknown parameters and unparseable values fail here."""
+    cls = BUILTIN_RULES.get(name)
+    if cls is None:
+        raise InvalidConfigError(
+            f"no built-in rule {name!r}; built-in rules are {', '.join(sorted(BUILTIN_RULES))}"
+        )
+    specs = {s.name: s for s in cls.parameters()}
+    unknown = sorted(set(params) - set(specs) - {"other_trials"})
+    if unknown:
+        raise InvalidConfigError(
+            f"rule {name} has no parameter {unknown[0]!r} (given {params[unknown[0]]!r}); "
+            f"its parameters are {', '.join(specs) or 'none'}"
+        )
+    values: dict[str, str] = {}
+    for pname, spec in specs.items():
+        if pname in params:
+            values[pname] = _as_string(coerce(name, spec, params[pname]))
+        elif spec.default is not inspect.Parameter.empty:
+            values[pname] = _as_string(spec.default)
+    collections = tuple(
+        CollectionSettings(c, cls.collection_parameters.get(c, {}))
+        for c in cls.required_collections(**params)
+    )
+    return BuiltinRuleConfig(name, values, collections)
+
+
+def _snake(name: str) -> str:
+    name = name.replace("NaNInf", "NanInf").replace("NLP", "Nlp")
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _make(name: str) -> Any:
+    def configure(**params: Any) -> BuiltinRuleConfig:
+        return config_for(name, **params)
+
+    configure.__name__ = _snake(name)
+    configure.__qualname__ = configure.__name__
+    configure.__doc__ = f"The configuration of the built-in rule {name} (see docs/rules.md)."
+    return configure
+
+
+vanishing_gradient = _make("VanishingGradient")
+exploding_tensor = _make("ExplodingTensor")
+loss_not_decreasing = _make("LossNotDecreasing")
+overfit = _make("Overfit")
+overtraining = _make("Overtraining")
+similar_across_runs = _make("SimilarAcrossRuns")
+weight_update_ratio = _make("WeightUpdateRatio")
+all_zero = _make("AllZero")
+unchanged_tensor = _make("UnchangedTensor")
+dead_relu = _make("DeadRelu")
+tensor_variance = _make("TensorVariance")
+saturated_activation = _make("SaturatedActivation")
+poor_weight_initialization = _make("PoorWeightInitialization")
+class_imbalance = _make("ClassImbalance")
+confusion = _make("Confusion")
+check_input_images = _make("CheckInputImages")
+nlp_sequence_ratio = _make("NLPSequenceRatio")
+stalled_training_rule = _make("StalledTrainingRule")
+nan_inf_root_cause = _make("NaNInfRootCause")
+gradient_norm_spike = _make("GradientNormSpike")
+loss_spike = _make("LossSpike")
+weights_not_updating = _make("WeightsNotUpdating")
+
+__all__ = ["BuiltinRuleConfig", "config_for", *(_snake(n) for n in BUILTIN_RULES)]
