@@ -15,8 +15,9 @@ class CheckInputImages(Rule):
     seen; once ``threshold_samples`` images were seen, fires when some channel's mean is
     further than ``threshold_mean`` from 0 (normalised inputs are centred on 0).
 
-    Inputs: tensors matching ``regex``, else the tensors of the ``inputs`` collection with
-    4 dimensions (batch, channel and two spatial axes, or the channel last).
+    Inputs: tensors matching ``regex``, else the model's input: the first tensor of the
+    ``inputs`` collection the hook saved at the step (forward order) that has 4 dimensions
+    (batch, channel and two spatial axes).
     """
 
     collections_needed = ("inputs",)
@@ -48,9 +49,12 @@ class CheckInputImages(Rule):
         if self.regex:
             names = trial.tensor_names(step=step, regex=self.regex)
         else:
+            inputs = set(names_in(trial, "inputs", step))
             names = [
-                n for n in names_in(trial, "inputs", step) if len(trial.tensor(n).shape(step)) == 4
-            ]
+                n
+                for n in trial.saved_order(step)
+                if n in inputs and len(trial.tensor(n).shape(step)) == 4
+            ][:1]
         return [n for n in names if has_raw(trial.tensor(n), step)]
 
     def invoke_at_step(self, step: int) -> bool:

@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.core.modes import ModeKeys
+from tensortap.rules.builtin._common import step_mode
 from tensortap.rules.builtin._labels import labels_and_predictions
 from tensortap.rules.rule import Rule
 
@@ -16,6 +18,8 @@ class Confusion(Rule):
     is below ``min_diag`` or an off-diagonal entry (class i predicted as j) above
     ``max_off_diag``. ``category_no`` fixes the number of classes, ``labels`` restricts the
     matrix to those classes; classes absent from a step's labels are not judged at it.
+    Only steps of ``mode`` are judged (EVAL by default: predictions made while the model is
+    still learning are wrong by nature; GLOBAL judges every step).
     """
 
     collections_needed = ("labels", "predictions")
@@ -30,6 +34,7 @@ class Confusion(Rule):
         min_diag: float = 0.9,
         max_off_diag: float = 0.1,
         argmax: bool = False,
+        mode: ModeKeys = ModeKeys.EVAL,
     ) -> None:
         super().__init__(base_trial)
         for name, value in (("min_diag", min_diag), ("max_off_diag", max_off_diag)):
@@ -40,8 +45,13 @@ class Confusion(Rule):
         self.label_regex, self.prediction_regex = label_regex, prediction_regex
         self.min_diag, self.max_off_diag = min_diag, max_off_diag
         self.argmax = argmax
+        self.mode = mode
 
     def invoke_at_step(self, step: int) -> bool:
+        step_m, _ = step_mode(self.base_trial, step)
+        if self.mode != ModeKeys.GLOBAL and step_m != self.mode:
+            self.explain(f"{step_m.name} steps are not judged (mode {self.mode.name})")
+            return False
         y, p, names = labels_and_predictions(
             self, step, self.label_regex, self.prediction_regex, self.argmax
         )

@@ -20,7 +20,7 @@ class LossSpike(SpikeRule):
     def __init__(
         self,
         base_trial: Any,
-        window: int = 50,
+        window: int = 20,
         warmup: int = 10,
         z_threshold: float = 6.0,
         min_ratio: float = 2.0,
