@@ -350,6 +350,10 @@ class Trial:
         names: Iterable[str] = self._index.name_rows
         if step is not None:
             m = self._mode(mode)
+            if regex is not None or collection is not None:
+                # filter by name first (an answer kept until the index grows), then by step
+                names = self.tensor_names(regex=regex, collection=collection)
+                return [n for n in names if self.tensor(n)._entries(step, m)]
             names = [n for n in names if self.tensor(n)._entries(step, m)]
         if regex is not None:
             patterns = [regex] if isinstance(regex, str) else list(regex)
