@@ -6,8 +6,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tensortap.rules.builtin._common import unit_activity
+from tensortap.rules.builtin._common import has_raw, unit_activity
 from tensortap.rules.rule import Rule
+
+
+def raw_matching(rule: Rule, regexes: list[str], step: int) -> list[str]:
+    """Tensors matching any of ``regexes`` saved raw at ``step``."""
+    found: set[str] = set()
+    for regex in regexes:
+        found.update(rule.base_trial.tensor_names(step=step, regex=regex))
+    return sorted(n for n in found if has_raw(rule.base_trial.tensor(n), step))
 
 
 def judge_layers(

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensortap.rules.builtin._activity import judge_layers
-from tensortap.rules.builtin._common import has_raw
+from tensortap.rules.builtin._activity import judge_layers, raw_matching
 from tensortap.rules.rule import Rule
 
 
@@ -36,10 +35,7 @@ class DeadRelu(Rule):
         self.threshold_layer = threshold_layer
 
     def _names(self, step: int) -> list[str]:
-        found: set[str] = set()
-        for regex in self.tensor_regex:
-            found.update(self.base_trial.tensor_names(step=step, regex=regex))
-        return sorted(n for n in found if has_raw(self.base_trial.tensor(n), step))
+        return raw_matching(self, self.tensor_regex, step)
 
     def set_required_tensors(self, step: int) -> None:
         for name in self._names(step):
