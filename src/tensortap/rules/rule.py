@@ -8,6 +8,7 @@ or Python values by the annotations of ``__init__`` (see :mod:`tensortap.rules.p
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -181,7 +182,9 @@ class Rule:
         self._explanation = None
         mode, mode_step = _mode_of(self.base_trial, step)
         try:
-            with _no_refresh(self.trials):
+            with contextlib.ExitStack() as held:
+                for trial in self.trials:  # one consistent view per evaluation
+                    held.enter_context(trial.no_refresh())
                 self.req_tensors.clear()
                 self.set_required_tensors(step)
                 self.req_tensors.fetch()
@@ -280,18 +283,3 @@ def _mode_of(trial: Trial, step: int) -> tuple[ModeKeys | None, int | None]:
             return trial.mode(step), trial.mode_step(step)
     except Exception:
         return None, None
-
-
-class _no_refresh:
-    """Hold refreshes of every trial for the duration of one evaluation."""
-
-    def __init__(self, trials: Sequence[Trial]) -> None:
-        self.trials = trials
-
-    def __enter__(self) -> None:
-        for t in self.trials:
-            t._hold_refresh += 1
-
-    def __exit__(self, *exc: object) -> None:
-        for t in self.trials:
-            t._hold_refresh -= 1

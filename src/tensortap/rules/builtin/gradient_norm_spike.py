@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from tensortap.rules.builtin._common import names_in
 from tensortap.rules.builtin._spike import SpikeRule
@@ -16,16 +15,6 @@ class GradientNormSpike(SpikeRule):
     """
 
     collections_needed = ("gradients",)
-
-    def __init__(
-        self,
-        base_trial: Any,
-        window: int = 20,
-        warmup: int = 10,
-        z_threshold: float = 6.0,
-        min_ratio: float = 2.0,
-    ) -> None:
-        super().__init__(base_trial, window, warmup, z_threshold, min_ratio)
 
     def set_required_tensors(self, step: int) -> None:
         for name in names_in(self.base_trial, "gradients", step):
