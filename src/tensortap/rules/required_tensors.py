@@ -6,7 +6,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from tensortap.exceptions import InvalidConfigError, TensorUnavailable
-from tensortap.trials.tensor import RawRef, Tensor
+from tensortap.trials.reader import RawRef
+from tensortap.trials.tensor import Tensor
 
 if TYPE_CHECKING:
     from tensortap.trials.trial import Trial

@@ -71,6 +71,8 @@ class TrialIndex:
         self.workers: dict[str, WorkerState] = {}
         self.segments: list[Segment] = []
         self.name_rows: dict[str, list[tuple[int, np.ndarray[Any, Any]]]] = {}
+        # global step -> (segment, rows of that segment at the step), in publication order
+        self.step_rows: dict[int, list[tuple[int, np.ndarray[Any, Any]]]] = {}
         self.collection_docs: dict[str, dict[str, Any]] = {}
         self.version = 0  # bumped whenever anything new is ingested
 
@@ -164,6 +166,11 @@ class TrialIndex:
                 lo, hi = int(bounds[name_id]), int(bounds[name_id + 1])
                 if hi > lo:
                     self.name_rows.setdefault(name, []).append((seg_id, order[lo:hi]))
+            by_step = np.argsort(records["global_step"], kind="stable")
+            steps, starts = np.unique(records["global_step"][by_step], return_index=True)
+            ends = [*starts[1:].tolist(), len(records)]
+            for g, lo, hi in zip(steps.tolist(), starts.tolist(), ends, strict=True):
+                self.step_rows.setdefault(g, []).append((seg_id, by_step[lo:hi]))
         self.version += 1
 
     # -- derived views --

@@ -13,21 +13,10 @@ from tensortap.core.reductions import REDUCTION_NAMES, compute_reduction
 from tensortap.exceptions import InvalidConfigError, InvalidWorker, TensorUnavailableForStep
 from tensortap.format.index import REDUCTION_BY_CODE
 from tensortap.trials.index import natural_key
+from tensortap.trials.reader import RawRef
 
 if TYPE_CHECKING:
     from tensortap.trials.trial import Trial
-
-
-@dataclass(slots=True)
-class RawRef:
-    """Where the raw bytes of one saved value live."""
-
-    segment: int
-    offset: int
-    length: int
-    crc32: int
-    dtype: str
-    shape: tuple[int, ...]
 
 
 @dataclass(slots=True)

@@ -7,7 +7,6 @@ import logging
 import os
 import re
 import time
-import zlib
 from collections.abc import Iterable, Iterator
 from enum import Enum
 from typing import Any, NoReturn
@@ -15,10 +14,8 @@ from typing import Any, NoReturn
 import numpy as np
 
 from tensortap.core.collections import Collection
-from tensortap.core.dtypes import decode_array
 from tensortap.core.modes import ModeKeys, parse_mode
 from tensortap.exceptions import (
-    FormatError,
     InvalidConfigError,
     MissingCollectionFiles,
     NoMoreData,
@@ -33,7 +30,8 @@ from tensortap.format.documents import decode_json
 from tensortap.format.layout import TRIAL_MARKER
 from tensortap.storage import Store, open_store
 from tensortap.trials.index import TrialIndex, natural_key
-from tensortap.trials.tensor import RawRef, Tensor
+from tensortap.trials.reader import MAX_GAP, RawRef, ValueReader
+from tensortap.trials.tensor import Tensor
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +77,7 @@ class Trial:
         self._hold_refresh = 0
         self._names_cache: dict[tuple[Any, ...], list[str]] = {}
         self._names_cache_version = -1
-        self._fetched: dict[tuple[int, int], np.ndarray] = {}
+        self._reader = ValueReader(store, self._index)
         self.refresh()
 
     def __repr__(self) -> str:
@@ -137,49 +135,13 @@ class Trial:
         return None if mode is None else parse_mode(mode)
 
     def _read(self, raw: RawRef) -> np.ndarray:
-        fetched = self._fetched.get((raw.segment, raw.offset))
-        if fetched is not None:
-            return np.array(fetched, copy=True)
-        segment = self._index.segments[raw.segment]
-        buf = self.store.get_range(segment.index.data_key, raw.offset, raw.length)
-        return self._decode(raw, buf)
+        return self._reader.read(raw)
 
-    def _decode(self, raw: RawRef, buf: bytes | bytearray | memoryview) -> np.ndarray:
-        if zlib.crc32(buf) != raw.crc32:
-            key = self._index.segments[raw.segment].index.data_key
-            raise FormatError(
-                f"data at {key}[{raw.offset}:{raw.offset + raw.length}] "
-                "fails its checksum: the file is corrupt"
-            )
-        return decode_array(buf, raw.dtype, raw.shape)
-
-    def prefetch(self, refs: Iterable[RawRef], max_gap: int = 1 << 16) -> int:
+    def prefetch(self, refs: Iterable[RawRef], max_gap: int = MAX_GAP) -> int:
         """Read many saved values in as few ranged reads as possible and keep them until the
         next ``prefetch`` (values read later come from memory). Returns how many reads it made.
         """
-        by_segment: dict[int, list[RawRef]] = {}
-        for ref in refs:
-            by_segment.setdefault(ref.segment, []).append(ref)
-        fetched: dict[tuple[int, int], np.ndarray] = {}
-        reads = 0
-        for seg_id, seg_refs in by_segment.items():
-            key = self._index.segments[seg_id].index.data_key
-            seg_refs.sort(key=lambda r: r.offset)
-            group: list[RawRef] = []
-            pending: list[RawRef | None] = [*seg_refs, None]
-            for item in pending:
-                if group and (item is None or item.offset - _end(group[-1]) > max_gap):
-                    start = group[0].offset
-                    buf = memoryview(self.store.get_range(key, start, _end(group[-1]) - start))
-                    reads += 1
-                    for r in group:
-                        piece = buf[r.offset - start : r.offset - start + r.length]
-                        fetched[(r.segment, r.offset)] = self._decode(r, piece)
-                    group = []
-                if item is not None:
-                    group.append(item)
-        self._fetched = fetched
-        return reads
+        return self._reader.prefetch(refs, max_gap)
 
     def _step_sets(self) -> dict[tuple[ModeKeys | None, bool], list[int]]:
         """Sorted steps per (mode or None, complete?) — recomputed only when the index grows."""
@@ -460,10 +422,6 @@ class Trial:
             if state and global_step in state.wall_time:
                 return state.wall_time[global_step]
         return None
-
-
-def _end(ref: RawRef) -> int:
-    return ref.offset + ref.length
 
 
 def _mode_text(mode: Any) -> str:
