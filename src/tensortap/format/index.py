@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import json
 import struct
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
-from tensortap.core.records import Record
+from tensortap.core.records import Record, RecordKind
 from tensortap.core.reductions import REDUCTION_NAMES
 from tensortap.exceptions import FormatError, UnsupportedFormatVersion
+from tensortap.format.checksum import crc32
 
 FORMAT_VERSION = 1
 MAGIC = b"TTIX"
@@ -145,7 +145,7 @@ class IndexBuilder:
                 dims.tobytes(),
             )
         )
-        return body + struct.pack("<I", zlib.crc32(body))
+        return body + struct.pack("<I", crc32(body))
 
 
 @dataclass(frozen=True)
@@ -182,7 +182,7 @@ def decode_index(raw: bytes, what: str = "index") -> SegmentIndex:
         raise FormatError(f"{what} is not a tensortap index (magic {magic!r})")
     check_version(version, what)
     (crc,) = struct.unpack_from("<I", raw, len(raw) - 4)
-    if zlib.crc32(memoryview(raw)[:-4]) != crc:
+    if crc32(memoryview(raw)[:-4]) != crc:
         raise FormatError(f"{what} fails its checksum: the object is corrupt")
     start = _PREFIX.size
     try:
@@ -199,4 +199,27 @@ def decode_index(raw: bytes, what: str = "index") -> SegmentIndex:
     dtypes = header.get("dtypes")
     if not isinstance(names, list) or not isinstance(dtypes, list):
         raise FormatError(f"{what} header lacks its names/dtypes tables")
+    _check_records(records, len(names), len(dtypes), n_dims, what)
     return SegmentIndex(header, names, dtypes, records, dims)
+
+
+def _check_records(
+    records: np.ndarray[Any, Any], n_names: int, n_dtypes: int, n_dims: int, what: str
+) -> None:
+    """Every reference a record makes must land inside its index (a reader indexes with them)."""
+    if not len(records):
+        return
+    problems = {
+        "names": records["name"] >= n_names,
+        "dtypes": records["dtype"] >= n_dtypes,
+        "dims": records["dims_offset"].astype(np.int64) + records["ndim"] > n_dims,
+        "kinds": records["kind"] > max(RecordKind),
+        "modes": ~np.isin(records["mode"], [int(m) for m in ModeKeys]),
+        "reductions": records["reduction"] > len(REDUCTION_NAMES),
+    }
+    for table, bad in problems.items():
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise FormatError(
+                f"{what} record {row} refers to unknown {table}: the index is corrupt"
+            )

@@ -14,7 +14,6 @@ import numpy as np
 
 from tensortap.core.collections import Collection
 from tensortap.core.modes import ModeKeys
-from tensortap.exceptions import FormatError
 from tensortap.format import layout
 from tensortap.format.documents import decode_json
 from tensortap.format.index import SegmentIndex, decode_index
@@ -49,11 +48,30 @@ class WorkerState:
 
 
 @dataclass(frozen=True)
+class StepColumns:
+    """A segment's records ordered by global step (in record order within a step), as
+    columns: what reading a whole step at once slices, with no per-record Python objects."""
+
+    names: np.ndarray[Any, Any]  # the tensor name of each record (object array)
+    kind: np.ndarray[Any, Any]
+    offset: np.ndarray[Any, Any]  # int64
+    length: np.ndarray[Any, Any]  # int64
+    crc: np.ndarray[Any, Any]
+    dtype: np.ndarray[Any, Any]  # codes into TrialIndex.dtype_names
+    dims_offset: np.ndarray[Any, Any]
+    ndim: np.ndarray[Any, Any]
+    reduction: np.ndarray[Any, Any]
+    abs: np.ndarray[Any, Any]
+    value: np.ndarray[Any, Any]
+
+
+@dataclass(frozen=True)
 class Segment:
     """One published segment of one worker."""
 
     worker: str
     index: SegmentIndex
+    columns: StepColumns
 
 
 def natural_key(name: str) -> tuple[Any, ...]:
@@ -71,8 +89,9 @@ class TrialIndex:
         self.workers: dict[str, WorkerState] = {}
         self.segments: list[Segment] = []
         self.name_rows: dict[str, list[tuple[int, np.ndarray[Any, Any]]]] = {}
-        # global step -> (segment, rows of that segment at the step), in publication order
-        self.step_rows: dict[int, list[tuple[int, np.ndarray[Any, Any]]]] = {}
+        # global step -> (segment, its StepColumns rows [lo, hi) at the step), by publication
+        self.step_rows: dict[int, list[tuple[int, int, int]]] = {}
+        self.dtype_names: list[str] = []  # StepColumns.dtype codes index this
         self.collection_docs: dict[str, dict[str, Any]] = {}
         self.version = 0  # bumped whenever anything new is ingested
 
@@ -140,7 +159,9 @@ class TrialIndex:
 
     def _ingest(self, state: WorkerState, index: SegmentIndex) -> None:
         seg_id = len(self.segments)
-        self.segments.append(Segment(state.name, index))
+        records = index.records
+        by_step = np.argsort(records["global_step"], kind="stable")
+        self.segments.append(Segment(state.name, index, self._columns(index, by_step)))
         for entry in index.steps:
             global_step, mode_value, mode_step = int(entry[0]), int(entry[1]), int(entry[2])
             mode = ModeKeys(mode_value)
@@ -154,26 +175,53 @@ class TrialIndex:
         if index.header.get("hook_errors", 0) > state.hook_errors:
             state.hook_errors = int(index.header["hook_errors"])
             state.last_hook_error = index.header.get("last_hook_error")
-        records = index.records
         if len(records):
             name_ids = records["name"]
             order = np.argsort(name_ids, kind="stable")
             counts = np.bincount(name_ids, minlength=len(index.names))
-            if len(counts) > len(index.names):
-                raise FormatError(f"segment {index.header.get('seq')} refers to unknown names")
             bounds = np.concatenate(([0], np.cumsum(counts)))
             for name_id, name in enumerate(index.names):
                 lo, hi = int(bounds[name_id]), int(bounds[name_id + 1])
                 if hi > lo:
                     self.name_rows.setdefault(name, []).append((seg_id, order[lo:hi]))
-            by_step = np.argsort(records["global_step"], kind="stable")
             steps, starts = np.unique(records["global_step"][by_step], return_index=True)
             ends = [*starts[1:].tolist(), len(records)]
             for g, lo, hi in zip(steps.tolist(), starts.tolist(), ends, strict=True):
-                self.step_rows.setdefault(g, []).append((seg_id, by_step[lo:hi]))
+                self.step_rows.setdefault(g, []).append((seg_id, lo, hi))
         self.version += 1
 
+    def _columns(self, index: SegmentIndex, by_step: np.ndarray[Any, Any]) -> StepColumns:
+        records = index.records[by_step]
+        codes = []
+        for name in index.dtypes:
+            if name not in self.dtype_names:
+                self.dtype_names.append(name)
+            codes.append(self.dtype_names.index(name))
+        names = np.asarray([*index.names, ""], dtype=object)  # never empty, for the take
+        return StepColumns(
+            names=names[records["name"]],
+            kind=records["kind"].copy(),
+            offset=records["data_offset"].astype(np.int64),
+            length=records["data_length"].astype(np.int64),
+            crc=records["crc32"].copy(),
+            dtype=np.asarray([*codes, 0], dtype=np.intp)[records["dtype"]],
+            dims_offset=records["dims_offset"].copy(),
+            ndim=records["ndim"].copy(),
+            reduction=records["reduction"].copy(),
+            abs=records["abs"].astype(bool),
+            value=records["value"].copy(),
+        )
+
     # -- derived views --
+    def names_at(self, global_step: int, worker: str | None = None) -> set[str]:
+        """Names saved at a global step (by one worker, or by any)."""
+        found: set[str] = set()
+        for seg_id, lo, hi in self.step_rows.get(global_step, ()):
+            segment = self.segments[seg_id]
+            if worker is None or segment.worker == worker:
+                found.update(segment.columns.names[lo:hi].tolist())
+        return found
+
     def expected_workers(self) -> int:
         declared = max((w.num_workers for w in self.workers.values()), default=1)
         return max(declared, len(self.workers))

@@ -6,8 +6,7 @@ FormatError rather than handing back garbled numbers.
 
 from __future__ import annotations
 
-import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -15,6 +14,7 @@ import numpy as np
 
 from tensortap.core.dtypes import decode_array
 from tensortap.exceptions import FormatError
+from tensortap.format.checksum import crc32
 
 if TYPE_CHECKING:
     from tensortap.storage.base import Store
@@ -53,44 +53,42 @@ class ValueReader:
         fetched = self._fetched.get((ref.segment, ref.offset))
         if fetched is not None:
             return np.array(fetched, copy=True)
-        key = self.index.segments[ref.segment].index.data_key
-        return self.decode(ref, self.store.get_range(key, ref.offset, ref.length))
+        return self.decode(ref, self.read_run(ref.segment, ref.offset, ref.end))
 
     def verify(self, ref: RawRef, buf: bytes | bytearray | memoryview) -> None:
-        if zlib.crc32(buf) != ref.crc32:
-            key = self.index.segments[ref.segment].index.data_key
+        self.check(ref.segment, ref.offset, ref.crc32, buf)
+
+    def check(
+        self, segment: int, offset: int, crc: int, buf: bytes | bytearray | memoryview
+    ) -> None:
+        """Raise FormatError unless ``buf`` (the bytes at ``offset``) has CRC-32 ``crc``."""
+        if crc32(buf) != crc:
+            key = self.index.segments[segment].index.data_key
             raise FormatError(
-                f"data at {key}[{ref.offset}:{ref.end}] fails its checksum: the file is corrupt"
+                f"data at {key}[{offset}:{offset + len(buf)}] fails its checksum: "
+                "the file is corrupt"
             )
 
     def decode(self, ref: RawRef, buf: bytes | bytearray | memoryview) -> np.ndarray:
         self.verify(ref, buf)
         return decode_array(buf, ref.dtype, ref.shape)
 
+    def read_run(self, segment: int, start: int, end: int) -> memoryview:
+        """The bytes ``[start, end)`` of a segment's data object, in one request."""
+        key = self.index.segments[segment].index.data_key
+        return memoryview(self.store.get_range(key, start, end - start))
+
     def read_spans(
         self, refs: Iterable[RawRef], max_gap: int = MAX_GAP
     ) -> Iterator[tuple[list[RawRef], memoryview]]:
-        """Group ``refs`` by data object into runs no more than ``max_gap`` bytes apart and read
-        each run with one request: yields (the run's refs by offset, the bytes from the first
-        ref's offset to the last one's end). Checksums are the caller's to verify."""
-        by_segment: dict[int, list[RawRef]] = {}
-        for ref in refs:
-            by_segment.setdefault(ref.segment, []).append(ref)
-        for seg_id, seg_refs in by_segment.items():
-            key = self.index.segments[seg_id].index.data_key
-            seg_refs.sort(key=lambda r: r.offset)
-            run = [seg_refs[0]]
-            for ref in seg_refs[1:]:
-                if ref.offset - run[-1].end > max_gap:
-                    yield run, self._read_run(key, run)
-                    run = []
-                run.append(ref)
-            yield run, self._read_run(key, run)
-
-    def _read_run(self, key: str, run: list[RawRef]) -> memoryview:
-        start = run[0].offset
-        end = max(r.end for r in run)
-        return memoryview(self.store.get_range(key, start, end - start))
+        """Read ``refs`` in runs (see :func:`plan_runs`): yields (the run's refs by offset, the
+        bytes from the first one's offset to the last one's end). Checksums are the caller's."""
+        refs = list(refs)
+        plan = plan_runs(
+            [r.segment for r in refs], [r.offset for r in refs], [r.end for r in refs], max_gap
+        )
+        for segment, start, end, members in plan:
+            yield [refs[m] for m in members], self.read_run(segment, start, end)
 
     def prefetch(self, refs: Iterable[RawRef], max_gap: int = MAX_GAP) -> int:
         """Read many values with as few requests as possible and keep them until the next
@@ -105,3 +103,23 @@ class ValueReader:
                 fetched[(r.segment, r.offset)] = self.decode(r, piece)
         self._fetched = fetched
         return reads
+
+
+def plan_runs(
+    segments: Sequence[int], offsets: Sequence[int], ends: Sequence[int], max_gap: int = MAX_GAP
+) -> list[tuple[int, int, int, list[int]]]:
+    """Group byte ranges into runs, each read with one request: per data object (segment),
+    ranges by offset, a new run wherever the gap to the previous range exceeds ``max_gap``.
+    Returns (segment, start, end, indices of the member ranges) per run."""
+    order = sorted(range(len(offsets)), key=lambda i: (segments[i], offsets[i]))
+    runs: list[tuple[int, int, int, list[int]]] = []
+    for i in order:
+        seg, off, end = segments[i], offsets[i], ends[i]
+        if runs:
+            last_seg, start, last_end, members = runs[-1]
+            if last_seg == seg and off - last_end <= max_gap:
+                runs[-1] = (seg, start, max(last_end, end), members)
+                members.append(i)
+                continue
+        runs.append((seg, off, end, [i]))
+    return runs

@@ -31,6 +31,7 @@ from tensortap.format.layout import TRIAL_MARKER
 from tensortap.storage import Store, open_store
 from tensortap.trials.index import TrialIndex, natural_key
 from tensortap.trials.reader import MAX_GAP, RawRef, ValueReader
+from tensortap.trials.step_block import StepBlock
 from tensortap.trials.tensor import Tensor
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class Trial:
         self._names_cache: dict[tuple[Any, ...], list[str]] = {}
         self._names_cache_version = -1
         self._reader = ValueReader(store, self._index)
+        self._block: tuple[tuple[int, int], StepBlock] | None = None
         self.refresh()
 
     def __repr__(self) -> str:
@@ -142,6 +144,20 @@ class Trial:
         next ``prefetch`` (values read later come from memory). Returns how many reads it made.
         """
         return self._reader.prefetch(refs, max_gap)
+
+    def step_block(self, step: int) -> StepBlock:
+        """Everything saved at global ``step``, to read many tensors at once (see
+        :class:`~tensortap.trials.step_block.StepBlock`); the last one asked for is kept."""
+        self._refresh_if_stale()
+        cached = self._block
+        if cached is not None and cached[0] == (step, self._index.version):
+            return cached[1]
+        self._step_sets()
+        if step not in self._global_to_mode:
+            self._raise_step_missing(step, None)
+        block = StepBlock(self, step)
+        self._block = ((step, self._index.version), block)
+        return block
 
     def _step_sets(self) -> dict[tuple[ModeKeys | None, bool], list[int]]:
         """Sorted steps per (mode or None, complete?) — recomputed only when the index grows."""
@@ -289,34 +305,43 @@ class Trial:
         """Names of saved tensors, optionally only those at a step, matching a regex, or in a
         collection."""
         self._refresh_if_stale()
+        if step is not None:
+            at = self._names_at(step, self._mode(mode))
+            if regex is None and collection is None:
+                return sorted(at)
+            # filter by name first (an answer kept until the index grows), then by step
+            return [n for n in self.tensor_names(regex=regex, collection=collection) if n in at]
         # Rules ask the same question at every step: answers are kept until the index grows.
         if (collection is None or isinstance(collection, str)) and (
             regex is None or isinstance(regex, str)
         ):
-            key = (step, str(mode), collection, regex)
+            key = (collection, regex)
             if self._names_cache_version != self._index.version:
                 self._names_cache, self._names_cache_version = {}, self._index.version
             cached = self._names_cache.get(key)
             if cached is None:
-                cached = self._names_cache[key] = self._tensor_names(step, mode, regex, collection)
+                cached = self._names_cache[key] = self._tensor_names(regex, collection)
             return list(cached)
-        return self._tensor_names(step, mode, regex, collection)
+        return self._tensor_names(regex, collection)
+
+    def _names_at(self, step: int, mode: ModeKeys | None) -> set[str]:
+        """Names saved at a global step, or at step ``step`` of ``mode``."""
+        index = self._index
+        if mode is None or mode == ModeKeys.GLOBAL:
+            return index.names_at(step)
+        found: set[str] = set()
+        for worker in index.workers.values():
+            g = worker.mode_to_global.get((mode, step))
+            if g is not None:
+                found |= index.names_at(g, worker.name)
+        return found
 
     def _tensor_names(
         self,
-        step: int | None,
-        mode: Any,
         regex: str | Iterable[str] | None,
         collection: str | Collection | None,
     ) -> list[str]:
         names: Iterable[str] = self._index.name_rows
-        if step is not None:
-            m = self._mode(mode)
-            if regex is not None or collection is not None:
-                # filter by name first (an answer kept until the index grows), then by step
-                names = self.tensor_names(regex=regex, collection=collection)
-                return [n for n in names if self.tensor(n)._entries(step, m)]
-            names = [n for n in names if self.tensor(n)._entries(step, m)]
         if regex is not None:
             patterns = [regex] if isinstance(regex, str) else list(regex)
             try:
@@ -332,16 +357,7 @@ class Trial:
     def saved_order(self, global_step: int) -> list[str]:
         """Names saved at a global step in the order the hook saved them (forward order for
         activations), the first worker's order first."""
-        self._refresh_if_stale()
-        seen: dict[str, None] = {}
-        for seg in sorted(self._index.segments, key=lambda s: natural_key(s.worker)):
-            records = seg.index.records
-            if not len(records):
-                continue
-            rows = np.flatnonzero(records["global_step"] == global_step)
-            for name_id in records["name"][rows].tolist():
-                seen.setdefault(seg.index.names[name_id], None)
-        return list(seen)
+        return self.step_block(global_step).saved_order()
 
     def tensors(self, *args: Any, **kwargs: Any) -> list[str]:
         """Alias of :meth:`tensor_names` (older smdebug spelling)."""

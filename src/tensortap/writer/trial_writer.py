@@ -18,7 +18,6 @@ import socket
 import threading
 import time
 import uuid
-import zlib
 from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -28,6 +27,7 @@ import numpy as np
 from tensortap.core.records import StepBatch
 from tensortap.exceptions import StorageError
 from tensortap.format import layout
+from tensortap.format.checksum import crc32
 from tensortap.format.documents import decode_json, encode_json, trial_marker
 from tensortap.format.index import DATA_ALIGNMENT, IndexBuilder
 from tensortap.storage.base import ObjectWriter, Store
@@ -259,7 +259,7 @@ class TrialWriter:
                     continue
                 view = memoryview(record.data.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
                 length = len(view)
-                crc = zlib.crc32(view)
+                crc = crc32(view)
                 segment.writer.write(view)
                 pad = (-length) % DATA_ALIGNMENT
                 if pad:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from tensortap.rules.builtin._common import has_raw, select
+from tensortap.rules.builtin._common import select
 from tensortap.rules.rule import Rule
+
+if TYPE_CHECKING:
+    from tensortap.trials.step_block import StepBlock
 
 
 class ExplodingTensor(Rule):
@@ -41,35 +42,33 @@ class ExplodingTensor(Rule):
     def _names(self, step: int) -> list[str]:
         return select(self.base_trial, self.collection_names, self.tensor_regex, step=step)
 
-    def set_required_tensors(self, step: int) -> None:
-        for name in self._names(step):
-            self.req_tensors.add(name, [step])
-
-    def _bad(self, name: str, step: int) -> str | None:
-        tensor = self.base_trial.tensor(name)
-        if has_raw(tensor, step):
-            array = tensor.value(step)
-            if not np.issubdtype(array.dtype, np.inexact):
-                return None
-            if np.isnan(array).any():
-                return "NaN"
-            if not self.only_nan and np.isinf(array).any():
-                return "infinite values"
-            return None
-        reductions = tensor.reduction_values(step)
-        if any(math.isnan(v) for v in reductions.values()):
-            return "NaN"
-        if not self.only_nan:
-            extremes = [v for (r, _), v in reductions.items() if r in ("min", "max")]
-            if any(math.isinf(v) for v in extremes):
-                return "infinite values"
-        return None
+    def _bad(self, block: StepBlock, names: list[str]) -> list[tuple[str, str]]:
+        """(name, what) of every tensor holding NaN (or inf unless ``only_nan``)."""
+        raw = [n for n in names if block.has_raw(n)]
+        nans, infs = block.nonfinite(raw)
+        found = {}
+        for name, nan, inf in zip(raw, nans.tolist(), infs.tolist(), strict=True):
+            if nan:
+                found[name] = "NaN"
+            elif inf and not self.only_nan:
+                found[name] = "infinite values"
+        for name in names:
+            if name in found or block.has_raw(name):
+                continue
+            reductions = block.saved_reductions(name)
+            if any(math.isnan(v) for v in reductions.values()):
+                found[name] = "NaN"
+            elif not self.only_nan:
+                extremes = [v for (r, _), v in reductions.items() if r in ("min", "max")]
+                if any(math.isinf(v) for v in extremes):
+                    found[name] = "infinite values"
+        return [(n, found[n]) for n in names if n in found]
 
     def invoke_at_step(self, step: int) -> bool:
         names = self._names(step)
         if not names:
             raise self.skip("none of the selected tensors was saved at this step")
-        bad = [(n, what) for n in names if (what := self._bad(n, step))]
+        bad = self._bad(self.base_trial.step_block(step), names)
         kind = "NaN" if self.only_nan else "NaN or infinite values"
         if not bad:
             self.explain(f"no {kind} in {len(names)} tensors", value=0, threshold=0)

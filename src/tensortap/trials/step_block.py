@@ -1,0 +1,334 @@
+"""Everything saved at one global step, read together.
+
+A rule that judges many tensors per step (every gradient, every weight) asks one
+:class:`StepBlock` instead of one :class:`~tensortap.trials.tensor.Tensor` per name: the step's
+index rows are looked up once, the raw values it needs are read with one request per run of
+nearby bytes, and reductions of all of them are computed in a few vectorised NumPy calls.
+Where several workers saved a name, the block answers with the first worker's value, as
+``Tensor.value`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from tensortap.core.dtypes import decode_array
+from tensortap.core.records import RecordKind
+from tensortap.core.reductions import REDUCTION_NAMES, compute_reduction
+from tensortap.exceptions import InvalidConfigError, TensorUnavailableForStep
+from tensortap.format.checksum import crc32
+from tensortap.format.index import REDUCTION_BY_CODE
+from tensortap.trials.index import natural_key
+from tensortap.trials.reader import MAX_GAP
+
+if TYPE_CHECKING:
+    from tensortap.core.collections import Collection
+    from tensortap.trials.index import TrialIndex
+    from tensortap.trials.trial import Trial
+
+# Reductions computed for many tensors at once with ufunc.reduceat; the rest one at a time.
+_VECTORISED = frozenset({"min", "max", "mean", "sum", "l1", "l2"})
+
+
+class StepBlock:
+    """The tensors saved at global step ``step`` of a trial (see the module docstring)."""
+
+    def __init__(self, trial: Trial, step: int) -> None:
+        self.trial, self.step = trial, step
+        index = trial._index
+        parts = sorted(
+            index.step_rows.get(step, []),
+            key=lambda part: natural_key(index.segments[part[0]].worker),
+        )
+        one_worker = len({index.segments[part[0]].worker for part in parts}) <= 1
+        self._order: dict[str, str] = {}  # name -> worker that answers for it, in saved order
+        self._raw_pos: dict[str, int] = {}
+        self._reductions: dict[str, dict[tuple[str, bool], float]] = {}
+        raw_parts: list[tuple[int, np.ndarray]] = []  # (segment, its raw rows at the step)
+        for seg_id, lo, hi in parts:
+            worker = index.segments[seg_id].worker
+            cols = index.segments[seg_id].columns
+            names = cols.names[lo:hi].tolist()
+            if one_worker:
+                self._order.update(dict.fromkeys(names, worker))
+                mine = None
+            else:
+                for name in names:
+                    self._order.setdefault(name, worker)
+                mine = np.asarray([self._order[n] == worker for n in names], dtype=bool)
+            kinds = cols.kind[lo:hi]
+            is_raw = kinds == RecordKind.TENSOR
+            if mine is not None:
+                is_raw &= mine
+            raw_rows = np.flatnonzero(is_raw)
+            if len(raw_rows):
+                base = sum(len(rows) for _, rows in raw_parts)
+                raw_names = [names[i] for i in raw_rows.tolist()]
+                self._raw_pos.update(zip(raw_names, range(base, base + len(raw_rows)), strict=True))
+                raw_parts.append((seg_id, raw_rows + lo))
+            if len(raw_rows) < len(names):
+                is_reduced = kinds == RecordKind.REDUCTION
+                if mine is not None:
+                    is_reduced &= mine
+                for i in (np.flatnonzero(is_reduced) + lo).tolist():
+                    key = (REDUCTION_BY_CODE[int(cols.reduction[i])], bool(cols.abs[i]))
+                    self._reductions.setdefault(names[i - lo], {})[key] = float(cols.value[i])
+        # the raw values, as columns: position i is the i-th raw value of the step
+        self._seg = np.concatenate(
+            [np.full(len(rows), seg_id) for seg_id, rows in raw_parts] or [np.zeros(0, np.intp)]
+        )
+        self._row = np.concatenate([rows for _, rows in raw_parts] or [np.zeros(0, np.intp)])
+        self._off, self._len, self._crc, self._dtype = (
+            _gather(index, raw_parts, column) for column in ("offset", "length", "crc", "dtype")
+        )
+        self._segments = len(raw_parts)
+        self._run_of = np.full(len(self._off), -1, dtype=np.intp)  # loaded run of each value
+        self._runs: list[tuple[int, memoryview]] = []  # (start offset, bytes)
+
+    def __repr__(self) -> str:
+        return f"StepBlock(step={self.step}, {len(self._order)} tensors)"
+
+    # -- what was saved --
+    def names(
+        self, collection: str | Collection | None = None, regex: str | None = None
+    ) -> list[str]:
+        """Sorted names saved at this step, optionally only a collection's or a regex's."""
+        if collection is None and regex is None:
+            return sorted(self._order)
+        wanted = self.trial.tensor_names(collection=collection, regex=regex)
+        return [n for n in wanted if n in self._order]
+
+    def saved_order(self) -> list[str]:
+        """Names in the order the hook saved them (forward order for activations), the first
+        worker's first."""
+        return list(self._order)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._order
+
+    def has_raw(self, name: str) -> bool:
+        """True if the raw value (not only reductions or the shape) was saved."""
+        return name in self._raw_pos
+
+    def saved_reductions(self, name: str) -> dict[tuple[str, bool], float]:
+        """Reductions the hook saved of ``name``, keyed by (name, abs)."""
+        self._require(name)
+        return dict(self._reductions.get(name, {}))
+
+    def value(self, name: str) -> np.ndarray:
+        """The raw value of ``name`` (a new array)."""
+        pos = self._raw_pos.get(name)
+        if pos is None:
+            self._require(name)
+            raise TensorUnavailableForStep(
+                name, self.step, note="only reductions or the shape were saved at this step"
+            )
+        self._load(np.asarray([pos]))
+        return np.array(self._decoded(pos, flat=False), copy=True)
+
+    # -- many tensors at once --
+    def reduce(self, names: Sequence[str], reduction: str, abs: bool = False) -> np.ndarray:
+        """One reduction of each of ``names`` (float64, in their order): the saved reduction
+        where the hook saved it, else computed from the raw value."""
+        name = reduction.lower()
+        if name not in REDUCTION_NAMES:
+            raise InvalidConfigError(
+                f"unknown reduction {reduction!r}; accepted: {', '.join(REDUCTION_NAMES)}"
+            )
+        out = np.empty(len(names))
+        if not self._reductions:  # the usual case: raw values only
+            raw = np.asarray([self._raw_position(n) for n in names], dtype=np.intp)
+            return self._reduce_raw(out, np.arange(len(names)), raw, name, bool(abs))
+        slots: list[int] = []
+        positions: list[int] = []
+        key = (name, bool(abs))
+        for i, tname in enumerate(names):
+            saved = self._reductions.get(tname)
+            if saved is not None and key in saved:
+                out[i] = saved[key]
+                continue
+            pos = self._raw_pos.get(tname)
+            if pos is None:
+                self._require(tname)
+                have = ", ".join(f"{'abs_' if a else ''}{r}" for r, a in saved or {}) or "none"
+                raise TensorUnavailableForStep(
+                    tname,
+                    self.step,
+                    note=f"neither the reduction {'abs_' if abs else ''}{name} nor the raw "
+                    f"tensor was saved at this step (saved reductions: {have})",
+                )
+            slots.append(i)
+            positions.append(pos)
+        where, raw = np.asarray(slots, dtype=np.intp), np.asarray(positions, dtype=np.intp)
+        return self._reduce_raw(out, where, raw, name, bool(abs))
+
+    def _reduce_raw(
+        self, out: np.ndarray, where: np.ndarray, raw: np.ndarray, name: str, on_abs: bool
+    ) -> np.ndarray:
+        """Fill ``out[where]`` with the reduction of the raw values at positions ``raw``."""
+        for group in self._groups(raw):
+            if group.view is not None and name in _VECTORISED:
+                out[where[group.members]] = _reduceat(group, name, on_abs)
+            else:
+                for m in group.members.tolist():
+                    out[where[m]] = compute_reduction(self._decoded(raw[m]), name, on_abs)
+        return out
+
+    def nonfinite(self, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(NaN count, infinite count) of each of ``names`` with a raw value (in their order)."""
+        positions = np.asarray([self._raw_position(n) for n in names], dtype=np.intp)
+        nans = np.zeros(len(names), dtype=np.int64)
+        infs = np.zeros(len(names), dtype=np.int64)
+        for members, view, bounds, _ in self._groups(positions):
+            if view is not None:
+                with np.errstate(all="ignore"):
+                    bad = np.add.reduceat(~np.isfinite(view), bounds, dtype=np.int64)[0::2]
+                    if bad.any():
+                        nan = np.add.reduceat(np.isnan(view), bounds, dtype=np.int64)[0::2]
+                        nans[members] = nan
+                        infs[members] = bad - nan
+                continue
+            for m in members.tolist():
+                array = self._decoded(positions[m])
+                if array.dtype.kind in "fc":
+                    nans[m] = int(np.count_nonzero(np.isnan(array)))
+                    infs[m] = int(np.count_nonzero(np.isinf(array)))
+        return nans, infs
+
+    # -- reading --
+    def _require(self, name: str) -> None:
+        if name not in self._order:
+            raise TensorUnavailableForStep(name, self.step)
+
+    def _raw_position(self, name: str) -> int:
+        pos = self._raw_pos.get(name)
+        if pos is None:
+            self._require(name)
+            raise TensorUnavailableForStep(
+                name, self.step, note="only reductions or the shape were saved at this step"
+            )
+        return pos
+
+    def _load(self, positions: np.ndarray) -> None:
+        """Read (and verify) the raw bytes of ``positions`` not read yet: one request per run
+        of values less than MAX_GAP bytes apart."""
+        todo = positions[self._run_of[positions] < 0]
+        if not len(todo):
+            return
+        segs, offs, lens = self._seg[todo], self._off[todo], self._len[todo]
+        order = np.lexsort((offs, segs)) if self._segments > 1 else np.argsort(offs)
+        todo, segs, offs, lens = todo[order], segs[order], offs[order], lens[order]
+        ends = offs + lens
+        cuts = np.flatnonzero((segs[1:] != segs[:-1]) | (offs[1:] - ends[:-1] > MAX_GAP)) + 1
+        reader = self.trial._reader
+        crcs = self._crc[todo].tolist()
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(todo)], strict=True):
+            segment, start = int(segs[lo]), int(offs[lo])
+            buf = reader.read_run(segment, start, int(ends[lo:hi].max()))
+            rel = zip((offs[lo:hi] - start).tolist(), (ends[lo:hi] - start).tolist(), strict=True)
+            bad = [
+                i
+                for i, ((a, b), crc) in enumerate(zip(rel, crcs[lo:hi], strict=True))
+                if crc32(buf[a:b]) != crc
+            ]
+            for i in bad[:1]:  # raises, naming the value
+                a, b = int(offs[lo + i]) - start, int(ends[lo + i]) - start
+                reader.check(segment, start + a, crcs[lo + i], buf[a:b])
+            self._run_of[todo[lo:hi]] = len(self._runs)
+            self._runs.append((start, buf))
+
+    def _decoded(self, pos: int, flat: bool = True) -> np.ndarray:
+        start, buf = self._runs[self._run_of[pos]]
+        at = int(self._off[pos]) - start
+        piece = buf[at : at + int(self._len[pos])]
+        stored = self.trial._index.dtype_names[self._dtype[pos]]
+        if flat:
+            return decode_array(piece, stored, (-1,))
+        segment = self.trial._index.segments[int(self._seg[pos])]
+        row = int(self._row[pos])
+        dims_at, ndim = int(segment.columns.dims_offset[row]), int(segment.columns.ndim[row])
+        dims = segment.index.dims[dims_at : dims_at + ndim]
+        return decode_array(piece, stored, tuple(dims.tolist()))
+
+    def _groups(self, positions: np.ndarray) -> Iterator[_Group]:
+        """Split ``positions`` (loading them) into groups reduced together: values of one run
+        and one plain float dtype, reduced with ``reduceat`` on a flat view of the run; the
+        rest (bfloat16, integers, complex, empty tensors) in one group with no view, to be
+        decoded one by one."""
+        if not len(positions):
+            return
+        self._load(positions)
+        dtype_names = self.trial._index.dtype_names
+        plain = np.asarray([_plain(d) for d in dtype_names], dtype=np.intp)
+        codes = self._dtype[positions]
+        itemsize, lengths = plain[codes], self._len[positions]
+        runs = self._run_of[positions]
+        starts = np.asarray([start for start, _ in self._runs], dtype=np.int64)[runs]
+        rel = self._off[positions] - starts
+        vector = (itemsize > 0) & (lengths > 0) & (rel % 8 == 0)
+        key = np.where(vector, runs * len(plain) + codes, -1)
+        low, high = int(key.min()), int(key.max())
+        for k in [low] if low == high else np.unique(key).tolist():
+            members = np.flatnonzero(key == k) if low != high else np.arange(len(key))
+            if k < 0:
+                yield _Group(members, None, _NONE, _NONE)
+                continue
+            run, code = divmod(k, len(plain))
+            size = int(plain[code])
+            buf = self._runs[run][1]
+            view = np.frombuffer(buf, dtype=dtype_names[code], count=len(buf) // size)
+            first = rel[members] // size
+            order = np.argsort(first)
+            members, first = members[order], first[order]
+            counts = lengths[members] // size
+            bounds = np.empty(2 * len(members), dtype=np.intp)
+            bounds[0::2] = first
+            bounds[1::2] = first + counts
+            if bounds[-1] == len(view):
+                bounds = bounds[:-1]  # reduceat runs the last slice to the end by itself
+            yield _Group(members, view, bounds, counts)
+
+
+class _Group(NamedTuple):
+    members: np.ndarray  # indices into the positions asked for
+    view: np.ndarray | None  # the run's bytes as the group's dtype (None: decode one by one)
+    bounds: np.ndarray  # reduceat indices: start0, end0, start1, end1, ...
+    counts: np.ndarray  # element count of each member
+
+
+_NONE = np.zeros(0, dtype=np.intp)
+
+
+def _gather(index: TrialIndex, parts: list[tuple[int, np.ndarray]], column: str) -> np.ndarray:
+    """One StepColumns column at the rows of ``parts``, concatenated."""
+    if len(parts) == 1:
+        seg_id, rows = parts[0]
+        return getattr(index.segments[seg_id].columns, column)[rows]  # type: ignore[no-any-return]
+    return np.concatenate(
+        [getattr(index.segments[seg_id].columns, column)[rows] for seg_id, rows in parts]
+        or [np.zeros(0, dtype=np.int64)]
+    )
+
+
+def _plain(stored: str) -> int:
+    """The item size of a little-endian float dtype reduced in bulk; 0 for the others."""
+    return int(stored[2]) if stored in ("<f2", "<f4", "<f8") else 0
+
+
+def _reduceat(group: _Group, name: str, on_abs: bool) -> Any:
+    """``name`` of each member of a group (see StepBlock._groups), as float64."""
+    view, bounds = group.view, group.bounds
+    assert view is not None
+    with np.errstate(all="ignore"):
+        x = np.abs(view) if on_abs or name == "l1" else view
+        if name == "min":
+            return np.minimum.reduceat(x, bounds)[0::2]
+        if name == "max":
+            return np.maximum.reduceat(x, bounds)[0::2]
+        if name == "l2":
+            return np.sqrt(np.add.reduceat(np.square(x, dtype=np.float64), bounds)[0::2])
+        sums = np.add.reduceat(x, bounds, dtype=np.float64)[0::2]
+        return sums / group.counts if name == "mean" else sums  # mean; sum, l1
