@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -72,3 +73,20 @@ def test_corrupt_tensor_bytes_are_detected(tmp_path: Path) -> None:
     data.write_bytes(bytes(raw))
     with pytest.raises(FormatError, match="fails its checksum"):
         tt.create_trial(out).tensor("x").value(0)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "table"),
+    [("name", 99, "names"), ("dtype", 7, "dtypes"), ("ndim", 200, "dims"), ("kind", 9, "kinds")],
+)
+def test_records_pointing_outside_their_tables_are_rejected(field, value, table) -> None:
+    """A record whose checksum holds but whose references do not (a buggy or hostile writer)
+    is refused when the index is read, not met as an IndexError deep inside a reader."""
+    raw = bytearray(build_index())
+    records = decode_index(bytes(raw)).records.copy()
+    at = bytes(raw).find(records.tobytes())
+    records[field][0] = value
+    raw[at : at + records.nbytes] = records.tobytes()
+    raw[-4:] = zlib.crc32(bytes(raw[:-4])).to_bytes(4, "little")
+    with pytest.raises(FormatError, match=f"record 0 refers to unknown {table}"):
+        decode_index(bytes(raw))
