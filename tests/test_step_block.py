@@ -45,9 +45,11 @@ def test_reductions_match_the_one_tensor_path(values: list[np.ndarray], on_abs: 
             want = [compute_reduction(trial.tensor(n).value(0), reduction, on_abs) for n in names]
             np.testing.assert_allclose(got, want, rtol=1e-9, equal_nan=True)
         nans, infs = block.nonfinite(names)
-        for name, nan, inf in zip(names, nans, infs, strict=True):
+        zeros, sizes = block.count_where(names, lambda x: x == 0), block.sizes(names)
+        for i, (name, nan, inf) in enumerate(zip(names, nans, infs, strict=True)):
             value = trial.tensor(name).value(0)
             np.testing.assert_array_equal(block.value(name), value)
+            assert (zeros[i], sizes[i]) == (np.count_nonzero(value == 0), value.size)
             kind_ok = value.dtype.kind in "fc"
             assert nan == (np.count_nonzero(np.isnan(value)) if kind_ok else 0)
             assert inf == (np.count_nonzero(np.isinf(value)) if kind_ok else 0)

@@ -10,12 +10,12 @@ Where several workers saved a name, the block answers with the first worker's va
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from tensortap.core.dtypes import decode_array
+from tensortap.core.dtypes import decode_array, storage_dtype
 from tensortap.core.records import RecordKind
 from tensortap.core.reductions import REDUCTION_NAMES, compute_reduction
 from tensortap.exceptions import InvalidConfigError, TensorUnavailableForStep
@@ -86,6 +86,8 @@ class StepBlock:
         )
         self._segments = len(raw_parts)
         self._run_of = np.full(len(self._off), -1, dtype=np.intp)  # loaded run of each value
+        self._run_start = np.zeros(len(self._off), dtype=np.int64)  # and where that run starts
+        self._plain = np.asarray([_plain(d) for d in index.dtype_names], dtype=np.int64)
         self._runs: list[tuple[int, memoryview]] = []  # (start offset, bytes)
 
     def __repr__(self) -> str:
@@ -140,7 +142,7 @@ class StepBlock:
             )
         out = np.empty(len(names))
         if not self._reductions:  # the usual case: raw values only
-            raw = np.asarray([self._raw_position(n) for n in names], dtype=np.intp)
+            raw = self._raw_positions(names)
             return self._reduce_raw(out, np.arange(len(names)), raw, name, bool(abs))
         slots: list[int] = []
         positions: list[int] = []
@@ -169,39 +171,64 @@ class StepBlock:
         self, out: np.ndarray, where: np.ndarray, raw: np.ndarray, name: str, on_abs: bool
     ) -> np.ndarray:
         """Fill ``out[where]`` with the reduction of the raw values at positions ``raw``."""
-        for group in self._groups(raw):
-            if group.view is not None and name in _VECTORISED:
-                out[where[group.members]] = _reduceat(group, name, on_abs)
+        for members, group in self._parts(raw):
+            if group is not None and name in _VECTORISED:
+                out[where[members]] = _reduceat(group, name, on_abs)
             else:
-                for m in group.members.tolist():
+                for m in members.tolist():
                     out[where[m]] = compute_reduction(self._decoded(raw[m]), name, on_abs)
         return out
 
+    def count_where(
+        self, names: Sequence[str], test: Callable[[np.ndarray], np.ndarray]
+    ) -> np.ndarray:
+        """How many elements of each of ``names`` (raw values, in their order) pass ``test``,
+        an elementwise NumPy function returning booleans (``np.isnan``, ``lambda x: x == 0``).
+        """
+        positions = self._raw_positions(names)
+        counts = np.zeros(len(names), dtype=np.int64)
+        for members, group in self._parts(positions):
+            with np.errstate(all="ignore"):
+                if group is not None:
+                    hits = np.add.reduceat(test(group.view), group.bounds, dtype=np.int64)
+                    counts[members] = hits[0::2]
+                    continue
+                for m in members.tolist():
+                    counts[m] = int(np.count_nonzero(test(self._decoded(positions[m]))))
+        return counts
+
     def nonfinite(self, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(NaN count, infinite count) of each of ``names`` with a raw value (in their order)."""
-        positions = np.asarray([self._raw_position(n) for n in names], dtype=np.intp)
-        nans = np.zeros(len(names), dtype=np.int64)
-        infs = np.zeros(len(names), dtype=np.int64)
-        for members, view, bounds, _ in self._groups(positions):
-            if view is not None:
-                with np.errstate(all="ignore"):
-                    bad = np.add.reduceat(~np.isfinite(view), bounds, dtype=np.int64)[0::2]
-                    if bad.any():
-                        nan = np.add.reduceat(np.isnan(view), bounds, dtype=np.int64)[0::2]
-                        nans[members] = nan
-                        infs[members] = bad - nan
-                continue
-            for m in members.tolist():
-                array = self._decoded(positions[m])
-                if array.dtype.kind in "fc":
-                    nans[m] = int(np.count_nonzero(np.isnan(array)))
-                    infs[m] = int(np.count_nonzero(np.isinf(array)))
-        return nans, infs
+        bad = self.count_where(names, _not_finite)
+        if not bad.any():
+            return bad, np.zeros_like(bad)
+        return self.count_where(names, np.isnan), self.count_where(names, np.isinf)
+
+    def sizes(self, names: Sequence[str]) -> np.ndarray:
+        """The element count of each of ``names`` (raw values, in their order)."""
+        positions = self._raw_positions(names)
+        dtype_names = self.trial._index.dtype_names
+        itemsize = np.asarray([storage_dtype(d).itemsize for d in dtype_names], dtype=np.int64)
+        return self._len[positions] // itemsize[self._dtype[positions]]  # type: ignore[no-any-return]
 
     # -- reading --
     def _require(self, name: str) -> None:
         if name not in self._order:
             raise TensorUnavailableForStep(name, self.step)
+
+    def _raw_positions(self, names: Sequence[str]) -> np.ndarray:
+        try:
+            return np.fromiter(map(self._raw_pos.__getitem__, names), np.intp, len(names))
+        except KeyError:
+            return np.asarray([self._raw_position(n) for n in names], dtype=np.intp)
+
+    def split_raw(self, names: Sequence[str]) -> tuple[list[str], list[str]]:
+        """``names`` split into (those with a raw value, those with only reductions/shape)."""
+        raw_pos = self._raw_pos
+        if len(raw_pos) == len(self._order):  # only raw values at this step
+            return list(names), []
+        raw = [n for n in names if n in raw_pos]
+        return raw, [n for n in names if n not in raw_pos]
 
     def _raw_position(self, name: str) -> int:
         pos = self._raw_pos.get(name)
@@ -238,6 +265,7 @@ class StepBlock:
                 a, b = int(offs[lo + i]) - start, int(ends[lo + i]) - start
                 reader.check(segment, start + a, crcs[lo + i], buf[a:b])
             self._run_of[todo[lo:hi]] = len(self._runs)
+            self._run_start[todo[lo:hi]] = start
             self._runs.append((start, buf))
 
     def _decoded(self, pos: int, flat: bool = True) -> np.ndarray:
@@ -253,33 +281,31 @@ class StepBlock:
         dims = segment.index.dims[dims_at : dims_at + ndim]
         return decode_array(piece, stored, tuple(dims.tolist()))
 
-    def _groups(self, positions: np.ndarray) -> Iterator[_Group]:
-        """Split ``positions`` (loading them) into groups reduced together: values of one run
-        and one plain float dtype, reduced with ``reduceat`` on a flat view of the run; the
-        rest (bfloat16, integers, complex, empty tensors) in one group with no view, to be
-        decoded one by one."""
+    def _parts(self, positions: np.ndarray) -> Iterator[tuple[np.ndarray, _Group | None]]:
+        """Load ``positions`` and split them into groups reduced together: yields (indices
+        into ``positions``, their group). A group holds values of one run and one plain float
+        dtype, reduced with ``reduceat`` on a flat view of the run; the rest (bfloat16,
+        integers, complex, empty tensors) come with no group, to be decoded one by one."""
         if not len(positions):
             return
         self._load(positions)
-        dtype_names = self.trial._index.dtype_names
-        plain = np.asarray([_plain(d) for d in dtype_names], dtype=np.intp)
         codes = self._dtype[positions]
-        itemsize, lengths = plain[codes], self._len[positions]
-        runs = self._run_of[positions]
-        starts = np.asarray([start for start, _ in self._runs], dtype=np.int64)[runs]
-        rel = self._off[positions] - starts
-        vector = (itemsize > 0) & (lengths > 0) & (rel % 8 == 0)
-        key = np.where(vector, runs * len(plain) + codes, -1)
-        low, high = int(key.min()), int(key.max())
-        for k in [low] if low == high else np.unique(key).tolist():
-            members = np.flatnonzero(key == k) if low != high else np.arange(len(key))
-            if k < 0:
-                yield _Group(members, None, _NONE, _NONE)
+        lengths = self._len[positions]
+        rel = self._off[positions] - self._run_start[positions]
+        vector = (self._plain[codes] > 0) & (lengths > 0) & (rel % 8 == 0)
+        keys = np.where(vector, self._run_of[positions] * len(self._plain) + codes, -1)
+        low, high = int(keys.min()), int(keys.max())
+        for key in [low] if low == high else np.unique(keys).tolist():
+            members = np.arange(len(keys)) if low == high else np.flatnonzero(keys == key)
+            if key < 0:
+                yield members, None
                 continue
-            run, code = divmod(k, len(plain))
-            size = int(plain[code])
+            run, code = divmod(key, len(self._plain))
+            size = int(self._plain[code])
             buf = self._runs[run][1]
-            view = np.frombuffer(buf, dtype=dtype_names[code], count=len(buf) // size)
+            view = np.frombuffer(
+                buf, dtype=self.trial._index.dtype_names[code], count=len(buf) // size
+            )
             first = rel[members] // size
             order = np.argsort(first)
             members, first = members[order], first[order]
@@ -289,17 +315,15 @@ class StepBlock:
             bounds[1::2] = first + counts
             if bounds[-1] == len(view):
                 bounds = bounds[:-1]  # reduceat runs the last slice to the end by itself
-            yield _Group(members, view, bounds, counts)
+            yield members, _Group(view, bounds, counts)
 
 
 class _Group(NamedTuple):
-    members: np.ndarray  # indices into the positions asked for
-    view: np.ndarray | None  # the run's bytes as the group's dtype (None: decode one by one)
+    """Values of one run and dtype, by offset, reduced together."""
+
+    view: np.ndarray  # the run's bytes as the group's dtype
     bounds: np.ndarray  # reduceat indices: start0, end0, start1, end1, ...
     counts: np.ndarray  # element count of each member
-
-
-_NONE = np.zeros(0, dtype=np.intp)
 
 
 def _gather(index: TrialIndex, parts: list[tuple[int, np.ndarray]], column: str) -> np.ndarray:
@@ -313,15 +337,19 @@ def _gather(index: TrialIndex, parts: list[tuple[int, np.ndarray]], column: str)
     )
 
 
+def _not_finite(x: np.ndarray) -> np.ndarray:
+    found: np.ndarray = ~np.isfinite(x)
+    return found
+
+
 def _plain(stored: str) -> int:
     """The item size of a little-endian float dtype reduced in bulk; 0 for the others."""
     return int(stored[2]) if stored in ("<f2", "<f4", "<f8") else 0
 
 
 def _reduceat(group: _Group, name: str, on_abs: bool) -> Any:
-    """``name`` of each member of a group (see StepBlock._groups), as float64."""
+    """``name`` of each member of a group (see StepBlock._parts), as float64."""
     view, bounds = group.view, group.bounds
-    assert view is not None
     with np.errstate(all="ignore"):
         x = np.abs(view) if on_abs or name == "l1" else view
         if name == "min":

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.rules.builtin._common import has_raw, select
+from tensortap.rules.builtin._common import select
 from tensortap.rules.rule import Rule
 
 
@@ -36,16 +36,26 @@ class AllZero(Rule):
             self.base_trial, self.collection_names, self.tensor_regex, step=step, exclude=["biases"]
         )
 
-    def set_required_tensors(self, step: int) -> None:
-        for name in self._names(step):
-            self.req_tensors.add(name, [step])
+    def _zero_percents(self, step: int) -> list[tuple[float, str]]:
+        """(percent of zeros, name) of every selected tensor that can be judged."""
+        block = self.base_trial.step_block(step)
+        names = self._names(step)
+        raw, reduced = block.split_raw(names)
+        zeros, sizes = block.count_where(raw, _is_zero), block.sizes(raw)
+        judged = [
+            (100.0 * z / size, n)
+            for n, z, size in zip(raw, zeros.tolist(), sizes.tolist(), strict=True)
+            if size
+        ]
+        for name in reduced:
+            pct = self._zero_percent(block.saved_reductions(name))
+            if pct is not None:
+                judged.append((pct, name))
+        return judged
 
-    def _zero_percent(self, name: str, step: int) -> float | None:
-        tensor = self.base_trial.tensor(name)
-        if has_raw(tensor, step):
-            array = tensor.value(step)
-            return 100.0 * float(np.count_nonzero(array == 0)) / array.size if array.size else None
-        reductions = tensor.reduction_values(step)
+    def _zero_percent(self, reductions: dict[tuple[str, bool], float]) -> float | None:
+        """From saved reductions: 100 when max |value| is 0, else unknown unless the threshold
+        is 100 (then 0: not all zero)."""
         biggest = reductions.get(("max", True))
         if biggest is None and ("max", False) in reductions and ("min", False) in reductions:
             biggest = max(abs(reductions[("max", False)]), abs(reductions[("min", False)]))
@@ -54,11 +64,7 @@ class AllZero(Rule):
         return 100.0 if biggest == 0 else None if self.threshold < 100 else 0.0
 
     def invoke_at_step(self, step: int) -> bool:
-        judged = [
-            (pct, name)
-            for name in self._names(step)
-            if (pct := self._zero_percent(name, step)) is not None
-        ]
+        judged = self._zero_percents(step)
         if not judged:
             raise self.skip("no selected tensor saved (raw or with min/max) at this step")
         worst = max(judged)
@@ -71,3 +77,8 @@ class AllZero(Rule):
             threshold=self.threshold,
         )
         return bool(zero)
+
+
+def _is_zero(x: np.ndarray) -> np.ndarray:
+    found: np.ndarray = x == 0
+    return found

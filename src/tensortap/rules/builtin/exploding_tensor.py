@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from tensortap.rules.builtin._common import select
 from tensortap.rules.rule import Rule
 
@@ -44,17 +46,16 @@ class ExplodingTensor(Rule):
 
     def _bad(self, block: StepBlock, names: list[str]) -> list[tuple[str, str]]:
         """(name, what) of every tensor holding NaN (or inf unless ``only_nan``)."""
-        raw = [n for n in names if block.has_raw(n)]
+        raw, reduced = block.split_raw(names)
         nans, infs = block.nonfinite(raw)
-        found = {}
-        for name, nan, inf in zip(raw, nans.tolist(), infs.tolist(), strict=True):
+        found: dict[str, str] = {}
+        hits = np.flatnonzero(nans + infs).tolist()
+        for name, nan, inf in ((raw[i], nans[i], infs[i]) for i in hits):
             if nan:
                 found[name] = "NaN"
             elif inf and not self.only_nan:
                 found[name] = "infinite values"
-        for name in names:
-            if name in found or block.has_raw(name):
-                continue
+        for name in reduced:
             reductions = block.saved_reductions(name)
             if any(math.isnan(v) for v in reductions.values()):
                 found[name] = "NaN"

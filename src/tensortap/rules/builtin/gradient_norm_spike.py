@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from tensortap.rules.builtin._common import names_in
 from tensortap.rules.builtin._spike import SpikeRule
 
@@ -16,13 +18,11 @@ class GradientNormSpike(SpikeRule):
 
     collections_needed = ("gradients",)
 
-    def set_required_tensors(self, step: int) -> None:
-        for name in names_in(self.base_trial, "gradients", step):
-            self.req_tensors.add(name, [step])
-
     def invoke_at_step(self, step: int) -> bool:
         names = names_in(self.base_trial, "gradients", step)
         if not names:
             raise self.skip("no gradients saved at this step")
-        total = sum(self.base_trial.tensor(n).reduction_value(step, "l2") ** 2 for n in names)
-        return self.judge("global", math.sqrt(total), "global gradient norm", names)
+        norms = self.base_trial.step_block(step).reduce(names, "l2")
+        return self.judge(
+            "global", math.sqrt(float(np.sum(norms**2))), "global gradient norm", names
+        )
