@@ -71,7 +71,7 @@ class Segment:
 
     worker: str
     index: SegmentIndex
-    columns: StepColumns
+    by_step: np.ndarray[Any, Any]  # record numbers ordered by global step (stable)
 
 
 def natural_key(name: str) -> tuple[Any, ...]:
@@ -92,6 +92,7 @@ class TrialIndex:
         # global step -> (segment, its StepColumns rows [lo, hi) at the step), by publication
         self.step_rows: dict[int, list[tuple[int, int, int]]] = {}
         self.dtype_names: list[str] = []  # StepColumns.dtype codes index this
+        self._columns: dict[int, StepColumns] = {}
         self.collection_docs: dict[str, dict[str, Any]] = {}
         self.version = 0  # bumped whenever anything new is ingested
 
@@ -161,7 +162,7 @@ class TrialIndex:
         seg_id = len(self.segments)
         records = index.records
         by_step = np.argsort(records["global_step"], kind="stable")
-        self.segments.append(Segment(state.name, index, self._columns(index, by_step)))
+        self.segments.append(Segment(state.name, index, by_step))
         for entry in index.steps:
             global_step, mode_value, mode_step = int(entry[0]), int(entry[1]), int(entry[2])
             mode = ModeKeys(mode_value)
@@ -190,8 +191,17 @@ class TrialIndex:
                 self.step_rows.setdefault(g, []).append((seg_id, lo, hi))
         self.version += 1
 
-    def _columns(self, index: SegmentIndex, by_step: np.ndarray[Any, Any]) -> StepColumns:
-        records = index.records[by_step]
+    def columns(self, seg_id: int) -> StepColumns:
+        """A segment's records as step-ordered columns (built on first use: opening a trial
+        and listing it never needs them)."""
+        found = self._columns.get(seg_id)
+        if found is None:
+            found = self._columns[seg_id] = self._build_columns(self.segments[seg_id])
+        return found
+
+    def _build_columns(self, segment: Segment) -> StepColumns:
+        index = segment.index
+        records = index.records[segment.by_step]
         codes = []
         for name in index.dtypes:
             if name not in self.dtype_names:
@@ -217,9 +227,8 @@ class TrialIndex:
         """Names saved at a global step (by one worker, or by any)."""
         found: set[str] = set()
         for seg_id, lo, hi in self.step_rows.get(global_step, ()):
-            segment = self.segments[seg_id]
-            if worker is None or segment.worker == worker:
-                found.update(segment.columns.names[lo:hi].tolist())
+            if worker is None or self.segments[seg_id].worker == worker:
+                found.update(self.columns(seg_id).names[lo:hi].tolist())
         return found
 
     def expected_workers(self) -> int:

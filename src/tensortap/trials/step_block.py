@@ -50,7 +50,7 @@ class StepBlock:
         raw_parts: list[tuple[int, np.ndarray]] = []  # (segment, its raw rows at the step)
         for seg_id, lo, hi in parts:
             worker = index.segments[seg_id].worker
-            cols = index.segments[seg_id].columns
+            cols = index.columns(seg_id)
             names = cols.names[lo:hi].tolist()
             if one_worker:
                 self._order.update(dict.fromkeys(names, worker))
@@ -275,10 +275,11 @@ class StepBlock:
         stored = self.trial._index.dtype_names[self._dtype[pos]]
         if flat:
             return decode_array(piece, stored, (-1,))
-        segment = self.trial._index.segments[int(self._seg[pos])]
-        row = int(self._row[pos])
-        dims_at, ndim = int(segment.columns.dims_offset[row]), int(segment.columns.ndim[row])
-        dims = segment.index.dims[dims_at : dims_at + ndim]
+        index = self.trial._index
+        seg_id, row = int(self._seg[pos]), int(self._row[pos])
+        columns = index.columns(seg_id)
+        dims_at, ndim = int(columns.dims_offset[row]), int(columns.ndim[row])
+        dims = index.segments[seg_id].index.dims[dims_at : dims_at + ndim]
         return decode_array(piece, stored, tuple(dims.tolist()))
 
     def _parts(self, positions: np.ndarray) -> Iterator[tuple[np.ndarray, _Group | None]]:
@@ -330,9 +331,9 @@ def _gather(index: TrialIndex, parts: list[tuple[int, np.ndarray]], column: str)
     """One StepColumns column at the rows of ``parts``, concatenated."""
     if len(parts) == 1:
         seg_id, rows = parts[0]
-        return getattr(index.segments[seg_id].columns, column)[rows]  # type: ignore[no-any-return]
+        return getattr(index.columns(seg_id), column)[rows]  # type: ignore[no-any-return]
     return np.concatenate(
-        [getattr(index.segments[seg_id].columns, column)[rows] for seg_id, rows in parts]
+        [getattr(index.columns(seg_id), column)[rows] for seg_id, rows in parts]
         or [np.zeros(0, dtype=np.int64)]
     )
 
