@@ -207,14 +207,15 @@ class TrialIndex:
             if name not in self.dtype_names:
                 self.dtype_names.append(name)
             codes.append(self.dtype_names.index(name))
-        names = np.asarray([*index.names, ""], dtype=object)  # never empty, for the take
+        names = np.empty(len(index.names), dtype=object)
+        names[:] = index.names
         return StepColumns(
             names=names[records["name"]],
             kind=records["kind"].copy(),
             offset=records["data_offset"].astype(np.int64),
             length=records["data_length"].astype(np.int64),
             crc=records["crc32"].copy(),
-            dtype=np.asarray([*codes, 0], dtype=np.intp)[records["dtype"]],
+            dtype=np.asarray(codes, dtype=np.intp)[records["dtype"]],
             dims_offset=records["dims_offset"].copy(),
             ndim=records["ndim"].copy(),
             reduction=records["reduction"].copy(),
