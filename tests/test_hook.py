@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -200,3 +201,24 @@ def test_is_anything_due() -> None:
         assert hook.is_anything_due()
         hook.next_step()
         assert not hook.is_anything_due()
+
+
+def test_stop_request_ends_training_at_a_step_boundary(tmp_path: Path) -> None:
+    """A job's stop request (a file) makes the hook raise TrainingStopped (a SystemExit with
+    code 0) when the step after it ends; every step saved before is kept."""
+    from tensortap.core.stop import request_stop
+    from tensortap.exceptions import TrainingStopped
+
+    stop = tmp_path / "stop"
+    hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=1), stop_file=stop)
+    hook._stop.interval = 0  # look at every step boundary (the default throttles to 0.1 s)
+    for step in range(3):
+        hook.save_scalar("loss", float(step))
+        hook.next_step()
+    request_stop(stop, "LossNotDecreasing fired at step 2")
+    hook.save_scalar("loss", 3.0)
+    with pytest.raises(TrainingStopped, match="LossNotDecreasing fired") as stopped:
+        hook.next_step()
+    assert stopped.value.code == 0 and isinstance(stopped.value, SystemExit)
+    hook.close()
+    assert tt.create_trial(tmp_path / "t").steps() == [0, 1, 2, 3]

@@ -2,7 +2,8 @@
 
 Specific errors also subclass the matching builtin (``ValueError``, ``LookupError``, ``OSError``)
 so that code catching the builtin keeps working. Messages say what was expected, what was got,
-and what to do.
+and what to do. :class:`TrainingStopped` is the exception: not an error but a request, it is a
+``SystemExit``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "TensorUnavailable",
     "TensorUnavailableForStep",
     "TensortapError",
+    "TrainingStopped",
     "UnsupportedFormatVersion",
 ]
 
@@ -160,3 +162,16 @@ class RuleError(TensortapError, RuntimeError):
         self.rule_name, self.step, self.error, self.traceback = rule_name, step, error, traceback
         where = "" if step is None else f" at step {step}"
         super().__init__(f"rule {rule_name} failed{where}: {error}")
+
+
+class TrainingStopped(SystemExit):
+    """Raised by a hook at a step boundary when its job asked training to stop (a rule's
+    stop-training action). A SystemExit (code 0): it unwinds the training script, running its
+    ``finally`` blocks, and the hook's data is flushed when the process exits."""
+
+    def __init__(self, reason: str = "") -> None:
+        super().__init__(0)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"training stopped by tensortap: {self.reason or 'stop requested'}"

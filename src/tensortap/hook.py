@@ -26,7 +26,13 @@ from tensortap.core.modes import ModeKeys
 from tensortap.core.recorder import StepRecorder
 from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.save_config import SaveConfig
-from tensortap.exceptions import InvalidConfigError, InvalidTensorError, StorageError
+from tensortap.core.stop import StopRequest
+from tensortap.exceptions import (
+    InvalidConfigError,
+    InvalidTensorError,
+    StorageError,
+    TrainingStopped,
+)
 from tensortap.format.layout import worker_name
 from tensortap.hook_config import HookConfig
 from tensortap.storage import Store, open_store
@@ -93,6 +99,7 @@ class Hook:
         worker: str | int | None = None,
         num_workers: int = 1,
         writer_options: WriterOptions | None = None,
+        stop_file: str | os.PathLike[str] | None = None,
     ) -> None:
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
             raise InvalidConfigError(f"num_workers must be an int >= 1, got {num_workers!r}")
@@ -126,6 +133,9 @@ class Hook:
         self._recorder = StepRecorder(
             self.collection_manager, self._writer, save_config, reduction_config, names
         )
+        self._stop = StopRequest(stop_file) if stop_file is not None else None
+        if self._stop is not None:
+            self._recorder.after_step = self._check_stop
         with _open_hooks_lock:
             _open_hooks.add(self)
 
@@ -256,6 +266,15 @@ class Hook:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def _check_stop(self) -> None:
+        """At a step boundary: stop training if the job asked (see :class:`StopRequest`)."""
+        assert self._stop is not None
+        reason = self._stop.requested()
+        if reason is not None:
+            logger.warning("tensortap: stopping training at step %d: %s", self.step, reason)
+            self._recorder.after_step = None
+            raise TrainingStopped(reason)
 
     # -- containment --
     def _guard(self, fn: Any, *args: Any) -> Any:

@@ -168,12 +168,16 @@ class HookConfig:
     out_dir: str
     hook_parameters: Mapping[str, Any] = field(default_factory=dict)
     collections: tuple[CollectionSettings, ...] = ()
+    #: A job's stop-request file: training stops at the step boundary after it appears.
+    stop_file: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.out_dir, str) or not self.out_dir:
             raise InvalidConfigError(
                 f"out_dir must be a non-empty path or URL string, got {self.out_dir!r}"
             )
+        if self.stop_file is not None and not isinstance(self.stop_file, str):
+            raise InvalidConfigError(f"stop_file must be a path string, got {self.stop_file!r}")
         _check_keys(self.hook_parameters, _HOOK_KEYS, "hook_parameters")
         object.__setattr__(self, "hook_parameters", dict(self.hook_parameters))
         object.__setattr__(self, "collections", tuple(self.collections))
@@ -203,13 +207,16 @@ class HookConfig:
 
     def hook_kwargs(self) -> dict[str, Any]:
         """Constructor arguments for any tensortap hook."""
-        return {
+        kwargs: dict[str, Any] = {
             "out_dir": self.out_dir,
             "save_config": self.save_config,
             "reduction_config": self.reduction_config,
             "include_collections": self.include_collections,
             "include_regex": list(self.include_regex) or None,
         }
+        if self.stop_file is not None:
+            kwargs["stop_file"] = self.stop_file
+        return kwargs
 
     def configure(self, manager: CollectionManager) -> None:
         """Apply the per-collection settings to a hook's collections."""
@@ -218,11 +225,14 @@ class HookConfig:
 
     # -- (de)serialisation --
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "out_dir": self.out_dir,
             "hook_parameters": dict(self.hook_parameters),
             "collection_configurations": [c.to_dict() for c in self.collections],
         }
+        if self.stop_file is not None:
+            data["stop_file"] = self.stop_file
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HookConfig:
@@ -235,13 +245,14 @@ class HookConfig:
             "HookParameters",
             "collection_configurations",
             "CollectionConfigurations",
+            "stop_file",
         }
         unknown = set(data) - known
         if unknown:
             raise InvalidConfigError(
                 f"unknown keys {sorted(unknown)} in the hook configuration; accepted: "
-                "out_dir, hook_parameters, collection_configurations (or smdebug's LocalPath, "
-                "HookParameters, CollectionConfigurations)"
+                "out_dir, hook_parameters, collection_configurations, stop_file (or smdebug's "
+                "LocalPath, HookParameters, CollectionConfigurations)"
             )
         out_dir = _first(data, "out_dir", "LocalPath")
         if out_dir is None:
@@ -261,6 +272,7 @@ class HookConfig:
             out_dir=out_dir,
             hook_parameters=_first(data, "hook_parameters", "HookParameters") or {},
             collections=tuple(colls),
+            stop_file=data.get("stop_file"),
         )
 
     @classmethod

@@ -84,6 +84,7 @@ class StepRecorder:
         self._sent_version = -1
         self._members_dirty = True
         self._step_end_callbacks: list[Callable[[], None]] = []
+        self.after_step: Callable[[], None] | None = None  # called once a step has advanced
         self._anything_due: tuple[int, bool] | None = None
         self.include_collections: set[str] = set()
         for name in include_collections:
@@ -143,6 +144,8 @@ class StepRecorder:
         self._mode_steps[self.mode] = self.mode_step
         self._touched = False
         self._reset_step_caches()
+        if self.after_step is not None:
+            self.after_step()
 
     def _reset_step_caches(self) -> None:
         self._anything_due = None

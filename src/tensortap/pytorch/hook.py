@@ -84,6 +84,7 @@ class Hook(BaseHook):
         num_workers: int | None = None,
         writer_options: WriterOptions | None = None,
         auto_step: bool = True,
+        stop_file: str | os.PathLike[str] | None = None,
     ) -> None:
         if not isinstance(auto_step, bool):
             raise InvalidConfigError(f"auto_step must be True or False, got {auto_step!r}")
@@ -101,6 +102,7 @@ class Hook(BaseHook):
             worker,
             num_workers,
             writer_options,
+            stop_file,
         )
         self.get_collection(RELU_ACTIVATIONS)
         self.get_collection(OPTIMIZER_VARIABLES)
