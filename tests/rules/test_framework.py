@@ -265,3 +265,35 @@ def test_invoke_rule_rejects_non_rules() -> None:
 def test_rule_needs_a_trial() -> None:
     with pytest.raises(InvalidConfigError, match="needs a trial as base_trial"):
         VanishingGradient(None)
+
+
+def test_rules_walked_together_share_the_steps_and_an_error_retires_one(tmp_path: Path) -> None:
+    from tensortap.rules.invoker import iter_findings_many
+
+    builder = TrialBuilder(tmp_path / "t")
+    for step in range(5):
+        builder.step({"gradient/w": np.full(3, 1e-9 if step >= 3 else 1.0)})
+    trial = builder.close()
+
+    class FailsAtTwo(Rule):
+        def invoke_at_step(self, step: int) -> bool:
+            if step == 2:
+                raise ValueError("bad data")
+            return False
+
+    found = list(iter_findings_many([FailsAtTwo(trial), VanishingGradient(trial)]))
+    by_rule: dict[str, list[tuple[int, str]]] = {}
+    for f in found:
+        by_rule.setdefault(f.rule, []).append((f.step, f.outcome.name))
+    assert by_rule["FailsAtTwo"] == [(0, "OK"), (1, "OK"), (2, "ERROR")]
+    assert by_rule["VanishingGradient"] == [
+        (0, "OK"),
+        (1, "OK"),
+        (2, "OK"),
+        (3, "TRIGGERED"),
+        (4, "TRIGGERED"),
+    ]
+    other = TrialBuilder(tmp_path / "u")
+    other.step({"x": 1.0})
+    with pytest.raises(InvalidConfigError, match="share one base trial"):
+        list(iter_findings_many([FailsAtTwo(trial), FailsAtTwo(other.close())]))

@@ -33,7 +33,13 @@ from tensortap.rules.builtin import (
 )
 from tensortap.rules.custom import create_rule, load_rule_class
 from tensortap.rules.finding import Finding, Outcome
-from tensortap.rules.invoker import RuleStatus, RuleSummary, invoke_rule, iter_findings
+from tensortap.rules.invoker import (
+    RuleStatus,
+    RuleSummary,
+    invoke_rule,
+    iter_findings,
+    iter_findings_many,
+)
 from tensortap.rules.required_tensors import RequiredTensors
 from tensortap.rules.rule import Rule, StepSkipped
 
@@ -73,6 +79,7 @@ __all__ = [
     "create_rule",
     "invoke_rule",
     "iter_findings",
+    "iter_findings_many",
     "load_rule_class",
     "rule_configs",
 ]

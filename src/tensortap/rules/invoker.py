@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from tensortap.exceptions import InvalidConfigError, RuleError, RuleEvaluationConditionMet
@@ -110,30 +110,56 @@ def iter_findings(
     finding whose outcome is ERROR ends the walk (the rule's state is not to be trusted).
     """
     _check_rule(rule)
-    if start_step is None:
-        start_step = 0
-    trial = rule.base_trial
-    next_step = start_step
+    yield from iter_findings_many(
+        [rule], start_step, end_step, poll_interval=poll_interval, timeout=timeout, stop=stop
+    )
+
+
+def iter_findings_many(
+    rules: Sequence[Rule],
+    start_step: int | None = 0,
+    end_step: int | None = None,
+    *,
+    poll_interval: float = 0.1,
+    timeout: float | None = None,
+    stop: threading.Event | None = None,
+) -> Iterator[Finding]:
+    """:func:`iter_findings` for several rules on one base trial, walked together: at each
+    step every rule is evaluated in turn (they share what the trial read for the step). A rule
+    whose finding is an ERROR is retired; the others go on."""
+    for rule in rules:
+        _check_rule(rule)
+    if not rules:
+        return
+    trial = rules[0].base_trial
+    if any(r.base_trial is not trial for r in rules):
+        raise InvalidConfigError("rules walked together must share one base trial object")
+    active = list(rules)
+    next_step = 0 if start_step is None else start_step
     pause = _FIRST_PAUSE
     last_new = time.monotonic()
-    reported_wait = False
+    reported_wait: set[Rule] = set()
     last_step: int | None = None
-    while True:
+    while active:
         with trial.no_refresh():
             steps = trial.steps()
         i = bisect.bisect_left(steps, next_step)
         pending = [s for s in steps[i:] if end_step is None or s < end_step]
         for step in pending:
-            if stop is not None and stop.is_set():
-                return
-            finding = rule.evaluate(step)
-            yield finding
-            if finding.outcome is Outcome.ERROR:
+            for rule in list(active):
+                if stop is not None and stop.is_set():
+                    return
+                finding = rule.evaluate(step)
+                yield finding
+                if finding.outcome is Outcome.ERROR:
+                    active.remove(rule)
+            if not active:
                 return
             next_step = step + 1
             last_step = step
         if pending:
-            pause, last_new, reported_wait = _FIRST_PAUSE, time.monotonic(), False
+            pause, last_new = _FIRST_PAUSE, time.monotonic()
+            reported_wait.clear()
         if end_step is not None and next_step >= end_step:
             return
         if trial.refresh():
@@ -141,15 +167,16 @@ def iter_findings(
         with trial.no_refresh():
             if trial.loaded_all_steps:  # nothing new since the steps above, and never will be
                 return
-        if not reported_wait:
-            waiting = rule.waiting_finding(last_step)
+        for rule in [r for r in active if r not in reported_wait]:
+            waiting = rule.waiting_finding(last_step)  # once per rule per wait for a step
             if waiting is not None:
-                reported_wait = True
+                reported_wait.add(rule)
                 yield waiting
                 if waiting.outcome is Outcome.ERROR:
-                    return
+                    active.remove(rule)
         if timeout is not None and time.monotonic() - last_new >= timeout:
-            logger.info("rule %s: no new step for %.1f s; stopping", rule.rule_name, timeout)
+            names = ", ".join(r.rule_name for r in active)
+            logger.info("rules %s: no new step for %.1f s; stopping", names, timeout)
             return
         if stop is not None:
             if stop.wait(pause):

@@ -1,0 +1,29 @@
+"""Training jobs: run a training script with the hook attached and rules evaluated beside it.
+
+See docs/jobs.md. The names follow the SageMaker SDK of the seeds::
+
+    from tensortap.jobs import TrainingJob, DebuggerHookConfig, CollectionConfig, Rule, rule_configs
+"""
+
+from tensortap.jobs.actions import Action, Call, Command, Email, StopTraining, Webhook
+from tensortap.jobs.specs import (
+    CollectionConfig,
+    DebuggerHookConfig,
+    Rule,
+    TensorBoardOutputConfig,
+)
+from tensortap.rules import rule_configs
+
+__all__ = [
+    "Action",
+    "Call",
+    "CollectionConfig",
+    "Command",
+    "DebuggerHookConfig",
+    "Email",
+    "Rule",
+    "StopTraining",
+    "TensorBoardOutputConfig",
+    "Webhook",
+    "rule_configs",
+]

@@ -1,0 +1,164 @@
+"""The on-disk record of a training job, which any process can follow while the job runs.
+
+A job directory holds::
+
+    job.json          what was asked: the command, the rules, the hook configuration
+    hook.json         the hook configuration the training process reads ($TENSORTAP_CONFIG)
+    trial/            the debugger artifacts (the trial the rules read)
+    events.jsonl      one JSON object per line, appended as things happen
+    rules/NAME.json   each rule's latest status (rewritten atomically by its process)
+    summary.json      the job's summary (rewritten atomically by the supervisor)
+    logs/training.log, logs/rules/NAME.log
+    stop              present once something asked training to stop
+
+Every event line is written with a single ``write`` on a file opened with ``O_APPEND``, so lines
+from the supervisor and the rule processes never interleave; files that are rewritten are
+written to a temporary name and renamed, so a reader never sees half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from tensortap.exceptions import InvalidConfigError
+
+JOB_FILE = "job.json"
+HOOK_FILE = "hook.json"
+EVENTS_FILE = "events.jsonl"
+SUMMARY_FILE = "summary.json"
+STOP_FILE = "stop"
+TRIAL_DIR = "trial"
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Replace ``path`` with ``data`` as JSON, atomically."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+class JobRecord:
+    """The files of one job (see the module docstring)."""
+
+    def __init__(self, job_dir: str | os.PathLike[str]) -> None:
+        self.dir = Path(job_dir).resolve()
+
+    def __repr__(self) -> str:
+        return f"JobRecord({str(self.dir)!r})"
+
+    # -- paths --
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    @property
+    def job_file(self) -> Path:
+        return self.dir / JOB_FILE
+
+    @property
+    def hook_file(self) -> Path:
+        return self.dir / HOOK_FILE
+
+    @property
+    def trial_dir(self) -> Path:
+        return self.dir / TRIAL_DIR
+
+    @property
+    def stop_file(self) -> Path:
+        return self.dir / STOP_FILE
+
+    @property
+    def summary_file(self) -> Path:
+        return self.dir / SUMMARY_FILE
+
+    @property
+    def events_file(self) -> Path:
+        return self.dir / EVENTS_FILE
+
+    @property
+    def training_log(self) -> Path:
+        return self.dir / "logs" / "training.log"
+
+    def rule_log(self, rule: str) -> Path:
+        return self.dir / "logs" / "rules" / f"{rule}.log"
+
+    def rule_status_file(self, rule: str) -> Path:
+        return self.dir / "rules" / f"{rule}.json"
+
+    # -- creating and reading --
+    def create(self, job: Mapping[str, Any]) -> None:
+        """Lay out a new job directory with its ``job.json``."""
+        if self.job_file.exists():
+            raise InvalidConfigError(f"{self.dir} already holds a job; pick another output path")
+        for sub in ("logs/rules", "rules"):
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        write_json(self.job_file, dict(job))
+
+    def exists(self) -> bool:
+        return self.job_file.is_file()
+
+    def job(self) -> dict[str, Any]:
+        if not self.exists():
+            raise InvalidConfigError(
+                f"{self.dir} is not a tensortap job directory (no {JOB_FILE}); jobs are the "
+                "directories that `tensortap jobs` lists"
+            )
+        found: dict[str, Any] = read_json(self.job_file)
+        return found
+
+    def summary(self) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = read_json(self.summary_file)
+        except (OSError, ValueError):
+            return None
+        return found
+
+    def rule_status(self, rule: str) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = read_json(self.rule_status_file(rule))
+        except (OSError, ValueError):
+            return None
+        return found
+
+    # -- events --
+    def append_event(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """Append one event (``{"time": ..., "event": kind, ...}``) to the events log."""
+        event = {"time": time.time(), "event": kind, **fields}
+        line = (json.dumps(event, default=str) + "\n").encode()
+        fd = os.open(self.events_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+        return event
+
+    def events(self, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """Events from byte ``offset`` on, and the offset to read from next time (a line still
+        being written is left for then)."""
+        try:
+            with open(self.events_file, "rb") as f:
+                f.seek(offset)
+                data = f.read()
+        except FileNotFoundError:
+            return [], offset
+        end = data.rfind(b"\n") + 1
+        out = []
+        for line in data[:end].splitlines():
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue  # never ours; skip rather than stop following
+        return out, offset + end
+
+    def iter_events(self) -> Iterator[dict[str, Any]]:
+        yield from self.events()[0]

@@ -1,0 +1,275 @@
+"""What a training job is configured with: the hook's collections, TensorBoard output, rules.
+
+Names follow the SageMaker SDK of the seeds (``DebuggerHookConfig``, ``CollectionConfig``,
+``TensorBoardOutputConfig``, ``Rule.builtin``/``Rule.sagemaker``, ``Rule.custom``) so notebooks
+translate by changing the import. Every object is frozen and validated when built: a bad rule
+name, parameter or collection setting fails here, before any training starts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensortap.exceptions import InvalidConfigError
+from tensortap.hook import DEFAULT_INCLUDE_COLLECTIONS
+from tensortap.hook_config import CollectionSettings, HookConfig
+from tensortap.jobs.actions import Action, action_from_dict
+from tensortap.rules.builtin import BUILTIN_RULES
+from tensortap.rules.custom import load_rule_class
+from tensortap.rules.params import coerce
+from tensortap.rules.rule_configs import BuiltinRuleConfig, config_for
+
+#: The hook's save interval in a job whose user set none: rules need more than every 500th step.
+JOB_SAVE_INTERVAL = "10"
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def _strings(params: Mapping[str, Any] | None, what: str) -> dict[str, str]:
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping):
+        raise InvalidConfigError(f"{what} must be a dict of name to value, got {params!r}")
+    return {str(k): v if isinstance(v, str) else str(v) for k, v in params.items()}
+
+
+@dataclass(frozen=True)
+class CollectionConfig:
+    """A collection the hook saves, with string parameters (``include_regex``,
+    ``save_interval``, ``save_steps``, ``reductions``, ... as in :mod:`tensortap.hook_config`)."""
+
+    name: str
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parameters", _strings(self.parameters, "parameters"))
+        self.settings()  # validate now
+
+    def settings(self) -> CollectionSettings:
+        return CollectionSettings(self.name, self.parameters)
+
+
+@dataclass(frozen=True)
+class DebuggerHookConfig:
+    """The hook of the training job: hook-wide parameters and per-collection settings. The
+    trial is written inside the job's directory (see ``TrainingJob.debugger_artifacts_path``)."""
+
+    hook_parameters: Mapping[str, Any] = field(default_factory=dict)
+    collection_configs: Sequence[CollectionConfig] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "hook_parameters", _strings(self.hook_parameters, "hook_parameters")
+        )
+        configs = tuple(self.collection_configs or ())
+        for c in configs:
+            if not isinstance(c, CollectionConfig):
+                raise InvalidConfigError(
+                    f"collection_configs must hold CollectionConfig objects, got {c!r}"
+                )
+        object.__setattr__(self, "collection_configs", configs)
+        HookConfig("validate", self.hook_parameters, tuple(c.settings() for c in configs))
+
+
+@dataclass(frozen=True)
+class TensorBoardOutputConfig:
+    """Where TensorBoard event files go (default: ``tensorboard/`` in the job directory)."""
+
+    local_path: str | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule of a job. Build it with :meth:`builtin` (alias :meth:`sagemaker`) or
+    :meth:`custom`; ``name`` is its configuration name in statuses and logs."""
+
+    name: str
+    class_name: str
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    source: str | None = None  # a .py file for custom rules
+    collections: tuple[CollectionSettings, ...] = ()
+    actions: tuple[Action, ...] = ()
+    other_trials: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise InvalidConfigError(
+                f"a rule name must be 1-64 letters, digits, '_', '.' or '-' (it names the "
+                f"rule's log file), got {self.name!r}"
+            )
+        object.__setattr__(self, "parameters", _strings(self.parameters, "rule_parameters"))
+        object.__setattr__(self, "actions", tuple(self.actions))
+        for action in self.actions:
+            if not isinstance(action, Action):
+                raise InvalidConfigError(
+                    f"actions must be tensortap.jobs actions (StopTraining, Webhook, Email, "
+                    f"Command), got {action!r}"
+                )
+        object.__setattr__(self, "other_trials", tuple(self.other_trials))
+        self.rule_class()  # the class exists and takes these parameters
+
+    @property
+    def is_builtin(self) -> bool:
+        return self.source is None
+
+    def rule_class(self) -> type:
+        """The rule's class (loading a custom rule's file), its parameters checked."""
+        if self.source is None:
+            cls: type = BUILTIN_RULES[self.class_name]
+            config_for(self.class_name, **self.parameters)
+            return cls
+        cls = load_rule_class(self.source, self.class_name)
+        specs = {s.name: s for s in cls.parameters()}
+        for pname, value in self.parameters.items():
+            if pname not in specs:
+                raise InvalidConfigError(
+                    f"rule {self.class_name} ({self.source}) has no parameter {pname!r} (given "
+                    f"{value!r}); its parameters are: {', '.join(specs) or 'none'}"
+                )
+            coerce(self.class_name, specs[pname], value)
+        missing = [s.name for s in specs.values() if s.required and s.name not in self.parameters]
+        if missing:
+            raise InvalidConfigError(
+                f"rule {self.class_name} ({self.source}) needs rule_parameters {missing}"
+            )
+        return cls
+
+    @classmethod
+    def builtin(
+        cls,
+        base_config: BuiltinRuleConfig | str,
+        rule_parameters: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        collections_to_save: Sequence[CollectionConfig] | None = None,
+        actions: Sequence[Action] = (),
+        other_trials: Sequence[str | os.PathLike[str]] = (),
+    ) -> Rule:
+        """A built-in rule from ``rule_configs.<rule>()`` (or its name), parameters overriding
+        the config's. The collections it needs are saved by the job's hook."""
+        if isinstance(base_config, str):
+            base_config = config_for(base_config)
+        if not isinstance(base_config, BuiltinRuleConfig):
+            raise InvalidConfigError(
+                f"Rule.builtin takes rule_configs.<rule>() or a built-in rule name, got "
+                f"{base_config!r}; built-in rules: {', '.join(sorted(BUILTIN_RULES))}"
+            )
+        params = {**base_config.parameters, **_strings(rule_parameters, "rule_parameters")}
+        config = config_for(base_config.name, **params)  # unknown or bad parameters fail here
+        collections = config.collections + tuple(c.settings() for c in collections_to_save or ())
+        return cls(
+            name or config.name,
+            config.name,
+            config.parameters,
+            None,
+            collections,
+            tuple(actions),
+            tuple(os.fspath(t) for t in other_trials),
+        )
+
+    sagemaker = builtin  # the seeds' spelling
+
+    @classmethod
+    def custom(
+        cls,
+        name: str,
+        source: str | os.PathLike[str],
+        rule_to_invoke: str | None = None,
+        rule_parameters: Mapping[str, Any] | None = None,
+        collections_to_save: Sequence[CollectionConfig] | None = None,
+        actions: Sequence[Action] = (),
+        other_trials: Sequence[str | os.PathLike[str]] = (),
+        **ignored: Any,
+    ) -> Rule:
+        """A rule class (``rule_to_invoke``, by default ``name``) from the Python file
+        ``source``; ``rule_parameters`` are strings parsed by the class's annotations. Cloud
+        arguments of smdebug (``image_uri``, ``instance_type``, ...) are accepted and ignored.
+        """
+        params = _strings(rule_parameters, "rule_parameters")
+        trials = [os.fspath(t) for t in other_trials]
+        more = params.pop("other_trials", None) or params.pop("other-trials-paths", None)
+        if more:
+            trials += [p for p in more.split(";") if p]
+        return cls(
+            name,
+            rule_to_invoke or name,
+            params,
+            os.path.abspath(os.fspath(source)),
+            tuple(c.settings() for c in collections_to_save or ()),
+            tuple(actions),
+            tuple(trials),
+        )
+
+    # -- the job record --
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "class_name": self.class_name,
+            "parameters": dict(self.parameters),
+            "source": self.source,
+            "collections": [c.to_dict() for c in self.collections],
+            "actions": [a.to_dict() for a in self.actions],
+            "other_trials": list(self.other_trials),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Rule:
+        return cls(
+            data["name"],
+            data["class_name"],
+            data.get("parameters") or {},
+            data.get("source"),
+            tuple(
+                CollectionSettings(c["name"], c.get("parameters") or {})
+                for c in data.get("collections") or ()
+            ),
+            tuple(action_from_dict(a) for a in data.get("actions") or ()),
+            tuple(data.get("other_trials") or ()),
+        )
+
+
+def rules_from_specification(specs: Sequence[Mapping[str, Any]]) -> list[Rule]:
+    """Rules from the seeds' ``rules_specification`` (``RuleName``, ``SourceS3Uri`` as a local
+    path, ``RuntimeConfigurations``); without a source, ``RuleName`` is a built-in rule."""
+    rules = []
+    for spec in specs:
+        if not isinstance(spec, Mapping) or "RuleName" not in spec:
+            raise InvalidConfigError(
+                f"a rules_specification entry needs RuleName (and SourceS3Uri for a custom "
+                f"rule), got {spec!r}"
+            )
+        params = spec.get("RuntimeConfigurations") or {}
+        source = spec.get("SourceS3Uri") or spec.get("Source")
+        if source:
+            rules.append(Rule.custom(spec["RuleName"], source, rule_parameters=params))
+        else:
+            rules.append(Rule.builtin(spec["RuleName"], rule_parameters=params))
+    return rules
+
+
+def hook_config(
+    out_dir: str,
+    debugger: DebuggerHookConfig | None,
+    rules: Sequence[Rule],
+    stop_file: str | None,
+) -> HookConfig:
+    """The hook configuration of a job: the user's collections, plus those the rules read (a
+    rule's settings fill in what the user did not set)."""
+    debugger = debugger or DebuggerHookConfig()
+    params = dict(debugger.hook_parameters)
+    if rules and not any(k.endswith("save_interval") or k.endswith("save_steps") for k in params):
+        params["save_interval"] = JOB_SAVE_INTERVAL
+    merged: dict[str, dict[str, Any]] = {}
+    for rule in rules:
+        for coll in rule.collections:
+            merged.setdefault(coll.name, {}).update(coll.parameters)
+    for config in debugger.collection_configs:
+        merged.setdefault(config.name, {}).update(config.parameters)
+    collections = tuple(CollectionSettings(n, p) for n, p in merged.items())
+    if collections and "include_collections" not in params:  # the defaults are saved too
+        names = dict.fromkeys([*DEFAULT_INCLUDE_COLLECTIONS, *merged])
+        params["include_collections"] = ",".join(names)
+    return HookConfig(out_dir, params, collections, stop_file=stop_file)
