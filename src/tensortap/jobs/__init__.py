@@ -6,6 +6,7 @@ See docs/jobs.md. The names follow the SageMaker SDK of the seeds::
 """
 
 from tensortap.jobs.actions import Action, Call, Command, Email, StopTraining, Webhook
+from tensortap.jobs.job import AttachedJob, TrainingJob
 from tensortap.jobs.specs import (
     CollectionConfig,
     DebuggerHookConfig,
@@ -16,6 +17,7 @@ from tensortap.rules import rule_configs
 
 __all__ = [
     "Action",
+    "AttachedJob",
     "Call",
     "CollectionConfig",
     "Command",
@@ -24,6 +26,7 @@ __all__ = [
     "Rule",
     "StopTraining",
     "TensorBoardOutputConfig",
+    "TrainingJob",
     "Webhook",
     "rule_configs",
 ]

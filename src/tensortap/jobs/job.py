@@ -1,0 +1,309 @@
+"""``TrainingJob``: one call starts training with the debugger attached and the rules beside it.
+
+::
+
+    job = TrainingJob(entry_point="train.py", hyperparameters={"num_epochs": 3},
+                      output_path="runs/", rules=[Rule.builtin(rule_configs.vanishing_gradient())])
+    job.fit(wait=True)
+    job.rule_job_summary()
+
+Everything is validated when the job is built. ``fit`` writes the job's record (see
+:mod:`tensortap.jobs.record`) and starts a detached supervisor process, so the job outlives the
+terminal; ``TrainingJob.attach(job_dir)`` follows it again from anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from tensortap.exceptions import InvalidConfigError
+from tensortap.jobs.live import LiveView
+from tensortap.jobs.record import JobRecord, write_json
+from tensortap.jobs.specs import (
+    DebuggerHookConfig,
+    Rule,
+    TensorBoardOutputConfig,
+    hook_config,
+    rules_from_specification,
+)
+
+FINISHED = ("Completed", "Failed", "Stopped")
+
+
+def _hyperparameter_args(hyperparameters: Mapping[str, Any] | None) -> list[str]:
+    args: list[str] = []
+    for key, value in (hyperparameters or {}).items():
+        if not isinstance(key, str) or not key:
+            raise InvalidConfigError(f"hyperparameter names must be strings, got {key!r}")
+        args += [f"--{key}", str(value)]
+    return args
+
+
+def training_command(command: Sequence[str], hook_file: str) -> list[str]:
+    """The command that runs training with the hook attached: ``python script.py ...`` becomes
+    ``python -m tensortap.attach --config HOOK script.py ...`` (zero code change); any other
+    command runs as given, with ``$TENSORTAP_CONFIG`` set for scripts that call ``get_hook``."""
+    argv = list(command)
+    if (
+        len(argv) >= 2
+        and os.path.basename(argv[0]).startswith("python")
+        and argv[1].endswith(".py")
+    ):
+        return [argv[0], "-m", "tensortap.attach", "--config", hook_file, *argv[1:]]
+    return argv
+
+
+class JobQueries:
+    """What one can ask of a job, running or ended (all read from its record)."""
+
+    record: JobRecord
+
+    def wait(
+        self, timeout: float | None = None, logs: bool = True, out: TextIO | None = None
+    ) -> dict[str, Any]:
+        """Follow the job until it ends (or ``timeout`` seconds pass); with ``logs``, show
+        the live view and then the summary. Returns the summary."""
+        return _wait(self.record, timeout, logs, out)
+
+    def rule_job_summary(self) -> list[dict[str, Any]]:
+        """Each rule's RuleConfigurationName, RuleEvaluationStatus, StatusDetails and
+        LastModifiedTime."""
+        return _rule_job_summary(self.record)
+
+    def describe(self) -> dict[str, Any]:
+        return _describe(self.record)
+
+    def describe_rule_execution_jobs(self) -> list[dict[str, Any]]:
+        return _describe_rule_jobs(self.record)
+
+    def logs(self, rule: str | None = None) -> str:
+        """The log of ``rule`` (its configuration name), or of training."""
+        return _logs(self.record, rule)
+
+    def debugger_artifacts_path(self) -> str:
+        """The trial the hook wrote (``create_trial`` opens it)."""
+        return str(self.record.trial_dir)
+
+    latest_job_debugger_artifacts_path = debugger_artifacts_path
+
+    def summary(self) -> dict[str, Any]:
+        return _summary(self.record)
+
+    def stop(self) -> None:
+        """Stop training (at its next step boundary; terminated after the grace period)."""
+        _stop(self.record)
+
+    @property
+    def job_dir(self) -> str:
+        return str(self.record.dir)
+
+
+class TrainingJob(JobQueries):
+    """A training run with the debugger attached and rules evaluated beside it.
+
+    Give the training as ``entry_point`` (a script, run with this Python and
+    ``hyperparameters`` as ``--name value`` arguments) or as ``command`` (an argument list such
+    as ``["python", "train.py", "--epochs", "3"]``). ``rules_specification`` (the seeds'
+    dictionaries) is accepted in place of ``rules``.
+    """
+
+    def __init__(
+        self,
+        entry_point: str | os.PathLike[str] | None = None,
+        hyperparameters: Mapping[str, Any] | None = None,
+        output_path: str | os.PathLike[str] = "runs",
+        debugger_hook_config: DebuggerHookConfig | None = None,
+        rules: Sequence[Rule] | None = None,
+        tensorboard_output_config: TensorBoardOutputConfig | None = None,
+        job_name: str | None = None,
+        command: Sequence[str] | None = None,
+        rules_specification: Sequence[Mapping[str, Any]] | None = None,
+        environment: Mapping[str, str] | None = None,
+        stop_grace_secs: float | None = None,
+        rule_timeout_secs: float = 300.0,
+        python: str = sys.executable,
+        **ignored: Any,
+    ) -> None:
+        if (entry_point is None) == (command is None):
+            raise InvalidConfigError(
+                "give the training as entry_point='train.py' or as command=['python', "
+                "'train.py', ...], not both and not neither"
+            )
+        if entry_point is not None:
+            script = Path(entry_point)
+            if not script.is_file():
+                raise InvalidConfigError(f"entry_point {entry_point} is not a file")
+            command = [python, str(script.resolve()), *_hyperparameter_args(hyperparameters)]
+        assert command is not None
+        if isinstance(command, str) or not command or not all(isinstance(a, str) for a in command):
+            raise InvalidConfigError(
+                f"command must be a list of strings such as ['python', 'train.py'], got {command!r}"
+            )
+        self.command = list(command)
+        if rules_specification is not None:
+            rules = [*(rules or []), *rules_from_specification(rules_specification)]
+        self.rules = list(rules or [])
+        for rule in self.rules:
+            if not isinstance(rule, Rule):
+                raise InvalidConfigError(
+                    f"rules must be tensortap.jobs.Rule objects (Rule.builtin(...) or "
+                    f"Rule.custom(...)), got {rule!r}"
+                )
+        names = [r.name for r in self.rules]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise InvalidConfigError(
+                f"two rules are named {duplicated[0]!r}; give one a name (Rule.builtin(..., "
+                "name='...'))"
+            )
+        self.debugger_hook_config = debugger_hook_config or DebuggerHookConfig()
+        self.tensorboard_output_config = tensorboard_output_config
+        self.environment = dict(environment or {})
+        self.stop_grace_secs = stop_grace_secs
+        self.rule_timeout_secs = rule_timeout_secs
+        stem = Path(self.command[1] if len(self.command) > 1 else self.command[0]).stem
+        self.job_name = job_name or (
+            f"{stem}-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+        )
+        self.record = JobRecord(Path(output_path) / self.job_name)
+        # the hook configuration is validated now too
+        hook_config(str(self.record.trial_dir), self.debugger_hook_config, self.rules, None)
+
+    # -- starting --
+    def fit(self, wait: bool = True, logs: bool = True, out: TextIO | None = None) -> None:
+        """Start the job. With ``wait``, follow it until it ends (with ``logs``, showing the
+        live view and the summary); otherwise return at once."""
+        record = self.record
+        config = hook_config(
+            str(record.trial_dir), self.debugger_hook_config, self.rules, str(record.stop_file)
+        )
+        record.create(
+            {
+                "name": self.job_name,
+                "created": time.time(),
+                "command": training_command(self.command, str(record.hook_file)),
+                "user_command": self.command,
+                "cwd": os.getcwd(),
+                "environment": self.environment,
+                "rules": [r.to_dict() for r in self.rules],
+                "hook_config": config.to_dict(),
+                "tensorboard": None
+                if self.tensorboard_output_config is None
+                else (self.tensorboard_output_config.local_path or str(record.dir / "tensorboard")),
+                "stop_grace_secs": self.stop_grace_secs,
+                "rule_timeout_secs": self.rule_timeout_secs,
+            }
+        )
+        write_json(record.hook_file, config.to_dict())
+        with open(record.dir / "logs" / "supervisor.log", "ab") as log:
+            subprocess.Popen(
+                [sys.executable, "-m", "tensortap.jobs.supervisor", str(record.dir)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # the job outlives this terminal
+            )
+        if wait:
+            self.wait(logs=logs, out=out)
+
+    @classmethod
+    def attach(cls, job_dir: str | os.PathLike[str]) -> AttachedJob:
+        """The job recorded at ``job_dir`` (running or ended)."""
+        return AttachedJob(JobRecord(job_dir))
+
+
+class AttachedJob(JobQueries):
+    """A job followed from its record (``TrainingJob.attach``): the same questions."""
+
+    def __init__(self, record: JobRecord) -> None:
+        record.job()  # it is a job directory
+        self.record = record
+        self.job_name = record.name
+
+
+def _summary(record: JobRecord) -> dict[str, Any]:
+    return record.summary() or {"job": record.name, "status": "Starting", "rules": []}
+
+
+def _wait(
+    record: JobRecord, timeout: float | None, logs: bool, out: TextIO | None
+) -> dict[str, Any]:
+    """Follow the job until it ends (or ``timeout`` seconds pass); returns its summary."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    view = LiveView(record, out or sys.stdout) if logs else None
+    while True:
+        summary = _summary(record)
+        if view is not None:
+            view.update(summary)
+        if summary.get("status") in FINISHED:
+            if view is not None:
+                view.finish(summary)
+            return summary
+        if deadline is not None and time.monotonic() >= deadline:
+            return summary
+        time.sleep(0.25)
+
+
+def _rule_job_summary(record: JobRecord) -> list[dict[str, Any]]:
+    keys = ("RuleConfigurationName", "RuleEvaluationStatus", "StatusDetails", "LastModifiedTime")
+    return [{k: r.get(k) for k in keys} for r in _summary(record).get("rules", [])]
+
+
+def _describe(record: JobRecord) -> dict[str, Any]:
+    job = record.job()
+    summary = _summary(record)
+    return {
+        "TrainingJobName": job["name"],
+        "TrainingJobStatus": summary.get("status"),
+        "ExitCode": summary.get("training", {}).get("exit_code"),
+        "Command": job["user_command"],
+        "JobDir": str(record.dir),
+        "DebuggerArtifactsPath": str(record.trial_dir),
+        "HookConfig": job["hook_config"],
+        "DebugRuleConfigurations": job["rules"],
+        "DebugRuleEvaluationStatuses": _rule_job_summary(record),
+        "TrainingLog": str(record.training_log),
+    }
+
+
+def _describe_rule_jobs(record: JobRecord) -> list[dict[str, Any]]:
+    out = []
+    for rule in _summary(record).get("rules", []):
+        status = rule.get("RuleEvaluationStatus")
+        entry = {
+            "RuleName": rule.get("RuleConfigurationName"),
+            "RuleStatus": status,
+            "RuleJobName": f"{record.name}-{rule.get('RuleConfigurationName')}",
+            "RuleLog": rule.get("log"),
+        }
+        if status in ("IssuesFound", "Error"):
+            entry["FailureReason"] = rule.get("StatusDetails")
+        out.append(entry)
+    return out
+
+
+def _logs(record: JobRecord, rule: str | None) -> str:
+    path = record.training_log if rule is None else record.rule_log(rule)
+    if rule is not None and not path.exists():
+        names = [r["name"] for r in record.job()["rules"]]
+        if rule not in names:
+            raise InvalidConfigError(f"the job has no rule {rule!r}; its rules are {names}")
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _stop(record: JobRecord) -> None:
+    from tensortap.core.stop import request_stop
+
+    request_stop(record.stop_file, "stopped by the user")
+    record.append_event("stop_asked", by="user")

@@ -1,0 +1,150 @@
+"""What a person watching a job sees: notable events as lines, and (in a terminal) a compact
+table of training progress and rule statuses updated in place; the summary at the end.
+
+Not a terminal (a log file, CI, a notebook): the events and status changes as plain lines.
+The view only reads the job's record and trial; nothing it meets stops the job.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, TextIO
+
+from tensortap.jobs.record import JobRecord
+
+_NOTABLE = {
+    "training_started": "training started (pid {pid})",
+    "rule_fired": "{rule} fired at step {step}: {message}",
+    "rule_error": "{rule} failed at step {step}: {message}",
+    "action": "{rule}: {action}: {result}",
+    "action_failed": "{rule}: action {action} failed: {error}",
+    "stop_requested": "stop requested ({reason}); training stops at its next step",
+    "training_terminated": "training did not stop within {after_secs:g} s; terminating it",
+    "training_ended": "training ended: {status} (exit code {exit_code})",
+}
+
+
+class LiveView:
+    def __init__(self, record: JobRecord, out: TextIO) -> None:
+        self.record, self.out = record, out
+        self.tty = bool(getattr(out, "isatty", lambda: False)())
+        self._offset = 0
+        self._drawn = 0
+        self._statuses: dict[str, str] = {}
+        self._trial: Any = None
+        self._progress = ""
+        self._last_progress = 0.0
+
+    # -- pieces --
+    def _events(self) -> list[str]:
+        events, self._offset = self.record.events(self._offset)
+        lines = []
+        for event in events:
+            template = _NOTABLE.get(event.get("event", ""))
+            if template is None:
+                continue
+            try:
+                lines.append(template.format(**event))
+            except (KeyError, ValueError):
+                lines.append(str(event))
+            if event.get("event") == "training_ended" and event.get("log_tail"):
+                lines.append("last lines of the training log:\n" + event["log_tail"])
+        return lines
+
+    def _training_progress(self) -> str:
+        now = time.monotonic()
+        if now - self._last_progress < 1.0:
+            return self._progress
+        self._last_progress = now
+        try:
+            if self._trial is None:
+                if not (self.record.trial_dir / "tensortap.json").exists():
+                    return self._progress
+                from tensortap.trials.trial import create_trial
+
+                self._trial = create_trial(self.record.trial_dir)
+            trial = self._trial
+            steps = trial.steps(show_incomplete_steps=True)
+            text = f"step {steps[-1]}" if steps else "no step saved yet"
+            losses = trial.tensor_names(collection="losses")
+            if losses:
+                tensor = trial.tensor(losses[0])
+                saved = tensor.steps()
+                if saved:
+                    loss = float(tensor.value(saved[-1]).mean())
+                    text += f", {losses[0]} {loss:.4g} (step {saved[-1]})"
+            self._progress = text
+        except Exception:  # a view never breaks the job; try again next time
+            pass
+        return self._progress
+
+    def _table(self, summary: dict[str, Any]) -> list[str]:
+        training = summary.get("training", {}).get("status", "Starting")
+        lines = [f"job {self.record.name}: training {training}; {self._training_progress()}"]
+        for rule in summary.get("rules", []):
+            name, status = rule.get("RuleConfigurationName"), rule.get("RuleEvaluationStatus")
+            fired = rule.get("first_fired_step")
+            more = f" (first at step {fired})" if fired is not None else ""
+            lines.append(f"  {name:<28} {status}{more}  [{rule.get('evaluated', 0)} steps]")
+        return lines
+
+    # -- drawing --
+    def update(self, summary: dict[str, Any]) -> None:
+        lines = self._events()
+        if self.tty:
+            self._clear()
+            for line in lines:
+                self.out.write(line + "\n")
+            table = self._table(summary)
+            self.out.write("\n".join(table) + "\n")
+            self._drawn = len(table)
+        else:
+            for line in lines:
+                self.out.write(f"[tensortap] {line}\n")
+            for rule in summary.get("rules", []):
+                name, status = rule.get("RuleConfigurationName"), rule.get("RuleEvaluationStatus")
+                if self._statuses.get(name) != status:
+                    self._statuses[name] = status
+                    self.out.write(f"[tensortap] rule {name}: {status}\n")
+        self.out.flush()
+
+    def _clear(self) -> None:
+        if self._drawn:
+            self.out.write(f"\x1b[{self._drawn}F\x1b[J")
+            self._drawn = 0
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        self.update(summary)
+        if self.tty:
+            self._clear()
+        self.out.write(render_summary(self.record, summary) + "\n")
+        self.out.flush()
+
+
+def render_summary(record: JobRecord, summary: dict[str, Any]) -> str:
+    """The job's summary as text: training's outcome, each rule's, and where to look next."""
+    training = summary.get("training", {})
+    lines = [
+        f"job {summary.get('job', record.name)}: {summary.get('status')}",
+        f"  training: {training.get('status')} (exit code {training.get('exit_code')}); "
+        f"log: {training.get('log')}",
+        "  rules:",
+    ]
+    for rule in summary.get("rules", []):
+        status = rule.get("RuleEvaluationStatus")
+        line = f"    {rule.get('RuleConfigurationName'):<28} {status}"
+        if rule.get("first_fired_step") is not None:
+            line += f" at step {rule['first_fired_step']}: {rule.get('message')}"
+        elif status in ("Error", "Stopped") and rule.get("StatusDetails"):
+            line += f": {str(rule['StatusDetails']).splitlines()[0][:300]}"
+        line += f"  ({rule.get('evaluated', 0)} steps evaluated)"
+        lines.append(line)
+    lines += [
+        f"  trial (debugger artifacts): {summary.get('trial', record.trial_dir)}",
+        f"  rule logs: {record.dir / 'logs' / 'rules'}",
+        "next:",
+        f"  tensortap summary {record.dir}",
+        f"  python -c \"import tensortap as tt; t = tt.create_trial('{record.trial_dir}'); "
+        'print(t.tensor_names())"',
+    ]
+    return "\n".join(lines)

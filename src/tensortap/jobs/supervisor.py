@@ -1,0 +1,239 @@
+"""The process that runs one job: the training process and the rule processes beside it.
+
+``python -m tensortap.jobs.supervisor JOB_DIR``, started detached by ``TrainingJob.fit`` so the
+job outlives the terminal that started it. It
+
+- starts training with ``$TENSORTAP_CONFIG`` pointing at the job's hook configuration, its
+  output in ``logs/training.log``;
+- starts the rule hosts (all built-in rules in one, each custom rule in its own);
+- when the stop file appears (a rule's StopTraining action, or ``TrainingJob.stop``), gives
+  training ``grace`` seconds to stop at a step boundary, then terminates it (SIGTERM, then
+  SIGKILL 10 s later);
+- when training ends, however it ends, seals the trial (end markers for workers that died
+  without writing one) so the rules finish the published steps and end;
+- keeps ``summary.json`` current and appends the job's events.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from tensortap.core.stop import request_stop
+from tensortap.hook_config import CONFIG_ENV
+from tensortap.jobs.actions import StopTraining
+from tensortap.jobs.record import JobRecord, write_json
+from tensortap.jobs.rule_host import STOPPED, TRAINING_ENDED_FILE
+from tensortap.jobs.specs import Rule as RuleSpec
+from tensortap.writer.seal import seal_trial
+
+IN_PROGRESS = "InProgress"
+KILL_AFTER = 10.0
+
+
+def tail(path: str | os.PathLike[str], lines: int = 20) -> str:
+    """The last ``lines`` lines of a text file ('' if it does not exist)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 16384))
+            data = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(data.splitlines()[-lines:])
+
+
+@dataclass
+class _Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: IO[bytes]
+    rules: list[str] = field(default_factory=list)
+    term_at: float | None = None
+
+
+class Supervisor:
+    def __init__(self, record: JobRecord) -> None:
+        self.record = record
+        self.job = record.job()
+        self.rules = [RuleSpec.from_dict(r) for r in self.job["rules"]]
+        graces = [
+            a.grace_secs for r in self.rules for a in r.actions if isinstance(a, StopTraining)
+        ]
+        self.grace = float(self.job.get("stop_grace_secs") or max(graces, default=60.0))
+        self.rule_timeout = float(self.job.get("rule_timeout_secs", 300.0))
+        self.training: _Child | None = None
+        self.hosts: list[_Child] = []
+        self.training_status = IN_PROGRESS
+        self.exit_code: int | None = None
+        self.stop_seen: float | None = None
+        self.ended_at: float | None = None
+        self.started = time.time()
+        self._last_summary: dict[str, Any] | None = None
+
+    # -- starting --
+    def _spawn(self, name: str, argv: list[str], log_path: str, env: dict[str, str]) -> _Child:
+        log = open(log_path, "ab")  # noqa: SIM115 - closed when the child is reaped
+        proc = subprocess.Popen(
+            argv,
+            cwd=self.job.get("cwd") or None,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
+        return _Child(name, proc, log)
+
+    def start(self) -> None:
+        record = self.record
+        env = {**os.environ, **self.job.get("environment", {})}
+        env[CONFIG_ENV] = str(record.hook_file)
+        env["PYTHONUNBUFFERED"] = "1"
+        self.training = self._spawn("training", self.job["command"], str(record.training_log), env)
+        record.append_event(
+            "training_started", pid=self.training.proc.pid, command=self.job["command"]
+        )
+        builtin = [r.name for r in self.rules if r.is_builtin]
+        groups = ([builtin] if builtin else []) + [[r.name] for r in self.rules if not r.is_builtin]
+        host_env = {k: v for k, v in env.items() if k != CONFIG_ENV}
+        for names in groups:
+            argv = [sys.executable, "-m", "tensortap.jobs.rule_host", str(record.dir), *names]
+            log = record.dir / "logs" / f"rule-host-{len(self.hosts)}.log"
+            child = self._spawn("rules", argv, str(log), host_env)
+            child.rules = names
+            self.hosts.append(child)
+
+    # -- running --
+    def run(self) -> int:
+        self.record.append_event("job_started", pid=os.getpid())
+        signal.signal(signal.SIGTERM, self._on_term)
+        self.start()
+        while True:
+            self._watch_training()
+            self._watch_hosts()
+            self.write_summary()
+            if self.ended_at is not None and all(h.proc.poll() is not None for h in self.hosts):
+                break
+            time.sleep(0.2)
+        for child in [self.training, *self.hosts]:
+            if child is not None:
+                child.log.close()
+        status = self.write_summary(final=True)["status"]
+        self.record.append_event("job_ended", status=status)
+        return 0
+
+    def _on_term(self, signum: int, frame: Any) -> None:
+        request_stop(self.record.stop_file, "the job was stopped")
+
+    def _watch_training(self) -> None:
+        child = self.training
+        assert child is not None
+        if self.ended_at is not None:
+            return
+        code = child.proc.poll()
+        now = time.monotonic()
+        if code is None:
+            if self.stop_seen is None and self.record.stop_file.exists():
+                self.stop_seen = now
+                reason = self.record.stop_file.read_text(errors="replace").strip()
+                self.record.append_event("stop_requested", reason=reason, grace_secs=self.grace)
+            stopping = self.stop_seen is not None and child.term_at is None
+            if stopping and now - self.stop_seen >= self.grace:  # type: ignore[operator]
+                self.record.append_event("training_terminated", after_secs=self.grace)
+                child.proc.terminate()
+                child.term_at = now
+            if child.term_at is not None and now - child.term_at >= KILL_AFTER:
+                child.proc.kill()
+            return
+        self.exit_code = code
+        if self.stop_seen is not None or self.record.stop_file.exists():
+            self.training_status = STOPPED
+        else:
+            self.training_status = "Completed" if code == 0 else "Failed"
+        sealed = seal_trial(self.record.trial_dir, f"training ended with exit code {code}")
+        (self.record.dir / TRAINING_ENDED_FILE).write_text(str(code))
+        self.ended_at = now
+        self.record.append_event(
+            "training_ended",
+            status=self.training_status,
+            exit_code=code,
+            sealed_workers=sealed,
+            log_tail=tail(self.record.training_log) if self.training_status == "Failed" else "",
+        )
+
+    def _watch_hosts(self) -> None:
+        now = time.monotonic()
+        for host in self.hosts:
+            code = host.proc.poll()
+            if code is not None:
+                if code != 0:
+                    self._host_died(host, code)
+                continue
+            if self.ended_at is not None and now - self.ended_at > self.rule_timeout:
+                if host.term_at is None:
+                    host.proc.terminate()
+                    host.term_at = now
+                elif now - host.term_at >= KILL_AFTER:
+                    host.proc.kill()
+
+    def _host_died(self, host: _Child, code: int) -> None:
+        """A rule process ended without finishing its rules' statuses (killed, or crashed)."""
+        for name in host.rules:
+            status = self.record.rule_status(name) or {"RuleConfigurationName": name}
+            if status.get("RuleEvaluationStatus", IN_PROGRESS) != IN_PROGRESS:
+                continue
+            log = tail(host.log.name, 10)
+            status.update(
+                RuleEvaluationStatus="Error" if host.term_at is None else STOPPED,
+                StatusDetails=f"the rule process exited with code {code}: {log}",
+            )
+            write_json(self.record.rule_status_file(name), status)
+            self.record.append_event("rule_ended", rule=name, status=status["RuleEvaluationStatus"])
+
+    # -- summary --
+    def write_summary(self, final: bool = False) -> dict[str, Any]:
+        rules = []
+        for spec in self.rules:
+            status = self.record.rule_status(spec.name) or {
+                "RuleConfigurationName": spec.name,
+                "RuleEvaluationStatus": IN_PROGRESS,
+                "StatusDetails": "",
+                "log": str(self.record.rule_log(spec.name)),
+            }
+            rules.append(status)
+        training = self.training
+        summary = {
+            "job": self.job["name"],
+            "status": self.training_status if final else IN_PROGRESS,
+            "training": {
+                "status": self.training_status,
+                "exit_code": self.exit_code,
+                "pid": None if training is None else training.proc.pid,
+                "log": str(self.record.training_log),
+            },
+            "rules": rules,
+            "trial": str(self.record.trial_dir),
+            "supervisor_pid": os.getpid(),
+            "started": self.started,
+        }
+        if summary != self._last_summary or final:
+            self._last_summary = summary
+            write_json(self.record.summary_file, {**summary, "updated": time.time()})
+        return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m tensortap.jobs.supervisor JOB_DIR", file=sys.stderr)
+        return 2
+    return Supervisor(JobRecord(args[0])).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
