@@ -36,6 +36,7 @@ from tensortap.jobs.specs import (
 )
 
 FINISHED = ("Completed", "Failed", "Stopped")
+SUPERVISOR_PID = "supervisor.pid"
 
 
 def _hyperparameter_args(hyperparameters: Mapping[str, Any] | None) -> list[str]:
@@ -49,9 +50,12 @@ def _hyperparameter_args(hyperparameters: Mapping[str, Any] | None) -> list[str]
 
 def training_command(command: Sequence[str], hook_file: str) -> list[str]:
     """The command that runs training with the hook attached: ``python script.py ...`` becomes
-    ``python -m tensortap.attach --config HOOK script.py ...`` (zero code change); any other
-    command runs as given, with ``$TENSORTAP_CONFIG`` set for scripts that call ``get_hook``."""
+    ``python -m tensortap.attach --config HOOK script.py ...`` (zero code change; a bare
+    ``python`` is the interpreter running tensortap); any other command runs as given, with
+    ``$TENSORTAP_CONFIG`` set for scripts that call ``get_hook``."""
     argv = list(command)
+    if argv and argv[0] in ("python", "python3"):
+        argv[0] = sys.executable  # the interpreter tensortap runs in (it imports tensortap)
     if (
         len(argv) >= 2
         and os.path.basename(argv[0]).startswith("python")
@@ -204,13 +208,14 @@ class TrainingJob(JobQueries):
         )
         write_json(record.hook_file, config.to_dict())
         with open(record.dir / "logs" / "supervisor.log", "ab") as log:
-            subprocess.Popen(
+            supervisor = subprocess.Popen(
                 [sys.executable, "-m", "tensortap.jobs.supervisor", str(record.dir)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # the job outlives this terminal
             )
+        (record.dir / SUPERVISOR_PID).write_text(str(supervisor.pid))
         if wait:
             self.wait(logs=logs, out=out)
 
@@ -241,6 +246,15 @@ def _wait(
     view = LiveView(record, out or sys.stdout) if logs else None
     while True:
         summary = _summary(record)
+        if summary.get("status") not in FINISHED and not _supervisor_alive(record):
+            summary = _summary(record)  # it may have finished just now
+            if summary.get("status") not in FINISHED:
+                summary = {
+                    **summary,
+                    "status": "Failed",
+                    "error": "the job's supervisor is gone; see "
+                    f"{record.dir / 'logs' / 'supervisor.log'}",
+                }
         if view is not None:
             view.update(summary)
         if summary.get("status") in FINISHED:
@@ -250,6 +264,24 @@ def _wait(
         if deadline is not None and time.monotonic() >= deadline:
             return summary
         time.sleep(0.25)
+
+
+def _supervisor_alive(record: JobRecord) -> bool:
+    try:
+        pid = int((record.dir / SUPERVISOR_PID).read_text())
+    except (OSError, ValueError):
+        return True  # not started yet
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (our own child, not reaped yet) is gone too
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().split(") ", 1)[1][:1] != "Z"
+    except OSError:
+        return True
 
 
 def _rule_job_summary(record: JobRecord) -> list[dict[str, Any]]:

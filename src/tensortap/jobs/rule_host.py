@@ -135,6 +135,9 @@ class HostedRule:
     def finish(self, stopped: bool) -> None:
         if self.status_text == RuleStatus.IN_PROGRESS.value:
             self.status_text = STOPPED if stopped else RuleStatus.NO_ISSUES_FOUND.value
+            if not self.summary.evaluated:
+                reasons = "; ".join(self.summary.skip_reasons) or "training saved no step"
+                self.details = f"no step could be evaluated ({reasons})"
         self.logger.info(
             "ended: %s (%d steps evaluated, %d triggered, %d skipped)",
             self.status_text,

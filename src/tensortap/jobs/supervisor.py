@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -94,10 +95,20 @@ class Supervisor:
         env = {**os.environ, **self.job.get("environment", {})}
         env[CONFIG_ENV] = str(record.hook_file)
         env["PYTHONUNBUFFERED"] = "1"
-        self.training = self._spawn("training", self.job["command"], str(record.training_log), env)
-        record.append_event(
-            "training_started", pid=self.training.proc.pid, command=self.job["command"]
-        )
+        try:
+            self.training = self._spawn(
+                "training", self.job["command"], str(record.training_log), env
+            )
+        except OSError as exc:  # the command does not exist or cannot run
+            self.training = None
+            message = f"cannot start {self.job['command'][0]}: {exc}"
+            with open(record.training_log, "a", encoding="utf-8") as training_log:
+                training_log.write(message + "\n")
+            self._training_ended(127, message)
+        else:
+            record.append_event(
+                "training_started", pid=self.training.proc.pid, command=self.job["command"]
+            )
         builtin = [r.name for r in self.rules if r.is_builtin]
         groups = ([builtin] if builtin else []) + [[r.name] for r in self.rules if not r.is_builtin]
         host_env = {k: v for k, v in env.items() if k != CONFIG_ENV}
@@ -112,6 +123,23 @@ class Supervisor:
     def run(self) -> int:
         self.record.append_event("job_started", pid=os.getpid())
         signal.signal(signal.SIGTERM, self._on_term)
+        try:
+            self._run()
+        except BaseException as exc:  # a bug here must still end the job on record
+            self.record.append_event(
+                "supervisor_error",
+                message=f"{type(exc).__name__}: {exc}",
+                traceback=traceback.format_exc(),
+            )
+            for child in [self.training, *self.hosts]:
+                if child is not None and child.proc.poll() is None:
+                    child.proc.kill()
+            self.training_status = "Failed"
+            self.write_summary(final=True)
+            raise
+        return 0
+
+    def _run(self) -> None:
         self.start()
         while True:
             self._watch_training()
@@ -125,15 +153,13 @@ class Supervisor:
                 child.log.close()
         status = self.write_summary(final=True)["status"]
         self.record.append_event("job_ended", status=status)
-        return 0
 
     def _on_term(self, signum: int, frame: Any) -> None:
         request_stop(self.record.stop_file, "the job was stopped")
 
     def _watch_training(self) -> None:
         child = self.training
-        assert child is not None
-        if self.ended_at is not None:
+        if self.ended_at is not None or child is None:
             return
         code = child.proc.poll()
         now = time.monotonic()
@@ -150,14 +176,17 @@ class Supervisor:
             if child.term_at is not None and now - child.term_at >= KILL_AFTER:
                 child.proc.kill()
             return
+        self._training_ended(code)
+
+    def _training_ended(self, code: int, error: str = "") -> None:
         self.exit_code = code
         if self.stop_seen is not None or self.record.stop_file.exists():
             self.training_status = STOPPED
         else:
-            self.training_status = "Completed" if code == 0 else "Failed"
+            self.training_status = "Completed" if code == 0 and not error else "Failed"
         sealed = seal_trial(self.record.trial_dir, f"training ended with exit code {code}")
         (self.record.dir / TRAINING_ENDED_FILE).write_text(str(code))
-        self.ended_at = now
+        self.ended_at = time.monotonic()
         self.record.append_event(
             "training_ended",
             status=self.training_status,

@@ -1,0 +1,98 @@
+"""The tensortap command: run, jobs, summary, stop."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tensortap.cli import builtin_rule, collection, custom_rule, main, parse_params
+from tensortap.exceptions import InvalidConfigError
+
+HERE = Path(__file__).parent
+SCRIPT = HERE / "train_script.py"
+
+
+def tensortap(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tensortap.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_parameters_parse_like_the_issue_spells_them() -> None:
+    assert parse_params("include_regex=.*,save_steps=1,2,3", "x") == {
+        "include_regex": ".*",
+        "save_steps": "1,2,3",
+    }
+    assert parse_params("", "x") == {}
+    with pytest.raises(InvalidConfigError, match="expected name=value pairs"):
+        parse_params("oops", "--rule x")
+    rule = builtin_rule("loss_not_decreasing:num_steps=20")
+    assert rule.name == "LossNotDecreasing" and rule.parameters["num_steps"] == "20"
+    assert builtin_rule("VanishingGradient").class_name == "VanishingGradient"
+    with pytest.raises(InvalidConfigError, match="built-in rules: vanishing_gradient"):
+        builtin_rule("vanishing_gradients")
+    custom = custom_rule(f"{HERE / 'rules_for_jobs.py'}:FiresFrom:step=3")
+    assert (custom.class_name, dict(custom.parameters)) == ("FiresFrom", {"step": "3"})
+    with pytest.raises(InvalidConfigError, match=r"path.py:ClassName"):
+        custom_rule("FiresFrom")
+    assert collection("all:include_regex=.*,save_steps=1,2,3").parameters["save_steps"] == "1,2,3"
+
+
+def test_bad_rule_exits_2_before_anything_runs(tmp_path: Path, capsys) -> None:
+    code = main(["run", "--output", str(tmp_path), "--rule", "nope", "--", "python", "x.py"])
+    assert code == 2
+    assert "no built-in rule 'nope'" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    assert main(["run", "--rule", "vanishing_gradient"]) == 2  # no training command
+
+
+def test_run_then_jobs_and_summary(tmp_path: Path) -> None:
+    done = tensortap(
+        "run",
+        "--rule",
+        "vanishing_gradient",
+        "--hook-param",
+        "save_interval=2",
+        "--collection",
+        "all:include_regex=.*,save_steps=1,2,3",
+        "--stop-on",
+        "VanishingGradient",
+        "--fail-on-issues",
+        "--",
+        "python",
+        str(SCRIPT),
+        "--model",
+        "deep_sigmoid",
+        "--steps",
+        "2000",
+        "--sleep",
+        "0.01",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 3, done.stdout + done.stderr  # a rule fired
+    assert "VanishingGradient fired at step 0" in done.stdout
+    assert "stop requested" in done.stdout
+    assert "VanishingGradient            IssuesFound at step 0" in done.stdout
+    listing = tensortap("jobs", cwd=tmp_path)
+    assert "Stopped  VanishingGradient: IssuesFound at step 0" in listing.stdout
+    (job,) = (tmp_path / "runs").iterdir()
+    summary = tensortap("summary", job.name, cwd=tmp_path)
+    assert summary.returncode == 0 and "training: Stopped (exit code 0)" in summary.stdout
+    assert tensortap("summary", "nope", cwd=tmp_path).returncode == 2
+
+
+def test_a_command_that_cannot_start_fails_the_job(tmp_path: Path) -> None:
+    done = tensortap("run", "--rule", "vanishing_gradient", "--", "no-such-command-x", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "cannot start no-such-command-x" in done.stdout
+    (job,) = (tmp_path / "runs").iterdir()
+    summary = tensortap("summary", job.name, cwd=tmp_path).stdout
+    assert f"job {job.name}: Failed" in summary and "exit code 127" in summary
