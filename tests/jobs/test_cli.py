@@ -96,3 +96,37 @@ def test_a_command_that_cannot_start_fails_the_job(tmp_path: Path) -> None:
     (job,) = (tmp_path / "runs").iterdir()
     summary = tensortap("summary", job.name, cwd=tmp_path).stdout
     assert f"job {job.name}: Failed" in summary and "exit code 127" in summary
+
+
+def test_live_view_redraws_in_a_terminal_and_prints_lines_elsewhere(tmp_path: Path) -> None:
+    import io
+
+    from tensortap.jobs.live import LiveView
+    from tensortap.jobs.record import JobRecord
+
+    record = JobRecord(tmp_path / "job")
+    record.create({"name": "job", "rules": []})
+    record.append_event("rule_fired", rule="VanishingGradient", step=3, message="tiny")
+    summary = {
+        "status": "InProgress",
+        "training": {"status": "InProgress"},
+        "rules": [{"RuleConfigurationName": "VanishingGradient", "RuleEvaluationStatus": "x"}],
+    }
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    view = LiveView(record, screen)
+    view.update(summary)
+    view.update({**summary, "rules": [{**summary["rules"][0], "RuleEvaluationStatus": "y"}]})
+    text = screen.getvalue()
+    assert "VanishingGradient fired at step 3: tiny" in text
+    assert "\x1b[2F\x1b[J" in text  # the two-line table was redrawn in place
+    plain = io.StringIO()
+    LiveView(record, plain).update(summary)
+    assert plain.getvalue().splitlines() == [
+        "[tensortap] VanishingGradient fired at step 3: tiny",
+        "[tensortap] rule VanishingGradient: x",
+    ]

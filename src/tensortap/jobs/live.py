@@ -30,6 +30,7 @@ class LiveView:
         self.tty = bool(getattr(out, "isatty", lambda: False)())
         self._offset = 0
         self._drawn = 0
+        self._shown: list[str] = []
         self._statuses: dict[str, str] = {}
         self._trial: Any = None
         self._progress = ""
@@ -92,12 +93,14 @@ class LiveView:
     def update(self, summary: dict[str, Any]) -> None:
         lines = self._events()
         if self.tty:
+            table = self._table(summary)
+            if not lines and table == self._shown:
+                return  # nothing new: leave the screen alone
             self._clear()
             for line in lines:
                 self.out.write(line + "\n")
-            table = self._table(summary)
             self.out.write("\n".join(table) + "\n")
-            self._drawn = len(table)
+            self._drawn, self._shown = len(table), table
         else:
             for line in lines:
                 self.out.write(f"[tensortap] {line}\n")

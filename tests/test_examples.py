@@ -1,0 +1,38 @@
+"""The examples keep working: `make demo` (examples/demo.py) and the hook-and-trial tour."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "hook_and_trial.py"
+
+
+def test_hook_and_trial_example_runs(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLE)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "all steps loaded: True" in result.stdout
+    assert "eval loss by eval step" in result.stdout
+    assert "relu2/relu_output_0" in result.stdout
+    assert "problems: none" in result.stdout
+    assert (tmp_path / "runs" / "demo" / "tensortap.json").is_file()
+
+
+def test_make_demo_is_the_debugging_run(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLE.parent / "demo.py")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "VanishingGradient            IssuesFound at step 0" in out
+    assert "ExplodingTensor              NoIssuesFound" in out
+    assert "GradientNormSpike            NoIssuesFound" in out
+    assert "trial (debugger artifacts):" in out and "tensortap summary" in out
+    assert "gradient/0.weight" in out and "the healthy twin" in out
