@@ -30,6 +30,7 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/bench_format.py
 	$(PY) bench/bench_rules.py
+	$(PY) bench/bench_jobs.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -133,6 +133,7 @@ class TrainingJob(JobQueries):
         environment: Mapping[str, str] | None = None,
         stop_grace_secs: float | None = None,
         rule_timeout_secs: float = 300.0,
+        rule_processes: str = "shared",
         python: str = sys.executable,
         **ignored: Any,
     ) -> None:
@@ -171,6 +172,12 @@ class TrainingJob(JobQueries):
         self.debugger_hook_config = debugger_hook_config or DebuggerHookConfig()
         self.tensorboard_output_config = tensorboard_output_config
         self.environment = dict(environment or {})
+        if rule_processes not in ("shared", "per_rule"):
+            raise InvalidConfigError(
+                f"rule_processes must be 'shared' (built-in rules share one process) or "
+                f"'per_rule', got {rule_processes!r}"
+            )
+        self.rule_processes = rule_processes
         self.stop_grace_secs = stop_grace_secs
         self.rule_timeout_secs = rule_timeout_secs
         stem = Path(self.command[1] if len(self.command) > 1 else self.command[0]).stem
@@ -204,6 +211,7 @@ class TrainingJob(JobQueries):
                 else (self.tensorboard_output_config.local_path or str(record.dir / "tensorboard")),
                 "stop_grace_secs": self.stop_grace_secs,
                 "rule_timeout_secs": self.rule_timeout_secs,
+                "rule_processes": self.rule_processes,
             }
         )
         write_json(record.hook_file, config.to_dict())

@@ -110,7 +110,11 @@ class Supervisor:
                 "training_started", pid=self.training.proc.pid, command=self.job["command"]
             )
         builtin = [r.name for r in self.rules if r.is_builtin]
-        groups = ([builtin] if builtin else []) + [[r.name] for r in self.rules if not r.is_builtin]
+        if self.job.get("rule_processes") == "per_rule":  # measured in bench/bench_jobs.py
+            groups = [[r.name] for r in self.rules]
+        else:
+            groups = [builtin] if builtin else []
+            groups += [[r.name] for r in self.rules if not r.is_builtin]
         host_env = {k: v for k, v in env.items() if k != CONFIG_ENV}
         for names in groups:
             argv = [sys.executable, "-m", "tensortap.jobs.rule_host", str(record.dir), *names]
