@@ -109,6 +109,7 @@ def test_crashing_training_is_reported_and_the_rules_still_end(tmp_path: Path) -
     assert summary["status"] == "Failed" and summary["training"]["exit_code"] == 1
     (ended,) = [e for e in events(job) if e["event"] == "training_ended"]
     assert "planted crash at step 12" in ended["log_tail"]
+    assert "planted crash at step 12" in summary["training"]["log_tail"]
     assert statuses(job) == {"VanishingGradient": "NoIssuesFound"}
     assert tt.create_trial(job.debugger_artifacts_path()).steps()[-1] == 11
 

@@ -131,8 +131,11 @@ def render_summary(record: JobRecord, summary: dict[str, Any]) -> str:
         f"job {summary.get('job', record.name)}: {summary.get('status')}",
         f"  training: {training.get('status')} (exit code {training.get('exit_code')}); "
         f"log: {training.get('log')}",
-        "  rules:",
     ]
+    if training.get("log_tail"):
+        lines.append("  last lines of the training log:")
+        lines += [f"    | {line}" for line in training["log_tail"].splitlines()]
+    lines.append("  rules:")
     for rule in summary.get("rules", []):
         status = rule.get("RuleEvaluationStatus")
         line = f"    {rule.get('RuleConfigurationName'):<28} {status}"

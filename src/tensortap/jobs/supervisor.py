@@ -72,6 +72,7 @@ class Supervisor:
         self.hosts: list[_Child] = []
         self.training_status = IN_PROGRESS
         self.exit_code: int | None = None
+        self.log_tail = ""  # the end of the training log, when training failed
         self.stop_seen: float | None = None
         self.ended_at: float | None = None
         self.started = time.time()
@@ -191,12 +192,14 @@ class Supervisor:
         sealed = seal_trial(self.record.trial_dir, f"training ended with exit code {code}")
         (self.record.dir / TRAINING_ENDED_FILE).write_text(str(code))
         self.ended_at = time.monotonic()
+        if self.training_status == "Failed":
+            self.log_tail = tail(self.record.training_log)
         self.record.append_event(
             "training_ended",
             status=self.training_status,
             exit_code=code,
             sealed_workers=sealed,
-            log_tail=tail(self.record.training_log) if self.training_status == "Failed" else "",
+            log_tail=self.log_tail,
         )
 
     def _watch_hosts(self) -> None:
@@ -248,6 +251,7 @@ class Supervisor:
                 "exit_code": self.exit_code,
                 "pid": None if training is None else training.proc.pid,
                 "log": str(self.record.training_log),
+                "log_tail": self.log_tail,
             },
             "rules": rules,
             "trial": str(self.record.trial_dir),
