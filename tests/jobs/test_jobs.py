@@ -217,7 +217,8 @@ def test_fit_without_waiting_then_attach(tmp_path: Path) -> None:
     summary = attached.wait(timeout=240, logs=False)
     assert summary["status"] == "Completed"
     assert attached.rule_job_summary() == job.rule_job_summary()
-    assert attached.debugger_artifacts_path() == job.debugger_artifacts_path()
+    assert attached.debugger_artifacts_path() == job.latest_job_debugger_artifacts_path()
+    assert job.latest_training_job.rule_job_summary() == job.rule_job_summary()  # seed 000
     # the job's default save interval for rules is 10: steps 0 and 10
     assert tt.create_trial(job.debugger_artifacts_path()).steps() == [0, 10]
 

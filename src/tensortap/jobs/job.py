@@ -98,6 +98,11 @@ class JobQueries:
 
     latest_job_debugger_artifacts_path = debugger_artifacts_path
 
+    @property
+    def latest_training_job(self) -> JobQueries:
+        """The job itself (the seeds call ``estimator.latest_training_job.rule_job_summary()``)."""
+        return self
+
     def summary(self) -> dict[str, Any]:
         return _summary(self.record)
 
