@@ -40,6 +40,11 @@ def _parser() -> argparse.ArgumentParser:
 def enable_frameworks(config: HookConfig) -> list[str]:
     """Attach to every installed framework tensortap supports; returns their names."""
     enabled = []
+    if importlib.util.find_spec("keras") is not None:
+        from tensortap.keras.zcc import enable as enable_keras  # imports Keras only when used
+
+        enable_keras(config)
+        enabled.append("keras")
     if importlib.util.find_spec("torch") is not None:
         from tensortap.pytorch.zcc import enable
 

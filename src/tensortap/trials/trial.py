@@ -445,7 +445,17 @@ def _mode_text(mode: Any) -> str:
 
 
 def create_trial(
-    path: str | os.PathLike[str] | Store, name: str | None = None, **kwargs: Any
+    path: str | os.PathLike[str] | Store | None = None,
+    name: str | None = None,
+    *,
+    out_dir: str | os.PathLike[str] | Store | None = None,
+    **kwargs: Any,
 ) -> Trial:
-    """Open the trial at ``path`` (a directory, a URL, or a Store)."""
-    return Trial(path, name=name, **kwargs)
+    """Open the trial at ``path`` (a directory, a URL, or a Store); smdebug's
+    ``create_trial(out_dir=...)`` spelling works too."""
+    if (path is None) == (out_dir is None):
+        raise InvalidConfigError(
+            "create_trial needs the trial's location once: create_trial('runs/job1') or "
+            f"create_trial(out_dir='runs/job1'); got path={path!r}, out_dir={out_dir!r}"
+        )
+    return Trial(path if path is not None else out_dir, name=name, **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,269 @@
+"""KerasHook: a Keras 3 callback that saves a model's tensors into a trial.
+
+Steps and modes follow Keras: every ``fit`` batch is a TRAIN step, validation batches inside
+``fit`` and ``evaluate`` batches are EVAL steps, ``predict`` batches are PREDICT steps. At the
+end of each batch the hook saves what is due:
+
+- ``losses`` and ``metrics``: the values Keras logs for the batch (Keras 3 logs the running mean
+  over the epoch so far, and so do we);
+- ``weights`` / ``biases``: every variable of the model after the batch's update, named by its
+  Keras path without the model's name (``dense_1/kernel``, ``conv2d/bias``);
+- ``gradients``: the gradients of the batch, named ``gradients/<variable>``, captured where the
+  optimizer applies them (see :meth:`KerasHook._wrap_optimizer`) without changing the update;
+- ``optimizer_variables``: the learning rate and iteration count.
+
+Values are converted to NumPy only on steps where their collection is due; on other steps the
+hook does a few dictionary lookups per batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import keras
+import numpy as np
+
+from tensortap.core.collections import CollectionKeys
+from tensortap.core.dtypes import as_saveable_array
+from tensortap.core.modes import ModeKeys
+from tensortap.core.recorder import records_from_array
+from tensortap.core.reduction_config import ReductionConfig
+from tensortap.core.save_config import SaveConfig
+from tensortap.hook import Hook
+from tensortap.storage import Store
+from tensortap.writer import WriterOptions
+
+logger = logging.getLogger(__name__)
+
+OPTIMIZER_VARIABLES = "optimizer_variables"
+_current: KerasHook | None = None
+
+
+def get_hook() -> KerasHook | None:
+    """The KerasHook created last in this process (None if there is none)."""
+    return _current
+
+
+class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
+    """Pass it in ``callbacks=[hook]`` to ``fit``, ``evaluate`` and ``predict``.
+
+    The constructor takes the arguments of every tensortap hook (``out_dir``, ``save_config``,
+    ``reduction_config``, ``include_collections``, ``include_regex``, ``worker``,
+    ``num_workers``, ``writer_options``, ``stop_file``).
+    """
+
+    def __init__(
+        self,
+        out_dir: str | os.PathLike[str] | Store,
+        save_config: SaveConfig | None = None,
+        reduction_config: ReductionConfig | None = None,
+        include_collections: Iterable[str] | None = None,
+        include_regex: str | Iterable[str] | None = None,
+        worker: str | int | None = None,
+        num_workers: int = 1,
+        writer_options: WriterOptions | None = None,
+        stop_file: str | os.PathLike[str] | None = None,
+    ) -> None:
+        Hook.__init__(
+            self,
+            out_dir,
+            save_config,
+            reduction_config,
+            include_collections,
+            include_regex,
+            worker,
+            num_workers,
+            writer_options,
+            stop_file,
+        )
+        keras.callbacks.Callback.__init__(self)
+        self.get_collection(OPTIMIZER_VARIABLES)
+        self._wrapped: Any = None  # the optimizer whose apply() we wrapped
+        self._shadows: dict[str, Any] = {}  # TF graph mode: variable name -> gradient copy
+        self._eager_grads: dict[str, Any] = {}  # eager backends: variable name -> gradient
+        self._warned: set[str] = set()
+        global _current
+        _current = self
+
+    # -- Keras callback API --
+    def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._guard_event(self._prepare_training)
+
+    def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._enter(ModeKeys.TRAIN)
+
+    def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._end_batch(logs, training=True)
+
+    def on_test_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._enter(ModeKeys.EVAL)
+
+    def on_test_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._end_batch(logs, training=False)
+
+    def on_predict_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._enter(ModeKeys.PREDICT)
+
+    def on_predict_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._end_batch(None, training=False)
+
+    def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
+        self.flush(timeout=0)
+
+    def on_test_end(self, logs: Mapping[str, Any] | None = None) -> None:
+        self.flush(timeout=0)
+
+    def on_predict_end(self, logs: Mapping[str, Any] | None = None) -> None:
+        self.flush(timeout=0)
+
+    # -- steps --
+    def _enter(self, mode: ModeKeys) -> None:
+        if self.mode != mode:
+            self.set_mode(mode)
+
+    def _end_batch(self, logs: Mapping[str, Any] | None, training: bool) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._guard_event(self._save_batch, logs, training)
+        self.next_step()
+
+    def _check_stop(self) -> None:
+        """A stop request ends ``fit`` the Keras way: ``model.stop_training = True``."""
+        assert self._stop is not None
+        reason = self._stop.requested()
+        if reason is not None and self.model is not None and not self.model.stop_training:
+            logger.warning("tensortap: stopping training after step %d: %s", self.step - 1, reason)
+            self.model.stop_training = True
+
+    # -- saving --
+    def _save_lazy(self, name: str, collections: Iterable[str], value: Any) -> None:
+        """Save ``value()`` (a thunk) under ``name`` if due: nothing is converted otherwise."""
+        plan = self._recorder.begin(name, list(collections))
+        if plan is None:
+            return
+        array = as_saveable_array(value(), name)
+        self._recorder.put(name, records_from_array(name, array, plan))
+
+    def _save_batch(self, logs: Mapping[str, Any] | None, training: bool) -> None:
+        recorder = self._recorder
+        for key, value in (logs or {}).items():
+            if not np.isscalar(value) and np.ndim(value) != 0:
+                continue
+            colls = [CollectionKeys.LOSSES] if "loss" in key else [CollectionKeys.METRICS]
+            self._save_lazy(key, colls, lambda v=value: float(v))
+        if not recorder.is_anything_due() or self.model is None:
+            return
+        model = self.model
+        for variable in model.weights:
+            name = self._name(variable)
+            colls = [CollectionKeys.BIASES if name.endswith("bias") else CollectionKeys.WEIGHTS]
+            self._save_lazy(name, colls, lambda v=variable: keras.ops.convert_to_numpy(v))
+        if training:
+            self._save_gradients(model)
+            optimizer = getattr(model, "optimizer", None)
+            if optimizer is not None:
+                self._save_lazy(
+                    "optimizer/learning_rate",
+                    [OPTIMIZER_VARIABLES],
+                    lambda: float(keras.ops.convert_to_numpy(optimizer.learning_rate)),
+                )
+                self._save_lazy(
+                    "optimizer/iterations",
+                    [OPTIMIZER_VARIABLES],
+                    lambda: int(keras.ops.convert_to_numpy(optimizer.iterations)),
+                )
+
+    def _name(self, variable: Any) -> str:
+        path = str(getattr(variable, "path", None) or variable.name)
+        prefix = f"{self.model.name}/" if self.model is not None else ""
+        return path[len(prefix) :] if prefix and path.startswith(prefix) else path
+
+    # -- gradients --
+    def _wants_gradients(self) -> bool:
+        return CollectionKeys.GRADIENTS in self._recorder.include_collections
+
+    def _prepare_training(self) -> None:
+        model = self.model
+        optimizer = getattr(model, "optimizer", None)
+        if optimizer is None or not self._wants_gradients():
+            return
+        graph = keras.backend.backend() == "tensorflow" and not model.run_eagerly
+        if graph:
+            import tensorflow as tf
+
+            for variable in model.trainable_weights:
+                name = self._name(variable)
+                if name not in self._shadows:
+                    self._shadows[name] = tf.Variable(
+                        tf.zeros(variable.shape, dtype=variable.dtype), trainable=False
+                    )
+        if self._wrapped is not optimizer:
+            self._wrap_optimizer(optimizer)
+            if graph and getattr(model, "train_function", None) is not None:
+                # a train function traced before the wrapper would not capture: trace anew
+                model.train_function = None
+                model.make_train_function()
+
+    def _wrap_optimizer(self, optimizer: Any) -> None:
+        """Record the gradients the optimizer applies, then apply them unchanged.
+
+        In a ``tf.function`` (TensorFlow's default) the gradients are copied into one
+        non-trainable variable per weight, read after the batch when due; in eager execution
+        (the torch backend, ``run_eagerly=True``) they are kept as they are. The JAX backend
+        applies gradients inside a jitted stateless function that this wrapper never sees.
+        """
+        original = optimizer.apply
+        hook = self
+
+        def apply(grads: Any, trainable_variables: Any = None) -> Any:
+            variables = trainable_variables
+            if variables is None:
+                variables = getattr(optimizer, "_trainable_variables", None) or []
+            try:
+                hook._capture(list(grads), list(variables))
+            except Exception as exc:
+                hook._contain(exc, "capturing gradients")
+            return original(grads, trainable_variables)
+
+        optimizer.apply = apply
+        self._wrapped = optimizer
+
+    def _capture(self, grads: list[Any], variables: list[Any]) -> None:
+        import tensorflow as tf
+
+        graph = keras.backend.backend() == "tensorflow" and not tf.executing_eagerly()
+        for grad, variable in zip(grads, variables, strict=False):
+            if grad is None:
+                continue
+            name = self._name(variable)
+            if graph:
+                shadow = self._shadows.get(name)
+                if shadow is None:
+                    self._warn_once(name, f"no gradient copy for {name}: it is not saved")
+                    continue
+                shadow.assign(tf.convert_to_tensor(grad))
+            else:
+                self._eager_grads[name] = grad
+
+    def _save_gradients(self, model: Any) -> None:
+        for variable in model.trainable_weights:
+            name = self._name(variable)
+            shadow = self._shadows.get(name)
+            source = shadow if shadow is not None else self._eager_grads.get(name)
+            if source is None:
+                continue
+            self._save_lazy(
+                f"gradients/{name}",
+                [CollectionKeys.GRADIENTS],
+                lambda s=source: keras.ops.convert_to_numpy(s),
+            )
+        self._eager_grads.clear()
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            logger.warning("tensortap: %s", message)

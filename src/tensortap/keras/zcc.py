@@ -1,0 +1,111 @@
+"""Zero code change for Keras: ``model.fit``/``evaluate``/``predict`` get the hook appended to
+their callbacks, for scripts that never import tensortap.
+
+:func:`enable` (called by ``python -m tensortap.attach`` and so by the job runner) does not
+import Keras, which takes seconds: it waits for the script to import it, then patches
+``keras.Model``. The hook is created at the first ``fit``/``evaluate``/``predict`` from the JSON
+configuration; a script that passes its own KerasHook keeps it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import inspect
+import logging
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+from tensortap.hook_config import HookConfig
+
+logger = logging.getLogger(__name__)
+
+_config: HookConfig | None = None
+_patched = False
+
+
+def enable(config: HookConfig) -> None:
+    """Patch Keras now if it is imported, else as soon as the script imports it."""
+    global _config
+    _config = config
+    if "keras" in sys.modules:
+        _patch(sys.modules["keras"])
+    elif not any(isinstance(f, _KerasFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _KerasFinder())
+
+
+class _KerasFinder(importlib.abc.MetaPathFinder):
+    """Lets ``import keras`` happen as usual, then patches the module."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "keras":
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec("keras")
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return None
+        loader = spec.loader
+        original = loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            original(module)
+            sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _KerasFinder)]
+            try:
+                _patch(module)
+            except Exception:
+                logger.exception("tensortap could not attach to Keras; training continues")
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _hook() -> Any:
+    from tensortap.keras.hook import KerasHook, get_hook
+
+    hook = get_hook()
+    if hook is None:
+        assert _config is not None
+        hook = KerasHook(**_config.hook_kwargs())
+        _config.configure(hook.collection_manager)
+        logger.info("tensortap attached to Keras: writing to %s", hook.out_dir)
+    return hook
+
+
+def _patch(keras: ModuleType) -> None:
+    global _patched
+    if _patched:
+        return
+    _patched = True
+    model_cls = keras.Model
+    for method in ("fit", "evaluate", "predict"):
+        setattr(model_cls, method, _with_hook(getattr(model_cls, method)))
+
+
+def _with_hook(original: Any) -> Any:
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            from tensortap.keras.hook import KerasHook
+
+            bound = signature.bind(self, *args, **kwargs)
+            callbacks = list(bound.arguments.get("callbacks") or [])
+            if not any(isinstance(c, KerasHook) for c in callbacks):
+                callbacks.append(_hook())
+            bound.arguments["callbacks"] = callbacks
+            args, kwargs = bound.args[1:], bound.kwargs
+        except Exception:
+            logger.exception("tensortap could not attach to this Keras call; it runs unhooked")
+        return original(self, *args, **kwargs)
+
+    return run

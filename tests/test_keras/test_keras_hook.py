@@ -1,0 +1,197 @@
+"""KerasHook on Keras 3 with the TensorFlow backend (and torch, in a subprocess)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+keras = pytest.importorskip("keras")
+pytest.importorskip("tensorflow")
+
+import tensortap.keras as tt  # noqa: E402
+from tensortap.core.stop import request_stop  # noqa: E402
+from tensortap.rules import VanishingGradient, invoke_rule  # noqa: E402
+
+HERE = Path(__file__).parent
+ALL = ["losses", "metrics", "weights", "biases", "gradients", "optimizer_variables"]
+
+
+def data(n: int = 48) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    return (x[:n] / 16.0).astype("float32"), y[:n]
+
+
+def mlp(depth: int = 1, activation: str = "relu") -> keras.Model:
+    keras.backend.clear_session()  # layer names restart at dense, dense_1
+    keras.utils.set_random_seed(0)
+    layers = [keras.Input((64,))]
+    layers += [keras.layers.Dense(16, activation=activation) for _ in range(depth)]
+    return keras.Sequential([*layers, keras.layers.Dense(10)])
+
+
+def hook_at(path: Path, **kwargs: object) -> tt.KerasHook:
+    return tt.KerasHook(
+        path, save_config=tt.SaveConfig(save_interval=1), include_collections=ALL, **kwargs
+    )
+
+
+def test_seed_003_flow(tmp_path: Path) -> None:
+    """Seed 003 with its import changed (the loss is Keras's "loss": Keras 3 has no
+    'CrossEntropyLoss:0' graph tensor)."""
+    x, y = data(300)
+    out_dir = str(tmp_path / "job")
+    hook = tt.KerasHook(out_dir=out_dir)
+    keras.backend.clear_session()
+    model = keras.models.Sequential([keras.Input((64,)), keras.layers.Dense(10)])
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model.fit(x, y, epochs=2, callbacks=[hook], verbose=0)
+    model.evaluate(x, y, callbacks=[hook], verbose=0)
+    trial = tt.create_trial(out_dir=out_dir)
+    assert trial.tensors() == ["loss"]
+    assert trial.steps(tt.modes.TRAIN) == [0] and trial.steps(tt.modes.EVAL) == [0]
+    assert float(trial.tensor("loss").value(0, mode=tt.modes.EVAL)) > 0
+
+
+@pytest.mark.parametrize("eager", [False, True])
+def test_saved_values_are_what_keras_computed(tmp_path: Path, eager: bool) -> None:
+    """Weights after each batch; gradients of the batch (with plain SGD, the update is
+    -lr * gradient exactly)."""
+    x, y = data(48)
+    model = mlp()
+    model.compile(
+        keras.optimizers.SGD(0.5),
+        keras.losses.SparseCategoricalCrossentropy(True),
+        metrics=["accuracy"],
+        run_eagerly=eager,
+    )
+
+    snapshots: list[list[np.ndarray]] = []
+
+    class Snapshot(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            snapshots.append([w.copy() for w in self.model.get_weights()])
+
+    hook = hook_at(tmp_path / "t")
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[Snapshot(), hook])
+    snapshots.append(model.get_weights())
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.steps() == [0, 1, 2]
+    names = ["dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias"]
+    assert set(trial.tensor_names(collection="weights")) == {"dense/kernel", "dense_1/kernel"}
+    assert set(trial.tensor_names(collection="biases")) == {"dense/bias", "dense_1/bias"}
+    for step in range(3):
+        for i, name in enumerate(names):
+            after = trial.tensor(name).value(step)
+            np.testing.assert_array_equal(after, snapshots[step + 1][i])
+            grad = trial.tensor(f"gradients/{name}").value(step)
+            np.testing.assert_allclose(snapshots[step][i] - 0.5 * grad, after, rtol=1e-5, atol=1e-6)
+    assert trial.tensor("optimizer/learning_rate").value(0) == pytest.approx(0.5)
+    assert trial.tensor_names(collection="metrics") == ["accuracy"]
+
+
+def test_modes_follow_keras(tmp_path: Path) -> None:
+    x, y = data(48)
+    model = mlp()
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(True))
+    hook = hook_at(tmp_path / "t")
+    model.fit(
+        x, y, batch_size=16, epochs=2, verbose=0, callbacks=[hook], validation_data=(x[:32], y[:32])
+    )
+    model.evaluate(x, y, batch_size=24, verbose=0, callbacks=[hook])
+    model.predict(x, batch_size=48, verbose=0, callbacks=[hook])
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.steps(tt.modes.TRAIN) == list(range(6))
+    assert trial.steps(tt.modes.EVAL) == list(range(2 * 2 + 2))  # validation, then evaluate
+    assert trial.steps(tt.modes.PREDICT) == [0]
+    assert trial.steps() == list(range(6 + 6 + 1))
+    # epoch 0: TRAIN 0-2, validation EVAL 3-4; epoch 1: TRAIN 5-7, EVAL 8-9; evaluate 10-11
+    assert [trial.mode(g).name for g in (2, 3, 5, 8, 10, 12)] == [
+        "TRAIN",
+        "EVAL",
+        "TRAIN",
+        "EVAL",
+        "EVAL",
+        "PREDICT",
+    ]
+    assert trial.tensor("loss").steps(tt.modes.EVAL) == list(range(6))
+
+
+def test_stop_request_ends_fit_the_keras_way(tmp_path: Path) -> None:
+    x, y = data(160)
+    model = mlp()
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(True))
+    request_stop(tmp_path / "stop", "a rule fired")
+    hook = hook_at(tmp_path / "t", stop_file=tmp_path / "stop")
+    history = model.fit(x, y, batch_size=16, epochs=5, verbose=0, callbacks=[hook])
+    hook.close()
+    assert len(history.history["loss"]) == 1  # the first epoch ended early, and the fit
+    assert tt.create_trial(tmp_path / "t").steps() == [0]
+
+
+def test_vanishing_gradients_are_caught_on_a_keras_model(tmp_path: Path) -> None:
+    x, y = data(128)
+    found = {}
+    for label, model in (("sigmoid", mlp(10, "sigmoid")), ("relu", mlp(2, "relu"))):
+        model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(True))
+        hook = hook_at(tmp_path / label)
+        model.fit(x, y, batch_size=32, epochs=2, verbose=0, callbacks=[hook])
+        hook.close()
+        summary = invoke_rule(VanishingGradient(tt.create_trial(tmp_path / label), threshold=1e-5))
+        found[label] = summary.triggered
+    assert found["sigmoid"] == 8 and found["relu"] == 0
+
+
+def test_zero_code_change(tmp_path: Path) -> None:
+    script = tmp_path / "plain.py"
+    script.write_text(
+        "import numpy as np, keras\n"
+        "x = np.random.rand(32, 8).astype('float32'); y = np.random.randint(0, 2, 32)\n"
+        "m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])\n"
+        "m.compile('sgd', keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n"
+        "m.fit(x, y, batch_size=16, epochs=1, verbose=0)\n"
+        "m.evaluate(x, y, verbose=0)\n"
+    )
+    config = tmp_path / "hook.json"
+    config.write_text(
+        '{"out_dir": "%s", "hook_parameters": {"save_interval": "1"},'
+        ' "collection_configurations": [{"name": "gradients"}, {"name": "losses"}]}'
+        % (tmp_path / "t")
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tensortap.attach", "--config", str(config), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.steps(tt.modes.TRAIN) == [0, 1] and trial.steps(tt.modes.EVAL) == [0]
+    assert "gradients/dense/kernel" in trial.tensor_names(collection="gradients")
+
+
+def test_torch_backend(tmp_path: Path) -> None:
+    """Keras on the torch backend: the same callback gets losses, weights and gradients."""
+    pytest.importorskip("torch")
+    env = {**os.environ, "KERAS_BACKEND": "torch"}
+    done = subprocess.run(
+        [sys.executable, str(HERE / "backend_script.py"), str(tmp_path / "t")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "update_matches True" in done.stdout
+    assert "'gradients/dense/kernel'" in done.stdout and "'loss'" in done.stdout
