@@ -195,3 +195,49 @@ def test_torch_backend(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "update_matches True" in done.stdout
     assert "'gradients/dense/kernel'" in done.stdout and "'loss'" in done.stdout
+
+
+def test_gradient_tape_loop(tmp_path: Path) -> None:
+    import tensorflow as tf
+
+    x, y = data(32)
+    model = mlp()
+    optimizer = keras.optimizers.SGD(0.5)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    hook = hook_at(tmp_path / "t")
+    seen = []
+    for _ in range(3):
+        before = [v.numpy().copy() for v in model.trainable_variables]
+        with hook.wrap_tape(tf.GradientTape()) as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        seen.append((float(loss), before, [v.numpy().copy() for v in model.trainable_variables]))
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.steps(tt.modes.TRAIN) == [0, 1, 2]
+    for step, (loss, before, after) in enumerate(seen):
+        assert float(trial.tensor("loss").value(step)) == pytest.approx(loss)
+        for i, name in enumerate(["dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias"]):
+            np.testing.assert_array_equal(trial.tensor(name).value(step), after[i])
+            grad = trial.tensor(f"gradients/{name}").value(step)
+            np.testing.assert_allclose(before[i] - 0.5 * grad, after[i], rtol=1e-5, atol=1e-6)
+
+
+def test_save_tensor_inside_tf_function_fails_clearly(tmp_path: Path) -> None:
+    import tensorflow as tf
+
+    hook = hook_at(tmp_path / "t")
+
+    @tf.function
+    def step(v: tf.Tensor) -> tf.Tensor:
+        hook.save_tensor("v", v * 2)
+        return v
+
+    # AutoGraph re-raises it as a StagingError that carries our message
+    with pytest.raises(Exception, match="InvalidTensorError: tensor 'v' is symbolic") as caught:
+        step(tf.constant([1.0]))
+    assert "inside a tf.function" in str(caught.value)
+    hook.save_tensor("v", tf.constant([1.0]) * 2, "metrics")  # eager tensors are fine
+    hook.close()
+    assert tt.create_trial(tmp_path / "t").tensor("v").value(0).tolist() == [2.0]

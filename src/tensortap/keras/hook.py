@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -32,6 +33,7 @@ from tensortap.core.modes import ModeKeys
 from tensortap.core.recorder import records_from_array
 from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.save_config import SaveConfig
+from tensortap.exceptions import InvalidTensorError
 from tensortap.hook import Hook
 from tensortap.storage import Store
 from tensortap.writer import WriterOptions
@@ -85,6 +87,9 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._shadows: dict[str, Any] = {}  # TF graph mode: variable name -> gradient copy
         self._eager_grads: dict[str, Any] = {}  # eager backends: variable name -> gradient
         self._warned: set[str] = set()
+        self._tape_open = False  # a wrap_tape() step is in progress
+        self._tape_vars: list[Any] = []  # the variables of the current tape step
+        self._recorder.add_step_end_callback(self._tape_step_end)
         global _current
         _current = self
 
@@ -178,9 +183,75 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
                 )
 
     def _name(self, variable: Any) -> str:
-        path = str(getattr(variable, "path", None) or variable.name)
-        prefix = f"{self.model.name}/" if self.model is not None else ""
-        return path[len(prefix) :] if prefix and path.startswith(prefix) else path
+        path = str(getattr(variable, "path", None) or variable.name).removesuffix(":0")
+        if self.model is not None:
+            prefix = f"{self.model.name}/"
+            return path[len(prefix) :] if path.startswith(prefix) else path
+        # a custom loop: drop the model's name (model/layer/variable -> layer/variable)
+        return path.split("/", 1)[1] if path.count("/") >= 2 else path
+
+    # -- custom loops: tf.GradientTape --
+    def wrap_tape(self, tape: Any) -> _Tape:
+        """Record a ``tf.GradientTape`` training loop: each ``with`` block of the returned tape
+        is one step (TRAIN unless a mode was set). Its ``gradient(loss, variables)`` saves the
+        loss (``losses``) and the gradients; the variables' values are saved when the step ends
+        (at the next ``with``, ``next_step`` or ``close``), so after the optimizer's update.
+        Inside a ``tf.function`` the values are symbolic and are not recorded (logged once)."""
+        return _Tape(self, tape)
+
+    def _begin_tape_step(self) -> None:
+        with self._lock:
+            if self._tape_open:
+                self.next_step()
+            if self.mode == ModeKeys.GLOBAL:
+                self.set_mode(ModeKeys.TRAIN)
+            self._tape_open = True
+            self._recorder.touch()
+
+    def _record_tape(self, target: Any, sources: Any, grads: Any) -> None:
+        import tensorflow as tf
+
+        if not tf.executing_eagerly():
+            self._warn_once(
+                "tape-graph",
+                "wrap_tape inside a tf.function sees symbolic tensors: that loop is not "
+                "recorded (run the step eagerly, or use model.fit with the KerasHook)",
+            )
+            return
+        with self._lock:
+            if self._closed:
+                return
+            if np.ndim(target) == 0:
+                self._save_lazy("loss", [CollectionKeys.LOSSES], lambda: float(target))
+            variables = tf.nest.flatten(sources)
+            self._tape_vars = variables
+            for variable, grad in zip(variables, tf.nest.flatten(grads), strict=False):
+                if grad is None:
+                    continue
+                self._save_lazy(
+                    f"gradients/{self._name(variable)}",
+                    [CollectionKeys.GRADIENTS],
+                    lambda g=grad: keras.ops.convert_to_numpy(tf.convert_to_tensor(g)),
+                )
+
+    def _tape_step_end(self) -> None:
+        variables, self._tape_vars = self._tape_vars, []
+        for variable in variables:
+            name = self._name(variable)
+            colls = [CollectionKeys.BIASES if name.endswith("bias") else CollectionKeys.WEIGHTS]
+            self._save_lazy(name, colls, lambda v=variable: keras.ops.convert_to_numpy(v))
+
+    def save_tensor(
+        self, name: str, value: Any, collections: str | Iterable[str] | None = None
+    ) -> bool:
+        """As for every hook; a symbolic tensor (inside a ``tf.function``) is refused."""
+        if _is_symbolic(value):
+            raise InvalidTensorError(
+                f"tensor {name!r} is symbolic: save_tensor was called inside a tf.function, "
+                "where tensors have no value yet. Return the value from the tf.function and "
+                "save it outside, or run the function eagerly"
+            )
+        return super().save_tensor(name, value, collections)
 
     # -- gradients --
     def _wants_gradients(self) -> bool:
@@ -267,3 +338,34 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         if key not in self._warned:
             self._warned.add(key)
             logger.warning("tensortap: %s", message)
+
+
+def _is_symbolic(value: Any) -> bool:
+    if "tensorflow" not in sys.modules or keras.backend.backend() != "tensorflow":
+        return False
+    import tensorflow as tf
+
+    return bool(tf.is_tensor(value) and tf.is_symbolic_tensor(value))
+
+
+class _Tape:
+    """A ``tf.GradientTape`` that records into a KerasHook (see ``KerasHook.wrap_tape``)."""
+
+    def __init__(self, hook: KerasHook, tape: Any) -> None:
+        self._hook, self._tape = hook, tape
+
+    def __enter__(self) -> _Tape:
+        self._hook._guard_event(self._hook._begin_tape_step)
+        self._tape.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._tape.__exit__(*exc)
+
+    def gradient(self, target: Any, sources: Any, *args: Any, **kwargs: Any) -> Any:
+        grads = self._tape.gradient(target, sources, *args, **kwargs)
+        self._hook._guard_event(self._hook._record_tape, target, sources, grads)
+        return grads
+
+    def __getattr__(self, name: str) -> Any:  # watch, stop_recording, reset, jacobian, ...
+        return getattr(self._tape, name)
