@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_format.py
 	$(PY) bench/bench_rules.py
 	$(PY) bench/bench_jobs.py
+	$(PY) bench/bench_keras.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -241,3 +241,18 @@ def test_save_tensor_inside_tf_function_fails_clearly(tmp_path: Path) -> None:
     hook.save_tensor("v", tf.constant([1.0]) * 2, "metrics")  # eager tensors are fine
     hook.close()
     assert tt.create_trial(tmp_path / "t").tensor("v").value(0).tolist() == [2.0]
+
+
+def test_mirrored_strategy_on_two_logical_cpus(tmp_path: Path) -> None:
+    """One process, two replicas: one worker, and the gradient saved is the one applied (the
+    replicas' copies summed)."""
+    done = subprocess.run(
+        [sys.executable, str(HERE / "mirrored_script.py"), str(tmp_path / "t")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "replicas 2 workers ['worker_0']" in done.stdout
+    assert "update_matches True" in done.stdout

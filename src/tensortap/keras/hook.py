@@ -266,12 +266,20 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         if graph:
             import tensorflow as tf
 
-            for variable in model.trainable_weights:
-                name = self._name(variable)
-                if name not in self._shadows:
-                    self._shadows[name] = tf.Variable(
-                        tf.zeros(variable.shape, dtype=variable.dtype), trainable=False
-                    )
+            # Under tf.distribute each replica writes its own copy, and reading sums them: the
+            # replicas' gradients (of the loss Keras already divided by the replica count) add
+            # up to the gradient the optimizer applies.
+            strategy = getattr(model, "distribute_strategy", None) or tf.distribute.get_strategy()
+            with strategy.scope():
+                for variable in model.trainable_weights:
+                    name = self._name(variable)
+                    if name not in self._shadows:
+                        self._shadows[name] = tf.Variable(
+                            tf.zeros(variable.shape, dtype=variable.dtype),
+                            trainable=False,
+                            synchronization=tf.VariableSynchronization.ON_READ,
+                            aggregation=tf.VariableAggregation.SUM,
+                        )
         if self._wrapped is not optimizer:
             self._wrap_optimizer(optimizer)
             if graph and getattr(model, "train_function", None) is not None:
