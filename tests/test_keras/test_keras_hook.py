@@ -256,3 +256,26 @@ def test_mirrored_strategy_on_two_logical_cpus(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "replicas 2 workers ['worker_0']" in done.stdout
     assert "update_matches True" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("model", "status"), [("sigmoid", "IssuesFound"), ("relu", "NoIssuesFound")]
+)
+def test_a_plain_keras_script_under_a_job(tmp_path: Path, model: str, status: str) -> None:
+    """Zero code change through the job runner: the rule reads what the patched fit saved."""
+    from tensortap.jobs import DebuggerHookConfig, Rule, TrainingJob, rule_configs
+
+    job = TrainingJob(
+        command=[sys.executable, str(HERE / "keras_train.py"), model],
+        output_path=tmp_path,
+        debugger_hook_config=DebuggerHookConfig(hook_parameters={"save_interval": "2"}),
+        rules=[
+            Rule.builtin(rule_configs.vanishing_gradient(), rule_parameters={"threshold": "1e-5"})
+        ],
+    )
+    job.fit(wait=False)
+    summary = job.wait(timeout=300, logs=False)
+    assert summary["status"] == "Completed", job.logs()[-3000:]
+    assert [r["RuleEvaluationStatus"] for r in job.rule_job_summary()] == [status]
+    trial = tt.create_trial(job.debugger_artifacts_path())
+    assert trial.steps() == list(range(0, 16, 2))
