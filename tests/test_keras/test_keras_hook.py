@@ -279,3 +279,70 @@ def test_a_plain_keras_script_under_a_job(tmp_path: Path, model: str, status: st
     assert [r["RuleEvaluationStatus"] for r in job.rule_job_summary()] == [status]
     trial = tt.create_trial(job.debugger_artifacts_path())
     assert trial.steps() == list(range(0, 16, 2))
+
+
+@pytest.mark.parametrize("eager", [False, True])
+def test_activations_are_captured_in_the_models_own_pass(tmp_path: Path, eager: bool) -> None:
+    x, y = data(48)
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((64,)),
+            keras.layers.Dense(8, activation="relu"),
+            keras.layers.Dense(6, activation="tanh"),
+            keras.layers.ReLU(),
+            keras.layers.Dense(10),
+        ]
+    )
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(True), run_eagerly=eager)
+    w0, b0 = (w.copy() for w in model.layers[0].get_weights())
+    hook = tt.KerasHook(
+        tmp_path / "t",
+        save_config=tt.SaveConfig(save_interval=2),
+        include_collections=["relu_activations", "losses"],
+    )
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, shuffle=False, callbacks=[hook])
+    model.evaluate(x, y, batch_size=48, verbose=0, callbacks=[hook])
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.tensor_names(collection="layers") == [
+        "dense/relu_input_0",
+        "dense/relu_output_0",
+        "dense_1/tanh_input_0",
+        "dense_1/tanh_output_0",
+        "re_lu/relu_input_0",
+        "re_lu/relu_output_0",
+    ]
+    out = trial.tensor("dense/relu_output_0")
+    assert out.steps() == [0, 2, 3]  # due TRAIN steps 0 and 2, and the EVAL step
+    np.testing.assert_allclose(out.value(0), np.maximum(x[:16] @ w0 + b0, 0), rtol=1e-5, atol=1e-6)
+    w, b = model.layers[0].get_weights()
+    expected = np.maximum(x @ w + b, 0)
+    np.testing.assert_allclose(out.value(0, mode=tt.modes.EVAL), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_dead_relus_are_caught_on_a_keras_model(tmp_path: Path) -> None:
+    from tensortap.rules import DeadRelu
+
+    x, y = data(128)
+    fired = {}
+    for label, bias in (("dead", -10.0), ("healthy", 0.0)):
+        keras.backend.clear_session()
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential(
+            [
+                keras.Input((64,)),
+                keras.layers.Dense(
+                    16, activation="relu", bias_initializer=keras.initializers.Constant(bias)
+                ),
+                keras.layers.Dense(10),
+            ]
+        )
+        model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(True))
+        hook = hook_at(tmp_path / label)
+        hook.include_collection("relu_activations")
+        model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[hook])
+        hook.close()
+        fired[label] = invoke_rule(DeadRelu(tt.create_trial(tmp_path / label))).triggered
+    assert fired == {"dead": 4, "healthy": 0}

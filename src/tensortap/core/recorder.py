@@ -209,6 +209,10 @@ class StepRecorder:
         self._plans[name] = plan
         return plan
 
+    def is_collection_due(self, name: str) -> bool:
+        """True when the collection ``name`` is included and due at this step."""
+        return name in self.include_collections and self._is_due(self.collections.get(name))
+
     def is_anything_due(self) -> bool:
         """True when some included collection is due at this step (adapters skip work if not).
 

@@ -35,6 +35,7 @@ from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.save_config import SaveConfig
 from tensortap.exceptions import InvalidTensorError
 from tensortap.hook import Hook
+from tensortap.keras.activations import ACTIVATION_COLLECTIONS, ActivationTaps
 from tensortap.storage import Store
 from tensortap.writer import WriterOptions
 
@@ -83,6 +84,9 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         )
         keras.callbacks.Callback.__init__(self)
         self.get_collection(OPTIMIZER_VARIABLES)
+        for name in ACTIVATION_COLLECTIONS:
+            self.get_collection(name)
+        self._taps = ActivationTaps(self)
         self._wrapped: Any = None  # the optimizer whose apply() we wrapped
         self._shadows: dict[str, Any] = {}  # TF graph mode: variable name -> gradient copy
         self._eager_grads: dict[str, Any] = {}  # eager backends: variable name -> gradient
@@ -96,6 +100,13 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
     # -- Keras callback API --
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
         self._guard_event(self._prepare_training)
+        self._guard_event(self._instrument, "train")
+
+    def on_test_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._guard_event(self._instrument, "test")
+
+    def on_predict_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._guard_event(self._instrument, "predict")
 
     def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._enter(ModeKeys.TRAIN)
@@ -128,6 +139,18 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
     def _enter(self, mode: ModeKeys) -> None:
         if self.mode != mode:
             self.set_mode(mode)
+        if self._taps.taps:
+            self._guard_event(self._taps.set_due)
+
+    def _instrument(self, function: str) -> None:
+        """Wrap the model's activations; a function traced before that is traced anew."""
+        model = self.model
+        if model is None or not self._taps.wanted():
+            return
+        before = len(self._taps.taps)
+        self._taps.install(model)
+        if len(self._taps.taps) != before and getattr(model, f"{function}_function", None):
+            getattr(model, f"make_{function}_function")(force=True)
 
     def _end_batch(self, logs: Mapping[str, Any] | None, training: bool) -> None:
         with self._lock:
@@ -155,6 +178,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
 
     def _save_batch(self, logs: Mapping[str, Any] | None, training: bool) -> None:
         recorder = self._recorder
+        self._taps.save()
         for key, value in (logs or {}).items():
             if not np.isscalar(value) and np.ndim(value) != 0:
                 continue
@@ -181,6 +205,12 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
                     [OPTIMIZER_VARIABLES],
                     lambda: int(keras.ops.convert_to_numpy(optimizer.iterations)),
                 )
+
+    def _layer_name(self, layer: Any) -> str:
+        path = str(getattr(layer, "path", None) or layer.name)
+        if self.model is not None and path.startswith(f"{self.model.name}/"):
+            return path[len(self.model.name) + 1 :]
+        return path
 
     def _name(self, variable: Any) -> str:
         path = str(getattr(variable, "path", None) or variable.name).removesuffix(":0")
