@@ -346,3 +346,29 @@ def test_dead_relus_are_caught_on_a_keras_model(tmp_path: Path) -> None:
         hook.close()
         fired[label] = invoke_rule(DeadRelu(tt.create_trial(tmp_path / label))).triggered
     assert fired == {"dead": 4, "healthy": 0}
+
+
+@pytest.mark.parametrize("eager", [False, True])
+def test_layer_outputs_model_io_labels_and_predictions(tmp_path: Path, eager: bool) -> None:
+    x, y = data(32)
+    model = mlp()
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(True), run_eagerly=eager)
+    hook = tt.KerasHook(
+        tmp_path / "t",
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["layers", "inputs", "outputs", "labels", "predictions"],
+    )
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0, shuffle=False, callbacks=[hook])
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.tensor_names(collection="layers") == [
+        "dense/relu_input_0",
+        "dense/relu_output_0",
+        "dense_1_output_0",
+        "dense_output_0",
+    ]
+    np.testing.assert_array_equal(trial.tensor("sequential_input_0").value(0), x)
+    logits = trial.tensor("sequential_output_0").value(0)
+    np.testing.assert_array_equal(trial.tensor("dense_1_output_0").value(0), logits)
+    np.testing.assert_array_equal(trial.tensor("predictions").value(0), logits)
+    np.testing.assert_array_equal(trial.tensor("labels").value(0), y)

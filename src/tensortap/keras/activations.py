@@ -1,11 +1,16 @@
-"""Activation inputs and outputs of a Keras model, captured in its own forward pass on due steps.
+"""What a Keras model computes, captured in its own forward pass on due steps: the inputs and
+outputs of activations, the outputs of layers, the model's input and output, and the labels and
+predictions its loss sees.
 
 Every layer with an activation (``Dense(..., activation="relu")``, ``Activation("tanh")``) and
 every ``ReLU`` layer gets its activation wrapped. The wrapper records the activation's input
 and output as ``<layer>/<kind>_input_0`` and ``<layer>/<kind>_output_0`` (``dense/relu_output_0``),
 the names the built-in rules look for (DeadRelu reads ``.*relu_output``, SaturatedActivation
 ``.*tanh_input`` / ``.*sigmoid_input``). They join the ``layers`` and ``relu_activations``
-collections.
+collections. Every layer's output is ``<layer>_output_0`` (``layers``); the model's input and
+output ``<model>_input_0`` / ``<model>_output_0`` (``inputs`` / ``outputs``); what the loss
+compares, ``labels`` and ``predictions`` (collections of the same names, which ClassImbalance
+and Confusion read). Values that are several tensors (a dict of inputs) are not captured.
 
 There is no second forward pass:
 
@@ -22,10 +27,13 @@ activations are captured there; this is logged once.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from typing import TYPE_CHECKING, Any
 
 import keras
+
+from tensortap.core.collections import CollectionKeys
 
 if TYPE_CHECKING:
     from tensortap.keras.hook import KerasHook
@@ -34,7 +42,17 @@ logger = logging.getLogger(__name__)
 
 RELU_ACTIVATIONS = "relu_activations"
 LAYERS = "layers"
+LABELS = "labels"
+PREDICTIONS = "predictions"
 ACTIVATION_COLLECTIONS = (LAYERS, RELU_ACTIVATIONS)
+TAPPED_COLLECTIONS = (
+    LAYERS,
+    RELU_ACTIVATIONS,
+    CollectionKeys.INPUTS,
+    CollectionKeys.OUTPUTS,
+    LABELS,
+    PREDICTIONS,
+)
 _KINDS = frozenset(
     {
         "relu",
@@ -59,8 +77,8 @@ _KINDS = frozenset(
 class _Tap:
     """One captured tensor: a variable in graph mode, or the last value in eager mode."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self, name: str, collections: tuple[str, ...]) -> None:
+        self.name, self.collections = name, collections
         self.variable: Any = None
         self.fresh: Any = None  # graph mode: True once written this step
         self.value: Any = None
@@ -75,9 +93,11 @@ class ActivationTaps:
         self._wrapped: set[int] = set()
         self._graph = keras.backend.backend() == "tensorflow"
 
+    def _included(self, collection: str) -> bool:
+        return collection in self.hook._recorder.include_collections
+
     def wanted(self) -> bool:
-        included = self.hook._recorder.include_collections
-        return any(c in included for c in ACTIVATION_COLLECTIONS)
+        return any(self._included(c) for c in TAPPED_COLLECTIONS)
 
     def install(self, model: Any) -> None:
         """Wrap the activations of ``model``'s layers (once per layer)."""
@@ -93,28 +113,57 @@ class ActivationTaps:
             import tensorflow as tf
 
             self.flag = tf.Variable(False, trainable=False)
+        if id(model) not in self._wrapped:
+            self._wrapped.add(id(model))
+            self._wrap_model(model)
+        activations = any(self._included(c) for c in ACTIVATION_COLLECTIONS)
+        outputs = self._included(LAYERS)
         for layer in model._flatten_layers(include_self=False):
-            if id(layer) in self._wrapped:
+            if id(layer) in self._wrapped or isinstance(layer, keras.layers.InputLayer):
                 continue
+            self._wrapped.add(id(layer))
+            base = self.hook._layer_name(layer)
+            if outputs:
+                layer.call = self._wrap(layer.call, None, self._tap(f"{base}_output_0", (LAYERS,)))
             activation = getattr(layer, "activation", None)
             kind = getattr(activation, "__name__", None)
             if isinstance(layer, keras.layers.ReLU):
                 kind, activation = "relu", None
-            if kind not in _KINDS:
+            if not activations or kind not in _KINDS:
                 continue
-            self._wrapped.add(id(layer))
-            base = self.hook._layer_name(layer)
-            tap_in, tap_out = (
-                self._tap(f"{base}/{kind}_input_0"),
-                self._tap(f"{base}/{kind}_output_0"),
-            )
+            tap_in = self._tap(f"{base}/{kind}_input_0", ACTIVATION_COLLECTIONS)
+            tap_out = self._tap(f"{base}/{kind}_output_0", ACTIVATION_COLLECTIONS)
             if activation is not None:
                 layer.activation = self._wrap(activation, tap_in, tap_out)
             else:
                 layer.call = self._wrap(layer.call, tap_in, tap_out)
 
-    def _tap(self, name: str) -> _Tap:
-        tap = _Tap(name)
+    def _wrap_model(self, model: Any) -> None:
+        """The model's input and output, and the labels and predictions its loss sees."""
+        if self._included(CollectionKeys.INPUTS) or self._included(CollectionKeys.OUTPUTS):
+            tap_in = self._tap(f"{model.name}_input_0", (CollectionKeys.INPUTS,))
+            tap_out = self._tap(f"{model.name}_output_0", (CollectionKeys.OUTPUTS,))
+            model.call = self._wrap(model.call, tap_in, tap_out)
+        if self._included(LABELS) or self._included(PREDICTIONS):
+            labels = self._tap("labels", (LABELS,))
+            predictions = self._tap("predictions", (PREDICTIONS,))
+            original = model.compute_loss
+            signature = inspect.signature(original)
+
+            @functools.wraps(original)
+            def compute_loss(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    given = signature.bind_partial(*args, **kwargs).arguments
+                    self._capture(labels, given.get("y"))
+                    self._capture(predictions, given.get("y_pred"))
+                except Exception as exc:
+                    self.hook._contain(exc, "capturing labels and predictions")
+                return original(*args, **kwargs)
+
+            model.compute_loss = compute_loss
+
+    def _tap(self, name: str, collections: tuple[str, ...]) -> _Tap:
+        tap = _Tap(name, collections)
         if self._graph:
             import tensorflow as tf
 
@@ -125,12 +174,13 @@ class ActivationTaps:
         self.taps.append(tap)
         return tap
 
-    def _wrap(self, function: Any, tap_in: _Tap, tap_out: _Tap) -> Any:
+    def _wrap(self, function: Any, tap_in: _Tap | None, tap_out: _Tap) -> Any:
         @functools.wraps(function)
         def wrapped(x: Any, *args: Any, **kwargs: Any) -> Any:
             y = function(x, *args, **kwargs)
             try:
-                self._capture(tap_in, x)
+                if tap_in is not None:
+                    self._capture(tap_in, x)
                 self._capture(tap_out, y)
             except Exception as exc:
                 self.hook._contain(exc, "capturing activations")
@@ -139,8 +189,8 @@ class ActivationTaps:
         return wrapped
 
     def _capture(self, tap: _Tap, value: Any) -> None:
-        if isinstance(value, keras.KerasTensor):
-            return  # Keras building the model symbolically
+        if value is None or isinstance(value, (keras.KerasTensor, list, tuple, dict)):
+            return  # Keras building the model symbolically, or several tensors (not captured)
         if self._graph:
             import tensorflow as tf
 
@@ -159,7 +209,7 @@ class ActivationTaps:
     def set_due(self) -> None:
         """Before a batch: capture on this step if the collections are due."""
         recorder = self.hook._recorder
-        due = any(recorder.is_collection_due(c) for c in ACTIVATION_COLLECTIONS)
+        due = any(recorder.is_collection_due(c) for c in TAPPED_COLLECTIONS)
         if due != self.due and self.flag is not None:
             self.flag.assign(due)
         self.due = due
@@ -177,5 +227,5 @@ class ActivationTaps:
             else:
                 continue  # this layer did not run in this step
             self.hook._save_lazy(
-                tap.name, ACTIVATION_COLLECTIONS, lambda s=source: keras.ops.convert_to_numpy(s)
+                tap.name, tap.collections, lambda s=source: keras.ops.convert_to_numpy(s)
             )

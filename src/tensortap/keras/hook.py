@@ -35,7 +35,7 @@ from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.save_config import SaveConfig
 from tensortap.exceptions import InvalidTensorError
 from tensortap.hook import Hook
-from tensortap.keras.activations import ACTIVATION_COLLECTIONS, ActivationTaps
+from tensortap.keras.activations import TAPPED_COLLECTIONS, ActivationTaps
 from tensortap.storage import Store
 from tensortap.writer import WriterOptions
 
@@ -84,7 +84,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         )
         keras.callbacks.Callback.__init__(self)
         self.get_collection(OPTIMIZER_VARIABLES)
-        for name in ACTIVATION_COLLECTIONS:
+        for name in TAPPED_COLLECTIONS:
             self.get_collection(name)
         self._taps = ActivationTaps(self)
         self._wrapped: Any = None  # the optimizer whose apply() we wrapped
