@@ -60,6 +60,24 @@ def hooks(root: Path) -> dict[str, tt.KerasHook | None]:
                 "optimizer_variables",
             ],
         ),
+        "everything every step, with activations and layer outputs": tt.KerasHook(
+            root / "acts",
+            save_config=tt.SaveConfig(save_interval=1),
+            include_collections=[
+                "weights",
+                "biases",
+                "gradients",
+                "losses",
+                "metrics",
+                "optimizer_variables",
+                "layers",
+                "relu_activations",
+                "inputs",
+                "outputs",
+                "labels",
+                "predictions",
+            ],
+        ),
     }
 
 
@@ -96,7 +114,7 @@ def main() -> None:
     print(f"small CNN, batches of 64x32x32x3, {args.steps} batches per fit, {args.rounds} rounds:")
     for label, values in times.items():
         median = statistics.median(values)
-        print(f"  {label:36s} {1000 * median:7.2f} ms/batch  {median / base:5.3f}x")
+        print(f"  {label:58s} {1000 * median:7.2f} ms/batch  {median / base:5.3f}x")
 
 
 if __name__ == "__main__":

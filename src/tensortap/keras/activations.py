@@ -38,6 +38,13 @@ from tensortap.core.collections import CollectionKeys
 if TYPE_CHECKING:
     from tensortap.keras.hook import KerasHook
 
+
+def to_numpy(value: Any) -> Any:
+    from tensortap.keras.hook import to_numpy as convert
+
+    return convert(value)
+
+
 logger = logging.getLogger(__name__)
 
 RELU_ACTIVATIONS = "relu_activations"
@@ -204,7 +211,7 @@ class ActivationTaps:
                 tf.cond(self.flag, write, lambda: tf.constant(False))
                 return
         if self.due:
-            tap.value = keras.ops.convert_to_numpy(value)
+            tap.value = to_numpy(value)
 
     def set_due(self) -> None:
         """Before a batch: capture on this step if the collections are due."""
@@ -226,6 +233,4 @@ class ActivationTaps:
                 source = tap.variable
             else:
                 continue  # this layer did not run in this step
-            self.hook._save_lazy(
-                tap.name, tap.collections, lambda s=source: keras.ops.convert_to_numpy(s)
-            )
+            self.hook._save_lazy(tap.name, tap.collections, lambda s=source: to_numpy(s))
