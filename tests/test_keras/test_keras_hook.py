@@ -372,3 +372,18 @@ def test_layer_outputs_model_io_labels_and_predictions(tmp_path: Path, eager: bo
     np.testing.assert_array_equal(trial.tensor("dense_1_output_0").value(0), logits)
     np.testing.assert_array_equal(trial.tensor("predictions").value(0), logits)
     np.testing.assert_array_equal(trial.tensor("labels").value(0), y)
+
+
+def test_the_all_collection_saves_everything_including_optimizer_state(tmp_path: Path) -> None:
+    x, y = data(32)
+    model = mlp()
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(True))
+    hook = tt.KerasHook(
+        tmp_path / "t", save_config=tt.SaveConfig(save_interval=1), include_collections=["all"]
+    )
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[hook])
+    hook.close()
+    names = set(tt.create_trial(tmp_path / "t").tensor_names())
+    assert {"loss", "dense/kernel", "gradients/dense/kernel", "dense/relu_output_0"} <= names
+    assert {"labels", "predictions", "sequential_input_0", "optimizer/learning_rate"} <= names
+    assert "optimizer/sequential_dense_kernel_momentum" in names  # Adam's first moment

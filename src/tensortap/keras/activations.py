@@ -101,7 +101,8 @@ class ActivationTaps:
         self._graph = keras.backend.backend() == "tensorflow"
 
     def _included(self, collection: str) -> bool:
-        return collection in self.hook._recorder.include_collections
+        included = self.hook._recorder.include_collections
+        return collection in included or CollectionKeys.ALL in included
 
     def wanted(self) -> bool:
         return any(self._included(c) for c in TAPPED_COLLECTIONS)
@@ -216,7 +217,7 @@ class ActivationTaps:
     def set_due(self) -> None:
         """Before a batch: capture on this step if the collections are due."""
         recorder = self.hook._recorder
-        due = any(recorder.is_collection_due(c) for c in TAPPED_COLLECTIONS)
+        due = any(recorder.is_collection_due(c) for c in (*TAPPED_COLLECTIONS, CollectionKeys.ALL))
         if due != self.due and self.flag is not None:
             self.flag.assign(due)
         self.due = due

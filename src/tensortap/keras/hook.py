@@ -197,6 +197,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
                 due.append((name, plan, variable))
         if training:
             due += self._due_gradients(model)
+            due += self._due_optimizer_state(getattr(model, "optimizer", None))
         for (name, plan, _), value in zip(due, self._read_all([d[2] for d in due]), strict=True):
             array = as_saveable_array(value, name)
             recorder.put(name, records_from_array(name, array, plan))
@@ -293,7 +294,8 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
 
     # -- gradients --
     def _wants_gradients(self) -> bool:
-        return CollectionKeys.GRADIENTS in self._recorder.include_collections
+        included = self._recorder.include_collections
+        return CollectionKeys.GRADIENTS in included or CollectionKeys.ALL in included
 
     def _prepare_training(self) -> None:
         model = self.model
@@ -379,6 +381,21 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             if plan is not None:
                 due.append((f"gradients/{name}", plan, source))
         self._eager_grads.clear()
+        return due
+
+    def _due_optimizer_state(self, optimizer: Any) -> list[tuple[str, Any, Any]]:
+        """The optimizer's state (Adam's moments, ...) as ``optimizer/<path>``; the learning
+        rate and iteration count are saved as scalars elsewhere."""
+        due: list[tuple[str, Any, Any]] = []
+        for variable in getattr(optimizer, "variables", None) or []:
+            path = str(getattr(variable, "path", variable.name))
+            short = path.split("/", 1)[-1]
+            if short in ("iteration", "iterations", "learning_rate"):
+                continue
+            name = f"optimizer/{short}"
+            plan = self._recorder.begin(name, [OPTIMIZER_VARIABLES])
+            if plan is not None:
+                due.append((name, plan, variable))
         return due
 
     def _read_all(self, sources: list[Any]) -> list[Any]:
