@@ -352,9 +352,11 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._wrapped = optimizer
 
     def _capture(self, grads: list[Any], variables: list[Any]) -> None:
-        import tensorflow as tf
+        graph = False
+        if keras.backend.backend() == "tensorflow":  # other backends need no TensorFlow
+            import tensorflow as tf
 
-        graph = keras.backend.backend() == "tensorflow" and not tf.executing_eagerly()
+            graph = not tf.executing_eagerly()
         for grad, variable in zip(grads, variables, strict=False):
             if grad is None:
                 continue
