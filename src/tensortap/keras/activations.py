@@ -92,6 +92,8 @@ class _Tap:
 
 
 class ActivationTaps:
+    """Wraps a model's layers and loss to capture what they compute (see the module docstring)."""
+
     def __init__(self, hook: KerasHook) -> None:
         self.hook = hook
         self.taps: list[_Tap] = []

@@ -9,7 +9,7 @@ end of each batch the hook saves what is due:
 - ``weights`` / ``biases``: every variable of the model after the batch's update, named by its
   Keras path without the model's name (``dense_1/kernel``, ``conv2d/bias``);
 - ``gradients``: the gradients of the batch, named ``gradients/<variable>``, captured where the
-  optimizer applies them (see :meth:`KerasHook._wrap_optimizer`) without changing the update;
+  optimizer applies them (see :mod:`tensortap.keras.gradients`) without changing the update;
 - ``optimizer_variables``: the learning rate and iteration count.
 
 Values are converted to NumPy only on steps where their collection is due; on other steps the
@@ -36,6 +36,7 @@ from tensortap.core.save_config import SaveConfig
 from tensortap.exceptions import InvalidTensorError
 from tensortap.hook import Hook
 from tensortap.keras.activations import TAPPED_COLLECTIONS, ActivationTaps
+from tensortap.keras.gradients import GradientCapture
 from tensortap.storage import Store
 from tensortap.writer import WriterOptions
 
@@ -87,9 +88,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         for name in TAPPED_COLLECTIONS:
             self.get_collection(name)
         self._taps = ActivationTaps(self)
-        self._wrapped: Any = None  # the optimizer whose apply() we wrapped
-        self._shadows: dict[str, Any] = {}  # TF graph mode: variable name -> gradient copy
-        self._eager_grads: dict[str, Any] = {}  # eager backends: variable name -> gradient
+        self._gradients = GradientCapture(self)
         self._readers: dict[tuple[int, ...], Any] = {}  # compiled readers of variable sets
         self._warned: set[str] = set()
         self._tape_open = False  # a wrap_tape() step is in progress
@@ -196,7 +195,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             if plan is not None:
                 due.append((name, plan, variable))
         if training:
-            due += self._due_gradients(model)
+            due += self._gradients.due(model)
             due += self._due_optimizer_state(getattr(model, "optimizer", None))
         for (name, plan, _), value in zip(due, self._read_all([d[2] for d in due]), strict=True):
             array = as_saveable_array(value, name)
@@ -293,97 +292,10 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         return super().save_tensor(name, value, collections)
 
     # -- gradients --
-    def _wants_gradients(self) -> bool:
-        included = self._recorder.include_collections
-        return CollectionKeys.GRADIENTS in included or CollectionKeys.ALL in included
-
     def _prepare_training(self) -> None:
         model = self.model
-        optimizer = getattr(model, "optimizer", None)
-        if optimizer is None or not self._wants_gradients():
-            return
-        graph = keras.backend.backend() == "tensorflow" and not model.run_eagerly
-        if graph:
-            import tensorflow as tf
-
-            # Under tf.distribute each replica writes its own copy, and reading sums them: the
-            # replicas' gradients (of the loss Keras already divided by the replica count) add
-            # up to the gradient the optimizer applies.
-            strategy = getattr(model, "distribute_strategy", None) or tf.distribute.get_strategy()
-            with strategy.scope():
-                for variable in model.trainable_weights:
-                    name = self._name(variable)
-                    if name not in self._shadows:
-                        self._shadows[name] = tf.Variable(
-                            tf.zeros(variable.shape, dtype=variable.dtype),
-                            trainable=False,
-                            synchronization=tf.VariableSynchronization.ON_READ,
-                            aggregation=tf.VariableAggregation.SUM,
-                        )
-        if self._wrapped is not optimizer:
-            self._wrap_optimizer(optimizer)
-            if graph and getattr(model, "train_function", None) is not None:
-                # a train function traced before the wrapper would not capture: trace anew
-                model.train_function = None
-                model.make_train_function()
-
-    def _wrap_optimizer(self, optimizer: Any) -> None:
-        """Record the gradients the optimizer applies, then apply them unchanged.
-
-        In a ``tf.function`` (TensorFlow's default) the gradients are copied into one
-        non-trainable variable per weight, read after the batch when due; in eager execution
-        (the torch backend, ``run_eagerly=True``) they are kept as they are. The JAX backend
-        applies gradients inside a jitted stateless function that this wrapper never sees.
-        """
-        original = optimizer.apply
-        hook = self
-
-        def apply(grads: Any, trainable_variables: Any = None) -> Any:
-            variables = trainable_variables
-            if variables is None:
-                variables = getattr(optimizer, "_trainable_variables", None) or []
-            try:
-                hook._capture(list(grads), list(variables))
-            except Exception as exc:
-                hook._contain(exc, "capturing gradients")
-            return original(grads, trainable_variables)
-
-        optimizer.apply = apply
-        self._wrapped = optimizer
-
-    def _capture(self, grads: list[Any], variables: list[Any]) -> None:
-        graph = False
-        if keras.backend.backend() == "tensorflow":  # other backends need no TensorFlow
-            import tensorflow as tf
-
-            graph = not tf.executing_eagerly()
-        for grad, variable in zip(grads, variables, strict=False):
-            if grad is None:
-                continue
-            name = self._name(variable)
-            if graph:
-                shadow = self._shadows.get(name)
-                if shadow is None:
-                    self._warn_once(name, f"no gradient copy for {name}: it is not saved")
-                    continue
-                shadow.assign(tf.convert_to_tensor(grad))
-            else:
-                self._eager_grads[name] = grad
-
-    def _due_gradients(self, model: Any) -> list[tuple[str, Any, Any]]:
-        """(name, plan, source) of the gradients due at this step."""
-        due = []
-        for variable in model.trainable_weights:
-            name = self._name(variable)
-            shadow = self._shadows.get(name)
-            source = shadow if shadow is not None else self._eager_grads.get(name)
-            if source is None:
-                continue
-            plan = self._recorder.begin(f"gradients/{name}", [CollectionKeys.GRADIENTS])
-            if plan is not None:
-                due.append((f"gradients/{name}", plan, source))
-        self._eager_grads.clear()
-        return due
+        if self._gradients.install(model) and getattr(model, "train_function", None) is not None:
+            model.make_train_function(force=True)  # one traced before the wrapper cannot capture
 
     def _due_optimizer_state(self, optimizer: Any) -> list[tuple[str, Any, Any]]:
         """The optimizer's state (Adam's moments, ...) as ``optimizer/<path>``; the learning
