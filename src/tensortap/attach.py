@@ -45,6 +45,11 @@ def enable_frameworks(config: HookConfig) -> list[str]:
 
         enable_keras(config)
         enabled.append("keras")
+    if importlib.util.find_spec("xgboost") is not None:
+        from tensortap.xgboost.zcc import enable as enable_xgboost  # imports XGBoost only when used
+
+        enable_xgboost(config)
+        enabled.append("xgboost")
     if importlib.util.find_spec("torch") is not None:
         from tensortap.pytorch.zcc import enable
 

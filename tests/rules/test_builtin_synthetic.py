@@ -20,6 +20,7 @@ from tensortap.rules import (
     Confusion,
     DeadRelu,
     ExplodingTensor,
+    FeatureImportanceOverweight,
     GradientNormSpike,
     LossNotDecreasing,
     LossSpike,
@@ -32,6 +33,7 @@ from tensortap.rules import (
     SimilarAcrossRuns,
     StalledTrainingRule,
     TensorVariance,
+    TreeDepth,
     UnchangedTensor,
     VanishingGradient,
     WeightsNotUpdating,
@@ -212,7 +214,23 @@ def not_updating(bad: bool):
     ), {}
 
 
+def importance_overweight(bad: bool):
+    top = 9.0 if bad else 1.5  # 3 of 6 features: 27/30 = 90% vs 4.5/7.5 = 60% of the weight
+    scores = [top, top, top, 1.0, 1.0, 1.0]
+    importances = {f"feature_importance/weight/f{i}": v for i, v in enumerate(scores)}
+    return train([importances]), {}
+
+
+def tree_depth(bad: bool):
+    # two trees of five nodes: stumps of depth 1, or chains reaching depth 4
+    one = [0, 1, 1, 1, 1] if bad else [0, 1, 2, 3, 4]
+    tree = np.array([0] * 5 + [1] * 5, F32)
+    return train([{"trees/tree": tree, "trees/depth": np.array(one * 2, F32)}]), {"depth": "4"}
+
+
 CASES: dict[str, tuple[type, Callable[[bool], tuple[list, dict[str, str]]], list[int]]] = {
+    "FeatureImportanceOverweight": (FeatureImportanceOverweight, importance_overweight, [0]),
+    "TreeDepth": (TreeDepth, tree_depth, [0]),
     "VanishingGradient": (VanishingGradient, vanishing, [3, 4]),
     "ExplodingTensor": (ExplodingTensor, exploding, [2]),
     "LossNotDecreasing": (LossNotDecreasing, loss_not_decreasing, [20]),

@@ -10,17 +10,13 @@ configuration; a script that passes its own KerasHook keeps it.
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import inspect
 import logging
-import sys
-from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
 from tensortap.hook_config import HookConfig
+from tensortap.import_hooks import when_imported
 
 logger = logging.getLogger(__name__)
 
@@ -32,40 +28,7 @@ def enable(config: HookConfig) -> None:
     """Patch Keras now if it is imported, else as soon as the script imports it."""
     global _config
     _config = config
-    if "keras" in sys.modules:
-        _patch(sys.modules["keras"])
-    elif not any(isinstance(f, _KerasFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _KerasFinder())
-
-
-class _KerasFinder(importlib.abc.MetaPathFinder):
-    """Lets ``import keras`` happen as usual, then patches the module."""
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != "keras":
-            return None
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.util.find_spec("keras")
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None:
-            return None
-        loader = spec.loader
-        original = loader.exec_module
-
-        def exec_module(module: ModuleType) -> None:
-            original(module)
-            sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _KerasFinder)]
-            try:
-                _patch(module)
-            except Exception:
-                logger.exception("tensortap could not attach to Keras; training continues")
-
-        loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
+    when_imported("keras", _patch)
 
 
 def _hook() -> Any:

@@ -121,5 +121,7 @@ nan_inf_root_cause = _make("NaNInfRootCause")
 gradient_norm_spike = _make("GradientNormSpike")
 loss_spike = _make("LossSpike")
 weights_not_updating = _make("WeightsNotUpdating")
+feature_importance_overweight = _make("FeatureImportanceOverweight")
+tree_depth = _make("TreeDepth")
 
 __all__ = ["BuiltinRuleConfig", "config_for", *(_snake(n) for n in BUILTIN_RULES)]

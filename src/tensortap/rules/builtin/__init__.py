@@ -8,6 +8,7 @@ from tensortap.rules.builtin.class_imbalance import ClassImbalance
 from tensortap.rules.builtin.confusion import Confusion
 from tensortap.rules.builtin.dead_relu import DeadRelu
 from tensortap.rules.builtin.exploding_tensor import ExplodingTensor
+from tensortap.rules.builtin.feature_importance_overweight import FeatureImportanceOverweight
 from tensortap.rules.builtin.gradient_norm_spike import GradientNormSpike
 from tensortap.rules.builtin.loss_not_decreasing import LossNotDecreasing
 from tensortap.rules.builtin.loss_spike import LossSpike
@@ -20,6 +21,7 @@ from tensortap.rules.builtin.saturated_activation import SaturatedActivation
 from tensortap.rules.builtin.similar_across_runs import SimilarAcrossRuns
 from tensortap.rules.builtin.stalled_training import StalledTrainingRule
 from tensortap.rules.builtin.tensor_variance import TensorVariance
+from tensortap.rules.builtin.tree_depth import TreeDepth
 from tensortap.rules.builtin.unchanged_tensor import UnchangedTensor
 from tensortap.rules.builtin.vanishing_gradient import VanishingGradient
 from tensortap.rules.builtin.weight_update_ratio import WeightUpdateRatio
@@ -51,6 +53,8 @@ BUILTIN_RULES: dict[str, type[Rule]] = {
         GradientNormSpike,
         LossSpike,
         WeightsNotUpdating,
+        FeatureImportanceOverweight,
+        TreeDepth,
     )
 }
 
@@ -62,6 +66,7 @@ __all__ = [
     "Confusion",
     "DeadRelu",
     "ExplodingTensor",
+    "FeatureImportanceOverweight",
     "GradientNormSpike",
     "LossNotDecreasing",
     "LossSpike",
@@ -74,6 +79,7 @@ __all__ = [
     "SimilarAcrossRuns",
     "StalledTrainingRule",
     "TensorVariance",
+    "TreeDepth",
     "UnchangedTensor",
     "VanishingGradient",
     "WeightUpdateRatio",

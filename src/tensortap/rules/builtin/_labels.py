@@ -20,7 +20,8 @@ def labels_and_predictions(
     rule: Rule, step: int, labels: str, predictions: str, argmax: bool
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(labels, predicted classes, tensor names); predictions that carry one more axis than
-    the labels (scores per class), or any when ``argmax``, are reduced with argmax."""
+    the labels (scores per class), or any when ``argmax``, are reduced with argmax; fractional
+    predictions in [0, 1] of the labels' shape are probabilities of class 1, cut at 0.5."""
     lname = find(rule, "labels", labels, step)
     pname = find(rule, "predictions", predictions, step)
     if lname is None or pname is None:
@@ -30,6 +31,8 @@ def labels_and_predictions(
     p = rule.base_trial.tensor(pname).value(step)
     if argmax or p.ndim == y.ndim + 1:
         p = np.argmax(p, axis=-1)
+    elif p.dtype.kind == "f" and p.size and p.min() >= 0 and p.max() <= 1 and np.any(p % 1):
+        p = p > 0.5  # probabilities of the positive class (binary:logistic, a sigmoid output)
     if y.ndim == p.ndim + 1:  # one-hot labels
         y = np.argmax(y, axis=-1)
     y, p = y.ravel().astype(np.int64), p.ravel().astype(np.int64)

@@ -1,0 +1,83 @@
+"""Zero code change for XGBoost: ``xgb.train`` and the scikit-learn estimators get the hook
+appended to their callbacks, for scripts that never import tensortap.
+
+:func:`enable` (called by ``python -m tensortap.attach`` and so by the job runner) waits for
+the script to import XGBoost, then patches ``xgboost.train`` (which the scikit-learn estimators
+call too). The hook is created at the first call from the JSON configuration; its validation
+data, when the script gave it none, is the last set in ``evals`` that is not the training data.
+A script that passes its own hook keeps it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from types import ModuleType
+from typing import Any
+
+from tensortap.hook_config import HookConfig
+from tensortap.import_hooks import when_imported
+
+logger = logging.getLogger(__name__)
+
+_config: HookConfig | None = None
+_patched = False
+
+
+def enable(config: HookConfig) -> None:
+    global _config
+    _config = config
+    when_imported("xgboost", _patch)
+
+
+def _hook() -> Any:
+    from tensortap.xgboost.hook import Hook, get_hook
+
+    hook = get_hook()
+    if hook is None:
+        assert _config is not None
+        hook = Hook(**_config.hook_kwargs())
+        _config.configure(hook.collection_manager)
+        logger.info("tensortap attached to XGBoost: writing to %s", hook.out_dir)
+    return hook
+
+
+def _patch(xgboost: ModuleType) -> None:
+    global _patched
+    if _patched:
+        return
+    _patched = True
+    import xgboost.sklearn
+    import xgboost.training
+
+    patched = _with_hook(xgboost.training.train)
+    for module in (xgboost, xgboost.training, xgboost.sklearn):
+        if getattr(module, "train", None) is not None:
+            setattr(module, "train", patched)  # noqa: B010 - the module may bind train itself
+
+
+def _with_hook(original: Any) -> Any:
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def train(*args: Any, **kwargs: Any) -> Any:
+        try:
+            from tensortap.xgboost.hook import Hook
+
+            bound = signature.bind(*args, **kwargs)
+            callbacks = list(bound.arguments.get("callbacks") or [])
+            if not any(isinstance(c, Hook) for c in callbacks):
+                hook = _hook()
+                if hook.validation_data is None:
+                    dtrain = bound.arguments.get("dtrain")
+                    others = [d for d, _ in bound.arguments.get("evals") or () if d is not dtrain]
+                    hook.validation_data = others[-1] if others else None
+                callbacks.append(hook)
+            bound.arguments["callbacks"] = callbacks
+            args, kwargs = bound.args, bound.kwargs
+        except Exception:
+            logger.exception("tensortap could not attach to this xgboost.train; it runs unhooked")
+        return original(*args, **kwargs)
+
+    return train

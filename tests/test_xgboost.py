@@ -1,0 +1,190 @@
+"""The XGBoost hook on real training with scikit-learn data sets, and its rules."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+xgb = pytest.importorskip("xgboost")
+
+from sklearn.datasets import load_breast_cancer, load_diabetes, make_classification  # noqa: E402
+
+import tensortap.xgboost as tt  # noqa: E402
+from tensortap.rules import (  # noqa: E402
+    ClassImbalance,
+    FeatureImportanceOverweight,
+    TreeDepth,
+    invoke_rule,
+)
+
+EVERYTHING = [
+    "metrics",
+    "hyperparameters",
+    "feature_importance",
+    "average_shap",
+    "full_shap",
+    "predictions",
+    "labels",
+    "trees",
+]
+
+
+def split(x: np.ndarray, y: np.ndarray) -> tuple:
+    n = int(len(y) * 0.7)
+    return xgb.DMatrix(x[:n], label=y[:n]), xgb.DMatrix(x[n:], label=y[n:])
+
+
+def boost(path: Path, x, y, params: dict, rounds: int, every: int = 1, **hook_kwargs):
+    dtrain, dvalid = split(x, y)
+    hook = tt.Hook(
+        path,
+        save_config=tt.SaveConfig(save_interval=every),
+        include_collections=EVERYTHING,
+        validation_data=dvalid,
+        **hook_kwargs,
+    )
+    result: dict = {}
+    booster = xgb.train(
+        params,
+        dtrain,
+        rounds,
+        evals=[(dtrain, "train"), (dvalid, "validation")],
+        evals_result=result,
+        verbose_eval=False,
+        callbacks=[hook],
+    )
+    hook.close()
+    return tt.create_trial(path), booster, result, dvalid
+
+
+def test_metrics_importance_shap_predictions_and_trees(tmp_path: Path) -> None:
+    x, y = load_breast_cancer(return_X_y=True)
+    params = {"objective": "binary:logistic", "max_depth": 3, "eval_metric": ["logloss", "error"]}
+    trial, booster, result, dvalid = boost(tmp_path / "t", x, y, params, 8)
+    assert trial.steps() == list(range(8))
+    for data in ("train", "validation"):
+        for metric in ("logloss", "error"):
+            saved = [float(trial.tensor(f"{data}-{metric}").value(s)) for s in range(8)]
+            np.testing.assert_allclose(saved, result[data][metric])
+    assert trial.tensor("hyperparameters/max_depth").value(0) == 3
+    assert trial.tensor("hyperparameters/max_depth").steps() == [0]
+    last = 7
+    for kind in ("weight", "gain", "cover", "total_gain", "total_cover"):
+        for feature, score in booster.get_score(importance_type=kind).items():
+            value = trial.tensor(f"feature_importance/{kind}/{feature}").value(last)
+            assert value == pytest.approx(score, rel=1e-6)
+    shap = [n for n in trial.tensor_names(collection="full_shap")]
+    rows = sum(trial.tensor(n).value(last) for n in shap)  # the features and the bias
+    np.testing.assert_allclose(rows, booster.predict(dvalid, output_margin=True), atol=1e-4)
+    mean_abs = trial.tensor("average_shap/f0").value(last)
+    assert mean_abs == pytest.approx(np.mean(np.abs(trial.tensor("full_shap/f0").value(last))))
+    np.testing.assert_allclose(trial.tensor("predictions").value(last), booster.predict(dvalid))
+    np.testing.assert_array_equal(trial.tensor("labels").value(last), dvalid.get_label())
+    assert trial.tensor("predictions").steps() == list(range(8))
+    trees = tt.tree_table(booster[last : last + 1])
+    np.testing.assert_array_equal(trial.tensor("trees/depth").value(last), trees["depth"])
+    assert trees["depth"].max() == 3 and set(trial.tensor_names(collection="trees")) == {
+        f"trees/{c}"
+        for c in ("tree", "node", "depth", "feature", "threshold", "gain", "cover", "leaf")
+    }
+
+
+def test_default_saves_metrics_every_10_rounds(tmp_path: Path) -> None:
+    x, y = load_diabetes(return_X_y=True)  # a regression
+    dtrain, dvalid = split(x, y)
+    hook = tt.Hook(tmp_path / "t")
+    xgb.train(
+        {"objective": "reg:squarederror"},
+        dtrain,
+        25,
+        evals=[(dvalid, "validation")],
+        verbose_eval=False,
+        callbacks=[hook],
+    )
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.steps() == [0, 10, 20]
+    assert "validation-rmse" in trial.tensor_names(collection="metrics")
+    assert trial.tensor_names(collection="full_shap") == []  # not due, never computed
+
+
+def test_scikit_learn_api(tmp_path: Path) -> None:
+    x, y = make_classification(600, 8, random_state=0)
+    hook = tt.Hook(
+        tmp_path / "t",
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=EVERYTHING,
+        validation_data=(x[400:], y[400:]),
+    )
+    model = xgb.XGBClassifier(n_estimators=5, max_depth=2, callbacks=[hook])
+    model.fit(x[:400], y[:400], eval_set=[(x[400:], y[400:])], verbose=False)
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.steps() == list(range(5))
+    assert "validation_0-logloss" in trial.tensor_names(collection="metrics")
+    assert trial.tensor("labels").value(4).shape == (200,)
+
+
+def test_feature_importance_overweight_fires_on_a_leaking_feature(tmp_path: Path) -> None:
+    x, y = make_classification(1000, 10, n_informative=6, random_state=0)
+    leaking = np.column_stack([x, y + np.random.default_rng(0).normal(0, 0.01, len(y))])
+    params = {"objective": "binary:logistic", "max_depth": 3}
+    fired = {}
+    for label, data in (("leak", leaking), ("clean", x)):
+        trial, *_ = boost(tmp_path / label, data, y, params, 10)
+        fired[label] = invoke_rule(FeatureImportanceOverweight(trial)).triggered
+    assert fired == {"leak": 10, "clean": 0}
+
+
+def test_class_imbalance_on_xgboost_labels(tmp_path: Path) -> None:
+    fired = {}
+    for label, weights in (("imbalanced", [0.97, 0.03]), ("balanced", [0.5, 0.5])):
+        x, y = make_classification(2000, 8, weights=weights, random_state=0)
+        trial, *_ = boost(tmp_path / label, x, y, {"objective": "binary:logistic"}, 5)
+        fired[label] = invoke_rule(ClassImbalance(trial, samples=500)).triggered
+    assert fired["imbalanced"] > 0 and fired["balanced"] == 0
+
+
+def test_tree_depth_tells_shallow_from_deep(tmp_path: Path) -> None:
+    x, y = load_breast_cancer(return_X_y=True)
+    stunted, *_ = boost(
+        tmp_path / "stunted", x, y, {"objective": "binary:logistic", "max_depth": 6, "gamma": 50}, 5
+    )
+    deep, *_ = boost(tmp_path / "deep", x, y, {"objective": "binary:logistic", "max_depth": 8}, 5)
+    assert invoke_rule(TreeDepth(stunted, depth=4)).triggered == 5
+    assert invoke_rule(TreeDepth(deep, depth=4, direction="deeper")).triggered > 0
+    assert invoke_rule(TreeDepth(deep, depth=4)).triggered == 0
+
+
+def test_zero_code_change(tmp_path: Path) -> None:
+    script = tmp_path / "plain.py"
+    script.write_text(
+        "import xgboost as xgb\n"
+        "from sklearn.datasets import load_breast_cancer\n"
+        "x, y = load_breast_cancer(return_X_y=True)\n"
+        "d, v = xgb.DMatrix(x[:400], label=y[:400]), xgb.DMatrix(x[400:], label=y[400:])\n"
+        "xgb.train({'objective': 'binary:logistic'}, d, 4, evals=[(d, 'train'), (v, 'val')],\n"
+        "          verbose_eval=False)\n"
+        "xgb.XGBClassifier(n_estimators=2).fit(x, y)\n"
+    )
+    config = tmp_path / "hook.json"
+    config.write_text(
+        '{"out_dir": "%s", "hook_parameters": {"save_interval": "1"}, "collection_configurations":'
+        ' [{"name": "metrics"}, {"name": "predictions"}]}' % (tmp_path / "t")
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tensortap.attach", "--config", str(config), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.steps() == list(range(6))  # 4 rounds of xgb.train, then 2 of the classifier
+    assert {"train-logloss", "val-logloss"} <= set(trial.tensor_names(collection="metrics"))
+    assert trial.tensor("predictions").value(0).shape == (169,)  # val, found in evals
