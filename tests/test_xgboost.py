@@ -188,3 +188,30 @@ def test_zero_code_change(tmp_path: Path) -> None:
     assert trial.steps() == list(range(6))  # 4 rounds of xgb.train, then 2 of the classifier
     assert {"train-logloss", "val-logloss"} <= set(trial.tensor_names(collection="metrics"))
     assert trial.tensor("predictions").value(0).shape == (169,)  # val, found in evals
+
+
+def test_loss_rules_read_the_metrics(tmp_path: Path) -> None:
+    """LossNotDecreasing, Overfit and Overtraining on XGBoost's train-/validation- metrics:
+    deep trees at learning rate 1 on noisy labels overfit; shallow ones at 0.05 learn calmly."""
+    from tensortap.rules import LossNotDecreasing, Overfit, Overtraining
+
+    x, y = make_classification(600, 10, flip_y=0.3, random_state=0)
+    pair = {"training_metric": "train-logloss", "validation_metric": "validation-logloss"}
+    fired = {}
+    for label, depth, eta in (("noisy", 8, 1.0), ("calm", 2, 0.05)):
+        params = {"objective": "binary:logistic", "max_depth": depth, "eta": eta}
+        trial, *_ = boost(tmp_path / label, x, y, {**params, "eval_metric": "logloss"}, 20)
+        fired[label] = (
+            invoke_rule(
+                LossNotDecreasing(
+                    trial,
+                    tensor_regex="validation-logloss",
+                    use_losses_collection=False,
+                    num_steps=5,
+                )
+            ).triggered,
+            invoke_rule(Overfit(trial, ratio_threshold=0.25, **pair)).triggered,
+            invoke_rule(Overtraining(trial, delta=0.001, **pair)).triggered,
+        )
+    assert all(n > 0 for n in fired["noisy"]), fired
+    assert fired["calm"] == (0, 0, 0)

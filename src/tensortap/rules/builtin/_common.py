@@ -83,6 +83,15 @@ def loss_names(
     )
 
 
+def metric_at(trial: Trial, regex: str, step: int) -> float | None:
+    """The mean of the scalars matching ``regex`` saved at ``step`` (None if there are none):
+    how rules read a metric named by the user, such as XGBoost's ``validation-logloss``."""
+    names = trial.tensor_names(step=step, regex=regex)
+    if not names:
+        return None
+    return float(np.mean([scalar(trial.tensor(n), step) for n in names]))
+
+
 def newest_at_or_before(steps: Sequence[int], limit: int) -> int | None:
     """The largest of the sorted ``steps`` that is <= ``limit``."""
     lo, hi = 0, len(steps)

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import loss_names, scalar, step_mode
+from tensortap.rules.builtin._common import loss_names, metric_at, scalar, step_mode
 from tensortap.rules.rule import Rule
 
 
@@ -16,6 +16,10 @@ class Overfit(Rule):
     loss of the training phase before it; fires when ``(val - train) / train`` exceeds
     ``ratio_threshold`` in ``patience`` consecutive evaluation phases, from global step
     ``start_step`` on. A phase is a run of consecutive steps of one mode.
+
+    With ``training_metric`` and ``validation_metric`` (regexes of scalars saved at the same
+    steps, such as XGBoost's ``train-logloss`` and ``validation-logloss``), each step compares
+    the two metrics instead, and is its own phase.
     """
 
     collections_needed = ("losses",)
@@ -27,8 +31,17 @@ class Overfit(Rule):
         start_step: int = 0,
         patience: int = 1,
         ratio_threshold: float = 0.1,
+        training_metric: str = "",
+        validation_metric: str = "",
     ) -> None:
         super().__init__(base_trial)
+        self.check_param(
+            "validation_metric",
+            validation_metric,
+            bool(training_metric) == bool(validation_metric),
+            "given together with training_metric (both or neither)",
+        )
+        self.training_metric, self.validation_metric = training_metric, validation_metric
         self.check_param("patience", patience, patience >= 1, "an integer >= 1")
         self.check_param("start_step", start_step, start_step >= 0, "an integer >= 0")
         self.tensor_regex = tensor_regex or []
@@ -47,6 +60,8 @@ class Overfit(Rule):
         return float(np.mean([scalar(self.base_trial.tensor(n), step) for n in names]))
 
     def invoke_at_step(self, step: int) -> bool:
+        if self.training_metric:
+            return self._compare_metrics(step)
         mode, _ = step_mode(self.base_trial, step)
         loss = self._loss(step)
         if loss is None:
@@ -69,7 +84,17 @@ class Overfit(Rule):
         if not self._train:
             self.explain("no training loss before this evaluation yet")
             return False
-        train, val = float(np.mean(self._train)), float(np.mean(self._val))
+        return self._judge(step, float(np.mean(self._train)), float(np.mean(self._val)))
+
+    def _compare_metrics(self, step: int) -> bool:
+        train = metric_at(self.base_trial, self.training_metric, step)
+        val = metric_at(self.base_trial, self.validation_metric, step)
+        if train is None or val is None:
+            raise self.skip("the training or validation metric was not saved at this step")
+        self._exceeded.append(False)
+        return self._judge(step, train, val)
+
+    def _judge(self, step: int, train: float, val: float) -> bool:
         ratio = (val - train) / abs(train) if train else float("inf") * (val > 0)
         self._exceeded[-1] = step >= self.start_step and ratio > self.ratio_threshold
         run = 0

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import loss_names, scalar, step_mode
+from tensortap.rules.builtin._common import loss_names, metric_at, scalar, step_mode
 from tensortap.rules.rule import Rule
 
 
@@ -19,6 +19,10 @@ class Overtraining(Rule):
     ``patience_train`` saved training steps, or the validation loss for
     ``patience_validation`` saved evaluation steps: training on gains nothing more, and
     continuing risks overfitting.
+
+    With ``training_metric`` and ``validation_metric`` (regexes of scalars saved at the same
+    steps, such as XGBoost's ``train-rmse`` and ``validation-rmse``), both are tracked at every
+    step instead of by mode.
     """
 
     collections_needed = ("losses",)
@@ -30,8 +34,17 @@ class Overtraining(Rule):
         patience_validation: int = 10,
         delta: float = 0.1,
         tensor_regex: list[str] | None = None,
+        training_metric: str = "",
+        validation_metric: str = "",
     ) -> None:
         super().__init__(base_trial)
+        self.check_param(
+            "validation_metric",
+            validation_metric,
+            bool(training_metric) == bool(validation_metric),
+            "given together with training_metric (both or neither)",
+        )
+        self.training_metric, self.validation_metric = training_metric, validation_metric
         for name, value in (
             ("patience_train", patience_train),
             ("patience_validation", patience_validation),
@@ -45,6 +58,17 @@ class Overtraining(Rule):
         self._since = {ModeKeys.TRAIN: 0, ModeKeys.EVAL: 0}
 
     def invoke_at_step(self, step: int) -> bool:
+        if self.training_metric:
+            train = metric_at(self.base_trial, self.training_metric, step)
+            val = metric_at(self.base_trial, self.validation_metric, step)
+            if train is None or val is None:
+                raise self.skip("the training or validation metric was not saved at this step")
+            fired_train = self._track(ModeKeys.TRAIN, train, [self.training_metric])
+            explanation = self._explanation
+            fired_val = self._track(ModeKeys.EVAL, val, [self.validation_metric])
+            if fired_train and not fired_val:
+                self._explanation = explanation  # say why it fired
+            return fired_train or fired_val
         mode, _ = step_mode(self.base_trial, step)
         if mode not in self._best:
             self.explain(f"{mode.name} steps are not tracked")
@@ -53,6 +77,9 @@ class Overtraining(Rule):
         if not names:
             raise self.skip("no loss saved at this step")
         loss = float(np.mean([scalar(self.base_trial.tensor(n), step) for n in names]))
+        return self._track(mode, loss, names)
+
+    def _track(self, mode: ModeKeys, loss: float, names: list[str]) -> bool:
         if loss < self._best[mode] - self.delta or math.isinf(self._best[mode]):
             self._best[mode], self._since[mode] = loss, 0
         else:
