@@ -215,3 +215,62 @@ def test_loss_rules_read_the_metrics(tmp_path: Path) -> None:
         )
     assert all(n > 0 for n in fired["noisy"]), fired
     assert fired["calm"] == (0, 0, 0)
+
+
+def _report_trial(tmp_path: Path):
+    x, y = load_breast_cancer(return_X_y=True)
+    params = {"objective": "binary:logistic", "max_depth": 3, "eval_metric": ["logloss", "error"]}
+    trial, *_ = boost(tmp_path / "t", x, y, params, 12, every=2)
+    return trial
+
+
+def test_report_is_one_self_contained_page(tmp_path: Path) -> None:
+    from tensortap.cli import main
+
+    _report_trial(tmp_path)
+    assert main(["report", str(tmp_path / "t"), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    for section in (
+        "Metrics",
+        "Feature importance",
+        "SHAP",
+        "Confusion matrix",
+        "Tree depth",
+        "Rule findings",
+    ):
+        assert f"<h2>{section}</h2>" in page
+    assert page.count("<svg") >= 6 and "<script" not in page
+    assert "src=" not in page and "href=" not in page  # loads nothing: opens offline
+    assert "<td class='text'>FeatureImportanceOverweight</td>" in page
+    assert "predicted 1" in page  # the confusion matrix of the binary predictions
+
+
+def test_report_opens_in_a_real_headless_browser(tmp_path: Path) -> None:
+    import shutil
+
+    webdriver = pytest.importorskip("selenium.webdriver")
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver_path):
+        pytest.skip("Chromium and ChromeDriver are not installed (.ci/run installs them)")
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    from tensortap.report import write_xgboost_report
+
+    page = write_xgboost_report(_report_trial(tmp_path), tmp_path / "r.html")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    browser = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        browser.get(page.resolve().as_uri())
+        assert browser.title.startswith("XGBoost report")
+        assert len(browser.find_elements(By.TAG_NAME, "svg")) >= 6
+        assert all(svg.size["width"] > 100 for svg in browser.find_elements(By.TAG_NAME, "svg"))
+        assert len(browser.find_elements(By.TAG_NAME, "h2")) == 6
+        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == []
+    finally:
+        browser.quit()

@@ -9,6 +9,7 @@
     tensortap jobs [--output runs/]
     tensortap summary JOB
     tensortap stop JOB
+    tensortap report TRIAL_OR_JOB -o report.html
 """
 
 from __future__ import annotations
@@ -125,6 +126,9 @@ def _parser() -> argparse.ArgumentParser:
     summary = sub.add_parser("summary", help="a job's rule summary and where to look next")
     summary.add_argument("job", help="a job directory (or a job name under --output)")
     summary.add_argument("--output", default="runs")
+    report = sub.add_parser("report", help="an HTML report of an XGBoost trial (opens offline)")
+    report.add_argument("trial", help="a trial directory, or a job directory (its trial)")
+    report.add_argument("-o", "--out", default="report.html", help="the HTML file to write")
     stop = sub.add_parser("stop", help="stop a job's training at its next step")
     stop.add_argument("job")
     stop.add_argument("--output", default="runs")
@@ -225,6 +229,19 @@ def _jobs(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _report(ns: argparse.Namespace) -> int:
+    from tensortap.report import write_xgboost_report
+
+    path = Path(ns.trial)
+    if (path / "job.json").is_file():
+        path = JobRecord(path).trial_dir
+    if not (path / "tensortap.json").is_file():
+        raise InvalidConfigError(f"{ns.trial} is neither a trial nor a job directory")
+    out = write_xgboost_report(path, ns.out)
+    print(f"wrote {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     ns = parser.parse_args(argv)
@@ -233,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(ns)
         if ns.command == "jobs":
             return _jobs(ns)
+        if ns.command == "report":
+            return _report(ns)
         record = _job_dir(ns)
         if ns.command == "stop":
             TrainingJob.attach(record.dir).stop()

@@ -1,0 +1,216 @@
+"""An HTML report of an XGBoost trial: what every boosting round did, in one self-contained page.
+
+Sections: metric curves per metric (every eval set), feature importance over rounds, the SHAP
+summary, the confusion matrix of the last saved predictions, tree depth over rounds, and what
+the rules for boosted trees found. The page has no script and loads nothing: charts are inline
+SVG, so it opens offline and can be mailed as one file.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from tensortap.core.modes import ModeKeys
+from tensortap.exceptions import TensortapError
+from tensortap.report.svg import bar_chart, line_chart
+from tensortap.rules.finding import Outcome
+from tensortap.rules.invoker import RuleSummary, iter_findings
+from tensortap.rules.rule import Rule
+from tensortap.trials.trial import Trial, create_trial
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1180px; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+.charts { display: flex; flex-wrap: wrap; gap: 12px; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+td, th { border: 1px solid #bbb; padding: 3px 8px; text-align: right; font-size: 0.9em; }
+th { background: #f0f0f0; } td.text { text-align: left; }
+.IssuesFound { color: #b00; font-weight: bold; } .NoIssuesFound { color: #070; }
+"""
+
+
+def _values(trial: Trial, name: str) -> tuple[list[int], list[float]]:
+    tensor = trial.tensor(name)
+    steps = tensor.steps()
+    return steps, [float(np.mean(tensor.value(s))) for s in steps]
+
+
+def _metric_charts(trial: Trial) -> str:
+    by_metric: dict[str, dict[str, tuple[list[int], list[float]]]] = {}
+    for name in trial.tensor_names(collection="metrics"):
+        data, _, metric = name.rpartition("-")
+        by_metric.setdefault(metric or name, {})[data or name] = _values(trial, name)
+    charts = [line_chart(series, metric, "boosting round") for metric, series in by_metric.items()]
+    return "".join(charts) or "<p>No metrics saved.</p>"
+
+
+def _importance(trial: Trial) -> str:
+    names = trial.tensor_names(collection="feature_importance")
+    kinds = sorted({n.split("/")[1] for n in names if n.count("/") >= 2})
+    kind = "gain" if "gain" in kinds else (kinds[0] if kinds else None)
+    if kind is None:
+        return "<p>No feature importance saved.</p>"
+    prefix = f"feature_importance/{kind}/"
+    series = {n[len(prefix) :]: _values(trial, n) for n in names if n.startswith(prefix)}
+    last = {f: ys[-1] for f, (_, ys) in series.items() if ys}
+    top = sorted(last, key=last.__getitem__, reverse=True)[:8]
+    return line_chart(
+        {f: series[f] for f in top},
+        f"importance ({kind}), top {len(top)} features",
+        "boosting round",
+    ) + bar_chart(
+        dict(sorted(last.items(), key=lambda kv: -kv[1])[:15]), f"{kind} at the last save"
+    )
+
+
+def _shap(trial: Trial) -> str:
+    names = trial.tensor_names(collection="average_shap")
+    if not names:
+        return "<p>No SHAP values saved (include average_shap and give validation_data).</p>"
+    last = {n.split("/", 1)[1]: _values(trial, n)[1][-1] for n in names}
+    top = dict(sorted(last.items(), key=lambda kv: -kv[1])[:15])
+    return bar_chart(top, "mean |SHAP value| on the validation data, last save")
+
+
+def _confusion(trial: Trial) -> str:
+    if not (trial.has_tensor("labels") and trial.has_tensor("predictions")):
+        return "<p>No labels and predictions saved.</p>"
+    step = trial.tensor("predictions").steps()[-1]
+    y = trial.tensor("labels").value(step).astype(np.int64).ravel()
+    p = trial.tensor("predictions").value(step)
+    if p.ndim == 2:
+        p = np.argmax(p, axis=1)
+    elif p.dtype.kind == "f" and p.size and p.min() >= 0 and p.max() <= 1:
+        p = p > 0.5
+    p = p.astype(np.int64).ravel()
+    if p.shape != y.shape or not y.size or y.min() < 0 or max(y.max(), p.max()) > 100:
+        return "<p>The predictions are not classes (a regression?): no confusion matrix.</p>"
+    n = int(max(y.max(), p.max())) + 1
+    matrix = np.zeros((n, n), dtype=np.int64)
+    np.add.at(matrix, (y, p), 1)
+    head = "".join(f"<th>predicted {j}</th>" for j in range(n))
+    rows = "".join(
+        f"<tr><th>label {i}</th>" + "".join(f"<td>{matrix[i, j]}</td>" for j in range(n)) + "</tr>"
+        for i in range(n)
+    )
+    accuracy = float(np.trace(matrix)) / max(1, int(matrix.sum()))
+    return (
+        f"<p>Validation data at round {step}: accuracy {accuracy:.3f}.</p>"
+        f"<table><tr><th></th>{head}</tr>{rows}</table>"
+    )
+
+
+def _tree_depth(trial: Trial) -> str:
+    if not (trial.has_tensor("trees/tree") and trial.has_tensor("trees/depth")):
+        return "<p>No trees saved (include the trees collection).</p>"
+    steps, deepest, median = [], [], []
+    for step in trial.tensor("trees/depth").steps():
+        trees = trial.tensor("trees/tree").value(step)
+        depths = trial.tensor("trees/depth").value(step)
+        per_tree = [depths[trees == t].max() for t in np.unique(trees)]
+        steps.append(step)
+        deepest.append(float(max(per_tree)))
+        median.append(float(np.median(per_tree)))
+    return line_chart(
+        {"deepest tree": (steps, deepest), "median tree": (steps, median)},
+        "tree depth",
+        "boosting round",
+    )
+
+
+def _rules(trial: Trial) -> list[Rule]:
+    from tensortap.rules.builtin import (
+        ClassImbalance,
+        Confusion,
+        FeatureImportanceOverweight,
+        Overfit,
+        TreeDepth,
+    )
+
+    rules: list[Rule] = [FeatureImportanceOverweight(trial), TreeDepth(trial)]
+    if trial.has_tensor("labels") and trial.has_tensor("predictions"):
+        rules += [ClassImbalance(trial), Confusion(trial, mode=ModeKeys.TRAIN)]
+    metrics = trial.tensor_names(collection="metrics")
+    for name in metrics:
+        if name.startswith("train-"):
+            metric = name[len("train-") :]
+            other = [m for m in metrics if m.endswith(f"-{metric}") and m != name]
+            if other:
+                rules.append(Overfit(trial, training_metric=name, validation_metric=other[0]))
+                break
+    return rules
+
+
+def _findings(trial: Trial) -> str:
+    steps = trial.steps()
+    if not steps:
+        return "<p>No steps saved.</p>"
+    rows = []
+    for rule in _rules(trial):
+        summary = RuleSummary(rule.rule_name)
+        for finding in iter_findings(rule, 0, steps[-1] + 1):
+            summary.add(finding)
+        summary.finish()
+        first = next((f for f in summary.findings if f.outcome is Outcome.TRIGGERED), None)
+        error = next((f for f in summary.findings if f.outcome is Outcome.ERROR), None)
+        detail = first.message if first else (error.message if error else "")
+        rows.append(
+            f"<tr><td class='text'>{html.escape(rule.rule_name)}</td>"
+            f"<td class='text {summary.status.value}'>{summary.status.value}</td>"
+            f"<td>{'' if first is None else first.step}</td><td>{summary.evaluated}</td>"
+            f"<td>{summary.skipped}</td><td class='text'>{html.escape(detail)}</td></tr>"
+        )
+    return (
+        "<table><tr><th>rule</th><th>status</th><th>first fired</th><th>evaluated</th>"
+        f"<th>skipped</th><th>why</th></tr>{''.join(rows)}</table>"
+    )
+
+
+def _section(title: str, build: Callable[[Trial], str], trial: Trial) -> str:
+    try:
+        body = build(trial)
+    except (TensortapError, ValueError, IndexError) as exc:  # one bad section spoils no other
+        body = f"<p>Could not draw this section: {html.escape(str(exc))}</p>"
+    return f"<h2>{html.escape(title)}</h2><div class='charts'>{body}</div>"
+
+
+def xgboost_report(trial: Trial | str | os.PathLike[str], title: str | None = None) -> str:
+    """The report of an XGBoost trial as one HTML page (see the module docstring)."""
+    if not isinstance(trial, Trial):
+        trial = create_trial(trial)
+    steps = trial.steps()
+    heading = title or f"XGBoost report: {trial.name}"
+    sections = [
+        _section("Metrics", _metric_charts, trial),
+        _section("Feature importance", _importance, trial),
+        _section("SHAP", _shap, trial),
+        _section("Confusion matrix", _confusion, trial),
+        _section("Tree depth", _tree_depth, trial),
+        _section("Rule findings", _findings, trial),
+    ]
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(heading)}</title><style>{STYLE}</style></head><body>"
+        f"<h1>{html.escape(heading)}</h1>"
+        f"<p>Trial {html.escape(trial.path)}: {len(steps)} saved rounds"
+        f"{f' ({steps[0]} to {steps[-1]})' if steps else ''}; made "
+        f"{time.strftime('%Y-%m-%d %H:%M')}.</p>{''.join(sections)}</body></html>"
+    )
+
+
+def write_xgboost_report(
+    trial: Trial | str | os.PathLike[str], out: str | os.PathLike[str], title: str | None = None
+) -> Path:
+    """Write the report to ``out`` (an .html file); returns its path."""
+    path = Path(out)
+    path.write_text(xgboost_report(trial, title), encoding="utf-8")
+    return path
+
+
+__all__ = ["write_xgboost_report", "xgboost_report"]
