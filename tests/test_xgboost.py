@@ -19,6 +19,7 @@ from tensortap.rules import (  # noqa: E402
     FeatureImportanceOverweight,
     TreeDepth,
     invoke_rule,
+    iter_findings,
 )
 
 EVERYTHING = [
@@ -274,3 +275,24 @@ def test_report_opens_in_a_real_headless_browser(tmp_path: Path) -> None:
         assert errors == []
     finally:
         browser.quit()
+
+
+def test_confusion_on_multiclass_digits(tmp_path: Path) -> None:
+    from sklearn.datasets import load_digits
+
+    from tensortap.core.modes import ModeKeys
+    from tensortap.rules import Confusion
+
+    x, y = load_digits(return_X_y=True)
+    order = np.random.default_rng(0).permutation(len(y))  # the file is ordered by writer
+    x, y = x[order], y[order]
+    params = {"objective": "multi:softprob", "num_class": 10, "max_depth": 3}
+    shuffled = np.random.default_rng(1).permutation(y)  # labels the features cannot predict
+    fired = {}
+    for label, labels in (("learned", y), ("shuffled", shuffled)):
+        trial, *_ = boost(tmp_path / label, x, labels, params, 30, every=10)
+        assert trial.tensor("predictions").value(20).shape == (540, 10)  # scores per class
+        rule = Confusion(trial, mode=ModeKeys.TRAIN, min_diag=0.7, max_off_diag=0.2)
+        fired[label] = [f.step for f in iter_findings(rule) if f.triggered]
+    # after one round (81% accurate) a class is still confused; then the model has learned
+    assert fired == {"learned": [0], "shuffled": [0, 10, 20]}
