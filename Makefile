@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_rules.py
 	$(PY) bench/bench_jobs.py
 	$(PY) bench/bench_keras.py
+	$(PY) bench/bench_xgboost.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -12,9 +12,9 @@ Collections (all TRAIN mode; the default save config is every 10 rounds, as smde
 - ``hyperparameters``: the booster's parameters, once, at step 0 (numbers only);
 - ``feature_importance``: ``feature_importance/<type>/<feature>`` for weight, gain, cover,
   total_gain and total_cover (the feature's name when the DMatrix has names, else ``f3``);
-- ``average_shap`` / ``full_shap``: SHAP contributions (``pred_contribs``) on the validation
-  data: the mean |contribution| per feature, and each feature's column plus ``full_shap/bias``
-  (a row's columns sum to its margin);
+- ``average_shap`` / ``full_shap``: SHAP contributions (``pred_contribs``) on the first
+  ``shap_rows`` (500) rows of the validation data: the mean |contribution| per feature, and
+  each feature's column plus ``full_shap/bias`` (a row's columns sum to its margin);
 - ``predictions`` / ``labels``: of the validation data (what Confusion and ClassImbalance read);
 - ``trees``: the trees this round added, as columns ``trees/<column>`` of one row per node:
   tree, node, depth, feature (-1 for a leaf), threshold, gain, cover, leaf value.
@@ -66,8 +66,9 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
     """Pass it in ``callbacks=[hook]`` to ``xgb.train`` or an XGBoost scikit-learn estimator.
 
     ``validation_data`` (a DMatrix, or ``(X, y)``) is what SHAP values, predictions and labels
-    are computed on; ``train_data`` is accepted for smdebug's signature. ``hyperparameters``
-    overrides the parameters read from the booster.
+    are computed on; SHAP values on its first ``shap_rows`` rows only (None: all), as exact
+    SHAP costs rows x trees x leaves x depth. ``train_data`` is accepted for smdebug's
+    signature. ``hyperparameters`` overrides the parameters read from the booster.
     """
 
     def __init__(
@@ -84,6 +85,7 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         hyperparameters: Mapping[str, Any] | None = None,
         train_data: Any = None,
         validation_data: Any = None,
+        shap_rows: int | None = 500,
     ) -> None:
         CoreHook.__init__(
             self,
@@ -105,6 +107,12 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         self.hyperparameters = dict(hyperparameters or {})
         self.train_data = _as_dmatrix(train_data, "train_data")
         self.validation_data = _as_dmatrix(validation_data, "validation_data")
+        if shap_rows is not None and (isinstance(shap_rows, bool) or shap_rows < 1):
+            from tensortap.exceptions import InvalidConfigError
+
+            raise InvalidConfigError(f"shap_rows must be an int >= 1 or None, got {shap_rows!r}")
+        self.shap_rows = shap_rows
+        self._shap_data: tuple[Any, Any] | None = None  # (validation data, its SHAP sample)
         self._stop_now = False
         global _current
         _current = self
@@ -181,7 +189,7 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
                     )
         data = self.validation_data
         if data is not None and (self._due(AVERAGE_SHAP) or self._due(FULL_SHAP)):
-            contribs = np.asarray(model.predict(data, pred_contribs=True))
+            contribs = np.asarray(model.predict(self._shap_sample(data), pred_contribs=True))
             columns = contribs[..., :-1]  # the last column is the bias
             names = features or [f"f{i}" for i in range(columns.shape[-1])]
             for i, name in enumerate(names):
@@ -205,6 +213,15 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
             if table is not None:
                 for key, values in table.items():
                     self._save(f"trees/{key}", [TREES], lambda v=values: v)
+
+    def _shap_sample(self, data: Any) -> Any:
+        """The first ``shap_rows`` rows of the validation data (the same rows every round):
+        exact SHAP values cost time in proportion to rows x trees x leaves x depth."""
+        if self.shap_rows is None or data.num_row() <= self.shap_rows:
+            return data
+        if self._shap_data is None or self._shap_data[0] is not data:
+            self._shap_data = (data, data.slice(list(range(self.shap_rows))))
+        return self._shap_data[1]
 
 
 def tree_table(model: Any) -> dict[str, np.ndarray]:
