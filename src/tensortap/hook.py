@@ -146,9 +146,7 @@ class Hook:
         """A hook from a JSON configuration (by default the file ``$TENSORTAP_CONFIG`` names);
         keyword arguments override what the file says."""
         config = HookConfig.from_json_file(json_file_path)
-        hook = cls(**{**config.hook_kwargs(), **overrides})
-        config.configure(hook.collection_manager)
-        return hook
+        return config.create_hook(cls, **overrides)
 
     # -- step and mode --
     @property

@@ -31,16 +31,18 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tensortap.core.collections import Collection, CollectionManager
 from tensortap.core.modes import ModeKeys, parse_mode
 from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.save_config import SaveConfig, SaveConfigMode
 from tensortap.exceptions import InvalidConfigError
+
+_H = TypeVar("_H")
 
 CONFIG_ENV = "TENSORTAP_CONFIG"
 """The environment variable holding the path of a hook's JSON configuration."""
@@ -217,6 +219,12 @@ class HookConfig:
         if self.stop_file is not None:
             kwargs["stop_file"] = self.stop_file
         return kwargs
+
+    def create_hook(self, cls: Callable[..., _H], **overrides: Any) -> _H:
+        """A hook of class ``cls`` made from this configuration, its collections configured."""
+        hook = cls(**{**self.hook_kwargs(), **overrides})
+        self.configure(hook.collection_manager)  # type: ignore[attr-defined]
+        return hook
 
     def configure(self, manager: CollectionManager) -> None:
         """Apply the per-collection settings to a hook's collections."""

@@ -44,8 +44,7 @@ class _Discovery:
     def hook(self) -> Hook:
         hook = get_hook()
         if hook is None:
-            hook = Hook(**self.config.hook_kwargs())
-            self.config.configure(hook.collection_manager)
+            hook = self.config.create_hook(Hook)
             logger.info("tensortap attached: writing to %s as %s", hook.out_dir, hook.worker)
         return hook
 

@@ -238,7 +238,7 @@ def tree_table(model: Any) -> dict[str, np.ndarray]:
                 (
                     tree,
                     node.get("nodeid", -1),
-                    node.get("depth", 0) if not leaf else _leaf_depth(node),
+                    node.get("depth", 0),
                     -1 if leaf else feature,
                     float(node.get("split_condition", np.nan)),
                     float(node.get("gain", np.nan)),
@@ -251,10 +251,6 @@ def tree_table(model: Any) -> dict[str, np.ndarray]:
                 stack.append(child)
     table = np.asarray(rows, dtype=np.float64).reshape(-1, len(TREE_COLUMNS))
     return {name: table[:, i] for i, name in enumerate(TREE_COLUMNS)}
-
-
-def _leaf_depth(node: Mapping[str, Any]) -> int:
-    return int(node.get("depth", 0))
 
 
 def _booster_params(model: Any) -> dict[str, Any]:

@@ -37,8 +37,7 @@ def _hook() -> Any:
     hook = get_hook()
     if hook is None:
         assert _config is not None
-        hook = Hook(**_config.hook_kwargs())
-        _config.configure(hook.collection_manager)
+        hook = _config.create_hook(Hook)
         logger.info("tensortap attached to XGBoost: writing to %s", hook.out_dir)
     return hook
 
