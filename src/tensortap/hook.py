@@ -22,8 +22,9 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from tensortap.core.collections import Collection, CollectionKeys, CollectionManager
+from tensortap.core.dtypes import as_saveable_array
 from tensortap.core.modes import ModeKeys
-from tensortap.core.recorder import StepRecorder
+from tensortap.core.recorder import StepRecorder, records_from_array
 from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.save_config import SaveConfig
 from tensortap.core.stop import StopRequest
@@ -190,6 +191,16 @@ class Hook:
             if collections is None:
                 collections = _DEFAULT_ONLY
             return bool(self._guard(self._recorder.record, name, value, collections))
+
+    def _save_lazy(self, name: str, collections: Iterable[str], value: Any) -> None:
+        """For framework adapters: save ``value()`` (a function of no argument) under ``name``
+        if one of ``collections`` is due at this step; on other steps ``value`` is never called
+        (nothing is converted)."""
+        plan = self._recorder.begin(name, list(collections))
+        if plan is None:
+            return
+        array = as_saveable_array(value(), name)
+        self._recorder.put(name, records_from_array(name, array, plan))
 
     def save_scalar(
         self, name: str, value: Any, collections: str | Iterable[str] | None = None

@@ -168,14 +168,6 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             self.model.stop_training = True
 
     # -- saving --
-    def _save_lazy(self, name: str, collections: Iterable[str], value: Any) -> None:
-        """Save ``value()`` (a thunk) under ``name`` if due: nothing is converted otherwise."""
-        plan = self._recorder.begin(name, list(collections))
-        if plan is None:
-            return
-        array = as_saveable_array(value(), name)
-        self._recorder.put(name, records_from_array(name, array, plan))
-
     def _save_batch(self, logs: Mapping[str, Any] | None, training: bool) -> None:
         recorder = self._recorder
         self._taps.save()

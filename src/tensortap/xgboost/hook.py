@@ -150,18 +150,7 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         for key, value in sorted(params.items()):
             number = _number(value)
             if number is not None:
-                self._save(f"hyperparameters/{key}", [HYPERPARAMETERS], lambda n=number: n)
-
-    def _save(self, name: str, collections: list[str], value: Any) -> None:
-        """Save ``value()`` under ``name`` if due (nothing is computed otherwise)."""
-        from tensortap.core.dtypes import as_saveable_array
-        from tensortap.core.recorder import records_from_array
-
-        plan = self._recorder.begin(name, collections)
-        if plan is None:
-            return
-        array = as_saveable_array(value(), name)
-        self._recorder.put(name, records_from_array(name, array, plan))
+                self._save_lazy(f"hyperparameters/{key}", [HYPERPARAMETERS], lambda n=number: n)
 
     def _due(self, collection: str) -> bool:
         recorder = self._recorder
@@ -175,14 +164,16 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
                 if len(history):
                     last = history[-1]
                     value = float(last[0] if isinstance(last, tuple) else last)  # cv: (mean, std)
-                    self._save(f"{data_name}-{metric}", [CollectionKeys.METRICS], lambda v=value: v)
+                    self._save_lazy(
+                        f"{data_name}-{metric}", [CollectionKeys.METRICS], lambda v=value: v
+                    )
         if not self._recorder.is_anything_due():
             return
         features = _feature_names(model)
         if self._due(FEATURE_IMPORTANCE):
             for kind in IMPORTANCE_TYPES:
                 for feature, score in model.get_score(importance_type=kind).items():
-                    self._save(
+                    self._save_lazy(
                         f"feature_importance/{kind}/{feature}",
                         [FEATURE_IMPORTANCE],
                         lambda s=score: float(s),
@@ -194,25 +185,25 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
             names = features or [f"f{i}" for i in range(columns.shape[-1])]
             for i, name in enumerate(names):
                 column = columns[..., i]
-                self._save(
+                self._save_lazy(
                     f"average_shap/{name}",
                     [AVERAGE_SHAP],
                     lambda c=column: float(np.mean(np.abs(c))),
                 )
-                self._save(f"full_shap/{name}", [FULL_SHAP], lambda c=column: c)
+                self._save_lazy(f"full_shap/{name}", [FULL_SHAP], lambda c=column: c)
             # with the bias, each row sums to the margin (the prediction before the link)
-            self._save("full_shap/bias", [FULL_SHAP], lambda: contribs[..., -1])
+            self._save_lazy("full_shap/bias", [FULL_SHAP], lambda: contribs[..., -1])
         if data is not None and (self._due(PREDICTIONS) or self._due(LABELS)):
-            self._save("predictions", [PREDICTIONS], lambda: np.asarray(model.predict(data)))
+            self._save_lazy("predictions", [PREDICTIONS], lambda: np.asarray(model.predict(data)))
             labels = data.get_label()
             if labels.size:
-                self._save("labels", [LABELS], lambda: np.asarray(labels))
+                self._save_lazy("labels", [LABELS], lambda: np.asarray(labels))
         if self._due(TREES):
             rounds = model.num_boosted_rounds()
             table = tree_table(model[rounds - 1 : rounds]) if rounds else None
             if table is not None:
                 for key, values in table.items():
-                    self._save(f"trees/{key}", [TREES], lambda v=values: v)
+                    self._save_lazy(f"trees/{key}", [TREES], lambda v=values: v)
 
     def _shap_sample(self, data: Any) -> Any:
         """The first ``shap_rows`` rows of the validation data (the same rows every round):
