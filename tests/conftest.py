@@ -34,3 +34,72 @@ def helper_env() -> dict[str, str]:
 
 def helper_cmd(name: str, *args: object) -> list[str]:
     return [sys.executable, str(HELPERS / name), *map(str, args)]
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """A real S3-compatible server (moto's standalone HTTP server) on 127.0.0.1, with dummy
+    credentials in the environment; yields its endpoint URL."""
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    pytest.importorskip("moto.server")
+    pytest.importorskip("boto3")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    saved = {
+        k: os.environ.get(k)
+        for k in (
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_DEFAULT_REGION",
+            "AWS_ENDPOINT_URL",
+        )
+    }
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ENDPOINT_URL=endpoint,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(endpoint, timeout=1).close()
+            break
+        except Exception:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.fail("the moto S3 server did not start on 127.0.0.1")
+            time.sleep(0.1)  # polling a server that is starting, with a deadline
+    try:
+        yield endpoint
+    finally:
+        server.terminate()
+        server.wait(10)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint):
+    """A fresh bucket on the local S3 server; yields its name."""
+    import uuid
+
+    import boto3
+
+    name = f"tt-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=name)
+    return name

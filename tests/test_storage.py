@@ -7,8 +7,13 @@ import pytest
 from tensortap.storage import LocalStore, MemoryStore, Store, open_store
 
 
-@pytest.fixture(params=["local", "memory"])
+@pytest.fixture(params=["local", "memory", "s3"])
 def store(request, tmp_path) -> Store:
+    if request.param == "s3":
+        from tensortap.storage.s3 import S3Store
+
+        bucket = request.getfixturevalue("s3_bucket")
+        return S3Store(f"s3://{bucket}/some/prefix", part_size=5 << 20)
     return LocalStore(tmp_path / "s") if request.param == "local" else MemoryStore()
 
 
@@ -56,3 +61,48 @@ def test_open_store_resolves_locations(tmp_path) -> None:
     assert open_store("memory://shared") is open_store("memory://shared")
     store = MemoryStore()
     assert open_store(store) is store
+
+
+def test_s3_writer_switches_to_multipart_and_abort_leaves_nothing(s3_bucket) -> None:
+    from tensortap.storage.s3 import S3Store
+
+    store = S3Store(f"s3://{s3_bucket}/p", part_size=5 << 20)
+    big = bytes(range(256)) * (6 << 12)  # 6 MiB: two parts
+    writer = store.open_writer("seg/data")
+    writer.write(big[: 3 << 20])
+    writer.write(big[3 << 20 :])
+    assert writer.upload_id is not None and store.list("seg/") == []  # type: ignore[attr-defined]
+    writer.commit()
+    assert (
+        store.get("seg/data") == big
+        and store.get_range("seg/data", 5 << 20, 4) == big[5 << 20 : (5 << 20) + 4]
+    )
+    aborted = store.open_writer("seg/other")
+    aborted.write(big)
+    aborted.abort()
+    assert store.list("seg/") == ["seg/data"]
+
+
+def test_s3_errors_name_the_bucket(s3_endpoint) -> None:
+    from tensortap.exceptions import StorageError
+    from tensortap.storage.s3 import S3Store
+
+    with pytest.raises(StorageError, match="no bucket 'missing-bucket-x'"):
+        S3Store("s3://missing-bucket-x/trial")
+    with pytest.raises(StorageError, match="invalid storage key"):
+        S3Store("s3://b/../escape")
+
+
+def test_hook_writes_to_s3_and_a_trial_reads_it(s3_bucket) -> None:
+    import numpy as np
+
+    import tensortap as tt
+
+    url = f"s3://{s3_bucket}/runs/job1"
+    with tt.Hook(url, save_config=tt.SaveConfig(save_interval=1)) as hook:
+        for step in range(3):
+            hook.save_tensor("w", np.full(4, step, dtype=np.float32))
+            hook.next_step()
+    trial = tt.create_trial(url)
+    assert trial.steps() == [0, 1, 2] and trial.loaded_all_steps
+    assert trial.tensor("w").value(2).tolist() == [2.0] * 4

@@ -43,3 +43,12 @@ def open_store(location: str | os.PathLike[str] | Store) -> Store:
 
 register_store("file", lambda url: LocalStore(url[len("file://") :]))
 register_store("memory", lambda url: MemoryStore.named(url[len("memory://") :]))
+
+
+def _s3(url: str) -> Store:
+    from tensortap.storage.s3 import S3Store  # boto3 is imported only for s3:// locations
+
+    return S3Store(url)
+
+
+register_store("s3", _s3)
