@@ -11,6 +11,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -54,3 +55,39 @@ class _Finder(importlib.abc.MetaPathFinder):
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
+
+
+class Attachment:
+    """One framework's zero-code-change attachment: the configuration it was enabled with, the
+    hook made from it at first use (unless the script made its own), and the patch applied once
+    when the framework is imported."""
+
+    def __init__(
+        self,
+        module: str,
+        framework: str,
+        hook_class: Callable[[], type],
+        existing: Callable[[], object | None],
+    ) -> None:
+        self.module, self.framework = module, framework
+        self.hook_class, self.existing = hook_class, existing
+        self.config: Any = None
+        self._patched = False
+
+    def enable(self, config: Any, patch: Callable[[ModuleType], None]) -> None:
+        self.config = config
+
+        def once(module: ModuleType) -> None:
+            if not self._patched:
+                self._patched = True
+                patch(module)
+
+        when_imported(self.module, once)
+
+    def hook(self) -> Any:
+        hook = self.existing()
+        if hook is None:
+            assert self.config is not None, "enable() first"
+            hook = self.config.create_hook(self.hook_class())
+            logger.info("tensortap attached to %s: writing to %s", self.framework, hook.out_dir)
+        return hook

@@ -16,37 +16,32 @@ from types import ModuleType
 from typing import Any
 
 from tensortap.hook_config import HookConfig
-from tensortap.import_hooks import when_imported
+from tensortap.import_hooks import Attachment
 
 logger = logging.getLogger(__name__)
 
-_config: HookConfig | None = None
-_patched = False
+
+def _hook_class() -> type:
+    from tensortap.keras.hook import KerasHook
+
+    return KerasHook
+
+
+def _existing() -> Any:
+    from tensortap.keras.hook import get_hook
+
+    return get_hook()
+
+
+_attachment = Attachment("keras", "Keras", _hook_class, _existing)
 
 
 def enable(config: HookConfig) -> None:
     """Patch Keras now if it is imported, else as soon as the script imports it."""
-    global _config
-    _config = config
-    when_imported("keras", _patch)
-
-
-def _hook() -> Any:
-    from tensortap.keras.hook import KerasHook, get_hook
-
-    hook = get_hook()
-    if hook is None:
-        assert _config is not None
-        hook = _config.create_hook(KerasHook)
-        logger.info("tensortap attached to Keras: writing to %s", hook.out_dir)
-    return hook
+    _attachment.enable(config, _patch)
 
 
 def _patch(keras: ModuleType) -> None:
-    global _patched
-    if _patched:
-        return
-    _patched = True
     model_cls = keras.Model
     for method in ("fit", "evaluate", "predict"):
         setattr(model_cls, method, _with_hook(getattr(model_cls, method)))
@@ -63,7 +58,7 @@ def _with_hook(original: Any) -> Any:
             bound = signature.bind(self, *args, **kwargs)
             callbacks = list(bound.arguments.get("callbacks") or [])
             if not any(isinstance(c, KerasHook) for c in callbacks):
-                callbacks.append(_hook())
+                callbacks.append(_attachment.hook())
             bound.arguments["callbacks"] = callbacks
             args, kwargs = bound.args[1:], bound.kwargs
         except Exception:

@@ -17,36 +17,31 @@ from types import ModuleType
 from typing import Any
 
 from tensortap.hook_config import HookConfig
-from tensortap.import_hooks import when_imported
+from tensortap.import_hooks import Attachment
 
 logger = logging.getLogger(__name__)
 
-_config: HookConfig | None = None
-_patched = False
+
+def _hook_class() -> type:
+    from tensortap.xgboost.hook import Hook
+
+    return Hook
+
+
+def _existing() -> Any:
+    from tensortap.xgboost.hook import get_hook
+
+    return get_hook()
+
+
+_attachment = Attachment("xgboost", "XGBoost", _hook_class, _existing)
 
 
 def enable(config: HookConfig) -> None:
-    global _config
-    _config = config
-    when_imported("xgboost", _patch)
-
-
-def _hook() -> Any:
-    from tensortap.xgboost.hook import Hook, get_hook
-
-    hook = get_hook()
-    if hook is None:
-        assert _config is not None
-        hook = _config.create_hook(Hook)
-        logger.info("tensortap attached to XGBoost: writing to %s", hook.out_dir)
-    return hook
+    _attachment.enable(config, _patch)
 
 
 def _patch(xgboost: ModuleType) -> None:
-    global _patched
-    if _patched:
-        return
-    _patched = True
     import xgboost.sklearn
     import xgboost.training
 
@@ -67,7 +62,7 @@ def _with_hook(original: Any) -> Any:
             bound = signature.bind(*args, **kwargs)
             callbacks = list(bound.arguments.get("callbacks") or [])
             if not any(isinstance(c, Hook) for c in callbacks):
-                hook = _hook()
+                hook = _attachment.hook()
                 if hook.validation_data is None:
                     dtrain = bound.arguments.get("dtrain")
                     others = [d for d, _ in bound.arguments.get("evals") or () if d is not dtrain]
