@@ -10,7 +10,7 @@ from tensortap.storage import LocalStore, MemoryStore, Store, open_store
 @pytest.fixture(params=["local", "memory", "s3"])
 def store(request, tmp_path) -> Store:
     if request.param == "s3":
-        from tensortap.storage.s3 import S3Store
+        from tensortap.s3 import S3Store
 
         bucket = request.getfixturevalue("s3_bucket")
         return S3Store(f"s3://{bucket}/some/prefix", part_size=5 << 20)
@@ -64,7 +64,7 @@ def test_open_store_resolves_locations(tmp_path) -> None:
 
 
 def test_s3_writer_switches_to_multipart_and_abort_leaves_nothing(s3_bucket) -> None:
-    from tensortap.storage.s3 import S3Store
+    from tensortap.s3 import S3Store
 
     store = S3Store(f"s3://{s3_bucket}/p", part_size=5 << 20)
     big = bytes(range(256)) * (6 << 12)  # 6 MiB: two parts
@@ -85,7 +85,7 @@ def test_s3_writer_switches_to_multipart_and_abort_leaves_nothing(s3_bucket) -> 
 
 def test_s3_errors_name_the_bucket(s3_endpoint) -> None:
     from tensortap.exceptions import StorageError
-    from tensortap.storage.s3 import S3Store
+    from tensortap.s3 import S3Store
 
     with pytest.raises(StorageError, match="no bucket 'missing-bucket-x'"):
         S3Store("s3://missing-bucket-x/trial")

@@ -1,5 +1,8 @@
 """S3 and S3-compatible object storage: ``s3://bucket/prefix``.
 
+A Store backend kept outside :mod:`tensortap.storage`, whose modules import no client library
+(``tests/test_imports.py``): boto3 is imported only when an ``s3://`` location is opened.
+
 Credentials and region come from boto3's usual places (environment variables, AWS config and
 credential files, instance roles). The endpoint of an S3-compatible server comes from
 ``$AWS_ENDPOINT_URL_S3`` or ``$AWS_ENDPOINT_URL`` (read by boto3 itself) or the ``endpoint_url``
