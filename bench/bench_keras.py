@@ -40,8 +40,12 @@ def cnn() -> keras.Model:
     )
 
 
+VARIABLES = ["weights", "biases", "gradients", "losses", "metrics", "optimizer_variables"]
+COMPUTED = ["layers", "relu_activations", "inputs", "outputs", "labels", "predictions"]
+
+
 def hooks(root: Path) -> dict[str, tt.KerasHook | None]:
-    every10 = tt.SaveConfig(save_interval=10)
+    every10, every1 = tt.SaveConfig(save_interval=10), tt.SaveConfig(save_interval=1)
     return {
         "no hook": None,
         "default config (losses)": tt.KerasHook(root / "default"),
@@ -49,34 +53,10 @@ def hooks(root: Path) -> dict[str, tt.KerasHook | None]:
             root / "wg", save_config=every10, include_collections=["weights", "gradients", "losses"]
         ),
         "everything every step": tt.KerasHook(
-            root / "all",
-            save_config=tt.SaveConfig(save_interval=1),
-            include_collections=[
-                "weights",
-                "biases",
-                "gradients",
-                "losses",
-                "metrics",
-                "optimizer_variables",
-            ],
+            root / "all", save_config=every1, include_collections=VARIABLES
         ),
         "everything every step, with activations and layer outputs": tt.KerasHook(
-            root / "acts",
-            save_config=tt.SaveConfig(save_interval=1),
-            include_collections=[
-                "weights",
-                "biases",
-                "gradients",
-                "losses",
-                "metrics",
-                "optimizer_variables",
-                "layers",
-                "relu_activations",
-                "inputs",
-                "outputs",
-                "labels",
-                "predictions",
-            ],
+            root / "acts", save_config=every1, include_collections=VARIABLES + COMPUTED
         ),
     }
 

@@ -19,6 +19,8 @@ import numpy as np
 from tensortap.core.modes import ModeKeys
 from tensortap.exceptions import TensortapError
 from tensortap.report.svg import bar_chart, line_chart
+from tensortap.rules.builtin._labels import as_classes
+from tensortap.rules.builtin.tree_depth import depth_per_tree
 from tensortap.rules.finding import Outcome
 from tensortap.rules.invoker import RuleSummary, iter_findings
 from tensortap.rules.rule import Rule
@@ -82,13 +84,7 @@ def _confusion(trial: Trial) -> str:
     if not (trial.has_tensor("labels") and trial.has_tensor("predictions")):
         return "<p>No labels and predictions saved.</p>"
     step = trial.tensor("predictions").steps()[-1]
-    y = trial.tensor("labels").value(step).astype(np.int64).ravel()
-    p = trial.tensor("predictions").value(step)
-    if p.ndim == 2:
-        p = np.argmax(p, axis=1)
-    elif p.dtype.kind == "f" and p.size and p.min() >= 0 and p.max() <= 1:
-        p = p > 0.5
-    p = p.astype(np.int64).ravel()
+    y, p = as_classes(trial.tensor("labels").value(step), trial.tensor("predictions").value(step))
     if p.shape != y.shape or not y.size or y.min() < 0 or max(y.max(), p.max()) > 100:
         return "<p>The predictions are not classes (a regression?): no confusion matrix.</p>"
     n = int(max(y.max(), p.max())) + 1
@@ -111,9 +107,9 @@ def _tree_depth(trial: Trial) -> str:
         return "<p>No trees saved (include the trees collection).</p>"
     steps, deepest, median = [], [], []
     for step in trial.tensor("trees/depth").steps():
-        trees = trial.tensor("trees/tree").value(step)
-        depths = trial.tensor("trees/depth").value(step)
-        per_tree = [depths[trees == t].max() for t in np.unique(trees)]
+        per_tree = depth_per_tree(
+            trial.tensor("trees/tree").value(step), trial.tensor("trees/depth").value(step)
+        )
         steps.append(step)
         deepest.append(float(max(per_tree)))
         median.append(float(np.median(per_tree)))

@@ -100,9 +100,15 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
             stop_file,
         )
         xgboost.callback.TrainingCallback.__init__(self)
-        for name in (HYPERPARAMETERS, FEATURE_IMPORTANCE, AVERAGE_SHAP, FULL_SHAP, TREES):
-            self.get_collection(name)
-        for name in (PREDICTIONS, LABELS):
+        for name in (
+            HYPERPARAMETERS,
+            FEATURE_IMPORTANCE,
+            AVERAGE_SHAP,
+            FULL_SHAP,
+            TREES,
+            PREDICTIONS,
+            LABELS,
+        ):
             self.get_collection(name)
         self.hyperparameters = dict(hyperparameters or {})
         self.train_data = _as_dmatrix(train_data, "train_data")

@@ -27,15 +27,22 @@ def labels_and_predictions(
     if lname is None or pname is None:
         missing = "labels" if lname is None else "predictions"
         raise rule.skip(f"no {missing} saved at this step")
-    y = rule.base_trial.tensor(lname).value(step)
-    p = rule.base_trial.tensor(pname).value(step)
+    y, p = as_classes(
+        rule.base_trial.tensor(lname).value(step), rule.base_trial.tensor(pname).value(step), argmax
+    )
+    if y.shape != p.shape:
+        raise rule.skip(f"{lname} has {y.size} labels but {pname} {p.size} predictions")
+    return y, p, [lname, pname]
+
+
+def as_classes(y: np.ndarray, p: np.ndarray, argmax: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Labels and predictions as flat int64 class ids: scores per class (one more axis than the
+    labels, or any when ``argmax``) reduced with argmax; fractional predictions in [0, 1] of the
+    labels' shape taken as probabilities of class 1, cut at 0.5; one-hot labels reduced."""
     if argmax or p.ndim == y.ndim + 1:
         p = np.argmax(p, axis=-1)
     elif p.dtype.kind == "f" and p.size and p.min() >= 0 and p.max() <= 1 and np.any(p % 1):
         p = p > 0.5  # probabilities of the positive class (binary:logistic, a sigmoid output)
     if y.ndim == p.ndim + 1:  # one-hot labels
         y = np.argmax(y, axis=-1)
-    y, p = y.ravel().astype(np.int64), p.ravel().astype(np.int64)
-    if y.shape != p.shape:
-        raise rule.skip(f"{lname} has {y.size} labels but {pname} {p.size} predictions")
-    return y, p, [lname, pname]
+    return y.ravel().astype(np.int64), p.ravel().astype(np.int64)

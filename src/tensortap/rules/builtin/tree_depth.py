@@ -36,9 +36,9 @@ class TreeDepth(Rule):
         trial = self.base_trial
         if not (trial.has_tensor("trees/tree") and trial.has_tensor("trees/depth")):
             raise self.skip("no trees saved (include the trees collection)")
-        trees = trial.tensor("trees/tree").value(step)
-        depths = trial.tensor("trees/depth").value(step)
-        per_tree = np.asarray([depths[trees == t].max() for t in np.unique(trees)])
+        per_tree = depth_per_tree(
+            trial.tensor("trees/tree").value(step), trial.tensor("trees/depth").value(step)
+        )
         if not per_tree.size:
             raise self.skip("no tree was added at this step")
         if self.direction == "shallower":
@@ -59,3 +59,9 @@ class TreeDepth(Rule):
             direction=self.direction,
         )
         return fired
+
+
+def depth_per_tree(trees: np.ndarray, depths: np.ndarray) -> np.ndarray:
+    """The depth of each tree (its deepest node), from the XGBoost hook's ``trees/tree`` and
+    ``trees/depth`` columns."""
+    return np.asarray([depths[trees == t].max() for t in np.unique(trees)])
