@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,14 +40,13 @@ def helper_cmd(name: str, *args: object) -> list[str]:
     return [sys.executable, str(HELPERS / name), *map(str, args)]
 
 
-@pytest.fixture(scope="session")
-def s3_endpoint():
-    """A real S3-compatible server (moto's standalone HTTP server) on 127.0.0.1, with dummy
-    credentials in the environment; yields its endpoint URL."""
+@contextlib.contextmanager
+def moto_server(**env: str) -> Iterator[str]:
+    """A real S3-compatible server (moto's standalone HTTP server) on 127.0.0.1, started with
+    ``env`` added to its environment; yields its endpoint URL and stops it afterwards."""
     import socket
     import subprocess
     import time
-    import urllib.request
 
     pytest.importorskip("moto.server")
     pytest.importorskip("boto3")
@@ -54,27 +57,15 @@ def s3_endpoint():
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env={**os.environ, **env},
     )
     endpoint = f"http://127.0.0.1:{port}"
-    saved = {
-        k: os.environ.get(k)
-        for k in (
-            "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY",
-            "AWS_DEFAULT_REGION",
-            "AWS_ENDPOINT_URL",
-        )
-    }
-    os.environ.update(
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-        AWS_DEFAULT_REGION="us-east-1",
-        AWS_ENDPOINT_URL=endpoint,
-    )
     deadline = time.monotonic() + 60
     while True:
         try:
             urllib.request.urlopen(endpoint, timeout=1).close()
+            break
+        except urllib.error.HTTPError:  # answering (with an error: it wants credentials)
             break
         except Exception:
             if server.poll() is not None or time.monotonic() > deadline:
@@ -86,11 +77,29 @@ def s3_endpoint():
     finally:
         server.terminate()
         server.wait(10)
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """The session's S3 server (:func:`moto_server`), with dummy credentials and its endpoint
+    in the environment (as users configure one); yields its endpoint URL."""
+    names = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL")
+    saved = {k: os.environ.get(k) for k in names}
+    with moto_server() as endpoint:
+        os.environ.update(
+            AWS_ACCESS_KEY_ID="testing",
+            AWS_SECRET_ACCESS_KEY="testing",
+            AWS_DEFAULT_REGION="us-east-1",
+            AWS_ENDPOINT_URL=endpoint,
+        )
+        try:
+            yield endpoint
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
 
 @pytest.fixture

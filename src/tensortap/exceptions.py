@@ -42,7 +42,16 @@ class InvalidTensorError(TensortapError, ValueError):
 
 
 class StorageError(TensortapError, OSError):
-    """Reading or writing the trial's storage failed."""
+    """Reading or writing the trial's storage failed.
+
+    ``transient`` is True for failures worth retrying later (a lost connection, a timeout, a
+    server answering 5xx or "slow down"); the background writer retries those and gives up on
+    the rest (a missing bucket, denied access, a full disk).
+    """
+
+    def __init__(self, *args: object, transient: bool = False) -> None:
+        super().__init__(*args)
+        self.transient = transient
 
 
 class NotATrialError(TensortapError, FileNotFoundError):

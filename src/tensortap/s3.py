@@ -8,6 +8,12 @@ credential files, instance roles). The endpoint of an S3-compatible server comes
 ``$AWS_ENDPOINT_URL_S3`` or ``$AWS_ENDPOINT_URL`` (read by boto3 itself) or the ``endpoint_url``
 argument. Nothing this module logs or raises contains a secret.
 
+Every request goes through :meth:`S3Store._call`, which counts it and retries transient
+failures (lost connections, timeouts, 5xx, throttling) with jittered exponential backoff; what
+still fails raises :class:`StorageError` with ``transient`` set, so the background writer can
+keep the data and try again later. ``get_ranges`` fetches many ranges in parallel, splitting
+large ones into chunks.
+
 Objects are written whole: ``put`` is one PUT, and a writer buffers up to ``part_size`` bytes
 and then switches to a multipart upload, completed by ``commit`` and aborted by ``abort``.
 In both cases the object appears atomically, as the Store contract requires. Every key is
@@ -17,12 +23,39 @@ validated and placed under the prefix, so nothing can be written outside it.
 from __future__ import annotations
 
 import builtins
-from typing import Any
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
 
 from tensortap.exceptions import InvalidConfigError, StorageError
 from tensortap.storage.base import ObjectWriter, Store, validate_key
 
+T = TypeVar("T")
+
 PART_SIZE = 8 << 20  # S3's minimum part is 5 MiB
+READ_CHUNK = 8 << 20  # a larger range is fetched as parallel chunks of this size
+PARALLEL_READS = 16
+MAX_ATTEMPTS = 6
+_TRANSIENT_CODES = {
+    "500",
+    "502",
+    "503",
+    "504",
+    "InternalError",
+    "ServiceUnavailable",
+    "SlowDown",
+    "Throttling",
+    "ThrottlingException",
+    "RequestTimeout",
+    "RequestTimeTooSkewed",
+    "RequestLimitExceeded",
+}
+_MISSING_CODES = {"404", "NoSuchKey", "NotFound"}
 
 
 def _client(endpoint_url: str | None) -> Any:
@@ -31,12 +64,46 @@ def _client(endpoint_url: str | None) -> Any:
         from botocore.config import Config
     except ImportError as exc:  # pragma: no cover - boto3 comes with tensortap[s3]
         raise InvalidConfigError("s3:// locations need boto3: pip install 'tensortap[s3]'") from exc
-    config = Config(retries={"max_attempts": 8, "mode": "adaptive"}, connect_timeout=10)
+    config = Config(
+        retries={"total_max_attempts": 1},  # S3Store._call retries, and counts
+        connect_timeout=10,
+        read_timeout=60,
+        max_pool_connections=PARALLEL_READS + 4,
+    )
     return boto3.client("s3", endpoint_url=endpoint_url, config=config)
+
+
+def _code(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", "")) or str(
+            response.get("ResponseMetadata", {}).get("HTTPStatusCode", "")
+        )
+    return ""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failed request is worth retrying: the connection or the server, not the
+    request, was at fault."""
+    code = _code(exc)
+    if code:
+        return code in _TRANSIENT_CODES
+    try:
+        from botocore.exceptions import ConnectionError as BotoConnectionError
+        from botocore.exceptions import HTTPClientError, IncompleteReadError
+        from urllib3.exceptions import HTTPError
+    except ImportError:  # pragma: no cover
+        return isinstance(exc, OSError)
+    return isinstance(
+        exc, (BotoConnectionError, HTTPClientError, IncompleteReadError, HTTPError, OSError)
+    )
 
 
 class S3Store(Store):
     """The objects under ``s3://bucket/prefix``."""
+
+    cache_bytes = 64 << 20
+    refresh_interval = 1.0
 
     def __init__(
         self,
@@ -44,20 +111,66 @@ class S3Store(Store):
         endpoint_url: str | None = None,
         client: Any = None,
         part_size: int = PART_SIZE,
+        max_attempts: int = MAX_ATTEMPTS,
+        parallel_reads: int = PARALLEL_READS,
     ) -> None:
         if not url.startswith("s3://"):
             raise InvalidConfigError(f"expected an s3://bucket/prefix URL, got {url!r}")
         bucket, _, prefix = url[len("s3://") :].partition("/")
         if not bucket:
             raise InvalidConfigError(f"no bucket in {url!r}; write s3://bucket/prefix")
+        if part_size < 5 << 20:
+            raise InvalidConfigError(
+                f"part_size must be at least 5 MiB (S3's minimum), got {part_size}"
+            )
+        if max_attempts < 1 or parallel_reads < 1:
+            raise InvalidConfigError(
+                "max_attempts and parallel_reads must be >= 1, got "
+                f"{max_attempts} and {parallel_reads}"
+            )
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         if self.prefix:
             validate_key(self.prefix)
         self.location = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
         self.part_size = part_size
+        self.max_attempts = max_attempts
+        self.parallel_reads = parallel_reads
+        self.requests: Counter[str] = Counter()
+        self.retries = 0
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
         self.client = client if client is not None else _client(endpoint_url)
         self._check_bucket()
+
+    # -- requests, counted and retried --
+    def _call(self, op: str, fn: Callable[[], T]) -> T:
+        attempt = 1
+        while True:
+            with self._lock:
+                self.requests[op] += 1
+            try:
+                return fn()
+            except Exception as exc:
+                if attempt >= self.max_attempts or not is_transient(exc):
+                    raise
+            with self._lock:
+                self.retries += 1
+            time.sleep(min(5.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.0))
+            attempt += 1
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "requests": sum(self.requests.values()),
+                "by_operation": dict(self.requests),
+                "retries": self.retries,
+            }
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
 
     # -- keys and errors --
     def _key(self, key: str) -> str:
@@ -74,14 +187,18 @@ class S3Store(Store):
         return full[len(self.prefix) + 1 :] if self.prefix else full
 
     def _error(self, exc: Exception, doing: str) -> StorageError:
-        code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
-        return StorageError(f"{doing} in s3://{self.bucket} failed: {code}")
+        code = _code(exc) or type(exc).__name__
+        transient = is_transient(exc)
+        after = f" after {self.max_attempts} attempts" if transient else ""
+        return StorageError(
+            f"{doing} in s3://{self.bucket} failed{after}: {code}", transient=transient
+        )
 
     def _check_bucket(self) -> None:
         try:
-            self.client.head_bucket(Bucket=self.bucket)
+            self._call("HeadBucket", lambda: self.client.head_bucket(Bucket=self.bucket))
         except Exception as exc:
-            code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
+            code = _code(exc)
             if code in ("404", "NoSuchBucket"):
                 raise StorageError(
                     f"no bucket {self.bucket!r} at this endpoint: create it, or check the "
@@ -92,32 +209,37 @@ class S3Store(Store):
                     f"access to bucket {self.bucket!r} was denied ({code}): check the "
                     "credentials (AWS_ACCESS_KEY_ID / AWS_PROFILE) and the bucket policy"
                 ) from None
+            if type(exc).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
+                raise StorageError(
+                    f"no AWS credentials found for bucket {self.bucket!r}: set "
+                    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
+                ) from None
             raise self._error(exc, "reaching the bucket") from None
 
     # -- reading --
-    def get(self, key: str) -> bytes:
+    def _read(self, key: str, byte_range: str | None = None) -> bytes:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self._key(key)}
+        if byte_range is not None:
+            kwargs["Range"] = byte_range
+
+        def fetch() -> bytes:  # the body is read inside the retry: a reset mid-body retries
+            data: bytes = self.client.get_object(**kwargs)["Body"].read()
+            return data
+
         try:
-            body: bytes = self.client.get_object(Bucket=self.bucket, Key=self._key(key))[
-                "Body"
-            ].read()
-        except self.client.exceptions.NoSuchKey:
-            raise KeyError(key) from None
+            return self._call("GetObject", fetch)
         except Exception as exc:
+            if _code(exc) in ("NoSuchKey", "404"):
+                raise KeyError(key) from None
             raise self._error(exc, f"reading {key}") from None
-        return body
+
+    def get(self, key: str) -> bytes:
+        return self._read(key)
 
     def get_range(self, key: str, start: int, length: int) -> bytearray:
         if length == 0:
             return bytearray()
-        try:
-            response = self.client.get_object(
-                Bucket=self.bucket, Key=self._key(key), Range=f"bytes={start}-{start + length - 1}"
-            )
-            data = bytearray(response["Body"].read())
-        except self.client.exceptions.NoSuchKey:
-            raise KeyError(key) from None
-        except Exception as exc:
-            raise self._error(exc, f"reading {key}") from None
+        data = bytearray(self._read(key, f"bytes={start}-{start + length - 1}"))
         if len(data) != length:
             raise StorageError(
                 f"s3://{self.bucket}/{self._key(key)} is shorter than expected "
@@ -125,57 +247,77 @@ class S3Store(Store):
             )
         return data
 
+    def _parallel(self, fn: Callable[[Any], T], items: Sequence[Any]) -> builtins.list[T]:
+        if len(items) <= 1:
+            return [fn(item) for item in items]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.parallel_reads, "tensortap-s3-read")
+        return list(self._pool.map(fn, items))
+
+    def get_many(self, keys: Sequence[str]) -> builtins.list[bytes]:
+        return self._parallel(self.get, keys)
+
+    def get_ranges(self, ranges: Sequence[tuple[str, int, int]]) -> builtins.list[bytearray]:
+        """Every range at once: up to ``parallel_reads`` requests in flight, a large range
+        split into chunks of READ_CHUNK bytes."""
+        pieces = [
+            (i, key, at, min(READ_CHUNK, start + length - at))
+            for i, (key, start, length) in enumerate(ranges)
+            for at in range(start, start + length, READ_CHUNK)
+        ]
+        fetched = self._parallel(lambda p: self.get_range(p[1], p[2], p[3]), pieces)
+        out = [bytearray() for _ in ranges]
+        for (i, *_), data in zip(pieces, fetched, strict=True):
+            out[i] += data
+        return out
+
     def exists(self, key: str) -> bool:
+        full = self._key(key)
         try:
-            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            self._call("HeadObject", lambda: self.client.head_object(Bucket=self.bucket, Key=full))
         except Exception as exc:
-            code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
-            if code in ("404", "NoSuchKey", "NotFound"):
+            if _code(exc) in _MISSING_CODES:
                 return False
             raise self._error(exc, f"looking for {key}") from None
         return True
 
+    def _pages(self, doing: str, **kwargs: Any) -> builtins.list[dict[str, Any]]:
+        pages: builtins.list[dict[str, Any]] = []
+        kwargs["Bucket"] = self.bucket
+        try:
+            while True:
+                page = self._call("ListObjectsV2", lambda: self.client.list_objects_v2(**kwargs))
+                pages.append(page)
+                if not page.get("IsTruncated"):
+                    return pages
+                kwargs["ContinuationToken"] = page["NextContinuationToken"]
+        except Exception as exc:
+            raise self._error(exc, doing) from None
+
     def list(self, prefix: str = "", start_after: str | None = None) -> builtins.list[str]:
-        full = (
-            self._key(prefix.rstrip("/")) + "/"
-            if prefix
-            else (f"{self.prefix}/" if self.prefix else "")
-        )
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full}
+        kwargs: dict[str, Any] = {"Prefix": self._dir(prefix)}
         if start_after:
             kwargs["StartAfter"] = self._key(start_after)
-        keys: builtins.list[str] = []
-        try:
-            for page in self.client.get_paginator("list_objects_v2").paginate(**kwargs):
-                keys += [self._relative(o["Key"]) for o in page.get("Contents", [])]
-        except Exception as exc:
-            raise self._error(exc, f"listing {prefix or '/'}") from None
-        return sorted(keys)
+        pages = self._pages(f"listing {prefix or '/'}", **kwargs)
+        return sorted(self._relative(o["Key"]) for p in pages for o in p.get("Contents", []))
 
     def list_dir(self, prefix: str = "") -> builtins.list[str]:
-        full = (
-            self._key(prefix.rstrip("/")) + "/"
-            if prefix
-            else (f"{self.prefix}/" if self.prefix else "")
-        )
+        full = self._dir(prefix)
         names: set[str] = set()
-        try:
-            pages = self.client.get_paginator("list_objects_v2").paginate(
-                Bucket=self.bucket, Prefix=full, Delimiter="/"
+        for page in self._pages(f"listing {prefix or '/'}", Prefix=full, Delimiter="/"):
+            names.update(
+                p["Prefix"][len(full) :].rstrip("/") for p in page.get("CommonPrefixes", [])
             )
-            for page in pages:
-                names.update(
-                    p["Prefix"][len(full) :].rstrip("/") for p in page.get("CommonPrefixes", [])
-                )
-                names.update(o["Key"][len(full) :] for o in page.get("Contents", []))
-        except Exception as exc:
-            raise self._error(exc, f"listing {prefix or '/'}") from None
+            names.update(o["Key"][len(full) :] for o in page.get("Contents", []))
         return sorted(n for n in names if n)
 
     # -- writing --
     def put(self, key: str, data: bytes) -> None:
+        full, body = self._key(key), bytes(data)
         try:
-            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=bytes(data))
+            self._call(
+                "PutObject", lambda: self.client.put_object(Bucket=self.bucket, Key=full, Body=body)
+            )
         except Exception as exc:
             raise self._error(exc, f"writing {key}") from None
 
@@ -183,68 +325,114 @@ class S3Store(Store):
         return _S3Writer(self, key)
 
     def delete(self, key: str) -> None:
+        full = self._key(key)
         try:
-            self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+            self._call(
+                "DeleteObject", lambda: self.client.delete_object(Bucket=self.bucket, Key=full)
+            )
         except Exception as exc:
             raise self._error(exc, f"deleting {key}") from None
 
 
 class _S3Writer(ObjectWriter):
-    """Buffers up to a part, then uploads parts; the object appears at ``commit``."""
+    """Buffers up to a part, then uploads parts; the object appears at ``commit``.
+
+    A part that fails to upload for a transient reason stays in the buffer and is tried again
+    at the next ``write`` or at ``commit``; ``commit`` can itself be called again after a
+    transient failure, so the background writer can retry a segment without losing or
+    repeating bytes.
+    """
 
     def __init__(self, store: S3Store, key: str) -> None:
         self.store, self.key, self.full = store, key, store._key(key)
         self.buffer = bytearray()
+        self.size = 0
         self.upload_id: str | None = None
         self.parts: list[dict[str, Any]] = []
+        self.done = False
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         self.buffer += data
-        while len(self.buffer) >= self.store.part_size:
-            self._upload(bytes(self.buffer[: self.store.part_size]))
-            del self.buffer[: self.store.part_size]
+        self.size += len(data)
+        if len(self.buffer) >= self.store.part_size:
+            try:
+                self._upload_parts(final=False)
+            except StorageError as exc:
+                if not exc.transient:
+                    raise  # otherwise the bytes stay buffered for the next try
 
-    def _upload(self, part: bytes) -> None:
-        store = self.store
+    def _upload_parts(self, final: bool) -> None:
+        store, size = self.store, self.store.part_size
         try:
             if self.upload_id is None:
-                self.upload_id = store.client.create_multipart_upload(
-                    Bucket=store.bucket, Key=self.full
+                self.upload_id = store._call(
+                    "CreateMultipartUpload",
+                    lambda: store.client.create_multipart_upload(
+                        Bucket=store.bucket, Key=self.full
+                    ),
                 )["UploadId"]
-            number = len(self.parts) + 1
-            etag = store.client.upload_part(
-                Bucket=store.bucket,
-                Key=self.full,
-                UploadId=self.upload_id,
-                PartNumber=number,
-                Body=part,
-            )["ETag"]
+            while len(self.buffer) >= size or (final and self.buffer):
+                part, number = bytes(self.buffer[:size]), len(self.parts) + 1
+                etag = store._call(
+                    "UploadPart",
+                    partial(
+                        store.client.upload_part,
+                        Bucket=store.bucket,
+                        Key=self.full,
+                        UploadId=self.upload_id,
+                        PartNumber=number,
+                        Body=part,
+                    ),
+                )["ETag"]
+                self.parts.append({"PartNumber": number, "ETag": etag})
+                del self.buffer[:size]
         except Exception as exc:
             raise store._error(exc, f"uploading {self.key}") from None
-        self.parts.append({"PartNumber": number, "ETag": etag})
 
     def commit(self) -> None:
-        store = self.store
-        if self.upload_id is None:
-            store.put(self.key, bytes(self.buffer))
+        if self.done:
             return
-        if self.buffer:
-            self._upload(bytes(self.buffer))
+        store = self.store
+        if self.upload_id is None and len(self.buffer) < store.part_size:
+            store.put(self.key, bytes(self.buffer))
+            self.done = True
+            return
+        self._upload_parts(final=True)
         try:
-            store.client.complete_multipart_upload(
-                Bucket=store.bucket,
-                Key=self.full,
-                UploadId=self.upload_id,
-                MultipartUpload={"Parts": self.parts},
+            store._call(
+                "CompleteMultipartUpload",
+                lambda: store.client.complete_multipart_upload(
+                    Bucket=store.bucket,
+                    Key=self.full,
+                    UploadId=self.upload_id,
+                    MultipartUpload={"Parts": self.parts},
+                ),
             )
         except Exception as exc:
-            raise store._error(exc, f"completing {self.key}") from None
+            # a retried completion whose first answer was lost: the object is there
+            if not (_code(exc) == "NoSuchUpload" and self._completed()):
+                raise store._error(exc, f"completing {self.key}") from None
+        self.done = True
+
+    def _completed(self) -> bool:
+        store = self.store
+        try:
+            head = store._call(
+                "HeadObject", lambda: store.client.head_object(Bucket=store.bucket, Key=self.full)
+            )
+        except Exception:
+            return False
+        return int(head.get("ContentLength", -1)) == self.size
 
     def abort(self) -> None:
-        if self.upload_id is not None:
+        if self.upload_id is not None and not self.done:
+            store = self.store
             try:
-                self.store.client.abort_multipart_upload(
-                    Bucket=self.store.bucket, Key=self.full, UploadId=self.upload_id
+                store._call(
+                    "AbortMultipartUpload",
+                    lambda: store.client.abort_multipart_upload(
+                        Bucket=store.bucket, Key=self.full, UploadId=self.upload_id
+                    ),
                 )
             except Exception:  # never raises
                 pass

@@ -11,12 +11,16 @@ Contract:
 - ``list_dir(prefix)`` returns the names of the immediate children of a "directory" prefix.
 - ``get`` / ``get_range`` raise :class:`KeyError` for a missing key and
   :class:`~tensortap.exceptions.StorageError` for any other failure.
+- ``get_many`` and ``get_ranges`` read many objects or ranges at once; remote backends fetch
+  them in parallel.
 """
 
 from __future__ import annotations
 
 import builtins
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
 
 from tensortap.exceptions import StorageError
 
@@ -50,6 +54,11 @@ class Store(ABC):
 
     #: A human-readable location, e.g. the directory path or URL.
     location: str = ""
+    #: How many bytes of recently read values a trial keeps to avoid reading them twice
+    #: (worth it where a read is a network round trip, not for a local file).
+    cache_bytes: int = 0
+    #: How often (seconds) a live trial re-lists by default (see ``Trial.refresh_interval``).
+    refresh_interval: float = 0.0
 
     @abstractmethod
     def get(self, key: str) -> bytes: ...
@@ -57,6 +66,14 @@ class Store(ABC):
     @abstractmethod
     def get_range(self, key: str, start: int, length: int) -> bytearray:
         """``length`` bytes of an object from ``start`` (a writable buffer)."""
+
+    def get_many(self, keys: Sequence[str]) -> builtins.list[bytes]:
+        """Several whole objects, in order (one after another here)."""
+        return [self.get(key) for key in keys]
+
+    def get_ranges(self, ranges: Sequence[tuple[str, int, int]]) -> builtins.list[bytearray]:
+        """The bytes of each ``(key, start, length)``, in order (one after another here)."""
+        return [self.get_range(key, start, length) for key, start, length in ranges]
 
     @abstractmethod
     def put(self, key: str, data: bytes) -> None:
@@ -77,6 +94,10 @@ class Store(ABC):
     @abstractmethod
     def delete(self, key: str) -> None:
         """Remove an object; a missing key is not an error."""
+
+    def stats(self) -> dict[str, Any]:
+        """Request counters of backends that make requests (written to the end marker)."""
+        return {}
 
     def close(self) -> None:  # noqa: B027 - optional hook for backends that hold resources
         """Release cached handles."""

@@ -20,6 +20,9 @@ class WriterOptions:
     - ``when_full``: ``"block"`` makes training wait for the writer (nothing is lost);
       ``"drop"`` drops the step, counts it, and records the drop in the trial.
     - ``segment_bytes``: a segment is published once its data reaches this size.
+    - ``retry_secs``: how long the writer keeps retrying a transient storage failure (a lost
+      network, a server answering 503) before giving up on the segment; meanwhile the queue
+      fills and ``when_full`` applies, and when storage comes back the writer catches up.
     - ``close_timeout_secs``: how long ``close()`` waits for the writer before giving up (and
       logging what was not written) so a broken disk never hangs the end of training.
     """
@@ -29,11 +32,13 @@ class WriterOptions:
     when_full: QueuePolicy = "block"
     segment_bytes: int = 64 * 1024 * 1024
     close_timeout_secs: float = 120.0
+    retry_secs: float = 600.0
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, Any]] = [
             ("flush_secs", self.flush_secs),
             ("close_timeout_secs", self.close_timeout_secs),
+            ("retry_secs", self.retry_secs),
         ]
         for name, value in checks:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:

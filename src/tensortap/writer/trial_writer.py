@@ -7,7 +7,10 @@ collections, then index object, each atomically) when it is ``flush_secs`` old, 
 so it sees whole steps or nothing.
 
 Failures never propagate to training: they are logged, counted in :class:`WriterStatus`, and
-written to the worker's end marker.
+written to the worker's end marker. A transient storage failure (``StorageError.transient``: a
+lost connection, a 503) is retried with backoff for up to ``retry_secs`` while the queue
+absorbs new steps; every publication is idempotent (same keys, same bytes), so the writer
+catches up without losing or repeating a step.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -33,6 +37,7 @@ from tensortap.format.index import DATA_ALIGNMENT, IndexBuilder
 from tensortap.storage.base import ObjectWriter, Store
 from tensortap.writer.options import WriterOptions
 
+T = TypeVar("T")
 logger = logging.getLogger(__name__)
 _MAX_LISTED_DROPS = 1000
 _PADDING = bytes(DATA_ALIGNMENT)
@@ -50,6 +55,7 @@ class WriterStatus:
     bytes_written: int = 0
     segments_published: int = 0
     errors: int = 0
+    retries: int = 0
     last_error: str | None = None
     dropped: list[list[int]] = field(default_factory=list)
 
@@ -86,6 +92,7 @@ class TrialWriter:
         self._flush_waiters: list[threading.Event] = []
         self._stop = False
         self._closed = False
+        self._close_deadline = float("inf")
         self._segment: _OpenSegment | None = None
         self._pending_collections: dict[str, Any] | None = None
         self._new_drops: list[list[int]] = []
@@ -183,6 +190,7 @@ class TrialWriter:
                 return self.status
             self._closed = True
             self._stop = True
+            self._close_deadline = time.monotonic() + self.options.close_timeout_secs
             self._end_info = end_info or {}
             self._cv.notify_all()
         self._thread.join(self.options.close_timeout_secs)
@@ -291,13 +299,14 @@ class TrialWriter:
         segment, self._segment = self._segment, None
         try:
             if segment is not None:
-                segment.writer.commit()
+                self._retrying("uploading a segment", segment.writer.commit)
             with self._cv:
                 pending, self._pending_collections = self._pending_collections, None
             if pending is not None:
                 doc = encode_json("collections", {"worker": self.worker, **pending})
                 try:
-                    self.store.put(layout.collections_key(self.worker, self._take_seq()), doc)
+                    key = layout.collections_key(self.worker, self._take_seq())
+                    self._retrying("writing collections", lambda: self.store.put(key, doc))
                 except BaseException:
                     with self._cv:
                         if self._pending_collections is None:
@@ -321,9 +330,11 @@ class TrialWriter:
                 header["hook_errors"] = errors
                 header["last_hook_error"] = last_error
             try:
-                self.store.put(
-                    layout.index_key(self.worker, segment.seq), segment.builder.encode(header)
+                index_key, index = (
+                    layout.index_key(self.worker, segment.seq),
+                    segment.builder.encode(header),
                 )
+                self._retrying("publishing an index", lambda: self.store.put(index_key, index))
             except BaseException:
                 with self._cv:
                     self._new_drops[:0] = drops
@@ -340,6 +351,42 @@ class TrialWriter:
             status.steps_written += segment.steps
             status.records_written += len(segment.builder)
             status.bytes_written += segment.offset
+
+    def _retrying(self, doing: str, action: Callable[[], T]) -> T:
+        """``action()``, retried with backoff while it fails transiently, for up to
+        ``retry_secs`` (and no later than the close deadline)."""
+        started, delay, failures = time.monotonic(), 0.1, 0
+        while True:
+            try:
+                result = action()
+            except StorageError as exc:
+                now = time.monotonic()
+                if (
+                    not exc.transient
+                    or now - started > self.options.retry_secs
+                    or now > self._close_deadline
+                ):
+                    raise
+                failures += 1
+                self.status.retries += 1
+                if failures == 1 or failures % 20 == 0:
+                    logger.warning(
+                        "tensortap: %s for %s failed (%s); retrying while training goes on "
+                        "(%d tries so far; giving up after %.0f s)",
+                        doing,
+                        self.worker,
+                        exc,
+                        failures,
+                        self.options.retry_secs,
+                    )
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            if failures:
+                logger.warning(
+                    "tensortap: %s for %s succeeded after %d retries", doing, self.worker, failures
+                )
+            return result
 
     def _abandon_segment(self, extra_lost: int = 0) -> None:
         segment, self._segment = self._segment, None
@@ -367,7 +414,13 @@ class TrialWriter:
         body = {"worker": self.worker, "session": self.session, "ended": time.time()}
         body.update(self._end_info)
         body["status"] = asdict(self.status)
+        storage = self.store.stats()
+        if storage:
+            body["storage"] = storage
+        doc = encode_json("end", body)
         try:
-            self.store.put(layout.end_key(self.worker), encode_json("end", body))
+            self._retrying(
+                "writing the end marker", lambda: self.store.put(layout.end_key(self.worker), doc)
+            )
         except (StorageError, OSError) as exc:
             self._fail(exc, "writing the end-of-training marker")
