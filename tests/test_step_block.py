@@ -111,13 +111,13 @@ def test_far_apart_values_are_read_in_separate_runs(tmp_path: Path) -> None:
     builder.step({"a": np.arange(3.0), "b": np.arange(4.0), "big": big, "c": np.arange(5.0)})
     trial = builder.close()
     reads: list[int] = []
-    original = trial._reader.read_run
+    original = trial.store.get_ranges
 
-    def counting(segment: int, start: int, end: int) -> memoryview:
-        reads.append(end - start)
-        return original(segment, start, end)
+    def counting(ranges):
+        reads.extend(length for _, _, length in ranges)
+        return original(ranges)
 
-    trial._reader.read_run = counting  # type: ignore[method-assign]
+    trial.store.get_ranges = counting  # type: ignore[method-assign]
     block = trial.step_block(0)
     assert block.reduce(["c", "a", "b"], "sum").tolist() == [10.0, 3.0, 6.0]
     assert len(reads) == 2 and max(reads) < big.nbytes
@@ -147,3 +147,54 @@ def test_corrupt_bytes_are_refused(tmp_path: Path) -> None:
     with pytest.raises(FormatError, match=r"\[64:128\] fails its checksum"):
         block.reduce(["a", "b"], "mean")
     assert trial.tensor("a").value(0).tolist() == list(range(8))
+
+
+@pytest.mark.parametrize("batch_bytes", [1, 200, 1 << 20])
+def test_iter_step_blocks_reads_ahead_in_batches_and_matches_step_block(
+    tmp_path: Path, batch_bytes: int
+) -> None:
+    for worker in (0, 1):
+        builder = TrialBuilder(tmp_path / "t", worker=worker, num_workers=2)
+        for step in range(9):
+            values = {"w": np.full(5, step + worker, np.float32), f"own{worker}": np.arange(step)}
+            if step % 3 == 0:
+                values["sometimes"] = np.ones((2, 2))
+            builder.step(values)
+        builder.close()
+    trial = tt.create_trial(tmp_path / "t")
+    reads: list[int] = []
+    original = trial.store.get_ranges
+
+    def counting(ranges):
+        reads.append(len(ranges))
+        return original(ranges)
+
+    trial.store.get_ranges = counting  # type: ignore[method-assign]
+    blocks = list(trial.iter_step_blocks(batch_bytes=batch_bytes))
+    assert [b.step for b in blocks] == list(range(9))
+    calls = len(reads)
+    for block in blocks:  # every value was read ahead: no new request
+        fresh = trial.step_block(block.step)
+        for name in block.names():
+            np.testing.assert_array_equal(block.value(name), fresh.value(name))
+        np.testing.assert_array_equal(
+            block.reduce(block.names(), "max"), fresh.reduce(fresh.names(), "max")
+        )
+    assert calls == {1: 9, 200: calls, 1 << 20: 1}[batch_bytes] and 1 <= calls <= 9
+    assert [b.step for b in trial.iter_step_blocks([4, 2])] == [4, 2]
+    with pytest.raises(NoMoreData):
+        list(trial.iter_step_blocks([99]))
+    with pytest.raises(tt.exceptions.InvalidConfigError, match="batch_bytes"):
+        list(trial.iter_step_blocks(batch_bytes=0))
+
+
+def test_iter_step_blocks_refuses_corrupt_bytes(tmp_path: Path) -> None:
+    builder = TrialBuilder(tmp_path / "t")
+    builder.step({"a": np.arange(8.0), "b": np.arange(8.0)})
+    builder.close()
+    (data,) = (tmp_path / "t" / "workers" / "worker_0" / "data").iterdir()
+    raw = bytearray(data.read_bytes())
+    raw[70] ^= 0x40
+    data.write_bytes(bytes(raw))
+    with pytest.raises(FormatError, match=r"\[64:128\] fails its checksum"):
+        list(tt.create_trial(tmp_path / "t").iter_step_blocks())

@@ -20,6 +20,7 @@ from tensortap.format.index import SegmentIndex, decode_index
 from tensortap.storage.base import Store
 
 logger = logging.getLogger(__name__)
+_FETCH_BATCH = 64  # index objects fetched together when a trial is opened
 
 
 @dataclass
@@ -135,12 +136,12 @@ class TrialIndex:
         else:
             end = decode_json(raw_end, "end", f"end marker of {state.name}")
         keys = self.store.list(layout.index_prefix(state.name), start_after=state.last_index_key)
-        for key in keys:
-            if not key.endswith(layout.INDEX_SUFFIX):
-                continue
-            index = decode_index(self.store.get(key), f"index {key}")
-            self._ingest(state, index)
-            state.last_index_key = key
+        keys = [k for k in keys if k.endswith(layout.INDEX_SUFFIX)]
+        for at in range(0, len(keys), _FETCH_BATCH):  # fetched together (in parallel on S3)
+            batch = keys[at : at + _FETCH_BATCH]
+            for key, raw in zip(batch, self.store.get_many(batch), strict=True):
+                self._ingest(state, decode_index(raw, f"index {key}"))
+                state.last_index_key = key
         ckeys = self.store.list(
             layout.collections_prefix(state.name), start_after=state.last_collections_key
         )

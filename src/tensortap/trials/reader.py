@@ -6,7 +6,9 @@ FormatError rather than handing back garbled numbers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -40,20 +42,70 @@ class RawRef:
         return self.offset + self.length
 
 
+class ByteCache:
+    """Recently read runs of data objects, up to ``max_bytes`` (least recently used leave
+    first): a value inside a cached run is not fetched again."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        self._runs: OrderedDict[tuple[int, int, int], bytearray] = OrderedDict()
+        self._lock = threading.Lock()  # a trial's read-ahead thread shares it
+
+    def get(self, segment: int, start: int, end: int) -> memoryview | None:
+        with self._lock:
+            for key in reversed(self._runs):  # the newest first: the likely hits
+                seg, run_start, run_end = key
+                if seg == segment and run_start <= start and end <= run_end:
+                    self._runs.move_to_end(key)
+                    return memoryview(self._runs[key])[start - run_start : end - run_start]
+        return None
+
+    def put(self, segment: int, start: int, data: bytearray) -> None:
+        if len(data) > self.max_bytes // 4:  # one big read must not flush everything else
+            return
+        with self._lock:
+            self._runs[(segment, start, start + len(data))] = data
+            self.size += len(data)
+            while self.size > self.max_bytes or len(self._runs) > 256:
+                _, dropped = self._runs.popitem(last=False)
+                self.size -= len(dropped)
+
+
 class ValueReader:
-    """Reads (and verifies) the raw bytes the index points at."""
+    """Reads (and verifies) the raw bytes the index points at: many runs at once through the
+    store's ``get_ranges`` (in parallel on object storage), through a small byte cache where
+    the store asks for one (``Store.cache_bytes``)."""
 
     def __init__(self, store: Store, index: TrialIndex) -> None:
         self.store = store
         self.index = index
         self._fetched: dict[tuple[int, int], np.ndarray] = {}
+        self.cache = ByteCache(store.cache_bytes) if store.cache_bytes > 0 else None
 
     def read(self, ref: RawRef) -> np.ndarray:
         """One value, as a new array (from the last :meth:`prefetch` when it holds it)."""
         fetched = self._fetched.get((ref.segment, ref.offset))
         if fetched is not None:
             return np.array(fetched, copy=True)
-        return self.decode(ref, self.read_run(ref.segment, ref.offset, ref.end))
+        value = self.decode(ref, self.read_run(ref.segment, ref.offset, ref.end))
+        return value if self.cache is None else np.array(value, copy=True)  # not the cache's
+
+    def read_many(self, refs: Sequence[RawRef], max_gap: int = MAX_GAP) -> list[np.ndarray]:
+        """Many values (new arrays, in the order of ``refs``) in as few requests as possible,
+        fetched together."""
+        return [np.array(v, copy=True) for v in self._views(refs, max_gap)[0]]
+
+    def _views(self, refs: Sequence[RawRef], max_gap: int) -> tuple[list[np.ndarray], int]:
+        """The verified values of ``refs`` (views of the fetched bytes) and the request count."""
+        out: list[np.ndarray] = [np.empty(0)] * len(refs)
+        spans = self.read_spans(refs, max_gap)
+        for members, buf in spans:
+            start = refs[members[0]].offset
+            for m in members:
+                r = refs[m]
+                out[m] = self.decode(r, buf[r.offset - start : r.end - start])
+        return out, len(spans)
 
     def verify(self, ref: RawRef, buf: bytes | bytearray | memoryview) -> None:
         self.check(ref.segment, ref.offset, ref.crc32, buf)
@@ -75,34 +127,51 @@ class ValueReader:
 
     def read_run(self, segment: int, start: int, end: int) -> memoryview:
         """The bytes ``[start, end)`` of a segment's data object, in one request."""
-        key = self.index.segments[segment].index.data_key
-        return memoryview(self.store.get_range(key, start, end - start))
+        return self.read_runs([(segment, start, end)])[0]
+
+    def read_runs(self, runs: Sequence[tuple[int, int, int]]) -> list[memoryview]:
+        """The bytes of each ``(segment, start, end)``: cached runs from memory, the rest with
+        one ``get_ranges`` call (parallel requests on object storage)."""
+        out: list[memoryview | None] = [None] * len(runs)
+        cache = self.cache
+        missing = []
+        for i, (segment, start, end) in enumerate(runs):
+            hit = cache.get(segment, start, end) if cache is not None else None
+            if hit is None:
+                missing.append(i)
+            else:
+                out[i] = hit
+        if missing:
+            segments = self.index.segments
+            wanted = [
+                (segments[runs[i][0]].index.data_key, runs[i][1], runs[i][2] - runs[i][1])
+                for i in missing
+            ]
+            for i, data in zip(missing, self.store.get_ranges(wanted), strict=True):
+                if cache is not None:
+                    cache.put(runs[i][0], runs[i][1], data)
+                out[i] = memoryview(data)
+        return out  # type: ignore[return-value]  # every slot is filled
 
     def read_spans(
-        self, refs: Iterable[RawRef], max_gap: int = MAX_GAP
-    ) -> Iterator[tuple[list[RawRef], memoryview]]:
-        """Read ``refs`` in runs (see :func:`plan_runs`): yields (the run's refs by offset, the
-        bytes from the first one's offset to the last one's end). Checksums are the caller's."""
-        refs = list(refs)
+        self, refs: Sequence[RawRef], max_gap: int = MAX_GAP
+    ) -> list[tuple[list[int], memoryview]]:
+        """Read ``refs`` in runs (see :func:`plan_runs`), all runs fetched together: per run,
+        (the indices of its refs, by offset; the bytes from the first one's offset to the last
+        one's end). Checksums are the caller's."""
         plan = plan_runs(
             [r.segment for r in refs], [r.offset for r in refs], [r.end for r in refs], max_gap
         )
-        for segment, start, end, members in plan:
-            yield [refs[m] for m in members], self.read_run(segment, start, end)
+        bufs = self.read_runs([(segment, start, end) for segment, start, end, _ in plan])
+        return [(members, buf) for (_, _, _, members), buf in zip(plan, bufs, strict=True)]
 
     def prefetch(self, refs: Iterable[RawRef], max_gap: int = MAX_GAP) -> int:
         """Read many values with as few requests as possible and keep them until the next
         ``prefetch`` (:meth:`read` then serves them from memory). Returns the request count."""
-        fetched: dict[tuple[int, int], np.ndarray] = {}
-        reads = 0
-        for run, buf in self.read_spans(refs, max_gap):
-            reads += 1
-            start = run[0].offset
-            for r in run:
-                piece = buf[r.offset - start : r.end - start]
-                fetched[(r.segment, r.offset)] = self.decode(r, piece)
-        self._fetched = fetched
-        return reads
+        refs = list(refs)
+        values, requests = self._views(refs, max_gap)
+        self._fetched = {(r.segment, r.offset): v for r, v in zip(refs, values, strict=True)}
+        return requests
 
 
 def plan_runs(

@@ -239,9 +239,22 @@ class StepBlock:
             )
         return pos
 
-    def _load(self, positions: np.ndarray) -> None:
+    def raw_ranges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(segment, offset, end) of every raw value of the step (for reading ahead)."""
+        return self._seg, self._off, self._off + self._len
+
+    def load(self, windows: Sequence[tuple[int, int, memoryview]]) -> None:
+        """Take (and verify) every raw value from ``windows``, already fetched bytes as
+        (segment, start, bytes) that together cover :meth:`raw_ranges` runs."""
+        self._load(np.arange(len(self._off)), windows)
+
+    def _load(
+        self,
+        positions: np.ndarray,
+        windows: Sequence[tuple[int, int, memoryview]] | None = None,
+    ) -> None:
         """Read (and verify) the raw bytes of ``positions`` not read yet: one request per run
-        of values less than MAX_GAP bytes apart."""
+        of values less than MAX_GAP bytes apart (or slices of ``windows``)."""
         todo = positions[self._run_of[positions] < 0]
         if not len(todo):
             return
@@ -252,9 +265,11 @@ class StepBlock:
         cuts = np.flatnonzero((segs[1:] != segs[:-1]) | (offs[1:] - ends[:-1] > MAX_GAP)) + 1
         reader = self.trial._reader
         crcs = self._crc[todo].tolist()
-        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(todo)], strict=True):
+        bounds = list(zip([0, *cuts.tolist()], [*cuts.tolist(), len(todo)], strict=True))
+        runs = [(int(segs[lo]), int(offs[lo]), int(ends[lo:hi].max())) for lo, hi in bounds]
+        bufs = reader.read_runs(runs) if windows is None else _slices(windows, runs)
+        for (lo, hi), buf in zip(bounds, bufs, strict=True):
             segment, start = int(segs[lo]), int(offs[lo])
-            buf = reader.read_run(segment, start, int(ends[lo:hi].max()))
             rel = zip((offs[lo:hi] - start).tolist(), (ends[lo:hi] - start).tolist(), strict=True)
             bad = [
                 i
@@ -361,3 +376,18 @@ def _reduceat(group: _Group, name: str, on_abs: bool) -> Any:
             return np.sqrt(np.add.reduceat(np.square(x, dtype=np.float64), bounds)[0::2])
         sums = np.add.reduceat(x, bounds, dtype=np.float64)[0::2]
         return sums / group.counts if name == "mean" else sums  # mean; sum, l1
+
+
+def _slices(
+    windows: Sequence[tuple[int, int, memoryview]], runs: Sequence[tuple[int, int, int]]
+) -> list[memoryview]:
+    """Each run's bytes, cut from the window holding it."""
+    out = []
+    for segment, start, end in runs:
+        for seg, at, buf in windows:
+            if seg == segment and at <= start and end <= at + len(buf):
+                out.append(buf[start - at : end - at])
+                break
+        else:
+            raise AssertionError(f"no window holds bytes {start}:{end} of segment {segment}")
+    return out

@@ -154,7 +154,7 @@ class Tensor:
 
     def values(self, mode: Any = None, worker: str | None = None) -> dict[int, np.ndarray]:
         """Every saved value by step (steps where only reductions were saved are skipped)."""
-        out: dict[int, np.ndarray] = {}
+        found: dict[int, RawRef] = {}
         for step in self.steps(mode):
             entry = (
                 self._entry(step, mode, worker)
@@ -162,8 +162,9 @@ class Tensor:
                 else None
             )
             if entry is not None and entry.raw is not None:
-                out[step] = self.trial._read(entry.raw)
-        return out
+                found[step] = entry.raw
+        values = self.trial._reader.read_many(list(found.values()))  # fetched together
+        return dict(zip(found, values, strict=True))
 
     def shape(self, step_num: int, mode: Any = None, worker: str | None = None) -> tuple[int, ...]:
         entry = self._entry(step_num, mode, worker)

@@ -8,6 +8,7 @@ import os
 import re
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from enum import Enum
 from typing import Any, NoReturn
 
@@ -30,7 +31,7 @@ from tensortap.format.documents import decode_json
 from tensortap.format.layout import TRIAL_MARKER
 from tensortap.storage import Store, open_store
 from tensortap.trials.index import TrialIndex, natural_key
-from tensortap.trials.reader import MAX_GAP, RawRef, ValueReader
+from tensortap.trials.reader import MAX_GAP, RawRef, ValueReader, plan_runs
 from tensortap.trials.step_block import StepBlock
 from tensortap.trials.tensor import Tensor
 
@@ -49,16 +50,18 @@ class Trial:
     """Read the tensors a hook saved, also while training runs.
 
     Queries about what exists (``steps``, ``tensor_names``, a value at an unknown step) first
-    pick up anything published since the last look (at most every ``refresh_interval``
-    seconds, 0 by default: one listing per query is cheap on local disk); reading a known value
-    never touches the index again, and a trial whose workers all ended is never re-listed.
+    pick up anything published since the last look, at most every ``refresh_interval``
+    seconds: by default the store's ``refresh_interval``, 0 on local disk (a listing per query
+    is cheap there) and 1 s on object storage (where it is a few round trips). Reading a known
+    value never touches the index again, and a trial whose workers all ended is never
+    re-listed; :meth:`refresh` picks up new data at once.
     """
 
     def __init__(
         self,
         path: str | os.PathLike[str] | Store,
         name: str | None = None,
-        refresh_interval: float = 0.0,
+        refresh_interval: float | None = None,
     ) -> None:
         try:
             store = open_store(path)
@@ -67,7 +70,9 @@ class Trial:
         self.store = store
         self.path = store.location
         self.name = name or os.path.basename(self.path.rstrip("/")) or self.path
-        self.refresh_interval = refresh_interval
+        self.refresh_interval = (
+            store.refresh_interval if refresh_interval is None else float(refresh_interval)
+        )
         self._check_is_trial()
         self._index = TrialIndex(store)
         self._tensors: dict[str, Tensor] = {}
@@ -144,6 +149,58 @@ class Trial:
         next ``prefetch`` (values read later come from memory). Returns how many reads it made.
         """
         return self._reader.prefetch(refs, max_gap)
+
+    def iter_step_blocks(
+        self, steps: Iterable[int] | None = None, batch_bytes: int = 32 << 20
+    ) -> Iterator[StepBlock]:
+        """A :class:`StepBlock` per global step (every step loaded so far, or ``steps``), in
+        order, with their raw values already read: consecutive steps are fetched together
+        in batches of about ``batch_bytes`` (one ranged read per run of adjacent bytes, in
+        parallel on object storage), the next batch while the caller works on this one.
+        The fast way to read a whole trial, or to catch up on a long one."""
+        if batch_bytes < 1:
+            raise InvalidConfigError(f"batch_bytes must be >= 1, got {batch_bytes!r}")
+        wanted = self.steps() if steps is None else [int(s) for s in steps]
+        self._step_sets()
+        for step in wanted:
+            if step not in self._global_to_mode:
+                self._raise_step_missing(step, None)
+
+        def batches() -> Iterator[list[StepBlock]]:
+            batch: list[StepBlock] = []
+            size = 0
+            for step in wanted:
+                block = StepBlock(self, step)
+                batch.append(block)
+                _, offs, ends = block.raw_ranges()
+                size += int((ends - offs).sum())
+                if size >= batch_bytes:
+                    yield batch
+                    batch, size = [], 0
+            if batch:
+                yield batch
+
+        def fetch(batch: list[StepBlock]) -> list[StepBlock]:
+            ranges = [b.raw_ranges() for b in batch]
+            segs, offs, ends = (np.concatenate([r[i] for r in ranges]) for i in range(3))
+            plan = plan_runs(segs.tolist(), offs.tolist(), ends.tolist())
+            bufs = self._reader.read_runs([(seg, start, end) for seg, start, end, _ in plan])
+            windows = [
+                (seg, start, buf) for (seg, start, _, _), buf in zip(plan, bufs, strict=True)
+            ]
+            for block in batch:
+                block.load(windows)
+            return batch
+
+        with ThreadPoolExecutor(1, "tensortap-read-ahead") as ahead:
+            pending = None
+            for batch in batches():
+                submitted = ahead.submit(fetch, batch)
+                if pending is not None:
+                    yield from pending.result()
+                pending = submitted
+            if pending is not None:
+                yield from pending.result()
 
     def step_block(self, step: int) -> StepBlock:
         """Everything saved at global ``step``, to read many tensors at once (see
