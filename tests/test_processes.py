@@ -31,16 +31,24 @@ def wait_for_line(proc: subprocess.Popen[str], prefix: str) -> str:
     raise AssertionError(f"process exited before printing {prefix!r}")
 
 
-def test_reader_process_never_sees_partial_steps(trial_dir: Path, helper_env) -> None:
+@pytest.fixture(params=["local", "s3"])
+def location(request, trial_dir: Path) -> str:
+    """Where the trial lives: a directory, or a prefix on the local S3 server."""
+    if request.param == "s3":
+        return f"s3://{request.getfixturevalue('s3_bucket')}/live/trial"
+    return str(trial_dir)
+
+
+def test_reader_process_never_sees_partial_steps(location: str, helper_env) -> None:
     steps = 300
     reader = subprocess.Popen(
-        helper_cmd("reader_proc.py", trial_dir, steps, DEADLINE),
+        helper_cmd("reader_proc.py", location, steps, DEADLINE),
         stdout=subprocess.PIPE,
         text=True,
         env=helper_env,
     )
     writer = subprocess.run(
-        helper_cmd("writer_proc.py", trial_dir, 0, 1, steps, 0.01),
+        helper_cmd("writer_proc.py", location, 0, 1, steps, 0.01),
         capture_output=True,
         text=True,
         env=helper_env,
@@ -52,15 +60,17 @@ def test_reader_process_never_sees_partial_steps(trial_dir: Path, helper_env) ->
     assert out.startswith("ok")
 
 
-def test_sigkill_leaves_every_published_step_readable(trial_dir: Path, helper_env) -> None:
+def test_sigkill_leaves_every_published_step_readable(location: str, helper_env) -> None:
+    """Killed at any moment (mid-upload on S3), the writer leaves a trial that opens with
+    every step published before the kill, read live while it ran."""
     proc = subprocess.Popen(
-        helper_cmd("writer_proc.py", trial_dir, 0, 1, -1, 0.01),
+        helper_cmd("writer_proc.py", location, 0, 1, -1, 0.01),
         stdout=subprocess.PIPE,
         text=True,
         env=helper_env,
     )
     try:
-        trial = tt.create_trial(trial_dir, refresh_interval=0)
+        trial = tt.create_trial(location, refresh_interval=0)
         deadline = time.monotonic() + DEADLINE
         while len(trial.steps()) < 20:  # poll with a deadline: published steps to compare
             assert time.monotonic() < deadline, "writer published nothing"
@@ -70,16 +80,17 @@ def test_sigkill_leaves_every_published_step_readable(trial_dir: Path, helper_en
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=DEADLINE)
-    after = tt.create_trial(trial_dir)
+    after = tt.create_trial(location)
     steps = after.steps()
     assert set(before) <= set(steps)
     assert steps == list(range(len(steps)))  # no holes, no partial step
     for step in steps:
         assert sorted(after.tensor_names(step=step)) == sorted([*NAMES, "loss"])
-        for name in NAMES:
-            np.testing.assert_array_equal(
-                after.tensor(name).value(step), expected_value(name, step)
-            )
+    for name in NAMES:
+        values = after.tensor(name).values()  # all steps, fetched together
+        assert sorted(values) == steps
+        for step, got in values.items():
+            np.testing.assert_array_equal(got, expected_value(name, step))
     assert not after.loaded_all_steps  # the end was never marked
     assert after.worker_status("worker_0") is None
 

@@ -1,0 +1,195 @@
+"""S3 against a real S3-compatible server on 127.0.0.1 (moto): faults, credentials, prefixes.
+
+The store conformance suite (tests/test_storage.py) and the live-reader and SIGKILL process
+tests (tests/test_processes.py) run over S3 too.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import numpy as np
+import pytest
+
+import tensortap as tt
+from tensortap.exceptions import StorageError
+
+sys.path.insert(0, str(Path(__file__).parent / "helpers"))
+from flaky_proxy import FlakyProxy
+
+from conftest import moto_server
+
+pytest.importorskip("boto3")
+from tensortap.s3 import S3Store
+
+DEADLINE = 60.0
+
+
+@pytest.fixture
+def proxy(s3_endpoint):
+    flaky = FlakyProxy(urlparse(s3_endpoint).port or 80)
+    yield flaky
+    flaky.close()
+
+
+def value(name: str, step: int) -> np.ndarray:
+    return np.arange(16, dtype=np.float32) + step * 100 + int(name[-1])
+
+
+NAMES = ["w0", "w1", "w2"]
+
+
+def save_step(hook: tt.Hook, step: int) -> None:
+    for name in NAMES:
+        hook.save_tensor(name, value(name, step))
+    hook.next_step()
+
+
+def check_trial(trial: tt.Trial, steps: int) -> None:
+    assert trial.steps() == list(range(steps))  # nothing lost, nothing twice
+    for name in NAMES:
+        values = trial.tensor(name).values()
+        assert sorted(values) == list(range(steps))
+        for step, got in values.items():
+            np.testing.assert_array_equal(got, value(name, step))
+
+
+def test_reads_ride_through_503s_and_resets(s3_bucket, proxy) -> None:
+    url = f"s3://{s3_bucket}/reads"
+    with tt.Hook(url, save_config=tt.SaveConfig(save_interval=1)) as hook:
+        for step in range(20):
+            save_step(hook, step)
+    store = S3Store(url, endpoint_url=proxy.url)
+    trial = tt.create_trial(store)
+    proxy.fail_next(2, "503")
+    proxy.fail_next(2, "reset")
+    check_trial(trial, 20)
+    assert proxy.failed == {"503": 2, "reset": 2} and proxy.pending_failures() == 0
+    assert store.stats()["retries"] >= 4
+
+
+def test_a_writer_catches_up_after_an_outage_without_losing_or_repeating_steps(
+    s3_bucket, proxy, caplog
+) -> None:
+    """The store gives up after 2 attempts, so the writer itself must keep the segment and
+    retry it; training goes on all along."""
+    url = f"s3://{s3_bucket}/outage"
+    store = S3Store(url, endpoint_url=proxy.url, max_attempts=2)
+    hook = tt.Hook(
+        store,
+        save_config=tt.SaveConfig(save_interval=1),
+        writer_options=tt.WriterOptions(flush_secs=0.01),
+    )
+    step = 0
+    for _ in range(10):
+        save_step(hook, step)
+        step += 1
+    assert hook.flush(DEADLINE)
+    for how in ("503", "reset"):
+        proxy.fail_next(4, how)  # two writer retries each, as the store tries twice
+        deadline = time.monotonic() + DEADLINE
+        while proxy.pending_failures():  # training goes on through the outage
+            assert time.monotonic() < deadline, "the writer stopped trying"
+            save_step(hook, step)
+            step += 1
+            time.sleep(0.005)  # a training step's worth of time, between polls
+    for _ in range(10):
+        save_step(hook, step)
+        step += 1
+    status = hook.close()
+    assert status is not None
+    writer = status.writer
+    assert writer.retries >= 2 and writer.steps_lost == 0 and writer.steps_dropped == 0
+    assert writer.steps_written == step
+    assert "retrying while training goes on" in caplog.text
+    check_trial(tt.create_trial(url), step)
+    end = tt.create_trial(url).worker_status("worker_0")
+    assert end is not None and end["storage"]["retries"] >= 4
+
+
+def test_a_missing_bucket_and_wrong_credentials_fail_early_and_name_what_to_check(
+    s3_endpoint, monkeypatch, caplog
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(tt.exceptions.NotATrialError, match="no bucket 'nope-missing'"):
+        tt.create_trial("s3://nope-missing/trial")
+    with pytest.raises(StorageError, match="no bucket 'nope-missing'"):
+        tt.Hook("s3://nope-missing/trial")
+    secret = "sEcReT-value-that-must-not-leak"
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAWRONGWRONGWRONG")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    with moto_server(INITIAL_NO_AUTH_ACTION_COUNT="0") as strict:  # checks credentials
+        monkeypatch.setenv("AWS_ENDPOINT_URL", strict)
+        with pytest.raises(StorageError, match="access to bucket 'b' was denied") as caught:
+            tt.Hook("s3://b/trial")
+        assert "AWS_ACCESS_KEY_ID" in str(caught.value)
+        with pytest.raises(tt.exceptions.NotATrialError, match="denied"):
+            tt.create_trial("s3://b/trial")
+    assert secret not in caplog.text and secret not in str(caught.value)
+
+
+def test_names_never_make_keys_outside_the_prefix(s3_bucket) -> None:
+    import boto3
+
+    url = f"s3://{s3_bucket}/jobs/one"
+    with tt.Hook(
+        url, save_config=tt.SaveConfig(save_interval=1), include_collections=["../../evil"]
+    ) as hook:
+        hook.save_tensor("../../../escape", np.ones(3), collections=["../../evil"])
+        hook.save_tensor("/abs/name", np.ones(3))
+        hook.next_step()
+    client = boto3.client("s3")
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket)["Contents"]]
+    assert keys and all(k.startswith("jobs/one/") and ".." not in k.split("/") for k in keys)
+    trial = tt.create_trial(url)
+    assert trial.tensor("../../../escape").value(0).tolist() == [1.0, 1.0, 1.0]
+    assert trial.tensor_names(collection="../../evil") == ["../../../escape"]
+
+
+def test_values_of_many_steps_are_fetched_in_parallel_and_cached(s3_bucket) -> None:
+    url = f"s3://{s3_bucket}/parallel"
+    big = np.arange(1 << 16, dtype=np.float32)  # 256 KiB: every step is its own run
+    with tt.Hook(
+        url,
+        save_config=tt.SaveConfig(save_interval=1),
+        writer_options=tt.WriterOptions(segment_bytes=1 << 20),
+    ) as hook:
+        for step in range(12):
+            hook.save_tensor("big", big + step)
+            hook.save_tensor("other", big)
+            hook.next_step()
+    trial = tt.create_trial(url)
+    store = trial.store
+    assert isinstance(store, S3Store)
+    before = store.stats()["by_operation"].get("GetObject", 0)
+    values = trial.tensor("big").values()
+    assert sorted(values) == list(range(12)) and values[5][3] == 8.0
+    gets = store.stats()["by_operation"]["GetObject"] - before
+    assert gets == 12  # one ranged GET per run, issued together
+    values[5][:] = -1  # the caller's copy: the cached bytes are untouched
+    assert trial.tensor("big").value(5)[3] == 8.0
+    assert store.stats()["by_operation"]["GetObject"] - before == 12  # served from the cache
+    blocks = list(trial.iter_step_blocks(batch_bytes=4 << 20))  # a whole trial, read ahead
+    assert [b.value("big")[3] for b in blocks] == [3.0 + s for s in range(12)]
+
+
+def test_a_multipart_upload_keeps_a_failed_part_and_finishes_it_at_commit(s3_bucket, proxy) -> None:
+    store = S3Store(
+        f"s3://{s3_bucket}/multi", endpoint_url=proxy.url, max_attempts=1, part_size=5 << 20
+    )
+    data = np.random.default_rng(0).integers(0, 255, 11 << 20, dtype=np.uint8).tobytes()
+    writer = store.open_writer("seg")
+    proxy.fail_next(1, "reset")  # the first part's upload fails: kept, not lost
+    writer.write(data[: 6 << 20])
+    assert proxy.failed["reset"] == 1
+    writer.write(data[6 << 20 :])
+    proxy.fail_next(1, "503")
+    with pytest.raises(StorageError) as failed:  # the caller (the writer thread) retries
+        writer.commit()
+    assert failed.value.transient and store.list() == []
+    writer.commit()
+    assert store.get("seg") == data
