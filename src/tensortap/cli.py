@@ -231,13 +231,15 @@ def _jobs(ns: argparse.Namespace) -> int:
 
 def _report(ns: argparse.Namespace) -> int:
     from tensortap.report import write_xgboost_report
+    from tensortap.trials.trial import create_trial
 
-    path = Path(ns.trial)
-    if (path / "job.json").is_file():
-        path = JobRecord(path).trial_dir
-    if not (path / "tensortap.json").is_file():
+    location = ns.trial
+    if (Path(location) / "job.json").is_file():
+        location = JobRecord(location).trial_location
+    trial = create_trial(location)
+    if not trial.workers():
         raise InvalidConfigError(f"{ns.trial} is neither a trial nor a job directory")
-    out = write_xgboost_report(path, ns.out)
+    out = write_xgboost_report(trial, ns.out)
     print(f"wrote {out}")
     return 0
 

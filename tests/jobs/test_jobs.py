@@ -103,6 +103,26 @@ def test_buggy_job_fires_the_right_rule_at_a_plausible_step(tmp_path: Path) -> N
     assert described[0]["RuleStatus"] == "IssuesFound" and "FailureReason" in described[0]
 
 
+def test_a_job_writes_its_trial_to_s3_and_its_rules_read_it_there(
+    tmp_path: Path, s3_bucket: str
+) -> None:
+    """s3_output_path as SageMaker lays it out: {s3_output_path}/{job_name}/debug-output."""
+    config = DebuggerHookConfig(
+        hook_parameters={"save_interval": "1"}, s3_output_path=f"s3://{s3_bucket}/jobs/"
+    )
+    rules = [Rule.builtin(rule_configs.vanishing_gradient())]
+    job = run(
+        tmp_path, rules, "--model", "deep_sigmoid", "--steps", "12", debugger_hook_config=config
+    )
+    location = f"s3://{s3_bucket}/jobs/{job.job_name}/debug-output"
+    assert job.debugger_artifacts_path() == location == job.describe()["DebuggerArtifactsPath"]
+    assert statuses(job) == {"VanishingGradient": "IssuesFound"}
+    assert tt.create_trial(location).steps() == list(range(12))
+    assert not (job.record.dir / "trial").exists()  # nothing written locally
+    with pytest.raises(InvalidConfigError, match="s3_output_path must be a location"):
+        DebuggerHookConfig(s3_output_path="")
+
+
 def test_crashing_training_is_reported_and_the_rules_still_end(tmp_path: Path) -> None:
     job = run(tmp_path, [Rule.builtin(rule_configs.vanishing_gradient())], "--crash-at", "12")
     summary = job.summary()

@@ -94,7 +94,7 @@ class JobQueries:
 
     def debugger_artifacts_path(self) -> str:
         """The trial the hook wrote (``create_trial`` opens it)."""
-        return str(self.record.trial_dir)
+        return self.record.trial_location
 
     latest_job_debugger_artifacts_path = debugger_artifacts_path
 
@@ -190,8 +190,12 @@ class TrainingJob(JobQueries):
             f"{stem}-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
         )
         self.record = JobRecord(Path(output_path) / self.job_name)
+        self.trial_location = self.debugger_hook_config.trial_location(
+            self.job_name, str(self.record.trial_dir)
+        )
+        self.record._trial_location = self.trial_location
         # the hook configuration is validated now too
-        hook_config(str(self.record.trial_dir), self.debugger_hook_config, self.rules, None)
+        hook_config(self.trial_location, self.debugger_hook_config, self.rules, None)
 
     # -- starting --
     def fit(self, wait: bool = True, logs: bool = True, out: TextIO | None = None) -> None:
@@ -199,7 +203,7 @@ class TrainingJob(JobQueries):
         live view and the summary); otherwise return at once."""
         record = self.record
         config = hook_config(
-            str(record.trial_dir), self.debugger_hook_config, self.rules, str(record.stop_file)
+            self.trial_location, self.debugger_hook_config, self.rules, str(record.stop_file)
         )
         record.create(
             {
@@ -207,6 +211,7 @@ class TrainingJob(JobQueries):
                 "created": time.time(),
                 "command": training_command(self.command, str(record.hook_file)),
                 "user_command": self.command,
+                "trial_location": self.trial_location,
                 "cwd": os.getcwd(),
                 "environment": self.environment,
                 "rules": [r.to_dict() for r in self.rules],
@@ -311,7 +316,7 @@ def _describe(record: JobRecord) -> dict[str, Any]:
         "ExitCode": summary.get("training", {}).get("exit_code"),
         "Command": job["user_command"],
         "JobDir": str(record.dir),
-        "DebuggerArtifactsPath": str(record.trial_dir),
+        "DebuggerArtifactsPath": record.trial_location,
         "HookConfig": job["hook_config"],
         "DebugRuleConfigurations": job["rules"],
         "DebugRuleEvaluationStatuses": _rule_job_summary(record),

@@ -59,11 +59,9 @@ class LiveView:
         self._last_progress = now
         try:
             if self._trial is None:
-                if not (self.record.trial_dir / "tensortap.json").exists():
-                    return self._progress
                 from tensortap.trials.trial import create_trial
 
-                self._trial = create_trial(self.record.trial_dir)
+                self._trial = create_trial(self.record.trial_location)  # live: fills in
             trial = self._trial
             steps = trial.steps(show_incomplete_steps=True)
             text = f"step {steps[-1]}" if steps else "no step saved yet"
@@ -146,11 +144,11 @@ def render_summary(record: JobRecord, summary: dict[str, Any]) -> str:
         line += f"  ({rule.get('evaluated', 0)} steps evaluated)"
         lines.append(line)
     lines += [
-        f"  trial (debugger artifacts): {summary.get('trial', record.trial_dir)}",
+        f"  trial (debugger artifacts): {summary.get('trial', record.trial_location)}",
         f"  rule logs: {record.dir / 'logs' / 'rules'}",
         "next:",
         f"  tensortap summary {record.dir}",
-        f"  python -c \"import tensortap as tt; t = tt.create_trial('{record.trial_dir}'); "
+        f"  python -c \"import tensortap as tt; t = tt.create_trial('{record.trial_location}'); "
         'print(t.tensor_names())"',
     ]
     return "\n".join(lines)

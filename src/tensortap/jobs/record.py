@@ -51,6 +51,7 @@ class JobRecord:
 
     def __init__(self, job_dir: str | os.PathLike[str]) -> None:
         self.dir = Path(job_dir).resolve()
+        self._trial_location: str | None = None
 
     def __repr__(self) -> str:
         return f"JobRecord({str(self.dir)!r})"
@@ -71,6 +72,18 @@ class JobRecord:
     @property
     def trial_dir(self) -> Path:
         return self.dir / TRIAL_DIR
+
+    @property
+    def trial_location(self) -> str:
+        """Where the trial is written: the job's ``trial/`` directory, or the location given
+        as ``DebuggerHookConfig(s3_output_path=...)``."""
+        if self._trial_location is None:
+            try:
+                given = read_json(self.job_file).get("trial_location")
+            except (OSError, ValueError):
+                given = None
+            self._trial_location = str(given) if given else str(self.trial_dir)
+        return self._trial_location
 
     @property
     def stop_file(self) -> Path:

@@ -21,6 +21,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+from tensortap.format.layout import WORKERS_PREFIX
 from tensortap.jobs.actions import ActionContext
 from tensortap.jobs.record import JobRecord, write_json
 from tensortap.jobs.specs import Rule as RuleSpec
@@ -176,12 +177,12 @@ class HostedRule:
         )
 
 
-def _watch(record: JobRecord, trial_path: str, stop: threading.Event) -> None:
+def _watch(record: JobRecord, trial: Trial, stop: threading.Event) -> None:
     """Stop when training ended and wrote nothing at all (there will be no steps to wait for)."""
+    store = trial.store  # its own listing, not the rules' trial object (another thread)
     while not stop.wait(0.5):
         ended = (record.dir / TRAINING_ENDED_FILE).exists()
-        workers = os.path.join(trial_path, "workers")
-        if ended and not (os.path.isdir(workers) and os.listdir(workers)):
+        if ended and not store.list_dir(WORKERS_PREFIX):
             stop.set()
 
 
@@ -206,11 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
 
     signal.signal(signal.SIGTERM, on_term)
-    trial = create_trial(record.trial_dir)
+    trial = create_trial(record.trial_location)
     hosted = [HostedRule(record, spec, job["name"]) for spec in specs]
     ready = [h for h in hosted if h.build(trial)]
     by_name = {h.spec.name: h for h in ready}
-    threading.Thread(target=_watch, args=(record, str(record.trial_dir), stop), daemon=True).start()
+    threading.Thread(target=_watch, args=(record, trial, stop), daemon=True).start()
     rules = [h.rule for h in ready if h.rule is not None]
     for finding in iter_findings_many(rules, poll_interval=0.2, stop=stop):
         by_name[finding.rule].handle(finding)

@@ -55,13 +55,23 @@ class CollectionConfig:
 
 @dataclass(frozen=True)
 class DebuggerHookConfig:
-    """The hook of the training job: hook-wide parameters and per-collection settings. The
-    trial is written inside the job's directory (see ``TrainingJob.debugger_artifacts_path``)."""
+    """The hook of the training job: hook-wide parameters and per-collection settings.
+
+    The trial is written inside the job's directory, or, with ``s3_output_path`` (an
+    ``s3://bucket/prefix`` URL or a directory), at ``{s3_output_path}/{job_name}/debug-output``
+    as SageMaker lays it out (see ``TrainingJob.debugger_artifacts_path``)."""
 
     hook_parameters: Mapping[str, Any] = field(default_factory=dict)
     collection_configs: Sequence[CollectionConfig] = ()
+    s3_output_path: str | None = None
 
     def __post_init__(self) -> None:
+        path = self.s3_output_path
+        if path is not None and (not isinstance(path, str) or not path.strip("/")):
+            raise InvalidConfigError(
+                "s3_output_path must be a location such as 's3://bucket/prefix' (or a "
+                f"directory), got {path!r}"
+            )
         object.__setattr__(
             self, "hook_parameters", _strings(self.hook_parameters, "hook_parameters")
         )
@@ -73,6 +83,12 @@ class DebuggerHookConfig:
                 )
         object.__setattr__(self, "collection_configs", configs)
         HookConfig("validate", self.hook_parameters, tuple(c.settings() for c in configs))
+
+    def trial_location(self, job_name: str, default: str) -> str:
+        """Where a job of this name writes its trial (``default`` without s3_output_path)."""
+        if self.s3_output_path is None:
+            return default
+        return f"{self.s3_output_path.rstrip('/')}/{job_name}/debug-output"
 
 
 @dataclass(frozen=True)

@@ -189,7 +189,7 @@ class Supervisor:
             self.training_status = STOPPED
         else:
             self.training_status = "Completed" if code == 0 and not error else "Failed"
-        sealed = seal_trial(self.record.trial_dir, f"training ended with exit code {code}")
+        sealed = seal_trial(self.record.trial_location, f"training ended with exit code {code}")
         (self.record.dir / TRAINING_ENDED_FILE).write_text(str(code))
         self.ended_at = time.monotonic()
         if self.training_status == "Failed":
@@ -254,7 +254,7 @@ class Supervisor:
                 "log_tail": self.log_tail,
             },
             "rules": rules,
-            "trial": str(self.record.trial_dir),
+            "trial": self.record.trial_location,
             "supervisor_pid": os.getpid(),
             "started": self.started,
         }
