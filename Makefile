@@ -28,11 +28,13 @@ demo: $(STAMP)
 	$(PY) examples/demo.py
 
 bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/bench_format.py
 	$(PY) bench/bench_rules.py
 	$(PY) bench/bench_jobs.py
 	$(PY) bench/bench_keras.py
 	$(PY) bench/bench_xgboost.py
+	$(PY) bench/bench_s3.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

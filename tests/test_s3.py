@@ -193,3 +193,36 @@ def test_a_multipart_upload_keeps_a_failed_part_and_finishes_it_at_commit(s3_buc
     assert failed.value.transient and store.list() == []
     writer.commit()
     assert store.get("seg") == data
+
+
+def test_a_slow_network_fills_the_queue_and_the_drop_policy_records_what_it_dropped(
+    s3_bucket, proxy
+) -> None:
+    url = f"s3://{s3_bucket}/drops"
+    store = S3Store(url, endpoint_url=proxy.url, max_attempts=2)
+    step_bytes = len(NAMES) * value("w0", 0).nbytes
+    hook = tt.Hook(
+        store,
+        save_config=tt.SaveConfig(save_interval=1),
+        writer_options=tt.WriterOptions(
+            flush_secs=0.01, max_queue_bytes=3 * step_bytes, when_full="drop"
+        ),
+    )
+    proxy.fail_next(6, "503")
+    step = 0
+    deadline = time.monotonic() + DEADLINE
+    while proxy.pending_failures() or step < 20:  # the queue (3 steps) overflows meanwhile
+        assert time.monotonic() < deadline
+        save_step(hook, step)
+        step += 1
+        time.sleep(0.005)
+    writer = hook.close().writer
+    assert writer.steps_dropped > 0 and writer.steps_lost == 0
+    assert writer.steps_written + writer.steps_dropped == step
+    trial = tt.create_trial(url)
+    saved = trial.steps()
+    assert len(saved) == writer.steps_written and len(set(saved)) == len(saved)
+    assert any("dropped" in p for p in trial.problems())
+    for name in NAMES:  # what was kept is intact
+        for s, got in trial.tensor(name).values().items():
+            np.testing.assert_array_equal(got, value(name, s))
