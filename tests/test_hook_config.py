@@ -110,10 +110,24 @@ params = st.fixed_dictionaries(
 @given(
     hook_params=params,
     colls=st.lists(st.tuples(names, params), max_size=3, unique_by=lambda c: c[0]),
+    board=st.sampled_from([None, "runs/board"]),
 )
-def test_configs_round_trip_through_json(hook_params, colls) -> None:
-    config = HookConfig("runs/x", hook_params, tuple(CollectionSettings(n, p) for n, p in colls))
+def test_configs_round_trip_through_json(hook_params, colls, board) -> None:
+    config = HookConfig(
+        "runs/x",
+        hook_params,
+        tuple(CollectionSettings(n, p) for n, p in colls),
+        tensorboard_dir=board,
+    )
     again = HookConfig.from_dict(json.loads(json.dumps(config.to_dict())))
     assert again == config
     assert again.save_config == config.save_config
     assert again.reduction_config == config.reduction_config
+
+
+def test_tensorboard_dir_turns_tensorboard_output_on() -> None:
+    kwargs = HookConfig("runs/x", tensorboard_dir="runs/board").hook_kwargs()
+    assert kwargs["export_tensorboard"] is True and kwargs["tensorboard_dir"] == "runs/board"
+    assert "export_tensorboard" not in HookConfig("runs/x").hook_kwargs()
+    with pytest.raises(InvalidConfigError, match="tensorboard_dir must be a path string"):
+        HookConfig("runs/x", tensorboard_dir="")

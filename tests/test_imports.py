@@ -6,7 +6,18 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).parents[1] / "src" / "tensortap"
-FRAMEWORKS = {"torch", "tensorflow", "keras", "xgboost", "mxnet", "jax", "boto3", "matplotlib"}
+FRAMEWORKS = {
+    "torch",
+    "tensorflow",
+    "keras",
+    "xgboost",
+    "mxnet",
+    "jax",
+    "boto3",
+    "matplotlib",
+    "tensorboard",
+    "plotly",
+}
 # package -> packages of tensortap it must not import
 FORBIDDEN = {
     "core": {"format", "storage", "trials", "writer", "hook", "frameworks", "rules", "jobs"},

@@ -129,6 +129,13 @@ def _parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="an HTML report of an XGBoost trial (opens offline)")
     report.add_argument("trial", help="a trial directory, or a job directory (its trial)")
     report.add_argument("-o", "--out", default="report.html", help="the HTML file to write")
+    board = sub.add_parser(
+        "tensorboard", help="write a trial's scalars and histograms as TensorBoard event files"
+    )
+    board.add_argument("trial", help="a trial (directory or URL), or a job directory")
+    board.add_argument("out_dir", help="where the event files go (one run per mode)")
+    board.add_argument("--no-histograms", action="store_true", help="scalars only")
+    board.add_argument("--bins", type=int, default=30, help="histogram bins (default 30)")
     stop = sub.add_parser("stop", help="stop a job's training at its next step")
     stop.add_argument("job")
     stop.add_argument("--output", default="runs")
@@ -229,18 +236,35 @@ def _jobs(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _report(ns: argparse.Namespace) -> int:
-    from tensortap.report import write_xgboost_report
+def _trial(given: str) -> Any:
+    """The trial at ``given``: a trial location, or a job directory (its trial)."""
     from tensortap.trials.trial import create_trial
 
-    location = ns.trial
+    location = given
     if (Path(location) / "job.json").is_file():
         location = JobRecord(location).trial_location
     trial = create_trial(location)
     if not trial.workers():
-        raise InvalidConfigError(f"{ns.trial} is neither a trial nor a job directory")
-    out = write_xgboost_report(trial, ns.out)
+        raise InvalidConfigError(f"{given} is neither a trial nor a job directory")
+    return trial
+
+
+def _report(ns: argparse.Namespace) -> int:
+    from tensortap.report import write_xgboost_report
+
+    out = write_xgboost_report(_trial(ns.trial), ns.out)
     print(f"wrote {out}")
+    return 0
+
+
+def _tensorboard(ns: argparse.Namespace) -> int:
+    from tensortap.tensorboard import export_trial
+
+    done = export_trial(_trial(ns.trial), ns.out_dir, not ns.no_histograms, ns.bins)
+    print(
+        f"wrote {done['steps']} steps ({done['scalars']} scalars, {done['histograms']} "
+        f"histograms) to {done['out_dir']}: tensorboard --logdir {done['out_dir']}"
+    )
     return 0
 
 
@@ -254,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
             return _jobs(ns)
         if ns.command == "report":
             return _report(ns)
+        if ns.command == "tensorboard":
+            return _tensorboard(ns)
         record = _job_dir(ns)
         if ns.command == "stop":
             TrainingJob.attach(record.dir).stop()

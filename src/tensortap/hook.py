@@ -36,7 +36,7 @@ from tensortap.exceptions import (
 )
 from tensortap.format.layout import worker_name
 from tensortap.hook_config import HookConfig
-from tensortap.storage import Store, open_store
+from tensortap.storage import LocalStore, Store, open_store
 from tensortap.writer import TrialWriter, WriterOptions, WriterStatus
 
 logger = logging.getLogger(__name__)
@@ -101,6 +101,8 @@ class Hook:
         num_workers: int = 1,
         writer_options: WriterOptions | None = None,
         stop_file: str | os.PathLike[str] | None = None,
+        export_tensorboard: bool = False,
+        tensorboard_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
             raise InvalidConfigError(f"num_workers must be an int >= 1, got {num_workers!r}")
@@ -131,6 +133,9 @@ class Hook:
                 "(or URL) as out_dir"
             ) from exc
         self.out_dir = store.location
+        self._tensorboard = self._tensorboard_exporter(
+            store, export_tensorboard, tensorboard_dir, num_workers
+        )
         self._recorder = StepRecorder(
             self.collection_manager, self._writer, save_config, reduction_config, names
         )
@@ -139,6 +144,34 @@ class Hook:
             self._recorder.after_step = self._check_stop
         with _open_hooks_lock:
             _open_hooks.add(self)
+
+    def _tensorboard_exporter(
+        self,
+        store: Store,
+        export: bool,
+        directory: str | os.PathLike[str] | None,
+        num_workers: int,
+    ) -> Any:
+        """The TensorBoard exporter fed by the writer thread, when asked for (the first
+        worker's only, as one run per mode is what a person wants to look at)."""
+        if not isinstance(export, bool):
+            raise InvalidConfigError(f"export_tensorboard must be True or False, got {export!r}")
+        if not export and directory is None:
+            return None
+        if directory is None:
+            if not isinstance(store, LocalStore):
+                raise InvalidConfigError(
+                    f"export_tensorboard needs tensorboard_dir (a local directory) when out_dir "
+                    f"is not one, got out_dir={store.location!r}"
+                )
+            directory = os.path.join(store.location, "tensorboard")
+        if num_workers > 1 and self.worker != worker_name(0):
+            return None
+        from tensortap.tensorboard import TensorBoardExporter
+
+        exporter = TensorBoardExporter(directory)
+        self._writer.add_listener("writing TensorBoard events", exporter.add_batch)
+        return exporter
 
     @classmethod
     def create_from_json_file(
@@ -258,6 +291,8 @@ class Hook:
                 "last_internal_error": self._last_internal_error,
             }
             self._writer.close(end)
+            if self._tensorboard is not None:
+                self._guard(self._tensorboard.close)
         with _open_hooks_lock:
             _open_hooks.discard(self)
         status = self.status

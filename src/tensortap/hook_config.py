@@ -172,14 +172,18 @@ class HookConfig:
     collections: tuple[CollectionSettings, ...] = ()
     #: A job's stop-request file: training stops at the step boundary after it appears.
     stop_file: str | None = None
+    #: Where the hook writes TensorBoard event files (None: no TensorBoard output).
+    tensorboard_dir: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.out_dir, str) or not self.out_dir:
             raise InvalidConfigError(
                 f"out_dir must be a non-empty path or URL string, got {self.out_dir!r}"
             )
-        if self.stop_file is not None and not isinstance(self.stop_file, str):
-            raise InvalidConfigError(f"stop_file must be a path string, got {self.stop_file!r}")
+        for key in ("stop_file", "tensorboard_dir"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise InvalidConfigError(f"{key} must be a path string, got {value!r}")
         _check_keys(self.hook_parameters, _HOOK_KEYS, "hook_parameters")
         object.__setattr__(self, "hook_parameters", dict(self.hook_parameters))
         object.__setattr__(self, "collections", tuple(self.collections))
@@ -218,6 +222,9 @@ class HookConfig:
         }
         if self.stop_file is not None:
             kwargs["stop_file"] = self.stop_file
+        if self.tensorboard_dir is not None:
+            kwargs["export_tensorboard"] = True
+            kwargs["tensorboard_dir"] = self.tensorboard_dir
         return kwargs
 
     def create_hook(self, cls: Callable[..., _H], **overrides: Any) -> _H:
@@ -238,8 +245,9 @@ class HookConfig:
             "hook_parameters": dict(self.hook_parameters),
             "collection_configurations": [c.to_dict() for c in self.collections],
         }
-        if self.stop_file is not None:
-            data["stop_file"] = self.stop_file
+        for key in ("stop_file", "tensorboard_dir"):
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
         return data
 
     @classmethod
@@ -254,12 +262,14 @@ class HookConfig:
             "collection_configurations",
             "CollectionConfigurations",
             "stop_file",
+            "tensorboard_dir",
         }
         unknown = set(data) - known
         if unknown:
             raise InvalidConfigError(
                 f"unknown keys {sorted(unknown)} in the hook configuration; accepted: "
-                "out_dir, hook_parameters, collection_configurations, stop_file (or smdebug's "
+                "out_dir, hook_parameters, collection_configurations, stop_file, "
+                "tensorboard_dir (or smdebug's "
                 "LocalPath, HookParameters, CollectionConfigurations)"
             )
         out_dir = _first(data, "out_dir", "LocalPath")
@@ -281,6 +291,7 @@ class HookConfig:
             hook_parameters=_first(data, "hook_parameters", "HookParameters") or {},
             collections=tuple(colls),
             stop_file=data.get("stop_file"),
+            tensorboard_dir=data.get("tensorboard_dir"),
         )
 
     @classmethod

@@ -20,6 +20,7 @@ from tensortap.jobs import (
     Email,
     Rule,
     StopTraining,
+    TensorBoardOutputConfig,
     TrainingJob,
     Webhook,
     rule_configs,
@@ -63,8 +64,10 @@ def test_healthy_job_finds_no_issues_and_says_where_everything_is(tmp_path: Path
         Rule.builtin(rule_configs.exploding_tensor()),
         Rule.builtin(rule_configs.loss_not_decreasing(), rule_parameters={"num_steps": "10"}),
     ]
-    job = run(tmp_path, rules, "--steps", "40")
+    job = run(tmp_path, rules, "--steps", "40", tensorboard_output_config=TensorBoardOutputConfig())
     assert job.summary()["status"] == "Completed"
+    board = job.record.dir / "tensorboard" / "train"  # written by the training's hook
+    assert any(p.name.startswith("events.out.tfevents.") for p in board.iterdir())
     assert statuses(job) == dict.fromkeys(
         ["VanishingGradient", "ExplodingTensor", "LossNotDecreasing"], "NoIssuesFound"
     )

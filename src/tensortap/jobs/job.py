@@ -202,8 +202,17 @@ class TrainingJob(JobQueries):
         """Start the job. With ``wait``, follow it until it ends (with ``logs``, showing the
         live view and the summary); otherwise return at once."""
         record = self.record
+        tensorboard = (
+            None
+            if self.tensorboard_output_config is None
+            else (self.tensorboard_output_config.local_path or str(record.dir / "tensorboard"))
+        )
         config = hook_config(
-            self.trial_location, self.debugger_hook_config, self.rules, str(record.stop_file)
+            self.trial_location,
+            self.debugger_hook_config,
+            self.rules,
+            str(record.stop_file),
+            tensorboard,
         )
         record.create(
             {
@@ -216,9 +225,7 @@ class TrainingJob(JobQueries):
                 "environment": self.environment,
                 "rules": [r.to_dict() for r in self.rules],
                 "hook_config": config.to_dict(),
-                "tensorboard": None
-                if self.tensorboard_output_config is None
-                else (self.tensorboard_output_config.local_path or str(record.dir / "tensorboard")),
+                "tensorboard": tensorboard,
                 "stop_grace_secs": self.stop_grace_secs,
                 "rule_timeout_secs": self.rule_timeout_secs,
                 "rule_processes": self.rule_processes,

@@ -271,6 +271,7 @@ def hook_config(
     debugger: DebuggerHookConfig | None,
     rules: Sequence[Rule],
     stop_file: str | None,
+    tensorboard_dir: str | None = None,
 ) -> HookConfig:
     """The hook configuration of a job: the user's collections, plus those the rules read (a
     rule's settings fill in what the user did not set)."""
@@ -288,4 +289,6 @@ def hook_config(
     if collections and "include_collections" not in params:  # the defaults are saved too
         names = dict.fromkeys([*DEFAULT_INCLUDE_COLLECTIONS, *merged])
         params["include_collections"] = ",".join(names)
-    return HookConfig(out_dir, params, collections, stop_file=stop_file)
+    return HookConfig(
+        out_dir, params, collections, stop_file=stop_file, tensorboard_dir=tensorboard_dir
+    )

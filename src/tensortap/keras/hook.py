@@ -56,7 +56,8 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
 
     The constructor takes the arguments of every tensortap hook (``out_dir``, ``save_config``,
     ``reduction_config``, ``include_collections``, ``include_regex``, ``worker``,
-    ``num_workers``, ``writer_options``, ``stop_file``).
+    ``num_workers``, ``writer_options``, ``stop_file``, ``export_tensorboard``,
+    ``tensorboard_dir``).
     """
 
     def __init__(
@@ -70,6 +71,8 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         num_workers: int = 1,
         writer_options: WriterOptions | None = None,
         stop_file: str | os.PathLike[str] | None = None,
+        export_tensorboard: bool = False,
+        tensorboard_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         Hook.__init__(
             self,
@@ -82,6 +85,8 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             num_workers,
             writer_options,
             stop_file,
+            export_tensorboard,
+            tensorboard_dir,
         )
         keras.callbacks.Callback.__init__(self)
         self.get_collection(OPTIMIZER_VARIABLES)

@@ -85,6 +85,8 @@ class Hook(BaseHook):
         writer_options: WriterOptions | None = None,
         auto_step: bool = True,
         stop_file: str | os.PathLike[str] | None = None,
+        export_tensorboard: bool = False,
+        tensorboard_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if not isinstance(auto_step, bool):
             raise InvalidConfigError(f"auto_step must be True or False, got {auto_step!r}")
@@ -103,6 +105,8 @@ class Hook(BaseHook):
             num_workers,
             writer_options,
             stop_file,
+            export_tensorboard,
+            tensorboard_dir,
         )
         self.get_collection(RELU_ACTIVATIONS)
         self.get_collection(OPTIMIZER_VARIABLES)

@@ -97,6 +97,7 @@ class TrialWriter:
         self._pending_collections: dict[str, Any] | None = None
         self._new_drops: list[list[int]] = []
         self._hook_errors: tuple[int, str | None] = (0, None)
+        self._listeners: list[tuple[str, Callable[[StepBatch], None]]] = []
         self._next_seq = self._start()
         self._thread = threading.Thread(
             target=self._run, name=f"tensortap-writer-{self.worker}", daemon=True
@@ -132,6 +133,11 @@ class TrialWriter:
             for k in store.list(prefix)
         ]
         return max((s for s in seqs if s is not None), default=-1) + 1
+
+    def add_listener(self, what: str, listener: Callable[[StepBatch], None]) -> None:
+        """Also hand every written step to ``listener`` (on the writer's thread, after the
+        step is written); ``what`` names it in logs. Its failures are counted, never raised."""
+        self._listeners.append((what, listener))
 
     # -- training side --
     def submit(self, batch: StepBatch) -> None:
@@ -251,6 +257,14 @@ class TrialWriter:
             batch.resolve_deferred()
         except Exception as exc:  # the values stay NaN; the rest of the step is written
             self._fail(exc, f"computing deferred values of step {batch.global_step}")
+        self._write_records(batch)
+        for what, listener in self._listeners:
+            try:
+                listener(batch)
+            except Exception as exc:
+                self._fail(exc, f"{what} at step {batch.global_step}", "the trial is complete")
+
+    def _write_records(self, batch: StepBatch) -> None:
         try:
             segment = self._segment
             if segment is None:
@@ -396,17 +410,22 @@ class TrialWriter:
             lost += segment.steps
         self.status.steps_lost += lost
 
-    def _fail(self, exc: BaseException, doing: str) -> None:
+    def _fail(
+        self,
+        exc: BaseException,
+        doing: str,
+        consequence: str = "the steps involved are missing from the trial",
+    ) -> None:
         status = self.status
         status.errors += 1
         status.last_error = f"{doing}: {type(exc).__name__}: {exc}"
         if status.errors <= 10 or status.errors % 100 == 0:
             logger.error(
-                "tensortap failed %s for %s (error %d; training continues, the steps involved "
-                "are missing from the trial)",
+                "tensortap failed %s for %s (error %d; training continues, %s)",
                 doing,
                 self.worker,
                 status.errors,
+                consequence,
                 exc_info=exc if status.errors <= 3 else None,
             )
 

@@ -86,6 +86,8 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         train_data: Any = None,
         validation_data: Any = None,
         shap_rows: int | None = 500,
+        export_tensorboard: bool = False,
+        tensorboard_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         CoreHook.__init__(
             self,
@@ -98,6 +100,8 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
             num_workers,
             writer_options,
             stop_file,
+            export_tensorboard,
+            tensorboard_dir,
         )
         xgboost.callback.TrainingCallback.__init__(self)
         for name in (
