@@ -8,7 +8,6 @@ import os
 import re
 import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from enum import Enum
 from typing import Any, NoReturn
 
@@ -31,7 +30,8 @@ from tensortap.format.documents import decode_json
 from tensortap.format.layout import TRIAL_MARKER
 from tensortap.storage import Store, open_store
 from tensortap.trials.index import TrialIndex, natural_key
-from tensortap.trials.reader import MAX_GAP, RawRef, ValueReader, plan_runs
+from tensortap.trials.read_ahead import read_ahead
+from tensortap.trials.reader import MAX_GAP, RawRef, ValueReader
 from tensortap.trials.step_block import StepBlock
 from tensortap.trials.tensor import Tensor
 
@@ -165,42 +165,7 @@ class Trial:
         for step in wanted:
             if step not in self._global_to_mode:
                 self._raise_step_missing(step, None)
-
-        def batches() -> Iterator[list[StepBlock]]:
-            batch: list[StepBlock] = []
-            size = 0
-            for step in wanted:
-                block = StepBlock(self, step)
-                batch.append(block)
-                _, offs, ends = block.raw_ranges()
-                size += int((ends - offs).sum())
-                if size >= batch_bytes:
-                    yield batch
-                    batch, size = [], 0
-            if batch:
-                yield batch
-
-        def fetch(batch: list[StepBlock]) -> list[StepBlock]:
-            ranges = [b.raw_ranges() for b in batch]
-            segs, offs, ends = (np.concatenate([r[i] for r in ranges]) for i in range(3))
-            plan = plan_runs(segs.tolist(), offs.tolist(), ends.tolist())
-            bufs = self._reader.read_runs([(seg, start, end) for seg, start, end, _ in plan])
-            windows = [
-                (seg, start, buf) for (seg, start, _, _), buf in zip(plan, bufs, strict=True)
-            ]
-            for block in batch:
-                block.load(windows)
-            return batch
-
-        with ThreadPoolExecutor(1, "tensortap-read-ahead") as ahead:
-            pending = None
-            for batch in batches():
-                submitted = ahead.submit(fetch, batch)
-                if pending is not None:
-                    yield from pending.result()
-                pending = submitted
-            if pending is not None:
-                yield from pending.result()
+        return read_ahead(self, wanted, batch_bytes)
 
     def step_block(self, step: int) -> StepBlock:
         """Everything saved at global ``step``, to read many tensors at once (see
