@@ -161,3 +161,23 @@ def test_trial_opened_before_training_is_current_right_after_close(tmp_path) -> 
     assert trial.loaded_all_steps
     assert trial.steps(modes.TRAIN) == [0, 2, 4]
     assert trial.tensor_names(collection="default") == ["sometimes", "w"]
+
+
+def test_a_trial_created_between_its_two_first_looks_opens() -> None:
+    """The reader misses the marker, then lists it (the writer made it meanwhile)."""
+    from tensortap.storage import MemoryStore
+
+    store = MemoryStore()
+    with tt.Hook(store, save_config=tt.SaveConfig(save_interval=1)) as hook:
+        hook.save_scalar("loss", 1.0)
+        hook.next_step()
+    real_get, missed = store.get, []
+
+    def late_get(key: str) -> bytes:
+        if key == "tensortap.json" and not missed:
+            missed.append(key)
+            raise KeyError(key)
+        return real_get(key)
+
+    store.get = late_get  # type: ignore[method-assign]
+    assert tt.create_trial(store).steps() == [0] and missed

@@ -95,6 +95,10 @@ class Trial:
             raw = self.store.get(TRIAL_MARKER)
         except KeyError:
             entries = [e for e in self.store.list_dir("") if not e.startswith(".")]
+            if TRIAL_MARKER in entries:  # written between the two looks: a trial being created
+                raw = self.store.get(TRIAL_MARKER)
+                decode_json(raw, "tensortap-trial", f"{self.path}/{TRIAL_MARKER}")
+                return
             if entries:
                 shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
                 raise NotATrialError(
