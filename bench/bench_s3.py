@@ -25,13 +25,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import numpy as np
 
 import tensortap as tt
@@ -74,20 +73,21 @@ def seaweedfs(bucket: str) -> Iterator[str]:
     args += [f"-{flag}={port}" for flag, port in ports.items()]
     args += ["-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0"]
     args += [f"-bucket={bucket}"]
-    log = open(os.path.join(data, "..", "weed.log"), "w")  # noqa: SIM115
-    server = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+    log_path = os.path.join(data, "weed.log")
+    with open(log_path, "w") as log:  # the server keeps its own handle
+        server = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
     endpoint = f"http://127.0.0.1:{ports['s3.port']}"
     deadline = time.monotonic() + 120
     try:
-        while True:  # poll the starting server, with a deadline
+        client = boto3.client("s3", endpoint_url=endpoint)
+        while True:  # poll the starting server until its bucket exists, with a deadline
             try:
-                urllib.request.urlopen(endpoint, timeout=1).close()
-                break
-            except urllib.error.HTTPError:  # answering
+                client.head_bucket(Bucket=bucket)
                 break
             except Exception:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    sys.exit("SeaweedFS did not start")
+                    with open(log_path) as log:
+                        sys.exit("SeaweedFS did not start:\n" + log.read()[-3000:])
                 time.sleep(0.2)
         yield endpoint
     finally:
@@ -139,7 +139,6 @@ def run_once(store: Store, steps: int, tensors: int) -> dict[str, float]:
         "write_s": t_write,
         "open_list_s": t_open,
         "read_all_s": t_read,
-        "loop_requests": 0,
         "write_requests": r_write,
         "open_requests": r_open,
         "read_requests": r_read,
@@ -187,7 +186,7 @@ def main() -> None:
     )
     for key, label in phases:
         local, s3 = median["local"][f"{key}_s"], median["s3"][f"{key}_s"]
-        reqs = median["s3"][f"{key.split('_')[0]}_requests"]
+        reqs = median["s3"].get(f"{key.split('_')[0]}_requests", 0)  # the loop makes none
         print(f"{label:<16}{local:>9.3f}s{s3:>9.3f}s{s3 / local:>9.1f}x{reqs:>13.0f}")
     per_hundred = median["s3"]["open_requests"] / (args.steps / 100)
     print(f"requests per open: {per_hundred:.2f} per hundred steps")

@@ -180,7 +180,9 @@ def test_iter_step_blocks_reads_ahead_in_batches_and_matches_step_block(
         np.testing.assert_array_equal(
             block.reduce(block.names(), "max"), fresh.reduce(fresh.names(), "max")
         )
-    assert calls == {1: 9, 200: calls, 1 << 20: 1}[batch_bytes] and 1 <= calls <= 9
+    assert 1 <= calls <= 9
+    if batch_bytes in (1, 1 << 20):  # a batch per step, or the whole trial in one
+        assert calls == (9 if batch_bytes == 1 else 1)
     assert [b.step for b in trial.iter_step_blocks([4, 2])] == [4, 2]
     with pytest.raises(NoMoreData):
         list(trial.iter_step_blocks([99]))

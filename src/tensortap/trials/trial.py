@@ -95,18 +95,16 @@ class Trial:
             raw = self.store.get(TRIAL_MARKER)
         except KeyError:
             entries = [e for e in self.store.list_dir("") if not e.startswith(".")]
-            if TRIAL_MARKER in entries:  # written between the two looks: a trial being created
-                raw = self.store.get(TRIAL_MARKER)
-                decode_json(raw, "tensortap-trial", f"{self.path}/{TRIAL_MARKER}")
+            if TRIAL_MARKER not in entries:
+                if entries:
+                    shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
+                    raise NotATrialError(
+                        f"{self.path} holds no tensortap trial (no {TRIAL_MARKER}; found "
+                        f"{shown}). Point create_trial at the out_dir given to a Hook"
+                    ) from None
+                logger.info("no trial at %s yet; it will appear when training writes it", self.path)
                 return
-            if entries:
-                shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
-                raise NotATrialError(
-                    f"{self.path} holds no tensortap trial (no {TRIAL_MARKER}; found {shown}). "
-                    "Point create_trial at the out_dir given to a Hook"
-                ) from None
-            logger.info("no trial at %s yet; it will appear when training writes it", self.path)
-            return
+            raw = self.store.get(TRIAL_MARKER)  # written between the two looks: being created
         decode_json(raw, "tensortap-trial", f"{self.path}/{TRIAL_MARKER}")
 
     # -- keeping current --
@@ -165,11 +163,15 @@ class Trial:
         if batch_bytes < 1:
             raise InvalidConfigError(f"batch_bytes must be >= 1, got {batch_bytes!r}")
         wanted = self.steps() if steps is None else [int(s) for s in steps]
+        self._require_steps(wanted)
+        return read_ahead(self, wanted, batch_bytes)
+
+    def _require_steps(self, steps: Iterable[int]) -> None:
+        """Raise the usual step errors unless every global step of ``steps`` was saved."""
         self._step_sets()
-        for step in wanted:
+        for step in steps:
             if step not in self._global_to_mode:
                 self._raise_step_missing(step, None)
-        return read_ahead(self, wanted, batch_bytes)
 
     def step_block(self, step: int) -> StepBlock:
         """Everything saved at global ``step``, to read many tensors at once (see
@@ -178,9 +180,7 @@ class Trial:
         cached = self._block
         if cached is not None and cached[0] == (step, self._index.version):
             return cached[1]
-        self._step_sets()
-        if step not in self._global_to_mode:
-            self._raise_step_missing(step, None)
+        self._require_steps([step])
         block = StepBlock(self, step)
         self._block = ((step, self._index.version), block)
         return block

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -54,3 +55,52 @@ def judge_layers(
         threshold=threshold_layer,
     )
     return fired
+
+
+class ActivityRule(Rule):
+    """Base of DeadRelu and SaturatedActivation: judges the units of every raw tensor
+    matching ``tensor_regex`` by how often they are active (:func:`judge_layers`)."""
+
+    collections_needed = ("relu_activations",)
+    #: What an inactive unit is called in findings ("dead", "saturated").
+    what = "inactive"
+
+    def __init__(
+        self,
+        base_trial: Any,
+        tensor_regex: list[str] | None,
+        default_regex: list[str],
+        threshold_inactivity: float,
+        threshold_layer: float,
+    ) -> None:
+        super().__init__(base_trial)
+        for name, value in (
+            ("threshold_inactivity", threshold_inactivity),
+            ("threshold_layer", threshold_layer),
+        ):
+            self.check_param(name, value, 0 <= value <= 100, "a percentage in [0, 100]")
+        self.tensor_regex = tensor_regex or default_regex
+        self.threshold_inactivity = threshold_inactivity
+        self.threshold_layer = threshold_layer
+
+    def inactive(self, name: str, values: np.ndarray) -> np.ndarray:
+        """Which samples leave each unit of ``name`` inactive (booleans, like ``values``)."""
+        raise NotImplementedError
+
+    def _names(self, step: int) -> list[str]:
+        return raw_matching(self, self.tensor_regex, step)
+
+    def set_required_tensors(self, step: int) -> None:
+        for name in self._names(step):
+            self.req_tensors.add(name, [step])
+
+    def invoke_at_step(self, step: int) -> bool:
+        return judge_layers(
+            self,
+            self._names(step),
+            step,
+            self.inactive,
+            self.threshold_inactivity,
+            self.threshold_layer,
+            self.what,
+        )

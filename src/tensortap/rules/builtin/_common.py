@@ -12,6 +12,7 @@ from tensortap.core.modes import ModeKeys
 from tensortap.exceptions import MissingCollectionFiles, TensorUnavailableForStep
 
 if TYPE_CHECKING:
+    from tensortap.rules.rule import Rule
     from tensortap.trials.tensor import Tensor
     from tensortap.trials.trial import Trial
 
@@ -90,6 +91,18 @@ def metric_at(trial: Trial, regex: str, step: int) -> float | None:
     if not names:
         return None
     return float(np.mean([scalar(trial.tensor(n), step) for n in names]))
+
+
+def metric_pair(rule: Rule, training: str, validation: str) -> tuple[str, str]:
+    """The ``training_metric`` and ``validation_metric`` regexes of a rule that compares the
+    two, checked to be given together (both or neither)."""
+    rule.check_param(
+        "validation_metric",
+        validation,
+        bool(training) == bool(validation),
+        "given together with training_metric (both or neither)",
+    )
+    return training, validation
 
 
 def newest_at_or_before(steps: Sequence[int], limit: int) -> int | None:

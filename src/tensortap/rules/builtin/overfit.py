@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import loss_names, metric_at, scalar, step_mode
+from tensortap.rules.builtin._common import loss_names, metric_at, metric_pair, scalar, step_mode
 from tensortap.rules.rule import Rule
 
 
@@ -35,13 +35,9 @@ class Overfit(Rule):
         validation_metric: str = "",
     ) -> None:
         super().__init__(base_trial)
-        self.check_param(
-            "validation_metric",
-            validation_metric,
-            bool(training_metric) == bool(validation_metric),
-            "given together with training_metric (both or neither)",
+        self.training_metric, self.validation_metric = metric_pair(
+            self, training_metric, validation_metric
         )
-        self.training_metric, self.validation_metric = training_metric, validation_metric
         self.check_param("patience", patience, patience >= 1, "an integer >= 1")
         self.check_param("start_step", start_step, start_step >= 0, "an integer >= 0")
         self.tensor_regex = tensor_regex or []

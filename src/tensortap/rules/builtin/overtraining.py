@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import loss_names, metric_at, scalar, step_mode
+from tensortap.rules.builtin._common import loss_names, metric_at, metric_pair, scalar, step_mode
 from tensortap.rules.rule import Rule
 
 
@@ -38,13 +38,9 @@ class Overtraining(Rule):
         validation_metric: str = "",
     ) -> None:
         super().__init__(base_trial)
-        self.check_param(
-            "validation_metric",
-            validation_metric,
-            bool(training_metric) == bool(validation_metric),
-            "given together with training_metric (both or neither)",
+        self.training_metric, self.validation_metric = metric_pair(
+            self, training_metric, validation_metric
         )
-        self.training_metric, self.validation_metric = training_metric, validation_metric
         for name, value in (
             ("patience_train", patience_train),
             ("patience_validation", patience_validation),

@@ -6,11 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.rules.builtin._activity import judge_layers, raw_matching
-from tensortap.rules.rule import Rule
+from tensortap.rules.builtin._activity import ActivityRule
 
 
-class SaturatedActivation(Rule):
+class SaturatedActivation(ActivityRule):
     """For every tanh or sigmoid *input* matching ``tensor_regex``: a sample saturates a unit
     when its input lies outside the activation's range (tanh ``threshold_tanh``, sigmoid
     ``threshold_sigmoid``; smdebug's ``threshold_tanh_min`` etc. override one end). A unit is
@@ -18,7 +17,7 @@ class SaturatedActivation(Rule):
     the samples; fires when more than ``threshold_layer`` percent of a layer's units are.
     """
 
-    collections_needed = ("relu_activations",)
+    what = "saturated"
 
     def __init__(
         self,
@@ -33,7 +32,13 @@ class SaturatedActivation(Rule):
         threshold_inactivity: float = 1.0,
         threshold_layer: float = 50.0,
     ) -> None:
-        super().__init__(base_trial)
+        super().__init__(
+            base_trial,
+            tensor_regex,
+            [".*tanh_input", ".*sigmoid_input"],
+            threshold_inactivity,
+            threshold_layer,
+        )
         tanh = (
             threshold_tanh[0] if threshold_tanh_min is None else threshold_tanh_min,
             threshold_tanh[1] if threshold_tanh_max is None else threshold_tanh_max,
@@ -46,34 +51,8 @@ class SaturatedActivation(Rule):
         self.check_param(
             "threshold_sigmoid", sigmoid, sigmoid[0] < sigmoid[1], "a range (low, high)"
         )
-        for name, value in (
-            ("threshold_inactivity", threshold_inactivity),
-            ("threshold_layer", threshold_layer),
-        ):
-            self.check_param(name, value, 0 <= value <= 100, "a percentage in [0, 100]")
-        self.tensor_regex = tensor_regex or [".*tanh_input", ".*sigmoid_input"]
         self.threshold_tanh, self.threshold_sigmoid = tanh, sigmoid
-        self.threshold_inactivity = threshold_inactivity
-        self.threshold_layer = threshold_layer
 
-    def _names(self, step: int) -> list[str]:
-        return raw_matching(self, self.tensor_regex, step)
-
-    def set_required_tensors(self, step: int) -> None:
-        for name in self._names(step):
-            self.req_tensors.add(name, [step])
-
-    def _saturated(self, name: str, values: np.ndarray) -> np.ndarray:
+    def inactive(self, name: str, values: np.ndarray) -> np.ndarray:
         low, high = self.threshold_sigmoid if "sigmoid" in name.lower() else self.threshold_tanh
         return ~((values > low) & (values < high))
-
-    def invoke_at_step(self, step: int) -> bool:
-        return judge_layers(
-            self,
-            self._names(step),
-            step,
-            self._saturated,
-            self.threshold_inactivity,
-            self.threshold_layer,
-            "saturated",
-        )
