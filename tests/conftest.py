@@ -7,6 +7,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -112,3 +113,53 @@ def s3_bucket(s3_endpoint):
     name = f"tt-{uuid.uuid4().hex[:12]}"
     boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=name)
     return name
+
+
+class Browser:
+    """A real headless Chromium (Debian's, driven by its ChromeDriver) that opens local pages."""
+
+    def __init__(self, driver: Any) -> None:
+        self.driver = driver
+
+    def open(self, page: Path) -> Any:
+        self.driver.get_log("browser")  # drain what earlier pages logged
+        self.driver.get(page.resolve().as_uri())
+        return self.driver
+
+    def errors(self) -> list[dict[str, Any]]:
+        """The console's SEVERE entries since the page was opened."""
+        return [e for e in self.driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    """Skips where Chromium and ChromeDriver are missing (.ci/run installs them, as root)."""
+    import shutil
+
+    webdriver = pytest.importorskip("selenium.webdriver")
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver_path):
+        pytest.skip("Chromium and ChromeDriver are not installed (.ci/run installs them)")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",  # this machine's network is closed: no retries
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1200,900",
+        "--use-angle=swiftshader",  # WebGL in software, for plotly's 3-D figures
+        "--enable-unsafe-swiftshader",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        yield Browser(driver)
+    finally:
+        driver.quit()

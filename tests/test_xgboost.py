@@ -246,35 +246,17 @@ def test_report_is_one_self_contained_page(tmp_path: Path) -> None:
     assert "predicted 1" in page  # the confusion matrix of the binary predictions
 
 
-def test_report_opens_in_a_real_headless_browser(tmp_path: Path) -> None:
-    import shutil
-
-    webdriver = pytest.importorskip("selenium.webdriver")
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (chromium and driver_path):
-        pytest.skip("Chromium and ChromeDriver are not installed (.ci/run installs them)")
-    from selenium.webdriver.chrome.service import Service
+def test_report_opens_in_a_real_headless_browser(tmp_path: Path, browser) -> None:
     from selenium.webdriver.common.by import By
 
     from tensortap.report import write_xgboost_report
 
-    page = write_xgboost_report(_report_trial(tmp_path), tmp_path / "r.html")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    browser = webdriver.Chrome(service=Service(driver_path), options=options)
-    try:
-        browser.get(page.resolve().as_uri())
-        assert browser.title.startswith("XGBoost report")
-        assert len(browser.find_elements(By.TAG_NAME, "svg")) >= 6
-        assert all(svg.size["width"] > 100 for svg in browser.find_elements(By.TAG_NAME, "svg"))
-        assert len(browser.find_elements(By.TAG_NAME, "h2")) == 6
-        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
-        assert errors == []
-    finally:
-        browser.quit()
+    page = browser.open(write_xgboost_report(_report_trial(tmp_path), tmp_path / "r.html"))
+    assert page.title.startswith("XGBoost report")
+    assert len(page.find_elements(By.TAG_NAME, "svg")) >= 6
+    assert all(svg.size["width"] > 100 for svg in page.find_elements(By.TAG_NAME, "svg"))
+    assert len(page.find_elements(By.TAG_NAME, "h2")) == 6
+    assert browser.errors() == []
 
 
 def test_confusion_on_multiclass_digits(tmp_path: Path) -> None:

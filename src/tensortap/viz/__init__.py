@@ -5,5 +5,6 @@ is needed). Every function returns a :class:`matplotlib.figure.Figure`; save it 
 from tensortap.viz.distributions import plot_distribution
 from tensortap.viz.health import plot_layer_health
 from tensortap.viz.series import plot_tensors, tensor_series
+from tensortap.viz.tensor_plot import TensorPlot
 
-__all__ = ["plot_distribution", "plot_layer_health", "plot_tensors", "tensor_series"]
+__all__ = ["TensorPlot", "plot_distribution", "plot_layer_health", "plot_tensors", "tensor_series"]
