@@ -118,8 +118,9 @@ def _coordinates(block: np.ndarray, x0: float) -> tuple[np.ndarray, ...]:
         index = np.arange(block.size)
         ys, zs = index // cols - (rows - 1) / 2, index % cols - (cols - 1) / 2
         return np.full(block.size, x0), ys.astype(np.float64), zs.astype(np.float64), block
-    planes = block.reshape((1,) * (3 - block.ndim) + block.shape)
-    d, h, w = int(planes.shape[0]), int(planes.shape[1]), int(planes.shape[2])
+    planes = block if block.ndim == 3 else block[np.newaxis]
+    shape: tuple[int, ...] = planes.shape
+    d, h, w = shape
     pd, ph, pw = np.meshgrid(np.arange(d), np.arange(h), np.arange(w), indexing="ij")
     return (
         (x0 + pd * CHANNEL_GAP).reshape(-1),
