@@ -36,3 +36,31 @@ def test_make_demo_is_the_debugging_run(tmp_path: Path) -> None:
     assert "GradientNormSpike            NoIssuesFound" in out
     assert "trial (debugger artifacts):" in out and "tensortap summary" in out
     assert "gradient/0.weight" in out and "the healthy twin" in out
+
+
+def run_example(name: str, cwd: Path, *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLE.parent / name), "--quick", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_seed002_tensorplot_of_a_cnn(tmp_path: Path) -> None:
+    out = run_example("seed002_tensorplot.py", tmp_path)
+    assert "layers: ['1/relu_output_0', '3/relu_output_0', '7/relu_output_0']" in out
+    assert "steps: [1, 2, 3]; traces per frame: 4" in out
+    page = tmp_path / "runs" / "seed002.html"
+    assert page.stat().st_size > 1_000_000  # plotly.js inlined: it opens offline
+
+
+def test_seed004_live_embeddings_of_an_autoencoder(tmp_path: Path) -> None:
+    out = run_example("seed004_autoencoder_embeddings.py", tmp_path)
+    steps = [line.split(":")[0] for line in out.splitlines() if line.startswith("eval step")]
+    assert steps == ["eval step   0", "eval step  10", "eval step  20"]
+    assert "timed out: False" in out and "(3 frames;" in out
+    assert (tmp_path / "runs" / "seed004.html").is_file()

@@ -1,10 +1,30 @@
-"""Plots of a trial (matplotlib, headless-safe: figures are built without pyplot, so no display
-is needed). Every function returns a :class:`matplotlib.figure.Figure`; save it with
-``fig.savefig("plot.png")`` (or ``.svg``). Needs ``pip install tensortap[viz]``."""
+"""Plots of a trial. Needs ``pip install tensortap[viz]``.
+
+- Static plots (matplotlib, headless-safe: figures are built without pyplot, so no display is
+  needed) return a :class:`matplotlib.figure.Figure`; save it with ``fig.savefig("plot.png")``.
+- Interactive ones (plotly): :class:`TensorPlot` and :func:`plot_embeddings` (with
+  :class:`LiveEmbeddings` to follow a running trial) return plotly figures; ``write_html``
+  gives a page that opens offline."""
 
 from tensortap.viz.distributions import plot_distribution
+from tensortap.viz.embeddings import (
+    EmbeddingFrame,
+    LiveEmbeddings,
+    embeddings_over_time,
+    plot_embeddings,
+)
 from tensortap.viz.health import plot_layer_health
 from tensortap.viz.series import plot_tensors, tensor_series
 from tensortap.viz.tensor_plot import TensorPlot
 
-__all__ = ["TensorPlot", "plot_distribution", "plot_layer_health", "plot_tensors", "tensor_series"]
+__all__ = [
+    "EmbeddingFrame",
+    "LiveEmbeddings",
+    "TensorPlot",
+    "embeddings_over_time",
+    "plot_distribution",
+    "plot_embeddings",
+    "plot_layer_health",
+    "plot_tensors",
+    "tensor_series",
+]
