@@ -56,3 +56,21 @@ def test_checker_would_catch_a_violation(tmp_path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("import torch\nfrom tensortap.trials import Trial\n")
     assert imported_modules(bad) == {"torch", "tensortap.trials"}
+
+
+def test_zero_code_change_attaches_without_importing_unused_frameworks() -> None:
+    """Every attached script imports the zcc modules: they must not import Keras (seconds)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import tensortap.keras.zcc, tensortap.xgboost.zcc\n"
+        "loaded = sorted({'keras', 'tensorflow', 'xgboost'} & set(sys.modules))\n"
+        "import tensortap.keras as tt\n"
+        "assert tt.Hook is tt.KerasHook and 'keras' in sys.modules\n"
+        "print(loaded)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
