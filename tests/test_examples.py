@@ -64,3 +64,26 @@ def test_seed004_live_embeddings_of_an_autoencoder(tmp_path: Path) -> None:
     assert steps == ["eval step   0", "eval step  10", "eval step  20"]
     assert "timed out: False" in out and "(3 frames;" in out
     assert (tmp_path / "runs" / "seed004.html").is_file()
+
+
+def test_seed000_builtin_rules_on_a_cnn_job(tmp_path: Path) -> None:
+    out = run_example("seed000_builtin_rules.py", tmp_path)
+    assert "  VanishingGradient: NoIssuesFound" in out
+    assert "  LossNotDecreasing: NoIssuesFound" in out
+    assert "losses: ['CrossEntropyLoss_output_0']" in out
+    (job_dir,) = (tmp_path / "runs").iterdir()
+    assert (job_dir / "losses.png").read_bytes().startswith(b"\x89PNG")
+    page = (job_dir / "report.html").read_text()
+    assert ">Job and rules</h2>" in page and "js-plotly-plot" in page  # TensorPlot of the ReLUs
+
+
+def test_seed001_custom_rule_fires_on_the_buggy_job_only(tmp_path: Path) -> None:
+    out = run_example("seed001_custom_rule.py", tmp_path)
+    assert "pixels x20, unnormalised: CustomGradientRule IssuesFound" in out
+    assert "pixels in 0..1: CustomGradientRule NoIssuesFound" in out
+
+
+def test_seed003_keras_quickstart(tmp_path: Path) -> None:
+    out = run_example("seed003_keras_quickstart.py", tmp_path)
+    assert "Saved tensor values for ['loss']" in out
+    assert "Loss values were loss:" in out and "eval loss: [" in out

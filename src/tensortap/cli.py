@@ -9,7 +9,9 @@
     tensortap jobs [--output runs/]
     tensortap summary JOB
     tensortap stop JOB
-    tensortap report TRIAL_OR_JOB -o report.html
+    tensortap report TRIAL_OR_JOB [--job JOB] -o report.html
+    tensortap tensorboard TRIAL_OR_JOB OUT_DIR
+    tensortap tensorplot TRIAL_OR_JOB --regex '.*relu_output' -o tensorplot.html
 """
 
 from __future__ import annotations
@@ -126,8 +128,13 @@ def _parser() -> argparse.ArgumentParser:
     summary = sub.add_parser("summary", help="a job's rule summary and where to look next")
     summary.add_argument("job", help="a job directory (or a job name under --output)")
     summary.add_argument("--output", default="runs")
-    report = sub.add_parser("report", help="an HTML report of an XGBoost trial (opens offline)")
-    report.add_argument("trial", help="a trial directory, or a job directory (its trial)")
+    report = sub.add_parser(
+        "report",
+        help="an HTML report of a trial: rules, curves, layer health, TensorPlot (opens offline)",
+    )
+    report.add_argument("trial", help="a trial (directory or URL), or a job directory")
+    report.add_argument("--job", help="the job that wrote the trial (a directory or a name)")
+    report.add_argument("--output", default="runs", help="where --job names are looked up")
     report.add_argument("-o", "--out", default="report.html", help="the HTML file to write")
     board = sub.add_parser(
         "tensorboard", help="write a trial's scalars and histograms as TensorBoard event files"
@@ -250,9 +257,14 @@ def _trial(given: str) -> Any:
 
 
 def _report(ns: argparse.Namespace) -> int:
-    from tensortap.report import write_xgboost_report
+    from tensortap.report import write_report
 
-    out = write_xgboost_report(_trial(ns.trial), ns.out)
+    job = None
+    if ns.job:
+        job = _job_dir(argparse.Namespace(job=ns.job, output=ns.output))
+    elif (Path(ns.trial) / "job.json").is_file():
+        job = JobRecord(ns.trial)
+    out = write_report(_trial(ns.trial), ns.out, job)
     print(f"wrote {out}")
     return 0
 

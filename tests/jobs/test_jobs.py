@@ -104,6 +104,19 @@ def test_buggy_job_fires_the_right_rule_at_a_plausible_step(tmp_path: Path) -> N
     assert event["rule"] == "VanishingGradient" and event["step"] == 0
     described = job.describe_rule_execution_jobs()
     assert described[0]["RuleStatus"] == "IssuesFound" and "FailureReason" in described[0]
+    # the report shows the job's own rule outcomes, the first finding linked to its step
+    pytest.importorskip("plotly")
+    from tensortap.cli import main
+
+    trial_dir, report = job.debugger_artifacts_path(), tmp_path / "report.html"
+    for args in ([str(job.record.dir)], [str(trial_dir), "--job", str(job.record.dir)]):
+        assert main(["report", *args, "-o", str(report)]) == 0
+        page = report.read_text()
+        assert f"Training report: {job.record.name}" in page and ">Job and rules</h2>" in page
+        assert (
+            "<td class='text'>VanishingGradient</td><td class='text IssuesFound'>IssuesFound</td>"
+            "<td><a href='#curves'>0</a></td>" in page
+        )
 
 
 def test_a_job_writes_its_trial_to_s3_and_its_rules_read_it_there(

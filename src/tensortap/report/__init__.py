@@ -1,5 +1,39 @@
 """Reports: self-contained HTML pages about a trial (``tensortap report``)."""
 
-from tensortap.report.xgboost import write_xgboost_report, xgboost_report
+from __future__ import annotations
 
-__all__ = ["write_xgboost_report", "xgboost_report"]
+import os
+from pathlib import Path
+
+from tensortap.jobs.record import JobRecord
+from tensortap.report.training import training_report, write_training_report
+from tensortap.report.xgboost import write_xgboost_report, xgboost_report
+from tensortap.trials.trial import Trial, create_trial
+
+
+def is_xgboost(trial: Trial) -> bool:
+    """A trial written by the XGBoost hook (its trees or feature importance were saved)."""
+    return any(n.startswith(("trees/", "feature_importance/")) for n in trial.tensor_names())
+
+
+def write_report(
+    trial: Trial | str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    job: JobRecord | str | os.PathLike[str] | None = None,
+) -> Path:
+    """The report that fits the trial: XGBoost's for boosted trees, else the training report."""
+    if not isinstance(trial, Trial):
+        trial = create_trial(trial)
+    if is_xgboost(trial):
+        return write_xgboost_report(trial, out)
+    return write_training_report(trial, out, job)
+
+
+__all__ = [
+    "is_xgboost",
+    "training_report",
+    "write_report",
+    "write_training_report",
+    "write_xgboost_report",
+    "xgboost_report",
+]

@@ -27,10 +27,33 @@ def _fmt(value: float) -> str:
     return f"{value:.3g}"
 
 
+def _short(name: str, most: int) -> str:
+    """``name`` in at most ``most`` characters, keeping its start and its end."""
+    if len(name) <= most:
+        return name
+    keep = most - 1
+    return name[: keep // 2] + "…" + name[-(keep - keep // 2) :]
+
+
 def line_chart(
-    series: Mapping[str, tuple[Sequence[float], Sequence[float]]], title: str, xlabel: str
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    title: str,
+    xlabel: str,
+    marks: Mapping[float, str] | None = None,
+    logy: bool = False,
 ) -> str:
-    """One line per series (x values, y values), with a legend on the right."""
+    """One line per series (x values, y values), with a legend on the right; ``marks`` draws a
+    dashed vertical line with a label at each x (where a rule fired, say); ``logy`` plots
+    log10 of the positive values."""
+    if logy:
+        series = {
+            name: (
+                [x for x, y in zip(xs, ys, strict=True) if y > 0],
+                [math.log10(y) for y in ys if y > 0],
+            )
+            for name, (xs, ys) in series.items()
+        }
+        title += " (log10)"
     points = [
         (x, y)
         for xs, ys in series.values()
@@ -54,6 +77,14 @@ def line_chart(
         return TOP + (1 - (y - y0) / (y1 - y0)) * plot_h
 
     parts = [_frame(title, xlabel, x0, x1, y0, y1)]
+    for i, (x, label) in enumerate(sorted((marks or {}).items())):
+        if x0 <= x <= x1:
+            parts.append(
+                f'<line x1="{sx(x):.1f}" y1="{TOP}" x2="{sx(x):.1f}" y2="{H - BOTTOM}" '
+                f'stroke="#b00" stroke-dasharray="4 3"/><text x="{sx(x) + 3:.1f}" '
+                f'y="{TOP + 10 + 11 * (i % 4)}" font-size="10" fill="#b00">'
+                f"{html.escape(label[:30])}</text>"
+            )
     for i, (name, (xs, ys)) in enumerate(series.items()):
         color = PALETTE[i % len(PALETTE)]
         coords = " ".join(
@@ -64,7 +95,7 @@ def line_chart(
         parts.append(
             f'<rect x="{W - RIGHT + 10}" y="{ly - 8}" width="10" height="10" fill="{color}"/>'
             f'<text x="{W - RIGHT + 24}" y="{ly + 1}" font-size="11">'
-            f"{html.escape(name[:22])}</text>"
+            f"{html.escape(_short(name, 22))}</text>"
         )
     return _svg("".join(parts), title)
 
@@ -113,3 +144,53 @@ def _svg(body: str, title: str, height: int = H) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" '
         f'viewBox="0 0 {W} {height}" role="img" aria-label="{html.escape(title)}">{body}</svg>'
     )
+
+
+def heatmap(
+    matrix: Sequence[Sequence[float]],
+    rows: Sequence[str],
+    columns: Sequence[float],
+    title: str,
+    low: str = "#fff7ec",
+    high: str = "#7f0000",
+) -> str:
+    """Rows x columns of cells shaded from ``low`` to ``high`` over the finite values (blank
+    where a value is missing), with the range in the title."""
+    values = [v for row in matrix for v in row if math.isfinite(v)]
+    if not values or not rows or not columns:
+        return f"<p>{html.escape(title)}: no data.</p>"
+    v0, v1 = min(values), max(values)
+    left, cell_h = 170, 14
+    cell_w = max(2.0, (W - left - 20) / len(columns))
+    height = TOP + cell_h * len(rows) + 30
+    a = [int(low[i : i + 2], 16) for i in (1, 3, 5)]
+    b = [int(high[i : i + 2], 16) for i in (1, 3, 5)]
+    parts = [
+        f'<text x="{W / 2}" y="16" text-anchor="middle" font-weight="bold">'
+        f"{html.escape(title)}: {_fmt(v0)} to {_fmt(v1)}</text>"
+    ]
+    for r, (name, row) in enumerate(zip(rows, matrix, strict=True)):
+        y = TOP + cell_h * r
+        parts.append(
+            f'<text x="{left - 4}" y="{y + 11}" text-anchor="end" font-size="10">'
+            f"{html.escape(name[-28:])}</text>"
+        )
+        for c, value in enumerate(row):
+            if not math.isfinite(value):
+                continue
+            t = 0.0 if v1 == v0 else (value - v0) / (v1 - v0)
+            color = "#" + "".join(
+                f"{round(p + (q - p) * t):02x}" for p, q in zip(a, b, strict=True)
+            )
+            parts.append(
+                f'<rect x="{left + c * cell_w:.1f}" y="{y}" width="{cell_w + 0.5:.1f}" '
+                f'height="{cell_h}" fill="{color}"><title>{html.escape(name)} at '
+                f"{_fmt(columns[c])}: {_fmt(value)}</title></rect>"
+            )
+    bottom = TOP + cell_h * len(rows)
+    parts.append(
+        f'<text x="{left}" y="{bottom + 14}" font-size="10">step {_fmt(columns[0])}</text>'
+        f'<text x="{left + cell_w * len(columns)}" y="{bottom + 14}" text-anchor="end" '
+        f'font-size="10">step {_fmt(columns[-1])}</text>'
+    )
+    return _svg("".join(parts), title, height)

@@ -8,33 +8,18 @@ SVG, so it opens offline and can be mailed as one file.
 
 from __future__ import annotations
 
-import html
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
-from tensortap.exceptions import TensortapError
+from tensortap.report.page import evaluate_rules, page, rule_rows, section
 from tensortap.report.svg import bar_chart, line_chart
 from tensortap.rules.builtin._labels import as_classes
 from tensortap.rules.builtin.tree_depth import depth_per_tree
-from tensortap.rules.finding import Outcome
-from tensortap.rules.invoker import RuleSummary, iter_findings
 from tensortap.rules.rule import Rule
 from tensortap.trials.trial import Trial, create_trial
-
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1180px; color: #222; }
-h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 2em; border-bottom: 1px solid #ccc; }
-.charts { display: flex; flex-wrap: wrap; gap: 12px; }
-table { border-collapse: collapse; margin: 0.5em 0; }
-td, th { border: 1px solid #bbb; padding: 3px 8px; text-align: right; font-size: 0.9em; }
-th { background: #f0f0f0; } td.text { text-align: left; }
-.IssuesFound { color: #b00; font-weight: bold; } .NoIssuesFound { color: #070; }
-"""
 
 
 def _values(trial: Trial, name: str) -> tuple[list[int], list[float]]:
@@ -144,60 +129,25 @@ def _rules(trial: Trial) -> list[Rule]:
 
 
 def _findings(trial: Trial) -> str:
-    steps = trial.steps()
-    if not steps:
+    if not trial.steps():
         return "<p>No steps saved.</p>"
-    rows = []
-    for rule in _rules(trial):
-        summary = RuleSummary(rule.rule_name)
-        for finding in iter_findings(rule, 0, steps[-1] + 1):
-            summary.add(finding)
-        summary.finish()
-        first = next((f for f in summary.findings if f.outcome is Outcome.TRIGGERED), None)
-        error = next((f for f in summary.findings if f.outcome is Outcome.ERROR), None)
-        detail = first.message if first else (error.message if error else "")
-        rows.append(
-            f"<tr><td class='text'>{html.escape(rule.rule_name)}</td>"
-            f"<td class='text {summary.status.value}'>{summary.status.value}</td>"
-            f"<td>{'' if first is None else first.step}</td><td>{summary.evaluated}</td>"
-            f"<td>{summary.skipped}</td><td class='text'>{html.escape(detail)}</td></tr>"
-        )
-    return (
-        "<table><tr><th>rule</th><th>status</th><th>first fired</th><th>evaluated</th>"
-        f"<th>skipped</th><th>why</th></tr>{''.join(rows)}</table>"
-    )
-
-
-def _section(title: str, build: Callable[[Trial], str], trial: Trial) -> str:
-    try:
-        body = build(trial)
-    except (TensortapError, ValueError, IndexError) as exc:  # one bad section spoils no other
-        body = f"<p>Could not draw this section: {html.escape(str(exc))}</p>"
-    return f"<h2>{html.escape(title)}</h2><div class='charts'>{body}</div>"
+    return rule_rows(evaluate_rules(trial, _rules(trial)), link_steps=False)
 
 
 def xgboost_report(trial: Trial | str | os.PathLike[str], title: str | None = None) -> str:
     """The report of an XGBoost trial as one HTML page (see the module docstring)."""
     if not isinstance(trial, Trial):
         trial = create_trial(trial)
-    steps = trial.steps()
     heading = title or f"XGBoost report: {trial.name}"
     sections = [
-        _section("Metrics", _metric_charts, trial),
-        _section("Feature importance", _importance, trial),
-        _section("SHAP", _shap, trial),
-        _section("Confusion matrix", _confusion, trial),
-        _section("Tree depth", _tree_depth, trial),
-        _section("Rule findings", _findings, trial),
+        section("Metrics", _metric_charts, trial),
+        section("Feature importance", _importance, trial),
+        section("SHAP", _shap, trial),
+        section("Confusion matrix", _confusion, trial),
+        section("Tree depth", _tree_depth, trial),
+        section("Rule findings", _findings, trial),
     ]
-    return (
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{html.escape(heading)}</title><style>{STYLE}</style></head><body>"
-        f"<h1>{html.escape(heading)}</h1>"
-        f"<p>Trial {html.escape(trial.path)}: {len(steps)} saved rounds"
-        f"{f' ({steps[0]} to {steps[-1]})' if steps else ''}; made "
-        f"{time.strftime('%Y-%m-%d %H:%M')}.</p>{''.join(sections)}</body></html>"
-    )
+    return page(heading, trial, "rounds", sections)
 
 
 def write_xgboost_report(

@@ -1,0 +1,99 @@
+"""What every report page shares: the style, sections that cannot spoil each other, and the
+table of what the rules found over a trial."""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Callable, Sequence
+
+from tensortap.exceptions import TensortapError
+from tensortap.rules.finding import Outcome
+from tensortap.rules.invoker import RuleSummary, iter_findings
+from tensortap.rules.rule import Rule
+from tensortap.trials.trial import Trial
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1180px; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+.charts { display: flex; flex-wrap: wrap; gap: 12px; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+td, th { border: 1px solid #bbb; padding: 3px 8px; text-align: right; font-size: 0.9em; }
+th { background: #f0f0f0; } td.text { text-align: left; }
+.IssuesFound, .Failed, .Error { color: #b00; font-weight: bold; }
+.NoIssuesFound, .Completed { color: #070; }
+"""
+
+Row = tuple[str, str, str, str, str, str]  # rule, status, first fired, evaluated, counts, why
+
+
+def section(title: str, build: Callable[[Trial], str], trial: Trial, anchor: str = "") -> str:
+    """One ``<h2>`` section; an error while building it is shown there and spoils no other."""
+    try:
+        body = build(trial)
+    except (TensortapError, ValueError, IndexError, LookupError) as exc:
+        body = f"<p>Could not draw this section: {html.escape(str(exc))}</p>"
+    ident = f" id='{anchor}'" if anchor else ""
+    return f"<h2{ident}>{html.escape(title)}</h2><div class='charts'>{body}</div>"
+
+
+def page(heading: str, trial: Trial, what: str, sections: Sequence[str]) -> str:
+    """A whole self-contained page: ``what`` says what the trial's steps are."""
+    steps = trial.steps()
+    span = f" ({steps[0]} to {steps[-1]})" if steps else ""
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(heading)}</title><style>{STYLE}</style></head><body>"
+        f"<h1>{html.escape(heading)}</h1>"
+        f"<p>Trial {html.escape(trial.path)}: {len(steps)} saved {what}{span}; made "
+        f"{time.strftime('%Y-%m-%d %H:%M')}.</p>{''.join(sections)}</body></html>"
+    )
+
+
+def rule_rows(rows: Sequence[Row], link_steps: bool) -> str:
+    """The rules table from (rule, status, first step, evaluated, triggered or skipped, why)
+    rows; with ``link_steps`` a first step links to the curves where it is marked."""
+    body = []
+    for rule, status, first, evaluated, counted, why in rows:
+        step = f"<a href='#curves'>{first}</a>" if link_steps and first else first
+        body.append(
+            f"<tr><td class='text'>{html.escape(rule)}</td>"
+            f"<td class='text {html.escape(status)}'>{html.escape(status)}</td>"
+            f"<td>{step}</td><td>{evaluated}</td><td>{counted}</td>"
+            f"<td class='text'>{html.escape(why)}</td></tr>"
+        )
+    return (
+        "<table><tr><th>rule</th><th>status</th><th>first fired</th><th>evaluated</th>"
+        f"<th>fired / skipped</th><th>why</th></tr>{''.join(body)}</table>"
+    )
+
+
+def evaluate_rules(
+    trial: Trial, rules: Sequence[Rule]
+) -> list[tuple[str, str, str, str, str, str]]:
+    """Run each rule over every saved step; a row per rule for :func:`rule_rows`."""
+    steps = trial.steps()
+    rows = []
+    for rule in rules:
+        summary = RuleSummary(rule.rule_name)
+        for finding in iter_findings(rule, 0, steps[-1] + 1 if steps else 0):
+            summary.add(finding)
+        summary.finish()
+        first = next((f for f in summary.findings if f.outcome is Outcome.TRIGGERED), None)
+        error = next((f for f in summary.findings if f.outcome is Outcome.ERROR), None)
+        why = first.message if first else (error.message if error else "")
+        fired = sum(f.outcome is Outcome.TRIGGERED for f in summary.findings)
+        rows.append(
+            (
+                rule.rule_name,
+                summary.status.value,
+                "" if first is None else str(first.step),
+                str(summary.evaluated),
+                f"{fired} / {summary.skipped}",
+                why,
+            )
+        )
+    return rows
+
+
+__all__ = ["STYLE", "evaluate_rules", "page", "rule_rows", "section"]

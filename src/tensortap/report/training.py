@@ -1,0 +1,243 @@
+"""The report of a training run (``tensortap report TRIAL [--job JOB]``): one self-contained page.
+
+Sections: the job and what its rules found (each rule's first finding marked on the curves),
+the loss and metric curves per mode over global steps, per-layer gradient and activation
+health over time (heat maps), and TensorPlot of the activations at the last step they were
+saved in full. Without a job, the built-in rules that fit the saved collections are run over
+the trial. Charts are inline SVG; TensorPlot carries plotly.js inline, so the page loads nothing
+and opens offline.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tensortap.exceptions import InvalidConfigError, MissingCollectionFiles
+from tensortap.jobs.record import JobRecord
+from tensortap.report.page import Row, evaluate_rules, page, rule_rows, section
+from tensortap.report.svg import heatmap, line_chart
+from tensortap.rules.rule import Rule
+from tensortap.trials.trial import Trial, create_trial
+
+
+def _saved(trial: Trial, collection: str) -> list[str]:
+    try:
+        return trial.tensor_names(collection=collection)
+    except MissingCollectionFiles:
+        return []
+
+
+def default_rules(trial: Trial) -> list[Rule]:
+    """The built-in rules whose tensors the trial holds."""
+    from tensortap.rules.builtin import (
+        DeadRelu,
+        ExplodingTensor,
+        LossNotDecreasing,
+        VanishingGradient,
+        WeightsNotUpdating,
+    )
+
+    rules: list[Rule] = [ExplodingTensor(trial)]
+    if _saved(trial, "gradients"):
+        rules.insert(0, VanishingGradient(trial))
+    if _saved(trial, "losses"):
+        rules.append(LossNotDecreasing(trial))
+    if _saved(trial, "weights"):
+        rules.append(WeightsNotUpdating(trial))
+    if _saved(trial, "relu_activations"):
+        rules.append(DeadRelu(trial))
+    return rules
+
+
+def _job_rows(record: JobRecord) -> list[Row]:
+    summary = record.summary() or {"rules": []}
+    return [
+        (
+            str(r.get("RuleConfigurationName", "")),
+            str(r.get("RuleEvaluationStatus", "")),
+            "" if r.get("first_fired_step") is None else str(r["first_fired_step"]),
+            str(r.get("evaluated", "")),
+            f"{r.get('triggered', '')} / {r.get('skipped', '')}",
+            str(r.get("message") or r.get("StatusDetails") or ""),
+        )
+        for r in summary.get("rules", [])
+    ]
+
+
+def _job_table(record: JobRecord) -> str:
+    job = record.job()
+    summary = record.summary() or {}
+    training = summary.get("training", {})
+    cells = [
+        ("job", record.name),
+        ("status", str(summary.get("status", "Starting"))),
+        ("training", f"{training.get('status', '?')} (exit code {training.get('exit_code')})"),
+        ("command", " ".join(map(str, job.get("command", [])))),
+    ]
+    rows = "".join(
+        f"<tr><th>{k}</th><td class='text {html.escape(v)}'>{html.escape(v)}</td></tr>"
+        for k, v in cells
+    )
+    return f"<table>{rows}</table>"
+
+
+def _series(trial: Trial, names: Sequence[str]) -> dict[str, tuple[list[int], list[float]]]:
+    """Each tensor per mode, over global steps (so that modes and rule marks line up)."""
+    from tensortap.viz.series import tensor_series
+
+    modes = trial.modes()
+    out = {}
+    for name in names:
+        for mode in modes:
+            steps, values = tensor_series(trial, name, mode)
+            if len(steps):
+                label = name if len(modes) == 1 else f"{name} ({mode.name})"
+                out[label] = ([trial.global_step(mode, int(s)) for s in steps], values.tolist())
+    return out
+
+
+class TrainingReport:
+    """Builds the page; ``job`` is the job that wrote the trial (its rules' statuses are shown
+    instead of running rules here), ``rules`` the rules to run when there is no job."""
+
+    def __init__(
+        self,
+        trial: Trial,
+        job: JobRecord | None = None,
+        rules: Sequence[Rule] | None = None,
+        title: str | None = None,
+    ) -> None:
+        self.trial, self.job, self.title = trial, job, title
+        self.rules = list(rules) if rules is not None else None
+        self.rows: list[Row] = []
+
+    def _rules_section(self, trial: Trial) -> str:
+        parts = []
+        if self.job is not None:
+            parts.append(_job_table(self.job))
+            self.rows = _job_rows(self.job)
+            origin = "The job's rules, evaluated beside training:"
+        else:
+            self.rows = evaluate_rules(
+                trial, default_rules(trial) if self.rules is None else self.rules
+            )
+            origin = "Built-in rules for the saved collections, evaluated over the trial now:"
+        parts.append(f"<p>{origin}</p>" + rule_rows(self.rows, link_steps=True))
+        problems = trial.problems()
+        if problems:
+            items = "".join(f"<li>{html.escape(p)}</li>" for p in problems)
+            parts.append(f"<p class='Error'>Problems while saving:</p><ul>{items}</ul>")
+        return "".join(parts)
+
+    def _marks(self) -> dict[float, str]:
+        marks: dict[float, str] = {}
+        for rule, _, first, *_ in self.rows:
+            if first:
+                marks[float(first)] = (
+                    f"{marks[float(first)]}, {rule}" if float(first) in marks else rule
+                )
+        return marks
+
+    def _curves(self, trial: Trial) -> str:
+        charts = []
+        for collection, logy in (("losses", False), ("metrics", False)):
+            names = sorted(_saved(trial, collection))
+            if names:
+                series = _series(trial, names)
+                charts.append(line_chart(series, collection, "global step", self._marks(), logy))
+        return "".join(charts) or "<p>No losses or metrics saved.</p>"
+
+    def _health(self, trial: Trial) -> str:
+        from tensortap.viz.health import layer_health
+
+        try:
+            data = layer_health(trial)
+        except InvalidConfigError:
+            return "<p>No gradients or ReLU activations saved (gradients, relu_activations).</p>"
+        steps = data["steps"].tolist()
+        charts = []
+        if data["gradient_names"]:
+            with np.errstate(divide="ignore"):
+                logs = np.log10(data["gradient_norms"])
+            logs[~np.isfinite(logs)] = math.nan
+            charts.append(
+                heatmap(
+                    logs.tolist(), data["gradient_names"], steps, "log10 gradient norm per layer"
+                )
+            )
+        if data["activation_names"]:
+            charts.append(
+                heatmap(
+                    data["zero_fraction"].tolist(),
+                    data["activation_names"],
+                    steps,
+                    "share of zero activations per layer",
+                    low="#f7fbff",
+                    high="#08306b",
+                )
+            )
+        return "".join(charts)
+
+    def _activations(self, trial: Trial) -> str:
+        from tensortap.viz.tensor_plot import TensorPlot
+
+        saved = _saved(trial, "relu_activations")
+        names = [n for n in saved if "_output" in n] or saved  # outputs, not what went in
+        raw = [s for s in trial.steps() if any(trial.step_block(s).has_raw(n) for n in names)]
+        if not raw:
+            return "<p>No activations saved in full (collection relu_activations).</p>"
+        regex = "^(" + "|".join(re.escape(n) for n in names) + ")$"
+        plot = TensorPlot(regex, trial, steps=[raw[-1]], batch_sample_id=-1, title="ReLU outputs")
+        return (
+            f"<p>Step {raw[-1]}, summed over the batch (units that never fire stay dark).</p>"
+            + plot.to_html(full_html=False)
+        )
+
+    def html(self) -> str:
+        trial = self.trial
+        heading = self.title or f"Training report: {self.job.name if self.job else trial.name}"
+        sections = [
+            section("Job and rules" if self.job else "Rules", self._rules_section, trial, "rules"),
+            section("Losses and metrics", self._curves, trial, "curves"),
+            section("Layer health", self._health, trial, "health"),
+            section("Activations (TensorPlot)", self._activations, trial, "activations"),
+        ]
+        return page(heading, trial, "steps", sections)
+
+
+def training_report(
+    trial: Trial | str | os.PathLike[str],
+    job: JobRecord | str | os.PathLike[str] | None = None,
+    rules: Sequence[Rule] | None = None,
+    title: str | None = None,
+) -> str:
+    """The report as one HTML page (see the module docstring)."""
+    if not isinstance(trial, Trial):
+        trial = create_trial(trial)
+    if job is not None and not isinstance(job, JobRecord):
+        job = JobRecord(job)
+        job.job()  # a clear error if it is not a job directory
+    return TrainingReport(trial, job, rules, title).html()
+
+
+def write_training_report(
+    trial: Trial | str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    job: JobRecord | str | os.PathLike[str] | None = None,
+    **kwargs: Any,
+) -> Path:
+    """Write the report to ``out`` (an .html file); returns its path."""
+    path = Path(out)
+    path.write_text(training_report(trial, job, **kwargs), encoding="utf-8")
+    return path
+
+
+__all__ = ["TrainingReport", "default_rules", "training_report", "write_training_report"]

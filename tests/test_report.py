@@ -1,0 +1,121 @@
+"""The training report: rule findings linked to the steps where they are marked on the curves,
+layer health, TensorPlot of the last activations; one page that opens offline in Chromium."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tensortap as tt
+from tensortap.cli import main
+
+pytest.importorskip("plotly")
+from tensortap.report import is_xgboost, training_report, write_report
+
+RELUS = ["layer1/relu_output_0", "layer2/relu_output_0", "layer3/relu_output_0"]
+
+
+def write_trial(out: Path, dead_from: int = 6, rank5: bool = False) -> tt.Trial:
+    """A run whose layer2 ReLUs die at step ``dead_from``; losses in TRAIN and EVAL."""
+    rng = np.random.default_rng(0)
+    hook = tt.Hook(
+        out,
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["losses", "weights", "gradients", "relu_activations"],
+    )
+    for step in range(10):
+        hook.set_mode(tt.modes.TRAIN)
+        hook.save_tensor("loss", np.float32(2.0 / (step + 1)), collections="losses")
+        hook.save_tensor("fc.weight", rng.normal(size=(4, 4)) + step, collections="weights")
+        for depth, name in enumerate(RELUS):
+            hook.save_tensor(
+                f"gradient/layer{depth + 1}", rng.normal(size=8), collections="gradients"
+            )
+            value = np.maximum(rng.normal(size=(6, 3, 4, 4)), 0)
+            if name.startswith("layer2") and step >= dead_from:
+                value[:] = 0
+            hook.save_tensor(name, value.astype(np.float32), collections="relu_activations")
+        if rank5:
+            hook.save_tensor(
+                "odd/relu_output_0", np.ones((1, 1, 1, 1, 2)), collections="relu_activations"
+            )
+        hook.next_step()
+        if step % 3 == 2:
+            hook.set_mode(tt.modes.EVAL)
+            hook.save_tensor("loss", np.float32(3.0 / (step + 1)), collections="losses")
+            hook.next_step()
+    hook.close()
+    return tt.create_trial(out)
+
+
+def test_report_sections_and_findings_marked_at_their_steps(tmp_path: Path) -> None:
+    trial = write_trial(tmp_path / "t")
+    page = training_report(trial)
+    for section in ("Rules", "Losses and metrics", "Layer health", "Activations (TensorPlot)"):
+        assert f">{section}</h2>" in page
+    row = re.search(r"<td class='text'>DeadRelu</td>.*?</tr>", page)
+    assert row and "IssuesFound" in row.group(0)
+    first = trial.global_step(tt.modes.TRAIN, 6)  # layer2 died at train step 6
+    assert f"<a href='#curves'>{first}</a>" in row.group(0)
+    assert re.search(
+        r"<td class='text'>VanishingGradient</td><td class='text NoIssuesFound'>", page
+    )
+    assert "stroke-dasharray" in page and ">DeadRelu</text>" in page  # marked on the curve
+    assert "loss (TRAIN)" in page and "loss (EVAL)" in page
+    assert "log10 gradient norm per layer" in page and "share of zero activations" in page
+    assert "Step 12, summed over the batch" in page  # the last saved step (global)
+    assert page.count("<svg") >= 3
+
+
+def test_a_section_that_cannot_be_drawn_spoils_no_other(tmp_path: Path) -> None:
+    page = training_report(write_trial(tmp_path / "t", rank5=True), rules=[])
+    assert "left out: odd" in page  # TensorPlot draws the other layers
+
+    odd = tmp_path / "odd"
+    hook = tt.Hook(odd, save_config=tt.SaveConfig(save_interval=1), include_regex=".*")
+    hook.save_tensor("loss", np.float32(1.0), collections="losses")
+    hook.save_tensor("odd/relu_output_0", np.ones((1, 1, 1, 1, 2)), collections="relu_activations")
+    hook.close()
+    page = training_report(odd, rules=[])
+    assert "Could not draw this section: TensorPlot has nothing to draw" in page
+    assert "share of zero activations" in page and ">losses</text>" in page
+
+    bare = tmp_path / "bare"
+    hook = tt.Hook(bare, save_config=tt.SaveConfig(save_interval=1), include_regex="x")
+    hook.save_tensor("x", np.zeros(3), collections="all")
+    hook.close()
+    page = training_report(bare)
+    assert "No losses or metrics saved." in page
+    assert "No gradients or ReLU activations saved" in page
+    assert "No activations saved in full" in page
+
+
+def test_xgboost_trials_get_their_own_report(tmp_path: Path) -> None:
+    hook = tt.Hook(tmp_path / "x", save_config=tt.SaveConfig(save_interval=1), include_regex=".*")
+    hook.save_tensor("feature_importance/gain/f0", np.float32(1.0), collections="all")
+    hook.close()
+    assert is_xgboost(tt.create_trial(tmp_path / "x"))
+    assert "<title>XGBoost report" in write_report(tmp_path / "x", tmp_path / "x.html").read_text()
+    assert not is_xgboost(write_trial(tmp_path / "t"))
+
+
+def test_cli_report_opens_in_chromium_with_its_traces(tmp_path: Path, browser, capsys) -> None:
+    write_trial(tmp_path / "t")
+    assert main(["report", str(tmp_path / "t"), "-o", str(tmp_path / "r.html")]) == 0
+    assert "wrote" in capsys.readouterr().out
+    page = browser.open(tmp_path / "r.html")
+    assert page.title == "Training report: t"
+    found = page.execute_script(
+        "const d = document.querySelector('.js-plotly-plot');"
+        "return [d ? d.data.length : null, document.querySelectorAll('svg.main-svg, h2 + div > svg').length,"
+        " performance.getEntriesByType('resource').length];"
+    )
+    assert found[0] == len(RELUS)  # one TensorPlot trace per ReLU layer
+    assert found[1] >= 3 and found[2] == 0  # the SVG charts; nothing loaded from anywhere
+    assert browser.errors() == []
+    assert (
+        main(["report", str(tmp_path / "t"), "--job", "nope", "-o", str(tmp_path / "r.html")]) == 2
+    )
