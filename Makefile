@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.tensortap-installed
 
-.PHONY: test demo lint typecheck unit bench clean
+.PHONY: test demo lint typecheck unit bench images clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ bench: $(STAMP)
 	$(PY) bench/bench_keras.py
 	$(PY) bench/bench_xgboost.py
 	$(PY) bench/bench_s3.py
+
+# The README's pictures (needs Debian's chromium): a report and a TensorPlot.
+images: $(STAMP)
+	PY=$(PY) bash docs/images/make_images.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

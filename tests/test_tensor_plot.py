@@ -154,3 +154,15 @@ def test_page_is_self_contained_and_opens_in_chromium(
     assert found[1] == STEPS and found[2] >= 1  # frames for the slider; a WebGL canvas drawn
     assert found[3] == []  # it loaded nothing: plotly.js is inlined, the page opens offline
     assert browser.errors() == []
+
+
+def test_cli_writes_the_page(trial: tt.Trial, tmp_path: Path, capsys) -> None:
+    from tensortap.cli import main
+
+    out = tmp_path / "tp.html"
+    args = ["tensorplot", trial.path, "--regex", "conv1|dense0", "--steps", "0,2", "-o", str(out)]
+    assert main([*args, "--batch-sample-id", "all", "--mode", "TRAIN"]) == 0
+    assert "2 layers at steps [0, 2]" in capsys.readouterr().out and out.stat().st_size > 1_000_000
+    assert main([*args, "--batch-sample-id", "first"]) == 2
+    assert "--batch-sample-id a number, -1 or all (got 'first')" in capsys.readouterr().err
+    assert main([*args, "--batch-sample-id", "99"]) == 2  # out of range: said, not a traceback

@@ -143,6 +143,25 @@ def _parser() -> argparse.ArgumentParser:
     board.add_argument("out_dir", help="where the event files go (one run per mode)")
     board.add_argument("--no-histograms", action="store_true", help="scalars only")
     board.add_argument("--bins", type=int, default=30, help="histogram bins (default 30)")
+    plot = sub.add_parser(
+        "tensorplot", help="an interactive 3-D page of saved activations (TensorPlot, seed 002)"
+    )
+    plot.add_argument("trial", help="a trial (directory or URL), or a job directory")
+    plot.add_argument("--regex", default=r".*relu_output", help="the layers to draw")
+    plot.add_argument(
+        "--steps", default="10", help="a count of saved steps (default 10) or steps: 1,2,3"
+    )
+    plot.add_argument(
+        "--batch-sample-id",
+        default="0",
+        help="the sample to draw (default 0), -1 to sum over the batch, or all",
+    )
+    plot.add_argument("--label", help="regex of the network's input, drawn as an image")
+    plot.add_argument("--prediction", help="regex of the network's output (its arg-max shows)")
+    plot.add_argument("--color-channel", type=int, default=1, choices=(1, 3))
+    plot.add_argument("--mode", choices=("TRAIN", "EVAL", "PREDICT"), help="steps of one mode")
+    plot.add_argument("--title", default="")
+    plot.add_argument("-o", "--out", default="tensorplot.html", help="the HTML file to write")
     stop = sub.add_parser("stop", help="stop a job's training at its next step")
     stop.add_argument("job")
     stop.add_argument("--output", default="runs")
@@ -280,6 +299,36 @@ def _tensorboard(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _tensorplot(ns: argparse.Namespace) -> int:
+    from tensortap.core.modes import ModeKeys
+    from tensortap.viz.tensor_plot import TensorPlot
+
+    try:
+        steps: int | list[int] = (
+            [int(s) for s in ns.steps.split(",")] if "," in ns.steps else int(ns.steps)
+        )
+        sample = None if ns.batch_sample_id == "all" else int(ns.batch_sample_id)
+    except ValueError:
+        raise InvalidConfigError(
+            f"--steps takes a count or a list like 1,2,3 (got {ns.steps!r}) and "
+            f"--batch-sample-id a number, -1 or all (got {ns.batch_sample_id!r})"
+        ) from None
+    plot = TensorPlot(
+        ns.regex,
+        _trial(ns.trial),
+        steps=steps,
+        batch_sample_id=sample,
+        color_channel=ns.color_channel,
+        title=ns.title,
+        label=ns.label,
+        prediction=ns.prediction,
+        mode=ModeKeys[ns.mode] if ns.mode else None,
+    )
+    out = plot.write_html(ns.out)
+    print(f"wrote {out}: {len(plot.layers)} layers at steps {plot.steps}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     ns = parser.parse_args(argv)
@@ -292,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
             return _report(ns)
         if ns.command == "tensorboard":
             return _tensorboard(ns)
+        if ns.command == "tensorplot":
+            return _tensorplot(ns)
         record = _job_dir(ns)
         if ns.command == "stop":
             TrainingJob.attach(record.dir).stop()

@@ -95,7 +95,7 @@ def line_chart(
         parts.append(
             f'<rect x="{W - RIGHT + 10}" y="{ly - 8}" width="10" height="10" fill="{color}"/>'
             f'<text x="{W - RIGHT + 24}" y="{ly + 1}" font-size="11">'
-            f"{html.escape(_short(name, 22))}</text>"
+            f"{html.escape(_short(name, 20))}</text>"
         )
     return _svg("".join(parts), title)
 

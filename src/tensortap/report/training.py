@@ -135,7 +135,7 @@ class TrainingReport:
         if problems:
             items = "".join(f"<li>{html.escape(p)}</li>" for p in problems)
             parts.append(f"<p class='Error'>Problems while saving:</p><ul>{items}</ul>")
-        return "".join(parts)
+        return f"<div>{''.join(parts)}</div>"
 
     def _marks(self) -> dict[float, str]:
         marks: dict[float, str] = {}
@@ -162,28 +162,34 @@ class TrainingReport:
             data = layer_health(trial)
         except InvalidConfigError:
             return "<p>No gradients or ReLU activations saved (gradients, relu_activations).</p>"
-        steps = data["steps"].tolist()
+        with np.errstate(divide="ignore"):
+            logs = np.log10(data["gradient_norms"])
+        logs[~np.isfinite(logs)] = math.nan
+        panels = (
+            (logs, data["gradient_names"], "log10 gradient norm per layer", "#fff7ec", "#7f0000"),
+            (
+                data["zero_fraction"],
+                data["activation_names"],
+                "share of zero activations per layer",
+                "#f7fbff",
+                "#08306b",
+            ),
+        )
         charts = []
-        if data["gradient_names"]:
-            with np.errstate(divide="ignore"):
-                logs = np.log10(data["gradient_norms"])
-            logs[~np.isfinite(logs)] = math.nan
-            charts.append(
-                heatmap(
-                    logs.tolist(), data["gradient_names"], steps, "log10 gradient norm per layer"
+        for matrix, names, title, low, high in panels:
+            known = np.isfinite(matrix)
+            rows, columns = known.any(axis=1), known.any(axis=0)  # layers and steps with data
+            if rows.any():
+                charts.append(
+                    heatmap(
+                        matrix[rows][:, columns].tolist(),
+                        [n for n, keep in zip(names, rows, strict=True) if keep],
+                        data["steps"][columns].tolist(),
+                        title,
+                        low=low,
+                        high=high,
+                    )
                 )
-            )
-        if data["activation_names"]:
-            charts.append(
-                heatmap(
-                    data["zero_fraction"].tolist(),
-                    data["activation_names"],
-                    steps,
-                    "share of zero activations per layer",
-                    low="#f7fbff",
-                    high="#08306b",
-                )
-            )
         return "".join(charts)
 
     def _activations(self, trial: Trial) -> str:

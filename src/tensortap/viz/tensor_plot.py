@@ -372,7 +372,7 @@ class TensorPlot:
 
     def to_html(self, full_html: bool = True) -> str:
         """The figure as HTML with plotly.js inlined (no network needed to open it)."""
-        html: str = self.fig.to_html(include_plotlyjs=True, full_html=full_html)
+        html: str = self.fig.to_html(include_plotlyjs=True, full_html=full_html, auto_play=False)
         return html
 
     def write_html(self, out: str | os.PathLike[str]) -> Path:
