@@ -4,7 +4,17 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.tensortap-installed
 
-.PHONY: test demo lint typecheck unit bench images clean
+# MXNet 1.9.1 needs NumPy 1.23: its own environment, where the MXNet tests and the core's tests
+# (the core must run on NumPy 1.23 too) run. Where MXNet cannot be installed, they are skipped.
+MXVENV ?= .venv-mxnet
+MXPY := $(MXVENV)/bin/python
+MXSTAMP := $(MXVENV)/.tensortap-installed
+MXNET_TESTS := tests/mxnet_hook tests/test_format.py tests/test_roundtrip.py \
+	tests/test_trial_api.py tests/test_hook.py tests/test_save_config.py \
+	tests/test_reductions.py tests/test_collections.py tests/test_step_block.py \
+	tests/test_embeddings.py tests/test_tensor_plot.py
+
+.PHONY: test demo lint typecheck unit mxnet bench images clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -12,7 +22,22 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP) lint typecheck unit
+test: $(STAMP) lint typecheck unit mxnet
+
+$(MXSTAMP): pyproject.toml
+	rm -f $(MXVENV)/UNAVAILABLE
+	( test -x $(MXPY) || $(PYTHON) -m venv $(MXVENV) ) \
+		&& $(MXPY) -m pip install --quiet --upgrade pip \
+		&& $(MXPY) -m pip install --quiet -e '.[mxnet-test]' \
+		|| { mkdir -p $(MXVENV); \
+		echo "MXNet 1.9.1 could not be installed here (pip said why above)" \
+		> $(MXVENV)/UNAVAILABLE; }
+	touch $@
+
+mxnet: $(MXSTAMP)
+	@if [ -f $(MXVENV)/UNAVAILABLE ]; then \
+		echo "SKIPPED the MXNet tests: $$(cat $(MXVENV)/UNAVAILABLE)"; \
+	else $(MXPY) -m pytest -q $(MXNET_TESTS); fi
 
 lint: $(STAMP)
 	$(PY) -m ruff check src tests bench examples
@@ -41,4 +66,4 @@ images: $(STAMP)
 	PY=$(PY) bash docs/images/make_images.sh
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(MXVENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

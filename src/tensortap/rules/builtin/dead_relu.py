@@ -10,7 +10,8 @@ from tensortap.rules.builtin._activity import ActivityRule
 
 
 class DeadRelu(ActivityRule):
-    """For every ReLU output matching ``tensor_regex``: a unit (an element of a dense layer, a
+    r"""For every ReLU output matching ``tensor_regex`` (default ``.*relu\d*_output``: PyTorch's
+    ``relu_output``, Keras's, and Gluon's ``relu0_output``): a unit (an element of a dense layer, a
     channel of a convolution) is dead when it is positive in less than
     ``threshold_inactivity`` percent of the samples of the batch; fires when more than
     ``threshold_layer`` percent of a layer's units are dead.
@@ -26,7 +27,7 @@ class DeadRelu(ActivityRule):
         threshold_layer: float = 50.0,
     ) -> None:
         super().__init__(
-            base_trial, tensor_regex, [".*relu_output"], threshold_inactivity, threshold_layer
+            base_trial, tensor_regex, [r".*relu\d*_output"], threshold_inactivity, threshold_layer
         )
 
     def inactive(self, name: str, values: np.ndarray) -> np.ndarray:
