@@ -197,13 +197,20 @@ class TrainingReport:
 
         saved = _saved(trial, "relu_activations")
         names = [n for n in saved if "_output" in n] or saved  # outputs, not what went in
-        raw = [s for s in trial.steps() if any(trial.step_block(s).has_raw(n) for n in names)]
-        if not raw:
+        last = next(  # the last step that saved them in full, looked for from the end
+            (
+                s
+                for s in reversed(trial.steps())
+                if any(trial.step_block(s).has_raw(n) for n in names)
+            ),
+            None,
+        )
+        if last is None:
             return "<p>No activations saved in full (collection relu_activations).</p>"
         regex = "^(" + "|".join(re.escape(n) for n in names) + ")$"
-        plot = TensorPlot(regex, trial, steps=[raw[-1]], batch_sample_id=-1, title="ReLU outputs")
+        plot = TensorPlot(regex, trial, steps=[last], batch_sample_id=-1, title="ReLU outputs")
         return (
-            f"<p>Step {raw[-1]}, summed over the batch (units that never fire stay dark).</p>"
+            f"<p>Step {last}, summed over the batch (units that never fire stay dark).</p>"
             + plot.to_html(full_html=False)
         )
 

@@ -51,9 +51,13 @@ class EmbeddingFrame:
     labels: np.ndarray
 
 
-def _check(method: str, max_samples: int) -> None:
+def _check_method(method: str) -> None:
     if method not in METHODS:
         raise InvalidConfigError(f"method must be one of {METHODS}; got {method!r}")
+
+
+def _check(method: str, max_samples: int) -> None:
+    _check_method(method)
     if isinstance(max_samples, bool) or not isinstance(max_samples, int) or max_samples < 3:
         raise InvalidConfigError(f"max_samples must be an int of 3 or more; got {max_samples!r}")
 
@@ -67,7 +71,7 @@ def embed(
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """The (n, 2) embedding of ``features`` (n samples, any trailing shape), and for PCA its
     two components (pass them back as ``reference`` to keep the next frame's orientation)."""
-    _check(method, 3)
+    _check_method(method)
     x = np.asarray(features, dtype=np.float64).reshape(len(features), -1)
     x = np.where(np.isfinite(x), x, 0.0)
     if len(x) < 3:
