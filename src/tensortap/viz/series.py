@@ -8,7 +8,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from tensortap.core.reductions import compute_reduction
-from tensortap.exceptions import InvalidConfigError, TensorUnavailableForStep
+from tensortap.exceptions import InvalidConfigError
 from tensortap.trials.trial import Trial
 from tensortap.viz._figure import new_figure
 
@@ -20,11 +20,11 @@ def tensor_series(
     of it (the saved reduction where the hook saved only that)."""
     tensor = trial.tensor(name)
     steps = tensor.steps(mode=mode)
+    saved = tensor.values(mode=mode)  # every raw value, fetched together
     values = []
     for step in steps:
-        try:
-            value = tensor.value(step, mode=mode)
-        except TensorUnavailableForStep:  # only reductions were saved
+        value = saved.get(step)
+        if value is None:  # only reductions were saved
             values.append(float(tensor.reduction_value(step, reduction, mode=mode)))
             continue
         flat = value.reshape(-1)
