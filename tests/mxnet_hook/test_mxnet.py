@@ -119,6 +119,22 @@ def test_modes_follow_autograd_or_set_mode(tmp_path: Path) -> None:
     )
 
 
+def test_the_first_registered_block_drives_the_steps(tmp_path: Path) -> None:
+    encoder, decoder = cnn("enc_"), cnn("dec_")
+    hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=1), include_regex=".*")
+    hook.register_block(encoder)
+    hook.register_block(decoder)
+    outputs = []
+    for step in range(3):
+        encoder(batch(step)[0])  # starts the step
+        outputs.append(decoder(batch(10 + step)[0]).asnumpy())  # watched within it
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.steps() == [0, 1, 2]
+    for step, output in enumerate(outputs):
+        np.testing.assert_array_equal(trial.tensor("dec_output_0").value(step), output)
+
+
 def test_a_hybridized_block_saves_its_own_inputs_and_outputs(tmp_path: Path) -> None:
     net = cnn("hyb_")
     net.hybridize()

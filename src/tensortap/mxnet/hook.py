@@ -7,10 +7,10 @@ parameters keep their names (``hybridsequential0_conv0_weight``) and gradients a
 ``gradient/<parameter>``. ReLU blocks (``Activation('relu')``, and the ``relu`` block a layer
 built with ``activation='relu'`` holds) also join ``relu_activations``.
 
-Steps: every call of the registered block starts a new step (the first call of a mode continues
-the step that ``set_mode`` opened). At the end of a step the hook saves the weights (after the
-update) and, when the forward ran under ``autograd.record()``, the gradients it produced. The
-mode follows ``autograd.is_training()`` until ``set_mode`` is called.
+Steps: every call of the (first) registered block starts a new step (the first call of a mode
+continues the step that ``set_mode`` opened). At the end of a step the hook saves the weights
+(after the update) and, when the forward ran under ``autograd.record()``, the gradients it
+produced. The mode follows ``autograd.is_training()`` until ``set_mode`` is called.
 
 Hybridized blocks run as one compiled graph: the registered block's own inputs and outputs, the
 loss blocks', the weights and the gradients are captured; blocks inside the graph are not called
@@ -109,16 +109,18 @@ class Hook(BaseHook):
 
     # -- registration --
     def register_block(self, block: gluon.Block) -> None:
-        """Watch ``block`` and its children: each call of ``block`` is a step."""
+        """Watch ``block`` and its children. Each call of the first block registered is a step;
+        blocks registered after it (the two halves of a GAN, say) are watched within its steps."""
         if not isinstance(block, gluon.Block):
             raise InvalidConfigError(
                 f"register_block expects a mxnet.gluon.Block, got {type(block).__name__}"
             )
         if any(b is block for b in self._blocks):
             return
+        if not self._blocks:
+            self._handles.append(block.register_forward_pre_hook(self._on_forward))
         self._blocks.append(block)
         self._params.update(block.collect_params().items())
-        self._handles.append(block.register_forward_pre_hook(self._on_forward))
         for child in self._descendants(block):
             self._handles.append(child.register_forward_hook(self._on_block_output))
 
