@@ -228,10 +228,11 @@ def _run(ns: argparse.Namespace) -> int:
     return 3 if ns.fail_on_issues and fired else 0
 
 
-def _job_dir(ns: argparse.Namespace) -> JobRecord:
-    path = Path(ns.job)
-    if not path.is_dir() and (Path(ns.output) / ns.job).is_dir():
-        path = Path(ns.output) / ns.job
+def _job_dir(job: str, output: str) -> JobRecord:
+    """A job directory, or the job of that name under ``output``."""
+    path = Path(job)
+    if not path.is_dir() and (Path(output) / job).is_dir():
+        path = Path(output) / job
     record = JobRecord(path)
     record.job()  # a clear error if it is not a job
     return record
@@ -280,7 +281,7 @@ def _report(ns: argparse.Namespace) -> int:
 
     job = None
     if ns.job:
-        job = _job_dir(argparse.Namespace(job=ns.job, output=ns.output))
+        job = _job_dir(ns.job, ns.output)
     elif (Path(ns.trial) / "job.json").is_file():
         job = JobRecord(ns.trial)
     out = write_report(_trial(ns.trial), ns.out, job)
@@ -343,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
             return _tensorboard(ns)
         if ns.command == "tensorplot":
             return _tensorplot(ns)
-        record = _job_dir(ns)
+        record = _job_dir(ns.job, ns.output)
         if ns.command == "stop":
             TrainingJob.attach(record.dir).stop()
             print(f"asked {record.name} to stop")

@@ -40,20 +40,9 @@ def line_chart(
     title: str,
     xlabel: str,
     marks: Mapping[float, str] | None = None,
-    logy: bool = False,
 ) -> str:
     """One line per series (x values, y values), with a legend on the right; ``marks`` draws a
-    dashed vertical line with a label at each x (where a rule fired, say); ``logy`` plots
-    log10 of the positive values."""
-    if logy:
-        series = {
-            name: (
-                [x for x, y in zip(xs, ys, strict=True) if y > 0],
-                [math.log10(y) for y in ys if y > 0],
-            )
-            for name, (xs, ys) in series.items()
-        }
-        title += " (log10)"
+    dashed vertical line with a label at each x (where a rule fired, say)."""
     points = [
         (x, y)
         for xs, ys in series.values()

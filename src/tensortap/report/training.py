@@ -138,21 +138,20 @@ class TrainingReport:
         return f"<div>{''.join(parts)}</div>"
 
     def _marks(self) -> dict[float, str]:
-        marks: dict[float, str] = {}
+        """Where each rule first fired (rows are filled by the rules section, drawn first)."""
+        by_step: dict[float, list[str]] = {}
         for rule, _, first, *_ in self.rows:
             if first:
-                marks[float(first)] = (
-                    f"{marks[float(first)]}, {rule}" if float(first) in marks else rule
-                )
-        return marks
+                by_step.setdefault(float(first), []).append(rule)
+        return {step: ", ".join(rules) for step, rules in by_step.items()}
 
     def _curves(self, trial: Trial) -> str:
-        charts = []
-        for collection, logy in (("losses", False), ("metrics", False)):
-            names = sorted(_saved(trial, collection))
-            if names:
-                series = _series(trial, names)
-                charts.append(line_chart(series, collection, "global step", self._marks(), logy))
+        marks = self._marks()
+        charts = [
+            line_chart(_series(trial, names), collection, "global step", marks)
+            for collection in ("losses", "metrics")
+            if (names := sorted(_saved(trial, collection)))
+        ]
         return "".join(charts) or "<p>No losses or metrics saved.</p>"
 
     def _health(self, trial: Trial) -> str:

@@ -211,26 +211,18 @@ class LiveEmbeddings:
             raise InvalidConfigError(f"poll_interval must be > 0 seconds; got {poll_interval!r}")
         if timeout is not None and not timeout >= 0:
             raise InvalidConfigError(f"timeout must be None or >= 0 seconds; got {timeout!r}")
-        _check(method, max_samples)
         self.trial = _trial(trial)
-        self.tensor, self.labels, self.mode = tensor, labels, mode
-        self.method, self.max_samples, self.random_state = method, max_samples, random_state
-        self.poll_interval, self.timeout = poll_interval, timeout
+        self.mode, self.poll_interval, self.timeout = mode, poll_interval, timeout
+        self._embedder = _Embedder(
+            self.trial, tensor, labels, mode, method, max_samples, random_state
+        )
         self.frames: list[EmbeddingFrame] = []
         self.skipped: list[int] = []
         self.timed_out = False
 
     def __iter__(self) -> Iterator[EmbeddingFrame]:
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        embedder = _Embedder(
-            self.trial,
-            self.tensor,
-            self.labels,
-            self.mode,
-            self.method,
-            self.max_samples,
-            self.random_state,
-        )
+        embedder = self._embedder
         seen: set[int] = set()
         while True:
             ended = self.trial.loaded_all_steps  # read first: no step can then be missed
