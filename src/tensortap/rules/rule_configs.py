@@ -124,4 +124,38 @@ weights_not_updating = _make("WeightsNotUpdating")
 feature_importance_overweight = _make("FeatureImportanceOverweight")
 tree_depth = _make("TreeDepth")
 
-__all__ = ["BuiltinRuleConfig", "config_for", *(_snake(n) for n in BUILTIN_RULES)]
+#: The rules run when none is named (``tensortap run`` without ``--rule``, the report): the
+#: built-ins that judge a deep-learning run, at their defaults. Each must be quiet on healthy
+#: training (bench/detection measures it).
+RECOMMENDED = (
+    "ExplodingTensor",
+    "NaNInfRootCause",
+    "VanishingGradient",
+    "GradientNormSpike",
+    "LossNotDecreasing",
+    "LossSpike",
+    "Overfit",
+    "Overtraining",
+    "WeightUpdateRatio",
+    "WeightsNotUpdating",
+    "DeadRelu",
+    "SaturatedActivation",
+    "PoorWeightInitialization",
+    "CheckInputImages",
+    "ClassImbalance",
+    "AllZero",
+)
+
+
+def recommended() -> list[BuiltinRuleConfig]:
+    """The recommended rule set at its defaults (see :data:`RECOMMENDED`)."""
+    return [config_for(name) for name in RECOMMENDED]
+
+
+__all__ = [
+    "RECOMMENDED",
+    "BuiltinRuleConfig",
+    "config_for",
+    "recommended",
+    *(_snake(n) for n in BUILTIN_RULES),
+]
