@@ -115,7 +115,8 @@ def fit(
 ) -> None:
     """Train ``model`` as a user's script does, with the hook attached: forward, loss, backward,
     optimizer step; every ``eval_every`` steps an evaluation pass over the validation set.
-    An autoencoder's target is its input. Classifiers also save their labels and predictions (what ClassImbalance and Confusion read).
+    An autoencoder's target is its input. Classifiers also save their labels and predictions
+    (what ClassImbalance and Confusion read).
     """
     loss_fn = loss_fn or (nn.CrossEntropyLoss() if classify else nn.MSELoss())
     hook.register_module(model)
