@@ -31,7 +31,7 @@ def test_make_demo_is_the_debugging_run(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    assert "VanishingGradient            IssuesFound at step 0" in out
+    assert "VanishingGradient            IssuesFound (problem) at step 0" in out
     assert "ExplodingTensor              NoIssuesFound" in out
     assert "GradientNormSpike            NoIssuesFound" in out
     assert "trial (debugger artifacts):" in out and "tensortap summary" in out

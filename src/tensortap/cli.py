@@ -32,7 +32,7 @@ from tensortap.jobs import (
     TrainingJob,
     Webhook,
 )
-from tensortap.jobs.live import render_summary
+from tensortap.jobs.live import render_summary, status_text
 from tensortap.jobs.record import JobRecord
 from tensortap.rules import rule_configs
 from tensortap.rules.builtin import BUILTIN_RULES
@@ -57,16 +57,21 @@ def parse_params(text: str, what: str) -> dict[str, str]:
     return params
 
 
+_NOT_RULES = ("config_for", "recommended")
+
+
 def builtin_rule(text: str) -> Rule:
     """``vanishing_gradient`` or ``VanishingGradient``, optionally ``:k=v,...``."""
     name, _, params = text.partition(":")
     function = getattr(rule_configs, name, None)
-    if function is not None and name in rule_configs.__all__:
+    if function is not None and name in rule_configs.__all__ and name not in _NOT_RULES:
         config = function()
     elif name in BUILTIN_RULES:
         config = rule_configs.config_for(name)
     else:
-        names = ", ".join(n for n in rule_configs.__all__ if n[0].islower() and n != "config_for")
+        names = ", ".join(
+            n for n in rule_configs.__all__ if n[0].islower() and n not in _NOT_RULES
+        )
         raise InvalidConfigError(f"--rule: no built-in rule {name!r}; built-in rules: {names}")
     return Rule.builtin(config, rule_parameters=parse_params(params, f"--rule {name}"))
 
@@ -119,6 +124,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--email", help="email each rule's first finding to this address")
     run.add_argument("--smtp", default="localhost:25", help="SMTP server for --email (host:port)")
     run.add_argument("--no-wait", action="store_true", help="start the job and return")
+    run.add_argument(
+        "--no-rules",
+        action="store_true",
+        help="run no rule (without --rule or --custom-rule the recommended set runs)",
+    )
     run.add_argument(
         "--fail-on-issues", action="store_true", help="exit with status 3 if any rule fired"
     )
@@ -183,6 +193,8 @@ def _run(ns: argparse.Namespace) -> int:
     if not command:
         raise InvalidConfigError("no training command: add -- python train.py ... at the end")
     rules = [builtin_rule(r) for r in ns.rule] + [custom_rule(r) for r in ns.custom_rule]
+    if not rules and not ns.no_rules:  # the recommended set, so the job saves and judges
+        rules = [Rule.builtin(config) for config in rule_configs.recommended()]
     extra = _actions(ns)
     known = {r.name for r in rules}
     for name in ns.stop_on:
@@ -255,7 +267,7 @@ def _jobs(ns: argparse.Namespace) -> int:
         summary = record.summary() or {"status": "Starting", "rules": []}
         outcomes = []
         for rule in summary.get("rules", []):
-            text = f"{rule.get('RuleConfigurationName')}: {rule.get('RuleEvaluationStatus')}"
+            text = f"{rule.get('RuleConfigurationName')}: {status_text(rule)}"
             if rule.get("first_fired_step") is not None:
                 text += f" at step {rule['first_fired_step']}"
             outcomes.append(text)

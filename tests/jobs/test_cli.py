@@ -80,9 +80,9 @@ def test_run_then_jobs_and_summary(tmp_path: Path) -> None:
     assert done.returncode == 3, done.stdout + done.stderr  # a rule fired
     assert "VanishingGradient fired at step 0" in done.stdout
     assert "stop requested" in done.stdout
-    assert "VanishingGradient            IssuesFound at step 0" in done.stdout
+    assert "VanishingGradient            IssuesFound (problem) at step 0" in done.stdout
     listing = tensortap("jobs", cwd=tmp_path)
-    assert "Stopped  VanishingGradient: IssuesFound at step 0" in listing.stdout
+    assert "Stopped  VanishingGradient: IssuesFound (problem) at step 0" in listing.stdout
     (job,) = (tmp_path / "runs").iterdir()
     summary = tensortap("summary", job.name, cwd=tmp_path)
     assert summary.returncode == 0 and "training: Stopped (exit code 0)" in summary.stdout

@@ -341,7 +341,7 @@ def _describe_rule_jobs(record: JobRecord) -> list[dict[str, Any]]:
             "RuleJobName": f"{record.name}-{rule.get('RuleConfigurationName')}",
             "RuleLog": rule.get("log"),
         }
-        if status in ("IssuesFound", "Error"):
+        if status in ("IssuesFound", "Error", "NoData"):
             entry["FailureReason"] = rule.get("StatusDetails")
         out.append(entry)
     return out

@@ -80,11 +80,13 @@ class LiveView:
     def _table(self, summary: dict[str, Any]) -> list[str]:
         training = summary.get("training", {}).get("status", "Starting")
         lines = [f"job {self.record.name}: training {training}; {self._training_progress()}"]
-        for rule in summary.get("rules", []):
-            name, status = rule.get("RuleConfigurationName"), rule.get("RuleEvaluationStatus")
-            fired = rule.get("first_fired_step")
+        for rule in by_gravity(summary.get("rules", [])):
+            name = rule.get("RuleConfigurationName")
+            fired = rule.get("gravest_step", rule.get("first_fired_step"))
             more = f" (first at step {fired})" if fired is not None else ""
-            lines.append(f"  {name:<28} {status}{more}  [{rule.get('evaluated', 0)} steps]")
+            lines.append(
+                f"  {name:<28} {status_text(rule)}{more}  [{rule.get('evaluated', 0)} steps]"
+            )
         return lines
 
     # -- drawing --
@@ -122,6 +124,24 @@ class LiveView:
         self.out.flush()
 
 
+_GRAVITY = {"problem": 0, "Error": 1, "NoData": 2, "warning": 3, "advice": 4}
+
+
+def by_gravity(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rule statuses, the gravest first: problems, errors, rules that judged nothing,
+    warnings, advice, then the rest (in their order)."""
+    return sorted(
+        rules,
+        key=lambda r: _GRAVITY.get(r.get("severity") or r.get("RuleEvaluationStatus") or "", 9),
+    )
+
+
+def status_text(rule: dict[str, Any]) -> str:
+    """``IssuesFound (problem)``: the status, with the gravest severity of what fired."""
+    status = str(rule.get("RuleEvaluationStatus"))
+    return f"{status} ({rule['severity']})" if rule.get("severity") else status
+
+
 def render_summary(record: JobRecord, summary: dict[str, Any]) -> str:
     """The job's summary as text: training's outcome, each rule's, and where to look next."""
     training = summary.get("training", {})
@@ -133,13 +153,14 @@ def render_summary(record: JobRecord, summary: dict[str, Any]) -> str:
     if training.get("log_tail"):
         lines.append("  last lines of the training log:")
         lines += [f"    | {line}" for line in training["log_tail"].splitlines()]
-    lines.append("  rules:")
-    for rule in summary.get("rules", []):
+    lines.append("  rules (problems first):")
+    for rule in by_gravity(summary.get("rules", [])):
         status = rule.get("RuleEvaluationStatus")
-        line = f"    {rule.get('RuleConfigurationName'):<28} {status}"
-        if rule.get("first_fired_step") is not None:
-            line += f" at step {rule['first_fired_step']}: {rule.get('message')}"
-        elif status in ("Error", "Stopped") and rule.get("StatusDetails"):
+        line = f"    {rule.get('RuleConfigurationName'):<28} {status_text(rule)}"
+        step = rule.get("gravest_step", rule.get("first_fired_step"))
+        if step is not None:
+            line += f" at step {step}: {rule.get('gravest_message') or rule.get('message')}"
+        elif status in ("Error", "Stopped", "NoData") and rule.get("StatusDetails"):
             line += f": {str(rule['StatusDetails']).splitlines()[0][:300]}"
         line += f"  ({rule.get('evaluated', 0)} steps evaluated)"
         lines.append(line)

@@ -135,10 +135,10 @@ class HostedRule:
 
     def finish(self, stopped: bool) -> None:
         if self.status_text == RuleStatus.IN_PROGRESS.value:
-            self.status_text = STOPPED if stopped else RuleStatus.NO_ISSUES_FOUND.value
-            if not self.summary.evaluated:
-                reasons = "; ".join(self.summary.skip_reasons) or "training saved no step"
-                self.details = f"no step could be evaluated ({reasons})"
+            reason = self.rule.no_data_reason() if self.rule is not None else ""
+            self.summary.finish(reason)
+            self.status_text = STOPPED if stopped else self.summary.status.value
+            self.details = self.summary.details
         self.logger.info(
             "ended: %s (%d steps evaluated, %d triggered, %d skipped)",
             self.status_text,
@@ -155,7 +155,9 @@ class HostedRule:
             return
         self._last_write = now
         s = self.summary
+        worst = s.worst_severity
         first = next((f for f in s.findings if f.triggered), None)
+        gravest = next((f for f in s.findings if f.triggered and f.severity == worst), None)
         write_json(
             self.record.rule_status_file(self.spec.name),
             {
@@ -166,7 +168,12 @@ class HostedRule:
                 "rule_class": self.spec.class_name,
                 "first_fired_step": None if first is None else first.step,
                 "message": None if first is None else first.message,
+                "severity": None if worst is None else worst.value,
+                "severities": dict(s.severities),
+                "gravest_step": None if gravest is None else gravest.step,
+                "gravest_message": None if gravest is None else gravest.message,
                 "evaluated": s.evaluated,
+                "judged": s.judged,
                 "triggered": s.triggered,
                 "skipped": s.skipped,
                 "errors": s.errors,

@@ -8,6 +8,7 @@ name, parameter or collection setting fails here, before any training starts.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,8 @@ from tensortap.rules.rule_configs import BuiltinRuleConfig, config_for
 
 #: The hook's save interval in a job whose user set none: rules need more than every 500th step.
 JOB_SAVE_INTERVAL = "10"
+
+logger = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -201,10 +204,17 @@ class Rule:
         **ignored: Any,
     ) -> Rule:
         """A rule class (``rule_to_invoke``, by default ``name``) from the Python file
-        ``source``; ``rule_parameters`` are strings parsed by the class's annotations. Cloud
-        arguments of smdebug (``image_uri``, ``instance_type``, ...) are accepted and ignored.
+        ``source``; ``rule_parameters`` are strings parsed by the class's annotations. The
+        collections the class declares (``collections_needed``) are saved by the job's hook,
+        with ``collections_to_save``. Cloud arguments of smdebug (``image_uri``,
+        ``instance_type``, ...) are accepted and ignored.
         """
         params = _strings(rule_parameters, "rule_parameters")
+        rule_cls = load_rule_class(source, rule_to_invoke or name)
+        declared = tuple(
+            CollectionSettings(c, rule_cls.collection_parameters.get(c, {}))
+            for c in rule_cls.required_collections(**params)
+        )
         trials = [os.fspath(t) for t in other_trials]
         more = params.pop("other_trials", None) or params.pop("other-trials-paths", None)
         if more:
@@ -214,7 +224,7 @@ class Rule:
             rule_to_invoke or name,
             params,
             os.path.abspath(os.fspath(source)),
-            tuple(c.settings() for c in collections_to_save or ()),
+            declared + tuple(c.settings() for c in collections_to_save or ()),
             tuple(actions),
             tuple(trials),
         )
@@ -289,6 +299,20 @@ def hook_config(
     if collections and "include_collections" not in params:  # the defaults are saved too
         names = dict.fromkeys([*DEFAULT_INCLUDE_COLLECTIONS, *merged])
         params["include_collections"] = ",".join(names)
+    elif "include_collections" in params:
+        given = [c.strip() for c in params["include_collections"].split(",") if c.strip()]
+        for rule in rules:
+            lacking = [c.name for c in rule.collections if c.name not in given]
+            if lacking:  # known before training: say so, and save them
+                logger.warning(
+                    "rule %s reads %s, which include_collections (%s) leaves out; the job "
+                    "saves them too",
+                    rule.name,
+                    ", ".join(lacking),
+                    ",".join(given),
+                )
+                given += lacking
+        params["include_collections"] = ",".join(given)
     return HookConfig(
         out_dir, params, collections, stop_file=stop_file, tensorboard_dir=tensorboard_dir
     )

@@ -10,6 +10,23 @@ from typing import Any
 from tensortap.core.modes import ModeKeys
 
 
+class Severity(str, enum.Enum):
+    """How much a triggered finding matters; summaries, the live view and the report lead
+    with problems."""
+
+    PROBLEM = "problem"  # training is broken or wasting its time: act on it
+    WARNING = "warning"  # often a problem, sometimes by design: look at it
+    ADVICE = "advice"  # nothing is wrong, something could be better (e.g. stop earlier)
+
+    @property
+    def rank(self) -> int:
+        """0 for the gravest (PROBLEM)."""
+        return _RANKS[self]
+
+
+_RANKS = {Severity.PROBLEM: 0, Severity.WARNING: 1, Severity.ADVICE: 2}
+
+
 class Outcome(str, enum.Enum):
     """How one evaluation ended."""
 
@@ -25,6 +42,8 @@ class Finding:
 
     ``tensors`` are the tensors the verdict rests on, ``value`` what was measured and
     ``threshold`` what it was compared with; ``message`` is one line for a person.
+    ``severity`` says how grave a triggered finding is (None on other outcomes). ``judged``
+    is False when the rule read no saved value to answer (nothing was judged at the step).
     """
 
     rule: str
@@ -38,6 +57,8 @@ class Finding:
     threshold: Any = None
     details: dict[str, Any] = field(default_factory=dict)
     traceback: str | None = None
+    severity: Severity | None = None
+    judged: bool = True
 
     @property
     def triggered(self) -> bool:
@@ -47,7 +68,10 @@ class Finding:
         where = f"step {self.step}"
         if self.mode is not None and self.mode_step is not None:
             where += f" ({self.mode.name} step {self.mode_step})"
-        return f"{self.rule} {self.outcome.value} at {where}: {self.message}"
+        what = self.outcome.value
+        if self.severity is not None:
+            what += f" ({self.severity.value})"
+        return f"{self.rule} {what} at {where}: {self.message}"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (non-finite measured values become strings)."""
@@ -63,6 +87,8 @@ class Finding:
             "threshold": _json_value(self.threshold),
             "details": {k: _json_value(v) for k, v in self.details.items()},
             "traceback": self.traceback,
+            "severity": None if self.severity is None else self.severity.value,
+            "judged": self.judged,
         }
 
 

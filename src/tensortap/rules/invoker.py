@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from tensortap.exceptions import InvalidConfigError, RuleError, RuleEvaluationConditionMet
-from tensortap.rules.finding import Finding, Outcome
+from tensortap.rules.finding import Finding, Outcome, Severity
 from tensortap.rules.rule import Rule
 
 logger = logging.getLogger(__name__)
@@ -25,22 +25,30 @@ _FIRST_PAUSE = 0.005
 
 
 class RuleStatus(str, enum.Enum):
-    """Where a rule stands (the names smdebug's rule jobs reported)."""
+    """Where a rule stands: the names smdebug's rule jobs reported, and ``NoData`` for a rule
+    that ended without judging anything (it never says NoIssuesFound about data it never saw).
+    """
 
     IN_PROGRESS = "InProgress"
     NO_ISSUES_FOUND = "NoIssuesFound"
     ISSUES_FOUND = "IssuesFound"
     ERROR = "Error"
+    NO_DATA = "NoData"
 
 
 @dataclass
 class RuleSummary:
-    """What a rule found over the steps it walked."""
+    """What a rule found over the steps it walked. ``judged`` counts the evaluations that read
+    saved data (or fired); a rule that ends with none ends ``NoData``, ``details`` saying why.
+    """
 
     rule: str
     status: RuleStatus = RuleStatus.IN_PROGRESS
     evaluated: int = 0  # evaluations that gave an answer (ok or triggered)
+    judged: int = 0  # of those, the ones that read saved data or fired
     triggered: int = 0
+    severities: Counter[str] = field(default_factory=Counter)  # triggered, by severity
+    details: str = ""
     skipped: int = 0
     errors: int = 0
     first_step: int | None = None
@@ -64,25 +72,48 @@ class RuleSummary:
             self.status = RuleStatus.ERROR
         else:
             self.evaluated += 1
+            self.judged += finding.judged
             if finding.triggered:
                 self.triggered += 1
+                self.severities[(finding.severity or Severity.PROBLEM).value] += 1
                 if self.status is RuleStatus.IN_PROGRESS:
                     self.status = RuleStatus.ISSUES_FOUND
         if finding.outcome is not Outcome.OK and len(self.findings) < self.max_kept:
             self.findings.append(finding)
 
-    def finish(self) -> RuleSummary:
+    @property
+    def worst_severity(self) -> Severity | None:
+        """The gravest severity among the triggered findings (None if none fired)."""
+        found = [Severity(s) for s in self.severities]
+        return min(found, key=lambda s: s.rank) if found else None
+
+    def finish(self, no_data_reason: str = "") -> RuleSummary:
+        """End the walk: NoIssuesFound if the rule judged something and never fired, NoData
+        if it judged nothing (``no_data_reason`` and the skip reasons say why)."""
         if self.status is RuleStatus.IN_PROGRESS:
-            self.status = RuleStatus.NO_ISSUES_FOUND
+            if self.judged:
+                self.status = RuleStatus.NO_ISSUES_FOUND
+            else:
+                self.status = RuleStatus.NO_DATA
+                why = [no_data_reason] if no_data_reason else []
+                why += [f"skipped {n}x: {r}" for r, n in self.skip_reasons.most_common(3)]
+                if not self.evaluated and not self.skipped:
+                    why.append("training saved no step")
+                self.details = "nothing was judged: " + "; ".join(why or ["no data"])
         return self
 
     def __str__(self) -> str:
         text = (
-            f"{self.rule}: {self.status.value} ({self.evaluated} steps evaluated, "
-            f"{self.triggered} triggered, {self.skipped} skipped, {self.errors} errors)"
+            f"{self.rule}: {self.status.value} ({self.evaluated} steps evaluated, {self.judged} "
+            f"judged data, {self.triggered} triggered, {self.skipped} skipped, "
+            f"{self.errors} errors)"
         )
-        if self.findings:
-            text += f"; first: {self.findings[0]}"
+        if self.details:
+            text += f"; {self.details}"
+        worst = self.worst_severity
+        first = next((f for f in self.findings if f.severity == worst), None)
+        if first is not None or self.findings:
+            text += f"; first: {first or self.findings[0]}"
         return text
 
 
@@ -229,6 +260,6 @@ def invoke_rule(
                 raise RuleEvaluationConditionMet(
                     rule.rule_name, finding.step, message=finding.message
                 )
-    summary.finish()
+    summary.finish(rule.no_data_reason())
     logger.info("%s", summary)
     return summary

@@ -27,7 +27,7 @@ from tensortap.exceptions import (
     TensorUnavailable,
     TensorUnavailableForStep,
 )
-from tensortap.rules.finding import Finding, Outcome
+from tensortap.rules.finding import Finding, Outcome, Severity
 from tensortap.rules.params import ParamSpec, check, coerce, specs_of
 from tensortap.rules.required_tensors import RequiredTensors
 
@@ -49,7 +49,7 @@ class StepSkipped(Exception):
 
 
 class _Explanation:
-    __slots__ = ("details", "message", "tensors", "threshold", "value")
+    __slots__ = ("details", "message", "severity", "tensors", "threshold", "value")
 
     def __init__(
         self,
@@ -57,10 +57,11 @@ class _Explanation:
         tensors: Sequence[str],
         value: float | None,
         threshold: Any,
+        severity: Severity | None,
         details: dict[str, Any],
     ) -> None:
         self.message, self.tensors, self.value = message, tuple(tensors), value
-        self.threshold, self.details = threshold, details
+        self.threshold, self.severity, self.details = threshold, severity, details
 
 
 class Rule:
@@ -68,10 +69,12 @@ class Rule:
     further jobs it may compare with. Subclasses implement :meth:`invoke_at_step`.
 
     Class attributes a rule may set: ``collections_needed`` (collections the hook must save
-    for the rule to work), ``stateful`` (False when each step is judged on its own).
+    for the rule to work: a job saves them, and a rule that found none of them says so),
+    ``severity`` (how grave its findings are unless :meth:`explain` says otherwise).
     """
 
     collections_needed: ClassVar[tuple[str, ...]] = ()
+    severity: ClassVar[Severity] = Severity.PROBLEM
     #: Save settings a rule asks of its collections (``{"outputs": {"reductions": "max"}}``).
     collection_parameters: ClassVar[dict[str, dict[str, str]]] = {}
     #: Parameters, as found on ``__init__``; filled in for every subclass.
@@ -150,12 +153,14 @@ class Rule:
         tensors: Sequence[str] | str = (),
         value: float | None = None,
         threshold: Any = None,
+        severity: Severity | None = None,
         **details: Any,
     ) -> None:
-        """Say why the current evaluation answered as it did (kept in its :class:`Finding`)."""
+        """Say why the current evaluation answered as it did (kept in its :class:`Finding`);
+        ``severity`` overrides the rule's own for this finding."""
         if isinstance(tensors, str):
             tensors = (tensors,)
-        self._explanation = _Explanation(message, tensors, value, threshold, details)
+        self._explanation = _Explanation(message, tensors, value, threshold, severity, details)
 
     def skip(self, reason: str) -> StepSkipped:
         """``raise self.skip("no gradients at this step")`` when a step holds nothing to judge."""
@@ -175,12 +180,31 @@ class Rule:
         """Collections the hook must save for this rule (given its parameters)."""
         return cls.collections_needed
 
+    def no_data_reason(self) -> str:
+        """What the rule looked for and did not find, for a rule that judged nothing: the
+        collections it needs that hold no tensor in the trial, and how to save them."""
+        needed = type(self).collections_needed
+        if not needed:
+            return "it read no saved value at any step"
+        try:
+            empty = [c for c in needed if not self.base_trial.tensor_names(collection=c)]
+        except Exception:  # no collections recorded at all
+            empty = list(needed)
+        if not empty:
+            return f"it read no saved value at any step (it reads {', '.join(needed)})"
+        return (
+            f"the trial has no tensor in {', '.join(empty)}; save "
+            f"{'them' if len(empty) > 1 else 'it'} with include_collections="
+            f"{list(needed)!r} (a job saves a rule's collections_needed for it)"
+        )
+
     # -- evaluation --
     def evaluate(self, step: int) -> Finding:
         """Run the rule at ``step`` and say what came of it; never raises for the rule's errors
         or for missing data (those become SKIPPED and ERROR findings)."""
         self._explanation = None
         mode, mode_step = _mode_of(self.base_trial, step)
+        reads = self._values_read()
         try:
             with contextlib.ExitStack() as held:
                 for trial in self.trials:  # one consistent view per evaluation
@@ -204,7 +228,11 @@ class Rule:
             )
         outcome = Outcome.TRIGGERED if answer else Outcome.OK
         default = "condition met" if answer else "condition not met"
-        return self._finding(step, mode, mode_step, outcome, default)
+        judged = bool(answer) or self._values_read() > reads
+        return self._finding(step, mode, mode_step, outcome, default, judged=judged)
+
+    def _values_read(self) -> int:
+        return sum(getattr(t, "values_read", 0) for t in self.trials)
 
     def waiting_finding(self, last_step: int | None) -> Finding | None:
         """The finding of :meth:`invoke_while_waiting`, or None when nothing is to report."""
@@ -242,12 +270,24 @@ class Rule:
         outcome: Outcome,
         default_message: str,
         traceback: str | None = None,
+        judged: bool = True,
     ) -> Finding:
         ex = self._explanation if outcome in (Outcome.OK, Outcome.TRIGGERED) else None
         self._explanation = None
+        severity = None
+        if outcome is Outcome.TRIGGERED:
+            severity = type(self).severity if ex is None or ex.severity is None else ex.severity
         if ex is None:
             return Finding(
-                self.rule_name, step, outcome, default_message, mode, mode_step, traceback=traceback
+                self.rule_name,
+                step,
+                outcome,
+                default_message,
+                mode,
+                mode_step,
+                traceback=traceback,
+                severity=severity,
+                judged=judged,
             )
         return Finding(
             self.rule_name,
@@ -260,6 +300,8 @@ class Rule:
             None if ex.value is None else float(ex.value),
             ex.threshold,
             ex.details,
+            severity=severity,
+            judged=judged,
         )
 
     def __repr__(self) -> str:

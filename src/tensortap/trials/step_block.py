@@ -118,6 +118,7 @@ class StepBlock:
     def saved_reductions(self, name: str) -> dict[tuple[str, bool], float]:
         """Reductions the hook saved of ``name``, keyed by (name, abs)."""
         self._require(name)
+        self.trial.values_read += 1
         return dict(self._reductions.get(name, {}))
 
     def value(self, name: str) -> np.ndarray:
@@ -129,6 +130,7 @@ class StepBlock:
                 name, self.step, note="only reductions or the shape were saved at this step"
             )
         self._load(np.asarray([pos]))
+        self.trial.values_read += 1
         return np.array(self._decoded(pos, flat=False), copy=True)
 
     # -- many tensors at once --
@@ -141,6 +143,7 @@ class StepBlock:
                 f"unknown reduction {reduction!r}; accepted: {', '.join(REDUCTION_NAMES)}"
             )
         out = np.empty(len(names))
+        self.trial.values_read += len(names)
         if not self._reductions:  # the usual case: raw values only
             raw = self._raw_positions(names)
             return self._reduce_raw(out, np.arange(len(names)), raw, name, bool(abs))
@@ -186,6 +189,7 @@ class StepBlock:
         an elementwise NumPy function returning booleans (``np.isnan``, ``lambda x: x == 0``).
         """
         positions = self._raw_positions(names)
+        self.trial.values_read += len(names)
         counts = np.zeros(len(names), dtype=np.int64)
         for members, group in self._parts(positions):
             with np.errstate(all="ignore"):

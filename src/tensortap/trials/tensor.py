@@ -163,6 +163,7 @@ class Tensor:
             )
             if entry is not None and entry.raw is not None:
                 found[step] = entry.raw
+        self.trial.values_read += len(found)
         values = self.trial._reader.read_many(list(found.values()))  # fetched together
         return dict(zip(found, values, strict=True))
 
@@ -188,6 +189,7 @@ class Tensor:
         entry = self._entry(step_num, mode, worker)
         saved = entry.reductions.get((name, bool(abs)))
         if saved is not None:
+            self.trial.values_read += 1
             return saved
         if entry.raw is None:
             have = ", ".join(f"{'abs_' if a else ''}{n}" for n, a in entry.reductions) or "none"
@@ -204,4 +206,5 @@ class Tensor:
         self, step_num: int, mode: Any = None, worker: str | None = None
     ) -> dict[tuple[str, bool], float]:
         """Every reduction saved at the step, keyed by (name, abs)."""
+        self.trial.values_read += 1
         return dict(self._entry(step_num, mode, worker).reductions)

@@ -84,6 +84,9 @@ class Trial:
         self._names_cache: dict[tuple[Any, ...], list[str]] = {}
         self._names_cache_version = -1
         self._reader = ValueReader(store, self._index)
+        #: How many times a value (raw or reduced) was read: rules use it to know whether an
+        #: evaluation judged anything.
+        self.values_read = 0
         self._block: tuple[tuple[int, int], StepBlock] | None = None
         self.refresh()
 
@@ -144,6 +147,7 @@ class Trial:
         return None if mode is None else parse_mode(mode)
 
     def _read(self, raw: RawRef) -> np.ndarray:
+        self.values_read += 1
         return self._reader.read(raw)
 
     def prefetch(self, refs: Iterable[RawRef], max_gap: int = MAX_GAP) -> int:
