@@ -66,9 +66,10 @@ def run_program(name: str, label: str, program: Callable[[tt.Hook], None]) -> Pr
     result = ProgramResult(name, label, seconds=time.perf_counter() - started)
     for summary in summaries.values():
         summary.finish()
-        first = next((f for f in summary.findings if f.triggered), None)
-        if first is not None:
-            result.findings.append(first.to_dict())
+        worst = summary.worst_severity  # the first of the gravest findings speaks for the rule
+        gravest = next((f for f in summary.findings if f.triggered and f.severity == worst), None)
+        if gravest is not None:
+            result.findings.append(gravest.to_dict())
         if summary.status.value == "NoData":
             result.no_data.append(summary.rule)
     return result

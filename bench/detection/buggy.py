@@ -83,36 +83,36 @@ def dead_relu_bias(hook: tt.Hook) -> None:
 
 
 def dead_relu_lr(hook: tt.Hook) -> None:
-    """One huge early step (lr 50 for the first 3 steps, a broken schedule) pushes most hidden
+    """Huge early steps (lr 6 for the first 3 steps, a broken schedule) push most hidden
     units into the negative region for good."""
     torch.manual_seed(6)
     model = mlp([64, 128, 128, 10])
-    opt = torch.optim.SGD(model.parameters(), lr=50.0)
+    opt = torch.optim.SGD(model.parameters(), lr=6.0)
 
     def schedule(step: int) -> None:
         for group in opt.param_groups:
-            group["lr"] = 50.0 if step < 3 else 0.01
+            group["lr"] = 6.0 if step < 3 else 0.01
 
     fit(hook, model, digits(), opt, before_step=schedule)
 
 
 def saturated_tanh(hook: tt.Hook) -> None:
-    """Raw pixels (0..16) into a tanh layer with weights of std 1: its inputs sit far in the
-    flat tails."""
+    """Raw pixels (0..16, scaled by 16 by mistake) into a tanh layer with weights of std 5:
+    its inputs sit far in the flat tails."""
     torch.manual_seed(7)
     x, y = digits_raw()
     model = mlp([64, 64, 10], nn.Tanh)
     with torch.no_grad():
-        model[0].weight.normal_(0, 1.0)
-    fit(hook, model, split(x * 4, y), torch.optim.SGD(model.parameters(), lr=0.01))
+        model[0].weight.normal_(0, 5.0)
+    fit(hook, model, split(x * 16, y), torch.optim.SGD(model.parameters(), lr=0.01))
 
 
 def saturated_sigmoid(hook: tt.Hook) -> None:
-    """A sigmoid MLP whose first layer was scaled by 100 (a unit mix-up)."""
+    """A sigmoid MLP whose first layer was scaled by 10,000 (a unit mix-up)."""
     torch.manual_seed(8)
     model = mlp([64, 64, 10], nn.Sigmoid)
     with torch.no_grad():
-        model[0].weight.mul_(200.0)
+        model[0].weight.mul_(10_000.0)
     fit(hook, model, digits(), torch.optim.SGD(model.parameters(), lr=0.01))
 
 
@@ -192,18 +192,23 @@ def class_imbalance(hook: tt.Hook) -> None:
     keep = (y == 0) | (np.arange(len(y)) % 40 == 0)
     data = split(x[keep], y[keep], n_train=int(keep.sum() * 0.8))
     model = mlp([64, 32, 10])
-    fit(hook, model, data, torch.optim.SGD(model.parameters(), lr=0.05), batch=16)
+    fit(hook, model, data, torch.optim.SGD(model.parameters(), lr=0.05), steps=300)
 
 
 def overfitting(hook: tt.Hook) -> None:
-    """A wide MLP trained on 40 samples for hundreds of passes: the training loss goes to zero
-    while the validation loss rises."""
+    """A wide MLP trained for dozens of epochs on 200 samples, a third of them mislabelled: it
+    learns the digits, then memorises the wrong labels, and the validation loss climbs while
+    the training loss keeps falling."""
     torch.manual_seed(18)
     x, y = digits_raw()
     x = standardised(x)
-    data = Data(*map(torch.from_numpy, (x[:40], y[:40], x[1400:], y[1400:])))
+    noisy = y[:200].copy()
+    flip = np.random.default_rng(18).random(200) < 0.35
+    noisy[flip] = np.random.default_rng(19).integers(0, 10, int(flip.sum()))
+    data = Data(*map(torch.from_numpy, (x[:200], noisy, x[1400:], y[1400:])))
     model = mlp([64, 512, 512, 10])
-    fit(hook, model, data, torch.optim.Adam(model.parameters(), lr=3e-3), batch=8, steps=300)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    fit(hook, model, data, optimizer, batch=16, steps=400, eval_every=25)
 
 
 def poor_init_large(hook: tt.Hook) -> None:

@@ -38,15 +38,16 @@ def frozen_backbone(hook: tt.Hook) -> None:
     backbone = mlp([64, 64, 32])
     head = nn.Linear(32, 10)
     model = nn.Sequential(backbone, nn.ReLU(), head)
-    warm = torch.optim.SGD(model.parameters(), lr=0.05)
-    for i in range(30):  # "pre-training", before the hook watches
-        idx = torch.arange(i * 32, i * 32 + 32)
+    warm = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i in range(300):  # "pre-training", before the hook watches
+        idx = torch.arange(i * 32, i * 32 + 32) % len(data.y)
         warm.zero_grad()
         nn.functional.cross_entropy(model(data.x[idx]), data.y[idx]).backward()
         warm.step()
     for p in backbone.parameters():
         p.requires_grad_(False)
-    fit(hook, model, data, torch.optim.SGD(head.parameters(), lr=0.05))
+    head.reset_parameters()  # a new head for the new task
+    fit(hook, model, data, torch.optim.SGD(head.parameters(), lr=0.1))
 
 
 def batchnorm_cnn(hook: tt.Hook) -> None:
@@ -89,14 +90,14 @@ def eval_difficulty(hook: tt.Hook) -> None:
 
 
 def autoencoder(hook: tt.Hook) -> None:
-    """A digits autoencoder with a sigmoid output on 0..1 pixels: unlike a classifier, its
-    layers' input variances differ a lot by design."""
+    """A digits autoencoder (linear 8-unit code) with a sigmoid output on 0..1 pixels: unlike
+    a classifier, its gradients are small and its layers' input variances differ by design."""
     torch.manual_seed(107)
     x, y = digits_raw()
     x = x / 16.0
     data = split(x, y)
     model = nn.Sequential(
-        nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 8), nn.ReLU(), nn.Linear(8, 32), nn.ReLU(),
+        nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 8), nn.Linear(8, 32), nn.ReLU(),
         nn.Linear(32, 64), nn.Sigmoid(),
     )  # fmt: skip
     fit(

@@ -69,9 +69,7 @@ def builtin_rule(text: str) -> Rule:
     elif name in BUILTIN_RULES:
         config = rule_configs.config_for(name)
     else:
-        names = ", ".join(
-            n for n in rule_configs.__all__ if n[0].islower() and n not in _NOT_RULES
-        )
+        names = ", ".join(n for n in rule_configs.__all__ if n[0].islower() and n not in _NOT_RULES)
         raise InvalidConfigError(f"--rule: no built-in rule {name!r}; built-in rules: {names}")
     return Rule.builtin(config, rule_parameters=parse_params(params, f"--rule {name}"))
 

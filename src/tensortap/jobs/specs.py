@@ -26,6 +26,9 @@ from tensortap.rules.rule_configs import BuiltinRuleConfig, config_for
 
 #: The hook's save interval in a job whose user set none: rules need more than every 500th step.
 JOB_SAVE_INTERVAL = "10"
+#: ... and of EVAL steps: every one, so that rules compare whole evaluation passes (different
+#: validation batches are not comparable one by one).
+JOB_EVAL_SAVE_INTERVAL = "1"
 
 logger = logging.getLogger(__name__)
 
@@ -289,6 +292,7 @@ def hook_config(
     params = dict(debugger.hook_parameters)
     if rules and not any(k.endswith("save_interval") or k.endswith("save_steps") for k in params):
         params["save_interval"] = JOB_SAVE_INTERVAL
+        params["eval.save_interval"] = JOB_EVAL_SAVE_INTERVAL
     merged: dict[str, dict[str, Any]] = {}
     for rule in rules:
         for coll in rule.collections:

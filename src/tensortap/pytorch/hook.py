@@ -433,8 +433,8 @@ class Hook(BaseHook):
         recorder = self._recorder
         for name, param, _ in self._params:
             grad = param.grad
-            if grad is None:
-                continue
+            if grad is None or not param.requires_grad:
+                continue  # frozen on purpose: a stale .grad is not this step's gradient
             gname = GRADIENT_PREFIX + name
             try:
                 plan = recorder.begin(gname, GRADIENT_COLLECTIONS)

@@ -208,6 +208,12 @@ class StepBlock:
             return bad, np.zeros_like(bad)
         return self.count_where(names, np.isnan), self.count_where(names, np.isinf)
 
+    def dtypes(self, names: Sequence[str]) -> list[np.dtype[Any]]:
+        """The stored dtype of each of ``names`` (raw values, in their order)."""
+        positions = self._raw_positions(names)
+        dtype_names = self.trial._index.dtype_names
+        return [storage_dtype(dtype_names[d]) for d in self._dtype[positions].tolist()]
+
     def sizes(self, names: Sequence[str]) -> np.ndarray:
         """The element count of each of ``names`` (raw values, in their order)."""
         positions = self._raw_positions(names)

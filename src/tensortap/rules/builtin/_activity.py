@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import deque
 from typing import Any
 
 import numpy as np
 
-from tensortap.rules.builtin._common import has_raw, unit_activity
+from tensortap.core.modes import ModeKeys
+from tensortap.rules.builtin._common import fire_nonfinite, has_raw, nonfinite_names, unit_activity
+from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
+
+#: Saved steps in a row a unit must be inactive on for its layer to be a problem: a unit
+#: silent on one batch (at initialisation, say) may fire on the next.
+PERSISTENT = 5
 
 
 def raw_matching(rule: Rule, regexes: list[str], step: int) -> list[str]:
@@ -19,47 +25,18 @@ def raw_matching(rule: Rule, regexes: list[str], step: int) -> list[str]:
     return sorted(n for n in found if has_raw(rule.base_trial.tensor(n), step))
 
 
-def judge_layers(
-    rule: Rule,
-    names: list[str],
-    step: int,
-    inactive: Callable[[str, np.ndarray], np.ndarray],
-    threshold_inactivity: float,
-    threshold_layer: float,
-    what: str,
-) -> bool:
-    """A unit counts as ``what`` (dead, saturated) when it is active in less than
-    ``threshold_inactivity`` percent of the samples; a layer fires when more than
-    ``threshold_layer`` percent of its units are. Explains the worst layer."""
-    if not names:
-        raise rule.skip("no matching activation saved at this step")
-    worst: tuple[float, str, int, int] | None = None
-    for name in names:
-        values = rule.base_trial.tensor(name).value(step)
-        if values.size == 0:
-            continue
-        activity = unit_activity(values, ~inactive(name, values))
-        bad = int(np.count_nonzero(activity < threshold_inactivity))
-        percent = 100.0 * bad / activity.size
-        if worst is None or percent > worst[0]:
-            worst = (percent, name, bad, activity.size)
-    if worst is None:
-        raise rule.skip("the matching activations are empty at this step")
-    percent, name, bad, units = worst
-    fired = percent > threshold_layer
-    rule.explain(
-        f"{percent:.3g}% of the units of {name} are {what} ({bad} of {units} active in less "
-        f"than {threshold_inactivity:g}% of samples); limit {threshold_layer:g}%",
-        tensors=[name],
-        value=percent,
-        threshold=threshold_layer,
-    )
-    return fired
-
-
 class ActivityRule(Rule):
     """Base of DeadRelu and SaturatedActivation: judges the units of every raw tensor
-    matching ``tensor_regex`` by how often they are active (:func:`judge_layers`)."""
+    matching ``tensor_regex`` by how often they are active.
+
+    A unit counts as ``what`` (dead, saturated) when it is active in less than
+    ``threshold_inactivity`` percent of the samples of a step; the rule fires when more than
+    ``threshold_layer`` percent of a layer's units are. That is a *problem* when the same
+    units were inactive on the last 5 saved training steps of the layer (so through training,
+    not over a few evaluation batches), and a *warning* before (one batch proves little, and
+    units dead at initialisation often recover). A layer holding NaN or inf is reported as non-finite (a problem),
+    never as dead or saturated.
+    """
 
     collections_needed = ("relu_activations",)
     #: What an inactive unit is called in findings ("dead", "saturated").
@@ -82,6 +59,7 @@ class ActivityRule(Rule):
         self.tensor_regex = tensor_regex or default_regex
         self.threshold_inactivity = threshold_inactivity
         self.threshold_layer = threshold_layer
+        self._inactive: dict[str, deque[np.ndarray]] = {}
 
     def inactive(self, name: str, values: np.ndarray) -> np.ndarray:
         """Which samples leave each unit of ``name`` inactive (booleans, like ``values``)."""
@@ -95,12 +73,52 @@ class ActivityRule(Rule):
             self.req_tensors.add(name, [step])
 
     def invoke_at_step(self, step: int) -> bool:
-        return judge_layers(
-            self,
-            self._names(step),
-            step,
-            self.inactive,
-            self.threshold_inactivity,
-            self.threshold_layer,
-            self.what,
+        names = self._names(step)
+        if not names:
+            raise self.skip("no matching activation saved at this step")
+        bad = nonfinite_names(self.base_trial, names, step)
+        if bad:
+            return fire_nonfinite(self, bad, "the activation")
+        worst: tuple[float, float, str, int, int] | None = None
+        training = self.base_trial.mode(step) not in (ModeKeys.EVAL, ModeKeys.PREDICT)
+        for name in names:
+            values = self.base_trial.tensor(name).value(step)
+            if values.size == 0:
+                continue
+            activity = unit_activity(values, ~self.inactive(name, values))
+            mask = activity < self.threshold_inactivity
+            history = self._inactive.setdefault(name, deque(maxlen=PERSISTENT))
+            if history and history[-1].shape != mask.shape:
+                history.clear()
+            if training:  # only training moves units: EVAL batches add no evidence of lasting
+                history.append(mask)
+                recent = list(history)
+            else:
+                recent = [*list(history)[1:], mask]
+            lasting = np.logical_and.reduce(recent) if len(recent) == PERSISTENT else None
+            persistent = 0.0 if lasting is None else 100.0 * float(lasting.mean())
+            percent = 100.0 * float(mask.mean())
+            if worst is None or (persistent, percent) > worst[:2]:
+                worst = (persistent, percent, name, int(mask.sum()), mask.size)
+        if worst is None:
+            raise self.skip("the matching activations are empty at this step")
+        persistent, percent, name, bad_units, units = worst
+        fired = percent > self.threshold_layer
+        lasting_problem = persistent > self.threshold_layer
+        self.explain(
+            f"{percent:.3g}% of the units of {name} are {self.what} ({bad_units} of {units} "
+            f"active in less than {self.threshold_inactivity:g}% of samples); limit "
+            f"{self.threshold_layer:g}%"
+            + (
+                f"; {persistent:.3g}% were on the last {PERSISTENT} saved steps"
+                if lasting_problem
+                else f"; not yet on {PERSISTENT} saved steps in a row"
+                if fired
+                else ""
+            ),
+            tensors=[name],
+            value=percent,
+            threshold=self.threshold_layer,
+            severity=Severity.PROBLEM if lasting_problem else Severity.WARNING,
         )
+        return fired

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -10,6 +11,7 @@ import numpy as np
 
 from tensortap.core.modes import ModeKeys
 from tensortap.exceptions import MissingCollectionFiles, TensorUnavailableForStep
+from tensortap.rules.finding import Severity
 
 if TYPE_CHECKING:
     from tensortap.rules.rule import Rule
@@ -52,6 +54,81 @@ def select(
     for regex in regexes:
         found.update(trial.tensor_names(step=step, regex=regex))
     return sorted(found)
+
+
+def nonfinite_names(trial: Trial, names: Sequence[str], step: int) -> list[str]:
+    """Those of ``names`` (saved at global ``step``) holding NaN or +/-inf: in their raw value,
+    or, where only reductions were saved, in a reduction."""
+    block = trial.step_block(step)
+    raw, reduced = block.split_raw(list(names))
+    bad: set[str] = set()
+    if raw:
+        counts = block.count_where(raw, _not_finite)
+        bad.update(n for n, c in zip(raw, counts.tolist(), strict=True) if c)
+    for name in reduced:
+        if any(not math.isfinite(v) for v in block.saved_reductions(name).values()):
+            bad.add(name)
+    return [n for n in names if n in bad]
+
+
+def nonfinite_explanation(bad: Sequence[str], what: str) -> dict[str, Any]:
+    """The explanation every rule gives for non-finite values (the same words and severity:
+    NaN and inf are a problem, never "dead", "zero", "unchanged" or "fine")."""
+    more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+    return {
+        "message": f"{what} {bad[0] if bad else ''}{more} holds NaN or infinite values: the "
+        "numbers are not finite, so nothing else can be judged (ExplodingTensor and "
+        "NaNInfRootCause trace where they began)",
+        "tensors": list(bad),
+        "value": len(bad),
+        "threshold": 0,
+        "severity": Severity.PROBLEM,
+        "nonfinite": True,
+    }
+
+
+def fire_nonfinite(rule: Rule, bad: Sequence[str], what: str) -> bool:
+    """Explain a finding on non-finite values (:func:`nonfinite_explanation`); True."""
+    rule.explain(**nonfinite_explanation(bad, what))
+    return True
+
+
+def _not_finite(x: np.ndarray) -> np.ndarray:
+    if x.dtype.kind not in "fc":
+        return np.zeros(x.shape, dtype=bool)
+    found: np.ndarray = ~np.isfinite(x)
+    return found
+
+
+_GRADIENT_PREFIXES = ("gradient/", "gradients/")
+
+#: A parameter whose mean |gradient| is below this share of the step's median has no gradient
+#: worth speaking of (a bias feeding BatchNorm, ~1e-9 by construction).
+NEGLIGIBLE_GRADIENT = 1e-6
+
+
+def gradients_by_parameter(trial: Trial, step: int) -> dict[str, str]:
+    """``{parameter: its gradient}`` for the weights and biases saved with a gradient at a step
+    (a frozen parameter has none: the hooks save no gradient of what is not trained)."""
+    params = set(names_in(trial, "weights", step)) | set(names_in(trial, "biases", step))
+    found = {}
+    for grad in names_in(trial, "gradients", step):
+        for prefix in _GRADIENT_PREFIXES:
+            if grad.startswith(prefix) and grad[len(prefix) :] in params:
+                found[grad[len(prefix) :]] = grad
+    return dict(sorted(found.items()))
+
+
+def trained_parameters(trial: Trial, step: int) -> dict[str, str]:
+    """:func:`gradients_by_parameter` less the parameters whose gradient is negligible against
+    the others' (:data:`NEGLIGIBLE_GRADIENT`): what the optimizer should visibly move."""
+    pairs = gradients_by_parameter(trial, step)
+    if not pairs:
+        return pairs
+    means = trial.step_block(step).reduce(list(pairs.values()), "mean", abs=True)
+    finite = means[np.isfinite(means)]
+    floor = NEGLIGIBLE_GRADIENT * float(np.median(finite)) if finite.size else 0.0
+    return {p: g for (p, g), m in zip(pairs.items(), means.tolist(), strict=True) if m > floor}
 
 
 def saved_at(tensor: Tensor, step: int) -> bool:

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.rules.builtin._common import select
+from tensortap.rules.builtin._common import fire_nonfinite, nonfinite_names, select
 from tensortap.rules.rule import Rule
 
 
@@ -14,8 +14,11 @@ class AllZero(Rule):
     """Fires when at least ``threshold`` percent of a selected tensor's values are zero.
 
     Tensors: ``collection_names`` / ``tensor_regex``; when neither is given, every tensor but
-    the ``biases`` (which start at zero in most models). With only reductions saved, a tensor
-    whose max |value| is 0 is all zero; partial percentages need the raw tensor.
+    the ``biases`` (which start at zero in most models) and class ids: the ``labels`` and
+    ``predictions`` collections and integer tensors (a batch of class 0 is not "all zero").
+    With only reductions saved, a tensor whose max |value| is 0 is all zero; partial
+    percentages need the raw tensor. NaN is not zero: a tensor holding NaN or inf is reported
+    as non-finite (a problem) instead.
     """
 
     def __init__(
@@ -33,7 +36,11 @@ class AllZero(Rule):
 
     def _names(self, step: int) -> list[str]:
         return select(
-            self.base_trial, self.collection_names, self.tensor_regex, step=step, exclude=["biases"]
+            self.base_trial,
+            self.collection_names,
+            self.tensor_regex,
+            step=step,
+            exclude=["biases", "labels", "predictions"],
         )
 
     def _zero_percents(self, step: int) -> list[tuple[float, str]]:
@@ -41,6 +48,8 @@ class AllZero(Rule):
         block = self.base_trial.step_block(step)
         names = self._names(step)
         raw, reduced = block.split_raw(names)
+        if not (self.collection_names or self.tensor_regex):
+            raw = [n for n, d in zip(raw, block.dtypes(raw), strict=True) if d.kind in "fc"]
         zeros, sizes = block.count_where(raw, _is_zero), block.sizes(raw)
         judged = [
             (100.0 * z / size, n)
@@ -64,6 +73,9 @@ class AllZero(Rule):
         return 100.0 if biggest == 0 else None if self.threshold < 100 else 0.0
 
     def invoke_at_step(self, step: int) -> bool:
+        bad = nonfinite_names(self.base_trial, self._names(step), step)
+        if bad:
+            return fire_nonfinite(self, bad, "the tensor")
         judged = self._zero_percents(step)
         if not judged:
             raise self.skip("no selected tensor saved (raw or with min/max) at this step")

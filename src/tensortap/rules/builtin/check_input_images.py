@@ -80,8 +80,7 @@ class CheckInputImages(Rule):
                 worst = (float(means[c]), name, c)
         if worst is None:
             seen = max(self._samples.values())
-            self.explain(f"{seen} of {self.threshold_samples} images seen; not judged yet")
-            return False
+            raise self.skip(f"{seen} of {self.threshold_samples} images seen; not judged yet")
         mean, name, c = worst
         fired = abs(mean) > self.threshold_mean
         self.explain(

@@ -31,4 +31,4 @@ class DeadRelu(ActivityRule):
         )
 
     def inactive(self, name: str, values: np.ndarray) -> np.ndarray:
-        return ~(values > 0)  # NaN counts as inactive
+        return ~(values > 0)  # (non-finite layers never get here: they are reported as such)

@@ -1,22 +1,36 @@
-"""LossNotDecreasing: the loss did not drop by a given percentage over a number of steps."""
+"""LossNotDecreasing: the loss did not go down over a number of steps."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import loss_names, newest_at_or_before, scalar, step_mode
+from tensortap.rules.builtin._common import nonfinite_explanation, select
+from tensortap.rules.builtin._series import LossSeries, Observation, progress
+from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
+
+_LOSS_LIKE = r"(?i)loss"
 
 
 class LossNotDecreasing(Rule):
-    """Every ``num_steps`` steps, compares each loss at step s with its value at the newest
-    saved step at or before s - num_steps, and fires if it did not drop by more than
-    ``diff_percent`` percent.
+    """Compares each loss with its value ``num_steps`` steps earlier (the newest saved step at
+    or before) and fires, as smdebug's rule does, when it *rose* by at least ``diff_percent``
+    percent (``diff_percent=0``: when it did not drop).
 
-    Steps are counted within ``mode``; without a mode, EVAL losses are used when the trial
-    has any, else TRAIN, else GLOBAL. Losses: the ``losses`` collection (unless
-    ``use_losses_collection`` is false) and tensors matching ``tensor_regex``.
+    Like is compared with like: TRAIN (or GLOBAL) steps step with step; EVAL steps are
+    different validation batches, so each evaluation pass (consecutive EVAL steps) is compared
+    by its mean loss with the pass before. Without ``mode`` both are judged (GLOBAL steps of a
+    trial written without modes too); with a mode, only that one. Losses: the ``losses``
+    collection (unless ``use_losses_collection`` is false), ``collection_names`` and tensors
+    matching ``tensor_regex``; with none of those found, scalars named like ``loss``.
+
+    Severity: a NaN or infinite loss, a loss that rose by more than
+    ``increase_threshold_percent`` and is above where it started (diverging), and a loss that has made no progress (under
+    10% below where it started) for ``5 * num_steps`` steps or 3 passes are problems; the
+    same in the first steps is a warning; a loss that came down and has now levelled off
+    is advice (the run has converged, or needs a smaller learning rate to go further).
     """
 
     collections_needed = ("losses",)
@@ -24,6 +38,7 @@ class LossNotDecreasing(Rule):
     def __init__(
         self,
         base_trial: Any,
+        collection_names: list[str] | None = None,
         tensor_regex: list[str] | None = None,
         use_losses_collection: bool = True,
         num_steps: int = 10,
@@ -42,81 +57,123 @@ class LossNotDecreasing(Rule):
             increase_threshold_percent >= 0,
             "a number >= 0",
         )
-        self.check_param(
-            "tensor_regex",
-            tensor_regex,
-            use_losses_collection or bool(tensor_regex),
-            "given when use_losses_collection is false (no loss would be checked)",
-        )
+        self.collection_names = collection_names or []
         self.tensor_regex = tensor_regex or []
         self.use_losses_collection = use_losses_collection
         self.num_steps = num_steps
         self.diff_percent = diff_percent
         self.increase_threshold_percent = increase_threshold_percent
         self.mode = mode
+        self._series = LossSeries(base_trial, self._names)
         self._last_checked: dict[tuple[str, ModeKeys], int] = {}
 
-    def _mode_in_use(self, mode: ModeKeys) -> ModeKeys | None:
-        """The mode losses are compared in at a step of ``mode`` (None: not at this step)."""
-        if self.mode is not None:
-            return ModeKeys.GLOBAL if self.mode == ModeKeys.GLOBAL else self.mode
-        if mode == ModeKeys.EVAL:
-            return mode
-        if mode == ModeKeys.TRAIN and not self.base_trial.steps(mode=ModeKeys.EVAL):
-            return mode
-        return None
+    @classmethod
+    def required_collections(cls, **params: Any) -> tuple[str, ...]:
+        names = params.get("collection_names") or []
+        if isinstance(names, str):
+            names = [n.strip() for n in names.split(",") if n.strip()]
+        use = str(params.get("use_losses_collection", True)).lower() not in ("false", "0")
+        return tuple(dict.fromkeys([*(["losses"] if use else []), *names]))
+
+    def _names(self, step: int) -> list[str]:
+        collections = [*self.collection_names, *(["losses"] if self.use_losses_collection else [])]
+        names = select(self.base_trial, collections, self.tensor_regex, step=step, default=[])
+        if names or self.collection_names or self.tensor_regex:
+            return names
+        trial = self.base_trial  # a loss saved by hand lands in `default`: find it by name
+        return [n for n in trial.tensor_names(step=step, regex=_LOSS_LIKE) if _is_scalar(trial, n)]
+
+    def _judged(self, obs: Observation) -> bool:
+        if self.mode is None or self.mode == ModeKeys.GLOBAL:
+            return True
+        return obs.mode == self.mode
 
     def invoke_at_step(self, step: int) -> bool:
-        step_m, mstep = step_mode(self.base_trial, step)
-        use = self._mode_in_use(step_m)
-        if use is None or (use != ModeKeys.GLOBAL and use != step_m):
-            self.explain(f"losses are compared in another mode than {step_m.name}")
-            return False
-        s = step if use == ModeKeys.GLOBAL else mstep
-        mode_arg = None if use == ModeKeys.GLOBAL else use
-        names = loss_names(self.base_trial, self.use_losses_collection, self.tensor_regex, step)
-        if not names:
+        observations = [o for o in self._series.observe(step) if self._judged(o)]
+        if not observations and not self._names(step):
             raise self.skip("no loss saved at this step")
-        fired, checked = False, False
-        for name in names:
-            key = (name, use)
-            last = self._last_checked.get(key)
-            if last is None:
-                tensor_steps = self.base_trial.tensor(name).steps(mode=mode_arg)
-                last = self._last_checked[key] = tensor_steps[0] if tensor_steps else s
-            if s < last + self.num_steps:
-                continue
-            tensor = self.base_trial.tensor(name)
-            previous = newest_at_or_before(tensor.steps(mode=mode_arg), s - self.num_steps)
-            if previous is None:
-                continue
-            self._last_checked[key] = s
-            checked = True
-            before, now = scalar(tensor, previous, mode_arg), scalar(tensor, s, mode_arg)
-            drop = 100.0 * (before - now) / abs(before) if before else -100.0 * (now > 0)
-            if drop <= self.diff_percent:
-                fired = True
-                how = (
-                    f"rose by {-drop:.3g}%"
-                    + (" (diverging)" if -drop > self.increase_threshold_percent else "")
-                    if drop < 0
-                    else f"dropped only {drop:.3g}%"
-                )
-                self.explain(
-                    f"{name} {how} from {before:.4g} at step {previous} to {now:.4g} at step "
-                    f"{s} ({use.name}); expected a drop of more than {self.diff_percent:g}%",
-                    tensors=[name],
-                    value=drop,
-                    threshold=self.diff_percent,
-                    previous_step=previous,
-                )
-            elif not fired:
-                self.explain(
-                    f"{name} dropped {drop:.3g}% from step {previous} to {s}",
-                    tensors=[name],
-                    value=drop,
-                    threshold=self.diff_percent,
-                )
-        if not checked:
+        verdicts = [v for v in map(self._verdict, observations) if v is not None]
+        if not verdicts:
             self.explain(f"not a check step (losses are compared every {self.num_steps} steps)")
-        return fired
+            return False
+        fired = [v for v in verdicts if v[0]]
+        _, _, explanation = min(fired, key=lambda v: v[1]) if fired else verdicts[-1]
+        self.explain(**explanation)
+        return bool(fired)
+
+    def _verdict(self, obs: Observation) -> tuple[bool, int, dict[str, Any]] | None:
+        """(fired, severity rank, explanation) for one observation; None if not compared."""
+        key = (obs.key, obs.mode)
+        history = self._series.history[key]
+        if not obs.finite:
+            self._last_checked[key] = obs.mode_step
+            return True, 0, nonfinite_explanation(obs.tensors, "the loss")
+        previous = self._previous(key, obs, history)
+        if previous is None:
+            return None
+        self._last_checked[key] = obs.mode_step
+        before, now = previous.value, obs.value
+        rise = 100.0 * (now - before) / abs(before) if before else (100.0 if now > 0 else 0.0)
+        fired = rise >= self.diff_percent
+        made = progress(history)
+        what = f"{obs.key} ({'pass mean' if obs.mode == ModeKeys.EVAL else obs.mode.name})"
+        change = f"rose {rise:.3g}%" if rise > 0 else f"fell {-rise:.3g}%"
+        text = (
+            f"{what} {change} from {before:.4g} at step {previous.mode_step} to {now:.4g} at "
+            f"step {obs.mode_step}"
+        )
+        # a single noisy batch can double; diverging means above where it started as well
+        limit = self.increase_threshold_percent
+        diverging = made < -limit / 100.0 or (rise > limit and made < 0)
+        if not fired:
+            severity, text = Severity.ADVICE, text + f"; fires when it rises {self.diff_percent:g}%"
+        elif diverging:
+            severity = Severity.PROBLEM
+            text += f"; diverging ({-100 * made:.3g}% above where it started)"
+        elif made >= 0.1:
+            severity = Severity.ADVICE
+            text += f"; it came down {100 * made:.3g}% since the start and has levelled off"
+        elif self._long_enough(obs, history):
+            severity = Severity.PROBLEM
+            text += f"; no progress since the start ({100 * made:.3g}% lower)"
+        else:
+            severity = Severity.WARNING
+            text += f"; only {100 * made:.3g}% lower than at the start so far"
+        return (
+            fired,
+            severity.rank,
+            {
+                "message": text,
+                "tensors": list(obs.tensors),
+                "value": rise,
+                "threshold": self.diff_percent,
+                "severity": severity,
+                "diverging": diverging,
+                "progress": made,
+                "previous_step": previous.mode_step,
+                "mode": obs.mode,
+            },
+        )
+
+    def _previous(
+        self, key: tuple[str, ModeKeys], obs: Observation, history: list[Observation]
+    ) -> Observation | None:
+        if obs.mode == ModeKeys.EVAL:  # pass with pass
+            return history[-2] if len(history) >= 2 else None
+        last = self._last_checked.setdefault(key, history[0].mode_step)
+        if obs.mode_step < last + self.num_steps:
+            return None
+        limit = obs.mode_step - self.num_steps
+        earlier = [o for o in history if o.mode_step <= limit]
+        return earlier[-1] if earlier else None
+
+    def _long_enough(self, obs: Observation, history: list[Observation]) -> bool:
+        if obs.mode == ModeKeys.EVAL:
+            return len(history) >= 3
+        return obs.mode_step - history[0].mode_step >= 5 * self.num_steps
+
+
+def _is_scalar(trial: Any, name: str) -> bool:
+    tensor = trial.tensor(name)
+    steps = tensor.steps()
+    return bool(steps) and math.prod(tensor.shape(steps[-1])) == 1

@@ -7,8 +7,19 @@ from typing import Any
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import loss_names, metric_at, metric_pair, scalar, step_mode
+from tensortap.rules.builtin._common import (
+    fire_nonfinite,
+    loss_names,
+    metric_at,
+    metric_pair,
+    scalar,
+    step_mode,
+)
+from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
+
+#: The validation loss this far (relative) above its best, training still falling: overfitting.
+_RISEN = 0.1
 
 
 class Overfit(Rule):
@@ -16,6 +27,12 @@ class Overfit(Rule):
     loss of the training phase before it; fires when ``(val - train) / train`` exceeds
     ``ratio_threshold`` in ``patience`` consecutive evaluation phases, from global step
     ``start_step`` on. A phase is a run of consecutive steps of one mode.
+
+    A validation loss somewhat above the training loss is normal (smdebug's default ratio of
+    0.1 is exceeded by most healthy runs), so exceeding it is a *warning*. It is a *problem*
+    when the model is overfitting as it trains: the gap exceeds the ratio while the validation
+    loss has risen more than 10% above its best and the training loss went on falling. A NaN
+    or infinite loss is a problem.
 
     With ``training_metric`` and ``validation_metric`` (regexes of scalars saved at the same
     steps, such as XGBoost's ``train-logloss`` and ``validation-logloss``), each step compares
@@ -48,6 +65,9 @@ class Overfit(Rule):
         self._val: list[float] = []  # losses of the current evaluation phase
         self._last_mode: ModeKeys | None = None
         self._exceeded: list[bool] = []  # per evaluation phase, latest verdict
+        # (validation, training) means of each completed evaluation phase: the trend is judged
+        # on whole passes only (a pass's first batches may be easier or harder than the rest)
+        self._phases: list[tuple[float, float]] = []
 
     def _loss(self, step: int) -> float | None:
         names = loss_names(self.base_trial, True, self.tensor_regex, step)
@@ -62,6 +82,9 @@ class Overfit(Rule):
         loss = self._loss(step)
         if loss is None:
             raise self.skip("no loss saved at this step")
+        if not np.isfinite(loss):
+            names = loss_names(self.base_trial, True, self.tensor_regex, step)
+            return fire_nonfinite(self, names, "the loss")
         new_phase = mode != self._last_mode
         self._last_mode = mode
         if mode == ModeKeys.TRAIN:
@@ -74,6 +97,8 @@ class Overfit(Rule):
             self.explain(f"{mode.name} steps are not compared")
             return False
         if new_phase:
+            if self._val and self._train:
+                self._phases.append((float(np.mean(self._val)), float(np.mean(self._train))))
             self._val = []
             self._exceeded.append(False)
         self._val.append(loss)
@@ -87,7 +112,10 @@ class Overfit(Rule):
         val = metric_at(self.base_trial, self.validation_metric, step)
         if train is None or val is None:
             raise self.skip("the training or validation metric was not saved at this step")
+        if not (np.isfinite(train) and np.isfinite(val)):
+            return fire_nonfinite(self, [self.training_metric, self.validation_metric], "a metric")
         self._exceeded.append(False)
+        self._phases.append((val, train))
         return self._judge(step, train, val)
 
     def _judge(self, step: int, train: float, val: float) -> bool:
@@ -99,11 +127,27 @@ class Overfit(Rule):
                 break
             run += 1
         fired = run >= self.patience
+        best = min(self._phases, default=None)
+        last = self._phases[-1] if self._phases else None
+        overfitting = (
+            best is not None
+            and last is not None
+            and last[0] > best[0] * (1 + _RISEN)
+            and last[1] < best[1]
+        )
+        severity = Severity.PROBLEM if overfitting else Severity.WARNING
+        trend = (
+            f"; the validation loss rose from its best {best[0]:.4g} to {last[0]:.4g} while "
+            f"the training loss fell from {best[1]:.4g} to {last[1]:.4g}: overfitting"
+            if overfitting and best is not None and last is not None
+            else ""
+        )
         self.explain(
             f"validation loss {val:.4g} vs training loss {train:.4g}: ratio {ratio:.3g} "
             f"({'above' if ratio > self.ratio_threshold else 'within'} {self.ratio_threshold:g}; "
-            f"{run} of {self.patience} evaluation phases in a row)",
+            f"{run} of {self.patience} evaluation phases in a row){trend}",
             value=ratio,
             threshold=self.ratio_threshold,
+            severity=severity,
         )
         return fired

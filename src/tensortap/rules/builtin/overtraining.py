@@ -1,24 +1,37 @@
-"""Overtraining: the training or the validation loss has stopped improving."""
+"""Overtraining: training goes on after the loss stopped improving."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-import numpy as np
-
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import loss_names, metric_at, metric_pair, scalar, step_mode
+from tensortap.rules.builtin._common import (
+    loss_names,
+    metric_at,
+    metric_pair,
+    nonfinite_explanation,
+)
+from tensortap.rules.builtin._series import LossSeries
+from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
+
+#: A validation loss this far (relative) above its best is getting worse, not just flat.
+_WORSE = 0.05
 
 
 class Overtraining(Rule):
-    """Tracks the best loss of TRAIN and of EVAL steps (the mean of the loss tensors at a step).
-    A new best must beat the old one by more than ``delta`` (an absolute amount, as Keras'
-    ``EarlyStopping(min_delta=...)``). Fires when the training loss has not improved for
-    ``patience_train`` saved training steps, or the validation loss for
-    ``patience_validation`` saved evaluation steps: training on gains nothing more, and
-    continuing risks overfitting.
+    """Tracks the best training loss (per TRAIN step) and the best validation loss (per
+    evaluation pass: the mean of a run of EVAL steps, so that batches of different difficulty
+    are not compared). A new best must beat the old one by more than ``delta`` (an absolute
+    amount, as Keras' ``EarlyStopping(min_delta=...)``). Fires when the training loss has not
+    improved for ``patience_train`` saved training steps, or the validation loss for
+    ``patience_validation`` EVAL steps.
+
+    Every run that converges stops improving, so a plateau is *advice* (training longer gains
+    nothing: stop earlier or lower the learning rate); a validation loss that has risen more
+    than 5% above its best is a *warning* (training on makes the model worse; keep the best
+    checkpoint). A NaN or infinite loss is a problem. Overfit judges the gap between the two.
 
     With ``training_metric`` and ``validation_metric`` (regexes of scalars saved at the same
     steps, such as XGBoost's ``train-rmse`` and ``validation-rmse``), both are tracked at every
@@ -26,13 +39,14 @@ class Overtraining(Rule):
     """
 
     collections_needed = ("losses",)
+    severity = Severity.ADVICE
 
     def __init__(
         self,
         base_trial: Any,
         patience_train: int = 5,
         patience_validation: int = 10,
-        delta: float = 0.1,
+        delta: float = 0.01,
         tensor_regex: list[str] | None = None,
         training_metric: str = "",
         validation_metric: str = "",
@@ -52,41 +66,75 @@ class Overtraining(Rule):
         self.tensor_regex = tensor_regex or []
         self._best = {ModeKeys.TRAIN: math.inf, ModeKeys.EVAL: math.inf}
         self._since = {ModeKeys.TRAIN: 0, ModeKeys.EVAL: 0}
+        self._series = LossSeries(
+            base_trial, lambda s: loss_names(base_trial, True, self.tensor_regex, s), False
+        )
 
     def invoke_at_step(self, step: int) -> bool:
         if self.training_metric:
-            train = metric_at(self.base_trial, self.training_metric, step)
-            val = metric_at(self.base_trial, self.validation_metric, step)
-            if train is None or val is None:
-                raise self.skip("the training or validation metric was not saved at this step")
-            fired_train = self._track(ModeKeys.TRAIN, train, [self.training_metric])
-            explanation = self._explanation
-            fired_val = self._track(ModeKeys.EVAL, val, [self.validation_metric])
-            if fired_train and not fired_val:
-                self._explanation = explanation  # say why it fired
-            return fired_train or fired_val
-        mode, _ = step_mode(self.base_trial, step)
-        if mode not in self._best:
-            self.explain(f"{mode.name} steps are not tracked")
-            return False
-        names = loss_names(self.base_trial, True, self.tensor_regex, step)
-        if not names:
+            return self._metrics(step)
+        observations = self._series.observe(step)
+        if not observations and not loss_names(self.base_trial, True, self.tensor_regex, step):
             raise self.skip("no loss saved at this step")
-        loss = float(np.mean([scalar(self.base_trial.tensor(n), step) for n in names]))
-        return self._track(mode, loss, names)
+        verdicts = [
+            self._track(o.mode, o.value, list(o.tensors), o.steps)
+            for o in observations
+            if o.mode in self._best or o.mode == ModeKeys.GLOBAL
+        ]
+        if not verdicts:
+            self.explain("an evaluation pass is under way (judged when it ends)")
+            return False
+        fired = [v for v in verdicts if v[0]]
+        self.explain(**min(fired or verdicts, key=lambda v: v[1])[2])
+        return bool(fired)
 
-    def _track(self, mode: ModeKeys, loss: float, names: list[str]) -> bool:
-        if loss < self._best[mode] - self.delta or math.isinf(self._best[mode]):
+    def _metrics(self, step: int) -> bool:
+        train = metric_at(self.base_trial, self.training_metric, step)
+        val = metric_at(self.base_trial, self.validation_metric, step)
+        if train is None or val is None:
+            raise self.skip("the training or validation metric was not saved at this step")
+        verdicts = [
+            self._track(ModeKeys.TRAIN, train, [self.training_metric], 1),
+            self._track(ModeKeys.EVAL, val, [self.validation_metric], 1),
+        ]
+        fired = [v for v in verdicts if v[0]]
+        self.explain(**min(fired or verdicts, key=lambda v: v[1])[2])
+        return bool(fired)
+
+    def _track(
+        self, mode: ModeKeys, loss: float, names: list[str], steps: int
+    ) -> tuple[bool, int, dict[str, Any]]:
+        """(fired, severity rank, explanation) after one observation of ``mode``."""
+        if mode == ModeKeys.GLOBAL:
+            mode = ModeKeys.TRAIN
+        if not math.isfinite(loss):
+            return True, 0, nonfinite_explanation(names, "the loss")
+        best = self._best[mode]
+        if loss < best - self.delta or math.isinf(best):
             self._best[mode], self._since[mode] = loss, 0
         else:
-            self._since[mode] += 1
+            self._since[mode] += steps
         which = "training" if mode == ModeKeys.TRAIN else "validation"
-        since, patience = self._since[mode], self.patience[mode]
-        self.explain(
-            f"{which} loss {loss:.4g}; best {self._best[mode]:.4g}, not improved by more than "
-            f"{self.delta:g} for {since} steps (patience {patience})",
-            tensors=names,
-            value=since,
-            threshold=patience,
+        since, patience, best = self._since[mode], self.patience[mode], self._best[mode]
+        fired = since >= patience
+        worse = mode == ModeKeys.EVAL and loss > best + max(self.delta, _WORSE * abs(best))
+        severity = Severity.WARNING if worse else Severity.ADVICE
+        text = (
+            f"{which} loss {loss:.4g}; best {best:.4g}, not improved by more than "
+            f"{self.delta:g} for {since} steps (patience {patience})"
         )
-        return since >= patience
+        if fired:
+            text += (
+                "; it is getting worse: keep the best checkpoint and stop earlier"
+                if worse
+                else "; it has levelled off: training longer gains nothing"
+            )
+        explanation = {
+            "message": text,
+            "tensors": names,
+            "value": since,
+            "threshold": patience,
+            "severity": severity,
+            "mode": mode,
+        }
+        return fired, severity.rank if fired else 9, explanation

@@ -8,7 +8,16 @@ from typing import Any
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import has_raw, loss_names, names_in, scalar, step_mode
+from tensortap.rules.builtin._common import (
+    fire_nonfinite,
+    has_raw,
+    loss_names,
+    names_in,
+    nonfinite_names,
+    scalar,
+    step_mode,
+)
+from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
 
 
@@ -20,6 +29,11 @@ class PoorWeightInitialization(Rule):
     - the gradients of all layers together span less than ``distribution_range`` between their
       5th and 95th percentiles (they barely move anything);
     - the loss has not decreased ``patience`` steps after the first saved step.
+
+    Severity: the variances are the mark of a badly scaled initialisation (a problem); a
+    narrow gradient spread or a slow first few steps also happen in healthy models (an
+    autoencoder with a sigmoid output, a warm-up), so they are warnings. Non-finite activation
+    inputs are a problem (non-finite).
     """
 
     collections_needed = ("relu_activations", "gradients", "losses")
@@ -51,12 +65,15 @@ class PoorWeightInitialization(Rule):
         self.steps = steps
         self._first_loss: tuple[int, float] | None = None
 
-    def _variance_ratio(self, step: int) -> tuple[float, list[str]] | None:
+    def _activation_inputs(self, step: int) -> list[str]:
         names: set[str] = set()
         for regex in self.activation_inputs_regex:
             names.update(self.base_trial.tensor_names(step=step, regex=regex))
+        return sorted(names)
+
+    def _variance_ratio(self, step: int) -> tuple[float, list[str]] | None:
         variances = []
-        for name in sorted(names):
+        for name in self._activation_inputs(step):
             tensor = self.base_trial.tensor(name)
             if has_raw(tensor, step):
                 variances.append((float(np.var(tensor.value(step), dtype=np.float64)), name))
@@ -86,6 +103,10 @@ class PoorWeightInitialization(Rule):
             self.explain(f"only the first {self.steps} training steps are judged")
             return False
         checked = False
+        inputs = self._activation_inputs(step)
+        bad = nonfinite_names(self.base_trial, inputs, step)
+        if bad:
+            return fire_nonfinite(self, bad, "the activation input")
         ratio = self._variance_ratio(step)
         if ratio is not None:
             checked = True
@@ -107,6 +128,7 @@ class PoorWeightInitialization(Rule):
                     f"(limit {self.distribution_range:g})",
                     value=spread,
                     threshold=self.distribution_range,
+                    severity=Severity.WARNING,
                 )
                 return True
         losses = loss_names(self.base_trial, True, None, step)
@@ -123,6 +145,7 @@ class PoorWeightInitialization(Rule):
                     tensors=losses,
                     value=loss,
                     threshold=first,
+                    severity=Severity.WARNING,
                 )
                 return True
         if not checked:

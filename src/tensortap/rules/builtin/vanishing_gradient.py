@@ -7,14 +7,31 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.rules.builtin._common import names_in
+from tensortap.rules.builtin._common import (
+    fire_nonfinite,
+    gradients_by_parameter,
+    loss_names,
+    names_in,
+    scalar,
+)
+from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
+
+#: A loss under this share of its first value: the model is at (or near) a minimum.
+_CONVERGED = 0.05
 
 
 class VanishingGradient(Rule):
     """Fires when the mean |gradient| of any tensor in ``gradients`` is below ``threshold``.
 
-    Works from the raw gradients or from a saved ``mean`` reduction on absolute values.
+    The gradients of biases are not judged when there are others: a bias feeding a
+    normalisation layer (Conv -> BatchNorm) has a gradient of ~0 by construction, and a
+    vanishing gradient shows in the weights. Frozen parameters (``requires_grad=False``) have
+    no saved gradient. A NaN or infinite gradient is a problem (non-finite), never "vanishing"
+    or fine. Works from the raw gradients or from a saved ``mean`` reduction on absolute values.
+
+    Severity: a problem, unless the loss (where saved) has come down to under 5% of its
+    first saved value: a model at its minimum has small gradients by nature (advice).
     """
 
     collections_needed = ("gradients",)
@@ -23,23 +40,51 @@ class VanishingGradient(Rule):
         super().__init__(base_trial)
         self.check_param("threshold", threshold, threshold >= 0, "a number >= 0")
         self.threshold = threshold
+        self._first_loss: float | None = None
 
     def invoke_at_step(self, step: int) -> bool:
         names = names_in(self.base_trial, "gradients", step)
         if not names:
             raise self.skip("no gradients saved at this step")
+        biases = set(names_in(self.base_trial, "biases", step))
+        of_biases = {
+            g for p, g in gradients_by_parameter(self.base_trial, step).items() if p in biases
+        }
+        names = [n for n in names if n not in of_biases] or names
         # every gradient of the step in one read and one vectorised reduction
         means = self.base_trial.step_block(step).reduce(names, "mean", abs=True)
-        means[np.isnan(means)] = math.inf  # a NaN gradient is ExplodingTensor's to report
+        bad = [n for n, m in zip(names, means.tolist(), strict=True) if not math.isfinite(m)]
+        if bad:
+            return fire_nonfinite(self, bad, "the gradient")
         i = int(np.argmin(means))
         worst, smallest = names[i], float(means[i])
         fired = smallest < self.threshold
         verb = "is below" if fired else "is above"
+        severity, note = Severity.PROBLEM, ""
+        loss = self._loss_share(step)
+        if loss is not None and loss < _CONVERGED:
+            severity = Severity.ADVICE
+            note = (
+                f"; the loss is {100 * loss:.2g}% of where it started, and small gradients are "
+                "expected at a minimum"
+            )
         self.explain(
             f"smallest mean |gradient| is {smallest:.3g} ({worst}), which {verb} the "
-            f"threshold {self.threshold:g}",
+            f"threshold {self.threshold:g}{note}",
             tensors=[worst],
             value=smallest,
             threshold=self.threshold,
+            severity=severity,
         )
         return fired
+
+    def _loss_share(self, step: int) -> float | None:
+        """The loss at ``step`` as a share of the first loss this rule saw (None: no loss)."""
+        names = loss_names(self.base_trial, True, None, step)
+        if not names:
+            return None
+        loss = float(np.mean([scalar(self.base_trial.tensor(n), step) for n in names]))
+        if self._first_loss is None:
+            self._first_loss = loss
+        first = self._first_loss
+        return loss / first if first > 0 and math.isfinite(loss) else None

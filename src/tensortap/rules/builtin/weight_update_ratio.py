@@ -7,7 +7,14 @@ from typing import Any
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import names_in, step_mode
+from tensortap.rules.builtin._common import (
+    fire_nonfinite,
+    gradients_by_parameter,
+    names_in,
+    nonfinite_names,
+    step_mode,
+    trained_parameters,
+)
 from tensortap.rules.rule import Rule
 
 
@@ -16,6 +23,10 @@ class WeightUpdateRatio(Rule):
     ``ratio = ||w_s - w_p|| / (s - p) / (||w_p|| + epsilon)`` where p is the previous saved
     step (the mean update per step relative to the weight's size; healthy training sits near
     1e-3). Fires when a ratio exceeds ``large_threshold`` or falls below ``small_threshold``.
+
+    Where gradients are saved, only the weights the optimizer is meant to move are judged:
+    frozen ones (no gradient) and those whose gradient is negligible against the others' are
+    left out. Weights holding NaN or inf are a problem (non-finite), not a ratio.
     """
 
     collections_needed = ("weights",)
@@ -50,6 +61,14 @@ class WeightUpdateRatio(Rule):
         names = names_in(self.base_trial, "weights", step)
         if not names:
             raise self.skip("no weights saved at this step")
+        if gradients_by_parameter(self.base_trial, step):
+            trained = trained_parameters(self.base_trial, step)
+            names = [n for n in names if n in trained]
+            if not names:
+                raise self.skip("no weight is being trained at this step (all frozen)")
+        bad = nonfinite_names(self.base_trial, names, step)
+        if bad:
+            return fire_nonfinite(self, bad, "the weight")
         if self._last_checked is not None and s < self._last_checked + self.num_steps:
             self.explain(f"not a check step (checked every {self.num_steps} steps)")
             return False
@@ -74,6 +93,7 @@ class WeightUpdateRatio(Rule):
                 tensors=[high[1]],
                 value=high[0],
                 threshold=self.large_threshold,
+                direction="large",
             )
             return True
         if low[0] < self.small_threshold:
@@ -82,6 +102,7 @@ class WeightUpdateRatio(Rule):
                 tensors=[low[1]],
                 value=low[0],
                 threshold=self.small_threshold,
+                direction="small",
             )
             return True
         self.explain(

@@ -5,10 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import has_raw, names_in, step_mode
+from tensortap.rules.builtin._common import (
+    fire_nonfinite,
+    has_raw,
+    nonfinite_names,
+    step_mode,
+    trained_parameters,
+)
 from tensortap.rules.rule import Rule
-
-_GRADIENT_PREFIXES = ("gradient/", "gradients/")
 
 
 class WeightsNotUpdating(Rule):
@@ -16,29 +20,24 @@ class WeightsNotUpdating(Rule):
     value must differ from its previous saved TRAIN step: the optimizer applied that gradient.
     Fires when it is bit-for-bit unchanged — a missing ``optimizer.step()``, a parameter
     left out of the optimizer, a zero learning rate. Parameters with no saved gradient (frozen
-    on purpose) are not judged.
+    on purpose, ``requires_grad=False``) are not judged, nor those whose gradient is negligible
+    against the others' (a bias feeding BatchNorm: its update falls below one float32 ulp).
+    A parameter holding NaN or inf is a problem of its own (never "unchanged").
     """
 
     collections_needed = ("weights", "biases", "gradients")
-
-    def _pairs(self, step: int) -> list[tuple[str, str]]:
-        params = set(names_in(self.base_trial, "weights", step))
-        params.update(names_in(self.base_trial, "biases", step))
-        pairs = []
-        for grad in names_in(self.base_trial, "gradients", step):
-            for prefix in _GRADIENT_PREFIXES:
-                if grad.startswith(prefix) and grad[len(prefix) :] in params:
-                    pairs.append((grad[len(prefix) :], grad))
-        return sorted(pairs)
 
     def invoke_at_step(self, step: int) -> bool:
         mode, s = step_mode(self.base_trial, step)
         if mode != ModeKeys.TRAIN:
             self.explain("parameters are updated only in TRAIN steps")
             return False
-        pairs = self._pairs(step)
+        pairs = sorted(trained_parameters(self.base_trial, step).items())
         if not pairs:
             raise self.skip("no parameter with its gradient saved at this step")
+        bad = nonfinite_names(self.base_trial, [p for p, _ in pairs], step)
+        if bad:
+            return fire_nonfinite(self, bad, "the parameter")
         stuck, judged = [], 0
         for param, grad in pairs:
             tensor = self.base_trial.tensor(param)
