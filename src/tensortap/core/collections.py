@@ -31,6 +31,11 @@ class CollectionKeys:
     OUTPUTS = "outputs"
 
 
+#: The weights before the first update (saved once by the framework hooks that can, as
+#: ``initial/<weight name>``), so that the first update can be judged.
+INITIAL_WEIGHTS = "initial_weights"
+INITIAL_PREFIX = "initial/"
+
 BUILTIN_COLLECTIONS = (
     CollectionKeys.ALL,
     CollectionKeys.DEFAULT,

@@ -27,6 +27,7 @@ from tensortap.exceptions import InvalidConfigError
 from tensortap.hook import Hook as BaseHook
 from tensortap.pytorch import events
 from tensortap.pytorch.convert import TorchConverter
+from tensortap.pytorch.initial import InitialWeights
 from tensortap.pytorch.naming import (
     GRADIENT_COLLECTIONS,
     GRADIENT_PREFIX,
@@ -128,6 +129,7 @@ class Hook(BaseHook):
         self._activation_handles: list[RemovableHandle] = []
         self._explicit_mode = False
         self._loss_seen = False
+        self._initial = InitialWeights(self._recorder)
         self._recorder.add_step_end_callback(self._on_step_end)
         events.attach(self)
         global _current
@@ -309,6 +311,8 @@ class Hook(BaseHook):
             recorder.next_step()
             self._tracker.reset()
         recorder.touch()
+        if recorder.mode == ModeKeys.TRAIN:
+            self._initial.before_update(self._params, self._save_contained)
         self._tracker.on_forward()
         if self._recorder.is_anything_due():
             if not self._activation_handles:

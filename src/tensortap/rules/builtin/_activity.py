@@ -31,10 +31,10 @@ class ActivityRule(Rule):
 
     A unit counts as ``what`` (dead, saturated) when it is active in less than
     ``threshold_inactivity`` percent of the samples of a step; the rule fires when more than
-    ``threshold_layer`` percent of a layer's units are. That is a *problem* when the same
-    units were inactive on the last 5 saved training steps of the layer (so through training,
-    not over a few evaluation batches), and a *warning* before (one batch proves little, and
-    units dead at initialisation often recover). A layer holding NaN or inf is reported as non-finite (a problem),
+    ``threshold_layer`` percent of a layer's units are. That is a *problem* when the same units were
+    inactive on the last 5 saved training steps of the layer (so through training, not over a few
+    evaluation batches), and a *warning* before (one batch proves little, and units dead at
+    initialisation often recover). A layer holding NaN or inf is reported as non-finite (a problem),
     never as dead or saturated.
     """
 

@@ -26,11 +26,11 @@ class LossNotDecreasing(Rule):
     collection (unless ``use_losses_collection`` is false), ``collection_names`` and tensors
     matching ``tensor_regex``; with none of those found, scalars named like ``loss``.
 
-    Severity: a NaN or infinite loss, a loss that rose by more than
-    ``increase_threshold_percent`` and is above where it started (diverging), and a loss that has made no progress (under
-    10% below where it started) for ``5 * num_steps`` steps or 3 passes are problems; the
-    same in the first steps is a warning; a loss that came down and has now levelled off
-    is advice (the run has converged, or needs a smaller learning rate to go further).
+    Severity: a NaN or infinite loss, a loss that rose by more than ``increase_threshold_percent``
+    and is above where it started (diverging), and a loss that has made no progress (under 10% below
+    where it started) for ``5 * num_steps`` steps or 3 passes are problems; the same in the first
+    steps is a warning; a loss that came down and has now levelled off is advice (the run has
+    converged, or needs a smaller learning rate to go further).
     """
 
     collections_needed = ("losses",)

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.core.collections import INITIAL_PREFIX, INITIAL_WEIGHTS
 from tensortap.core.modes import ModeKeys
 from tensortap.rules.builtin._common import (
     fire_nonfinite,
@@ -24,9 +25,11 @@ class WeightUpdateRatio(Rule):
     step (the mean update per step relative to the weight's size; healthy training sits near
     1e-3). Fires when a ratio exceeds ``large_threshold`` or falls below ``small_threshold``.
 
-    Where gradients are saved, only the weights the optimizer is meant to move are judged:
-    frozen ones (no gradient) and those whose gradient is negligible against the others' are
-    left out. Weights holding NaN or inf are a problem (non-finite), not a ratio.
+    The first saved step is compared with the weights before its update where the hook saved them
+    (``initial_weights``), so the first update is judged too. Where gradients are saved, only the
+    weights the optimizer is meant to move are judged: frozen ones (no gradient) and those whose
+    gradient is negligible against the others' are left out. Weights holding NaN or inf are a
+    problem (non-finite), not a ratio.
     """
 
     collections_needed = ("weights",)
@@ -73,13 +76,19 @@ class WeightUpdateRatio(Rule):
             self.explain(f"not a check step (checked every {self.num_steps} steps)")
             return False
         ratios: list[tuple[float, str]] = []
+        snapshots = set(names_in(self.base_trial, INITIAL_WEIGHTS, step))
         for name in names:
             tensor = self.base_trial.tensor(name)
             earlier = [p for p in tensor.steps(mode=ModeKeys.TRAIN) if p < s]
-            if not earlier:
+            w = tensor.value(s, mode=mode)
+            if earlier:
+                p = earlier[-1]
+                w_prev = tensor.value(p, mode=mode)
+            elif INITIAL_PREFIX + name in snapshots:  # the weights before this step's update
+                p = s - 1
+                w_prev = self.base_trial.tensor(INITIAL_PREFIX + name).value(step)
+            else:
                 continue
-            p = earlier[-1]
-            w, w_prev = tensor.value(s, mode=mode), tensor.value(p, mode=mode)
             update = float(np.linalg.norm((w - w_prev).ravel())) / (s - p)
             ratios.append((update / (float(np.linalg.norm(w_prev.ravel())) + self.epsilon), name))
         if not ratios:
