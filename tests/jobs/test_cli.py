@@ -130,3 +130,22 @@ def test_live_view_redraws_in_a_terminal_and_prints_lines_elsewhere(tmp_path: Pa
         "[tensortap] VanishingGradient fired at step 3: tiny",
         "[tensortap] rule VanishingGradient: x",
     ]
+
+
+def test_run_without_rules_runs_the_recommended_set_and_says_what_it_could_not_judge(
+    tmp_path: Path,
+) -> None:
+    done = tensortap(
+        "run", "--custom-rule", f"{HERE / 'rules_for_jobs.py'}:GradientMean:threshold=0.5",
+        "--", sys.executable, str(SCRIPT), "--steps", "20", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "GradientMean                 NoData: nothing was judged: the trial has no tensor " \
+        "in gradients" in done.stdout  # fmt: skip
+    done = tensortap("run", "--", sys.executable, str(SCRIPT), "--steps", "30", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ran = done.stdout.split("rules (problems first):")[1].split("trial (debugger")[0]
+    for name in ("ExplodingTensor", "LossNotDecreasing", "VanishingGradient", "DeadRelu"):
+        assert name in ran
+    assert "(problem)" not in ran  # a healthy run: nothing graver than advice
+    assert "IssuesFound (problem)" not in done.stdout

@@ -318,3 +318,41 @@ def test_hook_config_saves_what_the_rules_read(tmp_path: Path) -> None:
     assert {"weights", "gradients", "losses"} <= set(by_name)
     assert config.include_collections is not None and "losses" in config.include_collections
     assert config.hook_parameters["save_interval"] == "10" and config.stop_file == "stop"
+
+
+def test_a_custom_rule_reading_an_unsaved_collection_ends_no_data(tmp_path: Path) -> None:
+    """The README's custom rule reads gradients, which nothing asked the job to save: it
+    must say so, not report NoIssuesFound at a learning rate of 50."""
+    rule = Rule.custom("GradientMean", RULES, rule_parameters={"threshold": "0.5"})
+    job = run(tmp_path, [rule], "--steps", "20", "--lr", "50")
+    status = rule_of(job, "GradientMean")
+    assert status["RuleEvaluationStatus"] == "NoData", status
+    assert "no tensor in gradients" in status["StatusDetails"]
+    assert status["judged"] == 0
+
+
+def test_a_custom_rule_declaring_its_collections_gets_them_saved(tmp_path: Path) -> None:
+    rule = Rule.custom("DeclaredGradientMean", RULES, rule_parameters={"threshold": "0.5"})
+    assert [c.name for c in rule.collections] == ["gradients"]
+    job = run(tmp_path, [rule], "--steps", "20", "--lr", "50")
+    assert statuses(job) == {"DeclaredGradientMean": "IssuesFound"}
+
+
+def test_a_nan_job_is_reported_as_non_finite_and_by_no_rule_as_dead_or_fine(
+    tmp_path: Path,
+) -> None:
+    rules = [Rule.builtin(config) for config in rule_configs.recommended()]
+    job = run(tmp_path, rules, "--steps", "30", "--lr", "1e15", debugger_hook_config=None)
+    found = {r["RuleConfigurationName"]: r for r in job.summary()["rules"]}
+    for name in ("ExplodingTensor", "NaNInfRootCause", "LossNotDecreasing"):
+        assert found[name]["RuleEvaluationStatus"] == "IssuesFound", found[name]
+        assert found[name]["severity"] == "problem"
+    for name, status in found.items():
+        assert "dead" not in str(status.get("gravest_message")), name
+        if name in ("DeadRelu", "VanishingGradient", "WeightsNotUpdating", "WeightUpdateRatio"):
+            assert status["RuleEvaluationStatus"] == "IssuesFound", status
+            assert status["severity"] == "problem"
+    assert "NaN or infinite" in found["DeadRelu"]["gravest_message"]  # not "dead"
+    assert "NaN or infinite" in found["VanishingGradient"]["gravest_message"]  # not "vanishing"
+    # the first update, 1e15 x the gradient, was judged against the weights before it
+    assert found["WeightUpdateRatio"]["gravest_step"] == 0

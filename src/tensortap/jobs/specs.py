@@ -18,7 +18,7 @@ from typing import Any
 from tensortap.exceptions import InvalidConfigError
 from tensortap.hook import DEFAULT_INCLUDE_COLLECTIONS
 from tensortap.hook_config import CollectionSettings, HookConfig
-from tensortap.jobs.actions import Action, action_from_dict
+from tensortap.jobs.actions import Action, StopTraining, action_from_dict
 from tensortap.rules.builtin import BUILTIN_RULES
 from tensortap.rules.custom import load_rule_class
 from tensortap.rules.params import coerce
@@ -182,6 +182,8 @@ class Rule:
         params = {**base_config.parameters, **_strings(rule_parameters, "rule_parameters")}
         config = config_for(base_config.name, **params)  # unknown or bad parameters fail here
         collections = config.collections + tuple(c.settings() for c in collections_to_save or ())
+        if config.parameters.get("stop_training_on_fire") == "true":  # StalledTrainingRule's
+            actions = (*actions, StopTraining())
         return cls(
             name or config.name,
             config.name,

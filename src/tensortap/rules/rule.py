@@ -13,7 +13,7 @@ import functools
 import inspect
 import logging
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tensortap.core.modes import ModeKeys
@@ -75,6 +75,9 @@ class Rule:
 
     collections_needed: ClassVar[tuple[str, ...]] = ()
     severity: ClassVar[Severity] = Severity.PROBLEM
+    #: False for a rule that judges something else than saved values (time, for
+    #: StalledTrainingRule): each answer then counts as judged.
+    reads_data: ClassVar[bool] = True
     #: Save settings a rule asks of its collections (``{"outputs": {"reductions": "max"}}``).
     collection_parameters: ClassVar[dict[str, dict[str, str]]] = {}
     #: Parameters, as found on ``__init__``; filled in for every subclass.
@@ -132,6 +135,7 @@ class Rule:
         self.rule_name = type(self).__name__
         self.logger = logging.getLogger(f"tensortap.rules.{self.rule_name}")
         self._explanation: _Explanation | None = None
+        self._asked: set[str] = set()  # collections this rule asked the base trial for
 
     # -- what subclasses implement --
     def set_required_tensors(self, step: int) -> None:
@@ -183,19 +187,23 @@ class Rule:
     def no_data_reason(self) -> str:
         """What the rule looked for and did not find, for a rule that judged nothing: the
         collections it needs that hold no tensor in the trial, and how to save them."""
-        needed = type(self).collections_needed
-        if not needed:
-            return "it read no saved value at any step"
-        try:
-            empty = [c for c in needed if not self.base_trial.tensor_names(collection=c)]
-        except Exception:  # no collections recorded at all
-            empty = list(needed)
+        needed = list(dict.fromkeys([*type(self).collections_needed, *sorted(self._asked)]))
+        empty = []
+        for collection in needed:
+            try:
+                if not self.base_trial.tensor_names(collection=collection):
+                    empty.append(collection)
+            except MissingCollectionFiles:  # no such collection recorded at all
+                empty.append(collection)
         if not empty:
-            return f"it read no saved value at any step (it reads {', '.join(needed)})"
+            return "it read no saved value at any step" + (
+                f" (it reads {', '.join(needed)})" if needed else ""
+            )
         return (
             f"the trial has no tensor in {', '.join(empty)}; save "
             f"{'them' if len(empty) > 1 else 'it'} with include_collections="
-            f"{list(needed)!r} (a job saves a rule's collections_needed for it)"
+            f"{empty!r}, or declare collections_needed = {tuple(empty)!r} on the rule class "
+            "(a job saves what its rules declare)"
         )
 
     # -- evaluation --
@@ -206,7 +214,7 @@ class Rule:
         mode, mode_step = _mode_of(self.base_trial, step)
         reads = self._values_read()
         try:
-            with contextlib.ExitStack() as held:
+            with contextlib.ExitStack() as held, self._asking():
                 for trial in self.trials:  # one consistent view per evaluation
                     held.enter_context(trial.no_refresh())
                 self.req_tensors.clear()
@@ -228,8 +236,23 @@ class Rule:
             )
         outcome = Outcome.TRIGGERED if answer else Outcome.OK
         default = "condition met" if answer else "condition not met"
-        judged = bool(answer) or self._values_read() > reads
+        judged = bool(answer) or not self.reads_data or self._values_read() > reads
         return self._finding(step, mode, mode_step, outcome, default, judged=judged)
+
+    @contextlib.contextmanager
+    def _asking(self) -> Iterator[None]:
+        """Note the collections this rule asks the base trial for while the block runs."""
+        trial = self.base_trial
+        before = getattr(trial, "collections_asked", None)
+        if before is None:
+            yield
+            return
+        trial.collections_asked = set()
+        try:
+            yield
+        finally:
+            self._asked |= trial.collections_asked
+            trial.collections_asked = before | trial.collections_asked
 
     def _values_read(self) -> int:
         return sum(getattr(t, "values_read", 0) for t in self.trials)

@@ -84,9 +84,10 @@ class Trial:
         self._names_cache: dict[tuple[Any, ...], list[str]] = {}
         self._names_cache_version = -1
         self._reader = ValueReader(store, self._index)
-        #: How many times a value (raw or reduced) was read: rules use it to know whether an
-        #: evaluation judged anything.
+        #: How many values (raw or reduced) were read, and which collections were asked for
+        #: by name: rules use them to know what an evaluation judged, or looked for in vain.
         self.values_read = 0
+        self.collections_asked: set[str] = set()
         self._block: tuple[tuple[int, int], StepBlock] | None = None
         self.refresh()
 
@@ -335,6 +336,8 @@ class Trial:
         """Names of saved tensors, optionally only those at a step, matching a regex, or in a
         collection."""
         self._refresh_if_stale()
+        if isinstance(collection, str):
+            self.collections_asked.add(collection)
         if step is not None:
             at = self._names_at(step, self._mode(mode))
             if regex is None and collection is None:

@@ -128,7 +128,9 @@ def trained_parameters(trial: Trial, step: int) -> dict[str, str]:
     means = trial.step_block(step).reduce(list(pairs.values()), "mean", abs=True)
     finite = means[np.isfinite(means)]
     floor = NEGLIGIBLE_GRADIENT * float(np.median(finite)) if finite.size else 0.0
-    return {p: g for (p, g), m in zip(pairs.items(), means.tolist(), strict=True) if m > floor}
+    return {  # a NaN or infinite gradient stays: it is a problem for the rule to report
+        p: g for (p, g), m in zip(pairs.items(), means.tolist(), strict=True) if not m <= floor
+    }
 
 
 def saved_at(tensor: Tensor, step: int) -> bool:

@@ -8,22 +8,34 @@ from tensortap.rules.builtin._common import has_raw, names_in
 from tensortap.rules.rule import Rule
 
 
-def find(rule: Rule, collection: str, regex: str, step: int) -> str | None:
-    """The tensor of ``collection`` (else the first matching ``regex``) saved raw at a step."""
+def find(rule: Rule, collection: str, regex: str, step: int, name: str | None = None) -> str | None:
+    """The tensor ``name`` if given, else the tensor of ``collection`` (else the first matching
+    ``regex``), saved raw at a step."""
     trial = rule.base_trial
-    names = names_in(trial, collection, step) or trial.tensor_names(step=step, regex=regex)
+    if name is not None:
+        names = [name] if name in trial.tensor_names(step=step) else []
+    else:
+        names = names_in(trial, collection, step) or trial.tensor_names(step=step, regex=regex)
     names = [n for n in names if has_raw(trial.tensor(n), step)]
     return names[0] if names else None
 
 
 def labels_and_predictions(
-    rule: Rule, step: int, labels: str, predictions: str, argmax: bool
+    rule: Rule,
+    step: int,
+    labels: str,
+    predictions: str,
+    argmax: bool,
+    names: tuple[str | None, str | None] = (None, None),
+    collections: tuple[str, str] = ("labels", "predictions"),
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(labels, predicted classes, tensor names); predictions that carry one more axis than
     the labels (scores per class), or any when ``argmax``, are reduced with argmax; fractional
-    predictions in [0, 1] of the labels' shape are probabilities of class 1, cut at 0.5."""
-    lname = find(rule, "labels", labels, step)
-    pname = find(rule, "predictions", predictions, step)
+    predictions in [0, 1] of the labels' shape are probabilities of class 1, cut at 0.5.
+    ``labels``/``predictions`` are regexes, used when ``names`` (tensor names) are not given
+    and the ``collections`` hold nothing at the step."""
+    lname = find(rule, collections[0], labels, step, names[0])
+    pname = find(rule, collections[1], predictions, step, names[1])
     if lname is None or pname is None:
         missing = "labels" if lname is None else "predictions"
         raise rule.skip(f"no {missing} saved at this step")

@@ -16,10 +16,15 @@ class Confusion(Rule):
     """Builds the confusion matrix of the labels and predictions saved at a step, each row
     normalised by the count of its true class; fires when a diagonal entry (a class's recall)
     is below ``min_diag`` or an off-diagonal entry (class i predicted as j) above
-    ``max_off_diag``. ``category_no`` fixes the number of classes, ``labels`` restricts the
-    matrix to those classes; classes absent from a step's labels are not judged at it.
-    Only steps of ``mode`` are judged (EVAL by default: predictions made while the model is
-    still learning are wrong by nature; GLOBAL judges every step).
+    ``max_off_diag``. ``category_no`` fixes the number of classes; classes absent from a
+    step's labels are not judged at it.
+
+    The parameters and their order are smdebug's: ``labels`` and ``predictions`` name the
+    tensors (else the tensors of ``labels_collection`` / ``predictions_collection``, else the
+    first matching ``label_regex`` / ``prediction_regex``). tensortap adds: ``classes`` (judge
+    only those), ``argmax`` (reduce scores per class), and ``mode``: only steps of ``mode``
+    are judged (EVAL by default: predictions made while the model is still learning are
+    wrong by nature; GLOBAL judges every step).
     """
 
     collections_needed = ("labels", "predictions")
@@ -28,24 +33,40 @@ class Confusion(Rule):
         self,
         base_trial: Any,
         category_no: int | None = None,
-        labels: list[int] | None = None,
-        label_regex: str = ".*labels",
-        prediction_regex: str = ".*predictions",
+        labels: str | None = None,
+        predictions: str | None = None,
+        labels_collection: str = "labels",
+        predictions_collection: str = "predictions",
         min_diag: float = 0.9,
         max_off_diag: float = 0.1,
         argmax: bool = False,
         mode: ModeKeys = ModeKeys.EVAL,
+        classes: list[int] | None = None,
+        label_regex: str = ".*labels",
+        prediction_regex: str = ".*predictions",
     ) -> None:
         super().__init__(base_trial)
         for name, value in (("min_diag", min_diag), ("max_off_diag", max_off_diag)):
             self.check_param(name, value, 0 <= value <= 1, "a fraction in [0, 1]")
         if category_no is not None:
             self.check_param("category_no", category_no, category_no >= 2, "an integer >= 2")
-        self.category_no, self.labels = category_no, labels
+        self.category_no, self.classes = category_no, classes
+        self.labels, self.predictions = labels, predictions
+        self.labels_collection, self.predictions_collection = (
+            labels_collection,
+            predictions_collection,
+        )
         self.label_regex, self.prediction_regex = label_regex, prediction_regex
         self.min_diag, self.max_off_diag = min_diag, max_off_diag
         self.argmax = argmax
         self.mode = mode
+
+    @classmethod
+    def required_collections(cls, **params: Any) -> tuple[str, ...]:
+        return (
+            str(params.get("labels_collection") or "labels"),
+            str(params.get("predictions_collection") or "predictions"),
+        )
 
     def invoke_at_step(self, step: int) -> bool:
         step_m, _ = step_mode(self.base_trial, step)
@@ -53,13 +74,19 @@ class Confusion(Rule):
             self.explain(f"{step_m.name} steps are not judged (mode {self.mode.name})")
             return False
         y, p, names = labels_and_predictions(
-            self, step, self.label_regex, self.prediction_regex, self.argmax
+            self,
+            step,
+            self.label_regex,
+            self.prediction_regex,
+            self.argmax,
+            (self.labels, self.predictions),
+            (self.labels_collection, self.predictions_collection),
         )
         size = self.category_no or int(max(y.max(initial=0), p.max(initial=0))) + 1
         keep = (y >= 0) & (y < size) & (p >= 0) & (p < size)
         matrix = np.zeros((size, size), dtype=np.int64)
         np.add.at(matrix, (y[keep], p[keep]), 1)
-        classes = np.asarray(self.labels if self.labels is not None else range(size))
+        classes = np.asarray(self.classes if self.classes is not None else range(size))
         classes = classes[(classes < size) & (matrix.sum(axis=1)[classes] > 0)]
         if not classes.size:
             raise self.skip("no labelled samples of the judged classes at this step")

@@ -11,7 +11,8 @@ from tensortap.rules.rule import Rule
 
 
 class NLPSequenceRatio(Rule):
-    """For the token-id inputs matching ``tokens_regex``, the percentage of tokens equal to
+    """For the token-id inputs matching ``tensor_regex`` (smdebug's name; ``tokens_regex`` is
+    kept as an alias), the percentage of tokens equal to
     each of ``token_values``; fires when one exceeds its ``token_thresholds_percent`` (the
     lists pair up; one threshold applies to every value).
     """
@@ -21,11 +22,13 @@ class NLPSequenceRatio(Rule):
     def __init__(
         self,
         base_trial: Any,
-        tokens_regex: str = ".*embedding.*_input_0",
+        tensor_regex: str = ".*embedding.*_input_0",
         token_values: list[int] | None = None,
         token_thresholds_percent: list[float] | None = None,
+        tokens_regex: str | None = None,
     ) -> None:
         super().__init__(base_trial)
+        tokens_regex = tokens_regex or tensor_regex
         values = [0] if token_values is None else token_values
         thresholds = [50.0] if token_thresholds_percent is None else token_thresholds_percent
         if len(thresholds) == 1:

@@ -25,12 +25,12 @@ class SaturatedActivation(ActivityRule):
         tensor_regex: list[str] | None = None,
         threshold_tanh: tuple[float, float] = (-9.4999, 9.4999),
         threshold_sigmoid: tuple[float, float] = (-23.0, 16.99999),
+        threshold_inactivity: float = 1.0,
+        threshold_layer: float = 50.0,
         threshold_tanh_min: float | None = None,
         threshold_tanh_max: float | None = None,
         threshold_sigmoid_min: float | None = None,
         threshold_sigmoid_max: float | None = None,
-        threshold_inactivity: float = 1.0,
-        threshold_layer: float = 50.0,
     ) -> None:
         super().__init__(
             base_trial,

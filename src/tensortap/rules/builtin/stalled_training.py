@@ -12,12 +12,26 @@ class StalledTrainingRule(Rule):
     """Fires when training, still running, has published no new step for ``threshold``
     seconds (a hang, a deadlock between workers, a stuck data loader). Judged while the
     invoker waits for steps; a trial whose training ended never stalls.
+
+    ``stop_training_on_fire`` (smdebug's) makes a job stop training when the rule fires (the
+    same as a StopTraining action); ``training_job_name_prefix`` is accepted for smdebug code
+    and not needed here (the job is known).
     """
 
-    def __init__(self, base_trial: Any, threshold: float = 1800.0) -> None:
+    reads_data = False
+
+    def __init__(
+        self,
+        base_trial: Any,
+        threshold: float = 1800.0,
+        stop_training_on_fire: bool = False,
+        training_job_name_prefix: str | None = None,
+    ) -> None:
         super().__init__(base_trial)
         self.check_param("threshold", threshold, threshold > 0, "a number of seconds > 0")
         self.threshold = threshold
+        self.stop_training_on_fire = stop_training_on_fire
+        self.training_job_name_prefix = training_job_name_prefix
         self._first_wait: float | None = None
 
     def _last_publish(self) -> float | None:
