@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from tensortap.exceptions import TensortapError
-from tensortap.rules.finding import Outcome
+from tensortap.rules.finding import Outcome, Severity
 from tensortap.rules.invoker import RuleSummary, iter_findings
 from tensortap.rules.rule import Rule
 from tensortap.trials.trial import Trial
@@ -22,6 +22,7 @@ td, th { border: 1px solid #bbb; padding: 3px 8px; text-align: right; font-size:
 th { background: #f0f0f0; } td.text { text-align: left; }
 .IssuesFound, .Failed, .Error { color: #b00; font-weight: bold; }
 .NoIssuesFound, .Completed { color: #070; }
+.NoData { color: #a60; font-weight: bold; }
 """
 
 Row = tuple[str, str, str, str, str, str]  # rule, status, first fired, evaluated, counts, why
@@ -58,7 +59,7 @@ def rule_rows(rows: Sequence[Row], link_steps: bool) -> str:
         step = f"<a href='#curves'>{first}</a>" if link_steps and first else first
         body.append(
             f"<tr><td class='text'>{html.escape(rule)}</td>"
-            f"<td class='text {html.escape(status)}'>{html.escape(status)}</td>"
+            f"<td class='text {html.escape(status.split(' ')[0])}'>{html.escape(status)}</td>"
             f"<td>{step}</td><td>{evaluated}</td><td>{counted}</td>"
             f"<td class='text'>{html.escape(why)}</td></tr>"
         )
@@ -71,29 +72,43 @@ def rule_rows(rows: Sequence[Row], link_steps: bool) -> str:
 def evaluate_rules(
     trial: Trial, rules: Sequence[Rule]
 ) -> list[tuple[str, str, str, str, str, str]]:
-    """Run each rule over every saved step; a row per rule for :func:`rule_rows`."""
+    """Run each rule over every saved step; a row per rule for :func:`rule_rows`, the gravest
+    first, each with its gravest finding (or why it judged nothing)."""
     steps = trial.steps()
     rows = []
     for rule in rules:
         summary = RuleSummary(rule.rule_name)
         for finding in iter_findings(rule, 0, steps[-1] + 1 if steps else 0):
             summary.add(finding)
-        summary.finish()
-        first = next((f for f in summary.findings if f.outcome is Outcome.TRIGGERED), None)
+        summary.finish(rule.no_data_reason())
+        worst = summary.worst_severity
+        gravest = next((f for f in summary.findings if f.triggered and f.severity == worst), None)
         error = next((f for f in summary.findings if f.outcome is Outcome.ERROR), None)
-        why = first.message if first else (error.message if error else "")
+        why = gravest.message if gravest else (error.message if error else summary.details)
         fired = sum(f.outcome is Outcome.TRIGGERED for f in summary.findings)
+        status = summary.status.value + (f" ({worst.value})" if worst else "")
+        rank = _rank(summary.status.value, worst)
         rows.append(
             (
-                rule.rule_name,
-                summary.status.value,
-                "" if first is None else str(first.step),
-                str(summary.evaluated),
-                f"{fired} / {summary.skipped}",
-                why,
+                rank,
+                (
+                    rule.rule_name,
+                    status,
+                    "" if gravest is None else str(gravest.step),
+                    str(summary.evaluated),
+                    f"{fired} / {summary.skipped}",
+                    why,
+                ),
             )
         )
-    return rows
+    return [row for _, row in sorted(rows, key=lambda r: r[0])]
+
+
+def _rank(status: str, worst: Severity | None) -> int:
+    """Gravest first: problems, errors, NoData, warnings, advice, the rest."""
+    if worst is Severity.PROBLEM:
+        return 0
+    return {"Error": 1, "NoData": 2}.get(status, 3 + (worst.rank if worst else 3))
 
 
 __all__ = ["STYLE", "evaluate_rules", "page", "rule_rows", "section"]

@@ -3,9 +3,10 @@
 Sections: the job and what its rules found (each rule's first finding marked on the curves),
 the loss and metric curves per mode over global steps, per-layer gradient and activation
 health over time (heat maps), and TensorPlot of the activations at the last step they were
-saved in full. Without a job, the built-in rules that fit the saved collections are run over
-the trial. Charts are inline SVG; TensorPlot carries plotly.js inline, so the page loads nothing
-and opens offline.
+saved in full. Without a job, the recommended rules that fit the saved collections are run
+over the trial. Rules are listed gravest first (problems, errors, rules that judged nothing,
+warnings, advice), each with its gravest finding. Charts are inline SVG; TensorPlot carries
+plotly.js inline, so the page loads nothing and opens offline.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from tensortap.exceptions import InvalidConfigError, MissingCollectionFiles
+from tensortap.jobs.live import by_gravity, status_text
 from tensortap.jobs.record import JobRecord
 from tensortap.report.page import Row, evaluate_rules, page, rule_rows, section
 from tensortap.report.svg import heatmap, line_chart
@@ -36,24 +38,16 @@ def _saved(trial: Trial, collection: str) -> list[str]:
 
 
 def default_rules(trial: Trial) -> list[Rule]:
-    """The built-in rules whose tensors the trial holds."""
-    from tensortap.rules.builtin import (
-        DeadRelu,
-        ExplodingTensor,
-        LossNotDecreasing,
-        VanishingGradient,
-        WeightsNotUpdating,
-    )
+    """The recommended rules (``rule_configs.recommended()``) that read something the trial
+    holds: a rule none of whose collections were saved is left out rather than shown empty."""
+    from tensortap.rules.builtin import BUILTIN_RULES
+    from tensortap.rules.rule_configs import RECOMMENDED
 
-    rules: list[Rule] = [ExplodingTensor(trial)]
-    if _saved(trial, "gradients"):
-        rules.insert(0, VanishingGradient(trial))
-    if _saved(trial, "losses"):
-        rules.append(LossNotDecreasing(trial))
-    if _saved(trial, "weights"):
-        rules.append(WeightsNotUpdating(trial))
-    if _saved(trial, "relu_activations"):
-        rules.append(DeadRelu(trial))
+    rules: list[Rule] = []
+    for name in RECOMMENDED:
+        cls = BUILTIN_RULES[name]
+        if any(_saved(trial, c) for c in cls.required_collections()):
+            rules.append(cls(trial))
     return rules
 
 
@@ -62,13 +56,13 @@ def _job_rows(record: JobRecord) -> list[Row]:
     return [
         (
             str(r.get("RuleConfigurationName", "")),
-            str(r.get("RuleEvaluationStatus", "")),
-            "" if r.get("first_fired_step") is None else str(r["first_fired_step"]),
+            status_text(r),
+            "" if r.get("gravest_step") is None else str(r["gravest_step"]),
             str(r.get("evaluated", "")),
             f"{r.get('triggered', '')} / {r.get('skipped', '')}",
-            str(r.get("message") or r.get("StatusDetails") or ""),
+            str(r.get("gravest_message") or r.get("message") or r.get("StatusDetails") or ""),
         )
-        for r in summary.get("rules", [])
+        for r in by_gravity(summary.get("rules", []))
     ]
 
 

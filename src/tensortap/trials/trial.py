@@ -8,7 +8,6 @@ import os
 import re
 import time
 from collections.abc import Iterable, Iterator
-from enum import Enum
 from typing import Any, NoReturn
 
 import numpy as np
@@ -34,16 +33,9 @@ from tensortap.trials.read_ahead import read_ahead
 from tensortap.trials.reader import MAX_GAP, RawRef, ValueReader
 from tensortap.trials.step_block import StepBlock
 from tensortap.trials.tensor import Tensor
+from tensortap.trials.waiting import StepState, mode_text, step_state, wait_for_steps
 
 logger = logging.getLogger(__name__)
-
-
-class StepState(Enum):
-    """Where training stands relative to a step."""
-
-    UNAVAILABLE = 0  # training went past it without saving it
-    AVAILABLE = 1  # saved, by every worker that will save it
-    NOT_YET_AVAILABLE = 2  # training has not reached it (or not every worker has)
 
 
 class Trial:
@@ -266,18 +258,7 @@ class Trial:
     def has_passed_step(self, step: int, mode: Any = None) -> StepState:
         """AVAILABLE, UNAVAILABLE (passed without saving) or NOT_YET_AVAILABLE."""
         self._refresh_if_stale()
-        m = self._mode(mode)
-        if step in set(self.steps(m)):
-            return StepState.AVAILABLE
-        index = self._index
-        workers = list(index.workers.values())
-        if not workers or len(workers) < index.expected_workers():
-            return StepState.NOT_YET_AVAILABLE
-        if m in (None, ModeKeys.GLOBAL):
-            passed = all(w.has_passed(step) for w in workers)
-        else:
-            passed = all(any(mm == m and ms > step for mm, ms in w.mode_to_global) for w in workers)
-        return StepState.UNAVAILABLE if passed else StepState.NOT_YET_AVAILABLE
+        return step_state(self, step, self._mode(mode))
 
     def wait_for_steps(
         self, required_steps: Iterable[int], mode: Any = None, timeout: float | None = None
@@ -286,24 +267,7 @@ class Trial:
 
         Raises StepNotYetAvailable when ``timeout`` seconds pass first.
         """
-        wanted = list(required_steps)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pause = 0.01
-        while True:
-            self.refresh()
-            pending = [
-                s for s in wanted if self.has_passed_step(s, mode) == StepState.NOT_YET_AVAILABLE
-            ]
-            if not pending:
-                return
-            if self._index.all_ended():
-                raise NoMoreData(
-                    f"training has ended; steps {pending}{_mode_text(mode)} will never be saved"
-                )
-            if deadline is not None and time.monotonic() >= deadline:
-                raise StepNotYetAvailable(pending[0], self._mode(mode), self._last_step(mode))
-            time.sleep(pause)
-            pause = min(pause * 2, 0.5)
+        wait_for_steps(self, required_steps, mode, timeout)
 
     def _last_step(self, mode: Any) -> int | None:
         steps = self.steps(mode, show_incomplete_steps=True)
@@ -315,7 +279,7 @@ class Trial:
             raise StepUnavailable(step, mode)
         if self._index.all_ended():
             raise NoMoreData(
-                f"training has ended and step {step}{_mode_text(mode)} was never saved "
+                f"training has ended and step {step}{mode_text(mode)} was never saved "
                 f"(the last saved step is {self._last_step(mode)})"
             )
         raise StepNotYetAvailable(step, mode, self._last_step(mode))
@@ -471,10 +435,6 @@ class Trial:
             if state and global_step in state.wall_time:
                 return state.wall_time[global_step]
         return None
-
-
-def _mode_text(mode: Any) -> str:
-    return "" if mode is None else f" of mode {getattr(mode, 'name', mode)}"
 
 
 def create_trial(
