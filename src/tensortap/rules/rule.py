@@ -13,7 +13,7 @@ import functools
 import inspect
 import logging
 import traceback
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tensortap.core.modes import ModeKeys
@@ -213,8 +213,12 @@ class Rule:
         self._explanation = None
         mode, mode_step = _mode_of(self.base_trial, step)
         reads = self._values_read()
+        trial = self.base_trial  # note the collections this rule asks for (see no_data_reason)
+        asked_before = getattr(trial, "collections_asked", None)
+        if asked_before is not None:
+            trial.collections_asked = set()
         try:
-            with contextlib.ExitStack() as held, self._asking():
+            with contextlib.ExitStack() as held:
                 for trial in self.trials:  # one consistent view per evaluation
                     held.enter_context(trial.no_refresh())
                 self.req_tensors.clear()
@@ -234,25 +238,14 @@ class Rule:
                 f"{type(exc).__name__}: {exc}",
                 traceback="".join(traceback.format_exception(exc)),
             )
+        finally:
+            if asked_before is not None:
+                self._asked |= trial.collections_asked
+                trial.collections_asked = asked_before | trial.collections_asked
         outcome = Outcome.TRIGGERED if answer else Outcome.OK
         default = "condition met" if answer else "condition not met"
         judged = bool(answer) or not self.reads_data or self._values_read() > reads
         return self._finding(step, mode, mode_step, outcome, default, judged=judged)
-
-    @contextlib.contextmanager
-    def _asking(self) -> Iterator[None]:
-        """Note the collections this rule asks the base trial for while the block runs."""
-        trial = self.base_trial
-        before = getattr(trial, "collections_asked", None)
-        if before is None:
-            yield
-            return
-        trial.collections_asked = set()
-        try:
-            yield
-        finally:
-            self._asked |= trial.collections_asked
-            trial.collections_asked = before | trial.collections_asked
 
     def _values_read(self) -> int:
         return sum(getattr(t, "values_read", 0) for t in self.trials)

@@ -96,6 +96,7 @@ class TrialIndex:
         self._columns: dict[int, StepColumns] = {}
         self.collection_docs: dict[str, dict[str, Any]] = {}
         self.version = 0  # bumped whenever anything new is ingested
+        self._collections: tuple[int, dict[str, Collection]] | None = None
 
     # -- refresh --
     def refresh(self) -> bool:
@@ -245,7 +246,11 @@ class TrialIndex:
         )
 
     def collections(self) -> dict[str, Collection]:
-        """Collections of every worker, merged (tensor names are the union)."""
+        """Collections of every worker, merged (tensor names are the union); built once per
+        index version (rules ask at every step, also for collections a trial lacks)."""
+        cached = self._collections
+        if cached is not None and cached[0] == self.version:
+            return dict(cached[1])
         merged: dict[str, Collection] = {}
         for worker in sorted(self.collection_docs, key=natural_key):
             for entry in self.collection_docs[worker].get("collections", []):
@@ -255,4 +260,5 @@ class TrialIndex:
                         merged[coll.name].add_tensor_name(tname)
                 else:
                     merged[coll.name] = coll
-        return merged
+        self._collections = (self.version, merged)
+        return dict(merged)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
-from tensortap.exceptions import MissingCollectionFiles, TensorUnavailableForStep
+from tensortap.exceptions import TensorUnavailableForStep
 from tensortap.rules.finding import Severity
 
 if TYPE_CHECKING:
@@ -21,10 +21,10 @@ if TYPE_CHECKING:
 
 def names_in(trial: Trial, collection: str, step: int | None = None) -> list[str]:
     """Tensors of a collection (at a global step); none if the trial has no such collection."""
-    try:
-        return trial.tensor_names(step=step, collection=collection)
-    except MissingCollectionFiles:
+    if collection not in trial.collections():  # asked at every step: no exception to raise
+        trial.collections_asked.add(collection)
         return []
+    return trial.tensor_names(step=step, collection=collection)
 
 
 def select(
@@ -100,7 +100,7 @@ def _not_finite(x: np.ndarray) -> np.ndarray:
     return found
 
 
-_GRADIENT_PREFIXES = ("gradient/", "gradients/")
+GRADIENT_PREFIXES = ("gradient/", "gradients/")
 
 #: A parameter whose mean |gradient| is below this share of the step's median has no gradient
 #: worth speaking of (a bias feeding BatchNorm, ~1e-9 by construction).
@@ -113,7 +113,7 @@ def gradients_by_parameter(trial: Trial, step: int) -> dict[str, str]:
     params = set(names_in(trial, "weights", step)) | set(names_in(trial, "biases", step))
     found = {}
     for grad in names_in(trial, "gradients", step):
-        for prefix in _GRADIENT_PREFIXES:
+        for prefix in GRADIENT_PREFIXES:
             if grad.startswith(prefix) and grad[len(prefix) :] in params:
                 found[grad[len(prefix) :]] = grad
     return dict(sorted(found.items()))

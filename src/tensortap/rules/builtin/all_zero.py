@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from tensortap.rules.builtin._common import fire_nonfinite, nonfinite_names, select
+from tensortap.rules.builtin._common import fire_nonfinite, select
 from tensortap.rules.rule import Rule
 
 
@@ -43,24 +44,34 @@ class AllZero(Rule):
             exclude=["biases", "labels", "predictions"],
         )
 
-    def _zero_percents(self, step: int) -> list[tuple[float, str]]:
-        """(percent of zeros, name) of every selected tensor that can be judged."""
+    def _zero_percents(self, step: int) -> tuple[list[tuple[float, str]], list[str]]:
+        """(percent of zeros, name) of every selected tensor that can be judged, and the
+        names of those holding NaN or inf. One vectorised max |x| per tensor tells both (NaN
+        and inf propagate; 0 means all zero); only a threshold under 100 counts the zeros."""
         block = self.base_trial.step_block(step)
-        names = self._names(step)
-        raw, reduced = block.split_raw(names)
+        raw, reduced = block.split_raw(self._names(step))
         if not (self.collection_names or self.tensor_regex):
             raw = [n for n, d in zip(raw, block.dtypes(raw), strict=True) if d.kind in "fc"]
-        zeros, sizes = block.count_where(raw, _is_zero), block.sizes(raw)
-        judged = [
-            (100.0 * z / size, n)
-            for n, z, size in zip(raw, zeros.tolist(), sizes.tolist(), strict=True)
-            if size
-        ]
+        sizes = block.sizes(raw)
+        raw = [n for n, size in zip(raw, sizes.tolist(), strict=True) if size]
+        biggest = block.reduce(raw, "max", abs=True).tolist() if raw else []
+        bad = [n for n, b in zip(raw, biggest, strict=True) if not math.isfinite(b)]
+        if self.threshold < 100 and raw:
+            counts = block.count_where(raw, _is_zero).tolist()
+            sizes = block.sizes(raw)
+            percents = [100.0 * z / n for z, n in zip(counts, sizes.tolist(), strict=True)]
+        else:
+            percents = [100.0 if b == 0 else 0.0 for b in biggest]
+        judged = [(p, n) for p, n in zip(percents, raw, strict=True) if n not in bad]
         for name in reduced:
-            pct = self._zero_percent(block.saved_reductions(name))
+            reductions = block.saved_reductions(name)
+            if any(not math.isfinite(v) for v in reductions.values()):
+                bad.append(name)
+                continue
+            pct = self._zero_percent(reductions)
             if pct is not None:
                 judged.append((pct, name))
-        return judged
+        return judged, bad
 
     def _zero_percent(self, reductions: dict[tuple[str, bool], float]) -> float | None:
         """From saved reductions: 100 when max |value| is 0, else unknown unless the threshold
@@ -73,10 +84,9 @@ class AllZero(Rule):
         return 100.0 if biggest == 0 else None if self.threshold < 100 else 0.0
 
     def invoke_at_step(self, step: int) -> bool:
-        bad = nonfinite_names(self.base_trial, self._names(step), step)
+        judged, bad = self._zero_percents(step)
         if bad:
             return fire_nonfinite(self, bad, "the tensor")
-        judged = self._zero_percents(step)
         if not judged:
             raise self.skip("no selected tensor saved (raw or with min/max) at this step")
         worst = max(judged)

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from tensortap.rules.builtin._common import (
+    GRADIENT_PREFIXES,
     fire_nonfinite,
-    gradients_by_parameter,
     loss_names,
     names_in,
     scalar,
@@ -41,16 +41,16 @@ class VanishingGradient(Rule):
         self.check_param("threshold", threshold, threshold >= 0, "a number >= 0")
         self.threshold = threshold
         self._first_loss: float | None = None
+        self._looked = False
 
     def invoke_at_step(self, step: int) -> bool:
         names = names_in(self.base_trial, "gradients", step)
         if not names:
             raise self.skip("no gradients saved at this step")
-        biases = set(names_in(self.base_trial, "biases", step))
-        of_biases = {
-            g for p, g in gradients_by_parameter(self.base_trial, step).items() if p in biases
-        }
-        names = [n for n in names if n not in of_biases] or names
+        biases = names_in(self.base_trial, "biases", step)
+        if biases:  # their gradients are not judged (see the docstring)
+            of_biases = {p + b for b in biases for p in GRADIENT_PREFIXES}
+            names = [n for n in names if n not in of_biases] or names
         # every gradient of the step in one read and one vectorised reduction
         means = self.base_trial.step_block(step).reduce(names, "mean", abs=True)
         bad = [n for n, m in zip(names, means.tolist(), strict=True) if not math.isfinite(m)]
@@ -61,7 +61,8 @@ class VanishingGradient(Rule):
         fired = smallest < self.threshold
         verb = "is below" if fired else "is above"
         severity, note = Severity.PROBLEM, ""
-        loss = self._loss_share(step)
+        # the first step's loss is the reference; after it, the loss matters only when firing
+        loss = self._loss_share(step) if fired or not self._looked else None
         if loss is not None and loss < _CONVERGED:
             severity = Severity.ADVICE
             note = (
@@ -80,6 +81,7 @@ class VanishingGradient(Rule):
 
     def _loss_share(self, step: int) -> float | None:
         """The loss at ``step`` as a share of the first loss this rule saw (None: no loss)."""
+        self._looked = True
         names = loss_names(self.base_trial, True, None, step)
         if not names:
             return None
