@@ -27,10 +27,9 @@ from tensortap.exceptions import InvalidConfigError
 from tensortap.hook import Hook as BaseHook
 from tensortap.pytorch import events
 from tensortap.pytorch.convert import TorchConverter
+from tensortap.pytorch.gradients import inverse_scale, save_gradients
 from tensortap.pytorch.initial import InitialWeights
 from tensortap.pytorch.naming import (
-    GRADIENT_COLLECTIONS,
-    GRADIENT_PREFIX,
     LOSS_COLLECTIONS,
     OPTIMIZER_COLLECTIONS,
     OPTIMIZER_VARIABLES,
@@ -346,7 +345,7 @@ class Hook(BaseHook):
         if not self._recorder.is_anything_due():
             return
         if not self._loss_seen and tensor.numel() == 1:
-            inverse = self._inverse_scale()  # the loss of scaler.scale(loss).backward()
+            inverse = inverse_scale(self._scaler)  # the loss of scaler.scale(loss).backward()
             loss = tensor if inverse is None else tensor.detach() * inverse.to(tensor.device)
             self._save_contained("loss", loss, LOSS_COLLECTIONS)
         if not self._optimizers:  # with an optimizer, gradients are saved before its step
@@ -433,31 +432,8 @@ class Hook(BaseHook):
             self._save_contained(names.output_name(i), t, out_colls)
 
     def _save_gradients(self, unscale: bool) -> None:
-        inverse = self._inverse_scale() if unscale else None
-        recorder = self._recorder
-        for name, param, _ in self._params:
-            grad = param.grad
-            if grad is None or not param.requires_grad:
-                continue  # frozen on purpose: a stale .grad is not this step's gradient
-            gname = GRADIENT_PREFIX + name
-            try:
-                plan = recorder.begin(gname, GRADIENT_COLLECTIONS)
-                if plan is None:
-                    continue
-                if inverse is not None:
-                    grad = grad.detach() * inverse.to(grad.device, grad.dtype)
-                recorder.put(gname, self._converter.records(gname, grad, plan))
-            except Exception as exc:
-                self._contain(exc, f"saving {gname!r}")
-
-    def _inverse_scale(self) -> torch.Tensor | None:
-        scaler = self._scaler
-        if scaler is None or not scaler.is_enabled():
-            return None
-        scale = getattr(scaler, "_scale", None)
-        if not isinstance(scale, torch.Tensor):
-            return None
-        return scale.double().reciprocal()
+        inverse = inverse_scale(self._scaler) if unscale else None
+        save_gradients(self._recorder, self._converter, self._params, inverse, self._contain)
 
     def _on_step_end(self) -> None:
         """Before a step is handed on: weights after the update, optimizer state, device values."""

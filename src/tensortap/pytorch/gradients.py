@@ -1,0 +1,50 @@
+"""Which gradients the PyTorch hook saves, and how: every trained parameter's ``.grad``,
+unscaled when a GradScaler scaled the loss; none of a frozen parameter (``requires_grad=False``:
+a ``.grad`` left from before it was frozen is not this step's gradient)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from tensortap.core.recorder import StepRecorder
+from tensortap.pytorch.convert import TorchConverter
+from tensortap.pytorch.naming import GRADIENT_COLLECTIONS, GRADIENT_PREFIX
+
+
+def inverse_scale(scaler: Any) -> torch.Tensor | None:
+    """1 / the loss scale of an enabled ``torch.amp.GradScaler`` (None without one)."""
+    if scaler is None or not scaler.is_enabled():
+        return None
+    scale = getattr(scaler, "_scale", None)
+    if not isinstance(scale, torch.Tensor):
+        return None
+    return scale.double().reciprocal()
+
+
+def save_gradients(
+    recorder: StepRecorder,
+    converter: TorchConverter,
+    params: Iterable[tuple[str, nn.Parameter, tuple[str, ...]]],
+    inverse: torch.Tensor | None,
+    contain: Callable[[BaseException, str], None],
+) -> None:
+    """Save ``gradient/<name>`` of every trained parameter whose gradients are due, multiplied
+    by ``inverse`` when given; a failure loses that gradient only (``contain`` reports it)."""
+    for name, param, _ in params:
+        grad = param.grad
+        if grad is None or not param.requires_grad:
+            continue
+        gname = GRADIENT_PREFIX + name
+        try:
+            plan = recorder.begin(gname, GRADIENT_COLLECTIONS)
+            if plan is None:
+                continue
+            if inverse is not None:
+                grad = grad.detach() * inverse.to(grad.device, grad.dtype)
+            recorder.put(gname, converter.records(gname, grad, plan))
+        except Exception as exc:
+            contain(exc, f"saving {gname!r}")
