@@ -12,6 +12,7 @@ import pytest
 from tensortap.rules import (
     BUILTIN_RULES,
     AllZero,
+    CheckInputImages,
     ClassImbalance,
     Confusion,
     DeadRelu,
@@ -318,3 +319,28 @@ def test_confusion_takes_smdebugs_positional_arguments(tmp_path: Path) -> None:
     assert (rule.category_no, rule.labels, rule.predictions) == (10, "foo", "bar")
     assert invoke_rule(rule).triggered == 0  # foo and bar agree
     assert invoke_rule(Confusion(trial)).triggered == 1  # the collections' tensors do not
+
+
+def test_a_job_completes_an_include_collections_that_leaves_out_what_a_rule_reads(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from tensortap.jobs import DebuggerHookConfig, rule_configs
+    from tensortap.jobs import Rule as JobRule
+    from tensortap.jobs.specs import hook_config
+
+    debugger = DebuggerHookConfig(hook_parameters={"include_collections": "losses"})
+    rules = [JobRule.builtin(rule_configs.vanishing_gradient())]
+    with caplog.at_level("WARNING"):
+        config = hook_config("out", debugger, rules, None)
+    assert config.include_collections == ("losses", "gradients")
+    assert "rule VanishingGradient reads gradients, which include_collections" in caplog.text
+    assert config.hook_parameters["include_collections"] == "losses,gradients"
+
+
+def test_check_input_images_does_not_judge_tabular_inputs(tmp_path: Path) -> None:
+    builder = TrialBuilder(tmp_path)
+    features = np.random.default_rng(0).normal(5.0, 1.0, (600, 8)).astype(F32)  # far from 0
+    builder.step({"Net_input_0": features})
+    summary = invoke_rule(CheckInputImages(builder.close(), regex="Net_input_0"))
+    assert summary.status is RuleStatus.NO_DATA and summary.triggered == 0
+    assert "no input with image axes" in summary.details

@@ -110,10 +110,10 @@ class RuleSummary:
         )
         if self.details:
             text += f"; {self.details}"
-        worst = self.worst_severity
-        first = next((f for f in self.findings if f.severity == worst), None)
-        if first is not None or self.findings:
-            text += f"; first: {first or self.findings[0]}"
+        worst = self.worst_severity  # the first of the gravest findings, else the first error
+        shown = next((f for f in self.findings if f.triggered and f.severity == worst), None)
+        if shown is not None or self.findings:
+            text += f"; first: {shown or self.findings[0]}"
         return text
 
 

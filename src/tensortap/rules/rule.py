@@ -213,10 +213,10 @@ class Rule:
         self._explanation = None
         mode, mode_step = _mode_of(self.base_trial, step)
         reads = self._values_read()
-        trial = self.base_trial  # note the collections this rule asks for (see no_data_reason)
-        asked_before = getattr(trial, "collections_asked", None)
+        base = self.base_trial  # note the collections this rule asks for (see no_data_reason)
+        asked_before = getattr(base, "collections_asked", None)
         if asked_before is not None:
-            trial.collections_asked = set()
+            base.collections_asked = set()
         try:
             with contextlib.ExitStack() as held:
                 for trial in self.trials:  # one consistent view per evaluation
@@ -240,8 +240,8 @@ class Rule:
             )
         finally:
             if asked_before is not None:
-                self._asked |= trial.collections_asked
-                trial.collections_asked = asked_before | trial.collections_asked
+                self._asked |= base.collections_asked
+                base.collections_asked = asked_before | base.collections_asked
         outcome = Outcome.TRIGGERED if answer else Outcome.OK
         default = "condition met" if answer else "condition not met"
         judged = bool(answer) or not self.reads_data or self._values_read() > reads

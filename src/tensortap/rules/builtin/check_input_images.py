@@ -17,7 +17,9 @@ class CheckInputImages(Rule):
 
     Inputs: tensors matching ``regex``, else the model's input: the first tensor of the
     ``inputs`` collection the hook saved at the step (forward order) that has 4 dimensions
-    (batch, channel and two spatial axes).
+    (batch, channel and two spatial axes). Tensors of fewer than 3 axes are not images and are
+    not judged (tabular features normalised with one global mean are fine), so a trial of
+    tabular inputs ends ``NoData`` rather than with a false alarm.
     """
 
     collections_needed = ("inputs",)
@@ -62,10 +64,12 @@ class CheckInputImages(Rule):
         if not names:
             raise self.skip("no input images saved at this step")
         worst: tuple[float, str, int] | None = None
+        judged = 0
         for name in names:
             images = self.base_trial.tensor(name).value(step).astype(np.float64)
-            if images.ndim <= self.channel:
-                raise self.skip(f"{name} has {images.ndim} axes; no channel axis {self.channel}")
+            if images.ndim < 3 or images.ndim <= self.channel:
+                continue  # tabular features (batch, features) are not images: not judged
+            judged += 1
             axes = tuple(a for a in range(images.ndim) if a != self.channel)
             sums = images.sum(axis=axes)
             count = images.size // sums.size
@@ -78,6 +82,10 @@ class CheckInputImages(Rule):
             c = int(np.abs(means).argmax())
             if worst is None or abs(means[c]) > abs(worst[0]):
                 worst = (float(means[c]), name, c)
+        if not judged:
+            raise self.skip(
+                f"no input with image axes (batch, channel, ...) and channel axis {self.channel}"
+            )
         if worst is None:
             seen = max(self._samples.values())
             raise self.skip(f"{seen} of {self.threshold_samples} images seen; not judged yet")
