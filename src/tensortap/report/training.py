@@ -1,6 +1,6 @@
 """The report of a training run (``tensortap report TRIAL [--job JOB]``): one self-contained page.
 
-Sections: the job and what its rules found (each rule's first finding marked on the curves),
+Sections: the job and what its rules found (each rule's gravest finding marked on the curves),
 the loss and metric curves per mode over global steps, per-layer gradient and activation
 health over time (heat maps), and TensorPlot of the activations at the last step they were
 saved in full. Without a job, the recommended rules that fit the saved collections are run
@@ -132,7 +132,8 @@ class TrainingReport:
         return f"<div>{''.join(parts)}</div>"
 
     def _marks(self) -> dict[float, str]:
-        """Where each rule first fired (rows are filled by the rules section, drawn first)."""
+        """Where each rule's gravest finding is (rows are filled by the rules section, drawn
+        first)."""
         by_step: dict[float, list[str]] = {}
         for rule, _, first, *_ in self.rows:
             if first:
