@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import fire_nonfinite, has_raw, nonfinite_names, unit_activity
+from tensortap.rules.builtin._common import fire_nonfinite, has_raw, unit_activity
 from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
 
@@ -76,14 +76,15 @@ class ActivityRule(Rule):
         names = self._names(step)
         if not names:
             raise self.skip("no matching activation saved at this step")
-        bad = nonfinite_names(self.base_trial, names, step)
-        if bad:
-            return fire_nonfinite(self, bad, "the activation")
         worst: tuple[float, float, str, int, int] | None = None
+        bad: list[str] = []
         training = self.base_trial.mode(step) not in (ModeKeys.EVAL, ModeKeys.PREDICT)
         for name in names:
             values = self.base_trial.tensor(name).value(step)
             if values.size == 0:
+                continue
+            if not np.isfinite(values).all():
+                bad.append(name)
                 continue
             activity = unit_activity(values, ~self.inactive(name, values))
             mask = activity < self.threshold_inactivity
@@ -100,6 +101,8 @@ class ActivityRule(Rule):
             percent = 100.0 * float(mask.mean())
             if worst is None or (persistent, percent) > worst[:2]:
                 worst = (persistent, percent, name, int(mask.sum()), mask.size)
+        if bad:
+            return fire_nonfinite(self, bad, "the activation")
         if worst is None:
             raise self.skip("the matching activations are empty at this step")
         persistent, percent, name, bad_units, units = worst
@@ -110,9 +113,9 @@ class ActivityRule(Rule):
             f"active in less than {self.threshold_inactivity:g}% of samples); limit "
             f"{self.threshold_layer:g}%"
             + (
-                f"; {persistent:.3g}% were on the last {PERSISTENT} saved steps"
+                f"; {persistent:.3g}% were on the last {PERSISTENT} saved training steps"
                 if lasting_problem
-                else f"; not yet on {PERSISTENT} saved steps in a row"
+                else f"; not yet on {PERSISTENT} saved training steps in a row"
                 if fired
                 else ""
             ),

@@ -63,8 +63,8 @@ def nonfinite_names(trial: Trial, names: Sequence[str], step: int) -> list[str]:
     raw, reduced = block.split_raw(list(names))
     bad: set[str] = set()
     if raw:
-        counts = block.count_where(raw, _not_finite)
-        bad.update(n for n, c in zip(raw, counts.tolist(), strict=True) if c)
+        nans, infs = block.nonfinite(raw)
+        bad.update(n for n, hit in zip(raw, (nans + infs).tolist(), strict=True) if hit)
     for name in reduced:
         if any(not math.isfinite(v) for v in block.saved_reductions(name).values()):
             bad.add(name)
@@ -93,13 +93,6 @@ def fire_nonfinite(rule: Rule, bad: Sequence[str], what: str) -> bool:
     return True
 
 
-def _not_finite(x: np.ndarray) -> np.ndarray:
-    if x.dtype.kind not in "fc":
-        return np.zeros(x.shape, dtype=bool)
-    found: np.ndarray = ~np.isfinite(x)
-    return found
-
-
 GRADIENT_PREFIXES = ("gradient/", "gradients/")
 
 #: A parameter whose mean |gradient| is below this share of the step's median has no gradient
@@ -119,10 +112,10 @@ def gradients_by_parameter(trial: Trial, step: int) -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
-def trained_parameters(trial: Trial, step: int) -> dict[str, str]:
-    """:func:`gradients_by_parameter` less the parameters whose gradient is negligible against
-    the others' (:data:`NEGLIGIBLE_GRADIENT`): what the optimizer should visibly move."""
-    pairs = gradients_by_parameter(trial, step)
+def trained_parameters(trial: Trial, step: int, pairs: dict[str, str]) -> dict[str, str]:
+    """``pairs`` (from :func:`gradients_by_parameter`) less the parameters whose gradient is
+    negligible against the others' (:data:`NEGLIGIBLE_GRADIENT`): what the optimizer should
+    visibly move."""
     if not pairs:
         return pairs
     means = trial.step_block(step).reduce(list(pairs.values()), "mean", abs=True)

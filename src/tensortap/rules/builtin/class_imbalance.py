@@ -67,7 +67,7 @@ class ClassImbalance(Rule):
         self._recent: deque[tuple[np.ndarray, np.ndarray]] = deque()
         self._held = 0
         self._counts = np.zeros(0, dtype=np.int64)  # every label seen, by class
-        # (class, labels seen, its error rate) when a class was first seen given up
+        # class -> (labels seen, its error rate) when it was first seen given up
         self._given_up: dict[int, tuple[int, float]] = {}
 
     def _window(self, y: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -64,23 +64,23 @@ class WeightUpdateRatio(Rule):
         names = names_in(self.base_trial, "weights", step)
         if not names:
             raise self.skip("no weights saved at this step")
-        if gradients_by_parameter(self.base_trial, step):
-            trained = trained_parameters(self.base_trial, step)
+        if self._last_checked is not None and s < self._last_checked + self.num_steps:
+            self.explain(f"not a check step (checked every {self.num_steps} steps)")
+            return False
+        pairs = gradients_by_parameter(self.base_trial, step)
+        if pairs:  # judge only what the optimizer is meant to move
+            trained = trained_parameters(self.base_trial, step, pairs)
             names = [n for n in names if n in trained]
             if not names:
                 raise self.skip("no weight is being trained at this step (all frozen)")
         bad = nonfinite_names(self.base_trial, names, step)
         if bad:
             return fire_nonfinite(self, bad, "the weight")
-        if self._last_checked is not None and s < self._last_checked + self.num_steps:
-            self.explain(f"not a check step (checked every {self.num_steps} steps)")
-            return False
         ratios: list[tuple[float, str]] = []
         snapshots = set(names_in(self.base_trial, INITIAL_WEIGHTS, step))
         for name in names:
             tensor = self.base_trial.tensor(name)
             earlier = [p for p in tensor.steps(mode=ModeKeys.TRAIN) if p < s]
-            w = tensor.value(s, mode=mode)
             if earlier:
                 p = earlier[-1]
                 w_prev = tensor.value(p, mode=mode)
@@ -89,6 +89,7 @@ class WeightUpdateRatio(Rule):
                 w_prev = self.base_trial.tensor(INITIAL_PREFIX + name).value(step)
             else:
                 continue
+            w = tensor.value(s, mode=mode)
             update = float(np.linalg.norm((w - w_prev).ravel())) / (s - p)
             ratios.append((update / (float(np.linalg.norm(w_prev.ravel())) + self.epsilon), name))
         if not ratios:

@@ -7,6 +7,7 @@ import numpy as np
 from tensortap.core.modes import ModeKeys
 from tensortap.rules.builtin._common import (
     fire_nonfinite,
+    gradients_by_parameter,
     has_raw,
     nonfinite_names,
     step_mode,
@@ -32,7 +33,8 @@ class WeightsNotUpdating(Rule):
         if mode != ModeKeys.TRAIN:
             self.explain("parameters are updated only in TRAIN steps")
             return False
-        pairs = sorted(trained_parameters(self.base_trial, step).items())
+        trial = self.base_trial
+        pairs = sorted(trained_parameters(trial, step, gradients_by_parameter(trial, step)).items())
         if not pairs:
             raise self.skip("no parameter with its gradient saved at this step")
         bad = nonfinite_names(self.base_trial, [p for p, _ in pairs], step)
