@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_xgboost.py
 	$(PY) bench/bench_s3.py
 	$(PY) -m bench.detection
+	$(PY) bench/bench_fuzz.py
 
 # The README's pictures (needs Debian's chromium): a report and a TensorPlot.
 images: $(STAMP)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import zlib
 from pathlib import Path
 
@@ -57,8 +58,16 @@ def test_corruption_is_detected(tmp_path: Path) -> None:
         decode_index(b"PK\x03\x04" + bytes(40))
     with pytest.raises(FormatError, match="truncated"):
         decode_index(b"TTIX")
+    # one flipped bit in the version field is corruption, not "upgrade tensortap"
+    flipped = bytearray(build_index())
+    flipped[4] ^= 0x02
+    with pytest.raises(FormatError, match="checksum") as caught:
+        decode_index(bytes(flipped))
+    assert not isinstance(caught.value, UnsupportedFormatVersion)
+    # an intact index of a newer version asks for a newer tensortap
     newer = bytearray(build_index())
     newer[4] = 2
+    newer[-4:] = struct.pack("<I", zlib.crc32(bytes(newer[:-4])))
     with pytest.raises(UnsupportedFormatVersion, match="version 2"):
         decode_index(bytes(newer))
 

@@ -226,3 +226,44 @@ def test_a_slow_network_fills_the_queue_and_the_drop_policy_records_what_it_drop
     for name in NAMES:  # what was kept is intact
         for s, got in trial.tensor(name).values().items():
             np.testing.assert_array_equal(got, value(name, s))
+
+
+def test_a_huge_claimed_length_costs_one_request_not_thousands(s3_bucket, tmp_path) -> None:
+    """A CRC-valid index claiming a 1 TiB value (and a 1 TiB data object) on S3: the reader
+    checks the object's real size with one HEAD and queues no GET, instead of 131k."""
+    import boto3
+
+    from tensortap.core.modes import ModeKeys
+    from tensortap.core.records import Record, RecordKind
+    from tensortap.exceptions import StorageError
+    from tensortap.format import layout
+    from tensortap.format.index import IndexBuilder
+
+    local = tmp_path / "t"
+    with tt.Hook(local, save_config=tt.SaveConfig(save_interval=1)) as hook:
+        hook.save_tensor("big", np.arange(4.0))
+        hook.next_step()
+    builder = IndexBuilder()
+    builder.add_step(0, ModeKeys.GLOBAL, 0, 0.0)
+    builder.add(
+        Record("big", RecordKind.TENSOR, "<f4", (1 << 38,)), 0, ModeKeys.GLOBAL, 0, 0, 1 << 40
+    )
+    key = layout.data_key("worker_0", 0)
+    header = {"worker": "worker_0", "seq": 0, "session": "x", "data_key": key, "data_size": 1 << 40}
+    (local / layout.index_key("worker_0", 0)).write_bytes(builder.encode(header))
+    client = boto3.client("s3")
+    for path in local.rglob("*"):
+        if path.is_file():
+            client.put_object(
+                Bucket=s3_bucket, Key=f"huge/{path.relative_to(local)}", Body=path.read_bytes()
+            )
+    trial = tt.create_trial(f"s3://{s3_bucket}/huge")
+    store = trial.store
+    assert isinstance(store, S3Store)
+    before = dict(store.stats()["by_operation"])
+    with pytest.raises(StorageError, match="bytes; bytes"):
+        trial.tensor("big").value(0)
+    after = store.stats()["by_operation"]
+    assert after.get("GetObject", 0) == before.get("GetObject", 0)
+    assert after.get("HeadObject", 0) - before.get("HeadObject", 0) == 1
+    assert any("reading values" in p for p in trial.problems())

@@ -26,6 +26,7 @@ __all__ = [
     "TensortapError",
     "TrainingStopped",
     "UnsupportedFormatVersion",
+    "WorkerInUse",
 ]
 
 
@@ -52,6 +53,11 @@ class StorageError(TensortapError, OSError):
     def __init__(self, *args: object, transient: bool = False) -> None:
         super().__init__(*args)
         self.transient = transient
+
+
+class WorkerInUse(TensortapError, RuntimeError):
+    """Another writer (a second process, or the same script started twice) owns this worker
+    of the trial: two writers on one worker would lose steps."""
 
 
 class NotATrialError(TensortapError, FileNotFoundError):

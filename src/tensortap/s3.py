@@ -257,9 +257,33 @@ class S3Store(Store):
     def get_many(self, keys: Sequence[str]) -> builtins.list[bytes]:
         return self._parallel(self.get, keys)
 
+    def size(self, key: str) -> int:
+        full = self._key(key)
+        try:
+            head = self._call(
+                "HeadObject", lambda: self.client.head_object(Bucket=self.bucket, Key=full)
+            )
+        except Exception as exc:
+            if _code(exc) in _MISSING_CODES:
+                raise KeyError(key) from None
+            raise self._error(exc, f"looking at {key}") from None
+        return int(head["ContentLength"])
+
     def get_ranges(self, ranges: Sequence[tuple[str, int, int]]) -> builtins.list[bytearray]:
         """Every range at once: up to ``parallel_reads`` requests in flight, a large range
-        split into chunks of READ_CHUNK bytes."""
+        split into chunks of READ_CHUNK bytes, after checking it against the object's real
+        size (a corrupt index must not queue thousands of requests)."""
+        sizes: dict[str, int] = {}
+        for key, start, length in ranges:
+            if length > READ_CHUNK or start < 0 or length < 0:
+                if key not in sizes:
+                    sizes[key] = self.size(key)
+                if start < 0 or length < 0 or start + length > sizes[key]:
+                    raise StorageError(
+                        f"s3://{self.bucket}/{self._key(key)} has {sizes[key]} bytes; bytes "
+                        f"[{start}, {start + length}) were asked for: truncated, or the index "
+                        "pointing into it is corrupt"
+                    )
         pieces = [
             (i, key, at, min(READ_CHUNK, start + length - at))
             for i, (key, start, length) in enumerate(ranges)
@@ -320,6 +344,39 @@ class S3Store(Store):
             )
         except Exception as exc:
             raise self._error(exc, f"writing {key}") from None
+
+    def put_conditional(
+        self, key: str, data: bytes, if_none_match: bool = False, if_match: str | None = None
+    ) -> str | None:
+        """Write ``key`` only if it does not exist (``if_none_match``) or still has ETag
+        ``if_match``; the new ETag, or None when the condition failed (another writer won)."""
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self._key(key), "Body": bytes(data)}
+        if if_none_match:
+            kwargs["IfNoneMatch"] = "*"
+        if if_match is not None:
+            kwargs["IfMatch"] = if_match
+        try:
+            answer = self._call("PutObject", lambda: self.client.put_object(**kwargs))
+        except Exception as exc:
+            if _code(exc) in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+                return None
+            raise self._error(exc, f"writing {key}") from None
+        return str(answer.get("ETag", ""))
+
+    def get_with_etag(self, key: str) -> tuple[bytes, str]:
+        """An object's bytes and its ETag (KeyError if missing)."""
+        full = self._key(key)
+
+        def fetch() -> tuple[bytes, str]:
+            answer = self.client.get_object(Bucket=self.bucket, Key=full)
+            return answer["Body"].read(), str(answer.get("ETag", ""))
+
+        try:
+            return self._call("GetObject", fetch)
+        except Exception as exc:
+            if _code(exc) in ("NoSuchKey", "404"):
+                raise KeyError(key) from None
+            raise self._error(exc, f"reading {key}") from None
 
     def open_writer(self, key: str) -> ObjectWriter:
         return _S3Writer(self, key)

@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from tensortap.core.reduction_config import ReductionConfig
+from tensortap.core.safe_regex import Matcher, compile_untrusted
 from tensortap.core.save_config import SaveConfig
-from tensortap.exceptions import InvalidConfigError
+from tensortap.exceptions import FormatError, InvalidConfigError, TensortapError
 
 
 class CollectionKeys:
@@ -84,8 +85,8 @@ class Collection:
         if not isinstance(name, str) or not name:
             raise InvalidConfigError(f"a collection name must be a non-empty string, got {name!r}")
         self.name = name
-        self._include: list[re.Pattern[str]] = []
-        self._exclude: list[re.Pattern[str]] = []
+        self._include: list[Matcher] = []
+        self._exclude: list[Matcher] = []
         self._tensor_names: set[str] = set()
         self._save_config: SaveConfig | None = None
         self._reduction_config: ReductionConfig | None = None
@@ -203,6 +204,41 @@ class Collection:
             save_config=None if save is None else SaveConfig.from_dict(save),
             reduction_config=None if reduction is None else ReductionConfig.from_dict(reduction),
         )
+
+    @classmethod
+    def from_stored(cls, data: object, what: str = "collection") -> tuple[Collection, str | None]:
+        """A collection read from a trial (data, not code): FormatError for a malformed entry.
+
+        Its regexes are compiled with RE2 (:mod:`~tensortap.core.safe_regex`), so matching cannot
+        hang; when one cannot be, the collection keeps no regex (its listed tensor names, which
+        the writer keeps complete, decide membership) and the reason is returned with it."""
+        if not isinstance(data, Mapping):
+            raise FormatError(f"{what} is not an object")
+        name = data.get("name")
+        include, exclude = data.get("include_regex") or [], data.get("exclude_regex") or []
+        names = data.get("tensor_names") or []
+        for field, value in (("include_regex", include), ("exclude_regex", exclude)):
+            if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+                raise FormatError(f"{what}: {field} is not a list of strings")
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise FormatError(f"{what}: tensor_names is not a list of names")
+        try:
+            save, reduce = data.get("save_config"), data.get("reduction_config")
+            coll = cls(
+                name=name,  # type: ignore[arg-type]  # checked by the constructor
+                tensor_names=names,
+                save_config=None if save is None else SaveConfig.from_dict(save),
+                reduction_config=None if reduce is None else ReductionConfig.from_dict(reduce),
+            )
+        except (TensortapError, TypeError, ValueError, AttributeError) as exc:
+            raise FormatError(f"{what} is malformed: {exc}") from None
+        try:
+            coll._include = [compile_untrusted(p, f"include_regex of {name}") for p in include]
+            coll._exclude = [compile_untrusted(p, f"exclude_regex of {name}") for p in exclude]
+        except FormatError as exc:
+            coll._include, coll._exclude = [], []
+            return coll, str(exc)
+        return coll, None
 
     def __repr__(self) -> str:
         return (

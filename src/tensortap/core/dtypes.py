@@ -38,6 +38,7 @@ _ML_DTYPE_NAMES = frozenset(
         "uint4",
     }
 )
+ML_DTYPE_NAMES = _ML_DTYPE_NAMES
 BFLOAT16 = "bfloat16"
 
 
@@ -128,8 +129,8 @@ def storage_dtype(name: str) -> np.dtype[Any]:
         return found
     try:
         dtype = np.dtype(name)
-    except TypeError as exc:
-        raise FormatError(f"unknown stored dtype {name!r}") from exc
+    except (TypeError, ValueError) as exc:
+        raise FormatError(f"unknown stored dtype {name[:40]!r}") from exc
     if dtype.kind not in _NUMERIC_KINDS:
         raise FormatError(f"stored dtype {name!r} is not numeric; the file is not a tensortap file")
     return dtype

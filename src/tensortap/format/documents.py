@@ -1,11 +1,18 @@
-"""The small JSON documents of a trial: the trial marker, worker info, end marker, collections."""
+"""The small JSON documents of a trial: the trial marker, worker info, end marker, collections.
+
+Decoding checks every field a reader uses (see :mod:`tensortap.format.fields`): a corrupt or
+hostile document raises FormatError, never an untyped error. Only the trial marker may claim a
+newer format version (UnsupportedFormatVersion: the whole trial is newer); any other document
+claiming one, inside a trial this reader opened, is corrupt (FormatError).
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from tensortap.exceptions import FormatError
+from tensortap.exceptions import FormatError, UnsupportedFormatVersion
+from tensortap.format.fields import get_dict, get_int, get_str
 from tensortap.format.index import FORMAT_VERSION, check_version
 
 TRIAL_KIND = "tensortap-trial"
@@ -19,13 +26,48 @@ def encode_json(kind: str, body: dict[str, Any]) -> bytes:
 def decode_json(raw: bytes, kind: str, what: str) -> dict[str, Any]:
     try:
         doc = json.loads(raw)
-    except ValueError as exc:
-        raise FormatError(f"{what} is not valid JSON: {exc}") from exc
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        reason = "it is nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise FormatError(f"{what} is not valid JSON: {reason}") from None
     if not isinstance(doc, dict) or doc.get("kind") != kind:
         raise FormatError(f"{what} is not a tensortap {kind} document")
-    check_version(doc.get("format_version"), what)
+    try:
+        check_version(doc.get("format_version"), what)
+    except UnsupportedFormatVersion as exc:
+        if kind == TRIAL_KIND:
+            raise
+        raise FormatError(
+            f"{what} claims format version {doc.get('format_version')} inside a trial of "
+            f"version {FORMAT_VERSION} or older: the document is corrupt"
+        ) from exc
     return doc
 
 
 def trial_marker() -> bytes:
     return encode_json(TRIAL_KIND, {})
+
+
+def decode_worker_info(raw: bytes, what: str) -> dict[str, Any]:
+    doc = decode_json(raw, "worker", what)
+    num = get_int(doc, "num_workers", what, default=1)
+    if not 1 <= num <= 1 << 24:
+        raise FormatError(f"{what}: num_workers must be between 1 and {1 << 24}, got {num}")
+    return doc
+
+
+def decode_end(raw: bytes, what: str) -> dict[str, Any]:
+    """An end marker; the fields readers use are checked (the rest is passed on)."""
+    doc = decode_json(raw, "end", what)
+    get_int(doc, "last_global_step", what, default=None)
+    get_int(doc, "internal_errors", what, default=0)
+    _optional_str(doc, "last_internal_error", what)
+    status = get_dict(doc, "status", what, default={})
+    for name in ("errors", "steps_lost"):
+        get_int(status, name, f"{what} status", default=0)
+    _optional_str(status, "last_error", f"{what} status")
+    return doc
+
+
+def _optional_str(doc: dict[str, Any], name: str, what: str) -> None:
+    if doc.get(name) is not None:
+        get_str(doc, name, what)

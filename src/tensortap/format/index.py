@@ -25,16 +25,19 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.core.dtypes import ML_DTYPE_NAMES, storage_dtype
 from tensortap.core.modes import ModeKeys
 from tensortap.core.records import Record, RecordKind
 from tensortap.core.reductions import REDUCTION_NAMES
 from tensortap.exceptions import FormatError, UnsupportedFormatVersion
 from tensortap.format.checksum import crc32
+from tensortap.format.fields import get_int, get_list, get_str, int_rows
 
 FORMAT_VERSION = 1
 MAGIC = b"TTIX"
 _PREFIX = struct.Struct("<4sHHIIII")
 DATA_ALIGNMENT = 8
+_MODE_VALUES = frozenset(int(m) for m in ModeKeys)
 
 RECORD_DTYPE = np.dtype(
     [
@@ -174,33 +177,73 @@ class SegmentIndex:
 
 
 def decode_index(raw: bytes, what: str = "index") -> SegmentIndex:
-    """Parse and verify an index object (magic, version, CRC, sizes)."""
+    """Parse and verify an index object (magic, CRC, version, sizes, header fields, and that
+    every record refers inside its tables and inside its data object).
+
+    The CRC is checked before the version: a flipped bit anywhere, the version field included,
+    is corruption (FormatError), and only an intact index claiming a newer version raises
+    UnsupportedFormatVersion."""
     if len(raw) < _PREFIX.size + 4:
         raise FormatError(f"{what} is truncated ({len(raw)} bytes)")
     magic, version, _flags, head_len, n_rec, n_dims, _ = _PREFIX.unpack_from(raw, 0)
     if magic != MAGIC:
         raise FormatError(f"{what} is not a tensortap index (magic {magic!r})")
-    check_version(version, what)
     (crc,) = struct.unpack_from("<I", raw, len(raw) - 4)
     if crc32(memoryview(raw)[:-4]) != crc:
         raise FormatError(f"{what} fails its checksum: the object is corrupt")
+    check_version(version, what)
     start = _PREFIX.size
-    try:
-        header = json.loads(bytes(raw[start : start + head_len]))
-    except ValueError as exc:
-        raise FormatError(f"{what} has an unreadable header: {exc}") from exc
     rec_start = start + head_len + ((-(start + head_len)) % 8)
     dims_start = rec_start + n_rec * RECORD_DTYPE.itemsize
     if dims_start + 8 * n_dims + 4 != len(raw):
         raise FormatError(f"{what} sizes do not add up: the object is corrupt")
+    try:
+        header = json.loads(bytes(raw[start : start + head_len]))
+    except (ValueError, RecursionError) as exc:
+        raise FormatError(f"{what} has an unreadable header: {type(exc).__name__}") from None
+    if not isinstance(header, dict):
+        raise FormatError(f"{what} header is not a JSON object")
+    names, dtypes = _check_header(header, what)
     records = np.frombuffer(raw, dtype=RECORD_DTYPE, count=n_rec, offset=rec_start)
     dims = np.frombuffer(raw, dtype="<i8", count=n_dims, offset=dims_start)
-    names = header.get("names")
-    dtypes = header.get("dtypes")
-    if not isinstance(names, list) or not isinstance(dtypes, list):
-        raise FormatError(f"{what} header lacks its names/dtypes tables")
     _check_records(records, len(names), len(dtypes), n_dims, what)
+    _check_extents(records, dims, dtypes, int(header.get("data_size", 0)), what)
     return SegmentIndex(header, names, dtypes, records, dims)
+
+
+def _check_header(header: dict[str, Any], what: str) -> tuple[list[str], list[str]]:
+    """The header fields a reader uses, checked for type (a wrong type is corruption)."""
+    names = get_list(header, "names", what, of=str)
+    dtypes = get_list(header, "dtypes", what, of=str)
+    for name in dtypes:
+        storage_dtype_checked(name, what)
+    for field in ("worker", "data_key"):
+        get_str(header, field, what)
+    get_int(header, "seq", what)
+    if get_int(header, "data_size", what, default=0) < 0:
+        raise FormatError(f"{what}: data_size is negative")
+    steps = int_rows(get_list(header, "steps", what, default=[]), 3, what, "steps")
+    for row in steps:
+        if row[1] not in _MODE_VALUES:
+            raise FormatError(f"{what}: step {row[0]} has unknown mode {row[1]}")
+        if len(row) > 3 and (isinstance(row[3], bool) or not isinstance(row[3], int | float)):
+            raise FormatError(f"{what}: step {row[0]} has a wall time that is not a number")
+    int_rows(get_list(header, "dropped", what, default=[]), 3, what, "dropped")
+    get_int(header, "hook_errors", what, default=0)
+    if header.get("last_hook_error") is not None:
+        get_str(header, "last_hook_error", what)
+    return names, dtypes
+
+
+def storage_dtype_checked(name: str, what: str) -> None:
+    try:
+        storage_dtype(name)
+    except FormatError as exc:
+        if name in ML_DTYPE_NAMES:  # valid, only ml_dtypes is missing: said when it is read
+            return
+        raise FormatError(f"{what}: {exc}") from None
+    except (TypeError, ValueError):
+        raise FormatError(f"{what}: unknown stored dtype {name[:40]!r}") from None
 
 
 def _check_records(
@@ -214,7 +257,7 @@ def _check_records(
         "dtypes": records["dtype"] >= n_dtypes,
         "dims": records["dims_offset"].astype(np.int64) + records["ndim"] > n_dims,
         "kinds": records["kind"] > max(RecordKind),
-        "modes": ~np.isin(records["mode"], [int(m) for m in ModeKeys]),
+        "modes": ~np.isin(records["mode"], list(_MODE_VALUES)),
         "reductions": records["reduction"] > len(REDUCTION_NAMES),
     }
     for table, bad in problems.items():
@@ -223,3 +266,50 @@ def _check_records(
             raise FormatError(
                 f"{what} record {row} refers to unknown {table}: the index is corrupt"
             )
+
+
+def _check_extents(
+    records: np.ndarray[Any, Any],
+    dims: np.ndarray[Any, Any],
+    dtypes: list[str],
+    data_size: int,
+    what: str,
+) -> None:
+    """Shapes are non-negative, and every raw value lies inside the data object and is as long
+    as its shape and dtype say: a reader never allocates or requests more than the index's own
+    data object holds (whose real size the store checks in turn)."""
+    if (dims < 0).any():
+        raise FormatError(f"{what} holds a negative dimension: the index is corrupt")
+    raw = records[records["kind"] == int(RecordKind.TENSOR)]
+    if not len(raw):
+        return
+    offset, length = raw["data_offset"], raw["data_length"]
+    beyond = (offset > data_size) | (length > np.uint64(data_size) - np.minimum(offset, data_size))
+    if beyond.any():
+        row = int(np.flatnonzero(beyond)[0])
+        raise FormatError(
+            f"{what}: a value claims bytes [{int(offset[row])}, +{int(length[row])}) of a data "
+            f"object of {data_size} bytes: the index is corrupt"
+        )
+    itemsize = np.array([_itemsize(name) for name in dtypes], dtype=np.float64)
+    sizes = np.ones(len(raw), dtype=np.float64)
+    starts, ndims = raw["dims_offset"].astype(np.int64), raw["ndim"].astype(np.int64)
+    dims_f = dims.astype(np.float64)
+    for k in range(int(ndims.max())):  # one pass per dimension, over every record at once
+        has = ndims > k
+        sizes[has] *= dims_f[starts[has] + k]
+    expected = sizes * itemsize[raw["dtype"]]
+    wrong = expected != length.astype(np.float64)
+    if wrong.any():
+        row = int(np.flatnonzero(wrong)[0])
+        raise FormatError(
+            f"{what}: a value of {int(length[row])} bytes does not match its shape and dtype "
+            f"({int(expected[row])} bytes): the index is corrupt"
+        )
+
+
+def _itemsize(name: str) -> float:
+    try:
+        return float(storage_dtype(name).itemsize)
+    except FormatError:  # an ml_dtypes type without ml_dtypes: every such type is one byte
+        return 2.0 if name == "bfloat16" else 1.0

@@ -13,6 +13,8 @@ Contract:
   :class:`~tensortap.exceptions.StorageError` for any other failure.
 - ``get_many`` and ``get_ranges`` read many objects or ranges at once; remote backends fetch
   them in parallel.
+- A range is never trusted: a backend checks it against the object's real size (``size``)
+  before allocating or requesting more than one request's worth (an index may be corrupt).
 """
 
 from __future__ import annotations
@@ -66,6 +68,10 @@ class Store(ABC):
     @abstractmethod
     def get_range(self, key: str, start: int, length: int) -> bytearray:
         """``length`` bytes of an object from ``start`` (a writable buffer)."""
+
+    def size(self, key: str) -> int:
+        """The object's size in bytes (KeyError if missing)."""
+        return len(self.get(key))
 
     def get_many(self, keys: Sequence[str]) -> builtins.list[bytes]:
         """Several whole objects, in order (one after another here)."""

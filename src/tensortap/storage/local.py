@@ -1,9 +1,17 @@
-"""A store in a local directory. Atomic publish is a unique temp name, then ``os.replace``."""
+"""A store in a local directory. Atomic publish is a unique temp name, then ``os.replace``.
+
+Reading serves regular files inside the root only: a symbolic link (which could point out of
+the trial, or at ``/dev/zero``), a FIFO (which would block forever) or a device is refused with
+a StorageError, never followed, and is not listed. A range is checked against the file's real
+size before any memory is allocated for it.
+"""
 
 from __future__ import annotations
 
 import builtins
+import errno
 import os
+import stat
 import threading
 import uuid
 from collections import OrderedDict
@@ -15,6 +23,8 @@ from tensortap.storage.base import ObjectWriter, Store, validate_key
 _TMP_MARK = ".tmp-"
 _MAX_OPEN_FILES = 64
 _WRITE_BUFFER = 1 << 20
+# Open for reading without following a final symlink and without blocking on a FIFO.
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
 def _is_tmp(name: str) -> bool:
@@ -77,42 +87,87 @@ class LocalStore(Store):
             raise StorageError(
                 f"{self.root} is a file, not a directory; give a directory path for the trial"
             )
-        self._handles: OrderedDict[str, int] = OrderedDict()
+        self._handles: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self._lock = threading.Lock()
+        self._real_root = os.path.realpath(self.root)
+        self._inside: set[str] = set()  # directories checked to lie inside the root
 
     def _path(self, key: str) -> Path:
         return self.root.joinpath(*validate_key(key).split("/"))
 
-    def get(self, key: str) -> bytes:
+    def _open_regular(self, key: str) -> tuple[int, int]:
+        """A read descriptor of the regular file ``key`` inside the root, and its size."""
+        path = self._path(key)
+        self._check_inside(path.parent, key)
         try:
-            return self._path(key).read_bytes()
+            fd = os.open(path, _READ_FLAGS)
         except FileNotFoundError:
             raise KeyError(key) from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise StorageError(
+                    f"{path} is a symbolic link; a trial holds regular files only (not followed)"
+                ) from None
+            raise StorageError(f"cannot open {path}: {exc}") from exc
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            raise StorageError(
+                f"{path} is not a regular file (a FIFO, device or directory); a trial holds "
+                "regular files only"
+            )
+        return fd, info.st_size
+
+    def _check_inside(self, directory: Path, key: str) -> None:
+        """A directory on the way to a key must not lead out of the root through a symlink."""
+        text = str(directory)
+        if text in self._inside:
+            return
+        real = os.path.realpath(directory)
+        if real != self._real_root and not real.startswith(self._real_root + os.sep):
+            raise StorageError(
+                f"{key} leads out of the trial at {self.root} through a symbolic link "
+                f"(to {real}); not followed"
+            )
+        self._inside.add(text)
+
+    def get(self, key: str) -> bytes:
+        fd, size = self._open_regular(key)
+        try:
+            data = os.pread(fd, size, 0) if size else b""
         except OSError as exc:
             raise StorageError(f"cannot read {self._path(key)}: {exc}") from exc
+        finally:
+            os.close(fd)
+        if len(data) != size:
+            raise StorageError(f"{self._path(key)} changed while it was read")
+        return data
 
-    def _fd(self, key: str) -> int:
+    def _fd(self, key: str) -> tuple[int, int]:
         with self._lock:
-            fd = self._handles.get(key)
-            if fd is not None:
+            found = self._handles.get(key)
+            if found is not None:
                 self._handles.move_to_end(key)
-                return fd
-        try:
-            fd = os.open(self._path(key), os.O_RDONLY)
-        except FileNotFoundError:
-            raise KeyError(key) from None
-        except OSError as exc:
-            raise StorageError(f"cannot open {self._path(key)}: {exc}") from exc
+                return found
+        found = self._open_regular(key)
         with self._lock:
-            self._handles[key] = fd
+            self._handles[key] = found
             while len(self._handles) > _MAX_OPEN_FILES:
-                _, old = self._handles.popitem(last=False)
+                _, (old, _size) = self._handles.popitem(last=False)
                 os.close(old)
-        return fd
+        return found
+
+    def size(self, key: str) -> int:
+        return self._fd(key)[1]
 
     def get_range(self, key: str, start: int, length: int) -> bytearray:
+        fd, size = self._fd(key)
+        if start < 0 or length < 0 or start + length > size:
+            raise StorageError(
+                f"{self._path(key)} has {size} bytes; bytes [{start}, {start + length}) were "
+                "asked for: the file was truncated, or the index pointing into it is corrupt"
+            )
         buf = bytearray(length)
-        fd = self._fd(key)
         try:
             got = os.preadv(fd, [buf], start) if length else 0
         except OSError as exc:
@@ -132,38 +187,62 @@ class LocalStore(Store):
     def open_writer(self, key: str) -> ObjectWriter:
         path = self._path(key)
         with self._lock:  # a replaced object must not be served from an old handle
-            fd = self._handles.pop(key, None)
-            if fd is not None:
-                os.close(fd)
+            found = self._handles.pop(key, None)
+            if found is not None:
+                os.close(found[0])
         return _LocalWriter(path, self.fsync)
 
     def exists(self, key: str) -> bool:
-        return self._path(key).is_file()
+        path = self._path(key)
+        return path.is_file() and not path.is_symlink()
 
     def list(self, prefix: str = "", start_after: str | None = None) -> builtins.list[str]:
-        base = self.root
+        """Regular files only: symlinks, FIFOs and devices are not part of a trial."""
         directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
-        start = base.joinpath(*directory.split("/")) if directory else base
+        start = self.root.joinpath(*directory.split("/")) if directory else self.root
         keys: list[str] = []
-        if not start.is_dir():
+        if not start.is_dir() or start.is_symlink():
             return keys
-        for dirpath, dirnames, filenames in os.walk(start):
-            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-            rel = os.path.relpath(dirpath, base)
-            head = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-            for name in filenames:
-                if _is_tmp(name):
-                    continue
-                key = head + name
-                if key.startswith(prefix) and (start_after is None or key > start_after):
+        self._check_inside(start, prefix)
+        pending = [(str(start), f"{directory}/" if directory else "")]
+        while pending:
+            path, head = pending.pop()
+            try:
+                entries = list(os.scandir(path))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:
+                raise StorageError(f"cannot list {path}: {exc}") from exc
+            for entry in entries:
+                key = head + entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name.startswith("."):
+                        continue
+                    if prefix.startswith(key + "/") or key.startswith(prefix):
+                        pending.append((entry.path, key + "/"))
+                elif (
+                    entry.is_file(follow_symlinks=False)
+                    and not _is_tmp(entry.name)
+                    and key.startswith(prefix)
+                    and (start_after is None or key > start_after)
+                ):
                     keys.append(key)
         keys.sort()
         return keys
 
     def list_dir(self, prefix: str = "") -> builtins.list[str]:
+        """The names of a directory's subdirectories and regular files (never of a symlink,
+        FIFO or device)."""
         path = self.root.joinpath(*[p for p in prefix.split("/") if p])
         try:
-            return sorted(e.name for e in os.scandir(path) if not _is_tmp(e.name))
+            if path.is_symlink():
+                return []
+            return sorted(
+                e.name
+                for e in os.scandir(path)
+                if not _is_tmp(e.name)
+                and (e.is_dir(follow_symlinks=False) or e.is_file(follow_symlinks=False))
+            )
         except (FileNotFoundError, NotADirectoryError):
             return []
         except OSError as exc:
@@ -171,9 +250,9 @@ class LocalStore(Store):
 
     def delete(self, key: str) -> None:
         with self._lock:
-            fd = self._handles.pop(key, None)
-            if fd is not None:
-                os.close(fd)
+            found = self._handles.pop(key, None)
+            if found is not None:
+                os.close(found[0])
         try:
             self._path(key).unlink(missing_ok=True)
         except OSError as exc:
@@ -181,7 +260,7 @@ class LocalStore(Store):
 
     def close(self) -> None:
         with self._lock:
-            for fd in self._handles.values():
+            for fd, _size in self._handles.values():
                 os.close(fd)
             self._handles.clear()
 

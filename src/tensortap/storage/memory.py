@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import threading
 
+from tensortap.exceptions import StorageError
 from tensortap.storage.base import ObjectWriter, Store, validate_key
 
 _NAMED: dict[str, MemoryStore] = {}
@@ -45,8 +46,15 @@ class MemoryStore(Store):
         with self._lock:
             return self._objects[validate_key(key)]
 
+    def size(self, key: str) -> int:
+        return len(self.get(key))
+
     def get_range(self, key: str, start: int, length: int) -> bytearray:
         data = self.get(key)
+        if start < 0 or length < 0 or start + length > len(data):
+            raise StorageError(
+                f"{key} has {len(data)} bytes; bytes [{start}, {start + length}) were asked for"
+            )
         return bytearray(data[start : start + length])
 
     def put(self, key: str, data: bytes) -> None:

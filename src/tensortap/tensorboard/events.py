@@ -25,6 +25,16 @@ except ImportError as exc:  # pragma: no cover - tensorboard comes with tensorta
     ) from exc
 
 
+def safe_tag(tag: str) -> str:
+    """A tag TensorBoard can store (valid UTF-8): a tensor name is data and may hold a lone
+    surrogate, which is written as its escape (``\\udcff``) instead."""
+    try:
+        tag.encode("utf-8")
+    except UnicodeEncodeError:
+        return tag.encode("utf-8", "backslashreplace").decode("utf-8")
+    return tag
+
+
 class EventFile:
     """The event file of one TensorBoard run (a directory)."""
 
@@ -44,7 +54,7 @@ class EventFile:
 
     def scalar(self, tag: str, value: float, step: int, wall_time: float) -> None:
         summary = summary_pb2.Summary(
-            value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)]
+            value=[summary_pb2.Summary.Value(tag=safe_tag(tag), simple_value=value)]
         )
         self._write(event_pb2.Event(wall_time=wall_time, step=step, summary=summary))
 
@@ -66,7 +76,9 @@ class EventFile:
             bucket_limit=edges[1:].tolist(),
             bucket=counts.astype(np.float64).tolist(),
         )
-        summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, histo=histo)])
+        summary = summary_pb2.Summary(
+            value=[summary_pb2.Summary.Value(tag=safe_tag(tag), histo=histo)]
+        )
         self._write(event_pb2.Event(wall_time=wall_time, step=step, summary=summary))
         return True
 

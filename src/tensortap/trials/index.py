@@ -14,8 +14,10 @@ import numpy as np
 
 from tensortap.core.collections import Collection
 from tensortap.core.modes import ModeKeys
+from tensortap.exceptions import FormatError, StorageError
 from tensortap.format import layout
-from tensortap.format.documents import decode_json
+from tensortap.format.documents import decode_end, decode_json, decode_worker_info
+from tensortap.format.fields import get_list
 from tensortap.format.index import SegmentIndex, decode_index
 from tensortap.storage.base import Store
 
@@ -75,6 +77,23 @@ class Segment:
     by_step: np.ndarray[Any, Any]  # record numbers ordered by global step (stable)
 
 
+def check_identity(index: SegmentIndex, worker: str, key: str) -> None:
+    """An index must be the one its place says: its worker's, with its own sequence number and
+    data object (an index copied into another worker's folder would hand back that worker's
+    values under this one's name)."""
+    seq = layout.seq_of(key)
+    header = index.header
+    if header["worker"] != worker or header["seq"] != seq:
+        raise FormatError(
+            f"the index belongs to worker {header['worker']!r} segment {header['seq']}, not to "
+            f"{worker!r} segment {seq}: it was copied or moved here, and is not trusted"
+        )
+    if seq is None or index.data_key != layout.data_key(worker, seq):
+        raise FormatError(
+            f"the index points at {index.data_key!r}, not at its own segment's data object"
+        )
+
+
 def natural_key(name: str) -> tuple[Any, ...]:
     """Sort worker_2 before worker_10."""
     head = name.rstrip("0123456789")
@@ -85,8 +104,11 @@ def natural_key(name: str) -> tuple[Any, ...]:
 class TrialIndex:
     """Workers, segments, steps and the rows of every tensor name, as published so far."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, strict: bool = False) -> None:
         self.store = store
+        #: Raise on the first unreadable part instead of skipping it (``problems`` lists those).
+        self.strict = strict
+        self.problems: list[str] = []
         self.workers: dict[str, WorkerState] = {}
         self.segments: list[Segment] = []
         self.name_rows: dict[str, list[tuple[int, np.ndarray[Any, Any]]]] = {}
@@ -119,45 +141,104 @@ class TrialIndex:
                 self._refresh_worker(state)
         return self.version != before
 
+    def problem(self, what: str, exc: BaseException) -> None:
+        """A part of the trial that cannot be read: raise (strict) or skip it and say so."""
+        if self.strict:
+            raise exc
+        self.note_problem(what, exc)
+
+    def note_problem(self, what: str, exc: BaseException) -> None:
+        """Record (once) a part of the trial that could not be read."""
+        text = f"{what}: {exc}"
+        if text not in self.problems:
+            logger.warning("part of the trial at %s is unreadable: %s", self.store.location, text)
+            self.problems.append(text)
+
     def _read_worker_info(self, state: WorkerState) -> None:
+        key = layout.worker_info_key(state.name)
         try:
-            raw = self.store.get(layout.worker_info_key(state.name))
+            doc = decode_worker_info(self.store.get(key), f"worker info of {state.name}")
         except KeyError:
             return
-        doc = decode_json(raw, "worker", f"worker info of {state.name}")
+        except (FormatError, StorageError) as exc:
+            self.problem(key, exc)
+            return
         state.num_workers = int(doc.get("num_workers", 1))
 
     def _refresh_worker(self, state: WorkerState) -> None:
         # Read the end marker *before* listing: everything published before it is then listed.
         end: dict[str, Any] | None = None
+        key = layout.end_key(state.name)
         try:
-            raw_end = self.store.get(layout.end_key(state.name))
+            end = decode_end(self.store.get(key), f"end marker of {state.name}")
         except KeyError:
             pass
-        else:
-            end = decode_json(raw_end, "end", f"end marker of {state.name}")
+        except (FormatError, StorageError) as exc:
+            # It was published whole, so the worker did end; what it said is lost.
+            self.problem(key, exc)
+            end = {}
         keys = self.store.list(layout.index_prefix(state.name), start_after=state.last_index_key)
         keys = [k for k in keys if k.endswith(layout.INDEX_SUFFIX)]
         for at in range(0, len(keys), _FETCH_BATCH):  # fetched together (in parallel on S3)
             batch = keys[at : at + _FETCH_BATCH]
-            for key, raw in zip(batch, self.store.get_many(batch), strict=True):
-                self._ingest(state, decode_index(raw, f"index {key}"))
+            for key, raw in zip(batch, self._get_each(batch), strict=True):
+                if raw is not None:
+                    try:
+                        index = decode_index(raw, f"index {key}")
+                        check_identity(index, state.name, key)
+                    except FormatError as exc:
+                        self.problem(key, exc)
+                    else:
+                        self._ingest(state, index)
                 state.last_index_key = key
-        ckeys = self.store.list(
-            layout.collections_prefix(state.name), start_after=state.last_collections_key
-        )
-        ckeys = [k for k in ckeys if k.endswith(".json")]
-        if ckeys:
-            doc = decode_json(self.store.get(ckeys[-1]), "collections", f"collections {ckeys[-1]}")
-            self.collection_docs[state.name] = doc
-            state.last_collections_key = ckeys[-1]
-            self.version += 1
+        self._refresh_collections(state)
         if end is not None:
             state.end = end
             state.complete = True
             last = end.get("last_global_step")
             if isinstance(last, int):
                 state.max_step = max(state.max_step, last - 1)
+            self.version += 1
+
+    def _get_each(self, keys: list[str]) -> list[bytes | None]:
+        """The objects of ``keys``, together; one that cannot be read is a problem, not an
+        error for all of them."""
+        try:
+            return list(self.store.get_many(keys))
+        except (KeyError, StorageError):
+            pass
+        out: list[bytes | None] = []
+        for key in keys:
+            try:
+                out.append(self.store.get(key))
+            except KeyError:
+                self.problem(key, FormatError("listed, then gone before it could be read"))
+                out.append(None)
+            except StorageError as exc:
+                self.problem(key, exc)
+                out.append(None)
+        return out
+
+    def _refresh_collections(self, state: WorkerState) -> None:
+        """The newest readable collections snapshot of a worker (a corrupt newest one is a
+        problem, and the one before it is used)."""
+        ckeys = self.store.list(
+            layout.collections_prefix(state.name), start_after=state.last_collections_key
+        )
+        ckeys = [k for k in ckeys if k.endswith(".json")]
+        for key in reversed(ckeys):
+            try:
+                doc = decode_json(self.store.get(key), "collections", f"collections {key}")
+                entries = get_list(doc, "collections", f"collections {key}")
+            except (KeyError, FormatError, StorageError) as exc:
+                if isinstance(exc, KeyError):
+                    exc = FormatError("listed, then gone before it could be read")
+                self.problem(key, exc)
+                continue
+            self.collection_docs[state.name] = {"collections": entries, "key": key}
+            break
+        if ckeys:
+            state.last_collections_key = ckeys[-1]
             self.version += 1
 
     def _ingest(self, state: WorkerState, index: SegmentIndex) -> None:
@@ -253,8 +334,15 @@ class TrialIndex:
             return dict(cached[1])
         merged: dict[str, Collection] = {}
         for worker in sorted(self.collection_docs, key=natural_key):
-            for entry in self.collection_docs[worker].get("collections", []):
-                coll = Collection.from_dict(entry)
+            doc = self.collection_docs[worker]
+            for i, entry in enumerate(doc["collections"]):
+                try:
+                    coll, trouble = Collection.from_stored(entry, f"collection {i} of {doc['key']}")
+                except FormatError as exc:
+                    self.problem(doc["key"], exc)
+                    continue
+                if trouble:
+                    self.problem(doc["key"], FormatError(trouble))
                 if coll.name in merged:
                     for tname in coll.tensor_names:
                         merged[coll.name].add_tensor_name(tname)

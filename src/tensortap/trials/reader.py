@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tensortap.core.dtypes import decode_array
-from tensortap.exceptions import FormatError
+from tensortap.exceptions import FormatError, StorageError
 from tensortap.format.checksum import crc32
 
 if TYPE_CHECKING:
@@ -116,10 +116,12 @@ class ValueReader:
         """Raise FormatError unless ``buf`` (the bytes at ``offset``) has CRC-32 ``crc``."""
         if crc32(buf) != crc:
             key = self.index.segments[segment].index.data_key
-            raise FormatError(
+            error = FormatError(
                 f"data at {key}[{offset}:{offset + len(buf)}] fails its checksum: "
                 "the file is corrupt"
             )
+            self.index.note_problem(key, FormatError("values fail their checksum: corrupt"))
+            raise error
 
     def decode(self, ref: RawRef, buf: bytes | bytearray | memoryview) -> np.ndarray:
         self.verify(ref, buf)
@@ -147,7 +149,19 @@ class ValueReader:
                 (segments[runs[i][0]].index.data_key, runs[i][1], runs[i][2] - runs[i][1])
                 for i in missing
             ]
-            for i, data in zip(missing, self.store.get_ranges(wanted), strict=True):
+            try:
+                fetched = self.store.get_ranges(wanted)
+            except KeyError as exc:
+                error = FormatError(
+                    f"the data object {exc.args[0]} is missing behind its index: the trial "
+                    "lost it (deleted, or never copied); its values cannot be read"
+                )
+                self.index.note_problem(str(exc.args[0]), error)
+                raise error from None
+            except StorageError as exc:
+                self.index.note_problem("reading values", exc)
+                raise
+            for i, data in zip(missing, fetched, strict=True):
                 if cache is not None:
                     cache.put(runs[i][0], runs[i][1], data)
                 out[i] = memoryview(data)

@@ -15,6 +15,7 @@ import numpy as np
 from tensortap.core.collections import Collection
 from tensortap.core.modes import ModeKeys, parse_mode
 from tensortap.exceptions import (
+    FormatError,
     InvalidConfigError,
     MissingCollectionFiles,
     NoMoreData,
@@ -24,6 +25,7 @@ from tensortap.exceptions import (
     StorageError,
     TensorUnavailable,
     TensorUnavailableForStep,
+    UnsupportedFormatVersion,
 )
 from tensortap.format.documents import decode_json
 from tensortap.format.layout import TRIAL_MARKER
@@ -47,6 +49,10 @@ class Trial:
     is cheap there) and 1 s on object storage (where it is a few round trips). Reading a known
     value never touches the index again, and a trial whose workers all ended is never
     re-listed; :meth:`refresh` picks up new data at once.
+
+    A damaged trial stays readable: an index, end marker or collections file that is corrupt,
+    of the wrong type, copied from another worker or not a regular file is skipped and listed
+    in :meth:`problems`; ``strict=True`` raises its FormatError (or StorageError) instead.
     """
 
     def __init__(
@@ -54,6 +60,7 @@ class Trial:
         path: str | os.PathLike[str] | Store,
         name: str | None = None,
         refresh_interval: float | None = None,
+        strict: bool = False,
     ) -> None:
         try:
             store = open_store(path)
@@ -65,8 +72,8 @@ class Trial:
         self.refresh_interval = (
             store.refresh_interval if refresh_interval is None else float(refresh_interval)
         )
+        self._index = TrialIndex(store, strict=bool(strict))
         self._check_is_trial()
-        self._index = TrialIndex(store)
         self._tensors: dict[str, Tensor] = {}
         self._last_refresh = 0.0
         self._steps_cache: dict[tuple[ModeKeys | None, bool], list[int]] = {}
@@ -89,9 +96,17 @@ class Trial:
     def _check_is_trial(self) -> None:
         try:
             raw = self.store.get(TRIAL_MARKER)
+        except StorageError as exc:  # not a regular file: read what is there, and say so
+            self._index.problem(TRIAL_MARKER, exc)
+            return
         except KeyError:
             entries = [e for e in self.store.list_dir("") if not e.startswith(".")]
             if TRIAL_MARKER not in entries:
+                if "workers" in entries:  # a trial that lost its marker: read what is there
+                    self._index.problem(
+                        TRIAL_MARKER, FormatError("the trial marker is missing; workers/ is read")
+                    )
+                    return
                 if entries:
                     shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
                     raise NotATrialError(
@@ -101,7 +116,12 @@ class Trial:
                 logger.info("no trial at %s yet; it will appear when training writes it", self.path)
                 return
             raw = self.store.get(TRIAL_MARKER)  # written between the two looks: being created
-        decode_json(raw, "tensortap-trial", f"{self.path}/{TRIAL_MARKER}")
+        try:
+            decode_json(raw, "tensortap-trial", f"{self.path}/{TRIAL_MARKER}")
+        except UnsupportedFormatVersion:
+            raise
+        except FormatError as exc:  # the marker is corrupt, not newer: read what is there
+            self._index.problem(TRIAL_MARKER, exc)
 
     # -- keeping current --
     def refresh(self) -> bool:
@@ -409,9 +429,10 @@ class Trial:
         return None if state is None else state.end
 
     def problems(self) -> list[str]:
-        """What went wrong while saving (dropped or lost steps, writer errors), per worker."""
+        """What went wrong while saving (dropped or lost steps, writer errors), per worker, and
+        the parts of the trial that could not be read (skipped unless ``strict=True``)."""
         self._refresh_if_stale()
-        out: list[str] = []
+        out: list[str] = [f"unreadable {text}" for text in self._index.problems]
         for name in self.workers():
             state = self._index.workers[name]
             if state.dropped:

@@ -23,6 +23,8 @@ class WriterOptions:
     - ``retry_secs``: how long the writer keeps retrying a transient storage failure (a lost
       network, a server answering 503) before giving up on the segment; meanwhile the queue
       fills and ``when_full`` applies, and when storage comes back the writer catches up.
+    - ``check_secs``: how often the writer renews its claim on the worker and checks that the
+      trial is still there (re-creating its marker and worker info if ``out_dir`` was deleted).
     - ``close_timeout_secs``: how long ``close()`` waits for the writer before giving up (and
       logging what was not written) so a broken disk never hangs the end of training.
     """
@@ -33,12 +35,14 @@ class WriterOptions:
     segment_bytes: int = 64 * 1024 * 1024
     close_timeout_secs: float = 120.0
     retry_secs: float = 600.0
+    check_secs: float = 20.0
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, Any]] = [
             ("flush_secs", self.flush_secs),
             ("close_timeout_secs", self.close_timeout_secs),
             ("retry_secs", self.retry_secs),
+            ("check_secs", self.check_secs),
         ]
         for name, value in checks:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:

@@ -36,6 +36,7 @@ from tensortap.format.documents import decode_json, encode_json, trial_marker
 from tensortap.format.index import DATA_ALIGNMENT, IndexBuilder
 from tensortap.storage.base import ObjectWriter, Store
 from tensortap.writer.options import WriterOptions
+from tensortap.writer.ownership import Claim, claim_worker
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -98,6 +99,10 @@ class TrialWriter:
         self._new_drops: list[list[int]] = []
         self._hook_errors: tuple[int, str | None] = (0, None)
         self._listeners: list[tuple[str, Callable[[StepBatch], None]]] = []
+        self._last_collections: dict[str, Any] | None = None
+        self._claim: Claim | None = None
+        self._lost_claim: str | None = None  # why this writer no longer owns its worker
+        self._next_check = time.monotonic() + self.options.check_secs
         self._next_seq = self._start()
         self._thread = threading.Thread(
             target=self._run, name=f"tensortap-writer-{self.worker}", daemon=True
@@ -113,7 +118,7 @@ class TrialWriter:
             store.put(layout.TRIAL_MARKER, trial_marker())
         else:
             decode_json(raw, "tensortap-trial", f"{store.location}/{layout.TRIAL_MARKER}")
-        info = {
+        self._info = {
             "worker": self.worker,
             "num_workers": self.num_workers,
             "session": self.session,
@@ -121,8 +126,18 @@ class TrialWriter:
             "host": socket.gethostname(),
             "started": time.time(),
         }
-        store.delete(layout.end_key(self.worker))  # a resumed worker is live again
-        store.put(layout.worker_info_key(self.worker), encode_json("worker", info))
+        # One writer per worker: a second one is refused before it writes anything.
+        self._claim = claim_worker(store, self.worker, self._info)
+        try:
+            store.delete(layout.end_key(self.worker))  # a resumed worker is live again
+            store.put(layout.worker_info_key(self.worker), encode_json("worker", self._info))
+            return self._first_seq()
+        except BaseException:
+            self._claim.release()
+            raise
+
+    def _first_seq(self) -> int:
+        store = self.store
         seqs = [
             layout.seq_of(k)
             for prefix in (
@@ -215,13 +230,16 @@ class TrialWriter:
         while True:
             with self._cv:
                 while not (self._queue or self._stop or self._flush_waiters):
+                    to_check = self._next_check - time.monotonic()
+                    if to_check <= 0:
+                        break
                     if self._segment is None:
-                        self._cv.wait()
+                        self._cv.wait(to_check)
                         continue
                     remaining = self.options.flush_secs - (time.monotonic() - self._segment.opened)
                     if remaining <= 0:
                         break
-                    self._cv.wait(remaining)
+                    self._cv.wait(min(remaining, to_check))
                 batches = list(self._queue)
                 stop = self._stop
                 waiters, self._flush_waiters = self._flush_waiters, []
@@ -245,7 +263,61 @@ class TrialWriter:
                 event.set()
             if stop:
                 self._write_end_marker()
+                if self._claim is not None:
+                    self._claim.release()
                 return
+            if time.monotonic() >= self._next_check:
+                self._check()
+
+    def _check(self) -> None:
+        """Every ``check_secs``: the trial is still there (re-created if ``out_dir`` was
+        deleted), and this writer still owns its worker."""
+        self._next_check = time.monotonic() + self.options.check_secs
+        if self._lost_claim is not None:
+            return
+        try:
+            if not self.store.exists(layout.TRIAL_MARKER):
+                self._recreate()
+                return
+            reason = self._claim.renew() if self._claim is not None else None
+        except Exception as exc:
+            self._fail(exc, "checking the trial")
+            return
+        if reason is not None:
+            self._lose_claim(reason)
+
+    def _recreate(self) -> None:
+        """The trial's marker is gone (``out_dir`` deleted, or the bucket lost its data): put
+        back what a reader needs, claim the worker again, and say that what was published
+        before is lost."""
+        store = self.store
+        self._fail(
+            StorageError("the trial's tensortap.json disappeared (out_dir deleted?)"),
+            "checking the trial",
+            "the trial was re-created; steps published before are lost",
+        )
+        if self._claim is not None:
+            self._claim.release()
+        self._claim = None
+        try:
+            self._claim = claim_worker(store, self.worker, self._info)
+        except Exception as exc:
+            self._lose_claim(f"it could not claim the re-created worker again ({exc})")
+            return
+        store.put(layout.TRIAL_MARKER, trial_marker())
+        store.put(layout.worker_info_key(self.worker), encode_json("worker", self._info))
+        with self._cv:
+            if self._pending_collections is None:
+                self._pending_collections = self._last_collections
+        logger.error("tensortap re-created the trial at %s for %s", store.location, self.worker)
+
+    def _lose_claim(self, reason: str) -> None:
+        self._lost_claim = reason
+        self._fail(
+            StorageError(f"this writer no longer owns {self.worker}: {reason}"),
+            "keeping the worker",
+            "it stops publishing so as not to overwrite the new owner's steps",
+        )
 
     def _write_batch(self, batch: StepBatch) -> None:
         if batch.collections is not None:
@@ -310,6 +382,9 @@ class TrialWriter:
         return seq
 
     def _publish(self) -> None:
+        if self._lost_claim is not None:
+            self._abandon_segment()
+            return
         segment, self._segment = self._segment, None
         try:
             if segment is not None:
@@ -321,6 +396,7 @@ class TrialWriter:
                 try:
                     key = layout.collections_key(self.worker, self._take_seq())
                     self._retrying("writing collections", lambda: self.store.put(key, doc))
+                    self._last_collections = pending
                 except BaseException:
                     with self._cv:
                         if self._pending_collections is None:

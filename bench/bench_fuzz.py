@@ -1,0 +1,65 @@
+"""The trial fuzzer at scale: mutate a healthy trial thousands of times and read each copy.
+
+Counts how reading ended (``ok``: read, damaged parts skipped and listed in problems();
+``typed``: refused with a tensortap error; ``untyped``: any other exception; ``hang``: still
+reading after the deadline) per kind of damage, the slowest read and the peak traced memory.
+``tests/test_hostile_trials.py`` runs 150 cases; this runs more (docs/format.md has figures).
+
+    .venv/bin/python bench/bench_fuzz.py [--cases 2000] [--seed 0] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tensortap.testing.fuzz import build_healthy, fuzz, trial_bytes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--deadline", type=float, default=20.0)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        healthy = build_healthy(Path(tmp) / "healthy")
+        size = trial_bytes(healthy)
+        started = time.perf_counter()
+        summary = fuzz(healthy, Path(tmp) / "work", args.cases, args.seed, args.deadline)
+        seconds = time.perf_counter() - started
+    result = {
+        "machine": f"{platform.machine()} {platform.python_version()}",
+        "cases": summary.cases,
+        "seconds": round(seconds, 1),
+        "results": dict(summary.results),
+        "by_mutation": {k: dict(v) for k, v in sorted(summary.by_mutation.items())},
+        "trial_bytes": size,
+        "max_peak_bytes": round(summary.max_peak_ratio * size),
+        "slowest_read_s": round(summary.max_seconds, 3),
+        "failures": [f"{f.result}: {f.mutation}: {f.error}" for f in summary.failures[:20]],
+    }
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(f"{summary.cases} mutated trials in {seconds:.0f} s on {result['machine']}")
+        print(f"results: {dict(summary.results)}")
+        for kind, counts in result["by_mutation"].items():
+            print(f"  {kind:<11} {counts}")
+        print(
+            f"trial {size} bytes; peak traced memory {result['max_peak_bytes']} bytes; "
+            f"slowest read {result['slowest_read_s']} s"
+        )
+        for line in result["failures"]:
+            print("FAIL", line)
+    return 1 if summary.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""One writer per worker: a second process writing the same worker of a trial is refused.
+
+Two writers on one worker would overwrite each other's segments (both count ``seq`` from the
+same listing) and lose steps whose ``flush()`` returned True. So a writer *claims* its worker
+before it writes anything, and a second writer gets :class:`~tensortap.exceptions.WorkerInUse`
+at construction, naming the owner (pid, host, session) and what to do.
+
+- On a local disk the claim is an exclusive ``flock`` on ``workers/<worker>/.owner.lock`` (a
+  hidden file readers ignore). The kernel drops it when the owner dies, even by SIGKILL, so a
+  restarted script resumes the worker at once.
+- On S3 it is a lease object, ``workers/<worker>/owner.json``, created only if absent
+  (``If-None-Match: *``) and renewed by the writer thread every ``LEASE_SECS / 3`` with
+  ``If-Match`` on its ETag. A lease not renewed for ``LEASE_SECS`` may be taken over (again
+  with ``If-Match``, so two takers cannot both win); so may one whose owner ran on this host
+  and is gone. A writer that finds its lease taken stops publishing and says so in its status.
+- A store of another kind (in memory) is claimed in a process-wide table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+from tensortap.exceptions import StorageError, WorkerInUse
+from tensortap.format import layout
+from tensortap.storage.base import Store
+from tensortap.storage.local import LocalStore
+
+LEASE_SECS = 60.0
+_CLAIMED: set[tuple[int, str]] = set()  # (id(store), worker) claimed in this process
+_CLAIMED_LOCK = threading.Lock()
+
+
+def owner_key(worker: str) -> str:
+    return f"{layout.worker_prefix(worker)}owner.json"
+
+
+def describe_owner(info: dict[str, Any]) -> str:
+    since = info.get("started")
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since)) if since else "?"
+    return (
+        f"pid {info.get('pid', '?')} on host {info.get('host', '?')} "
+        f"(session {info.get('session', '?')}, since {when})"
+    )
+
+
+def _busy(store: Store, worker: str, owner: dict[str, Any], extra: str = "") -> WorkerInUse:
+    return WorkerInUse(
+        f"{worker} of the trial at {store.location} is being written by "
+        f"{describe_owner(owner)}{extra}. Two writers on one worker would lose steps: give each "
+        "process its own worker (Hook(..., worker=rank)) or its own out_dir"
+    )
+
+
+class Claim:
+    """A held claim on one worker."""
+
+    def renew(self) -> str | None:
+        """Keep the claim; a reason when it was lost (then stop writing)."""
+        return None
+
+    def release(self) -> None:
+        """Give the worker up (never raises)."""
+
+
+class _LocalClaim(Claim):
+    def __init__(self, store: LocalStore, worker: str, info: dict[str, Any]) -> None:
+        import fcntl
+
+        folder = store.root.joinpath(*layout.worker_prefix(worker).strip("/").split("/"))
+        path = folder / ".owner.lock"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except OSError as exc:
+            raise StorageError(f"cannot create {path}: {exc}") from exc
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            try:
+                owner = json.loads(os.pread(self._fd, 4096, 0) or b"{}")
+            except ValueError:
+                owner = {}
+            os.close(self._fd)
+            raise _busy(store, worker, owner if isinstance(owner, dict) else {}) from None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, json.dumps(info).encode(), 0)
+        self._path = path
+
+    def renew(self) -> str | None:
+        try:
+            same = os.stat(self._path).st_ino == os.fstat(self._fd).st_ino
+        except OSError:
+            same = False
+        if not same:  # the folder was deleted (and maybe re-created) under the writer
+            return "its lock file was deleted"
+        return None
+
+    def release(self) -> None:
+        try:
+            os.close(self._fd)  # drops the flock; the file stays (another may hold it next)
+        except OSError:
+            pass
+
+
+class _S3Claim(Claim):
+    def __init__(self, store: Any, worker: str, info: dict[str, Any]) -> None:
+        self._store, self._worker, self._info = store, worker, dict(info)
+        self._key = owner_key(worker)
+        self._etag = self._take()
+
+    def _body(self) -> bytes:
+        return json.dumps({**self._info, "expires": time.time() + LEASE_SECS}).encode()
+
+    def _take(self) -> str:
+        store = self._store
+        etag = store.put_conditional(self._key, self._body(), if_none_match=True)
+        if etag is not None:
+            return str(etag)
+        try:
+            raw, current = store.get_with_etag(self._key)
+            owner = json.loads(raw)
+            if not isinstance(owner, dict):
+                owner = {}
+        except KeyError:  # released in between: try once more
+            etag = store.put_conditional(self._key, self._body(), if_none_match=True)
+            if etag is None:
+                raise _busy(store, self._worker, {}) from None
+            return str(etag)
+        except ValueError:
+            owner, current = {}, None
+        expires = owner.get("expires")
+        gone = owner.get("host") == socket.gethostname() and not _pid_alive(owner.get("pid"))
+        stale = not isinstance(expires, int | float) or expires < time.time()
+        if (gone or stale) and current is not None:
+            etag = store.put_conditional(self._key, self._body(), if_match=current)
+            if etag is not None:
+                return str(etag)
+        left = f"; its lease runs until {time.ctime(expires)}" if isinstance(expires, float) else ""
+        raise _busy(store, self._worker, owner, left)
+
+    def renew(self) -> str | None:
+        try:
+            etag = self._store.put_conditional(self._key, self._body(), if_match=self._etag)
+        except StorageError:
+            return None  # a transient failure: the lease has LEASE_SECS to be renewed
+        if etag is None:
+            return "another writer took over its lease"
+        self._etag = str(etag)
+        return None
+
+    def release(self) -> None:
+        try:
+            _, current = self._store.get_with_etag(self._key)
+            if current == self._etag:
+                self._store.delete(self._key)
+        except (KeyError, StorageError):
+            pass
+
+
+class _ProcessClaim(Claim):
+    def __init__(self, store: Store, worker: str) -> None:
+        self._id = (id(store), worker)
+        with _CLAIMED_LOCK:
+            if self._id in _CLAIMED:
+                raise _busy(store, worker, {"pid": os.getpid(), "host": socket.gethostname()})
+            _CLAIMED.add(self._id)
+
+    def release(self) -> None:
+        with _CLAIMED_LOCK:
+            _CLAIMED.discard(self._id)
+
+
+def _pid_alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def claim_worker(store: Store, worker: str, info: dict[str, Any]) -> Claim:
+    """Claim ``worker`` for this writer, or raise WorkerInUse naming its owner."""
+    if isinstance(store, LocalStore):
+        return _LocalClaim(store, worker, info)
+    if hasattr(store, "put_conditional"):
+        return _S3Claim(store, worker, info)
+    return _ProcessClaim(store, worker)

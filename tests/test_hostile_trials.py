@@ -1,0 +1,228 @@
+"""Reading a damaged or hostile trial: typed errors, skipped parts listed in problems(), no
+hang, no read outside the trial, no allocation beyond the trial's real size; and the fuzz suite
+that keeps it so (a larger run: ``python -m bench.fuzz``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import time
+import tracemalloc
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tensortap as tt
+from tensortap.exceptions import FormatError, StorageError, TensortapError
+from tensortap.format.index import decode_index
+from tensortap.storage import LocalStore
+from tensortap.testing.fuzz import build_healthy, fuzz, read_everything, rewrite_index_header
+
+
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_healthy(tmp_path_factory.mktemp("healthy") / "trial")
+
+
+@pytest.fixture
+def trial_copy(healthy: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "trial"
+    shutil.copytree(healthy, root)
+    return root
+
+
+def _index(root: Path, worker: str = "worker_0") -> Path:
+    return sorted((root / "workers" / worker / "index").glob("*.ttidx"))[0]
+
+
+def test_missing_data_segment_is_a_typed_error_naming_it(trial_copy: Path) -> None:
+    (data,) = (trial_copy / "workers" / "worker_0" / "data").glob("*.ttdat")
+    data.unlink()
+    trial = tt.create_trial(trial_copy)
+    with pytest.raises(
+        FormatError, match=r"data object workers/worker_0/data/0+\.ttdat is missing"
+    ):
+        trial.tensor("fc.weight").value(0)
+    assert any("is missing behind its index" in p for p in trial.problems())
+    # the other worker's values are still there
+    assert trial.tensor("fc.weight").value(0, worker="worker_1").shape == (4, 3)
+
+
+def test_a_huge_claimed_length_is_refused_before_allocating(trial_copy: Path) -> None:
+    # a CRC-valid index whose first raw record claims 1.5 GiB (data_length is at +40)
+    index = _index(trial_copy)
+    raw = bytearray(index.read_bytes())
+    decoded = decode_index(bytes(raw))
+    rec_start = len(raw) - 4 - 8 * len(decoded.dims) - 64 * len(decoded.records)
+    row = int(np.flatnonzero(decoded.records["kind"] == 0)[0])
+    at = rec_start + 64 * row + 40
+    raw[at : at + 8] = (3 << 29).to_bytes(8, "little")
+    raw[-4:] = struct.pack("<I", zlib.crc32(bytes(raw[:-4])))
+    index.write_bytes(bytes(raw))
+    tracemalloc.start()
+    trial = tt.create_trial(trial_copy)
+    read_everything(trial_copy)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 64 << 20
+    assert any("claims bytes" in p for p in trial.problems())
+    with pytest.raises(FormatError, match="claims bytes"):
+        tt.create_trial(trial_copy, strict=True)
+
+
+def test_the_store_checks_a_range_against_the_real_size(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.put("a/b", b"0123456789")
+    tracemalloc.start()
+    with pytest.raises(StorageError, match="has 10 bytes"):
+        store.get_range("a/b", 4, 10**15)
+    assert tracemalloc.get_traced_memory()[1] < 1 << 20
+    tracemalloc.stop()
+    assert store.get_range("a/b", 4, 3) == bytearray(b"456")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda h: {**h, "names": 5},
+        lambda h: {**h, "steps": [[0, 9, 0, 1.0]]},
+        lambda h: {**h, "steps": "x"},
+        lambda h: {**h, "dtypes": ["O"] * len(h["dtypes"])},
+        lambda h: {**h, "hook_errors": "many"},
+        lambda h: {**h, "dropped": [["a", 1, 2]]},
+        lambda h: [h],
+    ],
+    ids=["names", "mode", "steps", "dtype", "hook_errors", "dropped", "not-an-object"],
+)
+def test_wrong_field_types_skip_the_part_with_a_problem(trial_copy: Path, change) -> None:
+    rewrite_index_header(_index(trial_copy), change)
+    trial = tt.create_trial(trial_copy)
+    assert any("index workers/worker_0/index" in p for p in trial.problems())
+    assert trial.tensor("fc.weight").value(0, worker="worker_1").shape == (4, 3)
+    with pytest.raises(FormatError):
+        tt.create_trial(trial_copy, strict=True)
+
+
+@pytest.mark.parametrize("doc", ["worker.json", "end.json"])
+def test_deep_nesting_and_wrong_types_in_json_are_problems(trial_copy: Path, doc: str) -> None:
+    path = trial_copy / "workers" / "worker_0" / doc
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    trial = tt.create_trial(trial_copy)
+    assert any("nested too deeply" in p for p in trial.problems())
+    assert trial.tensor("fc.weight").value(0).shape == (4, 3)
+    good = json.loads((trial_copy / "workers" / "worker_1" / doc).read_text())
+    key = "num_workers" if doc == "worker.json" else "status"
+    path.write_text(json.dumps({**good, key: [1, 2]}))
+    assert any(key in p for p in tt.create_trial(trial_copy).problems())
+
+
+def test_a_flipped_version_bit_is_corruption_not_a_newer_format(trial_copy: Path) -> None:
+    index = _index(trial_copy)
+    raw = bytearray(index.read_bytes())
+    raw[4] ^= 0x04
+    index.write_bytes(bytes(raw))
+    problems = tt.create_trial(trial_copy).problems()
+    assert any("checksum" in p for p in problems)
+    assert not any("upgrade" in p for p in problems)
+    worker = trial_copy / "workers" / "worker_0" / "worker.json"
+    worker.write_text(worker.read_text().replace('"format_version": 1', '"format_version": 3'))
+    problems = tt.create_trial(trial_copy).problems()
+    assert any("corrupt" in p and "worker info" in p for p in problems)
+
+
+def test_an_index_copied_into_another_worker_is_not_trusted(trial_copy: Path) -> None:
+    theirs = _index(trial_copy, "worker_1")
+    shutil.copyfile(theirs, trial_copy / "workers" / "worker_0" / "index" / "000000000099.ttidx")
+    trial = tt.create_trial(trial_copy)
+    assert any("copied or moved here" in p for p in trial.problems())
+    for step in trial.tensor("fc.weight").steps():
+        a = trial.tensor("fc.weight").value(step, worker="worker_0")
+        b = trial.tensor("fc.weight").value(step, worker="worker_1")
+        assert not np.array_equal(a, b)
+
+
+def test_symlinks_out_of_the_trial_are_not_followed(trial_copy: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(b"S" * 4096)
+    (data,) = (trial_copy / "workers" / "worker_0" / "data").glob("*.ttdat")
+    data.unlink()
+    os.symlink(secret, data)
+    end = trial_copy / "workers" / "worker_1" / "end.json"
+    end.unlink()
+    os.symlink("/dev/zero", end)
+    trial = tt.create_trial(trial_copy)
+    with pytest.raises(TensortapError, match="symbolic link"):
+        trial.tensor("fc.weight").value(0)
+    assert any("symbolic link" in p for p in trial.problems())
+    # a worker folder that is a symlink out of the trial is not listed at all
+    os.symlink(tmp_path, trial_copy / "workers" / "worker_9")
+    assert "worker_9" not in tt.create_trial(trial_copy).workers()
+
+
+def test_a_fifo_does_not_hang_the_reader(trial_copy: Path) -> None:
+    for path in [trial_copy / "tensortap.json", _index(trial_copy)]:
+        path.unlink()
+        os.mkfifo(path)
+    started = time.monotonic()
+    trial = tt.create_trial(trial_copy)
+    read_everything(trial_copy)
+    assert time.monotonic() - started < 10
+    assert any("not a regular file" in p for p in trial.problems()), trial.problems()
+
+
+def test_a_catastrophic_regex_in_a_trial_cannot_hang_the_reader(trial_copy: Path) -> None:
+    for snapshot in trial_copy.rglob("collections/*.json"):
+        doc = json.loads(snapshot.read_text())
+        for entry in doc["collections"]:
+            entry["include_regex"] = ["(a+)+$"]
+        snapshot.write_text(json.dumps(doc))
+    trial = tt.create_trial(trial_copy)
+    started = time.monotonic()
+    for name in trial.collections():
+        trial.tensor_names(collection=name)
+    assert time.monotonic() - started < 2
+    assert "a" * 30 + "!" not in trial.tensor_names(collection="weights")
+    assert "fc.weight" in trial.tensor_names(collection="weights")  # listed by name
+
+
+def test_an_unsupported_regex_falls_back_to_the_listed_names(trial_copy: Path) -> None:
+    for snapshot in trial_copy.rglob("collections/*.json"):
+        doc = json.loads(snapshot.read_text())
+        for entry in doc["collections"]:
+            entry["include_regex"] = [r"(fc)\1"]
+        snapshot.write_text(json.dumps(doc))
+    trial = tt.create_trial(trial_copy)
+    assert trial.tensor_names(collection="norms") == ["norm/h"]
+    assert any("linear time" in p for p in trial.problems())
+
+
+def test_tensorboard_export_survives_a_lone_surrogate(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from tensortap.tensorboard import export_trial
+
+    name = "bad\udcffname"
+    with tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=1)) as hook:
+        hook.save_scalar(name, 1.5)
+        hook.next_step()
+    assert tt.create_trial(tmp_path / "t").tensor_names() == [name]
+    export_trial(tmp_path / "t", tmp_path / "tb")
+    acc = EventAccumulator(str(tmp_path / "tb" / "global"))
+    acc.Reload()
+    assert acc.Tags()["scalars"] == ["bad\\udcffname"]
+
+
+def test_fuzzed_trials_raise_only_typed_errors_and_never_hang(
+    healthy: Path, tmp_path: Path
+) -> None:
+    summary = fuzz(healthy, tmp_path, cases=150, seed=19, deadline=20.0)
+    assert summary.cases == 150
+    assert not summary.failures, [(f.mutation, f.result, f.error) for f in summary.failures[:5]]
+    # every kind of damage was tried, and most trials stayed readable in part
+    assert len(summary.by_mutation) == 10
+    assert summary.results["ok"] > summary.results["typed"]
