@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tensortap.exceptions import InvalidConfigError
+from tensortap.exceptions import InvalidConfigError, TensortapError
 from tensortap.jobs import (
     CollectionConfig,
     DebuggerHookConfig,
@@ -32,6 +32,7 @@ from tensortap.jobs import (
     TrainingJob,
     Webhook,
 )
+from tensortap.jobs.job import job_summary
 from tensortap.jobs.live import render_summary, status_text
 from tensortap.jobs.record import JobRecord
 from tensortap.rules import rule_configs
@@ -359,12 +360,32 @@ def main(argv: list[str] | None = None) -> int:
             TrainingJob.attach(record.dir).stop()
             print(f"asked {record.name} to stop")
             return 0
-        summary = record.summary() or {"job": record.name, "status": "Starting", "rules": []}
-        print(render_summary(record, summary))
+        print(render_summary(record, job_summary(record)))
         return 0
-    except InvalidConfigError as exc:
+    except TensortapError as exc:  # a mistake or a damaged trial: one line, not a traceback
         print(f"tensortap: {exc}", file=sys.stderr)
         return 2
+    except ImportError as exc:
+        extra = _EXTRA_OF.get((exc.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(
+            f"tensortap: {ns.command} needs {exc.name}, which is not installed: "
+            f"pip install 'tensortap[{extra}]'",
+            file=sys.stderr,
+        )
+        return 2
+
+
+# Packages that an optional feature needs, and the extra that brings them.
+_EXTRA_OF = {
+    "matplotlib": "viz",
+    "plotly": "viz",
+    "tensorboard": "viz",
+    "sklearn": "viz",
+    "boto3": "s3",
+    "botocore": "s3",
+}
 
 
 if __name__ == "__main__":

@@ -278,7 +278,12 @@ class HookConfig:
                 'the hook configuration has no out_dir: add "out_dir": "path/or/url"'
             )
         colls = []
-        for entry in _first(data, "collection_configurations", "CollectionConfigurations") or []:
+        entries = _first(data, "collection_configurations", "CollectionConfigurations") or []
+        if not isinstance(entries, list | tuple):
+            raise InvalidConfigError(
+                f"collection_configurations must be a list of objects, got {entries!r}"
+            )
+        for entry in entries:
             if not isinstance(entry, Mapping):
                 raise InvalidConfigError(
                     f"a collection configuration must be an object, got {entry!r}"
@@ -305,12 +310,15 @@ class HookConfig:
                 )
         try:
             text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InvalidConfigError(f"cannot read the hook configuration {path}: {exc}") from exc
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidConfigError(
+                f"cannot read the hook configuration {path} as UTF-8 text: {exc}"
+            ) from None
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # bad JSON, a 5,000-digit number, nesting
+            reason = "it is nested too deeply" if isinstance(exc, RecursionError) else exc
             raise InvalidConfigError(
-                f"the hook configuration {path} is not valid JSON: {exc}"
-            ) from exc
+                f"the hook configuration {path} is not valid JSON: {reason}"
+            ) from None
         return cls.from_dict(data)

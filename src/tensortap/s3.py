@@ -23,6 +23,7 @@ validated and placed under the prefix, so nothing can be written outside it.
 from __future__ import annotations
 
 import builtins
+import logging
 import random
 import threading
 import time
@@ -36,6 +37,7 @@ from tensortap.exceptions import InvalidConfigError, StorageError
 from tensortap.storage.base import ObjectWriter, Store, validate_key
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 PART_SIZE = 8 << 20  # S3's minimum part is 5 MiB
 READ_CHUNK = 8 << 20  # a larger range is fetched as parallel chunks of this size
@@ -353,13 +355,22 @@ class S3Store(Store):
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self._key(key), "Body": bytes(data)}
         if if_none_match:
             kwargs["IfNoneMatch"] = "*"
-        if if_match is not None:
+        if if_match:
             kwargs["IfMatch"] = if_match
         try:
             answer = self._call("PutObject", lambda: self.client.put_object(**kwargs))
         except Exception as exc:
-            if _code(exc) in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+            code = _code(exc)
+            if code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
                 return None
+            if code in ("NotImplemented", "501"):  # an S3-compatible server without them
+                logger.warning(
+                    "the S3 server at %s does not support conditional writes: tensortap "
+                    "cannot stop two writers sharing a worker there",
+                    self.location,
+                )
+                self.put(key, data)
+                return ""
             raise self._error(exc, f"writing {key}") from None
         return str(answer.get("ETag", ""))
 

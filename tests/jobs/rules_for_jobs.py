@@ -51,3 +51,18 @@ class DeclaredGradientMean(GradientMean):
     """The same rule, declaring what it reads: a job saves it."""
 
     collections_needed = ("gradients",)
+
+
+class ExitsAt(Rule):
+    """Calls sys.exit(0) at global step ``step`` (a user's mistake)."""
+
+    def __init__(self, base_trial, step: int = 2):
+        super().__init__(base_trial, other_trials=None)
+        self.step = step
+
+    def invoke_at_step(self, step):
+        if step >= self.step:
+            import sys
+
+            sys.exit(0)
+        return False

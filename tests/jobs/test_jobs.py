@@ -276,7 +276,7 @@ def test_bad_rules_and_configs_are_rejected_before_training(tmp_path: Path) -> N
         TrainingJob(entry_point=tmp_path / "missing.py", output_path=tmp_path / "runs")
     twice = Rule.builtin(rule_configs.vanishing_gradient())
     with pytest.raises(InvalidConfigError, match="two rules are named 'VanishingGradient'"):
-        TrainingJob(command=["python", "x.py"], output_path=tmp_path, rules=[twice, twice])
+        TrainingJob(command=["python", str(SCRIPT)], output_path=tmp_path, rules=[twice, twice])
     assert not (tmp_path / "runs").exists()
 
 

@@ -52,7 +52,10 @@ class SaveConfigMode:
     def __post_init__(self) -> None:
         steps: Any = self.save_steps
         if isinstance(steps, (str, bytes)) or not isinstance(steps, Iterable):
-            raise InvalidConfigError(f"save_steps must be a list of ints >= 0, got {steps!r}")
+            raise InvalidConfigError(
+                f"save_steps must be a list of ints >= 0, got {steps!r} (to save every N steps, "
+                "use save_interval)"
+            )
         steps = tuple(sorted({_as_int("each of save_steps", s, 0) for s in steps}))
         object.__setattr__(self, "save_steps", steps)
         if self.save_interval is None:
@@ -101,6 +104,11 @@ class SaveConfigMode:
         steps: Any = data.get("save_steps") or ()
         if isinstance(steps, str):
             steps = [_parse_int_text("save_steps", s) for s in steps.split(",") if s.strip()]
+        if isinstance(steps, str | bytes) or not isinstance(steps, Iterable):
+            raise InvalidConfigError(
+                f"save_steps must be a list of steps such as [0, 10, 50], got {steps!r} "
+                "(to save every N steps, use save_interval)"
+            )
         return cls(
             save_interval=_parse_int_text("save_interval", data.get("save_interval")),  # type: ignore[arg-type]
             start_step=_parse_int_text("start_step", data.get("start_step") or 0),  # type: ignore[arg-type]

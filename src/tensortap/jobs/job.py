@@ -15,6 +15,7 @@ terminal; ``TrainingJob.attach(job_dir)`` follows it again from anywhere.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -25,6 +26,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tensortap.exceptions import InvalidConfigError
+from tensortap.jobs.checks import (
+    check_cloud_only,
+    check_command,
+    check_job_name,
+    check_settings,
+)
 from tensortap.jobs.live import LiveView
 from tensortap.jobs.record import JobRecord, write_json
 from tensortap.jobs.specs import (
@@ -36,6 +43,7 @@ from tensortap.jobs.specs import (
 )
 
 FINISHED = ("Completed", "Failed", "Stopped")
+FINISHED_RULE = ("NoIssuesFound", "IssuesFound", "Error", "NoData", "Stopped")
 SUPERVISOR_PID = "supervisor.pid"
 
 
@@ -104,7 +112,7 @@ class JobQueries:
         return self
 
     def summary(self) -> dict[str, Any]:
-        return _summary(self.record)
+        return job_summary(self.record)
 
     def stop(self) -> None:
         """Stop training (at its next step boundary; terminated after the grace period)."""
@@ -140,8 +148,11 @@ class TrainingJob(JobQueries):
         rule_timeout_secs: float = 300.0,
         rule_processes: str = "shared",
         python: str = sys.executable,
-        **ignored: Any,
+        base_job_name: str | None = None,
+        **cloud_only: Any,
     ) -> None:
+        check_cloud_only(cloud_only)
+        check_settings(environment, rule_timeout_secs, stop_grace_secs)
         if (entry_point is None) == (command is None):
             raise InvalidConfigError(
                 "give the training as entry_point='train.py' or as command=['python', "
@@ -153,10 +164,7 @@ class TrainingJob(JobQueries):
                 raise InvalidConfigError(f"entry_point {entry_point} is not a file")
             command = [python, str(script.resolve()), *_hyperparameter_args(hyperparameters)]
         assert command is not None
-        if isinstance(command, str) or not command or not all(isinstance(a, str) for a in command):
-            raise InvalidConfigError(
-                f"command must be a list of strings such as ['python', 'train.py'], got {command!r}"
-            )
+        check_command(command)
         self.command = list(command)
         if rules_specification is not None:
             rules = [*(rules or []), *rules_from_specification(rules_specification)]
@@ -185,10 +193,14 @@ class TrainingJob(JobQueries):
         self.rule_processes = rule_processes
         self.stop_grace_secs = stop_grace_secs
         self.rule_timeout_secs = rule_timeout_secs
-        stem = Path(self.command[1] if len(self.command) > 1 else self.command[0]).stem
-        self.job_name = job_name or (
-            f"{stem}-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
-        )
+        if job_name is None:
+            stem = (
+                base_job_name
+                or Path(self.command[1] if len(self.command) > 1 else self.command[0]).stem
+            )
+            stem = re.sub(r"[^A-Za-z0-9_.-]", "_", stem).lstrip("._-")[:80] or "job"
+            job_name = f"{stem}-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+        self.job_name = check_job_name(job_name)
         self.record = JobRecord(Path(output_path) / self.job_name)
         self.trial_location = self.debugger_hook_config.trial_location(
             self.job_name, str(self.record.trial_dir)
@@ -222,7 +234,9 @@ class TrainingJob(JobQueries):
                 "user_command": self.command,
                 "trial_location": self.trial_location,
                 "cwd": os.getcwd(),
-                "environment": self.environment,
+                # names only: values (secrets, tokens) reach the job through the supervisor's
+                # own environment and are never written to disk
+                "environment_names": sorted(self.environment),
                 "rules": [r.to_dict() for r in self.rules],
                 "hook_config": config.to_dict(),
                 "tensorboard": tensorboard,
@@ -239,6 +253,7 @@ class TrainingJob(JobQueries):
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # the job outlives this terminal
+                env={**os.environ, **self.environment},
             )
         (record.dir / SUPERVISOR_PID).write_text(str(supervisor.pid))
         if wait:
@@ -259,8 +274,47 @@ class AttachedJob(JobQueries):
         self.job_name = record.name
 
 
-def _summary(record: JobRecord) -> dict[str, Any]:
-    return record.summary() or {"job": record.name, "status": "Starting", "rules": []}
+def job_summary(record: JobRecord) -> dict[str, Any]:
+    """The job's summary; before the supervisor writes one, its rules are listed as
+    InProgress; after the supervisor died without finishing it, the record is finalised."""
+    summary = record.summary()
+    if summary is None:
+        rules = [
+            {
+                "RuleConfigurationName": r["name"],
+                "RuleEvaluationStatus": "InProgress",
+                "StatusDetails": "",
+                "log": str(record.rule_log(r["name"])),
+            }
+            for r in (record.job().get("rules", []) if record.exists() else [])
+        ]
+        return {"job": record.name, "status": "Starting", "rules": rules}
+    if summary.get("status") not in FINISHED and not _supervisor_alive(record):
+        summary = finalise_orphaned(record)
+    return summary
+
+
+def finalise_orphaned(record: JobRecord) -> dict[str, Any]:
+    """A job whose supervisor died (SIGKILL, OOM, a reboot) is ended on record: Failed, and
+    each unfinished rule Error, with the reason. Its children died with it."""
+    summary = record.summary() or {"job": record.name, "rules": []}
+    if summary.get("status") in FINISHED:
+        return summary
+    reason = (
+        "the job's supervisor died before the job ended (killed?); see "
+        f"{record.dir / 'logs' / 'supervisor.log'}"
+    )
+    for rule in summary.get("rules", []):
+        if rule.get("RuleEvaluationStatus") not in FINISHED_RULE:
+            rule["RuleEvaluationStatus"] = "Error"
+            rule["StatusDetails"] = reason
+    training = summary.get("training") or {}
+    if training.get("status") in (None, "InProgress"):
+        training["status"] = "Failed"
+    summary.update(status="Failed", error=reason, training=training, updated=time.time())
+    write_json(record.summary_file, summary)
+    record.append_event("job_finalised", reason=reason)
+    return summary
 
 
 def _wait(
@@ -270,9 +324,9 @@ def _wait(
     deadline = None if timeout is None else time.monotonic() + timeout
     view = LiveView(record, out or sys.stdout) if logs else None
     while True:
-        summary = _summary(record)
+        summary = job_summary(record)
         if summary.get("status") not in FINISHED and not _supervisor_alive(record):
-            summary = _summary(record)  # it may have finished just now
+            summary = job_summary(record)  # it may have finished just now
             if summary.get("status") not in FINISHED:
                 summary = {
                     **summary,
@@ -311,12 +365,12 @@ def _supervisor_alive(record: JobRecord) -> bool:
 
 def _rule_job_summary(record: JobRecord) -> list[dict[str, Any]]:
     keys = ("RuleConfigurationName", "RuleEvaluationStatus", "StatusDetails", "LastModifiedTime")
-    return [{k: r.get(k) for k in keys} for r in _summary(record).get("rules", [])]
+    return [{k: r.get(k) for k in keys} for r in job_summary(record).get("rules", [])]
 
 
 def _describe(record: JobRecord) -> dict[str, Any]:
     job = record.job()
-    summary = _summary(record)
+    summary = job_summary(record)
     return {
         "TrainingJobName": job["name"],
         "TrainingJobStatus": summary.get("status"),
@@ -333,7 +387,7 @@ def _describe(record: JobRecord) -> dict[str, Any]:
 
 def _describe_rule_jobs(record: JobRecord) -> list[dict[str, Any]]:
     out = []
-    for rule in _summary(record).get("rules", []):
+    for rule in job_summary(record).get("rules", []):
         status = rule.get("RuleEvaluationStatus")
         entry = {
             "RuleName": rule.get("RuleConfigurationName"),

@@ -36,9 +36,12 @@ TRIAL_DIR = "trial"
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Replace ``path`` with ``data`` as JSON, atomically."""
+    """Replace ``path`` with ``data`` as JSON, atomically; readable by its owner only (0600:
+    a job's files name its command, paths and environment)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(json.dumps(data, indent=1, default=str))
     os.replace(tmp, path)
 
 

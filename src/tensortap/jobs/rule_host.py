@@ -63,7 +63,7 @@ class HostedRule:
                 source=spec.source,
                 params=dict(spec.parameters),
             )
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             self._error(-1, f"the rule could not be created: {type(exc).__name__}: {exc}", exc)
             return False
         rule.rule_name = spec.name

@@ -265,6 +265,10 @@ class Rule:
 def rules_from_specification(specs: Sequence[Mapping[str, Any]]) -> list[Rule]:
     """Rules from the seeds' ``rules_specification`` (``RuleName``, ``SourceS3Uri`` as a local
     path, ``RuntimeConfigurations``); without a source, ``RuleName`` is a built-in rule."""
+    if isinstance(specs, str | bytes | Mapping) or not isinstance(specs, Sequence):
+        raise InvalidConfigError(
+            f"rules_specification must be a list of dicts with RuleName, got {specs!r}"
+        )
     rules = []
     for spec in specs:
         if not isinstance(spec, Mapping) or "RuleName" not in spec:

@@ -36,7 +36,7 @@ def load_rule_class(source: str | os.PathLike[str], class_name: str) -> type[Rul
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         sys.modules.pop(module_name, None)
         raise InvalidConfigError(
             f"importing the custom rule file {path} failed: {type(exc).__name__}: {exc}"

@@ -229,13 +229,13 @@ class Rule:
             return self._finding(step, mode, mode_step, Outcome.SKIPPED, str(exc))
         except MISSING_DATA as exc:
             return self._finding(step, mode, mode_step, Outcome.SKIPPED, str(exc))
-        except Exception as exc:  # the rule's own code failed
+        except (Exception, SystemExit) as exc:  # the rule's own code failed (or exited)
             return self._finding(
                 step,
                 mode,
                 mode_step,
                 Outcome.ERROR,
-                f"{type(exc).__name__}: {exc}",
+                failure_text(exc),
                 traceback="".join(traceback.format_exception(exc)),
             )
         finally:
@@ -256,13 +256,13 @@ class Rule:
         step = -1 if last_step is None else last_step
         try:
             answer = self.invoke_while_waiting(last_step)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             return self._finding(
                 step,
                 None,
                 None,
                 Outcome.ERROR,
-                f"{type(exc).__name__}: {exc}",
+                failure_text(exc),
                 traceback="".join(traceback.format_exception(exc)),
             )
         if not answer:
@@ -341,3 +341,13 @@ def _mode_of(trial: Trial, step: int) -> tuple[ModeKeys | None, int | None]:
             return trial.mode(step), trial.mode_step(step)
     except Exception:
         return None, None
+
+
+def failure_text(exc: BaseException) -> str:
+    """What a rule's failure says (a rule that calls sys.exit() is told what to do instead)."""
+    if isinstance(exc, SystemExit):
+        return (
+            f"SystemExit: the rule called sys.exit({exc.code!r}); a rule reports by returning "
+            "True (condition met) or False from invoke_at_step, never by exiting"
+        )
+    return f"{type(exc).__name__}: {exc}"

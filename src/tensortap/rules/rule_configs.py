@@ -72,16 +72,38 @@ def config_for(name: str, **params: Any) -> BuiltinRuleConfig:
             f"its parameters are {', '.join(specs) or 'none'}"
         )
     values: dict[str, str] = {}
+    coerced: dict[str, Any] = {}
     for pname, spec in specs.items():
         if pname in params:
-            values[pname] = _as_string(coerce(name, spec, params[pname]))
+            coerced[pname] = coerce(name, spec, params[pname])
+            values[pname] = _as_string(coerced[pname])
         elif spec.default is not inspect.Parameter.empty:
             values[pname] = _as_string(spec.default)
+    _probe(cls, coerced)
     collections = tuple(
         CollectionSettings(c, cls.collection_parameters.get(c, {}))
         for c in cls.required_collections(**params)
     )
     return BuiltinRuleConfig(name, values, collections)
+
+
+def _probe(cls: type[Rule], params: dict[str, Any]) -> None:
+    """Build the rule once over an empty trial, so that the checks its constructor makes of
+    its parameters (``num_steps >= 1``...) fail now, before training, not when the job's
+    rules start. Failures that are not about the parameters are left to the real start."""
+    from tensortap.storage.memory import MemoryStore
+    from tensortap.trials.trial import Trial
+
+    empty = Trial(MemoryStore("config-check"))
+    given = {k: v for k, v in params.items() if k != "other_trials"}
+    if "other_trials" in inspect.signature(cls.__init__).parameters:
+        given["other_trials"] = [empty]  # the other runs are named when the job starts
+    try:
+        cls(empty, **given)
+    except InvalidConfigError:
+        raise
+    except Exception:  # about the (empty) trial, not the parameters
+        pass
 
 
 def _snake(name: str) -> str:

@@ -1,6 +1,7 @@
 """The background writer: turns step batches into published segments on a Store."""
 
 from tensortap.writer.options import WriterOptions
-from tensortap.writer.trial_writer import TrialWriter, WriterStatus
+from tensortap.writer.status import WriterStatus
+from tensortap.writer.trial_writer import TrialWriter
 
 __all__ = ["TrialWriter", "WriterOptions", "WriterStatus"]

@@ -23,7 +23,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any, TypeVar
 
 import numpy as np
@@ -33,42 +33,16 @@ from tensortap.exceptions import StorageError
 from tensortap.format import layout
 from tensortap.format.checksum import crc32
 from tensortap.format.documents import decode_json, encode_json, trial_marker
-from tensortap.format.index import DATA_ALIGNMENT, IndexBuilder
-from tensortap.storage.base import ObjectWriter, Store
+from tensortap.format.index import DATA_ALIGNMENT
+from tensortap.storage.base import Store
 from tensortap.writer.options import WriterOptions
 from tensortap.writer.ownership import Claim, claim_worker
+from tensortap.writer.status import OpenSegment, WriterStatus, retrying
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
 _MAX_LISTED_DROPS = 1000
 _PADDING = bytes(DATA_ALIGNMENT)
-
-
-@dataclass
-class WriterStatus:
-    """Counters of one writer; also written to the worker's end marker."""
-
-    steps_submitted: int = 0
-    steps_written: int = 0
-    steps_dropped: int = 0
-    steps_lost: int = 0
-    records_written: int = 0
-    bytes_written: int = 0
-    segments_published: int = 0
-    errors: int = 0
-    retries: int = 0
-    last_error: str | None = None
-    dropped: list[list[int]] = field(default_factory=list)
-
-
-class _OpenSegment:
-    def __init__(self, seq: int, writer: ObjectWriter) -> None:
-        self.seq = seq
-        self.writer = writer
-        self.builder = IndexBuilder()
-        self.offset = 0
-        self.opened = time.monotonic()
-        self.steps = 0
 
 
 class TrialWriter:
@@ -94,7 +68,7 @@ class TrialWriter:
         self._stop = False
         self._closed = False
         self._close_deadline = float("inf")
-        self._segment: _OpenSegment | None = None
+        self._segment: OpenSegment | None = None
         self._pending_collections: dict[str, Any] | None = None
         self._new_drops: list[list[int]] = []
         self._hook_errors: tuple[int, str | None] = (0, None)
@@ -341,7 +315,7 @@ class TrialWriter:
             segment = self._segment
             if segment is None:
                 seq = self._take_seq()
-                segment = _OpenSegment(
+                segment = OpenSegment(
                     seq, self.store.open_writer(layout.data_key(self.worker, seq))
                 )
                 self._segment = segment
@@ -445,38 +419,14 @@ class TrialWriter:
     def _retrying(self, doing: str, action: Callable[[], T]) -> T:
         """``action()``, retried with backoff while it fails transiently, for up to
         ``retry_secs`` (and no later than the close deadline)."""
-        started, delay, failures = time.monotonic(), 0.1, 0
-        while True:
-            try:
-                result = action()
-            except StorageError as exc:
-                now = time.monotonic()
-                if (
-                    not exc.transient
-                    or now - started > self.options.retry_secs
-                    or now > self._close_deadline
-                ):
-                    raise
-                failures += 1
-                self.status.retries += 1
-                if failures == 1 or failures % 20 == 0:
-                    logger.warning(
-                        "tensortap: %s for %s failed (%s); retrying while training goes on "
-                        "(%d tries so far; giving up after %.0f s)",
-                        doing,
-                        self.worker,
-                        exc,
-                        failures,
-                        self.options.retry_secs,
-                    )
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            if failures:
-                logger.warning(
-                    "tensortap: %s for %s succeeded after %d retries", doing, self.worker, failures
-                )
-            return result
+        return retrying(
+            doing,
+            action,
+            self.worker,
+            self.options.retry_secs,
+            self.status,
+            lambda: self._close_deadline,
+        )
 
     def _abandon_segment(self, extra_lost: int = 0) -> None:
         segment, self._segment = self._segment, None

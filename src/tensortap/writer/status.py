@@ -1,0 +1,85 @@
+"""What a writer counts, the segment it has open, and how it retries a transient failure."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from tensortap.exceptions import StorageError
+from tensortap.format.index import IndexBuilder
+from tensortap.storage.base import ObjectWriter
+
+T = TypeVar("T")
+logger = logging.getLogger("tensortap.writer.trial_writer")
+
+
+@dataclass
+class WriterStatus:
+    """Counters of one writer; also written to the worker's end marker."""
+
+    steps_submitted: int = 0
+    steps_written: int = 0
+    steps_dropped: int = 0
+    steps_lost: int = 0
+    records_written: int = 0
+    bytes_written: int = 0
+    segments_published: int = 0
+    errors: int = 0
+    retries: int = 0
+    last_error: str | None = None
+    dropped: list[list[int]] = field(default_factory=list)
+
+
+class OpenSegment:
+    """The segment being written: its data object, its index so far, its size and steps."""
+
+    def __init__(self, seq: int, writer: ObjectWriter) -> None:
+        self.seq = seq
+        self.writer = writer
+        self.builder = IndexBuilder()
+        self.offset = 0
+        self.opened = time.monotonic()
+        self.steps = 0
+
+
+def retrying(
+    doing: str,
+    action: Callable[[], T],
+    worker: str,
+    retry_secs: float,
+    status: WriterStatus,
+    close_deadline: Callable[[], float],
+) -> T:
+    """``action()``, retried with backoff while it fails transiently (``StorageError.transient``)
+    for up to ``retry_secs``, and no later than the writer's close deadline."""
+    started, delay, failures = time.monotonic(), 0.1, 0
+    while True:
+        try:
+            result = action()
+        except StorageError as exc:
+            now = time.monotonic()
+            if not exc.transient or now - started > retry_secs or now > close_deadline():
+                raise
+            failures += 1
+            status.retries += 1
+            if failures == 1 or failures % 20 == 0:
+                logger.warning(
+                    "tensortap: %s for %s failed (%s); retrying while training goes on "
+                    "(%d tries so far; giving up after %.0f s)",
+                    doing,
+                    worker,
+                    exc,
+                    failures,
+                    retry_secs,
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            continue
+        if failures:
+            logger.warning(
+                "tensortap: %s for %s succeeded after %d retries", doing, worker, failures
+            )
+        return result
