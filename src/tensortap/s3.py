@@ -15,7 +15,8 @@ keep the data and try again later. ``get_ranges`` fetches many ranges in paralle
 large ones into chunks.
 
 Objects are written whole: ``put`` is one PUT, and a writer buffers up to ``part_size`` bytes
-and then switches to a multipart upload, completed by ``commit`` and aborted by ``abort``.
+and then switches to a multipart upload (:mod:`tensortap.s3_upload`), completed by ``commit``
+and aborted by ``abort``.
 In both cases the object appears atomically, as the Store contract requires. Every key is
 validated and placed under the prefix, so nothing can be written outside it.
 """
@@ -30,7 +31,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from typing import Any, TypeVar
 
 from tensortap.exceptions import InvalidConfigError, StorageError
@@ -75,7 +75,7 @@ def _client(endpoint_url: str | None) -> Any:
     return boto3.client("s3", endpoint_url=endpoint_url, config=config)
 
 
-def _code(exc: BaseException) -> str:
+def error_code(exc: BaseException) -> str:
     response = getattr(exc, "response", None)
     if isinstance(response, dict):
         return str(response.get("Error", {}).get("Code", "")) or str(
@@ -87,7 +87,7 @@ def _code(exc: BaseException) -> str:
 def is_transient(exc: BaseException) -> bool:
     """Whether a failed request is worth retrying: the connection or the server, not the
     request, was at fault."""
-    code = _code(exc)
+    code = error_code(exc)
     if code:
         return code in _TRANSIENT_CODES
     try:
@@ -189,7 +189,7 @@ class S3Store(Store):
         return full[len(self.prefix) + 1 :] if self.prefix else full
 
     def _error(self, exc: Exception, doing: str) -> StorageError:
-        code = _code(exc) or type(exc).__name__
+        code = error_code(exc) or type(exc).__name__
         transient = is_transient(exc)
         after = f" after {self.max_attempts} attempts" if transient else ""
         return StorageError(
@@ -200,7 +200,7 @@ class S3Store(Store):
         try:
             self._call("HeadBucket", lambda: self.client.head_bucket(Bucket=self.bucket))
         except Exception as exc:
-            code = _code(exc)
+            code = error_code(exc)
             if code in ("404", "NoSuchBucket"):
                 raise StorageError(
                     f"no bucket {self.bucket!r} at this endpoint: create it, or check the "
@@ -219,29 +219,30 @@ class S3Store(Store):
             raise self._error(exc, "reaching the bucket") from None
 
     # -- reading --
-    def _read(self, key: str, byte_range: str | None = None) -> bytes:
+    def _read(self, key: str, byte_range: str | None = None) -> tuple[bytes, str]:
+        """An object's bytes (or a range of them) and its ETag."""
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self._key(key)}
         if byte_range is not None:
             kwargs["Range"] = byte_range
 
-        def fetch() -> bytes:  # the body is read inside the retry: a reset mid-body retries
-            data: bytes = self.client.get_object(**kwargs)["Body"].read()
-            return data
+        def fetch() -> tuple[bytes, str]:  # the body is read inside the retry
+            answer = self.client.get_object(**kwargs)
+            return answer["Body"].read(), str(answer.get("ETag", ""))
 
         try:
             return self._call("GetObject", fetch)
         except Exception as exc:
-            if _code(exc) in ("NoSuchKey", "404"):
+            if error_code(exc) in ("NoSuchKey", "404"):
                 raise KeyError(key) from None
             raise self._error(exc, f"reading {key}") from None
 
     def get(self, key: str) -> bytes:
-        return self._read(key)
+        return self._read(key)[0]
 
     def get_range(self, key: str, start: int, length: int) -> bytearray:
         if length == 0:
             return bytearray()
-        data = bytearray(self._read(key, f"bytes={start}-{start + length - 1}"))
+        data = bytearray(self._read(key, f"bytes={start}-{start + length - 1}")[0])
         if len(data) != length:
             raise StorageError(
                 f"s3://{self.bucket}/{self._key(key)} is shorter than expected "
@@ -266,7 +267,7 @@ class S3Store(Store):
                 "HeadObject", lambda: self.client.head_object(Bucket=self.bucket, Key=full)
             )
         except Exception as exc:
-            if _code(exc) in _MISSING_CODES:
+            if error_code(exc) in _MISSING_CODES:
                 raise KeyError(key) from None
             raise self._error(exc, f"looking at {key}") from None
         return int(head["ContentLength"])
@@ -302,7 +303,7 @@ class S3Store(Store):
         try:
             self._call("HeadObject", lambda: self.client.head_object(Bucket=self.bucket, Key=full))
         except Exception as exc:
-            if _code(exc) in _MISSING_CODES:
+            if error_code(exc) in _MISSING_CODES:
                 return False
             raise self._error(exc, f"looking for {key}") from None
         return True
@@ -360,7 +361,7 @@ class S3Store(Store):
         try:
             answer = self._call("PutObject", lambda: self.client.put_object(**kwargs))
         except Exception as exc:
-            code = _code(exc)
+            code = error_code(exc)
             if code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
                 return None
             if code in ("NotImplemented", "501"):  # an S3-compatible server without them
@@ -376,21 +377,12 @@ class S3Store(Store):
 
     def get_with_etag(self, key: str) -> tuple[bytes, str]:
         """An object's bytes and its ETag (KeyError if missing)."""
-        full = self._key(key)
-
-        def fetch() -> tuple[bytes, str]:
-            answer = self.client.get_object(Bucket=self.bucket, Key=full)
-            return answer["Body"].read(), str(answer.get("ETag", ""))
-
-        try:
-            return self._call("GetObject", fetch)
-        except Exception as exc:
-            if _code(exc) in ("NoSuchKey", "404"):
-                raise KeyError(key) from None
-            raise self._error(exc, f"reading {key}") from None
+        return self._read(key)
 
     def open_writer(self, key: str) -> ObjectWriter:
-        return _S3Writer(self, key)
+        from tensortap.s3_upload import S3Upload
+
+        return S3Upload(self, key)
 
     def delete(self, key: str) -> None:
         full = self._key(key)
@@ -400,108 +392,3 @@ class S3Store(Store):
             )
         except Exception as exc:
             raise self._error(exc, f"deleting {key}") from None
-
-
-class _S3Writer(ObjectWriter):
-    """Buffers up to a part, then uploads parts; the object appears at ``commit``.
-
-    A part that fails to upload for a transient reason stays in the buffer and is tried again
-    at the next ``write`` or at ``commit``; ``commit`` can itself be called again after a
-    transient failure, so the background writer can retry a segment without losing or
-    repeating bytes.
-    """
-
-    def __init__(self, store: S3Store, key: str) -> None:
-        self.store, self.key, self.full = store, key, store._key(key)
-        self.buffer = bytearray()
-        self.size = 0
-        self.upload_id: str | None = None
-        self.parts: list[dict[str, Any]] = []
-        self.done = False
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self.buffer += data
-        self.size += len(data)
-        if len(self.buffer) >= self.store.part_size:
-            try:
-                self._upload_parts(final=False)
-            except StorageError as exc:
-                if not exc.transient:
-                    raise  # otherwise the bytes stay buffered for the next try
-
-    def _upload_parts(self, final: bool) -> None:
-        store, size = self.store, self.store.part_size
-        try:
-            if self.upload_id is None:
-                self.upload_id = store._call(
-                    "CreateMultipartUpload",
-                    lambda: store.client.create_multipart_upload(
-                        Bucket=store.bucket, Key=self.full
-                    ),
-                )["UploadId"]
-            while len(self.buffer) >= size or (final and self.buffer):
-                part, number = bytes(self.buffer[:size]), len(self.parts) + 1
-                etag = store._call(
-                    "UploadPart",
-                    partial(
-                        store.client.upload_part,
-                        Bucket=store.bucket,
-                        Key=self.full,
-                        UploadId=self.upload_id,
-                        PartNumber=number,
-                        Body=part,
-                    ),
-                )["ETag"]
-                self.parts.append({"PartNumber": number, "ETag": etag})
-                del self.buffer[:size]
-        except Exception as exc:
-            raise store._error(exc, f"uploading {self.key}") from None
-
-    def commit(self) -> None:
-        if self.done:
-            return
-        store = self.store
-        if self.upload_id is None and len(self.buffer) < store.part_size:
-            store.put(self.key, bytes(self.buffer))
-            self.done = True
-            return
-        self._upload_parts(final=True)
-        try:
-            store._call(
-                "CompleteMultipartUpload",
-                lambda: store.client.complete_multipart_upload(
-                    Bucket=store.bucket,
-                    Key=self.full,
-                    UploadId=self.upload_id,
-                    MultipartUpload={"Parts": self.parts},
-                ),
-            )
-        except Exception as exc:
-            # a retried completion whose first answer was lost: the object is there
-            if not (_code(exc) == "NoSuchUpload" and self._completed()):
-                raise store._error(exc, f"completing {self.key}") from None
-        self.done = True
-
-    def _completed(self) -> bool:
-        store = self.store
-        try:
-            head = store._call(
-                "HeadObject", lambda: store.client.head_object(Bucket=store.bucket, Key=self.full)
-            )
-        except Exception:
-            return False
-        return int(head.get("ContentLength", -1)) == self.size
-
-    def abort(self) -> None:
-        if self.upload_id is not None and not self.done:
-            store = self.store
-            try:
-                store._call(
-                    "AbortMultipartUpload",
-                    lambda: store.client.abort_multipart_upload(
-                        Bucket=store.bucket, Key=self.full, UploadId=self.upload_id
-                    ),
-                )
-            except Exception:  # never raises
-                pass
-        self.buffer = bytearray()

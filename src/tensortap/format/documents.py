@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from tensortap.exceptions import FormatError, UnsupportedFormatVersion
-from tensortap.format.fields import get_dict, get_int, get_str
+from tensortap.format.fields import get_dict, get_int, get_optional_str
 from tensortap.format.index import FORMAT_VERSION, check_version
 
 TRIAL_KIND = "tensortap-trial"
@@ -60,14 +60,9 @@ def decode_end(raw: bytes, what: str) -> dict[str, Any]:
     doc = decode_json(raw, "end", what)
     get_int(doc, "last_global_step", what, default=None)
     get_int(doc, "internal_errors", what, default=0)
-    _optional_str(doc, "last_internal_error", what)
+    get_optional_str(doc, "last_internal_error", what)
     status = get_dict(doc, "status", what, default={})
     for name in ("errors", "steps_lost"):
         get_int(status, name, f"{what} status", default=0)
-    _optional_str(status, "last_error", f"{what} status")
+    get_optional_str(status, "last_error", f"{what} status")
     return doc
-
-
-def _optional_str(doc: dict[str, Any], name: str, what: str) -> None:
-    if doc.get(name) is not None:
-        get_str(doc, name, what)

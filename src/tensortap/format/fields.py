@@ -7,8 +7,8 @@ KeyError or AttributeError deep inside the reader.
 
 from __future__ import annotations
 
-import math
 import reprlib
+from collections.abc import Callable
 from typing import Any
 
 from tensortap.exceptions import FormatError
@@ -16,10 +16,6 @@ from tensortap.exceptions import FormatError
 _MISSING = object()
 _SHORT = reprlib.Repr()  # bounded in depth and length, whatever the value holds
 _SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 2, 40, 40
-
-
-def _type_name(value: object) -> str:
-    return type(value).__name__
 
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -31,60 +27,49 @@ def _is_int64(value: object) -> bool:
     )
 
 
+def _get(
+    doc: dict[str, Any], name: str, what: str, default: Any, ok: Callable[[Any], bool], kind: str
+) -> Any:
+    """``doc[name]`` if ``ok`` says it is of the right kind; ``default`` when it is missing (and
+    a default is given); otherwise a FormatError naming the object, the field and what it held."""
+    value = doc.get(name, _MISSING)
+    if value is _MISSING and default is not _MISSING:
+        return default
+    if not ok(value):
+        raise FormatError(f"{what}: field {name!r} must be {kind}, got {_describe(value)}")
+    return value
+
+
 def get_int(doc: dict[str, Any], name: str, what: str, default: Any = _MISSING) -> Any:
     """An integer field that fits 64 bits (booleans are not integers)."""
-    value = doc.get(name, _MISSING)
-    if value is _MISSING and default is not _MISSING:
-        return default
-    if not _is_int64(value):
-        raise FormatError(
-            f"{what}: field {name!r} must be a 64-bit integer, got {_describe(value)}"
-        )
-    return value
-
-
-def get_number(doc: dict[str, Any], name: str, what: str, default: Any = _MISSING) -> Any:
-    value = doc.get(name, _MISSING)
-    if value is _MISSING and default is not _MISSING:
-        return default
-    if (
-        not isinstance(value, int | float)
-        or isinstance(value, bool)
-        or not math.isfinite(float(value))
-    ):
-        raise FormatError(f"{what}: field {name!r} must be a number, got {_describe(value)}")
-    return value
+    return _get(doc, name, what, default, _is_int64, "a 64-bit integer")
 
 
 def get_str(doc: dict[str, Any], name: str, what: str, default: Any = _MISSING) -> Any:
-    value = doc.get(name, _MISSING)
-    if value is _MISSING and default is not _MISSING:
-        return default
-    if not isinstance(value, str):
-        raise FormatError(f"{what}: field {name!r} must be a string, got {_describe(value)}")
-    return value
+    return _get(doc, name, what, default, lambda v: isinstance(v, str), "a string")
+
+
+def get_optional_str(doc: dict[str, Any], name: str, what: str) -> Any:
+    """A string field that may be missing or null."""
+    return _get(doc, name, what, None, lambda v: v is None or isinstance(v, str), "a string")
+
+
+def get_dict(doc: dict[str, Any], name: str, what: str, default: Any = _MISSING) -> Any:
+    return _get(doc, name, what, default, lambda v: isinstance(v, dict), "an object")
 
 
 def get_list(
     doc: dict[str, Any], name: str, what: str, of: type | None = None, default: Any = _MISSING
 ) -> Any:
-    value = doc.get(name, _MISSING)
-    if value is _MISSING and default is not _MISSING:
-        return default
-    if not isinstance(value, list):
-        raise FormatError(f"{what}: field {name!r} must be a list, got {_describe(value)}")
-    if of is not None and not all(isinstance(v, of) for v in value):
-        raise FormatError(f"{what}: field {name!r} must hold only {of.__name__} values")
-    return value
-
-
-def get_dict(doc: dict[str, Any], name: str, what: str, default: Any = _MISSING) -> Any:
-    value = doc.get(name, _MISSING)
-    if value is _MISSING and default is not _MISSING:
-        return default
-    if not isinstance(value, dict):
-        raise FormatError(f"{what}: field {name!r} must be an object, got {_describe(value)}")
-    return value
+    """A list field; with ``of``, every item must be of that type."""
+    return _get(
+        doc,
+        name,
+        what,
+        default,
+        lambda v: isinstance(v, list) and (of is None or all(isinstance(i, of) for i in v)),
+        "a list" if of is None else f"a list of {of.__name__}",
+    )
 
 
 def int_rows(value: list[Any], width: int, what: str, name: str) -> list[list[Any]]:
@@ -105,4 +90,4 @@ def int_rows(value: list[Any], width: int, what: str, name: str) -> list[list[An
 def _describe(value: object) -> str:
     if value is _MISSING:
         return "nothing (the field is missing)"
-    return f"{_type_name(value)} {_SHORT.repr(value)}"
+    return f"{type(value).__name__} {_SHORT.repr(value)}"

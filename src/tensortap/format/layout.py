@@ -7,6 +7,7 @@ Only worker names do, and those are validated here.
 from __future__ import annotations
 
 import re
+from typing import TypeGuard
 
 from tensortap.exceptions import InvalidConfigError
 
@@ -17,8 +18,14 @@ DATA_SUFFIX = ".ttdat"
 _WORKER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
+def is_plain_name(name: object) -> TypeGuard[str]:
+    """1-128 letters, digits, '_', '.', '-', starting with a letter or digit, without '..':
+    safe as one path component (worker names; job names use the same rule)."""
+    return isinstance(name, str) and bool(_WORKER_RE.match(name)) and ".." not in name
+
+
 def validate_worker_name(name: str) -> str:
-    if not isinstance(name, str) or not _WORKER_RE.match(name) or ".." in name:
+    if not is_plain_name(name):
         raise InvalidConfigError(
             f"invalid worker name {name!r}: expected 1-128 characters of letters, digits, "
             "'_', '.', '-' starting with a letter or digit (e.g. 'worker_0')"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from tensortap.exceptions import InvalidConfigError
+from tensortap.format.layout import is_plain_name
 
 _CLOUD_ONLY = frozenset(
     {
@@ -110,11 +110,8 @@ def check_settings(
             raise InvalidConfigError(f"{name} must be a number of seconds > 0, got {value!r}")
 
 
-_JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-
-
 def check_job_name(name: object) -> str:
-    if not isinstance(name, str) or not _JOB_NAME.match(name) or ".." in name:
+    if not is_plain_name(name):
         raise InvalidConfigError(
             f"invalid job_name {name!r}: expected 1-128 letters, digits, '_', '.', '-' "
             "starting with a letter or digit (it names a folder inside output_path)"

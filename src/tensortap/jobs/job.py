@@ -43,7 +43,7 @@ from tensortap.jobs.specs import (
 )
 
 FINISHED = ("Completed", "Failed", "Stopped")
-FINISHED_RULE = ("NoIssuesFound", "IssuesFound", "Error", "NoData", "Stopped")
+IN_PROGRESS = "InProgress"
 SUPERVISOR_PID = "supervisor.pid"
 
 
@@ -275,44 +275,45 @@ class AttachedJob(JobQueries):
 
 
 def job_summary(record: JobRecord) -> dict[str, Any]:
-    """The job's summary; before the supervisor writes one, its rules are listed as
-    InProgress; after the supervisor died without finishing it, the record is finalised."""
-    summary = record.summary()
-    if summary is None:
-        rules = [
-            {
-                "RuleConfigurationName": r["name"],
-                "RuleEvaluationStatus": "InProgress",
-                "StatusDetails": "",
-                "log": str(record.rule_log(r["name"])),
-            }
-            for r in (record.job().get("rules", []) if record.exists() else [])
-        ]
-        return {"job": record.name, "status": "Starting", "rules": rules}
+    """The job's summary. Before the supervisor writes one, its rules are listed as
+    InProgress; once the supervisor is gone without finishing it, the record is finalised."""
+    summary = record.summary() or _starting(record)
     if summary.get("status") not in FINISHED and not _supervisor_alive(record):
-        summary = finalise_orphaned(record)
+        summary = record.summary() or summary  # it may have finished just now
+        if summary.get("status") not in FINISHED:
+            summary = _finalise_orphaned(record, summary)
     return summary
 
 
-def finalise_orphaned(record: JobRecord) -> dict[str, Any]:
+def _starting(record: JobRecord) -> dict[str, Any]:
+    rules = [
+        {
+            "RuleConfigurationName": r["name"],
+            "RuleEvaluationStatus": IN_PROGRESS,
+            "StatusDetails": "",
+            "log": str(record.rule_log(r["name"])),
+        }
+        for r in (record.job().get("rules", []) if record.exists() else [])
+    ]
+    return {"job": record.name, "status": "Starting", "rules": rules}
+
+
+def _finalise_orphaned(record: JobRecord, summary: dict[str, Any]) -> dict[str, Any]:
     """A job whose supervisor died (SIGKILL, OOM, a reboot) is ended on record: Failed, and
     each unfinished rule Error, with the reason. Its children died with it."""
-    summary = record.summary() or {"job": record.name, "rules": []}
-    if summary.get("status") in FINISHED:
-        return summary
     reason = (
         "the job's supervisor died before the job ended (killed?); see "
         f"{record.dir / 'logs' / 'supervisor.log'}"
     )
     for rule in summary.get("rules", []):
-        if rule.get("RuleEvaluationStatus") not in FINISHED_RULE:
+        if rule.get("RuleEvaluationStatus") == IN_PROGRESS:
             rule["RuleEvaluationStatus"] = "Error"
             rule["StatusDetails"] = reason
     training = summary.get("training") or {}
-    if training.get("status") in (None, "InProgress"):
+    if training.get("status") in (None, IN_PROGRESS):
         training["status"] = "Failed"
-    summary.update(status="Failed", error=reason, training=training, updated=time.time())
-    write_json(record.summary_file, summary)
+    summary = {**summary, "status": "Failed", "error": reason, "training": training}
+    write_json(record.summary_file, {**summary, "updated": time.time()})
     record.append_event("job_finalised", reason=reason)
     return summary
 
@@ -325,15 +326,6 @@ def _wait(
     view = LiveView(record, out or sys.stdout) if logs else None
     while True:
         summary = job_summary(record)
-        if summary.get("status") not in FINISHED and not _supervisor_alive(record):
-            summary = job_summary(record)  # it may have finished just now
-            if summary.get("status") not in FINISHED:
-                summary = {
-                    **summary,
-                    "status": "Failed",
-                    "error": "the job's supervisor is gone; see "
-                    f"{record.dir / 'logs' / 'supervisor.log'}",
-                }
         if view is not None:
             view.update(summary)
         if summary.get("status") in FINISHED:

@@ -19,10 +19,12 @@ import logging
 import os
 import random
 import shutil
+import struct
 import threading
 import time
 import traceback
 import tracemalloc
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -128,9 +130,6 @@ def json_types(root: Path, rng: random.Random) -> str:
 
 def rewrite_index_header(path: Path, change: Callable[[Any], Any]) -> None:
     """Replace an index's JSON header and recompute its CRC (a crafted, CRC-valid index)."""
-    import struct
-    import zlib
-
     raw = path.read_bytes()
     prefix = struct.Struct("<4sHHIIII")
     magic, version, flags, head_len, n_rec, n_dims, reserved = prefix.unpack_from(raw, 0)

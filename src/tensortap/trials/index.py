@@ -14,11 +14,17 @@ import numpy as np
 
 from tensortap.core.collections import Collection
 from tensortap.core.modes import ModeKeys
-from tensortap.exceptions import FormatError, StorageError
+from tensortap.exceptions import (
+    FormatError,
+    NotATrialError,
+    StorageError,
+    UnsupportedFormatVersion,
+)
 from tensortap.format import layout
 from tensortap.format.documents import decode_end, decode_json, decode_worker_info
 from tensortap.format.fields import get_list
 from tensortap.format.index import SegmentIndex, decode_index
+from tensortap.format.layout import TRIAL_MARKER
 from tensortap.storage.base import Store
 
 logger = logging.getLogger(__name__)
@@ -120,6 +126,38 @@ class TrialIndex:
         self.version = 0  # bumped whenever anything new is ingested
         self._collections: tuple[int, dict[str, Collection]] | None = None
 
+    def check_marker(self, path: str) -> None:
+        """Refuse a root that holds other things but no trial; read a trial whose marker is
+        damaged or missing (next to ``workers/``) with a problem; refuse a newer trial."""
+        try:
+            raw = self.store.get(TRIAL_MARKER)
+        except StorageError as exc:  # not a regular file: read what is there, and say so
+            self.problem(TRIAL_MARKER, exc)
+            return
+        except KeyError:
+            entries = [e for e in self.store.list_dir("") if not e.startswith(".")]
+            if TRIAL_MARKER not in entries:
+                if "workers" in entries:  # a trial that lost its marker: read what is there
+                    self.problem(
+                        TRIAL_MARKER, FormatError("the trial marker is missing; workers/ is read")
+                    )
+                    return
+                if entries:
+                    shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
+                    raise NotATrialError(
+                        f"{path} holds no tensortap trial (no {TRIAL_MARKER}; found "
+                        f"{shown}). Point create_trial at the out_dir given to a Hook"
+                    ) from None
+                logger.info("no trial at %s yet; it will appear when training writes it", path)
+                return
+            raw = self.store.get(TRIAL_MARKER)  # written between the two looks: being created
+        try:
+            decode_json(raw, "tensortap-trial", f"{path}/{TRIAL_MARKER}")
+        except UnsupportedFormatVersion:
+            raise
+        except FormatError as exc:  # the marker is corrupt, not newer: read what is there
+            self.problem(TRIAL_MARKER, exc)
+
     # -- refresh --
     def refresh(self) -> bool:
         """Read what was published since the last refresh; True if anything was new."""
@@ -206,18 +244,17 @@ class TrialIndex:
         try:
             return list(self.store.get_many(keys))
         except (KeyError, StorageError):
-            pass
-        out: list[bytes | None] = []
-        for key in keys:
-            try:
-                out.append(self.store.get(key))
-            except KeyError:
-                self.problem(key, FormatError("listed, then gone before it could be read"))
-                out.append(None)
-            except StorageError as exc:
-                self.problem(key, exc)
-                out.append(None)
-        return out
+            return [self._read(key) for key in keys]
+
+    def _read(self, key: str) -> bytes | None:
+        """A listed object's bytes; None (and a problem) when it cannot be read."""
+        try:
+            return self.store.get(key)
+        except KeyError:
+            self.problem(key, FormatError("listed, then gone before it could be read"))
+        except StorageError as exc:
+            self.problem(key, exc)
+        return None
 
     def _refresh_collections(self, state: WorkerState) -> None:
         """The newest readable collections snapshot of a worker (a corrupt newest one is a
@@ -227,12 +264,13 @@ class TrialIndex:
         )
         ckeys = [k for k in ckeys if k.endswith(".json")]
         for key in reversed(ckeys):
+            raw = self._read(key)
+            if raw is None:
+                continue
             try:
-                doc = decode_json(self.store.get(key), "collections", f"collections {key}")
+                doc = decode_json(raw, "collections", f"collections {key}")
                 entries = get_list(doc, "collections", f"collections {key}")
-            except (KeyError, FormatError, StorageError) as exc:
-                if isinstance(exc, KeyError):
-                    exc = FormatError("listed, then gone before it could be read")
+            except FormatError as exc:
                 self.problem(key, exc)
                 continue
             self.collection_docs[state.name] = {"collections": entries, "key": key}

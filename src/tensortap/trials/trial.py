@@ -15,7 +15,6 @@ import numpy as np
 from tensortap.core.collections import Collection
 from tensortap.core.modes import ModeKeys, parse_mode
 from tensortap.exceptions import (
-    FormatError,
     InvalidConfigError,
     MissingCollectionFiles,
     NoMoreData,
@@ -25,10 +24,7 @@ from tensortap.exceptions import (
     StorageError,
     TensorUnavailable,
     TensorUnavailableForStep,
-    UnsupportedFormatVersion,
 )
-from tensortap.format.documents import decode_json
-from tensortap.format.layout import TRIAL_MARKER
 from tensortap.storage import Store, open_store
 from tensortap.trials.index import TrialIndex, natural_key
 from tensortap.trials.read_ahead import read_ahead
@@ -73,7 +69,7 @@ class Trial:
             store.refresh_interval if refresh_interval is None else float(refresh_interval)
         )
         self._index = TrialIndex(store, strict=bool(strict))
-        self._check_is_trial()
+        self._index.check_marker(self.path)
         self._tensors: dict[str, Tensor] = {}
         self._last_refresh = 0.0
         self._steps_cache: dict[tuple[ModeKeys | None, bool], list[int]] = {}
@@ -92,36 +88,6 @@ class Trial:
 
     def __repr__(self) -> str:
         return f"Trial({self.path!r}, workers={self.workers()}, steps={len(self.steps())})"
-
-    def _check_is_trial(self) -> None:
-        try:
-            raw = self.store.get(TRIAL_MARKER)
-        except StorageError as exc:  # not a regular file: read what is there, and say so
-            self._index.problem(TRIAL_MARKER, exc)
-            return
-        except KeyError:
-            entries = [e for e in self.store.list_dir("") if not e.startswith(".")]
-            if TRIAL_MARKER not in entries:
-                if "workers" in entries:  # a trial that lost its marker: read what is there
-                    self._index.problem(
-                        TRIAL_MARKER, FormatError("the trial marker is missing; workers/ is read")
-                    )
-                    return
-                if entries:
-                    shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
-                    raise NotATrialError(
-                        f"{self.path} holds no tensortap trial (no {TRIAL_MARKER}; found "
-                        f"{shown}). Point create_trial at the out_dir given to a Hook"
-                    ) from None
-                logger.info("no trial at %s yet; it will appear when training writes it", self.path)
-                return
-            raw = self.store.get(TRIAL_MARKER)  # written between the two looks: being created
-        try:
-            decode_json(raw, "tensortap-trial", f"{self.path}/{TRIAL_MARKER}")
-        except UnsupportedFormatVersion:
-            raise
-        except FormatError as exc:  # the marker is corrupt, not newer: read what is there
-            self._index.problem(TRIAL_MARKER, exc)
 
     # -- keeping current --
     def refresh(self) -> bool:

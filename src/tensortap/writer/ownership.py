@@ -25,8 +25,9 @@ import threading
 import time
 from typing import Any
 
-from tensortap.exceptions import StorageError, WorkerInUse
+from tensortap.exceptions import StorageError, TensortapError, WorkerInUse
 from tensortap.format import layout
+from tensortap.format.documents import encode_json, trial_marker
 from tensortap.storage.base import Store
 from tensortap.storage.local import LocalStore
 
@@ -185,6 +186,43 @@ def _pid_alive(pid: object) -> bool:
     except OSError:
         return True
     return True
+
+
+class WorkerKeeper:
+    """A writer's hold on its worker, checked every ``check_secs``: the worker is still this
+    writer's, and the trial is still there (put back, and the worker claimed again, when
+    ``out_dir`` was deleted or a bucket lost its data)."""
+
+    def __init__(self, store: Store, worker: str, info: dict[str, Any]) -> None:
+        self.store, self.worker, self.info = store, worker, info
+        self.claim: Claim | None = claim_worker(store, worker, info)
+        self.lost: str | None = None  # why the worker is no longer this writer's
+
+    def check(self) -> str:
+        """``"ok"``, ``"recreated"`` (the trial was put back: what was published before is
+        lost) or ``"lost"`` (see ``lost``; stop publishing)."""
+        if self.lost is not None:
+            return "lost"
+        if self.store.exists(layout.TRIAL_MARKER):
+            reason = self.claim.renew() if self.claim is not None else None
+            if reason is None:
+                return "ok"
+            self.lost = reason
+            return "lost"
+        self.release()
+        try:
+            self.claim = claim_worker(self.store, self.worker, self.info)
+        except TensortapError as exc:
+            self.lost = f"it could not claim the re-created worker again ({exc})"
+            return "lost"
+        self.store.put(layout.TRIAL_MARKER, trial_marker())
+        self.store.put(layout.worker_info_key(self.worker), encode_json("worker", self.info))
+        return "recreated"
+
+    def release(self) -> None:
+        if self.claim is not None:
+            self.claim.release()
+            self.claim = None
 
 
 def claim_worker(store: Store, worker: str, info: dict[str, Any]) -> Claim:

@@ -36,7 +36,7 @@ from tensortap.format.documents import decode_json, encode_json, trial_marker
 from tensortap.format.index import DATA_ALIGNMENT
 from tensortap.storage.base import Store
 from tensortap.writer.options import WriterOptions
-from tensortap.writer.ownership import Claim, claim_worker
+from tensortap.writer.ownership import WorkerKeeper
 from tensortap.writer.status import OpenSegment, WriterStatus, retrying
 
 T = TypeVar("T")
@@ -74,8 +74,6 @@ class TrialWriter:
         self._hook_errors: tuple[int, str | None] = (0, None)
         self._listeners: list[tuple[str, Callable[[StepBatch], None]]] = []
         self._last_collections: dict[str, Any] | None = None
-        self._claim: Claim | None = None
-        self._lost_claim: str | None = None  # why this writer no longer owns its worker
         self._next_check = time.monotonic() + self.options.check_secs
         self._next_seq = self._start()
         self._thread = threading.Thread(
@@ -101,13 +99,13 @@ class TrialWriter:
             "started": time.time(),
         }
         # One writer per worker: a second one is refused before it writes anything.
-        self._claim = claim_worker(store, self.worker, self._info)
+        self._keeper = WorkerKeeper(store, self.worker, self._info)
         try:
             store.delete(layout.end_key(self.worker))  # a resumed worker is live again
             store.put(layout.worker_info_key(self.worker), encode_json("worker", self._info))
             return self._first_seq()
         except BaseException:
-            self._claim.release()
+            self._keeper.release()
             raise
 
     def _first_seq(self) -> int:
@@ -237,61 +235,35 @@ class TrialWriter:
                 event.set()
             if stop:
                 self._write_end_marker()
-                if self._claim is not None:
-                    self._claim.release()
+                self._keeper.release()
                 return
             if time.monotonic() >= self._next_check:
                 self._check()
 
     def _check(self) -> None:
-        """Every ``check_secs``: the trial is still there (re-created if ``out_dir`` was
-        deleted), and this writer still owns its worker."""
+        """Every ``check_secs``: the trial is still there and the worker still this writer's."""
         self._next_check = time.monotonic() + self.options.check_secs
-        if self._lost_claim is not None:
-            return
+        was_lost = self._keeper.lost is not None
         try:
-            if not self.store.exists(layout.TRIAL_MARKER):
-                self._recreate()
-                return
-            reason = self._claim.renew() if self._claim is not None else None
+            outcome = self._keeper.check()
         except Exception as exc:
             self._fail(exc, "checking the trial")
             return
-        if reason is not None:
-            self._lose_claim(reason)
-
-    def _recreate(self) -> None:
-        """The trial's marker is gone (``out_dir`` deleted, or the bucket lost its data): put
-        back what a reader needs, claim the worker again, and say that what was published
-        before is lost."""
-        store = self.store
-        self._fail(
-            StorageError("the trial's tensortap.json disappeared (out_dir deleted?)"),
-            "checking the trial",
-            "the trial was re-created; steps published before are lost",
-        )
-        if self._claim is not None:
-            self._claim.release()
-        self._claim = None
-        try:
-            self._claim = claim_worker(store, self.worker, self._info)
-        except Exception as exc:
-            self._lose_claim(f"it could not claim the re-created worker again ({exc})")
-            return
-        store.put(layout.TRIAL_MARKER, trial_marker())
-        store.put(layout.worker_info_key(self.worker), encode_json("worker", self._info))
-        with self._cv:
-            if self._pending_collections is None:
-                self._pending_collections = self._last_collections
-        logger.error("tensortap re-created the trial at %s for %s", store.location, self.worker)
-
-    def _lose_claim(self, reason: str) -> None:
-        self._lost_claim = reason
-        self._fail(
-            StorageError(f"this writer no longer owns {self.worker}: {reason}"),
-            "keeping the worker",
-            "it stops publishing so as not to overwrite the new owner's steps",
-        )
+        if outcome == "recreated":
+            self._fail(
+                StorageError("the trial's tensortap.json disappeared (out_dir deleted?)"),
+                "checking the trial",
+                "the trial was re-created; steps published before are lost",
+            )
+            with self._cv:
+                if self._pending_collections is None:
+                    self._pending_collections = self._last_collections
+        elif outcome == "lost" and not was_lost:
+            self._fail(
+                StorageError(f"this writer no longer owns {self.worker}: {self._keeper.lost}"),
+                "keeping the worker",
+                "it stops publishing so as not to overwrite the new owner's steps",
+            )
 
     def _write_batch(self, batch: StepBatch) -> None:
         if batch.collections is not None:
@@ -356,7 +328,7 @@ class TrialWriter:
         return seq
 
     def _publish(self) -> None:
-        if self._lost_claim is not None:
+        if self._keeper.lost is not None:
             self._abandon_segment()
             return
         segment, self._segment = self._segment, None
