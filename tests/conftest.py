@@ -126,6 +126,26 @@ class Browser:
         self.driver.get(page.resolve().as_uri())
         return self.driver
 
+    def visit(self, url: str) -> Any:
+        """Open ``url`` (an http:// page of a local server)."""
+        self.driver.get_log("browser")
+        self.driver.get(url)
+        return self.driver
+
+    def until(self, script: str, check: Any = bool, timeout: float = 30.0) -> Any:
+        """Run ``script`` (JavaScript returning a value) until ``check(value)`` holds; the value
+        then. Fails with the last value seen when ``timeout`` seconds pass first."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            value = self.driver.execute_script(script)
+            if check(value):
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"still {value!r} after {timeout} s: {script}")
+            time.sleep(0.05)
+
     def errors(self) -> list[dict[str, Any]]:
         """The console's SEVERE entries since the page was opened."""
         return [e for e in self.driver.get_log("browser") if e["level"] == "SEVERE"]

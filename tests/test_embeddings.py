@@ -136,3 +136,9 @@ def test_animated_figure_has_a_trace_per_label_and_opens_in_chromium(
         "const d = document.querySelector('.js-plotly-plot'); return d ? d.data.length : null;"
     )
     assert count == 4 and browser.errors() == []
+    shown = browser.until(  # the slider's handle glides to its place: poll with a deadline
+        "const t = document.querySelector('.gtitle'), s = document.querySelector('.slider-label');"
+        "return t && s ? [t.textContent, s.textContent] : null;",
+        lambda v: v == ["bottleneck: step 20", "step 20"],
+    )
+    assert shown == ["bottleneck: step 20", "step 20"]  # title and slider at one step: the last

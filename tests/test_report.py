@@ -119,3 +119,52 @@ def test_cli_report_opens_in_chromium_with_its_traces(tmp_path: Path, browser, c
     assert (
         main(["report", str(tmp_path / "t"), "--job", "nope", "-o", str(tmp_path / "r.html")]) == 2
     )
+
+
+def nan_trial(out: Path, nan_from: int, steps: int = 30) -> tt.Trial:
+    """Loss NaN from step ``nan_from``, a gradient of norm exactly 0 (a dead layer), one EVAL
+    loss (a series of one point), a long tensor name."""
+    hook = tt.Hook(
+        out,
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["losses", "gradients", "relu_activations"],
+    )
+    for step in range(steps):
+        hook.set_mode(tt.modes.TRAIN)
+        loss = np.nan if step >= nan_from else 2.0 / (step + 1)
+        hook.save_tensor("loss", np.float32(loss), collections="losses")
+        hook.save_tensor(LONG, np.full(4, 0.1 + step), collections="gradients")
+        hook.save_tensor("gradient/dead", np.zeros(4), collections="gradients")
+        hook.save_tensor(
+            "relu_output_0", np.ones((2, 4), np.float32), collections="relu_activations"
+        )
+        hook.next_step()
+        if step == 10:
+            hook.set_mode(tt.modes.EVAL)
+            hook.save_tensor("loss", np.float32(0.5), collections="losses")
+            hook.next_step()
+    hook.close()
+    return tt.create_trial(out)
+
+
+LONG = "gradient/encoder.layers.0.self_attention.out_proj.weight"
+
+
+def test_report_charts_tell_the_truth_about_nan_one_point_and_dead_layers(tmp_path: Path) -> None:
+    page = training_report(nan_trial(tmp_path / "t", nan_from=20), rules=[])
+    curves = page[page.index("id='curves'") : page.index("id='health'")]
+    assert 'class="nonfinite"' in curves and "NaN from step 21" in curves  # global step 21
+    assert "<polyline" in curves  # the finite part is drawn
+    assert "loss (EVAL)" in curves and "<circle" in curves  # one point: a dot
+    ticks = re.findall(r'text-anchor="end" font-size="10">([^<]+)</text>', curves)
+    assert len(ticks) >= 4  # round ticks, not only the min and the max
+    health = page[page.index("id='health'") : page.index("id='activations'")]
+    dead = re.findall(r"<title>gradient/dead at step \d+: exactly 0</title>", health)
+    assert len(dead) == 30 and "exactly 0</text>" in health  # every step, and in the legend
+    assert f"<title>{LONG}</title>" in health  # the whole name, on hover
+    assert ">0%</text>" in health and ">100%</text>" in health  # an absolute scale
+
+    page = training_report(nan_trial(tmp_path / "all", nan_from=0, steps=5), rules=[])
+    curves = page[page.index("id='curves'") : page.index("id='health'")]
+    assert "no finite value" in curves and 'class="nonfinite"' in curves
+    assert "NaN from step 0" in curves and "no data" not in curves

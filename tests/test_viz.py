@@ -57,16 +57,32 @@ def test_plot_tensors_draws_each_tensor_of_a_collection(trial: tt.Trial, tmp_pat
     figure = viz.plot_tensors(trial, collection="losses", ylabel="Loss")
     (ax,) = figure.axes
     lines = {line.get_label(): line.get_xydata() for line in ax.lines}
-    assert sorted(lines) == ["aux_loss", "loss"]
+    assert sorted(lines) == ["aux_loss (TRAIN)", "loss (EVAL)", "loss (TRAIN)"]  # never joined
     loss = trial.tensor("loss")
-    expected = [(s, float(loss.value(s))) for s in loss.steps()]
-    np.testing.assert_allclose(lines["loss"], expected)
+    for mode in (tt.modes.TRAIN, tt.modes.EVAL):
+        expected = [
+            (trial.global_step(mode, s), float(loss.value(s, mode=mode)))
+            for s in loss.steps(mode=mode)
+        ]
+        np.testing.assert_allclose(lines[f"loss ({mode.name})"], expected)
+    assert ax.get_xlabel() == "global step"
     assert ax.get_ylabel() == "Loss"
     saved_files(figure, tmp_path)
     (eval_line,) = viz.plot_tensors(trial, regex="^loss$", mode=tt.modes.EVAL).axes[0].lines
     np.testing.assert_allclose(eval_line.get_xydata(), [(0, 5.0), (1, 6.0), (2, 7.0)])
     _, norms = viz.tensor_series(trial, "fc.weight", reduction="l2")
     assert norms[3] == pytest.approx(np.linalg.norm(trial.tensor("fc.weight").value(3)))
+
+
+def test_plot_tensors_marks_nan_where_the_line_breaks(tmp_path: Path) -> None:
+    hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=1))
+    for step in range(6):
+        hook.save_tensor("loss", np.float32(np.nan if step >= 3 else 1.0), collections="losses")
+        hook.next_step()
+    hook.close()
+    ax = viz.plot_tensors(tt.create_trial(tmp_path / "t"), collection="losses").axes[0]
+    marks = {line.get_label(): line.get_xdata().tolist() for line in ax.lines}
+    assert marks["loss: NaN/Inf"] == [3, 4, 5]
 
 
 def test_distributions_are_the_values_quantiles_and_histograms(
@@ -98,9 +114,29 @@ def test_layer_health_shows_gradient_norms_and_dead_units(trial: tt.Trial, tmp_p
     figure = viz.plot_layer_health(trial)
     assert len(figure.axes) == 4  # two heat maps, two colour bars
     np.testing.assert_allclose(
-        figure.axes[0].images[0].get_array(), np.log10(data["gradient_norms"] + 1e-30)
+        figure.axes[0].images[0].get_array(), np.log10(data["gradient_norms"])
     )
+    zeros = next(ax for ax in figure.axes if ax.images and ax is not figure.axes[0]).images[0]
+    assert zeros.get_clim() == (0, 1)  # an absolute scale, not the range of the data
     saved_files(figure, tmp_path)
+
+
+def test_layer_health_draws_a_dead_layer_in_black(tmp_path: Path) -> None:
+    hook = tt.Hook(
+        tmp_path / "t",
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["gradients"],
+    )
+    for _ in range(3):
+        hook.save_tensor("alive.grad", np.full(4, 0.5), collections="gradients")
+        hook.save_tensor("dead.grad", np.zeros(4), collections="gradients")
+        hook.next_step()
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    assert layer_health(trial)["gradient_norms"][1].tolist() == [0.0, 0.0, 0.0]
+    image = viz.plot_layer_health(trial).axes[0].images[0]
+    colours = image.to_rgba(image.get_array())
+    assert (colours[1, :, :3] == 0).all() and not (colours[0, :, :3] == 0).all()  # black row
 
 
 def test_bad_requests_say_what_was_expected(trial: tt.Trial) -> None:

@@ -156,22 +156,26 @@ class TrainingReport:
             data = layer_health(trial)
         except InvalidConfigError:
             return "<p>No gradients or ReLU activations saved (gradients, relu_activations).</p>"
-        with np.errstate(divide="ignore"):
-            logs = np.log10(data["gradient_norms"])
-        logs[~np.isfinite(logs)] = math.nan
+        with np.errstate(divide="ignore", invalid="ignore"):
+            logs = np.log10(data["gradient_norms"])  # an exact zero stays: -inf, drawn black
+        logs[np.isnan(logs) | (logs == np.inf)] = math.nan
         panels = (
-            (logs, data["gradient_names"], "log10 gradient norm per layer", "#fff7ec", "#7f0000"),
+            (
+                logs,
+                data["gradient_names"],
+                "log10 gradient norm per layer",
+                {"low": "#fff7ec", "high": "#7f0000", "zero": "#000000"},
+            ),
             (
                 data["zero_fraction"],
                 data["activation_names"],
                 "share of zero activations per layer",
-                "#f7fbff",
-                "#08306b",
+                {"low": "#f7fbff", "high": "#08306b", "scale": (0.0, 1.0), "percent": True},
             ),
         )
         charts = []
-        for matrix, names, title, low, high in panels:
-            known = np.isfinite(matrix)
+        for matrix, names, title, style in panels:
+            known = ~np.isnan(matrix)
             rows, columns = known.any(axis=1), known.any(axis=0)  # layers and steps with data
             if rows.any():
                 charts.append(
@@ -180,8 +184,7 @@ class TrainingReport:
                         [n for n, keep in zip(names, rows, strict=True) if keep],
                         data["steps"][columns].tolist(),
                         title,
-                        low=low,
-                        high=high,
+                        **style,
                     )
                 )
         return "".join(charts)

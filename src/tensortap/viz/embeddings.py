@@ -249,7 +249,9 @@ class LiveEmbeddings:
 
 
 def plot_embeddings(frames: list[EmbeddingFrame], title: str = "") -> Any:
-    """An animated plotly figure of ``frames``: one scatter trace per label, a frame per step."""
+    """An animated plotly figure of ``frames``: one scatter trace per label, a frame per step.
+    It opens on the last frame (the model as trained so far), with the title and the slider
+    both at that step; play runs from the first."""
     if not frames:
         raise InvalidConfigError("no frames to plot: the trial had no step with both tensors")
     classes = sorted({label.item() for f in frames for label in f.labels})
@@ -278,10 +280,11 @@ def plot_embeddings(frames: list[EmbeddingFrame], title: str = "") -> Any:
         )
         for f in frames
     ]
-    figure = go.Figure(data=plotly_frames[0].data, frames=plotly_frames)
+    shown = len(plotly_frames) - 1
+    figure = go.Figure(data=plotly_frames[shown].data, frames=plotly_frames)
     animate = {"mode": "immediate", "frame": {"duration": 500, "redraw": True}}
     figure.update_layout(
-        title={"text": plotly_frames[0].layout.title.text},
+        title={"text": plotly_frames[shown].layout.title.text},
         xaxis={"range": [low[0] - pad[0], high[0] + pad[0]], "showticklabels": False},
         yaxis={"range": [low[1] - pad[1], high[1] + pad[1]], "showticklabels": False},
         legend={"title": {"text": "label"}},
@@ -293,11 +296,18 @@ def plot_embeddings(frames: list[EmbeddingFrame], title: str = "") -> Any:
                 "x": 0,
                 "y": -0.08,
                 "xanchor": "left",
-                "buttons": [{"label": "play", "method": "animate", "args": [None, animate]}],
+                "buttons": [
+                    {
+                        "label": "play",
+                        "method": "animate",
+                        "args": [None, {**animate, "fromcurrent": False}],
+                    }
+                ],
             }
         ],
         sliders=[
             {
+                "active": shown,
                 "x": 0.1,
                 "len": 0.9,
                 "currentvalue": {"prefix": "step "},

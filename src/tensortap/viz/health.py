@@ -68,27 +68,45 @@ def plot_layer_health(
     activations: str = "relu_activations",
     steps: list[int] | None = None,
 ) -> Figure:
-    """Heat maps of log10 gradient norm per layer and of the zero share of activations per
-    layer, over steps (a panel is left out when its collection was not saved)."""
+    """Heat maps of log10 gradient norm per layer (an exact zero, a dead layer, in black) and
+    of the share of zero activations per layer on an absolute 0-100 % scale, over steps (a
+    panel is left out when its collection was not saved)."""
+    import matplotlib as mpl
+
     data = layer_health(trial, gradients, activations, steps)
+    with np.errstate(divide="ignore"):
+        logs = np.log10(data["gradient_norms"])
+    finite = logs[np.isfinite(logs)]
+    low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    logs[logs == -np.inf] = low - 1.0  # below the scale: drawn in the "under" colour
     panels = [
-        (data["gradient_names"], np.log10(data["gradient_norms"] + 1e-30), "log10 ‖gradient‖"),
-        (data["activation_names"], data["zero_fraction"], "share of zero activations"),
+        (data["gradient_names"], logs, "log10 ‖gradient‖ (black: exactly 0)", "magma", low, high),
+        (
+            data["activation_names"],
+            data["zero_fraction"],
+            "share of zero activations",
+            "Blues",
+            0,
+            1,
+        ),
     ]
     panels = [p for p in panels if p[0]]
     figure, axes = new_figure(rows=len(panels))
     axes = np.atleast_1d(axes)
     steps = data["steps"]
-    for ax, (names, matrix, label) in zip(axes, panels, strict=True):
+    for ax, (names, matrix, label, cmap_name, vmin, vmax) in zip(axes, panels, strict=True):
+        cmap = mpl.colormaps[cmap_name].with_extremes(under="black", bad="white")
         image = ax.imshow(
             matrix,
             aspect="auto",
             interpolation="nearest",
             extent=(float(steps[0]) - 0.5, float(steps[-1]) + 0.5, len(names) - 0.5, -0.5),
-            cmap="magma" if "gradient" in label else "Blues",
+            cmap=cmap,
+            vmin=vmin,
+            vmax=vmax if vmax > vmin else vmin + 1,
         )
         ax.set_yticks(range(len(names)), names, fontsize="small")
         ax.set_xlabel("step")
         ax.set_title(label)
-        figure.colorbar(image, ax=ax)
+        figure.colorbar(image, ax=ax, format="{x:.0%}" if cmap_name == "Blues" else None)
     return figure

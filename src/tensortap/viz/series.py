@@ -42,7 +42,9 @@ def plot_tensors(
     logy: bool = False,
 ) -> Figure:
     """Every tensor of ``collection`` (and/or matching ``regex``) over steps, one line each,
-    e.g. ``plot_tensors(trial, collection="losses", ylabel="Loss")``."""
+    e.g. ``plot_tensors(trial, collection="losses", ylabel="Loss")``. Without ``mode``, each
+    mode the tensor was saved in is its own line over global steps (TRAIN and EVAL are never
+    joined into one); NaN and Inf are marked where they are, on the line's colour."""
     if collection is None and regex is None:
         raise InvalidConfigError("plot_tensors needs a collection or a regex of tensor names")
     names = sorted(trial.tensor_names(collection=collection, regex=regex, mode=mode))
@@ -51,10 +53,28 @@ def plot_tensors(
             f"no tensor matches collection={collection!r} regex={regex!r} in {trial.path}"
         )
     figure, ax = new_figure()
+    modes = [mode] if mode is not None else trial.modes()
     for name in names:
-        steps, values = tensor_series(trial, name, mode, reduction)
-        ax.plot(steps, values, label=name)
-    ax.set_xlabel("step" if mode is None else f"{str(mode).split('.')[-1].lower()} step")
+        for each in modes:
+            steps, values = tensor_series(trial, name, each, reduction)
+            if not len(steps):
+                continue
+            label = name if len(modes) == 1 else f"{name} ({each.name})"
+            if mode is None:  # one axis for every mode: global steps
+                steps = np.asarray([trial.global_step(each, int(s)) for s in steps])
+            (line,) = ax.plot(steps, values, label=label, marker="." if len(steps) < 40 else None)
+            bad = ~np.isfinite(values)
+            if bad.any():  # a NaN leaves a hole in a line: mark it at the axis' edge
+                ax.plot(
+                    steps[bad],
+                    np.zeros(int(bad.sum())),
+                    "x",
+                    color=line.get_color(),
+                    transform=ax.get_xaxis_transform(),
+                    clip_on=False,
+                    label=f"{label}: NaN/Inf",
+                )
+    ax.set_xlabel("global step" if mode is None else f"{str(mode).split('.')[-1].lower()} step")
     ax.set_ylabel(ylabel or (collection or regex or ""))
     if logy:
         ax.set_yscale("log")

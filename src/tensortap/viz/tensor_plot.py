@@ -180,13 +180,6 @@ class TensorPlot:
         self.max_points = max_points
         self.label = self._first_match(label)
         self.prediction = self._first_match(prediction)
-        saved = self.trial.steps(mode=mode)
-        self.steps = saved[:steps] if isinstance(steps, int) else [s for s in steps if s in saved]
-        if not self.steps:
-            raise InvalidConfigError(
-                f"no saved step to plot: asked for {steps!r}; {self.trial.path} has "
-                f"{saved[:10] if saved else 'no steps'}{' ...' if len(saved) > 10 else ''}"
-            )
         matched = self.trial.tensor_names(regex=regex, mode=mode)
         self.layers = sorted(
             (n for n in matched if n not in (self.label, self.prediction)), key=layer_order
@@ -196,8 +189,33 @@ class TensorPlot:
                 f"no tensor matches {regex!r} in {self.trial.path}; some of its tensors: "
                 f"{sorted(self.trial.tensor_names())[:8]}"
             )
+        saved = self.trial.steps(mode=mode)
+        self.steps = (
+            self.steps_with_layers(steps, saved)
+            if isinstance(steps, int)
+            else [s for s in steps if s in saved]
+        )
+        if not self.steps:
+            raise InvalidConfigError(
+                f"no saved step to plot: asked for {steps!r}; {self.trial.path} has "
+                f"{saved[:10] if saved else 'no steps'}{' ...' if len(saved) > 10 else ''}; "
+                f"the layers are saved in full at {self.steps_with_layers(10, saved) or 'none'}"
+            )
         self.skipped: dict[str, str] = {}
         self.fig = self._figure()
+
+    def steps_with_layers(self, count: int, saved: Sequence[int] | None = None) -> list[int]:
+        """The first ``count`` saved steps (of ``saved``, default all) at which some chosen
+        layer was saved in full (a step holding only the loss would draw a blank frame)."""
+        found: list[int] = []
+        for step in self.trial.steps(mode=self.mode) if saved is None else saved:
+            glob = step if self.mode is None else self.trial.global_step(self.mode, step)
+            block = self.trial.step_block(glob)
+            if any(block.has_raw(name) for name in self.layers):
+                found.append(step)
+                if len(found) == count:
+                    break
+        return found
 
     def _first_match(self, regex: str | None) -> str | None:
         if regex is None:
