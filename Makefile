@@ -62,6 +62,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_s3.py
 	$(PY) -m bench.detection
 	$(PY) bench/bench_fuzz.py
+	$(PY) bench/bench_serve.py
 
 # The README's pictures (needs Debian's chromium): a report and a TensorPlot.
 images: $(STAMP)

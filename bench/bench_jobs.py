@@ -39,7 +39,7 @@ def run(root: Path, label: str, rules: list[Rule], steps: int, per_rule: bool) -
         collection_configs=[CollectionConfig(n, p) for n, p in collections.items()],
     )
     job = TrainingJob(
-        command=[sys.executable, str(SCRIPT), "--steps", str(steps), "--out", str(root / label)],
+        command=[sys.executable, str(SCRIPT), "--steps", str(steps), "--output", str(root / label)],
         output_path=root / "runs",
         debugger_hook_config=hook,
         rules=rules,

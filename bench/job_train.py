@@ -8,7 +8,7 @@ from torch import nn
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=400)
-parser.add_argument("--out", required=True)
+parser.add_argument("-o", "--output", required=True)
 args = parser.parse_args()
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -26,5 +26,5 @@ for _ in range(args.steps):
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-with open(args.out, "w") as f:
+with open(args.output, "w") as f:
     f.write(str(time.perf_counter() - start))

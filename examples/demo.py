@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import tensortap as tt
+from tensortap.jobs.hints import command as tensortap_command
 
 HERE = Path(__file__).parent
 RULES = [
@@ -59,11 +60,14 @@ def main() -> int:
     ratio = means[-1] / max(means[0], 1e-30)
     print(f"the last layer's gradients are {ratio:.0e} times the first's: the first layers")
     print("barely move, so the loss cannot fall (LossNotDecreasing agrees).")
+    tensortap = tensortap_command()  # as a new shell finds it (.venv/bin/tensortap)
     print("\nthe healthy twin, for comparison:")
     print(
-        "  tensortap run --rule vanishing_gradient -- python examples/train_digits.py "
+        f"  {tensortap} run --rule vanishing_gradient -- python examples/train_digits.py "
         "--activation relu --depth 2"
     )
+    print("\nwatch it in the browser (the curves, the findings on them, the dead layers):")
+    print(f"  {tensortap} serve {job_dir}")
     return 0
 
 

@@ -6,7 +6,7 @@ handwritten digits (8x8 images, shipped with the package) on this machine. The c
 seed's: ``include_regex ".*"`` and ``save_steps "1, 2, 3"``. The page written opens offline
 (plotly.js is inlined).
 
-    .venv/bin/python examples/seed002_tensorplot.py [--out runs/seed002] [--quick]
+    .venv/bin/python examples/seed002_tensorplot.py [--output runs/seed002] [--quick]
 """
 
 from __future__ import annotations
@@ -59,10 +59,10 @@ def train(out: Path, batches: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default="runs/seed002", help="trial directory")
+    parser.add_argument("-o", "--output", default="runs/seed002", help="trial directory")
     parser.add_argument("--quick", action="store_true", help="a few batches (the tests' mode)")
     ns = parser.parse_args(argv)
-    out = Path(ns.out)
+    out = Path(ns.output)
     shutil.rmtree(out, ignore_errors=True)
     train(out, batches=5 if ns.quick else 60)
 

@@ -10,7 +10,7 @@ figure is rewritten as a page that opens offline. The hook saves what the seed's
 ``include_regex`` names (the bottleneck's output, the model's label input and the loss's
 inputs, i.e. the image and its reconstruction) every 10 steps.
 
-    .venv/bin/python examples/seed004_autoencoder_embeddings.py [--out runs/seed004] [--quick]
+    .venv/bin/python examples/seed004_autoencoder_embeddings.py [--output runs/seed004] [--quick]
 """
 
 from __future__ import annotations
@@ -133,18 +133,18 @@ def _separation(points: np.ndarray, labels: np.ndarray) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default="runs/seed004", help="trial directory")
+    parser.add_argument("-o", "--output", default="runs/seed004", help="trial directory")
     parser.add_argument("--quick", action="store_true", help="3 epochs (the tests' mode)")
     parser.add_argument("--tsne", action="store_true", help="t-SNE instead of PCA")
     parser.add_argument("--train-only", action="store_true", help=argparse.SUPPRESS)
     ns = parser.parse_args(argv)
-    out = Path(ns.out)
+    out = Path(ns.output)
     epochs = 3 if ns.quick else 15
     if ns.train_only:
         train(out, epochs)
         return 0
     shutil.rmtree(out, ignore_errors=True)
-    child = [sys.executable, __file__, "--out", str(out), "--train-only"]
+    child = [sys.executable, __file__, "--output", str(out), "--train-only"]
     training = subprocess.Popen(child + (["--quick"] if ns.quick else []))
     try:
         status = follow(out, "tsne" if ns.tsne else "pca", timeout=600)

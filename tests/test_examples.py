@@ -36,6 +36,8 @@ def test_make_demo_is_the_debugging_run(tmp_path: Path) -> None:
     assert "GradientNormSpike            NoIssuesFound" in out
     assert "trial (debugger artifacts):" in out and "tensortap summary" in out
     assert "gradient/0.weight" in out and "the healthy twin" in out
+    last = out.rstrip().splitlines()[-1].split()  # it ends with the dashboard for its job
+    assert last[0].endswith("tensortap") and last[1] == "serve" and "digits-sigmoid-" in last[2]
 
 
 def run_example(name: str, cwd: Path, *args: str) -> str:

@@ -181,3 +181,19 @@ def test_a_trial_created_between_its_two_first_looks_opens() -> None:
 
     store.get = late_get  # type: ignore[method-assign]
     assert tt.create_trial(store).steps() == [0] and missed
+
+
+def test_global_steps_pair_with_the_steps_of_a_mode(tmp_path) -> None:
+    hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=1))
+    for step in range(6):
+        hook.set_mode(tt.modes.EVAL if step % 3 == 2 else tt.modes.TRAIN)
+        hook.save_scalar("loss", float(step))
+        hook.next_step()
+    hook.close()
+    loss = tt.create_trial(tmp_path / "t").tensor("loss")
+    for mode in (tt.modes.TRAIN, tt.modes.EVAL, None):
+        expected = [
+            s if mode is None else loss.trial.global_step(mode, s) for s in loss.steps(mode)
+        ]
+        assert loss.global_steps(mode) == expected
+    assert loss.global_steps(tt.modes.EVAL) == [2, 5]

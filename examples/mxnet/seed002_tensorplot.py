@@ -4,7 +4,7 @@ then draw the ReLU outputs of every layer with TensorPlot.
 The seed trains on MNIST in SageMaker; this trains on scikit-learn's digits (8x8 images, shipped
 with the package) here. Run it in the MXNet environment that `make test` creates:
 
-    .venv-mxnet/bin/python examples/mxnet/seed002_tensorplot.py [--out DIR] [--quick]
+    .venv-mxnet/bin/python examples/mxnet/seed002_tensorplot.py [--output DIR] [--quick]
 """
 
 from __future__ import annotations
@@ -59,10 +59,10 @@ def train(out: Path, batches: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default="runs/seed002-mxnet", help="trial directory")
+    parser.add_argument("-o", "--output", default="runs/seed002-mxnet", help="trial directory")
     parser.add_argument("--quick", action="store_true", help="a few batches (the tests' mode)")
     ns = parser.parse_args(argv)
-    out = Path(ns.out)
+    out = Path(ns.output)
     shutil.rmtree(out, ignore_errors=True)
     train(out, batches=5 if ns.quick else 60)
 

@@ -8,7 +8,7 @@ input 0 is the reconstruction, input 1 the image). Training runs in a child proc
 tensors were not saved are skipped (TensorUnavailableForStep), as in the seed's loop. Run it in
 the MXNet environment that `make test` creates:
 
-    .venv-mxnet/bin/python examples/mxnet/seed004_autoencoder.py [--out DIR] [--quick]
+    .venv-mxnet/bin/python examples/mxnet/seed004_autoencoder.py [--output DIR] [--quick]
 """
 
 from __future__ import annotations
@@ -121,18 +121,18 @@ def follow(out: Path, method: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default="runs/seed004-mxnet", help="trial directory")
+    parser.add_argument("-o", "--output", default="runs/seed004-mxnet", help="trial directory")
     parser.add_argument("--quick", action="store_true", help="3 epochs (the tests' mode)")
     parser.add_argument("--tsne", action="store_true", help="t-SNE instead of PCA")
     parser.add_argument("--train-only", action="store_true", help=argparse.SUPPRESS)
     ns = parser.parse_args(argv)
-    out = Path(ns.out)
+    out = Path(ns.output)
     epochs = 3 if ns.quick else 15
     if ns.train_only:
         train(out, epochs)
         return 0
     shutil.rmtree(out, ignore_errors=True)
-    child = [sys.executable, __file__, "--out", str(out), "--train-only"]
+    child = [sys.executable, __file__, "--output", str(out), "--train-only"]
     training = subprocess.Popen(child + (["--quick"] if ns.quick else []))
     try:
         status = follow(out, "tsne" if ns.tsne else "pca")

@@ -83,10 +83,25 @@ class TensorUnavailable(TensortapError, LookupError):
         self.tname = tname
         hint = ""
         if available is not None:
-            shown = ", ".join(repr(n) for n in available[:10])
-            more = f" and {len(available) - 10} more" if len(available) > 10 else ""
-            hint = f"; the trial has {shown or 'no tensors yet'}{more}"
+            hint = "; " + closest_names(tname, available, "the trial has no tensors yet")
         super().__init__(f"tensor {tname!r} was never saved in this trial{hint}")
+
+
+def closest_names(name: str, available: list[str], none: str) -> str:
+    """``did you mean 'a', 'b'?`` (the names most like ``name``), or all of them when there
+    are few, or ``none`` when there are none; with how to list them all."""
+    import difflib
+
+    if not available:
+        return none
+    if len(available) <= 8:
+        return "the trial has " + ", ".join(repr(n) for n in available)
+    close = difflib.get_close_matches(name, available, n=5, cutoff=0.4)
+    if not close:  # no look-alike: the names that share its last part, else its first
+        tail = name.rsplit("/", 1)[-1].rsplit(".", 1)[-1].lower()
+        close = [n for n in available if tail and tail in n.lower()][:5]
+    shown = f"did you mean {', '.join(repr(n) for n in close)}? " if close else ""
+    return f"{shown}({len(available)} tensors; list them with: tensortap names TRIAL)"
 
 
 class TensorUnavailableForStep(TensortapError, LookupError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,7 +83,12 @@ def test_run_then_jobs_and_summary(tmp_path: Path) -> None:
     assert "stop requested" in done.stdout
     assert "VanishingGradient            IssuesFound (problem) at step 0" in done.stdout
     listing = tensortap("jobs", cwd=tmp_path)
-    assert "Stopped  VanishingGradient: IssuesFound (problem) at step 0" in listing.stdout
+    header, row = listing.stdout.splitlines()
+    assert header.split()[:3] == ["JOB", "STATUS", "STARTED"]
+    assert re.search(
+        r"Stopped +\d{4}-\d\d-\d\d \d\d:\d\d +VanishingGradient: IssuesFound \(problem\) at step 0",
+        row,
+    )
     (job,) = (tmp_path / "runs").iterdir()
     summary = tensortap("summary", job.name, cwd=tmp_path)
     assert summary.returncode == 0 and "training: Stopped (exit code 0)" in summary.stdout
@@ -149,3 +155,91 @@ def test_run_without_rules_runs_the_recommended_set_and_says_what_it_could_not_j
         assert name in ran
     assert "(problem)" not in ran  # a healthy run: nothing graver than advice
     assert "IssuesFound (problem)" not in done.stdout
+
+
+def test_the_live_view_streams_the_training_output_between_events(tmp_path: Path) -> None:
+    import io
+
+    from tensortap.jobs.live import LiveView
+    from tensortap.jobs.record import JobRecord
+
+    record = JobRecord(tmp_path / "job")
+    record.create({"name": "job", "rules": []})
+    record.training_log.parent.mkdir(parents=True, exist_ok=True)
+    summary = {"status": "InProgress", "training": {"status": "InProgress"}, "rules": []}
+    out = io.StringIO()
+    view = LiveView(record, out)
+    with open(record.training_log, "a", encoding="utf-8") as log:
+        log.write("epoch 0: loss 2.3\nepoch 1: lo")  # the second line is not whole yet
+        log.flush()
+        view.update(summary)
+        record.append_event("rule_fired", rule="ExplodingTensor", step=9, message="NaN")
+        log.write("ss 1.9\nlast words")
+        log.flush()
+        view.update(summary)
+    view.finish({**summary, "status": "Completed"})
+    lines = out.getvalue().splitlines()
+    assert lines[:4] == [
+        "epoch 0: loss 2.3",
+        "epoch 1: loss 1.9",
+        "[tensortap] ExplodingTensor fired at step 9: NaN",
+        "last words",  # what was left when training ended
+    ]
+    quiet = io.StringIO()
+    LiveView(record, quiet, training_output=False).update(summary)
+    assert "epoch 0" not in quiet.getvalue() and "ExplodingTensor" in quiet.getvalue()
+
+
+def test_run_streams_the_script_output_quiet_does_not_and_hints_work_in_a_new_shell(
+    tmp_path: Path,
+) -> None:
+    done = tensortap(
+        "run", "--rule", "dead_relu", "--", "python", str(SCRIPT), "--steps", "3", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert "trained 3 steps" in done.stdout  # the script's own print
+    hints = done.stdout.split("next:\n", 1)[1].splitlines()
+    assert any(" serve " in h for h in hints) and any(" names " in h for h in hints)
+    assert any(" report " in h for h in hints) and any(" tensorplot " in h for h in hints)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # a new shell: no .venv on PATH
+    for hint in hints:
+        command = hint.split("   #")[0].strip()
+        if " serve " in command:
+            continue  # a server: it would not return
+        ran = subprocess.run(
+            command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert ran.returncode == 0, f"{command}: {ran.stderr}"
+    quiet = tensortap(
+        "run", "--quiet", "--no-rules", "--", "python", str(SCRIPT), "--steps", "3", cwd=tmp_path
+    )
+    assert quiet.returncode == 0 and "trained 3 steps" not in quiet.stdout
+
+
+def test_names_lists_tensors_and_unknown_names_get_the_closest(tmp_path: Path, capsys) -> None:
+    import numpy as np
+
+    import tensortap as tt
+
+    hook = tt.Hook(
+        tmp_path / "t",
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["gradients", "scalars"],
+    )
+    for step in range(3):
+        for i in range(12):
+            hook.save_tensor(f"gradient/layer{i}.weight", np.ones((2, 3)), collections="gradients")
+        hook.save_scalar("loss", 1.0 / (step + 1))
+        hook.next_step()
+    hook.close()
+    assert main(["names", str(tmp_path / "t"), "--regex", "layer1[01]"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].split() == ["TENSOR", "COLLECTIONS", "STEPS", "SHAPE"]
+    assert rows[1].split() == ["gradient/layer10.weight", "all,gradients", "3", "(0..2)", "2x3"]
+    assert len(rows) == 3
+    assert main(["names", str(tmp_path / "t"), "--regex", "("]) == 2
+    assert "invalid regex" in capsys.readouterr().err
+    with pytest.raises(tt.exceptions.TensorUnavailable) as caught:
+        tt.create_trial(tmp_path / "t").tensor("gradient/layer1.weigth")
+    assert "did you mean 'gradient/layer1.weight'" in str(caught.value)
+    assert "more" not in str(caught.value)

@@ -2,7 +2,8 @@
 
 --model mlp trains a healthy MLP on scikit-learn's digits; --model deep_sigmoid a 12-layer
 sigmoid MLP whose first layers' gradients vanish. --crash-at raises at that step, --kill-at
-kills the process with SIGKILL (no hook can close), --sleep slows each step.
+kills the process with SIGKILL (no hook can close), --sleep slows each step, --nan-at makes
+the loss NaN from that step on, after waiting (with a deadline) for --wait-for FILE to exist.
 """
 
 import argparse
@@ -21,6 +22,8 @@ parser.add_argument("--lr", type=float, default=0.1)
 parser.add_argument("--crash-at", type=int, default=-1)
 parser.add_argument("--kill-at", type=int, default=-1)
 parser.add_argument("--sleep", type=float, default=0.0)
+parser.add_argument("--nan-at", type=int, default=-1)
+parser.add_argument("--wait-for", default=None)
 args = parser.parse_args()
 
 torch.manual_seed(0)
@@ -45,8 +48,14 @@ for step in range(args.steps):
         raise RuntimeError(f"planted crash at step {step}")
     if step == args.kill_at:
         os.kill(os.getpid(), signal.SIGKILL)
+    if step == args.nan_at and args.wait_for:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(args.wait_for) and time.monotonic() < deadline:
+            time.sleep(0.05)
     batch = torch.randint(0, len(y), (64,), generator=generator)
     loss = loss_fn(model(x[batch]), y[batch])
+    if 0 <= args.nan_at <= step:
+        loss = loss * float("nan")
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()

@@ -225,7 +225,7 @@ def test_bad_registrations_are_refused(tmp_path: Path) -> None:
 
 def run_example(name: str, tmp_path: Path) -> str:
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / name), "--quick", "--out", str(tmp_path / "trial")],
+        [sys.executable, str(EXAMPLES / name), "--quick", "--output", str(tmp_path / "trial")],
         capture_output=True,
         text=True,
         timeout=300,

@@ -79,11 +79,16 @@ class JobQueries:
     record: JobRecord
 
     def wait(
-        self, timeout: float | None = None, logs: bool = True, out: TextIO | None = None
+        self,
+        timeout: float | None = None,
+        logs: bool = True,
+        out: TextIO | None = None,
+        training_output: bool = True,
     ) -> dict[str, Any]:
         """Follow the job until it ends (or ``timeout`` seconds pass); with ``logs``, show
-        the live view and then the summary. Returns the summary."""
-        return _wait(self.record, timeout, logs, out)
+        the live view (with ``training_output``, the training script's own output as it
+        comes, between the rule events) and then the summary. Returns the summary."""
+        return _wait(self.record, timeout, out if logs else None, training_output, logs)
 
     def rule_job_summary(self) -> list[dict[str, Any]]:
         """Each rule's RuleConfigurationName, RuleEvaluationStatus, StatusDetails and
@@ -210,9 +215,16 @@ class TrainingJob(JobQueries):
         hook_config(self.trial_location, self.debugger_hook_config, self.rules, None)
 
     # -- starting --
-    def fit(self, wait: bool = True, logs: bool = True, out: TextIO | None = None) -> None:
+    def fit(
+        self,
+        wait: bool = True,
+        logs: bool = True,
+        out: TextIO | None = None,
+        training_output: bool = True,
+    ) -> None:
         """Start the job. With ``wait``, follow it until it ends (with ``logs``, showing the
-        live view and the summary); otherwise return at once."""
+        live view, the training script's output unless ``training_output`` is false, and the
+        summary); otherwise return at once."""
         record = self.record
         tensorboard = (
             None
@@ -257,7 +269,7 @@ class TrainingJob(JobQueries):
             )
         (record.dir / SUPERVISOR_PID).write_text(str(supervisor.pid))
         if wait:
-            self.wait(logs=logs, out=out)
+            self.wait(logs=logs, out=out, training_output=training_output)
 
     @classmethod
     def attach(cls, job_dir: str | os.PathLike[str]) -> AttachedJob:
@@ -319,11 +331,15 @@ def _finalise_orphaned(record: JobRecord, summary: dict[str, Any]) -> dict[str, 
 
 
 def _wait(
-    record: JobRecord, timeout: float | None, logs: bool, out: TextIO | None
+    record: JobRecord,
+    timeout: float | None,
+    out: TextIO | None,
+    training_output: bool,
+    logs: bool,
 ) -> dict[str, Any]:
     """Follow the job until it ends (or ``timeout`` seconds pass); returns its summary."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    view = LiveView(record, out or sys.stdout) if logs else None
+    view = LiveView(record, out or sys.stdout, training_output) if logs else None
     while True:
         summary = job_summary(record)
         if view is not None:

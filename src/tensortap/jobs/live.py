@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, TextIO
 
+from tensortap.jobs.hints import next_steps
 from tensortap.jobs.record import JobRecord
 
 _NOTABLE = {
@@ -25,8 +26,13 @@ _NOTABLE = {
 
 
 class LiveView:
-    def __init__(self, record: JobRecord, out: TextIO) -> None:
-        self.record, self.out = record, out
+    """``training_output``: the training script's own output (its log) is shown as it comes,
+    between the events, as SageMaker's ``fit`` streams the training log."""
+
+    def __init__(self, record: JobRecord, out: TextIO, training_output: bool = True) -> None:
+        self.record, self.out, self.training_output = record, out, training_output
+        self._log_offset = 0
+        self._partial = b""
         self.tty = bool(getattr(out, "isatty", lambda: False)())
         self._offset = 0
         self._drawn = 0
@@ -37,6 +43,24 @@ class LiveView:
         self._last_progress = 0.0
 
     # -- pieces --
+    def _log_lines(self, final: bool = False) -> list[str]:
+        """New whole lines of the training log (the rest of a line waits for its end, unless
+        ``final``)."""
+        if not self.training_output:
+            return []
+        try:
+            with open(self.record.training_log, "rb") as log:
+                log.seek(self._log_offset)
+                data = log.read(1 << 20)
+        except OSError:
+            return []
+        self._log_offset += len(data)
+        data = self._partial + data
+        cut = len(data) if final else data.rfind(b"\n") + 1
+        self._partial = data[cut:]
+        text = data[:cut].decode("utf-8", errors="replace")
+        return text.splitlines()
+
     def _events(self) -> list[str]:
         events, self._offset = self.record.events(self._offset)
         lines = []
@@ -48,7 +72,11 @@ class LiveView:
                 lines.append(template.format(**event))
             except (KeyError, ValueError):
                 lines.append(str(event))
-            if event.get("event") == "training_ended" and event.get("log_tail"):
+            if (
+                event.get("event") == "training_ended"
+                and event.get("log_tail")
+                and not self.training_output  # else its lines were shown as they came
+            ):
                 lines.append("last lines of the training log:\n" + event["log_tail"])
         return lines
 
@@ -78,30 +106,37 @@ class LiveView:
         return self._progress
 
     def _table(self, summary: dict[str, Any]) -> list[str]:
-        training = summary.get("training", {}).get("status", "Starting")
-        lines = [f"job {self.record.name}: training {training}; {self._training_progress()}"]
+        training = summary.get("training", {}).get("status") or "starting"
+        progress = self._training_progress()
+        lines = [
+            f"job {self.record.name}: training {training.lower()}"
+            + (f"; {progress}" if progress else "")
+        ]
         for rule in by_gravity(summary.get("rules", [])):
             name = rule.get("RuleConfigurationName")
             fired = rule.get("gravest_step", rule.get("first_fired_step"))
             more = f" (first at step {fired})" if fired is not None else ""
-            lines.append(
-                f"  {name:<28} {status_text(rule)}{more}  [{rule.get('evaluated', 0)} steps]"
-            )
+            lines.append(f"  {name:<28} {status_text(rule)}{more}  [{_steps(rule)}]")
         return lines
 
     # -- drawing --
-    def update(self, summary: dict[str, Any]) -> None:
+    def update(self, summary: dict[str, Any], final: bool = False) -> None:
+        output = self._log_lines(final)
         lines = self._events()
         if self.tty:
             table = self._table(summary)
-            if not lines and table == self._shown:
+            if not lines and not output and table == self._shown:
                 return  # nothing new: leave the screen alone
             self._clear()
-            for line in lines:
+            for line in output:
                 self.out.write(line + "\n")
+            for line in lines:
+                self.out.write(f"[tensortap] {line}\n")
             self.out.write("\n".join(table) + "\n")
             self._drawn, self._shown = len(table), table
         else:
+            for line in output:
+                self.out.write(line + "\n")
             for line in lines:
                 self.out.write(f"[tensortap] {line}\n")
             for rule in summary.get("rules", []):
@@ -117,11 +152,16 @@ class LiveView:
             self._drawn = 0
 
     def finish(self, summary: dict[str, Any]) -> None:
-        self.update(summary)
+        self.update(summary, final=True)
         if self.tty:
             self._clear()
         self.out.write(render_summary(self.record, summary) + "\n")
         self.out.flush()
+
+
+def _steps(rule: dict[str, Any]) -> str:
+    count = int(rule.get("evaluated") or 0)
+    return f"{count} step{'' if count == 1 else 's'} judged"
 
 
 _GRAVITY = {"problem": 0, "Error": 1, "NoData": 2, "warning": 3, "advice": 4}
@@ -162,14 +202,12 @@ def render_summary(record: JobRecord, summary: dict[str, Any]) -> str:
             line += f" at step {step}: {rule.get('gravest_message') or rule.get('message')}"
         elif status in ("Error", "Stopped", "NoData") and rule.get("StatusDetails"):
             line += f": {str(rule['StatusDetails']).splitlines()[0][:300]}"
-        line += f"  ({rule.get('evaluated', 0)} steps evaluated)"
+        line += f"  ({_steps(rule)})"
         lines.append(line)
     lines += [
         f"  trial (debugger artifacts): {summary.get('trial', record.trial_location)}",
         f"  rule logs: {record.dir / 'logs' / 'rules'}",
         "next:",
-        f"  tensortap summary {record.dir}",
-        f"  python -c \"import tensortap as tt; t = tt.create_trial('{record.trial_location}'); "
-        'print(t.tensor_names())"',
+        *(f"  {line}" for line in next_steps(record)),
     ]
     return "\n".join(lines)

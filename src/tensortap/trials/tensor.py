@@ -59,9 +59,10 @@ class Tensor:
             idx = seg.index
             sub = idx.records[row_ids]
             columns = {f: sub[f].tolist() for f in sub.dtype.names or () if not f.startswith("pad")}
+            modes = {m: ModeKeys(m) for m in set(columns["mode"])}  # one enum lookup per mode
             for i in range(len(sub)):
                 g = columns["global_step"][i]
-                mode = ModeKeys(columns["mode"][i])
+                mode = modes[columns["mode"][i]]
                 mstep = columns["mode_step"][i]
                 per_worker = self._by_global.setdefault(g, {})
                 entry = per_worker.get(seg.worker)
@@ -152,15 +153,26 @@ class Tensor:
             if m == mode and any(e.raw for e in ws.values())
         )
 
+    def global_steps(self, mode: Any = None) -> list[int]:
+        """The global step of each of ``steps(mode)``, in the same order (for curves of a
+        mode drawn over global steps, without a lookup per step)."""
+        steps = self.steps(mode)
+        m = self.trial._mode(mode)
+        if m is None or m == ModeKeys.GLOBAL:
+            return steps
+        return [next(iter(self._by_mode[(m, s)].values())).global_step for s in steps]
+
     def values(self, mode: Any = None, worker: str | None = None) -> dict[int, np.ndarray]:
         """Every saved value by step (steps where only reductions were saved are skipped)."""
         found: dict[int, RawRef] = {}
+        m = self.trial._mode(mode)
         for step in self.steps(mode):
-            entry = (
-                self._entry(step, mode, worker)
-                if worker is None or worker in self.workers(step, mode)
-                else None
-            )
+            entries = self._entries(step, m)
+            if worker is not None:
+                entry = entries.get(worker)
+            else:  # the first worker's, as value() picks it
+                entry = entries[min(entries, key=natural_key)] if len(entries) > 1 else None
+                entry = entry or next(iter(entries.values()), None)
             if entry is not None and entry.raw is not None:
                 found[step] = entry.raw
         self.trial.values_read += len(found)

@@ -1,0 +1,5 @@
+import sys
+
+from tensortap.cli import main
+
+sys.exit(main())

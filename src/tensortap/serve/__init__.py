@@ -1,0 +1,7 @@
+"""The live dashboard (``tensortap serve``): runs, curves with findings, layer health,
+TensorPlot, rule timelines and logs, comparisons, in the browser. Needs
+``pip install 'tensortap[serve]'`` (Starlette, uvicorn, plotly.js)."""
+
+from tensortap.serve.server import Dashboard, start
+
+__all__ = ["Dashboard", "start"]

@@ -1,0 +1,133 @@
+"""The runs a dashboard shows: every job directory and trial found under the places it was
+given (local directories, ``s3://`` prefixes), found again as new ones appear.
+
+A place may be a job directory, a trial, or a directory (prefix) holding them up to two levels
+down (``runs/`` with ``runs/JOB/`` and ``runs/seed002/``). Nothing here writes anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tensortap.exceptions import InvalidConfigError
+from tensortap.format.layout import TRIAL_MARKER
+from tensortap.jobs.record import JOB_FILE, JobRecord
+
+RESCAN_SECS = 1.0  # how stale the list of runs may be
+MAX_LISTED = 100_000  # keys listed under one s3:// prefix, at most
+
+
+@dataclass
+class Run:
+    """One job (with its trial) or one bare trial."""
+
+    id: str
+    name: str
+    location: str  # the trial's location
+    job: JobRecord | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    cache: dict[str, Any] = field(default_factory=dict, repr=False)  # owned by serve.data
+
+
+def run_id(location: str) -> str:
+    return hashlib.sha1(location.encode("utf-8")).hexdigest()[:12]
+
+
+def _local(place: Path, depth: int = 2) -> list[tuple[str, str, JobRecord | None]]:
+    """(name, trial location, job) of every job and trial at or under ``place``."""
+    if (place / JOB_FILE).is_file():
+        record = JobRecord(place)
+        try:
+            return [(record.name, record.trial_location, record)]
+        except (OSError, ValueError, InvalidConfigError):
+            return []
+    if (place / TRIAL_MARKER).is_file() or (place / "workers").is_dir():
+        return [(place.name, str(place), None)]
+    if depth == 0 or not place.is_dir():
+        return []
+    found = []
+    try:
+        children = sorted(p for p in place.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []
+    for child in children:
+        found += _local(child, depth - 1)
+    return found
+
+
+def _s3(place: str) -> list[tuple[str, str, JobRecord | None]]:
+    """Trials under an ``s3://bucket/prefix``: the prefixes that hold a trial marker."""
+    from tensortap.storage.resolve import open_store
+
+    store = open_store(place)
+    try:
+        keys = store.list("")[:MAX_LISTED]
+    finally:
+        store.close()
+    base = place.rstrip("/")
+    found: list[tuple[str, str, JobRecord | None]] = []
+    for key in keys:
+        if key == TRIAL_MARKER:
+            found.append((base.rsplit("/", 1)[-1], base, None))
+        elif key.endswith("/" + TRIAL_MARKER) and key.count("/") <= 3:
+            sub = key[: -len(TRIAL_MARKER) - 1]
+            found.append((sub.rsplit("/", 1)[-1], f"{base}/{sub}", None))
+    return found
+
+
+class Catalog:
+    """The runs under ``places``, rescanned at most every :data:`RESCAN_SECS` seconds; a run
+    keeps its id (and its cached data) across rescans."""
+
+    def __init__(self, places: list[str]) -> None:
+        if not places:
+            raise InvalidConfigError(
+                "serve needs at least one place: a runs directory, a job, "
+                "a trial or an s3:// prefix"
+            )
+        for place in places:
+            if "://" not in place and not Path(place).exists():
+                raise InvalidConfigError(
+                    f"{place} does not exist: give a runs directory (where `tensortap run` puts "
+                    "jobs), a job directory, a trial directory, or an s3:// prefix"
+                )
+        self.places = places
+        self._runs: dict[str, Run] = {}
+        self._scanned = -RESCAN_SECS
+        self._lock = threading.Lock()
+        self.errors: dict[str, str] = {}  # place -> why it could not be listed
+
+    def runs(self) -> list[Run]:
+        with self._lock:
+            if time.monotonic() - self._scanned >= RESCAN_SECS:
+                self._scan()
+            return list(self._runs.values())
+
+    def get(self, ident: str) -> Run | None:
+        found = self._runs.get(ident)
+        if found is None:
+            self.runs()
+            found = self._runs.get(ident)
+        return found
+
+    def _scan(self) -> None:
+        for place in self.places:
+            try:
+                found = _s3(place) if place.startswith("s3://") else _local(Path(place))
+                self.errors.pop(place, None)
+            except Exception as exc:  # a place that cannot be listed now: said, and retried
+                self.errors[place] = f"{type(exc).__name__}: {exc}"
+                continue
+            for name, location, job in found:
+                ident = run_id(location)
+                if ident not in self._runs:
+                    self._runs[ident] = Run(ident, name, location, job)
+        self._scanned = time.monotonic()
+
+
+__all__ = ["Catalog", "Run", "run_id"]

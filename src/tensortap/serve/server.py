@@ -1,0 +1,141 @@
+"""Running the dashboard: uvicorn on a socket bound here (so that port 0 gives a free port
+whose number is known at once), in the foreground or in a thread (tests, notebooks)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tensortap.exceptions import InvalidConfigError
+from tensortap.serve.catalog import RESCAN_SECS, Catalog
+
+log = logging.getLogger(__name__)
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def _is_local(host: str) -> bool:
+    if host in LOCAL_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _warm(catalog: Catalog, stop: threading.Event) -> None:
+    """Read each run's curves once, in the background, as runs are found: a long run's page
+    then opens at once instead of reading 100,000 steps on the first click. Only new runs are
+    read; following a run stays the page's business."""
+    from tensortap.serve import data
+
+    while not stop.is_set():
+        for run in catalog.runs():
+            if stop.is_set():
+                return
+            if run.cache.get("warmed"):
+                continue
+            with run.lock:
+                try:
+                    data.curves(run)
+                except Exception:  # a run that cannot be read now: its page will say why
+                    log.debug("could not read %s ahead", run.location, exc_info=True)
+                run.cache["warmed"] = True
+        stop.wait(RESCAN_SECS)
+
+
+@dataclass
+class Dashboard:
+    """A dashboard being served: its ``url`` (with the token when there is one)."""
+
+    url: str
+    server: Any
+    thread: threading.Thread | None
+    warming: threading.Event
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.warming.set()
+        self.server.should_exit = True
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise InvalidConfigError(
+            f"cannot listen on {host}:{port} ({exc.strerror}): choose another --port (0 picks "
+            "a free one)"
+        ) from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def start(
+    places: list[str],
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token: str | None = None,
+    background: bool = True,
+    on_ready: Any = None,
+    warm: bool = True,
+) -> Dashboard:
+    """Serve a dashboard over ``places``. Off the local machine (``host`` not a loopback
+    address) a token is required: ``token``, or one made here and put in the URL. With
+    ``warm``, each run's curves are read ahead in the background as runs are found."""
+    import uvicorn
+
+    from tensortap.serve.app import create_app
+
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+        raise InvalidConfigError(f"port must be 0..65535, got {port!r}")
+    if not _is_local(host) and token is None:
+        token = secrets.token_urlsafe(18)
+    catalog = Catalog(list(places))
+    sock = _bind(host, port)
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{bound}/" + (f"?token={token}" if token else "")
+    config = uvicorn.Config(
+        create_app(catalog, token), log_level="warning", access_log=False, lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    warming = threading.Event()
+    if warm:
+        threading.Thread(
+            target=_warm, args=(catalog, warming), name="tensortap-serve-warm", daemon=True
+        ).start()
+    if on_ready is not None:
+        on_ready(url)
+    if not background:
+        try:
+            server.run(sockets=[sock])
+        finally:
+            warming.set()
+            sock.close()
+        return Dashboard(url, server, None, warming)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="tensortap-serve", daemon=True
+    )
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise InvalidConfigError(f"the dashboard did not start on {host}:{bound}")
+        time.sleep(0.01)
+    return Dashboard(url, server, thread, warming)
+
+
+__all__ = ["Dashboard", "start"]

@@ -1,0 +1,308 @@
+// The tensortap dashboard: three pages (runs, one run, compare) over the JSON API, drawn
+// with plotly.js. Every chart follows the run live by polling; nothing here writes anywhere.
+"use strict";
+
+const BAD = "#d00000";
+const SEVERITY = { problem: "#b00000", warning: "#c77700", advice: "#777777" };
+const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+  "#7f7f7f", "#bcbd22", "#17becf"];
+const GAP_TEXT = { nan: "NaN", inf: "+Inf", "-inf": "-Inf" };
+
+const esc = (s) => String(s ?? "").replace(/[&<>"']/g,
+  (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+const when = (t) => (t ? new Date(t * 1000).toLocaleString() : "-");
+const main = () => document.getElementById("main");
+
+async function api(path) {
+  const response = await fetch(path, { credentials: "same-origin", cache: "no-store" });
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.error || response.statusText);
+  return body;
+}
+
+// Poll ``fn`` every ``ms``: never two at once, errors shown in ``where`` and retried.
+function every(ms, fn, where) {
+  const tick = async () => {
+    try {
+      await fn();
+      if (where) where.textContent = "";
+    } catch (err) {
+      if (where) where.textContent = `could not update: ${err.message}`;
+    }
+    setTimeout(tick, ms);
+  };
+  tick();
+}
+
+function statusSpan(status, severity) {
+  const text = severity ? `${status} (${severity})` : status;
+  return `<span class="${esc(status)} ${esc(severity || "")}">${esc(text)}</span>`;
+}
+
+// ---------------------------------------------------------------- runs
+function runsPage() {
+  main().innerHTML = `<p><input type="search" id="filter" placeholder="filter by name or status">
+    <button id="compare" disabled>compare selected</button> <span id="err" class="problem"></span></p>
+    <table id="runs"><thead><tr><th></th><th>run</th><th>status</th><th>rules (problems first)</th>
+    <th>started</th><th>last step</th></tr></thead><tbody></tbody></table>
+    <p class="muted" id="places"></p>`;
+  const chosen = new Set();
+  const button = document.getElementById("compare");
+  button.onclick = () => { location.href = `/compare?ids=${[...chosen].join(",")}`; };
+  let last = [];
+  const draw = () => {
+    const needle = document.getElementById("filter").value.toLowerCase();
+    const rows = last.filter((r) => !needle || `${r.name} ${r.status} ${r.kind}`.toLowerCase().includes(needle))
+      .sort((a, b) => (b.problems_found - a.problems_found) || ((b.started || 0) - (a.started || 0)));
+    document.querySelector("#runs tbody").innerHTML = rows.map((r) => {
+      const rules = r.rules.map((x) => `${esc(x.name)}: ${statusSpan(x.status, x.severity)}` +
+        (x.gravest_step != null ? ` at ${x.gravest_step}` : "")).join("<br>") ||
+        `<span class="muted">${r.kind === "job" ? "no rules yet" : "a trial (rules: tensortap report)"}</span>`;
+      const problems = r.problems.length ? `<br><span class="warning">${esc(r.problems.length)} damaged parts</span>` : "";
+      return `<tr data-id="${esc(r.id)}"><td><input type="checkbox" ${chosen.has(r.id) ? "checked" : ""}></td>
+        <td><a href="/run/${esc(r.id)}">${esc(r.name)}</a><br><span class="muted">${esc(r.location)}</span></td>
+        <td>${statusSpan(r.status)}${problems}</td><td>${rules}</td><td>${esc(when(r.started))}</td>
+        <td>${esc(r.last_step ?? "-")}</td></tr>`;
+    }).join("");
+    document.querySelectorAll("#runs input[type=checkbox]").forEach((box) => {
+      box.onchange = () => {
+        const id = box.closest("tr").dataset.id;
+        if (box.checked) chosen.add(id); else chosen.delete(id);
+        button.disabled = chosen.size < 2;
+      };
+    });
+  };
+  document.getElementById("filter").oninput = draw;
+  every(2000, async () => {
+    const body = await api("/api/runs");
+    last = body.runs;
+    document.getElementById("places").textContent = `looking in: ${body.places.join(", ")}` +
+      Object.entries(body.errors).map(([p, e]) => `; ${p}: ${e}`).join("");
+    draw();
+  }, document.getElementById("err"));
+}
+
+// ---------------------------------------------------------------- curves
+function seriesLabel(s, modes, prefix) {
+  return (prefix ? `${prefix}: ` : "") + (modes > 1 ? `${s.name} (${s.mode})` : s.name);
+}
+
+// plotly traces and layout of ``series`` (several runs' when compared), with gaps and findings
+function curveFigure(title, series, findings, names) {
+  const modes = new Set(series.map((s) => s.mode)).size;
+  const traces = [], shapes = [], annotations = [];
+  let finite = 0, lastX = 0;
+  series.forEach((s, i) => {
+    const color = PALETTE[i % PALETTE.length];
+    finite += s.y.length;
+    lastX = Math.max(lastX, ...s.x.slice(-1), ...s.gaps.map((g) => g[1]));
+    // a line never bridges a NaN: break it at each gap
+    const x = [], y = [];
+    let g = 0;
+    s.x.forEach((xi, k) => {
+      while (g < s.gaps.length && s.gaps[g][1] < xi) {
+        if (k > 0) { x.push(s.gaps[g][0]); y.push(null); }
+        g++;
+      }
+      x.push(xi); y.push(s.y[k]);
+    });
+    traces.push({ x, y, name: seriesLabel(s, modes, names && names[i]), type: "scattergl",
+      mode: s.y.length < 40 ? "lines+markers" : "lines", line: { color, width: 2 },
+      marker: { size: 6, color }, connectgaps: false });
+    s.gaps.forEach(([first, last, kind], k) => {
+      shapes.push({ type: "rect", xref: "x", yref: "paper", x0: first - 0.5, x1: last + 0.5, y0: 0, y1: 1,
+        fillcolor: BAD, opacity: 0.18, line: { width: 0 }, layer: "below" });
+      if (k === 0) {
+        annotations.push({ x: first, xref: "x", y: 0.02 + 0.07 * i, yref: "paper", xanchor: "left",
+          text: `${GAP_TEXT[kind]} from step ${first}`, showarrow: false, font: { color: BAD, size: 11 },
+          hovertext: `${seriesLabel(s, modes)}: ${GAP_TEXT[kind]} at steps ${first} to ${last}` });
+      }
+    });
+  });
+  (findings || []).forEach((f, k) => {
+    const color = SEVERITY[f.severity] || SEVERITY.problem;
+    shapes.push({ type: "line", xref: "x", yref: "paper", x0: f.step, x1: f.step, y0: 0, y1: 1,
+      line: { color, width: 1.5, dash: "dash" } });
+    annotations.push({ x: f.step, xref: "x", y: 1 - 0.07 * (k % 5), yref: "paper", xanchor: "left",
+      text: `⚑ ${esc(f.rule)}`, showarrow: false, font: { color, size: 11 }, captureevents: true,
+      hovertext: `${esc(f.rule)} (${esc(f.severity)}) at step ${f.step}: ${esc(f.message)}`,
+      name: "finding" });
+  });
+  if (!finite && series.length) {
+    annotations.push({ x: 0.5, y: 0.5, xref: "paper", yref: "paper", showarrow: false,
+      text: "no finite value", font: { color: BAD, size: 16 } });
+  }
+  const layout = {
+    title: { text: title }, uirevision: title, height: 380, margin: { l: 60, r: 20, t: 40, b: 40 },
+    xaxis: { title: { text: "global step" }, nticks: 10 }, yaxis: { nticks: 8, automargin: true },
+    legend: { orientation: "h", y: -0.18 }, shapes, annotations, hovermode: "closest",
+  };
+  if (!finite) { layout.yaxis.range = [0, 1]; layout.xaxis.range = [-0.5, lastX + 0.5]; }
+  return { traces, layout };
+}
+
+function ensurePlot(container, id) {
+  let div = document.getElementById(id);
+  if (!div) {
+    div = document.createElement("div");
+    div.id = id; div.className = "plot";
+    container.appendChild(div);
+  }
+  return div;
+}
+
+function drawCurves(container, series, findings, names, prefix) {
+  const byCollection = {};
+  series.forEach((s, i) => { (byCollection[s.collection] ||= []).push([s, names ? names[i] : null]); });
+  for (const [collection, items] of Object.entries(byCollection)) {
+    const { traces, layout } = curveFigure(collection, items.map((p) => p[0]), findings,
+      names ? items.map((p) => p[1]) : null);
+    Plotly.react(ensurePlot(container, `${prefix}-${collection}`), traces, layout,
+      { displaylogo: false, responsive: true });
+  }
+}
+
+// ---------------------------------------------------------------- one run
+function runId() { return decodeURIComponent(location.pathname.split("/").pop()); }
+
+// only the rows (layers) and columns (steps) of ``matrix`` that hold something
+function compact(steps, names, matrix) {
+  const rows = names.map((_, i) => matrix[i].some((v) => v != null));
+  const cols = steps.map((_, j) => matrix.some((row) => row[j] != null));
+  return {
+    steps: steps.filter((_, j) => cols[j]),
+    names: names.filter((_, i) => rows[i]),
+    matrix: matrix.filter((_, i) => rows[i]).map((row) => row.filter((_, j) => cols[j])),
+  };
+}
+
+function healthFigure(health) {
+  const figs = [];
+  const g = compact(health.steps, health.gradient_names, health.gradient_norms);
+  const a = compact(health.steps, health.activation_names, health.zero_share);
+  const h = { steps: g.steps, gradient_names: g.names, gradient_norms: g.matrix,
+    zero_steps: a.steps, activation_names: a.names, zero_share: a.matrix };
+  if (h.gradient_names.length) {
+    const num = (v) => (typeof v === "number" ? v : null);
+    const z = h.gradient_norms.map((row) => row.map((v) => (num(v) > 0 ? Math.log10(v) : null)));
+    const zero = h.gradient_norms.map((row) => row.map((v) => (v === 0 ? 1 : null)));
+    const bad = h.gradient_norms.map((row) => row.map((v) => (typeof v === "string" ? 1 : null)));
+    const base = { x: h.steps, y: h.gradient_names, type: "heatmap", xgap: 0, hoverongaps: false };
+    figs.push(["health-gradients", [
+      { ...base, z, colorscale: [[0, "#fff7ec"], [1, "#7f0000"]], colorbar: { title: { text: "log10 ‖g‖" } },
+        hovertemplate: "%{y} at step %{x}: log10 norm %{z:.3g}<extra></extra>", name: "norm" },
+      { ...base, z: zero, colorscale: [[0, "#000"], [1, "#000"]], showscale: false, name: "exactly 0",
+        hovertemplate: "%{y} at step %{x}: exactly 0 (a dead layer)<extra></extra>" },
+      { ...base, z: bad, colorscale: [[0, BAD], [1, BAD]], showscale: false, name: "NaN/Inf",
+        hovertemplate: "%{y} at step %{x}: NaN or Inf<extra></extra>" },
+    ], { title: { text: "gradient norm per layer (log10)<br><sub>black: exactly 0 · red: NaN/Inf</sub>" },
+      height: 200 + 20 * h.gradient_names.length, margin: { l: 220, t: 70 }, uirevision: "g",
+      xaxis: { title: { text: "global step" } } }]);
+  }
+  if (h.activation_names.length) {
+    figs.push(["health-zeros", [{ x: h.zero_steps, y: h.activation_names, type: "heatmap", hoverongaps: false,
+      z: h.zero_share.map((row) => row.map((v) => (v == null ? null : 100 * v))), zmin: 0, zmax: 100,
+      colorscale: [[0, "#f7fbff"], [1, "#08306b"]], colorbar: { ticksuffix: "%" },
+      hovertemplate: "%{y} at step %{x}: %{z:.1f}% zeros<extra></extra>" }],
+    { title: { text: "zero activations per layer<br><sub>share, absolute scale 0-100%</sub>" }, uirevision: "z",
+      height: 200 + 20 * h.activation_names.length, margin: { l: 220, t: 70 },
+      xaxis: { title: { text: "global step" } } }]);
+  }
+  return figs;
+}
+
+function runPage() {
+  const id = runId();
+  main().innerHTML = `<p id="summary"></p><p id="err" class="problem"></p>
+    <h2>Losses and metrics</h2><div class="plots" id="curves"><p class="muted" id="nocurves">waiting for a loss or a metric...</p></div>
+    <h2>Rules</h2><table id="rules"></table>
+    <h2>Layer health</h2><div class="plots" id="health"></div>
+    <h2>Activations (TensorPlot)</h2><p><select id="tp-step"></select> <span class="muted" id="tp-note"></span></p><div id="tensorplot"></div>
+    <h2>Rule timeline</h2><table class="timeline" id="timeline"></table>
+    <h2>Training log</h2><pre id="log"></pre>`;
+  document.getElementById("links").innerHTML = `<a href="/report/${esc(id)}" target="_blank">static report</a>`;
+  const err = document.getElementById("err");
+  every(1000, async () => {
+    const c = await api(`/api/run/${id}/curves`);
+    if (c.series.length) document.getElementById("nocurves")?.remove();
+    drawCurves(document.getElementById("curves"), c.series, c.findings, null, "curves");
+    window.tensortapCurves = c;  // for whoever looks (the tests do)
+  }, err);
+  every(2000, async () => {
+    const d = await api(`/api/run/${id}`);
+    document.getElementById("title").textContent = d.name;
+    document.title = `tensortap: ${d.name}`;
+    document.getElementById("summary").innerHTML = `${statusSpan(d.status)} · ${esc(d.kind)} · started ${esc(when(d.started))}` +
+      ` · last step ${esc(d.last_step ?? "-")} · <span class="muted">${esc(d.location)}</span>` +
+      (d.problems.length ? `<br><span class="warning">damaged parts: ${esc(d.problems.join("; "))}</span>` : "");
+    document.getElementById("rules").innerHTML = d.all_rules.length
+      ? "<tr><th>rule</th><th>status</th><th>gravest at</th><th>steps judged</th><th>why</th></tr>" + d.all_rules.map((r) =>
+        `<tr><td>${esc(r.name)}</td><td>${statusSpan(r.status, r.severity)}</td><td>${esc(r.gravest_step ?? "")}</td>
+         <td>${esc(r.evaluated ?? "")}</td><td>${esc(r.gravest_message || r.message || r.StatusDetails || "")}</td></tr>`).join("")
+      : `<tr><td class="muted">${d.kind === "job" ? "no rule status yet" : "no rules ran on this trial (it was not written by a job): see the static report"}</td></tr>`;
+    document.getElementById("timeline").innerHTML = d.timeline.map((e) =>
+      `<tr><td>${esc(when(e.time))}</td><td>${esc(e.event)}</td><td>${esc(e.rule || "")}</td>
+       <td>${esc(e.step ?? "")}</td><td>${esc(e.message || e.result || e.error || e.status || e.reason || "")}</td></tr>`).join("");
+    const log = document.getElementById("log");
+    const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+    log.textContent = d.log_tail.join("\n") || "(no training log: a trial without a job)";
+    if (atEnd) log.scrollTop = log.scrollHeight;
+  }, err);
+  every(5000, async () => {
+    const h = await api(`/api/run/${id}/health`);
+    const box = document.getElementById("health");
+    const figs = healthFigure(h);
+    if (!figs.length) box.innerHTML = `<p class="muted">no gradients or ReLU activations saved</p>`;
+    for (const [div, traces, layout] of figs) {
+      Plotly.react(ensurePlot(box, div), traces, layout, { displaylogo: false, responsive: true });
+    }
+  }, err);
+  const select = document.getElementById("tp-step");
+  const drawPlot = async (step) => {
+    try {
+      const t = await api(`/api/run/${id}/tensorplot${step != null ? `?step=${step}` : ""}`);
+      if (!t.figure) { document.getElementById("tp-note").textContent = t.note; return; }
+      if (select.options.length !== t.steps.length) {
+        select.innerHTML = t.steps.map((s) => `<option value="${s}">step ${s}</option>`).join("");
+      }
+      if (step != null) select.value = String(step);
+      Plotly.react("tensorplot", t.figure.data, t.figure.layout, { displaylogo: false });
+      document.getElementById("tp-note").textContent = "summed over the batch: units that never fire stay dark";
+    } catch (e) {
+      document.getElementById("tp-note").textContent = `TensorPlot: ${e.message}`;
+    }
+  };
+  select.onchange = () => drawPlot(Number(select.value));
+  drawPlot(null);
+}
+
+// ---------------------------------------------------------------- compare
+function comparePage() {
+  const ids = (new URLSearchParams(location.search).get("ids") || "").split(",").filter(Boolean);
+  main().innerHTML = `<p id="err" class="problem"></p><h2>Rules side by side</h2><table id="rules"></table>
+    <h2>Curves, aligned by global step</h2><div class="plots" id="curves"></div>`;
+  document.getElementById("title").textContent = `comparing ${ids.length} runs`;
+  every(2000, async () => {
+    const runs = await Promise.all(ids.map((id) => api(`/api/run/${id}`)));
+    const curves = await Promise.all(ids.map((id) => api(`/api/run/${id}/curves`)));
+    const names = [...new Set(runs.flatMap((r) => r.all_rules.map((x) => x.name)))];
+    document.getElementById("rules").innerHTML = `<tr><th>rule</th>${runs.map((r) =>
+      `<th><a href="/run/${esc(r.id)}">${esc(r.name)}</a><br>${statusSpan(r.status)}</th>`).join("")}</tr>` +
+      names.map((n) => `<tr><td>${esc(n)}</td>${runs.map((r) => {
+        const x = r.all_rules.find((y) => y.name === n);
+        return `<td>${x ? statusSpan(x.status, x.severity) + (x.gravest_step != null ? ` at ${x.gravest_step}` : "") : "-"}</td>`;
+      }).join("")}</tr>`).join("");
+    // one chart per tensor and mode, one line per run
+    const groups = {};
+    curves.forEach((c, i) => c.series.forEach((s) => {
+      (groups[`${s.name} (${s.mode})`] ||= []).push([{ ...s, collection: `${s.name} (${s.mode})` }, runs[i].name]);
+    }));
+    const box = document.getElementById("curves");
+    let k = 0;
+    for (const items of Object.values(groups)) {
+      drawCurves(box, items.map((p) => p[0]), [], items.map((p) => p[1]), `compare-${k++}`);
+    }
+  }, document.getElementById("err"));
+}
+
+({ runs: runsPage, run: runPage, compare: comparePage })[document.body.dataset.page]();

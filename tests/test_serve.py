@@ -1,0 +1,229 @@
+"""The live dashboard (``tensortap serve``), in a real headless Chromium over a real server:
+runs listed, a live job's new points and findings appear while the page is open, NaN runs and
+dead layers drawn truthfully, runs compared, trials on the local S3 server, the token."""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tensortap as tt
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+from tensortap.jobs import Rule, TrainingJob
+from tensortap.rules import rule_configs
+from tensortap.serve import start
+from tensortap.serve.server import _is_local
+
+SCRIPT = Path(__file__).parent / "jobs" / "train_script.py"
+CURVES = "return window.tensortapCurves || null;"
+
+
+def write_trial(
+    out: Path, steps: int = 12, nan_from: int | None = None, dead: bool = False
+) -> None:
+    hook = tt.Hook(
+        out,
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["losses", "gradients", "relu_activations"],
+    )
+    for step in range(steps):
+        hook.set_mode(tt.modes.TRAIN)
+        loss = np.nan if nan_from is not None and step >= nan_from else 1.0 / (step + 1)
+        hook.save_tensor("loss", np.float32(loss), collections="losses")
+        hook.save_tensor("gradient/alive", np.full(4, 0.5), collections="gradients")
+        if dead:
+            hook.save_tensor("gradient/dead", np.zeros(4), collections="gradients")
+        hook.save_tensor(
+            "relu_output_0", np.ones((2, 4), np.float32), collections="relu_activations"
+        )
+        hook.next_step()
+        if step % 5 == 4:
+            hook.set_mode(tt.modes.EVAL)
+            hook.save_tensor("loss", np.float32(0.9), collections="losses")
+            hook.next_step()
+    hook.close()
+
+
+def get(url: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def run_ids(dashboard) -> dict[str, str]:
+    _, body = get(dashboard.url + "api/runs")
+    return {r["name"]: r["id"] for r in body["runs"]}
+
+
+@pytest.fixture
+def serve():
+    started = []
+
+    def serve(*places, **kwargs):
+        dashboard = start([str(p) for p in places], port=0, **kwargs)
+        started.append(dashboard)
+        return dashboard
+
+    yield serve
+    for dashboard in started:
+        dashboard.stop()
+
+
+def test_runs_page_lists_runs_and_new_ones_appear_without_reload(tmp_path, serve, browser) -> None:
+    write_trial(tmp_path / "runs" / "first")
+    dashboard = serve(tmp_path / "runs")
+    page = browser.visit(dashboard.url)
+    rows = "return [...document.querySelectorAll('#runs tbody tr a')].map(a => a.textContent);"
+    assert browser.until(rows, lambda v: v == ["first"]) == ["first"]
+    write_trial(tmp_path / "runs" / "second")
+    assert sorted(browser.until(rows, lambda v: len(v) == 2)) == ["first", "second"]
+    page.find_element("id", "filter").send_keys("seco")
+    assert browser.until(rows, lambda v: v == ["second"]) == ["second"]
+    assert browser.errors() == []
+
+
+def test_a_live_job_gets_new_points_and_its_finding_while_the_page_is_open(
+    tmp_path, serve, browser
+) -> None:
+    go = tmp_path / "go"
+    job = TrainingJob(
+        command=[
+            sys.executable,
+            str(SCRIPT),
+            "--steps",
+            "40",
+            "--nan-at",
+            "20",
+            "--wait-for",
+            str(go),
+        ],
+        output_path=tmp_path / "runs",
+        job_name="live",
+        rules=[Rule.builtin(rule_configs.exploding_tensor())],
+    )
+    job.fit(wait=False)
+    try:
+        dashboard = serve(tmp_path / "runs")
+        ident = run_ids(dashboard).get("live")
+        assert ident is not None
+        browser.visit(f"{dashboard.url}run/{ident}")
+        count = "const c = window.tensortapCurves; return c && c.series.length ? c.series[0].points : 0;"
+        first = browser.until(count, lambda n: n >= 1, timeout=60)
+        assert browser.driver.execute_script(CURVES)["findings"] == []  # nothing fired yet
+        go.touch()  # training goes on, and its loss turns NaN
+        assert browser.until(count, lambda n: n > first, timeout=60) > first  # new points
+        marks = (
+            "const d = document.getElementById('curves-losses');"
+            "return d && d.layout ? d.layout.annotations.map(a => a.text) : [];"
+        )
+        shown = browser.until(marks, lambda v: any("ExplodingTensor" in t for t in v), timeout=90)
+        assert any(t.startswith("NaN from step") for t in shown)  # the NaN itself, marked
+        finding = browser.driver.execute_script(CURVES)["findings"][0]
+        assert finding["rule"] == "ExplodingTensor" and finding["severity"] == "problem"
+        timeline = "return document.getElementById('timeline').textContent;"
+        assert "rule_fired" in browser.until(timeline, lambda t: "rule_fired" in t)
+        assert browser.errors() == []
+    finally:
+        go.touch()
+        job.stop()
+        job.wait(timeout=60, logs=False)
+
+
+def test_nan_run_and_dead_layer_are_drawn_truthfully(tmp_path, serve, browser) -> None:
+    write_trial(tmp_path / "nan", steps=10, nan_from=0, dead=True)  # every TRAIN loss NaN
+    dashboard = serve(tmp_path / "nan")
+    browser.visit(f"{dashboard.url}run/{run_ids(dashboard)['nan']}")
+    marks = (
+        "const d = document.getElementById('curves-losses');"
+        "return d && d.layout ? [d.layout.annotations.map(a => a.text),"
+        " d.layout.shapes.filter(s => s.type === 'rect').length] : null;"
+    )
+    texts, bands = browser.until(marks, lambda v: v is not None and v[1] > 0)
+    assert "NaN from step 0" in texts and bands >= 1
+    zeros = (
+        "const d = document.getElementById('health-gradients');"
+        "if (!d || !d.data) return null;"
+        "const t = d.data.find(t => t.name === 'exactly 0');"
+        "return [d.data[0].y, t.z.map(row => row.filter(v => v === 1).length)];"
+    )
+    names, dead = browser.until(zeros, lambda v: v is not None)
+    assert dead[names.index("gradient/dead")] == 10 and dead[names.index("gradient/alive")] == 0
+    share = (
+        "const d = document.getElementById('health-zeros');"
+        "return d && d.data ? [d.data[0].zmin, d.data[0].zmax] : null;"
+    )
+    assert browser.until(share) == [0, 100]
+    assert browser.errors() == []
+
+
+def test_compare_overlays_runs_by_step_with_their_rules_side_by_side(
+    tmp_path, serve, browser
+) -> None:
+    write_trial(tmp_path / "runs" / "a")
+    write_trial(tmp_path / "runs" / "b", nan_from=6)
+    dashboard = serve(tmp_path / "runs")
+    ids = run_ids(dashboard)
+    browser.visit(f"{dashboard.url}compare?ids={ids['a']},{ids['b']}")
+    traces = (
+        "const d = document.querySelector('[id^=\"compare-0\"]');"
+        "return d && d.data ? d.data.map(t => t.name) : null;"
+    )
+    assert sorted(browser.until(traces)) == ["a: loss", "b: loss"]  # in the chart "loss (TRAIN)"
+    heads = "return [...document.querySelectorAll('#rules th a')].map(a => a.textContent);"
+    assert browser.until(heads, lambda v: len(v) == 2) == ["a", "b"]
+    assert browser.errors() == []
+
+
+def test_a_trial_on_s3_is_served_like_a_local_one(s3_bucket, serve, browser) -> None:
+    write_trial(f"s3://{s3_bucket}/team/run1", steps=6)
+    dashboard = serve(f"s3://{s3_bucket}/team")
+    ident = run_ids(dashboard)["run1"]
+    browser.visit(f"{dashboard.url}run/{ident}")
+    count = "const c = window.tensortapCurves; return c ? c.series.map(s => s.points) : null;"
+    assert sorted(browser.until(count, lambda v: v)) == [1, 6]  # EVAL, TRAIN
+    assert browser.errors() == []
+
+
+def test_the_token_is_required_when_one_is_set(tmp_path, serve) -> None:
+    write_trial(tmp_path / "t", steps=3)
+    dashboard = serve(tmp_path / "t", token="s3cret")
+    base = dashboard.url.split("?")[0]
+    assert dashboard.url.endswith("?token=s3cret")
+    assert get(base + "api/runs")[0] == 401
+    request = urllib.request.Request(base + "api/runs", headers={"Cookie": "tensortap_token=no"})
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(request, timeout=30)
+    status, body = get(base + "api/runs?token=s3cret")
+    assert status == 200 and [r["name"] for r in body["runs"]] == ["t"]
+    assert _is_local("127.0.0.1") and _is_local("::1") and not _is_local("0.0.0.0")
+
+
+def test_the_api_downsamples_long_curves_keeping_spikes_and_refuses_bad_places(
+    tmp_path, serve
+) -> None:
+    hook = tt.Hook(tmp_path / "long", save_config=tt.SaveConfig(save_interval=1))
+    for step in range(5000):
+        hook.save_scalar("loss", 100.0 if step == 3217 else 1.0 / (1 + step))
+        hook.next_step()
+    hook.close()
+    dashboard = serve(tmp_path / "long")
+    ident = run_ids(dashboard)["long"]
+    _, curves = get(f"{dashboard.url}api/run/{ident}/curves")
+    (loss,) = curves["series"]
+    assert loss["points"] == 5000 and len(loss["x"]) <= 2002 and 3217 in loss["x"]
+    assert max(loss["y"]) == 100.0
+    _, zoomed = get(f"{dashboard.url}api/run/{ident}/curves?x0=3000&x1=3100")
+    assert zoomed["series"][0]["x"] == list(range(3000, 3101))  # zoomed in: every point
+    assert get(f"{dashboard.url}api/run/nope")[0] == 404
+    with pytest.raises(tt.exceptions.InvalidConfigError, match="does not exist"):
+        start([str(tmp_path / "missing")], port=0)
