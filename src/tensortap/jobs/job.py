@@ -88,7 +88,7 @@ class JobQueries:
         """Follow the job until it ends (or ``timeout`` seconds pass); with ``logs``, show
         the live view (with ``training_output``, the training script's own output as it
         comes, between the rule events) and then the summary. Returns the summary."""
-        return _wait(self.record, timeout, out if logs else None, training_output, logs)
+        return _wait(self.record, timeout, out, training_output, logs)
 
     def rule_job_summary(self) -> list[dict[str, Any]]:
         """Each rule's RuleConfigurationName, RuleEvaluationStatus, StatusDetails and

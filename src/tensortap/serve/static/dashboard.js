@@ -1,4 +1,4 @@
-// The tensortap dashboard: three pages (runs, one run, compare) over the JSON API, drawn
+// The tensortap dashboard: three views (runs, one run, compare) over the JSON API, drawn
 // with plotly.js. Every chart follows the run live by polling; nothing here writes anywhere.
 "use strict";
 
@@ -305,4 +305,7 @@ function comparePage() {
   }, document.getElementById("err"));
 }
 
-({ runs: runsPage, run: runPage, compare: comparePage })[document.body.dataset.page]();
+// one page shell for all three: the path says which
+if (location.pathname.startsWith("/run/")) runPage();
+else if (location.pathname.startsWith("/compare")) comparePage();
+else runsPage();
