@@ -227,3 +227,35 @@ def test_the_api_downsamples_long_curves_keeping_spikes_and_refuses_bad_places(
     assert get(f"{dashboard.url}api/run/nope")[0] == 404
     with pytest.raises(tt.exceptions.InvalidConfigError, match="does not exist"):
         start([str(tmp_path / "missing")], port=0)
+
+
+def test_embeddings_of_a_guessed_bottleneck_over_eval_steps(tmp_path, serve, browser) -> None:
+    rng = np.random.default_rng(0)
+    hook = tt.Hook(tmp_path / "ae", save_config=tt.SaveConfig(save_interval=1), include_regex=".*")
+    for step in range(8):
+        hook.set_mode(tt.modes.TRAIN)
+        hook.save_tensor("loss", np.float32(1.0 / (step + 1)), collections="losses")
+        hook.next_step()
+        if step % 2:
+            hook.set_mode(tt.modes.EVAL)
+            labels = np.arange(30) % 3
+            points = rng.normal(size=(30, 4)) + labels[:, None] * (step + 1)
+            hook.save_tensor("bottleneck_output_0", points.astype(np.float32))
+            hook.save_tensor("model_input_1", labels)  # a label tensor by another name
+            hook.next_step()
+    hook.close()
+    dashboard = serve(tmp_path / "ae")
+    browser.visit(f"{dashboard.url}run/{run_ids(dashboard)['ae']}")
+    note = "return document.getElementById('em-note').textContent;"
+    assert "choose the tensor" in browser.until(note)  # the labels' name is not guessable
+    page = browser.driver
+    page.find_element("id", "em-labels").send_keys("model_input_1")
+    page.find_element("id", "em-draw").click()
+    drawn = (
+        "const d = document.getElementById('embeddings');"
+        "return d && d.data && d._transitionData ? [d.data.length, d._transitionData._frames.length,"
+        " document.getElementById('em-mode').value] : null;"
+    )
+    assert browser.until(drawn) == [3, 4, "EVAL"]  # a trace per label, a frame per EVAL step
+    assert "steps 0, 1, 2, 3" in browser.until(note, lambda t: "PCA" in t)
+    assert browser.errors() == []

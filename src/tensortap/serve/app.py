@@ -104,6 +104,17 @@ def create_app(catalog: Catalog, token: str | None = None) -> Starlette:
                 media_type="application/json",
             )
 
+    def api_embeddings(request: Request) -> Response:
+        run = run_or_404(request)
+        q = request.query_params
+        with run.lock:
+            found = data.embeddings(
+                run, q.get("tensor") or None, q.get("labels") or None, q.get("mode") or None
+            )
+            figure = found["figure"]
+            shown = None if figure is None else json.loads(figure.to_json())
+            return _json({**found, "figure": shown})
+
     def report(request: Request) -> Response:
         from tensortap.report import training_report
 
@@ -124,6 +135,7 @@ def create_app(catalog: Catalog, token: str | None = None) -> Starlette:
         Route("/api/run/{run}/curves", api_curves),
         Route("/api/run/{run}/health", api_health),
         Route("/api/run/{run}/tensorplot", api_tensorplot),
+        Route("/api/run/{run}/embeddings", api_embeddings),
         Route("/static/plotly.min.js", lambda r: FileResponse(plotly_js())),
         Route("/favicon.ico", lambda r: FileResponse(STATIC / "favicon.svg")),
         Route("/static/{name:path}", _static),

@@ -9,6 +9,7 @@ runs of steps ("gaps"), never as missing points.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import deque
 from typing import Any
@@ -298,6 +299,51 @@ def health(run: Run) -> dict[str, Any]:
     }
 
 
+EMBEDDING_FRAMES = 20  # steps drawn, spread over the run
+_FEATURES = re.compile(r"bottleneck|embed|hidden|feature|latent", re.IGNORECASE)
+_LABELS = re.compile(r"label|target", re.IGNORECASE)
+
+
+def embeddings(
+    run: Run, tensor: str | None, labels: str | None, mode: str | None
+) -> dict[str, Any]:
+    """An animated 2-D embedding (PCA) of ``tensor``'s samples coloured by ``labels``, over up
+    to :data:`EMBEDDING_FRAMES` steps of ``mode`` spread over the run. Without names, a
+    bottleneck/embedding-like tensor and a label-like one are guessed; ``figure`` is None
+    (with a ``note`` saying why) when there is nothing to draw."""
+    from tensortap.viz.embeddings import embeddings_over_time, plot_embeddings
+
+    trial = trial_of(run)
+    names = sorted(trial.tensor_names(), key=natural_key)
+    modes = [m.name for m in trial.modes()]
+    chosen = mode or ("EVAL" if "EVAL" in modes else (modes[0] if modes else "TRAIN"))
+    tensor = tensor or next((n for n in names if _FEATURES.search(n)), None)
+    labels = labels or next((n for n in names if _LABELS.search(n) and n != tensor), None)
+    out: dict[str, Any] = {
+        "names": names,
+        "modes": modes,
+        "tensor": tensor,
+        "labels": labels,
+        "mode": chosen,
+        "figure": None,
+        "note": "",
+    }
+    if tensor is None or labels is None:
+        out["note"] = "choose the tensor to embed and the tensor of its labels"
+        return out
+    steps = trial.tensor(tensor).steps(mode=chosen) if trial.has_tensor(tensor) else []
+    if len(steps) > EMBEDDING_FRAMES:
+        picks = np.unique(np.linspace(0, len(steps) - 1, EMBEDDING_FRAMES).round().astype(int))
+        steps = [steps[i] for i in picks]
+    try:
+        frames = embeddings_over_time(trial, tensor, labels, mode=chosen, steps=steps)
+        out["figure"] = plot_embeddings(frames, title=tensor)
+        out["steps"] = [f.step for f in frames]
+    except TensortapError as exc:
+        out["note"] = str(exc)
+    return out
+
+
 def _number(value: float | None) -> float | str | None:
     """JSON has no NaN: a non-finite value travels as "nan", "inf" or "-inf"."""
     if value is None or math.isfinite(value):
@@ -305,4 +351,13 @@ def _number(value: float | None) -> float | str | None:
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
-__all__ = ["curves", "detail", "findings", "health", "overview", "rules", "trial_of"]
+__all__ = [
+    "curves",
+    "detail",
+    "embeddings",
+    "findings",
+    "health",
+    "overview",
+    "rules",
+    "trial_of",
+]

@@ -218,6 +218,10 @@ function runPage() {
     <h2>Rules</h2><table id="rules"></table>
     <h2>Layer health</h2><div class="plots" id="health"></div>
     <h2>Activations (TensorPlot)</h2><p><select id="tp-step"></select> <span class="muted" id="tp-note"></span></p><div id="tensorplot"></div>
+    <h2>Embeddings</h2><p><input id="em-tensor" list="em-names" placeholder="tensor to embed" size="34">
+    <input id="em-labels" list="em-names" placeholder="its labels" size="28"> <select id="em-mode"></select>
+    <button id="em-draw">draw</button> <span class="muted" id="em-note"></span></p>
+    <datalist id="em-names"></datalist><div id="embeddings"></div>
     <h2>Rule timeline</h2><table class="timeline" id="timeline"></table>
     <h2>Training log</h2><pre id="log"></pre>`;
   document.getElementById("links").innerHTML = `<a href="/report/${esc(id)}" target="_blank">static report</a>`;
@@ -274,6 +278,31 @@ function runPage() {
   };
   select.onchange = () => drawPlot(Number(select.value));
   drawPlot(null);
+  const field = (name) => document.getElementById(`em-${name}`);
+  const drawEmbeddings = async (first) => {
+    const query = first ? "" : `?tensor=${encodeURIComponent(field("tensor").value)}` +
+      `&labels=${encodeURIComponent(field("labels").value)}&mode=${field("mode").value}`;
+    try {
+      const e = await api(`/api/run/${id}/embeddings${query}`);
+      if (first) {
+        document.getElementById("em-names").innerHTML = e.names.map((n) => `<option value="${esc(n)}">`).join("");
+        field("mode").innerHTML = e.modes.map((m) => `<option>${esc(m)}</option>`).join("");
+        field("tensor").value = e.tensor || "";
+        field("labels").value = e.labels || "";
+      }
+      field("mode").value = e.mode;
+      field("note").textContent = e.figure ? `PCA of each sample, steps ${e.steps.join(", ")}` : e.note;
+      if (e.figure) {
+        Plotly.react("embeddings", { data: e.figure.data, layout: e.figure.layout,
+          frames: e.figure.frames, config: { displaylogo: false } });
+      }
+      else Plotly.purge("embeddings");
+    } catch (err) {
+      field("note").textContent = `embeddings: ${err.message}`;
+    }
+  };
+  field("draw").onclick = () => drawEmbeddings(false);
+  drawEmbeddings(true);
 }
 
 // ---------------------------------------------------------------- compare
