@@ -94,7 +94,7 @@ def _series(trial: Trial, names: Sequence[str]) -> dict[str, tuple[list[int], li
             steps, values = tensor_series(trial, name, mode)
             if len(steps):
                 label = name if len(modes) == 1 else f"{name} ({mode.name})"
-                out[label] = ([trial.global_step(mode, int(s)) for s in steps], values.tolist())
+                out[label] = (trial.tensor(name).global_steps(mode), values.tolist())
     return out
 
 

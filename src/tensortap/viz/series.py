@@ -61,7 +61,7 @@ def plot_tensors(
                 continue
             label = name if len(modes) == 1 else f"{name} ({each.name})"
             if mode is None:  # one axis for every mode: global steps
-                steps = np.asarray([trial.global_step(each, int(s)) for s in steps])
+                steps = np.asarray(trial.tensor(name).global_steps(each))
             (line,) = ax.plot(steps, values, label=label, marker="." if len(steps) < 40 else None)
             bad = ~np.isfinite(values)
             if bad.any():  # a NaN leaves a hole in a line: mark it at the axis' edge
