@@ -141,6 +141,7 @@ def test_a_live_job_gets_new_points_and_its_finding_while_the_page_is_open(
 
 def test_nan_run_and_dead_layer_are_drawn_truthfully(tmp_path, serve, browser) -> None:
     write_trial(tmp_path / "nan", steps=10, nan_from=0, dead=True)  # every TRAIN loss NaN
+    files = {p: p.stat().st_mtime_ns for p in (tmp_path / "nan").rglob("*")}
     dashboard = serve(tmp_path / "nan")
     browser.visit(f"{dashboard.url}run/{run_ids(dashboard)['nan']}")
     marks = (
@@ -164,6 +165,10 @@ def test_nan_run_and_dead_layer_are_drawn_truthfully(tmp_path, serve, browser) -
     )
     assert browser.until(share) == [0, 100]
     assert browser.errors() == []
+    link = "return document.querySelector('#links a').getAttribute('href');"
+    with urllib.request.urlopen(dashboard.url + browser.until(link).lstrip("/")) as report:
+        assert b"<title>Training report: nan</title>" in report.read()  # made in memory
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "nan").rglob("*")} == files  # untouched
 
 
 def test_compare_overlays_runs_by_step_with_their_rules_side_by_side(

@@ -118,9 +118,9 @@ def create_app(catalog: Catalog, token: str | None = None) -> Starlette:
     def report(request: Request) -> Response:
         from tensortap.report import training_report
 
-        run = run_or_404(request)
-        with run.lock:
-            return HTMLResponse(training_report(data.trial_of(run), run.job))
+        run = run_or_404(request)  # its own trial, outside the run's lock: a report that
+        # runs rules over a long bare trial takes a while, and the live page must not wait
+        return HTMLResponse(training_report(run.location, run.job))
 
     def page(request: Request) -> Response:  # one shell: its script draws what the path says
         return FileResponse(STATIC / "dashboard.html", headers={"Cache-Control": "no-store"})
