@@ -6,10 +6,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tensortap.core.numerics import NUMERICS_REDUCTIONS
 from tensortap.exceptions import InvalidConfigError
 
 ALLOWED_REDUCTIONS = ("min", "max", "mean", "std", "variance", "sum", "prod")
 ALLOWED_NORMS = ("l1", "l2")
+# amax, dynamic_range, nonfinite, underflow_<format>, overflow_<format>: see core/numerics.py
+# (in ``reductions`` only: they are about magnitudes already)
+NUMERICS = NUMERICS_REDUCTIONS
 
 
 def _names(field_name: str, value: object, allowed: tuple[str, ...]) -> tuple[str, ...]:
@@ -31,7 +35,9 @@ def _names(field_name: str, value: object, allowed: tuple[str, ...]) -> tuple[st
 
 @dataclass(frozen=True)
 class ReductionConfig:
-    """Reductions (min, max, mean, std, variance, sum, prod) and norms (l1, l2) to save.
+    """Reductions (min, max, mean, std, variance, sum, prod) and norms (l1, l2) to save, and
+    numerics statistics for low precision among the reductions (amax, dynamic_range,
+    nonfinite, underflow_bf16/fp16/fp8_e4m3/fp8_e5m2, overflow_fp16/fp8_e4m3/fp8_e5m2).
 
     ``abs_reductions`` and ``abs_norms`` apply to the absolute value of the tensor. The raw
     tensor is saved when ``save_raw_tensor`` is true *or* when no reduction, norm or shape is
@@ -47,7 +53,9 @@ class ReductionConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(
-            self, "reductions", _names("reductions", self.reductions, ALLOWED_REDUCTIONS)
+            self,
+            "reductions",
+            _names("reductions", self.reductions, ALLOWED_REDUCTIONS + NUMERICS),
         )
         object.__setattr__(
             self,

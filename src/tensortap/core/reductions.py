@@ -11,10 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.core.numerics import NUMERICS_REDUCTIONS, numerics
 from tensortap.core.reduction_config import ALLOWED_NORMS, ALLOWED_REDUCTIONS
 from tensortap.exceptions import InvalidConfigError
 
-REDUCTION_NAMES = ALLOWED_REDUCTIONS + ALLOWED_NORMS
+# The order is the format's reduction codes (index.py): new names only ever go at the end.
+REDUCTION_NAMES = ALLOWED_REDUCTIONS + ALLOWED_NORMS + NUMERICS_REDUCTIONS
 
 
 def _prepare(array: np.ndarray[Any, Any], on_abs: bool) -> np.ndarray[Any, Any]:
@@ -35,6 +37,8 @@ def compute_reduction(array: np.ndarray[Any, Any], name: str, on_abs: bool = Fal
             f"unknown reduction {name!r}; accepted: {', '.join(REDUCTION_NAMES)}"
         )
     x = _prepare(np.asarray(array), on_abs)
+    if name in NUMERICS_REDUCTIONS:
+        return numerics(x.astype(np.float64, copy=False), name)
     if x.size == 0:
         return {"sum": 0.0, "prod": 1.0, "l1": 0.0, "l2": 0.0}.get(name, float("nan"))
     with np.errstate(all="ignore"):

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from tensortap.core.dtypes import dtype_info
+from tensortap.core.numerics import FORMATS, NUMERICS_REDUCTIONS
 from tensortap.core.recorder import SavePlan
 from tensortap.core.records import Record, RecordKind
 from tensortap.exceptions import InvalidTensorError
@@ -102,6 +103,9 @@ def reduce_many(x: torch.Tensor, specs: tuple[tuple[str, bool], ...]) -> list[to
     extremes: dict[bool, tuple[torch.Tensor, torch.Tensor]] = {}
     out = []
     for name, on_abs in specs:
+        if name in NUMERICS_REDUCTIONS:
+            out.append(_numerics(x, name))
+            continue
         if (on_abs or name == "l1") and absolute is None:
             absolute = x.abs()
         v = absolute if on_abs and absolute is not None else x
@@ -126,6 +130,31 @@ def reduce_many(x: torch.Tensor, specs: tuple[tuple[str, bool], ...]) -> list[to
         else:
             raise InvalidTensorError(f"unknown reduction {name!r}")
     return out
+
+
+def _numerics(x: torch.Tensor, name: str) -> torch.Tensor:
+    """A numerics statistic (core/numerics.py) as a 0-d tensor on ``x``'s device."""
+    finite = torch.isfinite(x)
+    if name == "nonfinite":
+        return (~finite).sum().to(x.dtype)
+    if x.numel() == 0:
+        return x.new_zeros(())
+    magnitude = torch.where(finite, x.abs(), torch.zeros((), dtype=x.dtype, device=x.device))
+    if name == "amax":
+        return magnitude.max()
+    if name == "dynamic_range":
+        nonzero = magnitude > 0
+        top = magnitude.max()
+        bottom = torch.where(nonzero, magnitude, torch.full_like(magnitude, torch.inf)).min()
+        spread = torch.log2(top) - torch.log2(bottom)
+        return torch.where(nonzero.any(), spread, torch.zeros_like(spread))
+    kind, _, fmt = name.partition("_")
+    limits = FORMATS[fmt]
+    if kind == "underflow":
+        hit = (magnitude > 0) & (magnitude < limits.smallest_normal)
+    else:
+        hit = magnitude > limits.largest
+    return hit.sum().to(x.dtype) / x.numel()
 
 
 class _BufferPool:
