@@ -24,6 +24,7 @@ from tensortap.rules import (
     GradientNormSpike,
     LossNotDecreasing,
     LossSpike,
+    LowPrecisionRange,
     NaNInfRootCause,
     NLPSequenceRatio,
     Overfit,
@@ -108,6 +109,13 @@ def all_zero(bad: bool):
     if not bad:
         w[0] = 1.0
     return train([{"fc.weight": w}]), {}
+
+
+def low_precision(bad: bool):
+    """fp16 gradients: 10% of them below its smallest normal (6.1e-5), or 2% (a near miss)."""
+    g = np.full(100, 1e-2, F32)
+    g[: 10 if bad else 2] = 1e-6
+    return train([{"gradient/fc.weight": g}]), {"dtype": "fp16"}
 
 
 def unchanged(bad: bool):
@@ -251,6 +259,7 @@ CASES: dict[str, tuple[type, Callable[[bool], tuple[list, dict[str, str]]], list
     "GradientNormSpike": (GradientNormSpike, grad_spike, [25]),
     "LossSpike": (LossSpike, loss_spike, [25]),
     "WeightsNotUpdating": (WeightsNotUpdating, not_updating, [1]),
+    "LowPrecisionRange": (LowPrecisionRange, low_precision, [0]),
 }
 
 

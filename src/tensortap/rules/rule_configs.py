@@ -145,6 +145,7 @@ loss_spike = _make("LossSpike")
 weights_not_updating = _make("WeightsNotUpdating")
 feature_importance_overweight = _make("FeatureImportanceOverweight")
 tree_depth = _make("TreeDepth")
+low_precision_range = _make("LowPrecisionRange")
 
 #: The rules run when none is named (``tensortap run`` without ``--rule``, the report): the
 #: built-ins that judge a deep-learning run, at their defaults. Each must be quiet on healthy

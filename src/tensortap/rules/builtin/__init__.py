@@ -12,6 +12,7 @@ from tensortap.rules.builtin.feature_importance_overweight import FeatureImporta
 from tensortap.rules.builtin.gradient_norm_spike import GradientNormSpike
 from tensortap.rules.builtin.loss_not_decreasing import LossNotDecreasing
 from tensortap.rules.builtin.loss_spike import LossSpike
+from tensortap.rules.builtin.low_precision_range import LowPrecisionRange
 from tensortap.rules.builtin.nan_inf_root_cause import NaNInfRootCause
 from tensortap.rules.builtin.nlp_sequence_ratio import NLPSequenceRatio
 from tensortap.rules.builtin.overfit import Overfit
@@ -55,6 +56,7 @@ BUILTIN_RULES: dict[str, type[Rule]] = {
         WeightsNotUpdating,
         FeatureImportanceOverweight,
         TreeDepth,
+        LowPrecisionRange,
     )
 }
 
@@ -70,6 +72,7 @@ __all__ = [
     "GradientNormSpike",
     "LossNotDecreasing",
     "LossSpike",
+    "LowPrecisionRange",
     "NLPSequenceRatio",
     "NaNInfRootCause",
     "Overfit",

@@ -1,0 +1,105 @@
+"""LowPrecisionRange: tensors whose values will not fit a low-precision format."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tensortap.core.numerics import FORMATS
+from tensortap.exceptions import InvalidConfigError
+from tensortap.rules.builtin._common import fire_nonfinite, nonfinite_names, select
+from tensortap.rules.finding import Severity
+from tensortap.rules.rule import Rule
+
+
+class LowPrecisionRange(Rule):
+    """Warns before ``dtype`` (``bf16``, ``fp16``, ``fp8_e4m3`` or ``fp8_e5m2``) overflow or
+    underflow hurts a selected tensor:
+
+    - overflow: its largest finite \\|x\\| (``amax``) is above the format's largest number
+      divided by ``headroom`` (default 2: within one binade of overflowing);
+    - underflow: more than ``underflow_share`` (default 0.05) of its values are non-zero but
+      below the format's smallest normal number (they lose precision or flush to zero).
+
+    Tensors: those of ``collection_names`` (default gradients) or matching ``tensor_regex``.
+    Uses the saved ``amax``/``underflow_<dtype>`` reductions where the hook saved them, else
+    computes them from the raw value. NaN or inf is a problem, as in every rule.
+    """
+
+    severity = Severity.WARNING
+
+    def __init__(
+        self,
+        base_trial: Any,
+        dtype: str = "bf16",
+        collection_names: list[str] | None = None,
+        tensor_regex: list[str] | None = None,
+        headroom: float = 2.0,
+        underflow_share: float = 0.05,
+    ) -> None:
+        super().__init__(base_trial)
+        if dtype not in FORMATS:
+            raise InvalidConfigError(
+                f"LowPrecisionRange: dtype must be one of {', '.join(FORMATS)}, got {dtype!r}"
+            )
+        if not headroom >= 1:
+            raise InvalidConfigError(f"LowPrecisionRange: headroom must be >= 1, got {headroom!r}")
+        if not 0 <= underflow_share <= 1:
+            raise InvalidConfigError(
+                f"LowPrecisionRange: underflow_share must be in 0..1, got {underflow_share!r}"
+            )
+        self.dtype, self.headroom, self.underflow_share = dtype, headroom, underflow_share
+        self.collection_names = collection_names or ["gradients"]
+        self.tensor_regex = tensor_regex or []
+
+    @classmethod
+    def required_collections(cls, **params: Any) -> tuple[str, ...]:
+        names = params.get("collection_names") or []
+        if isinstance(names, str):
+            names = [n.strip() for n in names.split(",") if n.strip()]
+        return tuple(names) or ("gradients",)
+
+    def invoke_at_step(self, step: int) -> bool:
+        names = select(self.base_trial, self.collection_names, self.tensor_regex, step=step)
+        if not names:
+            raise self.skip("none of the selected tensors was saved at this step")
+        bad = nonfinite_names(self.base_trial, names, step)
+        if bad:
+            return fire_nonfinite(self, bad, "tensor")
+        block = self.base_trial.step_block(step)
+        limits = FORMATS[self.dtype]
+        amax = block.reduce(names, "amax")
+        under = block.reduce(names, f"underflow_{self.dtype}")
+        ceiling = limits.largest / self.headroom
+        over = np.flatnonzero(amax > ceiling).tolist()
+        lost = np.flatnonzero(under > self.underflow_share).tolist()
+        if not over and not lost:
+            self.explain(
+                f"{len(names)} tensors fit {self.dtype}: largest |x| {amax.max():.3g} (limit "
+                f"{ceiling:.3g}), at most {under.max():.1%} below its smallest normal",
+                value=float(amax.max()),
+                threshold=ceiling,
+            )
+            return False
+        if over:
+            worst = max(over, key=lambda i: amax[i])
+            self.explain(
+                f"{names[worst]} reaches |x| {amax[worst]:.3g}, within {self.headroom:g}x of "
+                f"{self.dtype}'s largest {limits.largest:.4g}: it will overflow"
+                + (f" ({len(over) - 1} more tensors too)" if len(over) > 1 else ""),
+                tensors=[names[i] for i in over],
+                value=float(amax[worst]),
+                threshold=ceiling,
+            )
+            return True
+        worst = max(lost, key=lambda i: under[i])
+        self.explain(
+            f"{under[worst]:.1%} of {names[worst]} is below {self.dtype}'s smallest normal "
+            f"{limits.smallest_normal:.3g}: in {self.dtype} it loses precision or becomes 0"
+            + (f" ({len(lost) - 1} more tensors too)" if len(lost) > 1 else ""),
+            tensors=[names[i] for i in lost],
+            value=float(under[worst]),
+            threshold=self.underflow_share,
+        )
+        return True
