@@ -13,6 +13,7 @@ from tensortap.core.collections import Collection, CollectionKeys
 from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.save_config import SaveConfig, SaveConfigMode
 from tensortap.hook_config import HookConfig
+from tensortap.pytorch.guard import Guard, GuardEvent
 from tensortap.pytorch.hook import Hook, get_hook
 from tensortap.pytorch.naming import OPTIMIZER_VARIABLES, RELU_ACTIVATIONS
 from tensortap.trials import Trial, create_trial
@@ -23,6 +24,8 @@ __all__ = [
     "RELU_ACTIVATIONS",
     "Collection",
     "CollectionKeys",
+    "Guard",
+    "GuardEvent",
     "Hook",
     "HookConfig",
     "ReductionConfig",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -199,26 +198,3 @@ def unit_activity(values: np.ndarray, active: np.ndarray) -> np.ndarray:
         return np.asarray([100.0 * float(active.mean())]) if active.size else np.zeros(0)
     axes = (0,) if active.ndim == 2 else (0, *range(2, active.ndim))
     return np.asarray(100.0 * active.mean(axis=axes), dtype=np.float64)
-
-
-class RobustBaseline:
-    """The median and MAD of the last ``window`` values: a baseline that outliers do not move."""
-
-    def __init__(self, window: int) -> None:
-        self.values: deque[float] = deque(maxlen=window)
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-    def add(self, value: float) -> None:
-        if np.isfinite(value):
-            self.values.append(value)
-
-    def score(self, value: float) -> tuple[float, float, float]:
-        """(median, scale, z): how many robust standard deviations ``value`` is above."""
-        data = np.fromiter(self.values, dtype=float)
-        median = float(np.median(data))
-        mad = float(np.median(np.abs(data - median)))
-        scale = max(1.4826 * mad, 1e-12 * abs(median), np.finfo(float).tiny)
-        z = (value - median) / scale if np.isfinite(value) else float("inf")
-        return median, scale, z

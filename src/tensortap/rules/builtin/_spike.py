@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensortap.rules.builtin._common import RobustBaseline
+from tensortap.core.baseline import RobustBaseline
 from tensortap.rules.rule import Rule
 
 
