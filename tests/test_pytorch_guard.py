@@ -120,6 +120,8 @@ def test_bad_settings_are_refused() -> None:
         ttp.Guard(optimizer, window=0)
     with pytest.raises(InvalidConfigError, match="needs the model"):
         ttp.Guard(optimizer, flight_recorder="x")
+    with pytest.raises(InvalidConfigError, match="names must be a regex"):
+        ttp.Guard(optimizer, model, names="(")
 
 
 def _rank(rank: int, port: int, out: str) -> None:

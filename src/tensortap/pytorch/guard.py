@@ -108,7 +108,10 @@ class Guard:
         self.spike_z, self.spike_ratio, self.warmup = spike_z, spike_ratio, warmup
         self.params = [p for group in optimizer.param_groups for p in group["params"]]
         self._names = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
-        self._keep_name = re.compile(names).search if names else (lambda _n: True)
+        try:
+            self._keep_name = re.compile(names).search if names else (lambda _n: True)
+        except re.error as exc:
+            raise InvalidConfigError(f"Guard names must be a regex, got {names!r}: {exc}") from None
         self.flight_recorder = None if flight_recorder is None else os.fspath(flight_recorder)
         self._ring: deque[_Snapshot] = deque(maxlen=keep)
         self._losses, self._norms = RobustBaseline(window), RobustBaseline(window)
@@ -137,7 +140,7 @@ class Guard:
         grads = [p.grad for p in self.params if p.grad is not None]
         device = grads[0].device if grads else torch.device("cpu")
         norm = (
-            torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)).float())
+            torch.linalg.vector_norm(torch.stack([n.float() for n in torch._foreach_norm(grads)]))
             if grads
             else torch.zeros((), device=device)
         )
