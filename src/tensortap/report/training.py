@@ -158,7 +158,7 @@ class TrainingReport:
             return "<p>No gradients or ReLU activations saved (gradients, relu_activations).</p>"
         with np.errstate(divide="ignore", invalid="ignore"):
             logs = np.log10(data["gradient_norms"])  # an exact zero stays: -inf, drawn black
-        logs[np.isnan(logs) | (logs == np.inf)] = math.nan
+        logs[logs == np.inf] = math.nan
         panels = (
             (
                 logs,

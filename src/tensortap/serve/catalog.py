@@ -14,12 +14,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tensortap.core.modes import ModeKeys
 from tensortap.exceptions import InvalidConfigError
 from tensortap.format.layout import TRIAL_MARKER
 from tensortap.jobs.record import JOB_FILE, JobRecord
+from tensortap.trials.trial import Trial
 
 RESCAN_SECS = 1.0  # how stale the list of runs may be
 MAX_LISTED = 100_000  # keys listed under one s3:// prefix, at most
+
+
+@dataclass
+class RunCache:
+    """What the dashboard keeps of a run between requests (filled by :mod:`serve.data`)."""
+
+    trial: Trial | None = None
+    refreshed: float = 0.0  # when the trial was last refreshed (monotonic seconds)
+    curves: dict[tuple[str, ModeKeys], Any] = field(default_factory=dict)  # data._Curve each
+    events: list[dict[str, Any]] = field(default_factory=list)
+    events_offset: int = 0
+    health: dict[int, tuple[list[Any], list[Any]]] = field(default_factory=dict)  # per step
+    warmed: bool = False  # its curves were read ahead
 
 
 @dataclass
@@ -31,7 +46,7 @@ class Run:
     location: str  # the trial's location
     job: JobRecord | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    cache: dict[str, Any] = field(default_factory=dict, repr=False)  # owned by serve.data
+    cache: RunCache = field(default_factory=RunCache, repr=False)
 
 
 def run_id(location: str) -> str:
@@ -130,4 +145,4 @@ class Catalog:
         self._scanned = time.monotonic()
 
 
-__all__ = ["Catalog", "Run", "run_id"]
+__all__ = ["Catalog", "Run", "RunCache", "run_id"]

@@ -32,15 +32,13 @@ TRIAL_REFRESH_SECS = 0.5
 
 def trial_of(run: Run) -> Trial:
     """The run's trial, opened once and refreshed at most every half second."""
-    trial: Trial | None = run.cache.get("trial")
-    now = time.monotonic()
-    if trial is None:
-        trial = run.cache["trial"] = create_trial(run.location)
-        run.cache["refreshed"] = now
-    elif now - run.cache.get("refreshed", 0.0) >= TRIAL_REFRESH_SECS:
-        trial.refresh()
-        run.cache["refreshed"] = now
-    return trial
+    cache, now = run.cache, time.monotonic()
+    if cache.trial is None:
+        cache.trial, cache.refreshed = create_trial(run.location), now
+    elif now - cache.refreshed >= TRIAL_REFRESH_SECS:
+        cache.trial.refresh()
+        cache.refreshed = now
+    return cache.trial
 
 
 def _names(trial: Trial, collection: str) -> list[str]:
@@ -114,7 +112,7 @@ def curves(run: Run, x0: float | None = None, x1: float | None = None) -> dict[s
     """Every loss and metric per mode (TRAIN and EVAL separate series over global steps), and
     the findings to mark on them."""
     trial = trial_of(run)
-    cached: dict[tuple[str, ModeKeys], _Curve] = run.cache.setdefault("curves", {})
+    cached: dict[tuple[str, ModeKeys], _Curve] = run.cache.curves
     out = []
     drawn: set[str] = set()
     for collection in CURVE_COLLECTIONS:
@@ -169,16 +167,18 @@ def findings(run: Run) -> list[dict[str, Any]]:
 def _events(run: Run) -> list[dict[str, Any]]:
     """The job's events so far (read on from where the last call stopped)."""
     assert run.job is not None
-    events: list[dict[str, Any]] = run.cache.setdefault("events", [])
-    new, run.cache["events_offset"] = run.job.events(run.cache.get("events_offset", 0))
-    events.extend(new)
-    return events
+    new, run.cache.events_offset = run.job.events(run.cache.events_offset)
+    run.cache.events.extend(new)
+    return run.cache.events
 
 
-def rules(run: Run) -> list[dict[str, Any]]:
+def rules(run: Run, summary: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Each rule's latest status from the job's summary (read here unless given), gravest
+    first; none for a bare trial."""
     if run.job is None:
         return []
-    summary = run.job.summary() or {}
+    if summary is None:
+        summary = run.job.summary() or {}
     return [
         {**r, "name": r.get("RuleConfigurationName"), "status": r.get("RuleEvaluationStatus")}
         for r in by_gravity(summary.get("rules", []))
@@ -210,7 +210,7 @@ def overview(run: Run) -> dict[str, Any]:
         problems = trial.problems()
     except TensortapError as exc:
         problems = [str(exc)]
-    found = rules(run)
+    found = rules(run, summary)  # the summary read once for status and rules
     return {
         "id": run.id,
         "name": run.name,
@@ -223,7 +223,6 @@ def overview(run: Run) -> dict[str, Any]:
             {k: r.get(k) for k in ("name", "status", "severity", "gravest_step", "evaluated")}
             for r in found
         ],
-        "issues": sum(r.get("status") == "IssuesFound" for r in found),
         "problems_found": sum(r.get("severity") == "problem" for r in found),
         "problems": problems,
     }
@@ -272,9 +271,7 @@ def health(run: Run) -> dict[str, Any]:
     if len(steps) > HEAT_STEPS:
         picks = np.unique(np.linspace(0, len(steps) - 1, HEAT_STEPS).round().astype(int))
         steps = [steps[i] for i in picks]
-    rows: dict[int, tuple[list[float | str | None], list[float | None]]] = run.cache.setdefault(
-        "health", {}
-    )
+    rows = run.cache.health
     for step in steps:
         if step in rows and step != steps[-1]:
             continue

@@ -39,14 +39,14 @@ def _warm(catalog: Catalog, stop: threading.Event) -> None:
         for run in catalog.runs():
             if stop.is_set():
                 return
-            if run.cache.get("warmed"):
+            if run.cache.warmed:
                 continue
             with run.lock:
                 try:
                     data.curves(run)
                 except Exception:  # a run that cannot be read now: its page will say why
                     log.debug("could not read %s ahead", run.location, exc_info=True)
-                run.cache["warmed"] = True
+                run.cache.warmed = True
         stop.wait(RESCAN_SECS)
 
 

@@ -171,8 +171,7 @@ class Tensor:
             if worker is not None:
                 entry = entries.get(worker)
             else:  # the first worker's, as value() picks it
-                entry = entries[min(entries, key=natural_key)] if len(entries) > 1 else None
-                entry = entry or next(iter(entries.values()), None)
+                entry = entries[min(entries, key=natural_key)] if entries else None
             if entry is not None and entry.raw is not None:
                 found[step] = entry.raw
         self.trial.values_read += len(found)

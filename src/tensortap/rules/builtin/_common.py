@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -198,3 +198,12 @@ def unit_activity(values: np.ndarray, active: np.ndarray) -> np.ndarray:
         return np.asarray([100.0 * float(active.mean())]) if active.size else np.zeros(0)
     axes = (0,) if active.ndim == 2 else (0, *range(2, active.ndim))
     return np.asarray(100.0 * active.mean(axis=axes), dtype=np.float64)
+
+
+def collection_names_param(params: Mapping[str, Any]) -> list[str]:
+    """The ``collection_names`` parameter as given to ``required_collections``: a list, or
+    a comma-separated string (the job's spelling)."""
+    names = params.get("collection_names") or []
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    return list(names)

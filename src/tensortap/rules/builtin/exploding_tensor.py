@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tensortap.rules.builtin._common import select
+from tensortap.rules.builtin._common import collection_names_param, select
 from tensortap.rules.rule import Rule
 
 if TYPE_CHECKING:
@@ -36,10 +36,7 @@ class ExplodingTensor(Rule):
 
     @classmethod
     def required_collections(cls, **params: Any) -> tuple[str, ...]:
-        names = params.get("collection_names") or []
-        if isinstance(names, str):
-            names = [n.strip() for n in names.split(",") if n.strip()]
-        return tuple(names) or ("weights", "gradients", "losses")
+        return tuple(collection_names_param(params)) or ("weights", "gradients", "losses")
 
     def _names(self, step: int) -> list[str]:
         return select(self.base_trial, self.collection_names, self.tensor_regex, step=step)

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import nonfinite_explanation, select
+from tensortap.rules.builtin._common import collection_names_param, nonfinite_explanation, select
 from tensortap.rules.builtin._series import LossSeries, Observation, progress
 from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
@@ -69,9 +69,7 @@ class LossNotDecreasing(Rule):
 
     @classmethod
     def required_collections(cls, **params: Any) -> tuple[str, ...]:
-        names = params.get("collection_names") or []
-        if isinstance(names, str):
-            names = [n.strip() for n in names.split(",") if n.strip()]
+        names = collection_names_param(params)
         use = str(params.get("use_losses_collection", True)).lower() not in ("false", "0")
         return tuple(dict.fromkeys([*(["losses"] if use else []), *names]))
 

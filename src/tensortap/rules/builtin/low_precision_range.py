@@ -8,7 +8,12 @@ import numpy as np
 
 from tensortap.core.numerics import FORMATS
 from tensortap.exceptions import InvalidConfigError
-from tensortap.rules.builtin._common import fire_nonfinite, nonfinite_names, select
+from tensortap.rules.builtin._common import (
+    collection_names_param,
+    fire_nonfinite,
+    nonfinite_names,
+    select,
+)
 from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
 
@@ -55,10 +60,7 @@ class LowPrecisionRange(Rule):
 
     @classmethod
     def required_collections(cls, **params: Any) -> tuple[str, ...]:
-        names = params.get("collection_names") or []
-        if isinstance(names, str):
-            names = [n.strip() for n in names.split(",") if n.strip()]
-        return tuple(names) or ("gradients",)
+        return tuple(collection_names_param(params)) or ("gradients",)
 
     def invoke_at_step(self, step: int) -> bool:
         names = select(self.base_trial, self.collection_names, self.tensor_regex, step=step)
@@ -82,24 +84,24 @@ class LowPrecisionRange(Rule):
                 threshold=ceiling,
             )
             return False
+        # overflow first: it turns values into inf; underflow only loses precision
+        values, hits, limit = (amax, over, ceiling) if over else (under, lost, self.underflow_share)
+        worst = max(hits, key=lambda i: values[i])
         if over:
-            worst = max(over, key=lambda i: amax[i])
-            self.explain(
+            what = (
                 f"{names[worst]} reaches |x| {amax[worst]:.3g}, within {self.headroom:g}x of "
                 f"{self.dtype}'s largest {limits.largest:.4g}: it will overflow"
-                + (f" ({len(over) - 1} more tensors too)" if len(over) > 1 else ""),
-                tensors=[names[i] for i in over],
-                value=float(amax[worst]),
-                threshold=ceiling,
             )
-            return True
-        worst = max(lost, key=lambda i: under[i])
+        else:
+            what = (
+                f"{under[worst]:.1%} of {names[worst]} is below {self.dtype}'s smallest normal "
+                f"{limits.smallest_normal:.3g}: in {self.dtype} it loses precision or becomes 0"
+            )
+        more = f" ({len(hits) - 1} more tensors too)" if len(hits) > 1 else ""
         self.explain(
-            f"{under[worst]:.1%} of {names[worst]} is below {self.dtype}'s smallest normal "
-            f"{limits.smallest_normal:.3g}: in {self.dtype} it loses precision or becomes 0"
-            + (f" ({len(lost) - 1} more tensors too)" if len(lost) > 1 else ""),
-            tensors=[names[i] for i in lost],
-            value=float(under[worst]),
-            threshold=self.underflow_share,
+            what + more,
+            tensors=[names[i] for i in hits],
+            value=float(values[worst]),
+            threshold=limit,
         )
         return True

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import has_raw, select, step_mode
+from tensortap.rules.builtin._common import collection_names_param, has_raw, select, step_mode
 from tensortap.rules.rule import Rule
 
 
@@ -44,10 +44,7 @@ class UnchangedTensor(Rule):
 
     @classmethod
     def required_collections(cls, **params: Any) -> tuple[str, ...]:
-        names = params.get("collection_names") or []
-        if isinstance(names, str):
-            names = [n.strip() for n in names.split(",") if n.strip()]
-        return tuple(names) or cls.collections_needed
+        return tuple(collection_names_param(params)) or cls.collections_needed
 
     def _window(self, steps: list[int], step: int, mode: ModeKeys) -> list[int]:
         """The last ``num_steps`` saved global steps of ``mode`` up to ``step``, oldest first."""
