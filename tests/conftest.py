@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import sys
 import urllib.error
 import urllib.request
@@ -37,6 +38,13 @@ def helper_env() -> dict[str, str]:
     return env
 
 
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a torch.distributed rendezvous)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def helper_cmd(name: str, *args: object) -> list[str]:
     return [sys.executable, str(HELPERS / name), *map(str, args)]
 
@@ -45,7 +53,6 @@ def helper_cmd(name: str, *args: object) -> list[str]:
 def moto_server(**env: str) -> Iterator[str]:
     """A real S3-compatible server (moto's standalone HTTP server) on 127.0.0.1, started with
     ``env`` added to its environment; yields its endpoint URL and stops it afterwards."""
-    import socket
     import subprocess
     import time
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -10,14 +9,9 @@ from pathlib import Path
 import numpy as np
 
 import tensortap.pytorch as tt
+from conftest import free_port
 
 HELPERS = Path(__file__).parent / "helpers"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_two_ddp_ranks_write_one_trial(tmp_path: Path, helper_env) -> None:

@@ -21,7 +21,12 @@ from tensortap.core.dtypes import dtype_info
 from tensortap.core.numerics import FORMATS, NUMERICS_REDUCTIONS
 from tensortap.core.recorder import SavePlan
 from tensortap.core.records import Record, RecordKind
-from tensortap.exceptions import InvalidTensorError
+from tensortap.exceptions import InvalidTensorError, TensortapError
+from tensortap.pytorch.sharded import ShardedStatistics, dtensor_kind, full_tensor, local_part
+
+
+class ShardMismatchError(TensortapError):
+    """Ranks did not save the same sharded tensors in a step, so their shards cannot combine."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,9 +230,15 @@ class TorchConverter:
         self._pending: dict[torch.device, list[tuple[Record, torch.Tensor]]] = {}
         self._copy_devices: set[torch.device] = set()
         self._pool = _BufferPool()
+        self._sharded = ShardedStatistics()
 
     def records(self, name: str, tensor: torch.Tensor, plan: SavePlan) -> list[Record]:
         t = tensor.detach()
+        kind = dtensor_kind(t)
+        if kind == "sharded":
+            return self._sharded_records(name, t, plan)
+        if kind:
+            t = local_part(t) if kind == "replicated" else full_tensor(t)
         if t.layout != torch.strided:
             t = t.to_dense()
         spec = _spec(t, name)
@@ -239,6 +250,32 @@ class TorchConverter:
             out.append(Record(name, RecordKind.TENSOR, spec.stored, shape, array))
         if plan.reductions:
             out.extend(self._reductions(name, t, host, spec, shape, plan))
+        if plan.shape:
+            out.append(Record(name, RecordKind.SHAPE, spec.stored, shape))
+        return out
+
+    def _sharded_records(self, name: str, t: torch.Tensor, plan: SavePlan) -> list[Record]:
+        """A DTensor sharded across ranks: raw values gathered, statistics of the whole tensor
+        combined across ranks when the step ends (see ``tensortap.pytorch.sharded``)."""
+        if plan.reductions and t.numel():
+            self._sharded.arm()  # before anything that can fail: every rank must exchange
+        spec = _spec(t, name)
+        shape = tuple(t.shape)
+        out: list[Record] = []
+        if plan.raw:
+            _, array = self._host_copy(full_tensor(t), spec)
+            out.append(Record(name, RecordKind.TENSOR, spec.stored, shape, array))
+        if plan.reductions:
+            stats = [
+                Record(name, RecordKind.REDUCTION, spec.stored, shape, None, red, on_abs, _NAN)
+                for red, on_abs in plan.reductions
+            ]
+            if t.numel():
+                self._sharded.add(_as_reducible(local_part(t)), t, stats)
+            else:
+                for rec in stats:
+                    rec.value = _EMPTY.get(rec.reduction, _NAN)
+            out.extend(stats)
         if plan.shape:
             out.append(Record(name, RecordKind.SHAPE, spec.stored, shape))
         return out
@@ -295,17 +332,27 @@ class TorchConverter:
         return out
 
     def resolve(self) -> None:
-        """Bring this step's device values to the host (one transfer per device)."""
-        for device in self._copy_devices:
-            torch.cuda.current_stream(device).synchronize()
-        self._copy_devices.clear()
-        pending, self._pending = self._pending, {}
-        for device, items in pending.items():
-            wide = torch.float64 if device.type == "cuda" else torch.float32
-            values = torch.stack([v.to(wide) for _, v in items]).cpu().tolist()
-            for (rec, _), value in zip(items, values, strict=True):
-                rec.value = float(value)
+        """Bring this step's device values to the host (one transfer per device), and combine
+        the statistics of sharded tensors across ranks (collective when any were saved)."""
+        try:
+            for device in self._copy_devices:
+                torch.cuda.current_stream(device).synchronize()
+            self._copy_devices.clear()
+            pending, self._pending = self._pending, {}
+            for device, items in pending.items():
+                wide = torch.float64 if device.type == "cuda" else torch.float32
+                values = torch.stack([v.to(wide) for _, v in items]).cpu().tolist()
+                for (rec, _), value in zip(items, values, strict=True):
+                    rec.value = float(value)
+        finally:
+            mismatched = self._sharded.exchange()  # even after a failure: the ranks wait on it
+        if mismatched:
+            raise ShardMismatchError(
+                f"ranks saved different sharded statistics this step (for {mismatched[:5]}); "
+                "their values are NaN. Give every rank the same hook configuration"
+            )
 
     def discard(self) -> None:
         self._pending.clear()
         self._copy_devices.clear()
+        self._sharded.exchange()  # the other ranks take part in it: never leave them waiting

@@ -36,12 +36,10 @@ from tensortap.pytorch.naming import (
     RELU_ACTIVATIONS,
     ModuleNames,
     flatten_tensors,
-    module_names,
-    parameter_collections,
-    parameter_names,
     unwrap,
 )
 from tensortap.pytorch.optimizer import optimizer_tensors
+from tensortap.pytorch.registry import Registry
 from tensortap.storage import Store
 from tensortap.writer import WriterOptions
 
@@ -116,10 +114,8 @@ class Hook(BaseHook):
             self._tracker.stop_automatic()
         self._backward_reached = False
         self._models: list[nn.Module] = []  # as registered (wrappers included)
-        self._names: weakref.WeakKeyDictionary[nn.Module, ModuleNames] = weakref.WeakKeyDictionary()
-        self._prefixes: set[str] = set()
-        self._params: list[tuple[str, nn.Parameter, tuple[str, ...]]] = []
-        self._param_names: dict[int, str] = {}
+        self._registry = Registry()
+        self._names = self._registry.names
         self._optimizers: list[tuple[str, torch.optim.Optimizer]] = []
         self._optimizer_owned: weakref.WeakKeyDictionary[torch.optim.Optimizer, bool] = (
             weakref.WeakKeyDictionary()
@@ -146,18 +142,7 @@ class Hook(BaseHook):
             )
         if any(m is module for m in self._models):
             return
-        core = unwrap(module)
-        if core in self._names and not self._names[core].loss:
-            raise InvalidConfigError(
-                f"{type(core).__name__} is already watched as part of a registered model; "
-                "register each top-level model once"
-            )
-        prefix = self._prefix_for(core, name)
-        self._names.update(module_names(core, prefix))
-        for pname, param in parameter_names(core, prefix):
-            if id(param) not in self._param_names:
-                self._param_names[id(param)] = pname
-                self._params.append((pname, param, parameter_collections(pname)))
+        self._registry.add_model(unwrap(module), name)
         module.register_forward_pre_hook(self._on_model_forward)
         module.register_forward_hook(self._on_model_output)
         self._models.append(module)
@@ -167,27 +152,6 @@ class Hook(BaseHook):
         """smdebug's name for :meth:`register_module`."""
         self.register_module(module)
 
-    def _prefix_for(self, core: nn.Module, name: str | None) -> str:
-        if name is not None:
-            if not isinstance(name, str) or not name or name in self._prefixes:
-                raise InvalidConfigError(
-                    f"name must be a new non-empty string, got {name!r} (used: {self._prefixes})"
-                )
-            prefix = name
-        elif not self._models:
-            prefix = ""
-        else:
-            prefix = self._unused(type(core).__name__)
-        self._prefixes.add(prefix)
-        return prefix
-
-    def _unused(self, base: str) -> str:
-        """``base``, or ``base_1``, ``base_2``, ... if taken by another model or loss."""
-        name, n = base, 1
-        while name in self._prefixes:
-            name, n = f"{base}_{n}", n + 1
-        return name
-
     def register_loss(self, loss_module: nn.Module) -> None:
         """Save the output of a loss module in ``losses`` (``<LossClass>_output_0``)."""
         if not isinstance(loss_module, nn.Module):
@@ -195,12 +159,8 @@ class Hook(BaseHook):
                 f"register_loss expects a torch.nn.Module loss (e.g. nn.CrossEntropyLoss()), got "
                 f"{type(loss_module).__name__}; for a functional loss call hook.record_loss(loss)"
             )
-        if loss_module in self._names:
-            return
-        path = self._unused(type(loss_module).__name__)
-        self._prefixes.add(path)
-        self._names[loss_module] = ModuleNames(path, None, True)
-        loss_module.register_forward_hook(self._on_loss_forward)
+        if self._registry.add_loss(loss_module):
+            loss_module.register_forward_hook(self._on_loss_forward)
 
     def register_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
         """Save the optimizer's hyperparameters and state in ``optimizer_variables``; its
@@ -311,7 +271,7 @@ class Hook(BaseHook):
             self._tracker.reset()
         recorder.touch()
         if recorder.mode == ModeKeys.TRAIN:
-            self._initial.before_update(self._params, self._save_contained)
+            self._initial.before_update(self._registry.params, self._save_contained)
         self._tracker.on_forward()
         if self._recorder.is_anything_due():
             if not self._activation_handles:
@@ -344,6 +304,8 @@ class Hook(BaseHook):
         self._after_update(Update.BACKWARD)
         if not self._recorder.is_anything_due():
             return
+        if self._registry.refresh():  # after backward: FSDP2 has resharded every parameter
+            self._optimizer_owned = weakref.WeakKeyDictionary()
         if not self._loss_seen and tensor.numel() == 1:
             inverse = inverse_scale(self._scaler)  # the loss of scaler.scale(loss).backward()
             loss = tensor if inverse is None else tensor.detach() * inverse.to(tensor.device)
@@ -370,7 +332,7 @@ class Hook(BaseHook):
     def _owns(self, optimizer: torch.optim.Optimizer) -> bool:
         owned = self._optimizer_owned.get(optimizer)
         if owned is None:
-            ids = self._param_names
+            ids = self._registry.param_names
             owned = any(id(p) in ids for g in optimizer.param_groups for p in g["params"])
             self._optimizer_owned[optimizer] = owned
             if owned:
@@ -433,16 +395,18 @@ class Hook(BaseHook):
 
     def _save_gradients(self, unscale: bool) -> None:
         inverse = inverse_scale(self._scaler) if unscale else None
-        save_gradients(self._recorder, self._converter, self._params, inverse, self._contain)
+        params = self._registry.params
+        save_gradients(self._recorder, self._converter, params, inverse, self._contain)
 
     def _on_step_end(self) -> None:
         """Before a step is handed on: weights after the update, optimizer state, device values."""
         try:
             if self._recorder.is_anything_due():
-                for name, param, colls in self._params:
+                for name, param, colls in self._registry.params:
                     self._save_contained(name, param, colls)
+                names = self._registry.param_names
                 for prefix, optimizer in self._optimizers:
-                    for name, value in optimizer_tensors(prefix, optimizer, self._param_names):
+                    for name, value in optimizer_tensors(prefix, optimizer, names):
                         self._save_contained(name, value, OPTIMIZER_COLLECTIONS)
             self._converter.resolve()
         except Exception as exc:

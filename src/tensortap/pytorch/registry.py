@@ -1,0 +1,102 @@
+"""What the PyTorch hook watches: registered models and losses, their names, their parameters.
+
+Parameters are looked up again when a wrapper replaced them after registration:
+``fully_shard`` (FSDP2) swaps each parameter for a new ``nn.Parameter`` holding a DTensor, so a
+model registered before it was sharded would otherwise keep pointing at the old tensors. FSDP2
+also swaps a sharded parameter for an unsharded one between its unshard and reshard (during
+forward and backward); those transient tensors are never taken for the sharded ones.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from torch import nn
+
+from tensortap.exceptions import InvalidConfigError
+from tensortap.pytorch.naming import (
+    ModuleNames,
+    module_names,
+    parameter_collections,
+    parameter_names,
+)
+from tensortap.pytorch.sharded import dtensor_kind
+
+Param = tuple[str, nn.Parameter, tuple[str, ...]]
+
+
+def _unsharded(now: nn.Parameter | None, before: nn.Parameter | None) -> bool:
+    """True when FSDP2 has swapped a sharded parameter for its transient unsharded form."""
+    return bool(dtensor_kind(before)) if before is not None and now is not None else False
+
+
+class Registry:
+    """Names of watched modules and the ``(name, parameter, collections)`` of their parameters."""
+
+    def __init__(self) -> None:
+        self.names: weakref.WeakKeyDictionary[nn.Module, ModuleNames] = weakref.WeakKeyDictionary()
+        self.params: list[Param] = []
+        self.param_names: dict[int, str] = {}  # id(parameter) -> name
+        self._prefixes: set[str] = set()
+        self._models: list[tuple[nn.Module, str]] = []  # (unwrapped model, prefix)
+        self._firsts: list[nn.Parameter | None] = []
+
+    def add_model(self, core: nn.Module, name: str | None) -> None:
+        """Name ``core`` (an unwrapped model) and its submodules and parameters."""
+        if core in self.names and not self.names[core].loss:
+            raise InvalidConfigError(
+                f"{type(core).__name__} is already watched as part of a registered model; "
+                "register each top-level model once"
+            )
+        prefix = self._prefix_for(core, name)
+        self.names.update(module_names(core, prefix))
+        self._models.append((core, prefix))
+        self._firsts.append(None)
+        self.refresh(force=True)
+
+    def add_loss(self, module: nn.Module) -> bool:
+        """Name a loss module; False when it is already known."""
+        if module in self.names:
+            return False
+        path = self._unused(type(module).__name__)
+        self._prefixes.add(path)
+        self.names[module] = ModuleNames(path, None, True)
+        return True
+
+    def refresh(self, force: bool = False) -> bool:
+        """Look the parameters up again if a model's parameters were replaced; True if so."""
+        firsts = [next(iter(core.parameters()), None) for core, _ in self._models]
+        if not force:
+            if all(a is b for a, b in zip(firsts, self._firsts, strict=True)):
+                return False
+            if any(_unsharded(a, b) for a, b in zip(firsts, self._firsts, strict=True)):
+                return False  # FSDP2 is between unshard and reshard: keep the sharded ones
+        self._firsts = firsts
+        self.params, self.param_names = [], {}
+        for core, prefix in self._models:
+            for pname, param in parameter_names(core, prefix):
+                if id(param) not in self.param_names:
+                    self.param_names[id(param)] = pname
+                    self.params.append((pname, param, parameter_collections(pname)))
+        return True
+
+    def _prefix_for(self, core: nn.Module, name: str | None) -> str:
+        if name is not None:
+            if not isinstance(name, str) or not name or name in self._prefixes:
+                raise InvalidConfigError(
+                    f"name must be a new non-empty string, got {name!r} (used: {self._prefixes})"
+                )
+            prefix = name
+        elif not self._models:
+            prefix = ""
+        else:
+            prefix = self._unused(type(core).__name__)
+        self._prefixes.add(prefix)
+        return prefix
+
+    def _unused(self, base: str) -> str:
+        """``base``, or ``base_1``, ``base_2``, ... if taken by another model or loss."""
+        name, n = base, 1
+        while name in self._prefixes:
+            name, n = f"{base}_{n}", n + 1
+        return name
