@@ -7,6 +7,10 @@ as a ratio to training without the hook, and for "every tensor every step" also 
 same training step plus copying the same number of bytes and writing them to this disk.
 
     .venv/bin/python bench/bench_pytorch.py [--rounds 5] [--steps 30] [--model mlp|cnn|both]
+        [--compile]
+
+With ``--compile`` every model is ``torch.compile``d (inductor) and the hook is given the compiled
+module; the graph breaks Dynamo counted are reported with the ratios.
 """
 
 from __future__ import annotations
@@ -84,10 +88,13 @@ COPY_ONLY = "copy the same bytes only"
 class Runner:
     """One model, one optimizer, optionally one hook: runs timed training steps."""
 
-    def __init__(self, model_name: str, config: dict[str, Any] | None, out: Path) -> None:
+    def __init__(
+        self, model_name: str, config: dict[str, Any] | None, out: Path, compiled: bool = False
+    ) -> None:
         factory, shape = MODELS[model_name]
         torch.manual_seed(0)
         self.model = factory()
+        self.runner: nn.Module = torch.compile(self.model) if compiled else self.model
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01)
         self.x = torch.randn(shape)
         self.y = torch.randint(0, 10, (shape[0],))
@@ -98,11 +105,11 @@ class Runner:
         self.sink: Any = None
         if config is not None:
             self.hook = tt.Hook(out, **config)
-            self.hook.register_module(self.model)
+            self.hook.register_module(self.runner)
 
     def step(self) -> None:
         self.opt.zero_grad()
-        F.cross_entropy(self.model(self.x), self.y).backward()
+        F.cross_entropy(self.runner(self.x), self.y).backward()
         self.opt.step()
         if self.copy_bytes:
             self._copy_and_write()
@@ -174,21 +181,27 @@ GROUPS = (
 )
 
 
-def bench(model_name: str, rounds: int, steps: int, root: Path) -> dict[str, Any]:
+def bench(
+    model_name: str, rounds: int, steps: int, root: Path, compiled: bool = False
+) -> dict[str, Any]:
     """Per group, configurations take turns one step at a time (noise hits them alike)."""
+    groups = GROUPS[:1] if compiled else GROUPS
+    wanted = {name for group in groups for name in group}
     runners = {
-        name: Runner(model_name, config, root / f"{model_name}-{i}")
+        name: Runner(model_name, config, root / f"{model_name}-{i}", compiled)
         for i, (name, config) in enumerate(CONFIGS.items())
+        if name in wanted
     }
-    for runner in runners.values():  # warm up; also tells the floor how many bytes to copy
+    for runner in runners.values():  # warm up (and compile); tells the floor what to copy
         runner.round(3)
-    per_step = runners["every tensor every step"].written(3)[0]
-    runners[FLOOR] = Runner(model_name, None, root / f"{model_name}-floor")
-    runners[FLOOR].enable_floor(int(per_step), write=True)
-    runners[COPY_ONLY] = Runner(model_name, None, root / f"{model_name}-copy")
-    runners[COPY_ONLY].enable_floor(int(per_step), write=False)
+    if not compiled:
+        per_step = runners["every tensor every step"].written(3)[0]
+        runners[FLOOR] = Runner(model_name, None, root / f"{model_name}-floor")
+        runners[FLOOR].enable_floor(int(per_step), write=True)
+        runners[COPY_ONLY] = Runner(model_name, None, root / f"{model_name}-copy")
+        runners[COPY_ONLY].enable_floor(int(per_step), write=False)
     medians: dict[tuple[int, str], float] = {}
-    for g, group in enumerate(GROUPS):
+    for g, group in enumerate(groups):
         times: dict[str, list[float]] = {name: [] for name in group}
         for _ in range(rounds):
             for _ in range(steps):
@@ -203,7 +216,7 @@ def bench(model_name: str, rounds: int, steps: int, root: Path) -> dict[str, Any
         "params": sum(p.numel() for p in runners["no hook"].model.parameters()),
         "rows": [],
     }
-    for g, group in enumerate(GROUPS):
+    for g, group in enumerate(groups):
         base = medians[(g, "no hook")]
         for name in group:
             if g == 1 and name == "no hook":
@@ -255,6 +268,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--model", choices=["mlp", "cnn", "both"], default="both")
+    parser.add_argument("--compile", action="store_true", help="torch.compile every model")
     args = parser.parse_args()
     torch.set_num_threads(1)
     machine = f"{platform.machine()} {platform.processor() or ''}".strip()
@@ -265,12 +279,17 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="tensortap-bench-", dir=os.environ.get("BENCH_DIR")))
     try:
         for model_name in ["mlp", "cnn"] if args.model == "both" else [args.model]:
-            result = bench(model_name, args.rounds, args.steps, root)
-            print(f"\n## {model_name} ({result['params'] / 1e6:.2f}M parameters, batch 64)")
+            result = bench(model_name, args.rounds, args.steps, root, args.compile)
+            how = ", torch.compile (inductor)" if args.compile else ""
+            print(f"\n## {model_name} ({result['params'] / 1e6:.2f}M parameters, batch 64{how})")
             print("| configuration | median step | ratio | bytes/step | files/step |")
             print("|---|---|---|---|---|")
             for name, ms, ratio, nbytes, files in result["rows"]:
                 print(f"| {name} | {ms:.2f} ms | {ratio} | {nbytes / 1e6:.2f} MB | {files:.2f} |")
+        if args.compile:
+            from torch._dynamo.utils import counters
+
+            print(f"\ngraph breaks counted by Dynamo: {sum(counters['graph_break'].values())}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -41,6 +41,20 @@ def attach(config: Path, *script_args, env=None) -> subprocess.CompletedProcess[
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
 
 
+def test_unmodified_script_with_a_compiled_model_is_hooked(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = attach(write_config(tmp_path / "hook.json", out), 4, "functional", 1, "compile")
+    assert result.returncode == 0, result.stderr
+    printed = [float(line.split()[-1]) for line in result.stdout.splitlines()]
+    trial = tt.create_trial(out)
+    assert trial.steps(mode=tt.modes.TRAIN) == list(range(4))
+    loss = trial.tensor("loss")
+    np.testing.assert_allclose(
+        [loss.value(s, mode=tt.modes.TRAIN) for s in range(4)], printed, rtol=1e-5
+    )
+    assert "gradient/fc1.weight" in trial.tensor_names(collection="gradients")
+
+
 @pytest.mark.parametrize("loss_kind", ["functional", "module"])
 def test_unmodified_script_is_hooked(tmp_path: Path, loss_kind: str) -> None:
     out = tmp_path / "run"

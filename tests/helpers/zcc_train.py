@@ -1,6 +1,6 @@
 """A training script that knows nothing of tensortap (run by the zero-code-change tests).
 
-Usage: zcc_train.py STEPS {functional,module} ACCUMULATE
+Usage: zcc_train.py STEPS {functional,module} ACCUMULATE [compile]
 Prints one line per optimizer step: "step <i> loss <value>".
 """
 
@@ -17,6 +17,7 @@ from torch_models import Net, batches, make
 def main() -> None:
     steps, loss_kind, accumulate = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     model = make(Net)
+    runner = torch.compile(model, backend="eager") if sys.argv[4:] == ["compile"] else model
     criterion = nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     data = batches(16)
@@ -26,7 +27,7 @@ def main() -> None:
         total = 0.0
         for _ in range(accumulate):
             xb, yb = next(data)
-            out = model(xb)
+            out = runner(xb)
             loss = criterion(out, yb) if loss_kind == "module" else F.cross_entropy(out, yb)
             (loss / accumulate).backward()
             total += loss.item() / accumulate
@@ -34,7 +35,7 @@ def main() -> None:
         print(f"step {i} loss {total:.6f}", flush=True)
     model.eval()
     with torch.no_grad():
-        model(next(data)[0])
+        runner(next(data)[0])
 
 
 if __name__ == "__main__":

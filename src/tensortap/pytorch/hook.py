@@ -12,12 +12,10 @@ import logging
 import os
 import weakref
 from collections.abc import Iterable
-from functools import partial
 from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.hooks import RemovableHandle
 
 from tensortap.core.modes import ModeKeys
 from tensortap.core.reduction_config import ReductionConfig
@@ -26,9 +24,11 @@ from tensortap.core.step_tracker import StepTracker, Update
 from tensortap.exceptions import InvalidConfigError
 from tensortap.hook import Hook as BaseHook
 from tensortap.pytorch import events
+from tensortap.pytorch.compiled import is_compiled, refuse_io_inside_compiled, warn_traced
 from tensortap.pytorch.convert import TorchConverter
 from tensortap.pytorch.gradients import inverse_scale, save_gradients
 from tensortap.pytorch.initial import InitialWeights
+from tensortap.pytorch.module_io import ModuleIOHooks
 from tensortap.pytorch.naming import (
     LOSS_COLLECTIONS,
     OPTIMIZER_COLLECTIONS,
@@ -121,7 +121,7 @@ class Hook(BaseHook):
             weakref.WeakKeyDictionary()
         )
         self._scaler: Any = None
-        self._activation_handles: list[RemovableHandle] = []
+        self._module_io = ModuleIOHooks(self._recorder, self._registry, self._on_module_forward)
         self._explicit_mode = False
         self._loss_seen = False
         self._initial = InitialWeights(self._recorder)
@@ -142,7 +142,10 @@ class Hook(BaseHook):
             )
         if any(m is module for m in self._models):
             return
-        self._registry.add_model(unwrap(module), name)
+        compiled = is_compiled(module)
+        if compiled:
+            refuse_io_inside_compiled(self._recorder.include_collections)
+        self._registry.add_model(unwrap(module), name, compiled)
         module.register_forward_pre_hook(self._on_model_forward)
         module.register_forward_hook(self._on_model_output)
         self._models.append(module)
@@ -248,11 +251,13 @@ class Hook(BaseHook):
     def close(self) -> Any:
         events.detach(self)
         with self._lock:
-            self._remove_activation_hooks()
+            self._module_io.remove()
         return super().close()
 
     # -- events --
     def _on_model_forward(self, module: nn.Module, args: Any) -> None:
+        if torch.compiler.is_compiling():  # the model was compiled after it was registered
+            warn_traced()
         with self._lock:
             if self._closed:
                 return
@@ -273,11 +278,7 @@ class Hook(BaseHook):
         if recorder.mode == ModeKeys.TRAIN:
             self._initial.before_update(self._registry.params, self._save_contained)
         self._tracker.on_forward()
-        if self._recorder.is_anything_due():
-            if not self._activation_handles:
-                self._install_activation_hooks()
-        elif self._activation_handles:
-            self._remove_activation_hooks()
+        self._module_io.update()
 
     def _on_model_output(self, module: nn.Module, args: Any, output: Any) -> None:
         """Learn whether a later backward pass runs through this model (not some other graph)."""
@@ -355,18 +356,6 @@ class Hook(BaseHook):
         with self._lock:
             if not self._closed:
                 self._guard_event(self._save_io, names, inputs, output)
-
-    def _install_activation_hooks(self) -> None:
-        for module, names in list(self._names.items()):
-            if names.loss:
-                continue
-            fn = partial(self._on_module_forward, names)
-            self._activation_handles.append(module.register_forward_hook(fn))
-
-    def _remove_activation_hooks(self) -> None:
-        for handle in self._activation_handles:
-            handle.remove()
-        self._activation_handles = []
 
     # -- saving --
     def _save(self, name: str, tensor: torch.Tensor, collections: Iterable[str] | str) -> bool:

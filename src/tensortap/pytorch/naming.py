@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from tensortap.core.collections import CollectionKeys
+from tensortap.core.collections import INITIAL_WEIGHTS, Collection, CollectionKeys
 
 RELU_ACTIVATIONS = "relu_activations"
 OPTIMIZER_VARIABLES = "optimizer_variables"
@@ -56,6 +56,32 @@ BIAS_COLLECTIONS = (CollectionKeys.BIASES,)
 GRADIENT_COLLECTIONS = (CollectionKeys.GRADIENTS,)
 LOSS_COLLECTIONS = (CollectionKeys.LOSSES,)
 OPTIMIZER_COLLECTIONS = (OPTIMIZER_VARIABLES,)
+#: Collections that module inputs and outputs join by default (saved by per-module hooks).
+IO_COLLECTIONS = (CollectionKeys.INPUTS, CollectionKeys.OUTPUTS, RELU_ACTIVATIONS)
+#: Collections whose members are never module inputs or outputs.
+_NOT_IO = frozenset(
+    (
+        CollectionKeys.LOSSES,  # loss modules have hooks of their own
+        CollectionKeys.WEIGHTS,
+        CollectionKeys.BIASES,
+        CollectionKeys.GRADIENTS,
+        OPTIMIZER_VARIABLES,
+        INITIAL_WEIGHTS,
+    )
+)
+
+
+def may_hold_module_io(collection: Collection) -> bool:
+    """Whether a module's inputs or outputs can join ``collection`` (so per-module forward hooks
+    are needed while it is due): the I/O collections, and any other that has include regexes or
+    names like ``<path>_output_<i>``."""
+    if collection.name in IO_COLLECTIONS:
+        return True
+    if collection.name in _NOT_IO:
+        return False
+    return bool(collection.include_regex) or any(
+        "_input_" in n or "_output_" in n for n in collection.tensor_names
+    )
 
 
 def activation_kind(module: nn.Module) -> str | None:

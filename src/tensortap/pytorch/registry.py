@@ -38,11 +38,13 @@ class Registry:
         self.params: list[Param] = []
         self.param_names: dict[int, str] = {}  # id(parameter) -> name
         self._prefixes: set[str] = set()
+        self.compiled: set[int] = set()  # ids of the modules of models registered compiled
         self._models: list[tuple[nn.Module, str]] = []  # (unwrapped model, prefix)
         self._firsts: list[nn.Parameter | None] = []
 
-    def add_model(self, core: nn.Module, name: str | None) -> None:
-        """Name ``core`` (an unwrapped model) and its submodules and parameters."""
+    def add_model(self, core: nn.Module, name: str | None, compiled: bool = False) -> None:
+        """Name ``core`` (an unwrapped model) and its submodules and parameters; ``compiled``
+        when it was registered as ``torch.compile``'s wrapper (no per-module hooks inside)."""
         if core in self.names and not self.names[core].loss:
             raise InvalidConfigError(
                 f"{type(core).__name__} is already watched as part of a registered model; "
@@ -50,6 +52,8 @@ class Registry:
             )
         prefix = self._prefix_for(core, name)
         self.names.update(module_names(core, prefix))
+        if compiled:
+            self.compiled.update(id(m) for m in core.modules())
         self._models.append((core, prefix))
         self._firsts.append(None)
         self.refresh(force=True)

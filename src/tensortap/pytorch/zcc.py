@@ -49,6 +49,8 @@ class _Discovery:
         return hook
 
     def on_forward(self, module: nn.Module, args: Any) -> None:
+        if torch.compiler.is_compiling():
+            return  # inside a compiled model: its wrapper was met (and registered) outside
         if module in self.known or self.failed:
             return
         try:

@@ -1,0 +1,55 @@
+"""The hook and ``torch.compile``.
+
+Registered as the compiled wrapper (``model = torch.compile(model); hook.register_module(model)``),
+a model's step callbacks run around the compiled call, outside its graph: weights, gradients,
+losses and optimizer state are captured with no graph break. Module inputs and outputs would need
+hooks on every layer inside the graph, so they are refused for a compiled model. A model compiled
+*after* it was registered still trains and is captured, with graph breaks, and a warning says how
+to avoid them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Set
+
+import torch
+from torch import nn
+
+from tensortap.exceptions import InvalidConfigError
+from tensortap.pytorch.naming import IO_COLLECTIONS
+
+logger = logging.getLogger(__name__)
+_warned = False
+
+
+def is_compiled(module: nn.Module) -> bool:
+    """True for the wrapper ``torch.compile(model)`` returns."""
+    return isinstance(getattr(module, "_orig_mod", None), nn.Module)
+
+
+def refuse_io_inside_compiled(include_collections: Set[str]) -> None:
+    """Refuse a compiled model when module inputs or outputs are to be saved."""
+    wanted = sorted(set(IO_COLLECTIONS) & include_collections)
+    if wanted:
+        raise InvalidConfigError(
+            f"a torch.compile'd model was registered with {wanted} included, but capturing "
+            "module inputs and outputs inside a compiled model would break its graphs at every "
+            "layer. Leave those collections out for the compiled model (weights, gradients, "
+            "losses and optimizer state are captured without a graph break), or register and "
+            "train the model uncompiled while you look at its activations"
+        )
+
+
+@torch.compiler.disable  # type: ignore[untyped-decorator]
+def warn_traced() -> None:
+    """Called from a hook callback that Dynamo is tracing: say once how to avoid the breaks."""
+    global _warned
+    if not _warned:
+        _warned = True
+        logger.warning(
+            "tensortap: a registered model is being compiled by torch.compile, and the hook's "
+            "callbacks inside it break its graph on every step. Register the compiled module "
+            "instead (model = torch.compile(model); hook.register_module(model)): its callbacks "
+            "then run outside the compiled graph"
+        )
