@@ -60,3 +60,45 @@ def test_cuda_bfloat16_and_async_copies(tmp_path: Path) -> None:
     trial = tt.create_trial(tmp_path / "run")
     assert trial.tensor("x").steps() == [0, 1, 2, 3]
     assert all(np.any(trial.tensor("x").value(s) != 0) for s in range(4))
+
+
+def test_cuda_statistics_every_step_never_wait_on_the_device(tmp_path: Path) -> None:
+    """Gradient and weight statistics every step, and raw weights: the training thread makes no
+    synchronizing CUDA call (sync debug mode raises on one), and the values are right."""
+    model = make(Net).cuda().to(torch.bfloat16)
+    hook = tt.Hook(
+        tmp_path / "run",
+        save_config=tt.SaveConfig(save_interval=1),
+        reduction_config=tt.ReductionConfig(
+            reductions=["min", "max", "mean", "amax"], abs_reductions=["max"], norms=["l1", "l2"]
+        ),
+        include_collections=["weights", "gradients"],
+    )
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = [(x.cuda().to(torch.bfloat16), y.cuda()) for x, y in batches(32, 4)]
+    grads = []
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for x, y in data:
+            opt.zero_grad(set_to_none=False)  # zeroed in place: the statistics must not see it
+            F.cross_entropy(model(x).float(), y).backward()
+            grads.append(model.fc1.weight.grad.detach().clone())
+            opt.step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    hook.close()
+    trial = tt.create_trial(tmp_path / "run")
+    tensor = trial.tensor("gradient/fc1.weight")
+    assert tensor.steps() == [0, 1, 2, 3]
+    for step, grad in enumerate(grads):
+        g = grad.double()
+        assert tensor.reduction_value(step, "l2") == pytest.approx(float(g.norm()), rel=1e-3)
+        assert tensor.reduction_value(step, "l1") == pytest.approx(float(g.abs().sum()), rel=1e-3)
+        assert tensor.reduction_value(step, "max") == float(g.max())
+        assert tensor.reduction_value(step, "min") == float(g.min())
+        assert tensor.reduction_value(step, "max", abs=True) == float(g.abs().max())
+        assert tensor.reduction_value(step, "mean") == pytest.approx(float(g.mean()), rel=1e-3)
+    status = hook.status
+    assert status.internal_errors == 0 and status.writer.errors == 0, status

@@ -10,6 +10,7 @@ for those copies once, when it ends, before the writer sees them. CPU tensors ar
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -18,10 +19,12 @@ import numpy as np
 import torch
 
 from tensortap.core.dtypes import dtype_info
-from tensortap.core.numerics import FORMATS, NUMERICS_REDUCTIONS
+from tensortap.core.numerics import NUMERICS_REDUCTIONS
 from tensortap.core.recorder import SavePlan
 from tensortap.core.records import Record, RecordKind
 from tensortap.exceptions import InvalidTensorError, TensortapError
+from tensortap.pytorch.device_stats import DeviceStatistics, Fence
+from tensortap.pytorch.numerics import TensorNumerics
 from tensortap.pytorch.sharded import ShardedStatistics, dtensor_kind, full_tensor, local_part
 
 
@@ -69,6 +72,7 @@ def _build_specs() -> dict[torch.dtype, _DtypeSpec]:
 _SPECS = _build_specs()
 _LOW_PRECISION = frozenset(d for d in _SPECS if d.is_floating_point and d.itemsize < 4)
 _NAN = float("nan")
+_F64 = ("cpu", "cuda")  # device types with float64 kernels
 _EMPTY = {"sum": 0.0, "prod": 1.0, "l1": 0.0, "l2": 0.0}
 
 
@@ -106,10 +110,12 @@ def reduce_many(x: torch.Tensor, specs: tuple[tuple[str, bool], ...]) -> list[to
     """
     absolute: torch.Tensor | None = None
     extremes: dict[bool, tuple[torch.Tensor, torch.Tensor]] = {}
+    numerics: TensorNumerics | None = None
     out = []
     for name, on_abs in specs:
         if name in NUMERICS_REDUCTIONS:
-            out.append(_numerics(x, name))
+            numerics = numerics or TensorNumerics(x)
+            out.append(numerics.get(name))
             continue
         if (on_abs or name == "l1") and absolute is None:
             absolute = x.abs()
@@ -126,8 +132,8 @@ def reduce_many(x: torch.Tensor, specs: tuple[tuple[str, bool], ...]) -> list[to
             out.append(v.var(correction=0))
         elif name == "sum":
             out.append(v.sum())
-        elif name == "prod":
-            out.append(v.prod())
+        elif name == "prod":  # float64 where there is one: a product overflows float32 soon
+            out.append(v.prod(dtype=torch.float64) if v.device.type in _F64 else v.prod())
         elif name == "l1" and absolute is not None:
             out.append(absolute.sum())
         elif name == "l2":
@@ -135,31 +141,6 @@ def reduce_many(x: torch.Tensor, specs: tuple[tuple[str, bool], ...]) -> list[to
         else:
             raise InvalidTensorError(f"unknown reduction {name!r}")
     return out
-
-
-def _numerics(x: torch.Tensor, name: str) -> torch.Tensor:
-    """A numerics statistic (core/numerics.py) as a 0-d tensor on ``x``'s device."""
-    finite = torch.isfinite(x)
-    if name == "nonfinite":
-        return (~finite).sum().to(x.dtype)
-    if x.numel() == 0:
-        return x.new_zeros(())
-    magnitude = torch.where(finite, x.abs(), torch.zeros((), dtype=x.dtype, device=x.device))
-    if name == "amax":
-        return magnitude.max()
-    if name == "dynamic_range":
-        nonzero = magnitude > 0
-        top = magnitude.max()
-        bottom = torch.where(nonzero, magnitude, torch.full_like(magnitude, torch.inf)).min()
-        spread = torch.log2(top) - torch.log2(bottom)
-        return torch.where(nonzero.any(), spread, torch.zeros_like(spread))
-    kind, _, fmt = name.partition("_")
-    limits = FORMATS[fmt]
-    if kind == "underflow":
-        hit = (magnitude > 0) & (magnitude < limits.smallest_normal)
-    else:
-        hit = magnitude > limits.largest
-    return hit.sum().to(x.dtype) / x.numel()
 
 
 class _BufferPool:
@@ -227,10 +208,16 @@ class TorchConverter:
     """Turns torch tensors into records; values on a device are resolved at step end."""
 
     def __init__(self) -> None:
-        self._pending: dict[torch.device, list[tuple[Record, torch.Tensor]]] = {}
-        self._copy_devices: set[torch.device] = set()
+        self._device_stats = DeviceStatistics(reduce_many, _as_reducible)
+        self._raw_copies: dict[torch.device, list[Record]] = {}
         self._pool = _BufferPool()
         self._sharded = ShardedStatistics()
+        self._cpu_as_device = False  # tests: CPU tensors take the accelerator path
+
+    def together(self) -> contextlib.AbstractContextManager[None]:
+        """Tensors saved inside the block have their statistics computed as a group (multi-
+        tensor kernels on accelerators) when it ends: wrap saves of many tensors at once."""
+        return self._device_stats.together()
 
     def records(self, name: str, tensor: torch.Tensor, plan: SavePlan) -> list[Record]:
         t = tensor.detach()
@@ -248,6 +235,8 @@ class TorchConverter:
         if plan.raw:
             host, array = self._host_copy(t, spec)
             out.append(Record(name, RecordKind.TENSOR, spec.stored, shape, array))
+            if t.device.type == "cuda":  # its copy arrives later: the writer waits for it
+                self._raw_copies.setdefault(t.device, []).append(out[-1])
         if plan.reductions:
             out.extend(self._reductions(name, t, host, spec, shape, plan))
         if plan.shape:
@@ -294,7 +283,6 @@ class TorchConverter:
         elif src.device.type == "cuda":
             host = torch.empty(src.shape, dtype=src.dtype, pin_memory=True)
             host.copy_(src, non_blocking=True)
-            self._copy_devices.add(src.device)
         else:
             host = src.to("cpu")
         array = host.numpy()
@@ -318,7 +306,7 @@ class TorchConverter:
         if t.numel() == 0:
             for rec in out:
                 rec.value = _EMPTY.get(rec.reduction, _NAN)
-        elif t.device.type == "cpu":
+        elif t.device.type == "cpu" and not self._cpu_as_device:
             # A private copy (the raw copy when there is one) is reduced by the writer thread.
             if host is not None:
                 deferred = _CpuReductions(host, plan.reductions, out, None)
@@ -327,23 +315,19 @@ class TorchConverter:
             for rec in out:
                 rec.deferred = deferred
         else:
-            values = reduce_many(_as_reducible(t), plan.reductions)
-            self._pending.setdefault(t.device, []).extend(zip(out, values, strict=True))
+            self._device_stats.add(t, out)
         return out
 
     def resolve(self) -> None:
         """Bring this step's device values to the host (one transfer per device), and combine
         the statistics of sharded tensors across ranks (collective when any were saved)."""
         try:
-            for device in self._copy_devices:
-                torch.cuda.current_stream(device).synchronize()
-            self._copy_devices.clear()
-            pending, self._pending = self._pending, {}
-            for device, items in pending.items():
-                wide = torch.float64 if device.type == "cuda" else torch.float32
-                values = torch.stack([v.to(wide) for _, v in items]).cpu().tolist()
-                for (rec, _), value in zip(items, values, strict=True):
-                    rec.value = float(value)
+            copies, self._raw_copies = self._raw_copies, {}
+            for device, records in copies.items():
+                fence = Fence(device)
+                for rec in records:
+                    rec.deferred = fence
+            self._device_stats.finish()
         finally:
             mismatched = self._sharded.exchange()  # even after a failure: the ranks wait on it
         if mismatched:
@@ -353,6 +337,6 @@ class TorchConverter:
             )
 
     def discard(self) -> None:
-        self._pending.clear()
-        self._copy_devices.clear()
+        self._device_stats.discard()
+        self._raw_copies.clear()
         self._sharded.exchange()  # the other ranks take part in it: never leave them waiting

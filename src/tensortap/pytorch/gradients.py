@@ -34,17 +34,18 @@ def save_gradients(
 ) -> None:
     """Save ``gradient/<name>`` of every trained parameter whose gradients are due, multiplied
     by ``inverse`` when given; a failure loses that gradient only (``contain`` reports it)."""
-    for name, param, _ in params:
-        grad = param.grad
-        if grad is None or not param.requires_grad:
-            continue
-        gname = GRADIENT_PREFIX + name
-        try:
-            plan = recorder.begin(gname, GRADIENT_COLLECTIONS)
-            if plan is None:
+    with converter.together():  # their statistics as a group, before the optimizer runs
+        for name, param, _ in params:
+            grad = param.grad
+            if grad is None or not param.requires_grad:
                 continue
-            if inverse is not None:
-                grad = grad.detach() * inverse.to(grad.device, grad.dtype)
-            recorder.put(gname, converter.records(gname, grad, plan))
-        except Exception as exc:
-            contain(exc, f"saving {gname!r}")
+            gname = GRADIENT_PREFIX + name
+            try:
+                plan = recorder.begin(gname, GRADIENT_COLLECTIONS)
+                if plan is None:
+                    continue
+                if inverse is not None:
+                    grad = grad.detach() * inverse.to(grad.device, grad.dtype)
+                recorder.put(gname, converter.records(gname, grad, plan))
+            except Exception as exc:
+                contain(exc, f"saving {gname!r}")

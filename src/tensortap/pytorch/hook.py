@@ -391,8 +391,9 @@ class Hook(BaseHook):
         """Before a step is handed on: weights after the update, optimizer state, device values."""
         try:
             if self._recorder.is_anything_due():
-                for name, param, colls in self._registry.params:
-                    self._save_contained(name, param, colls)
+                with self._converter.together():
+                    for name, param, colls in self._registry.params:
+                        self._save_contained(name, param, colls)
                 names = self._registry.param_names
                 for prefix, optimizer in self._optimizers:
                     for name, value in optimizer_tensors(prefix, optimizer, names):
