@@ -40,6 +40,8 @@ VALUES = st.one_of(
 
 def _check(records, tensor: torch.Tensor) -> None:
     whole = tensor.double().numpy()
+    finite = np.abs(whole[np.isfinite(whole)])
+    scale = float(finite.max()) if finite.size else 0.0  # float32 sums err relative to it
     for rec in records:
         want = compute_reduction(whole, rec.reduction, rec.on_abs)
         where = (rec.name, rec.reduction, rec.on_abs)
@@ -47,10 +49,11 @@ def _check(records, tensor: torch.Tensor) -> None:
         if np.isnan(want):
             assert np.isnan(rec.value), (where, rec.value)
         else:
-            assert rec.value == pytest.approx(want, rel=2e-5, abs=1e-30), where
+            slack = 1e-6 * scale ** (2 if rec.reduction == "variance" else 1)
+            assert rec.value == pytest.approx(want, rel=2e-5, abs=slack + 1e-30), where
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     st.lists(
         st.tuples(

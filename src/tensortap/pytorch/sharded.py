@@ -126,8 +126,7 @@ def _combine(name: str, rows: np.ndarray) -> float:
         if not total:
             return float("nan")
         mean = float((a * b).sum() / total)
-        with np.errstate(invalid="ignore", over="ignore"):  # inf values: NaN, as torch gives
-            m2 = float(c.sum() + (a * (b - mean) ** 2).sum())
+        m2 = float(c.sum() + (a * (b - mean) ** 2).sum())
         variance = m2 / total
         return variance if name == "variance" else float(np.sqrt(variance))
     if name == "prod":
@@ -220,5 +219,6 @@ def _fill(pending: list[_Pending], table: np.ndarray) -> list[str]:
             mismatched.append(p.record.name)
             continue
         rows = np.stack([table[r, j, 1:] for r, j in zip(p.group, found, strict=True)])
-        p.record.value = _combine(p.record.reduction, rows)
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: NaN, as torch gives
+            p.record.value = _combine(p.record.reduction, rows)
     return sorted(set(mismatched))
