@@ -55,6 +55,11 @@ def enable_frameworks(config: HookConfig) -> list[str]:
 
         enable(config)
         enabled.append("pytorch")
+        if importlib.util.find_spec("transformers") is not None:
+            from tensortap.huggingface.zcc import enable as enable_transformers
+
+            enable_transformers()  # a Trainer gets the callback: steps, metrics, evaluations
+            enabled.append("transformers")
     return enabled
 
 

@@ -151,6 +151,13 @@ class Hook(BaseHook):
         self._models.append(module)
         self._optimizer_owned = weakref.WeakKeyDictionary()  # ownership may change
 
+    def watches(self, module: nn.Module) -> bool:
+        """Whether ``module`` (or the model it wraps) is registered."""
+        core = unwrap(module)
+        return any(m is module for m in self._models) or (
+            core in self._names and not self._names[core].loss
+        )
+
     def register_hook(self, module: nn.Module) -> None:
         """smdebug's name for :meth:`register_module`."""
         self.register_module(module)
@@ -238,6 +245,11 @@ class Hook(BaseHook):
             super().set_mode(mode)
             if (self._recorder.global_step, self._recorder.mode) != before:
                 self._tracker.reset()
+
+    def stop_automatic_steps(self) -> None:
+        """Steps end only at :meth:`next_step` from now on (what trainer callbacks use)."""
+        with self._lock:
+            self._tracker.stop_automatic()
 
     def next_step(self) -> None:
         """Mark the end of a step explicitly; automatic step boundaries stop from here on."""

@@ -70,6 +70,8 @@ class _Discovery:
         for sub in module.modules():
             self.known.add(sub)
         hook = self.hook()
+        if hook.watches(module):
+            return  # registered already (a trainer callback did, say), with its own pre-hook
         hook.register_module(module)
         params = {id(p) for p in module.parameters()}
         for optimizer in list(self.optimizers):
