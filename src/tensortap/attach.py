@@ -60,6 +60,11 @@ def enable_frameworks(config: HookConfig) -> list[str]:
 
             enable_transformers()  # a Trainer gets the callback: steps, metrics, evaluations
             enabled.append("transformers")
+        if importlib.util.find_spec("lightning") or importlib.util.find_spec("pytorch_lightning"):
+            from tensortap.lightning.zcc import enable as enable_lightning
+
+            enable_lightning()
+            enabled.append("lightning")
     return enabled
 
 

@@ -40,6 +40,7 @@ from tensortap.pytorch.naming import (
 )
 from tensortap.pytorch.optimizer import optimizer_tensors
 from tensortap.pytorch.registry import Registry
+from tensortap.pytorch.trainer_controls import TrainerControls
 from tensortap.storage import Store
 from tensortap.writer import WriterOptions
 
@@ -56,7 +57,7 @@ def _distributed() -> tuple[int, int] | None:
     return None
 
 
-class Hook(BaseHook):
+class Hook(TrainerControls, BaseHook):
     """Saves tensors of torch models into a trial.
 
     ::
@@ -123,6 +124,8 @@ class Hook(BaseHook):
         self._scaler: Any = None
         self._module_io = ModuleIOHooks(self._recorder, self._registry, self._on_module_forward)
         self._explicit_mode = False
+        self._explicit_gradients = False
+        self._paused = False
         self._loss_seen = False
         self._initial = InitialWeights(self._recorder)
         self._recorder.add_step_end_callback(self._on_step_end)
@@ -150,13 +153,6 @@ class Hook(BaseHook):
         module.register_forward_hook(self._on_model_output)
         self._models.append(module)
         self._optimizer_owned = weakref.WeakKeyDictionary()  # ownership may change
-
-    def watches(self, module: nn.Module) -> bool:
-        """Whether ``module`` (or the model it wraps) is registered."""
-        core = unwrap(module)
-        return any(m is module for m in self._models) or (
-            core in self._names and not self._names[core].loss
-        )
 
     def register_hook(self, module: nn.Module) -> None:
         """smdebug's name for :meth:`register_module`."""
@@ -246,11 +242,6 @@ class Hook(BaseHook):
             if (self._recorder.global_step, self._recorder.mode) != before:
                 self._tracker.reset()
 
-    def stop_automatic_steps(self) -> None:
-        """Steps end only at :meth:`next_step` from now on (what trainer callbacks use)."""
-        with self._lock:
-            self._tracker.stop_automatic()
-
     def next_step(self) -> None:
         """Mark the end of a step explicitly; automatic step boundaries stop from here on."""
         with self._lock:
@@ -271,7 +262,7 @@ class Hook(BaseHook):
         if torch.compiler.is_compiling():  # the model was compiled after it was registered
             warn_traced()
         with self._lock:
-            if self._closed:
+            if self._closed or self._paused:
                 return
             self._guard_event(self._begin_forward, module)
 
@@ -323,8 +314,8 @@ class Hook(BaseHook):
             inverse = inverse_scale(self._scaler)  # the loss of scaler.scale(loss).backward()
             loss = tensor if inverse is None else tensor.detach() * inverse.to(tensor.device)
             self._save_contained("loss", loss, LOSS_COLLECTIONS)
-        if not self._optimizers:  # with an optimizer, gradients are saved before its step
-            self._save_gradients(unscale=True)
+        if not self._optimizers and not self._explicit_gradients:
+            self._save_gradients(unscale=True)  # with an optimizer: before its step
 
     def _before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         with self._lock:
@@ -332,6 +323,8 @@ class Hook(BaseHook):
                 self._guard_event(self._on_optimizer_step, optimizer)
 
     def _on_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self._explicit_gradients:
+            return
         if self._owns(optimizer) and self._recorder.is_anything_due():
             self._save_gradients(unscale=False)  # GradScaler.step unscaled them already
 
@@ -354,7 +347,7 @@ class Hook(BaseHook):
 
     def _on_loss_forward(self, module: nn.Module, inputs: Any, output: Any) -> None:
         with self._lock:
-            if not self._closed:
+            if not self._closed and not self._paused:
                 self._loss_seen = True
                 self._guard_event(self._save_loss_io, module, inputs, output)
 

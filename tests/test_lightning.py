@@ -1,0 +1,186 @@
+"""Lightning: a real ``Trainer.fit`` on CPU with TensortapCallback (both spellings of the
+package, explicit and added by ``tensortap run``, and under DDP with two processes). Steps are
+optimizer steps, gradients are the ones the optimizer applies (Lightning runs the backward pass
+inside ``optimizer.step``), validation runs are EVAL steps, the sanity check leaves nothing, a
+job's stop request stops training, and the built-in rules find a learning rate far too high and
+stay quiet on the healthy twin."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+L = pytest.importorskip("lightning.pytorch")
+import torch  # noqa: E402
+
+import tensortap as tt  # noqa: E402
+from tensortap.hook_config import CONFIG_ENV  # noqa: E402
+from tensortap.lightning import PLTensortapCallback, TensortapCallback  # noqa: E402
+
+ROOT = Path(__file__).parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+from lightning_trainer import DigitsMLP, loaders, train  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> None:
+    warnings.filterwarnings("ignore", module="lightning")
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+
+
+class Recording(DigitsMLP):
+    """Keeps each batch's loss and, right before each update, fc0's gradient."""
+
+    def __init__(self, lr: float) -> None:
+        super().__init__(lr)
+        self.losses: list[float] = []
+        self.grads: list[np.ndarray] = []
+
+    def training_step(self, batch, index):
+        loss = super().training_step(batch, index)
+        self.losses.append(float(loss.detach()))
+        return loss
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        self.grads.append(self.net[0].weight.grad.detach().clone().numpy())
+
+
+def _fit(out: Path, module: L.LightningModule, callback, **settings) -> L.Trainer:
+    args = dict(
+        max_epochs=1,
+        default_root_dir=str(out),
+        callbacks=[callback],
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accumulate_grad_batches=2,
+        limit_train_batches=8,
+        limit_val_batches=2,
+        val_check_interval=4,
+    )
+    args.update(settings)
+    trainer = L.Trainer(**args)
+    trainer.fit(module, *loaders())
+    return trainer
+
+
+def test_steps_losses_gradients_and_validations(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    module = Recording(0.5)
+    callback = TensortapCallback(
+        include_collections=["losses", "metrics", "gradients", "relu_activations"],
+        save_config=tt.SaveConfig(save_interval=1),
+    )
+    trainer = _fit(tmp_path, module, callback)
+    assert trainer.global_step == 4  # 8 batches, 2 per optimizer step
+    trial = tt.create_trial(tmp_path / "tensortap")
+    loss = trial.tensor("loss")
+    assert loss.steps(mode=tt.modes.TRAIN) == [0, 1, 2, 3]
+    assert loss.steps(mode=tt.modes.EVAL) == [0, 1]  # after batch 4 and 8; no sanity check
+    for step in range(4):  # the step's loss: the mean of its two batches' losses
+        want = np.mean(module.losses[2 * step : 2 * step + 2])
+        assert loss.value(step, mode=tt.modes.TRAIN) == pytest.approx(want, rel=1e-5)
+    grad = trial.tensor("gradient/net.0.weight")
+    assert len(module.grads) == 4
+    for step, want in enumerate(module.grads):
+        np.testing.assert_array_equal(grad.value(step, mode=tt.modes.TRAIN), want)
+    val_loss = [trial.tensor("loss").value(s, mode=tt.modes.EVAL) for s in (0, 1)]
+    assert all(np.isfinite(v) for v in val_loss)
+    assert trial.tensor("acc").steps(mode=tt.modes.EVAL) == [0, 1]
+    assert trial.tensor("learning_rate").value(0, mode=tt.modes.TRAIN) == pytest.approx(0.5)
+    # The module's training_step calls self.net(x), not the module: activations still come.
+    assert trial.tensor("net.1/relu_output_0").steps(mode=tt.modes.TRAIN) == [0, 1, 2, 3]
+    status = trial.worker_status("worker_0")
+    assert status is not None and status["internal_errors"] == 0
+
+
+def test_the_pytorch_lightning_spelling(tmp_path: Path) -> None:
+    pl = pytest.importorskip("pytorch_lightning")
+
+    class Module(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Linear(64, 10)
+
+        def training_step(self, batch, index):
+            x, y = batch
+            return torch.nn.functional.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    trainer = pl.Trainer(
+        max_steps=3,
+        default_root_dir=str(tmp_path),
+        callbacks=[PLTensortapCallback()],
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(Module(), loaders()[0])
+    loss = tt.create_trial(tmp_path / "tensortap").tensor("loss")
+    assert loss.steps(mode=tt.modes.TRAIN) == [0, 1, 2]
+
+
+def test_a_jobs_stop_request_stops_the_fit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stop = tmp_path / "stop"
+    stop.write_text("rule asked to stop")
+    config = {"out_dir": str(tmp_path / "trial"), "stop_file": str(stop)}
+    (tmp_path / "hook.json").write_text(json.dumps(config))
+    monkeypatch.setenv(CONFIG_ENV, str(tmp_path / "hook.json"))
+    trainer = _fit(tmp_path / "out", DigitsMLP(0.5), TensortapCallback(), val_check_interval=1.0)
+    assert trainer.global_step == 1
+    loss = tt.create_trial(tmp_path / "trial").tensor("loss")
+    assert loss.steps(mode=tt.modes.TRAIN) == [0]
+
+
+def _run(tmp_path: Path, *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_the_rules_find_a_learning_rate_far_too_high_and_not_a_healthy_run(
+    tmp_path: Path,
+) -> None:
+    out = _run(tmp_path, str(ROOT / "examples" / "lightning_trainer.py"), "--quick")
+    healthy, broken = out.split("learning rate far too high")
+    assert "rules that found a problem: none" in healthy
+    assert "LossNotDecreasing" in broken.split("rules that found a problem:")[1]
+
+
+def test_tensortap_run_adds_the_callback_to_an_unmodified_script(tmp_path: Path) -> None:
+    config = {"out_dir": str(tmp_path / "trial"), "collection_configurations": [{"name": "losses"}]}
+    (tmp_path / "hook.json").write_text(json.dumps(config))
+    script = str(ROOT / "examples" / "lightning_trainer.py")
+    _run(tmp_path, "-m", "tensortap.attach", "--config", "hook.json", script, "--quick", "--plain")
+    loss = tt.create_trial(tmp_path / "trial").tensor("loss")
+    assert len(loss.steps(mode=tt.modes.TRAIN)) == 48  # every optimizer step of 2 epochs
+    assert loss.steps(mode=tt.modes.EVAL) == [0, 1, 2, 3]  # every validation run
+
+
+def test_ddp_ranks_write_as_workers(tmp_path: Path) -> None:
+    _run(tmp_path, str(ROOT / "tests" / "helpers" / "lightning_ddp.py"), str(tmp_path / "run"))
+    trial = tt.create_trial(tmp_path / "run" / "tensortap")
+    assert trial.workers() == ["worker_0", "worker_1"]
+    assert trial.steps(mode=tt.modes.TRAIN) == [0] and trial.steps(mode=tt.modes.EVAL) == [0]
+    grad = trial.tensor("gradient/net.0.weight")
+    np.testing.assert_array_equal(
+        grad.value(0, worker="worker_0"), grad.value(0, worker="worker_1")
+    )
+    losses = [trial.tensor("loss").value(0, worker=w, mode=tt.modes.TRAIN) for w in trial.workers()]
+    assert losses[0] != losses[1]  # each rank's own batches
+    assert train  # the helper trains with the example's train()
