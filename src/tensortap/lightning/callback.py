@@ -88,14 +88,15 @@ class CallbackMixin:
             return  # an accumulating batch: the optimizer step is still to come
         self._global_step = trainer.global_step
         self.session.end_step()
-        metrics = {
-            k: v
-            for k, v in trainer.callback_metrics.items()
-            if not k.startswith(_OTHER_PREFIXES) and k != "loss"
-        }
-        if trainer.optimizers:
-            metrics["learning_rate"] = trainer.optimizers[0].param_groups[0]["lr"]
-        self.session.save_metrics(metrics, ModeKeys.TRAIN)
+        if self.session.metrics_due():
+            metrics = {
+                k: v
+                for k, v in trainer.callback_metrics.items()
+                if not k.startswith(_OTHER_PREFIXES) and k != "loss"
+            }
+            if trainer.optimizers:
+                metrics["learning_rate"] = trainer.optimizers[0].param_groups[0]["lr"]
+            self.session.save_metrics(metrics, ModeKeys.TRAIN)
         if self.session.stop_requested() is not None:
             trainer.should_stop = True
 

@@ -26,6 +26,7 @@ from tensortap.hook import Hook as BaseHook
 from tensortap.pytorch import events
 from tensortap.pytorch.compiled import is_compiled, refuse_io_inside_compiled, warn_traced
 from tensortap.pytorch.convert import TorchConverter
+from tensortap.pytorch.due import DueKinds, Kind
 from tensortap.pytorch.gradients import inverse_scale, save_gradients
 from tensortap.pytorch.initial import InitialWeights
 from tensortap.pytorch.module_io import ModuleIOHooks
@@ -47,6 +48,7 @@ from tensortap.writer import WriterOptions
 logger = logging.getLogger(__name__)
 
 _current: Hook | None = None
+_NUMPY_SCALARS = frozenset((torch.float16, torch.float32, torch.float64, torch.int32, torch.int64))
 
 
 def _distributed() -> tuple[int, int] | None:
@@ -122,10 +124,12 @@ class Hook(TrainerControls, BaseHook):
             weakref.WeakKeyDictionary()
         )
         self._scaler: Any = None
-        self._module_io = ModuleIOHooks(self._recorder, self._registry, self._on_module_forward)
+        self._due = DueKinds(self._recorder, self._registry)
+        self._module_io = ModuleIOHooks(self._due, self._registry, self._on_module_forward)
         self._explicit_mode = False
         self._explicit_gradients = False
         self._paused = False
+        self._losses_on_request = False
         self._loss_seen = False
         self._initial = InitialWeights(self._recorder)
         self._recorder.add_step_end_callback(self._on_step_end)
@@ -214,6 +218,9 @@ class Hook(TrainerControls, BaseHook):
         """Save a torch tensor (or anything array-like) if a collection it joins is due."""
         if not isinstance(value, torch.Tensor):
             return super().save_tensor(name, value, collections)
+        if value.numel() == 1 and value.device.type == "cpu" and value.dtype in _NUMPY_SCALARS:
+            # A loss or a metric: one number, cheaper through NumPy than through the converter.
+            return super().save_tensor(name, value.detach().numpy().copy(), collections)
         with self._lock:
             if self._closed:
                 self._warn_closed()
@@ -310,7 +317,7 @@ class Hook(TrainerControls, BaseHook):
             return
         if self._registry.refresh():  # after backward: FSDP2 has resharded every parameter
             self._optimizer_owned = weakref.WeakKeyDictionary()
-        if not self._loss_seen and tensor.numel() == 1:
+        if not self._loss_seen and not self._losses_on_request and tensor.numel() == 1:
             inverse = inverse_scale(self._scaler)  # the loss of scaler.scale(loss).backward()
             loss = tensor if inverse is None else tensor.detach() * inverse.to(tensor.device)
             self._save_contained("loss", loss, LOSS_COLLECTIONS)
@@ -388,6 +395,8 @@ class Hook(TrainerControls, BaseHook):
             self._save_contained(names.output_name(i), t, out_colls)
 
     def _save_gradients(self, unscale: bool) -> None:
+        if not self._due(Kind.GRADIENTS):
+            return
         inverse = inverse_scale(self._scaler) if unscale else None
         params = self._registry.params
         save_gradients(self._recorder, self._converter, params, inverse, self._contain)
@@ -395,10 +404,11 @@ class Hook(TrainerControls, BaseHook):
     def _on_step_end(self) -> None:
         """Before a step is handed on: weights after the update, optimizer state, device values."""
         try:
-            if self._recorder.is_anything_due():
+            if self._due(Kind.PARAMETERS):
                 with self._converter.together():
                     for name, param, colls in self._registry.params:
                         self._save_contained(name, param, colls)
+            if self._due(Kind.OPTIMIZER):
                 names = self._registry.param_names
                 for prefix, optimizer in self._optimizers:
                     for name, value in optimizer_tensors(prefix, optimizer, names):

@@ -12,8 +12,8 @@ from typing import Any
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from tensortap.core.recorder import StepRecorder
-from tensortap.pytorch.naming import ModuleNames, may_hold_module_io
+from tensortap.pytorch.due import DueKinds, Kind
+from tensortap.pytorch.naming import ModuleNames
 from tensortap.pytorch.registry import Registry
 
 logger = logging.getLogger(__name__)
@@ -23,33 +23,20 @@ OnForward = Callable[[ModuleNames, nn.Module, Any, Any], None]
 class ModuleIOHooks:
     """Installs and removes the per-module forward hooks as steps begin."""
 
-    def __init__(self, recorder: StepRecorder, registry: Registry, on_forward: OnForward) -> None:
-        self._recorder = recorder
+    def __init__(self, due: DueKinds, registry: Registry, on_forward: OnForward) -> None:
+        self._due = due
         self._registry = registry
         self._on_forward = on_forward
         self._handles: list[RemovableHandle] = []
-        self._due: tuple[object, bool] = (None, False)
         self._warned = False
 
     def update(self) -> None:
         """At a forward pass's start: hooks present exactly when module I/O can be saved."""
-        if self.due():
+        if self._due(Kind.MODULE_IO):
             if not self._handles:
                 self._install()
         elif self._handles:
             self.remove()
-
-    def due(self) -> bool:
-        """Whether module inputs or outputs can be saved at this step (cached per step)."""
-        rec = self._recorder
-        key = (rec.global_step, rec.mode, rec.collections.version)
-        if self._due[0] != key:
-            due = rec.is_anything_due() and any(
-                rec.is_collection_due(n) and may_hold_module_io(rec.collections.get(n))
-                for n in rec.include_collections
-            )
-            self._due = (key, due)
-        return self._due[1]
 
     def _install(self) -> None:
         compiled = self._registry.compiled

@@ -25,6 +25,7 @@ class TrainerControls:
     _names: Any  # WeakKeyDictionary[nn.Module, ModuleNames]
     _explicit_gradients: bool
     _paused: bool
+    _losses_on_request: bool
 
     if TYPE_CHECKING:  # provided by the hook (stubs here would shadow them)
 
@@ -64,6 +65,11 @@ class TrainerControls:
     def gradients_on_request(self) -> None:
         """Gradients are saved only by :meth:`save_gradients` from now on."""
         self._explicit_gradients = True
+
+    def losses_on_request(self) -> None:
+        """The loss is saved only by :meth:`record_loss` from now on, not taken from the
+        backward pass (a trainer callback knows the step's loss better)."""
+        self._losses_on_request = True
 
     def forward_starts(self, module: nn.Module) -> None:
         """Tell the hook a training or evaluation batch of ``module`` (registered) begins, for

@@ -105,6 +105,8 @@ class TrainerSession:
         """A micro-batch's loss (a 0-d tensor), while training. ``share``: the trainer already
         divided it by the whole accumulated batch's size, so the step's loss is the sum."""
         if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+            if not self._losses and self.hook is not None:
+                self.hook.losses_on_request()  # the backward pass's loss is not taken too
             self._losses.append(loss.detach().reshape(()))
             self._shares = self._shares and share
 
@@ -117,7 +119,9 @@ class TrainerSession:
             self.close_step()
         losses, self._losses = self._losses, []
         shares, self._shares = self._shares, True
-        if losses and hook.mode == ModeKeys.TRAIN:
+        if len(losses) == 1 and hook.mode == ModeKeys.TRAIN:
+            hook.record_loss(losses[0])
+        elif losses and hook.mode == ModeKeys.TRAIN:
             stacked = torch.stack([x.float() for x in losses])
             hook.record_loss(stacked.sum() if shares else stacked.mean())
         self._open = hook.step
@@ -144,6 +148,14 @@ class TrainerSession:
                 hook.record_loss(float(value))
             else:
                 hook.save_scalar(name, float(value), CollectionKeys.METRICS)
+
+    def metrics_due(self) -> bool:
+        """Whether logged values can be saved at this step (``metrics`` or ``scalars`` due)."""
+        hook = self.hook
+        return hook is not None and any(
+            hook._recorder.is_collection_due(c)
+            for c in (CollectionKeys.METRICS, CollectionKeys.SCALARS)
+        )
 
     def end_evaluation(self) -> None:
         """An evaluation ended (its metrics saved): close its EVAL step."""
