@@ -22,6 +22,7 @@ from sklearn.datasets import load_digits
 
 import tensortap as tt
 import tensortap.jax as ttj
+from tensortap.report.training import rules_that_find_problems
 
 
 class MLP(nn.Module):
@@ -69,15 +70,6 @@ def train(out: str, lr: float, steps: int) -> str:
     return out
 
 
-def judge(path: str) -> list[str]:
-    """The recommended rules over the trial: the names of those that found something."""
-    from tensortap.report.training import default_rules
-    from tensortap.rules.invoker import invoke_rule
-
-    trial = tt.create_trial(path)
-    return [rule.rule_name for rule in default_rules(trial) if invoke_rule(rule).triggered]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer steps (the tests use it)")
@@ -95,7 +87,8 @@ def main() -> None:
             f"  loss {loss.value(first).item():.3g} at step {first}, "
             f"{loss.value(last).item():.3g} at step {last}"
         )
-        print(f"  rules that found a problem: {', '.join(judge(path)) or 'none'}")
+        found = rules_that_find_problems(path)
+        print(f"  rules that found a problem: {', '.join(found) or 'none'}")
 
 
 if __name__ == "__main__":

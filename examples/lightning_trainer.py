@@ -22,6 +22,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import tensortap as tt
+from tensortap.report.training import rules_that_find_problems
 
 
 class DigitsMLP(L.LightningModule):
@@ -86,15 +87,6 @@ def train(out: str, lr: float, epochs: int, plain: bool, **trainer_args: object)
     return os.path.join(out, "tensortap")
 
 
-def judge(path: str) -> list[str]:
-    """The recommended rules over the trial: the names of those that found something."""
-    from tensortap.report.training import default_rules
-    from tensortap.rules.invoker import invoke_rule
-
-    trial = tt.create_trial(path)
-    return [rule.rule_name for rule in default_rules(trial) if invoke_rule(rule).triggered]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer epochs (the tests use it)")
@@ -118,7 +110,8 @@ def main() -> None:
             f"  loss {loss.value(first, mode=tt.modes.TRAIN).item():.3g} at step {first}, "
             f"{loss.value(last, mode=tt.modes.TRAIN).item():.3g} at step {last}"
         )
-        print(f"  rules that found a problem: {', '.join(judge(path)) or 'none'}")
+        found = rules_that_find_problems(path)
+        print(f"  rules that found a problem: {', '.join(found) or 'none'}")
 
 
 if __name__ == "__main__":

@@ -160,3 +160,34 @@ def test_tensortap_run_adds_the_callback_to_an_unmodified_script(tmp_path: Path)
     assert trial.tensor_names(collection="gradients")
     status = trial.worker_status("worker_0")
     assert status is not None and status["internal_errors"] == 0
+
+
+def test_under_ddp_each_rank_writes_as_a_worker(tmp_path: Path, helper_env) -> None:
+    from conftest import free_port, helper_cmd
+
+    port = str(free_port())
+    procs = []
+    for rank in range(2):
+        env = dict(helper_env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2")
+        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        procs.append(
+            subprocess.Popen(
+                helper_cmd("hf_ddp.py", tmp_path / "out"),
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in outputs]
+    trial = tt.create_trial(tmp_path / "out" / "tensortap")
+    assert trial.workers() == ["worker_0", "worker_1"]
+    loss = trial.tensor("loss")
+    assert loss.steps(mode=tt.modes.TRAIN) == [0, 1, 2]
+    assert loss.value(0, worker="worker_0") != loss.value(0, worker="worker_1")  # own batches
+    grad = trial.tensor("gradient/transformer.h.0.mlp.c_fc.weight")
+    for step in (0, 1, 2):  # DDP averaged them: every rank saved the same gradient
+        np.testing.assert_allclose(
+            grad.value(step, worker="worker_0"), grad.value(step, worker="worker_1"), rtol=1e-6
+        )

@@ -32,12 +32,14 @@ SPECS = (
     *((n, True) for n in ALLOWED_REDUCTIONS),
 )
 VALUES = st.one_of(
-    st.floats(-100, 100, width=32),
+    # Statistics are float32 on the device (JAX's default): magnitudes whose squares leave
+    # float32's normal range (and subnormals, which XLA flushes to zero) are not drawn.
+    st.floats(-100, 100, width=32).filter(lambda v: v == 0 or abs(v) >= 1e-15),
     st.sampled_from([0.0, 1e-6, -2.5, 500.0, float("nan"), float("inf")]),
 )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(hnp.arrays(np.float32, st.integers(1, 30), elements=VALUES))
 def test_device_statistics_equal_the_cores(values: np.ndarray) -> None:
     got = np.asarray(jax.jit(statistics, static_argnums=1)(jnp.asarray(values), SPECS))

@@ -12,8 +12,6 @@ sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
 
 from lightning_trainer import train
 
-import tensortap as tt
-
 
 def main() -> None:
     warnings.filterwarnings("ignore")
@@ -34,4 +32,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-    tt  # noqa: B018

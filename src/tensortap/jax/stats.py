@@ -43,12 +43,17 @@ def _one(x: Any, name: str, on_abs: bool) -> Any:
         return v.var()
     if name == "sum":
         return v.sum()
-    if name == "prod":
-        return v.prod()
+    if name == "prod":  # a zero among finite values: 0, even if the rest overflow float32
+        exact_zero = jnp.any(v == 0) & jnp.all(jnp.isfinite(v))
+        return jnp.where(exact_zero, 0.0, v.prod())
     if name == "l1":
         return jnp.abs(x).sum()
-    if name == "l2":
-        return jnp.sqrt(jnp.sum(jnp.square(x)))
+    if name == "l2":  # scaled by the largest magnitude, so tiny values do not square to 0
+        m = jnp.max(jnp.abs(x))
+        ok = (m > 0) & jnp.isfinite(m)
+        scale = jnp.where(ok, m, 1.0)
+        scaled = scale * jnp.sqrt(jnp.sum(jnp.square(x / scale)))
+        return jnp.where(ok, scaled, jnp.sqrt(jnp.sum(jnp.square(x))))
     finite = jnp.isfinite(x)
     if name == "nonfinite":
         return jnp.sum(~finite).astype(jnp.float32)
@@ -58,7 +63,9 @@ def _one(x: Any, name: str, on_abs: bool) -> Any:
         return top
     if name == "dynamic_range":
         bottom = jnp.where(magnitude > 0, magnitude, jnp.inf).min()
-        return jnp.where(top > 0, jnp.log2(top) - jnp.log2(bottom), 0.0)
+        # top == bottom: exactly 0 (XLA's two log2 of one value may differ in the last bit)
+        spread = jnp.where(top > bottom, jnp.log2(top) - jnp.log2(bottom), 0.0)
+        return jnp.where(top > 0, spread, 0.0)
     kind, _, fmt = name.partition("_")
     limits = FORMATS[fmt]
     if kind == "underflow":

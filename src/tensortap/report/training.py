@@ -51,6 +51,16 @@ def default_rules(trial: Trial) -> list[Rule]:
     return rules
 
 
+def rules_that_find_problems(trial: Trial | str | os.PathLike[str]) -> list[str]:
+    """Run :func:`default_rules` over the whole of a finished ``trial``; the names of those that
+    found something, in the recommended order (what ``tensortap report`` shows, in one call)."""
+    from tensortap.rules.invoker import invoke_rule
+
+    if not isinstance(trial, Trial):
+        trial = create_trial(trial)
+    return [rule.rule_name for rule in default_rules(trial) if invoke_rule(rule).triggered]
+
+
 def _job_rows(record: JobRecord) -> list[Row]:
     summary = record.summary() or {"rules": []}
     return [
