@@ -25,7 +25,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from tensortap.cli import run, serve, views
+from tensortap.cli import convert, run, serve, views
 from tensortap.cli.specs import builtin_rule, collection, custom_rule, parse_params
 from tensortap.exceptions import TensortapError
 
@@ -39,6 +39,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "report": views.report,
     "tensorboard": views.tensorboard,
     "tensorplot": views.tensorplot,
+    "convert": convert.convert,
 }
 
 
@@ -50,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_parser(sub)
     serve.add_parser(sub)
     views.add_parsers(sub)
+    convert.add_parser(sub)
     return parser
 
 

@@ -432,10 +432,14 @@ def create_trial(
     **kwargs: Any,
 ) -> Trial:
     """Open the trial at ``path`` (a directory, a URL, or a Store); smdebug's
-    ``create_trial(out_dir=...)`` spelling works too."""
+    ``create_trial(out_dir=...)`` spelling works too. A trial written by smdebug is read
+    through a tensortap copy (see :mod:`tensortap.smdebug.opening`)."""
     if (path is None) == (out_dir is None):
         raise InvalidConfigError(
             "create_trial needs the trial's location once: create_trial('runs/job1') or "
             f"create_trial(out_dir='runs/job1'); got path={path!r}, out_dir={out_dir!r}"
         )
-    return Trial(path if path is not None else out_dir, name=name, **kwargs)  # type: ignore[arg-type]
+    location = path if path is not None else out_dir
+    from tensortap.smdebug.opening import tensortap_copy_if_smdebug
+
+    return Trial(tensortap_copy_if_smdebug(location), name=name, **kwargs)  # type: ignore[arg-type]
