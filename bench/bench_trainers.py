@@ -1,13 +1,14 @@
 """Overhead of the trainer callbacks (issue 22): a Hugging Face ``Trainer`` (a GPT-2 of 4 layers,
 d=128, built from a config, on random tokens) and a Lightning ``Trainer`` (the MLP of
-bench_pytorch: 2.4M parameters, batch 64), each with and without ``TensortapCallback``.
+bench_pytorch: 2.4M parameters, batch 64), each with and without ``TensortapCallback``; and a
+jitted Optax loop on the same MLP in JAX with and without ``tensortap.jax.record``.
 
 A trainer runs its own loop, so configurations cannot take turns step by step: whole runs
 alternate (A B A B ...), and a timing callback measures every step (the time between two
 consecutive step ends, so the callback's own work is inside it). The figure is the median step
 time over all runs of a configuration, as a ratio to no callback.
 
-    .venv/bin/python bench/bench_trainers.py [--runs 4] [--steps 40]
+    .venv/bin/python bench/bench_trainers.py [--runs 4] [--steps 40] [--only optax]
 """
 
 from __future__ import annotations
@@ -129,9 +130,60 @@ def lightning_run(out: Path, config: dict[str, Any] | None, steps: int) -> list[
     return [b - a for a, b in itertools.pairwise(times)][2:]
 
 
+def optax_run(out: Path, config: dict[str, Any] | None, steps: int) -> list[float]:
+    """The same MLP in JAX, a jitted SGD step; with a hook: ``record(hook)`` first in the Optax
+    chain and the loss saved after each step (losses every step)."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    import tensortap.jax as ttj
+
+    hook = None
+    chain = [optax.sgd(0.01)]
+    if config is not None:
+        hook = ttj.Hook(out, **config)
+        hook.get_collection("losses").save_config = ttj.SaveConfig(save_interval=1)
+        chain.insert(0, ttj.record(hook))
+    optimizer = optax.chain(*chain)
+    key = jax.random.PRNGKey(0)
+    params = []
+    for a, b in itertools.pairwise((1024, 1536, 512, 10)):
+        key, sub = jax.random.split(key)
+        params.append({"w": jax.random.normal(sub, (a, b)) * 0.02, "b": jnp.zeros(b)})
+    state = optimizer.init(params)
+
+    def loss_fn(params: Any, x: Any, y: Any) -> Any:
+        for layer in params[:-1]:
+            x = jax.nn.relu(x @ layer["w"] + layer["b"])
+        logits = x @ params[-1]["w"] + params[-1]["b"]
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+    @jax.jit
+    def step(params: Any, state: Any, x: Any, y: Any) -> Any:
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        updates, state = optimizer.update(grads, state, params)
+        return optax.apply_updates(params, updates), state, loss
+
+    x = jax.random.normal(key, (64, 1024))
+    y = jnp.arange(64) % 10
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        params, state, loss = step(params, state, x, y)
+        if hook is not None:
+            hook.save_scalar("loss", loss, "losses")
+        loss.block_until_ready()
+        times.append(time.perf_counter() - t0)
+    if hook is not None:
+        hook.close()
+    return times[2:]  # after compiling
+
+
 WORKLOADS: dict[str, Callable[[Path, dict[str, Any] | None, int], list[float]]] = {
     "Hugging Face Trainer (GPT-2 4x128, batch 16x64)": hf_run,
     "Lightning Trainer (MLP 2.4M, batch 64)": lightning_run,
+    "Optax loop, jitted (the same MLP in JAX)": optax_run,
 }
 
 
@@ -139,6 +191,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=4, help="runs per configuration")
     parser.add_argument("--steps", type=int, default=40, help="steps per run")
+    parser.add_argument("--only", help="run only the workloads whose name contains this")
     args = parser.parse_args()
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
@@ -151,6 +204,8 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="tensortap-bench-", dir=os.environ.get("BENCH_DIR")))
     try:
         for workload, run in WORKLOADS.items():
+            if args.only and args.only.lower() not in workload.lower():
+                continue
             times: dict[str, list[float]] = {c: [] for c in CONFIGS}
             for r in range(args.runs):
                 for i, (config_name, config) in enumerate(CONFIGS.items()):

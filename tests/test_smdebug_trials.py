@@ -113,3 +113,18 @@ def test_a_damaged_event_file_is_reported_not_guessed(tmp_path: Path) -> None:
     events.write_bytes(events.read_bytes()[:100])  # cut short
     with pytest.raises(FormatError, match="smdebug event file"):
         tt.create_trial(trial)
+
+
+def test_an_smdebug_trial_on_s3_opens_and_the_bucket_is_left_alone(s3_bucket) -> None:
+    pytest.importorskip("boto3")
+    import boto3
+
+    client = boto3.client("s3")
+    for path in sorted((FIXTURE / "trial").rglob("*")):
+        if path.is_file():
+            key = f"smd/job/{path.relative_to(FIXTURE / 'trial').as_posix()}"
+            client.put_object(Bucket=s3_bucket, Key=key, Body=path.read_bytes())
+    before = sorted(o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket)["Contents"])
+    _check_against_smdebug(tt.create_trial(f"s3://{s3_bucket}/smd/job"))
+    after = sorted(o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket)["Contents"])
+    assert after == before  # the copy lives in the local cache, not beside the trial
