@@ -247,6 +247,18 @@ class Hook:
         """True if some included collection is due at this step."""
         return bool(self._guard(self._recorder.is_anything_due))
 
+    def is_collection_due(self, name: str) -> bool:
+        """True if the collection ``name`` is included and due at this step."""
+        return bool(self._guard(self._recorder.is_collection_due, name))
+
+    def save_config_of(self, name: str) -> SaveConfig:
+        """The schedule collection ``name`` follows: its own, or the hook's default."""
+        return self.get_collection(name).save_config or self._recorder.save_config
+
+    def reduction_config_of(self, name: str) -> ReductionConfig:
+        """What collection ``name`` saves of a tensor: its own config, or the hook's default."""
+        return self.get_collection(name).reduction_config or self._recorder.reduction_config
+
     # -- collections --
     def get_collection(self, name: str, create: bool = True) -> Collection:
         """The hook's collection of this name (created empty if missing)."""

@@ -51,10 +51,9 @@ def record(
             Leaf(path_name(prefix, path), leaf.dtype, tuple(leaf.shape)) for path, leaf in leaves
         )
         arrays = [leaf for _, leaf in leaves]
-        coll = hook.get_collection(collection)
-        config = coll.reduction_config or hook._recorder.reduction_config
+        config = hook.reduction_config_of(collection)
         specs = config.reduction_specs
-        schedule = (coll.save_config or hook._recorder.save_config).get_save_config(ModeKeys.TRAIN)
+        schedule = hook.save_config_of(collection).get_save_config(ModeKeys.TRAIN)
         count = state.steps
         jax.debug.callback(functools.partial(_step, hook), count, ordered=True)
 

@@ -69,11 +69,10 @@ class TrainerSession:
         schedule (every 500th step) they are saved at every step; as configured otherwise,
         their TRAIN schedule stays. An evaluation is one EVAL step: they are saved at every one,
         or the rules comparing TRAIN and EVAL would see only every 500th evaluation."""
-        default = hook._recorder.save_config
         every = SaveConfigMode(save_interval=1)
         for name in (CollectionKeys.LOSSES, CollectionKeys.METRICS):
             coll = hook.get_collection(name)
-            base = coll.save_config or default
+            base = hook.save_config_of(name)
             if base == SaveConfig():
                 coll.save_config = SaveConfig(save_interval=1)
                 continue
@@ -153,8 +152,7 @@ class TrainerSession:
         """Whether logged values can be saved at this step (``metrics`` or ``scalars`` due)."""
         hook = self.hook
         return hook is not None and any(
-            hook._recorder.is_collection_due(c)
-            for c in (CollectionKeys.METRICS, CollectionKeys.SCALARS)
+            hook.is_collection_due(c) for c in (CollectionKeys.METRICS, CollectionKeys.SCALARS)
         )
 
     def end_evaluation(self) -> None:
