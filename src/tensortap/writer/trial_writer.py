@@ -43,6 +43,10 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 _MAX_LISTED_DROPS = 1000
 _PADDING = bytes(DATA_ALIGNMENT)
+# While the writer sleeps until its segment's flush time, a submitted step wakes it only when
+# the queue holds this much (a wake per small step costs training a share of a core).
+_WAKE_BYTES = 8 * 1024 * 1024
+_WAKE_STEPS = 512
 
 
 class TrialWriter:
@@ -64,6 +68,7 @@ class TrialWriter:
         self._queue: deque[StepBatch] = deque()
         self._queued_bytes = 0
         self._cv = threading.Condition()
+        self._wakes_by_itself = False  # the writer sleeps with a flush deadline (under _cv)
         self._flush_waiters: list[threading.Event] = []
         self._stop = False
         self._closed = False
@@ -142,7 +147,12 @@ class TrialWriter:
                 return
             self._queue.append(batch)
             self._queued_bytes += size
-            self._cv.notify_all()
+            if (
+                not self._wakes_by_itself
+                or self._queued_bytes >= _WAKE_BYTES
+                or len(self._queue) >= _WAKE_STEPS
+            ):
+                self._cv.notify_all()
 
     def _drop(self, batch: StepBatch, why: str) -> None:
         status = self.status
@@ -206,12 +216,17 @@ class TrialWriter:
                     if to_check <= 0:
                         break
                     if self._segment is None:
+                        self._wakes_by_itself = False  # a step must wake it
                         self._cv.wait(to_check)
                         continue
                     remaining = self.options.flush_secs - (time.monotonic() - self._segment.opened)
                     if remaining <= 0:
                         break
+                    # It wakes within flush_secs to publish: small steps need not wake it
+                    # before (one wake per step costs training a share of a core).
+                    self._wakes_by_itself = True
                     self._cv.wait(min(remaining, to_check))
+                self._wakes_by_itself = False
                 batches = list(self._queue)
                 stop = self._stop
                 waiters, self._flush_waiters = self._flush_waiters, []
