@@ -1,7 +1,8 @@
 """Overhead of the trainer callbacks (issue 22): a Hugging Face ``Trainer`` (a GPT-2 of 4 layers,
 d=128, built from a config, on random tokens) and a Lightning ``Trainer`` (the MLP of
 bench_pytorch: 2.4M parameters, batch 64), each with and without ``TensortapCallback``; and a
-jitted Optax loop on the same MLP in JAX with and without ``tensortap.jax.record``.
+jitted Optax loop on the same MLP in JAX with and without ``tensortap.jax.record`` (its two
+ways: a host callback in the step, or statistics carried out in the optimizer state).
 
 A trainer runs its own loop, so configurations cannot take turns step by step: whole runs
 alternate (A B A B ...), and a timing callback measures every step (the time between two
@@ -14,6 +15,7 @@ time over all runs of a configuration, as a ratio to no callback.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import logging
 import os
@@ -130,9 +132,12 @@ def lightning_run(out: Path, config: dict[str, Any] | None, steps: int) -> list[
     return [b - a for a, b in itertools.pairwise(times)][2:]
 
 
-def optax_run(out: Path, config: dict[str, Any] | None, steps: int) -> list[float]:
-    """The same MLP in JAX, a jitted SGD step; with a hook: ``record(hook)`` first in the Optax
-    chain and the loss saved after each step (losses every step)."""
+def optax_run(
+    out: Path, config: dict[str, Any] | None, steps: int, via: str = "callback"
+) -> list[float]:
+    """The same MLP in JAX, a jitted SGD step; with a hook: ``record(hook, via=via)`` first in
+    the Optax chain and the loss saved after each step (losses every step; gradients, when
+    included, as their l2 norm: ``via="state"`` carries statistics, not raw values)."""
     import jax
     import jax.numpy as jnp
     import optax
@@ -144,7 +149,8 @@ def optax_run(out: Path, config: dict[str, Any] | None, steps: int) -> list[floa
     if config is not None:
         hook = ttj.Hook(out, **config)
         hook.get_collection("losses").save_config = ttj.SaveConfig(save_interval=1)
-        chain.insert(0, ttj.record(hook))
+        hook.get_collection("gradients").reduction_config = ttj.ReductionConfig(norms=["l2"])
+        chain.insert(0, ttj.record(hook, via=via))
     optimizer = optax.chain(*chain)
     key = jax.random.PRNGKey(0)
     params = []
@@ -173,6 +179,8 @@ def optax_run(out: Path, config: dict[str, Any] | None, steps: int) -> list[floa
         params, state, loss = step(params, state, x, y)
         if hook is not None:
             hook.save_scalar("loss", loss, "losses")
+            if via == "state":
+                hook.end_step(state)
         loss.block_until_ready()
         times.append(time.perf_counter() - t0)
     if hook is not None:
@@ -183,7 +191,10 @@ def optax_run(out: Path, config: dict[str, Any] | None, steps: int) -> list[floa
 WORKLOADS: dict[str, Callable[[Path, dict[str, Any] | None, int], list[float]]] = {
     "Hugging Face Trainer (GPT-2 4x128, batch 16x64)": hf_run,
     "Lightning Trainer (MLP 2.4M, batch 64)": lightning_run,
-    "Optax loop, jitted (the same MLP in JAX)": optax_run,
+    "Optax loop, jitted (the same MLP in JAX), record(hook)": optax_run,
+    "Optax loop, jitted (the same MLP in JAX), record(hook, via='state')": functools.partial(
+        optax_run, via="state"
+    ),
 }
 
 

@@ -2,7 +2,8 @@
 with a sane learning rate and once with one far too high; the recommended rules judge both.
 
 Gradient statistics come from inside the jitted step (``tensortap.jax.record`` first in the
-Optax chain); the loss and the parameters are saved after each step.
+Optax chain, carrying them out in the optimizer state: no host callback in the compiled step);
+the loss and the parameters are saved after each step, and ``hook.end_step(state)`` ends it.
 
     python examples/jax_flax.py [--quick] [--out runs/jax]
 """
@@ -47,7 +48,7 @@ def train(out: str, lr: float, steps: int) -> str:
     )
     model = MLP()
     variables = model.init(jax.random.PRNGKey(0), jnp.zeros((1, 64)))
-    optimizer = optax.chain(ttj.record(hook), optax.sgd(lr))
+    optimizer = optax.chain(ttj.record(hook, via="state"), optax.sgd(lr))
     state = optimizer.init(variables)
 
     @jax.jit
@@ -66,6 +67,7 @@ def train(out: str, lr: float, steps: int) -> str:
         variables, state, loss = step(variables, state, x[batch], y[batch])
         hook.save_scalar("loss", loss, "losses")
         hook.save_pytree(variables)  # params/Dense_0/kernel, ...: weights and biases
+        hook.end_step(state)  # this step's gradient statistics, then the next step
     hook.close()
     return out
 

@@ -24,6 +24,7 @@ import tensortap.jax as ttj  # noqa: E402
 from tensortap.core.numerics import NUMERICS_REDUCTIONS  # noqa: E402
 from tensortap.core.reduction_config import ALLOWED_NORMS, ALLOWED_REDUCTIONS  # noqa: E402
 from tensortap.core.reductions import compute_reduction  # noqa: E402
+from tensortap.exceptions import InvalidConfigError  # noqa: E402
 from tensortap.jax.stats import statistics  # noqa: E402
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
@@ -91,9 +92,11 @@ def _loss(params, x, y):
     return jnp.mean((x @ params["w"] + params["b"] - y) ** 2)
 
 
-def _train(hook: ttj.Hook, steps: int, prefix: str = "gradient/params") -> list[dict]:
+def _train(
+    hook: ttj.Hook, steps: int, prefix: str = "gradient/params", via: str = "callback"
+) -> list[dict]:
     params = {"w": jnp.full((4, 3), 0.1), "b": jnp.zeros(3)}
-    opt = optax.chain(ttj.record(hook, prefix=prefix), optax.sgd(0.05))
+    opt = optax.chain(ttj.record(hook, prefix=prefix, via=via), optax.sgd(0.05))
     state = opt.init(params)
 
     @jax.jit
@@ -111,11 +114,16 @@ def _train(hook: ttj.Hook, steps: int, prefix: str = "gradient/params") -> list[
         grads_seen.append(jax.device_get(grads))
         hook.save_scalar("loss", loss, "losses")
         hook.save_pytree(params, "params")
+        if via == "state":
+            hook.end_step(state)
     hook.close()
     return grads_seen
 
 
-def test_record_saves_gradient_statistics_from_inside_jit_on_schedule(tmp_path: Path) -> None:
+@pytest.mark.parametrize("via", ["callback", "state"])
+def test_record_saves_gradient_statistics_from_inside_jit_on_schedule(
+    tmp_path: Path, via: str
+) -> None:
     hook = ttj.Hook(
         tmp_path,
         save_config=ttj.SaveConfig(save_interval=3),
@@ -125,7 +133,7 @@ def test_record_saves_gradient_statistics_from_inside_jit_on_schedule(tmp_path: 
         reductions=["min", "max", "mean"], norms=["l2"], abs_reductions=["max"]
     )
     hook.get_collection("losses").save_config = ttj.SaveConfig(save_interval=1)
-    grads = _train(hook, 7)
+    grads = _train(hook, 7, via=via)
     trial = tt.create_trial(tmp_path)
     w = trial.tensor("gradient/params/w")
     assert w.steps() == [0, 3, 6]  # the collection's schedule, evaluated in the graph
@@ -150,6 +158,74 @@ def test_record_saves_raw_gradients_when_the_config_asks(tmp_path: Path) -> None
     assert w.steps() == [1, 2]
     for step in (1, 2):
         np.testing.assert_allclose(w.value(step), grads[step]["w"], rtol=1e-6)
+
+
+def test_record_via_state_puts_no_host_callback_in_the_compiled_step(tmp_path: Path) -> None:
+    hook = ttj.Hook(tmp_path, include_collections=["gradients"])
+    hook.get_collection("gradients").reduction_config = ttj.ReductionConfig(norms=["l2"])
+    params = {"w": jnp.ones((4, 3))}
+    for via, callbacks in (("state", False), ("callback", True)):
+        opt = ttj.record(hook, via=via)
+        state = opt.init(params)
+        text = jax.jit(opt.update).lower(params, state).as_text()
+        assert ("callback" in text) is callbacks, via
+    hook.close()
+
+
+def test_record_via_state_refuses_raw_values_and_end_step_a_foreign_state(
+    tmp_path: Path,
+) -> None:
+    hook = ttj.Hook(tmp_path, include_collections=["gradients"])  # raw gradients by default
+    with pytest.raises(InvalidConfigError, match="raw values"):
+        ttj.record(hook, via="state")
+    with pytest.raises(InvalidConfigError, match="'callback' or 'state'"):
+        ttj.record(hook, via="host")
+    with pytest.raises(InvalidConfigError, match="record\\(hook, via='state'\\)"):
+        hook.end_step(optax.sgd(0.1).init({"w": jnp.ones(2)}))
+    hook.close()
+
+
+def test_end_step_out_of_line_with_the_optimizer_is_counted_not_raised(tmp_path: Path) -> None:
+    hook = ttj.Hook(
+        tmp_path, save_config=ttj.SaveConfig(save_interval=1), include_collections=["gradients"]
+    )
+    hook.get_collection("gradients").reduction_config = ttj.ReductionConfig(norms=["l2"])
+    params = {"w": jnp.ones(3)}
+    opt = ttj.record(hook, via="state")
+    state = opt.init(params)
+    update = jax.jit(opt.update)
+    _, state = update(params, state)
+    hook.end_step(state)  # step 0: saved
+    hook.end_step(state)  # the same state again: the hook is at step 1, the state at step 0
+    assert hook.status.internal_errors == 1
+    assert "StepMismatchError" in (hook.status.last_internal_error or "")
+    hook.close()
+    w = tt.create_trial(tmp_path).tensor("gradient/w")
+    assert w.steps() == [0]
+    assert w.reduction_value(0, "l2") == pytest.approx(np.sqrt(3.0))
+
+
+def test_end_step_follows_a_resumed_optimizers_count(tmp_path: Path) -> None:
+    hook = ttj.Hook(
+        tmp_path,
+        save_config=ttj.SaveConfig(save_interval=2),
+        include_collections=["gradients", "losses"],
+    )
+    hook.get_collection("gradients").reduction_config = ttj.ReductionConfig(norms=["l2"])
+    hook.get_collection("losses").save_config = ttj.SaveConfig(save_interval=1)
+    params = {"w": jnp.ones(3)}
+    opt = ttj.record(hook, via="state")
+    state = opt.init(params)._replace(steps=jnp.int32(6))  # restored from a checkpoint
+    update = jax.jit(opt.update)
+    for k in range(3):
+        _, state = update(params, state)
+        hook.save_scalar("loss", float(k), "losses")
+        hook.end_step(state)
+    hook.close()
+    trial = tt.create_trial(tmp_path)
+    assert trial.tensor("loss").steps(mode=tt.modes.TRAIN) == [6, 7, 8]
+    assert trial.tensor("loss").value(6, mode=tt.modes.TRAIN) == 0.0
+    assert trial.tensor("gradient/w").steps(mode=tt.modes.TRAIN) == [6, 8]
 
 
 def test_the_flax_example_is_judged_by_the_rules(tmp_path: Path) -> None:

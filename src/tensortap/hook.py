@@ -251,6 +251,10 @@ class Hook:
         """True if the collection ``name`` is included and due at this step."""
         return bool(self._guard(self._recorder.is_collection_due, name))
 
+    def is_collection_included(self, name: str) -> bool:
+        """True if the collection ``name`` is saved at all (on its schedule)."""
+        return name in self._recorder.include_collections
+
     def save_config_of(self, name: str) -> SaveConfig:
         """The schedule collection ``name`` follows: its own, or the hook's default."""
         return self.get_collection(name).save_config or self._recorder.save_config

@@ -112,6 +112,15 @@ class StepRecorder:
         self.mode_step = self._mode_steps.get(new, 0)
         self._reset_step_caches()
 
+    def renumber_step(self, mode_step: int) -> None:
+        """Give the current step the number ``mode_step`` in its mode, forward only (for an
+        adapter that learns the number after the step began, e.g. a resumed optimizer's count).
+        What it saved so far stays in it."""
+        if mode_step > self.mode_step:
+            self.mode_step = mode_step
+            self._mode_steps[self.mode] = mode_step
+            self._reset_step_caches()
+
     def next_step(self) -> None:
         """Close the current step (handing its records to the sink) and advance."""
         self._close_step()

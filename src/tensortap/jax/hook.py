@@ -18,7 +18,7 @@ to the host only when due. For gradients inside a jitted step, see :func:`tensor
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import numpy as np
@@ -27,19 +27,13 @@ from tensortap.core.dtypes import dtype_info
 from tensortap.core.modes import ModeKeys
 from tensortap.core.recorder import SavePlan, records_from_array
 from tensortap.core.records import Record, RecordKind
+from tensortap.exceptions import InvalidConfigError, TensortapError
 from tensortap.hook import Hook as BaseHook
-from tensortap.jax.names import collections_for, path_name
+from tensortap.jax.carried import Carried, carried_states
+from tensortap.jax.names import Leaf, collections_for, path_name
 from tensortap.jax.stats import statistics
 
 _statistics = jax.jit(statistics, static_argnums=1)
-
-
-class Leaf(NamedTuple):
-    """What the host needs of a leaf whose values come from inside a jitted step."""
-
-    name: str
-    dtype: Any
-    shape: tuple[int, ...]
 
 
 def _is_jax_array(value: Any) -> bool:
@@ -49,6 +43,11 @@ def _is_jax_array(value: Any) -> bool:
 class Hook(BaseHook):
     """See the module docstring. Steps are marked by :meth:`next_step` (or, with
     :func:`tensortap.jax.record` in the optimizer, by the optimizer's step count)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._carried: list[Carried] = []  # record(hook, via="state") in this hook's optimizers
+        self._carried_tags: list[int] | None = None  # their tags, in optimizer-state order
 
     def save_tensor(
         self, name: str, value: Any, collections: str | Iterable[str] | None = None
@@ -95,6 +94,68 @@ class Hook(BaseHook):
         for (name, plan, leaf, _), vals in zip(pending, values, strict=True):
             recorder.put(name, _statistic_records(name, plan, leaf, vals))
         return saved
+
+    def end_step(self, opt_state: Any) -> None:
+        """End the current TRAIN step of a loop whose Optax chain holds
+        ``record(hook, via="state")``: save the statistics the step left in ``opt_state`` (read
+        from the device only on steps the collection's schedule makes due) and go on to the
+        next step. Call it once per optimizer step, after saving the step's loss, instead of
+        :meth:`next_step`."""
+        with self._lock:
+            if self._closed:
+                self._warn_closed()
+                return
+            self._guard(self._end_step, opt_state)
+
+    def _carry(self, carried: Carried) -> int:
+        """Register a carried recording (at the optimizer's ``init``); its tag."""
+        for i, known in enumerate(self._carried):
+            if known is carried:
+                return i
+        self._carried.append(carried)
+        self._carried_tags = None
+        return len(self._carried) - 1
+
+    def _end_step(self, opt_state: Any) -> None:
+        nodes = carried_states(opt_state)
+        if not nodes:
+            raise InvalidConfigError(
+                "hook.end_step(opt_state) expects the state of an Optax chain that holds "
+                f"record(hook, via='state'), got a {type(opt_state).__name__} without one; pass "
+                "the optimizer state the step returned, or call hook.next_step() instead"
+            )
+        recorder = self._recorder
+        if recorder.mode == ModeKeys.GLOBAL:  # nothing set a mode: this step was a TRAIN step
+            recorder.set_mode(ModeKeys.TRAIN, keep_step=True)
+        tags = self._carried_tags
+        if tags is None or len(tags) != len(nodes):  # first step: follow the optimizer's count
+            fetched = jax.device_get([(n.steps, n.tag) for n in nodes])
+            tags = self._carried_tags = [int(tag) for _, tag in fetched]
+            if recorder.mode == ModeKeys.TRAIN:
+                recorder.renumber_step(int(fetched[0][0]) - 1)  # a resumed optimizer
+        if recorder.mode != ModeKeys.TRAIN:
+            recorder.set_mode(ModeKeys.TRAIN)
+        count = recorder.mode_step
+        due = [
+            (node, self._carried[tag])
+            for node, tag in zip(nodes, tags, strict=True)
+            if self._carried[tag].specs
+            and self.save_config_of(self._carried[tag].collection)
+            .get_save_config(ModeKeys.TRAIN)
+            .should_save(count)
+        ]
+        fetched = jax.device_get([(node.steps, node.stats) for node, _ in due])  # one transfer
+        for (steps, stats), (_, carried) in zip(fetched, due, strict=True):
+            if int(steps) - 1 == count:
+                self._save_delivered(count, carried.leaves, carried.specs, stats, None)
+            else:  # counted and surfaced like any failure inside tensortap; training goes on
+                mismatch = StepMismatchError(
+                    f"hook.end_step: the hook is at TRAIN step {count} but the optimizer state "
+                    f"is that of step {int(steps) - 1}; call end_step once per optimizer step "
+                    "(not next_step as well) with the state that step returned"
+                )
+                self._contain(mismatch, "Hook.end_step")
+        self._recorder.next_step()
 
     def _deliver(
         self,
@@ -143,6 +204,10 @@ class Hook(BaseHook):
             recorder.set_mode(ModeKeys.TRAIN)
         while recorder.mode_step < count:
             recorder.next_step()
+
+
+class StepMismatchError(TensortapError):
+    """The optimizer state given to ``end_step`` is not that of the hook's current step."""
 
 
 def _statistic_records(name: str, plan: SavePlan, leaf: Any, values: Any) -> list[Record]:

@@ -9,11 +9,19 @@ optimizer variables; anything else joins ``default``.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from tensortap.core.collections import CollectionKeys
 
 OPTIMIZER_VARIABLES = "optimizer_variables"
+
+
+class Leaf(NamedTuple):
+    """What the host needs of a leaf whose values come from inside a jitted step."""
+
+    name: str
+    dtype: Any
+    shape: tuple[int, ...]
 
 
 def key_text(key: Any) -> str:

@@ -25,9 +25,11 @@ import optax
 
 from tensortap.core.collections import CollectionKeys
 from tensortap.core.modes import ModeKeys
-from tensortap.core.save_config import SaveConfigMode
-from tensortap.jax.hook import Hook, Leaf
-from tensortap.jax.names import path_name
+from tensortap.exceptions import InvalidConfigError
+from tensortap.jax.carried import carried_record
+from tensortap.jax.hook import Hook
+from tensortap.jax.names import Leaf, path_name
+from tensortap.jax.schedule import due_in_graph
 from tensortap.jax.stats import statistics
 
 
@@ -36,11 +38,23 @@ class RecordState(NamedTuple):
 
 
 def record(
-    hook: Hook, prefix: str = "gradient", collection: str = CollectionKeys.GRADIENTS
+    hook: Hook,
+    prefix: str = "gradient",
+    collection: str = CollectionKeys.GRADIENTS,
+    via: str = "callback",
 ) -> optax.GradientTransformation:
     """Save statistics of the updates flowing through this point of an Optax chain under
     ``<prefix>/<path>`` (``gradient/params/Dense_0/kernel``), per ``collection``'s reduction
-    config and save schedule. The updates pass through unchanged."""
+    config and save schedule. The updates pass through unchanged.
+
+    ``via="callback"`` (the default) sends them to the host from the compiled step; nothing else
+    changes in the loop. ``via="state"`` carries them out in the optimizer state, with no host
+    callback in the graph (cheaper: see :mod:`tensortap.jax.carried`); the loop then calls
+    ``hook.end_step(opt_state)`` once per step."""
+    if via == "state":
+        return carried_record(hook, prefix, collection)
+    if via != "callback":
+        raise InvalidConfigError(f"record(via=...) must be 'callback' or 'state', got {via!r}")
 
     def init(params: Any) -> RecordState:
         return RecordState(jnp.zeros([], jnp.int32))
@@ -66,7 +80,7 @@ def record(
                 deliver = functools.partial(hook._deliver, meta=meta, specs=specs)
                 jax.debug.callback(lambda c, s: deliver(c, stats=s), count, stats, ordered=True)
 
-        jax.lax.cond(_due(schedule, count), send, lambda arrays: None, arrays)
+        jax.lax.cond(due_in_graph(schedule, count), send, lambda arrays: None, arrays)
         return updates, RecordState(count + 1)
 
     return optax.GradientTransformation(init, update)
@@ -74,18 +88,3 @@ def record(
 
 def _step(hook: Hook, count: Any) -> None:
     hook._deliver(int(count), (), ())
-
-
-def _due(schedule: SaveConfigMode, step: jax.Array) -> jax.Array:
-    """``schedule.should_save(step)``, in the graph."""
-    due = (
-        jnp.isin(step, jnp.asarray(schedule.save_steps, jnp.int32))
-        if schedule.save_steps
-        else jnp.bool_(False)
-    )
-    if schedule.save_interval is not None:
-        in_range = step >= schedule.start_step
-        if schedule.end_step is not None:
-            in_range = in_range & (step < schedule.end_step)
-        due = due | (in_range & (step % schedule.save_interval == 0))
-    return due
