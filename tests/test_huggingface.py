@@ -103,6 +103,21 @@ def test_gradients_are_the_accumulated_ones_right_before_the_update(tmp_path: Pa
         np.testing.assert_array_equal(grad.value(step), want)
 
 
+def test_a_trainer_that_compiles_the_model_is_recorded_too(tmp_path: Path) -> None:
+    callback = TensortapCallback(
+        include_collections=["losses", "gradients"], save_config=tt.SaveConfig(save_interval=1)
+    )
+    trainer = _trainer(tmp_path, [callback], torch_compile=True, max_steps=2, eval_strategy="no")
+    trainer.train()
+    trial = tt.create_trial(tmp_path / "tensortap")
+    logged = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    loss = trial.tensor("loss")
+    assert loss.steps() == [0, 1]
+    assert [loss.value(s) for s in (0, 1)] == pytest.approx(logged, rel=1e-5)
+    assert "gradient/transformer.h.0.mlp.c_fc.weight" in trial.tensor_names(collection="gradients")
+    assert trial.worker_status("worker_0")["internal_errors"] == 0
+
+
 def test_report_to_tensortap_adds_the_callback(tmp_path: Path) -> None:
     trainer = _trainer(tmp_path, report_to="tensortap", max_steps=2, eval_strategy="no")
     assert any(isinstance(c, TensortapCallback) for c in trainer.callback_handler.callbacks)
