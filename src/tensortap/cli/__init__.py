@@ -15,6 +15,8 @@ what it saved.
     tensortap report TRIAL_OR_JOB [--job JOB] -o report.html
     tensortap tensorboard TRIAL_OR_JOB OUT_DIR
     tensortap tensorplot TRIAL_OR_JOB --regex '.*relu_output' -o tensorplot.html
+    tensortap export TRIAL... --parquet stats/  # saved statistics as Parquet, appended to
+    tensortap query "SELECT ... FROM stats" --data stats/
 
 Every command spells where it writes ``-o/--output``.
 """
@@ -25,7 +27,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from tensortap.cli import convert, run, serve, views
+from tensortap.cli import convert, run, serve, table, views
 from tensortap.cli.specs import builtin_rule, collection, custom_rule, parse_params
 from tensortap.exceptions import TensortapError
 
@@ -40,6 +42,8 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "tensorboard": views.tensorboard,
     "tensorplot": views.tensorplot,
     "convert": convert.convert,
+    "export": table.export,
+    "query": table.query,
 }
 
 
@@ -52,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_parser(sub)
     views.add_parsers(sub)
     convert.add_parser(sub)
+    table.add_parsers(sub)
     return parser
 
 
@@ -84,6 +89,9 @@ _EXTRA_OF = {
     "botocore": "s3",
     "starlette": "serve",
     "uvicorn": "serve",
+    "pyarrow": "table",
+    "duckdb": "table",
+    "ray": "ray",
 }
 
 __all__ = ["builtin_rule", "collection", "custom_rule", "main", "parse_params"]

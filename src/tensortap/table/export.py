@@ -1,0 +1,175 @@
+"""Trials as one Parquet dataset: every saved reduction and one-element value (losses,
+metrics, norms, min/max/mean...) as rows, one partition per run, for DuckDB or any Parquet
+reader.
+
+Layout under the dataset's root (a directory or an ``s3://`` prefix)::
+
+    run=<run>/part-000000.parquet      rows of the run, sorted by global step
+    run=<run>/part-000001.parquet      what the next export found new
+    _tensortap/runs/<run>.json         per worker, the last segment exported
+
+Columns (the run is the partition): worker, mode, step (within the mode), global_step,
+wall_time, tensor, collection, statistic (``value`` for a saved value, ``l2``, ``abs_max``...)
+and value. An export of a trial still training writes only the segments published since the
+last one, in a new part: nothing is rewritten, and a row is never written twice (a part whose
+manifest update was lost to a crash is written again under the same name).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tensortap.core.collections import Collection
+from tensortap.exceptions import InvalidConfigError, TensortapError
+from tensortap.storage import Store, open_store
+from tensortap.trials.columns import published_segments, scalar_columns
+from tensortap.trials.trial import Trial
+
+SCHEMA = pa.schema(
+    [
+        ("worker", pa.string()),
+        ("mode", pa.string()),
+        ("step", pa.int64()),
+        ("global_step", pa.int64()),
+        ("wall_time", pa.float64()),
+        ("tensor", pa.string()),
+        ("collection", pa.string()),
+        ("statistic", pa.string()),
+        ("value", pa.float64()),
+    ]
+)
+MANIFESTS = "_tensortap/runs/"
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+# Collections every tensor may also be in: a tensor's own is the more specific one.
+_GENERIC = ("all", "default", "scalars")
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What one export of one run wrote."""
+
+    run: str
+    rows: int  # rows written now
+    part: str | None  # the part written now (None: nothing new)
+    segments: int  # segments taken now
+
+
+def export_parquet(
+    trials: Iterable[str | os.PathLike[str] | Trial],
+    out: str | os.PathLike[str] | Store,
+    runs: Sequence[str] | None = None,
+) -> list[Exported]:
+    """Export (or bring up to date) each trial as a run of the dataset at ``out``. A run is
+    named after its trial's directory unless ``runs`` names them."""
+    given = list(trials)
+    if runs is not None and len(runs) != len(given):
+        raise InvalidConfigError(
+            f"runs names one run per trial: got {len(runs)} names for {len(given)} trials"
+        )
+    opened = [t if isinstance(t, Trial) else Trial(t) for t in given]
+    names = list(runs) if runs is not None else [t.name for t in opened]
+    seen: dict[str, str] = {}
+    for name, trial in zip(names, opened, strict=True):
+        check_run_name(name)
+        if name in seen:
+            raise InvalidConfigError(
+                f"two trials would be exported as run {name!r} ({seen[name]} and {trial.path}); "
+                "name the runs (--run) so that each is unique"
+            )
+        seen[name] = trial.path
+    store = open_store(out)
+    return [export_trial(t, store, n) for t, n in zip(opened, names, strict=True)]
+
+
+def check_run_name(name: str) -> str:
+    """A run name is a partition directory: letters, digits, ``.``, ``_`` and ``-``."""
+    if not isinstance(name, str) or not _RUN_NAME.fullmatch(name) or name in (".", ".."):
+        raise InvalidConfigError(
+            f"a run name must be 1 to 128 letters, digits, '.', '_' or '-' (not starting with "
+            f"'.', '_' or '-'), got {name!r}; give the run another name"
+        )
+    return name
+
+
+def export_trial(trial: Trial, store: Store, run: str) -> Exported:
+    """Append what ``trial`` published since the last export of ``run`` to the dataset."""
+    check_run_name(run)
+    manifest = _load_manifest(store, run)
+    if manifest is None:
+        manifest = {"run": run, "trial": trial.path, "next_part": 0, "rows": 0, "segments": {}}
+    elif manifest.get("trial") != trial.path:
+        raise InvalidConfigError(
+            f"run {run!r} of {store.location} was exported from {manifest.get('trial')}, not "
+            f"{trial.path}; give this trial another run name"
+        )
+    marks: dict[str, int] = {str(k): int(v) for k, v in manifest["segments"].items()}
+    segments = published_segments(trial, marks)
+    if not segments:
+        return Exported(run, 0, None, 0)
+    table = _table(trial, scalar_columns(trial, segments))
+    part = None
+    if table.num_rows:
+        part = f"run={run}/part-{int(manifest['next_part']):06d}.parquet"
+        sink = io.BytesIO()
+        pq.write_table(table, sink, compression="zstd", row_group_size=1 << 17)
+        store.put(part, sink.getvalue())
+        manifest["next_part"] = int(manifest["next_part"]) + 1
+        manifest["rows"] = int(manifest["rows"]) + table.num_rows
+    for seg in segments:
+        marks[seg.worker] = max(marks.get(seg.worker, -1), seg.seq)
+    manifest["segments"] = marks
+    store.put(MANIFESTS + run + ".json", json.dumps(manifest, sort_keys=True).encode())
+    return Exported(run, table.num_rows, part, len(segments))
+
+
+def _load_manifest(store: Store, run: str) -> dict[str, Any] | None:
+    try:
+        raw = store.get(MANIFESTS + run + ".json")
+    except KeyError:
+        return None
+    try:
+        doc = json.loads(raw)
+        if not isinstance(doc, dict) or not isinstance(doc.get("segments"), dict):
+            raise ValueError("not a manifest")
+        return doc
+    except ValueError as exc:
+        raise ExportError(
+            f"the export manifest of run {run!r} in {store.location} is damaged ({exc}); "
+            "export the run again into a new dataset"
+        ) from exc
+
+
+class ExportError(TensortapError):
+    """A dataset cannot be brought up to date."""
+
+
+def _table(trial: Trial, columns: Mapping[str, np.ndarray]) -> pa.Table:
+    """The rows as an Arrow table in the dataset's schema, sorted by global step."""
+    names = columns["tensor"]
+    unique, inverse = np.unique(names.astype(str), return_inverse=True)
+    owners = primary_collections([str(n) for n in unique], trial.collections().values())
+    collection = np.array([owners[str(n)] for n in unique], dtype=object)[inverse]
+    arrays = {**columns, "collection": collection}
+    table = pa.table({f.name: pa.array(arrays[f.name], type=f.type) for f in SCHEMA}, SCHEMA)
+    order = [("global_step", "ascending"), ("worker", "ascending"), ("tensor", "ascending")]
+    return table.sort_by(order)
+
+
+def primary_collections(names: Sequence[str], collections: Iterable[Collection]) -> dict[str, str]:
+    """Each tensor's own collection: the first by name of those it is in, a generic one
+    (``all``, ``default``, ``scalars``) only if it is in no other; ``""`` if in none."""
+    ordered = sorted(collections, key=lambda c: (c.name in _GENERIC, c.name))
+    out = {}
+    for name in names:
+        out[name] = next((c.name for c in ordered if c.matches(name)), "")
+    return out

@@ -1,0 +1,198 @@
+"""Saved statistics as a Parquet dataset and SQL over it: ``export_parquet`` / ``tensortap
+export`` write each trial's reductions and scalars as a run partition, appending only what a
+live trial published since (nothing rewritten, nothing twice, also after a crash between a part
+and its manifest); ``query`` / ``tensortap query`` run DuckDB over it, locally and on the local
+S3 server, with values equal to the trial API's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyarrow")
+pytest.importorskip("duckdb")
+
+import tensortap as tt
+from tensortap.cli import main
+from tensortap.exceptions import InvalidConfigError
+from tensortap.table import export_parquet, query
+
+COLUMNS = [
+    "worker",
+    "mode",
+    "step",
+    "global_step",
+    "wall_time",
+    "tensor",
+    "collection",
+    "statistic",
+    "value",
+    "run",
+]
+
+
+def _train(out: str | Path, steps: range, lr: float = 0.1, worker: int = 0, workers: int = 1):
+    """A made-up run: a loss, a learning rate metric, reductions of a weight and of a
+    gradient, raw weights (not exported); an evaluation after the last step."""
+    hook = tt.Hook(
+        out,
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["losses", "metrics", "weights", "gradients"],
+        worker=worker,
+        num_workers=workers,
+    )
+    hook.get_collection("gradients").reduction_config = tt.ReductionConfig(
+        norms=["l2"], abs_reductions=["max"]
+    )
+    hook.set_mode(tt.modes.TRAIN)
+    for step in steps:
+        hook.save_scalar("loss", 2.0 / (1 + step * lr) + worker, "losses")
+        hook.save_scalar("learning_rate", lr, "metrics")
+        hook.save_tensor("gradient/fc.weight", np.full(4, 0.5 + step + worker), "gradients")
+        hook.save_tensor("fc.weight", np.arange(6.0).reshape(2, 3), "weights")
+        hook.next_step()
+    return hook
+
+
+def _finish(hook: tt.Hook, eval_loss: float) -> None:
+    hook.set_mode(tt.modes.EVAL)
+    hook.save_scalar("loss", eval_loss, "losses")
+    hook.close()
+
+
+def test_every_reduction_and_scalar_becomes_a_row_equal_to_the_trials(tmp_path: Path) -> None:
+    for worker in (0, 1):
+        _finish(_train(tmp_path / "run-a", range(5), worker=worker, workers=2), 9.0)
+    _finish(_train(tmp_path / "run-b", range(3), lr=1.0), 7.0)
+    done = export_parquet([tmp_path / "run-a", tmp_path / "run-b"], tmp_path / "stats")
+    assert [(d.run, d.rows) for d in done] == [("run-a", 2 * (5 * 4) + 2), ("run-b", 3 * 4 + 1)]
+    table = query(
+        "SELECT * FROM stats ORDER BY run, worker, global_step, tensor, statistic",
+        tmp_path / "stats",
+    )
+    assert table.column_names == COLUMNS
+    rows = table.to_pylist()
+    assert {r["tensor"] for r in rows} == {"loss", "learning_rate", "gradient/fc.weight"}
+    trial = tt.create_trial(tmp_path / "run-a")
+    for row in (r for r in rows if r["run"] == "run-a"):
+        tensor = trial.tensor(row["tensor"])
+        mode = getattr(tt.modes, row["mode"])
+        if row["statistic"] == "value":
+            want = tensor.value(row["step"], mode=mode, worker=row["worker"])
+        else:
+            name, on_abs = (
+                row["statistic"].removeprefix("abs_"),
+                row["statistic"] != (row["statistic"].removeprefix("abs_")),
+            )
+            want = tensor.reduction_value(
+                row["step"], name, mode=mode, worker=row["worker"], abs=on_abs
+            )
+        assert row["value"] == pytest.approx(float(want))
+        assert trial.mode(row["global_step"]) == mode
+    by = {(r["tensor"], r["statistic"]): r["collection"] for r in rows}
+    assert by[("loss", "value")] == "losses"  # its own collection, not "scalars"
+    assert by[("learning_rate", "value")] == "metrics"
+    assert by[("gradient/fc.weight", "l2")] == "gradients"
+    assert by.keys() >= {("gradient/fc.weight", "abs_max")}
+    # The queries the dataset is for: a value at a step for every run, and spikes.
+    at_step = query(
+        "SELECT run, value FROM stats WHERE tensor = 'loss' AND mode = 'TRAIN' AND step = 2 "
+        "AND worker = 'worker_0' ORDER BY run",
+        tmp_path / "stats",
+    ).to_pylist()
+    assert at_step == [
+        {"run": "run-a", "value": pytest.approx(2.0 / 1.2)},
+        {"run": "run-b", "value": pytest.approx(2.0 / 3.0)},
+    ]
+    spikes = query(
+        "SELECT run, worker, max(value) AS top FROM stats WHERE statistic = 'l2' "
+        "AND step > (SELECT max(step) FROM stats) - 1000 GROUP BY run, worker "
+        "HAVING top > 10 ORDER BY run, worker",
+        tmp_path / "stats",
+    ).to_pylist()
+    assert spikes == [{"run": "run-a", "worker": "worker_1", "top": pytest.approx(11.0)}]
+
+
+def test_a_live_trial_is_appended_to_without_rewriting(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    hook = _train(live, range(4))
+    hook.flush()
+    first = export_parquet([live], tmp_path / "stats")[0]
+    assert first.part == "run=live/part-000000.parquet" and first.rows == 4 * 4
+    part0 = (tmp_path / "stats" / first.part).read_bytes()
+    assert export_parquet([live], tmp_path / "stats")[0].part is None  # nothing new
+    for step in range(4, 7):
+        hook.save_scalar("loss", float(step), "losses")
+        hook.next_step()
+    _finish(hook, 5.0)
+    second = export_parquet([live], tmp_path / "stats")[0]
+    assert second.part == "run=live/part-000001.parquet" and second.rows == 3 + 1
+    assert (tmp_path / "stats" / first.part).read_bytes() == part0  # not rewritten
+    counts = query(
+        "SELECT mode, count(*) AS n, count(DISTINCT step) AS steps FROM stats "
+        "WHERE tensor = 'loss' GROUP BY mode ORDER BY mode",
+        tmp_path / "stats",
+    ).to_pylist()
+    assert counts == [{"mode": "EVAL", "n": 1, "steps": 1}, {"mode": "TRAIN", "n": 7, "steps": 7}]
+
+
+def test_a_part_whose_manifest_was_lost_is_written_again_not_twice(tmp_path: Path) -> None:
+    _finish(_train(tmp_path / "r", range(3)), 1.0)
+    manifest = tmp_path / "stats" / "_tensortap" / "runs" / "r.json"
+    export_parquet([tmp_path / "r"], tmp_path / "stats")
+    manifest.unlink()  # as if the export died after writing the part
+    again = export_parquet([tmp_path / "r"], tmp_path / "stats")[0]
+    assert again.part == "run=r/part-000000.parquet"
+    assert sorted(p.name for p in (tmp_path / "stats" / "run=r").iterdir()) == [
+        "part-000000.parquet"
+    ]
+    n = query("SELECT count(*) AS n FROM stats", tmp_path / "stats").to_pylist()[0]["n"]
+    assert n == 3 * 4 + 1
+    assert json.loads(manifest.read_text())["rows"] == n
+
+
+def test_run_names_are_checked_before_anything_is_written(tmp_path: Path) -> None:
+    _finish(_train(tmp_path / "a", range(2)), 1.0)
+    _finish(_train(tmp_path / "b", range(2)), 1.0)
+    for bad in ("../escape", "a/b", "", ".hidden", "x" * 200):
+        with pytest.raises(InvalidConfigError, match="run name"):
+            export_parquet([tmp_path / "a"], tmp_path / "stats", runs=[bad])
+    with pytest.raises(InvalidConfigError, match="two trials would be exported as run 'same'"):
+        export_parquet([tmp_path / "a", tmp_path / "b"], tmp_path / "stats", runs=["same"] * 2)
+    assert not (tmp_path / "stats").exists()
+    export_parquet([tmp_path / "a"], tmp_path / "stats", runs=["x"])
+    with pytest.raises(InvalidConfigError, match="give this trial another run name"):
+        export_parquet([tmp_path / "b"], tmp_path / "stats", runs=["x"])
+    empty = query("SELECT count(*) AS n FROM stats", tmp_path / "nothing-here")
+    assert empty.to_pylist() == [{"n": 0}]
+
+
+def test_the_commands_export_and_query(tmp_path: Path, capsys) -> None:
+    _finish(_train(tmp_path / "r1", range(3)), 1.5)
+    assert main(["export", str(tmp_path / "r1"), "--parquet", str(tmp_path / "ds")]) == 0
+    assert "r1: 13 rows from 1 new segments" in capsys.readouterr().out
+    sql = "SELECT run, step, value FROM stats WHERE tensor='loss' AND mode='EVAL'"
+    assert main(["query", sql, "--data", str(tmp_path / "ds"), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["run,step,value", "r1,0,1.5"]
+    assert main(["query", "SELECT nope FROM stats", "--data", str(tmp_path / "ds")]) == 2
+    assert "the query failed" in capsys.readouterr().err
+
+
+def test_export_and_query_on_the_local_s3_server(s3_bucket) -> None:
+    pytest.importorskip("boto3")
+    trial = f"s3://{s3_bucket}/jobs/s3run"
+    _finish(_train(trial, range(4)), 3.0)
+    dataset = f"s3://{s3_bucket}/stats"
+    assert export_parquet([trial], dataset)[0].rows == 4 * 4 + 1
+    rows = query(
+        "SELECT run, mode, step, value FROM stats WHERE tensor = 'loss' ORDER BY global_step",
+        dataset,
+    ).to_pylist()
+    assert [(r["run"], r["mode"], r["step"]) for r in rows][-2:] == [
+        ("s3run", "TRAIN", 3),
+        ("s3run", "EVAL", 0),
+    ]
+    assert rows[-1]["value"] == 3.0
