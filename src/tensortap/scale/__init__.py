@@ -1,0 +1,10 @@
+"""Rules over many trials: :func:`run_rules` evaluates built-in and custom rules as tasks on
+local processes (``engine="local"``) or Ray (``engine="ray"``, ``pip install
+'tensortap[ray]'``), and returns the findings as Arrow tables."""
+
+from __future__ import annotations
+
+from tensortap.scale.run import ENGINES, RuleResults, run_rules
+from tensortap.scale.tasks import Task, evaluate
+
+__all__ = ["ENGINES", "RuleResults", "Task", "evaluate", "run_rules"]

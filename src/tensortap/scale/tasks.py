@@ -1,0 +1,109 @@
+"""One task of :func:`tensortap.scale.run_rules`: some rules over one trial (or a range of its
+steps), in whatever process or Ray worker runs it. Everything it takes and returns is plain
+data (locations, rule specs, dicts), so that any engine can ship it."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from tensortap.jobs.specs import Rule as RuleSpec
+from tensortap.rules.custom import create_rule
+from tensortap.rules.finding import Finding, Outcome
+from tensortap.rules.invoker import RuleSummary, iter_findings_many
+from tensortap.trials.trial import Trial
+
+
+@dataclass(frozen=True)
+class Task:
+    """Evaluate ``rules`` on the trial at ``location`` over global steps [start, end)."""
+
+    run: str
+    location: str
+    rules: tuple[RuleSpec, ...]
+    start: int = 0
+    end: int | None = None
+
+
+def evaluate(task: Task) -> dict[str, list[dict[str, Any]]]:
+    """Run the task; ``{"summary": one row per rule, "findings": a row per triggered or failed
+    evaluation}``. A trial that cannot be opened or a rule that cannot be built gives Error rows,
+    never an exception: one bad trial must not sink a thousand."""
+    started = time.perf_counter()
+    where = {"run": task.run, "trial": task.location, "start": task.start, "end": task.end}
+    try:
+        trial = Trial(task.location)
+    except Exception as exc:
+        return _failed(task, where, f"the trial could not be opened: {type(exc).__name__}: {exc}")
+    rules, summaries, rows = [], {}, []
+    for spec in task.rules:
+        try:
+            rule = create_rule(
+                spec.class_name,
+                trial,
+                list(spec.other_trials) or None,
+                source=spec.source,
+                params=dict(spec.parameters),
+            )
+        except Exception as exc:
+            summary = RuleSummary(spec.name)
+            summary.add(_error(spec.name, f"the rule could not be created: {exc}"))
+            summaries[spec.name] = summary
+            continue
+        rule.rule_name = spec.name
+        rules.append(rule)
+        summaries[spec.name] = RuleSummary(spec.name, max_kept=0)
+    if rules:
+        for finding in iter_findings_many(rules, task.start, task.end, timeout=0.0):
+            summaries[finding.rule].add(finding)
+            if finding.outcome in (Outcome.TRIGGERED, Outcome.ERROR):
+                rows.append({**where, **_finding_row(finding)})
+    seconds = time.perf_counter() - started
+    summary_rows = [
+        {**where, **_summary_row(s.finish()), "seconds": seconds} for s in summaries.values()
+    ]
+    return {"summary": summary_rows, "findings": rows}
+
+
+def _failed(task: Task, where: dict[str, Any], message: str) -> dict[str, list[dict[str, Any]]]:
+    rows = []
+    for spec in task.rules:
+        summary = RuleSummary(spec.name)
+        summary.add(_error(spec.name, message))
+        rows.append({**where, **_summary_row(summary.finish()), "seconds": 0.0})
+    return {"summary": rows, "findings": []}
+
+
+def _error(rule: str, message: str) -> Finding:
+    return Finding(rule, -1, Outcome.ERROR, message, traceback=traceback.format_exc())
+
+
+def _summary_row(summary: RuleSummary) -> dict[str, Any]:
+    worst = summary.worst_severity
+    return {
+        "rule": summary.rule,
+        "status": summary.status.value,
+        "evaluated": summary.evaluated,
+        "triggered": summary.triggered,
+        "skipped": summary.skipped,
+        "first_step": summary.first_step,
+        "last_step": summary.last_step,
+        "worst_severity": None if worst is None else worst.value,
+        "details": summary.details,
+    }
+
+
+def _finding_row(finding: Finding) -> dict[str, Any]:
+    return {
+        "rule": finding.rule,
+        "step": finding.step,
+        "mode": None if finding.mode is None else finding.mode.name,
+        "mode_step": finding.mode_step,
+        "outcome": finding.outcome.value,
+        "severity": None if finding.severity is None else finding.severity.value,
+        "message": finding.message,
+        "value": None if finding.value is None else float(finding.value),
+        "tensors": list(finding.tensors),
+    }
