@@ -171,8 +171,8 @@ def test_run_names_are_checked_before_anything_is_written(tmp_path: Path) -> Non
 
 
 def test_the_commands_export_and_query(tmp_path: Path, capsys) -> None:
-    _finish(_train(tmp_path / "r1", range(3)), 1.5)
-    assert main(["export", str(tmp_path / "r1"), "--parquet", str(tmp_path / "ds")]) == 0
+    _finish(_train(tmp_path / "r1" / "tensortap", range(3)), 1.5)  # a job's trial: run r1
+    assert main(["export", str(tmp_path / "r1/tensortap"), "--parquet", str(tmp_path / "ds")]) == 0
     assert "r1: 13 rows from 1 new segments" in capsys.readouterr().out
     sql = "SELECT run, step, value FROM stats WHERE tensor='loss' AND mode='EVAL'"
     assert main(["query", sql, "--data", str(tmp_path / "ds"), "--format", "csv"]) == 0

@@ -17,7 +17,7 @@ from tensortap.jobs.specs import Rule as RuleSpec
 from tensortap.rules.rule_configs import BuiltinRuleConfig
 from tensortap.scale.tasks import Task, evaluate
 from tensortap.storage import Store, open_store
-from tensortap.table.export import check_run_name
+from tensortap.table.export import check_run_name, run_name_of
 from tensortap.trials.trial import Trial
 
 ENGINES = ("local", "ray")
@@ -100,7 +100,7 @@ def run_rules(
     if steps_per_task is not None and (not isinstance(steps_per_task, int) or steps_per_task < 1):
         raise InvalidConfigError(f"steps_per_task must be an int >= 1, got {steps_per_task!r}")
     locations = [_location(t) for t in trials]
-    names = list(runs) if runs is not None else [_run_name(loc) for loc in locations]
+    names = list(runs) if runs is not None else [run_name_of(loc) for loc in locations]
     if len(names) != len(locations):
         raise InvalidConfigError(f"runs has {len(names)} names for {len(locations)} trials")
     for name in names:
@@ -138,11 +138,6 @@ def _location(trial: Any) -> str:
         )
     text = str(os.fspath(trial))
     return text if "://" in text else os.path.abspath(text)
-
-
-def _run_name(location: str) -> str:
-    base = location.rstrip("/").rsplit("/", 1)[-1]
-    return base if base != "tensortap" else location.rstrip("/").rsplit("/", 2)[-2]
 
 
 def _tasks(

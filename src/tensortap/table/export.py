@@ -70,14 +70,15 @@ def export_parquet(
     runs: Sequence[str] | None = None,
 ) -> list[Exported]:
     """Export (or bring up to date) each trial as a run of the dataset at ``out``. A run is
-    named after its trial's directory unless ``runs`` names them."""
+    named after its trial's directory (the job's, for a job's ``JOB/tensortap`` trial) unless
+    ``runs`` names them."""
     given = list(trials)
     if runs is not None and len(runs) != len(given):
         raise InvalidConfigError(
             f"runs names one run per trial: got {len(runs)} names for {len(given)} trials"
         )
     opened = [t if isinstance(t, Trial) else Trial(t) for t in given]
-    names = list(runs) if runs is not None else [t.name for t in opened]
+    names = list(runs) if runs is not None else [run_name_of(t.path) for t in opened]
     seen: dict[str, str] = {}
     for name, trial in zip(names, opened, strict=True):
         check_run_name(name)
@@ -89,6 +90,15 @@ def export_parquet(
         seen[name] = trial.path
     store = open_store(out)
     return [export_trial(t, store, n) for t, n in zip(opened, names, strict=True)]
+
+
+def run_name_of(location: str) -> str:
+    """A trial's default run name: its directory's name, or the job's for a job's
+    ``.../JOB/tensortap`` trial."""
+    parts = [p for p in location.rstrip("/").split("/") if p]
+    if len(parts) > 1 and parts[-1] == "tensortap":
+        return parts[-2]
+    return parts[-1] if parts else location
 
 
 def check_run_name(name: str) -> str:
