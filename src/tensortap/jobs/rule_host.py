@@ -25,7 +25,6 @@ from tensortap.format.layout import WORKERS_PREFIX
 from tensortap.jobs.actions import ActionContext
 from tensortap.jobs.record import JobRecord, write_json
 from tensortap.jobs.specs import Rule as RuleSpec
-from tensortap.rules.custom import create_rule
 from tensortap.rules.finding import Finding, Outcome
 from tensortap.rules.invoker import RuleStatus, RuleSummary, iter_findings_many
 from tensortap.rules.rule import Rule
@@ -56,17 +55,10 @@ class HostedRule:
     def build(self, trial: Trial) -> bool:
         spec = self.spec
         try:
-            rule = create_rule(
-                spec.class_name,
-                trial,
-                list(spec.other_trials) or None,
-                source=spec.source,
-                params=dict(spec.parameters),
-            )
+            rule = spec.create(trial)
         except (Exception, SystemExit) as exc:
             self._error(-1, f"the rule could not be created: {type(exc).__name__}: {exc}", exc)
             return False
-        rule.rule_name = spec.name
         rule.logger = self.logger
         self.rule = rule
         self.logger.info("started %s (%s) with %s", spec.name, spec.class_name, spec.parameters)

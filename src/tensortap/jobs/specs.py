@@ -20,9 +20,11 @@ from tensortap.hook import DEFAULT_INCLUDE_COLLECTIONS
 from tensortap.hook_config import CollectionSettings, HookConfig
 from tensortap.jobs.actions import Action, StopTraining, action_from_dict
 from tensortap.rules.builtin import BUILTIN_RULES
-from tensortap.rules.custom import load_rule_class
+from tensortap.rules.custom import create_rule, load_rule_class
 from tensortap.rules.params import coerce
+from tensortap.rules.rule import Rule as RuleObject
 from tensortap.rules.rule_configs import BuiltinRuleConfig, config_for
+from tensortap.trials.trial import Trial
 
 #: The hook's save interval in a job whose user set none: rules need more than every 500th step.
 JOB_SAVE_INTERVAL = "10"
@@ -137,6 +139,18 @@ class Rule:
     @property
     def is_builtin(self) -> bool:
         return self.source is None
+
+    def create(self, trial: Trial) -> RuleObject:
+        """The rule object on ``trial`` (and this spec's other trials), named as the spec."""
+        rule = create_rule(
+            self.class_name,
+            trial,
+            list(self.other_trials) or None,
+            source=self.source,
+            params=dict(self.parameters),
+        )
+        rule.rule_name = self.name
+        return rule
 
     def rule_class(self) -> type:
         """The rule's class (loading a custom rule's file), its parameters checked."""

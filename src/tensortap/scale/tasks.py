@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tensortap.jobs.specs import Rule as RuleSpec
-from tensortap.rules.custom import create_rule
 from tensortap.rules.finding import Finding, Outcome
 from tensortap.rules.invoker import RuleSummary, iter_findings_many
 from tensortap.trials.trial import Trial
@@ -40,19 +39,12 @@ def evaluate(task: Task) -> dict[str, list[dict[str, Any]]]:
     rules, summaries, rows = [], {}, []
     for spec in task.rules:
         try:
-            rule = create_rule(
-                spec.class_name,
-                trial,
-                list(spec.other_trials) or None,
-                source=spec.source,
-                params=dict(spec.parameters),
-            )
+            rule = spec.create(trial)
         except Exception as exc:
             summary = RuleSummary(spec.name)
             summary.add(_error(spec.name, f"the rule could not be created: {exc}"))
             summaries[spec.name] = summary
             continue
-        rule.rule_name = spec.name
         rules.append(rule)
         summaries[spec.name] = RuleSummary(spec.name, max_kept=0)
     if rules:
