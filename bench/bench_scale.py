@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 import tensortap as tt
-from tensortap.storage import open_store
+from tensortap.testing.counting import counting_store
 from tensortap.trials.trial import Trial
 
 RULES = ["ExplodingTensor", "LossNotDecreasing"]
@@ -133,22 +133,6 @@ def part_table(root: Path, n: int, steps: int) -> None:
         )
 
 
-class Counting:
-    """Counts the requests a trial makes to its store."""
-
-    def __init__(self, location: str) -> None:
-        self.store = open_store(location)
-        self.counts: Counter[str] = Counter()
-        for name in ("get", "get_range", "get_many", "get_ranges", "list", "list_dir", "size"):
-            original = getattr(self.store, name)
-
-            def counted(*args: Any, _name: str = name, _fn: Any = original, **kw: Any) -> Any:
-                self.counts[_name] += len(args[0]) if _name in ("get_many", "get_ranges") else 1
-                return _fn(*args, **kw)
-
-            setattr(self.store, name, counted)
-
-
 def part_workers(root: Path, worker_counts: list[int], steps: int, tensors: int) -> None:
     print(
         "| workers | write s | list workers s | open s | requests to open | read 1 tensor, "
@@ -161,15 +145,15 @@ def part_workers(root: Path, worker_counts: list[int], steps: int, tensors: int)
         for w in range(count):
             make_trial(out, steps, tensors, w, count)
         t_write = time.perf_counter() - t0
-        counting = Counting(str(out))
+        store, counts = counting_store(out)
         t0 = time.perf_counter()
-        counting.store.list_dir("workers/")
+        store.list_dir("workers/")
         t_list = time.perf_counter() - t0
-        counting.counts.clear()
+        counts.clear()
         t0 = time.perf_counter()
-        trial = Trial(counting.store)
+        trial = Trial(store)
         t_open = time.perf_counter() - t0
-        opened = sum(counting.counts.values())
+        opened = sum(counts.values())
         tensor = trial.tensor("gradient/layer0.weight")
         t0 = time.perf_counter()
         reads = 0

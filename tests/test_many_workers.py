@@ -4,14 +4,12 @@ criterion; the times are in bench/bench_scale.py and docs/scale.md)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 import tensortap as tt
-from tensortap.storage import open_store
+from tensortap.testing.counting import counting_store
 from tensortap.trials.trial import Trial
 
 
@@ -33,16 +31,7 @@ def _write(out: Path, workers: int) -> None:
 
 
 def _requests_to_open(out: Path) -> tuple[int, Trial]:
-    store = open_store(str(out))
-    counts: Counter[str] = Counter()
-    for name in ("get", "get_range", "get_many", "get_ranges", "list", "list_dir", "size"):
-        original = getattr(store, name)
-
-        def counted(*args: Any, _name: str = name, _fn: Any = original, **kw: Any) -> Any:
-            counts[_name] += len(args[0]) if _name in ("get_many", "get_ranges") else 1
-            return _fn(*args, **kw)
-
-        setattr(store, name, counted)
+    store, counts = counting_store(out)
     trial = Trial(store)
     return sum(counts.values()), trial
 

@@ -16,7 +16,7 @@ from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs.specs import Rule as RuleSpec
 from tensortap.rules.rule_configs import BuiltinRuleConfig
 from tensortap.scale.tasks import Task, evaluate
-from tensortap.storage import Store, open_store
+from tensortap.storage import Store
 from tensortap.table.export import check_run_name, run_name_of
 from tensortap.trials.trial import Trial
 
@@ -145,7 +145,7 @@ def _tasks(
 ) -> list[Task]:
     if steps_per_task is None:
         return [Task(run, location, specs)]
-    steps = Trial(open_store(location)).steps()
+    steps = Trial(location).steps()
     if not steps:
         return [Task(run, location, specs)]
     first, last = steps[0], steps[-1]

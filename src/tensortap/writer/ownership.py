@@ -36,6 +36,21 @@ _CLAIMED: set[tuple[int, str]] = set()  # (id(store), worker) claimed in this pr
 _CLAIMED_LOCK = threading.Lock()
 
 
+def next_seq(store: Store, worker: str) -> int:
+    """Where ``worker``'s segment numbers continue: after the highest of its data, index and
+    collections objects (0 for a new worker)."""
+    seqs = [
+        layout.seq_of(k)
+        for prefix in (
+            layout.index_prefix(worker),
+            layout.data_prefix(worker),
+            layout.collections_prefix(worker),
+        )
+        for k in store.list(prefix)
+    ]
+    return max((s for s in seqs if s is not None), default=-1) + 1
+
+
 def owner_key(worker: str) -> str:
     return f"{layout.worker_prefix(worker)}owner.json"
 

@@ -45,6 +45,23 @@ class OpenSegment:
         self.steps = 0
 
 
+def record_failure(
+    status: WriterStatus, worker: str, exc: BaseException, doing: str, consequence: str
+) -> None:
+    """Count a writer failure in ``status`` and log it (the first 10, then every 100th)."""
+    status.errors += 1
+    status.last_error = f"{doing}: {type(exc).__name__}: {exc}"
+    if status.errors <= 10 or status.errors % 100 == 0:
+        logger.error(
+            "tensortap failed %s for %s (error %d; training continues, %s)",
+            doing,
+            worker,
+            status.errors,
+            consequence,
+            exc_info=exc if status.errors <= 3 else None,
+        )
+
+
 def retrying(
     doing: str,
     action: Callable[[], T],

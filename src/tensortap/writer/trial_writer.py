@@ -36,8 +36,8 @@ from tensortap.format.documents import decode_json, encode_json, trial_marker
 from tensortap.format.index import DATA_ALIGNMENT
 from tensortap.storage.base import Store
 from tensortap.writer.options import WriterOptions
-from tensortap.writer.ownership import WorkerKeeper
-from tensortap.writer.status import OpenSegment, WriterStatus, retrying
+from tensortap.writer.ownership import WorkerKeeper, next_seq
+from tensortap.writer.status import OpenSegment, WriterStatus, record_failure, retrying
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -108,23 +108,10 @@ class TrialWriter:
         try:
             store.delete(layout.end_key(self.worker))  # a resumed worker is live again
             store.put(layout.worker_info_key(self.worker), encode_json("worker", self._info))
-            return self._first_seq()
+            return next_seq(store, self.worker)
         except BaseException:
             self._keeper.release()
             raise
-
-    def _first_seq(self) -> int:
-        store = self.store
-        seqs = [
-            layout.seq_of(k)
-            for prefix in (
-                layout.index_prefix(self.worker),
-                layout.data_prefix(self.worker),
-                layout.collections_prefix(self.worker),
-            )
-            for k in store.list(prefix)
-        ]
-        return max((s for s in seqs if s is not None), default=-1) + 1
 
     def add_listener(self, what: str, listener: Callable[[StepBatch], None]) -> None:
         """Also hand every written step to ``listener`` (on the writer's thread, after the
@@ -429,18 +416,7 @@ class TrialWriter:
         doing: str,
         consequence: str = "the steps involved are missing from the trial",
     ) -> None:
-        status = self.status
-        status.errors += 1
-        status.last_error = f"{doing}: {type(exc).__name__}: {exc}"
-        if status.errors <= 10 or status.errors % 100 == 0:
-            logger.error(
-                "tensortap failed %s for %s (error %d; training continues, %s)",
-                doing,
-                self.worker,
-                status.errors,
-                consequence,
-                exc_info=exc if status.errors <= 3 else None,
-            )
+        record_failure(self.status, self.worker, exc, doing, consequence)
 
     def _write_end_marker(self) -> None:
         body = {"worker": self.worker, "session": self.session, "ended": time.time()}
