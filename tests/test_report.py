@@ -64,6 +64,11 @@ def test_report_sections_and_findings_marked_at_their_steps(tmp_path: Path) -> N
         r"<td class='text'>VanishingGradient</td><td class='text NoIssuesFound'>", page
     )
     assert "stroke-dasharray" in page and ">DeadRelu</text>" in page  # marked on the curve
+    # one verdict above the rules' table; units dead for the last 4 of 10 steps are a warning
+    verdict = re.search(r"<div class='diagnosis'>.*?</div>", page)
+    assert verdict and "Diagnosis: healthy: " in verdict.group(0)
+    assert f"<li>step {first}, DeadRelu (warning): " in verdict.group(0)
+    assert page.index("<div class='diagnosis'>") < page.index("<td class='text'>DeadRelu</td>")
     assert "loss (TRAIN)" in page and "loss (EVAL)" in page
     assert "log10 gradient norm per layer" in page and "share of zero activations" in page
     assert "Step 12, summed over the batch" in page  # the last saved step (global)
@@ -168,3 +173,12 @@ def test_report_charts_tell_the_truth_about_nan_one_point_and_dead_layers(tmp_pa
     curves = page[page.index("id='curves'") : page.index("id='health'")]
     assert "no finite value" in curves and 'class="nonfinite"' in curves
     assert "NaN from step 0" in curves and "no data" not in curves
+
+
+def test_report_leads_with_the_diagnosis_of_a_nan_run(tmp_path: Path) -> None:
+    page = training_report(nan_trial(tmp_path / "t", nan_from=20))
+    verdict = re.search(r"<div class='diagnosis'>.*?</div>", page)
+    assert verdict  # its layer "dead" has a gradient of exactly 0 from step 0: that comes first
+    assert "Diagnosis: gradients vanish: smallest mean |gradient| is 0" in verdict.group(0)
+    assert "Also: NaN or infinite values appear: " in verdict.group(0)  # nothing explains it
+    assert "Try: find the first operation that made them" in verdict.group(0)

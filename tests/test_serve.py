@@ -132,6 +132,9 @@ def test_a_live_job_gets_new_points_and_its_finding_while_the_page_is_open(
         assert finding["rule"] == "ExplodingTensor" and finding["severity"] == "problem"
         timeline = "return document.getElementById('timeline').textContent;"
         assert "rule_fired" in browser.until(timeline, lambda t: "rule_fired" in t)
+        verdict = "return document.getElementById('diagnosis').textContent;"
+        shown = browser.until(verdict, lambda t: "NaN or infinite values appear" in t)
+        assert "try: find the first operation that made them" in shown  # the cause and its fix
         assert browser.errors() == []
     finally:
         go.touch()

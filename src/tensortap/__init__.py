@@ -3,6 +3,10 @@
 Attach a hook to training, read what it saved with a trial (also while training runs).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from tensortap import exceptions, modes
 from tensortap.core.collections import Collection, CollectionKeys, CollectionManager
 from tensortap.core.reduction_config import ReductionConfig
@@ -12,7 +16,19 @@ from tensortap.hook_config import HookConfig
 from tensortap.trials import StepState, Tensor, Trial, create_trial
 from tensortap.writer import WriterOptions
 
+if TYPE_CHECKING:
+    from tensortap import diagnosis
+
 __version__ = "0.1.0"
+
+
+def diagnose(target: object, rules: object = None) -> diagnosis.Diagnosis:
+    """One verdict on a run (a trial, its location, a job or a job directory): ``healthy``,
+    ``unknown``, or its most likely root cause first (see :mod:`tensortap.diagnosis`)."""
+    from tensortap.diagnosis import diagnose as _diagnose
+
+    return _diagnose(target, rules)  # type: ignore[arg-type]
+
 
 __all__ = [
     "Collection",
@@ -30,6 +46,7 @@ __all__ = [
     "WriterOptions",
     "__version__",
     "create_trial",
+    "diagnose",
     "exceptions",
     "modes",
 ]

@@ -155,6 +155,8 @@ def test_run_without_rules_runs_the_recommended_set_and_says_what_it_could_not_j
         assert name in ran
     assert "(problem)" not in ran  # a healthy run: nothing graver than advice
     assert "IssuesFound (problem)" not in done.stdout
+    assert "  diagnosis: healthy: " in done.stdout  # one verdict, before the rules'
+    assert done.stdout.index("diagnosis: healthy") < done.stdout.index("rules (problems first)")
 
 
 def test_the_live_view_streams_the_training_output_between_events(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, TextIO
 
+from tensortap.diagnosis import build, job_outcomes
 from tensortap.jobs.hints import next_steps
 from tensortap.jobs.record import JobRecord
 
@@ -182,6 +183,17 @@ def status_text(rule: dict[str, Any]) -> str:
     return f"{status} ({rule['severity']})" if rule.get("severity") else status
 
 
+def diagnosis_lines(summary: dict[str, Any]) -> list[str]:
+    """The job's verdict: its root cause first with the fix to try, other causes after it."""
+    found = summary.get("diagnosis") or build(job_outcomes(summary.get("rules", []))).to_dict()
+    lines = [f"  diagnosis: {found.get('headline')}"]
+    for i, problem in enumerate(found.get("problems", [])):
+        if i:
+            lines.append(f"  also: {problem.get('headline')}")
+        lines.append(f"    try: {problem.get('fix')}")
+    return lines
+
+
 def render_summary(record: JobRecord, summary: dict[str, Any]) -> str:
     """The job's summary as text: training's outcome, each rule's, and where to look next."""
     training = summary.get("training", {})
@@ -193,6 +205,7 @@ def render_summary(record: JobRecord, summary: dict[str, Any]) -> str:
     if training.get("log_tail"):
         lines.append("  last lines of the training log:")
         lines += [f"    | {line}" for line in training["log_tail"].splitlines()]
+    lines += diagnosis_lines(summary)
     lines.append("  rules (problems first):")
     for rule in by_gravity(summary.get("rules", [])):
         status = rule.get("RuleEvaluationStatus")

@@ -147,9 +147,8 @@ class HostedRule:
             return
         self._last_write = now
         s = self.summary
-        worst = s.worst_severity
+        worst, gravest = s.worst_severity, s.gravest
         first = next((f for f in s.findings if f.triggered), None)
-        gravest = next((f for f in s.findings if f.triggered and f.severity == worst), None)
         write_json(
             self.record.rule_status_file(self.spec.name),
             {
@@ -164,6 +163,9 @@ class HostedRule:
                 "severities": dict(s.severities),
                 "gravest_step": None if gravest is None else gravest.step,
                 "gravest_message": None if gravest is None else gravest.message,
+                "gravest": None
+                if gravest is None
+                else {**self._finding_fields(gravest), "rule_class": self.spec.class_name},
                 "evaluated": s.evaluated,
                 "judged": s.judged,
                 "triggered": s.triggered,

@@ -7,9 +7,10 @@ import html
 import time
 from collections.abc import Callable, Sequence
 
+from tensortap.diagnosis import Diagnosis, judge_trial
 from tensortap.exceptions import TensortapError
 from tensortap.rules.finding import Outcome, Severity
-from tensortap.rules.invoker import RuleSummary, iter_findings
+from tensortap.rules.invoker import RuleSummary
 from tensortap.rules.rule import Rule
 from tensortap.trials.trial import Trial
 
@@ -69,20 +70,17 @@ def rule_rows(rows: Sequence[Row], link_steps: bool) -> str:
     )
 
 
-def evaluate_rules(
-    trial: Trial, rules: Sequence[Rule]
-) -> list[tuple[str, str, str, str, str, str]]:
+def evaluate_rules(trial: Trial, rules: Sequence[Rule]) -> list[Row]:
     """Run each rule over every saved step; a row per rule for :func:`rule_rows`, the gravest
     first, each with its gravest finding (or why it judged nothing)."""
-    steps = trial.steps()
+    return summary_rows(judge_trial(trial, rules))
+
+
+def summary_rows(summaries: Sequence[RuleSummary]) -> list[Row]:
+    """A row per finished rule summary for :func:`rule_rows`, the gravest first."""
     rows = []
-    for rule in rules:
-        summary = RuleSummary(rule.rule_name)
-        for finding in iter_findings(rule, 0, steps[-1] + 1 if steps else 0):
-            summary.add(finding)
-        summary.finish(rule.no_data_reason())
-        worst = summary.worst_severity
-        gravest = next((f for f in summary.findings if f.triggered and f.severity == worst), None)
+    for summary in summaries:
+        worst, gravest = summary.worst_severity, summary.gravest
         error = next((f for f in summary.findings if f.outcome is Outcome.ERROR), None)
         why = gravest.message if gravest else (error.message if error else summary.details)
         fired = sum(f.outcome is Outcome.TRIGGERED for f in summary.findings)
@@ -92,7 +90,7 @@ def evaluate_rules(
             (
                 rank,
                 (
-                    rule.rule_name,
+                    summary.rule,
                     status,
                     "" if gravest is None else str(gravest.step),
                     str(summary.evaluated),
@@ -104,6 +102,28 @@ def evaluate_rules(
     return [row for _, row in sorted(rows, key=lambda r: r[0])]
 
 
+def diagnosis_block(found: Diagnosis) -> str:
+    """The run's verdict: its root cause first, the fix to try, and the evidence by step."""
+    css = {"healthy": "NoIssuesFound", "unknown": "NoData"}.get(found.verdict, "IssuesFound")
+    parts = [f"<p class='{css}'>Diagnosis: {html.escape(found.headline())}</p>"]
+    for i, problem in enumerate(found.problems):
+        if i:
+            parts.append(f"<p class='IssuesFound'>Also: {html.escape(problem.headline())}</p>")
+        items = "".join(
+            f"<li>step {e.step}, {html.escape(e.rule)}: {html.escape(e.message)}</li>"
+            for e in (*problem.evidence, *problem.consequences)
+        )
+        parts.append(f"<p>Try: {html.escape(problem.cause.fix)}</p><ul>{items}</ul>")
+    if found.warnings:
+        items = "".join(
+            f"<li>step {e.step}, {html.escape(e.rule)} ({e.severity}): "
+            f"{html.escape(e.message)}</li>"
+            for e in found.warnings
+        )
+        parts.append(f"<p>To look at (not problems):</p><ul>{items}</ul>")
+    return "<div class='diagnosis'>" + "".join(parts) + "</div>"
+
+
 def _rank(status: str, worst: Severity | None) -> int:
     """Gravest first: problems, errors, NoData, warnings, advice, the rest."""
     if worst is Severity.PROBLEM:
@@ -111,4 +131,12 @@ def _rank(status: str, worst: Severity | None) -> int:
     return {"Error": 1, "NoData": 2}.get(status, 3 + (worst.rank if worst else 3))
 
 
-__all__ = ["STYLE", "evaluate_rules", "page", "rule_rows", "section"]
+__all__ = [
+    "STYLE",
+    "diagnosis_block",
+    "evaluate_rules",
+    "page",
+    "rule_rows",
+    "section",
+    "summary_rows",
+]

@@ -21,10 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.diagnosis import build, job_outcomes, judge_trial, outcome_of
 from tensortap.exceptions import InvalidConfigError, MissingCollectionFiles
 from tensortap.jobs.live import by_gravity, status_text
 from tensortap.jobs.record import JobRecord
-from tensortap.report.page import Row, evaluate_rules, page, rule_rows, section
+from tensortap.report.page import Row, diagnosis_block, page, rule_rows, section, summary_rows
 from tensortap.report.svg import heatmap, line_chart
 from tensortap.rules.rule import Rule
 from tensortap.trials.trial import Trial, create_trial
@@ -128,12 +129,16 @@ class TrainingReport:
         if self.job is not None:
             parts.append(_job_table(self.job))
             self.rows = _job_rows(self.job)
+            found = build(job_outcomes((self.job.summary() or {}).get("rules", [])))
             origin = "The job's rules, evaluated beside training:"
         else:
-            self.rows = evaluate_rules(
+            summaries = judge_trial(
                 trial, default_rules(trial) if self.rules is None else self.rules
             )
+            self.rows = summary_rows(summaries)
+            found = build(outcome_of(s) for s in summaries)
             origin = "Built-in rules for the saved collections, evaluated over the trial now:"
+        parts.append(diagnosis_block(found))
         parts.append(f"<p>{origin}</p>" + rule_rows(self.rows, link_steps=True))
         problems = trial.problems()
         if problems:

@@ -87,6 +87,12 @@ class RuleSummary:
         found = [Severity(s) for s in self.severities]
         return min(found, key=lambda s: s.rank) if found else None
 
+    @property
+    def gravest(self) -> Finding | None:
+        """The first triggered finding of the gravest severity: the one that speaks for the rule."""
+        worst = self.worst_severity
+        return next((f for f in self.findings if f.triggered and f.severity == worst), None)
+
     def finish(self, no_data_reason: str = "") -> RuleSummary:
         """End the walk: NoIssuesFound if the rule judged something and never fired, NoData
         if it judged nothing (``no_data_reason`` and the skip reasons say why)."""

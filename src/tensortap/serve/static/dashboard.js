@@ -39,6 +39,21 @@ function statusSpan(status, severity) {
   return `<span class="${esc(status)} ${esc(severity || "")}">${esc(text)}</span>`;
 }
 
+// ---------------------------------------------------------------- verdicts
+// One diagnosis per run: healthy, unknown, or the root cause with its chain (a job's summary).
+function verdictSpan(d) {
+  const cls = d.verdict === "problem" ? "problem" : d.verdict === "healthy" ? "ok" : "warning";
+  return `<span class="${cls}">${esc(d.headline)}</span>`;
+}
+
+function diagnosisHtml(d) {
+  if (!d) return "";
+  const chains = d.problems.map((p, i) => `${i ? `<p>also: ${verdictSpan({verdict: "problem", headline: p.headline})}</p>` : ""}
+    <p class="muted">try: ${esc(p.fix)}</p><ul>${[...p.evidence, ...p.consequences].map((e) =>
+      `<li>step ${esc(e.step)}, ${esc(e.rule)}: ${esc(e.message)}</li>`).join("")}</ul>`).join("");
+  return `<p>diagnosis: ${verdictSpan(d)}</p>${chains}`;
+}
+
 // ---------------------------------------------------------------- runs
 function runsPage() {
   main().innerHTML = `<p><input type="search" id="filter" placeholder="filter by name or status">
@@ -59,9 +74,10 @@ function runsPage() {
         (x.gravest_step != null ? ` at ${x.gravest_step}` : "")).join("<br>") ||
         `<span class="muted">${r.kind === "job" ? "no rules yet" : "a trial (rules: tensortap report)"}</span>`;
       const problems = r.problems.length ? `<br><span class="warning">${esc(r.problems.length)} damaged parts</span>` : "";
+      const verdict = r.diagnosis ? `${verdictSpan(r.diagnosis)}<br>` : "";
       return `<tr data-id="${esc(r.id)}"><td><input type="checkbox" ${chosen.has(r.id) ? "checked" : ""}></td>
         <td><a href="/run/${esc(r.id)}">${esc(r.name)}</a><br><span class="muted">${esc(r.location)}</span></td>
-        <td>${statusSpan(r.status)}${problems}</td><td>${rules}</td><td>${esc(when(r.started))}</td>
+        <td>${statusSpan(r.status)}${problems}</td><td>${verdict}${rules}</td><td>${esc(when(r.started))}</td>
         <td>${esc(r.last_step ?? "-")}</td></tr>`;
     }).join("");
     document.querySelectorAll("#runs input[type=checkbox]").forEach((box) => {
@@ -215,7 +231,7 @@ function runPage() {
   const id = runId();
   main().innerHTML = `<p id="summary"></p><p id="err" class="problem"></p>
     <h2>Losses and metrics</h2><div class="plots" id="curves"><p class="muted" id="nocurves">waiting for a loss or a metric...</p></div>
-    <h2>Rules</h2><table id="rules"></table>
+    <h2>Rules</h2><div id="diagnosis"></div><table id="rules"></table>
     <h2>Layer health</h2><div class="plots" id="health"></div>
     <h2>Activations (TensorPlot)</h2><p><select id="tp-step"></select> <span class="muted" id="tp-note"></span></p><div id="tensorplot"></div>
     <h2>Embeddings</h2><p><input id="em-tensor" list="em-names" placeholder="tensor to embed" size="34">
@@ -239,6 +255,7 @@ function runPage() {
     document.getElementById("summary").innerHTML = `${statusSpan(d.status)} · ${esc(d.kind)} · started ${esc(when(d.started))}` +
       ` · last step ${esc(d.last_step ?? "-")} · <span class="muted">${esc(d.location)}</span>` +
       (d.problems.length ? `<br><span class="warning">damaged parts: ${esc(d.problems.join("; "))}</span>` : "");
+    document.getElementById("diagnosis").innerHTML = diagnosisHtml(d.diagnosis);
     document.getElementById("rules").innerHTML = d.all_rules.length
       ? "<tr><th>rule</th><th>status</th><th>gravest at</th><th>steps judged</th><th>why</th></tr>" + d.all_rules.map((r) =>
         `<tr><td>${esc(r.name)}</td><td>${statusSpan(r.status, r.severity)}</td><td>${esc(r.gravest_step ?? "")}</td>

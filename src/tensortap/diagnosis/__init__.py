@@ -1,0 +1,26 @@
+"""One diagnosis per run: ``diagnose(trial_or_job)`` turns the rules' findings into a verdict.
+
+*healthy* (rules judged the run and none found a problem), *unknown* (none could judge it), or
+the most likely root cause first, with its evidence in time order and a fix to try; what
+followed from the cause is folded under it. See docs/rules.md, "One diagnosis per run".
+"""
+
+from tensortap.diagnosis.causes import CAUSES, RULE_CAUSES, Cause, cause_of
+from tensortap.diagnosis.sources import diagnose, job_outcomes, judge_trial, outcome_of
+from tensortap.diagnosis.verdict import Diagnosis, Evidence, Problem, RuleOutcome, build
+
+__all__ = [
+    "CAUSES",
+    "RULE_CAUSES",
+    "Cause",
+    "Diagnosis",
+    "Evidence",
+    "Problem",
+    "RuleOutcome",
+    "build",
+    "cause_of",
+    "diagnose",
+    "job_outcomes",
+    "judge_trial",
+    "outcome_of",
+]

@@ -1,0 +1,215 @@
+"""One diagnosis per run (tensortap.diagnose): the verdict, the root cause first, its chain in
+time order, consequences folded under it, and rules that could not judge never counted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tensortap
+from tensortap.diagnosis import CAUSES, RuleOutcome, build, cause_of, job_outcomes
+from tensortap.exceptions import InvalidConfigError
+
+
+def fired(rule: str, step: int, cause: str | None = None, severity: str = "problem",
+          message: str = "", **details: object) -> RuleOutcome:  # fmt: skip
+    if cause is not None:
+        details["cause"] = cause
+    finding = {
+        "rule": rule,
+        "step": step,
+        "severity": severity,
+        "message": message or f"{rule} at {step}",
+        "details": details,
+    }
+    return RuleOutcome(rule, "IssuesFound", finding)
+
+
+def quiet(rule: str) -> RuleOutcome:
+    return RuleOutcome(rule, "NoIssuesFound")
+
+
+def no_data(rule: str, why: str = "nothing was judged: no gradients") -> RuleOutcome:
+    return RuleOutcome(rule, "NoData", None, why)
+
+
+def test_a_run_no_rule_faults_is_healthy_and_says_who_could_not_judge() -> None:
+    found = build([quiet("LossNotDecreasing"), quiet("DeadRelu"), no_data("ClassImbalance"),
+                   fired("Overtraining", 40, severity="advice")])  # fmt: skip
+    assert found.verdict == "healthy" and found.healthy and found.cause is None
+    assert found.judged == ("LossNotDecreasing", "DeadRelu", "Overtraining")
+    assert found.not_judged == (("ClassImbalance", "nothing was judged: no gradients"),)
+    assert found.headline() == (
+        "healthy: 3 rules judged the run and found no problem (1 could not judge it)"
+    )
+    assert [w.rule for w in found.warnings] == ["Overtraining"]
+    assert "could not judge (not counted as healthy): ClassImbalance" in str(found)
+
+
+def test_rules_that_could_not_judge_never_make_a_run_healthy() -> None:
+    found = build([no_data("LossNotDecreasing"), RuleOutcome("DeadRelu", "Error", None, "boom")])
+    assert found.verdict == "unknown" and not found.healthy
+    assert found.headline().startswith("unknown: no rule could judge the run")
+    assert build([]).verdict == "unknown"
+
+
+def test_the_learning_rate_leads_and_what_followed_is_folded_under_it_in_time_order() -> None:
+    found = build([
+        fired("DeadRelu", 12),
+        fired("VanishingGradient", 12),
+        fired("ExplodingTensor", 10, message="fc1.weight holds NaN"),
+        fired("AllZero", 10, nonfinite=True),
+        fired("WeightUpdateRatio", 0, "lr_too_high", message="the first update was 0.15 of the "
+              "weight norm"),
+        fired("Overfit", 30),
+    ])  # fmt: skip
+    assert found.verdict == "problem" and found.cause is CAUSES["lr_too_high"]
+    assert len(found.problems) == 1  # one diagnosis: the rest are its consequences
+    problem = found.problems[0]
+    assert [e.step for e in problem.consequences] == [10, 10, 12, 12, 30]
+    # at one step, the rule whose subject the cause is speaks first (NaN: ExplodingTensor)
+    assert problem.consequences[0].rule == "ExplodingTensor"
+    assert found.headline() == (
+        "the learning rate is too high: the first update was 0.15 of the weight norm; then "
+        "NaN or infinite values appear at step 10 (ExplodingTensor), ReLU units are dead at "
+        "step 12 (DeadRelu), gradients vanish at step 12 (VanishingGradient) and 1 more"
+    )
+    assert found.causes[0] == "lr_too_high" and "nonfinite" in found.causes
+    chain = str(found).split("\n", 1)[1]  # after the headline: the evidence, in time order
+    assert (
+        chain.index("WeightUpdateRatio") < chain.index("ExplodingTensor") < chain.index("Overfit")
+    )
+    assert "try: lower the learning rate" in chain
+
+
+def test_a_fact_about_the_loop_is_the_cause_even_after_its_symptoms() -> None:
+    found = build([fired("GradientNormSpike", 5), fired("LossNotDecreasing", 8, diverging=True),
+                   fired("TrainingLoop", 20, "grads_not_cleared")])  # fmt: skip
+    assert found.cause is CAUSES["grads_not_cleared"]
+    assert {e.cause for e in found.problems[0].consequences} == {"exploding_gradient", "diverging"}
+
+
+def test_symptoms_alone_chain_from_the_first_one() -> None:
+    found = build([fired("ExplodingTensor", 30, nonfinite=True), fired("GradientNormSpike", 12)])
+    assert found.cause is CAUSES["exploding_gradient"]
+    assert [e.cause for e in found.problems[0].consequences] == ["nonfinite"]
+
+
+def test_independent_causes_are_listed_after_the_root_gravest_first() -> None:
+    found = build([fired("ExplodingTensor", 3, nonfinite=True), fired("ClassImbalance", 50)])
+    assert [p.cause.id for p in found.problems] == ["class_imbalance", "nonfinite"]
+    assert "also: NaN or infinite values appear" in str(found)
+
+
+def test_a_custom_rule_that_names_no_cause_is_its_own_problem() -> None:
+    found = build([fired("MyRule", 7)])
+    assert found.cause is not None and found.cause.id == "rule:MyRule"
+    assert found.headline() == "MyRule found a problem: MyRule at 7"
+
+
+def test_causes_of_the_builtin_rules_findings() -> None:
+    assert cause_of({"rule": "LossNotDecreasing", "details": {"diverging": True}}).id == (  # type: ignore[union-attr]
+        "diverging"
+    )
+    assert cause_of({"rule": "WeightUpdateRatio", "details": {"direction": "large"}}).id == (  # type: ignore[union-attr]
+        "lr_too_high"
+    )
+    assert cause_of({"rule": "Anything", "details": {"nonfinite": True}}).id == "nonfinite"  # type: ignore[union-attr]
+    assert cause_of({"rule": "Named", "rule_class": "DeadRelu"}).id == "dead_relu"  # type: ignore[union-attr]
+    assert cause_of({"rule": "Unknown", "details": {"cause": "no such cause"}}) is None
+    for cause in CAUSES.values():  # the vocabulary is closed: what a cause explains is a cause
+        assert cause.explains <= set(CAUSES), cause.id
+
+
+def test_a_jobs_rule_statuses_old_and_new_give_the_same_diagnosis() -> None:
+    new = {"RuleConfigurationName": "Lr", "RuleEvaluationStatus": "IssuesFound",
+           "gravest": {"rule": "Lr", "rule_class": "WeightUpdateRatio", "step": 0,
+                       "severity": "problem", "message": "big", "details": {"direction": "large"}}}  # fmt: skip
+    old = {"RuleConfigurationName": "Spike", "RuleEvaluationStatus": "IssuesFound",
+           "rule_class": "GradientNormSpike", "gravest_step": 4, "gravest_message": "spike",
+           "severity": "problem"}  # fmt: skip
+    found = build(job_outcomes([new, old, {"RuleConfigurationName": "X",
+                                           "RuleEvaluationStatus": "NoData"}]))  # fmt: skip
+    assert found.cause is CAUSES["lr_too_high"]
+    assert [e.rule for e in found.problems[0].consequences] == ["Spike"]
+    assert found.not_judged == (("X", "NoData"),)
+    json.dumps(found.to_dict())
+
+
+_RULES = ["A", "B", "C", "D", "E", "F"]
+
+
+@st.composite
+def outcomes(draw: st.DrawFn) -> list[RuleOutcome]:
+    out = []
+    for rule in draw(st.lists(st.sampled_from(_RULES), unique=True, max_size=6)):
+        kind = draw(st.sampled_from(["quiet", "nodata", "problem", "warning"]))
+        if kind == "quiet":
+            out.append(quiet(rule))
+        elif kind == "nodata":
+            out.append(no_data(rule))
+        else:
+            cause = draw(st.sampled_from(sorted(CAUSES)))
+            out.append(fired(rule, draw(st.integers(0, 100)), cause, kind))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(outcomes())
+def test_every_problem_is_told_once_and_roots_are_not_explained_by_graver_causes(
+    given_outcomes: list[RuleOutcome],
+) -> None:
+    found = build(given_outcomes)
+    problems = [o for o in given_outcomes if o.finding and o.finding["severity"] == "problem"]
+    judged = [o for o in given_outcomes if o.status in ("IssuesFound", "NoIssuesFound")]
+    told = [e.rule for p in found.problems for e in (*p.evidence, *p.consequences)]
+    assert sorted(told) == sorted(o.rule for o in problems)
+    assert found.verdict == ("problem" if problems else "healthy" if judged else "unknown")
+    roots = [p.cause for p in found.problems]
+    for i, root in enumerate(roots):
+        assert not any(root.id in r.explains for r in roots[:i])
+        for e in found.problems[i].evidence + found.problems[i].consequences:
+            assert e.step >= 0
+    for p in found.problems:  # each chain is in time order
+        steps = [e.step for e in p.consequences]
+        assert steps == sorted(steps)
+    json.dumps(found.to_dict())
+
+
+def test_diagnose_a_trial_written_by_the_hook(tmp_path: Path) -> None:
+    import torch
+    from torch import nn
+
+    import tensortap.pytorch as tt
+
+    torch.manual_seed(0)
+    hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=1),
+                   include_collections=["losses", "gradients", "weights"])  # fmt: skip
+    model = nn.Linear(4, 1)
+    hook.register_module(model)
+    loss_fn = nn.MSELoss()
+    hook.register_loss(loss_fn)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(64, 4)
+    y = x @ torch.tensor([[1.0], [2.0], [0.5], [-1.0]])
+    for _ in range(30):
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+    with torch.no_grad():
+        model.weight.fill_(float("nan"))
+    opt.zero_grad()
+    loss_fn(model(x), y).backward()
+    opt.step()
+    hook.close()
+    found = tensortap.diagnose(str(tmp_path / "t"))
+    assert found.verdict == "problem" and found.cause is CAUSES["nonfinite"]
+    # weights are saved as their step ends (when the next forward begins): step 29's hold NaN
+    assert found.problems[0].first_step == 29
+    assert tensortap.diagnose(found) is found
+    with pytest.raises(InvalidConfigError, match="diagnose\\(\\) takes a trial"):
+        tensortap.diagnose(42)
