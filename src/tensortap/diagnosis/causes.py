@@ -56,6 +56,15 @@ _ALL = (
         "vanishing_gradient",
     ),
     _cause(
+        "frozen_layer",
+        "a layer that has to learn is frozen",
+        LOOP_TIER,
+        "set requires_grad=True on the layers that must learn (a model's output layer always "
+        "does), and build the optimizer over them",
+        *_STALL,
+        "vanishing_gradient",
+    ),
+    _cause(
         "optimizer_not_stepping",
         "the optimizer never updates the weights",
         LOOP_TIER,

@@ -1,0 +1,47 @@
+"""Which root causes count as naming a fault kind of the generated benchmark *first*.
+
+Fixed before the rules were judged on the generated runs, from what each fault is, not from what
+the rules say: the cause a person must be told to fix it. Symptoms never count (a NaN run whose
+cause is a learning rate ×100 is named only by ``lr_too_high``). Where two causes lead to the
+same fix (an undivided gradient accumulation is an effective learning rate K× too high), both
+count; this is said next to the kind.
+"""
+
+from __future__ import annotations
+
+ACCEPTED_FIRST: dict[str, frozenset[str]] = {
+    kind: frozenset(causes)
+    for kind, causes in {
+        "lr_x100": {"lr_too_high"},
+        "lr_div1000": {"lr_too_low"},
+        "no_zero_grad": {"grads_not_cleared"},
+        "no_optimizer_step": {"optimizer_not_stepping"},
+        "params_not_in_optimizer": {"params_not_in_optimizer"},
+        "frozen_by_mistake": {"frozen_layer"},
+        "zero_init": {"poor_init"},
+        "constant_init": {"poor_init"},
+        "huge_init": {"poor_init"},
+        # a bias pushed negative is an initialisation fault whose first sign is dead units
+        "dead_relu_bias": {"poor_init", "dead_relu"},
+        # inputs scaled into saturation: the input's scale is the fault, saturation its sign
+        "saturating_inputs": {"unnormalised_input", "saturated_activation"},
+        "unnormalised_images": {"unnormalised_input"},
+        "unnormalised_tabular": {"unnormalised_input"},
+        "shuffled_labels": {"no_learnable_signal"},
+        "class_imbalance": {"class_imbalance"},
+        "tiny_train_set": {"overfitting"},
+        "overtraining": {"overtraining", "overfitting"},
+        "nan_op": {"nonfinite"},
+        "loss_broadcast": {"loss_shape_mismatch"},
+        # K micro-batch losses summed, not averaged: the step is K times too large
+        "grad_accumulation_undivided": {"lr_too_high"},
+        "scheduler_per_batch": {"scheduler_per_batch"},
+        "eval_mode_forgotten": {"eval_in_train_mode"},
+        "softmax_twice": {"softmax_before_loss"},
+    }.items()
+}
+
+
+def named_first(first_cause: str | None, label: str) -> bool:
+    """Whether a run's diagnosis names its fault kind ``label`` as its first root cause."""
+    return first_cause is not None and first_cause in ACCEPTED_FIRST.get(label, frozenset())
