@@ -2,8 +2,8 @@
 
 Fixed before the rules were judged on the generated runs, from what each fault is, not from what
 the rules say: the cause a person must be told to fix it. Symptoms never count (a NaN run whose
-cause is a learning rate ×100 is named only by ``lr_too_high``). Where two causes lead to the
-same fix (an undivided gradient accumulation is an effective learning rate K× too high), both
+cause is a learning rate x100 is named only by ``lr_too_high``). Where two causes lead to the
+same fix (an undivided gradient accumulation is an effective learning rate K times too high), both
 count; this is said next to the kind.
 """
 
