@@ -624,8 +624,9 @@ class GradAccumulationUndivided(Fault):
     def symptom(self, f: RunRecord, t: RunRecord) -> bool:
         if not (f.grad_norms and t.grad_norms) or t.grad_norms[0] == 0:
             return False
-        k = f.losses and round(f.grad_norms[0] / t.grad_norms[0])
-        return bool(k and k >= 2 and f.first_update > 1.5 * t.first_update)
+        # the same first batch, K times the gradient, and a first update far larger
+        grown = f.grad_norms[0] / t.grad_norms[0] >= 1.5
+        return grown and f.first_update > 1.5 * t.first_update
 
 
 class SchedulerPerBatch(Fault):
