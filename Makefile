@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_xgboost.py
 	$(PY) bench/bench_s3.py
 	$(PY) -m bench.detection
+	$(PY) -m bench.detection.generated --split all
 	$(PY) bench/bench_fuzz.py
 	$(PY) bench/bench_serve.py
 

@@ -20,12 +20,9 @@ import torch
 
 import tensortap.pytorch as tt
 from bench.detection.buggy import BUGGY
+from bench.detection.harness import evaluate_trial, train_into_trial
 from bench.detection.healthy import HEALTHY
 from bench.detection.score import ProgramResult, score, table
-from tensortap.jobs.specs import Rule as RuleSpec
-from tensortap.jobs.specs import hook_config
-from tensortap.rules import create_rule, iter_findings_many, rule_configs
-from tensortap.rules.invoker import RuleSummary
 
 #: The subset the tests run: a healthy program for each trap fixed, a buggy one per cheap class.
 QUICK = (
@@ -49,29 +46,12 @@ def programs() -> dict[str, tuple[str, Callable[[tt.Hook], None]]]:
 
 def run_program(name: str, label: str, program: Callable[[tt.Hook], None]) -> ProgramResult:
     """Train one program with a job's hook, then evaluate the recommended rules over it."""
-    specs = [RuleSpec.builtin(config) for config in rule_configs.recommended()]
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix=f"detect-{name}-") as tmp:
-        out = str(Path(tmp) / "trial")
-        hook = hook_config(out, None, specs, None).create_hook(tt.Hook)
-        try:
-            program(hook)
-        finally:
-            hook.close()
-        trial = tt.create_trial(out)
-        rules = [create_rule(s.class_name, trial, params=dict(s.parameters)) for s in specs]
-        summaries = {r.rule_name: RuleSummary(r.rule_name) for r in rules}
-        for finding in iter_findings_many(rules, timeout=0):
-            summaries[finding.rule].add(finding)
-    result = ProgramResult(name, label, seconds=time.perf_counter() - started)
-    for summary in summaries.values():
-        summary.finish()
-        worst = summary.worst_severity  # the first of the gravest findings speaks for the rule
-        gravest = next((f for f in summary.findings if f.triggered and f.severity == worst), None)
-        if gravest is not None:
-            result.findings.append(gravest.to_dict())
-        if summary.status.value == "NoData":
-            result.no_data.append(summary.rule)
+        out = Path(tmp) / "trial"
+        train_into_trial(out, program)
+        result = evaluate_trial(out, name, label)
+    result.seconds = time.perf_counter() - started
     return result
 
 

@@ -1,0 +1,13 @@
+"""A detection benchmark generated from a declared space, so it cannot be memorised.
+
+- space.py: ``draw(seed)``, a healthy training run (architecture, task, optimizer, schedule...).
+- faults.py: 23 kinds of fault as mutations of a draw, each with the symptom it must show.
+- train.py: ``train(case, hook)``, the training loop a person writes, recording its own numbers.
+- validate.py: the validation pass without tensortap (healthy runs train, faults show).
+- suite.py: ``cases(split)``, the dev and heldout cases; accepted.json, the validated draws.
+- run.py: a case trained into a cached trial, the rules evaluated over it (``evaluate``).
+- scoring.py: false alarms, recall, per kind and per rule, per split.
+
+``python -m bench.detection.generated --help`` runs it; the hand-written programs of
+bench/detection stay as the smoke set.
+"""

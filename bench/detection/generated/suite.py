@@ -1,0 +1,132 @@
+"""The suite: which cases there are, by split, deterministically.
+
+Every case sits in a *slot* with its own seed: healthy slots and, per fault kind, faulty
+slots, in disjoint seed ranges per split (dev: 0-999, heldout: 5000-5999). A slot's draw is
+``draw(sub_seed(seed, attempt))`` for the first attempt that the fault applies to and that the
+validation pass accepted (see validate.py); the accepted attempts are kept in
+``accepted.json`` beside this file, which ``python -m bench.detection.generated --validate``
+writes. A slot missing from it (or whose draw changed since) falls back to its first compatible
+attempt, marked unvalidated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from bench.detection.generated.faults import FAULTS, KINDS
+from bench.detection.generated.space import Draw, draw, sub_seed
+
+SPLITS = {"dev": 0, "heldout": 5000}
+HEALTHY_PER_SPLIT = 110
+PER_KIND_PER_SPLIT = 11
+FAULT_SEEDS_FROM = 200  # faulty slots: base + 200 + 20 * kind index + j
+MAX_ATTEMPTS = 400
+MANIFEST = Path(__file__).with_name("accepted.json")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One run of the suite. ``label`` is "healthy" or the fault kind (``fault``)."""
+
+    name: str
+    label: str
+    split: str
+    seed: int  # the slot's seed
+    draw: Draw  # the healthy draw (a fault mutates it when the case trains)
+    fault: str | None
+    attempt: int = 0  # which redraw of the slot this is
+    validated: bool = False  # the validation pass accepted this attempt
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "label": self.label,
+            "split": self.split,
+            "seed": self.seed,
+            "draw": self.draw.to_dict(),
+            "fault": self.fault,
+            "attempt": self.attempt,
+            "validated": self.validated,
+        }
+
+    @property
+    def hash(self) -> str:
+        """Identifies what trains: the case's draw and fault (not whether it was validated)."""
+        key = {k: v for k, v in self.to_dict().items() if k != "validated"}
+        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where a case comes from: a split, a seed, and healthy or a fault kind."""
+
+    split: str
+    seed: int
+    fault: str | None
+
+    @property
+    def label(self) -> str:
+        return self.fault or "healthy"
+
+    def attempts(self, start: int = 0) -> Any:
+        """(attempt, draw) for the slot's draws its fault applies to, from ``start`` on."""
+        fault = FAULTS[self.fault] if self.fault else None
+        for attempt in range(start, MAX_ATTEMPTS):
+            d = draw(sub_seed(self.seed, attempt))
+            if fault is None or fault.applies(d):
+                yield attempt, d
+
+    def case(self, attempt: int, d: Draw, validated: bool) -> Case:
+        prefix = f"f-{self.fault}" if self.fault else "h"
+        name = f"{prefix}-{self.seed:04d}-{d.label}"
+        return Case(name, self.label, self.split, self.seed, d, self.fault, attempt, validated)
+
+
+def slots(split: str) -> list[Slot]:
+    """The split's slots: healthy first, then each fault kind's."""
+    splits = list(SPLITS) if split == "all" else [split]
+    found: list[Slot] = []
+    for name in splits:
+        base = SPLITS[name]
+        found += [Slot(name, base + j, None) for j in range(HEALTHY_PER_SPLIT)]
+        for k, kind in enumerate(KINDS):
+            seeds = range(base + FAULT_SEEDS_FROM + 20 * k, base + FAULT_SEEDS_FROM + 20 * k + 20)
+            found += [Slot(name, s, kind) for s in seeds[:PER_KIND_PER_SPLIT]]
+    return found
+
+
+def fingerprint(d: Draw, fault: str | None) -> str:
+    key = json.dumps([d.to_dict(), fault], sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+@cache
+def manifest() -> dict[str, Any]:
+    """The validation pass's verdicts: slot seed -> accepted attempt, rejections, fingerprint."""
+    if not MANIFEST.exists():
+        return {}
+    return dict(json.loads(MANIFEST.read_text())["slots"])
+
+
+def resolve(slot: Slot) -> Case:
+    """The slot's case: its accepted attempt, or its first compatible one if none is known."""
+    entry = manifest().get(str(slot.seed))
+    if entry is not None and entry.get("attempt") is not None:
+        attempt = int(entry["attempt"])
+        d = draw(sub_seed(slot.seed, attempt))
+        if fingerprint(d, slot.fault) == entry["fingerprint"]:
+            return slot.case(attempt, d, validated=True)
+    attempt, d = next(iter(slot.attempts()))
+    return slot.case(attempt, d, validated=False)
+
+
+def cases(split: str) -> list[Case]:
+    """The split's cases ("dev", "heldout" or "all"), the same list every time."""
+    if split not in (*SPLITS, "all"):
+        raise ValueError(f"no split {split!r}; splits: {', '.join(SPLITS)}, all")
+    return [resolve(s) for s in slots(split)]
