@@ -8,10 +8,10 @@ from pathlib import Path
 
 import tensortap.pytorch as tt
 from bench.detection.score import ProgramResult
+from tensortap.diagnosis import build, judge_trial, outcome_of
 from tensortap.jobs.specs import Rule as RuleSpec
 from tensortap.jobs.specs import hook_config
-from tensortap.rules import create_rule, iter_findings_many, rule_configs
-from tensortap.rules.invoker import RuleSummary
+from tensortap.rules import rule_configs
 
 
 def recommended_specs() -> list[RuleSpec]:
@@ -31,21 +31,17 @@ def train_into_trial(out: str | Path, program: Callable[[tt.Hook], None]) -> Non
 
 def evaluate_trial(out: str | Path, name: str, label: str) -> ProgramResult:
     """Evaluate the recommended rules over the finished trial at ``out``: per rule, the first
-    of its gravest triggered findings, and the rules that had no data to judge."""
-    trial = tt.create_trial(str(out))
-    rules = [
-        create_rule(s.class_name, trial, params=dict(s.parameters)) for s in recommended_specs()
-    ]
-    summaries = {r.rule_name: RuleSummary(r.rule_name) for r in rules}
-    for finding in iter_findings_many(rules, timeout=0):
-        summaries[finding.rule].add(finding)
+    of its gravest triggered findings, the rules that had no data to judge, and the run's
+    diagnosis (``tensortap.diagnose``'s verdict and root causes) from them."""
+    summaries = judge_trial(tt.create_trial(str(out)))  # the recommended set at its defaults
     result = ProgramResult(name, label)
-    for summary in summaries.values():
-        summary.finish()
-        worst = summary.worst_severity  # the first of the gravest findings speaks for the rule
-        gravest = next((f for f in summary.findings if f.triggered and f.severity == worst), None)
-        if gravest is not None:
-            result.findings.append(gravest.to_dict())
+    for summary in summaries:
+        if summary.gravest is not None:  # the first of the gravest findings speaks for the rule
+            result.findings.append(summary.gravest.to_dict())
         if summary.status.value == "NoData":
             result.no_data.append(summary.rule)
+    found = build(outcome_of(s) for s in summaries)
+    result.verdict, result.headline = found.verdict, found.headline()
+    result.first_cause = None if found.cause is None else found.cause.id
+    result.causes = list(found.causes)
     return result

@@ -65,6 +65,10 @@ class ProgramResult:
     findings: list[dict[str, Any]] = field(default_factory=list)
     no_data: list[str] = field(default_factory=list)  # rules that judged nothing
     seconds: float = 0.0
+    verdict: str = ""  # the diagnosis: "healthy", "problem" or "unknown"
+    first_cause: str | None = None  # the root cause it names first
+    causes: list[str] = field(default_factory=list)  # every cause it names, roots first
+    headline: str = ""
 
     def problems(self) -> list[dict[str, Any]]:
         return [f for f in self.findings if f.get("severity", "problem") == "problem"]
@@ -90,6 +94,10 @@ class ProgramResult:
             "detected": self.detected,
             "diagnosed": self.diagnosed,
             "diagnoses": sorted(self.diagnoses()),
+            "verdict": self.verdict,
+            "first_cause": self.first_cause,
+            "causes": self.causes,
+            "headline": self.headline,
         }
 
 

@@ -98,10 +98,7 @@ def evaluate(trial_dir: Path) -> CaseResult:
     read from the ``case.json`` beside it."""
     meta = json.loads((Path(trial_dir).parent / "case.json").read_text())
     found = evaluate_trial(trial_dir, meta["name"], meta["label"])
-    result = CaseResult(**vars(found), split=meta["split"])
-    # The diagnose step goes here: it reads ``result.findings`` and names a root cause (it will
-    # fill what scoring.named_first reads). Nothing else in the runner needs to change.
-    return result
+    return CaseResult(**vars(found), split=meta["split"])  # with its diagnosis (harness)
 
 
 def run_case(case: Case, cache: Path) -> CaseResult:

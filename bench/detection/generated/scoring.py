@@ -7,6 +7,7 @@ import math
 from collections import Counter, defaultdict
 from typing import Any
 
+from bench.detection import accepted
 from bench.detection.generated.faults import KINDS
 from bench.detection.score import ProgramResult
 
@@ -22,12 +23,9 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def named_first(result: ProgramResult, label: str) -> bool:
-    """Whether the first thing the result names is the fault's root cause.
-
-    A placeholder: it always says False until a diagnose step (see run.evaluate) names root
-    causes; then it compares the first named cause with ``label``.
-    """
-    return False
+    """Whether the run's diagnosis names the fault's root cause first (bench.detection.accepted
+    says which causes count for each fault kind)."""
+    return accepted.named_first(result.first_cause, label)
 
 
 def problem_rules(result: ProgramResult) -> list[str]:
@@ -50,6 +48,7 @@ def summarise(results: list[ProgramResult]) -> dict[str, Any]:
             "n": len(mine),
             "detected": sum(r.detected for r in mine),
             "root_cause_first": sum(named_first(r, kind) for r in mine),
+            "first_causes": dict(Counter(r.first_cause or "-" for r in mine).most_common()),
             "rules": dict(rules.most_common()),
             "missed": [r.name for r in mine if not r.detected],
         }
@@ -96,15 +95,21 @@ def tables(split: str, s: dict[str, Any]) -> str:
         f"healthy runs with a problem finding: {h['with_problem']}/{h['n']} = {_pct(h['rate'])} "
         f"(Wilson 95% {_pct(lo)}-{_pct(hi)})",
         f"detection recall (faulty runs with a problem finding): {f['detected']}/{f['n']} = "
-        f"{_pct(f['recall'])} (Wilson 95% {_pct(flo)}-{_pct(fhi)}); root cause named first: "
-        f"{f['root_cause_first']}",
+        f"{_pct(f['recall'])} (Wilson 95% {_pct(flo)}-{_pct(fhi)})",
+        f"root cause named first: {f['root_cause_first']}/{f['n']} = "
+        f"{_pct(f['root_cause_first'] / f['n'] if f['n'] else 0.0)}",
         "",
-        "| fault kind | n | detected | root cause first | rules that fired as problems |",
-        "| --- | --- | --- | --- | --- |",
+        "| fault kind | n | detected | root cause first | first causes named | rules that fired "
+        "as problems |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for kind, k in s["per_kind"].items():
         rules = ", ".join(f"{rule} {n}" for rule, n in k["rules"].items()) or "-"
-        lines.append(f"| {kind} | {k['n']} | {k['detected']} | {k['root_cause_first']} | {rules} |")
+        firsts = ", ".join(f"{cause} {n}" for cause, n in k["first_causes"].items())
+        lines.append(
+            f"| {kind} | {k['n']} | {k['detected']} | {k['root_cause_first']} | {firsts} | "
+            f"{rules} |"
+        )
     lines += [
         "",
         "| rule | problems on healthy runs | problems on faulty runs |",
