@@ -83,6 +83,7 @@ def nonfinite_explanation(bad: Sequence[str], what: str) -> dict[str, Any]:
         "threshold": 0,
         "severity": Severity.PROBLEM,
         "nonfinite": True,
+        "cause": "nonfinite",
     }
 
 
