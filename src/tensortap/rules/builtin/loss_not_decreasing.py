@@ -240,7 +240,9 @@ class LossNotDecreasing(Rule):
             return (
                 Severity.WARNING,
                 "no_progress",
-                f"; only {100 * moved.relative:.3g}% lower than at the start so far{measured}",
+                f"; {100 * moved.relative:.3g}% lower than at the start so far, too early to "
+                f"tell progress from noise (judged after {5 * self.num_steps} steps or 3 "
+                f"passes){measured}",
             )
         return (
             Severity.WARNING,

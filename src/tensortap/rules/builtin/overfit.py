@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -205,7 +205,7 @@ class Overfit(Rule):
             and recent[-1].training < best.training
             and (complete or val > best.validation)  # this pass so far agrees
         )
-        return _Trend(best, recent, noise, overfitting, trend.degrees_of_freedom)
+        return replace(trend, overfitting=overfitting)
 
     def _judge(self, step: int, train: float, val: float, complete: bool, batches: int) -> bool:
         ratio = (val - train) / abs(train) if train else float("inf") * (val > 0)
