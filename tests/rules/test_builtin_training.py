@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from tensortap import create_trial
-from tensortap.rules import BUILTIN_RULES, SimilarAcrossRuns, StalledTrainingRule, invoke_rule
+from tensortap.rules import (
+    BUILTIN_RULES,
+    SimilarAcrossRuns,
+    StalledTrainingRule,
+    invoke_rule,
+    rule_configs,
+)
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
 import rule_runs
@@ -106,3 +112,34 @@ def test_stalled_training_on_a_paused_run(tmp_path: Path) -> None:
         invoke_rule(StalledTrainingRule(create_trial(tmp_path / "run"), threshold="0.3")).triggered
         == 0
     )
+
+
+#: The causes a finding may name (details["cause"]), shared with tensortap.diagnose().
+CAUSES = {
+    "lr_too_high",
+    "lr_too_low",
+    "poor_init",
+    "dead_relu",
+    "saturated_activation",
+    "unnormalised_input",
+    "class_imbalance",
+    "overfitting",
+    "overtraining",
+    "nonfinite",
+    "vanishing_gradient",
+    "exploding_gradient",
+    "not_updating",
+    "no_progress",
+}
+#: Rules whose findings the vocabulary has no word for (a spike of the loss, a zero tensor).
+NO_CAUSE = {"LossSpike", "AllZero"}
+
+
+@pytest.mark.parametrize("name", sorted(set(CASES) & set(rule_configs.RECOMMENDED) - NO_CAUSE))
+def test_triggered_findings_name_their_cause(runs: Any, name: str) -> None:
+    params, bad, _ = CASES[name]
+    summary = invoke_rule(BUILTIN_RULES[name](runs(bad), **params))
+    triggered = [f for f in summary.findings if f.triggered]
+    assert triggered
+    for finding in triggered:
+        assert finding.details.get("cause") in CAUSES, finding

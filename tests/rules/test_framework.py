@@ -297,3 +297,23 @@ def test_rules_walked_together_share_the_steps_and_an_error_retires_one(tmp_path
     other.step({"x": 1.0})
     with pytest.raises(InvalidConfigError, match="share one base trial"):
         list(iter_findings_many([FailsAtTwo(trial), FailsAtTwo(other.close())]))
+
+
+class Baseline(Rule):
+    """Collects a baseline of gradient means, judging from the third step on."""
+
+    def invoke_at_step(self, step: int) -> bool:
+        self.base_trial.tensor("gradient/fc1.weight").reduction_value(step, "mean", abs=True)
+        if step < 2:
+            self.explain("collecting a baseline: judged from the third step", judged=False)
+            return False
+        self.explain("judged")
+        return False
+
+
+def test_a_rule_that_only_collected_a_baseline_ends_no_data_saying_why(tmp_path: Path) -> None:
+    short = invoke_rule(Baseline(grad_trial(tmp_path / "short", [1.0, 1.0])))
+    assert short.status is RuleStatus.NO_DATA and short.judged == 0
+    assert "collecting a baseline: judged from the third step" in short.details
+    long = invoke_rule(Baseline(grad_trial(tmp_path / "long", [1.0, 1.0, 1.0])))
+    assert long.status is RuleStatus.NO_ISSUES_FOUND and long.judged == 1

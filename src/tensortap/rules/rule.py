@@ -13,6 +13,7 @@ import functools
 import inspect
 import logging
 import traceback
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -49,7 +50,7 @@ class StepSkipped(Exception):
 
 
 class _Explanation:
-    __slots__ = ("details", "message", "severity", "tensors", "threshold", "value")
+    __slots__ = ("details", "judged", "message", "severity", "tensors", "threshold", "value")
 
     def __init__(
         self,
@@ -59,9 +60,11 @@ class _Explanation:
         threshold: Any,
         severity: Severity | None,
         details: dict[str, Any],
+        judged: bool | None = None,
     ) -> None:
         self.message, self.tensors, self.value = message, tuple(tensors), value
         self.threshold, self.severity, self.details = threshold, severity, details
+        self.judged = judged
 
 
 class Rule:
@@ -136,6 +139,8 @@ class Rule:
         self.logger = logging.getLogger(f"tensortap.rules.{self.rule_name}")
         self._explanation: _Explanation | None = None
         self._asked: set[str] = set()  # collections this rule asked the base trial for
+        # why evaluations that read data judged nothing (explain(..., judged=False))
+        self._unjudged: Counter[str] = Counter()
 
     # -- what subclasses implement --
     def set_required_tensors(self, step: int) -> None:
@@ -158,13 +163,20 @@ class Rule:
         value: float | None = None,
         threshold: Any = None,
         severity: Severity | None = None,
+        *,
+        judged: bool | None = None,
         **details: Any,
     ) -> None:
         """Say why the current evaluation answered as it did (kept in its :class:`Finding`);
-        ``severity`` overrides the rule's own for this finding."""
+        ``severity`` overrides the rule's own for this finding. ``judged=False`` says that the
+        evaluation judged nothing although it read saved values (it only collected a baseline,
+        or had nothing to compare a single value with): ``message`` is then why, and a rule
+        whose evaluations all judged nothing ends NoData saying so."""
         if isinstance(tensors, str):
             tensors = (tensors,)
-        self._explanation = _Explanation(message, tensors, value, threshold, severity, details)
+        self._explanation = _Explanation(
+            message, tensors, value, threshold, severity, details, judged
+        )
 
     def skip(self, reason: str) -> StepSkipped:
         """``raise self.skip("no gradients at this step")`` when a step holds nothing to judge."""
@@ -195,6 +207,8 @@ class Rule:
                     empty.append(collection)
             except MissingCollectionFiles:  # no such collection recorded at all
                 empty.append(collection)
+        if not empty and self._unjudged:
+            return "; ".join(reason for reason, _ in self._unjudged.most_common(2))
         if not empty:
             return "it read no saved value at any step" + (
                 f" (it reads {', '.join(needed)})" if needed else ""
@@ -245,7 +259,14 @@ class Rule:
         outcome = Outcome.TRIGGERED if answer else Outcome.OK
         default = "condition met" if answer else "condition not met"
         judged = bool(answer) or not self.reads_data or self._values_read() > reads
+        said = self._explained()  # what invoke_at_step said (it set self._explanation)
+        if not answer and said is not None and said.judged is False:
+            judged = False
+            self._unjudged[said.message[:200]] += 1
         return self._finding(step, mode, mode_step, outcome, default, judged=judged)
+
+    def _explained(self) -> _Explanation | None:
+        return self._explanation
 
     def _values_read(self) -> int:
         return sum(getattr(t, "values_read", 0) for t in self.trials)

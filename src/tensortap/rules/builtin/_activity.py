@@ -41,6 +41,8 @@ class ActivityRule(Rule):
     collections_needed = ("relu_activations",)
     #: What an inactive unit is called in findings ("dead", "saturated").
     what = "inactive"
+    #: The cause its findings name (``details["cause"]``), if any.
+    cause: str | None = None
 
     def __init__(
         self,
@@ -108,6 +110,7 @@ class ActivityRule(Rule):
         persistent, percent, name, bad_units, units = worst
         fired = percent > self.threshold_layer
         lasting_problem = persistent > self.threshold_layer
+        extra: dict[str, Any] = {"cause": self.cause} if self.cause else {}
         self.explain(
             f"{percent:.3g}% of the units of {name} are {self.what} ({bad_units} of {units} "
             f"active in less than {self.threshold_inactivity:g}% of samples); limit "
@@ -123,5 +126,6 @@ class ActivityRule(Rule):
             value=percent,
             threshold=self.threshold_layer,
             severity=Severity.PROBLEM if lasting_problem else Severity.WARNING,
+            **extra,
         )
         return fired

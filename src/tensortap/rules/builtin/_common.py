@@ -83,6 +83,7 @@ def nonfinite_explanation(bad: Sequence[str], what: str) -> dict[str, Any]:
         "threshold": 0,
         "severity": Severity.PROBLEM,
         "nonfinite": True,
+        "cause": "nonfinite",
     }
 
 
@@ -95,8 +96,14 @@ def fire_nonfinite(rule: Rule, bad: Sequence[str], what: str) -> bool:
 GRADIENT_PREFIXES = ("gradient/", "gradients/")
 
 #: A parameter whose mean |gradient| is below this share of the step's median has no gradient
-#: worth speaking of (a bias feeding BatchNorm, ~1e-9 by construction).
+#: worth speaking of.
 NEGLIGIBLE_GRADIENT = 1e-6
+
+#: A bias whose mean |gradient| is below this share of its own layer's weight gradient is
+#: normalised away: a bias feeding BatchNorm (or any normalisation) has a gradient of ~0 by
+#: construction, measured at 1e-6 to 5e-5 of its weights' (up to 4e-6 of the step's median,
+#: above NEGLIGIBLE_GRADIENT), where other biases measure 0.1 to 10 times their weights'.
+NORMALISED_BIAS = 1e-3
 
 
 def gradients_by_parameter(trial: Trial, step: int) -> dict[str, str]:
@@ -111,18 +118,56 @@ def gradients_by_parameter(trial: Trial, step: int) -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+def own_weight(bias: str, params: Iterable[str]) -> str | None:
+    """The weights of the layer a bias belongs to (``fc.bias`` -> ``fc.weight``; Keras's
+    ``dense/bias:0`` -> ``dense/kernel:0``), if among ``params``."""
+    head, found, tail = bias.rpartition("bias")
+    if not found or "." in tail or "/" in tail:  # "bias" must be the name's last part
+        return None
+    known = set(params)
+    for weight in ("weight", "kernel"):
+        if head + weight + tail in known:
+            return head + weight + tail
+    return None
+
+
 def trained_parameters(trial: Trial, step: int, pairs: dict[str, str]) -> dict[str, str]:
     """``pairs`` (from :func:`gradients_by_parameter`) less the parameters whose gradient is
-    negligible against the others' (:data:`NEGLIGIBLE_GRADIENT`): what the optimizer should
-    visibly move."""
+    negligible: against the others' (:data:`NEGLIGIBLE_GRADIENT`), or, for a bias, against its
+    own layer's weights' (:data:`NORMALISED_BIAS`: a bias feeding a normalisation). What the
+    optimizer should visibly move."""
     if not pairs:
         return pairs
     means = trial.step_block(step).reduce(list(pairs.values()), "mean", abs=True)
+    of = dict(zip(pairs, means.tolist(), strict=True))
     finite = means[np.isfinite(means)]
     floor = NEGLIGIBLE_GRADIENT * float(np.median(finite)) if finite.size else 0.0
-    return {  # a NaN or infinite gradient stays: it is a problem for the rule to report
-        p: g for (p, g), m in zip(pairs.items(), means.tolist(), strict=True) if not m <= floor
-    }
+    kept = {}
+    for param, grad in pairs.items():
+        mean = of[param]
+        if mean <= floor:  # a NaN or infinite gradient stays: a problem for the rule to report
+            continue
+        weight = own_weight(param, pairs)
+        if weight is not None and mean <= NORMALISED_BIAS * of[weight]:
+            continue
+        kept[param] = grad
+    return kept
+
+
+def zero_gradients(trial: Trial, step: int, pairs: dict[str, str]) -> bool:
+    """Whether every gradient of ``pairs`` is exactly 0 at a step (nothing can train; a
+    frozen parameter has no saved gradient, and is not in ``pairs``)."""
+    if not pairs:
+        return False
+    largest = trial.step_block(step).reduce(list(pairs.values()), "max", abs=True)
+    return bool(np.all(largest == 0))
+
+
+def loss_is_zero(trial: Trial, step: int) -> bool:
+    """Whether the losses saved at a step are all exactly 0 (a loss at its minimum has zero
+    gradients by nature)."""
+    names = loss_names(trial, True, None, step)
+    return bool(names) and all(scalar(trial.tensor(n), step) == 0 for n in names)
 
 
 def saved_at(tensor: Tensor, step: int) -> bool:

@@ -8,8 +8,9 @@ complete when a step of another mode follows it (or when training has ended).
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -127,3 +128,106 @@ def progress(history: list[Observation]) -> float:
     if not (math.isfinite(start) and math.isfinite(recent)) or start == 0:
         return 0.0
     return (start - recent) / abs(start)
+
+
+#: Standard errors a change must exceed to be told apart from the noise: 3 (one-sided
+#: p = 0.99865) where the noise is well known, more where it was estimated from few values
+#: (Student's t at the same p, by degrees of freedom).
+SIGNIFICANT = 3.0
+_T_AT_3_SIGMA = {
+    1: 235.8, 2: 19.21, 3: 9.22, 4: 6.62, 5: 5.51, 6: 4.9, 7: 4.53, 8: 4.28, 9: 4.09,
+    10: 3.96, 12: 3.76, 15: 3.59, 20: 3.42, 30: 3.27, 60: 3.13, 120: 3.06,
+}  # fmt: skip
+
+
+def critical(degrees_of_freedom: int) -> float:
+    """How many standard errors are significant when the noise was estimated with
+    ``degrees_of_freedom`` (the table's next lower entry: on the safe side)."""
+    if degrees_of_freedom < 1:
+        return math.inf
+    if degrees_of_freedom > max(_T_AT_3_SIGMA):
+        return SIGNIFICANT
+    return _T_AT_3_SIGMA[max(k for k in _T_AT_3_SIGMA if k <= degrees_of_freedom)]
+
+
+def noise(values: Sequence[float]) -> float:
+    """The standard deviation of one value around its local level, from the differences of
+    successive values (von Neumann's: the mean square difference is twice the variance), so
+    that a slow trend barely counts as noise. A steep stretch (the first steps of training)
+    or a spike makes it larger: on the safe side for every verdict built on it."""
+    data = np.asarray([v for v in values if math.isfinite(v)], dtype=np.float64)
+    if data.size < 2:
+        return 0.0
+    return float(math.sqrt(np.mean(np.diff(data) ** 2) / 2))
+
+
+def line_noise(values: Sequence[float]) -> tuple[float, int]:
+    """(standard deviation, degrees of freedom) of ``values`` about the least-squares line
+    through them: the noise of a series that rises or falls steadily."""
+    data = np.asarray([v for v in values if math.isfinite(v)], dtype=np.float64)
+    if data.size < 3:
+        return 0.0, 0
+    x = np.arange(data.size, dtype=np.float64)
+    slope, intercept = np.polyfit(x, data, 1)
+    residuals = data - (slope * x + intercept)
+    return float(math.sqrt(np.sum(residuals**2) / (data.size - 2))), int(data.size - 2)
+
+
+@dataclass(frozen=True)
+class Change:
+    """How far a series came down from its first window of values to its last: ``start`` and
+    ``recent`` are the windows' means (``window`` values each), ``fall`` = start - recent,
+    ``se`` its standard error from the series' own step-to-step ``noise``, estimated from
+    ``degrees_of_freedom`` differences."""
+
+    start: float
+    recent: float
+    window: int
+    noise: float
+    se: float
+    degrees_of_freedom: int
+
+    @property
+    def critical(self) -> float:
+        """How many standard errors are significant here (see :func:`critical`)."""
+        return critical(self.degrees_of_freedom)
+
+    @property
+    def fall(self) -> float:
+        return self.start - self.recent
+
+    @property
+    def relative(self) -> float:
+        """The fall as a share of where the series started."""
+        return self.fall / abs(self.start) if self.start else 0.0
+
+    def significant(self, amount: float) -> bool:
+        """Whether ``amount`` (a fall, or minus a rise) is beyond the noise."""
+        return amount > self.critical * self.se
+
+
+def change(values: Sequence[float]) -> Change | None:
+    """The first third of ``values`` against the last third (None for fewer than 2 values)."""
+    data = [v for v in values if math.isfinite(v)]
+    if len(data) < 2:
+        return None
+    window = max(1, len(data) // 3)
+    sigma = noise(data)
+    return Change(
+        float(np.mean(data[:window])),
+        float(np.mean(data[-window:])),
+        window,
+        sigma,
+        sigma * math.sqrt(2.0 / window),
+        len(data) - 1,
+    )
+
+
+def pass_ends_at(trial: Trial, step: int) -> bool:
+    """Whether the EVAL step ``step`` is the last of its evaluation pass, as far as the trial
+    shows: the next saved step is of another mode, or training has ended and none follows."""
+    steps = trial.steps()
+    i = bisect.bisect_right(steps, step)
+    if i < len(steps):
+        return bool(trial.mode(steps[i]) != ModeKeys.EVAL)
+    return bool(trial.loaded_all_steps)

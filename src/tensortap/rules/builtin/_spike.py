@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tensortap.core.baseline import RobustBaseline
+from tensortap.rules.builtin._common import fire_nonfinite
 from tensortap.rules.rule import Rule
 
 
 class SpikeRule(Rule):
     """Fires when a value is more than ``z_threshold`` robust standard deviations (1.4826 x
     the median absolute deviation) above the median of its last ``window`` values, and also
-    more than ``min_ratio`` times that median; judged after ``warmup`` values. Non-finite
-    values always fire."""
+    more than ``min_ratio`` times that median; judged after ``warmup`` values (a rule that saw
+    no more ends NoData). Non-finite values always fire, as a problem (non-finite), also
+    during the warm-up."""
 
     def __init__(
         self,
@@ -33,22 +36,33 @@ class SpikeRule(Rule):
         self.z_threshold, self.min_ratio = z_threshold, min_ratio
         self._baselines: dict[str, RobustBaseline] = {}
 
+    #: The cause a spike points at (None: the rule names none).
+    cause: str | None = None
+
     def judge(self, key: str, value: float, what: str, tensors: list[str]) -> bool:
+        if not math.isfinite(value):
+            return fire_nonfinite(self, tensors, what)
         baseline = self._baselines.setdefault(key, RobustBaseline(self.window))
         if len(baseline) < self.warmup:
             baseline.add(value)
-            self.explain(f"{what} {value:.4g}; baseline warming up ({len(baseline)} values)")
+            self.explain(
+                f"the baseline is warming up: {self.rule_name} judges a value against the "
+                f"median of the values before it, from value {self.warmup + 1} on",
+                judged=False,
+            )
             return False
         median, _scale, z = baseline.score(value)
         baseline.add(value)
         fired = z > self.z_threshold and not (abs(value) <= self.min_ratio * abs(median))
+        details: dict[str, Any] = {"median": median, "measured": value}
+        if self.cause:
+            details["cause"] = self.cause
         self.explain(
             f"{what} {value:.4g} against a median of {median:.4g}: {z:.3g} robust deviations "
             f"above (limit {self.z_threshold:g}, and over {self.min_ratio:g}x the median)",
             tensors=tensors,
             value=z,
             threshold=self.z_threshold,
-            median=median,
-            measured=value,
+            **details,
         )
         return bool(fired)

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.rules.builtin._common import has_raw, names_in
+from tensortap.rules.builtin._common import fire_nonfinite, has_raw, names_in
 from tensortap.rules.rule import Rule
 
 
@@ -19,7 +19,8 @@ class CheckInputImages(Rule):
     ``inputs`` collection the hook saved at the step (forward order) that has 4 dimensions
     (batch, channel and two spatial axes). Tensors of fewer than 3 axes are not images and are
     not judged (tabular features normalised with one global mean are fine), so a trial of
-    tabular inputs ends ``NoData`` rather than with a false alarm.
+    tabular inputs ends ``NoData`` rather than with a false alarm. Images holding NaN or inf
+    are a problem (non-finite).
     """
 
     collections_needed = ("inputs",)
@@ -70,6 +71,8 @@ class CheckInputImages(Rule):
             if images.ndim < 3 or images.ndim <= self.channel:
                 continue  # tabular features (batch, features) are not images: not judged
             judged += 1
+            if not np.isfinite(images).all():
+                return fire_nonfinite(self, [name], "the input")
             axes = tuple(a for a in range(images.ndim) if a != self.channel)
             sums = images.sum(axis=axes)
             count = images.size // sums.size
@@ -98,5 +101,6 @@ class CheckInputImages(Rule):
             tensors=[name],
             value=mean,
             threshold=self.threshold_mean,
+            cause="unnormalised_input",
         )
         return fired

@@ -18,6 +18,7 @@ class DeadRelu(ActivityRule):
     """
 
     what = "dead"
+    cause = "dead_relu"
 
     def __init__(
         self,

@@ -78,5 +78,7 @@ class ExplodingTensor(Rule):
             tensors=[n for n, _ in bad],
             value=len(bad),
             threshold=0,
+            nonfinite=True,
+            cause="nonfinite",
         )
         return True

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from tensortap.rules.builtin._common import names_in
+from tensortap.rules.builtin._common import fire_nonfinite, names_in
 from tensortap.rules.builtin._spike import SpikeRule
 
 
@@ -17,12 +17,16 @@ class GradientNormSpike(SpikeRule):
     """
 
     collections_needed = ("gradients",)
+    cause = "exploding_gradient"
 
     def invoke_at_step(self, step: int) -> bool:
         names = names_in(self.base_trial, "gradients", step)
         if not names:
             raise self.skip("no gradients saved at this step")
         norms = self.base_trial.step_block(step).reduce(names, "l2")
+        if not np.isfinite(norms).all():
+            bad = [n for n, v in zip(names, norms.tolist(), strict=True) if not math.isfinite(v)]
+            return fire_nonfinite(self, bad, "the gradient")
         return self.judge(
             "global", math.sqrt(float(np.sum(norms**2))), "global gradient norm", names
         )

@@ -7,11 +7,22 @@ from typing import Any
 
 from tensortap.core.modes import ModeKeys
 from tensortap.rules.builtin._common import collection_names_param, nonfinite_explanation, select
-from tensortap.rules.builtin._series import LossSeries, Observation, progress
+from tensortap.rules.builtin._series import (
+    Change,
+    LossSeries,
+    Observation,
+    change,
+    progress,
+)
 from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
 
 _LOSS_LIKE = r"(?i)loss"
+#: A run should come down this far (relative) from where it started: a loss shown, against its
+#: own noise, to have come down less than this has made no progress.
+_PROGRESS = 0.1
+#: A fall smaller than this (relative) is no progress even where the noise is nil.
+_MEASURABLE = 0.005
 
 
 class LossNotDecreasing(Rule):
@@ -26,11 +37,22 @@ class LossNotDecreasing(Rule):
     collection (unless ``use_losses_collection`` is false), ``collection_names`` and tensors
     matching ``tensor_regex``; with none of those found, scalars named like ``loss``.
 
-    Severity: a NaN or infinite loss, a loss that rose by more than ``increase_threshold_percent``
-    and is above where it started (diverging), and a loss that has made no progress (under 10% below
-    where it started) for ``5 * num_steps`` steps or 3 passes are problems; the same in the first
-    steps is a warning; a loss that came down and has now levelled off is advice (the run has
-    converged, or needs a smaller learning rate to go further).
+    Severity is judged on windows of values, never on single ones: the first third of the
+    loss's observations (steps, or passes) against the last third, the difference measured in
+    standard errors of the loss's own step-to-step noise (from the differences of successive
+    values). A NaN or infinite loss is a problem, and so is a loss that is diverging: the
+    median of its last 3 values is more than ``increase_threshold_percent`` above that of its
+    first 3, or it rose by more than that at a check while its recent values are significantly
+    above the first ones (a single noisy batch that doubles is not). After ``5 * num_steps``
+    steps or 3 passes:
+
+    - a fall beyond the noise (and of at least 0.5%), or the median of the last 3 values 10%
+      below that of the first 3, is *advice*: the run came down and has levelled off, or is
+      coming down slowly (real progress, however small);
+    - *no progress* is a *problem* only when it is shown against the noise: the fall is
+      within it, and even its upper bound (fall + 3 standard errors, more where the noise was
+      estimated from few values) is under 10% of the start;
+    - otherwise (too noisy to tell, or earlier in training) it is a *warning*.
     """
 
     collections_needed = ("losses",)
@@ -92,7 +114,11 @@ class LossNotDecreasing(Rule):
             raise self.skip("no loss saved at this step")
         verdicts = [v for v in map(self._verdict, observations) if v is not None]
         if not verdicts:
-            self.explain(f"not a check step (losses are compared every {self.num_steps} steps)")
+            self.explain(
+                "nothing to compare yet: LossNotDecreasing compares each loss with its value "
+                f"{self.num_steps} saved steps earlier (an evaluation pass with the pass before)",
+                judged=False,
+            )
             return False
         fired = [v for v in verdicts if v[0]]
         _, _, explanation = min(fired, key=lambda v: v[1]) if fired else verdicts[-1]
@@ -114,29 +140,28 @@ class LossNotDecreasing(Rule):
         rise = 100.0 * (now - before) / abs(before) if before else (100.0 if now > 0 else 0.0)
         fired = rise >= self.diff_percent
         made = progress(history)
+        moved = change([o.value for o in history])
         what = f"{obs.key} ({'pass mean' if obs.mode == ModeKeys.EVAL else obs.mode.name})"
-        change = f"rose {rise:.3g}%" if rise > 0 else f"fell {-rise:.3g}%"
+        went = f"rose {rise:.3g}%" if rise > 0 else f"fell {-rise:.3g}%"
         text = (
-            f"{what} {change} from {before:.4g} at step {previous.mode_step} to {now:.4g} at "
+            f"{what} {went} from {before:.4g} at step {previous.mode_step} to {now:.4g} at "
             f"step {obs.mode_step}"
         )
-        # a single noisy batch can double; diverging means above where it started as well
+        # a single noisy batch can double: diverging means above where it started too (the
+        # median of the last 3 values above that of the first 3 by the limit, or a jump
+        # beyond the limit with the recent values significantly above the first ones)
         limit = self.increase_threshold_percent
-        diverging = made < -limit / 100.0 or (rise > limit and made < 0)
+        above_start = moved is not None and moved.significant(-moved.fall)
+        diverging = made < -limit / 100.0 or (rise > limit and made < 0 and above_start)
+        cause = "no_progress"
         if not fired:
             severity, text = Severity.ADVICE, text + f"; fires when it rises {self.diff_percent:g}%"
         elif diverging:
-            severity = Severity.PROBLEM
+            severity, cause = Severity.PROBLEM, "lr_too_high"
             text += f"; diverging ({-100 * made:.3g}% above where it started)"
-        elif made >= 0.1:
-            severity = Severity.ADVICE
-            text += f"; it came down {100 * made:.3g}% since the start and has levelled off"
-        elif self._long_enough(obs, history):
-            severity = Severity.PROBLEM
-            text += f"; no progress since the start ({100 * made:.3g}% lower)"
         else:
-            severity = Severity.WARNING
-            text += f"; only {100 * made:.3g}% lower than at the start so far"
+            severity, cause, said = self._progress(obs, history, moved, made)
+            text += said
         return (
             fired,
             severity.rank,
@@ -147,10 +172,85 @@ class LossNotDecreasing(Rule):
                 "threshold": self.diff_percent,
                 "severity": severity,
                 "diverging": diverging,
-                "progress": made,
+                "progress": made if moved is None else moved.relative,
                 "previous_step": previous.mode_step,
                 "mode": obs.mode,
+                "cause": cause,
             },
+        )
+
+    def _progress(
+        self, obs: Observation, history: list[Observation], moved: Change | None, made: float
+    ) -> tuple[Severity, str, str]:
+        """(severity, cause, words) of a loss that did not drop at a check: how far it came
+        down since the start, judged against its own noise."""
+        if moved is None:
+            return Severity.WARNING, "no_progress", "; too few values to judge progress yet"
+        what = "pass" if obs.mode == ModeKeys.EVAL else "value"
+        if moved.window == 1:
+            first, last = f"the first {what} {moved.start:.4g}", f"the last {moved.recent:.4g}"
+        else:
+            first = f"the mean of the first {moved.window} {what}{'es' if what == 'pass' else 's'}"
+            first += f" {moved.start:.4g}"
+            last = f"of the last {moved.window} {moved.recent:.4g}"
+        measured = (
+            f" ({first}, {last}: {100 * moved.relative:.3g}% lower, standard error "
+            f"{100 * moved.se / abs(moved.start) if moved.start else 0:.2g}% from the "
+            "step-to-step noise)"
+        )
+        real = moved.significant(moved.fall) and moved.relative >= _MEASURABLE
+        upper = moved.fall + moved.critical * moved.se
+        if not real and self._long_enough(obs, history) and upper < _PROGRESS * abs(moved.start):
+            return (
+                Severity.PROBLEM,
+                "no_progress",
+                (
+                    f"; no progress since the start: {100 * moved.relative:.3g}% lower, at most "
+                    f"{100 * upper / abs(moved.start):.3g}% given its noise{measured}"
+                ),
+            )
+        if real and moved.relative >= _PROGRESS:
+            return (
+                Severity.ADVICE,
+                "overtraining",
+                (
+                    f"; it came down {100 * moved.relative:.3g}% since the start and has "
+                    f"levelled off{measured}"
+                ),
+            )
+        if made >= _PROGRESS:  # a steep start, which successive differences take for noise
+            return (
+                Severity.ADVICE,
+                "overtraining",
+                (
+                    f"; it came down {100 * made:.3g}% since the start (the median of its last 3 "
+                    "values against its first 3) and has levelled off"
+                ),
+            )
+        if real:
+            return (
+                Severity.ADVICE,
+                "no_progress",
+                (
+                    f"; it came down only {100 * moved.relative:.3g}% since the start, but beyond "
+                    f"its noise: slow progress{measured}"
+                ),
+            )
+        if not self._long_enough(obs, history):
+            return (
+                Severity.WARNING,
+                "no_progress",
+                f"; {100 * moved.relative:.3g}% lower than at the start so far, too early to "
+                f"tell progress from noise (judged after {5 * self.num_steps} steps or 3 "
+                f"passes){measured}",
+            )
+        return (
+            Severity.WARNING,
+            "no_progress",
+            (
+                f"; {100 * moved.relative:.3g}% lower than at the start, too noisy to tell "
+                f"whether it is making progress{measured}"
+            ),
         )
 
     def _previous(

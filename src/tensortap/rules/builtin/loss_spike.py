@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tensortap.core.modes import ModeKeys
@@ -44,7 +45,7 @@ class LossSpike(SpikeRule):
         fired = False
         for name in names:
             value = scalar(self.base_trial.tensor(name), step)
-            if self.judge(name, value, name, [name]):
+            if self.judge(name, value, "the loss" if not math.isfinite(value) else name, [name]):
                 fired = True
                 break
         return fired

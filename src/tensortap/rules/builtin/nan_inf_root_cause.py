@@ -82,5 +82,7 @@ class NaNInfRootCause(Rule):
             threshold=0,
             origin=first,
             phase=phase,
+            nonfinite=True,
+            cause="nonfinite",
         )
         return True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -15,11 +17,54 @@ from tensortap.rules.builtin._common import (
     scalar,
     step_mode,
 )
+from tensortap.rules.builtin._series import critical, line_noise, pass_ends_at
 from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
 
-#: The validation loss this far (relative) above its best, training still falling: overfitting.
+#: The validation loss must rise at least this far (relative) above its best to be overfitting.
 _RISEN = 0.1
+#: ... on this many consecutive whole evaluation passes, each above the best.
+_SUSTAINED = 3
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """A completed evaluation pass: its mean validation loss, the mean training loss of the
+    training phase before it, and its last global step."""
+
+    validation: float
+    training: float
+    step: int
+
+
+@dataclass(frozen=True)
+class _Trend:
+    """The validation loss over whole passes: its ``best`` pass, the mean of the ``recent``
+    passes, how they compare with the pass-to-pass ``noise``, and whether that is overfitting."""
+
+    best: _Pass
+    recent: tuple[_Pass, ...]
+    noise: float
+    overfitting: bool
+    #: the degrees of freedom of the noise's estimate
+    degrees_of_freedom: int
+
+    @property
+    def critical(self) -> float:
+        return critical(self.degrees_of_freedom)
+
+    @property
+    def rise(self) -> float:
+        return self.mean - self.best.validation
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean([p.validation for p in self.recent]))
+
+    @property
+    def standard_error(self) -> float:
+        # the best pass and the mean of the recent ones each carry the pass-to-pass noise
+        return self.noise * math.sqrt(1 + 1 / len(self.recent))
 
 
 class Overfit(Rule):
@@ -30,13 +75,17 @@ class Overfit(Rule):
 
     A validation loss somewhat above the training loss is normal (smdebug's default ratio of
     0.1 is exceeded by most healthy runs), so exceeding it is a *warning*. It is a *problem*
-    when the model is overfitting as it trains: the gap exceeds the ratio while the validation
-    loss has risen more than 10% above its best and the training loss went on falling. A NaN
-    or infinite loss is a problem.
+    when the model is overfitting as it trains, judged on whole evaluation passes against the
+    run's own noise: the last 3 passes are each above the best pass before them, their mean
+    is more than 10% above it and more than 3 standard errors of the pass-to-pass noise (the
+    spread of the pass means since the best about a straight line through them; more standard
+    errors where there are few passes, as Student's t says), and the
+    training loss went on falling. A validation loss that wobbles above its best for a pass
+    or two is a warning at most. A NaN or infinite loss is a problem.
 
     With ``training_metric`` and ``validation_metric`` (regexes of scalars saved at the same
     steps, such as XGBoost's ``train-logloss`` and ``validation-logloss``), each step compares
-    the two metrics instead, and is its own phase.
+    the two metrics instead, and is its own phase (and pass).
     """
 
     collections_needed = ("losses",)
@@ -62,12 +111,11 @@ class Overfit(Rule):
         self.patience = patience
         self.ratio_threshold = ratio_threshold
         self._train: list[float] = []  # losses of the current (or last) training phase
-        self._val: list[float] = []  # losses of the current evaluation phase
+        self._val: list[float] | None = None  # losses of the evaluation pass under way
+        self._val_step = 0  # the global step of its last loss
         self._last_mode: ModeKeys | None = None
         self._exceeded: list[bool] = []  # per evaluation phase, latest verdict
-        # (validation, training) means of each completed evaluation phase: the trend is judged
-        # on whole passes only (a pass's first batches may be easier or harder than the rest)
-        self._phases: list[tuple[float, float]] = []
+        self._passes: list[_Pass] = []  # the completed evaluation passes
 
     def _loss(self, step: int) -> float | None:
         names = loss_names(self.base_trial, True, self.tensor_regex, step)
@@ -87,25 +135,46 @@ class Overfit(Rule):
             return fire_nonfinite(self, names, "the loss")
         new_phase = mode != self._last_mode
         self._last_mode = mode
+        if mode != ModeKeys.EVAL:
+            self._close()
         if mode == ModeKeys.TRAIN:
             if new_phase:
                 self._train = []
             self._train.append(loss)
-            self.explain("training step: its loss joins the training baseline")
+            self.explain(
+                "training steps only: Overfit compares each evaluation (EVAL) pass with the "
+                "training loss before it, and judges nothing until an EVAL step follows "
+                "training (save EVAL steps: hook.set_mode(ModeKeys.EVAL) around validation)",
+                judged=False,
+            )
             return False
         if mode != ModeKeys.EVAL:
-            self.explain(f"{mode.name} steps are not compared")
+            self.explain(f"{mode.name} steps are not compared", judged=False)
             return False
-        if new_phase:
-            if self._val and self._train:
-                self._phases.append((float(np.mean(self._val)), float(np.mean(self._train))))
+        if new_phase or self._val is None:
             self._val = []
             self._exceeded.append(False)
         self._val.append(loss)
+        self._val_step = step
         if not self._train:
-            self.explain("no training loss before this evaluation yet")
+            self.explain(
+                "no training loss before this evaluation: Overfit compares the validation "
+                "(EVAL) loss with the training loss of the TRAIN steps before it",
+                judged=False,
+            )
             return False
-        return self._judge(step, float(np.mean(self._train)), float(np.mean(self._val)))
+        train, val = float(np.mean(self._train)), float(np.mean(self._val))
+        complete = pass_ends_at(self.base_trial, step)
+        if complete:
+            self._close()
+        return self._judge(step, train, val, complete, len(self._val) if not complete else 0)
+
+    def _close(self) -> None:
+        """End the evaluation pass under way (if any) as a whole pass."""
+        if self._val and self._train:
+            validation, training = float(np.mean(self._val)), float(np.mean(self._train))
+            self._passes.append(_Pass(validation, training, self._val_step))
+        self._val = None
 
     def _compare_metrics(self, step: int) -> bool:
         train = metric_at(self.base_trial, self.training_metric, step)
@@ -115,39 +184,87 @@ class Overfit(Rule):
         if not (np.isfinite(train) and np.isfinite(val)):
             return fire_nonfinite(self, [self.training_metric, self.validation_metric], "a metric")
         self._exceeded.append(False)
-        self._phases.append((val, train))
-        return self._judge(step, train, val)
+        self._passes.append(_Pass(val, train, step))
+        return self._judge(step, train, val, True, 0)
 
-    def _judge(self, step: int, train: float, val: float) -> bool:
+    def _trend(self, val: float, complete: bool) -> _Trend | None:
+        """The validation loss over whole passes (None before the best pass is followed by
+        ``_SUSTAINED`` more)."""
+        if len(self._passes) < _SUSTAINED + 1:
+            return None
+        earlier, recent = self._passes[:-_SUSTAINED], tuple(self._passes[-_SUSTAINED:])
+        first = min(range(len(earlier)), key=lambda i: earlier[i].validation)
+        best = earlier[first]
+        # the noise: the spread of the passes since the best about a steady rise (or fall)
+        noise, freedom = line_noise([p.validation for p in self._passes[first:]])
+        trend = _Trend(best, recent, noise, False, freedom)
+        overfitting = (
+            all(p.validation > best.validation for p in recent)
+            and trend.rise > _RISEN * abs(best.validation)
+            and trend.rise > trend.critical * trend.standard_error
+            and recent[-1].training < best.training
+            and (complete or val > best.validation)  # this pass so far agrees
+        )
+        return replace(trend, overfitting=overfitting)
+
+    def _judge(self, step: int, train: float, val: float, complete: bool, batches: int) -> bool:
         ratio = (val - train) / abs(train) if train else float("inf") * (val > 0)
-        self._exceeded[-1] = step >= self.start_step and ratio > self.ratio_threshold
+        above = ratio > self.ratio_threshold
+        self._exceeded[-1] = step >= self.start_step and above
         run = 0
         for exceeded in reversed(self._exceeded):
             if not exceeded:
                 break
             run += 1
         fired = run >= self.patience
-        best = min(self._phases, default=None)
-        last = self._phases[-1] if self._phases else None
-        overfitting = (
-            best is not None
-            and last is not None
-            and last[0] > best[0] * (1 + _RISEN)
-            and last[1] < best[1]
-        )
-        severity = Severity.PROBLEM if overfitting else Severity.WARNING
-        trend = (
-            f"; the validation loss rose from its best {best[0]:.4g} to {last[0]:.4g} while "
-            f"the training loss fell from {best[1]:.4g} to {last[1]:.4g}: overfitting"
-            if overfitting and best is not None and last is not None
-            else ""
-        )
+        trend = self._trend(val, complete)
+        details: dict[str, Any] = {"validation": val, "training": train, "cause": "overfitting"}
+        said = ""
+        if trend is not None and trend.rise > 0:
+            details.update(
+                best=trend.best.validation,
+                recent=trend.mean,
+                rise=trend.rise,
+                standard_error=trend.standard_error,
+            )
+            recent = ", ".join(f"{p.validation:.4g}" for p in trend.recent)
+            if trend.overfitting:
+                said = (
+                    f"; over whole evaluation passes the validation loss rose from its best "
+                    f"{trend.best.validation:.4g} (the pass ending at step {trend.best.step}) "
+                    f"to {recent} in the last {len(trend.recent)} passes (mean {trend.mean:.4g}, "
+                    f"{trend.rise / trend.standard_error if trend.standard_error else math.inf:.3g}"
+                    f" standard errors of the pass-to-pass noise) while the training loss fell "
+                    f"from {trend.best.training:.4g} to {trend.recent[-1].training:.4g}: "
+                    "overfitting"
+                )
+            else:
+                said = (
+                    f"; the last {len(trend.recent)} evaluation passes ({recent}) are "
+                    f"{100 * trend.rise / abs(trend.best.validation):.3g}% above the best pass "
+                    f"({trend.best.validation:.4g}) on average: not a sustained rise beyond "
+                    f"{100 * _RISEN:g}% and {trend.critical:.3g} standard errors of the "
+                    f"pass-to-pass noise ({trend.standard_error:.3g}) with the training loss "
+                    "falling, so not "
+                    "overfitting"
+                )
+        this = "this evaluation pass" if not batches else f"this evaluation pass so far ({batches}"
+        this += "" if not batches else f" batch{'es' if batches > 1 else ''})"
+        phases = "phase" if run == 1 else "phases"
         self.explain(
-            f"validation loss {val:.4g} vs training loss {train:.4g}: ratio {ratio:.3g} "
-            f"({'above' if ratio > self.ratio_threshold else 'within'} {self.ratio_threshold:g}; "
-            f"{run} of {self.patience} evaluation phases in a row){trend}",
+            f"validation loss {val:.4g} ({this}) vs training loss {train:.4g}: ratio "
+            f"{ratio:.3g} ({'above' if above else 'within'} {self.ratio_threshold:g}"
+            + (
+                f"; above it in {run} consecutive evaluation {phases}, fires from {self.patience})"
+                if run
+                else ")"
+            )
+            + said,
             value=ratio,
             threshold=self.ratio_threshold,
-            severity=severity,
+            severity=Severity.PROBLEM
+            if trend is not None and trend.overfitting
+            else Severity.WARNING,
+            **details,
         )
         return fired

@@ -32,6 +32,8 @@ class Overtraining(Rule):
     nothing: stop earlier or lower the learning rate); a validation loss that has risen more
     than 5% above its best is a *warning* (training on makes the model worse; keep the best
     checkpoint). A NaN or infinite loss is a problem. Overfit judges the gap between the two.
+    Findings name ``details["cause"] = "overtraining"`` (or ``nonfinite``); a trial with a single
+    loss ends NoData (nothing was compared).
 
     With ``training_metric`` and ``validation_metric`` (regexes of scalars saved at the same
     steps, such as XGBoost's ``train-rmse`` and ``validation-rmse``), both are tracked at every
@@ -84,8 +86,20 @@ class Overtraining(Rule):
         if not verdicts:
             self.explain("an evaluation pass is under way (judged when it ends)")
             return False
+        return self._say(verdicts)
+
+    def _say(self, verdicts: list[tuple[bool, int, dict[str, Any]]]) -> bool:
         fired = [v for v in verdicts if v[0]]
-        self.explain(**min(fired or verdicts, key=lambda v: v[1])[2])
+        explanation = dict(min(fired or verdicts, key=lambda v: v[1])[2])
+        if not fired and all(v[2].get("first") for v in verdicts):
+            self.explain(
+                "nothing to compare yet: Overtraining judges each loss against the best one "
+                "before it",
+                judged=False,
+            )
+            return False
+        explanation.pop("first", None)
+        self.explain(**explanation)
         return bool(fired)
 
     def _metrics(self, step: int) -> bool:
@@ -97,9 +111,7 @@ class Overtraining(Rule):
             self._track(ModeKeys.TRAIN, train, [self.training_metric], 1),
             self._track(ModeKeys.EVAL, val, [self.validation_metric], 1),
         ]
-        fired = [v for v in verdicts if v[0]]
-        self.explain(**min(fired or verdicts, key=lambda v: v[1])[2])
-        return bool(fired)
+        return self._say(verdicts)
 
     def _track(
         self, mode: ModeKeys, loss: float, names: list[str], steps: int
@@ -110,7 +122,8 @@ class Overtraining(Rule):
         if not math.isfinite(loss):
             return True, 0, nonfinite_explanation(names, "the loss")
         best = self._best[mode]
-        if loss < best - self.delta or math.isinf(best):
+        first = math.isinf(best)
+        if loss < best - self.delta or first:
             self._best[mode], self._since[mode] = loss, 0
         else:
             self._since[mode] += steps
@@ -136,5 +149,8 @@ class Overtraining(Rule):
             "threshold": patience,
             "severity": severity,
             "mode": mode,
+            "cause": "overtraining",
         }
+        if first:
+            explanation["first"] = True
         return fired, severity.rank if fired else 9, explanation

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
 
+from tensortap.core.collections import INITIAL_PREFIX, INITIAL_WEIGHTS
 from tensortap.core.modes import ModeKeys
 from tensortap.rules.builtin._common import (
     fire_nonfinite,
@@ -20,23 +22,49 @@ from tensortap.rules.builtin._common import (
 from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
 
+#: A badly scaled initialisation compounds: the variance grows at least this much per layer ...
+_GROWTH = 2.0
+#: ... (no initialisation in use makes it grow), or shrinks by ``threshold`` per layer (PyTorch's
+#: default initialisation shrinks it up to ~6.5x per ReLU layer, levelling off at the biases').
+_OUTPUT_KINDS = re.compile(r"sigmoid|softmax", re.IGNORECASE)
+#: Rows equal to this share of the weights' largest magnitude are the same weights.
+_SAME = 1e-6
+
 
 class PoorWeightInitialization(Rule):
     """Looks at the first ``steps`` TRAIN steps only, and fires on any of:
 
-    - the variance of the activation inputs (``activation_inputs_regex``) differs by more than
-      ``threshold`` times between layers (well-scaled initialisation keeps it similar);
+    - a hidden layer whose units all get the same weights (the rows of its weight matrix are
+      identical: a constant or zero initialisation); the units compute the same function and
+      training cannot tell them apart;
+    - the variance of the activation inputs (``activation_inputs_regex``) of the hidden layers
+      differs by more than ``threshold`` times between layers (well-scaled initialisation keeps
+      it similar);
     - the gradients of all layers together span less than ``distribution_range`` between their
       5th and 95th percentiles (they barely move anything);
     - the loss has not decreased ``patience`` steps after the first saved step.
 
-    Severity: the variances are the mark of a badly scaled initialisation (a problem); a
-    narrow gradient spread or a slow first few steps also happen in healthy models (an
-    autoencoder with a sigmoid output, a warm-up), so they are warnings. Non-finite activation
-    inputs are a problem (non-finite).
+    The output layer is not compared: the input of a final sigmoid or softmax (one after the
+    last layer with weights; where layer inputs were not saved, a sigmoid or softmax that is the
+    last activation) is scaled by what the model must predict, not by the initialisation, and a
+    zero-initialised output layer is good practice. The weights judged for identical rows are
+    those before the first update (``initial_weights``) where the hook saved them.
+
+    Severity: identical rows are a problem. The variance ratio is judged by how it builds up
+    through the network's depth (its layers' variances in forward order): it is a *problem*
+    when it compounds, the sign of a badly scaled initialisation: the variances change in one
+    direction through every layer to more than ``threshold`` squared between the first and
+    the last, growing at least 2x per layer or shrinking at least ``threshold`` times per layer
+    (measured: PyTorch's default initialisation shrinks it up to 6.5x per ReLU layer, 210x over
+    8 layers, levelling off at the biases' variance; an autoencoder's bottleneck moves it both
+    ways), or when a layer's input is the same for every sample and unit (variance 0: no
+    signal reaches it). A ratio over ``threshold`` otherwise is a warning. A narrow gradient
+    spread or a slow first few steps also happen in healthy models (an autoencoder with a
+    sigmoid output, a warm-up), so they are warnings. NaN or infinite activation inputs,
+    gradients or losses are a problem (non-finite).
     """
 
-    collections_needed = ("relu_activations", "gradients", "losses")
+    collections_needed = ("relu_activations", "gradients", "losses", "weights")
 
     def __init__(
         self,
@@ -65,28 +93,141 @@ class PoorWeightInitialization(Rule):
         self.steps = steps
         self._first_loss: tuple[int, float] | None = None
 
+    # -- the network's structure, as the trial shows it --
+
     def _activation_inputs(self, step: int) -> list[str]:
+        """The activation inputs saved at ``step``, in forward order."""
         names: set[str] = set()
         for regex in self.activation_inputs_regex:
             names.update(self.base_trial.tensor_names(step=step, regex=regex))
-        return sorted(names)
+        order = {n: i for i, n in enumerate(self.base_trial.saved_order(step))}
+        return sorted(names, key=lambda n: (order.get(n, len(order)), n))
 
-    def _variance_ratio(self, step: int) -> tuple[float, list[str]] | None:
-        variances = []
-        for name in self._activation_inputs(step):
+    def _layers(self, step: int) -> list[tuple[int, str]]:
+        """(forward position of its input, weight name) of the layers whose input was saved."""
+        order = {n: i for i, n in enumerate(self.base_trial.saved_order(step))}
+        found = []
+        for weight in names_in(self.base_trial, "weights", step):
+            module = weight.rsplit(".", 1)[0] if "." in weight else ""
+            position = order.get(f"{module}_input_0")
+            if module and position is not None:
+                found.append((position, weight))
+        return sorted(found)
+
+    def _output_activations(self, step: int, inputs: list[str]) -> set[str]:
+        """The activation inputs that feed the model's output rather than another layer."""
+        layers = self._layers(step)
+        if layers:
+            order = {n: i for i, n in enumerate(self.base_trial.saved_order(step))}
+            last = layers[-1][0]
+            return {a for a in inputs if order.get(a, -1) > last}
+        if inputs and _OUTPUT_KINDS.search(inputs[-1]):
+            return {inputs[-1]}
+        return set()
+
+    def _output_layer(self, step: int, weights: list[str]) -> str | None:
+        """The weights of the output layer: the last layer in forward order, else the last
+        weights saved."""
+        layers = self._layers(step)
+        if layers:
+            return layers[-1][1]
+        order = {n: i for i, n in enumerate(self.base_trial.saved_order(step))}
+        return max(weights, key=lambda w: order.get(w, -1)) if weights else None
+
+    # -- the checks --
+
+    def _same_rows(self, step: int) -> list[tuple[str, int]]:
+        """(layer weights, units) of the hidden layers whose units all got the same weights,
+        as initialised (``initial/<name>`` where the hook saved it)."""
+        trial = self.base_trial
+        weights = names_in(trial, "weights", step)
+        output = self._output_layer(step, weights)
+        snapshots = set(names_in(trial, INITIAL_WEIGHTS, step))
+        found = []
+        for weight in weights:
+            if weight == output:
+                continue
+            name = INITIAL_PREFIX + weight if INITIAL_PREFIX + weight in snapshots else weight
+            tensor = trial.tensor(name)
+            if not has_raw(tensor, step):
+                continue
+            value = np.asarray(tensor.value(step), dtype=np.float64)
+            if value.ndim < 2 or value.shape[0] < 2 or not np.isfinite(value).all():
+                continue
+            rows = value.reshape(value.shape[0], -1)
+            scale = float(np.abs(rows).max())
+            if np.all(np.abs(rows - rows[0]) <= _SAME * scale):
+                found.append((weight, int(value.shape[0])))
+        return found
+
+    def _variances(self, step: int, hidden: list[str]) -> list[tuple[float, str]]:
+        """(variance, name) of the hidden layers' activation inputs, in forward order."""
+        found = []
+        for name in hidden:
             tensor = self.base_trial.tensor(name)
             if has_raw(tensor, step):
-                variances.append((float(np.var(tensor.value(step), dtype=np.float64)), name))
-        if len(variances) < 2:
-            return None
+                found.append((float(np.var(tensor.value(step), dtype=np.float64)), name))
+        return found
+
+    def _compounding(self, variances: list[tuple[float, str]]) -> tuple[bool, float, bool]:
+        """(whether the variance compounds through depth, its factor per layer, growing)."""
+        logs = np.log10([v for v, _ in variances])
+        steps = np.diff(logs)
+        growing = bool(np.all(steps > 0))
+        if not (growing or np.all(steps < 0)):
+            return False, 10 ** float(np.mean(np.abs(steps))), growing
+        per_layer = 10 ** (abs(float(logs[-1] - logs[0])) / len(steps))
+        total = 10 ** abs(float(logs[-1] - logs[0]))
+        compounding = total >= self.threshold**2 and (
+            per_layer >= _GROWTH if growing else per_layer >= self.threshold
+        )
+        return compounding, per_layer, growing
+
+    def _judge_variances(self, variances: list[tuple[float, str]], outputs: set[str]) -> bool:
         (low, low_name), (high, high_name) = min(variances), max(variances)
         ratio = high / low if low > 0 else math.inf
-        return ratio, [high_name, low_name]
+        if not ratio > self.threshold:
+            return False
+        left_out = f"; {', '.join(sorted(outputs))} (the output's) not compared" if outputs else ""
+        silent = [name for v, name in variances if v == 0]
+        if silent:
+            severity = Severity.PROBLEM
+            why = (
+                f"; {silent[0]} is the same for every sample and unit: no signal reaches it "
+                "(zero or constant weights before it, or dead units)"
+            )
+        else:
+            compounding, per_layer, growing = self._compounding(variances)
+            severity = Severity.PROBLEM if compounding else Severity.WARNING
+            way = "grows" if growing else "shrinks"
+            if compounding:
+                why = (
+                    f"; it {way} {per_layer:.3g}x per layer through all {len(variances)} hidden "
+                    "layers: the compounding of a badly scaled initialisation"
+                )
+            else:
+                why = (
+                    f"; it does not compound through depth (about {per_layer:.3g}x per layer, "
+                    f"problem from {self.threshold**2:g}x overall when it grows {_GROWTH:g}x or "
+                    f"shrinks {self.threshold:g}x per layer through every layer), as healthy "
+                    "initialisations do (PyTorch's default shrinks it up to 6.5x per ReLU layer)"
+                )
+        self.explain(
+            f"activation input variance differs {ratio:.3g}x between {high_name} and "
+            f"{low_name} (limit {self.threshold:g}x){why}{left_out}",
+            tensors=[high_name, low_name],
+            value=ratio,
+            threshold=self.threshold,
+            severity=severity,
+            cause="poor_init",
+            variances={name: v for v, name in variances},
+        )
+        return True
 
-    def _gradient_range(self, step: int) -> float | None:
+    def _gradient_range(self, names: list[str], step: int) -> float | None:
         grads = [
             self.base_trial.tensor(n).value(step).ravel()
-            for n in names_in(self.base_trial, "gradients", step)
+            for n in names
             if has_raw(self.base_trial.tensor(n), step)
         ]
         if not grads:
@@ -102,24 +243,46 @@ class PoorWeightInitialization(Rule):
         if s >= self.steps:
             self.explain(f"only the first {self.steps} training steps are judged")
             return False
-        checked = False
+        trial = self.base_trial
         inputs = self._activation_inputs(step)
-        bad = nonfinite_names(self.base_trial, inputs, step)
-        if bad:
-            return fire_nonfinite(self, bad, "the activation input")
-        ratio = self._variance_ratio(step)
-        if ratio is not None:
+        gradients = names_in(trial, "gradients", step)
+        losses = loss_names(trial, True, None, step)
+        for names, what in (
+            (inputs, "the activation input"),
+            (gradients, "the gradient"),
+            (losses, "the loss"),
+        ):
+            bad = nonfinite_names(trial, names, step)
+            if bad:
+                return fire_nonfinite(self, bad, what)
+        checked = False
+        same = self._same_rows(step)
+        if same:
+            weight, units = same[0]
+            more = (
+                f" (and {len(same) - 1} more layer{'s' if len(same) > 2 else ''})"
+                if len(same) > 1
+                else ""
+            )
+            self.explain(
+                f"every one of the {units} units of {weight} got the same weights{more}: a "
+                "constant (or zero) initialisation; the units compute the same function and "
+                "training cannot tell them apart (initialise randomly, e.g. the default or "
+                "nn.init.kaiming_normal_)",
+                tensors=[w for w, _ in same],
+                value=len(same),
+                threshold=0,
+                severity=Severity.PROBLEM,
+                cause="poor_init",
+            )
+            return True
+        outputs = self._output_activations(step, inputs)
+        variances = self._variances(step, [a for a in inputs if a not in outputs])
+        if len(variances) >= 2:
             checked = True
-            if ratio[0] > self.threshold:
-                self.explain(
-                    f"activation input variance differs {ratio[0]:.3g}x between {ratio[1][0]} "
-                    f"and {ratio[1][1]} (limit {self.threshold:g}x)",
-                    tensors=ratio[1],
-                    value=ratio[0],
-                    threshold=self.threshold,
-                )
+            if self._judge_variances(variances, outputs):
                 return True
-        spread = self._gradient_range(step)
+        spread = self._gradient_range(gradients, step)
         if spread is not None:
             checked = True
             if spread < self.distribution_range:
@@ -129,12 +292,12 @@ class PoorWeightInitialization(Rule):
                     value=spread,
                     threshold=self.distribution_range,
                     severity=Severity.WARNING,
+                    cause="poor_init",
                 )
                 return True
-        losses = loss_names(self.base_trial, True, None, step)
         if losses:
             checked = True
-            loss = float(np.mean([scalar(self.base_trial.tensor(n), step) for n in losses]))
+            loss = float(np.mean([scalar(trial.tensor(n), step) for n in losses]))
             if self._first_loss is None:
                 self._first_loss = (s, loss)
             first_step, first = self._first_loss
@@ -146,13 +309,19 @@ class PoorWeightInitialization(Rule):
                     value=loss,
                     threshold=first,
                     severity=Severity.WARNING,
+                    cause="poor_init",
                 )
                 return True
         if not checked:
             raise self.skip("no activation inputs, gradients or losses saved at this step")
+        ratio = (
+            max(v for v, _ in variances) / min(v for v, _ in variances)
+            if len(variances) >= 2 and min(v for v, _ in variances) > 0
+            else None
+        )
         self.explain(
             "activation variances, gradient spread and loss look like a sound initialisation",
-            value=None if ratio is None else ratio[0],
+            value=ratio,
             threshold=self.threshold,
         )
         return False

@@ -18,6 +18,7 @@ class SaturatedActivation(ActivityRule):
     """
 
     what = "saturated"
+    cause = "saturated_activation"
 
     def __init__(
         self,

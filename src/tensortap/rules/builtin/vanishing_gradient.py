@@ -76,6 +76,7 @@ class VanishingGradient(Rule):
             value=smallest,
             threshold=self.threshold,
             severity=severity,
+            cause="vanishing_gradient",
         )
         return fired
 

@@ -11,11 +11,14 @@ from tensortap.core.modes import ModeKeys
 from tensortap.rules.builtin._common import (
     fire_nonfinite,
     gradients_by_parameter,
+    loss_is_zero,
     names_in,
     nonfinite_names,
     step_mode,
     trained_parameters,
+    zero_gradients,
 )
+from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
 
 
@@ -23,13 +26,23 @@ class WeightUpdateRatio(Rule):
     """Every ``num_steps`` TRAIN steps, for each tensor in ``weights``:
     ``ratio = ||w_s - w_p|| / (s - p) / (||w_p|| + epsilon)`` where p is the previous saved
     step (the mean update per step relative to the weight's size; healthy training sits near
-    1e-3). Fires when a ratio exceeds ``large_threshold`` or falls below ``small_threshold``.
+    1e-3). Fires when a ratio exceeds ``large_threshold`` or falls below ``small_threshold``
+    (problems: ``details["cause"]`` is ``lr_too_high``, ``lr_too_low``, or ``not_updating``
+    for a ratio of exactly 0).
 
     The first saved step is compared with the weights before its update where the hook saved them
-    (``initial_weights``), so the first update is judged too. Where gradients are saved, only the
-    weights the optimizer is meant to move are judged: frozen ones (no gradient) and those whose
-    gradient is negligible against the others' are left out. Weights holding NaN or inf are a
-    problem (non-finite), not a ratio.
+    (``initial_weights``), so the first update is judged too. A first update that follows the
+    gradient (SGD's) and moves a weight tensor by more than ``first_update_threshold`` of its
+    norm is a *warning* (``lr_too_high``): healthy SGD moves a network's weights by 1e-5 to
+    4e-3 at learning rates up to 1e-2, but a new classifier head or a regression far from its
+    solution reaches 0.2 (see docs/rules.md for the measurement). An adaptive optimizer's first
+    step moves every weight alike (by the learning rate: the ratio is the learning rate over the
+    weights' scale) and is held to ``large_threshold`` alone. Where gradients are saved, only
+    the weights the optimizer is meant to move are judged: frozen ones (no gradient) and those
+    whose gradient is negligible against the others' are left out; when every saved gradient is
+    exactly 0 nothing can train, a problem (``not_updating``), and when no weight has one the
+    step is skipped (all frozen). Weights holding NaN or inf are a problem (non-finite), not a
+    ratio.
     """
 
     collections_needed = ("weights",)
@@ -41,6 +54,7 @@ class WeightUpdateRatio(Rule):
         large_threshold: float = 10.0,
         small_threshold: float = 1e-8,
         epsilon: float = 1e-9,
+        first_update_threshold: float = 0.1,
     ) -> None:
         super().__init__(base_trial)
         self.check_param("num_steps", num_steps, num_steps >= 1, "an integer >= 1")
@@ -51,9 +65,16 @@ class WeightUpdateRatio(Rule):
             f">= 0 and below large_threshold ({large_threshold})",
         )
         self.check_param("epsilon", epsilon, epsilon > 0, "a number > 0")
+        self.check_param(
+            "first_update_threshold",
+            first_update_threshold,
+            first_update_threshold > 0,
+            "a ratio > 0",
+        )
         self.num_steps = num_steps
         self.large_threshold, self.small_threshold = large_threshold, small_threshold
         self.epsilon = epsilon
+        self.first_update_threshold = first_update_threshold
         self._last_checked: int | None = None
 
     def invoke_at_step(self, step: int) -> bool:
@@ -69,14 +90,18 @@ class WeightUpdateRatio(Rule):
             return False
         pairs = gradients_by_parameter(self.base_trial, step)
         if pairs:  # judge only what the optimizer is meant to move
+            if zero_gradients(self.base_trial, step, pairs):
+                self._last_checked = s
+                return self._zero(step, sorted(pairs))
             trained = trained_parameters(self.base_trial, step, pairs)
             names = [n for n in names if n in trained]
             if not names:
-                raise self.skip("no weight is being trained at this step (all frozen)")
+                raise self.skip("no weight has a gradient worth judging at this step")
         bad = nonfinite_names(self.base_trial, names, step)
         if bad:
             return fire_nonfinite(self, bad, "the weight")
-        ratios: list[tuple[float, str]] = []
+        # (ratio, weight, the first update, an update proportional to the gradient)
+        ratios: list[tuple[float, str, bool, bool]] = []
         snapshots = set(names_in(self.base_trial, INITIAL_WEIGHTS, step))
         for name in names:
             tensor = self.base_trial.tensor(name)
@@ -90,20 +115,27 @@ class WeightUpdateRatio(Rule):
             else:
                 continue
             w = tensor.value(s, mode=mode)
-            update = float(np.linalg.norm((w - w_prev).ravel())) / (s - p)
-            ratios.append((update / (float(np.linalg.norm(w_prev.ravel())) + self.epsilon), name))
+            delta = (w - w_prev).ravel()
+            update = float(np.linalg.norm(delta)) / (s - p)
+            size = float(np.linalg.norm(w_prev.ravel())) + self.epsilon
+            # an adaptive optimizer's first step moves every weight alike: its size is the
+            # learning rate over the weights' scale, judged by large_threshold alone
+            ratios.append((update / size, name, not earlier, not moved_alike(delta)))
         if not ratios:
             raise self.skip("no earlier saved step of the weights to compare with")
         self._last_checked = s
         low, high = min(ratios), max(ratios)
+        first = max((r for r in ratios if r[2] and r[3]), default=None)
         if high[0] > self.large_threshold:
             self.explain(
-                f"update/weight ratio of {high[1]} is {high[0]:.3g}, "
-                f"above {self.large_threshold:g}",
+                f"update/weight ratio of {high[1]} is {high[0]:.3g}, above "
+                f"{self.large_threshold:g}",
                 tensors=[high[1]],
                 value=high[0],
                 threshold=self.large_threshold,
                 direction="large",
+                first_update=high[2],
+                cause="lr_too_high",
             )
             return True
         if low[0] < self.small_threshold:
@@ -113,6 +145,24 @@ class WeightUpdateRatio(Rule):
                 value=low[0],
                 threshold=self.small_threshold,
                 direction="small",
+                cause="not_updating" if low[0] == 0 else "lr_too_low",
+            )
+            return True
+        if first is not None and first[0] > self.first_update_threshold:
+            self.explain(
+                f"the first update (following the gradient, as SGD's does) moved {first[1]} by "
+                f"{first[0]:.3g} of its norm, above {self.first_update_threshold:g}: a large "
+                "first step, the learning rate may be too high (a warning: healthy SGD moves a "
+                "network's weights by 1e-5 to 4e-3 at learning rates up to 1e-2, but a new "
+                "classifier head or a regression far from its solution reaches 0.2; a problem "
+                f"above {self.large_threshold:g})",
+                tensors=[first[1]],
+                value=first[0],
+                threshold=self.first_update_threshold,
+                severity=Severity.WARNING,
+                direction="large",
+                first_update=True,
+                cause="lr_too_high",
             )
             return True
         self.explain(
@@ -121,3 +171,30 @@ class WeightUpdateRatio(Rule):
             threshold=(self.small_threshold, self.large_threshold),
         )
         return False
+
+    def _zero(self, step: int, params: list[str]) -> bool:
+        if loss_is_zero(self.base_trial, step):
+            self.explain("every gradient is 0, as the loss is: a minimum, nothing to update")
+            return False
+        self.explain(
+            f"every gradient of the {len(params)} parameters with one is exactly 0: the "
+            "weights cannot be updated",
+            tensors=params,
+            value=0.0,
+            threshold=self.small_threshold,
+            direction="small",
+            cause="not_updating",
+            zero_gradients=True,
+        )
+        return True
+
+
+def moved_alike(delta: np.ndarray) -> bool:
+    """Whether the weights that moved all moved by about the same amount (within 10% between
+    the quartiles): the first step of Adam, AdamW, RMSprop or Adagrad, ``lr * sign(gradient)``
+    (RMSprop's 10 times that), whereas SGD's follows the gradient."""
+    moved = np.abs(delta[delta != 0])
+    if moved.size < 4:
+        return False
+    low, median, high = np.percentile(moved, [25, 50, 75])
+    return bool(high - low <= 0.1 * median)

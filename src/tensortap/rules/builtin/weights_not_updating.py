@@ -9,9 +9,11 @@ from tensortap.rules.builtin._common import (
     fire_nonfinite,
     gradients_by_parameter,
     has_raw,
+    loss_is_zero,
     nonfinite_names,
     step_mode,
     trained_parameters,
+    zero_gradients,
 )
 from tensortap.rules.rule import Rule
 
@@ -20,10 +22,17 @@ class WeightsNotUpdating(Rule):
     """At a TRAIN step where a parameter (``weights``/``biases``) has a non-zero gradient, its
     value must differ from its previous saved TRAIN step: the optimizer applied that gradient.
     Fires when it is bit-for-bit unchanged — a missing ``optimizer.step()``, a parameter
-    left out of the optimizer, a zero learning rate. Parameters with no saved gradient (frozen
-    on purpose, ``requires_grad=False``) are not judged, nor those whose gradient is negligible
-    against the others' (a bias feeding BatchNorm: its update falls below one float32 ulp).
-    A parameter holding NaN or inf is a problem of its own (never "unchanged").
+    left out of the optimizer, a zero learning rate — and when every parameter's gradient is
+    exactly 0 (nothing can train: a loss multiplied by 0, a detached output; unless the loss
+    itself is exactly 0, at its minimum).
+
+    Parameters with no saved gradient (frozen on purpose, ``requires_grad=False``) are not
+    judged, and a trial where no parameter has one ends NoData ("frozen"), never "all
+    gradients zero". Nor are those whose gradient is negligible: against the others' (1e-6 of
+    the step's median), or, for a bias, against its own layer's weights' (1e-3: a bias feeding
+    BatchNorm has a gradient of ~0 by construction and its update falls below one float32
+    ulp). A parameter holding NaN or inf is a problem of its own (never "unchanged").
+    Findings name ``details["cause"] = "not_updating"`` (or ``nonfinite``).
     """
 
     collections_needed = ("weights", "biases", "gradients")
@@ -34,9 +43,17 @@ class WeightsNotUpdating(Rule):
             self.explain("parameters are updated only in TRAIN steps")
             return False
         trial = self.base_trial
-        pairs = sorted(trained_parameters(trial, step, gradients_by_parameter(trial, step)).items())
+        every = gradients_by_parameter(trial, step)
+        if not every:
+            raise self.skip(
+                "no parameter has a saved gradient at this step: all frozen "
+                "(requires_grad=False), or gradients not saved"
+            )
+        if zero_gradients(trial, step, every):
+            return self._zero(step, sorted(every))
+        pairs = sorted(trained_parameters(trial, step, every).items())
         if not pairs:
-            raise self.skip("no parameter with its gradient saved at this step")
+            raise self.skip("no parameter with a gradient worth judging at this step")
         bad = nonfinite_names(self.base_trial, [p for p, _ in pairs], step)
         if bad:
             return fire_nonfinite(self, bad, "the parameter")
@@ -60,5 +77,25 @@ class WeightsNotUpdating(Rule):
             tensors=stuck,
             value=len(stuck),
             threshold=0,
+            cause="not_updating",
         )
         return bool(stuck)
+
+    def _zero(self, step: int, params: list[str]) -> bool:
+        if loss_is_zero(self.base_trial, step):
+            self.explain(
+                f"every gradient of the {len(params)} parameters is 0, as the loss is: a "
+                "minimum, nothing to learn from this batch"
+            )
+            return False
+        self.explain(
+            f"every gradient of the {len(params)} parameters with one is exactly 0: nothing "
+            "can train (a loss multiplied by 0, an output detached from the graph, a loss that "
+            "does not depend on the parameters)",
+            tensors=params,
+            value=len(params),
+            threshold=0,
+            cause="not_updating",
+            zero_gradients=True,
+        )
+        return True

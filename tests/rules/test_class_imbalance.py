@@ -1,0 +1,87 @@
+"""ClassImbalance judges each mode's labels on their own: a job saves every 10th TRAIN step and
+every EVAL step, so pooled counts are mostly the validation set's."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from tensortap.core.modes import ModeKeys
+from tensortap.rules import ClassImbalance, invoke_rule
+from tensortap.rules.finding import Severity
+from tensortap.testing import TrialBuilder
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
+import job_runs
+
+
+def imbalanced_training_balanced_validation() -> job_runs.Data:
+    """All of class 0 in training, 7 samples of each other class (20:1); a balanced
+    validation set."""
+    data = job_runs.digits()
+    keep = torch.cat(
+        [torch.nonzero(data.y == 0).ravel()]
+        + [torch.nonzero(data.y == c).ravel()[:7] for c in range(1, 10)]
+    )
+    return job_runs.Data(data.x[keep], data.y[keep], data.x_val, data.y_val)
+
+
+def test_imbalanced_training_labels_are_found_beside_balanced_validation(tmp_path: Path) -> None:
+    """Before, the 1,200 balanced validation labels drowned the 960 training ones (3.7x,
+    under the limit of 10x) and the rule said NoIssuesFound."""
+    torch.manual_seed(0)
+    trial = job_runs.train(
+        tmp_path,
+        nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10)),
+        imbalanced_training_balanced_validation(),
+        lambda p: torch.optim.SGD(p, lr=0.05),
+        nn.CrossEntropyLoss(),
+        steps=300,
+        eval_every=100,
+    )
+    summary = invoke_rule(ClassImbalance(trial))
+    train = [f for f in summary.findings if f.details.get("mode") is ModeKeys.TRAIN]
+    assert train, summary
+    assert train[0].value > 10 and "TRAIN labels" in train[0].message
+    assert {f.details["cause"] for f in summary.findings} == {"class_imbalance"}
+    # the model gives up on the rare classes and never learns them: counted in training
+    # steps, not in the few labels a job saves, that lasts
+    assert summary.worst_severity is Severity.PROBLEM
+
+
+def test_modes_are_never_pooled(tmp_path: Path) -> None:
+    """90:10 training labels, 10:90 validation labels: pooled they look balanced."""
+    builder = TrialBuilder(tmp_path)
+    for mode, split in (("train", (90, 10)), ("eval", (10, 90))) * 3:
+        y = np.repeat([0, 1], split)
+        builder.step({"labels": y, "predictions": y}, mode=mode)
+    summary = invoke_rule(ClassImbalance(builder.close(), threshold_imbalance=5, samples=100))
+    modes = {f.details["mode"] for f in summary.findings}
+    assert modes == {ModeKeys.TRAIN, ModeKeys.EVAL}
+    assert all(f.value == 9 for f in summary.findings)  # 9x in each mode, never 1x
+
+
+def test_nan_scores_are_a_problem(tmp_path: Path) -> None:
+    builder = TrialBuilder(tmp_path)
+    scores = np.full((8, 3), np.nan, np.float32)
+    builder.step({"labels": np.arange(8) % 3, "predictions": scores})
+    summary = invoke_rule(ClassImbalance(builder.close(), samples=4))
+    assert summary.worst_severity is Severity.PROBLEM
+    assert summary.findings[0].details["nonfinite"] is True
+
+
+def test_a_long_evaluation_pass_is_not_training(tmp_path: Path) -> None:
+    """A class mispredicted through 2,000 labels of one evaluation pass, with no training
+    within it, is not yet a class the model gave up on for good."""
+    builder = TrialBuilder(tmp_path)
+    y = np.repeat(np.arange(10), 10)
+    builder.step({"labels": y, "predictions": y}, mode="train")
+    wrong = np.where(y == 1, 0, y)  # class 1 always predicted as 0
+    for _ in range(20):
+        builder.step({"labels": y, "predictions": wrong}, mode="eval")
+    summary = invoke_rule(ClassImbalance(builder.close(), samples=500))
+    assert summary.triggered and summary.worst_severity is Severity.WARNING

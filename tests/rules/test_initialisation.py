@@ -1,0 +1,149 @@
+"""PoorWeightInitialization on real training: healthy initialisations (PyTorch's default on deep
+networks, an autoencoder with a sigmoid output, a zero-initialised output layer) are no
+problem; constant, zero and badly scaled ones are."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from tensortap.rules import PoorWeightInitialization, RuleStatus, invoke_rule
+from tensortap.rules.finding import Severity
+from tensortap.testing import TrialBuilder
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
+import job_runs
+
+
+def mlp(sizes: list[int], output: type[nn.Module] | None = None) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    if output is not None:
+        layers.append(output())
+    return nn.Sequential(*layers)
+
+
+def initialised(model: nn.Sequential, init: Callable[[nn.Linear], object]) -> nn.Sequential:
+    with torch.no_grad():
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                init(layer)
+    return model
+
+
+def autoencoder() -> nn.Sequential:
+    return mlp([64, 128, 64, 8, 64, 128, 64], output=nn.Sigmoid)
+
+
+def zero_output(model: nn.Sequential) -> nn.Sequential:
+    with torch.no_grad():
+        model[-2].weight.zero_()
+    return model
+
+
+def pixels() -> job_runs.Data:
+    from sklearn.datasets import load_digits
+
+    x, _ = load_digits(return_X_y=True)
+    images = torch.tensor(x / 16.0, dtype=torch.float32)
+    return job_runs.Data(images[:1400], images[:1400], images[1400:], images[1400:])
+
+
+def judge(path: Path, model: nn.Module, autoencode: bool = False) -> object:
+    torch.manual_seed(0)
+    trial = job_runs.train(
+        path,
+        model,
+        pixels() if autoencode else job_runs.digits(),
+        lambda p: torch.optim.Adam(p, lr=1e-3),
+        nn.MSELoss() if autoencode else nn.CrossEntropyLoss(),
+        classify=not autoencode,
+        steps=20,
+        eval_every=0,
+    )
+    return invoke_rule(PoorWeightInitialization(trial))
+
+
+HEALTHY: dict[str, Callable[[], nn.Module]] = {
+    # PyTorch's default shrinks the variance ~4x per ReLU layer: 178x over 5 layers
+    "default init, 5 x 256 ReLU": lambda: mlp([64] + [256] * 5 + [10]),
+    # hidden layers 10.5x apart; with the output sigmoid's input, 15x
+    "autoencoder with a sigmoid output": autoencoder,
+    "autoencoder, zero-initialised output layer": lambda: zero_output(autoencoder()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HEALTHY))
+def test_a_healthy_initialisation_is_no_problem(tmp_path: Path, name: str) -> None:
+    torch.manual_seed(0)
+    summary = judge(tmp_path, HEALTHY[name](), autoencode="autoencoder" in name)
+    assert summary.worst_severity is not Severity.PROBLEM, summary.findings[:1]
+    for finding in summary.findings:  # the output's input is never compared
+        assert not any("sigmoid" in t for t in finding.tensors), finding
+
+
+BROKEN: dict[str, Callable[[], nn.Module]] = {
+    "constant 0.05": lambda: initialised(
+        mlp([64, 64, 64, 10]), lambda m: (nn.init.constant_(m.weight, 0.05), m.bias.zero_())
+    ),
+    "constant weights, default biases": lambda: initialised(
+        mlp([64, 64, 64, 10]), lambda m: nn.init.constant_(m.weight, 0.05)
+    ),
+    "zeros": lambda: initialised(
+        mlp([64, 64, 64, 10]), lambda m: (m.weight.zero_(), m.bias.zero_())
+    ),
+    "N(0, 1) regardless of fan-in": lambda: initialised(
+        mlp([64, 128, 128, 128, 10]), lambda m: nn.init.normal_(m.weight, 0.0, 1.0)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_a_broken_initialisation_is_a_problem(tmp_path: Path, name: str) -> None:
+    torch.manual_seed(0)
+    summary = judge(tmp_path, BROKEN[name]())
+    assert summary.worst_severity is Severity.PROBLEM, summary
+    problem = next(f for f in summary.findings if f.severity is Severity.PROBLEM)
+    assert problem.details["cause"] == "poor_init"
+    if "constant" in name or name == "zeros":
+        assert "got the same weights" in problem.message
+
+
+def test_a_zero_initialised_classifier_is_fine(tmp_path: Path) -> None:
+    """Logistic regression from zero weights: the output layer's units differ by their targets."""
+    torch.manual_seed(0)
+    model = initialised(mlp([64, 10]), lambda m: (m.weight.zero_(), m.bias.zero_()))
+    assert judge(tmp_path, model).worst_severity is not Severity.PROBLEM
+
+
+def test_without_layer_inputs_a_final_sigmoid_is_the_output(tmp_path: Path) -> None:
+    """A trial with the activations only: the last activation, a sigmoid, is left out."""
+    builder = TrialBuilder(tmp_path)
+    rng = np.random.default_rng(0)
+    builder.step(
+        {
+            "enc/relu_input_0": rng.normal(0, 0.3, (32, 16)).astype(np.float32),
+            "dec/relu_input_0": rng.normal(0, 0.2, (32, 16)).astype(np.float32),
+            "out/sigmoid_input_0": rng.normal(0, 0.001, (32, 64)).astype(np.float32),
+        }
+    )
+    summary = invoke_rule(PoorWeightInitialization(builder.close()))
+    assert summary.status is RuleStatus.NO_ISSUES_FOUND
+
+
+def test_a_nan_loss_is_a_problem(tmp_path: Path) -> None:
+    builder = TrialBuilder(tmp_path)
+    for loss in (2.3, float("nan")):
+        builder.step({"loss": np.float32(loss)})
+    summary = invoke_rule(PoorWeightInitialization(builder.close()))
+    assert summary.worst_severity is Severity.PROBLEM
+    assert summary.findings[0].details["cause"] == "nonfinite"
