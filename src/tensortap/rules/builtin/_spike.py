@@ -7,6 +7,7 @@ from typing import Any
 
 from tensortap.core.baseline import RobustBaseline
 from tensortap.rules.builtin._common import fire_nonfinite
+from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
 
 
@@ -14,8 +15,9 @@ class SpikeRule(Rule):
     """Fires when a value is more than ``z_threshold`` robust standard deviations (1.4826 x
     the median absolute deviation) above the median of its last ``window`` values, and also
     more than ``min_ratio`` times that median; judged after ``warmup`` values (a rule that saw
-    no more ends NoData). Non-finite values always fire, as a problem (non-finite), also
-    during the warm-up."""
+    no more ends NoData). One such value is a warning (healthy runs absorb a hard batch); two
+    in a row are a problem (the instability lasted). Non-finite values always fire, as a
+    problem (non-finite), also during the warm-up."""
 
     def __init__(
         self,
@@ -35,6 +37,7 @@ class SpikeRule(Rule):
         self.window, self.warmup = window, warmup
         self.z_threshold, self.min_ratio = z_threshold, min_ratio
         self._baselines: dict[str, RobustBaseline] = {}
+        self._spiking: dict[str, bool] = {}  # whether the key's last value was a spike
 
     #: The cause a spike points at (None: the rule names none).
     cause: str | None = None
@@ -54,15 +57,21 @@ class SpikeRule(Rule):
         median, _scale, z = baseline.score(value)
         baseline.add(value)
         fired = z > self.z_threshold and not (abs(value) <= self.min_ratio * abs(median))
+        # one value off its baseline is an event training often absorbs (a hard batch, an LSTM's
+        # gradient): a warning; a second in a row is instability that lasts, a problem
+        sustained = fired and self._spiking.get(key, False)
+        self._spiking[key] = fired
         details: dict[str, Any] = {"median": median, "measured": value}
         if self.cause:
             details["cause"] = self.cause
         self.explain(
             f"{what} {value:.4g} against a median of {median:.4g}: {z:.3g} robust deviations "
-            f"above (limit {self.z_threshold:g}, and over {self.min_ratio:g}x the median)",
+            f"above (limit {self.z_threshold:g}, and over {self.min_ratio:g}x the median)"
+            + ("; the value before it was off its baseline too" if sustained else ""),
             tensors=tensors,
             value=z,
             threshold=self.z_threshold,
+            severity=Severity.PROBLEM if sustained else Severity.WARNING,
             **details,
         )
         return bool(fired)

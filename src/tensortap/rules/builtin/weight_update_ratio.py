@@ -123,6 +123,10 @@ class WeightUpdateRatio(Rule):
             ratios.append((update / size, name, not earlier, not moved_alike(delta)))
         if not ratios:
             raise self.skip("no earlier saved step of the weights to compare with")
+        if all(r[2] and r[0] == 0 for r in ratios):
+            # the first step ended before the optimizer first stepped (an accumulation's first
+            # micro-batches, before the hook met the optimizer): the next saved step is judged
+            raise self.skip("the first saved step held no update yet")
         self._last_checked = s
         low, high = min(ratios), max(ratios)
         first = max((r for r in ratios if r[2] and r[3]), default=None)
