@@ -1,4 +1,9 @@
-"""The built-in rules, one per module, by name."""
+"""The built-in rules, one per module, by name.
+
+A new built-in rule is its module, one import line here and its name in ``__all__``:
+``BUILTIN_RULES``, the names ``tensortap.rules`` exports and the ``rule_configs`` helpers
+follow from the imports.
+"""
 
 from __future__ import annotations
 
@@ -29,35 +34,11 @@ from tensortap.rules.builtin.weight_update_ratio import WeightUpdateRatio
 from tensortap.rules.builtin.weights_not_updating import WeightsNotUpdating
 from tensortap.rules.rule import Rule
 
+#: Every built-in rule by class name: the Rule classes imported above.
 BUILTIN_RULES: dict[str, type[Rule]] = {
     cls.__name__: cls
-    for cls in (
-        VanishingGradient,
-        ExplodingTensor,
-        LossNotDecreasing,
-        Overfit,
-        Overtraining,
-        SimilarAcrossRuns,
-        WeightUpdateRatio,
-        AllZero,
-        UnchangedTensor,
-        DeadRelu,
-        TensorVariance,
-        SaturatedActivation,
-        PoorWeightInitialization,
-        ClassImbalance,
-        Confusion,
-        CheckInputImages,
-        NLPSequenceRatio,
-        StalledTrainingRule,
-        NaNInfRootCause,
-        GradientNormSpike,
-        LossSpike,
-        WeightsNotUpdating,
-        FeatureImportanceOverweight,
-        TreeDepth,
-        LowPrecisionRange,
-    )
+    for cls in list(globals().values())
+    if isinstance(cls, type) and issubclass(cls, Rule) and cls is not Rule
 }
 
 __all__ = [
