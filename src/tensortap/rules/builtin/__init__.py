@@ -27,6 +27,7 @@ from tensortap.rules.builtin.saturated_activation import SaturatedActivation
 from tensortap.rules.builtin.similar_across_runs import SimilarAcrossRuns
 from tensortap.rules.builtin.stalled_training import StalledTrainingRule
 from tensortap.rules.builtin.tensor_variance import TensorVariance
+from tensortap.rules.builtin.training_loop import TrainingLoop
 from tensortap.rules.builtin.tree_depth import TreeDepth
 from tensortap.rules.builtin.unchanged_tensor import UnchangedTensor
 from tensortap.rules.builtin.vanishing_gradient import VanishingGradient
@@ -63,6 +64,7 @@ __all__ = [
     "SimilarAcrossRuns",
     "StalledTrainingRule",
     "TensorVariance",
+    "TrainingLoop",
     "TreeDepth",
     "UnchangedTensor",
     "VanishingGradient",
