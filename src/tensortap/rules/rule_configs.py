@@ -158,6 +158,7 @@ RECOMMENDED = (
     "CheckInputImages",
     "ClassImbalance",
     "AllZero",
+    "TrainingLoop",
 )
 
 
