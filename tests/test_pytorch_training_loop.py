@@ -304,6 +304,22 @@ def manual_sgd(hook: tt.Hook) -> None:
                 p -= 0.1 * p.grad
 
 
+def parameters_replaced(hook: tt.Hook) -> None:
+    """The parameters are replaced by new ones after a first forward (as FSDP2's fully_shard
+    does), and the optimizer is built over the new ones."""
+    model = mlp()
+    hook.register_module(model)
+    model(X[:2])  # a forward before training (a summary, a shape check)
+    for layer in (model[0], model[2]):
+        layer.weight = nn.Parameter(layer.weight.detach().clone())
+        layer.bias = nn.Parameter(layer.bias.detach().clone())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in batches():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
 HEALTHY: dict[str, Loop] = {
     "zero_grad_first": zero_grad_first,
     "zero_grad_after_forward_to_zeros": zero_grad_after_forward_to_zeros,
@@ -323,6 +339,7 @@ HEALTHY: dict[str, Loop] = {
     "per_step_onecycle": per_step("onecycle"),
     "lbfgs": lbfgs,
     "manual_sgd": manual_sgd,
+    "parameters_replaced": parameters_replaced,
 }
 
 

@@ -147,8 +147,7 @@ class LoopFacts:
         if torch.is_grad_enabled():
             self._no_grad_run = 0
             if self._fingerprint is None:
-                params = [p for _, p, _ in self._registry.params if p.requires_grad]
-                self._fingerprint = (params, _norms(params) if params else [])
+                self._fingerprint = self._weights_now()
             return
         if not module.training:
             return  # evaluation done right: in eval mode
@@ -374,8 +373,15 @@ class LoopFacts:
         if self._changed is not True and self._fingerprint is not None:
             params, norms = self._fingerprint
             if params and self._backward_passes >= CHANGE_AFTER:
-                self._changed = _norms(params) != norms
-                self._set("weights_changed", int(self._changed))
+                now = self._weights_now()
+                same = len(now[0]) == len(params) and all(
+                    a is b for a, b in zip(now[0], params, strict=True)
+                )
+                if same:
+                    self._changed = now[1] != norms
+                    self._set("weights_changed", int(self._changed))
+                else:  # the parameters were replaced (sharded by FSDP2): judged from here
+                    self._fingerprint = now
         for optimizer, facts in list(self._optimizers.items()):
             if facts.owned and facts.lr is not None:
                 self._set(f"lr/{facts.label}", facts.lr)
@@ -417,6 +423,11 @@ class LoopFacts:
         recorder = self._recorder
         config = recorder.collections.get(TRAINING_LOOP).save_config or recorder.save_config
         return config.should_save(ModeKeys.TRAIN, recorder.mode_step + 1)
+
+    def _weights_now(self) -> tuple[list[nn.Parameter], list[float]]:
+        """The trained parameters and their norms (a sync: at the first forward, on due steps)."""
+        params = [p for _, p, _ in self._registry.params if p.requires_grad]
+        return params, _norms(params) if params else []
 
     def _label(self, optimizer: torch.optim.Optimizer, owned: bool) -> str:
         if not owned:
