@@ -65,6 +65,10 @@ MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
 CONFIGS: dict[str, dict[str, Any] | None] = {
     "no hook": None,
     "default (losses)": {},
+    "training loop facts + losses every 10 steps": {
+        "save_config": tt.SaveConfig(save_interval=10),
+        "include_collections": ["losses", "training_loop"],
+    },
     "weights+gradients every 10 steps": {
         "save_config": tt.SaveConfig(save_interval=10),
         "include_collections": ["weights", "biases", "gradients", "losses"],
@@ -174,6 +178,7 @@ GROUPS = (
     (
         "no hook",
         "default (losses)",
+        "training loop facts + losses every 10 steps",
         "weights+gradients every 10 steps",
         "gradient reductions every step",
     ),

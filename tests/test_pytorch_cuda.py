@@ -102,3 +102,32 @@ def test_cuda_statistics_every_step_never_wait_on_the_device(tmp_path: Path) -> 
         assert tensor.reduction_value(step, "mean") == pytest.approx(float(g.mean()), rel=1e-3)
     status = hook.status
     assert status.internal_errors == 0 and status.writer.errors == 0, status
+
+
+def test_cuda_training_loop_facts_wait_on_the_device_only_on_due_steps(tmp_path: Path) -> None:
+    """With the training-loop facts on, a step that is not due (nor the first few, nor the one
+    before a due step) makes no synchronizing CUDA call; the facts are still found."""
+    model = make(Net).cuda()
+    hook = tt.Hook(
+        tmp_path / "run",
+        save_config=tt.SaveConfig(save_interval=10),
+        include_collections=["training_loop"],
+    )
+    hook.register_module(model)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    hook.register_loss(loss_fn)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = [(x.cuda(), y.cuda()) for x, y in batches(32, 30)]
+    torch.cuda.synchronize()
+    for step, (x, y) in enumerate(data):
+        quiet = step > 4 and step % 10 not in (0, 9)
+        torch.cuda.set_sync_debug_mode("error" if quiet else "default")
+        try:
+            loss_fn(model(x), y).backward()  # zero_grad forgotten: a fault the facts show
+            opt.step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    status = hook.close()
+    assert status.internal_errors == 0, status
+    facts = tt.create_trial(tmp_path / "run").tensor("training_loop/grads_not_cleared")
+    assert facts.value(facts.steps()[-1]) > 0

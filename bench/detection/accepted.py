@@ -34,7 +34,7 @@ ACCEPTED_FIRST: dict[str, frozenset[str]] = {
         "nan_op": {"nonfinite"},
         "loss_broadcast": {"loss_shape_mismatch"},
         # K micro-batch losses summed, not averaged: the step is K times too large
-        "grad_accumulation_undivided": {"lr_too_high"},
+        "grad_accumulation_undivided": {"accumulation_undivided", "lr_too_high"},
         "scheduler_per_batch": {"scheduler_per_batch"},
         "eval_mode_forgotten": {"eval_in_train_mode"},
         "softmax_twice": {"softmax_before_loss"},

@@ -43,11 +43,21 @@ ACCEPTED = {
 }
 
 
+#: Causes named by ``details["cause"]`` (TrainingLoop's) that are one of the diagnoses above.
+_BY_CAUSE = {
+    "optimizer_not_stepping": "not_updating",
+    "params_not_in_optimizer": "not_updating",
+    "lr_too_high": "update_too_large",
+}
+
+
 def diagnosis(finding: dict[str, Any]) -> str:
     """What a triggered finding (``Finding.to_dict()``) says is wrong."""
     details = finding.get("details") or {}
     if details.get("nonfinite"):
         return "nonfinite"
+    if details.get("cause"):
+        return _BY_CAUSE.get(details["cause"], details["cause"])
     rule = finding["rule"]
     if rule == "LossNotDecreasing":
         return "diverging" if details.get("diverging") else "not_decreasing"

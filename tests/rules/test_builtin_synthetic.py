@@ -273,7 +273,8 @@ def test_fires_on_the_problem_and_not_on_a_near_miss(tmp_path: Path, name: str) 
 
 
 def test_every_builtin_has_a_synthetic_case() -> None:
-    covered = set(CASES) | {"SimilarAcrossRuns", "StalledTrainingRule"}
+    # TrainingLoop judges facts only a training loop produces: tests/test_pytorch_training_loop.py
+    covered = set(CASES) | {"SimilarAcrossRuns", "StalledTrainingRule", "TrainingLoop"}
     assert covered == set(BUILTIN_RULES)
 
 

@@ -156,6 +156,24 @@ def test_rule_configs_name_defaults_and_collections() -> None:
         rule_configs.dead_relu(threshold_layer="many")
 
 
+def test_a_rule_is_registered_by_its_import_alone() -> None:
+    """BUILTIN_RULES, the public names and the rule_configs helpers all follow from the
+    imports in tensortap.rules.builtin: adding a rule touches no list elsewhere."""
+    import tensortap.rules as rules
+    from tensortap.rules import builtin
+    from tensortap.rules.builtin import BUILTIN_RULES
+
+    assert set(builtin.__all__) - {"BUILTIN_RULES"} == set(BUILTIN_RULES)
+    for name, cls in BUILTIN_RULES.items():
+        assert getattr(rules, name) is cls and name in rules.__all__
+        helper = rule_configs._snake(name)  # vanishing_gradient, nan_inf_root_cause
+        assert getattr(rule_configs, helper).__name__ == helper
+        assert f"built-in rule {name} " in getattr(rule_configs, helper).__doc__
+        assert helper in rule_configs.__all__ and helper in dir(rule_configs)
+    with pytest.raises(AttributeError, match="no attribute 'no_such_rule'"):
+        rule_configs.no_such_rule  # noqa: B018
+
+
 # -- req_tensors --
 def test_required_tensors_api(tmp_path: Path) -> None:
     trial = grad_trial(tmp_path, [1.0, 2.0, 3.0])

@@ -32,7 +32,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 #: bump when a change to the generator should retrain every cached trial
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: the job hook saves training_loop facts
 
 
 @dataclass

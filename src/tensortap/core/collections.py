@@ -36,6 +36,9 @@ class CollectionKeys:
 #: ``initial/<weight name>``), so that the first update can be judged.
 INITIAL_WEIGHTS = "initial_weights"
 INITIAL_PREFIX = "initial/"
+#: Facts about the training loop itself (which parameters the optimizers hold, whether
+#: gradients are cleared, ...), saved as ``training_loop/<fact>`` by the hooks that can see them.
+TRAINING_LOOP = "training_loop"
 
 BUILTIN_COLLECTIONS = (
     CollectionKeys.ALL,

@@ -87,6 +87,17 @@ _ALL = (
         "overtraining",
     ),
     _cause(
+        "accumulation_undivided",
+        "accumulated gradients are summed, not averaged",
+        LOOP_TIER,
+        "divide each micro-batch's loss by the number of micro-batches before backward()",
+        *_DIVERGENCE,
+        *_UNITS,
+        "lr_too_high",
+        "no_progress",
+        "overfitting",
+    ),
+    _cause(
         "eval_in_train_mode",
         "evaluation runs in training mode",
         LOOP_TIER,

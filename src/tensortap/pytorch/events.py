@@ -5,7 +5,9 @@ Installed once, when the first PyTorch hook is created:
 - ``Tensor.backward`` is wrapped so hooks learn that a backward pass ended, and on which tensor
   (the loss is saved from there when no loss module or ``record_loss`` provided one);
 - global optimizer step hooks tell hooks that an optimizer stepped (each hook keeps only the
-  optimizers that update its models' parameters).
+  optimizers that update its models' parameters);
+- ``step`` of torch's learning-rate schedulers (``LRScheduler`` and the subclasses that define
+  their own) is wrapped so hooks learn which schedulers drive which optimizer.
 
 With no live hook, each event costs an empty loop.
 """
@@ -35,6 +37,10 @@ _original_backward: Callable[..., Any] = torch.Tensor.backward
 
 
 def _backward(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+    for ref in _hooks:
+        hook = ref()
+        if hook is not None:
+            hook._before_backward(self)
     result = _original_backward(self, *args, **kwargs)
     for ref in _hooks:
         hook = ref()
@@ -57,6 +63,31 @@ def _optimizer_post(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) ->
             hook._after_optimizer_step(optimizer)
 
 
+def _wrap_scheduler_step(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def step(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        for ref in _hooks:
+            hook = ref()
+            if hook is not None:
+                hook._after_scheduler_step(self)
+        return result
+
+    return step
+
+
+def _patch_schedulers() -> None:
+    from torch.optim import lr_scheduler
+
+    base = lr_scheduler.LRScheduler
+    classes = [
+        c for c in vars(lr_scheduler).values() if isinstance(c, type) and issubclass(c, base)
+    ]
+    for cls in dict.fromkeys(classes):
+        if "step" in cls.__dict__:
+            cls.step = _wrap_scheduler_step(cls.__dict__["step"])  # type: ignore[method-assign]
+
+
 def _install() -> None:
     global _installed
     with _install_lock:
@@ -66,6 +97,7 @@ def _install() -> None:
         torch.Tensor.backward = wrapped  # type: ignore[method-assign]
         register_optimizer_step_pre_hook(_optimizer_pre)
         register_optimizer_step_post_hook(_optimizer_post)
+        _patch_schedulers()
         _installed = True
 
 

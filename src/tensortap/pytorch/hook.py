@@ -29,6 +29,7 @@ from tensortap.pytorch.convert import TorchConverter
 from tensortap.pytorch.due import DueKinds, Kind
 from tensortap.pytorch.gradients import inverse_scale, save_gradients
 from tensortap.pytorch.initial import InitialWeights
+from tensortap.pytorch.loop_facts import LoopFacts
 from tensortap.pytorch.module_io import ModuleIOHooks
 from tensortap.pytorch.naming import (
     LOSS_COLLECTIONS,
@@ -133,6 +134,7 @@ class Hook(TrainerControls, BaseHook):
         self._loss_seen = False
         self._initial = InitialWeights(self._recorder)
         self._recorder.add_step_end_callback(self._on_step_end)
+        self._loop = LoopFacts(self._recorder, self._registry, self._contain)
         events.attach(self)
         global _current
         _current = self
@@ -262,6 +264,8 @@ class Hook(TrainerControls, BaseHook):
         events.detach(self)
         with self._lock:
             self._module_io.remove()
+            if self._loop.enabled and not self._closed:
+                self._guard_event(self._loop.close)
         return super().close()
 
     # -- events --
@@ -289,6 +293,8 @@ class Hook(TrainerControls, BaseHook):
             self._initial.before_update(self._registry.params, self._save_contained)
         self._tracker.on_forward()
         self._module_io.update()
+        if self._loop.enabled:
+            self._guard_event(self._loop.on_forward, module)
 
     def _on_model_output(self, module: nn.Module, args: Any, output: Any) -> None:
         """Learn whether a later backward pass runs through this model (not some other graph)."""
@@ -330,14 +336,31 @@ class Hook(TrainerControls, BaseHook):
                 self._guard_event(self._on_optimizer_step, optimizer)
 
     def _on_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self._loop.enabled:
+            self._guard_event(self._loop.before_optimizer_step, optimizer, self._owns(optimizer))
         if self._explicit_gradients:
             return
         if self._owns(optimizer) and self._recorder.is_anything_due():
             self._save_gradients(unscale=False)  # GradScaler.step unscaled them already
 
     def _after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        if self._optimizer_owned.get(optimizer):
+        owned = bool(self._optimizer_owned.get(optimizer))
+        if owned:
             self._after_update(Update.OPTIMIZER_STEP)
+        self._loop_event(self._loop.after_optimizer_step, optimizer, owned)
+
+    def _before_backward(self, tensor: torch.Tensor) -> None:
+        self._loop_event(self._loop.before_backward, tensor)
+
+    def _after_scheduler_step(self, scheduler: Any) -> None:
+        self._loop_event(self._loop.after_scheduler_step, scheduler)
+
+    def _loop_event(self, handler: Any, *args: Any) -> None:
+        """Hand an event to the training loop's facts, when they are collected."""
+        if self._loop.enabled:
+            with self._lock:
+                if not self._closed:
+                    self._guard_event(handler, *args)
 
     def _after_update(self, update: Update) -> None:
         self._tracker.on_update(update)
@@ -357,6 +380,8 @@ class Hook(TrainerControls, BaseHook):
             if not self._closed and not self._paused:
                 self._loss_seen = True
                 self._guard_event(self._save_loss_io, module, inputs, output)
+                if self._loop.enabled:
+                    self._guard_event(self._loop.on_loss, module, inputs, output)
 
     def _save_loss_io(self, module: nn.Module, inputs: Any, output: Any) -> None:
         if self._recorder.is_anything_due():

@@ -18,7 +18,12 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from tensortap.core.collections import INITIAL_WEIGHTS, Collection, CollectionKeys
+from tensortap.core.collections import (
+    INITIAL_WEIGHTS,
+    TRAINING_LOOP,
+    Collection,
+    CollectionKeys,
+)
 
 RELU_ACTIVATIONS = "relu_activations"
 OPTIMIZER_VARIABLES = "optimizer_variables"
@@ -67,6 +72,7 @@ _NOT_IO = frozenset(
         CollectionKeys.GRADIENTS,
         OPTIMIZER_VARIABLES,
         INITIAL_WEIGHTS,
+        TRAINING_LOOP,
     )
 )
 

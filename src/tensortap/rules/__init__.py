@@ -5,35 +5,8 @@ run it with :func:`invoke_rule`. The built-in rules are importable from here by 
 """
 
 from tensortap.exceptions import RuleError, RuleEvaluationConditionMet
-from tensortap.rules import rule_configs
-from tensortap.rules.builtin import (
-    BUILTIN_RULES,
-    AllZero,
-    CheckInputImages,
-    ClassImbalance,
-    Confusion,
-    DeadRelu,
-    ExplodingTensor,
-    FeatureImportanceOverweight,
-    GradientNormSpike,
-    LossNotDecreasing,
-    LossSpike,
-    LowPrecisionRange,
-    NaNInfRootCause,
-    NLPSequenceRatio,
-    Overfit,
-    Overtraining,
-    PoorWeightInitialization,
-    SaturatedActivation,
-    SimilarAcrossRuns,
-    StalledTrainingRule,
-    TensorVariance,
-    TreeDepth,
-    UnchangedTensor,
-    VanishingGradient,
-    WeightsNotUpdating,
-    WeightUpdateRatio,
-)
+from tensortap.rules import builtin, rule_configs
+from tensortap.rules.builtin import *  # noqa: F403  (every built-in rule, and BUILTIN_RULES)
 from tensortap.rules.custom import create_rule, load_rule_class
 from tensortap.rules.finding import Finding, Outcome
 from tensortap.rules.invoker import (
@@ -47,41 +20,15 @@ from tensortap.rules.required_tensors import RequiredTensors
 from tensortap.rules.rule import Rule, StepSkipped
 
 __all__ = [
-    "BUILTIN_RULES",
-    "AllZero",
-    "CheckInputImages",
-    "ClassImbalance",
-    "Confusion",
-    "DeadRelu",
-    "ExplodingTensor",
-    "FeatureImportanceOverweight",
     "Finding",
-    "GradientNormSpike",
-    "LossNotDecreasing",
-    "LossSpike",
-    "LowPrecisionRange",
-    "NLPSequenceRatio",
-    "NaNInfRootCause",
     "Outcome",
-    "Overfit",
-    "Overtraining",
-    "PoorWeightInitialization",
     "RequiredTensors",
     "Rule",
     "RuleError",
     "RuleEvaluationConditionMet",
     "RuleStatus",
     "RuleSummary",
-    "SaturatedActivation",
-    "SimilarAcrossRuns",
-    "StalledTrainingRule",
     "StepSkipped",
-    "TensorVariance",
-    "TreeDepth",
-    "UnchangedTensor",
-    "VanishingGradient",
-    "WeightUpdateRatio",
-    "WeightsNotUpdating",
     "create_rule",
     "invoke_rule",
     "iter_findings",
@@ -89,3 +36,4 @@ __all__ = [
     "load_rule_class",
     "rule_configs",
 ]
+__all__ += builtin.__all__

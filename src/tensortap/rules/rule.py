@@ -171,7 +171,8 @@ class Rule:
         ``severity`` overrides the rule's own for this finding. ``judged=False`` says that the
         evaluation judged nothing although it read saved values (it only collected a baseline,
         or had nothing to compare a single value with): ``message`` is then why, and a rule
-        whose evaluations all judged nothing ends NoData saying so."""
+        whose evaluations all judged nothing ends NoData saying so; ``judged=True`` says it
+        judged what was saved without reading a value (which tensors exist)."""
         if isinstance(tensors, str):
             tensors = (tensors,)
         self._explanation = _Explanation(
@@ -263,6 +264,8 @@ class Rule:
         if not answer and said is not None and said.judged is False:
             judged = False
             self._unjudged[said.message[:200]] += 1
+        elif said is not None and said.judged:  # judged what was saved, not values (names)
+            judged = True
         return self._finding(step, mode, mode_step, outcome, default, judged=judged)
 
     def _explained(self) -> _Explanation | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,7 +112,7 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def _make(name: str) -> Any:
+def _make(name: str) -> Callable[..., BuiltinRuleConfig]:
     def configure(**params: Any) -> BuiltinRuleConfig:
         return config_for(name, **params)
 
@@ -121,31 +122,21 @@ def _make(name: str) -> Any:
     return configure
 
 
-vanishing_gradient = _make("VanishingGradient")
-exploding_tensor = _make("ExplodingTensor")
-loss_not_decreasing = _make("LossNotDecreasing")
-overfit = _make("Overfit")
-overtraining = _make("Overtraining")
-similar_across_runs = _make("SimilarAcrossRuns")
-weight_update_ratio = _make("WeightUpdateRatio")
-all_zero = _make("AllZero")
-unchanged_tensor = _make("UnchangedTensor")
-dead_relu = _make("DeadRelu")
-tensor_variance = _make("TensorVariance")
-saturated_activation = _make("SaturatedActivation")
-poor_weight_initialization = _make("PoorWeightInitialization")
-class_imbalance = _make("ClassImbalance")
-confusion = _make("Confusion")
-check_input_images = _make("CheckInputImages")
-nlp_sequence_ratio = _make("NLPSequenceRatio")
-stalled_training_rule = _make("StalledTrainingRule")
-nan_inf_root_cause = _make("NaNInfRootCause")
-gradient_norm_spike = _make("GradientNormSpike")
-loss_spike = _make("LossSpike")
-weights_not_updating = _make("WeightsNotUpdating")
-feature_importance_overweight = _make("FeatureImportanceOverweight")
-tree_depth = _make("TreeDepth")
-low_precision_range = _make("LowPrecisionRange")
+#: One helper per built-in rule, named after it in snake case (``vanishing_gradient()``),
+#: derived from the registry: a new rule needs no line here.
+_HELPERS = {_snake(name): _make(name) for name in BUILTIN_RULES}
+
+
+def __getattr__(name: str) -> Callable[..., BuiltinRuleConfig]:
+    helper = _HELPERS.get(name)
+    if helper is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return helper
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HELPERS])
+
 
 #: The rules run when none is named (``tensortap run`` without ``--rule``, the report): the
 #: built-ins that judge a deep-learning run, at their defaults. Each must be quiet on healthy
@@ -167,6 +158,10 @@ RECOMMENDED = (
     "CheckInputImages",
     "ClassImbalance",
     "AllZero",
+    "TrainingLoop",
+    "UnnormalisedInput",
+    "AccuracyAtChance",
+    "FrozenLayer",
 )
 
 
@@ -180,5 +175,5 @@ __all__ = [
     "BuiltinRuleConfig",
     "config_for",
     "recommended",
-    *(_snake(n) for n in BUILTIN_RULES),
+    *_HELPERS,
 ]

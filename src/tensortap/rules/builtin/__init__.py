@@ -1,7 +1,13 @@
-"""The built-in rules, one per module, by name."""
+"""The built-in rules, one per module, by name.
+
+A new built-in rule is its module, one import line here and its name in ``__all__``:
+``BUILTIN_RULES``, the names ``tensortap.rules`` exports and the ``rule_configs`` helpers
+follow from the imports.
+"""
 
 from __future__ import annotations
 
+from tensortap.rules.builtin.accuracy_at_chance import AccuracyAtChance
 from tensortap.rules.builtin.all_zero import AllZero
 from tensortap.rules.builtin.check_input_images import CheckInputImages
 from tensortap.rules.builtin.class_imbalance import ClassImbalance
@@ -9,6 +15,7 @@ from tensortap.rules.builtin.confusion import Confusion
 from tensortap.rules.builtin.dead_relu import DeadRelu
 from tensortap.rules.builtin.exploding_tensor import ExplodingTensor
 from tensortap.rules.builtin.feature_importance_overweight import FeatureImportanceOverweight
+from tensortap.rules.builtin.frozen_layer import FrozenLayer
 from tensortap.rules.builtin.gradient_norm_spike import GradientNormSpike
 from tensortap.rules.builtin.loss_not_decreasing import LossNotDecreasing
 from tensortap.rules.builtin.loss_spike import LossSpike
@@ -22,46 +29,25 @@ from tensortap.rules.builtin.saturated_activation import SaturatedActivation
 from tensortap.rules.builtin.similar_across_runs import SimilarAcrossRuns
 from tensortap.rules.builtin.stalled_training import StalledTrainingRule
 from tensortap.rules.builtin.tensor_variance import TensorVariance
+from tensortap.rules.builtin.training_loop import TrainingLoop
 from tensortap.rules.builtin.tree_depth import TreeDepth
 from tensortap.rules.builtin.unchanged_tensor import UnchangedTensor
+from tensortap.rules.builtin.unnormalised_input import UnnormalisedInput
 from tensortap.rules.builtin.vanishing_gradient import VanishingGradient
 from tensortap.rules.builtin.weight_update_ratio import WeightUpdateRatio
 from tensortap.rules.builtin.weights_not_updating import WeightsNotUpdating
 from tensortap.rules.rule import Rule
 
+#: Every built-in rule by class name: the Rule classes imported above.
 BUILTIN_RULES: dict[str, type[Rule]] = {
     cls.__name__: cls
-    for cls in (
-        VanishingGradient,
-        ExplodingTensor,
-        LossNotDecreasing,
-        Overfit,
-        Overtraining,
-        SimilarAcrossRuns,
-        WeightUpdateRatio,
-        AllZero,
-        UnchangedTensor,
-        DeadRelu,
-        TensorVariance,
-        SaturatedActivation,
-        PoorWeightInitialization,
-        ClassImbalance,
-        Confusion,
-        CheckInputImages,
-        NLPSequenceRatio,
-        StalledTrainingRule,
-        NaNInfRootCause,
-        GradientNormSpike,
-        LossSpike,
-        WeightsNotUpdating,
-        FeatureImportanceOverweight,
-        TreeDepth,
-        LowPrecisionRange,
-    )
+    for cls in list(globals().values())
+    if isinstance(cls, type) and issubclass(cls, Rule) and cls is not Rule
 }
 
 __all__ = [
     "BUILTIN_RULES",
+    "AccuracyAtChance",
     "AllZero",
     "CheckInputImages",
     "ClassImbalance",
@@ -69,6 +55,7 @@ __all__ = [
     "DeadRelu",
     "ExplodingTensor",
     "FeatureImportanceOverweight",
+    "FrozenLayer",
     "GradientNormSpike",
     "LossNotDecreasing",
     "LossSpike",
@@ -82,8 +69,10 @@ __all__ = [
     "SimilarAcrossRuns",
     "StalledTrainingRule",
     "TensorVariance",
+    "TrainingLoop",
     "TreeDepth",
     "UnchangedTensor",
+    "UnnormalisedInput",
     "VanishingGradient",
     "WeightUpdateRatio",
     "WeightsNotUpdating",

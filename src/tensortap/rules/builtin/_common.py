@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tensortap.core.collections import TRAINING_LOOP
 from tensortap.core.modes import ModeKeys
 from tensortap.exceptions import TensorUnavailableForStep
 from tensortap.rules.finding import Severity
@@ -37,13 +38,14 @@ def select(
     """Tensors in any of ``collections`` or matching any of ``regexes`` (at a global step).
 
     With neither given: the ``default`` collections, or every tensor when that is None, less
-    the tensors of the ``exclude`` collections.
+    the tensors of the ``exclude`` collections and the facts about the training loop (numbers
+    about the loop, not tensors of the model).
     """
     collections, regexes = list(collections or []), list(regexes or [])
     if not collections and not regexes:
         if default is None:
             names = set(trial.tensor_names(step=step))
-            for coll in exclude:
+            for coll in (*exclude, TRAINING_LOOP):
                 names.difference_update(names_in(trial, coll, step))
             return sorted(names)
         collections = list(default)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tensortap.core.collections import TRAINING_LOOP
 from tensortap.core.modes import ModeKeys
 from tensortap.rules.builtin._common import collection_names_param, nonfinite_explanation, select
 from tensortap.rules.builtin._series import (
@@ -23,6 +24,7 @@ _LOSS_LIKE = r"(?i)loss"
 _PROGRESS = 0.1
 #: A fall smaller than this (relative) is no progress even where the noise is nil.
 _MEASURABLE = 0.005
+_FACTS = TRAINING_LOOP + "/"  # training_loop/softmax_before_loss is no loss
 
 
 class LossNotDecreasing(Rule):
@@ -101,7 +103,8 @@ class LossNotDecreasing(Rule):
         if names or self.collection_names or self.tensor_regex:
             return names
         trial = self.base_trial  # a loss saved by hand lands in `default`: find it by name
-        return [n for n in trial.tensor_names(step=step, regex=_LOSS_LIKE) if _is_scalar(trial, n)]
+        found = trial.tensor_names(step=step, regex=_LOSS_LIKE)
+        return [n for n in found if not n.startswith(_FACTS) and _is_scalar(trial, n)]
 
     def _judged(self, obs: Observation) -> bool:
         if self.mode is None or self.mode == ModeKeys.GLOBAL:

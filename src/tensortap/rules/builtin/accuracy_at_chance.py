@@ -1,0 +1,106 @@
+"""AccuracyAtChance: evaluation passes no better than always answering the most common class."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tensortap.core.modes import ModeKeys
+from tensortap.rules.builtin._common import step_mode
+from tensortap.rules.builtin._labels import labels_and_predictions
+from tensortap.rules.builtin._series import pass_ends_at
+from tensortap.rules.finding import Severity
+from tensortap.rules.rule import Rule
+
+
+class AccuracyAtChance(Rule):
+    """Judges each whole evaluation pass (consecutive EVAL steps) of a classifier: its
+    accuracy against *chance*, the share of the pass's most common label (what always
+    answering that class scores). A pass is at chance when its accuracy is less than
+    ``z_threshold`` standard errors of that share above it (``sqrt(c (1 - c) / n)``; the
+    default 2 is a one-sided test at about 97.5%). It fires when ``passes`` passes in a row
+    are at chance: a warning while training goes on (a model may sit on a plateau before it
+    learns), a problem when those passes end the run (the trial has ended and holds no later
+    step): the model learned nothing that carries to held-out data, most often because the
+    labels do not follow from the inputs (shuffled, misaligned); a loop that does not train at
+    all is named by the rules about updates first.
+
+    Needs at least ``min_samples`` labels in a pass. Reads the ``labels`` and ``predictions``
+    collections (predictions as classes or scores per class).
+    """
+
+    collections_needed = ("labels", "predictions")
+
+    def __init__(
+        self,
+        base_trial: Any,
+        z_threshold: float = 2.0,
+        passes: int = 2,
+        min_samples: int = 30,
+        labels_regex: str = "labels",
+        predictions_regex: str = "predictions",
+    ) -> None:
+        super().__init__(base_trial)
+        self.check_param("z_threshold", z_threshold, z_threshold >= 0, "a number >= 0")
+        self.check_param("passes", passes, passes >= 1, "an integer >= 1")
+        self.check_param("min_samples", min_samples, min_samples >= 1, "an integer >= 1")
+        self.z_threshold = z_threshold
+        self.passes = passes
+        self.min_samples = min_samples
+        self.labels_regex = labels_regex
+        self.predictions_regex = predictions_regex
+        self._labels: list[np.ndarray] = []
+        self._hits = 0
+        self._at_chance = 0  # passes in a row at chance
+        self._judged = 0
+        self._names: list[str] = []
+
+    def invoke_at_step(self, step: int) -> bool:
+        if step_mode(self.base_trial, step)[0] is not ModeKeys.EVAL:
+            raise self.skip("not an evaluation step")
+        y, p, self._names = labels_and_predictions(
+            self, step, self.labels_regex, self.predictions_regex, argmax=False
+        )
+        self._labels.append(y)
+        self._hits += int((y == p).sum())
+        if not pass_ends_at(self.base_trial, step):
+            raise self.skip("the evaluation pass goes on")
+        labels = np.concatenate(self._labels)
+        hits, self._labels, self._hits = self._hits, [], 0
+        n = labels.size
+        if n < self.min_samples:
+            raise self.skip(f"an evaluation pass of {n} labels (fewer than {self.min_samples})")
+        chance = float(np.bincount(labels - labels.min()).max()) / n
+        accuracy = hits / n
+        spread = math.sqrt(max(chance * (1 - chance), 1e-12) / n)
+        z = (accuracy - chance) / spread
+        at_chance = z < self.z_threshold
+        self._at_chance = self._at_chance + 1 if at_chance else 0
+        self._judged += 1
+        fired = self._at_chance >= self.passes
+        trial = self.base_trial
+        final = trial.loaded_all_steps and step == trial.steps()[-1]
+        verdict = (
+            f"no better than chance in {self._at_chance} evaluation passes in a row"
+            + (
+                " to the end of training: the model learned nothing that carries to held-out "
+                "data (do the labels follow from the inputs?)"
+                if final
+                else " so far"
+            )
+            if fired
+            else ("at chance" if at_chance else "above chance")
+        )
+        self.explain(
+            f"evaluation accuracy {accuracy:.3f} over {n} samples against {chance:.3f} for always "
+            f"answering the most common class ({z:+.1f} standard errors; {verdict})",
+            tensors=self._names,
+            value=accuracy,
+            threshold=chance,
+            severity=Severity.PROBLEM if final else Severity.WARNING,
+            judged=self._judged >= self.passes or fired,
+            cause="no_learnable_signal",
+        )
+        return fired

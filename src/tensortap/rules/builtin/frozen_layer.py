@@ -1,0 +1,76 @@
+"""FrozenLayer: the model's output layer does not train while the layers before it do."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tensortap.core.modes import ModeKeys
+from tensortap.rules.builtin._common import names_in, step_mode
+from tensortap.rules.rule import Rule
+
+_INPUT = re.compile(r"^(?P<module>.+?)_input_\d+$")
+
+
+class FrozenLayer(Rule):
+    """At each training step that saved gradients, finds the model's *output layer*: the last
+    module in forward order (the order the hook saved module inputs in) that holds saved
+    weights. Fires when it has no gradient while other parameters have one: it was frozen
+    (``requires_grad=False``) or left out of the backward pass, so the model cannot fit its
+    targets however the layers before it learn. Fine-tuning freezes a backbone, never the
+    head that maps features to outputs; a layer frozen by mistake usually includes it.
+
+    Reads the ``inputs`` collection (module inputs in forward order), ``weights`` and
+    ``gradients``.
+    """
+
+    collections_needed = ("inputs", "weights", "gradients")
+
+    def __init__(self, base_trial: Any) -> None:
+        super().__init__(base_trial)
+
+    def _output_layer(self, step: int, weights: list[str]) -> tuple[str, list[str]] | None:
+        trial = self.base_trial
+        inputs = set(names_in(trial, "inputs", step))
+        order = [n for n in trial.saved_order(step) if n in inputs]
+        for name in reversed(order):
+            match = _INPUT.match(name)
+            if match is None:
+                continue
+            prefix = match.group("module") + "."
+            # its own weights only: a container (a Sequential) holds its children's
+            mine = [w for w in weights if w.startswith(prefix) and "." not in w[len(prefix) :]]
+            if mine:
+                return match.group("module"), mine
+        return None
+
+    def invoke_at_step(self, step: int) -> bool:
+        trial = self.base_trial
+        if step_mode(trial, step)[0] is not ModeKeys.TRAIN:
+            raise self.skip("not a training step")
+        gradients = {g.removeprefix("gradient/") for g in names_in(trial, "gradients", step)}
+        if not gradients:
+            raise self.skip("no gradients saved at this step")
+        weights = names_in(trial, "weights", step)
+        found = self._output_layer(step, weights)
+        if found is None:
+            raise self.skip("no module inputs in forward order with saved weights at this step")
+        layer, params = found
+        frozen = [p for p in params if p not in gradients]
+        fired = len(frozen) == len(params)
+        self.explain(
+            f"the output layer {layer} ({', '.join(params)}) "
+            + (
+                f"gets no gradient while {len(gradients)} other parameters do: it is frozen "
+                "(requires_grad=False) or outside the backward pass, so the model cannot fit "
+                "its targets; let it train"
+                if fired
+                else "trains"
+            ),
+            tensors=params,
+            value=float(len(frozen)),
+            threshold=len(params),
+            judged=True,  # which parameters have gradients: names, not values
+            cause="frozen_layer",
+        )
+        return fired

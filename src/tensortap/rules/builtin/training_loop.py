@@ -1,0 +1,321 @@
+"""TrainingLoop: faults of the training loop itself, from the facts the PyTorch hook records."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensortap.core.collections import TRAINING_LOOP
+from tensortap.rules.builtin._common import names_in
+from tensortap.rules.rule import Rule
+
+_PREFIX = TRAINING_LOOP + "/"
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    cause: str
+    message: str
+    value: float
+    threshold: float
+    tensors: tuple[str, ...] = ()
+
+
+class TrainingLoop(Rule):
+    """Fires on faults of the training loop that no tensor shows, read from the facts the
+    PyTorch hook saves in ``training_loop`` (see docs/rules.md for each test):
+
+    - ``optimizer_not_stepping``: ``min_steps`` backward passes and no optimizer step, the
+      weights unchanged; or ``min_steps`` optimizer steps that changed no weight;
+    - ``params_not_in_optimizer``: trained parameters (``requires_grad``, with a gradient)
+      that no optimizer holds;
+    - ``grads_not_cleared``: before a backward pass after an optimizer step, the gradients
+      still held that step's (zero_grad never called between steps);
+    - ``accumulation_undivided``: ``accumulation_steps`` optimizer steps each after several
+      backward passes on one loss module's whole output (gradients summed over micro-batches
+      where they should be averaged), in a loop with one optimizer;
+    - ``loss_shape_mismatch``: a regression loss whose prediction and target broadcast to a
+      larger shape ((N, 1) against (N,));
+    - ``softmax_before_loss``: CrossEntropyLoss or NLLLoss fed probabilities;
+    - ``lr_too_high``: the first update moved the weights by a median of at least
+      ``first_update_threshold`` times their norm;
+    - ``scheduler_per_batch``: a scheduler stepped about once per optimizer step whose learning
+      rate sat at 1% of its peak or below for ``low_lr_share`` of the steps, or a
+      CosineAnnealingLR stepped past twice its T_max;
+    - ``eval_in_train_mode``: consecutive forward passes under ``torch.no_grad()`` with the
+      model in train mode and Dropout or BatchNorm modules in it.
+
+    Each fault is reported once, at the first saved step that shows it, with
+    ``details["cause"]`` naming it; faults found together are reported on the next saved steps
+    (``details["other_causes"]`` lists them meanwhile).
+    """
+
+    collections_needed = (TRAINING_LOOP,)
+
+    def __init__(
+        self,
+        base_trial: Any,
+        min_steps: int = 20,
+        first_update_threshold: float = 5.0,
+        low_lr_share: float = 0.8,
+        accumulation_steps: int = 3,
+    ) -> None:
+        super().__init__(base_trial)
+        self.check_param("min_steps", min_steps, min_steps >= 1, "an integer >= 1")
+        self.check_param(
+            "first_update_threshold", first_update_threshold, first_update_threshold > 0, "> 0"
+        )
+        self.check_param("low_lr_share", low_lr_share, 0 < low_lr_share <= 1, "in (0, 1]")
+        self.min_steps = min_steps
+        self.first_update_threshold = first_update_threshold
+        self.low_lr_share = low_lr_share
+        self.check_param(
+            "accumulation_steps", accumulation_steps, accumulation_steps >= 1, "an integer >= 1"
+        )
+        self.accumulation_steps = accumulation_steps
+        self._facts: dict[str, np.ndarray] = {}  # the latest saved value of each fact
+        self._reported: set[str] = set()
+
+    def invoke_at_step(self, step: int) -> bool:
+        names = names_in(self.base_trial, TRAINING_LOOP, step)
+        if not names:
+            raise self.skip("no training_loop facts saved at this step")
+        for name in names:
+            self._facts[name[len(_PREFIX) :]] = np.asarray(self.base_trial.tensor(name).value(step))
+        found = [v for v in self._verdicts() if v.cause not in self._reported]
+        if not found:
+            self.explain(
+                f"no fault of the training loop after {self._int('backward_passes')} backward "
+                f"passes and {self._int('optimizer_steps')} optimizer steps"
+            )
+            return False
+        first = found[0]
+        self._reported.add(first.cause)
+        details: dict[str, Any] = {"cause": first.cause}
+        if len(found) > 1:  # reported at the next saved steps, one each
+            details["other_causes"] = [v.cause for v in found[1:]]
+        self.explain(
+            first.message,
+            tensors=[_PREFIX + t for t in first.tensors],
+            value=first.value,
+            threshold=first.threshold,
+            **details,
+        )
+        return True
+
+    # -- the facts --
+    def _num(self, name: str, default: float = float("nan")) -> float:
+        value = self._facts.get(name)
+        return default if value is None or value.size != 1 else float(value.reshape(()))
+
+    def _int(self, name: str) -> int:
+        return int(self._num(name, 0))
+
+    def _keys(self, prefix: str) -> list[str]:
+        """The rest of the names of facts starting with ``prefix`` (``<prefix><rest>``)."""
+        return sorted(k[len(prefix) :] for k in self._facts if k.startswith(prefix))
+
+    def _verdicts(self) -> Iterator[_Verdict]:
+        yield from self._not_stepping()
+        yield from self._not_in_optimizer()
+        yield from self._not_cleared()
+        yield from self._undivided()
+        yield from self._loss_inputs()
+        yield from self._first_update()
+        yield from self._scheduler()
+        yield from self._eval_in_train_mode()
+
+    def _not_stepping(self) -> Iterator[_Verdict]:
+        backward, owned = self._int("backward_passes"), self._int("optimizer_steps")
+        other, changed = self._int("other_optimizer_steps"), self._num("weights_changed")
+        if backward >= self.min_steps and owned == 0 and other == 0 and changed == 0:
+            yield _Verdict(
+                "optimizer_not_stepping",
+                f"optimizer.step() is never called: {backward} backward passes ran, no optimizer "
+                "stepped and the weights are still those of the first step; call "
+                "optimizer.step() after loss.backward()",
+                backward,
+                self.min_steps,
+                ("backward_passes", "optimizer_steps"),
+            )
+            return
+        lrs = {k: self._num("lr/" + k) for k in self._keys("lr/")}
+        if owned >= self.min_steps and changed == 0 and any(lr > 0 for lr in lrs.values()):
+            rates = ", ".join(f"{k} lr {v:g}" for k, v in lrs.items())
+            yield _Verdict(
+                "optimizer_not_stepping",
+                f"optimizer.step() ran {owned} times ({rates}) without changing any weight: "
+                "the gradients it saw were zero or missing; is zero_grad() called between "
+                "backward() and step(), or the loss detached from the model?",
+                owned,
+                self.min_steps,
+                ("optimizer_steps", "weights_changed"),
+            )
+
+    def _not_in_optimizer(self) -> Iterator[_Verdict]:
+        count = self._int("params_not_in_optimizer")
+        if count <= 0:
+            return
+        names = [n for n in self._keys("not_in_optimizer/") if self._num("not_in_optimizer/" + n)]
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        copy = self._int("optimizer_steps") == 0 and self._int("other_optimizer_steps") > 0
+        why = (
+            " (the optimizers that step hold none of the model's parameters: were they built "
+            "over another model, or a copy?)"
+            if copy
+            else ""
+        )
+        yield _Verdict(
+            "params_not_in_optimizer",
+            f"{count} trainable parameters (requires_grad=True, with gradients) are held by no "
+            f"optimizer{why}, so they never change: {shown}; pass them to the optimizer (create "
+            "it once the model is complete), or freeze them with requires_grad_(False)",
+            count,
+            0,
+            ("params_not_in_optimizer",),
+        )
+
+    def _not_cleared(self) -> Iterator[_Verdict]:
+        if self._int("grads_not_cleared") <= 0:
+            return
+        step, norm = self._int("grads_not_cleared/step"), self._num("grads_not_cleared/norm")
+        optimizers = [k for k in self._keys("grads_not_cleared/") if k not in ("step", "norm")]
+        of = f" of {optimizers[0]}" if optimizers else ""
+        yield _Verdict(
+            "grads_not_cleared",
+            f"optimizer.zero_grad() is not called between steps: at step {step} the gradients"
+            f"{of} still held the previous step's (norm {norm:.3g} before backward), so each "
+            "step adds up every earlier gradient; call optimizer.zero_grad() once per optimizer "
+            "step",
+            norm,
+            0,
+            ("grads_not_cleared", "grads_not_cleared/norm"),
+        )
+
+    def _undivided(self) -> Iterator[_Verdict]:
+        steps = self._int("accumulation_undivided")
+        if steps < self.accumulation_steps:
+            return
+        k = self._int("accumulation_undivided/micro_batches")
+        yield _Verdict(
+            "accumulation_undivided",
+            f"gradients are accumulated over {k} backward passes per optimizer step, each on the "
+            f"loss module's whole output ({steps} optimizer steps so far): the step is {k}x what "
+            f"one batch gives; divide the loss by {k} before backward()",
+            float(steps),
+            self.accumulation_steps,
+            ("accumulation_undivided", "accumulation_undivided/micro_batches"),
+        )
+
+    def _loss_inputs(self) -> Iterator[_Verdict]:
+        for loss in self._keys("loss_shape_mismatch/"):
+            if not loss.endswith("/input"):
+                continue
+            loss = loss[: -len("/input")]
+            given = self._facts.get(f"loss_shape_mismatch/{loss}/input")
+            target = self._facts.get(f"loss_shape_mismatch/{loss}/target")
+            if given is None or target is None:
+                continue
+            a, b = tuple(int(v) for v in given.ravel()), tuple(int(v) for v in target.ravel())
+            yield _Verdict(
+                "loss_shape_mismatch",
+                f"{loss} compares a prediction of shape {a} with a target of shape {b}: they "
+                f"broadcast to {tuple(np.broadcast_shapes(a, b))}, so each prediction is "
+                "compared with every target and the loss is wrong; give both the same shape "
+                "(e.g. prediction.squeeze(-1), or target.unsqueeze(-1))",
+                float(np.prod(np.broadcast_shapes(a, b))) / max(float(np.prod(a)), 1.0),
+                1,
+                ("loss_shape_mismatch",),
+            )
+            break
+        for loss in self._keys("softmax_before_loss/"):
+            expects = "log-probabilities (log_softmax)" if "NLL" in loss else "logits"
+            yield _Verdict(
+                "softmax_before_loss",
+                f"{loss} is fed probabilities (every row non-negative and summing to 1): a "
+                f"softmax comes before a loss that expects {expects}, which flattens its "
+                f"gradients and slows or stalls training; feed it {expects} instead",
+                1,
+                0,
+                ("softmax_before_loss",),
+            )
+            break
+
+    def _first_update(self) -> Iterator[_Verdict]:
+        ratio = self._num("first_update_ratio")
+        if not ratio >= self.first_update_threshold:  # NaN (never measured) included
+            return
+        per = {k: self._num("first_update_ratio/" + k) for k in self._keys("first_update_ratio/")}
+        worst = sorted(per.items(), key=lambda kv: -kv[1])[:3]
+        lrs = ", ".join(f"{k} {self._num('lr/' + k):g}" for k in self._keys("lr/"))
+        yield _Verdict(
+            "lr_too_high",
+            f"the first optimizer step moved the weights by a median {ratio:.3g} times their "
+            f"norm ({', '.join(f'{k} {v:.3g}' for k, v in worst)}; healthy first updates are "
+            f"1e-4 to 0.5 of the weights): the learning rate ({lrs}) is far too high for this "
+            "model; lower it, or warm it up (with plain SGD, exploding gradients do the same: "
+            "see ExplodingTensor)",
+            ratio,
+            self.first_update_threshold,
+            ("first_update_ratio",),
+        )
+
+    def _scheduler(self) -> Iterator[_Verdict]:
+        for key in self._keys("scheduler_per_step/"):
+            per = self._num("scheduler_per_step/" + key)
+            if not per >= 0.5:
+                continue  # stepped per epoch (or less often than per batch)
+            label, scheduler = key.split("/", 1)
+            steps = self._int("steps/" + label)
+            share = self._num("lr_low_share/" + label, 0.0)
+            period = self._num("scheduler_period/" + key)
+            stepped = self._int("scheduler_steps/" + key)
+            span = f" (period {period:g})" if period == period else ""
+            if steps >= self.min_steps and share >= self.low_lr_share:
+                low_from = self._int("lr_low_from/" + label)
+                yield _Verdict(
+                    "scheduler_per_batch",
+                    f"{scheduler}{span} is stepped once per batch ({per:.2f} scheduler steps "
+                    f"per optimizer step) and the learning rate of {label} fell to 1% of its "
+                    f"peak by step {low_from}, staying there for {share:.0%} of the {steps} "
+                    f"steps seen; its period counts scheduler.step() calls: if it is in epochs, "
+                    "call scheduler.step() once per epoch (or give the period in batches)",
+                    share,
+                    self.low_lr_share,
+                    ("lr_low_share/" + label, "scheduler_per_step/" + key),
+                )
+                return
+            if scheduler == "CosineAnnealingLR" and period > 0 and stepped > 2 * period:
+                yield _Verdict(
+                    "scheduler_per_batch",
+                    f"CosineAnnealingLR(T_max={period:g}) was stepped {stepped} times, once per "
+                    "batch: past T_max its cosine climbs back up, so the learning rate of "
+                    f"{label} has gone down and up {stepped / (2 * period):.1f} times; T_max "
+                    "counts scheduler.step() calls: step it once per epoch, or set T_max to "
+                    "the total number of batches",
+                    stepped / period,
+                    2,
+                    ("scheduler_steps/" + key, "scheduler_per_step/" + key),
+                )
+                return
+
+    def _eval_in_train_mode(self) -> Iterator[_Verdict]:
+        count = self._int("eval_in_train_mode")
+        if count < 2:
+            return
+        kinds = self._keys("train_mode_modules/")
+        modules = ", ".join(f"{self._int('train_mode_modules/' + k)} {k}" for k in kinds)
+        yield _Verdict(
+            "eval_in_train_mode",
+            f"evaluation runs in train mode: {count} forward passes ran under torch.no_grad() "
+            f"while model.training was True, with {modules or 'modules'} behaving as in "
+            "training (Dropout drops units, BatchNorm normalises with the batch's statistics "
+            "and updates its running averages); put the model in eval mode before evaluating "
+            "(model.eval, the same as model.train(False)) and back with model.train() after",
+            count,
+            2,
+            ("eval_in_train_mode",),
+        )

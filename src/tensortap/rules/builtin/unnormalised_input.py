@@ -1,0 +1,90 @@
+"""UnnormalisedInput: the model's inputs are far from order 1 (raw pixels, raw tabular units)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tensortap.core.modes import ModeKeys
+from tensortap.rules.builtin._common import fire_nonfinite, has_raw, names_in, step_mode
+from tensortap.rules.rule import Rule
+
+
+class UnnormalisedInput(Rule):
+    """Accumulates the root mean square of the model's input over the TRAIN steps seen; once
+    ``threshold_samples`` samples were seen, fires when it exceeds ``threshold_rms``.
+
+    Normalised inputs (standardised features, images scaled to [0, 1] or standardised) have a
+    root mean square of about 1; raw pixels (0-255: ~120) or features in their own units
+    (thousands) are far above it, and a network's first layers saturate or its first updates
+    are huge. The default, 5, is over 3x the largest value among the 110 healthy runs of the
+    generated benchmark's development split (all at most 1.6), and under the smallest among
+    its unnormalised ones (raw 0-16 digits, 7.7). The input is the first floating-point tensor
+    of the ``inputs`` collection saved at a step (forward order: the model's own input);
+    integer inputs (token ids) are not judged. Inputs holding NaN or inf are a problem.
+    """
+
+    collections_needed = ("inputs",)
+
+    def __init__(
+        self,
+        base_trial: Any,
+        threshold_rms: float = 5.0,
+        threshold_samples: int = 256,
+    ) -> None:
+        super().__init__(base_trial)
+        self.check_param("threshold_rms", threshold_rms, threshold_rms > 0, "a number > 0")
+        self.check_param(
+            "threshold_samples", threshold_samples, threshold_samples >= 1, "an integer >= 1"
+        )
+        self.threshold_rms = threshold_rms
+        self.threshold_samples = threshold_samples
+        self._squares = 0.0
+        self._values = 0
+        self._samples = 0
+        self._name: str | None = None
+
+    def _input(self, step: int) -> tuple[str, np.ndarray] | None:
+        trial = self.base_trial
+        inputs = set(names_in(trial, "inputs", step))
+        for name in trial.saved_order(step):
+            if name not in inputs or not has_raw(trial.tensor(name), step):
+                continue
+            value = trial.tensor(name).value(step)
+            if np.issubdtype(value.dtype, np.floating) and value.ndim >= 1 and value.size:
+                return name, value
+            return None  # the model's input is not floating-point (token ids): not judged
+        return None
+
+    def invoke_at_step(self, step: int) -> bool:
+        if step_mode(self.base_trial, step)[0] is not ModeKeys.TRAIN:
+            raise self.skip("not a training step")
+        found = self._input(step)
+        if found is None:
+            raise self.skip("no floating-point model input saved at this step")
+        name, value = found
+        if not np.isfinite(value).all():
+            return fire_nonfinite(self, [name], "the input")
+        self._name = self._name or name
+        x = value.astype(np.float64)
+        self._squares += float(np.square(x).sum())
+        self._values += x.size
+        self._samples += x.shape[0] if x.ndim > 1 else 1
+        if self._samples < self.threshold_samples:
+            raise self.skip(
+                f"{self._samples} of {self.threshold_samples} input samples seen; not judged yet"
+            )
+        rms = math.sqrt(self._squares / self._values)
+        fired = rms > self.threshold_rms
+        self.explain(
+            f"the input {self._name} has a root mean square of {rms:.3g} over {self._samples} "
+            f"samples ({'above' if fired else 'within'} {self.threshold_rms:g}; normalised inputs "
+            f"are about 1{': scale or standardise them' if fired else ''})",
+            tensors=[self._name],
+            value=rms,
+            threshold=self.threshold_rms,
+            cause="unnormalised_input",
+        )
+        return fired
