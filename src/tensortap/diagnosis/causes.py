@@ -54,6 +54,7 @@ _ALL = (
         "(model.parameters(), or add the missing ones as a param group)",
         *_STALL,
         "vanishing_gradient",
+        "no_learnable_signal",
     ),
     _cause(
         "frozen_layer",
@@ -63,6 +64,7 @@ _ALL = (
         "does), and build the optimizer over them",
         *_STALL,
         "vanishing_gradient",
+        "no_learnable_signal",
     ),
     _cause(
         "optimizer_not_stepping",
@@ -72,6 +74,8 @@ _ALL = (
         *_STALL,
         "vanishing_gradient",
         "poor_init",
+        "no_learnable_signal",
+        "no_learnable_signal",
     ),
     _cause(
         "grads_not_cleared",
@@ -85,6 +89,8 @@ _ALL = (
         "not_updating",
         "overfitting",
         "overtraining",
+        "no_learnable_signal",
+        "no_learnable_signal",
     ),
     _cause(
         "accumulation_undivided",
@@ -96,6 +102,7 @@ _ALL = (
         "lr_too_high",
         "no_progress",
         "overfitting",
+        "no_learnable_signal",
     ),
     _cause(
         "eval_in_train_mode",
@@ -115,6 +122,7 @@ _ALL = (
         *_STALL,
         "vanishing_gradient",
         "overfitting",
+        "no_learnable_signal",
     ),
     _cause(
         "softmax_before_loss",
@@ -126,6 +134,7 @@ _ALL = (
         "vanishing_gradient",
         "saturated_activation",
         "overfitting",
+        "no_learnable_signal",
     ),
     _cause(
         "loss_shape_mismatch",
@@ -136,6 +145,7 @@ _ALL = (
         *_STALL,
         "overfitting",
         "vanishing_gradient",
+        "no_learnable_signal",
     ),
     # -- the set-up --
     _cause(
@@ -152,6 +162,7 @@ _ALL = (
         "not_updating",
         "overtraining",
         "overfitting",
+        "no_learnable_signal",
     ),
     _cause(
         "poor_init",
@@ -187,6 +198,7 @@ _ALL = (
         "not_updating",
         "vanishing_gradient",
         "overtraining",
+        "no_learnable_signal",
     ),
     _cause(
         "class_imbalance",
@@ -197,6 +209,7 @@ _ALL = (
         "no_progress",
         "overfitting",
         "overtraining",
+        "no_learnable_signal",
     ),
     _cause(
         "no_learnable_signal",
@@ -234,6 +247,11 @@ _ALL = (
         "loss_spike",
         "dead_relu",
         "saturated_activation",
+        "no_learnable_signal",
+        "no_learnable_signal",
+        "no_learnable_signal",
+        "no_learnable_signal",
+        "no_learnable_signal",
     ),
     _cause(
         "diverging",
@@ -252,6 +270,8 @@ _ALL = (
         "all_zero",
         "dead_relu",
         "vanishing_gradient",
+        "no_learnable_signal",
+        "no_learnable_signal",
     ),
     _cause(
         "loss_spike",
@@ -268,6 +288,7 @@ _ALL = (
         "all_zero",
         "no_progress",
         "not_updating",
+        "no_learnable_signal",
     ),
     _cause(
         "saturated_activation",

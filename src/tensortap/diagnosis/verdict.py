@@ -220,21 +220,32 @@ def build(outcomes: Iterable[RuleOutcome]) -> Diagnosis:
         return (causes[cause_id].tier, found[cause_id][0].step, _ORDER.get(cause_id, len(_ORDER)))
 
     present = sorted(found, key=key)
-    # A cause is folded under another when that one explains it and ranks before it (lower
-    # tier, then earlier, then the catalogue's order): ranking first makes the folding acyclic.
-    roots = [
-        c for i, c in enumerate(present) if not any(c in causes[d].explains for d in present[:i])
-    ]
-    owner: dict[str, str] = {r: r for r in roots}
-    # What each root reaches through the causes present, gravest root first: every cause is
-    # reached (by induction on the ranking, each non-root has an explainer ranked before it).
-    for root in roots:
-        frontier = [root]
-        while frontier:
-            for c in causes[frontier.pop()].explains:
-                if c in found and c not in owner:
-                    owner[c] = root
-                    frontier.append(c)
+    rank = {c: i for i, c in enumerate(present)}
+
+    def folds(d: str, c: str) -> bool:
+        """Whether ``d`` explains ``c`` and is the cause between them: a cause that explains
+        another that does not explain it back, whatever their tiers (a NaN explains
+        predictions at chance); of two that explain each other, the higher ranked."""
+        return c in causes[d].explains and (d not in causes[c].explains or rank[d] < rank[c])
+
+    # Roots: the causes nothing present folds, gravest first; each root takes what it reaches
+    # through the causes present. A cycle of three or more that no root reaches (each folds
+    # the next) gets its highest-ranked cause as a root of its own.
+    roots = [c for c in present if not any(folds(d, c) for d in present if d != c)]
+    owner: dict[str, str] = {}
+    while len(owner) < len(present):
+        if not roots or all(r in owner for r in roots):
+            roots.append(next(c for c in present if c not in owner))
+        for root in roots:
+            if root in owner:
+                continue
+            owner[root] = root
+            frontier = [root]
+            while frontier:
+                for c in causes[frontier.pop()].explains:
+                    if c in found and c not in owner:
+                        owner[c] = root
+                        frontier.append(c)
     problems = []
     for root in roots:
         folded = [e for c in present if c != root and owner[c] == root for e in found[c]]
