@@ -732,3 +732,32 @@ def test_accumulation_that_sums_micro_batches_is_named(tmp_path: Path, loop: str
         assert "divide the loss by 4 before backward()" in summary.findings[0].message
     else:
         assert summary.status.value == "NoIssuesFound", causes
+
+
+@pytest.mark.parametrize(("optimizer", "lr", "cause"), [
+    ("adam", 1e-7, "lr_too_low"), ("adam", 1e-3, None), ("sgd", 1e-5, None),
+])  # fmt: skip
+def test_an_adaptive_optimizers_tiny_first_step_is_a_learning_rate_too_low(
+    tmp_path: Path, optimizer: str, lr: float, cause: str | None
+) -> None:
+    """Adam's first step moves each weight by about its learning rate: 1e-7 against weights of
+    ~0.3 is far below any healthy start; plain SGD's first step follows the gradient's size,
+    so a small one says nothing about its learning rate."""
+    import tensortap as tt_core
+
+    torch.manual_seed(0)
+    hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=5),
+                   include_collections=["training_loop"])  # fmt: skip
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    hook.register_module(model)
+    loss_fn = nn.CrossEntropyLoss()
+    hook.register_loss(loss_fn)
+    kind = torch.optim.Adam if optimizer == "adam" else torch.optim.SGD
+    opt = kind(model.parameters(), lr=lr)
+    for _ in range(12):
+        opt.zero_grad()
+        loss_fn(model(torch.randn(16, 8)), torch.randint(0, 3, (16,))).backward()
+        opt.step()
+    hook.close()
+    summary = invoke_rule(TrainingLoop(tt_core.create_trial(tmp_path / "t")))
+    assert [f.details.get("cause") for f in summary.findings] == ([cause] if cause else [])

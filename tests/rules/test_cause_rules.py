@@ -31,14 +31,14 @@ def test_unnormalised_input_fires_on_raw_scales_only(tmp_path: Path) -> None:
     fine = invoke_rule(UnnormalisedInput(inputs_trial(tmp_path / "ok", 1.0)))
     assert fine.status.value == "NoIssuesFound"
     raw = invoke_rule(UnnormalisedInput(inputs_trial(tmp_path / "raw", 120.0)))
-    assert raw.status.value == "IssuesFound" and raw.severities == {"problem": 5}  # steps 7 to 11
+    assert raw.status.value == "IssuesFound" and raw.severities == {"problem": 11}  # steps 1 to 11
     finding = raw.findings[0]
-    assert finding.details["cause"] == "unnormalised_input" and finding.step == 7  # 256 samples
+    assert finding.details["cause"] == "unnormalised_input" and finding.step == 1  # 64 samples
     assert "root mean square of 1" in finding.message and "0_input_0" in finding.message
     ids = invoke_rule(UnnormalisedInput(inputs_trial(tmp_path / "ids", 1.0, integer=True)))
     assert ids.status.value == "NoData"  # token ids are not judged
-    short = invoke_rule(UnnormalisedInput(inputs_trial(tmp_path / "short", 120.0, steps=4)))
-    assert short.status.value == "NoData" and "96 of 256 input samples seen" in short.details
+    short = invoke_rule(UnnormalisedInput(inputs_trial(tmp_path / "short", 120.0, steps=1)))
+    assert short.status.value == "NoData" and "32 of 64 input samples seen" in short.details
 
 
 def chance_trial(out: Path, accuracy: list[float], n: int = 100, classes: int = 4) -> tt.Trial:

@@ -13,6 +13,8 @@ from tensortap.rules.builtin._common import names_in
 from tensortap.rules.rule import Rule
 
 _PREFIX = TRAINING_LOOP + "/"
+#: Optimizers whose first step moves every weight by about its learning rate (lr * sign(g)).
+_ADAPTIVE = frozenset({"Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam"})
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class TrainingLoop(Rule):
     - ``softmax_before_loss``: CrossEntropyLoss or NLLLoss fed probabilities;
     - ``lr_too_high``: the first update moved the weights by a median of at least
       ``first_update_threshold`` times their norm;
+    - ``lr_too_low``: with adaptive optimizers only (Adam, RMSprop, ...: their first step is
+      the learning rate over the weights' scale), a first update below ``low_first_update``;
     - ``scheduler_per_batch``: a scheduler stepped about once per optimizer step whose learning
       rate sat at 1% of its peak or below for ``low_lr_share`` of the steps, or a
       CosineAnnealingLR stepped past twice its T_max;
@@ -62,6 +66,7 @@ class TrainingLoop(Rule):
         first_update_threshold: float = 5.0,
         low_lr_share: float = 0.8,
         accumulation_steps: int = 3,
+        low_first_update: float = 3e-5,
     ) -> None:
         super().__init__(base_trial)
         self.check_param("min_steps", min_steps, min_steps >= 1, "an integer >= 1")
@@ -76,6 +81,8 @@ class TrainingLoop(Rule):
             "accumulation_steps", accumulation_steps, accumulation_steps >= 1, "an integer >= 1"
         )
         self.accumulation_steps = accumulation_steps
+        self.check_param("low_first_update", low_first_update, low_first_update >= 0, ">= 0")
+        self.low_first_update = low_first_update
         self._facts: dict[str, np.ndarray] = {}  # the latest saved value of each fact
         self._reported: set[str] = set()
 
@@ -246,6 +253,22 @@ class TrainingLoop(Rule):
 
     def _first_update(self) -> Iterator[_Verdict]:
         ratio = self._num("first_update_ratio")
+        adaptive = [k for k in self._keys("lr/") if k.split("_")[0] in _ADAPTIVE]
+        if adaptive and len(adaptive) == len(self._keys("lr/")) and ratio < self.low_first_update:
+            # an adaptive optimizer's first step moves each weight by about its learning rate:
+            # the ratio is the learning rate over the weights' scale, whatever the gradients
+            lrs = ", ".join(f"{k} {self._num('lr/' + k):g}" for k in adaptive)
+            yield _Verdict(
+                "lr_too_low",
+                f"the first optimizer step moved the weights by a median {ratio:.3g} times their "
+                f"norm (an adaptive optimizer's first step is its learning rate over the weights' "
+                f"scale; healthy runs start at 5e-4 and above): the learning rate ({lrs}) is far "
+                "too low for this model; raise it",
+                ratio,
+                self.low_first_update,
+                ("first_update_ratio",),
+            )
+            return
         if not ratio >= self.first_update_threshold:  # NaN (never measured) included
             return
         per = {k: self._num("first_update_ratio/" + k) for k in self._keys("first_update_ratio/")}

@@ -32,7 +32,7 @@ class UnnormalisedInput(Rule):
         self,
         base_trial: Any,
         threshold_rms: float = 5.0,
-        threshold_samples: int = 256,
+        threshold_samples: int = 64,
     ) -> None:
         super().__init__(base_trial)
         self.check_param("threshold_rms", threshold_rms, threshold_rms > 0, "a number > 0")
