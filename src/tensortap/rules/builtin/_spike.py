@@ -41,6 +41,8 @@ class SpikeRule(Rule):
 
     #: The cause a spike points at (None: the rule names none).
     cause: str | None = None
+    #: Whether spikes that last (two in a row) are a problem; else every spike is a warning.
+    lasting_is_problem: bool = True
 
     def judge(self, key: str, value: float, what: str, tensors: list[str]) -> bool:
         if not math.isfinite(value):
@@ -59,7 +61,7 @@ class SpikeRule(Rule):
         fired = z > self.z_threshold and not (abs(value) <= self.min_ratio * abs(median))
         # one value off its baseline is an event training often absorbs (a hard batch, an LSTM's
         # gradient): a warning; a second in a row is instability that lasts, a problem
-        sustained = fired and self._spiking.get(key, False)
+        sustained = fired and self._spiking.get(key, False) and self.lasting_is_problem
         self._spiking[key] = fired
         details: dict[str, Any] = {"median": median, "measured": value}
         if self.cause:

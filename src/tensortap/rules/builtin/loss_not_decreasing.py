@@ -204,8 +204,11 @@ class LossNotDecreasing(Rule):
         real = moved.significant(moved.fall) and moved.relative >= _MEASURABLE
         upper = moved.fall + moved.critical * moved.se
         if not real and self._long_enough(obs, history) and upper < _PROGRESS * abs(moved.start):
+            # the first evaluation pass comes after training began: a validation loss level
+            # since then may have converged before it (a warning); training's own loss, seen
+            # from its first step, tells no progress for certain
             return (
-                Severity.PROBLEM,
+                Severity.WARNING if obs.mode == ModeKeys.EVAL else Severity.PROBLEM,
                 "no_progress",
                 (
                     f"; no progress since the start: {100 * moved.relative:.3g}% lower, at most "
