@@ -754,7 +754,7 @@ def test_an_adaptive_optimizers_tiny_first_step_is_a_learning_rate_too_low(
     hook.register_loss(loss_fn)
     kind = torch.optim.Adam if optimizer == "adam" else torch.optim.SGD
     opt = kind(model.parameters(), lr=lr)
-    for _ in range(12):
+    for _ in range(24):
         opt.zero_grad()
         loss_fn(model(torch.randn(16, 8)), torch.randint(0, 3, (16,))).backward()
         opt.step()

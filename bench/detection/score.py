@@ -48,6 +48,12 @@ _BY_CAUSE = {
     "optimizer_not_stepping": "not_updating",
     "params_not_in_optimizer": "not_updating",
     "lr_too_high": "update_too_large",
+    "lr_too_low": "update_too_small",
+    "no_progress": "not_decreasing",
+    "vanishing_gradient": "vanishing",
+    "exploding_gradient": "exploding",
+    "saturated_activation": "saturated",
+    "overtraining": "overfitting",
 }
 
 

@@ -60,6 +60,8 @@ def test_every_builtin_is_tried_on_training() -> None:
     elsewhere = {"SimilarAcrossRuns", "StalledTrainingRule"}  # tested on their own below
     elsewhere |= {"LowPrecisionRange"}  # tests/rules/test_low_precision.py, with real bf16
     elsewhere |= {"TrainingLoop"}  # tests/test_pytorch_training_loop.py, with the loops' faults
+    # tests/rules/test_cause_rules.py (FrozenLayer with real training)
+    elsewhere |= {"AccuracyAtChance", "FrozenLayer", "UnnormalisedInput"}
     xgboost = {"FeatureImportanceOverweight", "TreeDepth"}  # tests/test_xgboost.py
     assert set(CASES) | elsewhere | xgboost == set(BUILTIN_RULES)
 

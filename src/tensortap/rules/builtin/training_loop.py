@@ -45,7 +45,8 @@ class TrainingLoop(Rule):
     - ``lr_too_high``: the first update moved the weights by a median of at least
       ``first_update_threshold`` times their norm;
     - ``lr_too_low``: with adaptive optimizers only (Adam, RMSprop, ...: their first step is
-      the learning rate over the weights' scale), a first update below ``low_first_update``;
+      the learning rate over the weights' scale), a first update below ``low_first_update``,
+      judged after ``min_steps`` optimizer steps in which no warm-up raised the rate;
     - ``scheduler_per_batch``: a scheduler stepped about once per optimizer step whose learning
       rate sat at 1% of its peak or below for ``low_lr_share`` of the steps, or a
       CosineAnnealingLR stepped past twice its T_max;
@@ -84,6 +85,7 @@ class TrainingLoop(Rule):
         self.check_param("low_first_update", low_first_update, low_first_update >= 0, ">= 0")
         self.low_first_update = low_first_update
         self._facts: dict[str, np.ndarray] = {}  # the latest saved value of each fact
+        self._first: dict[str, np.ndarray] = {}  # and the first
         self._reported: set[str] = set()
 
     def invoke_at_step(self, step: int) -> bool:
@@ -91,7 +93,9 @@ class TrainingLoop(Rule):
         if not names:
             raise self.skip("no training_loop facts saved at this step")
         for name in names:
-            self._facts[name[len(_PREFIX) :]] = np.asarray(self.base_trial.tensor(name).value(step))
+            key = name[len(_PREFIX) :]
+            self._facts[key] = np.asarray(self.base_trial.tensor(name).value(step))
+            self._first.setdefault(key, self._facts[key])  # a fact is saved when it changes
         found = [v for v in self._verdicts() if v.cause not in self._reported]
         if not found:
             self.explain(
@@ -254,7 +258,18 @@ class TrainingLoop(Rule):
     def _first_update(self) -> Iterator[_Verdict]:
         ratio = self._num("first_update_ratio")
         adaptive = [k for k in self._keys("lr/") if k.split("_")[0] in _ADAPTIVE]
-        if adaptive and len(adaptive) == len(self._keys("lr/")) and ratio < self.low_first_update:
+        # judged once min_steps optimizer steps show no warm-up has raised the rate since
+        warmed = any(
+            self._num("lr/" + k) > 1.01 * float(self._first.get("lr/" + k, np.nan))
+            for k in adaptive
+        )
+        if (
+            adaptive
+            and len(adaptive) == len(self._keys("lr/"))
+            and ratio < self.low_first_update
+            and self._int("optimizer_steps") >= self.min_steps
+            and not warmed
+        ):
             # an adaptive optimizer's first step moves each weight by about its learning rate:
             # the ratio is the learning rate over the weights' scale, whatever the gradients
             lrs = ", ".join(f"{k} {self._num('lr/' + k):g}" for k in adaptive)
