@@ -13,8 +13,10 @@ from tensortap.rules.builtin._common import names_in
 from tensortap.rules.rule import Rule
 
 _PREFIX = TRAINING_LOOP + "/"
-#: Optimizers whose first step moves every weight by about its learning rate (lr * sign(g)).
-_ADAPTIVE = frozenset({"Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam"})
+#: Optimizers whose first step moves every weight by about its learning rate (lr * sign(g));
+#: RMSprop's and Adagrad's first step is ten times the Adam family's.
+_ADAM_LIKE = frozenset({"Adam", "AdamW", "Adamax", "NAdam", "RAdam"})
+_ADAPTIVE = _ADAM_LIKE | {"RMSprop", "Adagrad"}
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,8 @@ class TrainingLoop(Rule):
       larger shape ((N, 1) against (N,));
     - ``softmax_before_loss``: CrossEntropyLoss or NLLLoss fed probabilities;
     - ``lr_too_high``: the first update moved the weights by a median of at least
-      ``first_update_threshold`` times their norm;
+      ``first_update_threshold`` times their norm (``adam_first_update_threshold`` when every
+      optimizer is of Adam's family, whose first step is a tenth of RMSprop's);
     - ``lr_too_low``: with adaptive optimizers only (Adam, RMSprop, ...: their first step is
       the learning rate over the weights' scale), a first update below ``low_first_update``,
       judged after ``min_steps`` optimizer steps in which no warm-up raised the rate;
@@ -65,6 +68,7 @@ class TrainingLoop(Rule):
         base_trial: Any,
         min_steps: int = 20,
         first_update_threshold: float = 5.0,
+        adam_first_update_threshold: float = 1.0,
         low_lr_share: float = 0.8,
         accumulation_steps: int = 3,
         low_first_update: float = 3e-5,
@@ -77,6 +81,13 @@ class TrainingLoop(Rule):
         self.check_param("low_lr_share", low_lr_share, 0 < low_lr_share <= 1, "in (0, 1]")
         self.min_steps = min_steps
         self.first_update_threshold = first_update_threshold
+        self.check_param(
+            "adam_first_update_threshold",
+            adam_first_update_threshold,
+            adam_first_update_threshold > 0,
+            "> 0",
+        )
+        self.adam_first_update_threshold = adam_first_update_threshold
         self.low_lr_share = low_lr_share
         self.check_param(
             "accumulation_steps", accumulation_steps, accumulation_steps >= 1, "an integer >= 1"
@@ -284,7 +295,10 @@ class TrainingLoop(Rule):
                 ("first_update_ratio",),
             )
             return
-        if not ratio >= self.first_update_threshold:  # NaN (never measured) included
+        labels = self._keys("lr/")
+        adam_like = bool(labels) and all(k.split("_")[0] in _ADAM_LIKE for k in labels)
+        limit = self.adam_first_update_threshold if adam_like else self.first_update_threshold
+        if not ratio >= limit:  # NaN (never measured) included
             return
         per = {k: self._num("first_update_ratio/" + k) for k in self._keys("first_update_ratio/")}
         worst = sorted(per.items(), key=lambda kv: -kv[1])[:3]
@@ -293,11 +307,11 @@ class TrainingLoop(Rule):
             "lr_too_high",
             f"the first optimizer step moved the weights by a median {ratio:.3g} times their "
             f"norm ({', '.join(f'{k} {v:.3g}' for k, v in worst)}; healthy first updates are "
-            f"1e-4 to 0.5 of the weights): the learning rate ({lrs}) is far too high for this "
-            "model; lower it, or warm it up (with plain SGD, exploding gradients do the same: "
-            "see ExplodingTensor)",
+            f"1e-4 to {'0.16' if adam_like else '0.5'} of the weights): the learning rate "
+            f"({lrs}) is far too high for this model; lower it, or warm it up (with plain "
+            "SGD, exploding gradients do the same: see ExplodingTensor)",
             ratio,
-            self.first_update_threshold,
+            limit,
             ("first_update_ratio",),
         )
 
