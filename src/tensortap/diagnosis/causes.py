@@ -108,8 +108,8 @@ _ALL = (
         "eval_in_train_mode",
         "evaluation runs in training mode",
         LOOP_TIER,
-        "call model.eval() before evaluating (and model.train() after): dropout and BatchNorm "
-        "behave differently in training mode",
+        "put the model in evaluation mode (model.eval) before evaluating and back in training "
+        "mode (model.train) after: dropout and BatchNorm behave differently in training mode",
         "overfitting",
         "overtraining",
         "no_progress",

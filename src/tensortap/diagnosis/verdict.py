@@ -13,7 +13,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensortap.diagnosis.causes import CAUSES, DYNAMICS_TIER, RULE_CAUSES, Cause, cause_of
+from tensortap.diagnosis.causes import (
+    CAUSES,
+    DYNAMICS_TIER,
+    RULE_CAUSES,
+    SETUP_TIER,
+    Cause,
+    cause_of,
+)
 
 _ORDER = {cause_id: i for i, cause_id in enumerate(CAUSES)}
 #: Statuses of a rule that judged the run.
@@ -225,8 +232,14 @@ def build(outcomes: Iterable[RuleOutcome]) -> Diagnosis:
     def folds(d: str, c: str) -> bool:
         """Whether ``d`` explains ``c`` and is the cause between them: a cause that explains
         another that does not explain it back, whatever their tiers (a NaN explains
-        predictions at chance); of two that explain each other, the higher ranked."""
-        return c in causes[d].explains and (d not in causes[c].explains or rank[d] < rank[c])
+        predictions at chance), but never what came before it unless it is a fault of the
+        loop or the set-up, there from the first step however late a rule saw it; of two that
+        explain each other, the higher ranked."""
+        if c not in causes[d].explains:
+            return False
+        if causes[d].tier > SETUP_TIER and found[d][0].step > found[c][0].step:
+            return False
+        return d not in causes[c].explains or rank[d] < rank[c]
 
     # Roots: the causes nothing present folds, gravest first; each root takes what it reaches
     # through the causes present. A cycle of three or more that no root reaches (each folds
