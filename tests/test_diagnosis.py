@@ -213,3 +213,13 @@ def test_diagnose_a_trial_written_by_the_hook(tmp_path: Path) -> None:
     assert tensortap.diagnose(found) is found
     with pytest.raises(InvalidConfigError, match="diagnose\\(\\) takes a trial"):
         tensortap.diagnose(42)
+
+
+def test_the_reports_diagnosis_escapes_what_names_and_messages_carry() -> None:
+    from tensortap.report.page import diagnosis_block
+
+    hostile = "<script>alert(1)</script>"
+    found = build([fired(f"Rule{hostile}", 3, "nonfinite", message=f"{hostile} holds NaN"),
+                   fired("Other", 5, "overfitting", severity="warning", message=hostile)])  # fmt: skip
+    page = diagnosis_block(found)
+    assert "<script>" not in page and page.count("&lt;script&gt;") == 4

@@ -6,7 +6,13 @@ followed from the cause is folded under it. See docs/rules.md, "One diagnosis pe
 """
 
 from tensortap.diagnosis.causes import CAUSES, RULE_CAUSES, Cause, cause_of
-from tensortap.diagnosis.sources import diagnose, job_outcomes, judge_trial, outcome_of
+from tensortap.diagnosis.sources import (
+    diagnose,
+    job_diagnosis,
+    job_outcomes,
+    judge_trial,
+    outcome_of,
+)
 from tensortap.diagnosis.verdict import Diagnosis, Evidence, Problem, RuleOutcome, build
 
 __all__ = [
@@ -20,6 +26,7 @@ __all__ = [
     "build",
     "cause_of",
     "diagnose",
+    "job_diagnosis",
     "job_outcomes",
     "judge_trial",
     "outcome_of",

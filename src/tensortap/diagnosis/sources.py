@@ -70,6 +70,11 @@ def job_outcomes(rule_statuses: Iterable[Mapping[str, Any]]) -> list[RuleOutcome
     return outcomes
 
 
+def job_diagnosis(summary: Mapping[str, Any]) -> Diagnosis:
+    """The diagnosis of a job from its summary (``summary.json``): what its rules said."""
+    return build(job_outcomes(summary.get("rules", [])))
+
+
 def _job_record(target: Any) -> JobRecord | None:
     from tensortap.jobs.job import JobQueries
     from tensortap.jobs.record import JobRecord
@@ -98,7 +103,7 @@ def diagnose(target: Any, rules: Sequence[Rule] | None = None) -> Diagnosis:
     if record is not None:
         from tensortap.jobs.job import job_summary
 
-        return build(job_outcomes(job_summary(record).get("rules", [])))
+        return job_diagnosis(job_summary(record))
     if not isinstance(target, (Trial, str, os.PathLike)):
         raise InvalidConfigError(
             "diagnose() takes a trial, a trial's location, a job or a job directory; got "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, TextIO
 
-from tensortap.diagnosis import build, job_outcomes
+from tensortap.diagnosis import job_diagnosis
 from tensortap.jobs.hints import next_steps
 from tensortap.jobs.record import JobRecord
 
@@ -185,7 +185,7 @@ def status_text(rule: dict[str, Any]) -> str:
 
 def diagnosis_lines(summary: dict[str, Any]) -> list[str]:
     """The job's verdict: its root cause first with the fix to try, other causes after it."""
-    found = summary.get("diagnosis") or build(job_outcomes(summary.get("rules", []))).to_dict()
+    found = job_diagnosis(summary).to_dict()
     lines = [f"  diagnosis: {found.get('headline')}"]
     for i, problem in enumerate(found.get("problems", [])):
         if i:

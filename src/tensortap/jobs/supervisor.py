@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from tensortap.core.stop import request_stop
-from tensortap.diagnosis import build, job_outcomes
+from tensortap.diagnosis import job_diagnosis
 from tensortap.hook_config import CONFIG_ENV
 from tensortap.jobs.actions import StopTraining
 from tensortap.jobs.record import JobRecord, write_json
@@ -283,7 +283,7 @@ class Supervisor:
                 "log_tail": self.log_tail,
             },
             "rules": rules,
-            "diagnosis": build(job_outcomes(rules)).to_dict(),
+            "diagnosis": job_diagnosis({"rules": rules}).to_dict(),
             "trial": self.record.trial_location,
             "supervisor_pid": os.getpid(),
             "started": self.started,

@@ -134,10 +134,11 @@ class LoopFacts:
         self._changed: bool | None = None
         self._no_grad_run = 0
         self._eval_in_train = 0
-        # the last loss module output (and the module's id), and the backward passes since the
-        # last optimizer step (the id of the loss module whose output each ran on, or None)
+        # the last loss module output (and the module's id); the backward passes since the last
+        # optimizer step, and the id of the loss module whose whole output every one ran on
         self._loss_output: tuple[weakref.ref[torch.Tensor], int] | None = None
-        self._micro: list[int | None] = []
+        self._micro_passes = 0
+        self._micro_loss: int | None = None
         self._undivided = 0
         recorder.add_step_end_callback(self._on_step_end)
 
@@ -173,8 +174,11 @@ class LoopFacts:
         # accumulation: the backward passes between two optimizer steps, and whether each ran
         # on a loss module's own output (not divided by the number of micro-batches)
         last = self._loss_output
-        on_loss = last is not None and last[0]() is tensor
-        self._micro.append(last[1] if last is not None and on_loss else None)
+        module = last[1] if last is not None and last[0]() is tensor else None
+        if self._micro_passes and module != self._micro_loss:
+            module = None  # passes on different losses (or not on a loss module's output)
+        self._micro_passes += 1
+        self._micro_loss = module
         self._no_grad_run = 0
         for optimizer, facts in list(self._optimizers.items()):
             if facts.armed:
@@ -203,14 +207,15 @@ class LoopFacts:
     def after_optimizer_step(self, optimizer: torch.optim.Optimizer, owned: bool) -> None:
         self._steps_seen += 1
         self._no_grad_run = 0
+        passes, loss = self._micro_passes, self._micro_loss
+        self._micro_passes, self._micro_loss = 0, None
         facts = self._optimizers.get(optimizer)
         if facts is None or not owned:
             self._other_steps += 1
             return
         self._owned_steps += 1
         facts.steps += 1
-        self._accumulated(self._micro)
-        self._micro = []
+        self._accumulated(passes, loss)
         self._track_lr(optimizer, facts)
         if facts.snapshot is not None:
             self._first_update(facts)
@@ -270,19 +275,18 @@ class LoopFacts:
         self._unsaved.clear()
 
     # -- checks --
-    def _accumulated(self, micro: list[int | None]) -> None:
-        """An optimizer step after ``micro`` backward passes (each the id of the loss module
-        whose own output it ran on, or None): several, every one on the whole output of one
-        loss module, in a loop with one optimizer, is an accumulation that sums the
-        micro-batches' gradients where it should average them (loops with several optimizers,
-        a GAN's, back-propagate several losses by design)."""
-        stepping = sum(1 for f in self._optimizers.values() if f.steps)
-        if stepping > 1 or self._other_steps:
+    def _accumulated(self, passes: int, loss: int | None) -> None:
+        """An optimizer step after ``passes`` backward passes, every one on the whole output
+        of the loss module ``loss`` (None: not so): several, in a loop with one optimizer, is
+        an accumulation that sums the micro-batches' gradients where it should average them
+        (loops with several optimizers, a GAN's, back-propagate several losses by design)."""
+        if passes < 2 or loss is None or self._other_steps:
             return
-        if len(micro) >= 2 and micro[0] is not None and all(m == micro[0] for m in micro):
-            self._undivided += 1
-            self._set("accumulation_undivided", self._undivided)
-            self._set("accumulation_undivided/micro_batches", len(micro))
+        if sum(1 for f in self._optimizers.values() if f.steps) > 1:
+            return
+        self._undivided += 1
+        self._set("accumulation_undivided", self._undivided)
+        self._set("accumulation_undivided/micro_batches", passes)
 
     def _check_cleared(self, optimizer: torch.optim.Optimizer, facts: _Optimizer) -> None:
         """Before a backward pass, after ``optimizer`` stepped: are its gradients cleared?"""

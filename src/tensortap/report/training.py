@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.diagnosis import build, job_outcomes, judge_trial, outcome_of
+from tensortap.diagnosis import build, job_diagnosis, judge_trial, outcome_of
 from tensortap.exceptions import InvalidConfigError, MissingCollectionFiles
 from tensortap.jobs.live import by_gravity, status_text
 from tensortap.jobs.record import JobRecord
@@ -129,7 +129,7 @@ class TrainingReport:
         if self.job is not None:
             parts.append(_job_table(self.job))
             self.rows = _job_rows(self.job)
-            found = build(job_outcomes((self.job.summary() or {}).get("rules", [])))
+            found = job_diagnosis(self.job.summary() or {})
             origin = "The job's rules, evaluated beside training:"
         else:
             summaries = judge_trial(

@@ -116,8 +116,7 @@ class RuleSummary:
         )
         if self.details:
             text += f"; {self.details}"
-        worst = self.worst_severity  # the first of the gravest findings, else the first error
-        shown = next((f for f in self.findings if f.triggered and f.severity == worst), None)
+        shown = self.gravest  # the first of the gravest findings, else the first error
         if shown is not None or self.findings:
             text += f"; first: {shown or self.findings[0]}"
         return text

@@ -18,7 +18,7 @@ import numpy as np
 
 from tensortap.core.downsample import minmax_buckets
 from tensortap.core.modes import ModeKeys
-from tensortap.diagnosis import build, job_outcomes
+from tensortap.diagnosis import job_diagnosis
 from tensortap.exceptions import MissingCollectionFiles, TensortapError
 from tensortap.jobs.live import by_gravity
 from tensortap.serve.catalog import Run
@@ -225,9 +225,7 @@ def overview(run: Run) -> dict[str, Any]:
             for r in found
         ],
         "problems_found": sum(r.get("severity") == "problem" for r in found),
-        "diagnosis": None
-        if run.job is None
-        else summary.get("diagnosis") or build(job_outcomes(summary.get("rules", []))).to_dict(),
+        "diagnosis": None if run.job is None else job_diagnosis(summary).to_dict(),
         "problems": problems,
     }
 
