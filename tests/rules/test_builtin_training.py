@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tensortap import create_trial
+from tensortap.diagnosis.causes import CAUSES as CAUSE_VOCABULARY
 from tensortap.rules import (
     BUILTIN_RULES,
     SimilarAcrossRuns,
@@ -117,23 +118,8 @@ def test_stalled_training_on_a_paused_run(tmp_path: Path) -> None:
     )
 
 
-#: The causes a finding may name (details["cause"]), shared with tensortap.diagnose().
-CAUSES = {
-    "lr_too_high",
-    "lr_too_low",
-    "poor_init",
-    "dead_relu",
-    "saturated_activation",
-    "unnormalised_input",
-    "class_imbalance",
-    "overfitting",
-    "overtraining",
-    "nonfinite",
-    "vanishing_gradient",
-    "exploding_gradient",
-    "not_updating",
-    "no_progress",
-}
+#: The causes a finding may name (details["cause"]): tensortap.diagnose()'s vocabulary.
+CAUSES = set(CAUSE_VOCABULARY)
 #: Rules whose findings the vocabulary has no word for (a spike of the loss, a zero tensor).
 NO_CAUSE = {"LossSpike", "AllZero"}
 

@@ -10,7 +10,16 @@ import numpy as np
 import pytest
 
 import tensortap as tt
-from tensortap.rules import AccuracyAtChance, FrozenLayer, UnnormalisedInput, invoke_rule
+from tensortap.rules import (
+    AccuracyAtChance,
+    DeadRelu,
+    FrozenLayer,
+    LossSpike,
+    UnnormalisedInput,
+    invoke_rule,
+)
+from tensortap.rules.finding import Severity
+from tensortap.testing import TrialBuilder
 
 
 def inputs_trial(out: Path, scale: float, integer: bool = False, steps: int = 12) -> tt.Trial:
@@ -84,6 +93,35 @@ def test_a_model_clearly_above_chance_never_fires(tmp_path: Path, accuracy: floa
     assert invoke_rule(AccuracyAtChance(trial)).triggered == 0
 
 
+@pytest.mark.parametrize("collapsed", [False, True])
+def test_a_model_that_learned_every_class_is_above_chance_on_imbalanced_data(
+    tmp_path: Path, collapsed: bool
+) -> None:
+    """70% of the validation labels are class 0: a model that recalls 60% of class 0 and 90%
+    of class 1 scores 0.69, under the majority's 0.7, yet learned both classes (a healthy GRU
+    ended so, a problem before); a model that answers 0 whatever the input is at chance."""
+    hook = tt.Hook(tmp_path, save_config=tt.SaveConfig(save_interval=1),
+                   include_collections=["labels", "predictions"])  # fmt: skip
+    y = np.repeat([0, 1], [140, 60])
+    p = np.zeros_like(y) if collapsed else np.where(np.arange(200) % 10 < 6, 0, 1)
+    if not collapsed:
+        p[140:] = np.where(np.arange(60) % 10 < 9, 1, 0)
+    for _ in range(4):
+        hook.set_mode(tt.modes.TRAIN)
+        hook.save_tensor("labels", y[:8], collections="labels")
+        hook.next_step()
+        hook.set_mode(tt.modes.EVAL)
+        hook.save_tensor("labels", y, collections="labels")
+        hook.save_tensor("predictions", p, collections="predictions")
+        hook.next_step()
+    hook.close()
+    summary = invoke_rule(AccuracyAtChance(tt.create_trial(tmp_path)))
+    if collapsed:
+        assert summary.worst_severity is Severity.PROBLEM
+    else:
+        assert float(np.mean(p == y)) < 0.7 and summary.triggered == 0, summary
+
+
 @pytest.mark.parametrize("frozen", ["head", "backbone", "none"])
 def test_frozen_layer_names_a_frozen_output_layer_not_a_frozen_backbone(
     tmp_path: Path, frozen: str
@@ -120,3 +158,33 @@ def test_frozen_layer_names_a_frozen_output_layer_not_a_frozen_backbone(
         assert finding.message.startswith("the output layer 3 (3.weight) gets no gradient")
     else:
         assert summary.status.value == "NoIssuesFound"
+
+
+@pytest.mark.parametrize("hard", [1, 2, 3])
+def test_a_loss_spike_is_a_problem_only_when_it_lasts(tmp_path: Path, hard: int) -> None:
+    """Late in training batch losses sit near 0 and a hard batch or two in a row jump many
+    deviations above the median (a healthy MLP met two at 0.9 against a median of 0.07): a
+    warning; three saved values in a row off their baseline are a problem."""
+    builder = TrialBuilder(tmp_path)
+    rng = np.random.default_rng(0)
+    losses = list(0.07 + 0.01 * rng.random(20)) + [0.9] * hard + [0.07] * 3
+    for value in losses:
+        builder.step({"loss": np.float32(value)}, mode="train", collections={"loss": "losses"})
+    summary = invoke_rule(LossSpike(builder.close()))
+    assert summary.triggered == hard
+    expected = Severity.PROBLEM if hard >= 3 else Severity.WARNING
+    assert summary.worst_severity is expected
+
+
+def test_leaky_relu_units_never_die(tmp_path: Path) -> None:
+    """A LeakyReLU below zero still passes a gradient: negative on every sample is not dead
+    (a healthy autoencoder's decoder, a problem before); naming it by regex still judges it."""
+    builder = TrialBuilder(tmp_path)
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        negative = -np.abs(rng.normal(size=(32, 64))).astype(np.float32) * 0.01
+        builder.step({"decoder.3/leaky_relu_output_0": negative}, mode="train")
+    trial = builder.close()
+    assert invoke_rule(DeadRelu(trial)).status.value == "NoData"
+    chosen = invoke_rule(DeadRelu(trial, tensor_regex=[".*leaky_relu_output.*"]))
+    assert chosen.worst_severity is Severity.PROBLEM

@@ -259,9 +259,9 @@ def test_a_converged_run_is_advice_not_a_problem(tmp_path: Path) -> None:
 
 
 def test_a_loss_that_never_moved_is_a_problem(tmp_path: Path) -> None:
-    summary = invoke_rule(LossNotDecreasing(losses(tmp_path, [2.3] * 60), num_steps=10))
+    summary = invoke_rule(LossNotDecreasing(losses(tmp_path, [2.3] * 120), num_steps=10))
     assert summary.worst_severity is Severity.PROBLEM
-    early = [f for f in summary.findings if f.step < 50]
+    early = [f for f in summary.findings if f.step < 100]
     assert early and all(f.severity is Severity.WARNING for f in early)
 
 
@@ -278,6 +278,10 @@ def test_overfit_is_a_problem_only_when_validation_rises(tmp_path: Path) -> None
     assert run(tmp_path / "gap", [1.3, 0.8, 0.7, 0.6]) is Severity.WARNING
     assert run(tmp_path / "two passes up", [1.3, 0.8, 1.0, 1.2]) is Severity.WARNING
     assert run(tmp_path / "rising", [1.3, 0.8, 1.0, 1.2, 1.4]) is Severity.PROBLEM
+    # sustained and beyond the noise, but 12-15% above the best: healthy runs end so
+    mild = [1.3, 0.8, 0.6, 0.52, 0.51, 0.50, 0.52, 0.53, 0.54, 0.55, 0.56, 0.57]
+    assert run(tmp_path / "mild", mild) is Severity.WARNING
+    assert run(tmp_path / "worse", [*mild, 0.58, 0.59, 0.6, 0.61, 0.62]) is Severity.PROBLEM
 
 
 def test_dead_units_are_a_problem_only_when_they_stay_dead(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """The suite: which cases there are, by split, deterministically.
 
-Every case sits in a *slot* with its own seed: healthy slots and, per fault kind, faulty
-slots, in disjoint seed ranges per split (dev: 0-999, heldout: 5000-5999). A slot's draw is
+Every case sits in a *slot* with its own seed: healthy slots (0-199 and 700-999 past the
+split's base) and, per fault kind, faulty slots (200-659), in disjoint seed ranges per split
+(dev: 0-999, heldout: 5000-5999). A slot's draw is
 ``draw(sub_seed(seed, attempt))`` for the first attempt that the fault applies to and that the
 validation pass accepted (see validate.py); the accepted attempts are kept in
 ``accepted.json`` beside this file, which ``python -m bench.detection.generated --validate``
@@ -22,9 +23,11 @@ from bench.detection.generated.faults import FAULTS, KINDS
 from bench.detection.generated.space import Draw, draw, sub_seed
 
 SPLITS = {"dev": 0, "heldout": 5000}
-HEALTHY_PER_SPLIT = 110
+#: healthy slots' seeds (plus the split's base): 500 a split, so that a healthy run with a
+#: problem shows at a rate near 0.5% and an interval under 3% can be shown
+HEALTHY_SEEDS = (*range(0, 200), *range(700, 1000))
 PER_KIND_PER_SPLIT = 11
-FAULT_SEEDS_FROM = 200  # faulty slots: base + 200 + 20 * kind index + j
+FAULT_SEEDS_FROM = 200  # faulty slots: base + 200 + 20 * kind index + j (up to 660)
 MAX_ATTEMPTS = 400
 MANIFEST = Path(__file__).with_name("accepted.json")
 
@@ -93,7 +96,7 @@ def slots(split: str) -> list[Slot]:
     found: list[Slot] = []
     for name in splits:
         base = SPLITS[name]
-        found += [Slot(name, base + j, None) for j in range(HEALTHY_PER_SPLIT)]
+        found += [Slot(name, base + j, None) for j in HEALTHY_SEEDS]
         for k, kind in enumerate(KINDS):
             seeds = range(base + FAULT_SEEDS_FROM + 20 * k, base + FAULT_SEEDS_FROM + 20 * k + 20)
             found += [Slot(name, s, kind) for s in seeds[:PER_KIND_PER_SPLIT]]

@@ -206,6 +206,7 @@ _ALL = (
         SETUP_TIER,
         "weight the loss by inverse class frequency, resample the training set, or judge by "
         "per-class recall",
+        "class_given_up",
         "no_progress",
         "overfitting",
         "overtraining",
@@ -326,6 +327,13 @@ _ALL = (
         "check that every trainable parameter is in the optimizer, that optimizer.step() "
         "runs, and the learning rate",
         "no_progress",
+    ),
+    _cause(
+        "class_given_up",
+        "the model gives up on a class",
+        SYMPTOM_TIER,
+        "look at that class's samples (too few, mislabelled, or alike another class's); weight "
+        "it in the loss or collect more of it",
     ),
     _cause(
         "no_progress",

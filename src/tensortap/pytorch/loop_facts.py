@@ -1,7 +1,7 @@
 """Facts about the training loop itself, which no saved tensor shows: which parameters the
 optimizers hold, whether ``step()`` runs and moves the weights, whether gradients are cleared
 between steps, whether evaluation runs in train mode, how the learning rate is scheduled, how
-large the first update is, and what the loss modules are fed.
+large the first update is, what the loss modules are fed, and whether they weight classes.
 
 The PyTorch hook hands its events here (a model's forward starts, a backward pass is about to
 run, an optimizer is about to step and has stepped, a scheduler stepped, a loss module ran).
@@ -100,6 +100,7 @@ class _Scheduler:
 class _Losses:
     calls: Counter[int] = field(default_factory=Counter)
     done: set[int] = field(default_factory=set)
+    weights_read: set[int] = field(default_factory=set)
 
 
 class LoopFacts:
@@ -251,6 +252,9 @@ class LoopFacts:
             return
         if not isinstance(module, _CLASS_LOSSES) or not x.is_floating_point() or x.dim() == 0:
             return
+        if key not in self._losses.weights_read:
+            self._losses.weights_read.add(key)
+            self._class_weights(module)
         self._losses.calls[key] += 1
         if self._losses.calls[key] > FIRST_STEPS and not self._due():
             return  # reading the values is a sync: only at first, and on due steps
@@ -287,6 +291,18 @@ class LoopFacts:
         self._undivided += 1
         self._set("accumulation_undivided", self._undivided)
         self._set("accumulation_undivided/micro_batches", passes)
+
+    def _class_weights(self, module: nn.Module) -> None:
+        """A classification loss module's class weights, once: the ratio of the largest to
+        the smallest (``class_weights``), when they differ (the loss handles an imbalance)."""
+        weight = getattr(module, "weight", None)
+        if not isinstance(weight, torch.Tensor) or weight.numel() < 2:
+            return
+        low, high = (float(v) for v in torch.aminmax(_local(weight).detach().float()))
+        if low > 0 and high > low * (1 + 1e-6):
+            self._set(
+                "class_weights", max(float(self._values.get("class_weights", 1.0)), high / low)
+            )
 
     def _check_cleared(self, optimizer: torch.optim.Optimizer, facts: _Optimizer) -> None:
         """Before a backward pass, after ``optimizer`` stepped: are its gradients cleared?"""

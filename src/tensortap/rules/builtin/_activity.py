@@ -58,6 +58,7 @@ class ActivityRule(Rule):
             ("threshold_layer", threshold_layer),
         ):
             self.check_param(name, value, 0 <= value <= 100, "a percentage in [0, 100]")
+        self.default_regex = default_regex
         self.tensor_regex = tensor_regex or default_regex
         self.threshold_inactivity = threshold_inactivity
         self.threshold_layer = threshold_layer

@@ -254,3 +254,14 @@ def collection_names_param(params: Mapping[str, Any]) -> list[str]:
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
     return list(names)
+
+
+def wilson_low(hits: int, n: int, z: float = 1.96) -> float:
+    """The lower end of the Wilson 95% interval of a rate of ``hits`` in ``n`` (0 when n is
+    0): how low the true rate may be, given the sample."""
+    if n <= 0:
+        return 0.0
+    p = hits / n
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, (centre - spread) / (1 + z * z / n))

@@ -10,14 +10,20 @@ from tensortap.rules.builtin._common import fire_nonfinite
 from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
 
+#: Values off their baseline in a row that make a problem: two in a row were seen in a healthy
+#: run (an MLP whose batch losses had a median of 0.07 met two hard batches, 0.9 each).
+LASTING = 3
+
 
 class SpikeRule(Rule):
     """Fires when a value is more than ``z_threshold`` robust standard deviations (1.4826 x
     the median absolute deviation) above the median of its last ``window`` values, and also
     more than ``min_ratio`` times that median; judged after ``warmup`` values (a rule that saw
-    no more ends NoData). One such value is a warning (healthy runs absorb a hard batch); two
-    in a row are a problem (the instability lasted). Non-finite values always fire, as a
-    problem (non-finite), also during the warm-up."""
+    no more ends NoData). One such value is a warning (healthy runs absorb a hard batch, and
+    late in training, where most batches' losses are near 0, a hard batch or two in a row sit
+    many deviations above the median); ``LASTING`` in a row are a problem (the instability
+    lasted). Non-finite values always fire, as a problem (non-finite), also during the
+    warm-up."""
 
     def __init__(
         self,
@@ -37,11 +43,11 @@ class SpikeRule(Rule):
         self.window, self.warmup = window, warmup
         self.z_threshold, self.min_ratio = z_threshold, min_ratio
         self._baselines: dict[str, RobustBaseline] = {}
-        self._spiking: dict[str, bool] = {}  # whether the key's last value was a spike
+        self._spiking: dict[str, int] = {}  # the key's last values that were spikes, in a row
 
     #: The cause a spike points at (None: the rule names none).
     cause: str | None = None
-    #: Whether spikes that last (two in a row) are a problem; else every spike is a warning.
+    #: Whether spikes that last (LASTING in a row) are a problem; else every spike is a warning.
     lasting_is_problem: bool = True
 
     def judge(self, key: str, value: float, what: str, tensors: list[str]) -> bool:
@@ -60,16 +66,17 @@ class SpikeRule(Rule):
         baseline.add(value)
         fired = z > self.z_threshold and not (abs(value) <= self.min_ratio * abs(median))
         # one value off its baseline is an event training often absorbs (a hard batch, an LSTM's
-        # gradient): a warning; a second in a row is instability that lasts, a problem
-        sustained = fired and self._spiking.get(key, False) and self.lasting_is_problem
-        self._spiking[key] = fired
+        # gradient): a warning; LASTING in a row is instability that lasts, a problem
+        run = self._spiking.get(key, 0) + 1 if fired else 0
+        self._spiking[key] = run
+        sustained = run >= LASTING and self.lasting_is_problem
         details: dict[str, Any] = {"median": median, "measured": value}
         if self.cause:
             details["cause"] = self.cause
         self.explain(
             f"{what} {value:.4g} against a median of {median:.4g}: {z:.3g} robust deviations "
             f"above (limit {self.z_threshold:g}, and over {self.min_ratio:g}x the median)"
-            + ("; the value before it was off its baseline too" if sustained else ""),
+            + (f"; {run} values in a row off their baseline" if run > 1 else ""),
             tensors=tensors,
             value=z,
             threshold=self.z_threshold,

@@ -16,19 +16,24 @@ from tensortap.rules.rule import Rule
 
 
 class AccuracyAtChance(Rule):
-    """Judges each whole evaluation pass (consecutive EVAL steps) of a classifier: its
-    accuracy against *chance*, the share of the pass's most common label (what always
-    answering that class scores). A pass is at chance when its accuracy is less than
-    ``z_threshold`` standard errors of that share above it (``sqrt(c (1 - c) / n)``; the
-    default 2 is a one-sided test at about 97.5%). It fires when ``passes`` passes in a row
-    are at chance: a warning while training goes on (a model may sit on a plateau before it
-    learns), a problem when those passes end the run (the trial has ended and holds no later
-    step): the model learned nothing that carries to held-out data, most often because the
-    labels do not follow from the inputs (shuffled, misaligned); a loop that does not train at
-    all is named by the rules about updates first.
+    """Judges each whole evaluation pass (consecutive EVAL steps) of a classifier: its accuracy
+    against *chance*, the share of the pass's most common label (what always answering that
+    class scores), and its balanced accuracy (the mean recall over the classes present)
+    against 1/K (what predictions that ignore the inputs score, however they are spread). A
+    pass is at chance when neither is ``z_threshold`` standard errors above its chance
+    (``sqrt(c (1 - c) / n)`` for the accuracy; for the balanced accuracy, from each class's
+    count and the share of predictions naming it; the default 2 is a one-sided test at about
+    97.5%): on an imbalanced validation set a model that learned every class may score under
+    the majority's share (a healthy GRU: accuracy 0.64 against 0.68). It fires when
+    ``passes`` passes in a row are at chance: a warning while training goes on (a model may
+    sit on a plateau before it learns), a problem when those passes end the run (the trial
+    has ended and holds no later step): the model learned nothing that carries to held-out
+    data, most often because the labels do not follow from the inputs (shuffled,
+    misaligned); a loop that does not train at all is named by the rules about updates
+    first.
 
-    Needs at least ``min_samples`` labels in a pass. Reads the ``labels`` and ``predictions``
-    collections (predictions as classes or scores per class).
+    Needs at least ``min_samples`` labels in a pass. Reads the ``labels`` and
+    ``predictions`` collections (predictions as classes or scores per class).
     """
 
     collections_needed = ("labels", "predictions")
@@ -52,7 +57,7 @@ class AccuracyAtChance(Rule):
         self.labels_regex = labels_regex
         self.predictions_regex = predictions_regex
         self._labels: list[np.ndarray] = []
-        self._hits = 0
+        self._predictions: list[np.ndarray] = []
         self._at_chance = 0  # passes in a row at chance
         self._judged = 0
         self._names: list[str] = []
@@ -64,19 +69,20 @@ class AccuracyAtChance(Rule):
             self, step, self.labels_regex, self.predictions_regex, argmax=False
         )
         self._labels.append(y)
-        self._hits += int((y == p).sum())
+        self._predictions.append(p)
         if not pass_ends_at(self.base_trial, step):
             raise self.skip("the evaluation pass goes on")
-        labels = np.concatenate(self._labels)
-        hits, self._labels, self._hits = self._hits, [], 0
+        labels, predicted = np.concatenate(self._labels), np.concatenate(self._predictions)
+        self._labels, self._predictions = [], []
         n = labels.size
         if n < self.min_samples:
             raise self.skip(f"an evaluation pass of {n} labels (fewer than {self.min_samples})")
         chance = float(np.bincount(labels - labels.min()).max()) / n
-        accuracy = hits / n
+        accuracy = float(np.mean(labels == predicted))
         spread = math.sqrt(max(chance * (1 - chance), 1e-12) / n)
         z = (accuracy - chance) / spread
-        at_chance = z < self.z_threshold
+        balanced, z_balanced = _balanced(labels, predicted)
+        at_chance = z < self.z_threshold and z_balanced < self.z_threshold
         self._at_chance = self._at_chance + 1 if at_chance else 0
         self._judged += 1
         fired = self._at_chance >= self.passes
@@ -95,7 +101,9 @@ class AccuracyAtChance(Rule):
         )
         self.explain(
             f"evaluation accuracy {accuracy:.3f} over {n} samples against {chance:.3f} for always "
-            f"answering the most common class ({z:+.1f} standard errors; {verdict})",
+            f"answering the most common class ({z:+.1f} standard errors), balanced accuracy "
+            f"{balanced:.3f} against {1 / max(len(np.unique(labels)), 1):.3f} for answering "
+            f"without looking ({z_balanced:+.1f}); {verdict}",
             tensors=self._names,
             value=accuracy,
             threshold=chance,
@@ -104,3 +112,19 @@ class AccuracyAtChance(Rule):
             cause="no_learnable_signal",
         )
         return fired
+
+
+def _balanced(labels: np.ndarray, predicted: np.ndarray) -> tuple[float, float]:
+    """(balanced accuracy, its distance above chance in standard errors): the mean recall over
+    the classes present, which is 1/K for predictions that ignore the inputs whatever their
+    spread, its standard error under that null from each class's count and the share of
+    predictions naming it."""
+    classes, counts = np.unique(labels, return_counts=True)
+    k = classes.size
+    if k < 2:
+        return 0.0, -math.inf
+    recall = np.array([np.mean(predicted[labels == c] == c) for c in classes])
+    share = np.array([np.mean(predicted == c) for c in classes])
+    variance = float(np.sum(share * (1 - share) / counts)) / (k * k)
+    balanced = float(recall.mean())
+    return balanced, (balanced - 1 / k) / math.sqrt(max(variance, 1e-12))

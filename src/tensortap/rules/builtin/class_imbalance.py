@@ -8,14 +8,33 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.core.collections import TRAINING_LOOP
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import fire_nonfinite, has_raw, names_in, nonfinite_names
+from tensortap.rules.builtin._common import (
+    fire_nonfinite,
+    has_raw,
+    names_in,
+    nonfinite_names,
+    scalar,
+    wilson_low,
+)
 from tensortap.rules.builtin._labels import labels_and_predictions
 from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
 
 #: A class whose error rate fell this much since it was first seen given up is being learned.
 _LEARNING = 0.1
+#: A class is rare in the training labels at 1/_RARE of the most frequent class's count or
+#: fewer, once that class was seen _MIN_TOP times (balanced classes are not that far apart by
+#: chance then: a balanced 10-class run saving 176 labels has about 18 a class).
+_RARE = 5.0
+_MIN_TOP = 30
+#: Labels of the most frequent class in the window, and its error rate at most, for a rare
+#: class to be put down to the imbalance (the model learned the majority).
+_MIN_CLASS = 20
+_TOP_ERROR = 0.3
+#: The training-loop fact: how far the loss module weights the classes apart.
+_WEIGHTS = f"{TRAINING_LOOP}/class_weights"
 
 
 @dataclass
@@ -31,29 +50,40 @@ class _Labels:
 
 
 class ClassImbalance(Rule):
-    """Once ``samples`` labels were seen (steps before are skipped, not judged), fires when
-    the most frequent class outnumbers the rarest by more than ``threshold_imbalance`` times
-    over every label seen so far (as smdebug counted), or when, over the most recent
-    ``samples`` predictions, some class is mispredicted more often than
+    """Fires when the most frequent class outnumbers the rarest by more than
+    ``threshold_imbalance`` times over every label seen so far (as smdebug counted), or when,
+    over the most recent ``samples`` predictions, some class is mispredicted more often than
     ``threshold_misprediction`` (a fraction) while the model as a whole errs at most a quarter
     that often: the model learned, but gave up on a class. (Judging mispredictions without the
     second condition fires on every model before it has learned; judging them over the whole
-    run would count the time before it learned.)
+    run would count the time before it learned.) Steps before ``samples`` labels were seen are
+    skipped, not judged, except for a class rare in the training labels (below).
 
-    Severity: a model that gave up on a class is a problem once it has trained on ``samples``
-    more labels without learning it (its error rate fell less than 10 points): early in
-    training some class is always behind, and it is a warning until then. Training is counted
-    in TRAIN steps times their batch of labels, so that a job saving every 10th TRAIN step, or
-    a long evaluation pass (no training within it), counts what the model was trained on
-    (a trial without TRAIN labels counts the labels of the mode judged);
-    imbalanced labels alone are a warning (class weights or resampling may handle them, as
-    the mispredictions then show).
+    Cause and severity: a class given up on is put down to the imbalance only when it is rare
+    in the training labels (at most a fifth of the most frequent class's count, once that
+    class was seen 30 times) and its error rate is above ``threshold_misprediction`` beyond
+    the sampling noise (the lower end of its Wilson 95% interval): then it is judged as soon
+    as that shows and the model gets the most frequent class right at least 70% of the time
+    (a model that collapsed onto the majority class errs on a balanced validation set far
+    more than a quarter of the time). It is a problem while it stays so once the model has
+    trained on ``samples`` labels (its error rate fell less than 10 points since it was first
+    seen given up): early in training some class is always behind, and it is a warning until
+    then. A class given up on that is not rare is a warning whose cause is
+    ``class_given_up`` (a class the model finds hard: in a balanced data set it is not an
+    imbalance), and so is a rare class given up on where the loss weights the classes (the
+    PyTorch hook's ``training_loop/class_weights`` fact: the imbalance is handled, yet the
+    class is given up). Training is counted in TRAIN steps times their batch of labels, so
+    that a job saving every 10th TRAIN step, or a long evaluation pass (no training within
+    it), counts what the model was trained on (a trial without TRAIN labels counts the labels
+    of the mode judged); imbalanced labels alone are a warning (class weights or resampling
+    may handle them, as the mispredictions then show).
 
     Each mode is judged on its own labels: TRAIN labels (the training data's balance; GLOBAL in
     a trial without modes) apart from EVAL labels (the validation data's), never pooled. A job
     saves every 10th TRAIN step and every EVAL step, so pooled counts are mostly the validation
     set's, and a balanced validation set hid an imbalanced training set. Findings name the
-    mode (``details["mode"]``) and ``details["cause"] = "class_imbalance"``.
+    mode (``details["mode"]``) and ``details["cause"]`` (``class_imbalance`` or
+    ``class_given_up``).
 
     Labels and predictions: the ``labels`` and ``predictions`` collections, else tensors
     matching ``labels_regex`` / ``predictions_regex``. Predictions that are scores per class
@@ -124,67 +154,121 @@ class ClassImbalance(Rule):
         seen.counts = counts
         y, p = self._window(seen, y, p)
         which = mode.name
-        if y.size < self.samples:
+        # the training data's balance: TRAIN labels, or the judged mode's where none were saved
+        ref_mode = ModeKeys.TRAIN if ModeKeys.TRAIN in self._seen else mode
+        reference = self._seen[ref_mode].counts
+        rare = _rare(reference)
+        counts = np.bincount(y, minlength=reference.size)
+        correct = np.bincount(y[y == p], minlength=counts.size)
+        present = np.flatnonzero(counts)
+        wrong = {int(k): 1.0 - correct[k] / counts[k] for k in present}
+        overall = float(np.mean(y != p))
+        top = int(reference.argmax()) if reference.size else -1
+        top_learned = counts[top] >= _MIN_CLASS and wrong[top] <= _TOP_ERROR if top >= 0 else False
+        limit = self.threshold_misprediction
+        full = y.size >= self.samples
+
+        def significant(k: int) -> bool:
+            """Class ``k``'s error rate is above the limit beyond the sampling noise."""
+            return wilson_low(int(counts[k] - correct[k]), int(counts[k])) > limit
+
+        # a rare class whose error rate is significantly over the limit is judged early; the
+        # imbalance is not to blame where the loss weights the classes (handled)
+        weighted = self._class_weights()
+        rare_given_up = {k for k in rare & set(wrong) if top_learned and significant(k)}
+        blame = set() if weighted else rare_given_up
+        given_up = {
+            k: e
+            for k, e in wrong.items()
+            if e > limit and (k in rare_given_up or (full and overall <= limit / 4))
+        }
+        if not given_up and not full:
             raise self.skip(f"{y.size} of {self.samples} {which} labels seen; not judged yet")
         present_all = np.flatnonzero(seen.counts)
         totals = seen.counts[present_all]
         imbalance = float(totals.max() / totals.min())
-        counts = np.bincount(y)
-        correct = np.bincount(y[y == p], minlength=counts.size)
-        present = np.flatnonzero(counts)
-        counts, correct = counts[present], correct[present]
-        wrong = 1.0 - correct / counts
-        overall = float(np.mean(y != p))
-        worst = int(wrong.argmax())
-        gave_up = (
-            float(wrong[worst]) > self.threshold_misprediction
-            and overall <= self.threshold_misprediction / 4
-        )
-        if imbalance > self.threshold_imbalance and not gave_up:
+        worst = max(wrong, key=lambda k: wrong[k])
+        if not given_up:
+            if imbalance > self.threshold_imbalance:
+                self.explain(
+                    f"class {present_all[totals.argmax()]} has {imbalance:.3g}x the samples of "
+                    f"class {present_all[totals.argmin()]} over {int(totals.sum())} {which} "
+                    f"labels (limit {self.threshold_imbalance:g}x); no class is given up on: "
+                    f"class {worst} is mispredicted {100 * wrong[worst]:.3g}% of the time",
+                    tensors=names,
+                    value=imbalance,
+                    threshold=self.threshold_imbalance,
+                    counts=totals.tolist(),
+                    severity=Severity.WARNING,
+                    mode=mode,
+                    cause="class_imbalance",
+                )
+                return True
             self.explain(
-                f"class {present_all[totals.argmax()]} has {imbalance:.3g}x the samples of "
-                f"class {present_all[totals.argmin()]} over {int(totals.sum())} {which} labels "
-                f"(limit {self.threshold_imbalance:g}x); no class is given up on: class "
-                f"{present[worst]} is mispredicted {100 * wrong[worst]:.3g}% of the time",
+                f"class {worst} is mispredicted {100 * wrong[worst]:.3g}% of the time against "
+                f"{100 * overall:.3g}% overall over the last {y.size} {which} labels (limit "
+                f"{100 * limit:g}% for a class while the overall rate is under a quarter of "
+                f"that); imbalance {imbalance:.3g}x",
                 tensors=names,
-                value=imbalance,
-                threshold=self.threshold_imbalance,
-                counts=totals.tolist(),
-                severity=Severity.WARNING,
+                value=wrong[worst],
+                threshold=limit,
                 mode=mode,
-                cause="class_imbalance",
             )
-            return True
-        fired = gave_up
-        lasting = False
+            return False
         total = self._trained if self._last_train is not None else int(seen.counts.sum())
-        given_up = {
-            int(present[i]): float(wrong[i])
-            for i in np.flatnonzero(wrong > self.threshold_misprediction)
-        } if gave_up else {}  # fmt: skip
         seen.given_up = {k: seen.given_up.get(k, (total, error)) for k, error in given_up.items()}
-        for klass, (since, first_error) in sorted(seen.given_up.items(), key=lambda kv: kv[1]):
-            if total - since >= self.samples and given_up[klass] > first_error - _LEARNING:
-                lasting, worst = True, int(np.flatnonzero(present == klass)[0])
-                break
-        self.explain(
-            f"class {present[worst]} is mispredicted {100 * wrong[worst]:.3g}% of the time "
-            f"against {100 * overall:.3g}% overall over the last {y.size} {which} labels (limit "
-            f"{100 * self.threshold_misprediction:g}% for a class while the overall rate is "
-            f"under a quarter of that); imbalance {imbalance:.3g}x"
-            + (
-                ""
-                if lasting or not gave_up
-                else f"; not yet over {self.samples} more labels trained on"
-            ),
-            tensors=names,
-            value=float(wrong[worst]),
-            threshold=self.threshold_misprediction,
-            severity=Severity.PROBLEM if lasting else Severity.WARNING,
-            mode=mode,
-            cause="class_imbalance",
+
+        def lasting(k: int) -> bool:
+            """Class ``k`` still given up once the model trained on ``samples`` labels, not
+            learned since it was first seen so."""
+            return total >= self.samples and given_up[k] > seen.given_up[k][1] - _LEARNING
+
+        klass = max(given_up, key=lambda k: (lasting(k) and k in blame, k in blame, given_up[k]))
+        blamed, kept = klass in blame, lasting(klass)
+        message = (
+            f"class {klass} is mispredicted {100 * given_up[klass]:.3g}% of the time over the "
+            f"last {y.size} {which} labels (limit {100 * limit:g}%)"
         )
-        return fired
+        if blamed:
+            message += (
+                f"; it is {int(reference[klass]) if klass < reference.size else 0} of "
+                f"{int(reference.sum())} {ref_mode.name} labels against {int(reference[top])} "
+                f"of class {top}, which the model gets right "
+                f"{100 * (1 - wrong.get(top, 1.0)):.3g}% of the time: the imbalance is unhandled"
+            )
+        elif weighted and klass in rare:
+            message += (
+                f"; it is rare in the {ref_mode.name} labels, but the loss weights the classes "
+                f"(up to {weighted:.3g}x): the imbalance is handled, yet the class is given up"
+            )
+        else:
+            message += (
+                f" against {100 * overall:.3g}% overall, though it is not rare in the "
+                f"{ref_mode.name} labels ({int(reference[klass]) if klass < reference.size else 0}"
+                f" of {int(reference.sum())}): a class the model finds hard, not an imbalance"
+            )
+        if not kept:
+            message += f"; the model trained on {total} labels so far (judged from {self.samples})"
+        self.explain(
+            message,
+            tensors=names,
+            value=given_up[klass],
+            threshold=limit,
+            severity=Severity.PROBLEM if blamed and kept else Severity.WARNING,
+            mode=mode,
+            cause="class_imbalance" if blamed else "class_given_up",
+        )
+        return True
+
+    def _class_weights(self) -> float | None:
+        """How far the loss weights its classes apart (the PyTorch hook's training-loop fact
+        ``class_weights``: the largest weight over the smallest), or None where not known."""
+        trial = self.base_trial
+        if _WEIGHTS not in trial.tensor_names():
+            return None
+        tensor = trial.tensor(_WEIGHTS)
+        steps = tensor.steps()
+        return float(scalar(tensor, steps[-1])) if steps else None
 
     def _nonfinite_scores(self, step: int) -> list[str]:
         """The prediction tensors saved at ``step`` that are scores holding NaN or inf."""
@@ -194,3 +278,11 @@ class ClassImbalance(Rule):
         )
         floats = [n for n in names if has_raw(trial.tensor(n), step)]
         return nonfinite_names(trial, floats, step)
+
+
+def _rare(counts: np.ndarray) -> set[int]:
+    """The classes at most 1/_RARE as frequent as the most frequent in ``counts`` (label
+    counts by class), once that class was seen _MIN_TOP times; none before."""
+    if counts.size == 0 or counts.max() < _MIN_TOP:
+        return set()
+    return {int(k) for k in np.flatnonzero(counts * _RARE <= counts.max())}

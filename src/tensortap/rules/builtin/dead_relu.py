@@ -14,7 +14,10 @@ class DeadRelu(ActivityRule):
     ``relu_output``, Keras's, and Gluon's ``relu0_output``): a unit (an element of a dense layer, a
     channel of a convolution) is dead when it is positive in less than
     ``threshold_inactivity`` percent of the samples of the batch; fires when more than
-    ``threshold_layer`` percent of a layer's units are dead.
+    ``threshold_layer`` percent of a layer's units are dead. LeakyReLU outputs
+    (``leaky_relu_output``) are not judged at the default: a LeakyReLU unit below zero still
+    passes a gradient, so it never dies (a healthy autoencoder's decoder had 66% of its
+    LeakyReLU units negative on nearly every sample, a problem before).
     """
 
     what = "dead"
@@ -30,6 +33,12 @@ class DeadRelu(ActivityRule):
         super().__init__(
             base_trial, tensor_regex, [r".*relu\d*_output"], threshold_inactivity, threshold_layer
         )
+
+    def _names(self, step: int) -> list[str]:
+        names = super()._names(step)
+        if self.tensor_regex is not self.default_regex:
+            return names  # the user's own choice
+        return [n for n in names if "leaky_relu" not in n.rsplit("/", 1)[-1]]
 
     def inactive(self, name: str, values: np.ndarray) -> np.ndarray:
         return ~(values > 0)  # (non-finite layers never get here: they are reported as such)

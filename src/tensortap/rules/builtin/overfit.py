@@ -21,8 +21,10 @@ from tensortap.rules.builtin._series import critical, line_noise, pass_ends_at
 from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
 
-#: The validation loss must rise at least this far (relative) above its best to be overfitting.
-_RISEN = 0.1
+#: The validation loss must rise at least this far (relative) above its best to be overfitting:
+#: 2 of 500 healthy development runs of the generated benchmark ended 12% and 15% above their
+#: best, sustained and beyond the noise (an easy binary task at 0.044 -> 0.05, a wine MLP).
+_RISEN = 0.2
 #: ... on this many consecutive whole evaluation passes, each above the best.
 _SUSTAINED = 3
 
@@ -77,7 +79,7 @@ class Overfit(Rule):
     0.1 is exceeded by most healthy runs), so exceeding it is a *warning*. It is a *problem*
     when the model is overfitting as it trains, judged on whole evaluation passes against the
     run's own noise: the last 3 passes are each above the best pass before them, their mean
-    is more than 10% above it and more than 3 standard errors of the pass-to-pass noise (the
+    is more than 20% above it and more than 3 standard errors of the pass-to-pass noise (the
     spread of the pass means since the best about a straight line through them; more standard
     errors where there are few passes, as Student's t says), and the
     training loss went on falling. A validation loss that wobbles above its best for a pass
