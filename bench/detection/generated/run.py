@@ -32,7 +32,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 #: bump when a change to the generator should retrain every cached trial
-GENERATOR_VERSION = 2  # 2: the job hook saves training_loop facts
+# 2: the job hook saves training_loop facts; 3: and the initial scale, single-batch
+# evaluations, losses recorded without a module, class weights
+GENERATOR_VERSION = 3
 
 
 @dataclass

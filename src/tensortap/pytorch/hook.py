@@ -238,6 +238,8 @@ class Hook(TrainerControls, BaseHook):
         with self._lock:
             self._loss_seen = True
         if isinstance(loss, torch.Tensor):
+            if self._loop.enabled:
+                self._guard_event(self._loop.on_recorded_loss, loss)
             return self.save_tensor(name, loss, LOSS_COLLECTIONS)
         return self.save_scalar(name, loss, LOSS_COLLECTIONS)
 

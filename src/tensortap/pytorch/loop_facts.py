@@ -1,7 +1,8 @@
 """Facts about the training loop itself, which no saved tensor shows: which parameters the
 optimizers hold, whether ``step()`` runs and moves the weights, whether gradients are cleared
 between steps, whether evaluation runs in train mode, how the learning rate is scheduled, how
-large the first update is, what the loss modules are fed, and whether they weight classes.
+large the weights start and the first update is, what the loss modules are fed, and whether
+they weight classes.
 
 The PyTorch hook hands its events here (a model's forward starts, a backward pass is about to
 run, an optimizer is about to step and has stepped, a scheduler stepped, a loss module ran).
@@ -47,6 +48,12 @@ CHANGE_AFTER = 5
 FIRST_UPDATE_BUDGET = 256 << 20
 #: A learning rate at most this share of its peak counts as "low".
 LOW_LR = 0.01
+#: Single forward passes under no_grad in train mode count as evaluations when they fall in
+#: at most this share of the intervals between optimizer steps.
+ISOLATED_SHARE = 0.5
+#: The id given to a loss recorded with ``hook.record_loss`` (no loss module).
+_RECORDED = -1
+_SCALED = (nn.Linear, nn.modules.conv._ConvNd)
 _BN = nn.modules.batchnorm._BatchNorm
 _DROPOUT = nn.modules.dropout._DropoutNd
 _CLASS_LOSSES = (nn.CrossEntropyLoss, nn.NLLLoss)
@@ -134,7 +141,10 @@ class LoopFacts:
         self._fingerprint: tuple[list[nn.Parameter], list[float]] | None = None
         self._changed: bool | None = None
         self._no_grad_run = 0
+        self._no_grad_kinds: Counter[str] = Counter()
         self._eval_in_train = 0
+        # optimizer steps seen when a single forward pass under no_grad in train mode ended
+        self._isolated: set[int] = set()
         # the last loss module output (and the module's id); the backward passes since the last
         # optimizer step, and the id of the loss module whose whole output every one ran on
         self._loss_output: tuple[weakref.ref[torch.Tensor], int] | None = None
@@ -152,9 +162,10 @@ class LoopFacts:
     def on_forward(self, module: nn.Module) -> None:
         """A registered model's forward begins."""
         if torch.is_grad_enabled():
-            self._no_grad_run = 0
+            self._end_no_grad_run()
             if self._fingerprint is None:
                 self._fingerprint = self._weights_now()
+                self._init_scale(module)
             return
         if not module.training:
             return  # evaluation done right: in eval mode
@@ -162,11 +173,11 @@ class LoopFacts:
         if not active or any(isinstance(m, _BN) and m.momentum in (None, 1.0) for m in active):
             return  # no module behaves differently; or BatchNorm statistics being recomputed
         self._no_grad_run += 1
+        self._no_grad_kinds = Counter(type(m).__name__ for m in active)
         if self._no_grad_run >= 2:  # an evaluation loop, not one no_grad call in a training step
             self._eval_in_train += 2 if self._no_grad_run == 2 else 1
             self._set("eval_in_train_mode", self._eval_in_train)
-            for kind, n in Counter(type(m).__name__ for m in active).items():
-                self._set(f"train_mode_modules/{kind}", n)
+            self._set_kinds()
 
     def before_backward(self, tensor: torch.Tensor) -> None:
         """A backward pass on ``tensor`` is about to run (any ``Tensor.backward`` in the
@@ -180,7 +191,7 @@ class LoopFacts:
             module = None  # passes on different losses (or not on a loss module's output)
         self._micro_passes += 1
         self._micro_loss = module
-        self._no_grad_run = 0
+        self._end_no_grad_run()
         for optimizer, facts in list(self._optimizers.items()):
             if facts.armed:
                 self._check_cleared(optimizer, facts)
@@ -206,8 +217,8 @@ class LoopFacts:
             self._check_membership()
 
     def after_optimizer_step(self, optimizer: torch.optim.Optimizer, owned: bool) -> None:
+        self._end_no_grad_run()
         self._steps_seen += 1
-        self._no_grad_run = 0
         passes, loss = self._micro_passes, self._micro_loss
         self._micro_passes, self._micro_loss = 0, None
         facts = self._optimizers.get(optimizer)
@@ -268,8 +279,14 @@ class LoopFacts:
             self._set(f"softmax_before_loss/{name}", 1)
             self._set("softmax_before_loss", self._count("softmax_before_loss/"))
 
+    def on_recorded_loss(self, loss: torch.Tensor) -> None:
+        """A loss computed without a loss module was recorded (``hook.record_loss``): a
+        backward pass on this very tensor runs on a whole loss, as on a loss module's output."""
+        self._loss_output = (weakref.ref(loss), _RECORDED)
+
     def close(self) -> None:
         """Save what was not saved yet into the last step, due or not (training has ended)."""
+        self._end_no_grad_run()
         self._measure()
         recorder = self._recorder
         for name in sorted(self._unsaved):
@@ -291,6 +308,53 @@ class LoopFacts:
         self._undivided += 1
         self._set("accumulation_undivided", self._undivided)
         self._set("accumulation_undivided/micro_batches", passes)
+
+    def _end_no_grad_run(self) -> None:
+        """The forward passes under no_grad in train mode (if any) are over: a single one is
+        an evaluation of one batch when it happens in few of the optimizer steps' intervals
+        (an evaluation cadence), not in nearly every one (a target computed each step)."""
+        if self._no_grad_run == 1:
+            self._isolated.add(self._steps_seen)
+        self._no_grad_run = 0
+
+    def _set_kinds(self) -> None:
+        for kind, n in self._no_grad_kinds.items():
+            self._set(f"train_mode_modules/{kind}", n)
+
+    def _init_scale(self, model: nn.Module) -> None:
+        """How large the trained Linear and convolution weights start, each as
+        ``std(w) * sqrt(fan_in)`` (``init_scale/<name>``; ``init_scale``: the median): 0.58
+        for PyTorch's default initialisation, 1.41 for Kaiming/He, at most about 2.4 for any
+        standard scheme; read once, at the first forward pass with gradients (a sync)."""
+        names = {id(p): name for name, p, _ in self._registry.params}
+        weights = []
+        for m in unwrap(model).modules():
+            w = getattr(m, "weight", None)
+            if not isinstance(m, _SCALED) or not isinstance(w, nn.Parameter):
+                continue
+            if not w.requires_grad or isinstance(w, nn.parameter.UninitializedParameter):
+                continue
+            local = _local(w).detach()
+            if id(w) in names and local.dim() >= 2 and local.numel() > 1:
+                weights.append((names[id(w)], local, local[0].numel()))
+        if not weights:
+            return
+        by_device: dict[torch.device, list[int]] = {}
+        for i, (_, t, _) in enumerate(weights):
+            by_device.setdefault(t.device, []).append(i)
+        stds = [0.0] * len(weights)
+        for indices in by_device.values():
+            values = torch.stack([weights[i][1].float().std() for i in indices]).cpu().tolist()
+            for i, v in zip(indices, values, strict=True):
+                stds[i] = v
+        scales = []
+        for (name, _, fan_in), std in zip(weights, stds, strict=True):
+            scale = std * fan_in**0.5
+            if np.isfinite(scale):
+                scales.append(scale)
+                self._set(f"init_scale/{name}", scale)
+        if scales:
+            self._set("init_scale", statistics.median(scales))
 
     def _class_weights(self, module: nn.Module) -> None:
         """A classification loss module's class weights, once: the ratio of the largest to
@@ -416,6 +480,11 @@ class LoopFacts:
 
     def _measure(self) -> None:
         """The facts read at saving time: counters, weights changed, learning rates."""
+        isolated = len(self._isolated)
+        if isolated >= 2 and isolated <= ISOLATED_SHARE * max(self._steps_seen, 1):
+            self._set("eval_in_train_mode", self._eval_in_train + isolated)
+            self._set("eval_in_train_mode/single_batch", isolated)
+            self._set_kinds()
         self._set("backward_passes", self._backward_passes)
         self._set("optimizer_steps", self._owned_steps)
         self._set("other_optimizer_steps", self._other_steps)

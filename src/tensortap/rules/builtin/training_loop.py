@@ -53,8 +53,12 @@ class TrainingLoop(Rule):
     - ``scheduler_per_batch``: a scheduler stepped about once per optimizer step whose learning
       rate sat at 1% of its peak or below for ``low_lr_share`` of the steps, or a
       CosineAnnealingLR stepped past twice its T_max;
-    - ``eval_in_train_mode``: consecutive forward passes under ``torch.no_grad()`` with the
-      model in train mode and Dropout or BatchNorm modules in it.
+    - ``poor_init``: the trained Linear and convolution weights start with a median
+      ``std(w) * sqrt(fan_in)`` above ``init_scale_threshold`` (0.58 for PyTorch's default,
+      1.41 for Kaiming/He, about 2.4 at most for any standard scheme);
+    - ``eval_in_train_mode``: forward passes under ``torch.no_grad()`` with the model in train
+      mode and Dropout or BatchNorm modules in it: consecutive ones, or single ones (an
+      evaluation of one batch) in at most half of the intervals between optimizer steps.
 
     Each fault is reported once, at the first saved step that shows it, with
     ``details["cause"]`` naming it; faults found together are reported on the next saved steps
@@ -72,6 +76,7 @@ class TrainingLoop(Rule):
         low_lr_share: float = 0.8,
         accumulation_steps: int = 3,
         low_first_update: float = 3e-5,
+        init_scale_threshold: float = 4.0,
     ) -> None:
         super().__init__(base_trial)
         self.check_param("min_steps", min_steps, min_steps >= 1, "an integer >= 1")
@@ -95,6 +100,10 @@ class TrainingLoop(Rule):
         self.accumulation_steps = accumulation_steps
         self.check_param("low_first_update", low_first_update, low_first_update >= 0, ">= 0")
         self.low_first_update = low_first_update
+        self.check_param(
+            "init_scale_threshold", init_scale_threshold, init_scale_threshold > 0, "> 0"
+        )
+        self.init_scale_threshold = init_scale_threshold
         self._facts: dict[str, np.ndarray] = {}  # the latest saved value of each fact
         self._first: dict[str, np.ndarray] = {}  # and the first
         self._reported: set[str] = set()
@@ -146,6 +155,7 @@ class TrainingLoop(Rule):
         yield from self._not_cleared()
         yield from self._undivided()
         yield from self._loss_inputs()
+        yield from self._init_scale()
         yield from self._first_update()
         yield from self._scheduler()
         yield from self._eval_in_train_mode()
@@ -266,6 +276,26 @@ class TrainingLoop(Rule):
             )
             break
 
+    def _init_scale(self) -> Iterator[_Verdict]:
+        scale = self._num("init_scale")
+        if not scale > self.init_scale_threshold:  # NaN (never measured) included
+            return
+        per = {k: self._num("init_scale/" + k) for k in self._keys("init_scale/")}
+        worst = sorted(per.items(), key=lambda kv: -kv[1])[:3]
+        yield _Verdict(
+            "poor_init",
+            f"the weights start far too large: std(w) * sqrt(fan_in) is {scale:.3g} (the median "
+            f"over {len(per)} Linear and convolution layers: "
+            f"{', '.join(f'{k} {v:.3g}' for k, v in worst)}), where PyTorch's default "
+            "initialisation gives 0.58, Kaiming/He 1.41 and no standard scheme more than about "
+            f"2.4 (limit {self.init_scale_threshold:g}); activations and gradients grow layer by "
+            "layer: drop the extra scaling, or initialise with nn.init.kaiming_normal_ "
+            "(ReLU) / xavier_normal_ (tanh)",
+            scale,
+            self.init_scale_threshold,
+            ("init_scale",),
+        )
+
     def _first_update(self) -> Iterator[_Verdict]:
         ratio = self._num("first_update_ratio")
         adaptive = [k for k in self._keys("lr/") if k.split("_")[0] in _ADAPTIVE]
@@ -360,9 +390,12 @@ class TrainingLoop(Rule):
             return
         kinds = self._keys("train_mode_modules/")
         modules = ", ".join(f"{self._int('train_mode_modules/' + k)} {k}" for k in kinds)
+        single = self._int("eval_in_train_mode/single_batch")
+        alone = f" ({single} of them single batches between training steps)" if single else ""
         yield _Verdict(
             "eval_in_train_mode",
-            f"evaluation runs in train mode: {count} forward passes ran under torch.no_grad() "
+            f"evaluation runs in train mode: {count} forward passes{alone} ran under "
+            "torch.no_grad() "
             f"while model.training was True, with {modules or 'modules'} behaving as in "
             "training (Dropout drops units, BatchNorm normalises with the batch's statistics "
             "and updates its running averages); put the model in eval mode before evaluating "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -12,14 +13,22 @@ from tensortap.rules.builtin._common import (
     fire_nonfinite,
     gradients_by_parameter,
     loss_is_zero,
+    loss_names,
     names_in,
     nonfinite_names,
+    scalar,
     step_mode,
     trained_parameters,
     zero_gradients,
 )
 from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
+
+#: TRAIN steps after the first saved one before the weights' total change is judged.
+_LOW_AFTER = 100
+#: The training loss must have come down less than this (relative) for weights that barely
+#: moved to be a learning rate too low (a fine-tuned model moves little and learns).
+_NO_PROGRESS = 0.1
 
 
 class WeightUpdateRatio(Rule):
@@ -43,6 +52,16 @@ class WeightUpdateRatio(Rule):
     exactly 0 nothing can train, a problem (``not_updating``), and when no weight has one the
     step is skipped (all frozen). Weights holding NaN or inf are a problem (non-finite), not a
     ratio.
+
+    The total change is judged too, from 100 TRAIN steps after the first saved step on: when
+    the weights that moved at all moved by less than ``total_change_threshold`` of their norm
+    since the first saved step (the median over them) and the training loss came down less
+    than 10% (the medians of its first and last 3 saved values), the learning rate is too low
+    (a problem, ``lr_too_low``; a warning where no loss is saved). On the generated
+    benchmark's development split the healthy runs had moved 6% or more by then and learned
+    23% or more; runs at 1/1000 of their learning rate had moved 0.07-4% and learned under 6%.
+    Each step's own ratio is far below healthy there too (1e-6 against 1e-3), but slow
+    fine-tuning shares it: the loss tells them apart.
     """
 
     collections_needed = ("weights",)
@@ -55,6 +74,7 @@ class WeightUpdateRatio(Rule):
         small_threshold: float = 1e-8,
         epsilon: float = 1e-9,
         first_update_threshold: float = 0.1,
+        total_change_threshold: float = 0.01,
     ) -> None:
         super().__init__(base_trial)
         self.check_param("num_steps", num_steps, num_steps >= 1, "an integer >= 1")
@@ -75,13 +95,22 @@ class WeightUpdateRatio(Rule):
         self.large_threshold, self.small_threshold = large_threshold, small_threshold
         self.epsilon = epsilon
         self.first_update_threshold = first_update_threshold
+        self.check_param(
+            "total_change_threshold",
+            total_change_threshold,
+            total_change_threshold >= 0,
+            "a ratio >= 0",
+        )
+        self.total_change_threshold = total_change_threshold
         self._last_checked: int | None = None
+        self._losses: list[float] = []  # the training loss at the TRAIN steps seen
 
     def invoke_at_step(self, step: int) -> bool:
         mode, s = step_mode(self.base_trial, step)
         if mode != ModeKeys.TRAIN:
             self.explain("weights change only in TRAIN steps")
             return False
+        self._track_loss(step)
         names = names_in(self.base_trial, "weights", step)
         if not names:
             raise self.skip("no weights saved at this step")
@@ -152,6 +181,8 @@ class WeightUpdateRatio(Rule):
                 cause="not_updating" if low[0] == 0 else "lr_too_low",
             )
             return True
+        if self._too_little(names, s, mode):
+            return True
         if first is not None and first[0] > self.first_update_threshold:
             self.explain(
                 f"the first update (following the gradient, as SGD's does) moved {first[1]} by "
@@ -175,6 +206,58 @@ class WeightUpdateRatio(Rule):
             threshold=(self.small_threshold, self.large_threshold),
         )
         return False
+
+    def _track_loss(self, step: int) -> None:
+        names = loss_names(self.base_trial, True, None, step)
+        if names:
+            value = float(np.mean([scalar(self.base_trial.tensor(n), step) for n in names]))
+            if math.isfinite(value):
+                self._losses.append(value)
+
+    def _too_little(self, names: list[str], s: int, mode: ModeKeys) -> bool:
+        """The total change since the first saved step, judged with the loss's progress."""
+        changes = []
+        for name in names:
+            tensor = self.base_trial.tensor(name)
+            steps = tensor.steps(mode=ModeKeys.TRAIN)
+            if not steps or s - steps[0] < _LOW_AFTER:
+                continue
+            start = np.asarray(tensor.value(steps[0], mode=mode), dtype=np.float64)
+            now = np.asarray(tensor.value(s, mode=mode), dtype=np.float64)
+            size = float(np.linalg.norm(start))
+            change = float(np.linalg.norm(now - start)) / size if size else 0.0
+            if change > 0:
+                changes.append(change)
+        if not changes:
+            return False
+        moved = float(np.median(changes))
+        if moved >= self.total_change_threshold:
+            return False
+        losses = self._losses
+        learned = None
+        if len(losses) >= 6:
+            begin, end = float(np.median(losses[:3])), float(np.median(losses[-3:]))
+            learned = (begin - end) / abs(begin) if begin else None
+        if learned is not None and learned >= _NO_PROGRESS:
+            return False
+        said = (
+            "no training loss was saved to tell"
+            if learned is None
+            else f"the training loss came down {100 * learned:.3g}% (under {100 * _NO_PROGRESS:g}%)"
+        )
+        self.explain(
+            f"the weights moved by a median {moved:.3g} of their norm over the {len(changes)} "
+            f"tensors that moved, in {s} TRAIN steps (limit {self.total_change_threshold:g}; "
+            f"healthy runs move 0.06 or more by step {_LOW_AFTER}), and {said}: the learning "
+            "rate is far too low; raise it (try 10-100x)",
+            value=moved,
+            threshold=self.total_change_threshold,
+            severity=Severity.WARNING if learned is None else None,
+            direction="small",
+            total_change=True,
+            cause="lr_too_low",
+        )
+        return True
 
     def _zero(self, step: int, params: list[str]) -> bool:
         if loss_is_zero(self.base_trial, step):
