@@ -1,8 +1,8 @@
 """The suite: which cases there are, by split, deterministically.
 
-Every case sits in a *slot* with its own seed: healthy slots (0-199 and 700-999 past the
+Every case sits in a *slot* with its own seed: healthy slots (0-199 and 700-1499 past the
 split's base) and, per fault kind, faulty slots (200-659), in disjoint seed ranges per split
-(dev: 0-999, heldout: 5000-5999). A slot's draw is
+(dev: 0-1499, heldout: 5000-6499). A slot's draw is
 ``draw(sub_seed(seed, attempt))`` for the first attempt that the fault applies to and that the
 validation pass accepted (see validate.py); the accepted attempts are kept in
 ``accepted.json`` beside this file, which ``python -m bench.detection.generated --validate``
@@ -22,10 +22,10 @@ from typing import Any
 from bench.detection.generated.faults import FAULTS, KINDS
 from bench.detection.generated.space import Draw, draw, sub_seed
 
-SPLITS = {"dev": 0, "heldout": 5000}
-#: healthy slots' seeds (plus the split's base): 500 a split, so that a healthy run with a
+SPLITS = {"dev": 0, "heldout": 5000}  # each split's seeds: base to base + 1499
+#: healthy slots' seeds (plus the split's base): 1,000 a split, so that a healthy run with a
 #: problem shows at a rate near 0.5% and an interval under 3% can be shown
-HEALTHY_SEEDS = (*range(0, 200), *range(700, 1000))
+HEALTHY_SEEDS = (*range(0, 200), *range(700, 1000), *range(1000, 1500))
 PER_KIND_PER_SPLIT = 11
 FAULT_SEEDS_FROM = 200  # faulty slots: base + 200 + 20 * kind index + j (up to 660)
 MAX_ATTEMPTS = 400
