@@ -287,7 +287,9 @@ class Hook:
         return HookStatus(self._internal_errors, self._last_internal_error, self._writer.status)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Hand the current step to the writer and wait until everything is published."""
+        """Hand the current step to the writer and wait until everything is published; True
+        only if every step so far is (False after a timeout, or once a step was lost or
+        dropped: ``hook.status`` says which and why)."""
         with self._lock:
             self._guard(self._recorder.flush_step)
         return self._writer.flush(timeout)
