@@ -16,7 +16,7 @@ import pytest
 
 from tensortap.cli import main as cli
 from tensortap.exceptions import InvalidConfigError
-from tensortap.jobs import Rule, TrainingJob, rule_configs
+from tensortap.jobs import DebuggerHookConfig, Rule, TrainingJob, rule_configs
 from tensortap.rules.builtin import BUILTIN_RULES
 
 from .test_jobs import EVERY_STEP, RULES, SCRIPT, run, statuses
@@ -140,6 +140,10 @@ def test_rule_jobs_are_described_right_after_fit_without_waiting(tmp_path: Path)
         ({"rulez": []}, "did you mean 'rules'"),
         ({"rules_specification": 5}, "rules_specification must be a list"),
         ({"command": [sys.executable, "missing.py"]}, "missing.py does not exist"),
+        (
+            {"debugger_hook_config": DebuggerHookConfig({"include_collections": "gradient"})},
+            "'gradient' \\(did you mean 'gradients'\\?\\)",
+        ),
     ],
 )
 def test_mistakes_are_refused_at_construction(tmp_path: Path, kwargs, message) -> None:
