@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             collection_configs=[CollectionConfig("relu_activations", {"save_interval": "20"})]
         ),
         rules=rules,
+        script_mode=True,  # the seed's keyword: accepted, and ignored by a local job
     )
     estimator.fit(wait=True, logs=not ns.quick)
 

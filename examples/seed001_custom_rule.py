@@ -33,6 +33,7 @@ def run(output: str, pixel_scale: float, quick: bool) -> TrainingJob:
         job_name=f"seed001-pixels-over-{pixel_scale:g}-{time.strftime('%Y%m%d-%H%M%S')}",
         # a custom rule's needs are its own: save the collection it reads
         debugger_hook_config=DebuggerHookConfig(collection_configs=[CollectionConfig("gradients")]),
+        debug=True,  # the seed's keyword: accepted, and ignored (a job is always debugged)
         rules_specification=[
             {
                 "RuleName": "CustomGradientRule",

@@ -48,3 +48,81 @@ def test_manager_is_per_instance_with_builtins() -> None:
     a.get("weights").add_tensor_name("w")
     assert a.version > version
     assert CollectionManager.from_dict(a.to_dict()).to_dict() == a.to_dict()
+
+
+def test_a_misspelt_collection_is_refused_when_the_hook_is_made(tmp_path) -> None:
+    """``include_collections=["gradient"]`` saved nothing at all, silently."""
+    import tensortap as tt
+
+    with pytest.raises(InvalidConfigError) as caught:
+        tt.Hook(tmp_path / "t", include_collections=["losses", "gradient", "Weights"])
+    message = str(caught.value)
+    assert "'gradient' (did you mean 'gradients'?)" in message
+    assert "'Weights' (did you mean 'weights'?)" in message
+    assert "hook.add_collection(Collection(" in message  # what to do for one of your own
+    assert not (tmp_path / "t").exists()  # refused before anything was written
+
+
+def test_the_pytorch_hook_knows_its_own_collections(tmp_path) -> None:
+    pytest.importorskip("torch")
+    import tensortap.pytorch as ttp
+
+    with pytest.raises(InvalidConfigError, match=r"'relu_activation' \(did you mean "):
+        ttp.Hook(tmp_path / "t", include_collections=["gradient", "relu_activation"])
+    ttp.Hook(tmp_path / "ok", include_collections=["relu_activations", "training_loop"]).close()
+
+
+def test_collections_of_ones_own_are_no_typos(tmp_path) -> None:
+    """Names unlike any known one are the user's, defined after the hook is made (smdebug's
+    hook.get_collection(...).include(...), or save_tensor(..., collections=...)); a name like
+    a known one is the user's when configured or added as a Collection."""
+    import numpy as np
+
+    import tensortap as tt
+
+    hook = tt.Hook(
+        tmp_path / "t",
+        save_config=SaveConfig(save_interval=1),
+        include_collections=["losses", "one_weight", "grads_by_regex"],
+    )
+    hook.get_collection("one_weight").add("fc2.weight")
+    hook.add_collection(Collection("weight", include_regex="^fc1"))  # nearly 'weights'
+    hook.save_tensor("fc2.weight", np.ones(2))
+    hook.save_tensor("fc1.bias", np.ones(2))
+    hook.save_tensor("mine", np.ones(2), collections="grads_by_regex")
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    assert sorted(trial.tensor_names()) == ["fc1.bias", "fc2.weight", "mine"]
+
+
+def test_a_configured_collection_is_no_typo_but_an_unconfigured_one_is(tmp_path) -> None:
+    """smdebug's CollectionConfig (seed 002's "all_tensors", or one named like a known
+    collection) defines the name; include_collections naming nothing configured or known is
+    refused with the closest name."""
+    import numpy as np
+
+    import tensortap as tt
+
+    config = tt.HookConfig.from_dict(
+        {
+            "out_dir": str(tmp_path / "t"),
+            "hook_parameters": {"save_interval": "1"},
+            "collection_configurations": [
+                {"name": "weight", "parameters": {"include_regex": "^w"}},
+                {"name": "all_tensors", "parameters": {"include_regex": ".*"}},
+            ],
+        }
+    )
+    made = config.create_hook(tt.Hook)
+    made.save_tensor("w1", np.ones(2), collections=[])
+    made.close()
+    assert tt.create_trial(tmp_path / "t").tensor_names() == ["w1"]
+    typo = tt.HookConfig.from_dict(
+        {
+            "out_dir": str(tmp_path / "u"),
+            "hook_parameters": {"include_collections": "losses,gradient"},
+            "collection_configurations": [{"name": "all_tensors"}],
+        }
+    )
+    with pytest.raises(InvalidConfigError, match="did you mean 'gradients'"):
+        typo.create_hook(tt.Hook)

@@ -114,3 +114,21 @@ def test_internal_errors_are_contained(monkeypatch) -> None:
     hook.next_step()
     status = hook.close()
     assert status.internal_errors == 1 and "bug inside tensortap" in status.last_internal_error
+
+
+def test_flush_is_true_only_while_every_step_so_far_is_published() -> None:
+    """A full disk: flush() must not report steps as published that were lost (it said True
+    for 40 of 40 steps while 14 were published)."""
+    store = FlakyStore()
+    hook = tt.Hook(store, save_config=tt.SaveConfig(save_interval=1))
+    answers = []
+    for step in range(6):
+        if step == 3:
+            store.failing.set()  # the disk fills up
+        hook.save_scalar("x", float(step))
+        hook.next_step()
+        answers.append(hook.flush(timeout=10))
+    hook.close()
+    published = tt.create_trial(store).steps()
+    assert published == [0, 1, 2]
+    assert answers == [True, True, True, False, False, False]

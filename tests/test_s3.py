@@ -267,3 +267,23 @@ def test_a_huge_claimed_length_costs_one_request_not_thousands(s3_bucket, tmp_pa
     assert after.get("GetObject", 0) == before.get("GetObject", 0)
     assert after.get("HeadObject", 0) - before.get("HeadObject", 0) == 1
     assert any("reading values" in p for p in trial.problems())
+
+
+def test_a_prefix_that_holds_nothing_yet_warns_or_raises_when_asked(s3_bucket, caplog) -> None:
+    """As on a local path: a notebook may open the trial before training writes it (a warning
+    says so at once); must_exist=True refuses it; export and query refuse nothing."""
+    url = f"s3://{s3_bucket}/jobs/not-yet"
+    with caplog.at_level("WARNING", logger="tensortap"):
+        trial = tt.create_trial(url)
+    assert f"no trial at {url} yet: nothing is stored under it" in caplog.text
+    with pytest.raises(tt.exceptions.NotATrialError, match="nothing is stored under it"):
+        tt.create_trial(url, must_exist=True)
+    with tt.Hook(url, save_config=tt.SaveConfig(save_interval=1)) as hook:
+        hook.save_scalar("loss", 1.0)
+    trial.refresh()
+    assert trial.tensor_names() == ["loss"]
+    pytest.importorskip("duckdb")
+    from tensortap.table import query
+
+    with pytest.raises(tt.exceptions.InvalidConfigError, match="no dataset at"):
+        query("SELECT * FROM stats", f"s3://{s3_bucket}/no-stats")

@@ -7,6 +7,9 @@ S3 server, with values equal to the trial API's."""
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -166,8 +169,17 @@ def test_run_names_are_checked_before_anything_is_written(tmp_path: Path) -> Non
     export_parquet([tmp_path / "a"], tmp_path / "stats", runs=["x"])
     with pytest.raises(InvalidConfigError, match="give this trial another run name"):
         export_parquet([tmp_path / "b"], tmp_path / "stats", runs=["x"])
-    empty = query("SELECT count(*) AS n FROM stats", tmp_path / "nothing-here")
-    assert empty.to_pylist() == [{"n": 0}]
+
+
+def test_a_dataset_that_is_not_there_is_an_error_not_zero_rows(tmp_path: Path, capsys) -> None:
+    with pytest.raises(InvalidConfigError, match=r"no dataset at .*nothing-here.*does not exist"):
+        query("SELECT count(*) AS n FROM stats", tmp_path / "nothing-here")
+    assert main(["query", "SELECT * FROM stats", "--data", str(tmp_path / "nothing-here")]) == 2
+    assert "tensortap export" in capsys.readouterr().err  # what to do
+    _finish(_train(tmp_path / "a", range(2)), 1.0)
+    export_parquet([tmp_path / "a"], tmp_path / "stats")
+    none = query("SELECT count(*) AS n FROM stats", tmp_path / "stats", runs=["other"])
+    assert none.to_pylist() == [{"n": 0}]  # a dataset without that run: truly 0 rows
 
 
 def test_the_commands_export_and_query(tmp_path: Path, capsys) -> None:
@@ -179,6 +191,31 @@ def test_the_commands_export_and_query(tmp_path: Path, capsys) -> None:
     assert capsys.readouterr().out.splitlines() == ["run,step,value", "r1,0,1.5"]
     assert main(["query", "SELECT nope FROM stats", "--data", str(tmp_path / "ds")]) == 2
     assert "the query failed" in capsys.readouterr().err
+
+
+def test_the_readme_export_and_query_lines_work_as_printed_on_a_tensortap_run_job(
+    tmp_path: Path,
+) -> None:
+    """`tensortap run` keeps a job's trial in runs/JOB/trial, and a PyTorch job's loss is
+    named after its loss module: the README's lines, run by a shell where runs/ is, must
+    export the job and find its loss."""
+    root = Path(__file__).parents[1]
+    lines = [
+        line.split("  #")[0].strip()
+        for line in (root / "README.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith(("tensortap export", "tensortap query"))
+    ]
+    assert len(lines) == 2
+    cli = f"{shlex.quote(sys.executable)} -m tensortap.cli"
+    script = root / "tests" / "jobs" / "train_script.py"  # plain PyTorch, no tensortap in it
+    job = f"{cli} run --quiet --rule loss_not_decreasing -- python {script} --steps 20"
+    for command in (job, *(cli + line[len("tensortap") :] for line in lines)):
+        done = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+    (name,) = [p.name for p in (tmp_path / "runs").iterdir()]
+    rows = done.stdout.splitlines()
+    assert rows[-1] == "(1 rows)" and rows[1].startswith(name), done.stdout
+    assert "CrossEntropyLoss_output_0" in rows[1]
 
 
 def test_export_and_query_on_the_local_s3_server(s3_bucket) -> None:

@@ -114,6 +114,49 @@ def test_not_a_trial(tmp_path) -> None:
     assert tt.create_trial(tmp_path / "not-yet").steps() == []
 
 
+def test_a_path_that_holds_nothing_yet_warns_at_once_or_raises_when_asked(tmp_path, caplog) -> None:
+    """smdebug waits for a trial to appear (a notebook opens it before training writes it), so
+    this is no error; but a mistyped path must not pass in silence."""
+    missing, empty = tmp_path / "runs" / "jbo1", tmp_path / "empty"
+    empty.mkdir()
+    with caplog.at_level("WARNING", logger="tensortap"):
+        assert tt.create_trial(missing).steps() == []
+        assert tt.create_trial(out_dir=str(empty)).steps() == []
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 2
+    assert str(missing) in warned[0] and "does not exist" in warned[0]
+    assert str(empty) in warned[1] and "is an empty directory" in warned[1]
+    assert "must_exist=True" in warned[0]
+    with pytest.raises(NotATrialError, match=f"no trial at {missing}.*does not exist"):
+        tt.create_trial(missing, must_exist=True)
+    with pytest.raises(NotATrialError, match="is an empty directory"):
+        tt.Trial(empty, must_exist=True)
+    write(empty)
+    assert tt.create_trial(empty, must_exist=True).steps(modes.TRAIN) == [0, 2, 4]
+
+
+def test_create_trial_opens_the_trial_of_a_job_directory(tmp_path, caplog) -> None:
+    """What ``tensortap run`` makes keeps its trial in JOB/trial; every CLI command takes the
+    job directory, and so does create_trial."""
+    import sys
+
+    from tensortap.jobs import TrainingJob
+
+    go = tmp_path / "go"
+    script = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)\n"
+    script += "import tensortap as tt\nwith tt.Hook.create_from_json_file() as hook:\n"
+    script += "    hook.save_scalar('loss', 0.5)\n"
+    job = TrainingJob(command=[sys.executable, "-c", script], output_path=tmp_path / "runs")
+    job.fit(wait=False)
+    with caplog.at_level("WARNING", logger="tensortap"):
+        before = tt.create_trial(job.job_dir)  # opened before training wrote anything
+    assert f"no trial at {tmp_path / 'runs' / job.name / 'trial'} yet" in caplog.text
+    go.touch()
+    assert job.wait(timeout=120, logs=False)["status"] == "Completed"
+    assert before.tensor_names() == ["loss"]
+    assert tt.create_trial(job.job_dir, must_exist=True).tensor("loss").value(0) == 0.5
+
+
 def test_newer_format_version_is_refused(tmp_path) -> None:
     write(tmp_path / "t")
     marker = tmp_path / "t" / "tensortap.json"

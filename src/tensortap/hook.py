@@ -19,9 +19,15 @@ import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from tensortap.core.collections import Collection, CollectionKeys, CollectionManager
+from tensortap.core.collections import (
+    BUILTIN_COLLECTIONS,
+    Collection,
+    CollectionKeys,
+    CollectionManager,
+    check_included,
+)
 from tensortap.core.dtypes import as_saveable_array
 from tensortap.core.modes import ModeKeys
 from tensortap.core.recorder import StepRecorder, records_from_array
@@ -90,6 +96,10 @@ class Hook:
                 hook.next_step()
     """
 
+    #: The collections this kind of hook fills: ``include_collections`` naming one of them
+    #: nearly (``"gradient"``) is refused as a typo.
+    known_collections: ClassVar[tuple[str, ...]] = BUILTIN_COLLECTIONS
+
     def __init__(
         self,
         out_dir: str | os.PathLike[str] | Store,
@@ -117,6 +127,8 @@ class Hook:
         if include_regex is not None:
             self.collection_manager.get(CollectionKeys.DEFAULT).include(include_regex)
         names = DEFAULT_INCLUDE_COLLECTIONS if include_collections is None else include_collections
+        names = list(names)
+        check_included(names, self.known_collections, f"this {type(self).__module__} hook")
         if include_regex is not None:  # tensors the hook's regex names are always saved
             names = [*names, CollectionKeys.DEFAULT]
         self._lock = threading.RLock()
@@ -287,7 +299,9 @@ class Hook:
         return HookStatus(self._internal_errors, self._last_internal_error, self._writer.status)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Hand the current step to the writer and wait until everything is published."""
+        """Hand the current step to the writer and wait until everything is published; True
+        only if every step so far is (False after a timeout, or once a step was lost or
+        dropped: ``hook.status`` says which and why)."""
         with self._lock:
             self._guard(self._recorder.flush_step)
         return self._writer.flush(timeout)

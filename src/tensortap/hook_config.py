@@ -228,9 +228,21 @@ class HookConfig:
         return kwargs
 
     def create_hook(self, cls: Callable[..., _H], **overrides: Any) -> _H:
-        """A hook of class ``cls`` made from this configuration, its collections configured."""
-        hook = cls(**{**self.hook_kwargs(), **overrides})
+        """A hook of class ``cls`` made from this configuration, its collections configured.
+
+        A configured collection is included once configured: its name is the user's, never
+        taken for a misspelling of a known collection (the hook refuses those)."""
+        kwargs = {**self.hook_kwargs(), **overrides}
+        included = kwargs.get("include_collections")
+        included = [included] if isinstance(included, str) else included
+        configured = {c.name for c in self.collections}
+        if included is not None:
+            kwargs["include_collections"] = [n for n in included if n not in configured]
+        hook = cls(**kwargs)
         self.configure(hook.collection_manager)  # type: ignore[attr-defined]
+        for name in included or ():
+            if name in configured:
+                hook.include_collection(name)  # type: ignore[attr-defined]
         return hook
 
     def configure(self, manager: CollectionManager) -> None:

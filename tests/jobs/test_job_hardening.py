@@ -16,7 +16,7 @@ import pytest
 
 from tensortap.cli import main as cli
 from tensortap.exceptions import InvalidConfigError
-from tensortap.jobs import Rule, TrainingJob, rule_configs
+from tensortap.jobs import DebuggerHookConfig, Rule, TrainingJob, rule_configs
 from tensortap.rules.builtin import BUILTIN_RULES
 
 from .test_jobs import EVERY_STEP, RULES, SCRIPT, run, statuses
@@ -140,6 +140,10 @@ def test_rule_jobs_are_described_right_after_fit_without_waiting(tmp_path: Path)
         ({"rulez": []}, "did you mean 'rules'"),
         ({"rules_specification": 5}, "rules_specification must be a list"),
         ({"command": [sys.executable, "missing.py"]}, "missing.py does not exist"),
+        (
+            {"debugger_hook_config": DebuggerHookConfig({"include_collections": "gradient"})},
+            "'gradient' \\(did you mean 'gradients'\\?\\)",
+        ),
     ],
 )
 def test_mistakes_are_refused_at_construction(tmp_path: Path, kwargs, message) -> None:
@@ -161,6 +165,54 @@ def test_smdebug_cloud_keywords_are_accepted_and_base_job_name_is_used(tmp_path:
         py_version="py3",
     )
     assert job.job_name.startswith("smdebug-seed-")
+
+
+def test_the_seeds_estimator_keywords_are_accepted_and_said_to_be_ignored(
+    tmp_path: Path, caplog
+) -> None:
+    """Seed 000 passes script_mode=True, seed 001 debug=True, seed 004 source_dir='src' with
+    an entry_point inside it; none means anything for a local job but where the script is."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("print('trained')\n")
+    with caplog.at_level("INFO", logger="tensortap.jobs"):
+        job = TrainingJob(
+            entry_point="train.py",
+            source_dir=str(tmp_path / "src"),
+            output_path=tmp_path / "runs",
+            role="arn:aws:iam::1:role/x",
+            train_instance_type="ml.m4.xlarge",
+            train_volume_size=400,
+            train_max_run=3600,
+            image_name="custom:latest",
+            script_mode=True,
+            debug=True,
+        )
+    assert job.command[1] == str(tmp_path / "src" / "train.py")
+    assert "debug, image_name, role, script_mode" in caplog.text
+    with pytest.raises(InvalidConfigError, match="entry_point missing.py is not a file"):
+        TrainingJob(entry_point="missing.py", source_dir=str(tmp_path / "src"))
+
+
+def test_a_job_answers_its_name_and_a_sagemaker_secondary_status(tmp_path: Path) -> None:
+    """Seed 004: estimator.latest_training_job.name, describe()['SecondaryStatus']."""
+    go = tmp_path / "go"
+    wait_for_go = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)"
+    done = TrainingJob(command=[sys.executable, "-c", wait_for_go], output_path=tmp_path / "runs")
+    failed = TrainingJob(
+        command=[sys.executable, "-c", "raise SystemExit(3)"], output_path=tmp_path / "runs"
+    )
+    assert done.latest_training_job.name == done.job_name
+    done.fit(wait=False)
+    _poll(lambda: done.describe()["SecondaryStatus"] != "Starting", "training to start")
+    assert done.describe()["SecondaryStatus"] == "Training"
+    go.touch()
+    failed.fit(wait=False)
+    for job in (done, failed):
+        assert job.wait(timeout=120, logs=False)["status"] in ("Completed", "Failed")
+    assert done.describe()["SecondaryStatus"] == "Completed"
+    assert failed.describe()["SecondaryStatus"] == "Failed"
+    attached = TrainingJob.attach(done.job_dir)
+    assert attached.name == done.name == done.describe()["TrainingJobName"]
 
 
 def test_rule_parameters_are_checked_by_the_rule_before_training() -> None:

@@ -16,7 +16,9 @@ def add_parsers(sub: Any) -> None:
         help="write the saved reductions and scalars of trials as Parquet (one run each); "
         "run again to append what they published since",
     )
-    export.add_argument("trials", nargs="+", help="trial directories or s3:// URLs")
+    export.add_argument(
+        "trials", nargs="+", help="trials (directories or s3:// URLs) or job directories"
+    )
     export.add_argument(
         "-o",
         "--parquet",
@@ -35,7 +37,9 @@ def add_parsers(sub: Any) -> None:
         "query", help="run SQL over an exported dataset (DuckDB); the table is named stats"
     )
     query.add_argument(
-        "sql", help="e.g. \"SELECT run, min(value) FROM stats WHERE tensor='loss' GROUP BY run\""
+        "sql",
+        help="e.g. \"SELECT run, tensor, min(value) FROM stats WHERE collection='losses' "
+        'GROUP BY run, tensor"',
     )
     query.add_argument("--data", required=True, metavar="DIR", help="the dataset to query")
     query.add_argument(

@@ -85,10 +85,7 @@ def open_trial(given: str) -> Any:
     """The trial at ``given``: a trial location, or a job directory (its trial)."""
     from tensortap.trials.trial import create_trial
 
-    location = given
-    if (Path(location) / "job.json").is_file():
-        location = JobRecord(location).trial_location
-    trial = create_trial(location)
+    trial = create_trial(given, must_exist=True)
     if not trial.workers():
         raise InvalidConfigError(f"{given} is neither a trial nor a job directory")
     return trial

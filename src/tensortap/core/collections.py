@@ -7,6 +7,7 @@ added names are never excluded.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -52,6 +53,34 @@ BUILTIN_COLLECTIONS = (
     CollectionKeys.INPUTS,
     CollectionKeys.OUTPUTS,
 )
+
+
+#: How alike (difflib's ratio, compared in lower case) an included name must be to a known
+#: collection's to be taken for a misspelling of it: 'gradient' (0.94) and 'loss' (0.8) are,
+#: a collection of one's own such as 'one_weight' (0.71 to 'weights') is not.
+TYPO_CUTOFF = 0.8
+
+
+def check_included(names: Iterable[str], known: Iterable[str], hook: str) -> None:
+    """Refuse included collection names that are not known but nearly the name of one that
+    is: typos, which would save nothing at all. A name unlike every known one is a collection
+    of the user's own, defined after the hook is made (``hook.get_collection(name)``, or
+    ``save_tensor(..., collections=name)``), as in smdebug."""
+    choices = sorted(set(known))
+    typos = []
+    for name in names:
+        if not isinstance(name, str) or name in choices:
+            continue
+        close = difflib.get_close_matches(name.lower(), choices, n=1, cutoff=TYPO_CUTOFF)
+        if close:
+            typos.append(f"{name!r} (did you mean {close[0]!r}?)")
+    if typos:
+        raise InvalidConfigError(
+            f"include_collections names {', '.join(typos)}: no collection of {hook}, which "
+            f"knows {', '.join(choices)}. Fix the name; for a collection of your own by "
+            "that name, add it once the hook is made: hook.add_collection(Collection(name, "
+            "include_regex=...)), or configure it (CollectionConfig)"
+        )
 
 
 def _compile(pattern: object, what: str) -> re.Pattern[str]:

@@ -30,7 +30,7 @@ from tensortap.core.records import Record, RecordKind
 from tensortap.exceptions import InvalidConfigError, TensortapError
 from tensortap.hook import Hook as BaseHook
 from tensortap.jax.carried import Carried, carried_states
-from tensortap.jax.names import Leaf, collections_for, path_name
+from tensortap.jax.names import OPTIMIZER_VARIABLES, Leaf, collections_for, path_name
 from tensortap.jax.stats import statistics
 
 _statistics = jax.jit(statistics, static_argnums=1)
@@ -43,6 +43,8 @@ def _is_jax_array(value: Any) -> bool:
 class Hook(BaseHook):
     """See the module docstring. Steps are marked by :meth:`next_step` (or, with
     :func:`tensortap.jax.record` in the optimizer, by the optimizer's step count)."""
+
+    known_collections = (*BaseHook.known_collections, OPTIMIZER_VARIABLES)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

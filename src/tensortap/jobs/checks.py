@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from tensortap.exceptions import InvalidConfigError
 from tensortap.format.layout import is_plain_name
+
+logger = logging.getLogger(__name__)
 
 _CLOUD_ONLY = frozenset(
     {
@@ -20,7 +23,8 @@ _CLOUD_ONLY = frozenset(
         "framework_version",
         "py_version",
         "sagemaker_session",
-        "source_dir",
+        "script_mode",
+        "debug",
         "dependencies",
         "volume_size",
         "train_volume_size",
@@ -69,20 +73,27 @@ _KEYWORDS = (
     "rule_processes",
     "python",
     "base_job_name",
+    "source_dir",
 )
 
 
 def check_cloud_only(given: Mapping[str, Any]) -> None:
-    """smdebug's estimator keywords that only mean something on the cloud are accepted (and
-    ignored); any other unknown keyword is a mistake, refused naming the close match."""
+    """smdebug's estimator keywords that only mean something on the cloud are accepted and
+    ignored (saying so, at INFO); any other unknown keyword is a mistake, refused naming the
+    close match."""
     unknown = sorted(set(given) - _CLOUD_ONLY)
     if unknown:
         word = unknown[0]
         close = difflib.get_close_matches(word, [*_KEYWORDS, *_CLOUD_ONLY], n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = f"; did you mean {close[0]!r}?" if close else "."
         raise InvalidConfigError(
             f"TrainingJob got an unknown keyword {word!r}{hint} It takes "
             f"{', '.join(_KEYWORDS)} (and smdebug's cloud-only keywords, ignored locally)"
+        )
+    if given:
+        logger.info(
+            "TrainingJob ignores %s: SageMaker keywords that mean nothing for a local job",
+            ", ".join(sorted(given)),
         )
 
 

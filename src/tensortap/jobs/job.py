@@ -105,6 +105,11 @@ class JobQueries:
         """The log of ``rule`` (its configuration name), or of training."""
         return _logs(self.record, rule)
 
+    @property
+    def name(self) -> str:
+        """The job's name (``estimator.latest_training_job.name`` in the seeds)."""
+        return self.record.name
+
     def debugger_artifacts_path(self) -> str:
         """The trial the hook wrote (``create_trial`` opens it)."""
         return self.record.trial_location
@@ -133,8 +138,9 @@ class TrainingJob(JobQueries):
 
     Give the training as ``entry_point`` (a script, run with this Python and
     ``hyperparameters`` as ``--name value`` arguments) or as ``command`` (an argument list such
-    as ``["python", "train.py", "--epochs", "3"]``). ``rules_specification`` (the seeds'
-    dictionaries) is accepted in place of ``rules``.
+    as ``["python", "train.py", "--epochs", "3"]``); ``source_dir`` is the directory the
+    entry point lies in. ``rules_specification`` (the seeds' dictionaries) is accepted in
+    place of ``rules``; SageMaker's cloud-only keywords are accepted and ignored.
     """
 
     def __init__(
@@ -154,6 +160,7 @@ class TrainingJob(JobQueries):
         rule_processes: str = "shared",
         python: str = sys.executable,
         base_job_name: str | None = None,
+        source_dir: str | os.PathLike[str] | None = None,
         **cloud_only: Any,
     ) -> None:
         check_cloud_only(cloud_only)
@@ -165,8 +172,11 @@ class TrainingJob(JobQueries):
             )
         if entry_point is not None:
             script = Path(entry_point)
+            if source_dir is not None:  # as on SageMaker: the entry point lies in source_dir
+                script = Path(source_dir) / script
             if not script.is_file():
-                raise InvalidConfigError(f"entry_point {entry_point} is not a file")
+                inside = "" if source_dir is None else f" in source_dir {source_dir}"
+                raise InvalidConfigError(f"entry_point {entry_point} is not a file{inside}")
             command = [python, str(script.resolve()), *_hyperparameter_args(hyperparameters)]
         assert command is not None
         check_command(command)
@@ -382,6 +392,7 @@ def _describe(record: JobRecord) -> dict[str, Any]:
     return {
         "TrainingJobName": job["name"],
         "TrainingJobStatus": summary.get("status"),
+        "SecondaryStatus": _secondary_status(record, summary),
         "ExitCode": summary.get("training", {}).get("exit_code"),
         "Command": job["user_command"],
         "JobDir": str(record.dir),
@@ -391,6 +402,15 @@ def _describe(record: JobRecord) -> dict[str, Any]:
         "DebugRuleEvaluationStatuses": _rule_job_summary(record),
         "TrainingLog": str(record.training_log),
     }
+
+
+def _secondary_status(record: JobRecord, summary: Mapping[str, Any]) -> str:
+    """SageMaker's ``SecondaryStatus`` of the job: Starting, Training (until the rules have
+    judged the last step), Stopping, then Completed, Failed or Stopped."""
+    status = str(summary.get("status"))
+    if status in FINISHED or status == "Starting":
+        return status
+    return "Stopping" if record.stop_file.exists() else "Training"
 
 
 def _describe_rule_jobs(record: JobRecord) -> list[dict[str, Any]]:

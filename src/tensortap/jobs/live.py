@@ -90,7 +90,8 @@ class LiveView:
             if self._trial is None:
                 from tensortap.trials.trial import create_trial
 
-                self._trial = create_trial(self.record.trial_location)  # live: fills in
+                # not before training wrote it (a warning would break the view); then it fills in
+                self._trial = create_trial(self.record.trial_location, must_exist=True)
             trial = self._trial
             steps = trial.steps(show_incomplete_steps=True)
             text = f"step {steps[-1]}" if steps else "no step saved yet"

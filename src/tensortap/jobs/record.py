@@ -26,13 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from tensortap.exceptions import InvalidConfigError
+from tensortap.trials.locate import JOB_FILE, TRIAL_DIR, job_trial_location
 
-JOB_FILE = "job.json"
 HOOK_FILE = "hook.json"
 EVENTS_FILE = "events.jsonl"
 SUMMARY_FILE = "summary.json"
 STOP_FILE = "stop"
-TRIAL_DIR = "trial"
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -81,11 +80,7 @@ class JobRecord:
         """Where the trial is written: the job's ``trial/`` directory, or the location given
         as ``DebuggerHookConfig(s3_output_path=...)``."""
         if self._trial_location is None:
-            try:
-                given = read_json(self.job_file).get("trial_location")
-            except (OSError, ValueError):
-                given = None
-            self._trial_location = str(given) if given else str(self.trial_dir)
+            self._trial_location = job_trial_location(self.dir)
         return self._trial_location
 
     @property

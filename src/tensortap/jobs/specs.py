@@ -15,6 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tensortap.core.collections import (
+    BUILTIN_COLLECTIONS,
+    INITIAL_WEIGHTS,
+    TRAINING_LOOP,
+    check_included,
+)
 from tensortap.exceptions import InvalidConfigError
 from tensortap.hook import DEFAULT_INCLUDE_COLLECTIONS
 from tensortap.hook_config import CollectionSettings, HookConfig
@@ -299,6 +305,15 @@ def rules_from_specification(specs: Sequence[Mapping[str, Any]]) -> list[Rule]:
     return rules
 
 
+# What a job's hook may fill, whatever the framework: a name nearly one of these is a typo.
+_KNOWN_COLLECTIONS = (
+    *BUILTIN_COLLECTIONS,
+    INITIAL_WEIGHTS,
+    TRAINING_LOOP,
+    *(c for rule in BUILTIN_RULES.values() for c in rule.collections_needed),
+)
+
+
 def hook_config(
     out_dir: str,
     debugger: DebuggerHookConfig | None,
@@ -325,6 +340,7 @@ def hook_config(
         params["include_collections"] = ",".join(names)
     elif "include_collections" in params:
         given = [c.strip() for c in params["include_collections"].split(",") if c.strip()]
+        check_included(given, [*_KNOWN_COLLECTIONS, *merged], "the job's hook")
         for rule in rules:
             lacking = [c.name for c in rule.collections if c.name not in given]
             if lacking:  # known before training: say so, and save them

@@ -60,6 +60,8 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
     ``tensorboard_dir``).
     """
 
+    known_collections = (*Hook.known_collections, OPTIMIZER_VARIABLES, *TAPPED_COLLECTIONS)
+
     def __init__(
         self,
         out_dir: str | os.PathLike[str] | Store,

@@ -68,6 +68,8 @@ class Hook(BaseHook):
     hook.register_loss(loss_fn)
     """
 
+    known_collections = (*BaseHook.known_collections, RELU_ACTIVATIONS)
+
     def __init__(
         self,
         out_dir: str | os.PathLike[str] | Store,

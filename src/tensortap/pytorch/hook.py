@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from tensortap.core.collections import INITIAL_WEIGHTS, TRAINING_LOOP
 from tensortap.core.modes import ModeKeys
 from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.save_config import SaveConfig
@@ -74,6 +75,14 @@ class Hook(TrainerControls, BaseHook):
     Steps end automatically (see :mod:`tensortap.core.step_tracker`); with ``auto_step=False``
     they end only at ``hook.next_step()`` (calling it also turns automatic steps off).
     """
+
+    known_collections = (
+        *BaseHook.known_collections,
+        RELU_ACTIVATIONS,
+        OPTIMIZER_VARIABLES,
+        INITIAL_WEIGHTS,
+        TRAINING_LOOP,
+    )
 
     def __init__(
         self,

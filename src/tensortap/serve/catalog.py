@@ -17,7 +17,8 @@ from typing import Any
 from tensortap.core.modes import ModeKeys
 from tensortap.exceptions import InvalidConfigError
 from tensortap.format.layout import TRIAL_MARKER
-from tensortap.jobs.record import JOB_FILE, JobRecord
+from tensortap.jobs.record import JobRecord
+from tensortap.trials.locate import JOB_FILE
 from tensortap.trials.trial import Trial
 
 RESCAN_SECS = 1.0  # how stale the list of runs may be

@@ -41,6 +41,26 @@ def open_store(location: str | os.PathLike[str] | Store) -> Store:
     return factory(location)
 
 
+def local_path(location: str | os.PathLike[str] | Store) -> str | None:
+    """The directory a location names when it is local (a path or a ``file://`` URL), else
+    None (another scheme, or a Store)."""
+    if isinstance(location, Store):
+        return None
+    text = os.fspath(location)
+    if text.startswith("file://"):
+        return text[len("file://") :]
+    return None if "://" in text else text
+
+
+def what_is_there(store: Store) -> str:
+    """Words for a store that holds nothing, for messages: whether its directory is missing or
+    empty (a mistyped path is the usual cause)."""
+    local = local_path(store.location)
+    if local is None:
+        return "nothing is stored under it"
+    return "it is an empty directory" if os.path.isdir(local) else "it does not exist"
+
+
 register_store("file", lambda url: LocalStore(url[len("file://") :]))
 register_store("memory", lambda url: MemoryStore.named(url[len("memory://") :]))
 

@@ -33,7 +33,8 @@ from tensortap.core.collections import Collection
 from tensortap.exceptions import InvalidConfigError, TensortapError
 from tensortap.storage import Store, open_store
 from tensortap.trials.columns import published_segments, scalar_columns
-from tensortap.trials.trial import Trial
+from tensortap.trials.locate import TRIAL_DIR
+from tensortap.trials.trial import Trial, create_trial
 
 SCHEMA = pa.schema(
     [
@@ -69,15 +70,16 @@ def export_parquet(
     out: str | os.PathLike[str] | Store,
     runs: Sequence[str] | None = None,
 ) -> list[Exported]:
-    """Export (or bring up to date) each trial as a run of the dataset at ``out``. A run is
-    named after its trial's directory (the job's, for a job's ``JOB/tensortap`` trial) unless
-    ``runs`` names them."""
+    """Export (or bring up to date) each trial (a location, a job directory, or a Trial) as a
+    run of the dataset at ``out``. A run is named after its trial's directory (the job's, for
+    a job's ``JOB/trial``) unless ``runs`` names them. A location that holds no trial is an
+    error (NotATrialError), raised before anything is written."""
     given = list(trials)
     if runs is not None and len(runs) != len(given):
         raise InvalidConfigError(
             f"runs names one run per trial: got {len(runs)} names for {len(given)} trials"
         )
-    opened = [t if isinstance(t, Trial) else Trial(t) for t in given]
+    opened = [t if isinstance(t, Trial) else create_trial(t, must_exist=True) for t in given]
     names = list(runs) if runs is not None else [run_name_of(t.path) for t in opened]
     seen: dict[str, str] = {}
     for name, trial in zip(names, opened, strict=True):
@@ -92,11 +94,16 @@ def export_parquet(
     return [export_trial(t, store, n) for t, n in zip(opened, names, strict=True)]
 
 
+# The last part of a job's trial location: a job's own directory (``tensortap run``), the
+# SageMaker layout of ``s3_output_path`` (``.../JOB/debug-output``), and jobs of before.
+_JOB_TRIAL_NAMES = (TRIAL_DIR, "debug-output", "tensortap")
+
+
 def run_name_of(location: str) -> str:
-    """A trial's default run name: its directory's name, or the job's for a job's
-    ``.../JOB/tensortap`` trial."""
+    """A trial's default run name: its directory's name, or the job's for a job's trial
+    (``.../JOB/trial``, ``.../JOB/debug-output``)."""
     parts = [p for p in location.rstrip("/").split("/") if p]
-    if len(parts) > 1 and parts[-1] == "tensortap":
+    if len(parts) > 1 and parts[-1] in _JOB_TRIAL_NAMES:
         return parts[-2]
     return parts[-1] if parts else location
 

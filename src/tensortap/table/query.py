@@ -2,7 +2,8 @@
 
 ::
 
-    tensortap query "SELECT run, max(value) FROM stats WHERE tensor = 'loss' GROUP BY run"
+    tensortap query "SELECT run, tensor, max(value) FROM stats WHERE collection = 'losses'
+                     GROUP BY run, tensor"
         --data stats/
 
 A local dataset is read by DuckDB in place (only the row groups a query needs). One on object
@@ -23,7 +24,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tensortap.storage import Store, open_store
+from tensortap.exceptions import InvalidConfigError
+from tensortap.storage import Store, local_path, open_store, what_is_there
 from tensortap.table.export import SCHEMA, check_run_name
 
 _PART = re.compile(r"run=([^/]+)/part-\d+\.parquet")
@@ -36,29 +38,26 @@ def connect(
     """An in-memory DuckDB connection where the dataset at ``data`` (or only ``runs`` of it)
     is the view ``stats`` (the dataset's columns plus ``run``)."""
     wanted = None if runs is None else {check_run_name(r) for r in runs}
+    local = local_path(data)
+    store = open_store(data if local is None else local)
+    parts = _parts(store, wanted)
     con = duckdb.connect()
-    local = _local_dir(data)
-    if local is not None:
-        parts = _parts(open_store(local), wanted)
-        if parts:
-            files = ", ".join(_quote(os.path.join(local, key)) for key, _ in parts)
-            con.execute(
-                f"CREATE VIEW {VIEW} AS SELECT * FROM read_parquet([{files}], "
-                "hive_partitioning = true, hive_types = {'run': VARCHAR})"
-            )
-            return con
-    else:
-        store = open_store(data)
-        parts = _parts(store, wanted)
-        if parts:
-            blobs = store.get_many([key for key, _ in parts])
-            tables = [
-                _with_run(pq.read_table(io.BytesIO(blob)), run)
-                for blob, (_, run) in zip(blobs, parts, strict=True)
-            ]
-            con.register("_tensortap_stats", pa.concat_tables(tables))
-            con.execute(f"CREATE VIEW {VIEW} AS SELECT * FROM _tensortap_stats")
-            return con
+    if parts and local is not None:
+        files = ", ".join(_quote(os.path.join(local, key)) for key, _ in parts)
+        con.execute(
+            f"CREATE VIEW {VIEW} AS SELECT * FROM read_parquet([{files}], "
+            "hive_partitioning = true, hive_types = {'run': VARCHAR})"
+        )
+        return con
+    if parts:
+        blobs = store.get_many([key for key, _ in parts])
+        tables = [
+            _with_run(pq.read_table(io.BytesIO(blob)), run)
+            for blob, (_, run) in zip(blobs, parts, strict=True)
+        ]
+        con.register("_tensortap_stats", pa.concat_tables(tables))
+        con.execute(f"CREATE VIEW {VIEW} AS SELECT * FROM _tensortap_stats")
+        return con
     con.register("_tensortap_stats", _with_run(SCHEMA.empty_table(), None))
     con.execute(f"CREATE VIEW {VIEW} AS SELECT * FROM _tensortap_stats")
     return con
@@ -78,19 +77,17 @@ def query(
         con.close()
 
 
-def _local_dir(data: Any) -> str | None:
-    if isinstance(data, Store):
-        return None
-    text = str(os.fspath(data))
-    if text.startswith("file://"):
-        return text[len("file://") :]
-    return None if "://" in text else text
-
-
 def _parts(store: Store, wanted: set[str] | None) -> list[tuple[str, str]]:
-    """The dataset's part files (key, run), ``wanted`` runs only, in order."""
+    """The dataset's part files (key, run), ``wanted`` runs only, in order. A location that
+    holds nothing is no dataset: a mistyped ``--data`` must not answer 0 rows."""
+    keys = store.list("")
+    if not keys:
+        raise InvalidConfigError(
+            f"no dataset at {store.location}: {what_is_there(store)}. Give the directory (or "
+            "s3:// URL) that `tensortap export TRIAL... --parquet DIR` wrote"
+        )
     found = []
-    for key in store.list(""):
+    for key in keys:
         match = _PART.fullmatch(key)
         if match and (wanted is None or match.group(1) in wanted):
             found.append((key, match.group(1)))

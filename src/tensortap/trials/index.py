@@ -26,6 +26,7 @@ from tensortap.format.fields import get_list
 from tensortap.format.index import SegmentIndex, decode_index
 from tensortap.format.layout import TRIAL_MARKER
 from tensortap.storage.base import Store
+from tensortap.storage.resolve import what_is_there
 
 logger = logging.getLogger(__name__)
 _FETCH_BATCH = 64  # index objects fetched together when a trial is opened
@@ -126,9 +127,11 @@ class TrialIndex:
         self.version = 0  # bumped whenever anything new is ingested
         self._collections: tuple[int, dict[str, Collection]] | None = None
 
-    def check_marker(self, path: str) -> None:
+    def check_marker(self, path: str, must_exist: bool = False, warn: bool = True) -> None:
         """Refuse a root that holds other things but no trial; read a trial whose marker is
-        damaged or missing (next to ``workers/``) with a problem; refuse a newer trial."""
+        damaged or missing (next to ``workers/``) with a problem; refuse a newer trial. A root
+        that holds nothing yet is refused if ``must_exist``, else read as empty (saying so at
+        WARNING if ``warn``, else at INFO)."""
         try:
             raw = self.store.get(TRIAL_MARKER)
         except StorageError as exc:  # not a regular file: read what is there, and say so
@@ -148,7 +151,7 @@ class TrialIndex:
                         f"{path} holds no tensortap trial (no {TRIAL_MARKER}; found "
                         f"{shown}). Point create_trial at the out_dir given to a Hook"
                     ) from None
-                logger.info("no trial at %s yet; it will appear when training writes it", path)
+                self._nothing_yet(path, must_exist, warn)
                 return
             raw = self.store.get(TRIAL_MARKER)  # written between the two looks: being created
         try:
@@ -157,6 +160,23 @@ class TrialIndex:
             raise
         except FormatError as exc:  # the marker is corrupt, not newer: read what is there
             self.problem(TRIAL_MARKER, exc)
+
+    def _nothing_yet(self, path: str, must_exist: bool, warn: bool) -> None:
+        what = what_is_there(self.store)
+        if must_exist:
+            raise NotATrialError(
+                f"no trial at {path}: {what}. Point create_trial at the out_dir given to a "
+                "Hook (or at a job's directory), or leave must_exist out to wait for training "
+                "to write it"
+            )
+        logger.log(
+            logging.WARNING if warn else logging.INFO,
+            "no trial at %s yet: %s. It is read as training writes it; if training should have "
+            "written it by now, check the path (create_trial(..., must_exist=True) raises "
+            "instead)",
+            path,
+            what,
+        )
 
     # -- refresh --
     def refresh(self) -> bool:

@@ -27,6 +27,7 @@ from tensortap.exceptions import (
 )
 from tensortap.storage import Store, open_store
 from tensortap.trials.index import TrialIndex, natural_key
+from tensortap.trials.locate import trial_location
 from tensortap.trials.read_ahead import read_ahead
 from tensortap.trials.reader import MAX_GAP, RawRef, ValueReader
 from tensortap.trials.step_block import StepBlock
@@ -46,6 +47,11 @@ class Trial:
     value never touches the index again, and a trial whose workers all ended is never
     re-listed; :meth:`refresh` picks up new data at once.
 
+    A location that holds nothing yet opens as an empty trial that fills in when training
+    writes it (as smdebug waits for a trial to appear), with a warning saying what is there
+    (for a path or URL; a Store object handed over is not warned about);
+    ``must_exist=True`` raises :class:`NotATrialError` instead.
+
     A damaged trial stays readable: an index, end marker or collections file that is corrupt,
     of the wrong type, copied from another worker or not a regular file is skipped and listed
     in :meth:`problems`; ``strict=True`` raises its FormatError (or StorageError) instead.
@@ -57,6 +63,7 @@ class Trial:
         name: str | None = None,
         refresh_interval: float | None = None,
         strict: bool = False,
+        must_exist: bool = False,
     ) -> None:
         try:
             store = open_store(path)
@@ -69,7 +76,9 @@ class Trial:
             store.refresh_interval if refresh_interval is None else float(refresh_interval)
         )
         self._index = TrialIndex(store, strict=bool(strict))
-        self._index.check_marker(self.path)
+        # a path may be mistyped; a Store handed over is the caller's own (an empty one on
+        # purpose, as the rule-parameter checks use)
+        self._index.check_marker(self.path, must_exist, warn=not isinstance(path, Store))
         self._tensors: dict[str, Tensor] = {}
         self._last_refresh = 0.0
         self._steps_cache: dict[tuple[ModeKeys | None, bool], list[int]] = {}
@@ -431,15 +440,19 @@ def create_trial(
     out_dir: str | os.PathLike[str] | Store | None = None,
     **kwargs: Any,
 ) -> Trial:
-    """Open the trial at ``path`` (a directory, a URL, or a Store); smdebug's
-    ``create_trial(out_dir=...)`` spelling works too. A trial written by smdebug is read
-    through a tensortap copy (see :mod:`tensortap.smdebug.opening`)."""
+    """Open the trial at ``path`` (a directory, a URL, a Store, or a job directory: its
+    trial); smdebug's ``create_trial(out_dir=...)`` spelling works too. A trial written by
+    smdebug is read through a tensortap copy (see :mod:`tensortap.smdebug.opening`).
+
+    On a location that holds nothing yet it warns and returns a trial that fills in as
+    training writes; ``must_exist=True`` raises NotATrialError instead. Other keyword
+    arguments are :class:`Trial`'s."""
     if (path is None) == (out_dir is None):
         raise InvalidConfigError(
             "create_trial needs the trial's location once: create_trial('runs/job1') or "
             f"create_trial(out_dir='runs/job1'); got path={path!r}, out_dir={out_dir!r}"
         )
-    location = path if path is not None else out_dir
+    location = trial_location(path if path is not None else out_dir)  # type: ignore[arg-type]
     from tensortap.smdebug.opening import tensortap_copy_if_smdebug
 
-    return Trial(tensortap_copy_if_smdebug(location), name=name, **kwargs)  # type: ignore[arg-type]
+    return Trial(tensortap_copy_if_smdebug(location), name=name, **kwargs)

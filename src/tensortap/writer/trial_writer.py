@@ -160,14 +160,18 @@ class TrialWriter:
             )
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Publish everything submitted so far; True if done within ``timeout``."""
+        """Publish everything submitted so far. True only if it was done within ``timeout``
+        and every step submitted so far is published: once a step was lost (a full disk) or
+        dropped (a full queue), it never will be, and flush says False from then on."""
         event = threading.Event()
         with self._cv:
             if not self._thread.is_alive():
                 return False
             self._flush_waiters.append(event)
             self._cv.notify_all()
-        return event.wait(timeout if timeout is not None else self.options.close_timeout_secs)
+        done = event.wait(timeout if timeout is not None else self.options.close_timeout_secs)
+        status = self.status
+        return done and not status.steps_lost and not status.steps_dropped
 
     def note_hook_errors(self, count: int, last: str | None) -> None:
         """Record the hook's internal error count in the next published segments (live trials)."""

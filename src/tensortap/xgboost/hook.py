@@ -52,6 +52,15 @@ LABELS = "labels"
 TREES = "trees"
 IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
 DEFAULT_COLLECTIONS = (CollectionKeys.METRICS, HYPERPARAMETERS, CollectionKeys.LOSSES)
+_OWN_COLLECTIONS = (
+    HYPERPARAMETERS,
+    FEATURE_IMPORTANCE,
+    AVERAGE_SHAP,
+    FULL_SHAP,
+    TREES,
+    PREDICTIONS,
+    LABELS,
+)
 TREE_COLUMNS = ("tree", "node", "depth", "feature", "threshold", "gain", "cover", "leaf")
 
 _current: Hook | None = None
@@ -70,6 +79,8 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
     SHAP costs rows x trees x leaves x depth. ``train_data`` is accepted for smdebug's
     signature. ``hyperparameters`` overrides the parameters read from the booster.
     """
+
+    known_collections = (*CoreHook.known_collections, *_OWN_COLLECTIONS)
 
     def __init__(
         self,
@@ -104,15 +115,7 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
             tensorboard_dir,
         )
         xgboost.callback.TrainingCallback.__init__(self)
-        for name in (
-            HYPERPARAMETERS,
-            FEATURE_IMPORTANCE,
-            AVERAGE_SHAP,
-            FULL_SHAP,
-            TREES,
-            PREDICTIONS,
-            LABELS,
-        ):
+        for name in _OWN_COLLECTIONS:
             self.get_collection(name)
         self.hyperparameters = dict(hyperparameters or {})
         self.train_data = _as_dmatrix(train_data, "train_data")
