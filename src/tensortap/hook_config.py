@@ -235,7 +235,10 @@ class HookConfig:
         kwargs = {**self.hook_kwargs(), **overrides}
         included = kwargs.get("include_collections")
         included = [included] if isinstance(included, str) else included
-        configured = {c.name for c in self.collections}
+        # a configured collection of the user's own is included once configured; the hook's
+        # own collections are included when it is made (some act then: initial_weights)
+        known = set(getattr(cls, "known_collections", ()))
+        configured = {c.name for c in self.collections} - known
         if included is not None:
             kwargs["include_collections"] = [n for n in included if n not in configured]
         hook = cls(**kwargs)
