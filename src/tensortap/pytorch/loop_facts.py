@@ -32,7 +32,9 @@ from tensortap.core.modes import ModeKeys
 from tensortap.core.recorder import SavePlan, StepRecorder, records_from_array
 from tensortap.pytorch.naming import WEIGHT_COLLECTIONS, unwrap
 from tensortap.pytorch.registry import Registry
-from tensortap.pytorch.sharded import dtensor_kind, local_part
+from tensortap.pytorch.weight_stats import init_scales
+from tensortap.pytorch.weight_stats import local as _local
+from tensortap.pytorch.weight_stats import norms as _norms
 
 _COLLECTIONS = (TRAINING_LOOP,)
 _RAW = SavePlan(raw=True, shape=False, reductions=())
@@ -53,30 +55,10 @@ LOW_LR = 0.01
 ISOLATED_SHARE = 0.5
 #: The id given to a loss recorded with ``hook.record_loss`` (no loss module).
 _RECORDED = -1
-_SCALED = (nn.Linear, nn.modules.conv._ConvNd)
 _BN = nn.modules.batchnorm._BatchNorm
 _DROPOUT = nn.modules.dropout._DropoutNd
 _CLASS_LOSSES = (nn.CrossEntropyLoss, nn.NLLLoss)
 _REGRESSION_LOSSES = (nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss)
-
-
-def _local(t: torch.Tensor) -> torch.Tensor:
-    return local_part(t) if dtensor_kind(t) else t
-
-
-def _norms(tensors: Iterable[torch.Tensor]) -> list[float]:
-    """The l2 norm of each tensor, read with one copy per device (a sync: call it rarely)."""
-    tensors = [_local(t).detach() for t in tensors]
-    by_device: dict[torch.device, list[int]] = {}
-    for i, t in enumerate(tensors):
-        by_device.setdefault(t.device, []).append(i)
-    out = [0.0] * len(tensors)
-    for indices in by_device.values():
-        group = [tensors[i] for i in indices]
-        values = torch.stack([n.double() for n in torch._foreach_norm(group)]).cpu().tolist()
-        for i, v in zip(indices, values, strict=True):
-            out[i] = v
-    return out
 
 
 @dataclass
@@ -322,39 +304,15 @@ class LoopFacts:
             self._set(f"train_mode_modules/{kind}", n)
 
     def _init_scale(self, model: nn.Module) -> None:
-        """How large the trained Linear and convolution weights start, each as
-        ``std(w) * sqrt(fan_in)`` (``init_scale/<name>``; ``init_scale``: the median): 0.58
-        for PyTorch's default initialisation, 1.41 for Kaiming/He, at most about 2.4 for any
-        standard scheme; read once, at the first forward pass with gradients (a sync)."""
+        """How large the trained Linear and convolution weights start (``init_scale/<name>``;
+        ``init_scale``: the median; see weight_stats.init_scales): once, at the first forward
+        pass with gradients (a sync)."""
         names = {id(p): name for name, p, _ in self._registry.params}
-        weights = []
-        for m in unwrap(model).modules():
-            w = getattr(m, "weight", None)
-            if not isinstance(m, _SCALED) or not isinstance(w, nn.Parameter):
-                continue
-            if not w.requires_grad or isinstance(w, nn.parameter.UninitializedParameter):
-                continue
-            local = _local(w).detach()
-            if id(w) in names and local.dim() >= 2 and local.numel() > 1:
-                weights.append((names[id(w)], local, local[0].numel()))
-        if not weights:
-            return
-        by_device: dict[torch.device, list[int]] = {}
-        for i, (_, t, _) in enumerate(weights):
-            by_device.setdefault(t.device, []).append(i)
-        stds = [0.0] * len(weights)
-        for indices in by_device.values():
-            values = torch.stack([weights[i][1].float().std() for i in indices]).cpu().tolist()
-            for i, v in zip(indices, values, strict=True):
-                stds[i] = v
-        scales = []
-        for (name, _, fan_in), std in zip(weights, stds, strict=True):
-            scale = std * fan_in**0.5
-            if np.isfinite(scale):
-                scales.append(scale)
-                self._set(f"init_scale/{name}", scale)
+        scales = init_scales(model, names)
+        for name, scale in scales.items():
+            self._set(f"init_scale/{name}", scale)
         if scales:
-            self._set("init_scale", statistics.median(scales))
+            self._set("init_scale", statistics.median(scales.values()))
 
     def _class_weights(self, module: nn.Module) -> None:
         """A classification loss module's class weights, once: the ratio of the largest to
