@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -268,7 +269,8 @@ class ClassImbalance(Rule):
             return None
         tensor = trial.tensor(_WEIGHTS)
         steps = tensor.steps()
-        return float(scalar(tensor, steps[-1])) if steps else None
+        ratio = scalar(tensor, steps[-1]) if steps else math.nan
+        return ratio if math.isfinite(ratio) and ratio > 1 else None  # else not a weighting
 
     def _nonfinite_scores(self, step: int) -> list[str]:
         """The prediction tensors saved at ``step`` that are scores holding NaN or inf."""
