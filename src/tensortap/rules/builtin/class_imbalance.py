@@ -60,24 +60,25 @@ class ClassImbalance(Rule):
     run would count the time before it learned.) Steps before ``samples`` labels were seen are
     skipped, not judged, except for a class rare in the training labels (below).
 
-    Cause and severity: a class given up on is put down to the imbalance only when it is rare
-    in the training labels (at most a fifth of the most frequent class's count, once that
-    class was seen 30 times) and its error rate is above ``threshold_misprediction`` beyond
-    the sampling noise (the lower end of its Wilson 95% interval): then it is judged as soon
-    as that shows and the model gets the most frequent class right at least 70% of the time
-    (a model that collapsed onto the majority class errs on a balanced validation set far
-    more than a quarter of the time). It is a problem while it stays so once the model has
-    trained on ``samples`` labels (its error rate fell less than 10 points since it was first
-    seen given up): early in training some class is always behind, and it is a warning until
-    then. A class given up on that is not rare is a warning whose cause is
-    ``class_given_up`` (a class the model finds hard: in a balanced data set it is not an
-    imbalance), and so is a rare class given up on where the loss weights the classes (the
-    PyTorch hook's ``training_loop/class_weights`` fact: the imbalance is handled, yet the
-    class is given up). Training is counted in TRAIN steps times their batch of labels, so
-    that a job saving every 10th TRAIN step, or a long evaluation pass (no training within
-    it), counts what the model was trained on (a trial without TRAIN labels counts the labels
-    of the mode judged); imbalanced labels alone are a warning (class weights or resampling
-    may handle them, as the mispredictions then show).
+    Cause and severity: a class given up on is put down to the imbalance only when it is
+    rare in the training labels (at most a fifth of the most frequent class's count, once
+    that class was seen 30 times) and its error rate is above ``threshold_misprediction``
+    beyond the sampling noise (the lower end of its Wilson 95% interval): then it is judged
+    as soon as that shows and the model gets the most frequent class right at least 70% of
+    the time (a model that collapsed onto the majority class errs on a balanced validation
+    set far more than a quarter of the time). It is a problem while it stays so once the
+    model has trained on ``samples`` labels, or when training ended so however short it was
+    (its error rate fell less than 10 points since it was first seen given up): early in
+    training some class is always behind, and it is a warning until then. A class given up
+    on that is not rare is a warning whose cause is ``class_given_up`` (a class the model
+    finds hard: in a balanced data set it is not an imbalance), and so is a rare class given
+    up on where the loss weights the classes (the PyTorch hook's
+    ``training_loop/class_weights`` fact: the imbalance is handled, yet the class is given
+    up). Training is counted in TRAIN steps times their batch of labels, so that a job
+    saving every 10th TRAIN step, or a long evaluation pass (no training within it), counts
+    what the model was trained on (a trial without TRAIN labels counts the labels of the
+    mode judged); imbalanced labels alone are a warning (class weights or resampling may
+    handle them, as the mispredictions then show).
 
     Each mode is judged on its own labels: TRAIN labels (the training data's balance; GLOBAL in
     a trial without modes) apart from EVAL labels (the validation data's), never pooled. A job
@@ -219,10 +220,15 @@ class ClassImbalance(Rule):
         total = self._trained if self._last_train is not None else int(seen.counts.sum())
         seen.given_up = {k: seen.given_up.get(k, (total, error)) for k, error in given_up.items()}
 
+        # training has ended: what is given up now was never learned, however short the run
+        trial = self.base_trial
+        ended = trial.loaded_all_steps and step == trial.steps()[-1]
+
         def lasting(k: int) -> bool:
-            """Class ``k`` still given up once the model trained on ``samples`` labels, not
-            learned since it was first seen so."""
-            return total >= self.samples and given_up[k] > seen.given_up[k][1] - _LEARNING
+            """Class ``k`` still given up once the model trained on ``samples`` labels (or
+            when training ended), not learned since it was first seen so."""
+            enough = total >= self.samples or ended
+            return enough and given_up[k] > seen.given_up[k][1] - _LEARNING
 
         klass = max(given_up, key=lambda k: (lasting(k) and k in blame, k in blame, given_up[k]))
         blamed, kept = klass in blame, lasting(klass)
@@ -250,6 +256,8 @@ class ClassImbalance(Rule):
             )
         if not kept:
             message += f"; the model trained on {total} labels so far (judged from {self.samples})"
+        elif ended and total < self.samples:
+            message += f"; training ended after {total} labels with the class still given up"
         self.explain(
             message,
             tensors=names,
