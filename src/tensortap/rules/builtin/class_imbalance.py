@@ -254,7 +254,9 @@ class ClassImbalance(Rule):
                 f"{ref_mode.name} labels ({int(reference[klass]) if klass < reference.size else 0}"
                 f" of {int(reference.sum())}): a class the model finds hard, not an imbalance"
             )
-        if not kept:
+        if not kept and (total >= self.samples or ended):
+            message += "; its error rate has fallen since it was first seen given up: learning it"
+        elif not kept:
             message += f"; the model trained on {total} labels so far (judged from {self.samples})"
         elif ended and total < self.samples:
             message += f"; training ended after {total} labels with the class still given up"
