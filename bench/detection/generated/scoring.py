@@ -3,23 +3,13 @@ interval), detection recall, per fault kind and per rule."""
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 from typing import Any
 
 from bench.detection import accepted
 from bench.detection.generated.faults import KINDS
 from bench.detection.score import ProgramResult
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval for ``k`` successes in ``n`` trials (95% by default)."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
+from tensortap.rules.builtin._common import wilson
 
 
 def named_first(result: ProgramResult, label: str) -> bool:

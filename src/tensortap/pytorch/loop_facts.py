@@ -123,7 +123,7 @@ class LoopFacts:
         self._fingerprint: tuple[list[nn.Parameter], list[float]] | None = None
         self._changed: bool | None = None
         self._no_grad_run = 0
-        self._no_grad_kinds: Counter[str] = Counter()
+        self._no_grad_active: list[nn.Module] = []  # what behaved as in training, last time
         self._eval_in_train = 0
         # optimizer steps seen when a single forward pass under no_grad in train mode ended
         self._isolated: set[int] = set()
@@ -155,7 +155,7 @@ class LoopFacts:
         if not active or any(isinstance(m, _BN) and m.momentum in (None, 1.0) for m in active):
             return  # no module behaves differently; or BatchNorm statistics being recomputed
         self._no_grad_run += 1
-        self._no_grad_kinds = Counter(type(m).__name__ for m in active)
+        self._no_grad_active = active
         if self._no_grad_run >= 2:  # an evaluation loop, not one no_grad call in a training step
             self._eval_in_train += 2 if self._no_grad_run == 2 else 1
             self._set("eval_in_train_mode", self._eval_in_train)
@@ -300,7 +300,7 @@ class LoopFacts:
         self._no_grad_run = 0
 
     def _set_kinds(self) -> None:
-        for kind, n in self._no_grad_kinds.items():
+        for kind, n in Counter(type(m).__name__ for m in self._no_grad_active).items():
             self._set(f"train_mode_modules/{kind}", n)
 
     def _init_scale(self, model: nn.Module) -> None:

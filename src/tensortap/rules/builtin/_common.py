@@ -256,12 +256,12 @@ def collection_names_param(params: Mapping[str, Any]) -> list[str]:
     return list(names)
 
 
-def wilson_low(hits: int, n: int, z: float = 1.96) -> float:
-    """The lower end of the Wilson 95% interval of a rate of ``hits`` in ``n`` (0 when n is
-    0): how low the true rate may be, given the sample."""
+def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval (95% by default) of a rate of ``hits`` in ``n``: how low and
+    how high the true rate may be, given the sample ((0, 1) when n is 0)."""
     if n <= 0:
-        return 0.0
+        return (0.0, 1.0)
     p = hits / n
-    centre = p + z * z / (2 * n)
-    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, (centre - spread) / (1 + z * z / n))
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))

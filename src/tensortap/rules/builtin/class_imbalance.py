@@ -17,7 +17,7 @@ from tensortap.rules.builtin._common import (
     names_in,
     nonfinite_names,
     scalar,
-    wilson_low,
+    wilson,
 )
 from tensortap.rules.builtin._labels import labels_and_predictions
 from tensortap.rules.finding import Severity
@@ -172,7 +172,7 @@ class ClassImbalance(Rule):
 
         def significant(k: int) -> bool:
             """Class ``k``'s error rate is above the limit beyond the sampling noise."""
-            return wilson_low(int(counts[k] - correct[k]), int(counts[k])) > limit
+            return wilson(int(counts[k] - correct[k]), int(counts[k]))[0] > limit
 
         # a rare class whose error rate is significantly over the limit is judged early; the
         # imbalance is not to blame where the loss weights the classes (handled)
