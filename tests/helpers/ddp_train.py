@@ -39,6 +39,9 @@ def main() -> None:
         F.cross_entropy(model(xb), yb).backward()
         opt.step()
     hook.close()
+    # rank 0 hosts the store: leaving before the other rank is done with it aborted that rank
+    # ("terminate called without an active exception") once in a clean-clone run
+    dist.barrier()
     dist.destroy_process_group()
     print(f"rank {rank} done as {hook.worker}", flush=True)
 

@@ -107,6 +107,7 @@ def main() -> None:
     else:
         for name, wrap in (("ddp", ddp), ("fsdp", fsdp), ("fsdp_early", fsdp_early)):
             train(os.path.join(out_dir, name), make_model(), wrap, rank, world, steps)
+    dist.barrier()  # rank 0 hosts the store: nobody leaves while another still uses it
     dist.destroy_process_group()
     print(f"rank {rank} done", flush=True)
 
