@@ -29,7 +29,7 @@ ACCEPTED_FIRST: dict[str, frozenset[str]] = {
         "unnormalised_tabular": {"unnormalised_input"},
         "shuffled_labels": {"no_learnable_signal"},
         "class_imbalance": {"class_imbalance"},
-        "tiny_train_set": {"overfitting"},
+        "tiny_train_set": {"overfitting", "small_training_set"},
         "overtraining": {"overtraining", "overfitting"},
         "nan_op": {"nonfinite"},
         "loss_broadcast": {"loss_shape_mismatch"},

@@ -48,11 +48,13 @@ def train(
     seed: int = 0,
     before_backward: Callable[[int, torch.Tensor], torch.Tensor] | None = None,
     after_step: Callable[[int], None] | None = None,
+    evaluate_at_end: bool = False,
 ) -> tt.Trial:
     """Train ``model`` with the job's hook; every ``eval_every`` steps an evaluation pass over
     the validation split in batches of ``eval_batch``. Classifiers save labels and predictions.
     ``before_backward(step, loss)`` may replace the loss; ``after_step(step)`` runs after the
-    optimizer's step. Returns the trial."""
+    optimizer's step; ``evaluate_at_end`` adds a last evaluation pass after training. Returns
+    the trial."""
     torch.set_num_threads(1)
     hook = job_hook(path)
     hook.register_module(model)
@@ -68,14 +70,17 @@ def train(
             hook.save_tensor("predictions", out.detach().argmax(dim=1), "predictions")
         return loss
 
+    def evaluate() -> None:
+        model.eval()
+        with torch.no_grad():
+            for i in range(0, len(data.y_val), eval_batch):
+                run(data.x_val[i : i + eval_batch], data.y_val[i : i + eval_batch])
+        model.train()
+
     try:
         for step in range(steps):
             if eval_every and step and step % eval_every == 0:
-                model.eval()
-                with torch.no_grad():
-                    for i in range(0, len(data.y_val), eval_batch):
-                        run(data.x_val[i : i + eval_batch], data.y_val[i : i + eval_batch])
-                model.train()
+                evaluate()
             idx = torch.randint(0, len(data.y), (batch,), generator=gen)
             opt.zero_grad()
             loss = run(data.x[idx], data.y[idx])
@@ -85,6 +90,8 @@ def train(
             opt.step()
             if after_step is not None:
                 after_step(step)
+        if evaluate_at_end:
+            evaluate()
     finally:
         hook.close()
     return tt.create_trial(str(path))

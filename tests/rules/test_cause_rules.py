@@ -4,6 +4,7 @@ output layer does not train), on trials written through the hook."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -120,6 +121,77 @@ def test_a_model_that_learned_every_class_is_above_chance_on_imbalanced_data(
         assert summary.worst_severity is Severity.PROBLEM
     else:
         assert float(np.mean(p == y)) < 0.7 and summary.triggered == 0, summary
+
+
+def _regression(
+    shuffled: bool, signal: float = 1.0, n: int = 1000
+) -> tuple[object, object, object, object]:
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 8, generator=gen)
+    y = signal * x @ torch.randn(8, 1, generator=gen) + 0.5 * torch.randn(n, 1, generator=gen)
+    y_train = y[:800][torch.randperm(800, generator=gen)] if shuffled else y[:800]
+    return x[:800], y_train, x[800:], y[800:]
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_a_regression_no_better_than_its_mean_is_at_chance(tmp_path: Path, shuffled: bool) -> None:
+    """A regression (an MSELoss module, no labels saved) trained on shuffled targets: its
+    validation squared error is no better than always answering the training targets' mean,
+    to the end of training. The same regression on its real targets is far above chance.
+    Before, a regression was never judged (no labels): NoData either way."""
+    import torch
+    from torch import nn
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
+    import job_runs
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
+    trial = job_runs.train(
+        tmp_path,
+        model,
+        job_runs.Data(*_regression(shuffled)),  # type: ignore[arg-type]
+        lambda p: torch.optim.Adam(p, lr=3e-3),
+        nn.MSELoss(),
+        classify=False,
+        evaluate_at_end=True,
+    )
+    summary = invoke_rule(AccuracyAtChance(trial))
+    if shuffled:
+        assert summary.worst_severity is Severity.PROBLEM, summary
+        gravest = summary.gravest
+        assert gravest is not None and gravest.details["cause"] == "no_learnable_signal"
+        assert "training targets' mean" in gravest.message
+        assert tt.diagnose(trial).causes[0] == "no_learnable_signal"
+    else:
+        assert summary.status.value == "NoIssuesFound", summary
+
+
+def test_a_weak_but_real_regression_signal_is_above_chance(tmp_path: Path) -> None:
+    """Targets mostly noise (R^2 about 0.2 at best, 0.06 after this short training): over
+    2,000 validation targets what the model learned carries to held-out data significantly,
+    so it is not at chance. (Over 200 the same model is within 1.3 standard errors of the
+    mean's error: a signal that weak cannot be told from none on so few targets.)"""
+    import torch
+    from torch import nn
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
+    import job_runs
+
+    torch.manual_seed(0)
+    trial = job_runs.train(
+        tmp_path,
+        nn.Linear(8, 1),
+        job_runs.Data(*_regression(False, signal=0.1, n=2800)),  # type: ignore[arg-type]
+        lambda p: torch.optim.Adam(p, lr=1e-2),
+        nn.MSELoss(),
+        classify=False,
+        evaluate_at_end=True,
+    )
+    summary = invoke_rule(AccuracyAtChance(trial))
+    assert summary.status.value == "NoIssuesFound", summary
 
 
 @pytest.mark.parametrize("frozen", ["head", "backbone", "none"])

@@ -15,8 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+import tensortap as tt
 from tensortap.core.modes import ModeKeys
 from tensortap.rules import LossNotDecreasing, Overfit, RuleStatus, invoke_rule
+from tensortap.rules.builtin._samples import DistinctSamples
 from tensortap.rules.finding import Finding, Severity
 from tensortap.testing import TrialBuilder
 
@@ -256,3 +258,86 @@ def test_loss_not_decreasing_on_a_slowly_learning_gru(tmp_path: Path, seed: int)
     )
     summary = invoke_rule(LossNotDecreasing(trial))
     assert summary.triggered and summary.worst_severity is not Severity.PROBLEM
+
+
+# -- Overfit: a small training set --
+
+
+def _mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def _adam(p: list[nn.Parameter]) -> torch.optim.Optimizer:
+    return torch.optim.Adam(p, lr=3e-3)
+
+
+def test_overfit_names_a_small_training_set_it_memorises(tmp_path: Path) -> None:
+    """40 digits trained on for 300 steps (a debugging subset left in): the training loss goes
+    to about 0 while the validation loss stays far above it. The rows of the saved inputs say
+    how few samples there were, and the cause is named: a small training set."""
+    torch.manual_seed(0)
+    trial = job_runs.train(
+        tmp_path, _mlp(), job_runs.digits(n_train=40), _adam, nn.CrossEntropyLoss(), steps=300
+    )
+    summary = invoke_rule(Overfit(trial))
+    assert summary.worst_severity is Severity.PROBLEM
+    problem = next(f for f in summary.findings if f.severity is Severity.PROBLEM)
+    assert problem.details["cause"] == "small_training_set"
+    assert problem.details["training_samples"] == pytest.approx(40, abs=2)
+    assert "about 40 distinct samples" in problem.message
+    diagnosis = tt.diagnose(trial)
+    assert diagnosis.causes[0] == "small_training_set"
+
+
+def test_overfit_a_full_training_set_is_not_called_small(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    trial = job_runs.train(
+        tmp_path, _mlp(), job_runs.digits(), _adam, nn.CrossEntropyLoss(), steps=300
+    )
+    summary = invoke_rule(Overfit(trial))
+    assert summary.worst_severity is not Severity.PROBLEM
+    assert all(f.details.get("cause") != "small_training_set" for f in summary.findings)
+
+
+def test_overfit_a_small_set_the_model_generalises_is_not_a_problem(tmp_path: Path) -> None:
+    """60 samples of a task a linear model learns from them (two well separated classes):
+    the validation loss comes down as far as the training loss. Few samples alone are not
+    overfitting."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(560, 64, generator=gen)
+    y = (x[:, :4].sum(1) > 0).long()
+    x = x + 3.0 * (2 * y[:, None] - 1) * (torch.arange(64) < 4)
+    data = job_runs.Data(x[:60], y[:60], x[60:], y[60:])
+    torch.manual_seed(0)
+    trial = job_runs.train(tmp_path, nn.Linear(64, 2), data, _adam, nn.CrossEntropyLoss())
+    summary = invoke_rule(Overfit(trial))
+    assert summary.worst_severity is not Severity.PROBLEM
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    size=st.integers(5, 300),
+    draws=st.integers(1, 8),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_distinct_samples_estimate_the_set_they_are_drawn_from(
+    size: int, draws: int, seed: int
+) -> None:
+    """Rows drawn with replacement from a set of ``size``: once each was seen 3 times on
+    average among the distinct ones, the estimate is within a fifth of the set's size."""
+    rng = np.random.default_rng(seed)
+    rows = rng.normal(size=(size, 5)).astype(np.float32)
+    counter = DistinctSamples(cap=10_000)
+    for _ in range(draws):
+        counter.add(rows[rng.integers(0, size, size)])
+    estimate = counter.estimate()
+    if counter.seen < DistinctSamples.FIRM * counter.distinct:
+        assert estimate is None
+    else:
+        assert estimate is not None and abs(estimate - size) <= 0.2 * size + 1
+
+
+def test_distinct_samples_stop_at_their_cap() -> None:
+    counter = DistinctSamples(cap=10)
+    counter.add(np.arange(40, dtype=np.float32).reshape(20, 2))
+    assert counter.full and counter.estimate() is None and counter.distinct == 0

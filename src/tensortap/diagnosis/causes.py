@@ -213,6 +213,17 @@ _ALL = (
         "no_learnable_signal",
     ),
     _cause(
+        "small_training_set",
+        "the training set is too small: the model memorises it",
+        SETUP_TIER,
+        "train on more samples (check that a debugging subset or a wrong split was not left "
+        "in), augment the data, or use a smaller model with more regularisation",
+        "overfitting",
+        "overtraining",
+        "class_given_up",
+        "no_learnable_signal",
+    ),
+    _cause(
         "no_learnable_signal",
         "the labels do not follow from the inputs (shuffled or wrong labels)",
         SETUP_TIER,

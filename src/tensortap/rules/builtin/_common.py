@@ -27,6 +27,16 @@ def names_in(trial: Trial, collection: str, step: int | None = None) -> list[str
     return trial.tensor_names(step=step, collection=collection)
 
 
+def optional_names_in(trial: Trial, collection: str, step: int | None = None) -> list[str]:
+    """``names_in`` for a collection a rule reads where it was saved but does not need: asking
+    for it does not make it part of the rule's ``NoData`` reason."""
+    asked = set(trial.collections_asked)
+    try:
+        return names_in(trial, collection, step) if collection in trial.collections() else []
+    finally:
+        trial.collections_asked = asked
+
+
 def select(
     trial: Trial,
     collections: Iterable[str] | None,

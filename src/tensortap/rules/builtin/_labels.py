@@ -1,11 +1,17 @@
-"""Shared by ClassImbalance and Confusion: the labels and predictions saved at a step."""
+"""Shared by ClassImbalance, Confusion and AccuracyAtChance: the labels and predictions saved
+at a step (a regression loss's targets and predictions)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from tensortap.rules.builtin._common import has_raw, names_in
+from tensortap.rules.builtin._common import has_raw, names_in, optional_names_in
 from tensortap.rules.rule import Rule
+
+if TYPE_CHECKING:
+    from tensortap.trials.trial import Trial
 
 
 def find(rule: Rule, collection: str, regex: str, step: int, name: str | None = None) -> str | None:
@@ -58,3 +64,26 @@ def as_classes(y: np.ndarray, p: np.ndarray, argmax: bool = False) -> tuple[np.n
     if y.ndim == p.ndim + 1:  # one-hot labels
         y = np.argmax(y, axis=-1)
     return y.ravel().astype(np.int64), p.ravel().astype(np.int64)
+
+
+#: Loss modules whose inputs are (prediction, target) of a regression.
+REGRESSION_LOSSES = ("MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss")
+
+
+def regression_targets(trial: Trial, step: int) -> tuple[np.ndarray, np.ndarray, list[str]] | None:
+    """(predictions, targets, their names) a regression loss module received at ``step``, from
+    its saved inputs (``MSELoss_input_0`` and ``MSELoss_input_1`` for ``MSELoss_output_0`` in
+    ``losses``), or None where none was saved in full with floating-point values of one
+    size. An optional read: a trial without losses is not told to save them."""
+    saved = set(trial.tensor_names(step=step))
+    for loss in optional_names_in(trial, "losses", step):
+        module, _, rest = loss.rpartition("_output_")
+        if module not in REGRESSION_LOSSES or rest != "0":
+            continue
+        names = [f"{module}_input_0", f"{module}_input_1"]
+        if not all(n in saved and has_raw(trial.tensor(n), step) for n in names):
+            continue
+        p, t = (trial.tensor(n).value(step) for n in names)
+        if p.dtype.kind == "f" and t.dtype.kind == "f" and p.size == t.size and t.size:
+            return p, t, names
+    return None

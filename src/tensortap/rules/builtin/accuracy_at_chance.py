@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import step_mode
-from tensortap.rules.builtin._labels import labels_and_predictions
+from tensortap.rules.builtin._common import names_in, step_mode
+from tensortap.rules.builtin._labels import labels_and_predictions, regression_targets
 from tensortap.rules.builtin._series import pass_ends_at
 from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
@@ -34,6 +34,11 @@ class AccuracyAtChance(Rule):
 
     Needs at least ``min_samples`` labels in a pass. Reads the ``labels`` and
     ``predictions`` collections (predictions as classes or scores per class).
+
+    A regression (no labels saved; a regression loss module such as ``MSELoss`` whose
+    prediction and target inputs are saved) is judged the same way against always answering
+    the mean of the training targets: at chance when the model's squared error is not
+    ``z_threshold`` standard errors (of the per-sample differences) below that constant's.
     """
 
     collections_needed = ("labels", "predictions")
@@ -58,31 +63,44 @@ class AccuracyAtChance(Rule):
         self.predictions_regex = predictions_regex
         self._labels: list[np.ndarray] = []
         self._predictions: list[np.ndarray] = []
+        self._regression: list[tuple[np.ndarray, np.ndarray]] = []  # (predicted, target)
+        self._train_sum, self._train_count = 0.0, 0  # of the training targets
         self._at_chance = 0  # passes in a row at chance
         self._judged = 0
         self._names: list[str] = []
 
+    @classmethod
+    def required_collections(cls, **params: Any) -> tuple[str, ...]:
+        return (*cls.collections_needed, "inputs")  # a regression loss's targets
+
     def invoke_at_step(self, step: int) -> bool:
-        if step_mode(self.base_trial, step)[0] is not ModeKeys.EVAL:
+        mode = step_mode(self.base_trial, step)[0]
+        if mode is ModeKeys.TRAIN:
+            found = regression_targets(self.base_trial, step)
+            if found is not None:  # the training targets' mean: the constant to beat
+                self._train_sum += float(np.sum(found[1], dtype=np.float64))
+                self._train_count += found[1].size
             raise self.skip("not an evaluation step")
-        y, p, self._names = labels_and_predictions(
-            self, step, self.labels_regex, self.predictions_regex, argmax=False
-        )
-        self._labels.append(y)
-        self._predictions.append(p)
+        if mode is not ModeKeys.EVAL:
+            raise self.skip("not an evaluation step")
+        found = None
+        if not (self._labels or self._has_labels(step)):
+            found = regression_targets(self.base_trial, step)
+        if found is not None:
+            self._regression.append(found[:2])
+            self._names = found[2]
+        else:
+            y, p, self._names = labels_and_predictions(
+                self, step, self.labels_regex, self.predictions_regex, argmax=False
+            )
+            self._labels.append(y)
+            self._predictions.append(p)
         if not pass_ends_at(self.base_trial, step):
             raise self.skip("the evaluation pass goes on")
-        labels, predicted = np.concatenate(self._labels), np.concatenate(self._predictions)
-        self._labels, self._predictions = [], []
-        n = labels.size
-        if n < self.min_samples:
-            raise self.skip(f"an evaluation pass of {n} labels (fewer than {self.min_samples})")
-        chance = float(np.bincount(labels - labels.min()).max()) / n
-        accuracy = float(np.mean(labels == predicted))
-        spread = math.sqrt(max(chance * (1 - chance), 1e-12) / n)
-        z = (accuracy - chance) / spread
-        balanced, z_balanced = _balanced(labels, predicted)
-        at_chance = z < self.z_threshold and z_balanced < self.z_threshold
+        judged = self._regressed() if self._regression else self._classified()
+        if judged is None:
+            raise self.skip(f"an evaluation pass of fewer than {self.min_samples} samples")
+        at_chance, said, value, threshold = judged
         self._at_chance = self._at_chance + 1 if at_chance else 0
         self._judged += 1
         fired = self._at_chance >= self.passes
@@ -100,18 +118,66 @@ class AccuracyAtChance(Rule):
             else ("at chance" if at_chance else "above chance")
         )
         self.explain(
-            f"evaluation accuracy {accuracy:.3f} over {n} samples against {chance:.3f} for always "
-            f"answering the most common class ({z:+.1f} standard errors), balanced accuracy "
-            f"{balanced:.3f} against {1 / max(len(np.unique(labels)), 1):.3f} for answering "
-            f"without looking ({z_balanced:+.1f}); {verdict}",
+            f"{said}; {verdict}",
             tensors=self._names,
-            value=accuracy,
-            threshold=chance,
+            value=value,
+            threshold=threshold,
             severity=Severity.PROBLEM if final else Severity.WARNING,
             judged=self._judged >= self.passes or fired,
             cause="no_learnable_signal",
         )
         return fired
+
+    def _has_labels(self, step: int) -> bool:
+        trial = self.base_trial
+        return bool(
+            names_in(trial, "labels", step)
+            or trial.tensor_names(step=step, regex=self.labels_regex)
+        )
+
+    def _classified(self) -> tuple[bool, str, float, float] | None:
+        """A classifier's pass: (at chance, what was measured, accuracy, chance)."""
+        labels, predicted = np.concatenate(self._labels), np.concatenate(self._predictions)
+        self._labels, self._predictions = [], []
+        n = labels.size
+        if n < self.min_samples:
+            return None
+        chance = float(np.bincount(labels - labels.min()).max()) / n
+        accuracy = float(np.mean(labels == predicted))
+        spread = math.sqrt(max(chance * (1 - chance), 1e-12) / n)
+        z = (accuracy - chance) / spread
+        balanced, z_balanced = _balanced(labels, predicted)
+        said = (
+            f"evaluation accuracy {accuracy:.3f} over {n} samples against {chance:.3f} for always "
+            f"answering the most common class ({z:+.1f} standard errors), balanced accuracy "
+            f"{balanced:.3f} against {1 / max(len(np.unique(labels)), 1):.3f} for answering "
+            f"without looking ({z_balanced:+.1f})"
+        )
+        return z < self.z_threshold and z_balanced < self.z_threshold, said, accuracy, chance
+
+    def _regressed(self) -> tuple[bool, str, float, float] | None:
+        """A regression's pass: (at chance, what was measured, R^2, 0). Chance is always
+        answering the training targets' mean (the pass's own where no training target was
+        saved); the pass is at chance when the model's squared error is not ``z_threshold``
+        standard errors (of the per-sample differences) below that constant's."""
+        predicted = np.concatenate([p.ravel() for p, _ in self._regression]).astype(np.float64)
+        target = np.concatenate([t.ravel() for _, t in self._regression]).astype(np.float64)
+        self._regression = []
+        n = target.size
+        if n < self.min_samples:
+            return None
+        mean = self._train_sum / self._train_count if self._train_count else float(target.mean())
+        constant, model = (target - mean) ** 2, (target - predicted) ** 2
+        gain = constant - model
+        spread = float(gain.std(ddof=1)) / math.sqrt(n) if n > 1 else 0.0
+        z = float(gain.mean()) / max(spread, 1e-12)
+        r2 = 1 - float(model.mean()) / max(float(constant.mean()), 1e-12)
+        said = (
+            f"evaluation squared error {model.mean():.4g} over {n} targets against "
+            f"{constant.mean():.4g} for always answering the training targets' mean "
+            f"{mean:.4g} (R^2 {r2:.3f}, {z:+.1f} standard errors better)"
+        )
+        return z < self.z_threshold, said, r2, 0.0
 
 
 def _balanced(labels: np.ndarray, predicted: np.ndarray) -> tuple[float, float]:

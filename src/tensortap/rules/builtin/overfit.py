@@ -17,6 +17,7 @@ from tensortap.rules.builtin._common import (
     scalar,
     step_mode,
 )
+from tensortap.rules.builtin._samples import DistinctSamples, model_input
 from tensortap.rules.builtin._series import critical, line_noise, pass_ends_at
 from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
@@ -27,6 +28,11 @@ from tensortap.rules.rule import Rule
 _RISEN = 0.2
 #: ... on this many consecutive whole evaluation passes, each above the best.
 _SUSTAINED = 3
+#: A model trained on a small set overfits it when, over the last ``_SUSTAINED`` passes, its
+#: validation loss came down less than this share of what its training loss came down from
+#: the first training loss (healthy development runs on the smallest sets, 110-134 samples,
+#: kept at least 0.74 of it; the lowest of all healthy runs, 0.29, is a 427-sample set).
+_GENERALISED = 0.75
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,12 @@ class Overfit(Rule):
     With ``training_metric`` and ``validation_metric`` (regexes of scalars saved at the same
     steps, such as XGBoost's ``train-logloss`` and ``validation-logloss``), each step compares
     the two metrics instead, and is its own phase (and pass).
+
+    Where the model's inputs are saved at training steps, their rows are counted: a training
+    set of at most ``small_training_set`` distinct samples (each seen at least 3 times among
+    the saved rows, so the count is firm) whose model's validation loss came down less than
+    3/4 of what its training loss came down, on each of the last 3 passes, is overfitting a
+    small training set: a problem, with the cause ``small_training_set``.
     """
 
     collections_needed = ("losses",)
@@ -101,6 +113,7 @@ class Overfit(Rule):
         ratio_threshold: float = 0.1,
         training_metric: str = "",
         validation_metric: str = "",
+        small_training_set: int = 100,
     ) -> None:
         super().__init__(base_trial)
         self.training_metric, self.validation_metric = metric_pair(
@@ -108,6 +121,12 @@ class Overfit(Rule):
         )
         self.check_param("patience", patience, patience >= 1, "an integer >= 1")
         self.check_param("start_step", start_step, start_step >= 0, "an integer >= 0")
+        self.check_param(
+            "small_training_set", small_training_set, small_training_set >= 1, "an integer >= 1"
+        )
+        self.small_training_set = small_training_set
+        self._samples = DistinctSamples(cap=4 * small_training_set)
+        self._start: float | None = None  # the first training loss
         self.tensor_regex = tensor_regex or []
         self.start_step = start_step
         self.patience = patience
@@ -118,6 +137,44 @@ class Overfit(Rule):
         self._last_mode: ModeKeys | None = None
         self._exceeded: list[bool] = []  # per evaluation phase, latest verdict
         self._passes: list[_Pass] = []  # the completed evaluation passes
+
+    @classmethod
+    def required_collections(cls, **params: Any) -> tuple[str, ...]:
+        if params.get("training_metric"):
+            return cls.collections_needed
+        return (*cls.collections_needed, "inputs")  # to count the training samples
+
+    def _small_set(self) -> tuple[str, dict[str, Any]] | None:
+        """What says the model overfits a small training set (a message and details), or
+        None where the set is not small or the model generalises what it learned."""
+        size = self._samples.estimate()
+        start = self._start
+        if size is None or size > self.small_training_set or start is None:
+            return None
+        if len(self._passes) < _SUSTAINED:
+            return None
+        recent = self._passes[-_SUSTAINED:]
+        if any(p.training >= start or p.validation <= p.training for p in recent):
+            return None
+        shares = [(start - p.validation) / (start - p.training) for p in recent]
+        if max(shares) >= _GENERALISED:
+            return None
+        last = recent[-1]
+        said = (
+            f"; the model trained on about {size:.0f} distinct samples ({self._samples.seen} "
+            f"saved training rows, each seen {self._samples.seen / self._samples.distinct:.3g} "
+            f"times), at most {self.small_training_set}, and over the last {len(recent)} "
+            f"evaluation passes its validation loss came down "
+            f"{', '.join(f'{x:.0%}' for x in shares)} of what its training loss came down "
+            f"from {start:.4g} (the last: validation "
+            f"{last.validation:.4g}, training {last.training:.4g}; under "
+            f"{_GENERALISED:.0%}): overfitting a small training set"
+        )
+        return said, {
+            "cause": "small_training_set",
+            "training_samples": size,
+            "generalised": shares[-1],
+        }
 
     def _loss(self, step: int) -> float | None:
         names = loss_names(self.base_trial, True, self.tensor_regex, step)
@@ -143,6 +200,11 @@ class Overfit(Rule):
             if new_phase:
                 self._train = []
             self._train.append(loss)
+            if self._start is None:
+                self._start = loss
+            found = None if self._samples.full else model_input(self.base_trial, step)
+            if found is not None:
+                self._samples.add(found[1])
             self.explain(
                 "training steps only: Overfit compares each evaluation (EVAL) pass with the "
                 "training loss before it, and judges nothing until an EVAL step follows "
@@ -250,6 +312,10 @@ class Overfit(Rule):
                     "falling, so not "
                     "overfitting"
                 )
+        small = self._small_set() if complete else None
+        if small is not None:  # the cause: whether or not the validation loss also rose
+            said = (said if trend is not None and trend.overfitting else "") + small[0]
+            details.update(small[1])
         this = "this evaluation pass" if not batches else f"this evaluation pass so far ({batches}"
         this += "" if not batches else f" batch{'es' if batches > 1 else ''})"
         phases = "phase" if run == 1 else "phases"
@@ -265,8 +331,8 @@ class Overfit(Rule):
             value=ratio,
             threshold=self.ratio_threshold,
             severity=Severity.PROBLEM
-            if trend is not None and trend.overfitting
+            if (trend is not None and trend.overfitting) or small is not None
             else Severity.WARNING,
             **details,
         )
-        return fired
+        return fired or small is not None

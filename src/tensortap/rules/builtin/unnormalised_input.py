@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import fire_nonfinite, has_raw, names_in, step_mode
+from tensortap.rules.builtin._common import fire_nonfinite, step_mode
+from tensortap.rules.builtin._samples import model_input
 from tensortap.rules.rule import Rule
 
 
@@ -47,16 +48,13 @@ class UnnormalisedInput(Rule):
         self._name: str | None = None
 
     def _input(self, step: int) -> tuple[str, np.ndarray] | None:
-        trial = self.base_trial
-        inputs = set(names_in(trial, "inputs", step))
-        for name in trial.saved_order(step):
-            if name not in inputs or not has_raw(trial.tensor(name), step):
-                continue
-            value = trial.tensor(name).value(step)
-            if np.issubdtype(value.dtype, np.floating) and value.ndim >= 1 and value.size:
-                return name, value
-            return None  # the model's input is not floating-point (token ids): not judged
-        return None
+        found = model_input(self.base_trial, step)
+        if found is None:
+            return None
+        name, value = found
+        if np.issubdtype(value.dtype, np.floating) and value.ndim >= 1 and value.size:
+            return name, value
+        return None  # the model's input is not floating-point (token ids): not judged
 
     def invoke_at_step(self, step: int) -> bool:
         if step_mode(self.base_trial, step)[0] is not ModeKeys.TRAIN:

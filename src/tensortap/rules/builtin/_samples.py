@@ -1,0 +1,84 @@
+"""The model's own input at a saved step, and how many distinct samples training went through.
+
+The rows of the model's input saved at training steps are fingerprinted; the repeats among
+them estimate the size of the training set the way a capture-recapture count does: drawing
+``n`` rows from a set of ``N``, about ``N * (1 - exp(-n / N))`` of them are distinct.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tensortap.rules.builtin._common import has_raw, optional_names_in
+
+if TYPE_CHECKING:
+    from tensortap.trials.trial import Trial
+
+
+def model_input(trial: Trial, step: int) -> tuple[str, np.ndarray] | None:
+    """The model's own input saved at ``step`` (the first tensor of the ``inputs`` collection
+    in forward order) with its value, or None where none was saved in full. An optional read:
+    a trial without inputs is not told to save them."""
+    inputs = set(optional_names_in(trial, "inputs", step))
+    for name in trial.saved_order(step):
+        if name in inputs and has_raw(trial.tensor(name), step):
+            return name, trial.tensor(name).value(step)
+    return None
+
+
+class DistinctSamples:
+    """Counts the rows (samples) of saved training inputs and the distinct ones among them.
+
+    It stops fingerprinting once ``cap`` distinct rows were seen (the set is then not small,
+    and the cost of reading large inputs stays bounded); ``estimate`` is None from then on.
+    """
+
+    #: each sample is seen this many times on average before the count is believed: a set
+    #: of N drawn 3N times leaves a set larger than the distinct rows less than 5% unseen
+    FIRM = 3
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.seen = 0
+        self._rows: set[bytes] = set()
+        self.full = False
+
+    @property
+    def distinct(self) -> int:
+        return len(self._rows)
+
+    def add(self, value: np.ndarray) -> None:
+        if self.full or value.ndim < 1 or not value.size:
+            return
+        rows = np.ascontiguousarray(value).reshape(value.shape[0], -1)
+        for row in rows:
+            self._rows.add(hashlib.blake2b(row.tobytes(), digest_size=8).digest())
+        self.seen += rows.shape[0]
+        if len(self._rows) > self.cap:
+            self.full, self._rows = True, set()
+
+    def estimate(self) -> float | None:
+        """The training set's size estimated from the repeats, once firm; None before that
+        or once more than ``cap`` distinct samples were seen."""
+        d, n = self.distinct, self.seen
+        if self.full or not d or n < self.FIRM * d:
+            return None
+        return _population(n, d)
+
+
+def _population(n: int, d: int) -> float:
+    """The N for which ``n`` draws with replacement are expected to give ``d`` distinct."""
+    lo, hi = float(d), float(d)
+    while hi * -math.expm1(-n / hi) < d - 1e-9:
+        hi *= 2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if mid * -math.expm1(-n / mid) < d:
+            lo = mid
+        else:
+            hi = mid
+    return hi
