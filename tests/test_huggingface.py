@@ -206,3 +206,41 @@ def test_under_ddp_each_rank_writes_as_a_worker(tmp_path: Path, helper_env) -> N
         np.testing.assert_allclose(
             grad.value(step, worker="worker_0"), grad.value(step, worker="worker_1"), rtol=1e-6
         )
+
+
+def test_a_run_resumed_from_its_checkpoint_continues_the_trainers_steps(tmp_path: Path) -> None:
+    callback = TensortapCallback(include_collections=["losses", "metrics"])
+
+    def run(max_steps: int, resume: bool) -> Trainer:
+        trainer = _trainer(
+            tmp_path,
+            [callback],
+            max_steps=max_steps,
+            gradient_accumulation_steps=1,
+            eval_steps=5,
+            save_strategy="steps",
+            save_steps=10,
+        )
+        trainer.train(resume_from_checkpoint=resume or None)
+        return trainer
+
+    run(10, resume=False)
+    # from checkpoint-10, into the same output and trial, with the same callback
+    trainer = run(20, resume=True)
+    assert trainer.state.global_step == 20
+    trial = tt.create_trial(tmp_path / "tensortap")
+    loss = trial.tensor("loss")
+    assert loss.steps(mode=tt.modes.TRAIN) == list(range(20))  # the Trainer ran 20 steps
+    assert loss.steps(mode=tt.modes.EVAL) == [0, 1, 2, 3]  # and 4 evaluations
+    assert len(trial.steps()) == 24  # no global step written twice
+    logged = {h["step"]: h["loss"] for h in trainer.state.log_history if "loss" in h}
+    evals = [h["eval_loss"] for h in trainer.state.log_history if "eval_loss" in h]
+    assert sorted(logged) == list(range(1, 21))  # the checkpoint kept the first run's logs
+    for step in range(20):  # tensortap's step k is still the Trainer's global_step k + 1
+        assert loss.value(step, mode=tt.modes.TRAIN) == pytest.approx(logged[step + 1], rel=1e-5)
+    assert [loss.value(i, mode=tt.modes.EVAL) for i in range(4)] == pytest.approx(evals, rel=1e-5)
+    first, second = trial.sessions()
+    assert (first.index, first.resumed_from_step, first.first_step) == (0, None, 0)
+    assert second.index == 1 and second.resumed_from_step == first.last_step == 11
+    assert second.first_step == 12 and trial.mode_step(12) == 10
+    assert second.pid == first.pid and second.started >= first.started

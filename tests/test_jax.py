@@ -241,3 +241,50 @@ def test_the_flax_example_is_judged_by_the_rules(tmp_path: Path) -> None:
     healthy, broken = result.stdout.split("learning rate far too high")
     assert "rules that found a problem: none" in healthy
     assert "LossNotDecreasing" in broken.split("rules that found a problem:")[1]
+
+
+def _session(out: Path, via: str, restored: tuple | None, steps: int) -> tuple:
+    """One writing session: a hook on ``out``, ``steps`` Optax steps from ``restored`` (the
+    params and optimizer state a checkpoint gave back) or from scratch; what to checkpoint."""
+    hook = ttj.Hook(
+        out, save_config=ttj.SaveConfig(save_interval=5), include_collections=["gradients"]
+    )
+    hook.get_collection("gradients").reduction_config = ttj.ReductionConfig(norms=["l2"])
+    opt = optax.chain(ttj.record(hook, via=via), optax.sgd(0.05))
+    params = {"w": jnp.full((4, 3), 0.1), "b": jnp.zeros(3)}
+    state = opt.init(params)
+    if restored is not None:  # as a checkpoint library restores into the template
+        params, state = jax.tree_util.tree_map(jnp.asarray, restored)
+
+    @jax.jit
+    def step(params, state, x):
+        grads = jax.grad(_loss)(params, x, x[:, :3])
+        updates, state = opt.update(grads, state, params)
+        return optax.apply_updates(params, updates), state, grads
+
+    norms = {}
+    for k in range(steps):
+        x = jax.random.normal(jax.random.PRNGKey(k), (8, 4))
+        params, state, grads = step(params, state, x)
+        norms[k] = float(np.linalg.norm(np.asarray(grads["w"])))
+        if via == "state":
+            hook.end_step(state)
+    hook.close()
+    return jax.device_get((params, state)), norms
+
+
+@pytest.mark.parametrize("via", ["callback", "state"])
+def test_a_hook_recreated_with_a_restored_optimizer_continues_its_steps(
+    tmp_path: Path, via: str
+) -> None:
+    checkpoint, first = _session(tmp_path, via, None, 20)
+    _, second = _session(tmp_path, via, checkpoint, 20)  # the optimizer's count is 20
+    trial = tt.create_trial(tmp_path)
+    want = [0, 5, 10, 15, 20, 25, 30, 35]
+    assert trial.steps(mode=tt.modes.TRAIN) == want
+    assert trial.steps() == want  # the global steps too: nothing written over
+    w = trial.tensor("gradient/w")
+    for step in want:  # each session's values, at the optimizer's step numbers
+        norm = first[step] if step < 20 else second[step - 20]
+        assert w.reduction_value(step, "l2", mode=tt.modes.TRAIN) == pytest.approx(norm, rel=1e-5)
+    assert [s.first_step for s in trial.sessions()] == [0, 20]

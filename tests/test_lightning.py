@@ -52,11 +52,13 @@ class Recording(DigitsMLP):
         self.grads.append(self.net[0].weight.grad.detach().clone().numpy())
 
 
-def _fit(out: Path, module: L.LightningModule, callback, **settings) -> L.Trainer:
+def _fit(
+    out: Path, module: L.LightningModule, callback, ckpt_path: str | None = None, **settings
+) -> L.Trainer:
     args = dict(
         max_epochs=1,
         default_root_dir=str(out),
-        callbacks=[callback],
+        callbacks=[callback, *settings.pop("more_callbacks", [])],
         accelerator="cpu",
         logger=False,
         enable_checkpointing=False,
@@ -69,7 +71,7 @@ def _fit(out: Path, module: L.LightningModule, callback, **settings) -> L.Traine
     )
     args.update(settings)
     trainer = L.Trainer(**args)
-    trainer.fit(module, *loaders())
+    trainer.fit(module, *loaders(), ckpt_path=ckpt_path)
     return trainer
 
 
@@ -183,3 +185,81 @@ def test_ddp_ranks_write_as_workers(tmp_path: Path) -> None:
     )
     losses = [trial.tensor("loss").value(0, worker=w, mode=tt.modes.TRAIN) for w in trial.workers()]
     assert losses[0] != losses[1]  # each rank's own batches
+
+
+def test_a_fit_resumed_from_its_checkpoint_continues_the_trainers_steps(tmp_path: Path) -> None:
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    def fit(epochs: int, ckpt_path: str | None) -> tuple[L.Trainer, Recording]:
+        torch.manual_seed(0)
+        module = Recording(0.5)
+        callback = TensortapCallback(include_collections=["losses"])
+        keep = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True)
+        trainer = _fit(
+            tmp_path,
+            module,
+            callback,
+            ckpt_path,
+            max_epochs=epochs,
+            enable_checkpointing=True,
+            more_callbacks=[keep],
+        )
+        return trainer, module
+
+    first, _ = fit(1, None)
+    assert first.global_step == 4
+    trainer, module = fit(2, str(tmp_path / "ckpt" / "last.ckpt"))
+    assert trainer.global_step == 8  # the Trainer ran 8 optimizer steps, 4 of them resumed
+    trial = tt.create_trial(tmp_path / "tensortap")
+    loss = trial.tensor("loss")
+    assert loss.steps(mode=tt.modes.TRAIN) == list(range(8))
+    assert loss.steps(mode=tt.modes.EVAL) == [0, 1, 2, 3]
+    assert len(trial.steps()) == 12  # no global step written twice
+    for step in range(4, 8):  # the resumed steps hold the resumed fit's losses
+        want = np.mean(module.losses[2 * (step - 4) : 2 * (step - 4) + 2])
+        assert loss.value(step, mode=tt.modes.TRAIN) == pytest.approx(want, rel=1e-5)
+    first_session, second = trial.sessions()
+    assert second.resumed_from_step == first_session.last_step == 5
+    assert second.first_step == 6 and trial.mode_step(6) == 4
+
+
+def test_a_fit_resumed_from_an_older_checkpoint_counts_its_steps_again(tmp_path: Path) -> None:
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    def fit(ckpt_path: str | None) -> Recording:
+        torch.manual_seed(0)
+        module = Recording(0.5)
+        every_epoch = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_top_k=-1)
+        callback = TensortapCallback(include_collections=["losses"])
+        _fit(
+            tmp_path,
+            module,
+            callback,
+            ckpt_path,
+            max_epochs=2,
+            enable_checkpointing=True,
+            more_callbacks=[every_epoch],
+        )
+        return module
+
+    first_fit = fit(None)  # 8 steps; then resumed from its checkpoint after the first epoch
+    module = fit(str(tmp_path / "ckpt" / "epoch=0-step=4.ckpt"))
+    trial = tt.create_trial(tmp_path / "tensortap")
+    loss = trial.tensor("loss")
+    assert loss.steps(mode=tt.modes.TRAIN) == list(range(8))  # each step number once
+    assert len(trial.steps()) == 12 + 6  # the first fit's 8 + 4, the resumed one's 4 + 2
+    for step in range(4, 8):  # by TRAIN step: the resumed fit's losses
+        want = np.mean(module.losses[2 * (step - 4) : 2 * (step - 4) + 2])
+        assert loss.value(step, mode=tt.modes.TRAIN) == pytest.approx(want, rel=1e-5)
+    first, second = trial.sessions()
+    assert second.resumed_from_step == first.last_step == 11
+    assert second.rolled_back == (("TRAIN", 4, 7),)
+    assert second.step_source == "the Trainer's global_step"
+    # the first fit's own step 4 is still there, under its global step
+    (earlier,) = [
+        g
+        for g in range(first.first_step, first.last_step + 1)
+        if trial.mode(g) == tt.modes.TRAIN and trial.mode_step(g) == 4
+    ]
+    assert trial.global_step(tt.modes.TRAIN, 4) > first.last_step  # the resumed fit's
+    assert loss.value(earlier) == pytest.approx(np.mean(first_fit.losses[8:10]), rel=1e-5)

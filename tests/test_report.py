@@ -182,3 +182,24 @@ def test_report_leads_with_the_diagnosis_of_a_nan_run(tmp_path: Path) -> None:
     assert "Diagnosis: gradients vanish: smallest mean |gradient| is 0" in verdict.group(0)
     assert "Also: NaN or infinite values appear: " in verdict.group(0)  # nothing explains it
     assert "Try: find the first operation that made them" in verdict.group(0)
+
+
+def test_a_resumed_session_is_marked_and_listed(tmp_path: Path) -> None:
+    out = tmp_path / "t"
+    write_trial(out)
+    with tt.Hook(out, save_config=tt.SaveConfig(save_interval=1)) as hook:  # started again
+        hook.continue_at(8, source="the checkpoint")  # the first run saved TRAIN 0-9
+        hook.set_mode(tt.modes.TRAIN)
+        for step in range(8, 12):
+            hook.save_tensor("loss", np.float32(1.0 / (step + 1)), collections="losses")
+            hook.next_step()
+    trial = tt.create_trial(out)
+    page = training_report(trial, rules=[])
+    first = trial.sessions()[1].first_step
+    assert first == 13  # after the first run's 10 TRAIN and 3 EVAL steps
+    assert ">session 1 resumed</text>" in page  # marked on the curve, at its first step
+    row = re.search(r"<tr><td class='text'>session 1</td>.*?</tr>", page)
+    assert row and f"<td class='text'>12</td><td class='text'>{first}-16</td>" in row.group(0)
+    assert "TRAIN steps 8-9 counted again" in row.group(0) and "the checkpoint" in row.group(0)
+    assert "Training was resumed" in page
+    assert "Training was resumed" not in training_report(write_trial(tmp_path / "u"), rules=[])

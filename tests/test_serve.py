@@ -267,3 +267,25 @@ def test_embeddings_of_a_guessed_bottleneck_over_eval_steps(tmp_path, serve, bro
     assert browser.until(drawn) == [3, 4, "EVAL"]  # a trace per label, a frame per EVAL step
     assert "steps 0, 1, 2, 3" in browser.until(note, lambda t: "PCA" in t)
     assert browser.errors() == []
+
+
+def test_where_a_session_resumed_is_marked_on_the_curves(tmp_path, serve, browser) -> None:
+    write_trial(tmp_path / "resumed", steps=5)  # TRAIN 0-4, an evaluation: global steps 0-5
+    write_trial(tmp_path / "resumed", steps=5)  # the script started again: it continues
+    dashboard = serve(tmp_path / "resumed")
+    browser.visit(f"{dashboard.url}run/{run_ids(dashboard)['resumed']}")
+    marks = (
+        "const d = document.getElementById('curves-losses');"
+        "return d && d.layout ? d.layout.annotations.filter(a => a.name === 'session')"
+        ".map(a => [a.text, a.x, a.hovertext]) : null;"
+    )
+    ((text, x, hover),) = browser.until(marks, lambda v: v)
+    assert text == "↻ session 1" and x == 5.5  # between the first run's last step and its own
+    assert "resumed at step 6 (the trial held steps up to 5)" in hover
+    (session,) = browser.driver.execute_script(CURVES)["sessions"]
+    assert (session["index"], session["step"], session["mode_steps"]) == (
+        1,
+        6,
+        {"TRAIN": 5, "EVAL": 1},
+    )
+    assert browser.errors() == []

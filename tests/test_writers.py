@@ -73,17 +73,20 @@ def test_a_script_started_twice_is_refused_and_loses_nothing(location: str) -> N
         # the dead owner's claim goes with it: the script restarted resumes the worker at once
         with tt.Hook(location, worker=0, save_config=tt.SaveConfig(save_interval=1)) as hook:
             hook.save_scalar("loss", 0.5)
+            restarted = hook.step
     finally:
         owner.kill()
         owner.wait(30)
-    # nothing the owner published was lost (the restarted script wrote its step 0 again)
+    # nothing the owner published was lost: the restarted script continued after its steps
     trial = tt.create_trial(location)
     assert set(published) <= set(trial.steps())
-    for step in published[1:]:
+    assert restarted > published[-1]
+    for step in published:
         np.testing.assert_array_equal(
             trial.tensor(NAMES[0]).value(step, worker="worker_0"), expected_value(NAMES[0], step)
         )
-    assert trial.tensor("loss").value(0, worker="worker_0") == 0.5
+    assert trial.tensor("loss").value(0, worker="worker_0") == 1.0
+    assert trial.tensor("loss").value(restarted, worker="worker_0") == 0.5
 
 
 def test_a_deleted_out_dir_is_recreated_and_reported(tmp_path: Path) -> None:

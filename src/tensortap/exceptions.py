@@ -16,6 +16,7 @@ __all__ = [
     "MissingCollectionFiles",
     "NoMoreData",
     "NotATrialError",
+    "ResumeRefused",
     "RuleError",
     "RuleEvaluationConditionMet",
     "StepNotYetAvailable",
@@ -58,6 +59,11 @@ class StorageError(TensortapError, OSError):
 class WorkerInUse(TensortapError, RuntimeError):
     """Another writer (a second process, or the same script started twice) owns this worker
     of the trial: two writers on one worker would lose steps."""
+
+
+class ResumeRefused(TensortapError, RuntimeError):
+    """A new session of a worker cannot tell where the earlier sessions' steps end (a part of
+    the worker's history is unreadable), so its steps could write over them."""
 
 
 class NotATrialError(TensortapError, FileNotFoundError):

@@ -29,7 +29,7 @@ from tensortap.core.collections import (
     check_included,
 )
 from tensortap.core.dtypes import as_saveable_array
-from tensortap.core.modes import ModeKeys
+from tensortap.core.modes import ModeKeys, parse_mode
 from tensortap.core.recorder import StepRecorder, records_from_array
 from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.save_config import SaveConfig
@@ -43,7 +43,7 @@ from tensortap.exceptions import (
 from tensortap.format.layout import worker_name
 from tensortap.hook_config import HookConfig
 from tensortap.storage import LocalStore, Store, open_store
-from tensortap.writer import TrialWriter, WriterOptions, WriterStatus
+from tensortap.writer import SessionStart, TrialWriter, WriterOptions, WriterStatus
 
 logger = logging.getLogger(__name__)
 _H = TypeVar("_H", bound="Hook")
@@ -136,6 +136,7 @@ class Hook:
         self._last_internal_error: str | None = None
         self._logged_errors: set[tuple[str, str]] = set()
         self._closed = False
+        self._rolled_back: list[list[Any]] = []  # [mode, first, last] counted again
         store = open_store(out_dir)
         try:
             self._writer = TrialWriter(store, self.worker, writer_options, num_workers)
@@ -151,6 +152,7 @@ class Hook:
         self._recorder = StepRecorder(
             self.collection_manager, self._writer, save_config, reduction_config, names
         )
+        self._continue_session(self._writer.session_start)
         self._stop = StopRequest(stop_file) if stop_file is not None else None
         if self._stop is not None:
             self._recorder.after_step = self._check_stop
@@ -185,6 +187,22 @@ class Hook:
         self._writer.add_listener("writing TensorBoard events", exporter.add_batch)
         return exporter
 
+    def _continue_session(self, start: SessionStart) -> None:
+        """Start counting where the worker's earlier sessions stopped (see
+        :mod:`tensortap.writer.sessions`), and say so when there were any."""
+        self._recorder.resume(start.global_step, start.mode_steps)
+        if start.resumed:
+            logger.warning(
+                "tensortap: %s of the trial at %s resumed: it holds steps up to global step %d "
+                "from %d earlier session(s); this session continues at global step %s, so no "
+                "step is written over (a separate run belongs in its own out_dir)",
+                self.worker,
+                self.out_dir,
+                start.last_step,
+                start.index,
+                _counts_text(start.global_step, start.mode_steps),
+            )
+
     @classmethod
     def create_from_json_file(
         cls: type[_H], json_file_path: str | os.PathLike[str] | None = None, **overrides: Any
@@ -208,6 +226,68 @@ class Hook:
     def mode_step(self) -> int:
         """The current step within the current mode."""
         return self._recorder.mode_step
+
+    def continue_at(
+        self,
+        step: int,
+        mode: ModeKeys | str | int = ModeKeys.TRAIN,
+        source: str = "the training loop",
+    ) -> None:
+        """Number the steps of ``mode`` from ``step`` on, as the training counts them: for a
+        loop restored from its own checkpoint (the trainer callbacks and the JAX hook call it
+        with the trainer's global step or the optimizer's count). Call it before the first
+        step of ``mode``, or during it (what the step saved so far stays in it).
+
+        By default a session continues the trial's count (after the last step the earlier
+        sessions published). Ahead of that, the global step moves as far. Behind it (a
+        checkpoint older than the last saved step), the steps of ``mode`` from ``step`` on are
+        counted again, with a warning: global steps never repeat, so the earlier ones stay
+        readable by global step, and this session's record lists them
+        (:attr:`tensortap.trials.Session.rolled_back`); by step of ``mode`` those numbers then
+        give this session's values. ``source`` names what counts, in messages and the record.
+        """
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise InvalidConfigError(f"continue_at: step must be an int >= 0, got {step!r}")
+        wanted = parse_mode(mode)
+        if wanted == ModeKeys.GLOBAL:
+            raise InvalidConfigError(
+                "continue_at numbers the steps of a mode (TRAIN, EVAL or PREDICT); global steps "
+                "follow them and never repeat"
+            )
+        with self._lock:
+            if not self._closed:
+                self._continue_at(step, wanted, source)
+
+    def _continue_at(self, step: int, mode: ModeKeys, source: str) -> None:
+        recorder = self._recorder
+        before = recorder.count_mode_from(mode, step)
+        if before == step:
+            return
+        updates: dict[str, Any] = {
+            "mode_steps": {m.name: n for m, n in recorder.counts().items()},
+            "step_source": source,
+        }
+        if step < before:
+            self._rolled_back.append([mode.name, step, before - 1])
+            updates["rolled_back"] = list(self._rolled_back)
+            logger.warning(
+                "tensortap: %s puts %s at step %d, but %s already counted %s steps up to %d: "
+                "it counts %s steps %d-%d again. The earlier ones keep their global steps "
+                "(before %d) and stay readable by global step and in trial.sessions(); by %s "
+                "step, those numbers now give this session's values",
+                source,
+                mode.name,
+                step,
+                self.worker,
+                mode.name,
+                before - 1,
+                mode.name,
+                step,
+                before - 1,
+                recorder.global_step,
+                mode.name,
+            )
+        self._guard_event(self._writer.note_session, updates)
 
     def set_mode(self, mode: ModeKeys | str | int) -> None:
         """Switch to TRAIN, EVAL, PREDICT or GLOBAL (closing the current step if it saved)."""
@@ -306,6 +386,11 @@ class Hook:
             self._guard(self._recorder.flush_step)
         return self._writer.flush(timeout)
 
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
     def close(self) -> HookStatus:
         """Publish everything and mark the end of training. Safe to call twice."""
         with self._lock:
@@ -317,6 +402,7 @@ class Hook:
             end = {
                 "last_global_step": recorder.global_step,
                 "last_mode": recorder.mode.name,
+                "last_mode_steps": {m.name: n for m, n in recorder.counts().items()},
                 "internal_errors": self._internal_errors,
                 "last_internal_error": self._last_internal_error,
             }
@@ -404,3 +490,9 @@ def _as_real(name: str, value: Any) -> float:
             "use save_tensor for arrays"
         )
     return float(value)
+
+
+def _counts_text(global_step: int, mode_steps: dict[ModeKeys, int]) -> str:
+    """``12 (TRAIN 10, EVAL 2)``: where a session's count starts."""
+    modes = ", ".join(f"{m.name} {n}" for m, n in sorted(mode_steps.items()) if n > 0)
+    return f"{global_step} ({modes})" if modes else str(global_step)

@@ -7,13 +7,15 @@ reduces, copies and hands finished steps to a :class:`RecordSink`. No I/O happen
 Step counting: the recorder starts at global step 0 in mode GLOBAL. ``next_step()`` closes the
 current step and advances the global step and the current mode's step by one. ``set_mode(m)``
 closes the current step first if anything was recorded in it (so a step never mixes modes);
-otherwise the pending global step number simply moves to the new mode.
+otherwise the pending global step number simply moves to the new mode. A session that continues
+a trial starts from its count (:meth:`StepRecorder.resume`), and a framework that counts steps
+itself sets a mode's numbers (:meth:`StepRecorder.count_mode_from`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,14 +114,36 @@ class StepRecorder:
         self.mode_step = self._mode_steps.get(new, 0)
         self._reset_step_caches()
 
-    def renumber_step(self, mode_step: int) -> None:
-        """Give the current step the number ``mode_step`` in its mode, forward only (for an
-        adapter that learns the number after the step began, e.g. a resumed optimizer's count).
-        What it saved so far stays in it."""
-        if mode_step > self.mode_step:
-            self.mode_step = mode_step
-            self._mode_steps[self.mode] = mode_step
+    def resume(self, global_step: int, mode_steps: Mapping[ModeKeys, int]) -> None:
+        """Continue an earlier session's count (before the first step): the current step is
+        global step ``global_step``, and each mode's next step ``mode_steps[mode]`` (0 if
+        absent)."""
+        self.global_step = global_step
+        self._mode_steps = dict(mode_steps)
+        self.mode_step = self._mode_steps.get(self.mode, 0)
+        self._reset_step_caches()
+
+    def count_mode_from(self, mode: ModeKeys, mode_step: int) -> int:
+        """Number ``mode``'s steps from ``mode_step`` on: the current step if it is of ``mode``
+        (what it saved so far stays in it), else ``mode``'s next step. For an adapter whose
+        framework counts the steps (a trainer's global step, an optimizer's count). Moving
+        ahead moves the global step as far (the steps in between happened, unsaved); moving
+        back leaves it (a global step is never numbered twice). Returns the number ``mode``'s
+        step had before."""
+        before = self.mode_step if mode == self.mode else self._mode_steps.get(mode, 0)
+        if mode_step != before:
+            if mode_step > before:
+                self.global_step += mode_step - before
+            self._mode_steps[mode] = mode_step
+            if mode == self.mode:
+                self.mode_step = mode_step
             self._reset_step_caches()
+        return before
+
+    def counts(self) -> dict[ModeKeys, int]:
+        """Each mode's current (or next) step number, for the modes that have counted any."""
+        counts = {**self._mode_steps, self.mode: self.mode_step}
+        return {mode: step for mode, step in counts.items() if step > 0}
 
     def next_step(self) -> None:
         """Close the current step (handing its records to the sink) and advance."""

@@ -1,4 +1,5 @@
-"""The small JSON documents of a trial: the trial marker, worker info, end marker, collections.
+"""The small JSON documents of a trial: the trial marker, worker info, session records, end
+marker, collections.
 
 Decoding checks every field a reader uses (see :mod:`tensortap.format.fields`): a corrupt or
 hostile document raises FormatError, never an untyped error. Only the trial marker may claim a
@@ -11,8 +12,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tensortap.core.modes import ModeKeys
 from tensortap.exceptions import FormatError, UnsupportedFormatVersion
-from tensortap.format.fields import get_dict, get_int, get_optional_str
+from tensortap.format.fields import (
+    get_dict,
+    get_int,
+    get_list,
+    get_optional_int,
+    get_optional_number,
+    get_optional_str,
+    get_str,
+)
 from tensortap.format.index import FORMAT_VERSION, check_version
 
 TRIAL_KIND = "tensortap-trial"
@@ -65,4 +75,29 @@ def decode_end(raw: bytes, what: str) -> dict[str, Any]:
     for name in ("errors", "steps_lost"):
         get_int(status, name, f"{what} status", default=0)
     get_optional_str(status, "last_error", f"{what} status")
+    return doc
+
+
+def decode_session(raw: bytes, what: str) -> dict[str, Any]:
+    """A session record (see docs/format.md); every field a reader uses is checked."""
+    doc = decode_json(raw, "session", what)
+    if get_int(doc, "index", what) < 0:
+        raise FormatError(f"{what}: index must be >= 0, got {doc['index']}")
+    get_str(doc, "session", what)
+    get_optional_number(doc, "started", what)
+    get_optional_str(doc, "host", what)
+    get_optional_int(doc, "pid", what)
+    get_optional_int(doc, "resumed_from_step", what)
+    get_optional_str(doc, "step_source", what)
+    steps = get_dict(doc, "mode_steps", what, default={})
+    for name in steps:
+        if name not in ModeKeys.__members__ or get_int(steps, name, f"{what} mode_steps") < 0:
+            raise FormatError(f"{what}: mode_steps must map mode names to steps >= 0")
+    for row in get_list(doc, "rolled_back", what, of=list, default=[]):
+        if not (
+            len(row) == 3
+            and row[0] in ModeKeys.__members__
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in row[1:])
+        ):
+            raise FormatError(f"{what}: rolled_back rows must be [mode name, first, last]")
     return doc

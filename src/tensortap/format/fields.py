@@ -45,6 +45,23 @@ def get_int(doc: dict[str, Any], name: str, what: str, default: Any = _MISSING) 
     return _get(doc, name, what, default, _is_int64, "a 64-bit integer")
 
 
+def get_optional_int(doc: dict[str, Any], name: str, what: str) -> Any:
+    """An integer field that may be missing or null."""
+    return _get(doc, name, what, None, lambda v: v is None or _is_int64(v), "a 64-bit integer")
+
+
+def get_optional_number(doc: dict[str, Any], name: str, what: str) -> Any:
+    """A real number (int or float) that may be missing or null."""
+    return _get(
+        doc,
+        name,
+        what,
+        None,
+        lambda v: v is None or (isinstance(v, int | float) and not isinstance(v, bool)),
+        "a number",
+    )
+
+
 def get_str(doc: dict[str, Any], name: str, what: str, default: Any = _MISSING) -> Any:
     return _get(doc, name, what, default, lambda v: isinstance(v, str), "a string")
 

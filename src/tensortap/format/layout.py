@@ -68,6 +68,15 @@ def collections_prefix(worker: str) -> str:
     return f"{worker_prefix(worker)}collections/"
 
 
+def sessions_prefix(worker: str) -> str:
+    return f"{worker_prefix(worker)}sessions/"
+
+
+def session_key(worker: str, index: int) -> str:
+    """The record of a worker's session number ``index`` (0 for the first writer)."""
+    return f"{sessions_prefix(worker)}{index:06d}.json"
+
+
 def index_key(worker: str, seq: int) -> str:
     return f"{index_prefix(worker)}{seq:012d}{INDEX_SUFFIX}"
 

@@ -8,7 +8,9 @@
                       callbacks=[TensortapCallback()])          # or report_to="tensortap"
 
 - Steps are the Trainer's optimizer steps (gradient accumulation counted once): tensortap's
-  TRAIN step ``k`` is the Trainer's ``global_step`` ``k + 1``.
+  TRAIN step ``k`` is the Trainer's ``global_step`` ``k + 1``, also after
+  ``trainer.train(resume_from_checkpoint=...)`` into the same trial (a new session, whose
+  steps continue the Trainer's count).
 - ``loss`` is the step's loss over its micro-batches, from the losses the model returned (their
   mean, or their sum when the Trainer passed ``num_items_in_batch`` so that each is already a
   share): the value the Trainer's own logs average, except that a NaN stays NaN.
@@ -60,6 +62,7 @@ class TensortapCallback(TrainerCallback):
         if not isinstance(model, nn.Module):
             return
         self.session.start(model, os.path.join(args.output_dir, "tensortap"))
+        self.session.follow(state.global_step, "the Trainer's global_step")  # 0, or resumed
         if self._loss_handle is None:
             self._loss_handle = model.register_forward_hook(self._on_output, with_kwargs=True)
 

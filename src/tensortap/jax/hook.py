@@ -42,7 +42,9 @@ def _is_jax_array(value: Any) -> bool:
 
 class Hook(BaseHook):
     """See the module docstring. Steps are marked by :meth:`next_step` (or, with
-    :func:`tensortap.jax.record` in the optimizer, by the optimizer's step count)."""
+    :func:`tensortap.jax.record` in the optimizer, by the optimizer's step count: a hook made
+    again on the same ``out_dir`` with an optimizer state restored from a checkpoint numbers
+    its TRAIN steps from the restored count)."""
 
     known_collections = (*BaseHook.known_collections, OPTIMIZER_VARIABLES)
 
@@ -50,6 +52,7 @@ class Hook(BaseHook):
         super().__init__(*args, **kwargs)
         self._carried: list[Carried] = []  # record(hook, via="state") in this hook's optimizers
         self._carried_tags: list[int] | None = None  # their tags, in optimizer-state order
+        self._count_followed = False  # the optimizer's count numbers this session's steps
 
     def save_tensor(
         self, name: str, value: Any, collections: str | Iterable[str] | None = None
@@ -133,8 +136,7 @@ class Hook(BaseHook):
         if tags is None or len(tags) != len(nodes):  # first step: follow the optimizer's count
             fetched = jax.device_get([(n.steps, n.tag) for n in nodes])
             tags = self._carried_tags = [int(tag) for _, tag in fetched]
-            if recorder.mode == ModeKeys.TRAIN:
-                recorder.renumber_step(int(fetched[0][0]) - 1)  # a resumed optimizer
+            self._follow_count(int(fetched[0][0]) - 1)
         if recorder.mode != ModeKeys.TRAIN:
             recorder.set_mode(ModeKeys.TRAIN)
         count = recorder.mode_step
@@ -199,11 +201,19 @@ class Hook(BaseHook):
                 values = [given[s] for s in reductions]
                 recorder.put(leaf.name, _statistic_records(leaf.name, wanted, leaf, values))
 
+    def _follow_count(self, count: int) -> None:
+        """The first optimizer step of this session is TRAIN step ``count``: a resumed
+        optimizer numbers the session's steps (see :meth:`continue_at`)."""
+        if not self._count_followed:
+            self._count_followed = True
+            self._continue_at(count, ModeKeys.TRAIN, "the optimizer's count")
+
     def _advance_to(self, count: int) -> None:
         """Make the current step TRAIN step ``count`` (closing the steps before it)."""
         recorder = self._recorder
         if recorder.mode != ModeKeys.TRAIN:
             recorder.set_mode(ModeKeys.TRAIN)
+        self._follow_count(count)
         while recorder.mode_step < count:
             recorder.next_step()
 

@@ -6,7 +6,9 @@
 
     trainer = lightning.pytorch.Trainer(max_epochs=3, callbacks=[TensortapCallback()])
 
-- Steps are optimizer steps (``trainer.global_step``; ``accumulate_grad_batches`` counted once).
+- Steps are optimizer steps (``trainer.global_step``; ``accumulate_grad_batches`` counted once),
+  also in a fit resumed from a checkpoint (``ckpt_path=``) into the same trial: a new session,
+  whose TRAIN steps continue from the restored ``global_step``.
   The TRAIN mode is the training batches, EVAL the validation ones (one EVAL step per
   validation run, holding its metrics; the sanity check before training is not kept).
 - ``loss`` is the step's loss as ``training_step`` returned it (summed over accumulated
@@ -60,6 +62,11 @@ class CallbackMixin:
         hook = self.session.start(pl_module, os.path.join(trainer.default_root_dir, "tensortap"))
         hook.gradients_on_request()  # on_before_optimizer_step: after Lightning's backward
         self._global_step = trainer.global_step
+
+    def on_train_start(self, trainer: Any, pl_module: nn.Module) -> None:
+        # after Lightning restored a checkpoint's loops (on_fit_start is before)
+        self._global_step = trainer.global_step
+        self.session.follow(trainer.global_step, "the Trainer's global_step")
 
     def on_sanity_check_start(self, trainer: Any, pl_module: nn.Module) -> None:
         if self.session.hook is not None:

@@ -6,7 +6,9 @@
   step detection is off, and a step is one optimizer step (gradient accumulation counted once).
 - **Steps:** the trainer says when an optimizer step ended; the step stays open until the next
   one begins, so that what the trainer logs right after it (learning rate, gradient norm) lands
-  in it. An evaluation is one EVAL step holding the evaluation's metrics.
+  in it. An evaluation is one EVAL step holding the evaluation's metrics. TRAIN steps are
+  numbered by the trainer's global step (a run resumed from a checkpoint continues them, in the
+  same trial: a new session), evaluations after the trial's last one.
 - **The loss:** the mean of the step's micro-batch losses, as the trainer computes them (before
   any division for gradient accumulation), saved as ``loss`` in ``losses``; an evaluation's loss
   is ``loss`` in EVAL mode, so that TRAIN and EVAL losses compare (``Overfit``).
@@ -54,8 +56,9 @@ class TrainerSession:
 
     # -- lifecycle --
     def start(self, model: nn.Module, default_dir: str | os.PathLike[str]) -> Hook:
-        """At the start of training: find or make the hook and watch ``model``."""
-        if self.hook is None:
+        """At the start of training: find or make the hook and watch ``model`` (a hook made
+        here for an earlier training and closed at its end is made again: a new session)."""
+        if self.hook is None or (self.owned and self.hook.closed):
             self.hook, self.owned = self._make_hook(default_dir)
         if not self.hook.watches(model):
             self.hook.register_module(model)
@@ -92,6 +95,13 @@ class TrainerSession:
             return config.create_hook(Hook, stop_file=None, **overrides), True
         out_dir = self.out_dir if self.out_dir is not None else default_dir
         return Hook(out_dir, **overrides), True
+
+    def follow(self, trainer_step: int, source: str) -> None:
+        """Training starts at the trainer's optimizer step ``trainer_step`` (its global step,
+        restored from a checkpoint when resumed): TRAIN steps are numbered from it, so that
+        tensortap's step k stays the trainer's step k + 1 (see ``Hook.continue_at``)."""
+        if self.hook is not None:
+            self.hook.continue_at(int(trainer_step), ModeKeys.TRAIN, source)
 
     def finish(self) -> None:
         """At the end of training: close the open step; close the hook if it was made here."""

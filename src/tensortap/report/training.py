@@ -1,7 +1,8 @@
 """The report of a training run (``tensortap report TRIAL [--job JOB]``): one self-contained page.
 
 Sections: the job and what its rules found (each rule's gravest finding marked on the curves),
-the loss and metric curves per mode over global steps, per-layer gradient and activation
+the loss and metric curves per mode over global steps (where a resumed session starts marked
+too, and the sessions listed), per-layer gradient and activation
 health over time (heat maps), and TensorPlot of the activations at the last step they were
 saved in full. Without a job, the recommended rules that fit the saved collections are run
 over the trial. Rules are listed gravest first (problems, errors, rules that judged nothing,
@@ -15,6 +16,7 @@ import html
 import math
 import os
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from tensortap.jobs.record import JobRecord
 from tensortap.report.page import Row, diagnosis_block, page, rule_rows, section, summary_rows
 from tensortap.report.svg import heatmap, line_chart
 from tensortap.rules.rule import Rule
+from tensortap.trials.sessions import Session
 from tensortap.trials.trial import Trial, create_trial
 
 
@@ -94,6 +97,62 @@ def _job_table(record: JobRecord) -> str:
     return f"<table>{rows}</table>"
 
 
+def _sessions_table(sessions: Sequence[Session]) -> str:
+    """The writing sessions, when training was resumed (a first session alone says nothing)."""
+    if not any(s.resumed for s in sessions):
+        return ""
+
+    def cell(value: object) -> str:
+        return f"<td class='text'>{html.escape('-' if value is None else str(value))}</td>"
+
+    rows = []
+    for s in sessions:
+        started = (
+            None
+            if s.started is None
+            else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started))
+        )
+        steps = None if s.first_step is None else f"{s.first_step}-{s.last_step}"
+        counted = ", ".join(f"{m} {n}" for m, n in s.mode_steps.items())
+        again = "; ".join(f"{m} steps {a}-{b} counted again" for m, a, b in s.rolled_back)
+        note = "; ".join(x for x in (counted and f"from {counted}", s.step_source, again) if x)
+        rows.append(
+            "<tr>"
+            + "".join(
+                cell(v)
+                for v in (
+                    f"session {s.index}",
+                    s.worker,
+                    started,
+                    s.host,
+                    s.pid,
+                    s.resumed_from_step,
+                    steps,
+                    note or None,
+                )
+            )
+            + "</tr>"
+        )
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "session",
+            "worker",
+            "started",
+            "host",
+            "pid",
+            "resumed after step",
+            "global steps",
+            "step numbers",
+        )
+    )
+    return (
+        "<p>Training was resumed: each session (a run of the script or trainer) continued "
+        "the step numbers of the one before, marked on the curves.</p>"
+        f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+    )
+
+
 def _series(trial: Trial, names: Sequence[str]) -> dict[str, tuple[list[int], list[float]]]:
     """Each tensor per mode, over global steps (so that modes and rule marks line up)."""
     from tensortap.viz.series import tensor_series
@@ -157,12 +216,17 @@ class TrainingReport:
 
     def _curves(self, trial: Trial) -> str:
         marks = self._marks()
+        sessions = trial.sessions()
+        for s in sessions:  # where a resumed session starts is marked too
+            if s.resumed and s.first_step is not None:
+                at, label = float(s.first_step), f"session {s.index} resumed"
+                marks[at] = f"{marks[at]}, {label}" if at in marks else label
         charts = [
             line_chart(_series(trial, names), collection, "global step", marks)
             for collection in ("losses", "metrics")
             if (names := sorted(_saved(trial, collection)))
         ]
-        return "".join(charts) or "<p>No losses or metrics saved.</p>"
+        return _sessions_table(sessions) + ("".join(charts) or "<p>No losses or metrics saved.</p>")
 
     def _health(self, trial: Trial) -> str:
         from tensortap.viz.health import layer_health

@@ -135,7 +135,18 @@ def curves(run: Run, x0: float | None = None, x1: float | None = None) -> dict[s
         "series": out,
         "last_step": steps[-1] if steps else None,
         "findings": findings(run),
+        "sessions": resumed_sessions(trial),
     }
+
+
+def resumed_sessions(trial: Trial) -> list[dict[str, Any]]:
+    """Each session that resumed the run (a restarted script, a trainer resumed from a
+    checkpoint), at the first global step it published: marked on the curves."""
+    return [
+        {**s.to_dict(), "step": s.first_step}
+        for s in trial.sessions()
+        if s.resumed and s.first_step is not None
+    ]
 
 
 def findings(run: Run) -> list[dict[str, Any]]:

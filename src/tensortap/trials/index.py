@@ -21,7 +21,12 @@ from tensortap.exceptions import (
     UnsupportedFormatVersion,
 )
 from tensortap.format import layout
-from tensortap.format.documents import decode_end, decode_json, decode_worker_info
+from tensortap.format.documents import (
+    decode_end,
+    decode_json,
+    decode_session,
+    decode_worker_info,
+)
 from tensortap.format.fields import get_list
 from tensortap.format.index import SegmentIndex, decode_index
 from tensortap.format.layout import TRIAL_MARKER
@@ -51,6 +56,11 @@ class WorkerState:
     mode_to_global: dict[tuple[ModeKeys, int], int] = field(default_factory=dict)
     global_to_mode: dict[int, tuple[ModeKeys, int]] = field(default_factory=dict)
     wall_time: dict[int, float] = field(default_factory=dict)
+    # each writing session's first and last published global step, by session id, in the
+    # order they first published; and the session records read so far, by index
+    session_spans: dict[str, list[int]] = field(default_factory=dict)
+    session_docs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    last_session_key: str | None = None
 
     def has_passed(self, global_step: int) -> bool:
         """True once this worker has published a later step (or ended after this one)."""
@@ -180,8 +190,11 @@ class TrialIndex:
 
     # -- refresh --
     def refresh(self) -> bool:
-        """Read what was published since the last refresh; True if anything was new."""
+        """Read what was published since the last refresh; True if anything was new. Once
+        every worker has ended, a worker whose end marker changed (a new session resumed it)
+        is read again."""
         before = self.version
+        ended = self.all_ended()
         for name in self.store.list_dir(layout.WORKERS_PREFIX):
             if name.startswith("."):
                 continue
@@ -195,9 +208,51 @@ class TrialIndex:
                 state = self.workers[name] = WorkerState(name)
                 self._read_worker_info(state)
                 self.version += 1
+            if ended and state.complete:
+                self._check_resumed(state)
             if not state.complete:
                 self._refresh_worker(state)
         return self.version != before
+
+    def _check_resumed(self, state: WorkerState) -> None:
+        """A worker that ended is live again when a new session replaced its end marker."""
+        try:
+            raw = self.store.get(layout.end_key(state.name))
+        except KeyError:
+            raw = None
+        except StorageError:
+            return
+        if raw is not None:
+            try:
+                end = decode_end(raw, f"end marker of {state.name}")
+            except FormatError:
+                return
+            old = state.end or {}
+            if (end.get("session"), end.get("ended")) == (old.get("session"), old.get("ended")):
+                return
+        state.complete, state.end = False, None
+        self._read_worker_info(state)
+        self.version += 1
+
+    def sessions(self, state: WorkerState) -> dict[int, dict[str, Any]]:
+        """The session records of a worker (read on demand: listing them is not needed to read
+        steps), by index; a damaged one is a problem, and left out."""
+        keys = self.store.list(
+            layout.sessions_prefix(state.name), start_after=state.last_session_key
+        )
+        keys = [k for k in keys if k.endswith(".json")]
+        if state.last_session_key is not None and not state.complete:
+            keys.insert(0, state.last_session_key)  # a live session may rewrite its record
+        for key, raw in zip(keys, self._get_each(keys), strict=True):
+            if raw is not None:
+                try:
+                    doc = decode_session(raw, f"session record {key}")
+                except FormatError as exc:
+                    self.problem(key, exc)
+                else:
+                    state.session_docs[int(doc["index"])] = doc
+            state.last_session_key = key
+        return state.session_docs
 
     def problem(self, what: str, exc: BaseException) -> None:
         """A part of the trial that cannot be read: raise (strict) or skip it and say so."""
@@ -304,9 +359,14 @@ class TrialIndex:
         records = index.records
         by_step = np.argsort(records["global_step"], kind="stable")
         self.segments.append(Segment(state.name, index, by_step))
+        span = state.session_spans.setdefault(str(index.header.get("session")), [])
         for entry in index.steps:
             global_step, mode_value, mode_step = int(entry[0]), int(entry[1]), int(entry[2])
             mode = ModeKeys(mode_value)
+            if span:
+                span[0], span[1] = min(span[0], global_step), max(span[1], global_step)
+            else:
+                span[:] = [global_step, global_step]
             state.steps.add(global_step)
             state.max_step = max(state.max_step, global_step)
             state.mode_to_global[(mode, mode_step)] = global_step

@@ -16,6 +16,7 @@ from tensortap.core.collections import Collection
 from tensortap.core.modes import ModeKeys, parse_mode
 from tensortap.exceptions import (
     InvalidConfigError,
+    InvalidWorker,
     MissingCollectionFiles,
     NoMoreData,
     NotATrialError,
@@ -30,6 +31,7 @@ from tensortap.trials.index import TrialIndex, natural_key
 from tensortap.trials.locate import trial_location
 from tensortap.trials.read_ahead import read_ahead
 from tensortap.trials.reader import MAX_GAP, RawRef, ValueReader
+from tensortap.trials.sessions import Session, worker_sessions
 from tensortap.trials.step_block import StepBlock
 from tensortap.trials.tensor import Tensor
 from tensortap.trials.waiting import StepState, mode_text, step_state, wait_for_steps
@@ -93,6 +95,7 @@ class Trial:
         self.values_read = 0
         self.collections_asked: set[str] = set()
         self._block: tuple[tuple[int, int], StepBlock] | None = None
+        self._sessions: dict[str | None, tuple[int, list[Session]]] = {}
         self.refresh()
 
     def __repr__(self) -> str:
@@ -197,8 +200,9 @@ class Trial:
             cache[(None, done)] = sorted(steps)
             for mode in ModeKeys:
                 if mode != ModeKeys.GLOBAL:
+                    # a step number counted again by a resumed session is listed once
                     cache[(mode, done)] = sorted(
-                        global_to_mode[g][1] for g in steps if global_to_mode[g][0] == mode
+                        {global_to_mode[g][1] for g in steps if global_to_mode[g][0] == mode}
                     )
         self._global_to_mode = global_to_mode
         self._steps_cache, self._steps_cache_version = cache, index.version
@@ -397,6 +401,25 @@ class Trial:
         """Workers that wrote to this trial (worker_0, worker_1, ...)."""
         self._refresh_if_stale()
         return sorted(self._index.workers, key=natural_key)
+
+    def sessions(self, worker: str | None = None) -> list[Session]:
+        """The writing sessions of every worker (or of one), in order: each run of a script or
+        trainer on this trial, with where it resumed (see :class:`Session`). The dashboard
+        and ``tensortap report`` mark where each resumed session starts."""
+        self._refresh_if_stale()
+        index = self._index
+        cached = self._sessions.get(worker)
+        if cached is not None and cached[0] == index.version:  # read again when the trial grew
+            return list(cached[1])
+        names = self.workers() if worker is None else [worker]
+        out: list[Session] = []
+        for name in names:
+            state = index.workers.get(name)
+            if state is None:
+                raise InvalidWorker(name, self.workers())
+            out.extend(worker_sessions(state, index.sessions(state)))
+        self._sessions[worker] = (index.version, out)
+        return list(out)
 
     def worker_status(self, worker: str) -> dict[str, Any] | None:
         """A worker's end-of-training record (its writer counters), None while it runs."""

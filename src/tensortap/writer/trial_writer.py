@@ -37,6 +37,7 @@ from tensortap.format.index import DATA_ALIGNMENT
 from tensortap.storage.base import Store
 from tensortap.writer.options import WriterOptions
 from tensortap.writer.ownership import WorkerKeeper, next_seq
+from tensortap.writer.sessions import read_history, session_record
 from tensortap.writer.status import OpenSegment, WriterStatus, record_failure, retrying
 
 T = TypeVar("T")
@@ -106,12 +107,27 @@ class TrialWriter:
         # One writer per worker: a second one is refused before it writes anything.
         self._keeper = WorkerKeeper(store, self.worker, self._info)
         try:
+            # where the earlier sessions' steps end (read before their end marker goes)
+            self.session_start = read_history(store, self.worker)
+            self._session_updates: dict[str, Any] = {}
+            self._put_session_record()
             store.delete(layout.end_key(self.worker))  # a resumed worker is live again
             store.put(layout.worker_info_key(self.worker), encode_json("worker", self._info))
             return next_seq(store, self.worker)
         except BaseException:
             self._keeper.release()
             raise
+
+    def _put_session_record(self) -> None:
+        key = layout.session_key(self.worker, self.session_start.index)
+        self.store.put(key, session_record(self._info, self.session_start, self._session_updates))
+
+    def note_session(self, updates: dict[str, Any]) -> None:
+        """Rewrite this session's record with ``updates`` (``mode_steps``, ``step_source``,
+        ``rolled_back``: see :mod:`tensortap.writer.sessions`); raises StorageError."""
+        with self._cv:
+            self._session_updates.update(updates)
+        self._put_session_record()
 
     def add_listener(self, what: str, listener: Callable[[StepBatch], None]) -> None:
         """Also hand every written step to ``listener`` (on the writer's thread, after the
@@ -256,6 +272,10 @@ class TrialWriter:
             self._fail(exc, "checking the trial")
             return
         if outcome == "recreated":
+            try:
+                self._put_session_record()
+            except Exception as exc:
+                self._fail(exc, "recording the session again")
             self._fail(
                 StorageError("the trial's tensortap.json disappeared (out_dir deleted?)"),
                 "checking the trial",

@@ -103,8 +103,17 @@ function seriesLabel(s, modes, prefix) {
   return (prefix ? `${prefix}: ` : "") + (modes > 1 ? `${s.name} (${s.mode})` : s.name);
 }
 
-// plotly traces and layout of ``series`` (several runs' when compared), with gaps and findings
-function curveFigure(title, series, findings, names) {
+// where a resumed session of the run starts: "↻ session 1", on the curves
+function sessionText(s) {
+  const rolled = (s.rolled_back || []).map(([m, a, b]) => `${m} steps ${a}-${b} counted again`);
+  return `session ${s.index} of ${s.worker} resumed at step ${s.step} (the trial held steps up to ` +
+    `${s.resumed_from_step}), started ${when(s.started)} on ${s.host ?? "?"} pid ${s.pid ?? "?"}` +
+    (s.step_source ? `; steps counted by ${s.step_source}` : "") + (rolled.length ? `; ${rolled.join(", ")}` : "");
+}
+
+// plotly traces and layout of ``series`` (several runs' when compared), with gaps, findings
+// and where a resumed session starts
+function curveFigure(title, series, findings, names, sessions) {
   const modes = new Set(series.map((s) => s.mode)).size;
   const traces = [], shapes = [], annotations = [];
   let finite = 0, lastX = 0;
@@ -144,6 +153,13 @@ function curveFigure(title, series, findings, names) {
       hovertext: `${esc(f.rule)} (${esc(f.severity)}) at step ${f.step}: ${esc(f.message)}`,
       name: "finding" });
   });
+  (sessions || []).forEach((s) => {
+    shapes.push({ type: "line", xref: "x", yref: "paper", x0: s.step - 0.5, x1: s.step - 0.5, y0: 0, y1: 1,
+      line: { color: SEVERITY.advice, width: 1.5, dash: "dot" } });
+    annotations.push({ x: s.step - 0.5, xref: "x", y: 0.01, yref: "paper", xanchor: "left", yanchor: "bottom",
+      text: `↻ session ${esc(s.index)}`, showarrow: false, font: { color: SEVERITY.advice, size: 11 },
+      captureevents: true, hovertext: esc(sessionText(s)), name: "session" });
+  });
   if (!finite && series.length) {
     annotations.push({ x: 0.5, y: 0.5, xref: "paper", yref: "paper", showarrow: false,
       text: "no finite value", font: { color: BAD, size: 16 } });
@@ -167,12 +183,12 @@ function ensurePlot(container, id) {
   return div;
 }
 
-function drawCurves(container, series, findings, names, prefix) {
+function drawCurves(container, series, findings, names, prefix, sessions) {
   const byCollection = {};
   series.forEach((s, i) => { (byCollection[s.collection] ||= []).push([s, names ? names[i] : null]); });
   for (const [collection, items] of Object.entries(byCollection)) {
     const { traces, layout } = curveFigure(collection, items.map((p) => p[0]), findings,
-      names ? items.map((p) => p[1]) : null);
+      names ? items.map((p) => p[1]) : null, sessions);
     Plotly.react(ensurePlot(container, `${prefix}-${collection}`), traces, layout,
       { displaylogo: false, responsive: true });
   }
@@ -245,7 +261,7 @@ function runPage() {
   every(1000, async () => {
     const c = await api(`/api/run/${id}/curves`);
     if (c.series.length) document.getElementById("nocurves")?.remove();
-    drawCurves(document.getElementById("curves"), c.series, c.findings, null, "curves");
+    drawCurves(document.getElementById("curves"), c.series, c.findings, null, "curves", c.sessions);
     window.tensortapCurves = c;  // for whoever looks (the tests do)
   }, err);
   every(2000, async () => {

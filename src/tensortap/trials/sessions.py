@@ -1,0 +1,95 @@
+"""The writing sessions of a trial's workers, as the reader knows them (see
+:mod:`tensortap.writer.sessions` for what a session is and how its steps continue)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensortap.trials.index import WorkerState
+
+
+@dataclass(frozen=True)
+class Session:
+    """One writing session of one worker: a script run, a trainer resumed from a checkpoint.
+
+    ``resumed_from_step`` is the last global step the worker held when the session began (None
+    for a first session); ``first_step`` and ``last_step`` are the global steps it published
+    first and last (None while it has published none). ``mode_steps`` says where each mode's
+    steps continued (``{"TRAIN": 20, "EVAL": 2}``), ``step_source`` what set them when the
+    training's own count did (``"the Trainer's global_step"``), and ``rolled_back`` the
+    ``(mode, first, last)`` step numbers it counted again (resumed from a checkpoint older than
+    the last saved step). A session written by a tensortap from before sessions were recorded
+    is known by its steps only: its ``started``, ``host`` and ``pid`` are None.
+    """
+
+    worker: str
+    index: int
+    id: str | None
+    started: float | None
+    host: str | None
+    pid: int | None
+    resumed_from_step: int | None
+    first_step: int | None
+    last_step: int | None
+    mode_steps: dict[str, int] = field(default_factory=dict)
+    step_source: str | None = None
+    rolled_back: tuple[tuple[str, int, int], ...] = ()
+
+    @property
+    def resumed(self) -> bool:
+        """True when the session continued steps an earlier one had published."""
+        return self.resumed_from_step is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "worker": self.worker,
+            "index": self.index,
+            "id": self.id,
+            "started": self.started,
+            "host": self.host,
+            "pid": self.pid,
+            "resumed_from_step": self.resumed_from_step,
+            "first_step": self.first_step,
+            "last_step": self.last_step,
+            "mode_steps": dict(self.mode_steps),
+            "step_source": self.step_source,
+            "rolled_back": [list(r) for r in self.rolled_back],
+        }
+
+
+def worker_sessions(state: WorkerState, records: dict[int, dict[str, Any]]) -> list[Session]:
+    """A worker's sessions, in order: its session records, and before them the sessions that
+    published without one (known from the ``session`` of their index headers)."""
+    spans = state.session_spans
+    recorded = {str(doc["session"]) for doc in records.values()}
+    unrecorded = [
+        (sid, (span[0], span[1])) for sid, span in spans.items() if sid not in recorded and span
+    ]
+    out = [
+        Session(state.name, i, None if sid == "None" else sid, None, None, None, None, *span)
+        for i, (sid, span) in enumerate(unrecorded)
+    ]
+    for index in sorted(records):
+        doc = records[index]
+        first, last = spans.get(str(doc["session"])) or (None, None)
+        started = doc.get("started")
+        out.append(
+            Session(
+                worker=state.name,
+                index=index,
+                id=str(doc["session"]),
+                started=None if started is None else float(started),
+                host=doc.get("host"),
+                pid=doc.get("pid"),
+                resumed_from_step=doc.get("resumed_from_step"),
+                first_step=first,
+                last_step=last,
+                mode_steps=dict(doc.get("mode_steps") or {}),
+                step_source=doc.get("step_source"),
+                rolled_back=tuple(
+                    (str(m), int(a), int(b)) for m, a, b in doc.get("rolled_back", [])
+                ),
+            )
+        )
+    return out
