@@ -70,6 +70,38 @@ class DistinctSamples:
         return _population(n, d)
 
 
+class DistinctByClass:
+    """The distinct samples (rows of the saved training inputs) of each class, from the
+    labels saved beside them, while there are at most ``cap`` in all; a class's count of
+    labels seen counts a sample again each time it is drawn, which on a small training set
+    makes a chance difference of a few samples look like a large imbalance."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._rows: dict[int, set[bytes]] = {}
+        self.full = False
+
+    def add(self, value: np.ndarray, labels: np.ndarray) -> None:
+        if self.full or value.ndim < 1 or value.shape[0] != labels.size or not labels.size:
+            return
+        rows = np.ascontiguousarray(value).reshape(value.shape[0], -1)
+        for row, label in zip(rows, labels.ravel().tolist(), strict=True):
+            digest = hashlib.blake2b(row.tobytes(), digest_size=8).digest()
+            self._rows.setdefault(int(label), set()).add(digest)
+        if sum(map(len, self._rows.values())) > self.cap:
+            self.full, self._rows = True, {}
+
+    def counts(self, size: int) -> np.ndarray | None:
+        """Distinct samples by class (``size`` classes at least), or None where none were
+        counted or more than ``cap`` were."""
+        if self.full or not self._rows:
+            return None
+        counts = np.zeros(max(size, max(self._rows) + 1), dtype=np.int64)
+        for label, rows in self._rows.items():
+            counts[label] = len(rows)
+        return counts
+
+
 def _population(n: int, d: int) -> float:
     """The N for which ``n`` draws with replacement are expected to give ``d`` distinct."""
     lo, hi = float(d), float(d)

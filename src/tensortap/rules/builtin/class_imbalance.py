@@ -20,6 +20,7 @@ from tensortap.rules.builtin._common import (
     wilson,
 )
 from tensortap.rules.builtin._labels import labels_and_predictions
+from tensortap.rules.builtin._samples import DistinctByClass, model_input
 from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
 
@@ -30,6 +31,11 @@ _LEARNING = 0.1
 #: chance then: a balanced 10-class run saving 176 labels has about 18 a class).
 _RARE = 5.0
 _MIN_TOP = 30
+#: Where the model's inputs are saved beside the training labels, classes are counted in
+#: distinct samples while there are at most this many: a training set of 40 samples drawn
+#: again and again counts each label many times, and a class with 1 sample against 8 (chance,
+#: in 40 samples of 10 classes) would pass for a 1-in-8 imbalance seen hundreds of times.
+_DISTINCT_CAP = 1000
 #: Labels of the most frequent class in the window, and its error rate at most, for a rare
 #: class to be put down to the imbalance (the model learned the majority).
 _MIN_CLASS = 20
@@ -60,25 +66,26 @@ class ClassImbalance(Rule):
     run would count the time before it learned.) Steps before ``samples`` labels were seen are
     skipped, not judged, except for a class rare in the training labels (below).
 
-    Cause and severity: a class given up on is put down to the imbalance only when it is
-    rare in the training labels (at most a fifth of the most frequent class's count, once
-    that class was seen 30 times) and its error rate is above ``threshold_misprediction``
-    beyond the sampling noise (the lower end of its Wilson 95% interval): then it is judged
-    as soon as that shows and the model gets the most frequent class right at least 70% of
-    the time (a model that collapsed onto the majority class errs on a balanced validation
-    set far more than a quarter of the time). It is a problem while it stays so once the
-    model has trained on ``samples`` labels, or when training ended so however short it was
-    (its error rate fell less than 10 points since it was first seen given up): early in
-    training some class is always behind, and it is a warning until then. A class given up
-    on that is not rare is a warning whose cause is ``class_given_up`` (a class the model
-    finds hard: in a balanced data set it is not an imbalance), and so is a rare class given
-    up on where the loss weights the classes (the PyTorch hook's
-    ``training_loop/class_weights`` fact: the imbalance is handled, yet the class is given
-    up). Training is counted in TRAIN steps times their batch of labels, so that a job
-    saving every 10th TRAIN step, or a long evaluation pass (no training within it), counts
-    what the model was trained on (a trial without TRAIN labels counts the labels of the
-    mode judged); imbalanced labels alone are a warning (class weights or resampling may
-    handle them, as the mispredictions then show).
+    Cause and severity: a class given up on is put down to the imbalance only when it is rare in
+    the training labels (at most a fifth of the most frequent class's count, once that class was
+    seen 30 times; counted in distinct samples where the model's inputs are saved beside the
+    labels and the training set has at most 1,000, so that a small set drawn again and again is
+    not taken for a large imbalance) and its error rate is above ``threshold_misprediction``
+    beyond the sampling noise (the lower end of its Wilson 95% interval): then it is judged as
+    soon as that shows and the model gets the most frequent class right at least 70% of the time
+    (a model that collapsed onto the majority class errs on a balanced validation set far more
+    than a quarter of the time). It is a problem while it stays so once the model has trained on
+    ``samples`` labels, or when training ended so however short it was (its error rate fell less
+    than 10 points since it was first seen given up): early in training some class is always
+    behind, and it is a warning until then. A class given up on that is not rare is a warning
+    whose cause is ``class_given_up`` (a class the model finds hard: in a balanced data set it
+    is not an imbalance), and so is a rare class given up on where the loss weights the classes
+    (the PyTorch hook's ``training_loop/class_weights`` fact: the imbalance is handled, yet the
+    class is given up). Training is counted in TRAIN steps times their batch of labels, so that
+    a job saving every 10th TRAIN step, or a long evaluation pass (no training within it),
+    counts what the model was trained on (a trial without TRAIN labels counts the labels of the
+    mode judged); imbalanced labels alone are a warning (class weights or resampling may handle
+    them, as the mispredictions then show).
 
     Each mode is judged on its own labels: TRAIN labels (the training data's balance; GLOBAL in
     a trial without modes) apart from EVAL labels (the validation data's), never pooled. A job
@@ -124,6 +131,7 @@ class ClassImbalance(Rule):
         self._seen: dict[ModeKeys, _Labels] = {}
         self._trained = 0  # labels trained on so far (TRAIN steps times their batch)
         self._last_train: int | None = None  # the TRAIN step they were counted to
+        self._distinct = DistinctByClass(cap=_DISTINCT_CAP)  # training samples by class
 
     def _window(self, seen: _Labels, y: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         seen.recent.append((y, p))
@@ -146,6 +154,9 @@ class ClassImbalance(Rule):
         if y.size and y.min() < 0:
             raise self.skip("labels must be class indices >= 0")
         if mode == ModeKeys.TRAIN:
+            found = None if self._distinct.full else model_input(self.base_trial, step)
+            if found is not None:
+                self._distinct.add(found[1], y)
             mode_step = self.base_trial.mode_step(step)
             last = -1 if self._last_train is None else self._last_train
             self._trained += max(mode_step - last, 1) * y.size
@@ -159,7 +170,8 @@ class ClassImbalance(Rule):
         # the training data's balance: TRAIN labels, or the judged mode's where none were saved
         ref_mode = ModeKeys.TRAIN if ModeKeys.TRAIN in self._seen else mode
         reference = self._seen[ref_mode].counts
-        rare = _rare(reference)
+        distinct = self._distinct.counts(reference.size) if ref_mode is ModeKeys.TRAIN else None
+        rare = _rare(reference if distinct is None else distinct)
         counts = np.bincount(y, minlength=reference.size)
         correct = np.bincount(y[y == p], minlength=counts.size)
         present = np.flatnonzero(counts)
@@ -186,16 +198,19 @@ class ClassImbalance(Rule):
         }
         if not given_up and not full:
             raise self.skip(f"{y.size} of {self.samples} {which} labels seen; not judged yet")
-        present_all = np.flatnonzero(seen.counts)
-        totals = seen.counts[present_all]
+        in_distinct = distinct is not None and mode is ModeKeys.TRAIN
+        balance = distinct if distinct is not None and in_distinct else seen.counts
+        unit = f"distinct {which} samples" if in_distinct else f"{which} labels"
+        present_all = np.flatnonzero(balance)
+        totals = balance[present_all]
         imbalance = float(totals.max() / totals.min())
         worst = max(wrong, key=lambda k: wrong[k])
         if not given_up:
             if imbalance > self.threshold_imbalance:
                 self.explain(
                     f"class {present_all[totals.argmax()]} has {imbalance:.3g}x the samples of "
-                    f"class {present_all[totals.argmin()]} over {int(totals.sum())} {which} "
-                    f"labels (limit {self.threshold_imbalance:g}x); no class is given up on: "
+                    f"class {present_all[totals.argmin()]} over {int(totals.sum())} {unit} "
+                    f"(limit {self.threshold_imbalance:g}x); no class is given up on: "
                     f"class {worst} is mispredicted {100 * wrong[worst]:.3g}% of the time",
                     tensors=names,
                     value=imbalance,
@@ -236,7 +251,15 @@ class ClassImbalance(Rule):
             f"class {klass} is mispredicted {100 * given_up[klass]:.3g}% of the time over the "
             f"last {y.size} {which} labels (limit {100 * limit:g}%)"
         )
-        if blamed:
+        if blamed and distinct is not None:
+            message += (
+                f"; it has {int(distinct[klass]) if klass < distinct.size else 0} of the "
+                f"{int(distinct.sum())} distinct {ref_mode.name} samples against "
+                f"{int(distinct.max())} of class {int(distinct.argmax())}, and the model gets "
+                f"class {top} right "
+                f"{100 * (1 - wrong.get(top, 1.0)):.3g}% of the time: the imbalance is unhandled"
+            )
+        elif blamed:
             message += (
                 f"; it is {int(reference[klass]) if klass < reference.size else 0} of "
                 f"{int(reference.sum())} {ref_mode.name} labels against {int(reference[top])} "
@@ -249,10 +272,16 @@ class ClassImbalance(Rule):
                 f"(up to {weighted:.3g}x): the imbalance is handled, yet the class is given up"
             )
         else:
+            counted, what = (
+                (distinct, f"distinct {ref_mode.name} samples")
+                if distinct is not None
+                else (reference, f"{ref_mode.name} labels")
+            )
             message += (
-                f" against {100 * overall:.3g}% overall, though it is not rare in the "
-                f"{ref_mode.name} labels ({int(reference[klass]) if klass < reference.size else 0}"
-                f" of {int(reference.sum())}): a class the model finds hard, not an imbalance"
+                f" against {100 * overall:.3g}% overall, though it is not rare in the {what} "
+                f"({int(counted[klass]) if klass < counted.size else 0} of "
+                f"{int(counted.sum())}, against {int(counted.max())} of the most frequent "
+                "class): a class the model finds hard, not an imbalance"
             )
         if not kept and (total >= self.samples or ended):
             message += "; its error rate has fallen since it was first seen given up: learning it"
