@@ -127,6 +127,10 @@ def test_a_path_that_holds_nothing_yet_warns_at_once_or_raises_when_asked(tmp_pa
     assert str(missing) in warned[0] and "does not exist" in warned[0]
     assert str(empty) in warned[1] and "is an empty directory" in warned[1]
     assert "must_exist=True" in warned[0]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tensortap"):  # a reader that starts first on purpose
+        assert tt.Trial(missing, waiting=True).steps() == []
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
     with pytest.raises(NotATrialError, match=f"no trial at {missing}.*does not exist"):
         tt.create_trial(missing, must_exist=True)
     with pytest.raises(NotATrialError, match="is an empty directory"):

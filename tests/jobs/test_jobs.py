@@ -82,6 +82,9 @@ def test_healthy_job_finds_no_issues_and_says_where_everything_is(tmp_path: Path
     assert rule_of(job, "VanishingGradient")["evaluated"] == 40
     assert "trained 40 steps" in job.logs()
     assert "ended: NoIssuesFound (40 steps evaluated" in job.logs("VanishingGradient")
+    # the rules open the trial before training writes it, on purpose: no "nothing there" warning
+    logged = [p.read_text(errors="replace") for p in Path(job.job_dir).rglob("*.log")]
+    assert logged and not any("must_exist=True" in text for text in logged)
     description = job.describe()
     assert description["TrainingJobStatus"] == "Completed" and description["ExitCode"] == 0
     kinds = [e["event"] for e in events(job)]

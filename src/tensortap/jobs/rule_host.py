@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
 
     signal.signal(signal.SIGTERM, on_term)
-    trial = create_trial(record.trial_location)
+    trial = create_trial(record.trial_location, waiting=True)  # before training writes
     hosted = [HostedRule(record, spec, job["name"]) for spec in specs]
     ready = [h for h in hosted if h.build(trial)]
     by_name = {h.spec.name: h for h in ready}

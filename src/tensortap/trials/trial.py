@@ -51,8 +51,9 @@ class Trial:
 
     A location that holds nothing yet opens as an empty trial that fills in when training
     writes it (as smdebug waits for a trial to appear), with a warning saying what is there
-    (for a path or URL; a Store object handed over is not warned about);
-    ``must_exist=True`` raises :class:`NotATrialError` instead.
+    (for a path or URL; a Store object handed over is not warned about, nor is a location
+    opened with ``waiting=True``, by a reader that starts before training on purpose, as a
+    job's rules do); ``must_exist=True`` raises :class:`NotATrialError` instead.
 
     A damaged trial stays readable: an index, end marker or collections file that is corrupt,
     of the wrong type, copied from another worker or not a regular file is skipped and listed
@@ -66,6 +67,7 @@ class Trial:
         refresh_interval: float | None = None,
         strict: bool = False,
         must_exist: bool = False,
+        waiting: bool = False,
     ) -> None:
         try:
             store = open_store(path)
@@ -80,7 +82,8 @@ class Trial:
         self._index = TrialIndex(store, strict=bool(strict))
         # a path may be mistyped; a Store handed over is the caller's own (an empty one on
         # purpose, as the rule-parameter checks use)
-        self._index.check_marker(self.path, must_exist, warn=not isinstance(path, Store))
+        warn = not (waiting or isinstance(path, Store))
+        self._index.check_marker(self.path, must_exist, warn=warn)
         self._tensors: dict[str, Tensor] = {}
         self._last_refresh = 0.0
         self._steps_cache: dict[tuple[ModeKeys | None, bool], list[int]] = {}
