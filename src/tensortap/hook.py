@@ -99,6 +99,9 @@ class Hook:
     #: The collections this kind of hook fills: ``include_collections`` naming one of them
     #: nearly (``"gradient"``) is refused as a typo.
     known_collections: ClassVar[tuple[str, ...]] = BUILTIN_COLLECTIONS
+    #: The framework this kind of hook watches, recorded in the trial (``Trial.framework()``):
+    #: a job picks the rules that suit it. None for the framework-free hook.
+    framework: ClassVar[str | None] = None
 
     def __init__(
         self,
@@ -138,7 +141,9 @@ class Hook:
         self._closed = False
         store = open_store(out_dir)
         try:
-            self._writer = TrialWriter(store, self.worker, writer_options, num_workers)
+            self._writer = TrialWriter(
+                store, self.worker, writer_options, num_workers, type(self).framework
+            )
         except StorageError as exc:
             raise StorageError(
                 f"cannot write a trial at {store.location}: {exc}. Pass a writable directory "

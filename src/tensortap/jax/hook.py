@@ -45,6 +45,7 @@ class Hook(BaseHook):
     :func:`tensortap.jax.record` in the optimizer, by the optimizer's step count)."""
 
     known_collections = (*BaseHook.known_collections, OPTIMIZER_VARIABLES)
+    framework = "jax"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

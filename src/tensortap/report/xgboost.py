@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 
-from tensortap.core.modes import ModeKeys
 from tensortap.report.page import evaluate_rules, page, rule_rows, section
 from tensortap.report.svg import bar_chart, line_chart
 from tensortap.rules.builtin._labels import as_classes
@@ -116,7 +115,7 @@ def _rules(trial: Trial) -> list[Rule]:
 
     rules: list[Rule] = [FeatureImportanceOverweight(trial), TreeDepth(trial)]
     if trial.has_tensor("labels") and trial.has_tensor("predictions"):
-        rules += [ClassImbalance(trial), Confusion(trial, mode=ModeKeys.TRAIN)]
+        rules += [ClassImbalance(trial), Confusion(trial)]  # on XGBoost trials, TRAIN steps
     metrics = trial.tensor_names(collection="metrics")
     for name in metrics:
         if name.startswith("train-"):

@@ -193,6 +193,32 @@ def step_mode(trial: Trial, step: int) -> tuple[ModeKeys, int]:
     return trial.mode(step), trial.mode_step(step)
 
 
+#: What a rule of training steps says of the steps it does not judge (EVAL, PREDICT).
+NOT_TRAINING = "{mode} steps are not training steps (only TRAIN steps, and GLOBAL ones, are judged)"
+
+
+def judges_mode(wanted: ModeKeys, mode: ModeKeys) -> bool:
+    """Whether a rule of ``wanted`` steps (its ``mode`` parameter) judges a step of ``mode``:
+    one of that mode, and any step when ``wanted`` is GLOBAL; a GLOBAL step (its mode was
+    never set, as smdebug writes when the script never calls ``set_mode``) is judged whatever
+    ``wanted`` is, as smdebug's rules judged it."""
+    return wanted in (ModeKeys.GLOBAL, mode) or mode == ModeKeys.GLOBAL
+
+
+def training_step(trial: Trial, step: int) -> tuple[ModeKeys, int] | None:
+    """``(mode, step number)`` of a training step, to read its tensors with
+    (``tensor.value(number, mode=mode)``, ``tensor.steps(mode=mode)``): a TRAIN step and its
+    TRAIN step number, or a GLOBAL step and its global step number. A script that never calls
+    ``set_mode`` writes GLOBAL steps only (smdebug's hooks as well as tensortap's), and
+    smdebug's rules judged those as training steps. None for EVAL and PREDICT steps."""
+    mode, number = step_mode(trial, step)
+    if mode == ModeKeys.GLOBAL:
+        return mode, step
+    if mode == ModeKeys.TRAIN:
+        return mode, number
+    return None
+
+
 def loss_names(
     trial: Trial, use_losses_collection: bool, regexes: Sequence[str] | None, step: int
 ) -> list[str]:
