@@ -53,9 +53,9 @@ def _with_hook(original: Any) -> Any:
     @functools.wraps(original)
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            from tensortap.keras.hook import KerasHook
-
             from keras.callbacks import CallbackList
+
+            from tensortap.keras.hook import KerasHook
 
             bound = signature.bind(self, *args, **kwargs)
             given = bound.arguments.get("callbacks")

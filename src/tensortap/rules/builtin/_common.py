@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -247,6 +248,30 @@ def metric_pair(rule: Rule, training: str, validation: str) -> tuple[str, str]:
         "given together with training_metric (both or neither)",
     )
     return training, validation
+
+
+def boosting_metric_pair(trial: Trial, step: int) -> tuple[str, str] | None:
+    """On a trial the XGBoost hook wrote, the metrics a rule of losses compares when it is
+    given none (the booster computed them: no loss is saved): ``train-<metric>`` and the last
+    other eval set's ``<set>-<metric>`` (``validation-logloss``), of the first metric, by
+    name, that both have, as regexes matching exactly them. None on other trials."""
+    if trial.framework() != "xgboost":
+        return None
+    pair = training_and_validation(names_in(trial, "metrics", step))
+    return None if pair is None else (f"^{re.escape(pair[0])}$", f"^{re.escape(pair[1])}$")
+
+
+def training_and_validation(metrics: Sequence[str]) -> tuple[str, str] | None:
+    """Of XGBoost's metric names (``<eval set>-<metric>``): ``train-<metric>`` and the last
+    other set's same metric, of the first metric by name that both have."""
+    names = sorted(metrics)
+    for name in names:
+        if name.startswith("train-"):
+            metric = name[len("train-") :]
+            others = [m for m in names if m != name and m.endswith(f"-{metric}")]
+            if others:
+                return name, others[-1]
+    return None
 
 
 def newest_at_or_before(steps: Sequence[int], limit: int) -> int | None:

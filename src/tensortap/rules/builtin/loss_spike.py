@@ -12,8 +12,9 @@ from tensortap.rules.builtin._spike import SpikeRule
 
 class LossSpike(SpikeRule):
     """Each loss of ``mode`` steps (TRAIN by default; GLOBAL steps, of a script that never set
-    a mode, too) against the median of its last ``window`` saved values. Losses: the ``losses`` collection (unless
-    ``use_losses_collection`` is false) and tensors matching ``tensor_regex``.
+    a mode, too) against the median of its last ``window`` saved values. Losses: the
+    ``losses`` collection (unless ``use_losses_collection`` is false) and tensors matching
+    ``tensor_regex``.
     """
 
     collections_needed = ("losses",)
@@ -37,9 +38,7 @@ class LossSpike(SpikeRule):
     def invoke_at_step(self, step: int) -> bool:
         mode, _ = step_mode(self.base_trial, step)
         if not judges_mode(self.mode, mode):
-            self.explain(
-                f"{mode.name} losses are not judged (mode {self.mode.name})", judged=False
-            )
+            self.explain(f"{mode.name} losses are not judged (mode {self.mode.name})", judged=False)
             return False
         names = loss_names(self.base_trial, self.use_losses_collection, self.tensor_regex, step)
         if not names:

@@ -10,11 +10,11 @@ import numpy as np
 from tensortap.core.collections import INITIAL_PREFIX, INITIAL_WEIGHTS
 from tensortap.core.modes import ModeKeys
 from tensortap.rules.builtin._common import (
+    NOT_TRAINING,
     fire_nonfinite,
     gradients_by_parameter,
     loss_is_zero,
     loss_names,
-    NOT_TRAINING,
     names_in,
     nonfinite_names,
     scalar,

@@ -20,8 +20,9 @@ from tensortap.rules.rule import Rule
 
 
 class WeightsNotUpdating(Rule):
-    """At a TRAIN (or GLOBAL) step where a parameter (``weights``/``biases``) has a non-zero gradient, its
-    value must differ from its previous saved TRAIN step: the optimizer applied that gradient.
+    """At a TRAIN (or GLOBAL) step where a parameter (``weights``/``biases``) has a non-zero
+    gradient, its value must differ from its previous saved step of that mode: the optimizer
+    applied that gradient.
     Fires when it is bit-for-bit unchanged — a missing ``optimizer.step()``, a parameter
     left out of the optimizer, a zero learning rate — and when every parameter's gradient is
     exactly 0 (nothing can train: a loss multiplied by 0, a detached output; unless the loss
