@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from types import ModuleType
@@ -226,15 +227,9 @@ def _patch_optax(optax: ModuleType) -> None:
     cls.__new__ = new
     original_apply = optax.apply_updates
     watched_apply = _watched_apply(original_apply)
-    for module in (optax, *(m for m in _update_modules() if m is not None)):
+    for module in (optax, sys.modules.get("optax._src.update")):  # where it is looked up
         if getattr(module, "apply_updates", None) is original_apply:
             setattr(module, "apply_updates", watched_apply)  # noqa: B010 - modules bind it
-
-
-def _update_modules() -> list[ModuleType | None]:
-    import sys
-
-    return [sys.modules.get("optax._src.update")]
 
 
 def _watched_update(update: Any) -> Any:
