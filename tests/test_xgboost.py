@@ -161,6 +161,26 @@ def test_tree_depth_tells_shallow_from_deep(tmp_path: Path) -> None:
     assert invoke_rule(TreeDepth(deep, depth=4)).triggered == 0
 
 
+def test_tree_depth_at_its_defaults_reads_the_boosters_max_depth(tmp_path: Path) -> None:
+    """A healthy booster's trees grow to about its max_depth (6) and end as stumps once the
+    model has little left to learn: not a problem. An over-regularised one (gamma=50) never
+    grows: a problem from its first round."""
+    x, y = load_breast_cancer(return_X_y=True)
+    healthy, *_ = boost(tmp_path / "healthy", x, y, {"objective": "binary:logistic"}, 40)
+    assert healthy.framework() == "xgboost"  # recorded by the hook: a job picks its rules by it
+    assert healthy.tensor("hyperparameters/max_depth").value(0) == 6
+    late = [int(d.max()) for d in (healthy.tensor("trees/depth").value(s) for s in (38, 39))]
+    assert max(late) <= 2  # the late trees are far shallower than the old default depth 4
+    summary = invoke_rule(TreeDepth(healthy))
+    assert summary.triggered == 0 and summary.judged == 40
+    stunted, *_ = boost(
+        tmp_path / "stunted", x, y, {"objective": "binary:logistic", "gamma": 50}, 5
+    )
+    findings = [f for f in iter_findings(TreeDepth(stunted)) if f.triggered]
+    assert [f.step for f in findings] == list(range(5))
+    assert "half the booster's max_depth (6), 3" in findings[0].message
+
+
 def test_zero_code_change(tmp_path: Path) -> None:
     script = tmp_path / "plain.py"
     script.write_text(
@@ -246,6 +266,19 @@ def test_report_is_one_self_contained_page(tmp_path: Path) -> None:
     assert "predicted 1" in page  # the confusion matrix of the binary predictions
 
 
+def test_report_on_a_healthy_booster_finds_no_problem(tmp_path: Path) -> None:
+    """A healthy booster at XGBoost's defaults (max_depth 6): its late trees are stumps and its
+    round 0 is one tree; neither is a problem in the report's findings."""
+    from tensortap.report import xgboost_report
+
+    x, y = load_breast_cancer(return_X_y=True)
+    trial, *_ = boost(tmp_path / "t", x, y, {"objective": "binary:logistic"}, 40, 2)
+    page = xgboost_report(trial)
+    for rule in ("TreeDepth", "Confusion", "FeatureImportanceOverweight"):
+        assert f"<td class='text'>{rule}</td><td class='text NoIssuesFound'>" in page, rule
+    assert "(problem)" not in page
+
+
 def test_report_opens_in_a_real_headless_browser(tmp_path: Path, browser) -> None:
     from selenium.webdriver.common.by import By
 
@@ -262,7 +295,6 @@ def test_report_opens_in_a_real_headless_browser(tmp_path: Path, browser) -> Non
 def test_confusion_on_multiclass_digits(tmp_path: Path) -> None:
     from sklearn.datasets import load_digits
 
-    from tensortap.core.modes import ModeKeys
     from tensortap.rules import Confusion
 
     x, y = load_digits(return_X_y=True)
@@ -274,7 +306,9 @@ def test_confusion_on_multiclass_digits(tmp_path: Path) -> None:
     for label, labels in (("learned", y), ("shuffled", shuffled)):
         trial, *_ = boost(tmp_path / label, x, labels, params, 30, every=10)
         assert trial.tensor("predictions").value(20).shape == (540, 10)  # scores per class
-        rule = Confusion(trial, mode=ModeKeys.TRAIN, min_diag=0.7, max_off_diag=0.2)
+        # at its default mode: on an XGBoost trial, the TRAIN steps (the validation data's
+        # predictions at each round)
+        rule = Confusion(trial, min_diag=0.7, max_off_diag=0.2)
         fired[label] = [f.step for f in iter_findings(rule) if f.triggered]
-    # after one round (81% accurate) a class is still confused; then the model has learned
-    assert fired == {"learned": [0], "shuffled": [0, 10, 20]}
+    # round 0 (one tree, 81% accurate) is not judged: the model has not learned yet; then it has
+    assert fired == {"learned": [], "shuffled": [10, 20]}

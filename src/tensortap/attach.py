@@ -17,9 +17,11 @@ import importlib.util
 import os
 import runpy
 import sys
+from types import ModuleType
+from typing import Any
 
 from tensortap.exceptions import InvalidConfigError
-from tensortap.hook_config import CONFIG_ENV, HookConfig
+from tensortap.hook_config import CONFIG_ENV, JOB_ENV, HookConfig
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,6 +52,11 @@ def enable_frameworks(config: HookConfig) -> list[str]:
 
         enable_xgboost(config)
         enabled.append("xgboost")
+    if importlib.util.find_spec("jax") is not None and importlib.util.find_spec("optax"):
+        from tensortap.jax.zcc import enable as enable_jax  # imports JAX only when used
+
+        enable_jax(config)
+        enabled.append("jax")
     if importlib.util.find_spec("torch") is not None:
         from tensortap.pytorch.zcc import enable
 
@@ -84,7 +91,83 @@ def main(argv: list[str] | None = None) -> None:
         print("tensortap: no supported framework is installed; running unhooked", file=sys.stderr)
     sys.argv = [ns.script, *ns.args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(ns.script)))
-    runpy.run_path(ns.script, run_name="__main__")
+    before = set(sys.modules)
+    names: dict[str, Any] = {}
+    try:
+        names = runpy.run_path(ns.script, run_name="__main__")
+    except Exception as exc:
+        stop = _stop_in_callback()
+        if stop is None:
+            raise
+        # the stop was met inside a compiled step: JAX hands it on as its own runtime error
+        print(f"tensortap: {stop} ({type(exc).__name__} from the compiled step)", file=sys.stderr)
+        raise SystemExit(0) from None
+    finally:
+        _say_if_unwatched(_imported(before, names))
+
+
+def _imported(before: set[str], names: dict[str, Any]) -> set[str]:
+    """The top-level packages the script used: imported while it ran, or named in its globals
+    (attaching imports PyTorch before the script runs)."""
+    found = {name.partition(".")[0] for name in set(sys.modules) - before}
+    for value in names.values():
+        module = getattr(value, "__name__" if isinstance(value, ModuleType) else "__module__", 0)
+        if isinstance(module, str) and module:
+            found.add(module.partition(".")[0])
+    return found
+
+
+def _stop_in_callback() -> BaseException | None:
+    zcc = sys.modules.get("tensortap.jax.zcc")
+    return None if zcc is None else zcc.stop_in_callback()
+
+
+#: What zero code change watches, per framework package the script may use.
+_WATCHES = (
+    ("jax", "jax", "the script uses JAX, and no Optax optimizer's update ran where tensortap "
+     "watches it: tensortap watches JAX training through an Optax optimizer (its update and "
+     "optax.apply_updates, not under vmap or pmap), and hand-written updates (p - lr * g) show "
+     "it no training step. Make a hook in the script: hook = "
+     "tensortap.jax.Hook.create_from_json_file(); hook.save_scalar('loss', loss, 'losses'); "
+     "hook.save_pytree(params, 'params'); hook.next_step() at each step (docs/jax.md)"),
+    ("xgboost", "xgboost", "xgboost.train (or an XGBoost estimator's fit) never ran"),
+    ("keras", "keras", "no Keras Model.fit, evaluate or predict ran"),
+    ("torch", "pytorch", "no torch.nn.Module with parameters was called"),
+)  # fmt: skip
+
+
+def unwatched_reason(imported: set[str]) -> tuple[str, str | None]:
+    """Why no hook was made in this process, from the packages the script ``imported`` (what
+    tensortap would have watched), and the framework that seems to be in use (None if none)."""
+    reasons, framework = [], None
+    for module, name, why in _WATCHES:
+        if module in imported:
+            reasons.append(why)
+            framework = framework or name
+    if not reasons:
+        reasons.append(
+            "the script imported no framework tensortap attaches to (PyTorch, Keras, XGBoost, "
+            "JAX with Optax)"
+        )
+    return "tensortap saved nothing: " + "; ".join(reasons), framework
+
+
+def _say_if_unwatched(imported: set[str]) -> None:
+    """Say so when the script ran and no hook was made: nothing could be judged."""
+    from tensortap.hook import any_hook_made
+
+    if any_hook_made():
+        return
+    message, framework = unwatched_reason(imported)
+    print(message, file=sys.stderr)
+    job = os.environ.get(JOB_ENV)
+    if job:
+        from tensortap.jobs.record import JobRecord
+
+        try:  # the job says it too: in its live view, and in the rules' NoData
+            JobRecord(job).append_event("training_unwatched", message=message, framework=framework)
+        except OSError as exc:
+            print(f"tensortap: could not tell the job {job}: {exc}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ from tensortap.exceptions import (
     TrainingStopped,
 )
 from tensortap.format.layout import worker_name
-from tensortap.hook_config import HookConfig
+from tensortap.hook_config import CONFIG_ENV, JOB_ENV, HookConfig
 from tensortap.storage import LocalStore, Store, open_store
 from tensortap.writer import SessionStart, TrialWriter, WriterOptions, WriterStatus
 
@@ -58,6 +58,50 @@ DEFAULT_INCLUDE_COLLECTIONS = (
 _DEFAULT_ONLY = (CollectionKeys.DEFAULT,)
 _open_hooks: weakref.WeakSet[Hook] = weakref.WeakSet()
 _open_hooks_lock = threading.Lock()
+_hooks_made = 0
+
+
+def any_hook_made() -> bool:
+    """Whether a hook was made in this process (``python -m tensortap.attach`` says so when
+    none was: nothing of the training was saved)."""
+    return _hooks_made > 0
+
+
+def _in_job_trial(out_dir: str | os.PathLike[str] | Store, worker: str) -> Any:
+    """Where a hook writes: inside a job's training process (``$TENSORTAP_JOB_DIR``), the job's
+    trial whatever ``out_dir`` says, as smdebug's hooks wrote to the SageMaker job's output, so
+    that the job's rules judge what the script's own hook saves. ``out_dir`` stays where a hook
+    of this process already writes the job's trial as the same worker (one writer a worker)."""
+    config_file = os.environ.get(CONFIG_ENV)
+    if not os.environ.get(JOB_ENV) or not config_file or isinstance(out_dir, Store):
+        return out_dir
+    try:
+        trial = HookConfig.from_json_file(config_file).out_dir
+    except (InvalidConfigError, OSError):
+        return out_dir
+    asked, job_trial = os.fspath(out_dir), os.fspath(trial)
+    if "://" not in asked + job_trial:
+        asked, job_trial = os.path.abspath(asked), os.path.abspath(job_trial)
+    if asked.rstrip("/") == job_trial.rstrip("/"):
+        return out_dir
+    with _open_hooks_lock:
+        taken = any(h.worker == worker and h._writes(job_trial) for h in _open_hooks)
+    if taken:
+        logger.warning(
+            "tensortap: another hook of this process writes the job's trial %s as %s; this one "
+            "writes %s as asked, and the job's rules do not read it",
+            trial,
+            worker,
+            out_dir,
+        )
+        return out_dir
+    logger.warning(
+        "tensortap: this script runs as a job: its hook writes the job's trial %s, not %s "
+        "(as smdebug's hooks wrote to the SageMaker job's output), so the job's rules judge it",
+        trial,
+        out_dir,
+    )
+    return trial
 
 
 @atexit.register
@@ -99,6 +143,9 @@ class Hook:
     #: The collections this kind of hook fills: ``include_collections`` naming one of them
     #: nearly (``"gradient"``) is refused as a typo.
     known_collections: ClassVar[tuple[str, ...]] = BUILTIN_COLLECTIONS
+    #: The framework this kind of hook watches, recorded in the trial (``Trial.framework()``):
+    #: a job picks the rules that suit it. None for the framework-free hook.
+    framework: ClassVar[str | None] = None
 
     def __init__(
         self,
@@ -123,6 +170,7 @@ class Hook:
         if isinstance(include_collections, str):
             include_collections = [include_collections]
         self.worker = worker_name(worker)
+        out_dir = _in_job_trial(out_dir, self.worker)
         self.collection_manager = CollectionManager()
         if include_regex is not None:
             self.collection_manager.get(CollectionKeys.DEFAULT).include(include_regex)
@@ -139,7 +187,9 @@ class Hook:
         self._rolled_back: list[list[Any]] = []  # [mode, first, last] counted again
         store = open_store(out_dir)
         try:
-            self._writer = TrialWriter(store, self.worker, writer_options, num_workers)
+            self._writer = TrialWriter(
+                store, self.worker, writer_options, num_workers, type(self).framework
+            )
         except StorageError as exc:
             raise StorageError(
                 f"cannot write a trial at {store.location}: {exc}. Pass a writable directory "
@@ -156,8 +206,15 @@ class Hook:
         self._stop = StopRequest(stop_file) if stop_file is not None else None
         if self._stop is not None:
             self._recorder.after_step = self._check_stop
+        global _hooks_made
         with _open_hooks_lock:
             _open_hooks.add(self)
+            _hooks_made += 1
+
+    def _writes(self, location: str) -> bool:
+        """Whether this hook writes the trial at ``location`` (a path or URL)."""
+        mine = self.out_dir if "://" in self.out_dir else os.path.abspath(self.out_dir)
+        return mine.rstrip("/") == location.rstrip("/") and not self._closed
 
     def _tensorboard_exporter(
         self,

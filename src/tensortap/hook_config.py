@@ -45,6 +45,9 @@ from tensortap.exceptions import InvalidConfigError
 _H = TypeVar("_H")
 
 CONFIG_ENV = "TENSORTAP_CONFIG"
+#: The job directory, in the environment of a job's training process: a hook the script makes
+#: writes the job's trial (as smdebug's wrote to the SageMaker job's output).
+JOB_ENV = "TENSORTAP_JOB_DIR"
 """The environment variable holding the path of a hook's JSON configuration."""
 
 _SAVE_KEYS = ("save_interval", "save_steps", "start_step", "end_step")

@@ -384,3 +384,38 @@ def test_unchanged_tensor_cannot_fire_before_num_steps(tmp_path: Path) -> None:
     findings = list(iter_findings(UnchangedTensor(build(tmp_path, steps), num_steps=4)))
     assert [f.triggered for f in findings] == [False, False, False, True]
     assert [f.outcome.value for f in findings[:3]] == ["skipped"] * 3
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_global_only_trial_is_judged(tmp_path: Path, name: str) -> None:
+    """A script that never calls ``set_mode`` writes GLOBAL steps only (smdebug's too): every
+    rule judges them as the steps of the mode it judges (a rule of EVAL steps, such as
+    Confusion, included), and finds what it finds on TRAIN or EVAL steps."""
+    cls, make, expected = CASES[name]
+    steps, params = make(True)
+    if len({mode for mode, _ in steps}) > 1:
+        pytest.skip("the case compares modes")
+    unmoded = [("global", tensors) for _, tensors in steps]
+    assert fired_steps(cls(build(tmp_path / "bad", unmoded), **params)) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "mode", "reason"),
+    [
+        ("WeightUpdateRatio", "eval", "EVAL steps are not training steps"),
+        ("WeightsNotUpdating", "eval", "EVAL steps are not training steps"),
+        ("LossSpike", "eval", "EVAL losses are not judged (mode TRAIN)"),
+        ("Confusion", "train", "TRAIN steps are not judged (mode EVAL: predictions made while"),
+    ],
+)
+def test_no_data_says_which_steps_were_not_judged(
+    tmp_path: Path, name: str, mode: str, reason: str
+) -> None:
+    """A rule that read the trial but judged none of its steps (they are of a mode it does not
+    judge) ends NoData saying so, not "it read no saved value"."""
+    cls, make, _ = CASES[name]
+    steps, params = make(True)
+    other = [(mode, tensors) for _, tensors in steps]
+    summary = invoke_rule(cls(build(tmp_path / "t", other), **params))
+    assert summary.status.value == "NoData"
+    assert reason in summary.details and "no saved value" not in summary.details

@@ -180,6 +180,37 @@ def test_zero_code_change(tmp_path: Path) -> None:
     assert "gradients/dense/kernel" in trial.tensor_names(collection="gradients")
 
 
+def test_zero_code_change_with_validation_split(tmp_path: Path) -> None:
+    """fit's own validation pass calls evaluate with fit's CallbackList: it is hooked through
+    fit (EVAL steps saved), with no "could not attach" traceback per epoch."""
+    script = tmp_path / "plain.py"
+    script.write_text(
+        "import numpy as np, keras\n"
+        "x = np.random.rand(64, 8).astype('float32'); y = np.random.randint(0, 2, 64)\n"
+        "m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])\n"
+        "m.compile('sgd', keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n"
+        "m.fit(x, y, batch_size=16, epochs=2, verbose=0, validation_split=0.25)\n"
+    )
+    config = tmp_path / "hook.json"
+    config.write_text(
+        '{"out_dir": "%s", "hook_parameters": {"save_interval": "1"},'
+        ' "collection_configurations": [{"name": "losses"}]}' % (tmp_path / "t")
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tensortap.attach", "--config", str(config), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "could not attach" not in done.stderr and "Traceback" not in done.stderr
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.steps(tt.modes.TRAIN) == list(range(6))  # 3 batches of 16 per epoch
+    assert trial.steps(tt.modes.EVAL) == [0, 1]  # one validation batch per epoch
+    assert trial.tensor("loss").steps(mode=tt.modes.EVAL) == [0, 1]
+
+
 def test_torch_backend(tmp_path: Path) -> None:
     """Keras on the torch backend: the same callback gets losses, weights and gradients."""
     pytest.importorskip("torch")

@@ -17,7 +17,7 @@ from tensortap.jobs import (
     Webhook,
 )
 from tensortap.jobs.hints import command as tensortap_command
-from tensortap.rules import rule_configs
+from tensortap.jobs.specs import recommended_rules
 
 
 def add_parser(sub: Any) -> None:
@@ -76,11 +76,14 @@ def run(ns: argparse.Namespace) -> int:
     if not command:
         raise InvalidConfigError("no training command: add -- python train.py ... at the end")
     rules = [builtin_rule(r) for r in ns.rule] + [custom_rule(r) for r in ns.custom_rule]
-    if not rules and not ns.no_rules:  # the recommended set, so the job saves and judges
-        rules = [Rule.builtin(config) for config in rule_configs.recommended()]
     extra = _actions(ns)
+    by_framework = None
+    if not rules and not ns.no_rules:
+        # the recommended set of the framework the script turns out to use, so the job saves
+        # and judges (XGBoost's rules for boosted trees, JAX's for JAX, else deep learning's)
+        by_framework = recommended_rules(extra, ns.stop_on)
     known = {r.name for r in rules}
-    for name in ns.stop_on:
+    for name in ns.stop_on if by_framework is None else ():
         if name not in known:
             raise InvalidConfigError(f"--stop-on {name}: no such rule in this job; rules: {known}")
     rules = [
@@ -105,6 +108,7 @@ def run(ns: argparse.Namespace) -> int:
         job_name=ns.name,
         debugger_hook_config=hook,
         rules=rules,
+        rules_by_framework=by_framework,
         tensorboard_output_config=TensorBoardOutputConfig() if ns.tensorboard else None,
     )
     tt = tensortap_command()

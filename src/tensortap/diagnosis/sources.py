@@ -26,15 +26,16 @@ def outcome_of(summary: RuleSummary) -> RuleOutcome:
 
 
 def judge_trial(trial: Trial, rules: Sequence[Rule] | None = None) -> list[RuleSummary]:
-    """Run ``rules`` (default: the recommended set at its defaults) over every step ``trial``
-    holds now, walked together; one finished summary per rule."""
+    """Run ``rules`` (default: the recommended set of the framework that wrote the trial, at
+    its defaults) over every step ``trial`` holds now, walked together; one finished summary
+    per rule."""
     from tensortap.rules import create_rule, iter_findings_many, rule_configs
     from tensortap.rules.invoker import RuleSummary
 
     if rules is None:
         rules = [
             create_rule(config.name, trial, params=dict(config.parameters))
-            for config in rule_configs.recommended()
+            for config in rule_configs.recommended(trial.framework())
         ]
     summaries = {id(r): RuleSummary(r.rule_name) for r in rules}
     by_name = {r.rule_name: id(r) for r in rules}

@@ -62,6 +62,7 @@ def decode_worker_info(raw: bytes, what: str) -> dict[str, Any]:
     num = get_int(doc, "num_workers", what, default=1)
     if not 1 <= num <= 1 << 24:
         raise FormatError(f"{what}: num_workers must be between 1 and {1 << 24}, got {num}")
+    get_optional_str(doc, "framework", what)
     return doc
 
 

@@ -60,6 +60,7 @@ def carried_record(hook: Hook, prefix: str, collection: str) -> optax.GradientTr
     entry: list[Carried] = []  # filled by init, when the leaves are known
 
     def init(params: Any) -> CarriedState:
+        hook._guard_event(hook._note_initial, params)  # the weights before the first update
         leaves, _ = jax.tree_util.tree_flatten_with_path(params)
         specs = _specs(hook, collection)
         meta = tuple(

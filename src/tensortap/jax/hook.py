@@ -17,12 +17,14 @@ to the host only when due. For gradients inside a jitted step, see :func:`tensor
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import jax
 import numpy as np
 
+from tensortap.core.collections import INITIAL_PREFIX, INITIAL_WEIGHTS, CollectionKeys
 from tensortap.core.dtypes import dtype_info
 from tensortap.core.modes import ModeKeys
 from tensortap.core.recorder import SavePlan, records_from_array
@@ -34,6 +36,12 @@ from tensortap.jax.names import OPTIMIZER_VARIABLES, Leaf, collections_for, path
 from tensortap.jax.stats import statistics
 
 _statistics = jax.jit(statistics, static_argnums=1)
+_current: Hook | None = None
+
+
+def get_hook() -> Hook | None:
+    """The JAX hook created last in this process, while it is open (None if there is none)."""
+    return _current if _current is not None and not _current._closed else None
 
 
 def _is_jax_array(value: Any) -> bool:
@@ -46,13 +54,22 @@ class Hook(BaseHook):
     again on the same ``out_dir`` with an optimizer state restored from a checkpoint numbers
     its TRAIN steps from the restored count)."""
 
-    known_collections = (*BaseHook.known_collections, OPTIMIZER_VARIABLES)
+    known_collections = (*BaseHook.known_collections, OPTIMIZER_VARIABLES, INITIAL_WEIGHTS)
+    framework = "jax"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._carried: list[Carried] = []  # record(hook, via="state") in this hook's optimizers
         self._carried_tags: list[int] | None = None  # their tags, in optimizer-state order
         self._count_followed = False  # the optimizer's count numbers this session's steps
+        # the weights before the first update (from the optimizer's init), by name, until the
+        # first step that saves weights: WeightUpdateRatio judges the first update by them
+        self._initial: dict[str, np.ndarray] | None = None
+        self._initial_done = False
+        if CollectionKeys.WEIGHTS in self._recorder.include_collections:
+            self._recorder.include_collection(INITIAL_WEIGHTS)
+        global _current
+        _current = self
 
     def save_tensor(
         self, name: str, value: Any, collections: str | Iterable[str] | None = None
@@ -68,28 +85,35 @@ class Hook(BaseHook):
         """Save each leaf of ``tree`` that is due, named from its path under ``prefix``
         (``params/Dense_0/kernel``). Without ``collections``, a leaf joins the collection its
         name implies (``params/...``: weights or biases; ``gradient/...``: gradients;
-        ``opt_state/...``: optimizer_variables; else default). Returns how many were saved."""
-        leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
-        items = [(path_name(prefix, path), leaf) for path, leaf in leaves]
+        ``opt_state/...``: optimizer_variables; else default); the array of a Flax NNX
+        ``nnx.Param`` is a weight (a bias if its name ends in ``bias``) whatever its path
+        (``nnx.state(model, nnx.Param)``: ``linear1/kernel``). Returns how many were saved."""
         colls = [collections] if isinstance(collections, str) else collections
+        given = None if colls is None else tuple(colls)
+        leaves = named_leaves(tree, prefix)
+        return self._save_items([(name, leaf, given or implied) for name, leaf, implied in leaves])
+
+    def _save_items(self, items: Sequence[tuple[str, Any, tuple[str, ...]]]) -> int:
+        """Save each ``(name, array, collections)`` that is due; how many were."""
         with self._lock:
             if self._closed:
                 self._warn_closed()
                 return 0
-            saved = self._guard(self._save_leaves, items, None if colls is None else tuple(colls))
+            saved = self._guard(self._save_leaves, items)
             return int(saved or 0)
 
-    def _save_leaves(
-        self, items: Sequence[tuple[str, Any]], collections: tuple[str, ...] | None
-    ) -> int:
+    def _save_leaves(self, items: Sequence[tuple[str, Any, tuple[str, ...]]]) -> int:
         recorder = self._recorder
         pending: list[tuple[str, SavePlan, Any, Any]] = []
         saved = 0
-        for name, leaf in items:
-            plan = recorder.begin(name, collections or collections_for(name))
+        weights = []
+        for name, leaf, collections in items:
+            plan = recorder.begin(name, collections)
             if plan is None:
                 continue
             saved += 1
+            if CollectionKeys.WEIGHTS in collections:
+                weights.append(name)
             if plan.raw or not _is_jax_array(leaf):
                 recorder.put(name, records_from_array(name, np.asarray(leaf), plan))
             else:
@@ -98,7 +122,39 @@ class Hook(BaseHook):
         values = jax.device_get([stats for *_, stats in pending])  # one transfer
         for (name, plan, leaf, _), vals in zip(pending, values, strict=True):
             recorder.put(name, _statistic_records(name, plan, leaf, vals))
+        if weights and not self._initial_done:
+            snapshot, self._initial = self._initial or {}, None
+            if recorder.global_step == 0:  # the snapshot is of the weights before this step
+                found = [(n, _snapshot_of(n, snapshot)) for n in weights]
+                self._save_initial([(n, value) for n, value in found if value is not None])
+            self._initial_done = True
         return saved
+
+    def _note_initial(self, params: Any) -> None:
+        """Keep the weights an optimizer was initialised with (``record``'s init) until the
+        first step that saves weights, which saves them as ``initial/<name>``."""
+        if self._initial_done or not self.is_collection_included(INITIAL_WEIGHTS):
+            return
+        leaves = named_leaves(params, "")
+        if any(isinstance(leaf, jax.core.Tracer) for _, leaf, _ in leaves):
+            return  # init traced inside jit: no values to keep
+        # kept on the host: the training step may donate the parameters' buffers
+        arrays = jax.device_get([leaf for _, leaf, _ in leaves])
+        self._initial = {
+            name: np.asarray(a) for (name, _, _), a in zip(leaves, arrays, strict=True)
+        }
+
+    def _save_initial(self, items: Sequence[tuple[str, Any]]) -> None:
+        """Save the weights before the first update as ``initial/<name>`` (initial_weights),
+        once; the current step must be the one whose update follows them. Weights only, as
+        the PyTorch hook: biases start at zero in most models."""
+        self._initial_done = True
+        recorder = self._recorder
+        for name, value in items:
+            initial = INITIAL_PREFIX + name
+            plan = recorder.begin(initial, (INITIAL_WEIGHTS,))
+            if plan is not None:
+                recorder.put(initial, records_from_array(initial, np.asarray(value), plan))
 
     def end_step(self, opt_state: Any) -> None:
         """End the current TRAIN step of a loop whose Optax chain holds
@@ -216,6 +272,42 @@ class Hook(BaseHook):
         self._follow_count(count)
         while recorder.mode_step < count:
             recorder.next_step()
+
+
+def _snapshot_of(name: str, snapshot: dict[str, np.ndarray]) -> np.ndarray | None:
+    """The weight ``name`` in a snapshot named from the optimizer's tree, which may lack the
+    prefix the weights are saved under (``params/hidden/kernel``, ``hidden/kernel``)."""
+    if name in snapshot:
+        return snapshot[name]
+    found = [value for key, value in snapshot.items() if name.endswith("/" + key)]
+    return found[0] if len(found) == 1 else None
+
+
+def named_leaves(tree: Any, prefix: str) -> list[tuple[str, Any, tuple[str, ...]]]:
+    """``(name, leaf, collections)`` of each leaf of ``tree``: its name from its path under
+    ``prefix``, the collections the name implies, or, for the array of a Flax NNX ``Param``
+    (however its path reads), the weights (biases for a name ending in ``bias``)."""
+    leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
+    params: set[tuple[Any, ...]] = set()
+    nnx = sys.modules.get("flax.nnx")  # only when the script uses Flax NNX
+    param_type = getattr(nnx, "Param", None)
+    variable_type = getattr(nnx, "Variable", None)
+    if isinstance(param_type, type) and isinstance(variable_type, type):
+        nodes, _ = jax.tree_util.tree_flatten_with_path(
+            tree, is_leaf=lambda x: isinstance(x, variable_type)
+        )
+        params = {tuple(path) for path, node in nodes if isinstance(node, param_type)}
+    out = []
+    for path, leaf in leaves:
+        name = path_name(prefix, path)
+        if params and any(tuple(path[:i]) in params for i in range(len(path))):
+            implied: tuple[str, ...] = (
+                (CollectionKeys.BIASES,) if name.endswith("bias") else (CollectionKeys.WEIGHTS,)
+            )
+        else:
+            implied = collections_for(name)
+        out.append((name, leaf, implied))
+    return out
 
 
 class StepMismatchError(TensortapError):

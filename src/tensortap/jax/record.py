@@ -57,6 +57,7 @@ def record(
         raise InvalidConfigError(f"record(via=...) must be 'callback' or 'state', got {via!r}")
 
     def init(params: Any) -> RecordState:
+        hook._guard_event(hook._note_initial, params)  # the weights before the first update
         return RecordState(jnp.zeros([], jnp.int32))
 
     def update(updates: Any, state: RecordState, params: Any = None) -> tuple[Any, RecordState]:

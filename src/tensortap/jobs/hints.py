@@ -37,7 +37,8 @@ def _has_activations(location: str) -> bool:
     from tensortap.trials.trial import create_trial
 
     try:
-        return bool(create_trial(location).tensor_names(regex=r".*relu_output"))
+        trial = create_trial(location, must_exist=True)  # none written: no hint, no warning
+        return bool(trial.tensor_names(regex=r".*relu_output"))
     except Exception:  # no trial yet, or a damaged one: no hint that could fail
         return False
 

@@ -141,6 +141,11 @@ class TrainingJob(JobQueries):
     as ``["python", "train.py", "--epochs", "3"]``); ``source_dir`` is the directory the
     entry point lies in. ``rules_specification`` (the seeds' dictionaries) is accepted in
     place of ``rules``; SageMaker's cloud-only keywords are accepted and ignored.
+
+    ``rules_by_framework`` (``{"xgboost": [...], "jax": [...], "*": [...]}``, such as
+    :func:`tensortap.jobs.specs.recommended_rules` gives) adds the rules of the framework whose
+    hook writes the trial, chosen when training starts writing it (``"*"``: any other); the
+    hook saves what any of them reads.
     """
 
     def __init__(
@@ -161,6 +166,7 @@ class TrainingJob(JobQueries):
         python: str = sys.executable,
         base_job_name: str | None = None,
         source_dir: str | os.PathLike[str] | None = None,
+        rules_by_framework: Mapping[str, Sequence[Rule]] | None = None,
         **cloud_only: Any,
     ) -> None:
         check_cloud_only(cloud_only)
@@ -184,19 +190,23 @@ class TrainingJob(JobQueries):
         if rules_specification is not None:
             rules = [*(rules or []), *rules_from_specification(rules_specification)]
         self.rules = list(rules or [])
-        for rule in self.rules:
+        self.rules_by_framework = {
+            str(framework): list(chosen) for framework, chosen in (rules_by_framework or {}).items()
+        }
+        for rule in self._every_rule():
             if not isinstance(rule, Rule):
                 raise InvalidConfigError(
                     f"rules must be tensortap.jobs.Rule objects (Rule.builtin(...) or "
                     f"Rule.custom(...)), got {rule!r}"
                 )
-        names = [r.name for r in self.rules]
-        duplicated = sorted({n for n in names if names.count(n) > 1})
-        if duplicated:
-            raise InvalidConfigError(
-                f"two rules are named {duplicated[0]!r}; give one a name (Rule.builtin(..., "
-                "name='...'))"
-            )
+        for chosen in [*self.rules_by_framework.values(), []]:  # the rules one job runs
+            names = [r.name for r in [*self.rules, *chosen]]
+            duplicated = sorted({n for n in names if names.count(n) > 1})
+            if duplicated:
+                raise InvalidConfigError(
+                    f"two rules are named {duplicated[0]!r}; give one a name (Rule.builtin(..., "
+                    "name='...'))"
+                )
         self.debugger_hook_config = debugger_hook_config or DebuggerHookConfig()
         self.tensorboard_output_config = tensorboard_output_config
         self.environment = dict(environment or {})
@@ -222,7 +232,11 @@ class TrainingJob(JobQueries):
         )
         self.record._trial_location = self.trial_location
         # the hook configuration is validated now too
-        hook_config(self.trial_location, self.debugger_hook_config, self.rules, None)
+        hook_config(self.trial_location, self.debugger_hook_config, self._every_rule(), None)
+
+    def _every_rule(self) -> list[Rule]:
+        """The rules, and those of every framework: the hook saves what any of them reads."""
+        return [*self.rules, *(r for group in self.rules_by_framework.values() for r in group)]
 
     # -- starting --
     def fit(
@@ -244,7 +258,7 @@ class TrainingJob(JobQueries):
         config = hook_config(
             self.trial_location,
             self.debugger_hook_config,
-            self.rules,
+            self._every_rule(),
             str(record.stop_file),
             tensorboard,
         )
@@ -260,6 +274,11 @@ class TrainingJob(JobQueries):
                 # own environment and are never written to disk
                 "environment_names": sorted(self.environment),
                 "rules": [r.to_dict() for r in self.rules],
+                # chosen by the supervisor once the trial says which framework writes it
+                "rules_by_framework": {
+                    framework: [r.to_dict() for r in chosen]
+                    for framework, chosen in self.rules_by_framework.items()
+                },
                 "hook_config": config.to_dict(),
                 "tensorboard": tensorboard,
                 "stop_grace_secs": self.stop_grace_secs,

@@ -16,6 +16,8 @@ from tensortap.jobs.record import JobRecord
 
 _NOTABLE = {
     "training_started": "training started (pid {pid})",
+    "rules_chosen": "{message}",
+    "training_unwatched": "{message}",
     "rule_fired": "{rule} fired at step {step}: {message}",
     "rule_error": "{rule} failed at step {step}: {message}",
     "action": "{rule}: {action}: {result}",

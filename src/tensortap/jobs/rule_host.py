@@ -125,9 +125,12 @@ class HostedRule:
         )
         self.write_status(force=True)
 
-    def finish(self, stopped: bool) -> None:
+    def finish(self, stopped: bool, unwatched: str = "") -> None:
+        """End the rule; ``unwatched`` is why training saved nothing, when it said."""
         if self.status_text == RuleStatus.IN_PROGRESS.value:
             reason = self.rule.no_data_reason() if self.rule is not None else ""
+            if unwatched and not self.summary.evaluated:
+                reason = unwatched
             self.summary.finish(reason)
             self.status_text = STOPPED if stopped else self.summary.status.value
             self.details = self.summary.details
@@ -216,8 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     rules = [h.rule for h in ready if h.rule is not None]
     for finding in iter_findings_many(rules, poll_interval=0.2, stop=stop):
         by_name[finding.rule].handle(finding)
+    said = [e for e in record.iter_events() if e.get("event") == "training_unwatched"]
+    unwatched = str(said[-1].get("message", "")) if said else ""
     for h in ready:
-        h.finish(stopped=stopped_by_signal.is_set())
+        h.finish(stopped=stopped_by_signal.is_set(), unwatched=unwatched)
     return 0
 
 

@@ -305,6 +305,52 @@ def rules_from_specification(specs: Sequence[Mapping[str, Any]]) -> list[Rule]:
     return rules
 
 
+#: The key of a job's ``rules_by_framework`` for every framework without a set of its own.
+OTHER_FRAMEWORKS = "*"
+
+
+def recommended_rules(
+    actions: Sequence[Action] = (), stop_on: Sequence[str] = ()
+) -> dict[str, list[Rule]]:
+    """The recommended rules of each framework (``rule_configs.recommended(framework)``), as a
+    job's ``rules_by_framework``: the job runs the set of the framework whose hook writes its
+    trial (XGBoost's rules for boosted trees, JAX's for JAX; the deep-learning set, under
+    :data:`OTHER_FRAMEWORKS`, for the others). ``actions`` are given to every rule, and
+    :class:`StopTraining` to the rules named in ``stop_on``."""
+    from tensortap.rules.rule_configs import RECOMMENDED_BY_FRAMEWORK, recommended
+
+    sets = {OTHER_FRAMEWORKS: recommended()}
+    sets.update({name: recommended(name) for name in RECOMMENDED_BY_FRAMEWORK})
+    known = {config.name for configs in sets.values() for config in configs}
+    for name in stop_on:
+        if name not in known:
+            raise InvalidConfigError(
+                f"--stop-on {name}: no recommended rule of that name; they are "
+                f"{', '.join(sorted(known))}"
+            )
+    return {
+        framework: [
+            Rule.builtin(
+                config,
+                actions=[*actions, *([StopTraining()] if config.name in stop_on else [])],
+            )
+            for config in configs
+        ]
+        for framework, configs in sets.items()
+    }
+
+
+def rules_for_framework(
+    rules_by_framework: Mapping[str, Sequence[Rule]], framework: str | None
+) -> list[Rule]:
+    """The rules of ``rules_by_framework`` for a trial ``framework`` wrote (None: a trial of
+    the framework-free hook, or none at all)."""
+    found = rules_by_framework.get(framework or "")
+    if found is None:
+        found = rules_by_framework.get(OTHER_FRAMEWORKS, ())
+    return list(found)
+
+
 # What a job's hook may fill, whatever the framework: a name nearly one of these is a typo.
 _KNOWN_COLLECTIONS = (
     *BUILTIN_COLLECTIONS,

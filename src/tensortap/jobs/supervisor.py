@@ -29,11 +29,16 @@ from typing import IO, Any
 
 from tensortap.core.stop import request_stop
 from tensortap.diagnosis import job_diagnosis
-from tensortap.hook_config import CONFIG_ENV
+from tensortap.exceptions import FormatError, InvalidConfigError, StorageError
+from tensortap.format.documents import decode_worker_info
+from tensortap.format.layout import WORKERS_PREFIX, worker_info_key
+from tensortap.hook_config import CONFIG_ENV, JOB_ENV
 from tensortap.jobs.actions import StopTraining
 from tensortap.jobs.record import JobRecord, write_json
 from tensortap.jobs.rule_host import STOPPED, TRAINING_ENDED_FILE
 from tensortap.jobs.specs import Rule as RuleSpec
+from tensortap.jobs.specs import rules_for_framework
+from tensortap.storage import open_store
 from tensortap.writer.seal import seal_trial
 
 IN_PROGRESS = "InProgress"
@@ -83,14 +88,41 @@ class _Child:
     term_at: float | None = None
 
 
+def written_by(location: str) -> tuple[bool, str | None]:
+    """Whether a hook has begun writing the trial at ``location``, and the framework it said
+    it watches (``worker.json``; None for the framework-free hook)."""
+    try:
+        store = open_store(location)
+        workers = sorted(store.list_dir(WORKERS_PREFIX))
+    except (StorageError, OSError, InvalidConfigError):
+        return False, None
+    for worker in workers:
+        key = worker_info_key(worker)
+        try:
+            info = decode_worker_info(store.get(key), key)
+        except KeyError:
+            continue  # its directory is written first: its worker.json follows
+        except (FormatError, StorageError):
+            return True, None
+        framework = info.get("framework")
+        return True, framework if isinstance(framework, str) else None
+    return False, None
+
+
 class Supervisor:
     def __init__(self, record: JobRecord) -> None:
         self.record = record
         self.job = record.job()
         self.rules = [RuleSpec.from_dict(r) for r in self.job["rules"]]
-        graces = [
-            a.grace_secs for r in self.rules for a in r.actions if isinstance(a, StopTraining)
-        ]
+        # rules chosen once the trial says which framework writes it (None: nothing to choose)
+        by_framework = self.job.get("rules_by_framework") or {}
+        self.rules_by_framework: dict[str, list[RuleSpec]] | None = (
+            {fw: [RuleSpec.from_dict(r) for r in chosen] for fw, chosen in by_framework.items()}
+            if by_framework
+            else None
+        )
+        every = [*self.rules, *(r for rs in (self.rules_by_framework or {}).values() for r in rs)]
+        graces = [a.grace_secs for r in every for a in r.actions if isinstance(a, StopTraining)]
         self.grace = float(self.job.get("stop_grace_secs") or max(graces, default=60.0))
         self.rule_timeout = float(self.job.get("rule_timeout_secs", 300.0))
         self.training: _Child | None = None
@@ -102,6 +134,7 @@ class Supervisor:
         self.ended_at: float | None = None
         self.started = time.time()
         self._last_summary: dict[str, Any] | None = None
+        self._env: dict[str, str] = {}  # the environment rule processes start with
 
     # -- starting --
     def _spawn(self, name: str, argv: list[str], log_path: str, env: dict[str, str]) -> _Child:
@@ -124,6 +157,7 @@ class Supervisor:
         old = self.job.get("environment")
         env = {**os.environ, **(old if isinstance(old, dict) else {})}
         env[CONFIG_ENV] = str(record.hook_file)
+        env[JOB_ENV] = str(record.dir)  # a hook the script makes writes the job's trial
         env["PYTHONUNBUFFERED"] = "1"
         try:
             self.training = self._spawn(
@@ -139,13 +173,20 @@ class Supervisor:
             record.append_event(
                 "training_started", pid=self.training.proc.pid, command=self.job["command"]
             )
+        if self.rules_by_framework is None:
+            self._start_rules(env)
+        else:
+            self._env = env  # the rules start once the framework is known (_choose_rules)
+
+    def _start_rules(self, env: dict[str, str]) -> None:
+        record = self.record
         builtin = [r.name for r in self.rules if r.is_builtin]
         if self.job.get("rule_processes") == "per_rule":  # measured in bench/bench_jobs.py
             groups = [[r.name] for r in self.rules]
         else:
             groups = [builtin] if builtin else []
             groups += [[r.name] for r in self.rules if not r.is_builtin]
-        host_env = {k: v for k, v in env.items() if k != CONFIG_ENV}
+        host_env = {k: v for k, v in env.items() if k not in (CONFIG_ENV, JOB_ENV)}
         for names in groups:
             argv = [sys.executable, "-m", "tensortap.jobs.rule_host", str(record.dir), *names]
             log = record.dir / "logs" / f"rule-host-{len(self.hosts)}.log"
@@ -177,9 +218,15 @@ class Supervisor:
         self.start()
         while True:
             self._watch_training()
+            self._choose_rules()
             self._watch_hosts()
             self.write_summary()
-            if self.ended_at is not None and all(h.proc.poll() is not None for h in self.hosts):
+            chosen = self.rules_by_framework is None
+            if (
+                chosen
+                and self.ended_at is not None
+                and all(h.proc.poll() is not None for h in self.hosts)
+            ):
                 break
             time.sleep(0.2)
         for child in [self.training, *self.hosts]:
@@ -187,6 +234,38 @@ class Supervisor:
                 child.log.close()
         status = self.write_summary(final=True)["status"]
         self.record.append_event("job_ended", status=status)
+
+    def _choose_rules(self) -> None:
+        """Once training has begun writing the trial (or ended without), add the rules of the
+        framework whose hook writes it, record them in job.json and start them."""
+        if self.rules_by_framework is None:
+            return
+        written, framework = written_by(self.record.trial_location)
+        if not written:
+            if self.ended_at is None:
+                return
+            # nothing was saved: the framework the training process saw in use, if it said
+            said = [e for e in self.record.iter_events() if e["event"] == "training_unwatched"]
+            framework = said[-1].get("framework") if said else None
+        chosen = rules_for_framework(self.rules_by_framework, framework)
+        self.rules_by_framework = None
+        known = {r.name for r in self.rules}
+        self.rules += [r for r in chosen if r.name not in known]
+        job = {**self.record.job(), "rules": [r.to_dict() for r in self.rules]}
+        job["framework"] = framework
+        write_json(self.record.job_file, job)
+        self.job = job
+        if written:
+            which = f"the {framework} hook writes the trial" if framework else "no framework named"
+        else:
+            which = "nothing was saved" + (f" ({framework} in use)" if framework else "")
+        self.record.append_event(
+            "rules_chosen",
+            framework=framework,
+            rules=[r.name for r in chosen],
+            message=f"{which}: its recommended rules run ({', '.join(r.name for r in chosen)})",
+        )
+        self._start_rules(self._env)
 
     def _on_term(self, signum: int, frame: Any) -> None:
         request_stop(self.record.stop_file, "the job was stopped")

@@ -61,6 +61,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
     """
 
     known_collections = (*Hook.known_collections, OPTIMIZER_VARIABLES, *TAPPED_COLLECTIONS)
+    framework = "keras"
 
     def __init__(
         self,

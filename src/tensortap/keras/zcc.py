@@ -53,14 +53,20 @@ def _with_hook(original: Any) -> Any:
     @functools.wraps(original)
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
+            from keras.callbacks import CallbackList
+
             from tensortap.keras.hook import KerasHook
 
             bound = signature.bind(self, *args, **kwargs)
-            callbacks = list(bound.arguments.get("callbacks") or [])
-            if not any(isinstance(c, KerasHook) for c in callbacks):
-                callbacks.append(_attachment.hook())
-            bound.arguments["callbacks"] = callbacks
-            args, kwargs = bound.args[1:], bound.kwargs
+            given = bound.arguments.get("callbacks")
+            # fit's own validation pass (validation_split, validation_data) calls evaluate with
+            # fit's CallbackList: the hook, if fit got one, is in it already
+            if not isinstance(given, CallbackList):
+                callbacks = list(given or [])
+                if not any(isinstance(c, KerasHook) for c in callbacks):
+                    callbacks.append(_attachment.hook())
+                bound.arguments["callbacks"] = callbacks
+                args, kwargs = bound.args[1:], bound.kwargs
         except Exception:
             logger.exception("tensortap could not attach to this Keras call; it runs unhooked")
         return original(self, *args, **kwargs)

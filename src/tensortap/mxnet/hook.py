@@ -69,6 +69,7 @@ class Hook(BaseHook):
     """
 
     known_collections = (*BaseHook.known_collections, RELU_ACTIVATIONS)
+    framework = "mxnet"
 
     def __init__(
         self,

@@ -83,6 +83,7 @@ class Hook(TrainerControls, BaseHook):
         INITIAL_WEIGHTS,
         TRAINING_LOOP,
     )
+    framework = "pytorch"
 
     def __init__(
         self,

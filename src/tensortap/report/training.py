@@ -42,13 +42,14 @@ def _saved(trial: Trial, collection: str) -> list[str]:
 
 
 def default_rules(trial: Trial) -> list[Rule]:
-    """The recommended rules (``rule_configs.recommended()``) that read something the trial
-    holds: a rule none of whose collections were saved is left out rather than shown empty."""
+    """The recommended rules of the framework that wrote the trial
+    (``rule_configs.recommended(trial.framework())``) that read something the trial holds: a
+    rule none of whose collections were saved is left out rather than shown empty."""
     from tensortap.rules.builtin import BUILTIN_RULES
-    from tensortap.rules.rule_configs import RECOMMENDED
+    from tensortap.rules.rule_configs import RECOMMENDED, RECOMMENDED_BY_FRAMEWORK
 
     rules: list[Rule] = []
-    for name in RECOMMENDED:
+    for name in RECOMMENDED_BY_FRAMEWORK.get(trial.framework() or "", RECOMMENDED):
         cls = BUILTIN_RULES[name]
         if any(_saved(trial, c) for c in cls.required_collections()):
             rules.append(cls(trial))

@@ -9,13 +9,14 @@ SVG, so it opens offline and can be mailed as one file.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
 
-from tensortap.core.modes import ModeKeys
 from tensortap.report.page import evaluate_rules, page, rule_rows, section
 from tensortap.report.svg import bar_chart, line_chart
+from tensortap.rules.builtin._common import training_and_validation
 from tensortap.rules.builtin._labels import as_classes
 from tensortap.rules.builtin.tree_depth import depth_per_tree
 from tensortap.rules.rule import Rule
@@ -116,15 +117,11 @@ def _rules(trial: Trial) -> list[Rule]:
 
     rules: list[Rule] = [FeatureImportanceOverweight(trial), TreeDepth(trial)]
     if trial.has_tensor("labels") and trial.has_tensor("predictions"):
-        rules += [ClassImbalance(trial), Confusion(trial, mode=ModeKeys.TRAIN)]
-    metrics = trial.tensor_names(collection="metrics")
-    for name in metrics:
-        if name.startswith("train-"):
-            metric = name[len("train-") :]
-            other = [m for m in metrics if m.endswith(f"-{metric}") and m != name]
-            if other:
-                rules.append(Overfit(trial, training_metric=name, validation_metric=other[0]))
-                break
+        rules += [ClassImbalance(trial), Confusion(trial)]  # on XGBoost trials, TRAIN steps
+    pair = training_and_validation(trial.tensor_names(collection="metrics"))
+    if pair is not None:
+        training, validation = (f"^{re.escape(name)}$" for name in pair)
+        rules.append(Overfit(trial, training_metric=training, validation_metric=validation))
     return rules
 
 

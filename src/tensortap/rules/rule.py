@@ -208,18 +208,20 @@ class Rule:
                     empty.append(collection)
             except MissingCollectionFiles:  # no such collection recorded at all
                 empty.append(collection)
-        if not empty and self._unjudged:
-            return "; ".join(reason for reason, _ in self._unjudged.most_common(2))
-        if not empty:
+        # what it said of the steps it read and did not judge comes first: the real reason
+        reasons = [reason for reason, _ in self._unjudged.most_common(2)]
+        if empty:
+            reasons.append(
+                f"the trial has no tensor in {', '.join(empty)}; save "
+                f"{'them' if len(empty) > 1 else 'it'} with include_collections="
+                f"{empty!r}, or declare collections_needed = {tuple(empty)!r} on the rule "
+                "class (a job saves what its rules declare)"
+            )
+        if not reasons:
             return "it read no saved value at any step" + (
                 f" (it reads {', '.join(needed)})" if needed else ""
             )
-        return (
-            f"the trial has no tensor in {', '.join(empty)}; save "
-            f"{'them' if len(empty) > 1 else 'it'} with include_collections="
-            f"{empty!r}, or declare collections_needed = {tuple(empty)!r} on the rule class "
-            "(a job saves what its rules declare)"
-        )
+        return "; ".join(reasons)
 
     # -- evaluation --
     def evaluate(self, step: int) -> Finding:

@@ -165,13 +165,53 @@ RECOMMENDED = (
 )
 
 
-def recommended() -> list[BuiltinRuleConfig]:
-    """The recommended rule set at its defaults (see :data:`RECOMMENDED`)."""
-    return [config_for(name) for name in RECOMMENDED]
+#: The rules for boosted trees (a trial the XGBoost hook wrote), at their defaults: a feature
+#: that holds most of the importance (a label leak), trees that never grow, the labels' and
+#: the validation predictions' classes, and the booster's own training and validation metric
+#: (``train-logloss`` against ``validation-logloss``). Their defaults read the booster's
+#: settings the hook saved (TreeDepth: ``max_depth``).
+RECOMMENDED_XGBOOST = (
+    "FeatureImportanceOverweight",
+    "TreeDepth",
+    "ClassImbalance",
+    "Confusion",
+    "LossNotDecreasing",
+    "Overfit",
+    "Overtraining",
+)
+
+#: The rules for JAX, Flax and Optax training: what the JAX hook and its zero-code-change
+#: support save (the loss, gradients, weights: no activations, inputs or evaluation passes).
+RECOMMENDED_JAX = (
+    "ExplodingTensor",
+    "NaNInfRootCause",
+    "VanishingGradient",
+    "GradientNormSpike",
+    "LossNotDecreasing",
+    "LossSpike",
+    "WeightUpdateRatio",
+    "WeightsNotUpdating",
+    "PoorWeightInitialization",
+    "AllZero",
+)
+
+#: The recommended set of each framework whose hook records it (``Trial.framework()``); any
+#: other framework (PyTorch, Keras, MXNet, the framework-free hook) gets :data:`RECOMMENDED`.
+RECOMMENDED_BY_FRAMEWORK = {"xgboost": RECOMMENDED_XGBOOST, "jax": RECOMMENDED_JAX}
+
+
+def recommended(framework: str | None = None) -> list[BuiltinRuleConfig]:
+    """The recommended rule set of ``framework`` at its defaults (see
+    :data:`RECOMMENDED_BY_FRAMEWORK`; by default the deep-learning set, :data:`RECOMMENDED`)."""
+    names = RECOMMENDED_BY_FRAMEWORK.get(framework or "", RECOMMENDED)
+    return [config_for(name) for name in names]
 
 
 __all__ = [
     "RECOMMENDED",
+    "RECOMMENDED_BY_FRAMEWORK",
+    "RECOMMENDED_JAX",
+    "RECOMMENDED_XGBOOST",
     "BuiltinRuleConfig",
     "config_for",
     "recommended",

@@ -43,6 +43,8 @@ class WorkerState:
 
     name: str
     num_workers: int = 1
+    info_read: bool = False  # its worker.json (written just after the worker's directory)
+    framework: str | None = None  # the framework whose hook wrote it, if it said
     end: dict[str, Any] | None = None
     complete: bool = False  # end marker seen, and a listing made after it
     last_index_key: str | None = None
@@ -206,8 +208,9 @@ class TrialIndex:
                     logger.warning("ignoring unexpected entry %r in the trial's workers/", name)
                     continue
                 state = self.workers[name] = WorkerState(name)
-                self._read_worker_info(state)
                 self.version += 1
+            if not state.info_read:
+                self._read_worker_info(state)
             if ended and state.complete:
                 self._check_resumed(state)
             if not state.complete:
@@ -272,11 +275,15 @@ class TrialIndex:
         try:
             doc = decode_worker_info(self.store.get(key), f"worker info of {state.name}")
         except KeyError:
-            return
+            return  # not written yet: read at the next refresh
         except (FormatError, StorageError) as exc:
+            state.info_read = True
             self.problem(key, exc)
             return
+        state.info_read = True
         state.num_workers = int(doc.get("num_workers", 1))
+        state.framework = doc.get("framework")
+        self.version += 1
 
     def _refresh_worker(self, state: WorkerState) -> None:
         # Read the end marker *before* listing: everything published before it is then listed.

@@ -424,6 +424,17 @@ class Trial:
         self._sessions[worker] = (index.version, out)
         return list(out)
 
+    def framework(self) -> str | None:
+        """The framework whose hook wrote this trial (``"pytorch"``, ``"keras"``,
+        ``"xgboost"``, ``"jax"``, ...): what the first worker that says one says; None when
+        the framework-free hook (or an older tensortap, or smdebug) wrote it."""
+        self._refresh_if_stale()
+        for name in sorted(self._index.workers, key=natural_key):
+            found = self._index.workers[name].framework
+            if found:
+                return found
+        return None
+
     def worker_status(self, worker: str) -> dict[str, Any] | None:
         """A worker's end-of-training record (its writer counters), None while it runs."""
         state = self._index.workers.get(worker)

@@ -59,8 +59,10 @@ class TrialWriter:
         worker: str,
         options: WriterOptions | None = None,
         num_workers: int = 1,
+        framework: str | None = None,
     ) -> None:
         self.store = store
+        self.framework = framework
         self.worker = layout.validate_worker_name(worker)
         self.options = options or WriterOptions()
         self.num_workers = num_workers
@@ -104,6 +106,8 @@ class TrialWriter:
             "host": socket.gethostname(),
             "started": time.time(),
         }
+        if self.framework is not None:  # which rules suit the trial (tensortap.rules.rule_configs)
+            self._info["framework"] = self.framework
         # One writer per worker: a second one is refused before it writes anything.
         self._keeper = WorkerKeeper(store, self.worker, self._info)
         try:

@@ -81,6 +81,7 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
     """
 
     known_collections = (*CoreHook.known_collections, *_OWN_COLLECTIONS)
+    framework = "xgboost"
 
     def __init__(
         self,

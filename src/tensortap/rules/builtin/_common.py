@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -203,6 +204,32 @@ def step_mode(trial: Trial, step: int) -> tuple[ModeKeys, int]:
     return trial.mode(step), trial.mode_step(step)
 
 
+#: What a rule of training steps says of the steps it does not judge (EVAL, PREDICT).
+NOT_TRAINING = "{mode} steps are not training steps (only TRAIN steps, and GLOBAL ones, are judged)"
+
+
+def judges_mode(wanted: ModeKeys, mode: ModeKeys) -> bool:
+    """Whether a rule of ``wanted`` steps (its ``mode`` parameter) judges a step of ``mode``:
+    one of that mode, and any step when ``wanted`` is GLOBAL; a GLOBAL step (its mode was
+    never set, as smdebug writes when the script never calls ``set_mode``) is judged whatever
+    ``wanted`` is, as smdebug's rules judged it."""
+    return wanted in (ModeKeys.GLOBAL, mode) or mode == ModeKeys.GLOBAL
+
+
+def training_step(trial: Trial, step: int) -> tuple[ModeKeys, int] | None:
+    """``(mode, step number)`` of a training step, to read its tensors with
+    (``tensor.value(number, mode=mode)``, ``tensor.steps(mode=mode)``): a TRAIN step and its
+    TRAIN step number, or a GLOBAL step and its global step number. A script that never calls
+    ``set_mode`` writes GLOBAL steps only (smdebug's hooks as well as tensortap's), and
+    smdebug's rules judged those as training steps. None for EVAL and PREDICT steps."""
+    mode, number = step_mode(trial, step)
+    if mode == ModeKeys.GLOBAL:
+        return mode, step
+    if mode == ModeKeys.TRAIN:
+        return mode, number
+    return None
+
+
 def loss_names(
     trial: Trial, use_losses_collection: bool, regexes: Sequence[str] | None, step: int
 ) -> list[str]:
@@ -231,6 +258,30 @@ def metric_pair(rule: Rule, training: str, validation: str) -> tuple[str, str]:
         "given together with training_metric (both or neither)",
     )
     return training, validation
+
+
+def boosting_metric_pair(trial: Trial, step: int) -> tuple[str, str] | None:
+    """On a trial the XGBoost hook wrote, the metrics a rule of losses compares when it is
+    given none (the booster computed them: no loss is saved): ``train-<metric>`` and the last
+    other eval set's ``<set>-<metric>`` (``validation-logloss``), of the first metric, by
+    name, that both have, as regexes matching exactly them. None on other trials."""
+    if trial.framework() != "xgboost":
+        return None
+    pair = training_and_validation(names_in(trial, "metrics", step))
+    return None if pair is None else (f"^{re.escape(pair[0])}$", f"^{re.escape(pair[1])}$")
+
+
+def training_and_validation(metrics: Sequence[str]) -> tuple[str, str] | None:
+    """Of XGBoost's metric names (``<eval set>-<metric>``): ``train-<metric>`` and the last
+    other set's same metric, of the first metric by name that both have."""
+    names = sorted(metrics)
+    for name in names:
+        if name.startswith("train-"):
+            metric = name[len("train-") :]
+            others = [m for m in names if m != name and m.endswith(f"-{metric}")]
+            if others:
+                return name, others[-1]
+    return None
 
 
 def newest_at_or_before(steps: Sequence[int], limit: int) -> int | None:

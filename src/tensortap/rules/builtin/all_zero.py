@@ -15,8 +15,10 @@ class AllZero(Rule):
     """Fires when at least ``threshold`` percent of a selected tensor's values are zero.
 
     Tensors: ``collection_names`` / ``tensor_regex``; when neither is given, every tensor but
-    the ``biases`` (which start at zero in most models) and class ids: the ``labels`` and
-    ``predictions`` collections and integer tensors (a batch of class 0 is not "all zero").
+    the ``biases`` (which start at zero in most models), class ids (the ``labels`` and
+    ``predictions`` collections and integer tensors: a batch of class 0 is not "all zero"),
+    and numbers that are not tensors of the model: the ``metrics`` (a classification error
+    of 0 is a perfect score) and XGBoost's ``hyperparameters``.
     With only reductions saved, a tensor whose max |value| is 0 is all zero; partial
     percentages need the raw tensor. NaN is not zero: a tensor holding NaN or inf is reported
     as non-finite (a problem) instead.
@@ -41,7 +43,7 @@ class AllZero(Rule):
             self.collection_names,
             self.tensor_regex,
             step=step,
-            exclude=["biases", "labels", "predictions"],
+            exclude=["biases", "labels", "predictions", "metrics", "hyperparameters"],
         )
 
     def _zero_percents(self, step: int) -> tuple[list[tuple[float, str]], list[str]]:

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import step_mode
+from tensortap.rules.builtin._common import judges_mode, step_mode
 from tensortap.rules.builtin._labels import labels_and_predictions
 from tensortap.rules.rule import Rule
 
@@ -23,8 +23,11 @@ class Confusion(Rule):
     tensors (else the tensors of ``labels_collection`` / ``predictions_collection``, else the
     first matching ``label_regex`` / ``prediction_regex``). tensortap adds: ``classes`` (judge
     only those), ``argmax`` (reduce scores per class), and ``mode``: only steps of ``mode``
-    are judged (EVAL by default: predictions made while the model is still learning are
-    wrong by nature; GLOBAL judges every step).
+    are judged, and GLOBAL steps (a script that never set a mode: smdebug judged every step).
+    By default EVAL steps: predictions made while the model is still learning are wrong by
+    nature. On a trial the XGBoost hook wrote, the default is TRAIN: it saves the predictions
+    of the validation data at each boosting round, a TRAIN step. A TRAIN step 0 is not
+    judged: its model has taken one step (one boosting round), it has not learned yet.
     """
 
     collections_needed = ("labels", "predictions")
@@ -40,7 +43,7 @@ class Confusion(Rule):
         min_diag: float = 0.9,
         max_off_diag: float = 0.1,
         argmax: bool = False,
-        mode: ModeKeys = ModeKeys.EVAL,
+        mode: ModeKeys | None = None,
         classes: list[int] | None = None,
         label_regex: str = ".*labels",
         prediction_regex: str = ".*predictions",
@@ -68,10 +71,33 @@ class Confusion(Rule):
             str(params.get("predictions_collection") or "predictions"),
         )
 
+    def _mode(self) -> ModeKeys:
+        if self.mode is not None:
+            return self.mode
+        held_out = self.base_trial.framework() == "xgboost"  # validation predictions, TRAIN steps
+        return ModeKeys.TRAIN if held_out else ModeKeys.EVAL
+
     def invoke_at_step(self, step: int) -> bool:
-        step_m, _ = step_mode(self.base_trial, step)
-        if self.mode != ModeKeys.GLOBAL and step_m != self.mode:
-            self.explain(f"{step_m.name} steps are not judged (mode {self.mode.name})")
+        step_m, number = step_mode(self.base_trial, step)
+        wanted = self._mode()
+        if not judges_mode(wanted, step_m):
+            self.explain(
+                f"{step_m.name} steps are not judged (mode {wanted.name}"
+                + (
+                    ": predictions made while the model learns are wrong by nature; give "
+                    f"mode={step_m.name} to judge them)"
+                    if wanted == ModeKeys.EVAL
+                    else ")"
+                ),
+                judged=False,
+            )
+            return False
+        if step_m == ModeKeys.TRAIN and number == 0:
+            self.explain(
+                "TRAIN step 0 is not judged: its model has taken one step (one boosting "
+                "round) and has not learned yet",
+                judged=False,
+            )
             return False
         y, p, names = labels_and_predictions(
             self,

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import names_in, step_mode
+from tensortap.rules.builtin._common import NOT_TRAINING, names_in, step_mode, training_step
 from tensortap.rules.rule import Rule
 
 _INPUT = re.compile(r"^(?P<module>.+?)_input_\d+$")
@@ -46,8 +45,9 @@ class FrozenLayer(Rule):
 
     def invoke_at_step(self, step: int) -> bool:
         trial = self.base_trial
-        if step_mode(trial, step)[0] is not ModeKeys.TRAIN:
-            raise self.skip("not a training step")
+        if training_step(trial, step) is None:
+            mode = step_mode(trial, step)[0]
+            raise self.skip(NOT_TRAINING.format(mode=mode.name))
         gradients = {g.removeprefix("gradient/") for g in names_in(trial, "gradients", step)}
         if not gradients:
             raise self.skip("no gradients saved at this step")

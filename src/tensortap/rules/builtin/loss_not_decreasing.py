@@ -7,7 +7,12 @@ from typing import Any
 
 from tensortap.core.collections import TRAINING_LOOP
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import collection_names_param, nonfinite_explanation, select
+from tensortap.rules.builtin._common import (
+    boosting_metric_pair,
+    collection_names_param,
+    nonfinite_explanation,
+    select,
+)
 from tensortap.rules.builtin._series import (
     Change,
     LossSeries,
@@ -41,7 +46,8 @@ class LossNotDecreasing(Rule):
     by its mean loss with the pass before. Without ``mode`` both are judged (GLOBAL steps of a
     trial written without modes too); with a mode, only that one. Losses: the ``losses``
     collection (unless ``use_losses_collection`` is false), ``collection_names`` and tensors
-    matching ``tensor_regex``; with none of those found, scalars named like ``loss``.
+    matching ``tensor_regex``; with none of those found, scalars named like ``loss``, and on
+    a trial the XGBoost hook wrote, the validation set's metric (``validation-rmse``).
 
     Severity is judged on windows of values, never on single ones: the first third of the
     loss's observations (steps, or passes) against the last third, the difference measured in
@@ -108,7 +114,11 @@ class LossNotDecreasing(Rule):
             return names
         trial = self.base_trial  # a loss saved by hand lands in `default`: find it by name
         found = trial.tensor_names(step=step, regex=_LOSS_LIKE)
-        return [n for n in found if not n.startswith(_FACTS) and _is_scalar(trial, n)]
+        found = [n for n in found if not n.startswith(_FACTS) and _is_scalar(trial, n)]
+        if found:
+            return found
+        pair = boosting_metric_pair(trial, step)  # a boosted model: its validation metric
+        return [] if pair is None else trial.tensor_names(step=step, regex=pair[1])
 
     def _judged(self, obs: Observation) -> bool:
         if self.mode is None or self.mode == ModeKeys.GLOBAL:

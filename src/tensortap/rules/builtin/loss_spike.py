@@ -6,14 +6,15 @@ import math
 from typing import Any
 
 from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import loss_names, scalar, step_mode
+from tensortap.rules.builtin._common import judges_mode, loss_names, scalar, step_mode
 from tensortap.rules.builtin._spike import SpikeRule
 
 
 class LossSpike(SpikeRule):
-    """Each loss of ``mode`` steps (TRAIN by default) against the median of its last
-    ``window`` saved values. Losses: the ``losses`` collection (unless
-    ``use_losses_collection`` is false) and tensors matching ``tensor_regex``.
+    """Each loss of ``mode`` steps (TRAIN by default; GLOBAL steps, of a script that never set
+    a mode, too) against the median of its last ``window`` saved values. Losses: the
+    ``losses`` collection (unless ``use_losses_collection`` is false) and tensors matching
+    ``tensor_regex``.
     """
 
     collections_needed = ("losses",)
@@ -36,8 +37,8 @@ class LossSpike(SpikeRule):
 
     def invoke_at_step(self, step: int) -> bool:
         mode, _ = step_mode(self.base_trial, step)
-        if self.mode != ModeKeys.GLOBAL and mode != self.mode:
-            self.explain(f"{mode.name} losses are not judged (mode {self.mode.name})")
+        if not judges_mode(self.mode, mode):
+            self.explain(f"{mode.name} losses are not judged (mode {self.mode.name})", judged=False)
             return False
         names = loss_names(self.base_trial, self.use_losses_collection, self.tensor_regex, step)
         if not names:

@@ -10,6 +10,7 @@ import numpy as np
 
 from tensortap.core.modes import ModeKeys
 from tensortap.rules.builtin._common import (
+    boosting_metric_pair,
     fire_nonfinite,
     loss_names,
     metric_at,
@@ -93,7 +94,8 @@ class Overfit(Rule):
 
     With ``training_metric`` and ``validation_metric`` (regexes of scalars saved at the same
     steps, such as XGBoost's ``train-logloss`` and ``validation-logloss``), each step compares
-    the two metrics instead, and is its own phase (and pass).
+    the two metrics instead, and is its own phase (and pass). Without them, on a trial the
+    XGBoost hook wrote, ``train-<metric>`` and the validation set's same metric are compared.
 
     Where the model's inputs are saved at training steps, their rows are counted: a training
     set of at most ``small_training_set`` distinct samples (each seen at least 3 times among
@@ -183,6 +185,10 @@ class Overfit(Rule):
         return float(np.mean([scalar(self.base_trial.tensor(n), step) for n in names]))
 
     def invoke_at_step(self, step: int) -> bool:
+        if not self.training_metric:  # on a boosted model, its metrics (the booster's own)
+            pair = boosting_metric_pair(self.base_trial, step)
+            if pair is not None:
+                self.training_metric, self.validation_metric = pair
         if self.training_metric:
             return self._compare_metrics(step)
         mode, _ = step_mode(self.base_trial, step)

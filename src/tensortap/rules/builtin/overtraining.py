@@ -7,6 +7,7 @@ from typing import Any
 
 from tensortap.core.modes import ModeKeys
 from tensortap.rules.builtin._common import (
+    boosting_metric_pair,
     loss_names,
     metric_at,
     metric_pair,
@@ -37,7 +38,8 @@ class Overtraining(Rule):
 
     With ``training_metric`` and ``validation_metric`` (regexes of scalars saved at the same
     steps, such as XGBoost's ``train-rmse`` and ``validation-rmse``), both are tracked at every
-    step instead of by mode.
+    step instead of by mode. Without them, on a trial the XGBoost hook wrote, ``train-<metric>``
+    and the validation set's same metric are.
     """
 
     collections_needed = ("losses",)
@@ -73,6 +75,10 @@ class Overtraining(Rule):
         )
 
     def invoke_at_step(self, step: int) -> bool:
+        if not self.training_metric:  # on a boosted model, its metrics (the booster's own)
+            pair = boosting_metric_pair(self.base_trial, step)
+            if pair is not None:
+                self.training_metric, self.validation_metric = pair
         if self.training_metric:
             return self._metrics(step)
         observations = self._series.observe(step)

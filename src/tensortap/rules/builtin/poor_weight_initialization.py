@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from tensortap.core.collections import INITIAL_PREFIX, INITIAL_WEIGHTS
-from tensortap.core.modes import ModeKeys
 from tensortap.rules.builtin._common import (
+    NOT_TRAINING,
     fire_nonfinite,
     has_raw,
     loss_names,
@@ -18,6 +18,7 @@ from tensortap.rules.builtin._common import (
     nonfinite_names,
     scalar,
     step_mode,
+    training_step,
 )
 from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
@@ -236,10 +237,12 @@ class PoorWeightInitialization(Rule):
         return float(high - low)
 
     def invoke_at_step(self, step: int) -> bool:
-        mode, s = step_mode(self.base_trial, step)
-        if mode != ModeKeys.TRAIN:
-            self.explain("only TRAIN steps are judged")
+        training = training_step(self.base_trial, step)
+        if training is None:
+            mode = step_mode(self.base_trial, step)[0]
+            self.explain(NOT_TRAINING.format(mode=mode.name), judged=False)
             return False
+        _, s = training
         if s >= self.steps:
             self.explain(f"only the first {self.steps} training steps are judged")
             return False

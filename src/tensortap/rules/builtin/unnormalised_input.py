@@ -7,8 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.core.modes import ModeKeys
-from tensortap.rules.builtin._common import fire_nonfinite, step_mode
+from tensortap.rules.builtin._common import (
+    NOT_TRAINING,
+    fire_nonfinite,
+    step_mode,
+    training_step,
+)
 from tensortap.rules.builtin._samples import model_input
 from tensortap.rules.rule import Rule
 
@@ -57,8 +61,9 @@ class UnnormalisedInput(Rule):
         return None  # the model's input is not floating-point (token ids): not judged
 
     def invoke_at_step(self, step: int) -> bool:
-        if step_mode(self.base_trial, step)[0] is not ModeKeys.TRAIN:
-            raise self.skip("not a training step")
+        if training_step(self.base_trial, step) is None:
+            mode = step_mode(self.base_trial, step)[0]
+            raise self.skip(NOT_TRAINING.format(mode=mode.name))
         found = self._input(step)
         if found is None:
             raise self.skip("no floating-point model input saved at this step")

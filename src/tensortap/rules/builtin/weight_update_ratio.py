@@ -10,6 +10,7 @@ import numpy as np
 from tensortap.core.collections import INITIAL_PREFIX, INITIAL_WEIGHTS
 from tensortap.core.modes import ModeKeys
 from tensortap.rules.builtin._common import (
+    NOT_TRAINING,
     fire_nonfinite,
     gradients_by_parameter,
     loss_is_zero,
@@ -19,6 +20,7 @@ from tensortap.rules.builtin._common import (
     scalar,
     step_mode,
     trained_parameters,
+    training_step,
     zero_gradients,
 )
 from tensortap.rules.finding import Severity
@@ -106,10 +108,12 @@ class WeightUpdateRatio(Rule):
         self._losses: list[float] = []  # the training loss at the TRAIN steps seen
 
     def invoke_at_step(self, step: int) -> bool:
-        mode, s = step_mode(self.base_trial, step)
-        if mode != ModeKeys.TRAIN:
-            self.explain("weights change only in TRAIN steps")
+        training = training_step(self.base_trial, step)
+        if training is None:
+            mode = step_mode(self.base_trial, step)[0]
+            self.explain(NOT_TRAINING.format(mode=mode.name), judged=False)
             return False
+        mode, s = training
         self._track_loss(step)
         names = names_in(self.base_trial, "weights", step)
         if not names:
@@ -134,7 +138,7 @@ class WeightUpdateRatio(Rule):
         snapshots = set(names_in(self.base_trial, INITIAL_WEIGHTS, step))
         for name in names:
             tensor = self.base_trial.tensor(name)
-            earlier = [p for p in tensor.steps(mode=ModeKeys.TRAIN) if p < s]
+            earlier = [p for p in tensor.steps(mode=mode) if p < s]
             if earlier:
                 p = earlier[-1]
                 w_prev = tensor.value(p, mode=mode)
@@ -219,7 +223,7 @@ class WeightUpdateRatio(Rule):
         changes = []
         for name in names:
             tensor = self.base_trial.tensor(name)
-            steps = tensor.steps(mode=ModeKeys.TRAIN)
+            steps = tensor.steps(mode=mode)
             if not steps or s - steps[0] < _LOW_AFTER:
                 continue
             start = np.asarray(tensor.value(steps[0], mode=mode), dtype=np.float64)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensortap.core.modes import ModeKeys
 from tensortap.rules.builtin._common import (
+    NOT_TRAINING,
     fire_nonfinite,
     gradients_by_parameter,
     has_raw,
@@ -13,14 +13,16 @@ from tensortap.rules.builtin._common import (
     nonfinite_names,
     step_mode,
     trained_parameters,
+    training_step,
     zero_gradients,
 )
 from tensortap.rules.rule import Rule
 
 
 class WeightsNotUpdating(Rule):
-    """At a TRAIN step where a parameter (``weights``/``biases``) has a non-zero gradient, its
-    value must differ from its previous saved TRAIN step: the optimizer applied that gradient.
+    """At a TRAIN (or GLOBAL) step where a parameter (``weights``/``biases``) has a non-zero
+    gradient, its value must differ from its previous saved step of that mode: the optimizer
+    applied that gradient.
     Fires when it is bit-for-bit unchanged — a missing ``optimizer.step()``, a parameter
     left out of the optimizer, a zero learning rate — and when every parameter's gradient is
     exactly 0 (nothing can train: a loss multiplied by 0, a detached output; unless the loss
@@ -38,10 +40,12 @@ class WeightsNotUpdating(Rule):
     collections_needed = ("weights", "biases", "gradients")
 
     def invoke_at_step(self, step: int) -> bool:
-        mode, s = step_mode(self.base_trial, step)
-        if mode != ModeKeys.TRAIN:
-            self.explain("parameters are updated only in TRAIN steps")
+        training = training_step(self.base_trial, step)
+        if training is None:
+            mode = step_mode(self.base_trial, step)[0]
+            self.explain(NOT_TRAINING.format(mode=mode.name), judged=False)
             return False
+        mode, s = training
         trial = self.base_trial
         every = gradients_by_parameter(trial, step)
         if not every:
@@ -60,7 +64,7 @@ class WeightsNotUpdating(Rule):
         stuck, judged = [], 0
         for param, grad in pairs:
             tensor = self.base_trial.tensor(param)
-            earlier = [p for p in tensor.steps(mode=ModeKeys.TRAIN) if p < s]
+            earlier = [p for p in tensor.steps(mode=mode) if p < s]
             if not earlier or not has_raw(tensor, step):
                 continue
             g = self.base_trial.tensor(grad)
