@@ -74,6 +74,7 @@ class StepRecorder:
         self.mode_step = 0
         self._mode_steps: dict[ModeKeys, int] = {}
         self._touched = False
+        self._emitted = False  # the current step was handed on (at a flush) without advancing
         self._step_records: dict[str, list[Record]] = {}
         self._known_version = -1
         self._membership: dict[str, tuple[Collection, ...]] = {}
@@ -121,6 +122,17 @@ class StepRecorder:
             self._mode_steps[self.mode] = mode_step
             self._reset_step_caches()
 
+    def continue_after(self, other: StepRecorder) -> None:
+        """Number the steps from here on after every step ``other`` (the recorder of a closed
+        earlier session of the same worker) numbered or handed on, in every mode: a session
+        writing on in the same trial never reuses a step of the one before it. Forward only."""
+        used = 1 if other._emitted else 0  # its current step was handed on at its close
+        self.global_step = max(self.global_step, other.global_step + used)
+        for mode, count in {**other._mode_steps, other.mode: other.mode_step + used}.items():
+            self._mode_steps[mode] = max(self._mode_steps.get(mode, 0), count)
+        self.mode_step = self._mode_steps.get(self.mode, 0)
+        self._reset_step_caches()
+
     def next_step(self) -> None:
         """Close the current step (handing its records to the sink) and advance."""
         self._close_step()
@@ -144,6 +156,7 @@ class StepRecorder:
                 callback()
         if self._step_records or self._collections_changed():
             self._emit()
+            self._emitted = True
         self._step_records = {}
 
     def _close_step(self) -> None:
@@ -152,6 +165,7 @@ class StepRecorder:
         self.mode_step += 1
         self._mode_steps[self.mode] = self.mode_step
         self._touched = False
+        self._emitted = False
         self._reset_step_caches()
         if self.after_step is not None:
             self.after_step()
