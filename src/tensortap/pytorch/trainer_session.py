@@ -157,6 +157,18 @@ class TrainerSession:
             hook.record_loss(stacked.sum() if shares else stacked.mean())
         self._open = hook.step
 
+    @property
+    def train_step_open(self) -> bool:
+        """Whether a TRAIN step ended and is still open (nothing, like an evaluation, closed
+        it since): what the trainer logs now belongs to it."""
+        hook = self.hook
+        return (
+            hook is not None
+            and self._open is not None
+            and hook.mode == ModeKeys.TRAIN
+            and hook.step == self._open
+        )
+
     def close_step(self) -> None:
         """Close the TRAIN step kept open (if nothing, like an evaluation, closed it since)."""
         hook, step, self._open = self.hook, self._open, None
