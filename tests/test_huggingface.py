@@ -182,6 +182,13 @@ def test_transformers_activation_modules_are_captured(tmp_path: Path) -> None:
         "transformer.h.0.mlp.act/gelu_output_0",
     ]
     assert trial.tensor(names[1]).value(0).shape == (4, 32, 64)  # batch, positions, 4 * n_embd
+    # GPT-2 has no ReLU: DeadRelu judges nothing, and says why (not "save relu_activations").
+    from tensortap.rules import DeadRelu, RuleStatus, invoke_rule
+
+    summary = invoke_rule(DeadRelu(trial))
+    assert summary.status is RuleStatus.NO_DATA
+    assert "activations are gelu" in summary.details, summary.details
+    assert "include_collections" not in summary.details
 
 
 def test_an_evaluation_after_training_is_recorded_without_runtimes(tmp_path: Path) -> None:
