@@ -38,6 +38,11 @@ class SavePlan:
     reductions: tuple[tuple[str, bool], ...]
 
 
+#: Saving a value as it is (no reductions): a number a hook saves outside its collection's
+#: schedule, because a rule needs it at that step.
+RAW_PLAN = SavePlan(raw=True, shape=False, reductions=())
+
+
 def _merge(configs: Iterable[ReductionConfig]) -> SavePlan:
     raw = shape = False
     specs: list[tuple[str, bool]] = []

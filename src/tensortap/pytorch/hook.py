@@ -14,6 +14,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -24,6 +25,7 @@ from tensortap.core.collections import (
     CollectionKeys,
 )
 from tensortap.core.modes import ModeKeys
+from tensortap.core.recorder import RAW_PLAN, records_from_array
 from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.save_config import SaveConfig
 from tensortap.core.step_tracker import StepTracker, Update
@@ -391,10 +393,14 @@ class Hook(TrainerControls, BaseHook):
             self._save_gradients(unscale=False, params=clipped)
             self._gradients_taken.update(id(entry[1]) for entry in clipped)
         clip = clip_threshold(threshold_name, threshold)
-        if clip is not None and (
-            self._due(Kind.GRADIENTS) or self._recorder.is_collection_due(GRADIENT_CLIP)
-        ):
-            self._save_contained(clip[0], torch.tensor(clip[1]), (GRADIENT_CLIP,))
+        if clip is not None and GRADIENT_CLIP in self._recorder.include_collections:
+            name, value = clip
+            plan = self._recorder.begin(name, (GRADIENT_CLIP,))
+            if plan is None and self._due(Kind.GRADIENTS):
+                plan = RAW_PLAN  # with the gradients it belongs to, whatever its own schedule
+            if plan is not None:
+                array = np.asarray(value, dtype=np.float64)
+                self._recorder.put(name, records_from_array(name, array, plan))
 
     def _after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         owned = bool(self._optimizer_owned.get(optimizer))
