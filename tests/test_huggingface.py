@@ -1,8 +1,10 @@
 """Hugging Face Trainer: a real ``Trainer.train()`` of a tiny GPT-2 built from a config (no
 download) with TensortapCallback, explicit, by ``report_to``, and added by ``tensortap run``.
-Steps are optimizer steps, the saved loss and metrics are the Trainer's own, each evaluation is
-an EVAL step, a job's stop request stops training gracefully, and the built-in rules find a
-learning rate far too high and stay quiet on the healthy twin."""
+Steps are optimizer steps, the saved loss and metrics are the Trainer's own (whoever computes
+the loss, under accumulation and DDP), gradients are the ones before clipping, transformers'
+own activation modules are captured, each evaluation is an EVAL step (one after training too),
+a job's stop request stops training gracefully, and the built-in rules find a learning rate far
+too high and stay quiet on the healthy twin."""
 
 from __future__ import annotations
 
@@ -16,7 +18,13 @@ import pytest
 
 pytest.importorskip("transformers")
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+from transformers import (
+    GPT2Config,
+    GPT2LMHeadModel,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
 
 import tensortap as tt
 from tensortap.hook_config import CONFIG_ENV
@@ -27,7 +35,7 @@ sys.path.insert(0, str(EXAMPLES))
 from huggingface_trainer import Counting  # noqa: E402
 
 
-def _trainer(out: Path, callbacks=(), **overrides) -> Trainer:
+def _trainer(out: Path, callbacks=(), trainer_class=Trainer, trainer_kwargs=None, **overrides):
     torch.manual_seed(0)
     config = GPT2Config(vocab_size=64, n_positions=32, n_embd=16, n_layer=1, n_head=2)
     config.eos_token_id = config.bos_token_id = None
@@ -46,13 +54,160 @@ def _trainer(out: Path, callbacks=(), **overrides) -> Trainer:
         disable_tqdm=True,
     )
     settings.update(overrides)
-    return Trainer(
+    return trainer_class(
         GPT2LMHeadModel(config),
         TrainingArguments(str(out), **settings),
         train_dataset=Counting(64, 0),
         eval_dataset=Counting(16, 1),
         callbacks=list(callbacks),
+        **(trainer_kwargs or {}),
     )
+
+
+def _logged(trainer: Trainer, key: str) -> dict[int, float]:
+    """``key`` as the Trainer logged it, by tensortap's TRAIN step (global_step - 1)."""
+    return {h["step"] - 1: h[key] for h in trainer.state.log_history if key in h}
+
+
+def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The causal LM loss, computed outside the model (labels shifted)."""
+    flat = logits[:, :-1].reshape(-1, logits.shape[-1])
+    return torch.nn.functional.cross_entropy(flat, labels[:, 1:].reshape(-1))
+
+
+def _loss_func(outputs, labels, num_items_in_batch=None) -> torch.Tensor:
+    return _cross_entropy(outputs.logits, labels)
+
+
+class _OwnLoss(Trainer):
+    """A ``compute_loss`` override: the model is given no labels and returns no loss."""
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        labels = inputs.pop("labels")
+        outputs = model(**inputs)
+        loss = _cross_entropy(outputs.logits, labels)
+        return (loss, outputs) if return_outputs else loss
+
+
+@pytest.mark.parametrize(
+    ("computed_by", "settings"),
+    [
+        ("the label smoother", {"label_smoothing_factor": 0.1}),
+        ("compute_loss_func", {"trainer_kwargs": {"compute_loss_func": _loss_func}}),
+        ("a compute_loss override", {"trainer_class": _OwnLoss}),
+    ],
+)
+@pytest.mark.parametrize("accumulation", [2, 4])
+def test_the_loss_is_the_one_the_trainer_optimises_whoever_computes_it(
+    tmp_path: Path, computed_by: str, settings: dict, accumulation: int
+) -> None:
+    """The Trainer, not the model, computes these losses (the model returns none), and
+    divides them for accumulation or not as its rules say: the saved loss is what it logs."""
+    callback = TensortapCallback(include_collections=["losses"])
+    trainer = _trainer(
+        tmp_path,
+        [callback],
+        max_steps=3,
+        eval_strategy="no",
+        gradient_accumulation_steps=accumulation,
+        per_device_train_batch_size=2,
+        **settings,
+    )
+    trainer.train()
+    loss = tt.create_trial(tmp_path / "tensortap").tensor("loss")
+    logged = _logged(trainer, "loss")
+    assert loss.steps(mode=tt.modes.TRAIN) == sorted(logged) == [0, 1, 2]
+    for step, want in logged.items():
+        assert loss.value(step, mode=tt.modes.TRAIN) == pytest.approx(want, rel=1e-5), computed_by
+
+
+class _LearningRateJump(TrainerCallback):
+    """Sets the learning rate far too high from the 13th optimizer step on."""
+
+    def on_step_begin(self, args, state, control, optimizer=None, **kwargs):
+        if state.global_step == 12:
+            for group in optimizer.param_groups:
+                group["lr"] = 100.0
+
+
+def test_gradients_are_saved_before_clipping_with_the_clip(tmp_path: Path) -> None:
+    """With the Trainer's default max_grad_norm=1.0 the update sees gradients of norm 1 at
+    most; the saved ones are those before the clip (their norm is the logged grad_norm), so
+    the gradient rules see the jump, and the clip is saved with them."""
+    from tensortap.rules import GradientNormSpike, invoke_rule
+
+    callback = TensortapCallback(
+        include_collections=["losses", "gradients"], save_config=tt.SaveConfig(save_interval=1)
+    )
+    trainer = _trainer(
+        tmp_path,
+        [callback, _LearningRateJump()],
+        max_steps=16,
+        gradient_accumulation_steps=1,
+        lr_scheduler_type="constant",
+        optim="sgd",
+        eval_strategy="no",
+    )
+    assert trainer.args.max_grad_norm == 1.0
+    trainer.train()
+    trial = tt.create_trial(tmp_path / "tensortap")
+    names = trial.tensor_names(collection="gradients")
+    assert names and not any(n.startswith("gradient_clip") for n in names)
+    logged = _logged(trainer, "grad_norm")
+    assert max(logged.values()) > 10  # the jump: clipped, the update saw a norm of 1
+    for step, want in logged.items():
+        grads = [trial.tensor(n).value(step).astype(np.float64) for n in names]
+        norm = np.sqrt(sum(float(np.sum(g**2)) for g in grads))
+        assert norm == pytest.approx(want, rel=1e-4)
+    clip = trial.tensor("gradient_clip/max_norm")
+    assert clip.steps() == list(range(16))
+    assert all(clip.value(s) == 1.0 for s in clip.steps())
+    assert "gradient_clip/max_norm" in trial.tensor_names(collection="gradient_clip")
+    summary = invoke_rule(GradientNormSpike(trial))
+    assert summary.triggered and summary.findings[0].step == 13, summary
+
+
+def test_transformers_activation_modules_are_captured(tmp_path: Path) -> None:
+    """GPT-2's MLP activation is transformers' NewGELUActivation, not a torch.nn module."""
+    callback = TensortapCallback(
+        include_collections=["relu_activations"], save_config=tt.SaveConfig(save_interval=1)
+    )
+    trainer = _trainer(tmp_path, [callback], max_steps=2, eval_strategy="no")
+    assert type(trainer.model.transformer.h[0].mlp.act).__name__ == "NewGELUActivation"
+    trainer.train()
+    trial = tt.create_trial(tmp_path / "tensortap")
+    names = trial.tensor_names(collection="relu_activations")
+    assert names == [
+        "transformer.h.0.mlp.act/gelu_input_0",
+        "transformer.h.0.mlp.act/gelu_output_0",
+    ]
+    assert trial.tensor(names[1]).value(0).shape == (4, 32, 64)  # batch, positions, 4 * n_embd
+    # GPT-2 has no ReLU: DeadRelu judges nothing, and says why (not "save relu_activations").
+    from tensortap.rules import DeadRelu, RuleStatus, invoke_rule
+
+    summary = invoke_rule(DeadRelu(trial))
+    assert summary.status is RuleStatus.NO_DATA
+    assert "activations are gelu" in summary.details, summary.details
+    assert "include_collections" not in summary.details
+
+
+def test_an_evaluation_after_training_is_recorded_without_runtimes(tmp_path: Path) -> None:
+    callback = TensortapCallback(include_collections=["losses", "metrics"])
+    trainer = _trainer(tmp_path, [callback], max_steps=4, eval_steps=2)
+    trainer.train()
+    final = trainer.evaluate()
+    trial = tt.create_trial(tmp_path / "tensortap")
+    loss = trial.tensor("loss")
+    assert loss.steps(mode=tt.modes.TRAIN) == [0, 1, 2, 3]
+    assert loss.steps(mode=tt.modes.EVAL) == [0, 1, 2]  # two during training, one after
+    assert loss.value(2, mode=tt.modes.EVAL) == pytest.approx(final["eval_loss"], rel=1e-5)
+    last_train = loss.global_steps(tt.modes.TRAIN)[-1]
+    assert loss.global_steps(tt.modes.EVAL)[2] > last_train
+    metrics = trial.tensor_names(collection="metrics")
+    assert "epoch" in metrics and "grad_norm" in metrics  # training's, kept by the new session
+    assert not [n for n in trial.tensor_names() if "runtime" in n or "per_second" in n]
+    assert "train_loss" not in trial.tensor_names()  # the summary of the whole run
+    assert trial.worker_status("worker_0")["internal_errors"] == 0
 
 
 def test_steps_losses_and_metrics_are_the_trainers(tmp_path: Path) -> None:
@@ -198,6 +353,15 @@ def test_under_ddp_each_rank_writes_as_a_worker(tmp_path: Path, helper_env) -> N
     assert [p.returncode for p in procs] == [0, 0], [err for _, err in outputs]
     trial = tt.create_trial(tmp_path / "out" / "tensortap")
     assert trial.workers() == ["worker_0", "worker_1"]
+    # Each worker saves its own share of the loss at full scale: their mean is what the
+    # Trainer logs (it gathers the workers' losses and takes the mean).
+    history = json.loads((tmp_path / "out" / "log_history_0.json").read_text())
+    logged = {h["step"] - 1: h["loss"] for h in history if "loss" in h}
+    loss = trial.tensor("loss")
+    assert loss.steps(mode=tt.modes.TRAIN) == sorted(logged) == [0, 1, 2]
+    for step, want in logged.items():
+        mean = np.mean([loss.value(step, worker=w, mode=tt.modes.TRAIN) for w in trial.workers()])
+        assert mean == pytest.approx(want, rel=1e-5)
     loss = trial.tensor("loss")
     assert loss.steps(mode=tt.modes.TRAIN) == [0, 1, 2]
     assert loss.value(0, worker="worker_0") != loss.value(0, worker="worker_1")  # own batches

@@ -1,9 +1,11 @@
 """Lightning: a real ``Trainer.fit`` on CPU with TensortapCallback (both spellings of the
 package, explicit and added by ``tensortap run``, and under DDP with two processes). Steps are
 optimizer steps, gradients are the ones the optimizer applies (Lightning runs the backward pass
-inside ``optimizer.step``), validation runs are EVAL steps, the sanity check leaves nothing, a
-job's stop request stops training, and the built-in rules find a learning rate far too high and
-stay quiet on the healthy twin."""
+inside ``optimizer.step``, before ``gradient_clip_val`` clips them), logged values are saved once
+(step values at each step, epoch values once per epoch, validation values in EVAL mode, by when
+Lightning computes them, not by name), validation runs are EVAL steps (a ``validate()`` after
+``fit`` too), the sanity check leaves nothing, a job's stop request stops training, and the
+built-in rules find a learning rate far too high and stay quiet on the healthy twin."""
 
 from __future__ import annotations
 
@@ -103,6 +105,107 @@ def test_steps_losses_gradients_and_validations(tmp_path: Path) -> None:
     assert trial.tensor("net.1/relu_output_0").steps(mode=tt.modes.TRAIN) == [0, 1, 2, 3]
     status = trial.worker_status("worker_0")
     assert status is not None and status["internal_errors"] == 0
+
+
+def test_gradients_are_the_ones_before_the_clip_and_the_clip_is_saved(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    module = Recording(0.5)
+    callback = TensortapCallback(
+        include_collections=["gradients"], save_config=tt.SaveConfig(save_interval=1)
+    )
+    _fit(tmp_path, module, callback, gradient_clip_val=0.01, limit_val_batches=0)
+    trial = tt.create_trial(tmp_path / "tensortap")
+    grad = trial.tensor("gradient/net.0.weight")
+    for step, want in enumerate(module.grads):  # as on_before_optimizer_step saw them
+        np.testing.assert_array_equal(grad.value(step, mode=tt.modes.TRAIN), want)
+    assert np.linalg.norm(module.grads[0]) > 0.01  # so the update got clipped ones
+    clip = trial.tensor("gradient_clip/max_norm")
+    assert clip.steps(mode=tt.modes.TRAIN) == [0, 1, 2, 3]
+    assert clip.value(3, mode=tt.modes.TRAIN) == pytest.approx(0.01)
+
+
+class EpochLogging(DigitsMLP):
+    """Logs a value per step and per epoch, one per epoch only, and one whose name merely
+    starts with "val"; keeps each batch's loss."""
+
+    def __init__(self, lr: float) -> None:
+        super().__init__(lr)
+        self.losses: list[float] = []
+
+    def training_step(self, batch, index):
+        x, y = batch
+        loss = torch.nn.functional.cross_entropy(self.net(x), y)
+        self.losses.append(float(loss.detach()))
+        self.log("train_loss", loss, on_step=True, on_epoch=True)
+        self.log("twice", 2 * loss, on_step=False, on_epoch=True)
+        self.log("value_loss", 3 * loss)
+        return loss
+
+
+def test_epoch_values_are_saved_once_per_epoch_and_step_values_at_each_step(
+    tmp_path: Path,
+) -> None:
+    torch.manual_seed(0)
+    module = EpochLogging(0.5)
+    callback = TensortapCallback(
+        include_collections=["metrics"], save_config=tt.SaveConfig(save_interval=1)
+    )
+    _fit(
+        tmp_path,
+        module,
+        callback,
+        max_epochs=3,
+        limit_train_batches=4,
+        accumulate_grad_batches=1,
+        limit_val_batches=0,
+    )
+    trial = tt.create_trial(tmp_path / "tensortap")
+    train = tt.modes.TRAIN
+    assert trial.tensor("train_loss_step").steps(mode=train) == list(range(12))
+    value_loss = trial.tensor("value_loss")  # a training value, whatever its name
+    assert value_loss.steps(mode=train) == list(range(12))
+    assert value_loss.value(5, mode=train) == pytest.approx(3 * module.losses[5], rel=1e-5)
+    for name, factor in (("train_loss_epoch", 1), ("twice", 2)):
+        epoch = trial.tensor(name)
+        assert epoch.steps(mode=train) == [3, 7, 11], name  # each epoch's last step, once
+        for i, step in enumerate(epoch.steps(mode=train)):
+            want = factor * np.mean(module.losses[4 * i : 4 * i + 4])
+            assert epoch.value(step, mode=train) == pytest.approx(want, rel=1e-5), name
+
+
+def test_epoch_values_after_an_epoch_end_validation_and_a_validate_after_fit(
+    tmp_path: Path,
+) -> None:
+    """A validation at an epoch's end closes the epoch's last step before Lightning computes
+    the epoch's values: they go in the next epoch's first step. ``validate()`` after ``fit``
+    is one more EVAL step, numbered after the others."""
+    torch.manual_seed(0)
+    module = EpochLogging(0.5)
+    callback = TensortapCallback(
+        include_collections=["losses", "metrics"], save_config=tt.SaveConfig(save_interval=1)
+    )
+    trainer = _fit(
+        tmp_path,
+        module,
+        callback,
+        max_epochs=2,
+        limit_train_batches=4,
+        accumulate_grad_batches=1,
+        val_check_interval=1.0,
+    )
+    validated = trainer.validate(module, loaders()[1], verbose=False)[0]
+    trial = tt.create_trial(tmp_path / "tensortap")
+    epoch = trial.tensor("train_loss_epoch")
+    assert epoch.steps(mode=tt.modes.TRAIN) == [4]
+    assert epoch.value(4, mode=tt.modes.TRAIN) == pytest.approx(np.mean(module.losses[:4]))
+    loss = trial.tensor("loss")
+    assert loss.steps(mode=tt.modes.TRAIN) == list(range(8))
+    assert loss.steps(mode=tt.modes.EVAL) == [0, 1, 2]  # two in fit, one after
+    assert loss.value(2, mode=tt.modes.EVAL) == pytest.approx(validated["val_loss"], rel=1e-5)
+    assert loss.global_steps(tt.modes.EVAL)[2] > loss.global_steps(tt.modes.TRAIN)[-1]
+    assert trial.tensor("acc").steps(mode=tt.modes.EVAL) == [0, 1, 2]
+    assert "value_loss" in trial.tensor_names(collection="metrics")  # the fit's, kept
+    assert trial.worker_status("worker_0")["internal_errors"] == 0
 
 
 def test_the_pytorch_lightning_spelling(tmp_path: Path) -> None:

@@ -279,3 +279,48 @@ def test_optimizer_variables(tmp_path: Path) -> None:
     np.testing.assert_array_equal(trial.tensor("optimizer/group_0/betas").value(0), [0.9, 0.999])
     assert trial.has_tensor("optimizer/state/fc1.weight/exp_avg")
     assert trial.tensor("optimizer/state/fc1.weight/exp_avg").value(2).shape == state.shape
+
+
+@pytest.mark.parametrize(
+    ("clip", "scalar", "threshold"),
+    [
+        (lambda params: torch.nn.utils.clip_grad_norm_(params, 0.05), "max_norm", 0.05),
+        (lambda params: torch.nn.utils.clip_grad_value_(params, 0.001), "max_value", 0.001),
+    ],
+)
+def test_gradients_are_saved_before_the_clip_and_the_clip_with_them(
+    tmp_path: Path, clip, scalar: str, threshold: float
+) -> None:
+    """A loop that clips before ``opt.step()``: the gradients saved are the ones backward
+    computed (what GradientNormSpike and VanishingGradient must see), not the clipped ones the
+    optimizer gets; the clip's threshold is saved in ``gradient_clip`` at the same steps."""
+    model = make(Net)
+    hook = tt.Hook(
+        tmp_path / "run",
+        save_config=tt.SaveConfig(save_interval=2),
+        include_collections=["gradients", "losses"],
+    )
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    before: list[np.ndarray] = []
+    after: list[np.ndarray] = []
+    for xb, yb in batches(32, 5):
+        opt.zero_grad()
+        F.cross_entropy(model(xb), yb).backward()
+        before.append(model.fc1.weight.grad.numpy().copy())
+        clip(model.parameters())  # a generator: the hook must not consume it
+        after.append(model.fc1.weight.grad.numpy().copy())
+        opt.step()
+    hook.close()
+    trial = tt.create_trial(tmp_path / "run")
+    grad = trial.tensor("gradient/fc1.weight")
+    assert grad.steps() == [0, 2, 4]
+    for step in grad.steps():
+        assert not np.array_equal(before[step], after[step])  # the clip did clip
+        np.testing.assert_array_equal(grad.value(step), before[step])
+    name = f"gradient_clip/{scalar}"
+    assert trial.tensor_names(collection="gradient_clip") == [name]
+    assert name not in trial.tensor_names(collection="gradients")
+    clip_values = trial.tensor(name)
+    assert clip_values.steps() == [0, 2, 4]
+    assert clip_values.value(0) == pytest.approx(threshold)

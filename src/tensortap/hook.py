@@ -435,6 +435,11 @@ class Hook:
     def status(self) -> HookStatus:
         return HookStatus(self._internal_errors, self._last_internal_error, self._writer.status)
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (nothing more is saved)."""
+        return self._closed
+
     def flush(self, timeout: float | None = None) -> bool:
         """Hand the current step to the writer and wait until everything is published; True
         only if every step so far is (False after a timeout, or once a step was lost or
@@ -442,11 +447,6 @@ class Hook:
         with self._lock:
             self._guard(self._recorder.flush_step)
         return self._writer.flush(timeout)
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` was called."""
-        return self._closed
 
     def close(self) -> HookStatus:
         """Publish everything and mark the end of training. Safe to call twice."""

@@ -1,8 +1,12 @@
 """One rank of a Hugging Face Trainer under DDP (gloo, two CPU processes started by the test
-with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT). Usage: hf_ddp.py OUT_DIR"""
+with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), logging at every step with
+gradient accumulation; each rank writes the Trainer's ``log_history`` to
+``OUT_DIR/log_history_<rank>.json``. Usage: hf_ddp.py OUT_DIR"""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -26,6 +30,8 @@ def main() -> None:
         sys.argv[1],
         max_steps=3,
         per_device_train_batch_size=4,
+        gradient_accumulation_steps=2,
+        logging_steps=1,
         save_strategy="no",
         report_to="none",
         use_cpu=True,
@@ -35,9 +41,12 @@ def main() -> None:
     callback = TensortapCallback(
         include_collections=["losses", "gradients"], save_config=tt.SaveConfig(save_interval=1)
     )
-    Trainer(
+    trainer = Trainer(
         GPT2LMHeadModel(config), args, train_dataset=Counting(64, 0), callbacks=[callback]
-    ).train()
+    )
+    trainer.train()
+    history = Path(sys.argv[1]) / f"log_history_{os.environ['RANK']}.json"
+    history.write_text(json.dumps(trainer.state.log_history))
     print("rank done", flush=True)
 
 

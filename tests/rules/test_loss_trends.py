@@ -17,7 +17,7 @@ from torch import nn
 
 import tensortap as tt
 from tensortap.core.modes import ModeKeys
-from tensortap.rules import LossNotDecreasing, Overfit, RuleStatus, invoke_rule
+from tensortap.rules import LossNotDecreasing, Overfit, RuleStatus, invoke_rule, iter_findings
 from tensortap.rules.builtin._samples import DistinctSamples
 from tensortap.rules.finding import Finding, Severity
 from tensortap.testing import TrialBuilder
@@ -95,6 +95,34 @@ def test_overfit_on_a_single_value_is_no_data(tmp_path: Path, mode: str) -> None
     builder = TrialBuilder(tmp_path)
     builder.step({"loss": F32(0.5)}, mode=mode)
     assert invoke_rule(Overfit(builder.close())).status is RuleStatus.NO_DATA
+
+
+def test_overfit_compares_an_evaluation_only_with_a_training_loss_near_it(
+    tmp_path: Path,
+) -> None:
+    """The reported run: TRAIN losses saved every 10th step, an evaluation every 5, a run that
+    diverged. The evaluation after step 10 was compared with the training loss of step 0
+    ("validation 2328 vs training 3.29"); now it is skipped, saying why, and an evaluation far
+    from any saved training loss is too."""
+    builder = TrialBuilder(tmp_path)
+    train = [3.29 * 2.2**i for i in range(20)]  # diverging
+    for step, loss in enumerate(train):
+        if step % 10 == 0:
+            builder.step({"loss": F32(loss)}, mode="train")
+        else:
+            builder.skip(1, mode="train")
+        if step % 5 == 4:  # one evaluation: one EVAL step
+            builder.step({"loss": F32(1.1 * train[step])}, mode="eval")
+    builder.step({"loss": F32(train[-1])}, mode="train")
+    builder.skip(40, mode="train")  # no loss saved for 40 steps, then an evaluation
+    builder.step({"loss": F32(1.1 * train[-1])}, mode="eval")
+    findings = [f for f in iter_findings(Overfit(builder.close())) if f.mode is ModeKeys.EVAL]
+    judged = [f for f in findings if f.judged]
+    assert [f.details["training"] for f in judged] == pytest.approx([3.29, train[10]])
+    assert [f.step for f in judged] == [5, 17]  # the evaluations after TRAIN steps 4 and 14
+    unjudged = [f.message for f in findings if not f.judged]
+    assert sum("since the previous evaluation" in m for m in unjudged) == 2, unjudged
+    assert any("saved 41 steps before this evaluation" in m for m in unjudged), unjudged
 
 
 _COUNT = re.compile(r"(\d+) of (\d+)")

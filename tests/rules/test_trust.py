@@ -350,3 +350,38 @@ def test_check_input_images_does_not_judge_tabular_inputs(tmp_path: Path) -> Non
     summary = invoke_rule(CheckInputImages(builder.close(), regex="Net_input_0"))
     assert summary.status is RuleStatus.NO_DATA and summary.triggered == 0
     assert "no input with image axes" in summary.details
+
+
+def test_activity_rules_say_why_they_judged_nothing_without_asking_for_what_is_saved(
+    tmp_path: Path,
+) -> None:
+    """A model whose activations are functions (F.relu) leaves relu_activations empty although
+    it was saved: the NoData reason says both possibilities, not only "save it"."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    import tensortap.pytorch as tp
+
+    class Functional(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.relu(self.fc(x))
+
+    model = Functional()
+    hook = tp.Hook(
+        tmp_path,
+        save_config=tp.SaveConfig(save_interval=1),
+        include_collections=["relu_activations"],
+    )
+    hook.register_module(model)
+    for _ in range(3):
+        model(torch.ones(2, 4)).sum().backward()
+    hook.close()
+    for rule in (DeadRelu, SaturatedActivation):
+        summary = invoke_rule(rule(tp.create_trial(tmp_path)))
+        assert summary.status is RuleStatus.NO_DATA
+        assert "or the model has no activation module the hook captures" in summary.details

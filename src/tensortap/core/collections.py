@@ -40,6 +40,10 @@ INITIAL_PREFIX = "initial/"
 #: Facts about the training loop itself (which parameters the optimizers hold, whether
 #: gradients are cleared, ...), saved as ``training_loop/<fact>`` by the hooks that can see them.
 TRAINING_LOOP = "training_loop"
+#: The threshold gradients were clipped to before the update (``gradient_clip/max_norm``,
+#: ``gradient_clip/max_value``), saved by the hooks that see the clip, at the steps where
+#: gradients are saved: the gradients saved are the ones before the clip.
+GRADIENT_CLIP = "gradient_clip"
 
 BUILTIN_COLLECTIONS = (
     CollectionKeys.ALL,

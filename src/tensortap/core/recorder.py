@@ -40,6 +40,11 @@ class SavePlan:
     reductions: tuple[tuple[str, bool], ...]
 
 
+#: Saving a value as it is (no reductions): a number a hook saves outside its collection's
+#: schedule, because a rule needs it at that step.
+RAW_PLAN = SavePlan(raw=True, shape=False, reductions=())
+
+
 def _merge(configs: Iterable[ReductionConfig]) -> SavePlan:
     raw = shape = False
     specs: list[tuple[str, bool]] = []
@@ -76,6 +81,7 @@ class StepRecorder:
         self.mode_step = 0
         self._mode_steps: dict[ModeKeys, int] = {}
         self._touched = False
+        self._emitted = False  # the current step was handed on (at a flush) without advancing
         self._step_records: dict[str, list[Record]] = {}
         self._known_version = -1
         self._membership: dict[str, tuple[Collection, ...]] = {}
@@ -145,6 +151,17 @@ class StepRecorder:
         counts = {**self._mode_steps, self.mode: self.mode_step}
         return {mode: step for mode, step in counts.items() if step > 0}
 
+    def continue_after(self, other: StepRecorder) -> None:
+        """Number the steps from here on after every step ``other`` (the recorder of a closed
+        earlier session of the same worker) numbered or handed on, in every mode: a session
+        writing on in the same trial never reuses a step of the one before it. Forward only."""
+        used = 1 if other._emitted else 0  # its current step was handed on at its close
+        self.global_step = max(self.global_step, other.global_step + used)
+        for mode, count in {**other._mode_steps, other.mode: other.mode_step + used}.items():
+            self._mode_steps[mode] = max(self._mode_steps.get(mode, 0), count)
+        self.mode_step = self._mode_steps.get(self.mode, 0)
+        self._reset_step_caches()
+
     def next_step(self) -> None:
         """Close the current step (handing its records to the sink) and advance."""
         self._close_step()
@@ -168,6 +185,7 @@ class StepRecorder:
                 callback()
         if self._step_records or self._collections_changed():
             self._emit()
+            self._emitted = True
         self._step_records = {}
 
     def _close_step(self) -> None:
@@ -176,6 +194,7 @@ class StepRecorder:
         self.mode_step += 1
         self._mode_steps[self.mode] = self.mode_step
         self._touched = False
+        self._emitted = False
         self._reset_step_caches()
         if self.after_step is not None:
             self.after_step()

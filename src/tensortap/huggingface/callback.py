@@ -11,16 +11,21 @@
   TRAIN step ``k`` is the Trainer's ``global_step`` ``k + 1``, also after
   ``trainer.train(resume_from_checkpoint=...)`` into the same trial (a new session, whose
   steps continue the Trainer's count).
-- ``loss`` is the step's loss over its micro-batches, from the losses the model returned (their
-  mean, or their sum when the Trainer passed ``num_items_in_batch`` so that each is already a
-  share): the value the Trainer's own logs average, except that a NaN stays NaN.
-- Gradients are saved right before ``optimizer.step()`` (after accumulation and clipping, on
-  the optimizer the Trainer steps), weights after it; activations of the modules the collections
-  name, as with the PyTorch hook.
+- ``loss`` is the step's loss as the Trainer optimises and logs it, whoever computed it (the
+  model, the label smoother, ``compute_loss_func``, a ``compute_loss`` override): the sum of
+  what its micro-batches passed to ``backward()``, which the Trainer has already divided for
+  gradient accumulation (or scaled by ``num_items_in_batch``). It equals the Trainer's logged
+  ``loss`` at ``logging_steps=1`` (under DDP, the mean over the workers does), except that a
+  NaN stays NaN.
+- Gradients are saved after accumulation and *before* clipping (``max_grad_norm``), with the
+  clip's threshold as ``gradient_clip/max_norm``; weights after the update; activations of the
+  modules the collections name, as with the PyTorch hook.
 - What the Trainer logs goes in ``metrics`` (``learning_rate``, ``grad_norm``, ``epoch``); each
-  evaluation is one EVAL step holding its metrics, ``eval_loss`` as ``loss`` in EVAL mode.
-  Losses and metrics are saved at every step unless their schedule was configured, and at
-  every evaluation.
+  evaluation is one EVAL step holding its metrics, ``eval_loss`` as ``loss`` in EVAL mode, an
+  evaluation after ``train()`` returned included. Losses and metrics are saved at every step
+  unless their schedule was configured, and at every evaluation. Throughput figures and the
+  end-of-training summary (``train_runtime``, ``train_loss``: the mean over the whole run) are
+  not saved.
 - A stop requested by the job (a rule's stop action) sets ``control.should_training_stop``.
 - Under DDP each rank writes as ``worker_<rank>``; under FSDP2 statistics are of whole tensors.
 """
@@ -51,7 +56,6 @@ class TensortapCallback(TrainerCallback):
         **hook_kwargs: Any,
     ) -> None:
         self.session = TrainerSession(hook, out_dir, **hook_kwargs)
-        self._loss_handle: Any = None
 
     @property
     def hook(self) -> Hook | None:
@@ -61,17 +65,12 @@ class TensortapCallback(TrainerCallback):
         model = kwargs.get("model")
         if not isinstance(model, nn.Module):
             return
-        self.session.start(model, os.path.join(args.output_dir, "tensortap"))
+        hook = self.session.start(model, os.path.join(args.output_dir, "tensortap"))
         self.session.follow(state.global_step, "the Trainer's global_step")  # 0, or resumed
-        if self._loss_handle is None:
-            self._loss_handle = model.register_forward_hook(self._on_output, with_kwargs=True)
-
-    def _on_output(self, module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
-        if not module.training:
-            return
-        loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
-        # Given num_items_in_batch, the model divides by the whole accumulated batch's size.
-        self.session.add_loss(loss, share=kwargs.get("num_items_in_batch") is not None)
+        hook.losses_from_backward(self.session.add_backward_loss)
+        scaler = getattr(kwargs.get("optimizer"), "scaler", None)  # Accelerate's, under fp16
+        if scaler is not None:
+            hook.register_grad_scaler(scaler)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.session.close_step()
@@ -83,19 +82,18 @@ class TensortapCallback(TrainerCallback):
             control.should_training_stop = True
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
-        if logs and not any(k.startswith("eval_") for k in logs):
-            train = {k: v for k, v in logs.items() if k != "loss"}  # the step's own is saved
-            self.session.save_metrics(train, ModeKeys.TRAIN)
+        if not logs or any(k.startswith("eval_") for k in logs) or "train_runtime" in logs:
+            return  # an evaluation's (saved by on_evaluate), or the summary of the whole run
+        train = {k: v for k, v in logs.items() if k != "loss"}  # the step's own is saved
+        self.session.save_metrics(train, ModeKeys.TRAIN)
 
     def on_evaluate(
         self, args: Any, state: Any, control: Any, metrics: Any = None, **kwargs: Any
     ) -> None:
+        self.session.evaluation_hook()  # after train() returned: a hook that writes on
         if metrics:
             self.session.save_metrics(metrics, ModeKeys.EVAL, prefix="eval_")
         self.session.end_evaluation()
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self._loss_handle is not None:
-            self._loss_handle.remove()
-            self._loss_handle = None
         self.session.finish()

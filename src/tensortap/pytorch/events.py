@@ -7,7 +7,13 @@ Installed once, when the first PyTorch hook is created:
 - global optimizer step hooks tell hooks that an optimizer stepped (each hook keeps only the
   optimizers that update its models' parameters);
 - ``step`` of torch's learning-rate schedulers (``LRScheduler`` and the subclasses that define
-  their own) is wrapped so hooks learn which schedulers drive which optimizer.
+  their own) is wrapped so hooks learn which schedulers drive which optimizer;
+- torch's gradient clipping functions (``torch.nn.utils.clip_grad_norm_``, ``clip_grad_value_``,
+  ``clip_grads_with_norm_``, as ``torch.nn.utils`` and ``torch.nn.utils.clip_grad`` name them)
+  are wrapped so hooks see the gradients before they are clipped, and the clip threshold. Code
+  that bound one of them to a name of its own before the first hook was made (``from
+  torch.nn.utils import clip_grad_norm_`` at the top of a script) calls the original: the hook
+  then saves the gradients as the optimizer receives them, clipped.
 
 With no live hook, each event costs an empty loop.
 """
@@ -63,6 +69,45 @@ def _optimizer_post(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) ->
             hook._after_optimizer_step(optimizer)
 
 
+#: The clipping functions wrapped, and the name of the threshold argument each takes second.
+_CLIP_FUNCTIONS = {
+    "clip_grad_norm_": "max_norm",
+    "clip_grad_value_": "clip_value",
+    "clip_grads_with_norm_": "max_norm",
+}
+
+
+def _wrap_clip(original: Callable[..., Any], threshold_name: str) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def clip(parameters: Any, *args: Any, **kwargs: Any) -> Any:
+        if _hooks:
+            # A generator (model.parameters()) is read once here and handed on as a list.
+            one = isinstance(parameters, torch.Tensor)
+            parameters = [parameters] if one else list(parameters)
+            threshold = args[0] if args else kwargs.get(threshold_name)
+            for ref in _hooks:
+                hook = ref()
+                if hook is not None:
+                    hook._before_clip(parameters, threshold_name, threshold)
+        return original(parameters, *args, **kwargs)
+
+    return clip
+
+
+def _patch_clipping() -> None:
+    from torch.nn import utils
+    from torch.nn.utils import clip_grad
+
+    for name, threshold_name in _CLIP_FUNCTIONS.items():
+        original = getattr(utils, name, None)
+        if original is None:  # an older torch without it
+            continue
+        wrapped = _wrap_clip(original, threshold_name)
+        setattr(utils, name, wrapped)
+        if getattr(clip_grad, name, None) is original:
+            setattr(clip_grad, name, wrapped)
+
+
 def _wrap_scheduler_step(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def step(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -98,6 +143,7 @@ def _install() -> None:
         register_optimizer_step_pre_hook(_optimizer_pre)
         register_optimizer_step_post_hook(_optimizer_post)
         _patch_schedulers()
+        _patch_clipping()
         _installed = True
 
 

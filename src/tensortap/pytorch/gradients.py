@@ -1,9 +1,12 @@
 """Which gradients the PyTorch hook saves, and how: every trained parameter's ``.grad``,
 unscaled when a GradScaler scaled the loss; none of a frozen parameter (``requires_grad=False``:
-a ``.grad`` left from before it was frozen is not this step's gradient)."""
+a ``.grad`` left from before it was frozen is not this step's gradient). Gradients that are
+clipped are saved before the clip, and the clip's threshold with them (``gradient_clip``)."""
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -13,6 +16,23 @@ from torch import nn
 from tensortap.core.recorder import StepRecorder
 from tensortap.pytorch.convert import TorchConverter
 from tensortap.pytorch.naming import GRADIENT_COLLECTIONS, GRADIENT_PREFIX
+
+#: The scalar each clipping function's threshold is saved as (in ``gradient_clip``), by the
+#: name of the function's threshold argument.
+CLIP_NAMES = {"max_norm": "gradient_clip/max_norm", "clip_value": "gradient_clip/max_value"}
+
+
+def clip_threshold(threshold_name: str, threshold: Any) -> tuple[str, float] | None:
+    """``(name, value)`` of a clip's threshold to save; None when it clips nothing (an infinite
+    norm: the Hugging Face Trainer computes the gradient norm so) or is not a number."""
+    if isinstance(threshold, torch.Tensor) and threshold.numel() == 1:
+        threshold = threshold.item()
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
+        return None
+    value = float(threshold)
+    if not math.isfinite(value):
+        return None
+    return CLIP_NAMES[threshold_name], value
 
 
 def inverse_scale(scaler: Any) -> torch.Tensor | None:

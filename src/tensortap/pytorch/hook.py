@@ -11,14 +11,21 @@ from __future__ import annotations
 import logging
 import os
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
-from tensortap.core.collections import INITIAL_WEIGHTS, TRAINING_LOOP
+from tensortap.core.collections import (
+    GRADIENT_CLIP,
+    INITIAL_WEIGHTS,
+    TRAINING_LOOP,
+    CollectionKeys,
+)
 from tensortap.core.modes import ModeKeys
+from tensortap.core.recorder import RAW_PLAN, records_from_array
 from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.save_config import SaveConfig
 from tensortap.core.step_tracker import StepTracker, Update
@@ -28,7 +35,7 @@ from tensortap.pytorch import events
 from tensortap.pytorch.compiled import is_compiled, refuse_io_inside_compiled, warn_traced
 from tensortap.pytorch.convert import TorchConverter
 from tensortap.pytorch.due import DueKinds, Kind
-from tensortap.pytorch.gradients import inverse_scale, save_gradients
+from tensortap.pytorch.gradients import clip_threshold, inverse_scale, save_gradients
 from tensortap.pytorch.initial import InitialWeights
 from tensortap.pytorch.loop_facts import LoopFacts
 from tensortap.pytorch.module_io import ModuleIOHooks
@@ -42,7 +49,7 @@ from tensortap.pytorch.naming import (
     unwrap,
 )
 from tensortap.pytorch.optimizer import optimizer_tensors
-from tensortap.pytorch.registry import Registry
+from tensortap.pytorch.registry import Param, Registry
 from tensortap.pytorch.trainer_controls import TrainerControls
 from tensortap.storage import Store
 from tensortap.writer import WriterOptions
@@ -82,6 +89,7 @@ class Hook(TrainerControls, BaseHook):
         OPTIMIZER_VARIABLES,
         INITIAL_WEIGHTS,
         TRAINING_LOOP,
+        GRADIENT_CLIP,
     )
     framework = "pytorch"
 
@@ -122,6 +130,8 @@ class Hook(TrainerControls, BaseHook):
         )
         self.get_collection(RELU_ACTIVATIONS)
         self.get_collection(OPTIMIZER_VARIABLES)
+        if CollectionKeys.GRADIENTS in self._recorder.include_collections:
+            self._recorder.include_collection(GRADIENT_CLIP)  # the clip the gradients went to
         self._converter = TorchConverter()
         self._tracker = StepTracker()
         if not auto_step:
@@ -141,7 +151,10 @@ class Hook(TrainerControls, BaseHook):
         self._explicit_gradients = False
         self._paused = False
         self._losses_on_request = False
+        self._backward_losses: Callable[[torch.Tensor], None] | None = None
         self._loss_seen = False
+        self._gradients_taken: set[int] = set()  # ids of parameters whose gradients this
+        # step saved before they were clipped: not saved again (clipped) before the update
         self._initial = InitialWeights(self._recorder)
         self._recorder.add_step_end_callback(self._on_step_end)
         self._loop = LoopFacts(self._recorder, self._registry, self._contain)
@@ -329,16 +342,21 @@ class Hook(TrainerControls, BaseHook):
             self._backward_reached = False
             self._guard_event(self._on_backward, tensor)
 
+    def _unscaled(self, loss: torch.Tensor) -> torch.Tensor:
+        """The loss of ``scaler.scale(loss).backward()``, unscaled (a registered GradScaler)."""
+        inverse = inverse_scale(self._scaler)
+        return loss if inverse is None else loss.detach() * inverse.to(loss.device)
+
     def _on_backward(self, tensor: torch.Tensor) -> None:
         self._after_update(Update.BACKWARD)
+        if self._backward_losses is not None and tensor.numel() == 1:
+            self._backward_losses(self._unscaled(tensor).detach())
         if not self._recorder.is_anything_due():
             return
         if self._registry.refresh():  # after backward: FSDP2 has resharded every parameter
             self._optimizer_owned = weakref.WeakKeyDictionary()
         if not self._loss_seen and not self._losses_on_request and tensor.numel() == 1:
-            inverse = inverse_scale(self._scaler)  # the loss of scaler.scale(loss).backward()
-            loss = tensor if inverse is None else tensor.detach() * inverse.to(tensor.device)
-            self._save_contained("loss", loss, LOSS_COLLECTIONS)
+            self._save_contained("loss", self._unscaled(tensor), LOSS_COLLECTIONS)
         if not self._optimizers and not self._explicit_gradients:
             self._save_gradients(unscale=True)  # with an optimizer: before its step
 
@@ -354,6 +372,36 @@ class Hook(TrainerControls, BaseHook):
             return
         if self._owns(optimizer) and self._recorder.is_anything_due():
             self._save_gradients(unscale=False)  # GradScaler.step unscaled them already
+
+    def _before_clip(self, params: list[torch.Tensor], threshold_name: str, threshold: Any) -> None:
+        with self._lock:
+            if not self._closed and not self._paused:
+                self._guard_event(self._on_clip, params, threshold_name, threshold)
+
+    def _on_clip(self, params: list[torch.Tensor], threshold_name: str, threshold: Any) -> None:
+        """Gradients are about to be clipped: save those of the registered models' parameters
+        being clipped as they are (unless a trainer saves gradients itself, at a moment before
+        the clip), and the threshold they are clipped to."""
+        if not self._recorder.is_anything_due():
+            return
+        ids = {id(p) for p in params}
+        clipped = [entry for entry in self._registry.params if id(entry[1]) in ids]
+        if not clipped:
+            return  # another model's parameters
+        if not self._explicit_gradients:
+            # Before the clip GradScaler's gradients are unscaled already: scaler.unscale_
+            # (or Accelerate) must run first for the clip to mean anything.
+            self._save_gradients(unscale=False, params=clipped)
+            self._gradients_taken.update(id(entry[1]) for entry in clipped)
+        clip = clip_threshold(threshold_name, threshold)
+        if clip is not None and GRADIENT_CLIP in self._recorder.include_collections:
+            name, value = clip
+            plan = self._recorder.begin(name, (GRADIENT_CLIP,))
+            if plan is None and self._due(Kind.GRADIENTS):
+                plan = RAW_PLAN  # with the gradients it belongs to, whatever its own schedule
+            if plan is not None:
+                array = np.asarray(value, dtype=np.float64)
+                self._recorder.put(name, records_from_array(name, array, plan))
 
     def _after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         owned = bool(self._optimizer_owned.get(optimizer))
@@ -431,11 +479,15 @@ class Hook(TrainerControls, BaseHook):
         for i, t in enumerate(flatten_tensors(output)):
             self._save_contained(names.output_name(i), t, out_colls)
 
-    def _save_gradients(self, unscale: bool) -> None:
+    def _save_gradients(self, unscale: bool, params: list[Param] | None = None) -> None:
+        """Save the gradients of ``params`` (default: every registered parameter's, except
+        those saved before a clip this step)."""
         if not self._due(Kind.GRADIENTS):
             return
         inverse = inverse_scale(self._scaler) if unscale else None
-        params = self._registry.params
+        if params is None:
+            taken = self._gradients_taken
+            params = [e for e in self._registry.params if id(e[1]) not in taken]
         save_gradients(self._recorder, self._converter, params, inverse, self._contain)
 
     def _on_step_end(self) -> None:
@@ -455,6 +507,7 @@ class Hook(TrainerControls, BaseHook):
             self._converter.discard()
             self._contain(exc, "Hook._on_step_end")
         self._loss_seen = False
+        self._gradients_taken = set()
 
 
 def get_hook(

@@ -29,7 +29,7 @@ from torch import nn
 
 from tensortap.core.collections import TRAINING_LOOP
 from tensortap.core.modes import ModeKeys
-from tensortap.core.recorder import SavePlan, StepRecorder, records_from_array
+from tensortap.core.recorder import RAW_PLAN, StepRecorder, records_from_array
 from tensortap.pytorch.naming import WEIGHT_COLLECTIONS, unwrap
 from tensortap.pytorch.registry import Registry
 from tensortap.pytorch.weight_stats import init_scales
@@ -37,7 +37,6 @@ from tensortap.pytorch.weight_stats import local as _local
 from tensortap.pytorch.weight_stats import norms as _norms
 
 _COLLECTIONS = (TRAINING_LOOP,)
-_RAW = SavePlan(raw=True, shape=False, reductions=())
 #: An optimizer's first steps: the gradient check reads values there whether or not the
 #: collection is due (a loop that never clears its gradients shows it from the second step).
 FIRST_STEPS = 3
@@ -273,7 +272,7 @@ class LoopFacts:
         recorder = self._recorder
         for name in sorted(self._unsaved):
             full = f"{TRAINING_LOOP}/{name}"
-            plan = recorder.begin(full, _COLLECTIONS) or _RAW
+            plan = recorder.begin(full, _COLLECTIONS) or RAW_PLAN
             recorder.put(full, records_from_array(full, np.asarray(self._values[name]), plan))
         self._unsaved.clear()
 

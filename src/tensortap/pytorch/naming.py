@@ -5,9 +5,11 @@
   (``Discriminator.fc1.weight``), or the ``name`` given to ``register_module``.
 - module inputs and outputs: ``<module path>_input_<i>`` and ``<module path>_output_<i>``; the
   top-level model's path is its class name (``Net_output_0``), as in smdebug.
-- activation modules (ReLU, LeakyReLU, GELU, Tanh, Sigmoid, ...): ``<module path>/<kind>_input_<i>``
-  and ``<module path>/<kind>_output_<i>`` (``features.1/relu_output_0``), so that rules find them
-  with ``.*relu_output``, ``.*tanh_input`` whatever the layer is called.
+- activation modules (ReLU, LeakyReLU, GELU, Tanh, Sigmoid, ..., and the activation classes of
+  Hugging Face ``transformers``: ``GELUActivation``, ``NewGELUActivation``, ...):
+  ``<module path>/<kind>_input_<i>`` and ``<module path>/<kind>_output_<i>``
+  (``features.1/relu_output_0``, ``transformer.h.0.mlp.act/gelu_output_0``), so that rules find
+  them with ``.*relu_output``, ``.*tanh_input`` whatever the layer is called.
 - loss modules: ``<LossClass>_output_0`` (``CrossEntropyLoss_output_0``) and their inputs.
 """
 
@@ -50,6 +52,25 @@ _ACTIVATION_KINDS: tuple[tuple[type[nn.Module], str], ...] = (
     (nn.LogSigmoid, "logsigmoid"),
     (nn.Softsign, "softsign"),
 )
+
+#: Activation modules of libraries built on torch that are not ``torch.nn`` classes, by the
+#: defining module and class name (subclasses included): declared, never guessed from a name,
+#: and never imported here (a model holding one has imported its library already).
+_LIBRARY_ACTIVATION_KINDS: dict[tuple[str, str], str] = {
+    ("transformers.activations", "GELUActivation"): "gelu",
+    ("transformers.activations", "NewGELUActivation"): "gelu",
+    ("transformers.activations", "FastGELUActivation"): "gelu",
+    ("transformers.activations", "QuickGELUActivation"): "gelu",
+    ("transformers.activations", "ClippedGELUActivation"): "gelu",
+    ("transformers.activations", "AccurateGELUActivation"): "gelu",
+    ("transformers.activations", "GELUTanh"): "gelu",
+    ("transformers.activations", "PytorchGELUTanh"): "gelu",
+    ("transformers.activations", "SiLUActivation"): "silu",
+    ("transformers.activations", "MishActivation"): "mish",
+    ("transformers.activations", "LaplaceActivation"): "laplace",
+    ("transformers.activations", "ReLUSquaredActivation"): "relu2",
+    ("transformers.activations", "XIELUActivation"): "xielu",
+}
 
 _INPUTS = (CollectionKeys.INPUTS,)
 _OUTPUTS = (CollectionKeys.OUTPUTS,)
@@ -95,6 +116,10 @@ def activation_kind(module: nn.Module) -> str | None:
     for cls, kind in _ACTIVATION_KINDS:
         if isinstance(module, cls):
             return kind
+    for base in type(module).__mro__:
+        found = _LIBRARY_ACTIVATION_KINDS.get((base.__module__, base.__name__))
+        if found is not None:
+            return found
     return None
 
 

@@ -5,8 +5,10 @@ ready, forward passes announced or ignored. Mixed into :class:`tensortap.pytorch
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import torch
 from torch import nn
 
 from tensortap.core.recorder import StepRecorder
@@ -26,6 +28,7 @@ class TrainerControls:
     _explicit_gradients: bool
     _paused: bool
     _losses_on_request: bool
+    _backward_losses: Callable[[torch.Tensor], None] | None
 
     if TYPE_CHECKING:  # provided by the hook (stubs here would shadow them)
 
@@ -70,6 +73,25 @@ class TrainerControls:
         """The loss is saved only by :meth:`record_loss` from now on, not taken from the
         backward pass (a trainer callback knows the step's loss better)."""
         self._losses_on_request = True
+
+    def continue_after(self, other: TrainerControls) -> None:
+        """Write on after ``other``, the closed hook of an earlier session of the same trial
+        and worker (an evaluation after training ended): steps numbered after every step of
+        ``other``'s, and collections holding the tensors ``other``'s held (readers take a
+        worker's collections from its newest snapshot, so this one's must not forget them)."""
+        with self._lock:
+            self._recorder.continue_after(other._recorder)
+            for collection in other._recorder.collections:
+                self._recorder.collections.get(collection.name).add(collection.tensor_names)
+
+    def losses_from_backward(self, listener: Callable[[torch.Tensor], None]) -> None:
+        """Hand ``listener`` the loss of every backward pass through a registered model (a 0-d
+        tensor, detached, unscaled if a GradScaler is registered) instead of saving it: what
+        went into ``backward()`` is what the trainer optimises, whoever computed it (the model,
+        a label smoother, a ``compute_loss`` of the user's), already divided for gradient
+        accumulation and scaled as the trainer reports it. The listener must not raise."""
+        self._losses_on_request = True
+        self._backward_losses = listener
 
     def forward_starts(self, module: nn.Module) -> None:
         """Tell the hook a training or evaluation batch of ``module`` (registered) begins, for

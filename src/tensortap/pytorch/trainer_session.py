@@ -9,9 +9,13 @@
   in it. An evaluation is one EVAL step holding the evaluation's metrics. TRAIN steps are
   numbered by the trainer's global step (a run resumed from a checkpoint continues them, in the
   same trial: a new session), evaluations after the trial's last one.
-- **The loss:** the mean of the step's micro-batch losses, as the trainer computes them (before
-  any division for gradient accumulation), saved as ``loss`` in ``losses``; an evaluation's loss
-  is ``loss`` in EVAL mode, so that TRAIN and EVAL losses compare (``Overfit``).
+- **The loss:** the step's loss over its micro-batches, as the trainer optimises and logs it
+  (the adapter says how it is known), saved as ``loss`` in ``losses``; an evaluation's loss is
+  ``loss`` in EVAL mode, so that TRAIN and EVAL losses compare (``Overfit``).
+- **An evaluation after training** (``trainer.evaluate()``, ``trainer.validate()`` once
+  ``train``/``fit`` returned): the hook made here was closed when training ended (so that
+  readers know training ended), so a new one writes the evaluation's EVAL step on in the same
+  trial, numbered after the steps before it, and is closed when the evaluation ends.
 - **Stopping:** a stop requested by the job (a rule's action) is reported to the callback, which
   asks the trainer to stop gracefully.
 """
@@ -35,7 +39,8 @@ from tensortap.pytorch.hook import Hook, get_hook
 
 logger = logging.getLogger(__name__)
 
-#: Logged values that describe the run's speed, not its training: not saved.
+#: Logged values that describe the run's speed, not its training: not saved (``eval_runtime``,
+#: ``train_samples_per_second``, ``total_flos``; matched on the name as logged).
 _SKIPPED_SUFFIXES = ("_runtime", "_per_second", "total_flos")
 
 
@@ -49,6 +54,8 @@ class TrainerSession:
         self.out_dir = out_dir
         self.hook_kwargs = hook_kwargs
         self.owned = False
+        self._default_dir: str | os.PathLike[str] | None = None
+        self._after_training = False  # the hook is one made for an evaluation after training
         self._stop: StopRequest | None = None
         self._open: int | None = None  # the TRAIN step that ended but is kept open
         self._losses: list[torch.Tensor] = []
@@ -58,6 +65,7 @@ class TrainerSession:
     def start(self, model: nn.Module, default_dir: str | os.PathLike[str]) -> Hook:
         """At the start of training: find or make the hook and watch ``model`` (a hook made
         here for an earlier training and closed at its end is made again: a new session)."""
+        self._default_dir = default_dir
         if self.hook is None or (self.owned and self.hook.closed):
             self.hook, self.owned = self._make_hook(default_dir)
         if not self.hook.watches(model):
@@ -109,7 +117,31 @@ class TrainerSession:
         if self.hook is not None and self.owned:
             self.hook.close()
 
+    def evaluation_hook(self, model: nn.Module | None = None) -> Hook | None:
+        """The hook an evaluation saves into: the training's while it is open; after training,
+        when this session closed its hook, a new one (watching ``model`` when given) in EVAL
+        mode writing on in the same trial, numbered after the closed one's steps. None when
+        training never started here."""
+        hook = self.hook
+        if hook is None or not hook.closed or not self.owned or self._default_dir is None:
+            return hook
+        new, self.owned = self._make_hook(self._default_dir)
+        new.continue_after(hook)
+        if model is not None and not new.watches(model):
+            new.register_module(model)
+        new.stop_automatic_steps()
+        self._schedule_losses_and_metrics(new)
+        new.set_mode(ModeKeys.EVAL)
+        self.hook, self._after_training = new, True
+        return new
+
     # -- training steps --
+    def add_backward_loss(self, loss: torch.Tensor) -> None:
+        """The loss of one backward pass of the step (see ``Hook.losses_from_backward``): a
+        share of the step's loss, already divided for gradient accumulation."""
+        if self.hook is not None and self.hook.mode == ModeKeys.TRAIN:
+            self.add_loss(loss, share=True)
+
     def add_loss(self, loss: Any, share: bool = False) -> None:
         """A micro-batch's loss (a 0-d tensor), while training. ``share``: the trainer already
         divided it by the whole accumulated batch's size, so the step's loss is the sum."""
@@ -135,6 +167,18 @@ class TrainerSession:
             hook.record_loss(stacked.sum() if shares else stacked.mean())
         self._open = hook.step
 
+    @property
+    def train_step_open(self) -> bool:
+        """Whether a TRAIN step ended and is still open (nothing, like an evaluation, closed
+        it since): what the trainer logs now belongs to it."""
+        hook = self.hook
+        return (
+            hook is not None
+            and self._open is not None
+            and hook.mode == ModeKeys.TRAIN
+            and hook.step == self._open
+        )
+
     def close_step(self) -> None:
         """Close the TRAIN step kept open (if nothing, like an evaluation, closed it since)."""
         hook, step, self._open = self.hook, self._open, None
@@ -151,7 +195,7 @@ class TrainerSession:
             return
         for key, value in values.items():
             name = key[len(prefix) :] if prefix and key.startswith(prefix) else key
-            if name.endswith(_SKIPPED_SUFFIXES) or not _is_number(value):
+            if key.endswith(_SKIPPED_SUFFIXES) or not _is_number(value):
                 continue
             if name == "loss":
                 hook.record_loss(float(value))
@@ -166,10 +210,15 @@ class TrainerSession:
         )
 
     def end_evaluation(self) -> None:
-        """An evaluation ended (its metrics saved): close its EVAL step."""
+        """An evaluation ended (its metrics saved): close its EVAL step (and the hook, when it
+        was made for an evaluation after training)."""
         hook = self.hook
         if hook is not None and hook.mode == ModeKeys.EVAL:
             hook.next_step()
+        if hook is not None and self._after_training:
+            self._after_training = False
+            if self.owned:
+                hook.close()
 
     def stop_requested(self) -> str | None:
         return None if self._stop is None else self._stop.requested()

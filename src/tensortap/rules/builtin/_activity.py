@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from typing import Any
 
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
+from tensortap.exceptions import MissingCollectionFiles
 from tensortap.rules.builtin._common import fire_nonfinite, has_raw, unit_activity
 from tensortap.rules.finding import Severity
 from tensortap.rules.rule import Rule
@@ -15,6 +17,8 @@ from tensortap.rules.rule import Rule
 #: Saved steps in a row a unit must be inactive on for its layer to be a problem: a unit
 #: silent on one batch (at initialisation, say) may fire on the next.
 PERSISTENT = 5
+#: The kind in an activation's saved name (``features.1/relu_output_0``: ``relu``).
+_KIND = re.compile(r"/([A-Za-z0-9_]+?)_(?:input|output)_\d+$")
 
 
 def raw_matching(rule: Rule, regexes: list[str], step: int) -> list[str]:
@@ -70,6 +74,31 @@ class ActivityRule(Rule):
 
     def _names(self, step: int) -> list[str]:
         return raw_matching(self, self.tensor_regex, step)
+
+    def no_data_reason(self) -> str:
+        """Why nothing was judged, from what ``relu_activations`` holds: nothing (not saved, or
+        the model has no activation module the hook captures), or only activations of other
+        kinds (a GELU transformer has no ReLU for DeadRelu to judge)."""
+        try:
+            saved = self.base_trial.tensor_names(collection="relu_activations")
+        except MissingCollectionFiles:
+            saved = []
+        if not saved:
+            return (
+                "the trial has no activation in relu_activations: the collection was not "
+                "saved (include_collections=['relu_activations']; a job saves it for this "
+                "rule), or the model has no activation module the hook captures (torch.nn's "
+                "and transformers' activation classes; an activation called as a function, "
+                "such as F.relu, is no module)"
+            )
+        if any(re.search(regex, name) for regex in self.tensor_regex for name in saved):
+            return super().no_data_reason()
+        kinds = sorted({m.group(1) for m in map(_KIND.search, saved) if m is not None})
+        return (
+            f"no saved activation matches {', '.join(self.tensor_regex)}: the model's "
+            f"activations are {', '.join(kinds) or 'of other kinds'} (such as {saved[0]}), so "
+            f"{self.rule_name} has none of its kind to judge"
+        )
 
     def set_required_tensors(self, step: int) -> None:
         for name in self._names(step):

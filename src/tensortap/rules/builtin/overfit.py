@@ -34,6 +34,12 @@ _SUSTAINED = 3
 #: the first training loss (healthy development runs on the smallest sets, 110-134 samples,
 #: kept at least 0.74 of it; the lowest of all healthy runs, 0.29, is a 427-sample set).
 _GENERALISED = 0.75
+#: An evaluation pass is compared with the training loss only when the latest TRAIN loss was
+#: saved at most this many steps before the pass began (a job saves TRAIN steps every 10th
+#: step; the trainer callbacks save the loss of the step right before each evaluation). A
+#: training loss from much earlier says nothing of the model evaluated: a run that diverged
+#: in between compared a validation loss of 2328 with the training loss of step 0, 3.29.
+NEAR_STEPS = 10
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,12 @@ class Overfit(Rule):
     """Compares the mean validation (EVAL) loss of each evaluation phase with the mean training
     loss of the training phase before it; fires when ``(val - train) / train`` exceeds
     ``ratio_threshold`` in ``patience`` consecutive evaluation phases, from global step
-    ``start_step`` on. A phase is a run of consecutive steps of one mode.
+    ``start_step`` on. A phase is a run of consecutive steps of one mode (two evaluations with
+    training steps between them are two phases, whether or not those steps saved a loss). An
+    evaluation phase is judged only against TRAIN losses saved since the evaluation before it,
+    the latest at most ``NEAR_STEPS`` (10) steps before it begins; otherwise it is skipped and
+    says why (a TRAIN loss saved every 100th step is no measure of the model evaluated 90
+    steps later).
 
     A validation loss somewhat above the training loss is normal (smdebug's default ratio of
     0.1 is exceeded by most healthy runs), so exceeding it is a *warning*. It is a *problem*
@@ -134,9 +145,13 @@ class Overfit(Rule):
         self.patience = patience
         self.ratio_threshold = ratio_threshold
         self._train: list[float] = []  # losses of the current (or last) training phase
+        self._train_step = 0  # the global step of its latest loss
+        self._train_used = False  # an evaluation pass was compared with it already
         self._val: list[float] | None = None  # losses of the evaluation pass under way
         self._val_step = 0  # the global step of its last loss
         self._last_mode: ModeKeys | None = None
+        self._last_eval: tuple[int, int] | None = None  # (global, EVAL step) of the last one
+        self._unmatched: str | None = None  # why the pass under way is not judged
         self._exceeded: list[bool] = []  # per evaluation phase, latest verdict
         self._passes: list[_Pass] = []  # the completed evaluation passes
 
@@ -191,7 +206,7 @@ class Overfit(Rule):
                 self.training_metric, self.validation_metric = pair
         if self.training_metric:
             return self._compare_metrics(step)
-        mode, _ = step_mode(self.base_trial, step)
+        mode, mode_step = step_mode(self.base_trial, step)
         loss = self._loss(step)
         if loss is None:
             raise self.skip("no loss saved at this step")
@@ -199,8 +214,12 @@ class Overfit(Rule):
             names = loss_names(self.base_trial, True, self.tensor_regex, step)
             return fire_nonfinite(self, names, "the loss")
         new_phase = mode != self._last_mode
+        if mode == ModeKeys.EVAL:
+            last, self._last_eval = self._last_eval, (step, mode_step)
+            # Steps of another mode in between (saved or not) make this a new evaluation.
+            new_phase = new_phase or last is None or step - last[0] > mode_step - last[1]
         self._last_mode = mode
-        if mode != ModeKeys.EVAL:
+        if mode != ModeKeys.EVAL or new_phase:
             self._close()
         if mode == ModeKeys.TRAIN:
             if new_phase:
@@ -211,6 +230,7 @@ class Overfit(Rule):
             found = None if self._samples.full else model_input(self.base_trial, step)
             if found is not None:
                 self._samples.add(found[1])
+            self._train_step, self._train_used = step, False
             self.explain(
                 "training steps only: Overfit compares each evaluation (EVAL) pass with the "
                 "training loss before it, and judges nothing until an EVAL step follows "
@@ -221,29 +241,52 @@ class Overfit(Rule):
         if mode != ModeKeys.EVAL:
             self.explain(f"{mode.name} steps are not compared", judged=False)
             return False
-        if new_phase or self._val is None:
-            self._val = []
-            self._exceeded.append(False)
+        if new_phase or (self._val is None and self._unmatched is None):
+            self._unmatched = self._unmatched_reason(step)
+            if self._unmatched is None:
+                self._val = []
+                self._exceeded.append(False)
+        if self._unmatched is not None or self._val is None:
+            self.explain(self._unmatched or "no training loss for this evaluation", judged=False)
+            return False
         self._val.append(loss)
         self._val_step = step
-        if not self._train:
-            self.explain(
-                "no training loss before this evaluation: Overfit compares the validation "
-                "(EVAL) loss with the training loss of the TRAIN steps before it",
-                judged=False,
-            )
-            return False
         train, val = float(np.mean(self._train)), float(np.mean(self._val))
         complete = pass_ends_at(self.base_trial, step)
         if complete:
             self._close()
         return self._judge(step, train, val, complete, len(self._val) if not complete else 0)
 
+    def _unmatched_reason(self, step: int) -> str | None:
+        """Why the evaluation pass beginning at ``step`` has no training loss to compare with
+        (None when it has one)."""
+        if not self._train:
+            return (
+                "no training loss before this evaluation: Overfit compares the validation "
+                "(EVAL) loss with the training loss of the TRAIN steps before it"
+            )
+        if self._train_used:
+            return (
+                f"no training loss saved since the previous evaluation (the latest, at step "
+                f"{self._train_step}, was compared with it): Overfit compares each evaluation "
+                "with the training loss of the steps just before it; save the losses at every "
+                "step (they are a few numbers)"
+            )
+        if step - self._train_step > NEAR_STEPS:
+            return (
+                f"the latest training loss was saved {step - self._train_step} steps before "
+                f"this evaluation (at step {self._train_step}): Overfit compares an evaluation "
+                f"with a training loss at most {NEAR_STEPS} steps before it; save the losses "
+                "more often (they are a few numbers)"
+            )
+        return None
+
     def _close(self) -> None:
         """End the evaluation pass under way (if any) as a whole pass."""
         if self._val and self._train:
             validation, training = float(np.mean(self._val)), float(np.mean(self._train))
             self._passes.append(_Pass(validation, training, self._val_step))
+            self._train_used = True
         self._val = None
 
     def _compare_metrics(self, step: int) -> bool:
