@@ -14,6 +14,7 @@ from tensortap.core.modes import ModeKeys
 from tensortap.rules import ClassImbalance, invoke_rule
 from tensortap.rules.finding import Severity
 from tensortap.testing import TrialBuilder
+from tensortap.trials import Trial
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
 import job_runs
@@ -153,6 +154,29 @@ def test_a_rare_class_within_the_noise_is_not_blamed(tmp_path: Path) -> None:
     assert all(f.details["cause"] != "class_imbalance" for f in summary.findings if f.step == 4)
 
 
+def drawn_again_and_again(
+    tmp_path: Path, counts: list[int], y_eval: np.ndarray, p_eval: np.ndarray
+) -> Trial:
+    """A training set of ``counts`` samples per class, drawn 16 at a time for 40 steps (the
+    model's input rows saved beside the labels, predicted right), and an evaluation pass of
+    ``y_eval`` answered ``p_eval`` every 10th step."""
+    rng = np.random.default_rng(0)
+    y_set = np.repeat(np.arange(len(counts)), counts)
+    x_set = rng.normal(size=(y_set.size, 16)).astype(np.float32)
+    builder = TrialBuilder(tmp_path)
+    for step in range(40):
+        rows = rng.integers(0, y_set.size, 16)
+        y = y_set[rows]
+        builder.step(
+            {"Net_input_0": x_set[rows], "labels": y, "predictions": y},
+            mode="train",
+            collections={"Net_input_0": "inputs"},
+        )
+        if step % 10 == 9:
+            builder.step({"labels": y_eval, "predictions": p_eval}, mode="eval")
+    return builder.close()
+
+
 def test_a_small_set_drawn_again_and_again_is_not_taken_for_an_imbalance(
     tmp_path: Path,
 ) -> None:
@@ -162,23 +186,11 @@ def test_a_small_set_drawn_again_and_again_is_not_taken_for_an_imbalance(
     down to class imbalance). Counted in distinct samples (the model's saved input rows
     beside the labels), no class has 30 samples: nothing is rare, and the class the model
     fails on held-out data is a class it finds hard, a warning."""
-    rng = np.random.default_rng(0)
-    y_set = np.repeat(np.arange(10), [3, 1, 8, 5, 3, 5, 5, 3, 4, 3])
-    x_set = rng.normal(size=(y_set.size, 16)).astype(np.float32)
     y_eval = np.repeat(np.arange(10), 20)
-    builder = TrialBuilder(tmp_path)
-    for step in range(40):
-        rows = rng.integers(0, y_set.size, 16)
-        y = y_set[rows]
-        builder.step(
-            {"Net_input_0": x_set[rows], "labels": y, "predictions": y},
-            mode="train",
-            collections={"Net_input_0": "inputs"},
-        )
-        if step % 10 == 9:
-            builder.step({"labels": y_eval, "predictions": np.where(y_eval == 1, 2, y_eval)},
-                         mode="eval")  # fmt: skip
-    summary = invoke_rule(ClassImbalance(builder.close()))
+    trial = drawn_again_and_again(
+        tmp_path, [3, 1, 8, 5, 3, 5, 5, 3, 4, 3], y_eval, np.where(y_eval == 1, 2, y_eval)
+    )
+    summary = invoke_rule(ClassImbalance(trial))
     assert summary.triggered, summary
     assert all(f.details["cause"] == "class_given_up" for f in summary.findings), summary
     assert summary.worst_severity is Severity.WARNING
@@ -188,22 +200,9 @@ def test_distinct_samples_still_show_a_real_imbalance(tmp_path: Path) -> None:
     """A set of 120 samples of class 0 and 4 of class 1 (a wrong filter), drawn again and
     again, and a model that answers 0 on a balanced validation set: in distinct samples too
     class 1 is rare, and the imbalance is blamed."""
-    rng = np.random.default_rng(0)
-    y_set = np.repeat([0, 1], [120, 4])
-    x_set = rng.normal(size=(y_set.size, 16)).astype(np.float32)
     y_eval = np.repeat([0, 1], 40)
-    builder = TrialBuilder(tmp_path)
-    for step in range(40):
-        rows = rng.integers(0, y_set.size, 16)
-        y = y_set[rows]
-        builder.step(
-            {"Net_input_0": x_set[rows], "labels": y, "predictions": y},
-            mode="train",
-            collections={"Net_input_0": "inputs"},
-        )
-        if step % 10 == 9:
-            builder.step({"labels": y_eval, "predictions": np.zeros_like(y_eval)}, mode="eval")
-    summary = invoke_rule(ClassImbalance(builder.close()))
+    trial = drawn_again_and_again(tmp_path, [120, 4], y_eval, np.zeros_like(y_eval))
+    summary = invoke_rule(ClassImbalance(trial))
     assert summary.worst_severity is Severity.PROBLEM, summary
     gravest = summary.gravest
     assert gravest is not None and gravest.details["cause"] == "class_imbalance"
