@@ -17,6 +17,7 @@ import tensortap as tt
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
+from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs import Rule, TrainingJob
 from tensortap.rules import rule_configs
 from tensortap.serve import start
@@ -214,6 +215,17 @@ def test_the_token_is_required_when_one_is_set(tmp_path, serve) -> None:
     status, body = get(base + "api/runs?token=s3cret")
     assert status == 200 and [r["name"] for r in body["runs"]] == ["t"]
     assert _is_local("127.0.0.1") and _is_local("::1") and not _is_local("0.0.0.0")
+    # a token the request carries that is not ASCII is refused like any other (was a 500)
+    assert get(base + "api/runs?token=%C3%A9s3cret")[0] == 401
+    assert get(base + "api/runs?token=")[0] == 401
+
+
+@pytest.mark.parametrize("token", ["", "two words", "s3cr\u00e9t", "a;b"])
+def test_a_token_that_lets_anyone_in_or_cannot_travel_is_refused(tmp_path, token) -> None:
+    """``--token ""`` was accepted, and then ``?token=`` let anyone in; a token a URL or a
+    cookie cannot carry as it is made requests fail. Refused before the port is bound."""
+    with pytest.raises(InvalidConfigError, match="token"):
+        start([str(tmp_path)], token=token, background=True)
 
 
 def test_the_api_downsamples_long_curves_keeping_spikes_and_refuses_bad_places(

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from tensortap.exceptions import TensortapError
+from tensortap.exceptions import InvalidConfigError, TensortapError
 from tensortap.serve import data
 from tensortap.serve.catalog import Catalog, Run
 
@@ -49,8 +49,32 @@ def _float(text: str | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
+#: What a token may hold: it travels in a URL and a cookie as it is.
+_TOKEN_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def check_token(token: str | None) -> None:
+    """Refuse a token that would let anyone in (empty) or cannot travel in a URL and a
+    cookie as it is."""
+    if token is None:
+        return
+    if not isinstance(token, str) or not token:
+        raise InvalidConfigError(
+            f"the dashboard's token must be a non-empty string, got {token!r}: an empty token "
+            "would let anyone in; leave --token out on the local machine, or pass a secret"
+        )
+    odd = sorted(set(token) - _TOKEN_CHARACTERS)
+    if odd:
+        raise InvalidConfigError(
+            f"the dashboard's token may hold letters, digits and '-._~' (it travels in a URL "
+            f"and a cookie), got one with {''.join(odd)!r}; for example pass "
+            "$(python -c 'import secrets; print(secrets.token_urlsafe(18))')"
+        )
+
+
 def create_app(catalog: Catalog, token: str | None = None) -> Starlette:
     """The app; with ``token``, every request must carry it (``?token=`` once, then a cookie)."""
+    check_token(token)
 
     def run_or_404(request: Request) -> Run:
         run = catalog.get(request.path_params["run"])
@@ -172,6 +196,12 @@ class _TokenMiddleware:
 
     def __init__(self, app: Callable[..., Awaitable[None]], token: str) -> None:
         self.app, self.token = app, token
+        self._expected = token.encode()
+
+    def _matches(self, given: str) -> bool:
+        """A constant-time comparison that any string a request carries can take (a non-ASCII
+        one made compare_digest raise: a 500 instead of a 401)."""
+        return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), self._expected)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -180,7 +210,7 @@ class _TokenMiddleware:
         request = Request(scope)
         given = request.query_params.get("token")
         held = request.cookies.get(COOKIE) or request.headers.get("x-tensortap-token")
-        if given is not None and hmac.compare_digest(given, self.token):
+        if given is not None and self._matches(given):
 
             async def send_with_cookie(message: dict[str, Any]) -> None:
                 if message["type"] == "http.response.start":
@@ -193,7 +223,7 @@ class _TokenMiddleware:
 
             await self.app(scope, receive, send_with_cookie)
             return
-        if held is not None and hmac.compare_digest(held, self.token):
+        if held is not None and self._matches(held):
             await self.app(scope, receive, send)
             return
         response = JSONResponse(

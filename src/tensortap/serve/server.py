@@ -97,8 +97,9 @@ def start(
     ``warm``, each run's curves are read ahead in the background as runs are found."""
     import uvicorn
 
-    from tensortap.serve.app import create_app
+    from tensortap.serve.app import check_token, create_app
 
+    check_token(token)  # before binding: an empty token would let anyone in
     if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
         raise InvalidConfigError(f"port must be 0..65535, got {port!r}")
     if not _is_local(host) and token is None:
