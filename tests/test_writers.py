@@ -3,6 +3,7 @@ deleted while training writes to it."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ import pytest
 
 import tensortap as tt
 from tensortap.exceptions import WorkerInUse
+from tensortap.writer import ownership
 
 HELPERS = Path(__file__).parent / "helpers"
 sys.path.insert(0, str(HELPERS))
@@ -123,3 +125,53 @@ def test_a_second_hook_in_one_process_is_refused_until_the_first_closes(tmp_path
         tt.Hook(tmp_path / "t")
     first.close()
     tt.Hook(tmp_path / "t").close()
+
+
+def test_a_writer_whose_clock_runs_120_s_ahead_does_not_evict_a_live_owner(
+    s3_bucket, monkeypatch
+) -> None:
+    """The S3 lease is judged by the server's clock: a taker's own clock never enters."""
+    from tensortap.s3 import S3Store
+
+    location = f"s3://{s3_bucket}/skewed"
+    owner = _writer(location, -1)
+    try:
+        _wait_for_line(owner, "step 3")
+        monkeypatch.setattr(ownership, "wall_clock", lambda: time.time() + 120.0)
+        with pytest.raises(WorkerInUse, match=f"pid {owner.pid} on host.*by the S3 server's clock"):
+            tt.Hook(location, worker=0)
+        _wait_for_line(owner, "step 8")  # the owner writes on, still holding its lease
+        lease = json.loads(S3Store(location).get(ownership.owner_key("worker_0")))
+        assert lease["pid"] == owner.pid
+    finally:
+        owner.kill()
+        owner.wait(30)
+
+
+@pytest.mark.parametrize("skew", [-120.0, 120.0])
+def test_a_dead_owner_elsewhere_is_taken_over_whatever_the_clocks_say(
+    s3_bucket, monkeypatch, skew: float
+) -> None:
+    """An owner on another host that died (its clock an hour ahead) leaves a lease nobody
+    renews: once the server says it went its lease period without renewal, a writer (its own
+    clock 120 s behind or ahead) takes the worker over."""
+    from tensortap.s3 import S3Store
+
+    location = f"s3://{s3_bucket}/dead"
+    dead = {"pid": 4242, "host": "a-host-that-died", "session": "gone", "started": 0.0}
+    lease = {**dead, "lease_secs": 3.0, "expires": time.time() + 3600.0}
+    S3Store(location).put(ownership.owner_key("worker_0"), json.dumps(lease).encode())
+    monkeypatch.setattr(ownership, "wall_clock", lambda: time.time() + skew)
+    with pytest.raises(WorkerInUse, match="pid 4242 on host a-host-that-died.*renewed [0-3] s ago"):
+        tt.Hook(location, worker=0)  # just written: live, whatever its "expires" says
+    deadline = time.monotonic() + 30
+    hook = None
+    while hook is None:
+        assert time.monotonic() < deadline, "the dead owner's lease was never taken over"
+        try:
+            hook = tt.Hook(location, worker=0)
+        except WorkerInUse:
+            time.sleep(0.2)  # polling the server's clock, with a deadline
+    taken = json.loads(S3Store(location).get(ownership.owner_key("worker_0")))
+    assert taken["pid"] == os.getpid() and taken["lease_secs"] == ownership.LEASE_SECS
+    hook.close()

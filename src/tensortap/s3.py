@@ -24,6 +24,8 @@ validated and placed under the prefix, so nothing can be written outside it.
 from __future__ import annotations
 
 import builtins
+import datetime
+import email.utils
 import logging
 import random
 import threading
@@ -73,6 +75,25 @@ def _client(endpoint_url: str | None) -> Any:
         max_pool_connections=PARALLEL_READS + 4,
     )
     return boto3.client("s3", endpoint_url=endpoint_url, config=config)
+
+
+def server_age(answer: dict[str, Any]) -> float | None:
+    """How long ago (seconds) the object in a GetObject ``answer`` was last written, by the
+    server's clock alone: the response's ``Date`` header minus the object's ``Last-Modified``
+    (both stamped by the server, so no client's clock enters). None when either is missing or
+    unreadable. Both have one-second resolution."""
+    modified = answer.get("LastModified")
+    headers = answer.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+    date = headers.get("date") if isinstance(headers, dict) else None
+    if not isinstance(modified, datetime.datetime) or not isinstance(date, str):
+        return None
+    try:
+        now = email.utils.parsedate_to_datetime(date)
+        if now.tzinfo is None or modified.tzinfo is None:
+            return None
+        return (now - modified).total_seconds()
+    except (TypeError, ValueError):
+        return None
 
 
 def error_code(exc: BaseException) -> str:
@@ -219,15 +240,16 @@ class S3Store(Store):
             raise self._error(exc, "reaching the bucket") from None
 
     # -- reading --
-    def _read(self, key: str, byte_range: str | None = None) -> tuple[bytes, str]:
-        """An object's bytes (or a range of them) and its ETag."""
+    def _read(self, key: str, byte_range: str | None = None) -> tuple[bytes, str, float | None]:
+        """An object's bytes (or a range of them), its ETag and its age by the server's clock
+        (:func:`server_age`)."""
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": self._key(key)}
         if byte_range is not None:
             kwargs["Range"] = byte_range
 
-        def fetch() -> tuple[bytes, str]:  # the body is read inside the retry
+        def fetch() -> tuple[bytes, str, float | None]:  # the body is read inside the retry
             answer = self.client.get_object(**kwargs)
-            return answer["Body"].read(), str(answer.get("ETag", ""))
+            return answer["Body"].read(), str(answer.get("ETag", "")), server_age(answer)
 
         try:
             return self._call("GetObject", fetch)
@@ -377,6 +399,11 @@ class S3Store(Store):
 
     def get_with_etag(self, key: str) -> tuple[bytes, str]:
         """An object's bytes and its ETag (KeyError if missing)."""
+        return self._read(key)[:2]
+
+    def get_with_age(self, key: str) -> tuple[bytes, str, float | None]:
+        """An object's bytes, its ETag and how many seconds ago it was last written, by the
+        server's clock alone (KeyError if missing; see :func:`server_age`)."""
         return self._read(key)
 
     def open_writer(self, key: str) -> ObjectWriter:

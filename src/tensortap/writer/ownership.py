@@ -9,10 +9,17 @@ at construction, naming the owner (pid, host, session) and what to do.
   hidden file readers ignore). The kernel drops it when the owner dies, even by SIGKILL, so a
   restarted script resumes the worker at once.
 - On S3 it is a lease object, ``workers/<worker>/owner.json``, created only if absent
-  (``If-None-Match: *``) and renewed by the writer thread every ``LEASE_SECS / 3`` with
-  ``If-Match`` on its ETag. A lease not renewed for ``LEASE_SECS`` may be taken over (again
-  with ``If-Match``, so two takers cannot both win); so may one whose owner ran on this host
-  and is gone. A writer that finds its lease taken stops publishing and says so in its status.
+  (``If-None-Match: *``) and renewed by the writer thread every ``check_secs`` (20 s,
+  ``LEASE_SECS / 3``) with ``If-Match`` on its ETag. A lease not renewed for its
+  ``lease_secs`` (``LEASE_SECS``) may be taken over (again with ``If-Match``, so two takers
+  cannot both win); so may one whose owner ran on this host and is gone. "Not renewed for" is
+  judged by the *server's* clock alone: the GET's ``Date`` header minus the object's
+  ``Last-Modified``, both stamped by the S3 server, so a writer whose clock is wrong (by any
+  amount, either way) can neither evict a live owner nor keep a dead one. No two hosts' clocks
+  are ever compared; the ``expires`` in the body (the owner's own clock) is written only for
+  older tensortap versions and never read. A server that sends no ``Date`` or
+  ``Last-Modified`` gets its leases treated as live (the error says which object to delete).
+  A writer that finds its lease taken stops publishing and says so in its status.
 - A store of another kind (in memory) is claimed in a process-wide table.
 """
 
@@ -23,6 +30,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tensortap.exceptions import StorageError, TensortapError, WorkerInUse
@@ -32,6 +40,9 @@ from tensortap.storage.base import Store
 from tensortap.storage.local import LocalStore
 
 LEASE_SECS = 60.0
+#: This host's wall clock, read only for what a lease shows people (and older versions):
+#: never to judge a lease. A parameter so tests can run a writer with a skewed clock.
+wall_clock: Callable[[], float] = time.time
 _CLAIMED: set[tuple[int, str]] = set()  # (id(store), worker) claimed in this process
 _CLAIMED_LOCK = threading.Lock()
 
@@ -130,7 +141,9 @@ class _S3Claim(Claim):
         self._etag = self._take()
 
     def _body(self) -> bytes:
-        return json.dumps({**self._info, "expires": time.time() + LEASE_SECS}).encode()
+        # "expires" (this host's clock) only for older versions, which judged by it
+        body = {**self._info, "lease_secs": LEASE_SECS, "expires": wall_clock() + LEASE_SECS}
+        return json.dumps(body).encode()
 
     def _take(self) -> str:
         store = self._store
@@ -138,7 +151,7 @@ class _S3Claim(Claim):
         if etag is not None:
             return str(etag)
         try:
-            raw, current = store.get_with_etag(self._key)
+            raw, current, age = store.get_with_age(self._key)
             owner = json.loads(raw)
             if not isinstance(owner, dict):
                 owner = {}
@@ -147,16 +160,25 @@ class _S3Claim(Claim):
             if etag is None:
                 raise _busy(store, self._worker, {}) from None
             return str(etag)
-        except ValueError:
-            owner, current = {}, None
-        expires = owner.get("expires")
+        except ValueError:  # an unreadable body: judged by its age alone
+            owner = {}
+        period = _lease_secs(owner)
         gone = owner.get("host") == socket.gethostname() and not _pid_alive(owner.get("pid"))
-        stale = not isinstance(expires, int | float) or expires < time.time()
-        if (gone or stale) and current is not None:
+        stale = age is not None and age > period
+        if gone or stale:
             etag = store.put_conditional(self._key, self._body(), if_match=current)
             if etag is not None:
                 return str(etag)
-        left = f"; its lease runs until {time.ctime(expires)}" if isinstance(expires, float) else ""
+        if age is None:
+            left = (
+                f"; this S3 server sends no Date/Last-Modified, so tensortap cannot tell whether "
+                f"that writer is alive: if it is gone, delete {store.location}/{self._key}"
+            )
+        else:
+            left = (
+                f"; its lease was renewed {max(age, 0.0):.0f} s ago by the S3 server's clock "
+                f"and may be taken over once it goes {period:.0f} s without renewal"
+            )
         raise _busy(store, self._worker, owner, left)
 
     def renew(self) -> str | None:
@@ -189,6 +211,14 @@ class _ProcessClaim(Claim):
     def release(self) -> None:
         with _CLAIMED_LOCK:
             _CLAIMED.discard(self._id)
+
+
+def _lease_secs(owner: dict[str, Any]) -> float:
+    """The lease period its owner declared (``LEASE_SECS`` for a lease that declares none)."""
+    period = owner.get("lease_secs")
+    if isinstance(period, int | float) and not isinstance(period, bool) and 0 < period < 1e6:
+        return float(period)
+    return LEASE_SECS
 
 
 def _pid_alive(pid: object) -> bool:
