@@ -63,12 +63,46 @@ def test_a_poisoned_batch_is_skipped_and_training_goes_on(tmp_path: Path) -> Non
     after_20 = before[21]
     assert all(torch.equal(a, b) for a, b in zip(before[20], after_20))  # no update at 20
     assert not all(torch.equal(a, b) for a, b in zip(before[21], before[22]))  # then goes on
+    assert guard.flush()  # the recording is written on a background thread
     (where,) = guard.recorded
     trial = tt.create_trial(where)
     steps = trial.tensor("training_step")
     assert [float(steps.value(s)) for s in steps.steps()] == [17.0, 18.0, 19.0, 20.0]
     assert math.isnan(float(trial.tensor("loss").value(3)))  # the step that tripped it
     assert trial.tensor("gradient/0.weight").value(0).shape == (16, 8)
+
+
+def test_a_hundred_bad_batches_make_at_most_max_recordings_and_status_counts_them(
+    tmp_path: Path,
+) -> None:
+    model, optimizer = setup()
+    guard = ttp.Guard(optimizer, model, flight_recorder=tmp_path / "flight", keep=4)
+    assert guard.max_recordings == ttp.guard.MAX_RECORDINGS == 3
+    train(model, optimizer, guard, {i: "nan" for i in range(5, 105)}, steps=110)
+    assert guard.remove()  # waits for the recordings still being written
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    status = guard.status
+    assert (status.trips, status.skipped_updates) == (100, 100)
+    assert (status.recordings, status.recordings_over_budget) == (3, 97)
+    assert (status.recordings_pending, status.recordings_failed) == (0, 0)
+    on_disk = sorted(p.name for p in (tmp_path / "flight").iterdir())
+    assert on_disk == ["trip-5", "trip-6", "trip-7"]  # the first ones: nothing is deleted
+    assert sorted(guard.recorded) == [str(tmp_path / "flight" / name) for name in on_disk]
+    segments = [f for f in (tmp_path / "flight").rglob("*") if f.parent.name == "data"]
+    assert status.recording_bytes == sum(f.stat().st_size for f in segments) > 0
+    first = tt.create_trial(tmp_path / "flight" / "trip-5").tensor("training_step")
+    assert [float(first.value(s)) for s in first.steps()] == [2.0, 3.0, 4.0, 5.0]  # healthy ones
+
+
+def test_the_flight_recorder_budget_can_be_zero_and_is_checked(tmp_path: Path) -> None:
+    model, optimizer = setup()
+    guard = ttp.Guard(optimizer, model, flight_recorder=tmp_path / "f", max_recordings=0)
+    train(model, optimizer, guard, {3: "nan", 4: "nan"}, steps=6)
+    assert guard.flush() and guard.status.recordings_over_budget == 2
+    assert guard.recorded == [] and not (tmp_path / "f").exists()
+    for bad in (-1, 1.5, True):
+        with pytest.raises(InvalidConfigError, match="max_recordings must be an int >= 0"):
+            ttp.Guard(optimizer, model, flight_recorder=tmp_path / "f", max_recordings=bad)
 
 
 def test_a_spike_is_caught_against_the_running_baseline() -> None:

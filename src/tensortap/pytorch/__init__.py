@@ -13,7 +13,7 @@ from tensortap.core.collections import Collection, CollectionKeys
 from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.save_config import SaveConfig, SaveConfigMode
 from tensortap.hook_config import HookConfig
-from tensortap.pytorch.guard import Guard, GuardEvent
+from tensortap.pytorch.guard import Guard, GuardEvent, GuardStatus
 from tensortap.pytorch.hook import Hook, get_hook
 from tensortap.pytorch.naming import OPTIMIZER_VARIABLES, RELU_ACTIVATIONS
 from tensortap.trials import Trial, create_trial
@@ -26,6 +26,7 @@ __all__ = [
     "CollectionKeys",
     "Guard",
     "GuardEvent",
+    "GuardStatus",
     "Hook",
     "HookConfig",
     "ReductionConfig",

@@ -33,6 +33,14 @@ Every trip is kept in :attr:`events` (step, reason, batch, loss, gradient norm).
 step; choose ``names`` to keep fewer) are written as a trial when the guard trips, together
 with the offending step, as ``create_trial(f"{flight_recorder}/trip-{step}")`` (also listed in
 :attr:`recorded`).
+
+The flight recorder has a budget: at most ``max_recordings`` (3) recordings per guard. The
+first ones are kept and later trips are counted, not recorded: the first recording holds the
+healthy steps before the fault (a run of bad batches trips on every one of them), and nothing
+already written is deleted. Recordings are written on a background thread, so a trip costs the
+training thread only the hand-over of the ring buffer (already on the CPU); :meth:`flush` waits
+for them, and :attr:`status` counts trips, recordings, skipped and failed ones, and the bytes
+written.
 """
 
 from __future__ import annotations
@@ -41,7 +49,10 @@ import logging
 import math
 import os
 import re
+import threading
+import time
 from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +64,20 @@ from tensortap.exceptions import InvalidConfigError
 log = logging.getLogger(__name__)
 
 ACTIONS = ("skip", "stop", "record")
+MAX_RECORDINGS = 3  # the flight recorder's default budget per guard
+
+
+@dataclass(frozen=True)
+class GuardStatus:
+    """What the guard did so far (``Guard.status``)."""
+
+    trips: int  #: how many times it tripped
+    skipped_updates: int  #: updates it skipped ("skip" and "stop")
+    recordings: int  #: flight recordings written (each a trial under ``flight_recorder``)
+    recordings_pending: int  #: handed to the background thread, not written yet
+    recordings_over_budget: int  #: trips not recorded because ``max_recordings`` were made
+    recordings_failed: int  #: recordings that could not be written (logged)
+    recording_bytes: int  #: bytes of values the written recordings hold
 
 
 @dataclass(frozen=True)
@@ -89,6 +114,7 @@ class Guard:
         flight_recorder: str | os.PathLike[str] | None = None,
         keep: int = 5,
         names: str | None = None,
+        max_recordings: int = MAX_RECORDINGS,
     ) -> None:
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise InvalidConfigError(
@@ -102,6 +128,15 @@ class Guard:
         for label, count in (("window", window), ("warmup", warmup), ("keep", keep)):
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
                 raise InvalidConfigError(f"Guard {label} must be an int >= 1, got {count!r}")
+        if (
+            isinstance(max_recordings, bool)
+            or not isinstance(max_recordings, int)
+            or max_recordings < 0
+        ):
+            raise InvalidConfigError(
+                "Guard max_recordings must be an int >= 0 (how many flight recordings at most; "
+                f"0 records none), got {max_recordings!r}"
+            )
         if flight_recorder is not None and model is None:
             raise InvalidConfigError("Guard's flight_recorder needs the model (its parameters)")
         self.optimizer, self.action = optimizer, action
@@ -119,7 +154,12 @@ class Guard:
         self._batch: Any = None
         self.step = 0
         self.events: list[GuardEvent] = []
-        self.recorded: list[str] = []  # the flight recorder's trials, one per trip
+        self.max_recordings = max_recordings
+        self.recorded: list[str] = []  # the flight recorder's trials, in the order written
+        self._recording = threading.Lock()  # guards the counters the background thread moves
+        self._recorder: ThreadPoolExecutor | None = None  # made at the first recording
+        self._pending: list[Future[None]] = []
+        self._started = self._over_budget = self._failed = self._bytes = 0
         self.skipped = 0
         self.should_stop = False
         self.last: tuple[float, float] | None = None  # the last step's (loss, gradient norm)
@@ -130,9 +170,45 @@ class Guard:
         self._loss = loss.detach() if isinstance(loss, torch.Tensor) else torch.tensor(loss)
         self._batch = batch
 
-    def remove(self) -> None:
-        """Stop guarding (the optimizer's pre-hook is removed)."""
+    def remove(self, timeout: float | None = 60.0) -> bool:
+        """Stop guarding (the optimizer's pre-hook is removed) and wait up to ``timeout``
+        seconds for the flight recordings still being written (see :meth:`flush`)."""
         self._handle.remove()
+        done = self.flush(timeout)
+        if self._recorder is not None:
+            self._recorder.shutdown(wait=False)  # what is still running finishes on its own
+            self._recorder = None
+        return done
+
+    def flush(self, timeout: float | None = 60.0) -> bool:
+        """Wait up to ``timeout`` seconds (None: for ever) for the flight recordings handed
+        to the background thread; whether all of them are written (or failed, see
+        :attr:`status`)."""
+        with self._recording:
+            pending = list(self._pending)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for future in pending:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                future.result(left)
+            except TimeoutError:
+                return False
+        return True
+
+    @property
+    def status(self) -> GuardStatus:
+        """Trips, skipped updates, and the flight recorder's recordings and bytes so far."""
+        with self._recording:
+            pending = sum(not f.done() for f in self._pending)
+            return GuardStatus(
+                trips=len(self.events),
+                skipped_updates=self.skipped,
+                recordings=len(self.recorded),
+                recordings_pending=pending,
+                recordings_over_budget=self._over_budget,
+                recordings_failed=self._failed,
+                recording_bytes=self._bytes,
+            )
 
     # -- inside optimizer.step() --
     def _measure(self) -> tuple[float, float]:
@@ -226,18 +302,39 @@ class Guard:
             snapshot.tensors["loss"] = self._loss.detach().to("cpu", copy=True).float()
         self._ring.append(snapshot)
 
-    def _write_flight_recorder(self, event: GuardEvent) -> str | None:
-        """The ring buffer as a trial of its own, ``<flight_recorder>/trip-<step>``: one step
-        per remembered training step (oldest first; the scalar ``training_step`` says which),
-        the last being the one that tripped the guard. Returns where it went."""
+    def _write_flight_recorder(self, event: GuardEvent) -> None:
+        """Hand the ring buffer (CPU copies, no longer touched here) to the background thread,
+        within the budget; a trip over it is only counted."""
+        with self._recording:
+            if self._started >= self.max_recordings:
+                self._over_budget += 1
+                if self._over_budget == 1:
+                    log.warning(
+                        "tensortap guard: %d flight recordings made (max_recordings); later "
+                        "trips are counted in guard.status but not recorded",
+                        self.max_recordings,
+                    )
+                return
+            self._started += 1
+            if self._recorder is None:
+                self._recorder = ThreadPoolExecutor(1, "tensortap-guard-recorder")
+            ring = list(self._ring)
+            self._pending = [f for f in self._pending if not f.done()]
+            self._pending.append(self._recorder.submit(self._record, event.step, ring))
+
+    def _record(self, step: int, ring: list[_Snapshot]) -> None:
+        """On the background thread: the ring buffer as a trial of its own,
+        ``<flight_recorder>/trip-<step>``: one step per remembered training step (oldest
+        first; the scalar ``training_step`` says which), the last being the one that tripped
+        the guard."""
         from tensortap.core.save_config import SaveConfig
         from tensortap.hook import Hook
 
         assert self.flight_recorder is not None
-        where = os.path.join(self.flight_recorder, f"trip-{event.step}")
+        where = os.path.join(self.flight_recorder, f"trip-{step}")
         try:
             hook = Hook(where, save_config=SaveConfig(save_interval=1), include_regex=".*")
-            for snapshot in self._ring:
+            for snapshot in ring:
                 hook.save_scalar("training_step", float(snapshot.step))
                 for name, tensor in snapshot.tensors.items():
                     kind = "gradients" if name.startswith("gradient/") else "weights"
@@ -245,12 +342,17 @@ class Guard:
                         name, tensor.numpy(), collections="losses" if name == "loss" else kind
                     )
                 hook.next_step()
-            hook.close()
-        except Exception:  # never breaks training: logged
+            status = hook.close()
+            if not status.healthy:
+                raise RuntimeError(f"its writer reported {status.writer.last_error}")
+        except Exception:  # never breaks training: logged and counted
             log.exception("tensortap guard: could not write the flight recorder to %s", where)
-            return None
-        self.recorded.append(where)
-        return where
+            with self._recording:
+                self._failed += 1
+            return
+        with self._recording:
+            self.recorded.append(where)
+            self._bytes += status.writer.bytes_written
 
 
-__all__ = ["ACTIONS", "Guard", "GuardEvent"]
+__all__ = ["ACTIONS", "MAX_RECORDINGS", "Guard", "GuardEvent", "GuardStatus"]
