@@ -163,9 +163,10 @@ def _rank(rank: int, port: int, out: str) -> None:
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2
     )
     model, optimizer = setup()
-    guard = ttp.Guard(optimizer, model)
+    guard = ttp.Guard(optimizer, model, flight_recorder=f"{out}/flight", keep=3)
     poison = {7: "nan"} if rank == 1 else {}  # only rank 1 sees the bad batch
     train(model, optimizer, guard, poison, steps=10)
+    assert guard.remove() and guard.status.recordings == 1, guard.status
     np.save(f"{out}/rank{rank}.npy", np.array([e.step for e in guard.events]))
     torch.distributed.destroy_process_group()
 
@@ -177,3 +178,5 @@ def test_every_rank_reaches_the_same_decision(tmp_path: Path) -> None:
     mp.start_processes(_rank, args=(port, str(tmp_path)), nprocs=2, start_method="spawn")
     assert np.load(tmp_path / "rank0.npy").tolist() == [7]  # rank 0 skipped step 7 too
     assert np.load(tmp_path / "rank1.npy").tolist() == [7]
+    recording = tt.create_trial(tmp_path / "flight" / "trip-7")  # one worker per rank
+    assert recording.workers() == ["worker_0", "worker_1"]

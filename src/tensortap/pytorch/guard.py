@@ -319,21 +319,30 @@ class Guard:
             if self._recorder is None:
                 self._recorder = ThreadPoolExecutor(1, "tensortap-guard-recorder")
             ring = list(self._ring)
+            rank, ranks = 0, 1  # every rank trips alike: each records its own worker
+            if torch.distributed.is_available() and torch.distributed.is_initialized():
+                rank, ranks = torch.distributed.get_rank(), torch.distributed.get_world_size()
             self._pending = [f for f in self._pending if not f.done()]
-            self._pending.append(self._recorder.submit(self._record, event.step, ring))
+            self._pending.append(self._recorder.submit(self._record, event.step, ring, rank, ranks))
 
-    def _record(self, step: int, ring: list[_Snapshot]) -> None:
+    def _record(self, step: int, ring: list[_Snapshot], rank: int, ranks: int) -> None:
         """On the background thread: the ring buffer as a trial of its own,
         ``<flight_recorder>/trip-<step>``: one step per remembered training step (oldest
         first; the scalar ``training_step`` says which), the last being the one that tripped
-        the guard."""
+        the guard; under ``torch.distributed`` each rank writes its own worker of it."""
         from tensortap.core.save_config import SaveConfig
         from tensortap.hook import Hook
 
         assert self.flight_recorder is not None
         where = os.path.join(self.flight_recorder, f"trip-{step}")
         try:
-            hook = Hook(where, save_config=SaveConfig(save_interval=1), include_regex=".*")
+            hook = Hook(
+                where,
+                save_config=SaveConfig(save_interval=1),
+                include_regex=".*",
+                worker=rank,
+                num_workers=ranks,
+            )
             for snapshot in ring:
                 hook.save_scalar("training_step", float(snapshot.step))
                 for name, tensor in snapshot.tensors.items():
