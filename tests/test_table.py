@@ -21,7 +21,7 @@ pytest.importorskip("duckdb")
 import tensortap as tt
 from tensortap.cli import main
 from tensortap.exceptions import InvalidConfigError
-from tensortap.table import export_parquet, query
+from tensortap.table import connect, export_parquet, query
 
 COLUMNS = [
     "worker",
@@ -233,3 +233,22 @@ def test_export_and_query_on_the_local_s3_server(s3_bucket) -> None:
         ("s3run", "EVAL", 0),
     ]
     assert rows[-1]["value"] == 3.0
+
+
+@pytest.mark.parametrize("given", ["run[1]", "a*", "a?"])
+def test_a_dataset_path_is_taken_literally_never_as_a_glob(tmp_path: Path, given: str) -> None:
+    """DuckDB's read_parquet expands ``[``, ``*`` and ``?``: a dataset named ``run[1]`` must not
+    answer from its sibling ``run1`` (nor ``a*`` from ``ab``)."""
+    sibling = {"run[1]": "run1", "a*": "ab", "a?": "ab"}[given]
+    _finish(_train(tmp_path / "t1", range(2)), 1.0)
+    _finish(_train(tmp_path / "t2", range(5)), 2.0)
+    export_parquet([tmp_path / "t2"], tmp_path / sibling, runs=["r"])  # the same file names
+    export_parquet([tmp_path / "t1"], tmp_path / given, runs=["r"])
+    sql = "SELECT run, count(*) AS n FROM stats GROUP BY run"
+    assert query(sql, tmp_path / given).to_pylist() == [{"run": "r", "n": 2 * 4 + 1}]
+    assert query(sql, tmp_path / sibling).to_pylist() == [{"run": "r", "n": 5 * 4 + 1}]
+    con = connect(tmp_path / given, runs=["r"])
+    try:
+        assert con.sql("SELECT count(*) FROM stats WHERE step = 1").fetchall() == [(4,)]
+    finally:
+        con.close()
