@@ -53,6 +53,11 @@ def export(ns: argparse.Namespace) -> int:
 
     for done in export_parquet(ns.trials, ns.parquet, ns.runs):
         what = f"{done.rows} rows from {done.segments} new segments" if done.part else "nothing new"
+        if done.pending:
+            what += (
+                f"; {done.pending} segments unreadable now, left pending (the next export "
+                "tries them again)"
+            )
         print(f"{done.run}: {what}")
     return 0
 
