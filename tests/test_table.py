@@ -393,3 +393,20 @@ def test_a_second_exporter_waits_for_the_first_or_is_refused_naming_it(
         if holder.poll() is None:
             holder.kill()
         holder.wait()
+
+
+def test_one_exporter_per_run_on_the_local_s3_server_too(s3_bucket) -> None:
+    pytest.importorskip("boto3")
+    from tensortap.storage import open_store
+    from tensortap.table.export import _claim_run
+
+    trial = f"s3://{s3_bucket}/jobs/claimed"
+    _finish(_train(trial, range(2)), 3.0)
+    dataset = f"s3://{s3_bucket}/claimed-stats"
+    held = _claim_run(open_store(dataset), "claimed", 0.0)  # a lease, as another exporter's
+    try:
+        with pytest.raises(ExportError, match="is being exported by pid"):
+            export_parquet([trial], dataset, wait=0.2)
+    finally:
+        held.release()
+    assert export_parquet([trial], dataset, wait=0.2)[0].rows == 2 * 4 + 1

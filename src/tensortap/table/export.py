@@ -83,7 +83,11 @@ def export_parquet(
     """Export (or bring up to date) each trial (a location, a job directory, or a Trial) as a
     run of the dataset at ``out``. A run is named after its trial's directory (the job's, for
     a job's ``JOB/trial``) unless ``runs`` names them. A location that holds no trial is an
-    error (NotATrialError), raised before anything is written."""
+    error (NotATrialError), raised before anything is written. One exporter per run at a time:
+    an export of a run another process is exporting waits for it up to ``wait`` seconds, then
+    raises ExportError naming it. A segment that cannot be read now is left pending
+    (``Exported.pending``) and taken by a later export once readable (a Trial passed in reads
+    each index once: pass locations to have pending segments read again)."""
     given = list(trials)
     if runs is not None and len(runs) != len(given):
         raise InvalidConfigError(
