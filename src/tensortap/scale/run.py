@@ -18,7 +18,7 @@ import pyarrow as pa
 from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs.specs import Rule as RuleSpec
 from tensortap.rules.rule_configs import BuiltinRuleConfig
-from tensortap.scale.tasks import Task, evaluate, failed, serve
+from tensortap.scale.tasks import STARTED, Task, evaluate, failed, serve
 from tensortap.storage import Store
 from tensortap.table.export import check_run_name, run_name_of
 from tensortap.trials.trial import Trial
@@ -215,7 +215,7 @@ def _on_processes(
             for at, worker in list(busy.items()):
                 answer: dict[str, Any] | None = None
                 if worker.conn in ready or worker.process.sentinel in ready:
-                    answer = worker.answer(tasks[at])
+                    answer = worker.answer(tasks[at], time_limit)
                 elif worker.deadline is not None and now >= worker.deadline:
                     worker.kill()
                     answer = failed(
@@ -236,6 +236,9 @@ def _on_processes(
     return [r for r in results if r is not None]
 
 
+_STARTUP = 120.0  # seconds a new worker process may take to start (imports) on top of a limit
+
+
 class _Worker:
     """One worker process of the local engine and the task it is on."""
 
@@ -248,20 +251,27 @@ class _Worker:
         self.deadline: float | None = None
 
     def give(self, task: Task, time_limit: float | None) -> bool:
+        # Until the worker says it began the task, its time also covers starting the process
         self.started = time.monotonic()
-        self.deadline = None if time_limit is None else self.started + time_limit
+        self.deadline = None if time_limit is None else self.started + time_limit + _STARTUP
         try:
             self.conn.send(task)
         except (OSError, ValueError):
             return False
         return True
 
-    def answer(self, task: Task) -> dict[str, Any]:
-        """The task's rows, or Error rows saying how the process died."""
+    def answer(self, task: Task, time_limit: float | None) -> dict[str, Any] | None:
+        """The task's rows, or Error rows saying how the process died; None when the worker
+        only said that it began the task (its time limit counts from now)."""
         try:
             if self.conn.poll():
-                got: dict[str, Any] = self.conn.recv()
-                return got
+                got = self.conn.recv()
+                if got == STARTED:
+                    self.started = time.monotonic()
+                    self.deadline = None if time_limit is None else self.started + time_limit
+                    return None
+                rows: dict[str, Any] = got
+                return rows
         except (EOFError, OSError):
             pass
         self.process.join(5.0)

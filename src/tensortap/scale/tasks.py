@@ -83,6 +83,9 @@ def failed(task: Task, message: str, seconds: float = 0.0) -> dict[str, list[dic
     return _failed(task, where, message, seconds)
 
 
+STARTED = "started"  # what a worker process says when it begins a task
+
+
 def serve(conn: Any) -> None:
     """A worker process of the local engine: evaluate each task received on ``conn`` and send
     its rows back, until the connection closes. Anything escaping a task (it should not) is
@@ -92,6 +95,7 @@ def serve(conn: Any) -> None:
             task = conn.recv()
         except (EOFError, OSError):
             return
+        conn.send(STARTED)  # the task's time limit counts from here
         started = time.perf_counter()
         try:
             answer = evaluate(task)
