@@ -370,7 +370,7 @@ sys.stdin.read()
 
 
 def test_a_second_exporter_waits_for_the_first_or_is_refused_naming_it(
-    tmp_path: Path, helper_env: dict[str, str]
+    tmp_path: Path, helper_env: dict[str, str], capsys
 ) -> None:
     _finish(_train(tmp_path / "r", range(3)), 1.0)
     helper_env["PYTHONPATH"] = os.pathsep.join(sys.path)
@@ -386,6 +386,9 @@ def test_a_second_exporter_waits_for_the_first_or_is_refused_naming_it(
         with pytest.raises(ExportError, match=rf"being exported by pid {holder.pid} .*wait"):
             export_parquet([tmp_path / "r"], tmp_path / "stats", wait=0.2)
         assert not (tmp_path / "stats" / "run=r").exists()
+        cmd = ["export", str(tmp_path / "r"), "-o", str(tmp_path / "stats"), "--wait", "0"]
+        assert main(cmd) == 2
+        assert f"being exported by pid {holder.pid}" in capsys.readouterr().err
         assert holder.stdin is not None
         holder.stdin.close()  # the first exporter ends: the second, waiting, goes on
         assert export_parquet([tmp_path / "r"], tmp_path / "stats", wait=60)[0].rows == 13
