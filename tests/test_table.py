@@ -413,3 +413,21 @@ def test_one_exporter_per_run_on_the_local_s3_server_too(s3_bucket) -> None:
     finally:
         held.release()
     assert export_parquet([trial], dataset, wait=0.2)[0].rows == 2 * 4 + 1
+
+
+def test_a_segment_whose_values_cannot_be_read_is_left_pending_too(tmp_path: Path) -> None:
+    hook = _train(tmp_path / "r", range(0))
+    for step in range(4):  # a segment per step; the loss's value is in the data object
+        hook.save_scalar("loss", float(step), "losses")
+        hook.next_step()
+        hook.flush()
+    _finish(hook, 9.0)
+    data = sorted((tmp_path / "r" / "workers" / "worker_0" / "data").iterdir())
+    victim, aside = data[1], tmp_path / "aside"
+    victim.rename(aside)  # gone for now (a failed read, a copy not finished)
+    first = export_parquet([tmp_path / "r"], tmp_path / "stats")[0]
+    assert first.pending == 1 and first.segments == len(data) - 1
+    aside.rename(victim)
+    assert export_parquet([tmp_path / "r"], tmp_path / "stats")[0].segments == 1
+    export_parquet([tmp_path / "r"], tmp_path / "whole")
+    assert _rows(tmp_path / "stats") == _rows(tmp_path / "whole")

@@ -33,10 +33,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tensortap.core.collections import Collection
-from tensortap.exceptions import InvalidConfigError, TensortapError
+from tensortap.exceptions import FormatError, InvalidConfigError, StorageError, TensortapError
 from tensortap.format import layout
 from tensortap.storage import Store, open_store
-from tensortap.trials.columns import published_segments, scalar_columns
+from tensortap.trials.columns import SegmentRef, published_segments, scalar_columns
 from tensortap.trials.locate import TRIAL_DIR
 from tensortap.trials.trial import Trial, create_trial
 from tensortap.writer.ownership import Claim, claim_prefix, describe_owner
@@ -189,7 +189,8 @@ def _export_claimed(trial: Trial, store: Store, run: str, claim: Claim) -> Expor
         seg for seg in published_segments(trial, marks) if seg.seq not in done.get(seg.worker, ())
     ]
     unread = _unreadable_segments(trial, marks, segments, done)
-    table = _table(trial, scalar_columns(trial, segments)) if segments else None
+    segments, columns = _readable_columns(trial, segments, unread)
+    table = _table(trial, columns) if segments else None
     part = None
     rows = 0 if table is None else table.num_rows
     if table is not None and rows:
@@ -241,6 +242,27 @@ def _unreadable_segments(
             ):
                 out.setdefault(worker, set()).add(seq)
     return out
+
+
+def _readable_columns(
+    trial: Trial, segments: list[SegmentRef], unread: dict[str, set[int]]
+) -> tuple[list[SegmentRef], dict[str, np.ndarray]]:
+    """The rows of ``segments``, read together; when some values cannot be read now (a data
+    object missing, damaged, or a read that failed), segment by segment: the segments that
+    fail join ``unread`` (pending, tried again by the next export), the others are taken."""
+    try:
+        return segments, scalar_columns(trial, segments)
+    except (FormatError, StorageError):
+        pass
+    good = []
+    for seg in segments:
+        try:
+            scalar_columns(trial, [seg])
+        except (FormatError, StorageError):
+            unread.setdefault(seg.worker, set()).add(seg.seq)
+        else:
+            good.append(seg)
+    return good, scalar_columns(trial, good)
 
 
 def _keep(claim: Claim, store: Store, run: str) -> None:
