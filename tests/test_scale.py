@@ -4,6 +4,7 @@ trial or per step range; a trial that cannot be opened is an Error row, not an e
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -131,3 +132,86 @@ def test_ray_tasks_on_local_disk_and_on_s3_agree_with_local_processes(
     on_s3 = run_rules(remote, _rules(), engine="ray")
     assert _statuses(on_s3) == EXPECTED
     assert on_s3.summary.column("trial").to_pylist()[0].startswith("s3://")
+
+
+MISBEHAVING = Path(__file__).parent / "rules" / "misbehaving_rules.py"
+
+
+def _bad(kind: str) -> list:
+    return ["ExplodingTensor", Rule.custom("bad", MISBEHAVING, kind)]
+
+
+def _by_run(results) -> dict[str, list[dict]]:
+    rows: dict[str, list[dict]] = {}
+    for row in results.summary.to_pylist():
+        rows.setdefault(row["run"], []).append(row)
+    return rows
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_hanging_rule_is_an_error_row_within_its_time_limit(tmp_path: Path, workers) -> None:
+    trials = [_trial(tmp_path / "victim"), _trial(tmp_path / "healthy")]
+    started = time.monotonic()
+    results = run_rules(trials, _bad("HangingRule"), workers=workers, time_limit=3)
+    assert time.monotonic() - started < 60  # the limit, not forever
+    rows = _by_run(results)
+    assert [r["status"] for r in rows["healthy"]] == ["NoIssuesFound", "NoData"]
+    assert [r["status"] for r in rows["victim"]] == ["Error", "Error"]
+    for row in rows["victim"]:
+        assert "exceeded its time limit of 3 s" in row["details"]
+        assert 3 <= row["seconds"] < 60
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        ("ExitingRule", "exited with code 3"),
+        ("KillingRule", "killed by SIGKILL"),
+        ("AllocatingRule", "MemoryError"),
+    ],
+)
+def test_a_rule_that_exits_crashes_or_cannot_allocate_is_an_error_row_not_the_callers_exit(
+    tmp_path: Path, workers, kind: str, reason: str
+) -> None:
+    """With one worker the tasks used to run in the caller's process: os._exit ended it."""
+    trials = [_trial(tmp_path / "healthy"), _trial(tmp_path / "victim"), _trial(tmp_path / "b")]
+    results = run_rules(trials, _bad(kind), workers=workers)
+    rows = _by_run(results)
+    assert [r["status"] for r in rows["healthy"]] == ["NoIssuesFound", "NoData"]
+    assert [r["status"] for r in rows["b"]] == ["NoIssuesFound", "NoData"]
+    bad = {r["rule"]: r for r in rows["victim"]}
+    assert bad["bad"]["status"] == "Error" and reason in bad["bad"]["details"]
+
+
+def test_with_step_ranges_a_bad_trial_is_an_error_row_not_an_exception(tmp_path: Path) -> None:
+    good = _trial(tmp_path / "good", steps=6)
+    (tmp_path / "not_a_trial").mkdir()
+    (tmp_path / "not_a_trial" / "notes.txt").write_text("hello")
+    results = run_rules(
+        [good, tmp_path / "not_a_trial"], ["ExplodingTensor"], steps_per_task=4, workers=2
+    )
+    rows = _by_run(results)
+    assert [r["status"] for r in rows["good"]] == ["NoIssuesFound", "NoIssuesFound"]
+    assert [r["status"] for r in rows["not_a_trial"]] == ["Error"]
+    assert rows["not_a_trial"][0]["details"]
+
+
+def test_time_limit_is_checked_before_any_task(tmp_path: Path) -> None:
+    for bad in (0, -1, "10", True, float("nan"), float("inf")):
+        with pytest.raises(InvalidConfigError, match="time_limit must be a number of seconds"):
+            run_rules([tmp_path], ["ExplodingTensor"], time_limit=bad)
+
+
+def test_ray_tasks_that_hang_or_exit_are_error_rows(tmp_path: Path, ray_cluster) -> None:
+    trials = [_trial(tmp_path / "victim"), _trial(tmp_path / "healthy")]
+    started = time.monotonic()
+    hung = _by_run(run_rules(trials, _bad("HangingRule"), engine="ray", time_limit=10))
+    assert time.monotonic() - started < 120
+    assert [r["status"] for r in hung["healthy"]] == ["NoIssuesFound", "NoData"]
+    assert {r["status"] for r in hung["victim"]} == {"Error"}
+    assert all("exceeded its time limit of 10 s" in r["details"] for r in hung["victim"])
+    exited = _by_run(run_rules(trials, _bad("ExitingRule"), engine="ray"))
+    assert [r["status"] for r in exited["healthy"]] == ["NoIssuesFound", "NoData"]
+    assert {r["status"] for r in exited["victim"]} == {"Error"}
+    assert all("crashed or exited" in r["details"] for r in exited["victim"])

@@ -7,9 +7,11 @@ S3 server, with values equal to the trial API's."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +23,7 @@ pytest.importorskip("duckdb")
 import tensortap as tt
 from tensortap.cli import main
 from tensortap.exceptions import InvalidConfigError
-from tensortap.table import export_parquet, query
+from tensortap.table import ExportError, connect, export_parquet, query
 
 COLUMNS = [
     "worker",
@@ -233,3 +235,199 @@ def test_export_and_query_on_the_local_s3_server(s3_bucket) -> None:
         ("s3run", "EVAL", 0),
     ]
     assert rows[-1]["value"] == 3.0
+
+
+@pytest.mark.parametrize("given", ["run[1]", "a*", "a?"])
+def test_a_dataset_path_is_taken_literally_never_as_a_glob(tmp_path: Path, given: str) -> None:
+    """DuckDB's read_parquet expands ``[``, ``*`` and ``?``: a dataset named ``run[1]`` must not
+    answer from its sibling ``run1`` (nor ``a*`` from ``ab``)."""
+    sibling = {"run[1]": "run1", "a*": "ab", "a?": "ab"}[given]
+    _finish(_train(tmp_path / "t1", range(2)), 1.0)
+    _finish(_train(tmp_path / "t2", range(5)), 2.0)
+    export_parquet([tmp_path / "t2"], tmp_path / sibling, runs=["r"])  # the same file names
+    export_parquet([tmp_path / "t1"], tmp_path / given, runs=["r"])
+    sql = "SELECT run, count(*) AS n FROM stats GROUP BY run"
+    assert query(sql, tmp_path / given).to_pylist() == [{"run": "r", "n": 2 * 4 + 1}]
+    assert query(sql, tmp_path / sibling).to_pylist() == [{"run": "r", "n": 5 * 4 + 1}]
+    con = connect(tmp_path / given, runs=["r"])
+    try:
+        assert con.sql("SELECT count(*) FROM stats WHERE step = 1").fetchall() == [(4,)]
+    finally:
+        con.close()
+
+
+def _rows(dataset: Path) -> list[tuple]:
+    """Every row of a dataset, duplicates kept, in a fixed order."""
+    table = query(
+        "SELECT worker, mode, step, tensor, statistic, value FROM stats "
+        "ORDER BY worker, global_step, mode, tensor, statistic, value",
+        dataset,
+    )
+    return [tuple(r.values()) for r in table.to_pylist()]
+
+
+def test_an_unreadable_segment_is_left_pending_and_exported_once_readable(
+    tmp_path: Path, capsys
+) -> None:
+    hook = _train(tmp_path / "r", range(0))
+    for step in range(5):  # a segment per step
+        hook.save_scalar("loss", float(step), "losses")
+        hook.next_step()
+        hook.flush()
+    _finish(hook, 9.0)
+    indexes = sorted((tmp_path / "r" / "workers" / "worker_0" / "index").iterdir())
+    assert len(indexes) >= 4
+    victim = indexes[1]
+    saved = victim.read_bytes()
+    victim.write_bytes(saved[: len(saved) // 2])  # unreadable now (a failed read, damage)
+    first = export_parquet([tmp_path / "r"], tmp_path / "stats")[0]
+    assert first.pending == 1 and first.segments == len(indexes) - 1
+    manifest = json.loads((tmp_path / "stats/_tensortap/runs/r.json").read_text())
+    seq = int(victim.name.split(".")[0])
+    assert manifest["pending"] == {"worker_0": [seq]}
+    assert manifest["segments"]["worker_0"] < seq  # the mark does not pass it
+    assert main(["export", str(tmp_path / "r"), "--parquet", str(tmp_path / "stats")]) == 0
+    assert "1 segments unreadable now, left pending" in capsys.readouterr().out
+    victim.write_bytes(saved)  # readable again
+    second = export_parquet([tmp_path / "r"], tmp_path / "stats")[0]
+    assert (second.segments, second.pending) == (1, 0)
+    assert export_parquet([tmp_path / "r"], tmp_path / "stats")[0].segments == 0
+    export_parquet([tmp_path / "r"], tmp_path / "whole")  # the trial in one export
+    assert _rows(tmp_path / "stats") == _rows(tmp_path / "whole")
+    assert len(_rows(tmp_path / "whole")) == len(set(_rows(tmp_path / "whole")))
+
+
+_EXPORTER = """
+import sys, pathlib
+from tensortap.table import export_parquet
+trial, out, stop = sys.argv[1:]
+print("started", flush=True)
+while True:
+    last = pathlib.Path(stop).exists()
+    export_parquet([trial], out, runs=["r"])
+    if last:
+        break
+"""
+
+
+def test_two_exporters_of_one_run_at_once_neither_duplicate_nor_lose_rows(
+    tmp_path: Path, helper_env: dict[str, str]
+) -> None:
+    """Two real processes export a live trial over and over while it grows: one exporter per
+    run at a time (the other waits), so the dataset holds every row of the trial once."""
+    live, dataset, stop = tmp_path / "live", tmp_path / "stats", tmp_path / "stop"
+    hook = _train(live, range(1))
+    hook.flush()
+    helper_env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _EXPORTER, str(live), str(dataset), str(stop)],
+            env=helper_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline() == "started\n"
+        manifest = dataset / "_tensortap" / "runs" / "r.json"
+        for step in range(1, 200):
+            hook.save_scalar("loss", float(step), "losses")
+            hook.save_tensor("gradient/fc.weight", np.full(4, float(step)), "gradients")
+            hook.next_step()
+            hook.flush()
+            if step % 50 == 0:  # let the exporters catch up now and then (poll, deadline)
+                deadline = time.monotonic() + 60
+                while not manifest.exists() or json.loads(manifest.read_text())["rows"] < step:
+                    assert time.monotonic() < deadline, "no export caught up in 60 s"
+                    time.sleep(0.01)
+        _finish(hook, 5.0)
+        stop.touch()
+        for proc in procs:
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    export_parquet([live], tmp_path / "whole", runs=["r"])
+    got, want = _rows(dataset), _rows(tmp_path / "whole")
+    assert len(got) == len(want) and got == want
+
+
+_HOLDER = """
+import sys
+from tensortap.table import export_parquet
+from tensortap.storage import open_store
+from tensortap.table.export import _claim_run
+claim = _claim_run(open_store(sys.argv[1]), "r", 0.0)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_second_exporter_waits_for_the_first_or_is_refused_naming_it(
+    tmp_path: Path, helper_env: dict[str, str], capsys
+) -> None:
+    _finish(_train(tmp_path / "r", range(3)), 1.0)
+    helper_env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(tmp_path / "stats")],
+        env=helper_env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(ExportError, match=rf"being exported by pid {holder.pid} .*wait"):
+            export_parquet([tmp_path / "r"], tmp_path / "stats", wait=0.2)
+        assert not (tmp_path / "stats" / "run=r").exists()
+        cmd = ["export", str(tmp_path / "r"), "-o", str(tmp_path / "stats"), "--wait", "0"]
+        assert main(cmd) == 2
+        assert f"being exported by pid {holder.pid}" in capsys.readouterr().err
+        assert holder.stdin is not None
+        holder.stdin.close()  # the first exporter ends: the second, waiting, goes on
+        assert export_parquet([tmp_path / "r"], tmp_path / "stats", wait=60)[0].rows == 13
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.wait()
+
+
+def test_one_exporter_per_run_on_the_local_s3_server_too(s3_bucket) -> None:
+    pytest.importorskip("boto3")
+    from tensortap.storage import open_store
+    from tensortap.table.export import _claim_run
+
+    trial = f"s3://{s3_bucket}/jobs/claimed"
+    _finish(_train(trial, range(2)), 3.0)
+    dataset = f"s3://{s3_bucket}/claimed-stats"
+    held = _claim_run(open_store(dataset), "claimed", 0.0)  # a lease, as another exporter's
+    try:
+        with pytest.raises(ExportError, match="is being exported by pid"):
+            export_parquet([trial], dataset, wait=0.2)
+    finally:
+        held.release()
+    assert export_parquet([trial], dataset, wait=0.2)[0].rows == 2 * 4 + 1
+
+
+def test_a_segment_whose_values_cannot_be_read_is_left_pending_too(tmp_path: Path) -> None:
+    hook = _train(tmp_path / "r", range(0))
+    for step in range(4):  # a segment per step; the loss's value is in the data object
+        hook.save_scalar("loss", float(step), "losses")
+        hook.next_step()
+        hook.flush()
+    _finish(hook, 9.0)
+    data = sorted((tmp_path / "r" / "workers" / "worker_0" / "data").iterdir())
+    victim, aside = data[1], tmp_path / "aside"
+    victim.rename(aside)  # gone for now (a failed read, a copy not finished)
+    first = export_parquet([tmp_path / "r"], tmp_path / "stats")[0]
+    assert first.pending == 1 and first.segments == len(data) - 1
+    aside.rename(victim)
+    assert export_parquet([tmp_path / "r"], tmp_path / "stats")[0].segments == 1
+    export_parquet([tmp_path / "r"], tmp_path / "whole")
+    assert _rows(tmp_path / "stats") == _rows(tmp_path / "whole")

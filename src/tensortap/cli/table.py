@@ -33,6 +33,14 @@ def add_parsers(sub: Any) -> None:
         metavar="NAME",
         help="the run name of each trial, in order (default: the trial's directory name)",
     )
+    export.add_argument(
+        "--wait",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long to wait for another export of the same run to finish before giving up "
+        "(default 60; one exporter per run at a time)",
+    )
     query = sub.add_parser(
         "query", help="run SQL over an exported dataset (DuckDB); the table is named stats"
     )
@@ -51,8 +59,13 @@ def add_parsers(sub: Any) -> None:
 def export(ns: argparse.Namespace) -> int:
     from tensortap.table import export_parquet
 
-    for done in export_parquet(ns.trials, ns.parquet, ns.runs):
+    for done in export_parquet(ns.trials, ns.parquet, ns.runs, wait=ns.wait):
         what = f"{done.rows} rows from {done.segments} new segments" if done.part else "nothing new"
+        if done.pending:
+            what += (
+                f"; {done.pending} segments unreadable now, left pending (the next export "
+                "tries them again)"
+            )
         print(f"{done.run}: {what}")
     return 0
 

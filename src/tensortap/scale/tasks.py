@@ -42,7 +42,9 @@ def evaluate(task: Task) -> dict[str, list[dict[str, Any]]]:
             rule = spec.create(trial)
         except Exception as exc:
             summary = RuleSummary(spec.name)
-            summary.add(_error(spec.name, f"the rule could not be created: {exc}"))
+            reason = f"the rule could not be created: {type(exc).__name__}: {exc}"
+            summary.add(_error(spec.name, reason))
+            summary.details = reason
             summaries[spec.name] = summary
             continue
         rules.append(rule)
@@ -50,6 +52,8 @@ def evaluate(task: Task) -> dict[str, list[dict[str, Any]]]:
     if rules:
         for finding in iter_findings_many(rules, task.start, task.end, timeout=0.0):
             summaries[finding.rule].add(finding)
+            if finding.outcome is Outcome.ERROR and not summaries[finding.rule].details:
+                summaries[finding.rule].details = finding.message  # the first error's reason
             if finding.outcome in (Outcome.TRIGGERED, Outcome.ERROR):
                 rows.append({**where, **_finding_row(finding)})
     seconds = time.perf_counter() - started
@@ -59,13 +63,46 @@ def evaluate(task: Task) -> dict[str, list[dict[str, Any]]]:
     return {"summary": summary_rows, "findings": rows}
 
 
-def _failed(task: Task, where: dict[str, Any], message: str) -> dict[str, list[dict[str, Any]]]:
+def _failed(
+    task: Task, where: dict[str, Any], message: str, seconds: float = 0.0
+) -> dict[str, list[dict[str, Any]]]:
     rows = []
     for spec in task.rules:
         summary = RuleSummary(spec.name)
         summary.add(_error(spec.name, message))
-        rows.append({**where, **_summary_row(summary.finish()), "seconds": 0.0})
+        rows.append(
+            {**where, **_summary_row(summary.finish()), "details": message, "seconds": seconds}
+        )
     return {"summary": rows, "findings": []}
+
+
+def failed(task: Task, message: str, seconds: float = 0.0) -> dict[str, list[dict[str, Any]]]:
+    """The rows of a task that gave no answer of its own (it crashed, exited, ran out of time):
+    an Error row per rule, the reason in ``details``."""
+    where = {"run": task.run, "trial": task.location, "start": task.start, "end": task.end}
+    return _failed(task, where, message, seconds)
+
+
+STARTED = "started"  # what a worker process says when it begins a task
+
+
+def serve(conn: Any) -> None:
+    """A worker process of the local engine: evaluate each task received on ``conn`` and send
+    its rows back, until the connection closes. Anything escaping a task (it should not) is
+    that task's Error rows; a crash or an exit ends the process, which the parent sees."""
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        conn.send(STARTED)  # the task's time limit counts from here
+        started = time.perf_counter()
+        try:
+            answer = evaluate(task)
+        except BaseException as exc:  # reported as the task's rows
+            reason = f"the task failed: {type(exc).__name__}: {exc}"
+            answer = failed(task, reason, time.perf_counter() - started)
+        conn.send(answer)
 
 
 def _error(rule: str, message: str) -> Finding:

@@ -6,7 +6,8 @@ Layout under the dataset's root (a directory or an ``s3://`` prefix)::
 
     run=<run>/part-000000.parquet      rows of the run, sorted by global step
     run=<run>/part-000001.parquet      what the next export found new
-    _tensortap/runs/<run>.json         per worker, the last segment exported
+    _tensortap/runs/<run>.json         per worker, the segments exported and those pending
+    _tensortap/exports/<run>/          the claim of the run's one exporter (lock or lease)
 
 Columns (the run is the partition): worker, mode, step (within the mode), global_step,
 wall_time, tensor, collection, statistic (``value`` for a saved value, ``l2``, ``abs_max``...)
@@ -21,6 +22,8 @@ import io
 import json
 import os
 import re
+import socket
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,11 +33,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tensortap.core.collections import Collection
-from tensortap.exceptions import InvalidConfigError, TensortapError
+from tensortap.exceptions import FormatError, InvalidConfigError, StorageError, TensortapError
+from tensortap.format import layout
 from tensortap.storage import Store, open_store
-from tensortap.trials.columns import published_segments, scalar_columns
+from tensortap.trials.columns import SegmentRef, published_segments, scalar_columns
 from tensortap.trials.locate import TRIAL_DIR
 from tensortap.trials.trial import Trial, create_trial
+from tensortap.writer.ownership import Claim, claim_prefix, describe_owner
 
 SCHEMA = pa.schema(
     [
@@ -50,6 +55,8 @@ SCHEMA = pa.schema(
     ]
 )
 MANIFESTS = "_tensortap/runs/"
+EXPORTS = "_tensortap/exports/"  # <run>/: the claim of the run's exporter
+EXPORT_WAIT = 60.0  # seconds a second exporter of a run waits for the first
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # Collections every tensor may also be in: a tensor's own is the more specific one.
 _GENERIC = ("all", "default", "scalars")
@@ -63,17 +70,24 @@ class Exported:
     rows: int  # rows written now
     part: str | None  # the part written now (None: nothing new)
     segments: int  # segments taken now
+    pending: int = 0  # segments listed but unreadable now: left for the next export
 
 
 def export_parquet(
     trials: Iterable[str | os.PathLike[str] | Trial],
     out: str | os.PathLike[str] | Store,
     runs: Sequence[str] | None = None,
+    *,
+    wait: float = EXPORT_WAIT,
 ) -> list[Exported]:
     """Export (or bring up to date) each trial (a location, a job directory, or a Trial) as a
     run of the dataset at ``out``. A run is named after its trial's directory (the job's, for
     a job's ``JOB/trial``) unless ``runs`` names them. A location that holds no trial is an
-    error (NotATrialError), raised before anything is written."""
+    error (NotATrialError), raised before anything is written. One exporter per run at a time:
+    an export of a run another process is exporting waits for it up to ``wait`` seconds, then
+    raises ExportError naming it. A segment that cannot be read now is left pending
+    (``Exported.pending``) and taken by a later export once readable (a Trial passed in reads
+    each index once: pass locations to have pending segments read again)."""
     given = list(trials)
     if runs is not None and len(runs) != len(given):
         raise InvalidConfigError(
@@ -91,7 +105,7 @@ def export_parquet(
             )
         seen[name] = trial.path
     store = open_store(out)
-    return [export_trial(t, store, n) for t, n in zip(opened, names, strict=True)]
+    return [export_trial(t, store, n, wait=wait) for t, n in zip(opened, names, strict=True)]
 
 
 # The last part of a job's trial location: a job's own directory (``tensortap run``), the
@@ -118,10 +132,48 @@ def check_run_name(name: str) -> str:
     return name
 
 
-def export_trial(trial: Trial, store: Store, run: str) -> Exported:
-    """Append what ``trial`` published since the last export of ``run`` to the dataset."""
+def export_trial(trial: Trial, store: Store, run: str, *, wait: float = EXPORT_WAIT) -> Exported:
+    """Append what ``trial`` published since the last export of ``run`` to the dataset.
+
+    One exporter per run at a time: the run is claimed as writers claim their worker (a lock
+    file on local disk, a lease on S3); a second exporter waits up to ``wait`` seconds for it,
+    then is refused with ExportError naming the owner."""
     check_run_name(run)
-    manifest = _load_manifest(store, run)
+    if not isinstance(wait, int | float) or wait < 0:
+        raise InvalidConfigError(f"wait must be a number of seconds >= 0, got {wait!r}")
+    claim = _claim_run(store, run, float(wait))
+    try:
+        return _export_claimed(trial, store, run, claim)
+    finally:
+        claim.release()
+
+
+def _claim_run(store: Store, run: str, wait: float) -> Claim:
+    info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+    info["session"] = f"export of run {run}"
+
+    def busy(owner: dict[str, Any], extra: str) -> ExportError:
+        return ExportError(
+            f"run {run!r} of {store.location} is being exported by {describe_owner(owner)}"
+            f"{extra}, and was still after waiting {wait:g} s. Two exports of one run at once "
+            "would duplicate or lose rows: wait for it to finish (or give a longer wait) and "
+            "export again"
+        )
+
+    deadline = time.monotonic() + wait
+    pause = 0.01
+    while True:
+        try:
+            return claim_prefix(store, EXPORTS + run + "/", info, busy)
+        except ExportError:
+            if time.monotonic() >= deadline:
+                raise
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 2, 0.5)
+
+
+def _export_claimed(trial: Trial, store: Store, run: str, claim: Claim) -> Exported:
+    manifest = _load_manifest(store, run)  # read under the claim: the last exporter's
     if manifest is None:
         manifest = {"run": run, "trial": trial.path, "next_part": 0, "rows": 0, "segments": {}}
     elif manifest.get("trial") != trial.path:
@@ -130,23 +182,97 @@ def export_trial(trial: Trial, store: Store, run: str) -> Exported:
             f"{trial.path}; give this trial another run name"
         )
     marks: dict[str, int] = {str(k): int(v) for k, v in manifest["segments"].items()}
-    segments = published_segments(trial, marks)
-    if not segments:
-        return Exported(run, 0, None, 0)
-    table = _table(trial, scalar_columns(trial, segments))
+    done: dict[str, set[int]] = {
+        str(k): {int(s) for s in v} for k, v in (manifest.get("done") or {}).items()
+    }
+    segments = [
+        seg for seg in published_segments(trial, marks) if seg.seq not in done.get(seg.worker, ())
+    ]
+    unread = _unreadable_segments(trial, marks, segments, done)
+    segments, columns = _readable_columns(trial, segments, unread)
+    table = _table(trial, columns) if segments else None
     part = None
-    if table.num_rows:
+    rows = 0 if table is None else table.num_rows
+    if table is not None and rows:
+        _keep(claim, store, run)
         part = f"run={run}/part-{int(manifest['next_part']):06d}.parquet"
         sink = io.BytesIO()
         pq.write_table(table, sink, compression="zstd", row_group_size=1 << 17)
         store.put(part, sink.getvalue())
         manifest["next_part"] = int(manifest["next_part"]) + 1
-        manifest["rows"] = int(manifest["rows"]) + table.num_rows
+        manifest["rows"] = int(manifest["rows"]) + rows
     for seg in segments:
-        marks[seg.worker] = max(marks.get(seg.worker, -1), seg.seq)
+        done.setdefault(seg.worker, set()).add(seg.seq)
+    # Each worker's mark: every segment at or below it is exported. It never passes a segment
+    # that could not be read (it stays pending, and the next export tries it again); the
+    # segments exported above the mark are remembered in "done", so none is taken twice.
+    for worker in sorted(set(done) | set(unread)):
+        taken = done.get(worker, set())
+        blocked = unread.get(worker)
+        top = max(taken, default=marks.get(worker, -1))
+        mark = max(marks.get(worker, -1), min(blocked) - 1 if blocked else top)
+        marks[worker] = mark
+        done[worker] = {s for s in taken if s > mark}
     manifest["segments"] = marks
+    manifest["done"] = {w: sorted(s) for w, s in done.items() if s}
+    manifest["pending"] = {w: sorted(s) for w, s in unread.items() if s}
+    _keep(claim, store, run)
     store.put(MANIFESTS + run + ".json", json.dumps(manifest, sort_keys=True).encode())
-    return Exported(run, table.num_rows, part, len(segments))
+    pending = sum(len(s) for s in unread.values())
+    return Exported(run, rows, part, len(segments), pending)
+
+
+def _unreadable_segments(
+    trial: Trial, marks: Mapping[str, int], read: Sequence[Any], done: Mapping[str, set[int]]
+) -> dict[str, set[int]]:
+    """Per worker, the segments above its mark whose index is listed but could not be read
+    now (damaged, or a read that failed): they are left pending, never skipped."""
+    index = trial._index
+    readable = {(seg.worker, int(seg.index.header["seq"])) for seg in index.segments}
+    out: dict[str, set[int]] = {}
+    for worker in index.workers:
+        for key in index.store.list(layout.index_prefix(worker)):
+            seq = layout.seq_of(key)
+            if (
+                key.endswith(layout.INDEX_SUFFIX)
+                and seq is not None
+                and seq > marks.get(worker, -1)
+                and seq not in done.get(worker, ())
+                and (worker, seq) not in readable
+            ):
+                out.setdefault(worker, set()).add(seq)
+    return out
+
+
+def _readable_columns(
+    trial: Trial, segments: list[SegmentRef], unread: dict[str, set[int]]
+) -> tuple[list[SegmentRef], dict[str, np.ndarray]]:
+    """The rows of ``segments``, read together; when some values cannot be read now (a data
+    object missing, damaged, or a read that failed), segment by segment: the segments that
+    fail join ``unread`` (pending, tried again by the next export), the others are taken."""
+    try:
+        return segments, scalar_columns(trial, segments)
+    except (FormatError, StorageError):
+        pass
+    good = []
+    for seg in segments:
+        try:
+            scalar_columns(trial, [seg])
+        except (FormatError, StorageError):
+            unread.setdefault(seg.worker, set()).add(seg.seq)
+        else:
+            good.append(seg)
+    return good, scalar_columns(trial, good)
+
+
+def _keep(claim: Claim, store: Store, run: str) -> None:
+    """Before each write: the run is still this exporter's (a lease can be lost)."""
+    lost = claim.renew()
+    if lost is not None:
+        raise ExportError(
+            f"the export of run {run!r} to {store.location} lost its claim ({lost}); nothing "
+            "more was written: export again"
+        )
 
 
 def _load_manifest(store: Store, run: str) -> dict[str, Any] | None:

@@ -6,7 +6,8 @@
                      GROUP BY run, tensor"
         --data stats/
 
-A local dataset is read by DuckDB in place (only the row groups a query needs). One on object
+A local dataset is read by DuckDB in place (only the row groups a query needs), from the exact
+files listed under the path given: the path is never a glob pattern. One on object
 storage (``s3://``) is fetched through tensortap's store (DuckDB's own S3 support is an
 extension downloaded at run time, which a machine without internet cannot have) into memory
 first: filter it with ``--runs`` when it is large.
@@ -22,6 +23,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from tensortap.exceptions import InvalidConfigError
@@ -43,11 +45,18 @@ def connect(
     parts = _parts(store, wanted)
     con = duckdb.connect()
     if parts and local is not None:
-        files = ", ".join(_quote(os.path.join(local, key)) for key, _ in parts)
-        con.execute(
-            f"CREATE VIEW {VIEW} AS SELECT * FROM read_parquet([{files}], "
-            "hive_partitioning = true, hive_types = {'run': VARCHAR})"
+        # The files as a pyarrow dataset of the exact paths listed, not DuckDB's read_parquet:
+        # that expands '[', '*' and '?' in every path given, so a dataset named 'run[1]' would
+        # answer from its sibling 'run1'. DuckDB still reads only the row groups it needs.
+        files = ds.dataset(
+            [os.path.join(local, key) for key, _ in parts],
+            schema=SCHEMA.append(pa.field("run", pa.string())),
+            format="parquet",
+            partitioning=ds.partitioning(pa.schema([("run", pa.string())]), flavor="hive"),
+            partition_base_dir=local,
         )
+        con.register("_tensortap_stats", files)
+        con.execute(f"CREATE VIEW {VIEW} AS SELECT * FROM _tensortap_stats")
         return con
     if parts:
         blobs = store.get_many([key for key, _ in parts])
@@ -97,7 +106,3 @@ def _parts(store: Store, wanted: set[str] | None) -> list[tuple[str, str]]:
 def _with_run(table: pa.Table, run: str | None) -> pa.Table:
     column = pa.array([run] * table.num_rows, type=pa.string())
     return table.append_column(pa.field("run", pa.string()), column)
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"

@@ -94,11 +94,15 @@ class Claim:
         """Give the worker up (never raises)."""
 
 
+# What a refused claim raises, given the owner's record and a note on its lease.
+Busy = Callable[[dict[str, Any], str], TensortapError]
+
+
 class _LocalClaim(Claim):
-    def __init__(self, store: LocalStore, worker: str, info: dict[str, Any]) -> None:
+    def __init__(self, store: LocalStore, prefix: str, info: dict[str, Any], busy: Busy) -> None:
         import fcntl
 
-        folder = store.root.joinpath(*layout.worker_prefix(worker).strip("/").split("/"))
+        folder = store.root.joinpath(*prefix.strip("/").split("/"))
         path = folder / ".owner.lock"
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -113,7 +117,7 @@ class _LocalClaim(Claim):
             except ValueError:
                 owner = {}
             os.close(self._fd)
-            raise _busy(store, worker, owner if isinstance(owner, dict) else {}) from None
+            raise busy(owner if isinstance(owner, dict) else {}, "") from None
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, json.dumps(info).encode(), 0)
         self._path = path
@@ -135,9 +139,9 @@ class _LocalClaim(Claim):
 
 
 class _S3Claim(Claim):
-    def __init__(self, store: Any, worker: str, info: dict[str, Any]) -> None:
-        self._store, self._worker, self._info = store, worker, dict(info)
-        self._key = owner_key(worker)
+    def __init__(self, store: Any, prefix: str, info: dict[str, Any], busy: Busy) -> None:
+        self._store, self._busy, self._info = store, busy, dict(info)
+        self._key = f"{prefix}owner.json"
         self._etag = self._take()
 
     def _body(self) -> bytes:
@@ -158,7 +162,7 @@ class _S3Claim(Claim):
         except KeyError:  # released in between: try once more
             etag = store.put_conditional(self._key, self._body(), if_none_match=True)
             if etag is None:
-                raise _busy(store, self._worker, {}) from None
+                raise self._busy({}, "") from None
             return str(etag)
         except ValueError:  # an unreadable body: judged by its age alone
             owner = {}
@@ -179,7 +183,7 @@ class _S3Claim(Claim):
                 f"; its lease was renewed {max(age, 0.0):.0f} s ago by the S3 server's clock "
                 f"and may be taken over once it goes {period:.0f} s without renewal"
             )
-        raise _busy(store, self._worker, owner, left)
+        raise self._busy(owner, left)
 
     def renew(self) -> str | None:
         try:
@@ -201,11 +205,11 @@ class _S3Claim(Claim):
 
 
 class _ProcessClaim(Claim):
-    def __init__(self, store: Store, worker: str) -> None:
-        self._id = (id(store), worker)
+    def __init__(self, store: Store, prefix: str, busy: Busy) -> None:
+        self._id = (id(store), prefix)
         with _CLAIMED_LOCK:
             if self._id in _CLAIMED:
-                raise _busy(store, worker, {"pid": os.getpid(), "host": socket.gethostname()})
+                raise busy({"pid": os.getpid(), "host": socket.gethostname()}, "")
             _CLAIMED.add(self._id)
 
     def release(self) -> None:
@@ -272,8 +276,21 @@ class WorkerKeeper:
 
 def claim_worker(store: Store, worker: str, info: dict[str, Any]) -> Claim:
     """Claim ``worker`` for this writer, or raise WorkerInUse naming its owner."""
+    return claim_prefix(
+        store,
+        layout.worker_prefix(worker),
+        info,
+        lambda owner, extra: _busy(store, worker, owner, extra),
+    )
+
+
+def claim_prefix(store: Store, prefix: str, info: dict[str, Any], busy: Busy) -> Claim:
+    """Claim the folder ``prefix`` (``a/b/``) of ``store`` for one process at a time: a
+    ``.owner.lock`` flock on local disk, an ``owner.json`` lease on S3, a process-wide table
+    otherwise; raise ``busy(owner, note)`` when another holds it. Writers claim their worker
+    with it, exporters their run."""
     if isinstance(store, LocalStore):
-        return _LocalClaim(store, worker, info)
+        return _LocalClaim(store, prefix, info, busy)
     if hasattr(store, "put_conditional"):
-        return _S3Claim(store, worker, info)
-    return _ProcessClaim(store, worker)
+        return _S3Claim(store, prefix, info, busy)
+    return _ProcessClaim(store, prefix, busy)
