@@ -301,3 +301,95 @@ def test_where_a_session_resumed_is_marked_on_the_curves(tmp_path, serve, browse
         {"TRAIN": 5, "EVAL": 1},
     )
     assert browser.errors() == []
+
+
+def raw_get(url: str, path: str, host: str | None = None) -> tuple[int, dict[str, str], bytes]:
+    """A GET with the ``Host`` header ``host`` (as a DNS-rebound page's requests carry)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        connection.putrequest("GET", path, skip_host=host is not None)
+        if host is not None:
+            connection.putheader("Host", host)
+        connection.endheaders()
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        connection.close()
+
+
+def test_a_foreign_host_is_refused_unless_allowed(tmp_path, serve) -> None:
+    """A page that DNS-rebinds its own name to 127.0.0.1 sends its own name as ``Host``:
+    it was answered (run names, paths, curves, the log); now 403 unless --allow-host."""
+    write_trial(tmp_path / "t", steps=3)
+    dashboard = serve(tmp_path / "t")
+    port = int(dashboard.url.rstrip("/").rsplit(":", 1)[1])
+    for foreign in ("evil.example", f"evil.example:{port}", "127.0.0.1.evil.example", ""):
+        status, _, body = raw_get(dashboard.url, "/api/runs", foreign)
+        assert status == 403, (foreign, status)
+        assert b"--allow-host" in body
+    assert raw_get(dashboard.url, "/", f"attacker:{port}")[0] == 403
+    assert raw_get(dashboard.url, "/api/runs", f"localhost:{port + 1}")[0] == 403  # other port
+    for local in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}", f"[::1]:{port}"):
+        status, _, body = raw_get(dashboard.url, "/api/runs", local)
+        assert status == 200 and json.loads(body)["runs"][0]["name"] == "t"
+    allowed = serve(tmp_path / "t", allow_hosts=["dash.example", "tunnel.example:443"])
+    port = int(allowed.url.rstrip("/").rsplit(":", 1)[1])
+    assert raw_get(allowed.url, "/api/runs", f"dash.example:{port}")[0] == 200
+    assert raw_get(allowed.url, "/api/runs", "dash.example")[0] == 200  # behind a proxy on :80
+    assert raw_get(allowed.url, "/api/runs", "tunnel.example:443")[0] == 200
+    assert raw_get(allowed.url, "/api/runs", f"tunnel.example:{port}")[0] == 403
+    assert raw_get(allowed.url, "/api/runs", "evil.example")[0] == 403
+    with pytest.raises(InvalidConfigError, match="--allow-host"):
+        start([str(tmp_path)], port=0, allow_hosts=["evil.example/path"])
+
+
+def test_the_cli_takes_allow_host() -> None:
+    import argparse
+
+    from tensortap.cli.serve import add_parser
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    ns = parser.parse_args(["serve", "r", "--allow-host", "a.example", "--allow-host", "b:8"])
+    assert ns.allow_host == ["a.example", "b:8"]
+
+
+def test_every_answer_carries_the_security_headers(tmp_path, serve) -> None:
+    write_trial(tmp_path / "t", steps=3)
+    dashboard = serve(tmp_path / "t")
+    ident = run_ids(dashboard)["t"]
+    paths = [
+        "/",
+        f"/run/{ident}",
+        "/compare",
+        f"/report/{ident}",
+        "/api/runs",
+        f"/api/run/{ident}/curves",
+        "/static/dashboard.js",
+        "/static/plotly.min.js",
+        "/api/run/nope",
+        "/favicon.ico",
+    ]
+    for path in paths:
+        status, headers, _ = raw_get(dashboard.url, path)
+        assert status in (200, 404), (path, status)
+        policy = headers["content-security-policy"]
+        scripts = next(d for d in policy.split(";") if d.strip().startswith("script-src"))
+        assert "'unsafe-inline'" not in scripts and "'unsafe-eval'" not in scripts, path
+        assert "frame-ancestors 'none'" in policy, path
+        assert headers["x-frame-options"] == "DENY", path
+        assert headers["x-content-type-options"] == "nosniff", path
+        assert headers["referrer-policy"] == "no-referrer", path
+    # the refusals carry them too
+    status, headers, _ = raw_get(dashboard.url, "/api/runs", "evil.example")
+    assert status == 403 and headers["x-frame-options"] == "DENY"
+    token = serve(tmp_path / "t", token="s3cret")
+    status, headers, _ = raw_get(token.url.split("?")[0], "/api/runs")
+    assert status == 401 and headers["x-content-type-options"] == "nosniff"
+    # the pages hold no inline script: each <script> has a src
+    _, _, shell = raw_get(dashboard.url, "/")
+    assert b"<script>" not in shell and shell.count(b"<script src=") == 2
