@@ -393,3 +393,49 @@ def test_every_answer_carries_the_security_headers(tmp_path, serve) -> None:
     # the pages hold no inline script: each <script> has a src
     _, _, shell = raw_get(dashboard.url, "/")
     assert b"<script>" not in shell and shell.count(b"<script src=") == 2
+
+
+def test_no_payload_in_a_trial_or_a_job_runs_on_any_page(tmp_path, serve, browser) -> None:
+    """Stored XSS: summary.json's fields went into /report/<job> unescaped (script ran), and
+    tensor names became live links in the charts (plotly's pseudo-HTML). Seven kinds of
+    payload in every field, every page: none runs, none becomes markup, each is shown."""
+    from xss_payloads import PAYLOADS, assert_no_payload_ran, shown, write_hostile_job
+
+    write_hostile_job(tmp_path / "runs")
+    dashboard = serve(tmp_path / "runs")
+    (ident,) = run_ids(dashboard).values()
+    base = dashboard.url
+
+    browser.visit(base)
+    rows = "return document.querySelectorAll('#runs tbody tr').length;"
+    browser.until(rows, lambda n: n == 1)
+    assert "onerror=window.__xss='run-name'" in shown(browser)
+    assert_no_payload_ran(browser)
+
+    browser.visit(f"{base}run/{ident}")
+    drawn = (
+        "const n = (s) => document.querySelectorAll(s).length;"
+        "const t = document.getElementById('tensorplot');"
+        "return [n('#curves .js-plotly-plot'), n('#health .js-plotly-plot'),"
+        " !!(t && t.data), n('#rules tr'), n('#timeline tr'),"
+        " document.getElementById('log').textContent.length];"
+    )
+    found = browser.until(drawn, lambda v: v[0] and v[1] and v[2] and v[3] > 1 and v[4] and v[5])
+    assert found[3] == len(PAYLOADS) + 2  # a header and a row per rule
+    text = shown(browser)
+    for payload in PAYLOADS.values():
+        assert payload in text  # shown as text, in the tables and the log
+    assert "loss <a href=" in text  # and in the charts (the legend, as written)
+    assert_no_payload_ran(browser)
+
+    browser.visit(f"{base}compare?ids={ident},{ident}")
+    browser.until("return document.querySelectorAll('#curves .js-plotly-plot').length;")
+    browser.until("return document.querySelectorAll('#rules tr').length;", lambda n: n > 1)
+    assert_no_payload_ran(browser)
+
+    browser.visit(f"{base}report/{ident}")
+    assert browser.until("return !!document.querySelector('.js-plotly-plot');")
+    text = shown(browser)
+    for payload in PAYLOADS.values():
+        assert payload in text
+    assert_no_payload_ran(browser)
