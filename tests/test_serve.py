@@ -439,3 +439,28 @@ def test_no_payload_in_a_trial_or_a_job_runs_on_any_page(tmp_path, serve, browse
     for payload in PAYLOADS.values():
         assert payload in text
     assert_no_payload_ran(browser)
+
+
+def test_a_regex_from_the_url_is_matched_by_re2_or_refused(tmp_path, serve) -> None:
+    """``(a+)+$`` against a long name took Python's backtracking re minutes of CPU under the
+    run's lock (the run's page froze); RE2 answers it at once, and a pattern RE2 cannot
+    match in linear time is refused with a 400 that says why."""
+    hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=1))
+    for _ in range(2):
+        hook.save_tensor("a" * 40 + "!", np.ones((2, 4), np.float32), collections="default")
+        hook.save_tensor("relu_output_0", np.ones((2, 4), np.float32), collections="default")
+        hook.next_step()
+    hook.close()
+    dashboard = serve(tmp_path / "t")
+    api = f"{dashboard.url}api/run/{run_ids(dashboard)['t']}/tensorplot?regex="
+    from urllib.parse import quote
+
+    status, body = get(api + quote("(a+)+$"))  # 2**40 paths for re; none for RE2
+    assert status == 200 and body["figure"] is None
+    assert body["note"] == "no tensor matches '(a+)+$'"
+    status, body = get(api + quote(r"(relu)_output_\d$"))  # matched by RE2, drawn
+    assert status == 200 and [t["name"] for t in body["figure"]["data"]] == ["relu_output_0"]
+    status, body = get(api + quote(r"(a)\1"))  # a backreference: RE2 cannot, refused
+    assert status == 400 and "RE2" in body["error"] and "backreferences" in body["error"]
+    status, body = get(api + quote("a" * 5000))
+    assert status == 400 and "5000 characters" in body["error"]

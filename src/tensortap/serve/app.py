@@ -21,12 +21,15 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from tensortap.exceptions import InvalidConfigError, TensortapError
+from tensortap.core.safe_regex import compile_untrusted
+from tensortap.exceptions import FormatError, InvalidConfigError, TensortapError
 from tensortap.serve import data
 from tensortap.serve.catalog import Catalog, Run
 
 STATIC = Path(__file__).with_name("static")
 COOKIE = "tensortap_token"
+#: The most layers one TensorPlot request draws (their names are matched by RE2 first).
+MOST_LAYERS = 256
 
 
 def plotly_js() -> Path:
@@ -118,20 +121,41 @@ def create_app(
         run = run_or_404(request)
         q = request.query_params
         step = q.get("step")
+        wanted = q.get("regex") or r".*relu_output"
+        # a regex from a URL is data: matched by RE2 (linear in the names, bounded memory),
+        # never by Python's backtracking re under the run's lock ((a+)+$ took minutes)
+        try:
+            matcher = compile_untrusted(
+                wanted, "the regex parameter", "use a regex without backreferences or lookaround"
+            )
+        except FormatError as exc:
+            return _json({"error": str(exc)}, 400)
         with run.lock:
+            trial = data.trial_of(run)
+            names = [n for n in trial.tensor_names() if matcher.search(n)]
+            if not names:
+                return _json({"steps": [], "figure": None, "note": f"no tensor matches {wanted!r}"})
+            shown = names[:MOST_LAYERS]
             try:
-                plot = TensorPlot(
-                    q.get("regex") or r".*relu_output",
-                    data.trial_of(run),
+                plot = TensorPlot(  # the names RE2 chose, literally
+                    "^(?:" + "|".join(re.escape(n) for n in shown) + ")$",
+                    trial,
                     steps=[int(step)] if step else 1,
                     batch_sample_id=-1,
+                    title=wanted,
                 )
             except TensortapError as exc:  # nothing to draw is an answer, not a failure
                 return _json({"steps": [], "figure": None, "note": str(exc)})
             steps = plot.steps_with_layers(10_000)
             figure = plot.fig.to_json()
+            note = (
+                f"the first {MOST_LAYERS} of the {len(names)} tensors that match {wanted!r}: "
+                "narrow the regex to see the others"
+                if len(names) > MOST_LAYERS
+                else None
+            )
             return Response(
-                f'{{"steps": {json.dumps(steps)}, "figure": {figure}}}',
+                f'{{"steps": {json.dumps(steps)}, "figure": {figure}, "note": {json.dumps(note)}}}',
                 media_type="application/json",
             )
 
