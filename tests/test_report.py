@@ -203,3 +203,25 @@ def test_a_resumed_session_is_marked_and_listed(tmp_path: Path) -> None:
     assert "TRAIN steps 8-9 counted again" in row.group(0) and "the checkpoint" in row.group(0)
     assert "Training was resumed" in page
     assert "Training was resumed" not in training_report(write_trial(tmp_path / "u"), rules=[])
+
+
+def test_no_payload_in_a_trial_or_a_job_runs_in_the_report(tmp_path: Path, browser) -> None:
+    """The static report (``tensortap report``, a file with no CSP to stop anything): summary
+    fields went in unescaped, the TensorPlot legend made tensor names live links. Seven kinds
+    of payload in every field: none runs or becomes markup, each is shown as text."""
+    from xss_payloads import PAYLOADS, assert_no_payload_ran, shown, write_hostile_job
+
+    job = write_hostile_job(tmp_path)
+    out = tmp_path / "r.html"
+    assert main(["report", str(job / "trial"), "--job", str(job), "-o", str(out)]) == 0
+    assert "Could not draw" not in out.read_text()  # every section drawn (a step no number)
+    browser.open(out)
+    assert browser.driver.execute_script("return !!document.querySelector('.js-plotly-plot');")
+    text = shown(browser)
+    for payload in PAYLOADS.values():
+        assert payload in text
+    assert_no_payload_ran(browser)
+    bare = tmp_path / "bare.html"  # without the job: the rules run here over the trial
+    assert main(["report", str(job / "trial"), "-o", str(bare)]) == 0
+    browser.open(bare)
+    assert_no_payload_ran(browser)

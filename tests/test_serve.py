@@ -301,3 +301,166 @@ def test_where_a_session_resumed_is_marked_on_the_curves(tmp_path, serve, browse
         {"TRAIN": 5, "EVAL": 1},
     )
     assert browser.errors() == []
+
+
+def raw_get(url: str, path: str, host: str | None = None) -> tuple[int, dict[str, str], bytes]:
+    """A GET with the ``Host`` header ``host`` (as a DNS-rebound page's requests carry)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        connection.putrequest("GET", path, skip_host=host is not None)
+        if host is not None:
+            connection.putheader("Host", host)
+        connection.endheaders()
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        connection.close()
+
+
+def test_a_foreign_host_is_refused_unless_allowed(tmp_path, serve) -> None:
+    """A page that DNS-rebinds its own name to 127.0.0.1 sends its own name as ``Host``:
+    it was answered (run names, paths, curves, the log); now 403 unless --allow-host."""
+    write_trial(tmp_path / "t", steps=3)
+    dashboard = serve(tmp_path / "t")
+    port = int(dashboard.url.rstrip("/").rsplit(":", 1)[1])
+    for foreign in ("evil.example", f"evil.example:{port}", "127.0.0.1.evil.example", ""):
+        status, _, body = raw_get(dashboard.url, "/api/runs", foreign)
+        assert status == 403, (foreign, status)
+        assert b"--allow-host" in body
+    assert raw_get(dashboard.url, "/", f"attacker:{port}")[0] == 403
+    assert raw_get(dashboard.url, "/api/runs", f"localhost:{port + 1}")[0] == 403  # other port
+    for local in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}", f"[::1]:{port}"):
+        status, _, body = raw_get(dashboard.url, "/api/runs", local)
+        assert status == 200 and json.loads(body)["runs"][0]["name"] == "t"
+    allowed = serve(tmp_path / "t", allow_hosts=["dash.example", "tunnel.example:443"])
+    port = int(allowed.url.rstrip("/").rsplit(":", 1)[1])
+    assert raw_get(allowed.url, "/api/runs", f"dash.example:{port}")[0] == 200
+    assert raw_get(allowed.url, "/api/runs", "dash.example")[0] == 200  # behind a proxy on :80
+    assert raw_get(allowed.url, "/api/runs", "tunnel.example:443")[0] == 200
+    assert raw_get(allowed.url, "/api/runs", f"tunnel.example:{port}")[0] == 403
+    assert raw_get(allowed.url, "/api/runs", "evil.example")[0] == 403
+    with pytest.raises(InvalidConfigError, match="--allow-host"):
+        start([str(tmp_path)], port=0, allow_hosts=["evil.example/path"])
+
+
+def test_the_cli_takes_allow_host() -> None:
+    import argparse
+
+    from tensortap.cli.serve import add_parser
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    ns = parser.parse_args(["serve", "r", "--allow-host", "a.example", "--allow-host", "b:8"])
+    assert ns.allow_host == ["a.example", "b:8"]
+
+
+def test_every_answer_carries_the_security_headers(tmp_path, serve) -> None:
+    write_trial(tmp_path / "t", steps=3)
+    dashboard = serve(tmp_path / "t")
+    ident = run_ids(dashboard)["t"]
+    paths = [
+        "/",
+        f"/run/{ident}",
+        "/compare",
+        f"/report/{ident}",
+        "/api/runs",
+        f"/api/run/{ident}/curves",
+        "/static/dashboard.js",
+        "/static/plotly.min.js",
+        "/api/run/nope",
+        "/favicon.ico",
+    ]
+    for path in paths:
+        status, headers, _ = raw_get(dashboard.url, path)
+        assert status in (200, 404), (path, status)
+        policy = headers["content-security-policy"]
+        scripts = next(d for d in policy.split(";") if d.strip().startswith("script-src"))
+        assert "'unsafe-inline'" not in scripts and "'unsafe-eval'" not in scripts, path
+        assert "frame-ancestors 'none'" in policy, path
+        assert headers["x-frame-options"] == "DENY", path
+        assert headers["x-content-type-options"] == "nosniff", path
+        assert headers["referrer-policy"] == "no-referrer", path
+    # the refusals carry them too
+    status, headers, _ = raw_get(dashboard.url, "/api/runs", "evil.example")
+    assert status == 403 and headers["x-frame-options"] == "DENY"
+    token = serve(tmp_path / "t", token="s3cret")
+    status, headers, _ = raw_get(token.url.split("?")[0], "/api/runs")
+    assert status == 401 and headers["x-content-type-options"] == "nosniff"
+    # the pages hold no inline script: each <script> has a src
+    _, _, shell = raw_get(dashboard.url, "/")
+    assert b"<script>" not in shell and shell.count(b"<script src=") == 2
+
+
+def test_no_payload_in_a_trial_or_a_job_runs_on_any_page(tmp_path, serve, browser) -> None:
+    """Stored XSS: summary.json's fields went into /report/<job> unescaped (script ran), and
+    tensor names became live links in the charts (plotly's pseudo-HTML). Seven kinds of
+    payload in every field, every page: none runs, none becomes markup, each is shown."""
+    from xss_payloads import PAYLOADS, assert_no_payload_ran, shown, write_hostile_job
+
+    write_hostile_job(tmp_path / "runs")
+    dashboard = serve(tmp_path / "runs")
+    (ident,) = run_ids(dashboard).values()
+    base = dashboard.url
+
+    browser.visit(base)
+    rows = "return document.querySelectorAll('#runs tbody tr').length;"
+    browser.until(rows, lambda n: n == 1)
+    assert "onerror=window.__xss='run-name'" in shown(browser)
+    assert_no_payload_ran(browser)
+
+    browser.visit(f"{base}run/{ident}")
+    drawn = (
+        "const n = (s) => document.querySelectorAll(s).length;"
+        "const t = document.getElementById('tensorplot');"
+        "return [n('#curves .js-plotly-plot'), n('#health .js-plotly-plot'),"
+        " !!(t && t.data), n('#rules tr'), n('#timeline tr'),"
+        " document.getElementById('log').textContent.length];"
+    )
+    found = browser.until(drawn, lambda v: v[0] and v[1] and v[2] and v[3] > 1 and v[4] and v[5])
+    assert found[3] == len(PAYLOADS) + 2  # a header and a row per rule
+    text = shown(browser)
+    for payload in PAYLOADS.values():
+        assert payload in text  # shown as text, in the tables and the log
+    assert "loss <a href=" in text  # and in the charts (the legend, as written)
+    assert_no_payload_ran(browser)
+
+    browser.visit(f"{base}compare?ids={ident},{ident}")
+    browser.until("return document.querySelectorAll('#curves .js-plotly-plot').length;")
+    browser.until("return document.querySelectorAll('#rules tr').length;", lambda n: n > 1)
+    assert_no_payload_ran(browser)
+
+    browser.visit(f"{base}report/{ident}")
+    assert browser.until("return !!document.querySelector('.js-plotly-plot');")
+    text = shown(browser)
+    for payload in PAYLOADS.values():
+        assert payload in text
+    assert_no_payload_ran(browser)
+
+
+def test_a_regex_from_the_url_is_matched_by_re2_or_refused(tmp_path, serve) -> None:
+    """``(a+)+$`` against a long name took Python's backtracking re minutes of CPU under the
+    run's lock (the run's page froze); RE2 answers it at once, and a pattern RE2 cannot
+    match in linear time is refused with a 400 that says why."""
+    hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=1))
+    for _ in range(2):
+        hook.save_tensor("a" * 40 + "!", np.ones((2, 4), np.float32), collections="default")
+        hook.save_tensor("relu_output_0", np.ones((2, 4), np.float32), collections="default")
+        hook.next_step()
+    hook.close()
+    dashboard = serve(tmp_path / "t")
+    api = f"{dashboard.url}api/run/{run_ids(dashboard)['t']}/tensorplot?regex="
+    from urllib.parse import quote
+
+    status, body = get(api + quote("(a+)+$"))  # 2**40 paths for re; none for RE2
+    assert status == 200 and body["figure"] is None
+    assert body["note"] == "no tensor matches '(a+)+$'"
+    status, body = get(api + quote(r"(relu)_output_\d$"))  # matched by RE2, drawn
+    assert status == 200 and [t["name"] for t in body["figure"]["data"]] == ["relu_output_0"]
+    status, body = get(api + quote(r"(a)\1"))  # a backreference: RE2 cannot, refused
+    assert status == 400 and "RE2" in body["error"] and "backreferences" in body["error"]
+    status, body = get(api + quote("a" * 5000))
+    assert status == 400 and "5000 characters" in body["error"]

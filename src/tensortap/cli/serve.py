@@ -24,6 +24,15 @@ def add_parser(sub: Any) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     serve.add_argument("--port", type=int, default=8765, help="default 8765; 0: any free port")
     serve.add_argument("--token", help="the access token (made up when --host is not local)")
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests whose Host header is NAME (a proxy's or tunnel's name, "
+        "optionally NAME:PORT; repeatable); by default only the --host address and "
+        "localhost, 127.0.0.1, [::1] with the bound port are answered, anything else gets 403",
+    )
 
 
 def serve(ns: argparse.Namespace) -> int:
@@ -32,7 +41,15 @@ def serve(ns: argparse.Namespace) -> int:
     def ready(url: str) -> None:
         print(f"tensortap serve: {url}  (Ctrl-C stops it)", flush=True)
 
-    start(ns.places, ns.host, ns.port, ns.token, background=False, on_ready=ready)
+    start(
+        ns.places,
+        ns.host,
+        ns.port,
+        ns.token,
+        background=False,
+        on_ready=ready,
+        allow_hosts=ns.allow_host,
+    )
     return 0
 
 

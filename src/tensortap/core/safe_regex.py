@@ -39,21 +39,27 @@ def _options() -> Any:
     return options
 
 
-def compile_untrusted(pattern: object, what: str = "regex") -> Matcher:
-    """Compile a regex read from stored data; FormatError if it cannot be matched safely."""
+#: What a reader does instead when a stored regex is refused.
+LISTED_NAMES = "the collection's listed tensor names are used instead"
+
+
+def compile_untrusted(pattern: object, what: str = "regex", instead: str = LISTED_NAMES) -> Matcher:
+    """Compile a regex read from stored data (or a URL); FormatError if it cannot be matched
+    safely, its message ending with ``instead`` (what the caller does about it)."""
     if not isinstance(pattern, str):
         raise FormatError(f"{what} must be a string, got {type(pattern).__name__}")
     if len(pattern) > MAX_PATTERN:
-        raise FormatError(f"{what} is {len(pattern)} characters long (at most {MAX_PATTERN})")
+        raise FormatError(
+            f"{what} is {len(pattern)} characters long (at most {MAX_PATTERN}); {instead}"
+        )
     if _re2 is None:
         raise FormatError(
-            f"{what} {pattern!r} is not matched: regexes stored in a trial need google-re2 "
-            "(pip install google-re2); the collection's listed tensor names are used instead"
+            f"{what} {pattern!r} is not matched: regexes from data need google-re2 "
+            f"(pip install google-re2); {instead}"
         )
     try:
         return _re2.compile(pattern, options=_options())  # type: ignore[no-any-return]
     except (_re2.error, ValueError, TypeError) as exc:
         raise FormatError(
-            f"{what} {pattern!r} cannot be matched in linear time ({exc}); the collection's "
-            "listed tensor names are used instead"
+            f"{what} {pattern!r} cannot be matched in linear time by RE2 ({exc}); {instead}"
         ) from None

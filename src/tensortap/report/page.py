@@ -57,11 +57,14 @@ def rule_rows(rows: Sequence[Row], link_steps: bool) -> str:
     rows; with ``link_steps`` a first step links to the curves where it is marked."""
     body = []
     for rule, status, first, evaluated, counted, why in rows:
-        step = f"<a href='#curves'>{first}</a>" if link_steps and first else first
+        # every cell may come from a job's summary.json: escaped, like every value of a
+        # trial or a job in a page
+        shown = html.escape(first)
+        step = f"<a href='#curves'>{shown}</a>" if link_steps and first else shown
         body.append(
             f"<tr><td class='text'>{html.escape(rule)}</td>"
             f"<td class='text {html.escape(status.split(' ')[0])}'>{html.escape(status)}</td>"
-            f"<td>{step}</td><td>{evaluated}</td><td>{counted}</td>"
+            f"<td>{step}</td><td>{html.escape(evaluated)}</td><td>{html.escape(counted)}</td>"
             f"<td class='text'>{html.escape(why)}</td></tr>"
         )
     return (

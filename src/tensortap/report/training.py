@@ -211,8 +211,12 @@ class TrainingReport:
         first)."""
         by_step: dict[float, list[str]] = {}
         for rule, _, first, *_ in self.rows:
-            if first:
-                by_step.setdefault(float(first), []).append(rule)
+            try:  # a job's summary.json is data: a step that is no number marks nothing
+                at = float(first)
+            except ValueError:
+                continue
+            if math.isfinite(at):
+                by_step.setdefault(at, []).append(rule)
         return {step: ", ".join(rules) for step, rules in by_step.items()}
 
     def _curves(self, trial: Trial) -> str:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import hmac
 import json
 import math
-from collections.abc import Awaitable, Callable
+import re
+import secrets
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +21,15 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from tensortap.exceptions import InvalidConfigError, TensortapError
+from tensortap.core.safe_regex import compile_untrusted
+from tensortap.exceptions import FormatError, InvalidConfigError, TensortapError
 from tensortap.serve import data
 from tensortap.serve.catalog import Catalog, Run
 
 STATIC = Path(__file__).with_name("static")
 COOKIE = "tensortap_token"
+#: The most layers one TensorPlot request draws (their names are matched by RE2 first).
+MOST_LAYERS = 256
 
 
 def plotly_js() -> Path:
@@ -72,8 +77,13 @@ def check_token(token: str | None) -> None:
         )
 
 
-def create_app(catalog: Catalog, token: str | None = None) -> Starlette:
-    """The app; with ``token``, every request must carry it (``?token=`` once, then a cookie)."""
+def create_app(
+    catalog: Catalog, token: str | None = None, hosts: Iterable[str] | None = None
+) -> Starlette:
+    """The app; with ``token``, every request must carry it (``?token=`` once, then a cookie).
+    With ``hosts`` (see :func:`allowed_hosts`), a request whose ``Host`` header names none of
+    them gets 403 (a page DNS-rebound to this address names its own host). Every answer
+    carries the security headers (:data:`SECURITY_HEADERS`)."""
     check_token(token)
 
     def run_or_404(request: Request) -> Run:
@@ -111,20 +121,41 @@ def create_app(catalog: Catalog, token: str | None = None) -> Starlette:
         run = run_or_404(request)
         q = request.query_params
         step = q.get("step")
+        wanted = q.get("regex") or r".*relu_output"
+        # a regex from a URL is data: matched by RE2 (linear in the names, bounded memory),
+        # never by Python's backtracking re under the run's lock ((a+)+$ took minutes)
+        try:
+            matcher = compile_untrusted(
+                wanted, "the regex parameter", "use a regex without backreferences or lookaround"
+            )
+        except FormatError as exc:
+            return _json({"error": str(exc)}, 400)
         with run.lock:
+            trial = data.trial_of(run)
+            names = [n for n in trial.tensor_names() if matcher.search(n)]
+            if not names:
+                return _json({"steps": [], "figure": None, "note": f"no tensor matches {wanted!r}"})
+            shown = names[:MOST_LAYERS]
             try:
-                plot = TensorPlot(
-                    q.get("regex") or r".*relu_output",
-                    data.trial_of(run),
+                plot = TensorPlot(  # the names RE2 chose, literally
+                    "^(?:" + "|".join(re.escape(n) for n in shown) + ")$",
+                    trial,
                     steps=[int(step)] if step else 1,
                     batch_sample_id=-1,
+                    title=wanted,
                 )
             except TensortapError as exc:  # nothing to draw is an answer, not a failure
                 return _json({"steps": [], "figure": None, "note": str(exc)})
             steps = plot.steps_with_layers(10_000)
             figure = plot.fig.to_json()
+            note = (
+                f"the first {MOST_LAYERS} of the {len(names)} tensors that match {wanted!r}: "
+                "narrow the regex to see the others"
+                if len(names) > MOST_LAYERS
+                else None
+            )
             return Response(
-                f'{{"steps": {json.dumps(steps)}, "figure": {figure}}}',
+                f'{{"steps": {json.dumps(steps)}, "figure": {figure}, "note": {json.dumps(note)}}}',
                 media_type="application/json",
             )
 
@@ -144,7 +175,14 @@ def create_app(catalog: Catalog, token: str | None = None) -> Starlette:
 
         run = run_or_404(request)  # its own trial, outside the run's lock: a report that
         # runs rules over a long bare trial takes a while, and the live page must not wait
-        return HTMLResponse(training_report(run.location, run.job))
+        page = training_report(run.location, run.job)
+        # the report carries plotly.js and its figure inline (it is also a file that opens
+        # offline): those scripts, and only they, run here, by a nonce made for this answer
+        # (every value from the trial or the job in the page is escaped, so each <script> in
+        # it is the report's own)
+        nonce = secrets.token_urlsafe(18)
+        page = _SCRIPT_TAG.sub(f'<script nonce="{nonce}"', page)
+        return HTMLResponse(page, headers={"Content-Security-Policy": csp(f"'nonce-{nonce}'")})
 
     def page(request: Request) -> Response:  # one shell: its script draws what the path says
         return FileResponse(STATIC / "dashboard.html", headers={"Cache-Control": "no-store"})
@@ -175,7 +213,70 @@ def create_app(catalog: Catalog, token: str | None = None) -> Starlette:
     )
     if token is not None:
         app.add_middleware(_TokenMiddleware, token=token)
+    # added last, so outermost: a foreign Host is refused before anything else, the token
+    # check's own answers carry the headers too
+    app.add_middleware(_GuardMiddleware, hosts=None if hosts is None else frozenset(hosts))
     return app
+
+
+_SCRIPT_TAG = re.compile(r"<script(?=[\s>])", re.IGNORECASE)
+
+
+def csp(scripts: str = "'self'") -> str:
+    """The Content-Security-Policy of every answer: scripts only from this server (no inline
+    script, no eval), or those carrying the nonce ``scripts`` names; styles may be inline
+    (plotly sets them); no framing, no plugins, no <base>, no form posted elsewhere."""
+    return (
+        f"default-src 'self'; script-src {scripts}; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; "
+        "worker-src 'self' blob:; object-src 'none'; base-uri 'none'; form-action 'self'; "
+        "frame-ancestors 'none'"
+    )
+
+
+#: Sent with every answer (the report's own CSP, with its nonce, replaces the first).
+SECURITY_HEADERS = (
+    ("content-security-policy", csp()),
+    ("x-frame-options", "DENY"),
+    ("x-content-type-options", "nosniff"),
+    ("referrer-policy", "no-referrer"),
+    ("cross-origin-opener-policy", "same-origin"),
+)
+
+#: The names a dashboard on the local machine is always reached by.
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+def allowed_hosts(host: str, port: int, extra: Iterable[str] = ()) -> frozenset[str]:
+    """The ``Host`` headers a dashboard bound to ``host``:``port`` answers: the bound name or
+    address and the loopback names, each with the port (and without it on port 80), and each
+    of ``extra`` (``--allow-host``) with or without a port (a name given with a port only so)."""
+    bound = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    names = {bound.lower(), *LOOPBACK_NAMES}
+    out = {f"{n}:{port}" for n in names} | (names if port == 80 else set())
+    for name in extra:
+        name = check_allowed_host(name).lower()
+        if _HAS_PORT.search(name):
+            out.add(name)
+        else:
+            out |= {name, f"{name}:{port}"}
+    return frozenset(out)
+
+
+_HAS_PORT = re.compile(r":[0-9]+$")
+_HOST_NAME = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:[0-9]{1,5})?$")
+
+
+def check_allowed_host(name: object) -> str:
+    """An ``--allow-host`` value: a host name or address (IPv6 in brackets), optionally with
+    ``:port``."""
+    if not isinstance(name, str) or not _HOST_NAME.match(name):
+        raise InvalidConfigError(
+            f"--allow-host takes a host name or address as a browser sends it in the Host "
+            f"header (dash.example.com, 10.0.0.5, [fe80::1], optionally with :PORT), got "
+            f"{name!r}"
+        )
+    return name
 
 
 class _NotFound(TensortapError):
@@ -188,6 +289,47 @@ def _static(request: Request) -> Response:
     if path.parent != STATIC.resolve() or not path.is_file():
         return JSONResponse({"error": "not found"}, status_code=404)
     return FileResponse(path, headers={"Cache-Control": "no-store"})
+
+
+class _GuardMiddleware:
+    """Refuses a request whose ``Host`` header names none of ``hosts`` (403: DNS rebinding),
+    and adds :data:`SECURITY_HEADERS` to every answer (an answer's own CSP is kept)."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], hosts: frozenset[str] | None) -> None:
+        self.app, self.hosts = app, hosts
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {k.lower() for k, _ in headers}
+                headers += [
+                    (k.encode(), v.encode())
+                    for k, v in SECURITY_HEADERS
+                    if k.encode() not in present
+                ]
+                message["headers"] = headers
+            await send(message)
+
+        if self.hosts is not None:
+            given = dict(scope.get("headers", [])).get(b"host", b"")
+            host = given.decode("latin-1").strip().lower()
+            if host not in self.hosts:
+                response = JSONResponse(
+                    {
+                        "error": f"this dashboard does not answer requests for host {host!r}: "
+                        "open it by the address `tensortap serve` printed, or start it with "
+                        "--allow-host NAME for a name it is reached by (a proxy, a tunnel)"
+                    },
+                    status_code=403,
+                )
+                await response(scope, receive, send_with_headers)
+                return
+        await self.app(scope, receive, send_with_headers)
 
 
 class _TokenMiddleware:
@@ -233,4 +375,4 @@ class _TokenMiddleware:
         await response(scope, receive, send)
 
 
-__all__ = ["create_app", "plotly_js"]
+__all__ = ["SECURITY_HEADERS", "allowed_hosts", "create_app", "csp", "plotly_js"]

@@ -9,6 +9,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,15 +92,23 @@ def start(
     background: bool = True,
     on_ready: Any = None,
     warm: bool = True,
+    allow_hosts: Sequence[str] = (),
 ) -> Dashboard:
     """Serve a dashboard over ``places``. Off the local machine (``host`` not a loopback
     address) a token is required: ``token``, or one made here and put in the URL. With
-    ``warm``, each run's curves are read ahead in the background as runs are found."""
+    ``warm``, each run's curves are read ahead in the background as runs are found.
+    Requests are answered only for the ``Host`` names ``host`` and the loopback names (with
+    the bound port), and those in ``allow_hosts`` (``--allow-host``): anything else gets 403,
+    so that a page that DNS-rebinds its own name to this address reads nothing."""
     import uvicorn
 
-    from tensortap.serve.app import check_token, create_app
+    from tensortap.serve.app import allowed_hosts, check_allowed_host, check_token, create_app
 
     check_token(token)  # before binding: an empty token would let anyone in
+    if isinstance(allow_hosts, str):
+        allow_hosts = [allow_hosts]
+    for name in allow_hosts:
+        check_allowed_host(name)
     if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
         raise InvalidConfigError(f"port must be 0..65535, got {port!r}")
     if not _is_local(host) and token is None:
@@ -110,7 +119,10 @@ def start(
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}/" + (f"?token={token}" if token else "")
     config = uvicorn.Config(
-        create_app(catalog, token), log_level="warning", access_log=False, lifespan="off"
+        create_app(catalog, token, allowed_hosts(host, bound, allow_hosts)),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
     )
     server = uvicorn.Server(config)
     warming = threading.Event()

@@ -30,6 +30,7 @@ import numpy as np
 from tensortap.core.modes import ModeKeys
 from tensortap.exceptions import InvalidConfigError, TensorUnavailable, TensorUnavailableForStep
 from tensortap.trials.trial import Trial, create_trial
+from tensortap.viz._plotly import as_text
 
 try:
     import plotly.graph_objects as go
@@ -276,7 +277,7 @@ def plot_embeddings(frames: list[EmbeddingFrame], title: str = "") -> Any:
         go.Frame(
             data=traces(f),
             name=str(f.step),
-            layout={"title": {"text": f"{title or 'embedding'}: step {f.step}"}},
+            layout={"title": {"text": f"{as_text(title or 'embedding')}: step {f.step}"}},
         )
         for f in frames
     ]

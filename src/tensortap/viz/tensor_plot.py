@@ -30,6 +30,7 @@ import numpy as np
 
 from tensortap.exceptions import InvalidConfigError, TensorUnavailableForStep
 from tensortap.trials.trial import Trial, create_trial
+from tensortap.viz._plotly import as_text
 from tensortap.viz.health import layer_order
 
 try:
@@ -264,7 +265,7 @@ class TensorPlot:
                     y=ys,
                     z=zs,
                     mode="markers",
-                    name=name,
+                    name=as_text(name),
                     marker={
                         "size": 2.5,
                         "color": colors,
@@ -274,7 +275,10 @@ class TensorPlot:
                         "showscale": i == 0,
                         "colorbar": {"title": {"text": "0..1 per layer"}},
                     },
-                    hovertemplate=f"{name}<br>normalised %{{marker.color:.3f}}<extra></extra>",
+                    # the name as the trace shows it: a name is never read as a template
+                    hovertemplate=(
+                        "%{fullData.name}<br>normalised %{marker.color:.3f}<extra></extra>"
+                    ),
                 )
             )
             x0 += widths[i] + LAYER_GAP
@@ -285,7 +289,9 @@ class TensorPlot:
         sample = max(self.batch_sample_id or 0, 0)
         image = None if value is None else _input_image(value, sample, self.color_channel)
         if image is None:
-            return go.Scatter3d(x=[], y=[], z=[], mode="markers", name=f"input: {self.label}")
+            return go.Scatter3d(
+                x=[], y=[], z=[], mode="markers", name=f"input: {as_text(self.label)}"
+            )
         h, w = image.shape[:2]
         ys, zs = np.meshgrid(np.arange(h) - (h - 1) / 2, np.arange(w) - (w - 1) / 2, indexing="ij")
         if image.ndim == 3:
@@ -299,13 +305,13 @@ class TensorPlot:
             y=-ys.reshape(-1),  # image rows run downwards
             z=zs.reshape(-1),
             mode="markers",
-            name=f"input: {self.label}",
+            name=f"input: {as_text(self.label)}",
             marker={"size": 3, "color": colors, "symbol": "square"},
             hoverinfo="name",
         )
 
     def _frame_title(self, step: int) -> str:
-        text = f"{self.title or self.regex}: step {step}"
+        text = f"{as_text(self.title or self.regex)}: step {step}"
         output = self._value(self.prediction, step) if self.prediction else None
         if output is not None and output.ndim >= 1 and output.size:
             classes = output.reshape(1, -1) if output.ndim == 1 else output.reshape(len(output), -1)
@@ -374,7 +380,7 @@ class TensorPlot:
         )
         if self.skipped:
             figure.add_annotation(
-                text="left out: " + ", ".join(sorted(self.skipped)),
+                text="left out: " + ", ".join(as_text(n) for n in sorted(self.skipped)),
                 showarrow=False,
                 xref="paper",
                 yref="paper",

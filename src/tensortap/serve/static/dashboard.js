@@ -10,6 +10,9 @@ const GAP_TEXT = { nan: "NaN", inf: "+Inf", "-inf": "-Inf" };
 
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g,
   (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+// text for plotly, which renders <a href>, <b>, <br> in names, titles, tick labels and hover
+// text: a tensor's or a run's name is shown as it is, never as markup (nor a link)
+const plain = (s) => String(s ?? "").replace(/[&<>]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;" })[c]);
 const when = (t) => (t ? new Date(t * 1000).toLocaleString() : "-");
 const main = () => document.getElementById("main");
 
@@ -71,7 +74,7 @@ function runsPage() {
       .sort((a, b) => (b.problems_found - a.problems_found) || ((b.started || 0) - (a.started || 0)));
     document.querySelector("#runs tbody").innerHTML = rows.map((r) => {
       const rules = r.rules.map((x) => `${esc(x.name)}: ${statusSpan(x.status, x.severity)}` +
-        (x.gravest_step != null ? ` at ${x.gravest_step}` : "")).join("<br>") ||
+        (x.gravest_step != null ? ` at ${esc(x.gravest_step)}` : "")).join("<br>") ||
         `<span class="muted">${r.kind === "job" ? "no rules yet" : "a trial (rules: tensortap report)"}</span>`;
       const problems = r.problems.length ? `<br><span class="warning">${esc(r.problems.length)} damaged parts</span>` : "";
       const verdict = r.diagnosis ? `${verdictSpan(r.diagnosis)}<br>` : "";
@@ -100,7 +103,7 @@ function runsPage() {
 
 // ---------------------------------------------------------------- curves
 function seriesLabel(s, modes, prefix) {
-  return (prefix ? `${prefix}: ` : "") + (modes > 1 ? `${s.name} (${s.mode})` : s.name);
+  return plain((prefix ? `${prefix}: ` : "") + (modes > 1 ? `${s.name} (${s.mode})` : s.name));
 }
 
 // where a resumed session of the run starts: "↻ session 1", on the curves
@@ -149,23 +152,23 @@ function curveFigure(title, series, findings, names, sessions) {
     shapes.push({ type: "line", xref: "x", yref: "paper", x0: f.step, x1: f.step, y0: 0, y1: 1,
       line: { color, width: 1.5, dash: "dash" } });
     annotations.push({ x: f.step, xref: "x", y: 1 - 0.07 * (k % 5), yref: "paper", xanchor: "left",
-      text: `⚑ ${esc(f.rule)}`, showarrow: false, font: { color, size: 11 }, captureevents: true,
-      hovertext: `${esc(f.rule)} (${esc(f.severity)}) at step ${f.step}: ${esc(f.message)}`,
+      text: `⚑ ${plain(f.rule)}`, showarrow: false, font: { color, size: 11 }, captureevents: true,
+      hovertext: `${plain(f.rule)} (${plain(f.severity)}) at step ${plain(f.step)}: ${plain(f.message)}`,
       name: "finding" });
   });
   (sessions || []).forEach((s) => {
     shapes.push({ type: "line", xref: "x", yref: "paper", x0: s.step - 0.5, x1: s.step - 0.5, y0: 0, y1: 1,
       line: { color: SEVERITY.advice, width: 1.5, dash: "dot" } });
     annotations.push({ x: s.step - 0.5, xref: "x", y: 0.01, yref: "paper", xanchor: "left", yanchor: "bottom",
-      text: `↻ session ${esc(s.index)}`, showarrow: false, font: { color: SEVERITY.advice, size: 11 },
-      captureevents: true, hovertext: esc(sessionText(s)), name: "session" });
+      text: `↻ session ${plain(s.index)}`, showarrow: false, font: { color: SEVERITY.advice, size: 11 },
+      captureevents: true, hovertext: plain(sessionText(s)), name: "session" });
   });
   if (!finite && series.length) {
     annotations.push({ x: 0.5, y: 0.5, xref: "paper", yref: "paper", showarrow: false,
       text: "no finite value", font: { color: BAD, size: 16 } });
   }
   const layout = {
-    title: { text: title }, uirevision: title, height: 380, margin: { l: 60, r: 20, t: 40, b: 40 },
+    title: { text: plain(title) }, uirevision: title, height: 380, margin: { l: 60, r: 20, t: 40, b: 40 },
     xaxis: { title: { text: "global step" }, nticks: 10 }, yaxis: { nticks: 8, automargin: true },
     legend: { orientation: "h", y: -0.18 }, shapes, annotations, hovermode: "closest",
   };
@@ -212,8 +215,9 @@ function healthFigure(health) {
   const figs = [];
   const g = compact(health.steps, health.gradient_names, health.gradient_norms);
   const a = compact(health.steps, health.activation_names, health.zero_share);
-  const h = { steps: g.steps, gradient_names: g.names, gradient_norms: g.matrix,
-    zero_steps: a.steps, activation_names: a.names, zero_share: a.matrix };
+  // layer names are tick labels and hover text: plain text for plotly
+  const h = { steps: g.steps, gradient_names: g.names.map(plain), gradient_norms: g.matrix,
+    zero_steps: a.steps, activation_names: a.names.map(plain), zero_share: a.matrix };
   if (h.gradient_names.length) {
     const num = (v) => (typeof v === "number" ? v : null);
     const z = h.gradient_norms.map((row) => row.map((v) => (num(v) > 0 ? Math.log10(v) : null)));
@@ -300,7 +304,7 @@ function runPage() {
       const t = await api(`/api/run/${id}/tensorplot${step != null ? `?step=${step}` : ""}`);
       if (!t.figure) { document.getElementById("tp-note").textContent = t.note; return; }
       if (select.options.length !== t.steps.length) {
-        select.innerHTML = t.steps.map((s) => `<option value="${s}">step ${s}</option>`).join("");
+        select.innerHTML = t.steps.map((s) => `<option value="${esc(s)}">step ${esc(s)}</option>`).join("");
       }
       if (step != null) select.value = String(step);
       Plotly.react("tensorplot", t.figure.data, t.figure.layout, { displaylogo: false });
@@ -352,7 +356,7 @@ function comparePage() {
       `<th><a href="/run/${esc(r.id)}">${esc(r.name)}</a><br>${statusSpan(r.status)}</th>`).join("")}</tr>` +
       names.map((n) => `<tr><td>${esc(n)}</td>${runs.map((r) => {
         const x = r.all_rules.find((y) => y.name === n);
-        return `<td>${x ? statusSpan(x.status, x.severity) + (x.gravest_step != null ? ` at ${x.gravest_step}` : "") : "-"}</td>`;
+        return `<td>${x ? statusSpan(x.status, x.severity) + (x.gravest_step != null ? ` at ${esc(x.gravest_step)}` : "") : "-"}</td>`;
       }).join("")}</tr>`).join("");
     // one chart per tensor and mode, one line per run
     const groups = {};
