@@ -22,6 +22,7 @@ from tensortap.trials.locate import JOB_FILE
 from tensortap.trials.trial import Trial
 
 RESCAN_SECS = 1.0  # how stale the list of runs may be
+IDLE_SECS = 30.0  # a run's trial not read for this long is closed (its files released)
 MAX_LISTED = 100_000  # keys listed under one s3:// prefix, at most
 
 
@@ -31,11 +32,19 @@ class RunCache:
 
     trial: Trial | None = None
     refreshed: float = 0.0  # when the trial was last refreshed (monotonic seconds)
+    used: float = 0.0  # when the trial was last asked for (monotonic seconds)
     curves: dict[tuple[str, ModeKeys], Any] = field(default_factory=dict)  # data._Curve each
     events: list[dict[str, Any]] = field(default_factory=list)
     events_offset: int = 0
     health: dict[int, tuple[list[Any], list[Any]]] = field(default_factory=dict)  # per step
     warmed: bool = False  # its curves were read ahead
+
+    def close_trial(self) -> None:
+        """Release the trial's open files; the next request opens it again (the curves read
+        so far are kept)."""
+        if self.trial is not None:
+            self.trial.store.close()
+            self.trial = None
 
 
 @dataclass
@@ -122,7 +131,24 @@ class Catalog:
         with self._lock:
             if time.monotonic() - self._scanned >= RESCAN_SECS:
                 self._scan()
+                self.close_idle()
             return list(self._runs.values())
+
+    def close_idle(self, idle_secs: float = IDLE_SECS) -> int:
+        """Close the trial of every run whose page stopped asking for it ``idle_secs`` ago
+        (a run being read now is left alone); how many were closed."""
+        now, closed = time.monotonic(), 0
+        for run in self._runs.values():
+            cache = run.cache
+            if cache.trial is None or now - cache.used < idle_secs:
+                continue
+            if run.lock.acquire(blocking=False):
+                try:
+                    cache.close_trial()
+                    closed += 1
+                finally:
+                    run.lock.release()
+        return closed
 
     def get(self, ident: str) -> Run | None:
         found = self._runs.get(ident)

@@ -32,8 +32,10 @@ TRIAL_REFRESH_SECS = 0.5
 
 
 def trial_of(run: Run) -> Trial:
-    """The run's trial, opened once and refreshed at most every half second."""
+    """The run's trial, opened once and refreshed at most every half second (closed by the
+    catalog once no page has asked for it for a while)."""
     cache, now = run.cache, time.monotonic()
+    cache.used = now
     if cache.trial is None:
         cache.trial, cache.refreshed = create_trial(run.location), now
     elif now - cache.refreshed >= TRIAL_REFRESH_SECS:

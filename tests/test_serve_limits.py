@@ -1,0 +1,171 @@
+"""The dashboard's limits (issue 32): one budget of open files for every run it serves, job
+files opened as the trial reader opens files, bounded curve answers, and ``s3://`` places
+listed incrementally with one client."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tensortap as tt
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def get(url: str, timeout: float = 30) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def child_env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+    }
+
+
+def segmented_trial(out: Path, segments: int = 12) -> None:
+    """A trial of ``segments`` segments (one per step): each one a file a reader opens."""
+    hook = tt.Hook(out, save_config=tt.SaveConfig(save_interval=1))
+    for step in range(segments):
+        hook.save_tensor("loss", np.float32(1.0 / (step + 1)), collections="losses")
+        hook.next_step()
+        hook.flush()
+    hook.close()
+
+
+CHILD = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))  # the hard limit too: none to raise
+from tensortap.serve import start
+dashboard = start([sys.argv[1]], port=0)
+print(dashboard.url, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_200_runs_are_served_under_a_limit_of_256_open_files(tmp_path) -> None:
+    for i in range(200):
+        segmented_trial(tmp_path / "runs" / f"run{i:03d}")
+    env = child_env()
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tmp_path / "runs")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        url = child.stdout.readline().strip()
+        assert url.startswith("http://"), url
+        status, body = get(url + "api/runs")
+        assert status == 200
+        assert len(body["runs"]) == 200
+        for run in body["runs"]:  # every run's curves, each segment of each run read
+            status, curves = get(url + f"api/run/{run['id']}/curves")
+            assert status == 200, curves
+            (loss,) = curves["series"]
+            assert loss["points"] == 12
+        status, body = get(url + "api/runs")  # and the server still answers
+        assert status == 200 and all(not r["problems"] for r in body["runs"])
+    finally:
+        child.kill()
+        child.wait()
+
+
+RULES_CHILD = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+from tensortap.scale import run_rules
+results = run_rules(sys.argv[1:], ["LossNotDecreasing", "ExplodingTensor"], workers=1)
+rows = results.summary.to_pylist()
+print(len(rows), sum(r["status"] == "Error" for r in rows), flush=True)
+"""
+
+
+def test_rules_over_30_trials_in_process_under_256_open_files(tmp_path) -> None:
+    trials = [tmp_path / f"t{i:02d}" for i in range(30)]
+    for trial in trials:
+        segmented_trial(trial, segments=20)
+    done = subprocess.run(
+        [sys.executable, "-c", RULES_CHILD, *map(str, trials)],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["60", "0"], done.stdout
+
+
+def test_open_read_descriptors_stay_within_one_budget_for_the_process(tmp_path) -> None:
+    from tensortap.storage.local import HANDLES
+
+    for i in range(40):
+        segmented_trial(tmp_path / f"t{i:02d}", segments=20)
+    before = len(os.listdir("/proc/self/fd")) if Path("/proc/self/fd").is_dir() else None
+    trials = [tt.create_trial(tmp_path / f"t{i:02d}") for i in range(40)]
+    for trial in trials:  # every value of every trial: 800 segment files between them
+        assert len(trial.tensor("loss").values()) == 20
+    assert len(HANDLES) <= HANDLES.capacity
+    if before is not None:
+        assert len(os.listdir("/proc/self/fd")) - before <= HANDLES.capacity
+    for trial in trials:
+        trial.store.close()
+    assert len(HANDLES) == 0 or all(
+        k[0] not in {t.store._owner for t in trials} for k in HANDLES._open
+    )
+
+
+RAISE_CHILD = """
+import resource
+from tensortap.storage.local import HANDLES, budget_for, raise_open_file_limit
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+print(raise_open_file_limit(), min(hard, 65536), HANDLES.capacity, budget_for(min(hard, 65536)))
+"""
+
+
+def test_serving_raises_the_soft_open_file_limit_toward_the_hard_one() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", RAISE_CHILD], capture_output=True, text=True, env=child_env()
+    )
+    assert done.returncode == 0, done.stderr
+    now, wanted, capacity, expected = map(int, done.stdout.split())
+    assert now == wanted and capacity == expected
+
+
+def test_a_run_whose_page_stopped_asking_has_its_trial_closed(tmp_path) -> None:
+    from tensortap.serve import data
+    from tensortap.serve.catalog import Catalog
+    from tensortap.storage.local import HANDLES
+
+    segmented_trial(tmp_path / "runs" / "a", segments=5)
+    catalog = Catalog([str(tmp_path / "runs")])
+    (run,) = catalog.runs()
+    with run.lock:
+        data.curves(run)
+    owner = run.cache.trial.store._owner
+    assert any(k[0] == owner for k in HANDLES._open)
+    assert catalog.close_idle(idle_secs=3600) == 0  # asked for just now: kept
+    assert catalog.close_idle(idle_secs=0) == 1
+    assert run.cache.trial is None
+    assert not any(k[0] == owner for k in HANDLES._open)
+    with run.lock:  # the page comes back: opened again, the same curves
+        assert data.curves(run)["series"][0]["points"] == 5
