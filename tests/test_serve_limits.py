@@ -169,3 +169,93 @@ def test_a_run_whose_page_stopped_asking_has_its_trial_closed(tmp_path) -> None:
     assert not any(k[0] == owner for k in HANDLES._open)
     with run.lock:  # the page comes back: opened again, the same curves
         assert data.curves(run)["series"][0]["points"] == 5
+
+
+def make_job(job_dir: Path, **job: object) -> str:
+    """A job directory as `tensortap run` lays it out, with a trial in ``trial/``."""
+    from tensortap.jobs.record import JobRecord
+
+    JobRecord(job_dir).create({"created": 1.0, "command": ["train.py"], **job})
+    segmented_trial(job_dir / "trial", segments=3)
+    (job_dir / "logs" / "training.log").write_text("epoch 1\nepoch 2\n")
+    return job_dir.name
+
+
+@pytest.fixture
+def serve():
+    from tensortap.serve import start
+
+    started = []
+
+    def serve(*places, **kwargs):
+        dashboard = start([str(p) for p in places], port=0, **kwargs)
+        started.append(dashboard)
+        return dashboard
+
+    yield serve
+    for dashboard in started:
+        dashboard.stop()
+
+
+def by_name(dashboard) -> dict[str, dict]:
+    status, body = get(dashboard.url + "api/runs")
+    assert status == 200
+    return {r["name"]: r for r in body["runs"]}
+
+
+def test_a_training_log_that_is_not_a_regular_file_in_the_job_is_not_read(tmp_path, serve) -> None:
+    runs = tmp_path / "runs"
+    for name in ("plain", "passwd", "fifo", "zero", "linkeddir"):
+        make_job(runs / name)
+    (runs / "passwd" / "logs" / "training.log").unlink()
+    (runs / "passwd" / "logs" / "training.log").symlink_to("/etc/passwd")
+    (runs / "fifo" / "logs" / "training.log").unlink()
+    os.mkfifo(runs / "fifo" / "logs" / "training.log")
+    (runs / "zero" / "logs" / "training.log").unlink()
+    (runs / "zero" / "logs" / "training.log").symlink_to("/dev/zero")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "training.log").write_text("a secret outside the job\n")
+    for child in (runs / "linkeddir" / "logs").iterdir():
+        child.unlink() if child.is_file() else None
+    (runs / "linkeddir" / "logs" / "training.log").unlink(missing_ok=True)
+    os.rmdir(runs / "linkeddir" / "logs" / "rules")
+    os.rmdir(runs / "linkeddir" / "logs")
+    (runs / "linkeddir" / "logs").symlink_to(outside)
+    dashboard = serve(runs, warm=False)
+    ids = {name: run["id"] for name, run in by_name(dashboard).items()}
+    status, plain = get(dashboard.url + f"api/run/{ids['plain']}")
+    assert status == 200 and plain["log_tail"] == ["epoch 1", "epoch 2"]
+    for name in ("passwd", "fifo", "zero", "linkeddir"):
+        started = time.monotonic()
+        status, body = get(dashboard.url + f"api/run/{ids[name]}", timeout=10)  # no hang
+        assert time.monotonic() - started < 10
+        assert status == 200, body
+        (said,) = body["log_tail"]
+        assert "not shown" in said, (name, said)
+        assert "root:" not in said and "secret" not in said
+        assert len(json.dumps(body)) < 100_000
+    status, body = get(dashboard.url + "api/runs")  # the server still answers
+    assert status == 200
+
+
+def test_a_job_pointing_at_a_trial_outside_the_places_served_is_refused(tmp_path, serve) -> None:
+    private = tmp_path / "private"
+    segmented_trial(private, segments=4)
+    runs = tmp_path / "runs"
+    make_job(runs / "inside")
+    make_job(runs / "escape", trial_location=str(private))
+    dashboard = serve(runs, warm=False)
+    found = by_name(dashboard)
+    assert not found["inside"]["problems"]
+    (why,) = found["escape"]["problems"]
+    assert "outside the places served" in why and str(private) in why
+    assert found["escape"]["last_step"] is None
+    status, body = get(dashboard.url + f"api/run/{found['escape']['id']}/curves")
+    assert status == 422 and "outside the places served" in body["error"]
+    status, body = get(dashboard.url + f"report/{found['escape']['id']}")
+    assert status == 403
+    status, body = get(dashboard.url + f"api/run/{found['inside']['id']}/curves")
+    assert status == 200 and body["series"][0]["points"] == 3
+    both = serve(runs, private, warm=False)  # served once its place is given
+    assert not by_name(both)["escape"]["problems"]

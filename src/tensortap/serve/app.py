@@ -144,6 +144,8 @@ def create_app(catalog: Catalog, token: str | None = None) -> Starlette:
 
         run = run_or_404(request)  # its own trial, outside the run's lock: a report that
         # runs rules over a long bare trial takes a while, and the live page must not wait
+        if run.refused is not None:
+            return _json({"error": run.refused}, 403)
         return HTMLResponse(training_report(run.location, run.job))
 
     def page(request: Request) -> Response:  # one shell: its script draws what the path says

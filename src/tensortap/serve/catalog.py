@@ -8,6 +8,7 @@ down (``runs/`` with ``runs/JOB/`` and ``runs/seed002/``). Nothing here writes a
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -55,12 +56,32 @@ class Run:
     name: str
     location: str  # the trial's location
     job: JobRecord | None = None
+    refused: str | None = None  # why its trial is not served (a job pointing outside the places)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     cache: RunCache = field(default_factory=RunCache, repr=False)
 
 
 def run_id(location: str) -> str:
     return hashlib.sha1(location.encode("utf-8")).hexdigest()[:12]
+
+
+def _inside(location: str, places: list[str]) -> bool:
+    """Whether the trial at ``location`` lies inside one of ``places`` (local paths compared
+    after resolving symlinks; ``s3://`` ones by prefix)."""
+    if "://" in location:
+        text = location.rstrip("/") + "/"
+        return any(
+            "://" in p and (text == p.rstrip("/") + "/" or text.startswith(p.rstrip("/") + "/"))
+            for p in places
+        )
+    real = os.path.realpath(location)
+    for place in places:
+        if "://" in place:
+            continue
+        root = os.path.realpath(place)
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            return True
+    return False
 
 
 def _local(place: Path, depth: int = 2) -> list[tuple[str, str, JobRecord | None]]:
@@ -168,7 +189,14 @@ class Catalog:
             for name, location, job in found:
                 ident = run_id(location)
                 if ident not in self._runs:
-                    self._runs[ident] = Run(ident, name, location, job)
+                    refused = None
+                    if job is not None and not _inside(location, self.places):
+                        refused = (
+                            f"the job at {job.dir} points at a trial at {location}, outside the "
+                            f"places served ({', '.join(self.places)}); not read: serve that "
+                            "place too if it is meant to be shown"
+                        )
+                    self._runs[ident] = Run(ident, name, location, job, refused)
         self._scanned = time.monotonic()
 
 

@@ -31,9 +31,15 @@ HEAT_STEPS = 160  # columns of a layer-health heat map
 TRIAL_REFRESH_SECS = 0.5
 
 
+class TrialRefused(TensortapError, PermissionError):
+    """A run's trial that the dashboard does not read (it lies outside the places served)."""
+
+
 def trial_of(run: Run) -> Trial:
     """The run's trial, opened once and refreshed at most every half second (closed by the
     catalog once no page has asked for it for a while)."""
+    if run.refused is not None:
+        raise TrialRefused(run.refused)
     cache, now = run.cache, time.monotonic()
     cache.used = now
     if cache.trial is None:
@@ -265,14 +271,10 @@ def detail(run: Run, log_lines: int = 200) -> dict[str, Any]:
             if e.get("event") in wanted
         ]
         try:
-            with open(run.job.training_log, "rb") as log:
-                log.seek(0, 2)
-                size = log.tell()
-                log.seek(max(0, size - 64 * 1024))
-                text = log.read().decode("utf-8", errors="replace")
+            text = run.job.log_tail(64 * 1024).decode("utf-8", errors="replace")
             log_tail = list(deque(text.splitlines(), maxlen=log_lines))
-        except OSError:
-            log_tail = []
+        except OSError as exc:  # refused (a symlink, a FIFO, a device): said, not followed
+            log_tail = [f"[the training log is not shown: {exc}]"]
     return {**overview(run), "all_rules": rules(run), "timeline": timeline, "log_tail": log_tail}
 
 

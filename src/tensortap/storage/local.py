@@ -155,6 +155,55 @@ HANDLES = HandleBudget(budget_for(_soft_open_file_limit()))
 _owners = itertools.count()
 
 
+def read_regular(
+    path: str | os.PathLike[str],
+    inside: str | os.PathLike[str],
+    limit: int,
+    offset: int = 0,
+    tail: bool = False,
+) -> bytes:
+    """At most ``limit`` bytes of the regular file ``path`` (from ``offset``, or its last
+    ``limit`` bytes with ``tail``), opened as a trial's files are: it must lie inside the
+    directory ``inside`` (no symbolic link on the way leads out), is not followed when it is a
+    symlink itself, and is refused when it is a FIFO, a device or a directory (opened without
+    blocking, so a FIFO never hangs the reader). A missing file raises FileNotFoundError; a
+    refused one a StorageError (an OSError too)."""
+    path = Path(path)
+    root = os.path.realpath(inside)
+    parent = os.path.realpath(path.parent)
+    if parent != root and not parent.startswith(root + os.sep):
+        raise StorageError(
+            f"{path} leads out of {inside} through a symbolic link (to {parent}); not followed"
+        )
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StorageError(
+                f"{path} is a symbolic link; only regular files inside {inside} are read "
+                "(not followed)"
+            ) from None
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise StorageError(f"cannot open {path}: {exc}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise StorageError(
+                f"{path} is not a regular file (a FIFO, device or directory); only regular "
+                f"files inside {inside} are read"
+            )
+        start = max(0, info.st_size - limit) if tail else offset
+        length = max(0, min(limit, info.st_size - start))
+        return os.pread(fd, length, start) if length else b""
+    except StorageError:
+        raise
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc}") from exc
+    finally:
+        os.close(fd)
+
+
 class _LocalWriter(ObjectWriter):
     def __init__(self, final: Path, fsync: bool) -> None:
         self._final = final
