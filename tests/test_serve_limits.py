@@ -259,3 +259,37 @@ def test_a_job_pointing_at_a_trial_outside_the_places_served_is_refused(tmp_path
     assert status == 200 and body["series"][0]["points"] == 3
     both = serve(runs, private, warm=False)  # served once its place is given
     assert not by_name(both)["escape"]["problems"]
+
+
+def test_a_run_with_20000_scalar_names_answers_a_bounded_truncated_curves_request(
+    tmp_path, serve
+) -> None:
+    from tensortap.serve.data import MAX_SERIES
+
+    hook = tt.Hook(tmp_path / "wide", save_config=tt.SaveConfig(save_interval=1))
+    for step in range(2):
+        for i in range(20_000):
+            hook.save_tensor(f"metric_{i:05d}", np.float32(i + step), collections="scalars")
+        hook.next_step()
+    hook.close()
+    dashboard = serve(tmp_path / "wide", warm=False)
+    (run,) = by_name(dashboard).values()
+    curves = dashboard.url + f"api/run/{run['id']}/curves"
+    started = time.monotonic()
+    with urllib.request.urlopen(curves, timeout=60) as response:
+        raw = response.read()
+    assert time.monotonic() - started < 30
+    body = json.loads(raw)
+    assert body["truncated"] is True and body["total"] == 20_000
+    assert body["series_names"] == MAX_SERIES == len(body["series"])
+    assert [s["name"] for s in body["series"][:2]] == ["metric_00000", "metric_00001"]
+    assert len(raw) < 200 * 1024
+    status, some = get(curves + "?match=METRIC_1999")  # a part of the names, any case
+    assert status == 200 and not some["truncated"] and some["total"] == 10
+    assert [s["name"] for s in some["series"]][-1] == "metric_19999"
+    status, named = get(curves + "?name=metric_12345&name=metric_00007&limit=1")
+    assert status == 200 and named["total"] == 2 and named["truncated"]
+    assert [s["name"] for s in named["series"]] == ["metric_00007"]
+    assert named["series"][0]["y"] == [7.0, 8.0]
+    status, body = get(curves + f"?limit={MAX_SERIES + 1}")
+    assert status == 422 and "by name" in body["error"]

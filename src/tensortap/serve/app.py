@@ -97,8 +97,18 @@ def create_app(catalog: Catalog, token: str | None = None) -> Starlette:
     def api_curves(request: Request) -> Response:
         run = run_or_404(request)
         q = request.query_params
+        limit = q.get("limit")
         with run.lock:
-            return _json(data.curves(run, _float(q.get("x0")), _float(q.get("x1"))))
+            return _json(
+                data.curves(
+                    run,
+                    _float(q.get("x0")),
+                    _float(q.get("x1")),
+                    names=q.getlist("name") or None,
+                    match=q.get("match") or None,
+                    limit=int(limit) if limit else data.MAX_SERIES,
+                )
+            )
 
     def api_health(request: Request) -> Response:
         run = run_or_404(request)

@@ -39,6 +39,8 @@ class RunCache:
     events_offset: int = 0
     health: dict[int, tuple[list[Any], list[Any]]] = field(default_factory=dict)  # per step
     warmed: bool = False  # its curves were read ahead
+    names: list[tuple[str, str]] = field(default_factory=list)  # (curve name, collection)
+    names_key: Any = None  # what the trial looked like when they were listed
 
     def close_trial(self) -> None:
         """Release the trial's open files; the next request opens it again (the curves read
