@@ -293,3 +293,39 @@ def test_a_run_with_20000_scalar_names_answers_a_bounded_truncated_curves_reques
     assert named["series"][0]["y"] == [7.0, 8.0]
     status, body = get(curves + f"?limit={MAX_SERIES + 1}")
     assert status == 422 and "by name" in body["error"]
+
+
+def test_an_s3_place_is_listed_a_level_at_a_time_with_one_client(s3_bucket, monkeypatch) -> None:
+    from tensortap.serve.catalog import Catalog, S3Place
+
+    place = f"s3://{s3_bucket}/team"
+    for name in ("run1", "run2", "group/run3"):
+        segmented_trial(f"{place}/{name}", segments=2)
+    monkeypatch.setattr(S3Place, "rescan_secs", 3600.0)  # nothing due again in this test...
+    catalog = Catalog([place])
+    catalog._scan()
+    assert sorted(r.name for r in catalog.runs()) == ["run1", "run2", "run3"]
+    listed = catalog._s3[place]
+    store, client = listed.store, listed.store.client
+
+    def lists() -> int:
+        return store.stats()["by_operation"].get("ListObjectsV2", 0)
+
+    first = lists()
+    assert first == 5  # the place, run1, run2, group and group/run3 once: never every key
+    for _ in range(20):  # rescans before anything is due list nothing
+        catalog._scan()
+    assert lists() == first
+    segmented_trial(f"{place}/run4", segments=2)
+    monkeypatch.setattr(S3Place, "rescan_secs", 0.0)  # ...until now
+    for pending in listed._pending:
+        listed._pending[pending] = 0.0
+    deadline = time.monotonic() + 20
+    while "run4" not in {r.name for r in catalog.runs()}:
+        assert time.monotonic() < deadline, "a new trial was not found"
+        catalog._scan()
+        time.sleep(0.05)
+    # found by listing the place and group (no trial in either), not the known trials
+    assert lists() - first <= 3
+    assert catalog._s3[place].store is store and store.client is client
+    assert not {"run1", "run2", "group/run3"} & set(listed._pending)

@@ -24,7 +24,8 @@ from tensortap.trials.trial import Trial
 
 RESCAN_SECS = 1.0  # how stale the list of runs may be
 IDLE_SECS = 30.0  # a run's trial not read for this long is closed (its files released)
-MAX_LISTED = 100_000  # keys listed under one s3:// prefix, at most
+MAX_LISTED = 100_000  # prefixes looked at under one s3:// prefix, at most
+S3_RESCAN_SECS = 10.0  # an s3:// prefix holding no trial yet is listed again this often
 
 
 @dataclass
@@ -108,24 +109,49 @@ def _local(place: Path, depth: int = 2) -> list[tuple[str, str, JobRecord | None
     return found
 
 
-def _s3(place: str) -> list[tuple[str, str, JobRecord | None]]:
-    """Trials under an ``s3://bucket/prefix``: the prefixes that hold a trial marker."""
-    from tensortap.storage.resolve import open_store
+class S3Place:
+    """The trials under one ``s3://bucket/prefix``, found with one store (one client) kept for
+    the life of the dashboard, and listed a level at a time (a delimiter listing: the prefixes,
+    never every key). A prefix found to hold a trial is not listed again; one that holds none
+    yet (a run starting, or a directory of runs) is listed again at most every
+    :attr:`rescan_secs` seconds."""
 
-    store = open_store(place)
-    try:
-        keys = store.list("")[:MAX_LISTED]
-    finally:
-        store.close()
-    base = place.rstrip("/")
-    found: list[tuple[str, str, JobRecord | None]] = []
-    for key in keys:
-        if key == TRIAL_MARKER:
-            found.append((base.rsplit("/", 1)[-1], base, None))
-        elif key.endswith("/" + TRIAL_MARKER) and key.count("/") <= 3:
-            sub = key[: -len(TRIAL_MARKER) - 1]
-            found.append((sub.rsplit("/", 1)[-1], f"{base}/{sub}", None))
-    return found
+    rescan_secs = S3_RESCAN_SECS
+
+    def __init__(self, place: str) -> None:
+        from tensortap.storage.resolve import open_store
+
+        self.place = place.rstrip("/")
+        self.store = open_store(self.place)
+        self._trials: set[str] = set()  # prefixes (relative to the place) holding a trial
+        self._pending: dict[str, float] = {}  # other prefixes -> when next to list them
+
+    def _classify(self, sub: str, depth: int, now: float) -> None:
+        """List the prefix ``sub`` when due: a trial, or (``depth`` levels left) its
+        sub-prefixes to look at in turn."""
+        if sub in self._trials or self._pending.get(sub, 0.0) > now:
+            return
+        names = self.store.list_dir(sub)
+        if TRIAL_MARKER in names or "workers" in names:
+            self._trials.add(sub)
+            self._pending.pop(sub, None)
+            return
+        self._pending[sub] = now + self.rescan_secs
+        if depth == 0:
+            return
+        for name in names[:MAX_LISTED]:
+            self._classify(f"{sub}/{name}" if sub else name, depth - 1, now)
+
+    def trials(self) -> list[tuple[str, str, JobRecord | None]]:
+        self._classify("", 2, time.monotonic())
+        found: list[tuple[str, str, JobRecord | None]] = []
+        for sub in sorted(self._trials):
+            location = f"{self.place}/{sub}" if sub else self.place
+            found.append((location.rsplit("/", 1)[-1], location, None))
+        return found
+
+    def close(self) -> None:
+        self.store.close()
 
 
 class Catalog:
@@ -149,6 +175,7 @@ class Catalog:
         self._scanned = -RESCAN_SECS
         self._lock = threading.Lock()
         self.errors: dict[str, str] = {}  # place -> why it could not be listed
+        self._s3: dict[str, S3Place] = {}  # one store (one client) per s3:// place
 
     def runs(self) -> list[Run]:
         with self._lock:
@@ -156,6 +183,12 @@ class Catalog:
                 self._scan()
                 self.close_idle()
             return list(self._runs.values())
+
+    def _s3_place(self, place: str) -> S3Place:
+        found = self._s3.get(place)
+        if found is None:
+            found = self._s3[place] = S3Place(place)
+        return found
 
     def close_idle(self, idle_secs: float = IDLE_SECS) -> int:
         """Close the trial of every run whose page stopped asking for it ``idle_secs`` ago
@@ -183,7 +216,7 @@ class Catalog:
     def _scan(self) -> None:
         for place in self.places:
             try:
-                found = _s3(place) if place.startswith("s3://") else _local(Path(place))
+                found = self._s3_place(place).trials() if "://" in place else _local(Path(place))
                 self.errors.pop(place, None)
             except Exception as exc:  # a place that cannot be listed now: said, and retried
                 self.errors[place] = f"{type(exc).__name__}: {exc}"
@@ -202,4 +235,4 @@ class Catalog:
         self._scanned = time.monotonic()
 
 
-__all__ = ["Catalog", "Run", "RunCache", "run_id"]
+__all__ = ["Catalog", "Run", "RunCache", "S3Place", "run_id"]
