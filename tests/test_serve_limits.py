@@ -329,3 +329,24 @@ def test_an_s3_place_is_listed_a_level_at_a_time_with_one_client(s3_bucket, monk
     assert lists() - first <= 3
     assert catalog._s3[place].store is store and store.client is client
     assert not {"run1", "run2", "group/run3"} & set(listed._pending)
+
+
+def test_the_live_view_of_tensortap_run_never_follows_a_log_that_is_not_a_regular_file(
+    tmp_path,
+) -> None:
+    import io
+
+    from tensortap.jobs.live import LiveView
+    from tensortap.jobs.record import JobRecord
+
+    record = JobRecord(tmp_path / "job")
+    record.create({"name": "job", "rules": []})
+    record.training_log.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(record.training_log)  # no writer: a blocking open would never return
+    summary = {"status": "InProgress", "training": {"status": "InProgress"}, "rules": []}
+    out = io.StringIO()
+    LiveView(record, out).update(summary)
+    record.training_log.unlink()
+    record.training_log.symlink_to("/etc/passwd")
+    LiveView(record, out).update(summary)
+    assert "root:" not in out.getvalue()
