@@ -128,9 +128,8 @@ def test_open_read_descriptors_stay_within_one_budget_for_the_process(tmp_path) 
         assert len(os.listdir("/proc/self/fd")) - before <= HANDLES.capacity
     for trial in trials:
         trial.store.close()
-    assert len(HANDLES) == 0 or all(
-        k[0] not in {t.store._owner for t in trials} for k in HANDLES._open
-    )
+    owners = {t.store._owner for t in trials}
+    assert not any(owner in owners for owner, _key in HANDLES._open)
 
 
 RAISE_CHILD = """
@@ -213,6 +212,9 @@ def test_a_training_log_that_is_not_a_regular_file_in_the_job_is_not_read(tmp_pa
     os.mkfifo(runs / "fifo" / "logs" / "training.log")
     (runs / "zero" / "logs" / "training.log").unlink()
     (runs / "zero" / "logs" / "training.log").symlink_to("/dev/zero")
+    os.mkfifo(runs / "fifo" / "events.jsonl")
+    (runs / "zero" / "events.jsonl").symlink_to("/dev/zero")
+    (runs / "passwd" / "summary.json").symlink_to("/etc/passwd")
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     (outside / "training.log").write_text("a secret outside the job\n")
@@ -235,6 +237,8 @@ def test_a_training_log_that_is_not_a_regular_file_in_the_job_is_not_read(tmp_pa
         assert "not shown" in said, (name, said)
         assert "root:" not in said and "secret" not in said
         assert len(json.dumps(body)) < 100_000
+        status, curves = get(dashboard.url + f"api/run/{ids[name]}/curves", timeout=10)
+        assert status == 200 and curves["series"][0]["points"] == 3
     status, body = get(dashboard.url + "api/runs")  # the server still answers
     assert status == 200
 

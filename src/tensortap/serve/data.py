@@ -221,9 +221,13 @@ def findings(run: Run) -> list[dict[str, Any]]:
 
 
 def _events(run: Run) -> list[dict[str, Any]]:
-    """The job's events so far (read on from where the last call stopped)."""
+    """The job's events so far (read on from where the last call stopped); none new while
+    the events file is refused (a symlink, a FIFO: see :meth:`JobRecord.read`)."""
     assert run.job is not None
-    new, run.cache.events_offset = run.job.events(run.cache.events_offset)
+    try:
+        new, run.cache.events_offset = run.job.events(run.cache.events_offset)
+    except OSError:
+        return run.cache.events
     run.cache.events.extend(new)
     return run.cache.events
 
