@@ -51,10 +51,8 @@ class LiveView:
         ``final``)."""
         if not self.training_output:
             return []
-        try:
-            with open(self.record.training_log, "rb") as log:
-                log.seek(self._log_offset)
-                data = log.read(1 << 20)
+        try:  # read as a job's files are: never a symlink out of it, a FIFO or a device
+            data = self.record.read(self.record.training_log, 1 << 20, offset=self._log_offset)
         except OSError:
             return []
         self._log_offset += len(data)

@@ -25,7 +25,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from tensortap.exceptions import InvalidConfigError
+from tensortap.exceptions import InvalidConfigError, StorageError
+from tensortap.storage.local import read_regular
 from tensortap.trials.locate import JOB_FILE, TRIAL_DIR, job_trial_location
 
 HOOK_FILE = "hook.json"
@@ -44,8 +45,21 @@ def write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
+#: The most read of one job file: a JSON file, the events read in one call, a log's tail.
+MAX_JSON_BYTES = 32 * 1024 * 1024
+MAX_EVENTS_BYTES = 16 * 1024 * 1024
+
+
+def read_json(path: Path, inside: Path | None = None) -> Any:
+    """``path``'s JSON, read as a job's files are read (see :meth:`JobRecord.read`): a regular
+    file inside ``inside`` (its own directory unless given), at most :data:`MAX_JSON_BYTES`."""
+    data = read_regular(path, path.parent if inside is None else inside, MAX_JSON_BYTES + 1)
+    if len(data) > MAX_JSON_BYTES:
+        raise StorageError(
+            f"{path} holds more than {MAX_JSON_BYTES} bytes; a job's JSON files are smaller: "
+            "it is not one tensortap wrote"
+        )
+    return json.loads(data.decode("utf-8"))
 
 
 class JobRecord:
@@ -99,6 +113,19 @@ class JobRecord:
     def training_log(self) -> Path:
         return self.dir / "logs" / "training.log"
 
+    def read(self, path: Path, limit: int, offset: int = 0, tail: bool = False) -> bytes:
+        """At most ``limit`` bytes of one of the job's files, opened as a trial's files are:
+        a regular file inside the job directory only (a symlink is not followed, a FIFO or
+        device is refused without blocking; see :func:`tensortap.storage.local.read_regular`)."""
+        return read_regular(path, self.dir, limit, offset=offset, tail=tail)
+
+    def log_tail(self, limit: int = 64 * 1024) -> bytes:
+        """The last ``limit`` bytes of the training log (b"" before it exists)."""
+        try:
+            return self.read(self.training_log, limit, tail=True)
+        except FileNotFoundError:
+            return b""
+
     def rule_log(self, rule: str) -> Path:
         return self.dir / "logs" / "rules" / f"{rule}.log"
 
@@ -123,19 +150,19 @@ class JobRecord:
                 f"{self.dir} is not a tensortap job directory (no {JOB_FILE}); jobs are the "
                 "directories that `tensortap jobs` lists"
             )
-        found: dict[str, Any] = read_json(self.job_file)
+        found: dict[str, Any] = read_json(self.job_file, self.dir)
         return found
 
     def summary(self) -> dict[str, Any] | None:
         try:
-            found: dict[str, Any] = read_json(self.summary_file)
+            found: dict[str, Any] = read_json(self.summary_file, self.dir)
         except (OSError, ValueError):
             return None
         return found
 
     def rule_status(self, rule: str) -> dict[str, Any] | None:
         try:
-            found: dict[str, Any] = read_json(self.rule_status_file(rule))
+            found: dict[str, Any] = read_json(self.rule_status_file(rule), self.dir)
         except (OSError, ValueError):
             return None
         return found
@@ -153,15 +180,15 @@ class JobRecord:
         return event
 
     def events(self, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-        """Events from byte ``offset`` on, and the offset to read from next time (a line still
-        being written is left for then)."""
+        """Events from byte ``offset`` on (at most :data:`MAX_EVENTS_BYTES` a call), and the
+        offset to read from next time (a line still being written is left for then)."""
         try:
-            with open(self.events_file, "rb") as f:
-                f.seek(offset)
-                data = f.read()
+            data = self.read(self.events_file, MAX_EVENTS_BYTES, offset=offset)
         except FileNotFoundError:
             return [], offset
         end = data.rfind(b"\n") + 1
+        if end == 0 and len(data) == MAX_EVENTS_BYTES:  # one line longer than that: never ours
+            return [], offset + len(data)
         out = []
         for line in data[:end].splitlines():
             if line.strip():

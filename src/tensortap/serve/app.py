@@ -107,8 +107,18 @@ def create_app(
     def api_curves(request: Request) -> Response:
         run = run_or_404(request)
         q = request.query_params
+        limit = q.get("limit")
         with run.lock:
-            return _json(data.curves(run, _float(q.get("x0")), _float(q.get("x1"))))
+            return _json(
+                data.curves(
+                    run,
+                    _float(q.get("x0")),
+                    _float(q.get("x1")),
+                    names=q.getlist("name") or None,
+                    match=q.get("match") or None,
+                    limit=int(limit) if limit else data.MAX_SERIES,
+                )
+            )
 
     def api_health(request: Request) -> Response:
         run = run_or_404(request)
@@ -175,6 +185,8 @@ def create_app(
 
         run = run_or_404(request)  # its own trial, outside the run's lock: a report that
         # runs rules over a long bare trial takes a while, and the live page must not wait
+        if run.refused is not None:
+            return _json({"error": run.refused}, 403)
         page = training_report(run.location, run.job)
         # the report carries plotly.js and its figure inline (it is also a file that opens
         # offline): those scripts, and only they, run here, by a nonce made for this answer

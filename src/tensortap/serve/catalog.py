@@ -8,6 +8,7 @@ down (``runs/`` with ``runs/JOB/`` and ``runs/seed002/``). Nothing here writes a
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,7 +23,9 @@ from tensortap.trials.locate import JOB_FILE
 from tensortap.trials.trial import Trial
 
 RESCAN_SECS = 1.0  # how stale the list of runs may be
-MAX_LISTED = 100_000  # keys listed under one s3:// prefix, at most
+IDLE_SECS = 30.0  # a run's trial not read for this long is closed (its files released)
+MAX_LISTED = 100_000  # prefixes looked at under one s3:// prefix, at most
+S3_RESCAN_SECS = 10.0  # an s3:// prefix holding no trial yet is listed again this often
 
 
 @dataclass
@@ -31,11 +34,21 @@ class RunCache:
 
     trial: Trial | None = None
     refreshed: float = 0.0  # when the trial was last refreshed (monotonic seconds)
+    used: float = 0.0  # when the trial was last asked for (monotonic seconds)
     curves: dict[tuple[str, ModeKeys], Any] = field(default_factory=dict)  # data._Curve each
     events: list[dict[str, Any]] = field(default_factory=list)
     events_offset: int = 0
     health: dict[int, tuple[list[Any], list[Any]]] = field(default_factory=dict)  # per step
     warmed: bool = False  # its curves were read ahead
+    names: list[tuple[str, str]] = field(default_factory=list)  # (curve name, collection)
+    names_key: Any = None  # what the trial looked like when they were listed
+
+    def close_trial(self) -> None:
+        """Release the trial's open files; the next request opens it again (the curves read
+        so far are kept)."""
+        if self.trial is not None:
+            self.trial.store.close()
+            self.trial = None
 
 
 @dataclass
@@ -46,12 +59,32 @@ class Run:
     name: str
     location: str  # the trial's location
     job: JobRecord | None = None
+    refused: str | None = None  # why its trial is not served (a job pointing outside the places)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     cache: RunCache = field(default_factory=RunCache, repr=False)
 
 
 def run_id(location: str) -> str:
     return hashlib.sha1(location.encode("utf-8")).hexdigest()[:12]
+
+
+def _inside(location: str, places: list[str]) -> bool:
+    """Whether the trial at ``location`` lies inside one of ``places`` (local paths compared
+    after resolving symlinks; ``s3://`` ones by prefix)."""
+    if "://" in location:
+        text = location.rstrip("/") + "/"
+        return any(
+            "://" in p and (text == p.rstrip("/") + "/" or text.startswith(p.rstrip("/") + "/"))
+            for p in places
+        )
+    real = os.path.realpath(location)
+    for place in places:
+        if "://" in place:
+            continue
+        root = os.path.realpath(place)
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            return True
+    return False
 
 
 def _local(place: Path, depth: int = 2) -> list[tuple[str, str, JobRecord | None]]:
@@ -76,24 +109,49 @@ def _local(place: Path, depth: int = 2) -> list[tuple[str, str, JobRecord | None
     return found
 
 
-def _s3(place: str) -> list[tuple[str, str, JobRecord | None]]:
-    """Trials under an ``s3://bucket/prefix``: the prefixes that hold a trial marker."""
-    from tensortap.storage.resolve import open_store
+class S3Place:
+    """The trials under one ``s3://bucket/prefix``, found with one store (one client) kept for
+    the life of the dashboard, and listed a level at a time (a delimiter listing: the prefixes,
+    never every key). A prefix found to hold a trial is not listed again; one that holds none
+    yet (a run starting, or a directory of runs) is listed again at most every
+    :attr:`rescan_secs` seconds."""
 
-    store = open_store(place)
-    try:
-        keys = store.list("")[:MAX_LISTED]
-    finally:
-        store.close()
-    base = place.rstrip("/")
-    found: list[tuple[str, str, JobRecord | None]] = []
-    for key in keys:
-        if key == TRIAL_MARKER:
-            found.append((base.rsplit("/", 1)[-1], base, None))
-        elif key.endswith("/" + TRIAL_MARKER) and key.count("/") <= 3:
-            sub = key[: -len(TRIAL_MARKER) - 1]
-            found.append((sub.rsplit("/", 1)[-1], f"{base}/{sub}", None))
-    return found
+    rescan_secs = S3_RESCAN_SECS
+
+    def __init__(self, place: str) -> None:
+        from tensortap.storage.resolve import open_store
+
+        self.place = place.rstrip("/")
+        self.store = open_store(self.place)
+        self._trials: set[str] = set()  # prefixes (relative to the place) holding a trial
+        self._pending: dict[str, float] = {}  # other prefixes -> when next to list them
+
+    def _classify(self, sub: str, depth: int, now: float) -> None:
+        """List the prefix ``sub`` when due: a trial, or (``depth`` levels left) its
+        sub-prefixes to look at in turn."""
+        if sub in self._trials or self._pending.get(sub, 0.0) > now:
+            return
+        names = self.store.list_dir(sub)
+        if TRIAL_MARKER in names or "workers" in names:
+            self._trials.add(sub)
+            self._pending.pop(sub, None)
+            return
+        self._pending[sub] = now + self.rescan_secs
+        if depth == 0:
+            return
+        for name in names[:MAX_LISTED]:
+            self._classify(f"{sub}/{name}" if sub else name, depth - 1, now)
+
+    def trials(self) -> list[tuple[str, str, JobRecord | None]]:
+        self._classify("", 2, time.monotonic())
+        found: list[tuple[str, str, JobRecord | None]] = []
+        for sub in sorted(self._trials):
+            location = f"{self.place}/{sub}" if sub else self.place
+            found.append((location.rsplit("/", 1)[-1], location, None))
+        return found
+
+    def close(self) -> None:
+        self.store.close()
 
 
 class Catalog:
@@ -117,12 +175,36 @@ class Catalog:
         self._scanned = -RESCAN_SECS
         self._lock = threading.Lock()
         self.errors: dict[str, str] = {}  # place -> why it could not be listed
+        self._s3: dict[str, S3Place] = {}  # one store (one client) per s3:// place
 
     def runs(self) -> list[Run]:
         with self._lock:
             if time.monotonic() - self._scanned >= RESCAN_SECS:
                 self._scan()
+                self.close_idle()
             return list(self._runs.values())
+
+    def _s3_place(self, place: str) -> S3Place:
+        found = self._s3.get(place)
+        if found is None:
+            found = self._s3[place] = S3Place(place)
+        return found
+
+    def close_idle(self, idle_secs: float = IDLE_SECS) -> int:
+        """Close the trial of every run whose page stopped asking for it ``idle_secs`` ago
+        (a run being read now is left alone); how many were closed."""
+        now, closed = time.monotonic(), 0
+        for run in self._runs.values():
+            cache = run.cache
+            if cache.trial is None or now - cache.used < idle_secs:
+                continue
+            if run.lock.acquire(blocking=False):
+                try:
+                    cache.close_trial()
+                    closed += 1
+                finally:
+                    run.lock.release()
+        return closed
 
     def get(self, ident: str) -> Run | None:
         found = self._runs.get(ident)
@@ -134,7 +216,7 @@ class Catalog:
     def _scan(self) -> None:
         for place in self.places:
             try:
-                found = _s3(place) if place.startswith("s3://") else _local(Path(place))
+                found = self._s3_place(place).trials() if "://" in place else _local(Path(place))
                 self.errors.pop(place, None)
             except Exception as exc:  # a place that cannot be listed now: said, and retried
                 self.errors[place] = f"{type(exc).__name__}: {exc}"
@@ -142,8 +224,15 @@ class Catalog:
             for name, location, job in found:
                 ident = run_id(location)
                 if ident not in self._runs:
-                    self._runs[ident] = Run(ident, name, location, job)
+                    refused = None
+                    if job is not None and not _inside(location, self.places):
+                        refused = (
+                            f"the job at {job.dir} points at a trial at {location}, outside the "
+                            f"places served ({', '.join(self.places)}); not read: serve that "
+                            "place too if it is meant to be shown"
+                        )
+                    self._runs[ident] = Run(ident, name, location, job, refused)
         self._scanned = time.monotonic()
 
 
-__all__ = ["Catalog", "Run", "RunCache", "run_id"]
+__all__ = ["Catalog", "Run", "RunCache", "S3Place", "run_id"]

@@ -19,7 +19,7 @@ import numpy as np
 from tensortap.core.downsample import minmax_buckets
 from tensortap.core.modes import ModeKeys
 from tensortap.diagnosis import job_diagnosis
-from tensortap.exceptions import MissingCollectionFiles, TensortapError
+from tensortap.exceptions import InvalidConfigError, MissingCollectionFiles, TensortapError
 from tensortap.jobs.live import by_gravity
 from tensortap.serve.catalog import Run
 from tensortap.trials.index import natural_key
@@ -29,11 +29,20 @@ CURVE_COLLECTIONS = ("losses", "metrics", "scalars")  # a tensor in several: dra
 BUCKETS = 1000  # per curve: at most ~2,000 points on screen, every bucket's min and max
 HEAT_STEPS = 160  # columns of a layer-health heat map
 TRIAL_REFRESH_SECS = 0.5
+MAX_SERIES = 200  # tensors drawn per curves request, at most: the rest asked for by name
+
+
+class TrialRefused(TensortapError, PermissionError):
+    """A run's trial that the dashboard does not read (it lies outside the places served)."""
 
 
 def trial_of(run: Run) -> Trial:
-    """The run's trial, opened once and refreshed at most every half second."""
+    """The run's trial, opened once and refreshed at most every half second (closed by the
+    catalog once no page has asked for it for a while)."""
+    if run.refused is not None:
+        raise TrialRefused(run.refused)
     cache, now = run.cache, time.monotonic()
+    cache.used = now
     if cache.trial is None:
         cache.trial, cache.refreshed = create_trial(run.location), now
     elif now - cache.refreshed >= TRIAL_REFRESH_SECS:
@@ -109,30 +118,65 @@ class _Curve:
         }
 
 
-def curves(run: Run, x0: float | None = None, x1: float | None = None) -> dict[str, Any]:
-    """Every loss and metric per mode (TRAIN and EVAL separate series over global steps), and
-    the findings to mark on them."""
+def curve_names(run: Run) -> list[tuple[str, str]]:
+    """(name, collection) of every loss, metric and scalar, by name (a tensor in several
+    collections once), listed once per refresh of the trial: cheap to ask for again."""
+    trial = trial_of(run)
+    key = (id(trial), trial.steps(show_incomplete_steps=True)[-1:], len(trial.tensor_names()))
+    if run.cache.names_key != key:
+        seen: dict[str, str] = {}
+        for collection in CURVE_COLLECTIONS:
+            for name in _names(trial, collection):
+                seen.setdefault(name, collection)
+        run.cache.names = sorted(seen.items(), key=lambda item: natural_key(item[0]))
+        run.cache.names_key = key
+    return run.cache.names
+
+
+def curves(
+    run: Run,
+    x0: float | None = None,
+    x1: float | None = None,
+    names: list[str] | None = None,
+    match: str | None = None,
+    limit: int = MAX_SERIES,
+) -> dict[str, Any]:
+    """Losses and metrics per mode (TRAIN and EVAL separate series over global steps), and
+    the findings to mark on them: the first ``limit`` tensors by name (at most
+    :data:`MAX_SERIES`) among ``names`` when given, else among those whose name holds
+    ``match`` (case-insensitive; plain text, not a pattern), else all. ``total`` says how many
+    there were and ``truncated`` whether some were left out (ask for them by name)."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_SERIES:
+        raise InvalidConfigError(
+            f"limit is the number of tensors drawn, 1..{MAX_SERIES}, got {limit!r}; ask for "
+            "more by name (names=...) or by a part of their name (match=...)"
+        )
     trial = trial_of(run)
     cached: dict[tuple[str, ModeKeys], _Curve] = run.cache.curves
+    chosen = curve_names(run)
+    if names:
+        wanted = set(names)
+        chosen = [item for item in chosen if item[0] in wanted]
+    elif match:
+        needle = match.casefold()
+        chosen = [item for item in chosen if needle in item[0].casefold()]
     out = []
-    drawn: set[str] = set()
-    for collection in CURVE_COLLECTIONS:
-        for name in _names(trial, collection):
-            if name in drawn:
-                continue
-            drawn.add(name)
-            for mode in trial.modes():
-                curve = cached.get((name, mode))
-                if curve is None:
-                    if not trial.tensor(name).steps(mode=mode):
-                        continue
-                    curve = cached[(name, mode)] = _Curve(name, mode)
-                curve.update(trial)
-                if curve.x:
-                    out.append({**curve.json(x0, x1, BUCKETS), "collection": collection})
+    for name, collection in chosen[:limit]:
+        for mode in trial.modes():
+            curve = cached.get((name, mode))
+            if curve is None:
+                if not trial.tensor(name).steps(mode=mode):
+                    continue
+                curve = cached[(name, mode)] = _Curve(name, mode)
+            curve.update(trial)
+            if curve.x:
+                out.append({**curve.json(x0, x1, BUCKETS), "collection": collection})
     steps = trial.steps(show_incomplete_steps=True)
     return {
         "series": out,
+        "total": len(chosen),
+        "series_names": min(limit, len(chosen)),
+        "truncated": len(chosen) > limit,
         "last_step": steps[-1] if steps else None,
         "findings": findings(run),
         "sessions": resumed_sessions(trial),
@@ -177,9 +221,13 @@ def findings(run: Run) -> list[dict[str, Any]]:
 
 
 def _events(run: Run) -> list[dict[str, Any]]:
-    """The job's events so far (read on from where the last call stopped)."""
+    """The job's events so far (read on from where the last call stopped); none new while
+    the events file is refused (a symlink, a FIFO: see :meth:`JobRecord.read`)."""
     assert run.job is not None
-    new, run.cache.events_offset = run.job.events(run.cache.events_offset)
+    try:
+        new, run.cache.events_offset = run.job.events(run.cache.events_offset)
+    except OSError:
+        return run.cache.events
     run.cache.events.extend(new)
     return run.cache.events
 
@@ -263,14 +311,10 @@ def detail(run: Run, log_lines: int = 200) -> dict[str, Any]:
             if e.get("event") in wanted
         ]
         try:
-            with open(run.job.training_log, "rb") as log:
-                log.seek(0, 2)
-                size = log.tell()
-                log.seek(max(0, size - 64 * 1024))
-                text = log.read().decode("utf-8", errors="replace")
+            text = run.job.log_tail(64 * 1024).decode("utf-8", errors="replace")
             log_tail = list(deque(text.splitlines(), maxlen=log_lines))
-        except OSError:
-            log_tail = []
+        except OSError as exc:  # refused (a symlink, a FIFO, a device): said, not followed
+            log_tail = [f"[the training log is not shown: {exc}]"]
     return {**overview(run), "all_rules": rules(run), "timeline": timeline, "log_tail": log_tail}
 
 
@@ -362,6 +406,8 @@ def _number(value: float | None) -> float | str | None:
 
 
 __all__ = [
+    "MAX_SERIES",
+    "curve_names",
     "curves",
     "detail",
     "embeddings",

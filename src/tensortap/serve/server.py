@@ -15,6 +15,7 @@ from typing import Any
 
 from tensortap.exceptions import InvalidConfigError
 from tensortap.serve.catalog import RESCAN_SECS, Catalog
+from tensortap.storage.local import raise_open_file_limit
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,7 @@ def start(
     if not _is_local(host) and token is None:
         token = secrets.token_urlsafe(18)
     catalog = Catalog(list(places))
+    raise_open_file_limit()  # many runs, each with files open: room for them and the sockets
     sock = _bind(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from tensortap.storage import Store, local_path
+from tensortap.storage.local import read_regular
 
 JOB_FILE = "job.json"
 TRIAL_DIR = "trial"
@@ -19,8 +20,9 @@ TRIAL_DIR = "trial"
 def job_trial_location(job_dir: str | os.PathLike[str]) -> str:
     """The trial of the job at ``job_dir``: its ``job.json``'s ``trial_location``, else
     ``job_dir/trial``."""
-    try:
-        given = json.loads((Path(job_dir) / JOB_FILE).read_text(encoding="utf-8"))
+    try:  # read as a trial's files are: a regular file in the job, never a symlink or FIFO
+        text = read_regular(Path(job_dir) / JOB_FILE, job_dir, 32 * 1024 * 1024)
+        given = json.loads(text.decode("utf-8"))
         given = given.get("trial_location") if isinstance(given, dict) else None
     except (OSError, ValueError):
         given = None

@@ -250,7 +250,8 @@ function healthFigure(health) {
 function runPage() {
   const id = runId();
   main().innerHTML = `<p id="summary"></p><p id="err" class="problem"></p>
-    <h2>Losses and metrics</h2><div class="plots" id="curves"><p class="muted" id="nocurves">waiting for a loss or a metric...</p></div>
+    <h2>Losses and metrics</h2><p><input id="curves-match" placeholder="only names holding..." size="28">
+    <span class="muted" id="curves-note"></span></p><div class="plots" id="curves"><p class="muted" id="nocurves">waiting for a loss or a metric...</p></div>
     <h2>Rules</h2><div id="diagnosis"></div><table id="rules"></table>
     <h2>Layer health</h2><div class="plots" id="health"></div>
     <h2>Activations (TensorPlot)</h2><p><select id="tp-step"></select> <span class="muted" id="tp-note"></span></p><div id="tensorplot"></div>
@@ -263,7 +264,11 @@ function runPage() {
   document.getElementById("links").innerHTML = `<a href="/report/${esc(id)}" target="_blank">static report</a>`;
   const err = document.getElementById("err");
   every(1000, async () => {
-    const c = await api(`/api/run/${id}/curves`);
+    const match = document.getElementById("curves-match").value;
+    const c = await api(`/api/run/${id}/curves` + (match ? `?match=${encodeURIComponent(match)}` : ""));
+    document.getElementById("curves-note").textContent = c.truncated
+      ? `the first ${c.series_names} of ${c.total} tensors by name: narrow with a part of their name`
+      : "";
     if (c.series.length) document.getElementById("nocurves")?.remove();
     drawCurves(document.getElementById("curves"), c.series, c.findings, null, "curves", c.sessions);
     window.tensortapCurves = c;  // for whoever looks (the tests do)
