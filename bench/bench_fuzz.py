@@ -78,10 +78,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"results: {dict(summary.results)}")
         for kind, counts in result["by_mutation"].items():
             print(f"  {kind:<11} {counts}")
-        print(
-            f"trial {size} bytes; peak traced memory {result['max_peak_bytes']} bytes; "
-            f"slowest read {result['slowest_read_s']} s"
+        memory = (
+            ""
+            if args.format == "smdebug"
+            else f"peak traced memory {result['max_peak_bytes']} bytes; "
         )
+        print(f"trial {size} bytes; {memory}slowest read {result['slowest_read_s']} s")
         for line in result["failures"]:
             print("FAIL", line)
     return 1 if summary.failures else 0
