@@ -6,6 +6,11 @@ reading after the deadline) per kind of damage, the slowest read and the peak tr
 ``tests/test_hostile_trials.py`` runs 150 cases; this runs more (docs/format.md has figures).
 
     .venv/bin/python bench/bench_fuzz.py [--cases 2000] [--seed 0] [--json]
+    .venv/bin/python bench/bench_fuzz.py --format smdebug [--cases 2000]
+
+``--format smdebug`` mutates the smdebug fixture (tests/golden/smdebug, with real data CRCs)
+instead and adds a ``wrong`` result: a value that differs from the healthy trial's while
+``problems()`` lists nothing (docs/smdebug.md has figures).
 """
 
 from __future__ import annotations
@@ -13,12 +18,21 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from tensortap.testing.fuzz import build_healthy, fuzz, trial_bytes
+from tensortap.testing.fuzz import (
+    build_healthy,
+    fuzz,
+    fuzz_smdebug,
+    trial_bytes,
+    with_checksums,
+)
+
+SMDEBUG_FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "golden" / "smdebug" / "trial"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,14 +41,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--deadline", type=float, default=20.0)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--format", choices=("tensortap", "smdebug"), default="tensortap")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        healthy = build_healthy(Path(tmp) / "healthy")
+        if args.format == "smdebug":
+            healthy = Path(tmp) / "healthy"
+            shutil.copytree(SMDEBUG_FIXTURE, healthy)
+            with_checksums(healthy)
+        else:
+            healthy = build_healthy(Path(tmp) / "healthy")
         size = trial_bytes(healthy)
         started = time.perf_counter()
-        summary = fuzz(healthy, Path(tmp) / "work", args.cases, args.seed, args.deadline)
+        if args.format == "smdebug":
+            summary = fuzz_smdebug(
+                healthy, Path(tmp) / "work", args.cases, args.seed, args.deadline
+            )
+        else:
+            summary = fuzz(healthy, Path(tmp) / "work", args.cases, args.seed, args.deadline)
         seconds = time.perf_counter() - started
     result = {
+        "format": args.format,
         "machine": f"{platform.machine()} {platform.python_version()}",
         "cases": summary.cases,
         "seconds": round(seconds, 1),
@@ -52,10 +78,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"results: {dict(summary.results)}")
         for kind, counts in result["by_mutation"].items():
             print(f"  {kind:<11} {counts}")
-        print(
-            f"trial {size} bytes; peak traced memory {result['max_peak_bytes']} bytes; "
-            f"slowest read {result['slowest_read_s']} s"
+        memory = (
+            ""
+            if args.format == "smdebug"
+            else f"peak traced memory {result['max_peak_bytes']} bytes; "
         )
+        print(f"trial {size} bytes; {memory}slowest read {result['slowest_read_s']} s")
         for line in result["failures"]:
             print("FAIL", line)
     return 1 if summary.failures else 0

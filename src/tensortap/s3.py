@@ -294,6 +294,19 @@ class S3Store(Store):
             raise self._error(exc, f"looking at {key}") from None
         return int(head["ContentLength"])
 
+    def version(self, key: str) -> str:
+        """Size and ETag of the object (one HEAD request)."""
+        full = self._key(key)
+        try:
+            head = self._call(
+                "HeadObject", lambda: self.client.head_object(Bucket=self.bucket, Key=full)
+            )
+        except Exception as exc:
+            if error_code(exc) in _MISSING_CODES:
+                raise KeyError(key) from None
+            raise self._error(exc, f"looking at {key}") from None
+        return f"{int(head['ContentLength'])}:{head.get('ETag', '')}"
+
     def get_ranges(self, ranges: Sequence[tuple[str, int, int]]) -> builtins.list[bytearray]:
         """Every range at once: up to ``parallel_reads`` requests in flight, a large range
         split into chunks of READ_CHUNK bytes, after checking it against the object's real

@@ -10,6 +10,7 @@ the reader then falls back to the tensor names the collection lists, which are c
 
 from __future__ import annotations
 
+import re
 from typing import Any, Protocol
 
 from tensortap.exceptions import FormatError
@@ -63,3 +64,62 @@ def compile_untrusted(pattern: object, what: str = "regex", instead: str = LISTE
         raise FormatError(
             f"{what} {pattern!r} cannot be matched in linear time by RE2 ({exc}); {instead}"
         ) from None
+
+
+#: Lookahead patterns are matched only on texts up to this long (each text costs up to one RE2
+#: match per position); a longer text does not match them.
+MAX_LOOKAHEAD_TEXT = 256
+
+_LOOKAHEAD = re.compile(r"\(\?!([A-Za-z0-9_/ .:-]*)\)")
+
+
+class _NegativeLookahead:
+    """``A(?!L)B`` with ``L`` a literal, matched with RE2 only: a text matches when, at some
+    position ``i``, ``A`` ends at ``i`` (searched in ``text[:i]``), the text from ``i`` does not
+    start with ``L`` and ``B`` matches from ``i``. This is what smdebug's default collections use
+    (``^(?!gradient).*weight``), which RE2 alone refuses."""
+
+    def __init__(self, pattern: str, head: Matcher, literal: str, tail: Matcher) -> None:
+        self._pattern = pattern
+        self._head, self._literal, self._tail = head, literal.replace("\\", ""), tail
+
+    @property
+    def pattern(self) -> str:
+        return self._pattern
+
+    def search(self, text: str) -> bool:
+        if len(text) > MAX_LOOKAHEAD_TEXT:
+            return False
+        for i in range(len(text) + 1):
+            rest = text[i:]
+            if rest.startswith(self._literal) and self._literal:
+                continue
+            if self._tail.search(rest) and self._head.search(text[:i]):
+                return True
+        return False
+
+
+def compile_untrusted_with_lookahead(pattern: object, what: str = "regex") -> Matcher:
+    """:func:`compile_untrusted`, and besides what RE2 compiles, one negative lookahead of a
+    literal (``A(?!literal)B``), matched in linear time per position (``_NegativeLookahead``)."""
+    try:
+        return compile_untrusted(pattern, what)
+    except FormatError:
+        if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN:
+            raise
+        found = list(_LOOKAHEAD.finditer(pattern))
+        if len(found) != 1:
+            raise
+        head, tail = pattern[: found[0].start()], pattern[found[0].end() :]
+        try:
+            return _NegativeLookahead(
+                pattern,
+                compile_untrusted(f"(?:{head})$", what),
+                found[0].group(1),
+                compile_untrusted(f"^(?:{tail})", what),
+            )
+        except FormatError:
+            raise FormatError(
+                f"{what} {pattern!r} cannot be matched in linear time; the collection's listed "
+                "tensor names are used instead"
+            ) from None

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from tensortap.exceptions import FormatError
+from tensortap.format.crc32c import masked_crc32c
 
 # TensorFlow DataType numbers (types.proto) -> NumPy dtypes.
 DTYPES: dict[int, Any] = {
@@ -121,11 +122,30 @@ def summary_values(event: bytes) -> Iterator[tuple[str, np.ndarray[Any, Any], fl
             yield tag, tensor(proto), wall, step
 
 
-def record_payload(record: bytes) -> bytes:
-    """The payload of one TFRecord (8-byte length, 4-byte CRC, payload, 4-byte CRC)."""
+#: What smdebug writes in place of a record's data CRC unless told to compute it (the masked
+#: CRC-32C of ``b"0x12345678"``, its ``CHECKSUM_MAGIC_BYTES``): such a record's bytes cannot be
+#: verified (its length CRC always can).
+NO_CHECKSUM = masked_crc32c(b"0x12345678")
+
+
+def record_payload(record: bytes | bytearray, where: str = "an smdebug event file") -> bytes:
+    """The payload of one TFRecord (8-byte length, 4-byte masked CRC-32C of the length, payload,
+    4-byte masked CRC-32C of the payload), both CRCs checked (the data CRC unless it is smdebug's
+    placeholder, :data:`NO_CHECKSUM`): FormatError naming ``where`` when the record is cut, does
+    not fill its index entry, or its length or data does not match its CRC."""
     if len(record) < 16:
-        raise FormatError("a truncated record in an smdebug event file")
-    (length,) = struct.unpack("<Q", record[:8])
-    if 12 + length + 4 > len(record):
-        raise FormatError("a record longer than its index entry in an smdebug event file")
-    return bytes(record[12 : 12 + length])
+        raise FormatError(f"a truncated record in {where} ({len(record)} bytes, at least 16)")
+    (length,) = struct.unpack_from("<Q", record, 0)
+    (length_crc,) = struct.unpack_from("<I", record, 8)
+    if masked_crc32c(record[:8]) != length_crc:
+        raise FormatError(f"a record length in {where} does not match its CRC: the file is corrupt")
+    if 12 + length + 4 != len(record):
+        raise FormatError(
+            f"a record of {length} bytes in {where} does not fill its index entry of "
+            f"{len(record)} bytes: the file or its index is corrupt"
+        )
+    payload = bytes(record[12 : 12 + length])
+    (data_crc,) = struct.unpack_from("<I", record, 12 + length)
+    if data_crc != NO_CHECKSUM and masked_crc32c(payload) != data_crc:
+        raise FormatError(f"a record in {where} does not match its data CRC: the file is corrupt")
+    return payload

@@ -20,6 +20,7 @@ Contract:
 from __future__ import annotations
 
 import builtins
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -72,6 +73,12 @@ class Store(ABC):
     def size(self, key: str) -> int:
         """The object's size in bytes (KeyError if missing)."""
         return len(self.get(key))
+
+    def version(self, key: str) -> str:
+        """What changes whenever the object's content does (size and modification time, an
+        ETag, or here a hash of the bytes); KeyError if missing. Keys caches of derived data."""
+        data = self.get(key)
+        return f"{len(data)}:{hashlib.sha256(data).hexdigest()}"
 
     def get_many(self, keys: Sequence[str]) -> builtins.list[bytes]:
         """Several whole objects, in order (one after another here)."""

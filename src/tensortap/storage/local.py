@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import builtins
 import errno
+import hashlib
 import itertools
 import os
 import stat
 import threading
+import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -31,6 +33,9 @@ from tensortap.storage.base import ObjectWriter, Store, validate_key
 
 _TMP_MARK = ".tmp-"
 _WRITE_BUFFER = 1 << 20
+# Modification times are only as fine as the filesystem's clock tick (often a few ms, 2 s on
+# FAT): Store.version hashes a file modified more recently than this.
+_COARSE_CLOCK_NS = 3_000_000_000
 # Open for reading without following a final symlink and without blocking on a FIFO.
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
@@ -319,6 +324,23 @@ class LocalStore(Store):
         handle = HANDLES.acquire(self._owner, key, lambda: self._open_regular(key))
         HANDLES.release(handle)
         return handle.size
+
+    def version(self, key: str) -> str:
+        """Size, modification time (ns), inode and device of the regular file (not followed)."""
+        path = self._path(key)
+        self._check_inside(path.parent, key)
+        try:
+            found = os.lstat(path)
+        except FileNotFoundError:
+            raise KeyError(key) from None
+        except OSError as exc:
+            raise StorageError(f"cannot look at {path}: {exc}") from exc
+        version = f"{found.st_size}:{found.st_mtime_ns}:{found.st_ino}:{found.st_dev}"
+        if time.time_ns() - found.st_mtime_ns < _COARSE_CLOCK_NS and stat.S_ISREG(found.st_mode):
+            # a file changed this recently may change again within one tick of the filesystem's
+            # clock, keeping its modification time: its bytes are hashed too
+            version += ":" + hashlib.sha256(self.get(key)).hexdigest()
+        return version
 
     def get_range(self, key: str, start: int, length: int) -> bytearray:
         handle = HANDLES.acquire(self._owner, key, lambda: self._open_regular(key))

@@ -447,6 +447,9 @@ class Trial:
         out: list[str] = [f"unreadable {text}" for text in self._index.problems]
         for name in self.workers():
             state = self._index.workers[name]
+            converted = (state.end or {}).get("problems")  # an smdebug trial's damaged parts
+            if isinstance(converted, list):
+                out.extend(f"unreadable (smdebug) {text}" for text in converted)
             if state.dropped:
                 out.append(f"{name}: {len(state.dropped)} steps dropped (write queue full)")
             status = (state.end or {}).get("status") or {}
@@ -492,4 +495,5 @@ def create_trial(
     location = trial_location(path if path is not None else out_dir)  # type: ignore[arg-type]
     from tensortap.smdebug.opening import tensortap_copy_if_smdebug
 
-    return Trial(tensortap_copy_if_smdebug(location), name=name, **kwargs)
+    copy = tensortap_copy_if_smdebug(location, strict=bool(kwargs.get("strict")))
+    return Trial(copy, name=name, **kwargs)
