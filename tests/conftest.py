@@ -190,3 +190,20 @@ def browser() -> Iterator[Browser]:
         yield Browser(driver)
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def serve():
+    """Start dashboards on free ports over the given places; stopped after the test."""
+    from tensortap.serve import start
+
+    started = []
+
+    def serve(*places, **kwargs):
+        dashboard = start([str(p) for p in places], port=0, **kwargs)
+        started.append(dashboard)
+        return dashboard
+
+    yield serve
+    for dashboard in started:
+        dashboard.stop()

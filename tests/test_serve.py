@@ -66,20 +66,6 @@ def run_ids(dashboard) -> dict[str, str]:
     return {r["name"]: r["id"] for r in body["runs"]}
 
 
-@pytest.fixture
-def serve():
-    started = []
-
-    def serve(*places, **kwargs):
-        dashboard = start([str(p) for p in places], port=0, **kwargs)
-        started.append(dashboard)
-        return dashboard
-
-    yield serve
-    for dashboard in started:
-        dashboard.stop()
-
-
 def test_runs_page_lists_runs_and_new_ones_appear_without_reload(tmp_path, serve, browser) -> None:
     write_trial(tmp_path / "runs" / "first")
     dashboard = serve(tmp_path / "runs")

@@ -180,22 +180,6 @@ def make_job(job_dir: Path, **job: object) -> str:
     return job_dir.name
 
 
-@pytest.fixture
-def serve():
-    from tensortap.serve import start
-
-    started = []
-
-    def serve(*places, **kwargs):
-        dashboard = start([str(p) for p in places], port=0, **kwargs)
-        started.append(dashboard)
-        return dashboard
-
-    yield serve
-    for dashboard in started:
-        dashboard.stop()
-
-
 def by_name(dashboard) -> dict[str, dict]:
     status, body = get(dashboard.url + "api/runs")
     assert status == 200

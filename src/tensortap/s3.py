@@ -282,29 +282,26 @@ class S3Store(Store):
     def get_many(self, keys: Sequence[str]) -> builtins.list[bytes]:
         return self._parallel(self.get, keys)
 
-    def size(self, key: str) -> int:
+    def _head(self, key: str) -> dict[str, Any]:
+        """The object's HEAD answer (KeyError when it is missing)."""
         full = self._key(key)
         try:
-            head = self._call(
-                "HeadObject", lambda: self.client.head_object(Bucket=self.bucket, Key=full)
+            return dict(
+                self._call(
+                    "HeadObject", lambda: self.client.head_object(Bucket=self.bucket, Key=full)
+                )
             )
         except Exception as exc:
             if error_code(exc) in _MISSING_CODES:
                 raise KeyError(key) from None
             raise self._error(exc, f"looking at {key}") from None
-        return int(head["ContentLength"])
+
+    def size(self, key: str) -> int:
+        return int(self._head(key)["ContentLength"])
 
     def version(self, key: str) -> str:
         """Size and ETag of the object (one HEAD request)."""
-        full = self._key(key)
-        try:
-            head = self._call(
-                "HeadObject", lambda: self.client.head_object(Bucket=self.bucket, Key=full)
-            )
-        except Exception as exc:
-            if error_code(exc) in _MISSING_CODES:
-                raise KeyError(key) from None
-            raise self._error(exc, f"looking at {key}") from None
+        head = self._head(key)
         return f"{int(head['ContentLength'])}:{head.get('ETag', '')}"
 
     def get_ranges(self, ranges: Sequence[tuple[str, int, int]]) -> builtins.list[bytearray]:
