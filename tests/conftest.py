@@ -134,7 +134,10 @@ class Browser:
         return self.driver
 
     def visit(self, url: str) -> Any:
-        """Open ``url`` (an http:// page of a local server)."""
+        """Open ``url`` (an http:// page of a local server). The page before is left for a
+        blank one first, so that a request it still had in flight (to a server a test has
+        stopped) cannot log its failure as this page's."""
+        self.driver.get("about:blank")
         self.driver.get_log("browser")
         self.driver.get(url)
         return self.driver
