@@ -230,3 +230,13 @@ def test_series_over_s3(s3_bucket: str) -> None:
     write_run(url, steps=16, flush_every=5)
     trial = tt.create_trial(url)
     assert rows_of(trial.series()) == rows_of(scalar_columns(trial, published_segments(trial)))
+
+
+def test_export_takes_one_element_values_from_series_objects(tmp_path: Path) -> None:
+    write_run(tmp_path, steps=20, flush_every=5)
+    trial = tt.create_trial(tmp_path)
+    expected = rows_of(scalar_columns(trial, published_segments(trial)))
+    for path in (tmp_path / "workers" / "worker_0" / "data").iterdir():
+        path.unlink()  # the losses' bytes are gone: their numbers are in the series objects
+    trial = tt.create_trial(tmp_path)
+    assert rows_of(scalar_columns(trial, published_segments(trial))) == expected

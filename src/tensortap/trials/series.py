@@ -238,6 +238,9 @@ class _Worker:
     last_series_key: str | None = None
     last_rollup_key: str | None = None
     plan: list[_Source] = field(default_factory=list)
+    # the series of the objects taken in by keys(), and those objects
+    known: dict[tuple[str, str, int], SeriesKey] = field(default_factory=dict)
+    scanned: set[str] = field(default_factory=set)
 
 
 class _Parts(NamedTuple):
@@ -256,6 +259,8 @@ class SeriesReader:
         self.problems: list[str] = []
         self._workers: dict[str, _Worker] = {}
         self._heads: dict[str, SeriesHead] = {}
+        self._by_name: dict[str, dict[str, list[int]]] = {}
+        self._canon: dict[tuple[str, str, int], tuple[str, str, int]] = {}
         self._fallback: dict[str, _Parts] = {}
         self._fallback_values = 0
         self.refresh()
@@ -339,13 +344,34 @@ class SeriesReader:
         return sorted(self._workers)
 
     def keys(self, worker: str | None = None) -> list[SeriesKey]:
-        """Every series published so far."""
-        found: dict[SeriesKey, None] = {}
+        """Every series published so far (each object's list is taken in once)."""
+        found: list[SeriesKey] = []
         for state in self._states(worker):
-            for _, head in self._heads_of(state.plan, state.name):
+            new = [s for s in state.plan if s.key not in state.scanned]
+            for source, head in self._heads_of(new, state.name):
+                state.scanned.add(source.key)
                 for tensor, stat, mode in head.keys:
-                    found.setdefault(SeriesKey(tensor, stat, ModeKeys(mode), state.name))
+                    state.known.setdefault(
+                        (tensor, stat, mode), SeriesKey(tensor, stat, ModeKeys(mode), state.name)
+                    )
+            found.extend(state.known.values())
         return sorted(found, key=lambda k: (k.tensor, k.statistic, int(k.mode), k.worker))
+
+    def _picks(self, source: _Source, head: SeriesHead, wanted: _Filter) -> list[int]:
+        """The positions of the wanted series in an object's list (by name when names are
+        given: a run of 10,000 series is not scanned for one)."""
+        if wanted.names is None or len(wanted.names) > 64:
+            return [i for i, key in enumerate(head.keys) if wanted.wants(key)]
+        by_name = self._by_name.get(source.key)
+        if by_name is None:
+            by_name = {}
+            for i, key in enumerate(head.keys):
+                by_name.setdefault(key[0], []).append(i)
+            if len(self._by_name) >= _HEADS_CACHED:
+                self._by_name.pop(next(iter(self._by_name)))
+            self._by_name[source.key] = by_name
+        found = [i for name in wanted.names for i in by_name.get(name, ())]
+        return sorted(i for i in found if wanted.wants(head.keys[i]))
 
     # -- reading --
     def series(
@@ -432,7 +458,7 @@ class SeriesReader:
             requests: list[tuple[str, int, int]] = []
             jobs: list[tuple[_Source, SeriesHead, list[int], int, bool]] = []
             for source, head in heads:
-                picks = [i for i, key in enumerate(head.keys) if wanted.wants(key)]
+                picks = self._picks(source, head, wanted)
                 if not picks:
                     continue
                 if source.index:
@@ -600,6 +626,8 @@ class SeriesReader:
                     continue
                 if len(self._heads) >= _HEADS_CACHED:
                     self._heads.pop(next(iter(self._heads)))
+                canon = self._canon  # one copy of each series' key, whatever the objects
+                head.keys[:] = [canon.setdefault(k, k) for k in head.keys]
                 self._heads[source.key] = head
 
     def _range_or_none(self, key: str, start: int, length: int) -> bytearray | None:
