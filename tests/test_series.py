@@ -240,3 +240,17 @@ def test_export_takes_one_element_values_from_series_objects(tmp_path: Path) -> 
         path.unlink()  # the losses' bytes are gone: their numbers are in the series objects
     trial = tt.create_trial(tmp_path)
     assert rows_of(scalar_columns(trial, published_segments(trial))) == expected
+
+
+def test_a_small_head_budget_reads_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tensortap.trials import series as series_module
+
+    write_run(tmp_path, steps=30, flush_every=3)
+    expected = rows_of(SeriesReader(tmp_path).series())
+    monkeypatch.setattr(series_module, "HEAD_CACHE_BYTES", 700)  # about one head at a time
+    reader = SeriesReader(tmp_path)
+    assert rows_of(reader.series()) == expected
+    assert rows_of(reader.series()) == expected and reader.problems == []
+    assert reader._head_bytes <= 700

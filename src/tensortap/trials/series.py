@@ -61,6 +61,8 @@ BUCKET_COLUMNS = (
 _BATCH = 256  # range requests made together
 _FALLBACK_VALUES = 1 << 22  # series read from indexes kept in memory (32 MiB of numbers)
 _HEADS_CACHED = 1 << 16
+#: What the heads kept in memory may cost (a run of 10,000 series has heads of about 1 MB).
+HEAD_CACHE_BYTES = 128 * 1024 * 1024
 
 
 class SeriesKey(NamedTuple):
@@ -259,6 +261,7 @@ class SeriesReader:
         self.problems: list[str] = []
         self._workers: dict[str, _Worker] = {}
         self._heads: dict[str, SeriesHead] = {}
+        self._head_bytes = 0
         self._by_name: dict[str, dict[str, list[int]]] = {}
         self._canon: dict[tuple[str, str, int], tuple[str, str, int]] = {}
         self._fallback: dict[str, _Parts] = {}
@@ -572,10 +575,18 @@ class SeriesReader:
     def _heads_of(self, plan: list[_Source], worker: str) -> Iterator[tuple[_Source, SeriesHead]]:
         """The heads of a plan's sources (read once and kept); an unreadable one is a
         problem, and its segment is read from its index."""
-        missing = [s for s in plan if s.key not in self._heads and not s.index]
-        self._read_heads(missing)
+        got: dict[str, SeriesHead] = {}
+        missing = []
         for source in plan:
-            head = self._heads.get(source.key)
+            if not source.index:
+                cached = self._heads.get(source.key)
+                if cached is None:
+                    missing.append(source)
+                else:
+                    got[source.key] = cached
+        got.update(self._read_heads(missing))
+        for source in plan:
+            head = got.get(source.key)
             if head is None and source.index:
                 try:
                     head = self._fallback_parts(source, None).head
@@ -594,7 +605,10 @@ class SeriesReader:
                 continue
             yield source, head
 
-    def _read_heads(self, sources: list[_Source]) -> None:
+    def _read_heads(self, sources: list[_Source]) -> dict[str, SeriesHead]:
+        """The heads of ``sources`` that could be read (each kept while the cache's budget
+        allows); one that cannot is a problem, and left out."""
+        found: dict[str, SeriesHead] = {}
         for at in range(0, len(sources), _BATCH):
             batch = sources[at : at + _BATCH]
             prefixes: list[bytearray | None]
@@ -624,11 +638,22 @@ class SeriesReader:
                 except FormatError as exc:
                     self._note(source.key, exc)
                     continue
-                if len(self._heads) >= _HEADS_CACHED:
-                    self._heads.pop(next(iter(self._heads)))
                 canon = self._canon  # one copy of each series' key, whatever the objects
                 head.keys[:] = [canon.setdefault(k, k) for k in head.keys]
-                self._heads[source.key] = head
+                found[source.key] = head
+                self._keep_head(source.key, head)
+        return found
+
+    def _keep_head(self, key: str, head: SeriesHead) -> None:
+        """Keep a head, dropping the oldest kept while they hold more than the budget."""
+        cost = _head_cost(head)
+        while self._heads and self._head_bytes + cost > HEAD_CACHE_BYTES:
+            old_key = next(iter(self._heads))
+            self._head_bytes -= _head_cost(self._heads.pop(old_key))
+            self._by_name.pop(old_key, None)
+        if cost <= HEAD_CACHE_BYTES:
+            self._heads[key] = head
+            self._head_bytes += cost
 
     def _range_or_none(self, key: str, start: int, length: int) -> bytearray | None:
         try:
@@ -683,6 +708,11 @@ class SeriesReader:
         if text not in self.problems:
             logger.warning("part of the series at %s is unreadable: %s", self.store.location, text)
             self.problems.append(text)
+
+
+def _head_cost(head: SeriesHead) -> int:
+    """About what a decoded head costs in memory (its keys are shared between heads)."""
+    return 64 * len(head.keys) + head.directory.nbytes + 512
 
 
 def _listed(store: Store, prefix: str, after: str | None, suffix: str) -> list[str]:
