@@ -160,7 +160,7 @@ def test_a_run_whose_page_stopped_asking_has_its_trial_closed(tmp_path) -> None:
     (run,) = catalog.runs()
     with run.lock:
         data.curves(run)  # its series reader
-    owner = run.cache.series.trial.store._owner
+    owner = run.cache.series.store._owner
     assert any(k[0] == owner for k in HANDLES._open)
     assert catalog.close_idle(idle_secs=3600) == 0  # asked for just now: kept
     assert catalog.close_idle(idle_secs=0) == 1

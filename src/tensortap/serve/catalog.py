@@ -18,9 +18,10 @@ from typing import Any
 from tensortap.exceptions import InvalidConfigError
 from tensortap.format.layout import TRIAL_MARKER
 from tensortap.jobs.record import JobRecord
-from tensortap.serve.series import ByteCache, ColumnsReader
+from tensortap.serve.series import ByteCache, close_reader
 from tensortap.storage.base import Store
 from tensortap.trials.locate import JOB_FILE
+from tensortap.trials.series import SeriesReader
 from tensortap.trials.trial import Trial
 
 RESCAN_SECS = 1.0  # how stale the list of runs may be
@@ -34,7 +35,7 @@ class RunCache:
     """What the dashboard keeps of a run between requests (filled by :mod:`serve.data`)."""
 
     trial: Trial | None = None
-    series: ColumnsReader | None = None  # the run's series reader (serve.series)
+    series: SeriesReader | None = None  # the run's series reader (serve.series)
     series_refreshed: float = 0.0  # when the reader last looked for new series
     series_version: int = 0  # how many times its reader found something new
     answers: ByteCache = field(default_factory=ByteCache)  # buckets answered, by what was asked
@@ -57,7 +58,7 @@ class RunCache:
             self.trial.store.close()
             self.trial = None
         if self.series is not None:
-            self.series.close()
+            close_reader(self.series)
             self.series = None
             self.answers.clear()
 

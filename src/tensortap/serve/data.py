@@ -24,8 +24,9 @@ import numpy as np
 from tensortap.exceptions import InvalidConfigError, MissingCollectionFiles, TensortapError
 from tensortap.serve.catalog import Run
 from tensortap.serve.meta import overview, resumed_sessions, rules
-from tensortap.serve.series import BUCKETS, ColumnsReader, SeriesKey, buckets, open_reader
+from tensortap.serve.series import BUCKETS, SeriesKey, buckets, open_reader
 from tensortap.trials.index import natural_key
+from tensortap.trials.series import SeriesReader
 from tensortap.trials.trial import Trial, create_trial
 
 HEAT_STEPS = 160  # columns of a layer-health heat map
@@ -60,7 +61,7 @@ def _names(trial: Trial, collection: str) -> list[str]:
         return []
 
 
-def reader_of(run: Run) -> ColumnsReader:
+def reader_of(run: Run) -> SeriesReader:
     """The run's series reader (see :mod:`tensortap.serve.series`), opened once and asked for
     what is new at most every half second; what it found is published for the runs list. The
     caller holds ``run.lock``."""

@@ -61,7 +61,8 @@ def trial_meta(run: Run) -> dict[str, Any]:
     found), from the small documents only."""
     store = _meta_store(run)
     workers = [w for w in store.list_dir(layout.WORKERS_PREFIX) if layout.is_plain_name(w)]
-    problems: list[str] = list(run.cache.problems)
+    reader = run.cache.series
+    problems: list[str] = [*run.cache.problems, *(reader.problems if reader is not None else [])]
     ended, last_step, started = bool(workers), run.cache.last_step, None
     for worker in workers:
         raw = _get(store, layout.end_key(worker))
