@@ -83,16 +83,22 @@ def reader_of(run: Run) -> SeriesReader:
 
 
 def charts(run: Run) -> list[tuple[str, str]]:
-    """Every chart of the run, as (tensor, statistic), in the order shown: raw values (losses,
-    metrics, scalars) first, then reductions, each by name; listed again only when the reader
-    found something new. The caller holds ``run.lock``."""
+    """Every chart of the run, as (tensor, statistic), in the order shown: raw values (losses
+    first, then metrics and scalars), then reductions, each by name; listed again only when
+    the reader found something new. The caller holds ``run.lock``."""
     reader = reader_of(run)
     cache = run.cache
     if cache.charts_version != cache.series_version:
         listed = reader.keys()
         found = {(k.tensor, k.statistic) for k in listed}
         cache.charts = sorted(
-            found, key=lambda c: (c[1] != "value", natural_key(c[0]), natural_key(c[1]))
+            found,
+            key=lambda c: (
+                c[1] != "value",
+                "loss" not in c[0].casefold(),  # the losses first, where a page opens
+                natural_key(c[0]),
+                natural_key(c[1]),
+            ),
         )
         cache.charts_version = cache.series_version
     return cache.charts
