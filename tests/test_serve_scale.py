@@ -221,3 +221,75 @@ def test_long_runs_are_bucketed_keeping_extremes_and_nan_runs(tmp_path, serve) -
     assert min(loss["y"]) == -50.0 and max(loss["y"]) == pytest.approx(1.0, abs=1e-4)
     ((first, last, kind),) = loss["gaps"]  # marked, at the bucket it ends (a bucket is ~84 steps)
     assert kind == "nan" and 40_000 - 84 <= first <= last < 40_100 + 84
+
+
+def curves_requests(browser) -> list[str]:
+    """The curves requests the page made so far (their query strings)."""
+    return browser.driver.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)"
+        ".filter(n => n.includes('/curves')).map(n => n.split('?')[1] || '');"
+    )
+
+
+def test_the_page_asks_only_for_charts_on_screen_and_offers_the_rest(
+    tmp_path, serve, browser
+) -> None:
+    scalars(tmp_path / "wide", steps=5, names=300).close()
+    dashboard = serve(tmp_path / "wide", warm=False)
+    browser.visit(f"{dashboard.url}run/{ids(dashboard.url)['wide']}")
+    state = "const c = window.tensortapCurves; return c ? [c.listed, c.total, c.fetched.length] : null;"
+    listed, total, fetched = browser.until(state, lambda v: v is not None and v[2] > 0)
+    assert (listed, total) == (200, 300)
+    assert fetched < 20  # the charts in view (and just below), not the 200 listed
+    button = "const b = document.getElementById('curves-more'); return b.hidden ? null : b.textContent;"
+    assert browser.until(button) == "100 more series"
+    asked = curves_requests(browser)
+    assert all(q.count("name=") <= 50 for q in asked)  # capped per request
+    # scrolled to the end: the last listed charts are asked for, the first ones let go
+    browser.driver.execute_script(
+        "document.getElementById('curves-more').scrollIntoView({block: 'end'});"
+    )
+    last = "return (window.tensortapCurves.drawn || []).includes('metric_00199');"
+    assert browser.until(last)
+    drawn = browser.driver.execute_script("return window.tensortapCurves.drawn;")
+    assert "metric_00000" not in drawn and len(drawn) < 20  # purged off screen: a bounded grid
+    browser.driver.find_element("id", "curves-more").click()
+    assert browser.until(state, lambda v: v[0] == 300)[:2] == [300, 300]
+    assert browser.until(button, lambda v: v is None) is None  # nothing more to offer
+    assert browser.errors() == []
+
+
+def test_the_page_follows_a_live_run_from_its_cursor_without_refetching(
+    tmp_path, serve, browser
+) -> None:
+    from tensortap.serve.series import BUCKETS
+
+    hook = scalars(tmp_path / "live", steps=2000, names=2, flush_every=500)
+    hook.flush()
+    dashboard = serve(tmp_path / "live", warm=False)
+    browser.visit(f"{dashboard.url}run/{ids(dashboard.url)['live']}")
+    points = (
+        "const c = window.tensortapCurves;"
+        "return c ? c.series.filter(s => s.name === 'metric_00000').map(s => s.points) : [];"
+    )
+    assert browser.until(points, lambda v: v == [2000]) == [2000]
+    first = browser.driver.execute_script(
+        "return window.tensortapCurves.series.find(s => s.name === 'metric_00000').x.length;"
+    )
+    assert first <= 2 * BUCKETS  # bucketed, not 2,000 points
+    for step in range(2000, 2010):
+        hook.save_scalar("metric_00000", -5.0 if step == 2005 else float(step))
+        hook.save_scalar("metric_00001", 0.0)
+        hook.next_step()
+    hook.flush()
+    assert browser.until(points, lambda v: v == [2010], timeout=60) == [2010]
+    line = browser.driver.execute_script(
+        "return window.tensortapCurves.series.find(s => s.name === 'metric_00000');"
+    )
+    assert line["x"][-10:] == list(range(2000, 2010)) and line["y"][-5] == -5.0
+    asked = curves_requests(browser)
+    whole = [q for q in asked if "after=" not in q]
+    assert len(whole) == 1, asked  # one first paint; every later request from the cursor
+    assert any("after=1999" in q for q in asked)
+    hook.close()
+    assert browser.errors() == []
