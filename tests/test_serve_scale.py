@@ -237,11 +237,15 @@ def test_the_page_asks_only_for_charts_on_screen_and_offers_the_rest(
     scalars(tmp_path / "wide", steps=5, names=300).close()
     dashboard = serve(tmp_path / "wide", warm=False)
     browser.visit(f"{dashboard.url}run/{ids(dashboard.url)['wide']}")
-    state = "const c = window.tensortapCurves; return c ? [c.listed, c.total, c.fetched.length] : null;"
+    state = (
+        "const c = window.tensortapCurves; return c ? [c.listed, c.total, c.fetched.length] : null;"
+    )
     listed, total, fetched = browser.until(state, lambda v: v is not None and v[2] > 0)
     assert (listed, total) == (200, 300)
     assert fetched < 20  # the charts in view (and just below), not the 200 listed
-    button = "const b = document.getElementById('curves-more'); return b.hidden ? null : b.textContent;"
+    button = (
+        "const b = document.getElementById('curves-more'); return b.hidden ? null : b.textContent;"
+    )
     assert browser.until(button) == "100 more series"
     asked = curves_requests(browser)
     assert all(q.count("name=") <= 50 for q in asked)  # capped per request

@@ -21,7 +21,7 @@ from tensortap.jobs.record import JobRecord
 from tensortap.serve.series import ByteCache, close_reader
 from tensortap.storage.base import Store
 from tensortap.trials.locate import JOB_FILE
-from tensortap.trials.series import SeriesReader
+from tensortap.trials.series import SeriesKey, SeriesReader
 from tensortap.trials.trial import Trial
 
 RESCAN_SECS = 1.0  # how stale the list of runs may be
@@ -41,6 +41,7 @@ class RunCache:
     answers: ByteCache = field(default_factory=ByteCache)  # buckets answered, by what was asked
     refreshed: float = 0.0  # when the trial was last refreshed (monotonic seconds)
     used: float = 0.0  # when the trial was last asked for (monotonic seconds)
+    keys: list[SeriesKey] = field(default_factory=list)  # the reader's, at charts_version
     charts: list[tuple[str, str]] = field(default_factory=list)  # (tensor, statistic), in order
     charts_version: int = -1  # the series_version they were listed at
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -61,6 +62,7 @@ class RunCache:
             close_reader(self.series)
             self.series = None
             self.answers.clear()
+            self.keys, self.charts, self.charts_version = [], [], -1
 
 
 @dataclass
