@@ -297,3 +297,36 @@ def test_the_page_follows_a_live_run_from_its_cursor_without_refetching(
     assert any("after=1999" in q for q in asked)
     hook.close()
     assert browser.errors() == []
+
+
+def test_zooming_a_chart_asks_for_that_range_and_gets_every_point(tmp_path, serve, browser) -> None:
+    hook = tt.Hook(tmp_path / "long", save_config=tt.SaveConfig(save_interval=1))
+    for step in range(20_000):
+        hook.save_scalar("loss", 7.0 if step == 12_345 else 1.0)
+        hook.next_step()
+    hook.close()
+    dashboard = serve(tmp_path / "long", warm=False)
+    browser.visit(f"{dashboard.url}run/{ids(dashboard.url)['long']}")
+    held = (
+        "const c = window.tensortapCurves;"
+        "const s = c && c.series.find(s => s.name === 'loss'); return s ? s.x.length : 0;"
+    )
+    assert 0 < browser.until(held) <= 1200  # buckets
+    browser.until(
+        "const d = document.querySelector('#curves [data-name=loss]'); return !!(d && d.layout);"
+    )
+    browser.driver.execute_script(
+        "Plotly.relayout(document.querySelector('#curves [data-name=loss]'),"
+        " {'xaxis.range': [12300, 12400]});"
+    )
+    line = (
+        "const s = window.tensortapCurves.series.find(s => s.name === 'loss');"
+        "return s && s.x.length <= 101 ? [s.x[0], s.x[s.x.length - 1], s.y[45]] : null;"
+    )
+    assert browser.until(line) == [
+        12300,
+        12400,
+        7.0,
+    ]  # every step of the range, the spike at its own
+    assert any("x0=12300" in q and "x1=12400" in q for q in curves_requests(browser))
+    assert browser.errors() == []

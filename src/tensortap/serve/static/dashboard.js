@@ -352,11 +352,13 @@ function chartGrid(id, box, note, more) {
       Plotly.react(c.div, traces, layout, { displaylogo: false, responsive: true });
       if (!c.shown) {
         c.div.on("plotly_relayout", (ev) => {
-          if (ev["xaxis.range[0]"] != null) {
-            c.zoom = [ev["xaxis.range[0]"], ev["xaxis.range[1]"]];
+          const range = ev["xaxis.range"] || (ev["xaxis.range[0]"] != null
+            ? [ev["xaxis.range[0]"], ev["xaxis.range[1]"]] : null);
+          if (range) {  // zoomed in: that range asked for (every point once it is short)
+            c.zoom = range;
             fetchCharts([c], { x0: String(Math.floor(c.zoom[0])), x1: String(Math.ceil(c.zoom[1])) })
               .then(() => { c.dirty = true; draw(); }).catch(() => {});
-          } else if (ev["xaxis.autorange"]) {
+          } else if (ev["xaxis.autorange"]) {  // zoomed out: the whole run asked for again
             c.zoom = null; c.cursor = null;
           }
         });
