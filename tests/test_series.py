@@ -148,6 +148,14 @@ def test_rollups_merge_small_segments(tmp_path: Path, monkeypatch: pytest.Monkey
     for seq in range(first, last + 1):
         (tmp_path / "workers" / "worker_0" / "series" / f"{seq:012d}.ttser").unlink(missing_ok=True)
     assert rows_of(SeriesReader(tmp_path).series()) == rows_of(got)
+    # a damaged rollup: its segments are read from their own objects, or their indexes
+    damaged = bytearray(rollups[1].read_bytes())
+    damaged[-5] ^= 0xFF
+    rollups[1].write_bytes(bytes(damaged))
+    reader = SeriesReader(tmp_path)
+    assert rows_of(reader.series()) == rows_of(got)
+    assert any("checksum" in p for p in reader.problems)
+    assert rows_of(reader.series()) == rows_of(got)  # and it is not read again
 
 
 def test_a_live_run_is_followed_and_only_published_steps_are_read(tmp_path: Path) -> None:
@@ -230,3 +238,53 @@ def test_series_over_s3(s3_bucket: str) -> None:
     write_run(url, steps=16, flush_every=5)
     trial = tt.create_trial(url)
     assert rows_of(trial.series()) == rows_of(scalar_columns(trial, published_segments(trial)))
+
+
+def test_export_takes_one_element_values_from_series_objects(tmp_path: Path) -> None:
+    write_run(tmp_path, steps=20, flush_every=5)
+    trial = tt.create_trial(tmp_path)
+    expected = rows_of(scalar_columns(trial, published_segments(trial)))
+    for path in (tmp_path / "workers" / "worker_0" / "data").iterdir():
+        path.unlink()  # the losses' bytes are gone: their numbers are in the series objects
+    trial = tt.create_trial(tmp_path)
+    assert rows_of(scalar_columns(trial, published_segments(trial))) == expected
+
+
+def test_a_small_head_budget_reads_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tensortap.trials import series as series_module
+
+    write_run(tmp_path, steps=30, flush_every=3)
+    expected = rows_of(SeriesReader(tmp_path).series())
+    monkeypatch.setattr(series_module, "HEAD_CACHE_BYTES", 700)  # about one head at a time
+    reader = SeriesReader(tmp_path)
+    assert rows_of(reader.series()) == expected
+    assert rows_of(reader.series()) == expected and reader.problems == []
+    assert reader._head_bytes <= 700
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_any_damage_to_a_series_object_reads_the_same_numbers(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    """Flipped bytes, a cut, or garbage in place of a series object: the reader never fails
+    and never returns other numbers (a damaged object is read from its index instead)."""
+    root = tmp_path_factory.mktemp("fuzz")
+    write_run(root, steps=12, flush_every=6)
+    expected = rows_of(SeriesReader(root).series())
+    target = sorted((root / "workers" / "worker_0" / "series").iterdir())[0]
+    raw = bytearray(target.read_bytes())
+    how = data.draw(st.sampled_from(["flip", "cut", "garbage"]))
+    if how == "flip":
+        for at in data.draw(st.lists(st.integers(0, 10**6), min_size=1, max_size=4)):
+            raw[at % len(raw)] ^= data.draw(st.integers(1, 255))
+    elif how == "cut":
+        raw = raw[: data.draw(st.integers(0, 10**6)) % len(raw)]
+    else:
+        raw = bytearray(data.draw(st.binary(max_size=200)))
+    target.write_bytes(bytes(raw))
+    reader = SeriesReader(root)
+    assert rows_of(reader.series()) == expected
+    assert reader.buckets(count=3).rows > 0

@@ -12,6 +12,7 @@ steps, as :class:`~tensortap.trials.trial.Trial` does.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -61,6 +62,8 @@ BUCKET_COLUMNS = (
 _BATCH = 256  # range requests made together
 _FALLBACK_VALUES = 1 << 22  # series read from indexes kept in memory (32 MiB of numbers)
 _HEADS_CACHED = 1 << 16
+#: What the heads kept in memory may cost (a run of 10,000 series has heads of about 1 MB).
+HEAD_CACHE_BYTES = 128 * 1024 * 1024
 
 
 class SeriesKey(NamedTuple):
@@ -238,6 +241,9 @@ class _Worker:
     last_series_key: str | None = None
     last_rollup_key: str | None = None
     plan: list[_Source] = field(default_factory=list)
+    # the series of the objects taken in by keys(), and those objects
+    known: dict[tuple[str, str, int], SeriesKey] = field(default_factory=dict)
+    scanned: set[str] = field(default_factory=set)
 
 
 class _Parts(NamedTuple):
@@ -256,6 +262,10 @@ class SeriesReader:
         self.problems: list[str] = []
         self._workers: dict[str, _Worker] = {}
         self._heads: dict[str, SeriesHead] = {}
+        self._head_bytes = 0
+        self._bad: set[str] = set()  # series objects that failed a check: not read again
+        self._by_name: dict[str, dict[str, list[int]]] = {}
+        self._canon: dict[tuple[str, str, int], tuple[str, str, int]] = {}
         self._fallback: dict[str, _Parts] = {}
         self._fallback_values = 0
         self.refresh()
@@ -302,7 +312,7 @@ class SeriesReader:
         remaining segment's series object, else its index."""
         plan: list[_Source] = []
         covered_to = -1
-        by_first = sorted(state.rollups)
+        by_first = sorted(r for r in state.rollups if r[2] not in self._bad)
         r = 0
         for seq in state.published:
             if seq <= covered_to:
@@ -318,7 +328,7 @@ class SeriesReader:
                     covered_to = last
                     continue
             single = state.singles.get(seq)
-            if single is not None:
+            if single is not None and single not in self._bad:
                 plan.append(_Source(single, seq, seq))
             else:
                 plan.append(_Source(layout.index_key(state.name, seq), seq, seq, index=True))
@@ -330,7 +340,7 @@ class SeriesReader:
         """The highest global step published (-1 when none)."""
         last = -1
         for state in self._workers.values():
-            for source, head in self._heads_of(state.plan[-1:], state.name):
+            for source, head in self._heads_of(state.plan[-1:], state):
                 del source
                 last = max(last, head.last_step)
         return last
@@ -339,13 +349,34 @@ class SeriesReader:
         return sorted(self._workers)
 
     def keys(self, worker: str | None = None) -> list[SeriesKey]:
-        """Every series published so far."""
-        found: dict[SeriesKey, None] = {}
+        """Every series published so far (each object's list is taken in once)."""
+        found: list[SeriesKey] = []
         for state in self._states(worker):
-            for _, head in self._heads_of(state.plan, state.name):
+            new = [s for s in state.plan if s.key not in state.scanned]
+            for source, head in self._heads_of(new, state):
+                state.scanned.add(source.key)
                 for tensor, stat, mode in head.keys:
-                    found.setdefault(SeriesKey(tensor, stat, ModeKeys(mode), state.name))
+                    state.known.setdefault(
+                        (tensor, stat, mode), SeriesKey(tensor, stat, ModeKeys(mode), state.name)
+                    )
+            found.extend(state.known.values())
         return sorted(found, key=lambda k: (k.tensor, k.statistic, int(k.mode), k.worker))
+
+    def _picks(self, source: _Source, head: SeriesHead, wanted: _Filter) -> list[int]:
+        """The positions of the wanted series in an object's list (by name when names are
+        given: a run of 10,000 series is not scanned for one)."""
+        if wanted.names is None or len(wanted.names) > 64:
+            return [i for i, key in enumerate(head.keys) if wanted.wants(key)]
+        by_name = self._by_name.get(source.key)
+        if by_name is None:
+            by_name = {}
+            for i, key in enumerate(head.keys):
+                by_name.setdefault(key[0], []).append(i)
+            if len(self._by_name) >= _HEADS_CACHED:
+                self._by_name.pop(next(iter(self._by_name)))
+            self._by_name[source.key] = by_name
+        found = [i for name in wanted.names for i in by_name.get(name, ())]
+        return sorted(i for i in found if wanted.wants(head.keys[i]))
 
     # -- reading --
     def series(
@@ -424,54 +455,7 @@ class SeriesReader:
         out: dict[SeriesKey, tuple[list[np.ndarray], list[np.ndarray]]] = {}
         tables: dict[str, list[np.ndarray]] = {}
         for state in self._states(wanted.worker):
-            heads = [
-                (source, head)
-                for source, head in self._heads_of(state.plan, state.name)
-                if head.last_step >= lo and head.first_step < hi and len(head.keys)
-            ]
-            requests: list[tuple[str, int, int]] = []
-            jobs: list[tuple[_Source, SeriesHead, list[int], int, bool]] = []
-            for source, head in heads:
-                picks = [i for i, key in enumerate(head.keys) if wanted.wants(key)]
-                if not picks:
-                    continue
-                if source.index:
-                    jobs.append((source, head, picks, -1, False))
-                    continue
-                whole = 2 * int(head.directory["count"][picks].sum()) >= int(
-                    head.directory["count"].sum()
-                )
-                first = len(requests)
-                if with_steps:
-                    requests.append((source.key, head.head_size, STEP_DTYPE.itemsize * head.steps))
-                if whole:
-                    requests.append((source.key, head.blocks_at, head.size - head.blocks_at))
-                else:
-                    requests.extend((source.key, *head.block_range(i)) for i in picks)
-                jobs.append((source, head, picks, first, whole))
-            raws = self._get_ranges(requests)
-            for source, head, picks, first, whole in jobs:
-                try:
-                    blocks, table = self._blocks(
-                        source, head, picks, raws, first, whole, with_steps
-                    )
-                except (FormatError, StorageError) as exc:
-                    self._note(source.key, exc)
-                    blocks, table = self._from_index_instead(source, head, picks, with_steps)
-                if with_steps:
-                    tables.setdefault(state.name, []).append(table)
-                for i, (steps, values) in zip(picks, blocks, strict=True):
-                    if len(steps) and steps[0] < lo:
-                        cut = np.searchsorted(steps, lo)
-                        steps, values = steps[cut:], values[cut:]
-                    if len(steps) and steps[-1] >= hi:
-                        cut = np.searchsorted(steps, hi)
-                        steps, values = steps[:cut], values[:cut]
-                    tensor, stat, mode = head.keys[i]
-                    key = SeriesKey(tensor, stat, ModeKeys(mode), state.name)
-                    slot = out.setdefault(key, ([], []))
-                    slot[0].append(steps)
-                    slot[1].append(values)
+            self._read_sources(state, state.plan, wanted, lo, hi, with_steps, out, tables)
         result = {}
         for key in sorted(out, key=lambda k: (k.tensor, k.statistic, int(k.mode), k.worker)):
             steps_l, values_l = out[key]
@@ -487,12 +471,87 @@ class SeriesReader:
             joined[worker] = table[np.argsort(table["global_step"], kind="stable")]
         return result, joined
 
+    def _read_sources(
+        self,
+        state: _Worker,
+        sources: list[_Source],
+        wanted: _Filter,
+        lo: int,
+        hi: int,
+        with_steps: bool,
+        out: dict[SeriesKey, tuple[list[np.ndarray], list[np.ndarray]]],
+        tables: dict[str, list[np.ndarray]],
+    ) -> None:
+        """Read the wanted series of ``sources`` into ``out``; an object that fails a check
+        is a problem, and its segments are read another way (:meth:`_replacements`)."""
+        requests: list[tuple[str, int, int]] = []
+        jobs: list[tuple[_Source, SeriesHead, list[int], int, bool]] = []
+        for source, head in self._heads_of(sources, state):
+            if not (head.last_step >= lo and head.first_step < hi and len(head.keys)):
+                continue
+            picks = self._picks(source, head, wanted)
+            if not picks:
+                continue
+            if source.index:
+                jobs.append((source, head, picks, -1, False))
+                continue
+            counts = head.directory["count"]
+            whole = 2 * int(counts[picks].sum()) >= int(counts.sum())
+            first = len(requests)
+            if with_steps:
+                requests.append((source.key, head.head_size, STEP_DTYPE.itemsize * head.steps))
+            if whole:
+                requests.append((source.key, head.blocks_at, head.size - head.blocks_at))
+            else:
+                requests.extend((source.key, *head.block_range(i)) for i in picks)
+            jobs.append((source, head, picks, first, whole))
+        raws = self._get_ranges(requests)
+        redo: list[_Source] = []
+        for source, head, picks, first, whole in jobs:
+            try:
+                blocks, table = self._blocks(source, head, picks, raws, first, whole, with_steps)
+            except (FormatError, StorageError) as exc:
+                self._note(source.key, exc)
+                if not source.index:
+                    redo.extend(self._replacements(state, source))
+                continue
+            if with_steps:
+                tables.setdefault(state.name, []).append(table)
+            for i, (steps, values) in zip(picks, blocks, strict=True):
+                if len(steps) and steps[0] < lo:
+                    cut = np.searchsorted(steps, lo)
+                    steps, values = steps[cut:], values[cut:]
+                if len(steps) and steps[-1] >= hi:
+                    cut = np.searchsorted(steps, hi)
+                    steps, values = steps[:cut], values[:cut]
+                tensor, stat, mode = head.keys[i]
+                slot = out.setdefault(SeriesKey(tensor, stat, ModeKeys(mode), state.name), ([], []))
+                slot[0].append(steps)
+                slot[1].append(values)
+        if redo:
+            self._read_sources(state, redo, wanted, lo, hi, with_steps, out, tables)
+
+    def _replacements(self, state: _Worker, source: _Source) -> list[_Source]:
+        """A damaged series object is not read again: its published segments are read from
+        their own series objects (for a rollup) or their indexes."""
+        self._bad.add(source.key)
+        state.plan = self._plan(state)
+        at = bisect.bisect_left(state.published, source.first)
+        out = []
+        for seq in state.published[at : bisect.bisect_right(state.published, source.last)]:
+            single = state.singles.get(seq)
+            if single is not None and single not in self._bad:
+                out.append(_Source(single, seq, seq))
+            else:
+                out.append(_Source(layout.index_key(state.name, seq), seq, seq, index=True))
+        return out
+
     def _blocks(
         self,
         source: _Source,
         head: SeriesHead,
         picks: list[int],
-        raws: list[bytearray],
+        raws: list[bytearray | None],
         first: int,
         whole: bool,
         with_steps: bool,
@@ -500,75 +559,73 @@ class SeriesReader:
         if source.index:
             parts = self._fallback_parts(source, head)
             return [parts.blocks[i] for i in picks], parts.steps
-        at = first
+        needed = raws[first : first + int(with_steps) + (1 if whole else len(picks))]
+        got = [raw for raw in needed if raw is not None]
+        if len(got) != len(needed):
+            raise FormatError(f"{source.key} could not be read whole")
+        at = 0
         table = np.zeros(0, STEP_DTYPE)
         if with_steps:
-            table = decode_steps(raws[at], head, source.key)
+            table = decode_steps(got[at], head, source.key)
             at += 1
         blocks = []
         if whole:
-            body = memoryview(raws[at])
+            body = memoryview(got[at])
             for i in picks:
                 offset, length = head.block_range(i)
                 offset -= head.blocks_at
                 blocks.append(decode_block(body[offset : offset + length], head, i, source.key))
         else:
             for k, i in enumerate(picks):
-                blocks.append(decode_block(raws[at + k], head, i, source.key))
+                blocks.append(decode_block(got[at + k], head, i, source.key))
         return blocks, table
 
-    def _from_index_instead(
-        self, source: _Source, head: SeriesHead, picks: list[int], with_steps: bool
-    ) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
-        """A damaged series object: its segments' series from their indexes (empty for the
-        picks that are not there)."""
-        del with_steps
-        empty = (np.zeros(0, np.int64), np.zeros(0, np.float64))
-        if source.first != source.last:
-            return [empty for _ in picks], np.zeros(0, STEP_DTYPE)  # a rollup: see heads
-        alt = _Source(layout.index_key(head.worker, source.first), source.first, source.last, True)
-        try:
-            parts = self._fallback_parts(alt, None)
-        except (FormatError, StorageError) as exc:
-            self._note(alt.key, exc)
-            return [empty for _ in picks], np.zeros(0, STEP_DTYPE)
-        where = {k: i for i, k in enumerate(parts.head.keys)}
-        return [
-            parts.blocks[where[head.keys[i]]] if head.keys[i] in where else empty for i in picks
-        ], parts.steps
-
-    def _get_ranges(self, requests: list[tuple[str, int, int]]) -> list[bytearray]:
-        out: list[bytearray] = []
+    def _get_ranges(self, requests: list[tuple[str, int, int]]) -> list[bytearray | None]:
+        """The bytes of each range, together; one that cannot be read is None (and a
+        problem), not an error for all of them."""
+        out: list[bytearray | None] = []
         for at in range(0, len(requests), _BATCH):
-            out.extend(self.store.get_ranges(requests[at : at + _BATCH]))
+            batch = requests[at : at + _BATCH]
+            try:
+                out.extend(self.store.get_ranges(batch))
+            except (KeyError, StorageError):
+                out.extend(self._range_or_none(*request) for request in batch)
         return out
 
-    def _heads_of(self, plan: list[_Source], worker: str) -> Iterator[tuple[_Source, SeriesHead]]:
-        """The heads of a plan's sources (read once and kept); an unreadable one is a
-        problem, and its segment is read from its index."""
-        missing = [s for s in plan if s.key not in self._heads and not s.index]
-        self._read_heads(missing)
+    def _heads_of(
+        self, plan: list[_Source], state: _Worker
+    ) -> Iterator[tuple[_Source, SeriesHead]]:
+        """The heads of a plan's sources (read once and kept while the budget allows); an
+        object whose head is unreadable is a problem, and its segments are read another way."""
+        got: dict[str, SeriesHead] = {}
+        missing = []
         for source in plan:
-            head = self._heads.get(source.key)
-            if head is None and source.index:
+            if not source.index:
+                cached = self._heads.get(source.key)
+                if cached is None:
+                    missing.append(source)
+                else:
+                    got[source.key] = cached
+        got.update(self._read_heads(missing))
+        for source in plan:
+            if source.index:
                 try:
-                    head = self._fallback_parts(source, None).head
+                    yield source, self._fallback_parts(source, None).head
                 except (FormatError, StorageError) as exc:
                     self._note(source.key, exc)
-                    continue
-            elif head is None:  # the series object is damaged: read its segments' indexes
-                for seq in range(source.first, source.last + 1):
-                    alt = _Source(layout.index_key(worker, seq), seq, seq, index=True)
-                    try:
-                        yield alt, self._fallback_parts(alt, None).head
-                    except KeyError:
-                        continue  # a sequence number of collections, not of a segment
-                    except (FormatError, StorageError) as exc:
-                        self._note(alt.key, exc)
+                except KeyError:
+                    self._note(source.key, FormatError("listed, then gone before it was read"))
+                continue
+            head = got.get(source.key)
+            if head is None:
+                yield from self._heads_of(self._replacements(state, source), state)
                 continue
             yield source, head
 
-    def _read_heads(self, sources: list[_Source]) -> None:
+    def _read_heads(self, sources: list[_Source]) -> dict[str, SeriesHead]:
+        """The heads of ``sources`` that could be read (each kept while the cache's budget
+        allows); one that cannot is a problem, and left out."""
+        found: dict[str, SeriesHead] = {}
         for at in range(0, len(sources), _BATCH):
             batch = sources[at : at + _BATCH]
             prefixes: list[bytearray | None]
@@ -598,9 +655,22 @@ class SeriesReader:
                 except FormatError as exc:
                     self._note(source.key, exc)
                     continue
-                if len(self._heads) >= _HEADS_CACHED:
-                    self._heads.pop(next(iter(self._heads)))
-                self._heads[source.key] = head
+                canon = self._canon  # one copy of each series' key, whatever the objects
+                head.keys[:] = [canon.setdefault(k, k) for k in head.keys]
+                found[source.key] = head
+                self._keep_head(source.key, head)
+        return found
+
+    def _keep_head(self, key: str, head: SeriesHead) -> None:
+        """Keep a head, dropping the oldest kept while they hold more than the budget."""
+        cost = _head_cost(head)
+        while self._heads and self._head_bytes + cost > HEAD_CACHE_BYTES:
+            old_key = next(iter(self._heads))
+            self._head_bytes -= _head_cost(self._heads.pop(old_key))
+            self._by_name.pop(old_key, None)
+        if cost <= HEAD_CACHE_BYTES:
+            self._heads[key] = head
+            self._head_bytes += cost
 
     def _range_or_none(self, key: str, start: int, length: int) -> bytearray | None:
         try:
@@ -655,6 +725,11 @@ class SeriesReader:
         if text not in self.problems:
             logger.warning("part of the series at %s is unreadable: %s", self.store.location, text)
             self.problems.append(text)
+
+
+def _head_cost(head: SeriesHead) -> int:
+    """About what a decoded head costs in memory (its keys are shared between heads)."""
+    return 64 * len(head.keys) + head.directory.nbytes + 512
 
 
 def _listed(store: Store, prefix: str, after: str | None, suffix: str) -> list[str]:
