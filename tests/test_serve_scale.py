@@ -330,3 +330,20 @@ def test_zooming_a_chart_asks_for_that_range_and_gets_every_point(tmp_path, serv
     ]  # every step of the range, the spike at its own
     assert any("x0=12300" in q and "x1=12400" in q for q in curves_requests(browser))
     assert browser.errors() == []
+
+
+def test_a_chart_never_waits_for_a_read_of_the_runs_trial(tmp_path, serve) -> None:
+    """Layer health, TensorPlot and embeddings read the trial (its index) under the run's
+    lock, and the charts took the same lock: a first paint waited 1.2 s behind the heat map
+    of a 100k-step run. Now the trial's reads hold their own lock."""
+    scalars(tmp_path / "r", steps=50, names=2).close()
+    dashboard = serve(tmp_path / "r", warm=False)
+    ident = ids(dashboard.url)["r"]
+    (run,) = dashboard.catalog.runs()
+    with run.trial_lock:  # a read of the trial going on (a heat map, say)
+        started = time.monotonic()
+        status, body = get(f"{dashboard.url}api/run/{ident}/curves", timeout=10)
+        assert status == 200 and len(body["series"]) == 2
+        status, listed = get(f"{dashboard.url}api/run/{ident}", timeout=10)
+        assert status == 200 and listed["last_step"] == 49
+        assert time.monotonic() - started < 5

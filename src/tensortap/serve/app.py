@@ -2,8 +2,10 @@
 
 Pages are static shells (``static/``) that ask the JSON API and draw with plotly.js, served
 from the plotly package installed here (the dashboard needs no network). Handlers are plain
-functions, run by Starlette in its thread pool; each run's data reads are guarded by its lock,
-which the runs list and a run's summary never take (they read the small documents only).
+functions, run by Starlette in its thread pool. A run's series reads (the charts) hold its
+``lock``, its trial's reads (layer health, TensorPlot, embeddings) its ``trial_lock``, so a
+chart never waits for a heat map; the runs list and a run's summary take neither (they read
+the small documents only).
 """
 
 from __future__ import annotations
@@ -141,7 +143,7 @@ def create_app(
 
     def api_health(request: Request) -> Response:
         run = run_or_404(request)
-        with run.lock:
+        with run.trial_lock:
             return _json(data.health(run))
 
     def api_tensorplot(request: Request) -> Response:
@@ -159,7 +161,7 @@ def create_app(
             )
         except FormatError as exc:
             return _json({"error": str(exc)}, 400)
-        with run.lock:
+        with run.trial_lock:
             trial = data.trial_of(run)
             names = [n for n in trial.tensor_names() if matcher.search(n)]
             if not names:
@@ -191,7 +193,7 @@ def create_app(
     def api_embeddings(request: Request) -> Response:
         run = run_or_404(request)
         q = request.query_params
-        with run.lock:
+        with run.trial_lock:
             found = data.embeddings(
                 run, q.get("tensor") or None, q.get("labels") or None, q.get("mode") or None
             )

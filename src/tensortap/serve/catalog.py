@@ -74,8 +74,10 @@ class Run:
     location: str  # the trial's location
     job: JobRecord | None = None
     refused: str | None = None  # why its trial is not served (a job pointing outside the places)
-    # held by every read of the run's data (its trial, its series); never by the runs list
+    # held by every read of the run's series (the charts), and of its trial (layer health,
+    # TensorPlot, embeddings); never by the runs list
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    trial_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     events_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     cache: RunCache = field(default_factory=RunCache, repr=False)
     meta_store: Store | None = field(default=None, repr=False)  # for the small documents
@@ -219,8 +221,12 @@ class Catalog:
                 continue
             if run.lock.acquire(blocking=False):
                 try:
-                    cache.close_trial()
-                    closed += 1
+                    if run.trial_lock.acquire(blocking=False):
+                        try:
+                            cache.close_trial()
+                            closed += 1
+                        finally:
+                            run.trial_lock.release()
                 finally:
                     run.lock.release()
         return closed

@@ -8,7 +8,8 @@ travel as runs of steps ("gaps"), never as missing points. A page following a ru
 last step it holds (``after``) and gets only what is newer. The layer-health heat map,
 TensorPlot and embeddings read the trial itself (a few steps each).
 
-Reads of a run's data hold ``run.lock``; the runs list never does (see :mod:`serve.meta`).
+Reads of a run's series hold ``run.lock``, reads of its trial ``run.trial_lock``; the runs
+list takes neither (see :mod:`serve.meta`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class TrialRefused(TensortapError, PermissionError):
 
 def trial_of(run: Run) -> Trial:
     """The run's trial, opened once and refreshed at most every half second (closed by the
-    catalog once no page has asked for it for a while)."""
+    catalog once no page has asked for it for a while). The caller holds ``run.trial_lock``."""
     if run.refused is not None:
         raise TrialRefused(run.refused)
     cache, now = run.cache, time.monotonic()

@@ -16,6 +16,21 @@ const plain = (s) => String(s ?? "").replace(/[&<>]/g, (c) => ({ "&": "&amp;", "
 const when = (t) => (t ? new Date(t * 1000).toLocaleString() : "-");
 const main = () => document.getElementById("main");
 
+// plotly.js (3.5 MB) is loaded beside the first requests, not before them: a page asks for
+// its data at once and draws when both are there (the runs page never needs it)
+let plotlyLoading = null;
+function plotlyReady() {
+  if (window.Plotly) return Promise.resolve();
+  plotlyLoading ||= new Promise((resolve, reject) => {
+    const script = document.createElement("script");
+    script.src = "/static/plotly.min.js";
+    script.onload = resolve;
+    script.onerror = () => reject(new Error("plotly.js did not load"));
+    document.head.appendChild(script);
+  });
+  return plotlyLoading;
+}
+
 async function api(path) {
   const response = await fetch(path, { credentials: "same-origin", cache: "no-store" });
   const body = await response.json();
@@ -270,6 +285,7 @@ function chartGrid(id, box, note, more) {
       else { visible.delete(chart); if (chart.shown) { Plotly.purge(chart.div); chart.shown = false; } }
     }
     draw();
+    fetchFresh().catch(() => {});  // a chart come into view is asked for now, not at the next poll
   }, { rootMargin: "300px 0px" });
 
   const key = (c) => `${c.name}\u0000${c.statistic}`;
@@ -341,7 +357,17 @@ function chartGrid(id, box, note, more) {
     }
   }
 
+  // the charts on screen never asked for yet, asked for once (not again while asked)
+  async function fetchFresh() {
+    const fresh = [...visible].filter((c) => c.cursor == null && !c.zoom && !c.asking);
+    if (!fresh.length) return;
+    fresh.forEach((c) => { c.asking = true; });
+    try { await fetchCharts(fresh, {}); } finally { fresh.forEach((c) => { c.asking = false; }); }
+    draw();
+  }
+
   function draw() {
+    if (!window.Plotly) { plotlyReady().then(draw).catch(() => {}); return; }
     for (const c of visible) {
       if (!c.dirty && c.shown) continue;
       const lines = [...c.lines.values()];
@@ -378,11 +404,9 @@ function chartGrid(id, box, note, more) {
     async tick() {
       if (!charts.length) { await list(0); status(); }
       else if (charts.length < PAGE) { await list(0); status(); }  // new series appear
-      const wanted = [...visible].filter((c) => !c.zoom);
-      const fresh = wanted.filter((c) => c.cursor == null);
-      if (fresh.length) await fetchCharts(fresh, {});
+      await fetchFresh();
       const byCursor = new Map();
-      wanted.filter((c) => c.cursor != null && !fresh.includes(c)).forEach((c) => {
+      [...visible].filter((c) => c.cursor != null && !c.zoom && !c.asking).forEach((c) => {
         (byCursor.get(c.cursor) || byCursor.set(c.cursor, []).get(c.cursor)).push(c);
       });
       for (const [cursor, group] of byCursor) {
@@ -438,6 +462,7 @@ function runPage() {
   }, err);
   every(5000, async () => {
     const h = await api(`/api/run/${id}/health`);
+    await plotlyReady();
     const box = document.getElementById("health");
     const figs = healthFigure(h);
     if (!figs.length) box.innerHTML = `<p class="muted">no gradients or ReLU activations saved</p>`;
@@ -449,6 +474,7 @@ function runPage() {
   const drawPlot = async (step) => {
     try {
       const t = await api(`/api/run/${id}/tensorplot${step != null ? `?step=${step}` : ""}`);
+      await plotlyReady();
       if (!t.figure) { document.getElementById("tp-note").textContent = t.note; return; }
       if (select.options.length !== t.steps.length) {
         select.innerHTML = t.steps.map((s) => `<option value="${esc(s)}">step ${esc(s)}</option>`).join("");
@@ -468,6 +494,7 @@ function runPage() {
       `&labels=${encodeURIComponent(field("labels").value)}&mode=${field("mode").value}`;
     try {
       const e = await api(`/api/run/${id}/embeddings${query}`);
+      await plotlyReady();
       if (first) {
         document.getElementById("em-names").innerHTML = e.names.map((n) => `<option value="${esc(n)}">`).join("");
         field("mode").innerHTML = e.modes.map((m) => `<option>${esc(m)}</option>`).join("");
@@ -498,6 +525,7 @@ function comparePage() {
   every(2000, async () => {
     const runs = await Promise.all(ids.map((id) => api(`/api/run/${id}`)));
     const curves = await Promise.all(ids.map((id) => api(`/api/run/${id}/curves`)));
+    await plotlyReady();
     const names = [...new Set(runs.flatMap((r) => r.all_rules.map((x) => x.name)))];
     document.getElementById("rules").innerHTML = `<tr><th>rule</th>${runs.map((r) =>
       `<th><a href="/run/${esc(r.id)}">${esc(r.name)}</a><br>${statusSpan(r.status)}</th>`).join("")}</tr>` +
@@ -519,6 +547,6 @@ function comparePage() {
 }
 
 // one page shell for all three: the path says which
-if (location.pathname.startsWith("/run/")) runPage();
+if (location.pathname.startsWith("/run/")) { plotlyReady().catch(() => {}); runPage(); }
 else if (location.pathname.startsWith("/compare")) comparePage();
 else runsPage();
