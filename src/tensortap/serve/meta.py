@@ -20,8 +20,11 @@ from tensortap.jobs.live import by_gravity
 from tensortap.serve.catalog import Run
 from tensortap.storage.base import Store
 
-#: How long a run's metadata is reused before its documents are read again.
+#: How long a run's metadata is reused before its documents are read again: a run being
+#: written, and a bare trial that ended (read again, less often: a new session may resume
+#: it; on S3 each read is a few requests per run).
 META_SECS = 1.0
+ENDED_META_SECS = 10.0
 
 
 def rules(run: Run, summary: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -153,8 +156,10 @@ def overview(run: Run) -> dict[str, Any]:
     what went wrong saving it; reused for :data:`META_SECS`."""
     cached = run.meta
     now = time.monotonic()
-    if cached is not None and now - cached[0] < META_SECS:
-        return cached[1]
+    if cached is not None:
+        ended = cached[1]["status"] == "Ended"  # a bare trial whose workers all ended
+        if now - cached[0] < (ENDED_META_SECS if ended else META_SECS):
+            return cached[1]
     started: float | None = None
     status = "Unknown"
     summary: dict[str, Any] = {}
@@ -201,4 +206,4 @@ def overview(run: Run) -> dict[str, Any]:
     return out
 
 
-__all__ = ["META_SECS", "overview", "resumed_sessions", "rules", "trial_meta"]
+__all__ = ["ENDED_META_SECS", "META_SECS", "overview", "resumed_sessions", "rules", "trial_meta"]
