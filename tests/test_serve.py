@@ -177,6 +177,15 @@ def test_compare_overlays_runs_by_step_with_their_rules_side_by_side(
     assert sorted(browser.until(traces)) == ["a: loss", "b: loss"]  # in the chart "loss (TRAIN)"
     heads = "return [...document.querySelectorAll('#rules th a')].map(a => a.textContent);"
     assert browser.until(heads, lambda v: len(v) == 2) == ["a", "b"]
+    asked = (  # each run's curves asked for whole once, then from its last step (after=)
+        "return performance.getEntriesByType('resource').map(e => e.name)"
+        ".filter(n => n.includes('/curves')).map(n => n.split('/api/run/')[1]);"
+    )
+    later = browser.until(asked, lambda v: sum("after=" in q for q in v) >= 2)
+    for ident in (ids["a"], ids["b"]):
+        mine = [q for q in later if q.startswith(ident)]
+        assert mine[0] == f"{ident}/curves" and all("after=" in q for q in mine[1:]), mine
+    assert sorted(browser.until(traces)) == ["a: loss", "b: loss"]  # still drawn
     assert browser.errors() == []
 
 

@@ -517,14 +517,37 @@ function runPage() {
 }
 
 // ---------------------------------------------------------------- compare
+// a run's first charts followed from a cursor: whole once, then only the steps after the last
+// one held (whole again once a line holds more than REBUCKET points)
+function follower(id) {
+  const held = new Map();
+  let cursor = null;
+  return async () => {
+    const body = await api(`/api/run/${id}/curves` + (cursor != null ? `?after=${cursor}` : ""));
+    if (cursor == null) held.clear();
+    let whole = false;
+    for (const line of body.series) {
+      const k = [line.name, line.statistic, line.mode, line.worker].join("\u0000");
+      const h = held.get(k);
+      if (!h) { held.set(k, { ...line }); continue; }
+      h.x = h.x.concat(line.x); h.y = h.y.concat(line.y); h.gaps = h.gaps.concat(line.gaps);
+      h.points += line.points;
+      whole ||= h.x.length > REBUCKET;
+    }
+    cursor = whole ? null : body.last_step;
+    return { ...body, series: [...held.values()] };
+  };
+}
+
 function comparePage() {
   const ids = (new URLSearchParams(location.search).get("ids") || "").split(",").filter(Boolean);
+  const followers = ids.map(follower);
   main().innerHTML = `<p id="err" class="problem"></p><h2>Rules side by side</h2><table id="rules"></table>
     <h2>Curves, aligned by global step</h2><div class="plots" id="curves"></div>`;
   document.getElementById("title").textContent = `comparing ${ids.length} runs`;
   every(2000, async () => {
     const runs = await Promise.all(ids.map((id) => api(`/api/run/${id}`)));
-    const curves = await Promise.all(ids.map((id) => api(`/api/run/${id}/curves`)));
+    const curves = await Promise.all(followers.map((follow) => follow()));
     await plotlyReady();
     const names = [...new Set(runs.flatMap((r) => r.all_rules.map((x) => x.name)))];
     document.getElementById("rules").innerHTML = `<tr><th>rule</th>${runs.map((r) =>
@@ -536,7 +559,8 @@ function comparePage() {
     // one chart per tensor and mode, one line per run
     const groups = {};
     curves.forEach((c, i) => c.series.forEach((s) => {
-      (groups[`${s.name} (${s.mode})`] ||= []).push([{ ...s, collection: `${s.name} (${s.mode})` }, runs[i].name]);
+      const title = `${s.statistic === "value" ? s.name : `${s.name} · ${s.statistic}`} (${s.mode})`;
+      (groups[title] ||= []).push([{ ...s, collection: title }, runs[i].name]);
     }));
     const box = document.getElementById("curves");
     let k = 0;
