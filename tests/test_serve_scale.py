@@ -203,24 +203,36 @@ def test_answers_kept_per_run_stay_under_their_byte_limit() -> None:
     assert cache.get("huge") is None and cache.size <= 1000
 
 
-def test_long_runs_are_bucketed_keeping_extremes_and_nan_runs(tmp_path, serve) -> None:
+def test_long_runs_are_bucketed_keeping_extremes_and_nan_runs(tmp_path, serve, monkeypatch) -> None:
+    from tensortap.serve import data
     from tensortap.serve.series import BUCKETS
 
     hook = tt.Hook(tmp_path / "r", save_config=tt.SaveConfig(save_interval=1))
-    values = np.sin(np.arange(50_000) / 500.0)
-    values[31_337] = -50.0
-    values[40_000:40_100] = np.nan
+    values = np.sin(np.arange(20_000) / 500.0)
+    values[13_337] = -50.0
+    values[12_000:12_100] = np.nan
+    values[15_000] = np.inf  # one bad step among finite ones
     for value in values:
         hook.save_scalar("loss", float(value))
         hook.next_step()
     hook.close()
     dashboard = serve(tmp_path / "r", warm=False)
     _, body = get(f"{dashboard.url}api/run/{ids(dashboard.url)['r']}/curves")
+    (loss,) = body["series"]  # short enough to be read as saved: everything exact
+    assert loss["points"] == 20_000 and len(loss["x"]) <= 2 * BUCKETS + 2
+    assert loss["x"][loss["y"].index(-50.0)] == 13_337
+    assert loss["gaps"] == [[12_000, 12_099, "nan"], [15_000, 15_000, "inf"]]
+    # longer answers come bucketed by the series path: extremes kept, NaN runs marked at
+    # the buckets that end in them (a bucket here is 34 steps)
+    monkeypatch.setattr(data, "RAW_POINTS", 0)
+    dashboard = serve(tmp_path / "r", warm=False)
+    _, body = get(f"{dashboard.url}api/run/{ids(dashboard.url)['r']}/curves")
     (loss,) = body["series"]
-    assert loss["points"] == 50_000 and len(loss["x"]) <= 2 * BUCKETS
+    assert loss["points"] == 20_000 and len(loss["x"]) <= 2 * BUCKETS
     assert min(loss["y"]) == -50.0 and max(loss["y"]) == pytest.approx(1.0, abs=1e-4)
-    ((first, last, kind),) = loss["gaps"]  # marked, at the bucket it ends (a bucket is ~84 steps)
-    assert kind == "nan" and 40_000 - 84 <= first <= last < 40_100 + 84
+    assert abs(loss["x"][loss["y"].index(-50.0)] - 13_337) <= 34
+    nan = [g for g in loss["gaps"] if g[2] == "nan"]
+    assert nan and 12_000 - 34 <= nan[0][0] <= nan[-1][1] < 12_100 + 34
 
 
 def curves_requests(browser) -> list[str]:
