@@ -359,3 +359,21 @@ def test_a_chart_never_waits_for_a_read_of_the_runs_trial(tmp_path, serve) -> No
         status, listed = get(f"{dashboard.url}api/run/{ident}", timeout=10)
         assert status == 200 and listed["last_step"] == 49
         assert time.monotonic() - started < 5
+
+
+def test_a_nan_inside_a_long_bucket_is_marked() -> None:
+    """A bucket whose last value is finite but which holds a NaN is drawn with a gap (a long
+    run's chart came from buckets that only said the last value)."""
+    import numpy as np
+
+    from tensortap.core.modes import ModeKeys
+    from tensortap.serve.data import _line
+    from tensortap.trials.series import SeriesKey, bucketed
+
+    steps = np.arange(1000, dtype=np.int64)
+    values = np.ones(1000)
+    values[455] = np.nan
+    cols = ("first_step", "last_step", "count", "min", "max", "last", "nonfinite")
+    got = dict(zip(cols, bucketed(steps, values, 0, 1000, 10), strict=True))
+    line = _line(SeriesKey("loss", "value", ModeKeys.TRAIN, "worker_0"), got)
+    assert line["gaps"] == [[400, 499, "nonfinite"]]

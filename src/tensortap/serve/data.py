@@ -189,11 +189,15 @@ def _line(key: SeriesKey, got: dict[str, np.ndarray]) -> dict[str, Any]:
     )
     order = np.argsort(x, kind="stable")
     gaps: list[list[Any]] = []
-    bad = np.flatnonzero(~np.isfinite(last) | ~np.isfinite(low))
+    nonfinite = got.get("nonfinite", np.zeros(len(count), np.int64))
+    bad = np.flatnonzero(~np.isfinite(last) | ~np.isfinite(low) | (nonfinite > 0))
     for i in bad.tolist():
-        value = float(last[i]) if not math.isfinite(last[i]) else math.nan
-        kind = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-        a = int(first[i]) if not math.isfinite(low[i]) else int(last_step[i])
+        if math.isfinite(last[i]):  # inside the bucket, not at its end: its kind is not known
+            kind = "nonfinite"
+        else:
+            kind = "nan" if math.isnan(last[i]) else ("inf" if last[i] > 0 else "-inf")
+        whole = not math.isfinite(low[i]) or math.isfinite(last[i])
+        a = int(first[i]) if whole else int(last_step[i])
         b = int(last_step[i])
         if gaps and gaps[-1][2] == kind and gaps[-1][3] == i - 1:
             gaps[-1][1], gaps[-1][3] = b, i

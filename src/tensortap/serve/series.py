@@ -42,7 +42,8 @@ def buckets(
     end: int | None = None,
     count: int = BUCKETS,
 ) -> dict[SeriesKey, dict[str, np.ndarray]]:
-    """At most ``count`` buckets (first and last step, count, min, max, last) of each of
+    """At most ``count`` buckets (first and last step, count, min, max, last, how many values
+    are not finite) of each of
     ``keys`` over the global steps ``[start, end)``, read in one call; a series with no step
     there is left out."""
     if not keys:
@@ -58,7 +59,7 @@ def buckets(
     }
 
 
-_NUMBERS = ("first_step", "last_step", "count", "min", "max", "last")
+_NUMBERS = ("first_step", "last_step", "count", "min", "max", "last", "nonfinite")
 
 
 class ByteCache:

@@ -6,7 +6,7 @@ const BAD = "#d00000";
 const SEVERITY = { problem: "#b00000", warning: "#c77700", advice: "#777777" };
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
   "#7f7f7f", "#bcbd22", "#17becf"];
-const GAP_TEXT = { nan: "NaN", inf: "+Inf", "-inf": "-Inf" };
+const GAP_TEXT = { nan: "NaN", inf: "+Inf", "-inf": "-Inf", nonfinite: "NaN/Inf" };
 
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g,
   (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
