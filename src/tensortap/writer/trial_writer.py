@@ -138,7 +138,8 @@ class TrialWriter:
 
     def add_listener(self, what: str, listener: Callable[[StepBatch], None]) -> None:
         """Also hand every written step to ``listener`` (on the writer's thread, after the
-        step is written); ``what`` names it in logs. Its failures are counted, never raised."""
+        step is written); ``what`` names it in logs. Its failures are counted, never raised.
+        It must not keep the batch's arrays: their memory is reused once the step is written."""
         self._listeners.append((what, listener))
 
     # -- training side --
