@@ -383,14 +383,15 @@ def main() -> None:
         return
     machine = f"{platform.machine()} {platform.processor() or ''}".strip()
     print(f"# {machine}, cpus={os.cpu_count()}, torch {torch.__version__}, 1 torch thread")
-    print(f"# {args.rounds} rounds x {args.steps} steps per configuration; configurations take")
-    print("# turns one step at a time within a group; ratios are to 'no hook' of the same group")
     if args.sustained:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        print(f"# load average (1 min) at the start: {load:.2f}")
+        print(f"# {args.rounds} fresh processes per configuration, alternating; load average")
+        print(f"# (1 min) at the start: {load:.2f}")
         for model_name in ["mlp", "cnn"] if args.model == "both" else [args.model]:
             sustained(model_name, args.sustained, args.rounds, args.smdebug_python)
         return
+    print(f"# {args.rounds} rounds x {args.steps} steps per configuration; configurations take")
+    print("# turns one step at a time within a group; ratios are to 'no hook' of the same group")
     print(f"# hook cost of a step when nothing is due: {nothing_due_overhead():.1f} us")
     root = Path(tempfile.mkdtemp(prefix="tensortap-bench-", dir=os.environ.get("BENCH_DIR")))
     try:
