@@ -293,13 +293,17 @@ class _LocalWriter(ObjectWriter):
         if self._direct_fd is None:
             try:
                 self._direct_fd = os.open(self._tmp, os.O_WRONLY | _O_DIRECT)
+                self._write_direct(memoryview(stage)[: self._staged])
                 self._went_direct = True
-            except OSError:
-                self._may_go_direct = False  # e.g. tmpfs: EINVAL
+            except OSError:  # e.g. tmpfs or FUSE: EINVAL at the open or the first write
+                fd, self._direct_fd, self._direct_size = self._direct_fd, None, 0
+                if fd is not None:
+                    os.close(fd)
+                self._may_go_direct = False
                 self._file.write(memoryview(stage)[: self._staged])
-                self._staged = 0
                 self._give_back_stage()
-                return
+            self._staged = 0
+            return
         self._write_direct(memoryview(stage)[: self._staged])
         self._staged = 0
 
