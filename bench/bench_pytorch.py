@@ -11,15 +11,29 @@ same training step plus copying the same number of bytes and writing them to thi
 
 With ``--compile`` every model is ``torch.compile``d (inductor) and the hook is given the compiled
 module; the graph breaks Dynamo counted are reported with the ratios.
+
+Interleaving hides a background writer's cost: while one configuration's writer works, the other
+configurations' steps run (and pay for it). ``--sustained N`` measures "every tensor every step"
+as a training script pays it: each run is a fresh process that trains N steps in a row and
+closes the hook (everything written), runs of each configuration alternating; it reports the
+median wall time and process CPU time per step (closing included) and their ratios to training
+without the hook. ``--smdebug-python`` names an interpreter with smdebug installed, to run
+smdebug's hook (``include_collections=["all"]``, every step) the same way in the same rounds:
+
+    .venv/bin/python bench/bench_pytorch.py --sustained 50 --rounds 5 [--model mlp]
+        [--smdebug-python /path/to/venv-with-smdebug/bin/python]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -268,16 +282,114 @@ def nothing_due_overhead(calls: int = 5000) -> float:
     return (statistics.median(with_hook) - statistics.median(without)) * 1e6
 
 
+SUSTAINED = ("no hook", "every tensor every step")
+SMDEBUG = "smdebug: every tensor every step"
+
+
+def _smdebug_runner(model_name: str, out: Path) -> Runner:
+    """A runner with smdebug's PyTorch hook saving its ``all`` collection every step."""
+    import smdebug.pytorch as smd  # only in the interpreter given by --smdebug-python
+
+    runner = Runner(model_name, None, out)
+    hook = smd.Hook(
+        out_dir=str(out), save_config=smd.SaveConfig(save_interval=1), include_collections=["all"]
+    )
+    hook.register_module(runner.model)
+    runner.smdebug = hook  # type: ignore[attr-defined]
+    return runner
+
+
+def one_run(config: str, model_name: str, steps: int) -> dict[str, float]:
+    """In a fresh process: warm up 3 steps, then ``steps`` steps in a row and close (all
+    written). Wall and process CPU per step, closing included; bytes on disk per step."""
+    root = Path(tempfile.mkdtemp(prefix="tensortap-sustained-", dir=os.environ.get("BENCH_DIR")))
+    try:
+        if config == SMDEBUG:
+            runner = _smdebug_runner(model_name, root / "t")
+        else:
+            runner = Runner(model_name, CONFIGS[config], root / "t")
+        runner.round(3)
+        if runner.hook is not None:
+            runner.hook.flush()
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        runner.round(steps)
+        loop = time.perf_counter() - wall0
+        runner.close()
+        smdebug = getattr(runner, "smdebug", None)
+        if smdebug is not None:
+            smdebug.close()
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+        return {
+            "wall_ms": 1e3 * wall / steps,
+            "loop_ms": 1e3 * loop / steps,
+            "cpu_ms": 1e3 * cpu / steps,
+            "mb_per_step": size / (steps + 3) / 1e6,
+        }
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def sustained(model_name: str, steps: int, rounds: int, smdebug_python: str | None) -> None:
+    """Fresh processes, ``steps`` steps in a row each, the configurations alternating."""
+    configs = [(c, sys.executable) for c in SUSTAINED]
+    if smdebug_python:
+        configs.append((SMDEBUG, smdebug_python))
+    runs: dict[str, list[dict[str, float]]] = {c: [] for c, _ in configs}
+    for r in range(rounds):
+        for config, python in configs:
+            command = [python, __file__, "--one", config, "--model", model_name]
+            done = subprocess.run([*command, "--steps", str(steps)], capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SystemExit(f"{config} failed:\n{done.stderr[-3000:]}")
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            runs[config].append(result)
+            print(
+                f"# round {r} {config}: {result['wall_ms']:.2f} ms/step wall "
+                f"({result['loop_ms']:.2f} before closing), {result['cpu_ms']:.2f} ms/step CPU, "
+                f"{result['mb_per_step']:.2f} MB/step",
+                flush=True,
+            )
+    medians = {
+        c: {k: statistics.median(run[k] for run in v) for k in v[0]} for c, v in runs.items()
+    }
+    base = medians["no hook"]
+    print(f"\n## {model_name}: {steps} steps in a row per fresh process, median of {rounds} runs")
+    print("| configuration | wall/step | ratio | CPU/step | CPU ratio | MB/step |")
+    print("|---|---|---|---|---|---|")
+    for config, m in medians.items():
+        print(
+            f"| {config} | {m['wall_ms']:.2f} ms | {m['wall_ms'] / base['wall_ms']:.2f}x "
+            f"| {m['cpu_ms']:.2f} ms | {m['cpu_ms'] / base['cpu_ms']:.2f}x "
+            f"| {m['mb_per_step']:.2f} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--model", choices=["mlp", "cnn", "both"], default="both")
     parser.add_argument("--compile", action="store_true", help="torch.compile every model")
+    parser.add_argument(
+        "--sustained", type=int, metavar="N", help="fresh processes, N steps in a row each"
+    )
+    parser.add_argument("--smdebug-python", help="an interpreter with smdebug (for --sustained)")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # a child process of --sustained
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.one:
+        print(json.dumps(one_run(args.one, args.model, args.steps)))
+        return
     machine = f"{platform.machine()} {platform.processor() or ''}".strip()
     print(f"# {machine}, cpus={os.cpu_count()}, torch {torch.__version__}, 1 torch thread")
+    if args.sustained:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(f"# {args.rounds} fresh processes per configuration, alternating; load average")
+        print(f"# (1 min) at the start: {load:.2f}")
+        for model_name in ["mlp", "cnn"] if args.model == "both" else [args.model]:
+            sustained(model_name, args.sustained, args.rounds, args.smdebug_python)
+        return
     print(f"# {args.rounds} rounds x {args.steps} steps per configuration; configurations take")
     print("# turns one step at a time within a group; ratios are to 'no hook' of the same group")
     print(f"# hook cost of a step when nothing is due: {nothing_due_overhead():.1f} us")

@@ -5,9 +5,13 @@ written once; each rule then walks it (evaluations per second, median of --repea
 PerTensorVanishingGradient reads one tensor at a time (as smdebug's rules did): the speed-up
 of reading a step at once, as a ratio measured in the same run.
 Latency: a writer publishes a step every 50 ms while VanishingGradient runs live; the delay is
-from the step's publication (its wall time + flush) to the rule's finding on it.
+from the step's publication (its wall time + flush) to the rule's finding on it. Then the same
+with the default writer, never flushed (what a training script sees): from the step's end to
+the finding, on a loop stepping every 50 ms and one stepping every 1.5 s, with idle publishing
+(WriterOptions.idle_flush_secs) off and on.
 
     .venv/bin/python bench/bench_rules.py [--steps 2000] [--tensors 50] [--repeats 3]
+    .venv/bin/python bench/bench_rules.py --live-only [--live-steps 60] [--slow-live-steps 20]
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ import statistics
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
 
-from tensortap import create_trial
+from tensortap import WriterOptions, create_trial
 from tensortap.rules import (
     AllZero,
     ExplodingTensor,
@@ -80,11 +85,24 @@ def throughput(path: Path, repeats: int) -> dict[str, float]:
     return out
 
 
-def latency(root: Path, steps: int, tensors: int, size: int) -> list[float]:
-    path = root / "live"
+def latency(
+    root: Path,
+    steps: int,
+    tensors: int,
+    size: int,
+    step_secs: float = 0.05,
+    options: WriterOptions | None = None,
+    flush_each: bool = True,
+) -> list[float]:
+    """Seconds from each step's end to VanishingGradient's finding on it, the rule following
+    the run live (``poll_interval=0.1``). ``flush_each``: the training loop calls flush() after
+    every step and the delay counts from the end of that flush (the figure published first);
+    otherwise the writer publishes by itself (``options``) and the delay counts from the end
+    of the step, as a training script that never flushes sees it."""
+    path = root / f"live-{uuid.uuid4().hex[:8]}"
     rng = np.random.default_rng(1)
     values = {f"gradient/layer{i}.weight": rng.standard_normal(size) for i in range(tensors)}
-    builder = TrialBuilder(path)
+    builder = TrialBuilder(path, writer_options=options)
     builder.step(values)
     builder.flush()
     published: dict[int, float] = {}
@@ -92,9 +110,10 @@ def latency(root: Path, steps: int, tensors: int, size: int) -> list[float]:
 
     def train() -> None:
         for _ in range(steps):
-            time.sleep(0.05)  # the time a training step takes
+            time.sleep(step_secs)  # the time a training step takes
             step = builder.step(values)
-            builder.flush()
+            if flush_each:
+                builder.flush()
             published[step] = time.time()
         builder.close()
 
@@ -107,6 +126,40 @@ def latency(root: Path, steps: int, tensors: int, size: int) -> list[float]:
     return delays
 
 
+def live_table(root: Path, tensors: int, size: int, fast_steps: int, slow_steps: int) -> None:
+    """Step -> finding with the default writer (never flushed), before idle publishing (off)
+    and after, on a loop stepping every 50 ms and one stepping every 1.5 s; the same steps
+    flushed one by one for reference."""
+    rows = [
+        ("flush() after every step", 0.05, fast_steps, None, True),
+        (
+            "default writer, idle publishing off",
+            0.05,
+            fast_steps,
+            WriterOptions(idle_flush_secs=None),
+            False,
+        ),
+        ("default writer (idle_flush_secs=0.1)", 0.05, fast_steps, WriterOptions(), False),
+        (
+            "default writer, idle publishing off",
+            1.5,
+            slow_steps,
+            WriterOptions(idle_flush_secs=None),
+            False,
+        ),
+        ("default writer (idle_flush_secs=0.1)", 1.5, slow_steps, WriterOptions(), False),
+    ]
+    print("| writer | step every | median | max | steps |")
+    print("| --- | --- | --- | --- | --- |")
+    for label, step_secs, steps, options, flush_each in rows:
+        delays = latency(root, steps, tensors, size, step_secs, options, flush_each)
+        print(
+            f"| {label} | {1000 * step_secs:.0f} ms | {1000 * statistics.median(delays):.0f} ms "
+            f"| {1000 * max(delays):.0f} ms | {len(delays)} |",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=2000)
@@ -114,9 +167,16 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--live-steps", type=int, default=60)
+    parser.add_argument("--slow-live-steps", type=int, default=20)
+    parser.add_argument(
+        "--live-only", action="store_true", help="only the live-latency table (default writer)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        if args.live_only:
+            live_table(root, args.tensors, args.size, args.live_steps, args.slow_live_steps)
+            return
         start = time.perf_counter()
         write_trial(root / "trial", args.steps, args.tensors, args.size)
         print(
@@ -133,6 +193,7 @@ def main() -> None:
             f"live: finding after publication median {1000 * statistics.median(delays):.0f} ms, "
             f"max {1000 * max(delays):.0f} ms over {len(delays)} steps"
         )
+        live_table(root, args.tensors, args.size, args.live_steps, args.slow_live_steps)
 
 
 if __name__ == "__main__":

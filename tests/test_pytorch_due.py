@@ -65,3 +65,26 @@ def test_gradients_alone_walk_neither_weights_nor_optimizer_state(tmp_path: Path
     )
     asked = set(_train(hook)) - {"loss"}  # the loss of a backward pass is always offered
     assert asked == {f"gradient/fc{i}.{p}" for i in (1, 2, 3) for p in ("weight", "bias")}
+
+
+def test_all_keeps_smdebugs_meaning_and_leaves_optimizer_state_out(tmp_path: Path) -> None:
+    """smdebug's ``all`` saved what the hook sees of the model (weights, gradients, inputs and
+    outputs, losses), never the optimizer's state: Adam's two moments would add twice the
+    model's size to every step. ``optimizer_variables`` included by name still saves it."""
+    hook = tt.Hook(
+        tmp_path / "all", save_config=tt.SaveConfig(save_interval=1), include_collections=["all"]
+    )
+    asked = set(_train(hook))
+    assert not {n for n in asked if n.startswith("optimizer/")}
+    names = set(tt.create_trial(tmp_path / "all").tensor_names())
+    assert {"fc1.weight", "gradient/fc1.weight", "Net_output_0", "loss"} <= names
+    assert not {n for n in names if n.startswith("optimizer/")}
+
+    hook = tt.Hook(
+        tmp_path / "both",
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["all", "optimizer_variables"],
+    )
+    _train(hook)
+    names = set(tt.create_trial(tmp_path / "both").tensor_names())
+    assert {"optimizer/state/fc1.weight/exp_avg", "optimizer/group_0/lr", "fc1.weight"} <= names

@@ -4,6 +4,7 @@ backward, activations of the forward, losses; reductions equal torch's."""
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import tensortap.pytorch as tt
+from tensortap.format.layout import DATA_SUFFIX
+from tensortap.storage import LocalStore
 
 sys.path.insert(0, str(Path(__file__).parent / "helpers"))
 from torch_models import ConvNet, Net, batches, make
@@ -324,3 +327,47 @@ def test_gradients_are_saved_before_the_clip_and_the_clip_with_them(
     clip_values = trial.tensor(name)
     assert clip_values.steps() == [0, 2, 4]
     assert clip_values.value(0) == pytest.approx(threshold)
+
+
+class _GatedStore(LocalStore):
+    """A real local store whose data objects wait for ``gate``: the writer stalls at the first
+    step while training goes on, so several steps wait in the queue."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.gate = threading.Event()
+
+    def open_writer(self, key: str):
+        if key.endswith(DATA_SUFFIX):
+            self.gate.wait(timeout=60)
+        return super().open_writer(key)
+
+
+def test_raw_copies_are_reused_only_once_written(tmp_path: Path) -> None:
+    """Raw copies of CPU tensors come from reused buffers (no page faults every step), but a
+    buffer is never reused while its step waits to be written: every step keeps its values."""
+    store = _GatedStore(tmp_path / "run")
+    model = make(Net)
+    hook = tt.Hook(
+        store,
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["weights", "biases", "gradients", "relu_activations"],
+    )
+    hook.register_module(model)
+    watch = {"relu1/relu_output_0": model.relu1}
+    stalled = train(hook, model, 6, watch=watch)  # all six steps wait for the writer
+    store.gate.set()
+    hook.flush()
+    pool = hook._converter._raw_pool
+    after_stall = pool._bytes
+    flushed = []
+    for _ in range(8):  # now each step is written before the next: its buffers come back
+        flushed += train(hook, model, 1, watch=watch)
+        hook.flush()
+    hook.close()
+    assert pool._bytes == after_stall  # the buffers of the first steps were reused
+    trial = tt.create_trial(tmp_path / "run")
+    assert trial.steps() == list(range(14))
+    for step, want in enumerate(stalled + flushed):
+        for name in ("fc1.weight", "fc3.bias", "gradient/fc1.weight", "relu1/relu_output_0"):
+            np.testing.assert_array_equal(trial.tensor(name).value(step), want[name])

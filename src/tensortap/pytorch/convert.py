@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,6 +171,41 @@ class _BufferPool:
                 self._bytes += size
 
 
+class _RawPool:
+    """Host buffers for the raw copies of CPU tensors, each reused once the array handed to the
+    writer is gone (the writer drops a step after writing it; whatever still holds the array or
+    a view of it keeps the buffer from reuse). A fresh allocation costs the training thread page
+    faults and zeroing on top of the copy: about twice the copy alone.
+
+    Only the training thread (under the hook's lock) takes buffers; arrays die on any thread.
+    """
+
+    def __init__(self, max_bytes: int = 128 << 20) -> None:
+        self._lent: dict[
+            tuple[torch.dtype, tuple[int, ...]],
+            list[tuple[torch.Tensor, weakref.ref[np.ndarray[Any, Any]]]],
+        ] = {}
+        self._bytes = 0
+        self._max_bytes = max_bytes
+
+    def copy(self, src: torch.Tensor) -> tuple[torch.Tensor, np.ndarray[Any, Any]]:
+        """A contiguous copy of ``src`` and the array over it (to hand to the writer)."""
+        lent = self._lent.setdefault((src.dtype, tuple(src.shape)), [])
+        for i, (buf, ref) in enumerate(lent):
+            if ref() is None:  # nothing can read the old array any more
+                buf.copy_(src)
+                array = buf.numpy()
+                lent[i] = (buf, weakref.ref(array))
+                return buf, array
+        buf = src.clone(memory_format=torch.contiguous_format)
+        array = buf.numpy()
+        size = buf.numel() * buf.element_size()
+        if self._bytes + size <= self._max_bytes:
+            lent.append((buf, weakref.ref(array)))
+            self._bytes += size
+        return buf, array
+
+
 class _CpuReductions:
     """Reductions of a CPU tensor, computed by the writer thread from a private copy.
 
@@ -211,6 +247,7 @@ class TorchConverter:
         self._device_stats = DeviceStatistics(reduce_many, _as_reducible)
         self._raw_copies: dict[torch.device, list[Record]] = {}
         self._pool = _BufferPool()
+        self._raw_pool = _RawPool()
         self._sharded = ShardedStatistics()
         self._cpu_as_device = False  # tests: CPU tensors take the accelerator path
 
@@ -233,7 +270,8 @@ class TorchConverter:
         out: list[Record] = []
         host: torch.Tensor | None = None
         if plan.raw:
-            host, array = self._host_copy(t, spec)
+            # the copy is reused once written, unless the writer reduces it too (it holds it)
+            host, array = self._host_copy(t, spec, pooled=not plan.reductions)
             out.append(Record(name, RecordKind.TENSOR, spec.stored, shape, array))
             if t.device.type == "cuda":  # its copy arrives later: the writer waits for it
                 self._raw_copies.setdefault(t.device, []).append(out[-1])
@@ -270,13 +308,17 @@ class TorchConverter:
         return out
 
     def _host_copy(
-        self, t: torch.Tensor, spec: _DtypeSpec
+        self, t: torch.Tensor, spec: _DtypeSpec, pooled: bool = False
     ) -> tuple[torch.Tensor | None, np.ndarray[Any, Any]]:
-        """Copy to the host; also returns the copy as a CPU tensor of t's dtype, if there is one."""
+        """Copy to the host; also returns the copy as a CPU tensor of t's dtype, if there is one
+        (not for a ``pooled`` copy, whose buffer is reused once its array is gone)."""
         src = t.resolve_conj().resolve_neg()
         if spec.bits is not None:
             src = src.view(spec.bits)
         values: torch.Tensor | None = None
+        if src.device.type == "cpu" and pooled:
+            _, array = self._raw_pool.copy(src)
+            return None, array if spec.numpy_view is None else array.view(spec.numpy_view)
         if src.device.type == "cpu":
             host = src.clone(memory_format=torch.contiguous_format)
             values = host if spec.bits is None else host.view(t.dtype)

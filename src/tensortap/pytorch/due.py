@@ -76,7 +76,10 @@ class DueKinds:
             return True
         if kind is Kind.OPTIMIZER:  # their names are known only by walking: regexes may match
             names = collection.tensor_names
-            return bool(collection.include_regex) or any(n.startswith("optimizer") for n in names)
+            if any(n.startswith("optimizer") for n in names):
+                return True
+            # ``all`` leaves optimizer state out, as smdebug's did (see naming.ALL_EXCLUDES)
+            return bool(collection.include_regex) and collection.name != CollectionKeys.ALL
         params = self._registry.param_names.values()
         prefix = GRADIENT_PREFIX if kind is Kind.GRADIENTS else ""
         return any(collection.matches(prefix + p) for p in params)

@@ -40,6 +40,7 @@ from tensortap.pytorch.initial import InitialWeights
 from tensortap.pytorch.loop_facts import LoopFacts
 from tensortap.pytorch.module_io import ModuleIOHooks
 from tensortap.pytorch.naming import (
+    ALL_EXCLUDES,
     LOSS_COLLECTIONS,
     OPTIMIZER_COLLECTIONS,
     OPTIMIZER_VARIABLES,
@@ -130,6 +131,7 @@ class Hook(TrainerControls, BaseHook):
         )
         self.get_collection(RELU_ACTIVATIONS)
         self.get_collection(OPTIMIZER_VARIABLES)
+        self.get_collection(CollectionKeys.ALL).exclude(ALL_EXCLUDES)
         if CollectionKeys.GRADIENTS in self._recorder.include_collections:
             self._recorder.include_collection(GRADIENT_CLIP)  # the clip the gradients went to
         self._converter = TorchConverter()

@@ -82,6 +82,10 @@ BIAS_COLLECTIONS = (CollectionKeys.BIASES,)
 GRADIENT_COLLECTIONS = (CollectionKeys.GRADIENTS,)
 LOSS_COLLECTIONS = (CollectionKeys.LOSSES,)
 OPTIMIZER_COLLECTIONS = (OPTIMIZER_VARIABLES,)
+#: What ``all`` leaves out: the optimizer's hyperparameters and state (``optimizer/...``,
+#: ``optimizer_1/...``), as smdebug's ``all`` did; they are saved when ``optimizer_variables``
+#: is included (the moments of Adam would otherwise add twice the model's size to every step).
+ALL_EXCLUDES = r"^optimizer(_\d+)?/"
 #: Collections that module inputs and outputs join by default (saved by per-module hooks).
 IO_COLLECTIONS = (CollectionKeys.INPUTS, CollectionKeys.OUTPUTS, RELU_ACTIVATIONS)
 #: Collections whose members are never module inputs or outputs.

@@ -41,7 +41,8 @@ class ObjectWriter(ABC):
     """A streaming write of one object, published atomically by ``commit``."""
 
     @abstractmethod
-    def write(self, data: bytes | bytearray | memoryview) -> None: ...
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Append ``data``; it must not be kept after returning (the hook reuses its memory)."""
 
     @abstractmethod
     def commit(self) -> None:

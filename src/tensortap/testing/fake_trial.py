@@ -21,6 +21,7 @@ from tensortap.core.save_config import SaveConfig
 from tensortap.hook import Hook
 from tensortap.storage.base import Store
 from tensortap.trials.trial import Trial, create_trial
+from tensortap.writer.options import WriterOptions
 
 _BY_PATTERN: tuple[tuple[str, str], ...] = (
     ("gradient", CollectionKeys.GRADIENTS),
@@ -58,6 +59,7 @@ class TrialBuilder:
         reduction_config: ReductionConfig | None = None,
         worker: str | int | None = None,
         num_workers: int = 1,
+        writer_options: WriterOptions | None = None,
     ) -> None:
         self.hook = Hook(
             path,
@@ -66,6 +68,7 @@ class TrialBuilder:
             include_collections=[],
             worker=worker,
             num_workers=num_workers,
+            writer_options=writer_options,
         )
         self.path = self.hook.out_dir
         self._included: set[str] = set()

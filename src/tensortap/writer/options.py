@@ -15,6 +15,12 @@ class WriterOptions:
     """How the background writer buffers and publishes.
 
     - ``flush_secs``: a step is published at most this long after it ends (live readers see it).
+    - ``idle_flush_secs``: when no step has come for this long (a slow or paused loop), the
+      steps waiting in the open segment are published at once instead of at ``flush_secs``,
+      so a live rule sees them promptly; to keep long runs in few segments, such an early
+      publication comes no sooner than ``flush_secs`` after the previous one (a loop saving
+      every 10 ms, or every 150 ms, still gets one segment per ``flush_secs``). ``None``
+      turns it off.
     - ``max_queue_bytes``: steps waiting for the writer may hold this many bytes; a single
       larger step is still accepted when the queue is empty.
     - ``when_full``: ``"block"`` makes training wait for the writer (nothing is lost);
@@ -30,6 +36,7 @@ class WriterOptions:
     """
 
     flush_secs: float = 1.0
+    idle_flush_secs: float | None = 0.1
     max_queue_bytes: int = 256 * 1024 * 1024
     when_full: QueuePolicy = "block"
     segment_bytes: int = 64 * 1024 * 1024
@@ -44,9 +51,14 @@ class WriterOptions:
             ("retry_secs", self.retry_secs),
             ("check_secs", self.check_secs),
         ]
+        if self.idle_flush_secs is not None:
+            checks.append(("idle_flush_secs", self.idle_flush_secs))
         for name, value in checks:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise InvalidConfigError(f"{name} must be a number > 0, got {value!r}")
+                raise InvalidConfigError(
+                    f"{name} must be a number > 0, got {value!r}"
+                    + (" (None turns idle publishing off)" if name == "idle_flush_secs" else "")
+                )
         for name, value in (
             ("max_queue_bytes", self.max_queue_bytes),
             ("segment_bytes", self.segment_bytes),

@@ -2,8 +2,9 @@
 
 Training threads call :meth:`TrialWriter.submit` with finished steps; a single thread appends
 their bytes to the open segment's data object and publishes the segment (data object, then
-collections, then index object, each atomically) when it is ``flush_secs`` old, when it reaches
-``segment_bytes``, on ``flush()`` and on ``close()``. A reader only ever looks at index objects,
+collections, then index object, each atomically) when it is ``flush_secs`` old, sooner when
+the loop goes idle (``idle_flush_secs``), when it reaches ``segment_bytes``, on ``flush()`` and
+on ``close()``. A reader only ever looks at index objects,
 so it sees whole steps or nothing.
 
 Failures never propagate to training: they are logged, counted in :class:`WriterStatus`, and
@@ -74,6 +75,8 @@ class TrialWriter:
         self._queued_bytes = 0
         self._cv = threading.Condition()
         self._wakes_by_itself = False  # the writer sleeps with a flush deadline (under _cv)
+        self._last_submit = float("-inf")  # monotonic time of the last step submitted
+        self._last_publish = float("-inf")  # ... and of the last segment published
         self._flush_waiters: list[threading.Event] = []
         self._stop = False
         self._closed = False
@@ -138,7 +141,8 @@ class TrialWriter:
 
     def add_listener(self, what: str, listener: Callable[[StepBatch], None]) -> None:
         """Also hand every written step to ``listener`` (on the writer's thread, after the
-        step is written); ``what`` names it in logs. Its failures are counted, never raised."""
+        step is written); ``what`` names it in logs. Its failures are counted, never raised.
+        It must not keep the batch's arrays: their memory is reused once the step is written."""
         self._listeners.append((what, listener))
 
     # -- training side --
@@ -157,6 +161,7 @@ class TrialWriter:
                 return
             self._queue.append(batch)
             self._queued_bytes += size
+            self._last_submit = time.monotonic()
             if (
                 not self._wakes_by_itself
                 or self._queued_bytes >= _WAKE_BYTES
@@ -233,11 +238,12 @@ class TrialWriter:
                         self._wakes_by_itself = False  # a step must wake it
                         self._cv.wait(to_check)
                         continue
-                    remaining = self.options.flush_secs - (time.monotonic() - self._segment.opened)
+                    remaining = self._publish_due(self._segment) - time.monotonic()
                     if remaining <= 0:
                         break
-                    # It wakes within flush_secs to publish: small steps need not wake it
-                    # before (one wake per step costs training a share of a core).
+                    # It wakes by itself when the segment is due (at most flush_secs after it
+                    # opened): small steps need not wake it before (one wake per step costs
+                    # training a share of a core).
                     self._wakes_by_itself = True
                     self._cv.wait(min(remaining, to_check))
                 self._wakes_by_itself = False
@@ -254,10 +260,7 @@ class TrialWriter:
             if (
                 stop
                 or waiters
-                or (
-                    segment is not None
-                    and time.monotonic() - segment.opened >= self.options.flush_secs
-                )
+                or (segment is not None and time.monotonic() >= self._publish_due(segment))
             ):
                 self._publish()
             for event in waiters:
@@ -268,6 +271,21 @@ class TrialWriter:
                 return
             if time.monotonic() >= self._next_check:
                 self._check()
+
+    def _publish_due(self, segment: OpenSegment) -> float:
+        """When the open segment is published (monotonic time): ``flush_secs`` after it opened,
+        or sooner once the loop is idle (no step for ``idle_flush_secs``), but then never
+        sooner than ``flush_secs`` after the last publication, so that a loop saving often
+        still gets one segment per ``flush_secs`` (see WriterOptions)."""
+        options = self.options
+        due = segment.opened + options.flush_secs
+        if options.idle_flush_secs is not None:
+            idle = max(
+                self._last_submit + options.idle_flush_secs,
+                self._last_publish + options.flush_secs,
+            )
+            due = min(due, idle)
+        return due
 
     def _check(self) -> None:
         """Every ``check_secs``: the trial is still there and the worker still this writer's."""
@@ -363,6 +381,8 @@ class TrialWriter:
         return seq
 
     def _publish(self) -> None:
+        if self._segment is not None:
+            self._last_publish = time.monotonic()
         if self._keeper.lost is not None:
             self._abandon_segment()
             return
