@@ -225,3 +225,40 @@ def test_no_payload_in_a_trial_or_a_job_runs_in_the_report(tmp_path: Path, brows
     assert main(["report", str(job / "trial"), "-o", str(bare)]) == 0
     browser.open(bare)
     assert_no_payload_ran(browser)
+
+
+def long_run(out: Path, steps: int, layers: int = 10, nan_from: int | None = None) -> Path:
+    """The shape of a long run: a loss, a learning rate and per-layer gradient l2 norms (the
+    hook saves the norm, not the gradient) every step; the loss NaN from ``nan_from``."""
+    hook = tt.Hook(
+        out,
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["losses", "gradients", "scalars"],
+    )
+    hook.get_collection("gradients").reduction_config = tt.ReductionConfig(norms=["l2"])
+    grads = [np.full(4, 0.1 * (i + 1), np.float32) for i in range(layers)]
+    hook.set_mode(tt.modes.TRAIN)
+    for step in range(steps):
+        loss = np.nan if nan_from is not None and step >= nan_from else 2.0 / (1 + 0.01 * step)
+        hook.save_scalar("loss", loss, "losses")
+        hook.save_scalar("lr", 1e-3, "scalars")
+        for i, grad in enumerate(grads):
+            hook.save_tensor(f"gradient/layer{i}.weight", grad * (1 + 1e-4 * step), "gradients")
+        hook.next_step()
+    hook.close()
+    return out
+
+
+def test_the_page_of_a_long_run_is_no_bigger_than_of_a_short_one(tmp_path: Path) -> None:
+    """The heat map drew one rectangle per layer per step (2.4 KB a step: 243 MB at 100k
+    steps); its columns are buckets of steps now, at most HEAT_COLUMNS."""
+    short = training_report(long_run(tmp_path / "short", 2_000), rules=[])
+    long = training_report(long_run(tmp_path / "long", 20_000), rules=[])
+    assert len(long) <= 1.2 * len(short), (len(short), len(long))
+    from tensortap.report.training import HEAT_COLUMNS
+
+    health = long[long.index("id='health'") : long.index("id='activations'")]
+    cells = re.findall(r"<title>gradient/layer3\.weight at steps (\d+) to (\d+): ", health)
+    assert 0.9 * HEAT_COLUMNS <= len(cells) <= HEAT_COLUMNS
+    assert cells[0][0] == "0" and cells[-1][1] == "19999"  # every step in some column
+    assert "(each column: the largest of its steps)" in health

@@ -17,7 +17,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from tensortap.jobs.record import JobRecord
 from tensortap.report.page import Row, diagnosis_block, page, rule_rows, section, summary_rows
 from tensortap.report.svg import heatmap, line_chart
 from tensortap.rules.rule import Rule
+from tensortap.trials.index import natural_key
 from tensortap.trials.sessions import Session
 from tensortap.trials.trial import Trial, create_trial
 
@@ -154,19 +155,93 @@ def _sessions_table(sessions: Sequence[Session]) -> str:
     )
 
 
-def _series(trial: Trial, names: Sequence[str]) -> dict[str, tuple[list[int], list[float]]]:
-    """Each tensor per mode, over global steps (so that modes and rule marks line up)."""
+#: Columns of a layer-health heat map at most, whatever the run's length (the dashboard draws
+#: the same map over 160 steps): a long run's steps are bucketed.
+HEAT_COLUMNS = 160
+
+
+def _first_worker(workers: np.ndarray) -> np.ndarray:
+    """Each row's rank of its worker in the trial's natural worker order (0: the first)."""
+    names = sorted(set(workers.tolist()), key=natural_key)
+    rank = {name: i for i, name in enumerate(names)}
+    return np.fromiter((rank[w] for w in workers.tolist()), dtype=np.int64, count=len(workers))
+
+
+def trial_columns(trial: Trial) -> Mapping[str, np.ndarray]:
+    """Every one-element value and saved reduction of the trial as columns (those of
+    ``tensortap export``): one vectorised read per segment, never a read per step. The
+    report's pictures come from here."""
+    from tensortap.trials.columns import published_segments, scalar_columns
+
+    return scalar_columns(trial, published_segments(trial))
+
+
+def read_series(
+    columns: Mapping[str, np.ndarray], names: Sequence[str], statistic: str
+) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
+    """``statistic`` of each of ``names`` (``"value"``: the one-element value, or a reduction's
+    name) per mode from :func:`trial_columns`, as ``{(tensor, mode name): (global steps,
+    values)}`` sorted by step; a step saved by several workers answers with the first
+    worker's value (as ``Tensor.value`` does)."""
+    wanted = set(names)
+    take = np.flatnonzero(
+        (columns["statistic"] == statistic)
+        & np.fromiter(
+            (t in wanted for t in columns["tensor"].tolist()),
+            dtype=bool,
+            count=len(columns["tensor"]),
+        )
+    )
+    keys = list(zip(columns["tensor"][take].tolist(), columns["mode"][take].tolist(), strict=True))
+    code_of = {key: i for i, key in enumerate(sorted(set(keys)))}
+    code = np.fromiter((code_of[k] for k in keys), dtype=np.int64, count=len(keys))
+    steps, values = columns["global_step"][take], columns["value"][take]
+    order = np.lexsort((_first_worker(columns["worker"][take]), steps, code))
+    code, steps, values = code[order], steps[order], values[order]
+    # a step saved by several workers: its first row (the first worker's) is kept
+    keep = np.concatenate(([True], (np.diff(code) != 0) | (np.diff(steps) != 0)))[: len(code)]
+    code, steps, values = code[keep], steps[keep], values[keep]
+    bounds = np.searchsorted(code, np.arange(len(code_of) + 1))
+    return {
+        key: (steps[bounds[i] : bounds[i + 1]], values[bounds[i] : bounds[i + 1]])
+        for key, i in code_of.items()
+    }
+
+
+def _series(
+    trial: Trial, columns: Mapping[str, np.ndarray], names: Sequence[str]
+) -> dict[str, tuple[list[int], list[float]]]:
+    """Each tensor per mode, over global steps (so that modes and rule marks line up), from
+    :func:`read_series`; a tensor with no one-element value (a loss per sample) is reduced per
+    step as ``tensortap.viz.tensor_series`` does."""
     from tensortap.viz.series import tensor_series
 
     modes = trial.modes()
+    read = read_series(columns, names, "value")
     out = {}
     for name in names:
         for mode in modes:
+            label = name if len(modes) == 1 else f"{name} ({mode.name})"
+            if (name, mode.name) in read:
+                steps, values = read[(name, mode.name)]
+                out[label] = (steps.tolist(), values.tolist())
+                continue
             steps, values = tensor_series(trial, name, mode)
             if len(steps):
-                label = name if len(modes) == 1 else f"{name} ({mode.name})"
                 out[label] = (trial.tensor(name).global_steps(mode), values.tolist())
     return out
+
+
+def heat_columns(steps: Sequence[int], most: int = HEAT_COLUMNS) -> np.ndarray:
+    """The column of each of the trial's saved ``steps`` (sorted) in a heat map of at most
+    ``most`` columns: one per step when they are that few, else buckets of equal global-step
+    width over the run (a bucket with no saved step is no column)."""
+    at = np.asarray(steps, dtype=np.int64)
+    if len(at) <= most:
+        return np.arange(len(at))
+    start, width = int(at[0]), int(at[-1]) + 1 - int(at[0])
+    buckets = (at - start) * most // width
+    return np.unique(buckets, return_inverse=True)[1].reshape(-1)
 
 
 class TrainingReport:
@@ -183,6 +258,13 @@ class TrainingReport:
         self.trial, self.job, self.title = trial, job, title
         self.rules = list(rules) if rules is not None else None
         self.rows: list[Row] = []
+        self._columns: Mapping[str, np.ndarray] | None = None
+
+    def columns(self) -> Mapping[str, np.ndarray]:
+        """The trial's :func:`trial_columns`, read once for every picture."""
+        if self._columns is None:
+            self._columns = trial_columns(self.trial)
+        return self._columns
 
     def _rules_section(self, trial: Trial) -> str:
         parts = []
@@ -227,33 +309,71 @@ class TrainingReport:
                 at, label = float(s.first_step), f"session {s.index} resumed"
                 marks[at] = f"{marks[at]}, {label}" if at in marks else label
         charts = [
-            line_chart(_series(trial, names), collection, "global step", marks)
+            line_chart(_series(trial, self.columns(), names), collection, "global step", marks)
             for collection in ("losses", "metrics")
             if (names := sorted(_saved(trial, collection)))
         ]
         return _sessions_table(sessions) + ("".join(charts) or "<p>No losses or metrics saved.</p>")
 
-    def _health(self, trial: Trial) -> str:
+    def _layer_health(self, trial: Trial) -> dict[str, Any]:
+        """``viz.health.layer_health`` over at most :data:`HEAT_COLUMNS` columns: each column
+        a bucket of steps (see :func:`heat_columns`). A gradient norm is the largest of its
+        bucket where the hook saved the norm (``l2``: read from the columns, every step);
+        else, and for the share of zero activations (which needs the raw values), the value
+        at the bucket's last step. Adds ``spans``: the first and last step of each column."""
         from tensortap.viz.health import layer_health
 
+        steps = np.asarray(trial.steps(), dtype=np.int64)
+        column = heat_columns(steps.tolist())
+        count = int(column[-1]) + 1 if len(column) else 0
+        ends = np.flatnonzero(np.diff(column, append=count))  # each column's last step
+        starts = np.concatenate(([0], ends[:-1] + 1)) if count else ends
+        data = layer_health(trial, steps=steps[ends].tolist())  # raises: nothing saved
+        norms = data["gradient_norms"]
+        saved = read_series(self.columns(), data["gradient_names"], "l2")
+        for row, name in enumerate(data["gradient_names"]):
+            at = [saved[key] for key in saved if key[0] == name]
+            if not at:
+                continue
+            g = np.concatenate([s for s, _ in at])
+            v = np.concatenate([v for _, v in at])
+            where = np.searchsorted(steps, g)
+            known = (where < len(steps)) & (steps[np.minimum(where, len(steps) - 1)] == g)
+            cells, values = column[where[known]], v[known]
+            finite = np.isfinite(values)
+            most = np.full(count, -np.inf)
+            np.maximum.at(most, cells[finite], values[finite])
+            seen = np.zeros(count, dtype=bool)
+            seen[cells] = True
+            # no finite norm in a saved bucket: NaN (blank), as a non-finite norm always was
+            norms[row] = np.where(np.isfinite(most), most, np.nan)
+            norms[row][seen & ~np.isfinite(most)] = np.nan
+        data["spans"] = np.stack([steps[starts], steps[ends]], axis=1) if count else steps
+        data["bucketed"] = count < len(steps)
+        return data
+
+    def _health(self, trial: Trial) -> str:
         try:
-            data = layer_health(trial)
+            data = self._layer_health(trial)
         except InvalidConfigError:
             return "<p>No gradients or ReLU activations saved (gradients, relu_activations).</p>"
         with np.errstate(divide="ignore", invalid="ignore"):
             logs = np.log10(data["gradient_norms"])  # an exact zero stays: -inf, drawn black
         logs[logs == np.inf] = math.nan
+        bucketed = data["bucketed"]
         panels = (
             (
                 logs,
                 data["gradient_names"],
-                "log10 gradient norm per layer",
+                "log10 gradient norm per layer"
+                + (" (each column: the largest of its steps)" if bucketed else ""),
                 {"low": "#fff7ec", "high": "#7f0000", "zero": "#000000"},
             ),
             (
                 data["zero_fraction"],
                 data["activation_names"],
-                "share of zero activations per layer",
+                "share of zero activations per layer"
+                + (" (each column: its last step)" if bucketed else ""),
                 {"low": "#f7fbff", "high": "#08306b", "scale": (0.0, 1.0), "percent": True},
             ),
         )
@@ -266,8 +386,9 @@ class TrainingReport:
                     heatmap(
                         matrix[rows][:, columns].tolist(),
                         [n for n, keep in zip(names, rows, strict=True) if keep],
-                        data["steps"][columns].tolist(),
+                        data["spans"][columns][:, 0].tolist(),
                         title,
+                        spans=data["spans"][columns].tolist() if bucketed else None,
                         **style,
                     )
                 )
