@@ -262,3 +262,77 @@ def test_the_page_of_a_long_run_is_no_bigger_than_of_a_short_one(tmp_path: Path)
     assert 0.9 * HEAT_COLUMNS <= len(cells) <= HEAT_COLUMNS
     assert cells[0][0] == "0" and cells[-1][1] == "19999"  # every step in some column
     assert "(each column: the largest of its steps)" in health
+
+
+class _Counted:
+    """StepBlock constructions per global step (the real constructor, counted)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from tensortap.trials.step_block import StepBlock
+
+        self.per_step: dict[int, int] = {}
+        built = StepBlock.__init__
+
+        def counting(block: StepBlock, trial: tt.Trial, step: int) -> None:
+            self.per_step[step] = self.per_step.get(step, 0) + 1
+            built(block, trial, step)
+
+        monkeypatch.setattr(StepBlock, "__init__", counting)
+
+
+class _LooksBack(tt.rules.Rule):
+    """A rule that reads the block of the step before the one it judges (a custom rule
+    comparing with the last step, say)."""
+
+    def invoke_at_step(self, step: int) -> bool:
+        steps = self.base_trial.steps()
+        before = steps[steps.index(step) - 1] if steps.index(step) else step
+        return "loss" not in self.base_trial.step_block(before)
+
+
+class _Sees(tt.rules.Rule):
+    """Records the block object it reads at each step."""
+
+    def __init__(self, base_trial: tt.Trial) -> None:
+        super().__init__(base_trial)
+        self.seen: dict[int, object] = {}
+
+    def invoke_at_step(self, step: int) -> bool:
+        self.seen[step] = self.base_trial.step_block(step)
+        return False
+
+
+def test_the_rules_walk_builds_each_steps_block_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every rule judging a step reads one block of it, built once, even when a rule in
+    between reads another step's; the report's rules and ``rules_that_find_problems`` walk
+    once for all rules (it walked once per rule: each step's block built again by each)."""
+    from tensortap.diagnosis import judge_trial
+    from tensortap.report.training import default_rules, rules_that_find_problems
+
+    trial = write_trial(tmp_path / "t")
+    first, second = _Sees(trial), _Sees(trial)
+    counted = _Counted(monkeypatch)
+    judge_trial(trial, [first, _LooksBack(trial), *default_rules(trial), second])
+    steps = trial.steps()
+    assert all(first.seen[s] is second.seen[s] for s in steps)
+    # the step held once, and at most once more when the next step looked back at it
+    assert max(counted.per_step.values()) <= 2 and set(counted.per_step) == set(steps)
+
+    counted = _Counted(monkeypatch)
+    found = rules_that_find_problems(tmp_path / "t")
+    assert "DeadRelu" in found
+    assert counted.per_step == dict.fromkeys(steps, 1)
+
+
+def test_the_report_builds_a_steps_block_once_at_most(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rules' walk builds each step's block once; the heat map reads at most
+    HEAT_COLUMNS more (it read every step again)."""
+    run = long_run(tmp_path / "t", 400, layers=4)
+    counted = _Counted(monkeypatch)
+    page = training_report(run)
+    assert sum(counted.per_step.values()) <= 400 + 160
+    assert "LossNotDecreasing" in page and "(each column: the largest of its steps)" in page

@@ -58,13 +58,20 @@ def default_rules(trial: Trial) -> list[Rule]:
 
 
 def rules_that_find_problems(trial: Trial | str | os.PathLike[str]) -> list[str]:
-    """Run :func:`default_rules` over the whole of a finished ``trial``; the names of those that
-    found something, in the recommended order (what ``tensortap report`` shows, in one call)."""
-    from tensortap.rules.invoker import invoke_rule
+    """Run :func:`default_rules` over the whole of a finished ``trial`` in one shared walk; the
+    names of those that found something, in the recommended order (what ``tensortap report``
+    shows, in one call). A rule that fails raises its RuleError, as ``invoke_rule`` does."""
+    from tensortap.exceptions import RuleError
+    from tensortap.rules.finding import Outcome
 
     if not isinstance(trial, Trial):
         trial = create_trial(trial)
-    return [rule.rule_name for rule in default_rules(trial) if invoke_rule(rule).triggered]
+    summaries = judge_trial(trial, default_rules(trial))
+    for summary in summaries:
+        error = next((f for f in summary.findings if f.outcome is Outcome.ERROR), None)
+        if error is not None:
+            raise RuleError(summary.rule, error.step, error.message, error.traceback or "")
+    return [s.rule for s in summaries if s.triggered]
 
 
 def _job_rows(record: JobRecord) -> list[Row]:

@@ -98,6 +98,8 @@ class Trial:
         self.values_read = 0
         self.collections_asked: set[str] = set()
         self._block: tuple[tuple[int, int], StepBlock] | None = None
+        self._held: int | None = None  # the step a walk holds (see holding_step)
+        self._held_block: tuple[tuple[int, int], StepBlock] | None = None
         self._sessions: dict[str | None, tuple[int, list[Session]]] = {}
         self.refresh()
 
@@ -171,10 +173,30 @@ class Trial:
             if step not in self._global_to_mode:
                 self._raise_step_missing(step, None)
 
+    @contextlib.contextmanager
+    def holding_step(self, step: int) -> Iterator[None]:
+        """Within this block, :meth:`step_block` builds ``step``'s block at most once and
+        answers with it, whatever other steps are asked for meanwhile: the rules' walk holds
+        the step it evaluates, so that every rule judging it reads one block."""
+        before = self._held, self._held_block
+        self._held, self._held_block = step, None
+        try:
+            yield
+        finally:
+            self._held, self._held_block = before
+
     def step_block(self, step: int) -> StepBlock:
         """Everything saved at global ``step``, to read many tensors at once (see
-        :class:`~tensortap.trials.step_block.StepBlock`); the last one asked for is kept."""
+        :class:`~tensortap.trials.step_block.StepBlock`); the last one asked for is kept,
+        and the step held by :meth:`holding_step`."""
         self._refresh_if_stale()
+        key = (step, self._index.version)
+        if self._held == step:
+            held = self._held_block
+            if held is None or held[0] != key:
+                self._require_steps([step])
+                held = self._held_block = (key, StepBlock(self, step))
+            return held[1]
         cached = self._block
         if cached is not None and cached[0] == (step, self._index.version):
             return cached[1]
