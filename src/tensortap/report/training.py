@@ -17,7 +17,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -167,64 +167,44 @@ def _sessions_table(sessions: Sequence[Session]) -> str:
 HEAT_COLUMNS = 160
 
 
-def _first_worker(workers: np.ndarray) -> np.ndarray:
-    """Each row's rank of its worker in the trial's natural worker order (0: the first)."""
-    names = sorted(set(workers.tolist()), key=natural_key)
-    rank = {name: i for i, name in enumerate(names)}
-    return np.fromiter((rank[w] for w in workers.tolist()), dtype=np.int64, count=len(workers))
-
-
-def trial_columns(trial: Trial) -> Mapping[str, np.ndarray]:
-    """Every one-element value and saved reduction of the trial as columns (those of
-    ``tensortap export``): one vectorised read per segment, never a read per step. The
-    report's pictures come from here."""
-    from tensortap.trials.columns import published_segments, scalar_columns
-
-    return scalar_columns(trial, published_segments(trial))
-
-
 def read_series(
-    columns: Mapping[str, np.ndarray], names: Sequence[str], statistic: str
+    trial: Trial, names: Sequence[str], statistic: str
 ) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
     """``statistic`` of each of ``names`` (``"value"``: the one-element value, or a reduction's
-    name) per mode from :func:`trial_columns`, as ``{(tensor, mode name): (global steps,
-    values)}`` sorted by step; a step saved by several workers answers with the first
-    worker's value (as ``Tensor.value`` does)."""
-    wanted = set(names)
-    take = np.flatnonzero(
-        (columns["statistic"] == statistic)
-        & np.fromiter(
-            (t in wanted for t in columns["tensor"].tolist()),
-            dtype=bool,
-            count=len(columns["tensor"]),
+    name) per mode, as ``{(tensor, mode name): (global steps, values)}`` sorted by step, from
+    the series path (one read per segment, never one per step); a step saved by several
+    workers answers with the first worker's value (as ``Tensor.value`` does)."""
+    if not names:
+        return {}
+    parts: dict[tuple[str, str], list[tuple[Any, np.ndarray, np.ndarray]]] = {}
+    for series, rows in trial.series(list(names), statistic=statistic).groups():
+        parts.setdefault((series.tensor, series.mode.name), []).append(
+            (natural_key(series.worker), rows["global_step"], rows["value"])
         )
-    )
-    keys = list(zip(columns["tensor"][take].tolist(), columns["mode"][take].tolist(), strict=True))
-    code_of = {key: i for i, key in enumerate(sorted(set(keys)))}
-    code = np.fromiter((code_of[k] for k in keys), dtype=np.int64, count=len(keys))
-    steps, values = columns["global_step"][take], columns["value"][take]
-    order = np.lexsort((_first_worker(columns["worker"][take]), steps, code))
-    code, steps, values = code[order], steps[order], values[order]
-    # a step saved by several workers: its first row (the first worker's) is kept
-    keep = np.concatenate(([True], (np.diff(code) != 0) | (np.diff(steps) != 0)))[: len(code)]
-    code, steps, values = code[keep], steps[keep], values[keep]
-    bounds = np.searchsorted(code, np.arange(len(code_of) + 1))
-    return {
-        key: (steps[bounds[i] : bounds[i + 1]], values[bounds[i] : bounds[i + 1]])
-        for key, i in code_of.items()
-    }
+    out: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+    for key, found in sorted(parts.items()):
+        found.sort(key=lambda part: part[0])
+        if len(found) == 1:
+            out[key] = (found[0][1], found[0][2])
+            continue
+        steps = np.concatenate([p[1] for p in found])
+        values = np.concatenate([p[2] for p in found])
+        rank = np.concatenate([np.full(len(p[1]), i) for i, p in enumerate(found)])
+        order = np.lexsort((rank, steps))  # by step, the first worker's first
+        steps, values = steps[order], values[order]
+        first = np.concatenate(([True], np.diff(steps) != 0))
+        out[key] = (steps[first], values[first])
+    return out
 
 
-def _series(
-    trial: Trial, columns: Mapping[str, np.ndarray], names: Sequence[str]
-) -> dict[str, tuple[list[int], list[float]]]:
+def _series(trial: Trial, names: Sequence[str]) -> dict[str, tuple[list[int], list[float]]]:
     """Each tensor per mode, over global steps (so that modes and rule marks line up), from
     :func:`read_series`; a tensor with no one-element value (a loss per sample) is reduced per
     step as ``tensortap.viz.tensor_series`` does."""
     from tensortap.viz.series import tensor_series
 
     modes = trial.modes()
-    read = read_series(columns, names, "value")
+    read = read_series(trial, names, "value")
     out = {}
     for name in names:
         for mode in modes:
@@ -239,16 +219,13 @@ def _series(
     return out
 
 
-def heat_columns(steps: Sequence[int], most: int = HEAT_COLUMNS) -> np.ndarray:
-    """The column of each of the trial's saved ``steps`` (sorted) in a heat map of at most
-    ``most`` columns: one per step when they are that few, else buckets of equal global-step
-    width over the run (a bucket with no saved step is no column)."""
-    at = np.asarray(steps, dtype=np.int64)
-    if len(at) <= most:
-        return np.arange(len(at))
-    start, width = int(at[0]), int(at[-1]) + 1 - int(at[0])
-    buckets = (at - start) * most // width
-    return np.unique(buckets, return_inverse=True)[1].reshape(-1)
+def heat_width(steps: Sequence[int], most: int = HEAT_COLUMNS) -> int:
+    """The global-step width of a heat map's column over the trial's saved ``steps``
+    (sorted): 1, a column per step, when they are at most ``most``; else that of ``most``
+    buckets over the run, as ``trial.series_buckets(count=most)`` cuts them."""
+    if len(steps) <= most:
+        return 1
+    return max(1, -(-(int(steps[-1]) + 1 - int(steps[0])) // most))
 
 
 class TrainingReport:
@@ -265,13 +242,6 @@ class TrainingReport:
         self.trial, self.job, self.title = trial, job, title
         self.rules = list(rules) if rules is not None else None
         self.rows: list[Row] = []
-        self._columns: Mapping[str, np.ndarray] | None = None
-
-    def columns(self) -> Mapping[str, np.ndarray]:
-        """The trial's :func:`trial_columns`, read once for every picture."""
-        if self._columns is None:
-            self._columns = trial_columns(self.trial)
-        return self._columns
 
     def _rules_section(self, trial: Trial) -> str:
         parts = []
@@ -316,47 +286,49 @@ class TrainingReport:
                 at, label = float(s.first_step), f"session {s.index} resumed"
                 marks[at] = f"{marks[at]}, {label}" if at in marks else label
         charts = [
-            line_chart(_series(trial, self.columns(), names), collection, "global step", marks)
+            line_chart(_series(trial, names), collection, "global step", marks)
             for collection in ("losses", "metrics")
             if (names := sorted(_saved(trial, collection)))
         ]
         return _sessions_table(sessions) + ("".join(charts) or "<p>No losses or metrics saved.</p>")
 
     def _layer_health(self, trial: Trial) -> dict[str, Any]:
-        """``viz.health.layer_health`` over at most :data:`HEAT_COLUMNS` columns: each column
-        a bucket of steps (see :func:`heat_columns`). A gradient norm is the largest of its
-        bucket where the hook saved the norm (``l2``: read from the columns, every step);
-        else, and for the share of zero activations (which needs the raw values), the value
-        at the bucket's last step. Adds ``spans``: the first and last step of each column."""
+        """``viz.health.layer_health`` over at most :data:`HEAT_COLUMNS` columns, each a
+        bucket of steps (see :func:`heat_width`). A gradient norm is the largest of its bucket
+        where the hook saved the norm (``l2``, from ``trial.series_buckets``: every step
+        counted); else, and for the share of zero activations (which needs the raw values),
+        the value at the bucket's last step. Adds ``spans`` (each column's first and last
+        step) and ``bucketed``."""
         from tensortap.viz.health import layer_health
 
         steps = np.asarray(trial.steps(), dtype=np.int64)
-        column = heat_columns(steps.tolist())
-        count = int(column[-1]) + 1 if len(column) else 0
+        width = heat_width(steps.tolist())
+        start = int(steps[0]) if len(steps) else 0
+        numbers, column = np.unique((steps - start) // width, return_inverse=True)
+        column, count = column.reshape(-1), len(numbers)
         ends = np.flatnonzero(np.diff(column, append=count))  # each column's last step
         starts = np.concatenate(([0], ends[:-1] + 1)) if count else ends
         data = layer_health(trial, steps=steps[ends].tolist())  # raises: nothing saved
-        norms = data["gradient_norms"]
-        saved = read_series(self.columns(), data["gradient_names"], "l2")
-        for row, name in enumerate(data["gradient_names"]):
-            at = [saved[key] for key in saved if key[0] == name]
-            if not at:
-                continue
-            g = np.concatenate([s for s, _ in at])
-            v = np.concatenate([v for _, v in at])
-            where = np.searchsorted(steps, g)
-            known = (where < len(steps)) & (steps[np.minimum(where, len(steps) - 1)] == g)
-            cells, values = column[where[known]], v[known]
-            finite = np.isfinite(values)
-            most = np.full(count, -np.inf)
-            np.maximum.at(most, cells[finite], values[finite])
-            seen = np.zeros(count, dtype=bool)
-            seen[cells] = True
-            # no finite norm in a saved bucket: NaN (blank), as a non-finite norm always was
-            norms[row] = np.where(np.isfinite(most), most, np.nan)
-            norms[row][seen & ~np.isfinite(most)] = np.nan
+        names, norms = data["gradient_names"], data["gradient_norms"]
+        if names and count:
+            end = int(steps[-1]) + 1
+            saved = trial.series_buckets(
+                names, statistic="l2", start=start, end=end, count=-(-(end - start) // width)
+            )
+            row_of = {name: row for row, name in enumerate(names)}
+            done: set[str] = set()
+            # a norm saved by several workers: the first worker's, as layer_health reads it
+            for key, part in sorted(saved.groups(), key=lambda g: natural_key(g[0].worker)):
+                if key.tensor in done:
+                    continue
+                done.add(key.tensor)
+                bucket = (part["first_step"] - start) // width
+                at = np.minimum(np.searchsorted(numbers, bucket), count - 1)
+                known = numbers[at] == bucket
+                norms[row_of[key.tensor]] = np.nan
+                norms[row_of[key.tensor], at[known]] = part["max"][known]  # NaN: none finite
         data["spans"] = np.stack([steps[starts], steps[ends]], axis=1) if count else steps
-        data["bucketed"] = count < len(steps)
+        data["bucketed"] = width > 1
         return data
 
     def _health(self, trial: Trial) -> str:
