@@ -11,6 +11,7 @@ import pytest
 
 import tensortap as tt
 from tensortap.cli import main
+from tensortap.rules.invoker import RuleSummary
 
 pytest.importorskip("plotly")
 from tensortap.report import is_xgboost, training_report, write_report
@@ -336,3 +337,60 @@ def test_the_report_builds_a_steps_block_once_at_most(
     page = training_report(run)
     assert sum(counted.per_step.values()) <= 400 + 160
     assert "LossNotDecreasing" in page and "(each column: the largest of its steps)" in page
+
+
+def _findings(summaries: list[RuleSummary]) -> list[tuple[object, ...]]:
+    return [
+        (
+            s.rule,
+            s.status,
+            s.evaluated,
+            s.judged,
+            s.triggered,
+            s.skipped,
+            s.details,
+            [(f.step, f.outcome, f.message, f.severity) for f in s.findings],
+        )
+        for s in summaries
+    ]
+
+
+@pytest.mark.parametrize("faulty", [False, True])
+def test_the_shared_walk_finds_what_each_rule_walked_alone_finds(
+    tmp_path: Path, faulty: bool
+) -> None:
+    """The report's one walk for all rules gives each rule the findings it gives walked on
+    its own (a fresh trial, nothing shared), on a healthy run and on one whose loss turns NaN
+    (and on the test run with dead ReLUs, EVAL passes and raw gradients)."""
+    from tensortap.diagnosis import judge_trial
+    from tensortap.report.training import default_rules
+    from tensortap.rules.invoker import iter_findings
+
+    runs = [long_run(tmp_path / "run", 600, layers=3, nan_from=400 if faulty else None)]
+    runs.append(write_trial(tmp_path / "t").path if faulty else nan_trial(tmp_path / "n", 20).path)
+    for run in runs:
+        shared = judge_trial(tt.create_trial(run), default_rules(tt.create_trial(run)))
+        alone = []
+        for rule in default_rules(tt.create_trial(run)):
+            summary = RuleSummary(rule.rule_name)
+            for finding in iter_findings(rule, timeout=0):
+                summary.add(finding)
+            alone.append(summary.finish(rule.no_data_reason()))
+        assert _findings(shared) == _findings(alone)
+        if faulty and run == runs[0]:
+            assert {s.rule for s in shared if s.triggered} >= {"NaNInfRootCause", "LossSpike"}
+
+
+def test_a_loss_history_judged_as_an_array_gives_the_same_numbers() -> None:
+    """LossNotDecreasing reads its history as an array now (a list built again at every
+    comparison made a long run quadratic): change() and noise() give the same bits."""
+    from tensortap.rules.builtin._series import change, noise
+
+    rng = np.random.default_rng(3)
+    values = (2.0 / (1 + 0.01 * np.arange(5_000)) + rng.normal(0, 0.05, 5_000)).tolist()
+    values[700] = float("nan")
+    values[900] = float("inf")
+    as_list, as_array = change(values), change(np.asarray(values))
+    assert as_list == as_array and as_list is not None
+    assert noise(values) == noise(np.asarray(values))
+    assert change(np.asarray(values[:1])) is None and change(values[:1]) is None
