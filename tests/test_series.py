@@ -215,7 +215,7 @@ def test_buckets_agree_with_a_plain_loop(points: list[tuple[int, float]], count:
     steps = np.array([p[0] for p in points], np.int64)
     vals = np.array([p[1] for p in points], np.float64)
     lo, hi = int(steps[0]), int(steps[-1]) + 1
-    first, last, counts, low, high, last_value = bucketed(steps, vals, lo, hi, count)
+    first, last, counts, low, high, last_value, bad = bucketed(steps, vals, lo, hi, count)
     width = max(1, -(-(hi - lo) // count))
     assert len(first) <= count
     for k in range(len(first)):
@@ -226,6 +226,7 @@ def test_buckets_agree_with_a_plain_loop(points: list[tuple[int, float]], count:
             math.isnan(last_value[k]) and math.isnan(inside[-1][1])
         )
         finite = [v for _, v in inside if math.isfinite(v)]
+        assert bad[k] == len(inside) - len(finite)
         if finite:
             assert low[k] == min(finite) and high[k] == max(finite)
         else:

@@ -58,6 +58,7 @@ BUCKET_COLUMNS = (
     "min",
     "max",
     "last",
+    "nonfinite",
 )
 _BATCH = 256  # range requests made together
 _FALLBACK_VALUES = 1 << 22  # series read from indexes kept in memory (32 MiB of numbers)
@@ -420,7 +421,8 @@ class SeriesReader:
         """Each series over ``[start, end)`` (or its own extent) split into at most ``count``
         buckets of equal global-step width: columns :data:`BUCKET_COLUMNS` (``min``/``max`` of
         the finite values, NaN when none; ``last`` the value saved at ``last_step``). Empty
-        buckets are left out."""
+        buckets are left out; ``nonfinite`` counts a bucket's NaN and infinite values (a chart
+        marks them even where the bucket's last value is finite)."""
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise InvalidConfigError(f"count must be an int >= 1, got {count!r}")
         wanted = _Filter(names, regex, statistic, mode, worker)
@@ -790,16 +792,19 @@ def _join_steps(table: np.ndarray | None, steps: np.ndarray) -> tuple[np.ndarray
 def bucketed(
     steps: np.ndarray, values: np.ndarray, lo: int, hi: int, count: int
 ) -> tuple[np.ndarray, ...]:
-    """(first_step, last_step, count, min, max, last) of each non-empty bucket of a series
-    sorted by step, over [lo, hi) cut into at most ``count`` buckets of equal width."""
+    """(first_step, last_step, count, min, max, last, nonfinite) of each non-empty bucket of
+    a series sorted by step, over [lo, hi) cut into at most ``count`` buckets of equal width
+    (``nonfinite``: how many of its values are NaN or infinite)."""
     width = max(1, -(-(hi - lo) // count))
     bucket = (steps - lo) // width
     starts = np.concatenate([[0], np.flatnonzero(np.diff(bucket)) + 1])
     ends = np.concatenate([starts[1:], [len(steps)]])
-    finite = np.where(np.isfinite(values), values, np.nan)
+    ok = np.isfinite(values)
+    finite = np.where(ok, values, np.nan)
     with np.errstate(invalid="ignore"):
         low = np.fmin.reduceat(finite, starts)
         high = np.fmax.reduceat(finite, starts)
+    bad = np.add.reduceat((~ok).astype(np.int64), starts)
     return (
         steps[starts],
         steps[ends - 1],
@@ -807,6 +812,7 @@ def bucketed(
         low,
         high,
         values[ends - 1],
+        bad,
     )
 
 
@@ -829,9 +835,9 @@ def _bucket_columns(
     pieces: list[tuple[SeriesKey, tuple[np.ndarray, ...]]],
     groups: list[tuple[SeriesKey, int, int]],
 ) -> SeriesColumns:
-    names = ("first_step", "last_step", "count", "min", "max", "last")
+    names = ("first_step", "last_step", "count", "min", "max", "last", "nonfinite")
     if not pieces:
-        empty = _empty(("first_step", "last_step", "count"), ("min", "max", "last"))
+        empty = _empty(("first_step", "last_step", "count", "nonfinite"), ("min", "max", "last"))
         return SeriesColumns(BUCKET_COLUMNS, empty, [])
     numbers = {name: np.concatenate([p[1][k] for p in pieces]) for k, name in enumerate(names)}
     return SeriesColumns(BUCKET_COLUMNS, numbers, groups)
