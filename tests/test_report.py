@@ -11,6 +11,7 @@ import pytest
 
 import tensortap as tt
 from tensortap.cli import main
+from tensortap.rules.invoker import RuleSummary
 
 pytest.importorskip("plotly")
 from tensortap.report import is_xgboost, training_report, write_report
@@ -225,3 +226,171 @@ def test_no_payload_in_a_trial_or_a_job_runs_in_the_report(tmp_path: Path, brows
     assert main(["report", str(job / "trial"), "-o", str(bare)]) == 0
     browser.open(bare)
     assert_no_payload_ran(browser)
+
+
+def long_run(out: Path, steps: int, layers: int = 10, nan_from: int | None = None) -> Path:
+    """The shape of a long run: a loss, a learning rate and per-layer gradient l2 norms (the
+    hook saves the norm, not the gradient) every step; the loss NaN from ``nan_from``."""
+    hook = tt.Hook(
+        out,
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["losses", "gradients", "scalars"],
+    )
+    hook.get_collection("gradients").reduction_config = tt.ReductionConfig(norms=["l2"])
+    grads = [np.full(4, 0.1 * (i + 1), np.float32) for i in range(layers)]
+    hook.set_mode(tt.modes.TRAIN)
+    for step in range(steps):
+        loss = np.nan if nan_from is not None and step >= nan_from else 2.0 / (1 + 0.01 * step)
+        hook.save_scalar("loss", loss, "losses")
+        hook.save_scalar("lr", 1e-3, "scalars")
+        for i, grad in enumerate(grads):
+            hook.save_tensor(f"gradient/layer{i}.weight", grad * (1 + 1e-4 * step), "gradients")
+        hook.next_step()
+    hook.close()
+    return out
+
+
+def test_the_page_of_a_long_run_is_no_bigger_than_of_a_short_one(tmp_path: Path) -> None:
+    """The heat map drew one rectangle per layer per step (2.4 KB a step: 243 MB at 100k
+    steps); its columns are buckets of steps now, at most HEAT_COLUMNS."""
+    short = training_report(long_run(tmp_path / "short", 2_000), rules=[])
+    long = training_report(long_run(tmp_path / "long", 20_000), rules=[])
+    assert len(long) <= 1.2 * len(short), (len(short), len(long))
+    from tensortap.report.training import HEAT_COLUMNS
+
+    health = long[long.index("id='health'") : long.index("id='activations'")]
+    cells = re.findall(r"<title>gradient/layer3\.weight at steps (\d+) to (\d+): ", health)
+    assert 0.9 * HEAT_COLUMNS <= len(cells) <= HEAT_COLUMNS
+    assert cells[0][0] == "0" and cells[-1][1] == "19999"  # every step in some column
+    assert "(each column: the largest of its steps)" in health
+
+
+class _Counted:
+    """StepBlock constructions per global step (the real constructor, counted)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from tensortap.trials.step_block import StepBlock
+
+        self.per_step: dict[int, int] = {}
+        built = StepBlock.__init__
+
+        def counting(block: StepBlock, trial: tt.Trial, step: int) -> None:
+            self.per_step[step] = self.per_step.get(step, 0) + 1
+            built(block, trial, step)
+
+        monkeypatch.setattr(StepBlock, "__init__", counting)
+
+
+class _LooksBack(tt.rules.Rule):
+    """A rule that reads the block of the step before the one it judges (a custom rule
+    comparing with the last step, say)."""
+
+    def invoke_at_step(self, step: int) -> bool:
+        steps = self.base_trial.steps()
+        before = steps[steps.index(step) - 1] if steps.index(step) else step
+        return "loss" not in self.base_trial.step_block(before)
+
+
+class _Sees(tt.rules.Rule):
+    """Records the block object it reads at each step."""
+
+    def __init__(self, base_trial: tt.Trial) -> None:
+        super().__init__(base_trial)
+        self.seen: dict[int, object] = {}
+
+    def invoke_at_step(self, step: int) -> bool:
+        self.seen[step] = self.base_trial.step_block(step)
+        return False
+
+
+def test_the_rules_walk_builds_each_steps_block_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every rule judging a step reads one block of it, built once, even when a rule in
+    between reads another step's; the report's rules and ``rules_that_find_problems`` walk
+    once for all rules (it walked once per rule: each step's block built again by each)."""
+    from tensortap.diagnosis import judge_trial
+    from tensortap.report.training import default_rules, rules_that_find_problems
+
+    trial = write_trial(tmp_path / "t")
+    first, second = _Sees(trial), _Sees(trial)
+    counted = _Counted(monkeypatch)
+    judge_trial(trial, [first, _LooksBack(trial), *default_rules(trial), second])
+    steps = trial.steps()
+    assert all(first.seen[s] is second.seen[s] for s in steps)
+    # the step held once, and at most once more when the next step looked back at it
+    assert max(counted.per_step.values()) <= 2 and set(counted.per_step) == set(steps)
+
+    counted = _Counted(monkeypatch)
+    found = rules_that_find_problems(tmp_path / "t")
+    assert "DeadRelu" in found
+    assert counted.per_step == dict.fromkeys(steps, 1)
+
+
+def test_the_report_builds_a_steps_block_once_at_most(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rules' walk builds each step's block once; the heat map reads at most
+    HEAT_COLUMNS more (it read every step again)."""
+    run = long_run(tmp_path / "t", 400, layers=4)
+    counted = _Counted(monkeypatch)
+    page = training_report(run)
+    assert sum(counted.per_step.values()) <= 400 + 160
+    assert "LossNotDecreasing" in page and "(each column: the largest of its steps)" in page
+
+
+def _findings(summaries: list[RuleSummary]) -> list[tuple[object, ...]]:
+    return [
+        (
+            s.rule,
+            s.status,
+            s.evaluated,
+            s.judged,
+            s.triggered,
+            s.skipped,
+            s.details,
+            [(f.step, f.outcome, f.message, f.severity) for f in s.findings],
+        )
+        for s in summaries
+    ]
+
+
+@pytest.mark.parametrize("faulty", [False, True])
+def test_the_shared_walk_finds_what_each_rule_walked_alone_finds(
+    tmp_path: Path, faulty: bool
+) -> None:
+    """The report's one walk for all rules gives each rule the findings it gives walked on
+    its own (a fresh trial, nothing shared), on a healthy run and on one whose loss turns NaN
+    (and on the test run with dead ReLUs, EVAL passes and raw gradients)."""
+    from tensortap.diagnosis import judge_trial
+    from tensortap.report.training import default_rules
+    from tensortap.rules.invoker import iter_findings
+
+    runs = [long_run(tmp_path / "run", 600, layers=3, nan_from=400 if faulty else None)]
+    runs.append(write_trial(tmp_path / "t").path if faulty else nan_trial(tmp_path / "n", 20).path)
+    for run in runs:
+        shared = judge_trial(tt.create_trial(run), default_rules(tt.create_trial(run)))
+        alone = []
+        for rule in default_rules(tt.create_trial(run)):
+            summary = RuleSummary(rule.rule_name)
+            for finding in iter_findings(rule, timeout=0):
+                summary.add(finding)
+            alone.append(summary.finish(rule.no_data_reason()))
+        assert _findings(shared) == _findings(alone)
+        if faulty and run == runs[0]:
+            assert {s.rule for s in shared if s.triggered} >= {"NaNInfRootCause", "LossSpike"}
+
+
+def test_a_loss_history_judged_as_an_array_gives_the_same_numbers() -> None:
+    """LossNotDecreasing reads its history as an array now (a list built again at every
+    comparison made a long run quadratic): change() and noise() give the same bits."""
+    from tensortap.rules.builtin._series import change, noise
+
+    rng = np.random.default_rng(3)
+    values = (2.0 / (1 + 0.01 * np.arange(5_000)) + rng.normal(0, 0.05, 5_000)).tolist()
+    values[700] = float("nan")
+    values[900] = float("inf")
+    as_list, as_array = change(values), change(np.asarray(values))
+    assert as_list == as_array and as_list is not None
+    assert noise(values) == noise(np.asarray(values))
+    assert change(np.asarray(values[:1])) is None and change(values[:1]) is None

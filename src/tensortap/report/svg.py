@@ -33,6 +33,11 @@ def _fmt(value: float) -> str:
     return f"{value:.3g}"
 
 
+def _step(value: float) -> str:
+    """A step number written whole (1e+03 would hide which step)."""
+    return str(int(value)) if float(value).is_integer() else _fmt(value)
+
+
 def _short(name: str, most: int) -> str:
     """``name`` in at most ``most`` characters, keeping its start and its end."""
     if len(name) <= most:
@@ -238,11 +243,14 @@ def heatmap(
     scale: tuple[float, float] | None = None,
     percent: bool = False,
     zero: str | None = None,
+    spans: Sequence[Sequence[float]] | None = None,
 ) -> str:
     """Rows x columns of cells shaded from ``low`` to ``high`` over ``scale`` (default: the
     range of the finite values), with a colour bar; blank where a value is missing. ``zero``:
     cells holding ``-inf`` (the log of an exact zero, say) are drawn in that colour and named
-    in the legend, never left blank. ``percent`` writes values as percentages."""
+    in the legend, never left blank. ``percent`` writes values as percentages. ``columns``
+    are the steps of the columns; ``spans``, where a column stands for a bucket of steps,
+    its (first, last) step, named in each cell's tooltip."""
     values = [v for row in matrix for v in row if math.isfinite(v)]
     zeros = zero is not None and any(v == -math.inf for row in matrix for v in row)
     if not (values or zeros) or not rows or not columns:
@@ -274,10 +282,15 @@ def heatmap(
                 color, shown = _blend(low, high, t), text(value)
             else:
                 continue
+            where = (
+                f"step {_step(columns[c])}"
+                if spans is None or spans[c][0] == spans[c][1]
+                else f"steps {_step(spans[c][0])} to {_step(spans[c][1])}"
+            )
             parts.append(
                 f'<rect x="{left + c * cell_w:.1f}" y="{y}" width="{cell_w + 0.5:.1f}" '
-                f'height="{cell_h}" fill="{color}"><title>{html.escape(name)} at step '
-                f"{_fmt(columns[c])}: {shown}</title></rect>"
+                f'height="{cell_h}" fill="{color}"><title>{html.escape(name)} at '
+                f"{where}: {shown}</title></rect>"
             )
     span = columns[-1] - columns[0] or 1
     for step in nice_ticks(columns[0], columns[-1]):

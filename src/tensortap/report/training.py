@@ -30,6 +30,7 @@ from tensortap.jobs.record import JobRecord
 from tensortap.report.page import Row, diagnosis_block, page, rule_rows, section, summary_rows
 from tensortap.report.svg import heatmap, line_chart
 from tensortap.rules.rule import Rule
+from tensortap.trials.index import natural_key
 from tensortap.trials.sessions import Session
 from tensortap.trials.trial import Trial, create_trial
 
@@ -57,13 +58,20 @@ def default_rules(trial: Trial) -> list[Rule]:
 
 
 def rules_that_find_problems(trial: Trial | str | os.PathLike[str]) -> list[str]:
-    """Run :func:`default_rules` over the whole of a finished ``trial``; the names of those that
-    found something, in the recommended order (what ``tensortap report`` shows, in one call)."""
-    from tensortap.rules.invoker import invoke_rule
+    """Run :func:`default_rules` over the whole of a finished ``trial`` in one shared walk; the
+    names of those that found something, in the recommended order (what ``tensortap report``
+    shows, in one call). A rule that fails raises its RuleError, as ``invoke_rule`` does."""
+    from tensortap.exceptions import RuleError
+    from tensortap.rules.finding import Outcome
 
     if not isinstance(trial, Trial):
         trial = create_trial(trial)
-    return [rule.rule_name for rule in default_rules(trial) if invoke_rule(rule).triggered]
+    summaries = judge_trial(trial, default_rules(trial))
+    for summary in summaries:
+        error = next((f for f in summary.findings if f.outcome is Outcome.ERROR), None)
+        if error is not None:
+            raise RuleError(summary.rule, error.step, error.message, error.traceback or "")
+    return [s.rule for s in summaries if s.triggered]
 
 
 def _job_rows(record: JobRecord) -> list[Row]:
@@ -154,19 +162,70 @@ def _sessions_table(sessions: Sequence[Session]) -> str:
     )
 
 
+#: Columns of a layer-health heat map at most, whatever the run's length (the dashboard draws
+#: the same map over 160 steps): a long run's steps are bucketed.
+HEAT_COLUMNS = 160
+
+
+def read_series(
+    trial: Trial, names: Sequence[str], statistic: str
+) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
+    """``statistic`` of each of ``names`` (``"value"``: the one-element value, or a reduction's
+    name) per mode, as ``{(tensor, mode name): (global steps, values)}`` sorted by step, from
+    the series path (one read per segment, never one per step); a step saved by several
+    workers answers with the first worker's value (as ``Tensor.value`` does)."""
+    if not names:
+        return {}
+    parts: dict[tuple[str, str], list[tuple[Any, np.ndarray, np.ndarray]]] = {}
+    for series, rows in trial.series(list(names), statistic=statistic).groups():
+        parts.setdefault((series.tensor, series.mode.name), []).append(
+            (natural_key(series.worker), rows["global_step"], rows["value"])
+        )
+    out: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+    for key, found in sorted(parts.items()):
+        found.sort(key=lambda part: part[0])
+        if len(found) == 1:
+            out[key] = (found[0][1], found[0][2])
+            continue
+        steps = np.concatenate([p[1] for p in found])
+        values = np.concatenate([p[2] for p in found])
+        rank = np.concatenate([np.full(len(p[1]), i) for i, p in enumerate(found)])
+        order = np.lexsort((rank, steps))  # by step, the first worker's first
+        steps, values = steps[order], values[order]
+        first = np.concatenate(([True], np.diff(steps) != 0))
+        out[key] = (steps[first], values[first])
+    return out
+
+
 def _series(trial: Trial, names: Sequence[str]) -> dict[str, tuple[list[int], list[float]]]:
-    """Each tensor per mode, over global steps (so that modes and rule marks line up)."""
+    """Each tensor per mode, over global steps (so that modes and rule marks line up), from
+    :func:`read_series`; a tensor with no one-element value (a loss per sample) is reduced per
+    step as ``tensortap.viz.tensor_series`` does."""
     from tensortap.viz.series import tensor_series
 
     modes = trial.modes()
+    read = read_series(trial, names, "value")
     out = {}
     for name in names:
         for mode in modes:
+            label = name if len(modes) == 1 else f"{name} ({mode.name})"
+            if (name, mode.name) in read:
+                steps, values = read[(name, mode.name)]
+                out[label] = (steps.tolist(), values.tolist())
+                continue
             steps, values = tensor_series(trial, name, mode)
             if len(steps):
-                label = name if len(modes) == 1 else f"{name} ({mode.name})"
                 out[label] = (trial.tensor(name).global_steps(mode), values.tolist())
     return out
+
+
+def heat_width(steps: Sequence[int], most: int = HEAT_COLUMNS) -> int:
+    """The global-step width of a heat map's column over the trial's saved ``steps``
+    (sorted): 1, a column per step, when they are at most ``most``; else that of ``most``
+    buckets over the run, as ``trial.series_buckets(count=most)`` cuts them."""
+    if len(steps) <= most:
+        return 1
+    return max(1, -(-(int(steps[-1]) + 1 - int(steps[0])) // most))
 
 
 class TrainingReport:
@@ -233,27 +292,67 @@ class TrainingReport:
         ]
         return _sessions_table(sessions) + ("".join(charts) or "<p>No losses or metrics saved.</p>")
 
-    def _health(self, trial: Trial) -> str:
+    def _layer_health(self, trial: Trial) -> dict[str, Any]:
+        """``viz.health.layer_health`` over at most :data:`HEAT_COLUMNS` columns, each a
+        bucket of steps (see :func:`heat_width`). A gradient norm is the largest of its bucket
+        where the hook saved the norm (``l2``, from ``trial.series_buckets``: every step
+        counted); else, and for the share of zero activations (which needs the raw values),
+        the value at the bucket's last step. Adds ``spans`` (each column's first and last
+        step) and ``bucketed``."""
         from tensortap.viz.health import layer_health
 
+        steps = np.asarray(trial.steps(), dtype=np.int64)
+        width = heat_width(steps.tolist())
+        start = int(steps[0]) if len(steps) else 0
+        numbers, column = np.unique((steps - start) // width, return_inverse=True)
+        column, count = column.reshape(-1), len(numbers)
+        ends = np.flatnonzero(np.diff(column, append=count))  # each column's last step
+        starts = np.concatenate(([0], ends[:-1] + 1)) if count else ends
+        data = layer_health(trial, steps=steps[ends].tolist())  # raises: nothing saved
+        names, norms = data["gradient_names"], data["gradient_norms"]
+        if names and count:
+            end = int(steps[-1]) + 1
+            saved = trial.series_buckets(
+                names, statistic="l2", start=start, end=end, count=-(-(end - start) // width)
+            )
+            row_of = {name: row for row, name in enumerate(names)}
+            done: set[str] = set()
+            # a norm saved by several workers: the first worker's, as layer_health reads it
+            for key, part in sorted(saved.groups(), key=lambda g: natural_key(g[0].worker)):
+                if key.tensor in done:
+                    continue
+                done.add(key.tensor)
+                bucket = (part["first_step"] - start) // width
+                at = np.minimum(np.searchsorted(numbers, bucket), count - 1)
+                known = numbers[at] == bucket
+                norms[row_of[key.tensor]] = np.nan
+                norms[row_of[key.tensor], at[known]] = part["max"][known]  # NaN: none finite
+        data["spans"] = np.stack([steps[starts], steps[ends]], axis=1) if count else steps
+        data["bucketed"] = width > 1
+        return data
+
+    def _health(self, trial: Trial) -> str:
         try:
-            data = layer_health(trial)
+            data = self._layer_health(trial)
         except InvalidConfigError:
             return "<p>No gradients or ReLU activations saved (gradients, relu_activations).</p>"
         with np.errstate(divide="ignore", invalid="ignore"):
             logs = np.log10(data["gradient_norms"])  # an exact zero stays: -inf, drawn black
         logs[logs == np.inf] = math.nan
+        bucketed = data["bucketed"]
         panels = (
             (
                 logs,
                 data["gradient_names"],
-                "log10 gradient norm per layer",
+                "log10 gradient norm per layer"
+                + (" (each column: the largest of its steps)" if bucketed else ""),
                 {"low": "#fff7ec", "high": "#7f0000", "zero": "#000000"},
             ),
             (
                 data["zero_fraction"],
                 data["activation_names"],
-                "share of zero activations per layer",
+                "share of zero activations per layer"
+                + (" (each column: its last step)" if bucketed else ""),
                 {"low": "#f7fbff", "high": "#08306b", "scale": (0.0, 1.0), "percent": True},
             ),
         )
@@ -266,8 +365,9 @@ class TrainingReport:
                     heatmap(
                         matrix[rows][:, columns].tolist(),
                         [n for n, keep in zip(names, rows, strict=True) if keep],
-                        data["steps"][columns].tolist(),
+                        data["spans"][columns][:, 0].tolist(),
                         title,
+                        spans=data["spans"][columns].tolist() if bucketed else None,
                         **style,
                     )
                 )

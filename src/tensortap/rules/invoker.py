@@ -161,8 +161,11 @@ def iter_findings_many(
     stop: threading.Event | None = None,
 ) -> Iterator[Finding]:
     """:func:`iter_findings` for several rules on one base trial, walked together: at each
-    step every rule is evaluated in turn (they share what the trial read for the step). A rule
-    whose finding is an ERROR is retired; the others go on."""
+    step every rule is evaluated in turn, and they share what the trial read for the step
+    (its :class:`~tensortap.trials.step_block.StepBlock` is built once, however many rules
+    read it and whatever other steps they look at: see ``Trial.holding_step``). A rule
+    whose finding is an ERROR is retired; the others go on. The job's rule host, the report
+    and ``judge_trial`` all walk this way."""
     for rule in rules:
         _check_rule(rule)
     if not rules:
@@ -182,13 +185,14 @@ def iter_findings_many(
         i = bisect.bisect_left(steps, next_step)
         pending = [s for s in steps[i:] if end_step is None or s < end_step]
         for step in pending:
-            for rule in list(active):
-                if stop is not None and stop.is_set():
-                    return
-                finding = rule.evaluate(step)
-                yield finding
-                if finding.outcome is Outcome.ERROR:
-                    active.remove(rule)
+            with trial.holding_step(step):  # one block of the step, for every rule
+                for rule in list(active):
+                    if stop is not None and stop.is_set():
+                        return
+                    finding = rule.evaluate(step)
+                    yield finding
+                    if finding.outcome is Outcome.ERROR:
+                        active.remove(rule)
             if not active:
                 return
             next_step = step + 1

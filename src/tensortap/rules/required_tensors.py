@@ -54,6 +54,8 @@ class RequiredTensorsForTrial:
         Steps the tensor was not saved at are left for the rule to meet as
         TensorUnavailableForStep, which the invoker counts as skipped.
         """
+        if not self._steps:  # nothing asked for (most rules): no read to plan, at every step
+            return
         refs: list[RawRef] = []
         for name, steps in self._steps.items():
             tensor = self._tensors[name]

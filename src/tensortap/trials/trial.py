@@ -99,6 +99,9 @@ class Trial:
         self.values_read = 0
         self.collections_asked: set[str] = set()
         self._block: tuple[tuple[int, int], StepBlock] | None = None
+        self._held: int | None = None  # the step a walk holds (see holding_step)
+        self._held_block: tuple[tuple[int, int], StepBlock] | None = None
+        self._held_names: tuple[tuple[int, int], set[str]] | None = None
         self._sessions: dict[str | None, tuple[int, list[Session]]] = {}
         self._series: tuple[int, SeriesReader] | None = None
         self.refresh()
@@ -173,10 +176,31 @@ class Trial:
             if step not in self._global_to_mode:
                 self._raise_step_missing(step, None)
 
+    @contextlib.contextmanager
+    def holding_step(self, step: int) -> Iterator[None]:
+        """Within this block, :meth:`step_block` builds ``step``'s block at most once and
+        answers with it, whatever other steps are asked for meanwhile (and the names saved at
+        the step are listed once): the rules' walk holds the step it evaluates, so that every
+        rule judging it reads one block."""
+        before = self._held, self._held_block, self._held_names
+        self._held, self._held_block, self._held_names = step, None, None
+        try:
+            yield
+        finally:
+            self._held, self._held_block, self._held_names = before
+
     def step_block(self, step: int) -> StepBlock:
         """Everything saved at global ``step``, to read many tensors at once (see
-        :class:`~tensortap.trials.step_block.StepBlock`); the last one asked for is kept."""
+        :class:`~tensortap.trials.step_block.StepBlock`); the last one asked for is kept,
+        and the step held by :meth:`holding_step`."""
         self._refresh_if_stale()
+        key = (step, self._index.version)
+        if self._held == step:
+            held = self._held_block
+            if held is None or held[0] != key:
+                self._require_steps([step])
+                held = self._held_block = (key, StepBlock(self, step))
+            return held[1]
         cached = self._block
         if cached is not None and cached[0] == (step, self._index.version):
             return cached[1]
@@ -329,7 +353,12 @@ class Trial:
         """Names saved at a global step, or at step ``step`` of ``mode``."""
         index = self._index
         if mode is None or mode == ModeKeys.GLOBAL:
-            return index.names_at(step)
+            if step != self._held:
+                return index.names_at(step)
+            key = (step, index.version)  # the step a walk holds: listed once for every rule
+            if self._held_names is None or self._held_names[0] != key:
+                self._held_names = (key, index.names_at(step))
+            return self._held_names[1]
         found: set[str] = set()
         for worker in index.workers.values():
             g = worker.mode_to_global.get((mode, step))

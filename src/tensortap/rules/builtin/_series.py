@@ -49,6 +49,28 @@ class _Pass:
     last: tuple[int, int] = (0, 0)  # (global step, mode step) of its last step
 
 
+class _Values:
+    """A history's values as one float64 array, grown by doubling: a rule that looks at the
+    whole history at every step reads a view, not a list built again (which made a long
+    run's walk quadratic)."""
+
+    def __init__(self) -> None:
+        self._data = np.empty(64, dtype=np.float64)
+        self._size = 0
+
+    def append(self, value: float) -> None:
+        if self._size == len(self._data):
+            self._data = np.concatenate([self._data, np.empty_like(self._data)])
+        self._data[self._size] = value
+        self._size += 1
+
+    def array(self) -> np.ndarray:
+        """The values so far, in order (a read-only view)."""
+        view = self._data[: self._size]
+        view.flags.writeable = False
+        return view
+
+
 class LossSeries:
     """Turns the steps a rule walks into :class:`Observation` s (see the module docstring).
 
@@ -62,6 +84,12 @@ class LossSeries:
         self.trial, self.losses, self.per_name = trial, losses, per_name
         self._pass: _Pass | None = None
         self.history: dict[tuple[str, ModeKeys], list[Observation]] = {}
+        self._values_of: dict[tuple[str, ModeKeys], _Values] = {}
+
+    def values(self, key: tuple[str, ModeKeys]) -> np.ndarray:
+        """The values of ``history[key]`` as an array (see :class:`_Values`)."""
+        found = self._values_of.get(key)
+        return np.zeros(0) if found is None else found.array()
 
     def observe(self, step: int) -> list[Observation]:
         """The observations complete at global ``step`` (kept in :attr:`history` too)."""
@@ -85,6 +113,7 @@ class LossSeries:
             ]
         for obs in found:
             self.history.setdefault((obs.key, obs.mode), []).append(obs)
+            self._values_of.setdefault((obs.key, obs.mode), _Values()).append(obs.value)
         return found
 
     def _values(self, step: int) -> dict[str, tuple[float, list[str]]]:
@@ -150,12 +179,12 @@ def critical(degrees_of_freedom: int) -> float:
     return _T_AT_3_SIGMA[max(k for k in _T_AT_3_SIGMA if k <= degrees_of_freedom)]
 
 
-def noise(values: Sequence[float]) -> float:
+def noise(values: Sequence[float] | np.ndarray) -> float:
     """The standard deviation of one value around its local level, from the differences of
     successive values (von Neumann's: the mean square difference is twice the variance), so
     that a slow trend barely counts as noise. A steep stretch (the first steps of training)
     or a spike makes it larger: on the safe side for every verdict built on it."""
-    data = np.asarray([v for v in values if math.isfinite(v)], dtype=np.float64)
+    data = _finite(values)
     if data.size < 2:
         return 0.0
     return float(math.sqrt(np.mean(np.diff(data) ** 2) / 2))
@@ -206,9 +235,18 @@ class Change:
         return amount > self.critical * self.se
 
 
-def change(values: Sequence[float]) -> Change | None:
+def _finite(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """The finite ones of ``values``, in order, as float64 (vectorised for an array)."""
+    if isinstance(values, np.ndarray):
+        data = np.asarray(values, dtype=np.float64)
+        finite = np.isfinite(data)
+        return data if finite.all() else data[finite]
+    return np.asarray([v for v in values if math.isfinite(v)], dtype=np.float64)
+
+
+def change(values: Sequence[float] | np.ndarray) -> Change | None:
     """The first third of ``values`` against the last third (None for fewer than 2 values)."""
-    data = [v for v in values if math.isfinite(v)]
+    data = _finite(values)
     if len(data) < 2:
         return None
     window = max(1, len(data) // 3)

@@ -157,7 +157,7 @@ class LossNotDecreasing(Rule):
         rise = 100.0 * (now - before) / abs(before) if before else (100.0 if now > 0 else 0.0)
         fired = rise >= self.diff_percent
         made = progress(history)
-        moved = change([o.value for o in history])
+        moved = change(self._series.values(key))
         what = f"{obs.key} ({'pass mean' if obs.mode == ModeKeys.EVAL else obs.mode.name})"
         went = f"rose {rise:.3g}%" if rise > 0 else f"fell {-rise:.3g}%"
         text = (
@@ -283,8 +283,9 @@ class LossNotDecreasing(Rule):
         if obs.mode_step < last + self.num_steps:
             return None
         limit = obs.mode_step - self.num_steps
-        earlier = [o for o in history if o.mode_step <= limit]
-        return earlier[-1] if earlier else None
+        # the last one saved at or before the limit, looked for from the end (a scan of the
+        # whole history at every step made a long run's walk quadratic)
+        return next((o for o in reversed(history) if o.mode_step <= limit), None)
 
     def _long_enough(self, obs: Observation, history: list[Observation]) -> bool:
         if obs.mode == ModeKeys.EVAL:

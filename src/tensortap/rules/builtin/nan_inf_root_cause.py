@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-import numpy as np
-
-from tensortap.rules.builtin._common import has_raw, names_in, select
+from tensortap.rules.builtin._common import names_in, nonfinite_names, select
 from tensortap.rules.rule import Rule
 
 _UPDATE_COLLECTIONS = ("weights", "biases", "optimizer_variables")
@@ -36,13 +33,6 @@ class NaNInfRootCause(Rule):
         self.tensor_regex = tensor_regex or []
         self.found_at: int | None = None
 
-    def _nonfinite(self, name: str, step: int) -> bool:
-        tensor = self.base_trial.tensor(name)
-        if has_raw(tensor, step):
-            array = tensor.value(step)
-            return bool(np.issubdtype(array.dtype, np.inexact) and not np.isfinite(array).all())
-        return any(not math.isfinite(v) for v in tensor.reduction_values(step).values())
-
     def _ordered(self, step: int, names: list[str]) -> list[tuple[str, str]]:
         """(phase, name) in computation order."""
         wanted = set(names)
@@ -63,7 +53,10 @@ class NaNInfRootCause(Rule):
         names = select(self.base_trial, self.collection_names, self.tensor_regex, step=step)
         if not names:
             raise self.skip("none of the selected tensors was saved at this step")
-        bad = [(phase, n) for phase, n in self._ordered(step, names) if self._nonfinite(n, step)]
+        # every selected tensor checked at once on the step's block (shared with the other
+        # rules); the computation order is looked up only where something is not finite
+        found = set(nonfinite_names(self.base_trial, names, step))
+        bad = [(p, n) for p, n in self._ordered(step, names) if n in found] if found else []
         if not bad:
             self.explain(f"all {len(names)} tensors are finite")
             return False

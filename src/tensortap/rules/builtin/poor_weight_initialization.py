@@ -226,11 +226,10 @@ class PoorWeightInitialization(Rule):
         return True
 
     def _gradient_range(self, names: list[str], step: int) -> float | None:
-        grads = [
-            self.base_trial.tensor(n).value(step).ravel()
-            for n in names
-            if has_raw(self.base_trial.tensor(n), step)
-        ]
+        # from the step's block, shared with the other rules: asking each gradient's Tensor
+        # read that tensor's whole index (every step of the run) for one step's question
+        block = self.base_trial.step_block(step)
+        grads = [block.value(n).ravel() for n in names if block.has_raw(n)]
         if not grads:
             return None
         low, high = np.percentile(np.concatenate(grads), [5, 95])
