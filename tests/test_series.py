@@ -289,3 +289,25 @@ def test_any_damage_to_a_series_object_reads_the_same_numbers(
     reader = SeriesReader(root)
     assert rows_of(reader.series()) == expected
     assert reader.buckets(count=3).rows > 0
+
+
+def test_rules_read_losses_from_the_series_path(tmp_path: Path) -> None:
+    """A loss at every step is one bulk read, not a read of the data object per step: the
+    rule judges the same with the data objects gone, and reads the first worker's loss."""
+    from tensortap.rules.builtin.loss_not_decreasing import LossNotDecreasing
+    from tensortap.rules.invoker import invoke_rule
+
+    write_run(tmp_path, steps=24, worker=0)
+    write_run(tmp_path, steps=24, worker=1)
+    trial = tt.create_trial(tmp_path)
+    for step in range(24):
+        if step != 5:  # the inf
+            expected = float(trial.tensor("loss").value(step))
+            assert trial.numbers.at("loss", step) == pytest.approx(expected)
+    before = invoke_rule(LossNotDecreasing(trial, num_steps=4))
+    for worker in ("worker_0", "worker_1"):
+        for path in (tmp_path / "workers" / worker / "data").iterdir():
+            path.unlink()
+    after = invoke_rule(LossNotDecreasing(tt.create_trial(tmp_path), num_steps=4))
+    assert after.judged == before.judged > 0 and after.triggered == before.triggered
+    assert after.errors == 0

@@ -43,6 +43,7 @@ from tensortap.format.series import (
 from tensortap.storage.base import Store
 from tensortap.storage.resolve import open_store
 from tensortap.trials.columns import COLUMNS
+from tensortap.trials.index import natural_key
 
 logger = logging.getLogger(__name__)
 
@@ -848,3 +849,37 @@ def _empty(ints: tuple[str, ...], floats: tuple[str, ...]) -> dict[str, np.ndarr
         **{n: np.zeros(0, np.int64) for n in ints},
         **{n: np.zeros(0, np.float64) for n in floats},
     }
+
+
+class OneNumbers:
+    """The one-element values of tensors (losses, metrics) by global step, read as series in
+    bulk and then only what is newer: what a rule asking for a loss at every step reads,
+    instead of one read of the data object per step. Where several workers saved one, the
+    first (natural order) is taken, and a step saved again by a later session is the later
+    one's value, as :meth:`Tensor.value` answers."""
+
+    def __init__(self, reader: Callable[[], SeriesReader]) -> None:
+        self._reader = reader
+        self._known: dict[str, tuple[int, dict[int, float]]] = {}
+
+    def at(self, name: str, step: int) -> float | None:
+        """The value saved at global ``step``; None when the series path has none there (not
+        one element, or not published yet)."""
+        found = self._known.get(name)
+        if found is None or step > found[0]:
+            found = self._take_newer(name, found)
+        return found[1].get(step)
+
+    def _take_newer(
+        self, name: str, found: tuple[int, dict[int, float]] | None
+    ) -> tuple[int, dict[int, float]]:
+        reader = self._reader()
+        extent, values = found if found is not None else (-1, {})
+        cols = reader.series(name, statistic="value", start=extent + 1)
+        parts = list(cols.groups())
+        parts.sort(key=lambda kp: natural_key(kp[0].worker), reverse=True)  # first wins
+        for _, part in parts:
+            values.update(zip(part["global_step"].tolist(), part["value"].tolist(), strict=True))
+        found = (max(extent, reader.last_step), values)
+        self._known[name] = found
+        return found

@@ -89,6 +89,7 @@ class StepBlock:
         self._run_start = np.zeros(len(self._off), dtype=np.int64)  # and where that run starts
         self._plain = np.asarray([_plain(d) for d in index.dtype_names], dtype=np.int64)
         self._runs: list[tuple[int, memoryview]] = []  # (start offset, bytes)
+        self._nonfinite: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
 
     def __repr__(self) -> str:
         return f"StepBlock(step={self.step}, {len(self._order)} tensors)"
@@ -202,11 +203,20 @@ class StepBlock:
         return counts
 
     def nonfinite(self, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(NaN count, infinite count) of each of ``names`` with a raw value (in their order)."""
+        """(NaN count, infinite count) of each of ``names`` with a raw value (in their order);
+        kept for the block's life (several rules of a walk ask the same at one step)."""
+        key = tuple(names)
+        found = self._nonfinite.get(key)
+        if found is not None:
+            self.trial.values_read += len(names)  # read again, as far as a rule can tell
+            return found[0].copy(), found[1].copy()
         bad = self.count_where(names, _not_finite)
         if not bad.any():
-            return bad, np.zeros_like(bad)
-        return self.count_where(names, np.isnan), self.count_where(names, np.isinf)
+            found = (bad, np.zeros_like(bad))
+        else:
+            found = (self.count_where(names, np.isnan), self.count_where(names, np.isinf))
+        self._nonfinite[key] = found
+        return found[0].copy(), found[1].copy()
 
     def dtypes(self, names: Sequence[str]) -> list[np.dtype[Any]]:
         """The stored dtype of each of ``names`` (raw values, in their order)."""

@@ -31,7 +31,7 @@ from tensortap.trials.index import TrialIndex, natural_key
 from tensortap.trials.locate import trial_location
 from tensortap.trials.read_ahead import read_ahead
 from tensortap.trials.reader import MAX_GAP, RawRef, ValueReader
-from tensortap.trials.series import SeriesColumns, SeriesKey, SeriesReader
+from tensortap.trials.series import OneNumbers, SeriesColumns, SeriesKey, SeriesReader
 from tensortap.trials.sessions import Session, worker_sessions
 from tensortap.trials.step_block import StepBlock
 from tensortap.trials.tensor import Tensor
@@ -104,6 +104,8 @@ class Trial:
         self._held_names: tuple[tuple[int, int], set[str]] | None = None
         self._sessions: dict[str | None, tuple[int, list[Session]]] = {}
         self._series: tuple[int, SeriesReader] | None = None
+        #: one-element values read as series (what rules reading a loss per step use)
+        self.numbers = OneNumbers(self._series_reader)
         self.refresh()
 
     def __repr__(self) -> str:

@@ -193,7 +193,13 @@ def has_raw(tensor: Tensor, step: int) -> bool:
 
 
 def scalar(tensor: Tensor, step: int, mode: Any = None) -> float:
-    """A scalar's value at a step (its mean if it has more elements), from raw or reductions."""
+    """A scalar's value at a step (its mean if it has more elements), from raw or reductions;
+    a one-element value at a global step from the series path (read in bulk, not per step)."""
+    if mode is None:
+        found = tensor.trial.numbers.at(tensor.name, step)
+        if found is not None:
+            tensor.trial.values_read += 1  # a value was read, as Tensor.value counts it
+            return found
     try:
         return float(np.mean(tensor.value(step, mode=mode)))
     except TensorUnavailableForStep:
