@@ -54,7 +54,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import math
 import os
 import platform
 import resource
@@ -69,7 +68,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -438,9 +437,7 @@ def run_child(cmd: list[str], timeout: float, max_rss: int) -> ChildResult:
         if proc.returncode and not stopped:
             tail = err.read().decode(errors="replace")[-2000:]
             raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{tail}")
-    return ChildResult(
-        wall, _children_cpu() - cpu0, peak / 2**20, stopped, stdout, proc.returncode
-    )
+    return ChildResult(wall, _children_cpu() - cpu0, peak / 2**20, stopped, stdout, proc.returncode)
 
 
 def _stop(proc: subprocess.Popen[Any]) -> None:
@@ -569,6 +566,27 @@ return null;
 """
 
 
+class Browser:
+    """A headless Chromium (``d``), started again when a stopped server took its tab down."""
+
+    def __init__(self) -> None:
+        self.d = browser()
+
+    def blank(self) -> None:
+        """Leave the page; start a fresh browser if this one no longer answers."""
+        try:
+            self.d.get("about:blank")
+        except Exception:
+            try:
+                self.d.quit()
+            except Exception:
+                pass
+            self.d = browser()
+
+    def quit(self) -> None:
+        self.d.quit()
+
+
 def browser() -> Any:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -603,7 +621,15 @@ class Dashboard:
 
     def command(self, port: int) -> list[str]:
         if self.tool == "tensortap":
-            return [sys.executable, "-m", "tensortap.cli", "serve", str(self.run), "--port", str(port)]
+            return [
+                sys.executable,
+                "-m",
+                "tensortap.cli",
+                "serve",
+                str(self.run),
+                "--port",
+                str(port),
+            ]
         return [
             sys.executable,
             "-m",
@@ -628,6 +654,14 @@ class Dashboard:
         runs = json.loads(get(base + "api/runs"))["runs"]
         return f"{base}run/{runs[0]['id']}" if runs else None
 
+    def chart_url(self, base: str, page: str, tag: str) -> str:
+        """The request for one chart's points (``page`` is the run's page)."""
+        if self.tool == "tensortap":
+            run = page.rsplit("/", 1)[1]
+            return f"{base}api/run/{run}/curves?" + urllib.parse.urlencode({"name": tag})
+        query = urllib.parse.urlencode({"tag": tag, "run": "."})
+        return f"{base}data/plugin/scalars/scalars?{query}"
+
     @property
     def painted(self) -> str:
         return TT_PAINTED if self.tool == "tensortap" else TB_PAINTED
@@ -638,6 +672,7 @@ class PaintResult:
     first_paint_s: float | None = None
     first_data_s: float | None = None  # TensorBoard: the first tag's points answered
     warm_paint_s: list[float] = field(default_factory=list)
+    warm_chart_s: list[float] = field(default_factory=list)  # one chart's points, asked again
     rss_mib: float | None = None
     runs_list_max_s: float | None = None
     runs_list_median_s: float | None = None
@@ -646,103 +681,159 @@ class PaintResult:
 
 
 class RunsListProbe(threading.Thread):
-    """Asks for the runs list every 0.1 s and keeps each answer's latency."""
+    """Asks for the runs list every 0.1 s and keeps each answer's latency (a request still
+    waiting when stopped counts for as long as it waited)."""
 
     def __init__(self, url: str) -> None:
         super().__init__(daemon=True)
         self.url, self.latencies = url, []  # type: list[float]
         self.halt = threading.Event()
+        self._waiting_since: float | None = None
 
     def run(self) -> None:
         while not self.halt.is_set():
-            began = time.perf_counter()
+            began = self._waiting_since = time.perf_counter()
             try:
-                get(self.url, timeout=300)
+                get(self.url, timeout=600)
             except (urllib.error.URLError, OSError):
+                self._waiting_since = None
                 self.halt.wait(0.05)  # not listening yet
                 continue
-            self.latencies.append(time.perf_counter() - began)
+            self._waiting_since = None
+            if not self.halt.is_set():
+                self.latencies.append(time.perf_counter() - began)
             self.halt.wait(0.1)
+
+    def stop(self) -> None:
+        if self.halt.is_set():
+            return
+        waiting = self._waiting_since
+        self.halt.set()
+        if waiting is not None:
+            self.latencies.append(time.perf_counter() - waiting)
 
 
 def paint(
     dash: Dashboard,
-    driver: Any,
+    driver: Browser,
     timeout: float,
     max_rss: int,
     warm_repeat: int,
     first_tag: str | None,
+    chart_tag: str | None,
 ) -> PaintResult:
     """Launch the server, wait for the first chart drawn, then warm paints and memory."""
     port = free_port()
     base = f"http://127.0.0.1:{port}/"
     result = PaintResult()
-    log = tempfile.TemporaryFile()
-    began = time.perf_counter()
-    proc = subprocess.Popen(
-        dash.command(port), stdout=log, stderr=subprocess.STDOUT, env=_env(), cwd=ROOT
-    )
-    probe = RunsListProbe(dash.runs_url(base))
-    probe.start()
-    data_probe = None
-    if dash.tool == "tensorboard" and first_tag is not None:
-        data_probe = TbDataProbe(base, first_tag, began)
-        data_probe.start()
-    deadline = began + timeout
+    with tempfile.TemporaryFile() as log:
+        began = time.perf_counter()
+        proc = subprocess.Popen(
+            dash.command(port), stdout=log, stderr=subprocess.STDOUT, env=_env(), cwd=ROOT
+        )
+        watchdog = Watchdog(proc, began, timeout, max_rss)
+        watchdog.start()
+        probe = RunsListProbe(dash.runs_url(base))
+        probe.start()
+        data_probe = None
+        if dash.tool == "tensorboard" and first_tag is not None:
+            data_probe = TbDataProbe(base, first_tag, began)
+            data_probe.start()
 
-    def check() -> None:
-        if proc.poll() is not None:
-            log.seek(0)
-            raise RuntimeError(f"{dash.tool} stopped: {log.read().decode(errors='replace')[-2000:]}")
-        if time.perf_counter() > deadline:
-            raise _Stopped(f"timeout {timeout:.0f} s")
-        rss = _tree_rss(proc.pid)
-        if rss > max_rss:
-            raise _Stopped(f"memory {rss / 2**30:.1f} GiB")
+        def check() -> None:
+            if watchdog.reason is not None:
+                raise _Stopped(watchdog.reason)
+            if proc.poll() is not None:
+                log.seek(0)
+                tail = log.read().decode(errors="replace")[-2000:]
+                raise RuntimeError(f"{dash.tool} stopped: {tail}")
 
-    try:
-        page = None
-        while page is None:  # the server listens, and lists the run
-            check()
-            try:
-                page = dash.page(base)
-            except (urllib.error.URLError, OSError, ValueError, KeyError):
-                time.sleep(0.02)
-        driver.get(page)
-        while not driver.execute_script(f"return (() => {{{dash.painted}}})()"):
-            check()
-            time.sleep(0.01)
-        result.first_paint_s = time.perf_counter() - began
-        result.rss_mib = _tree_rss(proc.pid) / 2**20
-        probe.halt.set()
-        if data_probe is not None:
-            data_probe.join(timeout=max(1.0, deadline - time.perf_counter()))
-            result.first_data_s = data_probe.answered
-        for _ in range(warm_repeat):
-            driver.get("about:blank")
-            driver.get(page)
-            painted = None
-            while not painted:
+        def wait_painted() -> float:
+            while True:
                 check()
-                painted = driver.execute_script(f"return (() => {{{dash.painted}}})()")
-                time.sleep(0.005)
-            result.warm_paint_s.append(float(painted) / 1000)
-    except _Stopped as stop:
-        result.stopped = str(stop)
-        result.rss_mib = _tree_rss(proc.pid) / 2**20
-    finally:
-        probe.halt.set()
-        if data_probe is not None:
-            data_probe.halt.set()
-        driver.get("about:blank")
-        _stop(proc)
-        log.close()
-        probe.join(timeout=5)
+                try:
+                    painted = driver.d.execute_script(f"return (() => {{{dash.painted}}})()")
+                except Exception:  # the page went with a stopped server
+                    check()
+                    raise
+                if painted:
+                    return float(painted)
+                time.sleep(0.01)
+
+        try:
+            page = None
+            while page is None:  # the server listens, and lists the run
+                check()
+                try:
+                    page = dash.page(base)
+                except (urllib.error.URLError, OSError, ValueError, KeyError):
+                    time.sleep(0.02)
+            driver.d.get(page)
+            wait_painted()
+            result.first_paint_s = time.perf_counter() - began
+            result.rss_mib = _tree_rss(proc.pid) / 2**20
+            probe.stop()
+            if data_probe is not None:
+                data_probe.join(timeout=max(1.0, began + timeout - time.perf_counter()))
+                result.first_data_s = data_probe.answered
+            for _ in range(warm_repeat):
+                driver.d.get("about:blank")
+                driver.d.get(page)
+                result.warm_paint_s.append(wait_painted() / 1000)
+            if chart_tag is not None:
+                url = dash.chart_url(base, page, chart_tag)
+                for _ in range(warm_repeat):
+                    check()
+                    began_chart = time.perf_counter()
+                    get(url)
+                    result.warm_chart_s.append(time.perf_counter() - began_chart)
+        except (_Stopped, urllib.error.URLError, OSError):
+            if watchdog.reason is None:
+                raise
+            result.stopped = watchdog.reason
+            result.rss_mib = watchdog.peak / 2**20
+            if result.first_paint_s is None:  # a lower bound: it had not painted by then
+                result.first_paint_s = time.perf_counter() - began
+        finally:
+            probe.stop()
+            watchdog.halt.set()
+            if data_probe is not None:
+                data_probe.halt.set()
+            _stop(proc)
+            driver.blank()
+            probe.join(timeout=5)
+            watchdog.join(timeout=5)
     if probe.latencies:
         result.runs_list_max_s = max(probe.latencies)
         result.runs_list_median_s = statistics.median(probe.latencies)
         result.runs_list_answers = len(probe.latencies)
     return result
+
+
+class Watchdog(threading.Thread):
+    """Stops a server past its deadline or its memory limit, and says why."""
+
+    def __init__(
+        self, proc: subprocess.Popen[Any], began: float, timeout: float, max_rss: int
+    ) -> None:
+        super().__init__(daemon=True)
+        self.proc, self.timeout, self.max_rss = proc, timeout, max_rss
+        self.deadline = began + timeout
+        self.reason: str | None = None
+        self.peak = 0
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.wait(0.1) and self.proc.poll() is None:
+            rss = _tree_rss(self.proc.pid)
+            self.peak = max(self.peak, rss)
+            if rss > self.max_rss:
+                self.reason = f"memory {rss / 2**30:.1f} GiB"
+            elif time.perf_counter() > self.deadline:
+                self.reason = f"timeout {self.timeout:.0f} s"
+            if self.reason is not None:
+                _stop(self.proc)
+                return
 
 
 class _Stopped(Exception):
@@ -811,7 +902,7 @@ def repeated(
     return tries
 
 
-def measure(got: Generated, args: argparse.Namespace, driver: Any) -> dict[str, Any]:
+def measure(got: Generated, args: argparse.Namespace, driver: Browser | None) -> dict[str, Any]:
     spec = got.spec
     max_rss = int(args.max_rss_gib * 2**30)
     tools: dict[str, Path] = {"tensortap": got.tensortap}
@@ -855,21 +946,40 @@ def measure(got: Generated, args: argparse.Namespace, driver: Any) -> dict[str, 
         paints: dict[str, Any] = {}
         for tool, path in tools.items():
             dash = Dashboard(tool, path)
-            first_tag = _first_tag(spec)
+            first_tag, chart_tag = _chart_tags(spec, tool)
 
-            def once(dash: Dashboard = dash, first_tag: str | None = first_tag) -> dict[str, Any]:
+            def once(
+                dash: Dashboard = dash, first_tag: str = first_tag, chart_tag: str = chart_tag
+            ) -> dict[str, Any]:
                 return asdict(
-                    paint(dash, driver, args.timeout_s, max_rss, args.warm_repeat, first_tag)
+                    paint(
+                        dash,
+                        driver,
+                        args.timeout_s,
+                        max_rss,
+                        args.warm_repeat,
+                        first_tag,
+                        chart_tag,
+                    )
                 )
 
             tries = repeated(once, args.repeat, args.repeat_cap_s, "first_paint_s")
             summary = _summary(
                 tries,
-                ("first_paint_s", "first_data_s", "rss_mib", "runs_list_max_s", "runs_list_median_s"),
+                (
+                    "first_paint_s",
+                    "first_data_s",
+                    "rss_mib",
+                    "runs_list_max_s",
+                    "runs_list_median_s",
+                ),
             )
             warm = [w for t in tries for w in t["warm_paint_s"]]
             summary["warm_paint_s"] = _median(warm)
             summary["warm_paint_all"] = [round(w, 3) for w in warm]
+            charts = [w for t in tries for w in t["warm_chart_s"]]
+            summary["warm_chart_s"] = _median(charts)
+            summary["warm_chart_all"] = [round(w, 4) for w in charts]
             paints[tool] = summary
             print(f"  paint {tool}: {_fmt(summary)}", flush=True)
         out["paint"] = paints
@@ -889,15 +999,21 @@ def measure(got: Generated, args: argparse.Namespace, driver: Any) -> dict[str, 
     return out
 
 
-def _first_tag(spec: RunSpec) -> str:
-    return "loss" if spec.kind == "reference" else series_names(spec)[0]
+def _chart_tags(spec: RunSpec, tool: str) -> tuple[str, str]:
+    """The first series (TensorBoard's first answer is timed for it) and one in the middle
+    (asked again on the warm server): tensortap's name, or TensorBoard's tag."""
+    if spec.kind == "reference":  # (today's dashboard draws no gradient norm as a curve)
+        return "loss", "learning_rate"
+    names = series_names(spec)
+    return names[0], names[len(names) // 2]
 
 
 def _summary(tries: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, Any]:
     """Medians of ``keys`` over the tries, every try's figure, and why a try was stopped."""
     out: dict[str, Any] = {"tries": len(tries)}
+    finished = [t for t in tries if not t.get("stopped")] or tries
     for key in keys:
-        values = [t[key] for t in tries if t.get(key) is not None]
+        values = [t[key] for t in finished if t.get(key) is not None]
         out[key] = round(statistics.median(values), 4) if values else None
         out[f"{key}_all"] = [round(v, 4) for v in values]
     stopped = [t["stopped"] for t in tries if t.get("stopped")]
@@ -924,15 +1040,42 @@ def _fmt(summary: dict[str, Any]) -> str:
 ROWS: list[tuple[str, str, str | None, str | None, str]] = [
     ("read every series (CPU)", "read", "{reader}.cpu_s", "tensorboard.cpu_s", "s"),
     ("read every series (wall)", "read", "{reader}.wall_s", "tensorboard.wall_s", "s"),
-    ("launch -> first chart painted (wall)", "paint", "tensortap.first_paint_s",
-     "tensorboard.first_paint_s", "s"),
-    ("TensorBoard: launch -> first tag's points answered", "paint", None,
-     "tensorboard.first_data_s", "s"),
-    ("warm paint (page again, wall)", "paint", "tensortap.warm_paint_s",
-     "tensorboard.warm_paint_s", "s"),
+    (
+        "launch -> first chart painted (wall)",
+        "paint",
+        "tensortap.first_paint_s",
+        "tensorboard.first_paint_s",
+        "s",
+    ),
+    (
+        "TensorBoard: launch -> first tag's points answered",
+        "paint",
+        None,
+        "tensorboard.first_data_s",
+        "s",
+    ),
+    (
+        "warm paint (page again, wall)",
+        "paint",
+        "tensortap.warm_paint_s",
+        "tensorboard.warm_paint_s",
+        "s",
+    ),
+    (
+        "one chart's points asked again, warm (wall)",
+        "paint",
+        "tensortap.warm_chart_s",
+        "tensorboard.warm_chart_s",
+        "s",
+    ),
     ("server memory after first paint", "paint", "tensortap.rss_mib", "tensorboard.rss_mib", "MB"),
-    ("runs list, slowest answer until first paint", "paint", "tensortap.runs_list_max_s",
-     "tensorboard.runs_list_max_s", "s"),
+    (
+        "runs list, slowest answer until first paint",
+        "paint",
+        "tensortap.runs_list_max_s",
+        "tensorboard.runs_list_max_s",
+        "s",
+    ),
     ("`tensortap report` (CPU)", "report", "cpu_s", None, "s"),
     ("`tensortap report` HTML size", "report", "html_mib", None, "MB"),
     ("`tensortap report` peak memory", "report", "peak_rss_mib", None, "MB"),
@@ -962,7 +1105,8 @@ def _cell(value: float | None, bound: bool, unit: str) -> str:
     if value is None:
         return "stopped" if bound else "-"
     if unit == "MB":
-        text = f"{value * 2**20 / 1e6:.0f} MB" if value >= 10 else f"{value * 2**20 / 1e6:.1f} MB"
+        mb = value * 2**20 / 1e6
+        text = f"{mb:.0f} MB" if mb >= 10 else f"{mb:.1f} MB" if mb >= 0.1 else f"{mb * 1e3:.0f} kB"
     else:
         text = f"{value:.3g} s" if value < 100 else f"{value:.0f} s"
     return ("> " if bound else "") + text
@@ -978,7 +1122,7 @@ def table(results: list[dict[str, Any]], reader: str) -> str:
         for r in results:
             tt, tt_bound = _lookup(r, section, tt_path)
             tb, tb_bound = _lookup(r, section, tb_path)
-            any_value = any_value or tt is not None or tb is not None
+            any_value = any_value or tt is not None or tb is not None or tt_bound or tb_bound
             text = _cell(tt, tt_bound, unit) if tt_path else ""
             if tb_path:
                 tb_text = _cell(tb, tb_bound, unit)
@@ -986,9 +1130,7 @@ def table(results: list[dict[str, Any]], reader: str) -> str:
                     text = tb_text
                 elif tb is not None or tb_bound:
                     ratio = (
-                        f" ({tb / tt:.2g}x)"
-                        if tt and tb and not tt_bound and not tb_bound
-                        else ""
+                        f" ({tb / tt:.2g}x)" if tt and tb and not tt_bound and not tb_bound else ""
                     )
                     text = f"{text} / {tb_text}{ratio}"
             cells.append(text or "-")
@@ -1032,11 +1174,16 @@ def exponents(results: list[dict[str, Any]], section: str, path: str) -> dict[st
 
 
 def _exponent_text(results: list[dict[str, Any]], section: str, path: str) -> str:
+    """The exponent over the family with the most lengths (its name after it)."""
     found = exponents(results, section, path)
     if not found:
         return "-"
-    # the longest family (most lengths) speaks for the row
-    return " ".join(f"{v:.2f}" for _, v in sorted(found.items()))
+    family = max(found, key=lambda f: (_lengths(results, f), f.startswith("grid")))
+    return f"{found[family]:.2f} ({family})"
+
+
+def _lengths(results: list[dict[str, Any]], family: str) -> int:
+    return sum(1 for r in results if f"{r['kind']}-{r['series']}" == family)
 
 
 # -- main --------------------------------------------------------------------------------------
@@ -1067,9 +1214,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="comma-separated runs, e.g. grid-1000x100,reference-100000,wide-100x10000 "
         "(default: the default grid; see --list)",
     )
-    parser.add_argument(
-        "--steps", help="with --series: a grid of these lengths (e.g. 1000,10000)"
-    )
+    parser.add_argument("--steps", help="with --series: a grid of these lengths (e.g. 1000,10000)")
     parser.add_argument("--series", help="with --steps: ... and these widths (e.g. 10,100)")
     parser.add_argument(
         "--small", action="store_true", help="a quick grid (1k-10k steps, <= 1,000 series)"
@@ -1097,8 +1242,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--max-rss-gib",
         type=float,
-        default=6.0,
-        help="a server or reader is stopped past this much memory (default 6 GiB)",
+        default=4.0,
+        help="a server or reader is stopped past this much memory (default 4 GiB)",
     )
     parser.add_argument(
         "--tb-max-values",
@@ -1120,9 +1265,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--regenerate", action="store_true", help="write the runs again even when cached"
     )
-    parser.add_argument(
-        "--child-read", nargs=2, metavar=("READER", "PATH"), help=argparse.SUPPRESS
-    )
+    parser.add_argument("--child-read", nargs=2, metavar=("READER", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.measures = [m.strip() for m in args.measures.split(",") if m.strip()]
     unknown = set(args.measures) - set(MEASURES)
@@ -1158,7 +1301,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.generate_only:
         return 0
     paints = {"paint", "warm", "rss", "runs_list"} & set(args.measures)
-    driver = browser() if paints else None
+    driver = Browser() if paints else None
     results = []
     try:
         for got in generated:
@@ -1172,7 +1315,9 @@ def main(argv: list[str] | None = None) -> int:
     doc = {
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(
+            [Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]
+        ),
         "tensortap_reader": reader,
         "settings": {k: v for k, v in vars(args).items() if k != "child_read"},
         "runs": results,
