@@ -423,11 +423,16 @@ def test_a_segment_whose_values_cannot_be_read_is_left_pending_too(tmp_path: Pat
         hook.flush()
     _finish(hook, 9.0)
     data = sorted((tmp_path / "r" / "workers" / "worker_0" / "data").iterdir())
-    victim, aside = data[1], tmp_path / "aside"
-    victim.rename(aside)  # gone for now (a failed read, a copy not finished)
+    series = (
+        tmp_path / "r" / "workers" / "worker_0" / "series" / data[1].name.replace("ttdat", "ttser")
+    )
+    victims = [(data[1], tmp_path / "aside"), (series, tmp_path / "aside2")]
+    for victim, aside in victims:  # gone for now (a failed read, a copy not finished)
+        victim.rename(aside)
     first = export_parquet([tmp_path / "r"], tmp_path / "stats")[0]
     assert first.pending == 1 and first.segments == len(data) - 1
-    aside.rename(victim)
+    for victim, aside in victims:
+        aside.rename(victim)
     assert export_parquet([tmp_path / "r"], tmp_path / "stats")[0].segments == 1
     export_parquet([tmp_path / "r"], tmp_path / "whole")
     assert _rows(tmp_path / "stats") == _rows(tmp_path / "whole")

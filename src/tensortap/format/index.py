@@ -87,6 +87,10 @@ class IndexBuilder:
         self._rows: list[tuple[Any, ...]] = []
         self._dims: list[int] = []
         self.steps: list[tuple[int, int, int, float]] = []
+        # rows holding a raw value of one number, and that number (the segment's series)
+        self._scalar_rows: list[int] = []
+        self._scalar_values: list[float] = []
+        self._array: np.ndarray[Any, Any] | None = None
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -103,7 +107,14 @@ class IndexBuilder:
         data_offset: int = 0,
         data_length: int = 0,
         crc32: int = 0,
+        scalar: float | None = None,
     ) -> None:
+        """One record; ``scalar`` is the number a raw one-element value holds (it joins the
+        segment's series)."""
+        if scalar is not None:
+            self._scalar_rows.append(len(self._rows))
+            self._scalar_values.append(scalar)
+        self._array = None
         name_id = self._names.setdefault(record.name, len(self._names))
         dtype_id = self._dtypes.setdefault(record.dtype, len(self._dtypes))
         dims_offset = len(self._dims)
@@ -137,7 +148,7 @@ class IndexBuilder:
         full["steps"] = [list(s) for s in self.steps]
         head = json.dumps(full, separators=(",", ":"), allow_nan=False).encode()
         pad = (-(_PREFIX.size + len(head))) % 8
-        rows = np.array(self._rows, dtype=RECORD_DTYPE) if self._rows else np.empty(0, RECORD_DTYPE)
+        rows = self.records()
         dims = np.asarray(self._dims, dtype="<i8")
         body = b"".join(
             (
@@ -149,6 +160,24 @@ class IndexBuilder:
             )
         )
         return body + struct.pack("<I", crc32(body))
+
+    def records(self) -> np.ndarray[Any, Any]:
+        """The rows so far as RECORD_DTYPE (built once until the next ``add``)."""
+        if self._array is None:
+            rows = self._rows
+            self._array = np.array(rows, dtype=RECORD_DTYPE) if rows else np.empty(0, RECORD_DTYPE)
+        return self._array
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._names)
+
+    def scalars(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """The rows of raw one-element values, and their numbers."""
+        return (
+            np.asarray(self._scalar_rows, dtype=np.int64),
+            np.asarray(self._scalar_values, dtype=np.float64),
+        )
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from tensortap.exceptions import InvalidConfigError
 TRIAL_MARKER = "tensortap.json"
 WORKERS_PREFIX = "workers/"
 INDEX_SUFFIX = ".ttidx"
+SERIES_SUFFIX = ".ttser"
 DATA_SUFFIX = ".ttdat"
 _WORKER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
@@ -62,6 +63,36 @@ def index_prefix(worker: str) -> str:
 
 def data_prefix(worker: str) -> str:
     return f"{worker_prefix(worker)}data/"
+
+
+def series_prefix(worker: str) -> str:
+    return f"{worker_prefix(worker)}series/"
+
+
+def rollups_prefix(worker: str) -> str:
+    return f"{worker_prefix(worker)}rollups/"
+
+
+def series_key(worker: str, seq: int) -> str:
+    """The series object of segment ``seq``."""
+    return f"{series_prefix(worker)}{seq:012d}{SERIES_SUFFIX}"
+
+
+def rollup_key(worker: str, first: int, last: int) -> str:
+    """A rollup of segments ``first``..``last``: named by its last segment first, so a new
+    rollup sorts after every older one (a reader lists only what follows the last it saw)."""
+    return f"{rollups_prefix(worker)}{last:012d}-{first:012d}{SERIES_SUFFIX}"
+
+
+def rollup_span(key: str) -> tuple[int, int] | None:
+    """(first, last) segment of a rollup key (None for another key)."""
+    base = key.rsplit("/", 1)[-1]
+    if not base.endswith(SERIES_SUFFIX):
+        return None
+    last, _, first = base[: -len(SERIES_SUFFIX)].partition("-")
+    if not (last.isdigit() and first.isdigit()):
+        return None
+    return int(first), int(last)
 
 
 def collections_prefix(worker: str) -> str:

@@ -16,7 +16,11 @@ import numpy as np
 
 from tensortap.core.modes import ModeKeys
 from tensortap.core.records import RecordKind
-from tensortap.format.index import REDUCTION_BY_CODE
+from tensortap.exceptions import FormatError, StorageError
+from tensortap.format import layout
+from tensortap.format.index import REDUCTION_BY_CODE, SegmentIndex
+from tensortap.format.series import decode_block, decode_head, group_series
+from tensortap.storage.base import Store
 from tensortap.trials.reader import RawRef
 
 if TYPE_CHECKING:
@@ -95,7 +99,14 @@ def scalar_columns(trial: Trial, segments: Sequence[SegmentRef]) -> dict[str, np
             "value": rows["value"].astype(np.float64),
         }
         raw_at = np.flatnonzero(is_raw)
-        if len(raw_at):
+        from_series = (
+            _raw_from_series(trial.store, index, np.flatnonzero(take)[raw_at])
+            if len(raw_at)
+            else None
+        )
+        if from_series is not None:  # one read of the segment's series object
+            part["value"][raw_at] = from_series
+        elif len(raw_at):
             raw_slots.append((len(parts), raw_at))
             raw_refs.extend(
                 RawRef(
@@ -130,6 +141,41 @@ _EMPTY: dict[str, Any] = {
     "statistic": object,
     "value": np.float64,
 }
+
+
+def _raw_from_series(store: Store, index: SegmentIndex, rows: np.ndarray) -> np.ndarray | None:
+    """The numbers of the raw one-element records at ``rows`` of a segment, from its series
+    object (one read instead of one per value); None when it has none, or it does not hold
+    exactly these records (then they are read from the data object)."""
+    key = layout.series_key(str(index.header["worker"]), int(index.header["seq"]))
+    try:
+        raw = store.get(key)
+        head = decode_head(raw, key)
+        if (head.first_seq, head.last_seq) != (index.header["seq"], index.header["seq"]):
+            return None
+        # the series these rows make, with each row's position standing in for its value
+        where = np.arange(len(rows), dtype=np.float64)
+        keys, blocks = group_series(index.names, index.records, rows, where)
+        known = {k: i for i, k in enumerate(head.keys)}
+        out = np.full(len(rows), np.nan)
+        filled = 0
+        for k, (steps, positions) in zip(keys, blocks, strict=True):
+            if k[1] != "value":  # a reduction: its number is in the index
+                continue
+            i = known.get(k)
+            if i is None:
+                return None
+            offset, length = head.block_range(i)
+            saved_steps, values = decode_block(
+                memoryview(raw)[offset : offset + length], head, i, key
+            )
+            if not np.array_equal(saved_steps, steps):
+                return None
+            out[positions.astype(np.int64)] = values
+            filled += len(positions)
+    except (KeyError, FormatError, StorageError):
+        return None
+    return out if filled == len(rows) else None
 
 
 def _one_element(index: Any, records: np.ndarray) -> np.ndarray:

@@ -31,6 +31,7 @@ from tensortap.trials.index import TrialIndex, natural_key
 from tensortap.trials.locate import trial_location
 from tensortap.trials.read_ahead import read_ahead
 from tensortap.trials.reader import MAX_GAP, RawRef, ValueReader
+from tensortap.trials.series import SeriesColumns, SeriesKey, SeriesReader
 from tensortap.trials.sessions import Session, worker_sessions
 from tensortap.trials.step_block import StepBlock
 from tensortap.trials.tensor import Tensor
@@ -99,6 +100,7 @@ class Trial:
         self.collections_asked: set[str] = set()
         self._block: tuple[tuple[int, int], StepBlock] | None = None
         self._sessions: dict[str | None, tuple[int, list[Session]]] = {}
+        self._series: tuple[int, SeriesReader] | None = None
         self.refresh()
 
     def __repr__(self) -> str:
@@ -463,6 +465,31 @@ class Trial:
                 last = (state.end or {}).get("last_internal_error") or state.last_hook_error
                 out.append(f"{name}: {hook_errors} internal hook errors; last: {last}")
         return out
+
+    # -- series: every saved number as columns (see tensortap.trials.series) --
+    def series(self, names: str | Iterable[str] | None = None, **filters: Any) -> SeriesColumns:
+        """The saved numbers asked for as columns; see :meth:`SeriesReader.series`."""
+        return self._series_reader().series(names, **filters)
+
+    def series_buckets(
+        self, names: str | Iterable[str] | None = None, **filters: Any
+    ) -> SeriesColumns:
+        """Bucketed min/max/last of each series; see :meth:`SeriesReader.buckets`."""
+        return self._series_reader().buckets(names, **filters)
+
+    def series_keys(self, worker: str | None = None) -> list[SeriesKey]:
+        """Every series saved so far: (tensor, statistic, mode, worker)."""
+        return self._series_reader().keys(worker)
+
+    def _series_reader(self) -> SeriesReader:
+        """One reader, listing storage again when the trial itself saw something new."""
+        self._refresh_if_stale()
+        if self._series is None:
+            self._series = (self._index.version, SeriesReader(self.store))
+        elif self._series[0] != self._index.version:
+            self._series[1].refresh()
+            self._series = (self._index.version, self._series[1])
+        return self._series[1]
 
     def wall_time(self, global_step: int, worker: str | None = None) -> float | None:
         """When a step was handed to the writer (seconds since the epoch)."""

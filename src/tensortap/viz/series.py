@@ -20,6 +20,9 @@ def tensor_series(
     of it (the saved reduction where the hook saved only that)."""
     tensor = trial.tensor(name)
     steps = tensor.steps(mode=mode)
+    found = _from_series(trial, name, mode, reduction, len(steps))
+    if found is not None:
+        return found
     saved = tensor.values(mode=mode)  # every raw value, fetched together
     values = []
     for step in steps:
@@ -30,6 +33,20 @@ def tensor_series(
         flat = value.reshape(-1)
         values.append(float(flat[0]) if flat.size == 1 else compute_reduction(flat, reduction))
     return np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64)
+
+
+def _from_series(
+    trial: Trial, name: str, mode: Any, reduction: str, count: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The tensor's one-element values, or its saved ``reduction``, from the series path when
+    it holds one at every step (a few reads, whatever the run's length); None otherwise."""
+    for statistic in ("value", reduction):
+        cols = trial.series(name, statistic=statistic, mode=mode)
+        if cols.rows == count:
+            x = cols["step"] if mode is not None else cols["global_step"]
+            order = np.argsort(x, kind="stable")
+            return x[order].astype(np.int64), cols["value"][order]
+    return None
 
 
 def plot_tensors(

@@ -34,9 +34,11 @@ from tensortap.format import layout
 from tensortap.format.checksum import crc32
 from tensortap.format.documents import decode_json, encode_json, trial_marker
 from tensortap.format.index import DATA_ALIGNMENT
+from tensortap.format.series import encode_series
 from tensortap.storage.base import Store
 from tensortap.writer.options import WriterOptions
 from tensortap.writer.ownership import WorkerKeeper, next_seq
+from tensortap.writer.series import Rollups, SeriesParts, one_number, segment_series
 from tensortap.writer.sessions import read_history, session_record
 from tensortap.writer.status import OpenSegment, WriterStatus, record_failure, retrying
 
@@ -82,6 +84,7 @@ class TrialWriter:
         self._hook_errors: tuple[int, str | None] = (0, None)
         self._listeners: list[tuple[str, Callable[[StepBatch], None]]] = []
         self._last_collections: dict[str, Any] | None = None
+        self._rollups = Rollups(self.worker)
         self._next_check = time.monotonic() + self.options.check_secs
         self._next_seq = self._start()
         self._thread = threading.Thread(
@@ -327,6 +330,7 @@ class TrialWriter:
                 if record.data is None:
                     builder.add(record, batch.global_step, batch.mode, batch.mode_step)
                     continue
+                scalar = one_number(record.data)
                 view = memoryview(record.data.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
                 length = len(view)
                 crc = crc32(view)
@@ -342,6 +346,7 @@ class TrialWriter:
                     segment.offset,
                     length,
                     crc,
+                    scalar,
                 )
                 segment.offset += length + pad
             segment.steps += 1
@@ -362,6 +367,7 @@ class TrialWriter:
             self._abandon_segment()
             return
         segment, self._segment = self._segment, None
+        series: SeriesParts | None = None
         try:
             if segment is not None:
                 self._retrying("uploading a segment", segment.writer.commit)
@@ -400,6 +406,7 @@ class TrialWriter:
                     layout.index_key(self.worker, segment.seq),
                     segment.builder.encode(header),
                 )
+                series = self._put_series(segment)
                 self._retrying("publishing an index", lambda: self.store.put(index_key, index))
             except BaseException:
                 with self._cv:
@@ -412,11 +419,36 @@ class TrialWriter:
                 self.status.steps_lost += segment.steps
             return
         if segment is not None:
+            if series is not None:
+                self._roll_up(segment.seq, series)
             status = self.status
             status.segments_published += 1
             status.steps_written += segment.steps
             status.records_written += len(segment.builder)
             status.bytes_written += segment.offset
+
+    def _put_series(self, segment: OpenSegment) -> SeriesParts | None:
+        """Publish a segment's series object (before its index). Readers take the series of a
+        segment without one from its index, so a failure here loses nothing: it is counted,
+        and the segment is published."""
+        try:
+            parts = segment_series(segment.builder)
+            raw = encode_series(self.worker, segment.seq, segment.seq, *parts)
+            key = layout.series_key(self.worker, segment.seq)
+            self._retrying("publishing a segment's series", lambda: self.store.put(key, raw))
+        except Exception as exc:
+            self._fail(exc, "publishing a segment's series", "readers take them from its index")
+            return None
+        return parts
+
+    def _roll_up(self, seq: int, parts: SeriesParts) -> None:
+        try:
+            due = self._rollups.add(seq, parts)
+            if due is not None:
+                key, raw = due
+                self._retrying("writing a series rollup", lambda: self.store.put(key, raw))
+        except Exception as exc:
+            self._fail(exc, "writing a series rollup", "readers read its segments one by one")
 
     def _retrying(self, doing: str, action: Callable[[], T]) -> T:
         """``action()``, retried with backoff while it fails transiently, for up to

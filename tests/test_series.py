@@ -1,0 +1,256 @@
+"""The series path: every saved number as columns, read from the series objects and rollups the
+writer publishes (or from the indexes of a trial written without them)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tensortap as tt
+from tensortap.exceptions import InvalidConfigError
+from tensortap.format import layout
+from tensortap.trials.columns import published_segments, scalar_columns
+from tensortap.trials.series import SeriesReader, bucketed
+from tensortap.writer import series as writer_series
+
+
+def write_run(out: Path | str, steps: int = 40, flush_every: int = 0, worker: int = 0) -> None:
+    """Losses (raw one-element values), gradient reductions (l2, abs max), a bfloat-free
+    int metric, a non-finite value, TRAIN then EVAL steps."""
+    hook = tt.Hook(
+        out,
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["losses", "metrics", "gradients"],
+        worker=worker,
+    )
+    hook.get_collection("gradients").reduction_config = tt.ReductionConfig(
+        norms=["l2"], abs_reductions=["max"]
+    )
+    rng = np.random.default_rng(worker)
+    for step in range(steps):
+        hook.set_mode(tt.modes.EVAL if step >= steps * 3 // 4 else tt.modes.TRAIN)
+        loss = np.float32(np.inf) if step == 5 else np.float32(1 / (1 + step))
+        hook.save_tensor("loss", loss, collections="losses")
+        hook.save_tensor("correct", np.array([step % 3], dtype=np.int64), collections="metrics")
+        hook.save_tensor("fc.weight_grad", rng.normal(size=(3, 2)), collections="gradients")
+        hook.save_tensor("big", rng.normal(size=4), collections="metrics")  # not one number
+        hook.next_step()
+        if flush_every and step % flush_every == flush_every - 1:
+            hook.flush()
+    hook.close()
+
+
+def rows_of(columns: object) -> set[tuple[object, ...]]:
+    cols = dict(columns)  # type: ignore[call-overload]
+    names = ("worker", "mode", "step", "global_step", "tensor", "statistic")
+    out = set()
+    for i in range(len(cols["value"])):
+        value = float(cols["value"][i])
+        out.add((*(cols[n][i] for n in names), "nan" if math.isnan(value) else value))
+    return out
+
+
+def test_series_hold_every_number_the_trial_holds(tmp_path: Path) -> None:
+    write_run(tmp_path, steps=40, flush_every=7)
+    trial = tt.create_trial(tmp_path)
+    got = trial.series()
+    # the same rows as the index path (tensortap export), and the same values as the Tensor API
+    assert rows_of(got) == rows_of(scalar_columns(trial, published_segments(trial)))
+    assert got.rows == 40 * 4
+    loss = trial.series("loss")
+    assert list(loss["global_step"]) == list(range(40))
+    assert loss["value"][5] == np.inf
+    assert loss["value"][7] == pytest.approx(float(trial.tensor("loss").value(7)))
+    l2 = trial.series("fc.weight_grad", statistic="l2", mode="EVAL")
+    assert list(l2["global_step"]) == list(range(30, 40))
+    assert list(l2["step"]) == list(range(10))
+    expected = [trial.tensor("fc.weight_grad").reduction_value(g, "l2") for g in range(30, 40)]
+    assert np.allclose(l2["value"], expected)
+    assert set(got["statistic"]) == {"value", "l2", "abs_max"}
+    assert "big" not in set(got["tensor"])  # four numbers are not one series
+    assert np.isfinite(got["wall_time"]).all()
+    keys = trial.series_keys()
+    assert [k.tensor for k in keys].count("loss") == 2  # TRAIN and EVAL
+    # each group is one series, sorted by step
+    for key, part in got.groups():
+        assert set(part["tensor"]) == {key.tensor} and set(part["mode"]) == {key.mode.name}
+        assert (np.diff(part["global_step"]) > 0).all()
+
+
+def test_filters_and_bad_arguments(tmp_path: Path) -> None:
+    write_run(tmp_path, steps=20)
+    reader = SeriesReader(tmp_path)
+    assert set(reader.series(regex=r"_grad$")["tensor"]) == {"fc.weight_grad"}
+    assert set(reader.series(statistic=["abs_max"])["statistic"]) == {"abs_max"}
+    part = reader.series("loss", start=4, end=9)
+    assert list(part["global_step"]) == [4, 5, 6, 7, 8]
+    assert reader.series("loss", worker="worker_9").rows == 0
+    assert reader.series("nothing").rows == 0 and set(reader.series("nothing")) >= {"value"}
+    with pytest.raises(InvalidConfigError, match="mode"):
+        reader.series(mode="TRAINING")
+    with pytest.raises(InvalidConfigError, match="count"):
+        reader.buckets(count=0)
+    with pytest.raises(InvalidConfigError, match="start"):
+        reader.series(start="3")  # type: ignore[arg-type]
+    with pytest.raises(InvalidConfigError, match="RE2|linear"):
+        reader.series(regex=r"(a)\1")
+
+
+def test_a_trial_without_series_objects_is_read_from_its_indexes(tmp_path: Path) -> None:
+    write_run(tmp_path, steps=30, flush_every=4)
+    expected = rows_of(SeriesReader(tmp_path).series())
+    series_dir = tmp_path / "workers" / "worker_0" / "series"
+    objects = sorted(series_dir.iterdir())
+    assert len(objects) >= 7
+    for path in objects:  # as a trial written before series objects existed
+        path.unlink()
+    reader = SeriesReader(tmp_path)
+    assert rows_of(reader.series()) == expected
+    assert reader.problems == []
+
+
+def test_damaged_series_objects_are_problems_and_read_from_indexes(tmp_path: Path) -> None:
+    write_run(tmp_path, steps=30, flush_every=4)
+    expected = rows_of(SeriesReader(tmp_path).series())
+    objects = sorted((tmp_path / "workers" / "worker_0" / "series").iterdir())
+    head = bytearray(objects[0].read_bytes())
+    head[40] ^= 0xFF  # inside the header: the head's CRC fails
+    objects[0].write_bytes(bytes(head))
+    block = bytearray(objects[1].read_bytes())
+    block[-3] ^= 0xFF  # inside the last block: that block's CRC fails
+    objects[1].write_bytes(bytes(block))
+    objects[3].write_bytes(objects[2].read_bytes())  # another segment's, copied here
+    reader = SeriesReader(tmp_path)
+    assert rows_of(reader.series()) == expected
+    text = " ".join(reader.problems)
+    assert "checksum" in text and "copied or moved" in text
+
+
+def test_rollups_merge_small_segments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writer_series, "ROLLUP_SEGMENTS", 8)
+    write_run(tmp_path, steps=60, flush_every=2)
+    rollups = sorted((tmp_path / "workers" / "worker_0" / "rollups").iterdir())
+    assert len(rollups) == 3  # 30 segments: 3 rollups of 8, 6 read one by one
+    reader = SeriesReader(tmp_path)
+    plan = reader._workers["worker_0"].plan
+    assert len(plan) == 3 + 6
+    got = reader.series()
+    assert rows_of(got) == rows_of(
+        scalar_columns(tt.create_trial(tmp_path), published_segments(tt.create_trial(tmp_path)))
+    )
+    # a rollup's segments are not read: removing their own objects changes nothing
+    first, last = layout.rollup_span(rollups[0].name) or (0, 0)
+    for seq in range(first, last + 1):
+        (tmp_path / "workers" / "worker_0" / "series" / f"{seq:012d}.ttser").unlink(missing_ok=True)
+    assert rows_of(SeriesReader(tmp_path).series()) == rows_of(got)
+
+
+def test_a_live_run_is_followed_and_only_published_steps_are_read(tmp_path: Path) -> None:
+    hook = tt.Hook(tmp_path, save_config=tt.SaveConfig(save_interval=1))
+    reader = SeriesReader(tmp_path)
+    assert reader.series().rows == 0 and reader.last_step == -1
+    for step in range(10):
+        hook.save_scalar("loss", float(step))
+        hook.next_step()
+    hook.flush()
+    for step in range(10, 15):  # handed to the writer, not yet published
+        hook.save_scalar("loss", float(step))
+        hook.next_step()
+    assert reader.refresh()
+    assert list(reader.series("loss")["global_step"]) == list(range(10))
+    assert reader.last_step == 9
+    hook.close()
+    reader.refresh()
+    assert list(reader.series("loss")["value"]) == [float(s) for s in range(15)]
+    assert not reader.refresh()
+
+
+def test_workers_are_kept_apart(tmp_path: Path) -> None:
+    write_run(tmp_path, steps=12, worker=0)
+    write_run(tmp_path, steps=12, worker=1)
+    got = SeriesReader(tmp_path).series("loss", mode="TRAIN")
+    assert sorted(set(got["worker"])) == ["worker_0", "worker_1"]
+    assert got.rows == 2 * 9
+    assert SeriesReader(tmp_path).series("loss", worker="worker_1").rows == 12
+
+
+def test_buckets_of_a_long_series(tmp_path: Path) -> None:
+    hook = tt.Hook(tmp_path, save_config=tt.SaveConfig(save_interval=1))
+    for step in range(1000):
+        hook.save_scalar("loss", float(step % 100))
+        hook.next_step()
+    hook.close()
+    buckets = SeriesReader(tmp_path).buckets("loss", count=10)
+    assert buckets.rows == 10
+    assert list(buckets["first_step"]) == list(range(0, 1000, 100))
+    assert list(buckets["max"]) == [99.0] * 10 and list(buckets["count"]) == [100] * 10
+    zoom = SeriesReader(tmp_path).buckets("loss", start=500, end=600, count=4)
+    assert list(zoom["first_step"]) == [500, 525, 550, 575]
+    assert list(zoom["last"]) == [24.0, 49.0, 74.0, 99.0]
+
+
+values = st.floats(allow_nan=True, allow_infinity=True, width=64)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 5000), values), min_size=1, max_size=200),
+    st.integers(1, 50),
+)
+def test_buckets_agree_with_a_plain_loop(points: list[tuple[int, float]], count: int) -> None:
+    points.sort(key=lambda p: p[0])
+    steps = np.array([p[0] for p in points], np.int64)
+    vals = np.array([p[1] for p in points], np.float64)
+    lo, hi = int(steps[0]), int(steps[-1]) + 1
+    first, last, counts, low, high, last_value = bucketed(steps, vals, lo, hi, count)
+    width = max(1, -(-(hi - lo) // count))
+    assert len(first) <= count
+    for k in range(len(first)):
+        inside = [(s, v) for s, v in points if (s - lo) // width == (first[k] - lo) // width]
+        assert counts[k] == len(inside)
+        assert last[k] == inside[-1][0]
+        assert last_value[k] == inside[-1][1] or (
+            math.isnan(last_value[k]) and math.isnan(inside[-1][1])
+        )
+        finite = [v for _, v in inside if math.isfinite(v)]
+        if finite:
+            assert low[k] == min(finite) and high[k] == max(finite)
+        else:
+            assert math.isnan(low[k]) and math.isnan(high[k])
+    assert int(counts.sum()) == len(points)
+
+
+def test_series_over_s3(s3_bucket: str) -> None:
+    url = f"s3://{s3_bucket}/run"
+    write_run(url, steps=16, flush_every=5)
+    trial = tt.create_trial(url)
+    assert rows_of(trial.series()) == rows_of(scalar_columns(trial, published_segments(trial)))
+
+
+def test_export_takes_one_element_values_from_series_objects(tmp_path: Path) -> None:
+    write_run(tmp_path, steps=20, flush_every=5)
+    trial = tt.create_trial(tmp_path)
+    expected = rows_of(scalar_columns(trial, published_segments(trial)))
+    for path in (tmp_path / "workers" / "worker_0" / "data").iterdir():
+        path.unlink()  # the losses' bytes are gone: their numbers are in the series objects
+    trial = tt.create_trial(tmp_path)
+    assert rows_of(scalar_columns(trial, published_segments(trial))) == expected
+
+
+def test_a_small_head_budget_reads_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tensortap.trials import series as series_module
+
+    write_run(tmp_path, steps=30, flush_every=3)
+    expected = rows_of(SeriesReader(tmp_path).series())
+    monkeypatch.setattr(series_module, "HEAD_CACHE_BYTES", 700)  # about one head at a time
+    reader = SeriesReader(tmp_path)
+    assert rows_of(reader.series()) == expected
+    assert rows_of(reader.series()) == expected and reader.problems == []
+    assert reader._head_bytes <= 700
