@@ -496,14 +496,16 @@ def child_read(tool: str, path: str) -> dict[str, Any]:
     elif tool == "series_reader":
         from tensortap.trials.series import SeriesReader
 
-        def read() -> int:
-            return len(SeriesReader(path).series())
+        def read() -> int:  # the numbers; the columns naming each row's series come on demand
+            columns = SeriesReader(path).series()
+            return len(columns["value"]) + 0 * len(columns["global_step"])
 
     elif tool == "trial_series":
         import tensortap as tt
 
         def read() -> int:
-            return len(tt.create_trial(path).series())
+            columns = tt.create_trial(path).series()
+            return len(columns["value"]) + 0 * len(columns["global_step"])
 
     elif tool == "columns":
         import tensortap as tt
@@ -941,6 +943,10 @@ def measure(got: Generated, args: argparse.Namespace, driver: Browser | None) ->
             reads[reader] = _summary(tries, ("cpu_s", "wall_s", "peak_rss_mib"))
             reads[reader]["rows"] = tries[0].get("rows")
             print(f"  read {reader}: {_fmt(reads[reader])}", flush=True)
+        counts = {r: v["rows"] for r, v in reads.items() if v.get("rows") is not None}
+        if len(set(counts.values())) > 1:
+            reads["rows_differ"] = counts
+            print(f"  the readers found different numbers of values: {counts}", flush=True)
         out["read"] = reads
     if driver is not None and {"paint", "warm", "rss", "runs_list"} & set(args.measures):
         paints: dict[str, Any] = {}
@@ -1040,6 +1046,8 @@ def _fmt(summary: dict[str, Any]) -> str:
 ROWS: list[tuple[str, str, str | None, str | None, str]] = [
     ("read every series (CPU)", "read", "{reader}.cpu_s", "tensorboard.cpu_s", "s"),
     ("read every series (wall)", "read", "{reader}.wall_s", "tensorboard.wall_s", "s"),
+    ("read every series via `trial.series()` (CPU)", "read", "trial_series.cpu_s", None, "s"),
+    ("read every series, `tbparse` (CPU)", "read", None, "tbparse.cpu_s", "s"),
     (
         "launch -> first chart painted (wall)",
         "paint",
