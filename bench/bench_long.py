@@ -208,14 +208,12 @@ def write_tensortap(spec: RunSpec, out: Path) -> None:
     tensor, float32 = RecordKind.TENSOR, "float32"
     for first in range(0, spec.steps, CHUNK):
         last = min(first + CHUNK, spec.steps)
-        block = grid_values(spec, first, last)
+        # one-element views of the block (the writer takes a record's bytes, its shape is ())
+        values = list(grid_values(spec, first, last).reshape(-1, 1))
         for row_no in range(last - first):
-            row = block[row_no]
             step = first + row_no
-            records = [
-                Record(name, tensor, float32, (), row[i : i + 1].reshape(()))
-                for i, name in enumerate(names)
-            ]
+            row = values[row_no * spec.series : (row_no + 1) * spec.series]
+            records = [Record(name, tensor, float32, (), value) for name, value in zip(names, row)]
             writer.submit(StepBatch(step, ModeKeys.TRAIN, step, wall + step, records, collections))
             collections = None
     status = writer.close(
@@ -699,6 +697,8 @@ class RunsListProbe(threading.Thread):
                 get(self.url, timeout=600)
             except (urllib.error.URLError, OSError):
                 self._waiting_since = None
+                if time.perf_counter() - began > 1.0 and not self.halt.is_set():
+                    self.latencies.append(time.perf_counter() - began)  # stopped while it waited
                 self.halt.wait(0.05)  # not listening yet
                 continue
             self._waiting_since = None
@@ -1236,7 +1236,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--repeat", type=int, default=3, help="tries per measure (median)")
     parser.add_argument(
-        "--warm-repeat", type=int, default=2, help="warm paints after each first paint"
+        "--warm-repeat",
+        type=int,
+        default=1,
+        help="warm paints (and chart requests) after each first paint (default 1)",
     )
     parser.add_argument(
         "--repeat-cap-s",
