@@ -7,11 +7,12 @@ Runs (generated once, cached under ``--out``/runs keyed by size and tensortap's 
 - ``grid-<steps>x<series>``: ``series`` scalar curves of ``steps`` steps each, the same values
   for both tools. tensortap's copy goes through its real background writer
   (``tensortap.writer.TrialWriter``: one ``StepBatch`` of raw one-element records per step, in
-  the ``scalars`` collection, what ``Hook.save_scalar`` hands it) rather than through the hook,
-  whose per-call bookkeeping (~7-9 us a value here) would take 15 minutes for 10^8 values;
-  TensorBoard's through its own ``EventFileWriter``, one event per value as
-  ``SummaryWriter.add_scalar`` writes (~27 us a value: its record CRC is pure Python), capped
-  at ``--tb-max-values`` values a run (the skipped ones are listed in the output).
+  the ``scalars`` collection, what ``Hook.save_scalar`` hands it) rather than through the
+  hook, whose per-call bookkeeping (~7-9 us a value here, against ~3-5 us through the writer)
+  would take 15 minutes for 10^8 values; TensorBoard's through its own ``EventFileWriter``,
+  one event per value as ``SummaryWriter.add_scalar`` writes (~16-27 us a value here: its
+  record CRC is pure Python), and only for runs of at most ``--tb-max-values`` values (the
+  others are listed in the output).
 - ``reference-<steps>``: the issue's run, through ``tensortap.Hook`` (loss, learning rate,
   gradient norm, and 20 gradients saved with their l2 norm) and ``SummaryWriter``-style
   ``add_scalar`` events for TensorBoard: 23 series.
@@ -26,11 +27,14 @@ not repeated), each for tensortap and TensorBoard on the same data:
   TensorBoard's ``EventAccumulator`` with ``size_guidance`` 0 (keep everything); ``tbparse``
   when installed.
 - paint: wall time from launching the server (``tensortap serve`` / ``tensorboard --logdir``,
-  a subprocess) to the first chart drawn with its data in a headless Chromium: tensortap's
-  page, a plotly chart whose first trace has points; TensorBoard's scalars page, a chart card
-  whose line chart has drawn (its ``line-chart`` canvas or SVG path), and separately the
-  first answer of ``/data/plugin/scalars/scalars`` that holds the first tag's points.
-- warm: the page loaded again on the warm server, navigation start to the chart drawn.
+  a subprocess) to the first chart drawn with its points in a headless Chromium. The page is
+  opened once the server lists the run (TensorBoard: once its scalars list a tag; opened
+  before, its page waits for its 30-second reload). tensortap's chart: a plotly chart holding
+  points; TensorBoard's: a scalar card of its time-series page with its line chart in place
+  and no spinner, after its ``/timeSeries`` answer. Also TensorBoard's launch to its first
+  answer of ``/data/plugin/scalars/scalars`` that holds the first tag's points.
+- warm: the page loaded again on the warm server, navigation start to the chart drawn; and
+  one chart's points asked again (a series in the middle of the run).
 - rss: the server's resident memory (its process tree: TensorBoard's data server included)
   right after the first paint.
 - runs_list: the slowest answer of the runs list (``/api/runs``; TensorBoard's
@@ -41,7 +45,7 @@ A server or reader that goes past ``--timeout-s`` or ``--max-rss-gib`` is stoppe
 figure is shown as a lower bound (">").
 
     PYTHONPATH=src .venv/bin/python bench/bench_long.py            # the default grid (~20 min)
-    PYTHONPATH=src .venv/bin/python bench/bench_long.py --small    # a quick check (~2 min)
+    PYTHONPATH=src .venv/bin/python bench/bench_long.py --small    # a quick check (a few minutes)
     PYTHONPATH=src .venv/bin/python bench/bench_long.py --runs grid-100000x100,reference-100000 \\
         --measures read,paint --repeat 5
     PYTHONPATH=src .venv/bin/python bench/bench_long.py --list     # the runs and their sizes
@@ -1234,7 +1238,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"comma-separated, of {','.join(MEASURES)} (paint, warm, rss and runs_list come "
         "from the same server launches)",
     )
-    parser.add_argument("--repeat", type=int, default=3, help="tries per measure (median)")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="tries per measure, the median is shown (default 3)"
+    )
     parser.add_argument(
         "--warm-repeat",
         type=int,
@@ -1248,7 +1254,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="a measure whose try took longer than this is not tried again (default 30)",
     )
     parser.add_argument(
-        "--timeout-s", type=float, default=300.0, help="a server or reader is stopped past this"
+        "--timeout-s",
+        type=float,
+        default=300.0,
+        help="a server, reader or report is stopped past this many seconds (default 300)",
     )
     parser.add_argument(
         "--max-rss-gib",
@@ -1267,7 +1276,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--report-max-values",
         type=int,
         default=10_000_000,
-        help="tensortap report is measured on runs of at most this many values",
+        help="tensortap report is measured on runs of at most this many values (default 10^7)",
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"default {DEFAULT_OUT}")
     parser.add_argument(
