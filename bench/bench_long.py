@@ -1053,6 +1053,13 @@ def _fmt(summary: dict[str, Any]) -> str:
 ROWS: list[tuple[str, str, str | None, str | None, str]] = [
     ("read every series (CPU)", "read", "{reader}.cpu_s", "tensorboard.cpu_s", "s"),
     ("read every series (wall)", "read", "{reader}.wall_s", "tensorboard.wall_s", "s"),
+    (
+        "read every series, peak memory of the process",
+        "read",
+        "{reader}.peak_rss_mib",
+        "tensorboard.peak_rss_mib",
+        "MB",
+    ),
     ("read every series via `trial.series()` (CPU)", "read", "trial_series.cpu_s", None, "s"),
     ("read every series, `tbparse` (CPU)", "read", None, "tbparse.cpu_s", "s"),
     (
