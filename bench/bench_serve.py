@@ -87,7 +87,7 @@ def browser():
 
 
 PAINTED = (
-    "const d = document.getElementById('curves-losses');"
+    "const d = document.querySelector('#curves .plot');"  # the first chart: the loss
     "return d && d.data && d.data.length && d.data[0].x.length ? performance.now() : null;"
 )
 

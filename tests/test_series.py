@@ -148,6 +148,14 @@ def test_rollups_merge_small_segments(tmp_path: Path, monkeypatch: pytest.Monkey
     for seq in range(first, last + 1):
         (tmp_path / "workers" / "worker_0" / "series" / f"{seq:012d}.ttser").unlink(missing_ok=True)
     assert rows_of(SeriesReader(tmp_path).series()) == rows_of(got)
+    # a damaged rollup: its segments are read from their own objects, or their indexes
+    damaged = bytearray(rollups[1].read_bytes())
+    damaged[-5] ^= 0xFF
+    rollups[1].write_bytes(bytes(damaged))
+    reader = SeriesReader(tmp_path)
+    assert rows_of(reader.series()) == rows_of(got)
+    assert any("checksum" in p for p in reader.problems)
+    assert rows_of(reader.series()) == rows_of(got)  # and it is not read again
 
 
 def test_a_live_run_is_followed_and_only_published_steps_are_read(tmp_path: Path) -> None:
@@ -207,7 +215,7 @@ def test_buckets_agree_with_a_plain_loop(points: list[tuple[int, float]], count:
     steps = np.array([p[0] for p in points], np.int64)
     vals = np.array([p[1] for p in points], np.float64)
     lo, hi = int(steps[0]), int(steps[-1]) + 1
-    first, last, counts, low, high, last_value = bucketed(steps, vals, lo, hi, count)
+    first, last, counts, low, high, last_value, bad = bucketed(steps, vals, lo, hi, count)
     width = max(1, -(-(hi - lo) // count))
     assert len(first) <= count
     for k in range(len(first)):
@@ -218,6 +226,7 @@ def test_buckets_agree_with_a_plain_loop(points: list[tuple[int, float]], count:
             math.isnan(last_value[k]) and math.isnan(inside[-1][1])
         )
         finite = [v for _, v in inside if math.isfinite(v)]
+        assert bad[k] == len(inside) - len(finite)
         if finite:
             assert low[k] == min(finite) and high[k] == max(finite)
         else:
@@ -254,3 +263,29 @@ def test_a_small_head_budget_reads_the_same(
     assert rows_of(reader.series()) == expected
     assert rows_of(reader.series()) == expected and reader.problems == []
     assert reader._head_bytes <= 700
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_any_damage_to_a_series_object_reads_the_same_numbers(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    """Flipped bytes, a cut, or garbage in place of a series object: the reader never fails
+    and never returns other numbers (a damaged object is read from its index instead)."""
+    root = tmp_path_factory.mktemp("fuzz")
+    write_run(root, steps=12, flush_every=6)
+    expected = rows_of(SeriesReader(root).series())
+    target = sorted((root / "workers" / "worker_0" / "series").iterdir())[0]
+    raw = bytearray(target.read_bytes())
+    how = data.draw(st.sampled_from(["flip", "cut", "garbage"]))
+    if how == "flip":
+        for at in data.draw(st.lists(st.integers(0, 10**6), min_size=1, max_size=4)):
+            raw[at % len(raw)] ^= data.draw(st.integers(1, 255))
+    elif how == "cut":
+        raw = raw[: data.draw(st.integers(0, 10**6)) % len(raw)]
+    else:
+        raw = bytearray(data.draw(st.binary(max_size=200)))
+    target.write_bytes(bytes(raw))
+    reader = SeriesReader(root)
+    assert rows_of(reader.series()) == expected
+    assert reader.buckets(count=3).rows > 0

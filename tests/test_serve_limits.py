@@ -159,13 +159,14 @@ def test_a_run_whose_page_stopped_asking_has_its_trial_closed(tmp_path) -> None:
     catalog = Catalog([str(tmp_path / "runs")])
     (run,) = catalog.runs()
     with run.lock:
-        data.curves(run)
-    owner = run.cache.trial.store._owner
+        data.curves(run)  # its series reader
+    owner = run.cache.series.store._owner
     assert any(k[0] == owner for k in HANDLES._open)
     assert catalog.close_idle(idle_secs=3600) == 0  # asked for just now: kept
     assert catalog.close_idle(idle_secs=0) == 1
-    assert run.cache.trial is None
+    assert run.cache.series is None
     assert not any(k[0] == owner for k in HANDLES._open)
+    assert len(run.cache.answers) == 0  # what was answered is let go too
     with run.lock:  # the page comes back: opened again, the same curves
         assert data.curves(run)["series"][0]["points"] == 5
 

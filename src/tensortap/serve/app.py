@@ -2,7 +2,10 @@
 
 Pages are static shells (``static/``) that ask the JSON API and draw with plotly.js, served
 from the plotly package installed here (the dashboard needs no network). Handlers are plain
-functions, run by Starlette in its thread pool; each run's cached data is guarded by its lock.
+functions, run by Starlette in its thread pool. A run's series reads (the charts) hold its
+``lock``, its trial's reads (layer health, TensorPlot, embeddings) its ``trial_lock``, so a
+chart never waits for a heat map; the runs list and a run's summary take neither (they read
+the small documents only).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from starlette.routing import Route
 
 from tensortap.core.safe_regex import compile_untrusted
 from tensortap.exceptions import FormatError, InvalidConfigError, TensortapError
-from tensortap.serve import data
+from tensortap.serve import data, meta
 from tensortap.serve.catalog import Catalog, Run
 
 STATIC = Path(__file__).with_name("static")
@@ -52,6 +55,15 @@ def _float(text: str | None) -> float | None:
         return None
     value = float(text)
     return value if math.isfinite(value) else None
+
+
+def _int(text: str | None, what: str) -> int | None:
+    if text is None or text == "":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidConfigError(f"{what} is a whole number, got {text!r}") from None
 
 
 #: What a token may hold: it travels in a URL and a cookie as it is.
@@ -92,22 +104,29 @@ def create_app(
             raise _NotFound(f"no run {request.path_params['run']!r} under {catalog.places}")
         return run
 
-    def api_runs(request: Request) -> Response:
-        out = []
-        for run in catalog.runs():
-            with run.lock:
-                out.append(data.overview(run))
+    def api_runs(request: Request) -> Response:  # no run's lock: never waits for a read
+        out = [meta.overview(run) for run in catalog.runs()]
         return _json({"runs": out, "places": catalog.places, "errors": catalog.errors})
 
     def api_run(request: Request) -> Response:
+        return _json(data.detail(run_or_404(request)))
+
+    def api_series(request: Request) -> Response:
         run = run_or_404(request)
+        q = request.query_params
         with run.lock:
-            return _json(data.detail(run))
+            return _json(
+                data.series_list(
+                    run,
+                    match=q.get("match") or None,
+                    offset=_int(q.get("offset"), "offset") or 0,
+                    limit=_int(q.get("limit"), "limit") or data.MAX_SERIES,
+                )
+            )
 
     def api_curves(request: Request) -> Response:
         run = run_or_404(request)
         q = request.query_params
-        limit = q.get("limit")
         with run.lock:
             return _json(
                 data.curves(
@@ -116,13 +135,15 @@ def create_app(
                     _float(q.get("x1")),
                     names=q.getlist("name") or None,
                     match=q.get("match") or None,
-                    limit=int(limit) if limit else data.MAX_SERIES,
+                    limit=_int(q.get("limit"), "limit") or data.MAX_SERIES,
+                    after=_int(q.get("after"), "after"),
+                    statistics=q.getlist("stat") or None,
                 )
             )
 
     def api_health(request: Request) -> Response:
         run = run_or_404(request)
-        with run.lock:
+        with run.trial_lock:
             return _json(data.health(run))
 
     def api_tensorplot(request: Request) -> Response:
@@ -140,7 +161,7 @@ def create_app(
             )
         except FormatError as exc:
             return _json({"error": str(exc)}, 400)
-        with run.lock:
+        with run.trial_lock:
             trial = data.trial_of(run)
             names = [n for n in trial.tensor_names() if matcher.search(n)]
             if not names:
@@ -172,7 +193,7 @@ def create_app(
     def api_embeddings(request: Request) -> Response:
         run = run_or_404(request)
         q = request.query_params
-        with run.lock:
+        with run.trial_lock:
             found = data.embeddings(
                 run, q.get("tensor") or None, q.get("labels") or None, q.get("mode") or None
             )
@@ -206,6 +227,7 @@ def create_app(
         Route("/report/{run}", report),
         Route("/api/runs", api_runs),
         Route("/api/run/{run}", api_run),
+        Route("/api/run/{run}/series", api_series),
         Route("/api/run/{run}/curves", api_curves),
         Route("/api/run/{run}/health", api_health),
         Route("/api/run/{run}/tensorplot", api_tensorplot),

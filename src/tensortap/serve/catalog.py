@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tensortap.core.modes import ModeKeys
 from tensortap.exceptions import InvalidConfigError
 from tensortap.format.layout import TRIAL_MARKER
 from tensortap.jobs.record import JobRecord
+from tensortap.serve.series import ByteCache, close_reader
+from tensortap.storage.base import Store
 from tensortap.trials.locate import JOB_FILE
+from tensortap.trials.series import SeriesKey, SeriesReader
 from tensortap.trials.trial import Trial
 
 RESCAN_SECS = 1.0  # how stale the list of runs may be
@@ -33,22 +35,34 @@ class RunCache:
     """What the dashboard keeps of a run between requests (filled by :mod:`serve.data`)."""
 
     trial: Trial | None = None
+    series: SeriesReader | None = None  # the run's series reader (serve.series)
+    series_refreshed: float = 0.0  # when the reader last looked for new series
+    series_version: int = 0  # how many times its reader found something new
+    answers: ByteCache = field(default_factory=ByteCache)  # buckets answered, by what was asked
     refreshed: float = 0.0  # when the trial was last refreshed (monotonic seconds)
     used: float = 0.0  # when the trial was last asked for (monotonic seconds)
-    curves: dict[tuple[str, ModeKeys], Any] = field(default_factory=dict)  # data._Curve each
+    keys: list[SeriesKey] = field(default_factory=list)  # the reader's, at charts_version
+    charts: list[tuple[str, str]] = field(default_factory=list)  # (tensor, statistic), in order
+    charts_version: int = -1  # the series_version they were listed at
     events: list[dict[str, Any]] = field(default_factory=list)
     events_offset: int = 0
     health: dict[int, tuple[list[Any], list[Any]]] = field(default_factory=dict)  # per step
     warmed: bool = False  # its curves were read ahead
-    names: list[tuple[str, str]] = field(default_factory=list)  # (curve name, collection)
-    names_key: Any = None  # what the trial looked like when they were listed
+    # published by the data reads for the runs list, which reads them without any lock
+    last_step: int | None = None  # the last global step the data reads found
+    problems: list[str] = field(default_factory=list)  # the damaged parts they found
 
     def close_trial(self) -> None:
-        """Release the trial's open files; the next request opens it again (the curves read
-        so far are kept)."""
+        """Release the trial's and the series reader's open files and what the reader holds;
+        the next request opens them again."""
         if self.trial is not None:
             self.trial.store.close()
             self.trial = None
+        if self.series is not None:
+            close_reader(self.series)
+            self.series = None
+            self.answers.clear()
+            self.keys, self.charts, self.charts_version = [], [], -1
 
 
 @dataclass
@@ -60,8 +74,15 @@ class Run:
     location: str  # the trial's location
     job: JobRecord | None = None
     refused: str | None = None  # why its trial is not served (a job pointing outside the places)
+    # held by every read of the run's series (the charts), and of its trial (layer health,
+    # TensorPlot, embeddings); never by the runs list
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    trial_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    events_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     cache: RunCache = field(default_factory=RunCache, repr=False)
+    meta_store: Store | None = field(default=None, repr=False)  # for the small documents
+    meta: tuple[float, dict[str, Any]] | None = field(default=None, repr=False)  # (when, what)
+    sessions: tuple[float, list[dict[str, Any]]] | None = field(default=None, repr=False)
 
 
 def run_id(location: str) -> str:
@@ -196,12 +217,16 @@ class Catalog:
         now, closed = time.monotonic(), 0
         for run in self._runs.values():
             cache = run.cache
-            if cache.trial is None or now - cache.used < idle_secs:
+            if (cache.trial is None and cache.series is None) or now - cache.used < idle_secs:
                 continue
             if run.lock.acquire(blocking=False):
                 try:
-                    cache.close_trial()
-                    closed += 1
+                    if run.trial_lock.acquire(blocking=False):
+                        try:
+                            cache.close_trial()
+                            closed += 1
+                        finally:
+                            run.trial_lock.release()
                 finally:
                     run.lock.release()
         return closed

@@ -1,9 +1,15 @@
-"""What the dashboard's pages ask of a run, as JSON-ready dicts, read through the public trial
-API and cached per run so that following a live run reads only what is new.
+"""What the dashboard's pages ask of a run, as JSON-ready dicts, cached per run so that
+following a live run reads only what is new.
 
-Curves are kept whole in memory (one float per saved step) and sent downsampled by min/max
-buckets (:mod:`tensortap.core.downsample`), so a spike is never lost; NaN and Inf travel as
-runs of steps ("gaps"), never as missing points.
+Curves come from the run's series reader (:mod:`tensortap.serve.series`), never from a walk of
+its steps: each line at most :data:`~tensortap.serve.series.BUCKETS` buckets of min, max and
+last, so a spike is never lost and an answer is small whatever the run's length; NaN and Inf
+travel as runs of steps ("gaps"), never as missing points. A page following a run sends the
+last step it holds (``after``) and gets only what is newer. The layer-health heat map,
+TensorPlot and embeddings read the trial itself (a few steps each).
+
+Reads of a run's series hold ``run.lock``, reads of its trial ``run.trial_lock``; the runs
+list takes neither (see :mod:`serve.meta`).
 """
 
 from __future__ import annotations
@@ -18,18 +24,20 @@ import numpy as np
 
 from tensortap.core.downsample import minmax_buckets
 from tensortap.core.modes import ModeKeys
-from tensortap.diagnosis import job_diagnosis
 from tensortap.exceptions import InvalidConfigError, MissingCollectionFiles, TensortapError
-from tensortap.jobs.live import by_gravity
 from tensortap.serve.catalog import Run
+from tensortap.serve.meta import overview, resumed_sessions, rules
+from tensortap.serve.series import BUCKETS, SeriesKey, buckets, open_reader
 from tensortap.trials.index import natural_key
+from tensortap.trials.series import SeriesReader
 from tensortap.trials.trial import Trial, create_trial
 
-CURVE_COLLECTIONS = ("losses", "metrics", "scalars")  # a tensor in several: drawn once
-BUCKETS = 1000  # per curve: at most ~2,000 points on screen, every bucket's min and max
 HEAT_STEPS = 160  # columns of a layer-health heat map
 TRIAL_REFRESH_SECS = 0.5
-MAX_SERIES = 200  # tensors drawn per curves request, at most: the rest asked for by name
+MAX_SERIES = 200  # charts drawn per curves request (and listed per page), at most
+#: Values read as saved (not bucketed by the series path) when an answer holds no more: short
+#: lines keep their extremes at their own steps and every NaN/Inf step (~0.1 s of reading).
+RAW_POINTS = 200_000
 
 
 class TrialRefused(TensortapError, PermissionError):
@@ -38,7 +46,7 @@ class TrialRefused(TensortapError, PermissionError):
 
 def trial_of(run: Run) -> Trial:
     """The run's trial, opened once and refreshed at most every half second (closed by the
-    catalog once no page has asked for it for a while)."""
+    catalog once no page has asked for it for a while). The caller holds ``run.trial_lock``."""
     if run.refused is not None:
         raise TrialRefused(run.refused)
     cache, now = run.cache, time.monotonic()
@@ -48,6 +56,7 @@ def trial_of(run: Run) -> Trial:
     elif now - cache.refreshed >= TRIAL_REFRESH_SECS:
         cache.trial.refresh()
         cache.refreshed = now
+    cache.problems = cache.trial.problems()  # published for the runs list
     return cache.trial
 
 
@@ -58,79 +67,190 @@ def _names(trial: Trial, collection: str) -> list[str]:
         return []
 
 
-def _scalar(value: np.ndarray) -> float:
-    flat = np.asarray(value, dtype=np.float64).reshape(-1)
-    if flat.size == 1:
-        return float(flat[0])
-    if not np.isfinite(flat).all():
-        return float(flat[~np.isfinite(flat)][0])  # a NaN in the tensor is a NaN on the curve
-    return float(flat.mean())
+def reader_of(run: Run) -> SeriesReader:
+    """The run's series reader (see :mod:`tensortap.serve.series`), opened once and asked for
+    what is new at most every half second; what it found is published for the runs list. The
+    caller holds ``run.lock``."""
+    if run.refused is not None:
+        raise TrialRefused(run.refused)
+    cache, now = run.cache, time.monotonic()
+    cache.used = now
+    if cache.series is None:
+        cache.series, cache.series_refreshed = open_reader(run.location), now
+        cache.series_version += 1
+    elif now - cache.series_refreshed >= TRIAL_REFRESH_SECS:
+        if cache.series.refresh():
+            cache.series_version += 1
+        cache.series_refreshed = now
+    reader = cache.series
+    last = reader.last_step
+    cache.last_step = last if last >= 0 else None
+    return reader
 
 
-class _Curve:
-    """One tensor in one mode: global steps and values, extended as steps land."""
-
-    def __init__(self, name: str, mode: ModeKeys) -> None:
-        self.name, self.mode = name, mode
-        self.mode_steps: list[int] = []
-        self.x: list[int] = []
-        self.y: list[float] = []
-
-    def update(self, trial: Trial) -> None:
-        tensor = trial.tensor(self.name)
-        steps = tensor.steps(mode=self.mode)
-        if steps[: len(self.mode_steps)] != self.mode_steps:  # not an extension: start over
-            self.mode_steps, self.x, self.y = [], [], []
-        done = len(self.mode_steps)
-        if len(steps) == done:
-            return
-        new, where = steps[done:], tensor.global_steps(mode=self.mode)[done:]
-        raw = tensor.values(mode=self.mode) if len(new) > 64 else {}  # fetched together
-        for step in new:
-            value = raw.get(step)
-            if value is None:
-                try:
-                    value = tensor.value(step, mode=self.mode)
-                except TensortapError:  # only reductions were saved
-                    value = np.asarray(tensor.reduction_value(step, "mean", mode=self.mode))
-            self.y.append(_scalar(value))
-        self.mode_steps.extend(new)
-        self.x.extend(where)
-
-    def json(self, x0: float | None, x1: float | None, buckets: int) -> dict[str, Any]:
-        x, y = np.asarray(self.x, dtype=np.float64), np.asarray(self.y, dtype=np.float64)
-        if x0 is not None or x1 is not None:
-            keep = (x >= (-math.inf if x0 is None else x0)) & (
-                x <= (math.inf if x1 is None else x1)
-            )
-            x, y = x[keep], y[keep]
-        shrunk = minmax_buckets(x, y, buckets)
-        return {
-            "name": self.name,
-            "mode": self.mode.name,
-            "x": shrunk.x.astype(np.int64).tolist(),
-            "y": shrunk.y.tolist(),
-            "gaps": [[int(a), int(b), kind] for a, b, kind in shrunk.gaps],
-            "points": len(self.x),
-            "last": None
-            if not self.y
-            else (self.y[-1] if math.isfinite(self.y[-1]) else str(self.y[-1])),
-        }
+def charts(run: Run) -> list[tuple[str, str]]:
+    """Every chart of the run, as (tensor, statistic), in the order shown: raw values (losses
+    first, then metrics and scalars), then reductions, each by name; listed again only when
+    the reader found something new. The caller holds ``run.lock``."""
+    reader = reader_of(run)
+    cache = run.cache
+    if cache.charts_version != cache.series_version:
+        listed = cache.keys = reader.keys()  # listed once per change (100k series: ~0.5 s)
+        found = {(k.tensor, k.statistic) for k in listed}
+        cache.charts = sorted(
+            found,
+            key=lambda c: (
+                c[1] != "value",
+                "loss" not in c[0].casefold(),  # the losses first, where a page opens
+                natural_key(c[0]),
+                natural_key(c[1]),
+            ),
+        )
+        cache.charts_version = cache.series_version
+    return cache.charts
 
 
-def curve_names(run: Run) -> list[tuple[str, str]]:
-    """(name, collection) of every loss, metric and scalar, by name (a tensor in several
-    collections once), listed once per refresh of the trial: cheap to ask for again."""
-    trial = trial_of(run)
-    key = (id(trial), trial.steps(show_incomplete_steps=True)[-1:], len(trial.tensor_names()))
-    if run.cache.names_key != key:
-        seen: dict[str, str] = {}
-        for collection in CURVE_COLLECTIONS:
-            for name in _names(trial, collection):
-                seen.setdefault(name, collection)
-        run.cache.names = sorted(seen.items(), key=lambda item: natural_key(item[0]))
-        run.cache.names_key = key
-    return run.cache.names
+def _chosen(
+    run: Run, names: list[str] | None, statistics: list[str] | None, match: str | None
+) -> list[tuple[str, str]]:
+    """The charts asked for: by name (with each name's statistic when ``statistics`` pairs
+    with ``names``, else all of the name's), else those whose name holds ``match``
+    (case-insensitive, plain text), else all."""
+    listed = charts(run)
+    if names:
+        if statistics:
+            if len(statistics) != len(names):
+                raise InvalidConfigError(
+                    f"stat pairs with name: one per name, got {len(names)} names and "
+                    f"{len(statistics)} statistics; leave stat out for all of each name's"
+                )
+            pairs = set(zip(names, statistics, strict=True))
+            return [c for c in listed if c in pairs]
+        wanted = set(names)
+        return [c for c in listed if c[0] in wanted]
+    if match:
+        needle = match.casefold()
+        return [c for c in listed if needle in c[0].casefold()]
+    return listed
+
+
+def _limit(limit: object, most: int, what: str) -> int:
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= most:
+        raise InvalidConfigError(
+            f"limit is the number of {what}, 1..{most}, got {limit!r}; ask for more by name "
+            "(name=...), by a part of their name (match=...) or the next page (offset=...)"
+        )
+    return limit
+
+
+def series_list(
+    run: Run, match: str | None = None, offset: int = 0, limit: int = MAX_SERIES
+) -> dict[str, Any]:
+    """The run's charts (``name``, ``statistic`` and the ``modes`` drawn) from ``offset``,
+    at most ``limit`` (:data:`MAX_SERIES`) of those whose name holds ``match``; ``total`` says
+    how many match, so that the page can offer the next ones."""
+    limit = _limit(limit, MAX_SERIES, "charts listed")
+    if not isinstance(offset, int) or offset < 0:
+        raise InvalidConfigError(f"offset is a chart's position, 0 or more, got {offset!r}")
+    chosen = _chosen(run, None, None, match)
+    page = chosen[offset : offset + limit]
+    modes: dict[tuple[str, str], set[str]] = {}
+    wanted = set(page)
+    for key in run.cache.keys:
+        if (key.tensor, key.statistic) in wanted:
+            modes.setdefault((key.tensor, key.statistic), set()).add(key.mode.name)
+    return {
+        "charts": [
+            {"name": n, "statistic": s, "modes": sorted(modes.get((n, s), ()))} for n, s in page
+        ],
+        "total": len(chosen),
+        "offset": offset,
+        "last_step": run.cache.last_step,
+    }
+
+
+def _finite(value: float) -> float | str:
+    return value if math.isfinite(value) else str(value)
+
+
+def _line(key: SeriesKey, got: dict[str, np.ndarray]) -> dict[str, Any]:
+    """One series' buckets as the points a chart draws: a bucket of one value is that point,
+    a longer one its minimum and maximum (in the order that ends nearer its last value), so a
+    spike is never lost; buckets of NaN or Inf travel as runs of steps ("gaps")."""
+    first, last_step = got["first_step"], got["last_step"]
+    count, low, high, last = got["count"], got["min"], got["max"], got["last"]
+    one = count == 1
+    finite_one = one & np.isfinite(last)
+    some = ~one & np.isfinite(low)
+    rising = np.where(np.isfinite(last), last >= (low + high) / 2, True)
+    x = np.concatenate((last_step[finite_one], first[some], last_step[some]))
+    y = np.concatenate(
+        (last[finite_one], np.where(rising, low, high)[some], np.where(rising, high, low)[some])
+    )
+    order = np.argsort(x, kind="stable")
+    gaps: list[list[Any]] = []
+    nonfinite = got.get("nonfinite", np.zeros(len(count), np.int64))
+    bad = np.flatnonzero(~np.isfinite(last) | ~np.isfinite(low) | (nonfinite > 0))
+    for i in bad.tolist():
+        if math.isfinite(last[i]):  # inside the bucket, not at its end: its kind is not known
+            kind = "nonfinite"
+        else:
+            kind = "nan" if math.isnan(last[i]) else ("inf" if last[i] > 0 else "-inf")
+        whole = not math.isfinite(low[i]) or math.isfinite(last[i])
+        a = int(first[i]) if whole else int(last_step[i])
+        b = int(last_step[i])
+        if gaps and gaps[-1][2] == kind and gaps[-1][3] == i - 1:
+            gaps[-1][1], gaps[-1][3] = b, i
+        else:
+            gaps.append([a, b, kind, i])
+    total = int(count.sum())
+    return {
+        "name": key.tensor,
+        "statistic": key.statistic,
+        "mode": key.mode.name,
+        "worker": key.worker,
+        "x": x[order].astype(np.int64).tolist(),
+        "y": y[order].tolist(),
+        "gaps": [g[:3] for g in gaps],
+        "points": total,
+        "last_step": int(last_step[-1]) if total else None,
+        "last": _finite(float(last[-1])) if total else None,
+    }
+
+
+def _raw_lines(
+    reader: SeriesReader, keys: list[SeriesKey], start: int | None, end: int | None
+) -> list[dict[str, Any]]:
+    """The lines of ``keys`` from their saved values (read in one call), shrunk by
+    :func:`~tensortap.core.downsample.minmax_buckets`: each bucket's extremes at their own
+    steps, and every run of NaN/Inf exactly."""
+    wanted = set(keys)
+    names = sorted({k.tensor for k in keys})
+    statistics = sorted({k.statistic for k in keys})
+    out = []
+    for key, part in reader.series(names, statistic=statistics, start=start, end=end).groups():
+        if key not in wanted:
+            continue
+        steps = np.asarray(part["global_step"], dtype=np.int64)
+        values = np.asarray(part["value"], dtype=np.float64)
+        if not len(steps):
+            continue
+        shrunk = minmax_buckets(steps.astype(np.float64), values, BUCKETS)
+        out.append(
+            {
+                "name": key.tensor,
+                "statistic": key.statistic,
+                "mode": key.mode.name,
+                "worker": key.worker,
+                "x": shrunk.x.astype(np.int64).tolist(),
+                "y": shrunk.y.tolist(),
+                "gaps": [[int(a), int(b), kind] for a, b, kind in shrunk.gaps],
+                "points": len(steps),
+                "last_step": int(steps[-1]),
+                "last": _finite(float(values[-1])),
+            }
+        )
+    return out
 
 
 def curves(
@@ -140,57 +260,59 @@ def curves(
     names: list[str] | None = None,
     match: str | None = None,
     limit: int = MAX_SERIES,
+    after: int | None = None,
+    statistics: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Losses and metrics per mode (TRAIN and EVAL separate series over global steps), and
-    the findings to mark on them: the first ``limit`` tensors by name (at most
-    :data:`MAX_SERIES`) among ``names`` when given, else among those whose name holds
-    ``match`` (case-insensitive; plain text, not a pattern), else all. ``total`` says how many
-    there were and ``truncated`` whether some were left out (ask for them by name)."""
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_SERIES:
-        raise InvalidConfigError(
-            f"limit is the number of tensors drawn, 1..{MAX_SERIES}, got {limit!r}; ask for "
-            "more by name (names=...) or by a part of their name (match=...)"
-        )
-    trial = trial_of(run)
-    cached: dict[tuple[str, ModeKeys], _Curve] = run.cache.curves
-    chosen = curve_names(run)
-    if names:
-        wanted = set(names)
-        chosen = [item for item in chosen if item[0] in wanted]
-    elif match:
-        needle = match.casefold()
-        chosen = [item for item in chosen if needle in item[0].casefold()]
-    out = []
-    for name, collection in chosen[:limit]:
-        for mode in trial.modes():
-            curve = cached.get((name, mode))
-            if curve is None:
-                if not trial.tensor(name).steps(mode=mode):
-                    continue
-                curve = cached[(name, mode)] = _Curve(name, mode)
-            curve.update(trial)
-            if curve.x:
-                out.append({**curve.json(x0, x1, BUCKETS), "collection": collection})
-    steps = trial.steps(show_incomplete_steps=True)
+    """The lines of the first ``limit`` charts (at most :data:`MAX_SERIES`) among those
+    asked for (see :func:`_chosen`), one per mode and worker, each at most :data:`BUCKETS`
+    buckets of its steps in ``[x0, x1]`` (all when not given) or, with the cursor ``after``
+    (the last step the page holds), of its steps after it only; and the findings and resumed
+    sessions to mark on them. ``total`` says how many charts were asked for, ``truncated``
+    whether some were left out, ``last_step`` the step to send as ``after`` next time. The
+    caller holds ``run.lock``."""
+    limit = _limit(limit, MAX_SERIES, "charts drawn")
+    reader = reader_of(run)
+    last_step = run.cache.last_step  # what reader_of found (asking the reader again costs)
+    chosen = _chosen(run, names, statistics, match)
+    start = None if x0 is None else max(0, math.floor(x0))
+    end = None if x1 is None else math.floor(x1) + 1
+    if after is not None:
+        start = max(start or 0, after + 1)
+    wanted = set(chosen[:limit])
+    keys = [k for k in run.cache.keys if (k.tensor, k.statistic) in wanted]
+    order = {c: i for i, c in enumerate(chosen[:limit])}
+    keys.sort(key=lambda k: (order[(k.tensor, k.statistic)], k.mode, natural_key(k.worker)))
+    out: list[dict[str, Any]] = []
+    answers, version = run.cache.answers, run.cache.series_version
+    missing = []
+    for key in keys:
+        line = answers.get((key, start, end, version))
+        if line is None:
+            missing.append(key)
+        else:
+            out.append(line)
+    if missing and not (after is not None and (last_step is None or after >= last_step)):
+        found = buckets(reader, missing, start, end, BUCKETS)
+        if sum(int(got["count"].sum()) for got in found.values()) <= RAW_POINTS:
+            lines = _raw_lines(reader, list(found), start, end)  # short: exact extremes, gaps
+        else:
+            lines = [_line(key, got) for key, got in found.items()]
+        for line in lines:
+            key = SeriesKey(line["name"], line["statistic"], ModeKeys[line["mode"]], line["worker"])
+            answers.put((key, start, end, version), line, 64 + 40 * len(line["x"]))
+            out.append(line)
+    out = [line for line in out if line["points"]]
+    out.sort(key=lambda line: (order[(line["name"], line["statistic"])], line["mode"]))
     return {
         "series": out,
         "total": len(chosen),
         "series_names": min(limit, len(chosen)),
         "truncated": len(chosen) > limit,
-        "last_step": steps[-1] if steps else None,
+        "after": after,
+        "last_step": last_step,
         "findings": findings(run),
-        "sessions": resumed_sessions(trial),
+        "sessions": resumed_sessions(run),
     }
-
-
-def resumed_sessions(trial: Trial) -> list[dict[str, Any]]:
-    """Each session that resumed the run (a restarted script, a trainer resumed from a
-    checkpoint), at the first global step it published: marked on the curves."""
-    return [
-        {**s.to_dict(), "step": s.first_step}
-        for s in trial.sessions()
-        if s.resumed and s.first_step is not None
-    ]
 
 
 def findings(run: Run) -> list[dict[str, Any]]:
@@ -224,69 +346,13 @@ def _events(run: Run) -> list[dict[str, Any]]:
     """The job's events so far (read on from where the last call stopped); none new while
     the events file is refused (a symlink, a FIFO: see :meth:`JobRecord.read`)."""
     assert run.job is not None
-    try:
-        new, run.cache.events_offset = run.job.events(run.cache.events_offset)
-    except OSError:
-        return run.cache.events
-    run.cache.events.extend(new)
-    return run.cache.events
-
-
-def rules(run: Run, summary: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Each rule's latest status from the job's summary (read here unless given), gravest
-    first; none for a bare trial."""
-    if run.job is None:
-        return []
-    if summary is None:
-        summary = run.job.summary() or {}
-    return [
-        {**r, "name": r.get("RuleConfigurationName"), "status": r.get("RuleEvaluationStatus")}
-        for r in by_gravity(summary.get("rules", []))
-    ]
-
-
-def overview(run: Run) -> dict[str, Any]:
-    """What the runs list shows of a run: status, rule outcomes, start time, steps."""
-    started: float | None = None
-    status = "Unknown"
-    summary: dict[str, Any] = {}
-    if run.job is not None:
-        summary = run.job.summary() or {}
-        status = str(summary.get("status") or "Starting")
+    with run.events_lock:
         try:
-            started = float(run.job.job()["created"])
-        except (KeyError, TypeError, ValueError, TensortapError, OSError):
-            started = None
-    last_step = None
-    problems: list[str] = []
-    try:
-        trial = trial_of(run)
-        steps = trial.steps(show_incomplete_steps=True)
-        last_step = steps[-1] if steps else None
-        if run.job is None:
-            status = "Ended" if trial.loaded_all_steps else "Running"
-        if started is None and steps:
-            started = trial.wall_time(steps[0])
-        problems = trial.problems()
-    except TensortapError as exc:
-        problems = [str(exc)]
-    found = rules(run, summary)  # the summary read once for status and rules
-    return {
-        "id": run.id,
-        "name": run.name,
-        "kind": "job" if run.job is not None else "trial",
-        "location": run.location,
-        "status": status,
-        "started": started,
-        "last_step": last_step,
-        "rules": [
-            {k: r.get(k) for k in ("name", "status", "severity", "gravest_step", "evaluated")}
-            for r in found
-        ],
-        "problems_found": sum(r.get("severity") == "problem" for r in found),
-        "diagnosis": None if run.job is None else job_diagnosis(summary).to_dict(),
-        "problems": problems,
-    }
+            new, run.cache.events_offset = run.job.events(run.cache.events_offset)
+        except OSError:
+            return list(run.cache.events)
+        run.cache.events.extend(new)
+        return list(run.cache.events)
 
 
 def detail(run: Run, log_lines: int = 200) -> dict[str, Any]:
@@ -407,13 +473,15 @@ def _number(value: float | None) -> float | str | None:
 
 __all__ = [
     "MAX_SERIES",
-    "curve_names",
+    "charts",
     "curves",
     "detail",
     "embeddings",
     "findings",
     "health",
     "overview",
+    "reader_of",
     "rules",
+    "series_list",
     "trial_of",
 ]

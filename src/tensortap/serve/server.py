@@ -60,6 +60,7 @@ class Dashboard:
     server: Any
     thread: threading.Thread | None
     warming: threading.Event
+    catalog: Catalog | None = None  # the runs it serves
 
     def stop(self, timeout: float = 10.0) -> None:
         self.warming.set()
@@ -140,7 +141,7 @@ def start(
         finally:
             warming.set()
             sock.close()
-        return Dashboard(url, server, None, warming)
+        return Dashboard(url, server, None, warming, catalog)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="tensortap-serve", daemon=True
     )
@@ -150,7 +151,7 @@ def start(
         if not thread.is_alive() or time.monotonic() > deadline:
             raise InvalidConfigError(f"the dashboard did not start on {host}:{bound}")
         time.sleep(0.01)
-    return Dashboard(url, server, thread, warming)
+    return Dashboard(url, server, thread, warming, catalog)
 
 
 __all__ = ["Dashboard", "start"]

@@ -12,6 +12,7 @@ steps, as :class:`~tensortap.trials.trial.Trial` does.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -57,6 +58,7 @@ BUCKET_COLUMNS = (
     "min",
     "max",
     "last",
+    "nonfinite",
 )
 _BATCH = 256  # range requests made together
 _FALLBACK_VALUES = 1 << 22  # series read from indexes kept in memory (32 MiB of numbers)
@@ -262,6 +264,7 @@ class SeriesReader:
         self._workers: dict[str, _Worker] = {}
         self._heads: dict[str, SeriesHead] = {}
         self._head_bytes = 0
+        self._bad: set[str] = set()  # series objects that failed a check: not read again
         self._by_name: dict[str, dict[str, list[int]]] = {}
         self._canon: dict[tuple[str, str, int], tuple[str, str, int]] = {}
         self._fallback: dict[str, _Parts] = {}
@@ -310,7 +313,7 @@ class SeriesReader:
         remaining segment's series object, else its index."""
         plan: list[_Source] = []
         covered_to = -1
-        by_first = sorted(state.rollups)
+        by_first = sorted(r for r in state.rollups if r[2] not in self._bad)
         r = 0
         for seq in state.published:
             if seq <= covered_to:
@@ -326,7 +329,7 @@ class SeriesReader:
                     covered_to = last
                     continue
             single = state.singles.get(seq)
-            if single is not None:
+            if single is not None and single not in self._bad:
                 plan.append(_Source(single, seq, seq))
             else:
                 plan.append(_Source(layout.index_key(state.name, seq), seq, seq, index=True))
@@ -338,7 +341,7 @@ class SeriesReader:
         """The highest global step published (-1 when none)."""
         last = -1
         for state in self._workers.values():
-            for source, head in self._heads_of(state.plan[-1:], state.name):
+            for source, head in self._heads_of(state.plan[-1:], state):
                 del source
                 last = max(last, head.last_step)
         return last
@@ -351,7 +354,7 @@ class SeriesReader:
         found: list[SeriesKey] = []
         for state in self._states(worker):
             new = [s for s in state.plan if s.key not in state.scanned]
-            for source, head in self._heads_of(new, state.name):
+            for source, head in self._heads_of(new, state):
                 state.scanned.add(source.key)
                 for tensor, stat, mode in head.keys:
                     state.known.setdefault(
@@ -418,7 +421,8 @@ class SeriesReader:
         """Each series over ``[start, end)`` (or its own extent) split into at most ``count``
         buckets of equal global-step width: columns :data:`BUCKET_COLUMNS` (``min``/``max`` of
         the finite values, NaN when none; ``last`` the value saved at ``last_step``). Empty
-        buckets are left out."""
+        buckets are left out; ``nonfinite`` counts a bucket's NaN and infinite values (a chart
+        marks them even where the bucket's last value is finite)."""
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise InvalidConfigError(f"count must be an int >= 1, got {count!r}")
         wanted = _Filter(names, regex, statistic, mode, worker)
@@ -453,54 +457,7 @@ class SeriesReader:
         out: dict[SeriesKey, tuple[list[np.ndarray], list[np.ndarray]]] = {}
         tables: dict[str, list[np.ndarray]] = {}
         for state in self._states(wanted.worker):
-            heads = [
-                (source, head)
-                for source, head in self._heads_of(state.plan, state.name)
-                if head.last_step >= lo and head.first_step < hi and len(head.keys)
-            ]
-            requests: list[tuple[str, int, int]] = []
-            jobs: list[tuple[_Source, SeriesHead, list[int], int, bool]] = []
-            for source, head in heads:
-                picks = self._picks(source, head, wanted)
-                if not picks:
-                    continue
-                if source.index:
-                    jobs.append((source, head, picks, -1, False))
-                    continue
-                whole = 2 * int(head.directory["count"][picks].sum()) >= int(
-                    head.directory["count"].sum()
-                )
-                first = len(requests)
-                if with_steps:
-                    requests.append((source.key, head.head_size, STEP_DTYPE.itemsize * head.steps))
-                if whole:
-                    requests.append((source.key, head.blocks_at, head.size - head.blocks_at))
-                else:
-                    requests.extend((source.key, *head.block_range(i)) for i in picks)
-                jobs.append((source, head, picks, first, whole))
-            raws = self._get_ranges(requests)
-            for source, head, picks, first, whole in jobs:
-                try:
-                    blocks, table = self._blocks(
-                        source, head, picks, raws, first, whole, with_steps
-                    )
-                except (FormatError, StorageError) as exc:
-                    self._note(source.key, exc)
-                    blocks, table = self._from_index_instead(source, head, picks, with_steps)
-                if with_steps:
-                    tables.setdefault(state.name, []).append(table)
-                for i, (steps, values) in zip(picks, blocks, strict=True):
-                    if len(steps) and steps[0] < lo:
-                        cut = np.searchsorted(steps, lo)
-                        steps, values = steps[cut:], values[cut:]
-                    if len(steps) and steps[-1] >= hi:
-                        cut = np.searchsorted(steps, hi)
-                        steps, values = steps[:cut], values[:cut]
-                    tensor, stat, mode = head.keys[i]
-                    key = SeriesKey(tensor, stat, ModeKeys(mode), state.name)
-                    slot = out.setdefault(key, ([], []))
-                    slot[0].append(steps)
-                    slot[1].append(values)
+            self._read_sources(state, state.plan, wanted, lo, hi, with_steps, out, tables)
         result = {}
         for key in sorted(out, key=lambda k: (k.tensor, k.statistic, int(k.mode), k.worker)):
             steps_l, values_l = out[key]
@@ -516,12 +473,87 @@ class SeriesReader:
             joined[worker] = table[np.argsort(table["global_step"], kind="stable")]
         return result, joined
 
+    def _read_sources(
+        self,
+        state: _Worker,
+        sources: list[_Source],
+        wanted: _Filter,
+        lo: int,
+        hi: int,
+        with_steps: bool,
+        out: dict[SeriesKey, tuple[list[np.ndarray], list[np.ndarray]]],
+        tables: dict[str, list[np.ndarray]],
+    ) -> None:
+        """Read the wanted series of ``sources`` into ``out``; an object that fails a check
+        is a problem, and its segments are read another way (:meth:`_replacements`)."""
+        requests: list[tuple[str, int, int]] = []
+        jobs: list[tuple[_Source, SeriesHead, list[int], int, bool]] = []
+        for source, head in self._heads_of(sources, state):
+            if not (head.last_step >= lo and head.first_step < hi and len(head.keys)):
+                continue
+            picks = self._picks(source, head, wanted)
+            if not picks:
+                continue
+            if source.index:
+                jobs.append((source, head, picks, -1, False))
+                continue
+            counts = head.directory["count"]
+            whole = 2 * int(counts[picks].sum()) >= int(counts.sum())
+            first = len(requests)
+            if with_steps:
+                requests.append((source.key, head.head_size, STEP_DTYPE.itemsize * head.steps))
+            if whole:
+                requests.append((source.key, head.blocks_at, head.size - head.blocks_at))
+            else:
+                requests.extend((source.key, *head.block_range(i)) for i in picks)
+            jobs.append((source, head, picks, first, whole))
+        raws = self._get_ranges(requests)
+        redo: list[_Source] = []
+        for source, head, picks, first, whole in jobs:
+            try:
+                blocks, table = self._blocks(source, head, picks, raws, first, whole, with_steps)
+            except (FormatError, StorageError) as exc:
+                self._note(source.key, exc)
+                if not source.index:
+                    redo.extend(self._replacements(state, source))
+                continue
+            if with_steps:
+                tables.setdefault(state.name, []).append(table)
+            for i, (steps, values) in zip(picks, blocks, strict=True):
+                if len(steps) and steps[0] < lo:
+                    cut = np.searchsorted(steps, lo)
+                    steps, values = steps[cut:], values[cut:]
+                if len(steps) and steps[-1] >= hi:
+                    cut = np.searchsorted(steps, hi)
+                    steps, values = steps[:cut], values[:cut]
+                tensor, stat, mode = head.keys[i]
+                slot = out.setdefault(SeriesKey(tensor, stat, ModeKeys(mode), state.name), ([], []))
+                slot[0].append(steps)
+                slot[1].append(values)
+        if redo:
+            self._read_sources(state, redo, wanted, lo, hi, with_steps, out, tables)
+
+    def _replacements(self, state: _Worker, source: _Source) -> list[_Source]:
+        """A damaged series object is not read again: its published segments are read from
+        their own series objects (for a rollup) or their indexes."""
+        self._bad.add(source.key)
+        state.plan = self._plan(state)
+        at = bisect.bisect_left(state.published, source.first)
+        out = []
+        for seq in state.published[at : bisect.bisect_right(state.published, source.last)]:
+            single = state.singles.get(seq)
+            if single is not None and single not in self._bad:
+                out.append(_Source(single, seq, seq))
+            else:
+                out.append(_Source(layout.index_key(state.name, seq), seq, seq, index=True))
+        return out
+
     def _blocks(
         self,
         source: _Source,
         head: SeriesHead,
         picks: list[int],
-        raws: list[bytearray],
+        raws: list[bytearray | None],
         first: int,
         whole: bool,
         with_steps: bool,
@@ -529,52 +561,44 @@ class SeriesReader:
         if source.index:
             parts = self._fallback_parts(source, head)
             return [parts.blocks[i] for i in picks], parts.steps
-        at = first
+        needed = raws[first : first + int(with_steps) + (1 if whole else len(picks))]
+        got = [raw for raw in needed if raw is not None]
+        if len(got) != len(needed):
+            raise FormatError(f"{source.key} could not be read whole")
+        at = 0
         table = np.zeros(0, STEP_DTYPE)
         if with_steps:
-            table = decode_steps(raws[at], head, source.key)
+            table = decode_steps(got[at], head, source.key)
             at += 1
         blocks = []
         if whole:
-            body = memoryview(raws[at])
+            body = memoryview(got[at])
             for i in picks:
                 offset, length = head.block_range(i)
                 offset -= head.blocks_at
                 blocks.append(decode_block(body[offset : offset + length], head, i, source.key))
         else:
             for k, i in enumerate(picks):
-                blocks.append(decode_block(raws[at + k], head, i, source.key))
+                blocks.append(decode_block(got[at + k], head, i, source.key))
         return blocks, table
 
-    def _from_index_instead(
-        self, source: _Source, head: SeriesHead, picks: list[int], with_steps: bool
-    ) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
-        """A damaged series object: its segments' series from their indexes (empty for the
-        picks that are not there)."""
-        del with_steps
-        empty = (np.zeros(0, np.int64), np.zeros(0, np.float64))
-        if source.first != source.last:
-            return [empty for _ in picks], np.zeros(0, STEP_DTYPE)  # a rollup: see heads
-        alt = _Source(layout.index_key(head.worker, source.first), source.first, source.last, True)
-        try:
-            parts = self._fallback_parts(alt, None)
-        except (FormatError, StorageError) as exc:
-            self._note(alt.key, exc)
-            return [empty for _ in picks], np.zeros(0, STEP_DTYPE)
-        where = {k: i for i, k in enumerate(parts.head.keys)}
-        return [
-            parts.blocks[where[head.keys[i]]] if head.keys[i] in where else empty for i in picks
-        ], parts.steps
-
-    def _get_ranges(self, requests: list[tuple[str, int, int]]) -> list[bytearray]:
-        out: list[bytearray] = []
+    def _get_ranges(self, requests: list[tuple[str, int, int]]) -> list[bytearray | None]:
+        """The bytes of each range, together; one that cannot be read is None (and a
+        problem), not an error for all of them."""
+        out: list[bytearray | None] = []
         for at in range(0, len(requests), _BATCH):
-            out.extend(self.store.get_ranges(requests[at : at + _BATCH]))
+            batch = requests[at : at + _BATCH]
+            try:
+                out.extend(self.store.get_ranges(batch))
+            except (KeyError, StorageError):
+                out.extend(self._range_or_none(*request) for request in batch)
         return out
 
-    def _heads_of(self, plan: list[_Source], worker: str) -> Iterator[tuple[_Source, SeriesHead]]:
-        """The heads of a plan's sources (read once and kept); an unreadable one is a
-        problem, and its segment is read from its index."""
+    def _heads_of(
+        self, plan: list[_Source], state: _Worker
+    ) -> Iterator[tuple[_Source, SeriesHead]]:
+        """The heads of a plan's sources (read once and kept while the budget allows); an
+        object whose head is unreadable is a problem, and its segments are read another way."""
         got: dict[str, SeriesHead] = {}
         missing = []
         for source in plan:
@@ -586,22 +610,17 @@ class SeriesReader:
                     got[source.key] = cached
         got.update(self._read_heads(missing))
         for source in plan:
-            head = got.get(source.key)
-            if head is None and source.index:
+            if source.index:
                 try:
-                    head = self._fallback_parts(source, None).head
+                    yield source, self._fallback_parts(source, None).head
                 except (FormatError, StorageError) as exc:
                     self._note(source.key, exc)
-                    continue
-            elif head is None:  # the series object is damaged: read its segments' indexes
-                for seq in range(source.first, source.last + 1):
-                    alt = _Source(layout.index_key(worker, seq), seq, seq, index=True)
-                    try:
-                        yield alt, self._fallback_parts(alt, None).head
-                    except KeyError:
-                        continue  # a sequence number of collections, not of a segment
-                    except (FormatError, StorageError) as exc:
-                        self._note(alt.key, exc)
+                except KeyError:
+                    self._note(source.key, FormatError("listed, then gone before it was read"))
+                continue
+            head = got.get(source.key)
+            if head is None:
+                yield from self._heads_of(self._replacements(state, source), state)
                 continue
             yield source, head
 
@@ -773,16 +792,19 @@ def _join_steps(table: np.ndarray | None, steps: np.ndarray) -> tuple[np.ndarray
 def bucketed(
     steps: np.ndarray, values: np.ndarray, lo: int, hi: int, count: int
 ) -> tuple[np.ndarray, ...]:
-    """(first_step, last_step, count, min, max, last) of each non-empty bucket of a series
-    sorted by step, over [lo, hi) cut into at most ``count`` buckets of equal width."""
+    """(first_step, last_step, count, min, max, last, nonfinite) of each non-empty bucket of
+    a series sorted by step, over [lo, hi) cut into at most ``count`` buckets of equal width
+    (``nonfinite``: how many of its values are NaN or infinite)."""
     width = max(1, -(-(hi - lo) // count))
     bucket = (steps - lo) // width
     starts = np.concatenate([[0], np.flatnonzero(np.diff(bucket)) + 1])
     ends = np.concatenate([starts[1:], [len(steps)]])
-    finite = np.where(np.isfinite(values), values, np.nan)
+    ok = np.isfinite(values)
+    finite = np.where(ok, values, np.nan)
     with np.errstate(invalid="ignore"):
         low = np.fmin.reduceat(finite, starts)
         high = np.fmax.reduceat(finite, starts)
+    bad = np.add.reduceat((~ok).astype(np.int64), starts)
     return (
         steps[starts],
         steps[ends - 1],
@@ -790,6 +812,7 @@ def bucketed(
         low,
         high,
         values[ends - 1],
+        bad,
     )
 
 
@@ -812,9 +835,9 @@ def _bucket_columns(
     pieces: list[tuple[SeriesKey, tuple[np.ndarray, ...]]],
     groups: list[tuple[SeriesKey, int, int]],
 ) -> SeriesColumns:
-    names = ("first_step", "last_step", "count", "min", "max", "last")
+    names = ("first_step", "last_step", "count", "min", "max", "last", "nonfinite")
     if not pieces:
-        empty = _empty(("first_step", "last_step", "count"), ("min", "max", "last"))
+        empty = _empty(("first_step", "last_step", "count", "nonfinite"), ("min", "max", "last"))
         return SeriesColumns(BUCKET_COLUMNS, empty, [])
     numbers = {name: np.concatenate([p[1][k] for p in pieces]) for k, name in enumerate(names)}
     return SeriesColumns(BUCKET_COLUMNS, numbers, groups)

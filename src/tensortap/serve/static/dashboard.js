@@ -6,7 +6,7 @@ const BAD = "#d00000";
 const SEVERITY = { problem: "#b00000", warning: "#c77700", advice: "#777777" };
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
   "#7f7f7f", "#bcbd22", "#17becf"];
-const GAP_TEXT = { nan: "NaN", inf: "+Inf", "-inf": "-Inf" };
+const GAP_TEXT = { nan: "NaN", inf: "+Inf", "-inf": "-Inf", nonfinite: "NaN/Inf" };
 
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g,
   (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
@@ -15,6 +15,21 @@ const esc = (s) => String(s ?? "").replace(/[&<>"']/g,
 const plain = (s) => String(s ?? "").replace(/[&<>]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;" })[c]);
 const when = (t) => (t ? new Date(t * 1000).toLocaleString() : "-");
 const main = () => document.getElementById("main");
+
+// plotly.js (3.5 MB) is loaded beside the first requests, not before them: a page asks for
+// its data at once and draws when both are there (the runs page never needs it)
+let plotlyLoading = null;
+function plotlyReady() {
+  if (window.Plotly) return Promise.resolve();
+  plotlyLoading ||= new Promise((resolve, reject) => {
+    const script = document.createElement("script");
+    script.src = "/static/plotly.min.js";
+    script.onload = resolve;
+    script.onerror = () => reject(new Error("plotly.js did not load"));
+    document.head.appendChild(script);
+  });
+  return plotlyLoading;
+}
 
 async function api(path) {
   const response = await fetch(path, { credentials: "same-origin", cache: "no-store" });
@@ -134,7 +149,7 @@ function curveFigure(title, series, findings, names, sessions) {
       }
       x.push(xi); y.push(s.y[k]);
     });
-    traces.push({ x, y, name: seriesLabel(s, modes, names && names[i]), type: "scattergl",
+    traces.push({ x, y, name: seriesLabel(s, modes, names && names[i]), type: "scatter",
       mode: s.y.length < 40 ? "lines+markers" : "lines", line: { color, width: 2 },
       marker: { size: 6, color }, connectgaps: false });
     s.gaps.forEach(([first, last, kind], k) => {
@@ -247,11 +262,167 @@ function healthFigure(health) {
   return figs;
 }
 
+// ---------------------------------------------------------------- a run's charts
+// One chart per series name (its modes as lines), in a grid of placeholders: a chart's data is
+// asked for only while it is on screen (or near), first as buckets over the whole run, then
+// from the last step the page holds (the cursor: the server sends only what is newer). At
+// most PAGE charts are listed at a time, with a button for the next ones.
+const PAGE = 200;  // charts listed per request (the server's cap)
+const BATCH = 50;  // charts per curves request
+const REBUCKET = 2400;  // points held for a line before it is asked for whole again
+
+function chartTitle(c) { return c.statistic === "value" ? c.name : `${c.name} · ${c.statistic}`; }
+
+function chartGrid(id, box, note, more) {
+  const charts = [];  // {name, statistic, modes, div, lines, cursor, shown, zoom, dirty}
+  const byKey = new Map();
+  let total = 0, match = "", marks = { findings: [], sessions: [] }, asked = 0, lastStep = null;
+  const visible = new Set();
+  const observer = new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      const chart = charts[Number(e.target.dataset.index)];
+      if (e.isIntersecting) { visible.add(chart); chart.dirty = true; }
+      else { visible.delete(chart); if (chart.shown) { Plotly.purge(chart.div); chart.shown = false; } }
+    }
+    draw();
+    fetchFresh().catch(() => {});  // a chart come into view is asked for now, not at the next poll
+  }, { rootMargin: "300px 0px" });
+
+  const key = (c) => `${c.name}\u0000${c.statistic}`;
+  const add = (c) => {
+    if (byKey.has(key(c))) { byKey.get(key(c)).modes = c.modes; return; }
+    const div = document.createElement("div");
+    div.className = "plot";
+    div.dataset.index = String(charts.length);
+    div.dataset.name = c.name;
+    div.dataset.statistic = c.statistic;
+    div.id = `chart-${charts.length}`;
+    const chart = { ...c, div, lines: new Map(), cursor: null, shown: false, zoom: null, dirty: true };
+    div.textContent = chartTitle(c);  // until drawn: its name, as text
+    charts.push(chart); byKey.set(key(c), chart);
+    box.appendChild(div);
+    observer.observe(div);
+  };
+  const list = async (offset) => {
+    const q = new URLSearchParams({ offset: String(offset), limit: String(PAGE) });
+    if (match) q.set("match", match);
+    const body = await api(`/api/run/${id}/series?${q}`);
+    total = body.total;
+    body.charts.forEach(add);
+  };
+  const reset = () => {
+    for (const c of charts) { observer.unobserve(c.div); if (c.shown) Plotly.purge(c.div); }
+    charts.length = 0; byKey.clear(); visible.clear(); box.innerHTML = "";
+  };
+  const status = () => {
+    const left = total - charts.length;
+    more.hidden = left <= 0;
+    more.textContent = `${left} more series`;
+    note.textContent = total ? `${charts.length} of ${total} series` : "";
+    if (!total) box.innerHTML = `<p class="muted" id="nocurves">waiting for a loss or a metric...</p>`;
+    else document.getElementById("nocurves")?.remove();
+  };
+  more.onclick = async () => { await list(charts.length); status(); };
+
+  function merge(chart, line, whole) {
+    const k = `${line.mode}\u0000${line.worker}`;
+    const held = chart.lines.get(k);
+    if (whole || !held) { chart.lines.set(k, { ...line }); return; }
+    held.x = held.x.concat(line.x); held.y = held.y.concat(line.y);
+    held.gaps = held.gaps.concat(line.gaps);
+    held.points += line.points; held.last = line.last; held.last_step = line.last_step;
+    if (held.x.length > REBUCKET) chart.cursor = null;  // asked for whole (rebucketed) next
+  }
+
+  async function fetchCharts(group, extra) {
+    for (let at = 0; at < group.length; at += BATCH) {
+      const part = group.slice(at, at + BATCH);
+      const q = new URLSearchParams(extra);
+      part.forEach((c) => { q.append("name", c.name); q.append("stat", c.statistic); });
+      q.set("limit", String(PAGE));
+      asked += 1;
+      const body = await api(`/api/run/${id}/curves?${q}`);
+      marks = { findings: body.findings, sessions: body.sessions };
+      lastStep = body.last_step;
+      const whole = !extra.after;
+      if (whole) part.forEach((c) => c.lines.clear());
+      body.series.forEach((line) => {
+        const chart = byKey.get(key({ name: line.name, statistic: line.statistic }));
+        if (chart) merge(chart, line, false);
+      });
+      part.forEach((c) => {
+        if (!extra.x0) c.cursor = body.last_step;
+        c.dirty = c.dirty || whole || body.series.some((l) => l.name === c.name);
+      });
+    }
+  }
+
+  // the charts on screen never asked for yet, asked for once (not again while asked)
+  async function fetchFresh() {
+    const fresh = [...visible].filter((c) => c.cursor == null && !c.zoom && !c.asking);
+    if (!fresh.length) return;
+    fresh.forEach((c) => { c.asking = true; });
+    try { await fetchCharts(fresh, {}); } finally { fresh.forEach((c) => { c.asking = false; }); }
+    draw();
+  }
+
+  function draw() {
+    if (!window.Plotly) { plotlyReady().then(draw).catch(() => {}); return; }
+    for (const c of visible) {
+      if (!c.dirty && c.shown) continue;
+      const lines = [...c.lines.values()];
+      if (!lines.length) continue;
+      const { traces, layout } = curveFigure(chartTitle(c), lines, marks.findings, null, marks.sessions);
+      if (c.zoom) layout.xaxis.range = c.zoom;
+      if (!c.shown) c.div.textContent = "";
+      Plotly.react(c.div, traces, layout, { displaylogo: false, responsive: true });
+      if (!c.shown) {
+        c.div.on("plotly_relayout", (ev) => {
+          const range = ev["xaxis.range"] || (ev["xaxis.range[0]"] != null
+            ? [ev["xaxis.range[0]"], ev["xaxis.range[1]"]] : null);
+          if (range) {  // zoomed in: that range asked for (every point once it is short)
+            c.zoom = range;
+            fetchCharts([c], { x0: String(Math.floor(c.zoom[0])), x1: String(Math.ceil(c.zoom[1])) })
+              .then(() => { c.dirty = true; draw(); }).catch(() => {});
+          } else if (ev["xaxis.autorange"]) {  // zoomed out: the whole run asked for again
+            c.zoom = null; c.cursor = null;
+          }
+        });
+      }
+      c.shown = true; c.dirty = false;
+    }
+    window.tensortapCurves = {  // for whoever looks (the tests do)
+      series: charts.flatMap((c) => [...c.lines.values()]), findings: marks.findings,
+      sessions: marks.sessions, total, listed: charts.length, asked, last_step: lastStep,
+      drawn: charts.filter((c) => c.shown).map((c) => c.name),
+      fetched: charts.filter((c) => c.cursor != null).map((c) => c.name),
+    };
+  }
+
+  return {
+    async setMatch(text) { match = text; reset(); await list(0); status(); },
+    async tick() {
+      if (!charts.length) { await list(0); status(); }
+      else if (charts.length < PAGE) { await list(0); status(); }  // new series appear
+      await fetchFresh();
+      const byCursor = new Map();
+      [...visible].filter((c) => c.cursor != null && !c.zoom && !c.asking).forEach((c) => {
+        (byCursor.get(c.cursor) || byCursor.set(c.cursor, []).get(c.cursor)).push(c);
+      });
+      for (const [cursor, group] of byCursor) {
+        await fetchCharts(group, { after: String(cursor) });
+      }
+      draw();
+    },
+  };
+}
+
 function runPage() {
   const id = runId();
   main().innerHTML = `<p id="summary"></p><p id="err" class="problem"></p>
     <h2>Losses and metrics</h2><p><input id="curves-match" placeholder="only names holding..." size="28">
-    <span class="muted" id="curves-note"></span></p><div class="plots" id="curves"><p class="muted" id="nocurves">waiting for a loss or a metric...</p></div>
+    <span class="muted" id="curves-note"></span></p><div class="plots" id="curves"></div>
+    <p><button id="curves-more" hidden></button></p>
     <h2>Rules</h2><div id="diagnosis"></div><table id="rules"></table>
     <h2>Layer health</h2><div class="plots" id="health"></div>
     <h2>Activations (TensorPlot)</h2><p><select id="tp-step"></select> <span class="muted" id="tp-note"></span></p><div id="tensorplot"></div>
@@ -263,16 +434,11 @@ function runPage() {
     <h2>Training log</h2><pre id="log"></pre>`;
   document.getElementById("links").innerHTML = `<a href="/report/${esc(id)}" target="_blank">static report</a>`;
   const err = document.getElementById("err");
-  every(1000, async () => {
-    const match = document.getElementById("curves-match").value;
-    const c = await api(`/api/run/${id}/curves` + (match ? `?match=${encodeURIComponent(match)}` : ""));
-    document.getElementById("curves-note").textContent = c.truncated
-      ? `the first ${c.series_names} of ${c.total} tensors by name: narrow with a part of their name`
-      : "";
-    if (c.series.length) document.getElementById("nocurves")?.remove();
-    drawCurves(document.getElementById("curves"), c.series, c.findings, null, "curves", c.sessions);
-    window.tensortapCurves = c;  // for whoever looks (the tests do)
-  }, err);
+  const grid = chartGrid(id, document.getElementById("curves"), document.getElementById("curves-note"),
+    document.getElementById("curves-more"));
+  const matchBox = document.getElementById("curves-match");
+  matchBox.onchange = () => grid.setMatch(matchBox.value).catch((e) => { err.textContent = e.message; });
+  every(1000, () => grid.tick(), err);
   every(2000, async () => {
     const d = await api(`/api/run/${id}`);
     document.getElementById("title").textContent = d.name;
@@ -296,6 +462,7 @@ function runPage() {
   }, err);
   every(5000, async () => {
     const h = await api(`/api/run/${id}/health`);
+    await plotlyReady();
     const box = document.getElementById("health");
     const figs = healthFigure(h);
     if (!figs.length) box.innerHTML = `<p class="muted">no gradients or ReLU activations saved</p>`;
@@ -307,6 +474,7 @@ function runPage() {
   const drawPlot = async (step) => {
     try {
       const t = await api(`/api/run/${id}/tensorplot${step != null ? `?step=${step}` : ""}`);
+      await plotlyReady();
       if (!t.figure) { document.getElementById("tp-note").textContent = t.note; return; }
       if (select.options.length !== t.steps.length) {
         select.innerHTML = t.steps.map((s) => `<option value="${esc(s)}">step ${esc(s)}</option>`).join("");
@@ -326,6 +494,7 @@ function runPage() {
       `&labels=${encodeURIComponent(field("labels").value)}&mode=${field("mode").value}`;
     try {
       const e = await api(`/api/run/${id}/embeddings${query}`);
+      await plotlyReady();
       if (first) {
         document.getElementById("em-names").innerHTML = e.names.map((n) => `<option value="${esc(n)}">`).join("");
         field("mode").innerHTML = e.modes.map((m) => `<option>${esc(m)}</option>`).join("");
@@ -348,14 +517,38 @@ function runPage() {
 }
 
 // ---------------------------------------------------------------- compare
+// a run's first charts followed from a cursor: whole once, then only the steps after the last
+// one held (whole again once a line holds more than REBUCKET points)
+function follower(id) {
+  const held = new Map();
+  let cursor = null;
+  return async () => {
+    const body = await api(`/api/run/${id}/curves` + (cursor != null ? `?after=${cursor}` : ""));
+    if (cursor == null) held.clear();
+    let whole = false;
+    for (const line of body.series) {
+      const k = [line.name, line.statistic, line.mode, line.worker].join("\u0000");
+      const h = held.get(k);
+      if (!h) { held.set(k, { ...line }); continue; }
+      h.x = h.x.concat(line.x); h.y = h.y.concat(line.y); h.gaps = h.gaps.concat(line.gaps);
+      h.points += line.points;
+      whole ||= h.x.length > REBUCKET;
+    }
+    cursor = whole ? null : body.last_step;
+    return { ...body, series: [...held.values()] };
+  };
+}
+
 function comparePage() {
   const ids = (new URLSearchParams(location.search).get("ids") || "").split(",").filter(Boolean);
+  const followers = ids.map(follower);
   main().innerHTML = `<p id="err" class="problem"></p><h2>Rules side by side</h2><table id="rules"></table>
     <h2>Curves, aligned by global step</h2><div class="plots" id="curves"></div>`;
   document.getElementById("title").textContent = `comparing ${ids.length} runs`;
   every(2000, async () => {
     const runs = await Promise.all(ids.map((id) => api(`/api/run/${id}`)));
-    const curves = await Promise.all(ids.map((id) => api(`/api/run/${id}/curves`)));
+    const curves = await Promise.all(followers.map((follow) => follow()));
+    await plotlyReady();
     const names = [...new Set(runs.flatMap((r) => r.all_rules.map((x) => x.name)))];
     document.getElementById("rules").innerHTML = `<tr><th>rule</th>${runs.map((r) =>
       `<th><a href="/run/${esc(r.id)}">${esc(r.name)}</a><br>${statusSpan(r.status)}</th>`).join("")}</tr>` +
@@ -366,7 +559,8 @@ function comparePage() {
     // one chart per tensor and mode, one line per run
     const groups = {};
     curves.forEach((c, i) => c.series.forEach((s) => {
-      (groups[`${s.name} (${s.mode})`] ||= []).push([{ ...s, collection: `${s.name} (${s.mode})` }, runs[i].name]);
+      const title = `${s.statistic === "value" ? s.name : `${s.name} · ${s.statistic}`} (${s.mode})`;
+      (groups[title] ||= []).push([{ ...s, collection: title }, runs[i].name]);
     }));
     const box = document.getElementById("curves");
     let k = 0;
@@ -377,6 +571,6 @@ function comparePage() {
 }
 
 // one page shell for all three: the path says which
-if (location.pathname.startsWith("/run/")) runPage();
+if (location.pathname.startsWith("/run/")) { plotlyReady().catch(() => {}); runPage(); }
 else if (location.pathname.startsWith("/compare")) comparePage();
 else runsPage();
