@@ -555,6 +555,8 @@ TT_PAINTED = """
 for (const p of document.querySelectorAll('.js-plotly-plot')) {
   if (p.data && p.data.some(t => t.x && t.x.length)) return performance.now();
 }
+// drawn before plotly.js loaded: a line of the chart's points as SVG
+if (document.querySelector('.plot svg.quick polyline')) return performance.now();
 return null;
 """
 

@@ -377,3 +377,63 @@ def test_a_nan_inside_a_long_bucket_is_marked() -> None:
     got = dict(zip(cols, bucketed(steps, values, 0, 1000, 10), strict=True))
     line = _line(SeriesKey("loss", "value", ModeKeys.TRAIN, "worker_0"), got)
     assert line["gaps"] == [[400, 499, "nonfinite"]]
+
+
+def test_layer_health_from_saved_norms_opens_no_trial(tmp_path, serve, monkeypatch) -> None:
+    """Gradients saved as their l2 norm (no activations): the heat map comes from the series
+    path, as the trial would draw it, and the run's trial index is never opened (a 10^6-step
+    run's index is gigabytes: the first paint took 7.4 s and 5.9 GB)."""
+    from tensortap.serve import data
+
+    hook = tt.Hook(
+        tmp_path / "norms",
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["gradients", "losses"],
+    )
+    hook.get_collection("gradients").reduction_config = tt.ReductionConfig(norms=["l2"])
+    rng = np.random.default_rng(0)
+    for step in range(40):
+        hook.save_tensor("loss", np.float32(1 / (1 + step)), collections="losses")
+        for layer in ("fc1", "fc2"):
+            grad = rng.normal(size=6) * (0.0 if layer == "fc2" and step > 30 else 1.0)
+            hook.save_tensor(f"{layer}.weight_grad", grad, collections="gradients")
+        hook.next_step()
+    hook.close()
+    dashboard = serve(tmp_path / "norms", warm=False)
+    health = f"{dashboard.url}api/run/{ids(dashboard.url)['norms']}/health"
+    opened = []
+    monkeypatch.setattr(data, "create_trial", lambda *a, **k: opened.append(a) or 1 / 0)
+    _, quick = get(health)
+    assert opened == []
+    assert quick["gradient_names"] == ["fc1.weight_grad", "fc2.weight_grad"]
+    trial = tt.create_trial(tmp_path / "norms")
+    assert quick["steps"] == list(range(40))
+    for row, name in enumerate(quick["gradient_names"]):
+        expected = [trial.tensor(name).reduction_value(s, "l2") for s in range(40)]
+        assert np.allclose(quick["gradient_norms"][row], expected)
+    assert quick["gradient_norms"][1][-1] == 0.0  # a dead layer stays an exact zero
+
+
+def test_the_first_charts_are_drawn_before_plotly_js_is_started(tmp_path, serve, browser) -> None:
+    """Starting plotly.js holds the page's thread for a second or more: the charts on screen
+    are drawn first as plain SVG (names as text, never markup), then by plotly."""
+    hook = tt.Hook(tmp_path / "quick", save_config=tt.SaveConfig(save_interval=1))
+    for step in range(3000):
+        hook.save_scalar("<b>loss</b>", 1 / (1 + step))
+        hook.next_step()
+    hook.close()
+    dashboard = serve(tmp_path / "quick", warm=False)
+    browser.visit(f"{dashboard.url}run/{ids(dashboard.url)['quick']}")
+    seen = (
+        "const q = document.querySelector('.plot svg.quick');"
+        "return q && q.querySelector('polyline') ? [!!window.Plotly, q.textContent] : null;"
+    )
+    plotly_loaded, text = browser.until(seen)
+    assert plotly_loaded is False  # drawn before plotly.js was even loaded
+    assert "<b>loss</b>" in text  # the name as text
+    plotted = (
+        "return [...document.querySelectorAll('.js-plotly-plot')]"
+        ".some((p) => p.data && p.data.some((t) => t.x && t.x.length));"
+    )
+    assert browser.until(plotted)
+    assert browser.errors() == []

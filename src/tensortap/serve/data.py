@@ -26,7 +26,7 @@ from tensortap.core.downsample import minmax_buckets
 from tensortap.core.modes import ModeKeys
 from tensortap.exceptions import InvalidConfigError, MissingCollectionFiles, TensortapError
 from tensortap.serve.catalog import Run
-from tensortap.serve.meta import overview, resumed_sessions, rules
+from tensortap.serve.meta import overview, resumed_sessions, rules, saved_names
 from tensortap.serve.series import BUCKETS, SeriesKey, buckets, open_reader
 from tensortap.trials.index import natural_key
 from tensortap.trials.series import SeriesReader
@@ -387,7 +387,13 @@ def detail(run: Run, log_lines: int = 200) -> dict[str, Any]:
 def health(run: Run) -> dict[str, Any]:
     """Layer health over up to :data:`HEAT_STEPS` steps spread over the run (the newest
     always among them): the L2 norm of every gradient (exact zeros kept: a dead layer) and
-    the share of exact zeros of every ReLU activation saved in full."""
+    the share of exact zeros of every ReLU activation saved in full. From the series path
+    alone (no trial index opened: a huge run's index is gigabytes) when no activation was
+    saved and every gradient's norm was (then each column is a bucket of steps, its norm the
+    bucket's largest)."""
+    quick = _health_from_series(run)
+    if quick is not None:
+        return quick
     trial = trial_of(run)
     grads, acts = _names(trial, "gradients"), _names(trial, "relu_activations")
     steps = trial.steps(show_incomplete_steps=True)
@@ -416,6 +422,47 @@ def health(run: Run) -> dict[str, Any]:
         "gradient_norms": [[rows[s][0][i] for s in steps] for i in range(len(grads))],
         "activation_names": acts,
         "zero_share": [[rows[s][1][i] for s in steps] for i in range(len(acts))],
+    }
+
+
+def _health_from_series(run: Run) -> dict[str, Any] | None:
+    """:func:`health` from the collections documents and the gradients' saved ``l2`` series;
+    None when that cannot show it all (activations, or a gradient saved without its norm)."""
+    with run.lock:
+        reader = reader_of(run)
+        saved = saved_names(reader.store, ("gradients", "relu_activations"))
+        if saved is None or saved["relu_activations"]:
+            return None
+        grads = sorted(saved["gradients"], key=natural_key)
+        empty = {"steps": [], "gradient_names": grads, "gradient_norms": [[] for _ in grads]}
+        if not grads:
+            return {**empty, "activation_names": [], "zero_share": []}
+        with_norm = {k.tensor for k in reader.keys() if k.statistic == "l2"}  # noqa: SIM118
+        if not set(grads) <= with_norm:
+            return None
+        end = reader.last_step + 1
+        got = reader.buckets(grads, statistic="l2", start=0, end=end, count=HEAT_STEPS)
+    width = max(1, -(-end // HEAT_STEPS))
+    row_of = {name: i for i, name in enumerate(grads)}
+    columns: dict[int, list[float]] = {}
+    done: set[tuple[str, str]] = set()
+    # a norm saved by several workers: the first worker's, as the trial's reads answer
+    for key, part in sorted(got.groups(), key=lambda g: natural_key(g[0].worker)):
+        if (key.tensor, key.mode.name) in done:
+            continue
+        done.add((key.tensor, key.mode.name))
+        for first, high in zip(part["first_step"].tolist(), part["max"].tolist(), strict=True):
+            column = min(end - 1, (first // width + 1) * width - 1)  # the bucket's last step
+            row = columns.setdefault(column, [math.nan] * len(grads))
+            old = row[row_of[key.tensor]]
+            row[row_of[key.tensor]] = high if math.isnan(old) else max(old, high)
+    steps = sorted(columns)
+    return {
+        "steps": steps,
+        "gradient_names": grads,
+        "gradient_norms": [[_number(columns[s][i]) for s in steps] for i in range(len(grads))],
+        "activation_names": [],
+        "zero_share": [],
     }
 
 

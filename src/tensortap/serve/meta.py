@@ -15,7 +15,7 @@ from typing import Any
 from tensortap.diagnosis import job_diagnosis
 from tensortap.exceptions import FormatError, StorageError, TensortapError
 from tensortap.format import layout
-from tensortap.format.documents import decode_end, decode_session
+from tensortap.format.documents import decode_end, decode_json, decode_session
 from tensortap.jobs.live import by_gravity
 from tensortap.serve.catalog import Run
 from tensortap.storage.base import Store
@@ -207,3 +207,26 @@ def overview(run: Run) -> dict[str, Any]:
 
 
 __all__ = ["ENDED_META_SECS", "META_SECS", "overview", "resumed_sessions", "rules", "trial_meta"]
+
+
+def saved_names(store: Store, collections: tuple[str, ...]) -> dict[str, set[str]] | None:
+    """The tensor names each of ``collections`` holds, from every worker's newest collections
+    document (small; no index read); None when one cannot be read (the caller reads the
+    trial instead)."""
+    found: dict[str, set[str]] = {name: set() for name in collections}
+    try:
+        for worker in store.list_dir(layout.WORKERS_PREFIX):
+            if worker.startswith(".") or not layout.is_plain_name(worker):
+                continue
+            keys = [k for k in store.list(layout.collections_prefix(worker)) if k.endswith(".json")]
+            if not keys:
+                continue
+            doc = decode_json(store.get(keys[-1]), "collections", keys[-1])
+            for entry in doc.get("collections") or []:
+                name = entry.get("name") if isinstance(entry, dict) else None
+                if name in found:
+                    names = entry.get("tensor_names") or []
+                    found[name].update(n for n in names if isinstance(n, str))
+    except (KeyError, FormatError, StorageError, AttributeError, TypeError):
+        return None
+    return found

@@ -16,18 +16,26 @@ const plain = (s) => String(s ?? "").replace(/[&<>]/g, (c) => ({ "&": "&amp;", "
 const when = (t) => (t ? new Date(t * 1000).toLocaleString() : "-");
 const main = () => document.getElementById("main");
 
-// plotly.js (3.5 MB) is loaded beside the first requests, not before them: a page asks for
-// its data at once and draws when both are there (the runs page never needs it)
+// plotly.js (3.5 MB) is loaded after the first requests, not before them: starting it holds
+// the page's one thread for a second or more, so a run's page first draws the charts on
+// screen as plain SVG (quickChart) and opens the gate then (or after GATE_MS without a chart
+// to draw); other pages open it at once (the runs page never needs plotly.js).
+const GATE_MS = 1500;
+let plotlyGate = Promise.resolve();
+let openPlotlyGate = () => {};
+function gatePlotly() {
+  plotlyGate = new Promise((resolve) => { openPlotlyGate = resolve; setTimeout(resolve, GATE_MS); });
+}
 let plotlyLoading = null;
 function plotlyReady() {
   if (window.Plotly) return Promise.resolve();
-  plotlyLoading ||= new Promise((resolve, reject) => {
+  plotlyLoading ||= plotlyGate.then(() => new Promise((resolve, reject) => {
     const script = document.createElement("script");
     script.src = "/static/plotly.min.js";
     script.onload = resolve;
     script.onerror = () => reject(new Error("plotly.js did not load"));
     document.head.appendChild(script);
-  });
+  }));
   return plotlyLoading;
 }
 
@@ -127,6 +135,52 @@ function sessionText(s) {
   return `session ${s.index} of ${s.worker} resumed at step ${s.step} (the trial held steps up to ` +
     `${s.resumed_from_step}), started ${when(s.started)} on ${s.host ?? "?"} pid ${s.pid ?? "?"}` +
     (s.step_source ? `; steps counted by ${s.step_source}` : "") + (rolled.length ? `; ${rolled.join(", ")}` : "");
+}
+
+// A chart drawn without plotly.js (while it loads): its title and each line as an SVG
+// polyline (a line breaks at its NaN/Inf gaps), built with DOM calls, never from markup.
+function quickChart(div, title, lines) {
+  const NS = "http://www.w3.org/2000/svg", W = div.clientWidth || 900, H = 340, P = 56;
+  const xs = lines.flatMap((l) => l.x), ys = lines.flatMap((l) => l.y).filter(Number.isFinite);
+  if (!xs.length || !ys.length) return;
+  const x0 = Math.min(...xs), x1 = Math.max(...xs), y0 = Math.min(...ys), y1 = Math.max(...ys);
+  const sx = (x) => P + ((x - x0) / ((x1 - x0) || 1)) * (W - 2 * P);
+  const sy = (y) => H - P - ((y - y0) / ((y1 - y0) || 1)) * (H - 2 * P);
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("class", "quick");
+  svg.setAttribute("width", String(W)); svg.setAttribute("height", String(H));
+  const text = (x, y, words, anchor) => {
+    const t = document.createElementNS(NS, "text");
+    t.setAttribute("x", String(x)); t.setAttribute("y", String(y));
+    t.setAttribute("font-size", "12"); t.setAttribute("text-anchor", anchor);
+    t.textContent = words;  // text, not markup
+    svg.appendChild(t);
+  };
+  text(W / 2, 18, title, "middle");
+  text(P, H - P + 16, String(x0), "start");
+  text(W - P, H - P + 16, `${x1} (global step)`, "end");
+  text(P - 4, P, String(+y1.toPrecision(3)), "end");
+  text(P - 4, H - P, String(+y0.toPrecision(3)), "end");
+  lines.forEach((l, i) => {
+    let points = [];
+    const flush = () => {
+      if (points.length) {
+        const line = document.createElementNS(NS, "polyline");
+        line.setAttribute("points", points.join(" "));
+        line.setAttribute("fill", "none");
+        line.setAttribute("stroke", PALETTE[i % PALETTE.length]);
+        svg.appendChild(line);
+      }
+      points = [];
+    };
+    let g = 0;
+    l.x.forEach((x, k) => {
+      while (g < l.gaps.length && l.gaps[g][1] < x) { flush(); g++; }
+      if (Number.isFinite(l.y[k])) points.push(`${sx(x).toFixed(1)},${sy(l.y[k]).toFixed(1)}`);
+    });
+    flush();
+  });
+  div.replaceChildren(svg);
 }
 
 // plotly traces and layout of ``series`` (several runs' when compared), with gaps, findings
@@ -367,7 +421,18 @@ function chartGrid(id, box, note, more) {
   }
 
   function draw() {
-    if (!window.Plotly) { plotlyReady().then(draw).catch(() => {}); return; }
+    if (!window.Plotly) {  // plotly.js (3.5 MB) takes a second or two to load and start: the
+      // charts on screen are drawn at once as plain SVG lines, then again by plotly
+      for (const c of visible) {
+        const lines = [...c.lines.values()];
+        if (lines.length && (c.dirty || !c.quick)) { quickChart(c.div, chartTitle(c), lines); c.quick = true; }
+      }
+      if ([...visible].some((c) => c.quick)) {  // drawn: plotly.js once the browser painted it
+        requestAnimationFrame(() => setTimeout(openPlotlyGate, 0));
+      }
+      plotlyReady().then(draw).catch(() => {});
+      return;
+    }
     for (const c of visible) {
       if (!c.dirty && c.shown) continue;
       const lines = [...c.lines.values()];
@@ -571,6 +636,6 @@ function comparePage() {
 }
 
 // one page shell for all three: the path says which
-if (location.pathname.startsWith("/run/")) { plotlyReady().catch(() => {}); runPage(); }
+if (location.pathname.startsWith("/run/")) { gatePlotly(); plotlyReady().catch(() => {}); runPage(); }
 else if (location.pathname.startsWith("/compare")) comparePage();
 else runsPage();
