@@ -137,7 +137,7 @@ def test_rollups_merge_small_segments(tmp_path: Path, monkeypatch: pytest.Monkey
     rollups = sorted((tmp_path / "workers" / "worker_0" / "rollups").iterdir())
     assert len(rollups) == 3  # 30 segments: 3 rollups of 8, 6 read one by one
     reader = SeriesReader(tmp_path)
-    plan = reader._workers["worker_0"].plan
+    plan = reader.objects.workers["worker_0"].plan
     assert len(plan) == 3 + 6
     got = reader.series()
     assert rows_of(got) == rows_of(
@@ -254,15 +254,15 @@ def test_export_takes_one_element_values_from_series_objects(tmp_path: Path) -> 
 def test_a_small_head_budget_reads_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tensortap.trials import series as series_module
+    from tensortap.trials import series_objects
 
     write_run(tmp_path, steps=30, flush_every=3)
     expected = rows_of(SeriesReader(tmp_path).series())
-    monkeypatch.setattr(series_module, "HEAD_CACHE_BYTES", 700)  # about one head at a time
+    monkeypatch.setattr(series_objects, "HEAD_CACHE_BYTES", 700)  # about one head at a time
     reader = SeriesReader(tmp_path)
     assert rows_of(reader.series()) == expected
     assert rows_of(reader.series()) == expected and reader.problems == []
-    assert reader._head_bytes <= 700
+    assert reader.objects._head_bytes <= 700
 
 
 @settings(max_examples=60, deadline=None)
