@@ -129,6 +129,9 @@ class Browser:
         self.driver = driver
 
     def open(self, page: Path) -> Any:
+        """Open a local file, after leaving the page before for a blank one (as
+        :meth:`visit`): what that page still did cannot be logged as this one's."""
+        self.driver.get("about:blank")
         self.driver.get_log("browser")  # drain what earlier pages logged
         self.driver.get(page.resolve().as_uri())
         return self.driver
