@@ -131,12 +131,16 @@ class SeriesObjects:
                     plan.append(Source(key, first, last))
                     covered_to = last
                     continue
-            single = state.singles.get(seq)
-            if single is not None and single not in self._bad:
-                plan.append(Source(single, seq, seq))
-            else:
-                plan.append(Source(layout.index_key(state.name, seq), seq, seq, index=True))
+            plan.append(self._own(state, seq))
         return plan
+
+    def _own(self, state: WorkerSeries, seq: int) -> Source:
+        """What holds segment ``seq`` alone: its series object, or its index when it has
+        none (or it failed a check)."""
+        single = state.singles.get(seq)
+        if single is not None and single not in self._bad:
+            return Source(single, seq, seq)
+        return Source(layout.index_key(state.name, seq), seq, seq, index=True)
 
     # -- what there is --
     def states(self, worker: str | None) -> list[WorkerSeries]:
@@ -151,14 +155,8 @@ class SeriesObjects:
         self._bad.add(source.key)
         state.plan = self._plan(state)
         at = bisect.bisect_left(state.published, source.first)
-        out = []
-        for seq in state.published[at : bisect.bisect_right(state.published, source.last)]:
-            single = state.singles.get(seq)
-            if single is not None and single not in self._bad:
-                out.append(Source(single, seq, seq))
-            else:
-                out.append(Source(layout.index_key(state.name, seq), seq, seq, index=True))
-        return out
+        end = bisect.bisect_right(state.published, source.last)
+        return [self._own(state, seq) for seq in state.published[at:end]]
 
     def get_ranges(self, requests: list[tuple[str, int, int]]) -> list[bytearray | None]:
         """The bytes of each range, together; one that cannot be read is None (and a
