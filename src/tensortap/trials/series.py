@@ -322,7 +322,7 @@ class SeriesReader:
         with_steps: bool,
     ) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
         if source.index:
-            parts = self.objects.fallback_parts(source, head)
+            parts = self.objects.fallback_parts(source)
             return [parts.blocks[i] for i in picks], parts.steps
         needed = raws[first : first + int(with_steps) + (1 if whole else len(picks))]
         got = [raw for raw in needed if raw is not None]

@@ -86,10 +86,6 @@ class SeriesColumns(Mapping[str, np.ndarray]):
     def rows(self) -> int:
         return self._rows
 
-    def keys_of_series(self) -> list[SeriesKey]:
-        """The series, in row order."""
-        return [key for key, _, _ in self._groups]
-
     def groups(self) -> Iterator[tuple[SeriesKey, SeriesColumns]]:
         """Each series and its rows."""
         numbers = {n: c for n, c in self._columns.items() if n not in _LABELS}

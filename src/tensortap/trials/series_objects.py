@@ -188,7 +188,7 @@ class SeriesObjects:
         for source in plan:
             if source.index:
                 try:
-                    yield source, self.fallback_parts(source, None).head
+                    yield source, self.fallback_parts(source).head
                 except (FormatError, StorageError) as exc:
                     self.note(source.key, exc)
                 except KeyError:
@@ -259,9 +259,8 @@ class SeriesObjects:
             self.note(key, exc)
         return None
 
-    def fallback_parts(self, source: Source, head: SeriesHead | None) -> Parts:
+    def fallback_parts(self, source: Source) -> Parts:
         """A segment's series from its index (kept while their numbers fit the budget)."""
-        del head
         found = self._fallback.get(source.key)
         if found is not None:
             return found
