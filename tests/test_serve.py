@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tensortap as tt
+from helpers.http import get_json as get
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
@@ -52,14 +53,6 @@ def write_trial(
             hook.save_tensor("loss", np.float32(0.9), collections="losses")
             hook.next_step()
     hook.close()
-
-
-def get(url: str) -> tuple[int, dict]:
-    try:
-        with urllib.request.urlopen(url, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 def run_ids(dashboard) -> dict[str, str]:

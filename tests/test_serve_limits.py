@@ -17,19 +17,12 @@ import numpy as np
 import pytest
 
 import tensortap as tt
+from helpers.http import get_json as get
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-
-
-def get(url: str, timeout: float = 30) -> tuple[int, dict]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 def child_env() -> dict[str, str]:

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import tensortap as tt
+from helpers.http import get_json as get
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
@@ -26,14 +27,6 @@ pytest.importorskip("uvicorn")
 from tensortap.serve.data import MAX_SERIES
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-
-
-def get(url: str, timeout: float = 60) -> tuple[int, dict]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 def scalars(out: Path, steps: int, names: int, flush_every: int | None = None) -> tt.Hook:

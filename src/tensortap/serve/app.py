@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from tensortap.core.safe_regex import compile_untrusted
 from tensortap.exceptions import FormatError, InvalidConfigError, TensortapError
-from tensortap.serve import data, meta
+from tensortap.serve import data, layers, meta
 from tensortap.serve.catalog import Catalog, Run
 
 STATIC = Path(__file__).with_name("static")
@@ -144,7 +144,7 @@ def create_app(
     def api_health(request: Request) -> Response:
         run = run_or_404(request)
         with run.trial_lock:
-            return _json(data.health(run))
+            return _json(layers.health(run))
 
     def api_tensorplot(request: Request) -> Response:
         from tensortap.viz.tensor_plot import TensorPlot
@@ -194,7 +194,7 @@ def create_app(
         run = run_or_404(request)
         q = request.query_params
         with run.trial_lock:
-            found = data.embeddings(
+            found = layers.embeddings(
                 run, q.get("tensor") or None, q.get("labels") or None, q.get("mode") or None
             )
             figure = found["figure"]

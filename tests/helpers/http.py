@@ -1,0 +1,17 @@
+"""A JSON GET for tests of local servers (the dashboard): the status and the decoded body,
+also for an HTTP error's body."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+
+def get_json(url: str, timeout: float = 60) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
