@@ -311,3 +311,23 @@ def test_rules_read_losses_from_the_series_path(tmp_path: Path) -> None:
     after = invoke_rule(LossNotDecreasing(tt.create_trial(tmp_path), num_steps=4))
     assert after.judged == before.judged > 0 and after.triggered == before.triggered
     assert after.errors == 0
+
+
+def test_a_symlink_or_a_fifo_in_place_of_a_series_object_is_not_followed(tmp_path: Path) -> None:
+    """A planted symlink (to a file outside the trial) or a FIFO (a read would block) where a
+    series object belongs: never opened; the segment's numbers come from its index."""
+    import os
+
+    write_run(tmp_path / "run", steps=12, flush_every=4)
+    expected = rows_of(SeriesReader(tmp_path / "run").series())
+    outside = tmp_path / "outside.ttser"
+    objects = sorted((tmp_path / "run" / "workers" / "worker_0" / "series").iterdir())
+    outside.write_bytes(objects[0].read_bytes())
+    objects[0].unlink()
+    objects[0].symlink_to(outside)
+    objects[1].unlink()
+    os.mkfifo(objects[1])
+    reader = SeriesReader(tmp_path / "run")
+    assert rows_of(reader.series()) == expected
+    plan = reader.objects.workers["worker_0"].plan
+    assert all(source.key.endswith(".ttidx") for source in plan[:2])  # read from the indexes
