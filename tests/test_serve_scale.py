@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import tensortap as tt
-from helpers.http import get_json as get
+from helpers.json_get import get_json as get
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")

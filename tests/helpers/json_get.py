@@ -1,5 +1,6 @@
 """A JSON GET for tests of local servers (the dashboard): the status and the decoded body,
-also for an HTTP error's body."""
+also for an HTTP error's body. (Named so as not to shadow a standard module: the helper
+scripts in this folder run with it first on their path.)"""
 
 from __future__ import annotations
 
