@@ -5,6 +5,7 @@ Used by the spike rules (LossSpike, GradientNormSpike) and by the PyTorch guard 
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 import numpy as np
@@ -24,10 +25,26 @@ class RobustBaseline:
             self.values.append(value)
 
     def score(self, value: float) -> tuple[float, float, float]:
-        """(median, scale, z): how many robust standard deviations ``value`` is above."""
-        data = np.fromiter(self.values, dtype=float)
-        median = float(np.median(data))
-        mad = float(np.median(np.abs(data - median)))
-        scale = max(1.4826 * mad, 1e-12 * abs(median), np.finfo(float).tiny)
-        z = (value - median) / scale if np.isfinite(value) else float("inf")
+        """(median, scale, z): how many robust standard deviations ``value`` is above.
+
+        In plain Python over the (short) window: the same numbers, to the last bit, as
+        ``np.median`` gives (the middle value, or the mean of the two middle ones), several
+        times faster for the rules that score every step."""
+        median = _median(sorted(self.values))
+        mad = _median(sorted([abs(v - median) for v in self.values]))
+        scale = max(1.4826 * mad, 1e-12 * abs(median), _TINY)
+        z = (value - median) / scale if math.isfinite(value) else math.inf
         return median, scale, z
+
+
+_TINY = float(np.finfo(float).tiny)
+
+
+def _median(ordered: list[float]) -> float:
+    n = len(ordered)
+    if not n:
+        return math.nan  # as np.median of nothing (without its warning)
+    half = n // 2
+    if n % 2:
+        return ordered[half]
+    return (ordered[half - 1] + ordered[half]) / 2
