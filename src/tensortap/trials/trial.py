@@ -117,15 +117,10 @@ class Trial:
         self._last_refresh = time.monotonic()
         return self._index.refresh()
 
-    @contextlib.contextmanager
-    def no_refresh(self) -> Iterator[Trial]:
+    def no_refresh(self) -> contextlib.AbstractContextManager[Trial]:
         """Within this block, queries answer from what is loaded and never re-list storage
         (a rule evaluating one step sees one consistent view, at no listing cost)."""
-        self._hold_refresh += 1
-        try:
-            yield self
-        finally:
-            self._hold_refresh -= 1
+        return _NoRefresh(self)
 
     def _refresh_if_stale(self) -> bool:
         if self._hold_refresh:
@@ -555,3 +550,19 @@ def create_trial(
 
     copy = tensortap_copy_if_smdebug(location, strict=bool(kwargs.get("strict")))
     return Trial(copy, name=name, **kwargs)
+
+
+class _NoRefresh:
+    """:meth:`Trial.no_refresh` (a plain object: rules enter it several times per step)."""
+
+    __slots__ = ("trial",)
+
+    def __init__(self, trial: Trial) -> None:
+        self.trial = trial
+
+    def __enter__(self) -> Trial:
+        self.trial._hold_refresh += 1
+        return self.trial
+
+    def __exit__(self, *exc: object) -> None:
+        self.trial._hold_refresh -= 1
