@@ -29,8 +29,8 @@ def judge_trial(trial: Trial, rules: Sequence[Rule] | None = None) -> list[RuleS
     """Run ``rules`` (default: the recommended set of the framework that wrote the trial, at
     its defaults) over every step ``trial`` holds now, walked together; one finished summary
     per rule."""
-    from tensortap.rules import create_rule, iter_findings_many, rule_configs
-    from tensortap.rules.invoker import RuleSummary
+    from tensortap.rules import create_rule, rule_configs
+    from tensortap.rules.invoker import RuleSummary, walk
 
     if rules is None:
         rules = [
@@ -39,8 +39,8 @@ def judge_trial(trial: Trial, rules: Sequence[Rule] | None = None) -> list[RuleS
         ]
     summaries = {id(r): RuleSummary(r.rule_name) for r in rules}
     by_name = {r.rule_name: id(r) for r in rules}
-    for finding in iter_findings_many(rules, timeout=0):
-        summaries[by_name[finding.rule]].add(finding)
+    for found in walk(rules, timeout=0):  # quiet steps counted in runs, not one by one
+        summaries[by_name[found.rule]].add(found)
     for rule in rules:
         summaries[id(rule)].finish(rule.no_data_reason())
     return list(summaries.values())

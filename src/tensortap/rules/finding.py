@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from tensortap.core.modes import ModeKeys
 
 
@@ -90,6 +92,24 @@ class Finding:
             "severity": None if self.severity is None else self.severity.value,
             "judged": self.judged,
         }
+
+
+@dataclass(frozen=True)
+class StepRun:
+    """Steps of one rule that ended alike with nothing more to say: OK or SKIPPED, with one
+    ``message`` (the skip reason; for OK steps that judged nothing, why). What a rule that
+    judges many steps at once (:meth:`~tensortap.rules.rule.Rule.judge_steps`) gives instead of
+    one :class:`Finding` per quiet step; a summary counts each step as that Finding would
+    count."""
+
+    rule: str
+    steps: np.ndarray  # global steps, ascending (int64)
+    outcome: Outcome  # OK or SKIPPED
+    message: str = ""
+    judged: bool = True
+
+    def __len__(self) -> int:
+        return len(self.steps)
 
 
 def _json_number(value: float | None) -> float | str | None:

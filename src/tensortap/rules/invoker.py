@@ -12,12 +12,16 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from typing import TYPE_CHECKING
 from dataclasses import dataclass, field
 
 from tensortap.exceptions import InvalidConfigError, RuleError, RuleEvaluationConditionMet
-from tensortap.rules.finding import Finding, Outcome, Severity
+from tensortap.rules.finding import Finding, Outcome, Severity, StepRun
 from tensortap.rules.rule import Rule
+
+if TYPE_CHECKING:
+    from tensortap.trials.trial import Trial
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +61,12 @@ class RuleSummary:
     skip_reasons: Counter[str] = field(default_factory=Counter)
     max_kept: int = 1000
 
-    def add(self, finding: Finding) -> None:
-        """Count one finding (a runner calls this for each one it gets)."""
+    def add(self, finding: Finding | StepRun) -> None:
+        """Count one finding (a runner calls this for each one it gets), or each step of a
+        :class:`StepRun` as its finding would count."""
+        if isinstance(finding, StepRun):
+            self._add_run(finding)
+            return
         if finding.step >= 0:
             if self.first_step is None:
                 self.first_step = finding.step
@@ -80,6 +88,19 @@ class RuleSummary:
                     self.status = RuleStatus.ISSUES_FOUND
         if finding.outcome is not Outcome.OK and len(self.findings) < self.max_kept:
             self.findings.append(finding)
+
+    def _add_run(self, run: StepRun) -> None:
+        if not len(run):
+            return
+        if self.first_step is None:
+            self.first_step = int(run.steps[0])
+        self.last_step = max(int(run.steps[-1]), self.last_step or int(run.steps[-1]))
+        if run.outcome is Outcome.SKIPPED:
+            self.skipped += len(run)
+            self.skip_reasons[run.message.split(";")[0][:200]] += len(run)
+        else:
+            self.evaluated += len(run)
+            self.judged += len(run) if run.judged else 0
 
     @property
     def worst_severity(self) -> Severity | None:
@@ -166,6 +187,33 @@ def iter_findings_many(
     read it and whatever other steps they look at: see ``Trial.holding_step``). A rule
     whose finding is an ERROR is retired; the others go on. The job's rule host, the report
     and ``judge_trial`` all walk this way."""
+    for found in walk(
+        rules,
+        start_step,
+        end_step,
+        poll_interval=poll_interval,
+        timeout=timeout,
+        stop=stop,
+        bulk=False,
+    ):
+        assert isinstance(found, Finding)
+        yield found
+
+
+def walk(
+    rules: Sequence[Rule],
+    start_step: int | None = 0,
+    end_step: int | None = None,
+    *,
+    poll_interval: float = 0.1,
+    timeout: float | None = None,
+    stop: threading.Event | None = None,
+    bulk: bool = True,
+) -> Iterator[Finding | StepRun]:
+    """:func:`iter_findings_many`, where (with ``bulk``) the rules that judge many steps at
+    once (:meth:`Rule.judge_steps`) take each batch of published steps whole and give
+    :class:`StepRun` s for their quiet steps: what a caller that only counts (a summary, the
+    report) walks. What the rules say comes in step order (a run where its first step is)."""
     for rule in rules:
         _check_rule(rule)
     if not rules:
@@ -184,20 +232,14 @@ def iter_findings_many(
             steps = trial.steps()
         i = bisect.bisect_left(steps, next_step)
         pending = [s for s in steps[i:] if end_step is None or s < end_step]
-        for step in pending:
-            with trial.holding_step(step):  # one block of the step, for every rule
-                for rule in list(active):
-                    if stop is not None and stop.is_set():
-                        return
-                    finding = rule.evaluate(step)
-                    yield finding
-                    if finding.outcome is Outcome.ERROR:
-                        active.remove(rule)
-            if not active:
-                return
-            next_step = step + 1
-            last_step = step
+        stopped = yield from _judge_batch(trial, active, pending, bulk, stop)
+        if stopped:
+            return
+        if not active:
+            return
         if pending:
+            next_step = pending[-1] + 1
+            last_step = pending[-1]
             pause, last_new = _FIRST_PAUSE, time.monotonic()
             reported_wait.clear()
         if end_step is not None and next_step >= end_step:
@@ -224,6 +266,57 @@ def iter_findings_many(
         else:
             time.sleep(pause)
         pause = min(pause * 2, poll_interval)
+
+
+def _judge_batch(
+    trial: Trial,
+    active: list[Rule],
+    pending: list[int],
+    bulk: bool,
+    stop: threading.Event | None,
+) -> Generator[Finding | StepRun, None, bool]:
+    """Judge ``pending`` (published steps, ascending) with the ``active`` rules, step by step
+    (each step held once for all rules: see ``Trial.holding_step``). A rule judging in bulk
+    hands its answers over as the walk reaches their steps, so what it evaluates one by one is
+    read from the same held block as the others. A rule whose finding is an ERROR leaves
+    ``active``. True when ``stop`` was set."""
+    feeds = {rule: rule.judge_steps(pending) for rule in active if bulk and rule.judges_in_bulk}
+    stepwise = [rule for rule in active if rule not in feeds]
+    due = dict.fromkeys(feeds, pending[0] if pending else 0)  # the first step not answered
+    i = 0
+    while i < len(pending) and (stepwise or feeds):
+        step = pending[i]
+        with trial.holding_step(step):  # one block of the step, for every rule
+            for rule in [r for r in feeds if due[r] <= step]:
+                while rule in feeds and due[rule] <= step:
+                    with trial.no_refresh():
+                        found = next(feeds[rule], None)
+                    if found is None:  # it said everything
+                        del feeds[rule]
+                        break
+                    if stop is not None and stop.is_set():
+                        return True
+                    yield found
+                    if isinstance(found, StepRun):
+                        due[rule] = int(found.steps[-1]) + 1 if len(found) else due[rule]
+                        continue
+                    due[rule] = found.step + 1
+                    if found.outcome is Outcome.ERROR:
+                        del feeds[rule]
+                        active.remove(rule)
+            for rule in list(stepwise):
+                if stop is not None and stop.is_set():
+                    return True
+                finding = rule.evaluate(step)
+                yield finding
+                if finding.outcome is Outcome.ERROR:
+                    stepwise.remove(rule)
+                    active.remove(rule)
+        if stepwise or not feeds:
+            i += 1
+        else:  # only rules judging in bulk: on to the next step one of them answers
+            i = bisect.bisect_left(pending, min(due.get(r, step + 1) for r in feeds), i + 1)
+    return False
 
 
 def invoke_rule(

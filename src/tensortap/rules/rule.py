@@ -14,8 +14,10 @@ import inspect
 import logging
 import traceback
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
 
 from tensortap.core.modes import ModeKeys
 from tensortap.exceptions import (
@@ -28,7 +30,7 @@ from tensortap.exceptions import (
     TensorUnavailable,
     TensorUnavailableForStep,
 )
-from tensortap.rules.finding import Finding, Outcome, Severity
+from tensortap.rules.finding import Finding, Outcome, Severity, StepRun
 from tensortap.rules.params import ParamSpec, check, coerce, specs_of
 from tensortap.rules.required_tensors import RequiredTensors
 
@@ -228,16 +230,16 @@ class Rule:
         """Run the rule at ``step`` and say what came of it; never raises for the rule's errors
         or for missing data (those become SKIPPED and ERROR findings)."""
         self._explanation = None
-        mode, mode_step = _mode_of(self.base_trial, step)
-        reads = self._values_read()
         base = self.base_trial  # note the collections this rule asks for (see no_data_reason)
+        reads = self._values_read()
         asked_before = getattr(base, "collections_asked", None)
         if asked_before is not None:
             base.collections_asked = set()
+        mode: ModeKeys | None = None
+        mode_step: int | None = None
         try:
-            with contextlib.ExitStack() as held:
-                for trial in self.trials:  # one consistent view per evaluation
-                    held.enter_context(trial.no_refresh())
+            with _holding(self.trials):  # one consistent view per evaluation
+                mode, mode_step = _mode_of(base, step)
                 self.req_tensors.clear()
                 self.set_required_tensors(step)
                 self.req_tensors.fetch()
@@ -274,7 +276,65 @@ class Rule:
         return self._explanation
 
     def _values_read(self) -> int:
+        if len(self.trials) == 1:
+            return int(getattr(self.base_trial, "values_read", 0))
         return sum(getattr(t, "values_read", 0) for t in self.trials)
+
+    # -- many steps at once --
+    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
+        """Judge ``steps`` (ascending global steps the trial holds, all published) and yield
+        what :meth:`evaluate` would give at each, in order: a rule that can tell many quiet
+        steps at once from saved series overrides this to yield :class:`StepRun` s for them
+        (and calls :meth:`evaluate` at the others, its state as the walk step by step would
+        leave it), so that a finished trial is judged without a Python call per step. The
+        summaries are the same either way (tests compare them). Default: step by step."""
+        for step in steps:
+            yield self.evaluate(step)
+
+    @property
+    def judges_in_bulk(self) -> bool:
+        """True if this rule's class overrides :meth:`judge_steps`."""
+        return type(self).judge_steps is not Rule.judge_steps
+
+    def quiet(
+        self, steps: np.ndarray, why_unjudged: str | None = None, *, judged: bool = True
+    ) -> StepRun:
+        """OK steps of :meth:`judge_steps` that judged saved values, unless ``why_unjudged``
+        says why they did not (as ``explain(..., judged=False)`` would) or ``judged`` is False
+        (they read nothing, and said nothing of it)."""
+        if why_unjudged is not None:
+            self._unjudged[why_unjudged[:200]] += len(steps)
+        judged = judged and why_unjudged is None
+        return StepRun(self.rule_name, steps, Outcome.OK, why_unjudged or "", judged)
+
+    def skipped(self, steps: np.ndarray, reason: str) -> StepRun:
+        """Skipped steps of :meth:`judge_steps` (as ``raise self.skip(reason)`` at each)."""
+        return StepRun(self.rule_name, steps, Outcome.SKIPPED, reason, False)
+
+    def note_asked(self, *collections: str) -> None:
+        """Count ``collections`` as asked for by this rule (as reading their names at a step
+        would): a rule judging in bulk says what the walk step by step would have asked."""
+        self._asked.update(collections)
+        asked = getattr(self.base_trial, "collections_asked", None)
+        if asked is not None:
+            asked.update(collections)
+
+    @contextlib.contextmanager
+    def asking(self) -> Iterator[None]:
+        """Note the collections this rule asks the base trial for in the block (as an
+        evaluation does): a rule that judges steps in bulk reads names in here."""
+        base = self.base_trial
+        asked_before = getattr(base, "collections_asked", None)
+        if asked_before is None:
+            yield
+            return
+        base.collections_asked = set()
+        try:
+            with base.no_refresh():
+                yield
+        finally:
+            self._asked |= base.collections_asked
+            base.collections_asked = asked_before | base.collections_asked
 
     def waiting_finding(self, last_step: int | None) -> Finding | None:
         """The finding of :meth:`invoke_while_waiting`, or None when nothing is to report."""
@@ -367,6 +427,16 @@ def _mode_of(trial: Trial, step: int) -> tuple[ModeKeys | None, int | None]:
             return trial.mode(step), trial.mode_step(step)
     except Exception:
         return None, None
+
+
+def _holding(trials: Sequence[Trial]) -> contextlib.AbstractContextManager[Any]:
+    """Every trial's ``no_refresh`` at once (one trial's alone: the usual case, and cheap)."""
+    if len(trials) == 1:
+        return trials[0].no_refresh()
+    held = contextlib.ExitStack()
+    for trial in trials:
+        held.enter_context(trial.no_refresh())
+    return held
 
 
 def failure_text(exc: BaseException) -> str:
