@@ -324,7 +324,8 @@ def test_the_rules_walk_builds_each_steps_block_once(
     counted = _Counted(monkeypatch)
     found = rules_that_find_problems(tmp_path / "t")
     assert "DeadRelu" in found
-    assert counted.per_step == dict.fromkeys(steps, 1)
+    # once at most: the rules judging in bulk read no block where the saved numbers answer
+    assert set(counted.per_step) <= set(steps) and set(counted.per_step.values()) == {1}
 
 
 def test_the_report_builds_a_steps_block_once_at_most(

@@ -237,9 +237,10 @@ def training_step(trial: Trial, step: int) -> tuple[ModeKeys, int] | None:
 
 
 def loss_names(
-    trial: Trial, use_losses_collection: bool, regexes: Sequence[str] | None, step: int
+    trial: Trial, use_losses_collection: bool, regexes: Sequence[str] | None, step: int | None
 ) -> list[str]:
-    """The loss tensors saved at ``step``: the losses collection and/or names matching regexes."""
+    """The loss tensors saved at ``step`` (at any step: None): the losses collection and/or
+    names matching regexes."""
     return select(
         trial, ["losses"] if use_losses_collection else [], regexes, step=step, default=[]
     )

@@ -24,6 +24,8 @@ def model_input(trial: Trial, step: int) -> tuple[str, np.ndarray] | None:
     in forward order) with its value, or None where none was saved in full. An optional read:
     a trial without inputs is not told to save them."""
     inputs = set(optional_names_in(trial, "inputs", step))
+    if not inputs:  # nothing to look for in the step's order (which reads the step)
+        return None
     for name in trial.saved_order(step):
         if name in inputs and has_raw(trial.tensor(name), step):
             return name, trial.tensor(name).value(step)

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tensortap.rules.builtin._bulk import EVALUATE, emit, finite_screen, steps_array
 from tensortap.rules.builtin._common import collection_names_param, select
+from tensortap.rules.finding import Finding, StepRun
 from tensortap.rules.rule import Rule
 
 if TYPE_CHECKING:
     from tensortap.trials.step_block import StepBlock
+
+_NOTHING_SAVED = "none of the selected tensors was saved at this step"
 
 
 class ExplodingTensor(Rule):
@@ -62,10 +67,25 @@ class ExplodingTensor(Rule):
                     found[name] = "infinite values"
         return [(n, found[n]) for n in names if n in found]
 
+    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
+        """Steps whose selected tensors are all finite in the saved numbers (reductions,
+        one-element values) are OK at once; the others are evaluated one by one."""
+        at = steps_array(steps)
+        with self.asking():
+            names = select(self.base_trial, self.collection_names, self.tensor_regex)
+        screen = finite_screen(self.base_trial, names, at)
+        if screen is None:
+            yield from super().judge_steps(steps)
+            return
+        saved, doubt = screen
+        codes = np.where(~saved, 0, np.where(doubt, EVALUATE, 1))
+        answers = [lambda s: self.skipped(s, _NOTHING_SAVED), self.quiet]
+        yield from emit(self, at, codes, answers)
+
     def invoke_at_step(self, step: int) -> bool:
         names = self._names(step)
         if not names:
-            raise self.skip("none of the selected tensors was saved at this step")
+            raise self.skip(_NOTHING_SAVED)
         bad = self._bad(self.base_trial.step_block(step), names)
         kind = "NaN" if self.only_nan else "NaN or infinite values"
         if not bad:

@@ -3,10 +3,26 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from tensortap.rules.builtin._common import NOT_TRAINING, names_in, step_mode, training_step
+import numpy as np
+
+from tensortap.core.modes import ModeKeys
+from tensortap.rules.builtin._bulk import any_at, emit, modes_of, steps_array
+from tensortap.rules.builtin._common import (
+    NOT_TRAINING,
+    names_in,
+    optional_names_in,
+    step_mode,
+    training_step,
+)
+from tensortap.rules.finding import Finding, StepRun
 from tensortap.rules.rule import Rule
+from tensortap.trials.records import saved_records
+
+_NO_GRADIENTS = "no gradients saved at this step"
+_NO_OUTPUT_LAYER = "no module inputs in forward order with saved weights at this step"
 
 _INPUT = re.compile(r"^(?P<module>.+?)_input_\d+$")
 
@@ -50,11 +66,11 @@ class FrozenLayer(Rule):
             raise self.skip(NOT_TRAINING.format(mode=mode.name))
         gradients = {g.removeprefix("gradient/") for g in names_in(trial, "gradients", step)}
         if not gradients:
-            raise self.skip("no gradients saved at this step")
+            raise self.skip(_NO_GRADIENTS)
         weights = names_in(trial, "weights", step)
         found = self._output_layer(step, weights)
         if found is None:
-            raise self.skip("no module inputs in forward order with saved weights at this step")
+            raise self.skip(_NO_OUTPUT_LAYER)
         layer, params = found
         frozen = [p for p in params if p not in gradients]
         fired = len(frozen) == len(params)
@@ -74,3 +90,33 @@ class FrozenLayer(Rule):
             cause="frozen_layer",
         )
         return fired
+
+    def _not_training(self, mode: ModeKeys) -> Callable[[np.ndarray], StepRun]:
+        return lambda steps: self.skipped(steps, NOT_TRAINING.format(mode=mode.name))
+
+    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
+        """In a trial that saved no module input or no weight, no step has an output layer to
+        judge: each is skipped, saying why, at once. Otherwise step by step."""
+        trial = self.base_trial
+        if optional_names_in(trial, "inputs") and optional_names_in(trial, "weights"):
+            yield from super().judge_steps(steps)
+            return
+        at = steps_array(steps)
+        modes = modes_of(trial, at)
+        training = np.asarray([m in (ModeKeys.TRAIN, ModeKeys.GLOBAL) for m in modes], bool)
+        gradients = optional_names_in(trial, "gradients")
+        graded = any_at(at, saved_records(trial, gradients).step)
+        if training.any():  # what the walk step by step asks for at training steps
+            self.note_asked("gradients")
+        if (training & graded).any():
+            self.note_asked("weights", "inputs")
+        codes = np.where(graded, 1, 0)
+        answers: dict[int, Callable[[np.ndarray], StepRun]] = {
+            0: lambda s: self.skipped(s, _NO_GRADIENTS),
+            1: lambda s: self.skipped(s, _NO_OUTPUT_LAYER),
+        }
+        for i, mode in enumerate(modes):
+            if mode not in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
+                codes[i] = 2 + int(mode)
+                answers[2 + int(mode)] = self._not_training(mode)
+        yield from emit(self, at, codes, answers)

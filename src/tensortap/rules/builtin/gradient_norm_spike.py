@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from tensortap.rules.builtin._bulk import any_at, chunks, per_step, steps_array
 from tensortap.rules.builtin._common import fire_nonfinite, names_in
-from tensortap.rules.builtin._spike import SpikeRule
+from tensortap.rules.builtin._spike import SpikeRule, Values
+from tensortap.rules.finding import Finding, StepRun
+from tensortap.trials.records import saved_records
+
+_NO_GRADIENTS = "no gradients saved at this step"
 
 
 class GradientNormSpike(SpikeRule):
@@ -26,7 +32,7 @@ class GradientNormSpike(SpikeRule):
     def invoke_at_step(self, step: int) -> bool:
         names = names_in(self.base_trial, "gradients", step)
         if not names:
-            raise self.skip("no gradients saved at this step")
+            raise self.skip(_NO_GRADIENTS)
         norms = self.base_trial.step_block(step).reduce(names, "l2")
         if not np.isfinite(norms).all():
             bad = [n for n, v in zip(names, norms.tolist(), strict=True) if not math.isfinite(v)]
@@ -34,3 +40,36 @@ class GradientNormSpike(SpikeRule):
         return self.judge(
             "global", math.sqrt(float(np.sum(norms**2))), "global gradient norm", names
         )
+
+    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
+        """The global norm of every step whose gradients all have a saved, finite ``l2``
+        (once, for all those steps), replayed through the baseline; the other steps are
+        evaluated one by one."""
+        at = steps_array(steps)
+        with self.asking():
+            names = names_in(self.base_trial, "gradients")
+        saved = saved_records(self.base_trial, names)
+        if saved.workers > 1:
+            yield from super().judge_steps(steps)
+            return
+        l2 = saved.reduction_rows("l2")
+        doubt = saved.repeated() | (l2 & ~np.isfinite(saved.value))
+        for part in chunks(at, len(names)):
+            present = per_step(part, saved.step, saved.name, len(names), saved.value)[1] > 0
+            norms, found = per_step(
+                part, saved.step[l2], saved.name[l2], len(names), saved.value[l2]
+            )
+            whole = present.all(axis=1) & (found == 1).all(axis=1)
+            whole &= ~any_at(part, saved.step, doubt)
+            total = np.sqrt(np.sum(norms**2, axis=1))
+            nothing = np.logical_not(present.any(axis=1)).tolist()
+            inputs: list[Values | StepRun | None] = []
+            whole_at = whole.tolist()
+            for i in range(len(part)):
+                if nothing[i]:
+                    inputs.append(self.skipped(part[i : i + 1], _NO_GRADIENTS))
+                elif whole_at[i]:
+                    inputs.append((("global", float(total[i])),))
+                else:
+                    inputs.append(None)
+            yield from self.replay(part, inputs)

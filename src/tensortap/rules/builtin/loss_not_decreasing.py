@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tensortap.core.collections import TRAINING_LOOP
 from tensortap.core.modes import ModeKeys
+from tensortap.rules.builtin._bulk import one_numbers, steps_array
 from tensortap.rules.builtin._common import (
     boosting_metric_pair,
     collection_names_param,
@@ -20,7 +22,7 @@ from tensortap.rules.builtin._series import (
     change,
     progress,
 )
-from tensortap.rules.finding import Severity
+from tensortap.rules.finding import Finding, Severity, StepRun
 from tensortap.rules.rule import Rule
 
 _LOSS_LIKE = r"(?i)loss"
@@ -124,6 +126,17 @@ class LossNotDecreasing(Rule):
         if self.mode is None or self.mode == ModeKeys.GLOBAL:
             return True
         return obs.mode == self.mode
+
+    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
+        """Step by step, the losses read at once beforehand (one-element values of the
+        losses named by collection or regex; a loss found by its name is read at its step)."""
+        collections = [*self.collection_names, *(["losses"] if self.use_losses_collection else [])]
+        with self.asking():
+            names = select(self.base_trial, collections, self.tensor_regex, default=[])
+        losses = one_numbers(self.base_trial, names, steps_array(steps)) if names else None
+        if losses is not None:
+            self._series.preload(steps, losses)
+        yield from super().judge_steps(steps)
 
     def invoke_at_step(self, step: int) -> bool:
         observations = [o for o in self._series.observe(step) if self._judged(o)]

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
+
+from tensortap.rules.builtin._bulk import EVALUATE, emit, finite_screen, steps_array
 from tensortap.rules.builtin._common import names_in, nonfinite_names, select
+from tensortap.rules.finding import Finding, StepRun
 from tensortap.rules.rule import Rule
+
+_NOTHING_SAVED = "none of the selected tensors was saved at this step"
 
 _UPDATE_COLLECTIONS = ("weights", "biases", "optimizer_variables")
 
@@ -46,13 +53,41 @@ class NaNInfRootCause(Rule):
         updated = [("update", n) for n in order if n in update and n not in grads]
         return forward + backward + updated
 
+    def _traced(self) -> int | None:
+        return self.found_at
+
+    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
+        """Steps whose selected tensors are all finite in the saved numbers are OK at once, up
+        to the first that may not be (evaluated); after the origin is found, every step is."""
+        at = steps_array(steps)
+        if self.found_at is None:
+            with self.asking():
+                names = select(self.base_trial, self.collection_names, self.tensor_regex)
+            screen = finite_screen(self.base_trial, names, at)
+            if screen is None:
+                yield from super().judge_steps(steps)
+                return
+            saved, doubt = screen
+            codes = np.where(~saved, 0, np.where(doubt, EVALUATE, 1))
+            answers = [lambda s: self.skipped(s, _NOTHING_SAVED), self.quiet]
+            for found in emit(self, at, codes, answers):
+                yield found
+                traced = self._traced()
+                if traced is not None:  # the rest is said at once
+                    at = at[at > traced]
+                    break
+            else:
+                return
+        # as evaluate says it: nothing read, "already traced"
+        yield self.quiet(at, judged=False)
+
     def invoke_at_step(self, step: int) -> bool:
         if self.found_at is not None:
             self.explain(f"already traced to step {self.found_at}")
             return False
         names = select(self.base_trial, self.collection_names, self.tensor_regex, step=step)
         if not names:
-            raise self.skip("none of the selected tensors was saved at this step")
+            raise self.skip(_NOTHING_SAVED)
         # every selected tensor checked at once on the step's block (shared with the other
         # rules); the computation order is looked up only where something is not finite
         found = set(nonfinite_names(self.base_trial, names, step))

@@ -3,25 +3,34 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from tensortap.core.modes import ModeKeys
+from tensortap.rules.builtin._bulk import one_numbers, steps_array
 from tensortap.rules.builtin._common import (
     boosting_metric_pair,
     fire_nonfinite,
     loss_names,
     metric_at,
     metric_pair,
+    optional_names_in,
     scalar,
     step_mode,
 )
 from tensortap.rules.builtin._samples import DistinctSamples, model_input
 from tensortap.rules.builtin._series import critical, line_noise, pass_ends_at
-from tensortap.rules.finding import Severity
+from tensortap.rules.finding import Finding, Severity, StepRun
 from tensortap.rules.rule import Rule
+
+_TRAINING_ONLY = (
+    "training steps only: Overfit compares each evaluation (EVAL) pass with the training loss "
+    "before it, and judges nothing until an EVAL step follows training (save EVAL steps: "
+    "hook.set_mode(ModeKeys.EVAL) around validation)"
+)
 
 #: The validation loss must rise at least this far (relative) above its best to be overfitting:
 #: 2 of 500 healthy development runs of the generated benchmark ended 12% and 15% above their
@@ -199,6 +208,45 @@ class Overfit(Rule):
             return None
         return float(np.mean([scalar(self.base_trial.tensor(n), step) for n in names]))
 
+    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
+        """TRAIN steps with one-element finite losses move the training phase at once (as
+        :meth:`invoke_at_step` moves it) and say so in runs; the other steps are evaluated
+        one by one. Step by step on a boosted model's metrics and where inputs are counted."""
+        trial = self.base_trial
+        at = steps_array(steps)
+        with self.asking():
+            names = loss_names(trial, True, self.tensor_regex, None)
+        counting = not self._samples.full and optional_names_in(trial, "inputs")
+        boosted = self.training_metric or trial.framework() == "xgboost"
+        losses = None if counting or boosted else one_numbers(trial, names, at)
+        if losses is None:
+            yield from super().judge_steps(steps)
+            return
+        run: list[int] = []
+        with trial.no_refresh():
+            modes = [trial.mode(step) for step in at.tolist()]
+        for step, mode, found in zip(at.tolist(), modes, losses, strict=True):
+            if mode != ModeKeys.TRAIN or not found:
+                if run:
+                    yield self.quiet(np.asarray(run, dtype=np.int64), _TRAINING_ONLY)
+                    run = []
+                yield self.evaluate(step)
+                continue
+            values = [v for _, v in found]
+            loss = values[0] if len(values) == 1 else float(np.mean(values))
+            new_phase = mode != self._last_mode
+            self._last_mode = mode
+            self._close()
+            if new_phase:
+                self._train = []
+            self._train.append(loss)
+            if self._start is None:
+                self._start = loss
+            self._train_step, self._train_used = step, False
+            run.append(step)
+        if run:
+            yield self.quiet(np.asarray(run, dtype=np.int64), _TRAINING_ONLY)
+
     def invoke_at_step(self, step: int) -> bool:
         if not self.training_metric:  # on a boosted model, its metrics (the booster's own)
             pair = boosting_metric_pair(self.base_trial, step)
@@ -231,12 +279,7 @@ class Overfit(Rule):
             if found is not None:
                 self._samples.add(found[1])
             self._train_step, self._train_used = step, False
-            self.explain(
-                "training steps only: Overfit compares each evaluation (EVAL) pass with the "
-                "training loss before it, and judges nothing until an EVAL step follows "
-                "training (save EVAL steps: hook.set_mode(ModeKeys.EVAL) around validation)",
-                judged=False,
-            )
+            self.explain(_TRAINING_ONLY, judged=False)
             return False
         if mode != ModeKeys.EVAL:
             self.explain(f"{mode.name} steps are not compared", judged=False)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tensortap.core.modes import ModeKeys
+from tensortap.rules.builtin._bulk import one_numbers, steps_array
 from tensortap.rules.builtin._common import (
     boosting_metric_pair,
     loss_names,
@@ -14,7 +16,7 @@ from tensortap.rules.builtin._common import (
     nonfinite_explanation,
 )
 from tensortap.rules.builtin._series import LossSeries
-from tensortap.rules.finding import Severity
+from tensortap.rules.finding import Finding, Severity, StepRun
 from tensortap.rules.rule import Rule
 
 #: A validation loss this far (relative) above its best is getting worse, not just flat.
@@ -73,6 +75,16 @@ class Overtraining(Rule):
         self._series = LossSeries(
             base_trial, lambda s: loss_names(base_trial, True, self.tensor_regex, s), False
         )
+
+    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
+        """Step by step, the losses read at once beforehand (one-element values)."""
+        if not self.training_metric:
+            with self.asking():
+                names = loss_names(self.base_trial, True, self.tensor_regex, None)
+            losses = one_numbers(self.base_trial, names, steps_array(steps))
+            if losses is not None:
+                self._series.preload(steps, losses)
+        yield from super().judge_steps(steps)
 
     def invoke_at_step(self, step: int) -> bool:
         if not self.training_metric:  # on a boosted model, its metrics (the booster's own)

@@ -3,19 +3,35 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
+from tensortap.exceptions import TensorUnavailableForStep
+from tensortap.rules.builtin._bulk import EVALUATE, any_at, chunks, emit, per_step, steps_array
 from tensortap.rules.builtin._common import (
     GRADIENT_PREFIXES,
     fire_nonfinite,
     loss_names,
     names_in,
+    optional_names_in,
     scalar,
 )
-from tensortap.rules.finding import Severity
+from tensortap.rules.finding import Finding, Severity, StepRun
 from tensortap.rules.rule import Rule
+from tensortap.trials.records import saved_records
+
+_NO_GRADIENTS = "no gradients saved at this step"
+
+
+def _no_mean(name: str) -> str:
+    return (
+        f"no mean |gradient| of {name} at this step: neither its raw value nor its mean "
+        "absolute value (reduction abs_mean) was saved; save the gradients raw, or with "
+        "ReductionConfig(abs_reductions=['mean'])"
+    )
+
 
 #: A loss under this share of its first value: the model is at (or near) a minimum.
 _CONVERGED = 0.05
@@ -46,13 +62,16 @@ class VanishingGradient(Rule):
     def invoke_at_step(self, step: int) -> bool:
         names = names_in(self.base_trial, "gradients", step)
         if not names:
-            raise self.skip("no gradients saved at this step")
+            raise self.skip(_NO_GRADIENTS)
         biases = names_in(self.base_trial, "biases", step)
         if biases:  # their gradients are not judged (see the docstring)
             of_biases = {p + b for b in biases for p in GRADIENT_PREFIXES}
             names = [n for n in names if n not in of_biases] or names
         # every gradient of the step in one read and one vectorised reduction
-        means = self.base_trial.step_block(step).reduce(names, "mean", abs=True)
+        try:
+            means = self.base_trial.step_block(step).reduce(names, "mean", abs=True)
+        except TensorUnavailableForStep as exc:  # neither the raw value nor the reduction
+            raise self.skip(_no_mean(exc.tname)) from None
         bad = [n for n, m in zip(names, means.tolist(), strict=True) if not math.isfinite(m)]
         if bad:
             return fire_nonfinite(self, bad, "the gradient")
@@ -91,3 +110,72 @@ class VanishingGradient(Rule):
             self._first_loss = loss
         first = self._first_loss
         return loss / first if first > 0 and math.isfinite(loss) else None
+
+    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
+        """Steps whose judged gradients all have a saved, finite abs mean at or above the
+        threshold are OK at once (after the first judged one, which sets the loss of
+        reference), steps where one has neither that nor a raw value are skipped at once;
+        the others are evaluated one by one."""
+        at = steps_array(steps)
+        trial = self.base_trial
+        with self.asking():
+            grads = names_in(trial, "gradients")
+        if not grads:
+            yield self.skipped(at, _NO_GRADIENTS)
+            return
+        biases = optional_names_in(trial, "biases")
+        saved = saved_records(trial, grads)
+        if any_at(at, saved.step).any():  # asked for at each step with gradients
+            self.note_asked("biases")
+        if saved.workers > 1 or (biases and saved_records(trial, biases).workers > 1):
+            yield from super().judge_steps(steps)
+            return
+        # the gradient of each bias (judged only where the bias is saved at the step)
+        position = {g: j for j, g in enumerate(grads)}
+        of_bias = [
+            (b, position[p + b]) for b in biases for p in GRADIENT_PREFIXES if p + b in position
+        ]
+        bias_rows = saved_records(trial, [b for b, _ in of_bias])
+        means_rows = saved.reduction_rows("mean", abs=True)
+        raw_rows = saved.kind == 0  # RecordKind.TENSOR
+        repeated = saved.repeated()
+        n = len(grads)
+        for part in chunks(at, n):
+            present = per_step(part, saved.step, saved.name, n, saved.value)[1] > 0
+            means, found = per_step(
+                part, saved.step[means_rows], saved.name[means_rows], n, saved.value[means_rows]
+            )
+            raw = per_step(part, saved.step[raw_rows], saved.name[raw_rows], n, saved.value)[1]
+            doubt = per_step(part, saved.step[repeated], saved.name[repeated], n, saved.value)[1]
+            judged = present.copy()
+            if of_bias:
+                bias_at = (
+                    per_step(part, bias_rows.step, bias_rows.name, len(of_bias), bias_rows.value)[1]
+                    > 0
+                )
+                for k, (_, j) in enumerate(of_bias):
+                    judged[:, j] &= ~bias_at[:, k]
+                judged = np.where(judged.any(axis=1, keepdims=True), judged, present)
+            has_mean = found == 1
+            missing = judged & ~has_mean & (raw == 0)
+            first_missing = np.argmax(missing, axis=1)
+            with np.errstate(invalid="ignore"):  # fires, or not finite
+                small = judged & has_mean & ~(np.isfinite(means) & (means >= self.threshold))
+            unsure = (doubt > 0).any(axis=1) | (judged & ~has_mean & (raw > 0)).any(axis=1)
+            unsure |= small.any(axis=1)
+            codes = np.ones(len(part), dtype=np.int64)
+            codes[~present.any(axis=1)] = 0
+            skip = missing.any(axis=1) & present.any(axis=1)
+            answers: dict[int, Any] = {
+                0: lambda s: self.skipped(s, _NO_GRADIENTS),
+                1: self.quiet,
+            }
+            for j in np.unique(first_missing[skip]).tolist():
+                answers[2 + j] = lambda s, name=grads[j]: self.skipped(s, _no_mean(name))
+            codes[skip] = 2 + first_missing[skip]
+            codes[~skip & present.any(axis=1) & unsure] = EVALUATE
+            if not self._looked:  # the first judged step is evaluated (the loss of reference)
+                first = np.flatnonzero(codes == 1)
+                if len(first):
+                    codes[first[0]] = EVALUATE
+            yield from emit(self, part, codes, answers)

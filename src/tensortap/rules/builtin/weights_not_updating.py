@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+
 import numpy as np
 
+from tensortap.core.modes import ModeKeys
+from tensortap.rules.builtin._bulk import modes_of, steps_array
 from tensortap.rules.builtin._common import (
     NOT_TRAINING,
     fire_nonfinite,
@@ -11,12 +15,19 @@ from tensortap.rules.builtin._common import (
     has_raw,
     loss_is_zero,
     nonfinite_names,
+    optional_names_in,
     step_mode,
     trained_parameters,
     training_step,
     zero_gradients,
 )
+from tensortap.rules.finding import Finding, StepRun
 from tensortap.rules.rule import Rule
+
+_NO_GRADIENT = (
+    "no parameter has a saved gradient at this step: all frozen (requires_grad=False), or "
+    "gradients not saved"
+)
 
 
 class WeightsNotUpdating(Rule):
@@ -49,10 +60,7 @@ class WeightsNotUpdating(Rule):
         trial = self.base_trial
         every = gradients_by_parameter(trial, step)
         if not every:
-            raise self.skip(
-                "no parameter has a saved gradient at this step: all frozen "
-                "(requires_grad=False), or gradients not saved"
-            )
+            raise self.skip(_NO_GRADIENT)
         if zero_gradients(trial, step, every):
             return self._zero(step, sorted(every))
         pairs = sorted(trained_parameters(trial, step, every).items())
@@ -103,3 +111,22 @@ class WeightsNotUpdating(Rule):
             zero_gradients=True,
         )
         return True
+
+    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
+        """In a trial that saved no weight and no bias, no parameter has a gradient at any
+        step: each training step is skipped, saying why, at once. Otherwise step by step."""
+        trial = self.base_trial
+        if optional_names_in(trial, "weights") or optional_names_in(trial, "biases"):
+            yield from super().judge_steps(steps)
+            return
+        at = steps_array(steps)
+        modes = modes_of(trial, at)
+        if any(m in (ModeKeys.TRAIN, ModeKeys.GLOBAL) for m in modes):
+            self.note_asked("weights", "biases", "gradients")  # as each training step asks
+        cuts = [i for i in range(1, len(modes)) if modes[i] != modes[i - 1]]
+        for lo, hi in zip([0, *cuts], [*cuts, len(modes)], strict=True):
+            mode = modes[lo]
+            if mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
+                yield self.skipped(at[lo:hi], _NO_GRADIENT)
+            else:
+                yield self.quiet(at[lo:hi], NOT_TRAINING.format(mode=mode.name))

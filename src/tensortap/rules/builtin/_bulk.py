@@ -1,0 +1,150 @@
+"""Judging many steps at once: what the built-in rules' ``judge_steps`` share.
+
+A rule's bulk path sorts the steps it is given into those it can answer from saved numbers
+without reading a step (quiet OK steps, skipped steps) and the others, where it calls
+``evaluate`` as the step-by-step walk would. It must be exact: a quiet step is one where
+``evaluate`` would answer OK (or skip) with the same words and leave the rule's state as it
+leaves it; any doubt (a raw value not in the series, a step saved twice, several workers)
+sends the step to ``evaluate``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tensortap.core.modes import ModeKeys
+from tensortap.core.records import RecordKind
+from tensortap.rules.finding import Finding, StepRun
+from tensortap.trials.records import saved_records
+
+if TYPE_CHECKING:
+    from tensortap.rules.rule import Rule
+    from tensortap.trials.trial import Trial
+
+#: Where a step goes: ``EVALUATE`` (step by step); any other code indexes the rule's answers.
+EVALUATE = -1
+
+
+def steps_array(steps: Sequence[int]) -> np.ndarray:
+    return np.asarray(steps, dtype=np.int64)
+
+
+def any_at(steps: np.ndarray, row_steps: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    """For each of ``steps`` (ascending), whether one of the rows (``row_steps``, where ``rows``
+    is True) is at that step."""
+    if rows is not None:
+        row_steps = row_steps[rows]
+    found = np.zeros(len(steps), dtype=bool)
+    if not len(row_steps) or not len(steps):
+        return found
+    at = np.searchsorted(steps, row_steps)
+    inside = at < len(steps)
+    inside[inside] = steps[at[inside]] == row_steps[inside]
+    found[at[inside]] = True
+    return found
+
+
+def emit(
+    rule: Rule,
+    steps: np.ndarray,
+    codes: np.ndarray,
+    answers: Sequence[Callable[[np.ndarray], StepRun]]
+    | Mapping[int, Callable[[np.ndarray], StepRun]],
+    before: Callable[[int], None] | None = None,
+) -> Iterator[Finding | StepRun]:
+    """Yield, in step order, ``answers[code](run of steps)`` for each run of steps with the same
+    code, and ``rule.evaluate(step)`` where the code is :data:`EVALUATE` (after
+    ``before(step)``, which sets the rule's state as the walk would have left it)."""
+    if not len(steps):
+        return
+    cuts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+    for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(steps)], strict=True):
+        code = int(codes[lo])
+        if code != EVALUATE:
+            yield answers[code](steps[lo:hi])
+            continue
+        for step in steps[lo:hi].tolist():
+            if before is not None:
+                before(step)
+            yield rule.evaluate(step)
+
+
+def finite_screen(
+    trial: Trial, names: Sequence[str], steps: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """For each of ``steps``: whether one of ``names`` was saved there, and whether one holds
+    (or may hold) a non-finite value: a saved number that is not finite, a raw value the series
+    do not hold, a record saved twice. None for a trial of several workers (judged step by
+    step)."""
+    saved = saved_records(trial, names)
+    if saved.workers > 1:
+        return None
+    unknown = (saved.kind == RecordKind.TENSOR) & ~saved.known
+    with np.errstate(invalid="ignore"):
+        doubt = unknown | (saved.known & ~np.isfinite(saved.value)) | saved.repeated()
+    return any_at(steps, saved.step), any_at(steps, saved.step, doubt)
+
+
+def per_step(
+    steps: np.ndarray, row_steps: np.ndarray, row_names: np.ndarray, names: int, values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(value, count) matrices of ``len(steps)`` x ``names``: the value of each row at its step
+    and name (rows not at one of ``steps`` are left out), and how many rows landed there."""
+    value = np.zeros((len(steps), names))
+    count = np.zeros((len(steps), names), dtype=np.int64)
+    if not len(row_steps) or not len(steps):
+        return value, count
+    at = np.searchsorted(steps, row_steps)
+    inside = at < len(steps)
+    inside[inside] = steps[at[inside]] == row_steps[inside]
+    at, name = at[inside], row_names[inside]
+    value[at, name] = values[inside]
+    np.add.at(count, (at, name), 1)
+    return value, count
+
+
+def chunks(steps: np.ndarray, width: int, cells: int = 1 << 22) -> Iterator[np.ndarray]:
+    """``steps`` in pieces of at most ``cells`` matrix cells of ``width`` columns."""
+    size = max(1, cells // max(width, 1))
+    for lo in range(0, len(steps), size):
+        yield steps[lo : lo + size]
+
+
+def modes_of(trial: Trial, steps: np.ndarray) -> list[ModeKeys]:
+    """The mode of each of ``steps``."""
+    with trial.no_refresh():
+        return [trial.mode(step) for step in steps.tolist()]
+
+
+def one_numbers(
+    trial: Trial, names: Sequence[str], steps: np.ndarray
+) -> list[list[tuple[str, float]] | None] | None:
+    """For each of ``steps``: the (name, value) of each of ``names`` saved there as a finite
+    one-element raw value (names in their order; empty where none was saved), or None where
+    one was saved otherwise (only reductions, more elements, not finite, twice): what
+    ``scalar`` would read at the step, judged step by step. None for a trial of several
+    workers."""
+    saved = saved_records(trial, names)
+    if saved.workers > 1:
+        return None
+    with np.errstate(invalid="ignore"):
+        usable = saved.one_element & saved.known & np.isfinite(saved.value)
+    usable &= ~saved.repeated()
+    raw = saved.kind == RecordKind.TENSOR
+    doubt = any_at(steps, saved.step, raw & ~usable)
+    for position in range(len(names)):
+        mine = saved.name == position
+        doubt |= any_at(steps, saved.step, mine) & ~any_at(steps, saved.step, mine & usable)
+    pick = np.flatnonzero(usable)
+    pick = pick[np.lexsort((saved.name[pick], saved.step[pick]))]  # by step, names in order
+    lo = np.searchsorted(saved.step[pick], steps).tolist()
+    hi = np.searchsorted(saved.step[pick], steps, side="right").tolist()
+    keys = [names[i] for i in saved.name[pick].tolist()]
+    values = saved.value[pick].tolist()
+    return [
+        None if doubt[i] else list(zip(keys[lo[i] : hi[i]], values[lo[i] : hi[i]], strict=True))
+        for i in range(len(steps))
+    ]

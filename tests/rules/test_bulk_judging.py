@@ -1,0 +1,246 @@
+"""Rules that judge many steps at once (``Rule.judge_steps``) say exactly what the walk step by
+step says: the same summaries (counts, findings with their words and numbers, skip reasons,
+why nothing was judged) on generated trials of every shape the rules meet (losses and
+gradients raw or as reductions, missing, non-finite, spiking, vanishing; EVAL passes, GLOBAL
+steps; biases; weights that move or not; a resumed session that counts steps again), also
+when the steps arrive in two batches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tensortap as tt
+from tensortap.core.modes import ModeKeys
+from tensortap.diagnosis import judge_trial
+from tensortap.rules import (
+    ExplodingTensor,
+    FrozenLayer,
+    GradientNormSpike,
+    LossNotDecreasing,
+    LossSpike,
+    NaNInfRootCause,
+    Overfit,
+    Overtraining,
+    PoorWeightInitialization,
+    Rule,
+    RuleSummary,
+    VanishingGradient,
+    WeightsNotUpdating,
+)
+from tensortap.rules.invoker import walk
+
+F32 = np.float32
+SAVED = ["losses", "gradients", "biases", "weights"]
+
+#: Every built-in rule that judges in bulk, at its defaults and with parameters that make it
+#: fire on the generated trials.
+RULES: list[tuple[type[Rule], dict[str, Any]]] = [
+    (ExplodingTensor, {}),
+    (ExplodingTensor, {"only_nan": True, "collection_names": ["gradients", "losses"]}),
+    (NaNInfRootCause, {}),
+    (NaNInfRootCause, {"collection_names": ["losses"]}),
+    (GradientNormSpike, {}),
+    (GradientNormSpike, {"window": 4, "warmup": 3, "z_threshold": 2.0, "min_ratio": 1.0}),
+    (LossSpike, {}),
+    (LossSpike, {"window": 4, "warmup": 3, "z_threshold": 2.0, "min_ratio": 1.0}),
+    (LossSpike, {"mode": ModeKeys.EVAL, "window": 3, "warmup": 3}),
+    (VanishingGradient, {}),
+    (VanishingGradient, {"threshold": 0.05}),
+    (FrozenLayer, {}),
+    (WeightsNotUpdating, {}),
+    (PoorWeightInitialization, {}),
+    (PoorWeightInitialization, {"steps": 2}),
+    (Overfit, {}),
+    (Overfit, {"ratio_threshold": 0.0}),
+    (Overtraining, {}),
+    (Overtraining, {"patience_train": 2, "patience_validation": 1}),
+    (LossNotDecreasing, {}),
+    (LossNotDecreasing, {"num_steps": 3, "diff_percent": 0.0}),
+]
+
+
+def write(path: Path, k: dict[str, Any]) -> None:
+    """A training script's trial, shaped by the knobs ``k`` (see ``knobs``)."""
+    rng = np.random.default_rng(k["seed"])
+    layers = k["layers"]
+
+    def session(hook: tt.Hook, steps: range) -> None:
+        if k["reductions"]:
+            hook.get_collection("gradients").reduction_config = tt.ReductionConfig(
+                norms=["l2"], abs_reductions=["mean"]
+            )
+        loss = 2.0
+        weights = [rng.normal(size=(3, 2)).astype(F32) for _ in range(layers)]
+        for t in steps:
+            evaluating = k["eval_every"] and t % k["eval_every"] >= k["eval_every"] - k["eval_len"]
+            if k["modes"]:
+                hook.set_mode(tt.modes.EVAL if evaluating else tt.modes.TRAIN)
+            loss = max(0.01, loss * float(rng.uniform(0.85, 1.1)))
+            for n in range(k["losses"]):
+                value: Any = F32(loss * (1 + n))
+                r = rng.random()
+                if r < k["odd"] / 3:
+                    continue  # not saved at this step
+                if r < k["odd"] / 2:
+                    value = F32(rng.choice([np.nan, np.inf, loss * 50]))
+                elif r < k["odd"] * 0.6:
+                    value = np.full(3, value, dtype=F32)  # a loss of several elements
+                hook.save_tensor("loss" if n == 0 else f"loss_{n}", value, collections="losses")
+            if evaluating:
+                hook.next_step()
+                continue
+            scale = 1e-9 if rng.random() < k["odd"] / 2 else float(rng.uniform(0.1, 2.0))
+            for i in range(layers):
+                if rng.random() < k["odd"] / 4:
+                    continue
+                grad = rng.normal(size=(3, 2)).astype(F32) * F32(scale)
+                if rng.random() < k["odd"] / 6:
+                    grad[0, 0] = rng.choice([np.nan, np.inf])
+                hook.save_tensor(f"gradients/layer{i}.weight", grad, collections="gradients")
+                if k["biases"]:
+                    hook.save_tensor(f"layer{i}.bias", np.zeros(2, F32), collections="biases")
+                    bias_grad = rng.normal(size=2).astype(F32) * F32(scale)
+                    hook.save_tensor(f"gradients/layer{i}.bias", bias_grad, collections="gradients")
+                if k["weights"]:
+                    if k["weights"] == "moving":
+                        weights[i] = weights[i] - F32(0.01) * grad
+                    hook.save_tensor(f"layer{i}.weight", weights[i], collections="weights")
+            hook.next_step()
+
+    config = tt.SaveConfig(save_interval=1)
+    with tt.Hook(path, save_config=config, include_collections=SAVED) as hook:
+        session(hook, range(k["steps"]))
+    if k["resume_at"] is not None:  # restarted from a checkpoint: some steps saved again
+        with tt.Hook(path, save_config=config, include_collections=SAVED) as hook:
+            again = min(k["resume_at"], k["steps"] - 1)
+            if k["modes"]:  # TRAIN steps counted again (global steps never repeat)
+                hook.continue_at(again, tt.modes.TRAIN)
+            session(hook, range(again, again + 4))
+
+
+knobs = st.fixed_dictionaries(
+    {
+        "seed": st.integers(0, 2**16),
+        "steps": st.integers(3, 40),
+        "modes": st.booleans(),
+        "eval_every": st.sampled_from([0, 0, 4, 7]),
+        "eval_len": st.integers(1, 2),
+        "losses": st.integers(1, 2),
+        "layers": st.integers(0, 3),
+        "reductions": st.booleans(),
+        "biases": st.booleans(),
+        "weights": st.sampled_from([None, "moving", "stuck"]),
+        "odd": st.sampled_from([0.0, 0.05, 0.3]),
+        "resume_at": st.sampled_from([None, None, 2]),
+        "split": st.sampled_from([None, 5]),
+    }
+)
+
+
+@settings(max_examples=70)
+@given(k=knobs)
+def test_judging_in_bulk_says_what_judging_step_by_step_says(tmp_path_factory, k) -> None:
+    path = tmp_path_factory.mktemp("run")
+    write(path, k)
+    assert judged_per_rule(path, False, k["split"]) == judged_per_rule(path, True, k["split"])
+
+
+def judged_per_rule(path: Path, bulk: bool, split: int | None) -> list[dict[str, Any]]:
+    """Each rule walked alone (rules of one class share a name, so one walk per rule)."""
+    out = []
+    for cls, params in RULES:
+        trial = tt.create_trial(path)
+        rule = cls(trial, **params)
+        summary = RuleSummary(rule.rule_name)
+        for start, end in ((0, split), (split, None)) if split else ((0, None),):
+            if summary.errors:
+                break
+            for found in walk([rule], start, end, timeout=0, bulk=bulk):
+                summary.add(found)
+        summary.finish(rule.no_data_reason())
+        row = dict(vars(summary))
+        row["findings"] = [f.to_dict() for f in summary.findings]
+        row["unjudged"] = dict(rule._unjudged)
+        row["asked"] = sorted(rule._asked)
+        row["params"] = params
+        out.append(row)
+    return out
+
+
+def test_the_recommended_rules_judge_a_trial_alike_in_bulk(tmp_path: Path) -> None:
+    """judge_trial (the report, the diagnosis) walks in bulk: its summaries are those of the
+    walk step by step, on a trial where every rule has something to say."""
+    k = {
+        "seed": 7, "steps": 60, "modes": True, "eval_every": 10, "eval_len": 2, "losses": 1,
+        "layers": 2, "reductions": True, "biases": True, "weights": "stuck", "odd": 0.05,
+        "resume_at": None, "split": None,
+    }  # fmt: skip
+    write(tmp_path, k)
+    trial = tt.create_trial(tmp_path)
+    bulk = judge_trial(trial)
+    stepwise_trial = tt.create_trial(tmp_path)
+    from tensortap.rules import create_rule, rule_configs
+
+    rules = [
+        create_rule(c.name, stepwise_trial, params=dict(c.parameters))
+        for c in rule_configs.recommended(stepwise_trial.framework())
+    ]
+    summaries = {r.rule_name: RuleSummary(r.rule_name) for r in rules}
+    for found in walk(rules, timeout=0, bulk=False):
+        summaries[found.rule].add(found)
+    for rule in rules:
+        summaries[rule.rule_name].finish(rule.no_data_reason())
+    assert [str(s) for s in bulk] == [str(s) for s in summaries.values()]
+    assert any(s.triggered for s in bulk)  # the trial gives the rules something to say
+    assert {s.rule for s in bulk if s.evaluated or s.skipped} == set(summaries)
+
+
+def test_a_trial_of_several_workers_is_judged_step_by_step_alike(tmp_path: Path) -> None:
+    from tensortap.testing import TrialBuilder
+
+    for worker in (0, 1):
+        builder = TrialBuilder(tmp_path, worker=worker, num_workers=2)
+        for t in range(12):
+            loss = F32(np.nan) if (worker, t) == (1, 9) else F32(1.0 / (t + 1) + worker)
+            builder.step({"loss": loss, "gradients/fc.weight": np.full(4, 0.1 * (t + 1), F32)})
+        builder.hook.close()
+    assert judged_per_rule(tmp_path, False, None) == judged_per_rule(tmp_path, True, None)
+
+
+def test_judging_in_bulk_evaluates_no_quiet_step(tmp_path: Path, monkeypatch) -> None:
+    """On a long healthy run of saved numbers, the rules that judge in bulk call evaluate only
+    where something is to say (the warm-up, the first steps, findings), not at every step."""
+    with tt.Hook(
+        tmp_path, save_config=tt.SaveConfig(save_interval=1), include_collections=SAVED
+    ) as hook:
+        hook.get_collection("gradients").reduction_config = tt.ReductionConfig(
+            norms=["l2"], abs_reductions=["mean"]
+        )
+        hook.set_mode(tt.modes.TRAIN)
+        rng = np.random.default_rng(1)
+        for _ in range(3000):
+            hook.save_tensor("loss", F32(1 + 0.01 * rng.random()), collections="losses")
+            grad = rng.normal(size=8).astype(F32)
+            hook.save_tensor("gradients/fc.weight", grad, collections="gradients")
+            hook.next_step()
+    calls: dict[str, int] = {}
+    evaluate = Rule.evaluate
+
+    def counted(self: Rule, step: int) -> Any:
+        calls[self.rule_name] = calls.get(self.rule_name, 0) + 1
+        return evaluate(self, step)
+
+    monkeypatch.setattr(Rule, "evaluate", counted)
+    trial = tt.create_trial(tmp_path)
+    rules = [cls(trial) for cls in (ExplodingTensor, NaNInfRootCause, GradientNormSpike, LossSpike,
+                                    VanishingGradient, FrozenLayer, WeightsNotUpdating, Overfit,
+                                    PoorWeightInitialization)]  # fmt: skip
+    summaries = {r.rule_name: s for r, s in zip(rules, judge_trial(trial, rules), strict=True)}
+    assert all(s.evaluated + s.skipped == 3000 for s in summaries.values())
+    assert calls.get("ExplodingTensor", 0) == calls.get("NaNInfRootCause", 0) == 0
+    assert max(calls.values(), default=0) <= 20, calls
