@@ -66,7 +66,7 @@ register_store("memory", lambda url: MemoryStore.named(url[len("memory://") :]))
 
 
 def _s3(url: str) -> Store:
-    from tensortap.s3 import S3Store  # boto3 is imported only for s3:// locations
+    from tensortap.storage.s3 import S3Store  # boto3 is imported only for s3:// locations
 
     return S3Store(url)
 
