@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import builtins
 import datetime
-import email.utils
 import logging
 import random
 import threading
@@ -37,7 +36,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from tensortap.exceptions import InvalidConfigError, StorageError
-from tensortap.storage.base import ObjectWriter, Store, validate_key
+from tensortap.storage.base import ObjectWriter, Store, StoreCapabilities, validate_key
+from tensortap.storage.resolve import register_store
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -83,6 +83,8 @@ def server_age(answer: dict[str, Any]) -> float | None:
     server's clock alone: the response's ``Date`` header minus the object's ``Last-Modified``
     (both stamped by the server, so no client's clock enters). None when either is missing or
     unreadable. Both have one-second resolution."""
+    import email.utils  # here: it costs every `import tensortap` a few ms otherwise
+
     modified = answer.get("LastModified")
     headers = answer.get("ResponseMetadata", {}).get("HTTPHeaders", {})
     date = headers.get("date") if isinstance(headers, dict) else None
@@ -128,6 +130,7 @@ class S3Store(Store):
 
     cache_bytes = 64 << 20
     refresh_interval = 1.0
+    capabilities = StoreCapabilities(conditional_put=True, lists_trials=True)
 
     def __init__(
         self,
@@ -430,3 +433,6 @@ class S3Store(Store):
             )
         except Exception as exc:
             raise self._error(exc, f"deleting {key}") from None
+
+
+register_store("s3", S3Store)  # boto3 is imported when an s3:// location is opened
