@@ -57,7 +57,7 @@ class RunCache:
         """Release the trial's and the series reader's open files and what the reader holds;
         the next request opens them again."""
         if self.trial is not None:
-            self.trial.store.close()
+            self.trial.close()
             self.trial = None
         if self.series is not None:
             close_reader(self.series)
