@@ -14,7 +14,7 @@ from tests.helpers.mem_backend import DictStore
 import tensortap as tt
 from tensortap.exceptions import InvalidConfigError, WorkerInUse
 from tensortap.storage import LocalStore, MemoryStore, S3Store, StoreCapabilities, open_store
-from tensortap.storage.local import HANDLES
+from tensortap.storage.descriptors import HANDLES
 from tensortap.testing.store_conformance import CHECKS, ConformanceError, check_store
 
 
@@ -94,6 +94,23 @@ def test_an_unknown_scheme_is_refused_naming_the_known_ones(location: str, tmp_p
 
     with pytest.raises(InvalidConfigError, match=message):  # was listed, as holding nothing
         Catalog([str(tmp_path), location])
+
+
+def test_a_place_whose_store_cannot_list_trials_is_not_listed(monkeypatch, tmp_path) -> None:
+    """The dashboard lists a place only where its store declares lists_trials."""
+    from tensortap.serve.catalog import Catalog
+    from tensortap.storage import resolve
+
+    class Unlisted(DictStore):
+        capabilities = StoreCapabilities(process_local=True)
+
+    store = Unlisted("runs")  # holds a trial, which a listing would find
+    with tt.Hook(store, save_config=tt.SaveConfig(save_interval=1)) as hook:
+        hook.save_tensor("w", np.zeros(2, dtype=np.float32))
+    monkeypatch.setitem(resolve._FACTORIES, "unlisted", lambda url: store)
+    catalog = Catalog(["unlisted://runs"])
+    assert catalog.runs() == []
+    assert "lists_trials is not among its capabilities" in catalog.errors["unlisted://runs"]
 
 
 def test_a_scheme_must_look_like_one() -> None:

@@ -149,8 +149,9 @@ class StorePlace:
         if not self.store.capabilities.lists_trials:
             self.store.close()
             raise InvalidConfigError(
-                f"{self.store!r} cannot list the trials under {place} (its capabilities do not "
-                "include lists_trials): give the dashboard each trial's location instead"
+                f"the dashboard finds trials by listing {place}, and {self.store!r} does not "
+                "declare that it can (lists_trials is not among its capabilities): read its "
+                "trials with create_trial instead"
             )
         self._trials: set[str] = set()  # prefixes (relative to the place) holding a trial
         self._pending: dict[str, float] = {}  # other prefixes -> when next to list them
