@@ -8,7 +8,9 @@ Contract:
   whole object, never part of it. Published objects are never modified in place.
 - ``list(prefix, start_after)`` returns every key under ``prefix`` (recursively), sorted, that
   sorts after ``start_after``. Keys being written (not yet committed) are never listed.
-- ``list_dir(prefix)`` returns the names of the immediate children of a "directory" prefix.
+- ``list_dir(prefix)`` returns the names of the immediate children of a "directory" prefix
+  (where directories are real, as on local disk, one left empty by a deleted or unfinished
+  object may be named too).
 - ``get`` / ``get_range`` raise :class:`KeyError` for a missing key and
   :class:`~tensortap.exceptions.StorageError` for any other failure.
 - ``get_many`` and ``get_ranges`` read many objects or ranges at once; remote backends fetch

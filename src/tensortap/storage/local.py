@@ -170,8 +170,12 @@ class LocalStore(Store):
 
     def open_writer(self, key: str) -> ObjectWriter:
         path = self._path(key)
-        HANDLES.drop(self._owner, key)  # a replaced object must not be served from an old handle
-        return LocalWriter(path, self.fsync, self.direct_writes)
+        # a replaced object must not be served from a handle of the old file: one opened before
+        # the writer, or by a read while it wrote
+        HANDLES.drop(self._owner, key)
+        return LocalWriter(
+            path, self.fsync, self.direct_writes, lambda: HANDLES.drop(self._owner, key)
+        )
 
     def exists(self, key: str) -> bool:
         path = self._path(key)

@@ -8,6 +8,7 @@ import mmap
 import os
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from tensortap.exceptions import StorageError
@@ -40,8 +41,15 @@ class LocalWriter(ObjectWriter):
     cache as before. The trade: a reader of a just-written large segment reads it from disk.
     """
 
-    def __init__(self, final: Path, fsync: bool, direct: bool = False) -> None:
+    def __init__(
+        self,
+        final: Path,
+        fsync: bool,
+        direct: bool = False,
+        published: Callable[[], None] | None = None,
+    ) -> None:
         self._final = final
+        self._published = published  # called once the object is in place
         self._tmp = final.with_name(f".{final.name}{TMP_MARK}{uuid.uuid4().hex}")
         self._fsync = fsync
         self._stage: mmap.mmap | None = None  # while direct writes are possible
@@ -160,6 +168,8 @@ class LocalWriter(ObjectWriter):
         except OSError as exc:
             self.abort()
             raise StorageError(f"cannot publish {self._final}: {exc}") from exc
+        if self._published is not None:
+            self._published()
 
     def _close_files(self) -> None:
         self._give_back_stage()

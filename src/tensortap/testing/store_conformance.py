@@ -145,6 +145,20 @@ def check_version_follows_content(store: Store) -> None:
     _expect(store.version("v/obj") != before, "version changes when the content does")
 
 
+def check_replacing_an_object_while_it_is_read(store: Store) -> None:
+    """Reads after a replacing ``commit`` see the new object, even where the old one was read
+    (and its handle kept) while the new one was being written."""
+    store.put("p/obj", b"old bytes")
+    _expect(store.size("p/obj") == 9, "size of the old object")
+    writer = store.open_writer("p/obj")
+    _expect(store.get_range("p/obj", 0, 3) == bytearray(b"old"), "a read while it is replaced")
+    writer.write(b"new")
+    writer.commit()
+    _expect(store.size("p/obj") == 3, "size after the replacing commit", store.size("p/obj"))
+    got = store.get_range("p/obj", 0, 3)
+    _expect(got == bytearray(b"new"), "a range after the replacing commit", got)
+
+
 def check_capabilities(store: Store) -> None:
     """What the store declares it can do, it does; what it does not declare raises
     StorageError."""
@@ -197,6 +211,7 @@ CHECKS: tuple[Check, ...] = (
     check_invalid_keys_are_refused,
     check_ranges_sizes_and_batches,
     check_version_follows_content,
+    check_replacing_an_object_while_it_is_read,
     check_capabilities,
     check_close_and_context_manager,
 )
