@@ -34,7 +34,7 @@ import boto3
 import numpy as np
 
 import tensortap as tt
-from tensortap.s3 import S3Store
+from tensortap.storage.s3 import S3Store
 from tensortap.storage import LocalStore, Store
 
 PORT_FLAGS = [

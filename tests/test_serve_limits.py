@@ -287,7 +287,7 @@ def test_an_s3_place_is_listed_a_level_at_a_time_with_one_client(s3_bucket, monk
     catalog = Catalog([place])
     catalog._scan()
     assert sorted(r.name for r in catalog.runs()) == ["run1", "run2", "run3"]
-    listed = catalog._s3[place]
+    listed = catalog._stores[place]
     store, client = listed.store, listed.store.client
 
     def lists() -> int:
@@ -309,7 +309,7 @@ def test_an_s3_place_is_listed_a_level_at_a_time_with_one_client(s3_bucket, monk
         time.sleep(0.05)
     # found by listing the place and group (no trial in either), not the known trials
     assert lists() - first <= 3
-    assert catalog._s3[place].store is store and store.client is client
+    assert catalog._stores[place].store is store and store.client is client
     assert not {"run1", "run2", "group/run3"} & set(listed._pending)
 
 

@@ -5,10 +5,17 @@ from __future__ import annotations
 import pytest
 
 from tensortap.storage import LocalStore, MemoryStore, Store, open_store
+from tensortap.testing.store_conformance import CHECKS
 
 
-@pytest.fixture(params=["local", "memory", "s3"])
+@pytest.fixture(params=["local", "memory", "s3", "registered"])
 def store(request, tmp_path) -> Store:
+    if request.param == "registered":  # a backend a test adds under a scheme of its own
+        import uuid
+
+        from tests.helpers import mem_backend
+
+        return open_store(f"{mem_backend.SCHEME}://{uuid.uuid4().hex}")
     if request.param == "s3":
         from tensortap.s3 import S3Store
 
@@ -17,41 +24,10 @@ def store(request, tmp_path) -> Store:
     return LocalStore(tmp_path / "s") if request.param == "local" else MemoryStore()
 
 
-def test_put_get_range_exists_delete(store: Store) -> None:
-    store.put("a/b/c.bin", b"0123456789")
-    assert store.get("a/b/c.bin") == b"0123456789"
-    assert store.get_range("a/b/c.bin", 2, 3) == bytearray(b"234")
-    assert store.exists("a/b/c.bin") and not store.exists("a/b/d.bin")
-    store.put("a/b/c.bin", b"new")
-    assert store.get("a/b/c.bin") == b"new"
-    store.delete("a/b/c.bin")
-    store.delete("a/b/c.bin")  # missing is fine
-    with pytest.raises(KeyError):
-        store.get("a/b/c.bin")
-
-
-def test_list_and_list_dir(store: Store) -> None:
-    for key in ["w/0/i/001", "w/0/i/002", "w/0/i/003", "w/1/i/001", "top"]:
-        store.put(key, b"x")
-    assert store.list("w/0/i/") == ["w/0/i/001", "w/0/i/002", "w/0/i/003"]
-    assert store.list("w/0/i/", start_after="w/0/i/001") == ["w/0/i/002", "w/0/i/003"]
-    assert store.list("w/") == ["w/0/i/001", "w/0/i/002", "w/0/i/003", "w/1/i/001"]
-    assert store.list_dir("w/") == ["0", "1"]
-    assert store.list_dir("") == ["top", "w"]
-    assert store.list("nothing/") == [] and store.list_dir("nothing/") == []
-
-
-def test_streaming_writer_is_invisible_until_commit(store: Store) -> None:
-    writer = store.open_writer("d/obj")
-    writer.write(b"part1")
-    assert store.list("d/") == [] and not store.exists("d/obj")
-    writer.write(memoryview(b"part2"))
-    writer.commit()
-    assert store.get("d/obj") == b"part1part2"
-    aborted = store.open_writer("d/other")
-    aborted.write(b"x")
-    aborted.abort()
-    assert store.list("d/") == ["d/obj"]
+@pytest.mark.parametrize("check", CHECKS, ids=lambda check: check.__name__)
+def test_store_conformance(store: Store, check) -> None:
+    """The shipped conformance suite (tensortap.testing.store_conformance), over every backend."""
+    check(store)
 
 
 def test_open_store_resolves_locations(tmp_path) -> None:

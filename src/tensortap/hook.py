@@ -42,7 +42,7 @@ from tensortap.exceptions import (
 )
 from tensortap.format.layout import worker_name
 from tensortap.hook_config import CONFIG_ENV, JOB_ENV, HookConfig
-from tensortap.storage import LocalStore, Store, open_store
+from tensortap.storage import Store, open_store
 from tensortap.writer import SessionStart, TrialWriter, WriterOptions, WriterStatus
 
 logger = logging.getLogger(__name__)
@@ -230,12 +230,12 @@ class Hook:
         if not export and directory is None:
             return None
         if directory is None:
-            if not isinstance(store, LocalStore):
+            if not store.capabilities.local_path:
                 raise InvalidConfigError(
                     f"export_tensorboard needs tensorboard_dir (a local directory) when out_dir "
                     f"is not one, got out_dir={store.location!r}"
                 )
-            directory = os.path.join(store.location, "tensorboard")
+            directory = os.path.join(store.local_directory(), "tensorboard")
         if num_workers > 1 and self.worker != worker_name(0):
             return None
         from tensortap.tensorboard import TensorBoardExporter

@@ -82,8 +82,11 @@ def _job_record(target: Any) -> JobRecord | None:
 
     if isinstance(target, JobQueries):
         return JobRecord(target.job_dir)
-    if isinstance(target, (str, os.PathLike)) and not str(target).startswith("s3://"):
-        record = JobRecord(target)
+    from tensortap.storage import local_path
+
+    local = local_path(target) if isinstance(target, (str, os.PathLike)) else None
+    if local is not None:  # jobs are local directories
+        record = JobRecord(local)
         if record.exists():
             return record
     return None

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tensortap.exceptions import InvalidConfigError, StorageError
-from tensortap.storage.local import read_regular
+from tensortap.storage.descriptors import read_regular
 from tensortap.trials.locate import JOB_FILE, TRIAL_DIR, job_trial_location
 
 HOOK_FILE = "hook.json"
@@ -116,7 +116,8 @@ class JobRecord:
     def read(self, path: Path, limit: int, offset: int = 0, tail: bool = False) -> bytes:
         """At most ``limit`` bytes of one of the job's files, opened as a trial's files are:
         a regular file inside the job directory only (a symlink is not followed, a FIFO or
-        device is refused without blocking; see :func:`tensortap.storage.local.read_regular`)."""
+        device is refused without blocking; see
+        :func:`tensortap.storage.descriptors.read_regular`)."""
         return read_regular(path, self.dir, limit, offset=offset, tail=tail)
 
     def log_tail(self, limit: int = 64 * 1024) -> bytes:

@@ -1,5 +1,6 @@
 """The runs a dashboard shows: every job directory and trial found under the places it was
-given (local directories, ``s3://`` prefixes), found again as new ones appear.
+given (local directories, or prefixes of a store that lists trials: ``s3://``), found again as
+new ones appear. A place of a scheme no storage backend registered (``gs://``) is refused.
 
 A place may be a job directory, a trial, or a directory (prefix) holding them up to two levels
 down (``runs/`` with ``runs/JOB/`` and ``runs/seed002/``). Nothing here writes anywhere.
@@ -19,15 +20,15 @@ from tensortap.exceptions import InvalidConfigError
 from tensortap.format.layout import TRIAL_MARKER
 from tensortap.jobs.record import JobRecord
 from tensortap.serve.series import ByteCache, close_reader
-from tensortap.storage.base import Store
+from tensortap.storage import Store, check_location, local_path, open_store
 from tensortap.trials.locate import JOB_FILE
 from tensortap.trials.series import SeriesKey, SeriesReader
 from tensortap.trials.trial import Trial
 
 RESCAN_SECS = 1.0  # how stale the list of runs may be
 IDLE_SECS = 30.0  # a run's trial not read for this long is closed (its files released)
-MAX_LISTED = 100_000  # prefixes looked at under one s3:// prefix, at most
-S3_RESCAN_SECS = 10.0  # an s3:// prefix holding no trial yet is listed again this often
+MAX_LISTED = 100_000  # prefixes looked at under one store prefix (s3://), at most
+S3_RESCAN_SECS = 10.0  # a store prefix holding no trial yet is listed again this often
 
 
 @dataclass
@@ -56,7 +57,7 @@ class RunCache:
         """Release the trial's and the series reader's open files and what the reader holds;
         the next request opens them again."""
         if self.trial is not None:
-            self.trial.store.close()
+            self.trial.close()
             self.trial = None
         if self.series is not None:
             close_reader(self.series)
@@ -91,18 +92,21 @@ def run_id(location: str) -> str:
 
 def _inside(location: str, places: list[str]) -> bool:
     """Whether the trial at ``location`` lies inside one of ``places`` (local paths compared
-    after resolving symlinks; ``s3://`` ones by prefix)."""
-    if "://" in location:
+    after resolving symlinks; URLs of other stores by prefix)."""
+    local = local_path(location)
+    if local is None:
         text = location.rstrip("/") + "/"
         return any(
-            "://" in p and (text == p.rstrip("/") + "/" or text.startswith(p.rstrip("/") + "/"))
+            local_path(p) is None
+            and (text == p.rstrip("/") + "/" or text.startswith(p.rstrip("/") + "/"))
             for p in places
         )
-    real = os.path.realpath(location)
+    real = os.path.realpath(local)
     for place in places:
-        if "://" in place:
+        place_dir = local_path(place)
+        if place_dir is None:
             continue
-        root = os.path.realpath(place)
+        root = os.path.realpath(place_dir)
         if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
             return True
     return False
@@ -130,20 +134,25 @@ def _local(place: Path, depth: int = 2) -> list[tuple[str, str, JobRecord | None
     return found
 
 
-class S3Place:
-    """The trials under one ``s3://bucket/prefix``, found with one store (one client) kept for
-    the life of the dashboard, and listed a level at a time (a delimiter listing: the prefixes,
-    never every key). A prefix found to hold a trial is not listed again; one that holds none
-    yet (a run starting, or a directory of runs) is listed again at most every
-    :attr:`rescan_secs` seconds."""
+class StorePlace:
+    """The trials under one prefix of a store that lists trials (``s3://bucket/prefix``),
+    found with one store (one client) kept for the life of the dashboard, and listed a level at
+    a time (a delimiter listing: the prefixes, never every key). A prefix found to hold a trial
+    is not listed again; one that holds none yet (a run starting, or a directory of runs) is
+    listed again at most every :attr:`rescan_secs` seconds."""
 
     rescan_secs = S3_RESCAN_SECS
 
     def __init__(self, place: str) -> None:
-        from tensortap.storage.resolve import open_store
-
         self.place = place.rstrip("/")
         self.store = open_store(self.place)
+        if not self.store.capabilities.lists_trials:
+            self.store.close()
+            raise InvalidConfigError(
+                f"the dashboard finds trials by listing {place}, and {self.store!r} does not "
+                "declare that it can (lists_trials is not among its capabilities): read its "
+                "trials with create_trial instead"
+            )
         self._trials: set[str] = set()  # prefixes (relative to the place) holding a trial
         self._pending: dict[str, float] = {}  # other prefixes -> when next to list them
 
@@ -175,6 +184,9 @@ class S3Place:
         self.store.close()
 
 
+S3Place = StorePlace  # its old name
+
+
 class Catalog:
     """The runs under ``places``, rescanned at most every :data:`RESCAN_SECS` seconds; a run
     keeps its id (and its cached data) across rescans."""
@@ -186,7 +198,10 @@ class Catalog:
                 "a trial or an s3:// prefix"
             )
         for place in places:
-            if "://" not in place and not Path(place).exists():
+            local = local_path(place)
+            if local is None:
+                check_location(place)  # a scheme no backend registered is refused here
+            elif not Path(local).exists():
                 raise InvalidConfigError(
                     f"{place} does not exist: give a runs directory (where `tensortap run` puts "
                     "jobs), a job directory, a trial directory, or an s3:// prefix"
@@ -196,7 +211,7 @@ class Catalog:
         self._scanned = -RESCAN_SECS
         self._lock = threading.Lock()
         self.errors: dict[str, str] = {}  # place -> why it could not be listed
-        self._s3: dict[str, S3Place] = {}  # one store (one client) per s3:// place
+        self._stores: dict[str, StorePlace] = {}  # one store (one client) per store place
 
     def runs(self) -> list[Run]:
         with self._lock:
@@ -205,10 +220,10 @@ class Catalog:
                 self.close_idle()
             return list(self._runs.values())
 
-    def _s3_place(self, place: str) -> S3Place:
-        found = self._s3.get(place)
+    def _store_place(self, place: str) -> StorePlace:
+        found = self._stores.get(place)
         if found is None:
-            found = self._s3[place] = S3Place(place)
+            found = self._stores[place] = StorePlace(place)
         return found
 
     def close_idle(self, idle_secs: float = IDLE_SECS) -> int:
@@ -241,7 +256,10 @@ class Catalog:
     def _scan(self) -> None:
         for place in self.places:
             try:
-                found = self._s3_place(place).trials() if "://" in place else _local(Path(place))
+                local = local_path(place)
+                found = (
+                    _local(Path(local)) if local is not None else self._store_place(place).trials()
+                )
                 self.errors.pop(place, None)
             except Exception as exc:  # a place that cannot be listed now: said, and retried
                 self.errors[place] = f"{type(exc).__name__}: {exc}"
@@ -260,4 +278,4 @@ class Catalog:
         self._scanned = time.monotonic()
 
 
-__all__ = ["Catalog", "Run", "RunCache", "S3Place", "run_id"]
+__all__ = ["Catalog", "Run", "RunCache", "S3Place", "StorePlace", "run_id"]

@@ -15,7 +15,7 @@ from typing import Any
 
 from tensortap.exceptions import InvalidConfigError
 from tensortap.serve.catalog import RESCAN_SECS, Catalog
-from tensortap.storage.local import raise_open_file_limit
+from tensortap.storage.descriptors import raise_open_file_limit
 
 log = logging.getLogger(__name__)
 

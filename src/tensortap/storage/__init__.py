@@ -1,15 +1,29 @@
-"""Storage behind a small interface: local directories, memory, and (later) object storage."""
+"""Storage behind a small interface (:class:`Store`): local directories, memory and S3, each
+backend one module that registers its URL scheme; :func:`open_store` turns a path or URL into a
+Store and refuses a scheme no backend registered."""
 
-from tensortap.storage.base import ObjectWriter, Store, validate_key
+from tensortap.storage.base import ObjectWriter, Store, StoreCapabilities, validate_key
 from tensortap.storage.local import LocalStore
 from tensortap.storage.memory import MemoryStore
-from tensortap.storage.resolve import local_path, open_store, register_store, what_is_there
+from tensortap.storage.resolve import (
+    check_location,
+    known_schemes,
+    local_path,
+    open_store,
+    register_store,
+    what_is_there,
+)
+from tensortap.storage.s3 import S3Store
 
 __all__ = [
     "LocalStore",
     "MemoryStore",
     "ObjectWriter",
+    "S3Store",
     "Store",
+    "StoreCapabilities",
+    "check_location",
+    "known_schemes",
     "local_path",
     "open_store",
     "register_store",

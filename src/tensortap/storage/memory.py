@@ -6,7 +6,8 @@ import builtins
 import threading
 
 from tensortap.exceptions import StorageError
-from tensortap.storage.base import ObjectWriter, Store, validate_key
+from tensortap.storage.base import ObjectWriter, Store, StoreCapabilities, validate_key
+from tensortap.storage.resolve import register_store
 
 _NAMED: dict[str, MemoryStore] = {}
 _NAMED_LOCK = threading.Lock()
@@ -27,7 +28,9 @@ class _MemoryWriter(ObjectWriter):
 
 
 class MemoryStore(Store):
-    """A dict of key -> bytes behind a lock."""
+    """A dict of key -> bytes behind a lock, seen by this process only."""
+
+    capabilities = StoreCapabilities(lists_trials=True, process_local=True)
 
     def __init__(self, name: str = "") -> None:
         self.location = f"memory://{name}"
@@ -85,3 +88,6 @@ class MemoryStore(Store):
     def delete(self, key: str) -> None:
         with self._lock:
             self._objects.pop(key, None)
+
+
+register_store("memory", lambda url: MemoryStore.named(url[len("memory://") :]))

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from tensortap.storage import Store, local_path
-from tensortap.storage.local import read_regular
+from tensortap.storage.descriptors import read_regular
 
 JOB_FILE = "job.json"
 TRIAL_DIR = "trial"

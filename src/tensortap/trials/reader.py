@@ -61,6 +61,12 @@ class ByteCache:
                     return memoryview(self._runs[key])[start - run_start : end - run_start]
         return None
 
+    def clear(self) -> None:
+        """Forget every cached run."""
+        with self._lock:
+            self._runs.clear()
+            self.size = 0
+
     def put(self, segment: int, start: int, data: bytearray) -> None:
         if len(data) > self.max_bytes // 4:  # one big read must not flush everything else
             return

@@ -59,6 +59,9 @@ class Trial:
     A damaged trial stays readable: an index, end marker or collections file that is corrupt,
     of the wrong type, copied from another worker or not a regular file is skipped and listed
     in :meth:`problems`; ``strict=True`` raises its FormatError (or StorageError) instead.
+
+    :meth:`close` (or leaving a ``with create_trial(...) as trial:`` block) releases what the
+    trial holds: its store's open files or client and the bytes it cached.
     """
 
     def __init__(
@@ -110,6 +113,22 @@ class Trial:
 
     def __repr__(self) -> str:
         return f"Trial({self.path!r}, workers={self.workers()}, steps={len(self.steps())})"
+
+    def close(self) -> None:
+        """Release what the trial holds: its store's open files or client (also a Store handed
+        over), the bytes it cached and its series reader. Like its store, the trial stays
+        usable: a later read opens again what it needs."""
+        if self._reader.cache is not None:
+            self._reader.cache.clear()
+        self._block = None
+        self._series = None
+        self.store.close()
+
+    def __enter__(self) -> Trial:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- keeping current --
     def refresh(self) -> bool:

@@ -5,12 +5,16 @@ same listing) and lose steps whose ``flush()`` returned True. So a writer *claim
 before it writes anything, and a second writer gets :class:`~tensortap.exceptions.WorkerInUse`
 at construction, naming the owner (pid, host, session) and what to do.
 
-- On a local disk the claim is an exclusive ``flock`` on ``workers/<worker>/.owner.lock`` (a
-  hidden file readers ignore). The kernel drops it when the owner dies, even by SIGKILL, so a
-  restarted script resumes the worker at once.
-- On S3 it is a lease object, ``workers/<worker>/owner.json``, created only if absent
-  (``If-None-Match: *``) and renewed by the writer thread every ``check_secs`` (20 s,
-  ``LEASE_SECS / 3``) with ``If-Match`` on its ETag. A lease not renewed for its
+How a worker is claimed is decided by what the store declares (``store.capabilities``), never
+by its class:
+
+- On a local disk (``local_path``) the claim is an exclusive ``flock`` on
+  ``workers/<worker>/.owner.lock`` (a hidden file readers ignore). The kernel drops it when the
+  owner dies, even by SIGKILL, so a restarted script resumes the worker at once.
+- On a store with conditional writes (``conditional_put``: S3) it is a lease object,
+  ``workers/<worker>/owner.json``, created only if absent (``If-None-Match: *``) and renewed
+  by the writer thread every ``check_secs`` (20 s, ``LEASE_SECS / 3``) with ``If-Match`` on its
+  ETag. A lease not renewed for its
   ``lease_secs`` (``LEASE_SECS``) may be taken over (again with ``If-Match``, so two takers
   cannot both win); so may one whose owner ran on this host and is gone. "Not renewed for" is
   judged by the *server's* clock alone: the GET's ``Date`` header minus the object's
@@ -20,7 +24,11 @@ at construction, naming the owner (pid, host, session) and what to do.
   older tensortap versions and never read. A server that sends no ``Date`` or
   ``Last-Modified`` gets its leases treated as live (the error says which object to delete).
   A writer that finds its lease taken stops publishing and says so in its status.
-- A store of another kind (in memory) is claimed in a process-wide table.
+- A store only this process sees (``process_local``: memory) is claimed in a process-wide
+  table, which is all it needs.
+- Any other store cannot keep a worker to one writer: claiming one raises
+  :class:`~tensortap.exceptions.InvalidConfigError` (a hook refuses to write there) rather than
+  hand out a process-wide claim that a writer in another process would never see.
 """
 
 from __future__ import annotations
@@ -33,11 +41,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tensortap.exceptions import StorageError, TensortapError, WorkerInUse
+from tensortap.exceptions import InvalidConfigError, StorageError, TensortapError, WorkerInUse
 from tensortap.format import layout
 from tensortap.format.documents import encode_json, trial_marker
 from tensortap.storage.base import Store
-from tensortap.storage.local import LocalStore
 
 LEASE_SECS = 60.0
 #: This host's wall clock, read only for what a lease shows people (and older versions):
@@ -99,10 +106,10 @@ Busy = Callable[[dict[str, Any], str], TensortapError]
 
 
 class _LocalClaim(Claim):
-    def __init__(self, store: LocalStore, prefix: str, info: dict[str, Any], busy: Busy) -> None:
+    def __init__(self, store: Store, prefix: str, info: dict[str, Any], busy: Busy) -> None:
         import fcntl
 
-        folder = store.root.joinpath(*prefix.strip("/").split("/"))
+        folder = store.local_directory().joinpath(*prefix.strip("/").split("/"))
         path = folder / ".owner.lock"
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -138,8 +145,8 @@ class _LocalClaim(Claim):
             pass
 
 
-class _S3Claim(Claim):
-    def __init__(self, store: Any, prefix: str, info: dict[str, Any], busy: Busy) -> None:
+class _LeaseClaim(Claim):
+    def __init__(self, store: Store, prefix: str, info: dict[str, Any], busy: Busy) -> None:
         self._store, self._busy, self._info = store, busy, dict(info)
         self._key = f"{prefix}owner.json"
         self._etag = self._take()
@@ -286,11 +293,21 @@ def claim_worker(store: Store, worker: str, info: dict[str, Any]) -> Claim:
 
 def claim_prefix(store: Store, prefix: str, info: dict[str, Any], busy: Busy) -> Claim:
     """Claim the folder ``prefix`` (``a/b/``) of ``store`` for one process at a time: a
-    ``.owner.lock`` flock on local disk, an ``owner.json`` lease on S3, a process-wide table
-    otherwise; raise ``busy(owner, note)`` when another holds it. Writers claim their worker
-    with it, exporters their run."""
-    if isinstance(store, LocalStore):
+    ``.owner.lock`` flock on local disk, an ``owner.json`` lease where the store has
+    conditional writes, a process-wide table for a store only this process sees; raise
+    ``busy(owner, note)`` when another holds it, and InvalidConfigError for a store that can do
+    none of these. Writers claim their worker with it, exporters their run."""
+    capabilities = store.capabilities
+    if capabilities.local_path:
         return _LocalClaim(store, prefix, info, busy)
-    if hasattr(store, "put_conditional"):
-        return _S3Claim(store, prefix, info, busy)
-    return _ProcessClaim(store, prefix, busy)
+    if capabilities.conditional_put:
+        return _LeaseClaim(store, prefix, info, busy)
+    if capabilities.process_local:
+        return _ProcessClaim(store, prefix, busy)
+    raise InvalidConfigError(
+        f"{store!r} cannot keep {prefix.rstrip('/')} to one writer: its capabilities declare "
+        "neither a local directory (a file lock), conditional writes (a lease) nor objects seen "
+        "by this process only, and two writers there would lose each other's steps. Write to "
+        "a local directory or to a store with conditional writes (S3), or declare the one "
+        "the backend has in its StoreCapabilities"
+    )
