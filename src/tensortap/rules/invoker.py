@@ -13,8 +13,8 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Generator, Iterator, Sequence
-from typing import TYPE_CHECKING
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tensortap.exceptions import InvalidConfigError, RuleError, RuleEvaluationConditionMet
 from tensortap.rules.finding import Finding, Outcome, Severity, StepRun
