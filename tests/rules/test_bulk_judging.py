@@ -70,9 +70,9 @@ def write(path: Path, k: dict[str, Any]) -> None:
     layers = k["layers"]
 
     def session(hook: tt.Hook, steps: range) -> None:
-        if k["reductions"]:
+        if k["reductions"]:  # and, in "both", the raw values too
             hook.get_collection("gradients").reduction_config = tt.ReductionConfig(
-                norms=["l2"], abs_reductions=["mean"]
+                norms=["l2"], abs_reductions=["mean"], save_raw_tensor=k["reductions"] == "both"
             )
         loss = 2.0
         weights = [rng.normal(size=(3, 2)).astype(F32) for _ in range(layers)]
@@ -132,7 +132,7 @@ knobs = st.fixed_dictionaries(
         "eval_len": st.integers(1, 2),
         "losses": st.integers(1, 2),
         "layers": st.integers(0, 3),
-        "reductions": st.booleans(),
+        "reductions": st.sampled_from([False, True, "both"]),
         "biases": st.booleans(),
         "weights": st.sampled_from([None, "moving", "stuck"]),
         "odd": st.sampled_from([0.0, 0.05, 0.3]),
@@ -177,7 +177,7 @@ def test_the_recommended_rules_judge_a_trial_alike_in_bulk(tmp_path: Path) -> No
     walk step by step, on a trial where every rule has something to say."""
     k = {
         "seed": 7, "steps": 60, "modes": True, "eval_every": 10, "eval_len": 2, "losses": 1,
-        "layers": 2, "reductions": True, "biases": True, "weights": "stuck", "odd": 0.05,
+        "layers": 2, "reductions": "both", "biases": True, "weights": "stuck", "odd": 0.05,
         "resume_at": None, "split": None,
     }  # fmt: skip
     write(tmp_path, k)
@@ -244,3 +244,36 @@ def test_judging_in_bulk_evaluates_no_quiet_step(tmp_path: Path, monkeypatch) ->
     assert all(s.evaluated + s.skipped == 3000 for s in summaries.values())
     assert calls.get("ExplodingTensor", 0) == calls.get("NaNInfRootCause", 0) == 0
     assert max(calls.values(), default=0) <= 20, calls
+
+
+class _BrokenInBulk(Rule):
+    """A rule whose bulk code fails after its first run of quiet steps."""
+
+    def invoke_at_step(self, step: int) -> bool:
+        return False
+
+    def judge_steps(self, steps):  # type: ignore[no-untyped-def]
+        yield self.quiet(np.asarray(steps[:2], dtype=np.int64))
+        raise ValueError("bulk judging broke")
+
+
+def test_a_rule_failing_in_bulk_is_an_error_of_that_rule_alone(tmp_path: Path) -> None:
+    from tensortap.rules import RuleStatus
+
+    write(tmp_path, {**_QUIET_RUN, "steps": 6})
+    trial = tt.create_trial(tmp_path)
+    broken, other = _BrokenInBulk(trial), ExplodingTensor(trial)
+    broken_summary, other_summary = judge_trial(trial, [broken, other])
+    assert broken_summary.status is RuleStatus.ERROR
+    error = broken_summary.findings[0]
+    assert error.step == 2 and "ValueError: bulk judging broke" in error.message
+    assert "judge_steps" in (error.traceback or "")
+    assert broken_summary.evaluated == 2
+    assert other_summary.evaluated == 6  # the other rules go on
+
+
+_QUIET_RUN = {
+    "seed": 1, "steps": 6, "modes": True, "eval_every": 0, "eval_len": 1, "losses": 1,
+    "layers": 1, "reductions": False, "biases": False, "weights": None, "odd": 0.0,
+    "resume_at": None, "split": None,
+}  # fmt: skip

@@ -289,8 +289,11 @@ def _judge_batch(
         with trial.holding_step(step):  # one block of the step, for every rule
             for rule in [r for r in feeds if due[r] <= step]:
                 while rule in feeds and due[rule] <= step:
-                    with trial.no_refresh():
-                        found = next(feeds[rule], None)
+                    try:
+                        with trial.no_refresh():
+                            found = next(feeds[rule], None)
+                    except Exception as exc:  # its own code failed: an ERROR, as evaluate says
+                        found = rule.failure(step, exc)
                     if found is None:  # it said everything
                         del feeds[rule]
                         break

@@ -296,6 +296,18 @@ class Rule:
         """True if this rule's class overrides :meth:`judge_steps`."""
         return type(self).judge_steps is not Rule.judge_steps
 
+    def failure(self, step: int, exc: BaseException) -> Finding:
+        """The ERROR finding of ``exc``, raised by this rule's own code at ``step``."""
+        mode, mode_step = _mode_of(self.base_trial, step)
+        return self._finding(
+            step,
+            mode,
+            mode_step,
+            Outcome.ERROR,
+            failure_text(exc),
+            traceback="".join(traceback.format_exception(exc)),
+        )
+
     def quiet(
         self, steps: np.ndarray, why_unjudged: str | None = None, *, judged: bool = True
     ) -> StepRun:

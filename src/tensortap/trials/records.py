@@ -33,10 +33,10 @@ class SavedRecords:
     workers that saved them."""
 
     names: tuple[str, ...]
-    name: np.ndarray  # int64 positions into names
+    name: np.ndarray  # int32 positions into names
     step: np.ndarray  # int64 global steps
-    kind: np.ndarray  # RecordKind values
-    reduction: np.ndarray  # reduction codes (REDUCTION_CODES; 0: none)
+    kind: np.ndarray  # int8 RecordKind values
+    reduction: np.ndarray  # int8 reduction codes (REDUCTION_CODES; 0: none)
     abs: np.ndarray  # bool
     value: np.ndarray  # float64
     known: np.ndarray  # bool
@@ -59,9 +59,10 @@ class SavedRecords:
         again by a resumed session, or by several workers): judged step by step."""
         if not len(self):
             return np.zeros(0, dtype=bool)
-        what = (self.kind * 64 + self.reduction) * 2 + self.abs  # < 2^9
+        kind, reduction = self.kind.astype(np.int64), self.reduction.astype(np.int64)
+        what = (kind * 64 + reduction) * 2 + self.abs  # < 2^9
         if len(self.names) < 1 << 14 and self.step.min() >= 0 and self.step.max() < 1 << 40:
-            key = ((self.name << 9) + what << 40) + self.step
+            key = ((self.name.astype(np.int64) << 9) + what << 40) + self.step
         else:  # too wide for one int64: one key per distinct row
             rows = np.stack([self.name, self.step, what], axis=1)
             key = np.unique(rows, axis=0, return_inverse=True)[1].ravel()
@@ -107,7 +108,7 @@ def _gather(trial: Trial, names: tuple[str, ...]) -> SavedRecords:
             records = segment.index.records
             for field in fields:
                 parts[field].append(records[field][rows])
-            parts["name"].append(np.full(len(rows), position, dtype=np.int64))
+            parts["name"].append(np.full(len(rows), position, dtype=np.int32))
             sizes = itemsizes.get(seg_id)
             if sizes is None:
                 sizes = itemsizes[seg_id] = np.asarray(
@@ -119,8 +120,8 @@ def _gather(trial: Trial, names: tuple[str, ...]) -> SavedRecords:
         k: np.concatenate(v) if v else np.zeros(0, dtype=RECORD_DTYPE[k] if k in fields else int)
         for k, v in parts.items()
     }
-    name_col, itemsize = cols["name"].astype(np.int64), cols["dtype"].astype(np.int64)
-    kind = cols["kind"].astype(np.int64)
+    name_col, itemsize = cols["name"].astype(np.int32), cols["dtype"].astype(np.int64)
+    kind = cols["kind"].astype(np.int8)
     raw = kind == RecordKind.TENSOR
     one = raw & (cols["data_length"].astype(np.int64) == itemsize) & (itemsize > 0)
     value = np.where(kind == RecordKind.REDUCTION, cols["value"], np.nan).astype(np.float64)
@@ -133,7 +134,7 @@ def _gather(trial: Trial, names: tuple[str, ...]) -> SavedRecords:
         name_col,
         steps,
         kind,
-        cols["reduction"].astype(np.int64),
+        cols["reduction"].astype(np.int8),
         cols["abs"].astype(bool),
         value,
         known,
@@ -163,7 +164,7 @@ def _fill_one_element(
     order = np.argsort(found_key, kind="stable")
     found_key, found_value = found_key[order], cols["value"][order].astype(np.float64)
     rows = np.flatnonzero(one)
-    key = name_col[rows] * (1 << 40) + steps[rows]
+    key = name_col[rows].astype(np.int64) * (1 << 40) + steps[rows]
     at = np.searchsorted(found_key, key)
     hit = at < len(found_key)
     hit[hit] = found_key[at[hit]] == key[hit]

@@ -106,7 +106,7 @@ def per_step(
     return value, count
 
 
-def chunks(steps: np.ndarray, width: int, cells: int = 1 << 22) -> Iterator[np.ndarray]:
+def chunks(steps: np.ndarray, width: int, cells: int = 1 << 20) -> Iterator[np.ndarray]:
     """``steps`` in pieces of at most ``cells`` matrix cells of ``width`` columns."""
     size = max(1, cells // max(width, 1))
     for lo in range(0, len(steps), size):

@@ -145,8 +145,12 @@ class VanishingGradient(Rule):
             means, found = per_step(
                 part, saved.step[means_rows], saved.name[means_rows], n, saved.value[means_rows]
             )
-            raw = per_step(part, saved.step[raw_rows], saved.name[raw_rows], n, saved.value)[1]
-            doubt = per_step(part, saved.step[repeated], saved.name[repeated], n, saved.value)[1]
+            raw = per_step(
+                part, saved.step[raw_rows], saved.name[raw_rows], n, saved.value[raw_rows]
+            )[1]
+            doubt = per_step(
+                part, saved.step[repeated], saved.name[repeated], n, saved.value[repeated]
+            )[1]
             judged = present.copy()
             if of_bias:
                 bias_at = (
