@@ -22,6 +22,7 @@ from tensortap.rules.invoker import (
 from tensortap.rules.registry import REGISTRY, register_rule, unregister_rule
 from tensortap.rules.required_tensors import RequiredTensors
 from tensortap.rules.rule import Rule, StepSkipped
+from tensortap.rules.spec import RuleSpec
 
 __all__ = [
     "Finding",
@@ -30,6 +31,7 @@ __all__ = [
     "Rule",
     "RuleError",
     "RuleEvaluationConditionMet",
+    "RuleSpec",
     "RuleStatus",
     "RuleSummary",
     "StepSkipped",
