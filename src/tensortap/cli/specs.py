@@ -5,7 +5,7 @@ from __future__ import annotations
 from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs import CollectionConfig, Rule
 from tensortap.rules import rule_configs
-from tensortap.rules.builtin import BUILTIN_RULES
+from tensortap.rules.registry import REGISTRY, by_config_name, config_name
 
 
 def parse_params(text: str, what: str) -> dict[str, str]:
@@ -27,20 +27,15 @@ def parse_params(text: str, what: str) -> dict[str, str]:
     return params
 
 
-_NOT_RULES = ("config_for", "recommended")
-
-
 def builtin_rule(text: str) -> Rule:
-    """``vanishing_gradient`` or ``VanishingGradient``, optionally ``:k=v,...``."""
+    """``vanishing_gradient`` or ``VanishingGradient``, optionally ``:k=v,...``: a built-in
+    rule, or one registered with ``tensortap.rules.register_rule``."""
     name, _, params = text.partition(":")
-    function = getattr(rule_configs, name, None)
-    if function is not None and name in rule_configs.__all__ and name not in _NOT_RULES:
-        config = function()
-    elif name in BUILTIN_RULES:
-        config = rule_configs.config_for(name)
-    else:
-        names = ", ".join(n for n in rule_configs.__all__ if n[0].islower() and n not in _NOT_RULES)
+    cls = by_config_name(name) or REGISTRY.get(name)
+    if cls is None:
+        names = ", ".join(sorted(config_name(c) for c in REGISTRY.values()))
         raise InvalidConfigError(f"--rule: no built-in rule {name!r}; built-in rules: {names}")
+    config = rule_configs.config_for(cls.__name__)
     return Rule.builtin(config, rule_parameters=parse_params(params, f"--rule {name}"))
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from tensortap.format.layout import WORKERS_PREFIX
 from tensortap.jobs.actions import ActionContext
 from tensortap.jobs.record import JobRecord, write_json
-from tensortap.jobs.specs import Rule as RuleSpec
+from tensortap.jobs.specs import JobRule
 from tensortap.rules.finding import Finding, Outcome
 from tensortap.rules.invoker import RuleStatus, RuleSummary, iter_findings_many
 from tensortap.rules.rule import Rule
@@ -37,7 +37,7 @@ TRAINING_ENDED_FILE = "training_ended"
 class HostedRule:
     """One rule of the job: its rule object, summary, log and actions."""
 
-    def __init__(self, record: JobRecord, spec: RuleSpec, job_name: str) -> None:
+    def __init__(self, record: JobRecord, spec: JobRule, job_name: str) -> None:
         self.record, self.spec, self.job_name = record, spec, job_name
         self.summary = RuleSummary(spec.name)
         self.rule: Rule | None = None
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     record = JobRecord(args[0])
     job = record.job()
     wanted = set(args[1:])
-    specs = [RuleSpec.from_dict(r) for r in job["rules"] if r["name"] in wanted]
+    specs = [JobRule.from_dict(r) for r in job["rules"] if r["name"] in wanted]
     try:
         os.nice(10)  # training comes first
     except OSError:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,11 +25,8 @@ from tensortap.hook import DEFAULT_INCLUDE_COLLECTIONS
 from tensortap.hook_config import CollectionSettings, HookConfig
 from tensortap.jobs.actions import Action, StopTraining, action_from_dict
 from tensortap.rules.builtin import BUILTIN_RULES
-from tensortap.rules.custom import create_rule, load_rule_class
-from tensortap.rules.params import coerce
-from tensortap.rules.rule import Rule as RuleObject
-from tensortap.rules.rule_configs import BuiltinRuleConfig, config_for
-from tensortap.trials.trial import Trial
+from tensortap.rules.rule_configs import BuiltinRuleConfig
+from tensortap.rules.spec import RuleSpec, rule_spec_fields, string_parameters
 
 #: The hook's save interval in a job whose user set none: rules need more than every 500th step.
 JOB_SAVE_INTERVAL = "10"
@@ -40,15 +36,7 @@ JOB_EVAL_SAVE_INTERVAL = "1"
 
 logger = logging.getLogger(__name__)
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-
-def _strings(params: Mapping[str, Any] | None, what: str) -> dict[str, str]:
-    if params is None:
-        return {}
-    if not isinstance(params, Mapping):
-        raise InvalidConfigError(f"{what} must be a dict of name to value, got {params!r}")
-    return {str(k): v if isinstance(v, str) else str(v) for k, v in params.items()}
+_strings = string_parameters
 
 
 @dataclass(frozen=True)
@@ -112,26 +100,40 @@ class TensorBoardOutputConfig:
     local_path: str | None = None
 
 
-@dataclass(frozen=True)
-class Rule:
-    """A rule of a job. Build it with :meth:`builtin` (alias :meth:`sagemaker`) or
-    :meth:`custom`; ``name`` is its configuration name in statuses and logs."""
+@dataclass(frozen=True, init=False)
+class JobRule(RuleSpec):
+    """A rule of a job: a :class:`~tensortap.rules.spec.RuleSpec` and the actions taken when
+    it fires. Build it with :meth:`builtin` (alias :meth:`sagemaker`) or :meth:`custom`;
+    ``name`` is its configuration name in statuses and logs. Public as
+    ``tensortap.jobs.Rule`` (the SageMaker SDK's name)."""
 
-    name: str
-    class_name: str
-    parameters: Mapping[str, str] = field(default_factory=dict)
-    source: str | None = None  # a .py file for custom rules
-    collections: tuple[CollectionSettings, ...] = ()
     actions: tuple[Action, ...] = ()
-    other_trials: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        name: str,
+        class_name: str,
+        parameters: Mapping[str, str] | None = None,
+        source: str | None = None,
+        collections: tuple[CollectionSettings, ...] = (),
+        actions: Sequence[Action] = (),
+        other_trials: Sequence[str] = (),
+        module: str | None = None,
+    ) -> None:
+        # the fields in the order they always had (the spec's, with actions before
+        # other_trials), so that positional construction keeps working
+        values = (name, class_name, parameters or {}, source, collections, actions)
+        for key, value in zip(
+            ("name", "class_name", "parameters", "source", "collections", "actions"),
+            values,
+            strict=True,
+        ):
+            object.__setattr__(self, key, value)
+        object.__setattr__(self, "other_trials", other_trials)
+        object.__setattr__(self, "module", module)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise InvalidConfigError(
-                f"a rule name must be 1-64 letters, digits, '_', '.' or '-' (it names the "
-                f"rule's log file), got {self.name!r}"
-            )
-        object.__setattr__(self, "parameters", _strings(self.parameters, "rule_parameters"))
         object.__setattr__(self, "actions", tuple(self.actions))
         for action in self.actions:
             if not isinstance(action, Action):
@@ -139,49 +141,23 @@ class Rule:
                     f"actions must be tensortap.jobs actions (StopTraining, Webhook, Email, "
                     f"Command), got {action!r}"
                 )
-        object.__setattr__(self, "other_trials", tuple(self.other_trials))
-        self.rule_class()  # the class exists and takes these parameters
-
-    @property
-    def is_builtin(self) -> bool:
-        return self.source is None
-
-    def create(self, trial: Trial) -> RuleObject:
-        """The rule object on ``trial`` (and this spec's other trials), named as the spec."""
-        rule = create_rule(
-            self.class_name,
-            trial,
-            list(self.other_trials) or None,
-            source=self.source,
-            params=dict(self.parameters),
-        )
-        rule.rule_name = self.name
-        return rule
-
-    def rule_class(self) -> type:
-        """The rule's class (loading a custom rule's file), its parameters checked."""
-        if self.source is None:
-            cls: type = BUILTIN_RULES[self.class_name]
-            config_for(self.class_name, **self.parameters)
-            return cls
-        cls = load_rule_class(self.source, self.class_name)
-        specs = {s.name: s for s in cls.parameters()}
-        for pname, value in self.parameters.items():
-            if pname not in specs:
-                raise InvalidConfigError(
-                    f"rule {self.class_name} ({self.source}) has no parameter {pname!r} (given "
-                    f"{value!r}); its parameters are: {', '.join(specs) or 'none'}"
-                )
-            coerce(self.class_name, specs[pname], value)
-        missing = [s.name for s in specs.values() if s.required and s.name not in self.parameters]
-        if missing:
-            raise InvalidConfigError(
-                f"rule {self.class_name} ({self.source}) needs rule_parameters {missing}"
-            )
-        return cls
+        super().__post_init__()
 
     @classmethod
-    def builtin(
+    def _of(cls, spec: RuleSpec, actions: Sequence[Action]) -> JobRule:
+        return cls(
+            spec.name,
+            spec.class_name,
+            spec.parameters,
+            spec.source,
+            spec.collections,
+            tuple(actions),
+            spec.other_trials,
+            spec.module,
+        )
+
+    @classmethod
+    def builtin(  # type: ignore[override]
         cls,
         base_config: BuiltinRuleConfig | str,
         rule_parameters: Mapping[str, Any] | None = None,
@@ -189,35 +165,25 @@ class Rule:
         collections_to_save: Sequence[CollectionConfig] | None = None,
         actions: Sequence[Action] = (),
         other_trials: Sequence[str | os.PathLike[str]] = (),
-    ) -> Rule:
-        """A built-in rule from ``rule_configs.<rule>()`` (or its name), parameters overriding
-        the config's. The collections it needs are saved by the job's hook."""
-        if isinstance(base_config, str):
-            base_config = config_for(base_config)
-        if not isinstance(base_config, BuiltinRuleConfig):
-            raise InvalidConfigError(
-                f"Rule.builtin takes rule_configs.<rule>() or a built-in rule name, got "
-                f"{base_config!r}; built-in rules: {', '.join(sorted(BUILTIN_RULES))}"
-            )
-        params = {**base_config.parameters, **_strings(rule_parameters, "rule_parameters")}
-        config = config_for(base_config.name, **params)  # unknown or bad parameters fail here
-        collections = config.collections + tuple(c.settings() for c in collections_to_save or ())
-        if config.parameters.get("stop_training_on_fire") == "true":  # StalledTrainingRule's
-            actions = (*actions, StopTraining())
-        return cls(
-            name or config.name,
-            config.name,
-            config.parameters,
-            None,
-            collections,
-            tuple(actions),
-            tuple(os.fspath(t) for t in other_trials),
+    ) -> JobRule:
+        """A built-in (or registered) rule from ``rule_configs.<rule>()`` (or its name),
+        parameters overriding the config's. The collections it needs are saved by the job's
+        hook."""
+        spec = RuleSpec.builtin(
+            base_config,
+            rule_parameters,
+            name,
+            tuple(c.settings() for c in collections_to_save or ()),
+            other_trials,
         )
+        if spec.parameters.get("stop_training_on_fire") == "true":  # StalledTrainingRule's
+            actions = (*actions, StopTraining())
+        return cls._of(spec, actions)
 
     sagemaker = builtin  # the seeds' spelling
 
     @classmethod
-    def custom(
+    def custom(  # type: ignore[override]
         cls,
         name: str,
         source: str | os.PathLike[str],
@@ -227,59 +193,38 @@ class Rule:
         actions: Sequence[Action] = (),
         other_trials: Sequence[str | os.PathLike[str]] = (),
         **ignored: Any,
-    ) -> Rule:
+    ) -> JobRule:
         """A rule class (``rule_to_invoke``, by default ``name``) from the Python file
         ``source``; ``rule_parameters`` are strings parsed by the class's annotations. The
         collections the class declares (``collections_needed``) are saved by the job's hook,
         with ``collections_to_save``. Cloud arguments of smdebug (``image_uri``,
         ``instance_type``, ...) are accepted and ignored.
         """
-        params = _strings(rule_parameters, "rule_parameters")
-        rule_cls = load_rule_class(source, rule_to_invoke or name)
-        declared = tuple(
-            CollectionSettings(c, rule_cls.collection_parameters.get(c, {}))
-            for c in rule_cls.required_collections(**params)
-        )
-        trials = [os.fspath(t) for t in other_trials]
-        more = params.pop("other_trials", None) or params.pop("other-trials-paths", None)
-        if more:
-            trials += [p for p in more.split(";") if p]
-        return cls(
+        spec = RuleSpec.custom(
             name,
-            rule_to_invoke or name,
-            params,
-            os.path.abspath(os.fspath(source)),
-            declared + tuple(c.settings() for c in collections_to_save or ()),
-            tuple(actions),
-            tuple(trials),
+            source,
+            rule_to_invoke,
+            rule_parameters,
+            tuple(c.settings() for c in collections_to_save or ()),
+            other_trials,
         )
+        return cls._of(spec, actions)
 
     # -- the job record --
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "class_name": self.class_name,
-            "parameters": dict(self.parameters),
-            "source": self.source,
-            "collections": [c.to_dict() for c in self.collections],
-            "actions": [a.to_dict() for a in self.actions],
-            "other_trials": list(self.other_trials),
-        }
+        data = super().to_dict()
+        data["actions"] = [a.to_dict() for a in self.actions]
+        return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Rule:
-        return cls(
-            data["name"],
-            data["class_name"],
-            data.get("parameters") or {},
-            data.get("source"),
-            tuple(
-                CollectionSettings(c["name"], c.get("parameters") or {})
-                for c in data.get("collections") or ()
-            ),
-            tuple(action_from_dict(a) for a in data.get("actions") or ()),
-            tuple(data.get("other_trials") or ()),
-        )
+    def from_dict(cls, data: Mapping[str, Any]) -> JobRule:
+        fields = rule_spec_fields(data)
+        actions = tuple(action_from_dict(a) for a in data.get("actions") or ())
+        return cls(**fields, actions=actions)
+
+
+#: The SageMaker SDK's name of a job's rule (``Rule.builtin(rule_configs.<rule>())``).
+Rule = JobRule
 
 
 def rules_from_specification(specs: Sequence[Mapping[str, Any]]) -> list[Rule]:

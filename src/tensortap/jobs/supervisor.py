@@ -36,8 +36,7 @@ from tensortap.hook_config import CONFIG_ENV, JOB_ENV
 from tensortap.jobs.actions import StopTraining
 from tensortap.jobs.record import JobRecord, write_json
 from tensortap.jobs.rule_host import STOPPED, TRAINING_ENDED_FILE
-from tensortap.jobs.specs import Rule as RuleSpec
-from tensortap.jobs.specs import rules_for_framework
+from tensortap.jobs.specs import JobRule, rules_for_framework
 from tensortap.storage import open_store
 from tensortap.writer.seal import seal_trial
 
@@ -113,11 +112,11 @@ class Supervisor:
     def __init__(self, record: JobRecord) -> None:
         self.record = record
         self.job = record.job()
-        self.rules = [RuleSpec.from_dict(r) for r in self.job["rules"]]
+        self.rules = [JobRule.from_dict(r) for r in self.job["rules"]]
         # rules chosen once the trial says which framework writes it (None: nothing to choose)
         by_framework = self.job.get("rules_by_framework") or {}
-        self.rules_by_framework: dict[str, list[RuleSpec]] | None = (
-            {fw: [RuleSpec.from_dict(r) for r in chosen] for fw, chosen in by_framework.items()}
+        self.rules_by_framework: dict[str, list[JobRule]] | None = (
+            {fw: [JobRule.from_dict(r) for r in chosen] for fw, chosen in by_framework.items()}
             if by_framework
             else None
         )

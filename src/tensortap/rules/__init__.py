@@ -1,8 +1,11 @@
 """Rules: analyse a trial step by step, while training runs or after, and say what they found.
 
 Write a rule by subclassing :class:`Rule` and implementing ``invoke_at_step(step) -> bool``;
-run it with :func:`invoke_rule`. The built-in rules are importable from here by name.
+run it with :func:`invoke_rule`. The built-in rules are importable from here by name, and so
+is a rule registered with :func:`register_rule` (which configurations and jobs can then name).
 """
+
+from typing import Any
 
 from tensortap.exceptions import RuleError, RuleEvaluationConditionMet
 from tensortap.rules import builtin, rule_configs
@@ -16,8 +19,10 @@ from tensortap.rules.invoker import (
     iter_findings,
     iter_findings_many,
 )
+from tensortap.rules.registry import REGISTRY, register_rule, unregister_rule
 from tensortap.rules.required_tensors import RequiredTensors
 from tensortap.rules.rule import Rule, StepSkipped
+from tensortap.rules.spec import RuleSpec
 
 __all__ = [
     "Finding",
@@ -26,6 +31,7 @@ __all__ = [
     "Rule",
     "RuleError",
     "RuleEvaluationConditionMet",
+    "RuleSpec",
     "RuleStatus",
     "RuleSummary",
     "StepSkipped",
@@ -34,6 +40,16 @@ __all__ = [
     "iter_findings",
     "iter_findings_many",
     "load_rule_class",
+    "register_rule",
     "rule_configs",
+    "unregister_rule",
 ]
 __all__ += builtin.__all__
+
+
+def __getattr__(name: str) -> Any:
+    """A rule registered after this package was imported."""
+    cls = REGISTRY.get(name)
+    if cls is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return cls

@@ -3,7 +3,10 @@
 A rule answers; it does not act (see :mod:`tensortap.rules.invoker` for the loop that walks the
 steps, and the job runner for actions). Subclasses implement ``invoke_at_step(step) -> bool``
 and may describe why with :meth:`Rule.explain`; their keyword parameters are read from strings
-or Python values by the annotations of ``__init__`` (see :mod:`tensortap.rules.params`).
+or Python values by the annotations of ``__init__`` (see :mod:`tensortap.rules.params`), and
+their values are checked by :meth:`Rule.check_values`, a class method: a configuration is
+checked without a trial (:meth:`Rule.check_parameters`). A rule defined in a public module of
+:mod:`tensortap.rules.builtin` registers itself (see :mod:`tensortap.rules.registry`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import inspect
 import logging
 import traceback
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -31,7 +34,8 @@ from tensortap.exceptions import (
     TensorUnavailableForStep,
 )
 from tensortap.rules.finding import Finding, Outcome, Severity, StepRun
-from tensortap.rules.params import ParamSpec, check, coerce, specs_of
+from tensortap.rules.params import RESERVED, ParamSpec, check, coerce, specs_of
+from tensortap.rules.registry import is_builtin_module, register_rule
 from tensortap.rules.required_tensors import RequiredTensors
 
 if TYPE_CHECKING:
@@ -87,43 +91,15 @@ class Rule:
     collection_parameters: ClassVar[dict[str, dict[str, str]]] = {}
     #: Parameters, as found on ``__init__``; filled in for every subclass.
     _param_specs: ClassVar[tuple[ParamSpec, ...]] = ()
+    #: The name of the rule's ``rule_configs`` helper, when its class name in snake case is
+    #: not it (``NaNInfRootCause``: ``nan_inf_root_cause``); read from the class itself only.
+    config_name: ClassVar[str]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        init = cls.__dict__.get("__init__")
-        if init is None:
-            init = cls.__init__
-            if getattr(init, "_tensortap_parsed", False):
-                return  # inherits its parent's parsed __init__ and parameters
-        specs = tuple(specs_of(init, cls))
-        cls._param_specs = specs
-        by_name = {s.name: s for s in specs}
-        signature = inspect.signature(init)
-        takes_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
-
-        @functools.wraps(init)
-        def parsed_init(self: Rule, *args: Any, **kw: Any) -> None:
-            rule = type(self).__name__
-            try:
-                bound = signature.bind(self, *args, **kw)
-            except TypeError as exc:
-                unknown = [k for k in kw if k not in signature.parameters] if not takes_any else []
-                if unknown:
-                    raise InvalidConfigError(
-                        f"rule {rule} has no parameter {unknown[0]!r} (given {kw[unknown[0]]!r});"
-                        f" its parameters are: {_param_list(specs)}"
-                    ) from None
-                raise InvalidConfigError(
-                    f"rule {rule}: {exc}; its parameters are: {_param_list(specs)}"
-                ) from None
-            for name, value in list(bound.arguments.items()):
-                spec = by_name.get(name)
-                if spec is not None:
-                    bound.arguments[name] = coerce(rule, spec, value)
-            init(*bound.args, **bound.kwargs)
-
-        parsed_init._tensortap_parsed = True  # type: ignore[attr-defined]
-        cls.__init__ = parsed_init  # type: ignore[method-assign]
+        _parse_init(cls)
+        if is_builtin_module(cls.__module__) and not cls.__name__.startswith("_"):
+            register_rule(cls)  # a built-in rule: defined in tensortap.rules.builtin
 
     def __init__(self, base_trial: Trial, other_trials: Iterable[Trial] | None = None) -> None:
         if base_trial is None or not hasattr(base_trial, "tensor_names"):
@@ -185,14 +161,54 @@ class Rule:
         """``raise self.skip("no gradients at this step")`` when a step holds nothing to judge."""
         return StepSkipped(reason)
 
-    def check_param(self, name: str, value: Any, ok: bool, expected: str) -> None:
-        """Fail at construction, naming the rule and parameter, unless ``ok``."""
-        check(self.rule_name, name, value, ok, expected)
+    @classmethod
+    def check_param(cls, name: str, value: Any, ok: bool, expected: str) -> None:
+        """Fail, naming the rule and parameter, unless ``ok`` (in :meth:`check_values`)."""
+        check(cls.__name__, name, value, ok, expected)
 
     @classmethod
     def parameters(cls) -> tuple[ParamSpec, ...]:
         """The rule's parameters (name, type, default)."""
         return cls._param_specs
+
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        """Check the values of the rule's parameters (every one of :meth:`parameters`, by
+        name, read and with the defaults filled in) with :meth:`check_param`. Runs before
+        ``__init__`` when the rule is built, and without a trial when a configuration names
+        it (:meth:`check_parameters`). A subclass that changes the parameters of the rule it
+        extends overrides it (calling ``super().check_values(params)`` for those it keeps)."""
+
+    @classmethod
+    def check_parameters(cls, **params: Any) -> dict[str, Any]:
+        """The rule's parameters read from ``params`` (strings or values) over its defaults,
+        checked without a trial: an unknown, missing, unreadable or out-of-range value raises
+        InvalidConfigError now rather than when the rule starts."""
+        specs = {s.name: s for s in cls._param_specs}
+        takes_any = any(
+            p.kind is p.VAR_KEYWORD for p in inspect.signature(cls.__init__).parameters.values()
+        )
+        unknown = [k for k in params if k not in specs and k not in RESERVED]
+        if unknown and not takes_any:
+            raise InvalidConfigError(
+                f"rule {cls.__name__} has no parameter {unknown[0]!r} (given "
+                f"{params[unknown[0]]!r}); its parameters are: {_param_list(tuple(specs.values()))}"
+            )
+        missing = [s.name for s in specs.values() if s.required and s.name not in params]
+        if missing:
+            raise InvalidConfigError(
+                f"rule {cls.__name__} needs the parameter {missing[0]!r}; its parameters are: "
+                f"{_param_list(tuple(specs.values()))}"
+            )
+        values = {
+            name: coerce(cls.__name__, spec, params[name]) if name in params else spec.default
+            for name, spec in specs.items()
+        }
+        try:
+            cls.check_values(_Values(values))
+        except _NotItsParameter:  # inherited checks of other parameters: they run at __init__
+            pass
+        return values
 
     @classmethod
     def required_collections(cls, **params: Any) -> tuple[str, ...]:
@@ -421,6 +437,75 @@ class Rule:
     def __repr__(self) -> str:
         params = ", ".join(f"{s.name}={getattr(self, s.name, '?')!r}" for s in self._param_specs)
         return f"{self.rule_name}({params})"
+
+
+def _parse_init(cls: type[Rule]) -> None:
+    """Give ``cls`` the parameters of its own ``__init__`` (a class that defines none keeps
+    its parent's), and wrap that ``__init__`` to read them (strings, values) and check them."""
+    init = cls.__dict__.get("__init__")
+    if init is None:
+        init = cls.__init__
+        if getattr(init, "_tensortap_parsed", False):
+            return  # inherits its parent's parsed __init__ and parameters
+    specs = tuple(specs_of(init, cls))
+    cls._param_specs = specs
+    by_name = {s.name: s for s in specs}
+    signature = inspect.signature(init)
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+
+    @functools.wraps(init)
+    def parsed_init(self: Rule, *args: Any, **kw: Any) -> None:
+        rule = type(self).__name__
+        try:
+            bound = signature.bind(self, *args, **kw)
+        except TypeError as exc:
+            unknown = [k for k in kw if k not in signature.parameters] if not takes_any else []
+            if unknown:
+                raise InvalidConfigError(
+                    f"rule {rule} has no parameter {unknown[0]!r} (given {kw[unknown[0]]!r});"
+                    f" its parameters are: {_param_list(specs)}"
+                ) from None
+            raise InvalidConfigError(
+                f"rule {rule}: {exc}; its parameters are: {_param_list(specs)}"
+            ) from None
+        for name, value in list(bound.arguments.items()):
+            spec = by_name.get(name)
+            if spec is not None:
+                bound.arguments[name] = coerce(rule, spec, value)
+        # the checks written for this __init__'s parameters: those of the class built through
+        # it, when declared on the class that defines it or below (a subclass's own __init__
+        # with other parameters reaches here through super() and is checked by its parent's)
+        built = next(
+            k for k in type(self).__mro__ if issubclass(k, Rule) and k.__init__ is parsed_init
+        )
+        declared = next(k for k in built.__mro__ if "check_values" in k.__dict__)
+        if issubclass(declared, cls):
+            given = bound.arguments
+            # the same checks through the class being built name it in their messages
+            same = _function(type(self).check_values) is _function(built.check_values)
+            (type(self) if same else built).check_values(
+                {s.name: given.get(s.name, s.default) for s in specs}
+            )
+        init(*bound.args, **bound.kwargs)
+
+    parsed_init._tensortap_parsed = True  # type: ignore[attr-defined]
+    cls.__init__ = parsed_init  # type: ignore[method-assign]
+
+
+def _function(method: Any) -> Any:
+    return getattr(method, "__func__", method)
+
+
+class _NotItsParameter(KeyError):
+    pass
+
+
+class _Values(dict[str, Any]):
+    """A rule's parameters for :meth:`Rule.check_values`; a name the rule does not have says
+    the checks were written for another class's parameters."""
+
+    def __missing__(self, key: str) -> Any:
+        raise _NotItsParameter(key)
 
 
 def _param_list(specs: Sequence[ParamSpec]) -> str:

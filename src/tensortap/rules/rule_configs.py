@@ -10,7 +10,6 @@ A job uses these to run a rule and to make the hook save what the rule reads::
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +18,7 @@ from tensortap.exceptions import InvalidConfigError
 from tensortap.hook_config import CollectionSettings
 from tensortap.rules.builtin import BUILTIN_RULES
 from tensortap.rules.params import coerce
+from tensortap.rules.registry import by_config_name, config_name
 from tensortap.rules.rule import Rule
 
 
@@ -80,7 +80,7 @@ def config_for(name: str, **params: Any) -> BuiltinRuleConfig:
             values[pname] = _as_string(coerced[pname])
         elif spec.default is not inspect.Parameter.empty:
             values[pname] = _as_string(spec.default)
-    _probe(cls, coerced)
+    cls.check_parameters(**coerced)  # its checks of the values, without a trial
     collections = tuple(
         CollectionSettings(c, cls.collection_parameters.get(c, {}))
         for c in cls.required_collections(**params)
@@ -88,54 +88,45 @@ def config_for(name: str, **params: Any) -> BuiltinRuleConfig:
     return BuiltinRuleConfig(name, values, collections)
 
 
-def _probe(cls: type[Rule], params: dict[str, Any]) -> None:
-    """Build the rule once over an empty trial, so that the checks its constructor makes of
-    its parameters (``num_steps >= 1``...) fail now, before training, not when the job's
-    rules start. Failures that are not about the parameters are left to the real start."""
-    from tensortap.storage.memory import MemoryStore
-    from tensortap.trials.trial import Trial
-
-    empty = Trial(MemoryStore("config-check"))
-    given = {k: v for k, v in params.items() if k != "other_trials"}
-    if "other_trials" in inspect.signature(cls.__init__).parameters:
-        given["other_trials"] = [empty]  # the other runs are named when the job starts
-    try:
-        cls(empty, **given)
-    except InvalidConfigError:
-        raise
-    except Exception:  # about the (empty) trial, not the parameters
-        pass
-
-
 def _snake(name: str) -> str:
-    name = name.replace("NaNInf", "NanInf").replace("NLP", "Nlp")
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    """The helper name of the registered rule ``name`` (``nan_inf_root_cause``)."""
+    return config_name(BUILTIN_RULES[name])
 
 
 def _make(name: str) -> Callable[..., BuiltinRuleConfig]:
+    made = _MADE.get(name)
+    if made is not None:
+        return made
+
     def configure(**params: Any) -> BuiltinRuleConfig:
         return config_for(name, **params)
 
     configure.__name__ = _snake(name)
     configure.__qualname__ = configure.__name__
     configure.__doc__ = f"The configuration of the built-in rule {name} (see docs/rules.md)."
+    _MADE[name] = configure
     return configure
 
 
-#: One helper per built-in rule, named after it in snake case (``vanishing_gradient()``),
-#: derived from the registry: a new rule needs no line here.
-_HELPERS = {_snake(name): _make(name) for name in BUILTIN_RULES}
+_MADE: dict[str, Callable[..., BuiltinRuleConfig]] = {}
 
 
+# One helper per registered rule, named after it in snake case (``vanishing_gradient()``),
+# read from the registry when asked for: a new rule needs no line here.
 def __getattr__(name: str) -> Callable[..., BuiltinRuleConfig]:
-    helper = _HELPERS.get(name)
-    if helper is None:
+    cls = by_config_name(name)
+    if cls is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return helper
+    return _make(cls.__name__)
+
+
+def _helper_names() -> list[str]:
+    """The names of the helpers, one per registered rule (``vanishing_gradient``...)."""
+    return sorted(config_name(cls) for cls in BUILTIN_RULES.values())
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_HELPERS])
+    return sorted([*globals(), *_helper_names()])
 
 
 #: The rules run when none is named (``tensortap run`` without ``--rule``, the report): the
@@ -215,5 +206,5 @@ __all__ = [
     "BuiltinRuleConfig",
     "config_for",
     "recommended",
-    *_HELPERS,
+    *_helper_names(),  # the built-in rules' (registered by the import above)
 ]

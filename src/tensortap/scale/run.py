@@ -16,8 +16,8 @@ from typing import Any
 import pyarrow as pa
 
 from tensortap.exceptions import InvalidConfigError
-from tensortap.jobs.specs import Rule as RuleSpec
 from tensortap.rules.rule_configs import BuiltinRuleConfig
+from tensortap.rules.spec import RuleSpec
 from tensortap.scale.tasks import STARTED, Task, evaluate, failed, serve
 from tensortap.storage import Store
 from tensortap.table.export import check_run_name, run_name_of
@@ -90,7 +90,7 @@ def run_rules(
     address: str | None = None,
     time_limit: float | None = TIME_LIMIT,
 ) -> RuleResults:
-    """Evaluate ``rules`` (``Rule.builtin(...)``/``Rule.custom(...)`` specs,
+    """Evaluate ``rules`` (:class:`~tensortap.rules.RuleSpec` specs, a job's ``Rule`` too,
     ``rule_configs.<rule>()`` or built-in names) on every trial (paths or ``s3://`` URLs) over
     the steps each has published, one task per trial, or per ``steps_per_task`` global steps
     (for rules that need no history across the range). ``engine="local"`` runs the tasks in
@@ -150,8 +150,9 @@ def _spec(rule: RuleSpec | BuiltinRuleConfig | str) -> RuleSpec:
     if isinstance(rule, BuiltinRuleConfig | str):
         return RuleSpec.builtin(rule)
     raise InvalidConfigError(
-        f"rules are Rule.builtin(...)/Rule.custom(...) specs (tensortap.jobs.Rule), "
-        f"rule_configs.<rule>() or built-in rule names, got {rule!r}"
+        f"rules are RuleSpec.builtin(...)/RuleSpec.custom(...) specs (tensortap.rules.RuleSpec, "
+        f"or a job's tensortap.jobs.Rule), rule_configs.<rule>() or built-in rule names, got "
+        f"{rule!r}"
     )
 
 

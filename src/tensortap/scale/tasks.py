@@ -9,9 +9,9 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from tensortap.jobs.specs import Rule as RuleSpec
 from tensortap.rules.finding import Finding, Outcome
 from tensortap.rules.invoker import RuleSummary, iter_findings_many
+from tensortap.rules.spec import RuleSpec
 from tensortap.trials.trial import Trial
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,16 @@ class ActivityRule(Rule):
     #: The cause its findings name (``details["cause"]``), if any.
     cause: str | None = None
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        threshold_inactivity = params["threshold_inactivity"]
+        threshold_layer = params["threshold_layer"]
+        for name, value in (
+            ("threshold_inactivity", threshold_inactivity),
+            ("threshold_layer", threshold_layer),
+        ):
+            cls.check_param(name, value, 0 <= value <= 100, "a percentage in [0, 100]")
+
     def __init__(
         self,
         base_trial: Any,
@@ -57,11 +68,6 @@ class ActivityRule(Rule):
         threshold_layer: float,
     ) -> None:
         super().__init__(base_trial)
-        for name, value in (
-            ("threshold_inactivity", threshold_inactivity),
-            ("threshold_layer", threshold_layer),
-        ):
-            self.check_param(name, value, 0 <= value <= 100, "a percentage in [0, 100]")
         self.default_regex = default_regex
         self.tensor_regex = tensor_regex or default_regex
         self.threshold_inactivity = threshold_inactivity

@@ -255,7 +255,7 @@ def metric_at(trial: Trial, regex: str, step: int) -> float | None:
     return float(np.mean([scalar(trial.tensor(n), step) for n in names]))
 
 
-def metric_pair(rule: Rule, training: str, validation: str) -> tuple[str, str]:
+def metric_pair(rule: type[Rule], training: str, validation: str) -> tuple[str, str]:
     """The ``training_metric`` and ``validation_metric`` regexes of a rule that compares the
     two, checked to be given together (both or neither)."""
     rule.check_param(

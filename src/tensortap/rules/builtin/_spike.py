@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,17 @@ class SpikeRule(Rule):
     lasted). Non-finite values always fire, as a problem (non-finite), also during the
     warm-up."""
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        window = params["window"]
+        warmup = params["warmup"]
+        z_threshold = params["z_threshold"]
+        min_ratio = params["min_ratio"]
+        cls.check_param("window", window, window >= 3, "an integer >= 3")
+        cls.check_param("warmup", warmup, 3 <= warmup <= window, f"between 3 and window ({window})")
+        cls.check_param("z_threshold", z_threshold, z_threshold > 0, "a number > 0")
+        cls.check_param("min_ratio", min_ratio, min_ratio >= 1, "a ratio >= 1")
+
     def __init__(
         self,
         base_trial: Any,
@@ -40,12 +51,6 @@ class SpikeRule(Rule):
         min_ratio: float = 2.0,
     ) -> None:
         super().__init__(base_trial)
-        self.check_param("window", window, window >= 3, "an integer >= 3")
-        self.check_param(
-            "warmup", warmup, 3 <= warmup <= window, f"between 3 and window ({window})"
-        )
-        self.check_param("z_threshold", z_threshold, z_threshold > 0, "a number > 0")
-        self.check_param("min_ratio", min_ratio, min_ratio >= 1, "a ratio >= 1")
         self.window, self.warmup = window, warmup
         self.z_threshold, self.min_ratio = z_threshold, min_ratio
         self._baselines: dict[str, RobustBaseline] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,15 @@ class AccuracyAtChance(Rule):
 
     collections_needed = ("labels", "predictions")
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        z_threshold = params["z_threshold"]
+        passes = params["passes"]
+        min_samples = params["min_samples"]
+        cls.check_param("z_threshold", z_threshold, z_threshold >= 0, "a number >= 0")
+        cls.check_param("passes", passes, passes >= 1, "an integer >= 1")
+        cls.check_param("min_samples", min_samples, min_samples >= 1, "an integer >= 1")
+
     def __init__(
         self,
         base_trial: Any,
@@ -53,9 +63,6 @@ class AccuracyAtChance(Rule):
         predictions_regex: str = "predictions",
     ) -> None:
         super().__init__(base_trial)
-        self.check_param("z_threshold", z_threshold, z_threshold >= 0, "a number >= 0")
-        self.check_param("passes", passes, passes >= 1, "an integer >= 1")
-        self.check_param("min_samples", min_samples, min_samples >= 1, "an integer >= 1")
         self.z_threshold = z_threshold
         self.passes = passes
         self.min_samples = min_samples

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,11 @@ class AllZero(Rule):
     as non-finite (a problem) instead.
     """
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        threshold = params["threshold"]
+        cls.check_param("threshold", threshold, 0 < threshold <= 100, "a percentage in (0, 100]")
+
     def __init__(
         self,
         base_trial: Any,
@@ -32,7 +38,6 @@ class AllZero(Rule):
         threshold: float = 100.0,
     ) -> None:
         super().__init__(base_trial)
-        self.check_param("threshold", threshold, 0 < threshold <= 100, "a percentage in (0, 100]")
         self.collection_names = collection_names or []
         self.tensor_regex = tensor_regex or []
         self.threshold = threshold

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,17 @@ class CheckInputImages(Rule):
 
     collections_needed = ("inputs",)
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        threshold_mean = params["threshold_mean"]
+        threshold_samples = params["threshold_samples"]
+        channel = params["channel"]
+        cls.check_param("threshold_mean", threshold_mean, threshold_mean >= 0, "a number >= 0")
+        cls.check_param(
+            "threshold_samples", threshold_samples, threshold_samples >= 1, "an integer >= 1"
+        )
+        cls.check_param("channel", channel, channel >= 1, "the channel axis (>= 1)")
+
     def __init__(
         self,
         base_trial: Any,
@@ -34,11 +46,6 @@ class CheckInputImages(Rule):
         channel: int = 1,
     ) -> None:
         super().__init__(base_trial)
-        self.check_param("threshold_mean", threshold_mean, threshold_mean >= 0, "a number >= 0")
-        self.check_param(
-            "threshold_samples", threshold_samples, threshold_samples >= 1, "an integer >= 1"
-        )
-        self.check_param("channel", channel, channel >= 1, "the channel axis (>= 1)")
         self.threshold_mean = threshold_mean
         self.threshold_samples = threshold_samples
         self.regex = regex

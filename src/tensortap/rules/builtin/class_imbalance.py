@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,22 @@ class ClassImbalance(Rule):
 
     collections_needed = ("labels", "predictions")
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        threshold_imbalance = params["threshold_imbalance"]
+        threshold_misprediction = params["threshold_misprediction"]
+        samples = params["samples"]
+        cls.check_param(
+            "threshold_imbalance", threshold_imbalance, threshold_imbalance >= 1, "a ratio >= 1"
+        )
+        cls.check_param(
+            "threshold_misprediction",
+            threshold_misprediction,
+            0 <= threshold_misprediction <= 1,
+            "a fraction in [0, 1]",
+        )
+        cls.check_param("samples", samples, samples >= 1, "an integer >= 1")
+
     def __init__(
         self,
         base_trial: Any,
@@ -113,16 +130,6 @@ class ClassImbalance(Rule):
         predictions_regex: str = ".*predictions",
     ) -> None:
         super().__init__(base_trial)
-        self.check_param(
-            "threshold_imbalance", threshold_imbalance, threshold_imbalance >= 1, "a ratio >= 1"
-        )
-        self.check_param(
-            "threshold_misprediction",
-            threshold_misprediction,
-            0 <= threshold_misprediction <= 1,
-            "a fraction in [0, 1]",
-        )
-        self.check_param("samples", samples, samples >= 1, "an integer >= 1")
         self.threshold_imbalance = threshold_imbalance
         self.threshold_misprediction = threshold_misprediction
         self.samples = samples

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,16 @@ class Confusion(Rule):
 
     collections_needed = ("labels", "predictions")
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        category_no = params["category_no"]
+        min_diag = params["min_diag"]
+        max_off_diag = params["max_off_diag"]
+        for name, value in (("min_diag", min_diag), ("max_off_diag", max_off_diag)):
+            cls.check_param(name, value, 0 <= value <= 1, "a fraction in [0, 1]")
+        if category_no is not None:
+            cls.check_param("category_no", category_no, category_no >= 2, "an integer >= 2")
+
     def __init__(
         self,
         base_trial: Any,
@@ -49,10 +60,6 @@ class Confusion(Rule):
         prediction_regex: str = ".*predictions",
     ) -> None:
         super().__init__(base_trial)
-        for name, value in (("min_diag", min_diag), ("max_off_diag", max_off_diag)):
-            self.check_param(name, value, 0 <= value <= 1, "a fraction in [0, 1]")
-        if category_no is not None:
-            self.check_param("category_no", category_no, category_no >= 2, "an integer >= 2")
         self.category_no, self.classes = category_no, classes
         self.labels, self.predictions = labels, predictions
         self.labels_collection, self.predictions_collection = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,13 @@ class FeatureImportanceOverweight(Rule):
 
     collections_needed = ("feature_importance",)
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        threshold = params["threshold"]
+        nfeatures = params["nfeatures"]
+        cls.check_param("threshold", threshold, 0 < threshold <= 1, "a fraction in (0, 1]")
+        cls.check_param("nfeatures", nfeatures, nfeatures >= 1, "an integer >= 1")
+
     def __init__(
         self,
         base_trial: Any,
@@ -32,8 +40,6 @@ class FeatureImportanceOverweight(Rule):
         tensor_regex: str = ".*feature_importance/weight",
     ) -> None:
         super().__init__(base_trial)
-        self.check_param("threshold", threshold, 0 < threshold <= 1, "a fraction in (0, 1]")
-        self.check_param("nfeatures", nfeatures, nfeatures >= 1, "an integer >= 1")
         self.threshold, self.nfeatures, self.tensor_regex = threshold, nfeatures, tensor_regex
 
     def invoke_at_step(self, step: int) -> bool:

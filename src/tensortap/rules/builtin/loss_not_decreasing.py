@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from tensortap.core.collections import TRAINING_LOOP
@@ -71,6 +71,22 @@ class LossNotDecreasing(Rule):
 
     collections_needed = ("losses",)
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        num_steps = params["num_steps"]
+        diff_percent = params["diff_percent"]
+        increase_threshold_percent = params["increase_threshold_percent"]
+        cls.check_param("num_steps", num_steps, num_steps >= 1, "an integer >= 1")
+        cls.check_param(
+            "diff_percent", diff_percent, -100 <= diff_percent <= 100, "between -100 and 100"
+        )
+        cls.check_param(
+            "increase_threshold_percent",
+            increase_threshold_percent,
+            increase_threshold_percent >= 0,
+            "a number >= 0",
+        )
+
     def __init__(
         self,
         base_trial: Any,
@@ -83,16 +99,6 @@ class LossNotDecreasing(Rule):
         mode: ModeKeys | None = None,
     ) -> None:
         super().__init__(base_trial)
-        self.check_param("num_steps", num_steps, num_steps >= 1, "an integer >= 1")
-        self.check_param(
-            "diff_percent", diff_percent, -100 <= diff_percent <= 100, "between -100 and 100"
-        )
-        self.check_param(
-            "increase_threshold_percent",
-            increase_threshold_percent,
-            increase_threshold_percent >= 0,
-            "a number >= 0",
-        )
         self.collection_names = collection_names or []
         self.tensor_regex = tensor_regex or []
         self.use_losses_collection = use_losses_collection

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -34,16 +35,10 @@ class LowPrecisionRange(Rule):
 
     severity = Severity.WARNING
 
-    def __init__(
-        self,
-        base_trial: Any,
-        dtype: str = "bf16",
-        collection_names: list[str] | None = None,
-        tensor_regex: list[str] | None = None,
-        headroom: float = 2.0,
-        underflow_share: float = 0.05,
-    ) -> None:
-        super().__init__(base_trial)
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        dtype, headroom = params["dtype"], params["headroom"]
+        underflow_share = params["underflow_share"]
         if dtype not in FORMATS:
             raise InvalidConfigError(
                 f"LowPrecisionRange: dtype must be one of {', '.join(FORMATS)}, got {dtype!r}"
@@ -54,6 +49,17 @@ class LowPrecisionRange(Rule):
             raise InvalidConfigError(
                 f"LowPrecisionRange: underflow_share must be in 0..1, got {underflow_share!r}"
             )
+
+    def __init__(
+        self,
+        base_trial: Any,
+        dtype: str = "bf16",
+        collection_names: list[str] | None = None,
+        tensor_regex: list[str] | None = None,
+        headroom: float = 2.0,
+        underflow_share: float = 0.05,
+    ) -> None:
+        super().__init__(base_trial)
         self.dtype, self.headroom, self.underflow_share = dtype, headroom, underflow_share
         self.collection_names = collection_names or ["gradients"]
         self.tensor_regex = tensor_regex or []

@@ -26,6 +26,7 @@ class NaNInfRootCause(Rule):
     neither is given. Save every step (and the activations) to pin the exact origin.
     """
 
+    config_name = "nan_inf_root_cause"  # not na_n_inf_root_cause
     collections_needed = ("weights", "gradients", "losses", "outputs")
     collection_parameters = {"outputs": {"reductions": "min,max"}}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,17 @@ class NLPSequenceRatio(Rule):
 
     collections_needed = ("inputs",)
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        given = params["token_thresholds_percent"]
+        values, thresholds = _pairs(params["token_values"], given)
+        cls.check_param(
+            "token_thresholds_percent",
+            given,
+            len(thresholds) == len(values) and all(0 <= t <= 100 for t in thresholds),
+            f"one percentage in [0, 100], or one per token value ({len(values)})",
+        )
+
     def __init__(
         self,
         base_trial: Any,
@@ -29,16 +41,7 @@ class NLPSequenceRatio(Rule):
     ) -> None:
         super().__init__(base_trial)
         tokens_regex = tokens_regex or tensor_regex
-        values = [0] if token_values is None else token_values
-        thresholds = [50.0] if token_thresholds_percent is None else token_thresholds_percent
-        if len(thresholds) == 1:
-            thresholds = thresholds * len(values)
-        self.check_param(
-            "token_thresholds_percent",
-            token_thresholds_percent,
-            len(thresholds) == len(values) and all(0 <= t <= 100 for t in thresholds),
-            f"one percentage in [0, 100], or one per token value ({len(values)})",
-        )
+        values, thresholds = _pairs(token_values, token_thresholds_percent)
         self.tokens_regex = tokens_regex
         self.token_values, self.token_thresholds_percent = values, thresholds
 
@@ -70,3 +73,14 @@ class NLPSequenceRatio(Rule):
             threshold=limit,
         )
         return percent > limit
+
+
+def _pairs(
+    token_values: list[int] | None, token_thresholds_percent: list[float] | None
+) -> tuple[list[int], list[float]]:
+    """The token values and their thresholds (one threshold applies to every value)."""
+    values = [0] if token_values is None else token_values
+    thresholds = [50.0] if token_thresholds_percent is None else token_thresholds_percent
+    if len(thresholds) == 1:
+        thresholds = thresholds * len(values)
+    return values, thresholds

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -126,6 +126,18 @@ class Overfit(Rule):
 
     collections_needed = ("losses",)
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        metric_pair(cls, params["training_metric"], params["validation_metric"])
+        start_step = params["start_step"]
+        patience = params["patience"]
+        small_training_set = params["small_training_set"]
+        cls.check_param("patience", patience, patience >= 1, "an integer >= 1")
+        cls.check_param("start_step", start_step, start_step >= 0, "an integer >= 0")
+        cls.check_param(
+            "small_training_set", small_training_set, small_training_set >= 1, "an integer >= 1"
+        )
+
     def __init__(
         self,
         base_trial: Any,
@@ -138,14 +150,7 @@ class Overfit(Rule):
         small_training_set: int = 100,
     ) -> None:
         super().__init__(base_trial)
-        self.training_metric, self.validation_metric = metric_pair(
-            self, training_metric, validation_metric
-        )
-        self.check_param("patience", patience, patience >= 1, "an integer >= 1")
-        self.check_param("start_step", start_step, start_step >= 0, "an integer >= 0")
-        self.check_param(
-            "small_training_set", small_training_set, small_training_set >= 1, "an integer >= 1"
-        )
+        self.training_metric, self.validation_metric = training_metric, validation_metric
         self.small_training_set = small_training_set
         self._samples = DistinctSamples(cap=4 * small_training_set)
         self._start: float | None = None  # the first training loss

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from tensortap.core.modes import ModeKeys
@@ -47,6 +47,19 @@ class Overtraining(Rule):
     collections_needed = ("losses",)
     severity = Severity.ADVICE
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        metric_pair(cls, params["training_metric"], params["validation_metric"])
+        patience_train = params["patience_train"]
+        patience_validation = params["patience_validation"]
+        delta = params["delta"]
+        for name, value in (
+            ("patience_train", patience_train),
+            ("patience_validation", patience_validation),
+        ):
+            cls.check_param(name, value, value >= 1, "an integer >= 1")
+        cls.check_param("delta", delta, delta >= 0, "a number >= 0")
+
     def __init__(
         self,
         base_trial: Any,
@@ -58,15 +71,7 @@ class Overtraining(Rule):
         validation_metric: str = "",
     ) -> None:
         super().__init__(base_trial)
-        self.training_metric, self.validation_metric = metric_pair(
-            self, training_metric, validation_metric
-        )
-        for name, value in (
-            ("patience_train", patience_train),
-            ("patience_validation", patience_validation),
-        ):
-            self.check_param(name, value, value >= 1, "an integer >= 1")
-        self.check_param("delta", delta, delta >= 0, "a number >= 0")
+        self.training_metric, self.validation_metric = training_metric, validation_metric
         self.patience = {ModeKeys.TRAIN: patience_train, ModeKeys.EVAL: patience_validation}
         self.delta = delta
         self.tensor_regex = tensor_regex or []

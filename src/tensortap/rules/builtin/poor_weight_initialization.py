@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -70,6 +70,19 @@ class PoorWeightInitialization(Rule):
 
     collections_needed = ("relu_activations", "gradients", "losses", "weights")
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        threshold = params["threshold"]
+        distribution_range = params["distribution_range"]
+        patience = params["patience"]
+        steps = params["steps"]
+        cls.check_param("threshold", threshold, threshold > 1, "a ratio > 1")
+        cls.check_param(
+            "distribution_range", distribution_range, distribution_range >= 0, "a number >= 0"
+        )
+        cls.check_param("patience", patience, patience >= 1, "an integer >= 1")
+        cls.check_param("steps", steps, steps >= 1, "an integer >= 1")
+
     def __init__(
         self,
         base_trial: Any,
@@ -80,12 +93,6 @@ class PoorWeightInitialization(Rule):
         steps: int = 10,
     ) -> None:
         super().__init__(base_trial)
-        self.check_param("threshold", threshold, threshold > 1, "a ratio > 1")
-        self.check_param(
-            "distribution_range", distribution_range, distribution_range >= 0, "a number >= 0"
-        )
-        self.check_param("patience", patience, patience >= 1, "an integer >= 1")
-        self.check_param("steps", steps, steps >= 1, "an integer >= 1")
         self.activation_inputs_regex = activation_inputs_regex or [
             ".*relu_input",
             ".*tanh_input",

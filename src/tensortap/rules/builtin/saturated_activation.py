@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,14 @@ class SaturatedActivation(ActivityRule):
 
     what = "saturated"
     cause = "saturated_activation"
+
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        super().check_values(params)
+        for activation in ("tanh", "sigmoid"):
+            name = f"threshold_{activation}"
+            low, high = _range(params[name], params[f"{name}_min"], params[f"{name}_max"])
+            cls.check_param(name, (low, high), low < high, "a range (low, high)")
 
     def __init__(
         self,
@@ -40,20 +49,17 @@ class SaturatedActivation(ActivityRule):
             threshold_inactivity,
             threshold_layer,
         )
-        tanh = (
-            threshold_tanh[0] if threshold_tanh_min is None else threshold_tanh_min,
-            threshold_tanh[1] if threshold_tanh_max is None else threshold_tanh_max,
-        )
-        sigmoid = (
-            threshold_sigmoid[0] if threshold_sigmoid_min is None else threshold_sigmoid_min,
-            threshold_sigmoid[1] if threshold_sigmoid_max is None else threshold_sigmoid_max,
-        )
-        self.check_param("threshold_tanh", tanh, tanh[0] < tanh[1], "a range (low, high)")
-        self.check_param(
-            "threshold_sigmoid", sigmoid, sigmoid[0] < sigmoid[1], "a range (low, high)"
-        )
+        tanh = _range(threshold_tanh, threshold_tanh_min, threshold_tanh_max)
+        sigmoid = _range(threshold_sigmoid, threshold_sigmoid_min, threshold_sigmoid_max)
         self.threshold_tanh, self.threshold_sigmoid = tanh, sigmoid
 
     def inactive(self, name: str, values: np.ndarray) -> np.ndarray:
         low, high = self.threshold_sigmoid if "sigmoid" in name.lower() else self.threshold_tanh
         return ~((values > low) & (values < high))
+
+
+def _range(
+    default: tuple[float, float], low: float | None, high: float | None
+) -> tuple[float, float]:
+    """The range ``default`` with smdebug's ``..._min``/``..._max`` overriding an end."""
+    return (default[0] if low is None else low, default[1] if high is None else high)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from tensortap.rules.rule import Rule
@@ -20,6 +21,11 @@ class StalledTrainingRule(Rule):
 
     reads_data = False
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        threshold = params["threshold"]
+        cls.check_param("threshold", threshold, threshold > 0, "a number of seconds > 0")
+
     def __init__(
         self,
         base_trial: Any,
@@ -28,7 +34,6 @@ class StalledTrainingRule(Rule):
         training_job_name_prefix: str | None = None,
     ) -> None:
         super().__init__(base_trial)
-        self.check_param("threshold", threshold, threshold > 0, "a number of seconds > 0")
         self.threshold = threshold
         self.stop_training_on_fire = stop_training_on_fire
         self.training_job_name_prefix = training_job_name_prefix

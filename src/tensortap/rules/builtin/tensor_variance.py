@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,21 @@ class TensorVariance(Rule):
     ``variance`` or ``std`` reduction when the raw tensor was not saved.
     """
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        max_threshold = params["max_threshold"]
+        min_threshold = params["min_threshold"]
+        cls.check_param(
+            "max_threshold",
+            max_threshold,
+            max_threshold is not None or min_threshold is not None,
+            "given (or min_threshold): the rule needs at least one limit",
+        )
+        if max_threshold is not None and min_threshold is not None:
+            cls.check_param(
+                "min_threshold", min_threshold, min_threshold < max_threshold, "below max_threshold"
+            )
+
     def __init__(
         self,
         base_trial: Any,
@@ -26,16 +42,6 @@ class TensorVariance(Rule):
         min_threshold: float | None = None,
     ) -> None:
         super().__init__(base_trial)
-        self.check_param(
-            "max_threshold",
-            max_threshold,
-            max_threshold is not None or min_threshold is not None,
-            "given (or min_threshold): the rule needs at least one limit",
-        )
-        if max_threshold is not None and min_threshold is not None:
-            self.check_param(
-                "min_threshold", min_threshold, min_threshold < max_threshold, "below max_threshold"
-            )
         self.collection_names = collection_names or []
         self.tensor_regex = tensor_regex or []
         self.max_threshold, self.min_threshold = max_threshold, min_threshold

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +67,34 @@ class TrainingLoop(Rule):
 
     collections_needed = (TRAINING_LOOP,)
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        min_steps = params["min_steps"]
+        first_update_threshold = params["first_update_threshold"]
+        adam_first_update_threshold = params["adam_first_update_threshold"]
+        low_lr_share = params["low_lr_share"]
+        accumulation_steps = params["accumulation_steps"]
+        low_first_update = params["low_first_update"]
+        init_scale_threshold = params["init_scale_threshold"]
+        cls.check_param("min_steps", min_steps, min_steps >= 1, "an integer >= 1")
+        cls.check_param(
+            "first_update_threshold", first_update_threshold, first_update_threshold > 0, "> 0"
+        )
+        cls.check_param("low_lr_share", low_lr_share, 0 < low_lr_share <= 1, "in (0, 1]")
+        cls.check_param(
+            "adam_first_update_threshold",
+            adam_first_update_threshold,
+            adam_first_update_threshold > 0,
+            "> 0",
+        )
+        cls.check_param(
+            "accumulation_steps", accumulation_steps, accumulation_steps >= 1, "an integer >= 1"
+        )
+        cls.check_param("low_first_update", low_first_update, low_first_update >= 0, ">= 0")
+        cls.check_param(
+            "init_scale_threshold", init_scale_threshold, init_scale_threshold > 0, "> 0"
+        )
+
     def __init__(
         self,
         base_trial: Any,
@@ -79,30 +107,12 @@ class TrainingLoop(Rule):
         init_scale_threshold: float = 4.0,
     ) -> None:
         super().__init__(base_trial)
-        self.check_param("min_steps", min_steps, min_steps >= 1, "an integer >= 1")
-        self.check_param(
-            "first_update_threshold", first_update_threshold, first_update_threshold > 0, "> 0"
-        )
-        self.check_param("low_lr_share", low_lr_share, 0 < low_lr_share <= 1, "in (0, 1]")
         self.min_steps = min_steps
         self.first_update_threshold = first_update_threshold
-        self.check_param(
-            "adam_first_update_threshold",
-            adam_first_update_threshold,
-            adam_first_update_threshold > 0,
-            "> 0",
-        )
         self.adam_first_update_threshold = adam_first_update_threshold
         self.low_lr_share = low_lr_share
-        self.check_param(
-            "accumulation_steps", accumulation_steps, accumulation_steps >= 1, "an integer >= 1"
-        )
         self.accumulation_steps = accumulation_steps
-        self.check_param("low_first_update", low_first_update, low_first_update >= 0, ">= 0")
         self.low_first_update = low_first_update
-        self.check_param(
-            "init_scale_threshold", init_scale_threshold, init_scale_threshold > 0, "> 0"
-        )
         self.init_scale_threshold = init_scale_threshold
         self._facts: dict[str, np.ndarray] = {}  # the latest saved value of each fact
         self._first: dict[str, np.ndarray] = {}  # and the first

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -41,13 +42,18 @@ class TreeDepth(Rule):
 
     collections_needed = ("trees", "hyperparameters")
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        depth = params["depth"]
+        direction = params["direction"]
+        if depth is not None:
+            cls.check_param("depth", depth, depth >= 0, "an integer >= 0")
+        cls.check_param("direction", direction, direction in DIRECTIONS, " or ".join(DIRECTIONS))
+
     def __init__(
         self, base_trial: Any, depth: int | None = None, direction: str = "shallower"
     ) -> None:
         super().__init__(base_trial)
-        if depth is not None:
-            self.check_param("depth", depth, depth >= 0, "an integer >= 0")
-        self.check_param("direction", direction, direction in DIRECTIONS, " or ".join(DIRECTIONS))
         self.depth, self.direction = depth, direction
         self._grown_at: int | None = None  # the first round whose trees reached the depth
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,11 @@ class UnchangedTensor(Rule):
 
     collections_needed = ("weights", "biases")
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        num_steps = params["num_steps"]
+        cls.check_param("num_steps", num_steps, num_steps >= 2, "an integer >= 2")
+
     def __init__(
         self,
         base_trial: Any,
@@ -36,7 +42,6 @@ class UnchangedTensor(Rule):
         equal_nan: bool = False,
     ) -> None:
         super().__init__(base_trial)
-        self.check_param("num_steps", num_steps, num_steps >= 2, "an integer >= 2")
         self.collection_names = collection_names or []
         self.tensor_regex = tensor_regex or []
         self.num_steps = num_steps

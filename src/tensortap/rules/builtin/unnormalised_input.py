@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,15 @@ class UnnormalisedInput(Rule):
 
     collections_needed = ("inputs",)
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        threshold_rms = params["threshold_rms"]
+        threshold_samples = params["threshold_samples"]
+        cls.check_param("threshold_rms", threshold_rms, threshold_rms > 0, "a number > 0")
+        cls.check_param(
+            "threshold_samples", threshold_samples, threshold_samples >= 1, "an integer >= 1"
+        )
+
     def __init__(
         self,
         base_trial: Any,
@@ -40,10 +50,6 @@ class UnnormalisedInput(Rule):
         threshold_samples: int = 64,
     ) -> None:
         super().__init__(base_trial)
-        self.check_param("threshold_rms", threshold_rms, threshold_rms > 0, "a number > 0")
-        self.check_param(
-            "threshold_samples", threshold_samples, threshold_samples >= 1, "an integer >= 1"
-        )
         self.threshold_rms = threshold_rms
         self.threshold_samples = threshold_samples
         self._squares = 0.0

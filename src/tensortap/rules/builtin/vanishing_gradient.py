@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,9 +52,13 @@ class VanishingGradient(Rule):
 
     collections_needed = ("gradients",)
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        threshold = params["threshold"]
+        cls.check_param("threshold", threshold, threshold >= 0, "a number >= 0")
+
     def __init__(self, base_trial: Any, threshold: float = 1e-7) -> None:
         super().__init__(base_trial)
-        self.check_param("threshold", threshold, threshold >= 0, "a number >= 0")
         self.threshold = threshold
         self._first_loss: float | None = None
         self._looked = False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -68,6 +69,35 @@ class WeightUpdateRatio(Rule):
 
     collections_needed = ("weights",)
 
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        num_steps = params["num_steps"]
+        large_threshold = params["large_threshold"]
+        small_threshold = params["small_threshold"]
+        epsilon = params["epsilon"]
+        first_update_threshold = params["first_update_threshold"]
+        total_change_threshold = params["total_change_threshold"]
+        cls.check_param("num_steps", num_steps, num_steps >= 1, "an integer >= 1")
+        cls.check_param(
+            "small_threshold",
+            small_threshold,
+            0 <= small_threshold < large_threshold,
+            f">= 0 and below large_threshold ({large_threshold})",
+        )
+        cls.check_param("epsilon", epsilon, epsilon > 0, "a number > 0")
+        cls.check_param(
+            "first_update_threshold",
+            first_update_threshold,
+            first_update_threshold > 0,
+            "a ratio > 0",
+        )
+        cls.check_param(
+            "total_change_threshold",
+            total_change_threshold,
+            total_change_threshold >= 0,
+            "a ratio >= 0",
+        )
+
     def __init__(
         self,
         base_trial: Any,
@@ -79,30 +109,10 @@ class WeightUpdateRatio(Rule):
         total_change_threshold: float = 0.01,
     ) -> None:
         super().__init__(base_trial)
-        self.check_param("num_steps", num_steps, num_steps >= 1, "an integer >= 1")
-        self.check_param(
-            "small_threshold",
-            small_threshold,
-            0 <= small_threshold < large_threshold,
-            f">= 0 and below large_threshold ({large_threshold})",
-        )
-        self.check_param("epsilon", epsilon, epsilon > 0, "a number > 0")
-        self.check_param(
-            "first_update_threshold",
-            first_update_threshold,
-            first_update_threshold > 0,
-            "a ratio > 0",
-        )
         self.num_steps = num_steps
         self.large_threshold, self.small_threshold = large_threshold, small_threshold
         self.epsilon = epsilon
         self.first_update_threshold = first_update_threshold
-        self.check_param(
-            "total_change_threshold",
-            total_change_threshold,
-            total_change_threshold >= 0,
-            "a ratio >= 0",
-        )
         self.total_change_threshold = total_change_threshold
         self._last_checked: int | None = None
         self._losses: list[float] = []  # the training loss at the TRAIN steps seen
