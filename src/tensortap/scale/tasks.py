@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tensortap.rules.finding import Finding, Outcome
-from tensortap.rules.invoker import RuleSummary, iter_findings_many
+from tensortap.rules.invoker import RuleSummary, walk
 from tensortap.rules.spec import RuleSpec
 from tensortap.trials.trial import Trial
 
@@ -50,11 +50,13 @@ def evaluate(task: Task) -> dict[str, list[dict[str, Any]]]:
         rules.append(rule)
         summaries[spec.name] = RuleSummary(spec.name, max_kept=0)
     if rules:
-        for finding in iter_findings_many(rules, task.start, task.end, timeout=0.0):
+        # quiet steps counted in runs (only what fired or failed becomes a row)
+        for finding in walk(rules, task.start, task.end, timeout=0.0):
             summaries[finding.rule].add(finding)
             if finding.outcome is Outcome.ERROR and not summaries[finding.rule].details:
                 summaries[finding.rule].details = finding.message  # the first error's reason
-            if finding.outcome in (Outcome.TRIGGERED, Outcome.ERROR):
+            fired_or_failed = finding.outcome in (Outcome.TRIGGERED, Outcome.ERROR)
+            if fired_or_failed and isinstance(finding, Finding):
                 rows.append({**where, **_finding_row(finding)})
     seconds = time.perf_counter() - started
     summary_rows = [
