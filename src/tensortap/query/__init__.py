@@ -5,6 +5,12 @@ only draw what these answer. Imports trials and core only; no plotting library."
 
 from tensortap.query.curves import LINE_BUCKETS, mode_lines, read_series, tensor_series
 from tensortap.query.distributions import QUANTILES, distribution_data
+from tensortap.query.embeddings import (
+    EmbeddingFrame,
+    LiveEmbeddings,
+    embed,
+    embeddings_over_time,
+)
 from tensortap.query.health import (
     HEAT_COLUMNS,
     heat_width,
@@ -20,7 +26,11 @@ __all__ = [
     "HEAT_COLUMNS",
     "LINE_BUCKETS",
     "QUANTILES",
+    "EmbeddingFrame",
+    "LiveEmbeddings",
     "distribution_data",
+    "embed",
+    "embeddings_over_time",
     "heat_width",
     "layer_health",
     "layer_names",

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from tensortap.exceptions import TensortapError
+from tensortap.query.embeddings import embeddings_over_time
 from tensortap.query.health import (
     HEAT_COLUMNS,
     heat_width,
@@ -105,7 +106,7 @@ def embeddings(
     to :data:`EMBEDDING_FRAMES` steps of ``mode`` spread over the run. Without names, a
     bottleneck/embedding-like tensor and a label-like one are guessed; ``figure`` is None
     (with a ``note`` saying why) when there is nothing to draw."""
-    from tensortap.viz.embeddings import embeddings_over_time, plot_embeddings
+    from tensortap.viz.embeddings import plot_embeddings
 
     trial = trial_of(run)
     names = sorted(trial.tensor_names(), key=natural_key)
