@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from tensortap.core.downsample import minmax_buckets
+from tensortap.query.curves import LINE_BUCKETS
 
 PALETTE = (
     "#1f77b4",
@@ -24,7 +25,7 @@ PALETTE = (
 )
 W, H, LEFT, RIGHT, TOP, BOTTOM = 560, 260, 64, 16, 24, 36
 BAD = "#d00000"  # NaN / Inf, on every chart
-MOST_POINTS = 600  # buckets of a long series (each kept as its min and max)
+MOST_POINTS = LINE_BUCKETS  # buckets of a long series (each kept as its min and max)
 
 
 def _fmt(value: float) -> str:

@@ -27,10 +27,11 @@ from tensortap.diagnosis import build, job_diagnosis, judge_trial, outcome_of
 from tensortap.exceptions import InvalidConfigError, MissingCollectionFiles
 from tensortap.jobs.live import by_gravity, status_text
 from tensortap.jobs.record import JobRecord
+from tensortap.query.curves import mode_lines, read_series  # noqa: F401 (read_series: old path)
+from tensortap.query.health import HEAT_COLUMNS, heat_width, layer_health, norm_buckets
 from tensortap.report.page import Row, diagnosis_block, page, rule_rows, section, summary_rows
 from tensortap.report.svg import heatmap, line_chart
 from tensortap.rules.rule import Rule
-from tensortap.trials.index import natural_key
 from tensortap.trials.sessions import Session
 from tensortap.trials.trial import Trial, create_trial
 
@@ -162,70 +163,12 @@ def _sessions_table(sessions: Sequence[Session]) -> str:
     )
 
 
-#: Columns of a layer-health heat map at most, whatever the run's length (the dashboard draws
-#: the same map over 160 steps): a long run's steps are bucketed.
-HEAT_COLUMNS = 160
-
-
-def read_series(
-    trial: Trial, names: Sequence[str], statistic: str
-) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
-    """``statistic`` of each of ``names`` (``"value"``: the one-element value, or a reduction's
-    name) per mode, as ``{(tensor, mode name): (global steps, values)}`` sorted by step, from
-    the series path (one read per segment, never one per step); a step saved by several
-    workers answers with the first worker's value (as ``Tensor.value`` does)."""
-    if not names:
-        return {}
-    parts: dict[tuple[str, str], list[tuple[Any, np.ndarray, np.ndarray]]] = {}
-    for series, rows in trial.series(list(names), statistic=statistic).groups():
-        parts.setdefault((series.tensor, series.mode.name), []).append(
-            (natural_key(series.worker), rows["global_step"], rows["value"])
-        )
-    out: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
-    for key, found in sorted(parts.items()):
-        found.sort(key=lambda part: part[0])
-        if len(found) == 1:
-            out[key] = (found[0][1], found[0][2])
-            continue
-        steps = np.concatenate([p[1] for p in found])
-        values = np.concatenate([p[2] for p in found])
-        rank = np.concatenate([np.full(len(p[1]), i) for i, p in enumerate(found)])
-        order = np.lexsort((rank, steps))  # by step, the first worker's first
-        steps, values = steps[order], values[order]
-        first = np.concatenate(([True], np.diff(steps) != 0))
-        out[key] = (steps[first], values[first])
-    return out
-
-
 def _series(trial: Trial, names: Sequence[str]) -> dict[str, tuple[list[int], list[float]]]:
-    """Each tensor per mode, over global steps (so that modes and rule marks line up), from
-    :func:`read_series`; a tensor with no one-element value (a loss per sample) is reduced per
-    step as ``tensortap.viz.tensor_series`` does."""
-    from tensortap.viz.series import tensor_series
-
-    modes = trial.modes()
-    read = read_series(trial, names, "value")
-    out = {}
-    for name in names:
-        for mode in modes:
-            label = name if len(modes) == 1 else f"{name} ({mode.name})"
-            if (name, mode.name) in read:
-                steps, values = read[(name, mode.name)]
-                out[label] = (steps.tolist(), values.tolist())
-                continue
-            steps, values = tensor_series(trial, name, mode)
-            if len(steps):
-                out[label] = (trial.tensor(name).global_steps(mode), values.tolist())
-    return out
-
-
-def heat_width(steps: Sequence[int], most: int = HEAT_COLUMNS) -> int:
-    """The global-step width of a heat map's column over the trial's saved ``steps``
-    (sorted): 1, a column per step, when they are at most ``most``; else that of ``most``
-    buckets over the run, as ``trial.series_buckets(count=most)`` cuts them."""
-    if len(steps) <= most:
-        return 1
-    return max(1, -(-(int(steps[-1]) + 1 - int(steps[0])) // most))
+    """Each tensor per mode over global steps (:func:`~tensortap.query.curves.mode_lines`)."""
+    return {
+        label: (steps.tolist(), values.tolist())
+        for label, (steps, values) in mode_lines(trial, names).items()
+    }
 
 
 class TrainingReport:
@@ -293,16 +236,15 @@ class TrainingReport:
         return _sessions_table(sessions) + ("".join(charts) or "<p>No losses or metrics saved.</p>")
 
     def _layer_health(self, trial: Trial) -> dict[str, Any]:
-        """``viz.health.layer_health`` over at most :data:`HEAT_COLUMNS` columns, each a
-        bucket of steps (see :func:`heat_width`). A gradient norm is the largest of its bucket
-        where the hook saved the norm (``l2``, from ``trial.series_buckets``: every step
-        counted); else, and for the share of zero activations (which needs the raw values),
-        the value at the bucket's last step. Adds ``spans`` (each column's first and last
-        step) and ``bucketed``."""
-        from tensortap.viz.health import layer_health
-
+        """:func:`~tensortap.query.health.layer_health` over at most :data:`HEAT_COLUMNS`
+        columns, each a bucket of steps (see :func:`~tensortap.query.health.heat_width`). A
+        gradient norm is the largest of its bucket where the hook saved the norm (``l2``, from
+        ``trial.series_buckets``: every step counted,
+        :func:`~tensortap.query.health.norm_buckets`); else, and for the share of zero
+        activations (which needs the raw values), the value at the bucket's last step. Adds
+        ``spans`` (each column's first and last step) and ``bucketed``."""
         steps = np.asarray(trial.steps(), dtype=np.int64)
-        width = heat_width(steps.tolist())
+        width = heat_width(steps.tolist(), HEAT_COLUMNS)
         start = int(steps[0]) if len(steps) else 0
         numbers, column = np.unique((steps - start) // width, return_inverse=True)
         column, count = column.reshape(-1), len(numbers)
@@ -316,17 +258,13 @@ class TrainingReport:
                 names, statistic="l2", start=start, end=end, count=-(-(end - start) // width)
             )
             row_of = {name: row for row, name in enumerate(names)}
-            done: set[str] = set()
-            # a norm saved by several workers: the first worker's, as layer_health reads it
-            for key, part in sorted(saved.groups(), key=lambda g: natural_key(g[0].worker)):
-                if key.tensor in done:
-                    continue
-                done.add(key.tensor)
-                bucket = (part["first_step"] - start) // width
+            for tensor, by_bucket in norm_buckets(saved, start, width).items():
+                bucket = np.fromiter(by_bucket, dtype=np.int64, count=len(by_bucket))
                 at = np.minimum(np.searchsorted(numbers, bucket), count - 1)
                 known = numbers[at] == bucket
-                norms[row_of[key.tensor]] = np.nan
-                norms[row_of[key.tensor], at[known]] = part["max"][known]  # NaN: none finite
+                highs = np.fromiter(by_bucket.values(), dtype=np.float64, count=len(by_bucket))
+                norms[row_of[tensor]] = np.nan
+                norms[row_of[tensor], at[known]] = highs[known]  # NaN: none finite
         data["spans"] = np.stack([steps[starts], steps[ends]], axis=1) if count else steps
         data["bucketed"] = width > 1
         return data

@@ -160,8 +160,11 @@ def series_list(
     }
 
 
-def _finite(value: float) -> float | str:
-    return value if math.isfinite(value) else str(value)
+def json_number(value: float | None) -> float | str | None:
+    """JSON has no NaN: a non-finite value travels as "nan", "inf" or "-inf"."""
+    if value is None or math.isfinite(value):
+        return value
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
 def _line(key: SeriesKey, got: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -205,7 +208,7 @@ def _line(key: SeriesKey, got: dict[str, np.ndarray]) -> dict[str, Any]:
         "gaps": [g[:3] for g in gaps],
         "points": total,
         "last_step": int(last_step[-1]) if total else None,
-        "last": _finite(float(last[-1])) if total else None,
+        "last": json_number(float(last[-1])) if total else None,
     }
 
 
@@ -238,7 +241,7 @@ def _raw_lines(
                 "gaps": [[int(a), int(b), kind] for a, b, kind in shrunk.gaps],
                 "points": len(steps),
                 "last_step": int(steps[-1]),
-                "last": _finite(float(values[-1])),
+                "last": json_number(float(values[-1])),
             }
         )
     return out
@@ -381,6 +384,7 @@ __all__ = [
     "curves",
     "detail",
     "findings",
+    "json_number",
     "overview",
     "reader_of",
     "rules",

@@ -12,23 +12,22 @@ import math
 import re
 from typing import Any
 
-import numpy as np
-
-from tensortap.exceptions import MissingCollectionFiles, TensortapError
+from tensortap.exceptions import TensortapError
+from tensortap.query.embeddings import embeddings_over_time
+from tensortap.query.health import (
+    HEAT_COLUMNS,
+    heat_width,
+    layer_names,
+    norm_buckets,
+    spread,
+    step_health,
+)
 from tensortap.serve.catalog import Run
-from tensortap.serve.data import reader_of, trial_of
+from tensortap.serve.data import json_number, reader_of, trial_of
 from tensortap.serve.meta import saved_names
 from tensortap.trials.index import natural_key
-from tensortap.trials.trial import Trial
 
-HEAT_STEPS = 160  # columns of a layer-health heat map
-
-
-def _names(trial: Trial, collection: str) -> list[str]:
-    try:
-        return sorted(trial.tensor_names(collection=collection), key=natural_key)
-    except MissingCollectionFiles:
-        return []
+HEAT_STEPS = HEAT_COLUMNS  # columns of a layer-health heat map
 
 
 def health(run: Run) -> dict[str, Any]:
@@ -42,26 +41,15 @@ def health(run: Run) -> dict[str, Any]:
     if quick is not None:
         return quick
     trial = trial_of(run)
-    grads, acts = _names(trial, "gradients"), _names(trial, "relu_activations")
-    steps = trial.steps(show_incomplete_steps=True)
-    if len(steps) > HEAT_STEPS:
-        picks = np.unique(np.linspace(0, len(steps) - 1, HEAT_STEPS).round().astype(int))
-        steps = [steps[i] for i in picks]
+    grads = layer_names(trial, "gradients", natural_key)
+    acts = layer_names(trial, "relu_activations", natural_key)
+    steps = spread(trial.steps(show_incomplete_steps=True), HEAT_STEPS)
     rows = run.cache.health
     for step in steps:
         if step in rows and step != steps[-1]:
             continue
-        block = trial.step_block(step)
-        present = [n for n in grads if n in block]
-        norms = (
-            dict(zip(present, block.reduce(present, "l2").tolist(), strict=True)) if present else {}
-        )
-        raw = [n for n in acts if block.has_raw(n)]
-        shares: dict[str, float] = {}
-        if raw:
-            counted = block.count_where(raw, lambda x: x == 0) / np.maximum(block.sizes(raw), 1)
-            shares = dict(zip(raw, counted.tolist(), strict=True))
-        rows[step] = ([_number(norms.get(n)) for n in grads], [shares.get(n) for n in acts])
+        norms, shares = step_health(trial.step_block(step), grads, acts)
+        rows[step] = ([json_number(norms.get(n)) for n in grads], [shares.get(n) for n in acts])
     steps = [s for s in steps if any(v is not None for v in (*rows[s][0], *rows[s][1]))]
     return {  # steps holding neither (an EVAL step, say) are left out: no blank columns
         "steps": steps,
@@ -89,25 +77,18 @@ def _health_from_series(run: Run) -> dict[str, Any] | None:
             return None
         end = reader.last_step + 1
         got = reader.buckets(grads, statistic="l2", start=0, end=end, count=HEAT_STEPS)
-    width = max(1, -(-end // HEAT_STEPS))
+    width = heat_width(range(end), HEAT_STEPS)
     row_of = {name: i for i, name in enumerate(grads)}
     columns: dict[int, list[float]] = {}
-    done: set[tuple[str, str]] = set()
-    # a norm saved by several workers: the first worker's, as the trial's reads answer
-    for key, part in sorted(got.groups(), key=lambda g: natural_key(g[0].worker)):
-        if (key.tensor, key.mode.name) in done:
-            continue
-        done.add((key.tensor, key.mode.name))
-        for first, high in zip(part["first_step"].tolist(), part["max"].tolist(), strict=True):
-            column = min(end - 1, (first // width + 1) * width - 1)  # the bucket's last step
-            row = columns.setdefault(column, [math.nan] * len(grads))
-            old = row[row_of[key.tensor]]
-            row[row_of[key.tensor]] = high if math.isnan(old) else max(old, high)
+    for tensor, by_bucket in norm_buckets(got, 0, width).items():
+        for bucket, high in by_bucket.items():
+            column = min(end - 1, (bucket + 1) * width - 1)  # the bucket's last step
+            columns.setdefault(column, [math.nan] * len(grads))[row_of[tensor]] = high
     steps = sorted(columns)
     return {
         "steps": steps,
         "gradient_names": grads,
-        "gradient_norms": [[_number(columns[s][i]) for s in steps] for i in range(len(grads))],
+        "gradient_norms": [[json_number(columns[s][i]) for s in steps] for i in range(len(grads))],
         "activation_names": [],
         "zero_share": [],
     }
@@ -125,7 +106,7 @@ def embeddings(
     to :data:`EMBEDDING_FRAMES` steps of ``mode`` spread over the run. Without names, a
     bottleneck/embedding-like tensor and a label-like one are guessed; ``figure`` is None
     (with a ``note`` saying why) when there is nothing to draw."""
-    from tensortap.viz.embeddings import embeddings_over_time, plot_embeddings
+    from tensortap.viz.embeddings import plot_embeddings
 
     trial = trial_of(run)
     names = sorted(trial.tensor_names(), key=natural_key)
@@ -146,9 +127,7 @@ def embeddings(
         out["note"] = "choose the tensor to embed and the tensor of its labels"
         return out
     steps = trial.tensor(tensor).steps(mode=chosen) if trial.has_tensor(tensor) else []
-    if len(steps) > EMBEDDING_FRAMES:
-        picks = np.unique(np.linspace(0, len(steps) - 1, EMBEDDING_FRAMES).round().astype(int))
-        steps = [steps[i] for i in picks]
+    steps = spread(steps, EMBEDDING_FRAMES)
     try:
         frames = embeddings_over_time(trial, tensor, labels, mode=chosen, steps=steps)
         out["figure"] = plot_embeddings(frames, title=tensor)
@@ -156,13 +135,6 @@ def embeddings(
     except TensortapError as exc:
         out["note"] = str(exc)
     return out
-
-
-def _number(value: float | None) -> float | str | None:
-    """JSON has no NaN: a non-finite value travels as "nan", "inf" or "-inf"."""
-    if value is None or math.isfinite(value):
-        return value
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
 __all__ = ["EMBEDDING_FRAMES", "HEAT_STEPS", "embeddings", "health"]

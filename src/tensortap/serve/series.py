@@ -17,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.query.curves import LINE_BUCKETS
 from tensortap.trials.series import SeriesKey, SeriesReader
 
 #: Buckets a chart asks for per series: it never draws more than about 2 points per bucket.
-BUCKETS = 600
+BUCKETS = LINE_BUCKETS
 #: Bytes of answers kept per run.
 CACHE_BYTES = 32 * 1024 * 1024
 

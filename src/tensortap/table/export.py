@@ -227,7 +227,7 @@ def _unreadable_segments(
 ) -> dict[str, set[int]]:
     """Per worker, the segments above its mark whose index is listed but could not be read
     now (damaged, or a read that failed): they are left pending, never skipped."""
-    index = trial._index
+    index = trial.saved_index
     readable = {(seg.worker, int(seg.index.header["seq"])) for seg in index.segments}
     out: dict[str, set[int]] = {}
     for worker in index.workers:

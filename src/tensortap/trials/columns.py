@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -21,10 +21,8 @@ from tensortap.format import layout
 from tensortap.format.index import REDUCTION_BY_CODE, SegmentIndex
 from tensortap.format.series import decode_block, decode_head, group_series
 from tensortap.storage.base import Store
+from tensortap.trials.parts import TrialParts
 from tensortap.trials.reader import RawRef
-
-if TYPE_CHECKING:
-    from tensortap.trials.trial import Trial
 
 #: The columns :func:`scalar_columns` returns, in order.
 COLUMNS = ("worker", "mode", "step", "global_step", "wall_time", "tensor", "statistic", "value")
@@ -43,20 +41,22 @@ class SegmentRef:
     position: int
 
 
-def published_segments(trial: Trial, after: Mapping[str, int] | None = None) -> list[SegmentRef]:
+def published_segments(
+    trial: TrialParts, after: Mapping[str, int] | None = None
+) -> list[SegmentRef]:
     """The trial's published segments (refreshed now), each worker's in order, leaving out
     those at or before ``after[worker]`` (a sequence number)."""
     trial.refresh()
     after = after or {}
     found = []
-    for position, seg in enumerate(trial._index.segments):
+    for position, seg in enumerate(trial.saved_index.segments):
         seq = int(seg.index.header["seq"])
         if seq > after.get(seg.worker, -1):
             found.append(SegmentRef(seg.worker, seq, position))
     return sorted(found, key=lambda s: (s.worker, s.seq))
 
 
-def scalar_columns(trial: Trial, segments: Sequence[SegmentRef]) -> dict[str, np.ndarray]:
+def scalar_columns(trial: TrialParts, segments: Sequence[SegmentRef]) -> dict[str, np.ndarray]:
     """The reductions and one-element raw values of ``segments``, as NumPy columns named
     :data:`COLUMNS` (``mode`` as its name, ``statistic`` ``value`` for a raw value and
     ``abs_<r>`` for a reduction of the absolute values)."""
@@ -64,7 +64,7 @@ def scalar_columns(trial: Trial, segments: Sequence[SegmentRef]) -> dict[str, np
     raw_refs: list[RawRef] = []
     raw_slots: list[tuple[int, np.ndarray]] = []
     for ref in segments:
-        seg = trial._index.segments[ref.position]
+        seg = trial.saved_index.segments[ref.position]
         index = seg.index
         records = index.records
         if not len(records):
@@ -121,7 +121,7 @@ def scalar_columns(trial: Trial, segments: Sequence[SegmentRef]) -> dict[str, np
             )
         parts.append(part)
     if raw_refs:  # the raw values, read together (few requests on object storage)
-        values = iter(trial._reader.read_many(raw_refs))
+        values = iter(trial.value_reader.read_many(raw_refs))
         for part_no, positions in raw_slots:
             column = parts[part_no]["value"]
             for pos in positions:

@@ -1,22 +1,21 @@
 """Reading many consecutive steps: batches of StepBlocks whose bytes are fetched together, the
-next batch while the caller works on the current one (``Trial.iter_step_blocks``)."""
+next batch while the caller works on the current one (``TrialParts.iter_step_blocks``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tensortap.trials.parts import TrialParts
 from tensortap.trials.reader import plan_runs
 from tensortap.trials.step_block import StepBlock
 
-if TYPE_CHECKING:
-    from tensortap.trials.trial import Trial
 
-
-def _batches(trial: Trial, steps: Sequence[int], batch_bytes: int) -> Iterator[list[StepBlock]]:
+def _batches(
+    trial: TrialParts, steps: Sequence[int], batch_bytes: int
+) -> Iterator[list[StepBlock]]:
     """StepBlocks of ``steps``, grouped until their raw bytes reach ``batch_bytes``."""
     batch: list[StepBlock] = []
     size = 0
@@ -32,20 +31,20 @@ def _batches(trial: Trial, steps: Sequence[int], batch_bytes: int) -> Iterator[l
         yield batch
 
 
-def _fetch(trial: Trial, batch: list[StepBlock]) -> list[StepBlock]:
+def _fetch(trial: TrialParts, batch: list[StepBlock]) -> list[StepBlock]:
     """Read every raw value of ``batch`` (one request per run of adjacent bytes, all at once)
     and hand each block its values."""
     ranges = [b.raw_ranges() for b in batch]
     segs, offs, ends = (np.concatenate([r[i] for r in ranges]) for i in range(3))
     plan = plan_runs(segs.tolist(), offs.tolist(), ends.tolist())
-    bufs = trial._reader.read_runs([(seg, start, end) for seg, start, end, _ in plan])
+    bufs = trial.value_reader.read_runs([(seg, start, end) for seg, start, end, _ in plan])
     windows = [(seg, start, buf) for (seg, start, _, _), buf in zip(plan, bufs, strict=True)]
     for block in batch:
         block.load(windows)
     return batch
 
 
-def read_ahead(trial: Trial, steps: Sequence[int], batch_bytes: int) -> Iterator[StepBlock]:
+def read_ahead(trial: TrialParts, steps: Sequence[int], batch_bytes: int) -> Iterator[StepBlock]:
     """The blocks of ``steps`` in order, each batch fetched on a helper thread while the
     previous one is being used."""
     with ThreadPoolExecutor(1, "tensortap-read-ahead") as ahead:

@@ -22,12 +22,12 @@ from tensortap.exceptions import InvalidConfigError, TensorUnavailableForStep
 from tensortap.format.checksum import crc32
 from tensortap.format.index import REDUCTION_BY_CODE
 from tensortap.trials.index import natural_key
+from tensortap.trials.parts import TrialParts
 from tensortap.trials.reader import MAX_GAP
 
 if TYPE_CHECKING:
     from tensortap.core.collections import Collection
     from tensortap.trials.index import TrialIndex
-    from tensortap.trials.trial import Trial
 
 # Reductions computed for many tensors at once with ufunc.reduceat; the rest one at a time.
 _VECTORISED = frozenset({"min", "max", "mean", "sum", "l1", "l2"})
@@ -36,9 +36,9 @@ _VECTORISED = frozenset({"min", "max", "mean", "sum", "l1", "l2"})
 class StepBlock:
     """The tensors saved at global step ``step`` of a trial (see the module docstring)."""
 
-    def __init__(self, trial: Trial, step: int) -> None:
+    def __init__(self, trial: TrialParts, step: int) -> None:
         self.trial, self.step = trial, step
-        index = trial._index
+        index = trial.saved_index
         parts = sorted(
             index.step_rows.get(step, []),
             key=lambda part: natural_key(index.segments[part[0]].worker),
@@ -221,13 +221,13 @@ class StepBlock:
     def dtypes(self, names: Sequence[str]) -> list[np.dtype[Any]]:
         """The stored dtype of each of ``names`` (raw values, in their order)."""
         positions = self._raw_positions(names)
-        dtype_names = self.trial._index.dtype_names
+        dtype_names = self.trial.saved_index.dtype_names
         return [storage_dtype(dtype_names[d]) for d in self._dtype[positions].tolist()]
 
     def sizes(self, names: Sequence[str]) -> np.ndarray:
         """The element count of each of ``names`` (raw values, in their order)."""
         positions = self._raw_positions(names)
-        dtype_names = self.trial._index.dtype_names
+        dtype_names = self.trial.saved_index.dtype_names
         itemsize = np.asarray([storage_dtype(d).itemsize for d in dtype_names], dtype=np.int64)
         return self._len[positions] // itemsize[self._dtype[positions]]  # type: ignore[no-any-return]
 
@@ -283,7 +283,7 @@ class StepBlock:
         todo, segs, offs, lens = todo[order], segs[order], offs[order], lens[order]
         ends = offs + lens
         cuts = np.flatnonzero((segs[1:] != segs[:-1]) | (offs[1:] - ends[:-1] > MAX_GAP)) + 1
-        reader = self.trial._reader
+        reader = self.trial.value_reader
         crcs = self._crc[todo].tolist()
         bounds = list(zip([0, *cuts.tolist()], [*cuts.tolist(), len(todo)], strict=True))
         runs = [(int(segs[lo]), int(offs[lo]), int(ends[lo:hi].max())) for lo, hi in bounds]
@@ -307,10 +307,10 @@ class StepBlock:
         start, buf = self._runs[self._run_of[pos]]
         at = int(self._off[pos]) - start
         piece = buf[at : at + int(self._len[pos])]
-        stored = self.trial._index.dtype_names[self._dtype[pos]]
+        stored = self.trial.saved_index.dtype_names[self._dtype[pos]]
         if flat:
             return decode_array(piece, stored, (-1,))
-        index = self.trial._index
+        index = self.trial.saved_index
         seg_id, row = int(self._seg[pos]), int(self._row[pos])
         columns = index.columns(seg_id)
         dims_at, ndim = int(columns.dims_offset[row]), int(columns.ndim[row])
@@ -340,7 +340,7 @@ class StepBlock:
             size = int(self._plain[code])
             buf = self._runs[run][1]
             view = np.frombuffer(
-                buf, dtype=self.trial._index.dtype_names[code], count=len(buf) // size
+                buf, dtype=self.trial.saved_index.dtype_names[code], count=len(buf) // size
             )
             first = rel[members] // size
             order = np.argsort(first)

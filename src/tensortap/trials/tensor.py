@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -13,10 +13,8 @@ from tensortap.core.reductions import REDUCTION_NAMES, compute_reduction
 from tensortap.exceptions import InvalidConfigError, InvalidWorker, TensorUnavailableForStep
 from tensortap.format.index import REDUCTION_BY_CODE
 from tensortap.trials.index import natural_key
+from tensortap.trials.parts import TrialParts
 from tensortap.trials.reader import RawRef
-
-if TYPE_CHECKING:
-    from tensortap.trials.trial import Trial
 
 
 @dataclass(slots=True)
@@ -35,7 +33,7 @@ class StepEntry:
 class Tensor:
     """One tensor of a trial. Steps are global steps unless a mode is given."""
 
-    def __init__(self, name: str, trial: Trial) -> None:
+    def __init__(self, name: str, trial: TrialParts) -> None:
         self.name = name
         self.trial = trial
         self._by_global: dict[int, dict[str, StepEntry]] = {}
@@ -50,10 +48,10 @@ class Tensor:
 
     # -- keeping current --
     def _update(self) -> None:
-        rows = self.trial._index.name_rows.get(self.name, [])
+        rows = self.trial.saved_index.name_rows.get(self.name, [])
         if len(rows) == self._consumed:
             return
-        segments = self.trial._index.segments
+        segments = self.trial.saved_index.segments
         for seg_id, row_ids in rows[self._consumed :]:
             seg = segments[seg_id]
             idx = seg.index
@@ -94,12 +92,12 @@ class Tensor:
         return self._by_mode.get((mode, step), {})
 
     def _entry(self, step: int, mode: Any, worker: str | None) -> StepEntry:
-        mode = self.trial._mode(mode)
+        mode = self.trial.mode_key(mode)
         found = self._entries(step, mode)
-        if not found and self.trial._refresh_if_stale():
+        if not found and self.trial.refresh_if_stale():
             found = self._entries(step, mode)
         if not found:
-            self.trial._raise_missing(self, step, mode)
+            self.trial.raise_missing(self.name, step, mode)
         if worker is None:
             if len(found) == 1:
                 return next(iter(found.values()))
@@ -114,8 +112,8 @@ class Tensor:
     # -- public API --
     def steps(self, mode: Any = None, show_incomplete_steps: bool = True) -> list[int]:
         """Steps at which this tensor was saved (global steps, or steps of ``mode``)."""
-        mode = self.trial._mode(mode)
-        self.trial._refresh_if_stale()
+        mode = self.trial.mode_key(mode)
+        self.trial.refresh_if_stale()
         self._update()
         if mode is None or mode == ModeKeys.GLOBAL:
             steps = sorted(self._by_global)
@@ -128,7 +126,7 @@ class Tensor:
 
     def workers(self, step_num: int, mode: Any = None) -> list[str]:
         """Workers that saved this tensor at the step."""
-        return sorted(self._entries(step_num, self.trial._mode(mode)), key=natural_key)
+        return sorted(self._entries(step_num, self.trial.mode_key(mode)), key=natural_key)
 
     def value(self, step_num: int, mode: Any = None, worker: str | None = None) -> np.ndarray:
         """The saved value (a new NumPy array) at a step; the first worker's if none is named."""
@@ -137,14 +135,14 @@ class Tensor:
             raise TensorUnavailableForStep(
                 self.name,
                 step_num,
-                self.trial._mode(mode),
+                self.trial.mode_key(mode),
                 self._raw_steps(mode),
                 note="only reductions or the shape were saved at this step",
             )
-        return self.trial._read(entry.raw)
+        return self.trial.read_raw(entry.raw)
 
     def _raw_steps(self, mode: Any) -> list[int]:
-        mode = self.trial._mode(mode)
+        mode = self.trial.mode_key(mode)
         if mode is None or mode == ModeKeys.GLOBAL:
             return sorted(g for g, ws in self._by_global.items() if any(e.raw for e in ws.values()))
         return sorted(
@@ -157,7 +155,7 @@ class Tensor:
         """The global step of each of ``steps(mode)``, in the same order (for curves of a
         mode drawn over global steps, without a lookup per step)."""
         steps = self.steps(mode)
-        m = self.trial._mode(mode)
+        m = self.trial.mode_key(mode)
         if m is None or m == ModeKeys.GLOBAL:
             return steps
         return [next(iter(self._by_mode[(m, s)].values())).global_step for s in steps]
@@ -165,7 +163,7 @@ class Tensor:
     def values(self, mode: Any = None, worker: str | None = None) -> dict[int, np.ndarray]:
         """Every saved value by step (steps where only reductions were saved are skipped)."""
         found: dict[int, RawRef] = {}
-        m = self.trial._mode(mode)
+        m = self.trial.mode_key(mode)
         for step in self.steps(mode):
             entries = self._entries(step, m)
             if worker is not None:
@@ -175,7 +173,7 @@ class Tensor:
             if entry is not None and entry.raw is not None:
                 found[step] = entry.raw
         self.trial.values_read += len(found)
-        values = self.trial._reader.read_many(list(found.values()))  # fetched together
+        values = self.trial.value_reader.read_many(list(found.values()))  # fetched together
         return dict(zip(found, values, strict=True))
 
     def shape(self, step_num: int, mode: Any = None, worker: str | None = None) -> tuple[int, ...]:
@@ -207,11 +205,11 @@ class Tensor:
             raise TensorUnavailableForStep(
                 self.name,
                 step_num,
-                self.trial._mode(mode),
+                self.trial.mode_key(mode),
                 note=f"neither the reduction {'abs_' if abs else ''}{name} nor the raw tensor "
                 f"was saved at this step (saved reductions: {have})",
             )
-        return compute_reduction(self.trial._read(entry.raw), name, bool(abs))
+        return compute_reduction(self.trial.read_raw(entry.raw), name, bool(abs))
 
     def reduction_values(
         self, step_num: int, mode: Any = None, worker: str | None = None

@@ -141,7 +141,20 @@ class Trial:
         (a rule evaluating one step sees one consistent view, at no listing cost)."""
         return _NoRefresh(self)
 
-    def _refresh_if_stale(self) -> bool:
+    # -- for the helpers in trials/ (see trials/parts.py: TrialParts), not for users --
+    @property
+    def saved_index(self) -> TrialIndex:
+        """What the trial has loaded of its index files: workers, segments, steps, names."""
+        return self._index
+
+    @property
+    def value_reader(self) -> ValueReader:
+        """The reader of saved raw values (its cache, ranged reads)."""
+        return self._reader
+
+    def refresh_if_stale(self) -> bool:
+        """:meth:`refresh` unless a look was taken less than ``refresh_interval`` ago, the
+        workers all ended, or a :meth:`no_refresh` block holds; True if anything was new."""
         if self._hold_refresh:
             return False
         if self._index.all_ended() and self._last_refresh:
@@ -153,15 +166,16 @@ class Trial:
     @property
     def loaded_all_steps(self) -> bool:
         """True once every worker has marked the end of training and all of it is loaded."""
-        self._refresh_if_stale()
+        self.refresh_if_stale()
         return self._index.all_ended()
 
-    # -- helpers --
     @staticmethod
-    def _mode(mode: Any) -> ModeKeys | None:
+    def mode_key(mode: Any) -> ModeKeys | None:
+        """A mode as the user gave it (a ModeKeys, its name, any case), parsed; None stays."""
         return None if mode is None else parse_mode(mode)
 
-    def _read(self, raw: RawRef) -> np.ndarray:
+    def read_raw(self, raw: RawRef) -> np.ndarray:
+        """One saved raw value, counted in :attr:`values_read`."""
         self.values_read += 1
         return self._reader.read(raw)
 
@@ -209,7 +223,7 @@ class Trial:
         """Everything saved at global ``step``, to read many tensors at once (see
         :class:`~tensortap.trials.step_block.StepBlock`); the last one asked for is kept,
         and the step held by :meth:`holding_step`."""
-        self._refresh_if_stale()
+        self.refresh_if_stale()
         key = (step, self._index.version)
         if self._held == step:
             held = self._held_block
@@ -260,14 +274,14 @@ class Trial:
         With several workers, only steps every worker has completed are listed unless
         ``show_incomplete_steps`` is true.
         """
-        self._refresh_if_stale()
-        m = self._mode(mode)
+        self.refresh_if_stale()
+        m = self.mode_key(mode)
         key = None if m in (None, ModeKeys.GLOBAL) else m
         return list(self._step_sets()[(key, not show_incomplete_steps)])
 
     def modes(self) -> list[ModeKeys]:
         """The modes that have saved steps."""
-        self._refresh_if_stale()
+        self.refresh_if_stale()
         self._step_sets()
         return sorted({m for m, _ in self._global_to_mode.values()})
 
@@ -276,7 +290,7 @@ class Trial:
         m = parse_mode(mode)
         if m == ModeKeys.GLOBAL:
             return mode_step
-        self._refresh_if_stale()
+        self.refresh_if_stale()
         for w in self._index.workers.values():
             g = w.mode_to_global.get((m, mode_step))
             if g is not None:
@@ -292,7 +306,7 @@ class Trial:
         return self._mode_of(global_step)[0]
 
     def _mode_of(self, global_step: int) -> tuple[ModeKeys, int]:
-        self._refresh_if_stale()
+        self.refresh_if_stale()
         self._step_sets()
         found = self._global_to_mode.get(global_step)
         if found is None:
@@ -301,8 +315,8 @@ class Trial:
 
     def has_passed_step(self, step: int, mode: Any = None) -> StepState:
         """AVAILABLE, UNAVAILABLE (passed without saving) or NOT_YET_AVAILABLE."""
-        self._refresh_if_stale()
-        return step_state(self, step, self._mode(mode))
+        self.refresh_if_stale()
+        return step_state(self, step, self.mode_key(mode))
 
     def wait_for_steps(
         self, required_steps: Iterable[int], mode: Any = None, timeout: float | None = None
@@ -313,7 +327,8 @@ class Trial:
         """
         wait_for_steps(self, required_steps, mode, timeout)
 
-    def _last_step(self, mode: Any) -> int | None:
+    def last_saved_step(self, mode: Any) -> int | None:
+        """The last step saved in ``mode`` (by any worker); None before the first."""
         steps = self.steps(mode, show_incomplete_steps=True)
         return steps[-1] if steps else None
 
@@ -324,13 +339,15 @@ class Trial:
         if self._index.all_ended():
             raise NoMoreData(
                 f"training has ended and step {step}{mode_text(mode)} was never saved "
-                f"(the last saved step is {self._last_step(mode)})"
+                f"(the last saved step is {self.last_saved_step(mode)})"
             )
-        raise StepNotYetAvailable(step, mode, self._last_step(mode))
+        raise StepNotYetAvailable(step, mode, self.last_saved_step(mode))
 
-    def _raise_missing(self, tensor: Tensor, step: int, mode: ModeKeys | None) -> NoReturn:
+    def raise_missing(self, name: str, step: int, mode: ModeKeys | None) -> NoReturn:
+        """Raise the error that says why tensor ``name`` has no value at ``step``: the step
+        holds other tensors, was passed without saving, or is not (yet) saved."""
         if step in set(self.steps(mode, show_incomplete_steps=True)):
-            raise TensorUnavailableForStep(tensor.name, step, mode, tensor.steps(mode))
+            raise TensorUnavailableForStep(name, step, mode, self.tensor(name).steps(mode))
         self._raise_step_missing(step, mode)
 
     # -- tensors --
@@ -343,11 +360,11 @@ class Trial:
     ) -> list[str]:
         """Names of saved tensors, optionally only those at a step, matching a regex, or in a
         collection."""
-        self._refresh_if_stale()
+        self.refresh_if_stale()
         if isinstance(collection, str):
             self.collections_asked.add(collection)
         if step is not None:
-            at = self._names_at(step, self._mode(mode))
+            at = self._names_at(step, self.mode_key(mode))
             if regex is None and collection is None:
                 return sorted(at)
             # filter by name first (an answer kept until the index grows), then by step
@@ -410,7 +427,7 @@ class Trial:
         return self.tensor_names(*args, **kwargs)
 
     def has_tensor(self, name: str) -> bool:
-        self._refresh_if_stale()
+        self.refresh_if_stale()
         return name in self._index.name_rows
 
     def tensor(self, name: str) -> Tensor:
@@ -419,7 +436,7 @@ class Trial:
         if found is not None:
             return found
         if name not in self._index.name_rows:
-            self._refresh_if_stale()
+            self.refresh_if_stale()
             if name not in self._index.name_rows:
                 raise TensorUnavailable(name, sorted(self._index.name_rows))
         found = self._tensors[name] = Tensor(name, self)
@@ -431,7 +448,7 @@ class Trial:
     # -- collections and workers --
     def collections(self) -> dict[str, Collection]:
         """Every collection recorded by the hooks (merged across workers)."""
-        self._refresh_if_stale()
+        self.refresh_if_stale()
         return self._index.collections()
 
     def collection(self, name: str) -> Collection:
@@ -449,14 +466,14 @@ class Trial:
 
     def workers(self) -> list[str]:
         """Workers that wrote to this trial (worker_0, worker_1, ...)."""
-        self._refresh_if_stale()
+        self.refresh_if_stale()
         return sorted(self._index.workers, key=natural_key)
 
     def sessions(self, worker: str | None = None) -> list[Session]:
         """The writing sessions of every worker (or of one), in order: each run of a script or
         trainer on this trial, with where it resumed (see :class:`Session`). The dashboard
         and ``tensortap report`` mark where each resumed session starts."""
-        self._refresh_if_stale()
+        self.refresh_if_stale()
         index = self._index
         cached = self._sessions.get(worker)
         if cached is not None and cached[0] == index.version:  # read again when the trial grew
@@ -475,7 +492,7 @@ class Trial:
         """The framework whose hook wrote this trial (``"pytorch"``, ``"keras"``,
         ``"xgboost"``, ``"jax"``, ...): what the first worker that says one says; None when
         the framework-free hook (or an older tensortap, or smdebug) wrote it."""
-        self._refresh_if_stale()
+        self.refresh_if_stale()
         for name in sorted(self._index.workers, key=natural_key):
             found = self._index.workers[name].framework
             if found:
@@ -490,7 +507,7 @@ class Trial:
     def problems(self) -> list[str]:
         """What went wrong while saving (dropped or lost steps, writer errors), per worker, and
         the parts of the trial that could not be read (skipped unless ``strict=True``)."""
-        self._refresh_if_stale()
+        self.refresh_if_stale()
         out: list[str] = [f"unreadable {text}" for text in self._index.problems]
         for name in self.workers():
             state = self._index.workers[name]
@@ -528,7 +545,7 @@ class Trial:
 
     def _series_reader(self) -> SeriesReader:
         """One reader, listing storage again when the trial itself saw something new."""
-        self._refresh_if_stale()
+        self.refresh_if_stale()
         if self._series is None:
             self._series = (self._index.version, SeriesReader(self.store))
         elif self._series[0] != self._index.version:

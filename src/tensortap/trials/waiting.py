@@ -6,13 +6,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tensortap.core.modes import ModeKeys
 from tensortap.exceptions import NoMoreData, StepNotYetAvailable
-
-if TYPE_CHECKING:
-    from tensortap.trials.trial import Trial
+from tensortap.trials.parts import TrialParts
 
 
 class StepState(Enum):
@@ -23,11 +21,11 @@ class StepState(Enum):
     NOT_YET_AVAILABLE = 2  # training has not reached it (or not every worker has)
 
 
-def step_state(trial: Trial, step: int, mode: ModeKeys | None) -> StepState:
+def step_state(trial: TrialParts, step: int, mode: ModeKeys | None) -> StepState:
     """AVAILABLE, UNAVAILABLE (passed without saving) or NOT_YET_AVAILABLE."""
     if step in set(trial.steps(mode)):
         return StepState.AVAILABLE
-    index = trial._index
+    index = trial.saved_index
     workers = list(index.workers.values())
     if not workers or len(workers) < index.expected_workers():
         return StepState.NOT_YET_AVAILABLE
@@ -39,7 +37,7 @@ def step_state(trial: Trial, step: int, mode: ModeKeys | None) -> StepState:
 
 
 def wait_for_steps(
-    trial: Trial, required_steps: Iterable[int], mode: Any, timeout: float | None
+    trial: TrialParts, required_steps: Iterable[int], mode: Any, timeout: float | None
 ) -> None:
     """Block until every step is saved or passed (polling with a backoff); NoMoreData if
     training ended first, StepNotYetAvailable when ``timeout`` seconds pass first."""
@@ -48,19 +46,23 @@ def wait_for_steps(
     pause = 0.01
     while True:
         trial.refresh()
-        pending = [
-            s for s in wanted if trial.has_passed_step(s, mode) == StepState.NOT_YET_AVAILABLE
-        ]
+        pending = [s for s in wanted if _state(trial, s, mode) == StepState.NOT_YET_AVAILABLE]
         if not pending:
             return
-        if trial._index.all_ended():
+        if trial.saved_index.all_ended():
             raise NoMoreData(
                 f"training has ended; steps {pending}{mode_text(mode)} will never be saved"
             )
         if deadline is not None and time.monotonic() >= deadline:
-            raise StepNotYetAvailable(pending[0], trial._mode(mode), trial._last_step(mode))
+            raise StepNotYetAvailable(pending[0], trial.mode_key(mode), trial.last_saved_step(mode))
         time.sleep(pause)
         pause = min(pause * 2, 0.5)
+
+
+def _state(trial: TrialParts, step: int, mode: Any) -> StepState:
+    """What ``Trial.has_passed_step`` answers (without importing Trial)."""
+    trial.refresh_if_stale()
+    return step_state(trial, step, trial.mode_key(mode))
 
 
 def mode_text(mode: Any) -> str:

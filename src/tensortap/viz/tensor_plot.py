@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from tensortap.exceptions import InvalidConfigError, TensorUnavailableForStep
+from tensortap.query.health import layer_order
 from tensortap.trials.trial import Trial, create_trial
 from tensortap.viz._plotly import as_text
-from tensortap.viz.health import layer_order
 
 try:
     import plotly.graph_objects as go

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -196,9 +196,10 @@ def scalar(tensor: Tensor, step: int, mode: Any = None) -> float:
     """A scalar's value at a step (its mean if it has more elements), from raw or reductions;
     a one-element value at a global step from the series path (read in bulk, not per step)."""
     if mode is None:
-        found = tensor.trial.numbers.at(tensor.name, step)
+        trial = cast("Trial", tensor.trial)  # a Tensor types its trial by what it uses of it
+        found = trial.numbers.at(tensor.name, step)
         if found is not None:
-            tensor.trial.values_read += 1  # a value was read, as Tensor.value counts it
+            trial.values_read += 1  # a value was read, as Tensor.value counts it
             return found
     try:
         return float(np.mean(tensor.value(step, mode=mode)))

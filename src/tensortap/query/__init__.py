@@ -1,0 +1,44 @@
+"""The numbers behind every picture, computed once and drawn by many: plain functions of a
+trial (or of its series) that answer NumPy arrays and plain data, never a figure. ``viz``
+(matplotlib, plotly), the dashboard (``serve``, JSON for its page) and the report (inline SVG)
+only draw what these answer. Imports trials and core only; no plotting library."""
+
+from tensortap.query.curves import LINE_BUCKETS, mode_lines, read_series, tensor_series
+from tensortap.query.distributions import QUANTILES, distribution_data
+from tensortap.query.embeddings import (
+    EmbeddingFrame,
+    LiveEmbeddings,
+    embed,
+    embeddings_over_time,
+)
+from tensortap.query.health import (
+    HEAT_COLUMNS,
+    heat_width,
+    layer_health,
+    layer_names,
+    layer_order,
+    norm_buckets,
+    spread,
+    step_health,
+)
+
+__all__ = [
+    "HEAT_COLUMNS",
+    "LINE_BUCKETS",
+    "QUANTILES",
+    "EmbeddingFrame",
+    "LiveEmbeddings",
+    "distribution_data",
+    "embed",
+    "embeddings_over_time",
+    "heat_width",
+    "layer_health",
+    "layer_names",
+    "layer_order",
+    "mode_lines",
+    "norm_buckets",
+    "read_series",
+    "spread",
+    "step_health",
+    "tensor_series",
+]
