@@ -5,15 +5,18 @@ the most likely root cause first, with its evidence in time order and a fix to t
 followed from the cause is folded under it. See docs/rules.md, "One diagnosis per run".
 """
 
-from tensortap.diagnosis.causes import CAUSES, RULE_CAUSES, Cause, cause_of
-from tensortap.diagnosis.sources import (
-    diagnose,
+from tensortap.diagnosis.sources import diagnose, judge_trial
+from tensortap.rules.causes import CAUSES, RULE_CAUSES, Cause, cause_of
+from tensortap.rules.verdict import (
+    Diagnosis,
+    Evidence,
+    Problem,
+    RuleOutcome,
+    build,
     job_diagnosis,
     job_outcomes,
-    judge_trial,
     outcome_of,
 )
-from tensortap.diagnosis.verdict import Diagnosis, Evidence, Problem, RuleOutcome, build
 
 __all__ = [
     "CAUSES",

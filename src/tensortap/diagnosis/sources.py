@@ -1,28 +1,20 @@
-"""Where a diagnosis gets what the rules said: a job's rule statuses, or rules run over a trial."""
+"""Where a diagnosis gets what the rules said: a job's rule statuses, or rules run over a trial
+(the verdict itself, and a job's from its summary, are built in :mod:`tensortap.rules.verdict`)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tensortap.diagnosis.verdict import Diagnosis, RuleOutcome, build
 from tensortap.exceptions import InvalidConfigError
+from tensortap.rules.verdict import Diagnosis, build, job_diagnosis, outcome_of
 
 if TYPE_CHECKING:
     from tensortap.jobs.record import JobRecord
     from tensortap.rules.invoker import RuleSummary
     from tensortap.rules.rule import Rule
     from tensortap.trials.trial import Trial
-
-
-def outcome_of(summary: RuleSummary) -> RuleOutcome:
-    """A finished rule summary as a :class:`RuleOutcome`."""
-    gravest = summary.gravest
-    finding = None
-    if gravest is not None:
-        finding = {**gravest.to_dict(), "rule_class": summary.rule}
-    return RuleOutcome(summary.rule, summary.status.value, finding, summary.details)
 
 
 def judge_trial(trial: Trial, rules: Sequence[Rule] | None = None) -> list[RuleSummary]:
@@ -44,36 +36,6 @@ def judge_trial(trial: Trial, rules: Sequence[Rule] | None = None) -> list[RuleS
     for rule in rules:
         summaries[id(rule)].finish(rule.no_data_reason())
     return list(summaries.values())
-
-
-def job_outcomes(rule_statuses: Iterable[Mapping[str, Any]]) -> list[RuleOutcome]:
-    """What a job's rules said, from their status records (``summary["rules"]``)."""
-    outcomes = []
-    for status in rule_statuses:
-        name = str(status.get("RuleConfigurationName", "?"))
-        finding = status.get("gravest")
-        if finding is None and status.get("gravest_step") is not None:  # an older record
-            finding = {
-                "rule": name,
-                "rule_class": status.get("rule_class"),
-                "step": status["gravest_step"],
-                "message": status.get("gravest_message") or "",
-                "severity": status.get("severity") or "problem",
-            }
-        outcomes.append(
-            RuleOutcome(
-                name,
-                str(status.get("RuleEvaluationStatus", "")),
-                finding,
-                str(status.get("StatusDetails") or ""),
-            )
-        )
-    return outcomes
-
-
-def job_diagnosis(summary: Mapping[str, Any]) -> Diagnosis:
-    """The diagnosis of a job from its summary (``summary.json``): what its rules said."""
-    return build(job_outcomes(summary.get("rules", [])))
 
 
 def _job_record(target: Any) -> JobRecord | None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from typing import Any, TextIO
 
-from tensortap.diagnosis import job_diagnosis
 from tensortap.jobs.hints import next_steps
 from tensortap.jobs.record import JobRecord
+from tensortap.rules.verdict import job_diagnosis
 
 _NOTABLE = {
     "training_started": "training started (pid {pid})",

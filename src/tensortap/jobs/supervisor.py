@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from tensortap.core.stop import request_stop
-from tensortap.diagnosis import job_diagnosis
 from tensortap.exceptions import FormatError, InvalidConfigError, StorageError
 from tensortap.format.documents import decode_worker_info
 from tensortap.format.layout import WORKERS_PREFIX, worker_info_key
@@ -37,6 +36,7 @@ from tensortap.jobs.actions import StopTraining
 from tensortap.jobs.record import JobRecord, write_json
 from tensortap.jobs.rule_host import STOPPED, TRAINING_ENDED_FILE
 from tensortap.jobs.specs import JobRule, rules_for_framework
+from tensortap.rules.verdict import job_diagnosis
 from tensortap.storage import open_store
 from tensortap.writer.seal import seal_trial
 
