@@ -12,8 +12,6 @@ checked without a trial (:meth:`Rule.check_parameters`). A rule defined in a pub
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
 import logging
 import traceback
 from collections import Counter
@@ -34,9 +32,10 @@ from tensortap.exceptions import (
     TensorUnavailableForStep,
 )
 from tensortap.rules.finding import Finding, Outcome, Severity, StepRun
-from tensortap.rules.params import RESERVED, ParamSpec, check, coerce, specs_of
+from tensortap.rules.params import ParamSpec, check
 from tensortap.rules.registry import is_builtin_module, register_rule
 from tensortap.rules.required_tensors import RequiredTensors
+from tensortap.rules.signature import check_parameters, parse_init
 
 if TYPE_CHECKING:
     from tensortap.trials.trial import Trial
@@ -97,7 +96,7 @@ class Rule:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _parse_init(cls)
+        parse_init(cls, Rule)
         if is_builtin_module(cls.__module__) and not cls.__name__.startswith("_"):
             register_rule(cls)  # a built-in rule: defined in tensortap.rules.builtin
 
@@ -184,31 +183,7 @@ class Rule:
         """The rule's parameters read from ``params`` (strings or values) over its defaults,
         checked without a trial: an unknown, missing, unreadable or out-of-range value raises
         InvalidConfigError now rather than when the rule starts."""
-        specs = {s.name: s for s in cls._param_specs}
-        takes_any = any(
-            p.kind is p.VAR_KEYWORD for p in inspect.signature(cls.__init__).parameters.values()
-        )
-        unknown = [k for k in params if k not in specs and k not in RESERVED]
-        if unknown and not takes_any:
-            raise InvalidConfigError(
-                f"rule {cls.__name__} has no parameter {unknown[0]!r} (given "
-                f"{params[unknown[0]]!r}); its parameters are: {_param_list(tuple(specs.values()))}"
-            )
-        missing = [s.name for s in specs.values() if s.required and s.name not in params]
-        if missing:
-            raise InvalidConfigError(
-                f"rule {cls.__name__} needs the parameter {missing[0]!r}; its parameters are: "
-                f"{_param_list(tuple(specs.values()))}"
-            )
-        values = {
-            name: coerce(cls.__name__, spec, params[name]) if name in params else spec.default
-            for name, spec in specs.items()
-        }
-        try:
-            cls.check_values(_Values(values))
-        except _NotItsParameter:  # inherited checks of other parameters: they run at __init__
-            pass
-        return values
+        return check_parameters(cls, params)
 
     @classmethod
     def required_collections(cls, **params: Any) -> tuple[str, ...]:
@@ -437,85 +412,6 @@ class Rule:
     def __repr__(self) -> str:
         params = ", ".join(f"{s.name}={getattr(self, s.name, '?')!r}" for s in self._param_specs)
         return f"{self.rule_name}({params})"
-
-
-def _parse_init(cls: type[Rule]) -> None:
-    """Give ``cls`` the parameters of its own ``__init__`` (a class that defines none keeps
-    its parent's), and wrap that ``__init__`` to read them (strings, values) and check them."""
-    init = cls.__dict__.get("__init__")
-    if init is None:
-        init = cls.__init__
-        if getattr(init, "_tensortap_parsed", False):
-            return  # inherits its parent's parsed __init__ and parameters
-    specs = tuple(specs_of(init, cls))
-    cls._param_specs = specs
-    by_name = {s.name: s for s in specs}
-    signature = inspect.signature(init)
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
-
-    @functools.wraps(init)
-    def parsed_init(self: Rule, *args: Any, **kw: Any) -> None:
-        rule = type(self).__name__
-        try:
-            bound = signature.bind(self, *args, **kw)
-        except TypeError as exc:
-            unknown = [k for k in kw if k not in signature.parameters] if not takes_any else []
-            if unknown:
-                raise InvalidConfigError(
-                    f"rule {rule} has no parameter {unknown[0]!r} (given {kw[unknown[0]]!r});"
-                    f" its parameters are: {_param_list(specs)}"
-                ) from None
-            raise InvalidConfigError(
-                f"rule {rule}: {exc}; its parameters are: {_param_list(specs)}"
-            ) from None
-        for name, value in list(bound.arguments.items()):
-            spec = by_name.get(name)
-            if spec is not None:
-                bound.arguments[name] = coerce(rule, spec, value)
-        # the checks written for this __init__'s parameters: those of the class built through
-        # it, when declared on the class that defines it or below (a subclass's own __init__
-        # with other parameters reaches here through super() and is checked by its parent's)
-        built = next(
-            k for k in type(self).__mro__ if issubclass(k, Rule) and k.__init__ is parsed_init
-        )
-        declared = next(k for k in built.__mro__ if "check_values" in k.__dict__)
-        if issubclass(declared, cls):
-            given = bound.arguments
-            # the same checks through the class being built name it in their messages
-            same = _function(type(self).check_values) is _function(built.check_values)
-            (type(self) if same else built).check_values(
-                {s.name: given.get(s.name, s.default) for s in specs}
-            )
-        init(*bound.args, **bound.kwargs)
-
-    parsed_init._tensortap_parsed = True  # type: ignore[attr-defined]
-    cls.__init__ = parsed_init  # type: ignore[method-assign]
-
-
-def _function(method: Any) -> Any:
-    return getattr(method, "__func__", method)
-
-
-class _NotItsParameter(KeyError):
-    pass
-
-
-class _Values(dict[str, Any]):
-    """A rule's parameters for :meth:`Rule.check_values`; a name the rule does not have says
-    the checks were written for another class's parameters."""
-
-    def __missing__(self, key: str) -> Any:
-        raise _NotItsParameter(key)
-
-
-def _param_list(specs: Sequence[ParamSpec]) -> str:
-    if not specs:
-        return "none"
-    parts = []
-    for s in specs:
-        default = "required" if s.required else f"default {s.default!r}"
-        parts.append(f"{s.name} ({s.type_text()}, {default})")
-    return "; ".join(parts)
 
 
 def _mode_of(trial: Trial, step: int) -> tuple[ModeKeys | None, int | None]:
