@@ -34,8 +34,8 @@ import boto3
 import numpy as np
 
 import tensortap as tt
-from tensortap.storage.s3 import S3Store
 from tensortap.storage import LocalStore, Store
+from tensortap.storage.s3 import S3Store
 
 PORT_FLAGS = [
     "master.port",
