@@ -193,3 +193,24 @@ def test_a_process_reads_its_config_file_once(tmp_path: Path, monkeypatch) -> No
     assert read_config().out_dir == str(tmp_path / "bb")
     with pytest.raises(InvalidConfigError, match="cannot read"):
         read_config(tmp_path / "missing.json")
+
+
+def test_a_hook_a_job_script_makes_takes_the_jobs_writer_options(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from tensortap.hook_config import JOB_ENV
+
+    trial = tmp_path / "job" / "trial"
+    config = HookConfig(str(trial), writer_options=tt.WriterOptions(flush_secs=9))
+    path = tmp_path / "hook.json"
+    path.write_text(json.dumps(config.to_dict()))
+    monkeypatch.setenv(CONFIG_ENV, str(path))
+    monkeypatch.setenv(JOB_ENV, str(tmp_path / "job"))
+    with tt.Hook(tmp_path / "elsewhere") as hook:  # redirected to the job's trial
+        assert hook.out_dir == str(trial) and hook._writer.options.flush_secs == 9
+    mine = tt.WriterOptions(flush_secs=2)
+    with tt.Hook(tmp_path / "elsewhere", writer_options=mine) as hook:  # the script's own win
+        assert hook._writer.options is mine
+    monkeypatch.delenv(JOB_ENV)
+    with tt.Hook(tmp_path / "plain") as hook:  # not in a job: the defaults
+        assert hook._writer.options == tt.WriterOptions()
