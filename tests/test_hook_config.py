@@ -131,3 +131,86 @@ def test_tensorboard_dir_turns_tensorboard_output_on() -> None:
     assert "export_tensorboard" not in HookConfig("runs/x").hook_kwargs()
     with pytest.raises(InvalidConfigError, match="tensorboard_dir must be a path string"):
         HookConfig("runs/x", tensorboard_dir="")
+
+
+def test_parameters_are_parsed_once_when_the_config_is_made(monkeypatch, tmp_path: Path) -> None:
+    from tensortap.core.save_config import SaveConfigMode
+
+    parse = SaveConfigMode.from_dict.__func__
+    calls: list[object] = []
+
+    def counted(cls, data):
+        calls.append(data)
+        return parse(cls, data)
+
+    monkeypatch.setattr(SaveConfigMode, "from_dict", classmethod(counted))
+    config = HookConfig.from_dict(
+        {
+            "out_dir": str(tmp_path / "run"),
+            "hook_parameters": {"save_interval": "3"},
+            "collection_configurations": [{"name": "mine", "parameters": {"save_steps": "1"}}],
+        }
+    )
+    made = len(calls)
+    assert made == 2  # the hook's schedule and the collection's
+    assert config.save_config == config.save_config == tt.SaveConfig(save_interval=3)
+    assert config.hook_kwargs()["save_config"] is config.save_config  # typed values, shared
+    with config.create_hook(tt.Hook) as hook:
+        assert hook.get_collection("mine").save_config is config.collections[0].save_config
+    assert len(calls) == made
+
+
+def test_writer_options_come_from_json_and_reach_the_hook(tmp_path: Path) -> None:
+    data = {
+        "out_dir": str(tmp_path / "run"),
+        "writer_options": {"flush_secs": 7, "when_full": "drop"},
+    }
+    config = HookConfig.from_dict(data)
+    assert config.writer_options == tt.WriterOptions(flush_secs=7, when_full="drop")
+    assert HookConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    assert "writer_options" not in HookConfig(str(tmp_path)).to_dict()  # the format stays
+    with config.create_hook(tt.Hook) as hook:
+        assert hook._writer.options == config.writer_options
+    for bad, message in [
+        ({"flush": 1}, r"writer_options: unknown writer options \['flush'\]; accepted: flush_secs"),
+        ({"flush_secs": -1}, "writer_options: flush_secs must be a number > 0, got -1"),
+        ({"when_full": "wait"}, "when_full must be 'block' or 'drop'"),
+        ("fast", "writer options must be an object"),
+    ]:
+        with pytest.raises(InvalidConfigError, match=message):
+            HookConfig.from_dict({**data, "writer_options": bad})
+
+
+def test_a_process_reads_its_config_file_once(tmp_path: Path, monkeypatch) -> None:
+    from tensortap.hook_config import read_config
+
+    path = tmp_path / "hook.json"
+    path.write_text(json.dumps({"out_dir": str(tmp_path / "a")}))
+    monkeypatch.setenv(CONFIG_ENV, str(path))
+    first = read_config()
+    assert read_config(path) is first and read_config(str(path)) is first
+    path.write_text(json.dumps({"out_dir": str(tmp_path / "bb")}))  # changed: read again
+    assert read_config().out_dir == str(tmp_path / "bb")
+    with pytest.raises(InvalidConfigError, match="cannot read"):
+        read_config(tmp_path / "missing.json")
+
+
+def test_a_hook_a_job_script_makes_takes_the_jobs_writer_options(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from tensortap.hook_config import JOB_ENV
+
+    trial = tmp_path / "job" / "trial"
+    config = HookConfig(str(trial), writer_options=tt.WriterOptions(flush_secs=9))
+    path = tmp_path / "hook.json"
+    path.write_text(json.dumps(config.to_dict()))
+    monkeypatch.setenv(CONFIG_ENV, str(path))
+    monkeypatch.setenv(JOB_ENV, str(tmp_path / "job"))
+    with tt.Hook(tmp_path / "elsewhere") as hook:  # redirected to the job's trial
+        assert hook.out_dir == str(trial) and hook._writer.options.flush_secs == 9
+    mine = tt.WriterOptions(flush_secs=2)
+    with tt.Hook(tmp_path / "elsewhere", writer_options=mine) as hook:  # the script's own win
+        assert hook._writer.options is mine
+    monkeypatch.delenv(JOB_ENV)
+    with tt.Hook(tmp_path / "plain") as hook:  # not in a job: the defaults
+        assert hook._writer.options == tt.WriterOptions()

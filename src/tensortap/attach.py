@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from tensortap.exceptions import InvalidConfigError
-from tensortap.hook_config import CONFIG_ENV, JOB_ENV, HookConfig
+from tensortap.hook_config import CONFIG_ENV, JOB_ENV, HookConfig, read_config
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     if not ns.config:
         parser.error(f"no configuration: pass --config hook.json or set {CONFIG_ENV}")
     try:
-        config = HookConfig.from_json_file(ns.config)
+        config = read_config(ns.config)  # once: hooks made later in this process share it
     except InvalidConfigError as exc:
         parser.error(str(exc))
     if not os.path.isfile(ns.script):

@@ -41,7 +41,7 @@ from tensortap.exceptions import (
     TrainingStopped,
 )
 from tensortap.format.layout import worker_name
-from tensortap.hook_config import CONFIG_ENV, JOB_ENV, HookConfig
+from tensortap.hook_config import CONFIG_ENV, JOB_ENV, read_config
 from tensortap.storage import Store, open_store
 from tensortap.writer import SessionStart, TrialWriter, WriterOptions, WriterStatus
 
@@ -76,7 +76,7 @@ def _in_job_trial(out_dir: str | os.PathLike[str] | Store, worker: str) -> Any:
     if not os.environ.get(JOB_ENV) or not config_file or isinstance(out_dir, Store):
         return out_dir
     try:
-        trial = HookConfig.from_json_file(config_file).out_dir
+        trial = read_config(config_file).out_dir
     except (InvalidConfigError, OSError):
         return out_dir
     asked, job_trial = os.fspath(out_dir), os.fspath(trial)
@@ -102,6 +102,22 @@ def _in_job_trial(out_dir: str | os.PathLike[str] | Store, worker: str) -> Any:
         out_dir,
     )
     return trial
+
+
+def _job_writer_options(out_dir: str | os.PathLike[str] | Store) -> WriterOptions | None:
+    """The writer options a job set, for a hook that writes the job's trial and was given
+    none (a hook the script makes, as one the job attaches)."""
+    config_file = os.environ.get(CONFIG_ENV)
+    if not os.environ.get(JOB_ENV) or not config_file or isinstance(out_dir, Store):
+        return None
+    try:
+        config = read_config(config_file)
+    except (InvalidConfigError, OSError):
+        return None
+    asked, job_trial = os.fspath(out_dir), config.out_dir
+    if "://" not in asked + job_trial:
+        asked, job_trial = os.path.abspath(asked), os.path.abspath(job_trial)
+    return config.writer_options if asked.rstrip("/") == job_trial.rstrip("/") else None
 
 
 @atexit.register
@@ -171,6 +187,7 @@ class Hook:
             include_collections = [include_collections]
         self.worker = worker_name(worker)
         out_dir = _in_job_trial(out_dir, self.worker)
+        writer_options = writer_options or _job_writer_options(out_dir)
         self.collection_manager = CollectionManager()
         if include_regex is not None:
             self.collection_manager.get(CollectionKeys.DEFAULT).include(include_regex)
@@ -266,7 +283,7 @@ class Hook:
     ) -> _H:
         """A hook from a JSON configuration (by default the file ``$TENSORTAP_CONFIG`` names);
         keyword arguments override what the file says."""
-        config = HookConfig.from_json_file(json_file_path)
+        config = read_config(json_file_path)
         return config.create_hook(cls, **overrides)
 
     # -- step and mode --

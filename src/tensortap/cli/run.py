@@ -36,6 +36,13 @@ def add_parser(sub: Any) -> None:
         "--hook-param", action="append", default=[], metavar="k=v", help="e.g. save_interval=5"
     )
     run.add_argument(
+        "--writer-option",
+        action="append",
+        default=[],
+        metavar="k=v",
+        help="the training's writer (WriterOptions), e.g. flush_secs=5 or when_full=drop",
+    )
+    run.add_argument(
         "-o", "--output", default="runs", help="where job directories go (default runs)"
     )
     run.add_argument("--name", help="the job's name (default: script-date-time-random)")
@@ -101,6 +108,7 @@ def run(ns: argparse.Namespace) -> int:
     hook = DebuggerHookConfig(
         hook_parameters=parse_params(",".join(ns.hook_param), "--hook-param"),
         collection_configs=[collection(c) for c in ns.collection],
+        writer_options=parse_params(",".join(ns.writer_option), "--writer-option") or None,
     )
     job = TrainingJob(
         command=command,

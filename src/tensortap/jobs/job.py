@@ -14,6 +14,7 @@ terminal; ``TrainingJob.attach(job_dir)`` follows it again from anywhere.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import secrets
@@ -231,8 +232,10 @@ class TrainingJob(JobQueries):
             self.job_name, str(self.record.trial_dir)
         )
         self.record._trial_location = self.trial_location
-        # the hook configuration is validated now too
-        hook_config(self.trial_location, self.debugger_hook_config, self._every_rule(), None)
+        # the hook configuration is made (and so validated) now, once
+        self._hook_config = hook_config(
+            self.trial_location, self.debugger_hook_config, self._every_rule(), None
+        )
 
     def _every_rule(self) -> list[Rule]:
         """The rules, and those of every framework: the hook saves what any of them reads."""
@@ -255,12 +258,8 @@ class TrainingJob(JobQueries):
             if self.tensorboard_output_config is None
             else (self.tensorboard_output_config.local_path or str(record.dir / "tensorboard"))
         )
-        config = hook_config(
-            self.trial_location,
-            self.debugger_hook_config,
-            self._every_rule(),
-            str(record.stop_file),
-            tensorboard,
+        config = dataclasses.replace(
+            self._hook_config, stop_file=str(record.stop_file), tensorboard_dir=tensorboard
         )
         record.create(
             {

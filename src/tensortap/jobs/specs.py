@@ -22,11 +22,12 @@ from tensortap.core.collections import (
 )
 from tensortap.exceptions import InvalidConfigError
 from tensortap.hook import DEFAULT_INCLUDE_COLLECTIONS
-from tensortap.hook_config import CollectionSettings, HookConfig
+from tensortap.hook_config import CollectionSettings, HookConfig, HookSettings
 from tensortap.jobs.actions import Action, StopTraining, action_from_dict
 from tensortap.rules.builtin import BUILTIN_RULES
 from tensortap.rules.rule_configs import BuiltinRuleConfig
 from tensortap.rules.spec import RuleSpec, rule_spec_fields, string_parameters
+from tensortap.writer.options import WriterOptions
 
 #: The hook's save interval in a job whose user set none: rules need more than every 500th step.
 JOB_SAVE_INTERVAL = "10"
@@ -46,13 +47,15 @@ class CollectionConfig:
 
     name: str
     parameters: Mapping[str, Any] = field(default_factory=dict)
+    _settings: CollectionSettings = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "parameters", _strings(self.parameters, "parameters"))
-        self.settings()  # validate now
+        # parsed (and so validated) now, once
+        object.__setattr__(self, "_settings", CollectionSettings(self.name, self.parameters))
 
     def settings(self) -> CollectionSettings:
-        return CollectionSettings(self.name, self.parameters)
+        return self._settings
 
 
 @dataclass(frozen=True)
@@ -61,11 +64,17 @@ class DebuggerHookConfig:
 
     The trial is written inside the job's directory, or, with ``s3_output_path`` (an
     ``s3://bucket/prefix`` URL or a directory), at ``{s3_output_path}/{job_name}/debug-output``
-    as SageMaker lays it out (see ``TrainingJob.debugger_artifacts_path``)."""
+    as SageMaker lays it out (see ``TrainingJob.debugger_artifacts_path``).
+
+    ``writer_options`` sets the training process's background writer: a
+    :class:`~tensortap.writer.WriterOptions`, or a dict of its fields (``flush_secs``,
+    ``idle_flush_secs``, ``when_full``, ``max_queue_bytes``, ...; values may be strings)."""
 
     hook_parameters: Mapping[str, Any] = field(default_factory=dict)
     collection_configs: Sequence[CollectionConfig] = ()
     s3_output_path: str | None = None
+    writer_options: WriterOptions | Mapping[str, Any] | None = None
+    _settings: HookSettings = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         path = self.s3_output_path
@@ -84,7 +93,22 @@ class DebuggerHookConfig:
                     f"collection_configs must hold CollectionConfig objects, got {c!r}"
                 )
         object.__setattr__(self, "collection_configs", configs)
-        HookConfig("validate", self.hook_parameters, tuple(c.settings() for c in configs))
+        # parsed (and so validated) now, once: the job's hook configuration takes these values
+        object.__setattr__(self, "_settings", HookSettings(self.hook_parameters))
+        options = self.writer_options
+        if options is not None and not isinstance(options, WriterOptions):
+            try:
+                options = WriterOptions.from_dict(options)
+            except InvalidConfigError as exc:
+                raise InvalidConfigError(
+                    f"writer_options: {exc} (pass a WriterOptions or a dict of its fields)"
+                ) from None
+            object.__setattr__(self, "writer_options", options)
+
+    @property
+    def settings(self) -> HookSettings:
+        """The parsed hook parameters."""
+        return self._settings
 
     def trial_location(self, job_name: str, default: str) -> str:
         """Where a job of this name writes its trial (``default`` without s3_output_path)."""
@@ -315,22 +339,27 @@ def hook_config(
     """The hook configuration of a job: the user's collections, plus those the rules read (a
     rule's settings fill in what the user did not set)."""
     debugger = debugger or DebuggerHookConfig()
-    params = dict(debugger.hook_parameters)
+    # The user's values were parsed when the DebuggerHookConfig was made: they are taken as
+    # they are. Only what the job adds is parsed here (its default schedule, and a collection
+    # that rules and the user both configure, whose parameters merge key by key).
+    settings = debugger.settings
+    params = dict(settings)
     if rules and not any(k.endswith("save_interval") or k.endswith("save_steps") for k in params):
         params["save_interval"] = JOB_SAVE_INTERVAL
         params["eval.save_interval"] = JOB_EVAL_SAVE_INTERVAL
-    merged: dict[str, dict[str, Any]] = {}
+        settings = HookSettings(params)
+    merged: dict[str, list[CollectionSettings]] = {}
     for rule in rules:
         for coll in rule.collections:
-            merged.setdefault(coll.name, {}).update(coll.parameters)
+            merged.setdefault(coll.name, []).append(coll)
     for config in debugger.collection_configs:
-        merged.setdefault(config.name, {}).update(config.parameters)
-    collections = tuple(CollectionSettings(n, p) for n, p in merged.items())
+        merged.setdefault(config.name, []).append(config.settings())
+    collections = tuple(_merged(name, given) for name, given in merged.items())
     if collections and "include_collections" not in params:  # the defaults are saved too
         names = dict.fromkeys([*DEFAULT_INCLUDE_COLLECTIONS, *merged])
-        params["include_collections"] = ",".join(names)
+        settings = settings.with_include_collections(tuple(names))
     elif "include_collections" in params:
-        given = [c.strip() for c in params["include_collections"].split(",") if c.strip()]
+        given = list(settings.include_collections or ())
         check_included(given, [*_KNOWN_COLLECTIONS, *merged], "the job's hook")
         for rule in rules:
             lacking = [c.name for c in rule.collections if c.name not in given]
@@ -343,7 +372,23 @@ def hook_config(
                     ",".join(given),
                 )
                 given += lacking
-        params["include_collections"] = ",".join(given)
+        settings = settings.with_include_collections(tuple(given))
+    options = debugger.writer_options
     return HookConfig(
-        out_dir, params, collections, stop_file=stop_file, tensorboard_dir=tensorboard_dir
+        out_dir,
+        settings,
+        collections,
+        stop_file=stop_file,
+        tensorboard_dir=tensorboard_dir,
+        writer_options=options if isinstance(options, WriterOptions) else None,  # typed above
     )
+
+
+def _merged(name: str, given: list[CollectionSettings]) -> CollectionSettings:
+    """One collection's settings from the rules' and the user's (later ones win key by key)."""
+    if len(given) == 1:
+        return given[0]
+    parameters: dict[str, Any] = {}
+    for settings in given:
+        parameters.update(settings.parameters)
+    return CollectionSettings(name, parameters)

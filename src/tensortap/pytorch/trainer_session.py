@@ -34,7 +34,7 @@ from tensortap.core.collections import CollectionKeys
 from tensortap.core.modes import ModeKeys
 from tensortap.core.save_config import SaveConfig, SaveConfigMode
 from tensortap.core.stop import StopRequest
-from tensortap.hook_config import CONFIG_ENV, HookConfig
+from tensortap.hook_config import CONFIG_ENV, read_config
 from tensortap.pytorch.hook import Hook, get_hook
 
 logger = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ class TrainerSession:
             return existing, False
         overrides = {**self.hook_kwargs, "auto_step": False}
         if self.out_dir is None and os.environ.get(CONFIG_ENV):
-            config = HookConfig.from_json_file()
+            config = read_config()
             if config.stop_file:
                 self._stop = StopRequest(config.stop_file)
             return config.create_hook(Hook, stop_file=None, **overrides), True

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
 from tensortap.exceptions import InvalidConfigError
@@ -67,3 +68,38 @@ class WriterOptions:
                 raise InvalidConfigError(f"{name} must be an int >= 1, got {value!r}")
         if self.when_full not in ("block", "drop"):
             raise InvalidConfigError(f"when_full must be 'block' or 'drop', got {self.when_full!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The options as JSON values (a job's hook configuration holds them)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WriterOptions:
+        """Options from JSON or a job's settings: numbers may be given as strings ("5",
+        "0.5"), and ``idle_flush_secs`` as null or "none" to turn idle publishing off."""
+        names = [f.name for f in fields(cls)]
+        if not isinstance(data, Mapping):
+            raise InvalidConfigError(
+                f'writer options must be an object such as {{"flush_secs": 5}}, got {data!r}'
+            )
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise InvalidConfigError(
+                f"unknown writer options {unknown}; accepted: {', '.join(names)}"
+            )
+        return cls(**{name: _from_text(name, value) for name, value in data.items()})
+
+
+def _from_text(name: str, value: Any) -> Any:
+    """A value as a job or a command line writes it ("5", "none") turned into its type; other
+    values are left to the checks in ``__post_init__``."""
+    if not isinstance(value, str) or name == "when_full":
+        return value
+    text = value.strip()
+    if name == "idle_flush_secs" and text.lower() in ("none", "null", "off"):
+        return None
+    try:
+        return int(text) if name.endswith("_bytes") else float(text)
+    except ValueError:
+        kind = "an int" if name.endswith("_bytes") else "a number"
+        raise InvalidConfigError(f"{name} must be {kind}, got {value!r}") from None
