@@ -53,11 +53,10 @@ def emit(
     codes: np.ndarray,
     answers: Sequence[Callable[[np.ndarray], StepRun]]
     | Mapping[int, Callable[[np.ndarray], StepRun]],
-    before: Callable[[int], None] | None = None,
 ) -> Iterator[Finding | StepRun]:
     """Yield, in step order, ``answers[code](run of steps)`` for each run of steps with the same
-    code, and ``rule.evaluate(step)`` where the code is :data:`EVALUATE` (after
-    ``before(step)``, which sets the rule's state as the walk would have left it)."""
+    code, and ``rule.evaluate(step)`` where the code is :data:`EVALUATE` (a stateless rule's
+    quiet steps leave its state as evaluating them would)."""
     if not len(steps):
         return
     cuts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
@@ -67,8 +66,6 @@ def emit(
             yield answers[code](steps[lo:hi])
             continue
         for step in steps[lo:hi].tolist():
-            if before is not None:
-                before(step)
             yield rule.evaluate(step)
 
 
