@@ -240,14 +240,7 @@ class Rule:
         except MISSING_DATA as exc:
             return self._finding(step, mode, mode_step, Outcome.SKIPPED, str(exc))
         except (Exception, SystemExit) as exc:  # the rule's own code failed (or exited)
-            return self._finding(
-                step,
-                mode,
-                mode_step,
-                Outcome.ERROR,
-                failure_text(exc),
-                traceback="".join(traceback.format_exception(exc)),
-            )
+            return self._failed(step, mode, mode_step, exc)
         finally:
             if asked_before is not None:
                 self._asked |= base.collections_asked
@@ -289,15 +282,13 @@ class Rule:
 
     def failure(self, step: int, exc: BaseException) -> Finding:
         """The ERROR finding of ``exc``, raised by this rule's own code at ``step``."""
-        mode, mode_step = _mode_of(self.base_trial, step)
-        return self._finding(
-            step,
-            mode,
-            mode_step,
-            Outcome.ERROR,
-            failure_text(exc),
-            traceback="".join(traceback.format_exception(exc)),
-        )
+        return self._failed(step, *_mode_of(self.base_trial, step), exc)
+
+    def _failed(
+        self, step: int, mode: ModeKeys | None, mode_step: int | None, exc: BaseException
+    ) -> Finding:
+        trace = "".join(traceback.format_exception(exc))
+        return self._finding(step, mode, mode_step, Outcome.ERROR, failure_text(exc), trace)
 
     def quiet(
         self, steps: np.ndarray, why_unjudged: str | None = None, *, judged: bool = True
@@ -346,14 +337,7 @@ class Rule:
         try:
             answer = self.invoke_while_waiting(last_step)
         except (Exception, SystemExit) as exc:
-            return self._finding(
-                step,
-                None,
-                None,
-                Outcome.ERROR,
-                failure_text(exc),
-                traceback="".join(traceback.format_exception(exc)),
-            )
+            return self._failed(step, None, None, exc)
         if not answer:
             return None
         return self._finding(step, None, None, Outcome.TRIGGERED, "condition met")

@@ -69,20 +69,22 @@ def emit(
             yield rule.evaluate(step)
 
 
-def finite_screen(
-    trial: Trial, names: Sequence[str], steps: np.ndarray
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """For each of ``steps``: whether one of ``names`` was saved there, and whether one holds
-    (or may hold) a non-finite value: a saved number that is not finite, a raw value the series
-    do not hold, a record saved twice. None for a trial of several workers (judged step by
-    step)."""
-    saved = saved_records(trial, names)
+def judge_finite(
+    rule: Rule, names: Sequence[str], steps: np.ndarray, nothing_saved: str
+) -> Iterator[Finding | StepRun] | None:
+    """What a rule of non-finite values says of ``steps``: where none of ``names`` was saved,
+    skipped (``nothing_saved``); where all of them are finite in the saved numbers, OK; the
+    other steps evaluated (a saved number that is not finite, a raw value the series do not
+    hold, a record saved twice). None for a trial of several workers (judged step by step)."""
+    saved = saved_records(rule.base_trial, names)
     if saved.workers > 1:
         return None
     unknown = (saved.kind == RecordKind.TENSOR) & ~saved.known
     with np.errstate(invalid="ignore"):
         doubt = unknown | (saved.known & ~np.isfinite(saved.value)) | saved.repeated()
-    return any_at(steps, saved.step), any_at(steps, saved.step, doubt)
+    at_all, in_doubt = any_at(steps, saved.step), any_at(steps, saved.step, doubt)
+    codes = np.where(~at_all, 0, np.where(in_doubt, EVALUATE, 1))
+    return emit(rule, steps, codes, [lambda s: rule.skipped(s, nothing_saved), rule.quiet])
 
 
 def per_step(

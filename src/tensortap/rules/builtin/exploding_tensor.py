@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tensortap.rules.builtin._bulk import EVALUATE, emit, finite_screen, steps_array
+from tensortap.rules.builtin._bulk import judge_finite, steps_array
 from tensortap.rules.builtin._common import collection_names_param, select
 from tensortap.rules.finding import Finding, StepRun
 from tensortap.rules.rule import Rule
@@ -70,17 +70,10 @@ class ExplodingTensor(Rule):
     def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
         """Steps whose selected tensors are all finite in the saved numbers (reductions,
         one-element values) are OK at once; the others are evaluated one by one."""
-        at = steps_array(steps)
         with self.asking():
             names = select(self.base_trial, self.collection_names, self.tensor_regex)
-        screen = finite_screen(self.base_trial, names, at)
-        if screen is None:
-            yield from super().judge_steps(steps)
-            return
-        saved, doubt = screen
-        codes = np.where(~saved, 0, np.where(doubt, EVALUATE, 1))
-        answers = [lambda s: self.skipped(s, _NOTHING_SAVED), self.quiet]
-        yield from emit(self, at, codes, answers)
+        judged = judge_finite(self, names, steps_array(steps), _NOTHING_SAVED)
+        yield from super().judge_steps(steps) if judged is None else judged
 
     def invoke_at_step(self, step: int) -> bool:
         names = self._names(step)

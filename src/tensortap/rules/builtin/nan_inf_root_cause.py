@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
-
-from tensortap.rules.builtin._bulk import EVALUATE, emit, finite_screen, steps_array
+from tensortap.rules.builtin._bulk import judge_finite, steps_array
 from tensortap.rules.builtin._common import names_in, nonfinite_names, select
 from tensortap.rules.finding import Finding, StepRun
 from tensortap.rules.rule import Rule
@@ -64,14 +62,11 @@ class NaNInfRootCause(Rule):
         if self.found_at is None:
             with self.asking():
                 names = select(self.base_trial, self.collection_names, self.tensor_regex)
-            screen = finite_screen(self.base_trial, names, at)
-            if screen is None:
+            judged = judge_finite(self, names, at, _NOTHING_SAVED)
+            if judged is None:
                 yield from super().judge_steps(steps)
                 return
-            saved, doubt = screen
-            codes = np.where(~saved, 0, np.where(doubt, EVALUATE, 1))
-            answers = [lambda s: self.skipped(s, _NOTHING_SAVED), self.quiet]
-            for found in emit(self, at, codes, answers):
+            for found in judged:
                 yield found
                 traced = self._traced()
                 if traced is not None:  # the rest is said at once
