@@ -16,7 +16,7 @@ import numbers
 import os
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
@@ -29,6 +29,7 @@ from tensortap.core.collections import (
     check_included,
 )
 from tensortap.core.dtypes import as_saveable_array
+from tensortap.core.handles import HookHandle
 from tensortap.core.modes import ModeKeys, parse_mode
 from tensortap.core.recorder import StepRecorder, records_from_array
 from tensortap.core.reduction_config import ReductionConfig
@@ -185,6 +186,7 @@ class Hook:
         self._logged_errors: set[tuple[str, str]] = set()
         self._closed = False
         self._rolled_back: list[list[Any]] = []  # [mode, first, last] counted again
+        self._handles: list[HookHandle] = []  # what register_* installed: close() removes it
         store = open_store(out_dir)
         try:
             self._writer = TrialWriter(
@@ -431,6 +433,20 @@ class Hook:
         self._recorder.include_collection(name)
 
     # -- lifecycle --
+    def _registered(self, *undo: Callable[[], object]) -> HookHandle:
+        """For framework adapters: the handle of one registration, which ``undo`` takes
+        away (removing its framework hooks, forgetting its objects); :meth:`close` removes it."""
+        handle = HookHandle(undo)
+        self._handles = [h for h in self._handles if not h.removed]
+        self._handles.append(handle)
+        return handle
+
+    def _remove_handles(self) -> None:
+        """Remove every registration: nothing of this hook stays on the user's objects."""
+        handles, self._handles = self._handles, []
+        for handle in handles:
+            self._guard_event(handle.remove)
+
     @property
     def status(self) -> HookStatus:
         return HookStatus(self._internal_errors, self._last_internal_error, self._writer.status)
@@ -456,6 +472,7 @@ class Hook:
             self._closed = True
             recorder = self._recorder
             self._guard(recorder.flush_step)
+            self._remove_handles()  # after the last step saved what the models held
             end = {
                 "last_global_step": recorder.global_step,
                 "last_mode": recorder.mode.name,

@@ -12,6 +12,7 @@ import logging
 import os
 import weakref
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from tensortap.core.collections import (
     TRAINING_LOOP,
     CollectionKeys,
 )
+from tensortap.core.handles import HookHandle
 from tensortap.core.modes import ModeKeys
 from tensortap.core.recorder import RAW_PLAN, records_from_array
 from tensortap.core.reduction_config import ReductionConfig
@@ -143,6 +145,7 @@ class Hook(TrainerControls, BaseHook):
         self._registry = Registry()
         self._names = self._registry.names
         self._optimizers: list[tuple[str, torch.optim.Optimizer]] = []
+        self._registrations: dict[int, HookHandle] = {}  # by id of the object registered
         self._optimizer_owned: weakref.WeakKeyDictionary[torch.optim.Optimizer, bool] = (
             weakref.WeakKeyDictionary()
         )
@@ -165,41 +168,50 @@ class Hook(TrainerControls, BaseHook):
         _current = self
 
     # -- registration --
-    def register_module(self, module: nn.Module, name: str | None = None) -> None:
+    # Each register_* returns a HookHandle: handle.remove() takes away the torch hooks it
+    # installed and forgets the object; close() removes them all, so a closed hook leaves
+    # nothing on the model and keeps none of it alive.
+    def register_module(self, module: nn.Module, name: str | None = None) -> HookHandle:
         """Watch ``module`` and its submodules: a forward of ``module`` drives step counting.
 
         ``name`` prefixes the names of a second model's tensors (default: its class name).
+        Returns the registration's handle (the same one when ``module`` is registered already).
         """
         if not isinstance(module, nn.Module):
             raise InvalidConfigError(
                 f"register_module expects a torch.nn.Module, got {type(module).__name__}"
             )
         if any(m is module for m in self._models):
-            return
+            return self._registrations[id(module)]
         compiled = is_compiled(module)
         if compiled:
             refuse_io_inside_compiled(self._recorder.include_collections)
         self._registry.add_model(unwrap(module), name, compiled)
-        module.register_forward_pre_hook(self._on_model_forward)
-        module.register_forward_hook(self._on_model_output)
+        pre = module.register_forward_pre_hook(self._on_model_forward)
+        post = module.register_forward_hook(self._on_model_output)
         self._models.append(module)
         self._optimizer_owned = weakref.WeakKeyDictionary()  # ownership may change
+        return self._registration(module, pre.remove, post.remove, partial(self._forget, module))
 
-    def register_hook(self, module: nn.Module) -> None:
+    def register_hook(self, module: nn.Module) -> HookHandle:
         """smdebug's name for :meth:`register_module`."""
-        self.register_module(module)
+        return self.register_module(module)
 
-    def register_loss(self, loss_module: nn.Module) -> None:
+    def register_loss(self, loss_module: nn.Module) -> HookHandle:
         """Save the output of a loss module in ``losses`` (``<LossClass>_output_0``)."""
         if not isinstance(loss_module, nn.Module):
             raise InvalidConfigError(
                 f"register_loss expects a torch.nn.Module loss (e.g. nn.CrossEntropyLoss()), got "
                 f"{type(loss_module).__name__}; for a functional loss call hook.record_loss(loss)"
             )
-        if self._registry.add_loss(loss_module):
-            loss_module.register_forward_hook(self._on_loss_forward)
+        known = self._registrations.get(id(loss_module))
+        if known is not None or not self._registry.add_loss(loss_module):
+            return known or HookHandle(())  # a module of a registered model: nothing installed
+        post = loss_module.register_forward_hook(self._on_loss_forward)
+        forget = partial(self._forget_loss, loss_module)
+        return self._registration(loss_module, post.remove, forget)
 
-    def register_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+    def register_optimizer(self, optimizer: torch.optim.Optimizer) -> HookHandle:
         """Save the optimizer's hyperparameters and state in ``optimizer_variables``; its
         ``step()`` then marks the end of a training step (so gradient accumulation over several
         backward passes is one step)."""
@@ -209,13 +221,14 @@ class Hook(TrainerControls, BaseHook):
                 f"{type(optimizer).__name__}"
             )
         if any(o is optimizer for _, o in self._optimizers):
-            return
+            return self._registrations[id(optimizer)]
         n = len(self._optimizers)
         self._optimizers.append(("optimizer" if n == 0 else f"optimizer_{n}", optimizer))
         self._optimizer_owned[optimizer] = True
         self._tracker.expect(Update.OPTIMIZER_STEP)
+        return self._registration(optimizer, partial(self._forget_optimizer, optimizer))
 
-    def register_grad_scaler(self, scaler: Any) -> None:
+    def register_grad_scaler(self, scaler: Any) -> HookHandle:
         """Use a ``torch.amp.GradScaler``: gradients are saved unscaled, and its ``update()``
         marks the end of a training step (steps it skips for inf/NaN still count)."""
         if not callable(getattr(scaler, "update", None)) or not hasattr(scaler, "scale"):
@@ -223,9 +236,10 @@ class Hook(TrainerControls, BaseHook):
                 f"register_grad_scaler expects a torch.amp.GradScaler, got {type(scaler).__name__}"
             )
         if self._scaler is scaler:
-            return
+            return self._registrations[id(scaler)]
         self._scaler = scaler
         original = scaler.update
+        own = vars(scaler).get("update")  # an update the scaler's owner set on it, if any
         hook_ref = weakref.ref(self)
 
         def update(*args: Any, **kwargs: Any) -> Any:
@@ -235,8 +249,50 @@ class Hook(TrainerControls, BaseHook):
                 hook._after_update(Update.SCALER_UPDATE)
             return result
 
+        def restore() -> None:
+            if own is None:
+                vars(scaler).pop("update", None)
+            else:
+                scaler.update = own
+            if self._scaler is scaler:
+                self._scaler = None
+                self._expect_registered_updates()
+
         scaler.update = update
         self._tracker.expect(Update.SCALER_UPDATE)
+        return self._registration(scaler, restore)
+
+    def _registration(self, obj: object, *undo: Callable[[], object]) -> HookHandle:
+        handle = self._registered(*undo, partial(self._registrations.pop, id(obj), None))
+        self._registrations[id(obj)] = handle
+        return handle
+
+    def _forget(self, module: nn.Module) -> None:
+        """A model's registration was removed: its tensors are no longer saved."""
+        with self._lock:
+            self._models = [m for m in self._models if m is not module]
+            self._registry.remove_model(unwrap(module))
+            self._module_io.remove()  # installed again at the next due step, for those left
+            self._optimizer_owned = weakref.WeakKeyDictionary()
+
+    def _forget_loss(self, module: nn.Module) -> None:
+        with self._lock:
+            self._registry.remove_loss(module)
+            self._module_io.remove()
+
+    def _forget_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        with self._lock:
+            self._optimizers = [(n, o) for n, o in self._optimizers if o is not optimizer]
+            self._optimizer_owned = weakref.WeakKeyDictionary()
+            self._expect_registered_updates()
+
+    def _expect_registered_updates(self) -> None:
+        """Steps end at the most specific update still registered."""
+        self._tracker.update = Update.BACKWARD
+        if self._optimizers:
+            self._tracker.expect(Update.OPTIMIZER_STEP)
+        if self._scaler is not None:
+            self._tracker.expect(Update.SCALER_UPDATE)
 
     # -- explicit saving --
     def save_tensor(
