@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from tensortap.core.collections import (
     BUILTIN_COLLECTIONS,
@@ -36,6 +36,7 @@ from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.save_config import SaveConfig
 from tensortap.core.stop import StopRequest
 from tensortap.exceptions import (
+    FrameworkHookNeeded,
     InvalidConfigError,
     InvalidTensorError,
     StorageError,
@@ -103,6 +104,51 @@ def _in_job_trial(out_dir: str | os.PathLike[str] | Store, worker: str) -> Any:
         out_dir,
     )
     return trial
+
+
+_KERAS_KINDS = ("train", "test", "predict")
+#: The methods of each framework's hook (and smdebug's names for them): the framework-free hook,
+#: or another framework's, asked for one says which hook has it (tests check the lists).
+ADAPTER_METHODS: dict[str, tuple[str, ...]] = {
+    "tensortap.pytorch.Hook": (
+        "register_module",
+        "register_hook",
+        "register_loss",
+        "register_optimizer",
+        "register_grad_scaler",
+        "record_loss",
+        "record_tensor_value",
+    ),
+    "tensortap.mxnet.Hook": ("register_block", "register_module", "register_hook", "register_loss"),
+    "tensortap.keras.KerasHook": (
+        "register_model",  # smdebug's: a KerasHook learns its model from Keras (set_model)
+        "set_model",
+        "set_params",
+        "wrap_tape",
+        *(f"on_{kind}_{edge}" for kind in _KERAS_KINDS for edge in ("begin", "end")),
+        *(f"on_{kind}_batch_{edge}" for kind in _KERAS_KINDS for edge in ("begin", "end")),
+        "on_epoch_begin",
+        "on_epoch_end",
+    ),
+    "tensortap.xgboost.Hook": ("before_training", "after_iteration", "after_training"),
+    "tensortap.jax.Hook": ("save_pytree", "end_step"),
+}
+
+
+def _missing_method(hook: Hook, name: str) -> AttributeError:
+    """The error for ``hook.<name>`` that ``hook`` lacks: one naming the framework hook that has
+    it when ``name`` is one of theirs."""
+    owners = [adapter for adapter, names in ADAPTER_METHODS.items() if name in names]
+    cls = type(hook)
+    if not owners:
+        return AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
+    kind = f"{cls.__module__.removesuffix('.hook')}.{cls.__name__}"
+    what = "the framework-free hook" if cls.framework is None else "this hook"
+    return FrameworkHookNeeded(
+        f"{kind} ({what}) has no {name}(): that is a method of {' and '.join(owners)}. "
+        f"Make the hook of your framework instead, with the same arguments: "
+        f"hook = {owners[0]}(out_dir, ...)"
+    )
 
 
 @atexit.register
@@ -212,6 +258,12 @@ class Hook:
         with _open_hooks_lock:
             _open_hooks.add(self)
             _hooks_made += 1
+
+    if not TYPE_CHECKING:  # (for mypy, a misspelt attribute stays an error)
+
+        def __getattr__(self, name: str) -> Any:
+            # Only for attributes that do not exist: a framework method says which hook has it.
+            raise _missing_method(self, name)
 
     def _writes(self, location: str) -> bool:
         """Whether this hook writes the trial at ``location`` (a path or URL)."""

@@ -418,3 +418,16 @@ def test_the_all_collection_saves_everything_including_optimizer_state(tmp_path:
     assert {"loss", "dense/kernel", "gradients/dense/kernel", "dense/relu_output_0"} <= names
     assert {"labels", "predictions", "sequential_input_0", "optimizer/learning_rate"} <= names
     assert "optimizer/sequential_dense_kernel_momentum" in names  # Adam's first moment
+
+
+def test_framework_free_hook_in_callbacks_names_keras_hook(tmp_path: Path) -> None:
+    import tensortap
+    from tensortap.exceptions import FrameworkHookNeeded
+
+    x, y = data()
+    model = mlp()
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    hook = tensortap.Hook(tmp_path / "run")
+    with pytest.raises(FrameworkHookNeeded, match=r"tensortap\.keras\.KerasHook"):
+        model.fit(x, y, epochs=1, callbacks=[hook], verbose=0)
+    hook.close()
