@@ -4,13 +4,24 @@ says which hook to make."""
 from __future__ import annotations
 
 import importlib
+import inspect
+import json
 from pathlib import Path
 
 import pytest
 
 import tensortap
 from tensortap.exceptions import FrameworkHookNeeded, InvalidConfigError, TensortapError
-from tensortap.hook import ADAPTER_METHODS
+from tensortap.hook import ADAPTER_METHODS, HookOptions
+
+
+def adapter_class(adapter: str) -> type:
+    """The class ``tensortap.<framework>.<name>`` names (the test skips without the framework)."""
+    module, _, name = adapter.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        pytest.skip(f"{module} cannot be imported here: {exc}")
 
 
 @pytest.mark.parametrize(
@@ -59,11 +70,59 @@ def test_any_other_missing_attribute_is_a_plain_attribute_error(tmp_path: Path) 
 
 @pytest.mark.parametrize("adapter", sorted(ADAPTER_METHODS))
 def test_the_listed_methods_are_the_adapters(adapter: str) -> None:
-    module, _, name = adapter.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except ImportError as exc:
-        pytest.skip(f"{module} cannot be imported here: {exc}")
+    cls = adapter_class(adapter)
     smdebug_only = {"register_model"}  # KerasHook learns its model from Keras (set_model)
     missing = [m for m in ADAPTER_METHODS[adapter] if m not in smdebug_only and not hasattr(cls, m)]
     assert missing == []
+
+
+def _keyword_only(fn: object) -> dict[str, inspect.Parameter]:
+    params = inspect.signature(fn).parameters  # type: ignore[arg-type]
+    return {n: p for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+def test_hook_options_are_the_base_hooks_keyword_only_arguments() -> None:
+    params = inspect.signature(tensortap.Hook.__init__).parameters
+    positional = [n for n, p in params.items() if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    assert positional == ["self", "out_dir"]
+    assert set(_keyword_only(tensortap.Hook.__init__)) == set(HookOptions.__annotations__)
+
+
+@pytest.mark.parametrize("adapter", sorted(ADAPTER_METHODS))
+def test_each_adapter_adds_its_own_arguments_only(adapter: str) -> None:
+    cls = adapter_class(adapter)
+    params = inspect.signature(cls.__init__).parameters
+    kinds = {n: p.kind for n, p in params.items()}
+    assert list(kinds)[:2] == ["self", "out_dir"]
+    assert kinds.pop("options") is inspect.Parameter.VAR_KEYWORD  # the shared options, as given
+    own = set(_keyword_only(cls.__init__))
+    assert own.isdisjoint(HookOptions.__annotations__)
+    assert set(kinds) == {"self", "out_dir", *own}
+
+
+def test_options_after_out_dir_are_keyword_only(tmp_path: Path) -> None:
+    with pytest.raises(TypeError):
+        tensortap.Hook(tmp_path / "a", tensortap.SaveConfig(save_interval=1))  # type: ignore[misc]
+    hook = tensortap.Hook(tmp_path / "b", save_config=tensortap.SaveConfig(save_interval=1))
+    hook.close()
+
+
+def test_get_hook_is_the_open_hook_of_its_own_framework(tmp_path: Path, monkeypatch) -> None:
+    xgb = pytest.importorskip("tensortap.xgboost")
+    pt = pytest.importorskip("tensortap.pytorch")
+    assert xgb.get_hook() is None or not xgb.get_hook().closed
+    torch_hook = pt.Hook(tmp_path / "torch")
+    hook = xgb.Hook(tmp_path / "xgb")
+    assert xgb.get_hook() is hook and pt.get_hook() is torch_hook
+    assert tensortap.Hook.current() is None  # the framework-free hook's own entry
+    hook.close()
+    assert xgb.get_hook() is None  # a closed hook is no one's current hook
+    assert pt.get_hook() is torch_hook
+    torch_hook.close()
+
+    config = tmp_path / "hook.json"
+    config.write_text(json.dumps({"out_dir": str(tmp_path / "from_json")}))
+    monkeypatch.setenv("TENSORTAP_CONFIG", str(config))
+    made = xgb.get_hook(create_if_not_exists=True)
+    assert isinstance(made, xgb.Hook) and xgb.get_hook() is made
+    made.close()

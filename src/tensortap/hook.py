@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypedDict, TypeVar
 
 from tensortap.core.collections import (
     BUILTIN_COLLECTIONS,
@@ -50,6 +50,9 @@ from tensortap.writer import SessionStart, TrialWriter, WriterOptions, WriterSta
 logger = logging.getLogger(__name__)
 _H = TypeVar("_H", bound="Hook")
 
+#: Where a hook writes: a directory, a URL (``s3://bucket/prefix``) or a Store.
+OutDir: TypeAlias = "str | os.PathLike[str] | Store"
+
 DEFAULT_INCLUDE_COLLECTIONS = (
     CollectionKeys.DEFAULT,
     CollectionKeys.LOSSES,
@@ -60,6 +63,9 @@ DEFAULT_INCLUDE_COLLECTIONS = (
 _DEFAULT_ONLY = (CollectionKeys.DEFAULT,)
 _open_hooks: weakref.WeakSet[Hook] = weakref.WeakSet()
 _open_hooks_lock = threading.Lock()
+#: "The current hook" of each framework (None: the framework-free hook's): the one made last in
+#: this process, until it is closed. ``get_hook()`` of every framework reads it (Hook.current).
+_current: dict[str | None, Hook] = {}
 _hooks_made = 0
 
 
@@ -159,6 +165,23 @@ def _close_open_hooks() -> None:
         hook.close()
 
 
+class HookOptions(TypedDict, total=False):
+    """The options every hook takes after ``out_dir``, by keyword only (see :class:`Hook` for
+    what each means). A framework's hook takes its own arguments and ``**options:
+    Unpack[HookOptions]``, handed to :class:`Hook` as they are: the options are defined once."""
+
+    save_config: SaveConfig | None
+    reduction_config: ReductionConfig | None
+    include_collections: Iterable[str] | None
+    include_regex: str | Iterable[str] | None
+    worker: str | int | None
+    num_workers: int | None
+    writer_options: WriterOptions | None
+    stop_file: str | os.PathLike[str] | None
+    export_tensorboard: bool
+    tensorboard_dir: str | os.PathLike[str] | None
+
+
 @dataclass(frozen=True)
 class HookStatus:
     """What went wrong inside tensortap so far (training was never interrupted by it)."""
@@ -194,20 +217,31 @@ class Hook:
     #: a job picks the rules that suit it. None for the framework-free hook.
     framework: ClassVar[str | None] = None
 
+    #: What this kind of hook saves when ``include_collections`` is not given.
+    default_include_collections: ClassVar[tuple[str, ...]] = DEFAULT_INCLUDE_COLLECTIONS
+    #: Its schedule when ``save_config`` is not given (None: ``SaveConfig()``'s).
+    default_save_config: ClassVar[SaveConfig | None] = None
+
     def __init__(
         self,
-        out_dir: str | os.PathLike[str] | Store,
+        out_dir: OutDir,
+        *,
         save_config: SaveConfig | None = None,
         reduction_config: ReductionConfig | None = None,
         include_collections: Iterable[str] | None = None,
         include_regex: str | Iterable[str] | None = None,
         worker: str | int | None = None,
-        num_workers: int = 1,
+        num_workers: int | None = None,
         writer_options: WriterOptions | None = None,
         stop_file: str | os.PathLike[str] | None = None,
         export_tensorboard: bool = False,
         tensorboard_dir: str | os.PathLike[str] | None = None,
     ) -> None:
+        """``out_dir`` may be given by position; every option after it by keyword only
+        (:class:`HookOptions` lists them). ``num_workers`` None is 1, or the world size the
+        framework's distributed runtime reports (PyTorch)."""
+        if num_workers is None:
+            num_workers = 1
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
             raise InvalidConfigError(f"num_workers must be an int >= 1, got {num_workers!r}")
         if writer_options is not None and not isinstance(writer_options, WriterOptions):
@@ -221,8 +255,8 @@ class Hook:
         self.collection_manager = CollectionManager()
         if include_regex is not None:
             self.collection_manager.get(CollectionKeys.DEFAULT).include(include_regex)
-        names = DEFAULT_INCLUDE_COLLECTIONS if include_collections is None else include_collections
-        names = list(names)
+        defaults = type(self).default_include_collections
+        names = list(defaults if include_collections is None else include_collections)
         check_included(names, self.known_collections, f"this {type(self).__module__} hook")
         if include_regex is not None:  # tensors the hook's regex names are always saved
             names = [*names, CollectionKeys.DEFAULT]
@@ -247,6 +281,8 @@ class Hook:
         self._tensorboard = self._tensorboard_exporter(
             store, export_tensorboard, tensorboard_dir, num_workers
         )
+        if save_config is None:
+            save_config = type(self).default_save_config
         self._recorder = StepRecorder(
             self.collection_manager, self._writer, save_config, reduction_config, names
         )
@@ -257,6 +293,7 @@ class Hook:
         global _hooks_made
         with _open_hooks_lock:
             _open_hooks.add(self)
+            _current[type(self).framework] = self
             _hooks_made += 1
 
     if not TYPE_CHECKING:  # (for mypy, a misspelt attribute stays an error)
@@ -322,6 +359,27 @@ class Hook:
         keyword arguments override what the file says."""
         config = HookConfig.from_json_file(json_file_path)
         return config.create_hook(cls, **overrides)
+
+    @classmethod
+    def current(
+        cls: type[_H],
+        json_config_path: str | os.PathLike[str] | None = None,
+        create_if_not_exists: bool = False,
+    ) -> _H | None:
+        """The hook of this class's framework made last in this process, while it is open
+        (None once it is closed); each framework's ``get_hook`` is this, with smdebug's
+        arguments. With ``create_if_not_exists``, when there is none, one made from the JSON
+        configuration (``json_config_path``, else the file ``$TENSORTAP_CONFIG`` names; None
+        when neither is given)."""
+        with _open_hooks_lock:
+            hook = _current.get(cls.framework)
+        if isinstance(hook, cls):
+            return hook
+        if not create_if_not_exists:
+            return None
+        if json_config_path is None and not os.environ.get(CONFIG_ENV):
+            return None
+        return cls.create_from_json_file(json_config_path)
 
     # -- step and mode --
     @property
@@ -537,6 +595,8 @@ class Hook:
                 self._guard(self._tensorboard.close)
         with _open_hooks_lock:
             _open_hooks.discard(self)
+            if _current.get(type(self).framework) is self:
+                del _current[type(self).framework]
         status = self.status
         if not status.healthy:
             logger.warning("tensortap closed with problems: %s", status)

@@ -10,7 +10,6 @@ keeps nothing of it alive (as torch's and Ignite's removable handles do).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from types import TracebackType
 
 
 class HookHandle:
@@ -37,10 +36,5 @@ class HookHandle:
     def __enter__(self) -> HookHandle:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.remove()

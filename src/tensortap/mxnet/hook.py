@@ -21,30 +21,27 @@ whose outputs you need imperative).
 from __future__ import annotations
 
 import logging
-import os
 import re
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import mxnet as mx
 from mxnet import autograd, gluon
 
 from tensortap.core.collections import CollectionKeys
 from tensortap.core.modes import ModeKeys
-from tensortap.core.reduction_config import ReductionConfig
-from tensortap.core.save_config import SaveConfig
 from tensortap.exceptions import InvalidConfigError
 from tensortap.hook import Hook as BaseHook
-from tensortap.storage import Store
-from tensortap.writer import WriterOptions
+from tensortap.hook import HookOptions, OutDir
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
 RELU_ACTIVATIONS = "relu_activations"
 GRADIENT_PREFIX = "gradient/"
 _RELU_BLOCK = re.compile(r"(^|_)relu\d*$")
-
-_current: Hook | None = None
 
 
 def _arrays(value: Any) -> Iterator[Any]:
@@ -71,33 +68,8 @@ class Hook(BaseHook):
     known_collections = (*BaseHook.known_collections, RELU_ACTIVATIONS)
     framework = "mxnet"
 
-    def __init__(
-        self,
-        out_dir: str | os.PathLike[str] | Store,
-        save_config: SaveConfig | None = None,
-        reduction_config: ReductionConfig | None = None,
-        include_collections: Iterable[str] | None = None,
-        include_regex: str | Iterable[str] | None = None,
-        worker: str | int | None = None,
-        num_workers: int = 1,
-        writer_options: WriterOptions | None = None,
-        stop_file: str | os.PathLike[str] | None = None,
-        export_tensorboard: bool = False,
-        tensorboard_dir: str | os.PathLike[str] | None = None,
-    ) -> None:
-        super().__init__(
-            out_dir,
-            save_config,
-            reduction_config,
-            include_collections,
-            include_regex,
-            worker,
-            num_workers,
-            writer_options,
-            stop_file,
-            export_tensorboard,
-            tensorboard_dir,
-        )
+    def __init__(self, out_dir: OutDir, **options: Unpack[HookOptions]) -> None:
+        super().__init__(out_dir, **options)
         self.get_collection(RELU_ACTIVATIONS)
         self._blocks: list[gluon.Block] = []
         self._losses: list[gluon.Block] = []
@@ -107,8 +79,6 @@ class Hook(BaseHook):
         self._forward_in_step = False
         self._recording = False  # a forward of this step ran under autograd.record()
         self._recorder.add_step_end_callback(self._on_step_end)
-        global _current
-        _current = self
 
     # -- registration --
     def register_block(self, block: gluon.Block) -> None:
@@ -243,8 +213,5 @@ class Hook(BaseHook):
         self._recording = False
 
 
-def get_hook() -> Hook | None:
-    """The MXNet hook created last in this process, if it is still open."""
-    if _current is not None and not _current._closed:
-        return _current
-    return None
+#: The open MXNet hook made last in this process (see :meth:`tensortap.hook.Hook.current`).
+get_hook = Hook.current

@@ -9,11 +9,10 @@ See ``docs/pytorch.md`` for the step rule, the names and the collections.
 from __future__ import annotations
 
 import logging
-import os
 import weakref
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -28,11 +27,10 @@ from tensortap.core.collections import (
 from tensortap.core.handles import HookHandle
 from tensortap.core.modes import ModeKeys
 from tensortap.core.recorder import RAW_PLAN, records_from_array
-from tensortap.core.reduction_config import ReductionConfig
-from tensortap.core.save_config import SaveConfig
 from tensortap.core.step_tracker import StepTracker, Update
 from tensortap.exceptions import InvalidConfigError
 from tensortap.hook import Hook as BaseHook
+from tensortap.hook import HookOptions, OutDir
 from tensortap.pytorch import events
 from tensortap.pytorch.compiled import is_compiled, refuse_io_inside_compiled, warn_traced
 from tensortap.pytorch.convert import TorchConverter
@@ -54,12 +52,12 @@ from tensortap.pytorch.naming import (
 from tensortap.pytorch.optimizer import optimizer_tensors
 from tensortap.pytorch.registry import Param, Registry
 from tensortap.pytorch.trainer_controls import TrainerControls
-from tensortap.storage import Store
-from tensortap.writer import WriterOptions
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
-_current: Hook | None = None
 _NUMPY_SCALARS = frozenset((torch.float16, torch.float32, torch.float64, torch.int32, torch.int64))
 
 
@@ -97,40 +95,17 @@ class Hook(TrainerControls, BaseHook):
     framework = "pytorch"
 
     def __init__(
-        self,
-        out_dir: str | os.PathLike[str] | Store,
-        save_config: SaveConfig | None = None,
-        reduction_config: ReductionConfig | None = None,
-        include_collections: Iterable[str] | None = None,
-        include_regex: str | Iterable[str] | None = None,
-        worker: str | int | None = None,
-        num_workers: int | None = None,
-        writer_options: WriterOptions | None = None,
-        auto_step: bool = True,
-        stop_file: str | os.PathLike[str] | None = None,
-        export_tensorboard: bool = False,
-        tensorboard_dir: str | os.PathLike[str] | None = None,
+        self, out_dir: OutDir, *, auto_step: bool = True, **options: Unpack[HookOptions]
     ) -> None:
         if not isinstance(auto_step, bool):
             raise InvalidConfigError(f"auto_step must be True or False, got {auto_step!r}")
         dist = _distributed()
-        if worker is None and dist is not None:
-            worker = dist[0]
-        if num_workers is None:
-            num_workers = dist[1] if dist is not None else 1
-        super().__init__(
-            out_dir,
-            save_config,
-            reduction_config,
-            include_collections,
-            include_regex,
-            worker,
-            num_workers,
-            writer_options,
-            stop_file,
-            export_tensorboard,
-            tensorboard_dir,
-        )
+        if dist is not None:  # each rank writes as its own worker
+            if options.get("worker") is None:
+                options["worker"] = dist[0]
+            if options.get("num_workers") is None:
+                options["num_workers"] = dist[1]
+        super().__init__(out_dir, **options)
         self.get_collection(RELU_ACTIVATIONS)
         self.get_collection(OPTIMIZER_VARIABLES)
         self.get_collection(CollectionKeys.ALL).exclude(ALL_EXCLUDES)
@@ -164,8 +139,6 @@ class Hook(TrainerControls, BaseHook):
         self._recorder.add_step_end_callback(self._on_step_end)
         self._loop = LoopFacts(self._recorder, self._registry, self._contain)
         events.attach(self)
-        global _current
-        _current = self
 
     # -- registration --
     # Each register_* returns a HookHandle: handle.remove() takes away the torch hooks it
@@ -568,16 +541,5 @@ class Hook(TrainerControls, BaseHook):
         self._gradients_taken = set()
 
 
-def get_hook(
-    json_config_path: str | os.PathLike[str] | None = None, create_if_not_exists: bool = False
-) -> Hook | None:
-    """The PyTorch hook created last in this process (or one made from the JSON configuration
-    when there is none and ``create_if_not_exists`` is true)."""
-    global _current
-    if _current is not None and not _current._closed:
-        return _current
-    if not create_if_not_exists:
-        return None
-    if json_config_path is None and not os.environ.get("TENSORTAP_CONFIG"):
-        return None
-    return Hook.create_from_json_file(json_config_path)
+#: The open PyTorch hook made last in this process (see :meth:`tensortap.hook.Hook.current`).
+get_hook = Hook.current
