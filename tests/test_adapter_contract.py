@@ -6,11 +6,15 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import tensortap
+from tensortap import _shared as shared
+from tensortap._faces import FACES
 from tensortap.exceptions import FrameworkHookNeeded, InvalidConfigError, TensortapError
 from tensortap.hook import ADAPTER_METHODS, HookOptions
 
@@ -108,8 +112,11 @@ def test_options_after_out_dir_are_keyword_only(tmp_path: Path) -> None:
 
 
 def test_get_hook_is_the_open_hook_of_its_own_framework(tmp_path: Path, monkeypatch) -> None:
-    xgb = pytest.importorskip("tensortap.xgboost")
-    pt = pytest.importorskip("tensortap.pytorch")
+    pytest.importorskip("xgboost")
+    pytest.importorskip("torch")
+    import tensortap.pytorch as pt
+    import tensortap.xgboost as xgb
+
     assert xgb.get_hook() is None or not xgb.get_hook().closed
     torch_hook = pt.Hook(tmp_path / "torch")
     hook = xgb.Hook(tmp_path / "xgb")
@@ -126,3 +133,27 @@ def test_get_hook_is_the_open_hook_of_its_own_framework(tmp_path: Path, monkeypa
     made = xgb.get_hook(create_if_not_exists=True)
     assert isinstance(made, xgb.Hook) and xgb.get_hook() is made
     made.close()
+
+
+FACE_NAMES = sorted(FACES)
+
+
+@pytest.mark.parametrize("face", FACE_NAMES)
+def test_each_face_exports_the_shared_names_and_its_own(face: str) -> None:
+    module = importlib.import_module(face)
+    assert sorted(module.__all__) == sorted({*shared.__all__, *FACES[face]})
+    assert set(module.__all__) <= set(dir(module))
+
+
+def test_importing_the_faces_imports_no_framework() -> None:
+    """Every name of a face loads at first use: ``import tensortap.pytorch`` costs no torch."""
+    frameworks = ["torch", "keras", "tensorflow", "xgboost", "mxnet", "jax", "lightning"]
+    code = (
+        "import sys\n"
+        "import tensortap.pytorch, tensortap.keras, tensortap.tensorflow, tensortap.mxnet\n"
+        "import tensortap.xgboost, tensortap.jax, tensortap.lightning\n"
+        f"print(sorted(set({frameworks!r}) & set(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
