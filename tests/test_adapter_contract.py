@@ -15,6 +15,7 @@ import pytest
 import tensortap
 from tensortap import _shared as shared
 from tensortap._faces import FACES
+from tensortap.attach import FRAMEWORKS
 from tensortap.exceptions import FrameworkHookNeeded, InvalidConfigError, TensortapError
 from tensortap.hook import ADAPTER_METHODS, HookOptions
 
@@ -148,12 +149,38 @@ def test_each_face_exports_the_shared_names_and_its_own(face: str) -> None:
 def test_importing_the_faces_imports_no_framework() -> None:
     """Every name of a face loads at first use: ``import tensortap.pytorch`` costs no torch."""
     frameworks = ["torch", "keras", "tensorflow", "xgboost", "mxnet", "jax", "lightning"]
+    frameworks += ["transformers"]
     code = (
         "import sys\n"
         "import tensortap.pytorch, tensortap.keras, tensortap.tensorflow, tensortap.mxnet\n"
-        "import tensortap.xgboost, tensortap.jax, tensortap.lightning\n"
+        "import tensortap.xgboost, tensortap.jax, tensortap.lightning, tensortap.huggingface\n"
         f"print(sorted(set({frameworks!r}) & set(sys.modules)))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("framework", [f.name for f in FRAMEWORKS])
+def test_each_attachment_is_one_module_of_the_attach_package(framework: str) -> None:
+    known = next(f for f in FRAMEWORKS if f.name == framework)
+    assert known.module == f"tensortap.attach.{framework}"
+    if not known.installed():
+        pytest.skip(f"{framework} is not installed here")
+    module = importlib.import_module(known.module)
+    assert callable(module.enable)
+    assert "config" in inspect.signature(module.enable).parameters
+
+
+def test_report_to_is_offered_without_importing_transformers() -> None:
+    pytest.importorskip("transformers")
+    code = (
+        "import sys\n"
+        "import tensortap.huggingface\n"
+        "assert 'transformers' not in sys.modules\n"
+        "from transformers.integrations import integration_utils\n"
+        "print(integration_utils.INTEGRATION_TO_CALLBACK['tensortap'].__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "TensortapCallback"
