@@ -146,6 +146,13 @@ def test_each_face_exports_the_shared_names_and_its_own(face: str) -> None:
     assert set(module.__all__) <= set(dir(module))
 
 
+def python_prints(code: str) -> str:
+    """What a fresh interpreter running ``code`` prints (it must succeed)."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 def test_importing_the_faces_imports_no_framework() -> None:
     """Every name of a face loads at first use: ``import tensortap.pytorch`` costs no torch."""
     frameworks = ["torch", "keras", "tensorflow", "xgboost", "mxnet", "jax", "lightning"]
@@ -156,9 +163,7 @@ def test_importing_the_faces_imports_no_framework() -> None:
         "import tensortap.xgboost, tensortap.jax, tensortap.lightning, tensortap.huggingface\n"
         f"print(sorted(set({frameworks!r}) & set(sys.modules)))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert python_prints(code) == "[]"
 
 
 @pytest.mark.parametrize("framework", [f.name for f in FRAMEWORKS])
@@ -181,6 +186,4 @@ def test_report_to_is_offered_without_importing_transformers() -> None:
         "from transformers.integrations import integration_utils\n"
         "print(integration_utils.INTEGRATION_TO_CALLBACK['tensortap'].__name__)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "TensortapCallback"
+    assert python_prints(code).splitlines()[-1] == "TensortapCallback"

@@ -5,6 +5,9 @@
 (:mod:`tensortap._shared`) and their own (:data:`FACES`). Every name loads at first use
 (PEP 562 ``__getattr__``): importing a face imports no framework, so zero-code-change support,
 which every attached script imports, costs nothing to scripts that never use that framework.
+``tensortap.jax``, ``tensortap.lightning`` and ``tensortap.huggingface`` export their own names
+only (:data:`OWN_FACES`), loaded the same way. Each face's ``__init__`` is one line:
+``__all__, __getattr__, __dir__ = face(__name__)``.
 """
 
 from __future__ import annotations
@@ -45,6 +48,27 @@ FACES: dict[str, dict[str, str]] = {
     },
 }
 FACES["tensortap.tensorflow"] = FACES["tensortap.keras"]  # smdebug's spelling of the same
+#: Faces that export their own names only (and, for Lightning, None for a package that is not
+#: installed): the same lazy loading.
+OWN_FACES: dict[str, dict[str, str]] = {
+    "tensortap.jax": {
+        "Hook": "tensortap.jax.hook",
+        "ReductionConfig": "tensortap._shared",
+        "SaveConfig": "tensortap._shared",
+        "create_trial": "tensortap._shared",
+        "get_hook": "tensortap.jax.hook",
+        "modes": "tensortap._shared",
+        "path_name": "tensortap.jax.names",
+        "record": "tensortap.jax.record",
+    },
+    "tensortap.lightning": {
+        "CallbackMixin": "tensortap.lightning.callback",
+        "PLTensortapCallback": "tensortap.lightning.pl_callback",
+        "TensortapCallback": "tensortap.lightning.lightning_callback",
+    },
+    "tensortap.huggingface": {"TensortapCallback": "tensortap.huggingface.callback"},
+}
+_OPTIONAL = {"tensortap.lightning": frozenset({"PLTensortapCallback", "TensortapCallback"})}
 
 SHARED_MODULE = "tensortap._shared"
 
@@ -92,8 +116,12 @@ def _submodule(package: str, name: str) -> ModuleType:
 
 
 def face(module_name: str) -> Face:
-    """``__all__``, ``__getattr__`` and ``__dir__`` of the framework face ``module_name``: the
-    shared names and the face's own (:data:`FACES`)."""
+    """``__all__``, ``__getattr__`` and ``__dir__`` of the face ``module_name``: for a framework
+    face the shared names and its own (:data:`FACES`), else its own (:data:`OWN_FACES`)."""
+    if module_name not in FACES:
+        return lazy_names(
+            module_name, OWN_FACES[module_name], optional=_OPTIONAL.get(module_name, ())
+        )
     shared = importlib.import_module(SHARED_MODULE)
     names = {name: SHARED_MODULE for name in shared.__all__}
     return lazy_names(module_name, {**names, **FACES[module_name]})

@@ -28,6 +28,17 @@ def when_imported(name: str, callback: Callable[[ModuleType], None]) -> None:
     sys.meta_path.insert(0, _Finder(name, callback))
 
 
+_registered: set[tuple[str, Callable[[ModuleType], None]]] = set()
+
+
+def when_imported_once(name: str, callback: Callable[[ModuleType], None]) -> None:
+    """:func:`when_imported`, for the first call with this ``name`` and ``callback`` only (an
+    attachment enabled twice patches once)."""
+    if (name, callback) not in _registered:
+        _registered.add((name, callback))
+        when_imported(name, callback)
+
+
 def _run(name: str, callback: Callable[[ModuleType], None], module: ModuleType) -> None:
     try:
         callback(module)

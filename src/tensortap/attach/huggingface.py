@@ -13,28 +13,19 @@ import functools
 from types import ModuleType
 from typing import Any
 
-from tensortap.attach._imports import when_imported
+from tensortap.attach._imports import when_imported_once
 from tensortap.hook_config import HookConfig
-
-_enabled = False
-_offered = False
 
 
 def enable(config: HookConfig | None = None) -> None:
     """Add the callback to every Trainer made from now on (once per process); the callback
     reads the configuration itself (``$TENSORTAP_CONFIG``)."""
-    global _enabled
-    if not _enabled:
-        _enabled = True
-        when_imported("transformers.trainer", _patch)
+    when_imported_once("transformers.trainer", _patch)
 
 
 def offer_report_to() -> None:
     """Let ``report_to="tensortap"`` name the callback (once per process)."""
-    global _offered
-    if not _offered:
-        _offered = True
-        when_imported("transformers.integrations.integration_utils", _register_report_to)
+    when_imported_once("transformers.integrations.integration_utils", _register_report_to)
 
 
 def _register_report_to(integration_utils: ModuleType) -> None:

@@ -8,24 +8,15 @@ import functools
 from types import ModuleType
 from typing import Any
 
-from tensortap.attach._imports import when_imported
+from tensortap.attach._imports import when_imported_once
 from tensortap.hook_config import HookConfig
-
-_PACKAGES = {
-    "lightning.pytorch.trainer.trainer": "TensortapCallback",
-    "pytorch_lightning.trainer.trainer": "PLTensortapCallback",
-}
-_enabled = False
 
 
 def enable(config: HookConfig | None = None) -> None:
     """Add the callback to every Trainer made from now on (once per process); the callback
     reads the configuration itself (``$TENSORTAP_CONFIG``)."""
-    global _enabled
-    if not _enabled:
-        _enabled = True
-        for module, name in _PACKAGES.items():
-            when_imported(module, functools.partial(_patch, name))
+    for module, patch in _PATCHES.items():
+        when_imported_once(module, patch)
 
 
 def _patch(name: str, module: ModuleType) -> None:
@@ -43,3 +34,10 @@ def _patch(name: str, module: ModuleType) -> None:
             self.callbacks.append(callback_class())
 
     cls.__init__ = init
+
+
+#: Each Trainer's module, and the patch that gives its Trainers their package's callback.
+_PATCHES = {
+    "lightning.pytorch.trainer.trainer": functools.partial(_patch, "TensortapCallback"),
+    "pytorch_lightning.trainer.trainer": functools.partial(_patch, "PLTensortapCallback"),
+}

@@ -5,7 +5,7 @@ at first use, as the framework faces' (see :mod:`tensortap._faces`)."""
 
 from typing import TYPE_CHECKING
 
-from tensortap._faces import lazy_names
+from tensortap._faces import face
 from tensortap.attach.huggingface import offer_report_to
 
 if TYPE_CHECKING:
@@ -13,6 +13,4 @@ if TYPE_CHECKING:
 
 offer_report_to()
 
-__all__, __getattr__, __dir__ = lazy_names(
-    __name__, {"TensortapCallback": "tensortap.huggingface.callback"}
-)
+__all__, __getattr__, __dir__ = face(__name__)

@@ -7,7 +7,7 @@ Its names load at first use (the hook imports JAX, which takes seconds), as the 
 
 from typing import TYPE_CHECKING
 
-from tensortap._faces import lazy_names
+from tensortap._faces import face
 
 if TYPE_CHECKING:
     from tensortap._shared import ReductionConfig, SaveConfig, create_trial, modes  # noqa: F401
@@ -15,16 +15,4 @@ if TYPE_CHECKING:
     from tensortap.jax.names import path_name  # noqa: F401
     from tensortap.jax.record import record  # noqa: F401
 
-__all__, __getattr__, __dir__ = lazy_names(
-    __name__,
-    {
-        "Hook": "tensortap.jax.hook",
-        "ReductionConfig": "tensortap._shared",
-        "SaveConfig": "tensortap._shared",
-        "create_trial": "tensortap._shared",
-        "get_hook": "tensortap.jax.hook",
-        "modes": "tensortap._shared",
-        "path_name": "tensortap.jax.names",
-        "record": "tensortap.jax.record",
-    },
-)
+__all__, __getattr__, __dir__ = face(__name__)

@@ -5,19 +5,11 @@ installed. Names load at first use, as the framework faces' (see :mod:`tensortap
 
 from typing import TYPE_CHECKING
 
-from tensortap._faces import lazy_names
+from tensortap._faces import face
 
 if TYPE_CHECKING:
     from tensortap.lightning.callback import CallbackMixin  # noqa: F401
     from tensortap.lightning.lightning_callback import TensortapCallback  # noqa: F401
     from tensortap.lightning.pl_callback import PLTensortapCallback  # noqa: F401
 
-__all__, __getattr__, __dir__ = lazy_names(
-    __name__,
-    {
-        "CallbackMixin": "tensortap.lightning.callback",
-        "PLTensortapCallback": "tensortap.lightning.pl_callback",
-        "TensortapCallback": "tensortap.lightning.lightning_callback",
-    },
-    optional={"PLTensortapCallback", "TensortapCallback"},
-)
+__all__, __getattr__, __dir__ = face(__name__)
