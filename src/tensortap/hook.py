@@ -18,6 +18,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypedDict, TypeVar
 
@@ -266,7 +267,8 @@ class Hook:
         self._logged_errors: set[tuple[str, str]] = set()
         self._closed = False
         self._rolled_back: list[list[Any]] = []  # [mode, first, last] counted again
-        self._handles: list[HookHandle] = []  # what register_* installed: close() removes it
+        # what register_* installed, by id of the object registered: close() removes it all
+        self._registrations: dict[int, HookHandle] = {}
         store = open_store(out_dir)
         try:
             self._writer = TrialWriter(
@@ -543,18 +545,17 @@ class Hook:
         self._recorder.include_collection(name)
 
     # -- lifecycle --
-    def _registered(self, *undo: Callable[[], object]) -> HookHandle:
-        """For framework adapters: the handle of one registration, which ``undo`` takes
-        away (removing its framework hooks, forgetting its objects); :meth:`close` removes it."""
-        handle = HookHandle(undo)
-        self._handles = [h for h in self._handles if not h.removed]
-        self._handles.append(handle)
+    def _registered(self, obj: object, *undo: Callable[[], object]) -> HookHandle:
+        """For framework adapters: the handle of registering ``obj``, which ``undo`` takes
+        away (removing its framework hooks, forgetting the object); :meth:`close` removes it.
+        ``self._registrations[id(obj)]`` is it while ``obj`` is registered."""
+        handle = HookHandle((*undo, partial(self._registrations.pop, id(obj), None)))
+        self._registrations[id(obj)] = handle
         return handle
 
     def _remove_handles(self) -> None:
         """Remove every registration: nothing of this hook stays on the user's objects."""
-        handles, self._handles = self._handles, []
-        for handle in handles:
+        for handle in list(self._registrations.values()):
             self._guard_event(handle.remove)
 
     @property
