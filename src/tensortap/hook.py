@@ -16,7 +16,7 @@ import numbers
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
@@ -268,7 +268,7 @@ class Hook:
         self._closed = False
         self._rolled_back: list[list[Any]] = []  # [mode, first, last] counted again
         # what register_* installed, by id of the object registered: close() removes it all
-        self._registrations: dict[int, HookHandle] = {}
+        self._registrations: dict[Hashable, HookHandle] = {}
         store = open_store(out_dir)
         try:
             self._writer = TrialWriter(
@@ -545,17 +545,18 @@ class Hook:
         self._recorder.include_collection(name)
 
     # -- lifecycle --
-    def _registered(self, obj: object, *undo: Callable[[], object]) -> HookHandle:
-        """For framework adapters: the handle of registering ``obj``, which ``undo`` takes
-        away (removing its framework hooks, forgetting the object); :meth:`close` removes it.
-        ``self._registrations[id(obj)]`` is it while ``obj`` is registered."""
-        handle = HookHandle((*undo, partial(self._registrations.pop, id(obj), None)))
-        self._registrations[id(obj)] = handle
+    def _registered(self, key: Hashable, *undo: Callable[[], object]) -> HookHandle:
+        """For framework adapters: the handle of one registration (``key``: ``id()`` of the
+        object registered), which ``undo`` takes away (removing its framework hooks, forgetting
+        the object); :meth:`close` removes it. ``self._registrations[key]`` is it meanwhile."""
+        handle = HookHandle((*undo, partial(self._registrations.pop, key, None)))
+        self._registrations[key] = handle
         return handle
 
     def _remove_handles(self) -> None:
-        """Remove every registration: nothing of this hook stays on the user's objects."""
-        for handle in list(self._registrations.values()):
+        """Remove every registration, the last first (a method wrapped twice is put back in
+        turn): nothing of this hook stays on the user's objects."""
+        for handle in reversed(list(self._registrations.values())):
             self._guard_event(handle.remove)
 
     @property

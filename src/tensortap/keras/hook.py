@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 OPTIMIZER_VARIABLES = "optimizer_variables"
+_ABSENT = object()
 
 
 class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
@@ -290,6 +291,21 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         if reader is None:
             reader = self._readers[key] = tf.function(lambda: [v.read_value() for v in values])
         return [t.numpy() for t in reader()]
+
+    def _replace(self, obj: Any, attribute: str, value: Any) -> None:
+        """Set ``obj.<attribute>`` to ``value`` (a wrapped method of a layer, the model or its
+        optimizer); :meth:`close` puts back what was there, unless something replaced it since."""
+        before = vars(obj).get(attribute, _ABSENT)
+        setattr(obj, attribute, value)
+
+        def restore() -> None:
+            if vars(obj).get(attribute) is value:
+                if before is _ABSENT:
+                    delattr(obj, attribute)
+                else:
+                    setattr(obj, attribute, before)
+
+        self._registered((id(obj), attribute, id(value)), restore)
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:

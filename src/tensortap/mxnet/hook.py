@@ -102,7 +102,7 @@ class Hook(BaseHook):
         for child in self._descendants(block):
             installed.append(child.register_forward_hook(self._on_block_output))
         undo = [h.detach for h in installed]
-        return self._registered(block, *undo, partial(self._forget_block, block, list(params)))
+        return self._registered(id(block), *undo, partial(self._forget_block, block, list(params)))
 
     def register_module(self, block: gluon.Block) -> HookHandle:
         """The other adapters' name for :meth:`register_block`."""
@@ -127,7 +127,7 @@ class Hook(BaseHook):
         self._losses.append(loss_block)
         installed = loss_block.register_forward_hook(self._on_loss_output)
         forget = partial(self._forget_block, loss_block, [])
-        return self._registered(loss_block, installed.detach, forget)
+        return self._registered(id(loss_block), installed.detach, forget)
 
     def _forget_block(self, block: gluon.Block, params: list[str]) -> None:
         """A block's registration was removed: its tensors are no longer saved."""

@@ -163,7 +163,7 @@ class Hook(TrainerControls, BaseHook):
         post = module.register_forward_hook(self._on_model_output)
         self._models.append(module)
         self._optimizer_owned = weakref.WeakKeyDictionary()  # ownership may change
-        return self._registered(module, pre.remove, post.remove, partial(self._forget, module))
+        return self._registered(id(module), pre.remove, post.remove, partial(self._forget, module))
 
     def register_hook(self, module: nn.Module) -> HookHandle:
         """smdebug's name for :meth:`register_module`."""
@@ -181,7 +181,7 @@ class Hook(TrainerControls, BaseHook):
             return known or HookHandle(())  # a module of a registered model: nothing installed
         post = loss_module.register_forward_hook(self._on_loss_forward)
         forget = partial(self._forget_loss, loss_module)
-        return self._registered(loss_module, post.remove, forget)
+        return self._registered(id(loss_module), post.remove, forget)
 
     def register_optimizer(self, optimizer: torch.optim.Optimizer) -> HookHandle:
         """Save the optimizer's hyperparameters and state in ``optimizer_variables``; its
@@ -198,7 +198,7 @@ class Hook(TrainerControls, BaseHook):
         self._optimizers.append(("optimizer" if n == 0 else f"optimizer_{n}", optimizer))
         self._optimizer_owned[optimizer] = True
         self._tracker.expect(Update.OPTIMIZER_STEP)
-        return self._registered(optimizer, partial(self._forget_optimizer, optimizer))
+        return self._registered(id(optimizer), partial(self._forget_optimizer, optimizer))
 
     def register_grad_scaler(self, scaler: Any) -> HookHandle:
         """Use a ``torch.amp.GradScaler``: gradients are saved unscaled, and its ``update()``
@@ -232,7 +232,7 @@ class Hook(TrainerControls, BaseHook):
 
         scaler.update = update
         self._tracker.expect(Update.SCALER_UPDATE)
-        return self._registered(scaler, restore)
+        return self._registered(id(scaler), restore)
 
     def _forget(self, module: nn.Module) -> None:
         """A model's registration was removed: its tensors are no longer saved."""
