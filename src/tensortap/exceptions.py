@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "FormatError",
+    "FrameworkHookNeeded",
     "InvalidConfigError",
     "InvalidTensorError",
     "InvalidWorker",
@@ -37,6 +38,12 @@ class TensortapError(Exception):
 
 class InvalidConfigError(TensortapError, ValueError):
     """A configuration object or argument was given a value it does not accept."""
+
+
+class FrameworkHookNeeded(InvalidConfigError, AttributeError):
+    """A hook was used like another framework's (``tensortap.Hook(...).register_module(model)``):
+    the message names the hook that has the method. An ``AttributeError`` too, so ``hasattr``
+    and ``getattr(hook, name, default)`` answer as for any missing attribute."""
 
 
 class InvalidTensorError(TensortapError, ValueError):

@@ -16,10 +16,11 @@ import numbers
 import os
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from types import TracebackType
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypedDict, TypeVar
 
 from tensortap.core.collections import (
     BUILTIN_COLLECTIONS,
@@ -29,12 +30,14 @@ from tensortap.core.collections import (
     check_included,
 )
 from tensortap.core.dtypes import as_saveable_array
+from tensortap.core.handles import HookHandle
 from tensortap.core.modes import ModeKeys, parse_mode
 from tensortap.core.recorder import StepRecorder, records_from_array
 from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.save_config import SaveConfig
 from tensortap.core.stop import StopRequest
 from tensortap.exceptions import (
+    FrameworkHookNeeded,
     InvalidConfigError,
     InvalidTensorError,
     StorageError,
@@ -48,6 +51,9 @@ from tensortap.writer import SessionStart, TrialWriter, WriterOptions, WriterSta
 logger = logging.getLogger(__name__)
 _H = TypeVar("_H", bound="Hook")
 
+#: Where a hook writes: a directory, a URL (``s3://bucket/prefix``) or a Store.
+OutDir: TypeAlias = "str | os.PathLike[str] | Store"
+
 DEFAULT_INCLUDE_COLLECTIONS = (
     CollectionKeys.DEFAULT,
     CollectionKeys.LOSSES,
@@ -58,6 +64,9 @@ DEFAULT_INCLUDE_COLLECTIONS = (
 _DEFAULT_ONLY = (CollectionKeys.DEFAULT,)
 _open_hooks: weakref.WeakSet[Hook] = weakref.WeakSet()
 _open_hooks_lock = threading.Lock()
+#: "The current hook" of each framework (None: the framework-free hook's): the one made last in
+#: this process, until it is closed. ``get_hook()`` of every framework reads it (Hook.current).
+_current: dict[str | None, Hook] = {}
 _hooks_made = 0
 
 
@@ -120,12 +129,74 @@ def _job_writer_options(out_dir: str | os.PathLike[str] | Store) -> WriterOption
     return config.writer_options if asked.rstrip("/") == job_trial.rstrip("/") else None
 
 
+_KERAS_KINDS = ("train", "test", "predict")
+#: The methods of each framework's hook (and smdebug's names for them): the framework-free hook,
+#: or another framework's, asked for one says which hook has it (tests check the lists).
+ADAPTER_METHODS: dict[str, tuple[str, ...]] = {
+    "tensortap.pytorch.Hook": (
+        "register_module",
+        "register_hook",
+        "register_loss",
+        "register_optimizer",
+        "register_grad_scaler",
+        "record_loss",
+        "record_tensor_value",
+    ),
+    "tensortap.mxnet.Hook": ("register_block", "register_module", "register_hook", "register_loss"),
+    "tensortap.keras.KerasHook": (
+        "register_model",  # smdebug's: a KerasHook learns its model from Keras (set_model)
+        "set_model",
+        "set_params",
+        "wrap_tape",
+        *(f"on_{kind}_{edge}" for kind in _KERAS_KINDS for edge in ("begin", "end")),
+        *(f"on_{kind}_batch_{edge}" for kind in _KERAS_KINDS for edge in ("begin", "end")),
+        "on_epoch_begin",
+        "on_epoch_end",
+    ),
+    "tensortap.xgboost.Hook": ("before_training", "after_iteration", "after_training"),
+    "tensortap.jax.Hook": ("save_pytree", "end_step"),
+}
+
+
+def _missing_method(hook: Hook, name: str) -> AttributeError:
+    """The error for ``hook.<name>`` that ``hook`` lacks: one naming the framework hook that has
+    it when ``name`` is one of theirs."""
+    owners = [adapter for adapter, names in ADAPTER_METHODS.items() if name in names]
+    cls = type(hook)
+    if not owners:
+        return AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
+    kind = f"{cls.__module__.removesuffix('.hook')}.{cls.__name__}"
+    what = "the framework-free hook" if cls.framework is None else "this hook"
+    return FrameworkHookNeeded(
+        f"{kind} ({what}) has no {name}(): that is a method of {' and '.join(owners)}. "
+        f"Make the hook of your framework instead, with the same arguments: "
+        f"hook = {owners[0]}(out_dir, ...)"
+    )
+
+
 @atexit.register
 def _close_open_hooks() -> None:
     with _open_hooks_lock:
         hooks = list(_open_hooks)
     for hook in hooks:
         hook.close()
+
+
+class HookOptions(TypedDict, total=False):
+    """The options every hook takes after ``out_dir``, by keyword only (see :class:`Hook` for
+    what each means). A framework's hook takes its own arguments and ``**options:
+    Unpack[HookOptions]``, handed to :class:`Hook` as they are: the options are defined once."""
+
+    save_config: SaveConfig | None
+    reduction_config: ReductionConfig | None
+    include_collections: Iterable[str] | None
+    include_regex: str | Iterable[str] | None
+    worker: str | int | None
+    num_workers: int | None
+    writer_options: WriterOptions | None
+    stop_file: str | os.PathLike[str] | None
+    export_tensorboard: bool
+    tensorboard_dir: str | os.PathLike[str] | None
 
 
 @dataclass(frozen=True)
@@ -163,20 +234,31 @@ class Hook:
     #: a job picks the rules that suit it. None for the framework-free hook.
     framework: ClassVar[str | None] = None
 
+    #: What this kind of hook saves when ``include_collections`` is not given.
+    default_include_collections: ClassVar[tuple[str, ...]] = DEFAULT_INCLUDE_COLLECTIONS
+    #: Its schedule when ``save_config`` is not given (None: ``SaveConfig()``'s).
+    default_save_config: ClassVar[SaveConfig | None] = None
+
     def __init__(
         self,
-        out_dir: str | os.PathLike[str] | Store,
+        out_dir: OutDir,
+        *,
         save_config: SaveConfig | None = None,
         reduction_config: ReductionConfig | None = None,
         include_collections: Iterable[str] | None = None,
         include_regex: str | Iterable[str] | None = None,
         worker: str | int | None = None,
-        num_workers: int = 1,
+        num_workers: int | None = None,
         writer_options: WriterOptions | None = None,
         stop_file: str | os.PathLike[str] | None = None,
         export_tensorboard: bool = False,
         tensorboard_dir: str | os.PathLike[str] | None = None,
     ) -> None:
+        """``out_dir`` may be given by position; every option after it by keyword only
+        (:class:`HookOptions` lists them). ``num_workers`` None is 1, or the world size the
+        framework's distributed runtime reports (PyTorch)."""
+        if num_workers is None:
+            num_workers = 1
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
             raise InvalidConfigError(f"num_workers must be an int >= 1, got {num_workers!r}")
         if writer_options is not None and not isinstance(writer_options, WriterOptions):
@@ -191,8 +273,8 @@ class Hook:
         self.collection_manager = CollectionManager()
         if include_regex is not None:
             self.collection_manager.get(CollectionKeys.DEFAULT).include(include_regex)
-        names = DEFAULT_INCLUDE_COLLECTIONS if include_collections is None else include_collections
-        names = list(names)
+        defaults = type(self).default_include_collections
+        names = list(defaults if include_collections is None else include_collections)
         check_included(names, self.known_collections, f"this {type(self).__module__} hook")
         if include_regex is not None:  # tensors the hook's regex names are always saved
             names = [*names, CollectionKeys.DEFAULT]
@@ -202,6 +284,8 @@ class Hook:
         self._logged_errors: set[tuple[str, str]] = set()
         self._closed = False
         self._rolled_back: list[list[Any]] = []  # [mode, first, last] counted again
+        # what register_* installed, by id of the object registered: close() removes it all
+        self._registrations: dict[Hashable, HookHandle] = {}
         store = open_store(out_dir)
         try:
             self._writer = TrialWriter(
@@ -216,6 +300,8 @@ class Hook:
         self._tensorboard = self._tensorboard_exporter(
             store, export_tensorboard, tensorboard_dir, num_workers
         )
+        if save_config is None:
+            save_config = type(self).default_save_config
         self._recorder = StepRecorder(
             self.collection_manager, self._writer, save_config, reduction_config, names
         )
@@ -226,7 +312,14 @@ class Hook:
         global _hooks_made
         with _open_hooks_lock:
             _open_hooks.add(self)
+            _current[type(self).framework] = self
             _hooks_made += 1
+
+    if not TYPE_CHECKING:  # (for mypy, a misspelt attribute stays an error)
+
+        def __getattr__(self, name: str) -> Any:
+            # Only for attributes that do not exist: a framework method says which hook has it.
+            raise _missing_method(self, name)
 
     def _writes(self, location: str) -> bool:
         """Whether this hook writes the trial at ``location`` (a path or URL)."""
@@ -285,6 +378,27 @@ class Hook:
         keyword arguments override what the file says."""
         config = read_config(json_file_path)
         return config.create_hook(cls, **overrides)
+
+    @classmethod
+    def current(
+        cls: type[_H],
+        json_config_path: str | os.PathLike[str] | None = None,
+        create_if_not_exists: bool = False,
+    ) -> _H | None:
+        """The hook of this class's framework made last in this process, while it is open
+        (None once it is closed); each framework's ``get_hook`` is this, with smdebug's
+        arguments. With ``create_if_not_exists``, when there is none, one made from the JSON
+        configuration (``json_config_path``, else the file ``$TENSORTAP_CONFIG`` names; None
+        when neither is given)."""
+        with _open_hooks_lock:
+            hook = _current.get(cls.framework)
+        if isinstance(hook, cls):
+            return hook
+        if not create_if_not_exists:
+            return None
+        if json_config_path is None and not os.environ.get(CONFIG_ENV):
+            return None
+        return cls.create_from_json_file(json_config_path)
 
     # -- step and mode --
     @property
@@ -448,6 +562,20 @@ class Hook:
         self._recorder.include_collection(name)
 
     # -- lifecycle --
+    def _registered(self, key: Hashable, *undo: Callable[[], object]) -> HookHandle:
+        """For framework adapters: the handle of one registration (``key``: ``id()`` of the
+        object registered), which ``undo`` takes away (removing its framework hooks, forgetting
+        the object); :meth:`close` removes it. ``self._registrations[key]`` is it meanwhile."""
+        handle = HookHandle((*undo, partial(self._registrations.pop, key, None)))
+        self._registrations[key] = handle
+        return handle
+
+    def _remove_handles(self) -> None:
+        """Remove every registration, the last first (a method wrapped twice is put back in
+        turn): nothing of this hook stays on the user's objects."""
+        for handle in reversed(list(self._registrations.values())):
+            self._guard_event(handle.remove)
+
     @property
     def status(self) -> HookStatus:
         return HookStatus(self._internal_errors, self._last_internal_error, self._writer.status)
@@ -473,6 +601,7 @@ class Hook:
             self._closed = True
             recorder = self._recorder
             self._guard(recorder.flush_step)
+            self._remove_handles()  # after the last step saved what the models held
             end = {
                 "last_global_step": recorder.global_step,
                 "last_mode": recorder.mode.name,
@@ -485,6 +614,8 @@ class Hook:
                 self._guard(self._tensorboard.close)
         with _open_hooks_lock:
             _open_hooks.discard(self)
+            if _current.get(type(self).framework) is self:
+                del _current[type(self).framework]
         status = self.status
         if not status.healthy:
             logger.warning("tensortap closed with problems: %s", status)

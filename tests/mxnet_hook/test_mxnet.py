@@ -257,3 +257,43 @@ def test_seed004_autoencoder_followed_live(tmp_path: Path) -> None:
         "l2loss0_input_1",
         "l2loss0_output_0",
     ]
+
+
+def _gluon_hooks(*blocks: gluon.Block) -> list[str]:
+    """The Gluon hooks a tensortap hook installed on ``blocks`` and their children."""
+    found = []
+    for top in blocks:
+        stack = [top]
+        while stack:
+            block = stack.pop()
+            stack.extend(block._children.values())
+            for attr in ("_forward_pre_hooks", "_forward_hooks"):
+                found += [
+                    f"{block.name}.{attr}"
+                    for fn in getattr(block, attr).values()
+                    if "tensortap" in repr(fn)
+                ]
+    return found
+
+
+def test_registrations_return_handles_and_close_removes_them(tmp_path: Path) -> None:
+    import gc
+    import weakref
+
+    net, loss_fn = cnn("net_"), gluon.loss.SoftmaxCrossEntropyLoss(prefix="xent_")
+    hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=1))
+    handle = hook.register_block(net)
+    assert hook.register_block(net) is handle
+    loss_handle = hook.register_loss(loss_fn)
+    with autograd.record():
+        x, y = batch(0)
+        loss_fn(net(x), y).backward()
+    assert _gluon_hooks(net, loss_fn)
+    loss_handle.remove()
+    assert _gluon_hooks(loss_fn) == [] and _gluon_hooks(net)
+    hook.close()
+    assert _gluon_hooks(net, loss_fn) == []
+    net_ref = weakref.ref(net)
+    del net, handle
+    gc.collect()
+    assert net_ref() is None and hook.closed

@@ -418,3 +418,50 @@ def test_the_all_collection_saves_everything_including_optimizer_state(tmp_path:
     assert {"loss", "dense/kernel", "gradients/dense/kernel", "dense/relu_output_0"} <= names
     assert {"labels", "predictions", "sequential_input_0", "optimizer/learning_rate"} <= names
     assert "optimizer/sequential_dense_kernel_momentum" in names  # Adam's first moment
+
+
+def test_framework_free_hook_in_callbacks_names_keras_hook(tmp_path: Path) -> None:
+    import tensortap
+    from tensortap.exceptions import FrameworkHookNeeded
+
+    x, y = data()
+    model = mlp()
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    hook = tensortap.Hook(tmp_path / "run")
+    with pytest.raises(FrameworkHookNeeded, match=r"tensortap\.keras\.KerasHook"):
+        model.fit(x, y, epochs=1, callbacks=[hook], verbose=0)
+    hook.close()
+
+
+def test_close_puts_back_every_method_the_hook_wrapped(tmp_path: Path) -> None:
+    x, y = data()
+    model = mlp(depth=2)
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    dense = [layer for layer in model.layers if isinstance(layer, keras.layers.Dense)]
+    activations = [layer.activation for layer in dense]
+    collections = [*ALL, "relu_activations", "layers", "inputs", "outputs", "labels"]
+    hook = tt.KerasHook(
+        tmp_path / "run",
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=collections,
+    )
+    model.fit(x, y, epochs=1, batch_size=16, callbacks=[hook], verbose=0)
+    wrapped = [layer for layer in (model, *dense) if "call" in vars(layer)]
+    assert wrapped and "apply" in vars(model.optimizer)  # wrapped while the hook is open
+    hook.close()
+    assert [layer.name for layer in (model, *dense) if "call" in vars(layer)] == []
+    assert "compute_loss" not in vars(model) and "apply" not in vars(model.optimizer)
+    assert [layer.activation for layer in dense] == activations
+    model.fit(x, y, epochs=1, batch_size=16, verbose=0)  # trains on without the hook
+
+    keras.backend.clear_session()
+    relu = keras.layers.ReLU()  # its call is wrapped twice: its output, and as a ReLU
+    model = keras.Sequential(
+        [keras.Input((64,)), keras.layers.Dense(16), relu, keras.layers.Dense(10)]
+    )
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    hook = tt.KerasHook(tmp_path / "relu", include_collections=collections)
+    model.fit(x, y, epochs=1, batch_size=16, callbacks=[hook], verbose=0)
+    assert "call" in vars(relu)
+    hook.close()
+    assert "call" not in vars(relu)

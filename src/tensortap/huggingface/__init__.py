@@ -1,20 +1,16 @@
 """tensortap for Hugging Face ``transformers``: :class:`TensortapCallback`, also available as
-``TrainingArguments(report_to="tensortap")`` once this module is imported."""
+``TrainingArguments(report_to="tensortap")`` once this module is imported (the name is given to
+transformers when it loads its integrations: see :mod:`tensortap.attach.huggingface`). Names load
+at first use, as the framework faces' (see :mod:`tensortap._faces`)."""
 
-from __future__ import annotations
+from typing import TYPE_CHECKING
 
-from tensortap.huggingface.callback import TensortapCallback
+from tensortap._faces import face
+from tensortap.attach.huggingface import offer_report_to
 
+if TYPE_CHECKING:
+    from tensortap.huggingface.callback import TensortapCallback  # noqa: F401
 
-def _register_report_to() -> None:
-    """Let ``report_to="tensortap"`` name the callback (transformers looks names up here)."""
-    try:
-        from transformers.integrations import integration_utils
-    except ImportError:  # pragma: no cover - an old or partial transformers
-        return
-    integration_utils.INTEGRATION_TO_CALLBACK.setdefault("tensortap", TensortapCallback)
+offer_report_to()
 
-
-_register_report_to()
-
-__all__ = ["TensortapCallback"]
+__all__, __getattr__, __dir__ = face(__name__)

@@ -1,36 +1,6 @@
-"""Zero code change for Hugging Face: under ``tensortap run`` every ``transformers.Trainer`` gets
-a :class:`~tensortap.huggingface.TensortapCallback` (unless the script gave it one), made from the
-job's configuration. The patch is applied when the script imports ``transformers.trainer``."""
+"""Moved to :mod:`tensortap.attach.huggingface` (zero code change lives in one package); this name
+stays for code that imports it."""
 
-from __future__ import annotations
+from tensortap.attach.huggingface import enable, offer_report_to
 
-import functools
-from types import ModuleType
-from typing import Any
-
-from tensortap.import_hooks import when_imported
-
-_enabled = False
-
-
-def enable() -> None:
-    """Add the callback to every Trainer made from now on (once per process)."""
-    global _enabled
-    if not _enabled:
-        _enabled = True
-        when_imported("transformers.trainer", _patch)
-
-
-def _patch(module: ModuleType) -> None:
-    from tensortap.huggingface.callback import TensortapCallback
-
-    cls = module.Trainer
-    original = cls.__init__
-
-    @functools.wraps(original)
-    def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        if not any(isinstance(c, TensortapCallback) for c in self.callback_handler.callbacks):
-            self.add_callback(TensortapCallback())
-
-    cls.__init__ = init
+__all__ = ["enable", "offer_report_to"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -31,17 +31,15 @@ from tensortap.core.recorder import SavePlan, records_from_array
 from tensortap.core.records import Record, RecordKind
 from tensortap.exceptions import InvalidConfigError, TensortapError
 from tensortap.hook import Hook as BaseHook
+from tensortap.hook import HookOptions, OutDir
 from tensortap.jax.carried import Carried, carried_states
 from tensortap.jax.names import OPTIMIZER_VARIABLES, Leaf, collections_for, path_name
 from tensortap.jax.stats import statistics
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 _statistics = jax.jit(statistics, static_argnums=1)
-_current: Hook | None = None
-
-
-def get_hook() -> Hook | None:
-    """The JAX hook created last in this process, while it is open (None if there is none)."""
-    return _current if _current is not None and not _current._closed else None
 
 
 def _is_jax_array(value: Any) -> bool:
@@ -57,8 +55,8 @@ class Hook(BaseHook):
     known_collections = (*BaseHook.known_collections, OPTIMIZER_VARIABLES, INITIAL_WEIGHTS)
     framework = "jax"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, out_dir: OutDir, **options: Unpack[HookOptions]) -> None:
+        super().__init__(out_dir, **options)
         self._carried: list[Carried] = []  # record(hook, via="state") in this hook's optimizers
         self._carried_tags: list[int] | None = None  # their tags, in optimizer-state order
         self._count_followed = False  # the optimizer's count numbers this session's steps
@@ -68,8 +66,6 @@ class Hook(BaseHook):
         self._initial_done = False
         if CollectionKeys.WEIGHTS in self._recorder.include_collections:
             self._recorder.include_collection(INITIAL_WEIGHTS)
-        global _current
-        _current = self
 
     def save_tensor(
         self, name: str, value: Any, collections: str | Iterable[str] | None = None
@@ -272,6 +268,10 @@ class Hook(BaseHook):
         self._follow_count(count)
         while recorder.mode_step < count:
             recorder.next_step()
+
+
+#: The open JAX hook made last in this process (see :meth:`tensortap.hook.Hook.current`).
+get_hook = Hook.current
 
 
 def _snapshot_of(name: str, snapshot: dict[str, np.ndarray]) -> np.ndarray | None:

@@ -134,7 +134,8 @@ class ActivationTaps:
             self._wrapped.add(id(layer))
             base = self.hook._layer_name(layer)
             if outputs:
-                layer.call = self._wrap(layer.call, None, self._tap(f"{base}_output_0", (LAYERS,)))
+                tap = self._tap(f"{base}_output_0", (LAYERS,))
+                self.hook._replace(layer, "call", self._wrap(layer.call, None, tap))
             activation = getattr(layer, "activation", None)
             kind = getattr(activation, "__name__", None)
             if isinstance(layer, keras.layers.ReLU):
@@ -144,16 +145,16 @@ class ActivationTaps:
             tap_in = self._tap(f"{base}/{kind}_input_0", ACTIVATION_COLLECTIONS)
             tap_out = self._tap(f"{base}/{kind}_output_0", ACTIVATION_COLLECTIONS)
             if activation is not None:
-                layer.activation = self._wrap(activation, tap_in, tap_out)
+                self.hook._replace(layer, "activation", self._wrap(activation, tap_in, tap_out))
             else:
-                layer.call = self._wrap(layer.call, tap_in, tap_out)
+                self.hook._replace(layer, "call", self._wrap(layer.call, tap_in, tap_out))
 
     def _wrap_model(self, model: Any) -> None:
         """The model's input and output, and the labels and predictions its loss sees."""
         if self._included(CollectionKeys.INPUTS) or self._included(CollectionKeys.OUTPUTS):
             tap_in = self._tap(f"{model.name}_input_0", (CollectionKeys.INPUTS,))
             tap_out = self._tap(f"{model.name}_output_0", (CollectionKeys.OUTPUTS,))
-            model.call = self._wrap(model.call, tap_in, tap_out)
+            self.hook._replace(model, "call", self._wrap(model.call, tap_in, tap_out))
         if self._included(LABELS) or self._included(PREDICTIONS):
             labels = self._tap("labels", (LABELS,))
             predictions = self._tap("predictions", (PREDICTIONS,))
@@ -170,7 +171,7 @@ class ActivationTaps:
                     self.hook._contain(exc, "capturing labels and predictions")
                 return original(*args, **kwargs)
 
-            model.compute_loss = compute_loss
+            self.hook._replace(model, "compute_loss", compute_loss)
 
     def _tap(self, name: str, collections: tuple[str, ...]) -> _Tap:
         tap = _Tap(name, collections)

@@ -78,7 +78,7 @@ class GradientCapture:
                 self.hook._contain(exc, "capturing gradients")
             return original(grads, trainable_variables)
 
-        optimizer.apply = apply
+        self.hook._replace(optimizer, "apply", apply)
         self._wrapped = optimizer
 
     def _capture(self, grads: list[Any], variables: list[Any]) -> None:

@@ -19,10 +19,9 @@ hook does a few dictionary lookups per batch.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import keras
 import numpy as np
@@ -31,66 +30,32 @@ from tensortap.core.collections import CollectionKeys
 from tensortap.core.dtypes import as_saveable_array
 from tensortap.core.modes import ModeKeys
 from tensortap.core.recorder import records_from_array
-from tensortap.core.reduction_config import ReductionConfig
-from tensortap.core.save_config import SaveConfig
 from tensortap.exceptions import InvalidTensorError
-from tensortap.hook import Hook
+from tensortap.hook import Hook, HookOptions, OutDir
 from tensortap.keras.activations import TAPPED_COLLECTIONS, ActivationTaps
 from tensortap.keras.gradients import GradientCapture
-from tensortap.storage import Store
-from tensortap.writer import WriterOptions
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
 OPTIMIZER_VARIABLES = "optimizer_variables"
-_current: KerasHook | None = None
-
-
-def get_hook() -> KerasHook | None:
-    """The KerasHook created last in this process (None if there is none)."""
-    return _current
+_ABSENT = object()
 
 
 class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
     """Pass it in ``callbacks=[hook]`` to ``fit``, ``evaluate`` and ``predict``.
 
-    The constructor takes the arguments of every tensortap hook (``out_dir``, ``save_config``,
-    ``reduction_config``, ``include_collections``, ``include_regex``, ``worker``,
-    ``num_workers``, ``writer_options``, ``stop_file``, ``export_tensorboard``,
-    ``tensorboard_dir``).
+    The constructor takes the arguments of every tensortap hook: ``out_dir``, then the
+    :class:`~tensortap.hook.HookOptions` by keyword.
     """
 
     known_collections = (*Hook.known_collections, OPTIMIZER_VARIABLES, *TAPPED_COLLECTIONS)
     framework = "keras"
 
-    def __init__(
-        self,
-        out_dir: str | os.PathLike[str] | Store,
-        save_config: SaveConfig | None = None,
-        reduction_config: ReductionConfig | None = None,
-        include_collections: Iterable[str] | None = None,
-        include_regex: str | Iterable[str] | None = None,
-        worker: str | int | None = None,
-        num_workers: int = 1,
-        writer_options: WriterOptions | None = None,
-        stop_file: str | os.PathLike[str] | None = None,
-        export_tensorboard: bool = False,
-        tensorboard_dir: str | os.PathLike[str] | None = None,
-    ) -> None:
-        Hook.__init__(
-            self,
-            out_dir,
-            save_config,
-            reduction_config,
-            include_collections,
-            include_regex,
-            worker,
-            num_workers,
-            writer_options,
-            stop_file,
-            export_tensorboard,
-            tensorboard_dir,
-        )
+    def __init__(self, out_dir: OutDir, **options: Unpack[HookOptions]) -> None:
+        Hook.__init__(self, out_dir, **options)
         keras.callbacks.Callback.__init__(self)
         self.get_collection(OPTIMIZER_VARIABLES)
         for name in TAPPED_COLLECTIONS:
@@ -102,8 +67,6 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._tape_open = False  # a wrap_tape() step is in progress
         self._tape_vars: list[Any] = []  # the variables of the current tape step
         self._recorder.add_step_end_callback(self._tape_step_end)
-        global _current
-        _current = self
 
     # -- Keras callback API --
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
@@ -329,6 +292,21 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             reader = self._readers[key] = tf.function(lambda: [v.read_value() for v in values])
         return [t.numpy() for t in reader()]
 
+    def _replace(self, obj: Any, attribute: str, value: Any) -> None:
+        """Set ``obj.<attribute>`` to ``value`` (a wrapped method of a layer, the model or its
+        optimizer); :meth:`close` puts back what was there, unless something replaced it since."""
+        before = vars(obj).get(attribute, _ABSENT)
+        setattr(obj, attribute, value)
+
+        def restore() -> None:
+            if vars(obj).get(attribute) is value:
+                if before is _ABSENT:
+                    delattr(obj, attribute)
+                else:
+                    setattr(obj, attribute, before)
+
+        self._registered((id(obj), attribute, id(value)), restore)
+
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
             self._warned.add(key)
@@ -375,3 +353,7 @@ class _Tape:
 
     def __getattr__(self, name: str) -> Any:  # watch, stop_recording, reset, jacobian, ...
         return getattr(self._tape, name)
+
+
+#: The open KerasHook made last in this process (see :meth:`tensortap.hook.Hook.current`).
+get_hook = KerasHook.current

@@ -1,26 +1,15 @@
 """tensortap for Lightning: :class:`TensortapCallback` for ``lightning.pytorch.Trainer``, and
 :class:`PLTensortapCallback` for the ``pytorch_lightning`` spelling of the same Trainer (each
 Trainer accepts only its own package's ``Callback``). A name is None when its package is not
-installed."""
+installed. Names load at first use, as the framework faces' (see :mod:`tensortap._faces`)."""
 
-from __future__ import annotations
+from typing import TYPE_CHECKING
 
-import importlib
-from typing import Any
+from tensortap._faces import face
 
-from tensortap.lightning.callback import CallbackMixin
+if TYPE_CHECKING:
+    from tensortap.lightning.callback import CallbackMixin  # noqa: F401
+    from tensortap.lightning.lightning_callback import TensortapCallback  # noqa: F401
+    from tensortap.lightning.pl_callback import PLTensortapCallback  # noqa: F401
 
-
-def _callback_class(package: str, name: str) -> Any:
-    try:
-        base = importlib.import_module(package).Callback
-    except ImportError:
-        return None
-    doc = CallbackMixin.__doc__
-    return type(name, (CallbackMixin, base), {"__doc__": doc, "__module__": __name__})
-
-
-TensortapCallback: Any = _callback_class("lightning.pytorch", "TensortapCallback")
-PLTensortapCallback: Any = _callback_class("pytorch_lightning", "PLTensortapCallback")
-
-__all__ = ["CallbackMixin", "PLTensortapCallback", "TensortapCallback"]
+__all__, __getattr__, __dir__ = face(__name__)

@@ -1,43 +1,6 @@
-"""Zero code change for Lightning: under ``tensortap run`` every Lightning ``Trainer``
-(``lightning.pytorch`` or ``pytorch_lightning``) gets a ``TensortapCallback`` (unless the
-script gave it one), made from the job's configuration when fitting starts."""
+"""Moved to :mod:`tensortap.attach.lightning` (zero code change lives in one package); this name
+stays for code that imports it."""
 
-from __future__ import annotations
+from tensortap.attach.lightning import enable
 
-import functools
-from types import ModuleType
-from typing import Any
-
-from tensortap.import_hooks import when_imported
-
-_PACKAGES = {
-    "lightning.pytorch.trainer.trainer": "TensortapCallback",
-    "pytorch_lightning.trainer.trainer": "PLTensortapCallback",
-}
-_enabled = False
-
-
-def enable() -> None:
-    """Add the callback to every Trainer made from now on (once per process)."""
-    global _enabled
-    if not _enabled:
-        _enabled = True
-        for module, name in _PACKAGES.items():
-            when_imported(module, functools.partial(_patch, name))
-
-
-def _patch(name: str, module: ModuleType) -> None:
-    import tensortap.lightning as tl
-    from tensortap.lightning.callback import CallbackMixin
-
-    callback_class = getattr(tl, name)
-    cls = module.Trainer
-    original = cls.__init__
-
-    @functools.wraps(original)
-    def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        if not any(isinstance(c, CallbackMixin) for c in self.callbacks):
-            self.callbacks.append(callback_class())
-
-    cls.__init__ = init
+__all__ = ["enable"]

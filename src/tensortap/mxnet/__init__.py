@@ -8,30 +8,15 @@
     hook.register_loss(loss_fn)
 
 MXNet is retired upstream; 1.9.1 runs on Python 3.11 with ``numpy==1.23.5`` (see docs/mxnet.md).
+Its names load at first use (the list is in :mod:`tensortap._faces`).
 """
 
-from tensortap import exceptions, modes
-from tensortap.core.collections import Collection, CollectionKeys
-from tensortap.core.reduction_config import ReductionConfig
-from tensortap.core.save_config import SaveConfig, SaveConfigMode
-from tensortap.hook_config import HookConfig
-from tensortap.mxnet.hook import RELU_ACTIVATIONS, Hook, get_hook
-from tensortap.trials import Trial, create_trial
-from tensortap.writer import WriterOptions
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "RELU_ACTIVATIONS",
-    "Collection",
-    "CollectionKeys",
-    "Hook",
-    "HookConfig",
-    "ReductionConfig",
-    "SaveConfig",
-    "SaveConfigMode",
-    "Trial",
-    "WriterOptions",
-    "create_trial",
-    "exceptions",
-    "get_hook",
-    "modes",
-]
+from tensortap._faces import face
+
+if TYPE_CHECKING:
+    from tensortap._shared import *  # noqa: F403
+    from tensortap.mxnet.hook import RELU_ACTIVATIONS, Hook, get_hook  # noqa: F401
+
+__all__, __getattr__, __dir__ = face(__name__)

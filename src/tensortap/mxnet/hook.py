@@ -21,30 +21,29 @@ whose outputs you need imperative).
 from __future__ import annotations
 
 import logging
-import os
 import re
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterator
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import mxnet as mx
 from mxnet import autograd, gluon
 
 from tensortap.core.collections import CollectionKeys
+from tensortap.core.handles import HookHandle
 from tensortap.core.modes import ModeKeys
-from tensortap.core.reduction_config import ReductionConfig
-from tensortap.core.save_config import SaveConfig
 from tensortap.exceptions import InvalidConfigError
 from tensortap.hook import Hook as BaseHook
-from tensortap.storage import Store
-from tensortap.writer import WriterOptions
+from tensortap.hook import HookOptions, OutDir
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
 RELU_ACTIVATIONS = "relu_activations"
 GRADIENT_PREFIX = "gradient/"
 _RELU_BLOCK = re.compile(r"(^|_)relu\d*$")
-
-_current: Hook | None = None
 
 
 def _arrays(value: Any) -> Iterator[Any]:
@@ -71,65 +70,43 @@ class Hook(BaseHook):
     known_collections = (*BaseHook.known_collections, RELU_ACTIVATIONS)
     framework = "mxnet"
 
-    def __init__(
-        self,
-        out_dir: str | os.PathLike[str] | Store,
-        save_config: SaveConfig | None = None,
-        reduction_config: ReductionConfig | None = None,
-        include_collections: Iterable[str] | None = None,
-        include_regex: str | Iterable[str] | None = None,
-        worker: str | int | None = None,
-        num_workers: int = 1,
-        writer_options: WriterOptions | None = None,
-        stop_file: str | os.PathLike[str] | None = None,
-        export_tensorboard: bool = False,
-        tensorboard_dir: str | os.PathLike[str] | None = None,
-    ) -> None:
-        super().__init__(
-            out_dir,
-            save_config,
-            reduction_config,
-            include_collections,
-            include_regex,
-            worker,
-            num_workers,
-            writer_options,
-            stop_file,
-            export_tensorboard,
-            tensorboard_dir,
-        )
+    def __init__(self, out_dir: OutDir, **options: Unpack[HookOptions]) -> None:
+        super().__init__(out_dir, **options)
         self.get_collection(RELU_ACTIVATIONS)
         self._blocks: list[gluon.Block] = []
         self._losses: list[gluon.Block] = []
         self._params: dict[str, Any] = {}
-        self._handles: list[Any] = []
         self._explicit_mode = False
         self._forward_in_step = False
         self._recording = False  # a forward of this step ran under autograd.record()
         self._recorder.add_step_end_callback(self._on_step_end)
-        global _current
-        _current = self
 
     # -- registration --
-    def register_block(self, block: gluon.Block) -> None:
+    def register_block(self, block: gluon.Block) -> HookHandle:
         """Watch ``block`` and its children. Each call of the first block registered is a step;
-        blocks registered after it (the two halves of a GAN, say) are watched within its steps."""
+        blocks registered after it (the two halves of a GAN, say) are watched within its steps.
+        Returns the registration's handle: ``handle.remove()`` detaches the block's Gluon hooks
+        and forgets it; ``close()`` removes every registration."""
         if not isinstance(block, gluon.Block):
             raise InvalidConfigError(
                 f"register_block expects a mxnet.gluon.Block, got {type(block).__name__}"
             )
         if any(b is block for b in self._blocks):
-            return
+            return self._registrations[id(block)]
+        installed = []
         if not self._blocks:
-            self._handles.append(block.register_forward_pre_hook(self._on_forward))
+            installed.append(block.register_forward_pre_hook(self._on_forward))
         self._blocks.append(block)
-        self._params.update(block.collect_params().items())
+        params = dict(block.collect_params().items())
+        self._params.update(params)
         for child in self._descendants(block):
-            self._handles.append(child.register_forward_hook(self._on_block_output))
+            installed.append(child.register_forward_hook(self._on_block_output))
+        undo = [h.detach for h in installed]
+        return self._registered(id(block), *undo, partial(self._forget_block, block, list(params)))
 
-    def register_module(self, block: gluon.Block) -> None:
+    def register_module(self, block: gluon.Block) -> HookHandle:
         """The other adapters' name for :meth:`register_block`."""
-        self.register_block(block)
+        return self.register_block(block)
 
     register_hook = register_module  # smdebug's name
 
@@ -138,7 +115,7 @@ class Hook(BaseHook):
         for child in block._children.values():
             yield from self._descendants(child)
 
-    def register_loss(self, loss_block: gluon.Block) -> None:
+    def register_loss(self, loss_block: gluon.Block) -> HookHandle:
         """Save a loss block's output in ``losses`` (``<loss.name>_output_0``) and its inputs."""
         if not isinstance(loss_block, gluon.Block):
             raise InvalidConfigError(
@@ -146,9 +123,19 @@ class Hook(BaseHook):
                 f"{type(loss_block).__name__}"
             )
         if any(b is loss_block for b in self._losses):
-            return
+            return self._registrations[id(loss_block)]
         self._losses.append(loss_block)
-        self._handles.append(loss_block.register_forward_hook(self._on_loss_output))
+        installed = loss_block.register_forward_hook(self._on_loss_output)
+        forget = partial(self._forget_block, loss_block, [])
+        return self._registered(id(loss_block), installed.detach, forget)
+
+    def _forget_block(self, block: gluon.Block, params: list[str]) -> None:
+        """A block's registration was removed: its tensors are no longer saved."""
+        with self._lock:
+            self._blocks = [b for b in self._blocks if b is not block]
+            self._losses = [b for b in self._losses if b is not block]
+            for name in params:
+                self._params.pop(name, None)
 
     # -- step and mode --
     def set_mode(self, mode: ModeKeys | str | int) -> None:
@@ -164,13 +151,6 @@ class Hook(BaseHook):
         with self._lock:
             super().next_step()
             self._forward_in_step = False
-
-    def close(self) -> Any:
-        with self._lock:
-            for handle in self._handles:
-                handle.detach()
-            self._handles = []
-        return super().close()
 
     # -- events --
     def _on_forward(self, block: gluon.Block, inputs: Any) -> None:
@@ -243,8 +223,5 @@ class Hook(BaseHook):
         self._recording = False
 
 
-def get_hook() -> Hook | None:
-    """The MXNet hook created last in this process, if it is still open."""
-    if _current is not None and not _current._closed:
-        return _current
-    return None
+#: The open MXNet hook made last in this process (see :meth:`tensortap.hook.Hook.current`).
+get_hook = Hook.current

@@ -6,36 +6,18 @@
                    include_collections=["weights", "gradients", "losses", "relu_activations"])
     hook.register_module(model)
     hook.register_loss(loss_fn)
+
+Its names load at first use (the list is in :mod:`tensortap._faces`).
 """
 
-from tensortap import exceptions, modes
-from tensortap.core.collections import Collection, CollectionKeys
-from tensortap.core.reduction_config import ReductionConfig
-from tensortap.core.save_config import SaveConfig, SaveConfigMode
-from tensortap.hook_config import HookConfig
-from tensortap.pytorch.guard import Guard, GuardEvent, GuardStatus
-from tensortap.pytorch.hook import Hook, get_hook
-from tensortap.pytorch.naming import OPTIMIZER_VARIABLES, RELU_ACTIVATIONS
-from tensortap.trials import Trial, create_trial
-from tensortap.writer import WriterOptions
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "OPTIMIZER_VARIABLES",
-    "RELU_ACTIVATIONS",
-    "Collection",
-    "CollectionKeys",
-    "Guard",
-    "GuardEvent",
-    "GuardStatus",
-    "Hook",
-    "HookConfig",
-    "ReductionConfig",
-    "SaveConfig",
-    "SaveConfigMode",
-    "Trial",
-    "WriterOptions",
-    "create_trial",
-    "exceptions",
-    "get_hook",
-    "modes",
-]
+from tensortap._faces import face
+
+if TYPE_CHECKING:
+    from tensortap._shared import *  # noqa: F403
+    from tensortap.pytorch.guard import Guard, GuardEvent, GuardStatus  # noqa: F401
+    from tensortap.pytorch.hook import Hook, get_hook  # noqa: F401
+    from tensortap.pytorch.naming import OPTIMIZER_VARIABLES, RELU_ACTIVATIONS  # noqa: F401
+
+__all__, __getattr__, __dir__ = face(__name__)

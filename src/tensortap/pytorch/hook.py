@@ -9,10 +9,10 @@ See ``docs/pytorch.md`` for the step rule, the names and the collections.
 from __future__ import annotations
 
 import logging
-import os
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -24,13 +24,13 @@ from tensortap.core.collections import (
     TRAINING_LOOP,
     CollectionKeys,
 )
+from tensortap.core.handles import HookHandle
 from tensortap.core.modes import ModeKeys
 from tensortap.core.recorder import RAW_PLAN, records_from_array
-from tensortap.core.reduction_config import ReductionConfig
-from tensortap.core.save_config import SaveConfig
 from tensortap.core.step_tracker import StepTracker, Update
 from tensortap.exceptions import InvalidConfigError
 from tensortap.hook import Hook as BaseHook
+from tensortap.hook import HookOptions, OutDir
 from tensortap.pytorch import events
 from tensortap.pytorch.compiled import is_compiled, refuse_io_inside_compiled, warn_traced
 from tensortap.pytorch.convert import TorchConverter
@@ -52,12 +52,12 @@ from tensortap.pytorch.naming import (
 from tensortap.pytorch.optimizer import optimizer_tensors
 from tensortap.pytorch.registry import Param, Registry
 from tensortap.pytorch.trainer_controls import TrainerControls
-from tensortap.storage import Store
-from tensortap.writer import WriterOptions
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
-_current: Hook | None = None
 _NUMPY_SCALARS = frozenset((torch.float16, torch.float32, torch.float64, torch.int32, torch.int64))
 
 
@@ -95,40 +95,17 @@ class Hook(TrainerControls, BaseHook):
     framework = "pytorch"
 
     def __init__(
-        self,
-        out_dir: str | os.PathLike[str] | Store,
-        save_config: SaveConfig | None = None,
-        reduction_config: ReductionConfig | None = None,
-        include_collections: Iterable[str] | None = None,
-        include_regex: str | Iterable[str] | None = None,
-        worker: str | int | None = None,
-        num_workers: int | None = None,
-        writer_options: WriterOptions | None = None,
-        auto_step: bool = True,
-        stop_file: str | os.PathLike[str] | None = None,
-        export_tensorboard: bool = False,
-        tensorboard_dir: str | os.PathLike[str] | None = None,
+        self, out_dir: OutDir, *, auto_step: bool = True, **options: Unpack[HookOptions]
     ) -> None:
         if not isinstance(auto_step, bool):
             raise InvalidConfigError(f"auto_step must be True or False, got {auto_step!r}")
         dist = _distributed()
-        if worker is None and dist is not None:
-            worker = dist[0]
-        if num_workers is None:
-            num_workers = dist[1] if dist is not None else 1
-        super().__init__(
-            out_dir,
-            save_config,
-            reduction_config,
-            include_collections,
-            include_regex,
-            worker,
-            num_workers,
-            writer_options,
-            stop_file,
-            export_tensorboard,
-            tensorboard_dir,
-        )
+        if dist is not None:  # each rank writes as its own worker
+            if options.get("worker") is None:
+                options["worker"] = dist[0]
+            if options.get("num_workers") is None:
+                options["num_workers"] = dist[1]
+        super().__init__(out_dir, **options)
         self.get_collection(RELU_ACTIVATIONS)
         self.get_collection(OPTIMIZER_VARIABLES)
         self.get_collection(CollectionKeys.ALL).exclude(ALL_EXCLUDES)
@@ -161,45 +138,52 @@ class Hook(TrainerControls, BaseHook):
         self._recorder.add_step_end_callback(self._on_step_end)
         self._loop = LoopFacts(self._recorder, self._registry, self._contain)
         events.attach(self)
-        global _current
-        _current = self
 
     # -- registration --
-    def register_module(self, module: nn.Module, name: str | None = None) -> None:
+    # Each register_* returns a HookHandle: handle.remove() takes away the torch hooks it
+    # installed and forgets the object; close() removes them all, so a closed hook leaves
+    # nothing on the model and keeps none of it alive.
+    def register_module(self, module: nn.Module, name: str | None = None) -> HookHandle:
         """Watch ``module`` and its submodules: a forward of ``module`` drives step counting.
 
         ``name`` prefixes the names of a second model's tensors (default: its class name).
+        Returns the registration's handle (the same one when ``module`` is registered already).
         """
         if not isinstance(module, nn.Module):
             raise InvalidConfigError(
                 f"register_module expects a torch.nn.Module, got {type(module).__name__}"
             )
         if any(m is module for m in self._models):
-            return
+            return self._registrations[id(module)]
         compiled = is_compiled(module)
         if compiled:
             refuse_io_inside_compiled(self._recorder.include_collections)
         self._registry.add_model(unwrap(module), name, compiled)
-        module.register_forward_pre_hook(self._on_model_forward)
-        module.register_forward_hook(self._on_model_output)
+        pre = module.register_forward_pre_hook(self._on_model_forward)
+        post = module.register_forward_hook(self._on_model_output)
         self._models.append(module)
         self._optimizer_owned = weakref.WeakKeyDictionary()  # ownership may change
+        return self._registered(id(module), pre.remove, post.remove, partial(self._forget, module))
 
-    def register_hook(self, module: nn.Module) -> None:
+    def register_hook(self, module: nn.Module) -> HookHandle:
         """smdebug's name for :meth:`register_module`."""
-        self.register_module(module)
+        return self.register_module(module)
 
-    def register_loss(self, loss_module: nn.Module) -> None:
+    def register_loss(self, loss_module: nn.Module) -> HookHandle:
         """Save the output of a loss module in ``losses`` (``<LossClass>_output_0``)."""
         if not isinstance(loss_module, nn.Module):
             raise InvalidConfigError(
                 f"register_loss expects a torch.nn.Module loss (e.g. nn.CrossEntropyLoss()), got "
                 f"{type(loss_module).__name__}; for a functional loss call hook.record_loss(loss)"
             )
-        if self._registry.add_loss(loss_module):
-            loss_module.register_forward_hook(self._on_loss_forward)
+        known = self._registrations.get(id(loss_module))
+        if known is not None or not self._registry.add_loss(loss_module):
+            return known or HookHandle(())  # a module of a registered model: nothing installed
+        post = loss_module.register_forward_hook(self._on_loss_forward)
+        forget = partial(self._forget_loss, loss_module)
+        return self._registered(id(loss_module), post.remove, forget)
 
-    def register_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+    def register_optimizer(self, optimizer: torch.optim.Optimizer) -> HookHandle:
         """Save the optimizer's hyperparameters and state in ``optimizer_variables``; its
         ``step()`` then marks the end of a training step (so gradient accumulation over several
         backward passes is one step)."""
@@ -209,13 +193,14 @@ class Hook(TrainerControls, BaseHook):
                 f"{type(optimizer).__name__}"
             )
         if any(o is optimizer for _, o in self._optimizers):
-            return
+            return self._registrations[id(optimizer)]
         n = len(self._optimizers)
         self._optimizers.append(("optimizer" if n == 0 else f"optimizer_{n}", optimizer))
         self._optimizer_owned[optimizer] = True
         self._tracker.expect(Update.OPTIMIZER_STEP)
+        return self._registered(id(optimizer), partial(self._forget_optimizer, optimizer))
 
-    def register_grad_scaler(self, scaler: Any) -> None:
+    def register_grad_scaler(self, scaler: Any) -> HookHandle:
         """Use a ``torch.amp.GradScaler``: gradients are saved unscaled, and its ``update()``
         marks the end of a training step (steps it skips for inf/NaN still count)."""
         if not callable(getattr(scaler, "update", None)) or not hasattr(scaler, "scale"):
@@ -223,9 +208,10 @@ class Hook(TrainerControls, BaseHook):
                 f"register_grad_scaler expects a torch.amp.GradScaler, got {type(scaler).__name__}"
             )
         if self._scaler is scaler:
-            return
+            return self._registrations[id(scaler)]
         self._scaler = scaler
         original = scaler.update
+        own = vars(scaler).get("update")  # an update the scaler's owner set on it, if any
         hook_ref = weakref.ref(self)
 
         def update(*args: Any, **kwargs: Any) -> Any:
@@ -235,8 +221,45 @@ class Hook(TrainerControls, BaseHook):
                 hook._after_update(Update.SCALER_UPDATE)
             return result
 
+        def restore() -> None:
+            if own is None:
+                vars(scaler).pop("update", None)
+            else:
+                scaler.update = own
+            if self._scaler is scaler:
+                self._scaler = None
+                self._expect_registered_updates()
+
         scaler.update = update
         self._tracker.expect(Update.SCALER_UPDATE)
+        return self._registered(id(scaler), restore)
+
+    def _forget(self, module: nn.Module) -> None:
+        """A model's registration was removed: its tensors are no longer saved."""
+        with self._lock:
+            self._models = [m for m in self._models if m is not module]
+            self._registry.remove_model(unwrap(module))
+            self._module_io.remove()  # installed again at the next due step, for those left
+            self._optimizer_owned = weakref.WeakKeyDictionary()
+
+    def _forget_loss(self, module: nn.Module) -> None:
+        with self._lock:
+            self._registry.remove_loss(module)
+            self._module_io.remove()
+
+    def _forget_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        with self._lock:
+            self._optimizers = [(n, o) for n, o in self._optimizers if o is not optimizer]
+            self._optimizer_owned = weakref.WeakKeyDictionary()
+            self._expect_registered_updates()
+
+    def _expect_registered_updates(self) -> None:
+        """Steps end at the most specific update still registered."""
+        self._tracker.update = Update.BACKWARD
+        if self._optimizers:
+            self._tracker.expect(Update.OPTIMIZER_STEP)
+        if self._scaler is not None:
+            self._tracker.expect(Update.SCALER_UPDATE)
 
     # -- explicit saving --
     def save_tensor(
@@ -512,16 +535,5 @@ class Hook(TrainerControls, BaseHook):
         self._gradients_taken = set()
 
 
-def get_hook(
-    json_config_path: str | os.PathLike[str] | None = None, create_if_not_exists: bool = False
-) -> Hook | None:
-    """The PyTorch hook created last in this process (or one made from the JSON configuration
-    when there is none and ``create_if_not_exists`` is true)."""
-    global _current
-    if _current is not None and not _current._closed:
-        return _current
-    if not create_if_not_exists:
-        return None
-    if json_config_path is None and not os.environ.get("TENSORTAP_CONFIG"):
-        return None
-    return Hook.create_from_json_file(json_config_path)
+#: The open PyTorch hook made last in this process (see :meth:`tensortap.hook.Hook.current`).
+get_hook = Hook.current

@@ -67,6 +67,35 @@ class Registry:
         self.names[module] = ModuleNames(path, None, True)
         return True
 
+    def remove_model(self, core: nn.Module) -> None:
+        """Forget a model :meth:`add_model` named: its modules and parameters."""
+        kept = [(m, p) for m, p in self._models if m is not core]
+        if len(kept) == len(self._models):
+            return
+        prefix = next(p for m, p in self._models if m is core)
+        self._prefixes.discard(prefix)
+        self._models, self._firsts = kept, [None] * len(kept)
+        for module in core.modules():
+            names = self.names.get(module)
+            if names is not None and not names.loss:
+                del self.names[module]
+            self.compiled.discard(id(module))
+        self.refresh(force=True)
+
+    def remove_loss(self, module: nn.Module) -> None:
+        """Forget a loss module :meth:`add_loss` named."""
+        names = self.names.get(module)
+        if names is not None and names.loss:
+            del self.names[module]
+            self._prefixes.discard(names.path)
+
+    def clear(self) -> None:
+        """Forget every model and loss (a closed hook keeps none of them alive)."""
+        for core in [m for m, _ in self._models]:
+            self.remove_model(core)
+        for module in [m for m, n in self.names.items() if n.loss]:
+            self.remove_loss(module)
+
     def refresh(self, force: bool = False) -> bool:
         """Look the parameters up again if a model's parameters were replaced; True if so."""
         firsts = [next(iter(core.parameters()), None) for core, _ in self._models]

@@ -1,4 +1,10 @@
 """``import tensortap.tensorflow as smd`` (smdebug's spelling): the same as tensortap.keras."""
 
-from tensortap.keras import *  # noqa: F403
-from tensortap.keras import __all__  # noqa: F401
+from typing import TYPE_CHECKING
+
+from tensortap._faces import face
+
+if TYPE_CHECKING:
+    from tensortap.keras import *  # noqa: F403
+
+__all__, __getattr__, __dir__ = face(__name__)

@@ -5,50 +5,17 @@
     hook = tt.Hook(out_dir="runs/xgb", validation_data=dvalid)
     xgb.train(params, dtrain, 100, evals=[(dtrain, "train"), (dvalid, "validation")],
               callbacks=[hook])
+
+Its names load at first use (the list is in :mod:`tensortap._faces`): the hook imports XGBoost
+(about a second), which a script that never uses it does not pay for.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tensortap import exceptions, modes
-from tensortap.core.collections import Collection, CollectionKeys
-from tensortap.core.reduction_config import ReductionConfig
-from tensortap.core.save_config import SaveConfig, SaveConfigMode
-from tensortap.hook_config import HookConfig
-from tensortap.trials import Trial, create_trial
-from tensortap.writer import WriterOptions
+from tensortap._faces import face
 
 if TYPE_CHECKING:
-    from tensortap.xgboost.hook import Hook, get_hook, tree_table
+    from tensortap._shared import *  # noqa: F403
+    from tensortap.xgboost.hook import Hook, get_hook, tree_table  # noqa: F401
 
-# The hook imports XGBoost (about a second): it loads at first use, so that zero-code-change
-# support (tensortap.xgboost.zcc, imported by every attached script) costs nothing to scripts
-# that never use XGBoost.
-_FROM_HOOK = {"Hook", "get_hook", "tree_table"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _FROM_HOOK:
-        from tensortap.xgboost import hook
-
-        value = getattr(hook, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'tensortap.xgboost' has no attribute {name!r}")
-
-
-__all__ = [
-    "Collection",
-    "CollectionKeys",
-    "Hook",
-    "HookConfig",
-    "ReductionConfig",
-    "SaveConfig",
-    "SaveConfigMode",
-    "Trial",
-    "WriterOptions",
-    "create_trial",
-    "exceptions",
-    "get_hook",
-    "modes",
-    "tree_table",
-]
+__all__, __getattr__, __dir__ = face(__name__)

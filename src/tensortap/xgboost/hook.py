@@ -26,20 +26,20 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xgboost
 
 from tensortap.core.collections import CollectionKeys
 from tensortap.core.modes import ModeKeys
-from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.save_config import SaveConfig
 from tensortap.hook import Hook as CoreHook
-from tensortap.storage import Store
-from tensortap.writer import WriterOptions
+from tensortap.hook import HookOptions, OutDir
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
@@ -63,13 +63,6 @@ _OWN_COLLECTIONS = (
 )
 TREE_COLUMNS = ("tree", "node", "depth", "feature", "threshold", "gain", "cover", "leaf")
 
-_current: Hook | None = None
-
-
-def get_hook() -> Hook | None:
-    """The XGBoost hook created last in this process (None if there is none)."""
-    return _current
-
 
 class Hook(CoreHook, xgboost.callback.TrainingCallback):
     """Pass it in ``callbacks=[hook]`` to ``xgb.train`` or an XGBoost scikit-learn estimator.
@@ -83,38 +76,20 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
     known_collections = (*CoreHook.known_collections, *_OWN_COLLECTIONS)
     framework = "xgboost"
 
+    default_include_collections = DEFAULT_COLLECTIONS
+    default_save_config = SaveConfig(save_interval=10)  # every 10 rounds, as smdebug's
+
     def __init__(
         self,
-        out_dir: str | os.PathLike[str] | Store,
-        save_config: SaveConfig | None = None,
-        reduction_config: ReductionConfig | None = None,
-        include_collections: Iterable[str] | None = None,
-        include_regex: str | Iterable[str] | None = None,
-        worker: str | int | None = None,
-        num_workers: int = 1,
-        writer_options: WriterOptions | None = None,
-        stop_file: str | os.PathLike[str] | None = None,
+        out_dir: OutDir,
+        *,
         hyperparameters: Mapping[str, Any] | None = None,
         train_data: Any = None,
         validation_data: Any = None,
         shap_rows: int | None = 500,
-        export_tensorboard: bool = False,
-        tensorboard_dir: str | os.PathLike[str] | None = None,
+        **options: Unpack[HookOptions],
     ) -> None:
-        CoreHook.__init__(
-            self,
-            out_dir,
-            save_config or SaveConfig(save_interval=10),
-            reduction_config,
-            DEFAULT_COLLECTIONS if include_collections is None else include_collections,
-            include_regex,
-            worker,
-            num_workers,
-            writer_options,
-            stop_file,
-            export_tensorboard,
-            tensorboard_dir,
-        )
+        CoreHook.__init__(self, out_dir, **options)
         xgboost.callback.TrainingCallback.__init__(self)
         for name in _OWN_COLLECTIONS:
             self.get_collection(name)
@@ -128,8 +103,6 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         self.shap_rows = shap_rows
         self._shap_data: tuple[Any, Any] | None = None  # (validation data, its SHAP sample)
         self._stop_now = False
-        global _current
-        _current = self
 
     # -- TrainingCallback --
     def before_training(self, model: Any) -> Any:
@@ -227,6 +200,10 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         if self._shap_data is None or self._shap_data[0] is not data:
             self._shap_data = (data, data.slice(list(range(self.shap_rows))))
         return self._shap_data[1]
+
+
+#: The open XGBoost hook made last in this process (see :meth:`tensortap.hook.Hook.current`).
+get_hook = Hook.current
 
 
 def tree_table(model: Any) -> dict[str, np.ndarray]:

@@ -8,20 +8,82 @@ The configuration (see :mod:`tensortap.hook_config`) is validated before the scr
 its path is exported as ``$TENSORTAP_CONFIG``, so ``get_hook()`` inside the script returns the
 same hook. Without ``--config``, ``$TENSORTAP_CONFIG`` is used. The script runs as ``__main__``
 with ``sys.argv`` set as if it had been started directly; its exit status is this command's.
+
+Each framework's attachment is one module of this package (``tensortap.attach.pytorch``,
+``.keras``, ``.xgboost``, ``.jax``, ``.huggingface``, ``.lightning``), with an
+``enable(config)``, registered once in :data:`FRAMEWORKS`: what enables them and what explains
+an unwatched run are derived from that list.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import os
 import runpy
 import sys
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from tensortap.exceptions import InvalidConfigError
 from tensortap.hook_config import CONFIG_ENV, JOB_ENV, HookConfig, read_config
+
+
+@dataclass(frozen=True)
+class Framework:
+    """A framework tensortap attaches to without a code change.
+
+    ``needs``: the packages that must be installed (a tuple inside: any one of them);
+    ``watches``: the package a script that uses the framework imports, and ``unwatched``: why
+    nothing was saved when such a script made no hook (None: another framework's reason
+    covers it)."""
+
+    name: str
+    needs: tuple[str | tuple[str, ...], ...]
+    watches: str | None = None
+    unwatched: str | None = None
+
+    @property
+    def module(self) -> str:
+        """The module of this package whose ``enable(config)`` attaches to the framework."""
+        return f"{__name__}.{self.name}"
+
+    def installed(self) -> bool:
+        return all(
+            any(importlib.util.find_spec(p) is not None for p in alternatives)
+            for alternatives in ((n,) if isinstance(n, str) else n for n in self.needs)
+        )
+
+
+#: Every framework zero code change attaches to, in the order they are enabled and named.
+FRAMEWORKS = (
+    Framework(
+        "jax",
+        ("jax", "optax"),
+        "jax",
+        "the script uses JAX, and no Optax optimizer's update ran where tensortap watches it: "
+        "tensortap watches JAX training through an Optax optimizer (its update and "
+        "optax.apply_updates, not under vmap or pmap), and hand-written updates (p - lr * g) "
+        "show it no training step. Make a hook in the script: hook = "
+        "tensortap.jax.Hook.create_from_json_file(); hook.save_scalar('loss', loss, 'losses'); "
+        "hook.save_pytree(params, 'params'); hook.next_step() at each step (docs/jax.md)",
+    ),
+    Framework(
+        "xgboost",
+        ("xgboost",),
+        "xgboost",
+        "xgboost.train (or an XGBoost estimator's fit) never ran",
+    ),
+    Framework("keras", ("keras",), "keras", "no Keras Model.fit, evaluate or predict ran"),
+    Framework("pytorch", ("torch",), "torch", "no torch.nn.Module with parameters was called"),
+    # a Trainer gets the callback: steps, metrics, evaluations
+    Framework("huggingface", ("torch", "transformers")),
+    Framework("lightning", ("torch", ("lightning", "pytorch_lightning"))),
+)
+#: How :func:`enable_frameworks` names the frameworks it enabled (Hugging Face: its package).
+_REPORTED = {"huggingface": "transformers"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,38 +102,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def enable_frameworks(config: HookConfig) -> list[str]:
-    """Attach to every installed framework tensortap supports; returns their names."""
+    """Attach to every installed framework tensortap supports; returns their names. A
+    framework's modules are imported only when it is installed; most wait for the script to
+    import the framework before they patch it."""
     enabled = []
-    if importlib.util.find_spec("keras") is not None:
-        from tensortap.keras.zcc import enable as enable_keras  # imports Keras only when used
-
-        enable_keras(config)
-        enabled.append("keras")
-    if importlib.util.find_spec("xgboost") is not None:
-        from tensortap.xgboost.zcc import enable as enable_xgboost  # imports XGBoost only when used
-
-        enable_xgboost(config)
-        enabled.append("xgboost")
-    if importlib.util.find_spec("jax") is not None and importlib.util.find_spec("optax"):
-        from tensortap.jax.zcc import enable as enable_jax  # imports JAX only when used
-
-        enable_jax(config)
-        enabled.append("jax")
-    if importlib.util.find_spec("torch") is not None:
-        from tensortap.pytorch.zcc import enable
-
-        enable(config)
-        enabled.append("pytorch")
-        if importlib.util.find_spec("transformers") is not None:
-            from tensortap.huggingface.zcc import enable as enable_transformers
-
-            enable_transformers()  # a Trainer gets the callback: steps, metrics, evaluations
-            enabled.append("transformers")
-        if importlib.util.find_spec("lightning") or importlib.util.find_spec("pytorch_lightning"):
-            from tensortap.lightning.zcc import enable as enable_lightning
-
-            enable_lightning()
-            enabled.append("lightning")
+    for framework in FRAMEWORKS:
+        if framework.installed():
+            importlib.import_module(framework.module).enable(config)
+            enabled.append(_REPORTED.get(framework.name, framework.name))
     return enabled
 
 
@@ -118,32 +156,18 @@ def _imported(before: set[str], names: dict[str, Any]) -> set[str]:
 
 
 def _stop_in_callback() -> BaseException | None:
-    zcc = sys.modules.get("tensortap.jax.zcc")
-    return None if zcc is None else zcc.stop_in_callback()
-
-
-#: What zero code change watches, per framework package the script may use.
-_WATCHES = (
-    ("jax", "jax", "the script uses JAX, and no Optax optimizer's update ran where tensortap "
-     "watches it: tensortap watches JAX training through an Optax optimizer (its update and "
-     "optax.apply_updates, not under vmap or pmap), and hand-written updates (p - lr * g) show "
-     "it no training step. Make a hook in the script: hook = "
-     "tensortap.jax.Hook.create_from_json_file(); hook.save_scalar('loss', loss, 'losses'); "
-     "hook.save_pytree(params, 'params'); hook.next_step() at each step (docs/jax.md)"),
-    ("xgboost", "xgboost", "xgboost.train (or an XGBoost estimator's fit) never ran"),
-    ("keras", "keras", "no Keras Model.fit, evaluate or predict ran"),
-    ("torch", "pytorch", "no torch.nn.Module with parameters was called"),
-)  # fmt: skip
+    jax = sys.modules.get(f"{__name__}.jax")
+    return None if jax is None else jax.stop_in_callback()
 
 
 def unwatched_reason(imported: set[str]) -> tuple[str, str | None]:
     """Why no hook was made in this process, from the packages the script ``imported`` (what
     tensortap would have watched), and the framework that seems to be in use (None if none)."""
     reasons, framework = [], None
-    for module, name, why in _WATCHES:
-        if module in imported:
-            reasons.append(why)
-            framework = framework or name
+    for known in FRAMEWORKS:
+        if known.watches in imported and known.unwatched:
+            reasons.append(known.unwatched)
+            framework = framework or known.name
     if not reasons:
         reasons.append(
             "the script imported no framework tensortap attaches to (PyTorch, Keras, XGBoost, "
@@ -168,7 +192,3 @@ def _say_if_unwatched(imported: set[str]) -> None:
             JobRecord(job).append_event("training_unwatched", message=message, framework=framework)
         except OSError as exc:
             print(f"tensortap: could not tell the job {job}: {exc}", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    main()
