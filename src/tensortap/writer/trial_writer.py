@@ -250,12 +250,8 @@ class TrialWriter:
                 batches = list(self._queue)
                 stop = self._stop
                 waiters, self._flush_waiters = self._flush_waiters, []
-            for batch in batches:
-                self._write_batch(batch)
-                with self._cv:
-                    self._queue.popleft()
-                    self._queued_bytes -= batch.nbytes
-                    self._cv.notify_all()
+            self._write_queued(batches)
+            batches.clear()  # no step outlives its writing here: its raw buffers get reused
             segment = self._segment
             if (
                 stop
@@ -271,6 +267,14 @@ class TrialWriter:
                 return
             if time.monotonic() >= self._next_check:
                 self._check()
+
+    def _write_queued(self, batches: list[StepBatch]) -> None:
+        for batch in batches:
+            self._write_batch(batch)
+            with self._cv:
+                self._queue.popleft()
+                self._queued_bytes -= batch.nbytes
+                self._cv.notify_all()
 
     def _publish_due(self, segment: OpenSegment) -> float:
         """When the open segment is published (monotonic time): ``flush_secs`` after it opened,
