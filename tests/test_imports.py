@@ -128,7 +128,7 @@ def test_zero_code_change_attaches_without_importing_unused_frameworks() -> None
     """Every attached script imports the zcc modules: they must not import Keras (seconds)."""
     code = (
         "import sys\n"
-        "import tensortap.keras.zcc, tensortap.xgboost.zcc\n"
+        "import tensortap.attach.keras, tensortap.attach.xgboost\n"
         "loaded = sorted({'keras', 'tensorflow', 'xgboost'} & set(sys.modules))\n"
         "import tensortap.keras as tt\n"
         "assert tt.Hook is tt.KerasHook and 'keras' in sys.modules\n"

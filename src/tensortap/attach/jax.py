@@ -36,11 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.attach._imports import Attachment, when_imported
 from tensortap.core.collections import CollectionKeys
 from tensortap.core.modes import ModeKeys
 from tensortap.exceptions import TrainingStopped
 from tensortap.hook_config import HookConfig
+from tensortap.import_hooks import Attachment, when_imported
 
 logger = logging.getLogger(__name__)
 

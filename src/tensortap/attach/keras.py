@@ -15,8 +15,8 @@ import logging
 from types import ModuleType
 from typing import Any
 
-from tensortap.attach._imports import Attachment
 from tensortap.hook_config import HookConfig
+from tensortap.import_hooks import Attachment
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ import functools
 from types import ModuleType
 from typing import Any
 
-from tensortap.attach._imports import when_imported_once
 from tensortap.hook_config import HookConfig
+from tensortap.import_hooks import when_imported_once
 
 
 def enable(config: HookConfig | None = None) -> None:

@@ -1,12 +1,12 @@
 """tensortap for Hugging Face ``transformers``: :class:`TensortapCallback`, also available as
 ``TrainingArguments(report_to="tensortap")`` once this module is imported (the name is given to
-transformers when it loads its integrations: see :mod:`tensortap.attach.huggingface`). Names load
+transformers when it loads its integrations: see :mod:`tensortap.huggingface.report_to`). Names load
 at first use, as the framework faces' (see :mod:`tensortap._faces`)."""
 
 from typing import TYPE_CHECKING
 
 from tensortap._faces import face
-from tensortap.attach.huggingface import offer_report_to
+from tensortap.huggingface.report_to import offer_report_to
 
 if TYPE_CHECKING:
     from tensortap.huggingface.callback import TensortapCallback  # noqa: F401
