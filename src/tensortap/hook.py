@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import atexit
 import logging
+import math
 import numbers
 import os
 import threading
 import weakref
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
@@ -68,6 +69,8 @@ _open_hooks_lock = threading.Lock()
 #: this process, until it is closed. ``get_hook()`` of every framework reads it (Hook.current).
 _current: dict[str | None, Hook] = {}
 _hooks_made = 0
+#: How many events (:meth:`Hook.record_event`) one session's record keeps at most.
+MAX_SESSION_EVENTS = 256
 
 
 def any_hook_made() -> bool:
@@ -284,6 +287,8 @@ class Hook:
         self._logged_errors: set[tuple[str, str]] = set()
         self._closed = False
         self._rolled_back: list[list[Any]] = []  # [mode, first, last] counted again
+        self._events: list[dict[str, Any]] = []  # record_event's, in the session record
+        self._events_over_budget = 0
         # what register_* installed, by id of the object registered: close() removes it all
         self._registrations: dict[Hashable, HookHandle] = {}
         store = open_store(out_dir)
@@ -523,6 +528,36 @@ class Hook:
         extra = [collections] if isinstance(collections, str) else list(collections or [])
         return self.save_tensor(name, number, [CollectionKeys.SCALARS, *extra])
 
+    def record_event(self, kind: str, fields: Mapping[str, Any]) -> bool:
+        """Keep one event of this session in the trial (an attribution by replay, say): the
+        session record lists it, and ``trial.sessions()[i].events`` reads it back as a dict
+        with ``kind``, ``global_step`` (this hook's step when it was recorded) and ``fields``.
+        Values are JSON ones (non-finite numbers are kept as ``"nan"``, ``"inf"``,
+        ``"-inf"``). At most :data:`MAX_SESSION_EVENTS` per session: later ones are counted
+        (``events_over_budget`` in the record) and False is returned."""
+        if not isinstance(kind, str) or not kind:
+            raise InvalidConfigError(f"record_event needs a kind (a non-empty str), got {kind!r}")
+        if not isinstance(fields, Mapping):
+            raise InvalidConfigError(
+                f"record_event needs its fields as a mapping of names to values, got {fields!r}"
+            )
+        event = {"kind": kind, "global_step": None, "fields": _json_value(fields, kind)}
+        with self._lock:
+            if self._closed:
+                self._warn_closed()
+                return False
+            event["global_step"] = self._recorder.global_step
+            updates: dict[str, Any]
+            if len(self._events) >= MAX_SESSION_EVENTS:
+                self._events_over_budget += 1
+                updates = {"events_over_budget": self._events_over_budget}
+                kept = False
+            else:
+                self._events.append(event)
+                updates, kept = {"events": list(self._events)}, True
+            self._guard_event(self._writer.note_session, updates)
+            return kept
+
     def is_anything_due(self) -> bool:
         """True if some included collection is due at this step."""
         return bool(self._guard(self._recorder.is_anything_due))
@@ -695,6 +730,25 @@ def _as_real(name: str, value: Any) -> float:
             "use save_tensor for arrays"
         )
     return float(value)
+
+
+def _json_value(value: Any, kind: str) -> Any:
+    """``value`` as JSON can hold it (an event's fields); raises InvalidConfigError."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        return number if math.isfinite(number) else str(number)
+    if isinstance(value, Mapping):
+        return {str(k): _json_value(v, kind) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v, kind) for v in value]
+    raise InvalidConfigError(
+        f"record_event({kind!r}): fields must hold JSON values (None, bool, numbers, str, "
+        f"lists, mappings), got {type(value).__name__} {value!r}; convert it (str(value))"
+    )
 
 
 def _counts_text(global_step: int, mode_steps: dict[ModeKeys, int]) -> str:

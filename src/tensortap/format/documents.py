@@ -101,4 +101,7 @@ def decode_session(raw: bytes, what: str) -> dict[str, Any]:
             and all(isinstance(v, int) and not isinstance(v, bool) for v in row[1:])
         ):
             raise FormatError(f"{what}: rolled_back rows must be [mode name, first, last]")
+    for event in get_list(doc, "events", what, of=dict, default=[]):
+        if not isinstance(event.get("kind"), str) or not isinstance(event.get("fields"), dict):
+            raise FormatError(f"{what}: events must be objects with a kind and fields")
     return doc

@@ -19,8 +19,11 @@ class Session:
     steps continued (``{"TRAIN": 20, "EVAL": 2}``), ``step_source`` what set them when the
     training's own count did (``"the Trainer's global_step"``), and ``rolled_back`` the
     ``(mode, first, last)`` step numbers it counted again (resumed from a checkpoint older than
-    the last saved step). A session written by a tensortap from before sessions were recorded
-    is known by its steps only: its ``started``, ``host`` and ``pid`` are None.
+    the last saved step). ``events`` are what the session recorded with
+    :meth:`tensortap.hook.Hook.record_event` (dicts with ``kind``, ``global_step`` and
+    ``fields``: an attribution by replay, say). A session written by a tensortap from before
+    sessions were recorded is known by its steps only: its ``started``, ``host`` and ``pid``
+    are None.
     """
 
     worker: str
@@ -35,6 +38,7 @@ class Session:
     mode_steps: dict[str, int] = field(default_factory=dict)
     step_source: str | None = None
     rolled_back: tuple[tuple[str, int, int], ...] = ()
+    events: tuple[dict[str, Any], ...] = ()
 
     @property
     def resumed(self) -> bool:
@@ -55,6 +59,7 @@ class Session:
             "mode_steps": dict(self.mode_steps),
             "step_source": self.step_source,
             "rolled_back": [list(r) for r in self.rolled_back],
+            "events": [dict(e) for e in self.events],
         }
 
 
@@ -90,6 +95,7 @@ def worker_sessions(state: WorkerState, records: dict[int, dict[str, Any]]) -> l
                 rolled_back=tuple(
                     (str(m), int(a), int(b)) for m, a, b in doc.get("rolled_back", [])
                 ),
+                events=tuple(dict(e) for e in doc.get("events", [])),
             )
         )
     return out
