@@ -348,7 +348,7 @@ class Hook(TrainerControls, BaseHook):
 
     def _on_model_output(self, module: nn.Module, args: Any, output: Any) -> None:
         """Learn whether a later backward pass runs through this model (not some other graph)."""
-        if self._closed or not torch.is_grad_enabled():
+        if self._closed or self._paused or not torch.is_grad_enabled():
             return
         if self._tracker.update > Update.BACKWARD and not self._recorder.is_anything_due():
             return  # the optimizer ends steps, and nothing is saved at this backward
@@ -444,7 +444,7 @@ class Hook(TrainerControls, BaseHook):
         """Hand an event to the training loop's facts, when they are collected."""
         if self._loop.enabled:
             with self._lock:
-                if not self._closed:
+                if not self._closed and not self._paused:
                     self._guard_event(handler, *args)
 
     def _after_update(self, update: Update) -> None:
@@ -476,7 +476,7 @@ class Hook(TrainerControls, BaseHook):
         self, names: ModuleNames, module: nn.Module, inputs: Any, output: Any
     ) -> None:
         with self._lock:
-            if not self._closed:
+            if not self._closed and not self._paused:
                 self._guard_event(self._save_io, names, inputs, output)
 
     # -- saving --

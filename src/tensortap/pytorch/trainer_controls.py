@@ -4,8 +4,9 @@ ready, forward passes announced or ignored. Mixed into :class:`tensortap.pytorch
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -59,11 +60,23 @@ class TrainerControls:
                 self._guard_event(self._save_gradients, False)
 
     def pause(self) -> None:
-        """Ignore forward passes until :meth:`resume` (a trainer's sanity check, say)."""
+        """Ignore forward passes (and the backward passes through them) until :meth:`resume`
+        (a trainer's sanity check, say)."""
         self._paused = True
 
     def resume(self) -> None:
         self._paused = False
+
+    @contextlib.contextmanager
+    def ignoring(self) -> Iterator[None]:
+        """Ignore the passes made inside the block (a replay of a step: see
+        :mod:`tensortap.pytorch.replay`), then go back to what the hook did before."""
+        was = self._paused
+        self._paused = True
+        try:
+            yield
+        finally:
+            self._paused = was
 
     def gradients_on_request(self) -> None:
         """Gradients are saved only by :meth:`save_gradients` from now on."""
