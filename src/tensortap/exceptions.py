@@ -17,6 +17,7 @@ __all__ = [
     "MissingCollectionFiles",
     "NoMoreData",
     "NotATrialError",
+    "ReplayError",
     "ResumeRefused",
     "RuleError",
     "RuleEvaluationConditionMet",
@@ -196,6 +197,11 @@ class RuleEvaluationConditionMet(TensortapError):
             f"Evaluation of the rule {rule_name} at step {step} resulted in the condition "
             f"being met{detail}"
         )
+
+
+class ReplayError(TensortapError, RuntimeError):
+    """A step cannot be replayed (``tensortap.pytorch.Replayer``): it is no longer held, its
+    weights were updated since, or the replay budget is spent; the message says which."""
 
 
 class RuleError(TensortapError, RuntimeError):

@@ -19,5 +19,6 @@ if TYPE_CHECKING:
     from tensortap.pytorch.guard import Guard, GuardEvent, GuardStatus  # noqa: F401
     from tensortap.pytorch.hook import Hook, get_hook  # noqa: F401
     from tensortap.pytorch.naming import OPTIMIZER_VARIABLES, RELU_ACTIVATIONS  # noqa: F401
+    from tensortap.pytorch.replay import Attribution, Replayer, ReplayStatus  # noqa: F401
 
 __all__, __getattr__, __dir__ = face(__name__)

@@ -1,7 +1,28 @@
 """Helpers for testing code that reads trials (rules, reports): build real trials from NumPy;
-and for testing a storage backend: the Store conformance suite (:mod:`.store_conformance`)."""
+for testing a storage backend: the Store conformance suite (:mod:`.store_conformance`); and
+for testing attribution by replay: a bit-flip fault injector (:mod:`.bitflip`, which imports
+torch and loads at first use)."""
+
+from typing import Any
 
 from tensortap.testing.fake_trial import TrialBuilder, infer_collections
 from tensortap.testing.store_conformance import check_store
 
-__all__ = ["TrialBuilder", "check_store", "infer_collections"]
+__all__ = [
+    "BitFlip",
+    "TrialBuilder",
+    "check_store",
+    "flip_bit",
+    "infer_collections",
+    "inject_bitflip",
+]
+
+_TORCH_NAMES = ("BitFlip", "flip_bit", "inject_bitflip")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TORCH_NAMES:
+        from tensortap.testing import bitflip
+
+        return getattr(bitflip, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
