@@ -316,6 +316,11 @@ def test_the_attribution_is_recorded_in_the_trial_and_the_hook_ignores_the_repla
     assert event["kind"] == "attribution" and event["fields"]["kind"] == "transient"
     assert event["fields"]["step"] == 3 and event["fields"]["evidence"]["loss"] == "inf"
     assert plain.sessions()[0].events == ()
+    from tensortap.report.training import training_report
+
+    page = training_report(replayed, rules=[])  # the report marks it on the loss curve
+    assert ">replay: transient (step 3)</text>" in page and event["global_step"] == 3
+    assert "replay:" not in training_report(plain, rules=[])
 
 
 def test_the_weights_must_be_those_before_the_update() -> None:

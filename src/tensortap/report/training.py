@@ -163,6 +163,19 @@ def _sessions_table(sessions: Sequence[Session]) -> str:
     )
 
 
+def _attribution_marks(session: Session) -> list[tuple[float, str]]:
+    """(global step, label) of each attribution by replay the session recorded (see
+    :mod:`tensortap.pytorch.replay`); an event that is not one, or is damaged, marks nothing."""
+    out = []
+    for event in session.events:
+        fields, at = event.get("fields"), event.get("global_step")
+        if event.get("kind") != "attribution" or not isinstance(fields, dict):
+            continue
+        if isinstance(at, int) and not isinstance(at, bool):
+            out.append((float(at), f"replay: {fields.get('kind')} (step {fields.get('step')})"))
+    return out
+
+
 def _series(trial: Trial, names: Sequence[str]) -> dict[str, tuple[list[int], list[float]]]:
     """Each tensor per mode over global steps (:func:`~tensortap.query.curves.mode_lines`)."""
     return {
@@ -227,6 +240,8 @@ class TrainingReport:
         for s in sessions:  # where a resumed session starts is marked too
             if s.resumed and s.first_step is not None:
                 at, label = float(s.first_step), f"session {s.index} resumed"
+                marks[at] = f"{marks[at]}, {label}" if at in marks else label
+            for at, label in _attribution_marks(s):  # what a replay said about a step
                 marks[at] = f"{marks[at]}, {label}" if at in marks else label
         charts = [
             line_chart(_series(trial, names), collection, "global step", marks)
