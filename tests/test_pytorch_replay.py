@@ -432,3 +432,36 @@ def test_bad_arguments_say_what_is_expected() -> None:
         replayer.replay()
     with pytest.raises(InvalidConfigError, match="int >= 0"):
         inject_bitflip(model.fc1, step=-1)
+
+
+def _ddp_rank(rank: int, port: int, out: str) -> None:
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2
+    )
+    torch.manual_seed(0)
+    model = nn.parallel.DistributedDataParallel(Net())
+    replayer = ttp.Replayer(model, step_fn)
+    poison = {2: "nan"} if rank == 1 else {}  # only rank 1 sees the bad batch
+    guard = train(model, make_batches(4, poison=poison), replayer)
+    (found,) = replayer.attributions
+    rows = [e.step for e in guard.events], found.kind, found.first_bad_layer, found.message
+    np.save(f"{out}/rank{rank}.npy", np.array(rows, dtype=object), allow_pickle=True)
+    torch.distributed.destroy_process_group()
+
+
+def test_under_ddp_every_rank_names_the_rank_with_the_bad_batch(tmp_path: Path) -> None:
+    """Gradients are all-reduced: rank 0's own batch and forward pass are sound, yet its
+    gradients are NaN. Its replay (every rank replays the same step) says rank 1's batch."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    mp.start_processes(_ddp_rank, args=(port, str(tmp_path)), nprocs=2, start_method="spawn")
+    steps0, kind0, layer0, message0 = np.load(tmp_path / "rank0.npy", allow_pickle=True)
+    steps1, kind1, layer1, _ = np.load(tmp_path / "rank1.npy", allow_pickle=True)
+    assert steps0 == steps1 == [2]
+    assert (kind1, layer1) == (replay.DATA, "fc1")  # its own batch
+    assert (kind0, layer0) == (replay.DATA, "fc1") and "rank 1's batch" in message0

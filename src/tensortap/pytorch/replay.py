@@ -177,6 +177,18 @@ class _LayerCall:
 
 
 @dataclass
+class _Replayed:
+    fingerprint: torch.Tensor
+    has_grad: tuple[bool, ...]
+    calls: list[_LayerCall]
+    layers: np.ndarray | None  # per call: input non-finite, input max, output non-finite, max
+    batch_nonfinite: float
+    batch_max: float
+    #: under DDP, per rank: batch non-finite, batch max, first bad layer (-1: none), loss bad
+    ranks: np.ndarray | None = None
+
+
+@dataclass
 class _Request:
     step: int
     reason: str | None
@@ -369,15 +381,13 @@ class Replayer:
             self._runs += 1
         started = time.perf_counter()
         try:
-            replayed, calls, batch_numbers = self._run(capture)
+            replayed = self._run(capture)
         finally:
             with self._lock:
                 self._seconds += time.perf_counter() - started
         attribution = self._attribute(
             capture,
             replayed,
-            calls,
-            batch_numbers,
             time.perf_counter() - started,
             reason,
             capture.batch_id if batch is None else batch,
@@ -449,9 +459,7 @@ class Replayer:
                 "that records only lets it through)"
             )
 
-    def _run(
-        self, capture: _Capture
-    ) -> tuple[tuple[torch.Tensor, tuple[bool, ...]], list[_LayerCall], torch.Tensor]:
+    def _run(self, capture: _Capture) -> _Replayed:
         """Run ``step_fn`` as at ``capture``, with forward hooks, and put everything back."""
         model = self.model
         everything = list(model.parameters())
@@ -481,6 +489,12 @@ class Replayer:
                     f"step_fn must return the step's loss (a tensor), returned {loss!r}"
                 )
             fingerprint, has_grad, _ = self._fingerprint(loss)
+            layers = (
+                torch.stack([c.numbers.double().cpu() for c in calls]).numpy() if calls else None
+            )
+            nonfinite, largest = (float(v) for v in batch_numbers.tolist())
+            replayed = _Replayed(fingerprint, has_grad, calls, layers, nonfinite, largest)
+            replayed.ranks = self._across_ranks(replayed)  # inside the replay: every rank's
         finally:
             for handle in handles:
                 handle.remove()
@@ -501,7 +515,30 @@ class Replayer:
                 "step_fn changed the model's weights during the replay (an optimizer.step() "
                 "in it?): it must only run the forward and backward passes"
             )
-        return (fingerprint, has_grad), calls, batch_numbers
+        return replayed
+
+    def _across_ranks(self, replayed: _Replayed) -> np.ndarray | None:
+        """Under DistributedDataParallel (gradients all-reduced, so a bad batch on one rank
+        makes every rank's gradients bad): every rank's batch numbers and first bad layer, by
+        one all-reduce (every rank replays the same step: the guard trips alike)."""
+        dist = torch.distributed
+        if not (
+            isinstance(self.model, nn.parallel.DistributedDataParallel)
+            and dist.is_available()
+            and dist.is_initialized()
+        ):
+            return None
+        rows = torch.zeros(dist.get_world_size(), 4, dtype=torch.float64)
+        index = _first_bad_index(replayed.layers)
+        loss_bad = not math.isfinite(float(replayed.fingerprint[0]))
+        rows[dist.get_rank()] = torch.tensor(
+            [replayed.batch_nonfinite, replayed.batch_max, index, float(loss_bad)],
+            dtype=torch.float64,
+        )
+        device = self.params[0].device if self.params else torch.device("cpu")
+        gathered = rows.to(device)
+        dist.all_reduce(gathered)
+        return gathered.cpu().numpy()
 
     def _load(self, capture: _Capture) -> Any:
         assert self.load_batch is not None
@@ -510,26 +547,19 @@ class Replayer:
     def _attribute(
         self,
         capture: _Capture,
-        replayed: tuple[torch.Tensor, tuple[bool, ...]],
-        calls: list[_LayerCall],
-        batch_numbers: torch.Tensor,
+        replayed: _Replayed,
         seconds: float,
         reason: str | None,
         batch: Any,
     ) -> Attribution:
         assert capture.fingerprint is not None
         first = capture.fingerprint.detach().cpu().double().numpy()
-        again, has_grad = replayed
-        second = again.detach().cpu().double().numpy()
-        layers = (
-            torch.stack([c.numbers.float().cpu() for c in calls]).double().numpy()
-            if calls
-            else None
-        )
-        batch_nonfinite, batch_max = (float(v) for v in batch_numbers.double().tolist())
+        second = replayed.fingerprint.detach().cpu().double().numpy()
+        calls, layers = replayed.calls, replayed.layers
+        batch_nonfinite, batch_max = replayed.batch_nonfinite, replayed.batch_max
         differing = (
             int(first.size)
-            if has_grad != capture.has_grad or first.size != second.size
+            if replayed.has_grad != capture.has_grad or first.size != second.size
             else int((~_same(first, second, self.rtol)).sum())
         )
         evidence: dict[str, float] = {
@@ -567,6 +597,11 @@ class Replayer:
                 "non-finite"
             )
         at = f"{at} gave the same result (loss {second[0]:.6g})"
+        local_bad = batch_nonfinite > 0 or batch_max > self.extreme_input or bad_layer is not None
+        if replayed.ranks is not None and not local_bad and math.isfinite(second[0]):
+            found = self._elsewhere(replayed, capture.step, evidence, at, reason, batch)
+            if found is not None:
+                return found
         if batch_nonfinite > 0 or batch_max > self.extreme_input:
             what = (
                 f"{int(batch_nonfinite)} non-finite values"
@@ -605,6 +640,58 @@ class Replayer:
             batch,
         )
 
+    def _elsewhere(
+        self,
+        replayed: _Replayed,
+        step: int,
+        evidence: dict[str, float],
+        at: str,
+        reason: str | None,
+        batch: Any,
+    ) -> Attribution | None:
+        """This rank's step is sound but its all-reduced gradients are not: the rank whose batch
+        (first) or forward pass went bad, from the rows every rank shared."""
+        assert replayed.ranks is not None
+        for kind in (DATA, NUMERICS):
+            for rank, (nonfinite, largest, index, loss_bad) in enumerate(replayed.ranks):
+                data = nonfinite > 0 or largest > self.extreme_input
+                if (kind == DATA and data) or (kind == NUMERICS and (index >= 0 or loss_bad)):
+                    layer = (
+                        replayed.calls[int(index)].name
+                        if 0 <= index < len(replayed.calls)
+                        else None
+                    )
+                    evidence["bad_rank"] = float(rank)
+                    evidence["bad_rank_batch_nonfinite"] = float(nonfinite)
+                    evidence["bad_rank_batch_max_abs"] = float(largest)
+                    what = (
+                        f"rank {rank}'s batch holds non-finite or extreme values "
+                        f"({int(nonfinite)} non-finite, largest magnitude {largest:.4g}): the data"
+                        if kind == DATA
+                        else f"rank {rank}'s step goes non-finite from a finite batch: the numerics"
+                    )
+                    where = f" (first bad layer there: {layer})" if layer else ""
+                    return Attribution(
+                        kind,
+                        step,
+                        layer,
+                        evidence,
+                        f"{at}; this rank's batch and forward pass are finite, but the "
+                        f"gradients, all-reduced, are not: {what}{where}",
+                        reason,
+                        batch,
+                    )
+        return None
+
+
+def _first_bad_index(layers: np.ndarray | None) -> int:
+    """The call whose output first went non-finite (first from finite inputs), -1 if none."""
+    if layers is None:
+        return -1
+    bad = [i for i in range(len(layers)) if layers[i, 2] > 0]
+    fresh = [i for i in bad if layers[i, 0] == 0]
+    return fresh[0] if fresh else (bad[0] if bad else -1)
+
 
 def _first_bad_layer(
     calls: list[_LayerCall], layers: np.ndarray | None, evidence: dict[str, float]
@@ -612,18 +699,16 @@ def _first_bad_layer(
     """The module whose output first went non-finite (forward hooks fire as modules finish,
     innermost first): the first one with finite inputs, else the first one at all; and a
     sentence saying so."""
+    index = _first_bad_index(layers)
     if layers is None:
         return None, ""
-    bad = [i for i in range(len(calls)) if layers[i, 2] > 0]
-    if not bad:
+    if index < 0:
         return None, " Every layer's output was finite in the forward pass."
-    fresh = [i for i in bad if layers[i, 0] == 0]
-    index = fresh[0] if fresh else bad[0]
     name = calls[index].name
     evidence["layer_input_nonfinite"] = float(layers[index, 0])
     evidence["layer_input_max_abs"] = float(layers[index, 1])
     evidence["layer_output_nonfinite"] = float(layers[index, 2])
-    if fresh:
+    if layers[index, 0] == 0:
         return name, (
             f" The first layer whose output went non-finite: {name} ({int(layers[index, 2])} "
             f"values; its inputs were finite, largest magnitude {layers[index, 1]:.4g})"
