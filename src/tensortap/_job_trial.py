@@ -14,7 +14,7 @@ from tensortap.hook_config import CONFIG_ENV, JOB_ENV, read_config
 from tensortap.storage import Store
 from tensortap.writer import WriterOptions
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("tensortap.hook")  # (the name its messages always had)
 
 
 def in_job_trial(out_dir: str | os.PathLike[str] | Store, worker: str) -> Any:

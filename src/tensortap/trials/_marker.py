@@ -17,7 +17,7 @@ from tensortap.format.layout import TRIAL_MARKER
 from tensortap.storage.base import Store
 from tensortap.storage.resolve import what_is_there
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("tensortap.trials.index")  # (the name its messages always had)
 
 
 def check_marker(
