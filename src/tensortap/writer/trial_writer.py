@@ -27,26 +27,22 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, TypeVar
 
-import numpy as np
-
 from tensortap.core.records import StepBatch
 from tensortap.exceptions import StorageError
 from tensortap.format import layout
-from tensortap.format.checksum import crc32
 from tensortap.format.documents import decode_json, encode_json, trial_marker
-from tensortap.format.index import DATA_ALIGNMENT
 from tensortap.format.series import encode_series
 from tensortap.storage.base import Store
+from tensortap.writer._open_segment import OpenSegment
 from tensortap.writer.options import WriterOptions
 from tensortap.writer.ownership import WorkerKeeper, next_seq
-from tensortap.writer.series import Rollups, SeriesParts, one_number, segment_series
+from tensortap.writer.series import Rollups, SeriesParts, segment_series
 from tensortap.writer.sessions import read_history, session_record
-from tensortap.writer.status import OpenSegment, WriterStatus, record_failure, retrying
+from tensortap.writer.status import WriterStatus, record_failure, retrying
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
 _MAX_LISTED_DROPS = 1000
-_PADDING = bytes(DATA_ALIGNMENT)
 # While the writer sleeps until its segment's flush time, a submitted step wakes it only when
 # the queue holds this much (a wake per small step costs training a share of a core).
 _WAKE_BYTES = 8 * 1024 * 1024
@@ -346,32 +342,7 @@ class TrialWriter:
                     seq, self.store.open_writer(layout.data_key(self.worker, seq))
                 )
                 self._segment = segment
-            builder = segment.builder
-            builder.add_step(batch.global_step, batch.mode, batch.mode_step, batch.wall_time)
-            for record in batch.records:
-                if record.data is None:
-                    builder.add(record, batch.global_step, batch.mode, batch.mode_step)
-                    continue
-                scalar = one_number(record.data)
-                view = memoryview(record.data.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
-                length = len(view)
-                crc = crc32(view)
-                segment.writer.write(view)
-                pad = (-length) % DATA_ALIGNMENT
-                if pad:
-                    segment.writer.write(_PADDING[:pad])
-                builder.add(
-                    record,
-                    batch.global_step,
-                    batch.mode,
-                    batch.mode_step,
-                    segment.offset,
-                    length,
-                    crc,
-                    scalar,
-                )
-                segment.offset += length + pad
-            segment.steps += 1
+            segment.append(batch)
         except Exception as exc:
             self._fail(exc, f"writing step {batch.global_step}")
             self._abandon_segment(extra_lost=1)
