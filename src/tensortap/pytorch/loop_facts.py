@@ -11,7 +11,7 @@ Each event costs a few attribute reads; what reads tensor values runs only on st
 numbers kept here and saved as scalars in ``training_loop`` (``training_loop/<fact>``) at the
 next step where the collection is due, and at close: a fact noticed on another step is never
 lost. Nothing happens unless ``training_loop`` is included (a job includes it for its
-TrainingLoop rule).
+TrainingLoop rule). What the loss modules are fed is noted by :mod:`._loss_facts`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from __future__ import annotations
 import statistics
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,7 @@ from torch import nn
 from tensortap.core.collections import TRAINING_LOOP
 from tensortap.core.modes import ModeKeys
 from tensortap.core.recorder import RAW_PLAN, StepRecorder, records_from_array
+from tensortap.pytorch._loss_facts import LossFacts
 from tensortap.pytorch.naming import WEIGHT_COLLECTIONS, unwrap
 from tensortap.pytorch.registry import Registry
 from tensortap.pytorch.weight_stats import init_scales
@@ -56,8 +57,6 @@ ISOLATED_SHARE = 0.5
 _RECORDED = -1
 _BN = nn.modules.batchnorm._BatchNorm
 _DROPOUT = nn.modules.dropout._DropoutNd
-_CLASS_LOSSES = (nn.CrossEntropyLoss, nn.NLLLoss)
-_REGRESSION_LOSSES = (nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss)
 
 
 @dataclass
@@ -84,13 +83,6 @@ class _Scheduler:
     base_steps: int
 
 
-@dataclass
-class _Losses:
-    calls: Counter[int] = field(default_factory=Counter)
-    done: set[int] = field(default_factory=set)
-    weights_read: set[int] = field(default_factory=set)
-
-
 class LoopFacts:
     """Collects the facts (see the module docstring) and saves them in ``training_loop``."""
 
@@ -113,7 +105,7 @@ class LoopFacts:
         self._norm_modules: weakref.WeakKeyDictionary[nn.Module, list[nn.Module]] = (
             weakref.WeakKeyDictionary()
         )
-        self._losses = _Losses()
+        self._losses = LossFacts(registry, self._set, self._due, FIRST_STEPS)
         self._backward_passes = 0
         self._steps_seen = 0  # of every optimizer
         self._other_steps = 0  # of optimizers holding none of the registered parameters
@@ -226,39 +218,9 @@ class LoopFacts:
 
     def on_loss(self, module: nn.Module, inputs: Any, output: Any = None) -> None:
         """A registered loss module ran on ``inputs`` (prediction, target) giving ``output``."""
-        key = id(module)
         if isinstance(output, torch.Tensor):
-            self._loss_output = (weakref.ref(output), key)
-        if key in self._losses.done or not isinstance(inputs, tuple) or len(inputs) < 2:
-            return
-        x, target = inputs[0], inputs[1]
-        if not isinstance(x, torch.Tensor) or not isinstance(target, torch.Tensor):
-            return
-        name = self._registry.names[module].path if module in self._registry.names else "loss"
-        if isinstance(module, _REGRESSION_LOSSES):
-            if x.shape != target.shape and _broadcast(x.shape, target.shape) != tuple(x.shape):
-                self._losses.done.add(key)
-                self._set(f"loss_shape_mismatch/{name}/input", np.asarray(x.shape, np.int64))
-                self._set(f"loss_shape_mismatch/{name}/target", np.asarray(target.shape, np.int64))
-                self._set("loss_shape_mismatch", self._count("loss_shape_mismatch/", "/input"))
-            return
-        if not isinstance(module, _CLASS_LOSSES) or not x.is_floating_point() or x.dim() == 0:
-            return
-        if key not in self._losses.weights_read:
-            self._losses.weights_read.add(key)
-            self._class_weights(module)
-        self._losses.calls[key] += 1
-        if self._losses.calls[key] > FIRST_STEPS and not self._due():
-            return  # reading the values is a sync: only at first, and on due steps
-        dim = 1 if x.dim() >= 2 else 0
-        if x.shape[dim] < 2 or x.numel() == 0:
-            return
-        x = x.detach()
-        rows = x.sum(dim)
-        if bool((x.min() >= 0) & ((rows - 1).abs().max() <= 1e-3)):
-            self._losses.done.add(key)
-            self._set(f"softmax_before_loss/{name}", 1)
-            self._set("softmax_before_loss", self._count("softmax_before_loss/"))
+            self._loss_output = (weakref.ref(output), id(module))
+        self._losses.on_loss(module, inputs)
 
     def on_recorded_loss(self, loss: torch.Tensor) -> None:
         """A loss computed without a loss module was recorded (``hook.record_loss``): a
@@ -312,18 +274,6 @@ class LoopFacts:
             self._set(f"init_scale/{name}", scale)
         if scales:
             self._set("init_scale", statistics.median(scales.values()))
-
-    def _class_weights(self, module: nn.Module) -> None:
-        """A classification loss module's class weights, once: the ratio of the largest to
-        the smallest (``class_weights``), when they differ (the loss handles an imbalance)."""
-        weight = getattr(module, "weight", None)
-        if not isinstance(weight, torch.Tensor) or weight.numel() < 2:
-            return
-        low, high = (float(v) for v in torch.aminmax(_local(weight).detach().float()))
-        if low > 0 and high > low * (1 + 1e-6):
-            self._set(
-                "class_weights", max(float(self._values.get("class_weights", 1.0)), high / low)
-            )
 
     def _check_cleared(self, optimizer: torch.optim.Optimizer, facts: _Optimizer) -> None:
         """Before a backward pass, after ``optimizer`` stepped: are its gradients cleared?"""
@@ -487,9 +437,6 @@ class LoopFacts:
             self._values[name] = value
             self._unsaved.add(name)
 
-    def _count(self, prefix: str, suffix: str = "") -> int:
-        return sum(1 for n in self._values if n.startswith(prefix) and n.endswith(suffix))
-
     def _due(self) -> bool:
         return self._recorder.is_collection_due(TRAINING_LOOP)
 
@@ -525,10 +472,6 @@ class LoopFacts:
                 or (isinstance(m, _BN) and m.track_running_stats)
             ]
         return found
-
-
-def _broadcast(a: Iterable[int], b: Iterable[int]) -> tuple[int, ...]:
-    return tuple(np.broadcast_shapes(tuple(a), tuple(b)))
 
 
 def _period(scheduler: Any) -> float | None:
