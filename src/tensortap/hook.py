@@ -8,7 +8,8 @@ A failure inside tensortap (a full disk, a bug) never stops training: it is logg
 invalid config, a string passed as a tensor) raises at once.
 
 Beside it: the options every hook takes (``_hook_options``), the registry of the hooks open in
-this process (``_open_hooks``), where a hook inside a job writes (``_job_trial``) and which
+this process (``_open_hooks``), where a hook inside a job writes (``_job_trial``), how a
+session's steps are numbered after the earlier sessions (``_session_steps``) and which
 framework's hook has a method this one lacks (``_adapter_methods``).
 """
 
@@ -28,6 +29,7 @@ from tensortap._adapter_methods import ADAPTER_METHODS, missing_method
 from tensortap._hook_options import DEFAULT_INCLUDE_COLLECTIONS, HookOptions, OutDir
 from tensortap._job_trial import in_job_trial, job_writer_options
 from tensortap._open_hooks import any_hook_made, current_hook, hook_closed, hook_opened
+from tensortap._session_steps import SessionSteps
 from tensortap.core.collections import (
     BUILTIN_COLLECTIONS,
     Collection,
@@ -51,7 +53,7 @@ from tensortap.exceptions import (
 from tensortap.format.layout import worker_name
 from tensortap.hook_config import CONFIG_ENV, read_config
 from tensortap.storage import Store, open_store
-from tensortap.writer import SessionStart, TrialWriter, WriterOptions, WriterStatus
+from tensortap.writer import TrialWriter, WriterOptions, WriterStatus
 
 logger = logging.getLogger(__name__)
 _H = TypeVar("_H", bound="Hook")
@@ -153,7 +155,6 @@ class Hook:
         self._last_internal_error: str | None = None
         self._logged_errors: set[tuple[str, str]] = set()
         self._closed = False
-        self._rolled_back: list[list[Any]] = []  # [mode, first, last] counted again
         # what register_* installed, by id of the object registered: close() removes it all
         self._registrations: dict[Hashable, HookHandle] = {}
         store = open_store(out_dir)
@@ -175,7 +176,9 @@ class Hook:
         self._recorder = StepRecorder(
             self.collection_manager, self._writer, save_config, reduction_config, names
         )
-        self._continue_session(self._writer.session_start)
+        note_session = partial(self._guard_event, self._writer.note_session)
+        self._session_steps = SessionSteps(self._recorder, self.worker, self.out_dir, note_session)
+        self._session_steps.resume(self._writer.session_start)
         self._stop = StopRequest(stop_file) if stop_file is not None else None
         if self._stop is not None:
             self._recorder.after_step = self._check_stop
@@ -214,22 +217,6 @@ class Hook:
         exporter = TensorBoardExporter(directory)
         self._writer.add_listener("writing TensorBoard events", exporter.add_batch)
         return exporter
-
-    def _continue_session(self, start: SessionStart) -> None:
-        """Start counting where the worker's earlier sessions stopped (see
-        :mod:`tensortap.writer.sessions`), and say so when there were any."""
-        self._recorder.resume(start.global_step, start.mode_steps)
-        if start.resumed:
-            logger.warning(
-                "tensortap: %s of the trial at %s resumed: it holds steps up to global step %d "
-                "from %d earlier session(s); this session continues at global step %s, so no "
-                "step is written over (a separate run belongs in its own out_dir)",
-                self.worker,
-                self.out_dir,
-                start.last_step,
-                start.index,
-                _counts_text(start.global_step, start.mode_steps),
-            )
 
     @classmethod
     def create_from_json_file(
@@ -307,35 +294,8 @@ class Hook:
                 self._continue_at(step, wanted, source)
 
     def _continue_at(self, step: int, mode: ModeKeys, source: str) -> None:
-        recorder = self._recorder
-        before = recorder.count_mode_from(mode, step)
-        if before == step:
-            return
-        updates: dict[str, Any] = {
-            "mode_steps": {m.name: n for m, n in recorder.counts().items()},
-            "step_source": source,
-        }
-        if step < before:
-            self._rolled_back.append([mode.name, step, before - 1])
-            updates["rolled_back"] = list(self._rolled_back)
-            logger.warning(
-                "tensortap: %s puts %s at step %d, but %s already counted %s steps up to %d: "
-                "it counts %s steps %d-%d again. The earlier ones keep their global steps "
-                "(before %d) and stay readable by global step and in trial.sessions(); by %s "
-                "step, those numbers now give this session's values",
-                source,
-                mode.name,
-                step,
-                self.worker,
-                mode.name,
-                before - 1,
-                mode.name,
-                step,
-                before - 1,
-                recorder.global_step,
-                mode.name,
-            )
-        self._guard_event(self._writer.note_session, updates)
+        """:meth:`continue_at`, checked (for adapters that count steps themselves: JAX)."""
+        self._session_steps.continue_at(step, mode, source)
 
     def set_mode(self, mode: ModeKeys | str | int) -> None:
         """Switch to TRAIN, EVAL, PREDICT or GLOBAL (closing the current step if it saved)."""
@@ -552,9 +512,3 @@ def _as_real(name: str, value: Any) -> float:
             "use save_tensor for arrays"
         )
     return float(value)
-
-
-def _counts_text(global_step: int, mode_steps: dict[ModeKeys, int]) -> str:
-    """``12 (TRAIN 10, EVAL 2)``: where a session's count starts."""
-    modes = ", ".join(f"{m.name} {n}" for m, n in sorted(mode_steps.items()) if n > 0)
-    return f"{global_step} ({modes})" if modes else str(global_step)
