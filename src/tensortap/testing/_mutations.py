@@ -18,12 +18,14 @@ Mutation = Callable[[Path, random.Random], str]
 
 
 def trial_files(root: Path, suffix: str = "") -> list[Path]:
+    """The regular files under ``root`` (no symlink) whose names end with ``suffix``."""
     return sorted(
         p for p in root.rglob("*") if p.is_file() and not p.is_symlink() and p.name.endswith(suffix)
     )
 
 
 def pick_file(root: Path, rng: random.Random, suffix: str = "") -> Path:
+    """One of the files under ``root`` ending with ``suffix`` (any file when none does)."""
     files = trial_files(root, suffix) or trial_files(root)
     return rng.choice(files)
 
@@ -77,10 +79,12 @@ def move(root: Path, rng: random.Random) -> str:
     return f"moved {path.relative_to(root)} to {target.relative_to(root)}"
 
 
+#: values of the wrong type (or range) for a JSON field
 WRONG_VALUES: list[Any] = [None, True, -1, 2**70, 1.5, "x", "", [], {}, [1, "a"], {"a": 1}, [[[]]]]
 
 
 def retype(value: Any, rng: random.Random) -> Any:
+    """``value`` (a JSON document) with one field, at any depth, given a wrong value."""
     if isinstance(value, dict) and value and rng.random() < 0.7:
         key = rng.choice(sorted(value))
         return {**value, key: retype(value[key], rng)}
