@@ -6,23 +6,31 @@ the step lifecycle lives once, in :class:`~tensortap.core.recorder.StepRecorder`
 A failure inside tensortap (a full disk, a bug) never stops training: it is logged, counted in
 :attr:`Hook.status`, and written to the trial. Misuse that can be caught at the call (an
 invalid config, a string passed as a tensor) raises at once.
+
+Beside it: the options every hook takes (``_hook_options``), the registry of the hooks open in
+this process (``_open_hooks``), where a hook inside a job writes (``_job_trial``), how a
+session's steps are numbered after the earlier sessions (``_session_steps``) and which
+framework's hook has a method this one lacks (``_adapter_methods``).
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 import math
 import numbers
 import os
 import threading
-import weakref
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from tensortap._adapter_methods import ADAPTER_METHODS, missing_method
+from tensortap._hook_options import DEFAULT_INCLUDE_COLLECTIONS, HookOptions, OutDir
+from tensortap._job_trial import in_job_trial, job_writer_options
+from tensortap._open_hooks import any_hook_made, current_hook, hook_closed, hook_opened
+from tensortap._session_steps import SessionSteps
 from tensortap.core.collections import (
     BUILTIN_COLLECTIONS,
     Collection,
@@ -38,168 +46,32 @@ from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.save_config import SaveConfig
 from tensortap.core.stop import StopRequest
 from tensortap.exceptions import (
-    FrameworkHookNeeded,
     InvalidConfigError,
     InvalidTensorError,
     StorageError,
     TrainingStopped,
 )
 from tensortap.format.layout import worker_name
-from tensortap.hook_config import CONFIG_ENV, JOB_ENV, read_config
+from tensortap.hook_config import CONFIG_ENV, read_config
 from tensortap.storage import Store, open_store
-from tensortap.writer import SessionStart, TrialWriter, WriterOptions, WriterStatus
+from tensortap.writer import TrialWriter, WriterOptions, WriterStatus
 
 logger = logging.getLogger(__name__)
 _H = TypeVar("_H", bound="Hook")
-
-#: Where a hook writes: a directory, a URL (``s3://bucket/prefix``) or a Store.
-OutDir: TypeAlias = "str | os.PathLike[str] | Store"
-
-DEFAULT_INCLUDE_COLLECTIONS = (
-    CollectionKeys.DEFAULT,
-    CollectionKeys.LOSSES,
-    CollectionKeys.METRICS,
-    CollectionKeys.SCALARS,
-)
-
 _DEFAULT_ONLY = (CollectionKeys.DEFAULT,)
-_open_hooks: weakref.WeakSet[Hook] = weakref.WeakSet()
-_open_hooks_lock = threading.Lock()
-#: "The current hook" of each framework (None: the framework-free hook's): the one made last in
-#: this process, until it is closed. ``get_hook()`` of every framework reads it (Hook.current).
-_current: dict[str | None, Hook] = {}
-_hooks_made = 0
 #: How many events (:meth:`Hook.record_event`) one session's record keeps at most.
 MAX_SESSION_EVENTS = 256
 
-
-def any_hook_made() -> bool:
-    """Whether a hook was made in this process (``python -m tensortap.attach`` says so when
-    none was: nothing of the training was saved)."""
-    return _hooks_made > 0
-
-
-def _in_job_trial(out_dir: str | os.PathLike[str] | Store, worker: str) -> Any:
-    """Where a hook writes: inside a job's training process (``$TENSORTAP_JOB_DIR``), the job's
-    trial whatever ``out_dir`` says, as smdebug's hooks wrote to the SageMaker job's output, so
-    that the job's rules judge what the script's own hook saves. ``out_dir`` stays where a hook
-    of this process already writes the job's trial as the same worker (one writer a worker)."""
-    config_file = os.environ.get(CONFIG_ENV)
-    if not os.environ.get(JOB_ENV) or not config_file or isinstance(out_dir, Store):
-        return out_dir
-    try:
-        trial = read_config(config_file).out_dir
-    except (InvalidConfigError, OSError):
-        return out_dir
-    asked, job_trial = os.fspath(out_dir), os.fspath(trial)
-    if "://" not in asked + job_trial:
-        asked, job_trial = os.path.abspath(asked), os.path.abspath(job_trial)
-    if asked.rstrip("/") == job_trial.rstrip("/"):
-        return out_dir
-    with _open_hooks_lock:
-        taken = any(h.worker == worker and h._writes(job_trial) for h in _open_hooks)
-    if taken:
-        logger.warning(
-            "tensortap: another hook of this process writes the job's trial %s as %s; this one "
-            "writes %s as asked, and the job's rules do not read it",
-            trial,
-            worker,
-            out_dir,
-        )
-        return out_dir
-    logger.warning(
-        "tensortap: this script runs as a job: its hook writes the job's trial %s, not %s "
-        "(as smdebug's hooks wrote to the SageMaker job's output), so the job's rules judge it",
-        trial,
-        out_dir,
-    )
-    return trial
-
-
-def _job_writer_options(out_dir: str | os.PathLike[str] | Store) -> WriterOptions | None:
-    """The writer options a job set, for a hook that writes the job's trial and was given
-    none (a hook the script makes, as one the job attaches)."""
-    config_file = os.environ.get(CONFIG_ENV)
-    if not os.environ.get(JOB_ENV) or not config_file or isinstance(out_dir, Store):
-        return None
-    try:
-        config = read_config(config_file)
-    except (InvalidConfigError, OSError):
-        return None
-    asked, job_trial = os.fspath(out_dir), config.out_dir
-    if "://" not in asked + job_trial:
-        asked, job_trial = os.path.abspath(asked), os.path.abspath(job_trial)
-    return config.writer_options if asked.rstrip("/") == job_trial.rstrip("/") else None
-
-
-_KERAS_KINDS = ("train", "test", "predict")
-#: The methods of each framework's hook (and smdebug's names for them): the framework-free hook,
-#: or another framework's, asked for one says which hook has it (tests check the lists).
-ADAPTER_METHODS: dict[str, tuple[str, ...]] = {
-    "tensortap.pytorch.Hook": (
-        "register_module",
-        "register_hook",
-        "register_loss",
-        "register_optimizer",
-        "register_grad_scaler",
-        "record_loss",
-        "record_tensor_value",
-    ),
-    "tensortap.mxnet.Hook": ("register_block", "register_module", "register_hook", "register_loss"),
-    "tensortap.keras.KerasHook": (
-        "register_model",  # smdebug's: a KerasHook learns its model from Keras (set_model)
-        "set_model",
-        "set_params",
-        "wrap_tape",
-        *(f"on_{kind}_{edge}" for kind in _KERAS_KINDS for edge in ("begin", "end")),
-        *(f"on_{kind}_batch_{edge}" for kind in _KERAS_KINDS for edge in ("begin", "end")),
-        "on_epoch_begin",
-        "on_epoch_end",
-    ),
-    "tensortap.xgboost.Hook": ("before_training", "after_iteration", "after_training"),
-    "tensortap.jax.Hook": ("save_pytree", "end_step"),
-}
-
-
-def _missing_method(hook: Hook, name: str) -> AttributeError:
-    """The error for ``hook.<name>`` that ``hook`` lacks: one naming the framework hook that has
-    it when ``name`` is one of theirs."""
-    owners = [adapter for adapter, names in ADAPTER_METHODS.items() if name in names]
-    cls = type(hook)
-    if not owners:
-        return AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
-    kind = f"{cls.__module__.removesuffix('.hook')}.{cls.__name__}"
-    what = "the framework-free hook" if cls.framework is None else "this hook"
-    return FrameworkHookNeeded(
-        f"{kind} ({what}) has no {name}(): that is a method of {' and '.join(owners)}. "
-        f"Make the hook of your framework instead, with the same arguments: "
-        f"hook = {owners[0]}(out_dir, ...)"
-    )
-
-
-@atexit.register
-def _close_open_hooks() -> None:
-    with _open_hooks_lock:
-        hooks = list(_open_hooks)
-    for hook in hooks:
-        hook.close()
-
-
-class HookOptions(TypedDict, total=False):
-    """The options every hook takes after ``out_dir``, by keyword only (see :class:`Hook` for
-    what each means). A framework's hook takes its own arguments and ``**options:
-    Unpack[HookOptions]``, handed to :class:`Hook` as they are: the options are defined once."""
-
-    save_config: SaveConfig | None
-    reduction_config: ReductionConfig | None
-    include_collections: Iterable[str] | None
-    include_regex: str | Iterable[str] | None
-    worker: str | int | None
-    num_workers: int | None
-    writer_options: WriterOptions | None
-    stop_file: str | os.PathLike[str] | None
-    export_tensorboard: bool
-    tensorboard_dir: str | os.PathLike[str] | None
+# what the hook's parts define (re-exported: the adapters, attach/ and tests import them from here)
+__all__ = [
+    "ADAPTER_METHODS",
+    "DEFAULT_INCLUDE_COLLECTIONS",
+    "Hook",
+    "HookOptions",
+    "HookStatus",
+    "OutDir",
+    "any_hook_made",
+]
 
 
 @dataclass(frozen=True)
@@ -271,8 +143,8 @@ class Hook:
         if isinstance(include_collections, str):
             include_collections = [include_collections]
         self.worker = worker_name(worker)
-        out_dir = _in_job_trial(out_dir, self.worker)
-        writer_options = writer_options or _job_writer_options(out_dir)
+        out_dir = in_job_trial(out_dir, self.worker)
+        writer_options = writer_options or job_writer_options(out_dir)
         self.collection_manager = CollectionManager()
         if include_regex is not None:
             self.collection_manager.get(CollectionKeys.DEFAULT).include(include_regex)
@@ -286,7 +158,6 @@ class Hook:
         self._last_internal_error: str | None = None
         self._logged_errors: set[tuple[str, str]] = set()
         self._closed = False
-        self._rolled_back: list[list[Any]] = []  # [mode, first, last] counted again
         self._events: list[dict[str, Any]] = []  # record_event's, in the session record
         self._events_over_budget = 0
         # what register_* installed, by id of the object registered: close() removes it all
@@ -310,26 +181,19 @@ class Hook:
         self._recorder = StepRecorder(
             self.collection_manager, self._writer, save_config, reduction_config, names
         )
-        self._continue_session(self._writer.session_start)
+        note_session = partial(self._guard_event, self._writer.note_session)
+        self._session_steps = SessionSteps(self._recorder, self.worker, self.out_dir, note_session)
+        self._session_steps.resume(self._writer.session_start)
         self._stop = StopRequest(stop_file) if stop_file is not None else None
         if self._stop is not None:
             self._recorder.after_step = self._check_stop
-        global _hooks_made
-        with _open_hooks_lock:
-            _open_hooks.add(self)
-            _current[type(self).framework] = self
-            _hooks_made += 1
+        hook_opened(self, type(self).framework)
 
     if not TYPE_CHECKING:  # (for mypy, a misspelt attribute stays an error)
 
         def __getattr__(self, name: str) -> Any:
             # Only for attributes that do not exist: a framework method says which hook has it.
-            raise _missing_method(self, name)
-
-    def _writes(self, location: str) -> bool:
-        """Whether this hook writes the trial at ``location`` (a path or URL)."""
-        mine = self.out_dir if "://" in self.out_dir else os.path.abspath(self.out_dir)
-        return mine.rstrip("/") == location.rstrip("/") and not self._closed
+            raise missing_method(type(self), type(self).framework, name)
 
     def _tensorboard_exporter(
         self,
@@ -359,22 +223,6 @@ class Hook:
         self._writer.add_listener("writing TensorBoard events", exporter.add_batch)
         return exporter
 
-    def _continue_session(self, start: SessionStart) -> None:
-        """Start counting where the worker's earlier sessions stopped (see
-        :mod:`tensortap.writer.sessions`), and say so when there were any."""
-        self._recorder.resume(start.global_step, start.mode_steps)
-        if start.resumed:
-            logger.warning(
-                "tensortap: %s of the trial at %s resumed: it holds steps up to global step %d "
-                "from %d earlier session(s); this session continues at global step %s, so no "
-                "step is written over (a separate run belongs in its own out_dir)",
-                self.worker,
-                self.out_dir,
-                start.last_step,
-                start.index,
-                _counts_text(start.global_step, start.mode_steps),
-            )
-
     @classmethod
     def create_from_json_file(
         cls: type[_H], json_file_path: str | os.PathLike[str] | None = None, **overrides: Any
@@ -395,8 +243,7 @@ class Hook:
         arguments. With ``create_if_not_exists``, when there is none, one made from the JSON
         configuration (``json_config_path``, else the file ``$TENSORTAP_CONFIG`` names; None
         when neither is given)."""
-        with _open_hooks_lock:
-            hook = _current.get(cls.framework)
+        hook = current_hook(cls.framework)
         if isinstance(hook, cls):
             return hook
         if not create_if_not_exists:
@@ -452,35 +299,8 @@ class Hook:
                 self._continue_at(step, wanted, source)
 
     def _continue_at(self, step: int, mode: ModeKeys, source: str) -> None:
-        recorder = self._recorder
-        before = recorder.count_mode_from(mode, step)
-        if before == step:
-            return
-        updates: dict[str, Any] = {
-            "mode_steps": {m.name: n for m, n in recorder.counts().items()},
-            "step_source": source,
-        }
-        if step < before:
-            self._rolled_back.append([mode.name, step, before - 1])
-            updates["rolled_back"] = list(self._rolled_back)
-            logger.warning(
-                "tensortap: %s puts %s at step %d, but %s already counted %s steps up to %d: "
-                "it counts %s steps %d-%d again. The earlier ones keep their global steps "
-                "(before %d) and stay readable by global step and in trial.sessions(); by %s "
-                "step, those numbers now give this session's values",
-                source,
-                mode.name,
-                step,
-                self.worker,
-                mode.name,
-                before - 1,
-                mode.name,
-                step,
-                before - 1,
-                recorder.global_step,
-                mode.name,
-            )
-        self._guard_event(self._writer.note_session, updates)
+        """:meth:`continue_at`, checked (for adapters that count steps themselves: JAX)."""
+        self._session_steps.continue_at(step, mode, source)
 
     def set_mode(self, mode: ModeKeys | str | int) -> None:
         """Switch to TRAIN, EVAL, PREDICT or GLOBAL (closing the current step if it saved)."""
@@ -647,10 +467,7 @@ class Hook:
             self._writer.close(end)
             if self._tensorboard is not None:
                 self._guard(self._tensorboard.close)
-        with _open_hooks_lock:
-            _open_hooks.discard(self)
-            if _current.get(type(self).framework) is self:
-                del _current[type(self).framework]
+        hook_closed(self, type(self).framework)
         status = self.status
         if not status.healthy:
             logger.warning("tensortap closed with problems: %s", status)
@@ -749,9 +566,3 @@ def _json_value(value: Any, kind: str) -> Any:
         f"record_event({kind!r}): fields must hold JSON values (None, bool, numbers, str, "
         f"lists, mappings), got {type(value).__name__} {value!r}; convert it (str(value))"
     )
-
-
-def _counts_text(global_step: int, mode_steps: dict[ModeKeys, int]) -> str:
-    """``12 (TRAIN 10, EVAL 2)``: where a session's count starts."""
-    modes = ", ".join(f"{m.name} {n}" for m, n in sorted(mode_steps.items()) if n > 0)
-    return f"{global_step} ({modes})" if modes else str(global_step)

@@ -11,7 +11,8 @@ Each event costs a few attribute reads; what reads tensor values runs only on st
 numbers kept here and saved as scalars in ``training_loop`` (``training_loop/<fact>``) at the
 next step where the collection is due, and at close: a fact noticed on another step is never
 lost. Nothing happens unless ``training_loop`` is included (a job includes it for its
-TrainingLoop rule).
+TrainingLoop rule). What the loss modules are fed is noted by :mod:`._loss_facts`, how the
+learning rate is scheduled by :mod:`._lr_facts`.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from __future__ import annotations
 import statistics
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,8 @@ from torch import nn
 from tensortap.core.collections import TRAINING_LOOP
 from tensortap.core.modes import ModeKeys
 from tensortap.core.recorder import RAW_PLAN, StepRecorder, records_from_array
+from tensortap.pytorch._loss_facts import LossFacts
+from tensortap.pytorch._lr_facts import LearningRates
 from tensortap.pytorch.naming import WEIGHT_COLLECTIONS, unwrap
 from tensortap.pytorch.registry import Registry
 from tensortap.pytorch.weight_stats import init_scales
@@ -47,8 +50,6 @@ MEMBERSHIP_AFTER = 10
 CHANGE_AFTER = 5
 #: Bytes of weights copied (once, per device) to measure the first update; the rest is skipped.
 FIRST_UPDATE_BUDGET = 256 << 20
-#: A learning rate at most this share of its peak counts as "low".
-LOW_LR = 0.01
 #: Single forward passes under no_grad in train mode count as evaluations when they fall in
 #: at most this share of the intervals between optimizer steps.
 ISOLATED_SHARE = 0.5
@@ -56,8 +57,6 @@ ISOLATED_SHARE = 0.5
 _RECORDED = -1
 _BN = nn.modules.batchnorm._BatchNorm
 _DROPOUT = nn.modules.dropout._DropoutNd
-_CLASS_LOSSES = (nn.CrossEntropyLoss, nn.NLLLoss)
-_REGRESSION_LOSSES = (nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss)
 
 
 @dataclass
@@ -72,23 +71,6 @@ class _Optimizer:
     stale: tuple[float, int] | None = None  # (norm, step) of gradients found not cleared
     snapshot: list[tuple[str, nn.Parameter, torch.Tensor]] | None = None
     first_done: bool = False
-    lr: float | None = None
-    peak: float = 0.0
-    low_steps: int = 0
-    low_from: int | None = None
-
-
-@dataclass
-class _Scheduler:
-    base_epoch: int
-    base_steps: int
-
-
-@dataclass
-class _Losses:
-    calls: Counter[int] = field(default_factory=Counter)
-    done: set[int] = field(default_factory=set)
-    weights_read: set[int] = field(default_factory=set)
 
 
 class LoopFacts:
@@ -109,11 +91,11 @@ class LoopFacts:
             weakref.WeakKeyDictionary()
         )
         self._labels: set[str] = set()
-        self._schedulers: weakref.WeakKeyDictionary[Any, _Scheduler] = weakref.WeakKeyDictionary()
+        self._rates = LearningRates(self._set)
         self._norm_modules: weakref.WeakKeyDictionary[nn.Module, list[nn.Module]] = (
             weakref.WeakKeyDictionary()
         )
-        self._losses = _Losses()
+        self._losses = LossFacts(registry, self._set, self._due, FIRST_STEPS)
         self._backward_passes = 0
         self._steps_seen = 0  # of every optimizer
         self._other_steps = 0  # of optimizers holding none of the registered parameters
@@ -209,7 +191,7 @@ class LoopFacts:
         self._owned_steps += 1
         facts.steps += 1
         self._accumulated(passes, loss)
-        self._track_lr(optimizer, facts)
+        self._rates.after_step(optimizer, facts.steps)
         if facts.snapshot is not None:
             self._first_update(facts)
         if facts.steps <= FIRST_STEPS or self._due_next():
@@ -218,47 +200,17 @@ class LoopFacts:
 
     def after_scheduler_step(self, scheduler: Any) -> None:
         """A learning-rate scheduler stepped (also once when it is created)."""
-        if scheduler not in self._schedulers:
+        if not self._rates.has_scheduler(scheduler):
             optimizer = getattr(scheduler, "optimizer", None)
             facts = self._optimizers.get(optimizer) if optimizer is not None else None
             steps = facts.steps if facts is not None else 0
-            self._schedulers[scheduler] = _Scheduler(int(scheduler.last_epoch), steps)
+            self._rates.add_scheduler(scheduler, steps)
 
     def on_loss(self, module: nn.Module, inputs: Any, output: Any = None) -> None:
         """A registered loss module ran on ``inputs`` (prediction, target) giving ``output``."""
-        key = id(module)
         if isinstance(output, torch.Tensor):
-            self._loss_output = (weakref.ref(output), key)
-        if key in self._losses.done or not isinstance(inputs, tuple) or len(inputs) < 2:
-            return
-        x, target = inputs[0], inputs[1]
-        if not isinstance(x, torch.Tensor) or not isinstance(target, torch.Tensor):
-            return
-        name = self._registry.names[module].path if module in self._registry.names else "loss"
-        if isinstance(module, _REGRESSION_LOSSES):
-            if x.shape != target.shape and _broadcast(x.shape, target.shape) != tuple(x.shape):
-                self._losses.done.add(key)
-                self._set(f"loss_shape_mismatch/{name}/input", np.asarray(x.shape, np.int64))
-                self._set(f"loss_shape_mismatch/{name}/target", np.asarray(target.shape, np.int64))
-                self._set("loss_shape_mismatch", self._count("loss_shape_mismatch/", "/input"))
-            return
-        if not isinstance(module, _CLASS_LOSSES) or not x.is_floating_point() or x.dim() == 0:
-            return
-        if key not in self._losses.weights_read:
-            self._losses.weights_read.add(key)
-            self._class_weights(module)
-        self._losses.calls[key] += 1
-        if self._losses.calls[key] > FIRST_STEPS and not self._due():
-            return  # reading the values is a sync: only at first, and on due steps
-        dim = 1 if x.dim() >= 2 else 0
-        if x.shape[dim] < 2 or x.numel() == 0:
-            return
-        x = x.detach()
-        rows = x.sum(dim)
-        if bool((x.min() >= 0) & ((rows - 1).abs().max() <= 1e-3)):
-            self._losses.done.add(key)
-            self._set(f"softmax_before_loss/{name}", 1)
-            self._set("softmax_before_loss", self._count("softmax_before_loss/"))
+            self._loss_output = (weakref.ref(output), id(module))
+        self._losses.on_loss(module, inputs)
 
     def on_recorded_loss(self, loss: torch.Tensor) -> None:
         """A loss computed without a loss module was recorded (``hook.record_loss``): a
@@ -312,18 +264,6 @@ class LoopFacts:
             self._set(f"init_scale/{name}", scale)
         if scales:
             self._set("init_scale", statistics.median(scales.values()))
-
-    def _class_weights(self, module: nn.Module) -> None:
-        """A classification loss module's class weights, once: the ratio of the largest to
-        the smallest (``class_weights``), when they differ (the loss handles an imbalance)."""
-        weight = getattr(module, "weight", None)
-        if not isinstance(weight, torch.Tensor) or weight.numel() < 2:
-            return
-        low, high = (float(v) for v in torch.aminmax(_local(weight).detach().float()))
-        if low > 0 and high > low * (1 + 1e-6):
-            self._set(
-                "class_weights", max(float(self._values.get("class_weights", 1.0)), high / low)
-            )
 
     def _check_cleared(self, optimizer: torch.optim.Optimizer, facts: _Optimizer) -> None:
         """Before a backward pass, after ``optimizer`` stepped: are its gradients cleared?"""
@@ -407,21 +347,6 @@ class LoopFacts:
         if every:
             self._set("first_update_ratio", statistics.median(every))
 
-    def _track_lr(self, optimizer: torch.optim.Optimizer, facts: _Optimizer) -> None:
-        lr = optimizer.param_groups[0].get("lr") if optimizer.param_groups else None
-        if isinstance(lr, torch.Tensor):
-            if lr.device.type != "cpu":
-                return  # reading it would wait for the device
-            lr = float(lr)
-        if not isinstance(lr, (int, float)):
-            return
-        facts.lr = float(lr)
-        facts.peak = max(facts.peak, facts.lr)
-        if facts.peak > 0 and facts.lr <= LOW_LR * facts.peak * (1 + 1e-6):
-            facts.low_steps += 1
-            if facts.low_from is None:
-                facts.low_from = facts.steps
-
     # -- saving --
     def _on_step_end(self) -> None:
         try:
@@ -458,27 +383,9 @@ class LoopFacts:
                 else:  # the parameters were replaced (sharded by FSDP2): judged from here
                     self._fingerprint = now
         for optimizer, facts in list(self._optimizers.items()):
-            if facts.owned and facts.lr is not None:
-                self._set(f"lr/{facts.label}", facts.lr)
-                self._set(f"lr_low_share/{facts.label}", facts.low_steps / max(facts.steps, 1))
-                if facts.low_from is not None:
-                    self._set(f"lr_low_from/{facts.label}", facts.low_from)
+            if facts.owned and self._rates.read(optimizer):
+                self._rates.measure(optimizer, facts.label, facts.steps)
                 self._set(f"steps/{facts.label}", facts.steps)
-                self._measure_schedulers(optimizer, facts)
-
-    def _measure_schedulers(self, optimizer: torch.optim.Optimizer, facts: _Optimizer) -> None:
-        for scheduler, seen in list(self._schedulers.items()):
-            if getattr(scheduler, "optimizer", None) is not optimizer:
-                continue
-            key = f"{facts.label}/{type(scheduler).__name__}"
-            steps = facts.steps - seen.base_steps
-            epochs = int(scheduler.last_epoch) - seen.base_epoch
-            self._set(f"scheduler_steps/{key}", int(scheduler.last_epoch))
-            if steps > 0:
-                self._set(f"scheduler_per_step/{key}", epochs / steps)
-            period = _period(scheduler)
-            if period is not None:
-                self._set(f"scheduler_period/{key}", period)
 
     # -- helpers --
     def _set(self, name: str, value: Any) -> None:
@@ -486,9 +393,6 @@ class LoopFacts:
         if old is None or not np.array_equal(old, value):
             self._values[name] = value
             self._unsaved.add(name)
-
-    def _count(self, prefix: str, suffix: str = "") -> int:
-        return sum(1 for n in self._values if n.startswith(prefix) and n.endswith(suffix))
 
     def _due(self) -> bool:
         return self._recorder.is_collection_due(TRAINING_LOOP)
@@ -525,19 +429,3 @@ class LoopFacts:
                 or (isinstance(m, _BN) and m.track_running_stats)
             ]
         return found
-
-
-def _broadcast(a: Iterable[int], b: Iterable[int]) -> tuple[int, ...]:
-    return tuple(np.broadcast_shapes(tuple(a), tuple(b)))
-
-
-def _period(scheduler: Any) -> float | None:
-    """How many scheduler steps its schedule spans, where the class says."""
-    for attr in ("T_max", "step_size", "T_0", "total_iters"):
-        value = getattr(scheduler, attr, None)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    milestones = getattr(scheduler, "milestones", None)
-    if milestones:
-        return float(max(milestones))
-    return None

@@ -3,7 +3,8 @@
 A trial may come from a shared bucket or another team, damaged or crafted. :func:`mutate`
 damages a copy of a healthy trial in one of the ways such a trial can be damaged (bytes flipped,
 truncated or extended objects, deleted or moved files, JSON fields of the wrong type, deeply
-nested JSON, symlinks out of the trial or to ``/dev/zero``, FIFOs, catastrophic regexes), and
+nested JSON, symlinks out of the trial or to ``/dev/zero``, FIFOs, catastrophic regexes: see
+:mod:`._mutations`, and :mod:`._smdebug_mutations` for smdebug's format), and
 :func:`read_everything` reads all of it through the public trial API. Reading may raise only
 tensortap's typed errors (or skip the damaged part and list it in ``trial.problems()``); it must
 finish within a deadline and use memory within a small constant of the trial's real size.
@@ -14,19 +15,15 @@ reports the counts (docs/format.md).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
 import shutil
-import struct
 import threading
 import time
 import traceback
 import tracemalloc
-import zlib
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,187 +32,35 @@ import numpy as np
 
 from tensortap.exceptions import TensortapError
 
-Mutation = Callable[[Path, random.Random], str]
+# the damage itself (re-exported: tests and bench/bench_fuzz.py import it from here)
+from tensortap.testing._mutations import (
+    MUTATIONS,
+    Mutation,
+    mutate,
+    rewrite_index_header,
+    trial_files,
+)
+from tensortap.testing._smdebug_mutations import SMDEBUG_MUTATIONS, with_checksums
 
-
-def _files(root: Path, suffix: str = "") -> list[Path]:
-    return sorted(
-        p for p in root.rglob("*") if p.is_file() and not p.is_symlink() and p.name.endswith(suffix)
-    )
-
-
-def _pick(root: Path, rng: random.Random, suffix: str = "") -> Path:
-    files = _files(root, suffix) or _files(root)
-    return rng.choice(files)
-
-
-def flip_bytes(root: Path, rng: random.Random) -> str:
-    path = _pick(root, rng)
-    data = bytearray(path.read_bytes())
-    if not data:
-        return f"{path.name}: empty, left as it is"
-    for _ in range(rng.choice([1, 1, 2, 8])):
-        at = rng.randrange(len(data))
-        data[at] ^= 1 << rng.randrange(8)
-    path.write_bytes(bytes(data))
-    return f"flipped bits in {path.relative_to(root)}"
-
-
-def truncate(root: Path, rng: random.Random) -> str:
-    path = _pick(root, rng)
-    data = path.read_bytes()
-    path.write_bytes(data[: rng.randrange(len(data) + 1)])
-    return f"truncated {path.relative_to(root)}"
-
-
-def extend(root: Path, rng: random.Random) -> str:
-    path = _pick(root, rng)
-    junk = rng.choice([b"\0" * rng.randrange(1, 4096), os.urandom(rng.randrange(1, 512))])
-    with path.open("ab") as out:
-        out.write(junk)
-    return f"extended {path.relative_to(root)}"
-
-
-def delete(root: Path, rng: random.Random) -> str:
-    path = _pick(root, rng, rng.choice([".ttdat", ".ttidx", ".json", ""]))
-    path.unlink()
-    return f"deleted {path.relative_to(root)}"
-
-
-def move(root: Path, rng: random.Random) -> str:
-    """Copy or move an index, data or JSON object into another worker's folder."""
-    workers = sorted(p for p in (root / "workers").iterdir() if p.is_dir() and not p.is_symlink())
-    path = _pick(rng.choice(workers), rng, rng.choice([".ttidx", ".ttdat", ".json"]))
-    target_worker = rng.choice(workers)
-    rel = path.relative_to(root / "workers" / path.relative_to(root / "workers").parts[0])
-    target = target_worker / rel
-    if rng.random() < 0.3:  # and under another sequence number
-        target = target.with_name(f"{rng.randrange(50):012d}{''.join(target.suffixes)}")
-    if target == path:
-        return f"{path.relative_to(root)} left in place"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    (shutil.copyfile if rng.random() < 0.5 else shutil.move)(path, target)
-    return f"moved {path.relative_to(root)} to {target.relative_to(root)}"
-
-
-_WRONG: list[Any] = [None, True, -1, 2**70, 1.5, "x", "", [], {}, [1, "a"], {"a": 1}, [[[]]]]
-
-
-def _retype(value: Any, rng: random.Random) -> Any:
-    if isinstance(value, dict) and value and rng.random() < 0.7:
-        key = rng.choice(sorted(value))
-        return {**value, key: _retype(value[key], rng)}
-    if isinstance(value, list) and value and rng.random() < 0.7:
-        at = rng.randrange(len(value))
-        return [*value[:at], _retype(value[at], rng), *value[at + 1 :]]
-    return rng.choice(_WRONG)
-
-
-def json_types(root: Path, rng: random.Random) -> str:
-    """Give one field of a JSON document (or of an index header, CRC kept valid) a wrong type."""
-    if rng.random() < 0.5:
-        path = _pick(root, rng, ".json")
-        try:
-            doc = json.loads(path.read_bytes())
-        except ValueError:
-            return f"{path.name}: not JSON, left as it is"
-        path.write_text(json.dumps(_retype(doc, rng)))
-        return f"retyped a field of {path.relative_to(root)}"
-    path = _pick(root, rng, ".ttidx")
-    if not path.name.endswith(".ttidx"):
-        return "no index to retype"
-    rewrite_index_header(path, lambda header: _retype(header, rng))
-    return f"retyped a field of the header of {path.relative_to(root)} (CRC valid)"
-
-
-def rewrite_index_header(path: Path, change: Callable[[Any], Any]) -> None:
-    """Replace an index's JSON header and recompute its CRC (a crafted, CRC-valid index)."""
-    raw = path.read_bytes()
-    prefix = struct.Struct("<4sHHIIII")
-    magic, version, flags, head_len, n_rec, n_dims, reserved = prefix.unpack_from(raw, 0)
-    start = prefix.size
-    old_pad = (-(start + head_len)) % 8
-    header = change(json.loads(raw[start : start + head_len]))
-    head = json.dumps(header).encode()
-    pad = (-(start + len(head))) % 8
-    rest = raw[start + head_len + old_pad : -4]
-    body = (
-        prefix.pack(magic, version, flags, len(head), n_rec, n_dims, reserved)
-        + head
-        + b"\0" * pad
-        + rest
-    )
-    path.write_bytes(body + struct.pack("<I", zlib.crc32(body)))
-
-
-def nesting(root: Path, rng: random.Random) -> str:
-    path = _pick(root, rng, ".json")
-    depth = rng.choice([1000, 100_000])
-    path.write_text("[" * depth + "]" * depth)
-    return f"nested {path.relative_to(root)} {depth} deep"
-
-
-def symlink(root: Path, rng: random.Random) -> str:
-    """Replace a file (or a worker's folder) by a symlink out of the trial."""
-    outside = root.parent / "outside.bin"
-    outside.write_bytes(b"secret outside the trial " * 64)
-    target = rng.choice([str(outside), "/dev/zero", "/etc/hostname", str(root.parent)])
-    if rng.random() < 0.2:
-        path = rng.choice(sorted(p for p in (root / "workers").iterdir() if p.is_dir()))
-        shutil.rmtree(path)
-        os.symlink(root.parent if target != "/dev/zero" else target, path)
-    else:
-        path = _pick(root, rng)
-        path.unlink()
-        os.symlink(target, path)
-    return f"{path.relative_to(root)} -> symlink to {target}"
-
-
-def fifo(root: Path, rng: random.Random) -> str:
-    path = _pick(root, rng, rng.choice([".json", ".ttidx", ".ttdat"]))
-    path.unlink()
-    os.mkfifo(path)
-    return f"{path.relative_to(root)} is a FIFO"
-
-
-def evil_regex(root: Path, rng: random.Random) -> str:
-    """A catastrophic (or unsupported) regex in the collections of every worker."""
-    pattern = rng.choice(["(a+)+$", "(x+x+)+y", "(a|aa)+$", r"(a)\1", "(?=a)", "[", "a" * 5000])
-    changed = []
-    for worker in sorted((root / "workers").iterdir()):
-        snapshots = sorted((worker / "collections").glob("*.json"))
-        if not snapshots or snapshots[-1].is_symlink() or not snapshots[-1].is_file():
-            continue
-        try:
-            doc = json.loads(snapshots[-1].read_bytes())
-            for entry in doc["collections"]:
-                entry["include_regex"] = [pattern]
-                entry["exclude_regex"] = [pattern]
-        except (ValueError, RecursionError, KeyError, TypeError):
-            continue
-        snapshots[-1].write_text(json.dumps(doc))
-        changed.append(str(snapshots[-1].relative_to(root)))
-    return f"regex {pattern[:20]!r} in {', '.join(changed) or 'no collections file'}"
-
-
-MUTATIONS: dict[str, Mutation] = {
-    "flip": flip_bytes,
-    "truncate": truncate,
-    "extend": extend,
-    "delete": delete,
-    "move": move,
-    "json_types": json_types,
-    "nesting": nesting,
-    "symlink": symlink,
-    "fifo": fifo,
-    "regex": evil_regex,
-}
-
-
-def mutate(root: Path, rng: random.Random, kind: str | None = None) -> str:
-    """Damage the trial at ``root`` once (``kind`` or a random mutation); says what it did."""
-    name = kind or rng.choice(sorted(MUTATIONS))
-    return f"{name}: {MUTATIONS[name](root, rng)}"
+__all__ = [
+    "MUTATIONS",
+    "SMDEBUG_MUTATIONS",
+    "Mutation",
+    "Outcome",
+    "Summary",
+    "build_healthy",
+    "check_one",
+    "check_one_smdebug",
+    "fuzz",
+    "fuzz_smdebug",
+    "mutate",
+    "read_everything",
+    "read_values",
+    "rewrite_index_header",
+    "trial_bytes",
+    "with_checksums",
+    "wrong_values",
+]
 
 
 def read_everything(path: str | os.PathLike[str]) -> int:
@@ -315,7 +160,7 @@ class Summary:
 
 
 def trial_bytes(root: Path) -> int:
-    return sum(p.stat().st_size for p in _files(root))
+    return sum(p.stat().st_size for p in trial_files(root))
 
 
 def check_one(
@@ -416,191 +261,11 @@ def _fuzz(
 #
 # The same harness over smdebug's format (TFRecord event files, index and collections JSON):
 # :func:`fuzz_smdebug` damages copies of a healthy smdebug trial (bits flipped, files cut or
-# extended, record lengths changed, crafted index JSON, catastrophic collection regexes) and reads
-# each through ``create_trial``. Besides no hang and no untyped exception, every value read must
-# equal the healthy trial's, or the trial must list a problem: a value that differs while
-# ``problems()`` is empty is a ``wrong`` result (a failure).
+# extended, record lengths changed, crafted index JSON, catastrophic collection regexes: see
+# :mod:`._smdebug_mutations`) and reads each through ``create_trial``. Besides no hang and no
+# untyped exception, every value read must equal the healthy trial's, or the trial must list a
+# problem: a value that differs while ``problems()`` is empty is a ``wrong`` result (a failure).
 
-_RECORD = struct.Struct("<QI")
-
-
-def _tfrecords(data: bytes) -> list[tuple[int, int]]:
-    """``(offset, payload length)`` of each whole TFRecord of an event file."""
-    out, at = [], 0
-    while at + 16 <= len(data):
-        (length, _) = _RECORD.unpack_from(data, at)
-        if at + 16 + length > len(data):
-            break
-        out.append((at, length))
-        at += 16 + length
-    return out
-
-
-def with_checksums(root: Path) -> Path:
-    """Write the real data CRC into every record of the smdebug trial at ``root`` (what smdebug
-    writes when told to compute checksums; by default it writes a placeholder, which leaves a
-    record's bytes unverifiable)."""
-    from tensortap.format.crc32c import masked_crc32c
-
-    for path in sorted((root / "events").rglob("*.tfevents")):
-        data = bytearray(path.read_bytes())
-        for at, length in _tfrecords(bytes(data)):
-            payload = bytes(data[at + 12 : at + 12 + length])
-            struct.pack_into("<I", data, at + 12 + length, masked_crc32c(payload))
-        path.write_bytes(bytes(data))
-    return root
-
-
-def _smd_pick(root: Path, rng: random.Random, part: str) -> Path:
-    files = sorted(p for p in (root / part).rglob("*") if p.is_file() and not p.is_symlink())
-    return rng.choice(files) if files else _pick(root, rng)
-
-
-def smd_flip(root: Path, rng: random.Random) -> str:
-    path = _smd_pick(root, rng, rng.choice(["events", "events", "index", "collections"]))
-    data = bytearray(path.read_bytes())
-    if not data:
-        return f"{path.name}: empty, left as it is"
-    for _ in range(rng.choice([1, 1, 2, 8])):
-        data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
-    path.write_bytes(bytes(data))
-    return f"flipped bits in {path.relative_to(root)}"
-
-
-def smd_truncate(root: Path, rng: random.Random) -> str:
-    path = _smd_pick(root, rng, rng.choice(["events", "index"]))
-    data = path.read_bytes()
-    path.write_bytes(data[: rng.randrange(len(data) + 1)])
-    return f"truncated {path.relative_to(root)}"
-
-
-def smd_extend(root: Path, rng: random.Random) -> str:
-    path = _smd_pick(root, rng, rng.choice(["events", "index", "collections"]))
-    with path.open("ab") as out:
-        out.write(os.urandom(rng.randrange(1, 512)))
-    return f"extended {path.relative_to(root)}"
-
-
-def smd_delete(root: Path, rng: random.Random) -> str:
-    path = _smd_pick(root, rng, rng.choice(["events", "index", "collections"]))
-    path.unlink()
-    return f"deleted {path.relative_to(root)}"
-
-
-def smd_length(root: Path, rng: random.Random) -> str:
-    """Change one record's length field (its length CRC recomputed half of the time)."""
-    from tensortap.format.crc32c import masked_crc32c
-
-    path = _smd_pick(root, rng, "events")
-    data = bytearray(path.read_bytes())
-    records = _tfrecords(bytes(data))
-    if not records:
-        return f"{path.name}: no record, left as it is"
-    at, length = rng.choice(records)
-    new = rng.choice([0, 1, length - 1, length + 1, length + 4, 2**40, 2**63, rng.randrange(4096)])
-    struct.pack_into("<Q", data, at, max(0, new))
-    crafted = rng.random() < 0.5
-    if crafted:
-        struct.pack_into("<I", data, at + 8, masked_crc32c(bytes(data[at : at + 8])))
-    path.write_bytes(bytes(data))
-    crc = "valid" if crafted else "old"
-    return f"length {length} -> {new} in {path.relative_to(root)} (CRC {crc})"
-
-
-_SMD_WRONG: list[Any] = [*_WRONG, -16, 2**63, 2**64 + 1, 1e308, float("nan"), "TRAIN", "EVAL"]
-
-
-def smd_index(root: Path, rng: random.Random) -> str:
-    """A crafted index file: a field retyped, entries moved, swapped or duplicated, another
-    step's event file named, or the whole index copied under another step or worker."""
-    path = _smd_pick(root, rng, "index")
-    try:
-        doc = json.loads(path.read_bytes())
-        entries = doc["tensor_payload"]
-    except (ValueError, KeyError, TypeError):
-        return f"{path.name}: not an index, left as it is"
-    how = rng.choice(["retype", "start", "swap", "event_file", "mode", "copy", "entry"])
-    if how == "retype":
-        doc = _retype(doc, rng)
-    elif how == "start" and entries:
-        entry = rng.choice(entries)
-        entry[rng.choice(["start_idx", "length"])] = rng.choice(
-            [*(e["start_idx"] for e in entries), *(e["length"] for e in entries), *_SMD_WRONG]
-        )
-    elif how == "swap" and len(entries) > 1:
-        a, b = rng.sample(range(len(entries)), 2)
-        entries[a]["tensorname"], entries[b]["tensorname"] = (
-            entries[b]["tensorname"],
-            entries[a]["tensorname"],
-        )
-    elif how == "event_file":
-        others = sorted((root / "events").rglob("*.tfevents"))
-        if others:
-            doc["meta"]["event_file_name"] = str(rng.choice(others).relative_to(root))
-    elif how == "mode":
-        doc["meta"]["mode"] = rng.choice(["TRAIN", "EVAL", "PREDICT", "GLOBAL", "train", 3])
-        doc["meta"]["mode_step"] = rng.choice([0, 1, 7, -1, 2**70, "2"])
-    elif how == "copy":  # the same index under another step number, or another worker
-        name = path.name
-        step, _, worker = name.partition("_")
-        twin = rng.choice([f"{rng.randrange(10):012d}_{worker}", f"{step}_worker_9.json", name])
-        target = path.parent.parent / f"{rng.randrange(3):09d}" / twin
-        if target == path:
-            return f"{path.relative_to(root)} left in place"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
-        return f"copied {path.relative_to(root)} to {target.relative_to(root)}"
-    elif how == "entry" and entries:
-        entries.append(dict(rng.choice(entries)))
-    path.write_text(json.dumps(doc))
-    return f"crafted {how} in {path.relative_to(root)}"
-
-
-def smd_nesting(root: Path, rng: random.Random) -> str:
-    path = _smd_pick(root, rng, rng.choice(["index", "collections"]))
-    depth = rng.choice([1000, 100_000])
-    path.write_text('{"meta": ' + "[" * depth + "]" * depth + "}")
-    return f"nested {path.relative_to(root)} {depth} deep"
-
-
-def smd_regex(root: Path, rng: random.Random) -> str:
-    """A catastrophic or unsupported regex in every collection (the trial's names are long
-    enough for Python's ``re`` to take forever on the first ones)."""
-    pattern = rng.choice([r"(\w|\w)*!", "(.*.*)*X$", "(a+)+$", r"(a)\1", "(?=a)", "[", "a" * 5000])
-    for path in sorted((root / "collections").rglob("*.json")):
-        try:
-            doc = json.loads(path.read_bytes())
-            for entry in doc["collections"].values():
-                entry["include_regex"] = [pattern]
-        except (ValueError, KeyError, TypeError, AttributeError):
-            continue
-        path.write_text(json.dumps(doc))
-    return f"regex {pattern[:20]!r} in the collections"
-
-
-def smd_special(root: Path, rng: random.Random) -> str:
-    """An event or index file replaced by a symlink out of the trial, to /dev/zero, or a FIFO."""
-    path = _smd_pick(root, rng, rng.choice(["events", "index"]))
-    path.unlink()
-    if rng.random() < 0.3:
-        os.mkfifo(path)
-        return f"{path.relative_to(root)} is a FIFO"
-    target = rng.choice(["/dev/zero", "/etc/hostname", str(root.parent)])
-    os.symlink(target, path)
-    return f"{path.relative_to(root)} -> symlink to {target}"
-
-
-SMDEBUG_MUTATIONS: dict[str, Mutation] = {
-    "flip": smd_flip,
-    "truncate": smd_truncate,
-    "extend": smd_extend,
-    "delete": smd_delete,
-    "length": smd_length,
-    "index": smd_index,
-    "nesting": smd_nesting,
-    "regex": smd_regex,
-    "special": smd_special,
-}
 
 Values = dict[tuple[str, int, str, str], Any]
 

@@ -1,25 +1,21 @@
 """The in-memory index of a trial, kept current by reading only new index objects.
 
 Opening a trial reads the small index objects of every segment (never tensor data); each
-refresh lists only keys after the last one seen, per worker.
+refresh lists only keys after the last one seen, per worker. What it holds per worker and per
+segment is defined in ``_worker_state`` and ``_segments``; the check of a trial's marker when
+it is opened, in ``_marker``.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from tensortap.core.collections import Collection
 from tensortap.core.modes import ModeKeys
-from tensortap.exceptions import (
-    FormatError,
-    NotATrialError,
-    StorageError,
-    UnsupportedFormatVersion,
-)
+from tensortap.exceptions import FormatError, StorageError
 from tensortap.format import layout
 from tensortap.format.documents import (
     decode_end,
@@ -29,95 +25,16 @@ from tensortap.format.documents import (
 )
 from tensortap.format.fields import get_list
 from tensortap.format.index import SegmentIndex, decode_index
-from tensortap.format.layout import TRIAL_MARKER
 from tensortap.storage.base import Store
-from tensortap.storage.resolve import what_is_there
+from tensortap.trials._marker import check_marker
+from tensortap.trials._segments import Segment, StepColumns, build_columns, check_identity
+from tensortap.trials._worker_state import WorkerState, natural_key
+
+# what the index holds (re-exported: the readers of trials/, query/ and serve/ import them here)
+__all__ = ["TrialIndex", "WorkerState", "natural_key"]
 
 logger = logging.getLogger(__name__)
 _FETCH_BATCH = 64  # index objects fetched together when a trial is opened
-
-
-@dataclass
-class WorkerState:
-    """What the reader knows of one worker."""
-
-    name: str
-    num_workers: int = 1
-    info_read: bool = False  # its worker.json (written just after the worker's directory)
-    framework: str | None = None  # the framework whose hook wrote it, if it said
-    end: dict[str, Any] | None = None
-    complete: bool = False  # end marker seen, and a listing made after it
-    last_index_key: str | None = None
-    last_collections_key: str | None = None
-    steps: set[int] = field(default_factory=set)
-    max_step: int = -1
-    dropped: list[list[int]] = field(default_factory=list)
-    hook_errors: int = 0  # internal hook errors, as of the latest segment
-    last_hook_error: str | None = None
-    # (mode, mode_step) -> global step, and back
-    mode_to_global: dict[tuple[ModeKeys, int], int] = field(default_factory=dict)
-    global_to_mode: dict[int, tuple[ModeKeys, int]] = field(default_factory=dict)
-    wall_time: dict[int, float] = field(default_factory=dict)
-    # each writing session's first and last published global step, by session id, in the
-    # order they first published; and the session records read so far, by index
-    session_spans: dict[str, list[int]] = field(default_factory=dict)
-    session_docs: dict[int, dict[str, Any]] = field(default_factory=dict)
-    last_session_key: str | None = None
-
-    def has_passed(self, global_step: int) -> bool:
-        """True once this worker has published a later step (or ended after this one)."""
-        return self.max_step >= global_step
-
-
-@dataclass(frozen=True)
-class StepColumns:
-    """A segment's records ordered by global step (in record order within a step), as
-    columns: what reading a whole step at once slices, with no per-record Python objects."""
-
-    names: np.ndarray[Any, Any]  # the tensor name of each record (object array)
-    kind: np.ndarray[Any, Any]
-    offset: np.ndarray[Any, Any]  # int64
-    length: np.ndarray[Any, Any]  # int64
-    crc: np.ndarray[Any, Any]
-    dtype: np.ndarray[Any, Any]  # codes into TrialIndex.dtype_names
-    dims_offset: np.ndarray[Any, Any]
-    ndim: np.ndarray[Any, Any]
-    reduction: np.ndarray[Any, Any]
-    abs: np.ndarray[Any, Any]
-    value: np.ndarray[Any, Any]
-
-
-@dataclass(frozen=True)
-class Segment:
-    """One published segment of one worker."""
-
-    worker: str
-    index: SegmentIndex
-    by_step: np.ndarray[Any, Any]  # record numbers ordered by global step (stable)
-
-
-def check_identity(index: SegmentIndex, worker: str, key: str) -> None:
-    """An index must be the one its place says: its worker's, with its own sequence number and
-    data object (an index copied into another worker's folder would hand back that worker's
-    values under this one's name)."""
-    seq = layout.seq_of(key)
-    header = index.header
-    if header["worker"] != worker or header["seq"] != seq:
-        raise FormatError(
-            f"the index belongs to worker {header['worker']!r} segment {header['seq']}, not to "
-            f"{worker!r} segment {seq}: it was copied or moved here, and is not trusted"
-        )
-    if seq is None or index.data_key != layout.data_key(worker, seq):
-        raise FormatError(
-            f"the index points at {index.data_key!r}, not at its own segment's data object"
-        )
-
-
-def natural_key(name: str) -> tuple[Any, ...]:
-    """Sort worker_2 before worker_10."""
-    head = name.rstrip("0123456789")
-    tail = name[len(head) :]
-    return (head, int(tail) if tail else -1, name)
 
 
 class TrialIndex:
@@ -144,51 +61,7 @@ class TrialIndex:
         damaged or missing (next to ``workers/``) with a problem; refuse a newer trial. A root
         that holds nothing yet is refused if ``must_exist``, else read as empty (saying so at
         WARNING if ``warn``, else at INFO)."""
-        try:
-            raw = self.store.get(TRIAL_MARKER)
-        except StorageError as exc:  # not a regular file: read what is there, and say so
-            self.problem(TRIAL_MARKER, exc)
-            return
-        except KeyError:
-            entries = [e for e in self.store.list_dir("") if not e.startswith(".")]
-            if TRIAL_MARKER not in entries:
-                if "workers" in entries:  # a trial that lost its marker: read what is there
-                    self.problem(
-                        TRIAL_MARKER, FormatError("the trial marker is missing; workers/ is read")
-                    )
-                    return
-                if entries:
-                    shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
-                    raise NotATrialError(
-                        f"{path} holds no tensortap trial (no {TRIAL_MARKER}; found "
-                        f"{shown}). Point create_trial at the out_dir given to a Hook"
-                    ) from None
-                self._nothing_yet(path, must_exist, warn)
-                return
-            raw = self.store.get(TRIAL_MARKER)  # written between the two looks: being created
-        try:
-            decode_json(raw, "tensortap-trial", f"{path}/{TRIAL_MARKER}")
-        except UnsupportedFormatVersion:
-            raise
-        except FormatError as exc:  # the marker is corrupt, not newer: read what is there
-            self.problem(TRIAL_MARKER, exc)
-
-    def _nothing_yet(self, path: str, must_exist: bool, warn: bool) -> None:
-        what = what_is_there(self.store)
-        if must_exist:
-            raise NotATrialError(
-                f"no trial at {path}: {what}. Point create_trial at the out_dir given to a "
-                "Hook (or at a job's directory), or leave must_exist out to wait for training "
-                "to write it"
-            )
-        logger.log(
-            logging.WARNING if warn else logging.INFO,
-            "no trial at %s yet: %s. It is read as training writes it; if training should have "
-            "written it by now, check the path (create_trial(..., must_exist=True) raises "
-            "instead)",
-            path,
-            what,
-        )
+        check_marker(self.store, path, must_exist, warn, self.problem)
 
     # -- refresh --
     def refresh(self) -> bool:
@@ -404,32 +277,8 @@ class TrialIndex:
         and listing it never needs them)."""
         found = self._columns.get(seg_id)
         if found is None:
-            found = self._columns[seg_id] = self._build_columns(self.segments[seg_id])
+            found = self._columns[seg_id] = build_columns(self.segments[seg_id], self.dtype_names)
         return found
-
-    def _build_columns(self, segment: Segment) -> StepColumns:
-        index = segment.index
-        records = index.records[segment.by_step]
-        codes = []
-        for name in index.dtypes:
-            if name not in self.dtype_names:
-                self.dtype_names.append(name)
-            codes.append(self.dtype_names.index(name))
-        names = np.empty(len(index.names), dtype=object)
-        names[:] = index.names
-        return StepColumns(
-            names=names[records["name"]],
-            kind=records["kind"].copy(),
-            offset=records["data_offset"].astype(np.int64),
-            length=records["data_length"].astype(np.int64),
-            crc=records["crc32"].copy(),
-            dtype=np.asarray(codes, dtype=np.intp)[records["dtype"]],
-            dims_offset=records["dims_offset"].copy(),
-            ndim=records["ndim"].copy(),
-            reduction=records["reduction"].copy(),
-            abs=records["abs"].astype(bool),
-            value=records["value"].copy(),
-        )
 
     # -- derived views --
     def names_at(self, global_step: int, worker: str | None = None) -> set[str]:

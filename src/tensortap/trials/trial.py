@@ -27,6 +27,8 @@ from tensortap.exceptions import (
     TensorUnavailableForStep,
 )
 from tensortap.storage import Store, open_store
+from tensortap.trials._problems import worker_problems
+from tensortap.trials._saved_steps import SavedSteps
 from tensortap.trials.index import TrialIndex, natural_key
 from tensortap.trials.locate import trial_location
 from tensortap.trials.read_ahead import read_ahead
@@ -90,9 +92,7 @@ class Trial:
         self._index.check_marker(self.path, must_exist, warn=warn)
         self._tensors: dict[str, Tensor] = {}
         self._last_refresh = 0.0
-        self._steps_cache: dict[tuple[ModeKeys | None, bool], list[int]] = {}
-        self._steps_cache_version = -1
-        self._global_to_mode: dict[int, tuple[ModeKeys, int]] = {}
+        self._saved = SavedSteps(self._index)
         self._hold_refresh = 0
         self._names_cache: dict[tuple[Any, ...], list[str]] = {}
         self._names_cache_version = -1
@@ -201,9 +201,9 @@ class Trial:
 
     def _require_steps(self, steps: Iterable[int]) -> None:
         """Raise the usual step errors unless every global step of ``steps`` was saved."""
-        self._step_sets()
+        saved = self._saved.global_to_mode()
         for step in steps:
-            if step not in self._global_to_mode:
+            if step not in saved:
                 self._raise_step_missing(step, None)
 
     @contextlib.contextmanager
@@ -239,34 +239,6 @@ class Trial:
         self._block = ((step, self._index.version), block)
         return block
 
-    def _step_sets(self) -> dict[tuple[ModeKeys | None, bool], list[int]]:
-        """Sorted steps per (mode or None, complete?) — recomputed only when the index grows."""
-        index = self._index
-        if self._steps_cache_version == index.version:
-            return self._steps_cache
-        workers = list(index.workers.values())
-        union: set[int] = set().union(*(w.steps for w in workers)) if workers else set()
-        if len(workers) >= index.expected_workers():
-            # A worker that ended will never add a step, so it holds no step back.
-            complete = {g for g in union if all(w.complete or w.has_passed(g) for w in workers)}
-        else:
-            complete = set()
-        global_to_mode: dict[int, tuple[ModeKeys, int]] = {}
-        for w in sorted(workers, key=lambda w: natural_key(w.name), reverse=True):
-            global_to_mode.update(w.global_to_mode)
-        cache: dict[tuple[ModeKeys | None, bool], list[int]] = {}
-        for done, steps in ((True, complete), (False, union)):
-            cache[(None, done)] = sorted(steps)
-            for mode in ModeKeys:
-                if mode != ModeKeys.GLOBAL:
-                    # a step number counted again by a resumed session is listed once
-                    cache[(mode, done)] = sorted(
-                        {global_to_mode[g][1] for g in steps if global_to_mode[g][0] == mode}
-                    )
-        self._global_to_mode = global_to_mode
-        self._steps_cache, self._steps_cache_version = cache, index.version
-        return cache
-
     # -- steps and modes --
     def steps(self, mode: Any = None, show_incomplete_steps: bool = False) -> list[int]:
         """Saved steps: global step numbers, or the step numbers within ``mode``.
@@ -277,13 +249,12 @@ class Trial:
         self.refresh_if_stale()
         m = self.mode_key(mode)
         key = None if m in (None, ModeKeys.GLOBAL) else m
-        return list(self._step_sets()[(key, not show_incomplete_steps)])
+        return list(self._saved.sets()[(key, not show_incomplete_steps)])
 
     def modes(self) -> list[ModeKeys]:
         """The modes that have saved steps."""
         self.refresh_if_stale()
-        self._step_sets()
-        return sorted({m for m, _ in self._global_to_mode.values()})
+        return sorted({m for m, _ in self._saved.global_to_mode().values()})
 
     def global_step(self, mode: Any, mode_step: int) -> int:
         """The global step of step ``mode_step`` of ``mode``."""
@@ -307,8 +278,7 @@ class Trial:
 
     def _mode_of(self, global_step: int) -> tuple[ModeKeys, int]:
         self.refresh_if_stale()
-        self._step_sets()
-        found = self._global_to_mode.get(global_step)
+        found = self._saved.global_to_mode().get(global_step)
         if found is None:
             self._raise_step_missing(global_step, None)
         return found
@@ -508,25 +478,8 @@ class Trial:
         """What went wrong while saving (dropped or lost steps, writer errors), per worker, and
         the parts of the trial that could not be read (skipped unless ``strict=True``)."""
         self.refresh_if_stale()
-        out: list[str] = [f"unreadable {text}" for text in self._index.problems]
-        for name in self.workers():
-            state = self._index.workers[name]
-            converted = (state.end or {}).get("problems")  # an smdebug trial's damaged parts
-            if isinstance(converted, list):
-                out.extend(f"unreadable (smdebug) {text}" for text in converted)
-            if state.dropped:
-                out.append(f"{name}: {len(state.dropped)} steps dropped (write queue full)")
-            status = (state.end or {}).get("status") or {}
-            if status.get("errors"):
-                out.append(
-                    f"{name}: {status['errors']} writer errors, {status.get('steps_lost', 0)} "
-                    f"steps lost; last: {status.get('last_error')}"
-                )
-            hook_errors = max(state.hook_errors, int((state.end or {}).get("internal_errors", 0)))
-            if hook_errors:
-                last = (state.end or {}).get("last_internal_error") or state.last_hook_error
-                out.append(f"{name}: {hook_errors} internal hook errors; last: {last}")
-        return out
+        unreadable = [f"unreadable {text}" for text in self._index.problems]
+        return unreadable + worker_problems(self._index, self.workers())
 
     # -- series: every saved number as columns (see tensortap.trials.series) --
     def series(self, names: str | Iterable[str] | None = None, **filters: Any) -> SeriesColumns:

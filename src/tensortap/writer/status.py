@@ -1,4 +1,4 @@
-"""What a writer counts, the segment it has open, and how it retries a transient failure."""
+"""What a writer counts, and how it retries a transient failure."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from tensortap.exceptions import StorageError
-from tensortap.format.index import IndexBuilder
-from tensortap.storage.base import ObjectWriter
 
 T = TypeVar("T")
 logger = logging.getLogger("tensortap.writer.trial_writer")
@@ -31,18 +29,6 @@ class WriterStatus:
     retries: int = 0
     last_error: str | None = None
     dropped: list[list[int]] = field(default_factory=list)
-
-
-class OpenSegment:
-    """The segment being written: its data object, its index so far, its size and steps."""
-
-    def __init__(self, seq: int, writer: ObjectWriter) -> None:
-        self.seq = seq
-        self.writer = writer
-        self.builder = IndexBuilder()
-        self.offset = 0
-        self.opened = time.monotonic()
-        self.steps = 0
 
 
 def record_failure(

@@ -17,8 +17,6 @@ catches up without losing or repeating a step.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
 import uuid
@@ -27,26 +25,21 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, TypeVar
 
-import numpy as np
-
 from tensortap.core.records import StepBatch
 from tensortap.exceptions import StorageError
 from tensortap.format import layout
-from tensortap.format.checksum import crc32
-from tensortap.format.documents import decode_json, encode_json, trial_marker
-from tensortap.format.index import DATA_ALIGNMENT
+from tensortap.format.documents import encode_json
 from tensortap.format.series import encode_series
 from tensortap.storage.base import Store
+from tensortap.writer._open_segment import OpenSegment
+from tensortap.writer._worker_session import WorkerSession
 from tensortap.writer.options import WriterOptions
-from tensortap.writer.ownership import WorkerKeeper, next_seq
-from tensortap.writer.series import Rollups, SeriesParts, one_number, segment_series
-from tensortap.writer.sessions import read_history, session_record
-from tensortap.writer.status import OpenSegment, WriterStatus, record_failure, retrying
+from tensortap.writer.series import Rollups, SeriesParts, segment_series
+from tensortap.writer.status import WriterStatus, record_failure, retrying
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
 _MAX_LISTED_DROPS = 1000
-_PADDING = bytes(DATA_ALIGNMENT)
 # While the writer sleeps until its segment's flush time, a submitted step wakes it only when
 # the queue holds this much (a wake per small step costs training a share of a core).
 _WAKE_BYTES = 8 * 1024 * 1024
@@ -89,55 +82,22 @@ class TrialWriter:
         self._last_collections: dict[str, Any] | None = None
         self._rollups = Rollups(self.worker)
         self._next_check = time.monotonic() + self.options.check_secs
-        self._next_seq = self._start()
+        # the worker's session, opened now (so a bad location fails at construction)
+        self._worker_session = WorkerSession(
+            store, self.worker, num_workers, self.session, framework
+        )
+        self._keeper = self._worker_session.keeper
+        self.session_start = self._worker_session.start
+        self._next_seq = self._worker_session.first_seq
         self._thread = threading.Thread(
             target=self._run, name=f"tensortap-writer-{self.worker}", daemon=True
         )
         self._thread.start()
 
-    # -- start-up (synchronous, so a bad location fails at construction) --
-    def _start(self) -> int:
-        store = self.store
-        try:
-            raw = store.get(layout.TRIAL_MARKER)
-        except KeyError:
-            store.put(layout.TRIAL_MARKER, trial_marker())
-        else:
-            decode_json(raw, "tensortap-trial", f"{store.location}/{layout.TRIAL_MARKER}")
-        self._info = {
-            "worker": self.worker,
-            "num_workers": self.num_workers,
-            "session": self.session,
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "started": time.time(),
-        }
-        if self.framework is not None:  # which rules suit the trial (tensortap.rules.rule_configs)
-            self._info["framework"] = self.framework
-        # One writer per worker: a second one is refused before it writes anything.
-        self._keeper = WorkerKeeper(store, self.worker, self._info)
-        try:
-            # where the earlier sessions' steps end (read before their end marker goes)
-            self.session_start = read_history(store, self.worker)
-            self._session_updates: dict[str, Any] = {}
-            self._put_session_record()
-            store.delete(layout.end_key(self.worker))  # a resumed worker is live again
-            store.put(layout.worker_info_key(self.worker), encode_json("worker", self._info))
-            return next_seq(store, self.worker)
-        except BaseException:
-            self._keeper.release()
-            raise
-
-    def _put_session_record(self) -> None:
-        key = layout.session_key(self.worker, self.session_start.index)
-        self.store.put(key, session_record(self._info, self.session_start, self._session_updates))
-
     def note_session(self, updates: dict[str, Any]) -> None:
         """Rewrite this session's record with ``updates`` (``mode_steps``, ``step_source``,
         ``rolled_back``: see :mod:`tensortap.writer.sessions`); raises StorageError."""
-        with self._cv:
-            self._session_updates.update(updates)
-        self._put_session_record()
+        self._worker_session.note(updates)
 
     def add_listener(self, what: str, listener: Callable[[StepBatch], None]) -> None:
         """Also hand every written step to ``listener`` (on the writer's thread, after the
@@ -302,7 +262,7 @@ class TrialWriter:
             return
         if outcome == "recreated":
             try:
-                self._put_session_record()
+                self._worker_session.put_record()
             except Exception as exc:
                 self._fail(exc, "recording the session again")
             self._fail(
@@ -346,32 +306,7 @@ class TrialWriter:
                     seq, self.store.open_writer(layout.data_key(self.worker, seq))
                 )
                 self._segment = segment
-            builder = segment.builder
-            builder.add_step(batch.global_step, batch.mode, batch.mode_step, batch.wall_time)
-            for record in batch.records:
-                if record.data is None:
-                    builder.add(record, batch.global_step, batch.mode, batch.mode_step)
-                    continue
-                scalar = one_number(record.data)
-                view = memoryview(record.data.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
-                length = len(view)
-                crc = crc32(view)
-                segment.writer.write(view)
-                pad = (-length) % DATA_ALIGNMENT
-                if pad:
-                    segment.writer.write(_PADDING[:pad])
-                builder.add(
-                    record,
-                    batch.global_step,
-                    batch.mode,
-                    batch.mode_step,
-                    segment.offset,
-                    length,
-                    crc,
-                    scalar,
-                )
-                segment.offset += length + pad
-            segment.steps += 1
+            segment.append(batch)
         except Exception as exc:
             self._fail(exc, f"writing step {batch.global_step}")
             self._abandon_segment(extra_lost=1)
