@@ -369,3 +369,26 @@ def test_update_norm_spike_uses_saved_l2_norms_as_a_lower_bound(tmp_path: Path) 
         b.step({"fc.weight": np.full(4, value / 2, dtype=np.float32)})
     found = [f for f in iter_findings(UpdateNormSpike(b.close())) if f.triggered]
     assert [f.step for f in found] == [15] and found[0].details["lower_bound"] is True
+
+
+def test_a_transformers_router_is_found_and_its_loss_is_hugging_faces_over_top_k(
+    tmp_path: Path,
+) -> None:
+    """The convention finds transformers' own router (MixtralTopKRouter: ``num_experts``,
+    ``top_k``; output ``(logits, scores, indices)``), and the saved load-balance loss is
+    ``load_balancing_loss_func`` of transformers divided by top_k."""
+    mixtral = pytest.importorskip("transformers.models.mixtral.modeling_mixtral")
+    config = mixtral.MixtralConfig(hidden_size=8, num_local_experts=4, num_experts_per_tok=2)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), mixtral.MixtralTopKRouter(config))
+    nn.init.normal_(model[1].weight)
+    x = torch.randn(30, 8)
+    with tt.Hook(tmp_path, include_collections=["router"]) as hook:
+        hook.register_module(model)
+        logits = model(x)[0]
+    trial = tt.create_trial(tmp_path)
+    counts = trial.tensor("router/1/tokens_per_expert").value(0)
+    chosen = logits.softmax(dim=-1).topk(2, dim=-1).indices.reshape(-1).numpy()
+    np.testing.assert_array_equal(counts, np.bincount(chosen, minlength=4))
+    expected = float(mixtral.load_balancing_loss_func((logits.detach(),), 4, 2)) / 2
+    np.testing.assert_allclose(trial.tensor("router/1/load_balance_loss").value(0), expected)

@@ -2,8 +2,10 @@
 experts behind top-k routers shaped like Hugging Face transformers' ``*TopKRouter`` (integer
 ``num_experts`` and ``top_k`` attributes; the output ``(logits, weights, indices)``).
 
-- healthy: routers initialised small and unbiased, trained with the Switch Transformer
-  load-balance loss (coefficient 0.01);
+- healthy: pre-norm blocks, routers initialised small, orthogonal and unbiased, trained with
+  the Switch Transformer load-balance loss at 0.1 (at Switch's 0.01 this toy's second layer,
+  whose task gradient is large next to the balancing term over 40 steps, drifts above 2x the
+  mean load from about step 20: ExpertImbalance rightly says so);
 - collapsed: a router bias that makes the first ``top_k`` experts win every token (the
   other experts never receive one), trained without the load-balance loss.
 """
@@ -14,7 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-#: The Switch Transformer's load-balance loss coefficient (Fedus et al. 2021).
+#: The load-balance loss coefficient of the healthy runs (Switch Transformer's is 0.01, for
+#: long runs; see the module docstring).
 BALANCE_COEFFICIENT = 0.1
 
 

@@ -208,7 +208,8 @@ class RouterStats:
         if not specs:
             return
         windows = [_window_of(spec, mode) for spec in specs]
-        device = windows[0].device
+        # an accelerator's when any router runs on one (NCCL reduces device tensors only)
+        device = next((w.device for w in windows if w.device.type != "cpu"), windows[0].device)
         flat = torch.cat([w.to(device) for w in windows])
         reduced, local = _all_reduce(flat, specs[0].group)
         for window in windows:
