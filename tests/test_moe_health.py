@@ -392,3 +392,50 @@ def test_a_transformers_router_is_found_and_its_loss_is_hugging_faces_over_top_k
     np.testing.assert_array_equal(counts, np.bincount(chosen, minlength=4))
     expected = float(mixtral.load_balancing_loss_func((logits.detach(),), 4, 2)) / 2
     np.testing.assert_allclose(trial.tensor("router/1/load_balance_loss").value(0), expected)
+
+
+def test_a_router_forward_reads_nothing_back_to_the_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between saved steps the windows grow on the router's device: no ``.item()``,
+    ``.tolist()``, ``.numpy()`` or ``.cpu()`` (each a synchronisation on a GPU)."""
+    torch.manual_seed(0)
+    model = moe_models.healthy()
+    hook = tt.Hook(tmp_path, save_config=tt.SaveConfig(save_steps=[0, 4]), include_collections=[])
+    hook.register_module(model)
+    hook.register_router(model.moe1.router)
+    hook.register_router(model.moe2.router)
+    x = moe_models.data(0)[0]
+    with torch.no_grad():
+        model(x)  # step 0, saved when step 1 begins
+        model(x)
+    reads: list[str] = []
+    for name in ("item", "tolist", "numpy", "cpu"):
+        original = getattr(torch.Tensor, name)
+
+        def counted(self: torch.Tensor, *a: Any, _name: str = name, _f: Any = original) -> Any:
+            reads.append(_name)
+            return _f(self, *a)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    with torch.no_grad():
+        for _ in range(3):  # steps 2-4: nothing due but at the end of 4 (at close)
+            model(x)
+    monkeypatch.undo()
+    hook.close()
+    assert reads == []
+    trial = tt.create_trial(tmp_path)
+    assert trial.tensor("router/moe1.router/tokens").value(4, mode=tt.modes.EVAL) == 4 * 256
+
+
+def test_routers_of_a_compiled_model_are_not_watched(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = moe_models.healthy()
+    hook = tt.Hook(tmp_path, include_collections=["router"])
+    with caplog.at_level(logging.WARNING):
+        hook.register_module(torch.compile(model))
+    assert "routers of a torch.compile'd model are not watched" in caplog.text
+    with pytest.raises(InvalidConfigError, match="break the compiled graph"):
+        hook.register_router(model.moe1.router)
+    hook.close()

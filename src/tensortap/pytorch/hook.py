@@ -52,7 +52,7 @@ from tensortap.pytorch.naming import (
 )
 from tensortap.pytorch.optimizer import optimizer_tensors
 from tensortap.pytorch.registry import Param, Registry
-from tensortap.pytorch.router import RouterStats, detect
+from tensortap.pytorch.router import RouterStats, check_router, find_routers, router_shape
 from tensortap.pytorch.trainer_controls import TrainerControls
 
 if TYPE_CHECKING:
@@ -191,49 +191,19 @@ class Hook(TrainerControls, BaseHook):
         experts' integer indices ``[..., top_k]``. ``top_k`` and ``num_experts`` default to
         the module's attributes of those names (``num_experts``: an ``nn.Linear`` gate's
         ``out_features``); ``name`` to its path in a registered model."""
-        if not isinstance(module, nn.Module):
-            raise InvalidConfigError(
-                f"register_router expects the router's torch.nn.Module, got {type(module).__name__}"
-            )
-        if id(module) in self._registry.compiled:
-            raise InvalidConfigError(
-                "the router is inside a model registered as torch.compile'd: a hook on it would "
-                "break the compiled graph at every step. Register the uncompiled model to watch "
-                "its routers"
-            )
-        found = detect(module)
-        if num_experts is None:
-            linear = module.out_features if isinstance(module, nn.Linear) else None
-            num_experts = found[0] if found else linear
-        if top_k is None and found:
-            top_k = found[1]
+        check_router(module, self._registry.compiled)
+        num_experts, top_k = router_shape(module, num_experts, top_k)
         known = self._names.get(module)
         path = name or (known.path if known is not None else type(module).__name__)
-        self._routers.add(module, path, num_experts, top_k, scores, group)  # type: ignore[arg-type]
+        self._routers.add(module, path, num_experts, top_k, scores, group)
         self._recorder.include_collection(ROUTER)
-        key = ("router", id(module))
-        return self._registered(key, partial(self._routers.remove, module))
+        return self._registered(("router", id(module)), partial(self._routers.remove, module))
 
     def _find_routers(self, core: nn.Module, compiled: bool) -> None:
-        """``router`` is included: watch the model's routers found by the convention (integer
-        attributes ``num_experts`` and ``top_k``, as transformers' and torchtitan's routers)."""
-        routers = [m for m in core.modules() if detect(m) is not None]
-        if compiled and routers:
-            logger.warning(
-                "tensortap: the routers of a torch.compile'd model are not watched (a hook on "
-                "them would break its graph); register the uncompiled model to save 'router'"
-            )
-            return
-        for module in routers:
+        """``router`` is included: watch the model's routers found by the convention."""
+        for module in find_routers(core, compiled, bool(self._routers)):
             if ("router", id(module)) not in self._registrations:
                 self.register_router(module)
-        if not routers and not self._routers:
-            logger.warning(
-                "tensortap: 'router' is included but %s has no module with integer num_experts "
-                "and top_k attributes; call hook.register_router(module, top_k=...) for each "
-                "router",
-                type(core).__name__,
-            )
 
     def register_hook(self, module: nn.Module) -> HookHandle:
         """smdebug's name for :meth:`register_module`."""

@@ -36,7 +36,8 @@ register the same routers and save on the same steps (the all-reduce is a collec
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import logging
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -49,6 +50,8 @@ from tensortap.core.collections import ROUTER, ROUTER_PREFIX
 from tensortap.core.modes import ModeKeys
 from tensortap.exceptions import InvalidConfigError, InvalidTensorError
 from tensortap.pytorch.naming import flatten_tensors
+
+logger = logging.getLogger(__name__)
 
 #: Module attributes that make a module a router by convention: Hugging Face transformers'
 #: ``*TopKRouter`` classes (Mixtral, Qwen2/Qwen3-MoE, OLMoE, DeepSeek-V3, GPT-OSS) and
@@ -88,6 +91,52 @@ def detect(module: nn.Module) -> tuple[int, int] | None:
     if type(experts) is not int or type(top_k) is not int:  # bool is not an expert count
         return None
     return (experts, top_k) if 1 <= top_k <= experts else None
+
+
+def check_router(module: object, compiled: Set[int]) -> None:
+    """Refuse what ``register_router`` cannot watch: not a module, or one inside a model
+    registered compiled (``compiled``: the ids of such models' modules)."""
+    if not isinstance(module, nn.Module):
+        raise InvalidConfigError(
+            f"register_router expects the router's torch.nn.Module, got {type(module).__name__}"
+        )
+    if id(module) in compiled:
+        raise InvalidConfigError(
+            "the router is inside a model registered as torch.compile'd: a hook on it would "
+            "break the compiled graph at every step. Register the uncompiled model to watch "
+            "its routers"
+        )
+
+
+def router_shape(module: nn.Module, num_experts: Any, top_k: Any) -> tuple[Any, Any]:
+    """(num_experts, top_k): as given, else the module's attributes of those names, else (for
+    ``num_experts``) an ``nn.Linear`` gate's ``out_features``; checked by :func:`check_spec`."""
+    found = detect(module)
+    if num_experts is None:
+        linear = module.out_features if isinstance(module, nn.Linear) else None
+        num_experts = found[0] if found else linear
+    if top_k is None and found:
+        top_k = found[1]
+    return num_experts, top_k
+
+
+def find_routers(core: nn.Module, compiled: bool, others: bool) -> list[nn.Module]:
+    """The routers of ``core`` by the convention (:func:`detect`); none for a model registered
+    compiled (said once), and a warning when there are none (and no ``others`` registered)."""
+    routers = [m for m in core.modules() if detect(m) is not None]
+    if compiled and routers:
+        logger.warning(
+            "tensortap: the routers of a torch.compile'd model are not watched (a hook on "
+            "them would break its graph); register the uncompiled model to save 'router'"
+        )
+        return []
+    if not routers and not others:
+        logger.warning(
+            "tensortap: 'router' is included but %s has no module with integer num_experts "
+            "and top_k attributes; call hook.register_router(module, top_k=...) for each router",
+            type(core).__name__,
+        )
+    return routers
 
 
 def check_spec(name: str, num_experts: Any, top_k: Any, scores: Any) -> None:
