@@ -439,3 +439,14 @@ def test_routers_of_a_compiled_model_are_not_watched(
     with pytest.raises(InvalidConfigError, match="break the compiled graph"):
         hook.register_router(model.moe1.router)
     hook.close()
+
+
+def test_a_run_too_short_for_num_steps_is_no_data_not_healthy(tmp_path: Path) -> None:
+    """Two collapsed windows of three needed: the rules could not judge, and say why."""
+    b = TrialBuilder(tmp_path / "t")
+    router_steps(b, [[100, 0, 0, 0]] * 2, 100)
+    trial = b.close()
+    for rule in MOE_RULES:
+        summary = invoke_rule(rule(trial))
+        assert summary.status.value == "NoData", rule
+        assert "fires once its condition held at 3 saved steps in a row" in summary.details

@@ -120,6 +120,7 @@ class RouterRule(Rule):
             raise self.skip("no token was routed in this saving window")
         worst: tuple[float, str, dict[str, Any]] | None = None
         fired: list[tuple[float, str, dict[str, Any]]] = []
+        pending = []
         for load in judged:
             verdict = self.judge_layer(load)
             if verdict is None:
@@ -127,10 +128,20 @@ class RouterRule(Rule):
             score, message, details = verdict
             if details.pop("fires"):
                 fired.append(verdict)
+            pending.append(details.pop("pending"))
             if worst is None or score > worst[0]:
                 worst = verdict
         if worst is None:
             raise self.skip("no MoE layer had enough tokens in this window to judge")
+        if not fired and all(pending):
+            # the condition holds but not yet at num_steps saved steps in a row: a run that
+            # ends here was not judged (NoData), never "no issues"
+            self.explain(
+                f"{self.rule_name} fires once its condition held at {self.num_steps} saved "
+                f"steps in a row; so far {worst[1]}",
+                judged=False,
+            )
+            return False
         score, message, details = max(fired, key=lambda v: v[0]) if fired else worst
         if fired and len(fired) > 1:
             message += f" (and {len(fired) - 1} more MoE layer(s))"
@@ -148,8 +159,9 @@ class RouterRule(Rule):
     severity = Severity.PROBLEM
 
     def judge_layer(self, load: Load) -> tuple[float, str, dict[str, Any]] | None:
-        """(score, message, details with ``fires`` and ``threshold``) of one layer, or None
-        when it cannot be judged in this window."""
+        """(score, message, details with ``fires``, ``pending`` (the condition holds, not yet
+        ``num_steps`` in a row) and ``threshold``) of one layer, or None when it cannot be
+        judged in this window."""
         raise NotImplementedError
 
     def held(self, layer: str, now: bool) -> int:

@@ -75,6 +75,7 @@ class DeadExperts(RouterRule):
             message,
             {
                 "fires": bool(dead.size),
+                "pending": bool(idle.size) and not dead.size,
                 "threshold": self.num_steps,
                 "layer": load.layer,
                 "dead_experts": dead.tolist(),

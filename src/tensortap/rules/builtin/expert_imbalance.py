@@ -66,7 +66,8 @@ class ExpertImbalance(RouterRule):
                 "waits for it"
             )
         score = ratio
-        run = self.held(load.layer, score > self.threshold)
+        over = score > self.threshold
+        run = self.held(load.layer, over)
         fires = run >= self.num_steps
         if fires:
             message = (
@@ -79,6 +80,7 @@ class ExpertImbalance(RouterRule):
             message = f"{load.layer}: {what} (limit {self.threshold:g})"
         details: dict[str, Any] = {
             "fires": fires,
+            "pending": over and not fires,
             "threshold": self.threshold,
             "layer": load.layer,
             "imbalance": ratio,

@@ -75,6 +75,7 @@ class RouterCollapse(RouterRule):
             message,
             {
                 "fires": fires,
+                "pending": collapsed and not fires,
                 "threshold": self.min_entropy,
                 "layer": load.layer,
                 "top_expert": top,
