@@ -450,3 +450,24 @@ def test_a_run_too_short_for_num_steps_is_no_data_not_healthy(tmp_path: Path) ->
         summary = invoke_rule(rule(trial))
         assert summary.status.value == "NoData", rule
         assert "fires once its condition held at 3 saved steps in a row" in summary.details
+
+
+def test_a_checkpointed_router_is_counted_once(tmp_path: Path) -> None:
+    """Activation checkpointing runs the router's forward again during backward."""
+
+    class Checkpointed(PlainGate):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            def block(t: torch.Tensor) -> torch.Tensor:
+                return torch.tanh(self.gate(t))
+
+            return self.head(torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False))
+
+    torch.manual_seed(0)
+    model = Checkpointed()
+    with tt.Hook(tmp_path, save_config=tt.SaveConfig(save_interval=1)) as hook:
+        hook.register_module(model)
+        hook.register_router(model.gate, top_k=1)
+        x = torch.randn(8, 6, requires_grad=True)
+        model(x).sum().backward()
+    counts = tt.create_trial(tmp_path).tensor("router/gate/tokens_per_expert").value(0)
+    assert counts.sum() == 8

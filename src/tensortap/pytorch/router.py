@@ -216,8 +216,8 @@ class RouterStats:
     # -- every forward --
     def _on_forward(self, module: nn.Module, _: nn.Module, inputs: Any, output: Any) -> None:
         spec = self.specs.get(module)
-        if spec is None:
-            return
+        if spec is None or _in_backward():
+            return  # activation checkpointing runs the forward again in backward: counted once
         try:
             self._accumulate(spec, output)
         except Exception as exc:  # never break training
@@ -335,6 +335,12 @@ def _pick(spec: RouterSpec, tensors: list[torch.Tensor]) -> tuple[Any, Any]:
             "logits (or give num_experts/top_k that match them)"
         )
     return scores, indices  # not both None
+
+
+def _in_backward() -> bool:
+    """Whether autograd's engine is running (a checkpointed forward being recomputed)."""
+    task = getattr(torch._C, "_current_graph_task_id", None)
+    return task is not None and task() != -1
 
 
 def _accumulator_dtype(device: torch.device) -> torch.dtype:
