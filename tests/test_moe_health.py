@@ -258,6 +258,11 @@ def test_two_ranks_save_the_sum_of_what_each_routed(tmp_path: Path, helper_env) 
                 np.testing.assert_array_equal(local.value(step, worker=worker), mine[r])
                 tokens = trial.tensor(f"router/{layer}/tokens").value(step, worker=worker)
                 assert tokens == 2 * 64 * (1 if step == 0 else 2)
+    # each rank sends its tokens to its own expert: every rank's load is judged too
+    found = [f for f in iter_findings(ExpertImbalance(trial)) if f.triggered]
+    assert [f.step for f in found] == [4]
+    assert found[0].details["rank_imbalance"] > found[0].details["imbalance"]
+    assert "on worker_" in found[0].message
 
 
 # -- the rules on synthetic trials: each condition, its near miss, and what they read --

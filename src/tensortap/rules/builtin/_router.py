@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,8 @@ class Load:
     name: str
     counts: np.ndarray
     tokens: float | None
+    #: Each rank's own counts (``local_tokens_per_expert``, by worker), where saved and asked.
+    local: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def assigned(self) -> float:
@@ -84,6 +86,9 @@ class RouterRule(Rule):
         self.num_steps = num_steps
         self._runs: dict[str, Any] = {}  # per layer: the condition's run so far
 
+    #: Whether :meth:`loads` reads every rank's own counts too.
+    reads_local = False
+
     def loads(self, step: int) -> list[Load]:
         """Every MoE layer's load at ``step``; non-finite ones make the step a finding."""
         block = self.base_trial.step_block(step)
@@ -97,8 +102,23 @@ class RouterRule(Rule):
                 tokens: float | None = float(np.asarray(block.value(tokens_name)).reshape(-1)[0])
             except (TensorUnavailableForStep, KeyError):
                 tokens = None
-            out.append(Load(layer, name, counts, tokens))
+            out.append(Load(layer, name, counts, tokens, self._local(layer, step)))
         return out
+
+    def _local(self, layer: str, step: int) -> dict[str, np.ndarray]:
+        """Each worker's ``local_tokens_per_expert`` of ``layer`` at ``step`` (under
+        torch.distributed the hook saves it beside the sum), when this rule reads them."""
+        name = f"{ROUTER_PREFIX}{layer}/local_tokens_per_expert"
+        if not self.reads_local or not self.base_trial.has_tensor(name):
+            return {}
+        tensor = self.base_trial.tensor(name)
+        try:
+            return {
+                w: np.asarray(tensor.value(step, worker=w), dtype=np.float64).reshape(-1)
+                for w in tensor.workers(step)
+            }
+        except TensorUnavailableForStep:
+            return {}
 
     def invoke_at_step(self, step: int) -> bool:
         if training_step(self.base_trial, step) is None:
@@ -112,6 +132,7 @@ class RouterRule(Rule):
             x.name
             for x in loads
             if not (np.isfinite(x.counts).all() and (x.tokens is None or math.isfinite(x.tokens)))
+            or not all(np.isfinite(v).all() for v in x.local.values())
         ]
         if bad:
             return fire_nonfinite(self, bad, "the router statistic")

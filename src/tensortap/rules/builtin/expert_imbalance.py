@@ -22,6 +22,12 @@ class ExpertImbalance(RouterRule):
     ratio is never above the busiest expert's (a rank's load is the mean of its experts'), so
     the expert's ratio is what is judged.
 
+    Under torch.distributed the hook also saves each rank's own counts
+    (``local_tokens_per_expert``): each rank's imbalance is judged too, and the worst rank's
+    is named when it is above the whole layer's. Switch Transformer and GShard count an
+    expert's capacity per batch of tokens on a rank, so a rank whose data all goes to one
+    expert drops tokens even when the sum over ranks is balanced.
+
     The default 2.0 is the evaluation capacity factor of Switch Transformer and ST-MoE (Fedus
     et al. 2021; Zoph et al. 2022; 1.0 to 1.25 in training): an expert given more than twice
     the mean load overflows even that capacity, and its extra tokens are dropped (or, without
@@ -33,6 +39,7 @@ class ExpertImbalance(RouterRule):
 
     cause = "expert_imbalance"
     severity = Severity.WARNING
+    reads_local = True
 
     @classmethod
     def check_values(cls, params: Mapping[str, Any]) -> None:
@@ -66,6 +73,13 @@ class ExpertImbalance(RouterRule):
                 "waits for it"
             )
         score = ratio
+        worst_rank = _worst_local(load.local)
+        if worst_rank is not None and worst_rank[1] > ratio:
+            worker, score, expert = worst_rank
+            what += (
+                f"; on {worker}, expert {expert} gets {score:.2f}x the mean load of that rank's "
+                "own tokens (capacity is counted per rank's batch)"
+            )
         over = score > self.threshold
         run = self.held(load.layer, over)
         fires = run >= self.num_steps
@@ -88,4 +102,21 @@ class ExpertImbalance(RouterRule):
         }
         if rank_ratio is not None:
             details.update(ep_imbalance=rank_ratio, busiest_ep_rank=busiest)
+        if worst_rank is not None:
+            details.update(worst_rank=worst_rank[0], rank_imbalance=worst_rank[1])
         return score, message, details
+
+
+def _worst_local(local: dict[str, np.ndarray]) -> tuple[str, float, int] | None:
+    """(worker, max / mean, busiest expert) of the rank whose own counts are the most
+    imbalanced; None without per-rank counts (or when none routed a token)."""
+    worst = None
+    for worker, counts in sorted(local.items()):
+        total = float(counts.sum())
+        if total <= 0 or counts.size < 2:
+            continue
+        expert = int(np.argmax(counts))
+        ratio = float(counts[expert]) * counts.size / total
+        if worst is None or ratio > worst[1]:
+            worst = (worker, ratio, expert)
+    return worst
