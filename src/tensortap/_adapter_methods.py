@@ -15,6 +15,7 @@ ADAPTER_METHODS: dict[str, tuple[str, ...]] = {
         "register_loss",
         "register_optimizer",
         "register_grad_scaler",
+        "register_router",
         "record_loss",
         "record_tensor_value",
     ),

@@ -276,6 +276,8 @@ def test_every_builtin_has_a_synthetic_case() -> None:
     # TrainingLoop judges facts only a training loop produces: tests/test_pytorch_training_loop.py;
     # AccuracyAtChance, FrozenLayer and UnnormalisedInput: tests/rules/test_cause_rules.py
     elsewhere = {"TrainingLoop", "AccuracyAtChance", "FrozenLayer", "UnnormalisedInput"}
+    # the MoE rules and UpdateNormSpike: tests/test_moe_health.py (synthetic and trained)
+    elsewhere |= {"DeadExperts", "RouterCollapse", "ExpertImbalance", "UpdateNormSpike"}
     covered = set(CASES) | {"SimilarAcrossRuns", "StalledTrainingRule"} | elsewhere
     assert covered == set(BUILTIN_RULES)
 

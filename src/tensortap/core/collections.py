@@ -44,6 +44,11 @@ TRAINING_LOOP = "training_loop"
 #: ``gradient_clip/max_value``), saved by the hooks that see the clip, at the steps where
 #: gradients are saved: the gradients saved are the ones before the clip.
 GRADIENT_CLIP = "gradient_clip"
+#: Mixture-of-experts router statistics, one small vector per MoE layer (tokens per expert over
+#: the saving window, summed over ranks) and a few numbers derived from it, saved as
+#: ``router/<layer>/<statistic>`` by the hooks that can see the routers (the PyTorch hook).
+ROUTER = "router"
+ROUTER_PREFIX = "router/"
 
 BUILTIN_COLLECTIONS = (
     CollectionKeys.ALL,

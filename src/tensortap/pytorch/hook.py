@@ -21,6 +21,7 @@ from torch import nn
 from tensortap.core.collections import (
     GRADIENT_CLIP,
     INITIAL_WEIGHTS,
+    ROUTER,
     TRAINING_LOOP,
     CollectionKeys,
 )
@@ -51,6 +52,7 @@ from tensortap.pytorch.naming import (
 )
 from tensortap.pytorch.optimizer import optimizer_tensors
 from tensortap.pytorch.registry import Param, Registry
+from tensortap.pytorch.router import RouterStats, check_router, find_routers, router_shape
 from tensortap.pytorch.trainer_controls import TrainerControls
 
 if TYPE_CHECKING:
@@ -91,6 +93,7 @@ class Hook(TrainerControls, BaseHook):
         INITIAL_WEIGHTS,
         TRAINING_LOOP,
         GRADIENT_CLIP,
+        ROUTER,
     )
     framework = "pytorch"
 
@@ -135,6 +138,9 @@ class Hook(TrainerControls, BaseHook):
         self._gradients_taken: set[int] = set()  # ids of parameters whose gradients this
         # step saved before they were clipped: not saved again (clipped) before the update
         self._initial = InitialWeights(self._recorder)
+        self._routers = RouterStats(
+            lambda: self._recorder.mode, self._save_contained, self._contain
+        )
         self._recorder.add_step_end_callback(self._on_step_end)
         self._loop = LoopFacts(self._recorder, self._registry, self._contain)
         events.attach(self)
@@ -159,11 +165,45 @@ class Hook(TrainerControls, BaseHook):
         if compiled:
             refuse_io_inside_compiled(self._recorder.include_collections)
         self._registry.add_model(unwrap(module), name, compiled)
+        if ROUTER in self._recorder.include_collections:
+            self._find_routers(unwrap(module), compiled)
         pre = module.register_forward_pre_hook(self._on_model_forward)
         post = module.register_forward_hook(self._on_model_output)
         self._models.append(module)
         self._optimizer_owned = weakref.WeakKeyDictionary()  # ownership may change
         return self._registered(id(module), pre.remove, post.remove, partial(self._forget, module))
+
+    def register_router(
+        self,
+        module: nn.Module,
+        *,
+        top_k: int | None = None,
+        num_experts: int | None = None,
+        scores: str = "logits",
+        name: str | None = None,
+        group: Any = None,
+    ) -> HookHandle:
+        """Save what the mixture-of-experts router ``module`` does in ``router`` (included
+        from now on): tokens per expert over each saving window, summed over the ranks of
+        ``group`` (default: all), the load-balance loss, dead experts and the imbalance (see
+        :mod:`tensortap.pytorch.router`). Its output must hold scores ``[..., num_experts]``
+        (``scores="logits"``, or ``"probs"`` when already normalised) and/or the chosen
+        experts' integer indices ``[..., top_k]``. ``top_k`` and ``num_experts`` default to
+        the module's attributes of those names (``num_experts``: an ``nn.Linear`` gate's
+        ``out_features``); ``name`` to its path in a registered model."""
+        check_router(module, self._registry.compiled)
+        num_experts, top_k = router_shape(module, num_experts, top_k)
+        known = self._names.get(module)
+        path = name or (known.path if known is not None else type(module).__name__)
+        self._routers.add(module, path, num_experts, top_k, scores, group)
+        self._recorder.include_collection(ROUTER)
+        return self._registered(("router", id(module)), partial(self._routers.remove, module))
+
+    def _find_routers(self, core: nn.Module, compiled: bool) -> None:
+        """``router`` is included: watch the model's routers found by the convention."""
+        for module in find_routers(core, compiled, bool(self._routers)):
+            if ("router", id(module)) not in self._registrations:
+                self.register_router(module)
 
     def register_hook(self, module: nn.Module) -> HookHandle:
         """smdebug's name for :meth:`register_module`."""
@@ -518,6 +558,8 @@ class Hook(TrainerControls, BaseHook):
     def _on_step_end(self) -> None:
         """Before a step is handed on: weights after the update, optimizer state, device values."""
         try:
+            if self._routers and self._recorder.is_collection_due(ROUTER):
+                self._routers.save_window()  # first: a collective every rank must reach
             if self._due(Kind.PARAMETERS):
                 with self._converter.together():
                     for name, param, colls in self._registry.params:

@@ -247,7 +247,39 @@ _ALL = (
         DYNAMICS_TIER,
         "stop earlier (early stopping on the validation loss) or train fewer epochs",
     ),
+    _cause(
+        "router_collapse",
+        "a mixture-of-experts router sends its tokens to few experts",
+        DYNAMICS_TIER,
+        "raise the load-balance loss coefficient (Switch Transformer uses 0.01), add the "
+        "router z-loss (ST-MoE: 0.001) or noise to the router logits, or lower the router's "
+        "learning rate",
+        "dead_experts",
+        "expert_imbalance",
+    ),
     # -- symptoms --
+    _cause(
+        "dead_experts",
+        "experts of a mixture-of-experts layer receive no tokens",
+        SYMPTOM_TIER,
+        "raise the load-balance loss coefficient, or re-initialise the dead experts",
+        "expert_imbalance",
+    ),
+    _cause(
+        "expert_imbalance",
+        "a mixture-of-experts layer's load is imbalanced",
+        SYMPTOM_TIER,
+        "raise the load-balance loss coefficient or the capacity factor",
+    ),
+    _cause(
+        "update_spike",
+        "the weight update spikes (loss spikes tend to follow)",
+        SYMPTOM_TIER,
+        "lower the learning rate or clip gradients; look for the batch that caused it, and "
+        "consider skipping such updates (tensortap.pytorch.Guard)",
+        "loss_spike",
+        "diverging",
+    ),
     _cause(
         "exploding_gradient",
         "gradients explode",
@@ -376,6 +408,10 @@ RULE_CAUSES: Mapping[str, str] = {
     "LossSpike": "loss_spike",
     "LossNotDecreasing": "no_progress",
     "WeightUpdateRatio": "lr_too_low",
+    "RouterCollapse": "router_collapse",
+    "DeadExperts": "dead_experts",
+    "ExpertImbalance": "expert_imbalance",
+    "UpdateNormSpike": "update_spike",
 }
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from tensortap.core.collections import TRAINING_LOOP
+from tensortap.core.collections import ROUTER, TRAINING_LOOP
 from tensortap.core.modes import ModeKeys
 from tensortap.exceptions import TensorUnavailableForStep
 from tensortap.rules.finding import Severity
@@ -49,8 +49,9 @@ def select(
     """Tensors in any of ``collections`` or matching any of ``regexes`` (at a global step).
 
     With neither given: the ``default`` collections, or every tensor when that is None, less
-    the tensors of the ``exclude`` collections and the facts about the training loop (numbers
-    about the loop, not tensors of the model).
+    the tensors of the ``exclude`` collections, the facts about the training loop (numbers
+    about the loop, not tensors of the model) and the router statistics (token counts, which
+    the mixture-of-experts rules judge: a healthy expert count of 0 is not "all zero").
     """
     collections, regexes = list(collections or []), list(regexes or [])
     if not collections and not regexes:
@@ -58,6 +59,7 @@ def select(
             names = set(trial.tensor_names(step=step))
             for coll in (*exclude, TRAINING_LOOP):
                 names.difference_update(names_in(trial, coll, step))
+            names.difference_update(optional_names_in(trial, ROUTER, step))
             return sorted(names)
         collections = list(default)
     found: set[str] = set()
