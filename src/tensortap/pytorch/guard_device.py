@@ -1,0 +1,250 @@
+"""The guard's decision, made on the device with tensor operations only: nothing in here reads
+a tensor's value on the host, so a step costs no host synchronisation.
+
+Per step, :class:`DeviceDecision`
+
+- before ``optimizer.step()``: takes the gradient norm (one fused ``torch._foreach_norm``) and
+  copies the parameters, and the optimizer's state tensors, into buffers allocated once
+  (``torch._foreach_copy_``);
+- after it: takes the norm of the applied update (new minus old parameters), scores the loss,
+  the gradient norm and the update norm against a window of the last accepted steps (median and
+  MAD over its finite entries), makes six 0/1 reasons (non-finite or spike, for each signal),
+  agrees on them across ranks (one all-reduce, MAX, of those six numbers), and, where any is
+  set, puts the parameters and the optimizer state back as they were with ``torch.where``: the
+  0/1 factor applied to the update, whatever the optimizer;
+- writes the step's statistics as one row of a ring on the device (:data:`WIDTH` numbers, laid
+  out below), which the guard copies to the host without blocking and reads on its own thread.
+
+Why median/MAD and not mean/std: the window holds accepted steps, which include moderate
+outliers below the threshold; they inflate a standard deviation and blunt the test, not a MAD.
+It also scores exactly as :class:`tensortap.core.baseline.RobustBaseline`, which the spike rules
+use. The cost is one sort of a 3 x ``window`` matrix per step. A non-finite value never enters
+the window (the entries are NaN until filled, and NaN entries are masked out of the median and
+the MAD), so one NaN cannot make the statistics NaN, and a tripped step does not enter either.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+# The columns of one step's row.
+LOSS, GRAD_NORM, UPDATE_NORM = 0, 1, 2
+MEDIAN = 3  #: 3, 4, 5: the window's medians of the loss, gradient norm, update norm
+Z = 6  #: 6, 7, 8: their robust z-scores (NaN in the warm-up)
+BITS = 9  #: 9..14: the reasons agreed by every rank, 1.0 or 0.0: non-finite loss, gradient
+#: norm, update norm; spike of the loss, gradient norm, update norm
+SKIPPED = 15  #: 1.0 when the update was undone
+WIDTH = 16
+SIGNALS = ("loss", "grad_norm", "update_norm")
+
+Reduce = Callable[[torch.Tensor], None]
+_TINY = float(torch.finfo(torch.float32).tiny)
+
+
+def total_norm(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
+    """The l2 norm of all ``tensors`` together, as a float32 0-d tensor (fused kernels)."""
+    if not tensors:
+        return torch.zeros((), device=device)
+    norms = torch._foreach_norm(tensors)
+    total: torch.Tensor = torch.linalg.vector_norm(torch.stack([n.float() for n in norms]))
+    return total
+
+
+class DeviceDecision:
+    """The per-step decision of a guard (see the module docstring). ``undo``: put the update
+    back when the guard trips (actions skip and stop); ``measure_update``: take the update norm
+    (needs the copy of the parameters, made anyway when ``undo``)."""
+
+    def __init__(
+        self,
+        *,
+        window: int,
+        warmup: int,
+        spike_z: float,
+        spike_ratio: float,
+        judged: Sequence[str],
+        undo: bool,
+        measure_update: bool,
+        history: int,
+    ) -> None:
+        self.window, self.warmup, self.history = window, warmup, history
+        self.spike_z, self.spike_ratio = float(spike_z), float(spike_ratio)
+        self.judged = tuple(s in judged for s in SIGNALS)
+        self.undo, self.copy_params = undo, undo or measure_update
+        self.device: torch.device | None = None
+        self.ring = torch.empty(0)  #: (history, WIDTH) on the device, one row per step
+        self._values = torch.empty(0)  # (3, window), NaN where empty
+        self._head = torch.empty(0)  # where the next accepted step goes
+        self._judged = torch.empty(0)
+        self._param_copies: dict[int, torch.Tensor] = {}
+        self._state_copies: dict[tuple[int, str], torch.Tensor] = {}
+        # this step's
+        self._active: list[tuple[int, torch.Tensor]] = []
+        self._state_before: list[tuple[int, str, torch.Tensor]] = []
+        self._loss = torch.empty(0)
+        self._grad_norm = torch.empty(0)
+        self._observed = False
+
+    @property
+    def copy_bytes(self) -> int:
+        """Bytes of the buffers the parameters and optimizer state are copied into."""
+        buffers = [*self._param_copies.values(), *self._state_copies.values()]
+        return sum(t.numel() * t.element_size() for t in buffers)
+
+    def _allocate(self, device: torch.device) -> None:
+        self.device = device
+        nan = math.nan
+        self.ring = torch.full((self.history, WIDTH), nan, device=device)
+        self._values = torch.full((len(SIGNALS), self.window), nan, device=device)
+        self._head = torch.zeros((), dtype=torch.long, device=device)
+        self._judged = torch.zeros(len(SIGNALS), dtype=torch.bool, device=device)
+        for i, judged in enumerate(self.judged):
+            if judged:
+                self._judged[i] = True  # a fill on the device, not a copy from the host
+
+    def before(
+        self, optimizer: torch.optim.Optimizer, params: list[torch.Tensor], loss: Any
+    ) -> None:
+        """Right before ``optimizer.step()``: the gradient norm, the loss, and the copies."""
+        active = [(i, p) for i, p in enumerate(params) if p.grad is not None]
+        device = active[0][1].device if active else params[0].device
+        if self.device is None:
+            self._allocate(device)
+        assert self.device is not None
+        active = [(i, p) for i, p in active if p.device == self.device]
+        self._active = active
+        self._grad_norm = total_norm([p.grad for _, p in active], self.device)  # type: ignore[misc]
+        self._observed = loss is not None
+        if isinstance(loss, torch.Tensor) and loss.numel():
+            self._loss = loss.detach().reshape(-1)[0].to(self.device).float()
+        elif loss is not None and not isinstance(loss, torch.Tensor):
+            self._loss = torch.full((), float(loss), device=self.device)
+        else:
+            self._observed = False
+            self._loss = torch.full((), math.nan, device=self.device)
+        if self.copy_params and active:
+            copies = [self._copy_buffer(self._param_copies, i, p) for i, p in active]
+            torch._foreach_copy_(copies, [p.detach() for _, p in active])
+        self._state_before = []
+        if self.undo:
+            for i, p in active:
+                for key, value in optimizer.state.get(p, {}).items():
+                    if isinstance(value, torch.Tensor) and value.device == self.device:
+                        self._state_before.append((i, key, value))
+            if self._state_before:
+                copies = [
+                    self._copy_buffer(self._state_copies, (i, key), t)
+                    for i, key, t in self._state_before
+                ]
+                torch._foreach_copy_(copies, [t.detach() for _, _, t in self._state_before])
+
+    @staticmethod
+    def _copy_buffer(
+        buffers: dict[Any, torch.Tensor], key: Any, like: torch.Tensor
+    ) -> torch.Tensor:
+        buffer = buffers.get(key)
+        if buffer is None or (buffer.shape, buffer.dtype) != (like.shape, like.dtype):
+            buffer = buffers[key] = torch.empty_like(like, memory_format=torch.preserve_format)
+        return buffer
+
+    def after(
+        self, optimizer: torch.optim.Optimizer, reduce: Reduce | None, slot: int
+    ) -> torch.Tensor:
+        """Right after ``optimizer.step()``: decide, agree, undo where tripped; returns the
+        step's row of :attr:`ring` (at ``slot``)."""
+        assert self.device is not None
+        device, active = self.device, self._active
+        nan = math.nan
+        if self.copy_params and active:
+            deltas = torch._foreach_sub(
+                [p.detach() for _, p in active], [self._param_copies[i] for i, _ in active]
+            )
+            update_norm = total_norm(list(deltas), device)
+            del deltas
+        else:
+            update_norm = torch.full((), nan, device=device)
+        values = torch.stack([self._loss, self._grad_norm.float(), update_norm.float()])
+        absent = [
+            i for i, present in enumerate((self._observed, True, self.copy_params)) if not present
+        ]
+        finite = torch.isfinite(values)
+        nonfinite = ~finite
+        for i in absent:
+            nonfinite[i] = False
+        median, z, spike = self._score(values, finite)
+        for i in absent:
+            spike[i] = False
+        bits = torch.cat([nonfinite, spike]).float()
+        if reduce is not None:
+            reduce(bits)  # one all-reduce (MAX): every rank skips alike
+        tripped = bits.amax() > 0
+        if self.undo:
+            self._undo(optimizer, tripped)
+            skipped = tripped.float()
+        else:
+            skipped = torch.zeros((), device=device)
+        fresh = values.clone()
+        for i in absent:
+            fresh[i] = nan
+        self._accept(torch.where(finite, fresh, nan), ~tripped)
+        self.ring[slot] = torch.cat([values, median, z, bits, skipped.reshape(1)])
+        self._active, self._state_before = [], []
+        return self.ring[slot]
+
+    def _score(
+        self, values: torch.Tensor, finite: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Median, robust z-score and spike flag of each signal against the window, over its
+        finite entries only (each row sorted with the empty entries last)."""
+        window = self._values
+        valid = torch.isfinite(window)
+        count = valid.sum(dim=1)
+        low = ((count - 1).clamp(min=0) // 2).unsqueeze(1)
+        high = (count // 2).clamp(max=self.window - 1).unsqueeze(1)
+
+        def middle(rows: torch.Tensor) -> torch.Tensor:
+            ordered = torch.where(valid, rows, math.inf).sort(dim=1).values
+            return ((ordered.gather(1, low) + ordered.gather(1, high)) / 2).squeeze(1)
+
+        median = middle(window)
+        mad = middle((window - median.unsqueeze(1)).abs())
+        scale = torch.maximum(1.4826 * mad, 1e-12 * median.abs()).clamp(min=_TINY)
+        warm = count >= self.warmup
+        z = torch.where(warm, (values - median) / scale, math.nan)
+        spike = (
+            warm & finite & self._judged & (z > self.spike_z) & (values > self.spike_ratio * median)
+        )
+        return torch.where(count > 0, median, math.nan), z, spike
+
+    def _accept(self, fresh: torch.Tensor, accept: torch.Tensor) -> None:
+        """Write ``fresh`` (NaN where absent or not finite) at the window's head when
+        ``accept``; the head moves on only then."""
+        where = self._head.view(1, 1).expand(len(SIGNALS), 1)
+        current = self._values.gather(1, where).squeeze(1)
+        self._values.scatter_(1, where, torch.where(accept, fresh, current).unsqueeze(1))
+        self._head.add_(accept.long()).remainder_(self.window)
+
+    def _undo(self, optimizer: torch.optim.Optimizer, tripped: torch.Tensor) -> None:
+        """Where ``tripped``: parameters and optimizer state as they were before the step.
+        State the step created (a first step) goes back to zeros, which is how Adam, AdamW and
+        SGD (without dampening) start one."""
+        for i, p in self._active:
+            data = p.detach()
+            torch.where(tripped, self._param_copies[i], data, out=data)
+        before = {(i, key) for i, key, _ in self._state_before}
+        for i, p in self._active:
+            for key, value in optimizer.state.get(p, {}).items():
+                if not isinstance(value, torch.Tensor) or value.device != self.device:
+                    continue
+                copy = self._state_copies.get((i, key)) if (i, key) in before else None
+                if copy is not None and copy.shape == value.shape:
+                    torch.where(tripped, copy.to(value.dtype), value, out=value)
+                elif copy is None:
+                    value.masked_fill_(tripped, 0)
+
+
+__all__ = ["BITS", "GRAD_NORM", "LOSS", "MEDIAN", "SIGNALS", "SKIPPED", "UPDATE_NORM", "WIDTH", "Z"]
