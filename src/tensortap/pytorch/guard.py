@@ -208,6 +208,7 @@ class Guard:
         on_trip: Callable[[GuardEvent], None] | None = None,
         history: int = HISTORY,
         flight_budget_bytes: int = FLIGHT_BUDGET_BYTES,
+        compile: bool = False,
     ) -> None:
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise InvalidConfigError(
@@ -279,6 +280,7 @@ class Guard:
             undo=action in ("skip", "stop"),
             measure_update="update_norm" in signals,
             history=history,
+            compiled=bool(compile),
         )
         self._host_rows: torch.Tensor | None = None  # pinned copies of the ring (CUDA)
         self._loss: Any = None

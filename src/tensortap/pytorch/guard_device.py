@@ -45,6 +45,20 @@ Reduce = Callable[[torch.Tensor], None]
 _TINY = float(torch.finfo(torch.float32).tiny)
 
 
+def _update_norm(params: list[torch.Tensor], copies: list[torch.Tensor]) -> torch.Tensor:
+    """The l2 norm of ``params - copies``, all tensors together (one fused pass when
+    compiled: no tensor of differences is made)."""
+    norms = [torch.linalg.vector_norm((p - c).float()) for p, c in zip(params, copies, strict=True)]
+    total: torch.Tensor = torch.linalg.vector_norm(torch.stack(norms))
+    return total
+
+
+def _select(tripped: torch.Tensor, targets: list[torch.Tensor], copies: list[torch.Tensor]) -> None:
+    """``targets`` become ``copies`` where ``tripped`` (the compiled form of the undo)."""
+    for target, copy in zip(targets, copies, strict=True):
+        target.copy_(torch.where(tripped, copy, target))
+
+
 def total_norm(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
     """The l2 norm of all ``tensors`` together, as a float32 0-d tensor (fused kernels)."""
     if not tensors:
@@ -70,8 +84,15 @@ class DeviceDecision:
         undo: bool,
         measure_update: bool,
         history: int,
+        compiled: bool = False,
     ) -> None:
         self.window, self.warmup, self.history = window, warmup, history
+        self.compiled = compiled
+        self._compiled_norm: Callable[..., torch.Tensor] | None = None
+        self._compiled_select: Callable[..., None] | None = None
+        if compiled:
+            self._compiled_norm = torch.compile(_update_norm, dynamic=False)
+            self._compiled_select = torch.compile(_select, dynamic=False)
         self.spike_z, self.spike_ratio = float(spike_z), float(spike_ratio)
         self.judged = tuple(s in judged for s in SIGNALS)
         self.undo, self.copy_params = undo, undo or measure_update
@@ -160,11 +181,14 @@ class DeviceDecision:
         device, active = self.device, self._active
         nan = math.nan
         if self.copy_params and active:
-            deltas = torch._foreach_sub(
-                [p.detach() for _, p in active], [self._param_copies[i] for i, _ in active]
-            )
-            update_norm = total_norm(list(deltas), device)
-            del deltas
+            params = [p.detach() for _, p in active]
+            copies = [self._param_copies[i] for i, _ in active]
+            if self._compiled_norm is not None:
+                update_norm = self._compiled_norm(params, copies)
+            else:
+                deltas = torch._foreach_sub(params, copies)
+                update_norm = total_norm(list(deltas), device)
+                del deltas
         else:
             update_norm = torch.full((), nan, device=device)
         values = torch.stack([self._loss, self._grad_norm.float(), update_norm.float()])
@@ -232,19 +256,24 @@ class DeviceDecision:
         """Where ``tripped``: parameters and optimizer state as they were before the step.
         State the step created (a first step) goes back to zeros, which is how Adam, AdamW and
         SGD (without dampening) start one."""
-        for i, p in self._active:
-            data = p.detach()
-            torch.where(tripped, self._param_copies[i], data, out=data)
+        targets = [p.detach() for _, p in self._active]
+        copies = [self._param_copies[i] for i, _ in self._active]
         before = {(i, key) for i, key, _ in self._state_before}
         for i, p in self._active:
             for key, value in optimizer.state.get(p, {}).items():
                 if not isinstance(value, torch.Tensor) or value.device != self.device:
                     continue
                 copy = self._state_copies.get((i, key)) if (i, key) in before else None
-                if copy is not None and copy.shape == value.shape:
-                    torch.where(tripped, copy.to(value.dtype), value, out=value)
-                elif copy is None:
+                if copy is None:
                     value.masked_fill_(tripped, 0)
+                elif (copy.shape, copy.dtype) == (value.shape, value.dtype):
+                    targets.append(value)
+                    copies.append(copy)
+        if self._compiled_select is not None:
+            self._compiled_select(tripped, targets, copies)
+        else:
+            for target, copy in zip(targets, copies, strict=True):
+                torch.where(tripped, copy, target, out=target)
 
 
 __all__ = ["BITS", "GRAD_NORM", "LOSS", "MEDIAN", "SIGNALS", "SKIPPED", "UPDATE_NORM", "WIDTH", "Z"]
