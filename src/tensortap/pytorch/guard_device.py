@@ -141,7 +141,7 @@ class DeviceDecision:
         self._grad_norm = total_norm([p.grad for _, p in active], self.device)  # type: ignore[misc]
         self._observed = loss is not None
         if isinstance(loss, torch.Tensor) and loss.numel():
-            self._loss = loss.detach().reshape(-1)[0].to(self.device).float()
+            self._loss = loss.detach().reshape(-1)[0].to(self.device, non_blocking=True).float()
         elif loss is not None and not isinstance(loss, torch.Tensor):
             self._loss = torch.full((), float(loss), device=self.device)
         else:
