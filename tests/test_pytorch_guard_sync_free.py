@@ -366,6 +366,44 @@ def test_on_trip_gets_the_event_with_the_batch_and_the_rng_state_to_replay_it() 
     assert torch.equal(event.rng_state["cpu"], rng_before)  # the state before its forward pass
 
 
+class LateEvent:
+    """Stands for the CUDA event after a step's row: the device has not reached it yet."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+
+    def query(self) -> bool:
+        return self.reached.is_set()
+
+    def synchronize(self) -> None:
+        self.reached.wait(60)
+
+
+def test_reading_the_guard_never_waits_for_a_decision_still_on_the_device(monkeypatch) -> None:
+    """As on a GPU, where a step's row arrives on the host when the device gets there: the
+    training thread goes on, reading the guard takes what has arrived, flush waits for all."""
+    model, optimizer = setup()
+    guard = ttp.Guard(optimizer, model)
+    late: list[LateEvent] = []
+    to_host = guard._to_host
+
+    def arriving_late(row: torch.Tensor, slot: int) -> tuple[torch.Tensor, LateEvent]:
+        host, _ = to_host(row, slot)
+        late.append(LateEvent())
+        return host.clone(), late[-1]
+
+    monkeypatch.setattr(guard, "_to_host", arriving_late)
+    train(model, optimizer, guard, {1: "nan"}, steps=3)  # the training thread did not wait
+    assert guard.events == [] and not guard.should_stop
+    assert (guard.status.decisions, guard.status.decisions_pending) == (0, 3)
+    late[0].reached.set()
+    late[1].reached.set()
+    assert [e.step for e in guard.events] == [1] and guard.skipped == 1
+    assert (guard.status.decisions, guard.status.decisions_pending) == (2, 1)
+    late[2].reached.set()
+    assert guard.flush() and guard.status.decisions == 3
+
+
 def test_the_flight_recorder_keeps_raw_tensors_only_within_its_budget(tmp_path: Path) -> None:
     model, optimizer = setup()
     step_bytes = 2 * sum(p.numel() * p.element_size() for p in model.parameters())

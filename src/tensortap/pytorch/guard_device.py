@@ -25,6 +25,7 @@ the MAD), so one NaN cannot make the statistics NaN, and a tripped step does not
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -41,6 +42,7 @@ SKIPPED = 15  #: 1.0 when the update was undone
 WIDTH = 16
 SIGNALS = ("loss", "grad_norm", "update_norm")
 
+log = logging.getLogger(__name__)
 Reduce = Callable[[torch.Tensor], None]
 _TINY = float(torch.finfo(torch.float32).tiny)
 
@@ -109,6 +111,7 @@ class DeviceDecision:
         self._loss = torch.empty(0)
         self._grad_norm = torch.empty(0)
         self._observed = False
+        self._warned_elsewhere = False
 
     @property
     def copy_bytes(self) -> int:
@@ -136,6 +139,15 @@ class DeviceDecision:
         if self.device is None:
             self._allocate(device)
         assert self.device is not None
+        elsewhere = [i for i, p in active if p.device != self.device]
+        if elsewhere and not self._warned_elsewhere:
+            self._warned_elsewhere = True
+            log.warning(
+                "tensortap guard: %d parameters are not on %s; the guard neither judges nor "
+                "undoes their updates (one guard watches one device)",
+                len(elsewhere),
+                self.device,
+            )
         active = [(i, p) for i, p in active if p.device == self.device]
         self._active = active
         self._grad_norm = total_norm([p.grad for _, p in active], self.device)  # type: ignore[misc]

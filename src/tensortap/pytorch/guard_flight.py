@@ -49,11 +49,7 @@ class FlightRing:
         self.step_bytes = 0  #: bytes of one step's copies
         self._slots: list[dict[str, torch.Tensor]] = []
         self._slot_step: list[int] = []
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of host memory the ring holds."""
-        return sum(t.numel() * t.element_size() for slot in self._slots for t in slot.values())
+        self.nbytes = 0  #: bytes of host memory the ring holds
 
     def _size(self, chosen: list[tuple[str, torch.Tensor]]) -> None:
         self.step_bytes = sum(
@@ -96,9 +92,12 @@ class FlightRing:
                     continue
                 buffer = slot.get(key)
                 if buffer is None or (buffer.shape, buffer.dtype) != (tensor.shape, tensor.dtype):
+                    if buffer is not None:
+                        self.nbytes -= buffer.numel() * buffer.element_size()
                     buffer = slot[key] = torch.empty(
                         tensor.shape, dtype=tensor.dtype, pin_memory=tensor.is_cuda
                     )
+                    self.nbytes += buffer.numel() * buffer.element_size()
                 buffer.copy_(tensor.detach(), non_blocking=tensor.is_cuda)
         self._slot_step[index] = step
 
