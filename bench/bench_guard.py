@@ -1,14 +1,16 @@
 """What the guard costs a training step on the CPU (issue 35: the guard without a sync).
 
 Trains the MLP of bench_pytorch (about 2.4M parameters, batch 64, synthetic data, 1 torch
-thread) with AdamW and with SGD (momentum), without a guard and with two guards, configurations
-interleaved round by round so machine noise hits them alike; reports the median step time of
-each as a ratio to no guard, and the device memory of the guard's copies.
+thread) with AdamW, fused AdamW and SGD (momentum), without a guard and with guards,
+configurations interleaved round by round so machine noise hits them alike; reports the median
+step time of each as a ratio to no guard, and the device memory of the guard's copies.
 
 - "guard, record only": ``action="record", signals=("loss", "grad_norm")``: the decision on the
   device and its reading on the reader thread, no copies of the parameters or state;
-- "guard (default)": ``action="skip"``: also the copies of parameters and optimizer state
-  before the step, the update norm and the ``torch.where`` undo after it.
+- "guard (default)": ``action="skip"``: with AdamW and SGD also the copies of parameters and
+  optimizer state before the step, the update norm and the ``torch.where`` undo after it; with
+  fused AdamW the optimizer's own skip (``found_inf``), nothing copied;
+- "guard (default), compile=True": the update norm and the undo compiled.
 
     .venv/bin/python bench/bench_guard.py [--rounds 5] [--steps 30]
 
@@ -31,6 +33,7 @@ import tensortap.pytorch as tt
 
 OPTIMIZERS: dict[str, Callable[[Any], torch.optim.Optimizer]] = {
     "AdamW": lambda ps: torch.optim.AdamW(ps, lr=1e-3),
+    "AdamW fused": lambda ps: torch.optim.AdamW(ps, lr=1e-3, fused=True),
     "SGD": lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9),
 }
 CONFIGS: dict[str, dict[str, Any] | None] = {

@@ -32,6 +32,9 @@ OPTIMIZERS = {
     "sgd": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9),
     "adam": lambda ps: torch.optim.Adam(ps, lr=1e-2),
     "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.1),
+    # fused: the guard hands its flag to the optimizer's own skip (found_inf), copying nothing
+    "adamw fused": lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.1, fused=True),
+    "sgd fused": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, fused=True),
 }
 
 
@@ -175,7 +178,15 @@ def test_no_sync_inside_the_step_on_cuda() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "compiled"), [("adam", False), ("adamw", False), ("sgd", False), ("adamw", True)]
+    ("name", "compiled"),
+    [
+        ("adam", False),
+        ("adamw", False),
+        ("sgd", False),
+        ("adamw", True),
+        ("adamw fused", False),
+        ("sgd fused", False),
+    ],
 )
 def test_a_skipped_step_leaves_weights_and_optimizer_state_as_they_were(
     name: str, compiled: bool, monkeypatch
@@ -192,7 +203,11 @@ def test_a_skipped_step_leaves_weights_and_optimizer_state_as_they_were(
         assert same(before[skipped], before[skipped + 1])  # the weights
         assert same(states[skipped], states[skipped + 1])  # momentum, moments, step counts
         assert not same(before[skipped + 1], before[skipped + 2])  # then training goes on
-    assert "spike" in guard.events[1].reason and guard.events[1].update_norm is not None
+    assert "spike" in guard.events[1].reason
+    fused = name.endswith("fused")
+    assert guard.status.undo == ("optimizer" if fused else "snapshot")
+    assert (guard.status.snapshot_bytes == 0) == fused  # the fused optimizer's own skip
+    assert (guard.events[1].update_norm is None) == fused  # its update norm is not measured
 
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
@@ -212,6 +227,33 @@ def test_a_skip_at_the_first_step_is_as_if_the_batch_never_came(name: str) -> No
         clean_optimizer.step()
     assert same(list(model.parameters()), list(clean.parameters()))
     assert same(optimizer_state(optimizer), optimizer_state(clean_optimizer))
+
+
+@pytest.mark.parametrize("name", ["adamw", "adamw fused"])
+def test_a_grad_scalers_overflow_is_its_skip_and_norms_are_judged_unscaled(name: str) -> None:
+    """A GradScaler skips a step whose gradients overflowed: around a plain optimizer it never
+    calls step(); a fused one is called with the scaler's found_inf (and unscales inside). The
+    guard counts neither as its trip, and judges unscaled norms either way."""
+    model, optimizer = setup(name)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+    guard = ttp.Guard(optimizer, model)
+    before = {}
+    for i in range(6):
+        x, y = batch(i, {3: "nan"}.get(i))
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        guard.observe(loss)
+        norm = float(
+            torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()]))
+        ) / float(scaler.get_scale())
+        before[i] = [p.detach().clone() for p in model.parameters()]
+        scaler.step(optimizer)
+        scaler.update()
+        if i != 3:
+            assert guard.last[1] == pytest.approx(norm, rel=1e-4)
+    assert guard.flush() and guard.events == [] and guard.skipped == 0
+    assert same(before[3], before[4]) and not same(before[4], before[5])
 
 
 def test_the_budget_stops_after_n_skips_within_m_steps() -> None:

@@ -20,8 +20,11 @@ Where things happen:
   before the update; copies of the parameters and the optimizer state into buffers allocated
   once; after the update, its norm, the scores against the window, six 0/1 reasons, one
   all-reduce (MAX) of them under ``torch.distributed`` so every rank decides alike, and, where
-  any is set, parameters and state put back with ``torch.where``. Nothing there reads a value
-  on the host: no ``.item()``, no ``.tolist()``, no ``if tensor``.
+  any is set, parameters and state put back with ``torch.where`` (``undo="snapshot"``). An
+  optimizer with its own device-side skip (PyTorch's fused ones, ``undo="optimizer"``, chosen
+  by ``"auto"``) is handed the flag as its ``found_inf`` instead, decided before the step on the
+  loss and gradient norm: nothing is copied. Nothing there reads a value on the host: no
+  ``.item()``, no ``.tolist()``, no ``if tensor``.
 - Then the step's row of statistics is copied to the host without blocking (an event marks
   when it has arrived, on CUDA) and handed to the guard's reader thread
   (``tensortap-guard-reader``), which turns it into :class:`GuardEvent`, :attr:`events`,
@@ -64,7 +67,7 @@ import torch
 from tensortap.core.rollback_target import RollbackTarget
 from tensortap.exceptions import InvalidConfigError
 from tensortap.pytorch import guard_device as cols
-from tensortap.pytorch.guard_device import SIGNALS, DeviceDecision
+from tensortap.pytorch.guard_device import SIGNALS, UNDO_MODES, DeviceDecision
 from tensortap.pytorch.guard_flight import MAX_LAG, FlightRing, FlightStep, write_recording
 
 log = logging.getLogger(__name__)
@@ -119,6 +122,7 @@ class GuardStatus:
     rollbacks_requested: int = 0  #: of those, rollbacks asked for
     snapshot_bytes: int = 0  #: device memory of the copies of parameters and optimizer state
     flight_bytes: int = 0  #: host memory of the flight recorder's raw copies
+    undo: str = ""  #: how updates are undone: "snapshot", "optimizer" or "none"
 
 
 @dataclass(frozen=True)
@@ -180,6 +184,13 @@ def _all_reduce_max(bits: torch.Tensor) -> None:
     torch.distributed.all_reduce(bits, op=torch.distributed.ReduceOp.MAX)
 
 
+def _reduce() -> Callable[[torch.Tensor], None] | None:
+    """How the ranks agree: one all-reduce (MAX) under torch.distributed, else nothing."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return _all_reduce_max
+    return None
+
+
 class Guard:
     """See the module docstring. ``spike_z``: how many robust standard deviations above the
     median of the last ``window`` accepted steps a signal must be to be a spike, and at least
@@ -209,6 +220,7 @@ class Guard:
         history: int = HISTORY,
         flight_budget_bytes: int = FLIGHT_BUDGET_BYTES,
         compile: bool = False,
+        undo: str = "auto",
     ) -> None:
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise InvalidConfigError(
@@ -255,6 +267,23 @@ class Guard:
             raise InvalidConfigError(f"Guard on_trip must be callable, got {on_trip!r}")
         if flight_recorder is not None and model is None:
             raise InvalidConfigError("Guard's flight_recorder needs the model (its parameters)")
+        own_skip = bool(getattr(optimizer, "_step_supports_amp_scaling", False))
+        if undo not in ("auto", *UNDO_MODES[:2]):
+            raise InvalidConfigError(
+                f"Guard undo must be 'auto', 'snapshot' or 'optimizer', got {undo!r}"
+            )
+        if undo == "optimizer" and not own_skip:
+            raise InvalidConfigError(
+                "Guard undo='optimizer' needs an optimizer that skips its own step on a "
+                f"found_inf flag (PyTorch's fused=True Adam, AdamW, SGD, Adagrad); {optimizer!r} "
+                "does not: use undo='snapshot' (or 'auto')"
+            )
+        if action == "record":
+            self.undo = "none"
+        elif undo == "auto":
+            self.undo = "optimizer" if own_skip else "snapshot"
+        else:
+            self.undo = undo
         self.optimizer, self.action = optimizer, action
         self.spike_z, self.spike_ratio, self.warmup = spike_z, spike_ratio, warmup
         self.budget, self.rollback, self.on_trip = budget, rollback, on_trip
@@ -277,7 +306,7 @@ class Guard:
             spike_z=spike_z,
             spike_ratio=spike_ratio,
             judged=tuple(signals),
-            undo=action in ("skip", "stop"),
+            undo=self.undo,
             measure_update="update_norm" in signals,
             history=history,
             compiled=bool(compile),
@@ -374,6 +403,7 @@ class Guard:
                 rollbacks_requested=self._rollbacks,
                 snapshot_bytes=self._device.copy_bytes,
                 flight_bytes=self._flight.nbytes if self._flight is not None else 0,
+                undo=self.undo,
             )
 
     def _settle(self, timeout: float = 60.0) -> None:
@@ -427,7 +457,7 @@ class Guard:
         self._armed = False
         try:
             with torch.no_grad():
-                self._device.before(self.optimizer, self.params, self._loss)
+                self._device.before(self.optimizer, self.params, self._loss, _reduce())
                 if self._flight is not None:
                     self._flight.remember(self.step, self.params)
             self._armed = True
@@ -440,12 +470,9 @@ class Guard:
             return
         self._armed = False
         try:
-            distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
             slot = self.step % self._device.history
             with torch.no_grad():
-                row = self._device.after(
-                    self.optimizer, _all_reduce_max if distributed else None, slot
-                )
+                row = self._device.after(self.optimizer, _reduce(), slot)
                 row, event = self._to_host(row, slot)
             self._submit(
                 _Decision(self.step, row, event, self._batch, self._loss is not None, self._rng)

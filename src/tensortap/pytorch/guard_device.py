@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -41,6 +42,13 @@ BITS = 9  #: 9..14: the reasons agreed by every rank, 1.0 or 0.0: non-finite los
 SKIPPED = 15  #: 1.0 when the update was undone
 WIDTH = 16
 SIGNALS = ("loss", "grad_norm", "update_norm")
+#: How an update is undone. "snapshot": parameters and optimizer state copied before the step
+#: and put back with ``torch.where`` (any optimizer; memory and passes over them). "optimizer":
+#: the optimizer's own skip, for those that declare ``_step_supports_amp_scaling`` (PyTorch's
+#: fused Adam, AdamW, SGD, Adagrad): the guard decides before the step and sets the optimizer's
+#: ``found_inf``, which its fused kernels honour on the device, as they do for a GradScaler's
+#: overflow (nothing copied; the update norm is not measured). "none": nothing is undone.
+UNDO_MODES = ("snapshot", "optimizer", "none")
 
 log = logging.getLogger(__name__)
 Reduce = Callable[[torch.Tensor], None]
@@ -70,10 +78,25 @@ def total_norm(tensors: list[torch.Tensor], device: torch.device) -> torch.Tenso
     return total
 
 
+@dataclass
+class _Verdict:
+    """One step's decision, all on the device."""
+
+    values: torch.Tensor  # loss, gradient norm, update norm
+    median: torch.Tensor
+    z: torch.Tensor
+    bits: torch.Tensor  # the six reasons, agreed by every rank
+    tripped: torch.Tensor  # 0-d bool
+    fresh: torch.Tensor  # what enters the window (NaN where absent or not finite)
+    accept: torch.Tensor  # 0-d bool: whether it enters
+
+
 class DeviceDecision:
     """The per-step decision of a guard (see the module docstring). ``undo``: put the update
-    back when the guard trips (actions skip and stop); ``measure_update``: take the update norm
-    (needs the copy of the parameters, made anyway when ``undo``)."""
+    back when the guard trips: ``"snapshot"`` (copies and ``torch.where``, any optimizer),
+    ``"optimizer"`` (the optimizer's own skip, see :data:`UNDO_MODES`) or ``"none"`` (action
+    record); ``measure_update``: take the update norm (needs the copy of the parameters, made
+    anyway for ``"snapshot"``; not available with ``"optimizer"``)."""
 
     def __init__(
         self,
@@ -83,7 +106,7 @@ class DeviceDecision:
         spike_z: float,
         spike_ratio: float,
         judged: Sequence[str],
-        undo: bool,
+        undo: str,
         measure_update: bool,
         history: int,
         compiled: bool = False,
@@ -97,7 +120,8 @@ class DeviceDecision:
             self._compiled_select = torch.compile(_select, dynamic=False)
         self.spike_z, self.spike_ratio = float(spike_z), float(spike_ratio)
         self.judged = tuple(s in judged for s in SIGNALS)
-        self.undo, self.copy_params = undo, undo or measure_update
+        self.undo = undo
+        self.copy_params = undo == "snapshot" or (undo == "none" and measure_update)
         self.device: torch.device | None = None
         self.ring = torch.empty(0)  #: (history, WIDTH) on the device, one row per step
         self._values = torch.empty(0)  # (3, window), NaN where empty
@@ -112,6 +136,9 @@ class DeviceDecision:
         self._grad_norm = torch.empty(0)
         self._observed = False
         self._warned_elsewhere = False
+        self._decided: _Verdict | None = None  # decided before the step ("optimizer")
+        self._scaler_inf: torch.Tensor | None = None  # a GradScaler's flag, where it set one
+        self._keys_before: set[tuple[int, str]] = set()
 
     @property
     def copy_bytes(self) -> int:
@@ -131,9 +158,14 @@ class DeviceDecision:
                 self._judged[i] = True  # a fill on the device, not a copy from the host
 
     def before(
-        self, optimizer: torch.optim.Optimizer, params: list[torch.Tensor], loss: Any
+        self,
+        optimizer: torch.optim.Optimizer,
+        params: list[torch.Tensor],
+        loss: Any,
+        reduce: Reduce | None,
     ) -> None:
-        """Right before ``optimizer.step()``: the gradient norm, the loss, and the copies."""
+        """Right before ``optimizer.step()``: the gradient norm, the loss, and the copies; with
+        ``undo="optimizer"`` the decision too, handed to the optimizer as its ``found_inf``."""
         active = [(i, p) for i, p in enumerate(params) if p.grad is not None]
         device = active[0][1].device if active else params[0].device
         if self.device is None:
@@ -159,11 +191,18 @@ class DeviceDecision:
         else:
             self._observed = False
             self._loss = torch.full((), math.nan, device=self.device)
+        grad_scale = getattr(optimizer, "grad_scale", None)
+        if isinstance(grad_scale, torch.Tensor):  # a GradScaler leaves the unscaling to a
+            self._grad_norm = self._grad_norm / grad_scale.to(self.device)  # fused optimizer
+        if self.undo == "optimizer":
+            self._keys_before = {(i, key) for i, p in active for key in optimizer.state.get(p, {})}
+            self._optimizer_skip(optimizer, reduce)
+            return
         if self.copy_params and active:
             copies = [self._copy_buffer(self._param_copies, i, p) for i, p in active]
             torch._foreach_copy_(copies, [p.detach() for _, p in active])
         self._state_before = []
-        if self.undo:
+        if self.undo == "snapshot":
             for i, p in active:
                 for key, value in optimizer.state.get(p, {}).items():
                     if isinstance(value, torch.Tensor) and value.device == self.device:
@@ -184,6 +223,31 @@ class DeviceDecision:
             buffer = buffers[key] = torch.empty_like(like, memory_format=torch.preserve_format)
         return buffer
 
+    def _optimizer_skip(self, optimizer: torch.optim.Optimizer, reduce: Reduce | None) -> None:
+        """Decide now, and hand the flag to the optimizer as ``found_inf``: its fused step then
+        leaves parameters and state alone where it is set (as for a GradScaler's overflow), at
+        no cost. A GradScaler's own flag is kept: the steps it skips are its, not the guard's."""
+        assert self.device is not None
+        nan = torch.full((), math.nan, device=self.device)
+        scaler_inf = getattr(optimizer, "found_inf", None)
+        self._scaler_inf = scaler_inf if isinstance(scaler_inf, torch.Tensor) else None
+        verdict = self._decide(optimizer, nan, reduce, self._scaler_inf)
+        self._decided = verdict
+        flag = verdict.tripped.float()
+        if self._scaler_inf is not None:
+            flag = torch.maximum(flag, self._scaler_inf.to(flag))
+        optimizer.found_inf = flag  # type: ignore[attr-defined]
+
+    def _zero_new_state(self, optimizer: torch.optim.Optimizer, tripped: torch.Tensor) -> None:
+        """State a skipped first step created goes to zeros (fused SGD leaves its new momentum
+        buffer uninitialised when it skips)."""
+        for i, p in self._active:
+            for key, value in optimizer.state.get(p, {}).items():
+                if (i, key) in self._keys_before or not isinstance(value, torch.Tensor):
+                    continue
+                if value.device == self.device:
+                    value.masked_fill_(tripped, 0)
+
     def after(
         self, optimizer: torch.optim.Optimizer, reduce: Reduce | None, slot: int
     ) -> torch.Tensor:
@@ -191,22 +255,54 @@ class DeviceDecision:
         step's row of :attr:`ring` (at ``slot``)."""
         assert self.device is not None
         device, active = self.device, self._active
-        nan = math.nan
-        if self.copy_params and active:
-            params = [p.detach() for _, p in active]
-            copies = [self._param_copies[i] for i, _ in active]
-            if self._compiled_norm is not None:
-                update_norm = self._compiled_norm(params, copies)
+        if self.undo == "optimizer":
+            assert self._decided is not None
+            verdict, self._decided = self._decided, None
+            if self._scaler_inf is not None:
+                optimizer.found_inf = self._scaler_inf  # type: ignore[attr-defined]
             else:
-                deltas = torch._foreach_sub(params, copies)
-                update_norm = total_norm(list(deltas), device)
-                del deltas
+                del optimizer.found_inf  # type: ignore[attr-defined]
+            self._zero_new_state(optimizer, verdict.tripped)
+            skipped = verdict.tripped.float()
         else:
-            update_norm = torch.full((), nan, device=device)
+            if self.copy_params and active:
+                params = [p.detach() for _, p in active]
+                copies = [self._param_copies[i] for i, _ in active]
+                if self._compiled_norm is not None:
+                    update_norm = self._compiled_norm(params, copies)
+                else:
+                    deltas = torch._foreach_sub(params, copies)
+                    update_norm = total_norm(list(deltas), device)
+                    del deltas
+            else:
+                update_norm = torch.full((), math.nan, device=device)
+            scaler_inf = getattr(optimizer, "found_inf", None)  # a GradScaler's, fused optimizer
+            if not isinstance(scaler_inf, torch.Tensor):
+                scaler_inf = None
+            verdict = self._decide(optimizer, update_norm, reduce, scaler_inf)
+            if self.undo == "snapshot":
+                self._undo(optimizer, verdict.tripped)
+                skipped = verdict.tripped.float()
+            else:
+                skipped = torch.zeros((), device=device)
+        self._accept(verdict.fresh, verdict.accept)
+        self.ring[slot] = torch.cat(
+            [verdict.values, verdict.median, verdict.z, verdict.bits, skipped.reshape(1)]
+        )
+        self._active, self._state_before, self._scaler_inf = [], [], None
+        return self.ring[slot]
+
+    def _decide(
+        self,
+        optimizer: torch.optim.Optimizer,
+        update_norm: torch.Tensor,
+        reduce: Reduce | None,
+        scaler_inf: torch.Tensor | None,
+    ) -> _Verdict:
+        """The six reasons, agreed across ranks, and what enters the window."""
         values = torch.stack([self._loss, self._grad_norm.float(), update_norm.float()])
-        absent = [
-            i for i, present in enumerate((self._observed, True, self.copy_params)) if not present
-        ]
+        measured = self.copy_params and bool(self._active)
+        absent = [i for i, there in enumerate((self._observed, True, measured)) if not there]
         finite = torch.isfinite(values)
         nonfinite = ~finite
         for i in absent:
@@ -217,19 +313,17 @@ class DeviceDecision:
         bits = torch.cat([nonfinite, spike]).float()
         if reduce is not None:
             reduce(bits)  # one all-reduce (MAX): every rank skips alike
+        accept = torch.ones((), dtype=torch.bool, device=values.device)
+        if scaler_inf is not None:  # the scaler's overflow: its skip, judged by nobody
+            ours = scaler_inf.to(values.device) == 0
+            bits = bits * ours
+            accept = ours
         tripped = bits.amax() > 0
-        if self.undo:
-            self._undo(optimizer, tripped)
-            skipped = tripped.float()
-        else:
-            skipped = torch.zeros((), device=device)
         fresh = values.clone()
         for i in absent:
-            fresh[i] = nan
-        self._accept(torch.where(finite, fresh, nan), ~tripped)
-        self.ring[slot] = torch.cat([values, median, z, bits, skipped.reshape(1)])
-        self._active, self._state_before = [], []
-        return self.ring[slot]
+            fresh[i] = math.nan
+        fresh = torch.where(finite, fresh, math.nan)
+        return _Verdict(values, median, z, bits, tripped, fresh, accept & ~tripped)
 
     def _score(
         self, values: torch.Tensor, finite: torch.Tensor
@@ -288,4 +382,15 @@ class DeviceDecision:
                 torch.where(tripped, copy, target, out=target)
 
 
-__all__ = ["BITS", "GRAD_NORM", "LOSS", "MEDIAN", "SIGNALS", "SKIPPED", "UPDATE_NORM", "WIDTH", "Z"]
+__all__ = [
+    "BITS",
+    "GRAD_NORM",
+    "LOSS",
+    "MEDIAN",
+    "SIGNALS",
+    "SKIPPED",
+    "UNDO_MODES",
+    "UPDATE_NORM",
+    "WIDTH",
+    "Z",
+]
