@@ -151,13 +151,16 @@ class _NoGuard:
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_no_sync_inside_the_step_on_cuda() -> None:
+@pytest.mark.parametrize("undo", ["snapshot", "optimizer"])
+def test_no_sync_inside_the_step_on_cuda(undo: str, tmp_path: Path) -> None:
     torch.manual_seed(0)
     device = torch.device("cuda")
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
     model = model.to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=True)  # step on the device
-    guard = ttp.Guard(optimizer, model, flight_recorder=None)
+    # the step counter on the device: capturable (restored by the snapshot) or fused (own skip)
+    kind = {"capturable": True} if undo == "snapshot" else {"fused": True}
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, **kind)
+    guard = ttp.Guard(optimizer, model, undo=undo, flight_recorder=tmp_path / "flight")
     before = {}
     for i in range(30):
         x, y = batch(i, {12: "nan", 25: "huge"}.get(i))
@@ -173,8 +176,9 @@ def test_no_sync_inside_the_step_on_cuda() -> None:
         finally:
             torch.cuda.set_sync_debug_mode("default")
     assert guard.flush()
-    assert [e.step for e in guard.events] == [12, 25]
+    assert [e.step for e in guard.events] == [12, 25] and guard.status.undo == undo
     assert same(before[12], before[13]) and same(before[25], before[26])
+    assert len(guard.recorded) == 2  # raw copies came off the device without a sync too
 
 
 @pytest.mark.parametrize(
@@ -491,7 +495,7 @@ def test_bad_settings_are_refused() -> None:
         ttp.Guard(optimizer, on_trip="print")
 
 
-def _rank(rank: int, port: int, out: str) -> None:
+def _rank(rank: int, port: int, out: str, name: str) -> None:
     torch.distributed.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2
     )
@@ -504,7 +508,7 @@ def _rank(rank: int, port: int, out: str) -> None:
 
     torch.distributed.all_reduce = counted
     reads = HostReads(pytest.MonkeyPatch())
-    model, optimizer = setup("adamw")
+    model, optimizer = setup(name)
     guard = ttp.Guard(optimizer, model)
     poison = {7: "nan"} if rank == 1 else {}  # only rank 1 sees the bad batch
     states: dict[int, list[torch.Tensor]] = {}
@@ -525,8 +529,12 @@ def _rank(rank: int, port: int, out: str) -> None:
     torch.distributed.destroy_process_group()
 
 
-def test_a_nan_on_one_rank_is_skipped_on_every_rank_with_one_all_reduce(tmp_path: Path) -> None:
-    mp.start_processes(_rank, args=(free_port(), str(tmp_path)), nprocs=2, start_method="spawn")
+@pytest.mark.parametrize("name", ["adamw", "adamw fused"])  # snapshot, the optimizer's skip
+def test_a_nan_on_one_rank_is_skipped_on_every_rank_with_one_all_reduce(
+    tmp_path: Path, name: str
+) -> None:
+    args = (free_port(), str(tmp_path), name)
+    mp.start_processes(_rank, args=args, nprocs=2, start_method="spawn")
     ranks = [np.load(tmp_path / f"rank{r}.npz") for r in range(2)]
     for got in ranks:
         assert got["events"].tolist() == [7]
