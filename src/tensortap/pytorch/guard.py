@@ -544,7 +544,7 @@ class Guard:
         )
         event = None
         if tripped:
-            reason = self._reason(values, bits, decision.observed)
+            reason = self._reason(values, bits)
             event = GuardEvent(
                 step,
                 reason,
@@ -577,7 +577,7 @@ class Guard:
         if self.budget is not None:
             self._spend(step, event)
 
-    def _reason(self, values: list[float], bits: list[float], observed: bool) -> str:
+    def _reason(self, values: list[float], bits: list[float]) -> str:
         names = ("loss", "gradient norm", "update norm")
         firsts = (cols.LOSS, cols.GRAD_NORM, cols.UPDATE_NORM)
         for i, (name, column) in enumerate(zip(names, firsts, strict=True)):
