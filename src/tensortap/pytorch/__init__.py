@@ -16,7 +16,14 @@ from tensortap._faces import face
 
 if TYPE_CHECKING:
     from tensortap._shared import *  # noqa: F403
-    from tensortap.pytorch.guard import Guard, GuardEvent, GuardStatus  # noqa: F401
+    from tensortap.core.rollback_target import RollbackTarget  # noqa: F401
+    from tensortap.pytorch.guard import (  # noqa: F401
+        Guard,
+        GuardEvent,
+        GuardRecord,
+        GuardStatus,
+        SkipBudget,
+    )
     from tensortap.pytorch.hook import Hook, get_hook  # noqa: F401
     from tensortap.pytorch.naming import OPTIMIZER_VARIABLES, RELU_ACTIVATIONS  # noqa: F401
     from tensortap.pytorch.replay import Attribution, Replayer, ReplayStatus  # noqa: F401
