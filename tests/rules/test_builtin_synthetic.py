@@ -273,7 +273,7 @@ def test_fires_on_the_problem_and_not_on_a_near_miss(tmp_path: Path, name: str) 
 
 
 def test_every_builtin_has_a_synthetic_case() -> None:
-    # TrainingLoop judges facts only a training loop produces: tests/test_pytorch_training_loop.py;
+    # TrainingLoop judges facts only a training loop produces: tests/pytorch/test_training_loop.py;
     # AccuracyAtChance, FrozenLayer and UnnormalisedInput: tests/rules/test_cause_rules.py
     elsewhere = {"TrainingLoop", "AccuracyAtChance", "FrozenLayer", "UnnormalisedInput"}
     covered = set(CASES) | {"SimilarAcrossRuns", "StalledTrainingRule"} | elsewhere

@@ -3,7 +3,6 @@ healthy twin of the same run (tests/helpers/rule_runs.py trains them)."""
 
 from __future__ import annotations
 
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,9 +18,7 @@ from tensortap.rules import (
     invoke_rule,
     rule_configs,
 )
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
-import rule_runs
+from tests.helpers import rule_runs
 
 # rule -> (parameters, run with the problem, healthy twin)
 CASES: dict[str, tuple[dict[str, str], str, str]] = {
@@ -60,10 +57,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
 def test_every_builtin_is_tried_on_training() -> None:
     elsewhere = {"SimilarAcrossRuns", "StalledTrainingRule"}  # tested on their own below
     elsewhere |= {"LowPrecisionRange"}  # tests/rules/test_low_precision.py, with real bf16
-    elsewhere |= {"TrainingLoop"}  # tests/test_pytorch_training_loop.py, with the loops' faults
+    elsewhere |= {"TrainingLoop"}  # tests/pytorch/test_training_loop.py, with the loops' faults
     # tests/rules/test_cause_rules.py (FrozenLayer with real training)
     elsewhere |= {"AccuracyAtChance", "FrozenLayer", "UnnormalisedInput"}
-    xgboost = {"FeatureImportanceOverweight", "TreeDepth"}  # tests/test_xgboost.py
+    xgboost = {"FeatureImportanceOverweight", "TreeDepth"}  # tests/xgboost/test_xgboost.py
     assert set(CASES) | elsewhere | xgboost == set(BUILTIN_RULES)
 
 

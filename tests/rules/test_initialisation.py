@@ -4,7 +4,6 @@ problem; constant, zero and badly scaled ones are."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,9 +15,7 @@ from torch import nn
 from tensortap.rules import PoorWeightInitialization, RuleStatus, invoke_rule
 from tensortap.rules.finding import Severity
 from tensortap.testing import TrialBuilder
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
-import job_runs
+from tests.helpers import job_runs
 
 
 def mlp(sizes: list[int], output: type[nn.Module] | None = None) -> nn.Sequential:

@@ -3,7 +3,6 @@ training whose weights, activations, gradients and loss become NaN."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +22,7 @@ from tensortap.rules import (
 )
 from tensortap.rules.finding import Severity
 from tensortap.testing import TrialBuilder
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
-import job_runs
+from tests.helpers import job_runs
 
 F32 = np.float32
 
