@@ -39,7 +39,8 @@ mxnet: $(MXSTAMP)
 		echo "SKIPPED the MXNet tests: $$(cat $(MXVENV)/UNAVAILABLE)"; \
 	else $(MXPY) -m pytest -q $(MXNET_TESTS); fi
 
-lint: $(STAMP)
+# mypy over src and tests (pyproject.toml says which): `make lint` runs it too.
+lint: $(STAMP) typecheck
 	$(PY) -m ruff check src tests bench examples
 	$(PY) -m ruff format --check src tests bench examples
 

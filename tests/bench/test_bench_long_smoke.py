@@ -14,9 +14,8 @@ import pytest
 
 pytest.importorskip("tensorboard")
 ROOT = Path(__file__).parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
 
-import bench_long  # noqa: E402
+from bench import bench_long  # noqa: E402
 
 
 @pytest.mark.parametrize("name", ["grid-40x3", "reference-25"])

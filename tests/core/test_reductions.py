@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,7 +14,7 @@ from tensortap import ReductionConfig
 from tensortap.core.reductions import compute_reduction
 from tensortap.exceptions import InvalidConfigError
 
-REFERENCE = {
+REFERENCE: dict[str, Callable[[np.ndarray], Any]] = {
     "min": np.min,
     "max": np.max,
     "mean": np.mean,

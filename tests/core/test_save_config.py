@@ -68,7 +68,7 @@ def test_per_mode_configs() -> None:
         save_interval=7,
         mode_save_configs={
             modes.TRAIN: SaveConfigMode(save_interval=2),
-            "EVAL": {"save_steps": [5]},
+            "EVAL": {"save_steps": [5]},  # type: ignore[dict-item]
         },
     )
     assert cfg.should_save(modes.TRAIN, 4) and not cfg.should_save(modes.TRAIN, 7)
@@ -109,7 +109,7 @@ def test_bad_save_configs_fail_at_construction(kwargs, fragment) -> None:
 
 def test_unknown_mode_and_keys() -> None:
     with pytest.raises(InvalidConfigError, match="unknown mode 'TRAINING'"):
-        SaveConfig(mode_save_configs={"TRAINING": SaveConfigMode()})
+        SaveConfig(mode_save_configs={"TRAINING": SaveConfigMode()})  # type: ignore[dict-item]
     with pytest.raises(InvalidConfigError, match="unknown save config keys"):
         SaveConfigMode.from_dict({"every": 3})
     with pytest.raises(InvalidConfigError, match="save_interval must be an integer"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import ml_dtypes
 import numpy as np
 from hypothesis import given
@@ -32,12 +34,12 @@ DTYPES = [
 ]
 
 arrays = hnp.arrays(
-    dtype=st.sampled_from(DTYPES).map(np.dtype),
+    dtype=st.sampled_from(DTYPES).map(np.dtype),  # type: ignore[arg-type]
     shape=hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=6),
 )
 
 
-def write_and_read(values: dict[str, np.ndarray]) -> tt.Trial:
+def write_and_read(values: dict[str, Any]) -> tt.Trial:
     store = MemoryStore()
     with tt.Hook(store, save_config=tt.SaveConfig(save_interval=1)) as hook:
         for name, value in values.items():

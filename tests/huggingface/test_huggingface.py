@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -39,7 +40,7 @@ def _trainer(out: Path, callbacks=(), trainer_class=Trainer, trainer_kwargs=None
     torch.manual_seed(0)
     config = GPT2Config(vocab_size=64, n_positions=32, n_embd=16, n_layer=1, n_head=2)
     config.eos_token_id = config.bos_token_id = None
-    settings = dict(
+    settings: dict[str, Any] = dict(
         max_steps=6,
         per_device_train_batch_size=4,
         gradient_accumulation_steps=2,
@@ -66,7 +67,7 @@ def _trainer(out: Path, callbacks=(), trainer_class=Trainer, trainer_kwargs=None
 
 def _logged(trainer: Trainer, key: str) -> dict[int, float]:
     """``key`` as the Trainer logged it, by tensortap's TRAIN step (global_step - 1)."""
-    return {h["step"] - 1: h[key] for h in trainer.state.log_history if key in h}
+    return {int(h["step"]) - 1: h[key] for h in trainer.state.log_history if key in h}
 
 
 def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -207,7 +208,8 @@ def test_an_evaluation_after_training_is_recorded_without_runtimes(tmp_path: Pat
     assert "epoch" in metrics and "grad_norm" in metrics  # training's, kept by the new session
     assert not [n for n in trial.tensor_names() if "runtime" in n or "per_second" in n]
     assert "train_loss" not in trial.tensor_names()  # the summary of the whole run
-    assert trial.worker_status("worker_0")["internal_errors"] == 0
+    status = trial.worker_status("worker_0")
+    assert status is not None and status["internal_errors"] == 0
 
 
 def test_steps_losses_and_metrics_are_the_trainers(tmp_path: Path) -> None:
@@ -270,7 +272,8 @@ def test_a_trainer_that_compiles_the_model_is_recorded_too(tmp_path: Path) -> No
     assert loss.steps() == [0, 1]
     assert [loss.value(s) for s in (0, 1)] == pytest.approx(logged, rel=1e-5)
     assert "gradient/transformer.h.0.mlp.c_fc.weight" in trial.tensor_names(collection="gradients")
-    assert trial.worker_status("worker_0")["internal_errors"] == 0
+    status = trial.worker_status("worker_0")
+    assert status is not None and status["internal_errors"] == 0
 
 
 def test_report_to_tensortap_adds_the_callback(tmp_path: Path) -> None:
@@ -407,4 +410,5 @@ def test_a_run_resumed_from_its_checkpoint_continues_the_trainers_steps(tmp_path
     assert (first.index, first.resumed_from_step, first.first_step) == (0, None, 0)
     assert second.index == 1 and second.resumed_from_step == first.last_step == 11
     assert second.first_step == 12 and trial.mode_step(12) == 10
+    assert second.started is not None and first.started is not None
     assert second.pid == first.pid and second.started >= first.started

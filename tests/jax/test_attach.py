@@ -20,7 +20,8 @@ from tensortap.rules import WeightUpdateRatio, invoke_rule  # noqa: E402
 def test_flax_nnx_params_are_saved_as_weights_and_biases(tmp_path: Path) -> None:
     """``nnx.state(model, nnx.Param)`` has paths such as ``l1/kernel`` (no ``params/``): its
     arrays are the model's weights and biases all the same; batch statistics are not."""
-    nnx = pytest.importorskip("flax.nnx")
+    pytest.importorskip("flax.nnx")
+    from flax import nnx
 
     class Model(nnx.Module):
         def __init__(self, rngs: nnx.Rngs) -> None:
@@ -40,7 +41,7 @@ def test_flax_nnx_params_are_saved_as_weights_and_biases(tmp_path: Path) -> None
     trial = tt.create_trial(tmp_path)
     assert trial.tensor_names(collection="weights") == ["bn/scale", "l1/kernel", "l2/kernel"]
     assert trial.tensor_names(collection="biases") == ["bn/bias", "l1/bias", "l2/bias"]
-    kernel = np.asarray(nnx.state(model, nnx.Param)["l1"]["kernel"].get_value())
+    kernel = np.asarray(nnx.state(model, nnx.Param)["l1"]["kernel"].get_value())  # type: ignore[operator]
     np.testing.assert_array_equal(trial.tensor("l1/kernel").value(0), kernel)
 
 
@@ -69,13 +70,13 @@ def _digits_mlp(out: Path, lr: float, steps: int) -> tt.Trial:
     optimizer = optax.chain(ttj.record(hook, via="state"), optax.sgd(lr))
     state = optimizer.init(params)
 
-    def loss_fn(p, xb, yb):  # type: ignore[no-untyped-def]
+    def loss_fn(p, xb, yb):
         h = jax.nn.relu(xb @ p["params"]["hidden"]["kernel"] + p["params"]["hidden"]["bias"])
         logits = h @ p["params"]["out"]["kernel"] + p["params"]["out"]["bias"]
         return optax.softmax_cross_entropy_with_integer_labels(logits, yb).mean()
 
     @jax.jit
-    def step(p, s, xb, yb):  # type: ignore[no-untyped-def]
+    def step(p, s, xb, yb):
         loss, grads = jax.value_and_grad(loss_fn)(p, xb, yb)
         updates, s = optimizer.update(grads, s, p)
         return optax.apply_updates(p, updates), s, loss

@@ -6,17 +6,20 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-keras = pytest.importorskip("keras")
+pytest.importorskip("keras")
 pytest.importorskip("tensorflow")
 
-import tensortap.keras as tt  # noqa: E402
-from tensortap.core.stop import request_stop  # noqa: E402
-from tensortap.rules import VanishingGradient, invoke_rule  # noqa: E402
+import keras
+
+import tensortap.keras as tt
+from tensortap.core.stop import request_stop
+from tensortap.rules import VanishingGradient, invoke_rule
 
 HERE = Path(__file__).parent
 ALL = ["losses", "metrics", "weights", "biases", "gradients", "optimizer_variables"]
@@ -37,7 +40,7 @@ def mlp(depth: int = 1, activation: str = "relu") -> keras.Model:
     return keras.Sequential([*layers, keras.layers.Dense(10)])
 
 
-def hook_at(path: Path, **kwargs: object) -> tt.KerasHook:
+def hook_at(path: Path, **kwargs: Any) -> tt.KerasHook:
     return tt.KerasHook(
         path, save_config=tt.SaveConfig(save_interval=1), include_collections=ALL, **kwargs
     )

@@ -15,16 +15,18 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-L = pytest.importorskip("lightning.pytorch")
-import torch  # noqa: E402
+pytest.importorskip("lightning.pytorch")
+import lightning.pytorch as L
+import torch
 
-import tensortap as tt  # noqa: E402
-from tensortap.hook_config import CONFIG_ENV  # noqa: E402
-from tensortap.lightning import PLTensortapCallback, TensortapCallback  # noqa: E402
+import tensortap as tt
+from tensortap.hook_config import CONFIG_ENV
+from tensortap.lightning import PLTensortapCallback, TensortapCallback
 
 ROOT = Path(__file__).parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
@@ -57,7 +59,7 @@ class Recording(DigitsMLP):
 def _fit(
     out: Path, module: L.LightningModule, callback, ckpt_path: str | None = None, **settings
 ) -> L.Trainer:
-    args = dict(
+    args: dict[str, Any] = dict(
         max_epochs=1,
         default_root_dir=str(out),
         callbacks=[callback, *settings.pop("more_callbacks", [])],
@@ -73,7 +75,7 @@ def _fit(
     )
     args.update(settings)
     trainer = L.Trainer(**args)
-    trainer.fit(module, *loaders(), ckpt_path=ckpt_path)
+    trainer.fit(module, *loaders(), ckpt_path=ckpt_path)  # type: ignore[misc]
     return trainer
 
 
@@ -95,8 +97,8 @@ def test_steps_losses_gradients_and_validations(tmp_path: Path) -> None:
         assert loss.value(step, mode=tt.modes.TRAIN) == pytest.approx(want, rel=1e-5)
     grad = trial.tensor("gradient/net.0.weight")
     assert len(module.grads) == 4
-    for step, want in enumerate(module.grads):
-        np.testing.assert_array_equal(grad.value(step, mode=tt.modes.TRAIN), want)
+    for step, before in enumerate(module.grads):
+        np.testing.assert_array_equal(grad.value(step, mode=tt.modes.TRAIN), before)
     val_loss = [trial.tensor("loss").value(s, mode=tt.modes.EVAL) for s in (0, 1)]
     assert all(np.isfinite(v) for v in val_loss)
     assert trial.tensor("acc").steps(mode=tt.modes.EVAL) == [0, 1]
@@ -205,11 +207,13 @@ def test_epoch_values_after_an_epoch_end_validation_and_a_validate_after_fit(
     assert loss.global_steps(tt.modes.EVAL)[2] > loss.global_steps(tt.modes.TRAIN)[-1]
     assert trial.tensor("acc").steps(mode=tt.modes.EVAL) == [0, 1, 2]
     assert "value_loss" in trial.tensor_names(collection="metrics")  # the fit's, kept
-    assert trial.worker_status("worker_0")["internal_errors"] == 0
+    status = trial.worker_status("worker_0")
+    assert status is not None and status["internal_errors"] == 0
 
 
 def test_the_pytorch_lightning_spelling(tmp_path: Path) -> None:
-    pl = pytest.importorskip("pytorch_lightning")
+    pytest.importorskip("pytorch_lightning")
+    import pytorch_lightning as pl
 
     class Module(pl.LightningModule):
         def __init__(self) -> None:
@@ -359,6 +363,7 @@ def test_a_fit_resumed_from_an_older_checkpoint_counts_its_steps_again(tmp_path:
     assert second.rolled_back == (("TRAIN", 4, 7),)
     assert second.step_source == "the Trainer's global_step"
     # the first fit's own step 4 is still there, under its global step
+    assert first.first_step is not None and first.last_step is not None
     (earlier,) = [
         g
         for g in range(first.first_step, first.last_step + 1)

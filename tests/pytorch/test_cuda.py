@@ -31,6 +31,7 @@ def test_cuda_model_values_and_reductions(tmp_path: Path) -> None:
     for xb, yb in batches(32, 3):
         opt.zero_grad()
         F.cross_entropy(model(xb.cuda()), yb.cuda()).backward()
+        assert model.fc1.weight.grad is not None
         grad = model.fc1.weight.grad.detach().cpu().numpy().copy()
         opt.step()
         want.append((grad, model.fc1.weight.detach().cpu().numpy().copy()))
@@ -81,6 +82,7 @@ def test_cuda_statistics_every_step_never_wait_on_the_device(tmp_path: Path) -> 
         for x, y in data:
             opt.zero_grad(set_to_none=False)  # zeroed in place: the statistics must not see it
             F.cross_entropy(model(x).float(), y).backward()
+            assert model.fc1.weight.grad is not None
             grads.append(model.fc1.weight.grad.detach().clone())
             opt.step()
     finally:

@@ -18,10 +18,12 @@ from tensortap.core.recorder import SavePlan
 from tensortap.core.reduction_config import ALLOWED_NORMS, ALLOWED_REDUCTIONS
 from tensortap.core.reductions import compute_reduction
 
-torch = pytest.importorskip("torch")
-import tensortap.pytorch as tt  # noqa: E402
-from tensortap.pytorch.convert import TorchConverter  # noqa: E402
-from tests.helpers.torch_models import Net, batches, make  # noqa: E402
+pytest.importorskip("torch")
+import torch
+
+import tensortap.pytorch as tt
+from tensortap.pytorch.convert import TorchConverter
+from tests.helpers.torch_models import Net, batches, make
 
 SPECS = (
     *((name, False) for name in ALLOWED_REDUCTIONS + ALLOWED_NORMS + NUMERICS_REDUCTIONS),

@@ -213,4 +213,4 @@ def test_weights_that_barely_move_while_the_loss_stays_are_a_learning_rate_too_l
         problem = summary.gravest
         assert problem is not None and problem.severity is Severity.PROBLEM
         assert "the training loss came down" in problem.message
-        assert np.isfinite(problem.value) and problem.value < 0.01
+        assert problem.value is not None and np.isfinite(problem.value) and problem.value < 0.01

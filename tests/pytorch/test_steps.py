@@ -52,6 +52,7 @@ def test_gradient_accumulation_is_one_step_per_optimizer_step(tmp_path: Path) ->
     for i, (xb, yb) in enumerate(batches(16, 12)):
         (F.cross_entropy(model(xb), yb) / 4).backward()
         if i % 4 == 3:
+            assert model.fc1.weight.grad is not None
             accumulated.append(model.fc1.weight.grad.clone().numpy())
             opt.step()
             opt.zero_grad()
@@ -186,16 +187,17 @@ def test_grad_scaler_gradients_and_loss_are_saved_unscaled(tmp_path: Path) -> No
         scaler.update()
         twin_opt.zero_grad()
         F.cross_entropy(twin(xb), yb).backward()
+        assert twin.fc1.weight.grad is not None
         want.append((twin.fc1.weight.grad.clone().numpy(), loss.item()))
         twin_opt.step()
     hook.close()
     trial = tt.create_trial(tmp_path / "run")
     assert trial.steps(mode=tt.modes.TRAIN) == [0, 1, 2]
-    for step, (grad, loss) in enumerate(want):
+    for step, (grad, loss_value) in enumerate(want):
         np.testing.assert_allclose(
             trial.tensor("gradient/fc1.weight").value(step), grad, rtol=1e-5, atol=1e-8
         )
-        assert trial.tensor("loss").value(step) == pytest.approx(loss, rel=1e-6)
+        assert trial.tensor("loss").value(step) == pytest.approx(loss_value, rel=1e-6)
 
 
 def test_scaler_skipped_update_still_ends_the_step(tmp_path: Path) -> None:

@@ -301,7 +301,8 @@ def manual_sgd(hook: tt.Hook) -> None:
         F.cross_entropy(model(x), y).backward()
         with torch.no_grad():
             for p in model.parameters():
-                p -= 0.1 * p.grad
+                assert p.grad is not None
+                p -= 0.1 * p.grad  # type: ignore[misc]  # in place: still a Parameter
 
 
 def parameters_replaced(hook: tt.Hook) -> None:
@@ -311,8 +312,8 @@ def parameters_replaced(hook: tt.Hook) -> None:
     hook.register_module(model)
     model(X[:2])  # a forward before training (a summary, a shape check)
     for layer in (model[0], model[2]):
-        layer.weight = nn.Parameter(layer.weight.detach().clone())
-        layer.bias = nn.Parameter(layer.bias.detach().clone())
+        layer.weight = nn.Parameter(layer.weight.detach().clone())  # type: ignore[operator]
+        layer.bias = nn.Parameter(layer.bias.detach().clone())  # type: ignore[operator]
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for x, y in batches():
         opt.zero_grad()
@@ -643,7 +644,7 @@ def test_values_are_read_only_on_due_steps_and_the_first_ones(
     but the first few (and the first update's copy, once)."""
     reads: list[tuple[int, bool]] = []
     hook_ref: list[tt.Hook] = []
-    norms = loop_facts._norms
+    norms = loop_facts._norms  # type: ignore[attr-defined]
 
     def counting(tensors: Any) -> list[float]:
         hook = hook_ref[0]

@@ -183,6 +183,7 @@ def test_reductions_equal_torch(tmp_path: Path) -> None:
     for xb, yb in batches(32, 3):
         opt.zero_grad()
         F.cross_entropy(model(xb), yb).backward()
+        assert model.fc2.weight.grad is not None
         grads.append(model.fc2.weight.grad.clone())
         opt.step()
     hook.close()
@@ -241,8 +242,8 @@ def test_dtypes_from_torch_round_trip(tmp_path: Path) -> None:
     for name, value in values.items():
         got = trial.tensor(name).value(0)
         want = value.detach().resolve_conj()
-        want = want.float().numpy() if want.dtype == torch.bfloat16 else want.numpy()
-        np.testing.assert_array_equal(got, want, err_msg=name)
+        as_numpy = want.float().numpy() if want.dtype == torch.bfloat16 else want.numpy()
+        np.testing.assert_array_equal(got, as_numpy, err_msg=name)
     assert trial.tensor("bf16").value(0).dtype == np.float32
 
 
@@ -307,8 +308,10 @@ def test_gradients_are_saved_before_the_clip_and_the_clip_with_them(
     for xb, yb in batches(32, 5):
         opt.zero_grad()
         F.cross_entropy(model(xb), yb).backward()
+        assert model.fc1.weight.grad is not None
         before.append(model.fc1.weight.grad.numpy().copy())
         clip(model.parameters())  # a generator: the hook must not consume it
+        assert model.fc1.weight.grad is not None
         after.append(model.fc1.weight.grad.numpy().copy())
         opt.step()
     hook.close()

@@ -367,7 +367,9 @@ def test_the_shared_walk_finds_what_each_rule_walked_alone_finds(
     from tensortap.report.training import default_rules
     from tensortap.rules.invoker import iter_findings
 
-    runs = [long_run(tmp_path / "run", 600, layers=3, nan_from=400 if faulty else None)]
+    runs: list[Path | str] = [
+        long_run(tmp_path / "run", 600, layers=3, nan_from=400 if faulty else None)
+    ]
     runs.append(write_trial(tmp_path / "t").path if faulty else nan_trial(tmp_path / "n", 20).path)
     for run in runs:
         shared = judge_trial(tt.create_trial(run), default_rules(tt.create_trial(run)))

@@ -343,7 +343,7 @@ def test_stalled_training(tmp_path: Path) -> None:
         StalledTrainingRule(trial, threshold="0.2"),
         timeout=30,
         stop=stop,
-        on_finding=lambda f: f.triggered and stop.set(),
+        on_finding=lambda f: stop.set() if f.triggered else None,
     )
     assert time.monotonic() - start >= 0.2
     assert summary.triggered == 1 and "no new step for" in summary.findings[0].message

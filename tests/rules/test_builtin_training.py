@@ -3,6 +3,7 @@ healthy twin of the same run (tests/helpers/rule_runs.py trains them)."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from tensortap.rules import (
 from tests.helpers import rule_runs
 
 # rule -> (parameters, run with the problem, healthy twin)
-CASES: dict[str, tuple[dict[str, str], str, str]] = {
+CASES: dict[str, tuple[dict[str, Any], str, str]] = {
     "VanishingGradient": ({}, "deep_sigmoid", "healthy"),
     "ExplodingTensor": ({}, "huge_lr", "healthy"),
     "NaNInfRootCause": ({}, "huge_lr", "healthy"),
@@ -92,7 +93,7 @@ def test_similar_across_runs_on_reruns(runs: Any) -> None:
 
 def test_stalled_training_on_a_paused_run(tmp_path: Path) -> None:
     resume = threading.Event()
-    run = rule_runs.replace(rule_runs.HEALTHY, steps=6, pause_after=2, resume=resume)
+    run = dataclasses.replace(rule_runs.HEALTHY, steps=6, pause_after=2, resume=resume)
     trainer = threading.Thread(target=rule_runs.train, args=(tmp_path / "run", run))
     trainer.start()
     try:
@@ -102,7 +103,7 @@ def test_stalled_training_on_a_paused_run(tmp_path: Path) -> None:
             poll_interval=0.02,
             timeout=60,
             stop=stop,
-            on_finding=lambda f: f.triggered and stop.set(),
+            on_finding=lambda f: stop.set() if f.triggered else None,
         )
         assert summary.triggered == 1
     finally:

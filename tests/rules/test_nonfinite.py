@@ -3,6 +3,7 @@ training whose weights, activations, gradients and loss become NaN."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -45,13 +46,13 @@ def model() -> nn.Sequential:
     )
 
 
-def nan_from(step: int, net: nn.Sequential) -> object:
+def nan_from(step: int, net: nn.Sequential) -> Callable[[int], None]:
     """A hook on the optimizer's steps: one weight becomes NaN after ``step`` (before training
     when ``step`` is -1), and from then on the activations, loss and gradients are NaN too."""
 
     def poison() -> None:
         with torch.no_grad():
-            net[0].weight[0, 0] = float("nan")
+            net[0].weight[0, 0] = float("nan")  # type: ignore[operator]
 
     if step < 0:
         poison()

@@ -110,7 +110,7 @@ def test_bad_arguments_are_refused_before_any_task(tmp_path: Path) -> None:
     with pytest.raises(InvalidConfigError, match="no built-in rule|NoSuchRule"):
         run_rules([tmp_path], ["NoSuchRule"])
     with pytest.raises(InvalidConfigError, match="not opened trials"):
-        run_rules([tt.create_trial(_trial(tmp_path / "t"))], ["ExplodingTensor"])
+        run_rules([tt.create_trial(_trial(tmp_path / "t"))], ["ExplodingTensor"])  # type: ignore[list-item]
     with pytest.raises(InvalidConfigError, match="at least one rule"):
         run_rules([tmp_path], [])
 
@@ -200,7 +200,7 @@ def test_with_step_ranges_a_bad_trial_is_an_error_row_not_an_exception(tmp_path:
 def test_time_limit_is_checked_before_any_task(tmp_path: Path) -> None:
     for bad in (0, -1, "10", True, float("nan"), float("inf")):
         with pytest.raises(InvalidConfigError, match="time_limit must be a number of seconds"):
-            run_rules([tmp_path], ["ExplodingTensor"], time_limit=bad)
+            run_rules([tmp_path], ["ExplodingTensor"], time_limit=bad)  # type: ignore[arg-type]
 
 
 def test_ray_tasks_that_hang_or_exit_are_error_rows(tmp_path: Path, ray_cluster) -> None:

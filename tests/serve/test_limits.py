@@ -32,7 +32,7 @@ def child_env() -> dict[str, str]:
     }
 
 
-def segmented_trial(out: Path, segments: int = 12) -> None:
+def segmented_trial(out: Path | str, segments: int = 12) -> None:
     """A trial of ``segments`` segments (one per step): each one a file a reader opens."""
     hook = tt.Hook(out, save_config=tt.SaveConfig(save_interval=1))
     for step in range(segments):
@@ -121,7 +121,7 @@ def test_open_read_descriptors_stay_within_one_budget_for_the_process(tmp_path) 
         assert len(os.listdir("/proc/self/fd")) - before <= HANDLES.capacity
     for trial in trials:
         trial.store.close()
-    owners = {t.store._owner for t in trials}
+    owners = {t.store._owner for t in trials}  # type: ignore[attr-defined]
     assert not any(owner in owners for owner, _key in HANDLES._open)
 
 
@@ -153,7 +153,7 @@ def test_a_run_whose_page_stopped_asking_has_its_trial_closed(tmp_path) -> None:
     (run,) = catalog.runs()
     with run.lock:
         data.curves(run)  # its series reader
-    owner = run.cache.series.store._owner
+    owner = run.cache.series.store._owner  # type: ignore[union-attr]
     assert any(k[0] == owner for k in HANDLES._open)
     assert catalog.close_idle(idle_secs=3600) == 0  # asked for just now: kept
     assert catalog.close_idle(idle_secs=0) == 1
@@ -288,7 +288,7 @@ def test_an_s3_place_is_listed_a_level_at_a_time_with_one_client(s3_bucket, monk
     catalog._scan()
     assert sorted(r.name for r in catalog.runs()) == ["run1", "run2", "run3"]
     listed = catalog._stores[place]
-    store, client = listed.store, listed.store.client
+    store, client = listed.store, listed.store.client  # type: ignore[attr-defined]
 
     def lists() -> int:
         return store.stats()["by_operation"].get("ListObjectsV2", 0)
@@ -309,7 +309,7 @@ def test_an_s3_place_is_listed_a_level_at_a_time_with_one_client(s3_bucket, monk
         time.sleep(0.05)
     # found by listing the place and group (no trial in either), not the known trials
     assert lists() - first <= 3
-    assert catalog._stores[place].store is store and store.client is client
+    assert catalog._stores[place].store is store and store.client is client  # type: ignore[attr-defined]
     assert not {"run1", "run2", "group/run3"} & set(listed._pending)
 
 

@@ -395,7 +395,7 @@ def test_layer_health_from_saved_norms_opens_no_trial(tmp_path, serve, monkeypat
     dashboard = serve(tmp_path / "norms", warm=False)
     health = f"{dashboard.url}api/run/{ids(dashboard.url)['norms']}/health"
     opened = []
-    monkeypatch.setattr(data, "create_trial", lambda *a, **k: opened.append(a) or 1 / 0)
+    monkeypatch.setattr(data, "create_trial", lambda *a, **k: opened.append(a) or 1 / 0)  # type: ignore[func-returns-value]
     _, quick = get(health)
     assert opened == []
     assert quick["gradient_names"] == ["fc1.weight_grad", "fc2.weight_grad"]

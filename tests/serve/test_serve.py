@@ -30,7 +30,7 @@ CURVES = "return window.tensortapCurves || null;"
 
 
 def write_trial(
-    out: Path, steps: int = 12, nan_from: int | None = None, dead: bool = False
+    out: Path | str, steps: int = 12, nan_from: int | None = None, dead: bool = False
 ) -> None:
     hook = tt.Hook(
         out,
@@ -300,6 +300,7 @@ def raw_get(url: str, path: str, host: str | None = None) -> tuple[int, dict[str
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
+    assert parts.hostname is not None
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
     try:
         connection.putrequest("GET", path, skip_host=host is not None)

@@ -29,11 +29,11 @@ def test_a_backend_registered_under_a_new_scheme_passes_the_conformance_suite() 
 
 def test_the_suite_catches_a_backend_that_breaks_the_contract() -> None:
     class Leaky(DictStore):  # publishes while the object is still being written
-        def open_writer(self, key):  # type: ignore[no-untyped-def]
+        def open_writer(self, key):
             writer = super().open_writer(key)
             real = writer.write
 
-            def write(data):  # type: ignore[no-untyped-def]
+            def write(data):
                 real(data)
                 writer.commit()
 

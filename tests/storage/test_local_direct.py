@@ -49,7 +49,7 @@ def test_a_large_object_is_written_directly_and_reads_back_exactly(tmp_path: Pat
     store = LocalStore(tmp_path / "trial")
     chunks = _chunks(SIZES)
     writer = _write(store, "workers/w/data/000000000001.ttdata", chunks)
-    assert writer.direct  # type: ignore[attr-defined]
+    assert writer.direct
     assert store.get("workers/w/data/000000000001.ttdata") == b"".join(chunks)
     assert os.path.getsize(tmp_path / "trial/workers/w/data/000000000001.ttdata") == sum(SIZES)
     assert not [p for p in (tmp_path / "trial").rglob("*") if ".tmp-" in p.name]
@@ -58,11 +58,11 @@ def test_a_large_object_is_written_directly_and_reads_back_exactly(tmp_path: Pat
 def test_small_objects_and_the_opt_out_go_through_the_page_cache(tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "trial")
     small = _write(store, "a.json", [b'{"x": 1}'])
-    assert not small.direct  # type: ignore[attr-defined]
+    assert not small.direct
     assert store.get("a.json") == b'{"x": 1}'
     chunks = _chunks(SIZES)
     off = _write(LocalStore(tmp_path / "trial", direct_writes=False), "b.bin", chunks)
-    assert not off.direct  # type: ignore[attr-defined]
+    assert not off.direct
     assert store.get("b.bin") == b"".join(chunks)
 
 
@@ -75,7 +75,7 @@ def test_a_filesystem_refusing_o_direct_gets_the_same_bytes(tmp_path: Path) -> N
         store = LocalStore(root)
         chunks = _chunks(SIZES)
         writer = _write(store, "d.bin", chunks)
-        assert not writer.direct  # type: ignore[attr-defined]
+        assert not writer.direct
         assert store.get("d.bin") == b"".join(chunks)
     finally:
         for p in sorted(root.rglob("*"), reverse=True):

@@ -85,6 +85,7 @@ def test_every_reduction_and_scalar_becomes_a_row_equal_to_the_trials(tmp_path: 
     for row in (r for r in rows if r["run"] == "run-a"):
         tensor = trial.tensor(row["tensor"])
         mode = getattr(tt.modes, row["mode"])
+        want: np.ndarray | float
         if row["statistic"] == "value":
             want = tensor.value(row["step"], mode=mode, worker=row["worker"])
         else:

@@ -67,7 +67,7 @@ def test_the_hook_writes_scalars_and_histograms_per_mode(tmp_path: Path) -> None
     assert sorted(p.name for p in board.iterdir()) == ["eval", "train"]
     trial = tt.create_trial(tmp_path / "trial")
     run = events(board / "train")
-    assert scalars(run, "loss") == [(s, pytest.approx(1.0 / (s + 1))) for s in range(6)]
+    assert scalars(run, "loss") == [(s, pytest.approx(1.0 / (s + 1))) for s in range(6)]  # type: ignore[comparison-overlap]
     assert scalars(events(board / "eval"), "loss") == [(0, 2.0), (1, 3.0), (2, 4.0)]
     assert [v for _, v in scalars(run, "fc.weight_grad/max")] == [float(s) for s in range(6)]
     assert "fc.weight_grad/l2" in run.Tags()["scalars"]

@@ -80,7 +80,7 @@ def test_saved_reductions_answer_first_and_missing_ones_are_explained(tmp_path: 
         block.reduce(names, "min")
     with pytest.raises(TensorUnavailableForStep, match="only reductions"):
         block.value("gradient/a")
-    assert block.nonfinite([]) == (pytest.approx([]), pytest.approx([]))
+    assert block.nonfinite([]) == (pytest.approx([]), pytest.approx([]))  # type: ignore[comparison-overlap]
 
 
 def test_names_filters_and_order(tmp_path: Path) -> None:

@@ -218,7 +218,7 @@ def test_a_trial_created_between_its_two_first_looks_opens() -> None:
     with tt.Hook(store, save_config=tt.SaveConfig(save_interval=1)) as hook:
         hook.save_scalar("loss", 1.0)
         hook.next_step()
-    real_get, missed = store.get, []
+    real_get, missed = store.get, list[str]()
 
     def late_get(key: str) -> bytes:
         if key == "tensortap.json" and not missed:
@@ -240,7 +240,8 @@ def test_global_steps_pair_with_the_steps_of_a_mode(tmp_path) -> None:
     loss = tt.create_trial(tmp_path / "t").tensor("loss")
     for mode in (tt.modes.TRAIN, tt.modes.EVAL, None):
         expected = [
-            s if mode is None else loss.trial.global_step(mode, s) for s in loss.steps(mode)
+            s if mode is None else loss.trial.global_step(mode, s)  # type: ignore[attr-defined]
+            for s in loss.steps(mode)
         ]
         assert loss.global_steps(mode) == expected
     assert loss.global_steps(tt.modes.EVAL) == [2, 5]

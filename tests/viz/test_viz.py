@@ -56,7 +56,7 @@ def saved_files(figure, tmp_path: Path) -> None:
 def test_plot_tensors_draws_each_tensor_of_a_collection(trial: tt.Trial, tmp_path: Path) -> None:
     figure = viz.plot_tensors(trial, collection="losses", ylabel="Loss")
     (ax,) = figure.axes
-    lines = {line.get_label(): line.get_xydata() for line in ax.lines}
+    lines = {str(line.get_label()): np.asarray(line.get_xydata()) for line in ax.lines}
     assert sorted(lines) == ["aux_loss (TRAIN)", "loss (EVAL)", "loss (TRAIN)"]  # never joined
     loss = trial.tensor("loss")
     for mode in (tt.modes.TRAIN, tt.modes.EVAL):
@@ -69,7 +69,7 @@ def test_plot_tensors_draws_each_tensor_of_a_collection(trial: tt.Trial, tmp_pat
     assert ax.get_ylabel() == "Loss"
     saved_files(figure, tmp_path)
     (eval_line,) = viz.plot_tensors(trial, regex="^loss$", mode=tt.modes.EVAL).axes[0].lines
-    np.testing.assert_allclose(eval_line.get_xydata(), [(0, 5.0), (1, 6.0), (2, 7.0)])
+    np.testing.assert_allclose(np.asarray(eval_line.get_xydata()), [(0, 5.0), (1, 6.0), (2, 7.0)])
     _, norms = viz.tensor_series(trial, "fc.weight", reduction="l2")
     assert norms[3] == pytest.approx(np.linalg.norm(trial.tensor("fc.weight").value(3)))
 
@@ -81,7 +81,7 @@ def test_plot_tensors_marks_nan_where_the_line_breaks(tmp_path: Path) -> None:
         hook.next_step()
     hook.close()
     ax = viz.plot_tensors(tt.create_trial(tmp_path / "t"), collection="losses").axes[0]
-    marks = {line.get_label(): line.get_xdata().tolist() for line in ax.lines}
+    marks = {line.get_label(): np.asarray(line.get_xdata()).tolist() for line in ax.lines}
     assert marks["loss: NaN/Inf"] == [3, 4, 5]
 
 
@@ -90,12 +90,13 @@ def test_distributions_are_the_values_quantiles_and_histograms(
 ) -> None:
     values = trial.tensor("fc.weight").values()
     figure = viz.plot_distribution(trial, "fc.weight")
-    median = figure.axes[0].lines[0].get_xydata()
+    median = np.asarray(figure.axes[0].lines[0].get_xydata())
     np.testing.assert_allclose(median, [(s, np.median(v)) for s, v in sorted(values.items())])
     data = distribution_data(trial, "fc.weight", bins=20)
     assert data["histograms"].shape == (8, 20) and data["histograms"][5].sum() == 500
     heat = viz.plot_distribution(trial, "fc.weight", kind="heatmap", bins=20)
     image = heat.axes[0].images[0].get_array()
+    assert image is not None
     np.testing.assert_allclose(image, np.log1p(data["histograms"].T))
     saved_files(heat, tmp_path)
     with pytest.raises(InvalidConfigError, match="kind must be"):
@@ -113,9 +114,9 @@ def test_layer_health_shows_gradient_norms_and_dead_units(trial: tt.Trial, tmp_p
     assert data["zero_fraction"][1, 3] == pytest.approx((3 + 1) / 20)  # layer2 at step 3
     figure = viz.plot_layer_health(trial)
     assert len(figure.axes) == 4  # two heat maps, two colour bars
-    np.testing.assert_allclose(
-        figure.axes[0].images[0].get_array(), np.log10(data["gradient_norms"])
-    )
+    shown = figure.axes[0].images[0].get_array()
+    assert shown is not None
+    np.testing.assert_allclose(shown, np.log10(data["gradient_norms"]))
     zeros = next(ax for ax in figure.axes if ax.images and ax is not figure.axes[0]).images[0]
     assert zeros.get_clim() == (0, 1)  # an absolute scale, not the range of the data
     saved_files(figure, tmp_path)
@@ -135,7 +136,9 @@ def test_layer_health_draws_a_dead_layer_in_black(tmp_path: Path) -> None:
     trial = tt.create_trial(tmp_path / "t")
     assert layer_health(trial)["gradient_norms"][1].tolist() == [0.0, 0.0, 0.0]
     image = viz.plot_layer_health(trial).axes[0].images[0]
-    colours = image.to_rgba(image.get_array())
+    array = image.get_array()
+    assert array is not None
+    colours = image.to_rgba(array)
     assert (colours[1, :, :3] == 0).all() and not (colours[0, :, :3] == 0).all()  # black row
 
 

@@ -113,7 +113,9 @@ def test_internal_errors_are_contained(monkeypatch) -> None:
     assert hook.save_tensor("x", np.ones(2)) is False
     hook.next_step()
     status = hook.close()
-    assert status.internal_errors == 1 and "bug inside tensortap" in status.last_internal_error
+    assert status.internal_errors == 1 and "bug inside tensortap" in (
+        status.last_internal_error or ""
+    )
 
 
 def test_flush_is_true_only_while_every_step_so_far_is_published() -> None:

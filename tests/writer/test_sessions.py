@@ -67,6 +67,7 @@ def test_a_script_started_again_continues_the_trials_steps(location: str, caplog
     assert second.last_step == 23 and second.resumed
     assert second.mode_steps == {"TRAIN": 10, "EVAL": 2}
     assert second.host == socket.gethostname() and second.pid == os.getpid()
+    assert first.started is not None and second.started is not None
     assert first.started <= second.started <= time.time()
     said = [r.getMessage() for r in caplog.records if "continues" in r.getMessage()]
     assert len(said) == 1 and "global step 12 (TRAIN 10, EVAL 2)" in said[0]
@@ -155,6 +156,7 @@ def test_zero_code_change_started_again_continues(tmp_path: Path) -> None:
     loss = trial.tensor("loss")
     assert loss.steps(mode=tt.modes.TRAIN) == list(range(6))
     first, second = trial.sessions()
+    assert second.first_step is not None and first.last_step is not None
     assert second.first_step > first.last_step  # the first run's evaluation step kept its place
     got = [loss.value(k, mode=tt.modes.TRAIN) for k in range(6)]
     np.testing.assert_allclose(got, printed, rtol=1e-5)
@@ -243,7 +245,7 @@ def test_a_reader_that_saw_the_end_sees_the_resumed_session(tmp_path: Path) -> N
     assert hook.flush()
     assert trial.refresh()  # as the dashboard does, every half second
     assert not trial.loaded_all_steps
-    assert trial.steps() == list(range(7)) and len(trial.sessions()) == 2
+    assert trial.steps() == list(range(7)) and len(trial.sessions()) == 2  # type: ignore[unreachable]
     hook.close()
     trial.refresh()
     assert trial.loaded_all_steps
