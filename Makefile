@@ -9,10 +9,10 @@ STAMP := $(VENV)/.tensortap-installed
 MXVENV ?= .venv-mxnet
 MXPY := $(MXVENV)/bin/python
 MXSTAMP := $(MXVENV)/.tensortap-installed
-MXNET_TESTS := tests/mxnet_hook tests/test_format.py tests/test_roundtrip.py \
-	tests/test_trial_api.py tests/test_hook.py tests/test_save_config.py \
-	tests/test_reductions.py tests/test_collections.py tests/test_step_block.py \
-	tests/test_embeddings.py tests/test_tensor_plot.py
+MXNET_TESTS := tests/mxnet tests/format/test_format.py tests/format/test_roundtrip.py \
+	tests/trials/test_trial_api.py tests/test_hook.py tests/core/test_save_config.py \
+	tests/core/test_reductions.py tests/core/test_collections.py tests/trials/test_step_block.py \
+	tests/viz/test_embeddings.py tests/viz/test_tensor_plot.py
 
 .PHONY: test demo lint typecheck unit mxnet bench images clean
 
@@ -39,7 +39,8 @@ mxnet: $(MXSTAMP)
 		echo "SKIPPED the MXNet tests: $$(cat $(MXVENV)/UNAVAILABLE)"; \
 	else $(MXPY) -m pytest -q $(MXNET_TESTS); fi
 
-lint: $(STAMP)
+# mypy over src and tests (pyproject.toml says which): `make lint` runs it too.
+lint: $(STAMP) typecheck
 	$(PY) -m ruff check src tests bench examples
 	$(PY) -m ruff format --check src tests bench examples
 

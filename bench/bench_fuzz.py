@@ -3,7 +3,8 @@
 Counts how reading ended (``ok``: read, damaged parts skipped and listed in problems();
 ``typed``: refused with a tensortap error; ``untyped``: any other exception; ``hang``: still
 reading after the deadline) per kind of damage, the slowest read and the peak traced memory.
-``tests/test_hostile_trials.py`` runs 150 cases; this runs more (docs/format.md has figures).
+``tests/security/test_hostile_trials.py`` runs 150 cases; this runs more (docs/format.md has
+figures).
 
     .venv/bin/python bench/bench_fuzz.py [--cases 2000] [--seed 0] [--json]
     .venv/bin/python bench/bench_fuzz.py --format smdebug [--cases 2000]

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from tensortap.exceptions import FrameworkHookNeeded, InvalidConfigError, Tensor
 from tensortap.hook import ADAPTER_METHODS, HookOptions
 
 
-def adapter_class(adapter: str) -> type:
+def adapter_class(adapter: str) -> type[Any]:
     """The class ``tensortap.<framework>.<name>`` names (the test skips without the framework)."""
     module, _, name = adapter.rpartition(".")
     try:
@@ -61,14 +62,14 @@ def test_register_module_of_the_framework_free_hook_says_which_hook(tmp_path: Pa
     torch = pytest.importorskip("torch")
     hook = tensortap.Hook(tmp_path / "run")
     with pytest.raises(AttributeError, match=r"tensortap\.pytorch\.Hook\(out_dir"):
-        hook.register_module(torch.nn.Linear(2, 2))
+        hook.register_module(torch.nn.Linear(2, 2))  # type: ignore[attr-defined]
     hook.close()
 
 
 def test_any_other_missing_attribute_is_a_plain_attribute_error(tmp_path: Path) -> None:
     hook = tensortap.Hook(tmp_path / "run")
     with pytest.raises(AttributeError) as info:
-        _ = hook.no_such_thing
+        _ = hook.no_such_thing  # type: ignore[attr-defined]
     assert type(info.value) is AttributeError
     hook.close()
 
@@ -107,7 +108,7 @@ def test_each_adapter_adds_its_own_arguments_only(adapter: str) -> None:
 
 def test_options_after_out_dir_are_keyword_only(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
-        tensortap.Hook(tmp_path / "a", tensortap.SaveConfig(save_interval=1))  # type: ignore[misc]
+        tensortap.Hook(tmp_path / "a", tensortap.SaveConfig(save_interval=1))  # type: ignore[call-arg]
     hook = tensortap.Hook(tmp_path / "b", save_config=tensortap.SaveConfig(save_interval=1))
     hook.close()
 
@@ -118,7 +119,8 @@ def test_get_hook_is_the_open_hook_of_its_own_framework(tmp_path: Path, monkeypa
     import tensortap.pytorch as pt
     import tensortap.xgboost as xgb
 
-    assert xgb.get_hook() is None or not xgb.get_hook().closed
+    current = xgb.get_hook()
+    assert current is None or not current.closed
     torch_hook = pt.Hook(tmp_path / "torch")
     hook = xgb.Hook(tmp_path / "xgb")
     assert xgb.get_hook() is hook and pt.get_hook() is torch_hook

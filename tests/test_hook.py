@@ -193,7 +193,8 @@ def test_close_is_idempotent_and_later_saves_are_ignored(caplog) -> None:
     assert hook.close().writer.steps_written == 1
     trial = tt.create_trial(store)
     assert trial.loaded_all_steps
-    assert trial.worker_status("worker_0")["status"]["steps_written"] == 1
+    worker = trial.worker_status("worker_0")
+    assert worker is not None and worker["status"]["steps_written"] == 1
 
 
 def test_is_anything_due() -> None:
@@ -211,6 +212,7 @@ def test_stop_request_ends_training_at_a_step_boundary(tmp_path: Path) -> None:
 
     stop = tmp_path / "stop"
     hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=1), stop_file=stop)
+    assert hook._stop is not None
     hook._stop.interval = 0  # look at every step boundary (the default throttles to 0.1 s)
     for step in range(3):
         hook.save_scalar("loss", float(step))

@@ -136,7 +136,7 @@ def test_tensorboard_dir_turns_tensorboard_output_on() -> None:
 def test_parameters_are_parsed_once_when_the_config_is_made(monkeypatch, tmp_path: Path) -> None:
     from tensortap.core.save_config import SaveConfigMode
 
-    parse = SaveConfigMode.from_dict.__func__
+    parse = SaveConfigMode.from_dict.__func__  # type: ignore[attr-defined]
     calls: list[object] = []
 
     def counted(cls, data):

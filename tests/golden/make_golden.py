@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parents[1]))  # the repository root: tests.helpers
 
-from golden_inputs import build_index, write_trial  # noqa: E402
+from tests.helpers.golden_inputs import build_index, write_trial  # noqa: E402
 
 
 def main() -> None:

@@ -6,14 +6,17 @@ Usage: ddp_train.py OUT_DIR STEPS (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT in
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
-from torch_models import Net, batches, make
 
 import tensortap.pytorch as tt
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.helpers
+from tests.helpers.torch_models import Net, batches, make
 
 
 def main() -> None:

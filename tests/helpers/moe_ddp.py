@@ -12,13 +12,15 @@ import json
 import sys
 from pathlib import Path
 
-import moe_models
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.helpers
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 import tensortap.pytorch as tt
+from tests.helpers import moe_models
 
 
 def main() -> None:

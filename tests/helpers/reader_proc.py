@@ -13,11 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from expected import NAMES, expected_value
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.helpers
 
 import tensortap as tt
+from tests.helpers.expected import NAMES, expected_value
 
 
 def main() -> None:

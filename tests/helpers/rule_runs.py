@@ -178,9 +178,9 @@ def _scale(
     def init(model: nn.Module) -> None:
         layer = dict(model.named_modules())[name]
         if factor:
-            layer.weight.mul_(factor)  # type: ignore[operator]
+            layer.weight.mul_(factor)
         if bias is not None:
-            layer.bias.fill_(bias)  # type: ignore[union-attr]
+            layer.bias.fill_(bias)
 
     return init
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import TypeVar, overload
 
 import torch
 from torch import nn
@@ -62,6 +63,14 @@ class ConvNet(nn.Module):
         return self.head(self.features(x.view(-1, 1, 8, 8)))
 
 
-def make(model_cls=Net, seed: int = 0) -> nn.Module:
+M = TypeVar("M", bound=nn.Module)
+
+
+@overload
+def make(model_cls: type[M], seed: int = 0) -> M: ...
+@overload
+def make(*, seed: int = 0) -> Net: ...
+def make(model_cls: type[nn.Module] = Net, seed: int = 0) -> nn.Module:
+    """A fresh ``model_cls()`` (a :class:`Net` by default) after seeding torch with ``seed``."""
     torch.manual_seed(seed)
     return model_cls()

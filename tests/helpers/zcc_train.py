@@ -7,11 +7,14 @@ Prints one line per optimizer step: "step <i> loss <value>".
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch_models import Net, batches, make
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.helpers
+from tests.helpers.torch_models import Net, batches, make
 
 
 def main() -> None:

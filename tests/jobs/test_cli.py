@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,7 +116,7 @@ def test_live_view_redraws_in_a_terminal_and_prints_lines_elsewhere(tmp_path: Pa
     record = JobRecord(tmp_path / "job")
     record.create({"name": "job", "rules": []})
     record.append_event("rule_fired", rule="VanishingGradient", step=3, message="tiny")
-    summary = {
+    summary: dict[str, Any] = {
         "status": "InProgress",
         "training": {"status": "InProgress"},
         "rules": [{"RuleConfigurationName": "VanishingGradient", "RuleEvaluationStatus": "x"}],

@@ -52,6 +52,7 @@ def test_killing_the_supervisor_leaves_no_orphan_and_a_final_record(tmp_path: Pa
     job.fit(wait=False)
     _poll(lambda: (job.summary().get("training") or {}).get("pid"), "training never started")
     summary = job.record.summary()
+    assert summary is not None
     training = summary["training"]["pid"]
     supervisor = int((Path(job.job_dir) / "supervisor.pid").read_text())
     hosts = [e["pid"] for e in job.record.iter_events() if e["event"] == "rule_started"] or []

@@ -212,7 +212,7 @@ def test_webhook_and_email_actions_reach_real_local_servers(tmp_path: Path) -> N
 
     mails: list[Any] = []
 
-    class Keep(Message):  # type: ignore[misc]
+    class Keep(Message):
         def handle_message(self, message: Any) -> None:
             mails.append(message)
 

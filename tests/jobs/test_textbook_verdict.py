@@ -28,7 +28,7 @@ def run(out: Path, name: str, *args: str) -> tuple[str, dict[str, object]]:
 def test_textbook_runs_are_healthy_and_a_learning_rate_100x_too_high_is_named_first(
     tmp_path: Path,
 ) -> None:
-    jobs = {f"seed{s}": ("--seed", str(s)) for s in range(3)}
+    jobs: dict[str, tuple[str, ...]] = {f"seed{s}": ("--seed", str(s)) for s in range(3)}
     jobs["lr100"] = ("--seed", "0", "--lr", "0.1")
     with ThreadPoolExecutor(2) as pool:  # the machine has two cores
         results = dict(zip(jobs, pool.map(lambda n: run(tmp_path, n, *jobs[n]), jobs)))

@@ -26,7 +26,7 @@ class BrokenRule(Rule):
 
     def invoke_at_step(self, step):
         if step == 2:
-            return {}["no such key"]
+            return {}["no such key"]  # type: ignore[index]  # a KeyError, on purpose
         return False
 
 

@@ -273,7 +273,7 @@ def test_fires_on_the_problem_and_not_on_a_near_miss(tmp_path: Path, name: str) 
 
 
 def test_every_builtin_has_a_synthetic_case() -> None:
-    # TrainingLoop judges facts only a training loop produces: tests/test_pytorch_training_loop.py;
+    # TrainingLoop judges facts only a training loop produces: tests/pytorch/test_training_loop.py;
     # AccuracyAtChance, FrozenLayer and UnnormalisedInput: tests/rules/test_cause_rules.py
     elsewhere = {"TrainingLoop", "AccuracyAtChance", "FrozenLayer", "UnnormalisedInput"}
     # the MoE rules and UpdateNormSpike: tests/test_moe_health.py (synthetic and trained)
@@ -345,7 +345,7 @@ def test_stalled_training(tmp_path: Path) -> None:
         StalledTrainingRule(trial, threshold="0.2"),
         timeout=30,
         stop=stop,
-        on_finding=lambda f: f.triggered and stop.set(),
+        on_finding=lambda f: stop.set() if f.triggered else None,
     )
     assert time.monotonic() - start >= 0.2
     assert summary.triggered == 1 and "no new step for" in summary.findings[0].message

@@ -3,7 +3,7 @@ healthy twin of the same run (tests/helpers/rule_runs.py trains them)."""
 
 from __future__ import annotations
 
-import sys
+import dataclasses
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,12 +19,10 @@ from tensortap.rules import (
     invoke_rule,
     rule_configs,
 )
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
-import rule_runs
+from tests.helpers import rule_runs
 
 # rule -> (parameters, run with the problem, healthy twin)
-CASES: dict[str, tuple[dict[str, str], str, str]] = {
+CASES: dict[str, tuple[dict[str, Any], str, str]] = {
     "VanishingGradient": ({}, "deep_sigmoid", "healthy"),
     "ExplodingTensor": ({}, "huge_lr", "healthy"),
     "NaNInfRootCause": ({}, "huge_lr", "healthy"),
@@ -60,11 +58,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
 def test_every_builtin_is_tried_on_training() -> None:
     elsewhere = {"SimilarAcrossRuns", "StalledTrainingRule"}  # tested on their own below
     elsewhere |= {"LowPrecisionRange"}  # tests/rules/test_low_precision.py, with real bf16
-    elsewhere |= {"TrainingLoop"}  # tests/test_pytorch_training_loop.py, with the loops' faults
+    elsewhere |= {"TrainingLoop"}  # tests/pytorch/test_training_loop.py, with the loops' faults
     # tests/rules/test_cause_rules.py (FrozenLayer with real training)
     elsewhere |= {"AccuracyAtChance", "FrozenLayer", "UnnormalisedInput"}
-    xgboost = {"FeatureImportanceOverweight", "TreeDepth"}  # tests/test_xgboost.py
-    # tests/test_moe_health.py: a tiny MoE trained collapsed and healthy; a planted update spike
+    xgboost = {"FeatureImportanceOverweight", "TreeDepth"}  # tests/xgboost/test_xgboost.py
+    # tests/pytorch/test_moe_health.py: a tiny MoE trained collapsed and healthy; an update spike
     elsewhere |= {"DeadExperts", "RouterCollapse", "ExpertImbalance", "UpdateNormSpike"}
     assert set(CASES) | elsewhere | xgboost == set(BUILTIN_RULES)
 
@@ -97,7 +95,7 @@ def test_similar_across_runs_on_reruns(runs: Any) -> None:
 
 def test_stalled_training_on_a_paused_run(tmp_path: Path) -> None:
     resume = threading.Event()
-    run = rule_runs.replace(rule_runs.HEALTHY, steps=6, pause_after=2, resume=resume)
+    run = dataclasses.replace(rule_runs.HEALTHY, steps=6, pause_after=2, resume=resume)
     trainer = threading.Thread(target=rule_runs.train, args=(tmp_path / "run", run))
     trainer.start()
     try:
@@ -107,7 +105,7 @@ def test_stalled_training_on_a_paused_run(tmp_path: Path) -> None:
             poll_interval=0.02,
             timeout=60,
             stop=stop,
-            on_finding=lambda f: f.triggered and stop.set(),
+            on_finding=lambda f: stop.set() if f.triggered else None,
         )
         assert summary.triggered == 1
     finally:

@@ -252,7 +252,7 @@ class _BrokenInBulk(Rule):
     def invoke_at_step(self, step: int) -> bool:
         return False
 
-    def judge_steps(self, steps):  # type: ignore[no-untyped-def]
+    def judge_steps(self, steps):
         yield self.quiet(np.asarray(steps[:2], dtype=np.int64))
         raise ValueError("bulk judging broke")
 

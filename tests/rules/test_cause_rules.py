@@ -4,7 +4,6 @@ output layer does not train), on trials written through the hook."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -144,8 +143,7 @@ def test_a_regression_no_better_than_its_mean_is_at_chance(tmp_path: Path, shuff
     import torch
     from torch import nn
 
-    sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
-    import job_runs
+    from tests.helpers import job_runs
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
@@ -177,8 +175,7 @@ def test_a_weak_but_real_regression_signal_is_above_chance(tmp_path: Path) -> No
     import torch
     from torch import nn
 
-    sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
-    import job_runs
+    from tests.helpers import job_runs
 
     torch.manual_seed(0)
     trial = job_runs.train(

@@ -3,7 +3,6 @@ every EVAL step, so pooled counts are mostly the validation set's."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +14,7 @@ from tensortap.rules import ClassImbalance, invoke_rule
 from tensortap.rules.finding import Severity
 from tensortap.testing import TrialBuilder
 from tensortap.trials import Trial
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
-import job_runs
+from tests.helpers import job_runs
 
 
 def imbalanced_training_balanced_validation() -> job_runs.Data:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -52,7 +53,7 @@ def grad_trial(path: Path, scales: list[float], reductions: bool = False):
 def test_seed_custom_rule_from_file_with_string_threshold(tmp_path: Path, cls: str) -> None:
     trial = grad_trial(tmp_path, [0.1, 0.1, 100.0, 0.1])
     rule = create_rule(cls, trial, source=CUSTOM, params={"threshold": "0.5"})
-    assert rule.threshold == 0.5
+    assert rule.threshold == 0.5  # type: ignore[attr-defined]
     with pytest.raises(RuleEvaluationConditionMet) as info:
         invoke_rule(rule, raise_eval_cond=True)
     assert info.value.step == 2 and info.value.rule_name == cls
@@ -134,7 +135,7 @@ def test_parameters_parse_from_strings(tmp_path: Path) -> None:
     ],
 )
 def test_bad_parameters_fail_at_construction(
-    tmp_path: Path, cls: type[Rule], params: dict[str, str], match: str
+    tmp_path: Path, cls: type[Rule], params: dict[str, Any], match: str
 ) -> None:
     trial = grad_trial(tmp_path, [1.0])
     with pytest.raises(InvalidConfigError, match=match):

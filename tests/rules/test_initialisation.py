@@ -4,7 +4,6 @@ problem; constant, zero and badly scaled ones are."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,12 +12,10 @@ import pytest
 import torch
 from torch import nn
 
-from tensortap.rules import PoorWeightInitialization, RuleStatus, invoke_rule
+from tensortap.rules import PoorWeightInitialization, RuleStatus, RuleSummary, invoke_rule
 from tensortap.rules.finding import Severity
 from tensortap.testing import TrialBuilder
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
-import job_runs
+from tests.helpers import job_runs
 
 
 def mlp(sizes: list[int], output: type[nn.Module] | None = None) -> nn.Sequential:
@@ -46,7 +43,7 @@ def autoencoder() -> nn.Sequential:
 
 def zero_output(model: nn.Sequential) -> nn.Sequential:
     with torch.no_grad():
-        model[-2].weight.zero_()
+        model[-2].weight.zero_()  # type: ignore[operator]
     return model
 
 
@@ -58,7 +55,7 @@ def pixels() -> job_runs.Data:
     return job_runs.Data(images[:1400], images[:1400], images[1400:], images[1400:])
 
 
-def judge(path: Path, model: nn.Module, autoencode: bool = False) -> object:
+def judge(path: Path, model: nn.Module, autoencode: bool = False) -> RuleSummary:
     torch.manual_seed(0)
     trial = job_runs.train(
         path,

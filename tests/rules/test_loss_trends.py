@@ -5,7 +5,6 @@ and the messages never contradict themselves."""
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,9 +20,7 @@ from tensortap.rules import LossNotDecreasing, Overfit, RuleStatus, invoke_rule,
 from tensortap.rules.builtin._samples import DistinctSamples
 from tensortap.rules.finding import Finding, Severity
 from tensortap.testing import TrialBuilder
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
-import job_runs
+from tests.helpers import job_runs
 
 F32 = np.float32
 

@@ -3,7 +3,7 @@ training whose weights, activations, gradients and loss become NaN."""
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +23,7 @@ from tensortap.rules import (
 )
 from tensortap.rules.finding import Severity
 from tensortap.testing import TrialBuilder
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
-import job_runs
+from tests.helpers import job_runs
 
 F32 = np.float32
 
@@ -48,13 +46,13 @@ def model() -> nn.Sequential:
     )
 
 
-def nan_from(step: int, net: nn.Sequential) -> object:
+def nan_from(step: int, net: nn.Sequential) -> Callable[[int], None]:
     """A hook on the optimizer's steps: one weight becomes NaN after ``step`` (before training
     when ``step`` is -1), and from then on the activations, loss and gradients are NaN too."""
 
     def poison() -> None:
         with torch.no_grad():
-            net[0].weight[0, 0] = float("nan")
+            net[0].weight[0, 0] = float("nan")  # type: ignore[operator]
 
     if step < 0:
         poison()

@@ -4,7 +4,6 @@ large first update is reported with its cause."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,9 +15,7 @@ from torch import nn
 from tensortap.rules import RuleStatus, WeightsNotUpdating, WeightUpdateRatio, invoke_rule
 from tensortap.rules.finding import Severity
 from tensortap.testing import TrialBuilder
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
-import job_runs
+from tests.helpers import job_runs
 
 F32 = np.float32
 

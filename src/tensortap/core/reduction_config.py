@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tensortap.core.numerics import NUMERICS_REDUCTIONS
 from tensortap.exceptions import InvalidConfigError
@@ -50,6 +50,18 @@ class ReductionConfig:
     abs_norms: tuple[str, ...] = ()
     save_raw_tensor: bool = False
     save_shape: bool = False
+
+    if TYPE_CHECKING:  # the constructor takes any iterable of names (smdebug's lists) or "a,b"
+
+        def __init__(
+            self,
+            reductions: Iterable[str] = (),
+            abs_reductions: Iterable[str] = (),
+            norms: Iterable[str] = (),
+            abs_norms: Iterable[str] = (),
+            save_raw_tensor: bool = False,
+            save_shape: bool = False,
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         object.__setattr__(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tensortap.core.modes import ALL_MODES, ModeKeys, parse_mode
 from tensortap.exceptions import InvalidConfigError
@@ -48,6 +48,16 @@ class SaveConfigMode:
     start_step: int = 0
     end_step: int | None = None
     save_steps: tuple[int, ...] = ()
+
+    if TYPE_CHECKING:  # the constructor takes any iterable of steps (smdebug's lists); kept sorted
+
+        def __init__(
+            self,
+            save_interval: int | None = None,
+            start_step: int = 0,
+            end_step: int | None = None,
+            save_steps: Iterable[int] = (),
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         steps: Any = self.save_steps
@@ -131,6 +141,17 @@ class SaveConfig:
     end_step: int | None = None
     save_steps: tuple[int, ...] = ()
     mode_save_configs: Mapping[ModeKeys, SaveConfigMode] = field(default_factory=dict)
+
+    if TYPE_CHECKING:  # the constructor takes any iterable of steps (smdebug's lists)
+
+        def __init__(
+            self,
+            save_interval: int | None = None,
+            start_step: int = 0,
+            end_step: int | None = None,
+            save_steps: Iterable[int] = (),
+            mode_save_configs: Mapping[ModeKeys, SaveConfigMode] = ...,
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         base = SaveConfigMode(self.save_interval, self.start_step, self.end_step, self.save_steps)

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from tensortap._faces import face
 from tensortap.huggingface.report_to import offer_report_to
 
-if TYPE_CHECKING:
-    from tensortap.huggingface.callback import TensortapCallback  # noqa: F401
+if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ here)
+    from tensortap.huggingface.callback import TensortapCallback as TensortapCallback
 
 offer_report_to()
 

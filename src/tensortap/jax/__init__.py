@@ -9,10 +9,14 @@ from typing import TYPE_CHECKING
 
 from tensortap._faces import face
 
-if TYPE_CHECKING:
-    from tensortap._shared import ReductionConfig, SaveConfig, create_trial, modes  # noqa: F401
-    from tensortap.jax.hook import Hook, get_hook  # noqa: F401
-    from tensortap.jax.names import path_name  # noqa: F401
-    from tensortap.jax.record import record  # noqa: F401
+if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ here)
+    from tensortap._shared import ReductionConfig as ReductionConfig
+    from tensortap._shared import SaveConfig as SaveConfig
+    from tensortap._shared import create_trial as create_trial
+    from tensortap._shared import modes as modes
+    from tensortap.jax.hook import Hook as Hook
+    from tensortap.jax.hook import get_hook as get_hook
+    from tensortap.jax.names import path_name as path_name
+    from tensortap.jax.record import record as record
 
 __all__, __getattr__, __dir__ = face(__name__)

@@ -17,7 +17,7 @@ import smtplib
 import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from email.message import EmailMessage
 from typing import Any, ClassVar
@@ -146,7 +146,7 @@ class Command(Action):
     input and in ``$TENSORTAP_FINDING``."""
 
     kind: ClassVar[str] = "command"
-    argv: tuple[str, ...] | str = ()
+    argv: Sequence[str] | str = ()  # a tuple once made
     timeout_secs: float = 60.0
 
     def __post_init__(self) -> None:

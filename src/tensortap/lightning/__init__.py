@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 from tensortap._faces import face
 
-if TYPE_CHECKING:
-    from tensortap.lightning.callback import CallbackMixin  # noqa: F401
-    from tensortap.lightning.lightning_callback import TensortapCallback  # noqa: F401
-    from tensortap.lightning.pl_callback import PLTensortapCallback  # noqa: F401
+if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ here)
+    from tensortap.lightning.callback import CallbackMixin as CallbackMixin
+    from tensortap.lightning.lightning_callback import TensortapCallback as TensortapCallback
+    from tensortap.lightning.pl_callback import PLTensortapCallback as PLTensortapCallback
 
 __all__, __getattr__, __dir__ = face(__name__)

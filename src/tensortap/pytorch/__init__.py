@@ -14,18 +14,20 @@ from typing import TYPE_CHECKING
 
 from tensortap._faces import face
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ here)
     from tensortap._shared import *  # noqa: F403
-    from tensortap.core.rollback_target import RollbackTarget  # noqa: F401
-    from tensortap.pytorch.guard import (  # noqa: F401
-        Guard,
-        GuardEvent,
-        GuardRecord,
-        GuardStatus,
-        SkipBudget,
-    )
-    from tensortap.pytorch.hook import Hook, get_hook  # noqa: F401
-    from tensortap.pytorch.naming import OPTIMIZER_VARIABLES, RELU_ACTIVATIONS  # noqa: F401
-    from tensortap.pytorch.replay import Attribution, Replayer, ReplayStatus  # noqa: F401
+    from tensortap.core.rollback_target import RollbackTarget as RollbackTarget
+    from tensortap.pytorch.guard import Guard as Guard
+    from tensortap.pytorch.guard import GuardEvent as GuardEvent
+    from tensortap.pytorch.guard import GuardRecord as GuardRecord
+    from tensortap.pytorch.guard import GuardStatus as GuardStatus
+    from tensortap.pytorch.guard import SkipBudget as SkipBudget
+    from tensortap.pytorch.hook import Hook as Hook
+    from tensortap.pytorch.hook import get_hook as get_hook
+    from tensortap.pytorch.naming import OPTIMIZER_VARIABLES as OPTIMIZER_VARIABLES
+    from tensortap.pytorch.naming import RELU_ACTIVATIONS as RELU_ACTIVATIONS
+    from tensortap.pytorch.replay import Attribution as Attribution
+    from tensortap.pytorch.replay import Replayer as Replayer
+    from tensortap.pytorch.replay import ReplayStatus as ReplayStatus
 
 __all__, __getattr__, __dir__ = face(__name__)

@@ -27,8 +27,10 @@ from tensortap.diagnosis import build, job_diagnosis, judge_trial, outcome_of
 from tensortap.exceptions import InvalidConfigError, MissingCollectionFiles
 from tensortap.jobs.live import by_gravity, status_text
 from tensortap.jobs.record import JobRecord
-from tensortap.query.curves import mode_lines, read_series  # noqa: F401 (read_series: old path)
-from tensortap.query.health import HEAT_COLUMNS, heat_width, layer_health, norm_buckets
+from tensortap.query.curves import mode_lines
+from tensortap.query.curves import read_series as read_series  # the old path
+from tensortap.query.health import HEAT_COLUMNS as HEAT_COLUMNS  # the old path too
+from tensortap.query.health import heat_width, layer_health, norm_buckets
 from tensortap.report.page import Row, diagnosis_block, page, rule_rows, section, summary_rows
 from tensortap.report.svg import heatmap, line_chart
 from tensortap.rules.rule import Rule

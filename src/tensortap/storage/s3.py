@@ -1,8 +1,8 @@
 """S3 and S3-compatible object storage: ``s3://bucket/prefix``.
 
 One of the Store backends of :mod:`tensortap.storage`, none of which imports a client library
-at module level (``tests/test_imports.py``): boto3 is imported only when an ``s3://`` location
-is opened. (``tensortap.s3`` re-exports it for old imports.)
+at module level (``tests/layout/test_imports.py``): boto3 is imported only when an ``s3://``
+location is opened. (``tensortap.s3`` re-exports it for old imports.)
 
 Credentials and region come from boto3's usual places (environment variables, AWS config and
 credential files, instance roles). The endpoint of an S3-compatible server comes from

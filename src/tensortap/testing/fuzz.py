@@ -9,8 +9,8 @@ nested JSON, symlinks out of the trial or to ``/dev/zero``, FIFOs, catastrophic 
 tensortap's typed errors (or skip the damaged part and list it in ``trial.problems()``); it must
 finish within a deadline and use memory within a small constant of the trial's real size.
 
-``tests/test_fuzz.py`` runs a few hundred cases; ``python -m bench.fuzz`` runs thousands and
-reports the counts (docs/format.md).
+``tests/security/test_hostile_trials.py`` runs a few hundred cases; ``python -m bench.fuzz`` runs
+thousands and reports the counts (docs/format.md).
 """
 
 from __future__ import annotations

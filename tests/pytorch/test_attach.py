@@ -1,0 +1,122 @@
+"""Zero code change: `python -m tensortap.attach --config hook.json train.py` on a script that
+never imports tensortap; configuration from JSON; get_hook()."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import tensortap.pytorch as tt
+from tensortap.hook_config import CONFIG_ENV
+from tests.helpers.torch_models import Net, batches, make
+
+HELPERS = Path(__file__).parents[1] / "helpers"
+
+
+def write_config(path: Path, out_dir: Path, **hook_parameters) -> Path:
+    config = {
+        "out_dir": str(out_dir),
+        "hook_parameters": {"save_interval": "2", **hook_parameters},
+        "collection_configurations": [
+            {"name": "weights"},
+            {"name": "gradients"},
+            {"name": "losses", "parameters": {"save_interval": "1"}},
+        ],
+    }
+    path.write_text(json.dumps(config))
+    return path
+
+
+def attach(config: Path, *script_args, env=None) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "tensortap.attach", "--config", str(config)]
+    cmd += [str(HELPERS / "zcc_train.py"), *map(str, script_args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_unmodified_script_with_a_compiled_model_is_hooked(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = attach(write_config(tmp_path / "hook.json", out), 4, "functional", 1, "compile")
+    assert result.returncode == 0, result.stderr
+    printed = [float(line.split()[-1]) for line in result.stdout.splitlines()]
+    trial = tt.create_trial(out)
+    assert trial.steps(mode=tt.modes.TRAIN) == list(range(4))
+    loss = trial.tensor("loss")
+    np.testing.assert_allclose(
+        [loss.value(s, mode=tt.modes.TRAIN) for s in range(4)], printed, rtol=1e-5
+    )
+    assert "gradient/fc1.weight" in trial.tensor_names(collection="gradients")
+
+
+@pytest.mark.parametrize("loss_kind", ["functional", "module"])
+def test_unmodified_script_is_hooked(tmp_path: Path, loss_kind: str) -> None:
+    out = tmp_path / "run"
+    result = attach(write_config(tmp_path / "hook.json", out), 6, loss_kind, 1)
+    assert result.returncode == 0, result.stderr
+    printed = [float(line.split()[-1]) for line in result.stdout.splitlines()]
+    assert len(printed) == 6
+    trial = tt.create_trial(out)
+    assert trial.steps(mode=tt.modes.TRAIN) == list(range(6))
+    assert trial.steps(mode=tt.modes.EVAL) == [0]
+    loss_name = "loss" if loss_kind == "functional" else "CrossEntropyLoss_output_0"
+    loss = trial.tensor(loss_name)
+    assert loss.steps(mode=tt.modes.TRAIN) == list(range(6))
+    np.testing.assert_allclose(
+        [loss.value(s, mode=tt.modes.TRAIN) for s in range(6)], printed, rtol=1e-5
+    )
+    assert set(trial.tensor_names(collection="weights")) == {
+        "fc1.weight",
+        "fc2.weight",
+        "fc3.weight",
+    }
+    assert trial.tensor("gradient/fc1.weight").steps(mode=tt.modes.TRAIN) == [0, 2, 4]
+    assert trial.workers() == ["worker_0"]
+    assert trial.worker_status("worker_0") is not None  # closed at exit: end marker written
+    assert not trial.problems()
+
+
+def test_gradient_accumulation_is_counted_in_optimizer_steps(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = attach(write_config(tmp_path / "hook.json", out), 4, "functional", 3)
+    assert result.returncode == 0, result.stderr
+    assert tt.create_trial(out).steps(mode=tt.modes.TRAIN) == [0, 1, 2, 3]
+
+
+def test_attach_rejects_a_bad_config_before_the_script_runs(tmp_path: Path) -> None:
+    config = tmp_path / "hook.json"
+    config.write_text(json.dumps({"out_dir": str(tmp_path / "run"), "hook_parameters": {"x": 1}}))
+    result = attach(config, 2, "functional", 1)
+    assert result.returncode == 2
+    assert "unknown parameter 'x'" in result.stderr
+    assert "step 0" not in result.stdout
+
+
+def test_create_from_json_file_and_get_hook(tmp_path: Path, monkeypatch) -> None:
+    config = write_config(tmp_path / "hook.json", tmp_path / "run", include_regex="fc1_output")
+    monkeypatch.setenv(CONFIG_ENV, str(config))
+    previous = tt.get_hook()
+    if previous is not None:
+        previous.close()
+    hook = tt.get_hook(create_if_not_exists=True)
+    assert hook is not None and tt.get_hook() is hook
+    model = make(Net)
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for xb, yb in batches(32, 3):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(xb), yb).backward()
+        opt.step()
+    hook.close()
+    assert tt.get_hook() is None
+    trial = tt.create_trial(tmp_path / "run")
+    assert trial.tensor("fc1_output_0").steps() == [0, 2]  # include_regex joins `default`
+    assert trial.tensor("loss").steps() == [0, 1, 2]  # losses: every step, per its own config
+    assert trial.tensor("fc1.weight").steps() == [0, 2]
+    again = tt.Hook.create_from_json_file(config, out_dir=str(tmp_path / "other"))
+    assert again.out_dir.endswith("other")
+    again.close()

@@ -1,0 +1,132 @@
+"""CUDA tensors through the PyTorch hook (runs where a GPU is present; skipped elsewhere)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tensortap.pytorch as tt
+from tests.helpers.torch_models import Net, batches, make
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+
+
+def test_cuda_model_values_and_reductions(tmp_path: Path) -> None:
+    model = make(Net).cuda()
+    hook = tt.Hook(
+        tmp_path / "run",
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["weights", "gradients", "relu_activations", "losses", "norms"],
+    )
+    norms = hook.get_collection("norms")
+    norms.include("^gradient/")
+    norms.reduction_config = tt.ReductionConfig(reductions=["min", "max", "mean"], norms=["l2"])
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    want = []
+    for xb, yb in batches(32, 3):
+        opt.zero_grad()
+        F.cross_entropy(model(xb.cuda()), yb.cuda()).backward()
+        assert model.fc1.weight.grad is not None
+        grad = model.fc1.weight.grad.detach().cpu().numpy().copy()
+        opt.step()
+        want.append((grad, model.fc1.weight.detach().cpu().numpy().copy()))
+    hook.close()
+    trial = tt.create_trial(tmp_path / "run")
+    for step, (grad, weight) in enumerate(want):
+        np.testing.assert_array_equal(trial.tensor("gradient/fc1.weight").value(step), grad)
+        np.testing.assert_array_equal(trial.tensor("fc1.weight").value(step), weight)
+        g = torch.tensor(grad)
+        tensor = trial.tensor("gradient/fc1.weight")
+        assert tensor.reduction_value(step, "l2") == pytest.approx(float(g.norm()), rel=1e-5)
+        assert tensor.reduction_value(step, "max") == pytest.approx(float(g.max()), rel=1e-6)
+    assert trial.has_tensor("relu1/relu_output_0")
+
+
+def test_cuda_bfloat16_and_async_copies(tmp_path: Path) -> None:
+    hook = tt.Hook(tmp_path / "run", save_config=tt.SaveConfig(save_interval=1))
+    values = [torch.randn(256, 256, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
+    for value in values:
+        hook.save_tensor("x", value)
+        value.mul_(0)  # changed in place right after: the saved copy must not see it
+        hook.next_step()
+    hook.close()
+    trial = tt.create_trial(tmp_path / "run")
+    assert trial.tensor("x").steps() == [0, 1, 2, 3]
+    assert all(np.any(trial.tensor("x").value(s) != 0) for s in range(4))
+
+
+def test_cuda_statistics_every_step_never_wait_on_the_device(tmp_path: Path) -> None:
+    """Gradient and weight statistics every step, and raw weights: the training thread makes no
+    synchronizing CUDA call (sync debug mode raises on one), and the values are right."""
+    model = make(Net).cuda().to(torch.bfloat16)
+    hook = tt.Hook(
+        tmp_path / "run",
+        save_config=tt.SaveConfig(save_interval=1),
+        reduction_config=tt.ReductionConfig(
+            reductions=["min", "max", "mean", "amax"], abs_reductions=["max"], norms=["l1", "l2"]
+        ),
+        include_collections=["weights", "gradients"],
+    )
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = [(x.cuda().to(torch.bfloat16), y.cuda()) for x, y in batches(32, 4)]
+    grads = []
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for x, y in data:
+            opt.zero_grad(set_to_none=False)  # zeroed in place: the statistics must not see it
+            F.cross_entropy(model(x).float(), y).backward()
+            assert model.fc1.weight.grad is not None
+            grads.append(model.fc1.weight.grad.detach().clone())
+            opt.step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    hook.close()
+    trial = tt.create_trial(tmp_path / "run")
+    tensor = trial.tensor("gradient/fc1.weight")
+    assert tensor.steps() == [0, 1, 2, 3]
+    for step, grad in enumerate(grads):
+        g = grad.double()
+        assert tensor.reduction_value(step, "l2") == pytest.approx(float(g.norm()), rel=1e-3)
+        assert tensor.reduction_value(step, "l1") == pytest.approx(float(g.abs().sum()), rel=1e-3)
+        assert tensor.reduction_value(step, "max") == float(g.max())
+        assert tensor.reduction_value(step, "min") == float(g.min())
+        assert tensor.reduction_value(step, "max", abs=True) == float(g.abs().max())
+        assert tensor.reduction_value(step, "mean") == pytest.approx(float(g.mean()), rel=1e-3)
+    status = hook.status
+    assert status.internal_errors == 0 and status.writer.errors == 0, status
+
+
+def test_cuda_training_loop_facts_wait_on_the_device_only_on_due_steps(tmp_path: Path) -> None:
+    """With the training-loop facts on, a step that is not due (nor the first few, nor the one
+    before a due step) makes no synchronizing CUDA call; the facts are still found."""
+    model = make(Net).cuda()
+    hook = tt.Hook(
+        tmp_path / "run",
+        save_config=tt.SaveConfig(save_interval=10),
+        include_collections=["training_loop"],
+    )
+    hook.register_module(model)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    hook.register_loss(loss_fn)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = [(x.cuda(), y.cuda()) for x, y in batches(32, 30)]
+    torch.cuda.synchronize()
+    for step, (x, y) in enumerate(data):
+        quiet = step > 4 and step % 10 not in (0, 9)
+        torch.cuda.set_sync_debug_mode("error" if quiet else "default")
+        try:
+            loss_fn(model(x), y).backward()  # zero_grad forgotten: a fault the facts show
+            opt.step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    status = hook.close()
+    assert status.internal_errors == 0, status
+    facts = tt.create_trial(tmp_path / "run").tensor("training_loop/grads_not_cleared")
+    assert facts.value(facts.steps()[-1]) > 0

@@ -1,0 +1,100 @@
+"""What the PyTorch hook registers on the user's objects: every registration returns a handle,
+and a closed hook leaves no torch hook on the model and keeps none of it alive."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tensortap.pytorch as tt
+from tests.helpers.torch_models import Net, batches, make
+
+EVERY_STEP = tt.SaveConfig(save_interval=1)
+_HOOK_DICTS = (
+    "_forward_pre_hooks",
+    "_forward_hooks",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+    "_state_dict_hooks",
+    "_load_state_dict_pre_hooks",
+)
+
+
+def tensortap_hooks(*modules: nn.Module) -> list[str]:
+    """The torch hooks on ``modules`` and their submodules that a tensortap object installed."""
+    found = []
+    for top in modules:
+        for name, module in top.named_modules():
+            for attr in _HOOK_DICTS:
+                for fn in getattr(module, attr, {}).values():
+                    owner = getattr(fn, "__self__", None) or getattr(fn, "func", None)
+                    text = f"{fn!r} {owner!r}"
+                    if "tensortap" in text:
+                        found.append(f"{type(top).__name__}.{name or '<top>'}.{attr}: {text}")
+    return found
+
+
+def train(hook: tt.Hook, model: nn.Module, loss_fn: nn.Module, steps: int = 3) -> None:
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    hook.register_optimizer(opt)
+    scaler = torch.amp.GradScaler("cpu")
+    hook.register_grad_scaler(scaler)
+    for xb, yb in batches(32, steps):
+        opt.zero_grad()
+        scaler.scale(loss_fn(model(xb), yb)).backward()
+        scaler.step(opt)
+        scaler.update()
+        assert "update" in vars(scaler)  # wrapped while registered
+
+
+def test_close_removes_every_torch_hook_and_frees_the_model(tmp_path: Path) -> None:
+    model, loss_fn = make(Net), nn.CrossEntropyLoss()
+    hook = tt.Hook(
+        tmp_path / "run",
+        save_config=EVERY_STEP,
+        include_collections=["weights", "gradients", "losses", "relu_activations", "outputs"],
+    )
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    train(hook, model, loss_fn)
+    assert tensortap_hooks(model, loss_fn)  # present while the hook is open
+    hook.close()
+    assert tensortap_hooks(model, loss_fn) == []
+    assert not hook.watches(model)
+    trial = tt.create_trial(tmp_path / "run")
+    assert trial.tensor("fc1.weight").steps() == [0, 1, 2]  # the last step was saved first
+
+    model_ref, loss_ref = weakref.ref(model), weakref.ref(loss_fn)
+    del model, loss_fn
+    gc.collect()
+    assert model_ref() is None and loss_ref() is None
+    assert hook.closed  # the closed hook itself is still here
+
+
+def test_registration_returns_a_handle_that_removes_it(tmp_path: Path) -> None:
+    model, loss_fn = make(Net), nn.CrossEntropyLoss()
+    hook = tt.Hook(tmp_path / "run", save_config=EVERY_STEP, include_collections=["weights"])
+    handle = hook.register_module(model)
+    assert hook.register_module(model) is handle  # registering twice installs nothing more
+    loss_handle = hook.register_loss(loss_fn)
+    assert tensortap_hooks(model) and tensortap_hooks(loss_fn)
+    handle.remove()
+    loss_handle.remove()
+    assert tensortap_hooks(model, loss_fn) == []
+    assert not hook.watches(model) and handle.removed
+    handle.remove()  # twice is harmless
+    with hook.register_module(model, name="again"):
+        assert hook.watches(model)
+        for xb, yb in batches(32, 3):
+            F.cross_entropy(model(xb), yb).backward()
+    assert tensortap_hooks(model) == [] and not hook.watches(model)
+    for xb, yb in batches(32, 2):
+        F.cross_entropy(model(xb), yb).backward()  # not watched: no step
+    hook.close()
+    # the steps that ended while it was registered (the third was still open at the removal)
+    assert tt.create_trial(tmp_path / "run").tensor("again.fc1.weight").steps() == [0, 1]

@@ -1,0 +1,764 @@
+"""Faults of the training loop itself: the PyTorch hook records what the loop does
+(``training_loop``) and the TrainingLoop rule names the fault. Real training on the CPU: each
+fault fires with its cause, and healthy loops in many styles stay quiet."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tensortap.pytorch as tt
+from tensortap.pytorch import loop_facts
+from tensortap.rules import TrainingLoop, invoke_rule
+from tensortap.rules.invoker import RuleStatus, RuleSummary
+
+Loop = Callable[[tt.Hook], None]
+STEPS = 40
+
+
+def data(n: int = 64, features: int = 8, classes: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    return torch.randn(n, features, generator=gen), torch.randint(0, classes, (n,), generator=gen)
+
+
+X, Y = data()
+
+
+def batches(steps: int = STEPS, size: int = 16) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    per_epoch = len(X) // size
+    return [
+        (X[(i % per_epoch) * size : (i % per_epoch + 1) * size], Y[(i % per_epoch) * size :][:size])
+        for i in range(steps)
+    ]
+
+
+def mlp(*extra: nn.Module) -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), *extra, nn.ReLU(), nn.Linear(16, 3))
+
+
+def run(
+    tmp_path: Path, loop: Loop, save_interval: int = 5, start: int = 0, **params: Any
+) -> RuleSummary:
+    out = str(tmp_path / "trial")
+    hook = tt.Hook(
+        out,
+        save_config=tt.SaveConfig(save_interval=save_interval, start_step=start),
+        include_collections=["losses", "training_loop"],
+    )
+    loop(hook)
+    status = hook.close()
+    assert status.internal_errors == 0, status.last_internal_error
+    return invoke_rule(TrainingLoop(tt.create_trial(out), **params))
+
+
+def causes(summary: RuleSummary) -> list[str]:
+    return [f.details["cause"] for f in summary.findings if f.triggered]
+
+
+def facts(tmp_path: Path) -> dict[str, Any]:
+    """The last saved value of every fact of the trial at tmp_path/trial."""
+    trial = tt.create_trial(str(tmp_path / "trial"))
+    out = {}
+    for name in trial.tensor_names(collection="training_loop"):
+        tensor = trial.tensor(name)
+        out[name.split("/", 1)[1]] = tensor.value(tensor.steps()[-1])
+    return out
+
+
+# -- healthy loops --
+def zero_grad_first(hook: tt.Hook) -> None:
+    model = mlp()
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in batches():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
+def zero_grad_after_forward_to_zeros(hook: tt.Hook) -> None:
+    model = mlp()
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    hook.register_loss(loss_fn)
+    for x, y in batches():
+        loss = loss_fn(model(x), y)
+        opt.zero_grad(set_to_none=False)
+        loss.backward()
+        opt.step()
+
+
+def accumulation(hook: tt.Hook) -> None:
+    """Four micro-batches per step, the loss divided; zero_grad after the step."""
+    model = mlp()
+    hook.register_module(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for i, (x, y) in enumerate(batches(STEPS * 4, 4)):
+        (F.cross_entropy(model(x), y) / 4).backward()
+        if i % 4 == 3:
+            opt.step()
+            opt.zero_grad(set_to_none=i % 8 == 3)  # both ways
+
+
+def huggingface_like(hook: tt.Hook) -> None:
+    """Warm-up then linear decay per step (get_linear_schedule_with_warmup), the gradients
+    clipped, zero_grad after the step."""
+    model = mlp()
+    hook.register_module(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=5e-4)
+    warmup, total = 5, STEPS
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return step / warmup
+        return max(0.0, (total - step) / (total - warmup))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    for x, y in batches():
+        F.cross_entropy(model(x), y).backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+
+
+def frozen_backbone(hook: tt.Hook) -> None:
+    model = mlp()
+    for p in model[0].parameters():
+        p.requires_grad_(False)
+    hook.register_module(model)
+    opt = torch.optim.SGD(model[2].parameters(), lr=0.1)
+    for x, y in batches():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
+class Generator(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 8))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.net(z)
+
+
+def gan(register_discriminator: bool, critic_steps: int = 1) -> Loop:
+    """DCGAN-style (fake.detach() for D, G.zero_grad() just before G's backward, so D's
+    gradients from G's backward stay until D.zero_grad()), or WGAN-style: several critic steps
+    per generator step, the fakes made under torch.no_grad() with G in train mode."""
+
+    def loop(hook: tt.Hook) -> None:
+        torch.manual_seed(0)
+        gen, disc = (
+            Generator(),
+            nn.Sequential(nn.Linear(8, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1)),
+        )
+        hook.register_module(gen)
+        if register_discriminator:
+            hook.register_module(disc)
+        opt_g = torch.optim.Adam(gen.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        opt_d = torch.optim.Adam(disc.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        bce = nn.BCEWithLogitsLoss()
+        for real, _ in batches(STEPS):
+            for _ in range(critic_steps):
+                disc.zero_grad()
+                if critic_steps > 1:
+                    with torch.no_grad():
+                        fake = gen(torch.randn(16, 4))
+                else:
+                    fake = gen(torch.randn(16, 4)).detach()
+                loss_d = bce(disc(real), torch.ones(16, 1)) + bce(disc(fake), torch.zeros(16, 1))
+                loss_d.backward()
+                opt_d.step()
+            gen.zero_grad()
+            bce(disc(gen(torch.randn(16, 4))), torch.ones(16, 1)).backward()
+            opt_g.step()
+
+    return loop
+
+
+def evaluated_properly(hook: tt.Hook) -> None:
+    model = mlp(nn.BatchNorm1d(16), nn.Dropout(0.3))
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for i, (x, y) in enumerate(batches()):
+        if i and i % 10 == 0:
+            model.eval()
+            with torch.no_grad():
+                for xv, _ in batches(3):
+                    model(xv)
+            model.train()
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
+def batchnorm_cnn(hook: tt.Hook) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.AdaptiveAvgPool2d(2),
+        nn.Flatten(), nn.Linear(32, 3),
+    )  # fmt: skip
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    images = torch.randn(64, 1, 6, 6, generator=torch.Generator().manual_seed(1))
+    for i, (_, y) in enumerate(batches()):
+        x = images[(i % 4) * 16 : (i % 4 + 1) * 16]
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
+def swa_batchnorm_update(hook: tt.Hook) -> None:
+    """torch.optim.swa_utils.update_bn recomputes BatchNorm statistics in train mode under
+    no_grad (momentum None): that is not an evaluation."""
+    model = mlp(nn.BatchNorm1d(16))
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for x, y in batches():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    torch.optim.swa_utils.update_bn([x for x, _ in batches(4)], model)
+
+
+def per_epoch(schedule: str) -> Loop:
+    """Six epochs of four batches from a DataLoader, the scheduler stepped once per epoch."""
+
+    def loop(hook: tt.Hook) -> None:
+        model = mlp()
+        hook.register_module(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        if schedule == "step":
+            sched: Any = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.1)
+        else:
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=6)
+        loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, Y), batch_size=16)
+        for _ in range(6):
+            for x, y in loader:
+                opt.zero_grad()
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+            sched.step()
+
+    return loop
+
+
+def per_step(schedule: str) -> Loop:
+    """Schedules meant for per-batch steps: a cosine over all the steps, a linear warm-up."""
+
+    def loop(hook: tt.Hook) -> None:
+        model = mlp()
+        hook.register_module(model)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        if schedule == "cosine":
+            sched: Any = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=STEPS)
+        elif schedule == "warmup":
+            sched = torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.01, total_iters=10)
+        else:  # one-cycle
+            sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-2, total_steps=STEPS)
+        for x, y in batches():
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+            sched.step()
+
+    return loop
+
+
+def lbfgs(hook: tt.Hook) -> None:
+    """LBFGS: zero_grad and backward run inside step(closure)."""
+    model = mlp()
+    hook.register_module(model)
+    opt = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=3)
+    for x, y in batches(15):
+
+        def closure(x: torch.Tensor = x, y: torch.Tensor = y) -> torch.Tensor:
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+
+
+def manual_sgd(hook: tt.Hook) -> None:
+    """No optimizer object: the weights are updated by hand."""
+    model = mlp()
+    hook.register_module(model)
+    for x, y in batches():
+        model.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                assert p.grad is not None
+                p -= 0.1 * p.grad  # type: ignore[misc]  # in place: still a Parameter
+
+
+def parameters_replaced(hook: tt.Hook) -> None:
+    """The parameters are replaced by new ones after a first forward (as FSDP2's fully_shard
+    does), and the optimizer is built over the new ones."""
+    model = mlp()
+    hook.register_module(model)
+    model(X[:2])  # a forward before training (a summary, a shape check)
+    for layer in (model[0], model[2]):
+        layer.weight = nn.Parameter(layer.weight.detach().clone())  # type: ignore[operator]
+        layer.bias = nn.Parameter(layer.bias.detach().clone())  # type: ignore[operator]
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in batches():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
+HEALTHY: dict[str, Loop] = {
+    "zero_grad_first": zero_grad_first,
+    "zero_grad_after_forward_to_zeros": zero_grad_after_forward_to_zeros,
+    "accumulation": accumulation,
+    "huggingface_like": huggingface_like,
+    "frozen_backbone": frozen_backbone,
+    "gan_both_registered": gan(True),
+    "gan_generator_only": gan(False),
+    "wgan_generator_only": gan(False, critic_steps=5),
+    "evaluated_properly": evaluated_properly,
+    "batchnorm_cnn": batchnorm_cnn,
+    "swa_batchnorm_update": swa_batchnorm_update,
+    "per_epoch_steplr": per_epoch("step"),
+    "per_epoch_cosine": per_epoch("cosine"),
+    "per_step_cosine": per_step("cosine"),
+    "per_step_warmup": per_step("warmup"),
+    "per_step_onecycle": per_step("onecycle"),
+    "lbfgs": lbfgs,
+    "manual_sgd": manual_sgd,
+    "parameters_replaced": parameters_replaced,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HEALTHY))
+def test_healthy_loops_raise_nothing(tmp_path: Path, name: str) -> None:
+    summary = run(tmp_path, HEALTHY[name])
+    assert causes(summary) == [], summary.findings[0].message
+    assert summary.status is RuleStatus.NO_ISSUES_FOUND and summary.judged > 0
+
+
+# -- faults --
+def not_in_optimizer(hook: tt.Hook) -> None:
+    """A head added after the optimizer was created."""
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model.append(nn.Linear(3, 3))
+    hook.register_module(model)
+    for x, y in batches():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
+def optimizer_of_a_copy(hook: tt.Hook) -> None:
+    model = mlp()
+    opt = torch.optim.SGD(copy.deepcopy(model).parameters(), lr=0.1)
+    hook.register_module(model)
+    for x, y in batches():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
+def no_step(hook: tt.Hook) -> None:
+    model = mlp()
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in batches():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+
+
+def zeroed_before_step(hook: tt.Hook) -> None:
+    model = mlp()
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in batches():
+        F.cross_entropy(model(x), y).backward()
+        opt.zero_grad()
+        opt.step()
+
+
+def never_zeroed(set_to_none: bool) -> Loop:
+    """zero_grad called once, before the loop, and never again."""
+
+    def loop(hook: tt.Hook) -> None:
+        model = mlp()
+        hook.register_module(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        opt.zero_grad(set_to_none=set_to_none)
+        for x, y in batches():
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+
+    return loop
+
+
+def eval_in_train_mode(hook: tt.Hook) -> None:
+    model = mlp(nn.Dropout(0.5))
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for i, (x, y) in enumerate(batches()):
+        if i == 12:
+            with torch.no_grad():  # model.eval() forgotten
+                for xv, _ in batches(3):
+                    model(xv)
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
+def per_batch(schedule: str) -> Loop:
+    def loop(hook: tt.Hook) -> None:
+        model = mlp()
+        hook.register_module(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        if schedule == "step":  # "every 2 epochs", stepped per batch
+            sched: Any = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.1)
+        else:  # "T_max = 6 epochs", stepped per batch
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=6)
+        for x, y in batches():
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+            sched.step()
+
+    return loop
+
+
+def huge_lr(hook: tt.Hook) -> None:
+    model = mlp()
+    hook.register_module(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1.0)
+    for x, y in batches():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
+def softmax_then(loss: nn.Module, log: bool = False) -> Loop:
+    def loop(hook: tt.Hook) -> None:
+        model = mlp(nn.Identity())
+        model.append(nn.Softmax(dim=1))
+        hook.register_module(model)
+        hook.register_loss(loss)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in batches():
+            opt.zero_grad()
+            loss(model(x), y).backward()
+            opt.step()
+
+    return loop
+
+
+def regression_shapes(hook: tt.Hook) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+    hook.register_module(model)
+    loss_fn = nn.MSELoss()
+    hook.register_loss(loss_fn)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    target = X[:, 0] * 2
+    for i, (x, _) in enumerate(batches()):
+        opt.zero_grad()
+        with pytest.warns(UserWarning, match="target size"):
+            loss_fn(model(x), target[(i % 4) * 16 : (i % 4 + 1) * 16]).backward()  # (16,1), (16,)
+        opt.step()
+
+
+FAULTS: dict[str, tuple[Loop, str]] = {
+    "head_added_after_the_optimizer": (not_in_optimizer, "params_not_in_optimizer"),
+    "optimizer_over_a_copy": (optimizer_of_a_copy, "params_not_in_optimizer"),
+    "step_never_called": (no_step, "optimizer_not_stepping"),
+    "zero_grad_between_backward_and_step": (zeroed_before_step, "optimizer_not_stepping"),
+    "zero_grad_never_called": (never_zeroed(True), "grads_not_cleared"),
+    "zero_grad_never_called_set_to_none_false": (never_zeroed(False), "grads_not_cleared"),
+    "eval_without_model_eval": (eval_in_train_mode, "eval_in_train_mode"),
+    "steplr_stepped_per_batch": (per_batch("step"), "scheduler_per_batch"),
+    "cosine_stepped_per_batch": (per_batch("cosine"), "scheduler_per_batch"),
+    "adam_lr_1": (huge_lr, "lr_too_high"),
+    "softmax_before_cross_entropy": (softmax_then(nn.CrossEntropyLoss()), "softmax_before_loss"),
+    "softmax_before_nll": (softmax_then(nn.NLLLoss()), "softmax_before_loss"),
+    "mse_on_n1_against_n": (regression_shapes, "loss_shape_mismatch"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAULTS))
+def test_each_fault_fires_with_its_cause(tmp_path: Path, name: str) -> None:
+    loop, cause = FAULTS[name]
+    summary = run(tmp_path, loop)
+    assert causes(summary) == [cause], [f.message for f in summary.findings]
+    finding = summary.findings[0]
+    assert finding.severity is not None and finding.severity.value == "problem"
+    assert summary.status is RuleStatus.ISSUES_FOUND
+
+
+def test_messages_say_what_was_seen_and_what_to_do(tmp_path: Path) -> None:
+    message = run(tmp_path / "a", never_zeroed(True)).findings[0].message
+    assert "at step 1 the gradients of SGD still held the previous step's (norm" in message
+    assert "call optimizer.zero_grad() once per optimizer step" in message
+    message = run(tmp_path / "b", not_in_optimizer).findings[0].message
+    assert "2 trainable parameters" in message and "never change: 3.bias, 3.weight;" in message
+    message = run(tmp_path / "b2", optimizer_of_a_copy).findings[0].message
+    assert "4 trainable parameters" in message and "a copy?" in message
+    message = run(tmp_path / "c", regression_shapes).findings[0].message
+    assert "MSELoss compares a prediction of shape (16, 1) with a target of shape (16,)" in message
+    message = run(tmp_path / "d", huge_lr).findings[0].message
+    assert "the learning rate (SGD" not in message and "Adam 1" in message
+    message = run(tmp_path / "e", per_batch("step")).findings[0].message
+    assert message.startswith("StepLR (period 2) is stepped once per batch")
+    message = run(tmp_path / "f", eval_in_train_mode).findings[0].message
+    assert "3 forward passes ran under torch.no_grad()" in message and "1 Dropout" in message
+
+
+def test_several_faults_are_reported_one_per_saved_step(tmp_path: Path) -> None:
+    def both(hook: tt.Hook) -> None:  # no zero_grad, and a softmax before the loss
+        model = mlp()
+        model.append(nn.Softmax(dim=1))
+        hook.register_module(model)
+        loss_fn = nn.CrossEntropyLoss()
+        hook.register_loss(loss_fn)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for x, y in batches():
+            loss_fn(model(x), y).backward()
+            opt.step()
+
+    summary = run(tmp_path, both, start=3)  # both seen before the first due step, 5
+    assert causes(summary) == ["grads_not_cleared", "softmax_before_loss"]
+    first, second = summary.findings
+    assert first.details["other_causes"] == ["softmax_before_loss"]
+    assert (first.step, second.step) == (5, 10)
+
+
+# -- first update: healthy optimizers and the thresholds --
+class GRUNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(20, 8)
+        self.gru = nn.GRU(8, 16, batch_first=True)
+        self.fc = nn.Linear(16, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.gru(self.emb(x))[0][:, -1])
+
+
+MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[torch.Tensor], torch.Tensor]]] = {
+    "mlp": (lambda: nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 3)), lambda x: x),
+    "cnn": (
+        lambda: nn.Sequential(
+            nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 8 * 8, 3)
+        ),
+        lambda x: x.repeat(1, 8).reshape(-1, 1, 8, 8),
+    ),
+    "gru": (GRUNet, lambda x: (x.abs() * 5).long().clamp(max=19)),
+}
+OPTIMIZERS: dict[str, Callable[[Any], torch.optim.Optimizer]] = {
+    "SGD 0.1 momentum": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+    "Adam 1e-3": lambda p: torch.optim.Adam(p, lr=1e-3),
+    "AdamW 3e-3": lambda p: torch.optim.AdamW(p, lr=3e-3),
+    "RMSprop 1e-3": lambda p: torch.optim.RMSprop(p, lr=1e-3),
+}
+
+
+def first_update_loop(model_name: str, make_opt: Callable[[Any], torch.optim.Optimizer]) -> Loop:
+    def loop(hook: tt.Hook) -> None:
+        torch.manual_seed(0)
+        make_model, shape = MODELS[model_name]
+        model = make_model()
+        hook.register_module(model)
+        opt = make_opt(model.parameters())
+        for x, y in batches(25):
+            opt.zero_grad()
+            F.cross_entropy(model(shape(x)), y).backward()
+            opt.step()
+
+    return loop
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
+def test_healthy_first_updates_are_far_below_the_threshold(
+    tmp_path: Path, model: str, optimizer: str
+) -> None:
+    summary = run(tmp_path, first_update_loop(model, OPTIMIZERS[optimizer]))
+    assert causes(summary) == []
+    ratio = float(facts(tmp_path)["first_update_ratio"])
+    assert 1e-4 < ratio < 0.5, ratio  # the threshold (5) is 10x and more above
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_a_learning_rate_100x_too_high_fires_on_every_model(tmp_path: Path, model: str) -> None:
+    summary = run(tmp_path, first_update_loop(model, lambda p: torch.optim.Adam(p, lr=1.0)))
+    assert causes(summary)[:1] == ["lr_too_high"]
+
+
+# -- bookkeeping: what is saved, when, at what cost --
+def test_no_data_without_the_collection(tmp_path: Path) -> None:
+    out = str(tmp_path / "trial")
+    hook = tt.Hook(out, save_config=tt.SaveConfig(save_interval=5))
+    never_zeroed(True)(hook)
+    hook.close()
+    trial = tt.create_trial(out)
+    assert "training_loop" not in trial.collections() or not trial.tensor_names(
+        collection="training_loop"
+    )
+    summary = invoke_rule(TrainingLoop(trial))
+    assert summary.status is RuleStatus.NO_DATA
+    assert "training_loop" in summary.details
+
+
+def test_a_fact_seen_on_a_step_not_due_is_saved_later_and_at_close(tmp_path: Path) -> None:
+    def late_eval(hook: tt.Hook) -> None:
+        eval_in_train_mode(hook)
+        model = hook._models[0]
+        with torch.no_grad():  # after the last due step
+            for xv, _ in batches(2):
+                model(xv)
+
+    summary = run(tmp_path, late_eval, save_interval=7)
+    assert causes(summary) == ["eval_in_train_mode"]
+    trial = tt.create_trial(str(tmp_path / "trial"))
+    steps = trial.tensor("training_loop/eval_in_train_mode").steps()
+    assert steps[-1] == trial.steps()[-1]  # the last step, not due: saved at close
+    assert int(trial.tensor("training_loop/eval_in_train_mode").value(steps[-1])) == 5
+
+
+def test_values_are_read_only_on_due_steps_and_the_first_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading tensor values waits for the device: never on a step where nothing is saved
+    but the first few (and the first update's copy, once)."""
+    reads: list[tuple[int, bool]] = []
+    hook_ref: list[tt.Hook] = []
+    norms = loop_facts._norms  # type: ignore[attr-defined]
+
+    def counting(tensors: Any) -> list[float]:
+        hook = hook_ref[0]
+        reads.append((hook.step, hook.is_collection_due("training_loop")))
+        return norms(tensors)
+
+    monkeypatch.setattr(loop_facts, "_norms", counting)
+
+    def loop(hook: tt.Hook) -> None:
+        hook_ref.append(hook)
+        zero_grad_after_forward_to_zeros(hook)
+
+    run(tmp_path, loop, save_interval=10)
+    late = [(step, due) for step, due in reads if step > loop_facts.FIRST_STEPS]
+    assert late and all(due for _, due in late), reads
+
+
+def test_a_failure_inside_the_checks_never_stops_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any) -> None:
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(loop_facts.LoopFacts, "before_backward", broken)
+    monkeypatch.setattr(loop_facts.LoopFacts, "on_loss", broken)
+    hook = tt.Hook(str(tmp_path), include_collections=["training_loop"])
+    zero_grad_after_forward_to_zeros(hook)
+    status = hook.close()
+    assert status.internal_errors >= STEPS and "injected" in (status.last_internal_error or "")
+
+
+def test_nothing_is_collected_unless_included(tmp_path: Path) -> None:
+    hook = tt.Hook(str(tmp_path), save_config=tt.SaveConfig(save_interval=1))
+    zero_grad_first(hook)
+    hook.close()
+    assert hook._loop._backward_passes == 0 and not hook._loop._values
+
+
+def test_rules_that_read_every_tensor_leave_the_facts_out(tmp_path: Path) -> None:
+    """The facts hold zeros (other_optimizer_steps) and are no tensors of the model: AllZero,
+    which reads every tensor by default, must not take them for all-zero tensors."""
+    from tensortap.rules import AllZero, ExplodingTensor
+
+    run(tmp_path, zero_grad_first)
+    trial = tt.create_trial(str(tmp_path / "trial"))
+    assert float(trial.tensor("training_loop/other_optimizer_steps").value(0)) == 0
+    for rule in (AllZero(trial), ExplodingTensor(trial)):
+        summary = invoke_rule(rule)
+        assert summary.triggered == 0 and summary.judged > 0, summary.findings[:1]
+
+
+@pytest.mark.parametrize("loop", ["divided", "undivided", "gan", "two_losses"])
+def test_accumulation_that_sums_micro_batches_is_named(tmp_path: Path, loop: str) -> None:
+    """Four micro-batches per optimizer step: each loss divided by 4 is healthy; each whole
+    loss module output summed into the gradients is accumulation_undivided; a GAN's two
+    optimizers and two different loss modules back-propagate several losses by design."""
+    import tensortap as tt_core
+
+    torch.manual_seed(0)
+    hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=5),
+                   include_collections=["training_loop", "losses"])  # fmt: skip
+    model, gen = nn.Linear(4, 2), nn.Linear(3, 4)
+    hook.register_module(model)
+    first, second = nn.CrossEntropyLoss(), nn.CrossEntropyLoss()
+    hook.register_loss(first)
+    hook.register_loss(second)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    opt_gen = torch.optim.SGD(gen.parameters(), lr=0.01)
+    for _ in range(20):
+        opt.zero_grad()
+        for k in range(4):
+            x = gen(torch.randn(8, 3)).detach() if loop == "gan" and k % 2 else torch.randn(8, 4)
+            loss_fn = second if loop == "two_losses" and k % 2 else first
+            loss = loss_fn(model(x), torch.randint(0, 2, (8,)))
+            (loss / 4 if loop == "divided" else loss).backward()
+        opt.step()
+        if loop == "gan":
+            opt_gen.zero_grad()
+            gen(torch.randn(8, 3)).sum().backward()
+            opt_gen.step()
+    hook.close()
+    summary = invoke_rule(TrainingLoop(tt_core.create_trial(tmp_path / "t")))
+    causes = [f.details.get("cause") for f in summary.findings]
+    if loop == "undivided":
+        assert causes == ["accumulation_undivided"]
+        assert "divide the loss by 4 before backward()" in summary.findings[0].message
+    else:
+        assert summary.status.value == "NoIssuesFound", causes
+
+
+@pytest.mark.parametrize(("optimizer", "lr", "cause"), [
+    ("adam", 1e-7, "lr_too_low"), ("adam", 1e-3, None), ("sgd", 1e-5, None),
+])  # fmt: skip
+def test_an_adaptive_optimizers_tiny_first_step_is_a_learning_rate_too_low(
+    tmp_path: Path, optimizer: str, lr: float, cause: str | None
+) -> None:
+    """Adam's first step moves each weight by about its learning rate: 1e-7 against weights of
+    ~0.3 is far below any healthy start; plain SGD's first step follows the gradient's size,
+    so a small one says nothing about its learning rate."""
+    import tensortap as tt_core
+
+    torch.manual_seed(0)
+    hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=5),
+                   include_collections=["training_loop"])  # fmt: skip
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    hook.register_module(model)
+    loss_fn = nn.CrossEntropyLoss()
+    hook.register_loss(loss_fn)
+    kind = torch.optim.Adam if optimizer == "adam" else torch.optim.SGD
+    opt = kind(model.parameters(), lr=lr)
+    for _ in range(24):
+        opt.zero_grad()
+        loss_fn(model(torch.randn(16, 8)), torch.randint(0, 3, (16,))).backward()
+        opt.step()
+    hook.close()
+    summary = invoke_rule(TrainingLoop(tt_core.create_trial(tmp_path / "t")))
+    assert [f.details.get("cause") for f in summary.findings] == ([cause] if cause else [])
