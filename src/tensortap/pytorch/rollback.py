@@ -1,0 +1,359 @@
+"""Roll training back to its last good checkpoint, skip the batches that broke it, and go on as
+a branch of the run.
+
+``request(step, batches, reason)`` is the one way in: a loss check of the loop's own, the guard
+when its skip budget says so, or a rule's rollback action (through the job's request file, see
+:mod:`tensortap.core.rollback_request`). It only records the request, from any thread; the
+training thread acts on it at the next step boundary (:meth:`Rollback.restore`, which
+:meth:`Rollback.steps` calls for you):
+
+1. the request is agreed by every rank (one host-side collective on a gloo group, at each
+   boundary, when ``torch.distributed`` runs more than one process): the earliest bad step and
+   every rank's batches;
+2. the last good checkpoint is the newest one at or before ``step - margin`` (a checkpoint of
+   step ``s`` holds the state *before* step ``s`` trains; the default ``margin=1`` leaves out
+   the checkpoint of the bad step itself, whose weights already produced a bad loss when a loss
+   check names the step);
+3. the budget is asked: at most ``max_rollbacks`` per run, and never the same checkpoint again
+   without a new batch to skip (that would replay the same steps): otherwise the run stops with
+   a ``refused`` event;
+4. the checkpoint is loaded, the batches join the skip list of the batch stream
+   (:class:`~tensortap.pytorch.SkipBatches`), the stream goes back to where the checkpoint took
+   it, and checkpoints newer than it (of the abandoned branch) are forgotten;
+5. the hook's session ends and a new one starts, recorded as a branch of the first at the
+   restored step (:meth:`tensortap.hook.Hook.branch_from`), so the trial and the dashboard show
+   the resumed run as a fork.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from tensortap.core.rollback_request import REQUEST_FILE, RollbackRequests
+from tensortap.exceptions import InvalidConfigError
+from tensortap.hook import Hook
+from tensortap.hook_config import JOB_ENV
+from tensortap.pytorch.checkpoints import Checkpoints
+from tensortap.pytorch.skip_batches import SkipBatches
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RollbackEvent:
+    """A rollback done (``kind="rollback"``) or refused by the budget (``"refused"``)."""
+
+    kind: str
+    #: The first bad step the request named.
+    step: int
+    #: The checkpoint's step training went back to (None when refused).
+    restored_step: int | None
+    batches: tuple[Hashable, ...]
+    reason: str
+    message: str
+    #: The new session (a branch of ``parent``); None when refused or without a hook.
+    session: str | None = None
+    parent: str | None = None
+
+
+class Rollback:
+    """Restore the last good checkpoint on request, skip the bad batches, and go on as a branch.
+
+    ``checkpoints``: a :class:`~tensortap.pytorch.FunctionCheckpoints`, a
+    :class:`~tensortap.pytorch.DistributedCheckpoints` or your own
+    :class:`~tensortap.pytorch.checkpoints.Checkpoints`. ``every``: :meth:`steps` saves a
+    checkpoint at every ``every``-th step (step 0 included). ``batches``: the
+    :class:`SkipBatches` the loop reads. ``hook``: a function that makes (and registers) the
+    hook, called at once and again after each rollback, as each resumed run is a new writing
+    session (:attr:`hook` is the current one). ``requests``: the request file a rule's rollback
+    action writes, or a :class:`~tensortap.core.rollback_request.RollbackRequests` watching it
+    (default: the one of the job the process runs in, if any). ``group``: the
+    process group the ranks agree on requests through (default: a new gloo group, when
+    ``torch.distributed`` runs more than one process).
+    """
+
+    def __init__(
+        self,
+        checkpoints: Checkpoints,
+        *,
+        every: int,
+        batches: SkipBatches[Any] | None = None,
+        hook: Callable[[], Hook] | None = None,
+        margin: int = 1,
+        max_rollbacks: int = 3,
+        requests: str | os.PathLike[str] | RollbackRequests | None = None,
+        group: Any = None,
+    ) -> None:
+        if not isinstance(checkpoints, Checkpoints):
+            raise InvalidConfigError(
+                "Rollback needs checkpoints with save, load, steps and forget (a "
+                "FunctionCheckpoints or DistributedCheckpoints), got "
+                f"{type(checkpoints).__name__}"
+            )
+        for name, value, least in (
+            ("every", every, 1),
+            ("margin", margin, 0),
+            ("max_rollbacks", max_rollbacks, 0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise InvalidConfigError(
+                    f"Rollback: {name} must be an int >= {least}, got {value!r}"
+                )
+        if batches is not None and not isinstance(batches, SkipBatches):
+            raise InvalidConfigError(
+                "Rollback: batches must be a SkipBatches (wrap your DataLoader: "
+                f"SkipBatches(loader)), got {type(batches).__name__}"
+            )
+        if hook is not None and not callable(hook):
+            raise InvalidConfigError(
+                "Rollback: hook must be a function that makes the hook (each resumed run is a "
+                f"new session, with a new hook), got {hook!r}"
+            )
+        self.checkpoints = checkpoints
+        self.every, self.margin, self.max_rollbacks = every, margin, max_rollbacks
+        self.batches = batches
+        self._make_hook = hook
+        #: The current hook (None without ``hook``).
+        self.hook: Hook | None = hook() if hook is not None else None
+        if requests is None and os.environ.get(JOB_ENV):
+            requests = os.path.join(os.environ[JOB_ENV], REQUEST_FILE)
+        if requests is not None and not isinstance(requests, RollbackRequests):
+            requests = RollbackRequests(requests)
+        self._requests = requests
+        self._group = group
+        self._world = 1
+        self._lock = threading.Lock()
+        self._pending: tuple[int, list[Hashable], list[str]] | None = None
+        self._trained: dict[int, Hashable] = {}  # step -> the batch it trained, since a checkpoint
+        self._global_of: dict[int, int] = {}  # checkpoint step -> the hook's global step there
+        self._last: tuple[int, int] | None = None  # (restored step, bad step) of the last rollback
+        #: Every rollback done or refused, in order.
+        self.events: list[RollbackEvent] = []
+        #: True once the budget refused a rollback: the run should end (:meth:`steps` does).
+        self.should_stop = False
+
+    # -- the seam --
+    def request(self, step: int, batches: list[object], reason: str) -> None:
+        """Ask for a rollback: ``step`` went bad, ``batches`` (the ids of the batches that
+        made it so; empty: the batch trained at ``step``) are to be skipped. Safe from any
+        thread; acted on at the next step boundary. Requests before then are merged (the
+        earliest step, every batch)."""
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise InvalidConfigError(f"Rollback.request: step must be an int >= 0, got {step!r}")
+        given: object = batches  # the seam is typed; callers may still pass anything
+        if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
+            raise InvalidConfigError(
+                f"Rollback.request: batches must be a list of batch ids, got {batches!r}"
+            )
+        ids = list(given)
+        for bid in ids:
+            if not isinstance(bid, Hashable):
+                raise InvalidConfigError(
+                    f"Rollback.request: a batch id must be hashable (an int, a str), got {bid!r}"
+                )
+        with self._lock:
+            if self._pending is None:
+                self._pending = (step, ids, [str(reason)])
+            else:
+                old_step, old_ids, reasons = self._pending
+                self._pending = (min(old_step, step), old_ids + ids, [*reasons, str(reason)])
+
+    @property
+    def pending(self) -> bool:
+        """Whether a request waits for the next step boundary."""
+        with self._lock:
+            return self._pending is not None
+
+    @property
+    def rollbacks(self) -> int:
+        """How many rollbacks were done."""
+        return sum(e.kind == "rollback" for e in self.events)
+
+    # -- the loop --
+    def steps(self, total_steps: int, start: int = 0) -> Iterator[tuple[int, Hashable, Any]]:
+        """Drive a training loop: yields ``(step, batch_id, batch)`` from :attr:`batches` until
+        ``total_steps``, saving a checkpoint every :attr:`every` steps and, at each boundary,
+        acting on a request (the steps start again after the restored checkpoint). Passes over
+        the data follow one another. Ends early when the budget refused a rollback."""
+        if self.batches is None:
+            raise InvalidConfigError("Rollback.steps needs batches= (a SkipBatches)")
+        step = start
+        stream: Iterator[Any] = iter(self.batches)
+        while True:
+            resumed = self.restore()
+            if self.should_stop:
+                return
+            if resumed is not None:
+                step, stream = resumed, iter(self.batches)
+            if step >= total_steps:
+                return
+            if step % self.every == 0 and step not in self.checkpoints.steps():
+                self.checkpoint(step)
+            batch = next(stream, _END)
+            if batch is _END:  # a pass over the data ended: the next one
+                stream = iter(self.batches)
+                batch = next(stream, _END)
+                if batch is _END:
+                    return  # nothing left to read
+            batch_id = self.batches.last_id
+            self._trained[step] = batch_id
+            yield step, batch_id, batch
+            step += 1
+
+    def checkpoint(self, step: int) -> None:
+        """Save the checkpoint of ``step`` (the state before step ``step`` trains), with where
+        the batch stream is."""
+        extra: dict[str, Any] = {}
+        if self.batches is not None:
+            extra["batches"] = self.batches.state_dict()
+        self.checkpoints.save(step, extra)
+        hook = self.hook
+        if hook is not None and hook.mode.name in ("TRAIN", "GLOBAL"):
+            # the hook's step is step `step`'s, or still the open step before it
+            self._global_of[step] = hook.step + (step - hook.mode_step)
+        oldest = self.checkpoints.steps()[0]
+        self._trained = {s: b for s, b in self._trained.items() if s >= oldest}
+
+    def restore(self) -> int | None:
+        """At a step boundary: act on the request, if one is pending (on any rank): returns
+        the step to go on from (the restored checkpoint's), or None (no request, or the
+        budget refused it and :attr:`should_stop` is set)."""
+        request = self._agree(self._take())
+        if request is None:
+            return None
+        step, ids, reason = request
+        if not ids and step in self._trained:
+            ids = [self._trained[step]]
+        good = [s for s in self.checkpoints.steps() if s <= step - self.margin]
+        skip = self.batches.skip if self.batches is not None else set()
+        new_ids = [b for b in dict.fromkeys(ids) if b not in skip]
+        refusal = None
+        if self.rollbacks >= self.max_rollbacks:
+            refusal = f"the budget of {self.max_rollbacks} rollback(s) per run is spent"
+        elif not good:
+            refusal = (
+                f"no checkpoint at or before step {step - self.margin} (step {step} minus the "
+                f"margin of {self.margin}); checkpoints: {self.checkpoints.steps() or 'none'}"
+            )
+        elif self._last is not None and self._last[0] == good[-1] and not new_ids:
+            refusal = (
+                f"it would restore the checkpoint of step {good[-1]} again with no new batch "
+                "to skip, and replay the same steps"
+            )
+        if refusal is not None:
+            message = f"rollback for step {step} refused: {refusal}; training stops ({reason})"
+            logger.error("tensortap: %s", message)
+            self.events.append(RollbackEvent("refused", step, None, tuple(ids), reason, message))
+            self.should_stop = True
+            return None
+        target = good[-1]
+        extra = self.checkpoints.load(target)
+        for later in [s for s in self.checkpoints.steps() if s > target]:
+            self.checkpoints.forget(later)
+        if self.batches is not None:
+            self.batches.skip.update(new_ids)
+            if isinstance(extra.get("batches"), dict):
+                self.batches.load_state_dict(extra["batches"])
+        self._last = (target, step)
+        parent, session = self._branch(target, step, ids, reason)
+        message = (
+            f"rolled back to the checkpoint of step {target} (step {step} went bad: {reason}); "
+            f"skipping batch(es) {', '.join(map(str, new_ids)) or 'none new'}"
+        )
+        logger.warning("tensortap: %s", message)
+        self.events.append(
+            RollbackEvent("rollback", step, target, tuple(ids), reason, message, session, parent)
+        )
+        return target
+
+    def close(self) -> None:
+        """Close the current hook."""
+        if self.hook is not None:
+            self.hook.close()
+
+    # -- inside --
+    def _take(self) -> tuple[int, list[Hashable], str] | None:
+        """This rank's request: the seam's, and the job's request file's."""
+        if self._requests is not None:
+            doc = self._requests.take()
+            if doc is not None:
+                self._from_rule(doc)
+        with self._lock:
+            pending, self._pending = self._pending, None
+        if pending is None:
+            return None
+        step, ids, reasons = pending
+        return step, ids, "; ".join(dict.fromkeys(reasons))
+
+    def _from_rule(self, doc: dict[str, Any]) -> None:
+        step = doc.get("mode_step") if doc.get("mode") in (None, "TRAIN") else None
+        step = doc.get("step") if not isinstance(step, int) else step
+        if not isinstance(step, int) or step < 0:
+            logger.error("tensortap: a rollback request without a step was ignored: %r", doc)
+            return
+        given = doc.get("batches")
+        batches: list[Any] = given if isinstance(given, list) else []
+        reason = str(doc.get("reason") or f"rule {doc.get('rule', '?')} fired")
+        self.request(step, [b for b in batches if isinstance(b, (int, str))], reason)
+
+    def _agree(
+        self, mine: tuple[int, list[Hashable], str] | None
+    ) -> tuple[int, list[Hashable], str] | None:
+        """Every rank's request merged (the earliest step, all batches), on every rank: one
+        all-reduce of a flag at each boundary, and a gather only when some rank has one."""
+        group = self._control_group()
+        if group is None:
+            return mine
+        import torch
+        import torch.distributed as dist
+
+        flag = torch.tensor([0 if mine is None else 1], dtype=torch.int32)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+        if int(flag[0]) == 0:
+            return None
+        gathered: list[Any] = [None] * self._world
+        dist.all_gather_object(gathered, mine, group=group)
+        requests = [r for r in gathered if r is not None]
+        step = min(r[0] for r in requests)
+        ids = list(dict.fromkeys(b for r in requests for b in r[1]))
+        reason = "; ".join(dict.fromkeys(r[2] for r in requests))
+        return step, ids, reason
+
+    def _control_group(self) -> Any:
+        try:
+            import torch.distributed as dist
+        except ImportError:
+            return None
+        if not dist.is_available() or not dist.is_initialized() or dist.get_world_size() < 2:
+            return None
+        if self._group is None:
+            self._world = dist.get_world_size()
+            self._group = (
+                dist.new_group(backend="gloo") if dist.get_backend() != "gloo" else dist.group.WORLD
+            )
+        else:
+            self._world = dist.get_world_size(self._group)
+        return self._group
+
+    def _branch(
+        self, target: int, step: int, ids: list[Hashable], reason: str
+    ) -> tuple[str | None, str | None]:
+        """End the hook's session and start one that branches from the restored step."""
+        if self.hook is None or self._make_hook is None:
+            return None, None
+        parent = self.hook.session_id
+        self.hook.close()
+        self.hook = self._make_hook()
+        why = f"rollback to the checkpoint of step {target}: step {step} went bad ({reason})"
+        if ids:
+            why += f"; skipping batch(es) {', '.join(map(str, ids))}"
+        self.hook.branch_from(parent, target, global_step=self._global_of.get(target), reason=why)
+        return parent, self.hook.session_id
+
+
+_END = object()
