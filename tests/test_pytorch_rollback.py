@@ -317,3 +317,76 @@ def test_two_gloo_ranks_restore_the_same_checkpoint_and_skip_the_same_batches(
     for worker in ("worker_0", "worker_1"):
         first, second = trial.sessions(worker=worker)
         assert second.branch_of == first.id and second.branch_step == 4
+
+
+def test_lightning_fit_is_rolled_back_to_its_own_checkpoint_and_branches(tmp_path: Path) -> None:
+    L = pytest.importorskip("lightning.pytorch")
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from tensortap.lightning import (
+        LightningCheckpoints,
+        RollbackCallback,
+        TensortapCallback,
+        fit_with_rollback,
+    )
+
+    class Regression(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net, _ = model_and_optimizer()
+            self.losses: list[tuple[int, float]] = []
+            self.firsts: list[float] = []  # each batch's first value: which batch it was
+
+        def training_step(self, batch, index):
+            x, y = batch
+            self.firsts.append(round(x[0, 0].item(), 6))
+            loss = nn.functional.mse_loss(self.net(x), y)
+            self.losses.append((self.global_step, loss.item()))
+            if loss.item() > 1000:  # the loop's own check: roll back, skip this step's batch
+                rollback.request(self.global_step, [], f"loss {loss.item():.3g}")
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+
+    checkpoints = tmp_path / "ckpts"
+    batches = tt.SkipBatches(DataLoader(dataset(bad=(12,)), batch_size=BATCH, shuffle=False))
+    rollback = tt.Rollback(LightningCheckpoints(checkpoints), batches=batches)
+
+    def make_trainer():
+        return L.Trainer(
+            max_steps=30,
+            default_root_dir=str(tmp_path),
+            accelerator="cpu",
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            callbacks=[
+                TensortapCallback(out_dir=str(tmp_path / "run")),
+                RollbackCallback(rollback),
+                ModelCheckpoint(str(checkpoints), every_n_train_steps=5, save_top_k=-1),
+            ],
+        )
+
+    module = Regression()
+    trainer = fit_with_rollback(rollback, make_trainer, module, train_dataloaders=batches)
+    assert trainer.global_step == 30
+    (event,) = rollback.events
+    assert (event.kind, event.step, event.restored_step, event.batches) == (
+        "rollback",
+        12,
+        10,
+        (12,),
+    )
+    # the second fit started at the checkpoint of step 10 and never met batch 12 again
+    steps = [step for step, _ in module.losses]
+    assert steps == [*range(13), *range(10, 30)]
+    data = dataset(bad=(12,))
+    position = {round(data[k * BATCH][0][0].item(), 6): k for k in range(64)}
+    trained = [position[first] for first in module.firsts]
+    assert trained == [*range(13), 10, 11, *range(13, 31)]  # the batches resumed where step 10 was
+    assert max(loss for _, loss in module.losses[13:]) < 1000
+    trial = tt.create_trial(tmp_path / "run")
+    first, second = trial.sessions()
+    assert (second.branch_of, second.branch_step) == (first.id, 10)
+    assert second.branch_global_step == 10

@@ -70,10 +70,23 @@ OWN_FACES: dict[str, dict[str, str]] = {
         "CallbackMixin": "tensortap.lightning.callback",
         "PLTensortapCallback": "tensortap.lightning.pl_callback",
         "TensortapCallback": "tensortap.lightning.lightning_callback",
+        "LightningCheckpoints": "tensortap.lightning.rollback",
+        "RollbackCallback": "tensortap.lightning.rollback",
+        "fit_with_rollback": "tensortap.lightning.rollback",
     },
     "tensortap.huggingface": {"TensortapCallback": "tensortap.huggingface.callback"},
 }
-_OPTIONAL = {"tensortap.lightning": frozenset({"PLTensortapCallback", "TensortapCallback"})}
+_OPTIONAL = {
+    "tensortap.lightning": frozenset(
+        {
+            "PLTensortapCallback",
+            "TensortapCallback",
+            "LightningCheckpoints",
+            "RollbackCallback",
+            "fit_with_rollback",
+        }
+    )
+}
 
 SHARED_MODULE = "tensortap._shared"
 

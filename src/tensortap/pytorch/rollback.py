@@ -31,7 +31,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tensortap.core.rollback_request import REQUEST_FILE, RollbackRequests
@@ -67,7 +67,8 @@ class Rollback:
     ``checkpoints``: a :class:`~tensortap.pytorch.FunctionCheckpoints`, a
     :class:`~tensortap.pytorch.DistributedCheckpoints` or your own
     :class:`~tensortap.pytorch.checkpoints.Checkpoints`. ``every``: :meth:`steps` saves a
-    checkpoint at every ``every``-th step (step 0 included). ``batches``: the
+    checkpoint at every ``every``-th step (step 0 included; not needed where a trainer saves
+    them, as with :mod:`tensortap.lightning`'s rollback). ``batches``: the
     :class:`SkipBatches` the loop reads. ``hook``: a function that makes (and registers) the
     hook, called at once and again after each rollback, as each resumed run is a new writing
     session (:attr:`hook` is the current one). ``requests``: the request file a rule's rollback
@@ -81,7 +82,7 @@ class Rollback:
         self,
         checkpoints: Checkpoints,
         *,
-        every: int,
+        every: int | None = None,
         batches: SkipBatches[Any] | None = None,
         hook: Callable[[], Hook] | None = None,
         margin: int = 1,
@@ -96,7 +97,7 @@ class Rollback:
                 f"{type(checkpoints).__name__}"
             )
         for name, value, least in (
-            ("every", every, 1),
+            ("every", 1 if every is None else every, 1),
             ("margin", margin, 0),
             ("max_rollbacks", max_rollbacks, 0),
         ):
@@ -132,6 +133,8 @@ class Rollback:
         self._trained: dict[int, Hashable] = {}  # step -> the batch it trained, since a checkpoint
         self._global_of: dict[int, int] = {}  # checkpoint step -> the hook's global step there
         self._last: tuple[int, int] | None = None  # (restored step, bad step) of the last rollback
+        # a branch to record on the next session's hook (a trainer's callback makes it)
+        self._branch_waiting: tuple[str, int, int | None, str] | None = None
         #: Every rollback done or refused, in order.
         self.events: list[RollbackEvent] = []
         #: True once the budget refused a rollback: the run should end (:meth:`steps` does).
@@ -165,7 +168,9 @@ class Rollback:
 
     @property
     def pending(self) -> bool:
-        """Whether a request waits for the next step boundary."""
+        """Whether a request waits for the next step boundary (on this rank; a rule's request
+        in the job's file counts once it is seen)."""
+        self._poll()
         with self._lock:
             return self._pending is not None
 
@@ -180,8 +185,12 @@ class Rollback:
         ``total_steps``, saving a checkpoint every :attr:`every` steps and, at each boundary,
         acting on a request (the steps start again after the restored checkpoint). Passes over
         the data follow one another. Ends early when the budget refused a rollback."""
-        if self.batches is None:
-            raise InvalidConfigError("Rollback.steps needs batches= (a SkipBatches)")
+        if self.batches is None or self.every is None:
+            raise InvalidConfigError(
+                "Rollback.steps needs batches= (a SkipBatches) and every= (steps between "
+                f"checkpoints), got batches={self.batches!r}, every={self.every!r}"
+            )
+        every = self.every
         step = start
         stream: Iterator[Any] = iter(self.batches)
         while True:
@@ -192,7 +201,7 @@ class Rollback:
                 step, stream = resumed, iter(self.batches)
             if step >= total_steps:
                 return
-            if step % self.every == 0 and step not in self.checkpoints.steps():
+            if step % every == 0 and step not in self.checkpoints.steps():
                 self.checkpoint(step)
             batch = next(stream, _END)
             if batch is _END:  # a pass over the data ended: the next one
@@ -201,7 +210,7 @@ class Rollback:
                 if batch is _END:
                     return  # nothing left to read
             batch_id = self.batches.last_id
-            self._trained[step] = batch_id
+            self.trained(step, batch_id)
             yield step, batch_id, batch
             step += 1
 
@@ -212,12 +221,39 @@ class Rollback:
         if self.batches is not None:
             extra["batches"] = self.batches.state_dict()
         self.checkpoints.save(step, extra)
-        hook = self.hook
-        if hook is not None and hook.mode.name in ("TRAIN", "GLOBAL"):
-            # the hook's step is step `step`'s, or still the open step before it
-            self._global_of[step] = hook.step + (step - hook.mode_step)
+        self._note_global(step)
         oldest = self.checkpoints.steps()[0]
         self._trained = {s: b for s, b in self._trained.items() if s >= oldest}
+        self._global_of = {s: g for s, g in self._global_of.items() if s >= oldest}
+
+    def trained(self, step: int, batch_id: Hashable) -> None:
+        """Step ``step`` trains the batch ``batch_id`` (:meth:`steps` says so itself; a
+        trainer's callback calls it): a request naming the step alone skips that batch."""
+        self._trained[step] = batch_id
+        self._note_global(step)
+        if len(self._trained) > _KEEP_STEPS:  # where no checkpoint() prunes (a trainer saves)
+            oldest = min(self.checkpoints.steps(), default=step)
+            self._trained = {s: b for s, b in self._trained.items() if s >= oldest}
+            self._global_of = {s: g for s, g in self._global_of.items() if s >= oldest}
+
+    def follow_hook(self, hook: Hook) -> None:
+        """The hook of the run from now on (one a trainer's callback made). When a rollback
+        waits for its branch to be recorded, this hook's session is that branch."""
+        waiting = self._branch_waiting
+        if waiting is not None and hook.session_id != waiting[0]:
+            self._branch_waiting = None
+            parent, target, global_step, why = waiting
+            hook.branch_from(parent, target, global_step=global_step, reason=why)
+            if self.events and self.events[-1].kind == "rollback":
+                self.events[-1] = replace(self.events[-1], session=hook.session_id, parent=parent)
+        self.hook = hook
+
+    def _note_global(self, step: int) -> None:
+        """The hook's global step of ``step`` (the hook's count is step ``step``'s, or still
+        the open step before it)."""
+        hook = self.hook
+        if hook is not None and not hook.closed and hook.mode.name in ("TRAIN", "GLOBAL"):
+            self._global_of[step] = hook.step + (step - hook.mode_step)
 
     def restore(self) -> int | None:
         """At a step boundary: act on the request, if one is pending (on any rank): returns
@@ -229,9 +265,10 @@ class Rollback:
         step, ids, reason = request
         if not ids and step in self._trained:
             ids = [self._trained[step]]
+        ids = list(dict.fromkeys(ids))
         good = [s for s in self.checkpoints.steps() if s <= step - self.margin]
         skip = self.batches.skip if self.batches is not None else set()
-        new_ids = [b for b in dict.fromkeys(ids) if b not in skip]
+        new_ids = [b for b in ids if b not in skip]
         refusal = None
         if self.rollbacks >= self.max_rollbacks:
             refusal = f"the budget of {self.max_rollbacks} rollback(s) per run is spent"
@@ -279,16 +316,20 @@ class Rollback:
     # -- inside --
     def _take(self) -> tuple[int, list[Hashable], str] | None:
         """This rank's request: the seam's, and the job's request file's."""
-        if self._requests is not None:
-            doc = self._requests.take()
-            if doc is not None:
-                self._from_rule(doc)
+        self._poll()
         with self._lock:
             pending, self._pending = self._pending, None
         if pending is None:
             return None
         step, ids, reasons = pending
         return step, ids, "; ".join(dict.fromkeys(reasons))
+
+    def _poll(self) -> None:
+        """Take a rule's request from the job's request file, when there is one."""
+        if self._requests is not None:
+            doc = self._requests.take()
+            if doc is not None:
+                self._from_rule(doc)
 
     def _from_rule(self, doc: dict[str, Any]) -> None:
         step = doc.get("mode_step") if doc.get("mode") in (None, "TRAIN") else None
@@ -343,17 +384,24 @@ class Rollback:
     def _branch(
         self, target: int, step: int, ids: list[Hashable], reason: str
     ) -> tuple[str | None, str | None]:
-        """End the hook's session and start one that branches from the restored step."""
-        if self.hook is None or self._make_hook is None:
+        """End the hook's session and start one that branches from the restored step (or, where
+        a trainer's callback makes the next hook, note the branch for :meth:`follow_hook`)."""
+        if self.hook is None:
             return None, None
         parent = self.hook.session_id
-        self.hook.close()
-        self.hook = self._make_hook()
         why = f"rollback to the checkpoint of step {target}: step {step} went bad ({reason})"
         if ids:
             why += f"; skipping batch(es) {', '.join(map(str, ids))}"
-        self.hook.branch_from(parent, target, global_step=self._global_of.get(target), reason=why)
+        global_step = self._global_of.get(target)
+        if self._make_hook is None:
+            self._branch_waiting = (parent, target, global_step, why)
+            return parent, None
+        self.hook.close()
+        self.hook = self._make_hook()
+        self.hook.branch_from(parent, target, global_step=global_step, reason=why)
         return parent, self.hook.session_id
 
 
 _END = object()
+#: Steps whose batch is remembered before those older than the oldest checkpoint are pruned.
+_KEEP_STEPS = 10_000

@@ -3,12 +3,15 @@ took it: the data side of a rollback (:mod:`tensortap.pytorch.rollback`)."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from tensortap.exceptions import InvalidConfigError
 
 T = TypeVar("T")
+#: Batches a consumer may read ahead of the one it trains (older ones are forgotten).
+_MAX_IN_FLIGHT = 64
 
 
 class SkipBatches(Generic[T]):
@@ -24,6 +27,10 @@ class SkipBatches(Generic[T]):
     the skip list is not restored with it, so batches found bad later stay skipped. Wrap the
     ``DataLoader`` itself (not its batch sampler) for :attr:`last_id` to name the batch the
     loop has, as a loader with workers reads its sampler ahead.
+
+    A consumer that reads ahead (Lightning's and Hugging Face's loops fetch the next batch
+    before training this one) calls :meth:`take` when a batch is trained: from then on
+    :meth:`state_dict` is where the *trained* batches end, not the batches read.
     """
 
     def __init__(
@@ -49,6 +56,18 @@ class SkipBatches(Generic[T]):
         self.last_id: Hashable | None = None
         #: How many batches were left out.
         self.skipped = 0
+        # yielded and not yet taken: (id, position after it, its pass's start)
+        self._in_flight: deque[tuple[Hashable, int, int]] = deque(maxlen=_MAX_IN_FLIGHT)
+        self._taken: tuple[int, int] | None = None  # (position after, pass start) of the last
+
+    def take(self) -> Hashable:
+        """The id of the batch being trained now: the oldest yielded and not yet taken (the
+        last yielded when none is left)."""
+        if not self._in_flight:
+            return self.last_id
+        batch_id, after, start = self._in_flight.popleft()
+        self._taken = (after, start)
+        return batch_id
 
     def id_of(self, position: int, batch: T) -> Hashable:
         """The id of the batch at ``position`` of the stream."""
@@ -66,12 +85,15 @@ class SkipBatches(Generic[T]):
                 self.skipped += 1
                 continue
             self.last_id = batch_id
+            self._in_flight.append((batch_id, self.position, start))
             yield batch
         self._pass_start = self.position
 
     def state_dict(self) -> dict[str, Any]:
-        """Where the stream is: its position and the position within the current pass."""
-        return {"position": self.position, "offset": self.position - self._pass_start}
+        """Where the stream is (after the last batch taken, once :meth:`take` is used): its
+        position and the position within its pass."""
+        position, start = self._taken or (self.position, self._pass_start)
+        return {"position": position, "offset": position - start}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Go back (or forward) to where :meth:`state_dict` was taken; the next iteration
@@ -90,3 +112,5 @@ class SkipBatches(Generic[T]):
             )
         self.position, self._resume_offset = position, offset
         self._pass_start = position - offset
+        self._in_flight.clear()
+        self._taken = None
