@@ -390,3 +390,32 @@ def test_lightning_fit_is_rolled_back_to_its_own_checkpoint_and_branches(tmp_pat
     first, second = trial.sessions()
     assert (second.branch_of, second.branch_step) == (first.id, 10)
     assert second.branch_global_step == 10
+
+
+def test_a_rules_rollback_action_rolls_a_jobs_training_back(tmp_path: Path) -> None:
+    from tensortap.jobs import DebuggerHookConfig, Rule, TrainingJob
+
+    job = TrainingJob(
+        command=[sys.executable, str(HELPERS / "rollback_job_train.py")],
+        output_path=tmp_path / "runs",
+        debugger_hook_config=DebuggerHookConfig(hook_parameters={"save_interval": "1"}),
+        rules=[
+            Rule.custom(
+                "LossAbove", str(HELPERS / "rollback_rules.py"), actions=[RollbackTraining()]
+            )
+        ],
+        environment={"PYTHONPATH": os.pathsep.join([str(HELPERS), SRC])},
+    )
+    job.fit(wait=False)
+    summary = job.wait(timeout=240, logs=False)
+    assert summary["status"] == "Completed", summary
+    result = json.loads(Path(job.record.dir, "logs", "training.log").read_text().splitlines()[-1])
+    # the rule fired at step 8 (batch 8's loss); training went back to the checkpoint of step 5
+    # (8 minus the margin of 1: 7, the newest checkpoint at or before it) and left batch 8 out
+    assert result["events"] == [["rollback", 8, 5, [8]]]
+    assert result["trained"] == [*range(13), 5, 6, 7, *range(9, 25)]  # steps 0-12, 5-23
+    (action,) = [e for e in job.record.iter_events() if e["event"] == "action"]
+    assert action["action"] == "rollback" and "roll back to before step 8" in action["result"]
+    first, second = tt.create_trial(job.debugger_artifacts_path()).sessions()
+    assert (second.branch_of, second.branch_step) == (first.id, 5)
+    assert "LossAbove" in second.branch_reason
