@@ -4,8 +4,10 @@ branch of the first (issue 35, item 2)."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -419,3 +421,16 @@ def test_a_rules_rollback_action_rolls_a_jobs_training_back(tmp_path: Path) -> N
     first, second = tt.create_trial(job.debugger_artifacts_path()).sessions()
     assert (second.branch_of, second.branch_step) == (first.id, 5)
     assert "LossAbove" in second.branch_reason
+
+
+def test_the_report_lists_the_branch(tmp_path: Path) -> None:
+    from helpers.branched_trial import HOSTILE, write_branched_trial
+    from tensortap.report.training import training_report
+
+    write_branched_trial(tmp_path / "forked")
+    trial = tt.create_trial(tmp_path / "forked")
+    first = trial.sessions()[0]
+    page = training_report(trial, rules=[])
+    row = re.search(r"<tr><td class='text'>session 1</td>.*?</tr>", page)
+    assert row and f"a branch of session {first.id} from TRAIN step 10: rollback" in row.group(0)
+    assert HOSTILE not in page and html.escape(HOSTILE) in row.group(0)  # escaped
