@@ -434,3 +434,88 @@ def test_the_report_lists_the_branch(tmp_path: Path) -> None:
     row = re.search(r"<tr><td class='text'>session 1</td>.*?</tr>", page)
     assert row and f"a branch of session {first.id} from TRAIN step 10: rollback" in row.group(0)
     assert HOSTILE not in page and html.escape(HOSTILE) in row.group(0)  # escaped
+
+
+def test_hugging_face_train_is_rolled_back_to_its_own_checkpoint_and_branches(
+    tmp_path: Path,
+) -> None:
+    transformers = pytest.importorskip("transformers")
+    from torch.utils.data import BatchSampler, SequentialSampler
+
+    from tensortap.huggingface import (
+        BatchStream,
+        HuggingFaceCheckpoints,
+        RollbackCallback,
+        TensortapCallback,
+        train_with_rollback,
+    )
+
+    class Regression(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net, _ = model_and_optimizer()
+            self.firsts: list[float] = []  # each batch's first value: which batch it was
+            self.last_loss = 0.0
+
+        def forward(self, x, labels):
+            self.firsts.append(round(x[0, 0].item(), 6))
+            loss = nn.functional.mse_loss(self.net(x), labels)
+            self.last_loss = loss.item()
+            return {"loss": loss}
+
+    class SpikeAtStepEnd(transformers.TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            if model.last_loss > 1000:  # the step just trained: global_step - 1
+                rollback.request(state.global_step - 1, [], f"loss {model.last_loss:.3g}")
+
+    data = dataset(bad=(12,))
+    samples = [{"x": x, "labels": y} for x, y in data]
+    batches = tt.SkipBatches(BatchSampler(SequentialSampler(samples), BATCH, drop_last=True))
+    rollback = tt.Rollback(HuggingFaceCheckpoints(tmp_path / "out"), batches=batches)
+    model = Regression()
+
+    def make_trainer():
+        args = transformers.TrainingArguments(
+            str(tmp_path / "out"),
+            max_steps=30,
+            per_device_train_batch_size=BATCH,
+            learning_rate=0.05,
+            lr_scheduler_type="constant",
+            optim="sgd",
+            save_strategy="steps",
+            save_steps=5,
+            logging_steps=1,
+            report_to=[],
+            use_cpu=True,
+            disable_tqdm=True,
+            max_grad_norm=0.0,
+            seed=0,
+        )
+        return transformers.Trainer(
+            model,
+            args,
+            train_dataset=BatchStream(samples, batches),
+            callbacks=[
+                TensortapCallback(out_dir=str(tmp_path / "run")),
+                SpikeAtStepEnd(),
+                RollbackCallback(rollback),
+            ],
+        )
+
+    trainer = train_with_rollback(rollback, make_trainer)
+    assert trainer.state.global_step == 30
+    (event,) = rollback.events
+    assert (event.kind, event.step, event.restored_step, event.batches) == (
+        "rollback",
+        12,
+        10,
+        (12,),
+    )
+    position = {round(data[k * BATCH][0][0].item(), 6): k for k in range(64)}
+    trained = [position[first] for first in model.firsts]
+    assert trained == [*range(13), 10, 11, *range(13, 31)]  # resumed at 10, batch 12 left out
+    trial = tt.create_trial(tmp_path / "run")
+    first, second = trial.sessions()
+    assert (second.branch_of, second.branch_step) == (first.id, 10)
+    assert second.branch_global_step == 10 and second.rolled_back == (("TRAIN", 10, 12),)
+    assert trial.steps(mode=tt.modes.TRAIN) == list(range(30))

@@ -74,7 +74,13 @@ OWN_FACES: dict[str, dict[str, str]] = {
         "RollbackCallback": "tensortap.lightning.rollback",
         "fit_with_rollback": "tensortap.lightning.rollback",
     },
-    "tensortap.huggingface": {"TensortapCallback": "tensortap.huggingface.callback"},
+    "tensortap.huggingface": {
+        "TensortapCallback": "tensortap.huggingface.callback",
+        "BatchStream": "tensortap.huggingface.rollback",
+        "HuggingFaceCheckpoints": "tensortap.huggingface.rollback",
+        "RollbackCallback": "tensortap.huggingface.rollback",
+        "train_with_rollback": "tensortap.huggingface.rollback",
+    },
 }
 _OPTIONAL = {
     "tensortap.lightning": frozenset(
