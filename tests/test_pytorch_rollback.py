@@ -88,7 +88,7 @@ def train(tmp_path: Path, bad: tuple[int, ...] = BAD, rollback_on: bool = True):
 
     batches = tt.SkipBatches(DataLoader(dataset(bad), batch_size=BATCH, shuffle=False))
     rollback = tt.Rollback(
-        tt.FunctionCheckpoints(save, load), every=5, batches=batches, hook=make_hook
+        tt.FunctionCheckpoints(save, load), every=5, batches=batches, make_hook=make_hook
     )
     check = SpikeCheck(rollback)
     losses = []
@@ -244,6 +244,8 @@ def test_bad_arguments_say_what_was_expected() -> None:
         tt.Rollback(object(), every=5)  # type: ignore[arg-type]
     with pytest.raises(InvalidConfigError, match="batches must be a SkipBatches"):
         tt.Rollback(checkpoints, every=5, batches=[1, 2])  # type: ignore[arg-type]
+    with pytest.raises(InvalidConfigError, match="make_hook must be a function"):
+        tt.Rollback(checkpoints, every=5, make_hook=3)  # type: ignore[arg-type]
     rollback = tt.Rollback(checkpoints, every=5)
     with pytest.raises(InvalidConfigError, match="step must be an int >= 0"):
         rollback.request(-1, [], "x")

@@ -24,7 +24,7 @@ def write_branched_trial(out: Path) -> None:
         ttp.FunctionCheckpoints(lambda step: None, lambda step: None),
         every=5,
         batches=ttp.SkipBatches(list(range(30))),
-        hook=make_hook,
+        make_hook=make_hook,
     )
     for step, batch_id, _ in rollback.steps(20):
         hook = rollback.hook

@@ -47,7 +47,7 @@ def main() -> None:
         tt.DistributedCheckpoints(checkpoint_dir, model, optimizer),
         every=4,
         batches=tt.SkipBatches(data),
-        hook=make_hook,
+        make_hook=make_hook,
     )
     losses: list[float] = []
     for step, batch_id, (x, y) in rollback.steps(STEPS):

@@ -47,7 +47,7 @@ def main() -> None:
         tt.FunctionCheckpoints(save, load),
         every=5,
         batches=tt.SkipBatches(data),
-        hook=make_hook,  # requests: the job's rollback file, found through $TENSORTAP_JOB_DIR
+        make_hook=make_hook,  # requests: the job's rollback file, found through $TENSORTAP_JOB_DIR
     )
     trained = []
     waited = False

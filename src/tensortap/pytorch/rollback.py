@@ -69,9 +69,10 @@ class Rollback:
     :class:`~tensortap.pytorch.checkpoints.Checkpoints`. ``every``: :meth:`steps` saves a
     checkpoint at every ``every``-th step (step 0 included; not needed where a trainer saves
     them, as with :mod:`tensortap.lightning`'s rollback). ``batches``: the
-    :class:`SkipBatches` the loop reads. ``hook``: a function that makes (and registers) the
-    hook, called at once and again after each rollback, as each resumed run is a new writing
-    session (:attr:`hook` is the current one). ``requests``: the request file a rule's rollback
+    :class:`SkipBatches` the loop reads. ``make_hook``: a function that makes (and registers)
+    the hook, called at once and again after each rollback, as each resumed run is a new
+    writing session (:attr:`hook` is the current one; without it, a trainer's callback hands
+    its hook over: :meth:`follow_hook`). ``requests``: the request file a rule's rollback
     action writes, or a :class:`~tensortap.core.rollback_request.RollbackRequests` watching it
     (default: the one of the job the process runs in, if any). ``group``: the
     process group the ranks agree on requests through (default: a new gloo group, when
@@ -84,7 +85,7 @@ class Rollback:
         *,
         every: int | None = None,
         batches: SkipBatches[Any] | None = None,
-        hook: Callable[[], Hook] | None = None,
+        make_hook: Callable[[], Hook] | None = None,
         margin: int = 1,
         max_rollbacks: int = 3,
         requests: str | os.PathLike[str] | RollbackRequests | None = None,
@@ -110,17 +111,17 @@ class Rollback:
                 "Rollback: batches must be a SkipBatches (wrap your DataLoader: "
                 f"SkipBatches(loader)), got {type(batches).__name__}"
             )
-        if hook is not None and not callable(hook):
+        if make_hook is not None and not callable(make_hook):
             raise InvalidConfigError(
-                "Rollback: hook must be a function that makes the hook (each resumed run is a "
-                f"new session, with a new hook), got {hook!r}"
+                "Rollback: make_hook must be a function that makes the hook (each resumed run "
+                f"is a new session, with a new hook), got {make_hook!r}"
             )
         self.checkpoints = checkpoints
         self.every, self.margin, self.max_rollbacks = every, margin, max_rollbacks
         self.batches = batches
-        self._make_hook = hook
-        #: The current hook (None without ``hook``).
-        self.hook: Hook | None = hook() if hook is not None else None
+        self._make_hook = make_hook
+        #: The current hook (None until ``make_hook`` or :meth:`follow_hook` gives one).
+        self.hook: Hook | None = make_hook() if make_hook is not None else None
         if requests is None and os.environ.get(JOB_ENV):
             requests = os.path.join(os.environ[JOB_ENV], REQUEST_FILE)
         if requests is not None and not isinstance(requests, RollbackRequests):
