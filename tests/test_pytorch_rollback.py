@@ -521,3 +521,22 @@ def test_hugging_face_train_is_rolled_back_to_its_own_checkpoint_and_branches(
     assert (second.branch_of, second.branch_step) == (first.id, 10)
     assert second.branch_global_step == 10 and second.rolled_back == (("TRAIN", 10, 12),)
     assert trial.steps(mode=tt.modes.TRAIN) == list(range(30))
+
+
+def test_tensortap_run_rollback_on_gives_the_rule_the_rollback_action(
+    tmp_path: Path, capsys
+) -> None:
+    from tensortap.cli import main
+    from tensortap.jobs import TrainingJob
+
+    rule = f"{HELPERS / 'rollback_rules.py'}:LossAbove"
+    training = ["--", sys.executable, "-c", "pass"]
+    argv = ["run", "--output", str(tmp_path), "--custom-rule", rule, "--rollback-on"]
+    assert main([*argv, "Nope", *training]) == 2
+    assert "--rollback-on Nope: no such rule in this job" in capsys.readouterr().err
+    assert main([*argv, "LossAbove", "--no-wait", *training]) == 0
+    (job_dir,) = (tmp_path).iterdir()
+    job = TrainingJob.attach(job_dir)
+    job.wait(timeout=120, logs=False)
+    (spec,) = json.loads((job_dir / "job.json").read_text())["rules"]
+    assert [a["kind"] for a in spec["actions"]] == ["rollback"]
