@@ -420,6 +420,10 @@ def test_a_rules_rollback_action_rolls_a_jobs_training_back(tmp_path: Path) -> N
     assert result["trained"] == [*range(13), 5, 6, 7, *range(9, 25)]  # steps 0-12, 5-23
     (action,) = [e for e in job.record.iter_events() if e["event"] == "action"]
     assert action["action"] == "rollback" and "roll back to before step 8" in action["result"]
+    (done,) = [e for e in job.record.iter_events() if e["event"] == "rollback"]  # for the view
+    assert (
+        done["restored_step"] == 5 and "rolled back to the checkpoint of step 5" in done["message"]
+    )
     first, second = tt.create_trial(job.debugger_artifacts_path()).sessions()
     assert (second.branch_of, second.branch_step) == (first.id, 5)
     assert "LossAbove" in second.branch_reason

@@ -4,7 +4,8 @@ action): the sibling of :mod:`tensortap.core.stop`, through the same job directo
 The rule's process writes the request file (JSON: the step the rule fired at, its mode, the rule
 and its message) atomically; the training process's :class:`tensortap.pytorch.Rollback` looks for
 it at step boundaries, at most every ``interval`` seconds, and claims it by renaming it, so one
-request is acted on once and a later one can follow.
+request is acted on once and a later one can follow. What it did goes back into the job's events
+(:func:`record_event`), which the live view shows.
 """
 
 from __future__ import annotations
@@ -16,6 +17,20 @@ from typing import Any
 
 #: The request file's name in a job's directory.
 REQUEST_FILE = "rollback"
+#: The job's events log (:data:`tensortap.jobs.record.EVENTS_FILE`; core cannot import jobs).
+EVENTS_FILE = "events.jsonl"
+
+
+def record_event(job_dir: str | os.PathLike[str], kind: str, **fields: Any) -> None:
+    """Append one event to the job's events log, as the job's own processes do (one ``write``
+    on a file opened with ``O_APPEND``: lines never interleave)."""
+    event = {"time": time.time(), "event": kind, **fields}
+    line = (json.dumps(event, default=str) + "\n").encode()
+    fd = os.open(os.path.join(job_dir, EVENTS_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
 
 
 def request_rollback(path: str | os.PathLike[str], request: dict[str, Any]) -> None:

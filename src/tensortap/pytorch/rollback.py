@@ -34,7 +34,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tensortap.core.rollback_request import REQUEST_FILE, RollbackRequests
+from tensortap.core.rollback_request import REQUEST_FILE, RollbackRequests, record_event
 from tensortap.exceptions import InvalidConfigError
 from tensortap.hook import Hook
 from tensortap.hook_config import JOB_ENV
@@ -122,8 +122,9 @@ class Rollback:
         self._make_hook = make_hook
         #: The current hook (None until ``make_hook`` or :meth:`follow_hook` gives one).
         self.hook: Hook | None = make_hook() if make_hook is not None else None
-        if requests is None and os.environ.get(JOB_ENV):
-            requests = os.path.join(os.environ[JOB_ENV], REQUEST_FILE)
+        self._job_dir = os.environ.get(JOB_ENV) or None  # its events show what was done
+        if requests is None and self._job_dir is not None:
+            requests = os.path.join(self._job_dir, REQUEST_FILE)
         if requests is not None and not isinstance(requests, RollbackRequests):
             requests = RollbackRequests(requests)
         self._requests = requests
@@ -287,6 +288,7 @@ class Rollback:
             message = f"rollback for step {step} refused: {refusal}; training stops ({reason})"
             logger.error("tensortap: %s", message)
             self.events.append(RollbackEvent("refused", step, None, tuple(ids), reason, message))
+            self._tell_job("rollback_refused", step=step, message=message)
             self.should_stop = True
             return None
         target = good[-1]
@@ -307,6 +309,7 @@ class Rollback:
         self.events.append(
             RollbackEvent("rollback", step, target, tuple(ids), reason, message, session, parent)
         )
+        self._tell_job("rollback", step=step, restored_step=target, message=message)
         return target
 
     def close(self) -> None:
@@ -366,6 +369,15 @@ class Rollback:
         reason = "; ".join(dict.fromkeys(r[2] for r in requests))
         return step, ids, reason
 
+    def _tell_job(self, kind: str, **fields: Any) -> None:
+        """The job's events say what was done (once: by rank 0); never raises."""
+        if self._job_dir is None or (self._world > 1 and _rank() != 0):
+            return
+        try:
+            record_event(self._job_dir, kind, **fields)
+        except OSError as exc:
+            logger.warning("tensortap: could not record %s in the job's events: %s", kind, exc)
+
     def _control_group(self) -> Any:
         try:
             import torch.distributed as dist
@@ -401,6 +413,12 @@ class Rollback:
         self.hook = self._make_hook()
         self.hook.branch_from(parent, target, global_step=global_step, reason=why)
         return parent, self.hook.session_id
+
+
+def _rank() -> int:
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
 _END = object()
