@@ -33,6 +33,11 @@ FACES: dict[str, dict[str, str]] = {
         "ReplayStatus": "tensortap.pytorch.replay",
         "RollbackTarget": "tensortap.core.rollback_target",
         "SkipBudget": "tensortap.pytorch.guard",
+        "Rollback": "tensortap.pytorch.rollback",
+        "RollbackEvent": "tensortap.pytorch.rollback",
+        "SkipBatches": "tensortap.pytorch.skip_batches",
+        "FunctionCheckpoints": "tensortap.pytorch.checkpoints",
+        "DistributedCheckpoints": "tensortap.pytorch.checkpoints",
         "OPTIMIZER_VARIABLES": "tensortap.pytorch.naming",
         "RELU_ACTIVATIONS": "tensortap.pytorch.naming",
     },
@@ -71,10 +76,29 @@ OWN_FACES: dict[str, dict[str, str]] = {
         "CallbackMixin": "tensortap.lightning.callback",
         "PLTensortapCallback": "tensortap.lightning.pl_callback",
         "TensortapCallback": "tensortap.lightning.lightning_callback",
+        "LightningCheckpoints": "tensortap.lightning.rollback",
+        "RollbackCallback": "tensortap.lightning.rollback",
+        "fit_with_rollback": "tensortap.lightning.rollback",
     },
-    "tensortap.huggingface": {"TensortapCallback": "tensortap.huggingface.callback"},
+    "tensortap.huggingface": {
+        "TensortapCallback": "tensortap.huggingface.callback",
+        "BatchStream": "tensortap.huggingface.rollback",
+        "HuggingFaceCheckpoints": "tensortap.huggingface.rollback",
+        "RollbackCallback": "tensortap.huggingface.rollback",
+        "train_with_rollback": "tensortap.huggingface.rollback",
+    },
 }
-_OPTIONAL = {"tensortap.lightning": frozenset({"PLTensortapCallback", "TensortapCallback"})}
+_OPTIONAL = {
+    "tensortap.lightning": frozenset(
+        {
+            "PLTensortapCallback",
+            "TensortapCallback",
+            "LightningCheckpoints",
+            "RollbackCallback",
+            "fit_with_rollback",
+        }
+    )
+}
 
 SHARED_MODULE = "tensortap._shared"
 

@@ -302,6 +302,47 @@ class Hook:
         """:meth:`continue_at`, checked (for adapters that count steps themselves: JAX)."""
         self._session_steps.continue_at(step, mode, source)
 
+    @property
+    def session_id(self) -> str:
+        """The id of this hook's writing session (:attr:`tensortap.trials.Session.id`)."""
+        return self._writer.session
+
+    def branch_from(
+        self,
+        parent: str,
+        step: int,
+        *,
+        global_step: int | None = None,
+        reason: str = "",
+        mode: ModeKeys | str | int = ModeKeys.TRAIN,
+    ) -> None:
+        """Record this session as a branch of session ``parent``: training was restored to
+        step ``step`` of ``mode`` (the parent's ``global_step`` there, when known) and goes on
+        from it, as after a rollback to a checkpoint. The steps of ``mode`` are numbered from
+        ``step`` (see :meth:`continue_at`), and the session record names the parent, the step
+        and ``reason`` (:attr:`tensortap.trials.Session.branch_of`)."""
+        if not isinstance(parent, str) or not parent:
+            raise InvalidConfigError(
+                f"branch_from: parent must be a session id (a non-empty str), got {parent!r}"
+            )
+        if global_step is not None and (
+            isinstance(global_step, bool) or not isinstance(global_step, int) or global_step < 0
+        ):
+            raise InvalidConfigError(
+                f"branch_from: global_step must be an int >= 0 or None, got {global_step!r}"
+            )
+        self.continue_at(step, mode, source=reason or f"a branch of session {parent}")
+        updates = {
+            "branch_of": parent,
+            "branch_step": step,
+            "branch_mode": parse_mode(mode).name,
+            "branch_global_step": global_step,
+            "branch_reason": reason or None,
+        }
+        with self._lock:
+            if not self._closed:
+                self._guard_event(self._writer.note_session, updates)
+
     def set_mode(self, mode: ModeKeys | str | int) -> None:
         """Switch to TRAIN, EVAL, PREDICT or GLOBAL (closing the current step if it saved)."""
         with self._lock:

@@ -10,6 +10,7 @@ from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs import (
     DebuggerHookConfig,
     Email,
+    RollbackTraining,
     Rule,
     StopTraining,
     TensorBoardOutputConfig,
@@ -50,6 +51,14 @@ def add_parser(sub: Any) -> None:
     run.add_argument(
         "--stop-on", action="append", default=[], metavar="RULE", help="stop when RULE fires"
     )
+    run.add_argument(
+        "--rollback-on",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="roll training back to its last good checkpoint when RULE fires (the script "
+        "makes a tensortap.pytorch.Rollback)",
+    )
     run.add_argument("--webhook", help="POST each rule's first finding to this URL")
     run.add_argument("--email", help="email each rule's first finding to this address")
     run.add_argument("--smtp", default="localhost:25", help="SMTP server for --email (host:port)")
@@ -88,11 +97,12 @@ def run(ns: argparse.Namespace) -> int:
     if not rules and not ns.no_rules:
         # the recommended set of the framework the script turns out to use, so the job saves
         # and judges (XGBoost's rules for boosted trees, JAX's for JAX, else deep learning's)
-        by_framework = recommended_rules(extra, ns.stop_on)
+        by_framework = recommended_rules(extra, ns.stop_on, ns.rollback_on)
     known = {r.name for r in rules}
-    for name in ns.stop_on if by_framework is None else ():
-        if name not in known:
-            raise InvalidConfigError(f"--stop-on {name}: no such rule in this job; rules: {known}")
+    for flag, names in (("--stop-on", ns.stop_on), ("--rollback-on", ns.rollback_on)):
+        for name in names if by_framework is None else ():
+            if name not in known:
+                raise InvalidConfigError(f"{flag} {name}: no such rule in this job; rules: {known}")
     rules = [
         Rule(
             r.name,
@@ -100,7 +110,12 @@ def run(ns: argparse.Namespace) -> int:
             r.parameters,
             r.source,
             r.collections,
-            (*r.actions, *extra, *([StopTraining()] if r.name in ns.stop_on else [])),
+            (
+                *r.actions,
+                *extra,
+                *([StopTraining()] if r.name in ns.stop_on else []),
+                *([RollbackTraining()] if r.name in ns.rollback_on else []),
+            ),
             r.other_trials,
         )
         for r in rules

@@ -5,7 +5,15 @@ See docs/jobs.md. The names follow the SageMaker SDK of the seeds::
     from tensortap.jobs import TrainingJob, DebuggerHookConfig, CollectionConfig, Rule, rule_configs
 """
 
-from tensortap.jobs.actions import Action, Call, Command, Email, StopTraining, Webhook
+from tensortap.jobs.actions import (
+    Action,
+    Call,
+    Command,
+    Email,
+    RollbackTraining,
+    StopTraining,
+    Webhook,
+)
 from tensortap.jobs.job import AttachedJob, TrainingJob
 from tensortap.jobs.specs import (
     CollectionConfig,
@@ -23,6 +31,7 @@ __all__ = [
     "Command",
     "DebuggerHookConfig",
     "Email",
+    "RollbackTraining",
     "Rule",
     "StopTraining",
     "TensorBoardOutputConfig",

@@ -1,5 +1,5 @@
-"""What a job does when a rule fires: stop training, POST to a webhook, send an email, run a
-command or call a Python function.
+"""What a job does when a rule fires: stop training, roll it back, POST to a webhook, send an
+email, run a command or call a Python function.
 
 Actions are configured per rule (``Rule.builtin(..., actions=[StopTraining()])``) and run in
 the rule's process when the rule first fires (``every_time=True`` for each firing), so a slow
@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field, fields
 from email.message import EmailMessage
 from typing import Any, ClassVar
 
+from tensortap.core.rollback_request import REQUEST_FILE, request_rollback
 from tensortap.core.stop import request_stop
 from tensortap.exceptions import InvalidConfigError
 
@@ -32,6 +33,11 @@ class ActionContext:
 
     job_dir: str
     stop_file: str
+
+    @property
+    def rollback_file(self) -> str:
+        """The rollback-request file the training process watches (beside the stop file)."""
+        return os.path.join(self.job_dir, REQUEST_FILE)
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,28 @@ class StopTraining(Action):
         reason = f"{finding['rule']} fired at step {finding['step']}: {finding['message']}"
         request_stop(context.stop_file, reason)
         return "asked training to stop at its next step"
+
+
+@dataclass(frozen=True)
+class RollbackTraining(Action):
+    """Roll training back to its last good checkpoint before the step the rule fired at, and
+    skip that step's batch: a :class:`tensortap.pytorch.Rollback` in the training script acts on
+    it at its next step boundary (a script without one goes on as if nothing was asked; the
+    request stays in the job's directory as ``rollback``)."""
+
+    kind: ClassVar[str] = "rollback"
+
+    def run(self, finding: Mapping[str, Any], context: ActionContext) -> str:
+        request = {
+            "step": finding.get("step"),
+            "mode": finding.get("mode"),
+            "mode_step": finding.get("mode_step"),
+            "rule": finding.get("rule"),
+            "reason": f"{finding.get('rule')} fired at step {finding.get('step')}: "
+            f"{finding.get('message')}",
+        }
+        request_rollback(context.rollback_file, request)
+        return f"asked training to roll back to before step {finding.get('step')}"
 
 
 @dataclass(frozen=True)
@@ -197,7 +225,7 @@ class Call(Action):
 
 
 ACTIONS: dict[str, type[Action]] = {
-    cls.kind: cls for cls in (StopTraining, Webhook, Email, Command, Call)
+    cls.kind: cls for cls in (StopTraining, RollbackTraining, Webhook, Email, Command, Call)
 }
 
 

@@ -23,6 +23,8 @@ _NOTABLE = {
     "action": "{rule}: {action}: {result}",
     "action_failed": "{rule}: action {action} failed: {error}",
     "stop_requested": "stop requested ({reason}); training stops at its next step",
+    "rollback": "{message}",
+    "rollback_refused": "{message}",
     "training_terminated": "training did not stop within {after_secs:g} s; terminating it",
     "training_ended": "training ended: {status} (exit code {exit_code})",
 }

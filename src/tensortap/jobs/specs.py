@@ -23,7 +23,7 @@ from tensortap.core.collections import (
 from tensortap.exceptions import InvalidConfigError
 from tensortap.hook import DEFAULT_INCLUDE_COLLECTIONS
 from tensortap.hook_config import CollectionSettings, HookConfig, HookSettings
-from tensortap.jobs.actions import Action, StopTraining, action_from_dict
+from tensortap.jobs.actions import Action, RollbackTraining, StopTraining, action_from_dict
 from tensortap.rules.builtin import BUILTIN_RULES
 from tensortap.rules.rule_configs import BuiltinRuleConfig
 from tensortap.rules.spec import RuleSpec, rule_spec_fields, string_parameters
@@ -162,8 +162,8 @@ class JobRule(RuleSpec):
         for action in self.actions:
             if not isinstance(action, Action):
                 raise InvalidConfigError(
-                    f"actions must be tensortap.jobs actions (StopTraining, Webhook, Email, "
-                    f"Command), got {action!r}"
+                    f"actions must be tensortap.jobs actions (StopTraining, RollbackTraining, "
+                    f"Webhook, Email, Command, Call), got {action!r}"
                 )
         super().__post_init__()
 
@@ -279,29 +279,35 @@ OTHER_FRAMEWORKS = "*"
 
 
 def recommended_rules(
-    actions: Sequence[Action] = (), stop_on: Sequence[str] = ()
+    actions: Sequence[Action] = (), stop_on: Sequence[str] = (), rollback_on: Sequence[str] = ()
 ) -> dict[str, list[Rule]]:
     """The recommended rules of each framework (``rule_configs.recommended(framework)``), as a
     job's ``rules_by_framework``: the job runs the set of the framework whose hook writes its
     trial (XGBoost's rules for boosted trees, JAX's for JAX; the deep-learning set, under
     :data:`OTHER_FRAMEWORKS`, for the others). ``actions`` are given to every rule, and
-    :class:`StopTraining` to the rules named in ``stop_on``."""
+    :class:`StopTraining` to the rules named in ``stop_on``, :class:`RollbackTraining` to those
+    in ``rollback_on``."""
     from tensortap.rules.rule_configs import RECOMMENDED_BY_FRAMEWORK, recommended
 
     sets = {OTHER_FRAMEWORKS: recommended()}
     sets.update({name: recommended(name) for name in RECOMMENDED_BY_FRAMEWORK})
     known = {config.name for configs in sets.values() for config in configs}
-    for name in stop_on:
-        if name not in known:
-            raise InvalidConfigError(
-                f"--stop-on {name}: no recommended rule of that name; they are "
-                f"{', '.join(sorted(known))}"
-            )
+    for flag, names in (("--stop-on", stop_on), ("--rollback-on", rollback_on)):
+        for name in names:
+            if name not in known:
+                raise InvalidConfigError(
+                    f"{flag} {name}: no recommended rule of that name; they are "
+                    f"{', '.join(sorted(known))}"
+                )
     return {
         framework: [
             Rule.builtin(
                 config,
-                actions=[*actions, *([StopTraining()] if config.name in stop_on else [])],
+                actions=[
+                    *actions,
+                    *([StopTraining()] if config.name in stop_on else []),
+                    *([RollbackTraining()] if config.name in rollback_on else []),
+                ],
             )
             for config in configs
         ]

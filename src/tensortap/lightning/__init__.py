@@ -1,6 +1,8 @@
 """tensortap for Lightning: :class:`TensortapCallback` for ``lightning.pytorch.Trainer``, and
 :class:`PLTensortapCallback` for the ``pytorch_lightning`` spelling of the same Trainer (each
-Trainer accepts only its own package's ``Callback``). A name is None when its package is not
+Trainer accepts only its own package's ``Callback``); :class:`RollbackCallback`,
+:class:`LightningCheckpoints` and :func:`fit_with_rollback` roll a fit back to its last good
+checkpoint (see :mod:`tensortap.lightning.rollback`). A name is None when its package is not
 installed. Names load at first use, as the framework faces' (see :mod:`tensortap._faces`)."""
 
 from typing import TYPE_CHECKING
@@ -11,5 +13,8 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ 
     from tensortap.lightning.callback import CallbackMixin as CallbackMixin
     from tensortap.lightning.lightning_callback import TensortapCallback as TensortapCallback
     from tensortap.lightning.pl_callback import PLTensortapCallback as PLTensortapCallback
+    from tensortap.lightning.rollback import LightningCheckpoints as LightningCheckpoints
+    from tensortap.lightning.rollback import RollbackCallback as RollbackCallback
+    from tensortap.lightning.rollback import fit_with_rollback as fit_with_rollback
 
 __all__, __getattr__, __dir__ = face(__name__)

@@ -17,6 +17,8 @@ from tensortap._faces import face
 if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ here)
     from tensortap._shared import *  # noqa: F403
     from tensortap.core.rollback_target import RollbackTarget as RollbackTarget
+    from tensortap.pytorch.checkpoints import DistributedCheckpoints as DistributedCheckpoints
+    from tensortap.pytorch.checkpoints import FunctionCheckpoints as FunctionCheckpoints
     from tensortap.pytorch.guard import Guard as Guard
     from tensortap.pytorch.guard import GuardEvent as GuardEvent
     from tensortap.pytorch.guard import GuardRecord as GuardRecord
@@ -29,5 +31,8 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ 
     from tensortap.pytorch.replay import Attribution as Attribution
     from tensortap.pytorch.replay import Replayer as Replayer
     from tensortap.pytorch.replay import ReplayStatus as ReplayStatus
+    from tensortap.pytorch.rollback import Rollback as Rollback
+    from tensortap.pytorch.rollback import RollbackEvent as RollbackEvent
+    from tensortap.pytorch.skip_batches import SkipBatches as SkipBatches
 
 __all__, __getattr__, __dir__ = face(__name__)

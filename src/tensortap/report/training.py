@@ -127,7 +127,15 @@ def _sessions_table(sessions: Sequence[Session]) -> str:
         steps = None if s.first_step is None else f"{s.first_step}-{s.last_step}"
         counted = ", ".join(f"{m} {n}" for m, n in s.mode_steps.items())
         again = "; ".join(f"{m} steps {a}-{b} counted again" for m, a, b in s.rolled_back)
-        note = "; ".join(x for x in (counted and f"from {counted}", s.step_source, again) if x)
+        branch = (
+            f"a branch of session {s.branch_of} from {s.branch_mode} step {s.branch_step}"
+            + (f": {s.branch_reason}" if s.branch_reason else "")
+            if s.branched
+            else ""
+        )
+        note = "; ".join(
+            x for x in (branch, counted and f"from {counted}", s.step_source, again) if x
+        )
         rows.append(
             "<tr>"
             + "".join(

@@ -111,8 +111,9 @@ def trial_meta(run: Run) -> dict[str, Any]:
 
 def resumed_sessions(run: Run) -> list[dict[str, Any]]:
     """Each session that resumed the run (a restarted script, a trainer resumed from a
-    checkpoint), from its session record, at the first global step after the one it resumed
-    from: marked on the curves. Reused for :data:`META_SECS`."""
+    checkpoint, a rollback's branch), from its session record, at the first global step after
+    the one it resumed from: marked on the curves (a branch is drawn from where it forks: its
+    ``branch_global_step``). Reused for :data:`META_SECS`."""
     cached = run.sessions
     now = time.monotonic()
     if cached is not None and now - cached[0] < META_SECS:
@@ -145,10 +146,25 @@ def resumed_sessions(run: Run) -> list[dict[str, Any]]:
                         "step_source": doc.get("step_source"),
                         "rolled_back": doc.get("rolled_back") or [],
                         "step": step,
+                        **_branch(doc),
                     }
                 )
     run.sessions = (now, out)
     return out
+
+
+def _branch(doc: dict[str, Any]) -> dict[str, Any]:
+    """A rollback's branch, from a session record: the parent session, the step restored, the
+    parent's global step there and why (None for a session that is no branch)."""
+    parent = doc.get("branch_of")
+    step, at = doc.get("branch_step"), doc.get("branch_global_step")
+    return {
+        "branch_of": parent if isinstance(parent, str) else None,
+        "branch_step": step if isinstance(step, int) else None,
+        "branch_mode": str(doc.get("branch_mode") or "TRAIN") if isinstance(parent, str) else None,
+        "branch_global_step": at if isinstance(at, int) and isinstance(parent, str) else None,
+        "branch_reason": str(doc["branch_reason"]) if doc.get("branch_reason") else None,
+    }
 
 
 def overview(run: Run) -> dict[str, Any]:

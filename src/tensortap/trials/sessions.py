@@ -24,6 +24,11 @@ class Session:
     ``fields``: an attribution by replay, say). A session written by a tensortap from before
     sessions were recorded is known by its steps only: its ``started``, ``host`` and ``pid``
     are None.
+
+    A session that a rollback started (:class:`tensortap.pytorch.Rollback`) is a **branch**:
+    ``branch_of`` is the id of the session it forks from, ``branch_step`` the step of
+    ``branch_mode`` training was restored to (its checkpoint), ``branch_global_step`` the parent's
+    global step there (None when unknown) and ``branch_reason`` why. All are None otherwise.
     """
 
     worker: str
@@ -39,6 +44,11 @@ class Session:
     step_source: str | None = None
     rolled_back: tuple[tuple[str, int, int], ...] = ()
     events: tuple[dict[str, Any], ...] = ()
+    branch_of: str | None = None
+    branch_step: int | None = None
+    branch_mode: str | None = None
+    branch_global_step: int | None = None
+    branch_reason: str | None = None
 
     @property
     def resumed(self) -> bool:
@@ -60,7 +70,17 @@ class Session:
             "step_source": self.step_source,
             "rolled_back": [list(r) for r in self.rolled_back],
             "events": [dict(e) for e in self.events],
+            "branch_of": self.branch_of,
+            "branch_step": self.branch_step,
+            "branch_mode": self.branch_mode,
+            "branch_global_step": self.branch_global_step,
+            "branch_reason": self.branch_reason,
         }
+
+    @property
+    def branched(self) -> bool:
+        """True when a rollback started this session from an earlier one's checkpoint."""
+        return self.branch_of is not None
 
 
 def worker_sessions(state: WorkerState, records: dict[int, dict[str, Any]]) -> list[Session]:
@@ -96,6 +116,23 @@ def worker_sessions(state: WorkerState, records: dict[int, dict[str, Any]]) -> l
                     (str(m), int(a), int(b)) for m, a, b in doc.get("rolled_back", [])
                 ),
                 events=tuple(dict(e) for e in doc.get("events", [])),
+                **_branch(doc),
             )
         )
     return out
+
+
+def _branch(doc: dict[str, Any]) -> dict[str, Any]:
+    """The branch fields of a session record (absent from records of sessions that were no
+    branch, and from every record written before rollbacks existed: None)."""
+    parent = doc.get("branch_of")
+    if not isinstance(parent, str):
+        return {}
+    step, global_step = doc.get("branch_step"), doc.get("branch_global_step")
+    return {
+        "branch_of": parent,
+        "branch_step": step if isinstance(step, int) else None,
+        "branch_mode": str(doc.get("branch_mode") or "TRAIN"),
+        "branch_global_step": global_step if isinstance(global_step, int) else None,
+        "branch_reason": doc.get("branch_reason"),
+    }

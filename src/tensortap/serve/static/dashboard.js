@@ -129,8 +129,47 @@ function seriesLabel(s, modes, prefix) {
   return plain((prefix ? `${prefix}: ` : "") + (modes > 1 ? `${s.name} (${s.mode})` : s.name));
 }
 
+// A rollback's branch: the session's steps are drawn from where it forks from its parent
+// (its checkpoint's global step in the parent), and the parent's steps after the fork, which
+// the rollback abandoned, dimmed and dashed. ``forkX`` maps a global step of the worker to
+// where it is drawn; ``abandoned`` says whether a branch left that step behind.
+function branchesOf(sessions, worker) {
+  return (sessions || []).filter((b) => b.worker === worker && b.branch_of != null &&
+    Number.isFinite(b.branch_global_step)).sort((a, b) => a.step - b.step);
+}
+function forkX(branches, x) {
+  for (let k = branches.length - 1; k >= 0; k--) {
+    const b = branches[k];
+    if (b.step <= x) return forkX(branches.slice(0, k), b.branch_global_step) + (x - b.step);
+  }
+  return x;
+}
+function abandoned(branches, x) {
+  return branches.some((b) => b.branch_global_step <= x && x < b.step);
+}
+// ``s`` split at its branches: the line kept (x drawn from the forks) and the points abandoned
+function forked(s, sessions) {
+  const branches = branchesOf(sessions, s.worker);
+  if (!branches.length) return { line: s, dropped: null };
+  const keep = { x: [], y: [], g: [] }, drop = { x: [], y: [], g: [] };
+  s.x.forEach((x, k) => {
+    const to = abandoned(branches, x) ? drop : keep;
+    to.x.push(forkX(branches, x)); to.y.push(s.y[k]); to.g.push(x);
+  });
+  const gaps = s.gaps.filter(([first]) => !abandoned(branches, first))
+    .map(([first, last, kind]) => [forkX(branches, first), forkX(branches, last), kind]);
+  return { line: { ...s, x: keep.x, y: keep.y, global: keep.g, gaps },
+    dropped: drop.x.length ? { x: drop.x, y: drop.y, global: drop.g } : null };
+}
+
 // where a resumed session of the run starts: "↻ session 1", on the curves
 function sessionText(s) {
+  if (s.branch_of != null) {
+    return `session ${s.index} of ${s.worker} is a branch of session ${s.branch_of} from ` +
+      `${s.branch_mode || "TRAIN"} step ${s.branch_step} (global step ${s.branch_global_step}): ` +
+      `${s.branch_reason || "rolled back"}; its steps are drawn from the fork, the steps it ` +
+      `abandoned dashed; started ${when(s.started)} on ${s.host ?? "?"} pid ${s.pid ?? "?"}`;
+  }
   const rolled = (s.rolled_back || []).map(([m, a, b]) => `${m} steps ${a}-${b} counted again`);
   return `session ${s.index} of ${s.worker} resumed at step ${s.step} (the trial held steps up to ` +
     `${s.resumed_from_step}), started ${when(s.started)} on ${s.host ?? "?"} pid ${s.pid ?? "?"}` +
@@ -189,8 +228,10 @@ function curveFigure(title, series, findings, names, sessions) {
   const modes = new Set(series.map((s) => s.mode)).size;
   const traces = [], shapes = [], annotations = [];
   let finite = 0, lastX = 0;
-  series.forEach((s, i) => {
+  const branched = (sessions || []).some((b) => b.branch_of != null);
+  series.forEach((given, i) => {
     const color = PALETTE[i % PALETTE.length];
+    const { line: s, dropped } = forked(given, sessions);
     finite += s.y.length;
     lastX = Math.max(lastX, ...s.x.slice(-1), ...s.gaps.map((g) => g[1]));
     // a line never bridges a NaN: break it at each gap
@@ -203,9 +244,17 @@ function curveFigure(title, series, findings, names, sessions) {
       }
       x.push(xi); y.push(s.y[k]);
     });
-    traces.push({ x, y, name: seriesLabel(s, modes, names && names[i]), type: "scatter",
+    const label = seriesLabel(s, modes, names && names[i]);
+    traces.push({ x, y, name: label, type: "scatter", legendgroup: label,
       mode: s.y.length < 40 ? "lines+markers" : "lines", line: { color, width: 2 },
       marker: { size: 6, color }, connectgaps: false });
+    if (dropped) {  // what a rollback abandoned: dimmed and dashed, after the fork
+      lastX = Math.max(lastX, ...dropped.x);
+      traces.push({ x: dropped.x, y: dropped.y, name: `${label} (abandoned by a rollback)`,
+        legendgroup: label, type: "scatter", mode: dropped.y.length < 40 ? "lines+markers" : "lines",
+        opacity: 0.35, line: { color, width: 1.5, dash: "dash" }, marker: { size: 4, color },
+        customdata: dropped.global, hovertemplate: "step %{x} (global step %{customdata}, abandoned): %{y}" });
+    }
     s.gaps.forEach(([first, last, kind], k) => {
       shapes.push({ type: "rect", xref: "x", yref: "paper", x0: first - 0.5, x1: last + 0.5, y0: 0, y1: 1,
         fillcolor: BAD, opacity: 0.18, line: { width: 0 }, layer: "below" });
@@ -226,11 +275,17 @@ function curveFigure(title, series, findings, names, sessions) {
       name: "finding" });
   });
   (sessions || []).forEach((s) => {
-    shapes.push({ type: "line", xref: "x", yref: "paper", x0: s.step - 0.5, x1: s.step - 0.5, y0: 0, y1: 1,
+    const fork = s.branch_of != null && Number.isFinite(s.branch_global_step);
+    // a branch starts where it forks (drawn through its worker's earlier branches)
+    const at = fork ? forkX(branchesOf(sessions, s.worker).filter((b) => b.step < s.step),
+      s.branch_global_step) - 0.5 : s.step - 0.5;
+    shapes.push({ type: "line", xref: "x", yref: "paper", x0: at, x1: at, y0: 0, y1: 1,
       line: { color: SEVERITY.advice, width: 1.5, dash: "dot" } });
-    annotations.push({ x: s.step - 0.5, xref: "x", y: 0.01, yref: "paper", xanchor: "left", yanchor: "bottom",
-      text: `↻ session ${plain(s.index)}`, showarrow: false, font: { color: SEVERITY.advice, size: 11 },
-      captureevents: true, hovertext: plain(sessionText(s)), name: "session" });
+    annotations.push({ x: at, xref: "x", y: 0.01, yref: "paper", xanchor: "left", yanchor: "bottom",
+      text: fork ? `⑂ session ${plain(s.index)}: rolled back to step ${plain(s.branch_step)}`
+        : `↻ session ${plain(s.index)}`,
+      showarrow: false, font: { color: SEVERITY.advice, size: 11 },
+      captureevents: true, hovertext: plain(sessionText(s)), name: fork ? "branch" : "session" });
   });
   if (!finite && series.length) {
     annotations.push({ x: 0.5, y: 0.5, xref: "paper", yref: "paper", showarrow: false,
@@ -238,7 +293,8 @@ function curveFigure(title, series, findings, names, sessions) {
   }
   const layout = {
     title: { text: plain(title) }, uirevision: title, height: 380, margin: { l: 60, r: 20, t: 40, b: 40 },
-    xaxis: { title: { text: "global step" }, nticks: 10 }, yaxis: { nticks: 8, automargin: true },
+    xaxis: { title: { text: branched ? "step (a rollback's branch drawn from its fork)" : "global step" },
+      nticks: 10 }, yaxis: { nticks: 8, automargin: true },
     legend: { orientation: "h", y: -0.18 }, shapes, annotations, hovermode: "closest",
   };
   if (!finite) { layout.yaxis.range = [0, 1]; layout.xaxis.range = [-0.5, lastX + 0.5]; }
