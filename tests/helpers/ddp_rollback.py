@@ -63,7 +63,9 @@ def main() -> None:
     weights = [round(float(v), 6) for v in model.module[0].weight.flatten()[:8]]
     result = {
         "events": [[e.kind, e.step, e.restored_step, list(e.batches)] for e in rollback.events],
-        "skip": sorted(cast("set[int]", rollback.batches.skip if rollback.batches else set())),
+        "skip": sorted(
+            cast("set[int]", rollback.batches.skip if rollback.batches is not None else set())
+        ),
         "first_loss": losses[0],
         "final_loss": sum(losses[-4:]) / 4,
         "weights": weights,
