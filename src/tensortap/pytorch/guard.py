@@ -340,8 +340,20 @@ class Guard:
             optimizer.register_step_post_hook(self._after_step),
         ]
 
-    def observe(self, loss: torch.Tensor | float, batch: Any = None) -> None:
-        """The step's loss (judged with the gradients) and whatever names its batch."""
+    def observe(
+        self, loss: torch.Tensor | float, batch: Any = None, *, step: int | None = None
+    ) -> None:
+        """The step's loss (judged with the gradients) and whatever names its batch; ``step``
+        numbers this step as the loop does when that is not the guard's count of optimizer
+        steps (after a rollback the loop counts from the restored checkpoint again, and the
+        guard's events, its rollback requests and a replayer's captures must agree)."""
+        if step is not None:
+            if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+                raise InvalidConfigError(
+                    f"Guard.observe(step=...) takes the loop's step number, an int >= 0, got "
+                    f"{step!r}; leave it out to number steps by the optimizer's count"
+                )
+            self.step = step
         self._loss = loss.detach() if isinstance(loss, torch.Tensor) else float(loss)
         self._batch = batch
 

@@ -1,0 +1,169 @@
+"""The healing parts together, as a user wires them: the sync-free guard skips bad batches and,
+when its skip budget is spent, asks the Rollback to restore the last good checkpoint and skip
+them (the resumed run a branch of the first); and a tripped step is replayed to say why it
+failed (a flipped bit is "transient", a bad batch "data")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+import tensortap as tt  # noqa: E402
+import tensortap.pytorch as ttp  # noqa: E402
+from tensortap.exceptions import InvalidConfigError  # noqa: E402
+from tensortap.testing import inject_bitflip  # noqa: E402
+
+BATCH = 8
+STEPS = 40
+
+
+def _data(bad: tuple[int, ...], value: float) -> TensorDataset:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(64 * BATCH, 8, generator=generator)
+    y = torch.sin(x[:, :1]) + 0.5 * x[:, 1:2]
+    for batch in bad:
+        x[batch * BATCH : (batch + 1) * BATCH] = value
+    return TensorDataset(x, y)
+
+
+def _model() -> tuple[nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+
+def _state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    return {
+        "model": {k: v.clone() for k, v in model.state_dict().items()},
+        "optim": json.loads(json.dumps(optimizer.state_dict(), default=_listed)),
+    }
+
+
+def _listed(value: object) -> object:
+    return {"__tensor__": value.tolist()} if isinstance(value, torch.Tensor) else str(value)
+
+
+def _tensors(value: object) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"__tensor__"}:
+            return torch.tensor(value["__tensor__"])
+        return {(int(k) if k.isdigit() else k): _tensors(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_tensors(v) for v in value]
+    return value
+
+
+def _train_with_guard_and_rollback(out: Path, bad: tuple[int, ...]) -> dict[str, Any]:
+    model, optimizer = _model()
+    saved: dict[int, dict[str, Any]] = {}
+
+    def save(step: int) -> None:
+        saved[step] = _state(model, optimizer)
+
+    def load(step: int) -> None:
+        model.load_state_dict(saved[step]["model"])
+        optimizer.load_state_dict(_tensors(saved[step]["optim"]))
+
+    def make_hook() -> tt.Hook:
+        hook = ttp.Hook(out / "run", save_config=tt.SaveConfig(save_interval=1))
+        hook.register_module(model)
+        return hook
+
+    batches = ttp.SkipBatches(DataLoader(_data(bad, float("nan")), batch_size=BATCH))
+    rollback = ttp.Rollback(
+        ttp.FunctionCheckpoints(save, load), every=5, batches=batches, make_hook=make_hook
+    )
+    guard = ttp.Guard(
+        optimizer, model, budget=ttp.SkipBudget(2, 10, then="rollback"), rollback=rollback
+    )
+    losses: list[float] = []
+    for step, batch_id, (x, y) in rollback.steps(STEPS):
+        loss = nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        guard.observe(loss, batch=batch_id, step=step)
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    assert guard.flush()
+    rollback.close()
+    guard.remove()
+    return {"rollback": rollback, "guard": guard, "losses": losses, "model": model}
+
+
+def test_the_guard_skips_then_its_budget_rolls_back_and_the_run_converges(tmp_path: Path) -> None:
+    healthy = _train_with_guard_and_rollback(tmp_path / "healthy", bad=())
+    assert healthy["guard"].status.trips == 0 and healthy["rollback"].events == []
+    healed = _train_with_guard_and_rollback(tmp_path / "healed", bad=(12, 13))
+
+    guard, rollback = healed["guard"], healed["rollback"]
+    assert [e.step for e in guard.events] == [12, 13]  # the loop's steps, both skipped
+    assert guard.status.skipped_updates == 2 and guard.status.rollbacks_requested == 1
+    (event,) = rollback.events
+    assert (event.kind, event.step, event.restored_step, tuple(event.batches)) == (
+        "rollback",
+        12,
+        10,  # the newest checkpoint at or before 12 minus the margin of 1
+        (12, 13),
+    )
+    assert rollback.batches is not None and rollback.batches.skip == {12, 13}
+    # converges like the healthy run: the weights are finite and the last losses are close
+    assert all(torch.isfinite(p).all() for p in healed["model"].parameters())
+    assert max(healed["losses"][-5:]) < 2 * max(healthy["losses"][-5:])
+
+    first, second = tt.create_trial(tmp_path / "healed" / "run").sessions()
+    assert (second.branch_of, second.branch_step) == (first.id, 10)
+    assert "updates skipped" in (second.branch_reason or "")
+
+
+def _step_fn(model: nn.Module, batch: Any) -> torch.Tensor:
+    x, y = batch
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    return loss
+
+
+def _replayed(bad_batch: int | None, flip_at: int | None) -> list[Any]:
+    """Train 8 steps with the guard handing its trips to a replayer."""
+    model, optimizer = _model()
+    if flip_at is not None:
+        inject_bitflip(model[2], step=flip_at)  # one element of the last GEMM's output, once
+    replayer = ttp.Replayer(model, _step_fn)
+    guard = ttp.Guard(optimizer, model, on_trip=replayer.on_trip)
+    data = _data(() if bad_batch is None else (bad_batch,), float("nan"))
+    loader = DataLoader(data, batch_size=BATCH)
+    for step, batch in zip(range(8), loader, strict=False):
+        replayer.capture(batch, batch_id=step, step=step)
+        optimizer.zero_grad()
+        loss = _step_fn(model, batch)
+        replayer.after_backward(loss)
+        guard.observe(loss, batch=step, step=step)
+        optimizer.step()
+    assert guard.flush()
+    replayer.before_step()  # a replay asked for at the last step runs here
+    guard.remove()
+    return replayer.attributions
+
+
+def test_a_tripped_step_is_replayed_and_attributed() -> None:
+    (flipped,) = _replayed(bad_batch=None, flip_at=3)
+    assert (flipped.kind, flipped.step) == ("transient", 3)
+    (data,) = _replayed(bad_batch=5, flip_at=None)
+    assert (data.kind, data.step, data.first_bad_layer) == ("data", 5, "0")
+    assert _replayed(bad_batch=None, flip_at=None) == []  # a healthy run is never attributed
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])
+def test_observe_refuses_a_step_that_is_not_a_step_number(bad: Any) -> None:
+    model, optimizer = _model()
+    guard = ttp.Guard(optimizer, model)
+    with pytest.raises(InvalidConfigError, match="loop's step number"):
+        guard.observe(torch.tensor(1.0), step=bad)
+    guard.remove()
