@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 
 pytest.importorskip("torch")
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
-import tensortap as tt  # noqa: E402
-import tensortap.pytorch as ttp  # noqa: E402
-from tensortap.exceptions import InvalidConfigError  # noqa: E402
-from tensortap.testing import inject_bitflip  # noqa: E402
+import tensortap as tt
+import tensortap.pytorch as ttp
+from tensortap.exceptions import InvalidConfigError
+from tensortap.testing import inject_bitflip
 
 BATCH = 8
 STEPS = 40
@@ -34,7 +34,7 @@ def _data(bad: tuple[int, ...], value: float) -> TensorDataset:
     return TensorDataset(x, y)
 
 
-def _model() -> tuple[nn.Module, torch.optim.Optimizer]:
+def _model() -> tuple[nn.Sequential, torch.optim.Optimizer]:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
     return model, torch.optim.AdamW(model.parameters(), lr=1e-2)
