@@ -158,6 +158,7 @@ class Hook:
         self._last_internal_error: str | None = None
         self._logged_errors: set[tuple[str, str]] = set()
         self._closed = False
+        self._explicit_mode = False  # set_mode was called: the mode no longer follows
         self._events: list[dict[str, Any]] = []  # record_event's, in the session record
         self._events_over_budget = 0
         # what register_* installed, by id of the object registered: close() removes it all
@@ -344,9 +345,18 @@ class Hook:
                 self._guard_event(self._writer.note_session, updates)
 
     def set_mode(self, mode: ModeKeys | str | int) -> None:
-        """Switch to TRAIN, EVAL, PREDICT or GLOBAL (closing the current step if it saved)."""
+        """Switch to TRAIN, EVAL, PREDICT or GLOBAL (closing the current step if it saved).
+        From then on the mode is the one set here: an adapter whose mode follows the framework
+        (``model.training``, autograd) stops following it."""
         with self._lock:
+            self._explicit_mode = True
+            before = (self._recorder.global_step, self._recorder.mode)
             self._guard(self._recorder.set_mode, mode)
+            if (self._recorder.global_step, self._recorder.mode) != before:
+                self._mode_changed()
+
+    def _mode_changed(self) -> None:
+        """What an adapter forgets when :meth:`set_mode` moves to another step or mode."""
 
     def next_step(self) -> None:
         """Close the current step (it is published within ``flush_secs``) and advance."""

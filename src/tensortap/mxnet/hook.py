@@ -76,7 +76,6 @@ class Hook(BaseHook):
         self._blocks: list[gluon.Block] = []
         self._losses: list[gluon.Block] = []
         self._params: dict[str, Any] = {}
-        self._explicit_mode = False
         self._forward_in_step = False
         self._recording = False  # a forward of this step ran under autograd.record()
         self._recorder.add_step_end_callback(self._on_step_end)
@@ -138,14 +137,8 @@ class Hook(BaseHook):
                 self._params.pop(name, None)
 
     # -- step and mode --
-    def set_mode(self, mode: ModeKeys | str | int) -> None:
-        """Switch mode explicitly; from then on the mode no longer follows autograd."""
-        with self._lock:
-            self._explicit_mode = True
-            before = (self._recorder.global_step, self._recorder.mode)
-            super().set_mode(mode)
-            if (self._recorder.global_step, self._recorder.mode) != before:
-                self._forward_in_step = False
+    def _mode_changed(self) -> None:
+        self._forward_in_step = False  # set_mode moved on: the mode no longer follows autograd
 
     def next_step(self) -> None:
         with self._lock:

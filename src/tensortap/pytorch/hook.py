@@ -129,7 +129,6 @@ class Hook(TrainerControls, BaseHook):
         self._scaler: Any = None
         self._due = DueKinds(self._recorder, self._registry)
         self._module_io = ModuleIOHooks(self._due, self._registry, self._on_module_forward)
-        self._explicit_mode = False
         self._explicit_gradients = False
         self._paused = False
         self._losses_on_request = False
@@ -332,14 +331,8 @@ class Hook(TrainerControls, BaseHook):
         return self.save_scalar(name, loss, LOSS_COLLECTIONS)
 
     # -- step and mode --
-    def set_mode(self, mode: ModeKeys | str | int) -> None:
-        """Switch mode explicitly; from then on the mode no longer follows ``model.training``."""
-        with self._lock:
-            self._explicit_mode = True
-            before = (self._recorder.global_step, self._recorder.mode)
-            super().set_mode(mode)
-            if (self._recorder.global_step, self._recorder.mode) != before:
-                self._tracker.reset()
+    def _mode_changed(self) -> None:
+        self._tracker.reset()  # set_mode moved on: the mode no longer follows model.training
 
     def next_step(self) -> None:
         """Mark the end of a step explicitly; automatic step boundaries stop from here on."""
