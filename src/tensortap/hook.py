@@ -524,7 +524,7 @@ class Hook:
             logger.warning("tensortap closed with problems: %s", status)
         return status
 
-    def __enter__(self) -> Hook:
+    def __enter__(self: _H) -> _H:  # the adapter's own Hook, its methods included
         return self
 
     def __exit__(

@@ -17,15 +17,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-import torch.multiprocessing as mp  # noqa: E402
+pytest.importorskip("torch")
+import torch
+from torch.multiprocessing.spawn import start_processes
 
-import tensortap as tt  # noqa: E402
-import tensortap.pytorch as ttp  # noqa: E402
-from tensortap.exceptions import InvalidConfigError  # noqa: E402
-from tensortap.pytorch.guard import SkipBudget  # noqa: E402
-from tensortap.pytorch.guard_flight import MAX_LAG  # noqa: E402
-from tests.conftest import free_port  # noqa: E402
+import tensortap as tt
+import tensortap.pytorch as ttp
+from tensortap.exceptions import InvalidConfigError
+from tensortap.pytorch.guard import SkipBudget
+from tensortap.pytorch.guard_flight import MAX_LAG
+from tests.conftest import free_port
 
 HOST_READS = ("item", "tolist", "__bool__", "__float__", "__int__")
 OPTIMIZERS = {
@@ -139,8 +140,8 @@ def test_no_host_read_inside_the_step_on_the_cpu(monkeypatch, tmp_path: Path) ->
     for guarded in (False, True):
         reads.counts.clear()
         model, optimizer = setup("adam")
-        guard = ttp.Guard(optimizer, model) if guarded else _NoGuard()
-        train(model, optimizer, guard, poison, steps=26, reads=reads)
+        observer = ttp.Guard(optimizer, model) if guarded else _NoGuard()
+        train(model, optimizer, observer, poison, steps=26, reads=reads)
         counts.append(dict(reads.counts))
     assert counts[0] == counts[1] == {"item": 26 * 4}
 
@@ -158,7 +159,7 @@ def test_no_sync_inside_the_step_on_cuda(undo: str, tmp_path: Path) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
     model = model.to(device)
     # the step counter on the device: capturable (restored by the snapshot) or fused (own skip)
-    kind = {"capturable": True} if undo == "snapshot" else {"fused": True}
+    kind: dict[str, Any] = {"capturable": True} if undo == "snapshot" else {"fused": True}
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, **kind)
     guard = ttp.Guard(optimizer, model, undo=undo, flight_recorder=tmp_path / "flight")
     before = {}
@@ -255,7 +256,7 @@ def test_a_grad_scalers_overflow_is_its_skip_and_norms_are_judged_unscaled(name:
         scaler.step(optimizer)
         scaler.update()
         if i != 3:
-            assert guard.last[1] == pytest.approx(norm, rel=1e-4)
+            assert guard.last is not None and guard.last[1] == pytest.approx(norm, rel=1e-4)
     assert guard.flush() and guard.events == [] and guard.skipped == 0
     assert same(before[3], before[4]) and not same(before[4], before[5])
 
@@ -409,6 +410,7 @@ def test_on_trip_gets_the_event_with_the_batch_and_the_rng_state_to_replay_it() 
     assert guard.flush()
     ((event, thread),) = seen
     assert thread == "tensortap-guard-reader" and event.batch == ("shard-3", 6)
+    assert event.rng_state is not None
     assert torch.equal(event.rng_state["cpu"], rng_before)  # the state before its forward pass
 
 
@@ -484,22 +486,22 @@ def test_bad_settings_are_refused() -> None:
     with pytest.raises(InvalidConfigError, match="needs rollback="):
         ttp.Guard(optimizer, budget=SkipBudget(2, 5, then="rollback"))
     with pytest.raises(InvalidConfigError, match="must be a SkipBudget"):
-        ttp.Guard(optimizer, budget=(2, 5))
+        ttp.Guard(optimizer, budget=(2, 5))  # type: ignore[arg-type]
     with pytest.raises(InvalidConfigError, match="request"):
-        ttp.Guard(optimizer, rollback=object())
+        ttp.Guard(optimizer, rollback=object())  # type: ignore[arg-type]
     with pytest.raises(InvalidConfigError, match="signals must be"):
         ttp.Guard(optimizer, signals=("loss", "weights"))
     with pytest.raises(InvalidConfigError, match="flight_budget_bytes must be an int >= 0"):
         ttp.Guard(optimizer, flight_budget_bytes=-1)
     with pytest.raises(InvalidConfigError, match="on_trip must be callable"):
-        ttp.Guard(optimizer, on_trip="print")
+        ttp.Guard(optimizer, on_trip="print")  # type: ignore[arg-type]
 
 
 def _rank(rank: int, port: int, out: str, name: str) -> None:
     torch.distributed.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2
     )
-    reduces = collections.Counter()
+    reduces: collections.Counter[int] = collections.Counter()
     all_reduce = torch.distributed.all_reduce
 
     def counted(*args: Any, **kwargs: Any) -> Any:
@@ -534,7 +536,7 @@ def test_a_nan_on_one_rank_is_skipped_on_every_rank_with_one_all_reduce(
     tmp_path: Path, name: str
 ) -> None:
     args = (free_port(), str(tmp_path), name)
-    mp.start_processes(_rank, args=args, nprocs=2, start_method="spawn")
+    start_processes(_rank, args=args, nprocs=2, start_method="spawn")
     ranks = [np.load(tmp_path / f"rank{r}.npz") for r in range(2)]
     for got in ranks:
         assert got["events"].tolist() == [7]

@@ -8,6 +8,7 @@ import json
 import logging
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from tensortap.rules import (
     iter_findings,
     rule_configs,
 )
+from tensortap.rules.builtin._router import RouterRule
 from tensortap.testing import TrialBuilder
 from tests.conftest import free_port
 
@@ -69,17 +71,20 @@ def test_the_moe_rules_fire_on_a_collapsed_router(runs: dict[str, Any], rule: ty
     assert summary.triggered and summary.errors == 0
     first = summary.findings[0]
     assert first.step == 2  # the condition held at 3 saved steps in a row: 0, 1, 2
-    assert first.details["cause"] == rule_configs.config_for(rule.__name__).rule_class.cause
+    rule_class = rule_configs.config_for(rule.__name__).rule_class
+    assert issubclass(rule_class, RouterRule)  # where ``cause`` is declared
+    assert first.details["cause"] == rule_class.cause
     assert "raise the load-balance loss coefficient" in first.message
 
 
 def test_the_collapsed_router_findings_name_expert_and_share(runs: dict[str, Any]) -> None:
     collapse = invoke_rule(RouterCollapse(runs["collapsed"])).findings[0]
     assert collapse.message.startswith("router collapse in moe1.router: expert 0 receives 100%")
-    assert collapse.severity.value == "problem"
+    assert collapse.severity is not None and collapse.severity.value == "problem"
     dead = invoke_rule(DeadExperts(runs["collapsed"])).findings[0]
     assert dead.details["dead_experts"] == [2, 3, 4, 5, 6, 7]  # moe2: top-2 of 8, 0 and 1 win
-    assert invoke_rule(ExpertImbalance(runs["collapsed"])).findings[0].severity.value == "warning"
+    severity = invoke_rule(ExpertImbalance(runs["collapsed"])).findings[0].severity
+    assert severity is not None and severity.value == "warning"
 
 
 @pytest.mark.parametrize("rule", MOE_RULES, ids=lambda r: r.__name__)
@@ -147,7 +152,10 @@ def test_counts_and_statistics_are_exact_over_each_saving_window(tmp_path: Path)
     assert trial.steps() == [0, 3, 6]
     windows = {0: seen[0:2], 3: seen[2:8], 6: seen[8:14]}  # steps 1-3, then 4-6
     for step, logits in windows.items():
-        counts, probs, tokens = (sum(parts) for parts in zip(*(direct(t, 2) for t in logits)))
+        each = [direct(t, 2) for t in logits]
+        counts = np.sum([c for c, _, _ in each], axis=0)
+        probs = np.sum([p for _, p, _ in each], axis=0)
+        tokens = sum(n for _, _, n in each)
 
         def value(stat: str, step: int = step) -> Any:
             return trial.tensor(f"router/gate/{stat}").value(step)
@@ -264,7 +272,9 @@ def test_two_ranks_save_the_sum_of_what_each_routed(tmp_path: Path, helper_env) 
 
 
 # -- the rules on synthetic trials: each condition, its near miss, and what they read --
-def router_steps(builder: TrialBuilder, loads: list[list[float]], tokens: float, mode="train"):
+def router_steps(
+    builder: TrialBuilder, loads: Sequence[Sequence[float]], tokens: float, mode="train"
+):
     for counts in loads:
         values = {
             "router/l0/tokens_per_expert": np.asarray(counts, dtype=np.float64),
@@ -384,7 +394,9 @@ def test_a_transformers_router_is_found_and_its_loss_is_hugging_faces_over_top_k
     config = mixtral.MixtralConfig(hidden_size=8, num_local_experts=4, num_experts_per_tok=2)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 8), mixtral.MixtralTopKRouter(config))
-    nn.init.normal_(model[1].weight)
+    weight = model[1].weight
+    assert isinstance(weight, torch.Tensor)
+    nn.init.normal_(weight)
     x = torch.randn(30, 8)
     with tt.Hook(tmp_path, include_collections=["router"]) as hook:
         hook.register_module(model)
@@ -437,7 +449,9 @@ def test_routers_of_a_compiled_model_are_not_watched(
     model = moe_models.healthy()
     hook = tt.Hook(tmp_path, include_collections=["router"])
     with caplog.at_level(logging.WARNING):
-        hook.register_module(torch.compile(model))
+        compiled = torch.compile(model)
+        assert isinstance(compiled, nn.Module)  # typed by torch as a plain callable
+        hook.register_module(compiled)
     assert "routers of a torch.compile'd model are not watched" in caplog.text
     with pytest.raises(InvalidConfigError, match="break the compiled graph"):
         hook.register_router(model.moe1.router)

@@ -14,14 +14,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-from torch import nn  # noqa: E402
+pytest.importorskip("torch")
+import torch
+from torch import nn
 
-import tensortap as tt  # noqa: E402
-import tensortap.pytorch as ttp  # noqa: E402
-from tensortap.exceptions import InvalidConfigError, ReplayError  # noqa: E402
-from tensortap.pytorch import replay  # noqa: E402
-from tensortap.testing import flip_bit, inject_bitflip  # noqa: E402
+import tensortap as tt
+import tensortap.pytorch as ttp
+from tensortap.exceptions import InvalidConfigError, ReplayError
+from tensortap.pytorch import replay
+from tensortap.testing import flip_bit, inject_bitflip
 
 
 class Net(nn.Module):
@@ -172,7 +173,7 @@ def test_finite_inputs_that_go_non_finite_are_numerics(case: str) -> None:
         model = Net(dtype=torch.float16)
         batches = make_batches(5, torch.float16)
 
-        def scale(m: nn.Module) -> None:  # weights large enough that fc1 overflows in fp16
+        def scale(m: Net) -> None:  # weights large enough that fc1 overflows in fp16
             with torch.no_grad():
                 m.fc1.weight.mul_(1e5)
 
@@ -258,6 +259,7 @@ def test_a_replay_leaves_model_optimizer_and_rngs_bitwise_as_they_were() -> None
     replayer.capture(batch)
     optimizer.zero_grad()
     replayer.after_backward(drawing_step(model, batch))
+    assert model.fc1.weight.grad is not None
     model.fc1.weight.grad.mul_(2.0)  # gradients held at replay time are put back as they are
     model.eval()  # a mode step_fn does not use: restored too
     torch.rand(3), random.random(), np.random.rand()  # the RNGs moved on since the step
@@ -272,7 +274,7 @@ def test_replays_do_not_change_the_outcome_of_training() -> None:
     """The same run with and without replays (dropout draws from the RNG every step, BatchNorm
     updates its statistics) ends with bitwise the same weights and optimizer state."""
     poison = {2: "nan", 5: "nan"}
-    ends = []
+    ends: list[Any] = []
     for with_replays in (False, True):
         torch.manual_seed(0)
         model = Noisy()
@@ -281,6 +283,7 @@ def test_replays_do_not_change_the_outcome_of_training() -> None:
         assert [e.step for e in guard.events] == [2, 5]
         ends.append({k: v.clone() for k, v in model.state_dict().items()})
         ends.append(torch.get_rng_state())
+    assert replayer is not None  # the last run's, with replays
     assert [a.kind for a in replayer.attributions] == [replay.DATA, replay.DATA]
     _assert_bitwise_equal(ends[0], ends[2])
     _assert_bitwise_equal(ends[1], ends[3])
@@ -342,6 +345,7 @@ def test_the_weights_must_be_those_before_the_update() -> None:
     replayer.after_backward(step_fn(model, batch))
     with torch.no_grad():
         for p in model.parameters():
+            assert p.grad is not None
             p.add_(p.grad, alpha=0.0)
     assert replayer.replay(1).kind == replay.REPRODUCIBLE
     with pytest.raises(ReplayError, match="step 7 is not held"):
@@ -402,6 +406,7 @@ def test_flip_bit() -> None:
     assert y[0].item() == 0.5 * 2.0**128 or y[0].item() > 1e38
     assert y[1].item() == 1.0
     y.sum().backward()
+    assert x.grad is not None
     assert x.grad.tolist() == [0.0, 1.0]  # the flipped element no longer depends on x
     assert flip_bit(torch.tensor([1.0]), bit=31).item() == -1.0  # the sign bit
     for dtype in (torch.float16, torch.bfloat16, torch.float64):
@@ -415,9 +420,9 @@ def test_flip_bit() -> None:
 def test_bad_arguments_say_what_is_expected() -> None:
     model = Net()
     with pytest.raises(InvalidConfigError, match="torch.nn.Module"):
-        ttp.Replayer("model", step_fn)
+        ttp.Replayer("model", step_fn)  # type: ignore[arg-type]
     with pytest.raises(InvalidConfigError, match="step_fn"):
-        ttp.Replayer(model, None)
+        ttp.Replayer(model, None)  # type: ignore[arg-type]
     with pytest.raises(InvalidConfigError, match="keep must be an int >= 1"):
         ttp.Replayer(model, step_fn, keep=0)
     with pytest.raises(InvalidConfigError, match="Hook"):
@@ -454,12 +459,12 @@ def test_under_ddp_every_rank_names_the_rank_with_the_bad_batch(tmp_path: Path) 
     gradients are NaN. Its replay (every rank replays the same step) says rank 1's batch."""
     import socket
 
-    import torch.multiprocessing as mp
+    from torch.multiprocessing.spawn import start_processes
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    mp.start_processes(_ddp_rank, args=(port, str(tmp_path)), nprocs=2, start_method="spawn")
+    start_processes(_ddp_rank, args=(port, str(tmp_path)), nprocs=2, start_method="spawn")
     steps0, kind0, layer0, message0 = np.load(tmp_path / "rank0.npy", allow_pickle=True)
     steps1, kind1, layer1, _ = np.load(tmp_path / "rank1.npy", allow_pickle=True)
     assert steps0 == steps1 == [2]
