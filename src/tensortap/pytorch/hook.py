@@ -41,6 +41,7 @@ from tensortap.pytorch.loop_facts import LoopFacts
 from tensortap.pytorch.module_io import ModuleIOHooks
 from tensortap.pytorch.naming import (
     ALL_EXCLUDES,
+    GRADIENT_PREFIX,
     LOSS_COLLECTIONS,
     OPTIMIZER_COLLECTIONS,
     OPTIMIZER_VARIABLES,
@@ -51,6 +52,12 @@ from tensortap.pytorch.naming import (
 )
 from tensortap.pytorch.optimizer import optimizer_tensors
 from tensortap.pytorch.registry import Param, Registry
+from tensortap.pytorch.slots import (
+    ACTIVATION_GRADIENTS,
+    SlotStatistics,
+    check_statistics,
+    refuse_not_derivable,
+)
 from tensortap.pytorch.trainer_controls import TrainerControls
 
 if TYPE_CHECKING:
@@ -91,14 +98,21 @@ class Hook(TrainerControls, BaseHook):
         INITIAL_WEIGHTS,
         TRAINING_LOOP,
         GRADIENT_CLIP,
+        ACTIVATION_GRADIENTS,
     )
     framework = "pytorch"
 
     def __init__(
-        self, out_dir: OutDir, *, auto_step: bool = True, **options: Unpack[HookOptions]
+        self,
+        out_dir: OutDir,
+        *,
+        auto_step: bool = True,
+        statistics: str = "per_tensor",
+        **options: Unpack[HookOptions],
     ) -> None:
         if not isinstance(auto_step, bool):
             raise InvalidConfigError(f"auto_step must be True or False, got {auto_step!r}")
+        self._slots = check_statistics(statistics) == "slots"
         dist = _distributed()
         if dist is not None:  # each rank writes as its own worker
             if options.get("worker") is None:
@@ -111,7 +125,9 @@ class Hook(TrainerControls, BaseHook):
         self.get_collection(CollectionKeys.ALL).exclude(ALL_EXCLUDES)
         if CollectionKeys.GRADIENTS in self._recorder.include_collections:
             self._recorder.include_collection(GRADIENT_CLIP)  # the clip the gradients went to
-        self._converter = TorchConverter()
+        if self._slots:
+            self._refuse_not_derivable()
+        self._converter = TorchConverter(SlotStatistics() if self._slots else None)
         self._tracker = StepTracker()
         if not auto_step:
             self._tracker.stop_automatic()
@@ -260,6 +276,18 @@ class Hook(TrainerControls, BaseHook):
             self._tracker.expect(Update.OPTIMIZER_STEP)
         if self._scaler is not None:
             self._tracker.expect(Update.SCALER_UPDATE)
+
+    def _refuse_not_derivable(self) -> None:
+        """statistics="slots": every reduction asked for must come from the slots (setup-time
+        failure instead of incomplete statistics)."""
+        recorder = self._recorder
+        refuse_not_derivable(
+            "the hook's reduction_config", recorder.reduction_config.reduction_specs
+        )
+        for name in sorted(recorder.include_collections):
+            config = recorder.collections.get(name).reduction_config
+            if config is not None:
+                refuse_not_derivable(f"collection {name!r}", config.reduction_specs)
 
     # -- explicit saving --
     def save_tensor(
@@ -503,6 +531,28 @@ class Hook(TrainerControls, BaseHook):
         out_colls = names.output_collections
         for i, t in enumerate(flatten_tensors(output)):
             self._save_contained(names.output_name(i), t, out_colls)
+            if self._slots and t.requires_grad and not names.loss:
+                self._watch_gradient(names.output_name(i), t)
+
+    def _watch_gradient(self, name: str, t: torch.Tensor) -> None:
+        """statistics="slots" with ``activation_gradients``: save the gradient of a module
+        output as ``gradient/<output name>`` when backward reaches it (a tensor hook)."""
+        recorder = self._recorder
+        if ACTIVATION_GRADIENTS not in recorder.include_collections:
+            return
+        if not recorder.is_collection_due(ACTIVATION_GRADIENTS) or recorder.plan_for(name) is None:
+            return  # its output is not saved at this step
+        step = (recorder.global_step, recorder.mode)
+        t.register_hook(partial(self._on_output_gradient, GRADIENT_PREFIX + name, step))  # type: ignore[no-untyped-call]
+
+    def _on_output_gradient(
+        self, name: str, step: tuple[int, ModeKeys], grad: torch.Tensor
+    ) -> None:
+        with self._lock:
+            recorder = self._recorder
+            if self._closed or step != (recorder.global_step, recorder.mode):
+                return  # a backward pass after the step of its forward ended
+            self._save_contained(name, grad, (ACTIVATION_GRADIENTS,))
 
     def _save_gradients(self, unscale: bool, params: list[Param] | None = None) -> None:
         """Save the gradients of ``params`` (default: every registered parameter's, except
@@ -519,7 +569,7 @@ class Hook(TrainerControls, BaseHook):
         """Before a step is handed on: weights after the update, optimizer state, device values."""
         try:
             if self._due(Kind.PARAMETERS):
-                with self._converter.together():
+                with self._converter.together(replicated=True):
                     for name, param, colls in self._registry.params:
                         self._save_contained(name, param, colls)
             if self._due(Kind.OPTIMIZER):
