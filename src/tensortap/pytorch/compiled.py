@@ -16,8 +16,9 @@ from collections.abc import Set
 import torch
 from torch import nn
 
+from tensortap.core.reduction_config import ReductionConfig
 from tensortap.exceptions import InvalidConfigError
-from tensortap.pytorch.naming import IO_COLLECTIONS
+from tensortap.pytorch.naming import IO_COLLECTIONS, RELU_ACTIVATIONS
 
 logger = logging.getLogger(__name__)
 _warned = False
@@ -28,16 +29,37 @@ def is_compiled(module: nn.Module) -> bool:
     return isinstance(getattr(module, "_orig_mod", None), nn.Module)
 
 
-def refuse_io_inside_compiled(include_collections: Set[str]) -> None:
-    """Refuse a compiled model when module inputs or outputs are to be saved."""
+def refuse_io_inside_compiled(
+    include_collections: Set[str], slots: ReductionConfig | None = None
+) -> None:
+    """Refuse a compiled model when module inputs or outputs are to be saved. With
+    statistics="slots" (``slots``: the reduction config of ``relu_activations``) the
+    activations' statistics are computed inside the graph, but their raw values cannot be."""
     wanted = sorted(set(IO_COLLECTIONS) & include_collections)
+    if slots is not None and RELU_ACTIVATIONS in wanted:
+        wanted.remove(RELU_ACTIVATIONS)
+        if slots.saves_raw or slots.save_shape:
+            raise InvalidConfigError(
+                "a torch.compile'd model was registered with statistics='slots' and "
+                "relu_activations included, whose reduction config saves raw values or shapes "
+                f"({slots!r}); inside a compiled graph only their statistics can be captured "
+                "(without a graph break). Give relu_activations reductions only, e.g. "
+                "hook.get_collection('relu_activations').reduction_config = "
+                "ReductionConfig(reductions=['mean', 'std', 'max', 'nonfinite'], norms=['l2'])"
+            )
     if wanted:
+        also = (
+            " (with statistics='slots', relu_activations are captured as statistics inside the "
+            "graph; inputs and outputs of every layer are not)"
+            if slots is not None
+            else ""
+        )
         raise InvalidConfigError(
             f"a torch.compile'd model was registered with {wanted} included, but capturing "
             "module inputs and outputs inside a compiled model would break its graphs at every "
             "layer. Leave those collections out for the compiled model (weights, gradients, "
             "losses and optimizer state are captured without a graph break), or register and "
-            "train the model uncompiled while you look at its activations"
+            f"train the model uncompiled while you look at its activations{also}"
         )
 
 

@@ -364,11 +364,12 @@ class TorchConverter:
             Record(name, RecordKind.REDUCTION, spec.stored, shape, None, red, on_abs, _NAN)
             for red, on_abs in plan.reductions
         ]
-        if t.numel() == 0:
+        if self._slots is not None and self._slots.takes(t, plan.reductions):
+            counted = counted_here(t, self._replicated)
+            self._slots.add(name, t, out, counted, accumulate=not self._replicated)
+        elif t.numel() == 0:
             for rec in out:
                 rec.value = _EMPTY.get(rec.reduction, _NAN)
-        elif self._slots is not None and self._slots.takes(t, plan.reductions):
-            self._slots.add(name, t, out, counted_here(t, self._replicated))
         elif t.device.type == "cpu" and not self._cpu_as_device:
             # A private copy (the raw copy when there is one) is reduced by the writer thread.
             if host is not None:

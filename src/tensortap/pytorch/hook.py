@@ -27,12 +27,14 @@ from tensortap.core.collections import (
 from tensortap.core.handles import HookHandle
 from tensortap.core.modes import ModeKeys
 from tensortap.core.recorder import RAW_PLAN, records_from_array
+from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.step_tracker import StepTracker, Update
 from tensortap.exceptions import InvalidConfigError
 from tensortap.hook import Hook as BaseHook
 from tensortap.hook import HookOptions, OutDir
 from tensortap.pytorch import events
 from tensortap.pytorch.compiled import is_compiled, refuse_io_inside_compiled, warn_traced
+from tensortap.pytorch.compiled_slots import CompiledTaps, compiled_taps
 from tensortap.pytorch.convert import TorchConverter
 from tensortap.pytorch.due import DueKinds, Kind
 from tensortap.pytorch.gradients import clip_threshold, inverse_scale, save_gradients
@@ -48,6 +50,7 @@ from tensortap.pytorch.naming import (
     RELU_ACTIVATIONS,
     ModuleNames,
     flatten_tensors,
+    may_hold_module_io,
     unwrap,
 )
 from tensortap.pytorch.optimizer import optimizer_tensors
@@ -113,6 +116,9 @@ class Hook(TrainerControls, BaseHook):
         if not isinstance(auto_step, bool):
             raise InvalidConfigError(f"auto_step must be True or False, got {auto_step!r}")
         self._slots = check_statistics(statistics) == "slots"
+        reductions = options.get("reduction_config")
+        if self._slots and isinstance(reductions, ReductionConfig):  # before anything opens
+            refuse_not_derivable("the hook's reduction_config", reductions.reduction_specs)
         dist = _distributed()
         if dist is not None:  # each rank writes as its own worker
             if options.get("worker") is None:
@@ -125,9 +131,9 @@ class Hook(TrainerControls, BaseHook):
         self.get_collection(CollectionKeys.ALL).exclude(ALL_EXCLUDES)
         if CollectionKeys.GRADIENTS in self._recorder.include_collections:
             self._recorder.include_collection(GRADIENT_CLIP)  # the clip the gradients went to
-        if self._slots:
-            self._refuse_not_derivable()
-        self._converter = TorchConverter(SlotStatistics() if self._slots else None)
+        self._slot_stats = SlotStatistics() if self._slots else None
+        self._converter = TorchConverter(self._slot_stats)
+        self._taps: dict[int, CompiledTaps] = {}  # in-graph slots of compiled models, by id
         self._tracker = StepTracker()
         if not auto_step:
             self._tracker.stop_automatic()
@@ -141,7 +147,10 @@ class Hook(TrainerControls, BaseHook):
         )
         self._scaler: Any = None
         self._due = DueKinds(self._recorder, self._registry)
-        self._module_io = ModuleIOHooks(self._due, self._registry, self._on_module_forward)
+        self._in_graph: set[int] = set()  # ids of modules whose slots a compiled graph computes
+        self._module_io = ModuleIOHooks(
+            self._due, self._registry, self._on_module_forward, self._in_graph
+        )
         self._explicit_mode = False
         self._explicit_gradients = False
         self._paused = False
@@ -171,15 +180,34 @@ class Hook(TrainerControls, BaseHook):
             )
         if any(m is module for m in self._models):
             return self._registrations[id(module)]
+        if self._slots:
+            self._refuse_not_derivable()  # collections configured since the hook was made
         compiled = is_compiled(module)
         if compiled:
-            refuse_io_inside_compiled(self._recorder.include_collections)
+            refuse_io_inside_compiled(self._recorder.include_collections, self._slot_config())
         self._registry.add_model(unwrap(module), name, compiled)
+        if compiled and self._slots and RELU_ACTIVATIONS in self._recorder.include_collections:
+            self._tap(module)
         pre = module.register_forward_pre_hook(self._on_model_forward)
         post = module.register_forward_hook(self._on_model_output)
         self._models.append(module)
         self._optimizer_owned = weakref.WeakKeyDictionary()  # ownership may change
         return self._registered(id(module), pre.remove, post.remove, partial(self._forget, module))
+
+    def _tap(self, module: nn.Module) -> None:
+        """statistics="slots": the activations of a compiled model get their slots computed
+        inside its graph. The per-module hooks then skip its modules quietly, unless another
+        included collection wants inputs or outputs of its other layers (it warns then)."""
+        core = unwrap(module)
+        taps = self._taps[id(module)] = compiled_taps(core, self._registry)
+        recorder = self._recorder
+        others = [
+            c
+            for c in recorder.include_collections
+            if c != RELU_ACTIVATIONS and may_hold_module_io(recorder.collections.get(c))
+        ]
+        taps.covered = set(taps.modules) if others else {id(m) for m in core.modules()}
+        self._in_graph.update(taps.covered)
 
     def register_hook(self, module: nn.Module) -> HookHandle:
         """smdebug's name for :meth:`register_module`."""
@@ -255,6 +283,10 @@ class Hook(TrainerControls, BaseHook):
         with self._lock:
             self._models = [m for m in self._models if m is not module]
             self._registry.remove_model(unwrap(module))
+            taps = self._taps.pop(id(module), None)
+            if taps is not None:
+                taps.remove()
+                self._in_graph.difference_update(taps.covered)
             self._module_io.remove()  # installed again at the next due step, for those left
             self._optimizer_owned = weakref.WeakKeyDictionary()
 
@@ -277,13 +309,17 @@ class Hook(TrainerControls, BaseHook):
         if self._scaler is not None:
             self._tracker.expect(Update.SCALER_UPDATE)
 
+    def _slot_config(self) -> ReductionConfig | None:
+        """statistics="slots": the reduction config of ``relu_activations`` (None otherwise)."""
+        if not self._slots:
+            return None
+        config = self._recorder.collections.get(RELU_ACTIVATIONS).reduction_config
+        return config or self._recorder.reduction_config
+
     def _refuse_not_derivable(self) -> None:
         """statistics="slots": every reduction asked for must come from the slots (setup-time
         failure instead of incomplete statistics)."""
         recorder = self._recorder
-        refuse_not_derivable(
-            "the hook's reduction_config", recorder.reduction_config.reduction_specs
-        )
         for name in sorted(recorder.include_collections):
             config = recorder.collections.get(name).reduction_config
             if config is not None:
@@ -368,7 +404,8 @@ class Hook(TrainerControls, BaseHook):
             self._tracker.reset()
         recorder.touch()
         if recorder.mode == ModeKeys.TRAIN:
-            self._initial.before_update(self._registry.params, self._save_contained)
+            with self._converter.together(replicated=True):  # parameters: one per model
+                self._initial.before_update(self._registry.params, self._save_contained)
         self._tracker.on_forward()
         self._module_io.update()
         if self._loop.enabled:
@@ -577,6 +614,11 @@ class Hook(TrainerControls, BaseHook):
                 for prefix, optimizer in self._optimizers:
                     for name, value in optimizer_tensors(prefix, optimizer, names):
                         self._save_contained(name, value, OPTIMIZER_COLLECTIONS)
+            for taps in self._taps.values():  # activations' slots from inside compiled graphs
+                if self._slot_stats is not None and self._due(Kind.MODULE_IO):
+                    taps.take(self._recorder, self._slot_stats)
+                else:
+                    taps.clear()
             self._converter.resolve()
         except Exception as exc:
             self._converter.discard()

@@ -58,6 +58,7 @@ import torch.distributed as dist
 
 from tensortap.core.records import Record
 from tensortap.exceptions import InvalidConfigError
+from tensortap.pytorch.device_stats import Fence
 from tensortap.pytorch.sharded import dtensor_kind
 
 SLOTS = (
@@ -196,6 +197,13 @@ def slot_rows(
     return torch.stack(columns, dim=1)
 
 
+def empty_rows(n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``n`` rows of slots of no values (sums 0, maxima -inf): what merging starts from."""
+    rows = torch.zeros((n, len(SLOTS)), dtype=dtype, device=device)
+    rows[:, SUMMED:] = -_INF
+    return rows
+
+
 def counted_here(t: torch.Tensor, replicated: bool) -> bool:
     """Whether this rank's values of ``t`` add to the merged sums: a shard or per-rank data
     always; a replica (``replicated``: a plain parameter under DDP; a DTensor along its
@@ -216,11 +224,16 @@ class _SlotArrival:
     copy, then derives each record's value from its tensor's row."""
 
     def __init__(
-        self, host: torch.Tensor, fence: Any, entries: list[tuple[int, list[Record]]]
+        self,
+        host: torch.Tensor,
+        fence: Any,
+        entries: list[tuple[int, list[Record]]],
+        sized: set[int],
     ) -> None:
         self.host = host
         self.fence = fence
         self.entries = entries
+        self.sized = sized
         self.nbytes = host.numel() * host.element_size()
 
     def resolve(self) -> None:
@@ -230,15 +243,18 @@ class _SlotArrival:
         for row, records in self.entries:
             for rec in records:
                 rec.value = derive(table[row], rec.reduction, rec.on_abs)
+                if id(rec) in self.sized:
+                    rec.shape = (int(table[row, NUMEL]),)
                 rec.deferred = None
 
 
 @dataclass
 class _Pending:
-    names: list[str]
-    tensors: list[torch.Tensor]
-    records: list[list[Record]]
-    counted: list[bool]
+    names: list[str] = field(default_factory=list)
+    tensors: list[torch.Tensor] = field(default_factory=list)
+    records: list[list[Record]] = field(default_factory=list)
+    counted: list[bool] = field(default_factory=list)
+    accumulate: list[bool] = field(default_factory=list)
 
 
 @dataclass
@@ -254,6 +270,7 @@ class SlotStatistics:
     _entries: dict[int, list[Record]] = field(default_factory=dict)
     _group: _Pending | None = None
     _numels: dict[Any, torch.Tensor] = field(default_factory=dict)
+    _sized: set[int] = field(default_factory=set)  # ids of records to give their size
     all_reduces: int = 0  # how many all-reduces were issued (tests)
 
     @staticmethod
@@ -267,23 +284,52 @@ class SlotStatistics:
         if self._group is not None:
             yield
             return
-        self._group = _Pending([], [], [], [])
+        self._group = _Pending()
         try:
             yield
         finally:
             group, self._group = self._group, None
             self._write(group)
 
-    def add(self, name: str, t: torch.Tensor, records: list[Record], counted: bool = True) -> None:
-        """Queue the row of ``t`` (non-empty, floating) for ``records``. ``counted``: this rank's
-        values add to the merged sums (False for a replica another rank counts)."""
-        group = self._group or _Pending([], [], [], [])
+    def add(
+        self,
+        name: str,
+        t: torch.Tensor,
+        records: list[Record],
+        counted: bool = True,
+        accumulate: bool = False,
+    ) -> None:
+        """Queue the row of ``t`` (floating) for ``records``. ``counted``: this rank's values
+        add to the merged sums (False for a replica another rank counts). ``accumulate``: a
+        second save of ``name`` in the step merges into its row (the union of a module's
+        calls) instead of replacing it (a parameter's gradient, saved again after another
+        backward pass, holds both already)."""
+        group = self._group or _Pending()
         group.names.append(name)
         group.tensors.append(t)
         group.records.append(records)
         group.counted.append(counted)
+        group.accumulate.append(accumulate)
         if self._group is None:
             self._write(group)
+
+    def add_rows(self, block: torch.Tensor, picks: list[tuple[int, str, list[Record]]]) -> None:
+        """Merge rows of slots computed elsewhere (inside a compiled graph) into the step's, as
+        per-rank data: ``block[i]`` is the row of the tensor named in ``(i, name, records)``.
+        Their records have no shape (a graph's tensors are not seen): they get the size."""
+        rows = [self._row(name, block.device) for _, name, _ in picks]
+        buffer = self._buffer
+        assert buffer is not None
+        values = block.to(buffer.device, buffer.dtype)
+        taken = [i for i, _, _ in picks]
+        if taken == list(range(taken[0], taken[0] + len(taken))):
+            self._put(rows, values[taken[0] : taken[0] + len(taken)], True)
+        else:
+            for i, row in zip(taken, rows, strict=True):
+                self._put([row], values[i : i + 1], True)
+        for row, (_, _, records) in zip(rows, picks, strict=True):
+            self._entries[row] = records
+            self._sized.update(id(rec) for rec in records)
 
     def _row(self, name: str, device: torch.device) -> int:
         row = self._rows.get(name)
@@ -293,45 +339,50 @@ class SlotStatistics:
         if buffer is None or row >= buffer.shape[0]:
             capacity = max(64, 2 * (row + 1))
             wide = torch.float32 if device.type == "mps" else torch.float64
-            fresh = self._empty(
-                (capacity, len(SLOTS)), wide, buffer.device if buffer is not None else device
-            )
+            at = buffer.device if buffer is not None else device
+            fresh = empty_rows(capacity, wide, at)
             if buffer is not None:
                 fresh[: buffer.shape[0]] = buffer
             self._buffer = fresh
         return row
 
-    @staticmethod
-    def _empty(shape: tuple[int, int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        buffer = torch.zeros(shape, dtype=dtype, device=device)
-        buffer[:, SUMMED:] = -_INF
-        return buffer
+    def _put(self, rows: list[int], values: torch.Tensor, accumulate: bool) -> None:
+        """Write (or merge: add the sums, take the larger maxima) ``values`` into ``rows``.
+        Rows start each step empty (0 and -inf), so merging into a fresh row writes it."""
+        buffer = self._buffer
+        assert buffer is not None
+        first = rows[0]
+        if rows == list(range(first, first + len(rows))):
+            targets = [(buffer[first : first + len(rows)], values)]
+        else:
+            targets = [(buffer[row], values[j]) for j, row in enumerate(rows)]
+        for target, value in targets:
+            if accumulate:
+                target[..., :SUMMED] += value[..., :SUMMED]
+                target[..., SUMMED:] = torch.maximum(target[..., SUMMED:], value[..., SUMMED:])
+            else:
+                target.copy_(value)
 
     def _write(self, group: _Pending) -> None:
-        by_kind: dict[tuple[torch.device, torch.dtype], list[int]] = {}
+        by_kind: dict[tuple[torch.device, torch.dtype, bool], list[int]] = {}
         for i, t in enumerate(group.tensors):
             if t.numel() == 0:  # an empty shard: its row says so (every rank has the row)
                 row = self._row(group.names[i], t.device)
                 assert self._buffer is not None
-                self._buffer[row, :SUMMED] = 0.0
-                self._buffer[row, SUMMED:] = -_INF
+                if not group.accumulate[i]:
+                    self._buffer[row] = empty_rows(1, self._buffer.dtype, self._buffer.device)[0]
                 self._entries[row] = group.records[i]
                 continue
-            by_kind.setdefault((t.device, t.dtype), []).append(i)
-        for indices in by_kind.values():
+            by_kind.setdefault((t.device, t.dtype, group.accumulate[i]), []).append(i)
+        for (_, _, accumulate), indices in by_kind.items():
             tensors = [group.tensors[i] for i in indices]
             rows = [self._row(group.names[i], tensors[0].device) for i in indices]
             assert self._buffer is not None
             values = slot_rows(tensors, self._numels).to(self._buffer.device, self._buffer.dtype)
-            if not all(group.counted[i] for i in indices):
-                for j, i in enumerate(indices):
-                    if not group.counted[i]:
-                        values[j, :SUMMED] = 0.0  # another rank counts this replica
-            if rows == list(range(rows[0], rows[0] + len(rows))):
-                self._buffer[rows[0] : rows[0] + len(rows)] = values
-            else:
-                for j, row in enumerate(rows):
-                    self._buffer[row] = values[j]
+            for j, i in enumerate(indices):
+                if not group.counted[i]:
+                    values[j, :SUMMED] = 0.0  # another rank counts this replica
+            self._put(rows, values, accumulate)
             for i, row in zip(indices, rows, strict=True):
                 self._entries[row] = group.records[i]
 
@@ -347,15 +398,14 @@ class SlotStatistics:
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             merged = self._all_reduce(merged)
         if buffer.device.type == "cuda":
-            from tensortap.pytorch.device_stats import Fence
-
             host = torch.empty(merged.shape, dtype=merged.dtype, pin_memory=True)
             host.copy_(merged, non_blocking=True)
             fence: Any = Fence(buffer.device)
         else:
             host = merged.to("cpu", copy=True)
             fence = None
-        arrival = _SlotArrival(host, fence, sorted(entries.items()))
+        sized, self._sized = self._sized, set()
+        arrival = _SlotArrival(host, fence, sorted(entries.items()), sized)
         for records in entries.values():
             for rec in records:
                 rec.deferred = arrival
