@@ -33,6 +33,7 @@ from torch import nn  # noqa: E402
 
 import tensortap.pytorch as tt  # noqa: E402
 from conftest import free_port, helper_cmd  # noqa: E402
+from tensortap.pytorch import slots  # noqa: E402
 from tensortap.pytorch.convert import TorchConverter  # noqa: E402
 from tensortap.pytorch.slots import DERIVABLE, SlotStatistics  # noqa: E402
 
@@ -104,6 +105,34 @@ def test_slots_give_the_cores_reductions(tensors, grouped: bool) -> None:
                 rec.deferred.resolve()
     for records, t in saved:
         _check(records, t)
+
+
+def test_the_compiled_kernel_gives_the_same_rows(dynamo) -> None:
+    """``kernel="compiled"`` (the default on CUDA: one fused pass per tensor, one graph for
+    every size) gives the foreach kernels' rows, and through them the core's reductions."""
+    from tensortap.pytorch.slots import slot_rows
+
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    specials = [0.0, float("nan"), float("inf"), -float("inf"), -2.5]
+    for dtype in (torch.float32, torch.bfloat16):
+        tensors = [torch.from_numpy(rng.normal(size=(n,))).to(dtype) for n in (1, 7, 300)]
+        tensors += [torch.tensor(specials, dtype=dtype), torch.zeros(3, 4, dtype=dtype)]
+        want = slot_rows(tensors, kernel="foreach")
+        got = slot_rows(tensors, kernel="compiled")
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
+    assert sum(dynamo["graph_break"].values()) == 0
+    assert dynamo["stats"]["unique_graphs"] >= 1 and not slots._compiled_failed  # it compiled
+    converter = TorchConverter(SlotStatistics(kernel="compiled"))
+    plan = SavePlan(raw=False, shape=False, reductions=SPECS)
+    with converter.together():
+        records = [converter.records(f"t{i}", t, plan) for i, t in enumerate(tensors)]
+    converter.resolve()
+    for recs, t in zip(records, tensors, strict=True):
+        for rec in recs:
+            if rec.deferred is not None:
+                rec.deferred.resolve()
+        _check(recs, t)
 
 
 class _nothing:

@@ -25,7 +25,13 @@ from tensortap.core.recorder import StepRecorder
 from tensortap.core.records import Record, RecordKind
 from tensortap.pytorch.naming import GRADIENT_PREFIX, ModuleNames
 from tensortap.pytorch.registry import Registry
-from tensortap.pytorch.slots import ACTIVATION_GRADIENTS, SUMMED, SlotStatistics, empty_rows
+from tensortap.pytorch.slots import (
+    ACTIVATION_GRADIENTS,
+    SUMMED,
+    SlotStatistics,
+    empty_rows,
+    row_of,
+)
 
 _NAN = float("nan")
 _STORED = {
@@ -34,28 +40,6 @@ _STORED = {
     torch.float32: "float32",
     torch.float64: "float64",
 }
-
-
-def _row(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """The slots of ``x`` as one row (traced into the graph: the ops fuse)."""
-    x = x.detach().to(dtype)
-    low, high = torch.aminmax(x)
-    n = torch.full((), x.numel(), dtype=dtype, device=x.device)
-    square = x * x
-    return torch.stack(
-        [
-            n,
-            n - torch.isfinite(x).sum().to(dtype),
-            n - torch.linalg.vector_norm(x, 0),
-            x.sum(),
-            x.abs().sum(),
-            square.sum(),
-            (square * square).sum(),
-            torch.maximum(high.abs(), low.abs()),
-            high,
-            -low,
-        ]
-    )
 
 
 def _merge(buffer: torch.Tensor, row: int, values: torch.Tensor) -> None:
@@ -79,7 +63,7 @@ class _GradientTap(torch.autograd.Function):
         ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
     ) -> tuple[torch.Tensor, None, None]:
         buffer: torch.Tensor = ctx.buffer  # type: ignore[attr-defined]
-        _merge(buffer, ctx.row, _row(grad, buffer.dtype))  # type: ignore[attr-defined]
+        _merge(buffer, ctx.row, row_of(grad, buffer.dtype))  # type: ignore[attr-defined]
         return grad, None, None
 
 
@@ -120,8 +104,8 @@ class CompiledTaps:
             if not isinstance(output, torch.Tensor) or not output.is_floating_point():
                 return None
             if args and isinstance(args[0], torch.Tensor) and args[0].is_floating_point():
-                _merge(buffer, base, _row(args[0], buffer.dtype))
-            _merge(buffer, base + 1, _row(output, buffer.dtype))
+                _merge(buffer, base, row_of(args[0], buffer.dtype))
+            _merge(buffer, base + 1, row_of(output, buffer.dtype))
             if output.requires_grad:
                 return _GradientTap.apply(output, buffer, base + 2)  # type: ignore[no-untyped-call]
             return None

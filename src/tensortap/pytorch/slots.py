@@ -47,6 +47,7 @@ in two passes.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -88,6 +89,7 @@ DERIVABLE = frozenset(
 #: The collection of the gradients of saved module outputs (``gradient/<output name>``).
 ACTIVATION_GRADIENTS = "activation_gradients"
 STATISTICS_CHOICES = ("per_tensor", "slots")
+logger = logging.getLogger(__name__)
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _INF = float("inf")
 
@@ -160,14 +162,66 @@ def _accumulator(t: torch.Tensor) -> torch.dtype:
     return torch.float32
 
 
+def row_of(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The slots of ``x`` as one row, accumulated in ``dtype``. Traced by Dynamo (inside a
+    compiled model, or compiled by itself), its reductions fuse into one pass over ``x``."""
+    x = x.detach().to(dtype)
+    low, high = torch.aminmax(x)
+    n = torch.full((), x.numel(), dtype=dtype, device=x.device)
+    square = x * x
+    return torch.stack(
+        [
+            n,
+            n - torch.isfinite(x).sum().to(dtype),
+            n - torch.linalg.vector_norm(x, 0),
+            x.sum(),
+            x.abs().sum(),
+            square.sum(),
+            (square * square).sum(),
+            torch.maximum(high.abs(), low.abs()),
+            high,
+            -low,
+        ]
+    )
+
+
+KERNELS = ("auto", "foreach", "compiled")
+_compiled_row: Any = None
+_compiled_failed = False
+
+
+def _fused_rows(tensors: list[torch.Tensor], acc: torch.dtype) -> torch.Tensor | None:
+    """Each tensor's row by one compiled function (one fused pass per tensor, the size
+    symbolic so one graph serves every shape); None where compiling is not possible."""
+    global _compiled_row, _compiled_failed
+    if _compiled_failed or torch.compiler.is_compiling():
+        return None
+    try:
+        if _compiled_row is None:
+            _compiled_row = torch.compile(row_of, dynamic=True, fullgraph=True)
+        return torch.stack([_compiled_row(t.reshape(-1), acc) for t in tensors])
+    except Exception:  # no working compiler here (e.g. no triton): the foreach kernels
+        _compiled_failed = True
+        logger.warning("tensortap: slot statistics fall back to foreach kernels", exc_info=True)
+        return None
+
+
 def slot_rows(
-    tensors: list[torch.Tensor], numels: dict[Any, torch.Tensor] | None = None
+    tensors: list[torch.Tensor],
+    numels: dict[Any, torch.Tensor] | None = None,
+    kernel: str = "auto",
 ) -> torch.Tensor:
     """``[len(tensors), SLOTS]`` rows of slots of non-empty floating tensors of one device and
-    dtype: multi-tensor norms for the sums, one ``aminmax``, ``sum`` and finite count each.
-    ``numels`` caches the sizes as device tensors (made once per set of shapes, no copy)."""
+    dtype. ``kernel``: ``foreach``: multi-tensor norms for the sums, one ``aminmax``, ``sum``
+    and finite count each (about eight passes over the data); ``compiled``: one fused pass per
+    tensor (``row_of`` compiled); ``auto``: compiled on CUDA, foreach elsewhere. ``numels``
+    caches the sizes as device tensors (made once per set of shapes, no copy)."""
     acc = _accumulator(tensors[0])
     device = tensors[0].device
+    if kernel == "compiled" or (kernel == "auto" and device.type == "cuda"):
+        fused = _fused_rows(tensors, acc)
+        if fused is not None:
+            return fused
     key = (device, acc, tuple(t.numel() for t in tensors))
     numel = None if numels is None else numels.get(key)
     if numel is None:
@@ -271,6 +325,7 @@ class SlotStatistics:
     _group: _Pending | None = None
     _numels: dict[Any, torch.Tensor] = field(default_factory=dict)
     _sized: set[int] = field(default_factory=set)  # ids of records to give their size
+    kernel: str = "auto"  # how rows are computed (see slot_rows)
     all_reduces: int = 0  # how many all-reduces were issued (tests)
 
     @staticmethod
@@ -378,7 +433,8 @@ class SlotStatistics:
             tensors = [group.tensors[i] for i in indices]
             rows = [self._row(group.names[i], tensors[0].device) for i in indices]
             assert self._buffer is not None
-            values = slot_rows(tensors, self._numels).to(self._buffer.device, self._buffer.dtype)
+            values = slot_rows(tensors, self._numels, self.kernel)
+            values = values.to(self._buffer.device, self._buffer.dtype)
             for j, i in enumerate(indices):
                 if not group.counted[i]:
                     values[j, :SUMMED] = 0.0  # another rank counts this replica
