@@ -406,3 +406,43 @@ def test_two_ranks_merge_with_one_sum_and_one_max_per_saving_step(
         for worker in ("worker_0", "worker_1"):
             # float32 training summed in another order: within float32 rounding of the run
             assert _same_statistics(ref, trial, rel=1e-4, worker=worker, specs=MERGED) > 300
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+def test_cuda_slots_every_step_never_wait_on_the_device(tmp_path: Path) -> None:
+    """On a GPU: slots of weights, gradients, activations and their gradients every step (the
+    compiled fused kernel), and the training thread makes no synchronizing call once the first
+    step has compiled it (sync debug mode raises on one); the values are right."""
+    model = make(Net).cuda().to(torch.bfloat16)
+    hook = tt.Hook(
+        tmp_path / "run",
+        statistics="slots",
+        save_config=tt.SaveConfig(save_interval=1),
+        reduction_config=STATS,
+        include_collections=COLLECTIONS,
+    )
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = [(x.cuda().to(torch.bfloat16), y.cuda()) for x, y in batches(32, 5)]
+    grads = []
+    for i, (x, y) in enumerate(data):
+        if i == 1:  # step 0 compiled the kernel and allocated the buffers
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+        try:
+            opt.zero_grad(set_to_none=False)  # zeroed in place: the statistics must not see it
+            nn.functional.cross_entropy(model(x).float(), y).backward()
+            grads.append(model.fc1.weight.grad.detach().clone())
+            opt.step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    hook.close()
+    assert hook.status.internal_errors == 0, hook.status.last_internal_error
+    assert not slots._compiled_failed
+    tensor = tt.create_trial(tmp_path / "run").tensor("gradient/fc1.weight")
+    for step, grad in enumerate(grads):
+        g = grad.double().cpu().numpy()
+        for stat, on_abs in STAT_SPECS:
+            assert tensor.reduction_value(step, stat, abs=on_abs) == pytest.approx(
+                compute_reduction(g, stat, on_abs), rel=1e-3, abs=1e-3 * float(abs(g).max())
+            ), (step, stat, on_abs)
