@@ -20,12 +20,13 @@ max        largest x                                              max
 neg_min    minus the smallest x                                   max
 =========  =====================================================  ==============
 
-The slots are computed by multi-tensor kernels over each group of tensors saved together
-(``torch._foreach_norm`` of orders 0, 1, 2 and 4) and one ``aminmax``, one ``sum`` and one
-``isfinite`` count per tensor, accumulated in float32 (float64 on the CPU and for float64
-tensors). Under ``torch.distributed`` the whole buffer is merged with **one SUM all-reduce and
-one MAX all-reduce per saving step**, for every tensor at once; then it is copied to the host
-without blocking (CUDA: pinned memory, ``non_blocking=True`` and an event the writer thread waits
+On CUDA each tensor's row is one compiled function (one fused pass); elsewhere multi-tensor
+kernels over each group of tensors saved together (``torch._foreach_norm`` of orders 0 and 1)
+and per tensor one ``aminmax``, ``sum``, ``isfinite`` count and two dot products (Σx², Σx⁴);
+accumulated in float32 (float64 on the CPU and for float64 tensors). Under
+``torch.distributed`` the whole buffer is merged with **one SUM all-reduce and one MAX
+all-reduce per saving step**, for every tensor at once; then it is copied to the host without
+blocking (CUDA: pinned memory, ``non_blocking=True`` and an event the writer thread waits
 for) and the writer thread turns each row into the saved reductions. Nothing on the training
 thread reads a value.
 
@@ -212,10 +213,11 @@ def slot_rows(
     kernel: str = "auto",
 ) -> torch.Tensor:
     """``[len(tensors), SLOTS]`` rows of slots of non-empty floating tensors of one device and
-    dtype. ``kernel``: ``foreach``: multi-tensor norms for the sums, one ``aminmax``, ``sum``
-    and finite count each (about eight passes over the data); ``compiled``: one fused pass per
-    tensor (``row_of`` compiled); ``auto``: compiled on CUDA, foreach elsewhere. ``numels``
-    caches the sizes as device tensors (made once per set of shapes, no copy)."""
+    dtype. ``kernel``: ``foreach``: multi-tensor norms of orders 0 and 1, and per tensor one
+    ``aminmax``, ``sum``, finite count and two dot products (about eight passes over the
+    data); ``compiled``: one fused pass per tensor (``row_of`` compiled); ``auto``: compiled
+    on CUDA, foreach elsewhere. ``numels`` caches the sizes as device tensors (made once per
+    set of shapes, no copy)."""
     acc = _accumulator(tensors[0])
     device = tensors[0].device
     if kernel == "compiled" or (kernel == "auto" and device.type == "cuda"):
@@ -228,9 +230,15 @@ def slot_rows(
         numel = torch.stack([torch.full((), float(n), dtype=acc, device=device) for n in key[2]])
         if numels is not None:
             numels[key] = numel
-    nnz, l1, l2, l4 = (
-        torch.stack(torch._foreach_norm(tensors, order, dtype=acc)) for order in (0, 1, 2, 4)
-    )
+    nnz, l1 = (torch.stack(torch._foreach_norm(tensors, order, dtype=acc)) for order in (0, 1))
+    # Σx² and Σx⁴ as dot products of the widened values (BLAS; the norms of orders 2 and 4
+    # would round through a square root, and order 4 has no fast kernel)
+    squares, fourths = [], []
+    for t in tensors:
+        x = t.reshape(-1).to(acc)
+        square = x * x
+        squares.append(torch.dot(x, x))
+        fourths.append(torch.dot(square, square))
     extremes = [torch.aminmax(t) for t in tensors]
     low = torch.stack([lo for lo, _ in extremes]).to(acc)
     high = torch.stack([hi for _, hi in extremes]).to(acc)
@@ -242,8 +250,8 @@ def slot_rows(
         numel - nnz,
         sums,
         l1,
-        l2 * l2,
-        (l4 * l4) * (l4 * l4),
+        torch.stack(squares),
+        torch.stack(fourths),
         torch.maximum(high.abs(), low.abs()),
         high,
         -low,
