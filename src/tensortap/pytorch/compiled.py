@@ -11,12 +11,11 @@ to avoid them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Set
 
 import torch
 from torch import nn
 
-from tensortap.core.reduction_config import ReductionConfig
+from tensortap.core.recorder import StepRecorder
 from tensortap.exceptions import InvalidConfigError
 from tensortap.pytorch.naming import IO_COLLECTIONS, RELU_ACTIVATIONS
 
@@ -29,13 +28,15 @@ def is_compiled(module: nn.Module) -> bool:
     return isinstance(getattr(module, "_orig_mod", None), nn.Module)
 
 
-def refuse_io_inside_compiled(
-    include_collections: Set[str], slots: ReductionConfig | None = None
-) -> None:
+def refuse_io_inside_compiled(recorder: StepRecorder, slots_on: bool = False) -> None:
     """Refuse a compiled model when module inputs or outputs are to be saved. With
-    statistics="slots" (``slots``: the reduction config of ``relu_activations``) the
-    activations' statistics are computed inside the graph, but their raw values cannot be."""
-    wanted = sorted(set(IO_COLLECTIONS) & include_collections)
+    statistics="slots" (``slots_on``) the statistics of ``relu_activations`` are computed inside
+    the graph, but their raw values cannot be."""
+    wanted = sorted(set(IO_COLLECTIONS) & recorder.include_collections)
+    slots = None
+    if slots_on:
+        slots = recorder.collections.get(RELU_ACTIVATIONS).reduction_config
+        slots = slots or recorder.reduction_config
     if slots is not None and RELU_ACTIVATIONS in wanted:
         wanted.remove(RELU_ACTIVATIONS)
         if slots.saves_raw or slots.save_shape:

@@ -23,7 +23,12 @@ from torch.utils.hooks import RemovableHandle
 
 from tensortap.core.recorder import StepRecorder
 from tensortap.core.records import Record, RecordKind
-from tensortap.pytorch.naming import GRADIENT_PREFIX, ModuleNames
+from tensortap.pytorch.naming import (
+    GRADIENT_PREFIX,
+    RELU_ACTIVATIONS,
+    ModuleNames,
+    may_hold_module_io,
+)
 from tensortap.pytorch.registry import Registry
 from tensortap.pytorch.slots import (
     ACTIVATION_GRADIENTS,
@@ -67,14 +72,24 @@ class _GradientTap(torch.autograd.Function):
         return grad, None, None
 
 
-def compiled_taps(model: nn.Module, registry: Registry) -> CompiledTaps:
-    """The in-graph slot hooks of the activation modules of ``model`` (unwrapped)."""
+def tap(model: nn.Module, registry: Registry, recorder: StepRecorder) -> CompiledTaps:
+    """The in-graph slot hooks of the activation modules of ``model`` (unwrapped). The hook's
+    per-module hooks then skip its modules quietly (``covered``), unless another included
+    collection wants inputs or outputs of its other layers (they warn then)."""
     modules = [(m, registry.names[m]) for m in model.modules() if m in registry.names]
     modules = [(m, names) for m, names in modules if names.kind and not names.loss]
     floats = [p for p in model.parameters() if p.is_floating_point()]
     device = floats[0].device if floats else torch.device("cpu")
     dtype = floats[0].dtype if floats else torch.float32
-    return CompiledTaps(modules, device, dtype)
+    taps = CompiledTaps(modules, device, dtype)
+    others = [
+        c
+        for c in recorder.include_collections
+        if c != RELU_ACTIVATIONS and may_hold_module_io(recorder.collections.get(c))
+    ]
+    if not others:
+        taps.covered = {id(m) for m in model.modules()}
+    return taps
 
 
 class CompiledTaps:

@@ -34,7 +34,7 @@ from tensortap.hook import Hook as BaseHook
 from tensortap.hook import HookOptions, OutDir
 from tensortap.pytorch import events
 from tensortap.pytorch.compiled import is_compiled, refuse_io_inside_compiled, warn_traced
-from tensortap.pytorch.compiled_slots import CompiledTaps, compiled_taps
+from tensortap.pytorch.compiled_slots import CompiledTaps, tap
 from tensortap.pytorch.convert import TorchConverter
 from tensortap.pytorch.due import DueKinds, Kind
 from tensortap.pytorch.gradients import clip_threshold, inverse_scale, save_gradients
@@ -50,7 +50,6 @@ from tensortap.pytorch.naming import (
     RELU_ACTIVATIONS,
     ModuleNames,
     flatten_tensors,
-    may_hold_module_io,
     unwrap,
 )
 from tensortap.pytorch.optimizer import optimizer_tensors
@@ -59,6 +58,7 @@ from tensortap.pytorch.slots import (
     ACTIVATION_GRADIENTS,
     SlotStatistics,
     check_statistics,
+    refuse_collections,
     refuse_not_derivable,
 )
 from tensortap.pytorch.trainer_controls import TrainerControls
@@ -181,33 +181,19 @@ class Hook(TrainerControls, BaseHook):
         if any(m is module for m in self._models):
             return self._registrations[id(module)]
         if self._slots:
-            self._refuse_not_derivable()  # collections configured since the hook was made
+            refuse_collections(self._recorder)  # collections configured since the hook was made
         compiled = is_compiled(module)
         if compiled:
-            refuse_io_inside_compiled(self._recorder.include_collections, self._slot_config())
+            refuse_io_inside_compiled(self._recorder, self._slots)
         self._registry.add_model(unwrap(module), name, compiled)
         if compiled and self._slots and RELU_ACTIVATIONS in self._recorder.include_collections:
-            self._tap(module)
+            taps = self._taps[id(module)] = tap(unwrap(module), self._registry, self._recorder)
+            self._in_graph.update(taps.covered)
         pre = module.register_forward_pre_hook(self._on_model_forward)
         post = module.register_forward_hook(self._on_model_output)
         self._models.append(module)
         self._optimizer_owned = weakref.WeakKeyDictionary()  # ownership may change
         return self._registered(id(module), pre.remove, post.remove, partial(self._forget, module))
-
-    def _tap(self, module: nn.Module) -> None:
-        """statistics="slots": the activations of a compiled model get their slots computed
-        inside its graph. The per-module hooks then skip its modules quietly, unless another
-        included collection wants inputs or outputs of its other layers (it warns then)."""
-        core = unwrap(module)
-        taps = self._taps[id(module)] = compiled_taps(core, self._registry)
-        recorder = self._recorder
-        others = [
-            c
-            for c in recorder.include_collections
-            if c != RELU_ACTIVATIONS and may_hold_module_io(recorder.collections.get(c))
-        ]
-        taps.covered = set(taps.modules) if others else {id(m) for m in core.modules()}
-        self._in_graph.update(taps.covered)
 
     def register_hook(self, module: nn.Module) -> HookHandle:
         """smdebug's name for :meth:`register_module`."""
@@ -308,22 +294,6 @@ class Hook(TrainerControls, BaseHook):
             self._tracker.expect(Update.OPTIMIZER_STEP)
         if self._scaler is not None:
             self._tracker.expect(Update.SCALER_UPDATE)
-
-    def _slot_config(self) -> ReductionConfig | None:
-        """statistics="slots": the reduction config of ``relu_activations`` (None otherwise)."""
-        if not self._slots:
-            return None
-        config = self._recorder.collections.get(RELU_ACTIVATIONS).reduction_config
-        return config or self._recorder.reduction_config
-
-    def _refuse_not_derivable(self) -> None:
-        """statistics="slots": every reduction asked for must come from the slots (setup-time
-        failure instead of incomplete statistics)."""
-        recorder = self._recorder
-        for name in sorted(recorder.include_collections):
-            config = recorder.collections.get(name).reduction_config
-            if config is not None:
-                refuse_not_derivable(f"collection {name!r}", config.reduction_specs)
 
     # -- explicit saving --
     def save_tensor(

@@ -58,6 +58,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from tensortap.core.recorder import StepRecorder
 from tensortap.core.records import Record
 from tensortap.exceptions import InvalidConfigError
 from tensortap.pytorch.device_stats import Fence
@@ -125,6 +126,14 @@ def refuse_not_derivable(where: str, specs: tuple[tuple[str, bool], ...]) -> Non
             "variance, l1 and l2 of the absolute value. Leave those reductions out, or use "
             "statistics='per_tensor' for this hook"
         )
+
+
+def refuse_collections(recorder: StepRecorder) -> None:
+    """Setup check of the included collections' own reduction configs (see above)."""
+    for name in sorted(recorder.include_collections):
+        config = recorder.collections.get(name).reduction_config
+        if config is not None:
+            refuse_not_derivable(f"collection {name!r}", config.reduction_specs)
 
 
 def derive(row: np.ndarray[Any, Any], name: str, on_abs: bool) -> float:
