@@ -217,6 +217,56 @@ def test_activation_gradients_are_those_backward_computes(tmp_path: Path) -> Non
             ), (step, stat, on_abs)
 
 
+def test_a_module_called_once_per_micro_batch_saves_the_union(tmp_path: Path) -> None:
+    """Gradient accumulation: two forward and backward passes per optimizer step. An
+    activation's statistics, and its gradient's, are those of both micro-batches together;
+    the parameters' gradients are taken once, before the update."""
+    model = make(Net)
+    outputs: list[torch.Tensor] = []
+
+    def keep(module: nn.Module, args: object, output: torch.Tensor) -> None:
+        output.retain_grad()
+        outputs.append(output)
+
+    model.relu1.register_forward_hook(keep)
+    hook = tt.Hook(
+        tmp_path,
+        statistics="slots",
+        save_config=tt.SaveConfig(save_interval=1),
+        reduction_config=STATS,
+        include_collections=COLLECTIONS,
+    )
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    hook.register_optimizer(opt)
+    data = list(batches(16, 4))
+    grads = []
+    for i in (0, 2):
+        opt.zero_grad()
+        for x, y in data[i : i + 2]:
+            nn.functional.cross_entropy(model(x), y).backward()
+        grads.append(model.fc1.weight.grad.clone())
+        opt.step()
+    hook.close()
+    trial = tt.create_trial(tmp_path)
+    act, act_grad = (
+        trial.tensor("relu1/relu_output_0"),
+        trial.tensor("gradient/relu1/relu_output_0"),
+    )
+    weight_grad = trial.tensor("gradient/fc1.weight")
+    assert act.steps() == act_grad.steps() == weight_grad.steps() == [0, 1]
+    for step in (0, 1):
+        both = outputs[2 * step : 2 * step + 2]
+        values = np.concatenate([o.detach().double().numpy().ravel() for o in both])
+        gradients = np.concatenate([o.grad.double().numpy().ravel() for o in both])
+        for got, want in ((act, values), (act_grad, gradients), (weight_grad, grads[step])):
+            want = np.asarray(want, dtype=np.float64)
+            for stat, on_abs in STAT_SPECS:
+                assert got.reduction_value(step, stat, abs=on_abs) == pytest.approx(
+                    compute_reduction(want, stat, on_abs), rel=1e-9, abs=1e-12
+                ), (got.name, step, stat, on_abs)
+
+
 def test_gradients_of_activations_are_only_saved_with_their_collection(tmp_path: Path) -> None:
     model = make(Net)
     hook = tt.Hook(
