@@ -221,6 +221,19 @@ def slot_rows(
     numels: dict[Any, torch.Tensor] | None = None,
     kernel: str = "auto",
 ) -> torch.Tensor:
+    """``[len(tensors), SLOTS]``: see :func:`_slot_rows`; outside autocast and autograd (the
+    hook computes rows inside a model's forward, too)."""
+    device = tensors[0].device.type
+    plain = torch.autocast(device, enabled=False) if device in ("cpu", "cuda") else None
+    with torch.no_grad(), plain or contextlib.nullcontext():
+        return _slot_rows(tensors, numels, kernel)
+
+
+def _slot_rows(
+    tensors: list[torch.Tensor],
+    numels: dict[Any, torch.Tensor] | None = None,
+    kernel: str = "auto",
+) -> torch.Tensor:
     """``[len(tensors), SLOTS]`` rows of slots of non-empty floating tensors of one device and
     dtype. ``kernel``: ``foreach``: multi-tensor norms of orders 0 and 1, and per tensor one
     ``aminmax``, ``sum``, finite count and two dot products (about eight passes over the
