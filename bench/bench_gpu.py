@@ -14,6 +14,16 @@ memory per step; for raw saves, one copy of the same tensors to the host and a w
     python bench/bench_gpu.py [--model gpt|resnet|both] [--rounds 5] [--steps 20]
     python bench/bench_gpu.py --device cpu --small --rounds 1 --steps 2   # a smoke run
 
+``--suite issue35`` measures the GPT-2-small shape (bf16 autocast, AdamW) eagerly and under
+``torch.compile(fullgraph=True)``: no hook (the floor), the default hook, fixed-slot statistics
+of weights and gradients every step, the same plus activations and their gradients (forward and
+backward), the foreach floor (the slot kernels over every weight and gradient and one
+non-blocking copy, no hook), the guard and rollback. Each row is one function in ``ROWS35``
+that sets a run up; a row not built yet says so in the table.
+
+    python bench/bench_gpu.py --suite issue35 [--compile off|on|both] [--rows 'no hook,slots']
+
+Targets of issue 35 (GPT-2-small shape): statistics every step <= 1.03x, guard <= 1.01x.
 Targets on an H200 (issue 21): l2 of every gradient every step <= 1.03x; min/max/mean/l1/l2 every
 step <= 1.08x (within ~1% of the floor); default <= 1.005x; numerics every step <= 1.05x; guard
 <= 1.01x.
@@ -47,6 +57,7 @@ class Block(nn.Module):
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
         self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.act = nn.GELU()  # a module, so that relu_activations (and their slots) see it
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
@@ -55,7 +66,7 @@ class Block(nn.Module):
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
         )
         x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+        return x + self.out(self.act(self.fc(self.ln2(x))))
 
 
 class GPT(nn.Module):
@@ -295,6 +306,224 @@ def bench(
     return rows
 
 
+# -- issue 35: slots, activations forward+backward, guard and rollback, eager and compiled --
+
+SLOT_STATS = tt.ReductionConfig(
+    reductions=["min", "max", "mean", "std", "nonfinite"], abs_reductions=["max"], norms=["l2"]
+)
+
+
+class NotBuilt(Exception):
+    """A row whose feature is not in this tree yet (the table says so)."""
+
+
+class Run35:
+    """One model copy (eager or compiled), its optimizer, and what its row set up."""
+
+    def __init__(
+        self, device: torch.device, out: Path, small: bool, compiled: bool, backend: str
+    ) -> None:
+        factory, make_opt, batch = workloads(small)["gpt"]
+        torch.manual_seed(0)
+        self.model = factory().to(device)
+        self.opt = make_opt(self.model.parameters())
+        self.runner: nn.Module = self.model
+        if compiled:
+            self.runner = torch.compile(self.model, fullgraph=True, backend=backend)  # type: ignore[assignment]
+        self.x, self.y = batch(device)
+        self.device = device
+        self.out = out
+        self.hook: tt.Hook | None = None
+        self.guard: Any = None
+        self.before_update: Callable[[], None] | None = None  # a row's work after backward
+        self.pinned: torch.Tensor | None = None
+
+    def step(self) -> None:
+        self.opt.zero_grad(set_to_none=True)
+        autocast = (
+            torch.autocast("cuda", dtype=torch.bfloat16)
+            if self.device.type == "cuda"
+            else contextlib.nullcontext()
+        )
+        with autocast:
+            out = self.runner(self.x)
+            loss = F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), self.y.reshape(-1))
+        loss.backward()
+        if self.guard is not None:
+            self.guard.observe(loss)
+        if self.before_update is not None:
+            self.before_update()
+        self.opt.step()
+
+    def timed_step(self) -> float:
+        t0 = time.perf_counter()
+        self.step()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter() - t0
+
+    def hooked(self, **options: Any) -> tt.Hook:
+        self.hook = tt.Hook(self.out, **options)
+        self.hook.register_module(self.runner)
+        self.hook.register_optimizer(self.opt)
+        return self.hook
+
+    def close(self) -> None:
+        if self.hook is not None:
+            self.hook.close()
+        if self.guard is not None and hasattr(self.guard, "remove"):
+            self.guard.remove()
+
+
+def row_floor(run: Run35) -> None:
+    """Training alone."""
+
+
+def row_default(run: Run35) -> None:
+    run.hooked()
+
+
+def row_slots(run: Run35) -> None:
+    run.hooked(
+        statistics="slots",
+        save_config=EVERY_STEP,
+        reduction_config=SLOT_STATS,
+        include_collections=["weights", "biases", "gradients", "losses"],
+    )
+
+
+def row_activations(run: Run35) -> None:
+    run.hooked(
+        statistics="slots",
+        save_config=EVERY_STEP,
+        reduction_config=SLOT_STATS,
+        include_collections=[
+            *("weights", "biases", "gradients", "losses"),
+            *("relu_activations", "activation_gradients"),
+        ],
+    )
+
+
+def row_foreach_floor(run: Run35) -> None:
+    """The slot kernels over every weight and gradient, one non-blocking copy: no hook."""
+    from tensortap.pytorch.slots import slot_rows
+
+    numels: dict[Any, torch.Tensor] = {}
+
+    def work() -> None:
+        params = [p.detach() for p in run.model.parameters()]
+        grads = [p.grad for p in run.model.parameters() if p.grad is not None]
+        rows = torch.cat([slot_rows(params, numels), slot_rows(grads, numels)])
+        if run.pinned is None:
+            run.pinned = torch.empty(rows.shape, dtype=rows.dtype, pin_memory=_pin(run.device))
+        run.pinned.copy_(rows, non_blocking=True)
+
+    run.before_update = work
+
+
+def row_guard(run: Run35) -> None:
+    """The guard as tensortap.pytorch ships it (the integrator swaps in the sync-free one)."""
+    run.guard = tt.Guard(run.opt, run.model)
+
+
+def row_rollback(run: Run35) -> None:
+    raise NotBuilt("placeholder: the rollback of issue 35 item 2 adds its row here")
+
+
+def _pin(device: torch.device) -> bool:
+    return device.type == "cuda"
+
+
+#: name -> a function that sets a run up (raises NotBuilt for a feature not in this tree).
+ROWS35: dict[str, Callable[[Run35], None]] = {
+    "no hook (floor)": row_floor,
+    "default hook": row_default,
+    "slots every step (weights, gradients)": row_slots,
+    "slots every step + activations fwd+bwd": row_activations,
+    "foreach floor (slot kernels, no hook)": row_foreach_floor,
+    "guard": row_guard,
+    "rollback": row_rollback,
+}
+#: rows set against the foreach floor
+VERSUS_FOREACH = ("slots every step (weights, gradients)", "slots every step + activations fwd+bwd")
+
+
+def bench35(
+    device: torch.device,
+    rounds: int,
+    steps: int,
+    root: Path,
+    small: bool,
+    compiled: bool,
+    backend: str,
+    rows: list[str],
+) -> tuple[list[tuple[str, str, str, str]], int]:
+    """One table: every row's median step and its ratio to the floor; and Dynamo's graph
+    breaks over the whole run (compiled)."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    runs: dict[str, Run35] = {}
+    missing: dict[str, str] = {}
+    for i, name in enumerate(rows):
+        run = Run35(device, root / f"gpt35-{int(compiled)}-{i}", small, compiled, backend)
+        try:
+            ROWS35[name](run)
+        except NotBuilt as exc:
+            missing[name] = str(exc)
+            continue
+        runs[name] = run
+    for run in runs.values():  # warm up (and compile)
+        for _ in range(3):
+            run.timed_step()
+    times: dict[str, list[float]] = {n: [] for n in runs}
+    for _ in range(rounds):
+        for _ in range(steps):
+            for name, run in runs.items():
+                times[name].append(run.timed_step())
+        for run in runs.values():
+            if run.hook is not None:
+                run.hook.flush()
+    breaks = sum(counters["graph_break"].values())
+    medians = {n: statistics.median(t) for n, t in times.items()}
+    base = medians.get("no hook (floor)")
+    foreach = medians.get("foreach floor (slot kernels, no hook)")
+    table = []
+    for name in rows:
+        if name in missing:
+            table.append((name, "n/a", "n/a", missing[name]))
+            continue
+        ratio = f"{medians[name] / base:.3f}x" if base else "n/a"
+        versus = ""
+        if name in VERSUS_FOREACH and foreach:
+            versus = f"{medians[name] / foreach:.3f}x of the foreach floor"
+        table.append((name, f"{medians[name] * 1e3:.2f} ms", ratio, versus))
+    for run in runs.values():
+        run.close()
+    return table, breaks
+
+
+def main35(args: argparse.Namespace, device: torch.device, root: Path) -> None:
+    rows = [r.strip() for r in args.rows.split(",")] if args.rows else list(ROWS35)
+    unknown = [r for r in rows if r not in ROWS35]
+    if unknown:
+        raise SystemExit(f"unknown rows {unknown}; known: {list(ROWS35)}")
+    modes = {"off": [False], "on": [True], "both": [False, True]}[args.compile]
+    for compiled in modes:
+        table, breaks = bench35(
+            device, args.rounds, args.steps, root, args.small, compiled, args.backend, rows
+        )
+        how = f"torch.compile(fullgraph=True, backend={args.backend!r})" if compiled else "eager"
+        print(f"\n## gpt{' (small)' if args.small else ''}, {how}")
+        if compiled:
+            print(f"# graph breaks over the run: {breaks}")
+        print("| configuration | median step | ratio to the floor | vs foreach floor |")
+        print("|---|---|---|---|")
+        for name, ms, ratio, versus in table:
+            print(f"| {name} | {ms} | {ratio} | {versus} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", choices=["gpt", "resnet", "both"], default="both")
@@ -302,6 +531,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--small", action="store_true", help="tiny shapes (a smoke run)")
+    parser.add_argument("--suite", choices=["issue21", "issue35"], default="issue21")
+    parser.add_argument("--compile", choices=["off", "on", "both"], default="both")
+    parser.add_argument("--backend", default="inductor", help="torch.compile backend (issue35)")
+    parser.add_argument("--rows", default="", help="issue35: comma-separated rows (default all)")
     args = parser.parse_args()
     device = torch.device(args.device)
     if device.type == "cuda":
@@ -314,6 +547,9 @@ def main() -> None:
     print("# each step ends with a synchronize; median step time; ratios to 'no hook'")
     root = Path(tempfile.mkdtemp(prefix="tensortap-bench-gpu-", dir=os.environ.get("BENCH_DIR")))
     try:
+        if args.suite == "issue35":
+            main35(args, device, root)
+            return
         for workload in ["gpt", "resnet"] if args.model == "both" else [args.model]:
             rows = bench(workload, device, args.rounds, args.steps, root, args.small)
             print(f"\n## {workload}{' (small)' if args.small else ''}")

@@ -35,3 +35,33 @@ def test_the_gpu_benchmark_runs_every_configuration(tmp_path: Path) -> None:
         "floor: copy + write every 10 steps",
     ]
     assert "of the floor" in rows[2]
+
+
+def test_the_issue35_suite_runs_every_row_eager_and_compiled(tmp_path: Path) -> None:
+    """Slots, activations forward+backward, the foreach floor, the guard, eager and under
+    ``torch.compile(fullgraph=True)`` (the eager backend here: tracing, not inductor's
+    compile time); rows not built yet are reported as placeholders."""
+    cmd = [sys.executable, str(ROOT / "bench" / "bench_gpu.py"), "--device", "cpu", "--small"]
+    cmd += ["--suite", "issue35", "--rounds", "1", "--steps", "1", "--backend", "eager"]
+    env = {"BENCH_DIR": str(tmp_path), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src")}
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    tables = result.stdout.split("\n## ")[1:]
+    assert [t.splitlines()[0] for t in tables] == [
+        "gpt (small), eager",
+        "gpt (small), torch.compile(fullgraph=True, backend='eager')",
+    ]
+    assert "# graph breaks over the run: 0" in tables[1]
+    for table in tables:
+        rows = [line for line in table.splitlines() if line.startswith("| ")][1:]
+        assert [row.split("|")[1].strip() for row in rows] == [
+            "no hook (floor)",
+            "default hook",
+            "slots every step (weights, gradients)",
+            "slots every step + activations fwd+bwd",
+            "foreach floor (slot kernels, no hook)",
+            "guard",
+            "rollback",
+        ]
+        assert "of the foreach floor" in rows[2] and "of the foreach floor" in rows[3]
+        assert "placeholder" in rows[6] and " ms " in rows[5]

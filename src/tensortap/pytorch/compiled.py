@@ -11,13 +11,13 @@ to avoid them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Set
 
 import torch
 from torch import nn
 
+from tensortap.core.recorder import StepRecorder
 from tensortap.exceptions import InvalidConfigError
-from tensortap.pytorch.naming import IO_COLLECTIONS
+from tensortap.pytorch.naming import IO_COLLECTIONS, RELU_ACTIVATIONS
 
 logger = logging.getLogger(__name__)
 _warned = False
@@ -28,16 +28,39 @@ def is_compiled(module: nn.Module) -> bool:
     return isinstance(getattr(module, "_orig_mod", None), nn.Module)
 
 
-def refuse_io_inside_compiled(include_collections: Set[str]) -> None:
-    """Refuse a compiled model when module inputs or outputs are to be saved."""
-    wanted = sorted(set(IO_COLLECTIONS) & include_collections)
+def refuse_io_inside_compiled(recorder: StepRecorder, slots_on: bool = False) -> None:
+    """Refuse a compiled model when module inputs or outputs are to be saved. With
+    statistics="slots" (``slots_on``) the statistics of ``relu_activations`` are computed inside
+    the graph, but their raw values cannot be."""
+    wanted = sorted(set(IO_COLLECTIONS) & recorder.include_collections)
+    slots = None
+    if slots_on:
+        slots = recorder.collections.get(RELU_ACTIVATIONS).reduction_config
+        slots = slots or recorder.reduction_config
+    if slots is not None and RELU_ACTIVATIONS in wanted:
+        wanted.remove(RELU_ACTIVATIONS)
+        if slots.saves_raw or slots.save_shape:
+            raise InvalidConfigError(
+                "a torch.compile'd model was registered with statistics='slots' and "
+                "relu_activations included, whose reduction config saves raw values or shapes "
+                f"({slots!r}); inside a compiled graph only their statistics can be captured "
+                "(without a graph break). Give relu_activations reductions only, e.g. "
+                "hook.get_collection('relu_activations').reduction_config = "
+                "ReductionConfig(reductions=['mean', 'std', 'max', 'nonfinite'], norms=['l2'])"
+            )
     if wanted:
+        also = (
+            " (with statistics='slots', relu_activations are captured as statistics inside the "
+            "graph; inputs and outputs of every layer are not)"
+            if slots is not None
+            else ""
+        )
         raise InvalidConfigError(
             f"a torch.compile'd model was registered with {wanted} included, but capturing "
             "module inputs and outputs inside a compiled model would break its graphs at every "
             "layer. Leave those collections out for the compiled model (weights, gradients, "
             "losses and optimizer state are captured without a graph break), or register and "
-            "train the model uncompiled while you look at its activations"
+            f"train the model uncompiled while you look at its activations{also}"
         )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from tensortap.exceptions import InvalidTensorError, TensortapError
 from tensortap.pytorch.device_stats import DeviceStatistics, Fence
 from tensortap.pytorch.numerics import TensorNumerics
 from tensortap.pytorch.sharded import ShardedStatistics, dtensor_kind, full_tensor, local_part
+from tensortap.pytorch.slots import SlotStatistics, counted_here
 
 
 class ShardMismatchError(TensortapError):
@@ -243,18 +245,32 @@ class _CpuReductions:
 class TorchConverter:
     """Turns torch tensors into records; values on a device are resolved at step end."""
 
-    def __init__(self) -> None:
+    def __init__(self, slots: SlotStatistics | None = None) -> None:
         self._device_stats = DeviceStatistics(reduce_many, _as_reducible)
+        self._slots = slots  # statistics="slots": derivable reductions come from the slots
+        self._replicated = False  # inside together(replicated=True)
         self._raw_copies: dict[torch.device, list[Record]] = {}
         self._pool = _BufferPool()
         self._raw_pool = _RawPool()
         self._sharded = ShardedStatistics()
         self._cpu_as_device = False  # tests: CPU tensors take the accelerator path
 
-    def together(self) -> contextlib.AbstractContextManager[None]:
+    @contextlib.contextmanager
+    def together(self, replicated: bool = False) -> Iterator[None]:
         """Tensors saved inside the block have their statistics computed as a group (multi-
-        tensor kernels on accelerators) when it ends: wrap saves of many tensors at once."""
-        return self._device_stats.together()
+        tensor kernels on accelerators) when it ends: wrap saves of many tensors at once.
+        ``replicated``: they are parameters or gradients, the same on every rank under DDP
+        (merged slots count them once)."""
+        before, self._replicated = self._replicated, replicated or self._replicated
+        try:
+            with self._device_stats.together():
+                if self._slots is None:
+                    yield
+                else:
+                    with self._slots.together():
+                        yield
+        finally:
+            self._replicated = before
 
     def records(self, name: str, tensor: torch.Tensor, plan: SavePlan) -> list[Record]:
         t = tensor.detach()
@@ -284,7 +300,8 @@ class TorchConverter:
     def _sharded_records(self, name: str, t: torch.Tensor, plan: SavePlan) -> list[Record]:
         """A DTensor sharded across ranks: raw values gathered, statistics of the whole tensor
         combined across ranks when the step ends (see ``tensortap.pytorch.sharded``)."""
-        if plan.reductions and t.numel():
+        slots = self._slots is not None and self._slots.takes(t, plan.reductions)
+        if plan.reductions and t.numel() and not slots:
             self._sharded.arm()  # before anything that can fail: every rank must exchange
         spec = _spec(t, name)
         shape = tuple(t.shape)
@@ -297,7 +314,9 @@ class TorchConverter:
                 Record(name, RecordKind.REDUCTION, spec.stored, shape, None, red, on_abs, _NAN)
                 for red, on_abs in plan.reductions
             ]
-            if t.numel():
+            if t.numel() and self._slots is not None and slots:
+                self._slots.add(name, local_part(t), stats, counted_here(t, True))
+            elif t.numel():
                 self._sharded.add(_as_reducible(local_part(t)), t, stats)
             else:
                 for rec in stats:
@@ -345,7 +364,10 @@ class TorchConverter:
             Record(name, RecordKind.REDUCTION, spec.stored, shape, None, red, on_abs, _NAN)
             for red, on_abs in plan.reductions
         ]
-        if t.numel() == 0:
+        if self._slots is not None and self._slots.takes(t, plan.reductions):
+            counted = counted_here(t, self._replicated)
+            self._slots.add(name, t, out, counted, accumulate=not self._replicated)
+        elif t.numel() == 0:
             for rec in out:
                 rec.value = _EMPTY.get(rec.reduction, _NAN)
         elif t.device.type == "cpu" and not self._cpu_as_device:
@@ -371,7 +393,11 @@ class TorchConverter:
                     rec.deferred = fence
             self._device_stats.finish()
         finally:
-            mismatched = self._sharded.exchange()  # even after a failure: the ranks wait on it
+            try:
+                if self._slots is not None:
+                    self._slots.finish()  # one SUM and one MAX all-reduce under distributed
+            finally:
+                mismatched = self._sharded.exchange()  # even after a failure: ranks wait on it
         if mismatched:
             raise ShardMismatchError(
                 f"ranks saved different sharded statistics this step (for {mismatched[:5]}); "
@@ -381,4 +407,8 @@ class TorchConverter:
     def discard(self) -> None:
         self._device_stats.discard()
         self._raw_copies.clear()
-        self._sharded.exchange()  # the other ranks take part in it: never leave them waiting
+        try:
+            if self._slots is not None:
+                self._slots.discard()
+        finally:
+            self._sharded.exchange()  # the other ranks take part in it: never leave them waiting

@@ -54,7 +54,7 @@ def save_gradients(
 ) -> None:
     """Save ``gradient/<name>`` of every trained parameter whose gradients are due, multiplied
     by ``inverse`` when given; a failure loses that gradient only (``contain`` reports it)."""
-    with converter.together():  # their statistics as a group, before the optimizer runs
+    with converter.together(replicated=True):  # as a group, before the optimizer runs
         for name, param, _ in params:
             grad = param.grad
             if grad is None or not param.requires_grad:

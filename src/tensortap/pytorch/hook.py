@@ -28,12 +28,14 @@ from tensortap.core.collections import (
 from tensortap.core.handles import HookHandle
 from tensortap.core.modes import ModeKeys
 from tensortap.core.recorder import RAW_PLAN, records_from_array
+from tensortap.core.reduction_config import ReductionConfig
 from tensortap.core.step_tracker import StepTracker, Update
 from tensortap.exceptions import InvalidConfigError
 from tensortap.hook import Hook as BaseHook
 from tensortap.hook import HookOptions, OutDir
 from tensortap.pytorch import events
 from tensortap.pytorch.compiled import is_compiled, refuse_io_inside_compiled, warn_traced
+from tensortap.pytorch.compiled_slots import CompiledTaps, tap
 from tensortap.pytorch.convert import TorchConverter
 from tensortap.pytorch.due import DueKinds, Kind
 from tensortap.pytorch.gradients import clip_threshold, inverse_scale, save_gradients
@@ -42,6 +44,7 @@ from tensortap.pytorch.loop_facts import LoopFacts
 from tensortap.pytorch.module_io import ModuleIOHooks
 from tensortap.pytorch.naming import (
     ALL_EXCLUDES,
+    GRADIENT_PREFIX,
     LOSS_COLLECTIONS,
     OPTIMIZER_COLLECTIONS,
     OPTIMIZER_VARIABLES,
@@ -53,6 +56,13 @@ from tensortap.pytorch.naming import (
 from tensortap.pytorch.optimizer import optimizer_tensors
 from tensortap.pytorch.registry import Param, Registry
 from tensortap.pytorch.router import RouterStats, check_router, find_routers, router_shape
+from tensortap.pytorch.slots import (
+    ACTIVATION_GRADIENTS,
+    SlotStatistics,
+    check_statistics,
+    refuse_collections,
+    refuse_not_derivable,
+)
 from tensortap.pytorch.trainer_controls import TrainerControls
 
 if TYPE_CHECKING:
@@ -94,14 +104,24 @@ class Hook(TrainerControls, BaseHook):
         TRAINING_LOOP,
         GRADIENT_CLIP,
         ROUTER,
+        ACTIVATION_GRADIENTS,
     )
     framework = "pytorch"
 
     def __init__(
-        self, out_dir: OutDir, *, auto_step: bool = True, **options: Unpack[HookOptions]
+        self,
+        out_dir: OutDir,
+        *,
+        auto_step: bool = True,
+        statistics: str = "per_tensor",
+        **options: Unpack[HookOptions],
     ) -> None:
         if not isinstance(auto_step, bool):
             raise InvalidConfigError(f"auto_step must be True or False, got {auto_step!r}")
+        self._slots = check_statistics(statistics) == "slots"
+        reductions = options.get("reduction_config")
+        if self._slots and isinstance(reductions, ReductionConfig):  # before anything opens
+            refuse_not_derivable("the hook's reduction_config", reductions.reduction_specs)
         dist = _distributed()
         if dist is not None:  # each rank writes as its own worker
             if options.get("worker") is None:
@@ -114,7 +134,9 @@ class Hook(TrainerControls, BaseHook):
         self.get_collection(CollectionKeys.ALL).exclude(ALL_EXCLUDES)
         if CollectionKeys.GRADIENTS in self._recorder.include_collections:
             self._recorder.include_collection(GRADIENT_CLIP)  # the clip the gradients went to
-        self._converter = TorchConverter()
+        self._slot_stats = SlotStatistics() if self._slots else None
+        self._converter = TorchConverter(self._slot_stats)
+        self._taps: dict[int, CompiledTaps] = {}  # in-graph slots of compiled models, by id
         self._tracker = StepTracker()
         if not auto_step:
             self._tracker.stop_automatic()
@@ -128,7 +150,10 @@ class Hook(TrainerControls, BaseHook):
         )
         self._scaler: Any = None
         self._due = DueKinds(self._recorder, self._registry)
-        self._module_io = ModuleIOHooks(self._due, self._registry, self._on_module_forward)
+        self._in_graph: set[int] = set()  # ids of modules whose slots a compiled graph computes
+        self._module_io = ModuleIOHooks(
+            self._due, self._registry, self._on_module_forward, self._in_graph
+        )
         self._explicit_gradients = False
         self._paused = False
         self._losses_on_request = False
@@ -160,12 +185,17 @@ class Hook(TrainerControls, BaseHook):
             )
         if any(m is module for m in self._models):
             return self._registrations[id(module)]
+        if self._slots:
+            refuse_collections(self._recorder)  # collections configured since the hook was made
         compiled = is_compiled(module)
         if compiled:
-            refuse_io_inside_compiled(self._recorder.include_collections)
+            refuse_io_inside_compiled(self._recorder, self._slots)
         self._registry.add_model(unwrap(module), name, compiled)
         if ROUTER in self._recorder.include_collections:
             self._find_routers(unwrap(module), compiled)
+        if compiled and self._slots and RELU_ACTIVATIONS in self._recorder.include_collections:
+            taps = self._taps[id(module)] = tap(unwrap(module), self._registry, self._recorder)
+            self._in_graph.update(taps.covered)
         pre = module.register_forward_pre_hook(self._on_model_forward)
         post = module.register_forward_hook(self._on_model_output)
         self._models.append(module)
@@ -278,6 +308,10 @@ class Hook(TrainerControls, BaseHook):
         with self._lock:
             self._models = [m for m in self._models if m is not module]
             self._registry.remove_model(unwrap(module))
+            taps = self._taps.pop(id(module), None)
+            if taps is not None:
+                taps.remove()
+                self._in_graph.difference_update(taps.covered)
             self._module_io.remove()  # installed again at the next due step, for those left
             self._optimizer_owned = weakref.WeakKeyDictionary()
 
@@ -373,7 +407,8 @@ class Hook(TrainerControls, BaseHook):
             self._tracker.reset()
         recorder.touch()
         if recorder.mode == ModeKeys.TRAIN:
-            self._initial.before_update(self._registry.params, self._save_contained)
+            with self._converter.together(replicated=True):  # parameters: one per model
+                self._initial.before_update(self._registry.params, self._save_contained)
         self._tracker.on_forward()
         self._module_io.update()
         if self._loop.enabled:
@@ -536,6 +571,28 @@ class Hook(TrainerControls, BaseHook):
         out_colls = names.output_collections
         for i, t in enumerate(flatten_tensors(output)):
             self._save_contained(names.output_name(i), t, out_colls)
+            if self._slots and t.requires_grad and not names.loss:
+                self._watch_gradient(names.output_name(i), t)
+
+    def _watch_gradient(self, name: str, t: torch.Tensor) -> None:
+        """statistics="slots" with ``activation_gradients``: save the gradient of a module
+        output as ``gradient/<output name>`` when backward reaches it (a tensor hook)."""
+        recorder = self._recorder
+        if ACTIVATION_GRADIENTS not in recorder.include_collections:
+            return
+        if not recorder.is_collection_due(ACTIVATION_GRADIENTS) or recorder.plan_for(name) is None:
+            return  # its output is not saved at this step
+        step = (recorder.global_step, recorder.mode)
+        t.register_hook(partial(self._on_output_gradient, GRADIENT_PREFIX + name, step))  # type: ignore[no-untyped-call]
+
+    def _on_output_gradient(
+        self, name: str, step: tuple[int, ModeKeys], grad: torch.Tensor
+    ) -> None:
+        with self._lock:
+            recorder = self._recorder
+            if self._closed or step != (recorder.global_step, recorder.mode):
+                return  # a backward pass after the step of its forward ended
+            self._save_contained(name, grad, (ACTIVATION_GRADIENTS,))
 
     def _save_gradients(self, unscale: bool, params: list[Param] | None = None) -> None:
         """Save the gradients of ``params`` (default: every registered parameter's, except
@@ -554,7 +611,7 @@ class Hook(TrainerControls, BaseHook):
             if self._routers and self._recorder.is_collection_due(ROUTER):
                 self._routers.save_window()  # first: a collective every rank must reach
             if self._due(Kind.PARAMETERS):
-                with self._converter.together():
+                with self._converter.together(replicated=True):
                     for name, param, colls in self._registry.params:
                         self._save_contained(name, param, colls)
             if self._due(Kind.OPTIMIZER):
@@ -562,6 +619,11 @@ class Hook(TrainerControls, BaseHook):
                 for prefix, optimizer in self._optimizers:
                     for name, value in optimizer_tensors(prefix, optimizer, names):
                         self._save_contained(name, value, OPTIMIZER_COLLECTIONS)
+            for taps in self._taps.values():  # activations' slots from inside compiled graphs
+                if self._slot_stats is not None and self._due(Kind.MODULE_IO):
+                    taps.take(self._recorder, self._slot_stats)
+                else:
+                    taps.clear()
             self._converter.resolve()
         except Exception as exc:
             self._converter.discard()

@@ -5,7 +5,7 @@ module), and never inside a model registered as ``torch.compile``'s wrapper."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from functools import partial
 from typing import Any
 
@@ -23,8 +23,15 @@ OnForward = Callable[[ModuleNames, nn.Module, Any, Any], None]
 class ModuleIOHooks:
     """Installs and removes the per-module forward hooks as steps begin."""
 
-    def __init__(self, due: DueKinds, registry: Registry, on_forward: OnForward) -> None:
+    def __init__(
+        self,
+        due: DueKinds,
+        registry: Registry,
+        on_forward: OnForward,
+        in_graph: Set[int] = frozenset(),
+    ) -> None:
         self._due = due
+        self._in_graph = in_graph  # ids of compiled modules whose statistics a graph computes
         self._registry = registry
         self._on_forward = on_forward
         self._handles: list[RemovableHandle] = []
@@ -43,7 +50,7 @@ class ModuleIOHooks:
         skipped = False
         for module, names in list(self._registry.names.items()):
             if names.loss or id(module) in compiled:
-                skipped = skipped or not names.loss
+                skipped = skipped or not (names.loss or id(module) in self._in_graph)
                 continue
             self._handles.append(module.register_forward_hook(partial(self._on_forward, names)))
         if skipped and not self._warned:
