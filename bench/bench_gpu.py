@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import os
 import platform
 import shutil
@@ -422,12 +423,60 @@ def row_foreach_floor(run: Run35) -> None:
 
 
 def row_guard(run: Run35) -> None:
-    """The guard as tensortap.pytorch ships it (the integrator swaps in the sync-free one)."""
+    """The sync-free guard with its defaults: AdamW (not fused) is undone from a snapshot of
+    the parameters and the optimizer's state, taken before each step."""
     run.guard = tt.Guard(run.opt, run.model)
 
 
+def _fused(run: Run35) -> None:
+    run.opt = torch.optim.AdamW(run.model.parameters(), lr=1e-4, fused=True)
+
+
+def row_fused_floor(run: Run35) -> None:
+    """Training alone, with a fused AdamW (one kernel for the update)."""
+    _fused(run)
+
+
+def row_guard_fused(run: Run35) -> None:
+    """The guard over a fused AdamW: the optimizer's own skip (GradScaler's found_inf), no
+    snapshot, no update norm."""
+    _fused(run)
+    run.guard = tt.Guard(run.opt, run.model)
+
+
+def row_guard_record(run: Run35) -> None:
+    """The guard judging loss and gradient norm only, undoing nothing: its decision alone."""
+    run.guard = tt.Guard(run.opt, run.model, action="record", signals=("loss", "grad_norm"))
+
+
 def row_rollback(run: Run35) -> None:
-    raise NotBuilt("placeholder: the rollback of issue 35 item 2 adds its row here")
+    """A Rollback at every step boundary (no request: the check the ranks agree on) with a
+    checkpoint every 100 steps kept on the device: what healing costs while nothing is wrong."""
+    saved: dict[int, dict[str, Any]] = {}
+
+    def save(step: int) -> None:
+        saved.clear()  # the newest only: memory of one copy of the model and the optimizer
+        saved[step] = {
+            "model": {k: v.detach().clone() for k, v in run.model.state_dict().items()},
+            "optimizer": copy.deepcopy(run.opt.state_dict()),
+        }
+
+    def load(step: int) -> None:
+        run.model.load_state_dict(saved[step]["model"])
+        run.opt.load_state_dict(saved[step]["optimizer"])
+
+    rollback = tt.Rollback(tt.FunctionCheckpoints(save, load))
+    step = 0
+
+    def boundary() -> None:
+        nonlocal step
+        rollback.restore()
+        if step % 100 == 0:
+            rollback.checkpoint(step)
+        rollback.trained(step, step)
+        step += 1
+
+    run.before_update = boundary
 
 
 def _pin(device: torch.device) -> bool:
@@ -441,11 +490,18 @@ ROWS35: dict[str, Callable[[Run35], None]] = {
     "slots every step (weights, gradients)": row_slots,
     "slots every step + activations fwd+bwd": row_activations,
     "foreach floor (slot kernels, no hook)": row_foreach_floor,
-    "guard": row_guard,
-    "rollback": row_rollback,
+    "guard (AdamW: snapshot undo)": row_guard,
+    "guard, record only (loss, grad norm)": row_guard_record,
+    "no hook, fused AdamW (floor)": row_fused_floor,
+    "guard (fused AdamW: its own skip)": row_guard_fused,
+    "rollback (checkpoint every 100 steps, on the device)": row_rollback,
 }
-#: rows set against the foreach floor
-VERSUS_FOREACH = ("slots every step (weights, gradients)", "slots every step + activations fwd+bwd")
+#: rows set against another row than the floor: the foreach floor, or the fused optimizer's
+VERSUS = {
+    "slots every step (weights, gradients)": "foreach floor (slot kernels, no hook)",
+    "slots every step + activations fwd+bwd": "foreach floor (slot kernels, no hook)",
+    "guard (fused AdamW: its own skip)": "no hook, fused AdamW (floor)",
+}
 
 
 def bench35(
@@ -488,7 +544,6 @@ def bench35(
     breaks = sum(counters["graph_break"].values())
     medians = {n: statistics.median(t) for n, t in times.items()}
     base = medians.get("no hook (floor)")
-    foreach = medians.get("foreach floor (slot kernels, no hook)")
     table = []
     for name in rows:
         if name in missing:
@@ -496,8 +551,8 @@ def bench35(
             continue
         ratio = f"{medians[name] / base:.3f}x" if base else "n/a"
         versus = ""
-        if name in VERSUS_FOREACH and foreach:
-            versus = f"{medians[name] / foreach:.3f}x of the foreach floor"
+        if VERSUS.get(name) in medians:
+            versus = f"{medians[name] / medians[VERSUS[name]]:.3f}x of {VERSUS[name]}"
         table.append((name, f"{medians[name] * 1e3:.2f} ms", ratio, versus))
     for run in runs.values():
         run.close()
@@ -518,7 +573,7 @@ def main35(args: argparse.Namespace, device: torch.device, root: Path) -> None:
         print(f"\n## gpt{' (small)' if args.small else ''}, {how}")
         if compiled:
             print(f"# graph breaks over the run: {breaks}")
-        print("| configuration | median step | ratio to the floor | vs foreach floor |")
+        print("| configuration | median step | ratio to the floor | vs its own floor |")
         print("|---|---|---|---|")
         for name, ms, ratio, versus in table:
             print(f"| {name} | {ms} | {ratio} | {versus} |")

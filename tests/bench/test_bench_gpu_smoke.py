@@ -40,7 +40,7 @@ def test_the_gpu_benchmark_runs_every_configuration(tmp_path: Path) -> None:
 def test_the_issue35_suite_runs_every_row_eager_and_compiled(tmp_path: Path) -> None:
     """Slots, activations forward+backward, the foreach floor, the guard, eager and under
     ``torch.compile(fullgraph=True)`` (the eager backend here: tracing, not inductor's
-    compile time); rows not built yet are reported as placeholders."""
+    compile time), the guard's undo paths and the rollback."""
     cmd = [sys.executable, str(ROOT / "bench" / "bench_gpu.py"), "--device", "cpu", "--small"]
     cmd += ["--suite", "issue35", "--rounds", "1", "--steps", "1", "--backend", "eager"]
     env = {"BENCH_DIR": str(tmp_path), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src")}
@@ -60,8 +60,12 @@ def test_the_issue35_suite_runs_every_row_eager_and_compiled(tmp_path: Path) -> 
             "slots every step (weights, gradients)",
             "slots every step + activations fwd+bwd",
             "foreach floor (slot kernels, no hook)",
-            "guard",
-            "rollback",
+            "guard (AdamW: snapshot undo)",
+            "guard, record only (loss, grad norm)",
+            "no hook, fused AdamW (floor)",
+            "guard (fused AdamW: its own skip)",
+            "rollback (checkpoint every 100 steps, on the device)",
         ]
-        assert "of the foreach floor" in rows[2] and "of the foreach floor" in rows[3]
-        assert "placeholder" in rows[6] and " ms " in rows[5]
+        assert "of foreach floor" in rows[2] and "of foreach floor" in rows[3]
+        assert "of no hook, fused AdamW (floor)" in rows[8]
+        assert all(" ms " in row for row in rows)  # every row built and timed
