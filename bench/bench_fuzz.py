@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tensortap.testing.fuzz import (
+from tensortap.testing._fuzz import (
     build_healthy,
     fuzz,
     fuzz_smdebug,

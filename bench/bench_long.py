@@ -189,9 +189,9 @@ def reference_values(steps: int, first: int, last: int) -> dict[str, np.ndarray]
 def tensortap_tag() -> str:
     """The cache key of tensortap's copies: its format, and whether the writer lays out
     series objects (a copy written before the series path landed is written again)."""
-    from tensortap.format.index import FORMAT_VERSION
+    from tensortap.format._index import FORMAT_VERSION
 
-    series = importlib.util.find_spec("tensortap.format.series") is not None
+    series = importlib.util.find_spec("tensortap.format._series") is not None
     return f"tensortap-f{FORMAT_VERSION}{'s' if series else ''}-g{GENERATOR_VERSION}"
 
 
@@ -199,9 +199,9 @@ def write_tensortap(spec: RunSpec, out: Path) -> None:
     if spec.kind == "reference":
         _write_reference_tensortap(spec, out)
         return
-    from tensortap.core.collections import CollectionManager
-    from tensortap.core.modes import ModeKeys
-    from tensortap.core.records import Record, RecordKind, StepBatch
+    from tensortap.core._collections import CollectionManager
+    from tensortap.core._modes import ModeKeys
+    from tensortap.core._records import Record, RecordKind, StepBatch
     from tensortap.storage import open_store
     from tensortap.writer import TrialWriter
 
@@ -499,7 +499,7 @@ def child_read(tool: str, path: str) -> dict[str, Any]:
             return len(SummaryReader(path).scalars)
 
     elif tool == "series_reader":
-        from tensortap.trials.series import SeriesReader
+        from tensortap.trials._series import SeriesReader
 
         def read() -> int:  # the numbers; the columns naming each row's series come on demand
             columns = SeriesReader(path).series()
@@ -514,7 +514,7 @@ def child_read(tool: str, path: str) -> dict[str, Any]:
 
     elif tool == "columns":
         import tensortap as tt
-        from tensortap.trials.columns import published_segments, scalar_columns
+        from tensortap.trials._columns import published_segments, scalar_columns
 
         def read() -> int:
             trial = tt.create_trial(path)
@@ -544,7 +544,7 @@ def _warm_tensorboard_reader() -> None:
 
 def tensortap_readers() -> list[str]:
     """The series path's readers once it exists, else the column reader export uses."""
-    if importlib.util.find_spec("tensortap.trials.series") is not None:
+    if importlib.util.find_spec("tensortap.trials._series") is not None:
         return ["series_reader", "trial_series"]
     return ["columns"]
 

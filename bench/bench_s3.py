@@ -35,7 +35,7 @@ import numpy as np
 
 import tensortap as tt
 from tensortap.storage import LocalStore, Store
-from tensortap.storage.s3 import S3Store
+from tensortap.storage._s3 import S3Store
 
 PORT_FLAGS = [
     "master.port",

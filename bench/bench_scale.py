@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 import tensortap as tt
-from tensortap.testing.counting import counting_store
-from tensortap.trials.trial import Trial
+from tensortap.testing._counting import counting_store
+from tensortap.trials._trial import Trial
 
 RULES = ["ExplodingTensor", "LossNotDecreasing"]
 

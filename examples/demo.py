@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import tensortap as tt
-from tensortap.jobs.hints import command as tensortap_command
+from tensortap.jobs import shell_command as tensortap_command
 
 HERE = Path(__file__).parent
 RULES = [

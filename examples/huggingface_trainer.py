@@ -20,7 +20,7 @@ from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 from transformers.utils import logging as hf_logging
 
 import tensortap as tt
-from tensortap.report.training import rules_that_find_problems
+from tensortap.report import rules_that_find_problems
 
 
 class Counting(Dataset):

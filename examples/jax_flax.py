@@ -23,7 +23,7 @@ from sklearn.datasets import load_digits
 
 import tensortap as tt
 import tensortap.jax as ttj
-from tensortap.report.training import rules_that_find_problems
+from tensortap.report import rules_that_find_problems
 
 
 class MLP(nn.Module):

@@ -22,7 +22,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import tensortap as tt
-from tensortap.report.training import rules_that_find_problems
+from tensortap.report import rules_that_find_problems
 
 
 class DigitsMLP(L.LightningModule):

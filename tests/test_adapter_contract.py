@@ -16,9 +16,9 @@ import pytest
 import tensortap
 from tensortap import _shared as shared
 from tensortap._faces import FACES
+from tensortap._hook import ADAPTER_METHODS, HookOptions
 from tensortap.attach import FRAMEWORKS
 from tensortap.exceptions import FrameworkHookNeeded, InvalidConfigError, TensortapError
-from tensortap.hook import ADAPTER_METHODS, HookOptions
 
 
 def adapter_class(adapter: str) -> type[Any]:
@@ -171,7 +171,7 @@ def test_importing_the_faces_imports_no_framework() -> None:
 @pytest.mark.parametrize("framework", [f.name for f in FRAMEWORKS])
 def test_each_attachment_is_one_module_of_the_attach_package(framework: str) -> None:
     known = next(f for f in FRAMEWORKS if f.name == framework)
-    assert known.module == f"tensortap.attach.{framework}"
+    assert known.module == f"tensortap.attach._{framework}"
     if not known.installed():
         pytest.skip(f"{framework} is not installed here")
     module = importlib.import_module(known.module)

@@ -207,7 +207,7 @@ def test_is_anything_due() -> None:
 def test_stop_request_ends_training_at_a_step_boundary(tmp_path: Path) -> None:
     """A job's stop request (a file) makes the hook raise TrainingStopped (a SystemExit with
     code 0) when the step after it ends; every step saved before is kept."""
-    from tensortap.core.stop import request_stop
+    from tensortap.core._stop import request_stop
     from tensortap.exceptions import TrainingStopped
 
     stop = tmp_path / "stop"

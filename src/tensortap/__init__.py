@@ -7,17 +7,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tensortap import exceptions, modes
-from tensortap.core.collections import Collection, CollectionKeys, CollectionManager
-from tensortap.core.reduction_config import ReductionConfig
-from tensortap.core.save_config import SaveConfig, SaveConfigMode
-from tensortap.hook import Hook, HookStatus
-from tensortap.hook_config import HookConfig
+from tensortap import _moved, exceptions, modes
+from tensortap._hook import Hook, HookStatus
+from tensortap._hook_config import HookConfig
+from tensortap.core._collections import Collection, CollectionKeys, CollectionManager
+from tensortap.core._reduction_config import ReductionConfig
+from tensortap.core._save_config import SaveConfig, SaveConfigMode
 from tensortap.trials import StepState, Tensor, Trial, create_trial
 from tensortap.writer import WriterOptions
 
 if TYPE_CHECKING:
     from tensortap import diagnosis
+
+_moved.install()  # old module paths (``tensortap.trials.trial``) still import
 
 __version__ = "0.1.0"
 

@@ -41,7 +41,8 @@ def missing_method(cls: type, framework: str | None, name: str) -> AttributeErro
     owners = [adapter for adapter, names in ADAPTER_METHODS.items() if name in names]
     if not owners:
         return AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
-    kind = f"{cls.__module__.removesuffix('.hook')}.{cls.__name__}"
+    package, _, leaf = cls.__module__.rpartition(".")
+    kind = f"{package if leaf.startswith('_') else cls.__module__}.{cls.__name__}"
     what = "the framework-free hook" if framework is None else "this hook"
     return FrameworkHookNeeded(
         f"{kind} ({what}) has no {name}(): that is a method of {' and '.join(owners)}. "

@@ -22,40 +22,40 @@ from typing import Any
 #: Each face's own names, and where each is defined (``module`` or ``module:attribute``).
 FACES: dict[str, dict[str, str]] = {
     "tensortap.pytorch": {
-        "Hook": "tensortap.pytorch.hook",
-        "get_hook": "tensortap.pytorch.hook",
-        "Guard": "tensortap.pytorch.guard",
-        "GuardEvent": "tensortap.pytorch.guard",
-        "GuardRecord": "tensortap.pytorch.guard",
-        "GuardStatus": "tensortap.pytorch.guard",
-        "Attribution": "tensortap.pytorch.replay",
-        "Replayer": "tensortap.pytorch.replay",
-        "ReplayStatus": "tensortap.pytorch.replay",
-        "RollbackTarget": "tensortap.core.rollback_target",
-        "SkipBudget": "tensortap.pytorch.guard",
-        "Rollback": "tensortap.pytorch.rollback",
-        "RollbackEvent": "tensortap.pytorch.rollback",
-        "SkipBatches": "tensortap.pytorch.skip_batches",
-        "FunctionCheckpoints": "tensortap.pytorch.checkpoints",
-        "DistributedCheckpoints": "tensortap.pytorch.checkpoints",
-        "OPTIMIZER_VARIABLES": "tensortap.pytorch.naming",
-        "RELU_ACTIVATIONS": "tensortap.pytorch.naming",
+        "Hook": "tensortap.pytorch._hook",
+        "get_hook": "tensortap.pytorch._hook",
+        "Guard": "tensortap.pytorch._guard",
+        "GuardEvent": "tensortap.pytorch._guard",
+        "GuardRecord": "tensortap.pytorch._guard",
+        "GuardStatus": "tensortap.pytorch._guard",
+        "Attribution": "tensortap.pytorch._replay",
+        "Replayer": "tensortap.pytorch._replay",
+        "ReplayStatus": "tensortap.pytorch._replay",
+        "RollbackTarget": "tensortap.core._rollback_target",
+        "SkipBudget": "tensortap.pytorch._guard",
+        "Rollback": "tensortap.pytorch._rollback",
+        "RollbackEvent": "tensortap.pytorch._rollback",
+        "SkipBatches": "tensortap.pytorch._skip_batches",
+        "FunctionCheckpoints": "tensortap.pytorch._checkpoints",
+        "DistributedCheckpoints": "tensortap.pytorch._checkpoints",
+        "OPTIMIZER_VARIABLES": "tensortap.pytorch._naming",
+        "RELU_ACTIVATIONS": "tensortap.pytorch._naming",
     },
     "tensortap.keras": {
-        "Hook": "tensortap.keras.hook:KerasHook",  # the name the other faces use
-        "KerasHook": "tensortap.keras.hook",
-        "get_hook": "tensortap.keras.hook",
-        "OPTIMIZER_VARIABLES": "tensortap.keras.hook",
+        "Hook": "tensortap.keras._hook:KerasHook",  # the name the other faces use
+        "KerasHook": "tensortap.keras._hook",
+        "get_hook": "tensortap.keras._hook",
+        "OPTIMIZER_VARIABLES": "tensortap.keras._hook",
     },
     "tensortap.mxnet": {
-        "Hook": "tensortap.mxnet.hook",
-        "get_hook": "tensortap.mxnet.hook",
-        "RELU_ACTIVATIONS": "tensortap.mxnet.hook",
+        "Hook": "tensortap.mxnet._hook",
+        "get_hook": "tensortap.mxnet._hook",
+        "RELU_ACTIVATIONS": "tensortap.mxnet._hook",
     },
     "tensortap.xgboost": {
-        "Hook": "tensortap.xgboost.hook",
-        "get_hook": "tensortap.xgboost.hook",
-        "tree_table": "tensortap.xgboost.hook",
+        "Hook": "tensortap.xgboost._hook",
+        "get_hook": "tensortap.xgboost._hook",
+        "tree_table": "tensortap.xgboost._hook",
     },
 }
 FACES["tensortap.tensorflow"] = FACES["tensortap.keras"]  # smdebug's spelling of the same
@@ -63,29 +63,29 @@ FACES["tensortap.tensorflow"] = FACES["tensortap.keras"]  # smdebug's spelling o
 #: installed): the same lazy loading.
 OWN_FACES: dict[str, dict[str, str]] = {
     "tensortap.jax": {
-        "Hook": "tensortap.jax.hook",
+        "Hook": "tensortap.jax._hook",
         "ReductionConfig": "tensortap._shared",
         "SaveConfig": "tensortap._shared",
         "create_trial": "tensortap._shared",
-        "get_hook": "tensortap.jax.hook",
+        "get_hook": "tensortap.jax._hook",
         "modes": "tensortap._shared",
-        "path_name": "tensortap.jax.names",
-        "record": "tensortap.jax.record",
+        "path_name": "tensortap.jax._names",
+        "record": "tensortap.jax._record",
     },
     "tensortap.lightning": {
-        "CallbackMixin": "tensortap.lightning.callback",
-        "PLTensortapCallback": "tensortap.lightning.pl_callback",
-        "TensortapCallback": "tensortap.lightning.lightning_callback",
-        "LightningCheckpoints": "tensortap.lightning.rollback",
-        "RollbackCallback": "tensortap.lightning.rollback",
-        "fit_with_rollback": "tensortap.lightning.rollback",
+        "CallbackMixin": "tensortap.lightning._callback",
+        "PLTensortapCallback": "tensortap.lightning._pl_callback",
+        "TensortapCallback": "tensortap.lightning._lightning_callback",
+        "LightningCheckpoints": "tensortap.lightning._rollback",
+        "RollbackCallback": "tensortap.lightning._rollback",
+        "fit_with_rollback": "tensortap.lightning._rollback",
     },
     "tensortap.huggingface": {
-        "TensortapCallback": "tensortap.huggingface.callback",
-        "BatchStream": "tensortap.huggingface.rollback",
-        "HuggingFaceCheckpoints": "tensortap.huggingface.rollback",
-        "RollbackCallback": "tensortap.huggingface.rollback",
-        "train_with_rollback": "tensortap.huggingface.rollback",
+        "TensortapCallback": "tensortap.huggingface._callback",
+        "BatchStream": "tensortap.huggingface._rollback",
+        "HuggingFaceCheckpoints": "tensortap.huggingface._rollback",
+        "RollbackCallback": "tensortap.huggingface._rollback",
+        "train_with_rollback": "tensortap.huggingface._rollback",
     },
 }
 _OPTIONAL = {
@@ -136,7 +136,7 @@ def lazy_names(
 
 def _submodule(package: str, name: str) -> ModuleType:
     """``package.name`` when it is a module of the package (as an attribute, the way an eager
-    package's imported submodules were: ``tensortap.pytorch.hook``)."""
+    package's imported submodules were: ``tensortap.pytorch._hook``)."""
     try:
         if importlib.util.find_spec(f"{package}.{name}") is not None:
             return importlib.import_module(f"{package}.{name}")

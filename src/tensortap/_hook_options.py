@@ -7,9 +7,9 @@ import os
 from collections.abc import Iterable
 from typing import TypeAlias, TypedDict
 
-from tensortap.core.collections import CollectionKeys
-from tensortap.core.reduction_config import ReductionConfig
-from tensortap.core.save_config import SaveConfig
+from tensortap.core._collections import CollectionKeys
+from tensortap.core._reduction_config import ReductionConfig
+from tensortap.core._save_config import SaveConfig
 from tensortap.storage import Store
 from tensortap.writer import WriterOptions
 
@@ -26,7 +26,7 @@ DEFAULT_INCLUDE_COLLECTIONS = (
 
 class HookOptions(TypedDict, total=False):
     """The options every hook takes after ``out_dir``, by keyword only (see
-    :class:`~tensortap.hook.Hook` for what each means). A framework's hook takes its own
+    :class:`~tensortap._hook.Hook` for what each means). A framework's hook takes its own
     arguments and ``**options: Unpack[HookOptions]``, handed to the base hook as they are: the
     options are defined once."""
 

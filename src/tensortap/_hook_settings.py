@@ -2,8 +2,8 @@
 (``"save_interval": "10"``, ``"eval.save_steps": "1,2"``, ``"norms": "l2"``,
 ``"include_regex": "fc1.*"``) into the typed values a hook takes (:class:`SaveConfig`,
 :class:`ReductionConfig`, names). :class:`HookSettings` holds the hook-wide parameters,
-:class:`CollectionSettings` one collection's; :mod:`tensortap.hook_config` composes them into a
-:class:`~tensortap.hook_config.HookConfig`. Every mistake is an :class:`InvalidConfigError`
+:class:`CollectionSettings` one collection's; :mod:`tensortap._hook_config` composes them into a
+:class:`~tensortap._hook_config.HookConfig`. Every mistake is an :class:`InvalidConfigError`
 naming the key and value."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensortap.core.collections import Collection, CollectionManager
-from tensortap.core.modes import ModeKeys, parse_mode
-from tensortap.core.reduction_config import ReductionConfig
-from tensortap.core.save_config import SaveConfig, SaveConfigMode
+from tensortap.core._collections import Collection, CollectionManager
+from tensortap.core._modes import ModeKeys, parse_mode
+from tensortap.core._reduction_config import ReductionConfig
+from tensortap.core._save_config import SaveConfig, SaveConfigMode
 from tensortap.exceptions import InvalidConfigError
 
 _SAVE_KEYS = ("save_interval", "save_steps", "start_step", "end_step")

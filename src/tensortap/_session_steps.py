@@ -1,8 +1,8 @@
 """How a hook numbers this session's steps after the earlier sessions of its worker: it
 continues the trial's count (and says so when there were earlier sessions), and
-:meth:`Hook.continue_at <tensortap.hook.Hook.continue_at>` numbers a mode's steps as the
+:meth:`Hook.continue_at <tensortap._hook.Hook.continue_at>` numbers a mode's steps as the
 training counts them, counting steps again (listed in the session's record) when the training
-goes back. Where a session starts is read by :mod:`tensortap.writer.sessions`."""
+goes back. Where a session starts is read by :mod:`tensortap.writer._sessions`."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from tensortap.core.modes import ModeKeys
-from tensortap.core.recorder import StepRecorder
+from tensortap.core._modes import ModeKeys
+from tensortap.core._recorder import StepRecorder
 from tensortap.writer import SessionStart
 
-logger = logging.getLogger("tensortap.hook")  # (the name its messages always had)
+logger = logging.getLogger("tensortap._hook")  # (the name its messages always had)
 
 
 class SessionSteps:
@@ -36,7 +36,7 @@ class SessionSteps:
 
     def resume(self, start: SessionStart) -> None:
         """Start counting where the worker's earlier sessions stopped (see
-        :mod:`tensortap.writer.sessions`), and say so when there were any."""
+        :mod:`tensortap.writer._sessions`), and say so when there were any."""
         self._recorder.resume(start.global_step, start.mode_steps)
         if start.resumed:
             logger.warning(
@@ -52,7 +52,7 @@ class SessionSteps:
 
     def continue_at(self, step: int, mode: ModeKeys, source: str) -> None:
         """Number the steps of ``mode`` from ``step`` on (checked by the caller; see
-        :meth:`Hook.continue_at <tensortap.hook.Hook.continue_at>`)."""
+        :meth:`Hook.continue_at <tensortap._hook.Hook.continue_at>`)."""
         recorder = self._recorder
         before = recorder.count_mode_from(mode, step)
         if before == step:

@@ -1,5 +1,5 @@
 """``tensortap.modes``: TRAIN, EVAL, PREDICT, GLOBAL (as in smdebug)."""
 
-from tensortap.core.modes import EVAL, GLOBAL, PREDICT, TRAIN, ModeKeys, parse_mode
+from tensortap.core._modes import EVAL, GLOBAL, PREDICT, TRAIN, ModeKeys, parse_mode
 
 __all__ = ["EVAL", "GLOBAL", "PREDICT", "TRAIN", "ModeKeys", "parse_mode"]

@@ -22,7 +22,7 @@ from bench import bench_long  # noqa: E402
 def test_both_tools_get_the_same_values(tmp_path: Path, name: str) -> None:
     from tensorboard.backend.event_processing import event_accumulator as ea
 
-    from tensortap.trials.series import SeriesReader
+    from tensortap.trials._series import SeriesReader
 
     spec = bench_long.RunSpec.parse(name)
     bench_long.write_tensortap(spec, tmp_path / "tt")

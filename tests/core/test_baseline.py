@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tensortap.core.baseline import RobustBaseline
+from tensortap.core._baseline import RobustBaseline
 
 finite = st.floats(
     allow_nan=False, allow_infinity=False, width=64, min_value=-1e300, max_value=1e300

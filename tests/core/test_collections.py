@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from tensortap import Collection, CollectionManager, ReductionConfig, SaveConfig
-from tensortap.core.collections import BUILTIN_COLLECTIONS
+from tensortap.core._collections import BUILTIN_COLLECTIONS
 from tensortap.exceptions import InvalidConfigError
 
 

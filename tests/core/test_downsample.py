@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from tensortap.core.downsample import minmax_buckets, nonfinite_runs
+from tensortap.core._downsample import minmax_buckets, nonfinite_runs
 
 values = st.floats(-1e6, 1e6) | st.sampled_from([np.nan, np.inf, -np.inf])
 

@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tensortap as tt
-from tensortap.core.numerics import FORMATS, NUMERICS_REDUCTIONS
-from tensortap.core.reductions import compute_reduction
+from tensortap.core._numerics import FORMATS, NUMERICS_REDUCTIONS
+from tensortap.core._reductions import compute_reduction
 from tensortap.exceptions import InvalidConfigError
-from tensortap.format.index import REDUCTION_CODES
+from tensortap.format._index import REDUCTION_CODES
 
 torch = pytest.importorskip("torch")
-from tensortap.pytorch.convert import reduce_many  # noqa: E402
+from tensortap.pytorch._convert import reduce_many  # noqa: E402
 
 X = np.array([1e-8, 0.0, 3.0, 500.0, np.nan, -1e-3, np.inf], np.float64)
 

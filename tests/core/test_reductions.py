@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from tensortap import ReductionConfig
-from tensortap.core.reductions import compute_reduction
+from tensortap.core._reductions import compute_reduction
 from tensortap.exceptions import InvalidConfigError
 
 REFERENCE: dict[str, Callable[[np.ndarray], Any]] = {

@@ -216,7 +216,7 @@ def test_diagnose_a_trial_written_by_the_hook(tmp_path: Path) -> None:
 
 
 def test_the_reports_diagnosis_escapes_what_names_and_messages_carry() -> None:
-    from tensortap.report.page import diagnosis_block
+    from tensortap.report._page import diagnosis_block
 
     hostile = "<script>alert(1)</script>"
     found = build([fired(f"Rule{hostile}", 3, "nonfinite", message=f"{hostile} holds NaN"),

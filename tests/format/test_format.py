@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import tensortap as tt
-from tensortap.core.modes import ModeKeys
+from tensortap.core._modes import ModeKeys
 from tensortap.exceptions import FormatError, UnsupportedFormatVersion
-from tensortap.format.index import RECORD_DTYPE, decode_index
+from tensortap.format._index import RECORD_DTYPE, decode_index
 from tests.helpers.golden_inputs import HEADER, build_index, golden_values
 
 GOLDEN = Path(__file__).parents[1] / "golden"

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 
 import tensortap as tt
-from tensortap.core.modes import ModeKeys
-from tensortap.core.records import Record, RecordKind
-from tensortap.format.index import IndexBuilder
+from tensortap.core._modes import ModeKeys
+from tensortap.core._records import Record, RecordKind
+from tensortap.format._index import IndexBuilder
 
 HEADER = {"worker": "worker_0", "seq": 0, "session": "golden", "data_key": "d", "data_size": 16}
 

@@ -1,6 +1,6 @@
 """Tiny real PyTorch training runs saved as a job saves them for the recommended rules: the
 collections those rules read, every 10th TRAIN step and every EVAL step (see
-tensortap.jobs.specs), so that the rules see what they see under ``tensortap run``."""
+tensortap.jobs._specs), so that the rules see what they see under ``tensortap run``."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 import tensortap.pytorch as tt
-from tensortap.jobs.specs import Rule as RuleSpec
-from tensortap.jobs.specs import hook_config
+from tensortap.jobs._specs import Rule as RuleSpec
+from tensortap.jobs._specs import hook_config
 from tensortap.rules import rule_configs
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 import tensortap as tt
-from tensortap.jobs.record import write_json
+from tensortap.jobs._record import write_json
 
 #: kind -> payload (none holds "/" where it names a directory)
 PAYLOADS = {

@@ -21,11 +21,11 @@ import jax.numpy as jnp  # noqa: E402
 
 import tensortap as tt  # noqa: E402
 import tensortap.jax as ttj  # noqa: E402
-from tensortap.core.numerics import NUMERICS_REDUCTIONS  # noqa: E402
-from tensortap.core.reduction_config import ALLOWED_NORMS, ALLOWED_REDUCTIONS  # noqa: E402
-from tensortap.core.reductions import compute_reduction  # noqa: E402
+from tensortap.core._numerics import NUMERICS_REDUCTIONS  # noqa: E402
+from tensortap.core._reduction_config import ALLOWED_NORMS, ALLOWED_REDUCTIONS  # noqa: E402
+from tensortap.core._reductions import compute_reduction  # noqa: E402
 from tensortap.exceptions import InvalidConfigError  # noqa: E402
-from tensortap.jax.stats import statistics  # noqa: E402
+from tensortap.jax._stats import statistics  # noqa: E402
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 SPECS = (

@@ -10,7 +10,7 @@ import pytest
 
 from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs import Call, Command, Email, StopTraining, TrainingJob, Webhook
-from tensortap.jobs.actions import ActionContext, action_from_dict
+from tensortap.jobs._actions import ActionContext, action_from_dict
 
 FINDING = {"job": "j", "rule": "R", "step": 7, "message": "too small", "mode": "TRAIN"}
 received: list[dict] = []

@@ -110,8 +110,8 @@ def test_a_command_that_cannot_start_fails_the_job(tmp_path: Path) -> None:
 def test_live_view_redraws_in_a_terminal_and_prints_lines_elsewhere(tmp_path: Path) -> None:
     import io
 
-    from tensortap.jobs.live import LiveView
-    from tensortap.jobs.record import JobRecord
+    from tensortap.jobs._live import LiveView
+    from tensortap.jobs._record import JobRecord
 
     record = JobRecord(tmp_path / "job")
     record.create({"name": "job", "rules": []})
@@ -165,8 +165,8 @@ def test_run_without_rules_runs_the_recommended_set_and_says_what_it_could_not_j
 def test_the_live_view_streams_the_training_output_between_events(tmp_path: Path) -> None:
     import io
 
-    from tensortap.jobs.live import LiveView
-    from tensortap.jobs.record import JobRecord
+    from tensortap.jobs._live import LiveView
+    from tensortap.jobs._record import JobRecord
 
     record = JobRecord(tmp_path / "job")
     record.create({"name": "job", "rules": []})

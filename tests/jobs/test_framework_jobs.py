@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tensortap.jobs.record import JobRecord
+from tensortap.jobs._record import JobRecord
 from tensortap.rules.rule_configs import RECOMMENDED_JAX, RECOMMENDED_XGBOOST
 
 HERE = Path(__file__).parent

@@ -13,7 +13,7 @@ import pytest
 
 import tensortap as tt
 from tensortap.cli import main
-from tensortap.core.save_config import SaveConfigMode
+from tensortap.core._save_config import SaveConfigMode
 from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs import DebuggerHookConfig, Rule, TrainingJob, rule_configs
 
@@ -26,7 +26,7 @@ INTERVAL = "7"
 # script``), with the parser of save schedules counted from the start of the process.
 COUNTED_ATTACH = f"""
 import atexit, os, sys
-from tensortap.core.save_config import SaveConfigMode
+from tensortap.core._save_config import SaveConfigMode
 parse = SaveConfigMode.from_dict.__func__
 calls = []
 def counted(cls, data):

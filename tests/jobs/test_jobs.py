@@ -309,7 +309,7 @@ def test_seed_flows_translate(tmp_path: Path) -> None:
 
 
 def test_hook_config_saves_what_the_rules_read(tmp_path: Path) -> None:
-    from tensortap.jobs.specs import hook_config
+    from tensortap.jobs._specs import hook_config
 
     rules = [Rule.builtin(rule_configs.nan_inf_root_cause())]
     mine = DebuggerHookConfig(

@@ -18,7 +18,7 @@ pytest.importorskip("tensorflow")
 import keras
 
 import tensortap.keras as tt
-from tensortap.core.stop import request_stop
+from tensortap.core._stop import request_stop
 from tensortap.rules import VanishingGradient, invoke_rule
 
 HERE = Path(__file__).parent

@@ -74,10 +74,10 @@ def test_module_io_of_a_compiled_model_is_refused_at_registration(
 def test_a_model_compiled_after_registration_trains_and_warns(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import tensortap.pytorch.compiled as compiled
+    import tensortap.pytorch._compiled as compiled
 
     compiled._warned = False
-    with caplog.at_level(logging.WARNING, logger="tensortap.pytorch.compiled"):
+    with caplog.at_level(logging.WARNING, logger="tensortap.pytorch._compiled"):
         _train(tmp_path, compiled=True, register_compiled=False)
     assert "Register the compiled module instead" in caplog.text
     assert sum(counters["graph_break"].values()) > 0  # what registering the wrapper avoids
@@ -110,7 +110,7 @@ def test_a_compiled_model_saved_with_all_skips_module_io_and_says_so(
         tmp_path, save_config=tt.SaveConfig(save_interval=1), include_collections=["all"]
     )
     hook.register_module(runner)
-    with caplog.at_level(logging.WARNING, logger="tensortap.pytorch.module_io"):
+    with caplog.at_level(logging.WARNING, logger="tensortap.pytorch._module_io"):
         for x, y in batches(16, 2):
             nn.functional.cross_entropy(runner(x), y).backward()
     hook.close()

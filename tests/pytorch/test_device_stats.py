@@ -13,16 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tensortap.core.numerics import NUMERICS_REDUCTIONS
-from tensortap.core.recorder import SavePlan
-from tensortap.core.reduction_config import ALLOWED_NORMS, ALLOWED_REDUCTIONS
-from tensortap.core.reductions import compute_reduction
+from tensortap.core._numerics import NUMERICS_REDUCTIONS
+from tensortap.core._recorder import SavePlan
+from tensortap.core._reduction_config import ALLOWED_NORMS, ALLOWED_REDUCTIONS
+from tensortap.core._reductions import compute_reduction
 
 pytest.importorskip("torch")
 import torch
 
 import tensortap.pytorch as tt
-from tensortap.pytorch.convert import TorchConverter
+from tensortap.pytorch._convert import TorchConverter
 from tests.helpers.torch_models import Net, batches, make
 
 SPECS = (

@@ -12,7 +12,7 @@ from torch import nn
 
 import tensortap.pytorch as tt
 from tensortap.exceptions import StorageError
-from tensortap.pytorch.convert import TorchConverter
+from tensortap.pytorch._convert import TorchConverter
 from tensortap.storage import MemoryStore
 from tests.helpers.torch_models import Net, batches, make
 

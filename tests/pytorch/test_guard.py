@@ -77,7 +77,7 @@ def test_a_hundred_bad_batches_make_at_most_max_recordings_and_status_counts_the
 ) -> None:
     model, optimizer = setup()
     guard = ttp.Guard(optimizer, model, flight_recorder=tmp_path / "flight", keep=4)
-    assert guard.max_recordings == ttp.guard.MAX_RECORDINGS == 3
+    assert guard.max_recordings == ttp._guard.MAX_RECORDINGS == 3
     train(model, optimizer, guard, {i: "nan" for i in range(5, 105)}, steps=110)
     assert guard.remove()  # waits for the recordings still being written
     assert all(torch.isfinite(p).all() for p in model.parameters())

@@ -24,8 +24,8 @@ from torch.multiprocessing.spawn import start_processes
 import tensortap as tt
 import tensortap.pytorch as ttp
 from tensortap.exceptions import InvalidConfigError
-from tensortap.pytorch.guard import SkipBudget
-from tensortap.pytorch.guard_flight import MAX_LAG
+from tensortap.pytorch._guard import SkipBudget
+from tensortap.pytorch._guard_flight import MAX_LAG
 from tests.conftest import free_port
 
 HOST_READS = ("item", "tolist", "__bool__", "__float__", "__int__")
@@ -304,7 +304,7 @@ class RecordingRollback:
 def test_the_budget_asks_the_rollback_target() -> None:
     model, optimizer = setup()
     rollback = RecordingRollback()
-    assert isinstance(rollback, ttp.guard.RollbackTarget)
+    assert isinstance(rollback, ttp.RollbackTarget)
     guard = ttp.Guard(optimizer, model, budget=SkipBudget(2, 5, then="rollback"), rollback=rollback)
     train(model, optimizer, guard, {12: "nan", 14: "nan", 20: "nan"}, steps=24)
     assert guard.flush() and not guard.should_stop

@@ -136,7 +136,8 @@ def _replayed(bad_batch: int | None, flip_at: int | None) -> list[Any]:
     if flip_at is not None:
         inject_bitflip(model[2], step=flip_at)  # one element of the last GEMM's output, once
     replayer = ttp.Replayer(model, _step_fn)
-    guard = ttp.Guard(optimizer, model, on_trip=replayer.on_trip)
+    guard = ttp.Guard(optimizer, model)
+    replayer.follow(guard)  # its trips are replayed before the next step runs
     data = _data(() if bad_batch is None else (bad_batch,), float("nan"))
     loader = DataLoader(data, batch_size=BATCH)
     for step, batch in zip(range(8), loader, strict=False):
@@ -158,6 +159,17 @@ def test_a_tripped_step_is_replayed_and_attributed() -> None:
     (data,) = _replayed(bad_batch=5, flip_at=None)
     assert (data.kind, data.step, data.first_bad_layer) == ("data", 5, "0")
     assert _replayed(bad_batch=None, flip_at=None) == []  # a healthy run is never attributed
+
+
+def test_a_replayer_follows_one_guard_only() -> None:
+    model, optimizer = _model()
+    replayer = ttp.Replayer(model, _step_fn)
+    mine = ttp.Guard(optimizer, model, on_trip=print)
+    with pytest.raises(InvalidConfigError, match="without an on_trip of its own"):
+        replayer.follow(mine)
+    with pytest.raises(InvalidConfigError, match="needs a tensortap Guard"):
+        replayer.follow(object())
+    mine.remove()
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])

@@ -16,7 +16,7 @@ from torch import nn
 
 import tensortap.pytorch as tt
 from tensortap.rules import ClassImbalance, TrainingLoop, WeightUpdateRatio, invoke_rule
-from tensortap.rules.finding import Severity
+from tensortap.rules._finding import Severity
 
 Loop = Callable[[tt.Hook], None]
 GEN = torch.Generator().manual_seed(0)

@@ -21,7 +21,7 @@ from torch import nn
 import tensortap as tt
 import tensortap.pytorch as ttp
 from tensortap.exceptions import InvalidConfigError, ReplayError
-from tensortap.pytorch import replay
+from tensortap.pytorch import _replay as replay
 from tensortap.testing import flip_bit, inject_bitflip
 
 
@@ -319,7 +319,7 @@ def test_the_attribution_is_recorded_in_the_trial_and_the_hook_ignores_the_repla
     assert event["kind"] == "attribution" and event["fields"]["kind"] == "transient"
     assert event["fields"]["step"] == 3 and event["fields"]["evidence"]["loss"] == "inf"
     assert plain.sessions()[0].events == ()
-    from tensortap.report.training import training_report
+    from tensortap.report._training import training_report
 
     page = training_report(replayed, rules=[])  # the report marks it on the loss curve
     assert ">replay: transient (step 3)</text>" in page and event["global_step"] == 3

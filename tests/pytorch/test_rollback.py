@@ -20,9 +20,9 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import tensortap
 import tensortap.pytorch as tt
-from tensortap.core.rollback_request import REQUEST_FILE, RollbackRequests, request_rollback
+from tensortap.core._rollback_request import REQUEST_FILE, RollbackRequests, request_rollback
 from tensortap.exceptions import InvalidConfigError
-from tensortap.jobs.actions import ActionContext, RollbackTraining, action_from_dict
+from tensortap.jobs._actions import ActionContext, RollbackTraining, action_from_dict
 from tests.conftest import free_port
 
 HELPERS = Path(__file__).parents[1] / "helpers"
@@ -434,7 +434,7 @@ def test_a_rules_rollback_action_rolls_a_jobs_training_back(tmp_path: Path) -> N
 
 
 def test_the_report_lists_the_branch(tmp_path: Path) -> None:
-    from tensortap.report.training import training_report
+    from tensortap.report._training import training_report
     from tests.helpers.branched_trial import HOSTILE, write_branched_trial
 
     write_branched_trial(tmp_path / "forked")

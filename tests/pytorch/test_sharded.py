@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tensortap.core.reductions import compute_reduction
+from tensortap.core._reductions import compute_reduction
 
 torch = pytest.importorskip("torch")
-from tensortap.pytorch.sharded import _combine, _partials  # noqa: E402
+from tensortap.pytorch._sharded import _combine, _partials  # noqa: E402
 from tests.conftest import free_port, helper_cmd  # noqa: E402
 
 STATISTICS = [

@@ -24,8 +24,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tensortap.core.recorder import SavePlan
-from tensortap.core.reductions import compute_reduction
+from tensortap.core._recorder import SavePlan
+from tensortap.core._reductions import compute_reduction
 from tensortap.exceptions import InvalidConfigError, TensortapError
 
 pytest.importorskip("torch")
@@ -33,9 +33,9 @@ import torch
 from torch import nn
 
 import tensortap.pytorch as tt
-from tensortap.pytorch import slots
-from tensortap.pytorch.convert import TorchConverter
-from tensortap.pytorch.slots import DERIVABLE, SlotStatistics
+from tensortap.pytorch import _slots as slots
+from tensortap.pytorch._convert import TorchConverter
+from tensortap.pytorch._slots import DERIVABLE, SlotStatistics
 from tests.conftest import free_port, helper_cmd
 from tests.helpers.torch_models import Net, batches, make
 
@@ -109,7 +109,7 @@ def test_slots_give_the_cores_reductions(tensors, grouped: bool) -> None:
 def test_the_compiled_kernel_gives_the_same_rows(dynamo) -> None:
     """``kernel="compiled"`` (the default on CUDA: one fused pass per tensor, one graph for
     every size) gives the foreach kernels' rows, and through them the core's reductions."""
-    from tensortap.pytorch.slots import slot_rows
+    from tensortap.pytorch._slots import slot_rows
 
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)

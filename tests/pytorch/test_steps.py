@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import tensortap.pytorch as tt
-from tensortap.core.step_tracker import StepTracker, Update
+from tensortap.core._step_tracker import StepTracker, Update
 from tests.helpers.torch_models import Net, batches, make
 
 EVERY_STEP = tt.SaveConfig(save_interval=1)

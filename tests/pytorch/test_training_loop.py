@@ -15,9 +15,9 @@ import torch.nn.functional as F
 from torch import nn
 
 import tensortap.pytorch as tt
-from tensortap.pytorch import loop_facts
+from tensortap.pytorch import _loop_facts as loop_facts
 from tensortap.rules import TrainingLoop, invoke_rule
-from tensortap.rules.invoker import RuleStatus, RuleSummary
+from tensortap.rules._invoker import RuleStatus, RuleSummary
 
 Loop = Callable[[tt.Hook], None]
 STEPS = 40

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import tensortap.pytorch as tt
-from tensortap.format.layout import DATA_SUFFIX
+from tensortap.format._layout import DATA_SUFFIX
 from tensortap.storage import LocalStore
 from tests.helpers.torch_models import ConvNet, Net, batches, make
 

@@ -45,10 +45,13 @@ def test_query_imports_no_renderer_and_no_plotting_library() -> None:
 def test_each_renderer_draws_the_one_computation() -> None:
     """The old names are the query layer's functions, not copies of them."""
     from tensortap import query
-    from tensortap.report import svg, training
-    from tensortap.serve import layers, series
-    from tensortap.viz import distributions, health
-    from tensortap.viz import series as viz_series
+    from tensortap.report import _svg as svg
+    from tensortap.report import _training as training
+    from tensortap.serve import _layers as layers
+    from tensortap.serve import _series as series
+    from tensortap.viz import _distributions as distributions
+    from tensortap.viz import _health as health
+    from tensortap.viz import _series as viz_series
 
     assert health.layer_health is query.layer_health
     assert distributions.distribution_data is query.distribution_data

@@ -11,7 +11,7 @@ import pytest
 
 import tensortap as tt
 from tensortap.cli import main
-from tensortap.rules.invoker import RuleSummary
+from tensortap.rules._invoker import RuleSummary
 
 pytest.importorskip("plotly")
 from tensortap.report import is_xgboost, training_report, write_report
@@ -256,7 +256,7 @@ def test_the_page_of_a_long_run_is_no_bigger_than_of_a_short_one(tmp_path: Path)
     short = training_report(long_run(tmp_path / "short", 2_000), rules=[])
     long = training_report(long_run(tmp_path / "long", 20_000), rules=[])
     assert len(long) <= 1.2 * len(short), (len(short), len(long))
-    from tensortap.report.training import HEAT_COLUMNS
+    from tensortap.report._training import HEAT_COLUMNS
 
     health = long[long.index("id='health'") : long.index("id='activations'")]
     cells = re.findall(r"<title>gradient/layer3\.weight at steps (\d+) to (\d+): ", health)
@@ -269,7 +269,7 @@ class _Counted:
     """StepBlock constructions per global step (the real constructor, counted)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from tensortap.trials.step_block import StepBlock
+        from tensortap.trials._step_block import StepBlock
 
         self.per_step: dict[int, int] = {}
         built = StepBlock.__init__
@@ -310,7 +310,7 @@ def test_the_rules_walk_builds_each_steps_block_once(
     between reads another step's; the report's rules and ``rules_that_find_problems`` walk
     once for all rules (it walked once per rule: each step's block built again by each)."""
     from tensortap.diagnosis import judge_trial
-    from tensortap.report.training import default_rules, rules_that_find_problems
+    from tensortap.report._training import default_rules, rules_that_find_problems
 
     trial = write_trial(tmp_path / "t")
     first, second = _Sees(trial), _Sees(trial)
@@ -364,8 +364,8 @@ def test_the_shared_walk_finds_what_each_rule_walked_alone_finds(
     its own (a fresh trial, nothing shared), on a healthy run and on one whose loss turns NaN
     (and on the test run with dead ReLUs, EVAL passes and raw gradients)."""
     from tensortap.diagnosis import judge_trial
-    from tensortap.report.training import default_rules
-    from tensortap.rules.invoker import iter_findings
+    from tensortap.report._training import default_rules
+    from tensortap.rules._invoker import iter_findings
 
     runs: list[Path | str] = [
         long_run(tmp_path / "run", 600, layers=3, nan_from=400 if faulty else None)

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from tensortap import create_trial
-from tensortap.diagnosis.causes import CAUSES as CAUSE_VOCABULARY
 from tensortap.rules import (
     BUILTIN_RULES,
     SimilarAcrossRuns,
@@ -19,6 +18,7 @@ from tensortap.rules import (
     invoke_rule,
     rule_configs,
 )
+from tensortap.rules._causes import CAUSES as CAUSE_VOCABULARY
 from tests.helpers import rule_runs
 
 # rule -> (parameters, run with the problem, healthy twin)

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensortap as tt
-from tensortap.core.modes import ModeKeys
+from tensortap.core._modes import ModeKeys
 from tensortap.diagnosis import judge_trial
 from tensortap.rules import (
     ExplodingTensor,
@@ -32,7 +32,7 @@ from tensortap.rules import (
     VanishingGradient,
     WeightsNotUpdating,
 )
-from tensortap.rules.invoker import walk
+from tensortap.rules._invoker import walk
 
 F32 = np.float32
 SAVED = ["losses", "gradients", "biases", "weights"]

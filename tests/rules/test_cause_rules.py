@@ -18,7 +18,7 @@ from tensortap.rules import (
     UnnormalisedInput,
     invoke_rule,
 )
-from tensortap.rules.finding import Severity
+from tensortap.rules._finding import Severity
 from tensortap.testing import TrialBuilder
 
 

@@ -9,9 +9,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from tensortap.core.modes import ModeKeys
+from tensortap.core._modes import ModeKeys
 from tensortap.rules import ClassImbalance, invoke_rule
-from tensortap.rules.finding import Severity
+from tensortap.rules._finding import Severity
 from tensortap.testing import TrialBuilder
 from tensortap.trials import Trial
 from tests.helpers import job_runs

@@ -287,7 +287,7 @@ def test_rule_needs_a_trial() -> None:
 
 
 def test_rules_walked_together_share_the_steps_and_an_error_retires_one(tmp_path: Path) -> None:
-    from tensortap.rules.invoker import iter_findings_many
+    from tensortap.rules._invoker import iter_findings_many
 
     builder = TrialBuilder(tmp_path / "t")
     for step in range(5):

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from torch import nn
 
 import tensortap as tt
-from tensortap.core.modes import ModeKeys
+from tensortap.core._modes import ModeKeys
 from tensortap.rules import LossNotDecreasing, Overfit, RuleStatus, invoke_rule, iter_findings
+from tensortap.rules._finding import Finding, Severity
 from tensortap.rules.builtin._samples import DistinctSamples
-from tensortap.rules.finding import Finding, Severity
 from tensortap.testing import TrialBuilder
 from tests.helpers import job_runs
 

@@ -11,7 +11,7 @@ import pytest
 import tensortap as tt
 from tensortap.exceptions import InvalidConfigError
 from tensortap.rules import LowPrecisionRange, invoke_rule, iter_findings
-from tensortap.rules.finding import Severity
+from tensortap.rules._finding import Severity
 
 
 def gradients(path: Path, values: list[np.ndarray], reductions_only: bool = False) -> tt.Trial:

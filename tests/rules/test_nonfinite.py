@@ -21,7 +21,7 @@ from tensortap.rules import (
     invoke_rule,
     rule_configs,
 )
-from tensortap.rules.finding import Severity
+from tensortap.rules._finding import Severity
 from tensortap.testing import TrialBuilder
 from tests.helpers import job_runs
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 import tensortap.rules as rules
-from tensortap.cli.specs import builtin_rule
+from tensortap.cli._specs import builtin_rule
 from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs import DebuggerHookConfig, Rule, TrainingJob, rule_configs
 from tensortap.rules import RuleSpec, VanishingGradient, unregister_rule
 from tensortap.rules.builtin import BUILTIN_RULES
-from tensortap.storage.memory import MemoryStore
-from tensortap.trials.trial import Trial
+from tensortap.storage._memory import MemoryStore
+from tensortap.trials._trial import Trial
 
 SCRIPT = Path(__file__).parents[1] / "jobs" / "train_script.py"
 

@@ -28,7 +28,7 @@ from tensortap.rules import (
     invoke_rule,
     iter_findings,
 )
-from tensortap.rules.finding import Severity
+from tensortap.rules._finding import Severity
 from tensortap.testing import TrialBuilder
 
 F32 = np.float32
@@ -332,7 +332,7 @@ def test_a_job_completes_an_include_collections_that_leaves_out_what_a_rule_read
 ) -> None:
     from tensortap.jobs import DebuggerHookConfig, rule_configs
     from tensortap.jobs import Rule as JobRule
-    from tensortap.jobs.specs import hook_config
+    from tensortap.jobs._specs import hook_config
 
     debugger = DebuggerHookConfig(hook_parameters={"include_collections": "losses"})
     rules = [JobRule.builtin(rule_configs.vanishing_gradient())]

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from tensortap.rules import RuleStatus, WeightsNotUpdating, WeightUpdateRatio, invoke_rule
-from tensortap.rules.finding import Severity
+from tensortap.rules._finding import Severity
 from tensortap.testing import TrialBuilder
 from tests.helpers import job_runs
 

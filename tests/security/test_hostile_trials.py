@@ -17,9 +17,9 @@ import pytest
 
 import tensortap as tt
 from tensortap.exceptions import FormatError, StorageError, TensortapError
-from tensortap.format.index import decode_index
+from tensortap.format._index import decode_index
 from tensortap.storage import LocalStore
-from tensortap.testing.fuzz import (
+from tensortap.testing._fuzz import (
     build_healthy,
     check_one,
     fuzz,

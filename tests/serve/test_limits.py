@@ -108,7 +108,7 @@ def test_rules_over_30_trials_in_process_under_256_open_files(tmp_path) -> None:
 
 
 def test_open_read_descriptors_stay_within_one_budget_for_the_process(tmp_path) -> None:
-    from tensortap.storage.local import HANDLES
+    from tensortap.storage._local import HANDLES
 
     for i in range(40):
         segmented_trial(tmp_path / f"t{i:02d}", segments=20)
@@ -127,7 +127,7 @@ def test_open_read_descriptors_stay_within_one_budget_for_the_process(tmp_path) 
 
 RAISE_CHILD = """
 import resource
-from tensortap.storage.local import HANDLES, budget_for, raise_open_file_limit
+from tensortap.storage._local import HANDLES, budget_for, raise_open_file_limit
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
 print(raise_open_file_limit(), min(hard, 65536), HANDLES.capacity, budget_for(min(hard, 65536)))
@@ -144,9 +144,9 @@ def test_serving_raises_the_soft_open_file_limit_toward_the_hard_one() -> None:
 
 
 def test_a_run_whose_page_stopped_asking_has_its_trial_closed(tmp_path) -> None:
-    from tensortap.serve import data
-    from tensortap.serve.catalog import Catalog
-    from tensortap.storage.local import HANDLES
+    from tensortap.serve import _data as data
+    from tensortap.serve._catalog import Catalog
+    from tensortap.storage._local import HANDLES
 
     segmented_trial(tmp_path / "runs" / "a", segments=5)
     catalog = Catalog([str(tmp_path / "runs")])
@@ -166,7 +166,7 @@ def test_a_run_whose_page_stopped_asking_has_its_trial_closed(tmp_path) -> None:
 
 def make_job(job_dir: Path, **job: object) -> str:
     """A job directory as `tensortap run` lays it out, with a trial in ``trial/``."""
-    from tensortap.jobs.record import JobRecord
+    from tensortap.jobs._record import JobRecord
 
     JobRecord(job_dir).create({"created": 1.0, "command": ["train.py"], **job})
     segmented_trial(job_dir / "trial", segments=3)
@@ -246,7 +246,7 @@ def test_a_job_pointing_at_a_trial_outside_the_places_served_is_refused(tmp_path
 def test_a_run_with_20000_scalar_names_answers_a_bounded_truncated_curves_request(
     tmp_path, serve
 ) -> None:
-    from tensortap.serve.data import MAX_SERIES
+    from tensortap.serve._data import MAX_SERIES
 
     hook = tt.Hook(tmp_path / "wide", save_config=tt.SaveConfig(save_interval=1))
     for step in range(2):
@@ -278,7 +278,7 @@ def test_a_run_with_20000_scalar_names_answers_a_bounded_truncated_curves_reques
 
 
 def test_an_s3_place_is_listed_a_level_at_a_time_with_one_client(s3_bucket, monkeypatch) -> None:
-    from tensortap.serve.catalog import Catalog, S3Place
+    from tensortap.serve._catalog import Catalog, S3Place
 
     place = f"s3://{s3_bucket}/team"
     for name in ("run1", "run2", "group/run3"):
@@ -318,8 +318,8 @@ def test_the_live_view_of_tensortap_run_never_follows_a_log_that_is_not_a_regula
 ) -> None:
     import io
 
-    from tensortap.jobs.live import LiveView
-    from tensortap.jobs.record import JobRecord
+    from tensortap.jobs._live import LiveView
+    from tensortap.jobs._record import JobRecord
 
     record = JobRecord(tmp_path / "job")
     record.create({"name": "job", "rules": []})

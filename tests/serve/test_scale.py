@@ -24,7 +24,7 @@ from tests.helpers.json_get import get_json as get
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
-from tensortap.serve.data import MAX_SERIES
+from tensortap.serve._data import MAX_SERIES
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -86,7 +86,7 @@ def test_the_runs_list_answers_at_once_while_a_long_run_is_being_read(tmp_path, 
 
 
 def test_a_page_following_a_run_gets_only_what_is_newer_than_its_cursor(tmp_path, serve) -> None:
-    from tensortap.serve.series import BUCKETS
+    from tensortap.serve._series import BUCKETS
 
     hook = scalars(tmp_path / "live", steps=3000, names=2, flush_every=1000)
     hook.flush()
@@ -185,7 +185,7 @@ def test_a_run_of_10000_series_opens_in_under_2_s_and_500_mb_with_more_offered(
 
 
 def test_answers_kept_per_run_stay_under_their_byte_limit() -> None:
-    from tensortap.serve.series import ByteCache
+    from tensortap.serve._series import ByteCache
 
     cache = ByteCache(limit=1000)
     for i in range(100):
@@ -197,8 +197,8 @@ def test_answers_kept_per_run_stay_under_their_byte_limit() -> None:
 
 
 def test_long_runs_are_bucketed_keeping_extremes_and_nan_runs(tmp_path, serve, monkeypatch) -> None:
-    from tensortap.serve import data
-    from tensortap.serve.series import BUCKETS
+    from tensortap.serve import _data as data
+    from tensortap.serve._series import BUCKETS
 
     hook = tt.Hook(tmp_path / "r", save_config=tt.SaveConfig(save_interval=1))
     values = np.sin(np.arange(20_000) / 500.0)
@@ -271,7 +271,7 @@ def test_the_page_asks_only_for_charts_on_screen_and_offers_the_rest(
 def test_the_page_follows_a_live_run_from_its_cursor_without_refetching(
     tmp_path, serve, browser
 ) -> None:
-    from tensortap.serve.series import BUCKETS
+    from tensortap.serve._series import BUCKETS
 
     hook = scalars(tmp_path / "live", steps=2000, names=2, flush_every=500)
     hook.flush()
@@ -359,9 +359,9 @@ def test_a_nan_inside_a_long_bucket_is_marked() -> None:
     run's chart came from buckets that only said the last value)."""
     import numpy as np
 
-    from tensortap.core.modes import ModeKeys
-    from tensortap.serve.data import _line
-    from tensortap.trials.series import SeriesKey, bucketed
+    from tensortap.core._modes import ModeKeys
+    from tensortap.serve._data import _line
+    from tensortap.trials._series import SeriesKey, bucketed
 
     steps = np.arange(1000, dtype=np.int64)
     values = np.ones(1000)
@@ -376,7 +376,7 @@ def test_layer_health_from_saved_norms_opens_no_trial(tmp_path, serve, monkeypat
     """Gradients saved as their l2 norm (no activations): the heat map comes from the series
     path, as the trial would draw it, and the run's trial index is never opened (a 10^6-step
     run's index is gigabytes: the first paint took 7.4 s and 5.9 GB)."""
-    from tensortap.serve import data
+    from tensortap.serve import _data as data
 
     hook = tt.Hook(
         tmp_path / "norms",

@@ -22,8 +22,8 @@ from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs import Rule, TrainingJob
 from tensortap.rules import rule_configs
 from tensortap.serve import start
-from tensortap.serve.series import BUCKETS
-from tensortap.serve.server import _is_local
+from tensortap.serve._series import BUCKETS
+from tensortap.serve._server import _is_local
 
 SCRIPT = Path(__file__).parents[1] / "jobs" / "train_script.py"
 CURVES = "return window.tensortapCurves || null;"
@@ -342,7 +342,7 @@ def test_a_foreign_host_is_refused_unless_allowed(tmp_path, serve) -> None:
 def test_the_cli_takes_allow_host() -> None:
     import argparse
 
-    from tensortap.cli.serve import add_parser
+    from tensortap.cli._serve import add_parser
 
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers())

@@ -21,9 +21,9 @@ import pytest
 import tensortap as tt
 from tensortap.cli import main
 from tensortap.exceptions import FormatError
-from tensortap.format.crc32c import crc32c, masked_crc32c
-from tensortap.smdebug.wire import NO_CHECKSUM
-from tensortap.testing.fuzz import fuzz_smdebug, with_checksums
+from tensortap.format._crc32c import crc32c, masked_crc32c
+from tensortap.smdebug._wire import NO_CHECKSUM
+from tensortap.testing._fuzz import fuzz_smdebug, with_checksums
 
 FIXTURE = Path(__file__).parents[1] / "golden" / "smdebug"
 MODES = {"TRAIN": tt.modes.TRAIN, "EVAL": tt.modes.EVAL}

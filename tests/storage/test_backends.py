@@ -4,6 +4,8 @@ unknown schemes are refused; stores and trials close."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 import uuid
 
 import numpy as np
@@ -12,8 +14,8 @@ import pytest
 import tensortap as tt
 from tensortap.exceptions import InvalidConfigError, WorkerInUse
 from tensortap.storage import LocalStore, MemoryStore, S3Store, StoreCapabilities, open_store
-from tensortap.storage.descriptors import HANDLES
-from tensortap.testing.store_conformance import CHECKS, ConformanceError, check_store
+from tensortap.storage._descriptors import HANDLES
+from tensortap.testing._store_conformance import CHECKS, ConformanceError, check_store
 from tests.helpers import mem_backend
 from tests.helpers.mem_backend import DictStore
 
@@ -90,7 +92,7 @@ def test_an_unknown_scheme_is_refused_naming_the_known_ones(location: str, tmp_p
         tt.Hook(location)
     with pytest.raises(InvalidConfigError, match=message):
         tt.create_trial(location)
-    from tensortap.serve.catalog import Catalog
+    from tensortap.serve._catalog import Catalog
 
     with pytest.raises(InvalidConfigError, match=message):  # was listed, as holding nothing
         Catalog([str(tmp_path), location])
@@ -98,8 +100,8 @@ def test_an_unknown_scheme_is_refused_naming_the_known_ones(location: str, tmp_p
 
 def test_a_place_whose_store_cannot_list_trials_is_not_listed(monkeypatch, tmp_path) -> None:
     """The dashboard lists a place only where its store declares lists_trials."""
-    from tensortap.serve.catalog import Catalog
-    from tensortap.storage import resolve
+    from tensortap.serve._catalog import Catalog
+    from tensortap.storage import _resolve as resolve
 
     class Unlisted(DictStore):
         capabilities = StoreCapabilities(process_local=True)
@@ -142,13 +144,18 @@ def test_a_trial_and_its_store_close(tmp_path) -> None:
 
 
 def test_old_import_paths_still_work() -> None:
-    import tensortap.s3
-    import tensortap.s3_upload
-    from tensortap.storage.s3 import S3Store as moved
-    from tensortap.storage.s3_upload import S3Upload
+    for old in ("tensortap.s3", "tensortap.s3_upload", "tensortap.storage.s3"):
+        sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match="tensortap.s3 is an old path"):
+        old_s3 = importlib.import_module("tensortap.s3")
+    with pytest.warns(DeprecationWarning, match="import from tensortap.storage"):
+        moved = importlib.import_module("tensortap.storage.s3").S3Store
+    with pytest.warns(DeprecationWarning, match="tensortap.s3_upload is an old path"):
+        old_upload = importlib.import_module("tensortap.s3_upload")
+    from tensortap.storage._s3_upload import S3Upload
 
-    assert tensortap.s3.S3Store is moved is S3Store
-    assert tensortap.s3_upload.S3Upload is S3Upload
+    assert old_s3.S3Store is moved is S3Store
+    assert old_upload.S3Upload is S3Upload
 
 
 def test_every_check_is_shipped_in_tensortap_testing() -> None:

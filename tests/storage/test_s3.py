@@ -19,7 +19,7 @@ from tests.conftest import moto_server
 from tests.helpers.flaky_proxy import FlakyProxy
 
 pytest.importorskip("boto3")
-from tensortap.s3 import S3Store
+from tensortap.storage._s3 import S3Store
 
 DEADLINE = 60.0
 
@@ -228,11 +228,11 @@ def test_a_huge_claimed_length_costs_one_request_not_thousands(s3_bucket, tmp_pa
     checks the object's real size with one HEAD and queues no GET, instead of 131k."""
     import boto3
 
-    from tensortap.core.modes import ModeKeys
-    from tensortap.core.records import Record, RecordKind
+    from tensortap.core._modes import ModeKeys
+    from tensortap.core._records import Record, RecordKind
     from tensortap.exceptions import StorageError
-    from tensortap.format import layout
-    from tensortap.format.index import IndexBuilder
+    from tensortap.format import _layout as layout
+    from tensortap.format._index import IndexBuilder
 
     local = tmp_path / "t"
     with tt.Hook(local, save_config=tt.SaveConfig(save_interval=1)) as hook:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tensortap.storage import LocalStore, MemoryStore, Store, open_store
-from tensortap.testing.store_conformance import CHECKS
+from tensortap.testing._store_conformance import CHECKS
 
 
 @pytest.fixture(params=["local", "memory", "s3", "registered"])
@@ -17,7 +17,7 @@ def store(request, tmp_path) -> Store:
 
         return open_store(f"{mem_backend.SCHEME}://{uuid.uuid4().hex}")
     if request.param == "s3":
-        from tensortap.s3 import S3Store
+        from tensortap.storage._s3 import S3Store
 
         bucket = request.getfixturevalue("s3_bucket")
         return S3Store(f"s3://{bucket}/some/prefix", part_size=5 << 20)
@@ -26,7 +26,7 @@ def store(request, tmp_path) -> Store:
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda check: check.__name__)
 def test_store_conformance(store: Store, check) -> None:
-    """The shipped conformance suite (tensortap.testing.store_conformance), over every backend."""
+    """The shipped conformance suite (tensortap.testing._store_conformance), over every backend."""
     check(store)
 
 
@@ -40,7 +40,7 @@ def test_open_store_resolves_locations(tmp_path) -> None:
 
 
 def test_s3_writer_switches_to_multipart_and_abort_leaves_nothing(s3_bucket) -> None:
-    from tensortap.s3 import S3Store
+    from tensortap.storage._s3 import S3Store
 
     store = S3Store(f"s3://{s3_bucket}/p", part_size=5 << 20)
     big = bytes(range(256)) * (6 << 12)  # 6 MiB: two parts
@@ -61,7 +61,7 @@ def test_s3_writer_switches_to_multipart_and_abort_leaves_nothing(s3_bucket) -> 
 
 def test_s3_errors_name_the_bucket(s3_endpoint) -> None:
     from tensortap.exceptions import StorageError
-    from tensortap.s3 import S3Store
+    from tensortap.storage._s3 import S3Store
 
     with pytest.raises(StorageError, match="no bucket 'missing-bucket-x'"):
         S3Store("s3://missing-bucket-x/trial")

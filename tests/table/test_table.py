@@ -363,7 +363,7 @@ _HOLDER = """
 import sys
 from tensortap.table import export_parquet
 from tensortap.storage import open_store
-from tensortap.table.export import _claim_run
+from tensortap.table._export import _claim_run
 claim = _claim_run(open_store(sys.argv[1]), "r", 0.0)
 print("held", flush=True)
 sys.stdin.read()
@@ -402,7 +402,7 @@ def test_a_second_exporter_waits_for_the_first_or_is_refused_naming_it(
 def test_one_exporter_per_run_on_the_local_s3_server_too(s3_bucket) -> None:
     pytest.importorskip("boto3")
     from tensortap.storage import open_store
-    from tensortap.table.export import _claim_run
+    from tensortap.table._export import _claim_run
 
     trial = f"s3://{s3_bucket}/jobs/claimed"
     _finish(_train(trial, range(2)), 3.0)

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 import tensortap as tt
-from tensortap.testing.counting import counting_store
-from tensortap.trials.trial import Trial
+from tensortap.testing._counting import counting_store
+from tensortap.trials._trial import Trial
 
 
 def _write(out: Path, workers: int) -> None:

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 import tensortap as tt
 from tensortap.exceptions import InvalidConfigError
-from tensortap.format import layout
-from tensortap.trials.columns import published_segments, scalar_columns
-from tensortap.trials.series import SeriesReader, bucketed
-from tensortap.writer import series as writer_series
+from tensortap.format import _layout as layout
+from tensortap.trials._columns import published_segments, scalar_columns
+from tensortap.trials._series import SeriesReader, bucketed
+from tensortap.writer import _series as writer_series
 
 
 def write_run(out: Path | str, steps: int = 40, flush_every: int = 0, worker: int = 0) -> None:
@@ -254,7 +254,7 @@ def test_export_takes_one_element_values_from_series_objects(tmp_path: Path) -> 
 def test_a_small_head_budget_reads_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tensortap.trials import series_objects
+    from tensortap.trials import _series_objects as series_objects
 
     write_run(tmp_path, steps=30, flush_every=3)
     expected = rows_of(SeriesReader(tmp_path).series())
@@ -294,8 +294,8 @@ def test_any_damage_to_a_series_object_reads_the_same_numbers(
 def test_rules_read_losses_from_the_series_path(tmp_path: Path) -> None:
     """A loss at every step is one bulk read, not a read of the data object per step: the
     rule judges the same with the data objects gone, and reads the first worker's loss."""
+    from tensortap.rules._invoker import invoke_rule
     from tensortap.rules.builtin.loss_not_decreasing import LossNotDecreasing
-    from tensortap.rules.invoker import invoke_rule
 
     write_run(tmp_path, steps=24, worker=0)
     write_run(tmp_path, steps=24, worker=1)

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tensortap as tt
-from tensortap.core.reductions import REDUCTION_NAMES, compute_reduction
+from tensortap.core._reductions import REDUCTION_NAMES, compute_reduction
 from tensortap.exceptions import FormatError, NoMoreData, TensorUnavailableForStep
 from tensortap.testing import TrialBuilder
-from tensortap.trials.reader import MAX_GAP
+from tensortap.trials._reader import MAX_GAP
 
 DTYPES = ["<f2", "<f4", "<f8", "<i4", "u1", "?", "<c8"]
 

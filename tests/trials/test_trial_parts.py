@@ -1,4 +1,4 @@
-"""Trial's helpers talk to it through TrialParts (trials/parts.py), never through its private
+"""Trial's helpers talk to it through TrialParts (trials/_parts.py), never through its private
 names, and never import trial.py (which imports them): no import circle inside trials/."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).parents[2] / "src" / "tensortap"
-HELPERS = ("tensor.py", "step_block.py", "read_ahead.py", "columns.py", "waiting.py")
+HELPERS = ("_tensor.py", "_step_block.py", "_read_ahead.py", "_columns.py", "_waiting.py")
 PRIVATE = {
     "_index",
     "_reader",
@@ -41,7 +41,7 @@ def test_the_helpers_of_trial_do_not_import_it() -> None:
     found = []
     for name in HELPERS:
         for node in ast.walk(ast.parse((SRC / "trials" / name).read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module == "tensortap.trials.trial":
+            if isinstance(node, ast.ImportFrom) and node.module == "tensortap.trials._trial":
                 found.append(f"{name}:{node.lineno}")
     assert found == []
 
@@ -49,8 +49,8 @@ def test_the_helpers_of_trial_do_not_import_it() -> None:
 def test_trial_is_what_its_helpers_ask_for(tmp_path: Path) -> None:
     import numpy as np
 
-    from tensortap.testing.fake_trial import TrialBuilder
-    from tensortap.trials.parts import TrialParts
+    from tensortap.testing._fake_trial import TrialBuilder
+    from tensortap.trials._parts import TrialParts
 
     builder = TrialBuilder(tmp_path)
     builder.step({"loss": np.float32(1.0)})

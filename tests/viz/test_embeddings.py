@@ -13,7 +13,7 @@ from tensortap.exceptions import InvalidConfigError
 
 pytest.importorskip("plotly")
 from tensortap.viz import LiveEmbeddings, embeddings_over_time, plot_embeddings
-from tensortap.viz.embeddings import EmbeddingFrame, as_labels, embed
+from tensortap.viz._embeddings import EmbeddingFrame, as_labels, embed
 
 BATCH = 24
 

@@ -14,7 +14,7 @@ from tensortap.exceptions import InvalidConfigError
 
 pytest.importorskip("plotly")
 from tensortap.viz import TensorPlot
-from tensortap.viz.tensor_plot import normalise
+from tensortap.viz._tensor_plot import normalise
 
 STEPS = 4
 BATCH = 4

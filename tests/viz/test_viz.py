@@ -12,8 +12,8 @@ from tensortap.exceptions import InvalidConfigError
 
 pytest.importorskip("matplotlib")
 from tensortap import viz
-from tensortap.viz.distributions import distribution_data
-from tensortap.viz.health import layer_health
+from tensortap.viz._distributions import distribution_data
+from tensortap.viz._health import layer_health
 
 LAYERS = ["layer1", "layer2", "layer10"]
 

@@ -109,7 +109,7 @@ def test_internal_errors_are_contained(monkeypatch) -> None:
     def broken(*args, **kwargs):
         raise RuntimeError("bug inside tensortap")
 
-    monkeypatch.setattr("tensortap.core.recorder.records_from_array", broken)
+    monkeypatch.setattr("tensortap.core._recorder.records_from_array", broken)
     assert hook.save_tensor("x", np.ones(2)) is False
     hook.next_step()
     status = hook.close()

@@ -17,7 +17,7 @@ import pytest
 
 import tensortap as tt
 from tensortap.exceptions import WorkerInUse
-from tensortap.writer import ownership
+from tensortap.writer import _ownership as ownership
 
 HELPERS = Path(__file__).parents[1] / "helpers"
 
@@ -130,7 +130,7 @@ def test_a_writer_whose_clock_runs_120_s_ahead_does_not_evict_a_live_owner(
     s3_bucket, monkeypatch
 ) -> None:
     """The S3 lease is judged by the server's clock: a taker's own clock never enters."""
-    from tensortap.s3 import S3Store
+    from tensortap.storage._s3 import S3Store
 
     location = f"s3://{s3_bucket}/skewed"
     owner = _writer(location, -1)
@@ -154,7 +154,7 @@ def test_a_dead_owner_elsewhere_is_taken_over_whatever_the_clocks_say(
     """An owner on another host that died (its clock an hour ahead) leaves a lease nobody
     renews: once the server says it went its lease period without renewal, a writer (its own
     clock 120 s behind or ahead) takes the worker over."""
-    from tensortap.s3 import S3Store
+    from tensortap.storage._s3 import S3Store
 
     location = f"s3://{s3_bucket}/dead"
     dead = {"pid": 4242, "host": "a-host-that-died", "session": "gone", "started": 0.0}

@@ -4,12 +4,12 @@
 
     python -m tensortap.attach --config hook.json train.py --epochs 3
 
-The configuration (see :mod:`tensortap.hook_config`) is validated before the script starts and
+The configuration (see :mod:`tensortap._hook_config`) is validated before the script starts and
 its path is exported as ``$TENSORTAP_CONFIG``, so ``get_hook()`` inside the script returns the
 same hook. Without ``--config``, ``$TENSORTAP_CONFIG`` is used. The script runs as ``__main__``
 with ``sys.argv`` set as if it had been started directly; its exit status is this command's.
 
-Each framework's attachment is one module of this package (``tensortap.attach.pytorch``,
+Each framework's attachment is one module of this package (``tensortap.attach._pytorch``,
 ``.keras``, ``.xgboost``, ``.jax``, ``.huggingface``, ``.lightning``), with an
 ``enable(config)``, registered once in :data:`FRAMEWORKS`: what enables them and what explains
 an unwatched run are derived from that list.
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from tensortap._hook_config import CONFIG_ENV, JOB_ENV, HookConfig, read_config
 from tensortap.exceptions import InvalidConfigError
-from tensortap.hook_config import CONFIG_ENV, JOB_ENV, HookConfig, read_config
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Framework:
     @property
     def module(self) -> str:
         """The module of this package whose ``enable(config)`` attaches to the framework."""
-        return f"{__name__}.{self.name}"
+        return f"{__name__}._{self.name}"
 
     def installed(self) -> bool:
         return all(
@@ -156,7 +156,7 @@ def _imported(before: set[str], names: dict[str, Any]) -> set[str]:
 
 
 def _stop_in_callback() -> BaseException | None:
-    jax = sys.modules.get(f"{__name__}.jax")
+    jax = sys.modules.get(f"{__name__}._jax")
     return None if jax is None else jax.stop_in_callback()
 
 
@@ -178,7 +178,7 @@ def unwatched_reason(imported: set[str]) -> tuple[str, str | None]:
 
 def _say_if_unwatched(imported: set[str]) -> None:
     """Say so when the script ran and no hook was made: nothing could be judged."""
-    from tensortap.hook import any_hook_made
+    from tensortap._hook import any_hook_made
 
     if any_hook_made():
         return
@@ -186,7 +186,7 @@ def _say_if_unwatched(imported: set[str]) -> None:
     print(message, file=sys.stderr)
     job = os.environ.get(JOB_ENV)
     if job:
-        from tensortap.jobs.record import JobRecord
+        from tensortap.jobs._record import JobRecord
 
         try:  # the job says it too: in its live view, and in the rules' NoData
             JobRecord(job).append_event("training_unwatched", message=message, framework=framework)

@@ -27,8 +27,12 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from tensortap.cli import convert, run, serve, table, views
-from tensortap.cli.specs import builtin_rule, collection, custom_rule, parse_params
+from tensortap.cli import _convert as convert
+from tensortap.cli import _run as run
+from tensortap.cli import _serve as serve
+from tensortap.cli import _table as table
+from tensortap.cli import _views as views
+from tensortap.cli._specs import builtin_rule, collection, custom_rule, parse_params
 from tensortap.exceptions import TensortapError
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

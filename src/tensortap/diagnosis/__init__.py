@@ -5,9 +5,9 @@ the most likely root cause first, with its evidence in time order and a fix to t
 followed from the cause is folded under it. See docs/rules.md, "One diagnosis per run".
 """
 
-from tensortap.diagnosis.sources import diagnose, judge_trial
-from tensortap.rules.causes import CAUSES, RULE_CAUSES, Cause, cause_of
-from tensortap.rules.verdict import (
+from tensortap.diagnosis._sources import diagnose, judge_trial
+from tensortap.rules._causes import CAUSES, RULE_CAUSES, Cause, cause_of
+from tensortap.rules._verdict import (
     Diagnosis,
     Evidence,
     Problem,

@@ -1,22 +1,22 @@
 """tensortap for Hugging Face ``transformers``: :class:`TensortapCallback`, also available as
 ``TrainingArguments(report_to="tensortap")`` once this module is imported (the name is given to
-transformers when it loads its integrations: see :mod:`tensortap.huggingface.report_to`); and
+transformers when it loads its integrations: see :mod:`tensortap.huggingface._report_to`); and
 :class:`RollbackCallback`, :class:`HuggingFaceCheckpoints`, :class:`BatchStream` and
 :func:`train_with_rollback`, which roll training back to its last good checkpoint (see
-:mod:`tensortap.huggingface.rollback`). Names load
+:mod:`tensortap.huggingface._rollback`). Names load
 at first use, as the framework faces' (see :mod:`tensortap._faces`)."""
 
 from typing import TYPE_CHECKING
 
 from tensortap._faces import face
-from tensortap.huggingface.report_to import offer_report_to
+from tensortap.huggingface._report_to import offer_report_to
 
 if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ here)
-    from tensortap.huggingface.callback import TensortapCallback as TensortapCallback
-    from tensortap.huggingface.rollback import BatchStream as BatchStream
-    from tensortap.huggingface.rollback import HuggingFaceCheckpoints as HuggingFaceCheckpoints
-    from tensortap.huggingface.rollback import RollbackCallback as RollbackCallback
-    from tensortap.huggingface.rollback import train_with_rollback as train_with_rollback
+    from tensortap.huggingface._callback import TensortapCallback as TensortapCallback
+    from tensortap.huggingface._rollback import BatchStream as BatchStream
+    from tensortap.huggingface._rollback import HuggingFaceCheckpoints as HuggingFaceCheckpoints
+    from tensortap.huggingface._rollback import RollbackCallback as RollbackCallback
+    from tensortap.huggingface._rollback import train_with_rollback as train_with_rollback
 
 offer_report_to()
 

@@ -14,9 +14,9 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ 
     from tensortap._shared import SaveConfig as SaveConfig
     from tensortap._shared import create_trial as create_trial
     from tensortap._shared import modes as modes
-    from tensortap.jax.hook import Hook as Hook
-    from tensortap.jax.hook import get_hook as get_hook
-    from tensortap.jax.names import path_name as path_name
-    from tensortap.jax.record import record as record
+    from tensortap.jax._hook import Hook as Hook
+    from tensortap.jax._hook import get_hook as get_hook
+    from tensortap.jax._names import path_name as path_name
+    from tensortap.jax._record import record as record
 
 __all__, __getattr__, __dir__ = face(__name__)

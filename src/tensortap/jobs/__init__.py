@@ -5,7 +5,7 @@ See docs/jobs.md. The names follow the SageMaker SDK of the seeds::
     from tensortap.jobs import TrainingJob, DebuggerHookConfig, CollectionConfig, Rule, rule_configs
 """
 
-from tensortap.jobs.actions import (
+from tensortap.jobs._actions import (
     Action,
     Call,
     Command,
@@ -14,8 +14,9 @@ from tensortap.jobs.actions import (
     StopTraining,
     Webhook,
 )
-from tensortap.jobs.job import AttachedJob, TrainingJob
-from tensortap.jobs.specs import (
+from tensortap.jobs._hints import shell_command
+from tensortap.jobs._job import AttachedJob, TrainingJob
+from tensortap.jobs._specs import (
     CollectionConfig,
     DebuggerHookConfig,
     Rule,
@@ -38,4 +39,5 @@ __all__ = [
     "TrainingJob",
     "Webhook",
     "rule_configs",
+    "shell_command",
 ]

@@ -1,6 +1,6 @@
 """Following a job from its record, running or ended: its summary (a job whose supervisor died is
 finalised on record), SageMaker's ``describe`` answers, its logs, stopping it, and
-:class:`AttachedJob` (``TrainingJob.attach``). :class:`~tensortap.jobs.job.TrainingJob` asks
+:class:`AttachedJob` (``TrainingJob.attach``). :class:`~tensortap.jobs._job.TrainingJob` asks
 the same questions of the job it started."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from tensortap.exceptions import InvalidConfigError
-from tensortap.jobs.live import LiveView
-from tensortap.jobs.record import JobRecord, write_json
+from tensortap.jobs._live import LiveView
+from tensortap.jobs._record import JobRecord, write_json
 
 FINISHED = ("Completed", "Failed", "Stopped")
 IN_PROGRESS = "InProgress"
@@ -235,7 +235,7 @@ def _logs(record: JobRecord, rule: str | None) -> str:
 
 
 def _stop(record: JobRecord) -> None:
-    from tensortap.core.stop import request_stop
+    from tensortap.core._stop import request_stop
 
     request_stop(record.stop_file, "stopped by the user")
     record.append_event("stop_asked", by="user")

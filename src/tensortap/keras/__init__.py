@@ -17,9 +17,9 @@ from tensortap._faces import face
 
 if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ here)
     from tensortap._shared import *  # noqa: F403
-    from tensortap.keras.hook import OPTIMIZER_VARIABLES as OPTIMIZER_VARIABLES
-    from tensortap.keras.hook import KerasHook as KerasHook
-    from tensortap.keras.hook import get_hook as get_hook
+    from tensortap.keras._hook import OPTIMIZER_VARIABLES as OPTIMIZER_VARIABLES
+    from tensortap.keras._hook import KerasHook as KerasHook
+    from tensortap.keras._hook import get_hook as get_hook
 
     Hook = KerasHook
 

@@ -2,7 +2,7 @@
 :class:`PLTensortapCallback` for the ``pytorch_lightning`` spelling of the same Trainer (each
 Trainer accepts only its own package's ``Callback``); :class:`RollbackCallback`,
 :class:`LightningCheckpoints` and :func:`fit_with_rollback` roll a fit back to its last good
-checkpoint (see :mod:`tensortap.lightning.rollback`). A name is None when its package is not
+checkpoint (see :mod:`tensortap.lightning._rollback`). A name is None when its package is not
 installed. Names load at first use, as the framework faces' (see :mod:`tensortap._faces`)."""
 
 from typing import TYPE_CHECKING
@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 from tensortap._faces import face
 
 if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ here)
-    from tensortap.lightning.callback import CallbackMixin as CallbackMixin
-    from tensortap.lightning.lightning_callback import TensortapCallback as TensortapCallback
-    from tensortap.lightning.pl_callback import PLTensortapCallback as PLTensortapCallback
-    from tensortap.lightning.rollback import LightningCheckpoints as LightningCheckpoints
-    from tensortap.lightning.rollback import RollbackCallback as RollbackCallback
-    from tensortap.lightning.rollback import fit_with_rollback as fit_with_rollback
+    from tensortap.lightning._callback import CallbackMixin as CallbackMixin
+    from tensortap.lightning._lightning_callback import TensortapCallback as TensortapCallback
+    from tensortap.lightning._pl_callback import PLTensortapCallback as PLTensortapCallback
+    from tensortap.lightning._rollback import LightningCheckpoints as LightningCheckpoints
+    from tensortap.lightning._rollback import RollbackCallback as RollbackCallback
+    from tensortap.lightning._rollback import fit_with_rollback as fit_with_rollback
 
 __all__, __getattr__, __dir__ = face(__name__)

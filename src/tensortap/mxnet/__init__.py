@@ -17,8 +17,8 @@ from tensortap._faces import face
 
 if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ here)
     from tensortap._shared import *  # noqa: F403
-    from tensortap.mxnet.hook import RELU_ACTIVATIONS as RELU_ACTIVATIONS
-    from tensortap.mxnet.hook import Hook as Hook
-    from tensortap.mxnet.hook import get_hook as get_hook
+    from tensortap.mxnet._hook import RELU_ACTIVATIONS as RELU_ACTIVATIONS
+    from tensortap.mxnet._hook import Hook as Hook
+    from tensortap.mxnet._hook import get_hook as get_hook
 
 __all__, __getattr__, __dir__ = face(__name__)

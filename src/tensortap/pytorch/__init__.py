@@ -16,23 +16,23 @@ from tensortap._faces import face
 
 if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ here)
     from tensortap._shared import *  # noqa: F403
-    from tensortap.core.rollback_target import RollbackTarget as RollbackTarget
-    from tensortap.pytorch.checkpoints import DistributedCheckpoints as DistributedCheckpoints
-    from tensortap.pytorch.checkpoints import FunctionCheckpoints as FunctionCheckpoints
-    from tensortap.pytorch.guard import Guard as Guard
-    from tensortap.pytorch.guard import GuardEvent as GuardEvent
-    from tensortap.pytorch.guard import GuardRecord as GuardRecord
-    from tensortap.pytorch.guard import GuardStatus as GuardStatus
-    from tensortap.pytorch.guard import SkipBudget as SkipBudget
-    from tensortap.pytorch.hook import Hook as Hook
-    from tensortap.pytorch.hook import get_hook as get_hook
-    from tensortap.pytorch.naming import OPTIMIZER_VARIABLES as OPTIMIZER_VARIABLES
-    from tensortap.pytorch.naming import RELU_ACTIVATIONS as RELU_ACTIVATIONS
-    from tensortap.pytorch.replay import Attribution as Attribution
-    from tensortap.pytorch.replay import Replayer as Replayer
-    from tensortap.pytorch.replay import ReplayStatus as ReplayStatus
-    from tensortap.pytorch.rollback import Rollback as Rollback
-    from tensortap.pytorch.rollback import RollbackEvent as RollbackEvent
-    from tensortap.pytorch.skip_batches import SkipBatches as SkipBatches
+    from tensortap.core._rollback_target import RollbackTarget as RollbackTarget
+    from tensortap.pytorch._checkpoints import DistributedCheckpoints as DistributedCheckpoints
+    from tensortap.pytorch._checkpoints import FunctionCheckpoints as FunctionCheckpoints
+    from tensortap.pytorch._guard import Guard as Guard
+    from tensortap.pytorch._guard import GuardEvent as GuardEvent
+    from tensortap.pytorch._guard import GuardRecord as GuardRecord
+    from tensortap.pytorch._guard import GuardStatus as GuardStatus
+    from tensortap.pytorch._guard import SkipBudget as SkipBudget
+    from tensortap.pytorch._hook import Hook as Hook
+    from tensortap.pytorch._hook import get_hook as get_hook
+    from tensortap.pytorch._naming import OPTIMIZER_VARIABLES as OPTIMIZER_VARIABLES
+    from tensortap.pytorch._naming import RELU_ACTIVATIONS as RELU_ACTIVATIONS
+    from tensortap.pytorch._replay import Attribution as Attribution
+    from tensortap.pytorch._replay import Replayer as Replayer
+    from tensortap.pytorch._replay import ReplayStatus as ReplayStatus
+    from tensortap.pytorch._rollback import Rollback as Rollback
+    from tensortap.pytorch._rollback import RollbackEvent as RollbackEvent
+    from tensortap.pytorch._skip_batches import SkipBatches as SkipBatches
 
 __all__, __getattr__, __dir__ = face(__name__)

@@ -1,5 +1,5 @@
 """Facts about what the loss modules are fed, part of the training loop's facts (see
-:mod:`tensortap.pytorch.loop_facts`): a regression loss given a prediction and a target of
+:mod:`tensortap.pytorch._loop_facts`): a regression loss given a prediction and a target of
 shapes that broadcast to another shape (``loss_shape_mismatch``), a classification loss given
 probabilities rather than logits (``softmax_before_loss``), and a classification loss that
 weights its classes (``class_weights``: the largest weight over the smallest).
@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from tensortap.pytorch.registry import Registry
-from tensortap.pytorch.weight_stats import local as _local
+from tensortap.pytorch._registry import Registry
+from tensortap.pytorch._weight_stats import local as _local
 
 _CLASS_LOSSES = (nn.CrossEntropyLoss, nn.NLLLoss)
 _REGRESSION_LOSSES = (nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss)

@@ -1,5 +1,5 @@
 """Facts about how the learning rate is scheduled, part of the training loop's facts (see
-:mod:`tensortap.pytorch.loop_facts`): per optimizer holding the model's parameters, its
+:mod:`tensortap.pytorch._loop_facts`): per optimizer holding the model's parameters, its
 learning rate (``lr/<Optimizer>``), the share of its steps taken at a low rate, at most
 :data:`LOW_LR` of its peak (``lr_low_share``), and its step from which the rate was low
 (``lr_low_from``); per scheduler of such an optimizer, its step count, its steps per optimizer

@@ -3,15 +3,15 @@ trial (or of its series) that answer NumPy arrays and plain data, never a figure
 (matplotlib, plotly), the dashboard (``serve``, JSON for its page) and the report (inline SVG)
 only draw what these answer. Imports trials and core only; no plotting library."""
 
-from tensortap.query.curves import LINE_BUCKETS, mode_lines, read_series, tensor_series
-from tensortap.query.distributions import QUANTILES, distribution_data
-from tensortap.query.embeddings import (
+from tensortap.query._curves import LINE_BUCKETS, mode_lines, read_series, tensor_series
+from tensortap.query._distributions import QUANTILES, distribution_data
+from tensortap.query._embeddings import (
     EmbeddingFrame,
     LiveEmbeddings,
     embed,
     embeddings_over_time,
 )
-from tensortap.query.health import (
+from tensortap.query._health import (
     HEAT_COLUMNS,
     heat_width,
     layer_health,

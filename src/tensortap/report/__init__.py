@@ -5,10 +5,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tensortap.jobs.record import JobRecord
-from tensortap.report.training import training_report, write_training_report
-from tensortap.report.xgboost import write_xgboost_report, xgboost_report
-from tensortap.trials.trial import Trial, create_trial
+from tensortap.jobs._record import JobRecord
+from tensortap.report._training import (
+    rules_that_find_problems,
+    training_report,
+    write_training_report,
+)
+from tensortap.report._xgboost import write_xgboost_report, xgboost_report
+from tensortap.trials._trial import Trial, create_trial
 
 
 def is_xgboost(trial: Trial) -> bool:
@@ -31,6 +35,7 @@ def write_report(
 
 __all__ = [
     "is_xgboost",
+    "rules_that_find_problems",
     "training_report",
     "write_report",
     "write_training_report",

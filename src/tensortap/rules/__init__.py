@@ -9,20 +9,20 @@ from typing import Any
 
 from tensortap.exceptions import RuleError, RuleEvaluationConditionMet
 from tensortap.rules import builtin, rule_configs
-from tensortap.rules.builtin import *  # noqa: F403  (every built-in rule, and BUILTIN_RULES)
-from tensortap.rules.custom import create_rule, load_rule_class
-from tensortap.rules.finding import Finding, Outcome
-from tensortap.rules.invoker import (
+from tensortap.rules._custom import create_rule, load_rule_class
+from tensortap.rules._finding import Finding, Outcome
+from tensortap.rules._invoker import (
     RuleStatus,
     RuleSummary,
     invoke_rule,
     iter_findings,
     iter_findings_many,
 )
-from tensortap.rules.registry import REGISTRY, register_rule, unregister_rule
-from tensortap.rules.required_tensors import RequiredTensors
-from tensortap.rules.rule import Rule, StepSkipped
-from tensortap.rules.spec import RuleSpec
+from tensortap.rules._registry import REGISTRY, register_rule, unregister_rule
+from tensortap.rules._required_tensors import RequiredTensors
+from tensortap.rules._rule import Rule, StepSkipped
+from tensortap.rules._spec import RuleSpec
+from tensortap.rules.builtin import *  # noqa: F403  (every built-in rule, and BUILTIN_RULES)
 
 __all__ = [
     "Finding",

@@ -14,12 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tensortap._hook_config import CollectionSettings
 from tensortap.exceptions import InvalidConfigError
-from tensortap.hook_config import CollectionSettings
+from tensortap.rules._params import coerce
+from tensortap.rules._registry import by_config_name, config_name
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin import BUILTIN_RULES
-from tensortap.rules.params import coerce
-from tensortap.rules.registry import by_config_name, config_name
-from tensortap.rules.rule import Rule
 
 
 @dataclass(frozen=True)

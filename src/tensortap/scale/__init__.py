@@ -4,7 +4,7 @@ local processes (``engine="local"``) or Ray (``engine="ray"``, ``pip install
 
 from __future__ import annotations
 
-from tensortap.scale.run import ENGINES, TIME_LIMIT, RuleResults, run_rules
-from tensortap.scale.tasks import Task, evaluate
+from tensortap.scale._run import ENGINES, TIME_LIMIT, RuleResults, run_rules
+from tensortap.scale._tasks import Task, evaluate
 
 __all__ = ["ENGINES", "TIME_LIMIT", "RuleResults", "Task", "evaluate", "run_rules"]

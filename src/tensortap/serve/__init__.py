@@ -2,6 +2,6 @@
 TensorPlot, rule timelines and logs, comparisons, in the browser. Needs
 ``pip install 'tensortap[serve]'`` (Starlette, uvicorn, plotly.js)."""
 
-from tensortap.serve.server import Dashboard, start
+from tensortap.serve._server import Dashboard, start
 
 __all__ = ["Dashboard", "start"]

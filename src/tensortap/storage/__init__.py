@@ -2,10 +2,10 @@
 backend one module that registers its URL scheme; :func:`open_store` turns a path or URL into a
 Store and refuses a scheme no backend registered."""
 
-from tensortap.storage.base import ObjectWriter, Store, StoreCapabilities, validate_key
-from tensortap.storage.local import LocalStore
-from tensortap.storage.memory import MemoryStore
-from tensortap.storage.resolve import (
+from tensortap.storage._base import ObjectWriter, Store, StoreCapabilities, validate_key
+from tensortap.storage._local import LocalStore
+from tensortap.storage._memory import MemoryStore
+from tensortap.storage._resolve import (
     check_location,
     known_schemes,
     local_path,
@@ -13,7 +13,7 @@ from tensortap.storage.resolve import (
     register_store,
     what_is_there,
 )
-from tensortap.storage.s3 import S3Store
+from tensortap.storage._s3 import S3Store
 
 __all__ = [
     "LocalStore",

@@ -4,8 +4,8 @@ Needs ``pip install 'tensortap[table]'`` (pyarrow, duckdb)."""
 
 from __future__ import annotations
 
-from tensortap.table.export import SCHEMA, Exported, ExportError, export_parquet, export_trial
-from tensortap.table.query import connect, query
+from tensortap.table._export import SCHEMA, Exported, ExportError, export_parquet, export_trial
+from tensortap.table._query import connect, query
 
 __all__ = [
     "SCHEMA",

@@ -5,6 +5,6 @@ the fact from a trial (:func:`export_trial`, ``tensortap tensorboard TRIAL OUT_D
 Needs the ``tensorboard`` package (``pip install tensortap[viz]``).
 """
 
-from tensortap.tensorboard.export import TensorBoardExporter, export_trial
+from tensortap.tensorboard._export import TensorBoardExporter, export_trial
 
 __all__ = ["TensorBoardExporter", "export_trial"]

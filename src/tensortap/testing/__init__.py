@@ -1,12 +1,12 @@
 """Helpers for testing code that reads trials (rules, reports): build real trials from NumPy;
-for testing a storage backend: the Store conformance suite (:mod:`.store_conformance`); and
+for testing a storage backend: the Store conformance suite (``check_store``); and
 for testing attribution by replay: a bit-flip fault injector (:mod:`.bitflip`, which imports
 torch and loads at first use)."""
 
 from typing import Any
 
-from tensortap.testing.fake_trial import TrialBuilder, infer_collections
-from tensortap.testing.store_conformance import check_store
+from tensortap.testing._fake_trial import TrialBuilder, infer_collections
+from tensortap.testing._store_conformance import check_store
 
 __all__ = [
     "BitFlip",
@@ -22,7 +22,7 @@ _TORCH_NAMES = ("BitFlip", "flip_bit", "inject_bitflip")
 
 def __getattr__(name: str) -> Any:
     if name in _TORCH_NAMES:
-        from tensortap.testing import bitflip
+        from tensortap.testing import _bitflip as bitflip
 
         return getattr(bitflip, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""Ways to damage a trial of tensortap's format, each seeded: what :mod:`tensortap.testing.fuzz`
+"""Ways to damage a trial of tensortap's format, each seeded: what :mod:`tensortap.testing._fuzz`
 reads back (bytes flipped, objects truncated or extended, files deleted or moved between workers,
 JSON fields of the wrong type, deep nesting, symlinks, FIFOs, catastrophic regexes)."""
 

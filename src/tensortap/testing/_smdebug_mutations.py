@@ -1,5 +1,5 @@
 """Ways to damage a trial that smdebug wrote (TFRecord event files, index and collections JSON),
-each seeded: what :func:`tensortap.testing.fuzz.fuzz_smdebug` reads back (bits flipped, files cut
+each seeded: what :func:`tensortap.testing._fuzz.fuzz_smdebug` reads back (bits flipped, files cut
 or extended, record lengths changed, crafted index JSON, catastrophic collection regexes, symlinks
 and FIFOs)."""
 
@@ -34,7 +34,7 @@ def with_checksums(root: Path) -> Path:
     """Write the real data CRC into every record of the smdebug trial at ``root`` (what smdebug
     writes when told to compute checksums; by default it writes a placeholder, which leaves a
     record's bytes unverifiable)."""
-    from tensortap.format.crc32c import masked_crc32c
+    from tensortap.format._crc32c import masked_crc32c
 
     for path in sorted((root / "events").rglob("*.tfevents")):
         data = bytearray(path.read_bytes())
@@ -83,7 +83,7 @@ def smd_delete(root: Path, rng: random.Random) -> str:
 
 def smd_length(root: Path, rng: random.Random) -> str:
     """Change one record's length field (its length CRC recomputed half of the time)."""
-    from tensortap.format.crc32c import masked_crc32c
+    from tensortap.format._crc32c import masked_crc32c
 
     path = _smd_pick(root, rng, "events")
     data = bytearray(path.read_bytes())

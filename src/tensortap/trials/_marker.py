@@ -12,12 +12,12 @@ from tensortap.exceptions import (
     StorageError,
     UnsupportedFormatVersion,
 )
-from tensortap.format.documents import decode_json
-from tensortap.format.layout import TRIAL_MARKER
-from tensortap.storage.base import Store
-from tensortap.storage.resolve import what_is_there
+from tensortap.format._documents import decode_json
+from tensortap.format._layout import TRIAL_MARKER
+from tensortap.storage._base import Store
+from tensortap.storage._resolve import what_is_there
 
-logger = logging.getLogger("tensortap.trials.index")  # (the name its messages always had)
+logger = logging.getLogger("tensortap.trials._index")  # (the name its messages always had)
 
 
 def check_marker(

@@ -4,7 +4,7 @@ its writer and its hook counted, and the damaged parts of a converted smdebug tr
 
 from __future__ import annotations
 
-from tensortap.trials.index import TrialIndex
+from tensortap.trials._index import TrialIndex
 
 
 def worker_problems(index: TrialIndex, workers: list[str]) -> list[str]:

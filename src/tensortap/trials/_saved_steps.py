@@ -4,9 +4,9 @@ mode and step within it of each global step. Computed from the index, again only
 
 from __future__ import annotations
 
-from tensortap.core.modes import ModeKeys
+from tensortap.core._modes import ModeKeys
+from tensortap.trials._index import TrialIndex
 from tensortap.trials._worker_state import natural_key
-from tensortap.trials.index import TrialIndex
 
 #: (mode, or None for global steps; complete only?) -> sorted step numbers
 StepSets = dict[tuple[ModeKeys | None, bool], list[int]]

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from tensortap.exceptions import FormatError
-from tensortap.format import layout
-from tensortap.format.index import SegmentIndex
+from tensortap.format import _layout as layout
+from tensortap.format._index import SegmentIndex
 
 
 @dataclass(frozen=True)

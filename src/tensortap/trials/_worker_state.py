@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensortap.core.modes import ModeKeys
+from tensortap.core._modes import ModeKeys
 
 
 @dataclass

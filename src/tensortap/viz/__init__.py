@@ -6,16 +6,16 @@
   :class:`LiveEmbeddings` to follow a running trial) return plotly figures; ``write_html``
   gives a page that opens offline."""
 
-from tensortap.viz.distributions import plot_distribution
-from tensortap.viz.embeddings import (
+from tensortap.viz._distributions import plot_distribution
+from tensortap.viz._embeddings import (
     EmbeddingFrame,
     LiveEmbeddings,
     embeddings_over_time,
     plot_embeddings,
 )
-from tensortap.viz.health import plot_layer_health
-from tensortap.viz.series import plot_tensors, tensor_series
-from tensortap.viz.tensor_plot import TensorPlot
+from tensortap.viz._health import plot_layer_health
+from tensortap.viz._series import plot_tensors, tensor_series
+from tensortap.viz._tensor_plot import TensorPlot
 
 __all__ = [
     "EmbeddingFrame",

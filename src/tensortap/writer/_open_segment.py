@@ -8,11 +8,11 @@ import time
 
 import numpy as np
 
-from tensortap.core.records import StepBatch
-from tensortap.format.checksum import crc32
-from tensortap.format.index import DATA_ALIGNMENT, IndexBuilder
-from tensortap.storage.base import ObjectWriter
-from tensortap.writer.series import one_number
+from tensortap.core._records import StepBatch
+from tensortap.format._checksum import crc32
+from tensortap.format._index import DATA_ALIGNMENT, IndexBuilder
+from tensortap.storage._base import ObjectWriter
+from tensortap.writer._series import one_number
 
 _PADDING = bytes(DATA_ALIGNMENT)
 

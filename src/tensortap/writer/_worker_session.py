@@ -11,11 +11,11 @@ import threading
 import time
 from typing import Any
 
-from tensortap.format import layout
-from tensortap.format.documents import decode_json, encode_json, trial_marker
-from tensortap.storage.base import Store
-from tensortap.writer.ownership import WorkerKeeper, next_seq
-from tensortap.writer.sessions import read_history, session_record
+from tensortap.format import _layout as layout
+from tensortap.format._documents import decode_json, encode_json, trial_marker
+from tensortap.storage._base import Store
+from tensortap.writer._ownership import WorkerKeeper, next_seq
+from tensortap.writer._sessions import read_history, session_record
 
 
 class WorkerSession:
@@ -71,7 +71,7 @@ class WorkerSession:
         self.store.put(key, session_record(self.info, self.start, updates))
 
     def note(self, updates: dict[str, Any]) -> None:
-        """Rewrite this session's record with ``updates`` (see :mod:`tensortap.writer.sessions`);
+        """Rewrite this session's record with ``updates`` (see :mod:`tensortap.writer._sessions`);
         raises StorageError."""
         with self._lock:
             self._updates.update(updates)

@@ -1,7 +1,7 @@
 """The built-in rules, one per module, by name.
 
 A new built-in rule is its module: every public module of this package is imported here, and
-each Rule subclass defined in one registers itself (:mod:`tensortap.rules.registry`).
+each Rule subclass defined in one registers itself (:mod:`tensortap.rules._registry`).
 ``BUILTIN_RULES``, the names ``tensortap.rules`` exports and the ``rule_configs`` helpers are
 read from the registry. (Modules whose name starts with ``_`` hold what rules share.)
 """
@@ -12,7 +12,7 @@ import importlib
 import pkgutil
 from typing import Any
 
-from tensortap.rules.registry import REGISTRY, is_builtin_module
+from tensortap.rules._registry import REGISTRY, is_builtin_module
 
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
     if is_builtin_module(f"{__name__}.{_module}"):

@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.core.modes import ModeKeys
+from tensortap.core._modes import ModeKeys
 from tensortap.exceptions import MissingCollectionFiles
+from tensortap.rules._finding import Severity
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import fire_nonfinite, has_raw, unit_activity
-from tensortap.rules.finding import Severity
-from tensortap.rules.rule import Rule
 
 #: Saved steps in a row a unit must be inactive on for its layer to be a problem: a unit
 #: silent on one batch (at initialisation, say) may fire on the next.

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tensortap.core.modes import ModeKeys
-from tensortap.core.records import RecordKind
-from tensortap.rules.finding import Finding, StepRun
-from tensortap.trials.records import saved_records
+from tensortap.core._modes import ModeKeys
+from tensortap.core._records import RecordKind
+from tensortap.rules._finding import Finding, StepRun
+from tensortap.trials._records import saved_records
 
 if TYPE_CHECKING:
-    from tensortap.rules.rule import Rule
-    from tensortap.trials.trial import Trial
+    from tensortap.rules._rule import Rule
+    from tensortap.trials._trial import Trial
 
 #: Where a step goes: ``EVALUATE`` (step by step); any other code indexes the rule's answers.
 EVALUATE = -1

@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from tensortap.core.collections import ROUTER, TRAINING_LOOP
-from tensortap.core.modes import ModeKeys
+from tensortap.core._collections import ROUTER, TRAINING_LOOP
+from tensortap.core._modes import ModeKeys
 from tensortap.exceptions import TensorUnavailableForStep
-from tensortap.rules.finding import Severity
+from tensortap.rules._finding import Severity
 
 if TYPE_CHECKING:
-    from tensortap.rules.rule import Rule
-    from tensortap.trials.tensor import Tensor
-    from tensortap.trials.trial import Trial
+    from tensortap.rules._rule import Rule
+    from tensortap.trials._tensor import Tensor
+    from tensortap.trials._trial import Trial
 
 
 def names_in(trial: Trial, collection: str, step: int | None = None) -> list[str]:

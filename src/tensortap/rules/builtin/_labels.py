@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import has_raw, names_in, optional_names_in
-from tensortap.rules.rule import Rule
 
 if TYPE_CHECKING:
-    from tensortap.trials.trial import Trial
+    from tensortap.trials._trial import Trial
 
 
 def find(rule: Rule, collection: str, regex: str, step: int, name: str | None = None) -> str | None:

@@ -2,7 +2,7 @@
 
 The PyTorch hook saves, per MoE layer, ``router/<layer>/tokens_per_expert`` (assignments per
 expert over the saving window, summed over ranks) and ``router/<layer>/tokens`` (see
-:mod:`tensortap.pytorch.router`); any other writer that saves the same names is judged alike.
+:mod:`tensortap.pytorch._router`); any other writer that saves the same names is judged alike.
 A rule here judges TRAIN (and GLOBAL) steps, layer by layer, and fires when its condition held
 at ``num_steps`` saved steps of a layer in a row.
 """
@@ -17,8 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.core.collections import ROUTER, ROUTER_PREFIX
+from tensortap.core._collections import ROUTER, ROUTER_PREFIX
 from tensortap.exceptions import TensorUnavailableForStep
+from tensortap.rules._finding import Severity
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import (
     NOT_TRAINING,
     fire_nonfinite,
@@ -26,8 +28,6 @@ from tensortap.rules.builtin._common import (
     step_mode,
     training_step,
 )
-from tensortap.rules.finding import Severity
-from tensortap.rules.rule import Rule
 
 _LOAD = re.compile("^" + re.escape(ROUTER_PREFIX) + r"(.+)/tokens_per_expert$")
 _NO_ROUTER = (

@@ -16,7 +16,7 @@ import numpy as np
 from tensortap.rules.builtin._common import has_raw, optional_names_in
 
 if TYPE_CHECKING:
-    from tensortap.trials.trial import Trial
+    from tensortap.trials._trial import Trial
 
 
 def model_input(trial: Trial, step: int) -> tuple[str, np.ndarray] | None:

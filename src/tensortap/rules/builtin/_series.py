@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tensortap.core.modes import ModeKeys
+from tensortap.core._modes import ModeKeys
 from tensortap.rules.builtin._common import scalar
 
 if TYPE_CHECKING:
-    from tensortap.trials.trial import Trial
+    from tensortap.trials._trial import Trial
 
 
 @dataclass(frozen=True)

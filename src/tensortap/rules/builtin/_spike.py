@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.core.baseline import RobustBaseline
+from tensortap.core._baseline import RobustBaseline
+from tensortap.rules._finding import Finding, Severity, StepRun
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import fire_nonfinite
-from tensortap.rules.finding import Finding, Severity, StepRun
-from tensortap.rules.rule import Rule
 
 #: What a step of :meth:`SpikeRule.replay` is: judged from its values, or evaluated.
 Values = Sequence[tuple[str, float]]

@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.core.modes import ModeKeys
+from tensortap.core._modes import ModeKeys
+from tensortap.rules._finding import Severity
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import names_in, step_mode
 from tensortap.rules.builtin._labels import labels_and_predictions, regression_targets
 from tensortap.rules.builtin._series import pass_ends_at
-from tensortap.rules.finding import Severity
-from tensortap.rules.rule import Rule
 
 
 class AccuracyAtChance(Rule):

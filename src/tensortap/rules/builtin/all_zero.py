@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import fire_nonfinite, select
-from tensortap.rules.rule import Rule
 
 
 class AllZero(Rule):

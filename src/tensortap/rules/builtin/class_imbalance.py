@@ -10,8 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.core.collections import TRAINING_LOOP
-from tensortap.core.modes import ModeKeys
+from tensortap.core._collections import TRAINING_LOOP
+from tensortap.core._modes import ModeKeys
+from tensortap.rules._finding import Severity
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import (
     fire_nonfinite,
     has_raw,
@@ -22,8 +24,6 @@ from tensortap.rules.builtin._common import (
 )
 from tensortap.rules.builtin._labels import labels_and_predictions
 from tensortap.rules.builtin._samples import DistinctByClass, model_input
-from tensortap.rules.finding import Severity
-from tensortap.rules.rule import Rule
 
 #: A class whose error rate fell this much since it was first seen given up is being learned.
 _LEARNING = 0.1

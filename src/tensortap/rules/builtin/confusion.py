@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.core.modes import ModeKeys
+from tensortap.core._modes import ModeKeys
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import judges_mode, step_mode
 from tensortap.rules.builtin._labels import labels_and_predictions
-from tensortap.rules.rule import Rule
 
 
 class Confusion(Rule):

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.rules._finding import Severity
 from tensortap.rules.builtin._router import Load, RouterRule
-from tensortap.rules.finding import Severity
 
 
 class ExpertImbalance(RouterRule):

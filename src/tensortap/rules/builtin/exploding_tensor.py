@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tensortap.rules._finding import Finding, StepRun
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._bulk import judge_finite, steps_array
 from tensortap.rules.builtin._common import collection_names_param, select
-from tensortap.rules.finding import Finding, StepRun
-from tensortap.rules.rule import Rule
 
 if TYPE_CHECKING:
-    from tensortap.trials.step_block import StepBlock
+    from tensortap.trials._step_block import StepBlock
 
 _NOTHING_SAVED = "none of the selected tensors was saved at this step"
 

@@ -8,7 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.core.modes import ModeKeys
+from tensortap.core._modes import ModeKeys
+from tensortap.rules._finding import Finding, StepRun
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._bulk import any_at, emit, modes_of, steps_array
 from tensortap.rules.builtin._common import (
     NOT_TRAINING,
@@ -17,9 +19,7 @@ from tensortap.rules.builtin._common import (
     step_mode,
     training_step,
 )
-from tensortap.rules.finding import Finding, StepRun
-from tensortap.rules.rule import Rule
-from tensortap.trials.records import saved_records
+from tensortap.trials._records import saved_records
 
 _NO_GRADIENTS = "no gradients saved at this step"
 _NO_OUTPUT_LAYER = "no module inputs in forward order with saved weights at this step"

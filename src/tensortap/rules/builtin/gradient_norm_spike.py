@@ -7,11 +7,11 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from tensortap.rules._finding import Finding, StepRun
 from tensortap.rules.builtin._bulk import any_at, chunks, per_step, steps_array
 from tensortap.rules.builtin._common import fire_nonfinite, names_in
 from tensortap.rules.builtin._spike import SpikeRule, Values
-from tensortap.rules.finding import Finding, StepRun
-from tensortap.trials.records import saved_records
+from tensortap.trials._records import saved_records
 
 _NO_GRADIENTS = "no gradients saved at this step"
 

@@ -6,8 +6,10 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from tensortap.core.collections import TRAINING_LOOP
-from tensortap.core.modes import ModeKeys
+from tensortap.core._collections import TRAINING_LOOP
+from tensortap.core._modes import ModeKeys
+from tensortap.rules._finding import Finding, Severity, StepRun
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._bulk import one_numbers, steps_array
 from tensortap.rules.builtin._common import (
     boosting_metric_pair,
@@ -22,8 +24,6 @@ from tensortap.rules.builtin._series import (
     change,
     progress,
 )
-from tensortap.rules.finding import Finding, Severity, StepRun
-from tensortap.rules.rule import Rule
 
 _LOSS_LIKE = r"(?i)loss"
 #: A run should come down this far (relative) from where it started: a loss shown, against its

@@ -6,11 +6,11 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from tensortap.core.modes import ModeKeys
+from tensortap.core._modes import ModeKeys
+from tensortap.rules._finding import Finding, Outcome, StepRun
 from tensortap.rules.builtin._bulk import modes_of, one_numbers, steps_array
 from tensortap.rules.builtin._common import judges_mode, loss_names, scalar, step_mode
 from tensortap.rules.builtin._spike import SpikeRule, Values
-from tensortap.rules.finding import Finding, Outcome, StepRun
 
 _NO_LOSS = "no loss saved at this step"
 

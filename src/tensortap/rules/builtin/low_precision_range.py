@@ -7,16 +7,16 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.core.numerics import FORMATS
+from tensortap.core._numerics import FORMATS
 from tensortap.exceptions import InvalidConfigError
+from tensortap.rules._finding import Severity
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import (
     collection_names_param,
     fire_nonfinite,
     nonfinite_names,
     select,
 )
-from tensortap.rules.finding import Severity
-from tensortap.rules.rule import Rule
 
 
 class LowPrecisionRange(Rule):

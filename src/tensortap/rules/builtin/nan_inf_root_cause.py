@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from tensortap.rules._finding import Finding, StepRun
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._bulk import judge_finite, steps_array
 from tensortap.rules.builtin._common import names_in, nonfinite_names, select
-from tensortap.rules.finding import Finding, StepRun
-from tensortap.rules.rule import Rule
 
 _NOTHING_SAVED = "none of the selected tensors was saved at this step"
 

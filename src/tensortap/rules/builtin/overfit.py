@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.core.modes import ModeKeys
+from tensortap.core._modes import ModeKeys
+from tensortap.rules._finding import Finding, Severity, StepRun
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._bulk import one_numbers, steps_array
 from tensortap.rules.builtin._common import (
     boosting_metric_pair,
@@ -23,8 +25,6 @@ from tensortap.rules.builtin._common import (
 )
 from tensortap.rules.builtin._samples import DistinctSamples, model_input
 from tensortap.rules.builtin._series import critical, line_noise, pass_ends_at
-from tensortap.rules.finding import Finding, Severity, StepRun
-from tensortap.rules.rule import Rule
 
 _TRAINING_ONLY = (
     "training steps only: Overfit compares each evaluation (EVAL) pass with the training loss "

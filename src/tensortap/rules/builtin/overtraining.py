@@ -6,7 +6,9 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from tensortap.core.modes import ModeKeys
+from tensortap.core._modes import ModeKeys
+from tensortap.rules._finding import Finding, Severity, StepRun
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._bulk import one_numbers, steps_array
 from tensortap.rules.builtin._common import (
     boosting_metric_pair,
@@ -16,8 +18,6 @@ from tensortap.rules.builtin._common import (
     nonfinite_explanation,
 )
 from tensortap.rules.builtin._series import LossSeries
-from tensortap.rules.finding import Finding, Severity, StepRun
-from tensortap.rules.rule import Rule
 
 #: A validation loss this far (relative) above its best is getting worse, not just flat.
 _WORSE = 0.05

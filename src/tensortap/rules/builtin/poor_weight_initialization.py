@@ -9,8 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.core.collections import INITIAL_PREFIX, INITIAL_WEIGHTS
-from tensortap.core.modes import ModeKeys
+from tensortap.core._collections import INITIAL_PREFIX, INITIAL_WEIGHTS
+from tensortap.core._modes import ModeKeys
+from tensortap.rules._finding import Finding, Severity, StepRun
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._bulk import EVALUATE, emit, steps_array
 from tensortap.rules.builtin._common import (
     NOT_TRAINING,
@@ -23,8 +25,6 @@ from tensortap.rules.builtin._common import (
     step_mode,
     training_step,
 )
-from tensortap.rules.finding import Finding, Severity, StepRun
-from tensortap.rules.rule import Rule
 
 #: A badly scaled initialisation compounds: the variance grows at least this much per layer ...
 _GROWTH = 2.0

@@ -6,7 +6,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from tensortap.rules.rule import Rule
+from tensortap.rules._rule import Rule
 
 
 class StalledTrainingRule(Rule):

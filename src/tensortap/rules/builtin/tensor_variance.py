@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import has_raw, select
-from tensortap.rules.rule import Rule
 
 
 class TensorVariance(Rule):

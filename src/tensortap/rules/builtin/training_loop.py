@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.core.collections import TRAINING_LOOP
+from tensortap.core._collections import TRAINING_LOOP
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import names_in
-from tensortap.rules.rule import Rule
 
 _PREFIX = TRAINING_LOOP + "/"
 #: Optimizers whose first step moves every weight by about its learning rate (lr * sign(g));

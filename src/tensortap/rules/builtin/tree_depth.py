@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.rules.rule import Rule
+from tensortap.rules._rule import Rule
 
 DIRECTIONS = ("shallower", "deeper")
 #: Where the hook saved the booster's parameters (once, at the first round).

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.core.modes import ModeKeys
+from tensortap.core._modes import ModeKeys
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import collection_names_param, has_raw, select, step_mode
-from tensortap.rules.rule import Rule
 
 
 class UnchangedTensor(Rule):

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import (
     NOT_TRAINING,
     fire_nonfinite,
@@ -15,7 +16,6 @@ from tensortap.rules.builtin._common import (
     training_step,
 )
 from tensortap.rules.builtin._samples import model_input
-from tensortap.rules.rule import Rule
 
 
 class UnnormalisedInput(Rule):

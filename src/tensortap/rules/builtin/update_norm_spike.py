@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.core.collections import CollectionKeys
-from tensortap.core.modes import ModeKeys
+from tensortap.core._collections import CollectionKeys
+from tensortap.core._modes import ModeKeys
 from tensortap.rules.builtin._common import (
     NOT_TRAINING,
     fire_nonfinite,
@@ -39,7 +39,7 @@ class UpdateNormSpike(SpikeRule):
     triangle inequality) stands in for it, and ``details["lower_bound"]`` says so. Save the
     weights at a fixed interval: the update between saved steps spans the steps between them.
     A spike is more than ``z_threshold`` robust deviations and ``min_ratio`` times above the
-    median (:class:`~tensortap.core.baseline.RobustBaseline`, as GradientNormSpike and
+    median (:class:`~tensortap.core._baseline.RobustBaseline`, as GradientNormSpike and
     LossSpike), judged after ``warmup`` updates. Findings name ``details["cause"] =
     "update_spike"``. **Severity:** warning (the loss may absorb it); NaN or infinite weights
     are a problem. Not in the recommended set: a run with a learning-rate warm-up or a

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 
 from tensortap.exceptions import TensorUnavailableForStep
+from tensortap.rules._finding import Finding, Severity, StepRun
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._bulk import EVALUATE, any_at, chunks, emit, per_step, steps_array
 from tensortap.rules.builtin._common import (
     GRADIENT_PREFIXES,
@@ -18,9 +20,7 @@ from tensortap.rules.builtin._common import (
     optional_names_in,
     scalar,
 )
-from tensortap.rules.finding import Finding, Severity, StepRun
-from tensortap.rules.rule import Rule
-from tensortap.trials.records import saved_records
+from tensortap.trials._records import saved_records
 
 _NO_GRADIENTS = "no gradients saved at this step"
 

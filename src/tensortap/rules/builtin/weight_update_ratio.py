@@ -8,8 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.core.collections import INITIAL_PREFIX, INITIAL_WEIGHTS
-from tensortap.core.modes import ModeKeys
+from tensortap.core._collections import INITIAL_PREFIX, INITIAL_WEIGHTS
+from tensortap.core._modes import ModeKeys
+from tensortap.rules._finding import Severity
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import (
     NOT_TRAINING,
     fire_nonfinite,
@@ -24,8 +26,6 @@ from tensortap.rules.builtin._common import (
     training_step,
     zero_gradients,
 )
-from tensortap.rules.finding import Severity
-from tensortap.rules.rule import Rule
 
 #: TRAIN steps after the first saved one before the weights' total change is judged.
 _LOW_AFTER = 100

@@ -6,7 +6,9 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from tensortap.core.modes import ModeKeys
+from tensortap.core._modes import ModeKeys
+from tensortap.rules._finding import Finding, StepRun
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._bulk import modes_of, steps_array
 from tensortap.rules.builtin._common import (
     NOT_TRAINING,
@@ -21,8 +23,6 @@ from tensortap.rules.builtin._common import (
     training_step,
     zero_gradients,
 )
-from tensortap.rules.finding import Finding, StepRun
-from tensortap.rules.rule import Rule
 
 _NO_GRADIENT = (
     "no parameter has a saved gradient at this step: all frozen (requires_grad=False), or "

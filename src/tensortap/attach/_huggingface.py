@@ -1,0 +1,39 @@
+"""Zero code change for Hugging Face: under ``tensortap run`` every ``transformers.Trainer`` gets
+a :class:`~tensortap.huggingface.TensortapCallback` (unless the script gave it one), made from the
+job's configuration. The patch is applied when the script imports ``transformers.trainer``.
+
+:func:`~tensortap.huggingface._report_to.offer_report_to` (called by ``import
+tensortap.huggingface``) lets ``TrainingArguments(report_to="tensortap")`` name the callback."""
+
+from __future__ import annotations
+
+import functools
+from types import ModuleType
+from typing import Any
+
+from tensortap._hook_config import HookConfig
+from tensortap._import_hooks import when_imported_once
+from tensortap.huggingface._report_to import offer_report_to
+
+__all__ = ["enable", "offer_report_to"]
+
+
+def enable(config: HookConfig | None = None) -> None:
+    """Add the callback to every Trainer made from now on (once per process); the callback
+    reads the configuration itself (``$TENSORTAP_CONFIG``)."""
+    when_imported_once("transformers.trainer", _patch)
+
+
+def _patch(module: ModuleType) -> None:
+    from tensortap.huggingface._callback import TensortapCallback
+
+    cls = module.Trainer
+    original = cls.__init__
+
+    @functools.wraps(original)
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        if not any(isinstance(c, TensortapCallback) for c in self.callback_handler.callbacks):
+            self.add_callback(TensortapCallback())
+
+    cls.__init__ = init

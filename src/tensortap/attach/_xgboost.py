@@ -1,0 +1,65 @@
+"""Zero code change for XGBoost: ``xgb.train`` and the scikit-learn estimators get the hook
+appended to their callbacks, for scripts that never import tensortap.
+
+:func:`enable` (called by ``python -m tensortap.attach`` and so by the job runner) waits for
+the script to import XGBoost, then patches ``xgboost.train`` (which the scikit-learn estimators
+call too). The hook is created at the first call from the JSON configuration; its validation
+data, when the script gave it none, is the last set in ``evals`` that is not the training data.
+A script that passes its own hook keeps it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from types import ModuleType
+from typing import Any
+
+from tensortap._hook_config import HookConfig
+from tensortap._import_hooks import Attachment
+
+logger = logging.getLogger(__name__)
+
+
+_attachment = Attachment("xgboost", "XGBoost", "tensortap.xgboost._hook:Hook")
+
+
+def enable(config: HookConfig) -> None:
+    _attachment.enable(config, _patch)
+
+
+def _patch(xgboost: ModuleType) -> None:
+    import xgboost.sklearn
+    import xgboost.training
+
+    patched = _with_hook(xgboost.training.train)
+    for module in (xgboost, xgboost.training, xgboost.sklearn):
+        if getattr(module, "train", None) is not None:
+            setattr(module, "train", patched)  # noqa: B010 - the module may bind train itself
+
+
+def _with_hook(original: Any) -> Any:
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def train(*args: Any, **kwargs: Any) -> Any:
+        try:
+            from tensortap.xgboost._hook import Hook
+
+            bound = signature.bind(*args, **kwargs)
+            callbacks = list(bound.arguments.get("callbacks") or [])
+            if not any(isinstance(c, Hook) for c in callbacks):
+                hook = _attachment.hook()
+                if hook.validation_data is None:
+                    dtrain = bound.arguments.get("dtrain")
+                    others = [d for d, _ in bound.arguments.get("evals") or () if d is not dtrain]
+                    hook.validation_data = others[-1] if others else None
+                callbacks.append(hook)
+            bound.arguments["callbacks"] = callbacks
+            args, kwargs = bound.args, bound.kwargs
+        except Exception:
+            logger.exception("tensortap could not attach to this xgboost.train; it runs unhooked")
+        return original(*args, **kwargs)
+
+    return train

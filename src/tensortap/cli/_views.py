@@ -1,0 +1,235 @@
+"""The commands that look at what jobs saved: ``jobs``, ``summary``, ``stop``, ``names``,
+``report``, ``tensorboard``, ``tensorplot``."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from tensortap.exceptions import InvalidConfigError, TensortapError
+from tensortap.jobs import TrainingJob
+from tensortap.jobs._job import job_summary
+from tensortap.jobs._live import by_gravity, render_summary, status_text
+from tensortap.jobs._record import JobRecord
+
+RUNS_HELP = "where job directories are looked up by name (default runs)"
+
+
+def add_parsers(sub: Any) -> None:
+    jobs = sub.add_parser("jobs", help="list jobs: status, start time, rule outcomes")
+    jobs.add_argument("--runs", "--output", dest="runs", default="runs", help=RUNS_HELP)
+    for name, text in (
+        ("summary", "a job's rule summary and where to look next"),
+        ("stop", "stop a job's training at its next step"),
+    ):
+        one = sub.add_parser(name, help=text)
+        one.add_argument("job", help="a job directory (or a job name under --runs)")
+        one.add_argument("--runs", "--output", dest="runs", default="runs", help=RUNS_HELP)
+    names = sub.add_parser(
+        "names", help="the tensors a trial holds: collections, steps, shapes (--regex to filter)"
+    )
+    names.add_argument("trial", help="a trial (directory or URL), or a job directory")
+    names.add_argument("--regex", help="only names this regular expression finds")
+    names.add_argument("--collection", help="only the tensors of this collection")
+    report = sub.add_parser(
+        "report",
+        help="an HTML report of a trial: rules, curves, layer health, TensorPlot (opens offline)",
+    )
+    report.add_argument("trial", help="a trial (directory or URL), or a job directory")
+    report.add_argument("--job", help="the job that wrote the trial (a directory or a name)")
+    report.add_argument("--runs", default="runs", help=RUNS_HELP)
+    report.add_argument("-o", "--output", default="report.html", help="the HTML file to write")
+    board = sub.add_parser(
+        "tensorboard", help="write a trial's scalars and histograms as TensorBoard event files"
+    )
+    board.add_argument("trial", help="a trial (directory or URL), or a job directory")
+    board.add_argument("output", help="where the event files go (one run per mode)")
+    board.add_argument("--no-histograms", action="store_true", help="scalars only")
+    board.add_argument("--bins", type=int, default=30, help="histogram bins (default 30)")
+    plot = sub.add_parser(
+        "tensorplot", help="an interactive 3-D page of saved activations (TensorPlot, seed 002)"
+    )
+    plot.add_argument("trial", help="a trial (directory or URL), or a job directory")
+    plot.add_argument("--regex", default=r".*relu_output", help="the layers to draw")
+    plot.add_argument(
+        "--steps",
+        default="10",
+        help="a count of steps that hold the layers (default 10) or steps: 1,2,3",
+    )
+    plot.add_argument(
+        "--batch-sample-id",
+        default="0",
+        help="the sample to draw (default 0), -1 to sum over the batch, or all",
+    )
+    plot.add_argument("--label", help="regex of the network's input, drawn as an image")
+    plot.add_argument("--prediction", help="regex of the network's output (its arg-max shows)")
+    plot.add_argument("--color-channel", type=int, default=1, choices=(1, 3))
+    plot.add_argument("--mode", choices=("TRAIN", "EVAL", "PREDICT"), help="steps of one mode")
+    plot.add_argument("--title", default="")
+    plot.add_argument("-o", "--output", default="tensorplot.html", help="the HTML file to write")
+
+
+def job_record(job: str, runs: str) -> JobRecord:
+    """A job directory, or the job of that name under ``runs``."""
+    path = Path(job)
+    if not path.is_dir() and (Path(runs) / job).is_dir():
+        path = Path(runs) / job
+    record = JobRecord(path)
+    record.job()  # a clear error if it is not a job
+    return record
+
+
+def open_trial(given: str) -> Any:
+    """The trial at ``given``: a trial location, or a job directory (its trial)."""
+    from tensortap.trials._trial import create_trial
+
+    trial = create_trial(given, must_exist=True)
+    if not trial.workers():
+        raise InvalidConfigError(f"{given} is neither a trial nor a job directory")
+    return trial
+
+
+def _when(seconds: Any) -> str:
+    try:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(float(seconds)))
+    except (TypeError, ValueError, OverflowError):
+        return "-"
+
+
+def jobs(ns: argparse.Namespace) -> int:
+    root = Path(ns.runs)
+    records = (
+        [JobRecord(p) for p in root.iterdir() if (p / "job.json").is_file()]
+        if (root.is_dir())
+        else []
+    )
+    if not records:
+        print(f"no jobs in {root}")
+        return 0
+    rows = []
+    for record in records:
+        try:
+            started = record.job().get("created")
+        except TensortapError:
+            started = None
+        summary = record.summary() or {"status": "Starting", "rules": []}
+        outcomes = []
+        for rule in by_gravity(summary.get("rules", [])):
+            text = f"{rule.get('RuleConfigurationName')}: {status_text(rule)}"
+            step = rule.get("gravest_step", rule.get("first_fired_step"))
+            if step is not None:
+                text += f" at step {step}"
+            outcomes.append(text)
+        rows.append(
+            (started or 0, record.name, str(summary.get("status")), _when(started), outcomes)
+        )
+    rows.sort(key=lambda r: r[0])
+    width = max(len("JOB"), *(len(r[1]) for r in rows))
+    print(f"{'JOB':<{width}}  {'STATUS':<11}  {'STARTED':<16}  RULES (problems first)")
+    for _, name, status, started, outcomes in rows:
+        print(f"{name:<{width}}  {status:<11}  {started:<16}  {'; '.join(outcomes) or '-'}")
+    return 0
+
+
+def summary(ns: argparse.Namespace) -> int:
+    record = job_record(ns.job, ns.runs)
+    print(render_summary(record, job_summary(record)))
+    return 0
+
+
+def stop(ns: argparse.Namespace) -> int:
+    record = job_record(ns.job, ns.runs)
+    TrainingJob.attach(record.dir).stop()
+    print(f"asked {record.name} to stop")
+    return 0
+
+
+def names(ns: argparse.Namespace) -> int:
+    """One line per tensor: name, collections, modes, how many steps and which, last shape."""
+    trial = open_trial(ns.trial)
+    chosen = trial.tensor_names(regex=ns.regex, collection=ns.collection)
+    member: dict[str, list[str]] = {}
+    for collection in sorted(trial.collections()):
+        for name in trial.tensor_names(collection=collection):
+            member.setdefault(name, []).append(collection)
+    rows = []
+    for name in sorted(chosen):
+        tensor = trial.tensor(name)
+        steps = tensor.steps()
+        shape = "-"
+        if steps:
+            try:
+                shape = "x".join(map(str, tensor.shape(steps[-1]))) or "scalar"
+            except TensortapError:
+                pass
+        span = f"{len(steps)} ({steps[0]}..{steps[-1]})" if steps else "0"
+        rows.append((name, ",".join(member.get(name, [])) or "-", span, shape))
+    if not rows:
+        print(f"no tensor in {trial.path}" + (f" matches {ns.regex!r}" if ns.regex else ""))
+        return 0
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(_NAMES_HEADER)]
+    for row in (_NAMES_HEADER, *rows):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+_NAMES_HEADER = ("TENSOR", "COLLECTIONS", "STEPS", "SHAPE")
+
+
+def report(ns: argparse.Namespace) -> int:
+    from tensortap.report import write_report
+
+    job = None
+    if ns.job:
+        job = job_record(ns.job, ns.runs)
+    elif (Path(ns.trial) / "job.json").is_file():
+        job = JobRecord(ns.trial)
+    out = write_report(open_trial(ns.trial), ns.output, job)
+    print(f"wrote {out}")
+    return 0
+
+
+def tensorboard(ns: argparse.Namespace) -> int:
+    from tensortap.tensorboard import export_trial
+
+    done = export_trial(open_trial(ns.trial), ns.output, not ns.no_histograms, ns.bins)
+    print(
+        f"wrote {done['steps']} steps ({done['scalars']} scalars, {done['histograms']} "
+        f"histograms) to {done['out_dir']}: tensorboard --logdir {done['out_dir']}"
+    )
+    return 0
+
+
+def tensorplot(ns: argparse.Namespace) -> int:
+    from tensortap.core._modes import ModeKeys
+    from tensortap.viz._tensor_plot import TensorPlot
+
+    try:
+        steps: int | list[int] = (
+            [int(s) for s in ns.steps.split(",")] if "," in ns.steps else int(ns.steps)
+        )
+        sample = None if ns.batch_sample_id == "all" else int(ns.batch_sample_id)
+    except ValueError:
+        raise InvalidConfigError(
+            f"--steps takes a count or a list like 1,2,3 (got {ns.steps!r}) and "
+            f"--batch-sample-id a number, -1 or all (got {ns.batch_sample_id!r})"
+        ) from None
+    plot = TensorPlot(
+        ns.regex,
+        open_trial(ns.trial),
+        steps=steps,
+        batch_sample_id=sample,
+        color_channel=ns.color_channel,
+        title=ns.title,
+        label=ns.label,
+        prediction=ns.prediction,
+        mode=ModeKeys[ns.mode] if ns.mode else None,
+    )
+    out = plot.write_html(ns.output)
+    print(f"wrote {out}: {len(plot.layers)} layers at steps {plot.steps}")
+    return 0
+
+
+__all__ = ["add_parsers", "job_record", "open_trial"]

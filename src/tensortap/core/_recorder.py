@@ -1,0 +1,343 @@
+"""The step lifecycle, written once: which step and mode we are in, what is due, what to save.
+
+Framework adapters translate their events into :meth:`StepRecorder.record`,
+:meth:`StepRecorder.set_mode` and :meth:`StepRecorder.next_step`; the recorder decides,
+reduces, copies and hands finished steps to a :class:`RecordSink`. No I/O happens here.
+
+Step counting: the recorder starts at global step 0 in mode GLOBAL. ``next_step()`` closes the
+current step and advances the global step and the current mode's step by one. ``set_mode(m)``
+closes the current step first if anything was recorded in it (so a step never mixes modes);
+otherwise the pending global step number simply moves to the new mode. A session that continues
+a trial starts from its count (:meth:`StepRecorder.resume`), and a framework that counts steps
+itself sets a mode's numbers (:meth:`StepRecorder.count_mode_from`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensortap.core._collections import Collection, CollectionManager
+from tensortap.core._dtypes import BFLOAT16, as_saveable_array, bfloat16_bits_to_float32, dtype_info
+from tensortap.core._modes import ModeKeys, parse_mode
+from tensortap.core._records import Record, RecordKind, RecordSink, StepBatch
+from tensortap.core._reduction_config import ReductionConfig
+from tensortap.core._reductions import compute_reduction
+from tensortap.core._save_config import SaveConfig
+from tensortap.exceptions import InvalidConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class SavePlan:
+    """What to save of one tensor at the current step (merged over its due collections)."""
+
+    raw: bool
+    shape: bool
+    reductions: tuple[tuple[str, bool], ...]
+
+
+#: Saving a value as it is (no reductions): a number a hook saves outside its collection's
+#: schedule, because a rule needs it at that step.
+RAW_PLAN = SavePlan(raw=True, shape=False, reductions=())
+
+
+def _merge(configs: Iterable[ReductionConfig]) -> SavePlan:
+    raw = shape = False
+    specs: list[tuple[str, bool]] = []
+    for cfg in configs:
+        raw = raw or cfg.saves_raw
+        shape = shape or cfg.save_shape
+        specs.extend(s for s in cfg.reduction_specs if s not in specs)
+    return SavePlan(raw, shape, tuple(specs))
+
+
+class StepRecorder:
+    """Tracks steps and modes, decides what is due, and turns values into records."""
+
+    def __init__(
+        self,
+        collections: CollectionManager,
+        sink: RecordSink,
+        save_config: SaveConfig | None = None,
+        reduction_config: ReductionConfig | None = None,
+        include_collections: Iterable[str] = (),
+    ) -> None:
+        if save_config is not None and not isinstance(save_config, SaveConfig):
+            raise InvalidConfigError(f"save_config must be a SaveConfig, got {save_config!r}")
+        if reduction_config is not None and not isinstance(reduction_config, ReductionConfig):
+            raise InvalidConfigError(
+                f"reduction_config must be a ReductionConfig, got {reduction_config!r}"
+            )
+        self.collections = collections
+        self.sink = sink
+        self.save_config = save_config or SaveConfig()
+        self.reduction_config = reduction_config or ReductionConfig()
+        self.mode = ModeKeys.GLOBAL
+        self.global_step = 0
+        self.mode_step = 0
+        self._mode_steps: dict[ModeKeys, int] = {}
+        self._touched = False
+        self._emitted = False  # the current step was handed on (at a flush) without advancing
+        self._step_records: dict[str, list[Record]] = {}
+        self._known_version = -1
+        self._membership: dict[str, tuple[Collection, ...]] = {}
+        self._due: dict[str, bool] = {}
+        self._plans: dict[str, SavePlan | None] = {}
+        self._merged: dict[tuple[str, ...], SavePlan] = {}
+        self._explicit: set[tuple[str, tuple[str, ...]]] = set()
+        self._sent_version = -1
+        self._members_dirty = True
+        self._step_end_callbacks: list[Callable[[], None]] = []
+        self.after_step: Callable[[], None] | None = None  # called once a step has advanced
+        self._anything_due: tuple[int, bool] | None = None
+        self.include_collections: set[str] = set()
+        for name in include_collections:
+            self.include_collection(name)
+
+    # -- configuration --
+    def include_collection(self, name: str) -> None:
+        """Save the tensors of this collection (created empty if it does not exist yet)."""
+        self.collections.get(name)
+        self.include_collections.add(name)
+        self._anything_due = None
+        self._plans.clear()
+        self._merged.clear()
+
+    # -- step lifecycle --
+    def set_mode(self, mode: ModeKeys | str | int, keep_step: bool = False) -> None:
+        """Switch mode; a step that saved something is closed first unless ``keep_step``
+        (adapters that learn the mode only after the step began move the step instead)."""
+        new = parse_mode(mode)
+        if new == self.mode:
+            return
+        if self._touched and not keep_step:
+            self._close_step()
+        self.mode = new
+        self.mode_step = self._mode_steps.get(new, 0)
+        self._reset_step_caches()
+
+    def resume(self, global_step: int, mode_steps: Mapping[ModeKeys, int]) -> None:
+        """Continue an earlier session's count (before the first step): the current step is
+        global step ``global_step``, and each mode's next step ``mode_steps[mode]`` (0 if
+        absent)."""
+        self.global_step = global_step
+        self._mode_steps = dict(mode_steps)
+        self.mode_step = self._mode_steps.get(self.mode, 0)
+        self._reset_step_caches()
+
+    def count_mode_from(self, mode: ModeKeys, mode_step: int) -> int:
+        """Number ``mode``'s steps from ``mode_step`` on: the current step if it is of ``mode``
+        (what it saved so far stays in it), else ``mode``'s next step. For an adapter whose
+        framework counts the steps (a trainer's global step, an optimizer's count). Moving
+        ahead moves the global step as far (the steps in between happened, unsaved); moving
+        back leaves it (a global step is never numbered twice). Returns the number ``mode``'s
+        step had before."""
+        before = self.mode_step if mode == self.mode else self._mode_steps.get(mode, 0)
+        if mode_step != before:
+            if mode_step > before:
+                self.global_step += mode_step - before
+            self._mode_steps[mode] = mode_step
+            if mode == self.mode:
+                self.mode_step = mode_step
+            self._reset_step_caches()
+        return before
+
+    def counts(self) -> dict[ModeKeys, int]:
+        """Each mode's current (or next) step number, for the modes that have counted any."""
+        counts = {**self._mode_steps, self.mode: self.mode_step}
+        return {mode: step for mode, step in counts.items() if step > 0}
+
+    def continue_after(self, other: StepRecorder) -> None:
+        """Number the steps from here on after every step ``other`` (the recorder of a closed
+        earlier session of the same worker) numbered or handed on, in every mode: a session
+        writing on in the same trial never reuses a step of the one before it. Forward only."""
+        used = 1 if other._emitted else 0  # its current step was handed on at its close
+        self.global_step = max(self.global_step, other.global_step + used)
+        for mode, count in {**other._mode_steps, other.mode: other.mode_step + used}.items():
+            self._mode_steps[mode] = max(self._mode_steps.get(mode, 0), count)
+        self.mode_step = self._mode_steps.get(self.mode, 0)
+        self._reset_step_caches()
+
+    def next_step(self) -> None:
+        """Close the current step (handing its records to the sink) and advance."""
+        self._close_step()
+
+    def add_step_end_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` before a touched step's records are handed on.
+
+        Framework adapters use it to save end-of-step values (weights after the update) and to
+        resolve values still on a device. The callback must contain its own errors.
+        """
+        self._step_end_callbacks.append(callback)
+
+    def touch(self) -> None:
+        """Mark the current step as active (``set_mode`` will close it; step-end callbacks run)."""
+        self._touched = True
+
+    def flush_step(self) -> None:
+        """Hand the current step's records to the sink now without advancing (used at close)."""
+        if self._touched:
+            for callback in self._step_end_callbacks:
+                callback()
+        if self._step_records or self._collections_changed():
+            self._emit()
+            self._emitted = True
+        self._step_records = {}
+
+    def _close_step(self) -> None:
+        self.flush_step()
+        self.global_step += 1
+        self.mode_step += 1
+        self._mode_steps[self.mode] = self.mode_step
+        self._touched = False
+        self._emitted = False
+        self._reset_step_caches()
+        if self.after_step is not None:
+            self.after_step()
+
+    def _reset_step_caches(self) -> None:
+        self._anything_due = None
+        self._due.clear()
+        self._plans.clear()
+
+    def _collections_changed(self) -> bool:
+        return self._members_dirty or self._sent_version != self.collections.version
+
+    def _emit(self) -> None:
+        records = [r for rs in self._step_records.values() for r in rs]
+        snapshot = None
+        if self._collections_changed():
+            snapshot = self.collections.to_dict()
+            self._sent_version = self.collections.version
+            self._members_dirty = False
+        self.sink.submit(
+            StepBatch(self.global_step, self.mode, self.mode_step, time.time(), records, snapshot)
+        )
+
+    # -- deciding --
+    def _collections_of(self, name: str) -> tuple[Collection, ...]:
+        if self._known_version != self.collections.version:
+            self._membership.clear()
+            self._plans.clear()
+            self._due.clear()
+            self._merged.clear()
+            self._known_version = self.collections.version
+        found = self._membership.get(name)
+        if found is None:
+            found = tuple(c for c in self.collections if c.matches(name))
+            for coll in found:  # record regex membership so trials can list it
+                if name not in coll._tensor_names:
+                    coll._tensor_names.add(name)
+                    self._members_dirty = True
+            self._membership[name] = found
+        return found
+
+    def _is_due(self, coll: Collection) -> bool:
+        due = self._due.get(coll.name)
+        if due is None:
+            cfg = coll.save_config or self.save_config
+            due = self._due[coll.name] = cfg.should_save(self.mode, self.mode_step)
+        return due
+
+    def plan_for(self, name: str) -> SavePlan | None:
+        """What to save of ``name`` at this step, or None when nothing is due."""
+        colls = self._collections_of(name)
+        plan = self._plans.get(name, False)
+        if plan is not False:
+            return plan  # type: ignore[return-value]
+        due = tuple(c for c in colls if c.name in self.include_collections and self._is_due(c))
+        if due:
+            key = tuple(c.name for c in due)
+            plan = self._merged.get(key)
+            if plan is None:
+                configs = (c.reduction_config or self.reduction_config for c in due)
+                plan = self._merged[key] = _merge(configs)
+        else:
+            plan = None
+        self._plans[name] = plan
+        return plan
+
+    def is_collection_due(self, name: str) -> bool:
+        """True when the collection ``name`` is included and due at this step."""
+        return name in self.include_collections and self._is_due(self.collections.get(name))
+
+    def is_anything_due(self) -> bool:
+        """True when some included collection is due at this step (adapters skip work if not).
+
+        Cached per step: framework adapters ask on every event of the training hot path.
+        """
+        version = self.collections.version
+        if self._anything_due is None or self._anything_due[0] != version:
+            if self._known_version != version:
+                self._due.clear()
+            due = any(self._is_due(self.collections.get(n)) for n in self.include_collections)
+            self._anything_due = (version, due)
+        return self._anything_due[1]
+
+    # -- recording --
+    def add_to_collections(self, name: str, collections: Iterable[str]) -> None:
+        key = (name, tuple(collections))
+        if key not in self._explicit:
+            self._explicit.add(key)
+            for coll in key[1]:
+                self.collections.get(coll).add_tensor_name(name)
+
+    def begin(self, name: str, collections: Iterable[str] | str | None = None) -> SavePlan | None:
+        """Note that ``name`` was seen this step (joining ``collections``); return what is due.
+
+        Adapters that convert values themselves (on a device, say) call this, then :meth:`put`.
+        """
+        if not isinstance(name, str) or not name:
+            raise InvalidConfigError(f"a tensor name must be a non-empty string, got {name!r}")
+        self._touched = True
+        if collections is not None:
+            self.add_to_collections(
+                name, [collections] if isinstance(collections, str) else collections
+            )
+        return self.plan_for(name)
+
+    def put(self, name: str, records: list[Record]) -> None:
+        """Keep the records of ``name`` for this step (replacing any saved earlier in the step)."""
+        self._step_records[name] = records
+
+    def record(self, name: str, value: Any, collections: Iterable[str] | None = None) -> bool:
+        """Record ``value`` under ``name`` if due at this step; True if anything was kept.
+
+        Raises InvalidTensorError for values that are not numeric arrays. Saving the same name
+        twice in one step keeps the last value.
+        """
+        plan = self.begin(name, collections)
+        if plan is None:
+            return False
+        array = as_saveable_array(value, name)
+        self._step_records[name] = records_from_array(name, array, plan)
+        return True
+
+
+def records_from_array(name: str, array: np.ndarray[Any, Any], plan: SavePlan) -> list[Record]:
+    """The records ``plan`` asks for, from a NumPy array (copied once if raw is saved)."""
+    info = dtype_info(array.dtype)
+    dtype = info.stored_name
+    shape = array.shape
+    out: list[Record] = []
+    if plan.raw:
+        # One copy, in the stored byte layout, so later in-place updates cannot change it.
+        data = np.empty(shape, dtype=info.storage)
+        np.copyto(data, array.view(info.storage) if dtype == BFLOAT16 else array)
+        out.append(Record(name, RecordKind.TENSOR, dtype, shape, data))
+    if plan.reductions:
+        numeric = array
+        if dtype == BFLOAT16:
+            numeric = bfloat16_bits_to_float32(array.view(np.uint16))
+        for reduction, on_abs in plan.reductions:
+            value = compute_reduction(numeric, reduction, on_abs)
+            out.append(
+                Record(name, RecordKind.REDUCTION, dtype, shape, None, reduction, on_abs, value)
+            )
+    if plan.shape:
+        out.append(Record(name, RecordKind.SHAPE, dtype, shape))
+    return out

@@ -1,0 +1,341 @@
+"""The segment index: a small binary object listing every record of one segment.
+
+Layout (all little-endian; see docs/format.md for the normative description)::
+
+    0   4  magic b"TTIX"
+    4   2  u16 format version
+    6   2  u16 flags (0)
+    8   4  u32 header length H
+    12  4  u32 record count N
+    16  4  u32 dims count D
+    20  4  u32 reserved (0)
+    24  H  header, UTF-8 JSON
+    ..     zero padding to a multiple of 8
+    ..  64*N  records (RECORD_DTYPE)
+    ..  8*D   dims (i8), referenced by records
+    -4  4  u32 CRC-32 of every byte before it
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensortap.core._dtypes import ML_DTYPE_NAMES, storage_dtype
+from tensortap.core._modes import ModeKeys
+from tensortap.core._records import Record, RecordKind
+from tensortap.core._reductions import REDUCTION_NAMES
+from tensortap.exceptions import FormatError, UnsupportedFormatVersion
+from tensortap.format._checksum import crc32
+from tensortap.format._fields import get_int, get_list, get_optional_str, get_str, int_rows
+
+FORMAT_VERSION = 1
+MAGIC = b"TTIX"
+_PREFIX = struct.Struct("<4sHHIIII")
+DATA_ALIGNMENT = 8
+_MODE_VALUES = frozenset(int(m) for m in ModeKeys)
+
+RECORD_DTYPE = np.dtype(
+    [
+        ("name", "<u4"),
+        ("dtype", "<u2"),
+        ("mode", "u1"),
+        ("kind", "u1"),
+        ("reduction", "u1"),
+        ("abs", "u1"),
+        ("ndim", "u1"),
+        ("pad0", "u1"),
+        ("dims_offset", "<u4"),
+        ("global_step", "<i8"),
+        ("mode_step", "<i8"),
+        ("data_offset", "<u8"),
+        ("data_length", "<u8"),
+        ("value", "<f8"),
+        ("crc32", "<u4"),
+        ("pad1", "<u4"),
+    ]
+)
+assert RECORD_DTYPE.itemsize == 64
+
+# 0 means "no reduction"; codes are part of the format and never renumbered.
+REDUCTION_CODES: dict[str, int] = {name: i + 1 for i, name in enumerate(REDUCTION_NAMES)}
+REDUCTION_BY_CODE: dict[int, str] = {code: name for name, code in REDUCTION_CODES.items()}
+
+
+def check_version(version: object, what: str) -> None:
+    if not isinstance(version, int):
+        raise FormatError(f"{what} has no valid format version (got {version!r})")
+    if version > FORMAT_VERSION:
+        raise UnsupportedFormatVersion(
+            f"{what} was written with tensortap format version {version}, but this tensortap "
+            f"reads versions up to {FORMAT_VERSION}; upgrade tensortap to read it"
+        )
+    if version < 1:
+        raise FormatError(f"{what} has invalid format version {version}")
+
+
+class IndexBuilder:
+    """Collects the index rows of one segment while its data is written."""
+
+    def __init__(self) -> None:
+        self._names: dict[str, int] = {}
+        self._dtypes: dict[str, int] = {}
+        self._rows: list[tuple[Any, ...]] = []
+        self._dims: list[int] = []
+        self.steps: list[tuple[int, int, int, float]] = []
+        # rows holding a raw value of one number, and that number (the segment's series)
+        self._scalar_rows: list[int] = []
+        self._scalar_values: list[float] = []
+        self._array: np.ndarray[Any, Any] | None = None
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def add_step(self, global_step: int, mode: ModeKeys, mode_step: int, wall_time: float) -> None:
+        self.steps.append((global_step, int(mode), mode_step, wall_time))
+
+    def add(
+        self,
+        record: Record,
+        global_step: int,
+        mode: ModeKeys,
+        mode_step: int,
+        data_offset: int = 0,
+        data_length: int = 0,
+        crc32: int = 0,
+        scalar: float | None = None,
+    ) -> None:
+        """One record; ``scalar`` is the number a raw one-element value holds (it joins the
+        segment's series)."""
+        if scalar is not None:
+            self._scalar_rows.append(len(self._rows))
+            self._scalar_values.append(scalar)
+        self._array = None
+        name_id = self._names.setdefault(record.name, len(self._names))
+        dtype_id = self._dtypes.setdefault(record.dtype, len(self._dtypes))
+        dims_offset = len(self._dims)
+        self._dims.extend(record.shape)
+        self._rows.append(
+            (
+                name_id,
+                dtype_id,
+                int(mode),
+                int(record.kind),
+                REDUCTION_CODES[record.reduction] if record.reduction else 0,
+                1 if record.on_abs else 0,
+                len(record.shape),
+                0,
+                dims_offset,
+                global_step,
+                mode_step,
+                data_offset,
+                data_length,
+                record.value,
+                crc32,
+                0,
+            )
+        )
+
+    def encode(self, header: dict[str, Any]) -> bytes:
+        """The index object's bytes; ``header`` gets the names, dtypes and steps added."""
+        full = dict(header)
+        full["names"] = list(self._names)
+        full["dtypes"] = list(self._dtypes)
+        full["steps"] = [list(s) for s in self.steps]
+        head = json.dumps(full, separators=(",", ":"), allow_nan=False).encode()
+        pad = (-(_PREFIX.size + len(head))) % 8
+        rows = self.records()
+        dims = np.asarray(self._dims, dtype="<i8")
+        body = b"".join(
+            (
+                _PREFIX.pack(MAGIC, FORMAT_VERSION, 0, len(head), len(rows), len(dims), 0),
+                head,
+                b"\0" * pad,
+                rows.tobytes(),
+                dims.tobytes(),
+            )
+        )
+        return body + struct.pack("<I", crc32(body))
+
+    def records(self) -> np.ndarray[Any, Any]:
+        """The rows so far as RECORD_DTYPE (built once until the next ``add``)."""
+        if self._array is None:
+            rows = self._rows
+            self._array = np.array(rows, dtype=RECORD_DTYPE) if rows else np.empty(0, RECORD_DTYPE)
+        return self._array
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._names)
+
+    def scalars(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """The rows of raw one-element values, and their numbers."""
+        return (
+            np.asarray(self._scalar_rows, dtype=np.int64),
+            np.asarray(self._scalar_values, dtype=np.float64),
+        )
+
+
+@dataclass(frozen=True)
+class SegmentIndex:
+    """A decoded index: its header, name/dtype tables, records and dims."""
+
+    header: dict[str, Any]
+    names: list[str]
+    dtypes: list[str]
+    records: np.ndarray[Any, Any]
+    dims: np.ndarray[Any, Any]
+
+    @property
+    def data_key(self) -> str:
+        return str(self.header["data_key"])
+
+    @property
+    def steps(self) -> list[list[Any]]:
+        """[global_step, mode, mode_step, wall_time] of every step published in this segment."""
+        return list(self.header.get("steps", []))
+
+    def shape_of(self, row: int) -> tuple[int, ...]:
+        rec = self.records[row]
+        start = int(rec["dims_offset"])
+        return tuple(int(d) for d in self.dims[start : start + int(rec["ndim"])])
+
+
+def decode_index(raw: bytes, what: str = "index") -> SegmentIndex:
+    """Parse and verify an index object (magic, CRC, version, sizes, header fields, and that
+    every record refers inside its tables and inside its data object).
+
+    The CRC is checked before the version: a flipped bit anywhere, the version field included,
+    is corruption (FormatError), and only an intact index claiming a newer version raises
+    UnsupportedFormatVersion."""
+    if len(raw) < _PREFIX.size + 4:
+        raise FormatError(f"{what} is truncated ({len(raw)} bytes)")
+    magic, version, _flags, head_len, n_rec, n_dims, _ = _PREFIX.unpack_from(raw, 0)
+    if magic != MAGIC:
+        raise FormatError(f"{what} is not a tensortap index (magic {magic!r})")
+    (crc,) = struct.unpack_from("<I", raw, len(raw) - 4)
+    if crc32(memoryview(raw)[:-4]) != crc:
+        raise FormatError(f"{what} fails its checksum: the object is corrupt")
+    check_version(version, what)
+    start = _PREFIX.size
+    rec_start = start + head_len + ((-(start + head_len)) % 8)
+    dims_start = rec_start + n_rec * RECORD_DTYPE.itemsize
+    if dims_start + 8 * n_dims + 4 != len(raw):
+        raise FormatError(f"{what} sizes do not add up: the object is corrupt")
+    try:
+        header = json.loads(bytes(raw[start : start + head_len]))
+    except (ValueError, RecursionError) as exc:
+        raise FormatError(f"{what} has an unreadable header: {type(exc).__name__}") from None
+    if not isinstance(header, dict):
+        raise FormatError(f"{what} header is not a JSON object")
+    names, dtypes = _check_header(header, what)
+    records = np.frombuffer(raw, dtype=RECORD_DTYPE, count=n_rec, offset=rec_start)
+    dims = np.frombuffer(raw, dtype="<i8", count=n_dims, offset=dims_start)
+    _check_records(records, len(names), len(dtypes), n_dims, what)
+    _check_extents(records, dims, dtypes, int(header.get("data_size", 0)), what)
+    return SegmentIndex(header, names, dtypes, records, dims)
+
+
+def _check_header(header: dict[str, Any], what: str) -> tuple[list[str], list[str]]:
+    """The header fields a reader uses, checked for type (a wrong type is corruption)."""
+    names = get_list(header, "names", what, of=str)
+    dtypes = get_list(header, "dtypes", what, of=str)
+    for name in dtypes:
+        _check_dtype(name, what)
+    for field in ("worker", "data_key"):
+        get_str(header, field, what)
+    get_int(header, "seq", what)
+    if get_int(header, "data_size", what, default=0) < 0:
+        raise FormatError(f"{what}: data_size is negative")
+    steps = int_rows(get_list(header, "steps", what, default=[]), 3, what, "steps")
+    for row in steps:
+        if row[1] not in _MODE_VALUES:
+            raise FormatError(f"{what}: step {row[0]} has unknown mode {row[1]}")
+        if len(row) > 3 and (isinstance(row[3], bool) or not isinstance(row[3], int | float)):
+            raise FormatError(f"{what}: step {row[0]} has a wall time that is not a number")
+    int_rows(get_list(header, "dropped", what, default=[]), 3, what, "dropped")
+    get_int(header, "hook_errors", what, default=0)
+    get_optional_str(header, "last_hook_error", what)
+    return names, dtypes
+
+
+def _check_dtype(name: str, what: str) -> None:
+    try:
+        storage_dtype(name)
+    except FormatError as exc:
+        if name in ML_DTYPE_NAMES:  # valid, only ml_dtypes is missing: said when it is read
+            return
+        raise FormatError(f"{what}: {exc}") from None
+
+
+def _check_records(
+    records: np.ndarray[Any, Any], n_names: int, n_dtypes: int, n_dims: int, what: str
+) -> None:
+    """Every reference a record makes must land inside its index (a reader indexes with them)."""
+    if not len(records):
+        return
+    problems = {
+        "names": records["name"] >= n_names,
+        "dtypes": records["dtype"] >= n_dtypes,
+        "dims": records["dims_offset"].astype(np.int64) + records["ndim"] > n_dims,
+        "kinds": records["kind"] > max(RecordKind),
+        "modes": ~np.isin(records["mode"], list(_MODE_VALUES)),
+        "reductions": records["reduction"] > len(REDUCTION_NAMES),
+    }
+    for table, bad in problems.items():
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise FormatError(
+                f"{what} record {row} refers to unknown {table}: the index is corrupt"
+            )
+
+
+def _check_extents(
+    records: np.ndarray[Any, Any],
+    dims: np.ndarray[Any, Any],
+    dtypes: list[str],
+    data_size: int,
+    what: str,
+) -> None:
+    """Shapes are non-negative, and every raw value lies inside the data object and is as long
+    as its shape and dtype say: a reader never allocates or requests more than the index's own
+    data object holds (whose real size the store checks in turn)."""
+    if (dims < 0).any():
+        raise FormatError(f"{what} holds a negative dimension: the index is corrupt")
+    raw = records[records["kind"] == int(RecordKind.TENSOR)]
+    if not len(raw):
+        return
+    offset, length = raw["data_offset"], raw["data_length"]
+    beyond = (offset > data_size) | (length > np.uint64(data_size) - np.minimum(offset, data_size))
+    if beyond.any():
+        row = int(np.flatnonzero(beyond)[0])
+        raise FormatError(
+            f"{what}: a value claims bytes [{int(offset[row])}, +{int(length[row])}) of a data "
+            f"object of {data_size} bytes: the index is corrupt"
+        )
+    itemsize = np.array([_itemsize(name) for name in dtypes], dtype=np.float64)
+    sizes = np.ones(len(raw), dtype=np.float64)
+    starts, ndims = raw["dims_offset"].astype(np.int64), raw["ndim"].astype(np.int64)
+    dims_f = dims.astype(np.float64)
+    for k in range(int(ndims.max())):  # one pass per dimension, over every record at once
+        has = ndims > k
+        sizes[has] *= dims_f[starts[has] + k]
+    expected = sizes * itemsize[raw["dtype"]]
+    wrong = expected != length.astype(np.float64)
+    if wrong.any():
+        row = int(np.flatnonzero(wrong)[0])
+        raise FormatError(
+            f"{what}: a value of {int(length[row])} bytes does not match its shape and dtype "
+            f"({int(expected[row])} bytes): the index is corrupt"
+        )
+
+
+def _itemsize(name: str) -> float:
+    try:
+        return float(storage_dtype(name).itemsize)
+    except FormatError:  # an ml_dtypes type without ml_dtypes: every such type is one byte
+        return 2.0 if name == "bfloat16" else 1.0

@@ -1,0 +1,198 @@
+"""Rollback and branch inside a Hugging Face ``Trainer`` (see :mod:`tensortap.pytorch._rollback`).
+
+::
+
+    from torch.utils.data import BatchSampler, SequentialSampler
+    from tensortap.huggingface import (BatchStream, HuggingFaceCheckpoints, RollbackCallback,
+                                       TensortapCallback, train_with_rollback)
+    import tensortap.pytorch as tt
+
+    batches = tt.SkipBatches(BatchSampler(SequentialSampler(dataset), 8, drop_last=True))
+    rollback = tt.Rollback(HuggingFaceCheckpoints("out"), batches=batches)
+
+    def make_trainer():
+        args = TrainingArguments("out", max_steps=1000, per_device_train_batch_size=8,
+                                 save_strategy="steps", save_steps=50)
+        return Trainer(model, args, train_dataset=BatchStream(dataset, batches),
+                       callbacks=[TensortapCallback(), RollbackCallback(rollback)])
+
+    train_with_rollback(rollback, make_trainer)
+
+The Trainer's own checkpoints are the ones restored: ``checkpoint-<n>`` holds the state after
+``n`` optimizer steps, the rollback's checkpoint of step ``n``. The data goes in as a
+:class:`BatchStream`, an ``IterableDataset`` of the samples of the batches a
+:class:`~tensortap.pytorch.SkipBatches` keeps (the Trainer's ``DataLoader`` puts them back into
+the same batches: ``per_device_train_batch_size`` is the batches' size), so the skip list acts
+before the Trainer sees a batch; resumed with ``resume_from_checkpoint``, the Trainer passes
+over the batches its ``global_step`` says were trained, which the skip list leaves as they were
+(a skipped batch always comes after the checkpoint restored). A request stops ``train()`` at
+the end of its step (``control.should_training_stop``); :func:`train_with_rollback` picks the
+last good checkpoint and trains again from it, and the new ``TensortapCallback`` session is
+recorded as the branch. One process, ``gradient_accumulation_steps=1``: what is tested.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+from tensortap.exceptions import InvalidConfigError
+from tensortap.pytorch._hook import Hook
+from tensortap.pytorch._rollback import Rollback
+from tensortap.pytorch._skip_batches import SkipBatches
+
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+_STATE = "trainer_state.json"
+
+
+class BatchStream(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+    """The samples of the batches ``batches`` (a :class:`SkipBatches` over batches of indices)
+    keeps, in order: a ``train_dataset`` whose batches the skip list decides. Each reading
+    starts at the stream's beginning (the Trainer passes over what it already trained)."""
+
+    def __init__(self, dataset: Any, batches: SkipBatches[Any]) -> None:
+        if not isinstance(batches, SkipBatches):
+            raise InvalidConfigError(
+                "BatchStream needs a SkipBatches over batches of indices (a BatchSampler), got "
+                f"{type(batches).__name__}"
+            )
+        self.dataset, self.batches = dataset, batches
+
+    def __iter__(self) -> Iterator[Any]:
+        self.batches.load_state_dict({"position": 0, "offset": 0})
+        for indices in self.batches:
+            for index in indices:
+                yield self.dataset[index]
+
+
+class HuggingFaceCheckpoints:
+    """The ``checkpoint-<n>`` directories the Trainer writes in ``output_dir``; saving is the
+    Trainer's. :meth:`load` only says which one the next ``train()`` resumes from
+    (:attr:`restore_path`)."""
+
+    def __init__(self, output_dir: str | os.PathLike[str]) -> None:
+        self.output_dir = os.fspath(output_dir)
+        self._forgotten: dict[str, float] = {}  # path -> its state's time when forgotten
+        #: The checkpoint the next ``train()`` resumes from, once one was loaded.
+        self.restore_path: str | None = None
+
+    def _written(self, path: str) -> float | None:
+        try:
+            return os.path.getmtime(os.path.join(path, _STATE))
+        except OSError:
+            return None  # not a checkpoint, or one still being written
+
+    def _found(self) -> dict[int, str]:
+        try:
+            names = os.listdir(self.output_dir)
+        except FileNotFoundError:
+            return {}
+        out = {}
+        for name in names:
+            match = _CHECKPOINT.match(name)
+            path = os.path.join(self.output_dir, name)
+            written = self._written(path) if match else None
+            if match is None or written is None:
+                continue
+            if path in self._forgotten and written <= self._forgotten[path]:
+                continue  # the abandoned branch's (a later one at that step is written again)
+            out[int(match.group(1))] = path
+        return out
+
+    def path(self, step: int) -> str:
+        """The directory of the checkpoint of ``step``."""
+        return self._found()[step]
+
+    def save(self, step: int, extra: dict[str, Any]) -> None:
+        """Nothing: the Trainer saves (``save_steps``)."""
+
+    def load(self, step: int) -> dict[str, Any]:
+        self.restore_path = self.path(step)
+        return {}
+
+    def steps(self) -> list[int]:
+        return sorted(self._found())
+
+    def forget(self, step: int) -> None:
+        path = self._found().get(step)
+        written = None if path is None else self._written(path)
+        if path is not None and written is not None:
+            self._forgotten[path] = written
+
+
+class RollbackCallback(TrainerCallback):
+    """Connects a :class:`~tensortap.pytorch.Rollback` to the ``Trainer``: tells it which
+    batch each step trains, ends ``train()`` after the step during which a rollback was
+    requested, and records the next ``train()``'s tensortap session as the branch."""
+
+    def __init__(self, rollback: Rollback) -> None:
+        if rollback.batches is None:
+            raise InvalidConfigError(
+                "RollbackCallback needs a Rollback with batches= (the SkipBatches of the "
+                "BatchStream the Trainer trains on)"
+            )
+        self.rollback = rollback
+        self._cursor: tuple[int, int] | None = None  # (step, its batch's position)
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._cursor = None
+        if args.gradient_accumulation_steps != 1:
+            raise InvalidConfigError(
+                "RollbackCallback counts one batch per step: gradient_accumulation_steps must "
+                f"be 1, got {args.gradient_accumulation_steps}"
+            )
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        rollback, step = self.rollback, state.global_step
+        if self._cursor is None:  # the first step of this train(): the hook is made by now
+            hook = Hook.current()
+            if hook is not None:
+                rollback.follow_hook(hook)
+        rollback.trained(step, self._position(step))
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.rollback.pending:
+            control.should_training_stop = True
+
+    def _position(self, step: int) -> int:
+        """The position of the batch step ``step`` trains: the ``step``-th the skip list
+        keeps (counted once per ``train()``, then one at a time)."""
+        skip = self.rollback.batches.skip if self.rollback.batches is not None else set()
+        if self._cursor is None or self._cursor[0] != step - 1:
+            position, left = -1, step + 1
+        else:
+            position, left = self._cursor[1], 1
+        while left:
+            position += 1
+            if position not in skip:
+                left -= 1
+        self._cursor = (step, position)
+        return position
+
+
+def train_with_rollback(
+    rollback: Rollback,
+    make_trainer: Callable[[], Any],
+    resume_from_checkpoint: str | None = None,
+    **train_kwargs: Any,
+) -> Any:
+    """``make_trainer().train(resume_from_checkpoint=..., **train_kwargs)`` until a
+    ``train()`` ends without a rollback (or the rollback's budget refuses one); each rollback
+    trains again from the restored checkpoint. Returns the last ``Trainer``."""
+    checkpoints = rollback.checkpoints
+    if not isinstance(checkpoints, HuggingFaceCheckpoints):
+        raise InvalidConfigError(
+            "train_with_rollback restores the Trainer's own checkpoints: make the Rollback "
+            f"with HuggingFaceCheckpoints(<output_dir>), got {type(checkpoints).__name__}"
+        )
+    while True:
+        trainer = make_trainer()
+        trainer.train(resume_from_checkpoint=resume_from_checkpoint, **train_kwargs)
+        if rollback.restore() is None:
+            return trainer
+        resume_from_checkpoint = checkpoints.restore_path

@@ -1,0 +1,91 @@
+"""``record(hook)``: an Optax transformation that saves the statistics of what flows through it
+(the gradients, placed first in a chain; the updates, placed last), from inside a jitted step.
+
+::
+
+    optimizer = optax.chain(tensortap.jax.record(hook), optax.adam(1e-3))
+
+The statistics asked for by the collection's reduction config (``gradients`` by default) are
+computed in the compiled step, on the device, and reach the host through
+``jax.debug.callback`` only on steps the collection's save schedule makes due (a ``lax.cond``
+in the graph); raw values likewise, if the config asks for them. Every step, the optimizer's step
+count is sent too, and the hook's TRAIN step follows it, so that a loss saved after the step
+(``hook.save_scalar("loss", loss, "losses")``) lands in the same step. Do not call
+``hook.next_step()`` as well.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from tensortap.core._collections import CollectionKeys
+from tensortap.core._modes import ModeKeys
+from tensortap.exceptions import InvalidConfigError
+from tensortap.jax._carried import carried_record
+from tensortap.jax._hook import Hook
+from tensortap.jax._names import Leaf, path_name
+from tensortap.jax._schedule import due_in_graph
+from tensortap.jax._stats import statistics
+
+
+class RecordState(NamedTuple):
+    steps: jax.Array  # optimizer steps taken
+
+
+def record(
+    hook: Hook,
+    prefix: str = "gradient",
+    collection: str = CollectionKeys.GRADIENTS,
+    via: str = "callback",
+) -> optax.GradientTransformation:
+    """Save statistics of the updates flowing through this point of an Optax chain under
+    ``<prefix>/<path>`` (``gradient/params/Dense_0/kernel``), per ``collection``'s reduction
+    config and save schedule. The updates pass through unchanged.
+
+    ``via="callback"`` (the default) sends them to the host from the compiled step; nothing else
+    changes in the loop. ``via="state"`` carries them out in the optimizer state, with no host
+    callback in the graph (cheaper: see :mod:`tensortap.jax._carried`); the loop then calls
+    ``hook.end_step(opt_state)`` once per step."""
+    if via == "state":
+        return carried_record(hook, prefix, collection)
+    if via != "callback":
+        raise InvalidConfigError(f"record(via=...) must be 'callback' or 'state', got {via!r}")
+
+    def init(params: Any) -> RecordState:
+        hook._guard_event(hook._note_initial, params)  # the weights before the first update
+        return RecordState(jnp.zeros([], jnp.int32))
+
+    def update(updates: Any, state: RecordState, params: Any = None) -> tuple[Any, RecordState]:
+        leaves, _ = jax.tree_util.tree_flatten_with_path(updates)
+        meta = tuple(
+            Leaf(path_name(prefix, path), leaf.dtype, tuple(leaf.shape)) for path, leaf in leaves
+        )
+        arrays = [leaf for _, leaf in leaves]
+        config = hook.reduction_config_of(collection)
+        specs = config.reduction_specs
+        schedule = hook.save_config_of(collection).get_save_config(ModeKeys.TRAIN)
+        count = state.steps
+        jax.debug.callback(functools.partial(_step, hook), count, ordered=True)
+
+        def send(arrays: list[Any]) -> None:
+            if config.saves_raw:
+                deliver = functools.partial(hook._deliver, meta=meta, specs=specs)
+                jax.debug.callback(lambda c, xs: deliver(c, leaves=xs), count, arrays, ordered=True)
+            elif specs:
+                stats = jnp.stack([statistics(a, specs) for a in arrays])
+                deliver = functools.partial(hook._deliver, meta=meta, specs=specs)
+                jax.debug.callback(lambda c, s: deliver(c, stats=s), count, stats, ordered=True)
+
+        jax.lax.cond(due_in_graph(schedule, count), send, lambda arrays: None, arrays)
+        return updates, RecordState(count + 1)
+
+    return optax.GradientTransformation(init, update)
+
+
+def _step(hook: Hook, count: Any) -> None:
+    hook._deliver(int(count), (), ())

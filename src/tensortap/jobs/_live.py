@@ -1,0 +1,229 @@
+"""What a person watching a job sees: notable events as lines, and (in a terminal) a compact
+table of training progress and rule statuses updated in place; the summary at the end.
+
+Not a terminal (a log file, CI, a notebook): the events and status changes as plain lines.
+The view only reads the job's record and trial; nothing it meets stops the job.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, TextIO
+
+from tensortap.jobs._hints import next_steps
+from tensortap.jobs._record import JobRecord
+from tensortap.rules._verdict import job_diagnosis
+
+_NOTABLE = {
+    "training_started": "training started (pid {pid})",
+    "rules_chosen": "{message}",
+    "training_unwatched": "{message}",
+    "rule_fired": "{rule} fired at step {step}: {message}",
+    "rule_error": "{rule} failed at step {step}: {message}",
+    "action": "{rule}: {action}: {result}",
+    "action_failed": "{rule}: action {action} failed: {error}",
+    "stop_requested": "stop requested ({reason}); training stops at its next step",
+    "rollback": "{message}",
+    "rollback_refused": "{message}",
+    "training_terminated": "training did not stop within {after_secs:g} s; terminating it",
+    "training_ended": "training ended: {status} (exit code {exit_code})",
+}
+
+
+class LiveView:
+    """``training_output``: the training script's own output (its log) is shown as it comes,
+    between the events, as SageMaker's ``fit`` streams the training log."""
+
+    def __init__(self, record: JobRecord, out: TextIO, training_output: bool = True) -> None:
+        self.record, self.out, self.training_output = record, out, training_output
+        self._log_offset = 0
+        self._partial = b""
+        self.tty = bool(getattr(out, "isatty", lambda: False)())
+        self._offset = 0
+        self._drawn = 0
+        self._shown: list[str] = []
+        self._statuses: dict[str, str] = {}
+        self._trial: Any = None
+        self._progress = ""
+        self._last_progress = 0.0
+
+    # -- pieces --
+    def _log_lines(self, final: bool = False) -> list[str]:
+        """New whole lines of the training log (the rest of a line waits for its end, unless
+        ``final``)."""
+        if not self.training_output:
+            return []
+        try:  # read as a job's files are: never a symlink out of it, a FIFO or a device
+            data = self.record.read(self.record.training_log, 1 << 20, offset=self._log_offset)
+        except OSError:
+            return []
+        self._log_offset += len(data)
+        data = self._partial + data
+        cut = len(data) if final else data.rfind(b"\n") + 1
+        self._partial = data[cut:]
+        text = data[:cut].decode("utf-8", errors="replace")
+        return text.splitlines()
+
+    def _events(self) -> list[str]:
+        events, self._offset = self.record.events(self._offset)
+        lines = []
+        for event in events:
+            template = _NOTABLE.get(event.get("event", ""))
+            if template is None:
+                continue
+            try:
+                lines.append(template.format(**event))
+            except (KeyError, ValueError):
+                lines.append(str(event))
+            if (
+                event.get("event") == "training_ended"
+                and event.get("log_tail")
+                and not self.training_output  # else its lines were shown as they came
+            ):
+                lines.append("last lines of the training log:\n" + event["log_tail"])
+        return lines
+
+    def _training_progress(self) -> str:
+        now = time.monotonic()
+        if now - self._last_progress < 1.0:
+            return self._progress
+        self._last_progress = now
+        try:
+            if self._trial is None:
+                from tensortap.trials._trial import create_trial
+
+                # not before training wrote it (a warning would break the view); then it fills in
+                self._trial = create_trial(self.record.trial_location, must_exist=True)
+            trial = self._trial
+            steps = trial.steps(show_incomplete_steps=True)
+            text = f"step {steps[-1]}" if steps else "no step saved yet"
+            losses = trial.tensor_names(collection="losses")
+            if losses:
+                tensor = trial.tensor(losses[0])
+                saved = tensor.steps()
+                if saved:
+                    loss = float(tensor.value(saved[-1]).mean())
+                    text += f", {losses[0]} {loss:.4g} (step {saved[-1]})"
+            self._progress = text
+        except Exception:  # a view never breaks the job; try again next time
+            pass
+        return self._progress
+
+    def _table(self, summary: dict[str, Any]) -> list[str]:
+        training = summary.get("training", {}).get("status") or "starting"
+        progress = self._training_progress()
+        lines = [
+            f"job {self.record.name}: training {training.lower()}"
+            + (f"; {progress}" if progress else "")
+        ]
+        for rule in by_gravity(summary.get("rules", [])):
+            name = rule.get("RuleConfigurationName")
+            fired = rule.get("gravest_step", rule.get("first_fired_step"))
+            more = f" (first at step {fired})" if fired is not None else ""
+            lines.append(f"  {name:<28} {status_text(rule)}{more}  [{_steps(rule)}]")
+        return lines
+
+    # -- drawing --
+    def update(self, summary: dict[str, Any], final: bool = False) -> None:
+        output = self._log_lines(final)
+        lines = self._events()
+        if self.tty:
+            table = self._table(summary)
+            if not lines and not output and table == self._shown:
+                return  # nothing new: leave the screen alone
+            self._clear()
+            for line in output:
+                self.out.write(line + "\n")
+            for line in lines:
+                self.out.write(f"[tensortap] {line}\n")
+            self.out.write("\n".join(table) + "\n")
+            self._drawn, self._shown = len(table), table
+        else:
+            for line in output:
+                self.out.write(line + "\n")
+            for line in lines:
+                self.out.write(f"[tensortap] {line}\n")
+            for rule in summary.get("rules", []):
+                name, status = rule.get("RuleConfigurationName"), rule.get("RuleEvaluationStatus")
+                if self._statuses.get(name) != status:
+                    self._statuses[name] = status
+                    self.out.write(f"[tensortap] rule {name}: {status}\n")
+        self.out.flush()
+
+    def _clear(self) -> None:
+        if self._drawn:
+            self.out.write(f"\x1b[{self._drawn}F\x1b[J")
+            self._drawn = 0
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        self.update(summary, final=True)
+        if self.tty:
+            self._clear()
+        self.out.write(render_summary(self.record, summary) + "\n")
+        self.out.flush()
+
+
+def _steps(rule: dict[str, Any]) -> str:
+    count = int(rule.get("evaluated") or 0)
+    return f"{count} step{'' if count == 1 else 's'} judged"
+
+
+_GRAVITY = {"problem": 0, "Error": 1, "NoData": 2, "warning": 3, "advice": 4}
+
+
+def by_gravity(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rule statuses, the gravest first: problems, errors, rules that judged nothing,
+    warnings, advice, then the rest (in their order)."""
+    return sorted(
+        rules,
+        key=lambda r: _GRAVITY.get(r.get("severity") or r.get("RuleEvaluationStatus") or "", 9),
+    )
+
+
+def status_text(rule: dict[str, Any]) -> str:
+    """``IssuesFound (problem)``: the status, with the gravest severity of what fired."""
+    status = str(rule.get("RuleEvaluationStatus"))
+    return f"{status} ({rule['severity']})" if rule.get("severity") else status
+
+
+def diagnosis_lines(summary: dict[str, Any]) -> list[str]:
+    """The job's verdict: its root cause first with the fix to try, other causes after it."""
+    found = job_diagnosis(summary).to_dict()
+    lines = [f"  diagnosis: {found.get('headline')}"]
+    for i, problem in enumerate(found.get("problems", [])):
+        if i:
+            lines.append(f"  also: {problem.get('headline')}")
+        lines.append(f"    try: {problem.get('fix')}")
+    return lines
+
+
+def render_summary(record: JobRecord, summary: dict[str, Any]) -> str:
+    """The job's summary as text: training's outcome, each rule's, and where to look next."""
+    training = summary.get("training", {})
+    lines = [
+        f"job {summary.get('job', record.name)}: {summary.get('status')}",
+        f"  training: {training.get('status')} (exit code {training.get('exit_code')}); "
+        f"log: {training.get('log')}",
+    ]
+    if training.get("log_tail"):
+        lines.append("  last lines of the training log:")
+        lines += [f"    | {line}" for line in training["log_tail"].splitlines()]
+    lines += diagnosis_lines(summary)
+    lines.append("  rules (problems first):")
+    for rule in by_gravity(summary.get("rules", [])):
+        status = rule.get("RuleEvaluationStatus")
+        line = f"    {rule.get('RuleConfigurationName'):<28} {status_text(rule)}"
+        step = rule.get("gravest_step", rule.get("first_fired_step"))
+        if step is not None:
+            line += f" at step {step}: {rule.get('gravest_message') or rule.get('message')}"
+        elif status in ("Error", "Stopped", "NoData") and rule.get("StatusDetails"):
+            line += f": {str(rule['StatusDetails']).splitlines()[0][:300]}"
+        line += f"  ({_steps(rule)})"
+        lines.append(line)
+    lines += [
+        f"  trial (debugger artifacts): {summary.get('trial', record.trial_location)}",
+        f"  rule logs: {record.dir / 'logs' / 'rules'}",
+        "next:",
+        *(f"  {line}" for line in next_steps(record)),
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,240 @@
+"""What a Keras model computes, captured in its own forward pass on due steps: the inputs and
+outputs of activations, the outputs of layers, the model's input and output, and the labels and
+predictions its loss sees.
+
+Every layer with an activation (``Dense(..., activation="relu")``, ``Activation("tanh")``) and
+every ``ReLU`` layer gets its activation wrapped. The wrapper records the activation's input
+and output as ``<layer>/<kind>_input_0`` and ``<layer>/<kind>_output_0`` (``dense/relu_output_0``),
+the names the built-in rules look for (DeadRelu reads ``.*relu_output``, SaturatedActivation
+``.*tanh_input`` / ``.*sigmoid_input``). They join the ``layers`` and ``relu_activations``
+collections. Every layer's output is ``<layer>_output_0`` (``layers``); the model's input and
+output ``<model>_input_0`` / ``<model>_output_0`` (``inputs`` / ``outputs``); what the loss
+compares, ``labels`` and ``predictions`` (collections of the same names, which ClassImbalance
+and Confusion read). Values that are several tensors (a dict of inputs) are not captured.
+
+There is no second forward pass:
+
+- In a ``tf.function`` (TensorFlow's default), each captured tensor is copied into a
+  non-trainable variable inside a ``tf.cond`` on a flag that the hook sets before each batch.
+  On steps when the collections are not due, the branch is skipped. On due steps, the cost is
+  one copy of each captured activation.
+- Eagerly (the torch backend, ``run_eagerly=True``), the tensors are kept on due steps only.
+
+XLA-compiled steps (``jit_compile=True``) cannot hold variables whose shape changes, so no
+activations are captured there; this is logged once.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from typing import TYPE_CHECKING, Any
+
+import keras
+
+from tensortap.core._collections import CollectionKeys
+
+if TYPE_CHECKING:
+    from tensortap.keras._hook import KerasHook
+
+
+def to_numpy(value: Any) -> Any:
+    from tensortap.keras._hook import to_numpy as convert
+
+    return convert(value)
+
+
+logger = logging.getLogger(__name__)
+
+RELU_ACTIVATIONS = "relu_activations"
+LAYERS = "layers"
+LABELS = "labels"
+PREDICTIONS = "predictions"
+ACTIVATION_COLLECTIONS = (LAYERS, RELU_ACTIVATIONS)
+TAPPED_COLLECTIONS = (
+    LAYERS,
+    RELU_ACTIVATIONS,
+    CollectionKeys.INPUTS,
+    CollectionKeys.OUTPUTS,
+    LABELS,
+    PREDICTIONS,
+)
+_KINDS = frozenset(
+    {
+        "relu",
+        "relu6",
+        "leaky_relu",
+        "elu",
+        "selu",
+        "gelu",
+        "silu",
+        "swish",
+        "mish",
+        "softplus",
+        "softsign",
+        "tanh",
+        "sigmoid",
+        "hard_sigmoid",
+        "hard_silu",
+    }
+)
+
+
+class _Tap:
+    """One captured tensor: a variable in graph mode, or the last value in eager mode."""
+
+    def __init__(self, name: str, collections: tuple[str, ...]) -> None:
+        self.name, self.collections = name, collections
+        self.variable: Any = None
+        self.fresh: Any = None  # graph mode: True once written this step
+        self.value: Any = None
+
+
+class ActivationTaps:
+    """Wraps a model's layers and loss to capture what they compute (see the module docstring)."""
+
+    def __init__(self, hook: KerasHook) -> None:
+        self.hook = hook
+        self.taps: list[_Tap] = []
+        self.flag: Any = None
+        self.due = False
+        self._wrapped: set[int] = set()
+        self._graph = keras.backend.backend() == "tensorflow"
+
+    def _included(self, collection: str) -> bool:
+        included = self.hook._recorder.include_collections
+        return collection in included or CollectionKeys.ALL in included
+
+    def wanted(self) -> bool:
+        return any(self._included(c) for c in TAPPED_COLLECTIONS)
+
+    def install(self, model: Any) -> None:
+        """Wrap the activations of ``model``'s layers (once per layer)."""
+        if not self.wanted():
+            return
+        if self._graph and getattr(model, "jit_compile", False):
+            self.hook._warn_once(
+                "xla-activations",
+                "activations are not captured in an XLA-compiled step (jit_compile=True)",
+            )
+            return
+        if self._graph and self.flag is None:
+            import tensorflow as tf
+
+            self.flag = tf.Variable(False, trainable=False)
+        if id(model) not in self._wrapped:
+            self._wrapped.add(id(model))
+            self._wrap_model(model)
+        activations = any(self._included(c) for c in ACTIVATION_COLLECTIONS)
+        outputs = self._included(LAYERS)
+        for layer in model._flatten_layers(include_self=False):
+            if id(layer) in self._wrapped or isinstance(layer, keras.layers.InputLayer):
+                continue
+            self._wrapped.add(id(layer))
+            base = self.hook._layer_name(layer)
+            if outputs:
+                tap = self._tap(f"{base}_output_0", (LAYERS,))
+                self.hook._replace(layer, "call", self._wrap(layer.call, None, tap))
+            activation = getattr(layer, "activation", None)
+            kind = getattr(activation, "__name__", None)
+            if isinstance(layer, keras.layers.ReLU):
+                kind, activation = "relu", None
+            if not activations or kind not in _KINDS:
+                continue
+            tap_in = self._tap(f"{base}/{kind}_input_0", ACTIVATION_COLLECTIONS)
+            tap_out = self._tap(f"{base}/{kind}_output_0", ACTIVATION_COLLECTIONS)
+            if activation is not None:
+                self.hook._replace(layer, "activation", self._wrap(activation, tap_in, tap_out))
+            else:
+                self.hook._replace(layer, "call", self._wrap(layer.call, tap_in, tap_out))
+
+    def _wrap_model(self, model: Any) -> None:
+        """The model's input and output, and the labels and predictions its loss sees."""
+        if self._included(CollectionKeys.INPUTS) or self._included(CollectionKeys.OUTPUTS):
+            tap_in = self._tap(f"{model.name}_input_0", (CollectionKeys.INPUTS,))
+            tap_out = self._tap(f"{model.name}_output_0", (CollectionKeys.OUTPUTS,))
+            self.hook._replace(model, "call", self._wrap(model.call, tap_in, tap_out))
+        if self._included(LABELS) or self._included(PREDICTIONS):
+            labels = self._tap("labels", (LABELS,))
+            predictions = self._tap("predictions", (PREDICTIONS,))
+            original = model.compute_loss
+            signature = inspect.signature(original)
+
+            @functools.wraps(original)
+            def compute_loss(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    given = signature.bind_partial(*args, **kwargs).arguments
+                    self._capture(labels, given.get("y"))
+                    self._capture(predictions, given.get("y_pred"))
+                except Exception as exc:
+                    self.hook._contain(exc, "capturing labels and predictions")
+                return original(*args, **kwargs)
+
+            self.hook._replace(model, "compute_loss", compute_loss)
+
+    def _tap(self, name: str, collections: tuple[str, ...]) -> _Tap:
+        tap = _Tap(name, collections)
+        if self._graph:
+            import tensorflow as tf
+
+            tap.variable = tf.Variable(
+                tf.zeros([0]), shape=tf.TensorShape(None), validate_shape=False, trainable=False
+            )
+            tap.fresh = tf.Variable(False, trainable=False)
+        self.taps.append(tap)
+        return tap
+
+    def _wrap(self, function: Any, tap_in: _Tap | None, tap_out: _Tap) -> Any:
+        @functools.wraps(function)
+        def wrapped(x: Any, *args: Any, **kwargs: Any) -> Any:
+            y = function(x, *args, **kwargs)
+            try:
+                if tap_in is not None:
+                    self._capture(tap_in, x)
+                self._capture(tap_out, y)
+            except Exception as exc:
+                self.hook._contain(exc, "capturing activations")
+            return y
+
+        return wrapped
+
+    def _capture(self, tap: _Tap, value: Any) -> None:
+        if value is None or isinstance(value, (keras.KerasTensor, list, tuple, dict)):
+            return  # Keras building the model symbolically, or several tensors (not captured)
+        if self._graph:
+            import tensorflow as tf
+
+            if not tf.executing_eagerly():
+
+                def write() -> Any:
+                    tap.variable.assign(tf.cast(value, tf.float32))
+                    tap.fresh.assign(True)
+                    return tf.constant(True)
+
+                tf.cond(self.flag, write, lambda: tf.constant(False))
+                return
+        if self.due:
+            tap.value = to_numpy(value)
+
+    def set_due(self) -> None:
+        """Before a batch: capture on this step if the collections are due."""
+        recorder = self.hook._recorder
+        due = any(recorder.is_collection_due(c) for c in (*TAPPED_COLLECTIONS, CollectionKeys.ALL))
+        if due != self.due and self.flag is not None:
+            self.flag.assign(due)
+        self.due = due
+
+    def save(self) -> None:
+        """After a batch: save what was captured in it."""
+        if not self.due:
+            return
+        for tap in self.taps:
+            if tap.value is not None:  # kept eagerly
+                source, tap.value = tap.value, None
+            elif tap.variable is not None and bool(tap.fresh.numpy()):  # written in the graph
+                tap.fresh.assign(False)
+                source = tap.variable
+            else:
+                continue  # this layer did not run in this step
+            self.hook._save_lazy(tap.name, tap.collections, lambda s=source: to_numpy(s))

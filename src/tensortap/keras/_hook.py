@@ -1,0 +1,359 @@
+"""KerasHook: a Keras 3 callback that saves a model's tensors into a trial.
+
+Steps and modes follow Keras: every ``fit`` batch is a TRAIN step, validation batches inside
+``fit`` and ``evaluate`` batches are EVAL steps, ``predict`` batches are PREDICT steps. At the
+end of each batch the hook saves what is due:
+
+- ``losses`` and ``metrics``: the values Keras logs for the batch (Keras 3 logs the running mean
+  over the epoch so far, and so do we);
+- ``weights`` / ``biases``: every variable of the model after the batch's update, named by its
+  Keras path without the model's name (``dense_1/kernel``, ``conv2d/bias``);
+- ``gradients``: the gradients of the batch, named ``gradients/<variable>``, captured where the
+  optimizer applies them (see :mod:`tensortap.keras._gradients`) without changing the update;
+- ``optimizer_variables``: the learning rate and iteration count.
+
+Values are converted to NumPy only on steps where their collection is due; on other steps the
+hook does a few dictionary lookups per batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import keras
+import numpy as np
+
+from tensortap._hook import Hook, HookOptions, OutDir
+from tensortap.core._collections import CollectionKeys
+from tensortap.core._dtypes import as_saveable_array
+from tensortap.core._modes import ModeKeys
+from tensortap.core._recorder import records_from_array
+from tensortap.exceptions import InvalidTensorError
+from tensortap.keras._activations import TAPPED_COLLECTIONS, ActivationTaps
+from tensortap.keras._gradients import GradientCapture
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+logger = logging.getLogger(__name__)
+
+OPTIMIZER_VARIABLES = "optimizer_variables"
+_ABSENT = object()
+
+
+class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
+    """Pass it in ``callbacks=[hook]`` to ``fit``, ``evaluate`` and ``predict``.
+
+    The constructor takes the arguments of every tensortap hook: ``out_dir``, then the
+    :class:`~tensortap._hook.HookOptions` by keyword.
+    """
+
+    known_collections = (*Hook.known_collections, OPTIMIZER_VARIABLES, *TAPPED_COLLECTIONS)
+    framework = "keras"
+
+    def __init__(self, out_dir: OutDir, **options: Unpack[HookOptions]) -> None:
+        Hook.__init__(self, out_dir, **options)
+        keras.callbacks.Callback.__init__(self)
+        self.get_collection(OPTIMIZER_VARIABLES)
+        for name in TAPPED_COLLECTIONS:
+            self.get_collection(name)
+        self._taps = ActivationTaps(self)
+        self._gradients = GradientCapture(self)
+        self._readers: dict[tuple[int, ...], Any] = {}  # compiled readers of variable sets
+        self._warned: set[str] = set()
+        self._tape_open = False  # a wrap_tape() step is in progress
+        self._tape_vars: list[Any] = []  # the variables of the current tape step
+        self._recorder.add_step_end_callback(self._tape_step_end)
+
+    # -- Keras callback API --
+    def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._guard_event(self._prepare_training)
+        self._guard_event(self._instrument, "train")
+
+    def on_test_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._guard_event(self._instrument, "test")
+
+    def on_predict_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._guard_event(self._instrument, "predict")
+
+    def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._enter(ModeKeys.TRAIN)
+
+    def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._end_batch(logs, training=True)
+
+    def on_test_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._enter(ModeKeys.EVAL)
+
+    def on_test_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._end_batch(logs, training=False)
+
+    def on_predict_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._enter(ModeKeys.PREDICT)
+
+    def on_predict_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._end_batch(None, training=False)
+
+    def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
+        self.flush(timeout=0)
+
+    def on_test_end(self, logs: Mapping[str, Any] | None = None) -> None:
+        self.flush(timeout=0)
+
+    def on_predict_end(self, logs: Mapping[str, Any] | None = None) -> None:
+        self.flush(timeout=0)
+
+    # -- steps --
+    def _enter(self, mode: ModeKeys) -> None:
+        if self.mode != mode:
+            self.set_mode(mode)
+        if self._taps.taps:
+            self._guard_event(self._taps.set_due)
+
+    def _instrument(self, function: str) -> None:
+        """Wrap the model's activations; a function traced before that is traced anew."""
+        model = self.model
+        if model is None or not self._taps.wanted():
+            return
+        before = len(self._taps.taps)
+        self._taps.install(model)
+        if len(self._taps.taps) != before and getattr(model, f"{function}_function", None):
+            getattr(model, f"make_{function}_function")(force=True)
+
+    def _end_batch(self, logs: Mapping[str, Any] | None, training: bool) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._guard_event(self._save_batch, logs, training)
+        self.next_step()
+
+    def _check_stop(self) -> None:
+        """A stop request ends ``fit`` the Keras way: ``model.stop_training = True``."""
+        assert self._stop is not None
+        reason = self._stop.requested()
+        if reason is not None and self.model is not None and not self.model.stop_training:
+            logger.warning("tensortap: stopping training after step %d: %s", self.step - 1, reason)
+            self.model.stop_training = True
+
+    # -- saving --
+    def _save_batch(self, logs: Mapping[str, Any] | None, training: bool) -> None:
+        recorder = self._recorder
+        self._taps.save()
+        for key, value in (logs or {}).items():
+            if not np.isscalar(value) and np.ndim(value) != 0:
+                continue
+            colls = [CollectionKeys.LOSSES] if "loss" in key else [CollectionKeys.METRICS]
+            self._save_lazy(key, colls, lambda v=value: float(v))
+        if not recorder.is_anything_due() or self.model is None:
+            return
+        model = self.model
+        due: list[tuple[str, Any, Any]] = []  # (name, plan, variable): read together below
+        for variable in model.weights:
+            name = self._name(variable)
+            colls = [CollectionKeys.BIASES if name.endswith("bias") else CollectionKeys.WEIGHTS]
+            plan = recorder.begin(name, colls)
+            if plan is not None:
+                due.append((name, plan, variable))
+        if training:
+            due += self._gradients.due(model)
+            due += self._due_optimizer_state(getattr(model, "optimizer", None))
+        for (name, plan, _), value in zip(due, self._read_all([d[2] for d in due]), strict=True):
+            array = as_saveable_array(value, name)
+            recorder.put(name, records_from_array(name, array, plan))
+        if training:
+            optimizer = getattr(model, "optimizer", None)
+            if optimizer is not None:
+                self._save_lazy(
+                    "optimizer/learning_rate",
+                    [OPTIMIZER_VARIABLES],
+                    lambda: float(to_numpy(optimizer.learning_rate)),
+                )
+                self._save_lazy(
+                    "optimizer/iterations",
+                    [OPTIMIZER_VARIABLES],
+                    lambda: int(to_numpy(optimizer.iterations)),
+                )
+
+    def _layer_name(self, layer: Any) -> str:
+        path = str(getattr(layer, "path", None) or layer.name)
+        if self.model is not None and path.startswith(f"{self.model.name}/"):
+            return path[len(self.model.name) + 1 :]
+        return path
+
+    def _name(self, variable: Any) -> str:
+        path = str(getattr(variable, "path", None) or variable.name).removesuffix(":0")
+        if self.model is not None:
+            prefix = f"{self.model.name}/"
+            return path[len(prefix) :] if path.startswith(prefix) else path
+        # a custom loop: drop the model's name (model/layer/variable -> layer/variable)
+        return path.split("/", 1)[1] if path.count("/") >= 2 else path
+
+    # -- custom loops: tf.GradientTape --
+    def wrap_tape(self, tape: Any) -> _Tape:
+        """Record a ``tf.GradientTape`` training loop: each ``with`` block of the returned tape
+        is one step (TRAIN unless a mode was set). Its ``gradient(loss, variables)`` saves the
+        loss (``losses``) and the gradients; the variables' values are saved when the step ends
+        (at the next ``with``, ``next_step`` or ``close``), so after the optimizer's update.
+        Inside a ``tf.function`` the values are symbolic and are not recorded (logged once)."""
+        return _Tape(self, tape)
+
+    def _begin_tape_step(self) -> None:
+        with self._lock:
+            if self._tape_open:
+                self.next_step()
+            if self.mode == ModeKeys.GLOBAL:
+                self.set_mode(ModeKeys.TRAIN)
+            self._tape_open = True
+            self._recorder.touch()
+
+    def _record_tape(self, target: Any, sources: Any, grads: Any) -> None:
+        import tensorflow as tf
+
+        if not tf.executing_eagerly():
+            self._warn_once(
+                "tape-graph",
+                "wrap_tape inside a tf.function sees symbolic tensors: that loop is not "
+                "recorded (run the step eagerly, or use model.fit with the KerasHook)",
+            )
+            return
+        with self._lock:
+            if self._closed:
+                return
+            if np.ndim(target) == 0:
+                self._save_lazy("loss", [CollectionKeys.LOSSES], lambda: float(target))
+            variables = tf.nest.flatten(sources)
+            self._tape_vars = variables
+            for variable, grad in zip(variables, tf.nest.flatten(grads), strict=False):
+                if grad is None:
+                    continue
+                self._save_lazy(
+                    f"gradients/{self._name(variable)}",
+                    [CollectionKeys.GRADIENTS],
+                    lambda g=grad: to_numpy(tf.convert_to_tensor(g)),
+                )
+
+    def _tape_step_end(self) -> None:
+        variables, self._tape_vars = self._tape_vars, []
+        for variable in variables:
+            name = self._name(variable)
+            colls = [CollectionKeys.BIASES if name.endswith("bias") else CollectionKeys.WEIGHTS]
+            self._save_lazy(name, colls, lambda v=variable: to_numpy(v))
+
+    def save_tensor(
+        self, name: str, value: Any, collections: str | Iterable[str] | None = None
+    ) -> bool:
+        """As for every hook; a symbolic tensor (inside a ``tf.function``) is refused."""
+        if _is_symbolic(value):
+            raise InvalidTensorError(
+                f"tensor {name!r} is symbolic: save_tensor was called inside a tf.function, "
+                "where tensors have no value yet. Return the value from the tf.function and "
+                "save it outside, or run the function eagerly"
+            )
+        return super().save_tensor(name, value, collections)
+
+    # -- gradients --
+    def _prepare_training(self) -> None:
+        model = self.model
+        if self._gradients.install(model) and getattr(model, "train_function", None) is not None:
+            model.make_train_function(force=True)  # one traced before the wrapper cannot capture
+
+    def _due_optimizer_state(self, optimizer: Any) -> list[tuple[str, Any, Any]]:
+        """The optimizer's state (Adam's moments, ...) as ``optimizer/<path>``; the learning
+        rate and iteration count are saved as scalars elsewhere."""
+        due: list[tuple[str, Any, Any]] = []
+        for variable in getattr(optimizer, "variables", None) or []:
+            path = str(getattr(variable, "path", variable.name))
+            short = path.split("/", 1)[-1]
+            if short in ("iteration", "iterations", "learning_rate"):
+                continue
+            name = f"optimizer/{short}"
+            plan = self._recorder.begin(name, [OPTIMIZER_VARIABLES])
+            if plan is not None:
+                due.append((name, plan, variable))
+        return due
+
+    def _read_all(self, sources: list[Any]) -> list[Any]:
+        """The values of many variables and tensors. On TensorFlow, variables are read with one
+        compiled call (one per set of variables, cached): reading them one by one costs about
+        70 us each in eager dispatch."""
+        if keras.backend.backend() != "tensorflow" or len(sources) < 2:
+            return [to_numpy(s) for s in sources]
+        import tensorflow as tf
+
+        values = [s.value if isinstance(s, keras.Variable) else s for s in sources]
+        if not all(isinstance(v, tf.Variable) for v in values):
+            return [to_numpy(s) for s in sources]
+        key = tuple(id(v) for v in values)
+        reader = self._readers.get(key)
+        if reader is None:
+            reader = self._readers[key] = tf.function(lambda: [v.read_value() for v in values])
+        return [t.numpy() for t in reader()]
+
+    def _replace(self, obj: Any, attribute: str, value: Any) -> None:
+        """Set ``obj.<attribute>`` to ``value`` (a wrapped method of a layer, the model or its
+        optimizer); :meth:`close` puts back what was there, unless something replaced it since."""
+        before = vars(obj).get(attribute, _ABSENT)
+        setattr(obj, attribute, value)
+
+        def restore() -> None:
+            if vars(obj).get(attribute) is value:
+                if before is _ABSENT:
+                    delattr(obj, attribute)
+                else:
+                    setattr(obj, attribute, before)
+
+        self._registered((id(obj), attribute, id(value)), restore)
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            logger.warning("tensortap: %s", message)
+
+
+def to_numpy(value: Any) -> Any:
+    """A tensor or variable's value as NumPy. On TensorFlow, ``.numpy()`` directly: a tenth of
+    the cost of ``keras.ops.convert_to_numpy``, which matters when every weight is saved."""
+    if keras.backend.backend() == "tensorflow":
+        tensor = value.value if isinstance(value, keras.Variable) else value  # holds a tf.Variable
+        numpy = getattr(tensor, "numpy", None)
+        if numpy is not None:
+            return numpy()
+    return keras.ops.convert_to_numpy(value)
+
+
+def _is_symbolic(value: Any) -> bool:
+    if "tensorflow" not in sys.modules or keras.backend.backend() != "tensorflow":
+        return False
+    import tensorflow as tf
+
+    return bool(tf.is_tensor(value) and tf.is_symbolic_tensor(value))
+
+
+class _Tape:
+    """A ``tf.GradientTape`` that records into a KerasHook (see ``KerasHook.wrap_tape``)."""
+
+    def __init__(self, hook: KerasHook, tape: Any) -> None:
+        self._hook, self._tape = hook, tape
+
+    def __enter__(self) -> _Tape:
+        self._hook._guard_event(self._hook._begin_tape_step)
+        self._tape.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._tape.__exit__(*exc)
+
+    def gradient(self, target: Any, sources: Any, *args: Any, **kwargs: Any) -> Any:
+        grads = self._tape.gradient(target, sources, *args, **kwargs)
+        self._hook._guard_event(self._hook._record_tape, target, sources, grads)
+        return grads
+
+    def __getattr__(self, name: str) -> Any:  # watch, stop_recording, reset, jacobian, ...
+        return getattr(self._tape, name)
+
+
+#: The open KerasHook made last in this process (see :meth:`tensortap._hook.Hook.current`).
+get_hook = KerasHook.current

@@ -1,0 +1,426 @@
+"""Roll training back to its last good checkpoint, skip the batches that broke it, and go on as
+a branch of the run.
+
+``request(step, batches, reason)`` is the one way in: a loss check of the loop's own, the guard
+when its skip budget says so, or a rule's rollback action (through the job's request file, see
+:mod:`tensortap.core._rollback_request`). It only records the request, from any thread; the
+training thread acts on it at the next step boundary (:meth:`Rollback.restore`, which
+:meth:`Rollback.steps` calls for you):
+
+1. the request is agreed by every rank (one host-side collective on a gloo group, at each
+   boundary, when ``torch.distributed`` runs more than one process): the earliest bad step and
+   every rank's batches;
+2. the last good checkpoint is the newest one at or before ``step - margin`` (a checkpoint of
+   step ``s`` holds the state *before* step ``s`` trains; the default ``margin=1`` leaves out
+   the checkpoint of the bad step itself, whose weights already produced a bad loss when a loss
+   check names the step);
+3. the budget is asked: at most ``max_rollbacks`` per run, and never the same checkpoint again
+   without a new batch to skip (that would replay the same steps): otherwise the run stops with
+   a ``refused`` event;
+4. the checkpoint is loaded, the batches join the skip list of the batch stream
+   (:class:`~tensortap.pytorch.SkipBatches`), the stream goes back to where the checkpoint took
+   it, and checkpoints newer than it (of the abandoned branch) are forgotten;
+5. the hook's session ends and a new one starts, recorded as a branch of the first at the
+   restored step (:meth:`tensortap._hook.Hook.branch_from`), so the trial and the dashboard show
+   the resumed run as a fork.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tensortap._hook import Hook
+from tensortap._hook_config import JOB_ENV
+from tensortap.core._rollback_request import REQUEST_FILE, RollbackRequests, record_event
+from tensortap.exceptions import InvalidConfigError
+from tensortap.pytorch._checkpoints import Checkpoints
+from tensortap.pytorch._skip_batches import SkipBatches
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RollbackEvent:
+    """A rollback done (``kind="rollback"``) or refused by the budget (``"refused"``)."""
+
+    kind: str
+    #: The first bad step the request named.
+    step: int
+    #: The checkpoint's step training went back to (None when refused).
+    restored_step: int | None
+    batches: tuple[Hashable, ...]
+    reason: str
+    message: str
+    #: The new session (a branch of ``parent``); None when refused or without a hook.
+    session: str | None = None
+    parent: str | None = None
+
+
+class Rollback:
+    """Restore the last good checkpoint on request, skip the bad batches, and go on as a branch.
+
+    ``checkpoints``: a :class:`~tensortap.pytorch.FunctionCheckpoints`, a
+    :class:`~tensortap.pytorch.DistributedCheckpoints` or your own
+    :class:`~tensortap.pytorch._checkpoints.Checkpoints`. ``every``: :meth:`steps` saves a
+    checkpoint at every ``every``-th step (step 0 included; not needed where a trainer saves
+    them, as with :mod:`tensortap.lightning`'s rollback). ``batches``: the
+    :class:`SkipBatches` the loop reads. ``make_hook``: a function that makes (and registers)
+    the hook, called at once and again after each rollback, as each resumed run is a new
+    writing session (:attr:`hook` is the current one; without it, a trainer's callback hands
+    its hook over: :meth:`follow_hook`). ``requests``: the request file a rule's rollback
+    action writes, or a :class:`~tensortap.core._rollback_request.RollbackRequests` watching it
+    (default: the one of the job the process runs in, if any). ``group``: the
+    process group the ranks agree on requests through (default: a new gloo group, when
+    ``torch.distributed`` runs more than one process).
+    """
+
+    def __init__(
+        self,
+        checkpoints: Checkpoints,
+        *,
+        every: int | None = None,
+        batches: SkipBatches[Any] | None = None,
+        make_hook: Callable[[], Hook] | None = None,
+        margin: int = 1,
+        max_rollbacks: int = 3,
+        requests: str | os.PathLike[str] | RollbackRequests | None = None,
+        group: Any = None,
+    ) -> None:
+        if not isinstance(checkpoints, Checkpoints):
+            raise InvalidConfigError(
+                "Rollback needs checkpoints with save, load, steps and forget (a "
+                "FunctionCheckpoints or DistributedCheckpoints), got "
+                f"{type(checkpoints).__name__}"
+            )
+        for name, value, least in (
+            ("every", 1 if every is None else every, 1),
+            ("margin", margin, 0),
+            ("max_rollbacks", max_rollbacks, 0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise InvalidConfigError(
+                    f"Rollback: {name} must be an int >= {least}, got {value!r}"
+                )
+        if batches is not None and not isinstance(batches, SkipBatches):
+            raise InvalidConfigError(
+                "Rollback: batches must be a SkipBatches (wrap your DataLoader: "
+                f"SkipBatches(loader)), got {type(batches).__name__}"
+            )
+        if make_hook is not None and not callable(make_hook):
+            raise InvalidConfigError(
+                "Rollback: make_hook must be a function that makes the hook (each resumed run "
+                f"is a new session, with a new hook), got {make_hook!r}"
+            )
+        self.checkpoints = checkpoints
+        self.every, self.margin, self.max_rollbacks = every, margin, max_rollbacks
+        self.batches = batches
+        self._make_hook = make_hook
+        #: The current hook (None until ``make_hook`` or :meth:`follow_hook` gives one).
+        self.hook: Hook | None = make_hook() if make_hook is not None else None
+        self._job_dir = os.environ.get(JOB_ENV) or None  # its events show what was done
+        if requests is None and self._job_dir is not None:
+            requests = os.path.join(self._job_dir, REQUEST_FILE)
+        if requests is not None and not isinstance(requests, RollbackRequests):
+            requests = RollbackRequests(requests)
+        self._requests = requests
+        self._group = group
+        self._world = 1
+        self._lock = threading.Lock()
+        self._pending: tuple[int, list[Hashable], list[str]] | None = None
+        self._trained: dict[int, Hashable] = {}  # step -> the batch it trained, since a checkpoint
+        self._global_of: dict[int, int] = {}  # checkpoint step -> the hook's global step there
+        self._last: tuple[int, int] | None = None  # (restored step, bad step) of the last rollback
+        # a branch to record on the next session's hook (a trainer's callback makes it)
+        self._branch_waiting: tuple[str, int, int | None, str] | None = None
+        #: Every rollback done or refused, in order.
+        self.events: list[RollbackEvent] = []
+        #: True once the budget refused a rollback: the run should end (:meth:`steps` does).
+        self.should_stop = False
+
+    # -- the seam --
+    def request(self, step: int, batches: list[object], reason: str) -> None:
+        """Ask for a rollback: ``step`` went bad, ``batches`` (the ids of the batches that
+        made it so; empty: the batch trained at ``step``) are to be skipped. Safe from any
+        thread; acted on at the next step boundary. Requests before then are merged (the
+        earliest step, every batch)."""
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise InvalidConfigError(f"Rollback.request: step must be an int >= 0, got {step!r}")
+        given: object = batches  # the seam is typed; callers may still pass anything
+        if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
+            raise InvalidConfigError(
+                f"Rollback.request: batches must be a list of batch ids, got {batches!r}"
+            )
+        ids = list(given)
+        for bid in ids:
+            if not isinstance(bid, Hashable):
+                raise InvalidConfigError(
+                    f"Rollback.request: a batch id must be hashable (an int, a str), got {bid!r}"
+                )
+        with self._lock:
+            if self._pending is None:
+                self._pending = (step, ids, [str(reason)])
+            else:
+                old_step, old_ids, reasons = self._pending
+                self._pending = (min(old_step, step), old_ids + ids, [*reasons, str(reason)])
+
+    @property
+    def pending(self) -> bool:
+        """Whether a request waits for the next step boundary (on this rank; a rule's request
+        in the job's file counts once it is seen)."""
+        self._poll()
+        with self._lock:
+            return self._pending is not None
+
+    @property
+    def rollbacks(self) -> int:
+        """How many rollbacks were done."""
+        return sum(e.kind == "rollback" for e in self.events)
+
+    # -- the loop --
+    def steps(self, total_steps: int, start: int = 0) -> Iterator[tuple[int, Hashable, Any]]:
+        """Drive a training loop: yields ``(step, batch_id, batch)`` from :attr:`batches` until
+        ``total_steps``, saving a checkpoint every :attr:`every` steps and, at each boundary,
+        acting on a request (the steps start again after the restored checkpoint). Passes over
+        the data follow one another. Ends early when the budget refused a rollback."""
+        if self.batches is None or self.every is None:
+            raise InvalidConfigError(
+                "Rollback.steps needs batches= (a SkipBatches) and every= (steps between "
+                f"checkpoints), got batches={self.batches!r}, every={self.every!r}"
+            )
+        every = self.every
+        step = start
+        stream: Iterator[Any] = iter(self.batches)
+        while True:
+            resumed = self.restore()
+            if self.should_stop:
+                return
+            if resumed is not None:
+                step, stream = resumed, iter(self.batches)
+            if step >= total_steps:
+                return
+            if step % every == 0 and step not in self.checkpoints.steps():
+                self.checkpoint(step)
+            batch = next(stream, _END)
+            if batch is _END:  # a pass over the data ended: the next one
+                stream = iter(self.batches)
+                batch = next(stream, _END)
+                if batch is _END:
+                    return  # nothing left to read
+            batch_id = self.batches.last_id
+            self.trained(step, batch_id)
+            yield step, batch_id, batch
+            step += 1
+
+    def checkpoint(self, step: int) -> None:
+        """Save the checkpoint of ``step`` (the state before step ``step`` trains), with where
+        the batch stream is."""
+        extra: dict[str, Any] = {}
+        if self.batches is not None:
+            extra["batches"] = self.batches.state_dict()
+        self.checkpoints.save(step, extra)
+        self._note_global(step)
+        oldest = self.checkpoints.steps()[0]
+        self._trained = {s: b for s, b in self._trained.items() if s >= oldest}
+        self._global_of = {s: g for s, g in self._global_of.items() if s >= oldest}
+
+    def trained(self, step: int, batch_id: Hashable) -> None:
+        """Step ``step`` trains the batch ``batch_id`` (:meth:`steps` says so itself; a
+        trainer's callback calls it): a request naming the step alone skips that batch."""
+        self._trained[step] = batch_id
+        self._note_global(step)
+        if len(self._trained) > _KEEP_STEPS:  # where no checkpoint() prunes (a trainer saves)
+            oldest = min(self.checkpoints.steps(), default=step)
+            self._trained = {s: b for s, b in self._trained.items() if s >= oldest}
+            self._global_of = {s: g for s, g in self._global_of.items() if s >= oldest}
+
+    def follow_hook(self, hook: Hook) -> None:
+        """The hook of the run from now on (one a trainer's callback made). When a rollback
+        waits for its branch to be recorded, this hook's session is that branch."""
+        waiting = self._branch_waiting
+        if waiting is not None and hook.session_id != waiting[0]:
+            self._branch_waiting = None
+            parent, target, global_step, why = waiting
+            hook.branch_from(parent, target, global_step=global_step, reason=why)
+            if self.events and self.events[-1].kind == "rollback":
+                self.events[-1] = replace(self.events[-1], session=hook.session_id, parent=parent)
+        self.hook = hook
+
+    def _note_global(self, step: int) -> None:
+        """The hook's global step of ``step`` (the hook's count is step ``step``'s, or still
+        the open step before it)."""
+        hook = self.hook
+        if hook is not None and not hook.closed and hook.mode.name in ("TRAIN", "GLOBAL"):
+            self._global_of[step] = hook.step + (step - hook.mode_step)
+
+    def restore(self) -> int | None:
+        """At a step boundary: act on the request, if one is pending (on any rank): returns
+        the step to go on from (the restored checkpoint's), or None (no request, or the
+        budget refused it and :attr:`should_stop` is set)."""
+        request = self._agree(self._take())
+        if request is None:
+            return None
+        step, ids, reason = request
+        if not ids and step in self._trained:
+            ids = [self._trained[step]]
+        ids = list(dict.fromkeys(ids))
+        good = [s for s in self.checkpoints.steps() if s <= step - self.margin]
+        skip = self.batches.skip if self.batches is not None else set()
+        new_ids = [b for b in ids if b not in skip]
+        refusal = None
+        if self.rollbacks >= self.max_rollbacks:
+            refusal = f"the budget of {self.max_rollbacks} rollback(s) per run is spent"
+        elif not good:
+            refusal = (
+                f"no checkpoint at or before step {step - self.margin} (step {step} minus the "
+                f"margin of {self.margin}); checkpoints: {self.checkpoints.steps() or 'none'}"
+            )
+        elif self._last is not None and self._last[0] == good[-1] and not new_ids:
+            refusal = (
+                f"it would restore the checkpoint of step {good[-1]} again with no new batch "
+                "to skip, and replay the same steps"
+            )
+        if refusal is not None:
+            message = f"rollback for step {step} refused: {refusal}; training stops ({reason})"
+            logger.error("tensortap: %s", message)
+            self.events.append(RollbackEvent("refused", step, None, tuple(ids), reason, message))
+            self._tell_job("rollback_refused", step=step, message=message)
+            self.should_stop = True
+            return None
+        target = good[-1]
+        extra = self.checkpoints.load(target)
+        for later in [s for s in self.checkpoints.steps() if s > target]:
+            self.checkpoints.forget(later)
+        if self.batches is not None:
+            self.batches.skip.update(new_ids)
+            if isinstance(extra.get("batches"), dict):
+                self.batches.load_state_dict(extra["batches"])
+        self._last = (target, step)
+        parent, session = self._branch(target, step, ids, reason)
+        message = (
+            f"rolled back to the checkpoint of step {target} (step {step} went bad: {reason}); "
+            f"skipping batch(es) {', '.join(map(str, new_ids)) or 'none new'}"
+        )
+        logger.warning("tensortap: %s", message)
+        self.events.append(
+            RollbackEvent("rollback", step, target, tuple(ids), reason, message, session, parent)
+        )
+        self._tell_job("rollback", step=step, restored_step=target, message=message)
+        return target
+
+    def close(self) -> None:
+        """Close the current hook."""
+        if self.hook is not None:
+            self.hook.close()
+
+    # -- inside --
+    def _take(self) -> tuple[int, list[Hashable], str] | None:
+        """This rank's request: the seam's, and the job's request file's."""
+        self._poll()
+        with self._lock:
+            pending, self._pending = self._pending, None
+        if pending is None:
+            return None
+        step, ids, reasons = pending
+        return step, ids, "; ".join(dict.fromkeys(reasons))
+
+    def _poll(self) -> None:
+        """Take a rule's request from the job's request file, when there is one."""
+        if self._requests is not None:
+            doc = self._requests.take()
+            if doc is not None:
+                self._from_rule(doc)
+
+    def _from_rule(self, doc: dict[str, Any]) -> None:
+        step = doc.get("mode_step") if doc.get("mode") in (None, "TRAIN") else None
+        step = doc.get("step") if not isinstance(step, int) else step
+        if not isinstance(step, int) or step < 0:
+            logger.error("tensortap: a rollback request without a step was ignored: %r", doc)
+            return
+        given = doc.get("batches")
+        batches: list[Any] = given if isinstance(given, list) else []
+        reason = str(doc.get("reason") or f"rule {doc.get('rule', '?')} fired")
+        self.request(step, [b for b in batches if isinstance(b, (int, str))], reason)
+
+    def _agree(
+        self, mine: tuple[int, list[Hashable], str] | None
+    ) -> tuple[int, list[Hashable], str] | None:
+        """Every rank's request merged (the earliest step, all batches), on every rank: one
+        all-reduce of a flag at each boundary, and a gather only when some rank has one."""
+        group = self._control_group()
+        if group is None:
+            return mine
+        import torch
+        import torch.distributed as dist
+
+        flag = torch.tensor([0 if mine is None else 1], dtype=torch.int32)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+        if int(flag[0]) == 0:
+            return None
+        gathered: list[Any] = [None] * self._world
+        dist.all_gather_object(gathered, mine, group=group)
+        requests = [r for r in gathered if r is not None]
+        step = min(r[0] for r in requests)
+        ids = list(dict.fromkeys(b for r in requests for b in r[1]))
+        reason = "; ".join(dict.fromkeys(r[2] for r in requests))
+        return step, ids, reason
+
+    def _tell_job(self, kind: str, **fields: Any) -> None:
+        """The job's events say what was done (once: by rank 0); never raises."""
+        if self._job_dir is None or (self._world > 1 and _rank() != 0):
+            return
+        try:
+            record_event(self._job_dir, kind, **fields)
+        except OSError as exc:
+            logger.warning("tensortap: could not record %s in the job's events: %s", kind, exc)
+
+    def _control_group(self) -> Any:
+        try:
+            import torch.distributed as dist
+        except ImportError:
+            return None
+        if not dist.is_available() or not dist.is_initialized() or dist.get_world_size() < 2:
+            return None
+        if self._group is None:
+            self._world = dist.get_world_size()
+            self._group = (
+                dist.new_group(backend="gloo") if dist.get_backend() != "gloo" else dist.group.WORLD
+            )
+        else:
+            self._world = dist.get_world_size(self._group)
+        return self._group
+
+    def _branch(
+        self, target: int, step: int, ids: list[Hashable], reason: str
+    ) -> tuple[str | None, str | None]:
+        """End the hook's session and start one that branches from the restored step (or, where
+        a trainer's callback makes the next hook, note the branch for :meth:`follow_hook`)."""
+        if self.hook is None:
+            return None, None
+        parent = self.hook.session_id
+        why = f"rollback to the checkpoint of step {target}: step {step} went bad ({reason})"
+        if ids:
+            why += f"; skipping batch(es) {', '.join(map(str, ids))}"
+        global_step = self._global_of.get(target)
+        if self._make_hook is None:
+            self._branch_waiting = (parent, target, global_step, why)
+            return parent, None
+        self.hook.close()
+        self.hook = self._make_hook()
+        self.hook.branch_from(parent, target, global_step=global_step, reason=why)
+        return parent, self.hook.session_id
+
+
+def _rank() -> int:
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+_END = object()
+#: Steps whose batch is remembered before those older than the oldest checkpoint are pruned.
+_KEEP_STEPS = 10_000

@@ -1,0 +1,117 @@
+"""Lines over steps, as numbers: one tensor's value (or a reduction of it) per step, per mode,
+from the series path where it holds them (what ``viz.plot_tensors``, the report's curves and
+the dashboard's charts draw)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tensortap.core._reductions import compute_reduction
+from tensortap.trials._index import natural_key
+from tensortap.trials._trial import Trial
+
+#: Buckets of a long line drawn (each kept as its min and max): a chart never draws more than
+#: about two points per bucket, whoever draws it.
+LINE_BUCKETS = 600
+
+
+def tensor_series(
+    trial: Trial, name: str, mode: Any = None, reduction: str = "mean"
+) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of one tensor: its value where it has one element, else ``reduction``
+    of it (the saved reduction where the hook saved only that)."""
+    tensor = trial.tensor(name)
+    steps = tensor.steps(mode=mode)
+    found = _from_series(trial, name, mode, reduction, len(steps))
+    if found is not None:
+        return found
+    saved = tensor.values(mode=mode)  # every raw value, fetched together
+    values = []
+    for step in steps:
+        value = saved.get(step)
+        if value is None:  # only reductions were saved
+            values.append(float(tensor.reduction_value(step, reduction, mode=mode)))
+            continue
+        flat = value.reshape(-1)
+        values.append(float(flat[0]) if flat.size == 1 else compute_reduction(flat, reduction))
+    return np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64)
+
+
+def _from_series(
+    trial: Trial, name: str, mode: Any, reduction: str, count: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The tensor's one-element values, or its saved ``reduction``, from the series path when
+    it holds one at every step (a few reads, whatever the run's length); None otherwise."""
+    for statistic in ("value", reduction):
+        cols = trial.series(name, statistic=statistic, mode=mode)
+        if cols.rows == count:
+            x = cols["step"] if mode is not None else cols["global_step"]
+            order = np.argsort(x, kind="stable")
+            return x[order].astype(np.int64), cols["value"][order]
+    return None
+
+
+def read_series(
+    trial: Trial, names: Sequence[str], statistic: str
+) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
+    """``statistic`` of each of ``names`` (``"value"``: the one-element value, or a reduction's
+    name) per mode, as ``{(tensor, mode name): (global steps, values)}`` sorted by step, from
+    the series path (one read per segment, never one per step); a step saved by several
+    workers answers with the first worker's value (as ``Tensor.value`` does)."""
+    if not names:
+        return {}
+    parts: dict[tuple[str, str], list[tuple[Any, np.ndarray, np.ndarray]]] = {}
+    for series, rows in trial.series(list(names), statistic=statistic).groups():
+        parts.setdefault((series.tensor, series.mode.name), []).append(
+            (natural_key(series.worker), rows["global_step"], rows["value"])
+        )
+    out: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+    for key, found in sorted(parts.items()):
+        found.sort(key=lambda part: part[0])
+        if len(found) == 1:
+            out[key] = (found[0][1], found[0][2])
+            continue
+        steps = np.concatenate([p[1] for p in found])
+        values = np.concatenate([p[2] for p in found])
+        rank = np.concatenate([np.full(len(p[1]), i) for i, p in enumerate(found)])
+        order = np.lexsort((rank, steps))  # by step, the first worker's first
+        steps, values = steps[order], values[order]
+        first = np.concatenate(([True], np.diff(steps) != 0))
+        out[key] = (steps[first], values[first])
+    return out
+
+
+def mode_lines(
+    trial: Trial,
+    names: Sequence[str],
+    mode: Any = None,
+    reduction: str = "mean",
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """One line per tensor of ``names`` and mode, ``{label: (steps, values)}`` in that order:
+    ``label`` is the name, with the mode's name where the trial has several modes and
+    ``mode`` is not given. Without ``mode``, each mode is its own line over global steps (so
+    that modes and marks line up; TRAIN and EVAL are never joined into one); with it, over
+    that mode's steps. A tensor with no one-element value (a loss per sample) is reduced per
+    step by ``reduction`` (:func:`tensor_series`); a line with no step is left out."""
+    modes = [mode] if mode is not None else trial.modes()
+    read = read_series(trial, names, "value") if mode is None else {}
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for name in names:
+        for each in modes:
+            label = name if len(modes) == 1 else f"{name} ({each.name})"
+            if mode is None and (name, each.name) in read:
+                out[label] = read[(name, each.name)]
+                continue
+            steps, values = tensor_series(trial, name, each, reduction)
+            if not len(steps):
+                continue
+            if mode is None:  # one axis for every mode: global steps
+                steps = np.asarray(trial.tensor(name).global_steps(each), dtype=np.int64)
+            out[label] = (steps, values)
+    return out
+
+
+__all__ = ["LINE_BUCKETS", "mode_lines", "read_series", "tensor_series"]

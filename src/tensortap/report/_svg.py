@@ -1,0 +1,321 @@
+"""Small inline SVG charts: a report that opens offline needs no plotting library or script."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from tensortap.core._downsample import minmax_buckets
+from tensortap.query._curves import LINE_BUCKETS
+
+PALETTE = (
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#ff7f0e",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
+W, H, LEFT, RIGHT, TOP, BOTTOM = 560, 260, 64, 16, 24, 36
+BAD = "#d00000"  # NaN / Inf, on every chart
+MOST_POINTS = LINE_BUCKETS  # buckets of a long series (each kept as its min and max)
+
+
+def _fmt(value: float) -> str:
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    return f"{value:.3g}"
+
+
+def _step(value: float) -> str:
+    """A step number written whole (1e+03 would hide which step)."""
+    return str(int(value)) if float(value).is_integer() else _fmt(value)
+
+
+def _short(name: str, most: int) -> str:
+    """``name`` in at most ``most`` characters, keeping its start and its end."""
+    if len(name) <= most:
+        return name
+    keep = most - 1
+    return name[: keep // 2] + "…" + name[-(keep - keep // 2) :]
+
+
+def nice_ticks(low: float, high: float, most: int = 6) -> list[float]:
+    """Round tick values (1, 2 or 5 times a power of ten) covering ``low..high``."""
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
+        return [low]
+    raw = (high - low) / max(1, most - 1)
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    first = math.ceil(low / step - 1e-9) * step
+    count = math.floor((high - first) / step + 1e-9) + 1
+    return [round(first + i * step, 12) for i in range(max(count, 0))]
+
+
+_GAP_TEXT = {"nan": "NaN", "inf": "+Inf", "-inf": "-Inf"}
+
+
+def _segments(
+    xs: np.ndarray, ys: np.ndarray, gaps: Sequence[tuple[float, float, str]]
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The finite points split where a non-finite run lies between two of them (a line never
+    bridges a NaN)."""
+    cuts = sorted({int(np.searchsorted(xs, first)) for first, _, _ in gaps})
+    cuts = [c for c in cuts if 0 < c < len(xs)]
+    return list(zip(np.split(xs, cuts), np.split(ys, cuts), strict=True))
+
+
+def line_chart(
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    title: str,
+    xlabel: str,
+    marks: Mapping[float, str] | None = None,
+) -> str:
+    """One line per series (x values, y values), with the legend below it, whole names; marks
+    draws a dashed vertical line with a label at each x (where a rule fired, say). NaN and Inf
+    are drawn as red bands with their name and first step (a line never bridges them), a
+    series of one point as a dot; a long series keeps every bucket's min and max."""
+    shrunk = {
+        name: minmax_buckets(np.asarray(xs, dtype=np.float64), np.asarray(ys), MOST_POINTS)
+        for name, (xs, ys) in series.items()
+        if len(xs)
+    }
+    every_x = [
+        v for s in shrunk.values() for v in (*s.x, *(g[0] for g in s.gaps), *(g[1] for g in s.gaps))
+    ]
+    if not every_x:
+        return f"<p>{html.escape(title)}: no data.</p>"
+    finite_y = [float(v) for s in shrunk.values() for v in s.y]
+    x0, x1 = float(min(every_x)), float(max(every_x))
+    y0, y1 = (min(finite_y), max(finite_y)) if finite_y else (0.0, 1.0)
+    if x1 == x0:
+        x0, x1 = x0 - 1, x1 + 1
+    if y1 == y0:
+        pad = abs(y0) * 0.1 or 1.0
+        y0, y1 = y0 - pad, y1 + pad
+    else:
+        pad = (y1 - y0) * 0.04
+        y0, y1 = y0 - pad, y1 + pad
+    plot_w, plot_h = W - LEFT - RIGHT, H - TOP - BOTTOM
+
+    def sx(x: float) -> float:
+        return LEFT + (x - x0) / (x1 - x0) * plot_w
+
+    def sy(y: float) -> float:
+        return TOP + (1 - (y - y0) / (y1 - y0)) * plot_h
+
+    legend = [(name, PALETTE[i % len(PALETTE)], s) for i, (name, s) in enumerate(shrunk.items())]
+    height = H + 16 * len(legend) + 6
+    parts = [_frame(title, xlabel, (x0, x1, sx), (y0, y1, sy))]
+    if not finite_y:
+        parts.append(
+            f'<text x="{LEFT + plot_w / 2}" y="{TOP + plot_h / 2}" text-anchor="middle" '
+            f'fill="{BAD}" font-weight="bold">no finite value</text>'
+        )
+    for i, (x, label) in enumerate(sorted((marks or {}).items())):
+        if x0 <= x <= x1:
+            parts.append(
+                f'<line x1="{sx(x):.1f}" y1="{TOP}" x2="{sx(x):.1f}" y2="{H - BOTTOM}" '
+                f'stroke="#b00" stroke-dasharray="4 3"/><text x="{sx(x) + 3:.1f}" '
+                f'y="{TOP + 10 + 11 * (i % 4)}" font-size="10" fill="#b00">'
+                f"<title>{html.escape(label)}</title>{html.escape(_short(label, 40))}</text>"
+            )
+    for row, (name, color, s) in enumerate(legend):
+        for first, last, kind in s.gaps:
+            left, right = sx(first) - 2, sx(last) + 2
+            parts.append(
+                f'<rect class="nonfinite" x="{left:.1f}" y="{TOP}" width="{right - left:.1f}" '
+                f'height="{plot_h}" fill="{BAD}" fill-opacity="0.18"><title>{html.escape(name)}: '
+                f"{_GAP_TEXT[kind]} at steps {_fmt(first)} to {_fmt(last)}</title></rect>"
+            )
+        for xs, ys in _segments(s.x, s.y, s.gaps):
+            coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in zip(xs, ys, strict=True))
+            if len(xs) > 1:
+                parts.append(
+                    f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{coords}"/>'
+                )
+            if len(xs) == 1 or len(s.x) <= 40:
+                parts.extend(
+                    f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>'
+                    for x, y in zip(xs, ys, strict=True)
+                )
+        note = ""
+        if s.gaps:
+            first, _, kind = s.gaps[0]
+            note = f" — {_GAP_TEXT[kind]} from step {_fmt(first)}"
+            parts.append(
+                f'<text x="{min(sx(first) + 3, W - RIGHT - 60):.1f}" '
+                f'y="{H - BOTTOM - 6 - 12 * row}" '
+                f'font-size="10" font-weight="bold" fill="{BAD}">{_GAP_TEXT[kind]}</text>'
+            )
+        ly = H + 16 * row + 4
+        parts.append(
+            f'<rect x="{LEFT}" y="{ly}" width="10" height="10" fill="{color}"/>'
+            f'<text x="{LEFT + 16}" y="{ly + 9}" font-size="11">{html.escape(name)}'
+            f'<tspan fill="{BAD}" font-weight="bold">{html.escape(note)}</tspan></text>'
+        )
+    return _svg("".join(parts), title, height)
+
+
+def bar_chart(values: Mapping[str, float], title: str) -> str:
+    """Horizontal bars, largest first."""
+    items = sorted(values.items(), key=lambda kv: kv[1], reverse=True)
+    if not items:
+        return f"<p>{html.escape(title)}: no data.</p>"
+    top = max(abs(v) for _, v in items) or 1.0
+    height = TOP + 18 * len(items) + 10
+    parts = [
+        f'<text x="{W / 2}" y="16" text-anchor="middle" font-weight="bold">'
+        f"{html.escape(title)}</text>"
+    ]
+    for i, (name, value) in enumerate(items):
+        y = TOP + 18 * i
+        width = abs(value) / top * (W - 260)
+        parts.append(
+            f'<text x="150" y="{y + 12}" text-anchor="end" font-size="11">'
+            f"{html.escape(name[:24])}</text>"
+            f'<rect x="156" y="{y + 2}" width="{width:.1f}" height="13" fill="{PALETTE[0]}"/>'
+            f'<text x="{160 + width:.1f}" y="{y + 12}" font-size="11">{_fmt(value)}</text>'
+        )
+    return _svg("".join(parts), title, height)
+
+
+def _frame(
+    title: str,
+    xlabel: str,
+    xs: tuple[float, float, Callable[[float], float]],
+    ys: tuple[float, float, Callable[[float], float]],
+) -> str:
+    """Axes, round ticks with light grid lines, the title and the x label."""
+    bottom, right = H - BOTTOM, W - RIGHT
+    parts = [
+        f'<text x="{(LEFT + right) / 2}" y="16" text-anchor="middle" font-weight="bold">'
+        f"{html.escape(title)}</text>"
+    ]
+    (x0, x1, sx), (y0, y1, sy) = xs, ys
+    for y in nice_ticks(y0, y1):
+        parts.append(
+            f'<line x1="{LEFT}" y1="{sy(y):.1f}" x2="{right}" y2="{sy(y):.1f}" stroke="#eee"/>'
+            f'<text x="{LEFT - 4}" y="{sy(y) + 3:.1f}" text-anchor="end" font-size="10">'
+            f"{_fmt(y)}</text>"
+        )
+    for x in nice_ticks(x0, x1):
+        parts.append(
+            f'<line x1="{sx(x):.1f}" y1="{bottom}" x2="{sx(x):.1f}" y2="{bottom + 4}" '
+            f'stroke="#444"/><text x="{sx(x):.1f}" y="{bottom + 14}" text-anchor="middle" '
+            f'font-size="10">{_fmt(x)}</text>'
+        )
+    parts.append(
+        f'<line x1="{LEFT}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#444"/>'
+        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom}" stroke="#444"/>'
+        f'<text x="{(LEFT + right) / 2}" y="{bottom + 28}" text-anchor="middle" font-size="11">'
+        f"{html.escape(xlabel)}</text>"
+    )
+    return "".join(parts)
+
+
+def _svg(body: str, title: str, height: int = H) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" '
+        f'viewBox="0 0 {W} {height}" role="img" aria-label="{html.escape(title)}">{body}</svg>'
+    )
+
+
+def _blend(low: str, high: str, t: float) -> str:
+    a = [int(low[i : i + 2], 16) for i in (1, 3, 5)]
+    b = [int(high[i : i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(p + (q - p) * t):02x}" for p, q in zip(a, b, strict=True))
+
+
+def heatmap(
+    matrix: Sequence[Sequence[float]],
+    rows: Sequence[str],
+    columns: Sequence[float],
+    title: str,
+    low: str = "#fff7ec",
+    high: str = "#7f0000",
+    scale: tuple[float, float] | None = None,
+    percent: bool = False,
+    zero: str | None = None,
+    spans: Sequence[Sequence[float]] | None = None,
+) -> str:
+    """Rows x columns of cells shaded from ``low`` to ``high`` over ``scale`` (default: the
+    range of the finite values), with a colour bar; blank where a value is missing. ``zero``:
+    cells holding ``-inf`` (the log of an exact zero, say) are drawn in that colour and named
+    in the legend, never left blank. ``percent`` writes values as percentages. ``columns``
+    are the steps of the columns; ``spans``, where a column stands for a bucket of steps,
+    its (first, last) step, named in each cell's tooltip."""
+    values = [v for row in matrix for v in row if math.isfinite(v)]
+    zeros = zero is not None and any(v == -math.inf for row in matrix for v in row)
+    if not (values or zeros) or not rows or not columns:
+        return f"<p>{html.escape(title)}: no data.</p>"
+    v0, v1 = scale if scale is not None else (min(values or [0.0]), max(values or [0.0]))
+
+    def text(value: float) -> str:
+        return f"{value * 100:.0f}%" if percent else _fmt(value)
+
+    left, cell_h = 190, 14
+    cell_w = max(2.0, (W - left - 20) / len(columns))
+    bottom = TOP + cell_h * len(rows)
+    height = bottom + 62
+    parts = [
+        f'<text x="{W / 2}" y="16" text-anchor="middle" font-weight="bold">'
+        f"{html.escape(title)}</text>"
+    ]
+    for r, (name, row) in enumerate(zip(rows, matrix, strict=True)):
+        y = TOP + cell_h * r
+        parts.append(
+            f'<text x="{left - 4}" y="{y + 11}" text-anchor="end" font-size="10">'
+            f"<title>{html.escape(name)}</title>{html.escape(_short(name, 32))}</text>"
+        )
+        for c, value in enumerate(row):
+            if zeros and value == -math.inf:
+                color, shown = str(zero), "exactly 0"
+            elif math.isfinite(value):
+                t = 0.0 if v1 == v0 else min(1.0, max(0.0, (value - v0) / (v1 - v0)))
+                color, shown = _blend(low, high, t), text(value)
+            else:
+                continue
+            where = (
+                f"step {_step(columns[c])}"
+                if spans is None or spans[c][0] == spans[c][1]
+                else f"steps {_step(spans[c][0])} to {_step(spans[c][1])}"
+            )
+            parts.append(
+                f'<rect x="{left + c * cell_w:.1f}" y="{y}" width="{cell_w + 0.5:.1f}" '
+                f'height="{cell_h}" fill="{color}"><title>{html.escape(name)} at '
+                f"{where}: {shown}</title></rect>"
+            )
+    span = columns[-1] - columns[0] or 1
+    for step in nice_ticks(columns[0], columns[-1]):
+        x = left + (step - columns[0]) / span * cell_w * (len(columns) - 1) + cell_w / 2
+        parts.append(
+            f'<text x="{x:.1f}" y="{bottom + 13}" text-anchor="middle" font-size="10">'
+            f"{_fmt(step)}</text>"
+        )
+    parts.append(
+        f'<text x="{left - 4}" y="{bottom + 13}" text-anchor="end" font-size="10">step</text>'
+    )
+    bar_y, bar_w = bottom + 24, 160  # the colour bar, with its two ends written out
+    parts.append(
+        f'<defs><linearGradient id="g{low[1:]}{high[1:]}"><stop offset="0" stop-color="{low}"/>'
+        f'<stop offset="1" stop-color="{high}"/></linearGradient></defs>'
+        f'<rect class="colorbar" x="{left}" y="{bar_y}" width="{bar_w}" height="10" '
+        f'fill="url(#g{low[1:]}{high[1:]})" stroke="#888"/>'
+        f'<text x="{left}" y="{bar_y + 22}" font-size="10">{text(v0)}</text>'
+        f'<text x="{left + bar_w}" y="{bar_y + 22}" text-anchor="end" font-size="10">'
+        f"{text(v1)}</text>"
+    )
+    if zeros:
+        parts.append(
+            f'<rect x="{left + bar_w + 24}" y="{bar_y}" width="10" height="10" fill="{zero}"/>'
+            f'<text x="{left + bar_w + 38}" y="{bar_y + 9}" font-size="10">exactly 0</text>'
+        )
+    return _svg("".join(parts), title, height)

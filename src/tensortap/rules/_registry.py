@@ -1,0 +1,123 @@
+"""The rules registry: every rule a configuration can name, by class name.
+
+A rule registers itself where it is defined: a :class:`~tensortap.rules.Rule` subclass in a
+public module of :mod:`tensortap.rules.builtin` registers when its class statement runs (that
+package imports all its public modules), and a rule defined anywhere else registers with
+:func:`register_rule`::
+
+    @register_rule
+    class MyRule(Rule):
+        collections_needed = ("gradients",)
+
+        def __init__(self, base_trial, threshold: float = 1.0) -> None: ...
+
+What the class declares is what the rest derives: its name (the key here), its parameters
+(``__init__``'s annotations), the collections it needs, and its configuration name
+(``config_name``, by default the class name in snake case: ``rule_configs.my_rule()``).
+``BUILTIN_RULES``, the names :mod:`tensortap.rules` exports, the :mod:`rule_configs` helpers
+and the command line's ``--rule`` choices are all read from here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, TypeVar
+
+from tensortap.exceptions import InvalidConfigError
+
+if TYPE_CHECKING:
+    from tensortap.rules._rule import Rule
+
+#: The package whose public modules hold the built-in rules (registered by being defined there).
+BUILTIN_PACKAGE = "tensortap.rules.builtin"
+
+#: Every registered rule by class name, in the order they registered. Shared, live: what
+#: ``tensortap.rules.builtin.BUILTIN_RULES`` is.
+REGISTRY: dict[str, type[Rule]] = {}
+
+R = TypeVar("R", bound="type[Rule]")
+
+_WORD = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def snake_case(class_name: str) -> str:
+    """``VanishingGradient`` -> ``vanishing_gradient``; a run of capitals is one word
+    (``NLPSequenceRatio`` -> ``nlp_sequence_ratio``)."""
+    return _WORD.sub("_", class_name).lower()
+
+
+def config_name(cls: type[Rule]) -> str:
+    """The name of the ``rule_configs`` helper of ``cls``: its declared ``config_name``, or its
+    class name in snake case."""
+    declared = cls.__dict__.get("config_name")
+    return declared if isinstance(declared, str) else snake_case(cls.__name__)
+
+
+def is_builtin_module(module: str) -> bool:
+    """True for a public module of the built-in rules' package (``_common`` is a helper)."""
+    package, _, leaf = module.rpartition(".")
+    return package == BUILTIN_PACKAGE and not leaf.startswith("_")
+
+
+def register_rule(cls: R) -> R:
+    """Register the rule class ``cls`` (a decorator): configurations, ``rule_configs`` and jobs
+    can then name it like a built-in rule. Defining the class again (a re-run cell, a reloaded
+    module) replaces it; another class of the same name, or of the same configuration name,
+    is refused."""
+    from tensortap.rules._rule import Rule
+
+    if not (isinstance(cls, type) and issubclass(cls, Rule)) or cls is Rule:
+        raise InvalidConfigError(
+            f"register_rule takes a subclass of tensortap.rules.Rule, got {cls!r}; subclass "
+            "Rule and implement invoke_at_step"
+        )
+    name, helper = cls.__name__, config_name(cls)
+    known = REGISTRY.get(name)
+    if known is not None and _where(known) != _where(cls):
+        raise InvalidConfigError(
+            f"a rule named {name} is already registered (from {known.__module__}); give "
+            f"{cls.__module__}.{cls.__qualname__} another class name"
+        )
+    for other in REGISTRY.values():
+        if other.__name__ != name and config_name(other) == helper:
+            raise InvalidConfigError(
+                f"rule {name}'s configuration name {helper!r} is already that of rule "
+                f"{other.__name__}; declare another one on the class (config_name = '...')"
+            )
+    REGISTRY[name] = cls
+    return cls
+
+
+def unregister_rule(name: str) -> None:
+    """Remove the rule registered as ``name`` (tests, notebooks); unknown names are ignored."""
+    REGISTRY.pop(name, None)
+
+
+def registered(name: str) -> type[Rule] | None:
+    """The rule registered as class name ``name``, or None."""
+    return REGISTRY.get(name)
+
+
+def by_config_name(helper: str) -> type[Rule] | None:
+    """The rule whose configuration name is ``helper`` (``vanishing_gradient``), or None."""
+    for cls in REGISTRY.values():
+        if config_name(cls) == helper:
+            return cls
+    return None
+
+
+def _where(cls: type) -> tuple[str, str]:
+    return cls.__module__, cls.__qualname__
+
+
+__all__ = [
+    "BUILTIN_PACKAGE",
+    "REGISTRY",
+    "by_config_name",
+    "config_name",
+    "is_builtin_module",
+    "register_rule",
+    "registered",
+    "snake_case",
+    "unregister_rule",
+]

@@ -1,0 +1,426 @@
+"""The Rule base class: a rule looks at trials at one step and answers whether its condition holds.
+
+A rule answers; it does not act (see :mod:`tensortap.rules._invoker` for the loop that walks the
+steps, and the job runner for actions). Subclasses implement ``invoke_at_step(step) -> bool``
+and may describe why with :meth:`Rule.explain`; their keyword parameters are read from strings
+or Python values by the annotations of ``__init__`` (see :mod:`tensortap.rules._params`), and
+their values are checked by :meth:`Rule.check_values`, a class method: a configuration is
+checked without a trial (:meth:`Rule.check_parameters`). A rule defined in a public module of
+:mod:`tensortap.rules.builtin` registers itself (see :mod:`tensortap.rules._registry`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import traceback
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from tensortap.core._modes import ModeKeys
+from tensortap.exceptions import (
+    InvalidConfigError,
+    MissingCollectionFiles,
+    NoMoreData,
+    RuleError,
+    RuleEvaluationConditionMet,
+    StepUnavailable,
+    TensorUnavailable,
+    TensorUnavailableForStep,
+)
+from tensortap.rules._finding import Finding, Outcome, Severity, StepRun
+from tensortap.rules._params import ParamSpec, check
+from tensortap.rules._registry import is_builtin_module, register_rule
+from tensortap.rules._required_tensors import RequiredTensors
+from tensortap.rules._signature import check_parameters, parse_init
+
+if TYPE_CHECKING:
+    from tensortap.trials._trial import Trial
+
+# What a rule meets when the data it needs was not saved at a step: skipped, never a crash.
+MISSING_DATA = (
+    TensorUnavailableForStep,
+    StepUnavailable,
+    TensorUnavailable,
+    NoMoreData,
+    MissingCollectionFiles,
+)
+
+
+class StepSkipped(Exception):
+    """Raised by a rule when the step holds nothing it can judge (counted as skipped)."""
+
+
+class _Explanation:
+    __slots__ = ("details", "judged", "message", "severity", "tensors", "threshold", "value")
+
+    def __init__(
+        self,
+        message: str,
+        tensors: Sequence[str],
+        value: float | None,
+        threshold: Any,
+        severity: Severity | None,
+        details: dict[str, Any],
+        judged: bool | None = None,
+    ) -> None:
+        self.message, self.tensors, self.value = message, tuple(tensors), value
+        self.threshold, self.severity, self.details = threshold, severity, details
+        self.judged = judged
+
+
+class Rule:
+    """Base of every rule. ``base_trial`` is the job the rule watches; ``other_trials`` are
+    further jobs it may compare with. Subclasses implement :meth:`invoke_at_step`.
+
+    Class attributes a rule may set: ``collections_needed`` (collections the hook must save
+    for the rule to work: a job saves them, and a rule that found none of them says so),
+    ``severity`` (how grave its findings are unless :meth:`explain` says otherwise).
+    """
+
+    collections_needed: ClassVar[tuple[str, ...]] = ()
+    severity: ClassVar[Severity] = Severity.PROBLEM
+    #: False for a rule that judges something else than saved values (time, for
+    #: StalledTrainingRule): each answer then counts as judged.
+    reads_data: ClassVar[bool] = True
+    #: Save settings a rule asks of its collections (``{"outputs": {"reductions": "max"}}``).
+    collection_parameters: ClassVar[dict[str, dict[str, str]]] = {}
+    #: Parameters, as found on ``__init__``; filled in for every subclass.
+    _param_specs: ClassVar[tuple[ParamSpec, ...]] = ()
+    #: The name of the rule's ``rule_configs`` helper, when its class name in snake case is
+    #: not it (``NaNInfRootCause``: ``nan_inf_root_cause``); read from the class itself only.
+    config_name: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        parse_init(cls, Rule)
+        if is_builtin_module(cls.__module__) and not cls.__name__.startswith("_"):
+            register_rule(cls)  # a built-in rule: defined in tensortap.rules.builtin
+
+    def __init__(self, base_trial: Trial, other_trials: Iterable[Trial] | None = None) -> None:
+        if base_trial is None or not hasattr(base_trial, "tensor_names"):
+            raise InvalidConfigError(
+                f"rule {type(self).__name__} needs a trial as base_trial, got {base_trial!r}; "
+                "open one with tensortap.create_trial(path)"
+            )
+        if other_trials is not None and hasattr(other_trials, "tensor_names"):
+            other_trials = [other_trials]  # type: ignore[list-item]
+        self.base_trial = base_trial
+        self.other_trials: list[Trial] = list(other_trials or [])
+        self.trials = [base_trial, *self.other_trials]
+        self.req_tensors = RequiredTensors(base_trial, self.other_trials)
+        self.rule_name = type(self).__name__
+        self.logger = logging.getLogger(f"tensortap.rules.{self.rule_name}")
+        self._explanation: _Explanation | None = None
+        self._asked: set[str] = set()  # collections this rule asked the base trial for
+        # why evaluations that read data judged nothing (explain(..., judged=False))
+        self._unjudged: Counter[str] = Counter()
+
+    # -- what subclasses implement --
+    def set_required_tensors(self, step: int) -> None:
+        """Optionally ``self.req_tensors.add(...)`` what ``invoke_at_step(step)`` will read."""
+
+    def invoke_at_step(self, step: int) -> bool:
+        """True if the rule's condition holds at global ``step``."""
+        raise NotImplementedError(f"rule {self.rule_name} does not implement invoke_at_step")
+
+    def invoke_while_waiting(self, last_step: int | None) -> bool:
+        """Called while the invoker waits for training to publish a new step (a rule about
+        time, such as StalledTrainingRule, answers here); True if the condition holds."""
+        return False
+
+    # -- helpers for subclasses --
+    def explain(
+        self,
+        message: str,
+        tensors: Sequence[str] | str = (),
+        value: float | None = None,
+        threshold: Any = None,
+        severity: Severity | None = None,
+        *,
+        judged: bool | None = None,
+        **details: Any,
+    ) -> None:
+        """Say why the current evaluation answered as it did (kept in its :class:`Finding`);
+        ``severity`` overrides the rule's own for this finding. ``judged=False`` says that the
+        evaluation judged nothing although it read saved values (it only collected a baseline,
+        or had nothing to compare a single value with): ``message`` is then why, and a rule
+        whose evaluations all judged nothing ends NoData saying so; ``judged=True`` says it
+        judged what was saved without reading a value (which tensors exist)."""
+        if isinstance(tensors, str):
+            tensors = (tensors,)
+        self._explanation = _Explanation(
+            message, tensors, value, threshold, severity, details, judged
+        )
+
+    def skip(self, reason: str) -> StepSkipped:
+        """``raise self.skip("no gradients at this step")`` when a step holds nothing to judge."""
+        return StepSkipped(reason)
+
+    @classmethod
+    def check_param(cls, name: str, value: Any, ok: bool, expected: str) -> None:
+        """Fail, naming the rule and parameter, unless ``ok`` (in :meth:`check_values`)."""
+        check(cls.__name__, name, value, ok, expected)
+
+    @classmethod
+    def parameters(cls) -> tuple[ParamSpec, ...]:
+        """The rule's parameters (name, type, default)."""
+        return cls._param_specs
+
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        """Check the values of the rule's parameters (every one of :meth:`parameters`, by
+        name, read and with the defaults filled in) with :meth:`check_param`. Runs before
+        ``__init__`` when the rule is built, and without a trial when a configuration names
+        it (:meth:`check_parameters`). A subclass that changes the parameters of the rule it
+        extends overrides it (calling ``super().check_values(params)`` for those it keeps)."""
+
+    @classmethod
+    def check_parameters(cls, **params: Any) -> dict[str, Any]:
+        """The rule's parameters read from ``params`` (strings or values) over its defaults,
+        checked without a trial: an unknown, missing, unreadable or out-of-range value raises
+        InvalidConfigError now rather than when the rule starts."""
+        return check_parameters(cls, params)
+
+    @classmethod
+    def required_collections(cls, **params: Any) -> tuple[str, ...]:
+        """Collections the hook must save for this rule (given its parameters)."""
+        return cls.collections_needed
+
+    def no_data_reason(self) -> str:
+        """What the rule looked for and did not find, for a rule that judged nothing: the
+        collections it needs that hold no tensor in the trial, and how to save them."""
+        needed = list(dict.fromkeys([*type(self).collections_needed, *sorted(self._asked)]))
+        empty = []
+        for collection in needed:
+            try:
+                if not self.base_trial.tensor_names(collection=collection):
+                    empty.append(collection)
+            except MissingCollectionFiles:  # no such collection recorded at all
+                empty.append(collection)
+        # what it said of the steps it read and did not judge comes first: the real reason
+        reasons = [reason for reason, _ in self._unjudged.most_common(2)]
+        if empty:
+            reasons.append(
+                f"the trial has no tensor in {', '.join(empty)}; save "
+                f"{'them' if len(empty) > 1 else 'it'} with include_collections="
+                f"{empty!r}, or declare collections_needed = {tuple(empty)!r} on the rule "
+                "class (a job saves what its rules declare)"
+            )
+        if not reasons:
+            return "it read no saved value at any step" + (
+                f" (it reads {', '.join(needed)})" if needed else ""
+            )
+        return "; ".join(reasons)
+
+    # -- evaluation --
+    def evaluate(self, step: int) -> Finding:
+        """Run the rule at ``step`` and say what came of it; never raises for the rule's errors
+        or for missing data (those become SKIPPED and ERROR findings)."""
+        self._explanation = None
+        base = self.base_trial  # note the collections this rule asks for (see no_data_reason)
+        reads = self._values_read()
+        asked_before = getattr(base, "collections_asked", None)
+        if asked_before is not None:
+            base.collections_asked = set()
+        mode: ModeKeys | None = None
+        mode_step: int | None = None
+        try:
+            with _holding(self.trials):  # one consistent view per evaluation
+                mode, mode_step = _mode_of(base, step)
+                self.req_tensors.clear()
+                self.set_required_tensors(step)
+                self.req_tensors.fetch()
+                answer = self.invoke_at_step(step)
+        except StepSkipped as exc:
+            return self._finding(step, mode, mode_step, Outcome.SKIPPED, str(exc))
+        except MISSING_DATA as exc:
+            return self._finding(step, mode, mode_step, Outcome.SKIPPED, str(exc))
+        except (Exception, SystemExit) as exc:  # the rule's own code failed (or exited)
+            return self._failed(step, mode, mode_step, exc)
+        finally:
+            if asked_before is not None:
+                self._asked |= base.collections_asked
+                base.collections_asked = asked_before | base.collections_asked
+        outcome = Outcome.TRIGGERED if answer else Outcome.OK
+        default = "condition met" if answer else "condition not met"
+        judged = bool(answer) or not self.reads_data or self._values_read() > reads
+        said = self._explained()  # what invoke_at_step said (it set self._explanation)
+        if not answer and said is not None and said.judged is False:
+            judged = False
+            self._unjudged[said.message[:200]] += 1
+        elif said is not None and said.judged:  # judged what was saved, not values (names)
+            judged = True
+        return self._finding(step, mode, mode_step, outcome, default, judged=judged)
+
+    def _explained(self) -> _Explanation | None:
+        return self._explanation
+
+    def _values_read(self) -> int:
+        if len(self.trials) == 1:
+            return int(getattr(self.base_trial, "values_read", 0))
+        return sum(getattr(t, "values_read", 0) for t in self.trials)
+
+    # -- many steps at once --
+    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
+        """Judge ``steps`` (ascending global steps the trial holds, all published) and yield
+        what :meth:`evaluate` would give at each, in order: a rule that can tell many quiet
+        steps at once from saved series overrides this to yield :class:`StepRun` s for them
+        (and calls :meth:`evaluate` at the others, its state as the walk step by step would
+        leave it), so that a finished trial is judged without a Python call per step. The
+        summaries are the same either way (tests compare them). Default: step by step."""
+        for step in steps:
+            yield self.evaluate(step)
+
+    @property
+    def judges_in_bulk(self) -> bool:
+        """True if this rule's class overrides :meth:`judge_steps`."""
+        return type(self).judge_steps is not Rule.judge_steps
+
+    def failure(self, step: int, exc: BaseException) -> Finding:
+        """The ERROR finding of ``exc``, raised by this rule's own code at ``step``."""
+        return self._failed(step, *_mode_of(self.base_trial, step), exc)
+
+    def _failed(
+        self, step: int, mode: ModeKeys | None, mode_step: int | None, exc: BaseException
+    ) -> Finding:
+        trace = "".join(traceback.format_exception(exc))
+        return self._finding(step, mode, mode_step, Outcome.ERROR, failure_text(exc), trace)
+
+    def quiet(
+        self, steps: np.ndarray, why_unjudged: str | None = None, *, judged: bool = True
+    ) -> StepRun:
+        """OK steps of :meth:`judge_steps` that judged saved values, unless ``why_unjudged``
+        says why they did not (as ``explain(..., judged=False)`` would) or ``judged`` is False
+        (they read nothing, and said nothing of it)."""
+        if why_unjudged is not None:
+            self._unjudged[why_unjudged[:200]] += len(steps)
+        judged = judged and why_unjudged is None
+        return StepRun(self.rule_name, steps, Outcome.OK, why_unjudged or "", judged)
+
+    def skipped(self, steps: np.ndarray, reason: str) -> StepRun:
+        """Skipped steps of :meth:`judge_steps` (as ``raise self.skip(reason)`` at each)."""
+        return StepRun(self.rule_name, steps, Outcome.SKIPPED, reason, False)
+
+    def note_asked(self, *collections: str) -> None:
+        """Count ``collections`` as asked for by this rule (as reading their names at a step
+        would): a rule judging in bulk says what the walk step by step would have asked."""
+        self._asked.update(collections)
+        asked = getattr(self.base_trial, "collections_asked", None)
+        if asked is not None:
+            asked.update(collections)
+
+    @contextlib.contextmanager
+    def asking(self) -> Iterator[None]:
+        """Note the collections this rule asks the base trial for in the block (as an
+        evaluation does): a rule that judges steps in bulk reads names in here."""
+        base = self.base_trial
+        asked_before = getattr(base, "collections_asked", None)
+        if asked_before is None:
+            yield
+            return
+        base.collections_asked = set()
+        try:
+            with base.no_refresh():
+                yield
+        finally:
+            self._asked |= base.collections_asked
+            base.collections_asked = asked_before | base.collections_asked
+
+    def waiting_finding(self, last_step: int | None) -> Finding | None:
+        """The finding of :meth:`invoke_while_waiting`, or None when nothing is to report."""
+        self._explanation = None
+        step = -1 if last_step is None else last_step
+        try:
+            answer = self.invoke_while_waiting(last_step)
+        except (Exception, SystemExit) as exc:
+            return self._failed(step, None, None, exc)
+        if not answer:
+            return None
+        return self._finding(step, None, None, Outcome.TRIGGERED, "condition met")
+
+    def invoke(self, step: int) -> None:
+        """smdebug's entry point: evaluate at ``step`` and raise RuleEvaluationConditionMet if
+        the condition holds (errors in the rule propagate)."""
+        finding = self.evaluate(step)
+        if finding.outcome is Outcome.ERROR:
+            raise RuleError(self.rule_name, step, finding.message, finding.traceback or "")
+        if finding.triggered:
+            raise RuleEvaluationConditionMet(self.rule_name, step, message=finding.message)
+
+    def _finding(
+        self,
+        step: int,
+        mode: ModeKeys | None,
+        mode_step: int | None,
+        outcome: Outcome,
+        default_message: str,
+        traceback: str | None = None,
+        judged: bool = True,
+    ) -> Finding:
+        ex = self._explanation if outcome in (Outcome.OK, Outcome.TRIGGERED) else None
+        self._explanation = None
+        severity = None
+        if outcome is Outcome.TRIGGERED:
+            severity = type(self).severity if ex is None or ex.severity is None else ex.severity
+        if ex is None:
+            return Finding(
+                self.rule_name,
+                step,
+                outcome,
+                default_message,
+                mode,
+                mode_step,
+                traceback=traceback,
+                severity=severity,
+                judged=judged,
+            )
+        return Finding(
+            self.rule_name,
+            step,
+            outcome,
+            ex.message,
+            mode,
+            mode_step,
+            ex.tensors,
+            None if ex.value is None else float(ex.value),
+            ex.threshold,
+            ex.details,
+            severity=severity,
+            judged=judged,
+        )
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{s.name}={getattr(self, s.name, '?')!r}" for s in self._param_specs)
+        return f"{self.rule_name}({params})"
+
+
+def _mode_of(trial: Trial, step: int) -> tuple[ModeKeys | None, int | None]:
+    try:
+        with trial.no_refresh():
+            return trial.mode(step), trial.mode_step(step)
+    except Exception:
+        return None, None
+
+
+def _holding(trials: Sequence[Trial]) -> contextlib.AbstractContextManager[Any]:
+    """Every trial's ``no_refresh`` at once (one trial's alone: the usual case, and cheap)."""
+    if len(trials) == 1:
+        return trials[0].no_refresh()
+    held = contextlib.ExitStack()
+    for trial in trials:
+        held.enter_context(trial.no_refresh())
+    return held
+
+
+def failure_text(exc: BaseException) -> str:
+    """What a rule's failure says (a rule that calls sys.exit() is told what to do instead)."""
+    if isinstance(exc, SystemExit):
+        return (
+            f"SystemExit: the rule called sys.exit({exc.code!r}); a rule reports by returning "
+            "True (condition met) or False from invoke_at_step, never by exiting"
+        )
+    return f"{type(exc).__name__}: {exc}"

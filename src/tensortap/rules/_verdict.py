@@ -1,0 +1,309 @@
+"""One diagnosis per run: the rules' findings turned into a verdict.
+
+The verdict is *healthy* (rules judged the run and none found a problem), *unknown* (no rule
+could judge it), or a *problem*: the most likely root cause first, with its evidence in time
+order (its first anomaly, then what followed from it), and a fix to try. Consequences are
+folded under their cause (a NaN after a learning rate far too high is not a second problem);
+causes that nothing present explains are listed after it, gravest first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tensortap.rules._causes import (
+    CAUSES,
+    DYNAMICS_TIER,
+    RULE_CAUSES,
+    SETUP_TIER,
+    Cause,
+    cause_of,
+)
+
+if TYPE_CHECKING:
+    from tensortap.rules._invoker import RuleSummary
+
+_ORDER = {cause_id: i for i, cause_id in enumerate(CAUSES)}
+#: Statuses of a rule that judged the run.
+JUDGED = frozenset({"NoIssuesFound", "IssuesFound"})
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    """What one rule said of a run: its status and its gravest triggered finding (the first
+    of its gravest severity, as ``Finding.to_dict()``), or why it could not judge."""
+
+    rule: str
+    status: str
+    finding: Mapping[str, Any] | None = None
+    details: str = ""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A finding in the chain: when (global ``step``), which rule, what it names and says."""
+
+    step: int
+    rule: str
+    cause: str
+    severity: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "rule": self.rule,
+            "cause": self.cause,
+            "severity": self.severity,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A root cause and its chain: its own evidence first, then its consequences by step."""
+
+    cause: Cause
+    evidence: tuple[Evidence, ...]
+    consequences: tuple[Evidence, ...] = ()
+
+    @property
+    def first_step(self) -> int:
+        return self.evidence[0].step
+
+    def headline(self, limit: int = 3) -> str:
+        """``learning rate too high: <first anomaly>; then NaN or infinite values at step 10``"""
+        text = f"{self.cause.title}: {self.evidence[0].message}"
+        seen: set[str] = {self.cause.id}
+        then = []
+        for e in self.consequences:
+            if e.cause not in seen:
+                seen.add(e.cause)
+                then.append(f"{_title(e.cause)} at step {e.step} ({e.rule})")
+        if then:
+            text += "; then " + ", ".join(then[:limit])
+            if len(then) > limit:
+                text += f" and {len(then) - limit} more"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cause": self.cause.id,
+            "title": self.cause.title,
+            "fix": self.cause.fix,
+            "first_step": self.first_step,
+            "headline": self.headline(),
+            "evidence": [e.to_dict() for e in self.evidence],
+            "consequences": [e.to_dict() for e in self.consequences],
+        }
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The verdict on one run (see the module docstring)."""
+
+    verdict: str  # "healthy", "problem" or "unknown"
+    problems: tuple[Problem, ...] = ()
+    warnings: tuple[Evidence, ...] = ()
+    judged: tuple[str, ...] = ()
+    not_judged: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def healthy(self) -> bool:
+        return self.verdict == "healthy"
+
+    @property
+    def cause(self) -> Cause | None:
+        """The most likely root cause, or None when no rule found a problem."""
+        return self.problems[0].cause if self.problems else None
+
+    @property
+    def causes(self) -> tuple[str, ...]:
+        """Every cause named, root causes in order, then their consequences."""
+        named = [p.cause.id for p in self.problems]
+        for p in self.problems:
+            named += [e.cause for e in p.consequences if e.cause not in named]
+        return tuple(dict.fromkeys(named))
+
+    def headline(self) -> str:
+        """One line: ``healthy``, ``unknown: ...`` or the root cause with its chain."""
+        if self.verdict == "problem":
+            return self.problems[0].headline()
+        if self.verdict == "healthy":
+            text = f"healthy: {len(self.judged)} rules judged the run and found no problem"
+            if self.not_judged:
+                text += f" ({len(self.not_judged)} could not judge it)"
+            return text
+        return "unknown: no rule could judge the run" + (
+            f" ({self.not_judged[0][0]}: {self.not_judged[0][1]})" if self.not_judged else ""
+        )
+
+    def __str__(self) -> str:
+        lines = [f"diagnosis: {self.headline()}"]
+        for i, p in enumerate(self.problems):
+            if i:
+                lines.append(f"also: {p.headline()}")
+            lines.append(f"  try: {p.cause.fix}")
+            for e in (*p.evidence, *p.consequences):
+                lines.append(f"    step {e.step:>6}  {e.rule}: {e.message}")
+        if self.warnings:
+            lines.append("  to look at (not problems):")
+            lines += [f"    step {e.step:>6}  {e.rule} ({e.severity}): {e.message}" for e in
+                      self.warnings]  # fmt: skip
+        if self.not_judged and self.verdict != "unknown":
+            names = ", ".join(rule for rule, _ in self.not_judged)
+            lines.append(f"  could not judge (not counted as healthy): {names}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "headline": self.headline(),
+            "cause": None if self.cause is None else self.cause.id,
+            "problems": [p.to_dict() for p in self.problems],
+            "warnings": [e.to_dict() for e in self.warnings],
+            "judged": list(self.judged),
+            "not_judged": [{"rule": r, "why": why} for r, why in self.not_judged],
+        }
+
+
+def _in_time(e: Evidence) -> tuple[int, bool, str]:
+    """Evidence in time order; at one step, the rule whose own subject the cause is first
+    (NaN is ExplodingTensor's subject, not AllZero's)."""
+    return (e.step, RULE_CAUSES.get(e.rule) != e.cause, e.rule)
+
+
+def _title(cause_id: str) -> str:
+    cause = CAUSES.get(cause_id)
+    return cause.title if cause is not None else cause_id
+
+
+def _evidence(outcome: RuleOutcome, finding: Mapping[str, Any], cause: Cause) -> Evidence:
+    return Evidence(
+        step=int(finding.get("step", 0)),
+        rule=outcome.rule,
+        cause=cause.id,
+        severity=str(finding.get("severity") or "problem"),
+        message=str(finding.get("message", "")),
+    )
+
+
+def _unnamed(rule: str) -> Cause:
+    """The cause of a problem from a rule that names none (a custom rule): itself."""
+    return Cause(f"rule:{rule}", f"{rule} found a problem", DYNAMICS_TIER, "see the rule's message")
+
+
+def build(outcomes: Iterable[RuleOutcome]) -> Diagnosis:
+    """The diagnosis of one run from what each of its rules said."""
+    outcomes = list(outcomes)
+    found: dict[str, list[Evidence]] = {}
+    causes: dict[str, Cause] = {}
+    warnings: list[Evidence] = []
+    for o in outcomes:
+        f = o.finding
+        if not f or o.status != "IssuesFound":
+            continue
+        cause = cause_of(f) or _unnamed(o.rule)
+        e = _evidence(o, f, cause)
+        if e.severity == "problem":
+            causes[cause.id] = cause
+            found.setdefault(cause.id, []).append(e)
+        else:
+            warnings.append(e)
+    judged = tuple(o.rule for o in outcomes if o.status in JUDGED)
+    not_judged = tuple(
+        (o.rule, (o.details or o.status).splitlines()[0] if (o.details or o.status) else "")
+        for o in outcomes
+        if o.status not in JUDGED
+    )
+    warnings.sort(key=_in_time)
+    if not found:
+        return Diagnosis(
+            "healthy" if judged else "unknown", (), tuple(warnings), judged, not_judged
+        )
+    for chain in found.values():
+        chain.sort(key=_in_time)
+
+    def key(cause_id: str) -> tuple[int, int, int]:
+        return (causes[cause_id].tier, found[cause_id][0].step, _ORDER.get(cause_id, len(_ORDER)))
+
+    present = sorted(found, key=key)
+    rank = {c: i for i, c in enumerate(present)}
+
+    def folds(d: str, c: str) -> bool:
+        """Whether ``d`` explains ``c`` and is the cause between them: a cause that explains
+        another that does not explain it back, whatever their tiers (a NaN explains
+        predictions at chance), but never what came before it unless it is a fault of the
+        loop or the set-up, there from the first step however late a rule saw it; of two that
+        explain each other, the higher ranked."""
+        if c not in causes[d].explains:
+            return False
+        if causes[d].tier > SETUP_TIER and found[d][0].step > found[c][0].step:
+            return False
+        return d not in causes[c].explains or rank[d] < rank[c]
+
+    # Roots: the causes nothing present folds, gravest first; each root takes what it reaches
+    # through the causes present. A cycle of three or more that no root reaches (each folds
+    # the next) gets its highest-ranked cause as a root of its own.
+    roots = [c for c in present if not any(folds(d, c) for d in present if d != c)]
+    owner: dict[str, str] = {}
+    while len(owner) < len(present):
+        if not roots or all(r in owner for r in roots):
+            roots.append(next(c for c in present if c not in owner))
+        for root in roots:
+            if root in owner:
+                continue
+            owner[root] = root
+            frontier = [root]
+            while frontier:
+                for c in causes[frontier.pop()].explains:
+                    if c in found and c not in owner:
+                        owner[c] = root
+                        frontier.append(c)
+    problems = []
+    for root in roots:
+        folded = [e for c in present if c != root and owner[c] == root for e in found[c]]
+        folded.sort(key=_in_time)
+        problems.append(Problem(causes[root], tuple(found[root]), tuple(folded)))
+    return Diagnosis("problem", tuple(problems), tuple(warnings), judged, not_judged)
+
+
+def outcome_of(summary: RuleSummary) -> RuleOutcome:
+    """A finished rule summary as a :class:`RuleOutcome`."""
+    gravest = summary.gravest
+    finding = None
+    if gravest is not None:
+        finding = {**gravest.to_dict(), "rule_class": summary.rule}
+    return RuleOutcome(summary.rule, summary.status.value, finding, summary.details)
+
+
+def job_outcomes(rule_statuses: Iterable[Mapping[str, Any]]) -> list[RuleOutcome]:
+    """What a job's rules said, from their status records (``summary["rules"]``)."""
+    outcomes = []
+    for status in rule_statuses:
+        name = str(status.get("RuleConfigurationName", "?"))
+        finding = status.get("gravest")
+        if finding is None and status.get("gravest_step") is not None:  # an older record
+            finding = {
+                "rule": name,
+                "rule_class": status.get("rule_class"),
+                "step": status["gravest_step"],
+                "message": status.get("gravest_message") or "",
+                "severity": status.get("severity") or "problem",
+            }
+        outcomes.append(
+            RuleOutcome(
+                name,
+                str(status.get("RuleEvaluationStatus", "")),
+                finding,
+                str(status.get("StatusDetails") or ""),
+            )
+        )
+    return outcomes
+
+
+def job_diagnosis(summary: Mapping[str, Any]) -> Diagnosis:
+    """The diagnosis of a job from its summary (``summary.json``): what its rules said."""
+    return build(job_outcomes(summary.get("rules", [])))

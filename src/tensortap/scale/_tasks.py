@@ -1,0 +1,140 @@
+"""One task of :func:`tensortap.scale.run_rules`: some rules over one trial (or a range of its
+steps), in whatever process or Ray worker runs it. Everything it takes and returns is plain
+data (locations, rule specs, dicts), so that any engine can ship it."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from tensortap.rules._finding import Finding, Outcome
+from tensortap.rules._invoker import RuleSummary, walk
+from tensortap.rules._spec import RuleSpec
+from tensortap.trials._trial import Trial
+
+
+@dataclass(frozen=True)
+class Task:
+    """Evaluate ``rules`` on the trial at ``location`` over global steps [start, end)."""
+
+    run: str
+    location: str
+    rules: tuple[RuleSpec, ...]
+    start: int = 0
+    end: int | None = None
+
+
+def evaluate(task: Task) -> dict[str, list[dict[str, Any]]]:
+    """Run the task; ``{"summary": one row per rule, "findings": a row per triggered or failed
+    evaluation}``. A trial that cannot be opened or a rule that cannot be built gives Error rows,
+    never an exception: one bad trial must not sink a thousand."""
+    started = time.perf_counter()
+    where = {"run": task.run, "trial": task.location, "start": task.start, "end": task.end}
+    try:
+        trial = Trial(task.location)
+    except Exception as exc:
+        return _failed(task, where, f"the trial could not be opened: {type(exc).__name__}: {exc}")
+    rules, summaries, rows = [], {}, []
+    for spec in task.rules:
+        try:
+            rule = spec.create(trial)
+        except Exception as exc:
+            summary = RuleSummary(spec.name)
+            reason = f"the rule could not be created: {type(exc).__name__}: {exc}"
+            summary.add(_error(spec.name, reason))
+            summary.details = reason
+            summaries[spec.name] = summary
+            continue
+        rules.append(rule)
+        summaries[spec.name] = RuleSummary(spec.name, max_kept=0)
+    if rules:
+        # quiet steps counted in runs (only what fired or failed becomes a row)
+        for finding in walk(rules, task.start, task.end, timeout=0.0):
+            summaries[finding.rule].add(finding)
+            if finding.outcome is Outcome.ERROR and not summaries[finding.rule].details:
+                summaries[finding.rule].details = finding.message  # the first error's reason
+            fired_or_failed = finding.outcome in (Outcome.TRIGGERED, Outcome.ERROR)
+            if fired_or_failed and isinstance(finding, Finding):
+                rows.append({**where, **_finding_row(finding)})
+    seconds = time.perf_counter() - started
+    summary_rows = [
+        {**where, **_summary_row(s.finish()), "seconds": seconds} for s in summaries.values()
+    ]
+    return {"summary": summary_rows, "findings": rows}
+
+
+def _failed(
+    task: Task, where: dict[str, Any], message: str, seconds: float = 0.0
+) -> dict[str, list[dict[str, Any]]]:
+    rows = []
+    for spec in task.rules:
+        summary = RuleSummary(spec.name)
+        summary.add(_error(spec.name, message))
+        rows.append(
+            {**where, **_summary_row(summary.finish()), "details": message, "seconds": seconds}
+        )
+    return {"summary": rows, "findings": []}
+
+
+def failed(task: Task, message: str, seconds: float = 0.0) -> dict[str, list[dict[str, Any]]]:
+    """The rows of a task that gave no answer of its own (it crashed, exited, ran out of time):
+    an Error row per rule, the reason in ``details``."""
+    where = {"run": task.run, "trial": task.location, "start": task.start, "end": task.end}
+    return _failed(task, where, message, seconds)
+
+
+STARTED = "started"  # what a worker process says when it begins a task
+
+
+def serve(conn: Any) -> None:
+    """A worker process of the local engine: evaluate each task received on ``conn`` and send
+    its rows back, until the connection closes. Anything escaping a task (it should not) is
+    that task's Error rows; a crash or an exit ends the process, which the parent sees."""
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        conn.send(STARTED)  # the task's time limit counts from here
+        started = time.perf_counter()
+        try:
+            answer = evaluate(task)
+        except BaseException as exc:  # reported as the task's rows
+            reason = f"the task failed: {type(exc).__name__}: {exc}"
+            answer = failed(task, reason, time.perf_counter() - started)
+        conn.send(answer)
+
+
+def _error(rule: str, message: str) -> Finding:
+    return Finding(rule, -1, Outcome.ERROR, message, traceback=traceback.format_exc())
+
+
+def _summary_row(summary: RuleSummary) -> dict[str, Any]:
+    worst = summary.worst_severity
+    return {
+        "rule": summary.rule,
+        "status": summary.status.value,
+        "evaluated": summary.evaluated,
+        "triggered": summary.triggered,
+        "skipped": summary.skipped,
+        "first_step": summary.first_step,
+        "last_step": summary.last_step,
+        "worst_severity": None if worst is None else worst.value,
+        "details": summary.details,
+    }
+
+
+def _finding_row(finding: Finding) -> dict[str, Any]:
+    return {
+        "rule": finding.rule,
+        "step": finding.step,
+        "mode": None if finding.mode is None else finding.mode.name,
+        "mode_step": finding.mode_step,
+        "outcome": finding.outcome.value,
+        "severity": None if finding.severity is None else finding.severity.value,
+        "message": finding.message,
+        "value": None if finding.value is None else float(finding.value),
+        "tensors": list(finding.tensors),
+    }

@@ -1,0 +1,281 @@
+"""The runs a dashboard shows: every job directory and trial found under the places it was
+given (local directories, or prefixes of a store that lists trials: ``s3://``), found again as
+new ones appear. A place of a scheme no storage backend registered (``gs://``) is refused.
+
+A place may be a job directory, a trial, or a directory (prefix) holding them up to two levels
+down (``runs/`` with ``runs/JOB/`` and ``runs/seed002/``). Nothing here writes anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tensortap.exceptions import InvalidConfigError
+from tensortap.format._layout import TRIAL_MARKER
+from tensortap.jobs._record import JobRecord
+from tensortap.serve._series import ByteCache, close_reader
+from tensortap.storage import Store, check_location, local_path, open_store
+from tensortap.trials._locate import JOB_FILE
+from tensortap.trials._series import SeriesKey, SeriesReader
+from tensortap.trials._trial import Trial
+
+RESCAN_SECS = 1.0  # how stale the list of runs may be
+IDLE_SECS = 30.0  # a run's trial not read for this long is closed (its files released)
+MAX_LISTED = 100_000  # prefixes looked at under one store prefix (s3://), at most
+S3_RESCAN_SECS = 10.0  # a store prefix holding no trial yet is listed again this often
+
+
+@dataclass
+class RunCache:
+    """What the dashboard keeps of a run between requests (filled by :mod:`serve.data`)."""
+
+    trial: Trial | None = None
+    series: SeriesReader | None = None  # the run's series reader (serve.series)
+    series_refreshed: float = 0.0  # when the reader last looked for new series
+    series_version: int = 0  # how many times its reader found something new
+    answers: ByteCache = field(default_factory=ByteCache)  # buckets answered, by what was asked
+    refreshed: float = 0.0  # when the trial was last refreshed (monotonic seconds)
+    used: float = 0.0  # when the trial was last asked for (monotonic seconds)
+    keys: list[SeriesKey] = field(default_factory=list)  # the reader's, at charts_version
+    charts: list[tuple[str, str]] = field(default_factory=list)  # (tensor, statistic), in order
+    charts_version: int = -1  # the series_version they were listed at
+    events: list[dict[str, Any]] = field(default_factory=list)
+    events_offset: int = 0
+    health: dict[int, tuple[list[Any], list[Any]]] = field(default_factory=dict)  # per step
+    warmed: bool = False  # its curves were read ahead
+    # published by the data reads for the runs list, which reads them without any lock
+    last_step: int | None = None  # the last global step the data reads found
+    problems: list[str] = field(default_factory=list)  # the damaged parts they found
+
+    def close_trial(self) -> None:
+        """Release the trial's and the series reader's open files and what the reader holds;
+        the next request opens them again."""
+        if self.trial is not None:
+            self.trial.close()
+            self.trial = None
+        if self.series is not None:
+            close_reader(self.series)
+            self.series = None
+            self.answers.clear()
+            self.keys, self.charts, self.charts_version = [], [], -1
+
+
+@dataclass
+class Run:
+    """One job (with its trial) or one bare trial."""
+
+    id: str
+    name: str
+    location: str  # the trial's location
+    job: JobRecord | None = None
+    refused: str | None = None  # why its trial is not served (a job pointing outside the places)
+    # held by every read of the run's series (the charts), and of its trial (layer health,
+    # TensorPlot, embeddings); never by the runs list
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    trial_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    events_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    cache: RunCache = field(default_factory=RunCache, repr=False)
+    meta_store: Store | None = field(default=None, repr=False)  # for the small documents
+    meta: tuple[float, dict[str, Any]] | None = field(default=None, repr=False)  # (when, what)
+    sessions: tuple[float, list[dict[str, Any]]] | None = field(default=None, repr=False)
+
+
+def run_id(location: str) -> str:
+    return hashlib.sha1(location.encode("utf-8")).hexdigest()[:12]
+
+
+def _inside(location: str, places: list[str]) -> bool:
+    """Whether the trial at ``location`` lies inside one of ``places`` (local paths compared
+    after resolving symlinks; URLs of other stores by prefix)."""
+    local = local_path(location)
+    if local is None:
+        text = location.rstrip("/") + "/"
+        return any(
+            local_path(p) is None
+            and (text == p.rstrip("/") + "/" or text.startswith(p.rstrip("/") + "/"))
+            for p in places
+        )
+    real = os.path.realpath(local)
+    for place in places:
+        place_dir = local_path(place)
+        if place_dir is None:
+            continue
+        root = os.path.realpath(place_dir)
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            return True
+    return False
+
+
+def _local(place: Path, depth: int = 2) -> list[tuple[str, str, JobRecord | None]]:
+    """(name, trial location, job) of every job and trial at or under ``place``."""
+    if (place / JOB_FILE).is_file():
+        record = JobRecord(place)
+        try:
+            return [(record.name, record.trial_location, record)]
+        except (OSError, ValueError, InvalidConfigError):
+            return []
+    if (place / TRIAL_MARKER).is_file() or (place / "workers").is_dir():
+        return [(place.name, str(place), None)]
+    if depth == 0 or not place.is_dir():
+        return []
+    found = []
+    try:
+        children = sorted(p for p in place.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []
+    for child in children:
+        found += _local(child, depth - 1)
+    return found
+
+
+class StorePlace:
+    """The trials under one prefix of a store that lists trials (``s3://bucket/prefix``),
+    found with one store (one client) kept for the life of the dashboard, and listed a level at
+    a time (a delimiter listing: the prefixes, never every key). A prefix found to hold a trial
+    is not listed again; one that holds none yet (a run starting, or a directory of runs) is
+    listed again at most every :attr:`rescan_secs` seconds."""
+
+    rescan_secs = S3_RESCAN_SECS
+
+    def __init__(self, place: str) -> None:
+        self.place = place.rstrip("/")
+        self.store = open_store(self.place)
+        if not self.store.capabilities.lists_trials:
+            self.store.close()
+            raise InvalidConfigError(
+                f"the dashboard finds trials by listing {place}, and {self.store!r} does not "
+                "declare that it can (lists_trials is not among its capabilities): read its "
+                "trials with create_trial instead"
+            )
+        self._trials: set[str] = set()  # prefixes (relative to the place) holding a trial
+        self._pending: dict[str, float] = {}  # other prefixes -> when next to list them
+
+    def _classify(self, sub: str, depth: int, now: float) -> None:
+        """List the prefix ``sub`` when due: a trial, or (``depth`` levels left) its
+        sub-prefixes to look at in turn."""
+        if sub in self._trials or self._pending.get(sub, 0.0) > now:
+            return
+        names = self.store.list_dir(sub)
+        if TRIAL_MARKER in names or "workers" in names:
+            self._trials.add(sub)
+            self._pending.pop(sub, None)
+            return
+        self._pending[sub] = now + self.rescan_secs
+        if depth == 0:
+            return
+        for name in names[:MAX_LISTED]:
+            self._classify(f"{sub}/{name}" if sub else name, depth - 1, now)
+
+    def trials(self) -> list[tuple[str, str, JobRecord | None]]:
+        self._classify("", 2, time.monotonic())
+        found: list[tuple[str, str, JobRecord | None]] = []
+        for sub in sorted(self._trials):
+            location = f"{self.place}/{sub}" if sub else self.place
+            found.append((location.rsplit("/", 1)[-1], location, None))
+        return found
+
+    def close(self) -> None:
+        self.store.close()
+
+
+S3Place = StorePlace  # its old name
+
+
+class Catalog:
+    """The runs under ``places``, rescanned at most every :data:`RESCAN_SECS` seconds; a run
+    keeps its id (and its cached data) across rescans."""
+
+    def __init__(self, places: list[str]) -> None:
+        if not places:
+            raise InvalidConfigError(
+                "serve needs at least one place: a runs directory, a job, "
+                "a trial or an s3:// prefix"
+            )
+        for place in places:
+            local = local_path(place)
+            if local is None:
+                check_location(place)  # a scheme no backend registered is refused here
+            elif not Path(local).exists():
+                raise InvalidConfigError(
+                    f"{place} does not exist: give a runs directory (where `tensortap run` puts "
+                    "jobs), a job directory, a trial directory, or an s3:// prefix"
+                )
+        self.places = places
+        self._runs: dict[str, Run] = {}
+        self._scanned = -RESCAN_SECS
+        self._lock = threading.Lock()
+        self.errors: dict[str, str] = {}  # place -> why it could not be listed
+        self._stores: dict[str, StorePlace] = {}  # one store (one client) per store place
+
+    def runs(self) -> list[Run]:
+        with self._lock:
+            if time.monotonic() - self._scanned >= RESCAN_SECS:
+                self._scan()
+                self.close_idle()
+            return list(self._runs.values())
+
+    def _store_place(self, place: str) -> StorePlace:
+        found = self._stores.get(place)
+        if found is None:
+            found = self._stores[place] = StorePlace(place)
+        return found
+
+    def close_idle(self, idle_secs: float = IDLE_SECS) -> int:
+        """Close the trial of every run whose page stopped asking for it ``idle_secs`` ago
+        (a run being read now is left alone); how many were closed."""
+        now, closed = time.monotonic(), 0
+        for run in self._runs.values():
+            cache = run.cache
+            if (cache.trial is None and cache.series is None) or now - cache.used < idle_secs:
+                continue
+            if run.lock.acquire(blocking=False):
+                try:
+                    if run.trial_lock.acquire(blocking=False):
+                        try:
+                            cache.close_trial()
+                            closed += 1
+                        finally:
+                            run.trial_lock.release()
+                finally:
+                    run.lock.release()
+        return closed
+
+    def get(self, ident: str) -> Run | None:
+        found = self._runs.get(ident)
+        if found is None:
+            self.runs()
+            found = self._runs.get(ident)
+        return found
+
+    def _scan(self) -> None:
+        for place in self.places:
+            try:
+                local = local_path(place)
+                found = (
+                    _local(Path(local)) if local is not None else self._store_place(place).trials()
+                )
+                self.errors.pop(place, None)
+            except Exception as exc:  # a place that cannot be listed now: said, and retried
+                self.errors[place] = f"{type(exc).__name__}: {exc}"
+                continue
+            for name, location, job in found:
+                ident = run_id(location)
+                if ident not in self._runs:
+                    refused = None
+                    if job is not None and not _inside(location, self.places):
+                        refused = (
+                            f"the job at {job.dir} points at a trial at {location}, outside the "
+                            f"places served ({', '.join(self.places)}); not read: serve that "
+                            "place too if it is meant to be shown"
+                        )
+                    self._runs[ident] = Run(ident, name, location, job, refused)
+        self._scanned = time.monotonic()
+
+
+__all__ = ["Catalog", "Run", "RunCache", "S3Place", "StorePlace", "run_id"]

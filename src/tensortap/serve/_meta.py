@@ -1,0 +1,248 @@
+"""What the runs list shows of a run, from the run's small documents only: the job's
+``job.json`` and ``summary.json``, and the trial's worker info, end markers and session records.
+
+Nothing here reads a segment index or takes the lock that a run's data reads hold (see
+:mod:`tensortap.serve._data`), so the runs list answers at once while a long run is being read
+ahead; the last step of a run still being written is the one its data reads last found
+(published by them lock-free, in :attr:`RunCache.last_step`), and none before they read it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tensortap.diagnosis import job_diagnosis
+from tensortap.exceptions import FormatError, StorageError, TensortapError
+from tensortap.format import _layout as layout
+from tensortap.format._documents import decode_end, decode_json, decode_session
+from tensortap.jobs._live import by_gravity
+from tensortap.serve._catalog import Run
+from tensortap.storage._base import Store
+
+#: How long a run's metadata is reused before its documents are read again: a run being
+#: written, and a bare trial that ended (read again, less often: a new session may resume
+#: it; on S3 each read is a few requests per run).
+META_SECS = 1.0
+ENDED_META_SECS = 10.0
+
+
+def rules(run: Run, summary: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Each rule's latest status from the job's summary (read here unless given), gravest
+    first; none for a bare trial."""
+    if run.job is None:
+        return []
+    if summary is None:
+        summary = run.job.summary() or {}
+    return [
+        {**r, "name": r.get("RuleConfigurationName"), "status": r.get("RuleEvaluationStatus")}
+        for r in by_gravity(summary.get("rules", []))
+    ]
+
+
+def _meta_store(run: Run) -> Store:
+    """The run's own store for its small documents (one client for an ``s3://`` run), apart
+    from the one its data reads use."""
+    from tensortap.storage._resolve import open_store
+
+    if run.meta_store is None:
+        run.meta_store = open_store(run.location)
+    return run.meta_store
+
+
+def _get(store: Store, key: str) -> bytes | None:
+    try:
+        return store.get(key)
+    except KeyError:
+        return None
+
+
+def trial_meta(run: Run) -> dict[str, Any]:
+    """The trial's ``ended`` (every worker wrote its end marker), ``last_step`` (from the end
+    markers, else what the run's data reads last found), ``started`` (its first session's
+    start) and ``problems`` (what the end markers report, and the damaged parts its data reads
+    found), from the small documents only."""
+    store = _meta_store(run)
+    workers = [w for w in store.list_dir(layout.WORKERS_PREFIX) if layout.is_plain_name(w)]
+    reader = run.cache.series
+    problems: list[str] = [*run.cache.problems, *(reader.problems if reader is not None else [])]
+    ended, last_step, started = bool(workers), run.cache.last_step, None
+    for worker in workers:
+        raw = _get(store, layout.end_key(worker))
+        if raw is None:
+            ended = False
+        else:
+            try:
+                end = decode_end(raw, f"end marker of {worker}")
+            except FormatError as exc:
+                problems.append(f"unreadable {layout.end_key(worker)}: {exc}")
+                end = {}
+            last = end.get("last_global_step")
+            if isinstance(last, int) and last > 0 and (last_step is None or last - 1 > last_step):
+                last_step = last - 1  # the end marker holds the step after the last
+            status = end.get("status") or {}
+            if status.get("errors"):
+                problems.append(
+                    f"{worker}: {status['errors']} writer errors, {status.get('steps_lost', 0)} "
+                    f"steps lost; last: {status.get('last_error')}"
+                )
+            if end.get("internal_errors"):
+                problems.append(
+                    f"{worker}: {end['internal_errors']} internal hook errors; last: "
+                    f"{end.get('last_internal_error')}"
+                )
+        sessions = [k for k in store.list(layout.sessions_prefix(worker)) if k.endswith(".json")]
+        raw = _get(store, sessions[0]) if sessions else None
+        if raw is not None:
+            try:
+                first = decode_session(raw, f"session record {sessions[0]}")
+            except FormatError:
+                continue  # said by the data reads, which read every record
+            when = first.get("started")
+            if isinstance(when, (int, float)) and (started is None or when < started):
+                started = float(when)
+    return {
+        "ended": ended,
+        "last_step": last_step,
+        "started": started,
+        "problems": list(dict.fromkeys(problems)),
+    }
+
+
+def resumed_sessions(run: Run) -> list[dict[str, Any]]:
+    """Each session that resumed the run (a restarted script, a trainer resumed from a
+    checkpoint, a rollback's branch), from its session record, at the first global step after
+    the one it resumed from: marked on the curves (a branch is drawn from where it forks: its
+    ``branch_global_step``). Reused for :data:`META_SECS`."""
+    cached = run.sessions
+    now = time.monotonic()
+    if cached is not None and now - cached[0] < META_SECS:
+        return cached[1]
+    out: list[dict[str, Any]] = []
+    if run.refused is None:
+        store = _meta_store(run)
+        for worker in store.list_dir(layout.WORKERS_PREFIX):
+            if not layout.is_plain_name(worker):
+                continue
+            for key in store.list(layout.sessions_prefix(worker)):
+                raw = _get(store, key) if key.endswith(".json") else None
+                try:
+                    doc = None if raw is None else decode_session(raw, f"session record {key}")
+                except FormatError:
+                    continue  # said by the data reads, which read every record
+                if doc is None or doc.get("resumed_from_step") is None:
+                    continue
+                step = int(doc["resumed_from_step"]) + 1
+                out.append(
+                    {
+                        "worker": worker,
+                        "index": doc["index"],
+                        "id": doc["session"],
+                        "started": doc.get("started"),
+                        "host": doc.get("host"),
+                        "pid": doc.get("pid"),
+                        "resumed_from_step": doc["resumed_from_step"],
+                        "mode_steps": dict(doc.get("mode_steps") or {}),
+                        "step_source": doc.get("step_source"),
+                        "rolled_back": doc.get("rolled_back") or [],
+                        "step": step,
+                        **_branch(doc),
+                    }
+                )
+    run.sessions = (now, out)
+    return out
+
+
+def _branch(doc: dict[str, Any]) -> dict[str, Any]:
+    """A rollback's branch, from a session record: the parent session, the step restored, the
+    parent's global step there and why (None for a session that is no branch)."""
+    parent = doc.get("branch_of")
+    step, at = doc.get("branch_step"), doc.get("branch_global_step")
+    return {
+        "branch_of": parent if isinstance(parent, str) else None,
+        "branch_step": step if isinstance(step, int) else None,
+        "branch_mode": str(doc.get("branch_mode") or "TRAIN") if isinstance(parent, str) else None,
+        "branch_global_step": at if isinstance(at, int) and isinstance(parent, str) else None,
+        "branch_reason": str(doc["branch_reason"]) if doc.get("branch_reason") else None,
+    }
+
+
+def overview(run: Run) -> dict[str, Any]:
+    """What the runs list shows of a run: status, rule outcomes, start time, last step, and
+    what went wrong saving it; reused for :data:`META_SECS`."""
+    cached = run.meta
+    now = time.monotonic()
+    if cached is not None:
+        ended = cached[1]["status"] == "Ended"  # a bare trial whose workers all ended
+        if now - cached[0] < (ENDED_META_SECS if ended else META_SECS):
+            return cached[1]
+    started: float | None = None
+    status = "Unknown"
+    summary: dict[str, Any] = {}
+    if run.job is not None:
+        summary = run.job.summary() or {}
+        status = str(summary.get("status") or "Starting")
+        try:
+            started = float(run.job.job()["created"])
+        except (KeyError, TypeError, ValueError, TensortapError, OSError):
+            started = None
+    last_step = None
+    problems: list[str] = []
+    if run.refused is not None:
+        problems = [run.refused]
+    else:
+        try:
+            trial = trial_meta(run)
+        except (TensortapError, StorageError, OSError) as exc:
+            problems = [str(exc)]
+        else:
+            last_step, problems = trial["last_step"], trial["problems"]
+            if run.job is None:
+                status = "Ended" if trial["ended"] else "Running"
+            if started is None:
+                started = trial["started"]
+    found = rules(run, summary)  # the summary read once for status and rules
+    out = {
+        "id": run.id,
+        "name": run.name,
+        "kind": "job" if run.job is not None else "trial",
+        "location": run.location,
+        "status": status,
+        "started": started,
+        "last_step": last_step,
+        "rules": [
+            {k: r.get(k) for k in ("name", "status", "severity", "gravest_step", "evaluated")}
+            for r in found
+        ],
+        "problems_found": sum(r.get("severity") == "problem" for r in found),
+        "diagnosis": None if run.job is None else job_diagnosis(summary).to_dict(),
+        "problems": problems,
+    }
+    run.meta = (now, out)  # one assignment: a reader sees the old pair or the new one
+    return out
+
+
+__all__ = ["ENDED_META_SECS", "META_SECS", "overview", "resumed_sessions", "rules", "trial_meta"]
+
+
+def saved_names(store: Store, collections: tuple[str, ...]) -> dict[str, set[str]] | None:
+    """The tensor names each of ``collections`` holds, from every worker's newest collections
+    document (small; no index read); None when one cannot be read (the caller reads the
+    trial instead)."""
+    found: dict[str, set[str]] = {name: set() for name in collections}
+    try:
+        for worker in store.list_dir(layout.WORKERS_PREFIX):
+            if worker.startswith(".") or not layout.is_plain_name(worker):
+                continue
+            keys = [k for k in store.list(layout.collections_prefix(worker)) if k.endswith(".json")]
+            if not keys:
+                continue
+            doc = decode_json(store.get(keys[-1]), "collections", keys[-1])
+            for entry in doc.get("collections") or []:
+                name = entry.get("name") if isinstance(entry, dict) else None
+                if name in found:
+                    names = entry.get("tensor_names") or []
+                    found[name].update(n for n in names if isinstance(n, str))
+    except (KeyError, FormatError, StorageError, AttributeError, TypeError):
+        return None
+    return found

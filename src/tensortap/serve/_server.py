@@ -1,0 +1,163 @@
+"""Running the dashboard: uvicorn on a socket bound here (so that port 0 gives a free port
+whose number is known at once), in the foreground or in a thread (tests, notebooks)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tensortap.exceptions import InvalidConfigError
+from tensortap.serve._catalog import RESCAN_SECS, Catalog
+from tensortap.storage._descriptors import raise_open_file_limit
+
+log = logging.getLogger(__name__)
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def _is_local(host: str) -> bool:
+    if host in LOCAL_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+#: Charts of a run read ahead: about what a page shows before it is scrolled (each chart is
+#: asked for when on screen). All of them would read a huge run whole: 100 series of 10^6
+#: steps took 4 s and 3 GB, and the first page waited for it.
+WARM_CHARTS = 12
+
+
+def _warm(catalog: Catalog, stop: threading.Event) -> None:
+    """Read the first charts of each run once, in the background, as runs are found: a long
+    run's page then opens at once instead of reading 100,000 steps on the first click. Only
+    new runs are read; following a run stays the page's business."""
+    from tensortap.serve import _data as data
+
+    while not stop.is_set():
+        for run in catalog.runs():
+            if stop.is_set():
+                return
+            if run.cache.warmed:
+                continue
+            with run.lock:
+                try:
+                    data.curves(run, limit=WARM_CHARTS)
+                except Exception:  # a run that cannot be read now: its page will say why
+                    log.debug("could not read %s ahead", run.location, exc_info=True)
+                run.cache.warmed = True
+        stop.wait(RESCAN_SECS)
+
+
+@dataclass
+class Dashboard:
+    """A dashboard being served: its ``url`` (with the token when there is one)."""
+
+    url: str
+    server: Any
+    thread: threading.Thread | None
+    warming: threading.Event
+    catalog: Catalog | None = None  # the runs it serves
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.warming.set()
+        self.server.should_exit = True
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise InvalidConfigError(
+            f"cannot listen on {host}:{port} ({exc.strerror}): choose another --port (0 picks "
+            "a free one)"
+        ) from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def start(
+    places: list[str],
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token: str | None = None,
+    background: bool = True,
+    on_ready: Any = None,
+    warm: bool = True,
+    allow_hosts: Sequence[str] = (),
+) -> Dashboard:
+    """Serve a dashboard over ``places``. Off the local machine (``host`` not a loopback
+    address) a token is required: ``token``, or one made here and put in the URL. With
+    ``warm``, each run's curves are read ahead in the background as runs are found.
+    Requests are answered only for the ``Host`` names ``host`` and the loopback names (with
+    the bound port), and those in ``allow_hosts`` (``--allow-host``): anything else gets 403,
+    so that a page that DNS-rebinds its own name to this address reads nothing."""
+    import uvicorn
+
+    from tensortap.serve._app import allowed_hosts, check_allowed_host, check_token, create_app
+
+    check_token(token)  # before binding: an empty token would let anyone in
+    if isinstance(allow_hosts, str):
+        allow_hosts = [allow_hosts]
+    for name in allow_hosts:
+        check_allowed_host(name)
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+        raise InvalidConfigError(f"port must be 0..65535, got {port!r}")
+    if not _is_local(host) and token is None:
+        token = secrets.token_urlsafe(18)
+    catalog = Catalog(list(places))
+    raise_open_file_limit()  # many runs, each with files open: room for them and the sockets
+    sock = _bind(host, port)
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{bound}/" + (f"?token={token}" if token else "")
+    config = uvicorn.Config(
+        create_app(catalog, token, allowed_hosts(host, bound, allow_hosts)),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+    )
+    server = uvicorn.Server(config)
+    warming = threading.Event()
+    if warm:
+        threading.Thread(
+            target=_warm, args=(catalog, warming), name="tensortap-serve-warm", daemon=True
+        ).start()
+    if on_ready is not None:
+        on_ready(url)
+    if not background:
+        try:
+            server.run(sockets=[sock])
+        finally:
+            warming.set()
+            sock.close()
+        return Dashboard(url, server, None, warming, catalog)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="tensortap-serve", daemon=True
+    )
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise InvalidConfigError(f"the dashboard did not start on {host}:{bound}")
+        time.sleep(0.01)
+    return Dashboard(url, server, thread, warming, catalog)
+
+
+__all__ = ["Dashboard", "start"]

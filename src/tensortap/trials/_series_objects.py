@@ -1,0 +1,299 @@
+"""Which objects hold a trial's series, and their heads.
+
+For every published segment of every worker (a segment is published by its index) the reader
+reads its series from the rollup that covers it, else from its own series object, else from its
+index (a trial written before series objects existed, or an object that failed a check). Heads
+are read once and kept while they fit :data:`HEAD_CACHE_BYTES`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from tensortap.exceptions import FormatError, StorageError
+from tensortap.format import _layout as layout
+from tensortap.format._series import SeriesHead, decode_head, head_length
+from tensortap.storage._base import Store
+from tensortap.trials._series_columns import SeriesKey
+from tensortap.trials._series_index import Parts, parts_from_index
+
+logger = logging.getLogger(__name__)
+
+_BATCH = 256  # range requests made together
+_FALLBACK_VALUES = 1 << 22  # series read from indexes kept in memory (32 MiB of numbers)
+_HEADS_CACHED = 1 << 16
+#: What the heads kept in memory may cost (a run of 10,000 series has heads of about 1 MB).
+HEAD_CACHE_BYTES = 128 * 1024 * 1024
+
+
+@dataclass
+class Source:
+    """An object holding series of segments ``first``..``last`` of one worker: a series
+    object, a rollup, or (``index``) a segment's index read instead."""
+
+    key: str
+    first: int
+    last: int
+    index: bool = False
+
+
+@dataclass
+class WorkerSeries:
+    """What is known of one worker's series: its published segments, their series objects
+    and rollups, the plan reading them, and the series listed so far."""
+
+    name: str
+    published: list[int] = field(default_factory=list)
+    singles: dict[int, str] = field(default_factory=dict)
+    rollups: list[tuple[int, int, str]] = field(default_factory=list)
+    last_index_key: str | None = None
+    last_series_key: str | None = None
+    last_rollup_key: str | None = None
+    plan: list[Source] = field(default_factory=list)
+    # the series of the objects taken in by keys(), and those objects
+    known: dict[tuple[str, str, int], SeriesKey] = field(default_factory=dict)
+    scanned: set[str] = field(default_factory=set)
+
+
+class SeriesObjects:
+    """The series objects of a trial: which to read for every published segment (rollups,
+    segments' own, indexes instead), their heads (kept under a byte budget), and what could not
+    be read. :class:`~tensortap.trials._series.SeriesReader` reads columns through it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.problems: list[str] = []
+        self.workers: dict[str, WorkerSeries] = {}
+        self._heads: dict[str, SeriesHead] = {}
+        self._head_bytes = 0
+        self._bad: set[str] = set()  # series objects that failed a check: not read again
+        self._by_name: dict[str, dict[str, list[int]]] = {}
+        self._canon: dict[tuple[str, str, int], tuple[str, str, int]] = {}
+        self._fallback: dict[str, Parts] = {}
+        self._fallback_values = 0
+
+    def refresh(self) -> bool:
+        """List what was published since the last refresh; True if anything was new."""
+        new = False
+        for name in self.store.list_dir(layout.WORKERS_PREFIX):
+            if name.startswith(".") or not layout.is_plain_name(name):
+                continue
+            state = self.workers.setdefault(name, WorkerSeries(name))
+            new |= self._refresh_worker(state)
+        return new
+
+    def _refresh_worker(self, state: WorkerSeries) -> bool:
+        store, name = self.store, state.name
+        published = _listed(store, layout.index_prefix(name), state.last_index_key, "ttidx")
+        singles = _listed(store, layout.series_prefix(name), state.last_series_key, "ttser")
+        rollups = _listed(store, layout.rollups_prefix(name), state.last_rollup_key, "ttser")
+        for key in published:
+            seq = layout.seq_of(key)
+            if seq is not None:
+                state.published.append(seq)
+        for key in singles:
+            seq = layout.seq_of(key)
+            if seq is not None:
+                state.singles[seq] = key
+        for key in rollups:
+            span = layout.rollup_span(key)
+            if span is not None:
+                state.rollups.append((*span, key))
+        state.last_index_key = published[-1] if published else state.last_index_key
+        state.last_series_key = singles[-1] if singles else state.last_series_key
+        state.last_rollup_key = rollups[-1] if rollups else state.last_rollup_key
+        if not (published or singles or rollups):
+            return False
+        state.published.sort()
+        state.plan = self._plan(state)
+        return True
+
+    def _plan(self, state: WorkerSeries) -> list[Source]:
+        """The objects to read for every published segment: rollups first, then each
+        remaining segment's series object, else its index."""
+        plan: list[Source] = []
+        covered_to = -1
+        by_first = sorted(r for r in state.rollups if r[2] not in self._bad)
+        r = 0
+        for seq in state.published:
+            if seq <= covered_to:
+                continue
+            while r < len(by_first) and by_first[r][1] < seq:
+                r += 1
+            if r < len(by_first) and by_first[r][0] <= seq:
+                first, last, key = by_first[r]
+                # a rollup is written after its segments are published; one that covers a
+                # segment this listing does not show yet waits for the next refresh
+                if seq == first and state.published[-1] >= last:
+                    plan.append(Source(key, first, last))
+                    covered_to = last
+                    continue
+            plan.append(self._own(state, seq))
+        return plan
+
+    def _own(self, state: WorkerSeries, seq: int) -> Source:
+        """What holds segment ``seq`` alone: its series object, or its index when it has
+        none (or it failed a check)."""
+        single = state.singles.get(seq)
+        if single is not None and single not in self._bad:
+            return Source(single, seq, seq)
+        return Source(layout.index_key(state.name, seq), seq, seq, index=True)
+
+    # -- what there is --
+    def states(self, worker: str | None) -> list[WorkerSeries]:
+        if worker is None:
+            return [self.workers[w] for w in sorted(self.workers)]
+        state = self.workers.get(worker)
+        return [state] if state is not None else []
+
+    def replacements(self, state: WorkerSeries, source: Source) -> list[Source]:
+        """A damaged series object is not read again: its published segments are read from
+        their own series objects (for a rollup) or their indexes."""
+        self._bad.add(source.key)
+        state.plan = self._plan(state)
+        at = bisect.bisect_left(state.published, source.first)
+        end = bisect.bisect_right(state.published, source.last)
+        return [self._own(state, seq) for seq in state.published[at:end]]
+
+    def get_ranges(self, requests: list[tuple[str, int, int]]) -> list[bytearray | None]:
+        """The bytes of each range, together; one that cannot be read is None (and a
+        problem), not an error for all of them."""
+        out: list[bytearray | None] = []
+        for at in range(0, len(requests), _BATCH):
+            batch = requests[at : at + _BATCH]
+            try:
+                out.extend(self.store.get_ranges(batch))
+            except (KeyError, StorageError):
+                out.extend(self._range_or_none(*request) for request in batch)
+        return out
+
+    def heads_of(
+        self, plan: list[Source], state: WorkerSeries
+    ) -> Iterator[tuple[Source, SeriesHead]]:
+        """The heads of a plan's sources (read once and kept while the budget allows); an
+        object whose head is unreadable is a problem, and its segments are read another way."""
+        got: dict[str, SeriesHead] = {}
+        missing = []
+        for source in plan:
+            if not source.index:
+                cached = self._heads.get(source.key)
+                if cached is None:
+                    missing.append(source)
+                else:
+                    got[source.key] = cached
+        got.update(self._read_heads(missing))
+        for source in plan:
+            if source.index:
+                try:
+                    yield source, self.fallback_parts(source).head
+                except (FormatError, StorageError) as exc:
+                    self.note(source.key, exc)
+                except KeyError:
+                    self.note(source.key, FormatError("listed, then gone before it was read"))
+                continue
+            head = got.get(source.key)
+            if head is None:
+                yield from self.heads_of(self.replacements(state, source), state)
+                continue
+            yield source, head
+
+    def _read_heads(self, sources: list[Source]) -> dict[str, SeriesHead]:
+        """The heads of ``sources`` that could be read (each kept while the cache's budget
+        allows); one that cannot is a problem, and left out."""
+        found: dict[str, SeriesHead] = {}
+        for at in range(0, len(sources), _BATCH):
+            batch = sources[at : at + _BATCH]
+            prefixes: list[bytearray | None]
+            try:
+                prefixes = list(self.store.get_ranges([(s.key, 0, 32) for s in batch]))
+            except (KeyError, StorageError):
+                prefixes = [self._range_or_none(s.key, 0, 32) for s in batch]
+            sizes: list[tuple[Source, int]] = []
+            for source, prefix in zip(batch, prefixes, strict=True):
+                if prefix is None:
+                    continue
+                try:
+                    sizes.append((source, head_length(bytes(prefix), source.key)))
+                except FormatError as exc:
+                    self.note(source.key, exc)
+            for source, size in sizes:
+                raw = self._range_or_none(source.key, 0, size)
+                if raw is None:
+                    continue
+                try:
+                    head = decode_head(raw, source.key)
+                    if head.first_seq != source.first or head.last_seq != source.last:
+                        raise FormatError(
+                            f"it says it holds segments {head.first_seq}..{head.last_seq}, its "
+                            f"name {source.first}..{source.last}: it was copied or moved here"
+                        )
+                except FormatError as exc:
+                    self.note(source.key, exc)
+                    continue
+                canon = self._canon  # one copy of each series' key, whatever the objects
+                head.keys[:] = [canon.setdefault(k, k) for k in head.keys]
+                found[source.key] = head
+                self._keep_head(source.key, head)
+        return found
+
+    def _keep_head(self, key: str, head: SeriesHead) -> None:
+        """Keep a head, dropping the oldest kept while they hold more than the budget."""
+        cost = _head_cost(head)
+        while self._heads and self._head_bytes + cost > HEAD_CACHE_BYTES:
+            old_key = next(iter(self._heads))
+            self._head_bytes -= _head_cost(self._heads.pop(old_key))
+            self._by_name.pop(old_key, None)
+        if cost <= HEAD_CACHE_BYTES:
+            self._heads[key] = head
+            self._head_bytes += cost
+
+    def _range_or_none(self, key: str, start: int, length: int) -> bytearray | None:
+        try:
+            return self.store.get_range(key, start, length)
+        except KeyError:
+            self.note(key, FormatError("listed, then gone before it could be read"))
+        except StorageError as exc:
+            self.note(key, exc)
+        return None
+
+    def fallback_parts(self, source: Source) -> Parts:
+        """A segment's series from its index (kept while their numbers fit the budget)."""
+        found = self._fallback.get(source.key)
+        if found is not None:
+            return found
+        parts = parts_from_index(self.store, source.key, source.first, source.last)
+        size = int(parts.head.directory["count"].sum())
+        if self._fallback_values + size <= _FALLBACK_VALUES:
+            self._fallback[source.key] = parts
+            self._fallback_values += size
+        return parts
+
+    def note(self, what: str, exc: BaseException) -> None:
+        text = f"{what}: {exc}"
+        if text not in self.problems:
+            logger.warning("part of the series at %s is unreadable: %s", self.store.location, text)
+            self.problems.append(text)
+
+    def by_name(self, key: str, head: SeriesHead) -> dict[str, list[int]]:
+        """The positions of each tensor's series in an object's list (kept with its head)."""
+        found = self._by_name.get(key)
+        if found is None:
+            found = {}
+            for i, series in enumerate(head.keys):
+                found.setdefault(series[0], []).append(i)
+            if len(self._by_name) >= _HEADS_CACHED:
+                self._by_name.pop(next(iter(self._by_name)))
+            self._by_name[key] = found
+        return found
+
+
+def _head_cost(head: SeriesHead) -> int:
+    """About what a decoded head costs in memory (its keys are shared between heads)."""
+    return 64 * len(head.keys) + head.directory.nbytes + 512
+
+
+def _listed(store: Store, prefix: str, after: str | None, suffix: str) -> list[str]:
+    return [k for k in store.list(prefix, start_after=after) if k.endswith("." + suffix)]

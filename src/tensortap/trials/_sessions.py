@@ -1,0 +1,138 @@
+"""The writing sessions of a trial's workers, as the reader knows them (see
+:mod:`tensortap.writer._sessions` for what a session is and how its steps continue)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensortap.trials._index import WorkerState
+
+
+@dataclass(frozen=True)
+class Session:
+    """One writing session of one worker: a script run, a trainer resumed from a checkpoint.
+
+    ``resumed_from_step`` is the last global step the worker held when the session began (None
+    for a first session); ``first_step`` and ``last_step`` are the global steps it published
+    first and last (None while it has published none). ``mode_steps`` says where each mode's
+    steps continued (``{"TRAIN": 20, "EVAL": 2}``), ``step_source`` what set them when the
+    training's own count did (``"the Trainer's global_step"``), and ``rolled_back`` the
+    ``(mode, first, last)`` step numbers it counted again (resumed from a checkpoint older than
+    the last saved step). ``events`` are what the session recorded with
+    :meth:`tensortap._hook.Hook.record_event` (dicts with ``kind``, ``global_step`` and
+    ``fields``: an attribution by replay, say). A session written by a tensortap from before
+    sessions were recorded is known by its steps only: its ``started``, ``host`` and ``pid``
+    are None.
+
+    A session that a rollback started (:class:`tensortap.pytorch.Rollback`) is a **branch**:
+    ``branch_of`` is the id of the session it forks from, ``branch_step`` the step of
+    ``branch_mode`` training was restored to (its checkpoint), ``branch_global_step`` the parent's
+    global step there (None when unknown) and ``branch_reason`` why. All are None otherwise.
+    """
+
+    worker: str
+    index: int
+    id: str | None
+    started: float | None
+    host: str | None
+    pid: int | None
+    resumed_from_step: int | None
+    first_step: int | None
+    last_step: int | None
+    mode_steps: dict[str, int] = field(default_factory=dict)
+    step_source: str | None = None
+    rolled_back: tuple[tuple[str, int, int], ...] = ()
+    events: tuple[dict[str, Any], ...] = ()
+    branch_of: str | None = None
+    branch_step: int | None = None
+    branch_mode: str | None = None
+    branch_global_step: int | None = None
+    branch_reason: str | None = None
+
+    @property
+    def resumed(self) -> bool:
+        """True when the session continued steps an earlier one had published."""
+        return self.resumed_from_step is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "worker": self.worker,
+            "index": self.index,
+            "id": self.id,
+            "started": self.started,
+            "host": self.host,
+            "pid": self.pid,
+            "resumed_from_step": self.resumed_from_step,
+            "first_step": self.first_step,
+            "last_step": self.last_step,
+            "mode_steps": dict(self.mode_steps),
+            "step_source": self.step_source,
+            "rolled_back": [list(r) for r in self.rolled_back],
+            "events": [dict(e) for e in self.events],
+            "branch_of": self.branch_of,
+            "branch_step": self.branch_step,
+            "branch_mode": self.branch_mode,
+            "branch_global_step": self.branch_global_step,
+            "branch_reason": self.branch_reason,
+        }
+
+    @property
+    def branched(self) -> bool:
+        """True when a rollback started this session from an earlier one's checkpoint."""
+        return self.branch_of is not None
+
+
+def worker_sessions(state: WorkerState, records: dict[int, dict[str, Any]]) -> list[Session]:
+    """A worker's sessions, in order: its session records, and before them the sessions that
+    published without one (known from the ``session`` of their index headers)."""
+    spans = state.session_spans
+    recorded = {str(doc["session"]) for doc in records.values()}
+    unrecorded = [
+        (sid, (span[0], span[1])) for sid, span in spans.items() if sid not in recorded and span
+    ]
+    out = [
+        Session(state.name, i, None if sid == "None" else sid, None, None, None, None, *span)
+        for i, (sid, span) in enumerate(unrecorded)
+    ]
+    for index in sorted(records):
+        doc = records[index]
+        first, last = spans.get(str(doc["session"])) or (None, None)
+        started = doc.get("started")
+        out.append(
+            Session(
+                worker=state.name,
+                index=index,
+                id=str(doc["session"]),
+                started=None if started is None else float(started),
+                host=doc.get("host"),
+                pid=doc.get("pid"),
+                resumed_from_step=doc.get("resumed_from_step"),
+                first_step=first,
+                last_step=last,
+                mode_steps=dict(doc.get("mode_steps") or {}),
+                step_source=doc.get("step_source"),
+                rolled_back=tuple(
+                    (str(m), int(a), int(b)) for m, a, b in doc.get("rolled_back", [])
+                ),
+                events=tuple(dict(e) for e in doc.get("events", [])),
+                **_branch(doc),
+            )
+        )
+    return out
+
+
+def _branch(doc: dict[str, Any]) -> dict[str, Any]:
+    """The branch fields of a session record (absent from records of sessions that were no
+    branch, and from every record written before rollbacks existed: None)."""
+    parent = doc.get("branch_of")
+    if not isinstance(parent, str):
+        return {}
+    step, global_step = doc.get("branch_step"), doc.get("branch_global_step")
+    return {
+        "branch_of": parent,
+        "branch_step": step if isinstance(step, int) else None,
+        "branch_mode": str(doc.get("branch_mode") or "TRAIN"),
+        "branch_global_step": global_step if isinstance(global_step, int) else None,
+        "branch_reason": doc.get("branch_reason"),
+    }

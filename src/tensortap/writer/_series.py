@@ -1,0 +1,78 @@
+"""A segment's series object, and the rollups that merge small segments' series.
+
+The writer publishes each segment's series (its numbers as columns, see
+:mod:`tensortap.format._series`) just before the segment's index, so a reader that sees the
+index finds them. A long run publishes a segment every ``flush_secs``; reading a day of such
+segments one object at a time would be slow, so once enough small segments are published the
+writer also writes a *rollup* holding their series merged; readers then read the rollup and
+skip the segments it covers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tensortap.core._dtypes import ML_DTYPE_NAMES
+from tensortap.format import _layout as layout
+from tensortap.format._index import IndexBuilder
+from tensortap.format._series import encode_series, group_series, merge_series, step_table
+
+SeriesParts = tuple[
+    list[tuple[str, str, int]],
+    list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]],
+    np.ndarray[Any, Any],
+]
+#: A rollup is written once this many segments, or this many values, wait for one; a segment
+#: holding this many values on its own is read alone (merging it would only copy it).
+ROLLUP_SEGMENTS = 64
+ROLLUP_VALUES = 1 << 20
+BIG_SEGMENT_VALUES = 1 << 18
+
+
+def one_number(data: np.ndarray[Any, Any]) -> float | None:
+    """The number a raw value of one element holds (None for anything else)."""
+    if data.size != 1:
+        return None
+    kind = data.dtype.kind
+    if kind in "biuf" or (kind == "V" and data.dtype.name in ML_DTYPE_NAMES):
+        return float(data.reshape(-1)[0])
+    return None
+
+
+def segment_series(builder: IndexBuilder) -> SeriesParts:
+    """The series of the segment ``builder`` indexes."""
+    rows, values = builder.scalars()
+    keys, blocks = group_series(builder.names, builder.records(), rows, values)
+    return keys, blocks, step_table(builder.steps)
+
+
+class Rollups:
+    """Collects published segments' series and says when to write a rollup of them."""
+
+    def __init__(self, worker: str) -> None:
+        self.worker = worker
+        self._pending: list[tuple[int, SeriesParts]] = []
+        self._values = 0
+
+    def add(self, seq: int, parts: SeriesParts) -> tuple[str, bytes] | None:
+        """Note a published segment; (key, bytes) of a rollup to write, when one is due."""
+        size = sum(len(block[0]) for block in parts[1])
+        if size >= BIG_SEGMENT_VALUES:  # read alone: end the run of small segments here
+            return self._take()
+        self._pending.append((seq, parts))
+        self._values += size
+        if len(self._pending) >= ROLLUP_SEGMENTS or self._values >= ROLLUP_VALUES:
+            return self._take()
+        return None
+
+    def _take(self) -> tuple[str, bytes] | None:
+        pending, self._pending, self._values = self._pending, [], 0
+        if len(pending) < 2:
+            return None
+        first, last = pending[0][0], pending[-1][0]
+        merged = merge_series([parts for _, parts in pending])
+        return layout.rollup_key(self.worker, first, last), encode_series(
+            self.worker, first, last, *merged
+        )
