@@ -42,6 +42,11 @@ gradients held before are put back (the replay's are dropped), buffers (BatchNor
 statistics) are copied back, train/eval flags restored, the RNG states restored, and a
 tensortap hook given as ``hook`` ignores the replay's passes. ``step_fn`` must not call
 ``optimizer.step()`` (a replay that changed the weights raises ReplayError).
+
+The pieces: what is kept of each step (:mod:`~tensortap.pytorch._replay_capture`), the state
+put back after a replay (:mod:`~tensortap.pytorch._replay_state`), the attribution of its
+outcome (:mod:`~tensortap.pytorch._replay_attribution`) and the budget
+(:mod:`~tensortap.pytorch._replay_budget`); here, the :class:`Replayer` that runs them.
 """
 
 from __future__ import annotations
@@ -49,11 +54,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,55 +67,28 @@ from torch import nn
 
 from tensortap.exceptions import InvalidConfigError, ReplayError
 from tensortap.pytorch._naming import unwrap
+from tensortap.pytorch._replay_attribution import (
+    DATA,
+    EXTREME_INPUT,
+    KINDS,
+    NUMERICS,
+    REPRODUCIBLE,
+    TRANSIENT,
+    Attribution,
+    FirstRun,
+    LayerCall,
+    Replayed,
+    attribute,
+    first_bad_index,
+    layer_watch,
+    numbers,
+    tensors,
+)
+from tensortap.pytorch._replay_budget import MAX_REPLAYS, ReplayBudget
+from tensortap.pytorch._replay_capture import Capture, fingerprint, weights_unchanged
+from tensortap.pytorch._replay_state import RngState, model_put_back
 
 log = logging.getLogger(__name__)
-
-TRANSIENT = "transient"
-DATA = "data"
-NUMERICS = "numerics"
-REPRODUCIBLE = "reproducible"
-KINDS = (TRANSIENT, DATA, NUMERICS, REPRODUCIBLE)
-EXTREME_INPUT = 1e4  # a batch value larger than this (in magnitude) is extreme
-MAX_REPLAYS = 3  # the default budget of replays per replayer
-
-
-@dataclass(frozen=True)
-class Attribution:
-    """What a replay says about a failed step.
-
-    ``kind``: :data:`TRANSIENT`, :data:`DATA`, :data:`NUMERICS` or :data:`REPRODUCIBLE`;
-    ``first_bad_layer``: the module whose output first went non-finite in the replay (None
-    when every output was finite, or for a transient fault); ``evidence``: the numbers it rests
-    on (``loss`` and ``replay_loss``, ``grad_norm`` and ``replay_grad_norm``,
-    ``fingerprints_differing``, ``batch_nonfinite``, ``batch_max_abs``, ``nonfinite_layers``,
-    the first bad layer's ``layer_input_nonfinite``, ``layer_input_max_abs``,
-    ``layer_output_nonfinite``, and ``seconds``); ``reason``: why the step was replayed (the
-    guard's reason); ``batch``: what names the batch.
-    """
-
-    kind: str
-    step: int
-    first_bad_layer: str | None
-    evidence: Mapping[str, float]
-    message: str
-    reason: str | None = None
-    batch: Any = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """As JSON values (non-finite numbers as strings; a batch that is not a number or a
-        string as its ``repr``)."""
-        batch = self.batch
-        if not (batch is None or isinstance(batch, (bool, int, float, str))):
-            batch = repr(batch)
-        return {
-            "kind": self.kind,
-            "step": self.step,
-            "first_bad_layer": self.first_bad_layer,
-            "evidence": {k: _json_number(v) for k, v in self.evidence.items()},
-            "message": self.message,
-            "reason": self.reason,
-            "batch": _json_number(batch) if isinstance(batch, float) else batch,
-        }
 
 
 @dataclass(frozen=True)
@@ -125,67 +102,6 @@ class ReplayStatus:
     over_budget: int  #: not run: ``max_replays`` or ``max_seconds`` reached
     failed: int  #: replays that raised (logged)
     seconds: float  #: spent replaying
-
-
-@dataclass
-class _RngState:
-    cpu: torch.Tensor
-    cuda: list[torch.Tensor] | None
-    python: Any = None
-    numpy: Any = None
-
-    @classmethod
-    def take(cls, python: bool, numpy: bool) -> _RngState:
-        cuda = None
-        if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
-            cuda = torch.cuda.get_rng_state_all()  # seeds and offsets, on the host
-        return cls(
-            torch.get_rng_state(),
-            cuda,
-            random.getstate() if python else None,
-            np.random.get_state() if numpy else None,
-        )
-
-    def put(self) -> None:
-        torch.set_rng_state(self.cpu)
-        if self.cuda is not None:
-            torch.cuda.set_rng_state_all(self.cuda)
-        if self.python is not None:
-            random.setstate(self.python)
-        if self.numpy is not None:
-            np.random.set_state(self.numpy)
-
-
-@dataclass
-class _Capture:
-    step: int
-    batch: Any
-    batch_id: Any
-    rng: _RngState
-    versions: list[int]
-    training: bool  #: the model's train/eval mode in the step
-    #: [loss, norm of each gradient held]: float32, on the device (None before after_backward)
-    fingerprint: torch.Tensor | None = None
-    has_grad: tuple[bool, ...] = ()
-    weights: torch.Tensor | None = None  #: norm of each trained parameter, float32
-
-
-@dataclass
-class _LayerCall:
-    name: str
-    numbers: torch.Tensor  # input non-finite, input max |x|, output non-finite, output max |x|
-
-
-@dataclass
-class _Replayed:
-    fingerprint: torch.Tensor
-    has_grad: tuple[bool, ...]
-    calls: list[_LayerCall]
-    layers: np.ndarray | None  # per call: input non-finite, input max, output non-finite, max
-    batch_nonfinite: float
-    batch_max: float
-    #: under DDP, per rank: batch non-finite, batch max, first bad layer (-1: none), loss bad
-    ranks: np.ndarray | None = None
 
 
 @dataclass
@@ -254,18 +170,18 @@ class Replayer:
                 f"Replayer hook must be a tensortap.pytorch.Hook, got {hook!r}"
             )
         self.model, self.step_fn, self.load_batch = model, step_fn, load_batch
-        self.max_replays, self.max_seconds, self.rtol = max_replays, max_seconds, float(rtol)
+        self.budget = ReplayBudget(max_replays, max_seconds)
+        self.rtol = float(rtol)
         self.python_rng, self.numpy_rng = python_rng, numpy_rng
         self.extreme_input, self.hook = float(extreme_input), hook
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self._captures: deque[_Capture] = deque(maxlen=keep)
+        self._captures: deque[Capture] = deque(maxlen=keep)
         self._requests: deque[_Request] = deque()
         self._lock = threading.Lock()  # on_trip may come from another thread
         self.step = 0  # the next step capture() numbers
         self.attributions: list[Attribution] = []
-        self._counts = {"captured": 0, "requested": 0, "refused": 0, "over_budget": 0}
-        self._failed = self._runs = 0
-        self._seconds = 0.0
+        self._counts = {"captured": 0, "requested": 0, "refused": 0}
+        self._failed = 0
         self._guard: Any = None  # a Guard this replayer follows (follow)
 
     # -- the normal path --
@@ -282,11 +198,11 @@ class Replayer:
             )
         number = self.step if step is None else int(step)
         self._captures.append(
-            _Capture(
+            Capture(
                 number,
                 batch,
                 batch_id,
-                _RngState.take(self.python_rng, self.numpy_rng),
+                RngState.take(self.python_rng, self.numpy_rng),
                 [p._version for p in self.params],
                 self.model.training,
             )
@@ -302,23 +218,7 @@ class Replayer:
                 "Replayer.after_backward: call capture(batch) first, at the step's start"
             )
         capture = self._captures[-1]
-        capture.fingerprint, capture.has_grad, capture.weights = self._fingerprint(loss)
-
-    def _fingerprint(self, loss: Any) -> tuple[torch.Tensor, tuple[bool, ...], torch.Tensor]:
-        has_grad = tuple(p.grad is not None for p in self.params)
-        grads = [p.grad.detach() for p in self.params if p.grad is not None]
-        weights = [p.detach() for p in self.params]
-        # float32 norms, whatever the dtype: a bfloat16 norm would hide small changes
-        norms = torch._foreach_norm(weights + grads, 2, dtype=torch.float32) if weights else []
-        value = loss.detach() if isinstance(loss, torch.Tensor) else torch.tensor(float(loss))
-        device = value.device
-        value = value.float().reshape(-1)
-        if value.numel() != 1:
-            value = value.sum().reshape(1)
-        parts = [n.float().to(device, non_blocking=True).reshape(1) for n in norms]
-        fingerprint = torch.cat([value, *parts[len(weights) :]])
-        weight_norms = torch.cat(parts[: len(weights)]) if weights else value.new_zeros(0)
-        return fingerprint, has_grad, weight_norms
+        capture.fingerprint, capture.has_grad, capture.weights = fingerprint(self.params, loss)
 
     # -- asking for replays --
     def follow(self, guard: Any) -> None:
@@ -380,7 +280,8 @@ class Replayer:
                 **self._counts,
                 replayed=len(self.attributions),
                 failed=self._failed,
-                seconds=self._seconds,
+                over_budget=self.budget.over_budget,
+                seconds=self.budget.seconds,
             )
 
     # -- the replay --
@@ -391,27 +292,34 @@ class Replayer:
         attribute it; raises :class:`~tensortap.exceptions.ReplayError` when it cannot be
         replayed (not captured, weights changed since, no fingerprint, over budget)."""
         capture = self._captured(step)
-        self._within_budget(capture.step)
+        self.budget.check(capture.step)
         if capture.fingerprint is None or capture.weights is None:
             self._refuse(
                 f"step {capture.step} has no fingerprint: call replayer.after_backward(loss) "
                 "right after its backward pass"
             )
-        self._check_weights(capture)
-        with self._lock:
-            self._runs += 1
+        if not weights_unchanged(self.params, capture):
+            self._refuse(
+                f"the weights changed since step {capture.step} (its update was applied, or a "
+                "later step's): a replay needs the weights before the step's update. Replay it "
+                "before optimizer.step() (the guard skips a tripped step's update; a guard "
+                "that records only lets it through)"
+            )
+        self.budget.start()
         started = time.perf_counter()
         try:
             replayed = self._run(capture)
         finally:
-            with self._lock:
-                self._seconds += time.perf_counter() - started
-        attribution = self._attribute(
-            capture,
+            self.budget.spend(time.perf_counter() - started)
+        assert capture.fingerprint is not None
+        attribution = attribute(
+            FirstRun(capture.step, capture.fingerprint, capture.has_grad),
             replayed,
-            time.perf_counter() - started,
-            reason,
-            capture.batch_id if batch is None else batch,
+            seconds=time.perf_counter() - started,
+            reason=reason,
+            batch=capture.batch_id if batch is None else batch,
+            rtol=self.rtol,
+            extreme_input=self.extreme_input,
         )
         with self._lock:
             self.attributions.append(attribution)
@@ -425,7 +333,7 @@ class Replayer:
             self._counts["refused"] += 1
         raise ReplayError(why)
 
-    def _captured(self, step: int | None) -> _Capture:
+    def _captured(self, step: int | None) -> Capture:
         if not self._captures:
             self._refuse("no step was captured: call replayer.capture(batch) at each step's start")
         if step is None:
@@ -440,105 +348,43 @@ class Replayer:
         )
         raise AssertionError  # unreachable: _refuse raised
 
-    def _within_budget(self, step: int) -> None:
-        spent = self.max_seconds is not None and self._seconds >= self.max_seconds
-        if self._runs < self.max_replays and not spent:
-            return
-        with self._lock:
-            self._counts["over_budget"] += 1
-            first = self._counts["over_budget"] == 1
-        why = (
-            f"{self.max_seconds} s spent replaying (max_seconds)"
-            if spent
-            else f"{self.max_replays} replays made (max_replays)"
-        )
-        if first:
-            log.warning("tensortap replay: %s; later replays are counted, not run", why)
-        raise ReplayError(f"step {step} not replayed: {why}")
-
-    def _check_weights(self, capture: _Capture) -> None:
-        """The precondition: the weights are those of the step, before its update."""
-        moved = [
-            i
-            for i, (p, v) in enumerate(zip(self.params, capture.versions, strict=True))
-            if p._version != v
-        ]
-        if not moved:
-            return
-        now = torch._foreach_norm([self.params[i].detach() for i in moved], 2, dtype=torch.float32)
-        before = capture.weights
-        assert before is not None
-        same = all(
-            torch.equal(n.float().reshape(()).cpu(), before[i].cpu())
-            for n, i in zip(now, moved, strict=True)
-        )
-        if not same:
-            self._refuse(
-                f"the weights changed since step {capture.step} (its update was applied, or a "
-                "later step's): a replay needs the weights before the step's update. Replay it "
-                "before optimizer.step() (the guard skips a tripped step's update; a guard "
-                "that records only lets it through)"
-            )
-
-    def _run(self, capture: _Capture) -> _Replayed:
+    def _run(self, capture: Capture) -> Replayed:
         """Run ``step_fn`` as at ``capture``, with forward hooks, and put everything back."""
         model = self.model
-        everything = list(model.parameters())
-        grads = [p.grad for p in everything]
-        buffers = [(name, b, b.detach().clone()) for name, b in model.named_buffers()]
-        modes = [(m, m.training) for m in model.modules()]
-        rng_now = _RngState.take(self.python_rng, self.numpy_rng)
-        versions = [p._version for p in everything]
-        calls: list[_LayerCall] = []
+        calls: list[LayerCall] = []
         core = unwrap(model)  # layers named as in the unwrapped model (fc1, not module.fc1)
         handles = [
-            module.register_forward_hook(_layer_watch(name or type(core).__name__, calls))
+            module.register_forward_hook(layer_watch(name or type(core).__name__, calls))
             for name, module in core.named_modules()
         ]
         try:
-            for p in everything:
-                p.grad = None
-            if model.training != capture.training:
-                model.train(capture.training)  # the step's mode (evaluation ran since?)
-            capture.rng.put()
-            batch = capture.batch if capture.batch is not None else self._load(capture)
-            batch_numbers = _numbers(_tensors(batch))
-            with self.hook.ignoring() if self.hook is not None else contextlib.nullcontext():
-                loss = self.step_fn(model, batch)
-            if not isinstance(loss, (torch.Tensor, float, int)):
-                raise ReplayError(
-                    f"step_fn must return the step's loss (a tensor), returned {loss!r}"
+            with model_put_back(model, RngState.take(self.python_rng, self.numpy_rng)):
+                if model.training != capture.training:
+                    model.train(capture.training)  # the step's mode (evaluation ran since?)
+                capture.rng.put()
+                batch = capture.batch if capture.batch is not None else self._load(capture)
+                batch_numbers = numbers(tensors(batch))
+                with self.hook.ignoring() if self.hook is not None else contextlib.nullcontext():
+                    loss = self.step_fn(model, batch)
+                if not isinstance(loss, (torch.Tensor, float, int)):
+                    raise ReplayError(
+                        f"step_fn must return the step's loss (a tensor), returned {loss!r}"
+                    )
+                prints, has_grad, _ = fingerprint(self.params, loss)
+                layers = (
+                    torch.stack([c.numbers.double().cpu() for c in calls]).numpy()
+                    if calls
+                    else None
                 )
-            fingerprint, has_grad, _ = self._fingerprint(loss)
-            layers = (
-                torch.stack([c.numbers.double().cpu() for c in calls]).numpy() if calls else None
-            )
-            nonfinite, largest = (float(v) for v in batch_numbers.tolist())
-            replayed = _Replayed(fingerprint, has_grad, calls, layers, nonfinite, largest)
-            replayed.ranks = self._across_ranks(replayed)  # inside the replay: every rank's
+                nonfinite, largest = (float(v) for v in batch_numbers.tolist())
+                replayed = Replayed(prints, has_grad, calls, layers, nonfinite, largest)
+                replayed.ranks = self._across_ranks(replayed)  # inside the replay: every rank's
         finally:
             for handle in handles:
                 handle.remove()
-            for p, g in zip(everything, grads, strict=True):
-                p.grad = g
-            with torch.no_grad():
-                for name, original, copy in buffers:
-                    owner, _, attr = name.rpartition(".")
-                    module = model.get_submodule(owner)
-                    if module._buffers.get(attr) is not original:
-                        module._buffers[attr] = original  # step_fn replaced it
-                    original.copy_(copy)
-            for module, training in modes:
-                module.training = training
-            rng_now.put()
-        if any(p._version != v for p, v in zip(everything, versions, strict=True)):
-            raise ReplayError(
-                "step_fn changed the model's weights during the replay (an optimizer.step() "
-                "in it?): it must only run the forward and backward passes"
-            )
         return replayed
 
-    def _across_ranks(self, replayed: _Replayed) -> np.ndarray | None:
+    def _across_ranks(self, replayed: Replayed) -> np.ndarray | None:
         """Under DistributedDataParallel (gradients all-reduced, so a bad batch on one rank
         makes every rank's gradients bad): every rank's batch numbers and first bad layer, by
         one all-reduce (every rank replays the same step: the guard trips alike)."""
@@ -550,7 +396,7 @@ class Replayer:
         ):
             return None
         rows = torch.zeros(dist.get_world_size(), 4, dtype=torch.float64)
-        index = _first_bad_index(replayed.layers)
+        index = first_bad_index(replayed.layers)
         loss_bad = not math.isfinite(float(replayed.fingerprint[0]))
         rows[dist.get_rank()] = torch.tensor(
             [replayed.batch_nonfinite, replayed.batch_max, index, float(loss_bad)],
@@ -561,237 +407,9 @@ class Replayer:
         dist.all_reduce(gathered)
         return gathered.cpu().numpy()
 
-    def _load(self, capture: _Capture) -> Any:
+    def _load(self, capture: Capture) -> Any:
         assert self.load_batch is not None
         return self.load_batch(capture.batch_id)
-
-    def _attribute(
-        self,
-        capture: _Capture,
-        replayed: _Replayed,
-        seconds: float,
-        reason: str | None,
-        batch: Any,
-    ) -> Attribution:
-        assert capture.fingerprint is not None
-        first = capture.fingerprint.detach().cpu().double().numpy()
-        second = replayed.fingerprint.detach().cpu().double().numpy()
-        calls, layers = replayed.calls, replayed.layers
-        batch_nonfinite, batch_max = replayed.batch_nonfinite, replayed.batch_max
-        differing = (
-            int(first.size)
-            if replayed.has_grad != capture.has_grad or first.size != second.size
-            else int((~_same(first, second, self.rtol)).sum())
-        )
-        evidence: dict[str, float] = {
-            "loss": float(first[0]),
-            "replay_loss": float(second[0]),
-            "grad_norm": float(np.sqrt(np.sum(first[1:] ** 2))),
-            "replay_grad_norm": float(np.sqrt(np.sum(second[1:] ** 2))),
-            "fingerprints_differing": float(differing),
-            "batch_nonfinite": batch_nonfinite,
-            "batch_max_abs": batch_max,
-            "nonfinite_layers": float(0 if layers is None else int((layers[:, 2] > 0).sum())),
-            "seconds": seconds,
-        }
-        at = f"step {capture.step} replayed from the same weights, RNG state and batch"
-        if differing:
-            return Attribution(
-                TRANSIENT,
-                capture.step,
-                None,
-                evidence,
-                f"{at} gave a different result (loss {first[0]:.6g}, replayed {second[0]:.6g}; "
-                f"{differing} of {first.size} loss and gradient fingerprints differ): a "
-                "transient fault. Suspect the hardware (silent data corruption), or a kernel "
-                "that is not deterministic (torch.use_deterministic_algorithms(True))",
-                reason,
-                batch,
-            )
-        bad_layer, where = _first_bad_layer(calls, layers, evidence)
-        nonfinite = not bool(np.all(np.isfinite(second)))
-        if bad_layer is None and nonfinite:
-            where = (
-                " Every layer's output was finite: the loss, computed after them, went non-finite"
-                if not math.isfinite(second[0])
-                else " Every layer's output and the loss were finite: the backward pass went "
-                "non-finite"
-            )
-        at = f"{at} gave the same result (loss {second[0]:.6g})"
-        local_bad = batch_nonfinite > 0 or batch_max > self.extreme_input or bad_layer is not None
-        if replayed.ranks is not None and not local_bad and math.isfinite(second[0]):
-            found = self._elsewhere(replayed, capture.step, evidence, at, reason, batch)
-            if found is not None:
-                return found
-        if batch_nonfinite > 0 or batch_max > self.extreme_input:
-            what = (
-                f"{int(batch_nonfinite)} non-finite values"
-                if batch_nonfinite > 0
-                else f"a value of magnitude {batch_max:.4g} (over {self.extreme_input:g})"
-            )
-            return Attribution(
-                DATA,
-                capture.step,
-                bad_layer,
-                evidence,
-                f"{at}, and the batch holds {what}: the data.{where}",
-                reason,
-                batch,
-            )
-        if bad_layer is not None or nonfinite:
-            return Attribution(
-                NUMERICS,
-                capture.step,
-                bad_layer,
-                evidence,
-                f"{at}; the batch is finite (largest magnitude {batch_max:.4g}) and the step "
-                f"still goes non-finite: the numerics (an overflow, or a division by ~0).{where}",
-                reason,
-                batch,
-            )
-        return Attribution(
-            REPRODUCIBLE,
-            capture.step,
-            None,
-            evidence,
-            f"{at}; everything stays finite and the batch is moderate (largest magnitude "
-            f"{batch_max:.4g}): the data or the numerics, not told apart (a spike the step "
-            "causes again)",
-            reason,
-            batch,
-        )
-
-    def _elsewhere(
-        self,
-        replayed: _Replayed,
-        step: int,
-        evidence: dict[str, float],
-        at: str,
-        reason: str | None,
-        batch: Any,
-    ) -> Attribution | None:
-        """This rank's step is sound but its all-reduced gradients are not: the rank whose batch
-        (first) or forward pass went bad, from the rows every rank shared."""
-        assert replayed.ranks is not None
-        for kind in (DATA, NUMERICS):
-            for rank, (nonfinite, largest, index, loss_bad) in enumerate(replayed.ranks):
-                data = nonfinite > 0 or largest > self.extreme_input
-                if (kind == DATA and data) or (kind == NUMERICS and (index >= 0 or loss_bad)):
-                    layer = (
-                        replayed.calls[int(index)].name
-                        if 0 <= index < len(replayed.calls)
-                        else None
-                    )
-                    evidence["bad_rank"] = float(rank)
-                    evidence["bad_rank_batch_nonfinite"] = float(nonfinite)
-                    evidence["bad_rank_batch_max_abs"] = float(largest)
-                    what = (
-                        f"rank {rank}'s batch holds non-finite or extreme values "
-                        f"({int(nonfinite)} non-finite, largest magnitude {largest:.4g}): the data"
-                        if kind == DATA
-                        else f"rank {rank}'s step goes non-finite from a finite batch: the numerics"
-                    )
-                    where = f" (first bad layer there: {layer})" if layer else ""
-                    return Attribution(
-                        kind,
-                        step,
-                        layer,
-                        evidence,
-                        f"{at}; this rank's batch and forward pass are finite, but the "
-                        f"gradients, all-reduced, are not: {what}{where}",
-                        reason,
-                        batch,
-                    )
-        return None
-
-
-def _first_bad_index(layers: np.ndarray | None) -> int:
-    """The call whose output first went non-finite (first from finite inputs), -1 if none."""
-    if layers is None:
-        return -1
-    bad = [i for i in range(len(layers)) if layers[i, 2] > 0]
-    fresh = [i for i in bad if layers[i, 0] == 0]
-    return fresh[0] if fresh else (bad[0] if bad else -1)
-
-
-def _first_bad_layer(
-    calls: list[_LayerCall], layers: np.ndarray | None, evidence: dict[str, float]
-) -> tuple[str | None, str]:
-    """The module whose output first went non-finite (forward hooks fire as modules finish,
-    innermost first): the first one with finite inputs, else the first one at all; and a
-    sentence saying so."""
-    index = _first_bad_index(layers)
-    if layers is None:
-        return None, ""
-    if index < 0:
-        return None, " Every layer's output was finite in the forward pass."
-    name = calls[index].name
-    evidence["layer_input_nonfinite"] = float(layers[index, 0])
-    evidence["layer_input_max_abs"] = float(layers[index, 1])
-    evidence["layer_output_nonfinite"] = float(layers[index, 2])
-    if layers[index, 0] == 0:
-        return name, (
-            f" The first layer whose output went non-finite: {name} ({int(layers[index, 2])} "
-            f"values; its inputs were finite, largest magnitude {layers[index, 1]:.4g})"
-        )
-    return name, (
-        f" The first layer with a non-finite output: {name} (its input was already non-finite: "
-        "the batch, or an operation outside a module before it)"
-    )
-
-
-def _layer_watch(name: str, calls: list[_LayerCall]) -> Callable[..., None]:
-    def watch(module: nn.Module, args: Any, output: Any) -> None:
-        calls.append(
-            _LayerCall(name, torch.cat([_numbers(_tensors(args)), _numbers(_tensors(output))]))
-        )
-
-    return watch
-
-
-def _tensors(value: Any) -> Iterator[torch.Tensor]:
-    """The floating-point tensors in a batch or a module's inputs or outputs."""
-    if isinstance(value, torch.Tensor):
-        if value.is_floating_point() or value.is_complex():
-            yield value.detach()
-    elif isinstance(value, Mapping):
-        for item in value.values():
-            yield from _tensors(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _tensors(item)
-
-
-def _numbers(tensors: Iterator[torch.Tensor]) -> torch.Tensor:
-    """[non-finite count, largest finite magnitude] over ``tensors``, float64 on the CPU
-    (the replay's path: it may wait for the device)."""
-    nonfinite, largest = 0.0, 0.0
-    for t in tensors:
-        if t.numel() == 0:
-            continue
-        finite = torch.isfinite(t)
-        nonfinite += float((~finite).sum())
-        magnitude = torch.where(
-            finite, t.abs(), torch.zeros((), dtype=t.abs().dtype, device=t.device)
-        )
-        largest = max(largest, float(magnitude.max()))
-    return torch.tensor([nonfinite, largest], dtype=torch.float64)
-
-
-def _same(first: np.ndarray, second: np.ndarray, rtol: float) -> np.ndarray:
-    """Element by element: equal (NaN equals NaN, an infinity the same infinity), or within
-    ``rtol`` of each other."""
-    equal = (first == second) | (np.isnan(first) & np.isnan(second))
-    if rtol > 0:
-        with np.errstate(invalid="ignore"):
-            equal |= np.abs(first - second) <= rtol * np.maximum(np.abs(first), np.abs(second))
-    return np.asarray(equal, dtype=bool)
-
-
-def _json_number(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return value
 
 
 __all__ = [
