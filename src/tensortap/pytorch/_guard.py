@@ -45,6 +45,12 @@ The flight recorder (``flight_recorder``) keeps, every step, the statistics of t
 ``keep`` steps only within ``flight_budget_bytes``. A trip writes the last ``keep`` steps as a
 trial, ``create_trial(f"{flight_recorder}/trip-{step}")``, at most ``max_recordings`` (3) of
 them, on a background thread. See docs/pytorch.md, "A guard inside the step".
+
+The pieces: the options (:mod:`~tensortap.pytorch._guard_options`), the work on the device
+(:mod:`~tensortap.pytorch._guard_device`), the reader thread
+(:mod:`~tensortap.pytorch._guard_reader`), the skip budget
+(:mod:`~tensortap.pytorch._guard_budget`) and the flight recorder's copies
+(:mod:`~tensortap.pytorch._guard_flight`); here, the :class:`Guard` that joins them.
 """
 
 from __future__ import annotations
@@ -52,8 +58,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import queue
-import re
 import threading
 import time
 from collections import deque
@@ -67,41 +71,19 @@ import torch
 from tensortap.core._rollback_target import RollbackTarget
 from tensortap.exceptions import InvalidConfigError
 from tensortap.pytorch import _guard_device as cols
-from tensortap.pytorch._guard_device import SIGNALS, UNDO_MODES, DeviceDecision
-from tensortap.pytorch._guard_flight import MAX_LAG, FlightRing, FlightStep, write_recording
+from tensortap.pytorch._guard_budget import BUDGET_ACTIONS, SkipBudget, SkipWindow
+from tensortap.pytorch._guard_device import SIGNALS, DeviceDecision
+from tensortap.pytorch._guard_flight import FlightRing, FlightStep, write_recording
+from tensortap.pytorch._guard_options import (
+    ACTIONS,
+    FLIGHT_BUDGET_BYTES,
+    HISTORY,
+    MAX_RECORDINGS,
+    GuardOptions,
+)
+from tensortap.pytorch._guard_reader import Decision, DecisionReader
 
 log = logging.getLogger(__name__)
-
-ACTIONS = ("skip", "stop", "record")
-BUDGET_ACTIONS = ("stop", "rollback")
-MAX_RECORDINGS = 3  # the flight recorder's default budget per guard
-FLIGHT_BUDGET_BYTES = 64 * 2**20  # the flight recorder's raw copies, at most
-HISTORY = 128  # steps of statistics kept
-
-
-@dataclass(frozen=True)
-class SkipBudget:
-    """``skips`` skipped updates within the last ``steps`` steps exhaust the budget; then the
-    guard stops training (``then="stop"``: :attr:`Guard.should_stop`) or asks its rollback
-    target to roll back (``then="rollback"``)."""
-
-    skips: int
-    steps: int
-    then: str = "stop"
-
-    def __post_init__(self) -> None:
-        for label, count in (("skips", self.skips), ("steps", self.steps)):
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                raise InvalidConfigError(f"SkipBudget {label} must be an int >= 1, got {count!r}")
-        if self.steps < self.skips:
-            raise InvalidConfigError(
-                f"SkipBudget needs steps >= skips ({self.skips} skips cannot happen within "
-                f"{self.steps} steps), got steps={self.steps}"
-            )
-        if self.then not in BUDGET_ACTIONS:
-            raise InvalidConfigError(
-                f"SkipBudget then must be one of {BUDGET_ACTIONS}, got {self.then!r}"
-            )
 
 
 @dataclass(frozen=True)
@@ -158,21 +140,6 @@ class GuardRecord:
     rng_state: dict[str, Any] | None = None
 
 
-@dataclass
-class _Decision:
-    """A step decided on the device, on its way to the reader."""
-
-    step: int
-    row: torch.Tensor  # the step's statistics on the host (arrived once ``event`` has)
-    event: Any  # a CUDA event, or None where the row is already there
-    batch: Any
-    observed: bool
-    rng_state: dict[str, Any] | None
-
-    def arrived(self) -> bool:
-        return self.event is None or bool(self.event.query())
-
-
 def _rng_state() -> dict[str, Any]:
     state: dict[str, Any] = {"cpu": torch.get_rng_state()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
@@ -226,73 +193,32 @@ class Guard:
             raise InvalidConfigError(
                 f"Guard needs the torch.optim.Optimizer whose step it guards, got {optimizer!r}"
             )
-        if action not in ACTIONS:
-            raise InvalidConfigError(f"Guard action must be one of {ACTIONS}, got {action!r}")
-        for label, value, low in (("spike_z", spike_z, 0), ("spike_ratio", spike_ratio, 1)):
-            if not (isinstance(value, (int, float)) and value > low):
-                raise InvalidConfigError(f"Guard {label} must be a number > {low}, got {value!r}")
-        for label, count in (("window", window), ("warmup", warmup), ("keep", keep)):
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                raise InvalidConfigError(f"Guard {label} must be an int >= 1, got {count!r}")
-        for label, count, low in (
-            ("max_recordings", max_recordings, 0),
-            ("history", history, MAX_LAG + 2),
-            ("flight_budget_bytes", flight_budget_bytes, 0),
-        ):
-            if isinstance(count, bool) or not isinstance(count, int) or count < low:
-                what = {
-                    "max_recordings": "how many flight recordings at most; 0 records none",
-                    "history": "steps of statistics kept",
-                    "flight_budget_bytes": "bytes of raw copies; 0 keeps statistics only",
-                }[label]
-                raise InvalidConfigError(
-                    f"Guard {label} must be an int >= {low} ({what}), got {count!r}"
-                )
-        if isinstance(signals, str) or not set(signals) <= set(SIGNALS):
-            raise InvalidConfigError(
-                f"Guard signals must be a list drawn from {SIGNALS}, got {signals!r}"
-            )
-        if budget is not None and not isinstance(budget, SkipBudget):
-            raise InvalidConfigError(f"Guard budget must be a SkipBudget, got {budget!r}")
-        if budget is not None and budget.then == "rollback" and rollback is None:
-            raise InvalidConfigError(
-                "Guard budget=SkipBudget(then='rollback') needs rollback=, an object with "
-                "request(step, batches, reason) (a RollbackTarget)"
-            )
-        if rollback is not None and not callable(getattr(rollback, "request", None)):
-            raise InvalidConfigError(
-                f"Guard rollback must have request(step, batches, reason), got {rollback!r}"
-            )
-        if on_trip is not None and not callable(on_trip):
-            raise InvalidConfigError(f"Guard on_trip must be callable, got {on_trip!r}")
+        options = GuardOptions(
+            action=action,
+            spike_z=spike_z,
+            spike_ratio=spike_ratio,
+            window=window,
+            warmup=warmup,
+            keep=keep,
+            names=names,
+            max_recordings=max_recordings,
+            signals=signals,
+            budget=budget,
+            rollback=rollback,
+            on_trip=on_trip,
+            history=history,
+            flight_budget_bytes=flight_budget_bytes,
+            undo=undo,
+        )
         if flight_recorder is not None and model is None:
             raise InvalidConfigError("Guard's flight_recorder needs the model (its parameters)")
-        own_skip = bool(getattr(optimizer, "_step_supports_amp_scaling", False))
-        if undo not in ("auto", *UNDO_MODES[:2]):
-            raise InvalidConfigError(
-                f"Guard undo must be 'auto', 'snapshot' or 'optimizer', got {undo!r}"
-            )
-        if undo == "optimizer" and not own_skip:
-            raise InvalidConfigError(
-                "Guard undo='optimizer' needs an optimizer that skips its own step on a "
-                f"found_inf flag (PyTorch's fused=True Adam, AdamW, SGD, Adagrad); {optimizer!r} "
-                "does not: use undo='snapshot' (or 'auto')"
-            )
-        if action == "record":
-            self.undo = "none"
-        elif undo == "auto":
-            self.undo = "optimizer" if own_skip else "snapshot"
-        else:
-            self.undo = undo
+        self.undo = options.undo_for(optimizer)
         self.optimizer, self.action = optimizer, action
         self.spike_z, self.spike_ratio, self.warmup = spike_z, spike_ratio, warmup
         self.budget, self.rollback, self.on_trip = budget, rollback, on_trip
         self.params = [p for group in optimizer.param_groups for p in group["params"]]
         self._names = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
-        try:
-            keep_name = re.compile(names).search if names else (lambda _n: True)
-        except re.error as exc:
-            raise InvalidConfigError(f"Guard names must be a regex, got {names!r}: {exc}") from None
+        keep_name = options.name_filter()
         self.flight_recorder = None if flight_recorder is None else os.fspath(flight_recorder)
         self.keep = keep
         self._flight = (
@@ -320,18 +246,14 @@ class Guard:
         self.max_recordings = max_recordings
         self.recorded: list[str] = []  # the flight recorder's trials, in the order written
         # what the reader thread moves, guarded by one lock
-        self._recording = threading.Condition()
+        self._lock = threading.Lock()
         self._events: list[GuardEvent] = []
         self._history: deque[GuardRecord] = deque(maxlen=max(history, keep))
         self._skipped = 0
         self._should_stop = False
         self._last: tuple[float, float] | None = None
-        self._budget_skips: deque[tuple[int, Any]] = deque()
-        self._exhausted = self._rollbacks = 0
-        self._submitted = self._read = 0
-        self._in_flight: deque[_Decision] = deque()
-        self._queue: queue.Queue[_Decision | None] = queue.Queue(maxsize=MAX_LAG)
-        self._reader: threading.Thread | None = None
+        self._skips = SkipWindow(budget)
+        self._reader = DecisionReader(self._take)
         self._recorder: ThreadPoolExecutor | None = None  # made at the first recording
         self._pending: list[Future[None]] = []
         self._started = self._over_budget = self._failed = self._bytes = 0
@@ -378,7 +300,7 @@ class Guard:
 
     @should_stop.setter
     def should_stop(self, value: bool) -> None:
-        with self._recording:
+        with self._lock:
             self._should_stop = bool(value)
 
     @property
@@ -390,16 +312,17 @@ class Guard:
     def history(self) -> list[GuardRecord]:
         """The statistics of the last ``history`` steps read, oldest first."""
         self._settle()
-        with self._recording:
+        with self._lock:
             return list(self._history)
 
     @property
     def status(self) -> GuardStatus:
         """Trips, skipped updates, the budget, and the flight recorder's recordings so far."""
         self._settle()
-        with self._recording:
+        read, unread = self._reader.counts()
+        with self._lock:
             pending = sum(not f.done() for f in self._pending)
-            window = len(self._budget_skips)
+            window = len(self._skips.skips)
             return GuardStatus(
                 trips=len(self._events),
                 skipped_updates=self._skipped,
@@ -408,11 +331,11 @@ class Guard:
                 recordings_over_budget=self._over_budget,
                 recordings_failed=self._failed,
                 recording_bytes=self._bytes,
-                decisions=self._read,
-                decisions_pending=self._submitted - self._read,
+                decisions=read,
+                decisions_pending=unread,
                 skips_in_budget_window=window,
-                budget_exhausted=self._exhausted,
-                rollbacks_requested=self._rollbacks,
+                budget_exhausted=self._skips.exhausted,
+                rollbacks_requested=self._skips.rollbacks,
                 snapshot_bytes=self._device.copy_bytes,
                 flight_bytes=self._flight.nbytes if self._flight is not None else 0,
                 undo=self.undo,
@@ -427,16 +350,7 @@ class Guard:
 
     def _settle(self, timeout: float = 60.0) -> None:
         """Wait until the reader has read every decision that has arrived on the host."""
-        if threading.current_thread() is self._reader:
-            return  # asked from on_trip or a rollback request: what is read is all there is
-        with self._recording:
-            arrived = 0
-            for decision in self._in_flight:
-                if not decision.arrived():
-                    break
-                arrived += 1
-            target = self._read + arrived
-            self._recording.wait_for(lambda: self._read >= target, timeout)
+        self._reader.settle(timeout)
 
     def remove(self, timeout: float | None = 60.0) -> bool:
         """Stop guarding (the optimizer's hooks are removed) and wait up to ``timeout`` seconds
@@ -444,9 +358,7 @@ class Guard:
         for handle in self._handles:
             handle.remove()
         done = self.flush(timeout)
-        if self._reader is not None:
-            self._queue.put(None)
-            self._reader = None
+        self._reader.close()
         if self._recorder is not None:
             self._recorder.shutdown(wait=False)  # what is still running finishes on its own
             self._recorder = None
@@ -460,9 +372,9 @@ class Guard:
         def left() -> float | None:
             return None if deadline is None else max(0.0, deadline - time.monotonic())
 
-        with self._recording:
-            if not self._recording.wait_for(lambda: self._read >= self._submitted, left()):
-                return False
+        if not self._reader.wait_all(left()):
+            return False
+        with self._lock:
             pending = list(self._pending)
         for future in pending:
             try:
@@ -493,8 +405,8 @@ class Guard:
             with torch.no_grad():
                 row = self._device.after(self.optimizer, _reduce(), slot)
                 row, event = self._to_host(row, slot)
-            self._submit(
-                _Decision(self.step, row, event, self._batch, self._loss is not None, self._rng)
+            self._reader.submit(
+                Decision(self.step, row, event, self._batch, self._loss is not None, self._rng)
             )
         except Exception:
             log.exception("tensortap guard: could not decide step %d", self.step)
@@ -518,33 +430,8 @@ class Guard:
         event.record(torch.cuda.current_stream(row.device))
         return host, event
 
-    def _submit(self, decision: _Decision) -> None:
-        if self._reader is None:
-            self._reader = threading.Thread(
-                target=self._read_loop, name="tensortap-guard-reader", daemon=True
-            )
-            self._reader.start()
-        with self._recording:
-            self._in_flight.append(decision)
-            self._submitted += 1
-        self._queue.put(decision)  # waits only when MAX_LAG decisions are unread
-
     # -- on the reader thread --
-    def _read_loop(self) -> None:
-        while (decision := self._queue.get()) is not None:
-            try:
-                if decision.event is not None:
-                    decision.event.synchronize()
-                self._take(decision)
-            except Exception:
-                log.exception("tensortap guard: could not read step %d", decision.step)
-            finally:
-                with self._recording:
-                    self._in_flight.popleft()
-                    self._read += 1
-                    self._recording.notify_all()
-
-    def _take(self, decision: _Decision) -> None:
+    def _take(self, decision: Decision) -> None:
         values = decision.row.tolist()
         step, batch = decision.step, decision.batch
         loss = values[cols.LOSS] if decision.observed else None
@@ -575,7 +462,7 @@ class Guard:
                 decision.rng_state,
             )
             log.warning("tensortap guard at step %d (batch %r): %s", step, batch, reason)
-        with self._recording:
+        with self._lock:
             self._history.append(record)
             self._last = (loss if loss is not None else 0.0, values[cols.GRAD_NORM])
             if event is not None:
@@ -584,7 +471,7 @@ class Guard:
                 if self.action == "stop":
                     self._should_stop = True
             if skipped:
-                self._budget_skips.append((step, batch))
+                self._skips.skipped(step, batch)
         if event is not None:
             if self._flight is not None:
                 self._write_flight_recorder(event)
@@ -618,29 +505,17 @@ class Guard:
 
     def _spend(self, step: int, event: GuardEvent | None) -> None:
         """The skip budget: too many skips within its window stop or roll back."""
-        assert self.budget is not None
-        with self._recording:
-            skips = self._budget_skips
-            while skips and skips[0][0] <= step - self.budget.steps:
-                skips.popleft()
-            if len(skips) < self.budget.skips or event is None:
-                return
-            taken = list(skips)
-            skips.clear()
-            self._exhausted += 1
-            if self.budget.then == "stop":
+        with self._lock:
+            exhausted = self._skips.spend(step, None if event is None else event.reason)
+            if exhausted is not None and exhausted.then == "stop":
                 self._should_stop = True
-            else:
-                self._rollbacks += 1
-        reason = (
-            f"{len(taken)} updates skipped within {self.budget.steps} steps "
-            f"(steps {[s for s, _ in taken]}; the last: {event.reason})"
-        )
-        log.warning("tensortap guard: skip budget exhausted at step %d: %s", step, reason)
-        if self.budget.then == "rollback":
+        if exhausted is None:
+            return
+        log.warning("tensortap guard: skip budget exhausted at step %d: %s", step, exhausted.reason)
+        if exhausted.then == "rollback":
             assert self.rollback is not None
             try:
-                self.rollback.request(taken[0][0], [b for _, b in taken], reason)
+                self.rollback.request(exhausted.first_step, exhausted.batches, exhausted.reason)
             except Exception:
                 log.exception("tensortap guard: the rollback request failed at step %d", step)
 
@@ -649,7 +524,7 @@ class Guard:
         """Hand the last ``keep`` steps to the background writer, within the budget; a trip
         over it is only counted."""
         assert self._flight is not None
-        with self._recording:
+        with self._lock:
             if self._started >= self.max_recordings:
                 self._over_budget += 1
                 if self._over_budget == 1:
@@ -672,7 +547,7 @@ class Guard:
         rank, ranks = 0, 1  # every rank trips alike: each records its own worker
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             rank, ranks = torch.distributed.get_rank(), torch.distributed.get_world_size()
-        with self._recording:
+        with self._lock:
             if self._recorder is None:
                 self._recorder = ThreadPoolExecutor(1, "tensortap-guard-recorder")
             self._pending = [f for f in self._pending if not f.done()]
@@ -688,10 +563,10 @@ class Guard:
             written = write_recording(where, steps, rank, ranks)
         except Exception:  # never breaks training: logged and counted
             log.exception("tensortap guard: could not write the flight recorder to %s", where)
-            with self._recording:
+            with self._lock:
                 self._failed += 1
             return
-        with self._recording:
+        with self._lock:
             self.recorded.append(where)
             self._bytes += written
 
