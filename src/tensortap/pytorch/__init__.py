@@ -23,14 +23,14 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ 
     from tensortap.pytorch._guard import GuardEvent as GuardEvent
     from tensortap.pytorch._guard import GuardRecord as GuardRecord
     from tensortap.pytorch._guard import GuardStatus as GuardStatus
-    from tensortap.pytorch._guard import SkipBudget as SkipBudget
+    from tensortap.pytorch._guard_budget import SkipBudget as SkipBudget
     from tensortap.pytorch._hook import Hook as Hook
     from tensortap.pytorch._hook import get_hook as get_hook
     from tensortap.pytorch._naming import OPTIMIZER_VARIABLES as OPTIMIZER_VARIABLES
     from tensortap.pytorch._naming import RELU_ACTIVATIONS as RELU_ACTIVATIONS
-    from tensortap.pytorch._replay import Attribution as Attribution
     from tensortap.pytorch._replay import Replayer as Replayer
     from tensortap.pytorch._replay import ReplayStatus as ReplayStatus
+    from tensortap.pytorch._replay_attribution import Attribution as Attribution
     from tensortap.pytorch._rollback import Rollback as Rollback
     from tensortap.pytorch._rollback import RollbackEvent as RollbackEvent
     from tensortap.pytorch._skip_batches import SkipBatches as SkipBatches
