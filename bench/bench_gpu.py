@@ -407,7 +407,7 @@ def row_activations(run: Run35) -> None:
 
 def row_foreach_floor(run: Run35) -> None:
     """The slot kernels over every weight and gradient, one non-blocking copy: no hook."""
-    from tensortap.pytorch._slots import slot_rows
+    from tensortap.pytorch._slot_kernels import slot_rows
 
     numels: dict[Any, torch.Tensor] = {}
 

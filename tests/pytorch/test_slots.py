@@ -33,9 +33,10 @@ import torch
 from torch import nn
 
 import tensortap.pytorch as tt
-from tensortap.pytorch import _slots as slots
+from tensortap.pytorch import _slot_kernels as kernels
 from tensortap.pytorch._convert import TorchConverter
-from tensortap.pytorch._slots import DERIVABLE, SlotStatistics
+from tensortap.pytorch._slot_layout import DERIVABLE
+from tensortap.pytorch._slots import SlotStatistics
 from tests.conftest import free_port, helper_cmd
 from tests.helpers.torch_models import Net, batches, make
 
@@ -109,7 +110,7 @@ def test_slots_give_the_cores_reductions(tensors, grouped: bool) -> None:
 def test_the_compiled_kernel_gives_the_same_rows(dynamo) -> None:
     """``kernel="compiled"`` (the default on CUDA: one fused pass per tensor, one graph for
     every size) gives the foreach kernels' rows, and through them the core's reductions."""
-    from tensortap.pytorch._slots import slot_rows
+    from tensortap.pytorch._slot_kernels import slot_rows
 
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
@@ -121,7 +122,7 @@ def test_the_compiled_kernel_gives_the_same_rows(dynamo) -> None:
         got = slot_rows(tensors, kernel="compiled")
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
     assert sum(dynamo["graph_break"].values()) == 0
-    assert dynamo["stats"]["unique_graphs"] >= 1 and not slots._compiled_failed  # it compiled
+    assert dynamo["stats"]["unique_graphs"] >= 1 and not kernels._compiled_failed  # it compiled
     converter = TorchConverter(SlotStatistics(kernel="compiled"))
     plan = SavePlan(raw=False, shape=False, reductions=SPECS)
     with converter.together():
@@ -492,7 +493,7 @@ def test_cuda_slots_every_step_never_wait_on_the_device(tmp_path: Path) -> None:
             torch.cuda.set_sync_debug_mode("default")
     hook.close()
     assert hook.status.internal_errors == 0, hook.status.last_internal_error
-    assert not slots._compiled_failed
+    assert not kernels._compiled_failed
     tensor = tt.create_trial(tmp_path / "run").tensor("gradient/fc1.weight")
     for step, grad in enumerate(grads):
         g = grad.double().cpu().numpy()

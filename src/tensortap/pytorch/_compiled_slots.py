@@ -30,13 +30,9 @@ from tensortap.pytorch._naming import (
     may_hold_module_io,
 )
 from tensortap.pytorch._registry import Registry
-from tensortap.pytorch._slots import (
-    ACTIVATION_GRADIENTS,
-    SUMMED,
-    SlotStatistics,
-    empty_rows,
-    row_of,
-)
+from tensortap.pytorch._slot_kernels import empty_rows, row_of
+from tensortap.pytorch._slot_layout import ACTIVATION_GRADIENTS, SUMMED
+from tensortap.pytorch._slots import SlotStatistics
 
 _NAN = float("nan")
 _STORED = {

@@ -56,13 +56,13 @@ from tensortap.pytorch._naming import (
 from tensortap.pytorch._optimizer import optimizer_tensors
 from tensortap.pytorch._registry import Param, Registry
 from tensortap.pytorch._router import RouterStats, check_router, find_routers, router_shape
-from tensortap.pytorch._slots import (
+from tensortap.pytorch._slot_layout import (
     ACTIVATION_GRADIENTS,
-    SlotStatistics,
     check_statistics,
     refuse_collections,
     refuse_not_derivable,
 )
+from tensortap.pytorch._slots import SlotStatistics
 from tensortap.pytorch._trainer_controls import TrainerControls
 
 if TYPE_CHECKING:

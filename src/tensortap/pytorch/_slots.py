@@ -48,244 +48,33 @@ in two passes.
 from __future__ import annotations
 
 import contextlib
-import logging
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
-from tensortap.core._recorder import StepRecorder
 from tensortap.core._records import Record
-from tensortap.exceptions import InvalidConfigError
 from tensortap.pytorch._device_stats import Fence
 from tensortap.pytorch._sharded import dtensor_kind
-
-SLOTS = (
-    "numel",
-    "nonfinite",
-    "zeros",
-    "sum",
-    "sum_abs",
-    "sum_sq",
-    "sum_4th",
-    "max_abs",
-    "max",
-    "neg_min",
+from tensortap.pytorch._slot_kernels import KERNELS, empty_rows, row_of, slot_rows
+from tensortap.pytorch._slot_layout import (
+    ACTIVATION_GRADIENTS,
+    DERIVABLE,
+    NUMEL,
+    SLOTS,
+    STATISTICS_CHOICES,
+    SUMMED,
+    check_statistics,
+    derive,
+    not_derivable,
+    refuse_collections,
+    refuse_not_derivable,
 )
-#: Slots ``[0, SUMMED)`` add up across ranks; the others take the maximum.
-SUMMED = 7
-NUMEL, NONFINITE, ZEROS, SUM, SUM_ABS, SUM_SQ, SUM_4TH, MAX_ABS, MAX, NEG_MIN = range(len(SLOTS))
 
-#: (reduction, on the absolute value) pairs the slots give exactly.
-DERIVABLE = frozenset(
-    [
-        *((name, False) for name in ("min", "max", "mean", "std", "variance", "sum")),
-        *((name, False) for name in ("l1", "l2", "nonfinite")),
-        *((name, True) for name in ("max", "mean", "std", "variance", "sum", "l1", "l2")),
-    ]
-)
-#: The collection of the gradients of saved module outputs (``gradient/<output name>``).
-ACTIVATION_GRADIENTS = "activation_gradients"
-STATISTICS_CHOICES = ("per_tensor", "slots")
-logger = logging.getLogger(__name__)
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _INF = float("inf")
-
-
-def check_statistics(statistics: object) -> str:
-    """The ``statistics`` option of the hook, validated."""
-    if statistics not in STATISTICS_CHOICES:
-        raise InvalidConfigError(
-            f"statistics must be one of {', '.join(map(repr, STATISTICS_CHOICES))}, got "
-            f"{statistics!r}: 'per_tensor' computes each reduction of each tensor (the default), "
-            "'slots' one row of mergeable statistics per tensor"
-        )
-    return str(statistics)
-
-
-def not_derivable(specs: tuple[tuple[str, bool], ...]) -> list[str]:
-    """The reductions of ``specs`` the slots cannot give (``abs_`` marks absolute ones)."""
-    return [
-        ("abs_" if on_abs else "") + name
-        for name, on_abs in specs
-        if (name, on_abs) not in DERIVABLE
-    ]
-
-
-def refuse_not_derivable(where: str, specs: tuple[tuple[str, bool], ...]) -> None:
-    """Setup check: every reduction asked for must come from the slots."""
-    missing = not_derivable(specs)
-    if missing:
-        raise InvalidConfigError(
-            f"statistics='slots' cannot compute {missing} (asked for by {where}): the slots give "
-            "min, max, mean, sum, std, variance, l1, l2 and nonfinite, and max, mean, sum, std, "
-            "variance, l1 and l2 of the absolute value. Leave those reductions out, or use "
-            "statistics='per_tensor' for this hook"
-        )
-
-
-def refuse_collections(recorder: StepRecorder) -> None:
-    """Setup check of the included collections' own reduction configs (see above)."""
-    for name in sorted(recorder.include_collections):
-        config = recorder.collections.get(name).reduction_config
-        if config is not None:
-            refuse_not_derivable(f"collection {name!r}", config.reduction_specs)
-
-
-def derive(row: np.ndarray[Any, Any], name: str, on_abs: bool) -> float:
-    """One reduction of a tensor from its (merged) row of slots, as the core computes it."""
-    n = float(row[NUMEL])
-    if n == 0:
-        return {"sum": 0.0, "l1": 0.0, "l2": 0.0, "nonfinite": 0.0}.get(name, math.nan)
-    with np.errstate(all="ignore"):
-        if name == "nonfinite":
-            return float(row[NONFINITE])
-        if name == "l1":
-            return float(row[SUM_ABS])
-        if name == "l2":
-            return float(np.sqrt(row[SUM_SQ]))
-        total = row[SUM_ABS] if on_abs else row[SUM]
-        if name == "sum":
-            return float(total)
-        if name == "mean":
-            return float(total / n)
-        if name in ("std", "variance"):
-            mean = total / n
-            variance = row[SUM_SQ] / n - mean * mean
-            if np.isfinite(variance):
-                variance = max(float(variance), 0.0)
-            return float(variance if name == "variance" else np.sqrt(variance))
-        if name == "max":
-            return float(row[MAX_ABS] if on_abs else row[MAX])
-        if name == "min" and not on_abs:
-            return float(-row[NEG_MIN])
-    raise InvalidConfigError(f"the slots cannot give {'abs ' if on_abs else ''}{name!r}")
-
-
-def _accumulator(t: torch.Tensor) -> torch.dtype:
-    if t.dtype == torch.float64 or t.device.type == "cpu":
-        return torch.float64
-    return torch.float32
-
-
-def row_of(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """The slots of ``x`` as one row, accumulated in ``dtype``. Traced by Dynamo (inside a
-    compiled model, or compiled by itself), its reductions fuse into one pass over ``x``."""
-    x = x.detach().to(dtype)
-    low, high = torch.aminmax(x)
-    n = torch.full((), x.numel(), dtype=dtype, device=x.device)
-    square = x * x
-    return torch.stack(
-        [
-            n,
-            n - torch.isfinite(x).sum().to(dtype),
-            n - torch.linalg.vector_norm(x, 0),
-            x.sum(),
-            x.abs().sum(),
-            square.sum(),
-            (square * square).sum(),
-            torch.maximum(high.abs(), low.abs()),
-            high,
-            -low,
-        ]
-    )
-
-
-KERNELS = ("auto", "foreach", "compiled")
-_compiled_row: Any = None
-_compiled_failed = False
-
-
-def _fused_rows(tensors: list[torch.Tensor], acc: torch.dtype) -> torch.Tensor | None:
-    """Each tensor's row by one compiled function (one fused pass per tensor, the size
-    symbolic so one graph serves every shape); None where compiling is not possible."""
-    global _compiled_row, _compiled_failed
-    if _compiled_failed or torch.compiler.is_compiling():
-        return None
-    try:
-        if _compiled_row is None:
-            _compiled_row = torch.compile(row_of, dynamic=True, fullgraph=True)
-        return torch.stack([_compiled_row(t.reshape(-1), acc) for t in tensors])
-    except Exception:  # no working compiler here (e.g. no triton): the foreach kernels
-        _compiled_failed = True
-        logger.warning("tensortap: slot statistics fall back to foreach kernels", exc_info=True)
-        return None
-
-
-def slot_rows(
-    tensors: list[torch.Tensor],
-    numels: dict[Any, torch.Tensor] | None = None,
-    kernel: str = "auto",
-) -> torch.Tensor:
-    """``[len(tensors), SLOTS]``: see :func:`_slot_rows`; outside autocast and autograd (the
-    hook computes rows inside a model's forward, too)."""
-    device = tensors[0].device.type
-    plain = torch.autocast(device, enabled=False) if device in ("cpu", "cuda") else None
-    with torch.no_grad(), plain or contextlib.nullcontext():
-        return _slot_rows(tensors, numels, kernel)
-
-
-def _slot_rows(
-    tensors: list[torch.Tensor],
-    numels: dict[Any, torch.Tensor] | None = None,
-    kernel: str = "auto",
-) -> torch.Tensor:
-    """``[len(tensors), SLOTS]`` rows of slots of non-empty floating tensors of one device and
-    dtype. ``kernel``: ``foreach``: multi-tensor norms of orders 0 and 1, and per tensor one
-    ``aminmax``, ``sum``, finite count and two dot products (about eight passes over the
-    data); ``compiled``: one fused pass per tensor (``row_of`` compiled); ``auto``: compiled
-    on CUDA, foreach elsewhere. ``numels`` caches the sizes as device tensors (made once per
-    set of shapes, no copy)."""
-    acc = _accumulator(tensors[0])
-    device = tensors[0].device
-    if kernel == "compiled" or (kernel == "auto" and device.type == "cuda"):
-        fused = _fused_rows(tensors, acc)
-        if fused is not None:
-            return fused
-    key = (device, acc, tuple(t.numel() for t in tensors))
-    numel = None if numels is None else numels.get(key)
-    if numel is None:
-        numel = torch.stack([torch.full((), float(n), dtype=acc, device=device) for n in key[2]])
-        if numels is not None:
-            numels[key] = numel
-    nnz, l1 = (torch.stack(torch._foreach_norm(tensors, order, dtype=acc)) for order in (0, 1))
-    # Σx² and Σx⁴ as dot products of the widened values (BLAS; the norms of orders 2 and 4
-    # would round through a square root, and order 4 has no fast kernel)
-    squares, fourths = [], []
-    for t in tensors:
-        x = t.reshape(-1).to(acc)
-        square = x * x
-        squares.append(torch.dot(x, x))
-        fourths.append(torch.dot(square, square))
-    extremes = [torch.aminmax(t) for t in tensors]
-    low = torch.stack([lo for lo, _ in extremes]).to(acc)
-    high = torch.stack([hi for _, hi in extremes]).to(acc)
-    sums = torch.stack([t.sum(dtype=acc) for t in tensors])
-    finite = torch.stack([torch.isfinite(t).sum() for t in tensors]).to(acc)
-    columns = [
-        numel,
-        numel - finite,
-        numel - nnz,
-        sums,
-        l1,
-        torch.stack(squares),
-        torch.stack(fourths),
-        torch.maximum(high.abs(), low.abs()),
-        high,
-        -low,
-    ]
-    return torch.stack(columns, dim=1)
-
-
-def empty_rows(n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """``n`` rows of slots of no values (sums 0, maxima -inf): what merging starts from."""
-    rows = torch.zeros((n, len(SLOTS)), dtype=dtype, device=device)
-    rows[:, SUMMED:] = -_INF
-    return rows
 
 
 def counted_here(t: torch.Tensor, replicated: bool) -> bool:
@@ -517,3 +306,23 @@ class SlotStatistics:
         for records in entries.values():
             for rec in records:
                 rec.deferred = None
+
+
+__all__ = [  # and, for code that imported them here, the layout's and the kernels' names
+    "ACTIVATION_GRADIENTS",
+    "DERIVABLE",
+    "KERNELS",
+    "SLOTS",
+    "STATISTICS_CHOICES",
+    "SUMMED",
+    "SlotStatistics",
+    "check_statistics",
+    "counted_here",
+    "derive",
+    "empty_rows",
+    "not_derivable",
+    "refuse_collections",
+    "refuse_not_derivable",
+    "row_of",
+    "slot_rows",
+]
