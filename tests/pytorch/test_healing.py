@@ -5,7 +5,6 @@ failed (a flipped bit is "transient", a bad batch "data")."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import tensortap as tt
 import tensortap.pytorch as ttp
 from tensortap.exceptions import InvalidConfigError
 from tensortap.testing import inject_bitflip
+from tests.helpers.optimizer_state import state_from_json, state_to_json
 
 BATCH = 8
 STEPS = 40
@@ -43,22 +43,8 @@ def _model() -> tuple[nn.Sequential, torch.optim.Optimizer]:
 def _state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     return {
         "model": {k: v.clone() for k, v in model.state_dict().items()},
-        "optim": json.loads(json.dumps(optimizer.state_dict(), default=_listed)),
+        "optim": state_to_json(optimizer.state_dict()),
     }
-
-
-def _listed(value: object) -> object:
-    return {"__tensor__": value.tolist()} if isinstance(value, torch.Tensor) else str(value)
-
-
-def _tensors(value: object) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"__tensor__"}:
-            return torch.tensor(value["__tensor__"])
-        return {(int(k) if k.isdigit() else k): _tensors(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_tensors(v) for v in value]
-    return value
 
 
 def _train_with_guard_and_rollback(out: Path, bad: tuple[int, ...]) -> dict[str, Any]:
@@ -70,7 +56,7 @@ def _train_with_guard_and_rollback(out: Path, bad: tuple[int, ...]) -> dict[str,
 
     def load(step: int) -> None:
         model.load_state_dict(saved[step]["model"])
-        optimizer.load_state_dict(_tensors(saved[step]["optim"]))
+        optimizer.load_state_dict(state_from_json(saved[step]["optim"]))
 
     def make_hook() -> tt.Hook:
         hook = ttp.Hook(out / "run", save_config=tt.SaveConfig(save_interval=1))

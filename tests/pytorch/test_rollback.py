@@ -24,6 +24,7 @@ from tensortap.core._rollback_request import REQUEST_FILE, RollbackRequests, req
 from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs._actions import ActionContext, RollbackTraining, action_from_dict
 from tests.conftest import free_port
+from tests.helpers.optimizer_state import state_from_json, state_to_json
 
 HELPERS = Path(__file__).parents[1] / "helpers"
 SRC = str(Path(tensortap.__file__).parents[1])  # this tensortap, for the ranks
@@ -75,13 +76,12 @@ def train(tmp_path: Path, bad: tuple[int, ...] = BAD, rollback_on: bool = True):
     def save(step: int) -> None:
         saved[step] = {
             "model": {k: v.clone() for k, v in model.state_dict().items()},
-            "optim": optimizer.state_dict(),
+            "optim": state_to_json(optimizer.state_dict()),
         }
-        saved[step]["optim"] = json.loads(json.dumps(saved[step]["optim"], default=_listed))
 
     def load(step: int) -> None:
         model.load_state_dict(saved[step]["model"])
-        optimizer.load_state_dict(_tensors(saved[step]["optim"]))
+        optimizer.load_state_dict(state_from_json(saved[step]["optim"]))
 
     def make_hook() -> tt.Hook:
         hook = tt.Hook(tmp_path / "run", save_config=tt.SaveConfig(save_interval=1))
@@ -104,20 +104,6 @@ def train(tmp_path: Path, bad: tuple[int, ...] = BAD, rollback_on: bool = True):
             check(step, batch_id, losses[-1])
     rollback.close()
     return rollback, losses[-5:]
-
-
-def _listed(value: object) -> object:
-    return {"__tensor__": value.tolist()} if isinstance(value, torch.Tensor) else str(value)
-
-
-def _tensors(value: object) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"__tensor__"}:
-            return torch.tensor(value["__tensor__"])
-        return {(int(k) if k.isdigit() else k): _tensors(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_tensors(v) for v in value]
-    return value
 
 
 def test_a_planted_spike_is_rolled_back_skipped_and_the_trial_shows_the_branch(
