@@ -336,24 +336,11 @@ def test_tensortap_run_adds_the_callback_to_an_unmodified_script(tmp_path: Path)
 
 
 def test_under_ddp_each_rank_writes_as_a_worker(tmp_path: Path, helper_env) -> None:
-    from tests.conftest import free_port, helper_cmd
+    from tests.conftest import helper_cmd
+    from tests.helpers.ranks import run_ranks
 
-    port = str(free_port())
-    procs = []
-    for rank in range(2):
-        env = dict(helper_env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2")
-        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-        procs.append(
-            subprocess.Popen(
-                helper_cmd("hf_ddp.py", tmp_path / "out"),
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    outputs = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], [err for _, err in outputs]
+    done = run_ranks(helper_cmd("hf_ddp.py", tmp_path / "out"), 2, helper_env, timeout=300)
+    assert [p.returncode for p in done] == [0, 0], [p.stderr for p in done]
     trial = tt.create_trial(tmp_path / "out" / "tensortap")
     assert trial.workers() == ["worker_0", "worker_1"]
     # Each worker saves its own share of the loss at full scale: their mean is what the

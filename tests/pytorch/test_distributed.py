@@ -2,42 +2,25 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
 import tensortap.pytorch as tt
-from tests.conftest import free_port
+from tests.conftest import helper_cmd
+from tests.helpers.ranks import run_ranks
 
 HELPERS = Path(__file__).parents[1] / "helpers"
 
 
 def test_two_ddp_ranks_write_one_trial(tmp_path: Path, helper_env) -> None:
     out = tmp_path / "run"
-    port = free_port()
-    procs = []
-    for rank in range(2):
-        env = dict(
-            helper_env,
-            RANK=str(rank),
-            WORLD_SIZE="2",
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=str(port),
-            PYTHONPATH=str(HELPERS),
-        )
-        cmd = [sys.executable, str(HELPERS / "ddp_train.py"), str(out), "5"]
-        procs.append(
-            subprocess.Popen(
-                cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-            )
-        )
-    outputs = [p.communicate(timeout=120) for p in procs]
-    for p, (_, stderr) in zip(procs, outputs):
-        assert p.returncode == 0, stderr
-    assert "rank 0 done as worker_0" in outputs[0][0]
-    assert "rank 1 done as worker_1" in outputs[1][0]
+    env = dict(helper_env, PYTHONPATH=str(HELPERS))
+    done = run_ranks(helper_cmd("ddp_train.py", out, 5), 2, env, timeout=120)
+    for p in done:
+        assert p.returncode == 0, p.stderr
+    assert "rank 0 done as worker_0" in done[0].stdout
+    assert "rank 1 done as worker_1" in done[1].stdout
 
     trial = tt.create_trial(out)
     assert trial.workers() == ["worker_0", "worker_1"]

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,11 +31,10 @@ from tensortap.rules import (
 )
 from tensortap.rules.builtin._router import RouterRule
 from tensortap.testing import TrialBuilder
-from tests.conftest import free_port
-
-HELPERS = Path(__file__).parents[1] / "helpers"
-from tests.helpers import moe_models  # noqa: E402
-from tests.helpers.torch_models import Net, batches  # noqa: E402
+from tests.conftest import helper_cmd
+from tests.helpers import moe_models
+from tests.helpers.ranks import run_ranks
+from tests.helpers.torch_models import Net, batches
 
 MOE_RULES = (DeadExperts, RouterCollapse, ExpertImbalance)
 
@@ -228,27 +225,10 @@ def test_eval_forwards_are_a_window_of_their_own(tmp_path: Path) -> None:
 
 
 def test_two_ranks_save_the_sum_of_what_each_routed(tmp_path: Path, helper_env) -> None:
-    port = free_port()
-    procs = []
-    for rank in range(2):
-        env = dict(
-            helper_env,
-            RANK=str(rank),
-            WORLD_SIZE="2",
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=str(port),
-            # the helpers, and the tensortap under test (not another one installed)
-            PYTHONPATH=str(Path(tensortap.__file__).parents[1]),
-        )
-        cmd = [sys.executable, str(HELPERS / "moe_ddp.py"), str(tmp_path), "5"]
-        procs.append(
-            subprocess.Popen(
-                cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-            )
-        )
-    outputs = [p.communicate(timeout=180) for p in procs]
-    for p, (_, stderr) in zip(procs, outputs, strict=True):
-        assert p.returncode == 0, stderr
+    # the helpers, and the tensortap under test (not another one installed)
+    env = dict(helper_env, PYTHONPATH=str(Path(tensortap.__file__).parents[1]))
+    for p in run_ranks(helper_cmd("moe_ddp.py", tmp_path, 5), 2, env, timeout=180):
+        assert p.returncode == 0, p.stderr
     routed = [json.loads((tmp_path / f"direct_{r}.json").read_text()) for r in range(2)]
     trial = tt.create_trial(tmp_path / "trial")
     assert trial.steps() == [0, 2, 4]

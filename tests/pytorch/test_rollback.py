@@ -8,7 +8,6 @@ import html
 import json
 import re
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,9 @@ import tensortap.pytorch as tt
 from tensortap.core._rollback_request import REQUEST_FILE, RollbackRequests, request_rollback
 from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs._actions import ActionContext, RollbackTraining, action_from_dict
-from tests.conftest import free_port
+from tests.conftest import helper_cmd
 from tests.helpers.optimizer_state import state_from_json, state_to_json
+from tests.helpers.ranks import run_ranks
 
 HELPERS = Path(__file__).parents[1] / "helpers"
 SRC = str(Path(tensortap.__file__).parents[1])  # this tensortap, for the ranks
@@ -281,27 +281,11 @@ def test_two_gloo_ranks_restore_the_same_checkpoint_and_skip_the_same_batches(
     tmp_path: Path, helper_env
 ) -> None:
     out = tmp_path / "run"
-    port = free_port()
-    procs = []
-    for rank in range(2):
-        env = dict(
-            helper_env,
-            RANK=str(rank),
-            WORLD_SIZE="2",
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=str(port),
-            PYTHONPATH=SRC,
-        )
-        cmd = [sys.executable, str(HELPERS / "ddp_rollback.py"), str(out), str(tmp_path / "ckpt")]
-        procs.append(
-            subprocess.Popen(
-                cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-            )
-        )
-    outputs = [p.communicate(timeout=200) for p in procs]
-    for p, (_, stderr) in zip(procs, outputs, strict=True):
-        assert p.returncode == 0, stderr
-    results = [json.loads(o.strip().splitlines()[-1]) for o, _ in outputs]
+    cmd = helper_cmd("ddp_rollback.py", out, tmp_path / "ckpt")
+    done = run_ranks(cmd, 2, dict(helper_env, PYTHONPATH=SRC), timeout=200)
+    for p in done:
+        assert p.returncode == 0, p.stderr
+    results = [json.loads(p.stdout.strip().splitlines()[-1]) for p in done]
     for result in results:  # only rank 1 read the bad batch; both rolled back alike
         assert result["events"] == [["rollback", 6, 4, [6]]]
         assert result["skip"] == [6]

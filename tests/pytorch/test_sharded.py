@@ -9,7 +9,6 @@ differently get NaN and a reported error for what they do not share, and never h
 from __future__ import annotations
 
 import itertools
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,8 @@ from tensortap.core._reductions import compute_reduction
 
 torch = pytest.importorskip("torch")
 from tensortap.pytorch._sharded import _combine, _partials  # noqa: E402
-from tests.conftest import free_port, helper_cmd  # noqa: E402
+from tests.conftest import helper_cmd  # noqa: E402
+from tests.helpers.ranks import run_ranks  # noqa: E402
 
 STATISTICS = [
     *(
@@ -67,17 +67,10 @@ def test_shards_combine_into_the_whole(values: np.ndarray, cuts: list[int]) -> N
 
 
 def _run(out: Path, ranks: int, *args: str, helper_env) -> list[str]:
-    port = str(free_port())
-    procs = []
-    for rank in range(ranks):
-        env = dict(helper_env, PYTHONPATH=str(Path(__file__).parents[1] / "helpers"))
-        if ranks > 1:
-            env.update(RANK=str(rank), WORLD_SIZE=str(ranks))
-            env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-        cmd = helper_cmd("sharded_train.py", out, 5, *args)
-        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True))
-    outputs = [p.communicate(timeout=240)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0] * ranks, outputs
+    env = dict(helper_env, PYTHONPATH=str(Path(__file__).parents[1] / "helpers"))
+    done = run_ranks(helper_cmd("sharded_train.py", out, 5, *args), ranks, env, timeout=240)
+    outputs = [p.stdout for p in done]
+    assert [p.returncode for p in done] == [0] * ranks, (outputs, [p.stderr for p in done])
     return outputs
 
 
