@@ -7,83 +7,40 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from tensortap.core._numerics import NUMERICS_REDUCTIONS
 from tensortap.core._recorder import SavePlan
 from tensortap.core._reduction_config import ALLOWED_NORMS, ALLOWED_REDUCTIONS
-from tensortap.core._reductions import compute_reduction
 
 pytest.importorskip("torch")
 import torch
 
 import tensortap.pytorch as tt
 from tensortap.pytorch._convert import TorchConverter
+from tests.helpers.reduction_checks import check_records, converted, tensor_lists
 from tests.helpers.torch_models import Net, batches, make
 
 SPECS = (
     *((name, False) for name in ALLOWED_REDUCTIONS + ALLOWED_NORMS + NUMERICS_REDUCTIONS),
     *((name, True) for name in ALLOWED_REDUCTIONS + ALLOWED_NORMS),
 )
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
-DTYPES["float16"] = torch.float16
-VALUES = st.one_of(
-    st.floats(-1e3, 1e3, width=16),
-    st.sampled_from([0.0, 1e-6, -2.5, 600.0, float("nan"), float("inf"), -float("inf")]),
-)
 
 
-def _check(records, tensor: torch.Tensor) -> None:
-    whole = tensor.double().numpy()
-    finite = np.abs(whole[np.isfinite(whole)])
-    scale = float(finite.max()) if finite.size else 0.0  # float32 sums err relative to it
-    for rec in records:
-        want = compute_reduction(whole, rec.reduction, rec.on_abs)
-        where = (rec.name, rec.reduction, rec.on_abs)
-        assert rec.deferred is None, where
-        if np.isnan(want):
-            assert np.isnan(rec.value), (where, rec.value)
-        else:
-            slack = 1e-6 * scale ** (2 if rec.reduction == "variance" else 1)
-            assert rec.value == pytest.approx(want, rel=2e-5, abs=slack + 1e-30), where
+def _float32_slack(reduction: str, scale: float) -> float:
+    return 1e-6 * scale ** (2 if reduction == "variance" else 1)  # float32 sums
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.sampled_from(sorted(DTYPES)),
-            hnp.arrays(np.float64, st.integers(1, 30), elements=VALUES),
-        ),
-        min_size=1,
-        max_size=6,
-    ),
-    st.booleans(),
-)
+@given(tensor_lists(1), st.booleans())
 def test_grouped_statistics_equal_the_cores(tensors, grouped: bool) -> None:
     converter = TorchConverter()
     converter._cpu_as_device = True
     plan = SavePlan(raw=False, shape=False, reductions=SPECS)
-    saved = []
-    with converter.together() if grouped else _nothing():
-        for i, (dtype, values) in enumerate(tensors):
-            t = torch.from_numpy(values).to(DTYPES[dtype])
-            saved.append((converter.records(f"t{i}", t, plan), t))
-    converter.resolve()
-    for records, t in saved:
-        _check(records, t)
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
+    for records, t in converted(converter, tensors, plan, grouped):
+        check_records(records, t, rel=2e-5, slack=_float32_slack)
 
 
 def _train(out: Path, accelerator_path: bool) -> None:

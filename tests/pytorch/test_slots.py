@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -22,7 +21,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from tensortap.core._recorder import SavePlan
 from tensortap.core._reductions import compute_reduction
@@ -37,16 +35,12 @@ from tensortap.pytorch import _slot_kernels as kernels
 from tensortap.pytorch._convert import TorchConverter
 from tensortap.pytorch._slot_layout import DERIVABLE
 from tensortap.pytorch._slots import SlotStatistics
-from tests.conftest import free_port, helper_cmd
+from tests.conftest import helper_cmd
+from tests.helpers.ranks import run_ranks
+from tests.helpers.reduction_checks import check_records, converted, tensor_lists
 from tests.helpers.torch_models import Net, batches, make
 
 SPECS = tuple(sorted(DERIVABLE))
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
-DTYPES["float16"] = torch.float16
-VALUES = st.one_of(
-    st.floats(-1e3, 1e3, width=16),
-    st.sampled_from([0.0, 1e-6, -2.5, 600.0, float("nan"), float("inf"), -float("inf")]),
-)
 STATS = tt.ReductionConfig(
     reductions=["min", "max", "mean", "std", "variance", "sum", "nonfinite"],
     abs_reductions=["max", "mean", "std", "variance", "sum"],
@@ -62,43 +56,21 @@ COLLECTIONS = ["weights", "biases", "gradients", "relu_activations", "activation
 
 
 def _check(records, tensor: torch.Tensor) -> None:
-    whole = tensor.double().numpy()
-    finite = np.abs(whole[np.isfinite(whole)])
-    scale = float(finite.max()) if finite.size else 0.0
-    for rec in records:
-        want = compute_reduction(whole, rec.reduction, rec.on_abs)
-        where = (rec.name, rec.reduction, rec.on_abs)
-        assert rec.deferred is None, where
-        if np.isnan(want):
-            assert np.isnan(rec.value), (where, rec.value)
-        else:
-            # From sums: E[x^2] - E[x]^2 keeps the rounding of E[x^2] (float64 here), which
-            # the square root of std magnifies: about sqrt(eps) of the largest |x|.
-            slack = {"variance": 1e-15 * scale**2, "std": 3e-8 * scale}.get(rec.reduction, 0.0)
-            assert rec.value == pytest.approx(want, rel=1e-9, abs=slack + 1e-30), where
+    check_records(records, tensor, rel=1e-9, slack=_from_sums)
+
+
+def _from_sums(reduction: str, scale: float) -> float:
+    # From sums: E[x^2] - E[x]^2 keeps the rounding of E[x^2] (float64 here), which
+    # the square root of std magnifies: about sqrt(eps) of the largest |x|.
+    return {"variance": 1e-15 * scale**2, "std": 3e-8 * scale}.get(reduction, 0.0)
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.sampled_from(sorted(DTYPES)),
-            hnp.arrays(np.float64, st.integers(0, 30), elements=VALUES),
-        ),
-        min_size=1,
-        max_size=6,
-    ),
-    st.booleans(),
-)
+@given(tensor_lists(0), st.booleans())
 def test_slots_give_the_cores_reductions(tensors, grouped: bool) -> None:
     converter = TorchConverter(SlotStatistics())
     plan = SavePlan(raw=False, shape=False, reductions=SPECS)
-    saved = []
-    with converter.together() if grouped else _nothing():
-        for i, (dtype, values) in enumerate(tensors):
-            t = torch.from_numpy(values).to(DTYPES[dtype])
-            saved.append((converter.records(f"t{i}", t, plan), t))
-    converter.resolve()
+    saved = converted(converter, tensors, plan, grouped)
     for records, _ in saved:  # what the writer thread does before it writes the step
         for rec in records:
             if rec.deferred is not None:
@@ -133,14 +105,6 @@ def test_the_compiled_kernel_gives_the_same_rows(dynamo) -> None:
             if rec.deferred is not None:
                 rec.deferred.resolve()
         _check(recs, t)
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _train(out: Path, statistics: str, runner=None, model=None, steps: int = 3) -> tt.Hook:
@@ -418,18 +382,11 @@ def test_a_compiled_model_trains_with_slots_in_one_graph(tmp_path: Path, dynamo)
 
 
 def _run_ranks(out: Path, ranks: int, helper_env) -> list[str]:
-    port = str(free_port())
-    procs = []
-    for rank in range(ranks):
-        paths = [Path(__file__).parents[2] / "src"]
-        env = dict(helper_env, PYTHONPATH=os.pathsep.join(map(str, paths)))  # this tree's
-        if ranks > 1:
-            env.update(RANK=str(rank), WORLD_SIZE=str(ranks))
-            env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-        cmd = helper_cmd("slots_train.py", out, 5)
-        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True))
-    outputs = [p.communicate(timeout=240)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0] * ranks, outputs
+    paths = [Path(__file__).parents[2] / "src"]
+    env = dict(helper_env, PYTHONPATH=os.pathsep.join(map(str, paths)))  # this tree's
+    done = run_ranks(helper_cmd("slots_train.py", out, 5), ranks, env, timeout=240)
+    outputs = [p.stdout for p in done]
+    assert [p.returncode for p in done] == [0] * ranks, (outputs, [p.stderr for p in done])
     return outputs
 
 
