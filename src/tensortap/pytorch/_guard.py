@@ -74,16 +74,14 @@ from tensortap.pytorch import _guard_device as cols
 from tensortap.pytorch._guard_budget import BUDGET_ACTIONS, SkipBudget, SkipWindow
 from tensortap.pytorch._guard_device import SIGNALS, DeviceDecision
 from tensortap.pytorch._guard_flight import FlightRing, FlightStep, write_recording
-from tensortap.pytorch._guard_options import (
-    ACTIONS,
-    FLIGHT_BUDGET_BYTES,
-    HISTORY,
-    MAX_RECORDINGS,
-    GuardOptions,
-)
+from tensortap.pytorch._guard_options import ACTIONS, GuardOptions
 from tensortap.pytorch._guard_reader import Decision, DecisionReader
 
 log = logging.getLogger(__name__)
+
+MAX_RECORDINGS = 3  # the flight recorder's default budget per guard
+FLIGHT_BUDGET_BYTES = 64 * 2**20  # the flight recorder's raw copies, at most
+HISTORY = 128  # steps of statistics kept
 
 
 @dataclass(frozen=True)

@@ -19,30 +19,28 @@ from tensortap.pytorch._guard_device import SIGNALS, UNDO_MODES
 from tensortap.pytorch._guard_flight import MAX_LAG
 
 ACTIONS = ("skip", "stop", "record")
-MAX_RECORDINGS = 3  # the flight recorder's default budget per guard
-FLIGHT_BUDGET_BYTES = 64 * 2**20  # the flight recorder's raw copies, at most
-HISTORY = 128  # steps of statistics kept
 
 
 @dataclass(frozen=True)
 class GuardOptions:
-    """The guard's options (documented on :class:`~tensortap.pytorch._guard.Guard`)."""
+    """The guard's options, as :class:`~tensortap.pytorch._guard.Guard` takes them (its
+    signature holds their defaults and its docstring says what each is)."""
 
-    action: str = "skip"
-    spike_z: float = 6.0
-    spike_ratio: float = 2.0
-    window: int = 50
-    warmup: int = 10
-    keep: int = 5
-    names: str | None = None
-    max_recordings: int = MAX_RECORDINGS
-    signals: Sequence[str] = SIGNALS
-    budget: SkipBudget | None = None
-    rollback: RollbackTarget | None = None
-    on_trip: Callable[[Any], None] | None = None
-    history: int = HISTORY
-    flight_budget_bytes: int = FLIGHT_BUDGET_BYTES
-    undo: str = "auto"
+    action: str
+    spike_z: float
+    spike_ratio: float
+    window: int
+    warmup: int
+    keep: int
+    names: str | None
+    max_recordings: int
+    signals: Sequence[str]
+    budget: SkipBudget | None
+    rollback: RollbackTarget | None
+    on_trip: Callable[[Any], None] | None
+    history: int
+    flight_budget_bytes: int
+    undo: str
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -126,4 +124,4 @@ class GuardOptions:
         return self.undo
 
 
-__all__ = ["ACTIONS", "FLIGHT_BUDGET_BYTES", "HISTORY", "MAX_RECORDINGS", "GuardOptions"]
+__all__ = ["ACTIONS", "GuardOptions"]

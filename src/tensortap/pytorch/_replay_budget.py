@@ -16,7 +16,7 @@ MAX_REPLAYS = 3  # the default budget of replays per replayer
 class ReplayBudget:
     """Counts the replays run and the seconds spent; :meth:`check` refuses one over budget."""
 
-    def __init__(self, max_replays: int = MAX_REPLAYS, max_seconds: float | None = None) -> None:
+    def __init__(self, max_replays: int, max_seconds: float | None) -> None:
         self.max_replays, self.max_seconds = max_replays, max_seconds
         self.runs = 0
         self.seconds = 0.0
