@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any
 
 import numpy as np
 
@@ -50,17 +50,11 @@ class UpdateNormSpike(SpikeRule):
     cause = "update_spike"
     lasting_is_problem = False
 
-    def __init__(
-        self,
-        base_trial: Any,
-        window: int = 20,
-        warmup: int = 10,
-        z_threshold: float = 6.0,
-        min_ratio: float = 2.0,
-    ) -> None:
-        super().__init__(base_trial, window, warmup, z_threshold, min_ratio)
-        # the weights at the last judged step of each mode: raw arrays, or l2 norms
-        self._previous: dict[ModeKeys, tuple[dict[str, np.ndarray], dict[str, float]]] = {}
+    # no __init__ of its own: the rule takes SpikeRule's parameters as they are
+    @functools.cached_property
+    def _previous(self) -> dict[ModeKeys, tuple[dict[str, np.ndarray], dict[str, float]]]:
+        """The weights at the last judged step of each mode: raw arrays, or l2 norms."""
+        return {}
 
     def invoke_at_step(self, step: int) -> bool:
         training = training_step(self.base_trial, step)
