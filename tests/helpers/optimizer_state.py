@@ -1,9 +1,11 @@
-"""An optimizer's state dict as JSON values and back: what the tests' checkpoint functions keep,
-so that a saved state shares no tensor with the optimizer that goes on training."""
+"""An optimizer's state dict as JSON values and back, and checkpoint functions that keep a
+model's and its optimizer's state in memory that way (sharing no tensor with what goes on
+training)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -25,6 +27,26 @@ def state_from_json(value: Any) -> Any:
     if isinstance(value, list):
         return [state_from_json(v) for v in value]
     return value
+
+
+def in_memory(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer
+) -> tuple[Callable[[int], None], Callable[[int], None]]:
+    """``save(step)`` and ``load(step)`` for ``FunctionCheckpoints``: the model's state dict
+    (cloned) and the optimizer's (as JSON values), kept in memory by step."""
+    saved: dict[int, dict[str, Any]] = {}
+
+    def save(step: int) -> None:
+        saved[step] = {
+            "model": {k: v.clone() for k, v in model.state_dict().items()},
+            "optim": state_to_json(optimizer.state_dict()),
+        }
+
+    def load(step: int) -> None:
+        model.load_state_dict(saved[step]["model"])
+        optimizer.load_state_dict(state_from_json(saved[step]["optim"]))
+
+    return save, load
 
 
 def _listed(value: object) -> object:

@@ -19,7 +19,7 @@ import tensortap as tt
 import tensortap.pytorch as ttp
 from tensortap.exceptions import InvalidConfigError
 from tensortap.testing import inject_bitflip
-from tests.helpers.optimizer_state import state_from_json, state_to_json
+from tests.helpers.optimizer_state import in_memory
 
 BATCH = 8
 STEPS = 40
@@ -40,23 +40,9 @@ def _model() -> tuple[nn.Sequential, torch.optim.Optimizer]:
     return model, torch.optim.AdamW(model.parameters(), lr=1e-2)
 
 
-def _state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-    return {
-        "model": {k: v.clone() for k, v in model.state_dict().items()},
-        "optim": state_to_json(optimizer.state_dict()),
-    }
-
-
 def _train_with_guard_and_rollback(out: Path, bad: tuple[int, ...]) -> dict[str, Any]:
     model, optimizer = _model()
-    saved: dict[int, dict[str, Any]] = {}
-
-    def save(step: int) -> None:
-        saved[step] = _state(model, optimizer)
-
-    def load(step: int) -> None:
-        model.load_state_dict(saved[step]["model"])
-        optimizer.load_state_dict(state_from_json(saved[step]["optim"]))
+    save, load = in_memory(model, optimizer)
 
     def make_hook() -> tt.Hook:
         hook = ttp.Hook(out / "run", save_config=tt.SaveConfig(save_interval=1))

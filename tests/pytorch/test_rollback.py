@@ -23,7 +23,7 @@ from tensortap.core._rollback_request import REQUEST_FILE, RollbackRequests, req
 from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs._actions import ActionContext, RollbackTraining, action_from_dict
 from tests.conftest import helper_cmd
-from tests.helpers.optimizer_state import state_from_json, state_to_json
+from tests.helpers.optimizer_state import in_memory
 from tests.helpers.ranks import run_ranks
 
 HELPERS = Path(__file__).parents[1] / "helpers"
@@ -71,17 +71,7 @@ class SpikeCheck:
 def train(tmp_path: Path, bad: tuple[int, ...] = BAD, rollback_on: bool = True):
     """Train with checkpoints every 5 steps; returns the rollback and the last 5 losses."""
     model, optimizer = model_and_optimizer()
-    saved: dict[int, dict] = {}
-
-    def save(step: int) -> None:
-        saved[step] = {
-            "model": {k: v.clone() for k, v in model.state_dict().items()},
-            "optim": state_to_json(optimizer.state_dict()),
-        }
-
-    def load(step: int) -> None:
-        model.load_state_dict(saved[step]["model"])
-        optimizer.load_state_dict(state_from_json(saved[step]["optim"]))
+    save, load = in_memory(model, optimizer)
 
     def make_hook() -> tt.Hook:
         hook = tt.Hook(tmp_path / "run", save_config=tt.SaveConfig(save_interval=1))
