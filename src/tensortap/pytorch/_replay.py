@@ -183,6 +183,7 @@ class Replayer:
         self._counts = {"captured": 0, "requested": 0, "refused": 0}
         self._failed = 0
         self._guard: Any = None  # a Guard this replayer follows (follow)
+        self._clip_told = False  # logged once: after_backward came after a gradient clip
 
     # -- the normal path --
     def capture(self, batch: Any = None, *, batch_id: Any = None, step: int | None = None) -> None:
@@ -211,8 +212,10 @@ class Replayer:
         self._counts["captured"] += 1
 
     def after_backward(self, loss: torch.Tensor) -> None:
-        """Right after the step's backward pass (where ``step_fn`` returns): fingerprint the
-        loss and the gradients, on the device, without waiting for it."""
+        """Right after the step's backward pass (where ``step_fn`` returns), before any
+        gradient clipping or unscaling: fingerprint the loss and the gradients, on the device,
+        without waiting for it. (Gradients clipped first are still recognised, as the replay's
+        times one factor, and a warning says so once.)"""
         if not self._captures:
             raise InvalidConfigError(
                 "Replayer.after_backward: call capture(batch) first, at the step's start"
@@ -324,6 +327,16 @@ class Replayer:
         with self._lock:
             self.attributions.append(attribution)
         log.warning("tensortap replay: %s", attribution.message)
+        if "grad_clip_factor" in attribution.evidence and not self._clip_told:
+            self._clip_told = True
+            log.warning(
+                "tensortap replay: step %d's gradients were clipped before "
+                "replayer.after_backward(loss) fingerprinted them (they are the replay's times "
+                "%.4g); call after_backward right after loss.backward(), before "
+                "clip_grad_norm_, so the fingerprints compare alike",
+                capture.step,
+                attribution.evidence["grad_clip_factor"],
+            )
         if self.hook is not None:
             self.hook.record_event("attribution", attribution.to_dict())
         return attribution
