@@ -183,6 +183,7 @@ class Replayer:
         self._counts = {"captured": 0, "requested": 0, "refused": 0}
         self._failed = 0
         self._guard: Any = None  # a Guard this replayer follows (follow)
+        self._rollback: Any = None  # a Rollback whose restores this replayer runs before
         self._clip_told = False  # logged once: after_backward came after a gradient clip
 
     # -- the normal path --
@@ -210,6 +211,7 @@ class Replayer:
         )
         self.step = number + 1
         self._counts["captured"] += 1
+        self._captures[-1].restores = self._restores()
 
     def after_backward(self, loss: torch.Tensor) -> None:
         """Right after the step's backward pass (where ``step_fn`` returns), before any
@@ -224,13 +226,23 @@ class Replayer:
         capture.fingerprint, capture.has_grad, capture.weights = fingerprint(self.params, loss)
 
     # -- asking for replays --
-    def follow(self, guard: Any) -> None:
+    def follow(self, guard: Any, *, rollback: Any = None) -> None:
         """Replay what ``guard`` trips on: its ``on_trip`` becomes :meth:`on_trip`, and each
         :meth:`before_step` first settles the guard (:meth:`Guard.settle`: the decisions that
         have arrived are read), so a trip of step N is replayed before step N+1 runs, while
         the weights are still step N's (the guard undid its update). On a GPU a decision that
         arrives later than the next update cannot be replayed: the replay is refused and
-        counted (``status.refused``)."""
+        counted (``status.refused``).
+
+        ``rollback``: the :class:`~tensortap.pytorch.Rollback` the guard's skip budget asks.
+        Its :meth:`~tensortap.pytorch.Rollback.restore` then runs :meth:`before_step` first,
+        so the trip that spends the budget is replayed before the checkpoint is loaded (not
+        refused after), and attributions are recorded in ``rollback.hook``, the current
+        session (after a rollback, the branch's)."""
+        if rollback is not None and not hasattr(rollback, "register_before_restore"):
+            raise InvalidConfigError(
+                f"Replayer.follow(rollback=...) needs a tensortap Rollback, got {rollback!r}"
+            )
         if getattr(guard, "on_trip", None) not in (None, self.on_trip) or not hasattr(
             guard, "settle"
         ):
@@ -241,6 +253,9 @@ class Replayer:
             )
         guard.on_trip = self.on_trip
         self._guard = guard
+        if rollback is not None:
+            rollback.register_before_restore(self.before_step)
+            self._rollback = rollback
 
     def on_trip(self, event: Any) -> None:
         """The guard's ``on_trip``: queue a replay of ``event.step`` (with ``event.reason``
@@ -302,11 +317,17 @@ class Replayer:
                 "right after its backward pass"
             )
         if not weights_unchanged(self.params, capture):
+            if self._restores() > capture.restores:
+                self._refuse(
+                    f"the weights changed since step {capture.step}: a rollback restored a "
+                    "checkpoint since. Replays run before the rollback restores when the "
+                    "replayer follows it: replayer.follow(guard, rollback=rollback)"
+                )
             self._refuse(
-                f"the weights changed since step {capture.step} (its update was applied, or a "
-                "later step's): a replay needs the weights before the step's update. Replay it "
-                "before optimizer.step() (the guard skips a tripped step's update; a guard "
-                "that records only lets it through)"
+                f"the weights changed since step {capture.step} (its update was applied, a "
+                "later step's, or a checkpoint was loaded): a replay needs the weights before "
+                "the step's update. Replay it before optimizer.step() (the guard skips a "
+                "tripped step's update; a guard that records only lets it through)"
             )
         self.budget.start()
         started = time.perf_counter()
@@ -337,9 +358,21 @@ class Replayer:
                 capture.step,
                 attribution.evidence["grad_clip_factor"],
             )
-        if self.hook is not None:
-            self.hook.record_event("attribution", attribution.to_dict())
+        hook = self._hook()
+        if hook is not None:
+            hook.record_event("attribution", attribution.to_dict())
         return attribution
+
+    def _hook(self) -> Any:
+        """Where attributions go: the rollback's current hook when following one (after a
+        rollback, the branch's session), else ``hook``."""
+        if self._rollback is not None and self._rollback.hook is not None:
+            return self._rollback.hook
+        return self.hook
+
+    def _restores(self) -> int:
+        """Rollbacks done by the rollback followed (0 without one)."""
+        return 0 if self._rollback is None else int(self._rollback.rollbacks)
 
     def _refuse(self, why: str) -> None:
         with self._lock:
@@ -377,7 +410,8 @@ class Replayer:
                 capture.rng.put()
                 batch = capture.batch if capture.batch is not None else self._load(capture)
                 batch_numbers = numbers(tensors(batch))
-                with self.hook.ignoring() if self.hook is not None else contextlib.nullcontext():
+                hook = self._hook()
+                with hook.ignoring() if hook is not None else contextlib.nullcontext():
                     loss = self.step_fn(model, batch)
                 if not isinstance(loss, (torch.Tensor, float, int)):
                     raise ReplayError(
