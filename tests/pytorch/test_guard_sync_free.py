@@ -495,6 +495,8 @@ def test_bad_settings_are_refused() -> None:
         ttp.Guard(optimizer, flight_budget_bytes=-1)
     with pytest.raises(InvalidConfigError, match="on_trip must be callable"):
         ttp.Guard(optimizer, on_trip="print")  # type: ignore[arg-type]
+    with pytest.raises(InvalidConfigError, match="model must be the torch.nn.Module.*got str"):
+        ttp.Guard(optimizer, "model")  # type: ignore[arg-type]
 
 
 def _rank(rank: int, port: int, out: str, name: str) -> None:

@@ -228,6 +228,12 @@ class Guard:
             raise InvalidConfigError(
                 f"Guard needs the torch.optim.Optimizer whose step it guards, got {optimizer!r}"
             )
+        if model is not None and not isinstance(model, torch.nn.Module):
+            raise InvalidConfigError(
+                "Guard's model must be the torch.nn.Module being trained (it names the "
+                f"parameters in events and flight recordings) or None, got "
+                f"{type(model).__name__} {model!r}: Guard(optimizer, model)"
+            )
         options = GuardOptions(
             action=action,
             spike_z=spike_z,

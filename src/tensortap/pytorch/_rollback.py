@@ -193,6 +193,18 @@ class Rollback:
                 "Rollback.steps needs batches= (a SkipBatches) and every= (steps between "
                 f"checkpoints), got batches={self.batches!r}, every={self.every!r}"
             )
+        for name, value in (("total_steps", total_steps), ("start", start)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidConfigError(
+                    f"Rollback.steps: {name} must be an int >= 0 (a number of optimizer steps), "
+                    f"got {type(value).__name__} {value!r}; pass int({value!r}) if it is a "
+                    "number read from a config"
+                )
+        return self._steps(total_steps, start)
+
+    def _steps(self, total_steps: int, start: int) -> Iterator[tuple[int, Hashable, Any]]:
+        assert self.batches is not None  # steps() checked
+        assert self.every is not None
         every = self.every
         step = start
         stream: Iterator[Any] = iter(self.batches)
