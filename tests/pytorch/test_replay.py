@@ -504,3 +504,31 @@ def test_gradients_clipped_before_after_backward_are_the_same_step(
     assert "times the replay's" in found.message
     told = [r for r in caplog.records if "before clip_grad_norm_" in r.getMessage()]
     assert len(told) == 1
+
+
+def test_a_replay_whose_step_fn_fails_is_counted_failed() -> None:
+    """step_fn returning None or raising: the replay ran and failed; the status adds up."""
+    torch.manual_seed(0)
+    model = Net()
+    broken = {"how": "none"}
+
+    def flaky(model: nn.Module, batch: Any) -> Any:
+        if broken["how"] == "raise":
+            raise RuntimeError("out of memory in the replay")
+        loss = step_fn(model, batch)
+        return None if broken["how"] == "none" else loss
+
+    replayer = ttp.Replayer(model, flaky)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = make_batches(3)
+    for i, batch in enumerate(batches):
+        replayer.capture(batch, batch_id=i)
+        optimizer.zero_grad()
+        replayer.after_backward(step_fn(model, batch))
+        replayer.request(i, "asked")
+        replayer.before_step()  # before the update: the weights are the step's
+        broken["how"] = ("raise", "fine", "fine")[i]
+        optimizer.step()
+    status = replayer.status
+    assert (status.requested, status.replayed, status.failed) == (3, 1, 2)
+    assert status.requested == status.replayed + status.refused + status.over_budget + status.failed

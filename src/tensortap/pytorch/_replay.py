@@ -100,7 +100,9 @@ class ReplayStatus:
     replayed: int  #: replays run (each made an attribution)
     refused: int  #: not run: the step was not captured any more, or the weights had changed
     over_budget: int  #: not run: ``max_replays`` or ``max_seconds`` reached
-    failed: int  #: replays that raised (logged)
+    failed: int  #: replays that ran and failed: step_fn raised, returned no loss, or changed
+    #: the weights (logged; each still counts against ``max_replays``). Once the queue is run,
+    #: ``requested == replayed + refused + over_budget + failed``
     seconds: float  #: spent replaying
 
 
@@ -281,14 +283,19 @@ class Replayer:
                 if not self._requests:
                     return made
                 wanted = self._requests.popleft()
+            failed = self._failed
             try:
                 made.append(self.replay(wanted.step, reason=wanted.reason, batch=wanted.batch))
-            except ReplayError as exc:
-                log.warning("tensortap replay of step %d not run: %s", wanted.step, exc)
-            except Exception:
-                with self._lock:
-                    self._failed += 1
-                log.exception("tensortap replay of step %d failed", wanted.step)
+            except Exception as exc:
+                with self._lock:  # refused and over budget are counted where raised
+                    ran = self._failed > failed
+                    if not ran and not isinstance(exc, ReplayError):
+                        self._failed += 1
+                        ran = True
+                if ran:
+                    log.exception("tensortap replay of step %d failed", wanted.step)
+                else:
+                    log.warning("tensortap replay of step %d not run: %s", wanted.step, exc)
 
     @property
     def status(self) -> ReplayStatus:
@@ -333,18 +340,22 @@ class Replayer:
         started = time.perf_counter()
         try:
             replayed = self._run(capture)
+            assert capture.fingerprint is not None
+            attribution = attribute(
+                FirstRun(capture.step, capture.fingerprint, capture.has_grad),
+                replayed,
+                seconds=time.perf_counter() - started,
+                reason=reason,
+                batch=capture.batch_id if batch is None else batch,
+                rtol=self.rtol,
+                extreme_input=self.extreme_input,
+            )
+        except Exception:  # it ran and failed (step_fn raised, gave no loss, stepped)
+            with self._lock:
+                self._failed += 1
+            raise
         finally:
             self.budget.spend(time.perf_counter() - started)
-        assert capture.fingerprint is not None
-        attribution = attribute(
-            FirstRun(capture.step, capture.fingerprint, capture.has_grad),
-            replayed,
-            seconds=time.perf_counter() - started,
-            reason=reason,
-            batch=capture.batch_id if batch is None else batch,
-            rtol=self.rtol,
-            extreme_input=self.extreme_input,
-        )
         with self._lock:
             self.attributions.append(attribution)
         log.warning("tensortap replay: %s", attribution.message)
