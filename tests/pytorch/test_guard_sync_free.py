@@ -597,6 +597,7 @@ def test_the_worst_micro_batch_loss_is_the_maximum_and_nan_wins() -> None:
                 guard.observe(torch.tensor(value) if mixed and j % 2 else value, batch=j)
             optimizer.step()
             loss = guard.history()[-1].loss
+            assert loss is not None
             assert loss == expected or (math.isnan(expected) and math.isnan(loss))
 
 

@@ -214,7 +214,7 @@ def test_a_replay_refused_after_a_restore_says_a_rollback_restored_a_checkpoint(
     guard = ttp.Guard(optimizer, model)
     replayer = ttp.Replayer(model, _step_fn)
     replayer.follow(guard, rollback=rollback)
-    trained = []
+    trained: list[int] = []
     with caplog.at_level("WARNING", logger="tensortap.pytorch._replay"):
         for step, batch_id, batch in rollback.steps(9):
             if trained[-1:] == [7] and rollback.rollbacks == 1 and not replayer.status.requested:
