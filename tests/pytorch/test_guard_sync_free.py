@@ -495,6 +495,8 @@ def test_bad_settings_are_refused() -> None:
         ttp.Guard(optimizer, flight_budget_bytes=-1)
     with pytest.raises(InvalidConfigError, match="on_trip must be callable"):
         ttp.Guard(optimizer, on_trip="print")  # type: ignore[arg-type]
+    with pytest.raises(InvalidConfigError, match="model must be the torch.nn.Module.*got str"):
+        ttp.Guard(optimizer, "model")  # type: ignore[arg-type]
 
 
 def _rank(rank: int, port: int, out: str, name: str) -> None:
@@ -548,3 +550,103 @@ def test_a_nan_on_one_rank_is_skipped_on_every_rank_with_one_all_reduce(
     assert ranks[1]["reasons"].tolist() == ["the loss is nan"]
     np.testing.assert_array_equal(ranks[0]["final"], ranks[1]["final"])  # the ranks agree
     np.testing.assert_array_equal(ranks[0]["after"], ranks[1]["after"])
+
+
+def _accumulate(model, optimizer, guard, poison: dict[int, str], steps: int, micro: int = 3):
+    """Gradient accumulation with clipping: ``micro`` micro-batches a step, each observed; the
+    loop hands the guard the norm before clipping."""
+    norms = []
+    for step in range(steps):
+        optimizer.zero_grad()
+        for m in range(micro):
+            i = step * micro + m
+            x, y = batch(i, poison.get(i))
+            loss = torch.nn.functional.cross_entropy(model(x), y) / micro
+            loss.backward()
+            guard.observe(loss, batch=i)
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        norms.append(norm)
+        guard.observe(loss, grad_norm=norm)  # the loss again: the worst stays the worst
+        optimizer.step()
+    return norms
+
+
+def test_accumulated_micro_batches_are_judged_on_the_worst_and_named_each() -> None:
+    model, optimizer = setup("adamw")
+    rollback = RecordingRollback()
+    guard = ttp.Guard(optimizer, model, budget=SkipBudget(2, 5, then="rollback"), rollback=rollback)
+    _accumulate(model, optimizer, guard, {4: "nan", 9: "nan"}, steps=5)  # steps 1 and 3
+    assert guard.flush()
+    assert [(e.step, e.batch, e.reason) for e in guard.events] == [
+        (1, (3, 4, 5), "the loss is nan"),  # micro-batch 4, not the last one, is NaN
+        (3, (9, 10, 11), "the loss is nan"),
+    ]
+    ((step, batches, _, _),) = rollback.requests
+    assert (step, batches) == (1, [3, 4, 5, 9, 10, 11])  # each micro-batch, flattened
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_the_worst_micro_batch_loss_is_the_maximum_and_nan_wins() -> None:
+    model, optimizer = setup()
+    guard = ttp.Guard(optimizer, model)
+    for losses, expected in (([1.0, 3.0, 2.0], 3.0), ([1.0, math.nan, 2.0], math.nan)):
+        for mixed in (False, True):
+            optimizer.zero_grad()
+            model(batch(0)[0]).sum().backward()
+            for j, value in enumerate(losses):
+                guard.observe(torch.tensor(value) if mixed and j % 2 else value, batch=j)
+            optimizer.step()
+            loss = guard.history()[-1].loss
+            assert loss is not None
+            assert loss == expected or (math.isnan(expected) and math.isnan(loss))
+
+
+def test_the_clipped_norm_given_to_observe_is_judged_not_the_clipped_one() -> None:
+    model, optimizer = setup("adamw")
+    guard = ttp.Guard(optimizer, model, signals=("grad_norm",), warmup=3)
+    norms = _accumulate(model, optimizer, guard, {13: "huge"}, steps=6)
+    assert guard.flush()
+    records = guard.history()
+    assert [r.grad_norm for r in records] == pytest.approx([float(n) for n in norms])
+    assert records[4].grad_norm > 1.0  # not the clipped norm, which is at most max_norm
+    assert [e.step for e in guard.events] == [4] and "gradient norm" in guard.events[0].reason
+
+
+def test_observe_checks_what_it_is_given() -> None:
+    model, optimizer = setup()
+    guard = ttp.Guard(optimizer, model)
+    with pytest.raises(InvalidConfigError, match="loss must be a tensor or a real number"):
+        guard.observe("loss")  # type: ignore[arg-type]
+    with pytest.raises(InvalidConfigError, match="shape \\(3,\\)"):
+        guard.observe(torch.ones(3))
+    with pytest.raises(InvalidConfigError, match="grad_norm must be .*clip_grad_norm_"):
+        guard.observe(torch.tensor(1.0), grad_norm="big")  # type: ignore[arg-type]
+
+
+def test_observe_after_the_optimizer_step_is_told_once(caplog: pytest.LogCaptureFixture) -> None:
+    model, optimizer = setup()
+    guard = ttp.Guard(optimizer, model)
+    with caplog.at_level("WARNING", logger="tensortap.pytorch._guard"):
+        for i in range(4):
+            x, y = batch(i)
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            guard.observe(loss, batch=i)  # too late: judged with the next step
+    told = [r for r in caplog.records if "before optimizer.step()" in r.getMessage()]
+    assert len(told) == 1 and guard.status.late_observes == 1
+    # in time, and observing only some steps, is not told
+    model, optimizer = setup()
+    guard = ttp.Guard(optimizer, model)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tensortap.pytorch._guard"):
+        for i in range(4):
+            x, y = batch(i)
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            if i != 1:
+                guard.observe(loss, batch=i)
+            optimizer.step()
+    assert guard.status.late_observes == 0 and not caplog.records

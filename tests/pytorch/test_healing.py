@@ -151,3 +151,83 @@ def test_observe_refuses_a_step_that_is_not_a_step_number(bad: Any) -> None:
     with pytest.raises(InvalidConfigError, match="loop's step number"):
         guard.observe(torch.tensor(1.0), step=bad)
     guard.remove()
+
+
+def _wired(out: Path, follow_rollback: bool) -> dict[str, Any]:
+    """The guard, the rollback and the replayer together: bad batches 12 and 13 spend the
+    skip budget (a rollback to step 10), bad batch 20 trips once more in the branch (step 18)."""
+    model, optimizer = _model()
+    save, load = in_memory(model, optimizer)
+
+    def make_hook() -> tt.Hook:
+        hook = ttp.Hook(out / "run", save_config=tt.SaveConfig(save_interval=1))
+        hook.register_module(model)
+        return hook
+
+    batches = ttp.SkipBatches(DataLoader(_data((12, 13, 20), float("nan")), batch_size=BATCH))
+    rollback = ttp.Rollback(
+        ttp.FunctionCheckpoints(save, load), every=5, batches=batches, make_hook=make_hook
+    )
+    guard = ttp.Guard(
+        optimizer, model, budget=ttp.SkipBudget(2, 10, then="rollback"), rollback=rollback
+    )
+    replayer = ttp.Replayer(model, _step_fn, hook=rollback.hook)
+    replayer.follow(guard, rollback=rollback) if follow_rollback else replayer.follow(guard)
+    for step, batch_id, batch in rollback.steps(24):
+        replayer.capture(batch, batch_id=batch_id, step=step)
+        optimizer.zero_grad()
+        loss = _step_fn(model, batch)
+        replayer.after_backward(loss)
+        guard.observe(loss, batch=batch_id, step=step)
+        optimizer.step()
+    assert guard.flush()
+    replayer.before_step()
+    rollback.close()
+    guard.remove()
+    return {"replayer": replayer, "rollback": rollback}
+
+
+def test_the_trip_that_rolls_back_is_replayed_and_the_branch_records_its_own(
+    tmp_path: Path,
+) -> None:
+    wired = _wired(tmp_path / "followed", follow_rollback=True)
+    replayer, rollback = wired["replayer"], wired["rollback"]
+    assert [e.kind for e in rollback.events] == ["rollback"]
+    assert [(a.step, a.kind) for a in replayer.attributions] == [
+        (12, "data"),
+        (13, "data"),  # replayed before the restore, not refused after it
+        (18, "data"),  # batch 20: two batches fewer after the rollback
+    ]
+    assert replayer.status.refused == 0
+    first, second = tt.create_trial(tmp_path / "followed" / "run").sessions()
+    assert [e["fields"]["step"] for e in first.events if e["kind"] == "attribution"] == [12, 13]
+    assert [e["fields"]["step"] for e in second.events if e["kind"] == "attribution"] == [18]
+
+
+def test_a_replay_refused_after_a_restore_says_a_rollback_restored_a_checkpoint(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model, optimizer = _model()
+    save, load = in_memory(model, optimizer)
+    batches = ttp.SkipBatches(DataLoader(_data((), 0.0), batch_size=BATCH))
+    rollback = ttp.Rollback(ttp.FunctionCheckpoints(save, load), every=5, batches=batches)
+    guard = ttp.Guard(optimizer, model)
+    replayer = ttp.Replayer(model, _step_fn)
+    replayer.follow(guard, rollback=rollback)
+    trained: list[int] = []
+    with caplog.at_level("WARNING", logger="tensortap.pytorch._replay"):
+        for step, batch_id, batch in rollback.steps(9):
+            if trained[-1:] == [7] and rollback.rollbacks == 1 and not replayer.status.requested:
+                replayer.request(7, "asked after the restore")  # too late: step 5's weights
+            replayer.capture(batch, batch_id=batch_id, step=step)
+            optimizer.zero_grad()
+            replayer.after_backward(_step_fn(model, batch))
+            trained.append(step)
+            if step == 7 and rollback.rollbacks == 0:
+                rollback.request(7, [], "a check of the loop's")  # and no update for step 7
+            else:
+                optimizer.step()
+    assert trained[:5] == [0, 1, 2, 3, 4] and trained[7:9] == [7, 5]
+    assert replayer.status.refused == 1 and replayer.attributions == []
+    (refused,) = [r.getMessage() for r in caplog.records if "not run" in r.getMessage()]
+    assert "step 7" in refused and "a rollback restored a checkpoint since" in refused

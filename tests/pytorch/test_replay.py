@@ -470,3 +470,65 @@ def test_under_ddp_every_rank_names_the_rank_with_the_bad_batch(tmp_path: Path) 
     assert steps0 == steps1 == [2]
     assert (kind1, layer1) == (replay.DATA, "fc1")  # its own batch
     assert (kind0, layer0) == (replay.DATA, "fc1") and "rank 1's batch" in message0
+
+
+def test_gradients_clipped_before_after_backward_are_the_same_step(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """clip_grad_norm_ between backward and after_backward: the first run's gradients are the
+    replay's times one factor, the loss the same: a batch with targets 1000 times too large
+    reproduces its spike, it is not transient."""
+    torch.manual_seed(0)
+    model = Net()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    guard = ttp.Guard(optimizer, model, warmup=3)
+    replayer = ttp.Replayer(model, step_fn)
+    replayer.follow(guard)
+    batches = make_batches(7)
+    batches[6] = (batches[6][0], batches[6][1] * 1000)
+    with caplog.at_level("WARNING", logger="tensortap.pytorch._replay"):
+        for i, batch in enumerate(batches):
+            replayer.capture(batch, batch_id=i)
+            optimizer.zero_grad()
+            loss = step_fn(model, batch)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            replayer.after_backward(loss)
+            guard.observe(loss, batch=i)
+            optimizer.step()
+        replayer.before_step()
+    (found,) = replayer.attributions
+    assert found.kind == replay.REPRODUCIBLE and found.step == 6
+    assert found.evidence["fingerprints_differing"] == 0
+    assert 0 < found.evidence["grad_clip_factor"] < 1
+    assert found.evidence["loss"] == found.evidence["replay_loss"]
+    assert "times the replay's" in found.message
+    told = [r for r in caplog.records if "before clip_grad_norm_" in r.getMessage()]
+    assert len(told) == 1
+
+
+def test_a_replay_whose_step_fn_fails_is_counted_failed() -> None:
+    """step_fn returning None or raising: the replay ran and failed; the status adds up."""
+    torch.manual_seed(0)
+    model = Net()
+    broken = {"how": "none"}
+
+    def flaky(model: nn.Module, batch: Any) -> Any:
+        if broken["how"] == "raise":
+            raise RuntimeError("out of memory in the replay")
+        loss = step_fn(model, batch)
+        return None if broken["how"] == "none" else loss
+
+    replayer = ttp.Replayer(model, flaky)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = make_batches(3)
+    for i, batch in enumerate(batches):
+        replayer.capture(batch, batch_id=i)
+        optimizer.zero_grad()
+        replayer.after_backward(step_fn(model, batch))
+        replayer.request(i, "asked")
+        replayer.before_step()  # before the update: the weights are the step's
+        broken["how"] = ("raise", "fine", "fine")[i]
+        optimizer.step()
+    status = replayer.status
+    assert (status.requested, status.replayed, status.failed) == (3, 1, 2)
+    assert status.requested == status.replayed + status.refused + status.over_budget + status.failed

@@ -230,6 +230,11 @@ def test_bad_arguments_say_what_was_expected() -> None:
         rollback.request(-1, [], "x")
     with pytest.raises(InvalidConfigError, match="list of batch ids"):
         rollback.request(1, "12", "x")  # type: ignore[arg-type]
+    rollback = tt.Rollback(checkpoints, every=5, batches=tt.SkipBatches([1, 2]))
+    with pytest.raises(InvalidConfigError, match="total_steps must be an int >= 0.*got str '10'"):
+        rollback.steps("10")  # type: ignore[arg-type]  # refused when called, not when iterated
+    with pytest.raises(InvalidConfigError, match="start must be an int >= 0"):
+        rollback.steps(10, start=-1)
 
 
 def test_a_rules_rollback_action_reaches_the_training_process(tmp_path: Path) -> None:

@@ -60,6 +60,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -71,7 +72,7 @@ import torch
 from tensortap.core._rollback_target import RollbackTarget
 from tensortap.exceptions import InvalidConfigError
 from tensortap.pytorch import _guard_device as cols
-from tensortap.pytorch._guard_budget import BUDGET_ACTIONS, SkipBudget, SkipWindow
+from tensortap.pytorch._guard_budget import BUDGET_ACTIONS, MicroBatches, SkipBudget, SkipWindow
 from tensortap.pytorch._guard_device import SIGNALS, DeviceDecision
 from tensortap.pytorch._guard_flight import FlightRing, FlightStep, write_recording
 from tensortap.pytorch._guard_options import ACTIONS, GuardOptions
@@ -103,6 +104,7 @@ class GuardStatus:
     snapshot_bytes: int = 0  #: device memory of the copies of parameters and optimizer state
     flight_bytes: int = 0  #: host memory of the flight recorder's raw copies
     undo: str = ""  #: how updates are undone: "snapshot", "optimizer" or "none"
+    late_observes: int = 0  #: observes seen after optimizer.step() (warned once)
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,41 @@ def _rng_state() -> dict[str, Any]:
     if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
+
+
+def _scalar(name: str, value: Any, what: str) -> torch.Tensor | float:
+    """``value`` checked for :meth:`Guard.observe`: a tensor of one element (detached, left
+    on its device) or a real number."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1 or value.is_complex():
+            raise InvalidConfigError(
+                f"Guard.observe {name} must be a tensor of one real number ({what}), got a "
+                f"tensor of shape {tuple(value.shape)} and dtype {value.dtype}; reduce it first "
+                "(loss.mean())"
+            )
+        return value.detach()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidConfigError(
+            f"Guard.observe {name} must be a tensor or a real number ({what}), got "
+            f"{type(value).__name__} {value!r}; pass {name}= the tensor itself"
+        )
+    return float(value)
+
+
+def _worst(a: torch.Tensor | float, b: torch.Tensor | float) -> torch.Tensor | float:
+    """The larger of two micro-batch losses, NaN when either is NaN (torch.maximum, on the
+    device: no host read)."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        like = a if isinstance(a, torch.Tensor) else b
+        assert isinstance(like, torch.Tensor)
+        a, b = (
+            (v.reshape(-1)[0].float().to(like.device, non_blocking=True))
+            if isinstance(v, torch.Tensor)
+            else torch.full((), v, device=like.device)
+            for v in (a, b)
+        )
+        return torch.maximum(a, b)
+    return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
 
 
 def _all_reduce_max(bits: torch.Tensor) -> None:
@@ -191,6 +228,12 @@ class Guard:
             raise InvalidConfigError(
                 f"Guard needs the torch.optim.Optimizer whose step it guards, got {optimizer!r}"
             )
+        if model is not None and not isinstance(model, torch.nn.Module):
+            raise InvalidConfigError(
+                "Guard's model must be the torch.nn.Module being trained (it names the "
+                f"parameters in events and flight recordings) or None, got "
+                f"{type(model).__name__} {model!r}: Guard(optimizer, model)"
+            )
         options = GuardOptions(
             action=action,
             spike_z=spike_z,
@@ -236,8 +279,17 @@ class Guard:
             compiled=bool(compile),
         )
         self._host_rows: torch.Tensor | None = None  # pinned copies of the ring (CUDA)
-        self._loss: Any = None
-        self._batch: Any = None
+        self._loss: Any = None  # the step's worst micro-batch loss so far
+        self._batches: list[Any] = []  # each observe's batch, this step
+        self._grad_norm: Any = None  # the loop's gradient norm (observe(grad_norm=)), this step
+        # the first parameter's gradient at the last observe: another one (zero_grad ran) and
+        # no optimizer.step() between means a new step
+        self._grad_seen: weakref.ref[torch.Tensor] | None = None
+        # observe() after optimizer.step(): a step ran with nothing observed, then an observe
+        # came, and no step was ever observed in time (warned once, counted in status)
+        self._step_ended_unobserved = False
+        self._observed_in_time = False
+        self._late_observes = 0
         self._armed = False  # the pre-step half ran; the post-step half is due
         self._rng = _rng_state()
         self.step = 0
@@ -261,12 +313,26 @@ class Guard:
         ]
 
     def observe(
-        self, loss: torch.Tensor | float, batch: Any = None, *, step: int | None = None
+        self,
+        loss: torch.Tensor | float,
+        batch: Any = None,
+        *,
+        step: int | None = None,
+        grad_norm: torch.Tensor | float | None = None,
     ) -> None:
-        """The step's loss (judged with the gradients) and whatever names its batch; ``step``
-        numbers this step as the loop does when that is not the guard's count of optimizer
-        steps (after a rollback the loop counts from the restored checkpoint again, and the
-        guard's events, its rollback requests and a replayer's captures must agree)."""
+        """The step's loss (judged with the gradients) and whatever names its batch, before
+        ``optimizer.step()``; ``step`` numbers this step as the loop does when that is not the
+        guard's count of optimizer steps (after a rollback the loop counts from the restored
+        checkpoint again, and the guard's events, its rollback requests and a replayer's
+        captures must agree).
+
+        With gradient accumulation, call it once per micro-batch: the step is judged on its
+        worst (largest; NaN wins) micro-batch loss, and its event's ``batch`` is the tuple of
+        every micro-batch's id (a :class:`~tensortap.pytorch._guard_budget.MicroBatches`; a
+        rollback is asked to skip each). ``grad_norm``: the total gradient norm before
+        clipping, as ``torch.nn.utils.clip_grad_norm_`` returns it (a tensor, left on its
+        device): judged for this step instead of the guard's own norm, which after a clip is
+        at most ``max_norm``."""
         if step is not None:
             if isinstance(step, bool) or not isinstance(step, int) or step < 0:
                 raise InvalidConfigError(
@@ -274,8 +340,31 @@ class Guard:
                     f"{step!r}; leave it out to number steps by the optimizer's count"
                 )
             self.step = step
-        self._loss = loss.detach() if isinstance(loss, torch.Tensor) else float(loss)
-        self._batch = batch
+        value = _scalar("loss", loss, "the step's loss: the tensor loss_fn returned")
+        grad = self.params[0].grad if self.params else None
+        seen = self._grad_seen
+        if self._loss is not None and seen is not None and seen() is not grad:
+            # the gradients were reset since the last observe, and no optimizer.step() came
+            # (a GradScaler skipped it): what was observed belongs to a step that never ran
+            self._loss, self._batches, self._grad_norm = None, [], None
+        self._grad_seen = weakref.ref(grad) if grad is not None else None
+        if grad_norm is not None:
+            self._grad_norm = _scalar(
+                "grad_norm", grad_norm, "the total norm torch.nn.utils.clip_grad_norm_ returns"
+            )
+        if self._step_ended_unobserved and not self._observed_in_time:
+            self._late_observes += 1
+            if self._late_observes == 1:
+                log.warning(
+                    "tensortap guard: observe() came after optimizer.step() (step %d ran with "
+                    "nothing observed): call guard.observe(loss) before optimizer.step(), or "
+                    "each step is judged on the previous step's loss",
+                    self.step - 1,
+                )
+        self._step_ended_unobserved = False
+        self._loss = value if self._loss is None else _worst(self._loss, value)
+        if batch is not None:  # an observe without a batch (the grad_norm's) names none
+            self._batches.append(batch)
 
     # -- what the reader has read (see the module docstring) --
     @property
@@ -337,6 +426,7 @@ class Guard:
                 snapshot_bytes=self._device.copy_bytes,
                 flight_bytes=self._flight.nbytes if self._flight is not None else 0,
                 undo=self.undo,
+                late_observes=self._late_observes,
             )
 
     def settle(self, timeout: float = 60.0) -> None:
@@ -386,7 +476,10 @@ class Guard:
         self._armed = False
         try:
             with torch.no_grad():
-                self._device.before(self.optimizer, self.params, self._loss, _reduce())
+                grad_norm = self._grad_norm
+                if grad_norm is not None and not isinstance(grad_norm, torch.Tensor):
+                    grad_norm = torch.tensor(float(grad_norm))
+                self._device.before(self.optimizer, self.params, self._loss, _reduce(), grad_norm)
                 if self._flight is not None:
                     self._flight.remember(self.step, self.params)
             self._armed = True
@@ -403,8 +496,10 @@ class Guard:
             with torch.no_grad():
                 row = self._device.after(self.optimizer, _reduce(), slot)
                 row, event = self._to_host(row, slot)
+            batches = self._batches
+            batch = MicroBatches(batches) if len(batches) > 1 else batches[0] if batches else None
             self._reader.submit(
-                Decision(self.step, row, event, self._batch, self._loss is not None, self._rng)
+                Decision(self.step, row, event, batch, self._loss is not None, self._rng)
             )
         except Exception:
             log.exception("tensortap guard: could not decide step %d", self.step)
@@ -413,7 +508,11 @@ class Guard:
     def _finish_step(self) -> None:
         self._rng = _rng_state()  # the next step's, before its forward pass
         self.step += 1
-        self._loss, self._batch = None, None
+        if self._loss is None:
+            self._step_ended_unobserved = True
+        else:
+            self._observed_in_time = not self._late_observes
+        self._loss, self._batches, self._grad_norm = None, [], None
 
     def _to_host(self, row: torch.Tensor, slot: int) -> tuple[torch.Tensor, Any]:
         """The row on the host: itself on the CPU; from CUDA a copy into pinned memory that

@@ -42,6 +42,21 @@ class SkipBudget:
             )
 
 
+class MicroBatches(tuple):  # type: ignore[type-arg]
+    """The ids of the micro-batches one optimizer step accumulated (``Guard.observe`` called
+    more than once in the step): a tuple, flattened where a rollback is asked to skip them."""
+
+    __slots__ = ()
+
+
+def flatten(batches: list[Any]) -> list[Any]:
+    """Each micro-batch's id where a step accumulated several (:class:`MicroBatches`)."""
+    flat: list[Any] = []
+    for batch in batches:
+        flat.extend(batch if isinstance(batch, MicroBatches) else (batch,))
+    return flat
+
+
 @dataclass(frozen=True)
 class Exhausted:
     """The budget ran out: the skips it counted (first step, each step's batch) and why."""
@@ -83,10 +98,10 @@ class SkipWindow:
         return Exhausted(
             self.budget.then,
             taken[0][0],
-            [b for _, b in taken],
+            flatten([b for _, b in taken]),
             f"{len(taken)} updates skipped within {self.budget.steps} steps "
             f"(steps {[s for s, _ in taken]}; the last: {trip})",
         )
 
 
-__all__ = ["BUDGET_ACTIONS", "Exhausted", "SkipBudget", "SkipWindow"]
+__all__ = ["BUDGET_ACTIONS", "Exhausted", "MicroBatches", "SkipBudget", "SkipWindow", "flatten"]

@@ -163,8 +163,10 @@ class DeviceDecision:
         params: list[torch.Tensor],
         loss: Any,
         reduce: Reduce | None,
+        grad_norm: torch.Tensor | None = None,
     ) -> None:
-        """Right before ``optimizer.step()``: the gradient norm, the loss, and the copies; with
+        """Right before ``optimizer.step()``: the gradient norm (``grad_norm`` where the loop
+        gave it: the norm before clipping), the loss, and the copies; with
         ``undo="optimizer"`` the decision too, handed to the optimizer as its ``found_inf``."""
         active = [(i, p) for i, p in enumerate(params) if p.grad is not None]
         device = active[0][1].device if active else params[0].device
@@ -182,7 +184,10 @@ class DeviceDecision:
             )
         active = [(i, p) for i, p in active if p.device == self.device]
         self._active = active
-        self._grad_norm = total_norm([p.grad for _, p in active], self.device)  # type: ignore[misc]
+        if grad_norm is not None:
+            self._grad_norm = grad_norm.detach().reshape(-1)[0].to(self.device, non_blocking=True)
+        else:
+            self._grad_norm = total_norm([p.grad for _, p in active], self.device)  # type: ignore[misc]
         self._observed = loss is not None
         if isinstance(loss, torch.Tensor) and loss.numel():
             self._loss = loss.detach().reshape(-1)[0].to(self.device, non_blocking=True).float()
@@ -192,8 +197,9 @@ class DeviceDecision:
             self._observed = False
             self._loss = torch.full((), math.nan, device=self.device)
         grad_scale = getattr(optimizer, "grad_scale", None)
-        if isinstance(grad_scale, torch.Tensor):  # a GradScaler leaves the unscaling to a
-            self._grad_norm = self._grad_norm / grad_scale.to(self.device)  # fused optimizer
+        if isinstance(grad_scale, torch.Tensor) and grad_norm is None:  # a GradScaler leaves
+            # the unscaling to a fused optimizer (a norm the loop gave was taken unscaled)
+            self._grad_norm = self._grad_norm / grad_scale.to(self.device)
         if self.undo == "optimizer":
             self._keys_before = {(i, key) for i, p in active for key in optimizer.state.get(p, {})}
             self._optimizer_skip(optimizer, reduce)

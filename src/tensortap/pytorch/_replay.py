@@ -100,7 +100,9 @@ class ReplayStatus:
     replayed: int  #: replays run (each made an attribution)
     refused: int  #: not run: the step was not captured any more, or the weights had changed
     over_budget: int  #: not run: ``max_replays`` or ``max_seconds`` reached
-    failed: int  #: replays that raised (logged)
+    failed: int  #: replays that ran and failed: step_fn raised, returned no loss, or changed
+    #: the weights (logged; each still counts against ``max_replays``). Once the queue is run,
+    #: ``requested == replayed + refused + over_budget + failed``
     seconds: float  #: spent replaying
 
 
@@ -183,6 +185,8 @@ class Replayer:
         self._counts = {"captured": 0, "requested": 0, "refused": 0}
         self._failed = 0
         self._guard: Any = None  # a Guard this replayer follows (follow)
+        self._rollback: Any = None  # a Rollback whose restores this replayer runs before
+        self._clip_told = False  # logged once: after_backward came after a gradient clip
 
     # -- the normal path --
     def capture(self, batch: Any = None, *, batch_id: Any = None, step: int | None = None) -> None:
@@ -209,10 +213,13 @@ class Replayer:
         )
         self.step = number + 1
         self._counts["captured"] += 1
+        self._captures[-1].restores = self._restores()
 
     def after_backward(self, loss: torch.Tensor) -> None:
-        """Right after the step's backward pass (where ``step_fn`` returns): fingerprint the
-        loss and the gradients, on the device, without waiting for it."""
+        """Right after the step's backward pass (where ``step_fn`` returns), before any
+        gradient clipping or unscaling: fingerprint the loss and the gradients, on the device,
+        without waiting for it. (Gradients clipped first are still recognised, as the replay's
+        times one factor, and a warning says so once.)"""
         if not self._captures:
             raise InvalidConfigError(
                 "Replayer.after_backward: call capture(batch) first, at the step's start"
@@ -221,13 +228,23 @@ class Replayer:
         capture.fingerprint, capture.has_grad, capture.weights = fingerprint(self.params, loss)
 
     # -- asking for replays --
-    def follow(self, guard: Any) -> None:
+    def follow(self, guard: Any, *, rollback: Any = None) -> None:
         """Replay what ``guard`` trips on: its ``on_trip`` becomes :meth:`on_trip`, and each
         :meth:`before_step` first settles the guard (:meth:`Guard.settle`: the decisions that
         have arrived are read), so a trip of step N is replayed before step N+1 runs, while
         the weights are still step N's (the guard undid its update). On a GPU a decision that
         arrives later than the next update cannot be replayed: the replay is refused and
-        counted (``status.refused``)."""
+        counted (``status.refused``).
+
+        ``rollback``: the :class:`~tensortap.pytorch.Rollback` the guard's skip budget asks.
+        Its :meth:`~tensortap.pytorch.Rollback.restore` then runs :meth:`before_step` first,
+        so the trip that spends the budget is replayed before the checkpoint is loaded (not
+        refused after), and attributions are recorded in ``rollback.hook``, the current
+        session (after a rollback, the branch's)."""
+        if rollback is not None and not hasattr(rollback, "register_before_restore"):
+            raise InvalidConfigError(
+                f"Replayer.follow(rollback=...) needs a tensortap Rollback, got {rollback!r}"
+            )
         if getattr(guard, "on_trip", None) not in (None, self.on_trip) or not hasattr(
             guard, "settle"
         ):
@@ -238,6 +255,9 @@ class Replayer:
             )
         guard.on_trip = self.on_trip
         self._guard = guard
+        if rollback is not None:
+            rollback.register_before_restore(self.before_step)
+            self._rollback = rollback
 
     def on_trip(self, event: Any) -> None:
         """The guard's ``on_trip``: queue a replay of ``event.step`` (with ``event.reason``
@@ -263,14 +283,19 @@ class Replayer:
                 if not self._requests:
                     return made
                 wanted = self._requests.popleft()
+            failed = self._failed
             try:
                 made.append(self.replay(wanted.step, reason=wanted.reason, batch=wanted.batch))
-            except ReplayError as exc:
-                log.warning("tensortap replay of step %d not run: %s", wanted.step, exc)
-            except Exception:
-                with self._lock:
-                    self._failed += 1
-                log.exception("tensortap replay of step %d failed", wanted.step)
+            except Exception as exc:
+                with self._lock:  # refused and over budget are counted where raised
+                    ran = self._failed > failed
+                    if not ran and not isinstance(exc, ReplayError):
+                        self._failed += 1
+                        ran = True
+                if ran:
+                    log.exception("tensortap replay of step %d failed", wanted.step)
+                else:
+                    log.warning("tensortap replay of step %d not run: %s", wanted.step, exc)
 
     @property
     def status(self) -> ReplayStatus:
@@ -299,34 +324,66 @@ class Replayer:
                 "right after its backward pass"
             )
         if not weights_unchanged(self.params, capture):
+            if self._restores() > capture.restores:
+                self._refuse(
+                    f"the weights changed since step {capture.step}: a rollback restored a "
+                    "checkpoint since. Replays run before the rollback restores when the "
+                    "replayer follows it: replayer.follow(guard, rollback=rollback)"
+                )
             self._refuse(
-                f"the weights changed since step {capture.step} (its update was applied, or a "
-                "later step's): a replay needs the weights before the step's update. Replay it "
-                "before optimizer.step() (the guard skips a tripped step's update; a guard "
-                "that records only lets it through)"
+                f"the weights changed since step {capture.step} (its update was applied, a "
+                "later step's, or a checkpoint was loaded): a replay needs the weights before "
+                "the step's update. Replay it before optimizer.step() (the guard skips a "
+                "tripped step's update; a guard that records only lets it through)"
             )
         self.budget.start()
         started = time.perf_counter()
         try:
             replayed = self._run(capture)
+            assert capture.fingerprint is not None
+            attribution = attribute(
+                FirstRun(capture.step, capture.fingerprint, capture.has_grad),
+                replayed,
+                seconds=time.perf_counter() - started,
+                reason=reason,
+                batch=capture.batch_id if batch is None else batch,
+                rtol=self.rtol,
+                extreme_input=self.extreme_input,
+            )
+        except Exception:  # it ran and failed (step_fn raised, gave no loss, stepped)
+            with self._lock:
+                self._failed += 1
+            raise
         finally:
             self.budget.spend(time.perf_counter() - started)
-        assert capture.fingerprint is not None
-        attribution = attribute(
-            FirstRun(capture.step, capture.fingerprint, capture.has_grad),
-            replayed,
-            seconds=time.perf_counter() - started,
-            reason=reason,
-            batch=capture.batch_id if batch is None else batch,
-            rtol=self.rtol,
-            extreme_input=self.extreme_input,
-        )
         with self._lock:
             self.attributions.append(attribution)
         log.warning("tensortap replay: %s", attribution.message)
-        if self.hook is not None:
-            self.hook.record_event("attribution", attribution.to_dict())
+        if "grad_clip_factor" in attribution.evidence and not self._clip_told:
+            self._clip_told = True
+            log.warning(
+                "tensortap replay: step %d's gradients were clipped before "
+                "replayer.after_backward(loss) fingerprinted them (they are the replay's times "
+                "%.4g); call after_backward right after loss.backward(), before "
+                "clip_grad_norm_, so the fingerprints compare alike",
+                capture.step,
+                attribution.evidence["grad_clip_factor"],
+            )
+        hook = self._hook()
+        if hook is not None:
+            hook.record_event("attribution", attribution.to_dict())
         return attribution
+
+    def _hook(self) -> Any:
+        """Where attributions go: the rollback's current hook when following one (after a
+        rollback, the branch's session), else ``hook``."""
+        if self._rollback is not None and self._rollback.hook is not None:
+            return self._rollback.hook
+        return self.hook
+
+    def _restores(self) -> int:
+        """Rollbacks done by the rollback followed (0 without one)."""
+        return 0 if self._rollback is None else int(self._rollback.rollbacks)
 
     def _refuse(self, why: str) -> None:
         with self._lock:
@@ -364,7 +421,8 @@ class Replayer:
                 capture.rng.put()
                 batch = capture.batch if capture.batch is not None else self._load(capture)
                 batch_numbers = numbers(tensors(batch))
-                with self.hook.ignoring() if self.hook is not None else contextlib.nullcontext():
+                hook = self._hook()
+                with hook.ignoring() if hook is not None else contextlib.nullcontext():
                     loss = self.step_fn(model, batch)
                 if not isinstance(loss, (torch.Tensor, float, int)):
                     raise ReplayError(

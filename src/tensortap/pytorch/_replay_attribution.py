@@ -38,7 +38,9 @@ class Attribution:
     on (``loss`` and ``replay_loss``, ``grad_norm`` and ``replay_grad_norm``,
     ``fingerprints_differing``, ``batch_nonfinite``, ``batch_max_abs``, ``nonfinite_layers``,
     the first bad layer's ``layer_input_nonfinite``, ``layer_input_max_abs``,
-    ``layer_output_nonfinite``, and ``seconds``); ``reason``: why the step was replayed (the
+    ``layer_output_nonfinite``, ``seconds``, and ``grad_clip_factor`` where the first run's
+    gradients were the replay's times one common factor: clipped before the fingerprint, counted
+    the same); ``reason``: why the step was replayed (the
     guard's reason); ``batch``: what names the batch.
     """
 
@@ -116,6 +118,9 @@ def attribute(
         if replayed.has_grad != first_run.has_grad or first.size != second.size
         else int((~_same(first, second, rtol)).sum())
     )
+    clip = _common_factor(first, second, rtol) if differing else None
+    if clip is not None:
+        differing = 0  # clipped after the fingerprint's place: the same step, scaled
     evidence: dict[str, float] = {
         "loss": float(first[0]),
         "replay_loss": float(second[0]),
@@ -127,6 +132,8 @@ def attribute(
         "nonfinite_layers": float(0 if layers is None else int((layers[:, 2] > 0).sum())),
         "seconds": seconds,
     }
+    if clip is not None:
+        evidence["grad_clip_factor"] = clip
     at = f"step {first_run.step} replayed from the same weights, RNG state and batch"
     if differing:
         return Attribution(
@@ -150,6 +157,11 @@ def attribute(
             else " Every layer's output and the loss were finite: the backward pass went non-finite"
         )
     at = f"{at} gave the same result (loss {second[0]:.6g})"
+    if clip is not None:
+        at = (
+            f"{at}, with every gradient norm {clip:.4g} times the replay's (clipped after "
+            "the backward pass: the same step)"
+        )
     local_bad = batch_nonfinite > 0 or batch_max > extreme_input or bad_layer is not None
     if replayed.ranks is not None and not local_bad and math.isfinite(second[0]):
         found = _elsewhere(replayed, first_run.step, evidence, at, reason, batch, extreme_input)
@@ -305,6 +317,30 @@ def numbers(values: Iterator[torch.Tensor]) -> torch.Tensor:
         )
         largest = max(largest, float(magnitude.max()))
     return torch.tensor([nonfinite, largest], dtype=torch.float64)
+
+
+CLIP_RTOL = 1e-4  # how far apart the gradients' ratios may be and still be one common factor
+
+
+def _common_factor(first: np.ndarray, second: np.ndarray, rtol: float) -> float | None:
+    """The factor ``c`` when the loss is the same and every gradient norm of the first run is
+    ``c`` times the replay's (``c`` < 1: a global clip such as ``clip_grad_norm_`` ran between
+    the backward pass and the fingerprint, which the replay's ``step_fn`` does not do); else
+    None. Gradients that are 0 in both runs are left out of the ratio."""
+    if first.size != second.size or first.size < 2 or not _same(first[:1], second[:1], rtol)[0]:
+        return None
+    a, b = first[1:], second[1:]
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        return None
+    zero = (a == 0) & (b == 0)
+    if np.any((a == 0) != (b == 0)) or bool(np.all(zero)):
+        return None
+    ratios = a[~zero] / b[~zero]
+    factor = float(np.median(ratios))
+    tolerance = max(rtol, CLIP_RTOL)
+    if not (0 < factor < 1 + tolerance) or np.any(np.abs(ratios - factor) > tolerance * factor):
+        return None
+    return factor
 
 
 def _same(first: np.ndarray, second: np.ndarray, rtol: float) -> np.ndarray:

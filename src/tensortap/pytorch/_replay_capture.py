@@ -29,6 +29,7 @@ class Capture:
     fingerprint: torch.Tensor | None = None
     has_grad: tuple[bool, ...] = ()
     weights: torch.Tensor | None = None  #: norm of each trained parameter, float32
+    restores: int = 0  #: rollbacks done (by a rollback the replayer follows) when captured
 
 
 def fingerprint(

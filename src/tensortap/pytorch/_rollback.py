@@ -141,6 +141,7 @@ class Rollback:
         self.events: list[RollbackEvent] = []
         #: True once the budget refused a rollback: the run should end (:meth:`steps` does).
         self.should_stop = False
+        self._before_restore: list[Callable[[], Any]] = []
 
     # -- the seam --
     def request(self, step: int, batches: list[object], reason: str) -> None:
@@ -192,6 +193,18 @@ class Rollback:
                 "Rollback.steps needs batches= (a SkipBatches) and every= (steps between "
                 f"checkpoints), got batches={self.batches!r}, every={self.every!r}"
             )
+        for name, value in (("total_steps", total_steps), ("start", start)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidConfigError(
+                    f"Rollback.steps: {name} must be an int >= 0 (a number of optimizer steps), "
+                    f"got {type(value).__name__} {value!r}; pass int({value!r}) if it is a "
+                    "number read from a config"
+                )
+        return self._steps(total_steps, start)
+
+    def _steps(self, total_steps: int, start: int) -> Iterator[tuple[int, Hashable, Any]]:
+        assert self.batches is not None  # steps() checked
+        assert self.every is not None
         every = self.every
         step = start
         stream: Iterator[Any] = iter(self.batches)
@@ -250,6 +263,19 @@ class Rollback:
                 self.events[-1] = replace(self.events[-1], session=hook.session_id, parent=parent)
         self.hook = hook
 
+    def register_before_restore(self, fn: Callable[[], Any]) -> None:
+        """Call ``fn()`` at each step boundary, in :meth:`restore` before it acts on a request
+        (while the weights are still the last step's). A replayer that follows the guard and
+        this rollback (``replayer.follow(guard, rollback=rollback)``) registers its
+        ``before_step`` here, so the trip that spends the skip budget is replayed before the
+        checkpoint is loaded; an exception in ``fn`` is logged."""
+        if not callable(fn):
+            raise InvalidConfigError(
+                f"Rollback.register_before_restore needs a function of no arguments, got {fn!r}"
+            )
+        if fn not in self._before_restore:
+            self._before_restore.append(fn)
+
     def _note_global(self, step: int) -> None:
         """The hook's global step of ``step`` (the hook's count is step ``step``'s, or still
         the open step before it)."""
@@ -261,6 +287,11 @@ class Rollback:
         """At a step boundary: act on the request, if one is pending (on any rank): returns
         the step to go on from (the restored checkpoint's), or None (no request, or the
         budget refused it and :attr:`should_stop` is set)."""
+        for fn in self._before_restore:
+            try:
+                fn()
+            except Exception:
+                logger.exception("tensortap: a function called before restore failed")
         request = self._agree(self._take())
         if request is None:
             return None
