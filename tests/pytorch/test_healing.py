@@ -40,7 +40,12 @@ def _model() -> tuple[nn.Sequential, torch.optim.Optimizer]:
     return model, torch.optim.AdamW(model.parameters(), lr=1e-2)
 
 
-def _train_with_guard_and_rollback(out: Path, bad: tuple[int, ...]) -> dict[str, Any]:
+def _healing(
+    out: Path, bad: tuple[int, ...]
+) -> tuple[nn.Sequential, torch.optim.Optimizer, ttp.Rollback, ttp.Guard]:
+    """A model trained on NaN batches at ``bad``, a rollback with checkpoints every 5 steps
+    (each resumed run a new session of ``out/run``), and a guard whose budget of 2 skips in
+    10 steps asks it to roll back."""
     model, optimizer = _model()
     save, load = in_memory(model, optimizer)
 
@@ -56,6 +61,11 @@ def _train_with_guard_and_rollback(out: Path, bad: tuple[int, ...]) -> dict[str,
     guard = ttp.Guard(
         optimizer, model, budget=ttp.SkipBudget(2, 10, then="rollback"), rollback=rollback
     )
+    return model, optimizer, rollback, guard
+
+
+def _train_with_guard_and_rollback(out: Path, bad: tuple[int, ...]) -> dict[str, Any]:
+    model, optimizer, rollback, guard = _healing(out, bad)
     losses: list[float] = []
     for step, batch_id, (x, y) in rollback.steps(STEPS):
         loss = nn.functional.mse_loss(model(x), y)
@@ -156,21 +166,7 @@ def test_observe_refuses_a_step_that_is_not_a_step_number(bad: Any) -> None:
 def _wired(out: Path, follow_rollback: bool) -> dict[str, Any]:
     """The guard, the rollback and the replayer together: bad batches 12 and 13 spend the
     skip budget (a rollback to step 10), bad batch 20 trips once more in the branch (step 18)."""
-    model, optimizer = _model()
-    save, load = in_memory(model, optimizer)
-
-    def make_hook() -> tt.Hook:
-        hook = ttp.Hook(out / "run", save_config=tt.SaveConfig(save_interval=1))
-        hook.register_module(model)
-        return hook
-
-    batches = ttp.SkipBatches(DataLoader(_data((12, 13, 20), float("nan")), batch_size=BATCH))
-    rollback = ttp.Rollback(
-        ttp.FunctionCheckpoints(save, load), every=5, batches=batches, make_hook=make_hook
-    )
-    guard = ttp.Guard(
-        optimizer, model, budget=ttp.SkipBudget(2, 10, then="rollback"), rollback=rollback
-    )
+    model, optimizer, rollback, guard = _healing(out, (12, 13, 20))
     replayer = ttp.Replayer(model, _step_fn, hook=rollback.hook)
     replayer.follow(guard, rollback=rollback) if follow_rollback else replayer.follow(guard)
     for step, batch_id, batch in rollback.steps(24):
