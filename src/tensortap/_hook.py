@@ -52,6 +52,7 @@ from tensortap.exceptions import (
     StorageError,
     TrainingStopped,
 )
+from tensortap.format._documents import MAX_BRANCH_REASON, MAX_SESSION_EVENTS, MAX_SESSION_ID
 from tensortap.format._layout import worker_name
 from tensortap.storage import Store, open_store
 from tensortap.writer import TrialWriter, WriterOptions, WriterStatus
@@ -59,8 +60,6 @@ from tensortap.writer import TrialWriter, WriterOptions, WriterStatus
 logger = logging.getLogger(__name__)
 _H = TypeVar("_H", bound="Hook")
 _DEFAULT_ONLY = (CollectionKeys.DEFAULT,)
-#: How many events (:meth:`Hook.record_event`) one session's record keeps at most.
-MAX_SESSION_EVENTS = 256
 
 # what the hook's parts define (re-exported: the adapters, attach/ and tests import them from here)
 __all__ = [
@@ -332,6 +331,14 @@ class Hook:
             raise InvalidConfigError(
                 f"branch_from: global_step must be an int >= 0 or None, got {global_step!r}"
             )
+        if len(parent) > MAX_SESSION_ID:
+            raise InvalidConfigError(
+                f"branch_from: parent must be a session id of at most {MAX_SESSION_ID} chars "
+                f"(Hook.session_id), got one of {len(parent)}"
+            )
+        reason = str(reason)
+        if len(reason) > MAX_BRANCH_REASON:  # the record keeps its start (readers refuse more)
+            reason = reason[: MAX_BRANCH_REASON - 3] + "..."
         self.continue_at(step, mode, source=reason or f"a branch of session {parent}")
         updates = {
             "branch_of": parent,

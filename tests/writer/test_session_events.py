@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,56 @@ def test_bad_events_are_refused(tmp_path: Path) -> None:
     ).encode()
     with pytest.raises(FormatError, match="events"):
         decode_session(raw, "a session record")
+
+
+def _session_file(root: Path) -> Path:
+    (path,) = root.glob("workers/*/sessions/*.json")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("patch", "complaint"),
+    [
+        ({"events": [{"kind": "k", "global_step": 1, "fields": {}}] * 257}, "at most 256"),
+        ({"branch_of": "s" * 257, "branch_step": 3}, "branch_of must be a session id"),
+        ({"branch_of": "a", "branch_step": -5}, "branch_step must be a step >= 0"),
+        ({"branch_of": "a", "branch_global_step": 10**30}, "branch_global_step. must be a 64-bit"),
+        ({"branch_of": "a", "branch_mode": "<script>"}, "branch_mode must be a mode name"),
+        ({"branch_of": "a", "branch_reason": "x" * 5000}, "branch_reason is longer"),
+        ({"pad": "x" * (4 * 1024 * 1024)}, "a session record holds at most"),
+    ],
+)
+def test_a_hostile_session_record_is_a_problem_not_a_crash(
+    tmp_path: Path, patch: dict, complaint: str
+) -> None:
+    """Records beyond what a writer writes (more events than its budget, a branch field out
+    of range, a huge record) are refused as damaged: listed as a problem of the trial, whose
+    steps still read."""
+    hook = tt.Hook(tmp_path / "run", save_config=tt.SaveConfig(save_interval=1))
+    hook.save_scalar("loss", 1.0)
+    hook.close()
+    path = _session_file(tmp_path / "run")
+    doc = json.loads(path.read_text())
+    doc.update(patch)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(FormatError, match=complaint):
+        decode_session(path.read_bytes(), "the record")
+    trial = tt.create_trial(tmp_path / "run")
+    (session,) = trial.sessions()
+    assert session.events == () and session.branch_of is None
+    assert any(re.search(complaint, str(problem)) for problem in trial.problems())
+    assert trial.tensor("loss").value(0) == 1.0
+
+
+def test_a_branch_reason_is_cut_to_what_readers_accept(tmp_path: Path) -> None:
+    first = tt.Hook(tmp_path / "run")
+    parent = first.session_id
+    first.close()
+    hook = tt.Hook(tmp_path / "run")
+    hook.branch_from(parent, 0, reason="why " * 2000)
+    hook.close()
+    second = tt.create_trial(tmp_path / "run").sessions()[-1]
+    assert second.branch_of == parent and second.branch_reason is not None
+    assert len(second.branch_reason) == 4096 and second.branch_reason.endswith("...")
+    with pytest.raises(InvalidConfigError, match="at most 256 chars"):
+        tt.Hook(tmp_path / "other").branch_from("p" * 300, 0)

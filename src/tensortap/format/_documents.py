@@ -79,8 +79,20 @@ def decode_end(raw: bytes, what: str) -> dict[str, Any]:
     return doc
 
 
+#: A session record's budget: its bytes, its events (the writer keeps at most this many and
+#: counts the rest), the length of a branch's parent id and reason (the writer cuts longer ones).
+MAX_SESSION_BYTES = 4 * 1024 * 1024
+MAX_SESSION_EVENTS = 256
+MAX_SESSION_ID = 256
+MAX_BRANCH_REASON = 4096
+
+
 def decode_session(raw: bytes, what: str) -> dict[str, Any]:
     """A session record (see docs/format.md); every field a reader uses is checked."""
+    if len(raw) > MAX_SESSION_BYTES:
+        raise FormatError(
+            f"{what} holds {len(raw)} bytes; a session record holds at most {MAX_SESSION_BYTES}"
+        )
     doc = decode_json(raw, "session", what)
     if get_int(doc, "index", what) < 0:
         raise FormatError(f"{what}: index must be >= 0, got {doc['index']}")
@@ -101,7 +113,32 @@ def decode_session(raw: bytes, what: str) -> dict[str, Any]:
             and all(isinstance(v, int) and not isinstance(v, bool) for v in row[1:])
         ):
             raise FormatError(f"{what}: rolled_back rows must be [mode name, first, last]")
-    for event in get_list(doc, "events", what, of=dict, default=[]):
+    events = get_list(doc, "events", what, of=dict, default=[])
+    if len(events) > MAX_SESSION_EVENTS:
+        raise FormatError(
+            f"{what}: {len(events)} events; a session record keeps at most {MAX_SESSION_EVENTS}"
+        )
+    for event in events:
         if not isinstance(event.get("kind"), str) or not isinstance(event.get("fields"), dict):
             raise FormatError(f"{what}: events must be objects with a kind and fields")
+    _check_branch(doc, what)
     return doc
+
+
+def _check_branch(doc: dict[str, Any], what: str) -> None:
+    """The branch fields of a rollback's session, when present (see docs/format.md)."""
+    parent = get_optional_str(doc, "branch_of", what)
+    if parent is None:
+        return
+    if not 0 < len(parent) <= MAX_SESSION_ID:
+        raise FormatError(f"{what}: branch_of must be a session id of 1 to {MAX_SESSION_ID} chars")
+    for name in ("branch_step", "branch_global_step"):
+        value = get_optional_int(doc, name, what)
+        if value is not None and not 0 <= value < 2**63:
+            raise FormatError(f"{what}: {name} must be a step >= 0, got {value}")
+    mode = get_optional_str(doc, "branch_mode", what)
+    if mode is not None and mode not in ModeKeys.__members__:
+        raise FormatError(f"{what}: branch_mode must be a mode name, got {mode[:40]!r}")
+    reason = get_optional_str(doc, "branch_reason", what)
+    if reason is not None and len(reason) > MAX_BRANCH_REASON:
+        raise FormatError(f"{what}: branch_reason is longer than {MAX_BRANCH_REASON} chars")
