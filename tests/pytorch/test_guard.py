@@ -169,6 +169,9 @@ def _rank(rank: int, port: int, out: str) -> None:
     train(model, optimizer, guard, poison, steps=10)
     assert guard.remove() and guard.status.recordings == 1, guard.status
     np.save(f"{out}/rank{rank}.npy", np.array([e.step for e in guard.events]))
+    # rank 0 hosts the store: nobody leaves while another still uses it (leaving
+    # early aborted the other rank at exit, "terminate called without an active exception")
+    torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 
 

@@ -530,6 +530,9 @@ def _rank(rank: int, port: int, out: str, name: str) -> None:
         reduces=np.array([reduces[s] for s in range(10)]),
         reads=np.array(sum(reads.counts.values()) - reads.counts["item"]),
     )
+    # rank 0 hosts the store: nobody leaves while another still uses it (leaving
+    # early aborted the other rank at exit, "terminate called without an active exception")
+    torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 
 

@@ -451,6 +451,10 @@ def _ddp_rank(rank: int, port: int, out: str) -> None:
     (found,) = replayer.attributions
     rows = [e.step for e in guard.events], found.kind, found.first_bad_layer, found.message
     np.save(f"{out}/rank{rank}.npy", np.array(rows, dtype=object), allow_pickle=True)
+    guard.remove()  # its reader thread ends before the process group does
+    # rank 0 hosts the store: nobody leaves while another still uses it (leaving
+    # early aborted the other rank at exit, "terminate called without an active exception")
+    torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 
 
