@@ -501,7 +501,11 @@ def test_bad_settings_are_refused() -> None:
 
 def _rank(rank: int, port: int, out: str, name: str) -> None:
     torch.distributed.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2
+        # a FileStore: no store server thread in rank 0 that a rank's exit could race
+        "gloo",
+        init_method=f"file://{out}/store-{name}",
+        rank=rank,
+        world_size=2,
     )
     reduces: collections.Counter[int] = collections.Counter()
     all_reduce = torch.distributed.all_reduce

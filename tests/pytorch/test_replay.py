@@ -441,7 +441,11 @@ def test_bad_arguments_say_what_is_expected() -> None:
 
 def _ddp_rank(rank: int, port: int, out: str) -> None:
     torch.distributed.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2
+        # a FileStore: no store server thread in rank 0 that a rank's exit could race
+        "gloo",
+        init_method=f"file://{out}/store",
+        rank=rank,
+        world_size=2,
     )
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(Net())

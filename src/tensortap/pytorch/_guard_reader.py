@@ -95,11 +95,15 @@ class DecisionReader:
         with self._read_cv:
             return self._read_cv.wait_for(lambda: self.read >= self.submitted, timeout)
 
-    def close(self) -> None:
-        """Let the reader thread end once it has read what it was handed."""
-        if self._thread is not None:
+    def close(self, timeout: float = 10.0) -> None:
+        """Let the reader thread end once it has read what it was handed, and wait up to
+        ``timeout`` seconds for it to end (a process leaves nothing of the guard running)."""
+        thread = self._thread
+        if thread is not None:
             self._queue.put(None)
             self._thread = None
+            if thread is not threading.current_thread():
+                thread.join(timeout)
 
     def _loop(self) -> None:
         while (decision := self._queue.get()) is not None:
