@@ -46,6 +46,7 @@ from tensortap.core._recorder import StepRecorder, records_from_array
 from tensortap.core._reduction_config import ReductionConfig
 from tensortap.core._save_config import SaveConfig
 from tensortap.core._stop import StopRequest
+from tensortap.core._vitals import VITALS, vital_names
 from tensortap.exceptions import (
     InvalidConfigError,
     InvalidTensorError,
@@ -103,7 +104,7 @@ class Hook:
 
     #: The collections this kind of hook fills: ``include_collections`` naming one of them
     #: nearly (``"gradient"``) is refused as a typo.
-    known_collections: ClassVar[tuple[str, ...]] = BUILTIN_COLLECTIONS
+    known_collections: ClassVar[tuple[str, ...]] = (*BUILTIN_COLLECTIONS, VITALS)
     #: The framework this kind of hook watches, recorded in the trial (``Trial.framework()``):
     #: a job picks the rules that suit it. None for the framework-free hook.
     framework: ClassVar[str | None] = None
@@ -152,6 +153,8 @@ class Hook:
         check_included(names, self.known_collections, f"this {type(self).__module__} hook")
         if include_regex is not None:  # tensors the hook's regex names are always saved
             names = [*names, CollectionKeys.DEFAULT]
+        if CollectionKeys.LOSSES in names and VITALS not in names:
+            names.append(VITALS)  # a hook that saves the loss saves it every step (core._vitals)
         self._lock = threading.RLock()
         self._internal_errors = 0
         self._last_internal_error: str | None = None
@@ -405,6 +408,24 @@ class Hook:
         number = _as_real(name, value)
         extra = [collections] if isinstance(collections, str) else list(collections or [])
         return self.save_tensor(name, number, [CollectionKeys.SCALARS, *extra])
+
+    def save_vitals(self, values: Mapping[str, Any]) -> int:
+        """Save this step's vital signs (:mod:`tensortap.core._vitals`): ``{"loss": 2.3,
+        "grad_norm": 0.8, "lr": 1e-3}`` (short or full names; None values are left out) in the
+        ``vitals`` collection, which is due at every step. Returns how many were saved."""
+        with self._lock:
+            if self._closed:
+                self._warn_closed()
+                return 0
+            named = self._guard(vital_names, values) or {}
+            saved = 0
+            for name, value in named.items():
+                number = self._guard(_as_real, name, value)
+                if number is not None and self._guard(
+                    self._recorder.record, name, number, (VITALS,)
+                ):
+                    saved += 1
+            return saved
 
     def record_event(self, kind: str, fields: Mapping[str, Any]) -> bool:
         """Keep one event of this session in the trial (an attribution by replay, say): the

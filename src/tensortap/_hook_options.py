@@ -10,6 +10,7 @@ from typing import TypeAlias, TypedDict
 from tensortap.core._collections import CollectionKeys
 from tensortap.core._reduction_config import ReductionConfig
 from tensortap.core._save_config import SaveConfig
+from tensortap.core._vitals import VITALS
 from tensortap.storage import Store
 from tensortap.writer import WriterOptions
 
@@ -21,6 +22,7 @@ DEFAULT_INCLUDE_COLLECTIONS = (
     CollectionKeys.LOSSES,
     CollectionKeys.METRICS,
     CollectionKeys.SCALARS,
+    VITALS,  # every step's loss, gradient norm, learning rate... (core._vitals)
 )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from tensortap.core._reduction_config import ReductionConfig
 from tensortap.core._safe_regex import Matcher, compile_untrusted
 from tensortap.core._save_config import SaveConfig
+from tensortap.core._vitals import VITALS, vitals_save_config
 from tensortap.exceptions import FormatError, InvalidConfigError, TensortapError
 
 
@@ -298,6 +299,8 @@ class CollectionManager:
             for name in BUILTIN_COLLECTIONS:
                 self.get(name)
             self._collections[CollectionKeys.ALL].include(".*")
+            # every step's vital signs, whatever the hook's schedule (core._vitals)
+            self.add(Collection(VITALS, save_config=vitals_save_config()))
 
     def _bump(self) -> None:
         self.version += 1

@@ -28,6 +28,7 @@ from tensortap.core._records import Record, RecordKind, RecordSink, StepBatch
 from tensortap.core._reduction_config import ReductionConfig
 from tensortap.core._reductions import compute_reduction
 from tensortap.core._save_config import SaveConfig
+from tensortap.core._vitals import VITALS
 from tensortap.exceptions import InvalidConfigError
 
 
@@ -274,7 +275,11 @@ class StepRecorder:
         if self._anything_due is None or self._anything_due[0] != version:
             if self._known_version != version:
                 self._due.clear()
-            due = any(self._is_due(self.collections.get(n)) for n in self.include_collections)
+            due = any(
+                self._is_due(self.collections.get(n))
+                for n in self.include_collections
+                if n != VITALS  # saved every step: never makes the adapters' work due
+            )
             self._anything_due = (version, due)
         return self._anything_due[1]
 

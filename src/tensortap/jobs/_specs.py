@@ -22,6 +22,7 @@ from tensortap.core._collections import (
     TRAINING_LOOP,
     check_included,
 )
+from tensortap.core._vitals import VITALS
 from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs._actions import Action, RollbackTraining, StopTraining, action_from_dict
 from tensortap.rules._spec import RuleSpec, rule_spec_fields, string_parameters
@@ -331,6 +332,7 @@ _KNOWN_COLLECTIONS = (
     *BUILTIN_COLLECTIONS,
     INITIAL_WEIGHTS,
     TRAINING_LOOP,
+    VITALS,
     *(c for rule in BUILTIN_RULES.values() for c in rule.collections_needed),
 )
 
@@ -378,6 +380,8 @@ def hook_config(
                     ",".join(given),
                 )
                 given += lacking
+        if VITALS not in given:  # a job saves every step's vital signs (core._vitals)
+            given.append(VITALS)
         settings = settings.with_include_collections(tuple(given))
     options = debugger.writer_options
     return HookConfig(
