@@ -338,9 +338,10 @@ def test_a_job_completes_an_include_collections_that_leaves_out_what_a_rule_read
     rules = [JobRule.builtin(rule_configs.vanishing_gradient())]
     with caplog.at_level("WARNING"):
         config = hook_config("out", debugger, rules, None)
-    assert config.include_collections == ("losses", "gradients")
+    # and every job saves the vital signs (core._vitals)
+    assert config.include_collections == ("losses", "gradients", "vitals")
     assert "rule VanishingGradient reads gradients, which include_collections" in caplog.text
-    assert config.hook_parameters["include_collections"] == "losses,gradients"
+    assert config.hook_parameters["include_collections"] == "losses,gradients,vitals"
 
 
 def test_check_input_images_does_not_judge_tabular_inputs(tmp_path: Path) -> None:
