@@ -475,13 +475,17 @@ class Hook:
                 return
             self._run_config.log(values)
 
-    def gather_config(self, values: Mapping[str, Any]) -> None:
+    def gather_config(self, values: Mapping[str, Any] | Callable[[], Mapping[str, Any]]) -> None:
         """Merge what a framework adapter found about the run (its optimizer, batch size,
         trainer's arguments) into the run's configuration: converted leniently (tuples,
-        NumPy scalars, enums; anything else as text), never raising."""
+        NumPy scalars, enums; anything else as text), never raising. ``values`` may be a
+        function that finds them: its failure is contained, as the hook's own are."""
         with self._lock:
-            if not self._closed:
-                self._run_config.gather(values)
+            if self._closed:
+                return
+            found = self._guard_event(values) if callable(values) else values
+            if isinstance(found, Mapping):
+                self._run_config.gather(found)
 
     def run_config(self) -> dict[str, Any]:
         """What this session recorded of the run's configuration (a copy)."""

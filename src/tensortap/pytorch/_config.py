@@ -45,6 +45,19 @@ def optimizer_config(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     return {"class": class_name(optimizer), "param_groups": groups}
 
 
+def base_learning_rate(optimizer: torch.optim.Optimizer) -> float | None:
+    """The first parameter group's configured learning rate: a scheduler's ``initial_lr``
+    where one set it (the rate before warm-up or decay), else ``lr``."""
+    groups = optimizer.param_groups
+    if not groups:
+        return None
+    value = groups[0].get("initial_lr", groups[0].get("lr"))
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def scheduler_config(scheduler: Any) -> dict[str, Any]:
     """A learning-rate scheduler's class and settings (its public attributes that are numbers,
     strings or short lists: ``step_size``, ``gamma``, ``T_max``, ``base_lrs``, ...)."""
@@ -116,6 +129,8 @@ class ConfigWatch:
         found: dict[str, Any] = {"optimizer": self._optimizer_configs[0]}
         if len(self._optimizer_configs) > 1:
             found["optimizers"] = self._optimizer_configs
+        else:
+            found["learning_rate"] = base_learning_rate(optimizer)
         self._gather(found)
 
     def on_scheduler_step(self, scheduler: Any) -> None:
