@@ -243,10 +243,12 @@ def test_an_optax_loop_records_its_injected_hyperparameters(tmp_path: Path) -> N
 
 def test_a_plain_optax_optimizer_records_its_learning_rate(tmp_path: Path) -> None:
     pytest.importorskip("optax")
-    config = run_config(tmp_path, JAX.replace("optax.inject_hyperparams(optax.adam)", "optax.sgd"))
+    plain = JAX.replace("optax.inject_hyperparams(optax.adam)(", "optax.sgd(")
+    config = run_config(tmp_path, plain.replace(", b1=0.8", ", momentum=0.8"))
     assert config["learning_rate"] == 0.03
     assert config["optimizer"]["class"] == "optax.sgd"
     assert config["optimizer"]["injected"] is False
+    assert config["optimizer"]["hyperparams"] == {"learning_rate": 0.03, "momentum": 0.8}
 
 
 XGBOOST = """
