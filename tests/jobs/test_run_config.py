@@ -20,9 +20,9 @@ def run_config(tmp_path: Path, script: str, *args: str) -> dict[str, Any]:
     """Run ``script`` (its source) under ``tensortap run``; the trial's configuration."""
     path = tmp_path / "train.py"
     path.write_text(textwrap.dedent(script))
+    command = [sys.executable, "-m", "tensortap.cli", "run", "--output", "runs", "--"]
     done = subprocess.run(
-        [sys.executable, "-m", "tensortap.cli", "run", "--output", "runs", "--"]
-        + ["python", str(path), *args],
+        [*command, "python", str(path), *args],
         cwd=tmp_path,
         capture_output=True,
         text=True,
