@@ -29,7 +29,7 @@ from tensortap.exceptions import (
 from tensortap.storage import Store, open_store
 from tensortap.trials._index import TrialIndex, natural_key
 from tensortap.trials._locate import trial_location
-from tensortap.trials._config import worker_config
+from tensortap.trials._config import first_config, worker_config
 from tensortap.trials._problems import worker_problems
 from tensortap.trials._read_ahead import read_ahead
 from tensortap.trials._reader import MAX_GAP, RawRef, ValueReader
@@ -472,12 +472,8 @@ class Trial:
         if worker is not None:
             if worker not in self._index.workers:
                 raise InvalidWorker(worker, self.workers())
-            return worker_config(self._index, worker)
-        for name in self.workers():
-            found = worker_config(self._index, name)
-            if found:
-                return found
-        return {}
+            return worker_config(self._index.store, worker, self._index.problem)
+        return first_config(self._index.store, self.workers(), self._index.problem)
 
     def framework(self) -> str | None:
         """The framework whose hook wrote this trial (``"pytorch"``, ``"keras"``,
