@@ -84,6 +84,18 @@ def test_a_pytorch_loop_records_its_optimizer_batch_size_and_model(tmp_path: Pat
         "trainable_parameters": 195,
     }
     assert config["seeds"] == {"torch": 3}
+    (job,) = (tmp_path / "runs").iterdir()
+    summary = subprocess.run(
+        [sys.executable, "-m", "tensortap.cli", "summary", str(job)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert (
+        "config: learning_rate 0.05 · batch_size 24 · optimizer SGD · model Sequential "
+        "(195 parameters)\n"
+    ) in summary.stdout
 
 
 HUGGINGFACE = """
