@@ -57,9 +57,7 @@ def test_secrets_are_never_recorded(tmp_path: Path) -> None:
             }
         )
     config = create_trial(str(tmp_path)).config()
-    raw = b"".join(
-        p.read_bytes() for p in (tmp_path / "workers" / "worker_0" / "config").iterdir()
-    )
+    raw = b"".join(p.read_bytes() for p in (tmp_path / "workers" / "worker_0" / "config").iterdir())
     for secret in (b"hf_abc", b"k123", b'"pw"'):
         assert secret not in raw
     assert config["hub_token"] == config["db_password"] == "<redacted>"
@@ -152,7 +150,9 @@ HOSTILE = [
     encode_config("worker_0", "s", 1, {"x": 1}).replace(b'"config": {', b'"config": [{'),
     b'{"kind": "config", "config": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
     encode_config("worker_0", "s", 1, {"x": "y" * (MAX_CONFIG_BYTES + 10_000)}),
-    encode_config("worker_0", "s", 1, {"x": 1}).replace(b'"format_version": 1', b'"format_version": 99'),
+    encode_config("worker_0", "s", 1, {"x": 1}).replace(
+        b'"format_version": 1', b'"format_version": 99'
+    ),
 ]
 
 

@@ -85,13 +85,12 @@ def patch_optax(optax: ModuleType) -> None:
     ``optax.inject_hyperparams``)."""
     from optax._src import alias
 
-    for name, factory in vars(alias).items():
-        if (
-            inspect.isfunction(factory)
-            and not name.startswith("_")
-            and factory.__module__ == alias.__name__
-            and getattr(optax, name, None) is factory
-        ):
+    for name in list(vars(alias)):
+        factory = getattr(alias, name)
+        if not inspect.isfunction(factory) or name.startswith("_"):
+            continue
+        exported = getattr(optax, name, None) is factory  # optax.adam, not a helper
+        if exported and factory.__module__ == alias.__name__:
             setattr(optax, name, _noting(name, factory, injected=False))
     inject = getattr(optax, "inject_hyperparams", None)
     if callable(inject):

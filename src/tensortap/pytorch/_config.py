@@ -51,7 +51,7 @@ def base_learning_rate(optimizer: torch.optim.Optimizer) -> float | None:
     groups = optimizer.param_groups
     if not groups:
         return None
-    value = groups[0].get("initial_lr", groups[0].get("lr"))
+    value: Any = groups[0].get("initial_lr", groups[0].get("lr"))
     try:
         return float(value)
     except (TypeError, ValueError):

@@ -21,9 +21,7 @@ import pyarrow.parquet as pq
 from tensortap.storage import Store
 from tensortap.trials._trial import Trial
 
-CONFIG_SCHEMA = pa.schema(
-    [("key", pa.string()), ("value", pa.string()), ("number", pa.float64())]
-)
+CONFIG_SCHEMA = pa.schema([("key", pa.string()), ("value", pa.string()), ("number", pa.float64())])
 CONFIG_VIEW = "config"
 CONFIG_PART = re.compile(r"config/run=([^/]+)/config\.parquet")
 
@@ -46,9 +44,7 @@ def flatten(config: Any, prefix: str = "") -> list[tuple[str, str, float | None]
             rows.extend(flatten(value, f"{prefix}.{i}" if prefix else str(i)))
         return rows
     number = (
-        float(config)
-        if isinstance(config, (int, float)) and not isinstance(config, bool)
-        else None
+        float(config) if isinstance(config, (int, float)) and not isinstance(config, bool) else None
     )
     return [(prefix, json.dumps(config, sort_keys=True), number)]
 

@@ -27,9 +27,9 @@ from tensortap.exceptions import (
     TensorUnavailableForStep,
 )
 from tensortap.storage import Store, open_store
+from tensortap.trials._config import first_config, worker_config
 from tensortap.trials._index import TrialIndex, natural_key
 from tensortap.trials._locate import trial_location
-from tensortap.trials._config import first_config, worker_config
 from tensortap.trials._problems import worker_problems
 from tensortap.trials._read_ahead import read_ahead
 from tensortap.trials._reader import MAX_GAP, RawRef, ValueReader
