@@ -168,15 +168,21 @@ def package_versions() -> dict[str, str]:
     """The versions of the packages of :data:`PACKAGES` the process imported, and Python's."""
     found = {"python": platform.python_version()}
     for module, dist in PACKAGES.items():
-        if module not in sys.modules:
-            continue
-        try:
-            found[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            version = getattr(sys.modules[module], "__version__", None)
-            if isinstance(version, str):
+        if module in sys.modules:
+            version = _version(module, dist)
+            if version is not None:
                 found[dist] = version
     return found
+
+
+@functools.lru_cache(maxsize=64)
+def _version(module: str, dist: str) -> str | None:
+    """A package's version (looked up once per process: every hook records it)."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        version = getattr(sys.modules.get(module), "__version__", None)
+        return version if isinstance(version, str) else None
 
 
 @functools.lru_cache(maxsize=8)

@@ -89,6 +89,10 @@ def first_batch_size(args: Any) -> int | None:
     return None
 
 
+def _nothing() -> None:
+    return None
+
+
 class ConfigWatch:
     """Hands the configuration it sees to ``gather``, each part once."""
 
@@ -102,6 +106,10 @@ class ConfigWatch:
         self._schedulers: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
         self._scheduler_configs: list[dict[str, Any]] = []
         self.batch_seen = False
+        # the optimizer and scheduler that stepped last (weakly: nothing kept alive), seen
+        # already: the per-step check
+        self._last_optimizer: Callable[[], Any] = _nothing
+        self._last_scheduler: Callable[[], Any] = _nothing
 
     def on_model(self, module: nn.Module) -> None:
         """A model was registered: its class and size (the first is ``model``; ``models``
@@ -119,9 +127,16 @@ class ConfigWatch:
         if size is not None:
             self._gather({"batch_size": size})
 
+    def seen_last(self, optimizer: Any = None, scheduler: Any = None) -> bool:
+        """Whether this is the optimizer (or scheduler) that stepped last: nothing to do."""
+        if optimizer is not None:
+            return self._last_optimizer() is optimizer
+        return self._last_scheduler() is scheduler
+
     def on_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         """A watched optimizer stepped: its parameter groups as of its first step (after a
         scheduler's warm-up set the first rate)."""
+        self._last_optimizer = weakref.ref(optimizer)
         if optimizer in self._optimizers:
             return
         self._optimizers[optimizer] = len(self._optimizer_configs)
@@ -135,6 +150,7 @@ class ConfigWatch:
 
     def on_scheduler_step(self, scheduler: Any) -> None:
         """A learning-rate scheduler stepped: its settings, the first time."""
+        self._last_scheduler = weakref.ref(scheduler)
         if scheduler in self._schedulers:
             return
         self._schedulers[scheduler] = True

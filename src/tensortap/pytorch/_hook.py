@@ -505,14 +505,16 @@ class Hook(TrainerControls, BaseHook):
         owned = bool(self._optimizer_owned.get(optimizer))
         if owned:
             self._after_update(Update.OPTIMIZER_STEP)
-            self._guard_event(self._config_watch.on_optimizer_step, optimizer)
+            if not self._config_watch.seen_last(optimizer=optimizer):  # each, once
+                self._guard_event(self._config_watch.on_optimizer_step, optimizer)
         self._loop_event(self._loop.after_optimizer_step, optimizer, owned)
 
     def _before_backward(self, tensor: torch.Tensor) -> None:
         self._loop_event(self._loop.before_backward, tensor)
 
     def _after_scheduler_step(self, scheduler: Any) -> None:
-        self._guard_event(self._config_watch.on_scheduler_step, scheduler)
+        if not self._config_watch.seen_last(scheduler=scheduler):  # each, once
+            self._guard_event(self._config_watch.on_scheduler_step, scheduler)
         self._loop_event(self._loop.after_scheduler_step, scheduler)
 
     def _loop_event(self, handler: Any, *args: Any) -> None:
