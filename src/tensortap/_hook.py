@@ -31,6 +31,7 @@ from tensortap._hook_config import CONFIG_ENV, read_config
 from tensortap._hook_options import DEFAULT_INCLUDE_COLLECTIONS, HookOptions, OutDir
 from tensortap._job_trial import in_job_trial, job_writer_options
 from tensortap._open_hooks import any_hook_made, current_hook, hook_closed, hook_opened
+from tensortap._run_config import RunConfig, run_facts
 from tensortap._session_steps import SessionSteps
 from tensortap.core._collections import (
     BUILTIN_COLLECTIONS,
@@ -176,6 +177,9 @@ class Hook:
                 "(or URL) as out_dir"
             ) from exc
         self.out_dir = store.location
+        # the run's configuration (trial.config()): what the hooks find, and log_config's
+        self._run_config = RunConfig(partial(self._guard_event, self._writer.note_config))
+        self._run_config.gather(run_facts())
         self._tensorboard = self._tensorboard_exporter(
             store, export_tensorboard, tensorboard_dir, num_workers
         )
@@ -456,6 +460,36 @@ class Hook:
                 updates, kept = {"events": list(self._events)}, True
             self._guard_event(self._writer.note_session, updates)
             return kept
+
+    def log_config(self, values: Mapping[str, Any]) -> None:
+        """Record settings of this run in the trial, beside what the hooks gathered without
+        code (``trial.config()`` reads them all back): ``hook.log_config({"lr": 3e-4,
+        "dataset": "cifar10", "model": {"depth": 20}})``. Calls merge (objects key by key,
+        a later value replaces an earlier one); a value under a key that names a secret
+        (``token``, ``password``, ``api_key``) is kept as ``"<redacted>"``. Values must be
+        JSON ones (None, bool, int, finite float, str, lists, dicts with str keys) and the
+        whole configuration at most 256 KiB: anything else raises InvalidConfigError."""
+        with self._lock:
+            if self._closed:
+                self._warn_closed()
+                return
+            self._run_config.log(values)
+
+    def gather_config(self, values: Mapping[str, Any] | Callable[[], Mapping[str, Any]]) -> None:
+        """Merge what a framework adapter found about the run (its optimizer, batch size,
+        trainer's arguments) into the run's configuration: converted leniently (tuples,
+        NumPy scalars, enums; anything else as text), never raising. ``values`` may be a
+        function that finds them: its failure is contained, as the hook's own are."""
+        with self._lock:
+            if self._closed:
+                return
+            found = self._guard_event(values) if callable(values) else values
+            if isinstance(found, Mapping):
+                self._run_config.gather(found)
+
+    def run_config(self) -> dict[str, Any]:
+        """What this session recorded of the run's configuration (a copy)."""
+        return self._run_config.snapshot()
 
     def is_anything_due(self) -> bool:
         """True if some included collection is due at this step."""

@@ -41,6 +41,8 @@ from tensortap._import_hooks import Attachment, when_imported
 from tensortap.core._collections import CollectionKeys
 from tensortap.core._modes import ModeKeys
 from tensortap.exceptions import TrainingStopped
+from tensortap.jax._config import notes as config_notes
+from tensortap.jax._config import patch_optax as patch_config
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +85,7 @@ class _Watch:
     def _hook(self) -> Any:
         if self.hook is None:
             self.hook = _attachment.hook()
+            config_notes.attach(self.hook)  # the run's configuration seen before it
         return self.hook
 
     # -- called from compiled steps (each is contained: a failure never reaches training) --
@@ -213,6 +216,7 @@ def _patch_optax(optax: ModuleType) -> None:
         return original_new(kind, init, _watched_update(update))
 
     cls.__new__ = new
+    patch_config(optax)
     original_apply = optax.apply_updates
     watched_apply = _watched_apply(original_apply)
     for module in (optax, sys.modules.get("optax._src.update")):  # where it is looked up
@@ -295,6 +299,11 @@ def _patch_jax(jax: ModuleType) -> None:
         @functools.wraps(made)
         def watched(*a: Any, **k: Any) -> Any:
             out = made(*a, **k)
+            if not config_notes.batch_seen:
+                try:
+                    config_notes.on_loss_call(a)
+                except Exception:
+                    logger.debug("tensortap could not read the batch size", exc_info=True)
             if _watch.watching():
                 try:
                     _send_loss(out[0], has_aux)

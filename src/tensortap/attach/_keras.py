@@ -54,9 +54,20 @@ def _with_hook(original: Any) -> Any:
                 if not any(isinstance(c, KerasHook) for c in callbacks):
                     callbacks.append(_attachment.hook())
                 bound.arguments["callbacks"] = callbacks
+                if original.__name__ == "fit":  # fit's arguments: the run's configuration
+                    _gather_fit_config(callbacks, dict(bound.arguments))
                 args, kwargs = bound.args[1:], bound.kwargs
         except Exception:
             logger.exception("tensortap could not attach to this Keras call; it runs unhooked")
         return original(self, *args, **kwargs)
 
     return run
+
+
+def _gather_fit_config(callbacks: list[Any], arguments: dict[str, Any]) -> None:
+    from tensortap.keras._config import fit_call_config
+    from tensortap.keras._hook import KerasHook
+
+    for callback in callbacks:
+        if isinstance(callback, KerasHook):
+            callback.gather_config(functools.partial(fit_call_config, arguments))

@@ -57,9 +57,20 @@ def _with_hook(original: Any) -> Any:
                     hook.validation_data = others[-1] if others else None
                 callbacks.append(hook)
             bound.arguments["callbacks"] = callbacks
+            _gather_train_config(callbacks, dict(bound.arguments))
             args, kwargs = bound.args, bound.kwargs
         except Exception:
             logger.exception("tensortap could not attach to this xgboost.train; it runs unhooked")
         return original(*args, **kwargs)
 
     return train
+
+
+def _gather_train_config(callbacks: list[Any], arguments: dict[str, Any]) -> None:
+    """``xgb.train``'s arguments, into the run's configuration of the hook that watches it."""
+    from tensortap.xgboost._config import train_call_config
+    from tensortap.xgboost._hook import Hook
+
+    for callback in callbacks:
+        if isinstance(callback, Hook):
+            callback.gather_config(functools.partial(train_call_config, arguments))

@@ -136,7 +136,41 @@ def jobs(ns: argparse.Namespace) -> int:
 def summary(ns: argparse.Namespace) -> int:
     record = job_record(ns.job, ns.runs)
     print(render_summary(record, job_summary(record)))
+    line = _config_line(record)
+    if line:
+        print(line)
     return 0
+
+
+def _config_line(record: JobRecord) -> str | None:
+    """The run's configuration in one line (``trial.config()``: the learning rate, batch
+    size, optimizer, model, git commit); None when the trial recorded none or cannot be read."""
+    from tensortap.trials._trial import create_trial
+
+    try:
+        with create_trial(record.trial_location, must_exist=True, waiting=True) as trial:
+            config = trial.config()
+    except (TensortapError, OSError):
+        return None
+    parts = [
+        f"{key} {config[key]:g}"
+        for key in ("learning_rate", "batch_size")
+        if _real(config.get(key))
+    ]
+    optimizer, model, git = config.get("optimizer"), config.get("model"), config.get("git")
+    if isinstance(optimizer, dict) and isinstance(optimizer.get("class"), str):
+        parts.append(f"optimizer {optimizer['class'].rsplit('.', 1)[-1]}")
+    if isinstance(model, dict) and isinstance(model.get("class"), str):
+        size = model.get("parameters")
+        counted = f" ({size:,} parameters)" if _real(size) else ""
+        parts.append(f"model {model['class'].rsplit('.', 1)[-1]}{counted}")
+    if isinstance(git, dict) and isinstance(git.get("commit"), str):
+        parts.append(f"git {git['commit'][:10]}{' (dirty)' if git.get('dirty') else ''}")
+    return "config: " + " · ".join(parts) if parts else None
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def stop(ns: argparse.Namespace) -> int:

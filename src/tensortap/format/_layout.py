@@ -108,6 +108,15 @@ def session_key(worker: str, index: int) -> str:
     return f"{sessions_prefix(worker)}{index:06d}.json"
 
 
+def config_prefix(worker: str) -> str:
+    return f"{worker_prefix(worker)}config/"
+
+
+def config_key(worker: str, index: int) -> str:
+    """The run configuration a worker's session number ``index`` recorded."""
+    return f"{config_prefix(worker)}{index:06d}.json"
+
+
 def index_key(worker: str, seq: int) -> str:
     return f"{index_prefix(worker)}{seq:012d}{INDEX_SUFFIX}"
 

@@ -33,12 +33,14 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import Any
 
 from torch import nn
 from transformers import TrainerCallback
 
 from tensortap.core._modes import ModeKeys
+from tensortap.huggingface._config import trainer_config
 from tensortap.pytorch._hook import Hook
 from tensortap.pytorch._trainer_session import TrainerSession
 
@@ -68,6 +70,7 @@ class TensortapCallback(TrainerCallback):
         hook = self.session.start(model, os.path.join(args.output_dir, "tensortap"))
         self.session.follow(state.global_step, "the Trainer's global_step")  # 0, or resumed
         hook.losses_from_backward(self.session.add_backward_loss)
+        hook.gather_config(partial(trainer_config, args))
         scaler = getattr(kwargs.get("optimizer"), "scaler", None)  # Accelerate's, under fp16
         if scaler is not None:
             hook.register_grad_scaler(scaler)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import keras
@@ -33,6 +34,7 @@ from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import records_from_array
 from tensortap.exceptions import InvalidTensorError
 from tensortap.keras._activations import TAPPED_COLLECTIONS, ActivationTaps
+from tensortap.keras._config import train_begin_config
 from tensortap.keras._gradients import GradientCapture
 
 if TYPE_CHECKING:
@@ -71,6 +73,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
     # -- Keras callback API --
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
         self._guard_event(self._prepare_training)
+        self.gather_config(partial(train_begin_config, self.model, self.params))
         self._guard_event(self._instrument, "train")
 
     def on_test_begin(self, logs: Mapping[str, Any] | None = None) -> None:

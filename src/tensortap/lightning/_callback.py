@@ -36,11 +36,14 @@ from __future__ import annotations
 
 import math
 import os
+from functools import partial
 from typing import Any
 
 from torch import nn
 
 from tensortap.core._modes import ModeKeys
+from tensortap.lightning._config import fit_config
+from tensortap.pytorch._config import first_batch_size
 from tensortap.pytorch._hook import Hook
 from tensortap.pytorch._trainer_session import TrainerSession
 
@@ -69,6 +72,7 @@ class CallbackMixin:
         self._eval_names: set[str] = set()  # names that first appeared in a validation
         self._epoch_names: set[str] = set()  # names that first appeared at an epoch's end
         self._epoch_values: dict[str, Any] = {}  # an epoch's values, not saved yet
+        self._batch_seen = False  # the first training batch's size is in the configuration
 
     @property
     def hook(self) -> Hook | None:
@@ -83,6 +87,8 @@ class CallbackMixin:
         # after Lightning restored a checkpoint's loops (on_fit_start is before)
         self._global_step = trainer.global_step
         self.session.follow(trainer.global_step, "the Trainer's global_step")
+        if self.session.hook is not None:
+            self.session.hook.gather_config(partial(fit_config, trainer, pl_module))
 
     def on_sanity_check_start(self, trainer: Any, pl_module: nn.Module) -> None:
         if self.session.hook is not None:
@@ -97,6 +103,9 @@ class CallbackMixin:
         if hook is not None:
             self.session.close_step()
             hook.forward_starts(pl_module)
+            if not self._batch_seen and args:
+                self._batch_seen = True
+                hook.gather_config(partial(_batch_size, args[0]))
 
     def on_before_optimizer_step(self, trainer: Any, pl_module: nn.Module, optimizer: Any) -> None:
         if self.session.hook is not None:
@@ -201,3 +210,8 @@ def _floats(metrics: Any) -> dict[str, float]:
 
 def _same(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def _batch_size(batch: Any) -> dict[str, Any]:
+    size = first_batch_size(batch)
+    return {} if size is None else {"batch_size": size}

@@ -36,6 +36,7 @@ from tensortap.exceptions import InvalidConfigError
 from tensortap.pytorch import _events as events
 from tensortap.pytorch._compiled import is_compiled, refuse_io_inside_compiled, warn_traced
 from tensortap.pytorch._compiled_slots import CompiledTaps, tap
+from tensortap.pytorch._config import ConfigWatch
 from tensortap.pytorch._convert import TorchConverter
 from tensortap.pytorch._due import DueKinds, Kind
 from tensortap.pytorch._gradients import clip_threshold, inverse_scale, save_gradients
@@ -167,6 +168,7 @@ class Hook(TrainerControls, BaseHook):
         )
         self._recorder.add_step_end_callback(self._on_step_end)
         self._loop = LoopFacts(self._recorder, self._registry, self._contain)
+        self._config_watch = ConfigWatch(self.gather_config)  # the run's configuration
         events.attach(self)
 
     # -- registration --
@@ -200,6 +202,7 @@ class Hook(TrainerControls, BaseHook):
         post = module.register_forward_hook(self._on_model_output)
         self._models.append(module)
         self._optimizer_owned = weakref.WeakKeyDictionary()  # ownership may change
+        self._guard_event(self._config_watch.on_model, unwrap(module))
         return self._registered(id(module), pre.remove, post.remove, partial(self._forget, module))
 
     def register_router(
@@ -393,6 +396,8 @@ class Hook(TrainerControls, BaseHook):
             if self._closed or self._paused:
                 return
             self._guard_event(self._begin_forward, module)
+            if not self._config_watch.batch_seen and self._recorder.mode == ModeKeys.TRAIN:
+                self._guard_event(self._config_watch.on_train_forward, args)
 
     def _begin_forward(self, module: nn.Module) -> None:
         recorder = self._recorder
@@ -500,12 +505,16 @@ class Hook(TrainerControls, BaseHook):
         owned = bool(self._optimizer_owned.get(optimizer))
         if owned:
             self._after_update(Update.OPTIMIZER_STEP)
+            if not self._config_watch.seen_last(optimizer=optimizer):  # each, once
+                self._guard_event(self._config_watch.on_optimizer_step, optimizer)
         self._loop_event(self._loop.after_optimizer_step, optimizer, owned)
 
     def _before_backward(self, tensor: torch.Tensor) -> None:
         self._loop_event(self._loop.before_backward, tensor)
 
     def _after_scheduler_step(self, scheduler: Any) -> None:
+        if not self._config_watch.seen_last(scheduler=scheduler):  # each, once
+            self._guard_event(self._config_watch.on_scheduler_step, scheduler)
         self._loop_event(self._loop.after_scheduler_step, scheduler)
 
     def _loop_event(self, handler: Any, *args: Any) -> None:

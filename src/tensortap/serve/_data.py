@@ -23,9 +23,9 @@ import numpy as np
 
 from tensortap.core._downsample import minmax_buckets
 from tensortap.core._modes import ModeKeys
-from tensortap.exceptions import InvalidConfigError, TensortapError
+from tensortap.exceptions import InvalidConfigError, StorageError, TensortapError
 from tensortap.serve._catalog import Run
-from tensortap.serve._meta import overview, resumed_sessions, rules
+from tensortap.serve._meta import overview, resumed_sessions, rules, run_config
 from tensortap.serve._series import BUCKETS, SeriesKey, buckets, open_reader
 from tensortap.trials._index import natural_key
 from tensortap.trials._series import SeriesReader
@@ -375,7 +375,19 @@ def detail(run: Run, log_lines: int = 200) -> dict[str, Any]:
             log_tail = list(deque(text.splitlines(), maxlen=log_lines))
         except OSError as exc:  # refused (a symlink, a FIFO, a device): said, not followed
             log_tail = [f"[the training log is not shown: {exc}]"]
-    return {**overview(run), "all_rules": rules(run), "timeline": timeline, "log_tail": log_tail}
+    config: dict[str, Any] = {}
+    if run.refused is None:
+        try:
+            config = run_config(run)[0]
+        except (TensortapError, StorageError, OSError):
+            pass  # the runs list says what could not be read
+    return {
+        **overview(run),
+        "all_rules": rules(run),
+        "timeline": timeline,
+        "log_tail": log_tail,
+        "config": config,
+    }
 
 
 __all__ = [

@@ -19,6 +19,8 @@ from tensortap.format._documents import decode_end, decode_json, decode_session
 from tensortap.jobs._live import by_gravity
 from tensortap.serve._catalog import Run
 from tensortap.storage._base import Store
+from tensortap.trials._config import first_config
+from tensortap.trials._worker_state import natural_key
 
 #: How long a run's metadata is reused before its documents are read again: a run being
 #: written, and a bare trial that ended (read again, less often: a new session may resume
@@ -109,6 +111,24 @@ def trial_meta(run: Run) -> dict[str, Any]:
     }
 
 
+def run_config(run: Run) -> tuple[dict[str, Any], list[str]]:
+    """The run's configuration (``trial.config()``, from the small configuration documents
+    only), and the documents that could not be read."""
+    store = _meta_store(run)
+    workers = [w for w in store.list_dir(layout.WORKERS_PREFIX) if layout.is_plain_name(w)]
+    problems: list[str] = []
+
+    def problem(key: str, exc: BaseException) -> None:
+        problems.append(f"unreadable {key}: {exc}")
+
+    return first_config(store, sorted(workers, key=natural_key), problem), problems
+
+
+def _number(value: Any) -> float | int | None:
+    """A configuration's number, for the runs list to show and sort by (None otherwise)."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def resumed_sessions(run: Run) -> list[dict[str, Any]]:
     """Each session that resumed the run (a restarted script, a trainer resumed from a
     checkpoint, a rollback's branch), from its session record, at the first global step after
@@ -188,15 +208,17 @@ def overview(run: Run) -> dict[str, Any]:
             started = None
     last_step = None
     problems: list[str] = []
+    config: dict[str, Any] = {}
     if run.refused is not None:
         problems = [run.refused]
     else:
         try:
             trial = trial_meta(run)
+            config, unreadable = run_config(run)
         except (TensortapError, StorageError, OSError) as exc:
             problems = [str(exc)]
         else:
-            last_step, problems = trial["last_step"], trial["problems"]
+            last_step, problems = trial["last_step"], [*trial["problems"], *unreadable]
             if run.job is None:
                 status = "Ended" if trial["ended"] else "Running"
             if started is None:
@@ -217,12 +239,24 @@ def overview(run: Run) -> dict[str, Any]:
         "problems_found": sum(r.get("severity") == "problem" for r in found),
         "diagnosis": None if run.job is None else job_diagnosis(summary).to_dict(),
         "problems": problems,
+        # of the run's configuration, what the runs list shows and sorts by (the run's page
+        # gets all of it: serve._data.detail)
+        "learning_rate": _number(config.get("learning_rate")),
+        "batch_size": _number(config.get("batch_size")),
     }
     run.meta = (now, out)  # one assignment: a reader sees the old pair or the new one
     return out
 
 
-__all__ = ["ENDED_META_SECS", "META_SECS", "overview", "resumed_sessions", "rules", "trial_meta"]
+__all__ = [
+    "ENDED_META_SECS",
+    "META_SECS",
+    "overview",
+    "resumed_sessions",
+    "rules",
+    "run_config",
+    "trial_meta",
+]
 
 
 def saved_names(store: Store, collections: tuple[str, ...]) -> dict[str, set[str]] | None:

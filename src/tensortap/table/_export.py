@@ -8,6 +8,8 @@ Layout under the dataset's root (a directory or an ``s3://`` prefix)::
     run=<run>/part-000001.parquet      what the next export found new
     _tensortap/runs/<run>.json         per worker, the segments exported and those pending
     _tensortap/exports/<run>/          the claim of the run's one exporter (lock or lease)
+    config/run=<run>/config.parquet    the run's configuration (trial.config()), rewritten by
+                                       each export (see tensortap.table._config)
 
 Columns (the run is the partition): worker, mode, step (within the mode), global_step,
 wall_time, tensor, collection, statistic (``value`` for a saved value, ``l2``, ``abs_max``...)
@@ -36,6 +38,7 @@ from tensortap.core._collections import Collection
 from tensortap.exceptions import FormatError, InvalidConfigError, StorageError, TensortapError
 from tensortap.format import _layout as layout
 from tensortap.storage import Store, open_store
+from tensortap.table._config import write_run_config
 from tensortap.trials._columns import SegmentRef, published_segments, scalar_columns
 from tensortap.trials._locate import TRIAL_DIR
 from tensortap.trials._trial import Trial, create_trial
@@ -217,6 +220,7 @@ def _export_claimed(trial: Trial, store: Store, run: str, claim: Claim) -> Expor
     manifest["done"] = {w: sorted(s) for w, s in done.items() if s}
     manifest["pending"] = {w: sorted(s) for w, s in unread.items() if s}
     _keep(claim, store, run)
+    write_run_config(trial, store, run)  # the run's configuration as it is now
     store.put(MANIFESTS + run + ".json", json.dumps(manifest, sort_keys=True).encode())
     pending = sum(len(s) for s in unread.values())
     return Exported(run, rows, part, len(segments), pending)

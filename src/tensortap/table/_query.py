@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 
 from tensortap.exceptions import InvalidConfigError
 from tensortap.storage import Store, local_path, open_store, what_is_there
+from tensortap.table._config import CONFIG_VIEW, read_configs
 from tensortap.table._export import SCHEMA, check_run_name
 
 _PART = re.compile(r"run=([^/]+)/part-\d+\.parquet")
@@ -38,12 +39,17 @@ def connect(
     data: str | os.PathLike[str] | Store, runs: Sequence[str] | None = None
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection where the dataset at ``data`` (or only ``runs`` of it)
-    is the view ``stats`` (the dataset's columns plus ``run``)."""
+    is the view ``stats`` (the dataset's columns plus ``run``), and the runs' configurations
+    the view ``config`` (``run``, ``key``, ``value``, ``number``: see
+    :mod:`tensortap.table._config`)."""
     wanted = None if runs is None else {check_run_name(r) for r in runs}
     local = local_path(data)
     store = open_store(data if local is None else local)
     parts = _parts(store, wanted)
     con = duckdb.connect()
+    # the runs' configurations: a few rows each, read into memory
+    con.register("_tensortap_config", read_configs(store, store.list("config/"), wanted))
+    con.execute(f"CREATE VIEW {CONFIG_VIEW} AS SELECT * FROM _tensortap_config")
     if parts and local is not None:
         # The files as a pyarrow dataset of the exact paths listed, not DuckDB's read_parquet:
         # that expands '[', '*' and '?' in every path given, so a dataset named 'run[1]' would

@@ -72,6 +72,7 @@ def read_everything(path: str | os.PathLike[str]) -> int:
     trial = create_trial(path)
     read = 0
     trial.workers()
+    trial.config()  # the run's configuration documents: a damaged one is a problem
     trial.problems()
     for name in trial.collections():
         trial.tensor_names(collection=name)

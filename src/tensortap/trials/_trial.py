@@ -27,6 +27,7 @@ from tensortap.exceptions import (
     TensorUnavailableForStep,
 )
 from tensortap.storage import Store, open_store
+from tensortap.trials._config import first_config, worker_config
 from tensortap.trials._index import TrialIndex, natural_key
 from tensortap.trials._locate import trial_location
 from tensortap.trials._problems import worker_problems
@@ -457,6 +458,22 @@ class Trial:
             out.extend(worker_sessions(state, index.sessions(state)))
         self._sessions[worker] = (index.version, out)
         return list(out)
+
+    def config(self, worker: str | None = None) -> dict[str, Any]:
+        """The run's configuration: what the hooks gathered without code (the optimizer and
+        its parameter groups, the batch size, the model, the trainer's arguments, the command
+        line, git, package versions, seeds) and what the script gave to ``hook.log_config``;
+        a dict of groups, documented in docs/format.md (``{}`` when none was recorded). Each
+        session of a worker recorded its own; they are merged in order (a resumed run's
+        values replace the first run's). ``worker`` None: the first worker that recorded one
+        (``worker_0`` in a distributed run). A damaged document is listed in
+        :meth:`problems` and left out."""
+        self.refresh_if_stale()
+        if worker is not None:
+            if worker not in self._index.workers:
+                raise InvalidWorker(worker, self.workers())
+            return worker_config(self._index.store, worker, self._index.problem)
+        return first_config(self._index.store, self.workers(), self._index.problem)
 
     def framework(self) -> str | None:
         """The framework whose hook wrote this trial (``"pytorch"``, ``"keras"``,

@@ -99,6 +99,11 @@ class TrialWriter:
         ``rolled_back``: see :mod:`tensortap.writer._sessions`); raises StorageError."""
         self._worker_session.note(updates)
 
+    def note_config(self, config: dict[str, Any]) -> None:
+        """Record this session's run configuration, the whole of it (see
+        :mod:`tensortap.format._run_config`); raises StorageError."""
+        self._worker_session.put_config(config)
+
     def add_listener(self, what: str, listener: Callable[[StepBatch], None]) -> None:
         """Also hand every written step to ``listener`` (on the writer's thread, after the
         step is written); ``what`` names it in logs. Its failures are counted, never raised.

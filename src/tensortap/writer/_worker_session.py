@@ -13,6 +13,7 @@ from typing import Any
 
 from tensortap.format import _layout as layout
 from tensortap.format._documents import decode_json, encode_json, trial_marker
+from tensortap.format._run_config import encode_config
 from tensortap.storage._base import Store
 from tensortap.writer._ownership import WorkerKeeper, next_seq
 from tensortap.writer._sessions import read_history, session_record
@@ -76,3 +77,11 @@ class WorkerSession:
         with self._lock:
             self._updates.update(updates)
         self.put_record()
+
+    def put_config(self, config: dict[str, Any]) -> None:
+        """Write this session's run configuration (all of it, again: the document is replaced
+        atomically); raises StorageError."""
+        key = layout.config_key(self.worker, self.start.index)
+        raw = encode_config(self.worker, self.info["session"], self.start.index, config)
+        with self._lock:
+            self.store.put(key, raw)

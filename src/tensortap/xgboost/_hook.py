@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,6 +38,7 @@ from tensortap._hook import HookOptions, OutDir
 from tensortap.core._collections import CollectionKeys
 from tensortap.core._modes import ModeKeys
 from tensortap.core._save_config import SaveConfig
+from tensortap.xgboost._config import booster_config
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -134,6 +136,7 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         if self.mode != ModeKeys.TRAIN:
             self.set_mode(ModeKeys.TRAIN)
         params = {**_booster_params(model), **self.hyperparameters}
+        self.gather_config(partial(booster_config, params))
         for key, value in sorted(params.items()):
             number = _number(value)
             if number is not None:

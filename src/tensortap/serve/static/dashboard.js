@@ -85,16 +85,36 @@ function runsPage() {
   main().innerHTML = `<p><input type="search" id="filter" placeholder="filter by name or status">
     <button id="compare" disabled>compare selected</button> <span id="err" class="problem"></span></p>
     <table id="runs"><thead><tr><th></th><th>run</th><th>status</th><th>rules (problems first)</th>
-    <th>started</th><th>last step</th></tr></thead><tbody></tbody></table>
+    <th>started</th><th>last step</th><th class="sort" data-sort="learning_rate">learning rate</th>
+    <th class="sort" data-sort="batch_size">batch size</th></tr></thead><tbody></tbody></table>
     <p class="muted" id="places"></p>`;
   const chosen = new Set();
   const button = document.getElementById("compare");
   button.onclick = () => { location.href = `/compare?ids=${[...chosen].join(",")}`; };
   let last = [];
+  // a click on the learning rate's or batch size's header sorts by it (again: the other way);
+  // runs without one last
+  let sortKey = null, sortDir = 1;
+  const byConfig = (a, b) => {
+    const x = a[sortKey], y = b[sortKey];
+    if (x == null || y == null) return (x == null) - (y == null);
+    return sortDir * (x - y);
+  };
+  const byProblems = (a, b) => (b.problems_found - a.problems_found) || ((b.started || 0) - (a.started || 0));
+  document.querySelectorAll("#runs th[data-sort]").forEach((th) => {
+    th.onclick = () => {
+      sortDir = sortKey === th.dataset.sort ? -sortDir : 1;
+      sortKey = th.dataset.sort;
+      document.querySelectorAll("#runs th[data-sort]").forEach((h) => {
+        h.dataset.dir = h === th ? (sortDir > 0 ? "ascending" : "descending") : "";
+      });
+      draw();
+    };
+  });
   const draw = () => {
     const needle = document.getElementById("filter").value.toLowerCase();
     const rows = last.filter((r) => !needle || `${r.name} ${r.status} ${r.kind}`.toLowerCase().includes(needle))
-      .sort((a, b) => (b.problems_found - a.problems_found) || ((b.started || 0) - (a.started || 0)));
+      .sort((a, b) => (sortKey ? byConfig(a, b) : 0) || byProblems(a, b));
     document.querySelector("#runs tbody").innerHTML = rows.map((r) => {
       const rules = r.rules.map((x) => `${esc(x.name)}: ${statusSpan(x.status, x.severity)}` +
         (x.gravest_step != null ? ` at ${esc(x.gravest_step)}` : "")).join("<br>") ||
@@ -104,7 +124,8 @@ function runsPage() {
       return `<tr data-id="${esc(r.id)}"><td><input type="checkbox" ${chosen.has(r.id) ? "checked" : ""}></td>
         <td><a href="/run/${esc(r.id)}">${esc(r.name)}</a><br><span class="muted">${esc(r.location)}</span></td>
         <td>${statusSpan(r.status)}${problems}</td><td>${verdict}${rules}</td><td>${esc(when(r.started))}</td>
-        <td>${esc(r.last_step ?? "-")}</td></tr>`;
+        <td>${esc(r.last_step ?? "-")}</td><td class="lr">${esc(r.learning_rate ?? "-")}</td>
+        <td class="batch">${esc(r.batch_size ?? "-")}</td></tr>`;
     }).join("");
     document.querySelectorAll("#runs input[type=checkbox]").forEach((box) => {
       box.onchange = () => {
@@ -538,6 +559,14 @@ function chartGrid(id, box, note, more) {
   };
 }
 
+// The run's configuration as rows: each leaf's path (optimizer.param_groups.0.lr) and value.
+function configRows(value, path = "") {
+  if (value && typeof value === "object" && Object.keys(value).length) {
+    return Object.entries(value).flatMap(([k, v]) => configRows(v, path ? `${path}.${k}` : k));
+  }
+  return [[path, typeof value === "string" ? value : JSON.stringify(value)]];
+}
+
 function runPage() {
   const id = runId();
   main().innerHTML = `<p id="summary"></p><p id="err" class="problem"></p>
@@ -552,6 +581,7 @@ function runPage() {
     <button id="em-draw">draw</button> <span class="muted" id="em-note"></span></p>
     <datalist id="em-names"></datalist><div id="embeddings"></div>
     <h2>Rule timeline</h2><table class="timeline" id="timeline"></table>
+    <h2>Configuration</h2><table id="config"></table>
     <h2>Training log</h2><pre id="log"></pre>`;
   document.getElementById("links").innerHTML = `<a href="/report/${esc(id)}" target="_blank">static report</a>`;
   const err = document.getElementById("err");
@@ -576,6 +606,10 @@ function runPage() {
     document.getElementById("timeline").innerHTML = d.timeline.map((e) =>
       `<tr><td>${esc(when(e.time))}</td><td>${esc(e.event)}</td><td>${esc(e.rule || "")}</td>
        <td>${esc(e.step ?? "")}</td><td>${esc(e.message || e.result || e.error || e.status || e.reason || "")}</td></tr>`).join("");
+    const settings = configRows(d.config || {});
+    document.getElementById("config").innerHTML = settings.length
+      ? settings.map(([k, v]) => `<tr><td>${esc(k)}</td><td>${esc(v)}</td></tr>`).join("")
+      : `<tr><td class="muted">no configuration recorded (a trial of an older tensortap, or none gathered yet)</td></tr>`;
     const log = document.getElementById("log");
     const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
     log.textContent = d.log_tail.join("\n") || "(no training log: a trial without a job)";
