@@ -44,6 +44,7 @@ def test_a_crashed_script_is_failed_at_its_step_with_its_exception(tmp_path: Pat
     expected = "training failed at step 11: RuntimeError: planted crash at step 12; before it, "
     assert expected in line, line
     assert re.search(r"before it, \d+ rules judged the steps saved and found no problem", line)
+    assert "training ended: Failed (exit code 1): training failed at step 11: " in done.stdout
     summary_text = _cli("summary", str(record.dir))
     assert expected in _diagnosis_line(summary_text)
     no_data = [line for line in summary_text.splitlines() if " NoData" in line]

@@ -76,6 +76,8 @@ class LiveView:
                 lines.append(template.format(**event))
             except (KeyError, ValueError):
                 lines.append(str(event))
+            if event.get("event") == "training_ended" and event.get("failure"):
+                lines[-1] += f": {event['failure']}"  # how it failed (jobs._failure)
             if (
                 event.get("event") == "training_ended"
                 and event.get("log_tail")
