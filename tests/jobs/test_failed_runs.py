@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import tensortap as tt
+from tensortap.jobs._failure import last_exception
 from tests.jobs.test_framework_jobs import run_job
 
 SCRIPT = str(Path(__file__).parent / "train_script.py")
@@ -91,3 +92,25 @@ def test_the_dashboard_shows_a_failed_run_as_failed(tmp_path: Path, serve) -> No
     for name, status in statuses.items():  # a rule that judged nothing never shows a count
         if status == "NoData":
             assert judged[name] == "no step judged", (name, judged[name])
+
+
+def test_the_exception_is_the_last_tracebacks_last_line() -> None:
+    """For a command that is no Python script run by the job: read from the training log."""
+    log = "\n".join(
+        [
+            "epoch 1 loss 0.5",
+            "Traceback (most recent call last):",
+            '  File "a.py", line 3, in <module>',
+            "KeyError: 'x'",
+            "",
+            "During handling of the above exception, another exception occurred:",
+            "",
+            "Traceback (most recent call last):",
+            '  File "a.py", line 5, in <module>',
+            "    raise ValueError('the batch had no rows')",
+            "ValueError: the batch had no rows",
+            "some output after it",
+        ]
+    )
+    assert last_exception(log) == "ValueError: the batch had no rows"
+    assert last_exception("no traceback here\nValueError: looks like one") is None

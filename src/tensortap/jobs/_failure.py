@@ -1,6 +1,7 @@
-"""How a job's training ended when it did not finish: "training failed at step 12:
-RuntimeError: ..." or "training was killed at step 25 (signal 9)", the verdict of a run
-that did not finish (whatever its rules said of the steps before).
+"""How a job's training ended when it did not finish: "training failed at step 11:
+RuntimeError: ..." or "training was killed after step 20, the last one saved (signal 9,
+SIGKILL)", the verdict of a run that did not finish (whatever its rules said of the steps
+before).
 
 The exception is the one the script raised, as ``python -m tensortap.attach`` told the job
 (event ``training_raised``, with the step its hooks were at), else the last line of the last
