@@ -60,7 +60,12 @@ def test_a_crashed_script_is_failed_at_its_step_with_its_exception(tmp_path: Pat
     assert summary["training"]["failure"]["step"] == 11
     report = tmp_path / "report.html"
     _cli("report", str(record.dir), "-o", str(report))
-    assert expected.replace("; before it, ", "") in report.read_text()
+    page = report.read_text()
+    assert expected.replace("; before it, ", "") in page
+    assert "<th>steps judged</th>" in page  # counted as the summary counts them
+    assert re.search(
+        r"LossSpike</td><td class='text NoData'>NoData</td><td></td><td>none</td>", page
+    )
 
 
 def test_a_killed_script_is_killed_after_its_last_saved_step(tmp_path: Path) -> None:

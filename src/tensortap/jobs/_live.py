@@ -166,12 +166,19 @@ class LiveView:
         self.out.flush()
 
 
+def judged_count(rule: Mapping[str, Any]) -> int:
+    """The steps whose saved data a rule read (``judged``; an older record has only
+    ``evaluated``), 0 for a rule that ended NoData: never a count of the steps it only walked
+    (Keras's WeightUpdateRatio ended NoData "(49 steps judged)")."""
+    if rule.get("RuleEvaluationStatus") == "NoData":
+        return 0
+    return int(rule.get("judged", rule.get("evaluated")) or 0)
+
+
 def steps_judged(rule: Mapping[str, Any]) -> str:
-    """``12 steps judged``: the steps whose saved data the rule read (``judged``; an older
-    record has only ``evaluated``); a rule that judged none says so, never a count of the
-    steps it only walked (Keras's WeightUpdateRatio ended NoData "(49 steps judged)")."""
-    count = int(rule.get("judged", rule.get("evaluated")) or 0)
-    if count == 0 or rule.get("RuleEvaluationStatus") == "NoData":
+    """``12 steps judged``, or ``no step judged``."""
+    count = judged_count(rule)
+    if count == 0:
         return "no step judged"
     return f"{count} step{'' if count == 1 else 's'} judged"
 
