@@ -26,7 +26,8 @@ __version__ = "0.1.0"
 
 def diagnose(target: object, rules: object = None) -> diagnosis.Diagnosis:
     """One verdict on a run (a trial, its location, a job or a job directory): ``healthy``,
-    ``unknown``, or its most likely root cause first (see :mod:`tensortap.diagnosis`)."""
+    ``unknown``, ``failed`` (a job whose training did not finish), or its most likely root
+    cause first (see :mod:`tensortap.diagnosis`)."""
     from tensortap.diagnosis import diagnose as _diagnose
 
     return _diagnose(target, rules)  # type: ignore[arg-type]

@@ -104,7 +104,7 @@ class Hook:
     """
 
     #: The collections this kind of hook fills: ``include_collections`` naming one of them
-    #: nearly (``"gradient"``) is refused as a typo.
+    #: nearly (``"gradient"``) gets a warning (a new collection of one's own, or a typo).
     known_collections: ClassVar[tuple[str, ...]] = (*BUILTIN_COLLECTIONS, VITALS)
     #: The framework this kind of hook watches, recorded in the trial (``Trial.framework()``):
     #: a job picks the rules that suit it. None for the framework-free hook.

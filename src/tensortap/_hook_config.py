@@ -172,7 +172,7 @@ class HookConfig:
         """A hook of class ``cls`` made from this configuration, its collections configured.
 
         A configured collection is included once configured: its name is the user's, never
-        taken for a misspelling of a known collection (the hook refuses those)."""
+        taken for a misspelling of a known collection (the hook warns about those)."""
         kwargs = {**self.hook_kwargs(), **overrides}
         included = kwargs.get("include_collections")
         included = [included] if isinstance(included, str) else included

@@ -21,6 +21,7 @@ __all__ = [
     "ResumeRefused",
     "RuleError",
     "RuleEvaluationConditionMet",
+    "SeriesUnavailable",
     "StepNotYetAvailable",
     "StepUnavailable",
     "StorageError",
@@ -99,6 +100,15 @@ class TensorUnavailable(TensortapError, LookupError):
         if available is not None:
             hint = "; " + closest_names(tname, available, "the trial has no tensors yet")
         super().__init__(f"tensor {tname!r} was never saved in this trial{hint}")
+
+
+class SeriesUnavailable(TensorUnavailable):
+    """``trial.series(name)`` for a name the trial never saved; the message lists the series
+    there are, the loss's first."""
+
+    def __init__(self, tname: str, listed: str) -> None:
+        self.tname = tname
+        LookupError.__init__(self, f"no series {tname!r} in this trial: {listed}")
 
 
 def closest_names(name: str, available: list[str], none: str) -> str:

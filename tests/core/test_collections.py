@@ -50,26 +50,67 @@ def test_manager_is_per_instance_with_builtins() -> None:
     assert CollectionManager.from_dict(a.to_dict()).to_dict() == a.to_dict()
 
 
-def test_a_misspelt_collection_is_refused_when_the_hook_is_made(tmp_path) -> None:
-    """``include_collections=["gradient"]`` saved nothing at all, silently."""
+def test_a_name_near_a_known_collection_is_warned_about_never_refused(tmp_path, caplog) -> None:
+    """Issue 43 reverses the refusal this test asserted before: a name the hook does not know
+    is a new collection of one's own, as in smdebug; one close to a known name (a typo would
+    save nothing) gets a warning naming the close one."""
     import tensortap as tt
 
-    with pytest.raises(InvalidConfigError) as caught:
-        tt.Hook(tmp_path / "t", include_collections=["losses", "gradient", "Weights"])
-    message = str(caught.value)
+    with caplog.at_level("WARNING", logger="tensortap.core._collections"):
+        hook = tt.Hook(tmp_path / "t", include_collections=["losses", "gradient", "Weights"])
+    hook.close()
+    message = caplog.text
     assert "'gradient' (did you mean 'gradients'?)" in message
     assert "'Weights' (did you mean 'weights'?)" in message
-    assert "hook.add_collection(Collection(" in message  # what to do for one of your own
-    assert not (tmp_path / "t").exists()  # refused before anything was written
+    assert "hook.get_collection(name).include(regex)" in message  # what to do for one's own
+    assert "gradient" in hook.collection_manager
 
 
-def test_the_pytorch_hook_knows_its_own_collections(tmp_path) -> None:
+def test_the_pytorch_hook_warns_with_its_own_collections(tmp_path, caplog) -> None:
     pytest.importorskip("torch")
     import tensortap.pytorch as ttp
 
-    with pytest.raises(InvalidConfigError, match=r"'relu_activation' \(did you mean "):
-        ttp.Hook(tmp_path / "t", include_collections=["gradient", "relu_activation"])
-    ttp.Hook(tmp_path / "ok", include_collections=["relu_activations", "training_loop"]).close()
+    with caplog.at_level("WARNING", logger="tensortap.core._collections"):
+        ttp.Hook(tmp_path / "t", include_collections=["relu_activation"]).close()
+    assert "'relu_activation' (did you mean 'relu_activations'?)" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tensortap.core._collections"):
+        ttp.Hook(tmp_path / "ok", include_collections=["relu_activations", "training_loop"]).close()
+    assert "did you mean" not in caplog.text
+
+
+def test_smdebug_dead_relu_custom_collection_runs_unchanged(tmp_path) -> None:
+    """smdebug's DeadRelu test pattern: a collection named in include_collections, defined
+    once the hook is made, filled by a real PyTorch loop, judged by DeadRelu (it was refused
+    with 'did you mean 'relu_activations'?')."""
+    torch = pytest.importorskip("torch")
+    import tensortap as tt
+    import tensortap.pytorch as ttp
+    from tensortap.rules import DeadRelu, invoke_rule
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    with torch.no_grad():
+        net[0].bias.fill_(-100.0)  # every unit of the ReLU is dead from the start
+    hook = ttp.Hook(
+        tmp_path / "t",
+        save_config=SaveConfig(save_interval=1),
+        include_collections=["ReluActivation"],
+    )
+    hook.get_collection("ReluActivation").include([".*relu_output"])
+    hook.register_module(net)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    for _ in range(8):
+        loss = net(torch.randn(16, 4)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.tensor_names(collection="ReluActivation") == ["1/relu_output_0"]
+    summary = invoke_rule(DeadRelu(trial), timeout=60)
+    assert summary.judged == 8
+    assert summary.triggered > 0
 
 
 def test_collections_of_ones_own_are_no_typos(tmp_path) -> None:
@@ -95,10 +136,10 @@ def test_collections_of_ones_own_are_no_typos(tmp_path) -> None:
     assert sorted(trial.tensor_names()) == ["fc1.bias", "fc2.weight", "mine"]
 
 
-def test_a_configured_collection_is_no_typo_but_an_unconfigured_one_is(tmp_path) -> None:
+def test_a_configured_collection_is_no_typo_but_an_unconfigured_one_is(tmp_path, caplog) -> None:
     """smdebug's CollectionConfig (seed 002's "all_tensors", or one named like a known
     collection) defines the name; include_collections naming nothing configured or known is
-    refused with the closest name."""
+    warned about with the closest name."""
     import numpy as np
 
     import tensortap as tt
@@ -124,5 +165,6 @@ def test_a_configured_collection_is_no_typo_but_an_unconfigured_one_is(tmp_path)
             "collection_configurations": [{"name": "all_tensors"}],
         }
     )
-    with pytest.raises(InvalidConfigError, match="did you mean 'gradients'"):
-        typo.create_hook(tt.Hook)
+    with caplog.at_level("WARNING", logger="tensortap.core._collections"):
+        typo.create_hook(tt.Hook).close()  # warned about, not refused (issue 43, as smdebug)
+    assert "did you mean 'gradients'" in caplog.text

@@ -108,8 +108,11 @@ def test_default_saves_metrics_every_10_rounds(tmp_path: Path) -> None:
     )
     hook.close()
     trial = tt.create_trial(tmp_path / "t")
-    assert trial.steps() == [0, 10, 20]
+    assert trial.tensor("validation-rmse").steps() == [0, 10, 20]
     assert "validation-rmse" in trial.tensor_names(collection="metrics")
+    # the vital signs every round (issue 43): no training set among the evals, so no loss
+    assert trial.steps() == list(range(25))
+    assert trial.tensor_names(collection="vitals") == ["vitals/step_time"]
     assert trial.tensor_names(collection="full_shap") == []  # not due, never computed
 
 

@@ -136,12 +136,35 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:
         stop = _stop_in_callback()
         if stop is None:
+            _tell_job_failed(exc)
             raise
         # the stop was met inside a compiled step: JAX hands it on as its own runtime error
         print(f"tensortap: {stop} ({type(exc).__name__} from the compiled step)", file=sys.stderr)
         raise SystemExit(0) from None
     finally:
         _say_if_unwatched(_imported(before, names))
+
+
+def _tell_job_failed(exc: BaseException) -> None:
+    """Tell the job (if any) the script raised: the exception and the step its hooks were at,
+    so the job's verdict says "training failed at step 12: ..." (its supervisor sees only an
+    exit code and a log)."""
+    job = os.environ.get(JOB_ENV)
+    if not job:
+        return
+    from tensortap._open_hooks import open_hooks
+    from tensortap.jobs._record import JobRecord
+
+    steps = [s for s in (getattr(h, "step", None) for h in open_hooks()) if isinstance(s, int)]
+    error = f"{type(exc).__name__}: {exc}".strip().splitlines()
+    try:
+        JobRecord(job).append_event(
+            "training_raised",
+            error=(error[0] if error else type(exc).__name__)[:500],
+            step=max(steps) if steps else None,
+        )
+    except OSError as failed:
+        print(f"tensortap: could not tell the job {job}: {failed}", file=sys.stderr)
 
 
 def _imported(before: set[str], names: dict[str, Any]) -> set[str]:

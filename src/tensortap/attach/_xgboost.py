@@ -4,8 +4,10 @@ appended to their callbacks, for scripts that never import tensortap.
 :func:`enable` (called by ``python -m tensortap.attach`` and so by the job runner) waits for
 the script to import XGBoost, then patches ``xgboost.train`` (which the scikit-learn estimators
 call too). The hook is created at the first call from the JSON configuration; its validation
-data, when the script gave it none, is the last set in ``evals`` that is not the training data.
-A script that passes its own hook keeps it.
+data, when the script gave it none, is the last set in ``evals`` that is not the training data,
+and the set that is the training data is saved as ``train`` (``XGBClassifier.fit`` calls it
+``validation_0``; see :mod:`tensortap.xgboost._hook`). A script that passes its own hook keeps
+it (its sets are named the same way).
 """
 
 from __future__ import annotations
@@ -49,13 +51,17 @@ def _with_hook(original: Any) -> Any:
 
             bound = signature.bind(*args, **kwargs)
             callbacks = list(bound.arguments.get("callbacks") or [])
+            dtrain = bound.arguments.get("dtrain")
+            evals = list(bound.arguments.get("evals") or ())
             if not any(isinstance(c, Hook) for c in callbacks):
                 hook = _attachment.hook()
                 if hook.validation_data is None:
-                    dtrain = bound.arguments.get("dtrain")
-                    others = [d for d, _ in bound.arguments.get("evals") or () if d is not dtrain]
+                    others = [d for d, _ in evals if d is not dtrain]
                     hook.validation_data = others[-1] if others else None
                 callbacks.append(hook)
+            for callback in callbacks:  # the script's own hook too: the training set by role
+                if isinstance(callback, Hook):
+                    callback.name_eval_sets(dtrain, evals)
             bound.arguments["callbacks"] = callbacks
             _gather_train_config(callbacks, dict(bound.arguments))
             args, kwargs = bound.args, bound.kwargs

@@ -8,6 +8,7 @@ added names are never excluded.
 from __future__ import annotations
 
 import difflib
+import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -17,6 +18,8 @@ from tensortap.core._safe_regex import Matcher, compile_untrusted
 from tensortap.core._save_config import SaveConfig
 from tensortap.core._vitals import VITALS, vitals_save_config
 from tensortap.exceptions import FormatError, InvalidConfigError, TensortapError
+
+logger = logging.getLogger(__name__)
 
 
 class CollectionKeys:
@@ -66,31 +69,36 @@ BUILTIN_COLLECTIONS = (
 
 
 #: How alike (difflib's ratio, compared in lower case) an included name must be to a known
-#: collection's to be taken for a misspelling of it: 'gradient' (0.94) and 'loss' (0.8) are,
-#: a collection of one's own such as 'one_weight' (0.71 to 'weights') is not.
+#: collection's to be warned about as a possible misspelling of it: 'gradient' (0.94) and
+#: 'loss' (0.8) are, a collection of one's own such as 'one_weight' (0.71 to 'weights') is not.
 TYPO_CUTOFF = 0.8
 
 
-def check_included(names: Iterable[str], known: Iterable[str], hook: str) -> None:
-    """Refuse included collection names that are not known but nearly the name of one that
-    is: typos, which would save nothing at all. A name unlike every known one is a collection
-    of the user's own, defined after the hook is made (``hook.get_collection(name)``, or
-    ``save_tensor(..., collections=name)``), as in smdebug."""
+def check_included(names: Iterable[str], known: Iterable[str], hook: str) -> list[str]:
+    """Warn about included collection names that are not known but nearly the name of one
+    that is, and return them. Such a name is a new collection of the user's own, as in
+    smdebug (``include_collections=["ReluActivation"]``, then
+    ``hook.get_collection("ReluActivation").include(...)``), never refused: it may also be a
+    typo, which would save nothing at all, so the warning names the close built-in one."""
     choices = sorted(set(known))
-    typos = []
+    near = []
     for name in names:
         if not isinstance(name, str) or name in choices:
             continue
         close = difflib.get_close_matches(name.lower(), choices, n=1, cutoff=TYPO_CUTOFF)
         if close:
-            typos.append(f"{name!r} (did you mean {close[0]!r}?)")
-    if typos:
-        raise InvalidConfigError(
-            f"include_collections names {', '.join(typos)}: no collection of {hook}, which "
-            f"knows {', '.join(choices)}. Fix the name; for a collection of your own by "
-            "that name, add it once the hook is made: hook.add_collection(Collection(name, "
-            "include_regex=...)), or configure it (CollectionConfig)"
+            near.append(f"{name!r} (did you mean {close[0]!r}?)")
+    if near:
+        logger.warning(
+            "include_collections names %s: no collection %s knows (it knows %s), so each is "
+            "a new collection of your own, empty until you add to it "
+            "(hook.get_collection(name).include(regex)); if you meant the built-in one, fix "
+            "the name",
+            ", ".join(near),
+            hook,
+            ", ".join(choices),
         )
+    return near
 
 
 def _compile(pattern: object, what: str) -> re.Pattern[str]:

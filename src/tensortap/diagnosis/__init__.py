@@ -1,6 +1,7 @@
 """One diagnosis per run: ``diagnose(trial_or_job)`` turns the rules' findings into a verdict.
 
-*healthy* (rules judged the run and none found a problem), *unknown* (none could judge it), or
+*healthy* (rules judged the run and none found a problem), *unknown* (none could judge it),
+*failed* (a job whose training raised or was killed: how it ended, then what the rules saw), or
 the most likely root cause first, with its evidence in time order and a fix to try; what
 followed from the cause is folded under it. See docs/rules.md, "One diagnosis per run".
 """

@@ -8,6 +8,7 @@ The view only reads the job's record and trial; nothing it meets stops the job.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from tensortap.jobs._hints import next_steps
@@ -75,6 +76,8 @@ class LiveView:
                 lines.append(template.format(**event))
             except (KeyError, ValueError):
                 lines.append(str(event))
+            if event.get("event") == "training_ended" and event.get("failure"):
+                lines[-1] += f": {event['failure']}"  # how it failed (jobs._failure)
             if (
                 event.get("event") == "training_ended"
                 and event.get("log_tail")
@@ -120,7 +123,7 @@ class LiveView:
             name = rule.get("RuleConfigurationName")
             fired = rule.get("gravest_step", rule.get("first_fired_step"))
             more = f" (first at step {fired})" if fired is not None else ""
-            lines.append(f"  {name:<28} {status_text(rule)}{more}  [{_steps(rule)}]")
+            lines.append(f"  {name:<28} {status_text(rule)}{more}  [{steps_judged(rule)}]")
         return lines
 
     # -- drawing --
@@ -163,8 +166,20 @@ class LiveView:
         self.out.flush()
 
 
-def _steps(rule: dict[str, Any]) -> str:
-    count = int(rule.get("evaluated") or 0)
+def judged_count(rule: Mapping[str, Any]) -> int:
+    """The steps whose saved data a rule read (``judged``; an older record has only
+    ``evaluated``), 0 for a rule that ended NoData: never a count of the steps it only walked
+    (Keras's WeightUpdateRatio ended NoData "(49 steps judged)")."""
+    if rule.get("RuleEvaluationStatus") == "NoData":
+        return 0
+    return int(rule.get("judged", rule.get("evaluated")) or 0)
+
+
+def steps_judged(rule: Mapping[str, Any]) -> str:
+    """``12 steps judged``, or ``no step judged``."""
+    count = judged_count(rule)
+    if count == 0:
+        return "no step judged"
     return f"{count} step{'' if count == 1 else 's'} judged"
 
 
@@ -218,7 +233,7 @@ def render_summary(record: JobRecord, summary: dict[str, Any]) -> str:
             line += f" at step {step}: {rule.get('gravest_message') or rule.get('message')}"
         elif status in ("Error", "Stopped", "NoData") and rule.get("StatusDetails"):
             line += f": {str(rule['StatusDetails']).splitlines()[0][:300]}"
-        line += f"  ({_steps(rule)})"
+        line += f"  ({steps_judged(rule)})"
         lines.append(line)
     lines += [
         f"  trial (debugger artifacts): {summary.get('trial', record.trial_location)}",

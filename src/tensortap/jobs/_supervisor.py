@@ -33,6 +33,7 @@ from tensortap.exceptions import FormatError, InvalidConfigError, StorageError
 from tensortap.format._documents import decode_worker_info
 from tensortap.format._layout import WORKERS_PREFIX, worker_info_key
 from tensortap.jobs._actions import StopTraining
+from tensortap.jobs._failure import describe_failure
 from tensortap.jobs._record import JobRecord, write_json
 from tensortap.jobs._rule_host import STOPPED, TRAINING_ENDED_FILE
 from tensortap.jobs._specs import JobRule, rules_for_framework
@@ -129,6 +130,7 @@ class Supervisor:
         self.training_status = IN_PROGRESS
         self.exit_code: int | None = None
         self.log_tail = ""  # the end of the training log, when training failed
+        self.failure: dict[str, Any] | None = None  # how it failed (jobs._failure)
         self.stop_seen: float | None = None
         self.ended_at: float | None = None
         self.started = time.time()
@@ -301,12 +303,14 @@ class Supervisor:
         self.ended_at = time.monotonic()
         if self.training_status == "Failed":
             self.log_tail = tail(self.record.training_log)
+            self.failure = describe_failure(self.record, code, error)
         self.record.append_event(
             "training_ended",
             status=self.training_status,
             exit_code=code,
             sealed_workers=sealed,
             log_tail=self.log_tail,
+            **({} if self.failure is None else {"failure": self.failure["text"]}),
         )
 
     def _watch_hosts(self) -> None:
@@ -359,13 +363,14 @@ class Supervisor:
                 "pid": None if training is None else training.proc.pid,
                 "log": str(self.record.training_log),
                 "log_tail": self.log_tail,
+                "failure": self.failure,
             },
             "rules": rules,
-            "diagnosis": job_diagnosis({"rules": rules}).to_dict(),
             "trial": self.record.trial_location,
             "supervisor_pid": os.getpid(),
             "started": self.started,
         }
+        summary["diagnosis"] = job_diagnosis(summary).to_dict()
         if summary != self._last_summary or final:
             self._last_summary = summary
             write_json(self.record.summary_file, {**summary, "updated": time.time()})

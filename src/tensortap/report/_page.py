@@ -53,8 +53,8 @@ def page(heading: str, trial: Trial, what: str, sections: Sequence[str]) -> str:
 
 
 def rule_rows(rows: Sequence[Row], link_steps: bool) -> str:
-    """The rules table from (rule, status, first step, evaluated, triggered or skipped, why)
-    rows; with ``link_steps`` a first step links to the curves where it is marked."""
+    """The rules table from (rule, status, first step, steps judged, triggered or skipped,
+    why) rows; with ``link_steps`` a first step links to the curves where it is marked."""
     body = []
     for rule, status, first, evaluated, counted, why in rows:
         # every cell may come from a job's summary.json: escaped, like every value of a
@@ -68,7 +68,7 @@ def rule_rows(rows: Sequence[Row], link_steps: bool) -> str:
             f"<td class='text'>{html.escape(why)}</td></tr>"
         )
     return (
-        "<table><tr><th>rule</th><th>status</th><th>first fired</th><th>evaluated</th>"
+        "<table><tr><th>rule</th><th>status</th><th>first fired</th><th>steps judged</th>"
         f"<th>fired / skipped</th><th>why</th></tr>{''.join(body)}</table>"
     )
 
@@ -96,7 +96,7 @@ def summary_rows(summaries: Sequence[RuleSummary]) -> list[Row]:
                     summary.rule,
                     status,
                     "" if gravest is None else str(gravest.step),
-                    str(summary.evaluated),
+                    str(summary.judged) if summary.judged else "none",  # never the walked
                     f"{fired} / {summary.skipped}",
                     why,
                 ),

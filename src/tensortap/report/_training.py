@@ -25,7 +25,7 @@ import numpy as np
 
 from tensortap.diagnosis import build, job_diagnosis, judge_trial, outcome_of
 from tensortap.exceptions import InvalidConfigError, MissingCollectionFiles
-from tensortap.jobs._live import by_gravity, status_text
+from tensortap.jobs._live import by_gravity, judged_count, status_text
 from tensortap.jobs._record import JobRecord
 from tensortap.query._curves import mode_lines
 from tensortap.query._curves import read_series as read_series  # the old path
@@ -84,7 +84,7 @@ def _job_rows(record: JobRecord) -> list[Row]:
             str(r.get("RuleConfigurationName", "")),
             status_text(r),
             "" if r.get("gravest_step") is None else str(r["gravest_step"]),
-            str(r.get("evaluated", "")),
+            str(judged_count(r) or "none"),
             f"{r.get('triggered', '')} / {r.get('skipped', '')}",
             str(r.get("gravest_message") or r.get("message") or r.get("StatusDetails") or ""),
         )

@@ -5,12 +5,16 @@ could judge it), or a *problem*: the most likely root cause first, with its evid
 order (its first anomaly, then what followed from it), and a fix to try. Consequences are
 folded under their cause (a NaN after a learning rate far too high is not a second problem);
 causes that nothing present explains are listed after it, gravest first.
+
+A job whose training did not finish (it raised, or was killed) is *failed*, whatever the rules
+said: its headline says how it ended ("training failed at step 12: RuntimeError: ..."), then
+what the rules saw before it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from tensortap.rules._causes import (
@@ -104,11 +108,13 @@ class Problem:
 class Diagnosis:
     """The verdict on one run (see the module docstring)."""
 
-    verdict: str  # "healthy", "problem" or "unknown"
+    verdict: str  # "healthy", "problem", "unknown" or "failed"
     problems: tuple[Problem, ...] = ()
     warnings: tuple[Evidence, ...] = ()
     judged: tuple[str, ...] = ()
     not_judged: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    #: How training ended when it did not finish ("training failed at step 12: ..."), else None.
+    failure: str | None = None
 
     @property
     def healthy(self) -> bool:
@@ -128,7 +134,10 @@ class Diagnosis:
         return tuple(dict.fromkeys(named))
 
     def headline(self) -> str:
-        """One line: ``healthy``, ``unknown: ...`` or the root cause with its chain."""
+        """One line: ``healthy``, ``unknown: ...``, the root cause with its chain, or how a
+        failed run ended, then what the rules saw before it."""
+        if self.failure is not None:
+            return f"{self.failure}; before it, {self._rules_saw()}"
         if self.verdict == "problem":
             return self.problems[0].headline()
         if self.verdict == "healthy":
@@ -137,6 +146,16 @@ class Diagnosis:
                 text += f" ({len(self.not_judged)} could not judge it)"
             return text
         return "unknown: no rule could judge the run" + (
+            f" ({self.not_judged[0][0]}: {self.not_judged[0][1]})" if self.not_judged else ""
+        )
+
+    def _rules_saw(self) -> str:
+        """What the rules said of a failed run's saved steps."""
+        if self.problems:
+            return self.problems[0].headline()
+        if self.judged:
+            return f"{len(self.judged)} rules judged the steps saved and found no problem"
+        return "no rule could judge the run" + (
             f" ({self.not_judged[0][0]}: {self.not_judged[0][1]})" if self.not_judged else ""
         )
 
@@ -152,7 +171,7 @@ class Diagnosis:
             lines.append("  to look at (not problems):")
             lines += [f"    step {e.step:>6}  {e.rule} ({e.severity}): {e.message}" for e in
                       self.warnings]  # fmt: skip
-        if self.not_judged and self.verdict != "unknown":
+        if self.not_judged and (self.judged or self.problems):
             names = ", ".join(rule for rule, _ in self.not_judged)
             lines.append(f"  could not judge (not counted as healthy): {names}")
         return "\n".join(lines)
@@ -161,6 +180,7 @@ class Diagnosis:
         return {
             "verdict": self.verdict,
             "headline": self.headline(),
+            "failure": self.failure,
             "cause": None if self.cause is None else self.cause.id,
             "problems": [p.to_dict() for p in self.problems],
             "warnings": [e.to_dict() for e in self.warnings],
@@ -305,5 +325,21 @@ def job_outcomes(rule_statuses: Iterable[Mapping[str, Any]]) -> list[RuleOutcome
 
 
 def job_diagnosis(summary: Mapping[str, Any]) -> Diagnosis:
-    """The diagnosis of a job from its summary (``summary.json``): what its rules said."""
-    return build(job_outcomes(summary.get("rules", [])))
+    """The diagnosis of a job from its summary (``summary.json``): what its rules said, and
+    *failed* when its training did not finish (``summary["training"]``)."""
+    found = build(job_outcomes(summary.get("rules", [])))
+    failure = training_failure(summary.get("training"))
+    return found if failure is None else replace(found, verdict="failed", failure=failure)
+
+
+def training_failure(training: object) -> str | None:
+    """How training ended when it did not finish, from a job summary's ``training`` section:
+    the supervisor's own words (``failure``), or for an older summary its exit code; None
+    when it completed, was stopped on request, or still runs."""
+    if not isinstance(training, Mapping) or training.get("status") != "Failed":
+        return None
+    said = training.get("failure")
+    if isinstance(said, Mapping) and isinstance(said.get("text"), str):
+        return str(said["text"])
+    code = training.get("exit_code")
+    return "training failed" + ("" if code is None else f" (exit code {code})")

@@ -16,7 +16,7 @@ from tensortap.diagnosis import job_diagnosis
 from tensortap.exceptions import FormatError, StorageError, TensortapError
 from tensortap.format import _layout as layout
 from tensortap.format._documents import decode_end, decode_json, decode_session
-from tensortap.jobs._live import by_gravity
+from tensortap.jobs._live import by_gravity, steps_judged
 from tensortap.serve._catalog import Run
 from tensortap.storage._base import Store
 from tensortap.trials._config import first_config
@@ -37,7 +37,12 @@ def rules(run: Run, summary: dict[str, Any] | None = None) -> list[dict[str, Any
     if summary is None:
         summary = run.job.summary() or {}
     return [
-        {**r, "name": r.get("RuleConfigurationName"), "status": r.get("RuleEvaluationStatus")}
+        {
+            **r,
+            "name": r.get("RuleConfigurationName"),
+            "status": r.get("RuleEvaluationStatus"),
+            "steps_judged": steps_judged(r),  # "no step judged" for NoData, never a count
+        }
         for r in by_gravity(summary.get("rules", []))
     ]
 

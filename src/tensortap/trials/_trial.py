@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from tensortap.core._collections import Collection
+from tensortap.core._collections import Collection, CollectionKeys
 from tensortap.core._modes import ModeKeys, parse_mode
 from tensortap.exceptions import (
     InvalidConfigError,
@@ -35,6 +35,7 @@ from tensortap.trials._read_ahead import read_ahead
 from tensortap.trials._reader import MAX_GAP, RawRef, ValueReader
 from tensortap.trials._saved_steps import SavedSteps
 from tensortap.trials._series import OneNumbers, SeriesColumns, SeriesKey, SeriesReader
+from tensortap.trials._series_names import loss_names, resolve_names
 from tensortap.trials._sessions import Session, worker_sessions
 from tensortap.trials._step_block import StepBlock
 from tensortap.trials._tensor import Tensor
@@ -500,14 +501,33 @@ class Trial:
 
     # -- series: every saved number as columns (see tensortap.trials._series) --
     def series(self, names: str | Iterable[str] | None = None, **filters: Any) -> SeriesColumns:
-        """The saved numbers asked for as columns; see :meth:`SeriesReader.series`."""
-        return self._series_reader().series(names, **filters)
+        """The saved numbers asked for as columns; see :meth:`SeriesReader.series`.
+
+        ``"loss"``, when no tensor is called that, is the run's loss (``vitals/loss``, else the
+        ``losses`` collection's tensors); a name the trial never saved raises
+        SeriesUnavailable, listing the series there are (``regex=`` matches nothing quietly)."""
+        reader = self._series_reader()
+        return reader.series(None if names is None else self._series_names(names), **filters)
 
     def series_buckets(
         self, names: str | Iterable[str] | None = None, **filters: Any
     ) -> SeriesColumns:
-        """Bucketed min/max/last of each series; see :meth:`SeriesReader.buckets`."""
-        return self._series_reader().buckets(names, **filters)
+        """Bucketed min/max/last of each series; see :meth:`SeriesReader.buckets` (names as
+        :meth:`series` takes them)."""
+        reader = self._series_reader()
+        return reader.buckets(None if names is None else self._series_names(names), **filters)
+
+    def _series_names(self, names: str | Iterable[str]) -> list[str]:
+        asked = [names] if isinstance(names, str) else list(names)
+        known = set(self.tensor_names())
+        if all(name in known for name in asked):
+            return asked
+        known.update(key.tensor for key in self.series_keys())
+        try:
+            losses = self.tensor_names(collection=CollectionKeys.LOSSES)
+        except MissingCollectionFiles:
+            losses = []
+        return resolve_names(asked, known, loss_names(known, losses))
 
     def series_keys(self, worker: str | None = None) -> list[SeriesKey]:
         """Every series saved so far: (tensor, statistic, mode, worker)."""

@@ -20,13 +20,25 @@ Collections (all TRAIN mode; the default save config is every 10 rounds, as smde
   tree, node, depth, feature (-1 for a leaf), threshold, gain, cover, leaf value.
 
 Everything but the metrics is computed only on rounds when its collection is due.
+
+Every round, whatever the schedule, the ``vitals`` collection (when included: by default, and in
+every job) holds ``vitals/loss``, the training set's first loss metric (``train-logloss``; an
+error rate is no loss: :mod:`tensortap.core._metric_kinds`), and ``vitals/step_time``, the
+seconds since the previous round ended.
+
+The eval sets are saved under the names XGBoost gives them, but for the training data: the set
+that is the training DMatrix (the very object, or one with its shape and labels) is saved as
+``train``, whatever it is called (``XGBClassifier.fit(eval_set=[(X, y), (X_valid, y_valid)])``
+calls it ``validation_0``), unless another set is already called ``train``. The hook learns the
+sets from the ``xgb.train`` call under zero code change (:meth:`Hook.name_eval_sets`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +48,10 @@ import xgboost
 from tensortap._hook import Hook as CoreHook
 from tensortap._hook import HookOptions, OutDir
 from tensortap.core._collections import CollectionKeys
+from tensortap.core._metric_kinds import is_loss_metric
 from tensortap.core._modes import ModeKeys
 from tensortap.core._save_config import SaveConfig
+from tensortap.core._vitals import VITALS, Vital
 from tensortap.xgboost._config import booster_config
 
 if TYPE_CHECKING:
@@ -63,6 +77,7 @@ _OWN_COLLECTIONS = (
     PREDICTIONS,
     LABELS,
 )
+_VITALS = (VITALS,)
 TREE_COLUMNS = ("tree", "node", "depth", "feature", "threshold", "gain", "cover", "leaf")
 
 
@@ -105,10 +120,18 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         self.shap_rows = shap_rows
         self._shap_data: tuple[Any, Any] | None = None  # (validation data, its SHAP sample)
         self._stop_now = False
+        self._set_names: dict[str, str] = {}  # XGBoost's name of an eval set -> the saved one
+        self._round_ended: float | None = None  # when the previous round ended (perf_counter)
+
+    def name_eval_sets(self, dtrain: Any, evals: Sequence[tuple[Any, str]] | None) -> None:
+        """Learn which of ``evals`` (``xgb.train``'s) is the training data ``dtrain``: its
+        metrics are saved as ``train-<metric>`` (see the module docstring)."""
+        self._set_names = eval_set_names(dtrain, evals or ())
 
     # -- TrainingCallback --
     def before_training(self, model: Any) -> Any:
         self._guard_event(self._begin, model)
+        self._round_ended = time.perf_counter()
         return model
 
     def after_iteration(self, model: Any, epoch: int, evals_log: Mapping[str, Any]) -> bool:
@@ -149,20 +172,30 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         )
 
     def _save_round(self, model: Any, evals_log: Mapping[str, Any]) -> None:
+        now = time.perf_counter()
+        loss = None
         for data_name, metrics in evals_log.items():
+            name = self._set_names.get(data_name, data_name)
             for metric, history in metrics.items():
                 if len(history):
                     last = history[-1]
                     value = float(last[0] if isinstance(last, tuple) else last)  # cv: (mean, std)
-                    self._save_lazy(
-                        f"{data_name}-{metric}", [CollectionKeys.METRICS], lambda v=value: v
-                    )
+                    self._save_lazy(f"{name}-{metric}", [CollectionKeys.METRICS], lambda v=value: v)
+                    if loss is None and name == "train" and is_loss_metric(metric):
+                        loss = value
+        started, self._round_ended = self._round_ended, now
+        # the vital signs through the adapters' own path (a few microseconds less per round
+        # than save_vitals' checks: these are plain floats)
+        if loss is not None:
+            self._save_lazy(Vital.LOSS, _VITALS, lambda v=loss: v)
+        if started is not None:
+            self._save_lazy(Vital.STEP_TIME, _VITALS, lambda v=now - started: v)
         if not self._recorder.is_anything_due():
             return
         features = _feature_names(model)
         if self._due(FEATURE_IMPORTANCE):
-            for kind in IMPORTANCE_TYPES:
-                for feature, score in model.get_score(importance_type=kind).items():
+            for kind, scores in _importances(model).items():
+                for feature, score in scores.items():
                     self._save_lazy(
                         f"feature_importance/{kind}/{feature}",
                         [FEATURE_IMPORTANCE],
@@ -205,6 +238,34 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         return self._shap_data[1]
 
 
+def eval_set_names(dtrain: Any, evals: Sequence[tuple[Any, str]]) -> dict[str, str]:
+    """``{XGBoost's name: "train"}`` for the eval set that is the training data: ``dtrain``
+    itself (what ``XGBClassifier.fit`` passes when ``eval_set`` holds the very ``(X, y)`` it
+    fits), else the first one with its rows, columns and labels; nothing when a set is already
+    called ``train``, or none is the training data."""
+    names = [name for _, name in evals]
+    if dtrain is None or "train" in names:
+        return {}
+    for data, name in evals:
+        if data is dtrain:
+            return {name: "train"}
+    for data, name in evals:
+        if _same_data(data, dtrain):
+            return {name: "train"}
+    return {}
+
+
+def _same_data(a: Any, b: Any) -> bool:
+    """Whether two DMatrix hold (as far as a cheap look tells) the same rows: their shapes and
+    labels are equal."""
+    try:
+        if (a.num_row(), a.num_col()) != (b.num_row(), b.num_col()):
+            return False
+        return bool(np.array_equal(a.get_label(), b.get_label()))
+    except Exception:  # not a DMatrix, or one that cannot say
+        return False
+
+
 #: The open XGBoost hook made last in this process (see :meth:`tensortap._hook.Hook.current`).
 get_hook = Hook.current
 
@@ -236,6 +297,26 @@ def tree_table(model: Any) -> dict[str, np.ndarray]:
                 stack.append(child)
     table = np.asarray(rows, dtype=np.float64).reshape(-1, len(TREE_COLUMNS))
     return {name: table[:, i] for i, name in enumerate(TREE_COLUMNS)}
+
+
+def _importances(model: Any) -> dict[str, dict[str, float]]:
+    """``Booster.get_score`` of every importance type, in three calls of the five: XGBoost's
+    ``gain`` and ``cover`` are the means over a feature's splits (``weight`` of them), so the
+    totals are their products (equal to ``get_score``'s within float rounding)."""
+    weight = model.get_score(importance_type="weight")
+    gain = model.get_score(importance_type="gain")
+    cover = model.get_score(importance_type="cover")
+
+    def total(mean: Mapping[str, Any]) -> dict[str, float]:
+        return {f: float(np.float64(v) * weight[f]) for f, v in mean.items() if f in weight}
+
+    found = {"weight": weight, "gain": gain, "cover": cover}
+    if all(isinstance(v, float | int) for v in (*gain.values(), *cover.values())):
+        found.update(total_gain=total(gain), total_cover=total(cover))
+    else:  # a vector per feature (multi-output): ask XGBoost
+        for kind in ("total_gain", "total_cover"):
+            found[kind] = model.get_score(importance_type=kind)
+    return found
 
 
 def _booster_params(model: Any) -> dict[str, Any]:

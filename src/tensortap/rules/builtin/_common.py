@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from tensortap.core._collections import ROUTER, TRAINING_LOOP
+from tensortap.core._metric_kinds import is_loss_metric
 from tensortap.core._modes import ModeKeys
 from tensortap.exceptions import TensorUnavailableForStep
 from tensortap.rules._finding import Severity
@@ -273,25 +274,63 @@ def metric_pair(rule: type[Rule], training: str, validation: str) -> tuple[str, 
 def boosting_metric_pair(trial: Trial, step: int) -> tuple[str, str] | None:
     """On a trial the XGBoost hook wrote, the metrics a rule of losses compares when it is
     given none (the booster computed them: no loss is saved): ``train-<metric>`` and the last
-    other eval set's ``<set>-<metric>`` (``validation-logloss``), of the first metric, by
-    name, that both have, as regexes matching exactly them. None on other trials."""
+    other eval set's ``<set>-<metric>`` (``validation-logloss``), of the first loss metric,
+    by name, that both have, as regexes matching exactly them. None on other trials, and
+    when no loss metric has both (error rates are no loss: :func:`boosting_no_pair`)."""
     if trial.framework() != "xgboost":
         return None
     pair = training_and_validation(names_in(trial, "metrics", step))
     return None if pair is None else (f"^{re.escape(pair[0])}$", f"^{re.escape(pair[1])}$")
 
 
-def training_and_validation(metrics: Sequence[str]) -> tuple[str, str] | None:
+def training_and_validation(
+    metrics: Sequence[str], losses_only: bool = True
+) -> tuple[str, str] | None:
     """Of XGBoost's metric names (``<eval set>-<metric>``): ``train-<metric>`` and the last
-    other set's same metric, of the first metric by name that both have."""
+    other set's same metric, of the first loss metric by name that both have (with
+    ``losses_only`` false, of any metric when no loss metric has both)."""
     names = sorted(metrics)
-    for name in names:
-        if name.startswith("train-"):
-            metric = name[len("train-") :]
-            others = [m for m in names if m != name and m.endswith(f"-{metric}")]
-            if others:
-                return name, others[-1]
+    for wanted in (True, False) if not losses_only else (True,):
+        for name in names:
+            if name.startswith("train-"):
+                metric = name[len("train-") :]
+                if is_loss_metric(metric) != wanted:
+                    continue
+                others = [m for m in names if m != name and m.endswith(f"-{metric}")]
+                if others:
+                    return name, others[-1]
     return None
+
+
+def boosting_no_pair(trial: Trial, rule: str) -> str | None:
+    """Why ``rule`` has no training and validation loss metric to compare on a trial the
+    XGBoost hook wrote (None on other trials, or when it has them): no training set among
+    the eval sets, no other set, or error rates only; with what to do."""
+    if trial.framework() != "xgboost":
+        return None
+    metrics = sorted(names_in(trial, "metrics", None))
+    if training_and_validation(metrics) is not None:
+        return None
+    sets = sorted({m.partition("-")[0] for m in metrics})
+    listed = ", ".join(metrics) if metrics else "none"
+    if "train" not in sets:
+        return (
+            f"the booster's metrics ({listed}) have none of the training data: {rule} compares "
+            "the training set's loss metric with a validation set's; put the training data in "
+            "evals (xgb.train(..., evals=[(dtrain, 'train'), (dvalid, 'validation')])) or "
+            "first in eval_set (model.fit(X, y, eval_set=[(X, y), (X_valid, y_valid)]))"
+        )
+    if len(sets) < 2:
+        return (
+            f"the booster's metrics ({listed}) have no validation set: {rule} compares the "
+            "training set's loss metric with a validation set's; add one to evals or eval_set"
+        )
+    return (
+        f"the booster's metrics ({listed}) hold no loss of both the training and a validation "
+        f"set: {rule} compares losses, and error rates or scores are no loss; add a loss to "
+        "eval_metric (eval_metric=['logloss', 'error'] for a classifier, 'rmse' for a "
+        "regressor)"
+    )
 
 
 def newest_at_or_before(steps: Sequence[int], limit: int) -> int | None:

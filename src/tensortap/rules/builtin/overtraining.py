@@ -12,6 +12,7 @@ from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._bulk import one_numbers, steps_array
 from tensortap.rules.builtin._common import (
     boosting_metric_pair,
+    boosting_no_pair,
     loss_names,
     metric_at,
     metric_pair,
@@ -91,11 +92,25 @@ class Overtraining(Rule):
                 self._series.preload(steps, losses)
         yield from super().judge_steps(steps)
 
+    def _boosted_without_pair(self, step: int) -> bool:
+        """A booster's trial whose metrics hold no training and validation loss to compare
+        (and no loss saved otherwise): nothing to judge, for the reason :meth:`no_data_reason`
+        gives (never "save losses", which a booster has no use for)."""
+        if self.base_trial.framework() != "xgboost":
+            return False
+        return not loss_names(self.base_trial, True, self.tensor_regex, step)
+
+    def no_data_reason(self) -> str:
+        boosted = boosting_no_pair(self.base_trial, self.rule_name)
+        return boosted if boosted is not None else super().no_data_reason()
+
     def invoke_at_step(self, step: int) -> bool:
         if not self.training_metric:  # on a boosted model, its metrics (the booster's own)
             pair = boosting_metric_pair(self.base_trial, step)
             if pair is not None:
                 self.training_metric, self.validation_metric = pair
+            elif self._boosted_without_pair(step):
+                raise self.skip("no loss metric of both the training and a validation set")
         if self.training_metric:
             return self._metrics(step)
         observations = self._series.observe(step)

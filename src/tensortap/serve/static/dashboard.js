@@ -68,7 +68,7 @@ function statusSpan(status, severity) {
 // ---------------------------------------------------------------- verdicts
 // One diagnosis per run: healthy, unknown, or the root cause with its chain (a job's summary).
 function verdictSpan(d) {
-  const cls = d.verdict === "problem" ? "problem" : d.verdict === "healthy" ? "ok" : "warning";
+  const cls = d.verdict === "problem" || d.verdict === "failed" ? "problem" : d.verdict === "healthy" ? "ok" : "warning";
   return `<span class="${cls}">${esc(d.headline)}</span>`;
 }
 
@@ -601,7 +601,7 @@ function runPage() {
     document.getElementById("rules").innerHTML = d.all_rules.length
       ? "<tr><th>rule</th><th>status</th><th>gravest at</th><th>steps judged</th><th>why</th></tr>" + d.all_rules.map((r) =>
         `<tr><td>${esc(r.name)}</td><td>${statusSpan(r.status, r.severity)}</td><td>${esc(r.gravest_step ?? "")}</td>
-         <td>${esc(r.evaluated ?? "")}</td><td>${esc(r.gravest_message || r.message || r.StatusDetails || "")}</td></tr>`).join("")
+         <td>${esc(r.steps_judged ?? "")}</td><td>${esc(r.gravest_message || r.message || r.StatusDetails || "")}</td></tr>`).join("")
       : `<tr><td class="muted">${d.kind === "job" ? "no rule status yet" : "no rules ran on this trial (it was not written by a job): see the static report"}</td></tr>`;
     document.getElementById("timeline").innerHTML = d.timeline.map((e) =>
       `<tr><td>${esc(when(e.time))}</td><td>${esc(e.event)}</td><td>${esc(e.rule || "")}</td>
