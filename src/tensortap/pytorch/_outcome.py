@@ -1,0 +1,157 @@
+"""The outcome of a PyTorch step (see :mod:`tensortap.core._outcome`): what a classification
+loss compares, taken where the loss meets it.
+
+- A registered loss module (``nn.CrossEntropyLoss``, ``nn.NLLLoss``, ``nn.BCELoss``,
+  ``nn.BCEWithLogitsLoss``; zero code change registers every loss module it meets): its inputs.
+- Under zero code change, also the functional losses (``F.cross_entropy``, ``F.nll_loss``,
+  ``F.binary_cross_entropy``, ``F.binary_cross_entropy_with_logits``), which the loss modules
+  above, Hugging Face's models and Lightning modules call: :func:`patch_functional` wraps them.
+
+Only at steps where ``labels`` or ``predictions`` is due, and once per step (the first loss
+computed in it): the predicted class (``argmax`` over the class axis; ``logit > 0`` or
+``p > 0.5`` for a binary loss) and the targets, without the ignored positions (``ignore_index``),
+thinned on the device to at most :data:`tensortap.core._outcome.MAX_ROWS` positions before
+they are copied to the host. On other steps a loss call costs one check of the schedule: no
+device work, no host sync. Regression losses are left to the rules that read their inputs.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional
+
+from tensortap.core._modes import ModeKeys
+from tensortap.core._outcome import IGNORE_INDEX, LABELS, PREDICTIONS, keep_rows, sample_outcome
+from tensortap.core._recorder import StepRecorder
+
+#: How a loss reads its input: scores per class on axis 1, a logit, a probability.
+CLASSES, LOGITS, PROBABILITIES = "classes", "logits", "probabilities"
+_MODULE_KINDS: tuple[tuple[type[nn.Module], str], ...] = (
+    (nn.CrossEntropyLoss, CLASSES),
+    (nn.NLLLoss, CLASSES),
+    (nn.BCEWithLogitsLoss, LOGITS),
+    (nn.BCELoss, PROBABILITIES),
+)
+#: The functional losses wrapped under zero code change, and how each reads its input.
+FUNCTIONAL_KINDS = {
+    "cross_entropy": CLASSES,
+    "nll_loss": CLASSES,
+    "binary_cross_entropy_with_logits": LOGITS,
+    "binary_cross_entropy": PROBABILITIES,
+}
+
+Save = Callable[[str, Any, tuple[str, ...]], None]
+
+
+class OutcomeTap:
+    """Saves the first classification loss's outcome of each step where it is due."""
+
+    def __init__(self, recorder: StepRecorder, save: Save) -> None:
+        self._recorder = recorder
+        self._save = save  # (name, NumPy array, collections): saves one tensor
+        self._taken: tuple[ModeKeys, int] | None = None  # the step whose outcome was saved
+
+    def due(self) -> bool:
+        """Whether this step's outcome is still to be saved (no device work: the schedule)."""
+        recorder = self._recorder
+        if not (recorder.is_collection_due(LABELS) or recorder.is_collection_due(PREDICTIONS)):
+            return False
+        return self._taken != (recorder.mode, recorder.mode_step)
+
+    def on_module(self, module: nn.Module, inputs: Any) -> None:
+        """A registered loss module ran on ``inputs`` (input, target)."""
+        kind = next((k for cls, k in _MODULE_KINDS if isinstance(module, cls)), None)
+        if kind is None or not isinstance(inputs, tuple) or len(inputs) < 2:
+            return
+        ignore = getattr(module, "ignore_index", IGNORE_INDEX)
+        self.on_loss(kind, inputs[0], inputs[1], ignore if isinstance(ignore, int) else None)
+
+    def on_loss(self, kind: str, scores: Any, target: Any, ignore_index: int | None) -> None:
+        """A loss of ``kind`` compared ``scores`` with ``target``: save the outcome if due."""
+        if not isinstance(scores, torch.Tensor) or not isinstance(target, torch.Tensor):
+            return
+        if not self.due():
+            return
+        self._taken = (self._recorder.mode, self._recorder.mode_step)
+        found = _classes(kind, scores.detach(), target.detach(), ignore_index)
+        if found is None:
+            return
+        outcome = sample_outcome(found[0].numpy(), found[1].numpy(), ignore_index=None)
+        if outcome is not None:
+            self._save(LABELS, outcome.labels, (LABELS,))
+            self._save(PREDICTIONS, outcome.predictions, (PREDICTIONS,))
+
+
+def _classes(
+    kind: str, scores: torch.Tensor, target: torch.Tensor, ignore_index: int | None
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(targets, predicted classes) as flat int64 CPU tensors of one length, thinned on the
+    device; None where the shapes do not pair up."""
+    if scores.dim() == 0 or scores.numel() == 0 or target.numel() == 0:
+        return None
+    if kind == CLASSES:
+        axis = 1 if scores.dim() >= 2 else 0
+        if scores.shape[axis] < 2:
+            return None
+        predicted = scores.argmax(dim=axis)
+        if target.is_floating_point() and target.shape == scores.shape:  # class probabilities
+            target = target.argmax(dim=axis)
+            ignore_index = None
+        elif target.is_floating_point() or target.shape != predicted.shape:
+            return None
+    else:
+        if target.shape != scores.shape:
+            return None
+        predicted = scores > (0.0 if kind == LOGITS else 0.5)
+        target = target > 0.5
+        ignore_index = None
+    y, p = target.reshape(-1), predicted.reshape(-1)
+    if ignore_index is not None:
+        keep = y != ignore_index
+        y, p = y[keep], p[keep]  # a sync: this step saves its outcome
+    rows = keep_rows(int(y.numel()), 8)
+    if rows is not None:
+        index = torch.from_numpy(rows).to(y.device)
+        y, p = y[index], p[index]
+    return y.to("cpu", torch.int64), p.to("cpu", torch.int64)
+
+
+def patch_functional(on_loss: Callable[[str, Any, Any, int | None], None]) -> None:
+    """Wrap ``torch.nn.functional``'s classification losses so that each call hands its input,
+    target and ``ignore_index`` to ``on_loss`` (never inside ``torch.compile``'s tracing;
+    ``on_loss`` must not raise), then computes the loss as before. Once per process."""
+    for name, kind in FUNCTIONAL_KINDS.items():
+        original = getattr(functional, name)
+        if getattr(original, "__tensortap_outcome__", False):
+            continue
+        setattr(functional, name, _wrapped(original, kind, on_loss))
+
+
+def _wrapped(
+    original: Callable[..., Any], kind: str, on_loss: Callable[[str, Any, Any, int | None], None]
+) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+    default = signature.parameters.get("ignore_index")
+    ignore_default = default.default if default is not None else None
+
+    @functools.wraps(original)
+    def loss(input: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
+        if not torch.compiler.is_compiling():
+            ignore = ignore_default
+            if "ignore_index" in kwargs or args:
+                try:
+                    bound = signature.bind(input, target, *args, **kwargs).arguments
+                    ignore = bound.get("ignore_index", ignore_default)
+                except TypeError:
+                    ignore = None  # the call fails below, as it would have
+            on_loss(kind, input, target, ignore if isinstance(ignore, int) else None)
+        return original(input, target, *args, **kwargs)
+
+    loss.__tensortap_outcome__ = True  # type: ignore[attr-defined]
+    return loss

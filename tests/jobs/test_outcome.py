@@ -1,0 +1,55 @@
+"""The outcome, sampled, under ``tensortap run`` (tensortap.core._outcome): unmodified scripts
+whose labels are shuffled end with AccuracyAtChance judging them at chance; healthy ones are
+not flagged (real training loops, as subprocesses)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tensortap.core._outcome import MAX_BYTES
+from tensortap.jobs._record import JobRecord
+from tensortap.trials import create_trial
+from tests.jobs.test_framework_jobs import run_job, statuses
+
+HERE = Path(__file__).parent
+
+
+def judged(record: JobRecord, rule: str) -> dict[str, object]:
+    found = statuses(record)[rule]
+    assert found["RuleEvaluationStatus"] != "NoData", found["StatusDetails"]
+    return found
+
+
+def outcome_steps(record: JobRecord) -> dict[str, list[int]]:
+    """The steps of each mode at which labels and predictions were saved; each step's pair
+    of one length and within the byte bound."""
+    trial = create_trial(str(record.trial_dir))
+    steps: dict[str, list[int]] = {}
+    for step in trial.tensor("labels").steps():
+        y, p = trial.tensor("labels").value(step), trial.tensor("predictions").value(step)
+        assert y.shape == p.shape and y.nbytes + p.nbytes <= MAX_BYTES
+        steps.setdefault(trial.mode(step).name, []).append(step)
+    return steps
+
+
+def test_a_pytorch_script_with_shuffled_labels_is_judged_at_chance(tmp_path: Path) -> None:
+    """F.cross_entropy, shuffled labels: held-out accuracy about 0.1 is judged at chance."""
+    script = str(HERE / "outcome_torch_script.py")
+    done, record = run_job(tmp_path, "python", script, "--shuffle", "--functional")
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = judged(record, "AccuracyAtChance")
+    assert found["RuleEvaluationStatus"] == "IssuesFound", found["StatusDetails"]
+    assert found["severity"] == "problem"
+    judged(record, "ClassImbalance")
+    steps = outcome_steps(record)
+    assert len(steps["EVAL"]) == 3 * 3  # every batch (3) of every evaluation pass (3)
+    assert 0 < len(steps["TRAIN"]) <= 120 // 10 + 1  # the job's schedule: every 10th step
+
+
+def test_a_healthy_pytorch_script_is_not_flagged(tmp_path: Path) -> None:
+    """nn.CrossEntropyLoss, real labels: the outcome rules judge and stay quiet."""
+    script = str(HERE / "outcome_torch_script.py")
+    done, record = run_job(tmp_path, "python", script)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for rule in ("AccuracyAtChance", "ClassImbalance"):
+        assert judged(record, rule)["RuleEvaluationStatus"] == "NoIssuesFound"

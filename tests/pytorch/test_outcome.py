@@ -1,0 +1,98 @@
+"""The outcome of PyTorch steps (tensortap.pytorch._outcome): a registered classification
+loss's inputs become labels and predicted classes at due steps, token positions ignored by the
+loss are dropped, and steps that save nothing never touch the values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+import tensortap.pytorch as tt
+from tensortap.core._outcome import IGNORE_INDEX, MAX_ROWS
+from tensortap.pytorch._outcome import CLASSES, LOGITS, OutcomeTap
+
+
+class Tokens(nn.Module):
+    """A tiny language model: logits [batch, vocabulary, positions] for CrossEntropyLoss."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(11, 8)
+        self.out = nn.Linear(8, 11)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.embed(x)).transpose(1, 2)
+
+
+def test_a_sequence_loss_saves_its_positions_without_the_ignored_ones(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model, loss_fn = Tokens(), nn.CrossEntropyLoss()
+    hook = tt.Hook(
+        str(tmp_path),
+        include_collections=["labels", "predictions"],
+        save_config=tt.SaveConfig(save_interval=2),
+    )
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    expected = {}
+    for step in range(4):
+        x = torch.randint(0, 11, (3, 5))
+        y = torch.randint(0, 11, (3, 5))
+        y[:, :2] = IGNORE_INDEX  # a prompt the loss ignores
+        out = model(x)
+        loss = loss_fn(out, y)
+        expected[step] = (y[:, 2:].reshape(-1), out.argmax(1)[:, 2:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hook.close()
+    trial = tt.create_trial(str(tmp_path))
+    assert trial.tensor("labels").steps() == [0, 2]  # the hook's schedule
+    for step in (0, 2):
+        labels, predicted = expected[step]
+        assert trial.tensor("labels").value(step).tolist() == labels.tolist()
+        assert trial.tensor("predictions").value(step).tolist() == predicted.tolist()
+
+
+class Recorder:
+    """The few answers OutcomeTap asks of a StepRecorder."""
+
+    def __init__(self, due: bool) -> None:
+        self.due, self.mode, self.mode_step = due, "TRAIN", 0
+
+    def is_collection_due(self, name: str) -> bool:
+        return self.due
+
+
+class Untouchable(torch.Tensor):
+    """A tensor whose values must not be read (a read would be a host sync on a device)."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        raise AssertionError(f"{func} read the values on a step that saves nothing")
+
+
+def test_a_step_that_saves_nothing_never_reads_the_values() -> None:
+    saved: list[tuple[str, np.ndarray]] = []
+    tap = OutcomeTap(Recorder(due=False), lambda n, v, c: saved.append((n, v)))  # type: ignore[arg-type]
+    scores = torch.zeros(4, 3).as_subclass(Untouchable)
+    tap.on_loss(CLASSES, scores, torch.zeros(4, dtype=torch.long), IGNORE_INDEX)
+    assert saved == []
+
+
+def test_a_large_batch_is_thinned_on_the_device_and_saved_once_per_step() -> None:
+    recorder = Recorder(due=True)
+    saved: list[tuple[str, np.ndarray]] = []
+    tap = OutcomeTap(recorder, lambda n, v, c: saved.append((n, v)))  # type: ignore[arg-type]
+    logits = torch.randn(20_000, 1)
+    tap.on_loss(LOGITS, logits, (logits > 0).float(), None)
+    tap.on_loss(LOGITS, logits, (logits > 0).float(), None)  # a second loss of the step
+    assert [n for n, _ in saved] == ["labels", "predictions"]
+    assert saved[0][1].size == MAX_ROWS and np.array_equal(saved[0][1], saved[1][1])
+    recorder.mode_step = 1
+    tap.on_loss(CLASSES, torch.randn(2, 5, 7), torch.zeros(2, 3, dtype=torch.long), None)
+    assert len(saved) == 2  # shapes that do not pair up: nothing saved, nothing raised
