@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tensortap.core._outcome import MAX_BYTES
 from tensortap.jobs._record import JobRecord
 from tensortap.trials import create_trial
@@ -53,3 +55,16 @@ def test_a_healthy_pytorch_script_is_not_flagged(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     for rule in ("AccuracyAtChance", "ClassImbalance"):
         assert judged(record, rule)["RuleEvaluationStatus"] == "NoIssuesFound"
+
+
+def test_a_lightning_script_with_shuffled_labels_is_judged_at_chance(tmp_path: Path) -> None:
+    """Trainer.fit, F.cross_entropy in validation_step: each validation run (one EVAL step of
+    3 batches) is sampled whole and judged at chance."""
+    pytest.importorskip("lightning")
+    script = str(HERE / "outcome_lightning_script.py")
+    done, record = run_job(tmp_path, "python", script, "--shuffle")
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = judged(record, "AccuracyAtChance")
+    assert found["RuleEvaluationStatus"] == "IssuesFound", found["StatusDetails"]
+    assert "over 597 samples" in str(found["gravest_message"])  # the whole validation set
+    judged(record, "ClassImbalance")

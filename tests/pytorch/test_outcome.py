@@ -84,15 +84,19 @@ def test_a_step_that_saves_nothing_never_reads_the_values() -> None:
     assert saved == []
 
 
-def test_a_large_batch_is_thinned_on_the_device_and_saved_once_per_step() -> None:
+def test_a_steps_batches_are_gathered_up_to_the_bound_thinned_on_the_device() -> None:
     recorder = Recorder(due=True)
     saved: list[tuple[str, np.ndarray]] = []
     tap = OutcomeTap(recorder, lambda n, v, c: saved.append((n, v)))  # type: ignore[arg-type]
-    logits = torch.randn(20_000, 1)
+    logits = torch.randn(3000, 1)
     tap.on_loss(LOGITS, logits, (logits > 0).float(), None)
-    tap.on_loss(LOGITS, logits, (logits > 0).float(), None)  # a second loss of the step
-    assert [n for n, _ in saved] == ["labels", "predictions"]
-    assert saved[0][1].size == MAX_ROWS and np.array_equal(saved[0][1], saved[1][1])
+    tap.on_loss(LOGITS, logits, (logits > 0).float(), None)  # the step's next batch
+    tap.on_loss(LOGITS, logits, (logits > 0).float(), None)  # the step is full: not read
+    assert [n for n, _ in saved] == ["labels", "predictions"] * 2  # each replaces the last
+    assert saved[0][1].size == 3000 and saved[-1][1].size == MAX_ROWS
+    assert np.array_equal(saved[-2][1], saved[-1][1])  # binary logits > 0: the labels
     recorder.mode_step = 1
     tap.on_loss(CLASSES, torch.randn(2, 5, 7), torch.zeros(2, 3, dtype=torch.long), None)
-    assert len(saved) == 2  # shapes that do not pair up: nothing saved, nothing raised
+    assert len(saved) == 4  # shapes that do not pair up: nothing saved, nothing raised
+    tap.on_loss(CLASSES, torch.randn(2, 5, 7), torch.zeros(2, 7, dtype=torch.long), None)
+    assert saved[-1][1].size == 14  # a new step starts its own gathering

@@ -16,7 +16,9 @@ into what the rules read, NumPy only:
   model) are dropped, and so are non-finite targets;
 - at most :data:`MAX_ROWS` positions are kept per step (evenly spaced over the batch, so that a
   sequence's positions are all represented), and at most :data:`MAX_BYTES` bytes for both
-  tensors together: a step's outcome costs at most 64 KiB whatever the batch or vocabulary.
+  tensors together: a step's outcome costs at most 64 KiB whatever the batch or vocabulary. A
+  step that computes several losses (a trainer's evaluation run, one step, computes one per
+  batch) gathers them batch after batch until the bound is reached.
 
 Labels are saved as ``labels`` (int32 classes) in the ``labels`` collection, predictions as
 ``predictions`` in ``predictions`` (int32 classes; float32 probabilities of class 1 where the
@@ -57,14 +59,15 @@ class Outcome:
         return int(self.labels.nbytes + self.predictions.nbytes)
 
 
-def keep_rows(n: int, row_bytes: int = 8) -> np.ndarray | None:
+def keep_rows(n: int, row_bytes: int = 8, rows: int = MAX_ROWS) -> np.ndarray | None:
     """The indices of ``n`` positions to keep (evenly spaced), or None to keep them all: at
-    most :data:`MAX_ROWS`, and at most :data:`MAX_BYTES` at ``row_bytes`` a position."""
-    cap = max(1, min(MAX_ROWS, MAX_BYTES // max(row_bytes, 1)))
+    most ``rows`` (at most :data:`MAX_ROWS`), and at most :data:`MAX_BYTES` at ``row_bytes``
+    a position."""
+    cap = max(1, min(rows, MAX_ROWS, MAX_BYTES // max(row_bytes, 1)))
     if n <= cap:
         return None
-    rows: np.ndarray = np.linspace(0, n - 1, cap).round().astype(np.int64)
-    return rows
+    kept: np.ndarray = np.linspace(0, n - 1, cap).round().astype(np.int64)
+    return kept
 
 
 def sample_outcome(

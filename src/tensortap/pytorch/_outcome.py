@@ -7,11 +7,12 @@ loss compares, taken where the loss meets it.
   ``F.binary_cross_entropy``, ``F.binary_cross_entropy_with_logits``), which the loss modules
   above, Hugging Face's models and Lightning modules call: :func:`patch_functional` wraps them.
 
-Only at steps where ``labels`` or ``predictions`` is due, and once per step (the first loss
-computed in it): the predicted class (``argmax`` over the class axis; ``logit > 0`` or
+Only at steps where ``labels`` or ``predictions`` is due, gathering the losses of the step (a
+trainer's evaluation run is one step of many batches) until the bound is reached: the
+predicted class (``argmax`` over the class axis; ``logit > 0`` or
 ``p > 0.5`` for a binary loss) and the targets, without the ignored positions (``ignore_index``),
-thinned on the device to at most :data:`tensortap.core._outcome.MAX_ROWS` positions before
-they are copied to the host. On other steps a loss call costs one check of the schedule: no
+thinned on the device to at most :data:`tensortap.core._outcome.MAX_ROWS` positions a step
+before they are copied to the host. On other steps a loss call costs one check of the schedule: no
 device work, no host sync. Regression losses are left to the rules that read their inputs.
 """
 
@@ -22,12 +23,20 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional
 
 from tensortap.core._modes import ModeKeys
-from tensortap.core._outcome import IGNORE_INDEX, LABELS, PREDICTIONS, keep_rows, sample_outcome
+from tensortap.core._outcome import (
+    IGNORE_INDEX,
+    LABELS,
+    MAX_ROWS,
+    PREDICTIONS,
+    keep_rows,
+    sample_outcome,
+)
 from tensortap.core._recorder import StepRecorder
 
 #: How a loss reads its input: scores per class on axis 1, a logit, a probability.
@@ -50,19 +59,27 @@ Save = Callable[[str, Any, tuple[str, ...]], None]
 
 
 class OutcomeTap:
-    """Saves the first classification loss's outcome of each step where it is due."""
+    """Saves the outcome of the classification losses of each step where it is due, up to
+    :data:`MAX_ROWS` positions a step."""
 
     def __init__(self, recorder: StepRecorder, save: Save) -> None:
         self._recorder = recorder
-        self._save = save  # (name, NumPy array, collections): saves one tensor
-        self._taken: tuple[ModeKeys, int] | None = None  # the step whose outcome was saved
+        self._save = save  # (name, NumPy array, collections): saves one tensor (replacing)
+        self._step: tuple[ModeKeys, int] | None = None  # the step gathered below
+        self._labels: list[np.ndarray] = []
+        self._predictions: list[np.ndarray] = []
+        self._rows = 0
 
-    def due(self) -> bool:
-        """Whether this step's outcome is still to be saved (no device work: the schedule)."""
+    def room(self) -> int:
+        """How many positions this step may still save (0 where its collections are not due:
+        no device work, the schedule alone)."""
         recorder = self._recorder
         if not (recorder.is_collection_due(LABELS) or recorder.is_collection_due(PREDICTIONS)):
-            return False
-        return self._taken != (recorder.mode, recorder.mode_step)
+            return 0
+        step = (recorder.mode, recorder.mode_step)
+        if step != self._step:
+            self._step, self._labels, self._predictions, self._rows = step, [], [], 0
+        return MAX_ROWS - self._rows
 
     def on_module(self, module: nn.Module, inputs: Any) -> None:
         """A registered loss module ran on ``inputs`` (input, target)."""
@@ -76,23 +93,27 @@ class OutcomeTap:
         """A loss of ``kind`` compared ``scores`` with ``target``: save the outcome if due."""
         if not isinstance(scores, torch.Tensor) or not isinstance(target, torch.Tensor):
             return
-        if not self.due():
+        room = self.room()
+        if room <= 0:
             return
-        self._taken = (self._recorder.mode, self._recorder.mode_step)
-        found = _classes(kind, scores.detach(), target.detach(), ignore_index)
+        found = _classes(kind, scores.detach(), target.detach(), ignore_index, room)
         if found is None:
             return
         outcome = sample_outcome(found[0].numpy(), found[1].numpy(), ignore_index=None)
-        if outcome is not None:
-            self._save(LABELS, outcome.labels, (LABELS,))
-            self._save(PREDICTIONS, outcome.predictions, (PREDICTIONS,))
+        if outcome is None:
+            return
+        self._labels.append(outcome.labels)
+        self._predictions.append(outcome.predictions)
+        self._rows += outcome.labels.size
+        self._save(LABELS, np.concatenate(self._labels), (LABELS,))
+        self._save(PREDICTIONS, np.concatenate(self._predictions), (PREDICTIONS,))
 
 
 def _classes(
-    kind: str, scores: torch.Tensor, target: torch.Tensor, ignore_index: int | None
+    kind: str, scores: torch.Tensor, target: torch.Tensor, ignore_index: int | None, room: int
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(targets, predicted classes) as flat int64 CPU tensors of one length, thinned on the
-    device; None where the shapes do not pair up."""
+    device to at most ``room`` positions; None where the shapes do not pair up."""
     if scores.dim() == 0 or scores.numel() == 0 or target.numel() == 0:
         return None
     if kind == CLASSES:
@@ -115,7 +136,7 @@ def _classes(
     if ignore_index is not None:
         keep = y != ignore_index
         y, p = y[keep], p[keep]  # a sync: this step saves its outcome
-    rows = keep_rows(int(y.numel()), 8)
+    rows = keep_rows(int(y.numel()), 8, room)
     if rows is not None:
         index = torch.from_numpy(rows).to(y.device)
         y, p = y[index], p[index]
