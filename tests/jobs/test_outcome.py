@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tensortap.core._outcome import MAX_BYTES
@@ -68,3 +69,21 @@ def test_a_lightning_script_with_shuffled_labels_is_judged_at_chance(tmp_path: P
     assert found["RuleEvaluationStatus"] == "IssuesFound", found["StatusDetails"]
     assert "over 597 samples" in str(found["gravest_message"])  # the whole validation set
     judged(record, "ClassImbalance")
+
+
+def test_a_hugging_face_trainer_saves_the_outcome_of_its_evaluations(tmp_path: Path) -> None:
+    """Trainer.train on a tiny BERT classifier: the labels of the batch and the logits' classes
+    of each evaluation run (one EVAL step of 3 batches, the whole held-out set, each batch
+    once though the model's loss module calls F.cross_entropy), judged by AccuracyAtChance."""
+    pytest.importorskip("transformers")
+    script = str(HERE / "outcome_hf_script.py")
+    done, record = run_job(tmp_path, "python", script, "--out", str(tmp_path / "hf"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert judged(record, "AccuracyAtChance")["RuleEvaluationStatus"] == "NoIssuesFound"
+    trial = create_trial(str(record.trial_dir))
+    evaluations = outcome_steps(record)["EVAL"]
+    assert len(evaluations) == 3  # every 10 steps of 30
+    for step in evaluations:
+        labels = trial.tensor("labels").value(step)
+        assert labels.size == 300 and set(np.unique(labels)) == {0, 1}
+        assert np.mean(trial.tensor("predictions").value(step) == labels) > 0.8

@@ -82,7 +82,10 @@ class OutcomeTap:
         return MAX_ROWS - self._rows
 
     def on_module(self, module: nn.Module, inputs: Any) -> None:
-        """A registered loss module ran on ``inputs`` (input, target)."""
+        """A registered loss module ran on ``inputs`` (input, target). Where the functional
+        losses are wrapped, the module's forward handed them on already (it calls them)."""
+        if getattr(functional.cross_entropy, "__tensortap_outcome__", False):
+            return
         kind = next((k for cls, k in _MODULE_KINDS if isinstance(module, cls)), None)
         if kind is None or not isinstance(inputs, tuple) or len(inputs) < 2:
             return
