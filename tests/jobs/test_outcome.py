@@ -87,3 +87,27 @@ def test_a_hugging_face_trainer_saves_the_outcome_of_its_evaluations(tmp_path: P
         labels = trial.tensor("labels").value(step)
         assert labels.size == 300 and set(np.unique(labels)) == {0, 1}
         assert np.mean(trial.tensor("predictions").value(step) == labels) > 0.8
+
+
+def test_a_keras_script_with_shuffled_labels_is_judged_at_chance(tmp_path: Path) -> None:
+    """model.fit with a validation set, shuffled labels: each validation batch's labels and
+    predicted classes (not the softmax: bounded) are judged at chance."""
+    pytest.importorskip("keras")
+    script = str(HERE / "outcome_keras_script.py")
+    done, record = run_job(tmp_path, "python", script, "--shuffle")
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = judged(record, "AccuracyAtChance")
+    assert found["RuleEvaluationStatus"] == "IssuesFound", found["StatusDetails"]
+    assert found["severity"] == "problem"
+    trial = create_trial(str(record.trial_dir))
+    step = outcome_steps(record)["EVAL"][0]
+    assert trial.tensor("predictions").value(step).shape == (64,)  # classes, not scores
+
+
+def test_a_healthy_keras_script_with_one_hot_labels_is_not_flagged(tmp_path: Path) -> None:
+    pytest.importorskip("keras")
+    script = str(HERE / "outcome_keras_script.py")
+    done, record = run_job(tmp_path, "python", script, "--onehot")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for rule in ("AccuracyAtChance", "ClassImbalance"):
+        assert judged(record, rule)["RuleEvaluationStatus"] == "NoIssuesFound"

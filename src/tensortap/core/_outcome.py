@@ -30,9 +30,12 @@ Shapes that do not pair up (a target per sample beside a score per token, say) a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tensortap.core._recorder import StepRecorder
 
 LABELS = "labels"
 PREDICTIONS = "predictions"
@@ -57,6 +60,15 @@ class Outcome:
     @property
     def nbytes(self) -> int:
         return int(self.labels.nbytes + self.predictions.nbytes)
+
+
+def outcome_due(recorder: StepRecorder) -> bool:
+    """Whether ``labels`` or ``predictions`` is saved at this step (its own collection is due,
+    or one that holds every tensor, as ``all``): the schedule alone, no value is read."""
+    return (
+        recorder.begin(LABELS, (LABELS,)) is not None
+        or recorder.begin(PREDICTIONS, (PREDICTIONS,)) is not None
+    )
 
 
 def keep_rows(n: int, row_bytes: int = 8, rows: int = MAX_ROWS) -> np.ndarray | None:

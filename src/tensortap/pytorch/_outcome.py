@@ -35,6 +35,7 @@ from tensortap.core._outcome import (
     MAX_ROWS,
     PREDICTIONS,
     keep_rows,
+    outcome_due,
     sample_outcome,
 )
 from tensortap.core._recorder import StepRecorder
@@ -74,7 +75,7 @@ class OutcomeTap:
         """How many positions this step may still save (0 where its collections are not due:
         no device work, the schedule alone)."""
         recorder = self._recorder
-        if not (recorder.is_collection_due(LABELS) or recorder.is_collection_due(PREDICTIONS)):
+        if not outcome_due(recorder):
             return 0
         step = (recorder.mode, recorder.mode_step)
         if step != self._step:
