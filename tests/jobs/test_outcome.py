@@ -25,12 +25,12 @@ def judged(record: JobRecord, rule: str) -> dict[str, object]:
 
 def outcome_steps(record: JobRecord) -> dict[str, list[int]]:
     """The steps of each mode at which labels and predictions were saved; each step's pair
-    of one length and within the byte bound."""
+    of one length (scores per class: a row each) and within the byte bound."""
     trial = create_trial(str(record.trial_dir))
     steps: dict[str, list[int]] = {}
     for step in trial.tensor("labels").steps():
         y, p = trial.tensor("labels").value(step), trial.tensor("predictions").value(step)
-        assert y.shape == p.shape and y.nbytes + p.nbytes <= MAX_BYTES
+        assert y.shape[0] == p.shape[0] and y.nbytes + p.nbytes <= MAX_BYTES
         steps.setdefault(trial.mode(step).name, []).append(step)
     return steps
 
@@ -111,3 +111,18 @@ def test_a_healthy_keras_script_with_one_hot_labels_is_not_flagged(tmp_path: Pat
     assert done.returncode == 0, done.stdout + done.stderr
     for rule in ("AccuracyAtChance", "ClassImbalance"):
         assert judged(record, rule)["RuleEvaluationStatus"] == "NoIssuesFound"
+
+
+def test_an_xgbclassifier_fit_saves_the_validation_outcome(tmp_path: Path) -> None:
+    """XGBClassifier.fit(eval_set=[train, validation]): the validation set's labels and
+    scores are saved at the job's rounds, and Confusion judges them. (Saved before the
+    outcome was sampled too; what is new is the bound, tested in tests/xgboost.)"""
+    pytest.importorskip("xgboost")
+    done, record = run_job(tmp_path, "python", str(HERE / "outcome_xgb_script.py"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    judged(record, "Confusion")
+    judged(record, "ClassImbalance")
+    trial = create_trial(str(record.trial_dir))
+    steps = outcome_steps(record)["TRAIN"]
+    assert steps == [0, 10]
+    assert trial.tensor("labels").value(10).size == 1797 - 1200  # the validation set
