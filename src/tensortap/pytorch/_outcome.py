@@ -73,13 +73,12 @@ class OutcomeTap:
 
     def room(self) -> int:
         """How many positions this step may still save (0 where its collections are not due:
-        no device work, the schedule alone)."""
+        no device work, the schedule alone, asked once a step)."""
         recorder = self._recorder
-        if not outcome_due(recorder):
-            return 0
         step = (recorder.mode, recorder.mode_step)
         if step != self._step:
-            self._step, self._labels, self._predictions, self._rows = step, [], [], 0
+            self._step, self._labels, self._predictions = step, [], []
+            self._rows = 0 if outcome_due(recorder) else MAX_ROWS
         return MAX_ROWS - self._rows
 
     def on_module(self, module: nn.Module, inputs: Any) -> None:
@@ -95,10 +94,10 @@ class OutcomeTap:
 
     def on_loss(self, kind: str, scores: Any, target: Any, ignore_index: int | None) -> None:
         """A loss of ``kind`` compared ``scores`` with ``target``: save the outcome if due."""
-        if not isinstance(scores, torch.Tensor) or not isinstance(target, torch.Tensor):
-            return
         room = self.room()
-        if room <= 0:
+        if room <= 0 or not isinstance(scores, torch.Tensor):
+            return
+        if not isinstance(target, torch.Tensor):
             return
         found = _classes(kind, scores.detach(), target.detach(), ignore_index, room)
         if found is None:
