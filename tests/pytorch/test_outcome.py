@@ -12,7 +12,7 @@ from torch import nn
 
 import tensortap.pytorch as tt
 from tensortap.core._outcome import IGNORE_INDEX, MAX_ROWS
-from tensortap.pytorch._outcome import CLASSES, LOGITS, OutcomeTap
+from tensortap.pytorch._outcome import CLASSES, LOGITS, SCORES_READ, OutcomeTap
 
 
 class Tokens(nn.Module):
@@ -100,3 +100,22 @@ def test_a_steps_batches_are_gathered_up_to_the_bound_thinned_on_the_device() ->
     assert len(saved) == 4  # shapes that do not pair up: nothing saved, nothing raised
     tap.on_loss(CLASSES, torch.randn(2, 5, 7), torch.zeros(2, 7, dtype=torch.long), None)
     assert saved[-1][1].size == 14  # a new step starts its own gathering
+
+
+def test_a_large_vocabulary_reads_only_the_chosen_positions_scores() -> None:
+    """Logits [batch, vocabulary, positions] of a 70,000-token vocabulary: a few evenly spaced
+    positions are chosen from the targets (ignored ones never), and only their scores read."""
+    saved: list[tuple[str, np.ndarray]] = []
+    tap = OutcomeTap(Recorder(due=True), lambda n, v, c: saved.append((n, v)))  # type: ignore[arg-type]
+    torch.manual_seed(0)
+    logits = torch.randn(4, 70_000, 16)
+    target = torch.randint(0, 70_000, (4, 16))
+    target[:, :8] = IGNORE_INDEX
+    tap.on_loss(CLASSES, logits, target, IGNORE_INDEX)
+    labels, predicted = saved[0][1], saved[1][1]
+    assert 1 <= labels.size <= SCORES_READ // 16 // 70_000  # not the 32 kept positions
+    flat_target, flat_predicted = target.reshape(-1), logits.argmax(dim=1).reshape(-1)
+    kept = (flat_target != IGNORE_INDEX).nonzero().squeeze(1)
+    rows = np.linspace(0, kept.numel() - 1, labels.size).round().astype(int)
+    assert labels.tolist() == flat_target[kept[rows]].tolist()
+    assert predicted.tolist() == flat_predicted[kept[rows]].tolist()

@@ -12,8 +12,10 @@ trainer's evaluation run is one step of many batches) until the bound is reached
 predicted class (``argmax`` over the class axis; ``logit > 0`` or
 ``p > 0.5`` for a binary loss) and the targets, without the ignored positions (``ignore_index``),
 thinned on the device to at most :data:`tensortap.core._outcome.MAX_ROWS` positions a step
-before they are copied to the host. On other steps a loss call costs one check of the schedule: no
-device work, no host sync. Regression losses are left to the rules that read their inputs.
+before they are copied to the host, choosing positions from the targets before any score is
+read, and reading at most :data:`SCORES_READ` scores a call. On other steps a loss call costs
+one check of the schedule (about 2.5 us with the wrapper): no device work, no host sync.
+Regression losses are left to the rules that read their inputs.
 """
 
 from __future__ import annotations
@@ -57,6 +59,10 @@ FUNCTIONAL_KINDS = {
 }
 
 Save = Callable[[str, Any, tuple[str, ...]], None]
+#: At most this many scores are read a loss call (positions x classes): a language model's
+#: 50,257-token vocabulary gets 83 positions a call (5 where the vocabulary is not the innermost
+#: axis), so a due step's cost stays bounded.
+SCORES_READ = 1 << 22
 
 
 class OutcomeTap:
@@ -115,35 +121,60 @@ class OutcomeTap:
 def _classes(
     kind: str, scores: torch.Tensor, target: torch.Tensor, ignore_index: int | None, room: int
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(targets, predicted classes) as flat int64 CPU tensors of one length, thinned on the
-    device to at most ``room`` positions; None where the shapes do not pair up."""
+    """(targets, predicted classes) as flat int64 CPU tensors of one length, of at most
+    ``room`` positions; None where the shapes do not pair up. The positions are chosen from
+    the targets first, and only their scores are read: a language model's logits
+    ``[batch, vocabulary, positions]`` are never reduced or copied whole."""
     if scores.dim() == 0 or scores.numel() == 0 or target.numel() == 0:
         return None
     if kind == CLASSES:
         axis = 1 if scores.dim() >= 2 else 0
         if scores.shape[axis] < 2:
             return None
-        predicted = scores.argmax(dim=axis)
+        by_class = scores.movedim(axis, -1)  # a view: [..., classes]
+        # a class axis that is not the innermost ([batch, vocabulary, positions]) costs a
+        # cache line a score: a sixteenth as many
+        budget = SCORES_READ if scores.stride(axis) == 1 else SCORES_READ // 16
+        room = min(room, max(1, budget // int(scores.shape[axis])))
         if target.is_floating_point() and target.shape == scores.shape:  # class probabilities
-            target = target.argmax(dim=axis)
+            target = target.movedim(axis, -1).argmax(dim=-1)
             ignore_index = None
-        elif target.is_floating_point() or target.shape != predicted.shape:
+        elif target.is_floating_point() or tuple(target.shape) != tuple(by_class.shape[:-1]):
             return None
+    elif target.shape != scores.shape:
+        return None
+    y = target.reshape(-1)
+    index = _positions(y, ignore_index, room)
+    if index is not None:
+        y = y[index]
+    if kind == CLASSES:
+        if index is None:
+            p = scores.argmax(dim=axis).reshape(-1)  # in place: no copy of the scores
+        else:
+            coords = torch.unravel_index(index, tuple(target.shape))
+            p = by_class[coords].argmax(dim=-1)  # only the chosen positions' scores
     else:
-        if target.shape != scores.shape:
-            return None
-        predicted = scores > (0.0 if kind == LOGITS else 0.5)
-        target = target > 0.5
-        ignore_index = None
-    y, p = target.reshape(-1), predicted.reshape(-1)
-    if ignore_index is not None:
-        keep = y != ignore_index
-        y, p = y[keep], p[keep]  # a sync: this step saves its outcome
-    rows = keep_rows(int(y.numel()), 8, room)
-    if rows is not None:
-        index = torch.from_numpy(rows).to(y.device)
-        y, p = y[index], p[index]
+        flat = scores.reshape(-1)
+        p = (flat if index is None else flat[index]) > (0.0 if kind == LOGITS else 0.5)
+        y = y > 0.5
     return y.to("cpu", torch.int64), p.to("cpu", torch.int64)
+
+
+def _positions(y: torch.Tensor, ignore_index: int | None, room: int) -> torch.Tensor | None:
+    """The flat positions of ``y`` to keep (on its device): those not ``ignore_index``,
+    thinned evenly to at most ``room``; None to keep them all."""
+    if ignore_index is not None:
+        kept = (y != ignore_index).nonzero().squeeze(1)  # a sync: this step saves its outcome
+        if kept.numel() == y.numel():
+            kept = None
+    else:
+        kept = None
+    n = y.numel() if kept is None else kept.numel()
+    rows = keep_rows(int(n), 8, room)
+    if rows is None:
+        return kept
+    chosen = torch.from_numpy(rows).to(y.device)
+    return chosen if kept is None else kept[chosen]
 
 
 def patch_functional(on_loss: Callable[[str, Any, Any, int | None], None]) -> None:
