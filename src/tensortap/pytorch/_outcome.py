@@ -163,12 +163,11 @@ def _classes(
 def _positions(y: torch.Tensor, ignore_index: int | None, room: int) -> torch.Tensor | None:
     """The flat positions of ``y`` to keep (on its device): those not ``ignore_index``,
     thinned evenly to at most ``room``; None to keep them all."""
+    kept: torch.Tensor | None = None
     if ignore_index is not None:
         kept = (y != ignore_index).nonzero().squeeze(1)  # a sync: this step saves its outcome
         if kept.numel() == y.numel():
             kept = None
-    else:
-        kept = None
     n = y.numel() if kept is None else kept.numel()
     rows = keep_rows(int(n), 8, room)
     if rows is None:
