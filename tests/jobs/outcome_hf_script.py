@@ -1,7 +1,8 @@
 """A plain Hugging Face Trainer script (it never imports tensortap) for the outcome tests: a
 tiny BERT (built from a config, nothing downloaded) classifies token sequences by whether
 their first token is in the lower half of the vocabulary, evaluated every 10 steps. --shuffle
-trains on labels that do not follow from the inputs (held-out accuracy at chance)."""
+trains on labels that do not follow from the inputs (held-out accuracy at chance); --smooth
+sets label_smoothing_factor (the Trainer computes the loss, not the model)."""
 
 import argparse
 
@@ -12,6 +13,7 @@ from transformers.utils import logging as hf_logging
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--shuffle", action="store_true")
+parser.add_argument("--smooth", action="store_true")
 parser.add_argument("--out", default="hf_out")
 args = parser.parse_args()
 hf_logging.set_verbosity_error()
@@ -56,6 +58,7 @@ training = TrainingArguments(
     report_to="none",
     use_cpu=True,
     disable_tqdm=True,
+    label_smoothing_factor=0.1 if args.smooth else 0.0,
 )
 trainer = Trainer(
     BertForSequenceClassification(config),

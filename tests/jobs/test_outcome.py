@@ -71,13 +71,18 @@ def test_a_lightning_script_with_shuffled_labels_is_judged_at_chance(tmp_path: P
     judged(record, "ClassImbalance")
 
 
-def test_a_hugging_face_trainer_saves_the_outcome_of_its_evaluations(tmp_path: Path) -> None:
+@pytest.mark.parametrize("smooth", [False, True])
+def test_a_hugging_face_trainer_saves_the_outcome_of_its_evaluations(
+    tmp_path: Path, smooth: bool
+) -> None:
     """Trainer.train on a tiny BERT classifier: the labels of the batch and the logits' classes
     of each evaluation run (one EVAL step of 3 batches, the whole held-out set, each batch
-    once though the model's loss module calls F.cross_entropy), judged by AccuracyAtChance."""
+    once though the model's loss module calls F.cross_entropy), judged by AccuracyAtChance;
+    the same where the Trainer smooths the labels (its LabelSmoother computes the loss)."""
     pytest.importorskip("transformers")
     script = str(HERE / "outcome_hf_script.py")
-    done, record = run_job(tmp_path, "python", script, "--out", str(tmp_path / "hf"))
+    flags = ["--smooth"] if smooth else []
+    done, record = run_job(tmp_path, "python", script, "--out", str(tmp_path / "hf"), *flags)
     assert done.returncode == 0, done.stdout + done.stderr
     assert judged(record, "AccuracyAtChance")["RuleEvaluationStatus"] == "NoIssuesFound"
     trial = create_trial(str(record.trial_dir))

@@ -117,10 +117,10 @@ def enable(config: HookConfig) -> None:
         return original_scale(self, outputs)
 
     scaler_cls.scale = scale  # type: ignore[method-assign]
-    patch_functional(_on_functional_loss)
+    patch_functional(on_functional_loss)
 
 
-def _on_functional_loss(kind: str, scores: Any, target: Any, ignore_index: int | None) -> None:
+def on_functional_loss(kind: str, scores: Any, target: Any, ignore_index: int | None) -> None:
     """``F.cross_entropy`` and its kin ran: the hook saves the outcome where due (see
     :mod:`tensortap.pytorch._outcome`). Never raises: the loss is the script's."""
     try:

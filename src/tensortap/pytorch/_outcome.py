@@ -42,8 +42,10 @@ from tensortap.core._outcome import (
 )
 from tensortap.core._recorder import StepRecorder
 
-#: How a loss reads its input: scores per class on axis 1, a logit, a probability.
-CLASSES, LOGITS, PROBABILITIES = "classes", "logits", "probabilities"
+#: How a loss reads its input: scores per class on axis 1 (PyTorch's losses) or on the last
+#: axis (Hugging Face's LabelSmoother), a logit, a probability.
+CLASSES, CLASSES_LAST = "classes", "classes_last"
+LOGITS, PROBABILITIES = "logits", "probabilities"
 _MODULE_KINDS: tuple[tuple[type[nn.Module], str], ...] = (
     (nn.CrossEntropyLoss, CLASSES),
     (nn.NLLLoss, CLASSES),
@@ -127,8 +129,8 @@ def _classes(
     ``[batch, vocabulary, positions]`` are never reduced or copied whole."""
     if scores.dim() == 0 or scores.numel() == 0 or target.numel() == 0:
         return None
-    if kind == CLASSES:
-        axis = 1 if scores.dim() >= 2 else 0
+    if kind in (CLASSES, CLASSES_LAST):
+        axis = 1 if scores.dim() >= 2 and kind == CLASSES else scores.dim() - 1
         if scores.shape[axis] < 2:
             return None
         by_class = scores.movedim(axis, -1)  # a view: [..., classes]
@@ -147,7 +149,7 @@ def _classes(
     index = _positions(y, ignore_index, room)
     if index is not None:
         y = y[index]
-    if kind == CLASSES:
+    if kind in (CLASSES, CLASSES_LAST):
         if index is None:
             p = scores.argmax(dim=axis).reshape(-1)  # in place: no copy of the scores
         else:
