@@ -42,7 +42,9 @@ def test_a_pytorch_script_with_shuffled_labels_is_judged_at_chance(tmp_path: Pat
     assert done.returncode == 0, done.stdout + done.stderr
     found = judged(record, "AccuracyAtChance")
     assert found["RuleEvaluationStatus"] == "IssuesFound", found["StatusDetails"]
-    assert found["severity"] == "problem"
+    # a problem once the last pass is judged after the trial's end is read; judged live before
+    # that, a warning (docs/rules.md, AccuracyAtChance): either says so
+    assert "no better than chance in" in str(found["gravest_message"])
     judged(record, "ClassImbalance")
     steps = outcome_steps(record)
     assert len(steps["EVAL"]) == 3 * 3  # every batch (3) of every evaluation pass (3)
@@ -103,7 +105,9 @@ def test_a_keras_script_with_shuffled_labels_is_judged_at_chance(tmp_path: Path)
     assert done.returncode == 0, done.stdout + done.stderr
     found = judged(record, "AccuracyAtChance")
     assert found["RuleEvaluationStatus"] == "IssuesFound", found["StatusDetails"]
-    assert found["severity"] == "problem"
+    # a problem once the last pass is judged after the trial's end is read; judged live before
+    # that, a warning (docs/rules.md, AccuracyAtChance): either says so
+    assert "no better than chance in" in str(found["gravest_message"])
     trial = create_trial(str(record.trial_dir))
     step = outcome_steps(record)["EVAL"][0]
     assert trial.tensor("predictions").value(step).shape == (64,)  # classes, not scores
