@@ -5,6 +5,7 @@ loss are dropped, and steps that save nothing never touch the values."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -72,7 +73,7 @@ class Untouchable(torch.Tensor):
     """A tensor whose values must not be read (a read would be a host sync on a device)."""
 
     @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         raise AssertionError(f"{func} read the values on a step that saves nothing")
 
 
