@@ -25,7 +25,11 @@ def enable(config: HookConfig | None = None) -> None:
 
 
 def _patch(module: ModuleType) -> None:
+    from tensortap.attach._pytorch import on_functional_loss
     from tensortap.huggingface._callback import TensortapCallback
+    from tensortap.huggingface._outcome import patch_label_smoother
+
+    patch_label_smoother(on_functional_loss)  # the outcome of a Trainer smoothing its labels
 
     cls = module.Trainer
     original = cls.__init__

@@ -12,7 +12,9 @@ The hook itself is created then, from the JSON configuration, so that ``torch.di
 already initialised and each rank writes as its own worker. Optimizers are recorded when created
 and registered with the model whose parameters they update; ``GradScaler.scale`` registers its
 scaler. The loss on which ``.backward()`` is called is saved as ``loss`` when no loss module is
-used (see :mod:`tensortap.pytorch._events`). A failure here is logged and training goes on.
+used (see :mod:`tensortap.pytorch._events`). The functional classification losses are wrapped
+so that the outcome they compare is sampled (:mod:`tensortap.pytorch._outcome`). A failure here
+is logged and training goes on.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from torch import nn
 from tensortap._hook_config import HookConfig
 from tensortap.pytorch._hook import Hook, get_hook
 from tensortap.pytorch._naming import is_loss_module
+from tensortap.pytorch._outcome import patch_functional
 
 logger = logging.getLogger(__name__)
 
@@ -114,3 +117,15 @@ def enable(config: HookConfig) -> None:
         return original_scale(self, outputs)
 
     scaler_cls.scale = scale  # type: ignore[method-assign]
+    patch_functional(on_functional_loss)
+
+
+def on_functional_loss(kind: str, scores: Any, target: Any, ignore_index: int | None) -> None:
+    """``F.cross_entropy`` and its kin ran: the hook saves the outcome where due (see
+    :mod:`tensortap.pytorch._outcome`). Never raises: the loss is the script's."""
+    try:
+        hook = get_hook()
+        if hook is not None:
+            hook._on_functional_loss(kind, scores, target, ignore_index)
+    except Exception:  # pragma: no cover - the hook contains its own failures
+        logger.debug("tensortap: the outcome of a functional loss was not saved", exc_info=True)

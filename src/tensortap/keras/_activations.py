@@ -9,8 +9,10 @@ the names the built-in rules look for (DeadRelu reads ``.*relu_output``, Saturat
 ``.*tanh_input`` / ``.*sigmoid_input``). They join the ``layers`` and ``relu_activations``
 collections. Every layer's output is ``<layer>_output_0`` (``layers``); the model's input and
 output ``<model>_input_0`` / ``<model>_output_0`` (``inputs`` / ``outputs``); what the loss
-compares, ``labels`` and ``predictions`` (collections of the same names, which ClassImbalance
-and Confusion read). Values that are several tensors (a dict of inputs) are not captured.
+compares, ``labels`` and ``predictions`` (collections of the same names, which ClassImbalance,
+Confusion and AccuracyAtChance read), saved as classes and bounded
+(:mod:`tensortap.keras._outcome`). Values that are several tensors (a dict of inputs) are not
+captured.
 
 There is no second forward pass:
 
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import keras
 
 from tensortap.core._collections import CollectionKeys
+from tensortap.keras._outcome import save_outcome
 
 if TYPE_CHECKING:
     from tensortap.keras._hook import KerasHook
@@ -229,6 +232,7 @@ class ActivationTaps:
         """After a batch: save what was captured in it."""
         if not self.due:
             return
+        outcome: dict[str, Any] = {}
         for tap in self.taps:
             if tap.value is not None:  # kept eagerly
                 source, tap.value = tap.value, None
@@ -237,4 +241,9 @@ class ActivationTaps:
                 source = tap.variable
             else:
                 continue  # this layer did not run in this step
+            if tap.collections in ((LABELS,), (PREDICTIONS,)):
+                outcome[tap.name] = source  # saved together, as classes, bounded
+                continue
             self.hook._save_lazy(tap.name, tap.collections, lambda s=source: to_numpy(s))
+        if LABELS in outcome and PREDICTIONS in outcome:
+            save_outcome(self.hook, outcome[LABELS], outcome[PREDICTIONS], to_numpy)

@@ -55,6 +55,7 @@ from tensortap.pytorch._naming import (
     unwrap,
 )
 from tensortap.pytorch._optimizer import optimizer_tensors
+from tensortap.pytorch._outcome import OutcomeTap
 from tensortap.pytorch._registry import Param, Registry
 from tensortap.pytorch._router import RouterStats, check_router, find_routers, router_shape
 from tensortap.pytorch._slot_layout import (
@@ -169,6 +170,7 @@ class Hook(TrainerControls, BaseHook):
         self._recorder.add_step_end_callback(self._on_step_end)
         self._loop = LoopFacts(self._recorder, self._registry, self._contain)
         self._config_watch = ConfigWatch(self.gather_config)  # the run's configuration
+        self._outcome = OutcomeTap(self._recorder, self._save_outcome)
         events.attach(self)
 
     # -- registration --
@@ -542,8 +544,23 @@ class Hook(TrainerControls, BaseHook):
             if not self._closed and not self._paused:
                 self._loss_seen = True
                 self._guard_event(self._save_loss_io, module, inputs, output)
+                self._guard_event(self._outcome.on_module, module, inputs)
                 if self._loop.enabled:
                     self._guard_event(self._loop.on_loss, module, inputs, output)
+
+    def _on_functional_loss(
+        self, kind: str, scores: Any, target: Any, ignore_index: int | None
+    ) -> None:
+        """A functional classification loss ran (zero code change wraps them): its outcome
+        (:mod:`tensortap.pytorch._outcome`) where due."""
+        with self._lock:
+            if not self._closed and not self._paused:
+                self._guard_event(self._outcome.on_loss, kind, scores, target, ignore_index)
+
+    def _save_outcome(self, name: str, value: np.ndarray, collections: tuple[str, ...]) -> None:
+        plan = self._recorder.begin(name, collections)
+        if plan is not None:
+            self._recorder.put(name, records_from_array(name, value, plan))
 
     def _save_loss_io(self, module: nn.Module, inputs: Any, output: Any) -> None:
         if self._recorder.is_anything_due():

@@ -15,7 +15,8 @@ Collections (all TRAIN mode; the default save config is every 10 rounds, as smde
 - ``average_shap`` / ``full_shap``: SHAP contributions (``pred_contribs``) on the first
   ``shap_rows`` (500) rows of the validation data: the mean |contribution| per feature, and
   each feature's column plus ``full_shap/bias`` (a row's columns sum to its margin);
-- ``predictions`` / ``labels``: of the validation data (what Confusion and ClassImbalance read);
+- ``predictions`` / ``labels``: of the validation data (what Confusion and ClassImbalance read),
+  on at most 4096 rows and 64 KiB a round (:mod:`tensortap.xgboost._outcome`);
 - ``trees``: the trees this round added, as columns ``trees/<column>`` of one row per node:
   tree, node, depth, feature (-1 for a leaf), threshold, gain, cover, leaf value.
 
@@ -53,6 +54,7 @@ from tensortap.core._modes import ModeKeys
 from tensortap.core._save_config import SaveConfig
 from tensortap.core._vitals import VITALS, Vital
 from tensortap.xgboost._config import booster_config
+from tensortap.xgboost._outcome import OutcomeRows, bounded
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -119,6 +121,7 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
             raise InvalidConfigError(f"shap_rows must be an int >= 1 or None, got {shap_rows!r}")
         self.shap_rows = shap_rows
         self._shap_data: tuple[Any, Any] | None = None  # (validation data, its SHAP sample)
+        self._outcome_rows = OutcomeRows()
         self._stop_now = False
         self._set_names: dict[str, str] = {}  # XGBoost's name of an eval set -> the saved one
         self._round_ended: float | None = None  # when the previous round ended (perf_counter)
@@ -217,10 +220,14 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
             # with the bias, each row sums to the margin (the prediction before the link)
             self._save_lazy("full_shap/bias", [FULL_SHAP], lambda: contribs[..., -1])
         if data is not None and (self._due(PREDICTIONS) or self._due(LABELS)):
-            self._save_lazy("predictions", [PREDICTIONS], lambda: np.asarray(model.predict(data)))
-            labels = data.get_label()
-            if labels.size:
-                self._save_lazy("labels", [LABELS], lambda: np.asarray(labels))
+            sample = self._outcome_rows.sample(data)  # bounded (tensortap.xgboost._outcome)
+            labels = np.asarray(sample.get_label())
+            predicted, kept = bounded(
+                np.asarray(model.predict(sample)), labels if labels.size else None
+            )
+            self._save_lazy("predictions", [PREDICTIONS], lambda: predicted)
+            if kept is not None:
+                self._save_lazy("labels", [LABELS], lambda: kept)
         if self._due(TREES):
             rounds = model.num_boosted_rounds()
             table = tree_table(model[rounds - 1 : rounds]) if rounds else None

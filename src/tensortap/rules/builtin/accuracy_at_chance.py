@@ -87,8 +87,11 @@ class AccuracyAtChance(Rule):
             if found is not None:  # the training targets' mean: the constant to beat
                 self._train_sum += float(np.sum(found[1], dtype=np.float64))
                 self._train_count += found[1].size
-            raise self.skip("not an evaluation step")
         if mode is not ModeKeys.EVAL:
+            if self._labels or self._regression:
+                # the pass's last step was read before any later step was published (a live
+                # job): it ended there, and is judged now, not merged with the next pass
+                return self._judge_pass(step, ends_here=False)
             raise self.skip("not an evaluation step")
         found = None
         if not (self._labels or self._has_labels(step)):
@@ -104,6 +107,11 @@ class AccuracyAtChance(Rule):
             self._predictions.append(p)
         if not pass_ends_at(self.base_trial, step):
             raise self.skip("the evaluation pass goes on")
+        return self._judge_pass(step)
+
+    def _judge_pass(self, step: int, ends_here: bool = True) -> bool:
+        """Judge the evaluation pass gathered so far: it ended at ``step`` (``ends_here``), or
+        before it."""
         judged = self._regressed() if self._regression else self._classified()
         if judged is None:
             raise self.skip(f"an evaluation pass of fewer than {self.min_samples} samples")
@@ -112,7 +120,7 @@ class AccuracyAtChance(Rule):
         self._judged += 1
         fired = self._at_chance >= self.passes
         trial = self.base_trial
-        final = trial.loaded_all_steps and step == trial.steps()[-1]
+        final = ends_here and trial.loaded_all_steps and step == trial.steps()[-1]
         verdict = (
             f"no better than chance in {self._at_chance} evaluation passes in a row"
             + (

@@ -1,0 +1,31 @@
+"""The outcome of a Keras step (see :mod:`tensortap.core._outcome`): ``compute_loss``'s ``y``
+and ``y_pred``, captured by the activation taps (:mod:`tensortap.keras._activations`) on due
+steps, saved as the predicted and true classes, bounded: at most
+:data:`tensortap.core._outcome.MAX_ROWS` samples a step (a softmax over a large vocabulary is
+not saved whole). Sparse labels beside scores per class, one-hot labels beside scores, and a
+sigmoid output beside 0/1 labels are understood; anything else (a regression, several outputs)
+is left out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tensortap.core._outcome import LABELS, PREDICTIONS, outcome_due, sample_outcome
+
+if TYPE_CHECKING:
+    from tensortap.keras._hook import KerasHook
+
+
+def save_outcome(
+    hook: KerasHook, labels: Any, predictions: Any, to_numpy: Callable[[Any], Any]
+) -> None:
+    """Save a step's outcome from the captured ``labels`` and ``predictions`` (framework
+    values, converted with ``to_numpy`` only where ``labels`` or ``predictions`` is due)."""
+    if not outcome_due(hook._recorder):
+        return
+    outcome = sample_outcome(to_numpy(labels), to_numpy(predictions))
+    if outcome is None:
+        return
+    hook._save_lazy(LABELS, (LABELS,), lambda: outcome.labels)
+    hook._save_lazy(PREDICTIONS, (PREDICTIONS,), lambda: outcome.predictions)

@@ -1,0 +1,122 @@
+"""The outcome of PyTorch steps (tensortap.pytorch._outcome): a registered classification
+loss's inputs become labels and predicted classes at due steps, token positions ignored by the
+loss are dropped, and steps that save nothing never touch the values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+import tensortap.pytorch as tt
+from tensortap.core._outcome import IGNORE_INDEX, MAX_ROWS
+from tensortap.pytorch._outcome import CLASSES, LOGITS, SCORES_READ, OutcomeTap
+
+
+class Tokens(nn.Module):
+    """A tiny language model: logits [batch, vocabulary, positions] for CrossEntropyLoss."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(11, 8)
+        self.out = nn.Linear(8, 11)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.embed(x)).transpose(1, 2)
+
+
+def test_a_sequence_loss_saves_its_positions_without_the_ignored_ones(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model, loss_fn = Tokens(), nn.CrossEntropyLoss()
+    hook = tt.Hook(
+        str(tmp_path),
+        include_collections=["labels", "predictions"],
+        save_config=tt.SaveConfig(save_interval=2),
+    )
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    expected = {}
+    for step in range(4):
+        x = torch.randint(0, 11, (3, 5))
+        y = torch.randint(0, 11, (3, 5))
+        y[:, :2] = IGNORE_INDEX  # a prompt the loss ignores
+        out = model(x)
+        loss = loss_fn(out, y)
+        expected[step] = (y[:, 2:].reshape(-1), out.argmax(1)[:, 2:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hook.close()
+    trial = tt.create_trial(str(tmp_path))
+    assert trial.tensor("labels").steps() == [0, 2]  # the hook's schedule
+    for step in (0, 2):
+        labels, predicted = expected[step]
+        assert trial.tensor("labels").value(step).tolist() == labels.tolist()
+        assert trial.tensor("predictions").value(step).tolist() == predicted.tolist()
+
+
+class Recorder:
+    """The few answers OutcomeTap asks of a StepRecorder."""
+
+    def __init__(self, due: bool) -> None:
+        self.due, self.mode, self.mode_step = due, "TRAIN", 0
+
+    def begin(self, name: str, collections: tuple[str, ...]) -> object | None:
+        return object() if self.due else None  # a save plan where due
+
+
+class Untouchable(torch.Tensor):
+    """A tensor whose values must not be read (a read would be a host sync on a device)."""
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        raise AssertionError(f"{func} read the values on a step that saves nothing")
+
+
+def test_a_step_that_saves_nothing_never_reads_the_values() -> None:
+    saved: list[tuple[str, np.ndarray]] = []
+    tap = OutcomeTap(Recorder(due=False), lambda n, v, c: saved.append((n, v)))  # type: ignore[arg-type]
+    scores = torch.zeros(4, 3).as_subclass(Untouchable)
+    tap.on_loss(CLASSES, scores, torch.zeros(4, dtype=torch.long), IGNORE_INDEX)
+    assert saved == []
+
+
+def test_a_steps_batches_are_gathered_up_to_the_bound_thinned_on_the_device() -> None:
+    recorder = Recorder(due=True)
+    saved: list[tuple[str, np.ndarray]] = []
+    tap = OutcomeTap(recorder, lambda n, v, c: saved.append((n, v)))  # type: ignore[arg-type]
+    logits = torch.randn(3000, 1)
+    tap.on_loss(LOGITS, logits, (logits > 0).float(), None)
+    tap.on_loss(LOGITS, logits, (logits > 0).float(), None)  # the step's next batch
+    tap.on_loss(LOGITS, logits, (logits > 0).float(), None)  # the step is full: not read
+    assert [n for n, _ in saved] == ["labels", "predictions"] * 2  # each replaces the last
+    assert saved[0][1].size == 3000 and saved[-1][1].size == MAX_ROWS
+    assert np.array_equal(saved[-2][1], saved[-1][1])  # binary logits > 0: the labels
+    recorder.mode_step = 1
+    tap.on_loss(CLASSES, torch.randn(2, 5, 7), torch.zeros(2, 3, dtype=torch.long), None)
+    assert len(saved) == 4  # shapes that do not pair up: nothing saved, nothing raised
+    tap.on_loss(CLASSES, torch.randn(2, 5, 7), torch.zeros(2, 7, dtype=torch.long), None)
+    assert saved[-1][1].size == 14  # a new step starts its own gathering
+
+
+def test_a_large_vocabulary_reads_only_the_chosen_positions_scores() -> None:
+    """Logits [batch, vocabulary, positions] of a 70,000-token vocabulary: a few evenly spaced
+    positions are chosen from the targets (ignored ones never), and only their scores read."""
+    saved: list[tuple[str, np.ndarray]] = []
+    tap = OutcomeTap(Recorder(due=True), lambda n, v, c: saved.append((n, v)))  # type: ignore[arg-type]
+    torch.manual_seed(0)
+    logits = torch.randn(4, 70_000, 16)
+    target = torch.randint(0, 70_000, (4, 16))
+    target[:, :8] = IGNORE_INDEX
+    tap.on_loss(CLASSES, logits, target, IGNORE_INDEX)
+    labels, predicted = saved[0][1], saved[1][1]
+    assert 1 <= labels.size <= SCORES_READ // 16 // 70_000  # not the 32 kept positions
+    flat_target, flat_predicted = target.reshape(-1), logits.argmax(dim=1).reshape(-1)
+    kept = (flat_target != IGNORE_INDEX).nonzero().squeeze(1)
+    rows = np.linspace(0, kept.numel() - 1, labels.size).round().astype(int)
+    assert labels.tolist() == flat_target[kept[rows]].tolist()
+    assert predicted.tolist() == flat_predicted[kept[rows]].tolist()
