@@ -1,0 +1,177 @@
+"""Vital signs of every Keras batch (:mod:`tensortap.core._vitals`): the batch's own loss, the
+learning rate it trained at, its time and throughput.
+
+Keras 3 logs the *running mean* of the loss over the epoch, not the batch's loss, and the
+learning rate is a variable (or a schedule of the iteration count) whose eager read costs tens
+of microseconds. Both are taken inside the step Keras compiles, where they cost nothing
+measurable:
+
+- the model's ``train_step`` / ``test_step`` is wrapped (on the instance; the functions are
+  traced again once). The wrapper reads the learning rate before the update, and keeps what
+  the step hands Keras's loss tracker (``model._loss_tracker.update_state(loss,
+  sample_weight=batch size)``): exactly the loss the running mean is made of, and the batch's
+  size. It returns them with the step's logs under keys of its own;
+- the ``train_function`` / ``test_function`` Keras calls per batch is wrapped in Python: it
+  takes those keys out of the logs before any callback (the progress bar, ``History``) sees
+  them, and keeps them for the hook's batch end, which converts the three scalars (a few
+  microseconds: they are computed already).
+
+On backends whose step is not ``train_step(data) -> logs`` (JAX: a stateless function), or
+under a custom ``train_step`` that never updates the loss tracker, ``vitals/loss`` is not
+saved; the times are.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import keras
+
+from tensortap.core._vitals import Vital
+
+if TYPE_CHECKING:
+    from tensortap.keras._hook import KerasHook
+
+logger = logging.getLogger(__name__)
+
+_LOSS = "tensortap_vitals_loss"
+_SAMPLES = "tensortap_vitals_samples"
+_LR = "tensortap_vitals_lr"
+_KEYS = (_LOSS, _SAMPLES, _LR)
+#: The backends whose step is ``train_step(data) -> logs`` with the loss tracker updated in it.
+_BACKENDS = ("tensorflow", "torch")
+
+
+class BatchVitals:
+    """Captures each batch's vital signs for a :class:`KerasHook` (see the module)."""
+
+    def __init__(self, hook: KerasHook) -> None:
+        self.hook = hook
+        self._stash: tuple[Any, Any] | None = None  # (loss, batch size) of the step being traced
+        self._pending: dict[str, Any] = {}  # taken out of the last batch's logs
+        self._last_end: float | None = None  # when the previous TRAIN batch ended
+        self._begin = 0.0  # when this batch began
+
+    # -- installing --
+    def prepare(self, model: Any, function: str) -> None:
+        """Before ``fit`` (``function="train"``) or ``evaluate`` (``"test"``): wrap the model's
+        step and the function Keras calls per batch, tracing it anew if the step was wrapped
+        after it was made."""
+        self._last_end = None
+        if model is None or keras.backend.backend() not in _BACKENDS:
+            return
+        step_name, make_name = f"{function}_step", f"make_{function}_function"
+        function_name = f"{function}_function"
+        if not getattr(getattr(model, step_name), "_tensortap_vitals", False):
+            wrapped = self._wrap_step(model, getattr(model, step_name), function == "train")
+            self.hook._replace(model, step_name, wrapped)
+            if getattr(model, function_name, None) is not None:
+                getattr(model, make_name)(force=True)  # one traced before cannot hand them out
+        current = getattr(model, function_name, None)
+        if current is not None and not getattr(current, "_tensortap_vitals", False):
+            self.hook._replace(model, function_name, self._wrap_function(current))
+
+            def retrace() -> None:  # a function traced with the wrapped step hands out our keys
+                setattr(model, function_name, None)
+
+            self.hook._registered((id(model), function_name, "retrace"), retrace)
+
+    def _wrap_step(self, model: Any, original: Any, training: bool) -> Any:
+        def step(*args: Any, **kwargs: Any) -> Any:
+            lr = self._learning_rate(model) if training else None
+            self._stash = None
+            tracker = getattr(model, "_loss_tracker", None)
+            if tracker is not None and not getattr(tracker.update_state, "_tensortap_vitals", 0):
+                self._guard(self._wrap_tracker, tracker)
+            logs = original(*args, **kwargs)
+            stash = self._take_stash()
+            if not isinstance(logs, dict) or stash is None:
+                return logs
+            extra = {_LOSS: stash[0], _SAMPLES: stash[1]}
+            if lr is not None:
+                extra[_LR] = lr
+            return {**logs, **extra}
+
+        step._tensortap_vitals = True  # type: ignore[attr-defined]
+        return step
+
+    def _take_stash(self) -> tuple[Any, Any] | None:
+        stash, self._stash = self._stash, None
+        return stash
+
+    def _wrap_tracker(self, tracker: Any) -> None:
+        original = tracker.update_state
+
+        def update_state(values: Any, sample_weight: Any = None) -> Any:
+            self._stash = (values, sample_weight)
+            return original(values, sample_weight=sample_weight)
+
+        update_state._tensortap_vitals = True  # type: ignore[attr-defined]
+        self.hook._replace(tracker, "update_state", update_state)
+
+    def _learning_rate(self, model: Any) -> Any:
+        """The learning rate this step's update uses, as a tensor of the step (read before the
+        update: a schedule of the iteration count before it is incremented); None if none."""
+        optimizer = getattr(model, "optimizer", None)
+        if optimizer is None or not getattr(model, "trainable_weights", None):
+            return None
+        return self._guard(lambda: keras.ops.convert_to_tensor(optimizer.learning_rate))
+
+    def _wrap_function(self, function: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            logs = function(*args, **kwargs)
+            if isinstance(logs, dict) and _LOSS in logs:
+                self._pending = {key: logs.pop(key) for key in _KEYS if key in logs}
+            return logs
+
+        run._tensortap_vitals = True  # type: ignore[attr-defined]
+        return run
+
+    def _guard(self, function: Any, *args: Any) -> Any:
+        try:
+            return function(*args)
+        except Exception:  # never break the user's step: go without this vital sign
+            self.hook._warn_once(
+                f"vitals-{getattr(function, '__name__', 'lr')}",
+                "a vital sign could not be taken from the Keras step; training goes on without it",
+            )
+            return None
+
+    # -- each batch --
+    def begin_batch(self) -> None:
+        self._begin = time.perf_counter()
+
+    def new_epoch(self) -> None:
+        """The first batch of an epoch is timed from its own start (not the epoch's end)."""
+        self._last_end = None
+
+    def end_batch(self, training: bool) -> dict[str, float]:
+        """The vital signs of the batch that ended (``training``: a TRAIN one)."""
+        now = time.perf_counter()
+        pending, self._pending = self._pending, {}
+        values: dict[str, float] = {}
+        if _LOSS in pending:
+            values[Vital.LOSS] = _scalar(pending[_LOSS])
+        if not training:
+            return values
+        elapsed = now - (self._begin if self._last_end is None else self._last_end)
+        self._last_end = now
+        values[Vital.STEP_TIME] = elapsed
+        if _LR in pending:
+            values[Vital.LR] = _scalar(pending[_LR])
+        if _SAMPLES in pending and elapsed > 0:
+            model = self.hook.model
+            replicas = getattr(
+                getattr(model, "distribute_strategy", None), "num_replicas_in_sync", 1
+            )
+            samples = _scalar(pending[_SAMPLES]) * (replicas if isinstance(replicas, int) else 1)
+            values[Vital.SAMPLES_PER_SECOND] = samples / elapsed
+        return values
+
+
+def _scalar(value: Any) -> float:
+    """A step's scalar as a float (a torch loss is detached first: it still holds its graph)."""
+    detach = getattr(value, "detach", None)
+    return float(detach() if detach is not None else value)
