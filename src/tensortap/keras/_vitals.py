@@ -24,6 +24,7 @@ saved; the times are.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +50,9 @@ class BatchVitals:
 
     def __init__(self, hook: KerasHook) -> None:
         self.hook = hook
-        self._stash: tuple[Any, Any] | None = None  # (loss, batch size) of the step being traced
+        # (loss, batch size) of the step being traced, per thread: tf.distribute traces each
+        # replica's step in a thread of its own
+        self._local = threading.local()
         self._pending: dict[str, Any] = {}  # taken out of the last batch's logs
         self._last_end: float | None = None  # when the previous TRAIN batch ended
         self._begin = 0.0  # when this batch began
@@ -81,7 +84,7 @@ class BatchVitals:
     def _wrap_step(self, model: Any, original: Any, training: bool) -> Any:
         def step(*args: Any, **kwargs: Any) -> Any:
             lr = self._learning_rate(model) if training else None
-            self._stash = None
+            self._local.stash = None
             tracker = getattr(model, "_loss_tracker", None)
             if tracker is not None and not getattr(tracker.update_state, "_tensortap_vitals", 0):
                 self._guard(self._wrap_tracker, tracker)
@@ -98,14 +101,15 @@ class BatchVitals:
         return step
 
     def _take_stash(self) -> tuple[Any, Any] | None:
-        stash, self._stash = self._stash, None
+        stash: tuple[Any, Any] | None = getattr(self._local, "stash", None)
+        self._local.stash = None
         return stash
 
     def _wrap_tracker(self, tracker: Any) -> None:
         original = tracker.update_state
 
         def update_state(values: Any, sample_weight: Any = None) -> Any:
-            self._stash = (values, sample_weight)
+            self._local.stash = (values, sample_weight)
             return original(values, sample_weight=sample_weight)
 
         update_state._tensortap_vitals = True  # type: ignore[attr-defined]
