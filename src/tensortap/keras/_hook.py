@@ -36,6 +36,7 @@ from tensortap.core._collections import INITIAL_PREFIX, INITIAL_WEIGHTS, Collect
 from tensortap.core._dtypes import as_saveable_array
 from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import records_from_array
+from tensortap.core._vitals import VITALS
 from tensortap.exceptions import InvalidTensorError
 from tensortap.keras._activations import TAPPED_COLLECTIONS, ActivationTaps
 from tensortap.keras._gradients import GradientCapture
@@ -47,6 +48,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 OPTIMIZER_VARIABLES = "optimizer_variables"
+_VITALS = (VITALS,)
+_LOSSES = (CollectionKeys.LOSSES,)
+_METRICS = (CollectionKeys.METRICS,)
 _ABSENT = object()
 
 
@@ -165,13 +169,16 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
     def _save_batch(self, logs: Mapping[str, Any] | None, training: bool) -> None:
         recorder = self._recorder
         if self.mode != ModeKeys.PREDICT:
-            self.save_vitals(self._vitals.end_batch(training))
+            # full names and floats already: straight to the recorder (every batch's path)
+            for name, number in self._vitals.end_batch(training).items():
+                recorder.record(name, number, _VITALS)
         self._taps.save()
         for key, value in (logs or {}).items():
-            if not np.isscalar(value) and np.ndim(value) != 0:
+            # Keras hands callbacks Python floats; anything else is checked
+            if not isinstance(value, float) and not np.isscalar(value) and np.ndim(value) != 0:
                 continue
-            colls = [CollectionKeys.LOSSES] if "loss" in key else [CollectionKeys.METRICS]
-            self._save_lazy(key, colls, lambda v=value: float(v))
+            logged = _LOSSES if "loss" in key else _METRICS
+            self._save_lazy(key, logged, lambda v=value: float(v))
         if not recorder.is_anything_due() or self.model is None:
             return
         model = self.model

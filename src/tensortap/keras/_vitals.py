@@ -29,18 +29,18 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import keras
+import numpy as np
 
-from tensortap.core._vitals import Vital
+from tensortap.core._vitals import VITALS, Vital
 
 if TYPE_CHECKING:
     from tensortap.keras._hook import KerasHook
 
 logger = logging.getLogger(__name__)
 
-_LOSS = "tensortap_vitals_loss"
-_SAMPLES = "tensortap_vitals_samples"
-_LR = "tensortap_vitals_lr"
-_KEYS = (_LOSS, _SAMPLES, _LR)
+#: The step's output key: one float32 vector [loss, samples (-1: unknown), learning rate?],
+#: one tensor to hand out and convert rather than three.
+_KEY = "tensortap_vitals"
 #: The backends whose step is ``train_step(data) -> logs`` with the loss tracker updated in it.
 _BACKENDS = ("tensorflow", "torch")
 
@@ -53,7 +53,7 @@ class BatchVitals:
         # (loss, batch size) of the step being traced, per thread: tf.distribute traces each
         # replica's step in a thread of its own
         self._local = threading.local()
-        self._pending: dict[str, Any] = {}  # taken out of the last batch's logs
+        self._pending: Any = None  # taken out of the last batch's logs (see _KEY)
         self._last_end: float | None = None  # when the previous TRAIN batch ended
         self._begin = 0.0  # when this batch began
 
@@ -64,6 +64,8 @@ class BatchVitals:
         after it was made."""
         self._last_end = None
         if model is None or keras.backend.backend() not in _BACKENDS:
+            return
+        if VITALS not in self.hook._recorder.include_collections:
             return
         step_name, make_name = f"{function}_step", f"make_{function}_function"
         function_name = f"{function}_function"
@@ -92,10 +94,9 @@ class BatchVitals:
             stash = self._take_stash()
             if not isinstance(logs, dict) or stash is None:
                 return logs
-            extra = {_LOSS: stash[0], _SAMPLES: stash[1]}
-            if lr is not None:
-                extra[_LR] = lr
-            return {**logs, **extra}
+            parts = [stash[0], -1.0 if stash[1] is None else stash[1]]
+            packed = self._guard(_pack, parts if lr is None else [*parts, lr])
+            return logs if packed is None else {**logs, _KEY: packed}
 
         step._tensortap_vitals = True  # type: ignore[attr-defined]
         return step
@@ -126,8 +127,8 @@ class BatchVitals:
     def _wrap_function(self, function: Any) -> Any:
         def run(*args: Any, **kwargs: Any) -> Any:
             logs = function(*args, **kwargs)
-            if isinstance(logs, dict) and _LOSS in logs:
-                self._pending = {key: logs.pop(key) for key in _KEYS if key in logs}
+            if isinstance(logs, dict) and _KEY in logs:
+                self._pending = logs.pop(_KEY)
             return logs
 
         run._tensortap_vitals = True  # type: ignore[attr-defined]
@@ -154,28 +155,38 @@ class BatchVitals:
     def end_batch(self, training: bool) -> dict[str, float]:
         """The vital signs of the batch that ended (``training``: a TRAIN one)."""
         now = time.perf_counter()
-        pending, self._pending = self._pending, {}
+        pending, self._pending = self._pending, None
+        numbers = [] if pending is None else _floats(pending)
         values: dict[str, float] = {}
-        if _LOSS in pending:
-            values[Vital.LOSS] = _scalar(pending[_LOSS])
+        if numbers:
+            values[Vital.LOSS] = numbers[0]
         if not training:
             return values
         elapsed = now - (self._begin if self._last_end is None else self._last_end)
         self._last_end = now
         values[Vital.STEP_TIME] = elapsed
-        if _LR in pending:
-            values[Vital.LR] = _scalar(pending[_LR])
-        if _SAMPLES in pending and elapsed > 0:
+        if len(numbers) > 2:
+            values[Vital.LR] = numbers[2]
+        if len(numbers) > 1 and numbers[1] >= 0 and elapsed > 0:
             model = self.hook.model
             replicas = getattr(
                 getattr(model, "distribute_strategy", None), "num_replicas_in_sync", 1
             )
-            samples = _scalar(pending[_SAMPLES]) * (replicas if isinstance(replicas, int) else 1)
+            # under tf.distribute the replicas' batch sizes were averaged with the losses
+            samples = numbers[1] * (replicas if isinstance(replicas, int) else 1)
             values[Vital.SAMPLES_PER_SECOND] = samples / elapsed
         return values
 
 
-def _scalar(value: Any) -> float:
-    """A step's scalar as a float (a torch loss is detached first: it still holds its graph)."""
-    detach = getattr(value, "detach", None)
-    return float(detach() if detach is not None else value)
+def _pack(parts: list[Any]) -> Any:
+    """The step's vital signs as one float32 vector (inside the compiled step)."""
+    ops = keras.ops
+    return ops.stack([ops.cast(ops.convert_to_tensor(part), "float32") for part in parts])
+
+
+def _floats(packed: Any) -> list[float]:
+    """The packed vector as floats (a torch one is detached first: the loss holds its graph)."""
+    detach = getattr(packed, "detach", None)
+    if detach is not None:
+        packed = detach().cpu()
+    return [float(v) for v in np.asarray(packed, dtype=np.float64).ravel()]
