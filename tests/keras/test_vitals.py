@@ -105,3 +105,35 @@ def test_the_first_update_is_judged_by_the_initial_weights(tmp_path: Path) -> No
         np.testing.assert_array_equal(value, before[name.removeprefix("initial/")])
     summary = invoke_rule(WeightUpdateRatio(trial))
     assert summary.judged >= 1 and summary.first_step == 0, summary.skip_reasons
+
+
+def test_batches_that_save_no_gradients_copy_none(tmp_path: Path) -> None:
+    """The compiled step copies its gradients only on batches whose gradients are due (a flag
+    set before the batch): the copies then hold the last due batch's, and those saved are the
+    gradients each due batch applied (plain SGD: the update is -lr * gradient)."""
+    x, y = data(160)
+    model = mlp()
+    model.compile(keras.optimizers.SGD(0.5), keras.losses.SparseCategoricalCrossentropy(True))
+    weights: list[list[np.ndarray]] = []
+
+    class Before(keras.callbacks.Callback):  # type: ignore[misc]
+        def on_train_batch_begin(self, batch: int, logs: object = None) -> None:
+            weights.append([v.numpy().copy() for v in model.trainable_weights])
+
+    hook = tt.KerasHook(
+        tmp_path / "t",
+        save_config=tt.SaveConfig(save_interval=3),
+        include_collections=["gradients"],
+    )
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0, shuffle=False, callbacks=[Before(), hook])
+    weights.append([v.numpy().copy() for v in model.trainable_weights])
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.tensor("gradients/dense/kernel").steps(mode=TRAIN) == [0, 3]
+    for step in (0, 3):
+        grad = trial.tensor("gradients/dense/kernel").value(step, mode=TRAIN)
+        applied = (weights[step][0] - weights[step + 1][0]) / 0.5
+        np.testing.assert_allclose(grad, applied, rtol=1e-4, atol=1e-6)
+    # the last batch (step 4) was not due: the copy still holds step 3's gradient
+    copy = hook._gradients._copies["dense/kernel"].numpy()
+    np.testing.assert_allclose(copy, (weights[3][0] - weights[4][0]) / 0.5, rtol=1e-4, atol=1e-6)
+    hook.close()

@@ -106,6 +106,8 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
     def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._enter(ModeKeys.TRAIN)
         self._vitals.begin_batch()
+        if self._gradients.flag is not None:
+            self._guard_event(self._gradients.set_due)
         if not self._initial_saved:
             self._guard_event(self._save_initial)
 
