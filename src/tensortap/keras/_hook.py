@@ -78,8 +78,9 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._taps = ActivationTaps(self)
         self._gradients = GradientCapture(self)
         self._vitals = BatchVitals(self)
-        self._initial_saved = False  # the weights before the first saving update (once)
-        if CollectionKeys.WEIGHTS in self._recorder.include_collections:
+        # the weights before the first saving update (once; never, when no weights are saved)
+        self._initial_saved = CollectionKeys.WEIGHTS not in self._recorder.include_collections
+        if not self._initial_saved:
             self._recorder.include_collection(INITIAL_WEIGHTS)
         self._readers: dict[tuple[int, ...], Any] = {}  # compiled readers of variable sets
         self._warned: set[str] = set()
