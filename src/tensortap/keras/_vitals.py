@@ -3,18 +3,17 @@ learning rate it trained at, its time and throughput.
 
 Keras 3 logs the *running mean* of the loss over the epoch, not the batch's loss, and the
 learning rate is a variable (or a schedule of the iteration count) whose eager read costs tens
-of microseconds. Both are taken inside the step Keras compiles, where they cost nothing
-measurable:
+of microseconds. Both are taken inside the step Keras compiles:
 
 - the model's ``train_step`` / ``test_step`` is wrapped (on the instance; the functions are
   traced again once). The wrapper reads the learning rate before the update, and keeps what
   the step hands Keras's loss tracker (``model._loss_tracker.update_state(loss,
   sample_weight=batch size)``): exactly the loss the running mean is made of, and the batch's
-  size. It returns them with the step's logs under keys of its own;
+  size. It returns them with the step's logs as one float32 vector under a key of its own;
 - the ``train_function`` / ``test_function`` Keras calls per batch is wrapped in Python: it
-  takes those keys out of the logs before any callback (the progress bar, ``History``) sees
-  them, and keeps them for the hook's batch end, which converts the three scalars (a few
-  microseconds: they are computed already).
+  takes that key out of the logs before any callback (the progress bar, ``History``) sees
+  them, and keeps it for the hook's batch end, which reads the vector (one small host read:
+  Keras reads its own logs at every batch already for a callback with a batch end).
 
 On backends whose step is not ``train_step(data) -> logs`` (JAX: a stateless function), or
 under a custom ``train_step`` that never updates the loss tracker, ``vitals/loss`` is not
