@@ -29,7 +29,7 @@ def job_hook(path: Path) -> tt.KerasHook:
     return hook_config(str(path), None, specs, None).create_hook(tt.KerasHook)
 
 
-class BatchLosses(keras.callbacks.Callback):  # type: ignore[misc]
+class BatchLosses(keras.callbacks.Callback):
     """Each TRAIN batch's own loss and learning rate, computed before the batch's update."""
 
     def __init__(self, x: np.ndarray, y: np.ndarray, batch_size: int) -> None:
@@ -116,7 +116,7 @@ def test_batches_that_save_no_gradients_copy_none(tmp_path: Path) -> None:
     model.compile(keras.optimizers.SGD(0.5), keras.losses.SparseCategoricalCrossentropy(True))
     weights: list[list[np.ndarray]] = []
 
-    class Before(keras.callbacks.Callback):  # type: ignore[misc]
+    class Before(keras.callbacks.Callback):
         def on_train_batch_begin(self, batch: int, logs: object = None) -> None:
             weights.append([v.numpy().copy() for v in model.trainable_weights])
 
