@@ -137,3 +137,31 @@ def test_batches_that_save_no_gradients_copy_none(tmp_path: Path) -> None:
     copy = hook._gradients._copies["dense/kernel"].numpy()
     np.testing.assert_allclose(copy, (weights[3][0] - weights[4][0]) / 0.5, rtol=1e-4, atol=1e-6)
     hook.close()
+
+
+@pytest.mark.parametrize("eager", [False, True])
+def test_the_gradient_norm_of_every_batch_is_before_clipping(tmp_path: Path, eager: bool) -> None:
+    """vitals/grad_norm: the total L2 norm of the gradients the optimizer was handed, before
+    Keras clips them (global_clipnorm: the update's norm is lr * 0.01)."""
+    x, y = data(96)
+    model = mlp()
+    model.compile(
+        keras.optimizers.SGD(0.5, global_clipnorm=0.01),
+        keras.losses.SparseCategoricalCrossentropy(True),
+        run_eagerly=eager,
+    )
+    hook = tt.KerasHook(
+        tmp_path / "t", save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["gradients", "weights", "biases", "vitals"],
+    )  # fmt: skip
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0, shuffle=False, callbacks=[hook])
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    names = trial.tensor_names(collection="gradients")
+    assert len(names) == 4
+    for step in trial.steps(TRAIN):
+        grads = [trial.tensor(n).value(step, mode=TRAIN) for n in names]
+        total = float(np.sqrt(sum(float(np.sum(g.astype(np.float64) ** 2)) for g in grads)))
+        saved = float(trial.tensor("vitals/grad_norm").value(step, mode=TRAIN))
+        assert saved == pytest.approx(total, rel=1e-5)
+        assert saved > 0.05  # well above the clip: the norm before clipping

@@ -23,6 +23,7 @@ saved; the times are.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -37,8 +38,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: The step's output key: one float32 vector [loss, samples (-1: unknown), learning rate?],
-#: one tensor to hand out and convert rather than three.
+#: The step's output key: one float32 vector [loss, samples (-1: unknown), learning rate (NaN:
+#: none), gradient norm (when seen)], one tensor to hand out and convert rather than four.
 _KEY = "tensortap_vitals"
 #: The backends whose step is ``train_step(data) -> logs`` with the loss tracker updated in it.
 _BACKENDS = ("tensorflow", "torch")
@@ -81,20 +82,46 @@ class BatchVitals:
                 setattr(model, function_name, None)
 
             self.hook._registered((id(model), function_name, "retrace"), retrace)
+        if function == "train":
+            self._guard(self._wrap_apply, model)
+
+    def _wrap_apply(self, model: Any) -> None:
+        """Have the optimizer's ``apply`` note the total norm of the gradients it is handed
+        (before any clipping: Keras clips inside ``apply``). Not under a loss-scaling optimizer
+        (its gradients are scaled) nor across replicas (each sees its own share)."""
+        optimizer = getattr(model, "optimizer", None)
+        if optimizer is None or getattr(optimizer.apply, "_tensortap_vitals", False):
+            return
+        replicas = getattr(getattr(model, "distribute_strategy", None), "num_replicas_in_sync", 1)
+        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer) or replicas != 1:
+            return
+        original = optimizer.apply
+
+        def apply(grads: Any, trainable_variables: Any = None) -> Any:
+            grads = list(grads)
+            self._local.grad_norm = self._guard(_global_norm, grads)
+            return original(grads, trainable_variables)
+
+        apply._tensortap_vitals = True  # type: ignore[attr-defined]
+        self.hook._replace(optimizer, "apply", apply)
 
     def _wrap_step(self, model: Any, original: Any, training: bool) -> Any:
         def step(*args: Any, **kwargs: Any) -> Any:
             lr = self._learning_rate(model) if training else None
-            self._local.stash = None
+            self._local.stash = self._local.grad_norm = None
             tracker = getattr(model, "_loss_tracker", None)
             if tracker is not None and not getattr(tracker.update_state, "_tensortap_vitals", 0):
                 self._guard(self._wrap_tracker, tracker)
             logs = original(*args, **kwargs)
             stash = self._take_stash()
+            grad_norm, self._local.grad_norm = getattr(self._local, "grad_norm", None), None
             if not isinstance(logs, dict) or stash is None:
                 return logs
             parts = [stash[0], -1.0 if stash[1] is None else stash[1]]
-            packed = self._guard(_pack, parts if lr is None else [*parts, lr])
+            parts.append(math.nan if lr is None else lr)
+            if grad_norm is not None:
+                parts.append(grad_norm)
+            packed = self._guard(_pack, parts)
             return logs if packed is None else {**logs, _KEY: packed}
 
         step._tensortap_vitals = True  # type: ignore[attr-defined]
@@ -164,8 +191,10 @@ class BatchVitals:
         elapsed = now - (self._begin if self._last_end is None else self._last_end)
         self._last_end = now
         values[Vital.STEP_TIME] = elapsed
-        if len(numbers) > 2:
+        if len(numbers) > 2 and not math.isnan(numbers[2]):
             values[Vital.LR] = numbers[2]
+        if len(numbers) > 3:
+            values[Vital.GRAD_NORM] = numbers[3]
         if len(numbers) > 1 and numbers[1] >= 0 and elapsed > 0:
             model = self.hook.model
             replicas = getattr(
@@ -181,6 +210,18 @@ def _pack(parts: list[Any]) -> Any:
     """The step's vital signs as one float32 vector (inside the compiled step)."""
     ops = keras.ops
     return ops.stack([ops.cast(ops.convert_to_tensor(part), "float32") for part in parts])
+
+
+def _global_norm(grads: list[Any]) -> Any:
+    """The L2 norm of all the gradients together, as a tensor of the step."""
+    present = [g for g in grads if g is not None]
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.linalg.global_norm(present)  # IndexedSlices (embeddings) included
+    ops = keras.ops
+    total = sum(ops.sum(ops.square(ops.cast(g, "float32"))) for g in present)
+    return ops.sqrt(total)
 
 
 def _floats(packed: Any) -> list[float]:
