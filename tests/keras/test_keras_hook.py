@@ -58,7 +58,8 @@ def test_seed_003_flow(tmp_path: Path) -> None:
     model.fit(x, y, epochs=2, callbacks=[hook], verbose=0)
     model.evaluate(x, y, callbacks=[hook], verbose=0)
     trial = tt.create_trial(out_dir=out_dir)
-    vitals = ["vitals/loss", "vitals/lr", "vitals/samples_per_second", "vitals/step_time"]
+    vitals = ["vitals/grad_norm", "vitals/loss", "vitals/lr"]
+    vitals += ["vitals/samples_per_second", "vitals/step_time"]
     assert trial.tensors() == ["loss", *vitals]  # vital signs: every batch (core._vitals)
     assert trial.tensor("loss").steps(tt.modes.TRAIN) == [0]  # the hook's schedule
     assert trial.steps(tt.modes.TRAIN) == list(range(20))
