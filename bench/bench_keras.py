@@ -1,10 +1,14 @@
-"""KerasHook overhead on a small CNN's ``fit`` (Keras 3, TensorFlow backend, CPU).
+"""KerasHook overhead on a small CNN's or a small MLP's ``fit`` (Keras 3, TensorFlow backend,
+CPU).
 
 Configurations, each with its own copy of the model, take turns one ``fit`` of ``--steps``
-batches at a time so the machine's drift hits them alike; the figure is the median time per
-batch over ``--rounds`` rounds, and its ratio to training without the hook.
+batches at a time so the machine's drift hits them alike; the figures are the median time per
+batch over ``--rounds`` rounds (wall clock, and the process's CPU time, which a loaded machine
+disturbs less), and their ratio to training without the hook. "job default" is the hook zero
+code change attaches under ``tensortap run`` (the recommended rules' collections, every 10th
+TRAIN step, and the vital signs at every batch).
 
-    .venv/bin/python bench/bench_keras.py [--rounds 5] [--steps 40]
+    .venv/bin/python bench/bench_keras.py [--model cnn|mlp] [--rounds 5] [--steps 40]
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ import numpy as np
 import tensorflow as tf
 
 import tensortap.keras as tt
+from tensortap.jobs._specs import Rule as RuleSpec
+from tensortap.jobs._specs import hook_config
+from tensortap.rules import rule_configs
 
 
 def cnn() -> keras.Model:
@@ -40,15 +47,33 @@ def cnn() -> keras.Model:
     )
 
 
+def mlp() -> keras.Model:
+    """A step of about a millisecond: where a per-batch cost shows most."""
+    return keras.Sequential(
+        [keras.Input((64,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(10)]
+    )
+
+
+#: Each model: (constructor, input shape, batch size).
+MODELS = {"cnn": (cnn, (32, 32, 3), 64), "mlp": (mlp, (64,), 32)}
+
 VARIABLES = ["weights", "biases", "gradients", "losses", "metrics", "optimizer_variables"]
 COMPUTED = ["layers", "relu_activations", "inputs", "outputs", "labels", "predictions"]
+
+
+def job_hook(root: Path) -> tt.KerasHook:
+    """What ``tensortap run`` attaches: the recommended rules' collections."""
+    specs = [RuleSpec.builtin(config) for config in rule_configs.recommended()]
+    return hook_config(str(root / "job"), None, specs, None).create_hook(tt.KerasHook)
 
 
 def hooks(root: Path) -> dict[str, tt.KerasHook | None]:
     every10, every1 = tt.SaveConfig(save_interval=10), tt.SaveConfig(save_interval=1)
     return {
         "no hook": None,
-        "default config (losses)": tt.KerasHook(root / "default"),
+        "vital signs only": tt.KerasHook(root / "vitals", include_collections=["vitals"]),
+        "default config (losses, vital signs)": tt.KerasHook(root / "default"),
+        "job default (zero code change)": job_hook(root),
         "weights + gradients every 10 steps": tt.KerasHook(
             root / "wg", save_config=every10, include_collections=["weights", "gradients", "losses"]
         ),
@@ -63,38 +88,47 @@ def hooks(root: Path) -> dict[str, tt.KerasHook | None]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", choices=sorted(MODELS), default="cnn")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=40)
     args = parser.parse_args()
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
+    make, shape, batch = MODELS[args.model]
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((64 * args.steps, 32, 32, 3)).astype("float32")
-    y = rng.integers(0, 10, 64 * args.steps)
+    x = rng.standard_normal((batch * args.steps, *shape)).astype("float32")
+    y = rng.integers(0, 10, batch * args.steps)
     with tempfile.TemporaryDirectory() as tmp:
         configs = hooks(Path(tmp))
         models = {}
         for label in configs:
             keras.utils.set_random_seed(0)
-            model = cnn()
+            model = make()
             model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
             models[label] = model
         times: dict[str, list[float]] = {label: [] for label in configs}
+        cpu: dict[str, list[float]] = {label: [] for label in configs}
         for r in range(args.rounds + 1):  # round 0 traces the functions: not counted
             for label, hook in configs.items():
                 callbacks = [] if hook is None else [hook]
-                start = time.perf_counter()
-                models[label].fit(x, y, batch_size=64, epochs=1, verbose=0, callbacks=callbacks)
+                start, start_cpu = time.perf_counter(), time.process_time()
+                models[label].fit(x, y, batch_size=batch, epochs=1, verbose=0, callbacks=callbacks)
                 if r:
                     times[label].append((time.perf_counter() - start) / args.steps)
+                    cpu[label].append((time.process_time() - start_cpu) / args.steps)
         for hook in configs.values():
             if hook is not None:
                 hook.close()
-    base = statistics.median(times["no hook"])
-    print(f"small CNN, batches of 64x32x32x3, {args.steps} batches per fit, {args.rounds} rounds:")
+    base, base_cpu = statistics.median(times["no hook"]), statistics.median(cpu["no hook"])
+    size = "x".join(map(str, shape))
+    print(f"small {args.model.upper()}, batches of {batch}x{size}, {args.steps} batches per fit, "
+          f"{args.rounds} rounds (wall; CPU):")  # fmt: skip
     for label, values in times.items():
-        median = statistics.median(values)
-        print(f"  {label:58s} {1000 * median:7.2f} ms/batch  {median / base:5.3f}x")
+        median, median_cpu = statistics.median(values), statistics.median(cpu[label])
+        print(
+            f"  {label:58s} {1000 * median:7.2f} ms/batch  {median / base:5.3f}x;"
+            f"  {1000 * median_cpu:7.2f} ms  {median_cpu / base_cpu:5.3f}x"
+        )
 
 
 if __name__ == "__main__":

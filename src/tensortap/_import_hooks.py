@@ -47,18 +47,26 @@ def _run(name: str, callback: Callable[[ModuleType], None], module: ModuleType) 
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    """Lets ``import <name>`` happen as usual, then calls back with the module."""
+    """Lets ``import <name>`` happen as usual, then calls back with the module.
+
+    It stays on ``sys.meta_path`` until the module has run: TensorFlow probes for Keras with
+    ``importlib.util.find_spec("keras")`` a dozen times while it imports, and each probe gets a
+    spec that is never loaded; only the import that runs the module calls back."""
 
     def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
         self.name, self.callback = name, callback
+        self._finding = False  # inside our own find_spec: let the real finders answer
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != self.name:
+        if fullname != self.name or self._finding:
             return None
-        sys.meta_path.remove(self)  # once: the real finders locate the module
-        spec = importlib.util.find_spec(fullname)
+        self._finding = True
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._finding = False
         if spec is None or spec.loader is None:
             return None
         loader = spec.loader
@@ -66,7 +74,9 @@ class _Finder(importlib.abc.MetaPathFinder):
 
         def exec_module(module: ModuleType) -> None:
             original(module)
-            _run(fullname, self.callback, module)
+            if self in sys.meta_path:  # once: later imports find the module in sys.modules
+                sys.meta_path.remove(self)
+                _run(fullname, self.callback, module)
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec

@@ -58,8 +58,12 @@ def test_seed_003_flow(tmp_path: Path) -> None:
     model.fit(x, y, epochs=2, callbacks=[hook], verbose=0)
     model.evaluate(x, y, callbacks=[hook], verbose=0)
     trial = tt.create_trial(out_dir=out_dir)
-    assert trial.tensors() == ["loss"]
-    assert trial.steps(tt.modes.TRAIN) == [0] and trial.steps(tt.modes.EVAL) == [0]
+    vitals = ["vitals/grad_norm", "vitals/loss", "vitals/lr"]
+    vitals += ["vitals/samples_per_second", "vitals/step_time"]
+    assert trial.tensors() == ["loss", *vitals]  # vital signs: every batch (core._vitals)
+    assert trial.tensor("loss").steps(tt.modes.TRAIN) == [0]  # the hook's schedule
+    assert trial.steps(tt.modes.TRAIN) == list(range(20))
+    assert trial.steps(tt.modes.EVAL) == list(range(10))
     assert float(trial.tensor("loss").value(0, mode=tt.modes.EVAL)) > 0
 
 
@@ -312,7 +316,8 @@ def test_a_plain_keras_script_under_a_job(tmp_path: Path, model: str, status: st
     assert summary["status"] == "Completed", job.logs()[-3000:]
     assert [r["RuleEvaluationStatus"] for r in job.rule_job_summary()] == [status]
     trial = tt.create_trial(job.debugger_artifacts_path())
-    assert trial.steps() == list(range(0, 16, 2))
+    assert trial.steps() == list(range(16))  # the vital signs: every step
+    assert trial.tensor("gradients/dense/kernel").steps() == list(range(0, 16, 2))
 
 
 @pytest.mark.parametrize("eager", [False, True])

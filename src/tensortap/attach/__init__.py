@@ -36,14 +36,19 @@ class Framework:
     """A framework tensortap attaches to without a code change.
 
     ``needs``: the packages that must be installed (a tuple inside: any one of them);
-    ``watches``: the package a script that uses the framework imports, and ``unwatched``: why
-    nothing was saved when such a script made no hook (None: another framework's reason
-    covers it)."""
+    ``watches``: the package (or packages) a script that uses the framework imports, and
+    ``unwatched``: why nothing was saved when such a script made no hook (None: another
+    framework's reason covers it; ``{seen}`` in it: the watched packages the script used)."""
 
     name: str
     needs: tuple[str | tuple[str, ...], ...]
-    watches: str | None = None
+    watches: str | tuple[str, ...] | None = None
     unwatched: str | None = None
+
+    def seen(self, used: set[str]) -> list[str]:
+        """The packages this framework watches that are in ``used``, in its order."""
+        watched = (self.watches,) if isinstance(self.watches, str) else self.watches or ()
+        return [name for name in watched if name in used]
 
     @property
     def module(self) -> str:
@@ -76,7 +81,17 @@ FRAMEWORKS = (
         "xgboost",
         "xgboost.train (or an XGBoost estimator's fit) never ran",
     ),
-    Framework("keras", ("keras",), "keras", "no Keras Model.fit, evaluate or predict ran"),
+    Framework(
+        "keras",
+        ("keras",),
+        # tf.keras is Keras 3 (keras._tf_keras) since TensorFlow 2.16: a script may name only
+        # tensorflow
+        ("tensorflow", "keras"),
+        "the script imported {seen}, and no Keras Model.fit, evaluate or predict ran: "
+        "tensortap watches Keras through them. A custom tf.GradientTape loop needs a hook in "
+        "the script: hook = tensortap.keras.KerasHook.create_from_json_file(), then "
+        "hook.wrap_tape(tape) (docs/keras.md)",
+    ),
     Framework("pytorch", ("torch",), "torch", "no torch.nn.Module with parameters was called"),
     # a Trainer gets the callback: steps, metrics, evaluations
     Framework("huggingface", ("torch", "transformers")),
@@ -142,7 +157,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"tensortap: {stop} ({type(exc).__name__} from the compiled step)", file=sys.stderr)
         raise SystemExit(0) from None
     finally:
-        _say_if_unwatched(_imported(before, names))
+        named = _named(names)
+        _say_if_unwatched(
+            {name.partition(".")[0] for name in set(sys.modules) - before} | named, named
+        )
 
 
 def _tell_job_failed(exc: BaseException) -> None:
@@ -167,10 +185,11 @@ def _tell_job_failed(exc: BaseException) -> None:
         print(f"tensortap: could not tell the job {job}: {failed}", file=sys.stderr)
 
 
-def _imported(before: set[str], names: dict[str, Any]) -> set[str]:
-    """The top-level packages the script used: imported while it ran, or named in its globals
-    (attaching imports PyTorch before the script runs)."""
-    found = {name.partition(".")[0] for name in set(sys.modules) - before}
+def _named(names: dict[str, Any]) -> set[str]:
+    """The top-level packages of the modules, classes and objects in the script's globals:
+    what the script itself used (attaching imports PyTorch before the script runs, and the
+    packages it imported import others: TensorFlow imports JAX)."""
+    found = set()
     for value in names.values():
         module = getattr(value, "__name__" if isinstance(value, ModuleType) else "__module__", 0)
         if isinstance(module, str) and module:
@@ -183,13 +202,18 @@ def _stop_in_callback() -> BaseException | None:
     return None if jax is None else jax.stop_in_callback()
 
 
-def unwatched_reason(imported: set[str]) -> tuple[str, str | None]:
+def unwatched_reason(imported: set[str], named: set[str] | None = None) -> tuple[str, str | None]:
     """Why no hook was made in this process, from the packages the script ``imported`` (what
-    tensortap would have watched), and the framework that seems to be in use (None if none)."""
+    tensortap would have watched), and the framework that seems to be in use (None if none).
+    ``named``: the packages the script's own globals name; when they name a framework, only
+    those frameworks are said (not the ones their packages imported)."""
+    if named and any(known.seen(named) for known in FRAMEWORKS if known.unwatched):
+        imported = named
     reasons, framework = [], None
     for known in FRAMEWORKS:
-        if known.watches in imported and known.unwatched:
-            reasons.append(known.unwatched)
+        seen = known.seen(imported)
+        if seen and known.unwatched:
+            reasons.append(known.unwatched.replace("{seen}", " and ".join(seen)))
             framework = framework or known.name
     if not reasons:
         reasons.append(
@@ -199,13 +223,13 @@ def unwatched_reason(imported: set[str]) -> tuple[str, str | None]:
     return "tensortap saved nothing: " + "; ".join(reasons), framework
 
 
-def _say_if_unwatched(imported: set[str]) -> None:
+def _say_if_unwatched(imported: set[str], named: set[str]) -> None:
     """Say so when the script ran and no hook was made: nothing could be judged."""
     from tensortap._hook import any_hook_made
 
     if any_hook_made():
         return
-    message, framework = unwatched_reason(imported)
+    message, framework = unwatched_reason(imported, named)
     print(message, file=sys.stderr)
     job = os.environ.get(JOB_ENV)
     if job:

@@ -4,7 +4,9 @@ The hook wraps the model optimizer's ``apply``: the wrapper records the gradient
 them unchanged.
 
 - In a ``tf.function`` (TensorFlow's default), each gradient is copied into a non-trainable
-  variable of the same shape, read after the batch when ``gradients`` is due. Under
+  variable of the same shape, read after the batch when ``gradients`` is due. The copy is made
+  inside a ``tf.cond`` on a flag the hook sets before each TRAIN batch (only when it changes),
+  so batches that save no gradients copy nothing. Under
   ``tf.distribute`` each replica writes its own copy (an ``ON_READ`` variable) and reading sums
   them: the replicas' gradients (of the loss Keras already divided by the replica count) add up
   to the gradient the optimizer applies.
@@ -33,6 +35,8 @@ class GradientCapture:
         self._wrapped: Any = None  # the optimizer whose apply() is wrapped
         self._copies: dict[str, Any] = {}  # graph mode: variable name -> gradient copy
         self._eager: dict[str, Any] = {}  # eager: variable name -> the gradient of the step
+        self.flag: Any = None  # graph mode: whether this batch copies its gradients
+        self._due: bool | None = None  # what the flag holds
 
     def wanted(self) -> bool:
         included = self.hook._recorder.include_collections
@@ -53,6 +57,9 @@ class GradientCapture:
     def _make_copies(self, model: Any) -> None:
         import tensorflow as tf
 
+        if self.flag is None:
+            self.flag = tf.Variable(True, trainable=False)
+            self._due = True
         strategy = getattr(model, "distribute_strategy", None) or tf.distribute.get_strategy()
         with strategy.scope():
             for variable in model.trainable_weights:
@@ -87,6 +94,7 @@ class GradientCapture:
             import tensorflow as tf
 
             graph = not tf.executing_eagerly()
+        pairs = []
         for grad, variable in zip(grads, variables, strict=False):
             if grad is None:
                 continue
@@ -98,7 +106,29 @@ class GradientCapture:
             if copy is None:
                 self.hook._warn_once(name, f"no gradient copy for {name}: it is not saved")
                 continue
-            copy.assign(tf.convert_to_tensor(grad))
+            pairs.append((copy, grad))
+        if not pairs:
+            return
+
+        def write() -> Any:
+            for copy, grad in pairs:
+                copy.assign(tf.convert_to_tensor(grad))
+            return tf.constant(True)
+
+        flag = self.flag if self.flag is not None else tf.constant(True)
+        tf.cond(flag, write, lambda: tf.constant(False))
+
+    def set_due(self) -> None:
+        """Before a TRAIN batch: copy its gradients in the step only if they are due."""
+        if self.flag is None:
+            return
+        recorder = self.hook._recorder
+        due = recorder.is_collection_due(CollectionKeys.GRADIENTS) or recorder.is_collection_due(
+            CollectionKeys.ALL
+        )
+        if due != self._due:
+            self.flag.assign(due)
+            self._due = due
 
     def due(self, model: Any) -> list[tuple[str, Any, Any]]:
         """(name, plan, source) of the gradients due at this step; forgets eager gradients."""

@@ -10,10 +10,15 @@ end of each batch the hook saves what is due:
   Keras path without the model's name (``dense_1/kernel``, ``conv2d/bias``);
 - ``gradients``: the gradients of the batch, named ``gradients/<variable>``, captured where the
   optimizer applies them (see :mod:`tensortap.keras._gradients`) without changing the update;
-- ``optimizer_variables``: the learning rate and iteration count.
+- ``optimizer_variables``: the learning rate and iteration count;
+- ``vitals``, at every batch whatever the schedule: the batch's own loss (not the running
+  mean), and for TRAIN batches the learning rate, the batch's time and samples per second
+  (see :mod:`tensortap.keras._vitals`);
+- ``initial_weights``: the trainable weights before the first update of a step that saves
+  ``weights``, once, as ``initial/<name>`` (WeightUpdateRatio judges the first update by them).
 
 Values are converted to NumPy only on steps where their collection is due; on other steps the
-hook does a few dictionary lookups per batch.
+hook does a few dictionary lookups per batch, and converts the vital signs' three scalars.
 """
 
 from __future__ import annotations
@@ -28,14 +33,16 @@ import keras
 import numpy as np
 
 from tensortap._hook import Hook, HookOptions, OutDir
-from tensortap.core._collections import CollectionKeys
+from tensortap.core._collections import INITIAL_PREFIX, INITIAL_WEIGHTS, CollectionKeys
 from tensortap.core._dtypes import as_saveable_array
 from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import records_from_array
+from tensortap.core._vitals import VITALS
 from tensortap.exceptions import InvalidTensorError
 from tensortap.keras._activations import TAPPED_COLLECTIONS, ActivationTaps
 from tensortap.keras._config import train_begin_config
 from tensortap.keras._gradients import GradientCapture
+from tensortap.keras._vitals import BatchVitals
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -43,6 +50,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 OPTIMIZER_VARIABLES = "optimizer_variables"
+_VITALS = (VITALS,)
+_LOSSES = (CollectionKeys.LOSSES,)
+_METRICS = (CollectionKeys.METRICS,)
 _ABSENT = object()
 
 
@@ -53,7 +63,12 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
     :class:`~tensortap._hook.HookOptions` by keyword.
     """
 
-    known_collections = (*Hook.known_collections, OPTIMIZER_VARIABLES, *TAPPED_COLLECTIONS)
+    known_collections = (
+        *Hook.known_collections,
+        OPTIMIZER_VARIABLES,
+        INITIAL_WEIGHTS,
+        *TAPPED_COLLECTIONS,
+    )
     framework = "keras"
 
     def __init__(self, out_dir: OutDir, **options: Unpack[HookOptions]) -> None:
@@ -64,6 +79,11 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             self.get_collection(name)
         self._taps = ActivationTaps(self)
         self._gradients = GradientCapture(self)
+        self._vitals = BatchVitals(self)
+        # the weights before the first saving update (once; never, when no weights are saved)
+        self._initial_saved = CollectionKeys.WEIGHTS not in self._recorder.include_collections
+        if not self._initial_saved:
+            self._recorder.include_collection(INITIAL_WEIGHTS)
         self._readers: dict[tuple[int, ...], Any] = {}  # compiled readers of variable sets
         self._warned: set[str] = set()
         self._tape_open = False  # a wrap_tape() step is in progress
@@ -75,15 +95,25 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._guard_event(self._prepare_training)
         self.gather_config(partial(train_begin_config, self.model, self.params))
         self._guard_event(self._instrument, "train")
+        self._guard_event(self._vitals.prepare, self.model, "train")
+
+    def on_epoch_begin(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._vitals.new_epoch()
 
     def on_test_begin(self, logs: Mapping[str, Any] | None = None) -> None:
         self._guard_event(self._instrument, "test")
+        self._guard_event(self._vitals.prepare, self.model, "test")
 
     def on_predict_begin(self, logs: Mapping[str, Any] | None = None) -> None:
         self._guard_event(self._instrument, "predict")
 
     def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._enter(ModeKeys.TRAIN)
+        self._vitals.begin_batch()
+        if self._gradients.flag is not None:
+            self._guard_event(self._gradients.set_due)
+        if not self._initial_saved:
+            self._guard_event(self._save_initial)
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._end_batch(logs, training=True)
@@ -144,12 +174,17 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
     # -- saving --
     def _save_batch(self, logs: Mapping[str, Any] | None, training: bool) -> None:
         recorder = self._recorder
+        if self.mode != ModeKeys.PREDICT:
+            # full names and floats already: straight to the recorder (every batch's path)
+            for name, number in self._vitals.end_batch(training).items():
+                recorder.record(name, number, _VITALS)
         self._taps.save()
         for key, value in (logs or {}).items():
-            if not np.isscalar(value) and np.ndim(value) != 0:
+            # Keras hands callbacks Python floats; anything else is checked
+            if not isinstance(value, float) and not np.isscalar(value) and np.ndim(value) != 0:
                 continue
-            colls = [CollectionKeys.LOSSES] if "loss" in key else [CollectionKeys.METRICS]
-            self._save_lazy(key, colls, lambda v=value: float(v))
+            logged = _LOSSES if "loss" in key else _METRICS
+            self._save_lazy(key, logged, lambda v=value: float(v))
         if not recorder.is_anything_due() or self.model is None:
             return
         model = self.model
@@ -179,6 +214,25 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
                     [OPTIMIZER_VARIABLES],
                     lambda: int(to_numpy(optimizer.iterations)),
                 )
+
+    def _save_initial(self) -> None:
+        """At the first TRAIN batch that saves ``weights``, before its update: the trainable
+        weights as ``initial/<name>`` (``initial_weights``), as the PyTorch and JAX hooks do."""
+        model = self.model
+        if model is None or not self._recorder.is_collection_due(CollectionKeys.WEIGHTS):
+            return
+        self._initial_saved = True
+        due: list[tuple[str, Any, Any]] = []
+        for variable in model.trainable_weights:
+            name = self._name(variable)
+            if name.endswith("bias"):
+                continue  # the rules judge the updates of weights
+            plan = self._recorder.begin(INITIAL_PREFIX + name, [INITIAL_WEIGHTS])
+            if plan is not None:
+                due.append((INITIAL_PREFIX + name, plan, variable))
+        for (name, plan, _), value in zip(due, self._read_all([d[2] for d in due]), strict=True):
+            array = as_saveable_array(value, name)
+            self._recorder.put(name, records_from_array(name, array, plan))
 
     def _layer_name(self, layer: Any) -> str:
         path = str(getattr(layer, "path", None) or layer.name)

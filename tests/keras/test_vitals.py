@@ -1,0 +1,167 @@
+"""The Keras hook's vital signs (every batch) and the weights before the first update."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+pytest.importorskip("keras")
+pytest.importorskip("tensorflow")
+
+import keras
+
+import tensortap.keras as tt
+from tensortap.jobs._specs import Rule as RuleSpec
+from tensortap.jobs._specs import hook_config
+from tensortap.rules import WeightUpdateRatio, invoke_rule, rule_configs
+from tests.keras.test_keras_hook import data, mlp
+
+TRAIN, EVAL = tt.modes.TRAIN, tt.modes.EVAL
+
+
+def job_hook(path: Path) -> tt.KerasHook:
+    """The hook a job attaches for the recommended rules (weights every 10th TRAIN step)."""
+    specs = [RuleSpec.builtin(config) for config in rule_configs.recommended()]
+    return hook_config(str(path), None, specs, None).create_hook(tt.KerasHook)
+
+
+class BatchLosses(keras.callbacks.Callback):
+    """Each TRAIN batch's own loss and learning rate, computed before the batch's update."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, batch_size: int) -> None:
+        super().__init__()
+        self.x, self.y, self.batch_size = x, y, batch_size
+        self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        self.seen: list[tuple[float, float]] = []
+
+    def on_train_batch_begin(self, batch: int, logs: object = None) -> None:
+        part = slice(batch * self.batch_size, (batch + 1) * self.batch_size)
+        loss = self.loss_fn(self.y[part], self.model(self.x[part]))
+        self.seen.append((float(loss), float(self.model.optimizer.learning_rate)))
+
+
+@pytest.mark.parametrize("eager", [False, True])
+def test_every_batch_has_its_own_loss_and_learning_rate(tmp_path: Path, eager: bool) -> None:
+    """Keras logs the epoch's running mean; vitals/loss is each batch's own loss (as Keras's
+    loss tracker got it), at every step although tensors are saved every 10th; vitals/lr
+    follows a schedule. The logs Keras's own callbacks see are unchanged."""
+    x, y = data(100)
+    model = mlp()
+    schedule = keras.optimizers.schedules.ExponentialDecay(0.1, decay_steps=1, decay_rate=0.9)
+    model.compile(
+        keras.optimizers.SGD(schedule),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+        run_eagerly=eager,
+    )
+    hook, truth = job_hook(tmp_path / "t"), BatchLosses(x, y, 32)
+    history = model.fit(
+        x, y, batch_size=32, epochs=2, shuffle=False, verbose=0,
+        callbacks=[truth, hook], validation_data=(x[:40], y[:40]),
+    )  # fmt: skip
+    hook.close()
+    assert sorted(history.history) == ["accuracy", "loss", "val_accuracy", "val_loss"]
+    trial = tt.create_trial(tmp_path / "t")
+    steps = trial.steps(TRAIN)
+    assert steps == list(range(8))  # 4 batches (the last of 4 samples) per epoch
+    loss, lr = trial.tensor("vitals/loss"), trial.tensor("vitals/lr")
+    for step, (own_loss, own_lr) in zip(steps, truth.seen, strict=True):
+        assert float(loss.value(step, mode=TRAIN)) == pytest.approx(own_loss, rel=1e-6)
+        assert float(lr.value(step, mode=TRAIN)) == pytest.approx(own_lr, rel=1e-6)
+    assert lr.value(7, mode=TRAIN) < lr.value(0, mode=TRAIN)  # the schedule, step by step
+    assert trial.tensor("loss").steps(mode=TRAIN) == [0]  # the running mean keeps its schedule
+    for name in ("vitals/step_time", "vitals/samples_per_second"):
+        values = [float(trial.tensor(name).value(s, mode=TRAIN)) for s in steps]
+        assert all(v > 0 for v in values), (name, values)
+    # validation: 2 batches per epoch, each with its own loss (the weights of that epoch's end)
+    assert trial.tensor("vitals/loss").steps(mode=EVAL) == [0, 1, 2, 3]
+    last = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(y[32:40], model(x[32:40]))
+    assert float(loss.value(3, mode=EVAL)) == pytest.approx(float(last), rel=1e-5)
+    # closed: nothing of the hook is left in the step Keras traces, nor in its logs
+    assert sorted(model.fit(x, y, verbose=0, epochs=1).history) == ["accuracy", "loss"]
+    assert "train_step" not in vars(model) and "update_state" not in vars(model._loss_tracker)
+
+
+def test_the_first_update_is_judged_by_the_initial_weights(tmp_path: Path) -> None:
+    """A job saves weights every 10th step: a fit of 8 batches saved them at step 0 only, so
+    WeightUpdateRatio had no earlier weights to compare with. The weights before step 0's
+    update are saved as initial/<name>, and the first update is judged."""
+    x, y = data(256)
+    model = mlp()
+    model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(True))
+    before = {v.path.split("/", 1)[1]: v.numpy().copy() for v in model.trainable_weights}
+    hook = job_hook(tmp_path / "t")
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[hook])
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    initial = trial.tensor_names(collection="initial_weights")
+    assert initial == ["initial/dense/kernel", "initial/dense_1/kernel"]  # biases: not judged
+    for name in initial:
+        value = trial.tensor(name).value(0, mode=TRAIN)
+        np.testing.assert_array_equal(value, before[name.removeprefix("initial/")])
+    summary = invoke_rule(WeightUpdateRatio(trial))
+    assert summary.judged >= 1 and summary.first_step == 0, summary.skip_reasons
+
+
+def test_batches_that_save_no_gradients_copy_none(tmp_path: Path) -> None:
+    """The compiled step copies its gradients only on batches whose gradients are due (a flag
+    set before the batch): the copies then hold the last due batch's, and those saved are the
+    gradients each due batch applied (plain SGD: the update is -lr * gradient)."""
+    x, y = data(160)
+    model = mlp()
+    model.compile(keras.optimizers.SGD(0.5), keras.losses.SparseCategoricalCrossentropy(True))
+    weights: list[list[np.ndarray]] = []
+
+    class Before(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch: int, logs: object = None) -> None:
+            weights.append([v.numpy().copy() for v in model.trainable_weights])
+
+    hook = tt.KerasHook(
+        tmp_path / "t",
+        save_config=tt.SaveConfig(save_interval=3),
+        include_collections=["gradients"],
+    )
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0, shuffle=False, callbacks=[Before(), hook])
+    weights.append([v.numpy().copy() for v in model.trainable_weights])
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.tensor("gradients/dense/kernel").steps(mode=TRAIN) == [0, 3]
+    for step in (0, 3):
+        grad = trial.tensor("gradients/dense/kernel").value(step, mode=TRAIN)
+        applied = (weights[step][0] - weights[step + 1][0]) / 0.5
+        np.testing.assert_allclose(grad, applied, rtol=1e-4, atol=1e-6)
+    # the last batch (step 4) was not due: the copy still holds step 3's gradient
+    copy = hook._gradients._copies["dense/kernel"].numpy()
+    np.testing.assert_allclose(copy, (weights[3][0] - weights[4][0]) / 0.5, rtol=1e-4, atol=1e-6)
+    hook.close()
+
+
+@pytest.mark.parametrize("eager", [False, True])
+def test_the_gradient_norm_of_every_batch_is_before_clipping(tmp_path: Path, eager: bool) -> None:
+    """vitals/grad_norm: the total L2 norm of the gradients the optimizer was handed, before
+    Keras clips them (global_clipnorm: the update's norm is lr * 0.01)."""
+    x, y = data(96)
+    model = mlp()
+    model.compile(
+        keras.optimizers.SGD(0.5, global_clipnorm=0.01),
+        keras.losses.SparseCategoricalCrossentropy(True),
+        run_eagerly=eager,
+    )
+    hook = tt.KerasHook(
+        tmp_path / "t", save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["gradients", "weights", "biases", "vitals"],
+    )  # fmt: skip
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0, shuffle=False, callbacks=[hook])
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    names = trial.tensor_names(collection="gradients")
+    assert len(names) == 4
+    for step in trial.steps(TRAIN):
+        grads = [trial.tensor(n).value(step, mode=TRAIN) for n in names]
+        total = float(np.sqrt(sum(float(np.sum(g.astype(np.float64) ** 2)) for g in grads)))
+        saved = float(trial.tensor("vitals/grad_norm").value(step, mode=TRAIN))
+        assert saved == pytest.approx(total, rel=1e-5)
+        assert saved > 0.05  # well above the clip: the norm before clipping
