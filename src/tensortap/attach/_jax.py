@@ -30,6 +30,7 @@ import inspect
 import logging
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
@@ -40,6 +41,7 @@ from tensortap._hook_config import HookConfig
 from tensortap._import_hooks import Attachment, when_imported
 from tensortap.core._collections import CollectionKeys
 from tensortap.core._modes import ModeKeys
+from tensortap.core._vitals import Vital
 from tensortap.exceptions import TrainingStopped
 
 logger = logging.getLogger(__name__)
@@ -72,6 +74,8 @@ class _Watch:
         self.loss: float | None = None
         self.started = False  # the first step began (on the host)
         self.steps_marked = False  # an update was watched (traced or run), so steps are marked
+        self.last_step_end: float | None = None  # perf_counter at the last step's callback
+        self.biases: set[str] = set()  # parameters that are biases by shape and use
         self.lock = threading.Lock()
         self.in_update = threading.local()  # an outermost update is being traced or run
 
@@ -89,21 +93,38 @@ class _Watch:
     def on_loss(self, value: Any) -> None:
         self.loss = float(np.asarray(value))
 
-    def begin_step(self) -> np.ndarray:
-        """A new TRAIN step (an optimizer update); whether its gradients are due."""
+    def begin_step(self, vitals: np.ndarray, count: np.ndarray) -> np.ndarray:
+        """A TRAIN step (an optimizer update) was computed: save its vital signs (``vitals``:
+        grad_norm, update_norm, lr, NaN where not seen; the loss sent before it) and say
+        whether its gradients are due. ``count`` is the optimizer's step count before the
+        update (-1 if its state keeps none): the first step follows it, so a script restored
+        from its own checkpoint keeps its step numbers."""
         global _stopped
         due = 0
         try:
             hook = self._hook()
+            now = time.perf_counter()
             with self.lock:
                 if not self.started:
                     self.started = True
                     hook.set_mode(ModeKeys.TRAIN)
+                    _follow_optimizer(hook, int(np.asarray(count)))
                 else:
                     hook.next_step()
-                if self.loss is not None:
-                    hook.save_scalar("loss", self.loss, CollectionKeys.LOSSES)
-                    self.loss = None
+                loss, self.loss = self.loss, None
+                if loss is not None:
+                    hook.save_scalar("loss", loss, CollectionKeys.LOSSES)
+                grad_norm, update_norm, lr = (float(v) for v in np.asarray(vitals).tolist())
+                since, self.last_step_end = self.last_step_end, now
+                hook.save_vitals(
+                    {
+                        Vital.LOSS: loss,
+                        Vital.GRAD_NORM: _seen(grad_norm),
+                        Vital.UPDATE_NORM: _seen(update_norm),
+                        Vital.LR: _seen(lr),
+                        Vital.STEP_TIME: None if since is None else now - since,
+                    }
+                )
                 due = int(hook.is_collection_due(CollectionKeys.GRADIENTS))
         except TrainingStopped as stop:
             _stopped = stop
@@ -148,8 +169,41 @@ class _Watch:
 _watch = _Watch()
 
 
+def _seen(value: float) -> float | None:
+    """A vital sign computed in the step; NaN stands for one the step does not show."""
+    return None if np.isnan(value) else value
+
+
+def _follow_optimizer(hook: Any, count: int) -> None:
+    """Number the first watched step by the optimizer's count (restored from a checkpoint,
+    it is that checkpoint's step), as ``record(hook)`` does; say so where the state keeps no
+    count and the trial already holds earlier sessions' steps."""
+    if count >= 0:
+        hook._follow_count(count)
+    elif hook._writer.session_start.resumed:
+        logger.warning(
+            "tensortap: the script's Optax state keeps no step count (optax.sgd without "
+            "momentum keeps none), so a run restored from its own checkpoint cannot be "
+            "numbered from it: this session's TRAIN steps continue after the trial's last "
+            "step. Use an optimizer with a count (optax.adam, a schedule, "
+            "optax.inject_hyperparams) or a hook in the script (hook.continue_at(step))"
+        )
+
+
 def _parameter_collections(name: str) -> tuple[str, ...]:
-    return (CollectionKeys.BIASES,) if name.endswith("bias") else (CollectionKeys.WEIGHTS,)
+    """A parameter's collection: the biases for a bias by shape and use (seen in the
+    optimizer's init and in its updates' shapes), else the weights."""
+    if name in _watch.biases or name.endswith("bias"):
+        return (CollectionKeys.BIASES,)
+    return (CollectionKeys.WEIGHTS,)
+
+
+def _note_biases(tree: Any, *, initial: bool) -> None:
+    """Add the biases of a parameter (or gradient) tree, by shape and use, to those known."""
+    from tensortap.jax._names import bias_names
+
+    names, arrays = _names(tree)
+    _watch.biases |= bias_names(zip(names, arrays, strict=True), initial=initial)
 
 
 def _names(tree: Any) -> tuple[list[str], list[Any]]:
@@ -183,14 +237,67 @@ def _contained(save: Callable[[Sequence[str], Sequence[Any]], None], names: Any,
         logger.exception("tensortap could not save JAX values; training continues")
 
 
-def _flags(host: Callable[[], np.ndarray], size: int) -> Any:
-    """In the graph: ``host()``'s int32 flags (one ordered host callback)."""
+def _flags(host: Callable[..., np.ndarray], size: int, *args: Any) -> Any:
+    """In the graph: ``host(*args)``'s int32 flags (one ordered host callback)."""
     import jax
     import jax.numpy as jnp
     from jax.experimental import io_callback
 
     shape = jax.ShapeDtypeStruct((size,), jnp.int32)  # type: ignore[no-untyped-call]
-    return io_callback(host, shape, ordered=True)
+    return io_callback(host, shape, *args, ordered=True)
+
+
+def _global_norm(tree: Any) -> Any:
+    """In the graph: the L2 norm of all the floating leaves of ``tree`` (float32)."""
+    import jax
+    import jax.numpy as jnp
+
+    leaves = [x for x in jax.tree_util.tree_leaves(tree) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    if not leaves:
+        return jnp.float32(jnp.nan)
+    squares = [jnp.sum(jnp.square(jnp.abs(x).astype(jnp.float32))) for x in leaves]
+    return jnp.sqrt(sum(squares[1:], squares[0]))
+
+
+def _vital_values(grads: Any, updates: Any, state: Any) -> Any:
+    """In the graph: float32 ``[grad_norm, update_norm, lr]`` of one update; NaN where the
+    step does not show it (the learning rate is seen in ``optax.inject_hyperparams``'s
+    state, the first ``hyperparams["learning_rate"]`` of the new state)."""
+    import jax.numpy as jnp
+
+    lr = _leaf_at(state, lambda keys: len(keys) >= 2 and keys[-2:] == ["hyperparams", "learning_rate"])
+    values = [
+        _global_norm(grads),
+        _global_norm(updates),
+        jnp.float32(jnp.nan) if lr is None else jnp.asarray(lr, jnp.float32).reshape(()),
+    ]
+    return jnp.stack([jnp.asarray(v, jnp.float32) for v in values])
+
+
+def _optimizer_count(state: Any) -> Any:
+    """In the graph: the optimizer's step count before this update (the first integer scalar
+    named ``count`` in its state: Adam's, a schedule's, inject_hyperparams'), -1 if none."""
+    import jax.numpy as jnp
+
+    count = _leaf_at(state, lambda keys: bool(keys) and keys[-1] == "count", integer=True)
+    return jnp.int32(-1) if count is None else jnp.asarray(count, jnp.int32).reshape(())
+
+
+def _leaf_at(tree: Any, wanted: Callable[[list[str]], bool], integer: bool = False) -> Any:
+    """The first scalar leaf of ``tree`` whose path (as text) is ``wanted``; None if none."""
+    import jax
+    import jax.numpy as jnp
+
+    from tensortap.jax._names import key_text
+
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        dtype = getattr(leaf, "dtype", None)
+        if getattr(leaf, "shape", None) != () or dtype is None:
+            continue
+        kind = jnp.integer if integer else jnp.floating
+        if jnp.issubdtype(dtype, kind) and wanted([key_text(k) for k in path]):
+            return leaf
+    return None
 
 
 def _call(host: Callable[..., None], *args: Any) -> None:
@@ -210,7 +317,7 @@ def _patch_optax(optax: ModuleType) -> None:
     original_new = cls.__new__
 
     def new(kind: type, init: Any, update: Any) -> Any:
-        return original_new(kind, init, _watched_update(update))
+        return original_new(kind, _watched_init(init), _watched_update(update))
 
     cls.__new__ = new
     original_apply = optax.apply_updates
@@ -218,6 +325,31 @@ def _patch_optax(optax: ModuleType) -> None:
     for module in (optax, sys.modules.get("optax._src.update")):  # where it is looked up
         if getattr(module, "apply_updates", None) is original_apply:
             setattr(module, "apply_updates", watched_apply)  # noqa: B010 - modules bind it
+
+
+def _watched_init(init: Any) -> Any:
+    """``init(params)``, noting the parameters that start as 1-D zeros (biases, whatever
+    their names) once per outermost call."""
+    if not callable(init) or getattr(init, "_tensortap_watched", False):
+        return init
+
+    @functools.wraps(init)
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        if getattr(_watch.in_update, "active", False) or not _watch.watching():
+            return init(*args, **kwargs)
+        _watch.in_update.active = True
+        try:
+            state = init(*args, **kwargs)
+        finally:
+            _watch.in_update.active = False
+        try:
+            _note_biases(args[0] if args else kwargs.get("params"), initial=True)
+        except Exception:
+            logger.debug("tensortap could not read the parameters of an Optax init", exc_info=True)
+        return state
+
+    watched._tensortap_watched = True  # type: ignore[attr-defined]
+    return watched
 
 
 def _watched_update(update: Any) -> Any:
@@ -230,16 +362,21 @@ def _watched_update(update: Any) -> Any:
             return update(*args, **kwargs)  # a part of a watched chain, or the script's hook
         _watch.in_update.active = True
         try:
-            try:
-                grads = args[0] if args else kwargs.get("updates")
-                flags = _flags(_watch.begin_step, 1)
-                _send_when(flags[0], _prefixed(_watch.save_gradients), grads)
-                _watch.steps_marked = True
-            except Exception:
-                _cannot_watch("this Optax update")
-            return update(*args, **kwargs)
+            out = update(*args, **kwargs)
         finally:
             _watch.in_update.active = False
+        try:
+            grads = args[0] if args else kwargs.get("updates")
+            state = args[1] if len(args) > 1 else kwargs.get("state")
+            updates, new_state = out
+            _note_biases(grads, initial=False)
+            vitals = _vital_values(grads, updates, new_state)
+            flags = _flags(_watch.begin_step, 1, vitals, _optimizer_count(state))
+            _send_when(flags[0], _prefixed(_watch.save_gradients), grads)
+            _watch.steps_marked = True
+        except Exception:
+            _cannot_watch("this Optax update")
+        return out
 
     watched._tensortap_watched = True  # type: ignore[attr-defined]
     return watched
