@@ -41,7 +41,7 @@ from tensortap._hook_config import HookConfig
 from tensortap._import_hooks import Attachment, when_imported
 from tensortap.core._collections import CollectionKeys
 from tensortap.core._modes import ModeKeys
-from tensortap.core._vitals import Vital
+from tensortap.core._vitals import vital_name
 from tensortap.exceptions import TrainingStopped
 
 logger = logging.getLogger(__name__)
@@ -59,6 +59,13 @@ def enable(config: HookConfig) -> None:
     """Watch Optax's optimizers and ``jax.value_and_grad`` once the script imports them."""
     _attachment.enable(config, _patch_optax)
     when_imported("jax", _patch_jax)
+    when_imported("flax.serialization", _register_flax)
+
+
+def _register_flax(serialization: ModuleType) -> None:
+    from tensortap.attach._jax_state import register_flax
+
+    register_flax(serialization)
 
 
 def stop_in_callback() -> TrainingStopped | None:
@@ -76,8 +83,28 @@ class _Watch:
         self.steps_marked = False  # an update was watched (traced or run), so steps are marked
         self.last_step_end: float | None = None  # perf_counter at the last step's callback
         self.biases: set[str] = set()  # parameters that are biases by shape and use
+        self.updated = False  # a watched update was traced or run
+        self.initial_noted = False
+        self.init_params: Any = None  # a tapped init's parameters, for the hook  # the hook keeps the parameters of a tapped init
+        self.pending_loss = threading.local()  # value_and_grad's loss, for the next update
         self.lock = threading.Lock()
         self.in_update = threading.local()  # an outermost update is being traced or run
+
+    def take_loss(self) -> Any:
+        """The loss kept by ``value_and_grad`` for this update, if it belongs to the trace
+        the update runs in (or is a value); None otherwise."""
+        value = getattr(self.pending_loss, "value", None)
+        self.pending_loss.value = None
+        if value is None:
+            return None
+        try:
+            from jax._src import core
+
+            if isinstance(value, core.Tracer) and value._trace is not core.trace_ctx.trace:
+                return None  # computed in another trace: not this step's
+        except Exception:
+            return None
+        return value
 
     def watching(self) -> bool:
         """False when the script made its own JAX hook: it keeps its steps as it saves them."""
@@ -87,18 +114,19 @@ class _Watch:
     def _hook(self) -> Any:
         if self.hook is None:
             self.hook = _attachment.hook()
+            if self.init_params is not None:  # the weights before the first update
+                self.hook._guard_event(self.hook._note_initial, self.init_params)
+                self.initial_noted = self.hook._initial is not None
+                self.init_params = None
         return self.hook
 
     # -- called from compiled steps (each is contained: a failure never reaches training) --
-    def on_loss(self, value: Any) -> None:
-        self.loss = float(np.asarray(value))
-
     def begin_step(self, vitals: np.ndarray, count: np.ndarray) -> np.ndarray:
         """A TRAIN step (an optimizer update) was computed: save its vital signs (``vitals``:
-        grad_norm, update_norm, lr, NaN where not seen; the loss sent before it) and say
-        whether its gradients are due. ``count`` is the optimizer's step count before the
-        update (-1 if its state keeps none): the first step follows it, so a script restored
-        from its own checkpoint keeps its step numbers."""
+        loss, grad_norm, update_norm, lr; NaN where not seen) and say whether its gradients
+        are due. ``count`` is the optimizer's step count before the update (-1 if its state
+        keeps none): the first step follows it, so a script restored from its own checkpoint
+        keeps its step numbers."""
         global _stopped
         due = 0
         try:
@@ -111,20 +139,12 @@ class _Watch:
                     _follow_optimizer(hook, int(np.asarray(count)))
                 else:
                     hook.next_step()
-                loss, self.loss = self.loss, None
-                if loss is not None:
-                    hook.save_scalar("loss", loss, CollectionKeys.LOSSES)
-                grad_norm, update_norm, lr = (float(v) for v in np.asarray(vitals).tolist())
                 since, self.last_step_end = self.last_step_end, now
-                hook.save_vitals(
-                    {
-                        Vital.LOSS: loss,
-                        Vital.GRAD_NORM: _seen(grad_norm),
-                        Vital.UPDATE_NORM: _seen(update_norm),
-                        Vital.LR: _seen(lr),
-                        Vital.STEP_TIME: None if since is None else now - since,
-                    }
-                )
+                from tensortap.attach._jax_state import ROW
+
+                row = dict(zip(ROW, np.asarray(vitals).tolist(), strict=True))
+                row["step_time"] = np.nan if since is None else now - since
+                self._save_vitals(hook, row)
                 due = int(hook.is_collection_due(CollectionKeys.GRADIENTS))
         except TrainingStopped as stop:
             _stopped = stop
@@ -132,6 +152,50 @@ class _Watch:
         except Exception:
             logger.exception("tensortap could not begin a JAX step; training continues")
         return np.asarray([due], np.int32)
+
+    @staticmethod
+    def _save_vitals(hook: Any, row: dict[str, float]) -> None:
+        """Save one step's vital signs (NaN: not seen); the loss in ``losses`` too, when due."""
+        values = {name: _seen(float(v)) for name, v in row.items()}
+        if values.get("loss") is not None:
+            hook.save_scalar("loss", values["loss"], CollectionKeys.LOSSES)
+        hook.save_vitals({vital_name(k): v for k, v in values.items()})
+
+    # -- called when the host reads an optimizer state back (attach._jax_state) --
+    def step(self, step: int, row: dict[str, float]) -> None:
+        """TRAIN step ``step`` (its vital signs ``row``), read back from the state."""
+        global _stopped
+        hook = self._hook()
+        try:
+            with hook._lock:
+                if hook._closed:
+                    return
+                hook._guard(hook._advance_to, step)
+            self._save_vitals(hook, row)
+        except TrainingStopped as stop:
+            _stopped = stop
+            raise
+
+    def arrays(self, step: int, grads: Any, weights: Any) -> None:
+        """The gradients and the parameters after the update of ``step`` (the current step),
+        kept in the state on a due step."""
+        names, arrays = _names(grads)
+        self.save_gradients([GRADIENT_PREFIX + n for n in names], arrays)
+        self.save_weights(*_names(weights))
+
+    def next_read(self, steps: int, most: int) -> int:
+        """The step count at which to read the state back next: after the next step that
+        saves gradients or parameters, at most ``most`` steps on."""
+        hook = self._hook()
+        schedules = [
+            hook.save_config_of(c).get_save_config(ModeKeys.TRAIN)
+            for c in (CollectionKeys.GRADIENTS, CollectionKeys.WEIGHTS, CollectionKeys.BIASES)
+            if hook.is_collection_included(c)
+        ]
+        for step in range(steps, steps + most):
+            if any(s.should_save(step) for s in schedules):
+                return step + 1
+        return steps + most
 
     def weights_due(self) -> np.ndarray:
         """Whether the parameters after the update are due, and those before it (once)."""
@@ -157,6 +221,8 @@ class _Watch:
 
     def save_initial(self, names: Sequence[str], arrays: Sequence[Any]) -> None:
         hook = self._hook()
+        if self.initial_noted:  # kept at the optimizer's init: saved with the weights
+            return
         weights = [
             (n, a)
             for n, a in zip(names, arrays, strict=True)
@@ -259,14 +325,16 @@ def _global_norm(tree: Any) -> Any:
     return jnp.sqrt(sum(squares[1:], squares[0]))
 
 
-def _vital_values(grads: Any, updates: Any, state: Any) -> Any:
-    """In the graph: float32 ``[grad_norm, update_norm, lr]`` of one update; NaN where the
-    step does not show it (the learning rate is seen in ``optax.inject_hyperparams``'s
-    state, the first ``hyperparams["learning_rate"]`` of the new state)."""
+def _vital_values(loss: Any, grads: Any, updates: Any, state: Any) -> Any:
+    """In the graph: float32 ``[loss, grad_norm, update_norm, lr]`` of one update; NaN where
+    the step does not show it (the loss is ``value_and_grad``'s in the same trace; the
+    learning rate is seen in ``optax.inject_hyperparams``'s state, the first
+    ``hyperparams["learning_rate"]`` of the new state)."""
     import jax.numpy as jnp
 
     lr = _leaf_at(state, lambda keys: len(keys) >= 2 and keys[-2:] == ["hyperparams", "learning_rate"])
     values = [
+        jnp.float32(jnp.nan) if loss is None else loss,
         _global_norm(grads),
         _global_norm(updates),
         jnp.float32(jnp.nan) if lr is None else jnp.asarray(lr, jnp.float32).reshape(()),
@@ -328,8 +396,10 @@ def _patch_optax(optax: ModuleType) -> None:
 
 
 def _watched_init(init: Any) -> Any:
-    """``init(params)``, noting the parameters that start as 1-D zeros (biases, whatever
-    their names) once per outermost call."""
+    """``init(params)``: the optimizer's state, with tensortap's beside it (a
+    :class:`~tensortap.attach._jax_state.Tapped` state; the optimizer of a Flax NNX
+    ``nnx.Optimizer`` keeps its own, watched by host callbacks), noting the parameters that are
+    biases and keeping those it starts from, once per outermost call."""
     if not callable(init) or getattr(init, "_tensortap_watched", False):
         return init
 
@@ -343,13 +413,48 @@ def _watched_init(init: Any) -> Any:
         finally:
             _watch.in_update.active = False
         try:
-            _note_biases(args[0] if args else kwargs.get("params"), initial=True)
+            params = args[0] if args else kwargs.get("params")
+            _note_biases(params, initial=True)
+            if not _called_from("flax.nnx"):
+                return _tapped(state, params)
         except Exception:
-            logger.debug("tensortap could not read the parameters of an Optax init", exc_info=True)
+            _cannot_watch("this Optax init")
         return state
 
     watched._tensortap_watched = True  # type: ignore[attr-defined]
     return watched
+
+
+def _called_from(package: str, depth: int = 6) -> bool:
+    """Whether a caller of the caller (a few frames up) is in ``package``."""
+    frame = sys._getframe(2)
+    for _ in range(depth):
+        if frame is None:
+            return False
+        if str(frame.f_globals.get("__name__", "")).startswith(package):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def _tapped(state: Any, params: Any) -> Any:
+    """The optimizer's ``state`` with a fresh tap for ``params`` beside it, keeping the
+    parameters it starts from for the hook (made at the first update, not here: a script that
+    makes an optimizer and never updates with it has no hook)."""
+    import atexit
+
+    import jax
+
+    from tensortap.attach import _jax_state
+
+    tap = _jax_state.init_tap(params)
+    leaves = jax.tree_util.tree_leaves(params)
+    if _watch.init_params is None and not any(isinstance(x, jax.core.Tracer) for x in leaves):
+        _watch.init_params = jax.device_get(params)  # kept on the host: buffers may be donated
+    if _jax_state.reader.sink is None:
+        _jax_state.reader.sink = _watch
+        atexit.register(_jax_state.reader.flush)  # before the hook closes (registered earlier)
+    return _jax_state.Tapped(state, tap)
 
 
 def _watched_update(update: Any) -> Any:
@@ -360,26 +465,62 @@ def _watched_update(update: Any) -> Any:
     def watched(*args: Any, **kwargs: Any) -> Any:
         if getattr(_watch.in_update, "active", False) or not _watch.watching():
             return update(*args, **kwargs)  # a part of a watched chain, or the script's hook
+        from tensortap.attach._jax_state import Tapped
+
+        state = args[1] if len(args) > 1 else kwargs.get("state")
+        tap = None
+        if isinstance(state, Tapped):
+            tap, state = state.tap, state.inner
+            if len(args) > 1:
+                args = (args[0], state, *args[2:])
+            else:
+                kwargs = {**kwargs, "state": state}
         _watch.in_update.active = True
         try:
             out = update(*args, **kwargs)
         finally:
             _watch.in_update.active = False
+        _watch.updated = True
+        grads = args[0] if args else kwargs.get("updates")
+        params = args[2] if len(args) > 2 else kwargs.get("params")
+        loss = _watch.take_loss()
         try:
-            grads = args[0] if args else kwargs.get("updates")
-            state = args[1] if len(args) > 1 else kwargs.get("state")
             updates, new_state = out
             _note_biases(grads, initial=False)
-            vitals = _vital_values(grads, updates, new_state)
-            flags = _flags(_watch.begin_step, 1, vitals, _optimizer_count(state))
+            vitals = _vital_values(loss, grads, updates, new_state)
+            count = _optimizer_count(state)
+            if tap is not None and params is not None:
+                new_tap = _tap_step(tap, count, vitals, grads, updates, params)
+                return updates, Tapped(new_state, new_tap)
+            # watched by host callbacks: a Flax NNX optimizer, or parameters not given
+            flags = _flags(_watch.begin_step, 1, vitals, count)
             _send_when(flags[0], _prefixed(_watch.save_gradients), grads)
             _watch.steps_marked = True
         except Exception:
             _cannot_watch("this Optax update")
-        return out
+        return out if tap is None else (out[0], Tapped(out[1], tap))
 
     watched._tensortap_watched = True  # type: ignore[attr-defined]
     return watched
+
+
+def _tap_step(tap: Any, count: Any, vitals: Any, grads: Any, updates: Any, params: Any) -> Any:
+    """In the step: the tap after this update (see :mod:`tensortap.attach._jax_state`)."""
+    import jax.numpy as jnp
+    import optax
+
+    from tensortap.attach._jax_state import tap_update
+    from tensortap.jax._schedule import due_in_graph
+
+    hook = _watch._hook()
+    step = jnp.where(tap.steps == 0, jnp.maximum(count, 0), tap.steps)
+    due = jnp.bool_(False)
+    for collection in (CollectionKeys.GRADIENTS, CollectionKeys.WEIGHTS, CollectionKeys.BIASES):
+        if hook.is_collection_included(collection):
+            schedule = hook.save_config_of(collection).get_save_config(ModeKeys.TRAIN)
+            due = due | due_in_graph(schedule, step)
+    weights = optax.apply_updates(params, updates)
+    return tap_update(tap, count, vitals, grads, weights, due)
 
 
 def _prefixed(
@@ -446,6 +587,8 @@ def _patch_jax(jax: ModuleType) -> None:
 
 
 def _send_loss(value: Any, has_aux: bool) -> None:
+    """Keep the loss a ``value_and_grad`` function computed for the update that follows in the
+    same trace (it becomes part of that step's state or callback: no callback of its own)."""
     import jax.numpy as jnp
 
     if has_aux or isinstance(value, tuple | list):
@@ -453,7 +596,7 @@ def _send_loss(value: Any, has_aux: bool) -> None:
             value = value[0]
     if getattr(value, "shape", None) != () or not jnp.issubdtype(value.dtype, jnp.floating):
         return  # not a loss
-    _call(_watch.on_loss, value)
+    _watch.pending_loss.value = value
 
 
 _said: set[str] = set()
