@@ -85,7 +85,9 @@ class _Watch:
         self.biases: set[str] = set()  # parameters that are biases by shape and use
         self.updated = False  # a watched update was traced or run
         self.initial_noted = False
-        self.init_params: Any = None  # a tapped init's parameters, for the hook  # the hook keeps the parameters of a tapped init
+        self.init_params: Any = None  # a tapped init's parameters, for the hook
+        # (name, shape, dtype) of each parameter of the tapped optimizer (one per process)
+        self.layout: list[tuple[str, tuple[int, ...], Any]] | None = None  # the hook keeps the parameters of a tapped init
         self.pending_loss = threading.local()  # value_and_grad's loss, for the next update
         self.lock = threading.Lock()
         self.in_update = threading.local()  # an outermost update is being traced or run
@@ -176,12 +178,23 @@ class _Watch:
             _stopped = stop
             raise
 
-    def arrays(self, step: int, grads: Any, weights: Any) -> None:
+    def arrays(self, step: int, kept: np.ndarray) -> None:
         """The gradients and the parameters after the update of ``step`` (the current step),
-        kept in the state on a due step."""
-        names, arrays = _names(grads)
-        self.save_gradients([GRADIENT_PREFIX + n for n in names], arrays)
-        self.save_weights(*_names(weights))
+        kept raveled in the state on a due step, in the parameters' layout."""
+        if self.layout is None:
+            return
+        names, grads, weights, offset = [], [], [], 0
+        for name, shape, dtype in self.layout:
+            size = int(np.prod(shape))
+            names.append(name)
+            grads.append(kept[offset : offset + size].reshape(shape).astype(dtype))
+            offset += size
+        for (_, shape, dtype), name in zip(self.layout, names, strict=True):
+            size = int(np.prod(shape))
+            weights.append(kept[offset : offset + size].reshape(shape).astype(dtype))
+            offset += size
+        self.save_gradients([GRADIENT_PREFIX + n for n in names], grads)
+        self.save_weights(names, weights)
 
     def next_read(self, steps: int, most: int) -> int:
         """The step count at which to read the state back next: after the next step that
@@ -447,6 +460,11 @@ def _tapped(state: Any, params: Any) -> Any:
 
     from tensortap.attach import _jax_state
 
+    names, arrays = _names(params)
+    layout = [(n, tuple(a.shape), np.dtype(a.dtype)) for n, a in zip(names, arrays, strict=True)]
+    if _watch.layout is not None and _watch.layout != layout:
+        return state  # a second model's optimizer: watched by host callbacks
+    _watch.layout = layout
     tap = _jax_state.init_tap(params)
     leaves = jax.tree_util.tree_leaves(params)
     if _watch.init_params is None and not any(isinstance(x, jax.core.Tracer) for x in leaves):
@@ -509,18 +527,22 @@ def _tap_step(tap: Any, count: Any, vitals: Any, grads: Any, updates: Any, param
     import jax.numpy as jnp
     import optax
 
-    from tensortap.attach._jax_state import tap_update
+    from tensortap.attach._jax_state import tap_steps, tap_update
     from tensortap.jax._schedule import due_in_graph
 
+    layout = _watch.layout
+    shapes = [(n, tuple(a.shape)) for n, a in zip(*_names(grads), strict=True)]
+    if layout is None or shapes != [(n, shape) for n, shape, _ in layout]:
+        raise ValueError("the gradients are not shaped as the parameters the state was made for")
     hook = _watch._hook()
-    step = jnp.where(tap.steps == 0, jnp.maximum(count, 0), tap.steps)
+    step = tap_steps(tap, count)
     due = jnp.bool_(False)
     for collection in (CollectionKeys.GRADIENTS, CollectionKeys.WEIGHTS, CollectionKeys.BIASES):
         if hook.is_collection_included(collection):
             schedule = hook.save_config_of(collection).get_save_config(ModeKeys.TRAIN)
             due = due | due_in_graph(schedule, step)
     weights = optax.apply_updates(params, updates)
-    return tap_update(tap, count, vitals, grads, weights, due)
+    return tap_update(tap, step, vitals, grads, weights, due)
 
 
 def _prefixed(

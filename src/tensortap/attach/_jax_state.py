@@ -5,14 +5,13 @@ The outermost watched Optax transformation's ``init`` returns a :class:`Tapped` 
 optimizer's own state (``inner``; attributes and items are read through, so
 ``opt_state.hyperparams`` and ``opt_state[0]`` still work) beside a :class:`TapState`:
 
-- ``steps``: the optimizer steps taken (the first update of a fresh tap takes the optimizer's
-  own ``count`` when its state keeps one, so a script restored from a checkpoint saved without
-  tensortap is numbered all the same);
-- ``ring``: the vital signs (loss, grad_norm, update_norm, lr) of the last :data:`RING` steps,
-  row ``step % RING``;
-- ``saved_step``, ``grads``, ``weights``: the gradients and the parameters after the update of
-  the last step that the ``gradients``, ``weights`` or ``biases`` schedule made due (a
-  ``lax.cond`` in the step; one copy of each, on the device).
+- the steps taken (the first update of a fresh tap takes the optimizer's own ``count`` when
+  its state keeps one, so a script restored from a checkpoint saved without tensortap is
+  numbered all the same; a tap restored with the state keeps its own);
+- the vital signs (loss, grad_norm, update_norm, lr) of the last :data:`RING` steps;
+- the gradients and the parameters after the update of the last step that the ``gradients``,
+  ``weights`` or ``biases`` schedule made due (a ``lax.cond`` in the step; one float32 copy
+  of each, on the device).
 
 The host sees each new state when a compiled step returns it (JAX rebuilds the output tree:
 :func:`_unflatten_tap` runs, with no wait on the device) and counts steps; when the count
@@ -25,9 +24,12 @@ call; see docs/jax.md.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from typing import Any
+
+import numpy as np
 
 from tensortap.exceptions import TrainingStopped
 
@@ -68,19 +70,23 @@ class Tapped:
 
 
 class TapState:
-    """tensortap's part of a :class:`Tapped` state (see the module docstring)."""
+    """tensortap's part of a :class:`Tapped` state: two float32 arrays (each array a step
+    returns costs a little on every call, so there are few).
 
-    __slots__ = ("grads", "ring", "saved_step", "steps", "weights")
+    - ``ring`` (``RING + 1``, 4): row ``step % RING`` holds that step's vital signs (:data:`ROW`);
+      the last row, the steps taken and the step whose arrays ``kept`` holds (plus one; 0:
+      none), each as two exact float halves (``high * 65536 + low``);
+    - ``kept``: the gradients then the parameters after the update of that step, raveled.
+    """
 
-    def __init__(self, steps: Any, ring: Any, saved_step: Any, grads: Any, weights: Any) -> None:
-        self.steps = steps
+    __slots__ = ("kept", "ring")
+
+    def __init__(self, ring: Any, kept: Any) -> None:
         self.ring = ring
-        self.saved_step = saved_step
-        self.grads = grads
-        self.weights = weights
+        self.kept = kept
 
-    def children(self) -> tuple[Any, ...]:
-        return (self.steps, self.ring, self.saved_step, self.grads, self.weights)
+    def children(self) -> tuple[Any, Any]:
+        return (self.ring, self.kept)
 
 
 def _register() -> None:
@@ -94,7 +100,7 @@ def _register() -> None:
     )
 
     def flatten_tap(x: TapState) -> tuple[tuple[Any, ...], None]:
-        keys = ("steps", "ring", "saved_step", "grads", "weights")
+        keys = ("ring", "kept")
         return tuple((jax.tree_util.GetAttrKey(k), getattr(x, k)) for k in keys), None
 
     jax.tree_util.register_pytree_with_keys(
@@ -139,51 +145,60 @@ def _unflatten_tap(_: None, children: Any) -> TapState:
 
 
 # -- in the step --
+_HALF = 65536
+
+
 def init_tap(params: Any) -> TapState:
     """The tap of a fresh optimizer state for ``params``."""
     import jax
     import jax.numpy as jnp
 
-    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
-    return TapState(
-        jnp.zeros([], jnp.int32),
-        jnp.full((RING, len(ROW)), jnp.nan, jnp.float32),
-        jnp.asarray(-1, jnp.int32),
-        zeros,
-        zeros,
-    )
+    size = sum(int(np.size(x)) for x in jax.tree_util.tree_leaves(params))
+    ring = jnp.full((RING + 1, len(ROW)), jnp.nan, jnp.float32)
+    ring = ring.at[RING].set(jnp.zeros(len(ROW), jnp.float32))
+    return TapState(ring, jnp.zeros(2 * size, jnp.float32))
 
 
-def tap_update(
-    tap: TapState,
-    count: Any,
-    row: Any,
-    grads: Any,
-    weights: Any,
-    due: Any,
-) -> TapState:
-    """In the step: the tap after an update (``count``: the optimizer's own count before it,
-    -1 if none; ``row``: its vital signs; ``grads`` and the ``weights`` after it, kept when
-    ``due``)."""
+def _split(n: Any) -> Any:
+    import jax.numpy as jnp
+
+    return jnp.stack([n // _HALF, n % _HALF]).astype(jnp.float32)
+
+
+def _join(halves: Any) -> Any:
+    import jax.numpy as jnp
+
+    return halves[0].astype(jnp.int32) * _HALF + halves[1].astype(jnp.int32)
+
+
+def tap_steps(tap: TapState, count: Any) -> Any:
+    """In the step: the number of the update about to be taken (the tap's count; for a fresh
+    tap, the optimizer's own ``count``, -1 if it keeps none)."""
+    import jax.numpy as jnp
+
+    steps = _join(tap.ring[RING, :2])
+    return jnp.where(steps == 0, jnp.maximum(count, 0), steps)
+
+
+def tap_update(tap: TapState, step: Any, row: Any, grads: Any, weights: Any, due: Any) -> TapState:
+    """In the step: the tap after update ``step`` (see :func:`tap_steps`; ``row``: its vital
+    signs; ``grads`` and the ``weights`` after it kept when ``due``)."""
     import jax
     import jax.numpy as jnp
 
-    steps = jnp.where(tap.steps == 0, jnp.maximum(count, 0), tap.steps)
-    ring = tap.ring.at[steps % RING].set(row)
+    ring = tap.ring.at[step % RING].set(row)
 
-    def take(_: Any) -> tuple[Any, Any, Any]:
-        cast = jax.tree_util.tree_map
-        return (
-            cast(lambda a, b: jnp.asarray(b).astype(a.dtype), tap.grads, grads),
-            cast(lambda a, b: jnp.asarray(b).astype(a.dtype), tap.weights, weights),
-            steps,
-        )
+    def take(_: Any) -> tuple[Any, Any]:
+        leaves = jax.tree_util.tree_leaves(grads) + jax.tree_util.tree_leaves(weights)
+        flat = jnp.concatenate([jnp.ravel(x).astype(jnp.float32) for x in leaves])
+        return flat, step + 1
 
-    def keep(_: Any) -> tuple[Any, Any, Any]:
-        return tap.grads, tap.weights, tap.saved_step
+    def keep(_: Any) -> tuple[Any, Any]:
+        return tap.kept, _join(tap.ring[RING, 2:])
 
-    kept_grads, kept_weights, saved = jax.lax.cond(due, take, keep, None)
-    return TapState(steps + 1, ring, saved, kept_grads, kept_weights)
+    kept, saved = jax.lax.cond(due, take, keep, None)
+    ring = ring.at[RING].set(jnp.concatenate([_split(step + 1), _split(saved)]))
+    return TapState(ring, kept)
 
 
 # -- on the host --
@@ -199,20 +214,28 @@ class _Reader:
         self.read_time = 0.0
         self.sink: Any = None  # the attachment's host side (see attach._jax)
         self.lost_warned = False
+        # the hook's work runs on a thread of its own, off the training loop's
+        self.work: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.worker: threading.Thread | None = None
+        self.stop: TrainingStopped | None = None  # met by the worker, raised at the next state
 
     def seen(self, tap: TapState) -> None:
         import jax
 
-        steps = tap.steps
+        steps = tap.ring
         if self.sink is None or not _concrete(steps):
             return
+        stop, self.stop = self.stop, None
+        if stop is not None:
+            raise stop
         with self.lock:
-            if self.latest is not None and self.latest.steps is steps:
+            if self.latest is not None and self.latest.ring is steps:
                 return  # the same state again (a tree_map that keeps it, device_get)
             self.latest = tap
             if not self.sink.updated:  # the init's state, or one the script restored
-                self.done = self.predicted = int(jax.device_get(steps))
+                self.done = self.predicted = _header(jax.device_get(steps))[0]
                 self.read_at = self.predicted + 1
+                self.read_time = time.perf_counter()
                 return
             if self.predicted is not None:
                 self.predicted += 1
@@ -227,8 +250,8 @@ class _Reader:
         tap = self.latest
         if tap is None:
             return
-        steps, ring, saved_step = jax.device_get((tap.steps, tap.ring, tap.saved_step))
-        steps, saved_step = int(steps), int(saved_step)
+        ring = jax.device_get(tap.ring)
+        steps, saved_step = _header(ring)
         now = time.perf_counter()
         if steps == 0:  # a state the steps pass through unwatched (see attach._jax)
             self.done = self.predicted = 0
@@ -253,26 +276,60 @@ class _Reader:
             per_step = (now - self.read_time) / (steps - start)
         kept = None
         if start <= saved_step < steps:
-            kept = jax.device_get((tap.grads, tap.weights))
-        for step in range(start, steps):
-            row = dict(zip(ROW, (float(v) for v in ring[step % RING]), strict=True))
-            row["step_time"] = per_step if per_step is not None else float("nan")
-            self.sink.step(step, row)
-            if kept is not None and step == saved_step:
-                self.sink.arrays(step, *kept)
+            kept = jax.device_get(tap.kept)
+        rows = [(step, ring[step % RING].tolist()) for step in range(start, steps)]
+        self._submit((rows, per_step, saved_step, kept))
         self.done = steps
         self.read_time = now
         self.predicted = steps
         self.read_at = self.sink.next_read(steps, RING // 2)
 
-    def flush(self) -> None:
-        """At exit: save the steps the last state holds."""
+    def _submit(self, item: Any) -> None:
+        if self.worker is None:
+            self.worker = threading.Thread(target=self._work, name="tensortap-jax", daemon=True)
+            self.worker.start()
+        self.work.put(item)
+
+    def _work(self) -> None:
+        """The worker: save what each read found, in order."""
+        while True:
+            item = self.work.get()
+            if isinstance(item, threading.Event):
+                item.set()
+                continue
+            rows, per_step, saved_step, kept = item
+            try:
+                for step, values in rows:
+                    row = dict(zip(ROW, values, strict=True))
+                    row["step_time"] = float("nan") if per_step is None else per_step
+                    self.sink.step(step, row)
+                    if kept is not None and step == saved_step:
+                        self.sink.arrays(step, kept)
+            except TrainingStopped as stop:
+                self.stop = stop  # the training loop raises it at its next step
+            except Exception:
+                logger.exception("tensortap could not save JAX steps; training continues")
+
+    def flush(self, timeout: float = 120.0) -> None:
+        """At exit: save the steps the last state holds, and wait for the worker (at most
+        ``timeout`` seconds: a stuck save never holds the process)."""
         with self.lock:
             try:
                 if self.latest is not None and self.sink is not None:
                     self.read()
             except Exception:
                 logger.exception("tensortap could not read the last JAX steps")
+            if self.worker is not None:
+                done = threading.Event()
+                self.work.put(done)
+                if not done.wait(timeout):
+                    logger.warning("tensortap: the last JAX steps were not saved in %ss", timeout)
+
+
+def _header(ring: Any) -> tuple[int, int]:
+    """The steps taken and the step ``kept`` holds (-1: none), from a ring read back."""
+    halves = np.asarray(ring[RING]).astype(np.int64)
+    return int(halves[0] * _HALF + halves[1]), int(halves[2] * _HALF + halves[3]) - 1
 
 
 def _concrete(x: Any) -> bool:
