@@ -30,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-SCRIPT = '''
+SCRIPT = """
 import sys, time
 import jax, jax.numpy as jnp, numpy as np, optax
 import flax.linen as nn
@@ -73,7 +73,7 @@ for _ in range(steps):
 loss.block_until_ready()
 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
 print("RESULT", wall / steps, cpu / steps, float(loss))
-'''
+"""
 
 CONFIGS = {
     "plain": ("params", False),

@@ -62,7 +62,7 @@ if args.restore:
 def step(p, s, xb, yb):
     loss, grads = jax.value_and_grad(loss_fn)(p, xb, yb)
     updates, s = optimizer.update(grads, s, p)
-    return optax.apply_updates(p, updates), s, loss, optax.global_norm(grads)
+    return optax.apply_updates(p, updates), s, loss, optax.tree.norm(grads)
 
 
 log = {}

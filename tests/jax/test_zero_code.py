@@ -15,8 +15,8 @@ import pytest
 pytest.importorskip("jax")
 pytest.importorskip("optax")
 
-import tensortap as tt  # noqa: E402
-from tensortap.jobs._record import JobRecord  # noqa: E402
+import tensortap as tt
+from tensortap.jobs._record import JobRecord
 
 SCRIPT = str(Path(__file__).parent / "resume_script.py")
 
@@ -25,8 +25,18 @@ def run_job(where: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], 
     """``tensortap run --output runs -- python resume_script.py ARGS`` in ``where``."""
     where.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
-        [sys.executable, "-m", "tensortap.cli", "run", "--output", "runs", "--"]
-        + ["python", SCRIPT, *args],
+        [
+            sys.executable,
+            "-m",
+            "tensortap.cli",
+            "run",
+            "--output",
+            "runs",
+            "--",
+            "python",
+            SCRIPT,
+            *args,
+        ],
         cwd=where,
         capture_output=True,
         text=True,
@@ -84,8 +94,18 @@ def test_a_script_restarted_from_its_checkpoint_continues_at_its_step(tmp_path: 
     out = str(JobRecord(job).trial_location)
     # the same trial again: the restarted script's job writes where the first one did
     done = subprocess.run(
-        [sys.executable, "-m", "tensortap.attach", "--config", str(job / "hook.json")]
-        + [SCRIPT, "70", "0", ckpt, "--restore"],
+        [
+            sys.executable,
+            "-m",
+            "tensortap.attach",
+            "--config",
+            str(job / "hook.json"),
+            SCRIPT,
+            "70",
+            "0",
+            ckpt,
+            "--restore",
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,

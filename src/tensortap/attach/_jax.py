@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any
 
 import numpy as np
@@ -87,7 +87,9 @@ class _Watch:
         self.initial_noted = False
         self.init_params: Any = None  # a tapped init's parameters, for the hook
         # (name, shape, dtype) of each parameter of the tapped optimizer (one per process)
-        self.layout: list[tuple[str, tuple[int, ...], Any]] | None = None  # the hook keeps the parameters of a tapped init
+        self.layout: list[tuple[str, tuple[int, ...], Any]] | None = (
+            None  # the hook keeps the parameters of a tapped init
+        )
         self.pending_loss = threading.local()  # value_and_grad's loss, for the next update
         self.lock = threading.Lock()
         self.in_update = threading.local()  # an outermost update is being traced or run
@@ -183,18 +185,14 @@ class _Watch:
         kept raveled in the state on a due step, in the parameters' layout."""
         if self.layout is None:
             return
-        names, grads, weights, offset = [], [], [], 0
-        for name, shape, dtype in self.layout:
+        names = [name for name, _, _ in self.layout]
+        arrays, offset = [], 0
+        for _, shape, dtype in self.layout * 2:  # the gradients, then the parameters
             size = int(np.prod(shape))
-            names.append(name)
-            grads.append(kept[offset : offset + size].reshape(shape).astype(dtype))
+            arrays.append(kept[offset : offset + size].reshape(shape).astype(dtype))
             offset += size
-        for (_, shape, dtype), name in zip(self.layout, names, strict=True):
-            size = int(np.prod(shape))
-            weights.append(kept[offset : offset + size].reshape(shape).astype(dtype))
-            offset += size
-        self.save_gradients([GRADIENT_PREFIX + n for n in names], grads)
-        self.save_weights(names, weights)
+        self.save_gradients([GRADIENT_PREFIX + n for n in names], arrays[: len(names)])
+        self.save_weights(names, arrays[len(names) :])
 
     def next_read(self, steps: int, most: int) -> int:
         """The step count at which to read the state back next: after the next step that
@@ -345,7 +343,9 @@ def _vital_values(loss: Any, grads: Any, updates: Any, state: Any) -> Any:
     ``hyperparams["learning_rate"]`` of the new state)."""
     import jax.numpy as jnp
 
-    lr = _leaf_at(state, lambda keys: len(keys) >= 2 and keys[-2:] == ["hyperparams", "learning_rate"])
+    lr = _leaf_at(
+        state, lambda keys: len(keys) >= 2 and keys[-2:] == ["hyperparams", "learning_rate"]
+    )
     values = [
         jnp.float32(jnp.nan) if loss is None else loss,
         _global_norm(grads),
@@ -440,13 +440,13 @@ def _watched_init(init: Any) -> Any:
 
 def _called_from(package: str, depth: int = 6) -> bool:
     """Whether a caller of the caller (a few frames up) is in ``package``."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     for _ in range(depth):
         if frame is None:
             return False
         if str(frame.f_globals.get("__name__", "")).startswith(package):
             return True
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return False
 
 

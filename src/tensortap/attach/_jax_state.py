@@ -93,7 +93,10 @@ def _register() -> None:
     import jax
 
     def flatten_tapped(x: Tapped) -> tuple[tuple[Any, ...], None]:
-        return ((jax.tree_util.GetAttrKey("inner"), x.inner), (jax.tree_util.GetAttrKey("tap"), x.tap)), None
+        return (
+            (jax.tree_util.GetAttrKey("inner"), x.inner),
+            (jax.tree_util.GetAttrKey("tap"), x.tap),
+        ), None
 
     jax.tree_util.register_pytree_with_keys(
         Tapped, flatten_tapped, lambda _, c: Tapped(*c), lambda x: ((x.inner, x.tap), None)

@@ -83,6 +83,19 @@ class Hook(BaseHook):
             value = np.asarray(value)
         return super().save_tensor(name, value, collections)
 
+    def save_scalar(
+        self, name: str, value: Any, collections: str | Iterable[str] | None = None
+    ) -> bool:
+        """Save a real number (``scalars``, plus any given); one saved in ``losses`` is this
+        step's loss, also saved as the vital sign ``vitals/loss`` (every step)."""
+        if _is_jax_array(value):
+            value = np.asarray(value)  # waited for once, for both
+        saved = super().save_scalar(name, value, collections)
+        given = [collections] if isinstance(collections, str) else list(collections or [])
+        if CollectionKeys.LOSSES in given:
+            saved = bool(self.save_vitals({"loss": value})) or saved
+        return saved
+
     def save_pytree(
         self, tree: Any, prefix: str = "", collections: str | Iterable[str] | None = None
     ) -> int:

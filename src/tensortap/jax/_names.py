@@ -67,11 +67,11 @@ def bias_names(leaves: Iterable[tuple[str, Any]], *, initial: bool = False) -> s
     out = set()
     for name, leaf in named:
         shape = tuple(getattr(leaf, "shape", ()))
-        if name.endswith("bias"):
-            out.add(name)
-        elif len(shape) == 1 and (
-            (name.rpartition("/")[0], int(shape[0])) in kernels
-            or (initial and _all_zero(leaf))
+        if name.endswith("bias") or (
+            len(shape) == 1
+            and (
+                (name.rpartition("/")[0], int(shape[0])) in kernels or (initial and _all_zero(leaf))
+            )
         ):
             out.add(name)
     return out
