@@ -161,7 +161,7 @@ class _Watch:
     def _save_vitals(hook: Any, row: dict[str, float]) -> None:
         """Save one step's vital signs (NaN: not seen); the loss in ``losses`` too, when due."""
         values = {name: _seen(float(v)) for name, v in row.items()}
-        if values.get("loss") is not None:
+        if values.get("loss") is not None and hook.is_collection_due(CollectionKeys.LOSSES):
             hook.save_scalar("loss", values["loss"], CollectionKeys.LOSSES)
         hook.save_vitals({vital_name(k): v for k, v in values.items()})
 

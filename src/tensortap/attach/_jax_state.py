@@ -212,6 +212,8 @@ class _Reader:
         self.lock = threading.RLock()
         self.latest: TapState | None = None
         self.predicted: int | None = None  # the steps taken, as counted on the host
+        self.per_state = 1  # steps per state seen (more when a compiled call loops over steps)
+        self.states = 0  # states seen since the last read
         self.read_at = 0  # read back when the count reaches it
         self.done: int | None = None  # steps before this one are saved
         self.read_time = 0.0
@@ -240,8 +242,9 @@ class _Reader:
                 self.read_at = self.predicted + 1
                 self.read_time = time.perf_counter()
                 return
+            self.states += 1
             if self.predicted is not None:
-                self.predicted += 1
+                self.predicted += self.per_state
                 if self.predicted < self.read_at:
                     return
             self.read()
@@ -282,6 +285,9 @@ class _Reader:
             kept = jax.device_get(tap.kept)
         rows = [(step, ring[step % RING].tolist()) for step in range(start, steps)]
         self._submit((rows, per_step, saved_step, kept))
+        if self.done is not None and self.states:
+            self.per_state = max(1, round((steps - self.done) / self.states))
+        self.states = 0
         self.done = steps
         self.read_time = now
         self.predicted = steps
