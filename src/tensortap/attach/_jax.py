@@ -4,23 +4,26 @@ tensortap (plain JAX, Flax Linen's ``TrainState``, Flax NNX's ``nnx.Optimizer``)
 :func:`enable` (called by ``python -m tensortap.attach``, and so by the job runner) waits for
 the script to import JAX and Optax, then:
 
-- every Optax ``GradientTransformation`` made from then on has its ``update`` watched: each
-  call of the outermost one (a chain's, not its parts') is one TRAIN step, and the gradients
-  it is given are saved as ``gradient/<name>`` (``gradients``);
-- ``optax.apply_updates(params, updates)`` saves the parameters after the update as ``<name>``
-  (``weights``; ``biases`` for a name ending in ``bias``) and, at the first step that saves
-  them, the parameters before it as ``initial/<name>`` (``initial_weights``);
-- a function made by ``jax.value_and_grad`` (``nnx.value_and_grad`` calls it) sends the value
-  it computes, when it is a scalar (the loss), to be saved as ``loss`` (``losses``) in the step
-  of the update that follows.
+- every Optax ``GradientTransformation`` made from then on has its ``init`` and ``update``
+  watched: each call of the outermost one (a chain's, not its parts') is one TRAIN step; the
+  gradients it is given are saved as ``gradient/<name>`` (``gradients``), the parameters after
+  it as ``<name>`` (``weights``; ``biases`` for a bias by shape and use:
+  :func:`tensortap.jax._names.bias_names`), those ``init`` was given as ``initial/<name>``
+  (``initial_weights``), and every step's vital signs (``vitals``);
+- a function made by ``jax.value_and_grad`` (``nnx.value_and_grad`` calls it) keeps the value
+  it computes, when it is a scalar (the loss), for the update that follows in the same trace.
 
 A name is the leaf's path in the parameters' tree (``params/Dense_0/kernel``, ``l1/kernel``),
-the same for a parameter and its gradient. Inside ``jit`` the values reach the host through
-ordered host callbacks: one per step marks it and says which collections are due; arrays cross
-only on due steps, raw, and the collections' statistics are computed on the host. The hook is
-made at the first step from the JSON configuration. A script that makes its own
-``tensortap.jax.Hook`` keeps it, and nothing is added to its steps. What cannot be watched (an
-update under ``vmap`` or ``pmap``) runs unwatched, and the attach runner says what it saw.
+the same for a parameter and its gradient. Inside ``jit`` the values leave the step in the
+optimizer state (:mod:`tensortap.attach._jax_state`: no host callback in the step), read on the
+host at saving steps. A Flax NNX optimizer, an update not given ``params`` and a second model's
+optimizer are watched by ordered host callbacks instead: one per step carries its vital signs
+and says whether its gradients are due; arrays cross only on due steps, raw
+(``optax.apply_updates`` sends the parameters). The hook is made at the first update from the
+JSON configuration; the first step follows the optimizer's count (a restored checkpoint's). A
+script that makes its own ``tensortap.jax.Hook`` keeps it, and nothing is added to its steps.
+What cannot be watched (an update under ``vmap`` or ``pmap``) runs unwatched, and the attach
+runner says what it saw.
 """
 
 from __future__ import annotations
