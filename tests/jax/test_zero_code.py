@@ -138,3 +138,81 @@ def test_haiku_named_parameters_are_biases_by_shape_and_use(tmp_path: Path) -> N
     assert trial.tensor_names(collection="biases") == ["b0", "linear/b"]
     assert trial.tensor_names(collection="weights") == ["linear/w", "w1"]
     assert trial.tensor_names(collection="initial_weights") == ["initial/linear/w", "initial/w1"]
+
+
+LOWERED = """
+import sys
+import jax, jax.numpy as jnp, optax
+import flax.linen as nn
+from flax import serialization
+from flax.training import train_state
+
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(3)(nn.relu(nn.Dense(8)(x)))
+
+model = MLP()
+params = model.init(jax.random.PRNGKey(0), jnp.zeros((1, 4)))["params"]
+tx = optax.inject_hyperparams(optax.adam)(learning_rate=0.1)
+state = train_state.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
+x = jnp.ones((16, 4))
+
+@jax.jit
+def step(state):
+    loss, grads = jax.value_and_grad(lambda p: jnp.mean(model.apply({"params": p}, x) ** 2))(
+        state.params
+    )
+    return state.apply_gradients(grads=grads), loss
+
+@jax.jit
+def step_without_params(params, opt_state):
+    loss, grads = jax.value_and_grad(lambda p: jnp.mean(model.apply({"params": p}, x) ** 2))(params)
+    updates, opt_state = tx.update(grads, opt_state)
+    return optax.apply_updates(params, updates), opt_state, loss
+
+with_state = step.lower(state).as_text()
+without = step_without_params.lower(params, tx.init(params)).as_text()
+print("callbacks", "callback" in with_state, "callback" in without)
+for _ in range(12):
+    state, loss = step(state)
+print("lr", float(state.opt_state.hyperparams["learning_rate"]))  # read through the state
+restored = serialization.from_bytes(state, serialization.to_bytes(state))
+print("restored", jax.tree.structure(restored) == jax.tree.structure(state))
+"""
+
+
+def test_zero_code_change_puts_no_host_callback_in_a_step_given_params(tmp_path: Path) -> None:
+    """The compiled step of a Flax Linen loop (its update is given the parameters) has no host
+    callback in it (they cost a fixed share of every step): the values travel in the optimizer
+    state, which the script still reads (``opt_state.hyperparams``) and checkpoints with
+    flax.serialization; the learning rate is saved. An update not given the parameters keeps
+    the host callbacks."""
+    pytest.importorskip("flax")
+    (tmp_path / "train.py").write_text(LOWERED)
+    config = tmp_path / "hook.json"
+    config.write_text(
+        json.dumps(
+            {
+                "out_dir": str(tmp_path / "t"),
+                "hook_parameters": {"save_interval": "10"},
+                "collection_configurations": [{"name": n} for n in ("losses", "gradients")],
+            }
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tensortap.attach", "--config", str(config), "train.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "callbacks False True" in done.stdout
+    assert "lr 0.1" in done.stdout and "restored True" in done.stdout
+    trial = tt.create_trial(tmp_path / "t")
+    train = tt.modes.TRAIN
+    assert trial.tensor("vitals/lr").steps(mode=train) == list(range(12))
+    assert trial.tensor("vitals/lr").value(11, mode=train) == pytest.approx(0.1)
+    assert trial.tensor("gradient/Dense_0/kernel").steps(mode=train) == [0, 10]
