@@ -216,3 +216,45 @@ def test_zero_code_change_puts_no_host_callback_in_a_step_given_params(tmp_path:
     assert trial.tensor("vitals/lr").steps(mode=train) == list(range(12))
     assert trial.tensor("vitals/lr").value(11, mode=train) == pytest.approx(0.1)
     assert trial.tensor("gradient/Dense_0/kernel").steps(mode=train) == [0, 10]
+
+
+EAGER = """
+import jax, jax.numpy as jnp, optax
+p = {"w": jnp.ones((4, 3)), "b": jnp.zeros(3)}
+tx = optax.adam(0.01)
+s = tx.init(p)
+x = jnp.ones((8, 4))
+for i in range(300):
+    loss, g = jax.value_and_grad(lambda q: jnp.mean((x @ q["w"] + q["b"]) ** 2))(p)
+    u, s = tx.update(g, s, p)
+    p = optax.apply_updates(p, u)
+"""
+
+
+def test_an_eager_loop_saves_every_step(tmp_path: Path) -> None:
+    """Without ``jit`` no compiled step hands the state back: each update's state is read
+    where it is made, and all 300 steps (more than the state's ring of 256) are saved."""
+    (tmp_path / "train.py").write_text(EAGER)
+    config = tmp_path / "hook.json"
+    config.write_text(
+        json.dumps(
+            {
+                "out_dir": str(tmp_path / "t"),
+                "hook_parameters": {"save_interval": "100"},
+                "collection_configurations": [{"name": n} for n in ("losses", "gradients")],
+            }
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tensortap.attach", "--config", str(config), "train.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    trial = tt.create_trial(tmp_path / "t")
+    train = tt.modes.TRAIN
+    assert trial.tensor("vitals/loss").steps(mode=train) == list(range(300))
+    assert trial.tensor("gradient/w").steps(mode=train) == [0, 100, 200]

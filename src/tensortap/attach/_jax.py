@@ -486,6 +486,7 @@ def _watched_update(update: Any) -> Any:
     def watched(*args: Any, **kwargs: Any) -> Any:
         if getattr(_watch.in_update, "active", False) or not _watch.watching():
             return update(*args, **kwargs)  # a part of a watched chain, or the script's hook
+        from tensortap.attach import _jax_state
         from tensortap.attach._jax_state import Tapped
 
         state = args[1] if len(args) > 1 else kwargs.get("state")
@@ -512,6 +513,8 @@ def _watched_update(update: Any) -> Any:
             count = _optimizer_count(state)
             if tap is not None and params is not None:
                 new_tap = _tap_step(tap, count, vitals, grads, updates, params)
+                if _jax_state.concrete(new_tap.ring):  # run, not traced: no jit hands it back
+                    _jax_state.reader.seen(new_tap)
                 return updates, Tapped(new_state, new_tap)
             # watched by host callbacks: a Flax NNX optimizer, or parameters not given
             flags = _flags(_watch.begin_step, 1, vitals, count)

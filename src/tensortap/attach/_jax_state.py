@@ -228,7 +228,7 @@ class _Reader:
         import jax
 
         steps = tap.ring
-        if self.sink is None or not _concrete(steps):
+        if self.sink is None or not concrete(steps):
             return
         stop, self.stop = self.stop, None
         if stop is not None:
@@ -341,7 +341,8 @@ def _header(ring: Any) -> tuple[int, int]:
     return int(halves[0] * _HALF + halves[1]), int(halves[2] * _HALF + halves[3]) - 1
 
 
-def _concrete(x: Any) -> bool:
+def concrete(x: Any) -> bool:
+    """Whether ``x`` is a JAX array with values (not a tracer)."""
     import jax
 
     return isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer)
