@@ -207,8 +207,14 @@ def test_zero_code_change_watches_flax_training(tmp_path: Path, script: str) -> 
     first = float(done.stdout.split("first loss")[1].split()[0])
     trial = tt.create_trial(tmp_path / "t")
     assert trial.framework() == "jax"
-    assert trial.steps(mode=tt.modes.TRAIN) == [0, 10, 20]
+    assert trial.steps(mode=tt.modes.TRAIN) == list(range(21))  # the vital signs: every step
+    assert trial.tensor("loss").steps(mode=tt.modes.TRAIN) == [0, 10, 20]
     assert trial.tensor("loss").value(0, mode=tt.modes.TRAIN) == pytest.approx(first)
+    vitals = trial.tensor_names(collection="vitals")
+    assert vitals == ["vitals/grad_norm", "vitals/loss", "vitals/step_time", "vitals/update_norm"]
+    loss = trial.tensor("vitals/loss")
+    assert loss.steps(mode=tt.modes.TRAIN) == list(range(21))
+    assert loss.value(0, mode=tt.modes.TRAIN) == pytest.approx(first)
     weights = trial.tensor_names(collection="weights")
     assert weights == ["hidden/kernel", "out/kernel"]
     assert trial.tensor_names(collection="biases") == ["hidden/bias", "out/bias"]

@@ -114,7 +114,8 @@ def test_a_jax_script_with_its_own_hook_writes_the_jobs_trial(tmp_path: Path) ->
     from tensortap import create_trial
 
     trial = create_trial(record.trial_location)
-    assert trial.steps() == list(range(0, 150, 10))  # the script's own steps, once each
+    assert trial.steps() == list(range(150))  # the script's own steps, once each
+    assert trial.tensor("loss").steps() == list(range(0, 150, 10))  # (vitals/loss: every step)
     names = set(trial.tensor_names())
     assert {"params/hidden/kernel", "gradient/params/hidden/kernel", "loss"} <= names
     assert "initial/params/hidden/kernel" in names  # from the optimizer's init

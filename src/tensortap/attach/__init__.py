@@ -148,6 +148,10 @@ def main(argv: list[str] | None = None) -> None:
     names: dict[str, Any] = {}
     try:
         names = runpy.run_path(ns.script, run_name="__main__")
+    except SystemExit as exc:
+        if exc is _stop_in_callback():  # met where JAX hands the host a step's state
+            print(f"tensortap: {exc}", file=sys.stderr)
+        raise
     except Exception as exc:
         stop = _stop_in_callback()
         if stop is None:

@@ -33,7 +33,13 @@ from tensortap.core._recorder import SavePlan, records_from_array
 from tensortap.core._records import Record, RecordKind
 from tensortap.exceptions import InvalidConfigError, TensortapError
 from tensortap.jax._carried import Carried, carried_states
-from tensortap.jax._names import OPTIMIZER_VARIABLES, Leaf, collections_for, path_name
+from tensortap.jax._names import (
+    OPTIMIZER_VARIABLES,
+    Leaf,
+    bias_names,
+    collections_for,
+    path_name,
+)
 from tensortap.jax._stats import statistics
 
 if TYPE_CHECKING:
@@ -64,6 +70,8 @@ class Hook(BaseHook):
         # first step that saves weights: WeightUpdateRatio judges the first update by them
         self._initial: dict[str, np.ndarray] | None = None
         self._initial_done = False
+        # names (in the optimizer's tree) of the biases seen at its init: 1-D leaves of zeros
+        self._initial_biases: set[str] = set()
         if CollectionKeys.WEIGHTS in self._recorder.include_collections:
             self._recorder.include_collection(INITIAL_WEIGHTS)
 
@@ -74,6 +82,19 @@ class Hook(BaseHook):
         if _is_jax_array(value):
             value = np.asarray(value)
         return super().save_tensor(name, value, collections)
+
+    def save_scalar(
+        self, name: str, value: Any, collections: str | Iterable[str] | None = None
+    ) -> bool:
+        """Save a real number (``scalars``, plus any given); one saved in ``losses`` is this
+        step's loss, also saved as the vital sign ``vitals/loss`` (every step)."""
+        if _is_jax_array(value):
+            value = np.asarray(value)  # waited for once, for both
+        saved = super().save_scalar(name, value, collections)
+        given = [collections] if isinstance(collections, str) else list(collections or [])
+        if CollectionKeys.LOSSES in given:
+            saved = bool(self.save_vitals({"loss": value})) or saved
+        return saved
 
     def save_pytree(
         self, tree: Any, prefix: str = "", collections: str | Iterable[str] | None = None
@@ -86,7 +107,7 @@ class Hook(BaseHook):
         (``nnx.state(model, nnx.Param)``: ``linear1/kernel``). Returns how many were saved."""
         colls = [collections] if isinstance(collections, str) else collections
         given = None if colls is None else tuple(colls)
-        leaves = named_leaves(tree, prefix)
+        leaves = named_leaves(tree, prefix, self._initial_biases)
         return self._save_items([(name, leaf, given or implied) for name, leaf, implied in leaves])
 
     def _save_items(self, items: Sequence[tuple[str, Any, tuple[str, ...]]]) -> int:
@@ -129,11 +150,12 @@ class Hook(BaseHook):
     def _note_initial(self, params: Any) -> None:
         """Keep the weights an optimizer was initialised with (``record``'s init) until the
         first step that saves weights, which saves them as ``initial/<name>``."""
-        if self._initial_done or not self.is_collection_included(INITIAL_WEIGHTS):
-            return
         leaves = named_leaves(params, "")
         if any(isinstance(leaf, jax.core.Tracer) for _, leaf, _ in leaves):
             return  # init traced inside jit: no values to keep
+        self._initial_biases |= bias_names([(n, leaf) for n, leaf, _ in leaves], initial=True)
+        if self._initial_done or not self.is_collection_included(INITIAL_WEIGHTS):
+            return
         # kept on the host: the training step may donate the parameters' buffers
         arrays = jax.device_get([leaf for _, leaf, _ in leaves])
         self._initial = {
@@ -283,10 +305,14 @@ def _snapshot_of(name: str, snapshot: dict[str, np.ndarray]) -> np.ndarray | Non
     return found[0] if len(found) == 1 else None
 
 
-def named_leaves(tree: Any, prefix: str) -> list[tuple[str, Any, tuple[str, ...]]]:
+def named_leaves(
+    tree: Any, prefix: str, initial_biases: Iterable[str] = ()
+) -> list[tuple[str, Any, tuple[str, ...]]]:
     """``(name, leaf, collections)`` of each leaf of ``tree``: its name from its path under
     ``prefix``, the collections the name implies, or, for the array of a Flax NNX ``Param``
-    (however its path reads), the weights (biases for a name ending in ``bias``)."""
+    (however its path reads), the weights. A parameter that is a bias by shape and use (see
+    :func:`tensortap.jax._names.bias_names`; ``initial_biases``: those seen as zeros when the
+    optimizer started, named in its tree, with or without ``prefix``) is in the biases."""
     leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
     params: set[tuple[Any, ...]] = set()
     nnx = sys.modules.get("flax.nnx")  # only when the script uses Flax NNX
@@ -297,15 +323,16 @@ def named_leaves(tree: Any, prefix: str) -> list[tuple[str, Any, tuple[str, ...]
             tree, is_leaf=lambda x: isinstance(x, variable_type)
         )
         params = {tuple(path) for path, node in nodes if isinstance(node, param_type)}
+    named = [(path_name(prefix, path), path, leaf) for path, leaf in leaves]
+    biases = bias_names((name, leaf) for name, _, leaf in named)
+    known = tuple(initial_biases)
     out = []
-    for path, leaf in leaves:
-        name = path_name(prefix, path)
-        if params and any(tuple(path[:i]) in params for i in range(len(path))):
-            implied: tuple[str, ...] = (
-                (CollectionKeys.BIASES,) if name.endswith("bias") else (CollectionKeys.WEIGHTS,)
-            )
-        else:
-            implied = collections_for(name)
+    for name, path, leaf in named:
+        is_param = bool(params) and any(tuple(path[:i]) in params for i in range(len(path)))
+        implied = collections_for(name)
+        if is_param or implied in ((CollectionKeys.WEIGHTS,), (CollectionKeys.BIASES,)):
+            bias = name in biases or any(name == b or name.endswith("/" + b) for b in known)
+            implied = (CollectionKeys.BIASES,) if bias else (CollectionKeys.WEIGHTS,)
         out.append((name, leaf, implied))
     return out
 

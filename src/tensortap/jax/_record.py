@@ -9,9 +9,10 @@ The statistics asked for by the collection's reduction config (``gradients`` by 
 computed in the compiled step, on the device, and reach the host through
 ``jax.debug.callback`` only on steps the collection's save schedule makes due (a ``lax.cond``
 in the graph); raw values likewise, if the config asks for them. Every step, the optimizer's step
-count is sent too, and the hook's TRAIN step follows it, so that a loss saved after the step
-(``hook.save_scalar("loss", loss, "losses")``) lands in the same step. Do not call
-``hook.next_step()`` as well.
+count is sent too, with the total L2 norm of what flows through (``vitals/grad_norm``; placed
+last with ``prefix="update"``, ``vitals/update_norm``), and the hook's TRAIN step follows it,
+so that a loss saved after the step (``hook.save_scalar("loss", loss, "losses")``, also
+``vitals/loss``) lands in the same step. Do not call ``hook.next_step()`` as well.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import optax
 
 from tensortap.core._collections import CollectionKeys
 from tensortap.core._modes import ModeKeys
+from tensortap.core._vitals import Vital
 from tensortap.exceptions import InvalidConfigError
 from tensortap.jax._carried import carried_record
 from tensortap.jax._hook import Hook
@@ -70,7 +72,11 @@ def record(
         specs = config.reduction_specs
         schedule = hook.save_config_of(collection).get_save_config(ModeKeys.TRAIN)
         count = state.steps
-        jax.debug.callback(functools.partial(_step, hook), count, ordered=True)
+        # the total L2 norm of what flows through, every step: a vital sign (grad_norm first
+        # in a chain, update_norm last)
+        vital = Vital.UPDATE_NORM if prefix.startswith("update") else Vital.GRAD_NORM
+        norm = _global_norm(arrays)
+        jax.debug.callback(functools.partial(_step, hook, vital), count, norm, ordered=True)
 
         def send(arrays: list[Any]) -> None:
             if config.saves_raw:
@@ -87,5 +93,14 @@ def record(
     return optax.GradientTransformation(init, update)
 
 
-def _step(hook: Hook, count: Any) -> None:
+def _step(hook: Hook, vital: str, count: Any, norm: Any) -> None:
     hook._deliver(int(count), (), ())
+    hook.save_vitals({vital: float(norm)})
+
+
+def _global_norm(arrays: list[Any]) -> Any:
+    """In the graph: the L2 norm of all the floating ``arrays`` together (float32)."""
+    floats = [a for a in arrays if jnp.issubdtype(a.dtype, jnp.inexact)]
+    if not floats:
+        return jnp.float32(jnp.nan)
+    return jnp.sqrt(sum(jnp.sum(jnp.square(jnp.abs(a).astype(jnp.float32))) for a in floats))
