@@ -421,15 +421,14 @@ class Hook:
             if self._closed:
                 self._warn_closed()
                 return 0
-            named = self._guard(vital_names, values) or {}
-            saved = 0
-            for name, value in named.items():
-                number = self._guard(_as_real, name, value)
-                if number is not None and self._guard(
-                    self._recorder.record, name, number, (VITALS,)
-                ):
-                    saved += 1
-            return saved
+            named = vital_names(values)  # a name that is no vital sign is the caller's error
+            return sum(
+                bool(self._guard(self._save_vital, name, value)) for name, value in named.items()
+            )
+
+    def _save_vital(self, name: str, value: Any) -> bool:
+        number = value if type(value) is float else _as_real(name, value)
+        return self._recorder.record(name, float(number), _VITALS)
 
     def record_event(self, kind: str, fields: Mapping[str, Any]) -> bool:
         """Keep one event of this session in the trial (an attribution by replay, say): the
@@ -648,6 +647,9 @@ class Hook:
         if not getattr(self, "_warned_closed", False):
             self._warned_closed = True
             logger.warning("tensortap: save after hook.close() ignored (worker %s)", self.worker)
+
+
+_VITALS = (VITALS,)
 
 
 def _as_real(name: str, value: Any) -> float:

@@ -44,6 +44,9 @@ class SavePlan:
 #: Saving a value as it is (no reductions): a number a hook saves outside its collection's
 #: schedule, because a rule needs it at that step.
 RAW_PLAN = SavePlan(raw=True, shape=False, reductions=())
+#: Python and NumPy double-precision numbers, stored as float64 scalars (``<f8``).
+_FLOATS = (float, np.float64)
+_F8 = dtype_info(np.dtype(np.float64)).stored_name
 
 
 def _merge(configs: Iterable[ReductionConfig]) -> SavePlan:
@@ -318,6 +321,11 @@ class StepRecorder:
         plan = self.begin(name, collections)
         if plan is None:
             return False
+        if type(value) in _FLOATS and plan == RAW_PLAN:  # a number saved as it is: the vital
+            # signs of every step take this path, without the general conversion's checks
+            data = np.array(value, dtype=np.float64)
+            self._step_records[name] = [Record(name, RecordKind.TENSOR, _F8, (), data)]
+            return True
         array = as_saveable_array(value, name)
         self._step_records[name] = records_from_array(name, array, plan)
         return True
