@@ -43,6 +43,7 @@ from torch import nn
 from tensortap.core._modes import ModeKeys
 from tensortap.pytorch._hook import Hook
 from tensortap.pytorch._trainer_session import TrainerSession
+from tensortap.pytorch._vitals import batch_size
 
 _EVAL_PREFIXES = ("val_", "val/", "validation_", "valid_")
 #: Names no training step logs: the test and predict loops' (and validation's, by prefix).
@@ -97,6 +98,9 @@ class CallbackMixin:
         if hook is not None:
             self.session.close_step()
             hook.forward_starts(pl_module)
+            size = batch_size(args[:1])
+            if size is not None:
+                hook.count_samples(size)
 
     def on_before_optimizer_step(self, trainer: Any, pl_module: nn.Module, optimizer: Any) -> None:
         if self.session.hook is not None:
