@@ -100,7 +100,8 @@ def test_overfit_compares_an_evaluation_only_with_a_training_loss_near_it(
     """The reported run: TRAIN losses saved every 10th step, an evaluation every 5, a run that
     diverged. The evaluation after step 10 was compared with the training loss of step 0
     ("validation 2328 vs training 3.29"); now it is skipped, saying why, and an evaluation far
-    from any saved training loss is too."""
+    from any saved training loss is too. The first evaluation is not compared with the loss of
+    step 0 either: from before the first update (issue 43's "3860 against 3.289")."""
     builder = TrialBuilder(tmp_path)
     train = [3.29 * 2.2**i for i in range(20)]  # diverging
     for step, loss in enumerate(train):
@@ -115,10 +116,11 @@ def test_overfit_compares_an_evaluation_only_with_a_training_loss_near_it(
     builder.step({"loss": F32(1.1 * train[-1])}, mode="eval")
     findings = [f for f in iter_findings(Overfit(builder.close())) if f.mode is ModeKeys.EVAL]
     judged = [f for f in findings if f.judged]
-    assert [f.details["training"] for f in judged] == pytest.approx([3.29, train[10]])
-    assert [f.step for f in judged] == [5, 17]  # the evaluations after TRAIN steps 4 and 14
+    assert [f.details["training"] for f in judged] == pytest.approx([train[10]])
+    assert [f.step for f in judged] == [17]  # the evaluation after TRAIN step 14
     unjudged = [f.message for f in findings if not f.judged]
-    assert sum("since the previous evaluation" in m for m in unjudged) == 2, unjudged
+    assert sum("from before any update" in m for m in unjudged) == 2, unjudged  # steps 5, 11
+    assert sum("since the previous evaluation" in m for m in unjudged) == 1, unjudged
     assert any("saved 41 steps before this evaluation" in m for m in unjudged), unjudged
 
 

@@ -422,7 +422,12 @@ class Hook(TrainerControls, BaseHook):
         """Learn whether a later backward pass runs through this model (not some other graph)."""
         if self._closed or self._paused or not torch.is_grad_enabled():
             return
-        if self._tracker.update > Update.BACKWARD and not self._recorder.is_anything_due():
+        if (
+            self._tracker.update > Update.BACKWARD
+            and not self._recorder.is_anything_due()
+            and not self._vitals.wants_backward_loss
+            and not (self._backward_losses is not None and self._vitals.enabled)
+        ):  # (a trainer's loss comes from backward: the vital sign's of every step too)
             return  # the optimizer ends steps, and nothing is saved at this backward
         for t in flatten_tensors(output):
             if t.requires_grad:

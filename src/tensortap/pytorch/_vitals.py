@@ -65,6 +65,7 @@ class StepVitals:
         self._recorder = recorder
         self._recorded: list[_Number] = []
         self._module_losses: list[torch.Tensor] = []
+        self._named_losses = False  # a TRAIN step's loss came from a loss module or record_loss
         self._backward_losses: list[torch.Tensor] = []
         self._grad_norm: torch.Tensor | None = None
         self._provisional = False
@@ -94,6 +95,7 @@ class StepVitals:
         self._given_samples += int(n)
 
     def on_recorded_loss(self, loss: Any) -> None:
+        self._named_losses |= self._recorder.mode == ModeKeys.TRAIN
         if isinstance(loss, torch.Tensor):
             if loss.numel() == 1:
                 self._recorded.append(loss.detach().reshape(()))
@@ -105,6 +107,13 @@ class StepVitals:
     def on_module_loss(self, output: Any) -> None:
         if isinstance(output, torch.Tensor) and output.numel() == 1:
             self._module_losses.append(output.detach().reshape(()))
+            self._named_losses |= self._recorder.mode == ModeKeys.TRAIN
+
+    @property
+    def wants_backward_loss(self) -> bool:
+        """Whether the loss must be taken from ``backward()``: saving vital signs, and no
+        TRAIN step has shown a loss module's or ``record_loss``'s loss yet."""
+        return not self._named_losses and self.enabled
 
     def on_backward_loss(self, loss: torch.Tensor) -> None:
         if self._recorder.mode == ModeKeys.TRAIN:
