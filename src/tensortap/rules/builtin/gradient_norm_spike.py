@@ -7,8 +7,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from tensortap.rules._finding import Finding, StepRun
 from tensortap.core._vitals import Vital
+from tensortap.rules._finding import Finding, StepRun
 from tensortap.rules.builtin._bulk import any_at, chunks, one_numbers, per_step, steps_array
 from tensortap.rules.builtin._common import fire_nonfinite, names_in, scalar, vital_at
 from tensortap.rules.builtin._spike import SpikeRule, Values

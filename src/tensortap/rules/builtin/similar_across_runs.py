@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.rules._rule import Rule
 from tensortap.core._vitals import Vital
+from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import has_raw, select
 
 _TIMINGS = (Vital.STEP_TIME, Vital.SAMPLES_PER_SECOND)
