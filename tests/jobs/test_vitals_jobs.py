@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import tensortap as tt
+from tensortap.jobs._record import JobRecord
 from tests.jobs.test_framework_jobs import run_job, statuses
 
 HERE = Path(__file__).parent
@@ -77,13 +78,10 @@ def test_a_gradient_norm_jump_in_a_hugging_face_run_is_found_where_it_happened(
     tmp_path: Path,
 ) -> None:
     pytest.importorskip("transformers")
-    trial, log, _ = _trial_and_log(tmp_path, "vitals_hf_script.py", "--spike-at", "20")
+    _, log, _ = _trial_and_log(tmp_path, "vitals_hf_script.py", "--spike-at", "20")
     norms = {int(e["step"]): e["grad_norm"] for e in log if "grad_norm" in e}
     assert norms[20] > 200 * norms[19]  # the Trainer logged the jump
-    record = next((tmp_path / "runs").iterdir())
-    from tensortap.jobs._record import JobRecord
-
-    found = statuses(JobRecord(record))["GradientNormSpike"]
+    found = statuses(JobRecord(next((tmp_path / "runs").iterdir())))["GradientNormSpike"]
     assert found["RuleEvaluationStatus"] == "IssuesFound", found["StatusDetails"]
     gravest = found["gravest"]
     assert (gravest["mode"], gravest["mode_step"]) == ("TRAIN", 19)  # global_step 20
