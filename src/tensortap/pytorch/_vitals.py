@@ -243,7 +243,10 @@ def _read(values: dict[str, _Number]) -> dict[str, float]:
     by_device: dict[torch.device, list[tuple[str, torch.Tensor]]] = {}
     for name, value in values.items():
         if isinstance(value, torch.Tensor):
-            by_device.setdefault(value.device, []).append((name, value))
+            if value.device.type == "cpu":
+                out[name] = float(value.item())  # no transfer: cheaper than stacking
+            else:
+                by_device.setdefault(value.device, []).append((name, value))
     for device, items in by_device.items():
         dtype = torch.float32 if device.type == "mps" else torch.float64
         stacked = torch.stack([t.detach().reshape(()).to(dtype) for _, t in items])
