@@ -497,8 +497,8 @@ class Hook(TrainerControls, BaseHook):
         """Gradients are about to be clipped: save those of the registered models' parameters
         being clipped as they are (unless a trainer saves gradients itself, at a moment before
         the clip), and the threshold they are clipped to."""
-        if not self._vitals.grad_norm_taken:  # the norm the clip returns, before clipping
-            names = self._registry.param_names
+        if threshold_name != "max_norm" and not self._vitals.grad_norm_taken:
+            names = self._registry.param_names  # clipped by value: the norm before it
             if any(id(p) in names for p in params):
                 self._vitals.on_gradients(params)
         if not self._recorder.is_anything_due():
@@ -521,6 +521,18 @@ class Hook(TrainerControls, BaseHook):
             if plan is not None:
                 array = np.asarray(value, dtype=np.float64)
                 self._recorder.put(name, records_from_array(name, array, plan))
+
+    def _after_clip(self, params: list[torch.Tensor], threshold_name: str, result: Any) -> None:
+        """A clip by norm returned the gradients' total norm from before it: the step's
+        ``vitals/grad_norm``, computed once (by the clip) rather than twice."""
+        if threshold_name != "max_norm" or not isinstance(result, torch.Tensor):
+            return
+        with self._lock:
+            if self._closed or self._paused or self._vitals.grad_norm_taken:
+                return
+            names = self._registry.param_names
+            if any(id(p) in names for p in params):
+                self._guard_event(self._vitals.take_grad_norm, result)
 
     def _after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         owned = bool(self._optimizer_owned.get(optimizer))

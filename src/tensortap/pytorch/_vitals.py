@@ -8,7 +8,8 @@ saved when it ends, at every step whatever else is due.
   the accumulation, as trainers do, sums to the mean). At EVAL steps the same, without backward.
 - ``vitals/grad_norm``: the total L2 norm of the registered models' gradients, as
   ``torch.nn.utils.get_total_norm`` computes it (one ``_foreach_norm``), taken once per step at
-  the first of: a clip of the gradients (before it), the optimizer's step (before it),
+  the first of: a clip of the gradients by norm (the total norm ``clip_grad_norm_`` returns:
+  not computed twice) or by value (before it), the optimizer's step (before it),
   ``save_gradients`` (a trainer's moment), a backward pass when no optimizer is known.
 - ``vitals/lr`` (``vitals/lr/<k>``), ``vitals/loss_scale``: read from the optimizers and the
   GradScaler when the step ends.
@@ -132,7 +133,7 @@ class StepVitals:
         """Take the total gradient norm of ``params`` (once per step; times ``inverse``, the
         GradScaler's 1 / scale, for gradients still scaled). A ``provisional`` norm (after a
         backward pass, no optimizer known) gives way to a later one."""
-        if self.grad_norm_taken or self._recorder.mode != ModeKeys.TRAIN:
+        if self.grad_norm_taken or self._recorder.mode != ModeKeys.TRAIN or not self.enabled:
             return
         self._provisional = provisional
         grads = [p.grad for p in params if p.grad is not None and p.requires_grad]
@@ -144,7 +145,11 @@ class StepVitals:
     def on_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         """An optimizer of the registered models is about to step: its groups' rates, as
         this update uses them (before a scheduler moves them on)."""
-        if self._recorder.mode != ModeKeys.TRAIN or any(o is optimizer for o in self._stepped):
+        if (
+            self._recorder.mode != ModeKeys.TRAIN
+            or any(o is optimizer for o in self._stepped)
+            or not self.enabled
+        ):
             return
         self._stepped.append(optimizer)
         for group in optimizer.param_groups:
@@ -153,6 +158,12 @@ class StepVitals:
                 self._rates.append(lr.detach().reshape(()))
             elif isinstance(lr, int | float) and not isinstance(lr, bool):
                 self._rates.append(float(lr))
+
+    def take_grad_norm(self, norm: torch.Tensor) -> None:
+        """The total norm a clip computed (``clip_grad_norm_``'s result), before clipping."""
+        taken = self.grad_norm_taken or not self.enabled
+        if not taken and self._recorder.mode == ModeKeys.TRAIN and norm.numel() == 1:
+            self._grad_norm, self._provisional = norm.detach().reshape(()), False
 
     # -- when the step ends --
     def take(self, scaler: Any) -> None:
