@@ -101,7 +101,9 @@ class Overfit(Rule):
     evaluation phase is judged only against TRAIN losses saved since the evaluation before it,
     the latest at most ``NEAR_STEPS`` (10) steps before it begins; otherwise it is skipped and
     says why (a TRAIN loss saved every 100th step is no measure of the model evaluated 90
-    steps later).
+    steps later). The run's first training loss, from before any update, is left out of the
+    comparison when later ones follow it; an evaluation with only that one before it is
+    skipped, saying why.
 
     A validation loss somewhat above the training loss is normal (smdebug's default ratio of
     0.1 is exceeded by most healthy runs), so exceeding it is a *warning*. It is a *problem*
