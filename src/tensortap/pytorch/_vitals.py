@@ -18,7 +18,7 @@ saved when it ends, at every step whatever else is due.
   input of each TRAIN forward, or as a trainer callback counts them (:meth:`count_samples`).
 
 Values stay on their device while the step runs; at its end they are read back together, one
-transfer per device (no other host synchronisation).
+transfer per device (on a GPU, one synchronisation at each step's end; none other).
 """
 
 from __future__ import annotations
