@@ -258,8 +258,12 @@ def test_fit_without_waiting_then_attach(tmp_path: Path) -> None:
     assert attached.rule_job_summary() == job.rule_job_summary()
     assert attached.debugger_artifacts_path() == job.latest_job_debugger_artifacts_path()
     assert job.latest_training_job.rule_job_summary() == job.rule_job_summary()  # seed 000
-    # the job's default save interval for rules is 10: steps 0 and 10
-    assert tt.create_trial(job.debugger_artifacts_path()).steps() == [0, 10]
+    # the job's default save interval for rules is 10: steps 0 and 10 (the vital signs: every step)
+    trial = tt.create_trial(job.debugger_artifacts_path())
+    assert trial.tensor_names(collection="gradients")
+    for name in trial.tensor_names(collection="gradients"):
+        assert trial.tensor(name).steps() == [0, 10]
+    assert trial.tensor("vitals/loss").steps() == trial.steps() == list(range(15))
 
 
 def test_bad_rules_and_configs_are_rejected_before_training(tmp_path: Path) -> None:

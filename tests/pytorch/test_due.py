@@ -35,8 +35,8 @@ def _train(hook: tt.Hook, steps: int = 3) -> list[str]:
 
 def test_losses_only_never_walk_parameters_gradients_or_optimizer_state(tmp_path: Path) -> None:
     hook = tt.Hook(tmp_path, save_config=tt.SaveConfig(save_interval=1))
-    asked = set(_train(hook))
-    assert asked == {"loss"}
+    asked = {name for name in _train(hook) if not name.startswith("vitals/")}
+    assert asked == {"loss"}  # the vital signs are a few scalars, never a walk
     assert tt.create_trial(tmp_path).tensor("loss").steps() == [0, 1, 2]
 
 

@@ -65,9 +65,14 @@ def test_saved_values_equal_what_torch_computed(tmp_path: Path) -> None:
     hook.close()
 
     trial = tt.create_trial(tmp_path / "run")
-    assert trial.steps() == [0, 3, 6, 9]
-    assert trial.steps(mode=tt.modes.TRAIN) == [0, 3, 6, 9]
-    for step in trial.steps():
+    assert trial.steps() == list(range(10))  # the vital signs of every step
+    saved = trial.tensor("fc1.weight").steps(mode=tt.modes.TRAIN)
+    assert saved == [0, 3, 6, 9]
+    np.testing.assert_array_equal(
+        list(trial.tensor("vitals/loss").values(mode=tt.modes.TRAIN).values()),
+        [float(e["loss"]) for e in expected],
+    )
+    for step in saved:
         want = expected[step]
         for name in ("fc1.weight", "fc1.bias", "fc3.weight", "gradient/fc1.weight"):
             np.testing.assert_array_equal(trial.tensor(name).value(step), want[name])

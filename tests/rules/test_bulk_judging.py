@@ -2,8 +2,9 @@
 step says: the same summaries (counts, findings with their words and numbers, skip reasons,
 why nothing was judged) on generated trials of every shape the rules meet (losses and
 gradients raw or as reductions, missing, non-finite, spiking, vanishing; EVAL passes, GLOBAL
-steps; biases; weights that move or not; a resumed session that counts steps again), also
-when the steps arrive in two batches."""
+steps; biases; weights that move or not; a resumed session that counts steps again; the vital
+signs ``vitals/loss`` and ``vitals/grad_norm`` at every step or some), also when the steps
+arrive in two batches."""
 
 from __future__ import annotations
 
@@ -95,6 +96,10 @@ def write(path: Path, k: dict[str, Any]) -> None:
                 hook.next_step()
                 continue
             scale = 1e-9 if rng.random() < k["odd"] / 2 else float(rng.uniform(0.1, 2.0))
+            if k.get("vitals") and (k["vitals"] == "every" or rng.random() < 0.7):
+                spike = rng.random() < k["odd"] / 2
+                vital = loss * (20 if spike else 1) if rng.random() >= k["odd"] / 4 else np.nan
+                hook.save_vitals({"loss": vital, "grad_norm": scale * (30 if spike else 1)})
             for i in range(layers):
                 if rng.random() < k["odd"] / 4:
                     continue
@@ -138,6 +143,7 @@ knobs = st.fixed_dictionaries(
         "odd": st.sampled_from([0.0, 0.05, 0.3]),
         "resume_at": st.sampled_from([None, None, 2]),
         "split": st.sampled_from([None, 5]),
+        "vitals": st.sampled_from([None, "every", "some"]),
     }
 )
 
@@ -178,7 +184,7 @@ def test_the_recommended_rules_judge_a_trial_alike_in_bulk(tmp_path: Path) -> No
     k = {
         "seed": 7, "steps": 60, "modes": True, "eval_every": 10, "eval_len": 2, "losses": 1,
         "layers": 2, "reductions": "both", "biases": True, "weights": "stuck", "odd": 0.05,
-        "resume_at": None, "split": None,
+        "resume_at": None, "split": None, "vitals": None,
     }  # fmt: skip
     write(tmp_path, k)
     trial = tt.create_trial(tmp_path)

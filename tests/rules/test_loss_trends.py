@@ -100,7 +100,8 @@ def test_overfit_compares_an_evaluation_only_with_a_training_loss_near_it(
     """The reported run: TRAIN losses saved every 10th step, an evaluation every 5, a run that
     diverged. The evaluation after step 10 was compared with the training loss of step 0
     ("validation 2328 vs training 3.29"); now it is skipped, saying why, and an evaluation far
-    from any saved training loss is too."""
+    from any saved training loss is too. The first evaluation is not compared with the loss of
+    step 0 either: from before the first update (issue 43's "3860 against 3.289")."""
     builder = TrialBuilder(tmp_path)
     train = [3.29 * 2.2**i for i in range(20)]  # diverging
     for step, loss in enumerate(train):
@@ -115,10 +116,11 @@ def test_overfit_compares_an_evaluation_only_with_a_training_loss_near_it(
     builder.step({"loss": F32(1.1 * train[-1])}, mode="eval")
     findings = [f for f in iter_findings(Overfit(builder.close())) if f.mode is ModeKeys.EVAL]
     judged = [f for f in findings if f.judged]
-    assert [f.details["training"] for f in judged] == pytest.approx([3.29, train[10]])
-    assert [f.step for f in judged] == [5, 17]  # the evaluations after TRAIN steps 4 and 14
+    assert [f.details["training"] for f in judged] == pytest.approx([train[10]])
+    assert [f.step for f in judged] == [17]  # the evaluation after TRAIN step 14
     unjudged = [f.message for f in findings if not f.judged]
-    assert sum("since the previous evaluation" in m for m in unjudged) == 2, unjudged
+    assert sum("from before any update" in m for m in unjudged) == 2, unjudged  # steps 5, 11
+    assert sum("since the previous evaluation" in m for m in unjudged) == 1, unjudged
     assert any("saved 41 steps before this evaluation" in m for m in unjudged), unjudged
 
 
@@ -366,3 +368,49 @@ def test_distinct_samples_stop_at_their_cap() -> None:
     counter = DistinctSamples(cap=10)
     counter.add(np.arange(40, dtype=np.float32).reshape(20, 2))
     assert counter.full and counter.estimate() is None and counter.distinct == 0
+
+
+def _vital_run(path: Path, spike_at: int) -> tt.Trial:
+    """A job's trial: the loss in ``losses`` every 10th step, the vital signs every step (one
+    loss spike, one gradient-norm spike, both at ``spike_at``), an evaluation every 10 steps."""
+    rng = np.random.default_rng(0)
+    hook = tt.Hook(path, save_config=tt.SaveConfig(save_interval=10))
+    for step in range(40):
+        hook.set_mode(tt.modes.TRAIN)
+        loss = 2.0 * 0.98**step * float(rng.uniform(0.95, 1.05))
+        norm = float(rng.uniform(0.9, 1.1))
+        if step == spike_at:
+            loss, norm = loss * 30, norm * 270
+        hook.save_tensor("loss", np.float32(loss), collections="losses")  # every 10th kept
+        hook.save_vitals({"loss": loss, "grad_norm": norm})
+        hook.next_step()
+        if step % 10 == 9:
+            hook.set_mode(tt.modes.EVAL)
+            hook.save_tensor("loss", np.float32(loss * 1.05), collections="losses")
+            hook.save_vitals({"loss": loss * 1.05})
+            hook.next_step()
+    hook.close()
+    return tt.create_trial(path)
+
+
+@pytest.mark.parametrize("bulk", [True, False])
+def test_the_rules_read_the_vital_signs_of_every_step_and_each_loss_once(
+    tmp_path: Path, bulk: bool
+) -> None:
+    """Issue 43: a spike between two saving steps is found in the vital signs (LossSpike and
+    GradientNormSpike, which has no gradient to read), and a step whose loss is saved twice
+    (``losses`` and ``vitals/loss``) is judged once, on ``vitals/loss``."""
+    from tensortap.rules import GradientNormSpike, LossSpike
+    from tensortap.rules._invoker import walk
+
+    trial = _vital_run(tmp_path, spike_at=25)
+    for rule, vital in (
+        (LossSpike(trial), "vitals/loss"),
+        (GradientNormSpike(trial), "vitals/grad_norm"),
+    ):
+        found = [f for f in walk([rule], timeout=0, bulk=bulk) if isinstance(f, Finding)]
+        fired = [f for f in found if f.outcome.value == "triggered"]
+        assert [(f.mode, f.mode_step) for f in fired] == [(ModeKeys.TRAIN, 25)], rule
+        assert [list(f.tensors) for f in fired] == [[vital]]
+    summary = invoke_rule(LossSpike(tt.create_trial(tmp_path)))
+    assert summary.triggered == 1 and summary.judged == 40 - 10  # TRAIN steps after the warm-up

@@ -430,3 +430,29 @@ def test_the_first_charts_are_drawn_before_plotly_js_is_started(tmp_path, serve,
     )
     assert browser.until(plotted)
     assert browser.errors() == []
+
+
+def test_the_vital_signs_are_the_first_charts_of_a_run(tmp_path, serve) -> None:
+    """A run's page opens on its vital signs (issue 43): the loss of every step, then the
+    gradient norm and the learning rates, before any other loss, metric or tensor."""
+    hook = tt.Hook(tmp_path / "r", save_config=tt.SaveConfig(save_interval=1))
+    for step in range(5):
+        hook.save_scalar("accuracy", 0.5)
+        hook.save_scalar("loss", 1.0 / (step + 1), "losses")
+        hook.save_vitals(
+            {"step_time": 0.01, "lr/1": 0.2, "lr": 0.1, "grad_norm": 2.0, "loss": 1.0 / (step + 1)}
+        )
+        hook.next_step()
+    hook.close()
+    dashboard = serve(tmp_path / "r", warm=False)
+    ident = ids(dashboard.url)["r"]
+    _, listed = get(f"{dashboard.url}api/run/{ident}/series")
+    names = [c["name"] for c in listed["charts"]]
+    assert names[:5] == [
+        "vitals/loss",
+        "vitals/grad_norm",
+        "vitals/lr",
+        "vitals/lr/1",
+        "vitals/step_time",
+    ]
+    assert names[5:] == ["loss", "accuracy"]

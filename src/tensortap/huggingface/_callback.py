@@ -79,6 +79,9 @@ class TensortapCallback(TrainerCallback):
         self.session.close_step()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        hook = self.session.hook
+        if hook is not None:  # the model's inputs are keywords, which its pre-hook misses
+            hook.count_samples(args.per_device_train_batch_size * args.gradient_accumulation_steps)
         self.session.end_step()
         reason = self.session.stop_requested()
         if reason is not None:

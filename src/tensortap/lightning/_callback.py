@@ -46,6 +46,7 @@ from tensortap.lightning._config import fit_config
 from tensortap.pytorch._config import first_batch_size
 from tensortap.pytorch._hook import Hook
 from tensortap.pytorch._trainer_session import TrainerSession
+from tensortap.pytorch._vitals import batch_size
 
 _EVAL_PREFIXES = ("val_", "val/", "validation_", "valid_")
 #: Names no training step logs: the test and predict loops' (and validation's, by prefix).
@@ -106,6 +107,9 @@ class CallbackMixin:
             if not self._batch_seen and args:
                 self._batch_seen = True
                 hook.gather_config(partial(_batch_size, args[0]))
+            size = batch_size(args[:1])
+            if size is not None:
+                hook.count_samples(size)
 
     def on_before_optimizer_step(self, trainer: Any, pl_module: nn.Module, optimizer: Any) -> None:
         if self.session.hook is not None:

@@ -10,7 +10,8 @@ Installed once, when the first PyTorch hook is created:
   their own) is wrapped so hooks learn which schedulers drive which optimizer;
 - torch's gradient clipping functions (``torch.nn.utils.clip_grad_norm_``, ``clip_grad_value_``,
   ``clip_grads_with_norm_``, as ``torch.nn.utils`` and ``torch.nn.utils.clip_grad`` name them)
-  are wrapped so hooks see the gradients before they are clipped, and the clip threshold. Code
+  are wrapped so hooks see the gradients before they are clipped, the clip threshold, and
+  what the clip returned (``clip_grad_norm_``'s total norm, before clipping). Code
   that bound one of them to a name of its own before the first hook was made (``from
   torch.nn.utils import clip_grad_norm_`` at the top of a script) calls the original: the hook
   then saves the gradients as the optimizer receives them, clipped.
@@ -89,6 +90,12 @@ def _wrap_clip(original: Callable[..., Any], threshold_name: str) -> Callable[..
                 hook = ref()
                 if hook is not None:
                     hook._before_clip(parameters, threshold_name, threshold)
+            result = original(parameters, *args, **kwargs)
+            for ref in _hooks:
+                hook = ref()
+                if hook is not None:
+                    hook._after_clip(parameters, threshold_name, result)
+            return result
         return original(parameters, *args, **kwargs)
 
     return clip

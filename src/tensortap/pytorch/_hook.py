@@ -66,6 +66,7 @@ from tensortap.pytorch._slot_layout import (
 )
 from tensortap.pytorch._slots import SlotStatistics
 from tensortap.pytorch._trainer_controls import TrainerControls
+from tensortap.pytorch._vitals import StepVitals
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -167,6 +168,7 @@ class Hook(TrainerControls, BaseHook):
         self._routers = RouterStats(
             lambda: self._recorder.mode, self._save_contained, self._contain
         )
+        self._vitals = StepVitals(self._recorder)  # every step's (core._vitals)
         self._recorder.add_step_end_callback(self._on_step_end)
         self._loop = LoopFacts(self._recorder, self._registry, self._contain)
         self._config_watch = ConfigWatch(self.gather_config)  # the run's configuration
@@ -363,6 +365,7 @@ class Hook(TrainerControls, BaseHook):
         """Save a loss computed without a loss module (``F.cross_entropy``) in ``losses``."""
         with self._lock:
             self._loss_seen = True
+        self._guard(self._vitals.on_recorded_loss, loss)
         if isinstance(loss, torch.Tensor):
             if self._loop.enabled:
                 self._guard_event(self._loop.on_recorded_loss, loss)
@@ -397,11 +400,11 @@ class Hook(TrainerControls, BaseHook):
         with self._lock:
             if self._closed or self._paused:
                 return
-            self._guard_event(self._begin_forward, module)
+            self._guard_event(self._begin_forward, module, args)
             if not self._config_watch.batch_seen and self._recorder.mode == ModeKeys.TRAIN:
                 self._guard_event(self._config_watch.on_train_forward, args)
 
-    def _begin_forward(self, module: nn.Module) -> None:
+    def _begin_forward(self, module: nn.Module, args: Any = ()) -> None:
         recorder = self._recorder
         if not self._explicit_mode:
             mode = ModeKeys.TRAIN if module.training and torch.is_grad_enabled() else ModeKeys.EVAL
@@ -413,6 +416,7 @@ class Hook(TrainerControls, BaseHook):
             recorder.next_step()
             self._tracker.reset()
         recorder.touch()
+        self._vitals.on_forward(args)
         if recorder.mode == ModeKeys.TRAIN:
             with self._converter.together(replicated=True):  # parameters: one per model
                 self._initial.before_update(self._registry.params, self._save_contained)
@@ -425,7 +429,12 @@ class Hook(TrainerControls, BaseHook):
         """Learn whether a later backward pass runs through this model (not some other graph)."""
         if self._closed or self._paused or not torch.is_grad_enabled():
             return
-        if self._tracker.update > Update.BACKWARD and not self._recorder.is_anything_due():
+        if (
+            self._tracker.update > Update.BACKWARD
+            and not self._recorder.is_anything_due()
+            and not self._vitals.wants_backward_loss
+            and not (self._backward_losses is not None and self._vitals.enabled)
+        ):  # (a trainer's loss comes from backward: the vital sign's of every step too)
             return  # the optimizer ends steps, and nothing is saved at this backward
         for t in flatten_tensors(output):
             if t.requires_grad:
@@ -449,8 +458,16 @@ class Hook(TrainerControls, BaseHook):
 
     def _on_backward(self, tensor: torch.Tensor) -> None:
         self._after_update(Update.BACKWARD)
-        if self._backward_losses is not None and tensor.numel() == 1:
-            self._backward_losses(self._unscaled(tensor).detach())
+        if tensor.numel() == 1:
+            loss = self._unscaled(tensor).detach()
+            self._vitals.on_backward_loss(loss)
+            if self._backward_losses is not None:
+                self._backward_losses(loss)
+        if not self._optimizers and not self._explicit_gradients:
+            # no optimizer ends the step: the gradients are complete after backward
+            inverse = inverse_scale(self._scaler)
+            params = (e[1] for e in self._registry.params)
+            self._vitals.on_gradients(params, inverse, provisional=True)
         if not self._recorder.is_anything_due():
             return
         if self._registry.refresh():  # after backward: FSDP2 has resharded every parameter
@@ -466,11 +483,16 @@ class Hook(TrainerControls, BaseHook):
                 self._guard_event(self._on_optimizer_step, optimizer)
 
     def _on_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        owned = self._owns(optimizer)
         if self._loop.enabled:
-            self._guard_event(self._loop.before_optimizer_step, optimizer, self._owns(optimizer))
+            self._guard_event(self._loop.before_optimizer_step, optimizer, owned)
+        if owned:
+            self._vitals.on_optimizer_step(optimizer)
         if self._explicit_gradients:
             return
-        if self._owns(optimizer) and self._recorder.is_anything_due():
+        if owned and not self._vitals.grad_norm_taken:  # not clipped: as the update sees them
+            self._vitals.on_gradients(e[1] for e in self._registry.params)
+        if owned and self._recorder.is_anything_due():
             self._save_gradients(unscale=False)  # GradScaler.step unscaled them already
 
     def _before_clip(self, params: list[torch.Tensor], threshold_name: str, threshold: Any) -> None:
@@ -482,6 +504,10 @@ class Hook(TrainerControls, BaseHook):
         """Gradients are about to be clipped: save those of the registered models' parameters
         being clipped as they are (unless a trainer saves gradients itself, at a moment before
         the clip), and the threshold they are clipped to."""
+        if threshold_name != "max_norm" and not self._vitals.grad_norm_taken:
+            names = self._registry.param_names  # clipped by value: the norm before it
+            if any(id(p) in names for p in params):
+                self._vitals.on_gradients(params)
         if not self._recorder.is_anything_due():
             return
         ids = {id(p) for p in params}
@@ -502,6 +528,18 @@ class Hook(TrainerControls, BaseHook):
             if plan is not None:
                 array = np.asarray(value, dtype=np.float64)
                 self._recorder.put(name, records_from_array(name, array, plan))
+
+    def _after_clip(self, params: list[torch.Tensor], threshold_name: str, result: Any) -> None:
+        """A clip by norm returned the gradients' total norm from before it: the step's
+        ``vitals/grad_norm``, computed once (by the clip) rather than twice."""
+        if threshold_name != "max_norm" or not isinstance(result, torch.Tensor):
+            return
+        with self._lock:
+            if self._closed or self._paused or self._vitals.grad_norm_taken:
+                return
+            names = self._registry.param_names
+            if any(id(p) in names for p in params):
+                self._guard_event(self._vitals.take_grad_norm, result)
 
     def _after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         owned = bool(self._optimizer_owned.get(optimizer))
@@ -543,6 +581,7 @@ class Hook(TrainerControls, BaseHook):
         with self._lock:
             if not self._closed and not self._paused:
                 self._loss_seen = True
+                self._vitals.on_module_loss(output)
                 self._guard_event(self._save_loss_io, module, inputs, output)
                 self._guard_event(self._outcome.on_module, module, inputs)
                 if self._loop.enabled:
@@ -654,6 +693,10 @@ class Hook(TrainerControls, BaseHook):
         except Exception as exc:
             self._converter.discard()
             self._contain(exc, "Hook._on_step_end")
+        try:
+            self._vitals.take(self._scaler)
+        except Exception as exc:
+            self._contain(exc, "saving the step's vital signs")
         self._loss_seen = False
         self._gradients_taken = set()
 

@@ -15,6 +15,8 @@ from torch import nn
 from tensortap.core._recorder import StepRecorder
 from tensortap.core._step_tracker import StepTracker
 from tensortap.pytorch._naming import unwrap
+from tensortap.pytorch._registry import Registry
+from tensortap.pytorch._vitals import StepVitals
 
 
 class TrainerControls:
@@ -30,6 +32,8 @@ class TrainerControls:
     _paused: bool
     _losses_on_request: bool
     _backward_losses: Callable[[torch.Tensor], None] | None
+    _vitals: StepVitals
+    _registry: Registry
 
     if TYPE_CHECKING:  # provided by the hook (stubs here would shadow them)
 
@@ -56,8 +60,16 @@ class TrainerControls:
         pre-step callback (Lightning)."""
         with self._lock:
             self._explicit_gradients = True
+            if not self._closed and not self._paused:
+                self._guard_event(self._vitals.on_gradients, (e[1] for e in self._registry.params))
             if not self._closed and self._recorder.is_anything_due():
                 self._guard_event(self._save_gradients, False)
+
+    def count_samples(self, n: int) -> None:
+        """The trainer's count of the samples this TRAIN step trains on (for
+        ``vitals/samples_per_second``), when the model's inputs do not show it."""
+        with self._lock:
+            self._vitals.count_samples(n)
 
     def pause(self) -> None:
         """Ignore forward passes (and the backward passes through them) until :meth:`resume`

@@ -23,6 +23,7 @@ import numpy as np
 
 from tensortap.core._downsample import minmax_buckets
 from tensortap.core._modes import ModeKeys
+from tensortap.core._vitals import ALL_VITALS, Vital
 from tensortap.exceptions import InvalidConfigError, StorageError, TensortapError
 from tensortap.serve._catalog import Run
 from tensortap.serve._meta import overview, resumed_sessions, rules, run_config
@@ -79,10 +80,25 @@ def reader_of(run: Run) -> SeriesReader:
     return reader
 
 
+#: The vital signs' charts come first, in this order (``vitals/lr/<k>`` after ``vitals/lr``).
+_VITAL_RANK = {name: rank for rank, name in enumerate(ALL_VITALS)}
+
+
+def _vital_rank(name: str) -> float:
+    """Where a chart of ``name`` goes among the vital signs (after them: not one)."""
+    rank = _VITAL_RANK.get(name)
+    if rank is not None:
+        return rank
+    if name.startswith(Vital.LR + "/"):
+        return _VITAL_RANK[Vital.LR] + 0.5
+    return len(_VITAL_RANK)
+
+
 def charts(run: Run) -> list[tuple[str, str]]:
-    """Every chart of the run, as (tensor, statistic), in the order shown: raw values (losses
-    first, then metrics and scalars), then reductions, each by name; listed again only when
-    the reader found something new. The caller holds ``run.lock``."""
+    """Every chart of the run, as (tensor, statistic), in the order shown: the vital signs
+    first (the loss of every step, the gradient norm, ... in :data:`ALL_VITALS`' order), then
+    raw values (losses first, then metrics and scalars), then reductions, each by name; listed
+    again only when the reader found something new. The caller holds ``run.lock``."""
     reader = reader_of(run)
     cache = run.cache
     if cache.charts_version != cache.series_version:
@@ -91,6 +107,7 @@ def charts(run: Run) -> list[tuple[str, str]]:
         cache.charts = sorted(
             found,
             key=lambda c: (
+                _vital_rank(c[0]) if c[1] == "value" else len(_VITAL_RANK),
                 c[1] != "value",
                 "loss" not in c[0].casefold(),  # the losses first, where a page opens
                 natural_key(c[0]),

@@ -12,6 +12,7 @@ import numpy as np
 from tensortap.core._collections import ROUTER, TRAINING_LOOP
 from tensortap.core._metric_kinds import is_loss_metric
 from tensortap.core._modes import ModeKeys
+from tensortap.core._vitals import Vital
 from tensortap.exceptions import TensorUnavailableForStep
 from tensortap.rules._finding import Severity
 
@@ -240,14 +241,56 @@ def training_step(trial: Trial, step: int) -> tuple[ModeKeys, int] | None:
     return None
 
 
+#: The loss of every step (core._vitals): read ahead of the ``losses`` collection.
+VITAL_LOSS = Vital.LOSS
+
+
+def vital_at(trial: Trial, name: str, step: int) -> bool:
+    """Whether the vital sign ``name`` (``vitals/loss``, ...) was saved at global ``step``."""
+    return trial.has_tensor(name) and saved_at(trial.tensor(name), step)
+
+
 def loss_names(
     trial: Trial, use_losses_collection: bool, regexes: Sequence[str] | None, step: int | None
 ) -> list[str]:
     """The loss tensors saved at ``step`` (at any step: None): the losses collection and/or
-    names matching regexes."""
-    return select(
+    names matching regexes. Where the step's vital sign ``vitals/loss`` was saved, it stands
+    for the losses collection (the same loss, of every step: never judged twice); at any step
+    (None) both are named, and :func:`prefer_vital_loss` picks per step."""
+    if use_losses_collection and step is not None and vital_at(trial, VITAL_LOSS, step):
+        note_losses_asked(trial)
+        extra = select(trial, [], regexes, step=step, default=[]) if regexes else []
+        return [VITAL_LOSS, *(n for n in extra if n != VITAL_LOSS)]
+    names = select(
         trial, ["losses"] if use_losses_collection else [], regexes, step=step, default=[]
     )
+    if use_losses_collection and step is None and trial.has_tensor(VITAL_LOSS):
+        names = [VITAL_LOSS, *(n for n in names if n != VITAL_LOSS)]
+    return names
+
+
+def note_losses_asked(trial: Trial) -> None:
+    """Count the ``losses`` collection as asked for at a step whose ``vitals/loss`` stands for
+    it (as the walk in bulk, naming both, asks for it)."""
+    asked = getattr(trial, "collections_asked", None)
+    if asked is not None:
+        asked.add("losses")
+
+
+def prefer_vital_loss(
+    trial: Trial, losses: list[list[tuple[str, float]] | None] | None
+) -> list[list[tuple[str, float]] | None] | None:
+    """Each step's (name, value) losses as :func:`loss_names` names them at that step: where
+    ``vitals/loss`` is among them, the ``losses`` collection's are left out."""
+    if losses is None or not trial.has_tensor(VITAL_LOSS):
+        return losses
+    replaced = set(optional_names_in(trial, "losses"))
+    out: list[list[tuple[str, float]] | None] = []
+    for found in losses:
+        if found and any(name == VITAL_LOSS for name, _ in found):
+            found = [(n, v) for n, v in found if n == VITAL_LOSS or n not in replaced]
+        out.append(found)
+    return out
 
 
 def metric_at(trial: Trial, regex: str, step: int) -> float | None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tensortap.core._modes import ModeKeys
-from tensortap.rules.builtin._common import scalar
+from tensortap.rules.builtin._common import prefer_vital_loss, scalar
 
 if TYPE_CHECKING:
     from tensortap.trials._trial import Trial
@@ -93,6 +93,7 @@ class LossSeries:
         """Take the losses of ``steps`` as read at once (``losses[i]``: the (name, value) of
         every loss ``losses(step)`` names, in its order; None or empty: read at the step as
         usual): what a rule judging many steps at once hands over before walking them."""
+        losses = prefer_vital_loss(self.trial, list(losses)) or []
         self._known = {step: found for step, found in zip(steps, losses, strict=True) if found}
 
     def values(self, key: tuple[str, ModeKeys]) -> np.ndarray:

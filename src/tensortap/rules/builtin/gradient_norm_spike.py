@@ -7,9 +7,10 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from tensortap.core._vitals import Vital
 from tensortap.rules._finding import Finding, StepRun
-from tensortap.rules.builtin._bulk import any_at, chunks, per_step, steps_array
-from tensortap.rules.builtin._common import fire_nonfinite, names_in
+from tensortap.rules.builtin._bulk import any_at, chunks, one_numbers, per_step, steps_array
+from tensortap.rules.builtin._common import fire_nonfinite, names_in, scalar, vital_at
 from tensortap.rules.builtin._spike import SpikeRule, Values
 from tensortap.trials._records import saved_records
 
@@ -22,7 +23,9 @@ class GradientNormSpike(SpikeRule):
     ``l2`` norm of each gradient, or computes it from the raw gradient. A spike is a warning,
     however long (recurrent LSTM gradients spike 10x their median two saved steps in a row in
     healthy runs); the damage, when there is some, shows in the loss (LossSpike,
-    LossNotDecreasing) and NaN/inf gradients are a problem.
+    LossNotDecreasing) and NaN/inf gradients are a problem. Where the vital sign
+    ``vitals/grad_norm`` was saved (the total norm before clipping, at every step) it is the
+    global norm, and no gradient is read.
     """
 
     collections_needed = ("gradients",)
@@ -30,6 +33,11 @@ class GradientNormSpike(SpikeRule):
     lasting_is_problem = False
 
     def invoke_at_step(self, step: int) -> bool:
+        if vital_at(self.base_trial, Vital.GRAD_NORM, step):
+            norm = scalar(self.base_trial.tensor(Vital.GRAD_NORM), step)
+            if not math.isfinite(norm):
+                return fire_nonfinite(self, [Vital.GRAD_NORM], "the gradient")
+            return self.judge("global", norm, "global gradient norm", [Vital.GRAD_NORM])
         names = names_in(self.base_trial, "gradients", step)
         if not names:
             raise self.skip(_NO_GRADIENTS)
@@ -46,6 +54,9 @@ class GradientNormSpike(SpikeRule):
         (once, for all those steps), replayed through the baseline; the other steps are
         evaluated one by one."""
         at = steps_array(steps)
+        if self.base_trial.has_tensor(Vital.GRAD_NORM):
+            yield from self._judge_vitals(at)
+            return
         with self.asking():
             names = names_in(self.base_trial, "gradients")
         saved = saved_records(self.base_trial, names)
@@ -73,3 +84,15 @@ class GradientNormSpike(SpikeRule):
                 else:
                     inputs.append(None)
             yield from self.replay(part, inputs)
+
+    def _judge_vitals(self, at: np.ndarray) -> Iterator[Finding | StepRun]:
+        """The steps' ``vitals/grad_norm`` read at once and replayed through the baseline;
+        a step without a finite one is evaluated (its gradients, or non-finite: a finding)."""
+        found = one_numbers(self.base_trial, [Vital.GRAD_NORM], at)
+        if found is None:
+            yield from super().judge_steps(at.tolist())
+            return
+        inputs: list[Values | StepRun | None] = [
+            (("global", values[0][1]),) if values else None for values in found
+        ]
+        yield from self.replay(at, inputs)

@@ -12,10 +12,13 @@ from tensortap.rules._finding import Finding, Severity, StepRun
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._bulk import one_numbers, steps_array
 from tensortap.rules.builtin._common import (
+    VITAL_LOSS,
     boosting_metric_pair,
     collection_names_param,
     nonfinite_explanation,
+    note_losses_asked,
     select,
+    vital_at,
 )
 from tensortap.rules.builtin._series import (
     Change,
@@ -116,8 +119,13 @@ class LossNotDecreasing(Rule):
         return tuple(dict.fromkeys([*(["losses"] if use else []), *names]))
 
     def _names(self, step: int) -> list[str]:
-        collections = [*self.collection_names, *(["losses"] if self.use_losses_collection else [])]
+        vital = self.use_losses_collection and vital_at(self.base_trial, VITAL_LOSS, step)
+        use = self.use_losses_collection and not vital  # the loss of every step stands for it
+        collections = [*self.collection_names, *(["losses"] if use else [])]
         names = select(self.base_trial, collections, self.tensor_regex, step=step, default=[])
+        if vital:
+            note_losses_asked(self.base_trial)
+            return [VITAL_LOSS, *(n for n in names if n != VITAL_LOSS)]
         if names or self.collection_names or self.tensor_regex:
             return names
         trial = self.base_trial  # a loss saved by hand lands in `default`: find it by name
@@ -139,6 +147,8 @@ class LossNotDecreasing(Rule):
         collections = [*self.collection_names, *(["losses"] if self.use_losses_collection else [])]
         with self.asking():
             names = select(self.base_trial, collections, self.tensor_regex, default=[])
+            if self.use_losses_collection and self.base_trial.has_tensor(VITAL_LOSS):
+                names = [VITAL_LOSS, *(n for n in names if n != VITAL_LOSS)]
         losses = one_numbers(self.base_trial, names, steps_array(steps)) if names else None
         if losses is not None:
             self._series.preload(steps, losses)

@@ -9,7 +9,13 @@ from typing import Any
 from tensortap.core._modes import ModeKeys
 from tensortap.rules._finding import Finding, Outcome, StepRun
 from tensortap.rules.builtin._bulk import modes_of, one_numbers, steps_array
-from tensortap.rules.builtin._common import judges_mode, loss_names, scalar, step_mode
+from tensortap.rules.builtin._common import (
+    judges_mode,
+    loss_names,
+    prefer_vital_loss,
+    scalar,
+    step_mode,
+)
 from tensortap.rules.builtin._spike import SpikeRule, Values
 
 _NO_LOSS = "no loss saved at this step"
@@ -18,7 +24,8 @@ _NO_LOSS = "no loss saved at this step"
 class LossSpike(SpikeRule):
     """Each loss of ``mode`` steps (TRAIN by default; GLOBAL steps, of a script that never set
     a mode, too) against the median of its last ``window`` saved values. Losses: the
-    ``losses`` collection (unless ``use_losses_collection`` is false) and tensors matching
+    ``losses`` collection (unless ``use_losses_collection`` is false; the vital sign
+    ``vitals/loss`` instead where it was saved: the loss of every step) and tensors matching
     ``tensor_regex``.
     """
 
@@ -69,7 +76,7 @@ class LossSpike(SpikeRule):
         if any(judges_mode(self.mode, mode) for mode in modes):  # else no loss is asked for
             with self.asking():
                 names = loss_names(trial, self.use_losses_collection, self.tensor_regex, None)
-            losses = one_numbers(trial, names, at)
+            losses = prefer_vital_loss(trial, one_numbers(trial, names, at))
         if losses is None:
             yield from super().judge_steps(steps)
             return

@@ -21,6 +21,7 @@ from tensortap.rules.builtin._common import (
     metric_at,
     metric_pair,
     optional_names_in,
+    prefer_vital_loss,
     scalar,
     step_mode,
 )
@@ -101,7 +102,9 @@ class Overfit(Rule):
     evaluation phase is judged only against TRAIN losses saved since the evaluation before it,
     the latest at most ``NEAR_STEPS`` (10) steps before it begins; otherwise it is skipped and
     says why (a TRAIN loss saved every 100th step is no measure of the model evaluated 90
-    steps later).
+    steps later). The run's first training loss, from before any update, is left out of the
+    comparison when later ones follow it; an evaluation with only that one before it is
+    skipped, saying why.
 
     A validation loss somewhat above the training loss is normal (smdebug's default ratio of
     0.1 is exceeded by most healthy runs), so exceeding it is a *warning*. It is a *problem*
@@ -160,6 +163,7 @@ class Overfit(Rule):
         self.patience = patience
         self.ratio_threshold = ratio_threshold
         self._train: list[float] = []  # losses of the current (or last) training phase
+        self._holds_first = False  # _train[0] is the run's first loss, from before any update
         self._train_step = 0  # the global step of its latest loss
         self._train_used = False  # an evaluation pass was compared with it already
         self._val: list[float] | None = None  # losses of the evaluation pass under way
@@ -225,6 +229,7 @@ class Overfit(Rule):
         counting = not self._samples.full and optional_names_in(trial, "inputs")
         boosted = self.training_metric or trial.framework() == "xgboost"
         losses = None if counting or boosted else one_numbers(trial, names, at)
+        losses = prefer_vital_loss(trial, losses)
         if losses is None:
             yield from super().judge_steps(steps)
             return
@@ -245,9 +250,11 @@ class Overfit(Rule):
             self._close()
             if new_phase:
                 self._train = []
+                self._holds_first = False
             self._train.append(loss)
             if self._start is None:
                 self._start = loss
+                self._holds_first = True
             self._train_step, self._train_used = step, False
             run.append(step)
         if run:
@@ -292,9 +299,11 @@ class Overfit(Rule):
         if mode == ModeKeys.TRAIN:
             if new_phase:
                 self._train = []
+                self._holds_first = False
             self._train.append(loss)
             if self._start is None:
                 self._start = loss
+                self._holds_first = True
             found = None if self._samples.full else model_input(self.base_trial, step)
             if found is not None:
                 self._samples.add(found[1])
@@ -314,11 +323,17 @@ class Overfit(Rule):
             return False
         self._val.append(loss)
         self._val_step = step
-        train, val = float(np.mean(self._train)), float(np.mean(self._val))
+        train, val = float(np.mean(self._training())), float(np.mean(self._val))
         complete = pass_ends_at(self.base_trial, step)
         if complete:
             self._close()
         return self._judge(step, train, val, complete, len(self._val) if not complete else 0)
+
+    def _training(self) -> list[float]:
+        """The training losses an evaluation is compared with: the phase's, less the run's
+        first (from before the first update: a run that diverged at once compared an
+        evaluation of 3860 with it, 3.289) when others follow it."""
+        return self._train[1:] if self._holds_first and len(self._train) > 1 else self._train
 
     def _unmatched_reason(self, step: int) -> str | None:
         """Why the evaluation pass beginning at ``step`` has no training loss to compare with
@@ -327,6 +342,12 @@ class Overfit(Rule):
             return (
                 "no training loss before this evaluation: Overfit compares the validation "
                 "(EVAL) loss with the training loss of the TRAIN steps before it"
+            )
+        if self._holds_first and len(self._train) == 1:
+            return (
+                "the only training loss before this evaluation is the run's first, from before "
+                "any update: Overfit compares an evaluation with the training loss of the "
+                "model it evaluates (save the losses at every step)"
             )
         if self._train_used:
             return (
@@ -347,7 +368,7 @@ class Overfit(Rule):
     def _close(self) -> None:
         """End the evaluation pass under way (if any) as a whole pass."""
         if self._val and self._train:
-            validation, training = float(np.mean(self._val)), float(np.mean(self._train))
+            validation, training = float(np.mean(self._val)), float(np.mean(self._training()))
             self._passes.append(_Pass(validation, training, self._val_step))
             self._train_used = True
         self._val = None

@@ -11,6 +11,7 @@ from tensortap.rules._finding import Finding, Severity, StepRun
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._bulk import one_numbers, steps_array
 from tensortap.rules.builtin._common import (
+    VITAL_LOSS,
     boosting_metric_pair,
     boosting_no_pair,
     loss_names,
@@ -20,6 +21,8 @@ from tensortap.rules.builtin._common import (
 )
 from tensortap.rules.builtin._series import LossSeries
 
+#: TRAIN vital losses averaged into one observation (see the class docstring).
+VITAL_BLOCK = 10
 #: A validation loss this far (relative) above its best is getting worse, not just flat.
 _WORSE = 0.05
 
@@ -30,7 +33,11 @@ class Overtraining(Rule):
     are not compared). A new best must beat the old one by more than ``delta`` (an absolute
     amount, as Keras' ``EarlyStopping(min_delta=...)``). Fires when the training loss has not
     improved for ``patience_train`` saved training steps, or the validation loss for
-    ``patience_validation`` EVAL steps.
+    ``patience_validation`` EVAL steps. The vital sign ``vitals/loss`` (the loss of every
+    step) stands for the ``losses`` collection where saved; its TRAIN values are judged as the
+    mean of each block of ``VITAL_BLOCK`` (10) steps, one observation each (the schedule a job
+    saved losses on before, and steadier than one batch's loss: a plateau of 5 single batches
+    is noise).
 
     Every run that converges stops improving, so a plateau is *advice* (training longer gains
     nothing: stop earlier or lower the learning rate); a validation loss that has risen more
@@ -78,6 +85,7 @@ class Overtraining(Rule):
         self.tensor_regex = tensor_regex or []
         self._best = {ModeKeys.TRAIN: math.inf, ModeKeys.EVAL: math.inf}
         self._since = {ModeKeys.TRAIN: 0, ModeKeys.EVAL: 0}
+        self._block: list[float] = []  # TRAIN vital losses of the block under way
         self._series = LossSeries(
             base_trial, lambda s: loss_names(base_trial, True, self.tensor_regex, s), False
         )
@@ -116,13 +124,26 @@ class Overtraining(Rule):
         observations = self._series.observe(step)
         if not observations and not loss_names(self.base_trial, True, self.tensor_regex, step):
             raise self.skip("no loss saved at this step")
-        verdicts = [
-            self._track(o.mode, o.value, list(o.tensors), o.steps)
-            for o in observations
-            if o.mode in self._best or o.mode == ModeKeys.GLOBAL
-        ]
+        verdicts = []
+        for o in observations:
+            if o.mode not in self._best and o.mode != ModeKeys.GLOBAL:
+                continue
+            if o.mode != ModeKeys.EVAL and o.tensors == (VITAL_LOSS,) and o.finite:
+                self._block.append(o.value)  # the loss of every step: judged by the block
+                if len(self._block) < VITAL_BLOCK:
+                    continue
+                mean, self._block = float(math.fsum(self._block) / VITAL_BLOCK), []
+                verdicts.append(self._track(o.mode, mean, list(o.tensors), 1, VITAL_BLOCK))
+                continue
+            verdicts.append(self._track(o.mode, o.value, list(o.tensors), o.steps))
         if not verdicts:
-            self.explain("an evaluation pass is under way (judged when it ends)")
+            if self._block:
+                self.explain(
+                    f"the training loss of every step is judged as the mean of each "
+                    f"{VITAL_BLOCK} steps ({len(self._block)} of this block so far)"
+                )
+            else:
+                self.explain("an evaluation pass is under way (judged when it ends)")
             return False
         return self._say(verdicts)
 
@@ -152,9 +173,10 @@ class Overtraining(Rule):
         return self._say(verdicts)
 
     def _track(
-        self, mode: ModeKeys, loss: float, names: list[str], steps: int
+        self, mode: ModeKeys, loss: float, names: list[str], steps: int, block: int = 1
     ) -> tuple[bool, int, dict[str, Any]]:
-        """(fired, severity rank, explanation) after one observation of ``mode``."""
+        """(fired, severity rank, explanation) after one observation of ``mode`` (the mean
+        of a ``block`` of steps' losses: counted once)."""
         if mode == ModeKeys.GLOBAL:
             mode = ModeKeys.TRAIN
         if not math.isfinite(loss):
@@ -170,9 +192,10 @@ class Overtraining(Rule):
         fired = since >= patience
         worse = mode == ModeKeys.EVAL and loss > best + max(self.delta, _WORSE * abs(best))
         severity = Severity.WARNING if worse else Severity.ADVICE
+        unit = "steps" if block == 1 else f"blocks of {block} steps (their mean losses)"
         text = (
             f"{which} loss {loss:.4g}; best {best:.4g}, not improved by more than "
-            f"{self.delta:g} for {since} steps (patience {patience})"
+            f"{self.delta:g} for {since} {unit} (patience {patience})"
         )
         if fired:
             text += (

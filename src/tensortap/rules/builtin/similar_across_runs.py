@@ -6,15 +6,19 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.core._vitals import Vital
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import has_raw, select
+
+_TIMINGS = (Vital.STEP_TIME, Vital.SAMPLES_PER_SECOND)
 
 
 class SimilarAcrossRuns(Rule):
     """Compares every selected tensor of the base trial with the same tensor at the same step
     of the other trial (``np.allclose(rtol, atol)``); fires when one differs (a run that
     should reproduce another does not). Tensors: ``collection_names`` / ``tensor_regex``,
-    every tensor when neither is given.
+    every tensor when neither is given, less the timings among the vital signs (a rerun's
+    ``vitals/step_time`` and ``vitals/samples_per_second`` are the machine's, not the run's).
     """
 
     def __init__(
@@ -37,6 +41,8 @@ class SimilarAcrossRuns(Rule):
 
     def _pairs(self, step: int) -> list[str]:
         names = select(self.base_trial, self.collection_names, self.tensor_regex, step=step)
+        if not self.collection_names and not self.tensor_regex:
+            names = [n for n in names if n not in _TIMINGS]
         other = set(self.other.tensor_names(step=step))
         return [
             n

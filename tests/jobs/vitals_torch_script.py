@@ -1,0 +1,55 @@
+"""A plain PyTorch loop (it never imports tensortap) that writes what it trained on each
+optimizer step to ``--log`` (JSON): the loss as a trainer logs it under gradient accumulation
+(the mean over the micro-batches), the total gradient norm ``clip_grad_norm_`` returned (before
+clipping) and the learning rate the update used. ``--loss module`` uses ``nn.CrossEntropyLoss``;
+``functional`` calls ``F.cross_entropy`` and divides each micro-batch's loss for accumulation."""
+
+import argparse
+import json
+
+import torch
+import torch.nn.functional as F
+from sklearn.datasets import load_digits
+from torch import nn
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--log", required=True)
+parser.add_argument("--loss", default="module")
+parser.add_argument("--steps", type=int, default=30)
+parser.add_argument("--accumulate", type=int, default=2)
+args = parser.parse_args()
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+x, y = load_digits(return_X_y=True)
+x = torch.tensor(x / 16.0, dtype=torch.float32)
+y = torch.tensor(y)
+model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.2)
+scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10, gamma=0.5)
+loss_module = nn.CrossEntropyLoss()
+logged = []
+batch = 16
+for step in range(args.steps):
+    optimizer.zero_grad()
+    total = 0.0
+    for micro in range(args.accumulate):
+        i = ((step * args.accumulate + micro) * batch) % (len(y) - batch)
+        out = model(x[i : i + batch])
+        if args.loss == "module":
+            loss = loss_module(out, y[i : i + batch])
+            total += loss.item() / args.accumulate
+            (loss / args.accumulate).backward()
+        else:
+            loss = F.cross_entropy(out, y[i : i + batch]) / args.accumulate
+            total += loss.item()
+            loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=0.3)
+    lr = optimizer.param_groups[0]["lr"]
+    optimizer.step()
+    scheduler.step()
+    logged.append(
+        {"loss": total, "grad_norm": float(norm), "lr": lr, "samples": batch * args.accumulate}
+    )
+with open(args.log, "w") as f:
+    json.dump(logged, f)
