@@ -53,7 +53,7 @@ start = 0
 if args.restore:
     saved = np.load(args.ckpt)
     treedef = jax.tree.structure((params, state))
-    leaves = [jnp.asarray(saved[f"leaf{i}"]) for i in range(treedef.num_leaves)]
+    leaves = [jnp.asarray(saved[f"leaf{i}"]) for i in range(treedef.num_leaves)]  # type: ignore[attr-defined]
     params, state = jax.tree.unflatten(treedef, leaves)
     start = int(saved["step"])
 
@@ -72,5 +72,6 @@ for i in range(start, args.last):
     log[i] = [float(loss), float(norm)]
     if i + 1 == args.checkpoint_after:
         leaves = jax.tree.leaves((params, state))
-        np.savez(args.ckpt, step=i + 1, **{f"leaf{j}": np.asarray(a) for j, a in enumerate(leaves)})
+        arrays = {f"leaf{j}": np.asarray(a) for j, a in enumerate(leaves)}
+        np.savez(args.ckpt, step=i + 1, **arrays)  # type: ignore[arg-type]
 print(json.dumps(log))

@@ -36,7 +36,7 @@ class Tokens(Dataset):
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
-config = BertConfig(
+config = BertConfig(  # type: ignore[call-arg]
     vocab_size=32,
     hidden_size=32,
     num_hidden_layers=1,
