@@ -73,10 +73,13 @@ def test_a_job_sets_the_writer_and_parses_its_settings_once_per_process(
     assert re.search(r"save_interval parsed (\d+) times", log).group(1) == "1", log  # type: ignore[union-attr]
 
     trial = tt.create_trial(job.debugger_artifacts_path())
-    assert trial.steps() == [0, 7]  # the job's save_interval reached the hook
+    losses = trial.tensor_names(collection="losses")
+    assert losses and all(trial.tensor(n).steps() == [0, 7] for n in losses)  # the job's
+    # save_interval reached the hook; the vital signs are saved at every step whatever it is
+    assert trial.steps() == trial.tensor("vitals/loss").steps() == list(range(12))
     (worker,) = trial.workers()
     status = trial.worker_status(worker)["status"]  # type: ignore[index]
-    assert status["segments_published"] == status["steps_written"] == 2
+    assert status["segments_published"] == status["steps_written"] == 12
 
 
 def test_writer_options_are_checked_when_the_job_is_made(tmp_path: Path) -> None:
