@@ -169,10 +169,18 @@ class LiveView:
 def judged_count(rule: Mapping[str, Any]) -> int:
     """The steps whose saved data a rule read (``judged``; an older record has only
     ``evaluated``), 0 for a rule that ended NoData: never a count of the steps it only walked
-    (Keras's WeightUpdateRatio ended NoData "(49 steps judged)")."""
+    (Keras's WeightUpdateRatio ended NoData "(49 steps judged)"). A count that is no whole
+    number (a summary.json shared by someone else may hold anything) counts as none: the runs
+    list, a run's page and the report still draw, the value is not shown as a count."""
     if rule.get("RuleEvaluationStatus") == "NoData":
         return 0
-    return int(rule.get("judged", rule.get("evaluated")) or 0)
+    value = rule.get("judged", rule.get("evaluated"))
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return 0
+    try:
+        return max(int(value), 0)
+    except (ValueError, OverflowError):  # "<script>...", "inf", NaN
+        return 0
 
 
 def steps_judged(rule: Mapping[str, Any]) -> str:
