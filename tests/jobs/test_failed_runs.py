@@ -49,7 +49,7 @@ def test_a_crashed_script_is_failed_at_its_step_with_its_exception(tmp_path: Pat
     summary_text = _cli("summary", str(record.dir))
     assert expected in _diagnosis_line(summary_text)
     no_data = [line for line in summary_text.splitlines() if " NoData" in line]
-    assert no_data  # the spike rules' baselines were still warming up
+    assert no_data  # rules with nothing of their kind saved (no EVAL step, no input image)
     for line in no_data:  # a rule that judged nothing never says "(2 steps judged)"
         assert line.endswith("(no step judged)"), line
     found = tt.diagnose(record.dir)
@@ -63,9 +63,21 @@ def test_a_crashed_script_is_failed_at_its_step_with_its_exception(tmp_path: Pat
     page = report.read_text()
     assert expected.replace("; before it, ", "") in page
     assert "<th>steps judged</th>" in page  # counted as the summary counts them
-    assert re.search(
-        r"LossSpike</td><td class='text NoData'>NoData</td><td></td><td>none</td>", page
-    )
+    judged = {}
+    for rule in summary["rules"]:  # a rule that judged nothing says "none", never a count
+        name, status = rule["RuleConfigurationName"], rule["RuleEvaluationStatus"]
+        row = re.search(
+            rf"<tr><td class='text'>{name}</td><td class='text {status}'>{status}</td>"
+            r"<td>[^<]*</td><td>([^<]*)</td>",
+            page,
+        )
+        assert row, name
+        judged[name] = row.group(1)
+        assert judged[name] == ("none" if status == "NoData" else str(rule["judged"])), name
+    assert "none" in judged.values()  # Overfit: no EVAL step; CheckInputImages: no image
+    # the loss is a vital sign saved at every step (not at the job's every 10th): LossSpike
+    # judged steps 10 and 11 once its baseline of 10 steps was warm, and its row counts them
+    assert judged["LossSpike"] == "2"
 
 
 def test_a_killed_script_is_killed_after_its_last_saved_step(tmp_path: Path) -> None:
