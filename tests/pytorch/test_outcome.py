@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
@@ -75,6 +76,38 @@ class Untouchable(torch.Tensor):
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         raise AssertionError(f"{func} read the values on a step that saves nothing")
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_a_scripts_own_labels_and_predictions_win_over_the_sampled_ones(
+    tmp_path: Path, before: bool
+) -> None:
+    """Saved before the loss call or after it, what the script saves itself is kept: the loss
+    call never replaces it (a later call in the step neither)."""
+    torch.manual_seed(0)
+    model, loss_fn = nn.Linear(4, 3), nn.CrossEntropyLoss()
+    hook = tt.Hook(
+        str(tmp_path),
+        include_collections=["labels", "predictions"],
+        save_config=tt.SaveConfig(save_interval=1),
+    )
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    y = torch.tensor([0, 1, 2, 1])
+    mine = torch.tensor([2, 2, 2, 2])  # not what the model predicts
+    for _ in range(2):
+        out = model(torch.randn(4, 4))
+        if not before:
+            loss_fn(out, y)
+        hook.save_tensor("labels", y, "labels")
+        hook.save_tensor("predictions", mine, "predictions")
+        loss_fn(out, y).backward()
+        hook.next_step()
+    hook.close()
+    trial = tt.create_trial(str(tmp_path))
+    for step in (0, 1):
+        assert trial.tensor("labels").value(step).tolist() == y.tolist()
+        assert trial.tensor("predictions").value(step).tolist() == mine.tolist()
 
 
 def test_a_step_that_saves_nothing_never_reads_the_values() -> None:

@@ -29,6 +29,7 @@ from tensortap.core._collections import (
 )
 from tensortap.core._handles import HookHandle
 from tensortap.core._modes import ModeKeys
+from tensortap.core._outcome import OUTCOME_NAMES
 from tensortap.core._recorder import RAW_PLAN, records_from_array
 from tensortap.core._reduction_config import ReductionConfig
 from tensortap.core._step_tracker import StepTracker, Update
@@ -346,6 +347,9 @@ class Hook(TrainerControls, BaseHook):
         self, name: str, value: Any, collections: str | Iterable[str] | None = None
     ) -> bool:
         """Save a torch tensor (or anything array-like) if a collection it joins is due."""
+        if name in OUTCOME_NAMES:  # the script's own outcome wins over the sampled one
+            with self._lock:
+                self._outcome.stand_aside()
         if not isinstance(value, torch.Tensor):
             return super().save_tensor(name, value, collections)
         if value.numel() == 1 and value.device.type == "cpu" and value.dtype in _NUMPY_SCALARS:

@@ -15,7 +15,8 @@ thinned on the device to at most :data:`tensortap.core._outcome.MAX_ROWS` positi
 before they are copied to the host, choosing positions from the targets before any score is
 read, and reading at most :data:`SCORES_READ` scores a call. On other steps a loss call costs
 one check of the schedule (about 2.5 us with the wrapper): no device work, no host sync.
-Regression losses are left to the rules that read their inputs.
+Regression losses are left to the rules that read their inputs. A script that saves ``labels``
+or ``predictions`` itself keeps them: the tap stands aside for that step.
 """
 
 from __future__ import annotations
@@ -88,6 +89,13 @@ class OutcomeTap:
             self._step, self._labels, self._predictions = step, [], []
             self._rows = 0 if outcome_due(recorder) else MAX_ROWS
         return MAX_ROWS - self._rows
+
+    def stand_aside(self) -> None:
+        """The script saved ``labels`` or ``predictions`` itself this step: its values win, and
+        the tap saves nothing more this step (a later loss call would replace them)."""
+        recorder = self._recorder
+        self._step, self._labels, self._predictions = (recorder.mode, recorder.mode_step), [], []
+        self._rows = MAX_ROWS
 
     def on_module(self, module: nn.Module, inputs: Any) -> None:
         """A registered loss module ran on ``inputs`` (input, target). Where the functional
