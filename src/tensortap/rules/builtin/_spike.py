@@ -19,6 +19,11 @@ Values = Sequence[tuple[str, float]]
 #: Values off their baseline in a row that make a problem: two in a row were seen in a healthy
 #: run (an MLP whose batch losses had a median of 0.07 met two hard batches, 0.9 each).
 LASTING = 3
+#: ... and the steps they must span: what LASTING values in a row spanned at a job's saving
+#: interval of 10 steps (steps s, s + 10, s + 20). A series saved at every step (the vital
+#: signs) has three hard batches in a row far more often than one saved every 10th step: the
+#: instability must last as long, not only over as many values.
+LASTING_STEPS = 20
 
 
 class SpikeRule(Rule):
@@ -55,11 +60,17 @@ class SpikeRule(Rule):
         self.z_threshold, self.min_ratio = z_threshold, min_ratio
         self._baselines: dict[str, RobustBaseline] = {}
         self._spiking: dict[str, int] = {}  # the key's last values that were spikes, in a row
+        self._spike_from: dict[str, int] = {}  # the step of the first of them
+        self._step = 0  # the step being evaluated
 
     #: The cause a spike points at (None: the rule names none).
     cause: str | None = None
     #: Whether spikes that last (LASTING in a row) are a problem; else every spike is a warning.
     lasting_is_problem: bool = True
+
+    def evaluate(self, step: int) -> Finding:
+        self._step = step
+        return super().evaluate(step)
 
     def judge(self, key: str, value: float, what: str, tensors: list[str]) -> bool:
         if not math.isfinite(value):
@@ -76,14 +87,21 @@ class SpikeRule(Rule):
         # gradient): a warning; LASTING in a row is instability that lasts, a problem
         run = self._spiking.get(key, 0) + 1 if fired else 0
         self._spiking[key] = run
-        sustained = run >= LASTING and self.lasting_is_problem
+        if run == 1:
+            self._spike_from[key] = self._step
+        lasted = self._step - self._spike_from.get(key, self._step)
+        sustained = run >= LASTING and lasted >= LASTING_STEPS and self.lasting_is_problem
         details: dict[str, Any] = {"median": median, "measured": value}
         if self.cause:
             details["cause"] = self.cause
         self.explain(
             f"{what} {value:.4g} against a median of {median:.4g}: {z:.3g} robust deviations "
             f"above (limit {self.z_threshold:g}, and over {self.min_ratio:g}x the median)"
-            + (f"; {run} values in a row off their baseline" if run > 1 else ""),
+            + (
+                f"; {run} values in a row off their baseline, over {lasted} steps"
+                if run > 1
+                else ""
+            ),
             tensors=tensors,
             value=z,
             threshold=self.z_threshold,
