@@ -82,6 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument(
+        "--discard",
+        action="store_true",
+        help="delete each case's trial once evaluated (a split's cache is about 33 GB)",
+    )
+    parser.add_argument(
         "--validate",
         action="store_true",
         help="run the validation pass (no tensortap) and write accepted.json",
@@ -125,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     results: list[CaseResult] = []
-    for r in parallel(run_worker, [(c, ns.cache) for c in chosen], ns.jobs):
+    for r in parallel(run_worker, [(c, ns.cache, not ns.discard) for c in chosen], ns.jobs):
         results.append(r)
         print(
             f"[{len(results)}/{len(chosen)}] {r.name} ({r.label}): "

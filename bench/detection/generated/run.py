@@ -103,8 +103,9 @@ def evaluate(trial_dir: Path) -> CaseResult:
     return CaseResult(**vars(found), split=meta["split"])  # with its diagnosis (harness)
 
 
-def run_case(case: Case, cache: Path) -> CaseResult:
-    """Train (unless cached) and evaluate one case."""
+def run_case(case: Case, cache: Path, keep: bool = True) -> CaseResult:
+    """Train (unless cached) and evaluate one case; ``keep`` false: its trial is deleted once
+    evaluated (a split's cache is about 33 GB)."""
     warnings.simplefilter("ignore")  # the faults' own warnings (broadcasting, scheduler order)
     started = time.perf_counter()
     case_dir = cache / case.split / case.name
@@ -112,6 +113,8 @@ def run_case(case: Case, cache: Path) -> CaseResult:
     if not trial_is_cached(case_dir, case):
         train_seconds, trained = train_case(case, case_dir), True
     result = evaluate(case_dir / "trial")
+    if not keep:
+        shutil.rmtree(case_dir, ignore_errors=True)
     result.trained, result.train_seconds = trained, train_seconds
     result.seconds = time.perf_counter() - started
     return result
@@ -128,8 +131,8 @@ def parallel(fn: Callable[[T], R], items: Iterable[T], jobs: int) -> Iterator[R]
         yield from pool.imap_unordered(fn, items)
 
 
-def run_worker(args: tuple[Case, Path]) -> CaseResult:
-    """A worker process's task: one case."""
+def run_worker(args: tuple[Case, Path, bool]) -> CaseResult:
+    """A worker process's task: one case (and whether to keep its trial)."""
     import torch
 
     torch.set_num_threads(1)
