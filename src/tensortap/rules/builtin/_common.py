@@ -345,6 +345,15 @@ def training_and_validation(
     return None
 
 
+def boosted_without_pair(trial: Trial, tensor_regex: list[str], step: int) -> bool:
+    """A booster's trial whose metrics hold no training and validation loss to compare (and
+    no loss saved otherwise): nothing to judge, for the reason :func:`boosting_no_pair` gives
+    (never "save losses", which a booster has no use for). For Overfit and Overtraining."""
+    if trial.framework() != "xgboost":
+        return False
+    return not loss_names(trial, True, tensor_regex, step)
+
+
 def boosting_no_pair(trial: Trial, rule: str) -> str | None:
     """Why ``rule`` has no training and validation loss metric to compare on a trial the
     XGBoost hook wrote (None on other trials, or when it has them): no training set among

@@ -14,6 +14,7 @@ from tensortap.rules._finding import Finding, Severity, StepRun
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._bulk import one_numbers, steps_array
 from tensortap.rules.builtin._common import (
+    boosted_without_pair,
     boosting_metric_pair,
     boosting_no_pair,
     fire_nonfinite,
@@ -260,14 +261,6 @@ class Overfit(Rule):
         if run:
             yield self.quiet(np.asarray(run, dtype=np.int64), _TRAINING_ONLY)
 
-    def _boosted_without_pair(self, step: int) -> bool:
-        """A booster's trial whose metrics hold no training and validation loss to compare
-        (and no loss saved otherwise): nothing to judge, for the reason :meth:`no_data_reason`
-        gives (never "save losses", which a booster has no use for)."""
-        if self.base_trial.framework() != "xgboost":
-            return False
-        return not loss_names(self.base_trial, True, self.tensor_regex, step)
-
     def no_data_reason(self) -> str:
         boosted = boosting_no_pair(self.base_trial, self.rule_name)
         return boosted if boosted is not None else super().no_data_reason()
@@ -277,7 +270,7 @@ class Overfit(Rule):
             pair = boosting_metric_pair(self.base_trial, step)
             if pair is not None:
                 self.training_metric, self.validation_metric = pair
-            elif self._boosted_without_pair(step):
+            elif boosted_without_pair(self.base_trial, self.tensor_regex, step):
                 raise self.skip("no loss metric of both the training and a validation set")
         if self.training_metric:
             return self._compare_metrics(step)

@@ -12,6 +12,7 @@ from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._bulk import one_numbers, steps_array
 from tensortap.rules.builtin._common import (
     VITAL_LOSS,
+    boosted_without_pair,
     boosting_metric_pair,
     boosting_no_pair,
     loss_names,
@@ -100,14 +101,6 @@ class Overtraining(Rule):
                 self._series.preload(steps, losses)
         yield from super().judge_steps(steps)
 
-    def _boosted_without_pair(self, step: int) -> bool:
-        """A booster's trial whose metrics hold no training and validation loss to compare
-        (and no loss saved otherwise): nothing to judge, for the reason :meth:`no_data_reason`
-        gives (never "save losses", which a booster has no use for)."""
-        if self.base_trial.framework() != "xgboost":
-            return False
-        return not loss_names(self.base_trial, True, self.tensor_regex, step)
-
     def no_data_reason(self) -> str:
         boosted = boosting_no_pair(self.base_trial, self.rule_name)
         return boosted if boosted is not None else super().no_data_reason()
@@ -117,7 +110,7 @@ class Overtraining(Rule):
             pair = boosting_metric_pair(self.base_trial, step)
             if pair is not None:
                 self.training_metric, self.validation_metric = pair
-            elif self._boosted_without_pair(step):
+            elif boosted_without_pair(self.base_trial, self.tensor_regex, step):
                 raise self.skip("no loss metric of both the training and a validation set")
         if self.training_metric:
             return self._metrics(step)
