@@ -94,6 +94,10 @@ class ProgramResult:
 
     @property
     def detected(self) -> bool:
+        """Whether the run's diagnosis is a problem (before one is made: any problem-severity
+        finding, which is the same while the verdict keeps every such finding a problem)."""
+        if self.verdict:
+            return self.verdict == "problem"
         return bool(self.problems())
 
     @property
