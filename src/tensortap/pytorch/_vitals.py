@@ -53,6 +53,7 @@ def batch_size(args: Any) -> int | None:
 
 
 _FOREACH_DEVICES = frozenset(("cpu", "cuda"))
+_IN_VITALS = (VITALS,)
 
 
 def total_norm(grads: list[torch.Tensor]) -> torch.Tensor | None:
@@ -154,7 +155,7 @@ class StepVitals:
         if self.grad_norm_taken or self._recorder.mode != ModeKeys.TRAIN or not self.enabled:
             return
         self._provisional = provisional
-        grads = [p.grad for p in params if p.grad is not None and p.requires_grad]
+        grads = [g for p in params if (g := p.grad) is not None and p.requires_grad]
         norm = total_norm(grads)
         if norm is not None and inverse is not None:
             norm = norm.double() * inverse.to(norm.device)
@@ -234,7 +235,7 @@ class StepVitals:
         else:
             self._last_end = None  # the next TRAIN step's time starts at its first forward
         for name, number in _read(values).items():
-            self._recorder.record(name, np.float64(number), (VITALS,))
+            self._recorder.record(name, number, _IN_VITALS)  # a float: the recorder's fast path
 
 
 def _mean(values: Sequence[_Number]) -> _Number:
