@@ -78,3 +78,35 @@ def test_a_loop_that_does_not_clip_saves_get_total_norms_value_every_step(
     assert calls[0] == 4  # the test's own: the hook's norm took the kernels only
     saved = tt.create_trial(tmp_path).tensor("vitals/grad_norm").values(mode=tt.modes.TRAIN)
     assert list(saved.values()) == norms
+
+
+def test_thinned_vital_signs_take_the_gradient_norm_only_where_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``vitals`` every 3rd step (a collection setting): the pass over the gradients is taken
+    at those steps only, not at every step and then thrown away."""
+    import tensortap.pytorch._vitals as vitals
+
+    taken: list[int] = []  # the steps at which the gradients' norm was taken
+    original = vitals.total_norm
+
+    def counted(grads: list[Any]) -> Any:
+        taken.append(hook._recorder.mode_step)
+        return original(grads)
+
+    monkeypatch.setattr(vitals, "total_norm", counted)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    hook = ttp.Hook(tmp_path, save_config=tt.SaveConfig(save_interval=100))
+    hook.get_collection("vitals").save_config = tt.SaveConfig(save_interval=3)
+    hook.register_module(model)
+    for _ in range(9):
+        optimizer.zero_grad()
+        model(torch.randn(2, 4)).sum().backward()
+        optimizer.step()
+    hook.close()
+    saved = tt.create_trial(tmp_path).tensor("vitals/grad_norm").steps(mode=tt.modes.TRAIN)
+    assert saved == [0, 3, 6]
+    assert set(taken) == {0, 3, 6}  # (twice at step 0: after backward, before the optimizer
+    # was known, and again at its step)

@@ -7,7 +7,8 @@ saved when it ends, at every step whatever else is due.
   else the sum of what went into ``backward()`` (a script dividing each micro-batch's loss by
   the accumulation, as trainers do, sums to the mean). At EVAL steps the same, without backward.
 - ``vitals/grad_norm``: the total L2 norm of the registered models' gradients, as
-  ``torch.nn.utils.get_total_norm`` computes it (one ``_foreach_norm``), taken once per step at
+  ``torch.nn.utils.get_total_norm`` computes it (one ``_foreach_norm``; only at steps where the
+  ``vitals`` collection is due, so thinning it thins this pass too), taken once per step at
   the first of: a clip of the gradients by norm (the total norm ``clip_grad_norm_`` returns:
   not computed twice) or by value (before it), the optimizer's step (before it),
   ``save_gradients`` (a trainer's moment), a backward pass when no optimizer is known.
@@ -152,8 +153,11 @@ class StepVitals:
         """Take the total gradient norm of ``params`` (once per step; times ``inverse``, the
         GradScaler's 1 / scale, for gradients still scaled). A ``provisional`` norm (after a
         backward pass, no optimizer known) gives way to a later one."""
-        if self.grad_norm_taken or self._recorder.mode != ModeKeys.TRAIN or not self.enabled:
+        recorder = self._recorder
+        if self.grad_norm_taken or recorder.mode != ModeKeys.TRAIN:
             return
+        if not recorder.is_collection_due(VITALS):
+            return  # the one dear vital sign (a pass over every gradient): where saved only
         self._provisional = provisional
         grads = [g for p in params if (g := p.grad) is not None and p.requires_grad]
         norm = total_norm(grads)
