@@ -22,6 +22,13 @@ smdebug's hook (``include_collections=["all"]``, every step) the same way in the
 
     .venv/bin/python bench/bench_pytorch.py --sustained 50 --rounds 5 [--model mlp]
         [--smdebug-python /path/to/venv-with-smdebug/bin/python]
+
+``--configs`` picks the configurations of ``--sustained`` (the CPU time of every thread, fresh
+processes: steadier than the interleaved wall times on a shared machine), e.g. the default hook
+(losses and the vital signs of every step) against no hook:
+
+    .venv/bin/python bench/bench_pytorch.py --sustained 300 --rounds 5 --model mlp \
+        --configs "no hook,default (losses)"
 """
 
 from __future__ import annotations
@@ -330,9 +337,15 @@ def one_run(config: str, model_name: str, steps: int) -> dict[str, float]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def sustained(model_name: str, steps: int, rounds: int, smdebug_python: str | None) -> None:
+def sustained(
+    model_name: str,
+    steps: int,
+    rounds: int,
+    smdebug_python: str | None,
+    chosen: tuple[str, ...] = SUSTAINED,
+) -> None:
     """Fresh processes, ``steps`` steps in a row each, the configurations alternating."""
-    configs = [(c, sys.executable) for c in SUSTAINED]
+    configs = [(c, sys.executable) for c in chosen]
     if smdebug_python:
         configs.append((SMDEBUG, smdebug_python))
     runs: dict[str, list[dict[str, float]]] = {c: [] for c, _ in configs}
@@ -375,6 +388,11 @@ def main() -> None:
         "--sustained", type=int, metavar="N", help="fresh processes, N steps in a row each"
     )
     parser.add_argument("--smdebug-python", help="an interpreter with smdebug (for --sustained)")
+    parser.add_argument(
+        "--configs",
+        help="for --sustained: the configurations, comma-separated (default: 'no hook,every "
+        "tensor every step'); 'no hook,default (losses)' times the default hook",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a child process of --sustained
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -388,7 +406,11 @@ def main() -> None:
         print(f"# {args.rounds} fresh processes per configuration, alternating; load average")
         print(f"# (1 min) at the start: {load:.2f}")
         for model_name in ["mlp", "cnn"] if args.model == "both" else [args.model]:
-            sustained(model_name, args.sustained, args.rounds, args.smdebug_python)
+            chosen = tuple(args.configs.split(",")) if args.configs else SUSTAINED
+            unknown = [c for c in chosen if c not in CONFIGS]
+            if unknown or "no hook" not in chosen:
+                parser.error(f"--configs: 'no hook' and some of {list(CONFIGS)}, got {chosen}")
+            sustained(model_name, args.sustained, args.rounds, args.smdebug_python, chosen)
         return
     print(f"# {args.rounds} rounds x {args.steps} steps per configuration; configurations take")
     print("# turns one step at a time within a group; ratios are to 'no hook' of the same group")

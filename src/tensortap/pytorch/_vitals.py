@@ -7,7 +7,8 @@ saved when it ends, at every step whatever else is due.
   else the sum of what went into ``backward()`` (a script dividing each micro-batch's loss by
   the accumulation, as trainers do, sums to the mean). At EVAL steps the same, without backward.
 - ``vitals/grad_norm``: the total L2 norm of the registered models' gradients, as
-  ``torch.nn.utils.get_total_norm`` computes it (one ``_foreach_norm``), taken once per step at
+  ``torch.nn.utils.get_total_norm`` computes it (one ``_foreach_norm``; only at steps where the
+  ``vitals`` collection is due, so thinning it thins this pass too), taken once per step at
   the first of: a clip of the gradients by norm (the total norm ``clip_grad_norm_`` returns:
   not computed twice) or by value (before it), the optimizer's step (before it),
   ``save_gradients`` (a trainer's moment), a backward pass when no optimizer is known.
@@ -52,10 +53,29 @@ def batch_size(args: Any) -> int | None:
     return None
 
 
-def total_norm(grads: Sequence[torch.Tensor]) -> torch.Tensor | None:
-    """The total L2 norm of ``grads`` (clip_grad_norm_'s), None without any."""
+_FOREACH_DEVICES = frozenset(("cpu", "cuda"))
+_IN_VITALS = (VITALS,)
+
+
+def total_norm(grads: list[torch.Tensor]) -> torch.Tensor | None:
+    """The total L2 norm of ``grads`` (clip_grad_norm_'s), None without any.
+
+    Gradients of one device and dtype (the usual case) take the same two kernels as
+    ``torch.nn.utils.get_total_norm`` (``_foreach_norm``, then the norm of the stacked norms),
+    so the value is the one ``clip_grad_norm_`` returns, bit for bit; without its Python
+    around them (grouping by device and dtype, checking foreach support per tensor), which
+    cost a small model's step more than the kernels. Others go through ``get_total_norm``."""
     if not grads:
         return None
+    first = grads[0]
+    device, dtype = first.device, first.dtype
+    if device.type in _FOREACH_DEVICES and all(
+        type(g) is torch.Tensor and g.dtype == dtype and g.device == device for g in grads
+    ):
+        with torch.no_grad():
+            norms = torch._foreach_norm(grads, 2.0)
+            total: torch.Tensor = torch.linalg.vector_norm(torch.stack(norms), 2.0)
+            return total
     return torch.nn.utils.get_total_norm(grads, 2.0)
 
 
@@ -133,10 +153,13 @@ class StepVitals:
         """Take the total gradient norm of ``params`` (once per step; times ``inverse``, the
         GradScaler's 1 / scale, for gradients still scaled). A ``provisional`` norm (after a
         backward pass, no optimizer known) gives way to a later one."""
-        if self.grad_norm_taken or self._recorder.mode != ModeKeys.TRAIN or not self.enabled:
+        recorder = self._recorder
+        if self.grad_norm_taken or recorder.mode != ModeKeys.TRAIN:
             return
+        if not recorder.is_collection_due(VITALS):
+            return  # the one dear vital sign (a pass over every gradient): where saved only
         self._provisional = provisional
-        grads = [p.grad for p in params if p.grad is not None and p.requires_grad]
+        grads = [g for p in params if (g := p.grad) is not None and p.requires_grad]
         norm = total_norm(grads)
         if norm is not None and inverse is not None:
             norm = norm.double() * inverse.to(norm.device)
@@ -216,7 +239,7 @@ class StepVitals:
         else:
             self._last_end = None  # the next TRAIN step's time starts at its first forward
         for name, number in _read(values).items():
-            self._recorder.record(name, np.float64(number), (VITALS,))
+            self._recorder.record(name, number, _IN_VITALS)  # a float: the recorder's fast path
 
 
 def _mean(values: Sequence[_Number]) -> _Number:

@@ -64,7 +64,9 @@ class TrialWriter:
         self.num_workers = num_workers
         self.session = uuid.uuid4().hex[:16]
         self.status = WriterStatus()
-        self._queue: deque[StepBatch] = deque()
+        # each step with the bytes it held when submitted (its deferred values count then, not
+        # once resolved: what submit adds, the writer takes off)
+        self._queue: deque[tuple[StepBatch, int]] = deque()
         self._queued_bytes = 0
         self._cv = threading.Condition()
         self._wakes_by_itself = False  # the writer sleeps with a flush deadline (under _cv)
@@ -124,7 +126,7 @@ class TrialWriter:
             if self._closed or not self._thread.is_alive():
                 self._drop(batch, "the writer is closed")
                 return
-            self._queue.append(batch)
+            self._queue.append((batch, size))
             self._queued_bytes += size
             self._last_submit = time.monotonic()
             if (
@@ -233,12 +235,12 @@ class TrialWriter:
             if time.monotonic() >= self._next_check:
                 self._check()
 
-    def _write_queued(self, batches: list[StepBatch]) -> None:
-        for batch in batches:
+    def _write_queued(self, batches: list[tuple[StepBatch, int]]) -> None:
+        for batch, size in batches:
             self._write_batch(batch)
             with self._cv:
                 self._queue.popleft()
-                self._queued_bytes -= batch.nbytes
+                self._queued_bytes -= size
                 self._cv.notify_all()
 
     def _publish_due(self, segment: OpenSegment) -> float:
