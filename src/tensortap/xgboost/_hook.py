@@ -80,6 +80,8 @@ _OWN_COLLECTIONS = (
     LABELS,
 )
 _VITALS = (VITALS,)
+_METRICS = (CollectionKeys.METRICS,)
+_FEATURE_IMPORTANCE = (FEATURE_IMPORTANCE,)
 TREE_COLUMNS = ("tree", "node", "depth", "feature", "threshold", "gain", "cover", "leaf")
 
 
@@ -125,6 +127,9 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         self._stop_now = False
         self._set_names: dict[str, str] = {}  # XGBoost's name of an eval set -> the saved one
         self._round_ended: float | None = None  # when the previous round ended (perf_counter)
+        # (the evals_log of this training, the training loss's history in it: a list XGBoost
+        # appends to), found on the first round of each training
+        self._loss_history: tuple[Mapping[str, Any], list[Any] | None] | None = None
 
     def name_eval_sets(self, dtrain: Any, evals: Sequence[tuple[Any, str]] | None) -> None:
         """Learn which of ``evals`` (``xgb.train``'s) is the training data ``dtrain``: its
@@ -138,10 +143,10 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         return model
 
     def after_iteration(self, model: Any, epoch: int, evals_log: Mapping[str, Any]) -> bool:
-        with self._lock:
+        with self._lock:  # one lock for the round and its step's end (next_step's)
             if not self._closed:
                 self._guard_event(self._save_round, model, evals_log)
-        self.next_step()
+                self._guard(self._recorder.next_step)
         return self._stop_now
 
     def after_training(self, model: Any) -> Any:
@@ -176,34 +181,51 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
 
     def _save_round(self, model: Any, evals_log: Mapping[str, Any]) -> None:
         now = time.perf_counter()
-        loss = None
+        recorder = self._recorder
+        due = recorder.is_anything_due()  # the vital signs aside
+        if due or self._loss_history is None or self._loss_history[0] is not evals_log:
+            self._save_metrics(evals_log)  # also finds the training loss's history
+        started, self._round_ended = self._round_ended, now
+        # Every round's vital signs: two numbers, through the recorder's path for a float (on
+        # a round that saves nothing else, this is all the hook does; the metrics are read
+        # only on rounds they are due).
+        history = self._loss_history[1] if self._loss_history is not None else None
+        if history:
+            last = history[-1]
+            loss = float(last[0] if isinstance(last, tuple) else last)
+            recorder.record(Vital.LOSS, loss, _VITALS)
+        if started is not None:
+            recorder.record(Vital.STEP_TIME, now - started, _VITALS)
+        if due:
+            self._save_due(model)
+
+    def _save_metrics(self, evals_log: Mapping[str, Any]) -> None:
+        """Every metric of every eval set (where due), and where the training loss's history
+        is in ``evals_log`` (XGBoost appends each round's value to the same list)."""
+        loss: list[Any] | None = None
         for data_name, metrics in evals_log.items():
             name = self._set_names.get(data_name, data_name)
             for metric, history in metrics.items():
                 if len(history):
                     last = history[-1]
                     value = float(last[0] if isinstance(last, tuple) else last)  # cv: (mean, std)
-                    self._save_lazy(f"{name}-{metric}", [CollectionKeys.METRICS], lambda v=value: v)
+                    self._recorder.record(f"{name}-{metric}", value, _METRICS)
                     if loss is None and name == "train" and is_loss_metric(metric):
-                        loss = value
-        started, self._round_ended = self._round_ended, now
-        # the vital signs through the adapters' own path (a few microseconds less per round
-        # than save_vitals' checks: these are plain floats)
-        if loss is not None:
-            self._save_lazy(Vital.LOSS, _VITALS, lambda v=loss: v)
-        if started is not None:
-            self._save_lazy(Vital.STEP_TIME, _VITALS, lambda v=now - started: v)
-        if not self._recorder.is_anything_due():
-            return
+                        loss = history
+        self._loss_history = (evals_log, loss)
+
+    def _save_due(self, model: Any) -> None:
+        """What is saved on rounds its collections are due: importance, SHAP values, the
+        outcome, the round's trees."""
         features = _feature_names(model)
         if self._due(FEATURE_IMPORTANCE):
+            recorder = self._recorder
             for kind, scores in _importances(model).items():
                 for feature, score in scores.items():
-                    self._save_lazy(
-                        f"feature_importance/{kind}/{feature}",
-                        [FEATURE_IMPORTANCE],
-                        lambda s=score: float(s),
-                    )
+                    # one number per feature (a vector of them for a multi-output booster)
+                    value = float(score) if isinstance(score, float | int) else score
+                    name = f"feature_importance/{kind}/{feature}"
+                    recorder.record(name, value, _FEATURE_IMPORTANCE)
         data = self.validation_data
         if data is not None and (self._due(AVERAGE_SHAP) or self._due(FULL_SHAP)):
             contribs = np.asarray(model.predict(self._shap_sample(data), pred_contribs=True))
@@ -221,7 +243,7 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
             self._save_lazy("full_shap/bias", [FULL_SHAP], lambda: contribs[..., -1])
         if data is not None and (self._due(PREDICTIONS) or self._due(LABELS)):
             sample = self._outcome_rows.sample(data)  # bounded (tensortap.xgboost._outcome)
-            labels = np.asarray(sample.get_label())
+            labels = self._outcome_rows.labels(sample)
             predicted, kept = bounded(
                 np.asarray(model.predict(sample)), labels if labels.size else None
             )
