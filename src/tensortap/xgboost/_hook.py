@@ -16,7 +16,9 @@ Collections (all TRAIN mode; the default save config is every 10 rounds, as smde
   ``shap_rows`` (500) rows of the validation data: the mean |contribution| per feature, and
   each feature's column plus ``full_shap/bias`` (a row's columns sum to its margin);
 - ``predictions`` / ``labels``: of the validation data (what Confusion and ClassImbalance read),
-  on at most 4096 rows and 64 KiB a round (:mod:`tensortap.xgboost._outcome`);
+  on at most 4096 rows and 64 KiB a round (:mod:`tensortap.xgboost._outcome`); a round where
+  the script saved ``labels`` or ``predictions`` itself (``hook.save_tensor``, in a callback
+  before the hook's) keeps the script's;
 - ``trees``: the trees this round added, as columns ``trees/<column>`` of one row per node:
   tree, node, depth, feature (-1 for a leaf), threshold, gain, cover, leaf value.
 
@@ -39,7 +41,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +53,7 @@ from tensortap._hook import HookOptions, OutDir
 from tensortap.core._collections import CollectionKeys
 from tensortap.core._metric_kinds import is_loss_metric
 from tensortap.core._modes import ModeKeys
+from tensortap.core._outcome import OUTCOME_NAMES
 from tensortap.core._save_config import SaveConfig
 from tensortap.core._vitals import VITALS, Vital
 from tensortap.xgboost._config import booster_config
@@ -124,6 +127,7 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         self.shap_rows = shap_rows
         self._shap_data: tuple[Any, Any] | None = None  # (validation data, its SHAP sample)
         self._outcome_rows = OutcomeRows()
+        self._own_outcome_at: tuple[ModeKeys, int] | None = None  # the script saved its own
         self._stop_now = False
         self._set_names: dict[str, str] = {}  # XGBoost's name of an eval set -> the saved one
         self._round_ended: float | None = None  # when the previous round ended (perf_counter)
@@ -152,6 +156,16 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
     def after_training(self, model: Any) -> Any:
         self.flush(timeout=0)
         return model
+
+    def save_tensor(
+        self, name: str, value: Any, collections: str | Iterable[str] | None = None
+    ) -> bool:
+        """As for every hook; ``labels`` or ``predictions`` saved by the script win over the
+        outcome the hook samples: it samples nothing in that round."""
+        if name in OUTCOME_NAMES:
+            with self._lock:
+                self._own_outcome_at = (self._recorder.mode, self._recorder.mode_step)
+        return super().save_tensor(name, value, collections)
 
     def _check_stop(self) -> None:
         """A stop request ends boosting the XGBoost way: ``after_iteration`` returns True."""
@@ -241,7 +255,8 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
                 self._save_lazy(f"full_shap/{name}", [FULL_SHAP], lambda c=column: c)
             # with the bias, each row sums to the margin (the prediction before the link)
             self._save_lazy("full_shap/bias", [FULL_SHAP], lambda: contribs[..., -1])
-        if data is not None and (self._due(PREDICTIONS) or self._due(LABELS)):
+        own = self._own_outcome_at == (self._recorder.mode, self._recorder.mode_step)
+        if data is not None and not own and (self._due(PREDICTIONS) or self._due(LABELS)):
             sample = self._outcome_rows.sample(data)  # bounded (tensortap.xgboost._outcome)
             labels = self._outcome_rows.labels(sample)
             predicted, kept = bounded(
