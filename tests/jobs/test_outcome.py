@@ -153,3 +153,19 @@ def test_an_xgboost_scripts_own_outcome_wins_over_the_sampled_one(tmp_path: Path
         labels = trial.tensor("labels").value(step)
         np.testing.assert_array_equal(labels, y[order][1200:1300])  # the script's 100 rows
         assert trial.tensor("predictions").value(step).shape == (100,)
+
+
+def test_a_keras_scripts_own_outcome_wins_over_the_sampled_one(tmp_path: Path) -> None:
+    """A script whose callback (before the job's hook) saves labels and predictions itself
+    after each training batch keeps them: the hook samples nothing at those steps."""
+    pytest.importorskip("keras")
+    script = str(HERE / "outcome_keras_script.py")
+    done, record = run_job(tmp_path, "python", script, "--own")
+    assert done.returncode == 0, done.stdout + done.stderr
+    trial = create_trial(str(record.trial_dir))
+    _, y = load_digits(return_X_y=True)
+    steps = outcome_steps(record)["TRAIN"]
+    assert steps
+    for step in steps:
+        np.testing.assert_array_equal(trial.tensor("labels").value(step), y[:50])
+        np.testing.assert_array_equal(trial.tensor("predictions").value(step), y[:50])

@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -127,7 +127,6 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         self.shap_rows = shap_rows
         self._shap_data: tuple[Any, Any] | None = None  # (validation data, its SHAP sample)
         self._outcome_rows = OutcomeRows()
-        self._own_outcome_at: tuple[ModeKeys, int] | None = None  # the script saved its own
         self._stop_now = False
         self._set_names: dict[str, str] = {}  # XGBoost's name of an eval set -> the saved one
         self._round_ended: float | None = None  # when the previous round ended (perf_counter)
@@ -156,16 +155,6 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
     def after_training(self, model: Any) -> Any:
         self.flush(timeout=0)
         return model
-
-    def save_tensor(
-        self, name: str, value: Any, collections: str | Iterable[str] | None = None
-    ) -> bool:
-        """As for every hook; ``labels`` or ``predictions`` saved by the script win over the
-        outcome the hook samples: it samples nothing in that round."""
-        if name in OUTCOME_NAMES:
-            with self._lock:
-                self._own_outcome_at = (self._recorder.mode, self._recorder.mode_step)
-        return super().save_tensor(name, value, collections)
 
     def _check_stop(self) -> None:
         """A stop request ends boosting the XGBoost way: ``after_iteration`` returns True."""
@@ -255,7 +244,7 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
                 self._save_lazy(f"full_shap/{name}", [FULL_SHAP], lambda c=column: c)
             # with the bias, each row sums to the margin (the prediction before the link)
             self._save_lazy("full_shap/bias", [FULL_SHAP], lambda: contribs[..., -1])
-        own = self._own_outcome_at == (self._recorder.mode, self._recorder.mode_step)
+        own = any(self._recorder.has_saved(n) for n in OUTCOME_NAMES)  # the script's win
         if data is not None and not own and (self._due(PREDICTIONS) or self._due(LABELS)):
             sample = self._outcome_rows.sample(data)  # bounded (tensortap.xgboost._outcome)
             labels = self._outcome_rows.labels(sample)
