@@ -30,8 +30,8 @@ error rate is no loss: :mod:`tensortap.core._metric_kinds`), and ``vitals/step_t
 seconds since the previous round ended. A round that saves nothing else is gathered (its end
 time and loss kept) and saved, as its own step with the same values, with the next round that
 saves more, or at most :data:`GATHER_ROUNDS` rounds or :data:`GATHER_SECS` seconds later, or
-before the script saves anything or reads the step: on fast rounds that costs a third of saving
-each round as it ends (docs/benchmarks.md, XGBoost zero code change).
+before the script saves anything or reads the step: the same work, run warm in a row rather
+than between two of XGBoost's rounds (docs/benchmarks.md, XGBoost zero code change).
 
 The eval sets are saved under the names XGBoost gives them, but for the training data: the set
 that is the training DMatrix (the very object, or one with its shape and labels) is saved as
@@ -94,8 +94,9 @@ TREE_COLUMNS = ("tree", "node", "depth", "feature", "threshold", "gain", "cover"
 #: A round that saves nothing but its vital signs is gathered: its end time and training loss
 #: are kept, and it is saved (as its own step, values unchanged) with the next round that
 #: saves more, or once this many are gathered, or :data:`GATHER_SECS` after the last round
-#: saved. Saved one by one, each round's Python work runs between two of XGBoost's, with the
-#: CPU caches cold; gathered, the work of ten rounds costs about what three did (0.7 ms rounds).
+#: saved. Saved as each round ends, the hook's Python runs between two of XGBoost's rounds
+#: with the CPU caches cold (65 us of CPU a round inside ``xgb.train``, 13 us in a tight loop,
+#: on 0.7 ms rounds); gathered, it runs warm (docs/benchmarks.md, XGBoost zero code change).
 GATHER_ROUNDS = 32
 GATHER_SECS = 0.1
 
@@ -149,7 +150,7 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         # next round that saves more (see GATHER_ROUNDS)
         self._gathered: list[tuple[float, Any]] = []
         self._gather_before = 0  # rounds (mode steps) before this one may be gathered
-        self._gather_until = 0.0  # ... while the last of them ended before this (perf_counter)
+        self._gather_until = 0.0  # ... while they end before this (perf_counter)
         self._gather_version = -1  # ... and the collections are those planned with
 
     def name_eval_sets(self, dtrain: Any, evals: Sequence[tuple[Any, str]] | None) -> None:
@@ -165,13 +166,11 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
 
     def after_iteration(self, model: Any, epoch: int, evals_log: Mapping[str, Any]) -> bool:
         now = time.perf_counter()
-        with self._lock:
+        with self._lock:  # one lock for the round and its step's end (next_step's)
             if self._may_gather(evals_log, now):
                 history = self._loss_history[1] if self._loss_history is not None else None
                 self._gathered.append((now, history[-1] if history else None))
-                return self._stop_now
-        with self._lock:  # one lock for the round and its step's end (next_step's)
-            if not self._closed:
+            elif not self._closed:
                 self._guard_event(self._save_gathered)
                 self._guard_event(self._save_round, model, evals_log, now)
                 self._guard(self._recorder.next_step)
