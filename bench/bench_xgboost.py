@@ -3,19 +3,23 @@
 Configurations: no hook; the default without the vital signs (metrics every 10 rounds); the
 default (the same, plus every round's ``vitals/loss`` and ``vitals/step_time``); zero code
 change (the hook a job attaches: what its recommended rules for boosted trees read, every 10
-rounds, with the vital signs); everything every 10 rounds (importance, SHAP on the validation
-data, predictions, trees); everything every round. The figure is the median time per boosting
-round over ``--repeats`` trainings each, in wall time and in the process's CPU time (every
-thread: the writer's work counts; steadier than wall time on a loaded machine), both up to the
-hook's ``close()``. ``--rows`` and ``--depth`` make rounds faster (the
+rounds), without and with the vital signs; the same with the booster's collections
+(importance, trees, the outcome) every 50th round instead (not a job's default: it shows what a
+due round's fixed cost comes to when due less often); everything every 10 rounds (importance,
+SHAP on the validation data, predictions, trees); everything every round. The figure is the
+median time per boosting round over ``--repeats`` trainings each, in wall time and in the
+process's CPU time (every thread: the writer's work counts; steadier than wall time on a loaded
+machine), both up to the hook's ``close()``. ``--rows`` and ``--depth`` make rounds faster (the
 zero-code-change cost is per round: it shows most on small fast rounds).
 
     .venv/bin/python bench/bench_xgboost.py [--repeats 5] [--boost 200] [--rows 20000] [--depth 6]
+        [--only 1,4]  (configuration numbers, in the order above; 0, no hook, always runs)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -40,20 +44,28 @@ ALL = [
 
 
 JOB = "job"
+SPARSE = "sparse"  # a job's hook with the booster's own collections every 50th round
 
 
-def _job_hook(out: Path, vitals: bool = True) -> tt.Hook:
+def _job_hook(out: Path, vitals: bool = True, sparse: bool = False) -> tt.Hook:
     """The hook ``tensortap run`` attaches to an XGBoost script (its recommended rules'); with
-    ``vitals`` false, without the vital signs (what a job saved before issue 43)."""
+    ``vitals`` false, without the vital signs (what a job saved before issue 43); ``sparse``:
+    with ``feature_importance``, ``trees``, ``labels`` and ``predictions`` every 50th round
+    (not a job's default: what the fixed cost of a due round comes to when due less often)."""
     from tensortap.jobs._specs import Rule, hook_config
     from tensortap.rules import rule_configs
 
     specs = [Rule.builtin(config) for config in rule_configs.recommended("xgboost")]
     config = hook_config(str(out), None, specs, None)
     if vitals:
-        return config.create_hook(tt.Hook)
-    included = [n for n in config.hook_kwargs()["include_collections"] if n != "vitals"]
-    return config.create_hook(tt.Hook, include_collections=included)
+        hook = config.create_hook(tt.Hook)
+    else:
+        included = [n for n in config.hook_kwargs()["include_collections"] if n != "vitals"]
+        hook = config.create_hook(tt.Hook, include_collections=included)
+    if sparse:
+        for name in ("feature_importance", "trees", "labels", "predictions"):
+            hook.get_collection(name).save_config = tt.SaveConfig(save_interval=50)
+    return hook
 
 
 def main() -> None:
@@ -62,6 +74,9 @@ def main() -> None:
     parser.add_argument("--boost", type=int, default=200)
     parser.add_argument("--rows", type=int, default=20000)
     parser.add_argument("--depth", type=int, default=6)
+    parser.add_argument(
+        "--only", default="", help="comma-separated configuration numbers to run (0: no hook)"
+    )
     args = parser.parse_args()
     x, y = make_classification(args.rows, 30, n_informative=10, random_state=0)
     cut = args.rows * 4 // 5
@@ -80,9 +95,13 @@ def main() -> None:
         "default (metrics every 10, vitals every round)": {},
         "zero code change without vital signs": {JOB: False},
         "zero code change (a job's hook)": {JOB: True},
+        "the same, the booster's collections every 50": {JOB: True, SPARSE: True},
         "everything every 10 rounds": {"save_config": every10, "include_collections": ALL},
         "everything every round": {"save_config": every1, "include_collections": ALL},
     }
+    if args.only:
+        keep = {int(n) for n in args.only.split(",")} | {0}
+        configs = {k: v for n, (k, v) in enumerate(configs.items()) if n in keep}
     evals = [(dtrain, "train"), (dvalid, "validation")]
     times: dict[str, list[float]] = {k: [] for k in configs}
     cpus: dict[str, list[float]] = {k: [] for k in configs}
@@ -93,7 +112,11 @@ def main() -> None:
                 callbacks = []
                 if kwargs is not None:
                     out = Path(tmp) / f"{r}-{number}"
-                    hook = _job_hook(out, kwargs[JOB]) if JOB in kwargs else tt.Hook(out, **kwargs)
+                    hook = (
+                        _job_hook(out, kwargs[JOB], kwargs.get(SPARSE, False))
+                        if JOB in kwargs
+                        else tt.Hook(out, **kwargs)
+                    )
                     hook.validation_data = dvalid  # what the attachment gives it
                     hook.name_eval_sets(dtrain, evals)
                     callbacks = [hook]
@@ -112,6 +135,7 @@ def main() -> None:
                 cpus[label].append((time.process_time() - cpu) / args.boost)
     base, base_cpu = statistics.median(times["no hook"]), statistics.median(cpus["no hook"])
     print(f"{args.boost} rounds, {cut:,} x 30 training rows, max_depth {args.depth}, 1 thread:")
+    print(f"  (load average {os.getloadavg()[0]:.1f} at the end; medians of {args.repeats})")
     for label, values in times.items():
         median = statistics.median(values)
         cpu = statistics.median(cpus[label])

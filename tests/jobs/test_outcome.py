@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sklearn.datasets import load_digits
 
 from tensortap.core._outcome import MAX_BYTES
 from tensortap.jobs._record import JobRecord
@@ -135,3 +136,36 @@ def test_an_xgbclassifier_fit_saves_the_validation_outcome(tmp_path: Path) -> No
     steps = outcome_steps(record)["TRAIN"]
     assert steps == [0, 10]
     assert trial.tensor("labels").value(10).size == 1797 - 1200  # the validation set
+
+
+def test_an_xgboost_scripts_own_outcome_wins_over_the_sampled_one(tmp_path: Path) -> None:
+    """A script that saves labels and predictions itself (a callback of its own, before the
+    job's hook in the callbacks) keeps them: the hook samples nothing at those rounds."""
+    pytest.importorskip("xgboost")
+    done, record = run_job(tmp_path, "python", str(HERE / "outcome_xgb_script.py"), "--own")
+    assert done.returncode == 0, done.stdout + done.stderr
+    trial = create_trial(str(record.trial_dir))
+    _, y = load_digits(return_X_y=True)
+    order = np.random.default_rng(0).permutation(len(y))
+    steps = outcome_steps(record)["TRAIN"]
+    assert steps == [0, 10]
+    for step in steps:
+        labels = trial.tensor("labels").value(step)
+        np.testing.assert_array_equal(labels, y[order][1200:1300])  # the script's 100 rows
+        assert trial.tensor("predictions").value(step).shape == (100,)
+
+
+def test_a_keras_scripts_own_outcome_wins_over_the_sampled_one(tmp_path: Path) -> None:
+    """A script whose callback (before the job's hook) saves labels and predictions itself
+    after each training batch keeps them: the hook samples nothing at those steps."""
+    pytest.importorskip("keras")
+    script = str(HERE / "outcome_keras_script.py")
+    done, record = run_job(tmp_path, "python", script, "--own")
+    assert done.returncode == 0, done.stdout + done.stderr
+    trial = create_trial(str(record.trial_dir))
+    _, y = load_digits(return_X_y=True)
+    steps = outcome_steps(record)["TRAIN"]
+    assert steps
+    for step in steps:
+        np.testing.assert_array_equal(trial.tensor("labels").value(step), y[:50])
+        np.testing.assert_array_equal(trial.tensor("predictions").value(step), y[:50])

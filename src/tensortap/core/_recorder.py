@@ -308,6 +308,11 @@ class StepRecorder:
             )
         return self.plan_for(name)
 
+    def has_saved(self, name: str) -> bool:
+        """Whether ``name`` was saved in the current step so far (adapters that sample a value
+        the script may save itself, as the outcome, leave the script's in place)."""
+        return name in self._step_records
+
     def put(self, name: str, records: list[Record]) -> None:
         """Keep the records of ``name`` for this step (replacing any saved earlier in the step)."""
         self._step_records[name] = records

@@ -4,14 +4,20 @@ steps, saved as the predicted and true classes, bounded: at most
 :data:`tensortap.core._outcome.MAX_ROWS` samples a step (a softmax over a large vocabulary is
 not saved whole). Sparse labels beside scores per class, one-hot labels beside scores, and a
 sigmoid output beside 0/1 labels are understood; anything else (a regression, several outputs)
-is left out."""
+is left out. Labels or predictions the script saved itself in the step win: none is sampled."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tensortap.core._outcome import LABELS, PREDICTIONS, outcome_due, sample_outcome
+from tensortap.core._outcome import (
+    LABELS,
+    OUTCOME_NAMES,
+    PREDICTIONS,
+    outcome_due,
+    sample_outcome,
+)
 
 if TYPE_CHECKING:
     from tensortap.keras._hook import KerasHook
@@ -22,8 +28,9 @@ def save_outcome(
 ) -> None:
     """Save a step's outcome from the captured ``labels`` and ``predictions`` (framework
     values, converted with ``to_numpy`` only where ``labels`` or ``predictions`` is due)."""
-    if not outcome_due(hook._recorder):
-        return
+    recorder = hook._recorder
+    if not outcome_due(recorder) or any(recorder.has_saved(n) for n in OUTCOME_NAMES):
+        return  # not due, or the script saved its own (a callback before the hook's)
     outcome = sample_outcome(to_numpy(labels), to_numpy(predictions))
     if outcome is None:
         return

@@ -16,7 +16,9 @@ Collections (all TRAIN mode; the default save config is every 10 rounds, as smde
   ``shap_rows`` (500) rows of the validation data: the mean |contribution| per feature, and
   each feature's column plus ``full_shap/bias`` (a row's columns sum to its margin);
 - ``predictions`` / ``labels``: of the validation data (what Confusion and ClassImbalance read),
-  on at most 4096 rows and 64 KiB a round (:mod:`tensortap.xgboost._outcome`);
+  on at most 4096 rows and 64 KiB a round (:mod:`tensortap.xgboost._outcome`); a round where
+  the script saved ``labels`` or ``predictions`` itself (``hook.save_tensor``, in a callback
+  before the hook's) keeps the script's;
 - ``trees``: the trees this round added, as columns ``trees/<column>`` of one row per node:
   tree, node, depth, feature (-1 for a leaf), threshold, gain, cover, leaf value.
 
@@ -25,7 +27,11 @@ Everything but the metrics is computed only on rounds when its collection is due
 Every round, whatever the schedule, the ``vitals`` collection (when included: by default, and in
 every job) holds ``vitals/loss``, the training set's first loss metric (``train-logloss``; an
 error rate is no loss: :mod:`tensortap.core._metric_kinds`), and ``vitals/step_time``, the
-seconds since the previous round ended.
+seconds since the previous round ended. A round that saves nothing else is gathered (its end
+time and loss kept) and saved, as its own step with the same values, with the next round that
+saves more, or at most :data:`GATHER_ROUNDS` rounds or :data:`GATHER_SECS` seconds later, or
+before the script saves anything or reads the step: the same work, run warm in a row rather
+than between two of XGBoost's rounds (docs/benchmarks.md, XGBoost zero code change).
 
 The eval sets are saved under the names XGBoost gives them, but for the training data: the set
 that is the training DMatrix (the very object, or one with its shape and labels) is saved as
@@ -36,6 +42,7 @@ sets from the ``xgb.train`` call under zero code change (:meth:`Hook.name_eval_s
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -51,6 +58,7 @@ from tensortap._hook import HookOptions, OutDir
 from tensortap.core._collections import CollectionKeys
 from tensortap.core._metric_kinds import is_loss_metric
 from tensortap.core._modes import ModeKeys
+from tensortap.core._outcome import OUTCOME_NAMES
 from tensortap.core._save_config import SaveConfig
 from tensortap.core._vitals import VITALS, Vital
 from tensortap.xgboost._config import booster_config
@@ -80,7 +88,17 @@ _OWN_COLLECTIONS = (
     LABELS,
 )
 _VITALS = (VITALS,)
+_METRICS = (CollectionKeys.METRICS,)
+_FEATURE_IMPORTANCE = (FEATURE_IMPORTANCE,)
 TREE_COLUMNS = ("tree", "node", "depth", "feature", "threshold", "gain", "cover", "leaf")
+#: A round that saves nothing but its vital signs is gathered: its end time and training loss
+#: are kept, and it is saved (as its own step, values unchanged) with the next round that
+#: saves more, or once this many are gathered, or :data:`GATHER_SECS` after the last round
+#: saved. Saved as each round ends, the hook's Python runs between two of XGBoost's rounds
+#: with the CPU caches cold (65 us of CPU a round inside ``xgb.train``, 13 us in a tight loop,
+#: on 0.7 ms rounds); gathered, it runs warm (docs/benchmarks.md, XGBoost zero code change).
+GATHER_ROUNDS = 32
+GATHER_SECS = 0.1
 
 
 class Hook(CoreHook, xgboost.callback.TrainingCallback):
@@ -125,6 +143,15 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         self._stop_now = False
         self._set_names: dict[str, str] = {}  # XGBoost's name of an eval set -> the saved one
         self._round_ended: float | None = None  # when the previous round ended (perf_counter)
+        # (the evals_log of this training, the training loss's history in it: a list XGBoost
+        # appends to), found on the first round of each training
+        self._loss_history: tuple[Mapping[str, Any], list[Any] | None] | None = None
+        # the rounds gathered: (when each ended, its training loss as logged), saved with the
+        # next round that saves more (see GATHER_ROUNDS)
+        self._gathered: list[tuple[float, Any]] = []
+        self._gather_before = 0  # rounds (mode steps) before this one may be gathered
+        self._gather_until = 0.0  # ... while they end before this (perf_counter)
+        self._gather_version = -1  # ... and the collections are those planned with
 
     def name_eval_sets(self, dtrain: Any, evals: Sequence[tuple[Any, str]] | None) -> None:
         """Learn which of ``evals`` (``xgb.train``'s) is the training data ``dtrain``: its
@@ -138,10 +165,16 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         return model
 
     def after_iteration(self, model: Any, epoch: int, evals_log: Mapping[str, Any]) -> bool:
-        with self._lock:
-            if not self._closed:
-                self._guard_event(self._save_round, model, evals_log)
-        self.next_step()
+        now = time.perf_counter()
+        with self._lock:  # one lock for the round and its step's end (next_step's)
+            if self._may_gather(evals_log, now):
+                history = self._loss_history[1] if self._loss_history is not None else None
+                self._gathered.append((now, history[-1] if history else None))
+            elif not self._closed:
+                self._guard_event(self._save_gathered)
+                self._guard_event(self._save_round, model, evals_log, now)
+                self._guard(self._recorder.next_step)
+                self._guard_event(self._plan_gathering, now)
         return self._stop_now
 
     def after_training(self, model: Any) -> Any:
@@ -174,36 +207,116 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
             CollectionKeys.ALL
         )
 
-    def _save_round(self, model: Any, evals_log: Mapping[str, Any]) -> None:
-        now = time.perf_counter()
-        loss = None
+    def _save_round(self, model: Any, evals_log: Mapping[str, Any], now: float) -> None:
+        due = self._recorder.is_anything_due()  # the vital signs aside
+        if due or self._loss_history is None or self._loss_history[0] is not evals_log:
+            self._save_metrics(evals_log)  # also finds the training loss's history
+        history = self._loss_history[1] if self._loss_history is not None else None
+        self._save_vitals_of_round(history[-1] if history else None, now)
+        if due:
+            self._save_due(model)
+
+    def _save_vitals_of_round(self, last: Any, ended: float) -> None:
+        """A round's vital signs: its training loss (``last``, as XGBoost logged it) and the
+        seconds since the previous round ended; through the recorder's path for a float."""
+        recorder = self._recorder
+        started, self._round_ended = self._round_ended, ended
+        if last is not None:
+            loss = float(last[0] if isinstance(last, tuple) else last)  # cv: (mean, std)
+            recorder.record(Vital.LOSS, loss, _VITALS)
+        if started is not None:
+            recorder.record(Vital.STEP_TIME, ended - started, _VITALS)
+
+    # -- gathering the rounds that save only their vital signs --
+    def _may_gather(self, evals_log: Mapping[str, Any], now: float) -> bool:
+        """Whether this round only joins the rounds gathered: nothing but its vital signs is
+        due (as planned at the last round saved, the collections unchanged since), fewer than
+        :data:`GATHER_ROUNDS` are gathered, and the last round saved ended less than
+        :data:`GATHER_SECS` ago."""
+        gathered = self._gathered
+        recorder = self._recorder
+        return (
+            not self._closed
+            and recorder.mode_step + len(gathered) < self._gather_before
+            and len(gathered) < GATHER_ROUNDS
+            and now < self._gather_until
+            and recorder.collections.version == self._gather_version
+            and self._loss_history is not None
+            and self._loss_history[0] is evals_log
+        )
+
+    def _plan_gathering(self, now: float) -> None:
+        """After a round saved: which of the next rounds may be gathered (those before the
+        next one where a collection other than the vital signs is due), and until when."""
+        recorder = self._recorder
+        configs = {
+            id(config): config
+            for name in recorder.include_collections
+            if name != VITALS
+            for config in [recorder.collections.get(name).save_config or recorder.save_config]
+        }
+        step = recorder.mode_step
+        last = step + GATHER_ROUNDS
+        while step < last and not any(c.should_save(recorder.mode, step) for c in configs.values()):
+            step += 1
+        self._gather_before = step
+        self._gather_until = now + GATHER_SECS
+        self._gather_version = recorder.collections.version
+
+    def _save_gathered(self) -> None:
+        """Save the rounds gathered, each as its own step (under the hook's lock)."""
+        gathered, self._gathered = self._gathered, []
+        recorder = self._recorder
+        for ended, last in gathered:
+            self._save_vitals_of_round(last, ended)
+            recorder.next_step()
+
+    def _catch_up(self) -> None:
+        """Before anything that reads or moves the step: save the rounds gathered."""
+        if self._gathered:
+            with self._lock:
+                if not self._closed:
+                    self._guard_event(self._save_gathered)
+
+    @property
+    def step(self) -> int:
+        """The current global step (the rounds gathered counted)."""
+        self._catch_up()
+        return super().step
+
+    @property
+    def mode_step(self) -> int:
+        """The current step within the current mode (the rounds gathered counted)."""
+        self._catch_up()
+        return super().mode_step
+
+    def _save_metrics(self, evals_log: Mapping[str, Any]) -> None:
+        """Every metric of every eval set (where due), and where the training loss's history
+        is in ``evals_log`` (XGBoost appends each round's value to the same list)."""
+        loss: list[Any] | None = None
         for data_name, metrics in evals_log.items():
             name = self._set_names.get(data_name, data_name)
             for metric, history in metrics.items():
                 if len(history):
                     last = history[-1]
                     value = float(last[0] if isinstance(last, tuple) else last)  # cv: (mean, std)
-                    self._save_lazy(f"{name}-{metric}", [CollectionKeys.METRICS], lambda v=value: v)
+                    self._recorder.record(f"{name}-{metric}", value, _METRICS)
                     if loss is None and name == "train" and is_loss_metric(metric):
-                        loss = value
-        started, self._round_ended = self._round_ended, now
-        # the vital signs through the adapters' own path (a few microseconds less per round
-        # than save_vitals' checks: these are plain floats)
-        if loss is not None:
-            self._save_lazy(Vital.LOSS, _VITALS, lambda v=loss: v)
-        if started is not None:
-            self._save_lazy(Vital.STEP_TIME, _VITALS, lambda v=now - started: v)
-        if not self._recorder.is_anything_due():
-            return
+                        loss = history
+        self._loss_history = (evals_log, loss)
+
+    def _save_due(self, model: Any) -> None:
+        """What is saved on rounds its collections are due: importance, SHAP values, the
+        outcome, the round's trees."""
         features = _feature_names(model)
         if self._due(FEATURE_IMPORTANCE):
+            recorder = self._recorder
             for kind, scores in _importances(model).items():
                 for feature, score in scores.items():
-                    self._save_lazy(
-                        f"feature_importance/{kind}/{feature}",
-                        [FEATURE_IMPORTANCE],
-                        lambda s=score: float(s),
-                    )
+                    # one number per feature (a vector of them for a multi-output booster)
+                    value = float(score) if isinstance(score, float | int) else score
+                    name = f"feature_importance/{kind}/{feature}"
+                    recorder.record(name, value, _FEATURE_IMPORTANCE)
         data = self.validation_data
         if data is not None and (self._due(AVERAGE_SHAP) or self._due(FULL_SHAP)):
             contribs = np.asarray(model.predict(self._shap_sample(data), pred_contribs=True))
@@ -219,9 +332,10 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
                 self._save_lazy(f"full_shap/{name}", [FULL_SHAP], lambda c=column: c)
             # with the bias, each row sums to the margin (the prediction before the link)
             self._save_lazy("full_shap/bias", [FULL_SHAP], lambda: contribs[..., -1])
-        if data is not None and (self._due(PREDICTIONS) or self._due(LABELS)):
+        own = any(self._recorder.has_saved(n) for n in OUTCOME_NAMES)  # the script's win
+        if data is not None and not own and (self._due(PREDICTIONS) or self._due(LABELS)):
             sample = self._outcome_rows.sample(data)  # bounded (tensortap.xgboost._outcome)
-            labels = np.asarray(sample.get_label())
+            labels = self._outcome_rows.labels(sample)
             predicted, kept = bounded(
                 np.asarray(model.predict(sample)), labels if labels.size else None
             )
@@ -271,6 +385,31 @@ def _same_data(a: Any, b: Any) -> bool:
         return bool(np.array_equal(a.get_label(), b.get_label()))
     except Exception:  # not a DMatrix, or one that cannot say
         return False
+
+
+def _caught_up(method: Any) -> Any:
+    """``method`` of the core hook, after the rounds gathered are saved (it reads or moves
+    the step, or saves in it)."""
+
+    @functools.wraps(method)
+    def caught_up(self: Hook, *args: Any, **kwargs: Any) -> Any:
+        self._catch_up()
+        return method(self, *args, **kwargs)
+
+    return caught_up
+
+
+for _name in (
+    "save_tensor",
+    "save_vitals",
+    "record_event",
+    "set_mode",
+    "next_step",
+    "continue_at",
+    "flush",
+    "close",
+):
+    setattr(Hook, _name, _caught_up(getattr(CoreHook, _name)))
 
 
 #: The open XGBoost hook made last in this process (see :meth:`tensortap._hook.Hook.current`).

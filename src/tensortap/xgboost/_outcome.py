@@ -22,6 +22,7 @@ class OutcomeRows:
 
     def __init__(self) -> None:
         self._cached: tuple[Any, Any] | None = None  # (validation data, its sample)
+        self._labels: tuple[Any, np.ndarray] | None = None  # (a sample, its labels)
 
     def sample(self, data: Any) -> Any:
         """``data`` itself when small enough, else a slice of evenly spaced rows."""
@@ -31,6 +32,12 @@ class OutcomeRows:
         if self._cached is None or self._cached[0] is not data:
             self._cached = (data, data.slice(rows.tolist()))
         return self._cached[1]
+
+    def labels(self, sample: Any) -> np.ndarray:
+        """The labels of ``sample`` (read once: a DMatrix's labels cost a copy each time)."""
+        if self._labels is None or self._labels[0] is not sample:
+            self._labels = (sample, np.asarray(sample.get_label()))
+        return self._labels[1]
 
 
 def bounded(predictions: np.ndarray, labels: np.ndarray | None) -> tuple[np.ndarray, Any]:
