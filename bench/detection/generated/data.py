@@ -105,9 +105,7 @@ def _two_d(d: Draw, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return x, y.astype(np.int64)
 
 
-def _heavy_tailed_regression(
-    d: Draw, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
+def _heavy_tailed_regression(d: Draw, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """A target with interactions between pairs of features and Student-t noise (3 degrees of
     freedom: a few large errors), unlike ``synth_reg``'s mostly linear Gaussian one."""
     n, f = d.n_samples, d.n_features

@@ -163,7 +163,7 @@ class ConstantInitFanIn(base.ConstantInit):
     def mutate_model(self, model: nn.Module, d: Draw) -> None:
         def init(m: nn.Module) -> None:
             w = m.weight
-            w.fill_(1.0 / (w[0].numel()))  # type: ignore[index, union-attr, operator]
+            w.fill_(1.0 / (w[0].numel()))  # type: ignore[index, operator]
             if m.bias is not None:
                 m.bias.zero_()  # type: ignore[operator]
 
@@ -193,8 +193,8 @@ class DeadReluSignFlip(base.DeadReluBias):
             for layer in activations_before(model, (nn.ReLU,)):
                 if isinstance(layer, nn.Linear | nn.Conv1d):
                     layer.weight.copy_(-layer.weight.abs())
-                if layer.bias is not None:  # type: ignore[union-attr]
-                    layer.bias.fill_(value)  # type: ignore[union-attr, operator]
+                if layer.bias is not None:
+                    layer.bias.fill_(value)  # type: ignore[operator]
 
 
 class SaturatingPercentages(base.SaturatingInputs):
@@ -237,7 +237,7 @@ class TabularGlobalScale(base.UnnormalisedTabular):
         self, x: np.ndarray, x_val: np.ndarray, d: Draw, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray]:
         if d.task not in ("wine", "breast_cancer", "diabetes"):
-            pick = self.rng(d).random(x.shape[1]) < 1 / 3
+            pick = np.less(self.rng(d).random(x.shape[1]), 1 / 3)
             pick[int(self.rng(d).integers(x.shape[1]))] = True
             scale = np.where(pick, 1000.0, 1.0)
             x, x_val = x * scale, x_val * scale
@@ -393,13 +393,21 @@ class AccumulationSummed(base.GradAccumulationUndivided):
 
 
 class ExponentialPerBatch(base.SchedulerPerBatch):
-    """ExponentialLR (to 10% over the run's epochs), meant per epoch, stepped after every
-    batch: the learning rate is gone within the first epochs."""
+    """The per-epoch exponential decay (to 10% over the run's epochs) written as a LambdaLR of
+    the epoch, ``0.1 ** (epoch / epochs)``, and handed to the loop as a per-step scheduler: it
+    counts batches as epochs, and the learning rate is gone within the first epochs."""
 
-    scheduler_per_batch = True
+    scheduler_per_batch = False
 
     def applies(self, d: Draw) -> bool:
         return d.schedule == "exp_epoch" and d.steps_per_epoch >= 6
+
+    def schedule(
+        self, d: Draw, optimizer: torch.optim.Optimizer, scheduler: Any, per_step: bool
+    ) -> tuple[Any, bool]:
+        epochs = d.epochs
+        decay = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda epoch: 0.1 ** (epoch / epochs))
+        return decay, True
 
 
 class EvalOnHeadOnly(base.EvalModeForgotten):
@@ -455,9 +463,7 @@ class ZeroGradientsDetached(base.ZeroGradients):
         return d.arch in ("mlp", "resmlp", "cnn1d") and not d.frozen_backbone
 
     def mutate_model(self, model: nn.Module, d: Draw) -> None:
-        head(model).register_forward_pre_hook(
-            lambda _m, inputs: tuple(i.detach() for i in inputs)
-        )
+        head(model).register_forward_pre_hook(lambda _m, inputs: tuple(i.detach() for i in inputs))
 
     def symptom(self, f: RunRecord, t: RunRecord) -> bool:
         body_still = len(f.unchanged) > len(t.unchanged)

@@ -4,6 +4,7 @@ a small ``nn.Module`` with a ``head`` where it does not)."""
 from __future__ import annotations
 
 from itertools import pairwise
+from typing import cast
 
 import torch
 from torch import nn
@@ -62,16 +63,19 @@ class ReluRecurrence(nn.Module):
         self.head = nn.Linear(hidden, out)
 
     def recurrent_weight(self) -> torch.Tensor:
-        return self.cell.weight_hh if self.unrolled else self.rnn.weight_hh_l0
+        weight = self.cell.weight_hh if self.unrolled else self.rnn.weight_hh_l0
+        return cast(torch.Tensor, weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.unrolled:
             seq, _ = self.rnn(x)
-            return self.head(seq[:, -1])
+            out: torch.Tensor = self.head(seq[:, -1])
+            return out
         h = x.new_zeros(x.shape[0], self.cell.hidden_size)
         for t in range(x.shape[1]):
             h = self.cell(x[:, t], h)
-        return self.head(h)
+        out = self.head(h)
+        return out
 
 
 class ResidualMLP(nn.Module):

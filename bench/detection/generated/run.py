@@ -83,7 +83,9 @@ def train_case(case: Case, case_dir: Path) -> float:
     meta = {
         **case.to_dict(),
         "hash": case_key(case),
-        "fault_description": implementation(case.fault, case.split).describe(case.draw) if case.fault else None,
+        "fault_description": implementation(case.fault, case.split).describe(case.draw)
+        if case.fault
+        else None,
         "record": record.summary() if record else None,
         # a healthy case's own check, redone on the run the hook watched
         "trains_properly": trains_properly(record, case.draw)
