@@ -38,6 +38,22 @@ ACCEPTED_FIRST: dict[str, frozenset[str]] = {
         "scheduler_per_batch": {"scheduler_per_batch"},
         "eval_mode_forgotten": {"eval_in_train_mode"},
         "softmax_twice": {"softmax_before_loss"},
+        # -- kinds added with the family split (issue 44); fixed from what each fault is --
+        # recurrent weights started above the identity: the init is the fault, gradients that
+        # explode through time its sign; clipping or a smaller init fixes it, so both count
+        "recurrent_explosion": {"exploding_gradient", "poor_init"},
+        # Dropout(p=1.0) / a detached input: no gradient reaches the layers below. The
+        # vocabulary has no cause for a gradient blocked outright; vanishing_gradient is the
+        # nearest (it sends a person to the lower layers' gradients, where the zeros are)
+        "zero_gradients": {"vanishing_gradient"},
+        # images divided by 255 twice, features in units 1000x too large: the input's scale
+        "inputs_too_small": {"unnormalised_input"},
+        # the loss's sign flipped (or maximize=True): no cause id fits. The vocabulary lacks
+        # one for an objective or update with the wrong sign; `diverging` names only the
+        # symptom (the loss climbing), and lr_too_high would send a person the wrong way
+        "gradient_ascent": set(),
+        # a few dozen rows, a wide model, many epochs: the same fix as a tiny training set
+        "memorisation": {"overfitting", "small_training_set"},
     }.items()
 }
 

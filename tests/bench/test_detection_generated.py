@@ -18,9 +18,34 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # the benchmarks live beside the package, not in it
     sys.path.insert(0, str(ROOT))
 
-from bench.detection.generated.faults import FAULTS, KINDS  # noqa: E402
-from bench.detection.generated.space import draw  # noqa: E402
-from bench.detection.generated.suite import SPLITS, cases  # noqa: E402
+from bench.detection.accepted import ACCEPTED_FIRST  # noqa: E402
+from bench.detection.generated.faults import FAULTS, KINDS, Fault  # noqa: E402
+from bench.detection.generated.faults_family import FAMILY_FAULTS, implementation  # noqa: E402
+from bench.detection.generated.space import (  # noqa: E402
+    FAMILY,
+    HELD_OUT_ARCHS,
+    HELD_OUT_SCHEDULES,
+    HELD_OUT_TASKS,
+    draw,
+    space_of,
+)
+from bench.detection.generated.suite import SPLITS, Case, cases, manifest  # noqa: E402
+
+NEW_KINDS = (
+    "recurrent_explosion",
+    "zero_gradients",
+    "inputs_too_small",
+    "gradient_ascent",
+    "memorisation",
+)
+#: what a fault implementation changes in the script (faults.Fault's hooks and switches)
+HOOKS = (
+    "adjust", "wants_raw_features", "training_rows", "before_normalising", "after_normalising",
+    "target_as_column", "handles_imbalance", "softmax_output", "mutate_model", "loss",
+    "optimizer_params", "optimizer_options", "schedule", "regression_targets", "recurrence",
+    "zero_grad", "optimizer_step", "divide_accumulated", "scheduler_per_batch", "eval_mode",
+    "loss_sign", "sum_micro_batches", "clear_grads", "epoch_targets", "eval_module",
+)  # fmt: skip
 
 
 def test_draw_is_deterministic() -> None:
@@ -35,26 +60,81 @@ def test_each_fault_applies_to_some_draw(kind: str) -> None:
     fault = FAULTS[kind]
     assert fault.name == kind
     assert any(fault.applies(draw(seed)) for seed in range(2000))
+    second = FAMILY_FAULTS[kind]
+    assert second.name == kind
+    assert any(second.applies(draw(seed, FAMILY)) for seed in range(2000))
 
 
 def test_fault_kinds() -> None:
-    assert len(KINDS) >= 23
+    assert len(KINDS) >= 28
     assert {"lr_x100", "softmax_twice", "eval_mode_forgotten", "loss_broadcast"} <= set(KINDS)
+    assert set(NEW_KINDS) <= set(KINDS)
+    assert tuple(FAMILY_FAULTS) == KINDS
+    assert set(ACCEPTED_FIRST) == set(KINDS)  # every kind's accepted first causes are fixed
+
+
+def _changes(fault: Fault) -> dict[str, object]:
+    return {hook: getattr(type(fault), hook) for hook in HOOKS}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_family_implementation_is_a_second_one(kind: str) -> None:
+    """The family split injects each kind through code the dev split never runs."""
+    first, second = FAULTS[kind], FAMILY_FAULTS[kind]
+    assert implementation(kind, "dev") is first and implementation(kind, "heldout") is first
+    assert implementation(kind, "family") is second
+    assert type(second) is not type(first) and isinstance(second, type(first))
+    differ = [h for h, v in _changes(second).items() if v != _changes(first)[h]]
+    assert differ, f"{kind}: the family implementation changes nothing the dev one does not"
+
+
+def test_dev_space_never_draws_a_held_out_family() -> None:
+    for seed in range(3000):
+        d = draw(seed)
+        assert d.arch not in HELD_OUT_ARCHS and d.task not in HELD_OUT_TASKS, d
+        assert d.schedule not in HELD_OUT_SCHEDULES and space_of(d) != FAMILY
+        assert space_of(draw(seed, FAMILY)) == FAMILY
+
+
+def test_family_split_is_held_out_from_dev() -> None:
+    """No architecture/data set pair, and no fault implementation, of the family split is one
+    the dev (or by-seed held-out) split uses; every family case holds out its architecture or
+    its data set."""
+    family = cases("family")
+    by_seed = cases("dev") + cases("heldout")
+    for c in by_seed:
+        assert c.draw.arch not in HELD_OUT_ARCHS and c.draw.task not in HELD_OUT_TASKS, c.name
+        assert c.draw.schedule not in HELD_OUT_SCHEDULES, c.name
+        assert c.fault is None or implementation(c.fault, c.split) is FAULTS[c.fault]
+    for c in family:
+        assert c.draw.arch in HELD_OUT_ARCHS or c.draw.task in HELD_OUT_TASKS, c.name
+        if c.fault is not None:
+            fault = implementation(c.fault, c.split)
+            assert fault is FAMILY_FAULTS[c.fault] and fault.applies(c.draw)
+    pairs = {(c.draw.arch, c.draw.task) for c in by_seed}
+    assert not pairs & {(c.draw.arch, c.draw.task) for c in family}
+    seeds = {c.seed for c in by_seed} | {c.draw.seed for c in by_seed}
+    assert not seeds & ({c.seed for c in family} | {c.draw.seed for c in family})
+    # every held-out architecture and data set is drawn
+    assert set(HELD_OUT_ARCHS) <= {c.draw.arch for c in family}
+    assert set(HELD_OUT_TASKS) <= {c.draw.task for c in family}
 
 
 def test_case_list_structure() -> None:
-    every = cases("all")
-    assert [c.name for c in every] == [c.name for c in cases("all")]  # deterministic
-    assert every == cases("dev") + cases("heldout")
-    assert {c.split for c in every} == set(SPLITS)
+    assert cases("all") == cases("dev") + cases("heldout")  # the family split only by name
+    every = cases("all") + cases("family")
+    assert [c.name for c in every] == [c.name for c in cases("all") + cases("family")]
+    assert {c.split for c in every} == set(SPLITS) == {"dev", "heldout", "family"}
     labels = Counter(c.label for c in every)
     assert labels["healthy"] >= 200
     assert sum(n for label, n in labels.items() if label != "healthy") >= 400
     assert all(labels[kind] >= 20 for kind in KINDS), labels
     assert len({c.name for c in every}) == len(every)
     for split in SPLITS:
-        mine = [c for c in every if c.split == split]
-        assert abs(len(mine) - len(every) / 2) <= len(every) * 0.1
+        mine = Counter(c.label for c in every if c.split == split)
+        assert mine["healthy"] == 1000
+        per_kind = 22 if split == "family" else 11
+        assert all(mine[kind] == per_kind for kind in KINDS), (split, mine)
     dev = {c.seed for c in every if c.split == "dev"} | {
         c.draw.seed for c in every if c.split == "dev"
     }
@@ -63,7 +143,34 @@ def test_case_list_structure() -> None:
     assert not dev & held
     for c in every:
         assert c.fault is None if c.label == "healthy" else c.fault == c.label
-        assert c.fault is None or FAULTS[c.fault].applies(c.draw)
+        assert c.fault is None or implementation(c.fault, c.split).applies(c.draw)
+
+
+def test_family_case_list_is_deterministic() -> None:
+    first, again = cases("family"), cases("family")
+    assert first == again
+    assert [c.hash for c in first] == [c.hash for c in again]
+    assert len({c.name for c in first}) == len(first)
+    assert all(c.draw == draw(c.draw.seed, FAMILY) for c in first)
+
+
+def _first_accepted(split: str, kind: str) -> Case:
+    chosen = [c for c in cases(split) if c.label == kind and c.validated]
+    if not chosen:
+        pytest.fail(f"no validated {kind} case in {split}: run the validation pass")
+    return min(chosen, key=lambda c: c.draw.total_steps * max(1, c.draw.seq_len))
+
+
+@pytest.mark.parametrize("split", ["dev", "family"])
+@pytest.mark.parametrize("kind", NEW_KINDS)
+def test_new_kind_shows_its_symptom(kind: str, split: str) -> None:
+    """Each new kind's mutation (both implementations) shows its symptom against its healthy
+    twin on a quick validated draw, trained here without tensortap."""
+    from bench.detection.generated.validate import check
+
+    case = _first_accepted(split, kind)
+    assert manifest()[str(case.seed)]["split"] == split
+    assert check(case) == (True, "")
 
 
 def test_quick_run(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """The generated detection benchmark: train each case of the suite with the hook a job
 attaches (cached), evaluate the recommended rules over its trial, and score per split.
 
-    python -m bench.detection.generated [--split dev|heldout|all] [--quick] [--only NAME ...]
+    python -m bench.detection.generated [--split dev|heldout|family|all] [--quick] [--only NAME ...]
         [--kinds KIND ...] [--jobs N] [--cache DIR] [--validate] [--json FILE]
 
 ``--validate`` runs the validation pass instead (no tensortap): every slot's healthy twin and
@@ -34,6 +34,8 @@ QUICK_KINDS = (
     "softmax_twice",
 )
 CHEAP_ARCHS = ("mlp", "logreg", "linreg", "cnn", "autoencoder")
+#: --validate writes accepted.json every this many verdicts (a split's pass takes minutes)
+WRITE_EVERY = 100
 
 
 def quick_cases() -> list[Case]:
@@ -51,6 +53,8 @@ def validate(chosen: list[Slot], jobs: int, write: bool) -> int:
     verdicts = []
     for v in parallel(validate_worker, chosen, jobs):
         verdicts.append(v)
+        if write and len(verdicts) % WRITE_EVERY == 0:  # an interrupted pass keeps its verdicts
+            write_manifest(verdicts)
         mark = "accepted" if v.attempt is not None else "NO DRAW"
         print(
             f"{v.split} {v.seed} ({v.label}): {mark} after {len(v.rejected)} rejected "

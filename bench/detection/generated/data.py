@@ -88,6 +88,36 @@ def _synthetic_regression(d: Draw, rng: np.random.Generator) -> tuple[np.ndarray
     return x, y
 
 
+def _two_d(d: Draw, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's make_moons or make_circles (noise ``label_noise``), plus pure-noise
+    features up to ``n_features``, each feature in its own units (scale and offset)."""
+    from sklearn import datasets
+
+    seed = int(rng.integers(2**31 - 1))
+    if d.task == "moons":
+        x, y = datasets.make_moons(d.n_samples, noise=d.label_noise, random_state=seed)
+    else:
+        x, y = datasets.make_circles(
+            d.n_samples, noise=d.label_noise / 2, factor=0.5, random_state=seed
+        )
+    x = np.concatenate([x, rng.normal(0.0, 1.0, (d.n_samples, d.n_features - 2))], axis=1)
+    x = x * rng.uniform(0.5, 3.0, d.n_features) + rng.normal(0.0, 2.0, d.n_features)
+    return x, y.astype(np.int64)
+
+
+def _heavy_tailed_regression(d: Draw, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A target with interactions between pairs of features and Student-t noise (3 degrees of
+    freedom: a few large errors), unlike ``synth_reg``'s mostly linear Gaussian one."""
+    n, f = d.n_samples, d.n_features
+    x = rng.normal(0.0, 1.0, (n, f))
+    w = rng.normal(0.0, 1.0, f)
+    pairs = rng.integers(0, f, (3, 2))
+    y = x @ w + sum(x[:, i] * x[:, j] for i, j in pairs)
+    y = y + 0.3 * y.std() * rng.standard_t(3, n)
+    x = x * rng.uniform(0.5, 3.0, f) + rng.normal(0.0, 2.0, f)
+    return x, y
+
+
 def _sequences(d: Draw, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Random sequences (N, T, F) and a simple rule over them: the sign of channel 0's sum,
     the channel with the largest sum, or an exponential moving average of channel 0 at the end
@@ -114,6 +144,10 @@ def raw_arrays(d: Draw, raw: bool = False) -> tuple[np.ndarray, np.ndarray]:
         x, y = _synthetic_regression(d, rng)
     elif d.task in ("seq_cls", "seq_reg"):
         x, y = _sequences(d, rng)
+    elif d.task in ("moons", "circles"):
+        x, y = _two_d(d, rng)
+    elif d.task == "synth_reg_t":
+        x, y = _heavy_tailed_regression(d, rng)
     else:
         x, y = _bundled(d.task, raw)
     order = rng.permutation(len(y))
@@ -174,6 +208,7 @@ def load(d: Draw, fault: Fault) -> Data:
     if d.regression:
         mean, std = y_tr.mean(), y_tr.std()
         y_tr, y_va = (y_tr - mean) / std, (y_va - mean) / std
+        y_tr, y_va = fault.regression_targets(y_tr, y_va, d)
         column = fault.target_as_column(d)
         targets = [torch.tensor(t, dtype=torch.float32) for t in (y_tr, y_va)]
         t_tr, t_va = (t[:, None] if column else t for t in targets)

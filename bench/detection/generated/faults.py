@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -81,9 +81,29 @@ class Fault:
     ) -> tuple[nn.Module | None, LossFn]:
         return module, fn
 
-    def optimizer_params(self, model: nn.Module, d: Draw) -> list[nn.Parameter] | None:
-        """What the optimizer is built over (None: the healthy choice)."""
+    def optimizer_params(self, model: nn.Module, d: Draw) -> list[Any] | None:
+        """What the optimizer is built over, parameters or parameter groups (None: the healthy
+        choice)."""
         return None
+
+    def optimizer_options(self, d: Draw) -> dict[str, Any]:
+        """Extra keyword arguments of the optimizer's constructor."""
+        return {}
+
+    def schedule(
+        self, d: Draw, optimizer: torch.optim.Optimizer, scheduler: Any, per_step: bool
+    ) -> tuple[Any, bool]:
+        """The learning-rate scheduler the loop steps, and whether per optimizer step."""
+        return scheduler, per_step
+
+    def regression_targets(
+        self, y: np.ndarray, y_val: np.ndarray, d: Draw
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Standardised regression targets, as the loss gets them."""
+        return y, y_val
+
+    #: "relu_rnn" / "relu_cell": the sequence model is a plain ReLU recurrence (models.build)
+    recurrence: ClassVar[str | None] = None
 
     # -- the loop --
     zero_grad: ClassVar[bool] = True
@@ -91,6 +111,23 @@ class Fault:
     divide_accumulated: ClassVar[bool] = True
     scheduler_per_batch: ClassVar[bool] = False
     eval_mode: ClassVar[bool] = True
+    #: -1.0: the loop calls ``(-loss).backward()`` (gradient ascent)
+    loss_sign: ClassVar[float] = 1.0
+    #: the K micro-batch losses are summed and ``backward()`` called once per step
+    sum_micro_batches: ClassVar[bool] = False
+
+    def clear_grads(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        """What the loop calls where ``optimizer.zero_grad()`` belongs."""
+        if self.zero_grad:
+            optimizer.zero_grad()
+
+    def epoch_targets(self, y: torch.Tensor, epoch: int, d: Draw) -> torch.Tensor:
+        """The training targets the epoch pairs with the rows."""
+        return y
+
+    def eval_module(self, model: nn.Module) -> nn.Module:
+        """What the validation pass calls ``.eval()`` (and then ``.train()``) on."""
+        return model
 
     def symptom(self, faulty: RunRecord, twin: RunRecord) -> bool:
         return True
@@ -685,6 +722,154 @@ class SoftmaxTwice(Fault):
         return drop(f) < 0.6 * drop(t) or gain(f) < gain(t) - 0.03 or slower
 
 
+# ------------------------------------------------- kinds added with the family split (issue 44)
+def long_sequences(fault: Fault, d: Draw) -> Draw:
+    """The draw over sequences of 40-60 steps (where a recurrence has room to explode)."""
+    return replace(d, seq_len=int(fault.rng(d).integers(40, 61)))
+
+
+def exploded(f: RunRecord, t: RunRecord) -> bool:
+    """The run broke, or its gradient norm reached 10x the twin's largest and training was
+    hurt."""
+    if broke(f):
+        return True
+    big = max(f.grad_norms, default=0.0) > 10.0 * max(t.grad_norms, default=0.0)
+    return big and harmed(f, t)
+
+
+class RecurrentExplosion(Fault):
+    """A GRU/LSTM replaced by a plain ReLU ``nn.RNN`` whose recurrent weights start at 1.1-1.3
+    times the identity (an IRNN init scaled past 1), over sequences of 40-60 steps: the state
+    and the gradients through time grow geometrically."""
+
+    name, salt = "recurrent_explosion", 24
+    recurrence = "relu_rnn"
+
+    def applies(self, d: Draw) -> bool:
+        return d.arch in ("gru", "lstm")
+
+    def adjust(self, d: Draw) -> Draw:
+        return long_sequences(self, d)
+
+    def mutate_model(self, model: nn.Module, d: Draw) -> None:
+        gain = float(self.rng(d).uniform(1.1, 1.3))
+        with torch.no_grad():
+            w = model.recurrent_weight()  # type: ignore[operator]
+            w.copy_(gain * torch.eye(w.shape[0]))
+
+    def symptom(self, f: RunRecord, t: RunRecord) -> bool:
+        return exploded(f, t)
+
+
+class ZeroGradients(Fault):
+    """Dropout's rate set to 1.0 (a keep probability passed as the drop rate): in training
+    every unit after it is zeroed, so no gradient reaches the layers below it and the layer
+    after it sees only zeros."""
+
+    name, salt = "zero_gradients", 25
+
+    def applies(self, d: Draw) -> bool:
+        return d.dropout > 0 and d.arch in ("mlp", "cnn", "gru", "lstm") and not d.frozen_backbone
+
+    def mutate_model(self, model: nn.Module, d: Draw) -> None:
+        for m in model.modules():
+            if isinstance(m, nn.Dropout):
+                m.p = 1.0
+
+    def symptom(self, f: RunRecord, t: RunRecord) -> bool:
+        late = f.grad_norms[len(f.grad_norms) // 2 :]
+        small = max(late, default=0.0) < 0.2 * min(t.grad_norms, default=0.0)
+        return not broke(f) and (small or learned_less(f, t, 0.5))
+
+
+class InputsTooSmall(Fault):
+    """Images divided by 255 twice (scaled to [0, 1] in the loader, then again by a transform),
+    the standardisation after it dropped: pixels in [0, 1/255]."""
+
+    name, salt = "inputs_too_small", 26
+
+    def applies(self, d: Draw) -> bool:
+        return d.task == "digits_images" or (
+            d.task == "digits" and d.arch in ("mlp", "logreg", "autoencoder")
+        )
+
+    def wants_raw_features(self, d: Draw) -> bool:
+        return True
+
+    def before_normalising(
+        self, x: np.ndarray, x_val: np.ndarray, d: Draw, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        pixels = 255.0 / 16.0  # digits' 0..16 as 8-bit values
+        return x * pixels / 255.0 / 255.0, x_val * pixels / 255.0 / 255.0
+
+    def symptom(self, f: RunRecord, t: RunRecord) -> bool:
+        return harmed(f, t)
+
+
+class GradientAscent(Fault):
+    """The loss's sign flipped at the backward call (``(-loss).backward()``, a reward's
+    negation applied twice): every step climbs the loss."""
+
+    name, salt = "gradient_ascent", 27
+    loss_sign = -1.0
+
+    def applies(self, d: Draw) -> bool:
+        return not d.frozen_backbone
+
+    def symptom(self, f: RunRecord, t: RunRecord) -> bool:
+        assert f.initial is not None and f.final is not None
+        rose = f.final.loss > f.initial.loss or broke(f)
+        return rose and learned_less(f, t, 0.5)
+
+
+class Memorisation(Fault):
+    """A few dozen training samples (the first 24-48 rows) for a model four times as wide,
+    trained 600-1000 steps without dropout: it memorises them and does not generalise."""
+
+    name, salt = "memorisation", 28
+
+    def applies(self, d: Draw) -> bool:
+        return (
+            d.arch == "mlp"
+            and d.n_train >= 250
+            and d.imbalance_keep >= 1.0
+            and not d.frozen_backbone
+            and d.label_smoothing == 0.0
+        )
+
+    def rows(self, d: Draw) -> int:
+        return int(self.rng(d).integers(24, 49))
+
+    def adjust(self, d: Draw) -> Draw:
+        steps = int(self.rng(d).integers(600, 1001))
+        rows = self.rows(d)
+        batch = 8 if rows < 32 else 16
+        epochs = math.ceil(steps / (rows // batch))
+        hidden = tuple(max(256, 4 * h) for h in d.hidden)
+        return replace(
+            d, hidden=hidden, dropout=0.0, batch_size=batch, accum_steps=1, epochs=epochs,
+            eval_every=max(5, steps // 10), weight_decay=0.0,
+        )  # fmt: skip
+
+    def training_rows(
+        self, x: np.ndarray, y: np.ndarray, d: Draw, n_classes: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        rows = self.rows(d)
+        return x[:rows], y[:rows]
+
+    def symptom(self, f: RunRecord, t: RunRecord) -> bool:
+        return memorised(f, t)
+
+
+def memorised(f: RunRecord, t: RunRecord) -> bool:
+    """The training loss near zero, the validation loss far above it, and less learned."""
+    if broke(f) or not f.evaluations:
+        return False
+    fitted = f.train_loss() < 0.1 * f.losses[0]
+    gap = f.evaluations[-1].loss > 3.0 * f.train_loss() + 0.05
+    return fitted and gap and gain(f) < gain(t) - 0.05
+
+
 #: kind -> fault, in the order the tables list them
 FAULTS: dict[str, Fault] = {
     f.name: f
@@ -712,6 +897,11 @@ FAULTS: dict[str, Fault] = {
         SchedulerPerBatch(),
         EvalModeForgotten(),
         SoftmaxTwice(),
+        RecurrentExplosion(),
+        ZeroGradients(),
+        InputsTooSmall(),
+        GradientAscent(),
+        Memorisation(),
     )
 }
 KINDS = tuple(FAULTS)

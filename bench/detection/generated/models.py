@@ -4,6 +4,7 @@ a small ``nn.Module`` with a ``head`` where it does not)."""
 from __future__ import annotations
 
 from itertools import pairwise
+from typing import cast
 
 import torch
 from torch import nn
@@ -48,6 +49,85 @@ class RecurrentNet(nn.Module):
         return F.softmax(out, dim=1) if self.probabilities else out
 
 
+class ReluRecurrence(nn.Module):
+    """A ReLU recurrence ``h = relu(W x_t + U h + b)`` written as a loop over time
+    (``nn.RNNCell``), the last state through a linear head."""
+
+    def __init__(self, in_features: int, hidden: int, out: int, unrolled: bool) -> None:
+        super().__init__()
+        self.unrolled = unrolled
+        if unrolled:
+            self.cell = nn.RNNCell(in_features, hidden, nonlinearity="relu")
+        else:
+            self.rnn = nn.RNN(in_features, hidden, nonlinearity="relu", batch_first=True)
+        self.head = nn.Linear(hidden, out)
+
+    def recurrent_weight(self) -> torch.Tensor:
+        weight = self.cell.weight_hh if self.unrolled else self.rnn.weight_hh_l0
+        return cast(torch.Tensor, weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.unrolled:
+            seq, _ = self.rnn(x)
+            out: torch.Tensor = self.head(seq[:, -1])
+            return out
+        h = x.new_zeros(x.shape[0], self.cell.hidden_size)
+        for t in range(x.shape[1]):
+            h = self.cell(x[:, t], h)
+        out = self.head(h)
+        return out
+
+
+class ResidualMLP(nn.Module):
+    """A stem, residual blocks ``h + Linear(act(Linear(h)))``, a LayerNorm (or not), a head."""
+
+    def __init__(self, d: Draw, data: Data, out: int, probabilities: bool = False) -> None:
+        super().__init__()
+        act = ACTIVATIONS[d.activation]
+        width = d.hidden[0]
+        self.stem = nn.Sequential(nn.Linear(data.in_features, width), act())
+        blocks = []
+        for _ in d.hidden:
+            layers: list[nn.Module] = [nn.Linear(width, width), act()]
+            layers += [nn.Dropout(d.dropout)] if d.dropout else []
+            blocks.append(nn.Sequential(*layers, nn.Linear(width, width)))
+        self.blocks = nn.ModuleList(blocks)
+        self.norm = nn.LayerNorm(width) if d.batchnorm else nn.Identity()
+        self.head = nn.Linear(width, out)
+        self.probabilities = probabilities
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.stem(x)
+        for block in self.blocks:
+            h = h + block(h)
+        out = self.head(self.norm(h))
+        return F.softmax(out, dim=1) if self.probabilities else out
+
+
+class SequenceCNN(nn.Module):
+    """Two 1-D convolutions over time (ReLU, BatchNorm or not), the mean over time and the last
+    step's features, a linear head."""
+
+    def __init__(self, d: Draw, data: Data, out: int, probabilities: bool = False) -> None:
+        super().__init__()
+        c1, c2 = d.hidden
+        layers: list[nn.Module] = [nn.Conv1d(data.in_features, c1, 3, padding=1)]
+        layers += [nn.BatchNorm1d(c1)] if d.batchnorm else []
+        layers += [nn.ReLU(), nn.Conv1d(c1, c2, 3, padding=1)]
+        layers += [nn.BatchNorm1d(c2)] if d.batchnorm else []
+        layers += [nn.ReLU()]
+        self.features = nn.Sequential(*layers)
+        self.dropout = nn.Dropout(d.dropout)
+        self.head = nn.Linear(2 * c2, out)
+        self.probabilities = probabilities
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.features(x.transpose(1, 2))
+        pooled = torch.cat([h.mean(dim=2), h[:, :, -1]], dim=1)
+        out = self.head(self.dropout(pooled))
+        return F.softmax(out, dim=1) if self.probabilities else out
+
+
 class SequenceTransformer(nn.Module):
     """A small transformer encoder: a linear embedding plus learned positions, mean pooling,
     a linear head."""
@@ -87,10 +167,20 @@ class AutoEncoder(nn.Module):
         return self.decoder(self.encoder(x))
 
 
-def build(d: Draw, data: Data, softmax_output: bool = False) -> nn.Module:
-    """The draw's model. ``softmax_output`` ends a classifier with a softmax (a fault)."""
+def build(
+    d: Draw, data: Data, softmax_output: bool = False, recurrence: str | None = None
+) -> nn.Module:
+    """The draw's model. ``softmax_output`` ends a classifier with a softmax (a fault);
+    ``recurrence`` ("relu_rnn": ``nn.RNN``, "relu_cell": ``nn.RNNCell`` in a loop) replaces a
+    sequence model with a plain ReLU recurrence (a fault)."""
     out = data.n_classes or (data.in_features if d.arch == "autoencoder" else 1)
     layers: list[nn.Module]
+    if recurrence is not None:
+        return ReluRecurrence(data.in_features, 32, out, unrolled=recurrence == "relu_cell")
+    if d.arch == "resmlp":
+        return ResidualMLP(d, data, out, softmax_output)
+    if d.arch == "cnn1d":
+        return SequenceCNN(d, data, out, softmax_output)
     if d.arch in ("logreg", "linreg"):
         if not softmax_output:
             return nn.Linear(data.in_features, out)
@@ -139,6 +229,7 @@ def activations_before(model: nn.Module, kinds: tuple[type[nn.Module], ...]) -> 
         if isinstance(seq, nn.Sequential):
             mods = list(seq)
             for a, b in pairwise(mods):
-                if isinstance(a, nn.Linear | nn.Conv2d | nn.BatchNorm2d) and isinstance(b, kinds):
+                linear = nn.Linear | nn.Conv1d | nn.Conv2d | nn.BatchNorm1d | nn.BatchNorm2d
+                if isinstance(a, linear) and isinstance(b, kinds):
                     found.append(a)
     return found

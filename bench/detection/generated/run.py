@@ -18,7 +18,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bench.detection.generated.faults import FAULTS
+from bench.detection.generated.faults_family import implementation
 from bench.detection.generated.record import RunRecord
 from bench.detection.generated.suite import Case
 from bench.detection.harness import evaluate_trial, train_into_trial
@@ -83,7 +83,9 @@ def train_case(case: Case, case_dir: Path) -> float:
     meta = {
         **case.to_dict(),
         "hash": case_key(case),
-        "fault_description": FAULTS[case.fault].describe(case.draw) if case.fault else None,
+        "fault_description": implementation(case.fault, case.split).describe(case.draw)
+        if case.fault
+        else None,
         "record": record.summary() if record else None,
         # a healthy case's own check, redone on the run the hook watched
         "trains_properly": trains_properly(record, case.draw)

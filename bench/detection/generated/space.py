@@ -1,5 +1,14 @@
 """The declared space of training runs: a :class:`Draw` is one point, ``draw(seed)`` picks it.
 
+Two spaces share one generator, partitioned here and nowhere else. The **dev** space (the
+``dev`` and the by-seed ``heldout`` splits) is the generator's original one: ``TASKS``. The
+**family** space (the ``family`` split) is ``FAMILY_TASKS``: every draw in it uses an
+architecture family (``HELD_OUT_ARCHS``) or a data set (``HELD_OUT_TASKS``) that the dev space
+never draws, or both, and one schedule (``HELD_OUT_SCHEDULES``) dev never uses; its faults are
+second, independent implementations (``faults_family.py``). ``draw(seed)`` picks from the dev
+space exactly as before (the same draws, so dev's validated draws stay valid);
+``draw(seed, FAMILY)`` picks from the family space.
+
 Everything a run does is fixed by its draw (and, for a faulty run, by the fault): the task,
 the architecture, the optimizer and its learning rate, the batch size, the schedule, the
 regularisation, the evaluation cadence, the run's length and its seed. The learning-rate
@@ -29,6 +38,25 @@ TASKS: dict[str, tuple[str, ...]] = {
 ARCHS = tuple(TASKS)
 _ARCH_P = (0.26, 0.14, 0.09, 0.09, 0.08, 0.12, 0.11, 0.11)
 
+DEV, FAMILY = "dev", "family"
+#: held out of the dev space: architectures, data sets, schedules only the family space draws
+HELD_OUT_ARCHS = ("resmlp", "cnn1d")
+HELD_OUT_TASKS = ("moons", "circles", "synth_reg_t")
+HELD_OUT_SCHEDULES = ("exp_epoch",)
+#: the family space: a held-out architecture with any task it takes, or a dev architecture
+#: with held-out data only
+FAMILY_TASKS: dict[str, tuple[str, ...]] = {
+    "resmlp": (
+        "digits", "iris", "wine", "breast_cancer", "synth_cls", "diabetes", "synth_reg",
+        "moons", "circles", "synth_reg_t",
+    ),
+    "cnn1d": ("seq_cls", "seq_reg"),
+    "mlp": ("moons", "circles", "synth_reg_t"),
+    "logreg": ("moons",),
+    "linreg": ("synth_reg_t",),
+}  # fmt: skip
+_FAMILY_ARCH_P = (0.34, 0.2, 0.26, 0.1, 0.1)
+
 #: the bundled sets' sizes (rows), so a draw can size its run without loading them
 BUNDLED_ROWS = {
     "digits": 1797,
@@ -38,7 +66,7 @@ BUNDLED_ROWS = {
     "breast_cancer": 569,
     "diabetes": 442,
 }
-REGRESSION_TASKS = ("diabetes", "synth_reg", "seq_reg")
+REGRESSION_TASKS = ("diabetes", "synth_reg", "seq_reg", "synth_reg_t")
 SEQUENCE_TASKS = ("seq_cls", "seq_reg")
 VAL_FRACTION = 0.25
 
@@ -78,6 +106,8 @@ LR_RANGES: dict[str, dict[str, tuple[float, float]]] = {
 #: architectures trained with adaptive optimizers only (as people train them)
 ADAPTIVE_ONLY = ("transformer", "autoencoder")
 SCHEDULES = ("constant", "step", "cosine_epoch", "cosine_step", "warmup")
+#: the family space's schedules: dev's, and an exponential decay per epoch (to 10% at the end)
+FAMILY_SCHEDULES = (*SCHEDULES, *HELD_OUT_SCHEDULES)
 
 
 @dataclass(frozen=True)
@@ -168,6 +198,8 @@ def family_of(arch: str) -> str:
         return "rnn"
     if arch in ("cnn", "transformer", "autoencoder"):
         return arch
+    if arch == "cnn1d":
+        return "cnn"
     return "dense"
 
 
@@ -195,11 +227,24 @@ def _pick(rng: np.random.Generator, options: tuple[Any, ...] | list[Any], p: Any
     return options[int(rng.choice(len(options), p=p))]
 
 
-def draw(seed: int) -> Draw:
-    """The run ``seed`` picks: every choice comes from ``numpy.random.default_rng(seed)``."""
+def space_of(d: Draw) -> str:
+    """Which space a draw belongs to (the family space's draws each use something held out)."""
+    held = d.arch in HELD_OUT_ARCHS or d.task in HELD_OUT_TASKS
+    return FAMILY if held or d.schedule in HELD_OUT_SCHEDULES else DEV
+
+
+def draw(seed: int, space: str = DEV) -> Draw:
+    """The run ``seed`` picks in ``space`` (DEV or FAMILY): every choice comes from
+    ``numpy.random.default_rng(seed)``."""
     rng = np.random.default_rng(seed)
-    arch: str = _pick(rng, ARCHS, _ARCH_P)
-    task: str = _pick(rng, TASKS[arch])
+    if space == DEV:
+        arch: str = _pick(rng, ARCHS, _ARCH_P)
+        task: str = _pick(rng, TASKS[arch])
+    elif space == FAMILY:
+        arch = _pick(rng, tuple(FAMILY_TASKS), _FAMILY_ARCH_P)
+        task = _pick(rng, FAMILY_TASKS[arch])
+    else:
+        raise ValueError(f"no space {space!r}; spaces: {DEV}, {FAMILY}")
 
     # -- data --
     n_samples, n_features, n_classes, label_noise = BUNDLED_ROWS.get(task, 0), 0, 0, 0.0
@@ -212,6 +257,13 @@ def draw(seed: int) -> Draw:
     elif task == "synth_reg":
         n_samples = int(rng.integers(500, 1500))
         n_features = int(rng.integers(5, 25))
+    elif task in ("moons", "circles"):  # 2 informative features, a few of pure noise
+        n_samples = int(rng.integers(400, 1500))
+        n_features = 2 + int(rng.integers(0, 5))
+        label_noise = float(rng.uniform(0.05, 0.25))  # make_moons/make_circles' noise
+    elif task == "synth_reg_t":
+        n_samples = int(rng.integers(300, 1200))
+        n_features = int(rng.integers(4, 21))
     elif task in SEQUENCE_TASKS:
         n_samples = int(rng.integers(800, 1600))
         n_features = int(rng.integers(2, 6))
@@ -254,6 +306,16 @@ def draw(seed: int) -> Draw:
         code = int(_pick(rng, (4, 8, 12)))
         hidden = (width, code) if rng.random() < 0.6 else (width, width // 2, code)
         sigmoid_output = task == "digits" and bool(rng.random() < 0.5)
+    elif arch == "resmlp":
+        activation = _pick(rng, ("relu", "tanh", "gelu", "leaky_relu"), (0.4, 0.2, 0.2, 0.2))
+        hidden = (int(_pick(rng, (32, 64, 128))),) * int(rng.integers(1, 4))  # blocks
+        batchnorm = bool(rng.random() < 0.5)  # a LayerNorm before the head
+        dropout = float(_pick(rng, (0.0, 0.0, 0.1, 0.2)))
+    elif arch == "cnn1d":
+        c = int(_pick(rng, (16, 32)))
+        hidden = (c, 2 * c)
+        batchnorm = bool(rng.random() < 0.5)
+        dropout = float(_pick(rng, (0.0, 0.0, 0.25)))
     frozen_backbone = arch in ("mlp", "cnn", "gru", "lstm") and bool(rng.random() < 0.12)
 
     # -- optimisation --
@@ -270,7 +332,7 @@ def draw(seed: int) -> Draw:
         weight_decay = _log_uniform(rng, 1e-5, 5e-4)
     n_train = n_samples - round(n_samples * VAL_FRACTION)
     batches = [b for b in (8, 16, 32, 64, 128) if b <= n_train // 2]
-    if arch in ("transformer", "gru", "lstm", "cnn"):
+    if arch in ("transformer", "gru", "lstm", "cnn", "cnn1d"):
         batches = [b for b in batches if b >= 16]
     if arch == "transformer":
         batches = [b for b in batches if b <= 64]
@@ -278,7 +340,10 @@ def draw(seed: int) -> Draw:
     accum_steps = 1
     if rng.random() < 0.15 and n_train // batch_size >= 8 and arch != "autoencoder":
         accum_steps = int(_pick(rng, (2, 4)))
-    schedule: str = _pick(rng, SCHEDULES, (0.4, 0.15, 0.15, 0.15, 0.15))
+    if space == DEV:
+        schedule: str = _pick(rng, SCHEDULES, (0.4, 0.15, 0.15, 0.15, 0.15))
+    else:
+        schedule = _pick(rng, FAMILY_SCHEDULES, (0.3, 0.1, 0.1, 0.1, 0.1, 0.3))
     label_smoothing = float(_pick(rng, (0.0, 0.0, 0.0, 0.05, 0.1))) if classify else 0.0
     loss_style: str = _pick(rng, ("module", "functional"), (0.7, 0.3))
 

@@ -1,10 +1,13 @@
 """The suite: which cases there are, by split, deterministically.
 
 Every case sits in a *slot* with its own seed: healthy slots (0-199 and 700-1499 past the
-split's base) and, per fault kind, faulty slots (200-659), in disjoint seed ranges per split
-(dev: 0-1499, heldout: 5000-6499). A slot's draw is
-``draw(sub_seed(seed, attempt))`` for the first attempt that the fault applies to and that the
-validation pass accepted (see validate.py); the accepted attempts are kept in
+split's base) and, per fault kind, faulty slots (200-659 for the first 23 kinds, 1500-1599 for
+the five added with the family split), in disjoint seed ranges per split (dev: 0-1599,
+heldout: 5000-6599). The ``family`` split (10000 on: healthy slots as above, 22 faulty slots
+per kind from 12000) draws from the family space (space.py) and injects each kind's second
+implementation (faults_family.py). A slot's draw is
+``draw(sub_seed(seed, attempt), SPACES[split])`` for the first attempt that the fault applies
+to and that the validation pass accepted (see validate.py); the accepted attempts are kept in
 ``accepted.json`` beside this file, which ``python -m bench.detection.generated --validate``
 writes. A slot missing from it (or whose draw changed since) falls back to its first compatible
 attempt, marked unvalidated.
@@ -19,15 +22,27 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from bench.detection.generated.faults import FAULTS, KINDS
-from bench.detection.generated.space import Draw, draw, sub_seed
+from bench.detection.generated.faults import KINDS
+from bench.detection.generated.faults_family import implementation
+from bench.detection.generated.space import DEV, FAMILY, Draw, draw, sub_seed
 
-SPLITS = {"dev": 0, "heldout": 5000}  # each split's seeds: base to base + 1499
+SPLITS = {"dev": 0, "heldout": 5000, "family": 10000}  # each split's seeds from its base
+#: what "all" means: the two by-seed splits. The family split is named on its own, so that no
+#: run of the whole benchmark (``make bench``) scores it by accident: it is scored once, by
+#: whoever scores a change, after the rules were changed looking at dev only
+ALL = ("dev", "heldout")
+#: the space each split draws from: the by-seed held-out split keeps dev's, so that it stays
+#: held out by seed only; the family split draws from the families dev never sees
+SPACES = {"dev": DEV, "heldout": DEV, "family": FAMILY}
 #: healthy slots' seeds (plus the split's base): 1,000 a split, so that a healthy run with a
 #: problem shows at a rate near 0.5% and an interval under 3% can be shown
 HEALTHY_SEEDS = (*range(0, 200), *range(700, 1000), *range(1000, 1500))
 PER_KIND_PER_SPLIT = 11
 FAULT_SEEDS_FROM = 200  # faulty slots: base + 200 + 20 * kind index + j (up to 660)
+#: the kinds added with the family split (the 24th on) take base + 1500 + 20 * j + ...
+LATER_KINDS_FROM, FIRST_KINDS = 1500, 23
+#: the family split: 22 slots per kind (both by-seed splits' worth), from base + 2000
+FAMILY_PER_KIND, FAMILY_FAULTS_FROM = 22, 2000
 MAX_ATTEMPTS = 400
 MANIFEST = Path(__file__).with_name("accepted.json")
 
@@ -78,9 +93,9 @@ class Slot:
 
     def attempts(self, start: int = 0) -> Any:
         """(attempt, draw) for the slot's draws its fault applies to, from ``start`` on."""
-        fault = FAULTS[self.fault] if self.fault else None
+        fault = implementation(self.fault, self.split) if self.fault else None
         for attempt in range(start, MAX_ATTEMPTS):
-            d = draw(sub_seed(self.seed, attempt))
+            d = draw(sub_seed(self.seed, attempt), SPACES[self.split])
             if fault is None or fault.applies(d):
                 yield attempt, d
 
@@ -92,15 +107,27 @@ class Slot:
 
 def slots(split: str) -> list[Slot]:
     """The split's slots: healthy first, then each fault kind's."""
-    splits = list(SPLITS) if split == "all" else [split]
+    splits = list(ALL) if split == "all" else [split]
     found: list[Slot] = []
     for name in splits:
         base = SPLITS[name]
         found += [Slot(name, base + j, None) for j in HEALTHY_SEEDS]
         for k, kind in enumerate(KINDS):
-            seeds = range(base + FAULT_SEEDS_FROM + 20 * k, base + FAULT_SEEDS_FROM + 20 * k + 20)
-            found += [Slot(name, s, kind) for s in seeds[:PER_KIND_PER_SPLIT]]
+            found += [Slot(name, s, kind) for s in fault_seeds(name, k)]
     return found
+
+
+def fault_seeds(split: str, k: int) -> range:
+    """The seeds of kind ``k``'s slots in ``split``."""
+    base = SPLITS[split]
+    if split == "family":
+        start = base + FAMILY_FAULTS_FROM + 30 * k
+        return range(start, start + FAMILY_PER_KIND)
+    if k < FIRST_KINDS:
+        start = base + FAULT_SEEDS_FROM + 20 * k
+    else:
+        start = base + LATER_KINDS_FROM + 20 * (k - FIRST_KINDS)
+    return range(start, start + PER_KIND_PER_SPLIT)
 
 
 def fingerprint(d: Draw, fault: str | None) -> str:
@@ -121,7 +148,7 @@ def resolve(slot: Slot) -> Case:
     entry = manifest().get(str(slot.seed))
     if entry is not None and entry.get("attempt") is not None:
         attempt = int(entry["attempt"])
-        d = draw(sub_seed(slot.seed, attempt))
+        d = draw(sub_seed(slot.seed, attempt), SPACES[slot.split])
         if fingerprint(d, slot.fault) == entry["fingerprint"]:
             return slot.case(attempt, d, validated=True)
     attempt, d = next(iter(slot.attempts()))
@@ -129,7 +156,8 @@ def resolve(slot: Slot) -> Case:
 
 
 def cases(split: str) -> list[Case]:
-    """The split's cases ("dev", "heldout" or "all"), the same list every time."""
+    """The split's cases ("dev", "heldout", "family" or "all": dev and heldout), the same
+    list every time."""
     if split not in (*SPLITS, "all"):
         raise ValueError(f"no split {split!r}; splits: {', '.join(SPLITS)}, all")
     return [resolve(s) for s in slots(split)]

@@ -21,7 +21,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from bench.detection.generated.data import Data, load
-from bench.detection.generated.faults import FAULTS, NO_FAULT, Fault
+from bench.detection.generated.faults import NO_FAULT, Fault
+from bench.detection.generated.faults_family import implementation
 from bench.detection.generated.models import build, head
 from bench.detection.generated.record import Evaluation, Metrics, RunRecord
 from bench.detection.generated.space import Draw
@@ -36,21 +37,22 @@ PRETRAIN_STEPS = 150
 
 
 def fault_of(case: Case) -> Fault:
-    return FAULTS[case.fault] if case.fault else NO_FAULT
+    """The case's fault, in its split's implementation (the family split has its own)."""
+    return implementation(case.fault, case.split) if case.fault else NO_FAULT
 
 
-def make_optimizer(d: Draw, params: Any, lr: float) -> torch.optim.Optimizer:
+def make_optimizer(d: Draw, params: Any, lr: float, **extra: Any) -> torch.optim.Optimizer:
     wd = d.weight_decay
     if d.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=lr, weight_decay=wd)
+        return torch.optim.SGD(params, lr=lr, weight_decay=wd, **extra)
     if d.optimizer == "sgd_momentum":
-        return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=wd)
+        return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=wd, **extra)
     if d.optimizer == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=wd)
+        return torch.optim.Adam(params, lr=lr, weight_decay=wd, **extra)
     if d.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=wd)
+        return torch.optim.AdamW(params, lr=lr, weight_decay=wd, **extra)
     if d.optimizer == "rmsprop":
-        return torch.optim.RMSprop(params, lr=lr, weight_decay=wd)
+        return torch.optim.RMSprop(params, lr=lr, weight_decay=wd, **extra)
     raise ValueError(f"unknown optimizer {d.optimizer}")
 
 
@@ -68,6 +70,8 @@ def make_scheduler(
     if d.schedule == "warmup":
         warm = max(1, total_steps // 10)
         return sched.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warm)), True
+    if d.schedule == "exp_epoch":  # to 10% of the learning rate over the run
+        return sched.ExponentialLR(optimizer, gamma=0.1 ** (1.0 / d.epochs)), False
     return None, False
 
 
@@ -203,7 +207,7 @@ def train(case: Case, hook: tt.Hook | None) -> RunRecord:
 
     data = load(d, fault)
     rec.n_train = len(data.y)
-    model = build(d, data, softmax_output=fault.softmax_output)
+    model = build(d, data, softmax_output=fault.softmax_output, recurrence=fault.recurrence)
     loss_module, loss_fn = make_loss(d, data)
     loss_module, loss_fn = fault.loss(d, data, loss_module, loss_fn)
     if d.frozen_backbone:
@@ -219,14 +223,14 @@ def train(case: Case, hook: tt.Hook | None) -> RunRecord:
             params = [p for p in model.parameters() if p.requires_grad]
         else:
             params = model.parameters()
-    optimizer = make_optimizer(d, params, d.lr)
+    optimizer = make_optimizer(d, params, d.lr, **fault.optimizer_options(d))
 
     k = d.accum_steps
     n = len(data.y)
     batch = min(d.batch_size, n)
     micro_per_epoch = (n // batch) // k * k or k
     total_steps = d.epochs * (micro_per_epoch // k)
-    scheduler, per_step = make_scheduler(d, optimizer, total_steps)
+    scheduler, per_step = fault.schedule(d, optimizer, *make_scheduler(d, optimizer, total_steps))
     start = {name: p.detach().clone() for name, p in model.named_parameters()}
     gen = torch.Generator().manual_seed(d.seed)
 
@@ -248,23 +252,34 @@ def train(case: Case, hook: tt.Hook | None) -> RunRecord:
 
     def evaluate(step: int) -> None:
         if fault.eval_mode:
-            model.eval()
+            fault.eval_module(model).eval()
         with torch.no_grad():
             rec.evaluations.append(validation_pass(forward, data, d, step))
         if fault.eval_mode:
-            model.train()
+            fault.eval_module(model).train()
+
+    def signed(loss: torch.Tensor) -> torch.Tensor:
+        return -loss if fault.loss_sign < 0 else loss
 
     step = 0
     model.train()
     optimizer.zero_grad()
-    for _epoch in range(d.epochs):
+    for epoch in range(d.epochs):
         perm = torch.randperm(n, generator=gen)
         batches = [perm[i * batch : (i + 1) * batch] for i in range(micro_per_epoch)]
+        targets = fault.epoch_targets(data.y, epoch, d)
         window: list[float] = []
+        pending: torch.Tensor | None = None
         for i, idx in enumerate(batches):
-            _, loss = forward(data.x[idx], data.y[idx])
+            _, loss = forward(data.x[idx], targets[idx])
             window.append(float(loss))
-            (loss / k if fault.divide_accumulated else loss).backward()
+            if fault.sum_micro_batches:  # one backward over the K losses' sum
+                pending = loss if pending is None else pending + loss
+                if (i + 1) % k == 0:
+                    signed(pending).backward()
+                    pending = None
+            else:
+                signed(loss / k if fault.divide_accumulated else loss).backward()
             if (i + 1) % k:
                 continue
             grads = [p.grad for p in model.parameters() if p.requires_grad and p.grad is not None]
@@ -279,8 +294,7 @@ def train(case: Case, hook: tt.Hook | None) -> RunRecord:
                 rec.nonfinite_step = step
             if fault.optimizer_step:
                 optimizer.step()
-            if fault.zero_grad:
-                optimizer.zero_grad()
+            fault.clear_grads(model, optimizer)
             if step == 0:
                 rec.first_update = _relative_change(model, start)
             step += 1
@@ -321,7 +335,7 @@ def _relative_change(model: nn.Module, start: dict[str, torch.Tensor]) -> float:
 def _copy(model: nn.Module, d: Draw, data: Data, fault: Fault) -> nn.Module:
     """The trained model's twin, built afresh (the hook is not on it) with its weights."""
     with quiet_rng():
-        copy = build(d, data, softmax_output=fault.softmax_output)
+        copy = build(d, data, softmax_output=fault.softmax_output, recurrence=fault.recurrence)
     copy.load_state_dict(model.state_dict())
     return copy
 

@@ -11,7 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.detection.generated.faults import FAULTS, KINDS, broke
+from bench.detection.generated.faults import KINDS, broke
+from bench.detection.generated.faults_family import implementation
 from bench.detection.generated.record import RunRecord
 from bench.detection.generated.space import Draw
 from bench.detection.generated.suite import MANIFEST, Case, Slot, fingerprint
@@ -73,7 +74,7 @@ def check(case: Case) -> tuple[bool, str]:
     if case.fault is None:
         return True, ""
     faulty = train(case, None)
-    if not FAULTS[case.fault].symptom(faulty, twin):
+    if not implementation(case.fault, case.split).symptom(faulty, twin):
         return False, "no_symptom"
     return True, ""
 
