@@ -217,6 +217,8 @@ class _Reader:
         self.read_at = 0  # read back when the count reaches it
         self.done: int | None = None  # steps before this one are saved
         self.read_time = 0.0
+        self.arrays_due = True  # the next read holds a step that saves arrays (see read)
+        self.transfers = 0  # reads from the device (counted for tests)
         self.sink: Any = None  # the attachment's host side (see attach._jax)
         self.lost_warned = False
         # the hook's work runs on a thread of its own, off the training loop's
@@ -239,7 +241,8 @@ class _Reader:
             self.latest = tap
             if not self.sink.updated:  # the init's state, or one the script restored
                 self.done = self.predicted = _header(jax.device_get(steps))[0]
-                self.read_at = self.predicted + 1
+                self.transfers += 1
+                self.read_at, self.arrays_due = self.predicted + 1, True
                 self.read_time = time.perf_counter()
                 return
             self.states += 1
@@ -256,7 +259,13 @@ class _Reader:
         tap = self.latest
         if tap is None:
             return
-        ring = jax.device_get(tap.ring)
+        # one transfer: the ring, and the arrays when a step due to save them is among those
+        # read (next_read says so; a read it did not foresee fetches them after)
+        ring, kept_read = jax.device_get((tap.ring, tap.kept)) if self.arrays_due else (
+            jax.device_get(tap.ring),
+            None,
+        )
+        self.transfers += 1
         steps, saved_step = _header(ring)
         now = time.perf_counter()
         if steps == 0:  # a state the steps pass through unwatched (see attach._jax)
@@ -282,7 +291,10 @@ class _Reader:
             per_step = (now - self.read_time) / (steps - start)
         kept = None
         if start <= saved_step < steps:
-            kept = jax.device_get(tap.kept)
+            kept = kept_read
+            if kept is None:
+                kept = jax.device_get(tap.kept)
+                self.transfers += 1
         rows = [(step, ring[step % RING].tolist()) for step in range(start, steps)]
         self._submit((rows, per_step, saved_step, kept))
         if self.done is not None and self.states:
@@ -291,7 +303,7 @@ class _Reader:
         self.done = steps
         self.read_time = now
         self.predicted = steps
-        self.read_at = self.sink.next_read(steps, RING // 2)
+        self.read_at, self.arrays_due = self.sink.next_read(steps, RING // 2)
 
     def _submit(self, item: Any) -> None:
         if self.worker is None:
@@ -308,12 +320,8 @@ class _Reader:
                 continue
             rows, per_step, saved_step, kept = item
             try:
-                for step, values in rows:
-                    row = dict(zip(ROW, values, strict=True))
-                    row["step_time"] = float("nan") if per_step is None else per_step
-                    self.sink.step(step, row)
-                    if kept is not None and step == saved_step:
-                        self.sink.arrays(step, kept)
+                step_time = float("nan") if per_step is None else per_step
+                self.sink.steps(rows, step_time, saved_step, kept)
             except TrainingStopped as stop:
                 self.stop = stop  # the training loop raises it at its next step
             except Exception:
