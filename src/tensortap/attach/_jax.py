@@ -262,9 +262,7 @@ class _Watch:
 
 
 #: The full names of a row's vital signs (``_jax_state.ROW``), then the step time's.
-_VITAL_NAMES = tuple(
-    vital_name(k) for k in ("loss", "grad_norm", "update_norm", "lr", "step_time")
-)
+_VITAL_NAMES = tuple(vital_name(k) for k in ("loss", "grad_norm", "update_norm", "lr", "step_time"))
 _watch = _Watch()
 
 

@@ -261,9 +261,13 @@ class _Reader:
             return
         # one transfer: the ring, and the arrays when a step due to save them is among those
         # read (next_read says so; a read it did not foresee fetches them after)
-        ring, kept_read = jax.device_get((tap.ring, tap.kept)) if self.arrays_due else (
-            jax.device_get(tap.ring),
-            None,
+        ring, kept_read = (
+            jax.device_get((tap.ring, tap.kept))
+            if self.arrays_due
+            else (
+                jax.device_get(tap.ring),
+                None,
+            )
         )
         self.transfers += 1
         steps, saved_step = _header(ring)
