@@ -85,9 +85,6 @@ class TapState:
         self.ring = ring
         self.kept = kept
 
-    def children(self) -> tuple[Any, Any]:
-        return (self.ring, self.kept)
-
 
 def _register() -> None:
     import jax
@@ -107,7 +104,7 @@ def _register() -> None:
         return tuple((jax.tree_util.GetAttrKey(k), getattr(x, k)) for k in keys), None
 
     jax.tree_util.register_pytree_with_keys(
-        TapState, flatten_tap, _unflatten_tap, lambda x: (x.children(), None)
+        TapState, flatten_tap, _unflatten_tap, lambda x: ((x.ring, x.kept), None)
     )
 
 
@@ -218,7 +215,6 @@ class _Reader:
         self.done: int | None = None  # steps before this one are saved
         self.read_time = 0.0
         self.arrays_due = True  # the next read holds a step that saves arrays (see read)
-        self.transfers = 0  # reads from the device (counted for tests)
         self.sink: Any = None  # the attachment's host side (see attach._jax)
         self.lost_warned = False
         # the hook's work runs on a thread of its own, off the training loop's
@@ -227,10 +223,10 @@ class _Reader:
         self.stop: TrainingStopped | None = None  # met by the worker, raised at the next state
 
     def seen(self, tap: TapState) -> None:
-        import jax
-
+        """A state came out of a step (or was made): count it; read it back when due. This
+        runs on the training loop's thread at every step, so its common path is short."""
         steps = tap.ring
-        if self.sink is None or not concrete(steps):
+        if self.sink is None or (type(steps) not in _CONCRETE and not concrete(steps)):
             return
         stop, self.stop = self.stop, None
         if stop is not None:
@@ -240,8 +236,9 @@ class _Reader:
                 return  # the same state again (a tree_map that keeps it, device_get)
             self.latest = tap
             if not self.sink.updated:  # the init's state, or one the script restored
+                import jax
+
                 self.done = self.predicted = _header(jax.device_get(steps))[0]
-                self.transfers += 1
                 self.read_at, self.arrays_due = self.predicted + 1, True
                 self.read_time = time.perf_counter()
                 return
@@ -269,7 +266,6 @@ class _Reader:
                 None,
             )
         )
-        self.transfers += 1
         steps, saved_step = _header(ring)
         now = time.perf_counter()
         if steps == 0:  # a state the steps pass through unwatched (see attach._jax)
@@ -298,7 +294,6 @@ class _Reader:
             kept = kept_read
             if kept is None:
                 kept = jax.device_get(tap.kept)
-                self.transfers += 1
         rows = [(step, ring[step % RING].tolist()) for step in range(start, steps)]
         self._submit((rows, per_step, saved_step, kept))
         if self.done is not None and self.states:
@@ -353,11 +348,21 @@ def _header(ring: Any) -> tuple[int, int]:
     return int(halves[0] * _HALF + halves[1]), int(halves[2] * _HALF + halves[3]) - 1
 
 
+#: The types of the JAX arrays with values seen (a type is one or never: a tracer's is not):
+#: asking ``isinstance(x, jax.Array)`` costs about 2 us, too much for every step.
+_CONCRETE: set[type] = set()
+
+
 def concrete(x: Any) -> bool:
     """Whether ``x`` is a JAX array with values (not a tracer)."""
+    if type(x) in _CONCRETE:
+        return True
     import jax
 
-    return isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer)
+    if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
+        _CONCRETE.add(type(x))
+        return True
+    return False
 
 
 reader = _Reader()
