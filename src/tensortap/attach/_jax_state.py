@@ -258,14 +258,10 @@ class _Reader:
             return
         # one transfer: the ring, and the arrays when a step due to save them is among those
         # read (next_read says so; a read it did not foresee fetches them after)
-        ring, kept_read = (
-            jax.device_get((tap.ring, tap.kept))
-            if self.arrays_due
-            else (
-                jax.device_get(tap.ring),
-                None,
-            )
-        )
+        if self.arrays_due:
+            ring, kept_read = jax.device_get((tap.ring, tap.kept))
+        else:
+            ring, kept_read = jax.device_get(tap.ring), None
         steps, saved_step = _header(ring)
         now = time.perf_counter()
         if steps == 0:  # a state the steps pass through unwatched (see attach._jax)
