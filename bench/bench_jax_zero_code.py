@@ -14,8 +14,11 @@ plain script:
   without the parameters, which keeps the host callbacks in the step (as a Flax NNX
   ``nnx.Optimizer`` does).
 
+- ``zero code (state), before``: with ``--before SRC``, the default route of the tensortap
+  at ``SRC`` (another checkout's ``src``, put first on ``PYTHONPATH``), to compare a change.
+
     .venv/bin/python bench/bench_jax_zero_code.py [--rounds 7] [--steps 2000]
-        [--hidden 32] [--batch 32]
+        [--hidden 32] [--batch 32] [--before /path/to/other/src]
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ CONFIGS = {
     "zero code (state)": ("params", True),
     "zero code (callbacks)": ("no-params", True),
 }
+BEFORE = "zero code (state), before"
 
 
 def job_config(out: Path) -> Path:
@@ -95,9 +99,14 @@ def job_config(out: Path) -> Path:
 
 
 def run(
-    script: Path, config: Path, args: argparse.Namespace, params: str, attached: bool
+    script: Path,
+    config: Path,
+    args: argparse.Namespace,
+    params: str,
+    attached: bool,
+    src: str | None = None,
 ) -> tuple[float, float]:
-    """One process: wall and CPU seconds per step."""
+    """One process: wall and CPU seconds per step (with the tensortap at ``src`` if given)."""
     for old in config.parent.glob("trial*"):
         shutil.rmtree(old)
     cmd = [sys.executable]
@@ -105,6 +114,8 @@ def run(
         cmd += ["-m", "tensortap.attach", "--config", str(config)]
     cmd += [str(script), str(args.steps), params, str(args.hidden), str(args.batch)]
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
     line = [s for s in done.stdout.splitlines() if s.startswith("RESULT")][-1]
     _, wall, cpu, _ = line.split()
@@ -117,24 +128,33 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--hidden", type=int, default=32, help="the MLP's hidden units")
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--before", help="another checkout's src, run as a configuration too")
     args = parser.parse_args()
+    configs: dict[str, tuple[str, bool, str | None]] = {
+        name: (*c, None) for name, c in CONFIGS.items()
+    }
+    if args.before:
+        configs[BEFORE] = ("params", True, str(Path(args.before).resolve()))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         script = root / "train.py"
         script.write_text(SCRIPT)
         config = job_config(root)
-        times: dict[str, list[tuple[float, float]]] = {name: [] for name in CONFIGS}
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in configs}
+        loads: list[float] = []
         for _ in range(args.rounds):
-            for name, (params, attached) in CONFIGS.items():
-                times[name].append(run(script, config, args, params, attached))
+            loads.append(os.getloadavg()[0])
+            for name, (params, attached, src) in configs.items():
+                times[name].append(run(script, config, args, params, attached, src))
     plain_wall = statistics.median(w for w, _ in times["plain"])
     plain_cpu = statistics.median(c for _, c in times["plain"])
-    print(f"{'configuration':24} {'wall/step':>10} {'ratio':>6} {'CPU/step':>10} {'ratio':>6}")
+    print(f"load average (1 min) over the rounds: {min(loads):.1f} to {max(loads):.1f}")
+    print(f"{'configuration':26} {'wall/step':>10} {'ratio':>6} {'CPU/step':>10} {'ratio':>6}")
     for name, rows in times.items():
         wall = statistics.median(w for w, _ in rows)
         cpu = statistics.median(c for _, c in rows)
         print(
-            f"{name:24} {wall * 1e6:8.1f}us {wall / plain_wall:5.2f}x "
+            f"{name:26} {wall * 1e6:8.1f}us {wall / plain_wall:5.2f}x "
             f"{cpu * 1e6:8.1f}us {cpu / plain_cpu:5.2f}x"
         )
 

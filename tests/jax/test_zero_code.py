@@ -258,3 +258,75 @@ def test_an_eager_loop_saves_every_step(tmp_path: Path) -> None:
     train = tt.modes.TRAIN
     assert trial.tensor("vitals/loss").steps(mode=train) == list(range(300))
     assert trial.tensor("gradient/w").steps(mode=train) == [0, 100, 200]
+
+
+COUNTED = """
+import jax, jax.numpy as jnp, optax
+import flax.linen as nn
+
+class MLP(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(3)(nn.relu(nn.Dense(8)(x)))
+
+model = MLP()
+params = model.init(jax.random.PRNGKey(0), jnp.zeros((1, 4)))["params"]
+tx = optax.adam(0.01)
+opt_state = tx.init(params)
+x = jnp.ones((16, 4))
+
+@jax.jit
+def step(params, opt_state):
+    loss, grads = jax.value_and_grad(lambda p: jnp.mean(model.apply({"params": p}, x) ** 2))(params)
+    updates, opt_state = tx.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, loss
+
+# the test's own counter (not training code): the steps at which device arrays are read back
+reads, device_get = [], jax.device_get
+def counted(tree):
+    if any(isinstance(leaf, jax.Array) for leaf in jax.tree_util.tree_leaves(tree)):
+        reads.append(i)
+    return device_get(tree)
+jax.device_get = counted
+for i in range(100):
+    params, opt_state, loss = step(params, opt_state)
+print("reads", reads)
+"""
+
+
+def test_a_compiled_loop_reads_the_device_once_per_saving_step(tmp_path: Path) -> None:
+    """Ordinary steps of a compiled loop cost the host no read from the device (each read
+    waits for the step): of 100 steps saving gradients and weights every 10th, the state is
+    read once after each saving step, in one transfer (the ring of vital signs and the
+    arrays together; it was two), and every step's vital signs are still saved."""
+    pytest.importorskip("flax")
+    (tmp_path / "train.py").write_text(COUNTED)
+    config = tmp_path / "hook.json"
+    config.write_text(
+        json.dumps(
+            {
+                "out_dir": str(tmp_path / "t"),
+                "hook_parameters": {"save_interval": "10"},
+                "collection_configurations": [
+                    {"name": n} for n in ("losses", "gradients", "weights")
+                ],
+            }
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tensortap.attach", "--config", str(config), "train.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"reads {list(range(0, 100, 10))}" in done.stdout
+    trial = tt.create_trial(tmp_path / "t")
+    train = tt.modes.TRAIN
+    assert trial.tensor("vitals/loss").steps(mode=train) == list(range(100))
+    assert trial.tensor("vitals/grad_norm").steps(mode=train) == list(range(100))
+    every_10th = list(range(0, 100, 10))
+    assert trial.tensor("gradient/Dense_0/kernel").steps(mode=train) == every_10th
+    assert trial.tensor("Dense_0/kernel").steps(mode=train) == every_10th

@@ -150,11 +150,8 @@ class _Watch:
                 else:
                     hook.next_step()
                 since, self.last_step_end = self.last_step_end, now
-                from tensortap.attach._jax_state import ROW
-
-                row = dict(zip(ROW, np.asarray(vitals).tolist(), strict=True))
-                row["step_time"] = np.nan if since is None else now - since
-                self._save_vitals(hook, row)
+                row = np.asarray(vitals).tolist()
+                self._save_vitals(hook, row, np.nan if since is None else now - since)
                 due = int(hook.is_collection_due(CollectionKeys.GRADIENTS))
         except TrainingStopped as stop:
             _stopped = stop
@@ -164,24 +161,38 @@ class _Watch:
         return np.asarray([due], np.int32)
 
     @staticmethod
-    def _save_vitals(hook: Any, row: dict[str, float]) -> None:
-        """Save one step's vital signs (NaN: not seen); the loss in ``losses`` too, when due."""
-        values = {name: _seen(float(v)) for name, v in row.items()}
-        if values.get("loss") is not None and hook.is_collection_due(CollectionKeys.LOSSES):
-            hook.save_scalar("loss", values["loss"], CollectionKeys.LOSSES)
-        hook.save_vitals({vital_name(k): v for k, v in values.items()})
+    def _save_vitals(hook: Any, row: Sequence[float], step_time: float) -> None:
+        """Save one step's vital signs (``row``: :data:`~tensortap.attach._jax_state.ROW`'s
+        values, NaN where not seen; then ``step_time``); the loss in ``losses`` too, when
+        due."""
+        loss = row[0]
+        if loss == loss and hook.is_collection_due(CollectionKeys.LOSSES):  # not NaN
+            hook.save_scalar("loss", loss, CollectionKeys.LOSSES)
+        values = dict(zip(_VITAL_NAMES, (*row, step_time), strict=True))
+        hook.save_vitals({name: v for name, v in values.items() if v == v})
 
     # -- called when the host reads an optimizer state back (attach._jax_state) --
-    def step(self, step: int, row: dict[str, float]) -> None:
-        """TRAIN step ``step`` (its vital signs ``row``), read back from the state."""
+    def steps(
+        self,
+        rows: Sequence[tuple[int, Sequence[float]]],
+        step_time: float,
+        saved_step: int,
+        kept: np.ndarray | None,
+    ) -> None:
+        """TRAIN steps read back from the state, in order: each step's number and vital signs
+        (``rows``), the time per step since the last read, and the arrays ``kept`` for step
+        ``saved_step`` (None: no step read saves arrays). One pass under the hook's lock."""
         global _stopped
         hook = self._hook()
         try:
             with hook._lock:
-                if hook._closed:
-                    return
-                hook._guard(hook._advance_to, step)
-            self._save_vitals(hook, row)
+                for step, row in rows:
+                    if hook._closed:
+                        return
+                    hook._guard(hook._advance_to, step)
+                    self._save_vitals(hook, row, step_time)
+                    if kept is not None and step == saved_step:
+                        self.arrays(step, kept)
         except TrainingStopped as stop:
             _stopped = stop
             raise
@@ -200,9 +211,10 @@ class _Watch:
         self.save_gradients([GRADIENT_PREFIX + n for n in names], arrays[: len(names)])
         self.save_weights(names, arrays[len(names) :])
 
-    def next_read(self, steps: int, most: int) -> int:
+    def next_read(self, steps: int, most: int) -> tuple[int, bool]:
         """The step count at which to read the state back next: after the next step that
-        saves gradients or parameters, at most ``most`` steps on."""
+        saves gradients or parameters (then True: that read fetches them too), at most
+        ``most`` steps on."""
         hook = self._hook()
         schedules = [
             hook.save_config_of(c).get_save_config(ModeKeys.TRAIN)
@@ -211,8 +223,8 @@ class _Watch:
         ]
         for step in range(steps, steps + most):
             if any(s.should_save(step) for s in schedules):
-                return step + 1
-        return steps + most
+                return step + 1, True
+        return steps + most, False
 
     def weights_due(self) -> np.ndarray:
         """Whether the parameters after the update are due, and those before it (once)."""
@@ -249,12 +261,9 @@ class _Watch:
             hook._guard(hook._save_initial, weights)
 
 
+#: The full names of a row's vital signs (``_jax_state.ROW``), then the step time's.
+_VITAL_NAMES = tuple(vital_name(k) for k in ("loss", "grad_norm", "update_norm", "lr", "step_time"))
 _watch = _Watch()
-
-
-def _seen(value: float) -> float | None:
-    """A vital sign computed in the step; NaN stands for one the step does not show."""
-    return None if np.isnan(value) else value
 
 
 def _follow_optimizer(hook: Any, count: int) -> None:

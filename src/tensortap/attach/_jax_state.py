@@ -85,9 +85,6 @@ class TapState:
         self.ring = ring
         self.kept = kept
 
-    def children(self) -> tuple[Any, Any]:
-        return (self.ring, self.kept)
-
 
 def _register() -> None:
     import jax
@@ -107,7 +104,7 @@ def _register() -> None:
         return tuple((jax.tree_util.GetAttrKey(k), getattr(x, k)) for k in keys), None
 
     jax.tree_util.register_pytree_with_keys(
-        TapState, flatten_tap, _unflatten_tap, lambda x: (x.children(), None)
+        TapState, flatten_tap, _unflatten_tap, lambda x: ((x.ring, x.kept), None)
     )
 
 
@@ -217,6 +214,7 @@ class _Reader:
         self.read_at = 0  # read back when the count reaches it
         self.done: int | None = None  # steps before this one are saved
         self.read_time = 0.0
+        self.arrays_due = True  # the next read holds a step that saves arrays (see read)
         self.sink: Any = None  # the attachment's host side (see attach._jax)
         self.lost_warned = False
         # the hook's work runs on a thread of its own, off the training loop's
@@ -225,10 +223,10 @@ class _Reader:
         self.stop: TrainingStopped | None = None  # met by the worker, raised at the next state
 
     def seen(self, tap: TapState) -> None:
-        import jax
-
+        """A state came out of a step (or was made): count it; read it back when due. This
+        runs on the training loop's thread at every step, so its common path is short."""
         steps = tap.ring
-        if self.sink is None or not concrete(steps):
+        if self.sink is None or (type(steps) not in _CONCRETE and not concrete(steps)):
             return
         stop, self.stop = self.stop, None
         if stop is not None:
@@ -238,8 +236,10 @@ class _Reader:
                 return  # the same state again (a tree_map that keeps it, device_get)
             self.latest = tap
             if not self.sink.updated:  # the init's state, or one the script restored
+                import jax
+
                 self.done = self.predicted = _header(jax.device_get(steps))[0]
-                self.read_at = self.predicted + 1
+                self.read_at, self.arrays_due = self.predicted + 1, True
                 self.read_time = time.perf_counter()
                 return
             self.states += 1
@@ -256,7 +256,12 @@ class _Reader:
         tap = self.latest
         if tap is None:
             return
-        ring = jax.device_get(tap.ring)
+        # one transfer: the ring, and the arrays when a step due to save them is among those
+        # read (next_read says so; a read it did not foresee fetches them after)
+        if self.arrays_due:
+            ring, kept_read = jax.device_get((tap.ring, tap.kept))
+        else:
+            ring, kept_read = jax.device_get(tap.ring), None
         steps, saved_step = _header(ring)
         now = time.perf_counter()
         if steps == 0:  # a state the steps pass through unwatched (see attach._jax)
@@ -282,7 +287,9 @@ class _Reader:
             per_step = (now - self.read_time) / (steps - start)
         kept = None
         if start <= saved_step < steps:
-            kept = jax.device_get(tap.kept)
+            kept = kept_read
+            if kept is None:
+                kept = jax.device_get(tap.kept)
         rows = [(step, ring[step % RING].tolist()) for step in range(start, steps)]
         self._submit((rows, per_step, saved_step, kept))
         if self.done is not None and self.states:
@@ -291,7 +298,7 @@ class _Reader:
         self.done = steps
         self.read_time = now
         self.predicted = steps
-        self.read_at = self.sink.next_read(steps, RING // 2)
+        self.read_at, self.arrays_due = self.sink.next_read(steps, RING // 2)
 
     def _submit(self, item: Any) -> None:
         if self.worker is None:
@@ -308,12 +315,8 @@ class _Reader:
                 continue
             rows, per_step, saved_step, kept = item
             try:
-                for step, values in rows:
-                    row = dict(zip(ROW, values, strict=True))
-                    row["step_time"] = float("nan") if per_step is None else per_step
-                    self.sink.step(step, row)
-                    if kept is not None and step == saved_step:
-                        self.sink.arrays(step, kept)
+                step_time = float("nan") if per_step is None else per_step
+                self.sink.steps(rows, step_time, saved_step, kept)
             except TrainingStopped as stop:
                 self.stop = stop  # the training loop raises it at its next step
             except Exception:
@@ -341,11 +344,21 @@ def _header(ring: Any) -> tuple[int, int]:
     return int(halves[0] * _HALF + halves[1]), int(halves[2] * _HALF + halves[3]) - 1
 
 
+#: The types of the JAX arrays with values seen (a type is one or never: a tracer's is not):
+#: asking ``isinstance(x, jax.Array)`` costs about 2 us, too much for every step.
+_CONCRETE: set[type] = set()
+
+
 def concrete(x: Any) -> bool:
     """Whether ``x`` is a JAX array with values (not a tracer)."""
+    if type(x) in _CONCRETE:
+        return True
     import jax
 
-    return isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer)
+    if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
+        _CONCRETE.add(type(x))
+        return True
+    return False
 
 
 reader = _Reader()
