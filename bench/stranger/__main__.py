@@ -109,7 +109,7 @@ def run(program: Program, work: Path) -> Result:
     cmd = [
         sys.executable,
         "-m",
-        "tensortap",
+        "tensortap.cli",
         "run",
         "--quiet",
         "-o",
@@ -187,6 +187,8 @@ def score(results: list[Result]) -> dict[str, Any]:
         "healthy": len(healthy),
         "healthy_with_problem": flagged,
         "healthy_with_problem_interval": wilson(flagged, len(healthy)),
+        # a healthy program that fails under tensortap run: the tool broke training
+        "healthy_failed": sum(r.verdict == "failed" for r in healthy),
         "buggy": len(buggy),
         "detected": detected,
         "named_first": first,
@@ -214,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     lo, hi = summary["healthy_with_problem_interval"]
     b = max(1, summary["buggy"])
     print(f"{summary['programs']} programs ({summary['errors']} could not be scored)")
+    if summary["healthy_failed"]:
+        print(f"healthy programs that failed under tensortap run: {summary['healthy_failed']}")
     print(
         f"healthy with a problem: {summary['healthy_with_problem']} of {summary['healthy']} "
         f"(95% interval {100 * lo:.1f}-{100 * hi:.1f}%)"

@@ -65,7 +65,7 @@ def test_score_counts_problems_detections_and_first_causes() -> None:
         r("buggy", "healthy", None, False),
     ]
     found = score(results)
-    assert (found["healthy"], found["healthy_with_problem"]) == (2, 1)
+    assert (found["healthy"], found["healthy_with_problem"], found["healthy_failed"]) == (2, 1, 0)
     assert (found["buggy"], found["detected"], found["named_first"]) == (4, 3, 1)
     assert found["by_framework"]["pytorch"]["first"] == 1
 
