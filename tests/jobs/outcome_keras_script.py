@@ -45,8 +45,10 @@ if args.own:
 
         def on_train_batch_end(self, batch, logs=None):
             own = np.asarray(y[:50], dtype=np.int32)
-            tt.get_hook().save_tensor("labels", own, "labels")
-            tt.get_hook().save_tensor("predictions", own, "predictions")
+            hook = tt.get_hook()
+            assert hook is not None, "run this script under tensortap run"
+            hook.save_tensor("labels", own, "labels")
+            hook.save_tensor("predictions", own, "predictions")
 
     callbacks = [OwnOutcome()]
 history = model.fit(

@@ -28,6 +28,7 @@ if args.own:
 
         def after_iteration(self, model, epoch, evals_log):
             hook = tt.get_hook()
+            assert hook is not None, "run this script under tensortap run"
             predicted = np.argmax(model.predict(self.rows), axis=-1).astype(np.int32)
             hook.save_tensor("labels", y[1200:1300].astype(np.int32), "labels")
             hook.save_tensor("predictions", predicted, "predictions")

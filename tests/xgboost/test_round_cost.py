@@ -146,7 +146,7 @@ def test_rounds_that_save_only_vital_signs_are_saved_together_each_at_its_step(
 
     monkeypatch.setattr(hook, "after_iteration", watched)
 
-    class ScriptLr(xgb.callback.TrainingCallback):
+    class ScriptLr(xgb.callback.TrainingCallback):  # type: ignore[name-defined]
         def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
             hook.save_vitals({"lr": float(epoch)})
             return False
