@@ -1,7 +1,9 @@
 """A plain Keras script (it never imports tensortap) for the outcome tests: an MLP on
 scikit-learn's digits, fit for 4 epochs with a validation set. --shuffle trains on labels
 shuffled against the inputs (held-out accuracy at chance); --onehot compiles
-categorical_crossentropy on one-hot labels instead of sparse ones."""
+categorical_crossentropy on one-hot labels instead of sparse ones; --own saves labels and
+predictions itself at every batch, smdebug-style (``get_hook().save_tensor`` from a callback:
+the one place this script names tensortap), five 3s each."""
 
 import argparse
 
@@ -12,6 +14,7 @@ from sklearn.datasets import load_digits
 parser = argparse.ArgumentParser()
 parser.add_argument("--shuffle", action="store_true")
 parser.add_argument("--onehot", action="store_true")
+parser.add_argument("--own", action="store_true")
 args = parser.parse_args()
 
 keras.utils.set_random_seed(0)
@@ -32,7 +35,26 @@ model = keras.Sequential(
     ]
 )
 model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=loss, metrics=["accuracy"])
+
+
+class OwnOutcome(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        from tensortap.keras import get_hook
+
+        hook = get_hook()
+        if hook is not None:
+            hook.save_tensor("labels", np.full(5, 3), "labels")
+            hook.save_tensor("predictions", np.full(5, 3), "predictions")
+
+
+callbacks = [OwnOutcome()] if args.own else []
 history = model.fit(
-    x_train, y_train, batch_size=64, epochs=4, validation_data=(x_val, y_val), verbose=0
+    x_train,
+    y_train,
+    batch_size=64,
+    epochs=4,
+    validation_data=(x_val, y_val),
+    verbose=0,
+    callbacks=callbacks,
 )
 print("validation accuracy", history.history["val_accuracy"][-1])

@@ -36,6 +36,7 @@ from tensortap._hook import Hook, HookOptions, OutDir
 from tensortap.core._collections import INITIAL_PREFIX, INITIAL_WEIGHTS, CollectionKeys
 from tensortap.core._dtypes import as_saveable_array
 from tensortap.core._modes import ModeKeys
+from tensortap.core._outcome import OUTCOME_NAMES
 from tensortap.core._recorder import records_from_array
 from tensortap.core._vitals import VITALS
 from tensortap.exceptions import InvalidTensorError
@@ -88,6 +89,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._warned: set[str] = set()
         self._tape_open = False  # a wrap_tape() step is in progress
         self._tape_vars: list[Any] = []  # the variables of the current tape step
+        self._own_outcome: tuple[ModeKeys, int] | None = None  # the step the script saved it
         self._recorder.add_step_end_callback(self._tape_step_end)
 
     # -- Keras callback API --
@@ -302,13 +304,17 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
     def save_tensor(
         self, name: str, value: Any, collections: str | Iterable[str] | None = None
     ) -> bool:
-        """As for every hook; a symbolic tensor (inside a ``tf.function``) is refused."""
+        """As for every hook; a symbolic tensor (inside a ``tf.function``) is refused. The
+        script's own ``labels`` or ``predictions`` win over the sampled outcome of the step."""
         if _is_symbolic(value):
             raise InvalidTensorError(
                 f"tensor {name!r} is symbolic: save_tensor was called inside a tf.function, "
                 "where tensors have no value yet. Return the value from the tf.function and "
                 "save it outside, or run the function eagerly"
             )
+        if name in OUTCOME_NAMES:
+            with self._lock:
+                self._own_outcome = (self._recorder.mode, self._recorder.mode_step)
         return super().save_tensor(name, value, collections)
 
     # -- gradients --

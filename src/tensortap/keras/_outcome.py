@@ -4,7 +4,9 @@ steps, saved as the predicted and true classes, bounded: at most
 :data:`tensortap.core._outcome.MAX_ROWS` samples a step (a softmax over a large vocabulary is
 not saved whole). Sparse labels beside scores per class, one-hot labels beside scores, and a
 sigmoid output beside 0/1 labels are understood; anything else (a regression, several outputs)
-is left out."""
+is left out. A script that saves ``labels`` or ``predictions`` itself at a step
+(``hook.save_tensor`` from a callback, say) keeps them: the tap stands aside for that step, as
+PyTorch's does."""
 
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ def save_outcome(
 ) -> None:
     """Save a step's outcome from the captured ``labels`` and ``predictions`` (framework
     values, converted with ``to_numpy`` only where ``labels`` or ``predictions`` is due)."""
-    if not outcome_due(hook._recorder):
+    recorder = hook._recorder
+    if hook._own_outcome == (recorder.mode, recorder.mode_step) or not outcome_due(recorder):
         return
     outcome = sample_outcome(to_numpy(labels), to_numpy(predictions))
     if outcome is None:
