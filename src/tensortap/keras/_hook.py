@@ -85,7 +85,8 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._initial_saved = CollectionKeys.WEIGHTS not in self._recorder.include_collections
         if not self._initial_saved:
             self._recorder.include_collection(INITIAL_WEIGHTS)
-        self._readers: dict[tuple[int, ...], Any] = {}  # compiled readers of variable sets
+        self._readers: dict[tuple[tuple[int, ...], ...], Any] = {}  # compiled readers (_read_all)
+        self._host_reads = 0  # reads of the model's values (_read_all calls): one per due step
         self._warned: set[str] = set()
         self._tape_open = False  # a wrap_tape() step is in progress
         self._tape_vars: list[Any] = []  # the variables of the current tape step
@@ -180,7 +181,6 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             # full names and floats already: straight to the recorder (every batch's path)
             for name, number in self._vitals.end_batch(training).items():
                 recorder.record(name, number, _VITALS)
-        self._taps.save()
         for key, value in (logs or {}).items():
             # Keras hands callbacks Python floats; anything else is checked
             if not isinstance(value, float) and not np.isscalar(value) and np.ndim(value) != 0:
@@ -200,7 +200,16 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         if training:
             due += self._gradients.due(model)
             due += self._due_optimizer_state(getattr(model, "optimizer", None))
-        for (name, plan, _), value in zip(due, self._read_all([d[2] for d in due]), strict=True):
+        # one compiled read of all the step needs: the taps written in the step (a flag each
+        # says whether it was; the read resets the flags), then the variables due
+        taps = self._taps.pending()
+        flags = [tap.fresh for tap in taps]
+        sources = flags + [tap.variable for tap in taps] + [d[2] for d in due]
+        values = self._read_all(sources, flags) if sources else []
+        count = len(taps)
+        written = zip(taps, values[:count], values[count : 2 * count], strict=True)
+        self._taps.save({tap.name: value for tap, fresh, value in written if bool(fresh)})
+        for (name, plan, _), value in zip(due, values[2 * count :], strict=True):
             array = as_saveable_array(value, name)
             recorder.put(name, records_from_array(name, array, plan))
         if training:
@@ -338,21 +347,36 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
                 due.append((name, plan, variable))
         return due
 
-    def _read_all(self, sources: list[Any]) -> list[Any]:
-        """The values of many variables and tensors. On TensorFlow, variables are read with one
+    def _read_all(self, sources: list[Any], reset: list[Any] | None = None) -> list[Any]:
+        """The values of many variables and tensors, as NumPy; then the boolean variables
+        ``reset`` are set to False. On TensorFlow, variables are read (and reset) with one
         compiled call (one per set of variables, cached): reading them one by one costs about
         70 us each in eager dispatch."""
-        if keras.backend.backend() != "tensorflow" or len(sources) < 2:
-            return [to_numpy(s) for s in sources]
+        self._host_reads += 1
+        reset = reset or []
+        values = [s.value if isinstance(s, keras.Variable) else s for s in sources]
+        if (
+            keras.backend.backend() != "tensorflow"
+            or len(sources) + len(reset) < 2
+            or not all(_is_tf_variable(v) for v in values + reset)
+        ):
+            found = [to_numpy(s) for s in sources]
+            for flag in reset:
+                flag.assign(False)
+            return found
         import tensorflow as tf
 
-        values = [s.value if isinstance(s, keras.Variable) else s for s in sources]
-        if not all(isinstance(v, tf.Variable) for v in values):
-            return [to_numpy(s) for s in sources]
-        key = tuple(id(v) for v in values)
+        key = (tuple(id(v) for v in values), tuple(id(v) for v in reset))
         reader = self._readers.get(key)
         if reader is None:
-            reader = self._readers[key] = tf.function(lambda: [v.read_value() for v in values])
+
+            def read() -> list[Any]:
+                read = [v.read_value() for v in values]
+                for flag in reset:  # after the reads: automatic control dependencies order them
+                    flag.assign(False)
+                return read
+
+            reader = self._readers[key] = tf.function(read)
         return [t.numpy() for t in reader()]
 
     def _replace(self, obj: Any, attribute: str, value: Any) -> None:
@@ -385,6 +409,12 @@ def to_numpy(value: Any) -> Any:
         if numpy is not None:
             return numpy()
     return keras.ops.convert_to_numpy(value)
+
+
+def _is_tf_variable(value: Any) -> bool:
+    import tensorflow as tf
+
+    return isinstance(value, tf.Variable)
 
 
 def _is_symbolic(value: Any) -> bool:
