@@ -482,7 +482,9 @@ def test_the_job_default_reads_the_model_once_per_saving_step(
 ) -> None:
     """What ``tensortap run`` attaches (the recommended rules' collections, every 10th step):
     a saving step reads its weights, gradients and captured activations back with one compiled
-    call (the initial weights with one more, once); other steps read none of them."""
+    call (the initial weights with one more, once); other steps read none of them, nor ask the
+    schedule collection by collection (one cached question a step)."""
+    from tensortap.core._recorder import StepRecorder
     from tensortap.jobs._specs import Rule as RuleSpec
     from tensortap.jobs._specs import hook_config
     from tensortap.keras import _hook
@@ -502,6 +504,14 @@ def test_the_job_default_reads_the_model_once_per_saving_step(
         conversions.append(hook.step)
         return to_numpy(value)
 
+    asked: set[int] = set()
+    is_collection_due = StepRecorder.is_collection_due
+
+    def counted_due(self: StepRecorder, name: str) -> bool:
+        asked.add(hook.step)
+        return is_collection_due(self, name)
+
+    monkeypatch.setattr(StepRecorder, "is_collection_due", counted_due)
     monkeypatch.setattr(tt.KerasHook, "_read_all", counted_read)
     monkeypatch.setattr(_hook, "to_numpy", counted_numpy)
     x, y = data(240)
@@ -511,6 +521,7 @@ def test_the_job_default_reads_the_model_once_per_saving_step(
     hook.close()
     assert reads == [0, 0, 10, 20]  # the initial weights, then each saving step's
     assert conversions == []  # nothing read one by one
+    assert asked == {0, 10, 20}
     trial = tt.create_trial(tmp_path / "job")
     assert trial.tensor("dense/relu_output_0").steps() == [0, 10, 20]
     assert trial.tensor("labels").value(10).shape == (8,)

@@ -226,7 +226,9 @@ class ActivationTaps:
     def set_due(self) -> None:
         """Before a batch: capture on this step if the collections are due."""
         recorder = self.hook._recorder
-        due = any(recorder.is_collection_due(c) for c in (*TAPPED_COLLECTIONS, CollectionKeys.ALL))
+        due = recorder.is_anything_due() and any(  # the first test, cached a step, is enough
+            recorder.is_collection_due(c) for c in (*TAPPED_COLLECTIONS, CollectionKeys.ALL)
+        )
         if due != self.due and self.flag is not None:
             self.flag.assign(due)
         self.due = due

@@ -17,8 +17,9 @@ end of each batch the hook saves what is due:
 - ``initial_weights``: the trainable weights before the first update of a step that saves
   ``weights``, once, as ``initial/<name>`` (WeightUpdateRatio judges the first update by them).
 
-Values are converted to NumPy only on steps where their collection is due; on other steps the
-hook does a few dictionary lookups per batch, and converts the vital signs' three scalars.
+Values are converted to NumPy only on steps where their collection is due, all read back with
+one compiled call; on other steps the hook asks the schedule once (cached a step), and reads
+and records the vital signs (one small vector a batch).
 """
 
 from __future__ import annotations
@@ -181,13 +182,15 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             # full names and floats already: straight to the recorder (every batch's path)
             for name, number in self._vitals.end_batch(training).items():
                 recorder.record(name, number, _VITALS)
+        if not recorder.is_anything_due():  # the vital signs only: nothing else to look at
+            return
         for key, value in (logs or {}).items():
             # Keras hands callbacks Python floats; anything else is checked
             if not isinstance(value, float) and not np.isscalar(value) and np.ndim(value) != 0:
                 continue
             logged = _LOSSES if "loss" in key else _METRICS
             self._save_lazy(key, logged, lambda v=value: float(v))
-        if not recorder.is_anything_due() or self.model is None:
+        if self.model is None:
             return
         model = self.model
         due: list[tuple[str, Any, Any]] = []  # (name, plan, variable): read together below
