@@ -18,8 +18,10 @@ end of each batch the hook saves what is due:
   ``weights``, once, as ``initial/<name>`` (WeightUpdateRatio judges the first update by them).
 
 Values are converted to NumPy only on steps where their collection is due, all read back with
-one compiled call; on other steps the hook asks the schedule once (cached a step), and reads
-and records the vital signs (one small vector a batch).
+one compiled call. On TensorFlow the step keeps its TRAIN vital signs in a ring of its own
+variables, read back around saving steps, every half ring and at epoch ends: a TRAIN batch
+that saves nothing else costs the hook one comparison at its begin and one count at its end,
+and its step is published at the next read (EVAL batches read their vital signs each).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import keras
 import numpy as np
 
-from tensortap._hook import Hook, HookOptions, OutDir
+from tensortap._hook import Hook, HookOptions, HookStatus, OutDir
 from tensortap.core._collections import INITIAL_PREFIX, INITIAL_WEIGHTS, CollectionKeys
 from tensortap.core._dtypes import as_saveable_array
 from tensortap.core._modes import ModeKeys
@@ -44,7 +46,7 @@ from tensortap.exceptions import InvalidTensorError
 from tensortap.keras._activations import TAPPED_COLLECTIONS, ActivationTaps
 from tensortap.keras._config import train_begin_config
 from tensortap.keras._gradients import GradientCapture
-from tensortap.keras._vitals import BatchVitals
+from tensortap.keras._vitals import RING, BatchVitals
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -92,6 +94,11 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._tape_open = False  # a wrap_tape() step is in progress
         self._tape_vars: list[Any] = []  # the variables of the current tape step
         self._own_outcome: tuple[ModeKeys, int] | None = None  # the step the script saved it
+        # TRAIN batches ended whose steps are not published yet (their vital signs are in the
+        # ring: the recorder stays at the first of them), and the TRAIN step at which the ring
+        # is read next (something other than vital signs is due, or half the ring is unread)
+        self._lag = 0
+        self._read_at = 0
         self._recorder.add_step_end_callback(self._tape_step_end)
 
     # -- Keras callback API --
@@ -104,22 +111,41 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
     def on_epoch_begin(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._vitals.new_epoch()
 
+    def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._catch_up()
+
     def on_test_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._catch_up()  # fit's validation: the TRAIN steps before it are published first
         self._guard_event(self._instrument, "test")
         self._guard_event(self._vitals.prepare, self.model, "test")
 
     def on_predict_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._catch_up()
         self._guard_event(self._instrument, "predict")
 
     def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        if self._lag:
+            if self._recorder.mode_step + self._lag < self._read_at:
+                return  # nothing but vital signs due: the ring keeps them (no host work)
+            self._catch_up()  # the recorder moves to this batch's step
         self._enter(ModeKeys.TRAIN)
         self._vitals.begin_batch()
+        if self._vitals.ring is not None:
+            self._vitals.ring_began()
         if self._gradients.flag is not None:
             self._guard_event(self._gradients.set_due)
         if not self._initial_saved:
             self._guard_event(self._save_initial)
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        if self._vitals.ring is not None:
+            if self._lag:
+                self._lag += 1  # its step was not due (the batch's begin checked)
+                return
+            if not self._recorder.is_anything_due():
+                self._lag = 1
+                self._read_at = self._guard(self._next_read) or 0
+                return
         self._end_batch(logs, training=True)
 
     def on_test_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
@@ -135,6 +161,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._end_batch(None, training=False)
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._catch_up()
         self.flush(timeout=0)
 
     def on_test_end(self, logs: Mapping[str, Any] | None = None) -> None:
@@ -167,6 +194,58 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             self._guard_event(self._save_batch, logs, training)
         self.next_step()
 
+    @property
+    def step(self) -> int:
+        """The current global step (TRAIN steps the ring holds unread count)."""
+        return self._recorder.global_step + self._lag
+
+    @property
+    def mode_step(self) -> int:
+        """The current step within the current mode (as :attr:`step`)."""
+        return self._recorder.mode_step + self._lag
+
+    def close(self) -> HookStatus:
+        """As for every hook; the TRAIN steps the ring holds unread are published first."""
+        self._catch_up()
+        return super().close()
+
+    # -- the ring of TRAIN vital signs (see tensortap.keras._vitals) --
+    def _catch_up(self) -> None:
+        """Read the ring and publish the TRAIN steps not published yet, each under its number."""
+        if not self._lag:
+            return
+        with self._lock:
+            if self._closed:
+                return
+            self._guard_event(self._publish_ring, False)
+
+    def _publish_ring(self, last_open: bool) -> None:
+        """Publish the ``_lag`` steps read from the ring (and, with ``last_open``, record the
+        current step's row too, leaving that step open for what else it saves)."""
+        steps, self._lag = self._lag, 0
+        recorder = self._recorder
+        rows = self._vitals.read_ring(steps + int(last_open))
+        for index, row in enumerate(rows):
+            for name, number in row.items():
+                recorder.record(name, number, _VITALS)
+            if index < steps:
+                recorder.next_step()
+
+    def _next_read(self) -> int:
+        """The TRAIN step at which the ring is read next: the next one (after the current)
+        at which a collection other than ``vitals`` is due, at most half the ring on."""
+        recorder = self._recorder
+        configs = [
+            recorder.collections.get(name).save_config or recorder.save_config
+            for name in recorder.include_collections
+            if name != VITALS
+        ]
+        first = recorder.mode_step + 1
+        for step in range(first, first + RING // 2 - 1):
+            if any(config.should_save(ModeKeys.TRAIN, step) for config in configs):
+                return step
+        return first + RING // 2 - 1
+
     def _check_stop(self) -> None:
         """A stop request ends ``fit`` the Keras way: ``model.stop_training = True``."""
         assert self._stop is not None
@@ -178,7 +257,9 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
     # -- saving --
     def _save_batch(self, logs: Mapping[str, Any] | None, training: bool) -> None:
         recorder = self._recorder
-        if self.mode != ModeKeys.PREDICT:
+        if training and self._vitals.ring is not None:
+            self._publish_ring(last_open=True)  # the steps since the last read, and this one's
+        elif self.mode != ModeKeys.PREDICT:
             # full names and floats already: straight to the recorder (every batch's path)
             for name, number in self._vitals.end_batch(training).items():
                 recorder.record(name, number, _VITALS)
@@ -324,6 +405,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
                 "where tensors have no value yet. Return the value from the tf.function and "
                 "save it outside, or run the function eagerly"
             )
+        self._catch_up()  # a step the ring holds: the script saves into the step it is at
         if name in OUTCOME_NAMES:
             with self._lock:
                 self._own_outcome = (self._recorder.mode, self._recorder.mode_step)
