@@ -229,3 +229,32 @@ def test_the_ring_is_read_every_half_ring_when_nothing_else_is_due(
     assert loss.steps(mode=TRAIN) == list(range(40))
     for step, (own_loss, _) in enumerate(truth.seen):
         assert float(loss.value(step, mode=TRAIN)) == pytest.approx(own_loss, rel=1e-6)
+
+
+def test_under_steps_per_execution_a_step_has_its_last_batchs_vital_signs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """steps_per_execution=4: Keras calls the callbacks once per 4 batches, so a step is 4
+    batches and 4 rows of the ring; its vital signs are its last batch's (as a run of the same
+    batches one by one saves them), and the ring (8 rows) is read every step, before any row
+    of a step is overwritten."""
+    from tensortap.keras import _hook, _vitals
+
+    monkeypatch.setattr(_vitals, "RING", 8)
+    monkeypatch.setattr(_hook, "RING", 8)
+    x, y = data(256)
+    losses = {}
+    for per_call in (1, 4):
+        model = mlp()
+        model.compile(
+            keras.optimizers.SGD(0.1),
+            keras.losses.SparseCategoricalCrossentropy(True),
+            steps_per_execution=per_call,
+        )
+        hook = tt.KerasHook(tmp_path / str(per_call), include_collections=["vitals"])
+        model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0, callbacks=[hook])
+        hook.close()
+        loss = tt.create_trial(tmp_path / str(per_call)).tensor("vitals/loss")
+        losses[per_call] = [float(loss.value(s, mode=TRAIN)) for s in loss.steps(mode=TRAIN)]
+    assert len(losses[1]) == 32 and len(losses[4]) == 8
+    assert losses[4] == pytest.approx(losses[1][3::4], rel=1e-5)

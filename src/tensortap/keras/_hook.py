@@ -233,18 +233,21 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
 
     def _next_read(self) -> int:
         """The TRAIN step at which the ring is read next: the next one (after the current)
-        at which a collection other than ``vitals`` is due, at most half the ring on."""
+        at which a collection other than ``vitals`` is due, at most half the ring on (in
+        rows: a step of ``steps_per_execution`` k batches writes k)."""
         recorder = self._recorder
+        rows = getattr(self.model, "steps_per_execution", 1)
+        most = max(1, RING // 2 // (rows if isinstance(rows, int) and rows > 0 else 1))
         configs = [
             recorder.collections.get(name).save_config or recorder.save_config
             for name in recorder.include_collections
             if name != VITALS
         ]
         first = recorder.mode_step + 1
-        for step in range(first, first + RING // 2 - 1):
+        for step in range(first, first + most - 1):
             if any(config.should_save(ModeKeys.TRAIN, step) for config in configs):
                 return step
-        return first + RING // 2 - 1
+        return first + most - 1
 
     def _check_stop(self) -> None:
         """A stop request ends ``fit`` the Keras way: ``model.stop_training = True``."""

@@ -72,6 +72,7 @@ class BatchVitals:
         # count of rows the step wrote
         self.ring: Any = None
         self._written: Any = None
+        self._last_written = 0  # the count of rows at the last read
         self._since: float | None = None  # when the steps not read yet began
         self.ring_reads = 0  # host reads of the ring (tests count them)
 
@@ -234,16 +235,19 @@ class BatchVitals:
     def read_ring(self, steps: int) -> list[dict[str, float]]:
         """The vital signs of the last ``steps`` TRAIN steps, oldest first, read back from the
         ring (one host read): those the ring no longer holds are empty. Each step's time is
-        the time since the last read divided by ``steps``."""
+        the time since the last read divided by ``steps``. Under ``steps_per_execution`` k, a
+        step is k batches (k rows): its vital signs are its last batch's."""
         if steps <= 0:
             return []
         now = time.perf_counter()
         since, self._since = self._since, now
         self.ring_reads += 1
         ring, written = self.ring.numpy(), int(self._written.numpy())
+        new, self._last_written = written - self._last_written, written
+        per_step = new // steps if new > steps and new % steps == 0 else 1
         elapsed = math.nan if since is None else (now - since) / steps
         found = []
-        for row in range(written - steps, written):
+        for row in range(written - (steps - 1) * per_step - 1, written, per_step):
             values: dict[str, float] = {}
             if row >= 0 and written - row <= RING:
                 loss, samples, lr, grad_norm = (float(v) for v in ring[row % RING])
