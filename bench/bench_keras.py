@@ -9,6 +9,7 @@ code change attaches under ``tensortap run`` (the recommended rules' collections
 TRAIN step, and the vital signs at every batch).
 
     .venv/bin/python bench/bench_keras.py [--model cnn|mlp] [--rounds 5] [--steps 40]
+        [--only "job default" --only "vital signs"]
 """
 
 from __future__ import annotations
@@ -91,6 +92,9 @@ def main() -> None:
     parser.add_argument("--model", choices=sorted(MODELS), default="cnn")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument(
+        "--only", action="append", default=[], help="measure only configurations named so"
+    )
     args = parser.parse_args()
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -100,6 +104,11 @@ def main() -> None:
     y = rng.integers(0, 10, batch * args.steps)
     with tempfile.TemporaryDirectory() as tmp:
         configs = hooks(Path(tmp))
+        for label in [c for c in configs if args.only and c != "no hook"]:
+            if not any(part in label for part in args.only):
+                hook = configs.pop(label)
+                if hook is not None:
+                    hook.close()
         models = {}
         for label in configs:
             keras.utils.set_random_seed(0)

@@ -1,10 +1,9 @@
 """A plain Keras script (it never imports tensortap) for the outcome tests: an MLP on
 scikit-learn's digits, fit for 4 epochs with a validation set. --shuffle trains on labels
 shuffled against the inputs (held-out accuracy at chance); --onehot compiles
-categorical_crossentropy on one-hot labels instead of sparse ones; --own adds a callback of the
-script's own that saves, after every training batch, the labels of the first 50 training rows
-as both labels and predictions (through ``tensortap.keras.get_hook()``: the one tensortap
-import)."""
+categorical_crossentropy on one-hot labels instead of sparse ones; --own saves labels and
+predictions itself at every batch, smdebug-style (``get_hook().save_tensor`` from a callback:
+the one place this script names tensortap), five 3s each."""
 
 import argparse
 
@@ -36,21 +35,19 @@ model = keras.Sequential(
     ]
 )
 model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=loss, metrics=["accuracy"])
-callbacks = []
-if args.own:
-    import tensortap.keras as tt
 
-    class OwnOutcome(keras.callbacks.Callback):
-        """Saves the script's own outcome: 50 rows, as classes."""
 
-        def on_train_batch_end(self, batch, logs=None):
-            own = np.asarray(y[:50], dtype=np.int32)
-            hook = tt.get_hook()
-            assert hook is not None, "run this script under tensortap run"
-            hook.save_tensor("labels", own, "labels")
-            hook.save_tensor("predictions", own, "predictions")
+class OwnOutcome(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        from tensortap.keras import get_hook
 
-    callbacks = [OwnOutcome()]
+        hook = get_hook()
+        if hook is not None:
+            hook.save_tensor("labels", np.full(5, 3), "labels")
+            hook.save_tensor("predictions", np.full(5, 3), "predictions")
+
+
+callbacks = [OwnOutcome()] if args.own else []
 history = model.fit(
     x_train,
     y_train,

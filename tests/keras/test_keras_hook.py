@@ -475,3 +475,54 @@ def test_close_puts_back_every_method_the_hook_wrapped(tmp_path: Path) -> None:
     assert "call" in vars(relu)
     hook.close()
     assert "call" not in vars(relu)
+
+
+def test_the_job_default_reads_the_model_once_per_saving_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ``tensortap run`` attaches (the recommended rules' collections, every 10th step):
+    a saving step reads its weights, gradients and captured activations back with one compiled
+    call (the initial weights with one more, once); other steps read none of them, nor ask the
+    schedule collection by collection (one cached question a step)."""
+    from tensortap.core._recorder import StepRecorder
+    from tensortap.jobs._specs import Rule as RuleSpec
+    from tensortap.jobs._specs import hook_config
+    from tensortap.keras import _hook
+    from tensortap.rules import rule_configs
+
+    specs = [RuleSpec.builtin(config) for config in rule_configs.recommended()]
+    hook = hook_config(str(tmp_path / "job"), None, specs, None).create_hook(tt.KerasHook)
+    reads: list[int] = []
+    conversions: list[int] = []
+    read_all, to_numpy = tt.KerasHook._read_all, _hook.to_numpy
+
+    def counted_read(self: tt.KerasHook, *args: Any) -> Any:
+        reads.append(self.step)
+        return read_all(self, *args)
+
+    def counted_numpy(value: Any) -> Any:
+        conversions.append(hook.step)
+        return to_numpy(value)
+
+    asked: set[int] = set()
+    is_collection_due = StepRecorder.is_collection_due
+
+    def counted_due(self: StepRecorder, name: str) -> bool:
+        asked.add(hook.step)
+        return is_collection_due(self, name)
+
+    monkeypatch.setattr(StepRecorder, "is_collection_due", counted_due)
+    monkeypatch.setattr(tt.KerasHook, "_read_all", counted_read)
+    monkeypatch.setattr(_hook, "to_numpy", counted_numpy)
+    x, y = data(240)
+    model = mlp()
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(True))
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[hook])
+    hook.close()
+    assert reads == [0, 0, 10, 20]  # the initial weights, then each saving step's
+    assert conversions == []  # nothing read one by one
+    assert asked == {0, 10, 20}
+    trial = tt.create_trial(tmp_path / "job")
+    assert trial.tensor("dense/relu_output_0").steps() == [0, 10, 20]
+    assert trial.tensor("labels").value(10).shape == (8,)
+    assert len(trial.tensor("vitals/loss").steps()) == 30

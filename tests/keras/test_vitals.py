@@ -165,3 +165,96 @@ def test_the_gradient_norm_of_every_batch_is_before_clipping(tmp_path: Path, eag
         saved = float(trial.tensor("vitals/grad_norm").value(step, mode=TRAIN))
         assert saved == pytest.approx(total, rel=1e-5)
         assert saved > 0.05  # well above the clip: the norm before clipping
+
+
+def test_train_vital_signs_are_read_back_from_the_ring_at_saving_steps_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job default saves tensors every 10th step: the step writes each batch's vital signs
+    into a ring in its own variables, and the host reads it back only around the saving steps
+    (before and after each) and at the epoch's end; no TRAIN batch reads its vector alone.
+    Every step keeps its number and its own loss."""
+    from tensortap.keras import _vitals
+
+    floats = _vitals._floats
+    converted: list[int] = []
+
+    def counted(packed: object) -> list[float]:
+        converted.append(1)
+        return floats(packed)
+
+    monkeypatch.setattr(_vitals, "_floats", counted)
+    x, y = data(240)
+    model = mlp()
+    model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(True))
+    hook, truth = job_hook(tmp_path / "t"), BatchLosses(x, y, 8)
+    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0, callbacks=[truth, hook])
+    # step 0 (due: read at its end), steps 10 and 20 (before and at the end), the epoch's end
+    assert hook._vitals.ring_reads == 6
+    assert converted == []  # no batch read its vital signs alone
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.steps(TRAIN) == list(range(30))
+    loss = trial.tensor("vitals/loss")
+    assert loss.steps(mode=TRAIN) == list(range(30))
+    for step, (own_loss, _) in enumerate(truth.seen):
+        assert float(loss.value(step, mode=TRAIN)) == pytest.approx(own_loss, rel=1e-6)
+    times = [float(trial.tensor("vitals/step_time").value(s, mode=TRAIN)) for s in range(30)]
+    assert all(t > 0 for t in times)
+    assert trial.tensor("dense/kernel").steps(mode=TRAIN) == [0, 10, 20]
+
+
+def test_the_ring_is_read_every_half_ring_when_nothing_else_is_due(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With only vital signs saved, the host reads the ring every half ring (8 rows here), so
+    no row is overwritten before it is read: 40 batches, 10 reads, every step's own loss."""
+    from tensortap.keras import _hook, _vitals
+
+    monkeypatch.setattr(_vitals, "RING", 8)
+    monkeypatch.setattr(_hook, "RING", 8)
+    x, y = data(320)
+    model = mlp()
+    model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(True))
+    hook = tt.KerasHook(
+        tmp_path / "t",
+        save_config=tt.SaveConfig(save_steps=[10_000]),
+        include_collections=["vitals"],
+    )
+    truth = BatchLosses(x, y, 8)
+    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0, callbacks=[truth, hook])
+    assert hook._vitals.ring_reads == 10  # every 4th batch, the last at the epoch's end
+    hook.close()
+    loss = tt.create_trial(tmp_path / "t").tensor("vitals/loss")
+    assert loss.steps(mode=TRAIN) == list(range(40))
+    for step, (own_loss, _) in enumerate(truth.seen):
+        assert float(loss.value(step, mode=TRAIN)) == pytest.approx(own_loss, rel=1e-6)
+
+
+def test_under_steps_per_execution_a_step_has_its_last_batchs_vital_signs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """steps_per_execution=4: Keras calls the callbacks once per 4 batches, so a step is 4
+    batches and 4 rows of the ring; its vital signs are its last batch's (as a run of the same
+    batches one by one saves them), and the ring (8 rows) is read every step, before any row
+    of a step is overwritten."""
+    from tensortap.keras import _hook, _vitals
+
+    monkeypatch.setattr(_vitals, "RING", 8)
+    monkeypatch.setattr(_hook, "RING", 8)
+    x, y = data(256)
+    losses = {}
+    for per_call in (1, 4):
+        model = mlp()
+        model.compile(
+            keras.optimizers.SGD(0.1),
+            keras.losses.SparseCategoricalCrossentropy(True),
+            steps_per_execution=per_call,
+        )
+        hook = tt.KerasHook(tmp_path / str(per_call), include_collections=["vitals"])
+        model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0, callbacks=[hook])
+        hook.close()
+        loss = tt.create_trial(tmp_path / str(per_call)).tensor("vitals/loss")
+        losses[per_call] = [float(loss.value(s, mode=TRAIN)) for s in loss.steps(mode=TRAIN)]
+    assert len(losses[1]) == 32 and len(losses[4]) == 8
+    assert losses[4] == pytest.approx(losses[1][3::4], rel=1e-5)

@@ -19,7 +19,8 @@ There is no second forward pass:
 - In a ``tf.function`` (TensorFlow's default), each captured tensor is copied into a
   non-trainable variable inside a ``tf.cond`` on a flag that the hook sets before each batch.
   On steps when the collections are not due, the branch is skipped. On due steps, the cost is
-  one copy of each captured activation.
+  one copy of each captured activation, and the hook reads them back (with a flag each: did
+  this step write it?) in its one compiled read of the step's variables.
 - Eagerly (the torch backend, ``run_eagerly=True``), the tensors are kept on due steps only.
 
 XLA-compiled steps (``jit_compile=True``) cannot hold variables whose shape changes, so no
@@ -31,9 +32,11 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import keras
+import numpy as np
 
 from tensortap.core._collections import CollectionKeys
 from tensortap.keras._outcome import save_outcome
@@ -223,27 +226,36 @@ class ActivationTaps:
     def set_due(self) -> None:
         """Before a batch: capture on this step if the collections are due."""
         recorder = self.hook._recorder
-        due = any(recorder.is_collection_due(c) for c in (*TAPPED_COLLECTIONS, CollectionKeys.ALL))
+        due = recorder.is_anything_due() and any(  # the first test, cached a step, is enough
+            recorder.is_collection_due(c) for c in (*TAPPED_COLLECTIONS, CollectionKeys.ALL)
+        )
         if due != self.due and self.flag is not None:
             self.flag.assign(due)
         self.due = due
 
-    def save(self) -> None:
-        """After a batch: save what was captured in it."""
+    def pending(self) -> list[_Tap]:
+        """At a due step, the taps whose graph variables to read: the hook reads them, with
+        their ``fresh`` flags, in its one compiled read of the step (and resets the flags)."""
+        if not self.due:
+            return []
+        return [t for t in self.taps if t.value is None and t.variable is not None]
+
+    def save(self, read: Mapping[str, Any]) -> None:
+        """After a batch: save what was captured in it (``read``: the NumPy values of the
+        :meth:`pending` taps written in this step, by name)."""
         if not self.due:
             return
         outcome: dict[str, Any] = {}
         for tap in self.taps:
             if tap.value is not None:  # kept eagerly
-                source, tap.value = tap.value, None
-            elif tap.variable is not None and bool(tap.fresh.numpy()):  # written in the graph
-                tap.fresh.assign(False)
-                source = tap.variable
+                source, tap.value = to_numpy(tap.value), None
+            elif tap.name in read:  # written in the graph, read by the hook
+                source = read[tap.name]
             else:
                 continue  # this layer did not run in this step
             if tap.collections in ((LABELS,), (PREDICTIONS,)):
                 outcome[tap.name] = source  # saved together, as classes, bounded
                 continue
-            self.hook._save_lazy(tap.name, tap.collections, lambda s=source: to_numpy(s))
+            self.hook._save_lazy(tap.name, tap.collections, lambda s=source: s)
         if LABELS in outcome and PREDICTIONS in outcome:
-            save_outcome(self.hook, outcome[LABELS], outcome[PREDICTIONS], to_numpy)
+            save_outcome(self.hook, outcome[LABELS], outcome[PREDICTIONS], np.asarray)

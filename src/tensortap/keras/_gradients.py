@@ -123,8 +123,9 @@ class GradientCapture:
         if self.flag is None:
             return
         recorder = self.hook._recorder
-        due = recorder.is_collection_due(CollectionKeys.GRADIENTS) or recorder.is_collection_due(
-            CollectionKeys.ALL
+        due = recorder.is_anything_due() and (  # the first test, cached a step, is enough
+            recorder.is_collection_due(CollectionKeys.GRADIENTS)
+            or recorder.is_collection_due(CollectionKeys.ALL)
         )
         if due != self._due:
             self.flag.assign(due)

@@ -17,8 +17,11 @@ end of each batch the hook saves what is due:
 - ``initial_weights``: the trainable weights before the first update of a step that saves
   ``weights``, once, as ``initial/<name>`` (WeightUpdateRatio judges the first update by them).
 
-Values are converted to NumPy only on steps where their collection is due; on other steps the
-hook does a few dictionary lookups per batch, and converts the vital signs' three scalars.
+Values are converted to NumPy only on steps where their collection is due, all read back with
+one compiled call. On TensorFlow the step keeps its TRAIN vital signs in a ring of its own
+variables, read back around saving steps, every half ring and at epoch ends: a TRAIN batch
+that saves nothing else costs the hook one comparison at its begin and one count at its end,
+and its step is published at the next read (EVAL batches read their vital signs each).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import keras
 import numpy as np
 
-from tensortap._hook import Hook, HookOptions, OutDir
+from tensortap._hook import Hook, HookOptions, HookStatus, OutDir
 from tensortap.core._collections import INITIAL_PREFIX, INITIAL_WEIGHTS, CollectionKeys
 from tensortap.core._dtypes import as_saveable_array
 from tensortap.core._modes import ModeKeys
@@ -42,7 +45,7 @@ from tensortap.exceptions import InvalidTensorError
 from tensortap.keras._activations import TAPPED_COLLECTIONS, ActivationTaps
 from tensortap.keras._config import train_begin_config
 from tensortap.keras._gradients import GradientCapture
-from tensortap.keras._vitals import BatchVitals
+from tensortap.keras._vitals import RING, BatchVitals
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -84,10 +87,16 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._initial_saved = CollectionKeys.WEIGHTS not in self._recorder.include_collections
         if not self._initial_saved:
             self._recorder.include_collection(INITIAL_WEIGHTS)
-        self._readers: dict[tuple[int, ...], Any] = {}  # compiled readers of variable sets
+        self._readers: dict[tuple[tuple[int, ...], ...], Any] = {}  # compiled readers (_read_all)
+        self._host_reads = 0  # reads of the model's values (_read_all calls): one per due step
         self._warned: set[str] = set()
         self._tape_open = False  # a wrap_tape() step is in progress
         self._tape_vars: list[Any] = []  # the variables of the current tape step
+        # TRAIN batches ended whose steps are not published yet (their vital signs are in the
+        # ring: the recorder stays at the first of them), and the TRAIN step at which the ring
+        # is read next (something other than vital signs is due, or half the ring is unread)
+        self._lag = 0
+        self._read_at = 0
         self._recorder.add_step_end_callback(self._tape_step_end)
 
     # -- Keras callback API --
@@ -100,22 +109,41 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
     def on_epoch_begin(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._vitals.new_epoch()
 
+    def on_epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
+        self._catch_up()
+
     def on_test_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._catch_up()  # fit's validation: the TRAIN steps before it are published first
         self._guard_event(self._instrument, "test")
         self._guard_event(self._vitals.prepare, self.model, "test")
 
     def on_predict_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._catch_up()
         self._guard_event(self._instrument, "predict")
 
     def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        if self._lag:
+            if self._recorder.mode_step + self._lag < self._read_at:
+                return  # nothing but vital signs due: the ring keeps them (no host work)
+            self._catch_up()  # the recorder moves to this batch's step
         self._enter(ModeKeys.TRAIN)
         self._vitals.begin_batch()
+        if self._vitals.ring is not None:
+            self._vitals.ring_began()
         if self._gradients.flag is not None:
             self._guard_event(self._gradients.set_due)
         if not self._initial_saved:
             self._guard_event(self._save_initial)
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        if self._vitals.ring is not None:
+            if self._lag:
+                self._lag += 1  # its step was not due (the batch's begin checked)
+                return
+            if not self._recorder.is_anything_due():
+                self._lag = 1
+                self._read_at = self._guard(self._next_read) or 0
+                return
         self._end_batch(logs, training=True)
 
     def on_test_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
@@ -131,6 +159,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._end_batch(None, training=False)
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._catch_up()
         self.flush(timeout=0)
 
     def on_test_end(self, logs: Mapping[str, Any] | None = None) -> None:
@@ -163,6 +192,61 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             self._guard_event(self._save_batch, logs, training)
         self.next_step()
 
+    @property
+    def step(self) -> int:
+        """The current global step (TRAIN steps the ring holds unread count)."""
+        return self._recorder.global_step + self._lag
+
+    @property
+    def mode_step(self) -> int:
+        """The current step within the current mode (as :attr:`step`)."""
+        return self._recorder.mode_step + self._lag
+
+    def close(self) -> HookStatus:
+        """As for every hook; the TRAIN steps the ring holds unread are published first."""
+        self._catch_up()
+        return super().close()
+
+    # -- the ring of TRAIN vital signs (see tensortap.keras._vitals) --
+    def _catch_up(self) -> None:
+        """Read the ring and publish the TRAIN steps not published yet, each under its number."""
+        if not self._lag:
+            return
+        with self._lock:
+            if self._closed:
+                return
+            self._guard_event(self._publish_ring, False)
+
+    def _publish_ring(self, last_open: bool) -> None:
+        """Publish the ``_lag`` steps read from the ring (and, with ``last_open``, record the
+        current step's row too, leaving that step open for what else it saves)."""
+        steps, self._lag = self._lag, 0
+        recorder = self._recorder
+        rows = self._vitals.read_ring(steps + int(last_open))
+        for index, row in enumerate(rows):
+            for name, number in row.items():
+                recorder.record(name, number, _VITALS)
+            if index < steps:
+                recorder.next_step()
+
+    def _next_read(self) -> int:
+        """The TRAIN step at which the ring is read next: the next one (after the current)
+        at which a collection other than ``vitals`` is due, at most half the ring on (in
+        rows: a step of ``steps_per_execution`` k batches writes k)."""
+        recorder = self._recorder
+        rows = getattr(self.model, "steps_per_execution", 1)
+        most = max(1, RING // 2 // (rows if isinstance(rows, int) and rows > 0 else 1))
+        configs = [
+            recorder.collections.get(name).save_config or recorder.save_config
+            for name in recorder.include_collections
+            if name != VITALS
+        ]
+        first = recorder.mode_step + 1
+        for step in range(first, first + most - 1):
+            if any(config.should_save(ModeKeys.TRAIN, step) for config in configs):
+                return step
+        return first + most - 1
+
     def _check_stop(self) -> None:
         """A stop request ends ``fit`` the Keras way: ``model.stop_training = True``."""
         assert self._stop is not None
@@ -174,18 +258,21 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
     # -- saving --
     def _save_batch(self, logs: Mapping[str, Any] | None, training: bool) -> None:
         recorder = self._recorder
-        if self.mode != ModeKeys.PREDICT:
+        if training and self._vitals.ring is not None:
+            self._publish_ring(last_open=True)  # the steps since the last read, and this one's
+        elif self.mode != ModeKeys.PREDICT:
             # full names and floats already: straight to the recorder (every batch's path)
             for name, number in self._vitals.end_batch(training).items():
                 recorder.record(name, number, _VITALS)
-        self._taps.save()
+        if not recorder.is_anything_due():  # the vital signs only: nothing else to look at
+            return
         for key, value in (logs or {}).items():
             # Keras hands callbacks Python floats; anything else is checked
             if not isinstance(value, float) and not np.isscalar(value) and np.ndim(value) != 0:
                 continue
             logged = _LOSSES if "loss" in key else _METRICS
             self._save_lazy(key, logged, lambda v=value: float(v))
-        if not recorder.is_anything_due() or self.model is None:
+        if self.model is None:
             return
         model = self.model
         due: list[tuple[str, Any, Any]] = []  # (name, plan, variable): read together below
@@ -198,7 +285,16 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         if training:
             due += self._gradients.due(model)
             due += self._due_optimizer_state(getattr(model, "optimizer", None))
-        for (name, plan, _), value in zip(due, self._read_all([d[2] for d in due]), strict=True):
+        # one compiled read of all the step needs: the taps written in the step (a flag each
+        # says whether it was; the read resets the flags), then the variables due
+        taps = self._taps.pending()
+        flags = [tap.fresh for tap in taps]
+        sources = flags + [tap.variable for tap in taps] + [d[2] for d in due]
+        values = self._read_all(sources, flags) if sources else []
+        count = len(taps)
+        written = zip(taps, values[:count], values[count : 2 * count], strict=True)
+        self._taps.save({tap.name: value for tap, fresh, value in written if bool(fresh)})
+        for (name, plan, _), value in zip(due, values[2 * count :], strict=True):
             array = as_saveable_array(value, name)
             recorder.put(name, records_from_array(name, array, plan))
         if training:
@@ -302,14 +398,16 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
     def save_tensor(
         self, name: str, value: Any, collections: str | Iterable[str] | None = None
     ) -> bool:
-        """As for every hook; a symbolic tensor (inside a ``tf.function``) is refused."""
+        """As for every hook; a symbolic tensor (inside a ``tf.function``) is refused. The
+        script's own ``labels`` or ``predictions`` win over the sampled outcome of the step."""
         if _is_symbolic(value):
             raise InvalidTensorError(
                 f"tensor {name!r} is symbolic: save_tensor was called inside a tf.function, "
                 "where tensors have no value yet. Return the value from the tf.function and "
                 "save it outside, or run the function eagerly"
             )
-        return super().save_tensor(name, value, collections)
+        self._catch_up()  # a step the ring holds: the script saves into the step it is at
+        return super().save_tensor(name, value, collections)  # the tap sees it: has_saved
 
     # -- gradients --
     def _prepare_training(self) -> None:
@@ -332,21 +430,36 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
                 due.append((name, plan, variable))
         return due
 
-    def _read_all(self, sources: list[Any]) -> list[Any]:
-        """The values of many variables and tensors. On TensorFlow, variables are read with one
+    def _read_all(self, sources: list[Any], reset: list[Any] | None = None) -> list[Any]:
+        """The values of many variables and tensors, as NumPy; then the boolean variables
+        ``reset`` are set to False. On TensorFlow, variables are read (and reset) with one
         compiled call (one per set of variables, cached): reading them one by one costs about
         70 us each in eager dispatch."""
-        if keras.backend.backend() != "tensorflow" or len(sources) < 2:
-            return [to_numpy(s) for s in sources]
+        self._host_reads += 1
+        reset = reset or []
+        values = [s.value if isinstance(s, keras.Variable) else s for s in sources]
+        if (
+            keras.backend.backend() != "tensorflow"
+            or len(sources) + len(reset) < 2
+            or not all(_is_tf_variable(v) for v in values + reset)
+        ):
+            found = [to_numpy(s) for s in sources]
+            for flag in reset:
+                flag.assign(False)
+            return found
         import tensorflow as tf
 
-        values = [s.value if isinstance(s, keras.Variable) else s for s in sources]
-        if not all(isinstance(v, tf.Variable) for v in values):
-            return [to_numpy(s) for s in sources]
-        key = tuple(id(v) for v in values)
+        key = (tuple(id(v) for v in values), tuple(id(v) for v in reset))
         reader = self._readers.get(key)
         if reader is None:
-            reader = self._readers[key] = tf.function(lambda: [v.read_value() for v in values])
+
+            def read() -> list[Any]:
+                read = [v.read_value() for v in values]
+                for flag in reset:  # after the reads: automatic control dependencies order them
+                    flag.assign(False)
+                return read
+
+            reader = self._readers[key] = tf.function(read)
         return [t.numpy() for t in reader()]
 
     def _replace(self, obj: Any, attribute: str, value: Any) -> None:
@@ -379,6 +492,12 @@ def to_numpy(value: Any) -> Any:
         if numpy is not None:
             return numpy()
     return keras.ops.convert_to_numpy(value)
+
+
+def _is_tf_variable(value: Any) -> bool:
+    import tensorflow as tf
+
+    return isinstance(value, tf.Variable)
 
 
 def _is_symbolic(value: Any) -> bool:

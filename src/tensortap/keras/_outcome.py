@@ -4,7 +4,9 @@ steps, saved as the predicted and true classes, bounded: at most
 :data:`tensortap.core._outcome.MAX_ROWS` samples a step (a softmax over a large vocabulary is
 not saved whole). Sparse labels beside scores per class, one-hot labels beside scores, and a
 sigmoid output beside 0/1 labels are understood; anything else (a regression, several outputs)
-is left out. Labels or predictions the script saved itself in the step win: none is sampled."""
+is left out. A script that saves ``labels`` or ``predictions`` itself at a step
+(``hook.save_tensor`` from a callback, say) keeps them: the tap stands aside for that step, as
+PyTorch's does."""
 
 from __future__ import annotations
 

@@ -10,10 +10,18 @@ of microseconds. Both are taken inside the step Keras compiles:
   the step hands Keras's loss tracker (``model._loss_tracker.update_state(loss,
   sample_weight=batch size)``): exactly the loss the running mean is made of, and the batch's
   size. It returns them with the step's logs as one float32 vector under a key of its own;
-- the ``train_function`` / ``test_function`` Keras calls per batch is wrapped in Python: it
+- TRAIN batches on TensorFlow (one replica) write that vector as a row of a ring kept in
+  the step's own variables (:data:`RING` rows and a count of the rows written) instead: no
+  host read per batch. The hook reads the ring back (:meth:`BatchVitals.read_ring`, one
+  small read) at batches that save anything else, every half ring, and before validation,
+  at an epoch's end and at the end of ``fit``, and publishes the steps since the last read
+  then, each under its own step number. Their ``step_time`` is the time between two reads
+  divided by the steps read (``samples_per_second`` follows from it). A run killed between
+  two reads loses the vital signs of the steps not read yet (at most half the ring);
+- EVAL batches (and the other backends) hand the vector out with the logs: the
+  ``train_function`` / ``test_function`` Keras calls per batch is wrapped in Python: it
   takes that key out of the logs before any callback (the progress bar, ``History``) sees
-  them, and keeps it for the hook's batch end, which reads the vector (one small host read:
-  Keras reads its own logs at every batch already for a callback with a batch end).
+  them, and keeps it for the hook's batch end, which reads the vector.
 
 On backends whose step is not ``train_step(data) -> logs`` (JAX: a stateless function), or
 under a custom ``train_step`` that never updates the loss tracker, ``vitals/loss`` is not
@@ -41,6 +49,10 @@ logger = logging.getLogger(__name__)
 #: The step's output key: one float32 vector [loss, samples (-1: unknown), learning rate (NaN:
 #: none), gradient norm (when seen)], one tensor to hand out and convert rather than four.
 _KEY = "tensortap_vitals"
+#: Rows of vital signs the ring keeps; the hook reads it back at least every half of it.
+RING = 256
+#: The width of a ring row: loss, samples, learning rate, gradient norm (NaN: not seen).
+_WIDTH = 4
 #: The backends whose step is ``train_step(data) -> logs`` with the loss tracker updated in it.
 _BACKENDS = ("tensorflow", "torch")
 
@@ -56,6 +68,13 @@ class BatchVitals:
         self._pending: Any = None  # taken out of the last batch's logs (see _KEY)
         self._last_end: float | None = None  # when the previous TRAIN batch ended
         self._begin = 0.0  # when this batch began
+        # the ring of TRAIN rows (TensorFlow, one replica): tf.Variables [RING, _WIDTH] and the
+        # count of rows the step wrote
+        self.ring: Any = None
+        self._written: Any = None
+        self._last_written = 0  # the count of rows at the last read
+        self._since: float | None = None  # when the steps not read yet began
+        self.ring_reads = 0  # host reads of the ring (tests count them)
 
     # -- installing --
     def prepare(self, model: Any, function: str) -> None:
@@ -67,6 +86,8 @@ class BatchVitals:
             return
         if VITALS not in self.hook._recorder.include_collections:
             return
+        if function == "train" and self.ring is None:
+            self._guard(self._make_ring, model)
         step_name, make_name = f"{function}_step", f"make_{function}_function"
         function_name = f"{function}_function"
         if not getattr(getattr(model, step_name), "_tensortap_vitals", False):
@@ -84,6 +105,26 @@ class BatchVitals:
             self.hook._registered((id(model), function_name, "retrace"), retrace)
         if function == "train":
             self._guard(self._wrap_apply, model)
+
+    def _make_ring(self, model: Any) -> None:
+        """The ring's variables, made before the step is traced (TensorFlow, one replica)."""
+        replicas = getattr(getattr(model, "distribute_strategy", None), "num_replicas_in_sync", 1)
+        if keras.backend.backend() != "tensorflow" or replicas != 1:
+            return
+        import tensorflow as tf
+
+        self._written = tf.Variable(0, dtype=tf.int64, trainable=False, name="tensortap_rows")
+        self.ring = tf.Variable(
+            tf.fill([RING, _WIDTH], math.nan), trainable=False, name="tensortap_ring"
+        )
+
+    def _write_ring(self, row: Any) -> None:
+        """In the step: write ``row`` at the next slot of the ring and count it."""
+        import tensorflow as tf
+
+        slot = tf.math.floormod(self._written, RING)
+        self.ring.scatter_nd_update(tf.reshape(slot, [1, 1]), tf.reshape(row, [1, _WIDTH]))
+        self._written.assign_add(1)
 
     def _wrap_apply(self, model: Any) -> None:
         """Have the optimizer's ``apply`` note the total norm of the gradients it is handed
@@ -115,13 +156,20 @@ class BatchVitals:
             logs = original(*args, **kwargs)
             stash = self._take_stash()
             grad_norm, self._local.grad_norm = getattr(self._local, "grad_norm", None), None
-            if not isinstance(logs, dict) or stash is None:
+            ring = training and self.ring is not None
+            if not isinstance(logs, dict) or (stash is None and not ring):
                 return logs
+            if stash is None:  # no loss tracker updated: the ring counts the step all the same
+                stash = (math.nan, None)
             parts = [stash[0], -1.0 if stash[1] is None else stash[1]]
             parts.append(math.nan if lr is None else lr)
-            if grad_norm is not None:
-                parts.append(grad_norm)
+            if grad_norm is not None or ring:
+                parts.append(math.nan if grad_norm is None else grad_norm)
             packed = self._guard(_pack, parts)
+            if ring:
+                if packed is not None:
+                    self._guard(self._write_ring, packed)
+                return logs
             return logs if packed is None else {**logs, _KEY: packed}
 
         step._tensortap_vitals = True  # type: ignore[attr-defined]
@@ -177,6 +225,44 @@ class BatchVitals:
     def new_epoch(self) -> None:
         """The first batch of an epoch is timed from its own start (not the epoch's end)."""
         self._last_end = None
+        self._since = None
+
+    def ring_began(self) -> None:
+        """A TRAIN batch that follows a read began: the unread steps are timed from here."""
+        if self._since is None:
+            self._since = time.perf_counter()
+
+    def read_ring(self, steps: int) -> list[dict[str, float]]:
+        """The vital signs of the last ``steps`` TRAIN steps, oldest first, read back from the
+        ring (one host read): those the ring no longer holds are empty. Each step's time is
+        the time since the last read divided by ``steps``. Under ``steps_per_execution`` k, a
+        step is k batches (k rows): its vital signs are its last batch's."""
+        if steps <= 0:
+            return []
+        now = time.perf_counter()
+        since, self._since = self._since, now
+        self.ring_reads += 1
+        ring, written = self.ring.numpy(), int(self._written.numpy())
+        new, self._last_written = written - self._last_written, written
+        per_step = new // steps if new > steps and new % steps == 0 else 1
+        elapsed = math.nan if since is None else (now - since) / steps
+        found = []
+        for row in range(written - (steps - 1) * per_step - 1, written, per_step):
+            values: dict[str, float] = {}
+            if row >= 0 and written - row <= RING:
+                loss, samples, lr, grad_norm = (float(v) for v in ring[row % RING])
+                if not math.isnan(loss):
+                    values[Vital.LOSS] = loss
+                if not math.isnan(lr):
+                    values[Vital.LR] = lr
+                if not math.isnan(grad_norm):
+                    values[Vital.GRAD_NORM] = grad_norm
+                if samples >= 0 and elapsed > 0:
+                    values[Vital.SAMPLES_PER_SECOND] = samples / elapsed
+            if elapsed > 0:
+                values[Vital.STEP_TIME] = elapsed
+            found.append(values)
+        return found
 
     def end_batch(self, training: bool) -> dict[str, float]:
         """The vital signs of the batch that ended (``training``: a TRAIN one)."""
