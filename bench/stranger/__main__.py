@@ -98,6 +98,9 @@ def run(program: Program, work: Path) -> Result:
     started = time.perf_counter()
     out = work / f"{program.author}-{program.path.stem}"
     out.mkdir(parents=True)
+    # run a copy where the job's directory is: what the program writes (a trainer's output
+    # directory, checkpoints) stays out of the corpus and goes with the job
+    shutil.copy2(program.path, out / program.path.name)
     env = dict(
         os.environ,
         OMP_NUM_THREADS="1",
@@ -124,7 +127,7 @@ def run(program: Program, work: Path) -> Result:
     try:
         done = subprocess.run(
             cmd,
-            cwd=program.path.parent,
+            cwd=out,
             env=env,
             capture_output=True,
             text=True,
