@@ -55,7 +55,7 @@ FACES: dict[str, dict[str, str]] = {
     "tensortap.xgboost": {
         "Hook": "tensortap.xgboost._hook",
         "get_hook": "tensortap.xgboost._hook",
-        "tree_table": "tensortap.xgboost._hook",
+        "tree_table": "tensortap.xgboost._booster",
     },
 }
 FACES["tensortap.tensorflow"] = FACES["tensortap.keras"]  # smdebug's spelling of the same

@@ -16,8 +16,8 @@ from tensortap._faces import face
 
 if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ here)
     from tensortap._shared import *  # noqa: F403
+    from tensortap.xgboost._booster import tree_table as tree_table
     from tensortap.xgboost._hook import Hook as Hook
     from tensortap.xgboost._hook import get_hook as get_hook
-    from tensortap.xgboost._hook import tree_table as tree_table
 
 __all__, __getattr__, __dir__ = face(__name__)

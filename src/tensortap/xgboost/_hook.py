@@ -43,7 +43,6 @@ sets from the ``xgb.train`` call under zero code change (:meth:`Hook.name_eval_s
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -61,6 +60,13 @@ from tensortap.core._modes import ModeKeys
 from tensortap.core._outcome import OUTCOME_NAMES
 from tensortap.core._save_config import SaveConfig
 from tensortap.core._vitals import VITALS, Vital
+from tensortap.xgboost._booster import (
+    booster_params,
+    feature_names,
+    finite_number,
+    importances,
+    tree_table,
+)
 from tensortap.xgboost._config import booster_config
 from tensortap.xgboost._outcome import OutcomeRows, bounded
 
@@ -90,7 +96,6 @@ _OWN_COLLECTIONS = (
 _VITALS = (VITALS,)
 _METRICS = (CollectionKeys.METRICS,)
 _FEATURE_IMPORTANCE = (FEATURE_IMPORTANCE,)
-TREE_COLUMNS = ("tree", "node", "depth", "feature", "threshold", "gain", "cover", "leaf")
 #: A round that saves nothing but its vital signs is gathered: its end time and training loss
 #: are kept, and it is saved (as its own step, values unchanged) with the next round that
 #: saves more, or once this many are gathered, or :data:`GATHER_SECS` after the last round
@@ -194,10 +199,10 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         self._stop_now = False
         if self.mode != ModeKeys.TRAIN:
             self.set_mode(ModeKeys.TRAIN)
-        params = {**_booster_params(model), **self.hyperparameters}
+        params = {**booster_params(model), **self.hyperparameters}
         self.gather_config(partial(booster_config, params))
         for key, value in sorted(params.items()):
-            number = _number(value)
+            number = finite_number(value)
             if number is not None:
                 self._save_lazy(f"hyperparameters/{key}", [HYPERPARAMETERS], lambda n=number: n)
 
@@ -308,10 +313,10 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
     def _save_due(self, model: Any) -> None:
         """What is saved on rounds its collections are due: importance, SHAP values, the
         outcome, the round's trees."""
-        features = _feature_names(model)
+        features = feature_names(model)
         if self._due(FEATURE_IMPORTANCE):
             recorder = self._recorder
-            for kind, scores in _importances(model).items():
+            for kind, scores in importances(model).items():
                 for feature, score in scores.items():
                     # one number per feature (a vector of them for a multi-output booster)
                     value = float(score) if isinstance(score, float | int) else score
@@ -414,88 +419,6 @@ for _name in (
 
 #: The open XGBoost hook made last in this process (see :meth:`tensortap._hook.Hook.current`).
 get_hook = Hook.current
-
-
-def tree_table(model: Any) -> dict[str, np.ndarray]:
-    """Every node of ``model``'s trees as columns (see the module docstring)."""
-    rows: list[tuple[float, ...]] = []
-    for tree, dump in enumerate(model.get_dump(dump_format="json", with_stats=True)):
-        stack = [json.loads(dump)]
-        while stack:
-            node = stack.pop()
-            leaf = "leaf" in node
-            split = node.get("split", -1)
-            feature = int(split[1:]) if isinstance(split, str) and split[1:].isdigit() else -1
-            rows.append(
-                (
-                    tree,
-                    node.get("nodeid", -1),
-                    node.get("depth", 0),
-                    -1 if leaf else feature,
-                    float(node.get("split_condition", np.nan)),
-                    float(node.get("gain", np.nan)),
-                    float(node.get("cover", np.nan)),
-                    float(node["leaf"]) if leaf else np.nan,
-                )
-            )
-            for child in node.get("children", []):
-                child.setdefault("depth", node.get("depth", 0) + 1)
-                stack.append(child)
-    table = np.asarray(rows, dtype=np.float64).reshape(-1, len(TREE_COLUMNS))
-    return {name: table[:, i] for i, name in enumerate(TREE_COLUMNS)}
-
-
-def _importances(model: Any) -> dict[str, dict[str, float]]:
-    """``Booster.get_score`` of every importance type, in three calls of the five: XGBoost's
-    ``gain`` and ``cover`` are the means over a feature's splits (``weight`` of them), so the
-    totals are their products (equal to ``get_score``'s within float rounding)."""
-    weight = model.get_score(importance_type="weight")
-    gain = model.get_score(importance_type="gain")
-    cover = model.get_score(importance_type="cover")
-
-    def total(mean: Mapping[str, Any]) -> dict[str, float]:
-        return {f: float(np.float64(v) * weight[f]) for f, v in mean.items() if f in weight}
-
-    found = {"weight": weight, "gain": gain, "cover": cover}
-    if all(isinstance(v, float | int) for v in (*gain.values(), *cover.values())):
-        found.update(total_gain=total(gain), total_cover=total(cover))
-    else:  # a vector per feature (multi-output): ask XGBoost
-        for kind in ("total_gain", "total_cover"):
-            found[kind] = model.get_score(importance_type=kind)
-    return found
-
-
-def _booster_params(model: Any) -> dict[str, Any]:
-    """The booster's training parameters, from its saved configuration."""
-    try:
-        learner = json.loads(model.save_config())["learner"]
-    except Exception:
-        return {}
-    found: dict[str, Any] = {}
-    booster = learner.get("gradient_booster", {})
-    for section in (
-        learner.get("generic_param"),
-        learner.get("learner_train_param"),
-        booster.get("gbtree_train_param"),
-        booster.get("tree_train_param"),
-        learner.get("objective", {}).get("reg_loss_param"),
-    ):
-        if isinstance(section, dict):
-            found.update(section)
-    return found
-
-
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if np.isfinite(number) else None
-
-
-def _feature_names(model: Any) -> list[str] | None:
-    names = getattr(model, "feature_names", None)
-    return list(names) if names else None
 
 
 def _as_dmatrix(data: Any, what: str) -> Any:
