@@ -56,7 +56,16 @@ def _merge(configs: Iterable[ReductionConfig]) -> SavePlan:
         raw = raw or cfg.saves_raw
         shape = shape or cfg.save_shape
         specs.extend(s for s in cfg.reduction_specs if s not in specs)
-    return SavePlan(raw, shape, tuple(specs))
+    plan = SavePlan(raw, shape, tuple(specs))
+    return RAW_PLAN if plan == RAW_PLAN else plan  # one object: the fast path tests ``is``
+
+
+def _every_step(config: SaveConfig | None, mode: ModeKeys) -> bool:
+    """Whether ``config`` (a collection's own schedule) saves every step of ``mode``."""
+    if config is None:
+        return False
+    cfg = config.get_save_config(mode)
+    return cfg.save_interval == 1 and cfg.start_step <= 0 and cfg.end_step is None
 
 
 class StepRecorder:
@@ -92,6 +101,9 @@ class StepRecorder:
         self._due: dict[str, bool] = {}
         self._plans: dict[str, SavePlan | None] = {}
         self._merged: dict[tuple[str, ...], SavePlan] = {}
+        # plans that hold at every step of the current mode (all the tensor's due collections
+        # have their own every-step schedule, as the vital signs do): kept across steps
+        self._steady: dict[str, SavePlan] = {}
         self._explicit: set[tuple[str, tuple[str, ...]]] = set()
         self._sent_version = -1
         self._members_dirty = True
@@ -110,6 +122,7 @@ class StepRecorder:
         self._anything_due = None
         self._plans.clear()
         self._merged.clear()
+        self._steady.clear()
 
     # -- step lifecycle --
     def set_mode(self, mode: ModeKeys | str | int, keep_step: bool = False) -> None:
@@ -122,6 +135,7 @@ class StepRecorder:
             self._close_step()
         self.mode = new
         self.mode_step = self._mode_steps.get(new, 0)
+        self._steady.clear()
         self._reset_step_caches()
 
     def resume(self, global_step: int, mode_steps: Mapping[ModeKeys, int]) -> None:
@@ -229,6 +243,7 @@ class StepRecorder:
             self._plans.clear()
             self._due.clear()
             self._merged.clear()
+            self._steady.clear()
             self._known_version = self.collections.version
         found = self._membership.get(name)
         if found is None:
@@ -250,16 +265,24 @@ class StepRecorder:
     def plan_for(self, name: str) -> SavePlan | None:
         """What to save of ``name`` at this step, or None when nothing is due."""
         colls = self._collections_of(name)
+        steady = self._steady.get(name)
+        if steady is not None:
+            return steady
         plan = self._plans.get(name, False)
         if plan is not False:
             return plan  # type: ignore[return-value]
-        due = tuple(c for c in colls if c.name in self.include_collections and self._is_due(c))
+        included = [c for c in colls if c.name in self.include_collections]
+        due = tuple(c for c in included if self._is_due(c))
         if due:
             key = tuple(c.name for c in due)
             plan = self._merged.get(key)
             if plan is None:
                 configs = (c.reduction_config or self.reduction_config for c in due)
                 plan = self._merged[key] = _merge(configs)
+            if len(due) == len(included) and all(
+                _every_step(c.save_config, self.mode) for c in due
+            ):
+                self._steady[name] = plan
         else:
             plan = None
         self._plans[name] = plan
@@ -326,7 +349,7 @@ class StepRecorder:
         plan = self.begin(name, collections)
         if plan is None:
             return False
-        if type(value) in _FLOATS and plan == RAW_PLAN:  # a number saved as it is: the vital
+        if plan is RAW_PLAN and type(value) in _FLOATS:  # a number saved as it is: the vital
             # signs of every step take this path, without the general conversion's checks
             data = np.array(value, dtype=np.float64)
             self._step_records[name] = [Record(name, RecordKind.TENSOR, _F8, (), data)]

@@ -63,8 +63,18 @@ class StepBatch:
 
     @property
     def nbytes(self) -> int:
-        deferred = {id(r.deferred): r.deferred.nbytes for r in self.records if r.deferred}
-        return sum(r.nbytes for r in self.records) + 64 * len(self.records) + sum(deferred.values())
+        # one pass, no allocation for a step without deferred values (asked at every submit)
+        total = 64 * len(self.records)
+        deferred: dict[int, int] | None = None
+        for record in self.records:
+            data = record.data
+            if data is not None:
+                total += data.nbytes
+            if record.deferred is not None:
+                if deferred is None:
+                    deferred = {}
+                deferred[id(record.deferred)] = record.deferred.nbytes
+        return total if deferred is None else total + sum(deferred.values())
 
     def resolve_deferred(self) -> None:
         """Compute the values still deferred (each shared object once)."""

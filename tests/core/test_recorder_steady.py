@@ -1,0 +1,84 @@
+"""Plans that hold at every step: a tensor whose collections save every step (the vital
+signs) is not re-planned at each step, and what it saves is the same."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tensortap.core._collections import CollectionManager
+from tensortap.core._modes import ModeKeys
+from tensortap.core._recorder import StepRecorder
+from tensortap.core._records import StepBatch
+from tensortap.core._save_config import SaveConfig, SaveConfigMode
+from tensortap.core._vitals import VITALS
+
+_NAMES = ("vitals/loss", "vitals/grad_norm", "vitals/lr", "vitals/update_norm", "vitals/step_time")
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.batches: list[StepBatch] = []
+
+    def submit(self, batch: StepBatch) -> None:
+        self.batches.append(batch)
+
+
+def _count_should_save(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls = [0]
+    original = SaveConfigMode.should_save
+
+    def counting(self: SaveConfigMode, step: int) -> bool:
+        calls[0] += 1
+        return original(self, step)
+
+    monkeypatch.setattr(SaveConfigMode, "should_save", counting)
+    return calls
+
+
+def test_vital_signs_are_planned_once_not_at_every_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _count_should_save(monkeypatch)
+    sink = _Sink()
+    recorder = StepRecorder(CollectionManager(), sink, include_collections=[VITALS])
+    for step in range(100):
+        for i, name in enumerate(_NAMES):
+            assert recorder.record(name, step + i / 8, (VITALS,))
+        recorder.next_step()
+    assert calls[0] <= 10  # the first step only; it was one per step and name (104)
+    assert len(sink.batches) == 100
+    last = sink.batches[-1]
+    assert [r.name for r in last.records] == list(_NAMES)
+    assert [float(r.data) for r in last.records] == [99 + i / 8 for i in range(5)]  # type: ignore[arg-type]
+
+
+def test_a_schedule_that_is_not_every_step_is_still_asked_at_each_step() -> None:
+    collections = CollectionManager()
+    sink = _Sink()
+    recorder = StepRecorder(collections, sink, include_collections=[VITALS])
+    for step in range(4):
+        recorder.record("vitals/loss", float(step), (VITALS,))
+        recorder.next_step()
+        if step == 1:  # from step 2 on, the vitals collection saves every other step
+            collections.get(VITALS).save_config = SaveConfig(save_interval=2)
+    assert [b.global_step for b in sink.batches if b.records] == [0, 1, 2]
+
+
+def test_a_mode_with_another_schedule_is_planned_anew(monkeypatch: pytest.MonkeyPatch) -> None:
+    collections = CollectionManager()
+    modes: dict[Any, Any] = {ModeKeys.TRAIN: SaveConfigMode(save_interval=1)}
+    modes[ModeKeys.EVAL] = SaveConfigMode(save_interval=3)
+    collections.get(VITALS).save_config = SaveConfig(mode_save_configs=modes)
+    sink = _Sink()
+    recorder = StepRecorder(collections, sink, include_collections=[VITALS])
+    recorder.set_mode(ModeKeys.TRAIN)
+    for _ in range(3):
+        assert recorder.record("vitals/loss", 1.0, (VITALS,))
+        recorder.next_step()
+    recorder.set_mode(ModeKeys.EVAL)
+    saved = [recorder.record("vitals/loss", 1.0, (VITALS,)) for _ in range(1)]
+    recorder.next_step()
+    for _ in range(3):
+        saved.append(recorder.record("vitals/loss", 1.0, (VITALS,)))
+        recorder.next_step()
+    assert saved == [True, False, False, True]
