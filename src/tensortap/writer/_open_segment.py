@@ -5,6 +5,7 @@ alignment, with its CRC and, for a one-element value, the number itself in the i
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -15,6 +16,8 @@ from tensortap.storage._base import ObjectWriter
 from tensortap.writer._series import one_number
 
 _PADDING = bytes(DATA_ALIGNMENT)
+#: Values smaller than this are gathered and written with one call per step.
+_JOIN_BYTES = 64 * 1024
 
 
 class OpenSegment:
@@ -29,30 +32,40 @@ class OpenSegment:
         self.steps = 0
 
     def append(self, batch: StepBatch) -> None:
-        """Write one step's values to the data object and its records to the index."""
+        """Write one step's values to the data object and its records to the index.
+
+        Small values (a step of scalars) go to the data object in one write per step; a value
+        of ``_JOIN_BYTES`` or more is written as it is (never copied)."""
         builder = self.builder
-        builder.add_step(batch.global_step, batch.mode, batch.mode_step, batch.wall_time)
+        global_step, mode, mode_step = batch.global_step, batch.mode, batch.mode_step
+        builder.add_step(global_step, mode, mode_step, batch.wall_time)
+        write = self.writer.write
+        offset = self.offset
+        small: list[Any] = []
         for record in batch.records:
-            if record.data is None:
-                builder.add(record, batch.global_step, batch.mode, batch.mode_step)
+            data = record.data
+            if data is None:
+                builder.add(record, global_step, mode, mode_step)
                 continue
-            scalar = one_number(record.data)
-            view = memoryview(record.data.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
+            scalar = one_number(data)
+            view = memoryview(data.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
             length = len(view)
             crc = crc32(view)
-            self.writer.write(view)
             pad = (-length) % DATA_ALIGNMENT
-            if pad:
-                self.writer.write(_PADDING[:pad])
-            builder.add(
-                record,
-                batch.global_step,
-                batch.mode,
-                batch.mode_step,
-                self.offset,
-                length,
-                crc,
-                scalar,
-            )
-            self.offset += length + pad
+            if length < _JOIN_BYTES:
+                small.append(view)
+                if pad:
+                    small.append(_PADDING[:pad])
+            else:
+                if small:
+                    write(b"".join(small))
+                    small.clear()
+                write(view)
+                if pad:
+                    write(_PADDING[:pad])
+            builder.add(record, global_step, mode, mode_step, offset, length, crc, scalar)
+            offset += length + pad
+        if small:
+            write(b"".join(small))
+        self.offset = offset
         self.steps += 1

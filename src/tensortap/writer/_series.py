@@ -29,12 +29,15 @@ SeriesParts = tuple[
 ROLLUP_SEGMENTS = 64
 ROLLUP_VALUES = 1 << 20
 BIG_SEGMENT_VALUES = 1 << 18
+_F8 = np.dtype("<f8")
 
 
 def one_number(data: np.ndarray[Any, Any]) -> float | None:
     """The number a raw value of one element holds (None for anything else)."""
     if data.size != 1:
         return None
+    if data.dtype is _F8:  # the vital signs: every step, so the common case goes first
+        return float(data.item())
     kind = data.dtype.kind
     if kind in "biuf" or (kind == "V" and data.dtype.name in ML_DTYPE_NAMES):
         return float(data.reshape(-1)[0])

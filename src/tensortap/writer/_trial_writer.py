@@ -44,6 +44,8 @@ _MAX_LISTED_DROPS = 1000
 # the queue holds this much (a wake per small step costs training a share of a core).
 _WAKE_BYTES = 8 * 1024 * 1024
 _WAKE_STEPS = 512
+# The writer gives back queue room once per this many bytes written (and after each drain).
+_RELEASE_BYTES = 1024 * 1024
 
 
 class TrialWriter:
@@ -68,6 +70,7 @@ class TrialWriter:
         # once resolved: what submit adds, the writer takes off)
         self._queue: deque[tuple[StepBatch, int]] = deque()
         self._queued_bytes = 0
+        self.queue_releases = 0  # times the writer took written steps off the queue (a lock each)
         self._cv = threading.Condition()
         self._wakes_by_itself = False  # the writer sleeps with a flush deadline (under _cv)
         self._last_submit = float("-inf")  # monotonic time of the last step submitted
@@ -236,12 +239,29 @@ class TrialWriter:
                 self._check()
 
     def _write_queued(self, batches: list[tuple[StepBatch, int]]) -> None:
+        # Steps leave the queue in runs (one lock per ``_RELEASE_BYTES`` written, not one per
+        # step: a run of scalar-only steps costs one acquisition); a big step frees its room
+        # as soon as it is written, so a submit blocked on a full queue resumes.
+        done = freed = 0
         for batch, size in batches:
             self._write_batch(batch)
-            with self._cv:
-                self._queue.popleft()
-                self._queued_bytes -= size
-                self._cv.notify_all()
+            done += 1
+            freed += size
+            if freed >= _RELEASE_BYTES:
+                self._release(done, freed)
+                done = freed = 0
+        if done:
+            self._release(done, freed)
+
+    def _release(self, steps: int, size: int) -> None:
+        """Take ``steps`` written steps (``size`` bytes) off the queue."""
+        with self._cv:
+            self.queue_releases += 1
+            queue = self._queue
+            for _ in range(steps):
+                queue.popleft()
+            self._queued_bytes -= size
+            self._cv.notify_all()
 
     def _publish_due(self, segment: OpenSegment) -> float:
         """When the open segment is published (monotonic time): ``flush_secs`` after it opened,
