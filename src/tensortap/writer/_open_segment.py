@@ -4,12 +4,13 @@ alignment, with its CRC and, for a one-element value, the number itself in the i
 
 from __future__ import annotations
 
+import struct
 import time
 from typing import Any
 
 import numpy as np
 
-from tensortap.core._records import StepBatch
+from tensortap.core._records import Record, StepBatch
 from tensortap.format._checksum import crc32
 from tensortap.format._index import DATA_ALIGNMENT, IndexBuilder
 from tensortap.storage._base import ObjectWriter
@@ -18,6 +19,9 @@ from tensortap.writer._series import one_number
 _PADDING = bytes(DATA_ALIGNMENT)
 #: Values smaller than this are gathered and written with one call per step.
 _JOIN_BYTES = 64 * 1024
+_F8 = np.dtype("<f8")
+_UNPACK_F8 = struct.Struct("<d").unpack
+_F8_PAD = (-8) % DATA_ALIGNMENT
 
 
 class OpenSegment:
@@ -36,16 +40,22 @@ class OpenSegment:
 
         Small values (a step of scalars) go to the data object in one write per step; a value
         of ``_JOIN_BYTES`` or more is written as it is (never copied)."""
-        builder = self.builder
-        global_step, mode, mode_step = batch.global_step, batch.mode, batch.mode_step
-        builder.add_step(global_step, mode, mode_step, batch.wall_time)
         write = self.writer.write
         offset = self.offset
         small: list[Any] = []
+        rows: list[tuple[Record, int, int, int, float | None]] = []
         for record in batch.records:
             data = record.data
             if data is None:
-                builder.add(record, global_step, mode, mode_step)
+                rows.append((record, 0, 0, 0, None))
+                continue
+            if data.dtype is _F8 and not data.shape:  # a float64 number (a vital sign)
+                raw = data.tobytes()
+                small.append(raw)
+                rows.append((record, offset, 8, crc32(raw), _UNPACK_F8(raw)[0]))
+                if _F8_PAD:
+                    small.append(_PADDING[:_F8_PAD])
+                offset += 8 + _F8_PAD
                 continue
             scalar = one_number(data)
             view = memoryview(data.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
@@ -63,9 +73,12 @@ class OpenSegment:
                 write(view)
                 if pad:
                     write(_PADDING[:pad])
-            builder.add(record, global_step, mode, mode_step, offset, length, crc, scalar)
+            rows.append((record, offset, length, crc, scalar))
             offset += length + pad
         if small:
             write(b"".join(small))
+        builder = self.builder
+        builder.add_step(batch.global_step, batch.mode, batch.mode_step, batch.wall_time)
+        builder.add_step_records(batch.global_step, batch.mode, batch.mode_step, rows)
         self.offset = offset
         self.steps += 1

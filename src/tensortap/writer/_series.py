@@ -17,7 +17,7 @@ import numpy as np
 from tensortap.core._dtypes import ML_DTYPE_NAMES
 from tensortap.format import _layout as layout
 from tensortap.format._index import IndexBuilder
-from tensortap.format._series import encode_series, group_series, merge_series, step_table
+from tensortap.format._series import STEP_DTYPE, encode_series, group_series, merge_series
 
 SeriesParts = tuple[
     list[tuple[str, str, int]],
@@ -48,7 +48,19 @@ def segment_series(builder: IndexBuilder) -> SeriesParts:
     """The series of the segment ``builder`` indexes."""
     rows, values = builder.scalars()
     keys, blocks = group_series(builder.names, builder.records(), rows, values)
-    return keys, blocks, step_table(builder.steps)
+    return keys, blocks, _step_table(builder.steps)
+
+
+def _step_table(steps: list[tuple[int, int, int, float]]) -> np.ndarray[Any, Any]:
+    """:func:`step_table` of the steps a writer added (each four numbers), column by column."""
+    table = np.zeros(len(steps), dtype=STEP_DTYPE)
+    if steps:
+        global_steps, modes, mode_steps, wall_times = zip(*steps, strict=True)
+        table["global_step"] = global_steps
+        table["mode_step"] = mode_steps
+        table["wall_time"] = wall_times
+        table["mode"] = modes
+    return table
 
 
 class Rollups:
