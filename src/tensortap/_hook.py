@@ -422,13 +422,16 @@ class Hook:
                 self._warn_closed()
                 return 0
             named = vital_names(values)  # a name that is no vital sign is the caller's error
-            return sum(
-                bool(self._guard(self._save_vital, name, value)) for name, value in named.items()
-            )
+            saved = 0
+            for name, value in named.items():
+                if self._guard(self._save_vital, name, value):
+                    saved += 1
+            return saved
 
     def _save_vital(self, name: str, value: Any) -> bool:
-        number = value if type(value) is float else _as_real(name, value)
-        return self._recorder.record(name, float(number), _VITALS)
+        if type(value) is float:
+            return self._recorder.record(name, value, _VITALS)
+        return self._recorder.record(name, _as_real(name, value), _VITALS)
 
     def record_event(self, kind: str, fields: Mapping[str, Any]) -> bool:
         """Keep one event of this session in the trial (an attribution by replay, say): the

@@ -60,10 +60,8 @@ def _merge(configs: Iterable[ReductionConfig]) -> SavePlan:
     return RAW_PLAN if plan == RAW_PLAN else plan  # one object: the fast path tests ``is``
 
 
-def _every_step(config: SaveConfig | None, mode: ModeKeys) -> bool:
-    """Whether ``config`` (a collection's own schedule) saves every step of ``mode``."""
-    if config is None:
-        return False
+def _every_step(config: SaveConfig, mode: ModeKeys) -> bool:
+    """Whether ``config`` saves every step of ``mode``."""
     cfg = config.get_save_config(mode)
     return cfg.save_interval == 1 and cfg.start_step <= 0 and cfg.end_step is None
 
@@ -87,7 +85,7 @@ class StepRecorder:
             )
         self.collections = collections
         self.sink = sink
-        self.save_config = save_config or SaveConfig()
+        self._save_config = save_config or SaveConfig()
         self.reduction_config = reduction_config or ReductionConfig()
         self.mode = ModeKeys.GLOBAL
         self.global_step = 0
@@ -104,6 +102,7 @@ class StepRecorder:
         # plans that hold at every step of the current mode (all the tensor's due collections
         # have their own every-step schedule, as the vital signs do): kept across steps
         self._steady: dict[str, SavePlan] = {}
+        self._steady_keys: dict[tuple[str, ...], bool] = {}  # due collections -> every step?
         self._explicit: set[tuple[str, tuple[str, ...]]] = set()
         self._sent_version = -1
         self._members_dirty = True
@@ -115,6 +114,17 @@ class StepRecorder:
             self.include_collection(name)
 
     # -- configuration --
+    @property
+    def save_config(self) -> SaveConfig:
+        """The schedule of the collections without their own."""
+        return self._save_config
+
+    @save_config.setter
+    def save_config(self, value: SaveConfig) -> None:
+        self._save_config = value
+        self._steady.clear()
+        self._steady_keys.clear()
+
     def include_collection(self, name: str) -> None:
         """Save the tensors of this collection (created empty if it does not exist yet)."""
         self.collections.get(name)
@@ -123,6 +133,7 @@ class StepRecorder:
         self._plans.clear()
         self._merged.clear()
         self._steady.clear()
+        self._steady_keys.clear()
 
     # -- step lifecycle --
     def set_mode(self, mode: ModeKeys | str | int, keep_step: bool = False) -> None:
@@ -136,6 +147,7 @@ class StepRecorder:
         self.mode = new
         self.mode_step = self._mode_steps.get(new, 0)
         self._steady.clear()
+        self._steady_keys.clear()
         self._reset_step_caches()
 
     def resume(self, global_step: int, mode_steps: Mapping[ModeKeys, int]) -> None:
@@ -244,6 +256,7 @@ class StepRecorder:
             self._due.clear()
             self._merged.clear()
             self._steady.clear()
+            self._steady_keys.clear()
             self._known_version = self.collections.version
         found = self._membership.get(name)
         if found is None:
@@ -258,7 +271,7 @@ class StepRecorder:
     def _is_due(self, coll: Collection) -> bool:
         due = self._due.get(coll.name)
         if due is None:
-            cfg = coll.save_config or self.save_config
+            cfg = coll.save_config or self._save_config
             due = self._due[coll.name] = cfg.should_save(self.mode, self.mode_step)
         return due
 
@@ -279,10 +292,14 @@ class StepRecorder:
             if plan is None:
                 configs = (c.reduction_config or self.reduction_config for c in due)
                 plan = self._merged[key] = _merge(configs)
-            if len(due) == len(included) and all(
-                _every_step(c.save_config, self.mode) for c in due
-            ):
-                self._steady[name] = plan
+            if len(due) == len(included):
+                every = self._steady_keys.get(key)
+                if every is None:
+                    every = self._steady_keys[key] = all(
+                        _every_step(c.save_config or self._save_config, self.mode) for c in due
+                    )
+                if every:
+                    self._steady[name] = plan
         else:
             plan = None
         self._plans[name] = plan
@@ -346,6 +363,19 @@ class StepRecorder:
         Raises InvalidTensorError for values that are not numeric arrays. Saving the same name
         twice in one step keeps the last value.
         """
+        if (  # a number under a steady raw plan (the vital signs): nothing to decide again
+            type(value) in _FLOATS
+            and self._steady.get(name) is RAW_PLAN
+            and self._known_version == self.collections.version
+            and (
+                collections is None
+                or (type(collections) is tuple and (name, collections) in self._explicit)
+            )
+        ):
+            self._touched = True
+            data = np.array(value, dtype=np.float64)
+            self._step_records[name] = [Record(name, RecordKind.TENSOR, _F8, (), data)]
+            return True
         plan = self.begin(name, collections)
         if plan is None:
             return False

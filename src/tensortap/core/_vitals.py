@@ -59,6 +59,8 @@ ALL_VITALS = (
     Vital.SAMPLES_PER_SECOND,
 )
 _SHORT = {name[len(VITALS_PREFIX) :]: name for name in ALL_VITALS}
+#: The full name of each vital sign by its short and full names (asked at every step).
+_FULL_NAMES = {**_SHORT, **{name: name for name in ALL_VITALS}}
 
 
 def vitals_save_config() -> SaveConfig:
@@ -85,4 +87,5 @@ def vital_name(name: str) -> str:
 
 def vital_names(values: Mapping[str, object]) -> dict[str, object]:
     """``values`` keyed by full vital-sign names (None values dropped)."""
-    return {vital_name(k): v for k, v in values.items() if v is not None}
+    full = _FULL_NAMES.get
+    return {full(k) or vital_name(k): v for k, v in values.items() if v is not None}
