@@ -82,3 +82,25 @@ def test_a_mode_with_another_schedule_is_planned_anew(monkeypatch: pytest.Monkey
         saved.append(recorder.record("vitals/loss", 1.0, (VITALS,)))
         recorder.next_step()
     assert saved == [True, False, False, True]
+
+
+def test_the_default_schedule_every_step_is_steady_until_it_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = _count_should_save(monkeypatch)
+    sink = _Sink()
+    recorder = StepRecorder(
+        CollectionManager(), sink, SaveConfig(save_interval=1), include_collections=["weights"]
+    )
+    for step in range(50):
+        assert recorder.record("w", [1.0, 2.0], ["weights"])
+        assert recorder.record("scale", float(step), ("weights",))
+        recorder.next_step()
+    assert calls[0] <= 4  # the first step only; it was one per step (50)
+    recorder.save_config = SaveConfig(save_interval=3)  # from step 50 on: every third step
+    saved = []
+    for _ in range(6):
+        saved.append(recorder.record("scale", 1.0, ("weights",)))
+        recorder.next_step()
+    assert saved == [False, True, False, False, True, False]  # steps 50..55
+    assert [float(r.data) for r in sink.batches[49].records if r.name == "scale"] == [49.0]  # type: ignore[arg-type]
