@@ -48,13 +48,25 @@ def count_calls(monkeypatch: pytest.MonkeyPatch, calls: list[tuple[int, str]], h
         monkeypatch.setattr(cls, name, wrapper)
 
     recorder = hook._recorder
-    begin = recorder.begin
+    begin, record = recorder.begin, recorder.record
+    recording = [False]
 
     def begun(name: str, collections: Any = None) -> Any:  # a tensor a step looked at
-        calls.append((recorder.global_step, "tensor"))
+        if not recording[0]:
+            calls.append((recorder.global_step, "tensor"))
         return begin(name, collections)
 
+    def recorded(name: str, value: Any, collections: Any = None) -> Any:
+        # a number under a steady plan (a vital sign) is kept without begin(): counted here
+        calls.append((recorder.global_step, "tensor"))
+        recording[0] = True
+        try:
+            return record(name, value, collections)
+        finally:
+            recording[0] = False
+
     monkeypatch.setattr(recorder, "begin", begun)
+    monkeypatch.setattr(recorder, "record", recorded)
     for name in BOOSTER_CALLS:
         counted(xgb.Booster, name)
     counted(xgb.DMatrix, "get_label")
