@@ -111,33 +111,8 @@ class IndexBuilder:
     ) -> None:
         """One record; ``scalar`` is the number a raw one-element value holds (it joins the
         segment's series)."""
-        if scalar is not None:
-            self._scalar_rows.append(len(self._rows))
-            self._scalar_values.append(scalar)
-        self._array = None
-        name_id = self._names.setdefault(record.name, len(self._names))
-        dtype_id = self._dtypes.setdefault(record.dtype, len(self._dtypes))
-        dims_offset = len(self._dims)
-        self._dims.extend(record.shape)
-        self._rows.append(
-            (
-                name_id,
-                dtype_id,
-                int(mode),
-                int(record.kind),
-                REDUCTION_CODES[record.reduction] if record.reduction else 0,
-                1 if record.on_abs else 0,
-                len(record.shape),
-                0,
-                dims_offset,
-                global_step,
-                mode_step,
-                data_offset,
-                data_length,
-                record.value,
-                crc32,
-                0,
-            )
+        self.add_step_records(
+            global_step, mode, mode_step, [(record, data_offset, data_length, crc32, scalar)]
         )
 
     def add_step_records(
