@@ -30,8 +30,13 @@ def test_outcomes_count_the_silent_rules_as_judged() -> None:
 
 
 def test_a_problem_finding_is_the_first_cause_and_a_warning_leaves_the_run_healthy() -> None:
-    sick = rediagnose(_stored([_finding("DeadRelu", "dead_relu", "problem")], []), RECOMMENDED)
+    harmed = [_finding("DeadRelu", "dead_relu", "problem"),
+              _finding("LossNotDecreasing", "no_progress", "problem")]  # fmt: skip
+    sick = rediagnose(_stored(harmed, []), RECOMMENDED)
     assert (sick.verdict, sick.first_cause, sick.detected) == ("problem", "dead_relu", True)
+    # a symptom alone, in a run whose outcome shows no harm, is a warning
+    alone = rediagnose(_stored(harmed[:1], []), RECOMMENDED)
+    assert (alone.verdict, alone.first_cause, alone.detected) == ("healthy", None, False)
     fine = rediagnose(_stored([_finding("DeadRelu", "dead_relu", "warning")], []), RECOMMENDED)
     assert (fine.verdict, fine.first_cause, fine.detected) == ("healthy", None, False)
     unknown = rediagnose(_stored([], RECOMMENDED), RECOMMENDED)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import tensortap
 from tensortap.diagnosis import CAUSES, RuleOutcome, build, cause_of, job_outcomes
 from tensortap.exceptions import InvalidConfigError
+from tensortap.rules._verdict import UNHARMED, harmed
 
 
 def fired(rule: str, step: int, cause: str | None = None, severity: str = "problem",
@@ -130,7 +131,7 @@ def test_a_jobs_rule_statuses_old_and_new_give_the_same_diagnosis() -> None:
            "gravest": {"rule": "Lr", "rule_class": "WeightUpdateRatio", "step": 0,
                        "severity": "problem", "message": "big", "details": {"direction": "large"}}}  # fmt: skip
     old = {"RuleConfigurationName": "Spike", "RuleEvaluationStatus": "IssuesFound",
-           "rule_class": "GradientNormSpike", "gravest_step": 4, "gravest_message": "spike",
+           "rule_class": "LossNotDecreasing", "gravest_step": 4, "gravest_message": "flat",
            "severity": "problem"}  # fmt: skip
     found = build(job_outcomes([new, old, {"RuleConfigurationName": "X",
                                            "RuleEvaluationStatus": "NoData"}]))  # fmt: skip
@@ -165,6 +166,10 @@ def test_every_problem_is_told_once_and_roots_are_not_explained_by_graver_causes
 ) -> None:
     found = build(given_outcomes)
     problems = [o for o in given_outcomes if o.finding and o.finding["severity"] == "problem"]
+    if not harmed(given_outcomes):  # symptoms are warnings in a run without harm
+        gated = [o for o in problems if CAUSES[o.finding["details"]["cause"]].symptom]  # type: ignore[index]
+        problems = [o for o in problems if o not in gated]
+        assert {o.rule for o in gated} <= {w.rule for w in found.warnings}
     judged = [o for o in given_outcomes if o.status in ("IssuesFound", "NoIssuesFound")]
     told = [e.rule for p in found.problems for e in (*p.evidence, *p.consequences)]
     assert sorted(told) == sorted(o.rule for o in problems)
@@ -223,3 +228,33 @@ def test_the_reports_diagnosis_escapes_what_names_and_messages_carry() -> None:
                    fired("Other", 5, "overfitting", severity="warning", message=hostile)])  # fmt: skip
     page = diagnosis_block(found)
     assert "<script>" not in page and page.count("&lt;script&gt;") == 4
+
+
+def test_a_symptom_is_a_problem_only_in_a_harmed_run() -> None:
+    # a tiny attention gradient at initialisation in a run that learns: a warning that says so
+    vanishing = fired("VanishingGradient", 0, "vanishing_gradient", message="mean |grad| 8.5e-08")
+    learns = build([vanishing, quiet("LossNotDecreasing"), quiet("AccuracyAtChance")])
+    assert learns.verdict == "healthy" and learns.cause is None
+    [told] = learns.warnings
+    assert (told.rule, told.severity) == ("VanishingGradient", "warning")
+    assert told.message == "mean |grad| 8.5e-08" + UNHARMED
+    # the same finding where the loss makes no progress is evidence of the harm, and its cause
+    stuck = build([vanishing, fired("LossNotDecreasing", 40, "no_progress")])
+    assert stuck.cause is CAUSES["vanishing_gradient"]
+    assert [e.rule for e in stuck.problems[0].consequences] == ["LossNotDecreasing"]
+    # non-finite values are harm wherever they were seen
+    nan = build([vanishing, fired("AllZero", 5, "nonfinite")])
+    assert nan.verdict == "problem" and "VanishingGradient" in {
+        e.rule for p in nan.problems for e in (*p.evidence, *p.consequences)
+    }
+    # a run that did not finish is harmed
+    assert build([vanishing], failed=True).cause is CAUSES["vanishing_gradient"]
+    # a fact about the loop and a fault of the set-up stand on their own
+    for rule, cause in (
+        ("TrainingLoop", "grads_not_cleared"),
+        ("WeightUpdateRatio", "lr_too_high"),
+    ):
+        assert build([fired(rule, 0, cause)]).cause is CAUSES[cause]
+    # a warning of an outcome rule is not harm
+    warned = build([vanishing, fired("LossNotDecreasing", 40, "no_progress", "warning")])
+    assert warned.verdict == "healthy"

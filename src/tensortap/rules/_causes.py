@@ -75,7 +75,6 @@ _ALL = (
         "vanishing_gradient",
         "poor_init",
         "no_learnable_signal",
-        "no_learnable_signal",
     ),
     _cause(
         "grads_not_cleared",
@@ -89,7 +88,6 @@ _ALL = (
         "not_updating",
         "overfitting",
         "overtraining",
-        "no_learnable_signal",
         "no_learnable_signal",
     ),
     _cause(
@@ -190,13 +188,29 @@ _ALL = (
         "poor_init",
     ),
     _cause(
+        "wrong_sign",
+        "each update climbs the loss instead of descending it (a flipped sign)",
+        SETUP_TIER,
+        "minimise the loss: call loss.backward() (not (-loss).backward()), leave the "
+        "optimizer's maximize=False, and negate a score or reward that is to be maximised "
+        "before backward()",
+        *_DIVERGENCE,
+        *_UNITS,
+        "lr_too_high",
+        "poor_init",
+        "no_progress",
+        "not_updating",
+        "overfitting",
+        "overtraining",
+        "no_learnable_signal",
+    ),
+    _cause(
         "lr_too_low",
         "the learning rate is too low",
         SETUP_TIER,
         "raise the learning rate (try 10x higher) or use an adaptive optimizer such as Adam",
         "no_progress",
         "not_updating",
-        "vanishing_gradient",
         "overtraining",
         "no_learnable_signal",
     ),
@@ -292,10 +306,6 @@ _ALL = (
         "dead_relu",
         "saturated_activation",
         "no_learnable_signal",
-        "no_learnable_signal",
-        "no_learnable_signal",
-        "no_learnable_signal",
-        "no_learnable_signal",
     ),
     _cause(
         "diverging",
@@ -304,6 +314,7 @@ _ALL = (
         "lower the learning rate; check the loss and the input scale",
         "nonfinite",
         "loss_spike",
+        "no_learnable_signal",
     ),
     _cause(
         "nonfinite",
@@ -314,7 +325,6 @@ _ALL = (
         "all_zero",
         "dead_relu",
         "vanishing_gradient",
-        "no_learnable_signal",
         "no_learnable_signal",
     ),
     _cause(
@@ -343,6 +353,7 @@ _ALL = (
         "vanishing_gradient",
         "no_progress",
         "not_updating",
+        "no_learnable_signal",
     ),
     _cause(
         "vanishing_gradient",
@@ -352,6 +363,9 @@ _ALL = (
         "initialisation",
         "no_progress",
         "not_updating",
+        "all_zero",
+        "lr_too_low",
+        "no_learnable_signal",
     ),
     _cause(
         "all_zero",
@@ -362,6 +376,7 @@ _ALL = (
         "dead_relu",
         "no_progress",
         "not_updating",
+        "no_learnable_signal",
     ),
     _cause(
         "not_updating",
@@ -370,6 +385,7 @@ _ALL = (
         "check that every trainable parameter is in the optimizer, that optimizer.step() "
         "runs, and the learning rate",
         "no_progress",
+        "no_learnable_signal",
     ),
     _cause(
         "class_given_up",
@@ -413,6 +429,33 @@ RULE_CAUSES: Mapping[str, str] = {
     "ExpertImbalance": "expert_imbalance",
     "UpdateNormSpike": "update_spike",
 }
+
+
+#: Rules that judge what training achieves (the loss, the validation, the predictions): a
+#: problem one of them finds is *harm*, what the user would call a broken run. Symptoms (what
+#: the tensors show: dead or saturated units, small or large gradients, zeros) are problems only
+#: in a harmed run, where they are evidence; in a run without harm they are warnings.
+OUTCOME_RULES: frozenset[str] = frozenset(
+    {
+        "ExplodingTensor",
+        "NaNInfRootCause",
+        "LossNotDecreasing",
+        "AccuracyAtChance",
+        "Overfit",
+        "Overtraining",
+        "ClassImbalance",
+        "Confusion",
+    }
+)
+
+
+def is_harm(rule: str, finding: Mapping[str, Any]) -> bool:
+    """Whether a problem-severity finding of ``rule`` (a configuration's name; the finding's
+    ``rule_class`` says which built-in rule it is) is harm: an outcome rule's problem, or
+    non-finite values wherever they were seen."""
+    cause = cause_of(finding)
+    kind = str(finding.get("rule_class") or rule)
+    return kind in OUTCOME_RULES or (cause is not None and cause.id == "nonfinite")
 
 
 def cause_of(finding: Mapping[str, Any]) -> Cause | None:

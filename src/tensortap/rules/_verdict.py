@@ -6,6 +6,11 @@ order (its first anomaly, then what followed from it), and a fix to try. Consequ
 folded under their cause (a NaN after a learning rate far too high is not a second problem);
 causes that nothing present explains are listed after it, gravest first.
 
+Harm first: a symptom (what the tensors show, :data:`SYMPTOM_TIER`) is a problem only in a
+*harmed* run (an outcome rule found a problem, values went non-finite, or training did not
+finish); in a run that still learns it is a warning that says so. Facts about the loop and
+faults of the set-up stand on their own.
+
 A job whose training did not finish (it raised, or was killed) is *failed*, whatever the rules
 said: its headline says how it ended ("training failed at step 12: RuntimeError: ..."), then
 what the rules saw before it.
@@ -22,8 +27,10 @@ from tensortap.rules._causes import (
     DYNAMICS_TIER,
     RULE_CAUSES,
     SETUP_TIER,
+    SYMPTOM_TIER,
     Cause,
     cause_of,
+    is_harm,
 )
 
 if TYPE_CHECKING:
@@ -215,9 +222,26 @@ def _unnamed(rule: str) -> Cause:
     return Cause(f"rule:{rule}", f"{rule} found a problem", DYNAMICS_TIER, "see the rule's message")
 
 
-def build(outcomes: Iterable[RuleOutcome]) -> Diagnosis:
-    """The diagnosis of one run from what each of its rules said."""
+#: What a symptom's message gets when the run shows no harm (and it is kept as a warning).
+UNHARMED = " (training is not harmed: a warning, not a problem)"
+
+
+def harmed(outcomes: Iterable[RuleOutcome]) -> bool:
+    """Whether the rules saw harm (see :func:`tensortap.rules._causes.is_harm`)."""
+    return any(
+        o.status == "IssuesFound"
+        and o.finding
+        and str(o.finding.get("severity") or "problem") == "problem"
+        and is_harm(o.rule, o.finding)
+        for o in outcomes
+    )
+
+
+def build(outcomes: Iterable[RuleOutcome], failed: bool = False) -> Diagnosis:
+    """The diagnosis of one run from what each of its rules said; ``failed``: its training
+    did not finish (harm, whatever the rules saw)."""
     outcomes = list(outcomes)
+    harm = failed or harmed(outcomes)
     found: dict[str, list[Evidence]] = {}
     causes: dict[str, Cause] = {}
     warnings: list[Evidence] = []
@@ -227,6 +251,8 @@ def build(outcomes: Iterable[RuleOutcome]) -> Diagnosis:
             continue
         cause = cause_of(f) or _unnamed(o.rule)
         e = _evidence(o, f, cause)
+        if e.severity == "problem" and not harm and cause.tier >= SYMPTOM_TIER:
+            e = replace(e, severity="warning", message=e.message + UNHARMED)
         if e.severity == "problem":
             causes[cause.id] = cause
             found.setdefault(cause.id, []).append(e)
@@ -327,8 +353,8 @@ def job_outcomes(rule_statuses: Iterable[Mapping[str, Any]]) -> list[RuleOutcome
 def job_diagnosis(summary: Mapping[str, Any]) -> Diagnosis:
     """The diagnosis of a job from its summary (``summary.json``): what its rules said, and
     *failed* when its training did not finish (``summary["training"]``)."""
-    found = build(job_outcomes(summary.get("rules", [])))
     failure = training_failure(summary.get("training"))
+    found = build(job_outcomes(summary.get("rules", [])), failed=failure is not None)
     return found if failure is None else replace(found, verdict="failed", failure=failure)
 
 
