@@ -48,10 +48,10 @@ ACCEPTED_FIRST: dict[str, frozenset[str]] = {
         "zero_gradients": {"vanishing_gradient"},
         # images divided by 255 twice, features in units 1000x too large: the input's scale
         "inputs_too_small": {"unnormalised_input"},
-        # the loss's sign flipped (or maximize=True): no cause id fits. The vocabulary lacks
-        # one for an objective or update with the wrong sign; `diverging` names only the
-        # symptom (the loss climbing), and lr_too_high would send a person the wrong way
-        "gradient_ascent": set(),
+        # the loss's sign flipped (or maximize=True): the update has the wrong sign. The
+        # vocabulary had no cause for it until issue 44 added `wrong_sign`; `diverging` names
+        # only the symptom (the loss climbing), and lr_too_high sends a person the wrong way
+        "gradient_ascent": {"wrong_sign"},
         # a few dozen rows, a wide model, many epochs: the same fix as a tiny training set
         "memorisation": {"overfitting", "small_training_set"},
     }.items()

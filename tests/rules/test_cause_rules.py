@@ -50,6 +50,26 @@ def test_unnormalised_input_fires_on_raw_scales_only(tmp_path: Path) -> None:
     assert short.status.value == "NoData" and "32 of 64 input samples seen" in short.details
 
 
+def test_unnormalised_input_fires_on_inputs_far_too_small_but_not_on_sparse_ones(
+    tmp_path: Path,
+) -> None:
+    """Images divided by 255 twice (issue 44: std 0.0015, nothing named it): the largest
+    value stays under 0.02. A sparse one-hot input (root mean square 0.03, largest 1) is fine."""
+    tiny = invoke_rule(UnnormalisedInput(inputs_trial(tmp_path / "tiny", 1 / 255**2)))
+    assert tiny.status.value == "IssuesFound" and tiny.severities == {"problem": 11}
+    finding = tiny.findings[0]
+    assert finding.details["cause"] == "unnormalised_input"
+    assert finding.details["direction"] == "small" and finding.value < 0.02
+    assert "never reaches 0.02" in finding.message
+    builder = TrialBuilder(tmp_path / "sparse")
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        x = np.zeros((32, 1000), np.float32)
+        x[np.arange(32), rng.integers(0, 1000, 32)] = 1.0
+        builder.step({"0_input_0": x}, mode="train", collections={"0_input_0": "inputs"})
+    assert invoke_rule(UnnormalisedInput(builder.close())).status.value == "NoIssuesFound"
+
+
 def chance_trial(out: Path, accuracy: list[float], n: int = 100, classes: int = 4) -> tt.Trial:
     """Training steps, then an evaluation pass of two batches per entry of ``accuracy``."""
     rng = np.random.default_rng(1)

@@ -414,3 +414,37 @@ def test_the_rules_read_the_vital_signs_of_every_step_and_each_loss_once(
         assert [list(f.tensors) for f in fired] == [[vital]]
     summary = invoke_rule(LossSpike(tt.create_trial(tmp_path)))
     assert summary.triggered == 1 and summary.judged == 40 - 10  # TRAIN steps after the warm-up
+
+
+def _train_losses(path: Path, losses: list[float]) -> object:
+    builder = TrialBuilder(path)
+    for v in losses:
+        builder.step({"loss": F32(v)}, mode="train")
+    return builder.close()
+
+
+def test_a_loss_climbing_steadily_from_its_first_step_is_a_flipped_sign(tmp_path: Path) -> None:
+    """Issue 44: an update with its sign flipped (loss 2.3 -> 2e10) was blamed on the learning
+    rate. A training loss that climbs steadily from its first step, with no jump, ascends
+    it; one that jumps at once (a step far too large) or falls first is the learning rate."""
+    rng = np.random.default_rng(0)
+    ascent = [2.3 * 1.04**i * (1 + 0.01 * rng.normal()) for i in range(60)]
+    found = [f for f in iter_findings(LossNotDecreasing(_train_losses(tmp_path / "a", ascent)))
+             if f.severity is Severity.PROBLEM]  # fmt: skip
+    assert found and found[0].details["cause"] == "wrong_sign", found[:1]
+    assert "climbing steadily from its first step" in found[0].message
+    # the same climb ending in NaN: the NaN's cause is the climb before it
+    nan = [*ascent[:30], float("nan")]
+    [bad] = [f for f in iter_findings(LossNotDecreasing(_train_losses(tmp_path / "n", nan)))
+             if f.details.get("nonfinite")]  # fmt: skip
+    assert bad.details["cause"] == "wrong_sign" and "before it, the loss climbed" in bad.message
+    # a jump at the first steps (too large a step), then a climb: the learning rate
+    jump = [2.3, 9.0, 12.0, *(12.0 * 1.04**i for i in range(57))]
+    found = [f for f in iter_findings(LossNotDecreasing(_train_losses(tmp_path / "j", jump)))
+             if f.severity is Severity.PROBLEM]  # fmt: skip
+    assert found and found[0].details["cause"] == "lr_too_high"
+    # down first, then blowing up: the learning rate
+    late = [2.3 * 0.97**i for i in range(30)] + [2.3 * 0.97**30 * 1.5**i for i in range(30)]
+    found = [f for f in iter_findings(LossNotDecreasing(_train_losses(tmp_path / "l", late)))
+             if f.severity is Severity.PROBLEM]  # fmt: skip
+    assert found and all(f.details["cause"] != "wrong_sign" for f in found)

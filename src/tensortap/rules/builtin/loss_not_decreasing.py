@@ -6,6 +6,8 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from tensortap.core._collections import TRAINING_LOOP
 from tensortap.core._modes import ModeKeys
 from tensortap.rules._finding import Finding, Severity, StepRun
@@ -39,6 +41,12 @@ _MEASURABLE = 0.005
 #: digits) before they learn, and 5 times called them stalled.
 _SPAN = 10
 _FACTS = TRAINING_LOOP + "/"  # training_loop/softmax_before_loss is no loss
+#: A training loss that climbs from its first step: over its first ``_CLIMB_SPAN`` values (at
+#: least ``_CLIMB_MIN``), a rank correlation with the step of at least ``_CLIMB_RHO``, no jump
+#: in its first 3 steps (under ``_CLIMB_JUMP`` x its first value: a step far too large jumps),
+#: and at least ``_CLIMB_RISE`` x its first value. On the development split's runs whose loss
+#: diverged, the wrong-sign ones climbed with 0.97-1.00, all others at most 0.86.
+_CLIMB_SPAN, _CLIMB_MIN, _CLIMB_RHO, _CLIMB_JUMP, _CLIMB_RISE = 50, 10, 0.93, 3.0, 1.5
 
 
 class LossNotDecreasing(Rule):
@@ -177,7 +185,15 @@ class LossNotDecreasing(Rule):
         history = self._series.history[key]
         if not obs.finite:
             self._last_checked[key] = obs.mode_step
-            return True, 0, nonfinite_explanation(obs.tensors, "the loss")
+            nonfinite = nonfinite_explanation(obs.tensors, "the loss")
+            rho = None if obs.mode == ModeKeys.EVAL else climb(history)
+            if rho is not None:  # the loss climbed steadily from its first step up to it
+                nonfinite["cause"] = "wrong_sign"
+                nonfinite["message"] += (
+                    f"; before it, the loss climbed steadily from its first step (rank "
+                    f"correlation with the step {rho:.2f}, no jump): each update ascends the loss"
+                )
+            return True, 0, nonfinite
         previous = self._previous(key, obs, history)
         if previous is None:
             return None
@@ -206,6 +222,14 @@ class LossNotDecreasing(Rule):
         elif diverging:
             severity, cause = Severity.PROBLEM, "lr_too_high"
             text += f"; diverging ({-100 * made:.3g}% above where it started)"
+            rho = None if obs.mode == ModeKeys.EVAL else climb(history)
+            if rho is not None:
+                cause = "wrong_sign"
+                text += (
+                    f", climbing steadily from its first step (rank correlation with the step "
+                    f"{rho:.2f} over its first {min(len(history), _CLIMB_SPAN)} values, no jump): "
+                    "each update ascends the loss"
+                )
         else:
             severity, cause, said = self._progress(obs, history, moved, made)
             text += said
@@ -320,6 +344,25 @@ class LossNotDecreasing(Rule):
         if obs.mode == ModeKeys.EVAL:
             return len(history) >= 3
         return obs.mode_step - history[0].mode_step >= _SPAN * self.num_steps
+
+
+def climb(history: Sequence[Observation]) -> float | None:
+    """The rank correlation of a training loss with its step over its first values, when it
+    climbs steadily from its first step (see ``_CLIMB_RHO``); None when it does not."""
+    values = []
+    for o in history[:_CLIMB_SPAN]:  # up to the first value that is not finite
+        if not math.isfinite(o.value):
+            break
+        values.append(o.value)
+    if len(values) < _CLIMB_MIN or values[0] <= 0:
+        return None
+    first = values[0]
+    if max(values[1:4]) >= _CLIMB_JUMP * first or max(values) < _CLIMB_RISE * first:
+        return None
+    ranks = np.argsort(np.argsort(values)).astype(np.float64)
+    steps = np.arange(len(values), dtype=np.float64)
+    rho = float(np.corrcoef(steps, ranks)[0, 1])
+    return rho if rho >= _CLIMB_RHO else None
 
 
 def _is_scalar(trial: Any, name: str) -> bool:

@@ -19,8 +19,9 @@ from tensortap.rules.builtin._samples import model_input
 
 
 class UnnormalisedInput(Rule):
-    """Accumulates the root mean square of the model's input over the TRAIN steps seen; once
-    ``threshold_samples`` samples were seen, fires when it exceeds ``threshold_rms``.
+    """Accumulates the root mean square and the largest absolute value of the model's input
+    over the TRAIN steps seen; once ``threshold_samples`` samples were seen, fires when the
+    root mean square exceeds ``threshold_rms``, or when no value reached ``threshold_small``.
 
     Normalised inputs (standardised features, images scaled to [0, 1] or standardised) have a
     root mean square of about 1; raw pixels (0-255: ~120) or features in their own units
@@ -30,6 +31,12 @@ class UnnormalisedInput(Rule):
     its unnormalised ones (raw 0-16 digits, 7.7). The input is the first floating-point tensor
     of the ``inputs`` collection saved at a step (forward order: the model's own input);
     integer inputs (token ids) are not judged. Inputs holding NaN or inf are a problem.
+
+    Inputs far *below* order 1 are as wrong: images divided by 255 twice (all under 0.004), or
+    features in units 1000x too large, give a first layer whose output is its bias alone and
+    gradients that barely reach its weights. ``threshold_small``, 0.02, is judged on the
+    largest absolute value, so sparse inputs (one-hot words, mostly zeros) are not taken for
+    small ones; a healthy run of the development split has inputs reaching 1 or more.
     """
 
     collections_needed = ("inputs",)
@@ -42,16 +49,21 @@ class UnnormalisedInput(Rule):
         cls.check_param(
             "threshold_samples", threshold_samples, threshold_samples >= 1, "an integer >= 1"
         )
+        threshold_small = params["threshold_small"]
+        cls.check_param("threshold_small", threshold_small, threshold_small >= 0, "a number >= 0")
 
     def __init__(
         self,
         base_trial: Any,
         threshold_rms: float = 5.0,
         threshold_samples: int = 64,
+        threshold_small: float = 0.02,
     ) -> None:
         super().__init__(base_trial)
         self.threshold_rms = threshold_rms
         self.threshold_samples = threshold_samples
+        self.threshold_small = threshold_small
+        self._largest = 0.0
         self._squares = 0.0
         self._values = 0
         self._samples = 0
@@ -79,6 +91,7 @@ class UnnormalisedInput(Rule):
         self._name = self._name or name
         x = value.astype(np.float64)
         self._squares += float(np.square(x).sum())
+        self._largest = max(self._largest, float(np.abs(x).max()))
         self._values += x.size
         self._samples += x.shape[0] if x.ndim > 1 else 1
         if self._samples < self.threshold_samples:
@@ -86,6 +99,20 @@ class UnnormalisedInput(Rule):
                 f"{self._samples} of {self.threshold_samples} input samples seen; not judged yet"
             )
         rms = math.sqrt(self._squares / self._values)
+        if self._largest < self.threshold_small:
+            self.explain(
+                f"the input {self._name} never reaches {self.threshold_small:g} in absolute "
+                f"value over {self._samples} samples (largest {self._largest:.3g}, root mean "
+                f"square {rms:.3g}): inputs this small leave the first layer's output to its "
+                "bias and its weights' gradients near zero; normalised inputs are about 1 (an "
+                "image scaled twice, or features in units far too large?)",
+                tensors=[self._name],
+                value=self._largest,
+                threshold=self.threshold_small,
+                cause="unnormalised_input",
+                direction="small",
+            )
+            return True
         fired = rms > self.threshold_rms
         self.explain(
             f"the input {self._name} has a root mean square of {rms:.3g} over {self._samples} "
