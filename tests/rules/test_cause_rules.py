@@ -292,3 +292,50 @@ def test_leaky_relu_units_never_die(tmp_path: Path) -> None:
     assert invoke_rule(DeadRelu(trial)).status.value == "NoData"
     chosen = invoke_rule(DeadRelu(trial, tensor_regex=[".*leaky_relu_output.*"]))
     assert chosen.worst_severity is Severity.PROBLEM
+
+
+def _first_steps(
+    path: Path, losses: list[float], skip: int = 0, regression: bool = False
+) -> tt.Trial:
+    rng = np.random.default_rng(0)
+    builder = TrialBuilder(path)
+    builder.skip(skip)
+    for loss in losses:
+        if regression:
+            target = rng.normal(0.5, 1.0, (32, 1)).astype(np.float32)
+            saved = {"loss": np.float32(loss), "MSELoss_output_0": np.float32(loss),
+                     "MSELoss_input_0": np.zeros_like(target), "MSELoss_input_1": target}  # fmt: skip
+            kinds = {"loss": "losses", "MSELoss_output_0": "losses",
+                     "MSELoss_input_0": "outputs", "MSELoss_input_1": "outputs"}  # fmt: skip
+        else:
+            saved = {"loss": np.float32(loss), "labels": rng.integers(0, 10, 32),
+                     "predictions": rng.normal(0, 1, (32, 10)).astype(np.float32)}  # fmt: skip
+            kinds = {"loss": "losses", "labels": "labels", "predictions": "predictions"}
+        builder.step(saved, mode="train", collections=kinds)
+    return builder.close()
+
+
+def test_poor_init_names_a_first_loss_far_above_an_all_zero_outputs(tmp_path: Path) -> None:
+    """Issue 44: a ReLU RNN whose recurrent weights start above the identity explodes over
+    time; its first loss (before any update) was 6,615 for 2 classes and the run was blamed on
+    its labels. A first loss over 5x log K (or the mean squared target) is a problem."""
+    from tensortap.rules import PoorWeightInitialization
+
+    huge = invoke_rule(PoorWeightInitialization(_first_steps(tmp_path / "h", [60.0, 40.0, 30.0])))
+    assert huge.status.value == "IssuesFound" and huge.severities == {"problem": 1}
+    [finding] = huge.findings
+    assert finding.step == 0 and finding.details["cause"] == "poor_init"
+    assert finding.value == pytest.approx(60.0 / np.log(10), rel=1e-4)
+    assert "log 10 for 10 classes" in finding.message
+    sound = invoke_rule(PoorWeightInitialization(_first_steps(tmp_path / "s", [2.4, 2.2, 2.1])))
+    assert sound.status.value == "NoIssuesFound"
+    # a regression: against the mean squared target (0.5^2 + 1 = 1.25 here)
+    reg = _first_steps(tmp_path / "r", [40.0, 30.0, 20.0], regression=True)
+    [finding] = invoke_rule(PoorWeightInitialization(reg)).findings
+    assert "mean squared target" in finding.message and finding.value > 20
+    fine = _first_steps(tmp_path / "f", [1.4, 1.2, 1.1], regression=True)
+    assert invoke_rule(PoorWeightInitialization(fine)).status.value == "NoIssuesFound"
+    # a trial that does not begin at training's first step (a resume): its first loss is
+    # not the initialisation's
+    late = _first_steps(tmp_path / "late", [60.0, 40.0, 30.0], skip=3)
+    assert invoke_rule(PoorWeightInitialization(late)).status.value != "IssuesFound"

@@ -173,6 +173,7 @@ _ALL = (
         *_STALL,
         "lr_too_high",
         "overfitting",
+        "no_learnable_signal",
     ),
     _cause(
         "lr_too_high",

@@ -3,6 +3,7 @@ at a step (a regression loss's targets and predictions)."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -87,3 +88,43 @@ def regression_targets(trial: Trial, step: int) -> tuple[np.ndarray, np.ndarray,
         if p.dtype.kind == "f" and t.dtype.kind == "f" and p.size == t.size and t.size:
             return p, t, names
     return None
+
+
+def zero_output_loss(trial: Trial, step: int) -> tuple[float, str] | None:
+    """What the loss would be at ``step`` for a model whose outputs are all 0 (a soundly
+    initialised network starts near it), and how it was found: ``log K`` for K classes (from
+    the saved labels and predictions: scores per class give K), the mean squared target of an
+    ``MSELoss`` (the mean absolute target of the other regression losses); None where neither
+    the outcome nor a regression loss's inputs were saved at the step."""
+    saved = set(trial.tensor_names(step=step))
+    found = regression_targets(trial, step)
+    if found is not None:
+        _, t, names = found
+        y = t.astype(np.float64).ravel()
+        if names[0].startswith("MSELoss"):
+            return float(np.mean(np.square(y))), "the mean squared target (outputs of 0)"
+        return float(np.mean(np.abs(y))), "the mean absolute target (outputs of 0)"
+    labels = [n for n in optional_names_in(trial, "labels", step) if n in saved]
+    predictions = [n for n in optional_names_in(trial, "predictions", step) if n in saved]
+    if not labels or not predictions:
+        return None
+    ly, lp = trial.tensor(labels[0]), trial.tensor(predictions[0])
+    if not (has_raw(ly, step) and has_raw(lp, step)):
+        return None
+    y, p = np.asarray(ly.value(step)), np.asarray(lp.value(step))
+    if not y.size or not p.size:
+        return None
+    if p.ndim == y.ndim + 1:  # scores per class
+        classes = int(p.shape[-1])
+    elif y.ndim == p.ndim + 1:  # one-hot labels
+        classes = int(y.shape[-1])
+    elif not np.all(np.isfinite(y)) or np.any(y % 1) or np.min(y) < 0:
+        return None  # not class ids
+    elif not np.any(p % 1):  # predicted classes
+        classes = int(max(np.max(y), np.max(p))) + 1
+    elif p.shape == y.shape and np.min(p) >= 0 and np.max(p) <= 1:  # P(class 1)
+        classes = 2
+    else:
+        return None
+    classes = max(classes, 2)
+    return math.log(classes), f"log {classes} for {classes} classes (uniform scores)"

@@ -25,6 +25,7 @@ from tensortap.rules.builtin._common import (
     step_mode,
     training_step,
 )
+from tensortap.rules.builtin._labels import zero_output_loss
 
 #: A badly scaled initialisation compounds: the variance grows at least this much per layer ...
 _GROWTH = 2.0
@@ -46,7 +47,12 @@ class PoorWeightInitialization(Rule):
       it similar);
     - the gradients of all layers together span less than ``distribution_range`` between their
       5th and 95th percentiles (they barely move anything);
-    - the loss has not decreased ``patience`` steps after the first saved step.
+    - the loss has not decreased ``patience`` steps after the first saved step;
+    - the loss of the first training step (before any update) is more than
+      ``first_loss_ratio`` times what a model whose outputs are all 0 would score (``log K``
+      for K classes, the mean squared target of a regression): the outputs are far too large
+      at initialisation, as when the weights (or a recurrent layer's, compounding over time)
+      are scaled too large.
 
     The output layer is not compared: the input of a final sigmoid or softmax (one after the
     last layer with weights; where layer inputs were not saved, a sigmoid or softmax that is the
@@ -82,6 +88,8 @@ class PoorWeightInitialization(Rule):
         )
         cls.check_param("patience", patience, patience >= 1, "an integer >= 1")
         cls.check_param("steps", steps, steps >= 1, "an integer >= 1")
+        ratio = params["first_loss_ratio"]
+        cls.check_param("first_loss_ratio", ratio, ratio > 1, "a ratio > 1")
 
     def __init__(
         self,
@@ -91,6 +99,7 @@ class PoorWeightInitialization(Rule):
         distribution_range: float = 0.001,
         patience: int = 5,
         steps: int = 10,
+        first_loss_ratio: float = 5.0,
     ) -> None:
         super().__init__(base_trial)
         self.activation_inputs_regex = activation_inputs_regex or [
@@ -102,7 +111,9 @@ class PoorWeightInitialization(Rule):
         self.distribution_range = distribution_range
         self.patience = patience
         self.steps = steps
+        self.first_loss_ratio = first_loss_ratio
         self._first_loss: tuple[int, float] | None = None
+        self._first_judged = False
 
     # -- the network's structure, as the trial shows it --
 
@@ -245,6 +256,39 @@ class PoorWeightInitialization(Rule):
         low, high = np.percentile(np.concatenate(grads), [5, 95])
         return float(high - low)
 
+    def _judge_first_loss(self, step: int, s: int, losses: list[str]) -> bool:
+        """Whether the loss of the first training step (``s`` 0, before any update) is far
+        above an all-zero output's, judged once, at the first of the first ``steps`` steps
+        where that reference can be found (the outcome or a regression loss's inputs)."""
+        if self._first_loss is None:
+            loss = float(np.mean([scalar(self.base_trial.tensor(n), step) for n in losses]))
+            self._first_loss = (s, loss)
+        first_step, first = self._first_loss
+        if first_step != 0:  # the trial does not begin at training's first step (a resume)
+            self._first_judged = True
+            return False
+        found = zero_output_loss(self.base_trial, step)
+        if found is None:
+            return False
+        self._first_judged = True
+        reference, how = found
+        if not reference > 0 or not first > self.first_loss_ratio * reference:
+            return False
+        self.explain(
+            f"the loss of the first training step, {first:.4g}, is {first / reference:.3g}x what "
+            f"outputs of 0 would score ({reference:.4g}: {how}; limit {self.first_loss_ratio:g}x):"
+            " the model's outputs are far too large at initialisation (weights scaled too "
+            "large, or a recurrent layer whose weights make its state grow over time)",
+            tensors=losses,
+            value=first / reference,
+            threshold=self.first_loss_ratio,
+            severity=Severity.PROBLEM,
+            cause="poor_init",
+            first_loss=first,
+            zero_output_loss=reference,
+        )
+        return True
+
     def _only_first(self) -> str:
         return f"only the first {self.steps} training steps are judged"
 
@@ -312,6 +356,8 @@ class PoorWeightInitialization(Rule):
                 severity=Severity.PROBLEM,
                 cause="poor_init",
             )
+            return True
+        if losses and not self._first_judged and self._judge_first_loss(step, s, losses):
             return True
         outputs = self._output_activations(step, inputs)
         variances = self._variances(step, [a for a in inputs if a not in outputs])
