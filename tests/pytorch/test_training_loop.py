@@ -545,10 +545,11 @@ FAULTS: dict[str, tuple[Loop, str]] = {
     "model_eval_left_on_dropout": (eval_left_on(nn.Dropout(0.5)), "train_in_eval_mode"),
     "model_eval_left_on_batchnorm": (eval_left_on(nn.BatchNorm1d(16)), "train_in_eval_mode"),
     "model_eval_left_on_instancenorm": (
-        eval_left_on(nn.Unflatten(1, (1, 16)), nn.InstanceNorm1d(1, track_running_stats=True),
-                     nn.Flatten()),
+        eval_left_on(
+            nn.Unflatten(1, (1, 16)), nn.InstanceNorm1d(1, track_running_stats=True), nn.Flatten()
+        ),
         "train_in_eval_mode",
-    ),  # fmt: skip
+    ),
     "steplr_stepped_per_batch": (per_batch("step"), "scheduler_per_batch"),
     "cosine_stepped_per_batch": (per_batch("cosine"), "scheduler_per_batch"),
     "adam_lr_1": (huge_lr, "lr_too_high"),
@@ -602,7 +603,9 @@ def test_steps_in_eval_mode_are_counted_and_harmless_ones_mentioned(tmp_path: Pa
     summary = run(tmp_path / "b", eval_left_on(at=10))
     assert causes(summary) == [] and int(facts(tmp_path / "b")["eval_mode_steps"]) == STEPS - 10
     seen: list[Finding] = []
-    invoke_rule(TrainingLoop(tt.create_trial(str(tmp_path / "b" / "trial"))), on_finding=seen.append)
+    invoke_rule(
+        TrainingLoop(tt.create_trial(str(tmp_path / "b" / "trial"))), on_finding=seen.append
+    )
     message = [f.message for f in seen if f.message.startswith("no fault")][-1]
     assert "(30 optimizer steps, from step 13, ran with the model in eval mode" in message
     assert "no Dropout or BatchNorm module in eval mode: that changes nothing)" in message
