@@ -17,6 +17,7 @@ from torch import nn
 import tensortap.pytorch as tt
 from tensortap.pytorch import _loop_facts as loop_facts
 from tensortap.rules import TrainingLoop, invoke_rule
+from tensortap.rules._finding import Finding
 from tensortap.rules._invoker import RuleStatus, RuleSummary
 
 Loop = Callable[[tt.Hook], None]
@@ -321,6 +322,56 @@ def parameters_replaced(hook: tt.Hook) -> None:
         opt.step()
 
 
+def eval_left_on(*extra: nn.Module, at: int = 12) -> Loop:
+    """An evaluation pass at step ``at`` that calls model.eval() and never model.train()."""
+
+    def loop(hook: tt.Hook) -> None:
+        model = mlp(*extra)
+        hook.register_module(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        for i, (x, y) in enumerate(batches()):
+            if i == at:
+                model.eval()
+                with torch.no_grad():
+                    for xv, _ in batches(3):
+                        model(xv)
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+
+    return loop
+
+
+def batchnorm_frozen_on_purpose(hook: tt.Hook) -> None:
+    """Fine-tuning with BatchNorm kept in eval mode: model.train(), then each BatchNorm's
+    eval() (the model itself trains in train mode)."""
+    model = mlp(nn.BatchNorm1d(16), nn.Dropout(0.2))
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for x, y in batches():
+        model.train()
+        model[1].eval()
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
+def teacher_in_eval_mode(hook: tt.Hook) -> None:
+    """Distillation: a registered teacher in eval mode runs with gradients enabled (its
+    outputs detached), the student in train mode."""
+    teacher, student = mlp(nn.Dropout(0.5)).eval(), mlp(nn.Dropout(0.5))
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    hook.register_module(teacher)
+    hook.register_module(student)
+    opt = torch.optim.SGD(student.parameters(), lr=0.05)
+    for x, _ in batches():
+        opt.zero_grad()
+        target = teacher(x).softmax(1)
+        F.cross_entropy(student(x), target).backward()
+        opt.step()
+
+
 HEALTHY: dict[str, Loop] = {
     "zero_grad_first": zero_grad_first,
     "zero_grad_after_forward_to_zeros": zero_grad_after_forward_to_zeros,
@@ -341,6 +392,9 @@ HEALTHY: dict[str, Loop] = {
     "lbfgs": lbfgs,
     "manual_sgd": manual_sgd,
     "parameters_replaced": parameters_replaced,
+    "eval_left_on_without_dropout_or_batchnorm": eval_left_on(),
+    "batchnorm_frozen_on_purpose": batchnorm_frozen_on_purpose,
+    "teacher_in_eval_mode": teacher_in_eval_mode,
 }
 
 
@@ -488,6 +542,14 @@ FAULTS: dict[str, tuple[Loop, str]] = {
     "zero_grad_never_called": (never_zeroed(True), "grads_not_cleared"),
     "zero_grad_never_called_set_to_none_false": (never_zeroed(False), "grads_not_cleared"),
     "eval_without_model_eval": (eval_in_train_mode, "eval_in_train_mode"),
+    "model_eval_left_on_dropout": (eval_left_on(nn.Dropout(0.5)), "train_in_eval_mode"),
+    "model_eval_left_on_batchnorm": (eval_left_on(nn.BatchNorm1d(16)), "train_in_eval_mode"),
+    "model_eval_left_on_instancenorm": (
+        eval_left_on(
+            nn.Unflatten(1, (1, 16)), nn.InstanceNorm1d(1, track_running_stats=True), nn.Flatten()
+        ),
+        "train_in_eval_mode",
+    ),
     "steplr_stepped_per_batch": (per_batch("step"), "scheduler_per_batch"),
     "cosine_stepped_per_batch": (per_batch("cosine"), "scheduler_per_batch"),
     "adam_lr_1": (huge_lr, "lr_too_high"),
@@ -523,6 +585,30 @@ def test_messages_say_what_was_seen_and_what_to_do(tmp_path: Path) -> None:
     assert message.startswith("StepLR (period 2) is stepped once per batch")
     message = run(tmp_path / "f", eval_in_train_mode).findings[0].message
     assert "3 forward passes ran under torch.no_grad()" in message and "1 Dropout" in message
+    loop = eval_left_on(nn.BatchNorm1d(16), nn.Dropout(0.3))
+    message = run(tmp_path / "g", loop, save_interval=1).findings[0].message
+    assert message.startswith("2 of the 14 optimizer steps so far, from step 15, were taken on")
+    assert "the model's 1 BatchNorm1d, 1 Dropout behave as in evaluation" in message
+    assert "call model.train() before the training steps" in message
+
+
+def test_steps_in_eval_mode_are_counted_and_harmless_ones_mentioned(tmp_path: Path) -> None:
+    """Every optimizer step after the forgotten model.train() is counted, from its step; a
+    model without Dropout or BatchNorm is the same in both modes: said, not a fault."""
+    run(tmp_path / "a", eval_left_on(nn.Dropout(0.3), at=10))
+    found = facts(tmp_path / "a")
+    assert int(found["eval_mode_steps"]) == STEPS - 10
+    assert int(found["eval_mode_steps/step"]) == 13  # the evaluation pass is steps 10-12
+    assert int(found["eval_mode_modules/Dropout"]) == 1
+    summary = run(tmp_path / "b", eval_left_on(at=10))
+    assert causes(summary) == [] and int(facts(tmp_path / "b")["eval_mode_steps"]) == STEPS - 10
+    seen: list[Finding] = []
+    invoke_rule(
+        TrainingLoop(tt.create_trial(str(tmp_path / "b" / "trial"))), on_finding=seen.append
+    )
+    message = [f.message for f in seen if f.message.startswith("no fault")][-1]
+    assert "(30 optimizer steps, from step 13, ran with the model in eval mode" in message
+    assert "no Dropout or BatchNorm module in eval mode: that changes nothing)" in message
 
 
 def test_several_faults_are_reported_one_per_saved_step(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Facts about the training loop itself, which no saved tensor shows: which parameters the
 optimizers hold, whether ``step()`` runs and moves the weights, whether gradients are cleared
-between steps, whether evaluation runs in train mode, how the learning rate is scheduled, how
+between steps, whether evaluation runs in train mode and training in eval mode, how the
+learning rate is scheduled, how
 large the weights start and the first update is, what the loss modules are fed, and whether
 they weight classes.
 
@@ -56,6 +57,7 @@ ISOLATED_SHARE = 0.5
 #: The id given to a loss recorded with ``hook.record_loss`` (no loss module).
 _RECORDED = -1
 _BN = nn.modules.batchnorm._BatchNorm
+_NORM = nn.modules.batchnorm._NormBase  # BatchNorm, and InstanceNorm with running statistics
 _DROPOUT = nn.modules.dropout._DropoutNd
 
 
@@ -106,6 +108,12 @@ class LoopFacts:
         self._no_grad_run = 0
         self._no_grad_active: list[nn.Module] = []  # what behaved as in training, last time
         self._eval_in_train = 0
+        # the forwards with gradients since the last optimizer step: whether one ran in train
+        # mode; of the last one in eval mode, its mode-dependent modules in eval mode
+        self._train_forward = False
+        self._eval_forward: list[nn.Module] | None = None
+        self._eval_steps = 0  # owned optimizer steps after forwards in eval mode only
+        self._eval_layers: list[nn.Module] = []  # those of the last such step
         # optimizer steps seen when a single forward pass under no_grad in train mode ended
         self._isolated: set[int] = set()
         # the last loss module output (and the module's id); the backward passes since the last
@@ -129,6 +137,11 @@ class LoopFacts:
             if self._fingerprint is None:
                 self._fingerprint = self._weights_now()
                 self._init_scale(module)
+            if module.training:
+                self._train_forward = True
+            else:  # training in eval mode, unless a forward in train mode comes before the step
+                modules = self._train_mode_modules(module)
+                self._eval_forward = [m for m in modules if not m.training]
             return
         if not module.training:
             return  # evaluation done right: in eval mode
@@ -184,11 +197,15 @@ class LoopFacts:
         self._steps_seen += 1
         passes, loss = self._micro_passes, self._micro_loss
         self._micro_passes, self._micro_loss = 0, None
+        in_eval = self._eval_forward if not self._train_forward else None
+        self._train_forward, self._eval_forward = False, None
         facts = self._optimizers.get(optimizer)
         if facts is None or not owned:
             self._other_steps += 1
             return
         self._owned_steps += 1
+        if in_eval is not None:
+            self._stepped_in_eval_mode(in_eval)
         facts.steps += 1
         self._accumulated(passes, loss)
         self._rates.after_step(optimizer, facts.steps)
@@ -241,6 +258,16 @@ class LoopFacts:
         self._undivided += 1
         self._set("accumulation_undivided", self._undivided)
         self._set("accumulation_undivided/micro_batches", passes)
+
+    def _stepped_in_eval_mode(self, layers: list[nn.Module]) -> None:
+        """An optimizer step whose gradients came from forwards in eval mode only
+        (``model.eval()`` left on); ``layers``: the modules that behave differently in eval
+        mode, in it (none: eval mode changes nothing)."""
+        self._eval_steps += 1
+        self._set("eval_mode_steps", self._eval_steps)
+        if self._eval_steps == 1:
+            self._set("eval_mode_steps/step", self._recorder.global_step)
+        self._eval_layers = layers  # counted by class when saved
 
     def _end_no_grad_run(self) -> None:
         """The forward passes under no_grad in train mode (if any) are over: a single one is
@@ -367,6 +394,8 @@ class LoopFacts:
             self._set("eval_in_train_mode", self._eval_in_train + isolated)
             self._set("eval_in_train_mode/single_batch", isolated)
             self._set_kinds()
+        for kind, n in Counter(type(m).__name__ for m in self._eval_layers).items():
+            self._set(f"eval_mode_modules/{kind}", n)
         self._set("backward_passes", self._backward_passes)
         self._set("optimizer_steps", self._owned_steps)
         self._set("other_optimizer_steps", self._other_steps)
@@ -426,6 +455,6 @@ class LoopFacts:
                 m
                 for m in unwrap(model).modules()
                 if (isinstance(m, _DROPOUT) and m.p > 0)
-                or (isinstance(m, _BN) and m.track_running_stats)
+                or (isinstance(m, _NORM) and m.track_running_stats)
             ]
         return found

@@ -113,6 +113,18 @@ _ALL = (
         "no_progress",
     ),
     _cause(
+        "train_in_eval_mode",
+        "the model trains in evaluation mode (model.eval() left on)",
+        LOOP_TIER,
+        "call model.train() before training steps (after each validation pass): in evaluation "
+        "mode dropout is off and BatchNorm neither uses nor updates the batch's statistics",
+        "overfitting",
+        "overtraining",
+        "no_progress",
+        "loss_spike",
+        "diverging",
+    ),
+    _cause(
         "scheduler_per_batch",
         "the learning-rate schedule runs out within the first epochs",
         LOOP_TIER,

@@ -17,6 +17,8 @@ _PREFIX = TRAINING_LOOP + "/"
 #: RMSprop's and Adagrad's first step is ten times the Adam family's.
 _ADAM_LIKE = frozenset({"Adam", "AdamW", "Adamax", "NAdam", "RAdam"})
 _ADAPTIVE = _ADAM_LIKE | {"RMSprop", "Adagrad"}
+#: Optimizer steps in eval mode that make a fault (one may end a loop on purpose).
+_EVAL_MODE_STEPS = 2
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,11 @@ class TrainingLoop(Rule):
       1.41 for Kaiming/He, about 2.4 at most for any standard scheme);
     - ``eval_in_train_mode``: forward passes under ``torch.no_grad()`` with the model in train
       mode and Dropout or BatchNorm modules in it: consecutive ones, or single ones (an
-      evaluation of one batch) in at most half of the intervals between optimizer steps.
+      evaluation of one batch) in at most half of the intervals between optimizer steps;
+    - ``train_in_eval_mode``: optimizer steps whose gradients came from forward passes with
+      the model in eval mode (``model.eval()`` left on after a validation pass), while it has
+      Dropout or BatchNorm modules in eval mode; without them eval mode changes nothing, and
+      the steps are only mentioned.
 
     Each fault is reported once, at the first saved step that shows it, with
     ``details["cause"]`` naming it; faults found together are reported on the next saved steps
@@ -130,7 +136,7 @@ class TrainingLoop(Rule):
         if not found:
             self.explain(
                 f"no fault of the training loop after {self._int('backward_passes')} backward "
-                f"passes and {self._int('optimizer_steps')} optimizer steps"
+                f"passes and {self._int('optimizer_steps')} optimizer steps{self._harmless()}"
             )
             return False
         first = found[0]
@@ -163,6 +169,7 @@ class TrainingLoop(Rule):
         yield from self._not_stepping()
         yield from self._not_in_optimizer()
         yield from self._not_cleared()
+        yield from self._train_in_eval_mode()
         yield from self._undivided()
         yield from self._loss_inputs()
         yield from self._init_scale()
@@ -235,6 +242,36 @@ class TrainingLoop(Rule):
             norm,
             0,
             ("grads_not_cleared", "grads_not_cleared/norm"),
+        )
+
+    def _train_in_eval_mode(self) -> Iterator[_Verdict]:
+        count = self._int("eval_mode_steps")
+        kinds = self._keys("eval_mode_modules/")
+        if count < _EVAL_MODE_STEPS or not kinds:
+            return
+        modules = ", ".join(f"{self._int('eval_mode_modules/' + k)} {k}" for k in kinds)
+        yield _Verdict(
+            "train_in_eval_mode",
+            f"{count} of the {self._int('optimizer_steps')} optimizer steps so far, from step "
+            f"{self._int('eval_mode_steps/step')}, were taken on forward passes in evaluation "
+            f"mode (model.training False), where the model's {modules} behave as in "
+            "evaluation (Dropout drops nothing; BatchNorm normalises with its running "
+            "statistics and stops updating them); call model.train() before the training "
+            "steps (after each validation pass)",
+            count,
+            _EVAL_MODE_STEPS,
+            ("eval_mode_steps", "eval_mode_steps/step"),
+        )
+
+    def _harmless(self) -> str:
+        """Optimizer steps in eval mode that change nothing, said in passing."""
+        count = self._int("eval_mode_steps")
+        if not count or self._keys("eval_mode_modules/"):
+            return ""
+        return (
+            f" ({count} optimizer steps, from step {self._int('eval_mode_steps/step')}, ran with "
+            "the model in eval mode, but it has no Dropout or BatchNorm module in eval mode: "
+            "that changes nothing)"
         )
 
     def _undivided(self) -> Iterator[_Verdict]:
