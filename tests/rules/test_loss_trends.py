@@ -448,3 +448,27 @@ def test_a_loss_climbing_steadily_from_its_first_step_is_a_flipped_sign(tmp_path
     found = [f for f in iter_findings(LossNotDecreasing(_train_losses(tmp_path / "l", late)))
              if f.severity is Severity.PROBLEM]  # fmt: skip
     assert found and all(f.details["cause"] != "wrong_sign" for f in found)
+
+
+def test_a_validation_loss_far_above_its_best_is_harm_and_named_overfitting(
+    tmp_path: Path,
+) -> None:
+    """Issue 44: a validation loss rising under memorisation (training loss 0.0027) was read
+    as "diverging" and blamed on the learning rate; a validation loss 4.4x its best was left a
+    warning by Overtraining, so the run was "healthy". The training loss fell meanwhile."""
+    from tensortap.rules import Overtraining
+
+    val = [1.0, 0.6, 0.5, 0.6, 0.8, 1.1, 1.5, 1.9, 2.2]  # best 0.5, then 4.4x it
+    trial = phases(tmp_path, falling_train(len(val)), with_batches(val, spread=0.01))
+    found = [f for f in iter_findings(Overtraining(trial)) if f.severity is Severity.PROBLEM]
+    assert found and found[0].details["cause"] == "overtraining"
+    assert "training on has made the model far worse" in found[0].message
+    diverging = [f for f in iter_findings(LossNotDecreasing(trial))
+                 if f.details.get("diverging")]  # fmt: skip
+    assert diverging and diverging[0].mode is ModeKeys.EVAL
+    assert diverging[0].details["cause"] == "overfitting", diverging[0].message
+    assert "the training loss came down" in diverging[0].message
+    # a validation loss 1.5x its best stays a warning
+    mild = [1.0, 0.6, 0.5, 0.55, 0.6, 0.65, 0.7, 0.72, 0.75]
+    trial = phases(tmp_path / "mild", falling_train(len(mild)), with_batches(mild, spread=0.01))
+    assert invoke_rule(Overtraining(trial)).worst_severity is Severity.WARNING

@@ -222,8 +222,15 @@ class LossNotDecreasing(Rule):
         elif diverging:
             severity, cause = Severity.PROBLEM, "lr_too_high"
             text += f"; diverging ({-100 * made:.3g}% above where it started)"
+            trained = self._training_progress() if obs.mode == ModeKeys.EVAL else None
             rho = None if obs.mode == ModeKeys.EVAL else climb(history)
-            if rho is not None:
+            if trained is not None:  # the validation loss rises while the training loss fell
+                cause = "overfitting"
+                text += (
+                    f"; the training loss came down {100 * trained:.3g}% meanwhile: the model "
+                    "fits its training data, not the validation data"
+                )
+            elif rho is not None:
                 cause = "wrong_sign"
                 text += (
                     f", climbing steadily from its first step (rank correlation with the step "
@@ -326,6 +333,18 @@ class LossNotDecreasing(Rule):
                 f"whether it is making progress{measured}"
             ),
         )
+
+    def _training_progress(self) -> float | None:
+        """How far a training loss has come down (its largest fall of those saved, see
+        :func:`progress`) when one came down by at least 10%; None when none did (a diverging
+        validation loss then diverges with it)."""
+        falls = [
+            progress(h)
+            for (_, mode), h in self._series.history.items()
+            if mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL) and len(h) >= 2
+        ]
+        best = max(falls, default=0.0)
+        return best if best >= _PROGRESS else None
 
     def _previous(
         self, key: tuple[str, ModeKeys], obs: Observation, history: list[Observation]

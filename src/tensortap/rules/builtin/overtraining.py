@@ -26,6 +26,8 @@ from tensortap.rules.builtin._series import LossSeries
 VITAL_BLOCK = 10
 #: A validation loss this far (relative) above its best is getting worse, not just flat.
 _WORSE = 0.05
+#: ... and this many times its best, training on has harmed the model (a problem).
+_HARMED = 2.0
 
 
 class Overtraining(Rule):
@@ -43,7 +45,9 @@ class Overtraining(Rule):
     Every run that converges stops improving, so a plateau is *advice* (training longer gains
     nothing: stop earlier or lower the learning rate); a validation loss that has risen more
     than 5% above its best is a *warning* (training on makes the model worse; keep the best
-    checkpoint). A NaN or infinite loss is a problem. Overfit judges the gap between the two.
+    checkpoint), and at twice its best or more a *problem*: training on has harmed the model
+    (issue 44: a validation loss 4.4x its best was left a warning, and the run called healthy).
+    A NaN or infinite loss is a problem. Overfit judges the gap between the two.
     Findings name ``details["cause"] = "overtraining"`` (or ``nonfinite``); a trial with a single
     loss ends NoData (nothing was compared).
 
@@ -184,7 +188,8 @@ class Overtraining(Rule):
         since, patience, best = self._since[mode], self.patience[mode], self._best[mode]
         fired = since >= patience
         worse = mode == ModeKeys.EVAL and loss > best + max(self.delta, _WORSE * abs(best))
-        severity = Severity.WARNING if worse else Severity.ADVICE
+        harmed = worse and best > 0 and loss >= _HARMED * best
+        severity = Severity.PROBLEM if harmed else Severity.WARNING if worse else Severity.ADVICE
         unit = "steps" if block == 1 else f"blocks of {block} steps (their mean losses)"
         text = (
             f"{which} loss {loss:.4g}; best {best:.4g}, not improved by more than "
@@ -192,7 +197,10 @@ class Overtraining(Rule):
         )
         if fired:
             text += (
-                "; it is getting worse: keep the best checkpoint and stop earlier"
+                f"; it is {loss / best:.3g}x its best: training on has made the model far worse "
+                "(keep the best checkpoint and stop earlier)"
+                if harmed
+                else "; it is getting worse: keep the best checkpoint and stop earlier"
                 if worse
                 else "; it has levelled off: training longer gains nothing"
             )
