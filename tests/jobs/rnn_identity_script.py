@@ -1,7 +1,9 @@
 """A plain PyTorch script (it never imports tensortap) whose gradients explode through time: a
 ReLU RNN with recurrent weights 1.1 times the identity and zero biases, over 60 time steps, SGD
-at an ordinary learning rate (0.01), on a 0/1 task (is the sum of the first input channel
-positive) with nn.BCEWithLogitsLoss. Batches of 4 hold only 0 targets now and then."""
+at an ordinary learning rate (0.01), on a 0/1 task (is the sum of a faint input positive) with
+nn.BCEWithLogitsLoss. Batches of 4 hold only 0 targets now and then. Its first update moves the
+weights by 0.04-0.11 of their norm; the second explodes (a loss of 1e5), then every ReLU of the
+RNN is dead."""
 
 import argparse
 
