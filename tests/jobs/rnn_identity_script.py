@@ -25,9 +25,11 @@ class Net(nn.Module):
         self.rnn = nn.RNN(1, HIDDEN, nonlinearity="relu", batch_first=True)
         self.head = nn.Linear(HIDDEN, 1)
         with torch.no_grad():
-            self.rnn.weight_hh_l0.copy_(1.1 * torch.eye(HIDDEN))
-            self.rnn.bias_ih_l0.zero_()
-            self.rnn.bias_hh_l0.zero_()
+            for name, param in self.rnn.named_parameters():
+                if name == "weight_hh_l0":
+                    param.copy_(1.1 * torch.eye(HIDDEN))
+                elif name.startswith("bias_"):  # bias_ih_l0, bias_hh_l0
+                    param.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.rnn(x)[0][:, -1]).squeeze(-1)
