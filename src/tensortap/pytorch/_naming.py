@@ -1,8 +1,10 @@
 """How the PyTorch hook names what it saves, and which collections each tensor joins.
 
 - parameters: their ``named_parameters()`` path (``fc1.weight``, ``features.0.bias``); gradients
-  ``gradient/<path>``. A second registered model gets its class name as a prefix
-  (``Discriminator.fc1.weight``), or the ``name`` given to ``register_module``.
+  ``gradient/<path>``. A parameter joins ``biases`` by name, shape and use (``rnn.bias_hh_l0``
+  too: :func:`parameter_collections`), else ``weights``. A second registered model gets its
+  class name as a prefix (``Discriminator.fc1.weight``), or the ``name`` given to
+  ``register_module``.
 - module inputs and outputs: ``<module path>_input_<i>`` and ``<module path>_output_<i>``; the
   top-level model's path is its class name (``Net_output_0``), as in smdebug.
 - activation modules (ReLU, LeakyReLU, GELU, Tanh, Sigmoid, ..., and the activation classes of
