@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from tensortap.rules import RuleStatus, WeightsNotUpdating, WeightUpdateRatio, invoke_rule
-from tensortap.rules._finding import Severity
+from tensortap.rules._finding import Finding, Severity
 from tensortap.testing import TrialBuilder
 from tests.helpers import job_runs
 
@@ -147,3 +147,38 @@ def test_a_typical_first_update_is_quiet(
     tmp_path: Path, optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer]
 ) -> None:
     assert first_update(tmp_path, optimizer).triggered == 0
+
+
+def test_a_weight_that_started_at_zero_has_no_update_ratio(tmp_path: Path) -> None:
+    """A zero-initialised tensor (a LoRA B, a zero head, a bias taken for a weight) moved by
+    an ordinary first update: before, its ratio was update / epsilon (3e6 here), "the learning
+    rate is too high". It is left out, and the finding says so; the others are judged."""
+    builder = TrialBuilder(tmp_path)
+    fc = np.random.default_rng(0).normal(size=(4, 3)).astype(F32)
+    initial = {"initial/lora_b.weight": np.zeros((4, 3), F32), "initial/fc.weight": fc}
+    for step in range(3):
+        moved = {"lora_b.weight": np.full((4, 3), 1e-3 * (step + 1), F32)}
+        weights = moved | {"fc.weight": fc * F32(1 + 1e-3 * (step + 1)), "loss": F32(1.0)}
+        builder.step(
+            weights | (initial if step == 0 else {}),
+            collections={n: "initial_weights" for n in initial},
+        )
+    trial = builder.close()
+    said: list[Finding] = []
+    summary = invoke_rule(WeightUpdateRatio(trial, num_steps=1), on_finding=said.append)
+    assert summary.status is RuleStatus.NO_ISSUES_FOUND, summary.findings[:1]
+    assert said[0].step == 0 and said[0].value is not None and said[0].value < 0.01
+    assert "left out, as they started from 0" in said[0].message
+    assert "lora_b.weight" in said[0].message
+    assert "left out" not in said[1].message  # from step 1 on, lora_b has a size
+
+
+def test_only_weights_that_started_at_zero_are_skipped(tmp_path: Path) -> None:
+    builder = TrialBuilder(tmp_path)
+    builder.step(
+        {"initial/b.weight": np.zeros(4, F32), "b.weight": np.full(4, 0.1, F32)},
+        collections={"initial/b.weight": "initial_weights", "b.weight": "weights"},
+    )
+    summary = invoke_rule(WeightUpdateRatio(builder.close()))
+    assert summary.status is RuleStatus.NO_DATA
+    assert "moved from 0" in summary.details

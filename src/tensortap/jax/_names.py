@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from tensortap.core._collections import CollectionKeys
+from tensortap.core._roles import JAX_LAYOUT
+from tensortap.core._roles import bias_names as core_bias_names
 
 OPTIMIZER_VARIABLES = "optimizer_variables"
 
@@ -57,31 +59,6 @@ def bias_names(leaves: Iterable[tuple[str, Any]], *, initial: bool = False) -> s
     and use, whatever their names (Haiku's ``b``, ``linear/b``, a plain ``b0``): a 1-D leaf
     beside a kernel (a leaf of the same parent whose last axis is as long: it is added to that
     kernel's output), or, when ``initial`` (the parameters an optimizer starts from), a 1-D
-    leaf of zeros (a bias or an offset). A name ending in ``bias`` is one too."""
-    named = list(leaves)
-    kernels: set[tuple[str, int]] = set()  # (parent, length of the last axis)
-    for name, leaf in named:
-        shape = tuple(getattr(leaf, "shape", ()))
-        if len(shape) >= 2:
-            kernels.add((name.rpartition("/")[0], int(shape[-1])))
-    out = set()
-    for name, leaf in named:
-        shape = tuple(getattr(leaf, "shape", ()))
-        if name.endswith("bias") or (
-            len(shape) == 1
-            and (
-                (name.rpartition("/")[0], int(shape[0])) in kernels or (initial and _all_zero(leaf))
-            )
-        ):
-            out.add(name)
-    return out
-
-
-def _all_zero(leaf: Any) -> bool:
-    """Whether a concrete array holds only zeros (False for a traced one)."""
-    try:
-        import numpy as np
-
-        return bool(np.all(np.asarray(leaf) == 0))
-    except Exception:  # a tracer has no values: the shape alone decides
-        return False
+    leaf of zeros (a bias or an offset). A name ending in ``bias`` is one too. The rule is
+    :func:`tensortap.core._roles.bias_names`, with JAX's layout."""
+    return core_bias_names(leaves, JAX_LAYOUT, initial=initial)

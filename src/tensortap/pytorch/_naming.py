@@ -1,8 +1,10 @@
 """How the PyTorch hook names what it saves, and which collections each tensor joins.
 
 - parameters: their ``named_parameters()`` path (``fc1.weight``, ``features.0.bias``); gradients
-  ``gradient/<path>``. A second registered model gets its class name as a prefix
-  (``Discriminator.fc1.weight``), or the ``name`` given to ``register_module``.
+  ``gradient/<path>``. A parameter joins ``biases`` by name, shape and use (``rnn.bias_hh_l0``
+  too: :func:`parameter_collections`), else ``weights``. A second registered model gets its
+  class name as a prefix (``Discriminator.fc1.weight``), or the ``name`` given to
+  ``register_module``.
 - module inputs and outputs: ``<module path>_input_<i>`` and ``<module path>_output_<i>``; the
   top-level model's path is its class name (``Net_output_0``), as in smdebug.
 - activation modules (ReLU, LeakyReLU, GELU, Tanh, Sigmoid, ..., and the activation classes of
@@ -26,6 +28,8 @@ from tensortap.core._collections import (
     Collection,
     CollectionKeys,
 )
+from tensortap.core._roles import TORCH_LAYOUT, bias_names
+from tensortap.pytorch._sharded import dtensor_kind, local_part
 
 RELU_ACTIVATIONS = "relu_activations"
 OPTIMIZER_VARIABLES = "optimizer_variables"
@@ -197,8 +201,28 @@ def parameter_names(top: nn.Module, prefix: str) -> list[tuple[str, torch.nn.Par
     return [(f"{prefix}.{n}" if prefix else n, p) for n, p in top.named_parameters()]
 
 
-def parameter_collections(name: str) -> tuple[str, ...]:
-    return BIAS_COLLECTIONS if name.rsplit(".", 1)[-1].endswith("bias") else WEIGHT_COLLECTIONS
+def parameter_collections(
+    params: list[tuple[str, torch.nn.Parameter]], *, initial: bool = True
+) -> dict[str, tuple[str, ...]]:
+    """Each parameter's collections: the biases for a bias by name, shape and use
+    (:mod:`tensortap.core._roles`: ``bias_hh_l0``, or a 1-D parameter of zeros beside its
+    module's weight; a norm layer's 1-D scale stays a weight), else the weights. ``initial``:
+    the values are those training starts from (a model registered before its first step)."""
+    biases = bias_names(params, TORCH_LAYOUT, initial=initial, zeros=_all_zero)
+    return {name: BIAS_COLLECTIONS if name in biases else WEIGHT_COLLECTIONS for name, _ in params}
+
+
+def _all_zero(param: torch.Tensor) -> bool:
+    """Whether a parameter holds only zeros (its local shard when sharded; False without values,
+    on the meta device)."""
+    try:
+        local = local_part(param) if dtensor_kind(param) else param
+        if local.is_meta or local.numel() == 0:
+            return False
+        with torch.no_grad():
+            return not bool(local.detach().count_nonzero())
+    except Exception:  # a tensor we cannot read is not told by its values
+        return False
 
 
 def flatten_tensors(value: object, limit: int = 64) -> list[torch.Tensor]:

@@ -41,6 +41,9 @@ class Registry:
         self.compiled: set[int] = set()  # ids of the modules of models registered compiled
         self._models: list[tuple[nn.Module, str]] = []  # (unwrapped model, prefix)
         self._firsts: list[nn.Parameter | None] = []
+        #: name -> collections, told when the parameter is first seen (zeros are a bias's
+        #: start, not its later values) and kept when a wrapper replaces the parameter
+        self._roles: dict[str, tuple[str, ...]] = {}
 
     def add_model(self, core: nn.Module, name: str | None, compiled: bool = False) -> None:
         """Name ``core`` (an unwrapped model) and its submodules and parameters; ``compiled``
@@ -74,6 +77,8 @@ class Registry:
             return
         prefix = next(p for m, p in self._models if m is core)
         self._prefixes.discard(prefix)
+        for pname, _ in parameter_names(core, prefix):
+            self._roles.pop(pname, None)
         self._models, self._firsts = kept, [None] * len(kept)
         for module in core.modules():
             names = self.names.get(module)
@@ -107,10 +112,15 @@ class Registry:
         self._firsts = firsts
         self.params, self.param_names = [], {}
         for core, prefix in self._models:
-            for pname, param in parameter_names(core, prefix):
+            named = parameter_names(core, prefix)
+            if any(n not in self._roles for n, _ in named):
+                # told once, from the values registered (beside the module's other parameters)
+                told = parameter_collections(named)
+                self._roles.update((n, c) for n, c in told.items() if n not in self._roles)
+            for pname, param in named:
                 if id(param) not in self.param_names:
                     self.param_names[id(param)] = pname
-                    self.params.append((pname, param, parameter_collections(pname)))
+                    self.params.append((pname, param, self._roles[pname]))
         return True
 
     def _prefix_for(self, core: nn.Module, name: str | None) -> str:

@@ -4,6 +4,7 @@ at a step (a regression loss's targets and predictions)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -69,6 +70,23 @@ def as_classes(y: np.ndarray, p: np.ndarray, argmax: bool = False) -> tuple[np.n
 
 #: Loss modules whose inputs are (prediction, target) of a regression.
 REGRESSION_LOSSES = ("MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss")
+
+
+def loss_targets(trial: Trial, names: Iterable[str]) -> set[str]:
+    """The tensors among ``names`` that are what a loss module was given to compare with (its
+    inputs after the first: ``BCEWithLogitsLoss_input_1`` for ``BCEWithLogitsLoss_output_0``
+    in ``losses``): the data's targets, not a tensor of the model. An optional read."""
+    modules = {
+        loss.rpartition("_output_")[0]
+        for loss in optional_names_in(trial, "losses")
+        if loss.rpartition("_output_")[2] == "0"
+    }
+    found = set()
+    for name in names:
+        module, _, index = name.rpartition("_input_")
+        if module in modules and index.isdigit() and index != "0":
+            found.add(name)
+    return found
 
 
 def regression_targets(trial: Trial, step: int) -> tuple[np.ndarray, np.ndarray, list[str]] | None:

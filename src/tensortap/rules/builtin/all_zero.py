@@ -8,18 +8,27 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.core._collections import INITIAL_WEIGHTS
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import fire_nonfinite, select
+from tensortap.rules.builtin._labels import loss_targets
+
+#: Collections whose zeros are no state of the model's (see AllZero's docstring).
+_NOT_MODEL_STATE = ("biases", "labels", "predictions", "metrics", "hyperparameters")
 
 
 class AllZero(Rule):
     """Fires when at least ``threshold`` percent of a selected tensor's values are zero.
 
     Tensors: ``collection_names`` / ``tensor_regex``; when neither is given, every tensor but
-    the ``biases`` (which start at zero in most models), class ids (the ``labels`` and
-    ``predictions`` collections and integer tensors: a batch of class 0 is not "all zero"),
-    and numbers that are not tensors of the model: the ``metrics`` (a classification error
-    of 0 is a perfect score) and XGBoost's ``hyperparameters``.
+    the ``biases`` (which start at zero in most models), the weights before the first update
+    (``initial_weights``: a tensor that starts at zero, a LoRA B or a zero head, is an
+    initialisation; the same tensor after each update is judged under its own name), class
+    ids (the ``labels`` and ``predictions`` collections and integer tensors: a batch of class
+    0 is not "all zero"), the targets a loss module was given (its inputs after the first,
+    ``BCEWithLogitsLoss_input_1``: a batch of a 0/1 task whose targets are all 0 is data, not
+    the model's state), and numbers that are not tensors of the model: the ``metrics`` (a
+    classification error of 0 is a perfect score) and XGBoost's ``hyperparameters``.
     With only reductions saved, a tensor whose max |value| is 0 is all zero; partial
     percentages need the raw tensor. NaN is not zero: a tensor holding NaN or inf is reported
     as non-finite (a problem) instead.
@@ -43,13 +52,17 @@ class AllZero(Rule):
         self.threshold = threshold
 
     def _names(self, step: int) -> list[str]:
-        return select(
+        names = select(
             self.base_trial,
             self.collection_names,
             self.tensor_regex,
             step=step,
-            exclude=["biases", "labels", "predictions", "metrics", "hyperparameters"],
+            exclude=[*_NOT_MODEL_STATE, INITIAL_WEIGHTS],
         )
+        if self.collection_names or self.tensor_regex:
+            return names
+        targets = loss_targets(self.base_trial, names)
+        return [n for n in names if n not in targets]
 
     def _zero_percents(self, step: int) -> tuple[list[tuple[float, str]], list[str]]:
         """(percent of zeros, name) of every selected tensor that can be judged, and the

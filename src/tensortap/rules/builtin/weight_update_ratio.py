@@ -54,7 +54,10 @@ class WeightUpdateRatio(Rule):
     whose gradient is negligible against the others' are left out; when every saved gradient is
     exactly 0 nothing can train, a problem (``not_updating``), and when no weight has one the
     step is skipped (all frozen). Weights holding NaN or inf are a problem (non-finite), not a
-    ratio.
+    ratio. A weight that moved from a norm of 0 (at most ``epsilon``: zero-initialised) has no
+    ratio (it would be the update over ``epsilon``, 1e7 for an ordinary step, whatever the
+    learning rate): it is left out, and the step's finding names it; one that stayed at 0 has a
+    ratio of 0.
 
     The total change is judged too, from 100 TRAIN steps after the first saved step on: when
     the weights that moved at all moved by less than ``total_change_threshold`` of their norm
@@ -145,6 +148,7 @@ class WeightUpdateRatio(Rule):
             return fire_nonfinite(self, bad, "the weight")
         # (ratio, weight, the first update, an update proportional to the gradient)
         ratios: list[tuple[float, str, bool, bool]] = []
+        no_size: list[str] = []  # weights that moved from a norm of 0 (at most epsilon)
         snapshots = set(names_in(self.base_trial, INITIAL_WEIGHTS, step))
         for name in names:
             tensor = self.base_trial.tensor(name)
@@ -160,11 +164,22 @@ class WeightUpdateRatio(Rule):
             w = tensor.value(s, mode=mode)
             delta = (w - w_prev).ravel()
             update = float(np.linalg.norm(delta)) / (s - p)
-            size = float(np.linalg.norm(w_prev.ravel())) + self.epsilon
+            norm = float(np.linalg.norm(w_prev.ravel()))
+            if norm <= self.epsilon and update > 0:
+                # started at 0: an update has no size to be measured against (the ratio would
+                # be update / epsilon, however small the learning rate)
+                no_size.append(name)
+                continue
             # an adaptive optimizer's first step moves every weight alike: its size is the
             # learning rate over the weights' scale, judged by large_threshold alone
-            ratios.append((update / size, name, not earlier, not moved_alike(delta)))
+            ratio = update / (norm + self.epsilon)
+            ratios.append((ratio, name, not earlier, not moved_alike(delta)))
         if not ratios:
+            if no_size:
+                raise self.skip(
+                    "every weight compared moved from 0: an update has no ratio to a norm of 0 "
+                    f"({', '.join(no_size[:3])})"
+                )
             raise self.skip("no earlier saved step of the weights to compare with")
         if all(r[2] and r[0] == 0 for r in ratios):
             # the first step ended before the optimizer first stepped (an accumulation's first
@@ -176,7 +191,7 @@ class WeightUpdateRatio(Rule):
         if high[0] > self.large_threshold:
             self.explain(
                 f"update/weight ratio of {high[1]} is {high[0]:.3g}, above "
-                f"{self.large_threshold:g}",
+                f"{self.large_threshold:g}{_left_out(no_size)}",
                 tensors=[high[1]],
                 value=high[0],
                 threshold=self.large_threshold,
@@ -187,7 +202,8 @@ class WeightUpdateRatio(Rule):
             return True
         if low[0] < self.small_threshold:
             self.explain(
-                f"update/weight ratio of {low[1]} is {low[0]:.3g}, below {self.small_threshold:g}",
+                f"update/weight ratio of {low[1]} is {low[0]:.3g}, below {self.small_threshold:g}"
+                f"{_left_out(no_size)}",
                 tensors=[low[1]],
                 value=low[0],
                 threshold=self.small_threshold,
@@ -204,7 +220,7 @@ class WeightUpdateRatio(Rule):
                 "first step, the learning rate may be too high (a warning: healthy SGD moves a "
                 "network's weights by 1e-5 to 4e-3 at learning rates up to 1e-2, but a new "
                 "classifier head or a regression far from its solution reaches 0.2; a problem "
-                f"above {self.large_threshold:g})",
+                f"above {self.large_threshold:g}){_left_out(no_size)}",
                 tensors=[first[1]],
                 value=first[0],
                 threshold=self.first_update_threshold,
@@ -215,7 +231,7 @@ class WeightUpdateRatio(Rule):
             )
             return True
         self.explain(
-            f"update/weight ratios between {low[0]:.3g} and {high[0]:.3g}",
+            f"update/weight ratios between {low[0]:.3g} and {high[0]:.3g}{_left_out(no_size)}",
             value=high[0],
             threshold=(self.small_threshold, self.large_threshold),
         )
@@ -288,6 +304,17 @@ class WeightUpdateRatio(Rule):
             zero_gradients=True,
         )
         return True
+
+
+def _left_out(names: list[str]) -> str:
+    """What a finding says of the weights that moved from 0 (no ratio to judge)."""
+    if not names:
+        return ""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (
+        f"; left out, as they started from 0 and an update has no ratio to a norm of 0: "
+        f"{shown} (not a learning rate too high)"
+    )
 
 
 def moved_alike(delta: np.ndarray) -> bool:
