@@ -123,6 +123,19 @@ def test_a_large_first_update_is_reported_with_its_cause(tmp_path: Path) -> None
     assert 0.1 < finding.value < 1.0
 
 
+def test_a_large_first_update_then_a_diverging_loss_is_the_learning_rate(tmp_path: Path) -> None:
+    """SGD at 10 on the MLP (100x a rate that trains): the first update moves a weight by more
+    than its norm, and the loss rises from ~2.3 past 10 times that: a problem, the learning
+    rate, before the weights overflow. Before: a warning, then NaN weights (cause nonfinite)."""
+    summary = first_update(tmp_path, lambda p: torch.optim.SGD(p, lr=10.0))
+    assert summary.worst_severity is Severity.PROBLEM
+    first, diverged = summary.findings[:2]
+    assert first.severity is Severity.WARNING and first.details["first_update"]
+    assert diverged.severity is Severity.PROBLEM and diverged.details["diverged"]
+    assert diverged.details["cause"] == "lr_too_high" and diverged.value == first.value
+    assert "the loss diverges" in diverged.message
+
+
 def test_a_first_update_beyond_large_threshold_is_a_problem(tmp_path: Path) -> None:
     summary = first_update(tmp_path, lambda p: torch.optim.Adam(p, lr=1.0))
     assert summary.worst_severity is Severity.PROBLEM
