@@ -101,7 +101,9 @@ def test_the_weights_before_the_first_update_are_saved(tmp_path: Path) -> None:
     assert "initial/params/hidden/kernel" in initial
     assert trial.tensor("params/hidden/kernel").steps() == [0]  # saved once
     summary = invoke_rule(WeightUpdateRatio(trial))
-    assert summary.triggered == 1, summary
+    first = summary.findings[0]  # then the loss diverges from it: the learning rate (a problem)
+    assert first.step == 0 and first.details["first_update"], summary
+    assert [f.details.get("diverged") for f in summary.findings] == [None, True], summary
     healthy = invoke_rule(WeightUpdateRatio(_digits_mlp(tmp_path / "healthy", 0.5, 5)))
     assert healthy.status.value == "NoIssuesFound", healthy
 

@@ -95,8 +95,10 @@ def test_a_jax_script_is_judged_by_the_jax_rules(tmp_path: Path) -> None:
     found = statuses(record)
     assert found["VanishingGradient"]["severity"] == "problem"
     ratio = found["WeightUpdateRatio"]
-    assert ratio["RuleEvaluationStatus"] == "IssuesFound" and ratio["gravest_step"] == 0
-    assert "the first update" in ratio["gravest_message"]  # judged by the initial weights
+    assert ratio["RuleEvaluationStatus"] == "IssuesFound" and ratio["severity"] == "problem"
+    # the first update, judged by the initial weights, then the loss diverging from it
+    assert "after a first update of" in ratio["gravest_message"]
+    assert "diagnosis: the learning rate is too high" in done.stdout
 
 
 def test_a_jax_script_with_its_own_hook_writes_the_jobs_trial(tmp_path: Path) -> None:

@@ -123,6 +123,40 @@ def test_a_large_first_update_is_reported_with_its_cause(tmp_path: Path) -> None
     assert 0.1 < finding.value < 1.0
 
 
+def test_a_large_first_update_then_a_diverging_loss_is_the_learning_rate(tmp_path: Path) -> None:
+    """SGD at 10 on the MLP (100x a rate that trains): the first update moves a weight by more
+    than its norm, and the loss rises from ~2.3 past 10 times that: a problem, the learning
+    rate, before the weights overflow. Before: a warning, then NaN weights (cause nonfinite)."""
+    summary = first_update(tmp_path, lambda p: torch.optim.SGD(p, lr=10.0))
+    assert summary.worst_severity is Severity.PROBLEM
+    first, diverged = summary.findings[:2]
+    assert first.severity is Severity.WARNING and first.details["first_update"]
+    assert diverged.severity is Severity.PROBLEM and diverged.details["diverged"]
+    assert diverged.details["cause"] == "lr_too_high" and diverged.value == first.value
+    assert "the loss diverges" in diverged.message
+
+
+def test_a_learning_rate_that_kills_the_units_is_named_before_they_die(tmp_path: Path) -> None:
+    """The digits scaled to [0, 1], SGD at 50: no NaN, the ReLU units die (a tester's Lightning
+    run, diagnosed "tensors are all zero"); the loss rises past 10 times its first value in
+    the first steps, and that names the learning rate. Before: a warning only."""
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    xs, ys = torch.tensor(x / 16.0, dtype=torch.float32), torch.tensor(y)
+    data = job_runs.Data(xs[:1200], ys[:1200], xs[1200:], ys[1200:])
+    torch.manual_seed(0)
+    trial = job_runs.train(
+        tmp_path, mlp(), data, lambda p: torch.optim.SGD(p, lr=50.0), nn.CrossEntropyLoss(),
+        steps=20, eval_every=0,
+    )  # fmt: skip
+    summary = invoke_rule(WeightUpdateRatio(trial))
+    assert summary.worst_severity is Severity.PROBLEM, summary.findings
+    (diverged,) = [f for f in summary.findings if f.severity is Severity.PROBLEM]
+    assert diverged.details["cause"] == "lr_too_high" and diverged.details["diverged"]
+    assert not diverged.details.get("nonfinite")
+
+
 def test_a_first_update_beyond_large_threshold_is_a_problem(tmp_path: Path) -> None:
     summary = first_update(tmp_path, lambda p: torch.optim.Adam(p, lr=1.0))
     assert summary.worst_severity is Severity.PROBLEM

@@ -32,6 +32,11 @@ _LOW_AFTER = 100
 #: The training loss must have come down less than this (relative) for weights that barely
 #: moved to be a learning rate too low (a fine-tuned model moves little and learns).
 _NO_PROGRESS = 0.1
+#: A training loss that rises above its first value by more than this many times that value's
+#: magnitude, after a large first update, diverges: the learning rate is too high. A healthy
+#: loss starts near its highest; SGD at 100x a healthy rate on the digits MLPs (Keras and
+#: Lightning, tests/jobs/test_lr_verdict.py) passed it within 10 steps, then overflowed.
+_DIVERGED = 10.0
 
 
 class WeightUpdateRatio(Rule):
@@ -58,6 +63,9 @@ class WeightUpdateRatio(Rule):
     ratio (it would be the update over ``epsilon``, 1e7 for an ordinary step, whatever the
     learning rate): it is left out, and the step's finding names it; one that stayed at 0 has a
     ratio of 0.
+    A first update reported large (the warning) becomes a problem (``lr_too_high``,
+    ``details["diverged"]``) when the training loss then rises by more than 10 times its first
+    value: the large first step was the learning rate, and the loss diverges from it.
 
     The total change is judged too, from 100 TRAIN steps after the first saved step on: when
     the weights that moved at all moved by less than ``total_change_threshold`` of their norm
@@ -119,6 +127,9 @@ class WeightUpdateRatio(Rule):
         self.total_change_threshold = total_change_threshold
         self._last_checked: int | None = None
         self._losses: list[float] = []  # the training loss at the TRAIN steps seen
+        self._loss_steps: tuple[int, int] | None = None  # the steps of the first and last
+        # (weight, ratio) of a first update reported large, until the loss diverges after it
+        self._large_first: tuple[str, float] | None = None
 
     def invoke_at_step(self, step: int) -> bool:
         training = training_step(self.base_trial, step)
@@ -128,6 +139,8 @@ class WeightUpdateRatio(Rule):
             return False
         mode, s = training
         self._track_loss(step)
+        if self._diverged(step):
+            return True
         names = names_in(self.base_trial, "weights", step)
         if not names:
             raise self.skip("no weights saved at this step")
@@ -214,6 +227,7 @@ class WeightUpdateRatio(Rule):
         if self._too_little(names, s, mode):
             return True
         if first is not None and first[0] > self.first_update_threshold:
+            self._large_first = (first[1], first[0])
             self.explain(
                 f"the first update (following the gradient, as SGD's does) moved {first[1]} by "
                 f"{first[0]:.3g} of its norm, above {self.first_update_threshold:g}: a large "
@@ -243,6 +257,34 @@ class WeightUpdateRatio(Rule):
             value = float(np.mean([scalar(self.base_trial.tensor(n), step) for n in names]))
             if math.isfinite(value):
                 self._losses.append(value)
+                begin = step if self._loss_steps is None else self._loss_steps[0]
+                self._loss_steps = (begin, step)
+
+    def _diverged(self, step: int) -> bool:
+        """After a first update reported large, a training loss that rose by more than
+        ``_DIVERGED`` times its first value: the learning rate is too high (a problem, once)."""
+        if self._large_first is None or self._loss_steps is None or self._loss_steps[1] != step:
+            return False
+        first, now = self._losses[0], self._losses[-1]
+        if now - first <= _DIVERGED * abs(first):
+            return False
+        weight, ratio = self._large_first
+        self._large_first = None
+        self.explain(
+            f"the training loss rose from {first:.4g} at step {self._loss_steps[0]} to "
+            f"{now:.4g} at step {step}, over {_DIVERGED:g} times its first value, after a first "
+            f"update of {ratio:.3g} times {weight}'s norm (above "
+            f"{self.first_update_threshold:g}; healthy SGD's reaches 0.35 at most): the learning "
+            "rate is too high, its updates overshoot and the loss diverges",
+            tensors=[weight],
+            value=ratio,
+            threshold=self.first_update_threshold,
+            direction="large",
+            first_update=True,
+            diverged=True,
+            cause="lr_too_high",
+        )
+        return True
 
     def _too_little(self, names: list[str], s: int, mode: ModeKeys) -> bool:
         """The total change since the first saved step, judged with the loss's progress."""
