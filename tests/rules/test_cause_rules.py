@@ -339,3 +339,35 @@ def test_poor_init_names_a_first_loss_far_above_an_all_zero_outputs(tmp_path: Pa
     # not the initialisation's
     late = _first_steps(tmp_path / "late", [60.0, 40.0, 30.0], skip=3)
     assert invoke_rule(PoorWeightInitialization(late)).status.value != "IssuesFound"
+
+
+def test_an_evaluation_pass_that_ends_a_run_read_live_is_judged_when_training_ends(
+    tmp_path: Path,
+) -> None:
+    """A job reads each step as training publishes it: the last evaluation pass's end is not
+    known when its last step is read (no later step yet), so it was never judged, and a Keras
+    run at chance (accuracy 0.099) ended "healthy". The walk now asks the rules, once training
+    has ended, to judge what they gathered (Rule.invoke_at_end)."""
+    from tensortap.rules import iter_findings
+
+    rng = np.random.default_rng(2)
+    builder = TrialBuilder(tmp_path / "live")
+    for _ in range(3):  # three passes at chance
+        for _ in range(2):
+            builder.step({"loss": np.float32(1.0)}, mode="train", collections={"loss": "losses"})
+        for _ in range(2):
+            builder.step({"labels": rng.integers(0, 4, 50), "predictions": rng.integers(0, 4, 50)},
+                         mode="eval", collections={"labels": "labels", "predictions": "predictions"})  # fmt: skip
+    builder.flush()
+    rule = AccuracyAtChance(tt.create_trial(builder.path))
+    last = max(rule.base_trial.steps())
+    said = []
+    for finding in iter_findings(rule, poll_interval=0.01):
+        said.append(finding)
+        if finding.step == last and len(said) == last + 1:  # the last step, read live
+            assert finding.outcome.value == "skipped" and "pass goes on" in finding.message
+            builder.close()  # training ends
+    final = said[-1]
+    assert len(said) == last + 2 and final.step == last
+    assert final.triggered and final.severity is Severity.PROBLEM
+    assert "to the end of training" in final.message

@@ -248,6 +248,7 @@ def walk(
             continue
         with trial.no_refresh():
             if trial.loaded_all_steps:  # nothing new since the steps above, and never will be
+                yield from _at_end(active, last_step)
                 return
         for rule in [r for r in active if r not in reported_wait]:
             waiting = rule.waiting_finding(last_step)  # once per rule per wait for a step
@@ -266,6 +267,14 @@ def walk(
         else:
             time.sleep(pause)
         pause = min(pause * 2, poll_interval)
+
+
+def _at_end(active: list[Rule], last_step: int | None) -> Iterator[Finding]:
+    """What the rules left unjudged when training ended (see :meth:`Rule.invoke_at_end`)."""
+    for rule in list(active):
+        found = rule.ending_finding(last_step)
+        if found is not None:
+            yield found
 
 
 def _judge_batch(

@@ -132,6 +132,13 @@ class Rule:
         time, such as StalledTrainingRule, answers here); True if the condition holds."""
         return False
 
+    def invoke_at_end(self, last_step: int) -> bool | None:
+        """Called once when training has ended and every saved step was evaluated: judge what
+        was gathered and left unjudged because the run's end was not yet known when its last
+        step was read (an evaluation pass that ended the run, read live). True or False as
+        :meth:`invoke_at_step`; None (the default): nothing is left to judge."""
+        return None
+
     # -- helpers for subclasses --
     def explain(
         self,
@@ -341,6 +348,30 @@ class Rule:
         if not answer:
             return None
         return self._finding(step, None, None, Outcome.TRIGGERED, "condition met")
+
+    def ending_finding(self, last_step: int | None) -> Finding | None:
+        """The finding of :meth:`invoke_at_end` at the run's last step, or None when it has
+        nothing left to judge."""
+        if last_step is None:
+            return None
+        self._explanation = None
+        mode: ModeKeys | None = None
+        mode_step: int | None = None
+        try:
+            with _holding(self.trials):
+                mode, mode_step = _mode_of(self.base_trial, last_step)
+                answer = self.invoke_at_end(last_step)
+        except (StepSkipped, *MISSING_DATA):
+            return None
+        except (Exception, SystemExit) as exc:  # the rule's own code failed (or exited)
+            return self._failed(last_step, mode, mode_step, exc)
+        if answer is None:
+            return None
+        outcome = Outcome.TRIGGERED if answer else Outcome.OK
+        default = "condition met" if answer else "condition not met"
+        said = self._explained()
+        judged = said is None or said.judged is not False
+        return self._finding(last_step, mode, mode_step, outcome, default, judged=judged)
 
     def invoke(self, step: int) -> None:
         """smdebug's entry point: evaluate at ``step`` and raise RuleEvaluationConditionMet if

@@ -109,6 +109,15 @@ class AccuracyAtChance(Rule):
             raise self.skip("the evaluation pass goes on")
         return self._judge_pass(step)
 
+    def invoke_at_end(self, last_step: int) -> bool | None:
+        """The evaluation pass that ended the run, when it was read live (its end was not known
+        then): judged now, as the end of training."""
+        if not (self._labels or self._regression):
+            return None
+        if step_mode(self.base_trial, last_step)[0] is not ModeKeys.EVAL:
+            return None
+        return self._judge_pass(last_step)
+
     def _judge_pass(self, step: int, ends_here: bool = True) -> bool:
         """Judge the evaluation pass gathered so far: it ended at ``step`` (``ends_here``), or
         before it."""
