@@ -26,8 +26,10 @@ from tensortap.rules.builtin._series import LossSeries
 VITAL_BLOCK = 10
 #: A validation loss this far (relative) above its best is getting worse, not just flat.
 _WORSE = 0.05
-#: ... and this many times its best, training on has harmed the model (a problem).
+#: ... and this many times its best in each of the last ``_HARMED_PASSES`` observations (a
+#: rise that stays, not one pass of a noisy validation set), training on has harmed the model.
 _HARMED = 2.0
+_HARMED_PASSES = 3
 
 
 class Overtraining(Rule):
@@ -45,8 +47,9 @@ class Overtraining(Rule):
     Every run that converges stops improving, so a plateau is *advice* (training longer gains
     nothing: stop earlier or lower the learning rate); a validation loss that has risen more
     than 5% above its best is a *warning* (training on makes the model worse; keep the best
-    checkpoint), and at twice its best or more a *problem*: training on has harmed the model
-    (issue 44: a validation loss 4.4x its best was left a warning, and the run called healthy).
+    checkpoint), and at twice its best or more in each of its last 3 observations (a rise that
+    stays, not one noisy pass) a *problem*: training on has harmed the model (issue 44: a
+    validation loss 4.4x its best was left a warning, and the run called healthy).
     A NaN or infinite loss is a problem. Overfit judges the gap between the two.
     Findings name ``details["cause"] = "overtraining"`` (or ``nonfinite``); a trial with a single
     loss ends NoData (nothing was compared).
@@ -90,6 +93,7 @@ class Overtraining(Rule):
         self.tensor_regex = tensor_regex or []
         self._best = {ModeKeys.TRAIN: math.inf, ModeKeys.EVAL: math.inf}
         self._since = {ModeKeys.TRAIN: 0, ModeKeys.EVAL: 0}
+        self._recent: list[float] = []  # the last validation observations
         self._block: list[float] = []  # TRAIN vital losses of the block under way
         self._series = LossSeries(
             base_trial, lambda s: loss_names(base_trial, True, self.tensor_regex, s), False
@@ -188,7 +192,15 @@ class Overtraining(Rule):
         since, patience, best = self._since[mode], self.patience[mode], self._best[mode]
         fired = since >= patience
         worse = mode == ModeKeys.EVAL and loss > best + max(self.delta, _WORSE * abs(best))
-        harmed = worse and best > 0 and loss >= _HARMED * best
+        if mode == ModeKeys.EVAL:
+            self._recent = [*self._recent, loss][-_HARMED_PASSES:]
+        harmed = (
+            worse
+            and best > 0
+            and since >= _HARMED_PASSES
+            and len(self._recent) == _HARMED_PASSES
+            and min(self._recent) >= _HARMED * best
+        )
         severity = Severity.PROBLEM if harmed else Severity.WARNING if worse else Severity.ADVICE
         unit = "steps" if block == 1 else f"blocks of {block} steps (their mean losses)"
         text = (

@@ -37,6 +37,8 @@ _NO_PROGRESS = 0.1
 #: loss starts near its highest; SGD at 100x a healthy rate on the digits MLPs (Keras and
 #: Lightning, tests/jobs/test_lr_verdict.py) passed it within 10 steps, then overflowed.
 _DIVERGED = 10.0
+#: ... judged on the median of the last this many training losses.
+_SPAN = 3
 
 
 class WeightUpdateRatio(Rule):
@@ -65,7 +67,8 @@ class WeightUpdateRatio(Rule):
     ratio of 0.
     A first update reported large (the warning) becomes a problem (``lr_too_high``,
     ``details["diverged"]``) when the training loss then rises by more than 10 times its first
-    value: the large first step was the learning rate, and the loss diverges from it.
+    value (the median of its last 3 values: one batch of a heavy-tailed loss is no
+    divergence): the large first step was the learning rate, and the loss diverges from it.
 
     The total change is judged too, from 100 TRAIN steps after the first saved step on: when
     the weights that moved at all moved by less than ``total_change_threshold`` of their norm
@@ -265,14 +268,20 @@ class WeightUpdateRatio(Rule):
         ``_DIVERGED`` times its first value: the learning rate is too high (a problem, once)."""
         if self._large_first is None or self._loss_steps is None or self._loss_steps[1] != step:
             return False
-        first, now = self._losses[0], self._losses[-1]
+        if len(self._losses) < _SPAN + 1:
+            return False
+        # the median of the last values: one batch of a heavy-tailed loss (a regression with
+        # outliers) can be 10x the first, a diverging loss stays there
+        first = self._losses[0]
+        now = float(np.median(self._losses[-_SPAN:]))
         if now - first <= _DIVERGED * abs(first):
             return False
         weight, ratio = self._large_first
         self._large_first = None
         self.explain(
-            f"the training loss rose from {first:.4g} at step {self._loss_steps[0]} to "
-            f"{now:.4g} at step {step}, over {_DIVERGED:g} times its first value, after a first "
+            f"the training loss rose from {first:.4g} at step {self._loss_steps[0]} to {now:.4g} "
+            f"(the median of its last {_SPAN} values, to step {step}), over {_DIVERGED:g} times "
+            "its first value, after a first "
             f"update of {ratio:.3g} times {weight}'s norm (above "
             f"{self.first_update_threshold:g}; healthy SGD's reaches 0.35 at most): the learning "
             "rate is too high, its updates overshoot and the loss diverges",
