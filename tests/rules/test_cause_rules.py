@@ -59,7 +59,8 @@ def test_unnormalised_input_fires_on_inputs_far_too_small_but_not_on_sparse_ones
     assert tiny.status.value == "IssuesFound" and tiny.severities == {"problem": 11}
     finding = tiny.findings[0]
     assert finding.details["cause"] == "unnormalised_input"
-    assert finding.details["direction"] == "small" and finding.value < 0.02
+    assert finding.details["direction"] == "small"
+    assert finding.value is not None and finding.value < 0.02
     assert "never reaches 0.02" in finding.message
     builder = TrialBuilder(tmp_path / "sparse")
     rng = np.random.default_rng(0)
@@ -332,7 +333,8 @@ def test_poor_init_names_a_first_loss_far_above_an_all_zero_outputs(tmp_path: Pa
     # a regression: against the mean squared target (0.5^2 + 1 = 1.25 here)
     reg = _first_steps(tmp_path / "r", [40.0, 30.0, 20.0], regression=True)
     [finding] = invoke_rule(PoorWeightInitialization(reg)).findings
-    assert "mean squared target" in finding.message and finding.value > 20
+    assert "mean squared target" in finding.message
+    assert finding.value is not None and finding.value > 20
     fine = _first_steps(tmp_path / "f", [1.4, 1.2, 1.1], regression=True)
     assert invoke_rule(PoorWeightInitialization(fine)).status.value == "NoIssuesFound"
     # a trial that does not begin at training's first step (a resume): its first loss is
