@@ -48,7 +48,7 @@ def test_training_left_in_eval_mode_is_named_first_its_fixed_twin_is_healthy(
     done, record = runs["bug"]
     found = (record.summary() or {})["diagnosis"]
     assert found["verdict"] == "problem" and found["cause"] == "train_in_eval_mode", found
-    assert "diagnosis: the model trains in evaluation mode (model.eval() left on): " in done.stdout
+    assert "diagnosis: the model trains in evaluation mode (model.eval left on): " in done.stdout
     assert "try: call model.train() before training steps" in done.stdout
     loop = statuses(record)["TrainingLoop"]
     assert "the model's 1 BatchNorm1d, 1 Dropout behave as in evaluation" in loop["message"]

@@ -52,7 +52,7 @@ def test_optimizer_steps_in_eval_mode_with_dropout_or_batchnorm_are_a_fault(
     found = tensortap.diagnose(trial, rules=[TrainingLoop(trial)])
     assert found.verdict == "problem" and found.cause is CAUSES["train_in_eval_mode"]
     assert found.headline().startswith(
-        "the model trains in evaluation mode (model.eval() left on): 2 of the 6"
+        "the model trains in evaluation mode (model.eval left on): 2 of the 6"
     )
 
 

@@ -261,7 +261,7 @@ class LoopFacts:
 
     def _stepped_in_eval_mode(self, layers: list[nn.Module]) -> None:
         """An optimizer step whose gradients came from forwards in eval mode only
-        (``model.eval()`` left on); ``layers``: the modules that behave differently in eval
+        (``model.eval`` left on); ``layers``: the modules that behave differently in eval
         mode, in it (none: eval mode changes nothing)."""
         self._eval_steps += 1
         self._set("eval_mode_steps", self._eval_steps)

@@ -114,7 +114,7 @@ _ALL = (
     ),
     _cause(
         "train_in_eval_mode",
-        "the model trains in evaluation mode (model.eval() left on)",
+        "the model trains in evaluation mode (model.eval left on)",
         LOOP_TIER,
         "call model.train() before training steps (after each validation pass): in evaluation "
         "mode dropout is off and BatchNorm neither uses nor updates the batch's statistics",

@@ -62,7 +62,7 @@ class TrainingLoop(Rule):
       mode and Dropout or BatchNorm modules in it: consecutive ones, or single ones (an
       evaluation of one batch) in at most half of the intervals between optimizer steps;
     - ``train_in_eval_mode``: optimizer steps whose gradients came from forward passes with
-      the model in eval mode (``model.eval()`` left on after a validation pass), while it has
+      the model in eval mode (``model.eval`` left on after a validation pass), while it has
       Dropout or BatchNorm modules in eval mode; without them eval mode changes nothing, and
       the steps are only mentioned.
 
