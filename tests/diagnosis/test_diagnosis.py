@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import tensortap
 from tensortap.diagnosis import CAUSES, RuleOutcome, build, cause_of, job_outcomes
 from tensortap.exceptions import InvalidConfigError
-from tensortap.rules._verdict import UNHARMED, harmed
+from tensortap.rules._verdict import UNEXPLAINED, UNHARMED, harmed
 
 
 def fired(rule: str, step: int, cause: str | None = None, severity: str = "problem",
@@ -258,3 +258,21 @@ def test_a_symptom_is_a_problem_only_in_a_harmed_run() -> None:
     # a warning of an outcome rule is not harm
     warned = build([vanishing, fired("LossNotDecreasing", 40, "no_progress", "warning")])
     assert warned.verdict == "healthy"
+
+
+def test_evidence_that_needs_harm_is_a_problem_only_where_it_explains_the_harm() -> None:
+    """A param group at learning rate 0 (TrainingLoop's frozen_layer, ``needs_harm``) may be a
+    layer frozen on purpose: a problem, and the cause, only where the harm is one a frozen
+    layer explains; a warning that says so otherwise, even in a run harmed another way."""
+    frozen = fired("TrainingLoop", 10, "frozen_layer", message="12 parameters at lr 0",
+                   needs_harm=True)  # fmt: skip
+    alone = build([frozen, quiet("LossNotDecreasing")])
+    assert alone.verdict == "healthy"
+    assert [w.message for w in alone.warnings] == ["12 parameters at lr 0" + UNEXPLAINED]
+    stuck = build([frozen, fired("AccuracyAtChance", 40, "no_learnable_signal")])
+    assert stuck.cause is CAUSES["frozen_layer"]
+    assert [e.rule for e in stuck.problems[0].consequences] == ["AccuracyAtChance"]
+    nan = build([frozen, fired("ExplodingTensor", 20, "nonfinite")])
+    assert nan.cause is CAUSES["nonfinite"] and [w.rule for w in nan.warnings] == ["TrainingLoop"]
+    # without the mark, a fact about the loop stands on its own as before
+    assert build([fired("TrainingLoop", 10, "frozen_layer")]).cause is CAUSES["frozen_layer"]

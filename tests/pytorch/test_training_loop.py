@@ -372,7 +372,36 @@ def teacher_in_eval_mode(hook: tt.Hook) -> None:
         opt.step()
 
 
+def functional(loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], out: int = 3,
+               regression: bool = False) -> Loop:  # fmt: skip
+    """A loss computed by ``loss(model output, target)`` from torch.nn.functional (no loss
+    module), recorded with ``hook.record_loss``."""
+
+    def loop(hook: tt.Hook) -> None:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, out))
+        hook.register_module(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        for x, y in batches():
+            target = x[:, 0] * 2 if regression else y
+            opt.zero_grad()
+            value = loss(model(x), target)
+            hook.record_loss(value)
+            value.backward()
+            opt.step()
+
+    return loop
+
+
 HEALTHY: dict[str, Loop] = {
+    "functional_cross_entropy": functional(F.cross_entropy),
+    "functional_nll_of_log_softmax": functional(lambda o, y: F.nll_loss(o.log_softmax(1), y)),
+    "functional_nll_of_log_of_softmax": functional(
+        lambda o, y: F.nll_loss(torch.log(F.softmax(o, dim=1)), y)
+    ),
+    "functional_mse_same_shapes": functional(
+        lambda o, y: F.mse_loss(o.squeeze(-1), y), out=1, regression=True
+    ),
     "zero_grad_first": zero_grad_first,
     "zero_grad_after_forward_to_zeros": zero_grad_after_forward_to_zeros,
     "accumulation": accumulation,
@@ -534,6 +563,44 @@ def regression_shapes(hook: tt.Hook) -> None:
         opt.step()
 
 
+def group_at_rate(rates: Callable[[int], tuple[float, float]]) -> Loop:
+    """The body and the head in two param groups; ``rates(step)``: their learning rates."""
+
+    def loop(hook: tt.Hook) -> None:
+        model = mlp()
+        hook.register_module(model)
+        body, head = list(model[0].parameters()), list(model[2].parameters())
+        opt = torch.optim.SGD([{"params": body}, {"params": head}], lr=0.1)
+        for i, (x, y) in enumerate(batches()):
+            for group, lr in zip(opt.param_groups, rates(i), strict=True):
+                group["lr"] = lr
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            hook.record_loss(loss)
+            loss.backward()
+            opt.step()
+
+    return loop
+
+
+def test_a_param_group_at_rate_zero_is_named_as_evidence_that_needs_harm(tmp_path: Path) -> None:
+    """A group whose learning rate is 0 at every check while another trains: frozen_layer,
+    marked ``needs_harm`` (a rate of 0 may freeze a layer on purpose); a group unfrozen
+    before the first check, or every group at 0 (the learning rate, not a layer), is not."""
+    summary = run(tmp_path / "a", group_at_rate(lambda i: (0.0, 0.1)))
+    assert causes(summary) == ["frozen_layer"]
+    [finding] = [f for f in summary.findings if f.triggered]
+    assert finding.details["needs_harm"] is True
+    assert finding.message.startswith(
+        "2 parameters sit in a param group whose learning rate is 0 while the other groups "
+        "train, so they never move from where they started: 0.bias, 0.weight;"
+    )
+    assert int(facts(tmp_path / "a")["zero_lr/0.weight"]) == 8 * 16
+    assert causes(run(tmp_path / "b", group_at_rate(lambda i: (0.0 if i < 5 else 0.1, 0.1)))) == []
+    assert causes(run(tmp_path / "c", group_at_rate(lambda i: (0.0, 0.0)))) == []
+    assert causes(run(tmp_path / "d", group_at_rate(lambda i: (0.05, 0.1)))) == []
+
+
 FAULTS: dict[str, tuple[Loop, str]] = {
     "head_added_after_the_optimizer": (not_in_optimizer, "params_not_in_optimizer"),
     "optimizer_over_a_copy": (optimizer_of_a_copy, "params_not_in_optimizer"),
@@ -556,6 +623,22 @@ FAULTS: dict[str, tuple[Loop, str]] = {
     "softmax_before_cross_entropy": (softmax_then(nn.CrossEntropyLoss()), "softmax_before_loss"),
     "softmax_before_nll": (softmax_then(nn.NLLLoss()), "softmax_before_loss"),
     "mse_on_n1_against_n": (regression_shapes, "loss_shape_mismatch"),
+    "softmax_before_functional_cross_entropy": (
+        functional(lambda o, y: F.cross_entropy(F.softmax(o, dim=1), y)),
+        "softmax_before_loss",
+    ),
+    "softmax_before_functional_nll": (
+        functional(lambda o, y: F.nll_loss(o.softmax(dim=-1), y)),
+        "softmax_before_loss",
+    ),
+    "functional_mse_on_n1_against_n": (
+        functional(lambda o, y: F.mse_loss(o, y), out=1, regression=True),
+        "loss_shape_mismatch",
+    ),
+    "functional_huber_on_n_against_n1": (
+        functional(lambda o, y: F.huber_loss(o.squeeze(-1), y[:, None]), out=1, regression=True),
+        "loss_shape_mismatch",
+    ),
 }
 
 
@@ -579,6 +662,12 @@ def test_messages_say_what_was_seen_and_what_to_do(tmp_path: Path) -> None:
     assert "4 trainable parameters" in message and "a copy?" in message
     message = run(tmp_path / "c", regression_shapes).findings[0].message
     assert "MSELoss compares a prediction of shape (16, 1) with a target of shape (16,)" in message
+    loop = functional(lambda o, y: F.mse_loss(o, y), out=1, regression=True)
+    message = run(tmp_path / "c2", loop).findings[0].message
+    assert "mse_loss compares a prediction of shape (16, 1) with a target of shape (16,)" in message
+    loop = functional(lambda o, y: F.cross_entropy(F.softmax(o, dim=1), y))
+    message = run(tmp_path / "c3", loop).findings[0].message
+    assert message.startswith("cross_entropy is fed probabilities")
     message = run(tmp_path / "d", huge_lr).findings[0].message
     assert "the learning rate (SGD" not in message and "Adam 1" in message
     message = run(tmp_path / "e", per_batch("step")).findings[0].message

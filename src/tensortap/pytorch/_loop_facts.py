@@ -122,6 +122,7 @@ class LoopFacts:
         self._micro_passes = 0
         self._micro_loss: int | None = None
         self._undivided = 0
+        self._zero_lr: set[str] | None = None  # parameters in groups at rate 0 at every check
         recorder.add_step_end_callback(self._on_step_end)
 
     @property
@@ -167,6 +168,8 @@ class LoopFacts:
             module = None  # passes on different losses (or not on a loss module's output)
         self._micro_passes += 1
         self._micro_loss = module
+        if self._backward_passes <= FIRST_STEPS or self._due():
+            self._losses.on_backward(tensor)
         self._end_no_grad_run()
         for optimizer, facts in list(self._optimizers.items()):
             if facts.armed:
@@ -333,6 +336,36 @@ class LoopFacts:
         for name, p in missing:
             self._set(f"not_in_optimizer/{name}", p.numel())
         self._set("params_not_in_optimizer", len(missing))
+        self._check_zero_lr()
+
+    def _check_zero_lr(self) -> None:
+        """Name the parameters held in a param group whose learning rate is exactly 0 (a group
+        frozen by its rate, at every check so far) while another group of an optimizer holding
+        the model's parameters trains: they never move from where they started."""
+        zero: set[int] = set()
+        trains = False
+        for optimizer, facts in list(self._optimizers.items()):
+            if not facts.owned:
+                continue
+            for group in optimizer.param_groups:
+                lr = _rate(group.get("lr"))
+                if lr == 0.0:
+                    zero.update(id(p) for p in group["params"])
+                elif lr is not None:
+                    trains = True
+        named = {
+            name: p.numel()
+            for name, p, _ in self._registry.params
+            if p.requires_grad and id(p) in zero and trains
+        }
+        if self._zero_lr is not None:  # zero at every check: a group unfrozen later is not
+            named = {n: k for n, k in named.items() if n in self._zero_lr}
+        self._zero_lr = set(named)
+        for old in [n for n in self._values if n.startswith("zero_lr/")]:
+            self._set(old, 0)
+        for name, numel in named.items():
+            self._set(f"zero_lr/{name}", numel)
+        self._set("zero_lr_params", len(named))
 
     def _snapshot(
         self, optimizer: torch.optim.Optimizer
@@ -458,3 +491,11 @@ class LoopFacts:
                 or (isinstance(m, _NORM) and m.track_running_stats)
             ]
         return found
+
+
+def _rate(lr: Any) -> float | None:
+    """A param group's learning rate as a number, None where it is not one or reading it would
+    wait for the device."""
+    if isinstance(lr, torch.Tensor):
+        return float(lr) if lr.device.type == "cpu" and lr.numel() == 1 else None
+    return float(lr) if isinstance(lr, (int, float)) else None

@@ -1,16 +1,22 @@
-"""Facts about what the loss modules are fed, part of the training loop's facts (see
+"""Facts about what the losses are fed, part of the training loop's facts (see
 :mod:`tensortap.pytorch._loop_facts`): a regression loss given a prediction and a target of
 shapes that broadcast to another shape (``loss_shape_mismatch``), a classification loss given
 probabilities rather than logits (``softmax_before_loss``), and a classification loss that
 weights its classes (``class_weights``: the largest weight over the smallest).
 
-Reading the values of a loss's input is a sync: it happens on a module's first few calls and
-on steps where ``training_loop`` is due, and stops for a module once it showed its fault."""
+Two ways to see them. A registered loss module's inputs, whose values are read (a sync) on a
+module's first few calls and on steps where ``training_loop`` is due, until it showed its
+fault. And the autograd graph of what a backward pass runs on, whatever computed the loss
+(``F.mse_loss``, ``F.cross_entropy``, a loss module, a script's own sum): a few nodes below
+its root are read, names and shapes only (no values, no sync), on the first backward passes
+and on due steps. ``NllLossBackward`` fed by ``SoftmaxBackward`` (through a ``LogSoftmax`` or
+not) is a softmax before a loss that applies its own; ``MseLossBackward`` (or Huber, smooth L1)
+fed by an ``ExpandBackward`` that grew the prediction is a broadcast of shapes."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -82,6 +88,43 @@ class LossFacts:
             self._note(f"softmax_before_loss/{name}", 1)
             self._note("softmax_before_loss", len(self._softmax))
 
+    def on_backward(self, tensor: torch.Tensor) -> None:
+        """A backward pass is about to run on ``tensor``: read the loss nodes of its graph
+        (names and shapes only) for a softmax fed to a loss that applies its own, or a
+        regression loss whose prediction was broadcast to the target's shape."""
+        root = tensor.grad_fn
+        if root is None:
+            return
+        for node in loss_nodes(root):
+            kind = type(node).__name__
+            fed = _fed_by(node)
+            if fed is None:
+                continue
+            if kind in _NLL:
+                log = type(fed).__name__ == "LogSoftmaxBackward0"  # cross_entropy's own
+                name = "cross_entropy" if log else "nll_loss"
+                below = _fed_by(fed) if log else fed
+                if type(below).__name__ == _SOFTMAX and not self._softmax:
+                    self._softmax.add(name)
+                    self._note(f"softmax_before_loss/{name}", 1)
+                    self._note("softmax_before_loss", len(self._softmax))
+            elif type(fed).__name__ == "ExpandBackward0" and not self._mismatched:
+                given = tuple(int(v) for v in getattr(fed, "_saved_self_sym_sizes", ()))
+                target = getattr(node, "_saved_target", None)
+                grown = getattr(node, "_saved_self", None)
+                if not given or not isinstance(target, torch.Tensor) or grown is None:
+                    continue
+                if grown.numel() < 2 * max(int(np.prod(given)), 1):
+                    continue  # an expand that did not grow the prediction (a size-1 batch)
+                name = _REGRESSION_NODES[kind]
+                self._mismatched.add(name)
+                self._note(f"loss_shape_mismatch/{name}/input", np.asarray(given, np.int64))
+                self._note(
+                    f"loss_shape_mismatch/{name}/target",
+                    np.asarray(_original_shape(target), np.int64),
+                )
+                self._note("loss_shape_mismatch", len(self._mismatched))
+
     def _weights(self, module: nn.Module) -> None:
         """A classification loss module's class weights, once: the ratio of the largest to
         the smallest (``class_weights``), when they differ (the loss handles an imbalance)."""
@@ -92,6 +135,50 @@ class LossFacts:
         if low > 0 and high > low * (1 + 1e-6):
             self._class_weights = max(self._class_weights or 1.0, high / low)
             self._note("class_weights", self._class_weights)
+
+
+#: Graph nodes read below a backward pass's root, at most (the loss sits near the root).
+GRAPH_NODES = 24
+_NLL = frozenset({"NllLossBackward0", "NllLoss2DBackward0"})
+_REGRESSION_NODES = {
+    "MseLossBackward0": "mse_loss",
+    "HuberLossBackward0": "huber_loss",
+    "SmoothL1LossBackward0": "smooth_l1_loss",
+}
+_SOFTMAX = "SoftmaxBackward0"
+
+
+def loss_nodes(root: Any) -> Iterator[Any]:
+    """The loss nodes among the first :data:`GRAPH_NODES` of an autograd graph below
+    ``root`` (breadth first: a loss, then what a script did to it, sits near the root)."""
+    frontier, seen = [root], 0
+    visited: set[int] = set()
+    while frontier and seen < GRAPH_NODES:
+        node = frontier.pop(0)
+        if node is None or id(node) in visited:
+            continue
+        visited.add(id(node))
+        seen += 1
+        kind = type(node).__name__
+        if kind in _NLL or kind in _REGRESSION_NODES:
+            yield node
+            continue  # what fed the loss is the model
+        frontier.extend(n for n, _ in getattr(node, "next_functions", ()))
+
+
+def _fed_by(node: Any) -> Any:
+    """The node that computed a loss node's input (its first input)."""
+    inputs = getattr(node, "next_functions", ())
+    return inputs[0][0] if inputs else None
+
+
+def _original_shape(t: torch.Tensor) -> tuple[int, ...]:
+    """The shape a broadcast view was expanded from: its dimensions of stride 0 were 1, and
+    leading ones dropped."""
+    shape = [1 if stride == 0 else size for size, stride in zip(t.shape, t.stride(), strict=True)]
+    while len(shape) > 1 and shape[0] == 1:
+        shape.pop(0)
+    return tuple(shape)
 
 
 def _broadcast(a: Iterable[int], b: Iterable[int]) -> tuple[int, ...]:

@@ -9,7 +9,9 @@ causes that nothing present explains are listed after it, gravest first.
 Harm first: a symptom (what the tensors show, :data:`SYMPTOM_TIER`) is a problem only in a
 *harmed* run (an outcome rule found a problem, values went non-finite, or training did not
 finish); in a run that still learns it is a warning that says so. Facts about the loop and
-faults of the set-up stand on their own.
+faults of the set-up stand on their own, except evidence a rule marks ``needs_harm`` (a param
+group at learning rate 0 may freeze a layer on purpose): that is a problem only where a harm
+seen is one its cause explains.
 
 A job whose training did not finish (it raised, or was killed) is *failed*, whatever the rules
 said: its headline says how it ended ("training failed at step 12: RuntimeError: ..."), then
@@ -224,6 +226,26 @@ def _unnamed(rule: str) -> Cause:
 
 #: What a symptom's message gets when the run shows no harm (and it is kept as a warning).
 UNHARMED = " (training is not harmed: a warning, not a problem)"
+#: What evidence that needs harm (``details["needs_harm"]``) gets when no harm it explains is
+#: seen.
+UNEXPLAINED = " (it explains none of the harm seen: a warning, not a problem)"
+
+
+def harm_causes(outcomes: Iterable[RuleOutcome]) -> frozenset[str]:
+    """The causes the harm findings name (see :func:`harmed`)."""
+    found: set[str] = set()
+    for o in outcomes:
+        f = o.finding
+        if (
+            o.status == "IssuesFound"
+            and f
+            and str(f.get("severity") or "problem") == "problem"
+            and is_harm(o.rule, f)
+        ):
+            cause = cause_of(f)
+            if cause is not None:
+                found.add(cause.id)
+    return frozenset(found)
 
 
 def harmed(outcomes: Iterable[RuleOutcome]) -> bool:
@@ -237,11 +259,17 @@ def harmed(outcomes: Iterable[RuleOutcome]) -> bool:
     )
 
 
+def _needs_harm(finding: Mapping[str, Any]) -> bool:
+    details = finding.get("details") or {}
+    return bool(isinstance(details, Mapping) and details.get("needs_harm"))
+
+
 def build(outcomes: Iterable[RuleOutcome], failed: bool = False) -> Diagnosis:
     """The diagnosis of one run from what each of its rules said; ``failed``: its training
     did not finish (harm, whatever the rules saw)."""
     outcomes = list(outcomes)
     harm = failed or harmed(outcomes)
+    harms = harm_causes(outcomes)
     found: dict[str, list[Evidence]] = {}
     causes: dict[str, Cause] = {}
     warnings: list[Evidence] = []
@@ -253,6 +281,8 @@ def build(outcomes: Iterable[RuleOutcome], failed: bool = False) -> Diagnosis:
         e = _evidence(o, f, cause)
         if e.severity == "problem" and not harm and cause.tier >= SYMPTOM_TIER:
             e = replace(e, severity="warning", message=e.message + UNHARMED)
+        elif e.severity == "problem" and _needs_harm(f) and not harms & cause.explains:
+            e = replace(e, severity="warning", message=e.message + UNEXPLAINED)
         if e.severity == "problem":
             causes[cause.id] = cause
             found.setdefault(cause.id, []).append(e)

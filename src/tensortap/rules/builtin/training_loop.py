@@ -28,6 +28,8 @@ class _Verdict:
     value: float
     threshold: float
     tensors: tuple[str, ...] = ()
+    #: evidence, not a certain fault: a problem only where it explains the run's harm
+    needs_harm: bool = False
 
 
 class TrainingLoop(Rule):
@@ -64,7 +66,12 @@ class TrainingLoop(Rule):
     - ``train_in_eval_mode``: optimizer steps whose gradients came from forward passes with
       the model in eval mode (``model.eval`` left on after a validation pass), while it has
       Dropout or BatchNorm modules in eval mode; without them eval mode changes nothing, and
-      the steps are only mentioned.
+      the steps are only mentioned;
+    - ``frozen_layer``: parameters in a param group whose learning rate is exactly 0 at every
+      check while another group trains. Evidence, not a certain fault (a rate of 0 may freeze a
+      pre-trained layer on purpose): the finding carries ``details["needs_harm"]``, and the
+      diagnosis makes it a problem only where the run is harmed in a way a frozen layer
+      explains (no progress, predictions at chance).
 
     Each fault is reported once, at the first saved step that shows it, with
     ``details["cause"]`` naming it; faults found together are reported on the next saved steps
@@ -142,6 +149,8 @@ class TrainingLoop(Rule):
         first = found[0]
         self._reported.add(first.cause)
         details: dict[str, Any] = {"cause": first.cause}
+        if first.needs_harm:
+            details["needs_harm"] = True
         if len(found) > 1:  # reported at the next saved steps, one each
             details["other_causes"] = [v.cause for v in found[1:]]
         self.explain(
@@ -176,6 +185,7 @@ class TrainingLoop(Rule):
         yield from self._first_update()
         yield from self._scheduler()
         yield from self._eval_in_train_mode()
+        yield from self._zero_lr()
 
     def _not_stepping(self) -> Iterator[_Verdict]:
         backward, owned = self._int("backward_passes"), self._int("optimizer_steps")
@@ -225,6 +235,24 @@ class TrainingLoop(Rule):
             count,
             0,
             ("params_not_in_optimizer",),
+        )
+
+    def _zero_lr(self) -> Iterator[_Verdict]:
+        count = self._int("zero_lr_params")
+        if count <= 0:
+            return
+        names = [n for n in self._keys("zero_lr/") if self._num("zero_lr/" + n)]
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        yield _Verdict(
+            "frozen_layer",
+            f"{count} parameters sit in a param group whose learning rate is 0 while the other "
+            f"groups train, so they never move from where they started: {shown}; if they must "
+            "learn, give their group a learning rate (a rate of 0 freezes a layer as "
+            "requires_grad_(False) does)",
+            count,
+            0,
+            ("zero_lr_params",),
+            needs_harm=True,
         )
 
     def _not_cleared(self) -> Iterator[_Verdict]:
