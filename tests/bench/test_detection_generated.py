@@ -20,6 +20,7 @@ if str(ROOT) not in sys.path:  # the benchmarks live beside the package, not in 
 
 from bench.detection.accepted import ACCEPTED_FIRST  # noqa: E402
 from bench.detection.generated.faults import FAULTS, KINDS, Fault  # noqa: E402
+from bench.detection.generated.faults_dev2 import DEV2_FAULTS  # noqa: E402
 from bench.detection.generated.faults_family import FAMILY_FAULTS, implementation  # noqa: E402
 from bench.detection.generated.space import (  # noqa: E402
     FAMILY,
@@ -44,8 +45,16 @@ HOOKS = (
     "target_as_column", "handles_imbalance", "softmax_output", "mutate_model", "loss",
     "optimizer_params", "optimizer_options", "schedule", "regression_targets", "recurrence",
     "zero_grad", "optimizer_step", "divide_accumulated", "scheduler_per_batch", "eval_mode",
-    "loss_sign", "sum_micro_batches", "clear_grads", "epoch_targets", "eval_module",
+    "loss_sign", "sum_micro_batches", "clear_grads", "epoch_targets", "eval_module", "backward",
+    "take_step",
 )  # fmt: skip
+#: sha256 of the by-seed and family splits' cases (name and hash, a line each) before the dev2
+#: split came: adding a split must not change them (update only when a change to them is meant)
+UNCHANGED_SPLITS = {
+    "dev": "ede7a16f18ec917f",
+    "heldout": "f54fad4d82113d0d",
+    "family": "451a9b8fc7a88006",
+}
 
 
 def test_draw_is_deterministic() -> None:
@@ -124,13 +133,14 @@ def test_case_list_structure() -> None:
     assert cases("all") == cases("dev") + cases("heldout")  # the family split only by name
     every = cases("all") + cases("family")
     assert [c.name for c in every] == [c.name for c in cases("all") + cases("family")]
-    assert {c.split for c in every} == set(SPLITS) == {"dev", "heldout", "family"}
+    assert {c.split for c in every} == {"dev", "heldout", "family"}
+    assert set(SPLITS) == {"dev", "heldout", "family", "dev2"}
     labels = Counter(c.label for c in every)
     assert labels["healthy"] >= 200
     assert sum(n for label, n in labels.items() if label != "healthy") >= 400
     assert all(labels[kind] >= 20 for kind in KINDS), labels
     assert len({c.name for c in every}) == len(every)
-    for split in SPLITS:
+    for split in ("dev", "heldout", "family"):
         mine = Counter(c.label for c in every if c.split == split)
         assert mine["healthy"] == 1000
         per_kind = 22 if split == "family" else 11
@@ -144,6 +154,60 @@ def test_case_list_structure() -> None:
     for c in every:
         assert c.fault is None if c.label == "healthy" else c.fault == c.label
         assert c.fault is None or implementation(c.fault, c.split).applies(c.draw)
+
+
+@pytest.mark.parametrize("split", sorted(UNCHANGED_SPLITS))
+def test_other_splits_unchanged_by_dev2(split: str) -> None:
+    """The dev2 split adds cases; the others keep theirs (names, draws, faults)."""
+    import hashlib
+
+    lines = "\n".join(f"{c.name}:{c.hash}" for c in cases(split))
+    assert hashlib.sha256(lines.encode()).hexdigest()[:16] == UNCHANGED_SPLITS[split]
+
+
+def test_dev2_split_structure() -> None:
+    """dev2: faulty slots only, 8 per kind, drawn from the dev space with seeds no other split
+    uses, each injected by the third implementation (faults_dev2)."""
+    dev2 = cases("dev2")
+    assert cases("dev2") == dev2
+    assert set(DEV2_FAULTS) <= set(KINDS)  # TODO(dev2): all of them
+    assert Counter(c.label for c in dev2) == {kind: 8 for kind in DEV2_FAULTS}
+    assert len({c.name for c in dev2}) == len(dev2)
+    others = cases("all") + cases("family")
+    taken = {c.seed for c in others} | {c.draw.seed for c in others}
+    for c in dev2:
+        assert c.split == "dev2" and c.fault == c.label and 20000 <= c.seed < 21000
+        assert c.draw == draw(c.draw.seed) and space_of(c.draw) != FAMILY, c.name
+        assert c.seed not in taken and c.draw.seed not in taken, c.name
+        fault = implementation(c.label, "dev2")
+        assert fault is DEV2_FAULTS[c.label] and fault.applies(c.draw), c.name
+
+
+@pytest.mark.parametrize("kind", tuple(DEV2_FAULTS))
+def test_dev2_implementation_is_a_third_one(kind: str) -> None:
+    """Each dev2 fault is its kind (a subclass of the dev one, keeping its name) injected
+    through code of its own: no hook comes from the dev or the family implementation."""
+    third = DEV2_FAULTS[kind]
+    first, second = FAULTS[kind], FAMILY_FAULTS[kind]
+    assert third.name == kind and isinstance(third, type(first))
+    assert not isinstance(third, type(second))
+    healthy = _changes(Fault())
+    mine = _changes(third)
+    for hook, value in mine.items():
+        if value is healthy[hook]:
+            continue
+        assert value is not _changes(first)[hook], f"{kind}: {hook} is the dev one's"
+        assert value is not _changes(second)[hook], f"{kind}: {hook} is the family one's"
+    assert any(mine[h] is not healthy[h] for h in HOOKS), f"{kind}: changes nothing"
+    assert any(third.applies(draw(seed)) for seed in range(2000))
+
+
+def test_every_dev2_kind_is_validated() -> None:
+    """The validation pass accepted a draw for each dev2 slot (accepted.json)."""
+    missing = [c.name for c in cases("dev2") if not c.validated]
+    assert not missing, f"run --validate --split dev2: {missing}"
+    for c in cases("dev2"):
+        assert manifest()[str(c.seed)]["split"] == "dev2"
 
 
 def test_family_case_list_is_deterministic() -> None:
@@ -170,6 +234,18 @@ def test_new_kind_shows_its_symptom(kind: str, split: str) -> None:
 
     case = _first_accepted(split, kind)
     assert manifest()[str(case.seed)]["split"] == split
+    assert check(case) == (True, "")
+
+
+@pytest.mark.parametrize(
+    "kind", ["zero_gradients", "softmax_twice", "no_optimizer_step", "gradient_ascent"]
+)
+def test_dev2_kind_shows_its_symptom(kind: str) -> None:
+    """A few dev2 kinds' third implementations show their symptom on a quick validated draw,
+    trained here without tensortap."""
+    from bench.detection.generated.validate import check
+
+    case = _first_accepted("dev2", kind)
     assert check(case) == (True, "")
 
 

@@ -1,8 +1,8 @@
 """The generated detection benchmark: train each case of the suite with the hook a job
 attaches (cached), evaluate the recommended rules over its trial, and score per split.
 
-    python -m bench.detection.generated [--split dev|heldout|family|all] [--quick] [--only NAME ...]
-        [--kinds KIND ...] [--jobs N] [--cache DIR] [--validate] [--json FILE]
+    python -m bench.detection.generated [--split dev|heldout|family|dev2|all] [--quick]
+        [--only NAME ...] [--kinds KIND ...] [--jobs N] [--cache DIR] [--validate] [--json FILE]
 
 ``--validate`` runs the validation pass instead (no tensortap): every slot's healthy twin and
 faulty run, accepting the first attempt that trains properly / shows its symptom; it prints

@@ -116,6 +116,16 @@ class Fault:
     #: the K micro-batch losses are summed and ``backward()`` called once per step
     sum_micro_batches: ClassVar[bool] = False
 
+    def backward(self, scaled: torch.Tensor, loss: torch.Tensor, micro: int, d: Draw) -> None:
+        """The loop's backward call after micro-batch ``micro`` (of ``d.accum_steps`` a step):
+        ``scaled`` is the loss as the loop scales it, ``loss`` the micro-batch's own."""
+        scaled.backward()
+
+    def take_step(self, optimizer: torch.optim.Optimizer, d: Draw) -> None:
+        """What the loop calls where ``optimizer.step()`` belongs."""
+        if self.optimizer_step:
+            optimizer.step()
+
     def clear_grads(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
         """What the loop calls where ``optimizer.zero_grad()`` belongs."""
         if self.zero_grad:

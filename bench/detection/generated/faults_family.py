@@ -572,6 +572,10 @@ SECOND_IMPLEMENTATION_SPLITS = ("family",)
 
 def implementation(kind: str, split: str) -> Fault:
     """The fault ``kind`` as split ``split`` injects it."""
+    if split == "dev2":  # the third implementation (imported here: it needs nothing of this file)
+        from bench.detection.generated.faults_dev2 import DEV2_FAULTS
+
+        return DEV2_FAULTS[kind]
     table = FAMILY_FAULTS if split in SECOND_IMPLEMENTATION_SPLITS else FAULTS
     return table[kind]
 

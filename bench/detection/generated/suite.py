@@ -11,6 +11,11 @@ to and that the validation pass accepted (see validate.py); the accepted attempt
 ``accepted.json`` beside this file, which ``python -m bench.detection.generated --validate``
 writes. A slot missing from it (or whose draw changed since) falls back to its first compatible
 attempt, marked unvalidated.
+
+The ``dev2`` split (20000 on) is a development split like dev, from the dev space, whose faults
+come from a third implementation of each kind (faults_dev2.py), so that rules fitted on the
+development splits see each kind through two implementations. It has faulty slots only (dev's
+healthy slots cover the same space), 8 per kind at 20000 + 20 * kind index + j.
 """
 
 from __future__ import annotations
@@ -23,17 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from bench.detection.generated.faults import KINDS
+from bench.detection.generated.faults_dev2 import DEV2_FAULTS
 from bench.detection.generated.faults_family import implementation
 from bench.detection.generated.space import DEV, FAMILY, Draw, draw, sub_seed
 
-SPLITS = {"dev": 0, "heldout": 5000, "family": 10000}  # each split's seeds from its base
+#: each split's seeds from its base
+SPLITS = {"dev": 0, "heldout": 5000, "family": 10000, "dev2": 20000}
 #: what "all" means: the two by-seed splits. The family split is named on its own, so that no
 #: run of the whole benchmark (``make bench``) scores it by accident: it is scored once, by
 #: whoever scores a change, after the rules were changed looking at dev only
 ALL = ("dev", "heldout")
 #: the space each split draws from: the by-seed held-out split keeps dev's, so that it stays
 #: held out by seed only; the family split draws from the families dev never sees
-SPACES = {"dev": DEV, "heldout": DEV, "family": FAMILY}
+SPACES = {"dev": DEV, "heldout": DEV, "family": FAMILY, "dev2": DEV}
 #: healthy slots' seeds (plus the split's base): 1,000 a split, so that a healthy run with a
 #: problem shows at a rate near 0.5% and an interval under 3% can be shown
 HEALTHY_SEEDS = (*range(0, 200), *range(700, 1000), *range(1000, 1500))
@@ -43,6 +50,8 @@ FAULT_SEEDS_FROM = 200  # faulty slots: base + 200 + 20 * kind index + j (up to 
 LATER_KINDS_FROM, FIRST_KINDS = 1500, 23
 #: the family split: 22 slots per kind (both by-seed splits' worth), from base + 2000
 FAMILY_PER_KIND, FAMILY_FAULTS_FROM = 22, 2000
+#: the dev2 split: faulty slots only, 8 per kind, at base + 20 * kind index
+DEV2_PER_KIND, DEV2_STRIDE = 8, 20
 MAX_ATTEMPTS = 400
 MANIFEST = Path(__file__).with_name("accepted.json")
 
@@ -111,8 +120,11 @@ def slots(split: str) -> list[Slot]:
     found: list[Slot] = []
     for name in splits:
         base = SPLITS[name]
-        found += [Slot(name, base + j, None) for j in HEALTHY_SEEDS]
+        if name != "dev2":  # dev2 has no healthy slots of its own
+            found += [Slot(name, base + j, None) for j in HEALTHY_SEEDS]
         for k, kind in enumerate(KINDS):
+            if name == "dev2" and kind not in DEV2_FAULTS:
+                continue
             found += [Slot(name, s, kind) for s in fault_seeds(name, k)]
     return found
 
@@ -120,6 +132,8 @@ def slots(split: str) -> list[Slot]:
 def fault_seeds(split: str, k: int) -> range:
     """The seeds of kind ``k``'s slots in ``split``."""
     base = SPLITS[split]
+    if split == "dev2":
+        return range(base + DEV2_STRIDE * k, base + DEV2_STRIDE * k + DEV2_PER_KIND)
     if split == "family":
         start = base + FAMILY_FAULTS_FROM + 30 * k
         return range(start, start + FAMILY_PER_KIND)
@@ -156,7 +170,7 @@ def resolve(slot: Slot) -> Case:
 
 
 def cases(split: str) -> list[Case]:
-    """The split's cases ("dev", "heldout", "family" or "all": dev and heldout), the same
+    """The split's cases ("dev", "heldout", "family", "dev2" or "all": dev and heldout), the same
     list every time."""
     if split not in (*SPLITS, "all"):
         raise ValueError(f"no split {split!r}; splits: {', '.join(SPLITS)}, all")

@@ -279,7 +279,8 @@ def train(case: Case, hook: tt.Hook | None) -> RunRecord:
                     signed(pending).backward()
                     pending = None
             else:
-                signed(loss / k if fault.divide_accumulated else loss).backward()
+                scaled = signed(loss / k if fault.divide_accumulated else loss)
+                fault.backward(scaled, loss, i, d)
             if (i + 1) % k:
                 continue
             grads = [p.grad for p in model.parameters() if p.requires_grad and p.grad is not None]
@@ -292,8 +293,7 @@ def train(case: Case, hook: tt.Hook | None) -> RunRecord:
                 math.isfinite(rec.losses[-1]) and math.isfinite(rec.grad_norms[-1])
             ):
                 rec.nonfinite_step = step
-            if fault.optimizer_step:
-                optimizer.step()
+            fault.take_step(optimizer, d)
             fault.clear_grads(model, optimizer)
             if step == 0:
                 rec.first_update = _relative_change(model, start)
