@@ -42,10 +42,11 @@ ACCEPTED_FIRST: dict[str, frozenset[str]] = {
         # recurrent weights started above the identity: the init is the fault, gradients that
         # explode through time its sign; clipping or a smaller init fixes it, so both count
         "recurrent_explosion": {"exploding_gradient", "poor_init"},
-        # Dropout(p=1.0) / a detached input: no gradient reaches the layers below. The
-        # vocabulary has no cause for a gradient blocked outright; vanishing_gradient is the
-        # nearest (it sends a person to the lower layers' gradients, where the zeros are)
-        "zero_gradients": {"vanishing_gradient"},
+        # Dropout(p=1.0) / a detached input: no gradient reaches the layers below.
+        # vanishing_gradient sends a person to the lower layers' gradients, where the zeros
+        # are; `gradient_blocked` (added in issue 44's second session, from what the fault is:
+        # the graph cut between the weights and the loss) names it exactly
+        "zero_gradients": {"vanishing_gradient", "gradient_blocked"},
         # images divided by 255 twice, features in units 1000x too large: the input's scale
         "inputs_too_small": {"unnormalised_input"},
         # the loss's sign flipped (or maximize=True): the update has the wrong sign. The

@@ -601,6 +601,69 @@ def test_a_param_group_at_rate_zero_is_named_as_evidence_that_needs_harm(tmp_pat
     assert causes(run(tmp_path / "d", group_at_rate(lambda i: (0.05, 0.1)))) == []
 
 
+def detached(part: str) -> Loop:
+    """A graph cut: the loss on ``out.detach()`` made to backward with ``requires_grad_()``
+    (``part`` "all"), or the head fed the body's output detached (``part`` "body")."""
+
+    def loop(hook: tt.Hook) -> None:
+        model = mlp()
+        hook.register_module(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in batches():
+            opt.zero_grad()
+            if part == "all":
+                loss = F.cross_entropy(model(x).detach(), y).requires_grad_()
+            else:
+                loss = F.cross_entropy(model[2](model[1](model[0](x)).detach()), y)
+            hook.record_loss(loss)
+            loss.backward()
+            opt.step()
+
+    return loop
+
+
+class WithUnused(nn.Module):
+    """An MLP with a small parameter its forward never uses (a pooler, an unrouted expert)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = mlp()
+        self.unused = nn.Parameter(torch.zeros(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+
+def unused_parameter(hook: tt.Hook) -> None:
+    model = WithUnused()
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in batches():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        hook.record_loss(loss)
+        loss.backward()
+        opt.step()
+
+
+def test_a_graph_cut_is_named_as_gradient_blocked(tmp_path: Path) -> None:
+    """No parameter ever gets a gradient: certain; some (10% of the values or more): evidence
+    that needs harm; a small unused parameter: nothing."""
+    summary = run(tmp_path / "a", detached("all"))
+    assert causes(summary) == ["gradient_blocked"]
+    [finding] = [f for f in summary.findings if f.triggered]
+    assert "needs_harm" not in finding.details
+    assert finding.message.startswith("no trainable parameter receives a gradient: after every")
+    summary = run(tmp_path / "b", detached("body"))
+    assert causes(summary) == ["gradient_blocked"]
+    [finding] = [f for f in summary.findings if f.triggered]
+    assert finding.details["needs_harm"] is True
+    assert finding.message.startswith("2 trainable parameters (74% of the trainable values)")
+    assert "0.bias, 0.weight;" in finding.message
+    assert causes(run(tmp_path / "c", unused_parameter)) == []
+    assert int(facts(tmp_path / "c")["no_grad/unused"]) == 4
+
+
 FAULTS: dict[str, tuple[Loop, str]] = {
     "head_added_after_the_optimizer": (not_in_optimizer, "params_not_in_optimizer"),
     "optimizer_over_a_copy": (optimizer_of_a_copy, "params_not_in_optimizer"),

@@ -449,6 +449,7 @@ class Hook(TrainerControls, BaseHook):
         self._backward_reached = True
 
     def _after_backward(self, tensor: torch.Tensor) -> None:
+        self._loop_event(self._loop.after_backward, tensor)  # reached the models or not
         with self._lock:
             if self._closed or not self._backward_reached:
                 return  # a backward pass that did not reach a registered model

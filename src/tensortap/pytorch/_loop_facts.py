@@ -122,6 +122,9 @@ class LoopFacts:
         self._micro_passes = 0
         self._micro_loss: int | None = None
         self._undivided = 0
+        # trainable parameters left without a gradient by every backward pass checked
+        self._no_grad: set[str] | None = None
+        self._grad_checks = 0
         self._zero_lr: set[str] | None = None  # parameters in groups at rate 0 at every check
         recorder.add_step_end_callback(self._on_step_end)
 
@@ -174,6 +177,28 @@ class LoopFacts:
         for optimizer, facts in list(self._optimizers.items()):
             if facts.armed:
                 self._check_cleared(optimizer, facts)
+
+    def after_backward(self, tensor: torch.Tensor) -> None:
+        """A backward pass ran (any ``Tensor.backward``, whether it reached the models or not):
+        on the first ones and on due steps, which trainable parameters it left without a
+        gradient (``grad`` None: attribute reads only, no value read)."""
+        if self._backward_passes > FIRST_STEPS and not self._due():
+            return
+        params = [(name, p) for name, p, _ in self._registry.params if p.requires_grad]
+        if not params:
+            return
+        none = {name for name, p in params if p.grad is None}
+        self._no_grad = none if self._no_grad is None else self._no_grad & none
+        self._grad_checks += 1
+        if self._grad_checks < FIRST_STEPS:
+            return
+        for old in [n for n in self._values if n.startswith("no_grad/")]:
+            self._set(old, 0)  # got a gradient since
+        sizes = {name: p.numel() for name, p in params}
+        for name in self._no_grad:
+            self._set(f"no_grad/{name}", sizes[name])
+        self._set("no_grad_params", len(self._no_grad))
+        self._set("no_grad_share", sum(sizes[n] for n in self._no_grad) / sum(sizes.values()))
 
     def before_optimizer_step(self, optimizer: torch.optim.Optimizer, owned: bool) -> None:
         facts = self._optimizers.get(optimizer)

@@ -67,6 +67,18 @@ _ALL = (
         "no_learnable_signal",
     ),
     _cause(
+        "gradient_blocked",
+        "no gradient reaches the weights (the graph is cut between them and the loss)",
+        LOOP_TIER,
+        "find where the loss loses its connection to the model: a .detach(), .data, .item() "
+        "or numpy round trip, torch.no_grad(), an argmax or rounding in the graph, or a loss "
+        "rebuilt with requires_grad_(); compute the loss from the model's output tensor",
+        *_STALL,
+        "vanishing_gradient",
+        "all_zero",
+        "no_learnable_signal",
+    ),
+    _cause(
         "optimizer_not_stepping",
         "the optimizer never updates the weights",
         LOOP_TIER,

@@ -17,6 +17,8 @@ _PREFIX = TRAINING_LOOP + "/"
 #: RMSprop's and Adagrad's first step is ten times the Adam family's.
 _ADAM_LIKE = frozenset({"Adam", "AdamW", "Adamax", "NAdam", "RAdam"})
 _ADAPTIVE = _ADAM_LIKE | {"RMSprop", "Adagrad"}
+#: The share of the trainable values that must get no gradient for gradient_blocked.
+_BLOCKED_SHARE = 0.1
 #: Optimizer steps in eval mode that make a fault (one may end a loop on purpose).
 _EVAL_MODE_STEPS = 2
 
@@ -67,6 +69,10 @@ class TrainingLoop(Rule):
       the model in eval mode (``model.eval`` left on after a validation pass), while it has
       Dropout or BatchNorm modules in eval mode; without them eval mode changes nothing, and
       the steps are only mentioned;
+    - ``gradient_blocked``: trainable parameters (``requires_grad``) left with ``grad`` None
+      by every backward pass checked (the first 3 and those on due steps): all of them (the
+      loss is not connected to the model: a certain fault), or at least 10% of the trainable
+      values (evidence that needs harm: unused parameters are not a fault alone);
     - ``frozen_layer``: parameters in a param group whose learning rate is exactly 0 at every
       check while another group trains. Evidence, not a certain fault (a rate of 0 may freeze a
       pre-trained layer on purpose): the finding carries ``details["needs_harm"]``, and the
@@ -175,6 +181,7 @@ class TrainingLoop(Rule):
         return sorted(k[len(prefix) :] for k in self._facts if k.startswith(prefix))
 
     def _verdicts(self) -> Iterator[_Verdict]:
+        yield from self._no_gradient()
         yield from self._not_stepping()
         yield from self._not_in_optimizer()
         yield from self._not_cleared()
@@ -202,7 +209,13 @@ class TrainingLoop(Rule):
             )
             return
         lrs = {k: self._num("lr/" + k) for k in self._keys("lr/")}
-        if owned >= self.min_steps and changed == 0 and any(lr > 0 for lr in lrs.values()):
+        blocked = self._num("no_grad_share", 0.0) >= 1.0  # named as gradient_blocked
+        if (
+            owned >= self.min_steps
+            and changed == 0
+            and any(lr > 0 for lr in lrs.values())
+            and not blocked
+        ):
             rates = ", ".join(f"{k} lr {v:g}" for k, v in lrs.items())
             yield _Verdict(
                 "optimizer_not_stepping",
@@ -235,6 +248,37 @@ class TrainingLoop(Rule):
             count,
             0,
             ("params_not_in_optimizer",),
+        )
+
+    def _no_gradient(self) -> Iterator[_Verdict]:
+        count, share = self._int("no_grad_params"), self._num("no_grad_share", 0.0)
+        if count <= 0 or not share >= _BLOCKED_SHARE:
+            return
+        names = [n for n in self._keys("no_grad/") if self._num("no_grad/" + n)]
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        if share >= 1.0:
+            yield _Verdict(
+                "gradient_blocked",
+                f"no trainable parameter receives a gradient: after every backward pass checked, "
+                f"all {count} have grad None, so the optimizer has nothing to apply; the loss is "
+                "not connected to the model (a .detach(), .data, .item() or numpy round trip, "
+                "torch.no_grad(), an argmax in the graph, or a loss rebuilt with "
+                "requires_grad_()): compute it from the model's output tensor",
+                share,
+                _BLOCKED_SHARE,
+                ("no_grad_params", "no_grad_share"),
+            )
+            return
+        yield _Verdict(
+            "gradient_blocked",
+            f"{count} trainable parameters ({share:.0%} of the trainable values) never receive "
+            f"a gradient (grad None after every backward pass checked): {shown}; the graph is "
+            "cut between them and the loss (a .detach(), .data, torch.no_grad() or an argmax "
+            "on the way), or they are not used in the forward pass",
+            share,
+            _BLOCKED_SHARE,
+            ("no_grad_params", "no_grad_share"),
+            needs_harm=True,  # unused parameters (a pooler, an expert) are not a fault alone
         )
 
     def _zero_lr(self) -> Iterator[_Verdict]:
