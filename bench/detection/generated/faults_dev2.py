@@ -123,12 +123,12 @@ class ZeroGradients(faults.ZeroGradients):
 
 @third
 class SoftmaxTwice(faults.SoftmaxTwice):
-    """Probabilities go into a loss that applies log-softmax itself: the loss function
-    softmaxes the logits first (``criterion(out.softmax(1), y)``), the model's output is
-    softmaxed by a line added at the end of ``forward``, or the loss is ``NLLLoss`` of a
-    ``log_softmax`` taken over probabilities."""
+    """Probabilities go into a loss that applies log-softmax itself: the model's output is
+    softmaxed by a line added at the end of ``forward`` (``return out.softmax(1)``, for
+    ``predict_proba``), or the loss is ``NLLLoss`` of a ``log_softmax`` taken over the
+    probabilities rather than the logits."""
 
-    VARIANTS: ClassVar[tuple[str, ...]] = ("softmax_in_loss", "softmax_in_forward", "nll_of_probs")
+    VARIANTS: ClassVar[tuple[str, ...]] = ("softmax_in_forward", "nll_of_probs")
 
     def describe(self, d: Draw) -> str:
         return f"softmax applied twice: {self.variant(d, self.VARIANTS)}"
@@ -140,27 +140,24 @@ class SoftmaxTwice(faults.SoftmaxTwice):
     def loss(
         self, d: Draw, data: Data, module: nn.Module | None, fn: LossFn
     ) -> tuple[nn.Module | None, LossFn]:
-        variant = self.variant(d, self.VARIANTS)
-        if variant == "softmax_in_loss":
-            return module, lambda out, y: fn(out.softmax(dim=1), y)
-        if variant == "nll_of_probs":
-            weight = data.class_weights
+        if self.variant(d, self.VARIANTS) != "nll_of_probs":
+            return module, fn
+        weight = data.class_weights
 
-            def nll(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-                probs = F.softmax(out, dim=1)
-                return F.nll_loss(F.log_softmax(probs, dim=1), y, weight=weight)
+        def nll(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            probs = F.softmax(out, dim=1)
+            return F.nll_loss(F.log_softmax(probs, dim=1), y, weight=weight)
 
-            return None, nll
-        return module, fn
+        return None, nll
 
 
 @third
 class LossBroadcast(faults.LossBroadcast):
     """The prediction and the target of an MSE loss shaped so that they broadcast to (N, N):
-    the output squeezed to (N,) against (N, 1) targets, or the targets viewed as ``(1, -1)``
-    where ``(-1, 1)`` was meant."""
+    the targets viewed as ``(1, -1)`` where ``(-1, 1)`` was meant, or unsqueezed a second
+    time (``y.unsqueeze(1)`` in the dataset and again in the loop: (N, 1, 1) against (N, 1))."""
 
-    VARIANTS: ClassVar[tuple[str, ...]] = ("squeezed_output", "target_row")
+    VARIANTS: ClassVar[tuple[str, ...]] = ("target_row", "double_unsqueeze")
 
     def describe(self, d: Draw) -> str:
         return f"MSE over broadcast shapes: {self.variant(d, self.VARIANTS)}"
@@ -168,9 +165,9 @@ class LossBroadcast(faults.LossBroadcast):
     def loss(
         self, d: Draw, data: Data, module: nn.Module | None, fn: LossFn
     ) -> tuple[nn.Module | None, LossFn]:
-        if self.variant(d, self.VARIANTS) == "squeezed_output":
-            return module, lambda out, y: fn(out.squeeze(), y)
-        return module, lambda out, y: fn(out, y.view(1, -1))
+        if self.variant(d, self.VARIANTS) == "target_row":
+            return module, lambda out, y: fn(out, y.view(1, -1))
+        return module, lambda out, y: fn(out, y.unsqueeze(1))
 
 
 @third
@@ -205,12 +202,12 @@ class GradAccumulationUndivided(faults.GradAccumulationUndivided):
 
 @third
 class UnnormalisedTabular(faults.UnnormalisedTabular):
-    """Tabular features scaled the wrong way instead of standardised: each row scaled to unit
-    length (``sklearn.preprocessing.normalize`` taken for a scaler), or the whole matrix
-    divided by its largest value (the images' ``x / x.max()`` habit), so features keep their
-    different units and offsets."""
+    """Tabular features not standardised: each row scaled to unit length
+    (``sklearn.preprocessing.normalize`` taken for a scaler), or only centred
+    (``StandardScaler(with_std=False)``, ``x - x.mean(0)``), so features keep their different
+    units."""
 
-    VARIANTS: ClassVar[tuple[str, ...]] = ("row_normalize", "global_max")
+    VARIANTS: ClassVar[tuple[str, ...]] = ("row_normalize", "centred_only")
 
     def describe(self, d: Draw) -> str:
         return f"tabular features not standardised: {self.variant(d, self.VARIANTS)}"
@@ -228,8 +225,8 @@ class UnnormalisedTabular(faults.UnnormalisedTabular):
                 return np.asarray(v / np.where(norm > 0, norm, 1.0))
 
             return rows(x), rows(x_val)
-        top = float(np.abs(x).max()) or 1.0
-        return x / top, x_val / top
+        mean = x.mean(axis=0)
+        return x - mean, x_val - mean
 
 
 @third
@@ -290,10 +287,10 @@ class NoOptimizerStep(faults.NoOptimizerStep):
 @third
 class ShuffledLabels(faults.ShuffledLabels):
     """Rows and targets no longer match: the features shuffled apart from the targets, the
-    target array sorted in place (``y.sort()`` for a class count), or features and targets
-    read from two separately shuffled loaders zipped together (a new pairing every epoch)."""
+    target array sorted in place (``y.sort()`` for a class count), or the targets read off by
+    one row (a label file with a header line read without skipping it)."""
 
-    VARIANTS: ClassVar[tuple[str, ...]] = ("features_shuffled", "targets_sorted", "zipped_loaders")
+    VARIANTS: ClassVar[tuple[str, ...]] = ("features_shuffled", "targets_sorted", "off_by_one")
 
     def describe(self, d: Draw) -> str:
         return f"targets do not match rows: {self.variant(d, self.VARIANTS)}"
@@ -306,13 +303,7 @@ class ShuffledLabels(faults.ShuffledLabels):
             return x[self.rng(d).permutation(len(x))], y
         if variant == "targets_sorted":
             return x, np.sort(y, kind="stable")
-        return x, y
-
-    def epoch_targets(self, y: torch.Tensor, epoch: int, d: Draw) -> torch.Tensor:
-        if self.variant(d, self.VARIANTS) != "zipped_loaders":
-            return y
-        gen = torch.Generator().manual_seed(d.seed * 1000 + epoch + 17)
-        return y[torch.randperm(len(y), generator=gen)]
+        return x, np.roll(y, 1)
 
 
 @third
@@ -360,26 +351,31 @@ class GradientAscent(faults.GradientAscent):
 
 @third
 class TinyTrainSet(faults.TinyTrainSet):
-    """Training on a few dozen rows without meaning to: ``train_test_split`` with its sizes
-    swapped (3-6% of the rows train, for as many steps as planned), or a ``Dataset`` whose
-    ``__getitem__`` wraps its index modulo a debugging size (24-48) left in, so the epoch has
-    its full length but repeats the same few rows."""
+    """Training on a few dozen rows without meaning to, for as many steps as planned (a
+    ``max_steps`` budget): ``train_test_split`` with its sizes swapped (3-6% of the rows
+    train), or a ``dropna()`` over all columns where one is mostly missing (only the rows
+    that have it, 4-8%, survive)."""
 
-    VARIANTS: ClassVar[tuple[str, ...]] = ("swapped_split", "index_modulo")
+    VARIANTS: ClassVar[tuple[str, ...]] = ("swapped_split", "dropna_sparse_column")
 
     def describe(self, d: Draw) -> str:
         return f"a tiny training set: {self.variant(d, self.VARIANTS)}"
 
-    def rows(self, d: Draw) -> int:
+    def keep(self, d: Draw) -> np.ndarray:
+        """Which training rows survive (a mask over the draw's training rows)."""
         rng = self.rng(d)
-        if self.variant(d, self.VARIANTS) == "index_modulo":
-            return int(rng.integers(24, 49))
-        return max(24, round(d.n_train * float(rng.uniform(0.03, 0.06))))
+        if self.variant(d, self.VARIANTS) == "swapped_split":
+            rows = max(24, round(d.n_train * float(rng.uniform(0.03, 0.06))))
+            mask = np.zeros(d.n_train, dtype=bool)
+            mask[rng.choice(d.n_train, size=min(rows, d.n_train), replace=False)] = True
+            return mask
+        present = rng.random(d.n_train) < float(rng.uniform(0.04, 0.08))
+        if present.sum() < 24:  # at least a few dozen rows have the column
+            present[rng.choice(np.flatnonzero(~present), 24 - int(present.sum()), False)] = True
+        return present
 
     def adjust(self, d: Draw) -> Draw:
-        if self.variant(d, self.VARIANTS) == "index_modulo":
-            return d
-        rows = self.rows(d)  # trained by steps (a max_steps), so the run keeps its length
+        rows = int(self.keep(d).sum())
         batch = min(d.batch_size, max(4, rows // 4))
         epochs = math.ceil(d.total_steps / steps_per_epoch(rows, batch, 1, 1.0))
         every = d.eval_every or max(5, d.total_steps // 8)
@@ -388,12 +384,8 @@ class TinyTrainSet(faults.TinyTrainSet):
     def training_rows(
         self, x: np.ndarray, y: np.ndarray, d: Draw, n_classes: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray]:
-        rows = self.rows(d)
-        if self.variant(d, self.VARIANTS) == "index_modulo":
-            index = np.arange(len(y)) % rows
-            return x[index], y[index]
-        picked = np.sort(self.rng(d).choice(len(y), size=min(rows, len(y)), replace=False))
-        return x[picked], y[picked]
+        mask = self.keep(d)
+        return x[mask], y[mask]
 
 
 #: kind -> the dev2 split's implementation
