@@ -48,6 +48,9 @@ HOOKS = (
     "loss_sign", "sum_micro_batches", "clear_grads", "epoch_targets", "eval_module", "backward",
     "take_step",
 )  # fmt: skip
+#: what every implementation of a kind shares because the kind needs it: a recurrence explodes
+#: only without gates (a plain ReLU RNN); the fault is how its recurrent weights start
+SHARED_PRECONDITIONS = {("recurrent_explosion", "recurrence")}
 #: sha256 of the by-seed and family splits' cases (name and hash, a line each) before the dev2
 #: split came: adding a split must not change them (update only when a change to them is meant)
 UNCHANGED_SPLITS = {
@@ -170,8 +173,8 @@ def test_dev2_split_structure() -> None:
     uses, each injected by the third implementation (faults_dev2)."""
     dev2 = cases("dev2")
     assert cases("dev2") == dev2
-    assert set(DEV2_FAULTS) <= set(KINDS)  # TODO(dev2): all of them
-    assert Counter(c.label for c in dev2) == {kind: 8 for kind in DEV2_FAULTS}
+    assert tuple(DEV2_FAULTS) == KINDS
+    assert Counter(c.label for c in dev2) == {kind: 8 for kind in KINDS}
     assert len({c.name for c in dev2}) == len(dev2)
     others = cases("all") + cases("family")
     taken = {c.seed for c in others} | {c.draw.seed for c in others}
@@ -183,7 +186,7 @@ def test_dev2_split_structure() -> None:
         assert fault is DEV2_FAULTS[c.label] and fault.applies(c.draw), c.name
 
 
-@pytest.mark.parametrize("kind", tuple(DEV2_FAULTS))
+@pytest.mark.parametrize("kind", KINDS)
 def test_dev2_implementation_is_a_third_one(kind: str) -> None:
     """Each dev2 fault is its kind (a subclass of the dev one, keeping its name) injected
     through code of its own: no hook comes from the dev or the family implementation."""
@@ -194,7 +197,7 @@ def test_dev2_implementation_is_a_third_one(kind: str) -> None:
     healthy = _changes(Fault())
     mine = _changes(third)
     for hook, value in mine.items():
-        if value is healthy[hook]:
+        if value is healthy[hook] or (kind, hook) in SHARED_PRECONDITIONS:
             continue
         assert value is not _changes(first)[hook], f"{kind}: {hook} is the dev one's"
         assert value is not _changes(second)[hook], f"{kind}: {hook} is the family one's"
@@ -238,7 +241,8 @@ def test_new_kind_shows_its_symptom(kind: str, split: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "kind", ["zero_gradients", "softmax_twice", "no_optimizer_step", "gradient_ascent"]
+    "kind",
+    ["zero_gradients", "no_optimizer_step", "grad_accumulation_undivided", "gradient_ascent"],
 )
 def test_dev2_kind_shows_its_symptom(kind: str) -> None:
     """A few dev2 kinds' third implementations show their symptom on a quick validated draw,
