@@ -334,12 +334,15 @@ def test_exploding_tensor_from_reductions_only(tmp_path: Path) -> None:
 
 
 def test_stalled_training(tmp_path: Path) -> None:
+    # taken before the step is written: the rule waits from the write, which comes after, so
+    # the time since here is a lower bound however slow the machine (never a duration measured
+    # from after the write, which a loaded machine's delays make shorter than the wait)
+    start = time.monotonic()
     builder = TrialBuilder(tmp_path)
     builder.step({"loss": 1.0})
     builder.flush()
     trial = create_trial(tmp_path)
     # training is still open but publishes nothing more: the rule fires once it waited long enough
-    start = time.monotonic()
     stop = threading.Event()
     summary = invoke_rule(
         StalledTrainingRule(trial, threshold="0.2"),

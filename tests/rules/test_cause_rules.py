@@ -71,6 +71,42 @@ def test_unnormalised_input_fires_on_inputs_far_too_small_but_not_on_sparse_ones
     assert invoke_rule(UnnormalisedInput(builder.close())).status.value == "NoIssuesFound"
 
 
+def matrix_trial(out: Path, x: np.ndarray, batch: int = 32) -> tt.Trial:
+    builder = TrialBuilder(out)
+    for start in range(0, len(x) - batch + 1, batch):
+        rows = x[start : start + batch].astype(np.float32)
+        builder.step({"0_input_0": rows}, mode="train", collections={"0_input_0": "inputs"})
+    return builder.close()
+
+
+def test_unnormalised_input_names_features_on_different_scales_as_evidence(
+    tmp_path: Path,
+) -> None:
+    """Tabular rows scaled to unit length (sklearn's ``normalize`` taken for a scaler), or a
+    matrix divided by its largest value, keep each feature's units: the columns' spread is
+    evidence that needs harm. Standardised features, and binary ones beside them, are fine."""
+    from sklearn.datasets import load_breast_cancer
+
+    x = load_breast_cancer().data[:256]
+    for name, scaled in (
+        ("rows", x / np.linalg.norm(x, axis=1, keepdims=True)),
+        ("max", x / np.abs(x).max()),
+    ):
+        summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / name, scaled)))
+        assert summary.status.value == "IssuesFound", name
+        finding = summary.findings[0]
+        assert finding.details["direction"] == "spread" and finding.details["needs_harm"] is True
+        assert finding.value is not None and finding.value > 100
+        assert "0_input_0's 30 features are on different scales: the standard deviation" in (
+            finding.message
+        )
+    standard = (x - x.mean(0)) / x.std(0)
+    mixed = np.hstack([standard, (np.random.default_rng(0).random((256, 5)) < 0.1)])
+    for name, fine in (("standard", standard), ("mixed", mixed)):
+        summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / name, fine)))
+        assert summary.status.value == "NoIssuesFound", name
+
+
 def chance_trial(out: Path, accuracy: list[float], n: int = 100, classes: int = 4) -> tt.Trial:
     """Training steps, then an evaluation pass of two batches per entry of ``accuracy``."""
     rng = np.random.default_rng(1)

@@ -37,6 +37,14 @@ class UnnormalisedInput(Rule):
     gradients that barely reach its weights. ``threshold_small``, 0.02, is judged on the
     largest absolute value, so sparse inputs (one-hot words, mostly zeros) are not taken for
     small ones; a healthy run of the development split has inputs reaching 1 or more.
+
+    Tabular features left on their own scales show a third way: the input is a matrix (N, F)
+    whose columns' standard deviations differ by ``threshold_spread`` (20) times or more,
+    largest over median (rows scaled to unit length, the whole matrix divided by its largest
+    value, features centred but not scaled). The development split's healthy runs spread 2.3 at
+    most. A mix of scales can be harmless (binary and continuous features side by side), so
+    this finding is evidence that needs harm (``details["needs_harm"]``): the diagnosis makes it
+    a problem only where the run is harmed in a way unnormalised inputs explain.
     """
 
     collections_needed = ("inputs",)
@@ -51,6 +59,8 @@ class UnnormalisedInput(Rule):
         )
         threshold_small = params["threshold_small"]
         cls.check_param("threshold_small", threshold_small, threshold_small >= 0, "a number >= 0")
+        threshold_spread = params["threshold_spread"]
+        cls.check_param("threshold_spread", threshold_spread, threshold_spread > 1, "a number > 1")
 
     def __init__(
         self,
@@ -58,11 +68,16 @@ class UnnormalisedInput(Rule):
         threshold_rms: float = 5.0,
         threshold_samples: int = 64,
         threshold_small: float = 0.02,
+        threshold_spread: float = 20.0,
     ) -> None:
         super().__init__(base_trial)
         self.threshold_rms = threshold_rms
         self.threshold_samples = threshold_samples
         self.threshold_small = threshold_small
+        self.threshold_spread = threshold_spread
+        # per column of a matrix input (N, F): sums and sums of squares (None: not a matrix)
+        self._columns: tuple[np.ndarray, np.ndarray, int] | None = None
+        self._matrix = True
         self._largest = 0.0
         self._squares = 0.0
         self._values = 0
@@ -94,6 +109,7 @@ class UnnormalisedInput(Rule):
         self._largest = max(self._largest, float(np.abs(x).max()))
         self._values += x.size
         self._samples += x.shape[0] if x.ndim > 1 else 1
+        self._add_columns(x)
         if self._samples < self.threshold_samples:
             raise self.skip(
                 f"{self._samples} of {self.threshold_samples} input samples seen; not judged yet"
@@ -114,6 +130,24 @@ class UnnormalisedInput(Rule):
             )
             return True
         fired = rms > self.threshold_rms
+        spread = self._spread()
+        if not fired and spread is not None and spread[0] >= self.threshold_spread:
+            ratio, column, top, median, features = spread
+            self.explain(
+                f"the input {self._name}'s {features} features are on different scales: the "
+                f"standard deviation of feature {column} ({top:.3g}) is {ratio:.3g} times the "
+                f"median feature's ({median:.3g}) over {self._samples} samples (threshold "
+                f"{self.threshold_spread:g}); standardise each feature with the training set's "
+                "mean and standard deviation (rows scaled to unit length, or a matrix divided "
+                "by its largest value, keep each feature's units)",
+                tensors=[self._name],
+                value=ratio,
+                threshold=self.threshold_spread,
+                cause="unnormalised_input",
+                direction="spread",
+                needs_harm=True,
+            )
+            return True
         self.explain(
             f"the input {self._name} has a root mean square of {rms:.3g} over {self._samples} "
             f"samples ({'above' if fired else 'within'} {self.threshold_rms:g}; normalised inputs "
@@ -124,3 +158,36 @@ class UnnormalisedInput(Rule):
             cause="unnormalised_input",
         )
         return fired
+
+    def _add_columns(self, x: np.ndarray) -> None:
+        """Add a matrix input's rows to the per-column sums (any other shape, or a change of
+        width, ends them)."""
+        if not self._matrix:
+            return
+        if x.ndim != 2 or x.shape[1] < 2:
+            self._matrix, self._columns = False, None
+            return
+        if self._columns is None:
+            width = x.shape[1]
+            self._columns = (np.zeros(width), np.zeros(width), 0)
+        sums, squares, rows = self._columns
+        if sums.shape[0] != x.shape[1]:
+            self._matrix, self._columns = False, None
+            return
+        self._columns = (sums + x.sum(0), squares + np.square(x).sum(0), rows + x.shape[0])
+
+    def _spread(self) -> tuple[float, int, float, float, int] | None:
+        """Of a matrix input: the largest column's standard deviation over the median's (of the
+        columns that vary), which column, both values, and how many columns vary."""
+        if self._columns is None:
+            return None
+        sums, squares, rows = self._columns
+        mean = sums / rows
+        std = np.sqrt(np.maximum(squares / rows - mean**2, 0.0))
+        varying = np.flatnonzero(std > 1e-12 * max(float(std.max()), 1e-300))
+        if varying.size < 2:
+            return None
+        median = float(np.median(std[varying]))
+        column = int(varying[np.argmax(std[varying])])
+        top = float(std[column])
+        return top / median, column, top, median, int(varying.size)
