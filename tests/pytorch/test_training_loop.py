@@ -646,6 +646,44 @@ def unused_parameter(hook: tt.Hook) -> None:
         opt.step()
 
 
+def climbing(how: str) -> Loop:
+    """Updates that climb the loss: a linear decay written ``(step - total) / total`` (a
+    negative learning rate), or an optimizer built with ``maximize=True``."""
+
+    def loop(hook: tt.Hook) -> None:
+        model = mlp()
+        hook.register_module(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, maximize=how == "maximize")
+        decay = None
+        if how == "decay":
+            decay = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: (s - STEPS) / STEPS)
+        for x, y in batches():
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            hook.record_loss(loss)
+            loss.backward()
+            opt.step()
+            if decay is not None:
+                decay.step()
+
+    return loop
+
+
+def test_updates_that_climb_the_loss_are_named_wrong_sign(tmp_path: Path) -> None:
+    """A negative learning rate is certain; maximize=True is evidence that needs harm (a
+    reward maximised on purpose)."""
+    summary = run(tmp_path / "a", climbing("decay"))
+    assert causes(summary) == ["wrong_sign"]
+    [finding] = [f for f in summary.findings if f.triggered]
+    assert "needs_harm" not in finding.details
+    assert finding.message.startswith("the learning rate of SGD is negative (")
+    summary = run(tmp_path / "b", climbing("maximize"))
+    assert causes(summary) == ["wrong_sign"]
+    [finding] = [f for f in summary.findings if f.triggered]
+    assert finding.details["needs_harm"] is True
+    assert finding.message.startswith("SGD is built with maximize=True")
+
+
 def test_a_graph_cut_is_named_as_gradient_blocked(tmp_path: Path) -> None:
     """No parameter ever gets a gradient: certain; some (10% of the values or more): evidence
     that needs harm; a small unused parameter: nothing."""

@@ -362,6 +362,9 @@ class LoopFacts:
             self._set(f"not_in_optimizer/{name}", p.numel())
         self._set("params_not_in_optimizer", len(missing))
         self._check_zero_lr()
+        for optimizer, facts in list(self._optimizers.items()):
+            if facts.owned and any(g.get("maximize") is True for g in optimizer.param_groups):
+                self._set(f"maximize/{facts.label}", 1)  # it climbs what it is given
 
     def _check_zero_lr(self) -> None:
         """Name the parameters held in a param group whose learning rate is exactly 0 (a group

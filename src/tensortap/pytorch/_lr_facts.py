@@ -2,8 +2,10 @@
 :mod:`tensortap.pytorch._loop_facts`): per optimizer holding the model's parameters, its
 learning rate (``lr/<Optimizer>``), the share of its steps taken at a low rate, at most
 :data:`LOW_LR` of its peak (``lr_low_share``), and its step from which the rate was low
-(``lr_low_from``); per scheduler of such an optimizer, its step count, its steps per optimizer
-step and how many steps its schedule spans (``scheduler_*/<Optimizer>/<Scheduler>``).
+(``lr_low_from``), and its steps at a negative rate (``lr_negative``, from
+``lr_negative_from``: each update then climbs the loss); per scheduler of such an optimizer,
+its step count, its steps per optimizer step and how many steps its schedule spans
+(``scheduler_*/<Optimizer>/<Scheduler>``).
 
 A learning rate is read at each optimizer step (one held on the device is not, as reading it
 would wait for the device); the facts are noted when the training loop's facts are measured."""
@@ -29,6 +31,8 @@ class _Rate:
     peak: float = 0.0
     low_steps: int = 0
     low_from: int | None = None
+    negative_steps: int = 0  # steps taken at a learning rate below 0
+    negative_from: int | None = None
 
 
 @dataclass
@@ -60,6 +64,10 @@ class LearningRates:
         if not isinstance(lr, (int, float)):
             return
         rate.lr = float(lr)
+        if rate.lr < 0:  # every update climbs the loss
+            rate.negative_steps += 1
+            if rate.negative_from is None:
+                rate.negative_from = steps
         rate.peak = max(rate.peak, rate.lr)
         if rate.peak > 0 and rate.lr <= LOW_LR * rate.peak * (1 + 1e-6):
             rate.low_steps += 1
@@ -88,6 +96,9 @@ class LearningRates:
         self._note(f"lr_low_share/{label}", rate.low_steps / max(steps, 1))
         if rate.low_from is not None:
             self._note(f"lr_low_from/{label}", rate.low_from)
+        if rate.negative_from is not None:
+            self._note(f"lr_negative/{label}", rate.negative_steps)
+            self._note(f"lr_negative_from/{label}", rate.negative_from)
         for scheduler, seen in list(self._schedulers.items()):
             if getattr(scheduler, "optimizer", None) is not optimizer:
                 continue

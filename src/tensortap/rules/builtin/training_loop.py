@@ -73,6 +73,8 @@ class TrainingLoop(Rule):
       by every backward pass checked (the first 3 and those on due steps): all of them (the
       loss is not connected to the model: a certain fault), or at least 10% of the trainable
       values (evidence that needs harm: unused parameters are not a fault alone);
+    - ``wrong_sign``: an optimizer's learning rate below 0 (a certain fault: every update
+      climbs the loss), or an optimizer built with ``maximize=True`` (evidence that needs harm);
     - ``frozen_layer``: parameters in a param group whose learning rate is exactly 0 at every
       check while another group trains. Evidence, not a certain fault (a rate of 0 may freeze a
       pre-trained layer on purpose): the finding carries ``details["needs_harm"]``, and the
@@ -182,6 +184,7 @@ class TrainingLoop(Rule):
 
     def _verdicts(self) -> Iterator[_Verdict]:
         yield from self._no_gradient()
+        yield from self._wrong_sign()
         yield from self._not_stepping()
         yield from self._not_in_optimizer()
         yield from self._not_cleared()
@@ -280,6 +283,37 @@ class TrainingLoop(Rule):
             ("no_grad_params", "no_grad_share"),
             needs_harm=True,  # unused parameters (a pooler, an expert) are not a fault alone
         )
+
+    def _wrong_sign(self) -> Iterator[_Verdict]:
+        for label in self._keys("lr_negative/"):
+            if "/" in label or self._int("lr_negative/" + label) <= 0:
+                continue
+            steps = self._int("lr_negative/" + label)
+            first = self._int("lr_negative_from/" + label)
+            yield _Verdict(
+                "wrong_sign",
+                f"the learning rate of {label} is negative ({self._num('lr/' + label):g} now; "
+                f"{steps} optimizer step{'s' if steps != 1 else ''} below 0 from step {first}): "
+                "each update climbs the loss; check the schedule's formula (a decay written "
+                "(step - total) / total) and the rate's sign",
+                steps,
+                0,
+                ("lr_negative/" + label,),
+            )
+            return
+        for label in self._keys("maximize/"):
+            if not self._int("maximize/" + label):
+                continue
+            yield _Verdict(
+                "wrong_sign",
+                f"{label} is built with maximize=True: it climbs the loss it is given; pass "
+                "maximize=False to minimise a loss (or negate a score before backward())",
+                1,
+                0,
+                ("maximize/" + label,),
+                needs_harm=True,  # maximising a reward on purpose is not a fault alone
+            )
+            return
 
     def _zero_lr(self) -> Iterator[_Verdict]:
         count = self._int("zero_lr_params")
