@@ -66,3 +66,23 @@ def test_a_booster_of_shuffled_labels_is_a_problem_at_its_end(tmp_path: Path) ->
     (first, *_) = verdict["problems"][0]["evidence"]
     assert first["rule"] == "Confusion"
     assert "to the end of training" in first["message"] and first["step"] >= 90
+
+
+def test_a_keras_run_whose_last_validation_pass_shows_the_overfit_is_a_problem(
+    tmp_path: Path,
+) -> None:
+    """model.fit validated every 10th of 40 epochs on noisy labels: the validation loss rises
+    at each pass after the first, and only the last pass (which ends training) makes the rise
+    sustained (3 passes above the best). Read live, that pass was judged as one under way and
+    the run called healthy; it is judged whole when training ends."""
+    pytest.importorskip("keras")
+    done, record = run_job(tmp_path, "python", str(HERE / "overfit_keras_script.py"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (line,) = [ln for ln in done.stdout.splitlines() if ln.startswith("val_loss of each pass:")]
+    losses = [float(v) for v in line.split(":")[1].split()]
+    assert len(losses) == 4 and losses[0] < losses[1] < losses[2] < losses[3]
+    overfit = statuses(record)["Overfit"]
+    assert overfit["severity"] == "problem", overfit.get("gravest_message")
+    assert "overfitting" in str(overfit["gravest_message"])
+    verdict = diagnosis(record)
+    assert verdict["verdict"] == "problem" and verdict["cause"] == "overfitting", verdict
