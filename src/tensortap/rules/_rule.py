@@ -15,7 +15,7 @@ import contextlib
 import logging
 import traceback
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -70,6 +70,19 @@ class _Explanation:
         self.message, self.tensors, self.value = message, tuple(tensors), value
         self.threshold, self.severity, self.details = threshold, severity, details
         self.judged = judged
+
+
+class _Attempt:
+    """What came of asking a rule for an answer at a step (see ``Rule._attempt``)."""
+
+    __slots__ = ("answer", "failed", "mode", "mode_step", "skipped")
+
+    def __init__(self) -> None:
+        self.answer: bool | None = None
+        self.mode: ModeKeys | None = None
+        self.mode_step: int | None = None
+        self.skipped: str | None = None  # why the step held nothing to judge
+        self.failed: Finding | None = None  # the rule's own code failed: its ERROR finding
 
 
 class Rule:
@@ -227,31 +240,20 @@ class Rule:
     def evaluate(self, step: int) -> Finding:
         """Run the rule at ``step`` and say what came of it; never raises for the rule's errors
         or for missing data (those become SKIPPED and ERROR findings)."""
-        self._explanation = None
-        base = self.base_trial  # note the collections this rule asks for (see no_data_reason)
         reads = self._values_read()
-        asked_before = getattr(base, "collections_asked", None)
-        if asked_before is not None:
-            base.collections_asked = set()
-        mode: ModeKeys | None = None
-        mode_step: int | None = None
-        try:
-            with _holding(self.trials):  # one consistent view per evaluation
-                mode, mode_step = _mode_of(base, step)
-                self.req_tensors.clear()
-                self.set_required_tensors(step)
-                self.req_tensors.fetch()
-                answer = self.invoke_at_step(step)
-        except StepSkipped as exc:
-            return self._finding(step, mode, mode_step, Outcome.SKIPPED, str(exc))
-        except MISSING_DATA as exc:
-            return self._finding(step, mode, mode_step, Outcome.SKIPPED, str(exc))
-        except (Exception, SystemExit) as exc:  # the rule's own code failed (or exited)
-            return self._failed(step, mode, mode_step, exc)
-        finally:
-            if asked_before is not None:
-                self._asked |= base.collections_asked
-                base.collections_asked = asked_before | base.collections_asked
+
+        def invoke() -> bool | None:
+            self.req_tensors.clear()
+            self.set_required_tensors(step)
+            self.req_tensors.fetch()
+            return self.invoke_at_step(step)
+
+        tried = self._attempt(step, invoke)
+        if tried.failed is not None:
+            return tried.failed
+        if tried.skipped is not None:
+            return self._finding(step, tried.mode, tried.mode_step, Outcome.SKIPPED, tried.skipped)
+        answer = tried.answer
         outcome = Outcome.TRIGGERED if answer else Outcome.OK
         default = "condition met" if answer else "condition not met"
         judged = bool(answer) or not self.reads_data or self._values_read() > reads
@@ -261,7 +263,34 @@ class Rule:
             self._unjudged[said.message[:200]] += 1
         elif said is not None and said.judged:  # judged what was saved, not values (names)
             judged = True
-        return self._finding(step, mode, mode_step, outcome, default, judged=judged)
+        return self._finding(step, tried.mode, tried.mode_step, outcome, default, judged=judged)
+
+    def _attempt(self, step: int, invoke: Callable[[], bool | None]) -> _Attempt:
+        """Call ``invoke`` (the rule's answer at global ``step``) with one consistent view of
+        the trials, noting the collections it asks for (see :meth:`no_data_reason`): its
+        answer, or why it gave none (the step held nothing to judge, or the rule's own code
+        failed: an ERROR finding)."""
+        self._explanation = None
+        base = self.base_trial
+        asked_before = getattr(base, "collections_asked", None)
+        if asked_before is not None:
+            base.collections_asked = set()
+        tried = _Attempt()
+        try:
+            with _holding(self.trials):  # one consistent view per evaluation
+                tried.mode, tried.mode_step = _mode_of(base, step)
+                tried.answer = invoke()
+        except StepSkipped as exc:
+            tried.skipped = str(exc)
+        except MISSING_DATA as exc:
+            tried.skipped = str(exc)
+        except (Exception, SystemExit) as exc:  # the rule's own code failed (or exited)
+            tried.failed = self._failed(step, tried.mode, tried.mode_step, exc)
+        finally:
+            if asked_before is not None:
+                self._asked |= base.collections_asked
+                base.collections_asked = asked_before | base.collections_asked
+        return tried
 
     def _explained(self) -> _Explanation | None:
         return self._explanation
@@ -354,24 +383,19 @@ class Rule:
         nothing left to judge."""
         if last_step is None:
             return None
-        self._explanation = None
-        mode: ModeKeys | None = None
-        mode_step: int | None = None
-        try:
-            with _holding(self.trials):
-                mode, mode_step = _mode_of(self.base_trial, last_step)
-                answer = self.invoke_at_end(last_step)
-        except (StepSkipped, *MISSING_DATA):
+        tried = self._attempt(last_step, lambda: self.invoke_at_end(last_step))
+        if tried.failed is not None:
+            return tried.failed
+        if tried.skipped is not None or tried.answer is None:
             return None
-        except (Exception, SystemExit) as exc:  # the rule's own code failed (or exited)
-            return self._failed(last_step, mode, mode_step, exc)
-        if answer is None:
-            return None
+        answer = tried.answer
         outcome = Outcome.TRIGGERED if answer else Outcome.OK
         default = "condition met" if answer else "condition not met"
         said = self._explained()
         judged = said is None or said.judged is not False
-        return self._finding(last_step, mode, mode_step, outcome, default, judged=judged)
+        return self._finding(
+            last_step, tried.mode, tried.mode_step, outcome, default, judged=judged
+        )
 
     def invoke(self, step: int) -> None:
         """smdebug's entry point: evaluate at ``step`` and raise RuleEvaluationConditionMet if

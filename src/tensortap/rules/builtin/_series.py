@@ -121,6 +121,16 @@ class LossSeries:
                 Observation(key, mode, mode_step, step, value, 1, tuple(tensors))
                 for key, (value, tensors) in values.items()
             ]
+        return self._keep(found)
+
+    def end(self) -> list[Observation]:
+        """The evaluation pass under way when training ended, closed now (kept in
+        :attr:`history` too): a live walk reads a pass's last step before it knows that
+        training ended, so a pass that ends the run is not closed when its step is observed
+        (see ``Rule.invoke_at_end``)."""
+        return self._keep(self._close())
+
+    def _keep(self, found: list[Observation]) -> list[Observation]:
         for obs in found:
             self.history.setdefault((obs.key, obs.mode), []).append(obs)
             self._values_of.setdefault((obs.key, obs.mode), _Values()).append(obs.value)

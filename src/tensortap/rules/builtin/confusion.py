@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from tensortap.core._modes import ModeKeys
+from tensortap.rules._finding import Severity
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import judges_mode, step_mode
 from tensortap.rules.builtin._labels import labels_and_predictions
@@ -29,6 +30,12 @@ class Confusion(Rule):
     nature. On a trial the XGBoost hook wrote, the default is TRAIN: it saves the predictions
     of the validation data at each boosting round, a TRAIN step. A TRAIN step 0 is not
     judged: its model has taken one step (one boosting round), it has not learned yet.
+
+    A run is judged on how training ends: a step that fires while later steps of the judged
+    mode may follow is a warning (a booster at round 10 of 100 has not learned yet); the last
+    step judged, once the trial has ended, is a problem if it fires. A live job reads its last
+    step before it knows that training ended: :meth:`invoke_at_end` then judges it again, as
+    the end of training.
     """
 
     collections_needed = ("labels", "predictions")
@@ -70,6 +77,9 @@ class Confusion(Rule):
         self.min_diag, self.max_off_diag = min_diag, max_off_diag
         self.argmax = argmax
         self.mode = mode
+        # the last step judged: (step, fired, what it said, tensors, value, threshold, final)
+        self._last: tuple[int, bool, str, tuple[str, ...], float, float, bool] | None = None
+        self._final_steps: dict[ModeKeys, int] = {}  # once the trial ended: each mode's last
 
     @classmethod
     def required_collections(cls, **params: Any) -> tuple[str, ...]:
@@ -128,21 +138,60 @@ class Confusion(Rule):
         off = rates - np.diag(diag)
         i = int(diag.argmin())
         if diag[i] < self.min_diag:
-            self.explain(
+            fired = True
+            said = (
                 f"only {100 * diag[i]:.3g}% of class {classes[i]} is predicted correctly "
-                f"(at least {100 * self.min_diag:g}% expected)",
-                tensors=names,
-                value=float(diag[i]),
-                threshold=self.min_diag,
+                f"(at least {100 * self.min_diag:g}% expected)"
             )
-            return True
-        r, c = np.unravel_index(int(off.argmax()), off.shape)
-        fired = off[r, c] > self.max_off_diag
+            value, threshold = float(diag[i]), self.min_diag
+        else:
+            r, c = np.unravel_index(int(off.argmax()), off.shape)
+            fired = bool(off[r, c] > self.max_off_diag)
+            said = (
+                f"class {classes[r]} is predicted as {classes[c]} {100 * off[r, c]:.3g}% of the "
+                f"time (limit {100 * self.max_off_diag:g}%); lowest recall {100 * diag[i]:.3g}%"
+            )
+            value, threshold = float(off[r, c]), self.max_off_diag
+        final = self._ends_run(step)
+        self._last = (step, fired, said, tuple(names), value, threshold, final)
         self.explain(
-            f"class {classes[r]} is predicted as {classes[c]} {100 * off[r, c]:.3g}% of the time"
-            f" (limit {100 * self.max_off_diag:g}%); lowest recall {100 * diag[i]:.3g}%",
+            said + ("" if final or not fired else SO_FAR),
             tensors=names,
-            value=float(off[r, c]),
-            threshold=self.max_off_diag,
+            value=value,
+            threshold=threshold,
+            severity=Severity.PROBLEM if final else Severity.WARNING,
         )
-        return bool(fired)
+        return fired
+
+    def invoke_at_end(self, last_step: int) -> bool | None:
+        """The last step judged, when it fired before the run's end was known (a live job):
+        judged again now, as how training ended (a problem)."""
+        if self._last is None:
+            return None
+        step, fired, said, names, value, threshold, final = self._last
+        if final or not fired:
+            return None  # already judged as the end, or it ended fine
+        self.explain(
+            f"{said} at the last step judged (step {step}), to the end of training",
+            tensors=names,
+            value=value,
+            threshold=threshold,
+            severity=Severity.PROBLEM,
+        )
+        return True
+
+    def _ends_run(self, step: int) -> bool:
+        """Whether ``step`` is the last the rule judges: the trial has ended and no later
+        step of the judged mode (of any, for mode GLOBAL) follows."""
+        trial = self.base_trial
+        if not trial.loaded_all_steps:
+            return False
+        mode = ModeKeys.GLOBAL if self._mode() == ModeKeys.GLOBAL else trial.mode(step)
+        if mode not in self._final_steps:  # the trial has ended: its steps no longer change
+            self._final_steps[mode] = trial.steps(mode=mode)[-1]
+        number = step if mode == ModeKeys.GLOBAL else trial.mode_step(step)
+        return bool(number == self._final_steps[mode])
+
+
+#: What a finding said before the run's end was known gets (a warning, judged again at the end).
+SO_FAR = " (so far: training goes on, and the run is judged on the last step judged)"

@@ -166,6 +166,16 @@ class LossNotDecreasing(Rule):
         observations = [o for o in self._series.observe(step) if self._judged(o)]
         if not observations and not self._names(step):
             raise self.skip("no loss saved at this step")
+        return self._answer(observations)
+
+    def invoke_at_end(self, last_step: int) -> bool | None:
+        """The evaluation pass that ended the run, when it was read live (its end was not known
+        then, so its mean was never compared): compared now, at the run's last step."""
+        observations = [o for o in self._series.end() if self._judged(o)]
+        return self._answer(observations) if observations else None
+
+    def _answer(self, observations: list[Observation]) -> bool:
+        """Whether the loss failed to decrease at any of ``observations`` (explained)."""
         verdicts = [v for v in map(self._verdict, observations) if v is not None]
         if not verdicts:
             self.explain(

@@ -322,6 +322,16 @@ class Overfit(Rule):
             self._close()
         return self._judge(step, train, val, complete, len(self._val) if not complete else 0)
 
+    def invoke_at_end(self, last_step: int) -> bool | None:
+        """The evaluation pass that ended the run, when it was read live (its end was not known
+        then, so it was judged as a pass under way and never as a whole pass): judged now, at
+        the run's last step."""
+        if not (self._val and self._train) or self.training_metric:
+            return None  # no pass under way (each step of a booster's metrics is whole)
+        train, val = float(np.mean(self._training())), float(np.mean(self._val))
+        self._close()
+        return self._judge(last_step, train, val, True, 0)
+
     def _training(self) -> list[float]:
         """The training losses an evaluation is compared with: the phase's, less the run's
         first (from before the first update: a run that diverged at once compared an

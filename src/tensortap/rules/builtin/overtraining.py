@@ -20,7 +20,7 @@ from tensortap.rules.builtin._common import (
     metric_pair,
     nonfinite_explanation,
 )
-from tensortap.rules.builtin._series import LossSeries
+from tensortap.rules.builtin._series import LossSeries, Observation
 
 #: TRAIN vital losses averaged into one observation (see the class docstring).
 VITAL_BLOCK = 10
@@ -125,6 +125,29 @@ class Overtraining(Rule):
         observations = self._series.observe(step)
         if not observations and not loss_names(self.base_trial, True, self.tensor_regex, step):
             raise self.skip("no loss saved at this step")
+        verdicts = self._verdicts(observations)
+        if not verdicts:
+            if self._block:
+                self.explain(
+                    f"the training loss of every step is judged as the mean of each "
+                    f"{VITAL_BLOCK} steps ({len(self._block)} of this block so far)"
+                )
+            else:
+                self.explain("an evaluation pass is under way (judged when it ends)")
+            return False
+        return self._say(verdicts)
+
+    def invoke_at_end(self, last_step: int) -> bool | None:
+        """The evaluation pass that ended the run, when it was read live (its end was not known
+        then, so its mean was never tracked): tracked now, at the run's last step."""
+        if self.training_metric:
+            return None  # a booster's metrics: each step is whole
+        verdicts = self._verdicts(self._series.end())
+        return self._say(verdicts) if verdicts else None
+
+    def _verdicts(self, observations: list[Observation]) -> list[tuple[bool, int, dict[str, Any]]]:
+        """What each observation of a tracked mode says (a block of every step's losses
+        counts once it is full)."""
         verdicts = []
         for o in observations:
             if o.mode not in self._best and o.mode != ModeKeys.GLOBAL:
@@ -137,16 +160,7 @@ class Overtraining(Rule):
                 verdicts.append(self._track(o.mode, mean, list(o.tensors), 1, VITAL_BLOCK))
                 continue
             verdicts.append(self._track(o.mode, o.value, list(o.tensors), o.steps))
-        if not verdicts:
-            if self._block:
-                self.explain(
-                    f"the training loss of every step is judged as the mean of each "
-                    f"{VITAL_BLOCK} steps ({len(self._block)} of this block so far)"
-                )
-            else:
-                self.explain("an evaluation pass is under way (judged when it ends)")
-            return False
-        return self._say(verdicts)
+        return verdicts
 
     def _say(self, verdicts: list[tuple[bool, int, dict[str, Any]]]) -> bool:
         fired = [v for v in verdicts if v[0]]
