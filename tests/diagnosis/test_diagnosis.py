@@ -274,5 +274,10 @@ def test_evidence_that_needs_harm_is_a_problem_only_where_it_explains_the_harm()
     assert [e.rule for e in stuck.problems[0].consequences] == ["AccuracyAtChance"]
     nan = build([frozen, fired("ExplodingTensor", 20, "nonfinite")])
     assert nan.cause is CAUSES["nonfinite"] and [w.rule for w in nan.warnings] == ["TrainingLoop"]
+    # ranked after every other cause, and never explaining a fault of the set-up away: a
+    # fine-tuned backbone frozen on purpose, in a run whose learning rate is far too low
+    low = fired("TrainingLoop", 0, "lr_too_low")
+    both = build([frozen, low, fired("LossNotDecreasing", 40, "no_progress")])
+    assert [p.cause.id for p in both.problems] == ["lr_too_low", "frozen_layer"]
     # without the mark, a fact about the loop stands on its own as before
     assert build([fired("TrainingLoop", 10, "frozen_layer")]).cause is CAUSES["frozen_layer"]

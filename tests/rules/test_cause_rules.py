@@ -276,12 +276,20 @@ def test_frozen_layer_names_a_frozen_output_layer_not_a_frozen_backbone(
         loss_fn(model(torch.randn(16, 6)), torch.randint(0, 3, (16,))).backward()
         opt.step()
     hook.close()
-    summary = invoke_rule(FrozenLayer(tt.create_trial(tmp_path / "t")))
+    trial = tt.create_trial(tmp_path / "t")
+    summary = invoke_rule(FrozenLayer(trial))
     if frozen == "head":
         assert summary.severities == {"problem": 3}
         finding = summary.findings[0]
         assert finding.details["cause"] == "frozen_layer" and finding.tensors == ("3.weight",)
         assert finding.message.startswith("the output layer 3 (3.weight) gets no gradient")
+    elif frozen == "backbone":  # frozen on purpose, maybe: a warning, evidence that needs harm
+        assert summary.severities == {"warning": 3}
+        finding = summary.findings[0]
+        assert finding.details["needs_harm"] is True and finding.value == 2 / 3
+        assert finding.message.startswith("2 of the 3 saved weights get no gradient")
+        found = tt.diagnose(tt.create_trial(tmp_path / "t"), rules=[FrozenLayer(trial)])
+        assert found.healthy, found  # no harm seen: never a problem alone
     else:
         assert summary.status.value == "NoIssuesFound"
 

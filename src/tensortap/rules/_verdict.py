@@ -270,6 +270,7 @@ def build(outcomes: Iterable[RuleOutcome], failed: bool = False) -> Diagnosis:
     outcomes = list(outcomes)
     harm = failed or harmed(outcomes)
     harms = harm_causes(outcomes)
+    gated: set[str] = set()  # causes named only by evidence that needs harm
     found: dict[str, list[Evidence]] = {}
     causes: dict[str, Cause] = {}
     warnings: list[Evidence] = []
@@ -281,10 +282,17 @@ def build(outcomes: Iterable[RuleOutcome], failed: bool = False) -> Diagnosis:
         e = _evidence(o, f, cause)
         if e.severity == "problem" and not harm and cause.tier >= SYMPTOM_TIER:
             e = replace(e, severity="warning", message=e.message + UNHARMED)
-        elif e.severity == "problem" and _needs_harm(f) and not harms & cause.explains:
-            e = replace(e, severity="warning", message=e.message + UNEXPLAINED)
+        elif _needs_harm(f) and e.severity in ("problem", "warning"):
+            if harms & cause.explains:  # evidence of the harm seen: a candidate cause
+                e = replace(e, severity="problem")
+            else:
+                e = replace(e, severity="warning", message=e.message + UNEXPLAINED)
         if e.severity == "problem":
             causes[cause.id] = cause
+            if cause.id not in found and _needs_harm(f):
+                gated.add(cause.id)
+            elif not _needs_harm(f):
+                gated.discard(cause.id)  # a certain finding of the same cause
             found.setdefault(cause.id, []).append(e)
         else:
             warnings.append(e)
@@ -302,8 +310,10 @@ def build(outcomes: Iterable[RuleOutcome], failed: bool = False) -> Diagnosis:
     for chain in found.values():
         chain.sort(key=_in_time)
 
-    def key(cause_id: str) -> tuple[int, int, int]:
-        return (causes[cause_id].tier, found[cause_id][0].step, _ORDER.get(cause_id, len(_ORDER)))
+    def key(cause_id: str) -> tuple[bool, int, int, int]:
+        """Evidence that needs harm after every other cause; then by tier, step, order."""
+        order = _ORDER.get(cause_id, len(_ORDER))
+        return (cause_id in gated, causes[cause_id].tier, found[cause_id][0].step, order)
 
     present = sorted(found, key=key)
     rank = {c: i for i, c in enumerate(present)}
@@ -316,6 +326,8 @@ def build(outcomes: Iterable[RuleOutcome], failed: bool = False) -> Diagnosis:
         explain each other, the higher ranked."""
         if c not in causes[d].explains:
             return False
+        if d in gated and c not in gated and c not in harms and causes[c].tier <= SETUP_TIER:
+            return False  # weak evidence explains the harm, never another fault away
         if causes[d].tier > SETUP_TIER and found[d][0].step > found[c][0].step:
             return False
         return d not in causes[c].explains or rank[d] < rank[c]

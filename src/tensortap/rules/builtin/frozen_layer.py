@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from tensortap.core._modes import ModeKeys
-from tensortap.rules._finding import Finding, StepRun
+from tensortap.rules._finding import Finding, Severity, StepRun
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._bulk import any_at, emit, modes_of, steps_array
 from tensortap.rules.builtin._common import (
@@ -35,14 +35,44 @@ class FrozenLayer(Rule):
     targets however the layers before it learn. Fine-tuning freezes a backbone, never the
     head that maps features to outputs; a layer frozen by mistake usually includes it.
 
+    When the output layer trains but at least ``frozen_share`` (half) of the saved weights
+    get no gradient, it fires too, as evidence that needs harm (``details["needs_harm"]``): a
+    pre-trained backbone is frozen on purpose, so the diagnosis makes it a problem only where
+    the run is harmed in a way a frozen layer explains, and ranks it after any other cause.
+
     Reads the ``inputs`` collection (module inputs in forward order), ``weights`` and
     ``gradients``.
     """
 
     collections_needed = ("inputs", "weights", "gradients")
 
-    def __init__(self, base_trial: Any) -> None:
+    def __init__(self, base_trial: Any, frozen_share: float = 0.5) -> None:
         super().__init__(base_trial)
+        self.frozen_share = frozen_share
+
+    @classmethod
+    def check_values(cls, params: Mapping[str, Any]) -> None:
+        share = params["frozen_share"]
+        cls.check_param("frozen_share", share, 0 < share <= 1, "in (0, 1]")
+
+    def _mostly_frozen(self, frozen: list[str], total: int) -> bool:
+        """Most saved weights get no gradient while the output layer trains: evidence (a
+        pre-trained backbone is frozen on purpose) that needs harm."""
+        shown = ", ".join(frozen[:6]) + (f" and {len(frozen) - 6} more" if len(frozen) > 6 else "")
+        self.explain(
+            f"{len(frozen)} of the {total} saved weights get no gradient (frozen with "
+            f"requires_grad=False, or outside the backward pass) while the output layer "
+            f"trains: {shown}; if they were not loaded from a trained model they keep their "
+            "random initialisation: let them train",
+            tensors=frozen,
+            value=len(frozen) / total,
+            threshold=self.frozen_share,
+            judged=True,
+            severity=Severity.WARNING,  # a problem where the diagnosis finds harm it explains
+            cause="frozen_layer",
+            needs_harm=True,  # fine-tuning freezes a pre-trained backbone on purpose
+        )
+        return True
 
     def _output_layer(self, step: int, weights: list[str]) -> tuple[str, list[str]] | None:
         trial = self.base_trial
@@ -74,6 +104,10 @@ class FrozenLayer(Rule):
         layer, params = found
         frozen = [p for p in params if p not in gradients]
         fired = len(frozen) == len(params)
+        if not fired:
+            still = [w for w in weights if w not in gradients]
+            if still and len(still) >= self.frozen_share * len(weights):
+                return self._mostly_frozen(still, len(weights))
         self.explain(
             f"the output layer {layer} ({', '.join(params)}) "
             + (

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from tensortap.core._collections import TRAINING_LOOP
+from tensortap.rules._finding import Severity
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import names_in
 
@@ -157,8 +158,10 @@ class TrainingLoop(Rule):
         first = found[0]
         self._reported.add(first.cause)
         details: dict[str, Any] = {"cause": first.cause}
-        if first.needs_harm:
-            details["needs_harm"] = True
+        severity = None
+        if first.needs_harm:  # a warning, which the diagnosis makes a problem where it
+            details["needs_harm"] = True  # explains the harm seen
+            severity = Severity.WARNING
         if len(found) > 1:  # reported at the next saved steps, one each
             details["other_causes"] = [v.cause for v in found[1:]]
         self.explain(
@@ -166,6 +169,7 @@ class TrainingLoop(Rule):
             tensors=[_PREFIX + t for t in first.tensors],
             value=first.value,
             threshold=first.threshold,
+            severity=severity,
             **details,
         )
         return True

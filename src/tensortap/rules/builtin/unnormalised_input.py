@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.rules._finding import Severity
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import (
     NOT_TRAINING,
@@ -144,6 +145,7 @@ class UnnormalisedInput(Rule):
                 value=ratio,
                 threshold=self.threshold_spread,
                 cause="unnormalised_input",
+                severity=Severity.WARNING,  # a problem where the diagnosis finds harm it explains
                 direction="spread",
                 needs_harm=True,
             )
