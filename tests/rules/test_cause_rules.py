@@ -107,6 +107,32 @@ def test_unnormalised_input_names_features_on_different_scales_as_evidence(
         assert summary.status.value == "NoIssuesFound", name
 
 
+def test_unnormalised_input_names_inputs_that_carry_little_signal_as_evidence(
+    tmp_path: Path,
+) -> None:
+    """Digits divided by each image's pixel sum (small everywhere, largest 0.07), or scaled to
+    [0, 1] and then standardised with the 0-255 statistics (nearly constant): evidence that
+    needs harm. One-hot rows (root mean square 0.03, largest 1) and standardised rows are not."""
+    from sklearn.datasets import load_digits
+
+    x = load_digits().data[:256]
+    raw = x * 16
+    for name, weak, direction in (
+        ("sum", x / x.sum(1, keepdims=True), "small everywhere"),
+        ("flat", (raw / 255 - raw.mean()) / raw.std(), "barely varies"),
+    ):
+        summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / name, weak)))
+        assert summary.status.value == "IssuesFound", name
+        finding = summary.findings[0]
+        assert finding.details["direction"] == "weak" and finding.details["needs_harm"] is True
+        assert finding.severity is not None and finding.severity.value == "warning"
+        assert direction in finding.message, finding.message
+    one_hot = np.eye(1000)[np.random.default_rng(0).integers(0, 1000, 256)]
+    for name, fine in (("one_hot", one_hot), ("standard", (x - x.mean()) / x.std())):
+        summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / name, fine)))
+        assert summary.status.value == "NoIssuesFound", name
+
+
 def chance_trial(out: Path, accuracy: list[float], n: int = 100, classes: int = 4) -> tt.Trial:
     """Training steps, then an evaluation pass of two batches per entry of ``accuracy``."""
     rng = np.random.default_rng(1)

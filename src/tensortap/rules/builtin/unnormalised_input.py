@@ -18,6 +18,11 @@ from tensortap.rules.builtin._common import (
 )
 from tensortap.rules.builtin._samples import model_input
 
+#: Inputs small everywhere: a root mean square below this, with no value reaching WEAK_LARGEST.
+WEAK_RMS, WEAK_LARGEST = 0.1, 0.5
+#: Inputs nearly constant: a standard deviation below this share of their root mean square.
+FLAT_SHARE = 0.05
+
 
 class UnnormalisedInput(Rule):
     """Accumulates the root mean square and the largest absolute value of the model's input
@@ -81,6 +86,7 @@ class UnnormalisedInput(Rule):
         self._matrix = True
         self._largest = 0.0
         self._squares = 0.0
+        self._sum = 0.0
         self._values = 0
         self._samples = 0
         self._name: str | None = None
@@ -107,6 +113,7 @@ class UnnormalisedInput(Rule):
         self._name = self._name or name
         x = value.astype(np.float64)
         self._squares += float(np.square(x).sum())
+        self._sum += float(x.sum())
         self._largest = max(self._largest, float(np.abs(x).max()))
         self._values += x.size
         self._samples += x.shape[0] if x.ndim > 1 else 1
@@ -131,6 +138,22 @@ class UnnormalisedInput(Rule):
             )
             return True
         fired = rms > self.threshold_rms
+        weak = self._weak(rms)
+        if not fired and weak is not None:
+            message, value, threshold = weak
+            self.explain(
+                f"the input {self._name} {message} over {self._samples} samples: "
+                "normalised inputs are about 1 and vary about as much (an image divided twice, "
+                "standardised with another scale's statistics, or divided by a per-sample sum?)",
+                tensors=[self._name],
+                value=value,
+                threshold=threshold,
+                severity=Severity.WARNING,  # a problem where the diagnosis finds harm it explains
+                cause="unnormalised_input",
+                direction="weak",
+                needs_harm=True,
+            )
+            return True
         spread = self._spread()
         if not fired and spread is not None and spread[0] >= self.threshold_spread:
             ratio, column, top, median, features = spread
@@ -160,6 +183,28 @@ class UnnormalisedInput(Rule):
             cause="unnormalised_input",
         )
         return fired
+
+    def _weak(self, rms: float) -> tuple[str, float, float] | None:
+        """Inputs that carry little signal without being far too small: small everywhere (a
+        root mean square under ``WEAK_RMS`` with no value reaching ``WEAK_LARGEST``: one-hot
+        inputs reach 1), or nearly constant (their standard deviation under ``FLAT_SHARE`` of
+        their root mean square)."""
+        if rms < WEAK_RMS and self._largest < WEAK_LARGEST:
+            return (
+                f"is small everywhere (root mean square {rms:.3g}, largest {self._largest:.3g})",
+                rms,
+                WEAK_RMS,
+            )
+        mean = self._sum / self._values
+        std = math.sqrt(max(self._squares / self._values - mean * mean, 0.0))
+        if rms > 0 and std < FLAT_SHARE * rms:
+            return (
+                f"barely varies (standard deviation {std:.3g} around {mean:.3g}, "
+                f"{std / rms:.3g} of its root mean square)",
+                std / rms,
+                FLAT_SHARE,
+            )
+        return None
 
     def _add_columns(self, x: np.ndarray) -> None:
         """Add a matrix input's rows to the per-column sums (any other shape, or a change of
