@@ -140,14 +140,14 @@ class UnnormalisedInput(Rule):
         fired = rms > self.threshold_rms
         weak = self._weak(rms)
         if not fired and weak is not None:
-            message, value, threshold = weak
+            message, measured, limit = weak
             self.explain(
                 f"the input {self._name} {message} over {self._samples} samples: "
                 "normalised inputs are about 1 and vary about as much (an image divided twice, "
                 "standardised with another scale's statistics, or divided by a per-sample sum?)",
                 tensors=[self._name],
-                value=value,
-                threshold=threshold,
+                value=measured,
+                threshold=limit,
                 severity=Severity.WARNING,  # a problem where the diagnosis finds harm it explains
                 cause="unnormalised_input",
                 direction="weak",
