@@ -94,6 +94,8 @@ class IndexBuilder:
         # rows holding a raw value of one number, and that number (the segment's series)
         self._scalar_rows: list[int] = []
         self._scalar_values: list[float] = []
+        # ... and those of the blocks and the lists before each, in order, as arrays
+        self._scalar_parts: list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = []
         self._array: np.ndarray[Any, Any] | None = None
 
     def __len__(self) -> int:
@@ -216,8 +218,12 @@ class IndexBuilder:
             self._rows = []
         self._parts.append(block)
         self._done = first + count
-        self._scalar_rows.extend(range(first, first + count))
-        self._scalar_values.extend(values.tolist())
+        if self._scalar_rows:
+            self._scalar_parts.append(self._list_scalars())
+            self._scalar_rows, self._scalar_values = [], []
+        self._scalar_parts.append(
+            (np.arange(first, first + count, dtype=np.int64), values.astype(np.float64))
+        )
         self._array = None
 
     def encode(self, header: dict[str, Any]) -> bytes:
@@ -255,6 +261,12 @@ class IndexBuilder:
 
     def scalars(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """The rows of raw one-element values, and their numbers."""
+        if not self._scalar_parts:
+            return self._list_scalars()
+        parts = [*self._scalar_parts, self._list_scalars()]
+        return np.concatenate([r for r, _ in parts]), np.concatenate([v for _, v in parts])
+
+    def _list_scalars(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         return (
             np.asarray(self._scalar_rows, dtype=np.int64),
             np.asarray(self._scalar_values, dtype=np.float64),
