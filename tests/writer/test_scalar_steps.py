@@ -245,3 +245,28 @@ def test_due_at_is_should_save_for_each_step(config: SaveConfigMode) -> None:
     steps = np.arange(120, dtype=np.int64)
     expected: list[Any] = [config.should_save(int(s)) for s in steps]
     assert due_at(config, steps).tolist() == expected
+
+
+def test_a_current_step_that_saved_something_is_closed_first_then_the_rest_at_once(
+    tmp_path: Path,
+) -> None:
+    hook = _hook(tmp_path / "t")
+    handed: list[int] = []
+    original = hook._writer.submit_steps
+
+    def counting(block: ScalarSteps) -> None:
+        handed.append(len(block))
+        original(block)
+
+    hook._writer.submit_steps = counting  # type: ignore[method-assign]
+    hook.set_mode(ModeKeys.TRAIN)
+    hook.save_vitals({"lr": 0.5})  # step 0 holds a value already
+    steps = np.arange(0, 9)
+    loss = np.arange(9, dtype=np.float64)
+    done = hook._recorder.publish_scalar_steps(steps, {"vitals/loss": loss}, _VITALS)
+    hook.close()
+    assert done == 9 and handed == [8]
+    trial = create_trial(str(tmp_path / "t"))
+    assert trial.tensor("vitals/lr").steps() == [0]
+    assert trial.tensor("vitals/loss").steps() == list(range(9))
+    assert float(trial.tensor("vitals/loss").value(0)) == 0.0

@@ -298,11 +298,11 @@ class StepRecorder:
 
         Taken step by step instead (the same result, each step's cost) when a name's plan is
         not a raw number due at every step of the mode (the vital signs' is), when the steps
-        do not go forward from the current one, when the current step already saved
-        something, or, with ``step_end`` (the default), when the adapter ends its steps with
+        do not go forward from the current one, or, with ``step_end`` (the default), when the adapter ends its steps with
         work of its own (:meth:`add_step_end_callback`); ``step_end=False`` says the steps
-        were gathered by the framework and none of that work belongs to them. Returns the
-        number of steps handed on."""
+        were gathered by the framework and none of that work belongs to them. A current step
+        that already saved something is closed first, step by step. Returns the number of
+        steps handed on."""
         names = tuple(columns)
         steps = np.asarray(mode_steps, dtype=np.int64).reshape(-1)
         values = np.empty((len(steps), len(names)), dtype=np.float64)
@@ -317,8 +317,19 @@ class StepRecorder:
                 raise InvalidConfigError(f"a tensor name must be a non-empty string, got {name!r}")
             if collections is not None:
                 self.add_to_collections(name, collections)
-        if self._step_records or self._emitted or (step_end and self._step_end_callbacks):
+        if step_end and self._step_end_callbacks:
             return self._publish_one_by_one(steps, names, values, kept, collections)
+        if self._step_records or self._emitted:  # the current step first, as it is
+            first = self._publish_one_by_one(
+                steps[:1], names, values[:1], None if kept is None else kept[:1], collections
+            )
+            if len(steps) == 1:
+                return first
+            rest = None if kept is None else kept[1:]
+            columns = dict(zip(names, values[1:].T, strict=True))
+            return first + self.publish_scalar_steps(
+                steps[1:], columns, collections, kept=rest, step_end=step_end
+            )
         if int(steps[0]) < self.mode_step or (len(steps) > 1 and bool((np.diff(steps) <= 0).any())):
             return self._publish_one_by_one(steps, names, values, kept, collections)
         if any(
