@@ -193,10 +193,11 @@ class IndexBuilder:
         if not count:
             return
         ids = self._names
-        present, first_rows = np.unique(name_index, return_index=True)
-        for j in present[np.argsort(first_rows)].tolist():  # new names in the order seen
-            if names[j] not in ids:
-                ids[names[j]] = len(ids)
+        if not all(name in ids for name in names):  # new names numbered in the order seen
+            present, first_rows = np.unique(name_index, return_index=True)
+            for j in present[np.argsort(first_rows)].tolist():
+                if names[j] not in ids:
+                    ids[names[j]] = len(ids)
         lookup = np.array([ids.get(name, 0) for name in names], dtype=np.uint32)
         dtype_id = self._dtypes.get(dtype)
         if dtype_id is None:
