@@ -37,7 +37,7 @@ def crc32_of_words(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     checksums as one call each)."""
     data = np.ascontiguousarray(values).view(np.uint8).reshape(-1, 8)
     if len(data) < _FEW:  # one call each costs less than the table's passes
-        raw = memoryview(data.reshape(-1))
+        raw = memoryview(data.tobytes())
         return np.fromiter(
             (crc32(raw[i : i + 8]) for i in range(0, 8 * len(data), 8)),
             dtype=np.uint32,
