@@ -298,11 +298,11 @@ class StepRecorder:
 
         Taken step by step instead (the same result, each step's cost) when a name's plan is
         not a raw number due at every step of the mode (the vital signs' is), when the steps
-        do not go forward from the current one, or, with ``step_end`` (the default), when the adapter ends its steps with
-        work of its own (:meth:`add_step_end_callback`); ``step_end=False`` says the steps
-        were gathered by the framework and none of that work belongs to them. A current step
-        that already saved something is closed first, step by step. Returns the number of
-        steps handed on."""
+        do not go forward from the current one, or, with ``step_end`` (the default), when the
+        adapter ends its steps with work of its own (:meth:`add_step_end_callback`);
+        ``step_end=False`` says the steps were gathered by the framework and none of that
+        work belongs to them. A current step that already saved something is closed first,
+        step by step. Returns the number of steps handed on."""
         names = tuple(columns)
         steps = np.asarray(mode_steps, dtype=np.int64).reshape(-1)
         values = np.empty((len(steps), len(names)), dtype=np.float64)
