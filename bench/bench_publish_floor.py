@@ -2,14 +2,16 @@
 
 A step of the 5 vital signs (``hook.save_vitals``) or of 30 small float32 tensors
 (``hook.save_tensor`` in a collection saved every step), then ``hook.next_step()``, through the
-framework-free ``tensortap.Hook`` on local disk. Each run is its own process: warm-up steps,
-then the timed steps, then a flush. CPU per step of the training thread
-(``time.thread_time``) and of the rest of the process (the writer thread, its publications
-included). With ``--before SRC`` another checkout's ``src`` takes turns with this one, round by
-round; the figures are medians over ``--rounds``.
+framework-free ``tensortap.Hook`` on local disk; or (``blocks``) ``--block`` steps of the 5
+vital signs published at once (``StepRecorder.publish_scalar_steps``, as the zero-code
+attachments publish what they read back; a tree without it takes them step by step). Each
+run is its own process: warm-up steps, then the timed steps, then a flush. CPU per step of
+the training thread (``time.thread_time``) and of the rest of the process (the writer
+thread, its publications included). With ``--before SRC`` another checkout's ``src`` takes
+turns with this one, round by round; the figures are medians over ``--rounds``.
 
-    .venv/bin/python bench/bench_publish_floor.py [--what vitals|tensors] [--rounds 7]
-        [--steps 20000] [--before /path/to/other/src]
+    .venv/bin/python bench/bench_publish_floor.py [--what vitals|tensors|blocks] [--rounds 7]
+        [--steps 20000] [--block 128] [--before /path/to/other/src]
 """
 
 from __future__ import annotations
@@ -36,7 +38,29 @@ vitals = {"loss": 2.3, "grad_norm": 0.8, "lr": 1e-3, "update_norm": 1e-3, "step_
 tensors = [np.full((8,), i, dtype=np.float32) for i in range(30)]
 
 
+block = int(sys.argv[3])
+names = [f"vitals/{k}" for k in vitals]
+publish = getattr(hook._recorder, "publish_scalar_steps", None)  # absent before issue 43's blocks
+
+
+def blocks(i):
+    # ``block`` steps of the 5 vital signs read back together (as the zero-code attachments
+    # do): one call where the tree has it, else each step as the attachments did before
+    first = hook._recorder.mode_step
+    if publish is None:
+        for s in range(block):
+            hook.save_vitals({k: v + i + s for k, v in vitals.items()})
+            hook.next_step()
+        return
+    ramp = np.arange(block, dtype=np.float64) + i
+    columns = {n: ramp + v for n, v in zip(names, vitals.values())}
+    with hook._lock:
+        publish(range(first, first + block), columns, ("vitals",))
+
+
 def step(i):
+    if what == "blocks":
+        return blocks(i)
     if what == "vitals":
         hook.save_vitals({k: v + i for k, v in vitals.items()})
     else:
@@ -45,11 +69,12 @@ def step(i):
     hook.next_step()
 
 
-for i in range(200):
+calls = steps // block if what == "blocks" else steps
+for i in range(200 // block if what == "blocks" else 200):
     step(i)
 hook._writer.flush()
 p0, t0 = time.process_time(), time.thread_time()
-for i in range(steps):
+for i in range(calls):
     step(i)
 t1 = time.thread_time()
 hook._writer.flush()
@@ -60,10 +85,10 @@ print(json.dumps({"train": train, "writer": (p1 - p0) / steps - train}))
 """
 
 
-def _run(src: str, what: str, steps: int) -> dict[str, float]:
+def _run(src: str, what: str, steps: int, block: int) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": src}
     out = subprocess.run(
-        [sys.executable, "-c", SCRIPT, what, str(steps)],
+        [sys.executable, "-c", SCRIPT, what, str(steps), str(block)],
         env=env,
         check=True,
         capture_output=True,
@@ -74,7 +99,10 @@ def _run(src: str, what: str, steps: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--what", choices=["vitals", "tensors"], default="vitals")
+    parser.add_argument("--what", choices=["vitals", "tensors", "blocks"], default="vitals")
+    parser.add_argument(
+        "--block", type=int, default=128, help="blocks: steps read back and published together"
+    )
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=20000)
     parser.add_argument("--before", help="another checkout's src, to compare a change")
@@ -87,7 +115,7 @@ def main() -> None:
     print(f"load average (1 min) at the start: {os.getloadavg()[0]:.1f}")
     for _ in range(args.rounds):
         for name, src in trees.items():
-            runs[name].append(_run(src, args.what, args.steps))
+            runs[name].append(_run(src, args.what, args.steps, args.block))
     print(f"load average (1 min) at the end: {os.getloadavg()[0]:.1f}")
     print(f"{args.what}: CPU per step, medians of {args.rounds} rounds")
     print(f"{'tree':<12}{'training':>12}{'writer':>12}{'both':>12}")

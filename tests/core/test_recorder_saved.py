@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tensortap.core._collections import CollectionManager
 from tensortap.core._recorder import StepRecorder
-from tensortap.core._records import StepBatch
+from tensortap.core._records import ScalarSteps, StepBatch
 from tensortap.core._save_config import SaveConfig
 
 
@@ -14,6 +14,9 @@ def test_has_saved_tells_what_the_current_step_saved() -> None:
     class Sink:
         def submit(self, batch: StepBatch) -> None:
             batches.append(batch)
+
+        def submit_steps(self, block: ScalarSteps) -> None:
+            batches.extend(block.batches())
 
     recorder = StepRecorder(
         CollectionManager(), Sink(), SaveConfig(save_interval=2), include_collections=["labels"]

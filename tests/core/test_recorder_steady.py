@@ -10,7 +10,7 @@ import pytest
 from tensortap.core._collections import CollectionManager
 from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import StepRecorder
-from tensortap.core._records import StepBatch
+from tensortap.core._records import ScalarSteps, StepBatch
 from tensortap.core._save_config import SaveConfig, SaveConfigMode
 from tensortap.core._vitals import VITALS
 
@@ -23,6 +23,9 @@ class _Sink:
 
     def submit(self, batch: StepBatch) -> None:
         self.batches.append(batch)
+
+    def submit_steps(self, block: ScalarSteps) -> None:
+        self.batches.extend(block.batches())
 
 
 def _count_should_save(monkeypatch: pytest.MonkeyPatch) -> list[int]:

@@ -330,3 +330,69 @@ def test_a_compiled_loop_reads_the_device_once_per_saving_step(tmp_path: Path) -
     every_10th = list(range(0, 100, 10))
     assert trial.tensor("gradient/Dense_0/kernel").steps(mode=train) == every_10th
     assert trial.tensor("Dense_0/kernel").steps(mode=train) == every_10th
+
+
+SUBMITS = (
+    COUNTED.replace(
+        "for i in range(100):",
+        """# the test's own counter: what the writer is handed (steps one by one, blocks of steps)
+from tensortap.writer._trial_writer import TrialWriter
+handed = {"steps": 0, "blocks": 0, "block_steps": 0}
+submit, submit_steps = TrialWriter.submit, TrialWriter.submit_steps
+def one(self, batch):
+    handed["steps"] += 1
+    submit(self, batch)
+def many(self, block):
+    handed["blocks"] += 1
+    handed["block_steps"] += len(block)
+    submit_steps(self, block)
+TrialWriter.submit, TrialWriter.submit_steps = one, many
+for i in range(100):""",
+    )
+    .replace(
+        'print("reads", reads)',
+        """from tensortap.attach import _jax_state
+_jax_state.reader.flush()  # the steps not read back yet, saved now (as at exit)
+print("handed", json.dumps(handed))""",
+    )
+    .replace("import jax,", "import json, jax,", 1)
+)
+
+
+def test_a_compiled_loops_vital_signs_reach_the_writer_in_blocks(tmp_path: Path) -> None:
+    """The steps a read brings back that save nothing but their vital signs are handed to
+    the writer as one block per read (one recorder pass, one submission), not one step
+    each, and every step's vital signs are still in the trial."""
+    pytest.importorskip("flax")
+    (tmp_path / "train.py").write_text(SUBMITS)
+    config = tmp_path / "hook.json"
+    config.write_text(
+        json.dumps(
+            {
+                "out_dir": str(tmp_path / "t"),
+                "hook_parameters": {"save_interval": "10"},
+                "collection_configurations": [
+                    {"name": n} for n in ("losses", "gradients", "weights")
+                ],
+            }
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tensortap.attach", "--config", str(config), "train.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = [s for s in done.stdout.splitlines() if s.startswith("handed ")][-1]
+    handed = json.loads(line[len("handed ") :])
+    # reads after steps 0, 10, ..., 90 and at the end: the saving steps one by one, the nine
+    # steps between two of them as one block, 91-98 as one (99 stays open until close); it
+    # was 99 submissions of one step each
+    assert handed == {"steps": 10, "blocks": 10, "block_steps": 89}
+    trial = tt.create_trial(tmp_path / "t")
+    train = tt.modes.TRAIN
+    assert trial.tensor("vitals/loss").steps(mode=train) == list(range(100))
+    assert trial.tensor("vitals/step_time").steps(mode=train) == list(range(1, 100))

@@ -104,9 +104,11 @@ def test_rounds_that_save_nothing_ask_the_booster_for_nothing(
     hook.close()
     booster = [(step, name) for step, name in calls if name != "tensor"]
     assert {step for step, _ in booster} == {0, 10, 20}  # the due rounds alone
-    # a round that saves nothing else looks at its two vital signs, not at the metrics
+    # a round that saves nothing else looks at no tensor one by one, not even the metrics:
+    # its two vital signs are saved with the other rounds gathered, in one block (they were
+    # two records each, 2 a round, before the block)
     looked = Counter(step for step, name in calls if name == "tensor")
-    assert all(looked[step] == 2 for step in range(25) if step % 10)
+    assert all(looked[step] == 0 for step in range(25) if step % 10)
     per_name = Counter(name for _, name in booster)
     assert per_name["get_label"] == 1  # the sample's labels, read once
     assert per_name["predict"] == 3 and per_name["__getitem__"] == 3
@@ -186,3 +188,47 @@ def test_rounds_that_save_only_vital_signs_are_saved_together_each_at_its_step(
     lr = trial.series("vitals/lr")
     np.testing.assert_array_equal(lr["value"], np.arange(25.0))
     np.testing.assert_array_equal(lr["step"], np.arange(25))
+
+
+def test_the_rounds_gathered_reach_the_writer_as_one_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rounds gathered are handed to the writer as one block each time they are saved
+    (one recorder pass, one submission), not one step each; each is still its own step."""
+    x, y = make_classification(600, 8, n_informative=4, random_state=0)
+    dtrain = xgb.DMatrix(x[:400], label=y[:400])
+    hook = tt.Hook(tmp_path / "t", include_collections=JOB_COLLECTIONS)
+    writer = hook._writer
+    one, many = writer.submit, writer.submit_steps
+    handed: list[int] = []
+
+    def submit(batch: Any) -> None:
+        handed.append(1)
+        one(batch)
+
+    def submit_steps(block: Any) -> None:
+        handed.append(len(block))
+        many(block)
+
+    monkeypatch.setattr(writer, "submit", submit)
+    monkeypatch.setattr(writer, "submit_steps", submit_steps)
+    result: dict[str, Any] = {}
+    xgb.train(
+        {"objective": "binary:logistic", "max_depth": 2, "nthread": 1},
+        dtrain,
+        25,
+        evals=[(dtrain, "train")],
+        evals_result=result,
+        verbose_eval=False,
+        callbacks=[hook],
+    )
+    hook.close()
+    # round 0; rounds 1-9 with round 10; 11-19 with 20; 21-24 at the end (25 submissions before)
+    assert handed == [1, 9, 1, 9, 1, 4]
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.steps() == list(range(25))
+    np.testing.assert_allclose(
+        trial.series("vitals/loss")["value"], result["train"]["logloss"], rtol=1e-6
+    )
+    assert trial.series("vitals/step_time").rows == 25
+    assert (trial.series("vitals/step_time")["value"] > 0).all()

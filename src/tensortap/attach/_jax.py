@@ -44,7 +44,7 @@ from tensortap._hook_config import HookConfig
 from tensortap._import_hooks import Attachment, when_imported
 from tensortap.core._collections import CollectionKeys
 from tensortap.core._modes import ModeKeys
-from tensortap.core._vitals import vital_name
+from tensortap.core._vitals import VITALS, vital_name
 from tensortap.exceptions import TrainingStopped
 from tensortap.jax._config import notes as config_notes
 from tensortap.jax._config import patch_optax as patch_config
@@ -186,9 +186,16 @@ class _Watch:
         hook = self._hook()
         try:
             with hook._lock:
-                for step, row in rows:
+                plain = self._plain_rows(hook, rows, saved_step if kept is not None else -1)
+                start = 0
+                for i, (step, row) in enumerate(rows):
+                    if plain[i]:
+                        continue
                     if hook._closed:
                         return
+                    if i > start:
+                        hook._guard(self._save_block, hook, rows[start:i], step_time)
+                    start = i + 1
                     hook._guard(hook._advance_to, step)
                     self._save_vitals(hook, row, step_time)
                     if kept is not None and step == saved_step:
@@ -196,6 +203,39 @@ class _Watch:
         except TrainingStopped as stop:
             _stopped = stop
             raise
+
+    @staticmethod
+    def _plain_rows(
+        hook: Any, rows: Sequence[tuple[int, Sequence[float]]], saved_step: int
+    ) -> list[bool]:
+        """Which rows save nothing but their vital signs (no other collection due, not the
+        step whose arrays were kept), the last excepted: it stays the current step, open."""
+        if len(rows) < 3:
+            return [False] * len(rows)
+        steps = np.fromiter((step for step, _ in rows), dtype=np.int64, count=len(rows))
+        recorder = hook._recorder
+        if recorder.mode != ModeKeys.TRAIN:
+            return [False] * len(rows)
+        plain = ~recorder.due_beyond(VITALS, steps) & (steps != saved_step)
+        plain[-1] = False
+        return plain.tolist()  # type: ignore[no-any-return]
+
+    @staticmethod
+    def _save_block(
+        hook: Any, rows: Sequence[tuple[int, Sequence[float]]], step_time: float
+    ) -> None:
+        """Save steps that keep only their vital signs as one block (one recorder pass and
+        one writer submission): what :meth:`_save_vitals` of each, in turn, would save."""
+        hook._advance_to(rows[0][0])  # closes the step left open before (the last read's)
+        values = np.empty((len(rows), len(_VITAL_NAMES)), dtype=np.float64)
+        values[:, :-1] = [row for _, row in rows]
+        values[:, -1] = step_time
+        hook._recorder.publish_scalar_steps(
+            [step for step, _ in rows],
+            dict(zip(_VITAL_NAMES, values.T, strict=True)),
+            _VITALS,
+            kept=values == values,  # NaN: not seen, not saved
+        )
 
     def arrays(self, step: int, kept: np.ndarray) -> None:
         """The gradients and the parameters after the update of ``step`` (the current step),
@@ -263,6 +303,7 @@ class _Watch:
 
 #: The full names of a row's vital signs (``_jax_state.ROW``), then the step time's.
 _VITAL_NAMES = tuple(vital_name(k) for k in ("loss", "grad_norm", "update_norm", "lr", "step_time"))
+_VITALS = (VITALS,)
 _watch = _Watch()
 
 

@@ -15,7 +15,7 @@ itself sets a mode's numbers (:meth:`StepRecorder.count_mode_from`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,10 +24,10 @@ import numpy as np
 from tensortap.core._collections import Collection, CollectionManager
 from tensortap.core._dtypes import BFLOAT16, as_saveable_array, bfloat16_bits_to_float32, dtype_info
 from tensortap.core._modes import ModeKeys, parse_mode
-from tensortap.core._records import Record, RecordKind, RecordSink, StepBatch
+from tensortap.core._records import Record, RecordKind, RecordSink, ScalarSteps, StepBatch
 from tensortap.core._reduction_config import ReductionConfig
 from tensortap.core._reductions import compute_reduction
-from tensortap.core._save_config import SaveConfig
+from tensortap.core._save_config import SaveConfig, SaveConfigMode
 from tensortap.core._vitals import VITALS
 from tensortap.exceptions import InvalidConfigError
 
@@ -58,6 +58,18 @@ def _merge(configs: Iterable[ReductionConfig]) -> SavePlan:
         specs.extend(s for s in cfg.reduction_specs if s not in specs)
     plan = SavePlan(raw, shape, tuple(specs))
     return RAW_PLAN if plan == RAW_PLAN else plan  # one object: the fast path tests ``is``
+
+
+def due_at(config: SaveConfigMode, steps: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``config.should_save(step)`` for each of ``steps`` (int64), as a bool array."""
+    due = np.isin(steps, config.save_steps) if config.save_steps else np.zeros(len(steps), bool)
+    interval = config.save_interval
+    if interval is not None:
+        window = steps >= config.start_step
+        if config.end_step is not None:
+            window &= steps < config.end_step
+        due |= window & (steps % interval == 0)
+    return due
 
 
 def _every_step(config: SaveConfig, mode: ModeKeys) -> bool:
@@ -247,6 +259,137 @@ class StepRecorder:
         self.sink.submit(
             StepBatch(self.global_step, self.mode, self.mode_step, time.time(), records, snapshot)
         )
+
+    def due_beyond(
+        self, name: str, mode_steps: Sequence[int] | np.ndarray[Any, Any]
+    ) -> np.ndarray[Any, Any]:
+        """For each of ``mode_steps`` of the current mode: whether an included collection
+        other than ``name`` is due then (an adapter publishes the steps where none is, the
+        vital signs' steps, with :meth:`publish_scalar_steps`)."""
+        steps = np.asarray(mode_steps, dtype=np.int64).reshape(-1)
+        due = np.zeros(len(steps), dtype=bool)
+        seen: set[int] = set()
+        for other in self.include_collections:
+            if other == name:
+                continue
+            config = (self.collections.get(other).save_config or self._save_config).get_save_config(
+                self.mode
+            )
+            if id(config) not in seen:
+                seen.add(id(config))
+                due |= due_at(config, steps)
+        return due
+
+    def publish_scalar_steps(
+        self,
+        mode_steps: Sequence[int] | np.ndarray[Any, Any],
+        columns: Mapping[str, np.ndarray[Any, Any]],
+        collections: tuple[str, ...] | None = None,
+        *,
+        kept: np.ndarray[Any, Any] | None = None,
+        step_end: bool = True,
+    ) -> int:
+        """Save and close many whole steps of the current mode at once: for each ``i``, what
+        advancing to mode step ``mode_steps[i]`` (:meth:`count_mode_from`), recording
+        ``columns[name][i]`` for each name (in ``collections``) and :meth:`next_step` would
+        do, in order, handed to the sink as one :class:`ScalarSteps` when it can be: the
+        cost is per call, not per step. ``kept`` (bool, steps x names, in ``columns``'
+        order) leaves values out; a step that keeps none saves nothing.
+
+        Taken step by step instead (the same result, each step's cost) when a name's plan is
+        not a raw number due at every step of the mode (the vital signs' is), when the steps
+        do not go forward from the current one, or, with ``step_end`` (the default), when the
+        adapter ends its steps with work of its own (:meth:`add_step_end_callback`);
+        ``step_end=False`` says the steps were gathered by the framework and none of that
+        work belongs to them. A current step that already saved something is closed first,
+        step by step. Returns the number of steps handed on."""
+        names = tuple(columns)
+        steps = np.asarray(mode_steps, dtype=np.int64).reshape(-1)
+        values = np.empty((len(steps), len(names)), dtype=np.float64)
+        for j, name in enumerate(names):
+            values[:, j] = columns[name]  # a column of another length raises here
+        if kept is not None:
+            kept = np.asarray(kept, dtype=bool).reshape(values.shape)
+        if not len(steps):
+            return 0
+        for name in names:
+            if not isinstance(name, str) or not name:
+                raise InvalidConfigError(f"a tensor name must be a non-empty string, got {name!r}")
+            if collections is not None:
+                self.add_to_collections(name, collections)
+        if step_end and self._step_end_callbacks:
+            return self._publish_one_by_one(steps, names, values, kept, collections)
+        if self._step_records or self._emitted:  # the current step first, as it is
+            first = self._publish_one_by_one(
+                steps[:1], names, values[:1], None if kept is None else kept[:1], collections
+            )
+            if len(steps) == 1:
+                return first
+            rest = None if kept is None else kept[1:]
+            columns = dict(zip(names, values[1:].T, strict=True))
+            return first + self.publish_scalar_steps(
+                steps[1:], columns, collections, kept=rest, step_end=step_end
+            )
+        if int(steps[0]) < self.mode_step or (len(steps) > 1 and bool((np.diff(steps) <= 0).any())):
+            return self._publish_one_by_one(steps, names, values, kept, collections)
+        if any(
+            self.plan_for(name) is not RAW_PLAN or self._steady.get(name) is not RAW_PLAN
+            for name in names
+        ):
+            return self._publish_one_by_one(steps, names, values, kept, collections)
+        saving = np.ones(len(steps), dtype=bool) if kept is None else kept.any(axis=1)
+        global_steps = self.global_step + (steps - self.mode_step)
+        last = int(steps[-1])
+        if saving.any():
+            snapshot = None
+            if self._collections_changed():
+                snapshot = self.collections.to_dict()
+                self._sent_version = self.collections.version
+                self._members_dirty = False
+            every = bool(saving.all())
+            self.sink.submit_steps(
+                ScalarSteps(
+                    global_steps if every else global_steps[saving],
+                    self.mode,
+                    steps if every else steps[saving],
+                    time.time(),
+                    names,
+                    values if every else values[saving],
+                    None if kept is None else (kept if every else kept[saving]),
+                    snapshot,
+                )
+            )
+        self.global_step = int(global_steps[-1]) + 1
+        self.mode_step = last + 1
+        self._mode_steps[self.mode] = self.mode_step
+        self._touched = False
+        self._emitted = False
+        self._reset_step_caches()
+        if self.after_step is not None:
+            self.after_step()
+        return int(saving.sum())
+
+    def _publish_one_by_one(
+        self,
+        steps: np.ndarray[Any, Any],
+        names: tuple[str, ...],
+        values: np.ndarray[Any, Any],
+        kept: np.ndarray[Any, Any] | None,
+        collections: tuple[str, ...] | None,
+    ) -> int:
+        """:meth:`publish_scalar_steps` step by step: each step recorded and closed."""
+        published = 0
+        for i, step in enumerate(steps.tolist()):
+            if step > self.mode_step:
+                self.count_mode_from(self.mode, step)
+            row = values[i].tolist()
+            saved = False
+            for j, name in enumerate(names):
+                if kept is None or kept[i, j]:
+                    saved = self.record(name, row[j], collections) or saved
+            published += saved
+            self.next_step()
+        return published
 
     # -- deciding --
     def _collections_of(self, name: str) -> tuple[Collection, ...]:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Protocol
 
 import numpy as np
 
+from tensortap.core._dtypes import dtype_info
 from tensortap.core._modes import ModeKeys
+
+#: The stored dtype name of a float64 number (``<f8``), the dtype of :class:`ScalarSteps`' values.
+F8_NAME = dtype_info(np.dtype(np.float64)).stored_name
 
 
 class Deferred(Protocol):
@@ -84,7 +89,63 @@ class StepBatch:
                 deferred.resolve()
 
 
+@dataclass(slots=True)
+class ScalarSteps:
+    """Many whole steps of one mode that save float64 numbers only, as columns: what one
+    :class:`StepBatch` per step of 0-d ``<f8`` records would hold, handed on at once (the
+    vital signs a framework gathered on its device and read back together).
+
+    Row ``i`` is global step ``global_steps[i]``, mode step ``mode_steps[i]``; its records are
+    ``values[i, j]`` under ``names[j]`` where ``kept[i, j]`` (all when ``kept`` is None), in
+    the order of ``names``. Every row keeps at least one value; steps go forward."""
+
+    global_steps: np.ndarray[Any, Any]  # int64 (N,)
+    mode: ModeKeys
+    mode_steps: np.ndarray[Any, Any]  # int64 (N,)
+    wall_time: float
+    names: tuple[str, ...]
+    values: np.ndarray[Any, Any]  # float64 (N, len(names))
+    kept: np.ndarray[Any, Any] | None = None  # bool (N, len(names))
+    collections: dict[str, Any] | None = None  # the collections, when they changed (as a step's)
+
+    def __len__(self) -> int:
+        return len(self.global_steps)
+
+    @property
+    def global_step(self) -> int:
+        """The first step's (what a log line names)."""
+        return int(self.global_steps[0]) if len(self.global_steps) else -1
+
+    @property
+    def nbytes(self) -> int:
+        # as the steps' batches would count (64 a record, plus its 8 bytes)
+        count = self.values.size if self.kept is None else int(self.kept.sum())
+        return 72 * count
+
+    def batches(self) -> Iterator[StepBatch]:
+        """The same steps, one :class:`StepBatch` each, for what reads steps one by one (the
+        TensorBoard export)."""
+        names, mode, kept, dtype = self.names, self.mode, self.kept, F8_NAME
+        for i, row in enumerate(self.values):
+            records = [
+                Record(name, RecordKind.TENSOR, dtype, (), row[j : j + 1].reshape(()))
+                for j, name in enumerate(names)
+                if kept is None or kept[i, j]
+            ]
+            yield StepBatch(
+                int(self.global_steps[i]),
+                mode,
+                int(self.mode_steps[i]),
+                self.wall_time,
+                records,
+                self.collections if i == 0 else None,
+            )
+
+
 class RecordSink(Protocol):
-    """Where a recorder hands finished steps (the background writer, or a list in tests)."""
+    """Where a recorder hands finished steps (the background writer, or a list in tests):
+    one step at a time, or many steps of numbers at once (:class:`ScalarSteps`)."""
 
     def submit(self, batch: StepBatch) -> None: ...
+
+    def submit_steps(self, block: ScalarSteps) -> None: ...

@@ -85,15 +85,21 @@ class IndexBuilder:
         self._names: dict[str, int] = {}
         self._dtypes: dict[str, int] = {}
         self._rows: list[tuple[Any, ...]] = []
+        # rows already in RECORD_DTYPE (blocks of steps of numbers, and the tuples before
+        # each), in order before ``_rows``; ``_done`` rows in all
+        self._parts: list[np.ndarray[Any, Any]] = []
+        self._done = 0
         self._dims: list[int] = []
         self.steps: list[tuple[int, int, int, float]] = []
         # rows holding a raw value of one number, and that number (the segment's series)
         self._scalar_rows: list[int] = []
         self._scalar_values: list[float] = []
+        # ... and those of the blocks and the lists before each, in order, as arrays
+        self._scalar_parts: list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = []
         self._array: np.ndarray[Any, Any] | None = None
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return self._done + len(self._rows)
 
     def add_step(self, global_step: int, mode: ModeKeys, mode_step: int, wall_time: float) -> None:
         self.steps.append((global_step, int(mode), mode_step, wall_time))
@@ -126,9 +132,10 @@ class IndexBuilder:
         scalar): the same rows as one :meth:`add` each, for less work per record."""
         mode_id = int(mode)
         names, dtypes, dims, out = self._names, self._dtypes, self._dims, self._rows
+        done = self._done
         for record, data_offset, data_length, crc, scalar in rows:
             if scalar is not None:
-                self._scalar_rows.append(len(out))
+                self._scalar_rows.append(done + len(out))
                 self._scalar_values.append(scalar)
             name_id = names.get(record.name)
             if name_id is None:
@@ -163,6 +170,63 @@ class IndexBuilder:
             )
         self._array = None
 
+    def add_scalar_steps(
+        self,
+        steps: list[tuple[int, int, int, float]],
+        names: tuple[str, ...],
+        name_index: np.ndarray[Any, Any],
+        dtype: str,
+        global_steps: np.ndarray[Any, Any],
+        mode_steps: np.ndarray[Any, Any],
+        data_offsets: np.ndarray[Any, Any],
+        crcs: np.ndarray[Any, Any],
+        values: np.ndarray[Any, Any],
+        mode: ModeKeys,
+    ) -> None:
+        """Many steps of raw float64 numbers at once (``steps``: each step's four numbers, as
+        :meth:`add_step`), one row per number, in the order of the arrays (a step's numbers
+        together): the same rows as :meth:`add_step_records` of one 0-d record each, built
+        as columns. Row ``i`` is of ``names[name_index[i]]``, its 8 bytes at
+        ``data_offsets[i]``."""
+        count = len(values)
+        self.steps.extend(steps)
+        if not count:
+            return
+        ids = self._names
+        if not all(name in ids for name in names):  # new names numbered in the order seen
+            present, first_rows = np.unique(name_index, return_index=True)
+            for j in present[np.argsort(first_rows)].tolist():
+                if names[j] not in ids:
+                    ids[names[j]] = len(ids)
+        lookup = np.array([ids.get(name, 0) for name in names], dtype=np.uint32)
+        dtype_id = self._dtypes.get(dtype)
+        if dtype_id is None:
+            dtype_id = self._dtypes[dtype] = len(self._dtypes)
+        block = np.zeros(count, dtype=RECORD_DTYPE)
+        block["name"] = lookup[name_index]
+        block["dtype"] = dtype_id
+        block["mode"] = int(mode)
+        block["kind"] = int(RecordKind.TENSOR)
+        block["dims_offset"] = len(self._dims)
+        block["global_step"] = global_steps
+        block["mode_step"] = mode_steps
+        block["data_offset"] = data_offsets
+        block["data_length"] = 8
+        block["crc32"] = crcs
+        first = len(self)
+        if self._rows:  # the tuples before the block keep their place
+            self._parts.append(np.array(self._rows, dtype=RECORD_DTYPE))
+            self._rows = []
+        self._parts.append(block)
+        self._done = first + count
+        if self._scalar_rows:
+            self._scalar_parts.append(self._list_scalars())
+            self._scalar_rows, self._scalar_values = [], []
+        self._scalar_parts.append(
+            (np.arange(first, first + count, dtype=np.int64), values.astype(np.float64))
+        )
+        self._array = None
+
     def encode(self, header: dict[str, Any]) -> bytes:
         """The index object's bytes; ``header`` gets the names, dtypes and steps added."""
         full = dict(header)
@@ -188,7 +252,8 @@ class IndexBuilder:
         """The rows so far as RECORD_DTYPE (built once until the next ``add``)."""
         if self._array is None:
             rows = self._rows
-            self._array = np.array(rows, dtype=RECORD_DTYPE) if rows else np.empty(0, RECORD_DTYPE)
+            last = np.array(rows, dtype=RECORD_DTYPE) if rows else np.empty(0, RECORD_DTYPE)
+            self._array = np.concatenate([*self._parts, last]) if self._parts else last
         return self._array
 
     @property
@@ -197,6 +262,12 @@ class IndexBuilder:
 
     def scalars(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """The rows of raw one-element values, and their numbers."""
+        if not self._scalar_parts:
+            return self._list_scalars()
+        parts = [*self._scalar_parts, self._list_scalars()]
+        return np.concatenate([r for r, _ in parts]), np.concatenate([v for _, v in parts])
+
+    def _list_scalars(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         return (
             np.asarray(self._scalar_rows, dtype=np.int64),
             np.asarray(self._scalar_values, dtype=np.float64),

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.core._records import Record, StepBatch
-from tensortap.format._checksum import crc32
+from tensortap.core._records import F8_NAME, Record, ScalarSteps, StepBatch
+from tensortap.format._checksum import crc32, crc32_of_words
 from tensortap.format._index import DATA_ALIGNMENT, IndexBuilder
 from tensortap.storage._base import ObjectWriter
 from tensortap.writer._series import one_number
@@ -22,6 +22,7 @@ _JOIN_BYTES = 64 * 1024
 _F8 = np.dtype("<f8")
 _UNPACK_F8 = struct.Struct("<d").unpack
 _F8_PAD = (-8) % DATA_ALIGNMENT
+assert _F8_PAD == 0  # a block of numbers is written without padding (DATA_ALIGNMENT is 8)
 
 
 class OpenSegment:
@@ -82,3 +83,45 @@ class OpenSegment:
         builder.add_step_records(batch.global_step, batch.mode, batch.mode_step, rows)
         self.offset = offset
         self.steps += 1
+
+    def append_scalar_steps(self, block: ScalarSteps) -> None:
+        """Write many steps of numbers at once: the same bytes and index rows as
+        :meth:`append` of each step in turn (a step's numbers in the order of its names), in
+        one write and a few array passes, whatever the number of steps."""
+        values, kept = block.values, block.kept
+        count_names = len(block.names)
+        if kept is None:
+            flat = values.reshape(-1)
+            name_index = np.tile(np.arange(count_names), len(values))
+            row_of = np.repeat(np.arange(len(values)), count_names)
+        else:
+            flat = values[kept]
+            rows, name_index = np.nonzero(kept)
+            row_of = rows
+        data = np.ascontiguousarray(flat, dtype=_F8)
+        offset = self.offset
+        if len(data):
+            self.writer.write(data.tobytes())
+        steps = list(
+            zip(
+                block.global_steps.tolist(),
+                [int(block.mode)] * len(block),
+                block.mode_steps.tolist(),
+                [block.wall_time] * len(block),
+                strict=True,
+            )
+        )
+        self.builder.add_scalar_steps(
+            steps,
+            block.names,
+            name_index,
+            F8_NAME,
+            block.global_steps[row_of],
+            block.mode_steps[row_of],
+            offset + 8 * np.arange(len(data), dtype=np.uint64),
+            crc32_of_words(data),
+            data,
+            block.mode,
+        )
+        self.offset = offset + 8 * len(data)
+        self.steps += len(block)

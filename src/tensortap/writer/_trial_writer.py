@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, TypeVar
 
-from tensortap.core._records import StepBatch
+from tensortap.core._records import ScalarSteps, StepBatch
 from tensortap.exceptions import StorageError
 from tensortap.format import _layout as layout
 from tensortap.format._documents import encode_json
@@ -68,7 +68,7 @@ class TrialWriter:
         self.status = WriterStatus()
         # each step with the bytes it held when submitted (its deferred values count then, not
         # once resolved: what submit adds, the writer takes off)
-        self._queue: deque[tuple[StepBatch, int]] = deque()
+        self._queue: deque[tuple[StepBatch | ScalarSteps, int]] = deque()
         self._queued_bytes = 0
         self.queue_releases = 0  # times the writer took written steps off the queue (a lock each)
         self._cv = threading.Condition()
@@ -118,9 +118,19 @@ class TrialWriter:
     # -- training side --
     def submit(self, batch: StepBatch) -> None:
         """Queue a finished step; blocks or drops when the queue is full (see WriterOptions)."""
+        self._enqueue(batch, 1)
+
+    def submit_steps(self, block: ScalarSteps) -> None:
+        """Queue many finished steps of numbers at once (see :class:`ScalarSteps`): written as
+        one, in one pass, and published in one segment, so a reader sees all of them or none
+        (or, when the queue is full, dropped together)."""
+        if len(block):
+            self._enqueue(block, len(block))
+
+    def _enqueue(self, batch: StepBatch | ScalarSteps, steps: int) -> None:
         size = batch.nbytes
         with self._cv:
-            self.status.steps_submitted += 1
+            self.status.steps_submitted += steps
             while self._queue and self._queued_bytes + size > self.options.max_queue_bytes:
                 if self.options.when_full == "drop" or not self._thread.is_alive():
                     self._drop(batch, "the write queue is full")
@@ -139,13 +149,21 @@ class TrialWriter:
             ):
                 self._cv.notify_all()
 
-    def _drop(self, batch: StepBatch, why: str) -> None:
+    def _drop(self, batch: StepBatch | ScalarSteps, why: str) -> None:
         status = self.status
-        status.steps_dropped += 1
-        entry = [batch.global_step, int(batch.mode), batch.mode_step]
-        if len(status.dropped) < _MAX_LISTED_DROPS:
-            status.dropped.append(entry)
-        self._new_drops.append(entry)
+        if isinstance(batch, ScalarSteps):
+            entries = [
+                [step, int(batch.mode), mode_step]
+                for step, mode_step in zip(
+                    batch.global_steps.tolist(), batch.mode_steps.tolist(), strict=True
+                )
+            ]
+        else:
+            entries = [[batch.global_step, int(batch.mode), batch.mode_step]]
+        status.steps_dropped += len(entries)
+        room = max(0, _MAX_LISTED_DROPS - len(status.dropped))
+        status.dropped.extend(entries[:room])
+        self._new_drops.extend(entries)
         if batch.collections is not None:  # keep collection changes even when data is dropped
             self._pending_collections = batch.collections
         if status.steps_dropped in (1, 10, 100) or status.steps_dropped % 1000 == 0:
@@ -238,7 +256,7 @@ class TrialWriter:
             if time.monotonic() >= self._next_check:
                 self._check()
 
-    def _write_queued(self, batches: list[tuple[StepBatch, int]]) -> None:
+    def _write_queued(self, batches: list[tuple[StepBatch | ScalarSteps, int]]) -> None:
         # Steps leave the queue in runs (one lock per ``_RELEASE_BYTES`` written, not one per
         # step: a run of scalar-only steps costs one acquisition); a big step frees its room
         # as soon as it is written, so a submit blocked on a full queue resumes.
@@ -307,10 +325,13 @@ class TrialWriter:
                 "it stops publishing so as not to overwrite the new owner's steps",
             )
 
-    def _write_batch(self, batch: StepBatch) -> None:
+    def _write_batch(self, batch: StepBatch | ScalarSteps) -> None:
         if batch.collections is not None:
             with self._cv:
                 self._pending_collections = batch.collections
+        if isinstance(batch, ScalarSteps):
+            self._write_scalar_steps(batch)
+            return
         if not batch.records:
             return
         try:
@@ -324,7 +345,19 @@ class TrialWriter:
             except Exception as exc:
                 self._fail(exc, f"{what} at step {batch.global_step}", "the trial is complete")
 
-    def _write_records(self, batch: StepBatch) -> None:
+    def _write_scalar_steps(self, block: ScalarSteps) -> None:
+        self._write_records(block)
+        if self._listeners:  # they read steps one by one
+            for batch in block.batches():
+                for what, listener in self._listeners:
+                    try:
+                        listener(batch)
+                    except Exception as exc:
+                        self._fail(
+                            exc, f"{what} at step {batch.global_step}", "the trial is complete"
+                        )
+
+    def _write_records(self, batch: StepBatch | ScalarSteps) -> None:
         try:
             segment = self._segment
             if segment is None:
@@ -333,10 +366,13 @@ class TrialWriter:
                     seq, self.store.open_writer(layout.data_key(self.worker, seq))
                 )
                 self._segment = segment
-            segment.append(batch)
+            if isinstance(batch, ScalarSteps):
+                segment.append_scalar_steps(batch)
+            else:
+                segment.append(batch)
         except Exception as exc:
             self._fail(exc, f"writing step {batch.global_step}")
-            self._abandon_segment(extra_lost=1)
+            self._abandon_segment(extra_lost=len(batch) if isinstance(batch, ScalarSteps) else 1)
             return
         if segment.offset >= self.options.segment_bytes:
             self._publish()

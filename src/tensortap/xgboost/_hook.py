@@ -269,12 +269,34 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         self._gather_version = recorder.collections.version
 
     def _save_gathered(self) -> None:
-        """Save the rounds gathered, each as its own step (under the hook's lock)."""
+        """Save the rounds gathered, each as its own step (under the hook's lock), in one
+        block (one recorder pass, one writer submission) when there are several."""
         gathered, self._gathered = self._gathered, []
         recorder = self._recorder
-        for ended, last in gathered:
-            self._save_vitals_of_round(last, ended)
-            recorder.next_step()
+        if len(gathered) < 2:
+            for ended, last in gathered:
+                self._save_vitals_of_round(last, ended)
+                recorder.next_step()
+            return
+        values = np.full((len(gathered), 2), np.nan)  # as _save_vitals_of_round saves them
+        kept = np.zeros(values.shape, dtype=bool)
+        started = self._round_ended
+        for i, (ended, last) in enumerate(gathered):
+            if last is not None:
+                values[i, 0] = float(last[0] if isinstance(last, tuple) else last)
+                kept[i, 0] = True
+            if started is not None:
+                values[i, 1] = ended - started
+                kept[i, 1] = True
+            started = ended
+        self._round_ended = started
+        first = recorder.mode_step
+        recorder.publish_scalar_steps(
+            range(first, first + len(gathered)),
+            {Vital.LOSS: values[:, 0], Vital.STEP_TIME: values[:, 1]},
+            _VITALS,
+            kept=kept,
+        )
 
     def _catch_up(self) -> None:
         """Before anything that reads or moves the step: save the rounds gathered."""
