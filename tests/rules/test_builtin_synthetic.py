@@ -424,3 +424,33 @@ def test_no_data_says_which_steps_were_not_judged(
     summary = invoke_rule(cls(build(tmp_path / "t", other), **params))
     assert summary.status.value == "NoData"
     assert reason in summary.details and "no saved value" not in summary.details
+
+
+def test_units_dead_from_the_first_step_name_the_initialisation_as_evidence(
+    tmp_path: Path,
+) -> None:
+    """ReLU units dead at the first saved training step, before any update, and still dead
+    five steps on came so from the set-up: DeadRelu names poor_init, as evidence that needs
+    harm. Units that died during training stay dead_relu."""
+    from tensortap.rules import DeadRelu
+
+    rng = np.random.default_rng(0)
+    live = rng.normal(0, 1, (32, 16)).astype(F32)
+    dead = np.zeros((32, 16), F32)
+    for name, dead_from in (("start", 0), ("later", 2)):
+        steps = train(
+            [
+                {"relu1/relu_output_0": dead if s >= dead_from else np.maximum(live, 0)}
+                for s in range(8)
+            ]
+        )
+        found = [f for f in iter_findings(DeadRelu(build(tmp_path / name, steps))) if f.triggered]
+        problem = next(f for f in found if f.severity is not None and f.severity.value == "problem")
+        if name == "start":
+            assert problem.details["cause"] == "poor_init" and problem.details["needs_harm"]
+            assert problem.details["symptom"] == "dead_relu"
+            assert "already at the first saved training step, before any update" in (
+                problem.message
+            )
+        else:
+            assert problem.details["cause"] == "dead_relu" and "needs_harm" not in problem.details

@@ -48,6 +48,9 @@ class ActivityRule(Rule):
     what = "inactive"
     #: The cause its findings name (``details["cause"]``), if any.
     cause: str | None = None
+    #: The cause named instead when the units were already inactive at the first saved
+    #: training step (before any update) and still are: evidence that needs harm.
+    init_cause: str | None = None
 
     @classmethod
     def check_values(cls, params: Mapping[str, Any]) -> None:
@@ -73,6 +76,7 @@ class ActivityRule(Rule):
         self.threshold_inactivity = threshold_inactivity
         self.threshold_layer = threshold_layer
         self._inactive: dict[str, deque[np.ndarray]] = {}
+        self._at_start: dict[str, np.ndarray] = {}  # each layer's mask at its first training step
 
     def inactive(self, name: str, values: np.ndarray) -> np.ndarray:
         """Which samples leave each unit of ``name`` inactive (booleans, like ``values``)."""
@@ -115,6 +119,7 @@ class ActivityRule(Rule):
         if not names:
             raise self.skip("no matching activation saved at this step")
         worst: tuple[float, float, str, int, int] | None = None
+        from_start = 0.0  # of the worst layer: its lasting units inactive from the first step
         bad: list[str] = []
         training = self.base_trial.mode(step) not in (ModeKeys.EVAL, ModeKeys.PREDICT)
         for name in names:
@@ -130,6 +135,7 @@ class ActivityRule(Rule):
             if history and history[-1].shape != mask.shape:
                 history.clear()
             if training:  # only training moves units: EVAL batches add no evidence of lasting
+                self._at_start.setdefault(name, mask)
                 history.append(mask)
                 recent = list(history)
             else:
@@ -139,6 +145,12 @@ class ActivityRule(Rule):
             percent = 100.0 * float(mask.mean())
             if worst is None or (persistent, percent) > worst[:2]:
                 worst = (persistent, percent, name, int(mask.sum()), mask.size)
+                start = self._at_start.get(name)
+                from_start = (
+                    0.0
+                    if lasting is None or start is None or start.shape != lasting.shape
+                    else 100.0 * float((lasting & start).mean())
+                )
         if bad:
             return fire_nonfinite(self, bad, "the activation")
         if worst is None:
@@ -147,6 +159,15 @@ class ActivityRule(Rule):
         fired = percent > self.threshold_layer
         lasting_problem = persistent > self.threshold_layer
         extra: dict[str, Any] = {"cause": self.cause} if self.cause else {}
+        since_start = ""
+        if lasting_problem and self.init_cause and from_start > self.threshold_layer:
+            # inactive before training could move them: the set-up did it, not training
+            extra = {"cause": self.init_cause, "needs_harm": True, "symptom": self.cause}
+            since_start = (
+                f"; {from_start:.3g}% were already at the first saved training step, before "
+                "any update: the initialisation (a bias pushed negative, weights of one sign) "
+                "or the inputs left them so"
+            )
         self.explain(
             f"{percent:.3g}% of the units of {name} are {self.what} ({bad_units} of {units} "
             f"active in less than {self.threshold_inactivity:g}% of samples); limit "
@@ -157,7 +178,8 @@ class ActivityRule(Rule):
                 else f"; not yet on {PERSISTENT} saved training steps in a row"
                 if fired
                 else ""
-            ),
+            )
+            + since_start,
             tensors=[name],
             value=percent,
             threshold=self.threshold_layer,

@@ -18,10 +18,15 @@ class DeadRelu(ActivityRule):
     (``leaky_relu_output``) are not judged at the default: a LeakyReLU unit below zero still
     passes a gradient, so it never dies (a healthy autoencoder's decoder had 66% of its
     LeakyReLU units negative on nearly every sample, a problem before).
+
+    Units dead at the first saved training step (before any update) and still dead on the last
+    5 came so from the set-up, not from training: the finding names ``poor_init`` as evidence
+    that needs harm (``details["needs_harm"]``; ``details["symptom"]`` keeps "dead_relu").
     """
 
     what = "dead"
     cause = "dead_relu"
+    init_cause = "poor_init"
 
     def __init__(
         self,
