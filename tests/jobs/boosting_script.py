@@ -27,7 +27,7 @@ if args.api == "sklearn":
     model.fit(x[:n], y[:n], eval_set=[(x[:n], y[:n]), (x[n:], y[n:])], verbose=False)
     error = float(np.mean(model.predict(x[n:]) != y[n:]))
 else:
-    params = {"max_depth": 3, "eta": 0.1, "nthread": 1}
+    params: dict[str, object] = {"max_depth": 3, "eta": 0.1, "nthread": 1}
     if binary:
         params.update(objective="binary:logistic", eval_metric=["logloss", "error"])
     else:
