@@ -598,6 +598,10 @@ def test_a_param_group_at_rate_zero_is_named_as_evidence_that_needs_harm(tmp_pat
     assert int(facts(tmp_path / "a")["zero_lr/0.weight"]) == 8 * 16
     assert causes(run(tmp_path / "b", group_at_rate(lambda i: (0.0 if i < 5 else 0.1, 0.1)))) == []
     assert causes(run(tmp_path / "c", group_at_rate(lambda i: (0.0, 0.0)))) == []
+    # the frozen group's weights do not move: they say nothing of the rate the others train at
+    found = facts(tmp_path / "a")
+    assert float(found["lr/SGD"]) == 0.1
+    assert "first_update_ratio/0.weight" not in found and "first_update_ratio/2.weight" in found
     assert causes(run(tmp_path / "d", group_at_rate(lambda i: (0.05, 0.1)))) == []
 
 

@@ -403,6 +403,8 @@ class LoopFacts:
         budget: Counter[torch.device] = Counter()
         copies = []
         for group in optimizer.param_groups:
+            if _rate(group.get("lr")) == 0.0:
+                continue  # a group frozen by its rate: its weights say nothing of the rate
             for p in group["params"]:
                 named = names.get(id(p))
                 if named is None or not p.requires_grad or p.grad is None:

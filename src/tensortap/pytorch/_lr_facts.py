@@ -1,11 +1,11 @@
 """Facts about how the learning rate is scheduled, part of the training loop's facts (see
 :mod:`tensortap.pytorch._loop_facts`): per optimizer holding the model's parameters, its
-learning rate (``lr/<Optimizer>``), the share of its steps taken at a low rate, at most
-:data:`LOW_LR` of its peak (``lr_low_share``), and its step from which the rate was low
-(``lr_low_from``), and its steps at a negative rate (``lr_negative``, from
-``lr_negative_from``: each update then climbs the loss); per scheduler of such an optimizer,
-its step count, its steps per optimizer step and how many steps its schedule spans
-(``scheduler_*/<Optimizer>/<Scheduler>``).
+learning rate (``lr/<Optimizer>``: its first param group's whose rate is not 0), the share of
+its steps taken at a low rate, at most :data:`LOW_LR` of its peak (``lr_low_share``), its step
+from which the rate was low (``lr_low_from``), and its steps at a negative rate
+(``lr_negative``, from ``lr_negative_from``: each update then climbs the loss); per scheduler of
+such an optimizer, its step count, its steps per optimizer step and how many steps its schedule
+spans (``scheduler_*/<Optimizer>/<Scheduler>``).
 
 A learning rate is read at each optimizer step (one held on the device is not, as reading it
 would wait for the device); the facts are noted when the training loop's facts are measured."""
@@ -56,7 +56,7 @@ class LearningRates:
         rate = self._rates.get(optimizer)
         if rate is None:
             rate = self._rates[optimizer] = _Rate()
-        lr = optimizer.param_groups[0].get("lr") if optimizer.param_groups else None
+        lr = _trained_rate(optimizer)
         if isinstance(lr, torch.Tensor):
             if lr.device.type != "cpu":
                 return  # reading it would wait for the device
@@ -123,3 +123,16 @@ def _period(scheduler: Any) -> float | None:
     if milestones:
         return float(max(milestones))
     return None
+
+
+def _trained_rate(optimizer: torch.optim.Optimizer) -> Any:
+    """The learning rate of the optimizer's first param group whose rate is not exactly 0 (a
+    group frozen by a rate of 0 says nothing of how the others train), else of its first."""
+    groups = optimizer.param_groups
+    if not groups:
+        return None
+    for group in groups:
+        lr = group.get("lr")
+        if not (isinstance(lr, (int, float)) and lr == 0):
+            return lr
+    return groups[0].get("lr")
