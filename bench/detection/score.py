@@ -62,6 +62,8 @@ def diagnosis(finding: dict[str, Any]) -> str:
     details = finding.get("details") or {}
     if details.get("nonfinite"):
         return "nonfinite"
+    if details.get("symptom"):  # what the tensors show, where the cause named is the set-up's
+        return str(details["symptom"])  # (DeadRelu: units dead from the first step, poor_init)
     if details.get("cause"):
         return _BY_CAUSE.get(details["cause"], details["cause"])
     rule = finding["rule"]
