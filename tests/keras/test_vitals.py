@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -259,45 +258,3 @@ def test_under_steps_per_execution_a_step_has_its_last_batchs_vital_signs(
         losses[per_call] = [float(loss.value(s, mode=TRAIN)) for s in loss.steps(mode=TRAIN)]
     assert len(losses[1]) == 32 and len(losses[4]) == 8
     assert losses[4] == pytest.approx(losses[1][3::4], rel=1e-5)
-
-
-def test_the_steps_read_from_the_ring_reach_the_writer_in_blocks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The steps a read of the ring brings back are handed to the writer as one block (one
-    recorder pass, one submission), not one step each; the trial holds every step's own
-    loss as before."""
-    from tensortap.keras import _hook, _vitals
-
-    monkeypatch.setattr(_vitals, "RING", 8)
-    monkeypatch.setattr(_hook, "RING", 8)
-    x, y = data(320)
-    model = mlp()
-    model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(True))
-    hook = tt.KerasHook(
-        tmp_path / "t",
-        save_config=tt.SaveConfig(save_steps=[10_000]),
-        include_collections=["vitals"],
-    )
-    writer = hook._writer
-    one, many = writer.submit, writer.submit_steps
-    handed: list[int] = []
-
-    def submit(batch: Any) -> None:
-        handed.append(1)
-        one(batch)
-
-    def submit_steps(block: Any) -> None:
-        handed.append(len(block))
-        many(block)
-
-    monkeypatch.setattr(writer, "submit", submit)
-    monkeypatch.setattr(writer, "submit_steps", submit_steps)
-    truth = BatchLosses(x, y, 8)
-    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0, callbacks=[truth, hook])
-    hook.close()
-    assert handed == [4] * 10  # a read every 4th batch: 4 steps at once (40 submissions before)
-    loss = tt.create_trial(tmp_path / "t").tensor("vitals/loss")
-    assert loss.steps(mode=TRAIN) == list(range(40))
-    for step, (own_loss, _) in enumerate(truth.seen):
-        assert float(loss.value(step, mode=TRAIN)) == pytest.approx(own_loss, rel=1e-6)

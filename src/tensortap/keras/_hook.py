@@ -40,7 +40,7 @@ from tensortap.core._collections import INITIAL_PREFIX, INITIAL_WEIGHTS, Collect
 from tensortap.core._dtypes import as_saveable_array
 from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import records_from_array
-from tensortap.core._vitals import VITALS, Vital
+from tensortap.core._vitals import VITALS
 from tensortap.exceptions import InvalidTensorError
 from tensortap.keras._activations import TAPPED_COLLECTIONS, ActivationTaps
 from tensortap.keras._config import train_begin_config
@@ -54,8 +54,6 @@ logger = logging.getLogger(__name__)
 
 OPTIMIZER_VARIABLES = "optimizer_variables"
 _VITALS = (VITALS,)
-#: The vital signs a ring row gives, in the order a row's are recorded (BatchVitals.read_ring).
-_RING_NAMES = (Vital.LOSS, Vital.LR, Vital.GRAD_NORM, Vital.SAMPLES_PER_SECOND, Vital.STEP_TIME)
 _LOSSES = (CollectionKeys.LOSSES,)
 _METRICS = (CollectionKeys.METRICS,)
 _ABSENT = object()
@@ -225,36 +223,11 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         steps, self._lag = self._lag, 0
         recorder = self._recorder
         rows = self._vitals.read_ring(steps + int(last_open))
-        if steps > 1 and recorder.mode == ModeKeys.TRAIN:
-            self._publish_block(rows[:steps])
-            rows, steps = rows[steps:], 0
         for index, row in enumerate(rows):
             for name, number in row.items():
                 recorder.record(name, number, _VITALS)
             if index < steps:
                 recorder.next_step()
-
-    def _publish_block(self, rows: list[dict[str, float]]) -> None:
-        """Publish steps read from the ring, the current one first, as one block (one
-        recorder pass, one writer submission): what recording each row and closing its step
-        would save. A step of a ``wrap_tape`` loop in progress (its variables saved at the
-        step's end) keeps the step-by-step path."""
-        values = np.full((len(rows), len(_RING_NAMES)), np.nan)
-        kept = np.zeros(values.shape, dtype=bool)
-        for i, row in enumerate(rows):
-            for j, name in enumerate(_RING_NAMES):
-                number = row.get(name)
-                if number is not None:
-                    values[i, j] = number
-                    kept[i, j] = True
-        first = self._recorder.mode_step
-        self._recorder.publish_scalar_steps(
-            range(first, first + len(rows)),
-            dict(zip(_RING_NAMES, values.T, strict=True)),
-            _VITALS,
-            kept=kept,
-            step_end=bool(self._tape_vars),
-        )
 
     def _next_read(self) -> int:
         """The TRAIN step at which the ring is read next: the next one (after the current)
