@@ -64,6 +64,13 @@ def causes(summary: RuleSummary) -> list[str]:
     return [f.details["cause"] for f in summary.findings if f.triggered]
 
 
+def only_finding(summary: RuleSummary, cause: str) -> Finding:
+    """The one triggered finding of ``summary``, which must name ``cause``."""
+    assert causes(summary) == [cause], [f.message for f in summary.findings]
+    [finding] = [f for f in summary.findings if f.triggered]
+    return finding
+
+
 def facts(tmp_path: Path) -> dict[str, Any]:
     """The last saved value of every fact of the trial at tmp_path/trial."""
     trial = tt.create_trial(str(tmp_path / "trial"))
@@ -588,8 +595,7 @@ def test_a_param_group_at_rate_zero_is_named_as_evidence_that_needs_harm(tmp_pat
     marked ``needs_harm`` (a rate of 0 may freeze a layer on purpose); a group unfrozen
     before the first check, or every group at 0 (the learning rate, not a layer), is not."""
     summary = run(tmp_path / "a", group_at_rate(lambda i: (0.0, 0.1)))
-    assert causes(summary) == ["frozen_layer"]
-    [finding] = [f for f in summary.findings if f.triggered]
+    finding = only_finding(summary, "frozen_layer")
     assert finding.details["needs_harm"] is True
     assert finding.message.startswith(
         "2 parameters sit in a param group whose learning rate is 0 while the other groups "
@@ -677,13 +683,11 @@ def test_updates_that_climb_the_loss_are_named_wrong_sign(tmp_path: Path) -> Non
     """A negative learning rate is certain; maximize=True is evidence that needs harm (a
     reward maximised on purpose)."""
     summary = run(tmp_path / "a", climbing("decay"))
-    assert causes(summary) == ["wrong_sign"]
-    [finding] = [f for f in summary.findings if f.triggered]
+    finding = only_finding(summary, "wrong_sign")
     assert "needs_harm" not in finding.details
     assert finding.message.startswith("the learning rate of SGD is negative (")
     summary = run(tmp_path / "b", climbing("maximize"))
-    assert causes(summary) == ["wrong_sign"]
-    [finding] = [f for f in summary.findings if f.triggered]
+    finding = only_finding(summary, "wrong_sign")
     assert finding.details["needs_harm"] is True
     assert finding.message.startswith("SGD is built with maximize=True")
 
@@ -692,13 +696,11 @@ def test_a_graph_cut_is_named_as_gradient_blocked(tmp_path: Path) -> None:
     """No parameter ever gets a gradient: certain; some (10% of the values or more): evidence
     that needs harm; a small unused parameter: nothing."""
     summary = run(tmp_path / "a", detached("all"))
-    assert causes(summary) == ["gradient_blocked"]
-    [finding] = [f for f in summary.findings if f.triggered]
+    finding = only_finding(summary, "gradient_blocked")
     assert "needs_harm" not in finding.details
     assert finding.message.startswith("no trainable parameter receives a gradient: after every")
     summary = run(tmp_path / "b", detached("body"))
-    assert causes(summary) == ["gradient_blocked"]
-    [finding] = [f for f in summary.findings if f.triggered]
+    finding = only_finding(summary, "gradient_blocked")
     assert finding.details["needs_harm"] is True
     assert finding.message.startswith("2 trainable parameters (74% of the trainable values)")
     assert "0.bias, 0.weight;" in finding.message
