@@ -133,8 +133,11 @@ def test_unnormalised_input_names_inputs_that_carry_little_signal_as_evidence(
         assert summary.status.value == "NoIssuesFound", name
 
 
-def chance_trial(out: Path, accuracy: list[float], n: int = 100, classes: int = 4) -> tt.Trial:
-    """Training steps, then an evaluation pass of two batches per entry of ``accuracy``."""
+def chance_trial(
+    out: Path, accuracy: list[float], n: int = 100, classes: int = 4, trailing: int = 0
+) -> tt.Trial:
+    """A training step, then an evaluation pass of two batches, per entry of ``accuracy``;
+    then ``trailing`` training steps."""
     rng = np.random.default_rng(1)
     hook = tt.Hook(out, save_config=tt.SaveConfig(save_interval=1),
                    include_collections=["labels", "predictions"])  # fmt: skip
@@ -150,6 +153,10 @@ def chance_trial(out: Path, accuracy: list[float], n: int = 100, classes: int = 
             hook.save_tensor("labels", y, collections="labels")
             hook.save_tensor("predictions", p, collections="predictions")
             hook.next_step()
+    hook.set_mode(tt.modes.TRAIN)
+    for _ in range(trailing):
+        hook.save_tensor("labels", rng.integers(0, classes, 8), collections="labels")
+        hook.next_step()
     hook.close()
     return tt.create_trial(out)
 
@@ -166,8 +173,30 @@ def test_accuracy_at_chance_is_a_problem_when_the_run_ends_at_chance(tmp_path: P
     )
     plateau = invoke_rule(AccuracyAtChance(chance_trial(tmp_path / "p", [0.25, 0.25, 0.25, 0.9])))
     assert plateau.severities == {"warning": 2}  # a slow start that learned: never a problem
-    one = invoke_rule(AccuracyAtChance(chance_trial(tmp_path / "one", [0.25])))
-    assert one.status.value == "NoData"  # one pass: nothing judged
+
+
+def test_a_run_whose_only_evaluation_is_at_chance_ended_at_chance(tmp_path: Path) -> None:
+    """Issue 44: the one evaluation after training (a common script's shape) at chance was
+    never judged (``passes`` = 2 in a row), so a run that learned nothing was healthy. At the
+    end of training, every pass at chance is the run's outcome, however few; so are the last
+    passes when training went on only a little after them."""
+    only = invoke_rule(AccuracyAtChance(chance_trial(tmp_path / "only", [0.25])))
+    assert only.severities == {"problem": 1}, only
+    assert only.gravest is not None and "its only evaluation pass" in only.gravest.message
+    learned = invoke_rule(AccuracyAtChance(chance_trial(tmp_path / "ok", [0.8])))
+    assert learned.triggered == 0
+    # two passes at chance, then as many training steps as before the last: the outcome
+    after = invoke_rule(AccuracyAtChance(chance_trial(tmp_path / "a", [0.25] * 2, trailing=2)))
+    assert after.severities.get("problem") == 1, after
+    assert (
+        after.gravest is not None and "2 saved training steps followed it" in after.gravest.message
+    )
+    # evaluated early, at chance, then trained far longer without evaluating: not judged by it
+    early = invoke_rule(AccuracyAtChance(chance_trial(tmp_path / "e", [0.25] * 2, trailing=3)))
+    assert "problem" not in early.severities, early
+    # the last pass above chance: never a problem, however the run ends
+    late = invoke_rule(AccuracyAtChance(chance_trial(tmp_path / "l", [0.25, 0.9], trailing=1)))
+    assert "problem" not in late.severities, late
 
 
 @pytest.mark.parametrize("accuracy", [0.5, 0.7])

@@ -450,6 +450,30 @@ def test_a_loss_climbing_steadily_from_its_first_step_is_a_flipped_sign(tmp_path
     assert found and all(f.details["cause"] != "wrong_sign" for f in found)
 
 
+def test_a_loss_falling_without_a_floor_is_a_flipped_sign(tmp_path: Path) -> None:
+    """Issue 44: a Gaussian log-likelihood minimised without its minus fell from -1.5 to -7e20
+    and the run was called healthy (the loss only ever "decreased"). A minimised loss has a
+    floor; one that falls 100x its start below 0 is a problem, the sign flipped. A Gaussian
+    likelihood's loss that settles a few units below 0 is not."""
+    rng = np.random.default_rng(0)
+    unbounded = [-1.5 * 1.3**i * (1 + 0.05 * rng.normal()) for i in range(60)]
+    found = [f for f in iter_findings(LossNotDecreasing(_train_losses(tmp_path / "u", unbounded)))
+             if f.severity is Severity.PROBLEM]  # fmt: skip
+    assert found and found[0].details["cause"] == "wrong_sign", found[:1]
+    assert "fell without a floor" in found[0].message
+    assert found[0].mode_step < 25  # as soon as it is 100x its start, not at its overflow
+    # the same fall ending in an overflow: the infinity's cause is the fall before it
+    inf = [*unbounded[:30], float("-inf")]
+    [bad] = [f for f in iter_findings(LossNotDecreasing(_train_losses(tmp_path / "i", inf)))
+             if f.details.get("nonfinite")]  # fmt: skip
+    assert bad.details["cause"] == "wrong_sign" and "fell without a floor" in bad.message
+    # a learned-variance likelihood: from 1.2 down to about -4, and level
+    settles = [1.2 - 5.2 * (1 - 0.9**i) + 0.05 * rng.normal() for i in range(200)]
+    found = [f for f in iter_findings(LossNotDecreasing(_train_losses(tmp_path / "s", settles)))
+             if f.severity is Severity.PROBLEM]  # fmt: skip
+    assert not found, found[:1]
+
+
 def test_a_validation_loss_far_above_its_best_is_harm_and_named_overfitting(
     tmp_path: Path,
 ) -> None:

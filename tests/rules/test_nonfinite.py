@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch import nn
 
+from tensortap.diagnosis import CAUSES
 from tensortap.rules import (
     BUILTIN_RULES,
     CheckInputImages,
@@ -94,7 +95,13 @@ def test_the_rules_that_never_meet_nan_do_not_call_it_fine(nan_run: tuple) -> No
     _, trial = nan_run
     for name in NEVER_MEET:
         summary = invoke_rule(BUILTIN_RULES[name](trial))
-        assert summary.worst_severity is not Severity.PROBLEM or name == "ClassImbalance"
+        if name == "ClassImbalance":
+            continue  # the classes a NaN model predicts may be given up on: true
+        if name == "AccuracyAtChance":  # at chance (issue 44: its end is judged), a consequence
+            causes = {f.details.get("cause") for f in summary.findings}
+            assert causes <= CAUSES["nonfinite"].explains, causes
+            continue
+        assert summary.worst_severity is not Severity.PROBLEM, (name, summary)
 
 
 def losses(path: Path, values: list[float]) -> object:

@@ -31,7 +31,9 @@ class AccuracyAtChance(Rule):
     has ended and holds no later step): the model learned nothing that carries to held-out
     data, most often because the labels do not follow from the inputs (shuffled,
     misaligned); a loop that does not train at all is named by the rules about updates
-    first.
+    first. At the end of training every pass at chance is the run's outcome however few
+    (one evaluation after training), and so are the last passes at chance when training went
+    on after them for no more saved steps than before them.
 
     Needs at least ``min_samples`` labels in a pass. Reads the ``labels`` and
     ``predictions`` collections (predictions as classes or scores per class).
@@ -75,6 +77,10 @@ class AccuracyAtChance(Rule):
         self._at_chance = 0  # passes in a row at chance
         self._judged = 0
         self._names: list[str] = []
+        self._train_steps = 0  # TRAIN steps walked
+        # the last pass judged: what it measured, its value and chance, TRAIN steps before
+        # it, and whether it ended the run
+        self._last: tuple[str, float, float, int, bool] | None = None
 
     @classmethod
     def required_collections(cls, **params: Any) -> tuple[str, ...]:
@@ -83,6 +89,7 @@ class AccuracyAtChance(Rule):
     def invoke_at_step(self, step: int) -> bool:
         mode = step_mode(self.base_trial, step)[0]
         if mode is ModeKeys.TRAIN:
+            self._train_steps += 1
             found = regression_targets(self.base_trial, step)
             if found is not None:  # the training targets' mean: the constant to beat
                 self._train_sum += float(np.sum(found[1], dtype=np.float64))
@@ -112,11 +119,43 @@ class AccuracyAtChance(Rule):
     def invoke_at_end(self, last_step: int) -> bool | None:
         """The evaluation pass that ended the run, when it was read live (its end was not known
         then): judged now, as the end of training."""
-        if not (self._labels or self._regression):
+        if (self._labels or self._regression) and (
+            step_mode(self.base_trial, last_step)[0] is ModeKeys.EVAL
+        ):
+            return self._judge_pass(last_step)
+        return self._ended_after_pass(last_step)
+
+    def _ended_after_pass(self, last_step: int) -> bool | None:
+        """Training ended with TRAIN steps after its last evaluation pass: that pass is the
+        run's outcome when every pass was at chance or the last ``passes`` were, and it came
+        at least halfway through training (a run evaluated early on a plateau and trained long
+        after is not judged by it)."""
+        if self._last is None or self._last[4] or not self._at_chance:
             return None
-        if step_mode(self.base_trial, last_step)[0] is not ModeKeys.EVAL:
+        said, value, threshold, before, _ = self._last
+        after = self._train_steps - before
+        if not (self._at_chance >= self.passes or self._at_chance == self._judged):
             return None
-        return self._judge_pass(last_step)
+        if after > before:
+            return None
+        self.explain(
+            f"{said}; no better than chance in {self._outcome_passes()} to the end of "
+            f"training ({after} saved training steps followed it, and no evaluation): the "
+            "model learned nothing that carries to held-out data (do the labels follow from "
+            "the inputs?)",
+            tensors=self._names,
+            value=value,
+            threshold=threshold,
+            severity=Severity.PROBLEM,
+            judged=True,
+            cause="no_learnable_signal",
+        )
+        return True
+
+    def _outcome_passes(self) -> str:
+        if self._at_chance == self._judged == 1:
+            return "its only evaluation pass"
+        return f"{self._at_chance} evaluation passes in a row"
 
     def _judge_pass(self, step: int, ends_here: bool = True) -> bool:
         """Judge the evaluation pass gathered so far: it ended at ``step`` (``ends_here``), or
@@ -127,11 +166,14 @@ class AccuracyAtChance(Rule):
         at_chance, said, value, threshold = judged
         self._at_chance = self._at_chance + 1 if at_chance else 0
         self._judged += 1
-        fired = self._at_chance >= self.passes
         trial = self.base_trial
         final = ends_here and trial.loaded_all_steps and step == trial.steps()[-1]
+        self._last = (said, value, threshold, self._train_steps, final)
+        # at the end of training, a run whose every pass was at chance (fewer than `passes`
+        # of them: most often one, after training) ended at chance
+        fired = self._at_chance >= self.passes or (final and self._at_chance == self._judged)
         verdict = (
-            f"no better than chance in {self._at_chance} evaluation passes in a row"
+            f"no better than chance in {self._outcome_passes()}"
             + (
                 " to the end of training: the model learned nothing that carries to held-out "
                 "data (do the labels follow from the inputs?)"

@@ -47,6 +47,12 @@ _FACTS = TRAINING_LOOP + "/"  # training_loop/softmax_before_loss is no loss
 #: and at least ``_CLIMB_RISE`` x its first value. On the development split's runs whose loss
 #: diverged, the wrong-sign ones climbed with 0.97-1.00, all others at most 0.86.
 _CLIMB_SPAN, _CLIMB_MIN, _CLIMB_RHO, _CLIMB_JUMP, _CLIMB_RISE = 50, 10, 0.93, 3.0, 1.5
+#: A training loss that falls without a floor: the median of its last 3 values below 0 and
+#: ``_PLUNGE`` x further from 0 than its start (the median of its first 3, at least 1 in size).
+#: A loss that is minimised has a floor (cross-entropy, squared error: 0; a Gaussian
+#: likelihood's log-scale a few units below it); a log-likelihood minimised without its minus
+#: sign went from -1.5 to -144 within 11 steps, and to -7e20 where nothing overflowed.
+_PLUNGE = 100.0
 
 
 class LossNotDecreasing(Rule):
@@ -197,13 +203,24 @@ class LossNotDecreasing(Rule):
             self._last_checked[key] = obs.mode_step
             nonfinite = nonfinite_explanation(obs.tensors, "the loss")
             rho = None if obs.mode == ModeKeys.EVAL else climb(history)
+            fell = None if obs.mode == ModeKeys.EVAL else plunge(self._series.values(key))
             if rho is not None:  # the loss climbed steadily from its first step up to it
                 nonfinite["cause"] = "wrong_sign"
                 nonfinite["message"] += (
                     f"; before it, the loss climbed steadily from its first step (rank "
                     f"correlation with the step {rho:.2f}, no jump): each update ascends the loss"
                 )
+            elif fell is not None:  # it fell without a floor up to it
+                nonfinite["cause"] = "wrong_sign"
+                nonfinite["message"] += (
+                    f"; before it, the loss fell without a floor, from {fell[0]:.4g} at its "
+                    f"start to {fell[1]:.4g}: {_UNBOUNDED}"
+                )
             return True, 0, nonfinite
+        fell = None if obs.mode == ModeKeys.EVAL else plunge(self._series.values(key))
+        if fell is not None:
+            self._last_checked[key] = obs.mode_step
+            return self._unbounded(obs, fell)
         previous = self._previous(key, obs, history)
         if previous is None:
             return None
@@ -264,6 +281,32 @@ class LossNotDecreasing(Rule):
                 "previous_step": previous.mode_step,
                 "mode": obs.mode,
                 "cause": cause,
+            },
+        )
+
+    def _unbounded(
+        self, obs: Observation, fell: tuple[float, float]
+    ) -> tuple[bool, int, dict[str, Any]]:
+        """A training loss that fell without a floor (see ``_PLUNGE``): a problem."""
+        start, low = fell
+        text = (
+            f"{obs.key} ({obs.mode.name}) fell without a floor, from {start:.4g} at its start "
+            f"to {low:.4g} at step {obs.mode_step} (the median of its last 3 values): {_UNBOUNDED}"
+        )
+        return (
+            True,
+            Severity.PROBLEM.rank,
+            {
+                "message": text,
+                "tensors": list(obs.tensors),
+                "value": low,
+                "threshold": self.diff_percent,
+                "severity": Severity.PROBLEM,
+                "diverging": True,
+                "progress": 0.0,
+                "previous_step": obs.mode_step,
+                "mode": obs.mode,
+                "cause": "wrong_sign",
             },
         )
 
@@ -392,6 +435,25 @@ def climb(history: Sequence[Observation]) -> float | None:
     steps = np.arange(len(values), dtype=np.float64)
     rho = float(np.corrcoef(steps, ranks)[0, 1])
     return rho if rho >= _CLIMB_RHO else None
+
+
+_UNBOUNDED = (
+    "a loss that is minimised has a floor, so this objective is minimised with its sign "
+    "flipped (a log-likelihood without its minus) or is unbounded below"
+)
+
+
+def plunge(values: np.ndarray) -> tuple[float, float] | None:
+    """(start, low) when a training loss (its values in order) fell without a floor (see
+    ``_PLUNGE``): the median of its first 3 finite values and of its last 3; None otherwise.
+    Reads a bounded window at each end, so a walk that asks at every step stays linear."""
+    head = values[:_CLIMB_SPAN]
+    tail = values[-_CLIMB_SPAN:]
+    head, tail = head[np.isfinite(head)][:3], tail[np.isfinite(tail)][-3:]
+    if len(values) < 6 or len(head) < 3 or len(tail) < 3:
+        return None
+    start, low = float(np.median(head)), float(np.median(tail))
+    return (start, low) if low < 0 and -low >= _PLUNGE * max(abs(start), 1.0) else None
 
 
 def _is_scalar(trial: Any, name: str) -> bool:
