@@ -28,11 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tensortap.exceptions import FormatError
+from tensortap.trials._sessions import MAX_TIME  # the latest time a document may hold
 
 #: The deepest nesting of a job document (tensortap's own are at most about 8 deep).
 MAX_DEPTH = 64
-#: The latest time a document may hold: 9999-12-31, what ``datetime`` can show.
-MAX_TIME = 253_402_300_799.0
 #: A step or a count: a whole number in ``[0, 2**63)``.
 MAX_STEP = (1 << 63) - 1
 
@@ -222,7 +221,7 @@ def decode_job(raw: bytes, what: str = "job.json") -> dict[str, Any]:
 _RULE_FIELDS: dict[str, tuple[Callable[[Any], bool], bool]] = {
     "RuleEvaluationStatus": (is_str, False),
     "StatusDetails": (is_str, True),
-    "LastModifiedTime": (is_time, True),
+    "LastModifiedTime": (is_str, True),  # ISO 8601, as SageMaker answers it
     "log": (is_str, True),
     "severity": (is_str, True),
     "gravest_step": (is_step, True),
@@ -292,10 +291,11 @@ def _fits(name: str, value: Any, fields: Mapping[str, tuple[Callable[[Any], bool
 
 
 def decode_rule_status(raw: bytes, what: str) -> dict[str, Any]:
-    """A rule's status file (``rules/NAME.json``), written by its rule process: a
-    JobDocumentError unless every field is of its kind."""
+    """A rule's status file (``rules/NAME.json``), written by its rule process: a field of
+    the wrong kind is left out (as in the summary); a JobDocumentError when it is no rule's
+    status at all."""
     kept, problems = check_rule(parse_json(raw, what), what)
-    if kept is None or problems:
+    if kept is None:
         raise JobDocumentError(f"{problems[0]} (a rule's status is written whole by tensortap)")
     return kept
 

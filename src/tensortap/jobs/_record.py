@@ -33,6 +33,7 @@ from tensortap.jobs._documents import (
     decode_job,
     decode_rule_status,
     decode_summary,
+    parse_json,
 )
 from tensortap.storage._descriptors import read_regular
 from tensortap.trials._locate import JOB_FILE, TRIAL_DIR, job_trial_location
