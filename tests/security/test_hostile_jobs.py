@@ -217,6 +217,54 @@ def test_the_diagnosis_of_2000_rules_compares_each_cause_with_its_explainers_onl
     assert calls <= 400  # was 400 * 399: every cause against every other
 
 
+def test_a_real_jobs_documents_decode_with_nothing_left_out(tmp_path: Path) -> None:
+    """The decoders against what the supervisor and the rule processes really write: every
+    field of a real job's summary, rule statuses and events is of its kind."""
+    from tensortap.jobs import Rule, rule_configs
+    from tensortap.jobs._documents import decode_rule_status
+    from tests.jobs.test_jobs import EVERY_STEP, SCRIPT
+
+    job = TrainingJob(
+        command=[sys.executable, str(SCRIPT), "--model", "deep_sigmoid", "--steps", "6"],
+        output_path=tmp_path / "runs",
+        debugger_hook_config=EVERY_STEP,
+        rules=[
+            Rule.builtin(rule_configs.vanishing_gradient()),
+            Rule.builtin(rule_configs.loss_not_decreasing()),
+        ],
+    )
+    job.fit(wait=True, logs=False)
+    record = job.record
+    found = record.read_summary()
+    assert found is not None and found.problems == ()
+    assert found.summary == json.loads(record.summary_file.read_text())  # nothing dropped
+    fired = {r["RuleConfigurationName"]: r for r in found.summary["rules"]}
+    assert fired["VanishingGradient"]["RuleEvaluationStatus"] == "IssuesFound"
+    assert isinstance(fired["VanishingGradient"]["gravest"]["step"], int)
+    for name in fired:
+        path = record.rule_status_file(name)
+        assert decode_rule_status(path.read_bytes(), str(path)) == json.loads(path.read_text())
+    events, _ = record.events()
+    lines = record.events_file.read_text().splitlines()
+    assert record.skipped_events == 0 and events == [json.loads(line) for line in lines]
+    assert record.job() == json.loads(record.job_file.read_text())
+
+
+def test_fuzzed_job_documents_lose_no_value_unsaid(tmp_path: Path) -> None:
+    """The structure-aware fuzzer, 150 cases of each document (bench_fuzz.py --format jobs
+    runs thousands): the good job keeps its values beside the mutated one, which is read
+    right or listed with its reason; no untyped error."""
+    pytest.importorskip("starlette")
+    from tensortap.testing._job_fuzz import fuzz_jobs
+
+    found = fuzz_jobs(tmp_path, cases=150, seed=3)
+    assert found.failures == []
+    for kind in ("summary", "job", "events"):
+        counts = found.by_kind[kind]
+        assert sum(counts.values()) == 150
+        assert counts["read"] and counts["listed"], (kind, counts)  # both paths were taken
+
+
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 

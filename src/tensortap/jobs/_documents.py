@@ -201,7 +201,8 @@ def decode_job(raw: bytes, what: str = "job.json") -> dict[str, Any]:
             for i, r in enumerate(rules)
             if not (isinstance(r, dict) and isinstance(r.get("name"), str))
         ]
-    for framework, chosen in (doc.get("rules_by_framework") or {}).items():
+    by_framework = doc.get("rules_by_framework")
+    for framework, chosen in (by_framework if isinstance(by_framework, dict) else {}).items():
         if not (
             isinstance(chosen, list)
             and all(isinstance(r, dict) and isinstance(r.get("name"), str) for r in chosen)

@@ -398,8 +398,19 @@ def detail(run: Run, log_lines: int = 200) -> dict[str, Any]:
             config = run_config(run)[0]
         except (TensortapError, StorageError, OSError):
             pass  # the runs list says what could not be read
+    shown = overview(run)
+    if run.job is not None and run.job.skipped_events:  # said, never dropped unsaid
+        shown = {
+            **shown,
+            "problems": [
+                *shown["problems"],
+                f"{run.job.skipped_events} lines of the job's events.jsonl are not events "
+                "tensortap writes (not JSON, nested too deep, a number too large, no time or "
+                "name): left out of the timeline",
+            ],
+        }
     return {
-        **overview(run),
+        **shown,
         "all_rules": rules(run),
         "timeline": timeline,
         "log_tail": log_tail,

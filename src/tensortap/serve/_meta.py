@@ -215,8 +215,8 @@ def overview(run: Run) -> dict[str, Any]:
         if document is not None:
             summary = document.summary
             unread += document.problems
-        if status != "Unreadable":
-            status = str(summary.get("status") or "Starting")
+        if status != "Unreadable":  # decoded: a string, or none yet
+            status = summary.get("status", "Starting")
         try:
             created = run.job.job().get("created")
         except (TensortapError, OSError) as exc:
