@@ -299,7 +299,12 @@ def test_every_view_of_the_dashboard_serves_the_good_run_beside_every_hostile_on
         run = listed[name]
         if file in ("summary.json", "job.json") and name != "job-trial-location-list":
             assert any(file in p for p in run["problems"]), (name, run["problems"])
-        for path in (f"/api/run/{run['id']}", f"/report/{run['id']}", f"/run/{run['id']}"):
+        pages = ("", "/curves", "/health")
+        for path in (
+            *(f"/api/run/{run['id']}{page}" for page in pages),
+            f"/report/{run['id']}",
+            f"/run/{run['id']}",
+        ):
             status, headers, page = raw_get(dashboard.url, path)
             assert status in (200, 422), (name, path, status, page[:300])
             assert headers["x-content-type-options"] == "nosniff", (name, path)
@@ -331,3 +336,20 @@ def test_an_unexpected_error_answers_500_with_the_security_headers(
     assert "content-security-policy" in headers and b"a fault of ours" not in body
     status, _, _ = raw_get(dashboard.url, "/api/runs")  # and the server goes on answering
     assert status == 200
+
+
+def test_the_dashboard_keeps_a_bounded_number_of_a_jobs_events(tmp_path: Path, monkeypatch) -> None:
+    """An events.jsonl of millions of lines was kept whole in the server's memory."""
+    from tensortap.serve import _data
+    from tensortap.serve._catalog import Catalog
+
+    job = make_job(tmp_path / "runs" / "job")
+    record = JobRecord(job)
+    for step in range(25):
+        record.append_event("rule_fired", rule="R", step=step, message=f"fired {step}")
+    monkeypatch.setattr(_data, "MAX_EVENTS_KEPT", 10)
+    (run,) = Catalog([str(tmp_path / "runs")]).runs()
+    kept = _data._events(run)
+    assert [e["step"] for e in kept] == list(range(15, 25))  # the newest
+    record.append_event("rule_fired", rule="R", step=25, message="fired 25")
+    assert [e["step"] for e in _data._events(run)] == list(range(16, 26))

@@ -326,6 +326,11 @@ def curves(
     }
 
 
+#: The most events of one job the dashboard keeps (the newest): a job writes a few per rule
+#: and step that fired; an events.jsonl of millions of lines is not one tensortap wrote.
+MAX_EVENTS_KEPT = 100_000
+
+
 def findings(run: Run) -> list[dict[str, Any]]:
     """Each rule's first finding (from the job's events) and its gravest, with step, message
     and severity; a bare trial has none (its rules run with ``tensortap report``)."""
@@ -363,6 +368,8 @@ def _events(run: Run) -> list[dict[str, Any]]:
         except OSError:
             return list(run.cache.events)
         run.cache.events.extend(new)
+        if len(run.cache.events) > MAX_EVENTS_KEPT:  # a budget: the newest are kept
+            del run.cache.events[: len(run.cache.events) - MAX_EVENTS_KEPT]
         return list(run.cache.events)
 
 
