@@ -353,3 +353,15 @@ def test_the_dashboard_keeps_a_bounded_number_of_a_jobs_events(tmp_path: Path, m
     assert [e["step"] for e in kept] == list(range(15, 25))  # the newest
     record.append_event("rule_fired", rule="R", step=25, message="fired 25")
     assert [e["step"] for e in _data._events(run)] == list(range(16, 26))
+
+
+def test_the_fuzzers_killed_job_is_read_with_nothing_left_out(tmp_path: Path) -> None:
+    """The fuzzer's seeds are documents tensortap writes: decoded whole, the killed one's
+    failure kept (a signal number was once refused as no string)."""
+    from tensortap.testing._job_fuzz import healthy_job
+
+    healthy_job(tmp_path / "job", killed=True)
+    found = JobRecord(tmp_path / "job").read_summary()
+    assert found is not None and found.problems == ()
+    assert found.summary["training"]["failure"]["signal"] == 9
+    assert JobRecord(tmp_path / "job").events()[0] and JobRecord(tmp_path / "job").job()

@@ -327,7 +327,7 @@ _TRAINING_FIELDS: dict[str, tuple[Callable[[Any], bool], bool]] = {
 _FAILURE_FIELDS: dict[str, tuple[Callable[[Any], bool], bool]] = {
     "step": (is_step, True),
     "error": (is_str, True),
-    "signal": (is_str, True),
+    "signal": (is_int, True),  # the signal number that killed training
     "text": (is_str, True),
 }
 

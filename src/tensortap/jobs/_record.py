@@ -175,7 +175,7 @@ class JobRecord:
                 f"{self.dir} is not a tensortap job directory (no {JOB_FILE}); jobs are the "
                 "directories that `tensortap jobs` lists"
             )
-        return decode_job(read_bytes(self.job_file, self.dir), str(self.job_file))
+        return decode_job(read_bytes(self.job_file, self.dir), JOB_FILE)
 
     def read_summary(self) -> SummaryDocument | None:
         """The job's ``summary.json``, decoded (what is shown, what was left out and why);
@@ -185,7 +185,7 @@ class JobRecord:
             raw = read_bytes(self.summary_file, self.dir)
         except FileNotFoundError:
             return None
-        return decode_summary(raw, str(self.summary_file))
+        return decode_summary(raw, SUMMARY_FILE)
 
     def summary(self) -> dict[str, Any] | None:
         """What can be shown of the job's summary (see :meth:`read_summary`); None before
@@ -202,7 +202,7 @@ class JobRecord:
         read."""
         path = self.rule_status_file(rule)
         try:
-            return decode_rule_status(read_bytes(path, self.dir), str(path))
+            return decode_rule_status(read_bytes(path, self.dir), f"rules/{path.name}")
         except (OSError, JobDocumentError):
             return None
 
@@ -232,7 +232,7 @@ class JobRecord:
         for line in data[:end].splitlines():
             if line.strip():
                 try:
-                    out.append(decode_event(line, str(self.events_file)))
+                    out.append(decode_event(line, EVENTS_FILE))
                 except JobDocumentError:
                     self.skipped_events += 1  # never ours; skip rather than stop following
         return out, offset + end

@@ -68,10 +68,11 @@ HOSTILE_VALUES: tuple[Any, ...] = (
 MUTATIONS = ("value", "delete", "duplicate", "wrap", "nest", "root", "truncate", "flip", "text")
 
 
-def healthy_job(job_dir: Path, steps: int = 4) -> None:
+def healthy_job(job_dir: Path, steps: int = 4, killed: bool = False) -> None:
     """A finished job's directory as ``tensortap run`` leaves it: a real trial of ``steps``
     steps, ``job.json``, ``summary.json`` with two rules (one fired, with its gravest finding),
-    ``events.jsonl`` and a training log."""
+    ``events.jsonl`` and a training log; with ``killed``, its training was killed (SIGKILL)
+    after its last step, as the supervisor records it."""
     from tensortap.jobs._record import JobRecord, write_json
     from tensortap.testing._fake_trial import TrialBuilder
 
@@ -143,14 +144,22 @@ def healthy_job(job_dir: Path, steps: int = 4) -> None:
         record.summary_file,
         {
             "job": job_dir.name,
-            "status": "Completed",
+            "status": "Failed" if killed else "Completed",
             "training": {
-                "status": "Completed",
-                "exit_code": 0,
+                "status": "Failed" if killed else "Completed",
+                "exit_code": -9 if killed else 0,
                 "pid": 4321,
                 "log": str(record.training_log),
                 "log_tail": "epoch 1\n",
-                "failure": None,
+                "failure": {
+                    "step": steps - 1,
+                    "error": None,
+                    "signal": 9,
+                    "text": f"training was killed after step {steps - 1}, the last one saved "
+                    "(signal 9, SIGKILL)",
+                }
+                if killed
+                else None,
             },
             "rules": [fired, quiet],
             "trial": str(job_dir / "trial"),
@@ -435,7 +444,7 @@ def fuzz_jobs(
 
     runs = work / "runs"
     healthy_job(runs / "good")
-    healthy_job(runs / "bad")
+    healthy_job(runs / "bad", killed=True)
     files = {"summary": SUMMARY_FILE, "job": JOB_FILE, "events": EVENTS_FILE}
     originals = {kind: (runs / "bad" / files[kind]).read_bytes() for kind in kinds}
     views = _Views(runs)
