@@ -365,3 +365,32 @@ def test_the_fuzzers_killed_job_is_read_with_nothing_left_out(tmp_path: Path) ->
     assert found is not None and found.problems == ()
     assert found.summary["training"]["failure"]["signal"] == 9
     assert JobRecord(tmp_path / "job").events()[0] and JobRecord(tmp_path / "job").job()
+
+
+@pytest.mark.parametrize("planted", ["fifo", "-1", "0"])
+def test_a_planted_supervisor_pid_neither_hangs_nor_names_a_process_group(
+    tmp_path: Path, planted: str
+) -> None:
+    """``supervisor.pid`` as a FIFO hung ``tensortap summary`` (opened to read, forever); -1
+    or 0 asked ``kill`` about every process or the group: a job no supervisor runs."""
+    import subprocess
+
+    job = make_job(tmp_path / "job")
+    record = JobRecord(job)
+    write_json(record.summary_file, {"status": "InProgress", "rules": []})
+    if planted == "fifo":
+        os.mkfifo(job / "supervisor.pid")
+    else:
+        (job / "supervisor.pid").write_text(planted)
+    done = subprocess.run(
+        [sys.executable, "-m", "tensortap.cli", "summary", str(job)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    if planted == "fifo":  # not read: taken as a supervisor not started yet
+        assert "InProgress" in done.stdout
+    else:  # no supervisor: the record is finalised
+        assert "job job: Failed" in done.stdout
+        assert "supervisor died" in json.loads(record.summary_file.read_text())["error"]

@@ -167,10 +167,12 @@ def _wait(
 
 
 def _supervisor_alive(record: JobRecord) -> bool:
-    try:
-        pid = int((record.dir / SUPERVISOR_PID).read_text())
+    try:  # read as the job's files are: a FIFO planted there hung `tensortap summary`
+        pid = int(record.read(record.dir / SUPERVISOR_PID, 32))
     except (OSError, ValueError):
         return True  # not started yet
+    if pid <= 0:  # 0 and -1 name process groups, never a supervisor
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
