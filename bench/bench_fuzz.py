@@ -42,8 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--deadline", type=float, default=20.0)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--format", choices=("tensortap", "smdebug"), default="tensortap")
+    parser.add_argument("--format", choices=("tensortap", "smdebug", "jobs"), default="tensortap")
     args = parser.parse_args(argv)
+    if args.format == "jobs":  # a job directory's documents: --cases of each kind
+        from tensortap.testing._job_fuzz import bench_main
+
+        return bench_main(args.cases, args.seed, args.deadline, args.json)
     with tempfile.TemporaryDirectory() as tmp:
         if args.format == "smdebug":
             healthy = Path(tmp) / "healthy"

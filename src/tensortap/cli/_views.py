@@ -108,24 +108,8 @@ def jobs(ns: argparse.Namespace) -> int:
     if not records:
         print(f"no jobs in {root}")
         return 0
-    rows = []
-    for record in records:
-        try:
-            started = record.job().get("created")
-        except TensortapError:
-            started = None
-        summary = record.summary() or {"status": "Starting", "rules": []}
-        outcomes = []
-        for rule in by_gravity(summary.get("rules", [])):
-            text = f"{rule.get('RuleConfigurationName')}: {status_text(rule)}"
-            step = rule.get("gravest_step", rule.get("first_fired_step"))
-            if step is not None:
-                text += f" at step {step}"
-            outcomes.append(text)
-        rows.append(
-            (started or 0, record.name, str(summary.get("status")), _when(started), outcomes)
-        )
-    rows.sort(key=lambda r: r[0])
+    rows = [_job_row(record) for record in records]
+    rows.sort(key=lambda r: (r[0], r[1]))
     width = max(len("JOB"), *(len(r[1]) for r in rows))
     print(f"{'JOB':<{width}}  {'STATUS':<11}  {'STARTED':<16}  RULES (problems first)")
     for _, name, status, started, outcomes in rows:
@@ -133,9 +117,46 @@ def jobs(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _job_row(record: JobRecord) -> tuple[float, str, str, str, list[str]]:
+    """A job's line: its start, name, status, start as text and rule outcomes; a document
+    that cannot be read (or a part of one) is said on the line, and the other jobs listed."""
+    unread: list[str] = []
+    try:
+        started = record.job().get("created")
+    except (TensortapError, OSError) as exc:
+        started = None
+        unread.append(f"job.json unreadable: {exc}")
+    try:
+        found = record.read_summary()
+    except (TensortapError, OSError) as exc:
+        found = None
+        unread.append(f"summary.json unreadable: {exc}")
+    summary: dict[str, Any] = (
+        found.summary if found is not None else {"status": "Starting", "rules": []}
+    )
+    if found is not None:
+        unread += found.problems
+    outcomes = []
+    for rule in by_gravity(summary.get("rules", [])):
+        text = f"{rule.get('RuleConfigurationName')}: {status_text(rule)}"
+        step = rule.get("gravest_step", rule.get("first_fired_step"))
+        if step is not None:
+            text += f" at step {step}"
+        outcomes.append(text)
+    status = "Unreadable" if unread and found is None else str(summary.get("status"))
+    if unread:
+        outcomes.append(
+            f"[{unread[0]}" + (f" (and {len(unread) - 1} more)]" if len(unread) > 1 else "]")
+        )
+    return (float(started or 0), record.name, status, _when(started), outcomes)
+
+
 def summary(ns: argparse.Namespace) -> int:
     record = job_record(ns.job, ns.runs)
     print(render_summary(record, job_summary(record)))
+    found = record.read_summary()
+    for problem in found.problems if found is not None else ():
+        print(f"  not shown: {problem}")
     line = _config_line(record)
     if line:
         print(line)

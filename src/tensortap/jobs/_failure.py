@@ -36,11 +36,8 @@ def last_exception(log: str) -> str | None:
 
 
 def _log_end(record: JobRecord) -> str:
-    try:
-        with open(record.training_log, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - LOG_BYTES))
-            return f.read().decode("utf-8", errors="replace")
+    try:  # the log's end, read as the job's files are (a regular file of its own)
+        return record.log_tail(LOG_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return ""
 

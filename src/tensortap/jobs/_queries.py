@@ -18,6 +18,8 @@ from tensortap.jobs._record import JobRecord, write_json
 FINISHED = ("Completed", "Failed", "Stopped")
 IN_PROGRESS = "InProgress"
 SUPERVISOR_PID = "supervisor.pid"
+#: The most of a log ``logs()`` answers: its end.
+MAX_LOG_BYTES = 64 * 1024 * 1024
 
 
 class JobQueries:
@@ -91,13 +93,21 @@ class AttachedJob(JobQueries):
 
 def job_summary(record: JobRecord) -> dict[str, Any]:
     """The job's summary. Before the supervisor writes one, its rules are listed as
-    InProgress; once the supervisor is gone without finishing it, the record is finalised."""
-    summary = record.summary() or _starting(record)
+    InProgress; once the supervisor is gone without finishing it, the record is finalised.
+    A ``summary.json`` that cannot be read raises its JobDocumentError (or StorageError) and
+    is left as it is: never written over."""
+    summary = _written(record) or _starting(record)
     if summary.get("status") not in FINISHED and not _supervisor_alive(record):
-        summary = record.summary() or summary  # it may have finished just now
+        summary = _written(record) or summary  # it may have finished just now
         if summary.get("status") not in FINISHED:
             summary = _finalise_orphaned(record, summary)
     return summary
+
+
+def _written(record: JobRecord) -> dict[str, Any] | None:
+    """What the supervisor wrote (decoded), None before it wrote anything."""
+    found = record.read_summary()
+    return None if found is None else found.summary
 
 
 def _starting(record: JobRecord) -> dict[str, Any]:
@@ -157,10 +167,12 @@ def _wait(
 
 
 def _supervisor_alive(record: JobRecord) -> bool:
-    try:
-        pid = int((record.dir / SUPERVISOR_PID).read_text())
+    try:  # read as the job's files are: a FIFO planted there hung `tensortap summary`
+        pid = int(record.read(record.dir / SUPERVISOR_PID, 32))
     except (OSError, ValueError):
         return True  # not started yet
+    if pid <= 0:  # 0 and -1 name process groups, never a supervisor
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -183,15 +195,15 @@ def _describe(record: JobRecord) -> dict[str, Any]:
     job = record.job()
     summary = job_summary(record)
     return {
-        "TrainingJobName": job["name"],
+        "TrainingJobName": job.get("name", record.name),
         "TrainingJobStatus": summary.get("status"),
         "SecondaryStatus": _secondary_status(record, summary),
-        "ExitCode": summary.get("training", {}).get("exit_code"),
-        "Command": job["user_command"],
+        "ExitCode": (summary.get("training") or {}).get("exit_code"),
+        "Command": job.get("user_command", job.get("command")),
         "JobDir": str(record.dir),
         "DebuggerArtifactsPath": record.trial_location,
-        "HookConfig": job["hook_config"],
-        "DebugRuleConfigurations": job["rules"],
+        "HookConfig": job.get("hook_config"),
+        "DebugRuleConfigurations": job.get("rules", []),
         "DebugRuleEvaluationStatuses": _rule_job_summary(record),
         "TrainingLog": str(record.training_log),
     }
@@ -225,11 +237,11 @@ def _describe_rule_jobs(record: JobRecord) -> list[dict[str, Any]]:
 def _logs(record: JobRecord, rule: str | None) -> str:
     path = record.training_log if rule is None else record.rule_log(rule)
     if rule is not None and not path.exists():
-        names = [r["name"] for r in record.job()["rules"]]
+        names = [r["name"] for r in record.job().get("rules", [])]
         if rule not in names:
             raise InvalidConfigError(f"the job has no rule {rule!r}; its rules are {names}")
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
+    try:  # read as the job's files are: a regular file of the job's own, its last 64 MiB
+        return record.read(path, MAX_LOG_BYTES, tail=True).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ""
 

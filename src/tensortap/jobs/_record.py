@@ -26,6 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from tensortap.exceptions import InvalidConfigError, StorageError
+from tensortap.jobs._documents import (
+    JobDocumentError,
+    SummaryDocument,
+    decode_event,
+    decode_job,
+    decode_rule_status,
+    decode_summary,
+    parse_json,
+)
 from tensortap.storage._descriptors import read_regular
 from tensortap.trials._locate import JOB_FILE, TRIAL_DIR, job_trial_location
 
@@ -50,16 +59,25 @@ MAX_JSON_BYTES = 32 * 1024 * 1024
 MAX_EVENTS_BYTES = 16 * 1024 * 1024
 
 
-def read_json(path: Path, inside: Path | None = None) -> Any:
-    """``path``'s JSON, read as a job's files are read (see :meth:`JobRecord.read`): a regular
-    file inside ``inside`` (its own directory unless given), at most :data:`MAX_JSON_BYTES`."""
-    data = read_regular(path, path.parent if inside is None else inside, MAX_JSON_BYTES + 1)
+def read_bytes(path: Path, inside: Path | None = None) -> bytes:
+    """``path``'s bytes, read as a job's files are read (see :meth:`JobRecord.read`): a
+    regular file inside ``inside`` (its own directory unless given), with one link (a hard
+    link to a file elsewhere is not the job's own), at most :data:`MAX_JSON_BYTES`."""
+    data = read_regular(
+        path, path.parent if inside is None else inside, MAX_JSON_BYTES + 1, single_link=True
+    )
     if len(data) > MAX_JSON_BYTES:
         raise StorageError(
             f"{path} holds more than {MAX_JSON_BYTES} bytes; a job's JSON files are smaller: "
             "it is not one tensortap wrote"
         )
-    return json.loads(data.decode("utf-8"))
+    return data
+
+
+def read_json(path: Path, inside: Path | None = None) -> Any:
+    """``path``'s JSON (see :func:`read_bytes`), checked as a job document is
+    (:func:`tensortap.jobs._documents.parse_json`: a JobDocumentError when it is not JSON)."""
+    return parse_json(read_bytes(path, inside), str(path))
 
 
 class JobRecord:
@@ -68,6 +86,8 @@ class JobRecord:
     def __init__(self, job_dir: str | os.PathLike[str]) -> None:
         self.dir = Path(job_dir).resolve()
         self._trial_location: str | None = None
+        #: Lines of ``events.jsonl`` skipped so far: not an event tensortap writes.
+        self.skipped_events = 0
 
     def __repr__(self) -> str:
         return f"JobRecord({str(self.dir)!r})"
@@ -116,9 +136,10 @@ class JobRecord:
     def read(self, path: Path, limit: int, offset: int = 0, tail: bool = False) -> bytes:
         """At most ``limit`` bytes of one of the job's files, opened as a trial's files are:
         a regular file inside the job directory only (a symlink is not followed, a FIFO or
-        device is refused without blocking; see
+        device is refused without blocking, nor a file with another hard link: it may be one
+        from elsewhere, not the job's own; see
         :func:`tensortap.storage._descriptors.read_regular`)."""
-        return read_regular(path, self.dir, limit, offset=offset, tail=tail)
+        return read_regular(path, self.dir, limit, offset=offset, tail=tail, single_link=True)
 
     def log_tail(self, limit: int = 64 * 1024) -> bytes:
         """The last ``limit`` bytes of the training log (b"" before it exists)."""
@@ -146,27 +167,44 @@ class JobRecord:
         return self.job_file.is_file()
 
     def job(self) -> dict[str, Any]:
+        """The job's ``job.json``, decoded (:func:`~tensortap.jobs._documents.decode_job`):
+        an InvalidConfigError when there is none, a JobDocumentError (a FormatError) or a
+        StorageError when it cannot be read."""
         if not self.exists():
             raise InvalidConfigError(
                 f"{self.dir} is not a tensortap job directory (no {JOB_FILE}); jobs are the "
                 "directories that `tensortap jobs` lists"
             )
-        found: dict[str, Any] = read_json(self.job_file, self.dir)
-        return found
+        return decode_job(read_bytes(self.job_file, self.dir), JOB_FILE)
+
+    def read_summary(self) -> SummaryDocument | None:
+        """The job's ``summary.json``, decoded (what is shown, what was left out and why);
+        None before the supervisor wrote one. A JobDocumentError or StorageError when it
+        cannot be read at all."""
+        try:
+            raw = read_bytes(self.summary_file, self.dir)
+        except FileNotFoundError:
+            return None
+        return decode_summary(raw, SUMMARY_FILE)
 
     def summary(self) -> dict[str, Any] | None:
+        """What can be shown of the job's summary (see :meth:`read_summary`); None before
+        the supervisor wrote one, and when it cannot be read (the views that show a job ask
+        :meth:`read_summary`, to say why)."""
         try:
-            found: dict[str, Any] = read_json(self.summary_file, self.dir)
-        except (OSError, ValueError):
+            found = self.read_summary()
+        except (JobDocumentError, StorageError):
             return None
-        return found
+        return None if found is None else found.summary
 
     def rule_status(self, rule: str) -> dict[str, Any] | None:
+        """A rule's latest status, decoded; None before it wrote one or when it cannot be
+        read."""
+        path = self.rule_status_file(rule)
         try:
-            found: dict[str, Any] = read_json(self.rule_status_file(rule), self.dir)
-        except (OSError, ValueError):
+            return decode_rule_status(read_bytes(path, self.dir), f"rules/{path.name}")
+        except (OSError, JobDocumentError):
             return None
-        return found
 
     # -- events --
     def append_event(self, kind: str, **fields: Any) -> dict[str, Any]:
@@ -194,9 +232,9 @@ class JobRecord:
         for line in data[:end].splitlines():
             if line.strip():
                 try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    continue  # never ours; skip rather than stop following
+                    out.append(decode_event(line, EVENTS_FILE))
+                except JobDocumentError:
+                    self.skipped_events += 1  # never ours; skip rather than stop following
         return out, offset + end
 
     def iter_events(self) -> Iterator[dict[str, Any]]:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from tensortap.diagnosis import build, job_diagnosis, judge_trial, outcome_of
-from tensortap.exceptions import InvalidConfigError, MissingCollectionFiles
+from tensortap.exceptions import InvalidConfigError, MissingCollectionFiles, TensortapError
 from tensortap.jobs._live import by_gravity, judged_count, status_text
 from tensortap.jobs._record import JobRecord
 from tensortap.query._curves import mode_lines
@@ -77,8 +77,17 @@ def rules_that_find_problems(trial: Trial | str | os.PathLike[str]) -> list[str]
     return [s.rule for s in summaries if s.triggered]
 
 
+def _job_summary(record: JobRecord) -> tuple[dict[str, Any], list[str]]:
+    """What can be shown of the job's summary (decoded), and what could not be read, why."""
+    try:
+        found = record.read_summary()
+    except (TensortapError, OSError) as exc:
+        return {"rules": []}, [f"the job's summary.json cannot be read: {exc}"]
+    return ({"rules": []}, []) if found is None else (found.summary, list(found.problems))
+
+
 def _job_rows(record: JobRecord) -> list[Row]:
-    summary = record.summary() or {"rules": []}
+    summary = _job_summary(record)[0]
     return [
         (
             str(r.get("RuleConfigurationName", "")),
@@ -93,14 +102,18 @@ def _job_rows(record: JobRecord) -> list[Row]:
 
 
 def _job_table(record: JobRecord) -> str:
-    job = record.job()
-    summary = record.summary() or {}
+    summary, unread = _job_summary(record)
+    try:
+        command = " ".join(record.job().get("command", []))
+    except (TensortapError, OSError) as exc:
+        command, unread = "?", [*unread, f"the job's job.json cannot be read: {exc}"]
     training = summary.get("training", {})
     cells = [
         ("job", record.name),
-        ("status", str(summary.get("status", "Starting"))),
+        ("status", str(summary.get("status", "Starting" if not unread else "Unreadable"))),
         ("training", f"{training.get('status', '?')} (exit code {training.get('exit_code')})"),
-        ("command", " ".join(map(str, job.get("command", [])))),
+        ("command", command),
+        *(("not shown", problem) for problem in unread),
     ]
     rows = "".join(
         f"<tr><th>{k}</th><td class='text {html.escape(v)}'>{html.escape(v)}</td></tr>"
@@ -214,7 +227,7 @@ class TrainingReport:
         if self.job is not None:
             parts.append(_job_table(self.job))
             self.rows = _job_rows(self.job)
-            found = job_diagnosis(self.job.summary() or {})
+            found = job_diagnosis(_job_summary(self.job)[0])
             origin = "The job's rules, evaluated beside training:"
         else:
             summaries = judge_trial(
@@ -381,7 +394,8 @@ def training_report(
         trial = create_trial(trial)
     if job is not None and not isinstance(job, JobRecord):
         job = JobRecord(job)
-        job.job()  # a clear error if it is not a job directory
+        if not job.exists():  # a clear error if it is not a job directory
+            job.job()
     return TrainingReport(trial, job, rules, title).html()
 
 

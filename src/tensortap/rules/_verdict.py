@@ -334,13 +334,24 @@ def build(outcomes: Iterable[RuleOutcome], failed: bool = False) -> Diagnosis:
 
     # Roots: the causes nothing present folds, gravest first; each root takes what it reaches
     # through the causes present. A cycle of three or more that no root reaches (each folds
-    # the next) gets its highest-ranked cause as a root of its own.
-    roots = [c for c in present if not any(folds(d, c) for d in present if d != c)]
+    # the next) gets its highest-ranked cause as a root of its own. Only a cause that explains
+    # ``c`` can fold it, so each cause is compared with those alone: linear in the causes
+    # present and what they explain (a summary of 2,000 custom rules, each its own cause,
+    # took 2.4 s comparing every pair).
+    explained_by: dict[str, list[str]] = {}
+    for d in present:
+        for c in causes[d].explains:
+            if c in found and c != d:
+                explained_by.setdefault(c, []).append(d)
+    roots = [c for c in present if not any(folds(d, c) for d in explained_by.get(c, ()))]
     owner: dict[str, str] = {}
+    unowned = iter(present)  # for a cycle no root reaches, in rank order
+    done = 0  # the roots walked so far
     while len(owner) < len(present):
-        if not roots or all(r in owner for r in roots):
-            roots.append(next(c for c in present if c not in owner))
-        for root in roots:
+        if done == len(roots):
+            roots.append(next(c for c in unowned if c not in owner))
+        for root in roots[done:]:
+            done += 1
             if root in owner:
                 continue
             owner[root] = root
@@ -350,9 +361,13 @@ def build(outcomes: Iterable[RuleOutcome], failed: bool = False) -> Diagnosis:
                     if c in found and c not in owner:
                         owner[c] = root
                         frontier.append(c)
+    members: dict[str, list[str]] = {}
+    for c in present:
+        if owner[c] != c:
+            members.setdefault(owner[c], []).append(c)
     problems = []
     for root in roots:
-        folded = [e for c in present if c != root and owner[c] == root for e in found[c]]
+        folded = [e for c in members.get(root, ()) for e in found[c]]
         folded.sort(key=_in_time)
         problems.append(Problem(causes[root], tuple(found[root]), tuple(folded)))
     return Diagnosis("problem", tuple(problems), tuple(warnings), judged, not_judged)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import math
 import re
 import secrets
@@ -31,6 +32,7 @@ from tensortap.serve import _layers as layers
 from tensortap.serve import _meta as meta
 from tensortap.serve._catalog import Catalog, Run
 
+log = logging.getLogger(__name__)
 STATIC = Path(__file__).with_name("static")
 COOKIE = "tensortap_token"
 #: The most layers one TensorPlot request draws (their names are matched by RE2 first).
@@ -107,7 +109,7 @@ def create_app(
         return run
 
     def api_runs(request: Request) -> Response:  # no run's lock: never waits for a read
-        out = [meta.overview(run) for run in catalog.runs()]
+        out = [_overview(run) for run in catalog.runs()]
         return _json({"runs": out, "places": catalog.places, "errors": catalog.errors})
 
     def api_run(request: Request) -> Response:
@@ -255,6 +257,30 @@ def create_app(
     return app
 
 
+def _overview(run: Run) -> dict[str, Any]:
+    """The run's line in the runs list; one that cannot be built (a fault of ours that a
+    run's files found) is listed with the reason, and the other runs are served."""
+    try:
+        return meta.overview(run)
+    except Exception as exc:  # one run never takes the list down for everyone
+        log.exception("the runs list left out what it could not read of %s", run.name)
+        return {
+            "id": run.id,
+            "name": run.name,
+            "kind": "job" if run.job is not None else "trial",
+            "location": run.location,
+            "status": "Unreadable",
+            "started": None,
+            "last_step": None,
+            "rules": [],
+            "problems_found": 0,
+            "diagnosis": None,
+            "problems": [f"this run cannot be shown ({type(exc).__name__}: {exc})"],
+            "learning_rate": None,
+            "batch_size": None,
+        }
+
+
 _SCRIPT_TAG = re.compile(r"<script(?=[\s>])", re.IGNORECASE)
 
 
@@ -351,6 +377,13 @@ class _GuardMiddleware:
                 message["headers"] = headers
             await send(message)
 
+        started = False
+
+        async def send_once(message: MutableMapping[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send_with_headers(message)
+
         if self.hosts is not None:
             given = dict(scope.get("headers", [])).get(b"host", b"")
             host = given.decode("latin-1").strip().lower()
@@ -365,7 +398,19 @@ class _GuardMiddleware:
                 )
                 await response(scope, receive, send_with_headers)
                 return
-        await self.app(scope, receive, send_with_headers)
+        try:
+            await self.app(scope, receive, send_once)
+        except Exception:
+            # Starlette's own error middleware sits outside this one and would answer the
+            # 500 without the headers: answer it here (the error is logged, not shown)
+            log.exception("an unexpected error answering %s", scope.get("path"))
+            if started:
+                raise
+            response = JSONResponse(
+                {"error": "the dashboard failed answering this request; its log says why"},
+                status_code=500,
+            )
+            await response(scope, receive, send_with_headers)
 
 
 class _TokenMiddleware:

@@ -326,6 +326,11 @@ def curves(
     }
 
 
+#: The most events of one job the dashboard keeps (the newest): a job writes a few per rule
+#: and step that fired; an events.jsonl of millions of lines is not one tensortap wrote.
+MAX_EVENTS_KEPT = 100_000
+
+
 def findings(run: Run) -> list[dict[str, Any]]:
     """Each rule's first finding (from the job's events) and its gravest, with step, message
     and severity; a bare trial has none (its rules run with ``tensortap report``)."""
@@ -363,6 +368,8 @@ def _events(run: Run) -> list[dict[str, Any]]:
         except OSError:
             return list(run.cache.events)
         run.cache.events.extend(new)
+        if len(run.cache.events) > MAX_EVENTS_KEPT:  # a budget: the newest are kept
+            del run.cache.events[: len(run.cache.events) - MAX_EVENTS_KEPT]
         return list(run.cache.events)
 
 
@@ -398,8 +405,19 @@ def detail(run: Run, log_lines: int = 200) -> dict[str, Any]:
             config = run_config(run)[0]
         except (TensortapError, StorageError, OSError):
             pass  # the runs list says what could not be read
+    shown = overview(run)
+    if run.job is not None and run.job.skipped_events:  # said, never dropped unsaid
+        shown = {
+            **shown,
+            "problems": [
+                *shown["problems"],
+                f"{run.job.skipped_events} lines of the job's events.jsonl are not events "
+                "tensortap writes (not JSON, nested too deep, a number too large, no time or "
+                "name): left out of the timeline",
+            ],
+        }
     return {
-        **overview(run),
+        **shown,
         "all_rules": rules(run),
         "timeline": timeline,
         "log_tail": log_tail,

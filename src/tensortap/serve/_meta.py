@@ -20,6 +20,7 @@ from tensortap.jobs._live import by_gravity, steps_judged
 from tensortap.serve._catalog import Run
 from tensortap.storage._base import Store
 from tensortap.trials._config import first_config
+from tensortap.trials._sessions import session_time
 from tensortap.trials._worker_state import natural_key
 
 #: How long a run's metadata is reused before its documents are read again: a run being
@@ -35,7 +36,7 @@ def rules(run: Run, summary: dict[str, Any] | None = None) -> list[dict[str, Any
     if run.job is None:
         return []
     if summary is None:
-        summary = run.job.summary() or {}
+        summary = run.job.summary() or {}  # decoded; {} when it cannot be read
     return [
         {
             **r,
@@ -105,9 +106,9 @@ def trial_meta(run: Run) -> dict[str, Any]:
                 first = decode_session(raw, f"session record {sessions[0]}")
             except FormatError:
                 continue  # said by the data reads, which read every record
-            when = first.get("started")
-            if isinstance(when, (int, float)) and (started is None or when < started):
-                started = float(when)
+            when = session_time(first.get("started"))
+            if when is not None and (started is None or when < started):
+                started = when
     return {
         "ended": ended,
         "last_step": last_step,
@@ -163,7 +164,7 @@ def resumed_sessions(run: Run) -> list[dict[str, Any]]:
                         "worker": worker,
                         "index": doc["index"],
                         "id": doc["session"],
-                        "started": doc.get("started"),
+                        "started": session_time(doc.get("started")),
                         "host": doc.get("host"),
                         "pid": doc.get("pid"),
                         "resumed_from_step": doc["resumed_from_step"],
@@ -204,13 +205,24 @@ def overview(run: Run) -> dict[str, Any]:
     started: float | None = None
     status = "Unknown"
     summary: dict[str, Any] = {}
+    unread: list[str] = []  # what of the job's own documents could not be read, and why
     if run.job is not None:
-        summary = run.job.summary() or {}
-        status = str(summary.get("status") or "Starting")
         try:
-            started = float(run.job.job()["created"])
-        except (KeyError, TypeError, ValueError, TensortapError, OSError):
-            started = None
+            document = run.job.read_summary()
+        except (TensortapError, OSError) as exc:
+            document, status = None, "Unreadable"
+            unread.append(f"the job's summary.json cannot be read: {exc}")
+        if document is not None:
+            summary = document.summary
+            unread += document.problems
+        if status != "Unreadable":  # decoded: a string, or none yet
+            status = summary.get("status", "Starting")
+        try:
+            created = run.job.job().get("created")
+        except (TensortapError, OSError) as exc:
+            created = None
+            unread.append(f"the job's job.json cannot be read: {exc}")
+        started = None if created is None else float(created)
     last_step = None
     problems: list[str] = []
     config: dict[str, Any] = {}
@@ -243,7 +255,7 @@ def overview(run: Run) -> dict[str, Any]:
         ],
         "problems_found": sum(r.get("severity") == "problem" for r in found),
         "diagnosis": None if run.job is None else job_diagnosis(summary).to_dict(),
-        "problems": problems,
+        "problems": [*unread, *problems],
         # of the run's configuration, what the runs list shows and sorts by (the run's page
         # gets all of it: serve._data.detail)
         "learning_rate": _number(config.get("learning_rate")),

@@ -149,13 +149,15 @@ def read_regular(
     limit: int,
     offset: int = 0,
     tail: bool = False,
+    single_link: bool = False,
 ) -> bytes:
     """At most ``limit`` bytes of the regular file ``path`` (from ``offset``, or its last
     ``limit`` bytes with ``tail``), opened as a trial's files are: it must lie inside the
     directory ``inside`` (no symbolic link on the way leads out), is not followed when it is a
     symlink itself, and is refused when it is a FIFO, a device or a directory (opened without
-    blocking, so a FIFO never hangs the reader). A missing file raises FileNotFoundError; a
-    refused one a StorageError (an OSError too)."""
+    blocking, so a FIFO never hangs the reader). With ``single_link``, a file with more than
+    one hard link is refused too (a hard link to a file elsewhere is not the directory's own).
+    A missing file raises FileNotFoundError; a refused one a StorageError (an OSError too)."""
     path = Path(path)
     root = os.path.realpath(inside)
     parent = os.path.realpath(path.parent)
@@ -180,6 +182,11 @@ def read_regular(
             raise StorageError(
                 f"{path} is not a regular file (a FIFO, device or directory); only regular "
                 f"files inside {inside} are read"
+            )
+        if single_link and info.st_nlink > 1:
+            raise StorageError(
+                f"{path} has {info.st_nlink} hard links: it may be a file from elsewhere, "
+                f"linked into {inside}; only files with one link are read there"
             )
         start = max(0, info.st_size - limit) if tail else offset
         length = max(0, min(limit, info.st_size - start))

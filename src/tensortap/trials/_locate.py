@@ -24,7 +24,9 @@ def job_trial_location(job_dir: str | os.PathLike[str]) -> str:
         text = read_regular(Path(job_dir) / JOB_FILE, job_dir, 32 * 1024 * 1024)
         given = json.loads(text.decode("utf-8"))
         given = given.get("trial_location") if isinstance(given, dict) else None
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # nested too deep: not a job's
+        given = None
+    if not isinstance(given, str):  # job.json is data: only a string names a place
         given = None
     return str(given) if given else str(Path(job_dir) / TRIAL_DIR)
 

@@ -8,6 +8,18 @@ from typing import Any
 
 from tensortap.trials._index import WorkerState
 
+#: The latest time a record may hold: 9999-12-31, what ``time.localtime`` and ``datetime``
+#: take (a session record's ``started`` of 1e300 made the report raise OverflowError).
+MAX_TIME = 253_402_300_799.0
+
+
+def session_time(value: object) -> float | None:
+    """A record's time in seconds since 1970, or None when it holds none that a clock could
+    show (missing, not a number, negative, past :data:`MAX_TIME`)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= MAX_TIME:
+        return float(value)
+    return None
+
 
 @dataclass(frozen=True)
 class Session:
@@ -104,7 +116,7 @@ def worker_sessions(state: WorkerState, records: dict[int, dict[str, Any]]) -> l
                 worker=state.name,
                 index=index,
                 id=str(doc["session"]),
-                started=None if started is None else float(started),
+                started=session_time(started),
                 host=doc.get("host"),
                 pid=doc.get("pid"),
                 resumed_from_step=doc.get("resumed_from_step"),
