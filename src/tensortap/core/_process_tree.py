@@ -149,6 +149,27 @@ def end_tree(
         _signal([root], signal.SIGKILL)
 
 
+def hold_own_tree() -> None:
+    """Make this process the root of its own tree: its own process group, and (Linux) a child
+    subreaper, so that what it starts stays below it (:func:`descendants`) until it ends."""
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def reap_children() -> None:
+    """Collect every dead child of this process (a subreaper's orphans among them)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 # -- the keeper (run as a script) --
 
 
@@ -229,7 +250,8 @@ class _Keeper:
         status = self.status if self.status is not None else 0
         if os.WIFSIGNALED(status):
             signum = os.WTERMSIG(status)
-            signal.signal(signum, signal.SIG_DFL)
+            with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP have none
+                signal.signal(signum, signal.SIG_DFL)
             os.kill(self.pid, signum)  # end as the command ended: killed by its signal
             return 128 + signum  # a signal that does not end a process
         return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1

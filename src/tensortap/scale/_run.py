@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from tensortap.core._process_tree import end_tree
 from tensortap.exceptions import InvalidConfigError
 from tensortap.rules._spec import RuleSpec
 from tensortap.rules.rule_configs import BuiltinRuleConfig
@@ -275,24 +276,24 @@ class _Worker:
                 return rows
         except (EOFError, OSError):
             pass
-        self.process.join(5.0)
+        wait([self.process.sentinel], 5.0)  # ended, not yet reaped: its exit code stays
         seconds = time.monotonic() - self.started
         self.kill()
         return failed(task, _death(self.process.exitcode), seconds)
 
     def kill(self) -> None:
-        if self.process.is_alive():
-            self.process.kill()
+        """Kill the worker, every process below it (what its rules started, in a session of
+        their own too) and its process group (what was left of it when it ended by itself).
+        Before it is reaped: until then its pid and group name no other process."""
+        end_tree(self.process.pid, group=self.process.pid)
         self.process.join()
         self.conn.close()
 
     def stop(self) -> None:
         """End an idle worker (its loop ends when the connection closes); kill a busy one."""
         self.conn.close()
-        self.process.join(5.0)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
+        wait([self.process.sentinel], 5.0)
+        self.kill()
 
 
 def _death(code: int | None) -> str:
