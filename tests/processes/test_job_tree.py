@@ -103,9 +103,10 @@ def test_a_shell_wrappers_trainer_ends_with_a_killed_supervisor(tmp_path: Path) 
     assert TrainingJob.attach(job.job_dir).summary()["status"] == "Failed"
 
 
-@pytest.mark.skipif(shutil.which("torchrun") is None and not Path(sys.executable).with_name(
-    "torchrun"
-).exists(), reason="torchrun is not installed")
+@pytest.mark.skipif(
+    shutil.which("torchrun") is None and not Path(sys.executable).with_name("torchrun").exists(),
+    reason="torchrun is not installed",
+)
 def test_torchrun_ranks_end_with_a_killed_supervisor(tmp_path: Path) -> None:
     pytest.importorskip("torch.distributed")
     torchrun = str(Path(sys.executable).with_name("torchrun"))

@@ -4,7 +4,6 @@ whole tree when its parent dies."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -77,7 +76,9 @@ def test_sigterm_reaches_the_trainer_below_a_shell(tmp_path: Path) -> None:
         f"pathlib.Path({str(got)!r} + '.ready').write_text('')\n"
         "while True: time.sleep(0.05)\n"
     )
-    keeper = subprocess.Popen(keeper_command(["bash", "-c", f'"{sys.executable}" -c "$0"', trainer]))
+    keeper = subprocess.Popen(
+        keeper_command(["bash", "-c", f'"{sys.executable}" -c "$0"', trainer])
+    )
     poll(lambda: Path(f"{got}.ready").exists(), "the trainer never started")
     keeper.send_signal(signal.SIGTERM)
     keeper.wait(timeout=DEADLINE)

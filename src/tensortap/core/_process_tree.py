@@ -54,7 +54,8 @@ def _prctl() -> Callable[..., int] | None:
     if not LINUX:
         return None
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+        return prctl
     except (OSError, AttributeError):
         return None
 
@@ -225,9 +226,9 @@ class _Keeper:
             if self.parent_gone():
                 self.end()
                 return 1
-            for signum in self.signals:
-                if signum in (signal.SIGTERM, signal.SIGINT):
-                    signal_tree(self.pid, signum, self.child)
+            for got in self.signals:
+                if got in (signal.SIGTERM, signal.SIGINT):
+                    signal_tree(self.pid, got, self.child)
             self.signals.clear()
             if self.status is not None:
                 if not descendants(self.pid):

@@ -316,7 +316,7 @@ def _cloned(value: Any) -> Any:
 def _verified_reader(path: str, files: dict[str, FileDigest]) -> Any:
     """A ``FileSystemReader`` that unpickles ``.metadata`` only from the bytes whose digest
     the manifest (itself checked against the digest kept in memory) recorded."""
-    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.filesystem import FileSystemReader
     from torch.distributed.checkpoint.metadata import StorageMeta
 
     class VerifiedReader(FileSystemReader):
@@ -326,7 +326,7 @@ def _verified_reader(path: str, files: dict[str, FileDigest]) -> Any:
             raw = _read_regular(where, expected.size if expected is not None else 0)
             if expected is None or _sha256(raw) != expected.sha256:
                 raise CheckpointError(f"{where} is not the file saved with the checkpoint")
-            metadata = pickle.loads(raw)  # noqa: S301 - what this process saved: digest checked
+            metadata = pickle.loads(raw)  # what this process saved: its digest was checked
             if getattr(metadata, "storage_meta", None) is None:
                 metadata.storage_meta = StorageMeta()
             metadata.storage_meta.load_id = self.load_id

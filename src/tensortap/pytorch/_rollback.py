@@ -370,8 +370,7 @@ class Rollback:
                 return target, self.checkpoints.load(target)
             except CheckpointError as exc:
                 message = (
-                    f"the checkpoint of step {target} was not restored: {exc}; trying an older "
-                    "one"
+                    f"the checkpoint of step {target} was not restored: {exc}; trying an older one"
                 )
                 logger.error("tensortap: %s", message)
                 self.events.append(RollbackEvent("damaged", step, target, (), str(exc), message))
