@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from torch import nn
 
 import tensortap
@@ -276,3 +278,47 @@ def test_a_full_disk_during_a_save_is_an_event_not_a_crash(tmp_path: Path) -> No
     # nothing half-written: every checkpoint directory left is a whole, loadable one
     assert result["left"] == sorted(f"step-{s}" for s in result["saved"]), result
     assert result["restored"] is not None  # a rollback after the failures still restored
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_FIELDS = ["kind", "format_version", "step", "extra", "files"]
+
+
+@given(
+    field=st.sampled_from([*_FIELDS, "files.entry", "files.size", "files.sha256", "files.name"]),
+    value=_JSON,
+)
+def test_any_damage_to_a_manifest_is_a_format_error_or_reads_back_what_it_holds(
+    field: str, value: Any
+) -> None:
+    """Structure-aware: one field of a valid manifest replaced by any JSON value. The decoder
+    answers FormatError, or a manifest holding exactly what the document says."""
+    from tensortap.format._rollback_manifest import FileDigest, decode_manifest, encode_manifest
+
+    digest = FileDigest(10, "a" * 64)
+    doc = json.loads(encode_manifest(3, {"batches": {"position": 1}}, {".metadata": digest}))
+    if field == "files.name":
+        doc["files"] = {str(value)[:30]: doc["files"][".metadata"]}
+    elif field.startswith("files."):
+        entry = doc["files"][".metadata"]
+        if field == "files.entry":
+            doc["files"][".metadata"] = value
+        else:
+            entry[field.split(".")[1]] = value
+    else:
+        doc[field] = value
+    raw = json.dumps(doc).encode()
+    try:
+        manifest = decode_manifest(raw, "rollback.json")
+    except FormatError:
+        return
+    assert manifest.step == doc["step"] and manifest.extra == doc["extra"]
+    assert {n: (d.size, d.sha256) for n, d in manifest.files.items()} == {
+        n: (e["size"], e["sha256"]) for n, e in doc["files"].items()
+    }

@@ -233,9 +233,23 @@ def _on_processes(
                     if worker.process.is_alive():
                         idle.append(worker)
     finally:
-        for worker in [*idle, *busy.values()]:
-            worker.stop()
+        _stop_all([*idle, *busy.values()])
     return [r for r in results if r is not None]
+
+
+def _stop_all(workers: list[_Worker], grace: float = 5.0) -> None:
+    """End the workers together: an idle one ends when its connection closes; one still busy
+    after ``grace`` seconds (a Ctrl-C in the caller: the workers, each in a process group of
+    its own, did not get it) is killed with its whole tree."""
+    for worker in workers:
+        worker.conn.close()
+    pending = [w.process.sentinel for w in workers]
+    deadline = time.monotonic() + grace
+    while pending and (left := deadline - time.monotonic()) > 0:
+        ready = wait(pending, left)
+        pending = [s for s in pending if s not in ready]
+    for worker in workers:
+        worker.kill()
 
 
 _STARTUP = 120.0  # seconds a new worker process may take to start (imports) on top of a limit
@@ -289,11 +303,6 @@ class _Worker:
         self.process.join()
         self.conn.close()
 
-    def stop(self) -> None:
-        """End an idle worker (its loop ends when the connection closes); kill a busy one."""
-        self.conn.close()
-        wait([self.process.sentinel], 5.0)
-        self.kill()
 
 
 def _death(code: int | None) -> str:
