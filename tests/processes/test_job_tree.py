@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -73,11 +74,29 @@ def poll(condition, what: str) -> None:
         time.sleep(0.05)
 
 
-def start(tmp_path: Path, command: list[str]) -> tuple[TrainingJob, int]:
-    job = TrainingJob(command=command, output_path=tmp_path / "runs")
-    job.fit(wait=False)
-    supervisor = int((Path(job.job_dir) / "supervisor.pid").read_text())
-    return job, supervisor
+def start(tmp_path: Path, command: list[str]) -> tuple[Path, int]:
+    """``tensortap run --no-wait -- COMMAND``: the job and its supervisor's pid."""
+    runs = tmp_path / "runs"
+    started = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tensortap.cli",
+            "run",
+            "--no-wait",
+            "-o",
+            str(runs),
+            "--",
+            *command,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
+    assert started.returncode == 0, started.stderr
+    (job_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    supervisor = int((job_dir / "supervisor.pid").read_text())
+    return job_dir, supervisor
 
 
 def kill_and_expect_no_survivor(supervisor: int, running: set[int]) -> None:
@@ -91,7 +110,7 @@ def test_a_shell_wrappers_trainer_ends_with_a_killed_supervisor(tmp_path: Path) 
     script.write_text(
         f'"{sys.executable}" "{TRAIN_SCRIPT}" --steps 1000000 --sleep 0.01\necho done\n'
     )
-    job, supervisor = start(tmp_path, ["bash", str(script)])
+    job_dir, supervisor = start(tmp_path, ["bash", str(script)])
     poll(
         lambda: any("train_script.py" in cmdline(p) for p in tree(supervisor)),
         "the trainer never started",
@@ -100,7 +119,7 @@ def test_a_shell_wrappers_trainer_ends_with_a_killed_supervisor(tmp_path: Path) 
     trainer = {p for p in running if "train_script.py" in cmdline(p)}
     assert trainer and any(cmdline(p).startswith("bash") for p in running)
     kill_and_expect_no_survivor(supervisor, running)
-    assert TrainingJob.attach(job.job_dir).summary()["status"] == "Failed"
+    assert TrainingJob.attach(job_dir).summary()["status"] == "Failed"
 
 
 @pytest.mark.skipif(
@@ -111,7 +130,7 @@ def test_torchrun_ranks_end_with_a_killed_supervisor(tmp_path: Path) -> None:
     pytest.importorskip("torch.distributed")
     torchrun = str(Path(sys.executable).with_name("torchrun"))
     command = [torchrun, "--standalone", "--nproc_per_node", "2", str(HERE / "ddp_forever.py")]
-    job, supervisor = start(tmp_path, command)
+    job_dir, supervisor = start(tmp_path, command)
 
     def ranks() -> set[int]:
         return {p for p in tree(supervisor) if "ddp_forever.py" in cmdline(p)}
@@ -120,4 +139,4 @@ def test_torchrun_ranks_end_with_a_killed_supervisor(tmp_path: Path) -> None:
     poll(lambda: len(ranks()) >= 3, "torchrun never started its two ranks")
     running = tree(supervisor)
     kill_and_expect_no_survivor(supervisor, running)
-    assert TrainingJob.attach(job.job_dir).summary()["status"] == "Failed"
+    assert TrainingJob.attach(job_dir).summary()["status"] == "Failed"
