@@ -4,6 +4,7 @@ whole tree when its parent dies."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -125,3 +126,64 @@ def test_end_tree_kills_every_process_below(tmp_path: Path) -> None:
     end_tree(keeper.pid)
     assert keeper.wait(timeout=DEADLINE) == -signal.SIGKILL
     poll(lambda: not alive(hidden), "the daemon runs on")
+
+
+def test_elsewhere_than_linux_the_keepers_group_dies_with_its_parent(tmp_path: Path) -> None:
+    """The keeper with Linux's means switched off (no subreaper, no /proc, no parent-death
+    signal): it notices its parent's death by polling and kills its process group."""
+    pid_file = tmp_path / "pid"
+    keeper_file = keeper_command(["true"])[2]
+    command = ["bash", "-c", f"sleep 1000 & echo $! > {pid_file}; sleep 1000"]
+    elsewhere = (
+        "import importlib.util, os, subprocess, sys, time\n"
+        f"spec = importlib.util.spec_from_file_location('keeper', {keeper_file!r})\n"
+        "keeper = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(keeper)\n"
+        "keeper.LINUX = False\n"
+        "keeper.descendants = lambda root: []\n"
+        "sys.exit(keeper.main(sys.argv[1:]))\n"
+    )
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time, os\n"
+            "keeper = subprocess.Popen(sys.argv[1:4] + [str(os.getpid())] + sys.argv[4:])\n"
+            "print(keeper.pid, flush=True)\n"
+            "time.sleep(1000)\n",
+            sys.executable,
+            "-c",
+            elsewhere,
+            *command,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert parent.stdout is not None
+    keeper = int(parent.stdout.readline())
+    poll(lambda: pid_file.exists() and pid_file.read_text().strip(), "nothing started")
+    child = int(pid_file.read_text())
+    parent.kill()
+    parent.wait(timeout=DEADLINE)
+    poll(lambda: not alive(child) and not alive(keeper), "the keeper's group runs on")
+
+
+def test_a_leftover_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
+    """Nothing wakes the keeper then (no signal, no child ending): its own timeout must."""
+    pid_file = tmp_path / "pid"
+    keeper_file = keeper_command(["true"])[2]
+    patched = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('keeper', {keeper_file!r})\n"
+        "keeper = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(keeper)\n"
+        "keeper.LEFTOVER_GRACE = 1.0\n"
+        "sys.exit(keeper.main(sys.argv[1:]))\n"
+    )
+    stubborn = f"trap '' TERM; sleep 1000 & echo $! > {pid_file}; exit 5"
+    done = subprocess.run(
+        [sys.executable, "-c", patched, str(os.getpid()), "bash", "-c", stubborn],
+        timeout=DEADLINE,
+    )
+    assert done.returncode == 5
+    assert not alive(int(pid_file.read_text()))

@@ -10,7 +10,7 @@ The keeper (this file run as a script: the standard library only, nothing of ten
 starts in milliseconds) becomes a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``): every
 process of the command's tree that loses its parent is re-parented to the keeper, not to pid 1,
 so the whole tree stays below it however deep and whatever sessions or groups it makes. It
-starts the command in its own process group and then waits:
+leads a process group of its own, starts the command in it, and then waits:
 
 - the supervisor (``PARENT_PID``) dies, however it dies (SIGKILL included: the keeper holds a
   parent-death signal and also checks its parent twice a second): the keeper freezes the whole
@@ -20,10 +20,10 @@ starts the command in its own process group and then waits:
 - the command ends: what it left running gets SIGTERM, then SIGKILL ``LEFTOVER_GRACE`` seconds
   later, and the keeper ends as the command ended (its exit code, or killed by its signal).
 
-The supervisor kills the tree with :func:`end_tree` (the keeper and all below it). Elsewhere
-than Linux there is no subreaper and no ``/proc``: the keeper still notices its parent's death
-(polling) and ends the command's process group, which misses a process that made its own
-session or group.
+The supervisor kills the tree with :func:`end_tree` (the keeper, all below it, and the keeper's
+process group). Elsewhere than Linux there is no subreaper and no ``/proc``: the keeper still
+notices its parent's death (polling) and kills its process group, and signals go to the group;
+a process that made a session or group of its own is missed there.
 """
 
 from __future__ import annotations
@@ -102,16 +102,6 @@ def _signal(pids: Sequence[int], signum: int) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signum)
-
-
-def signal_tree(root: int, signum: int, group: int | None = None) -> None:
-    """Send ``signum`` once to every process below ``root``; to process group ``group`` when
-    none is found (where ``/proc`` cannot be read)."""
-    below = descendants(root)
-    _signal(below, signum)
-    if not below and group is not None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, signum)
 
 
 def end_tree(
@@ -197,7 +187,23 @@ class _Keeper:
                 self.status = status
 
     def end(self) -> None:
-        end_tree(self.pid, include_root=False, group=self.child, reap=self.reap)
+        """Kill the whole tree (elsewhere than Linux: the keeper's group, the keeper too)."""
+        end_tree(self.pid, include_root=False, reap=self.reap)
+        if not LINUX:
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    def forward(self, signum: int) -> None:
+        """Send ``signum`` once to every process of the tree (elsewhere than Linux: to the
+        keeper's group, the keeper ignoring it meanwhile)."""
+        if LINUX:
+            _signal(descendants(self.pid), signum)
+            return
+        previous = signal.signal(signum, signal.SIG_IGN)
+        try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(os.getpgrp(), signum)
+        finally:
+            signal.signal(signum, previous)
 
     def parent_gone(self) -> bool:
         return os.getppid() != self.parent
@@ -208,14 +214,17 @@ class _Keeper:
             prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
             prctl(_PR_SET_PDEATHSIG, int(signal.SIGHUP), 0, 0, 0)
         wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)  # drained after each wait, also when nothing came
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w)
         for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self._on_signal)
         if self.parent_gone():  # the supervisor died before the parent-death signal was set
             return 1
+        with contextlib.suppress(OSError):  # the group the command runs in, and ends with
+            os.setpgid(0, 0)
         try:
-            proc = subprocess.Popen(self.command, preexec_fn=_in_own_group(self.pid))
+            proc = subprocess.Popen(self.command, preexec_fn=_dies_with(self.pid))
         except (OSError, ValueError) as exc:
             print(f"cannot start {self.command[0]}: {exc}", file=sys.stderr, flush=True)
             return 127
@@ -228,7 +237,7 @@ class _Keeper:
                 return 1
             for got in self.signals:
                 if got in (signal.SIGTERM, signal.SIGINT):
-                    signal_tree(self.pid, got, self.child)
+                    self.forward(got)
             self.signals.clear()
             if self.status is not None:
                 if not descendants(self.pid):
@@ -236,7 +245,7 @@ class _Keeper:
                 now = time.monotonic()
                 if self.leftovers_at is None:
                     self.leftovers_at = now
-                    signal_tree(self.pid, signal.SIGTERM, self.child)
+                    self.forward(signal.SIGTERM)
                 elif now - self.leftovers_at >= LEFTOVER_GRACE:
                     self.end()
             with contextlib.suppress(InterruptedError):
@@ -258,12 +267,13 @@ class _Keeper:
         return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
 
 
-def _in_own_group(keeper: int) -> Callable[[], None]:
-    """The command's ``preexec_fn``: its own process group; killed with the keeper (Linux)."""
+def _dies_with(keeper: int) -> Callable[[], None] | None:
+    """The command's ``preexec_fn``: killed with the keeper (Linux; elsewhere None)."""
     prctl = _prctl()
+    if prctl is None:
+        return None
 
     def arm() -> None:
-        os.setpgid(0, 0)
         if prctl is not None:
             prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
             if os.getppid() != keeper:

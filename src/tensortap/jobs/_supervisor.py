@@ -221,7 +221,7 @@ class Supervisor:
             )
             for child in [self.training, *self.hosts]:
                 if child is not None and child.proc.poll() is None:
-                    end_tree(child.proc.pid)
+                    end_tree(child.proc.pid, group=child.proc.pid)
             self.training_status = "Failed"
             self.write_summary(final=True)
             raise
@@ -300,7 +300,7 @@ class Supervisor:
                 child.proc.terminate()
                 child.term_at = now
             if child.term_at is not None and now - child.term_at >= KILL_AFTER:
-                end_tree(child.proc.pid)
+                end_tree(child.proc.pid, group=child.proc.pid)
             return
         self._training_ended(code, _cannot_start(code, self.record.training_log))
 
@@ -338,7 +338,7 @@ class Supervisor:
                     host.proc.terminate()
                     host.term_at = now
                 elif now - host.term_at >= KILL_AFTER:
-                    end_tree(host.proc.pid)
+                    end_tree(host.proc.pid, group=host.proc.pid)
 
     def _host_died(self, host: _Child, code: int) -> None:
         """A rule process ended without finishing its rules' statuses (killed, or crashed)."""
