@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tensortap.jobs import TrainingJob
+from tensortap.jobs import DebuggerHookConfig, Rule, TrainingJob
 
 HERE = Path(__file__).parent
 TRAIN_SCRIPT = HERE.parent / "jobs" / "train_script.py"
@@ -140,3 +140,47 @@ def test_torchrun_ranks_end_with_a_killed_supervisor(tmp_path: Path) -> None:
     running = tree(supervisor)
     kill_and_expect_no_survivor(supervisor, running)
     assert TrainingJob.attach(job_dir).summary()["status"] == "Failed"
+
+
+SPAWNING_RULE = """
+import os
+import subprocess
+
+from tensortap.rules import Rule
+
+
+class StartsADaemon(Rule):
+    \"\"\"Starts a process in a session of its own at its first step and never ends it.\"\"\"
+
+    def __init__(self, base_trial, pid_file: str = ""):
+        super().__init__(base_trial, other_trials=None)
+        self.pid_file = pid_file
+        self.started = False
+
+    def invoke_at_step(self, step):
+        if not self.started:
+            self.started = True
+            child = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+            with open(self.pid_file, "w") as f:
+                f.write(str(child.pid))
+        return False
+"""
+
+
+def test_what_a_rule_started_ends_with_its_job(tmp_path: Path) -> None:
+    """A custom rule's process starts a daemon in a session of its own; once the job ended,
+    it is gone too (the rule process's keeper ends what it left running)."""
+    rules = tmp_path / "spawning_rule.py"
+    rules.write_text(SPAWNING_RULE)
+    pid_file = tmp_path / "daemon.pid"
+    job = TrainingJob(
+        command=[sys.executable, str(TRAIN_SCRIPT), "--steps", "5"],
+        output_path=tmp_path / "runs",
+        debugger_hook_config=DebuggerHookConfig(hook_parameters={"save_interval": "1"}),
+        rules=[Rule.custom("StartsADaemon", rules, rule_parameters={"pid_file": str(pid_file)})],
+    )
+    job.fit(wait=False)
+    summary = job.wait(timeout=DEADLINE, logs=False)
+    assert summary["status"] == "Completed", summary
+    daemon = int(pid_file.read_text())
+    poll(lambda: not alive({daemon}), "the rule's daemon outlived its job")
