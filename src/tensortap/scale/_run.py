@@ -304,7 +304,6 @@ class _Worker:
         self.conn.close()
 
 
-
 def _death(code: int | None) -> str:
     """Why a worker process ended in the middle of a task, from its exit code."""
     if code is not None and code < 0:
