@@ -22,6 +22,7 @@ from tensortap._moved_table import MOVED
 class _Alias(importlib.abc.Loader):
     def __init__(self, new: str) -> None:
         self.new = new
+        self.spec: importlib.machinery.ModuleSpec | None = None  # the module's own
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         package = spec.name.rpartition(".")[0]
@@ -31,10 +32,16 @@ class _Alias(importlib.abc.Loader):
             DeprecationWarning,
             stacklevel=2,
         )
-        return importlib.import_module(self.new)
+        module = importlib.import_module(self.new)
+        self.spec = module.__spec__
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        """Nothing to run: the module ran under its own name."""
+        """Nothing to run: the module ran under its own name. The import system has just set
+        its ``__spec__`` to the old name's (with this loader): give it back its own, or
+        ``importlib.reload`` would find this alias again and silently run nothing."""
+        if self.spec is not None:
+            module.__spec__ = self.spec
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder):

@@ -9,6 +9,7 @@ and what to do. :class:`TrainingStopped` is the exception: not an error but a re
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointError",
     "FormatError",
     "FrameworkHookNeeded",
     "InvalidConfigError",
@@ -212,6 +213,12 @@ class RuleEvaluationConditionMet(TensortapError):
 class ReplayError(TensortapError, RuntimeError):
     """A step cannot be replayed (``tensortap.pytorch.Replayer``): it is no longer held, its
     weights were updated since, or the replay budget is spent; the message says which."""
+
+
+class CheckpointError(TensortapError, RuntimeError):
+    """A rollback checkpoint could not be saved (the disk is full) or is damaged (truncated,
+    changed since it was saved, not one this process saved). Raised before any weight changes:
+    the training state is what it was; the message says which file and what was expected."""
 
 
 class RuleError(TensortapError, RuntimeError):

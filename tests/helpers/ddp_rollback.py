@@ -3,12 +3,15 @@ bad batch (id 6); both ranks restore the same checkpoint (torch.distributed.chec
 the same batch. Prints a JSON line: the events, the skip list, the first loss and the mean of the last
 4, the weights.
 
-Usage: ddp_rollback.py OUT_DIR CHECKPOINT_DIR (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set)
+Usage: ddp_rollback.py OUT_DIR CHECKPOINT_DIR [--damage] (RANK, WORLD_SIZE, MASTER_ADDR,
+MASTER_PORT set). With --damage, rank 0 truncates a shard of the checkpoint of step 4 before the
+bad batch: both ranks must refuse it alike and restore the one of step 0.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import cast
 
@@ -24,6 +27,7 @@ STEPS, BAD = 24, 6
 
 def main() -> None:
     out_dir, checkpoint_dir = sys.argv[1], sys.argv[2]
+    damage = "--damage" in sys.argv[3:]
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -44,14 +48,25 @@ def main() -> None:
         hook.register_module(model)
         return hook
 
+    checkpoints = tt.DistributedCheckpoints(checkpoint_dir, model, optimizer)
     rollback = tt.Rollback(
-        tt.DistributedCheckpoints(checkpoint_dir, model, optimizer),
+        checkpoints,
         every=4,
         batches=tt.SkipBatches(data),
         make_hook=make_hook,
     )
     losses: list[float] = []
     for step, batch_id, (x, y) in rollback.steps(STEPS):
+        if damage and step == BAD - 1 and not rollback.events:
+            if rank == 0:
+                path = checkpoints.path(4)
+                shard = max(
+                    (os.path.join(path, n) for n in os.listdir(path) if n.endswith(".distcp")),
+                    key=os.path.getsize,
+                )
+                with open(shard, "r+b") as f:
+                    f.truncate(os.path.getsize(shard) // 2)
+            dist.barrier()
         loss = nn.functional.mse_loss(model(x), y)
         optimizer.zero_grad()
         loss.backward()

@@ -64,3 +64,27 @@ def test_old_paths_import_in_a_fresh_process_without_error() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "warned tensortap.trials.series is an old path" in out.stdout
+
+
+def test_importing_an_old_path_leaves_the_modules_spec_and_reload_works() -> None:
+    """The alias once rewrote the module's ``__spec__`` to the old name, so that
+    ``importlib.reload`` found the alias again and silently ran nothing (issue 45)."""
+    code = (
+        "import importlib, warnings\n"
+        "warnings.simplefilter('ignore', DeprecationWarning)\n"
+        "import tensortap.core._save_config as new\n"
+        "import tensortap.core.save_config as old\n"
+        "assert old is new\n"
+        "print('spec', new.__spec__.name)\n"
+        "before = new.SaveConfig\n"
+        "again = importlib.reload(old)\n"
+        "print('reloaded', again is new and new.SaveConfig is not before)\n"
+        "import tensortap.core.save_config as old_again\n"
+        "print('same', old_again is new)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:3] == [
+        "spec tensortap.core._save_config",
+        "reloaded True",
+        "same True",
+    ]

@@ -272,24 +272,29 @@ def test_a_rules_rollback_action_reaches_the_training_process(tmp_path: Path) ->
     assert not (tmp_path / REQUEST_FILE).exists()  # claimed: acted on once
 
 
+@pytest.mark.parametrize("damaged", [False, True], ids=["intact", "damaged"])
 def test_two_gloo_ranks_restore_the_same_checkpoint_and_skip_the_same_batches(
-    tmp_path: Path, helper_env
+    tmp_path: Path, helper_env, damaged: bool
 ) -> None:
+    """Damaged: a truncated shard of the newest checkpoint is refused by both ranks alike, and
+    both restore the older intact one (issue 45)."""
     out = tmp_path / "run"
-    cmd = helper_cmd("ddp_rollback.py", out, tmp_path / "ckpt")
+    cmd = helper_cmd("ddp_rollback.py", out, tmp_path / "ckpt", *(["--damage"] if damaged else []))
     done = run_ranks(cmd, 2, dict(helper_env, PYTHONPATH=SRC), timeout=200)
     for p in done:
         assert p.returncode == 0, p.stderr
     results = [json.loads(p.stdout.strip().splitlines()[-1]) for p in done]
+    restored = 0 if damaged else 4
     for result in results:  # only rank 1 read the bad batch; both rolled back alike
-        assert result["events"] == [["rollback", 6, 4, [6]]]
+        expected = [["rollback", 6, restored, [6]]]
+        assert result["events"] == ([["damaged", 6, 4, []]] if damaged else []) + expected
         assert result["skip"] == [6]
         assert result["final_loss"] < result["first_loss"] / 10  # it converges
     assert results[0]["weights"] == results[1]["weights"]  # DDP kept them equal
     trial = tt.create_trial(out)
     for worker in ("worker_0", "worker_1"):
         first, second = trial.sessions(worker=worker)
-        assert second.branch_of == first.id and second.branch_step == 4
+        assert second.branch_of == first.id and second.branch_step == restored
 
 
 def test_lightning_fit_is_rolled_back_to_its_own_checkpoint_and_branches(tmp_path: Path) -> None:

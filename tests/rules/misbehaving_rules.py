@@ -41,3 +41,53 @@ class KillingRule(_OnVictim):
 class AllocatingRule(_OnVictim):
     def misbehave(self):
         bytearray(1 << 62)  # 4 EiB: the allocation fails (MemoryError with no message)
+
+
+def _start_child(base_trial, new_session):
+    """Start a process that would run for good, its pid in ``spawned.pid`` beside the trial."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "1000"], start_new_session=new_session)
+    path = os.path.join(os.path.dirname(base_trial.path.rstrip("/")), "spawned.pid")
+    with open(path, "a") as f:
+        f.write(f"{child.pid}\n")
+
+
+class _Spawning(_OnVictim):
+    new_session = False
+
+    def __init__(self, base_trial, victim="victim"):
+        super().__init__(base_trial, victim)
+        self.trial = base_trial
+
+    def spawn(self):
+        _start_child(self.trial, self.new_session)
+
+
+class SpawningHangingRule(_Spawning):
+    """Starts a child in its own session, then hangs (its task is stopped at its time limit)."""
+
+    new_session = True
+
+    def misbehave(self):
+        self.spawn()
+        threading.Event().wait()
+
+
+class SpawningExitingRule(_Spawning):
+    """Starts a child, then ends its own process."""
+
+    def misbehave(self):
+        self.spawn()
+        os._exit(3)
+
+
+class SpawningRule(_Spawning):
+    """Starts a child in its own session and returns: the child outlives the rule."""
+
+    new_session = True
+
+    def misbehave(self):
+        if not getattr(self, "spawned", False):
+            self.spawned = True
+            self.spawn()

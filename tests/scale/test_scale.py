@@ -215,3 +215,40 @@ def test_ray_tasks_that_hang_or_exit_are_error_rows(tmp_path: Path, ray_cluster)
     assert [r["status"] for r in exited["healthy"]] == ["NoIssuesFound", "NoData"]
     assert {r["status"] for r in exited["victim"]} == {"Error"}
     assert all("crashed or exited" in r["details"] for r in exited["victim"])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] not in "ZX"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc")
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        ("SpawningHangingRule", "exceeded its time limit of 3 s"),
+        ("SpawningExitingRule", "exited with code 3"),
+        ("SpawningRule", None),
+    ],
+)
+def test_no_process_a_rule_started_outlives_its_task(tmp_path: Path, kind: str, reason) -> None:
+    """Ending a task ends what its rules started too (issue 45): a child in the task's
+    process group or in a session of its own, when the task is stopped at its time limit,
+    when its process exits, and when it ends normally."""
+    trials = [_trial(tmp_path / "victim"), _trial(tmp_path / "healthy")]
+    results = run_rules(trials, _bad(kind), workers=1, time_limit=3)
+    rows = _by_run(results)
+    bad = {r["rule"]: r for r in rows["victim"]}
+    if reason is None:
+        assert bad["bad"]["status"] == "NoData"  # it reads nothing: it judged nothing
+    else:
+        assert bad["bad"]["status"] == "Error" and reason in bad["bad"]["details"]
+    spawned = [int(p) for p in (tmp_path / "spawned.pid").read_text().split()]
+    assert spawned
+    deadline = time.monotonic() + 60
+    while any(_alive(p) for p in spawned):  # poll with a deadline: no sleeping to wait
+        assert time.monotonic() < deadline, f"a rule's child runs on: {spawned}"
+        time.sleep(0.05)

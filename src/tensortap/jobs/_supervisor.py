@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from tensortap._hook_config import CONFIG_ENV, JOB_ENV
+from tensortap.core._process_tree import end_tree, keeper_command
 from tensortap.core._stop import request_stop
 from tensortap.exceptions import FormatError, InvalidConfigError, StorageError
 from tensortap.format._documents import decode_worker_info
@@ -59,7 +60,8 @@ def tail(path: str | os.PathLike[str], lines: int = 20) -> str:
 
 def die_with_parent(parent: int) -> Callable[[], None] | None:
     """A ``preexec_fn`` making the child die (SIGKILL) when the supervisor dies, however it
-    dies: training and rules never run on as orphans. Linux only (elsewhere: None)."""
+    dies. Linux only (elsewhere: None). The child is a keeper (``core._process_tree``): once
+    started it trades this signal for one it catches, and ends the command's whole tree."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -77,6 +79,14 @@ def die_with_parent(parent: int) -> Callable[[], None] | None:
 
 
 _PR_SET_PDEATHSIG = 1
+
+
+def _cannot_start(code: int, log: os.PathLike[str]) -> str:
+    """The keeper's "cannot start ..." line, when it could not start the command (code 127)."""
+    if code != 127:
+        return ""
+    last = tail(log, 1)
+    return last if last.startswith("cannot start ") else ""
 
 
 @dataclass
@@ -139,9 +149,11 @@ class Supervisor:
 
     # -- starting --
     def _spawn(self, name: str, argv: list[str], log_path: str, env: dict[str, str]) -> _Child:
+        """``argv`` under a keeper (``core._process_tree``): the whole tree it starts (a
+        launcher's children too) ends with the supervisor, even one killed with SIGKILL."""
         log = open(log_path, "ab")  # noqa: SIM115 - closed when the child is reaped
         proc = subprocess.Popen(
-            argv,
+            keeper_command(argv),
             cwd=self.job.get("cwd") or None,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -209,7 +221,7 @@ class Supervisor:
             )
             for child in [self.training, *self.hosts]:
                 if child is not None and child.proc.poll() is None:
-                    child.proc.kill()
+                    end_tree(child.proc.pid, group=child.proc.pid)
             self.training_status = "Failed"
             self.write_summary(final=True)
             raise
@@ -288,9 +300,9 @@ class Supervisor:
                 child.proc.terminate()
                 child.term_at = now
             if child.term_at is not None and now - child.term_at >= KILL_AFTER:
-                child.proc.kill()
+                end_tree(child.proc.pid, group=child.proc.pid)
             return
-        self._training_ended(code)
+        self._training_ended(code, _cannot_start(code, self.record.training_log))
 
     def _training_ended(self, code: int, error: str = "") -> None:
         self.exit_code = code
@@ -326,7 +338,7 @@ class Supervisor:
                     host.proc.terminate()
                     host.term_at = now
                 elif now - host.term_at >= KILL_AFTER:
-                    host.proc.kill()
+                    end_tree(host.proc.pid, group=host.proc.pid)
 
     def _host_died(self, host: _Child, code: int) -> None:
         """A rule process ended without finishing its rules' statuses (killed, or crashed)."""

@@ -37,7 +37,7 @@ from typing import Any
 from tensortap._hook import Hook
 from tensortap._hook_config import JOB_ENV
 from tensortap.core._rollback_request import REQUEST_FILE, RollbackRequests, record_event
-from tensortap.exceptions import InvalidConfigError
+from tensortap.exceptions import CheckpointError, InvalidConfigError
 from tensortap.pytorch._checkpoints import Checkpoints
 from tensortap.pytorch._skip_batches import SkipBatches
 
@@ -46,7 +46,9 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RollbackEvent:
-    """A rollback done (``kind="rollback"``) or refused by the budget (``"refused"``)."""
+    """A rollback done (``kind="rollback"``) or refused by the budget (``"refused"``); a
+    checkpoint that could not be saved (``"save_failed"``: training went on without it) or
+    could not be loaded (``"damaged"``: nothing was restored from it, an older one was tried)."""
 
     kind: str
     #: The first bad step the request named.
@@ -235,7 +237,17 @@ class Rollback:
         extra: dict[str, Any] = {}
         if self.batches is not None:
             extra["batches"] = self.batches.state_dict()
-        self.checkpoints.save(step, extra)
+        try:
+            self.checkpoints.save(step, extra)
+        except (CheckpointError, OSError) as exc:  # the disk is full: an event, not a crash
+            message = (
+                f"the checkpoint of step {step} was not saved ({exc}); training goes on, and a "
+                "rollback uses an older checkpoint"
+            )
+            logger.error("tensortap: %s", message)
+            self.events.append(RollbackEvent("save_failed", step, None, (), str(exc), message))
+            self._tell_job("checkpoint_failed", step=step, message=message)
+            return
         self._note_global(step)
         oldest = self.checkpoints.steps()[0]
         self._trained = {s: b for s, b in self._trained.items() if s >= oldest}
@@ -315,15 +327,22 @@ class Rollback:
                 f"it would restore the checkpoint of step {good[-1]} again with no new batch "
                 "to skip, and replay the same steps"
             )
-        if refusal is not None:
+        loaded = None
+        if refusal is None:
+            loaded = self._load_intact(good, step)
+            if loaded is None:
+                refusal = (
+                    f"no intact checkpoint at or before step {step - self.margin} (each one "
+                    "tried was damaged: see the damaged events)"
+                )
+        if refusal is not None or loaded is None:
             message = f"rollback for step {step} refused: {refusal}; training stops ({reason})"
             logger.error("tensortap: %s", message)
             self.events.append(RollbackEvent("refused", step, None, tuple(ids), reason, message))
             self._tell_job("rollback_refused", step=step, message=message)
             self.should_stop = True
             return None
-        target = good[-1]
-        extra = self.checkpoints.load(target)
+        target, extra = loaded
         for later in [s for s in self.checkpoints.steps() if s > target]:
             self.checkpoints.forget(later)
         if self.batches is not None:
@@ -342,6 +361,22 @@ class Rollback:
         )
         self._tell_job("rollback", step=step, restored_step=target, message=message)
         return target
+
+    def _load_intact(self, good: list[int], step: int) -> tuple[int, dict[str, Any]] | None:
+        """The newest of the ``good`` checkpoints that loads, and its extra; a damaged one
+        (CheckpointError: nothing was restored from it) is an event and is forgotten."""
+        for target in reversed(good):
+            try:
+                return target, self.checkpoints.load(target)
+            except CheckpointError as exc:
+                message = (
+                    f"the checkpoint of step {target} was not restored: {exc}; trying an older one"
+                )
+                logger.error("tensortap: %s", message)
+                self.events.append(RollbackEvent("damaged", step, target, (), str(exc), message))
+                self._tell_job("checkpoint_damaged", step=step, checkpoint=target, message=message)
+                self.checkpoints.forget(target)
+        return None
 
     def close(self) -> None:
         """Close the current hook."""

@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from tensortap.core._process_tree import end_tree
 from tensortap.exceptions import InvalidConfigError
 from tensortap.rules._spec import RuleSpec
 from tensortap.rules.rule_configs import BuiltinRuleConfig
@@ -232,9 +233,23 @@ def _on_processes(
                     if worker.process.is_alive():
                         idle.append(worker)
     finally:
-        for worker in [*idle, *busy.values()]:
-            worker.stop()
+        _stop_all([*idle, *busy.values()])
     return [r for r in results if r is not None]
+
+
+def _stop_all(workers: list[_Worker], grace: float = 5.0) -> None:
+    """End the workers together: an idle one ends when its connection closes; one still busy
+    after ``grace`` seconds (a Ctrl-C in the caller: the workers, each in a process group of
+    its own, did not get it) is killed with its whole tree."""
+    for worker in workers:
+        worker.conn.close()
+    pending = [w.process.sentinel for w in workers]
+    deadline = time.monotonic() + grace
+    while pending and (left := deadline - time.monotonic()) > 0:
+        ready = wait(pending, left)
+        pending = [s for s in pending if s not in ready]
+    for worker in workers:
+        worker.kill()
 
 
 _STARTUP = 120.0  # seconds a new worker process may take to start (imports) on top of a limit
@@ -275,24 +290,18 @@ class _Worker:
                 return rows
         except (EOFError, OSError):
             pass
-        self.process.join(5.0)
+        wait([self.process.sentinel], 5.0)  # ended, not yet reaped: its exit code stays
         seconds = time.monotonic() - self.started
         self.kill()
         return failed(task, _death(self.process.exitcode), seconds)
 
     def kill(self) -> None:
-        if self.process.is_alive():
-            self.process.kill()
+        """Kill the worker, every process below it (what its rules started, in a session of
+        their own too) and its process group (what was left of it when it ended by itself).
+        Before it is reaped: until then its pid and group name no other process."""
+        end_tree(self.process.pid, group=self.process.pid)
         self.process.join()
         self.conn.close()
-
-    def stop(self) -> None:
-        """End an idle worker (its loop ends when the connection closes); kill a busy one."""
-        self.conn.close()
-        self.process.join(5.0)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
 
 
 def _death(code: int | None) -> str:

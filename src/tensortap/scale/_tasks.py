@@ -4,11 +4,13 @@ data (locations, rule specs, dicts), so that any engine can ship it."""
 
 from __future__ import annotations
 
+import os
 import time
 import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from tensortap.core._process_tree import end_tree, hold_own_tree, reap_children
 from tensortap.rules._finding import Finding, Outcome
 from tensortap.rules._invoker import RuleSummary, walk
 from tensortap.rules._spec import RuleSpec
@@ -91,7 +93,11 @@ STARTED = "started"  # what a worker process says when it begins a task
 def serve(conn: Any) -> None:
     """A worker process of the local engine: evaluate each task received on ``conn`` and send
     its rows back, until the connection closes. Anything escaping a task (it should not) is
-    that task's Error rows; a crash or an exit ends the process, which the parent sees."""
+    that task's Error rows; a crash or an exit ends the process, which the parent sees.
+
+    The process is the root of its own tree (process group, subreaper): the parent ends the
+    tree with it, and what a task leaves running (a rule's child process) ends with the task."""
+    hold_own_tree()
     while True:
         try:
             task = conn.recv()
@@ -104,6 +110,7 @@ def serve(conn: Any) -> None:
         except BaseException as exc:  # reported as the task's rows
             reason = f"the task failed: {type(exc).__name__}: {exc}"
             answer = failed(task, reason, time.perf_counter() - started)
+        end_tree(os.getpid(), include_root=False, reap=reap_children)
         conn.send(answer)
 
 
