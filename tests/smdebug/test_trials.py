@@ -336,3 +336,98 @@ def test_fuzzed_smdebug_trials_never_hang_raise_untyped_or_read_wrong(tmp_path: 
     assert summary.cases == 50
     assert not summary.failures, [(f.mutation, f.result, f.error) for f in summary.failures[:5]]
     assert len(summary.by_mutation) >= 8
+
+
+def _varint(n: int) -> bytes:
+    out = b""
+    while True:
+        low, n = n & 0x7F, n >> 7
+        if not n:
+            return out + bytes([low])
+        out += bytes([low | 0x80])
+
+
+def _field(number: int, wire: int, payload: bytes) -> bytes:
+    key = _varint(number << 3 | wire)
+    return key + (_varint(len(payload)) + payload if wire == 2 else payload)
+
+
+def _append_tensor(trial: Path, step: int, tag: str, proto: bytes, wall: float) -> None:
+    """Append one Event record (``tag``'s TensorProto) to a step's event file and index it."""
+    import struct
+
+    index_path = next(trial.glob(f"index/*/{step:012d}_worker_0.json"))
+    index = json.loads(index_path.read_text())
+    value = _field(1, 2, tag.encode()) + _field(8, 2, proto)
+    event = (
+        _field(1, 1, struct.pack("<d", wall))
+        + _field(2, 0, _varint(step))
+        + _field(5, 2, _field(1, 2, value))
+    )
+    head = struct.pack("<Q", len(event))
+    record = (
+        head
+        + struct.pack("<I", masked_crc32c(head))
+        + event
+        + struct.pack("<I", masked_crc32c(event))
+    )
+    events = trial / index["meta"]["event_file_name"]
+    start = events.stat().st_size
+    with events.open("ab") as out:
+        out.write(record)
+    index["tensor_payload"].append({"tensorname": tag, "start_idx": start, "length": len(record)})
+    index_path.write_text(json.dumps(index))
+
+
+_FLOATS = _field(1, 0, _varint(1)) + _field(2, 2, _field(2, 2, _field(1, 0, _varint(2))))
+_FLOATS += _field(4, 2, np.array([1.0, 2.0], "<f4").tobytes())
+
+
+@pytest.mark.parametrize(
+    ("tag", "proto", "wall", "reason"),
+    [
+        ("words", _field(1, 0, _varint(7)) + _field(8, 2, b"hello"), 1.0, "numeric tensors only"),
+        ("late", _FLOATS, float("nan"), "wall time is nan"),
+        ("early", _FLOATS, float("-inf"), "wall time is -inf"),
+    ],
+    ids=["DT_STRING", "nan-wall-time", "infinite-wall-time"],
+)
+def test_one_odd_record_drops_that_record_not_the_trial(
+    tmp_path: Path, tag: str, proto: bytes, wall: float, reason: str
+) -> None:
+    """A DT_STRING tensor, or a record with a NaN wall time, in one step: that record is left
+    out and listed; every other value of the trial (the same step's too) is read as before."""
+    trial = tmp_path / "trial"
+    shutil.copytree(FIXTURE / "trial", trial)
+    _append_tensor(trial, 2, tag, proto, wall)
+    opened = tt.create_trial(trial)
+    assert tag not in opened.tensor_names()
+    assert any(reason in p and repr(tag) in p for p in opened.problems()), opened.problems()
+    _check_against_smdebug(opened)
+    with pytest.raises(FormatError, match=reason):
+        tt.create_trial(trial, strict=True)
+
+
+@pytest.mark.parametrize("mode_step", [2**63, -1, True])
+def test_a_mode_step_out_of_range_drops_that_step_not_the_trial(tmp_path: Path, mode_step) -> None:
+    trial = tmp_path / "trial"
+    shutil.copytree(FIXTURE / "trial", trial)
+    path = next(trial.glob("index/*/000000000002_worker_0.json"))
+    index = json.loads(path.read_text())
+    index["meta"]["mode_step"] = mode_step
+    path.write_text(json.dumps(index))
+    opened = tt.create_trial(trial)
+    assert opened.steps() == [0, 4, 5]
+    assert any("000000000002_worker_0.json" in p for p in opened.problems()), opened.problems()
+    healthy = tt.create_trial(FIXTURE / "trial").tensor("dense0_weight")
+    np.testing.assert_array_equal(opened.tensor("dense0_weight").value(5), healthy.value(5))
+
+
+def test_a_step_number_over_64_bits_in_an_index_name_drops_that_file(tmp_path: Path) -> None:
+    trial = tmp_path / "trial"
+    shutil.copytree(FIXTURE / "trial", trial)
+    path = next(trial.glob("index/*/000000000002_worker_0.json"))
+    shutil.copy(path, path.with_name(f"{2**64}_worker_0.json"))
+    opened = tt.create_trial(trial)
+    assert opened.steps() == [0, 2, 4, 5]
+    assert any("over 2**63" in p for p in opened.problems()), opened.problems()
