@@ -10,6 +10,19 @@ from tensortap.trials._index import TrialIndex
 def worker_problems(index: TrialIndex, workers: list[str]) -> list[str]:
     """The problems of ``workers`` (in the order given) in the trial ``index`` holds."""
     out: list[str] = []
+    expected = index.expected_workers()
+    if (
+        workers
+        and len(index.workers) < expected
+        and all(w.complete for w in index.workers.values())
+    ):
+        # every worker there ended, and their info says more were expected: the others never
+        # wrote, or their folders were deleted (or replaced by a symlink, which is not followed)
+        out.append(
+            f"workers/: {expected} workers were expected (their worker info says so), "
+            f"{len(index.workers)} wrote here ({', '.join(workers[:8])}): the others' folders "
+            "are missing (deleted, or a symlink, which is not followed), and so are their steps"
+        )
     for name in workers:
         state = index.workers[name]
         converted = (state.end or {}).get("problems")  # an smdebug trial's damaged parts
