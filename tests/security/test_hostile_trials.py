@@ -304,3 +304,24 @@ def test_an_index_numbering_steps_below_zero_is_a_problem(trial_copy: Path) -> N
     trial = tt.create_trial(trial_copy)
     assert any("negative step" in p or "is negative" in p for p in trial.problems())
     assert all(step >= 0 for step in trial.steps(show_incomplete_steps=True))
+
+
+@pytest.mark.parametrize("data", ["deleted", "fifo"])
+def test_series_lost_with_their_series_object_and_data_are_a_problem(
+    trial_copy: Path, data: str
+) -> None:
+    """A fuzz case the value check found: worker_0's series object damaged (read from its index
+    instead) and the data object the index reads one-element values from gone: trial.series
+    loses those rows, and problems() (of the trial that read them) says so and why."""
+    healthy_rows, _ = read_rows(trial_copy)
+    worker = trial_copy / "workers" / "worker_0"
+    (series,) = (worker / "series").glob("*.ttser")
+    series.write_bytes(series.read_bytes()[:-8])
+    (data_object,) = (worker / "data").glob("*.ttdat")
+    data_object.unlink()
+    if data == "fifo":
+        os.mkfifo(data_object)
+    rows, problems = read_rows(trial_copy)
+    assert row_damage(healthy_rows, rows)[0] == "lost"
+    assert any(series.name in p for p in problems), problems
+    assert any(data_object.name in p for p in problems), problems

@@ -191,8 +191,16 @@ class SeriesObjects:
                     yield source, self.fallback_parts(source).head
                 except (FormatError, StorageError) as exc:
                     self.note(source.key, exc)
-                except KeyError:
-                    self.note(source.key, FormatError("listed, then gone before it was read"))
+                except KeyError as exc:  # the index, or the data object it reads from
+                    gone = exc.args[0] if exc.args and exc.args[0] != source.key else None
+                    self.note(
+                        source.key,
+                        FormatError(
+                            f"its data object {gone} is missing: its values are lost"
+                            if gone
+                            else "listed, then gone before it was read"
+                        ),
+                    )
                 continue
             head = got.get(source.key)
             if head is None:

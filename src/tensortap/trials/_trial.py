@@ -494,9 +494,14 @@ class Trial:
 
     def problems(self) -> list[str]:
         """What went wrong while saving (dropped or lost steps, writer errors), per worker, and
-        the parts of the trial that could not be read (skipped unless ``strict=True``)."""
+        the parts of the trial that could not be read (skipped unless ``strict=True``), those
+        met reading series included (a damaged series object, and its index or data object
+        read instead)."""
         self.refresh_if_stale()
-        unreadable = [f"unreadable {text}" for text in self._index.problems]
+        texts = list(self._index.problems)
+        if self._series is not None:
+            texts += [t for t in self._series[1].problems if t not in self._index.problems]
+        unreadable = [f"unreadable {text}" for text in texts]
         return unreadable + worker_problems(self._index, self.workers())
 
     # -- series: every saved number as columns (see tensortap.trials._series) --
