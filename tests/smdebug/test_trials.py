@@ -24,6 +24,7 @@ from tensortap.exceptions import FormatError
 from tensortap.format._crc32c import crc32c, masked_crc32c
 from tensortap.smdebug._wire import NO_CHECKSUM
 from tensortap.testing._fuzz import fuzz_smdebug, with_checksums
+from tensortap.testing._smdebug_mutations import append_tensor, float_tensor, string_tensor
 
 FIXTURE = Path(__file__).parents[1] / "golden" / "smdebug"
 MODES = {"TRAIN": tt.modes.TRAIN, "EVAL": tt.modes.EVAL}
@@ -338,55 +339,13 @@ def test_fuzzed_smdebug_trials_never_hang_raise_untyped_or_read_wrong(tmp_path: 
     assert len(summary.by_mutation) >= 8
 
 
-def _varint(n: int) -> bytes:
-    out = b""
-    while True:
-        low, n = n & 0x7F, n >> 7
-        if not n:
-            return out + bytes([low])
-        out += bytes([low | 0x80])
-
-
-def _field(number: int, wire: int, payload: bytes) -> bytes:
-    key = _varint(number << 3 | wire)
-    return key + (_varint(len(payload)) + payload if wire == 2 else payload)
-
-
-def _append_tensor(trial: Path, step: int, tag: str, proto: bytes, wall: float) -> None:
-    """Append one Event record (``tag``'s TensorProto) to a step's event file and index it."""
-    import struct
-
-    index_path = next(trial.glob(f"index/*/{step:012d}_worker_0.json"))
-    index = json.loads(index_path.read_text())
-    value = _field(1, 2, tag.encode()) + _field(8, 2, proto)
-    event = (
-        _field(1, 1, struct.pack("<d", wall))
-        + _field(2, 0, _varint(step))
-        + _field(5, 2, _field(1, 2, value))
-    )
-    head = struct.pack("<Q", len(event))
-    record = (
-        head
-        + struct.pack("<I", masked_crc32c(head))
-        + event
-        + struct.pack("<I", masked_crc32c(event))
-    )
-    events = trial / index["meta"]["event_file_name"]
-    start = events.stat().st_size
-    with events.open("ab") as out:
-        out.write(record)
-    index["tensor_payload"].append({"tensorname": tag, "start_idx": start, "length": len(record)})
-    index_path.write_text(json.dumps(index))
-
-
-_FLOATS = _field(1, 0, _varint(1)) + _field(2, 2, _field(2, 2, _field(1, 0, _varint(2))))
-_FLOATS += _field(4, 2, np.array([1.0, 2.0], "<f4").tobytes())
+_FLOATS = float_tensor([1.0, 2.0])
 
 
 @pytest.mark.parametrize(
     ("tag", "proto", "wall", "reason"),
     [
-        ("words", _field(1, 0, _varint(7)) + _field(8, 2, b"hello"), 1.0, "numeric tensors only"),
+        ("words", string_tensor(b"hello"), 1.0, "numeric tensors only"),
         ("late", _FLOATS, float("nan"), "wall time is nan"),
         ("early", _FLOATS, float("-inf"), "wall time is -inf"),
     ],
@@ -399,7 +358,7 @@ def test_one_odd_record_drops_that_record_not_the_trial(
     out and listed; every other value of the trial (the same step's too) is read as before."""
     trial = tmp_path / "trial"
     shutil.copytree(FIXTURE / "trial", trial)
-    _append_tensor(trial, 2, tag, proto, wall)
+    append_tensor(trial, next(trial.glob("index/*/000000000002_worker_0.json")), tag, proto, wall)
     opened = tt.create_trial(trial)
     assert tag not in opened.tensor_names()
     assert any(reason in p and repr(tag) in p for p in opened.problems()), opened.problems()
