@@ -295,6 +295,15 @@ def test_a_worker_folder_replaced_by_a_symlink_is_a_problem(
     trial = tt.create_trial(trial_copy)
     assert trial.workers() == ["worker_0"]  # not followed
     assert any("2 workers were expected" in p for p in trial.problems()), trial.problems()
+    assert any("workers/worker_1: a symbolic link" in p for p in trial.problems())
+    # both folders replaced (a fuzz case): nothing is read, and problems() says why
+    shutil.rmtree(trial_copy / "workers" / "worker_0")
+    os.symlink("/etc/hostname", trial_copy / "workers" / "worker_0")
+    trial = tt.create_trial(trial_copy)
+    assert trial.workers() == []
+    assert len([p for p in trial.problems() if "where a worker's folder belongs" in p]) == 2
+    with pytest.raises(StorageError, match="worker's folder"):
+        tt.create_trial(trial_copy, strict=True)
 
 
 def test_an_index_numbering_steps_below_zero_is_a_problem(trial_copy: Path) -> None:

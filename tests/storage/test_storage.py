@@ -108,3 +108,5 @@ def test_a_local_store_lists_a_symlink_or_fifo_and_never_reads_it(tmp_path) -> N
         store.get("index/000000000002.ttidx")
     assert not store.exists("index/000000000001.ttidx")
     assert store.list_dir("index/") == ["000000000000.ttidx", "sub"]
+    assert store.special_entries("index/") == ["000000000001.ttidx", "000000000002.ttidx"]
+    assert MemoryStore().special_entries("index/") == []  # every entry is an object there

@@ -152,6 +152,12 @@ class Store(ABC):
     def delete(self, key: str) -> None:
         """Remove an object; a missing key is not an error."""
 
+    def special_entries(self, prefix: str = "") -> builtins.list[str]:
+        """The names of a "directory" prefix's immediate entries that :meth:`list_dir` leaves
+        out because they are neither a directory nor an object (on local disk: a symlink, a
+        FIFO, a device), never followed; empty where every entry is an object (here)."""
+        return []
+
     # -- only where ``capabilities`` says so --
     def put_conditional(
         self, key: str, data: bytes, if_none_match: bool = False, if_match: str | None = None

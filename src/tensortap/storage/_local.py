@@ -236,6 +236,23 @@ class LocalStore(Store):
         except OSError as exc:
             raise StorageError(f"cannot list {path}: {exc}") from exc
 
+    def special_entries(self, prefix: str = "") -> builtins.list[str]:
+        """Symlinks, FIFOs and devices among a directory's entries (not followed)."""
+        path = self.root.joinpath(*[p for p in prefix.split("/") if p])
+        try:
+            if path.is_symlink():
+                return []
+            return sorted(
+                e.name
+                for e in os.scandir(path)
+                if not is_tmp(e.name)
+                and not (e.is_dir(follow_symlinks=False) or e.is_file(follow_symlinks=False))
+            )
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except OSError as exc:
+            raise StorageError(f"cannot list {path}: {exc}") from exc
+
     def delete(self, key: str) -> None:
         HANDLES.drop(self._owner, key)
         try:

@@ -89,6 +89,15 @@ class TrialIndex:
                 self._check_resumed(state)
             if not state.complete:
                 self._refresh_worker(state)
+        for name in self.store.special_entries(layout.WORKERS_PREFIX):
+            if layout.is_plain_name(name):  # said, not followed: its rows are not read
+                self.problem(
+                    f"{layout.WORKERS_PREFIX}{name}",
+                    StorageError(
+                        "a symbolic link, FIFO or device where a worker's folder belongs "
+                        "(not followed): that worker's steps are not read"
+                    ),
+                )
         return self.version != before
 
     def _check_resumed(self, state: WorkerState) -> None:
