@@ -334,3 +334,18 @@ def test_series_lost_with_their_series_object_and_data_are_a_problem(
     assert row_damage(healthy_rows, rows)[0] == "lost"
     assert any(series.name in p for p in problems), problems
     assert any(data_object.name in p for p in problems), problems
+
+
+def test_a_workers_index_and_end_marker_both_deleted_is_a_problem(trial_copy: Path) -> None:
+    """A fuzz case the value check found: worker_1's index and its end marker deleted, so it
+    looks like a worker still writing; worker_0 has ended, and worker_1's series object without
+    its index is listed (its rows are not read)."""
+    healthy_rows, _ = read_rows(trial_copy)
+    _only_index(trial_copy, "worker_1").unlink()
+    (trial_copy / "workers" / "worker_1" / "end.json").unlink()
+    rows, problems = read_rows(trial_copy)
+    assert row_damage(healthy_rows, rows)[0] == "lost"
+    assert any("worker_1/series/" in p and "without its index" in p for p in problems), problems
+    # while no worker has ended, a segment being published is not called lost
+    (trial_copy / "workers" / "worker_0" / "end.json").unlink()
+    assert not any("without its index" in p for p in read_rows(trial_copy)[1])

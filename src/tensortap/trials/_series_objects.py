@@ -143,6 +143,16 @@ class SeriesObjects:
         return Source(layout.index_key(state.name, seq), seq, seq, index=True)
 
     # -- what there is --
+    def unpublished(self, worker: str) -> list[str]:
+        """The series objects of ``worker``'s segments whose index is not listed (a segment
+        being published, or one whose writer was killed while publishing it, or whose index
+        was deleted)."""
+        state = self.workers.get(worker)
+        if state is None:
+            return []
+        published = set(state.published)
+        return [key for seq, key in sorted(state.singles.items()) if seq not in published]
+
     def states(self, worker: str | None) -> list[WorkerSeries]:
         if worker is None:
             return [self.workers[w] for w in sorted(self.workers)]
