@@ -11,6 +11,10 @@ Contract:
 - ``list_dir(prefix)`` returns the names of the immediate children of a "directory" prefix
   (where directories are real, as on local disk, one left empty by a deleted or unfinished
   object may be named too).
+- Where a place can hold what is not an object (local disk: a symlink, a FIFO, a device),
+  ``list`` names it (its reads raise StorageError; it is never followed) and
+  ``special_entries(prefix)`` names such immediate children of a directory prefix, so a
+  reader can say what stands in an object's or a folder's place (empty by default).
 - ``get`` / ``get_range`` raise :class:`KeyError` for a missing key and
   :class:`~tensortap.exceptions.StorageError` for any other failure.
 - ``get_many`` and ``get_ranges`` read many objects or ranges at once; remote backends fetch
