@@ -2,7 +2,9 @@
 
 Counts how reading ended (``ok``: read, damaged parts skipped and listed in problems();
 ``typed``: refused with a tensortap error; ``untyped``: any other exception; ``hang``: still
-reading after the deadline) per kind of damage, the slowest read and the peak traced memory.
+reading after the deadline; ``lost`` / ``wrong``: ``trial.series()`` or ``trial.steps()`` lack
+a row of the healthy trial's, or serve one that differs, while ``problems()`` lists nothing) per
+kind of damage, the slowest read and the peak traced memory.
 ``tests/security/test_hostile_trials.py`` runs 150 cases; this runs more (docs/format.md has
 figures).
 

@@ -20,12 +20,16 @@ from tensortap.exceptions import FormatError, StorageError, TensortapError
 from tensortap.format._index import decode_index
 from tensortap.storage import LocalStore
 from tensortap.testing._fuzz import (
+    MUTATIONS,
     build_healthy,
     check_one,
     fuzz,
     read_everything,
+    read_rows,
     rewrite_index_header,
+    row_damage,
 )
+from tensortap.testing._mutations import negative_steps
 
 
 @pytest.fixture(scope="module")
@@ -222,9 +226,126 @@ def test_tensorboard_export_survives_a_lone_surrogate(tmp_path: Path) -> None:
 def test_fuzzed_trials_raise_only_typed_errors_and_never_hang(
     healthy: Path, tmp_path: Path
 ) -> None:
+    """Nor lose or change a row silently: every case's series and steps are compared with the
+    healthy trial's (a row missing or differing while problems() is empty is a failure)."""
     summary = fuzz(healthy, tmp_path, cases=150, seed=19, deadline=20.0)
     assert summary.cases == 150
     assert not summary.failures, [(f.mutation, f.result, f.error) for f in summary.failures[:5]]
     # every kind of damage was tried, and most trials stayed readable in part
-    assert len(summary.by_mutation) == 10
+    assert len(summary.by_mutation) == len(MUTATIONS) == 12
     assert summary.results["ok"] > summary.results["typed"]
+
+
+def test_the_fuzzer_checks_values_not_only_exceptions(healthy: Path) -> None:
+    rows, problems = read_rows(healthy)
+    assert not problems and len(rows) > 50
+    a_row = next(key for key in rows if key[0] != "steps")
+    assert row_damage(rows, {k: v for k, v in rows.items() if k != a_row})[0] == "lost"
+    assert row_damage(rows, {**rows, a_row: (0.5,)})[0] == "wrong"
+    assert row_damage(rows, {**rows, ("steps", "trial"): (-1.0,)})[0] == "wrong"
+    assert row_damage(rows, dict(rows)) == ("", "")
+
+
+def _only_index(root: Path, worker: str) -> Path:
+    (index,) = (root / "workers" / worker / "index").glob("*.ttidx")
+    return index
+
+
+@pytest.mark.parametrize("how", ["deleted", "fifo", "symlink", "directory"])
+def test_a_workers_only_index_lost_is_a_problem_not_a_silent_loss(
+    trial_copy: Path, tmp_path: Path, how: str
+) -> None:
+    """The issue's probe: worker_1's only index deleted, made a FIFO, a symlink (to its own
+    bytes outside the trial) or a directory: its rows are gone from trial.series, and
+    problems() says which index and why; worker_0 reads as before."""
+    healthy_rows, _ = read_rows(trial_copy)
+    index = _only_index(trial_copy, "worker_1")
+    outside = tmp_path / "outside.ttidx"
+    shutil.copyfile(index, outside)
+    index.unlink()
+    if how == "fifo":
+        os.mkfifo(index)
+    elif how == "symlink":
+        os.symlink(outside, index)
+    elif how == "directory":
+        index.mkdir()
+    rows, problems = read_rows(trial_copy)
+    key = index.relative_to(trial_copy).as_posix()
+    reason = {
+        "deleted": "end marker says",
+        "fifo": "not a regular file",
+        "symlink": "symbolic link",
+        "directory": "end marker says",
+    }[how]
+    assert any(key in p and reason in p for p in problems), problems
+    # lost (or, where its series object still holds them, kept), never changed
+    assert row_damage(healthy_rows, rows)[0] in ("lost", "")
+    assert {k: v for k, v in healthy_rows.items() if k[0] == "worker_0"} == {
+        k: v for k, v in rows.items() if k[0] == "worker_0"
+    }
+    with pytest.raises(TensortapError):
+        tt.create_trial(trial_copy, strict=True)
+
+
+def test_a_worker_folder_replaced_by_a_symlink_is_a_problem(
+    trial_copy: Path, tmp_path: Path
+) -> None:
+    shutil.rmtree(trial_copy / "workers" / "worker_1")
+    os.symlink(tmp_path, trial_copy / "workers" / "worker_1")
+    trial = tt.create_trial(trial_copy)
+    assert trial.workers() == ["worker_0"]  # not followed
+    assert any("2 workers were expected" in p for p in trial.problems()), trial.problems()
+    assert any("workers/worker_1: a symbolic link" in p for p in trial.problems())
+    # both folders replaced (a fuzz case): nothing is read, and problems() says why
+    shutil.rmtree(trial_copy / "workers" / "worker_0")
+    os.symlink("/etc/hostname", trial_copy / "workers" / "worker_0")
+    trial = tt.create_trial(trial_copy)
+    assert trial.workers() == []
+    assert len([p for p in trial.problems() if "where a worker's folder belongs" in p]) == 2
+    with pytest.raises(StorageError, match="worker's folder"):
+        tt.create_trial(trial_copy, strict=True)
+
+
+def test_an_index_numbering_steps_below_zero_is_a_problem(trial_copy: Path) -> None:
+    import random
+
+    negative_steps(trial_copy, random.Random(1))
+    trial = tt.create_trial(trial_copy)
+    assert any("negative step" in p or "is negative" in p for p in trial.problems())
+    assert all(step >= 0 for step in trial.steps(show_incomplete_steps=True))
+
+
+@pytest.mark.parametrize("data", ["deleted", "fifo"])
+def test_series_lost_with_their_series_object_and_data_are_a_problem(
+    trial_copy: Path, data: str
+) -> None:
+    """A fuzz case the value check found: worker_0's series object damaged (read from its index
+    instead) and the data object the index reads one-element values from gone: trial.series
+    loses those rows, and problems() (of the trial that read them) says so and why."""
+    healthy_rows, _ = read_rows(trial_copy)
+    worker = trial_copy / "workers" / "worker_0"
+    (series,) = (worker / "series").glob("*.ttser")
+    series.write_bytes(series.read_bytes()[:-8])
+    (data_object,) = (worker / "data").glob("*.ttdat")
+    data_object.unlink()
+    if data == "fifo":
+        os.mkfifo(data_object)
+    rows, problems = read_rows(trial_copy)
+    assert row_damage(healthy_rows, rows)[0] == "lost"
+    assert any(series.name in p for p in problems), problems
+    assert any(data_object.name in p for p in problems), problems
+
+
+def test_a_workers_index_and_end_marker_both_deleted_is_a_problem(trial_copy: Path) -> None:
+    """A fuzz case the value check found: worker_1's index and its end marker deleted, so it
+    looks like a worker still writing; worker_0 has ended, and worker_1's series object without
+    its index is listed (its rows are not read)."""
+    healthy_rows, _ = read_rows(trial_copy)
+    _only_index(trial_copy, "worker_1").unlink()
+    (trial_copy / "workers" / "worker_1" / "end.json").unlink()
+    rows, problems = read_rows(trial_copy)
+    assert row_damage(healthy_rows, rows)[0] == "lost"
+    assert any("worker_1/series/" in p and "without its index" in p for p in problems), problems
+    # while no worker has ended, a segment being published is not called lost
+    (trial_copy / "workers" / "worker_0" / "end.json").unlink()
+    assert not any("without its index" in p for p in read_rows(trial_copy)[1])

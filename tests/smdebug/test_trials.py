@@ -24,6 +24,7 @@ from tensortap.exceptions import FormatError
 from tensortap.format._crc32c import crc32c, masked_crc32c
 from tensortap.smdebug._wire import NO_CHECKSUM
 from tensortap.testing._fuzz import fuzz_smdebug, with_checksums
+from tensortap.testing._smdebug_mutations import append_tensor, float_tensor, string_tensor
 
 FIXTURE = Path(__file__).parents[1] / "golden" / "smdebug"
 MODES = {"TRAIN": tt.modes.TRAIN, "EVAL": tt.modes.EVAL}
@@ -336,3 +337,56 @@ def test_fuzzed_smdebug_trials_never_hang_raise_untyped_or_read_wrong(tmp_path: 
     assert summary.cases == 50
     assert not summary.failures, [(f.mutation, f.result, f.error) for f in summary.failures[:5]]
     assert len(summary.by_mutation) >= 8
+
+
+_FLOATS = float_tensor([1.0, 2.0])
+
+
+@pytest.mark.parametrize(
+    ("tag", "proto", "wall", "reason"),
+    [
+        ("words", string_tensor(b"hello"), 1.0, "numeric tensors only"),
+        ("late", _FLOATS, float("nan"), "wall time is nan"),
+        ("early", _FLOATS, float("-inf"), "wall time is -inf"),
+    ],
+    ids=["DT_STRING", "nan-wall-time", "infinite-wall-time"],
+)
+def test_one_odd_record_drops_that_record_not_the_trial(
+    tmp_path: Path, tag: str, proto: bytes, wall: float, reason: str
+) -> None:
+    """A DT_STRING tensor, or a record with a NaN wall time, in one step: that record is left
+    out and listed; every other value of the trial (the same step's too) is read as before."""
+    trial = tmp_path / "trial"
+    shutil.copytree(FIXTURE / "trial", trial)
+    append_tensor(trial, next(trial.glob("index/*/000000000002_worker_0.json")), tag, proto, wall)
+    opened = tt.create_trial(trial)
+    assert tag not in opened.tensor_names()
+    assert any(reason in p and repr(tag) in p for p in opened.problems()), opened.problems()
+    _check_against_smdebug(opened)
+    with pytest.raises(FormatError, match=reason):
+        tt.create_trial(trial, strict=True)
+
+
+@pytest.mark.parametrize("mode_step", [2**63, -1, True])
+def test_a_mode_step_out_of_range_drops_that_step_not_the_trial(tmp_path: Path, mode_step) -> None:
+    trial = tmp_path / "trial"
+    shutil.copytree(FIXTURE / "trial", trial)
+    path = next(trial.glob("index/*/000000000002_worker_0.json"))
+    index = json.loads(path.read_text())
+    index["meta"]["mode_step"] = mode_step
+    path.write_text(json.dumps(index))
+    opened = tt.create_trial(trial)
+    assert opened.steps() == [0, 4, 5]
+    assert any("000000000002_worker_0.json" in p for p in opened.problems()), opened.problems()
+    healthy = tt.create_trial(FIXTURE / "trial").tensor("dense0_weight")
+    np.testing.assert_array_equal(opened.tensor("dense0_weight").value(5), healthy.value(5))
+
+
+def test_a_step_number_over_64_bits_in_an_index_name_drops_that_file(tmp_path: Path) -> None:
+    trial = tmp_path / "trial"
+    shutil.copytree(FIXTURE / "trial", trial)
+    path = next(trial.glob("index/*/000000000002_worker_0.json"))
+    shutil.copy(path, path.with_name(f"{2**64}_worker_0.json"))
+    opened = tt.create_trial(trial)
+    assert opened.steps() == [0, 2, 4, 5]
+    assert any("over 2**63" in p for p in opened.problems()), opened.problems()

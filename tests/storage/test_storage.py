@@ -82,3 +82,31 @@ def test_hook_writes_to_s3_and_a_trial_reads_it(s3_bucket) -> None:
     trial = tt.create_trial(url)
     assert trial.steps() == [0, 1, 2] and trial.loaded_all_steps
     assert trial.tensor("w").value(2).tolist() == [2.0] * 4
+
+
+def test_a_local_store_lists_a_symlink_or_fifo_and_never_reads_it(tmp_path) -> None:
+    """What stands in the place of an object is listed (a reader then says what it is, rather
+    than losing it silently) but never followed or opened blocking: its read is refused."""
+    import os
+
+    from tensortap.exceptions import StorageError
+
+    store = LocalStore(tmp_path / "s")
+    store.put("index/000000000000.ttidx", b"real")
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(b"secret")
+    os.symlink(outside, tmp_path / "s" / "index" / "000000000001.ttidx")
+    os.mkfifo(tmp_path / "s" / "index" / "000000000002.ttidx")
+    (tmp_path / "s" / "index" / "sub").mkdir()
+    assert store.list("index/") == [f"index/00000000000{i}.ttidx" for i in range(3)]
+    assert store.list("index/", start_after="index/000000000001.ttidx") == [
+        "index/000000000002.ttidx"
+    ]
+    with pytest.raises(StorageError, match="symbolic link"):
+        store.get("index/000000000001.ttidx")
+    with pytest.raises(StorageError, match="not a regular file"):
+        store.get("index/000000000002.ttidx")
+    assert not store.exists("index/000000000001.ttidx")
+    assert store.list_dir("index/") == ["000000000000.ttidx", "sub"]
+    assert store.special_entries("index/") == ["000000000001.ttidx", "000000000002.ttidx"]
+    assert MemoryStore().special_entries("index/") == []  # every entry is an object there

@@ -72,11 +72,55 @@ def decode_end(raw: bytes, what: str) -> dict[str, Any]:
     get_int(doc, "last_global_step", what, default=None)
     get_int(doc, "internal_errors", what, default=0)
     get_optional_str(doc, "last_internal_error", what)
+    get_optional_str(doc, "session", what)
     status = get_dict(doc, "status", what, default={})
-    for name in ("errors", "steps_lost"):
-        get_int(status, name, f"{what} status", default=0)
+    for name in ("errors", "steps_lost", "segments_published"):
+        if get_int(status, name, f"{what} status", default=0) < 0:
+            raise FormatError(f"{what}: status {name} must be >= 0, got {status[name]}")
     get_optional_str(status, "last_error", f"{what} status")
+    if "published_segments" in doc:
+        _check_ranges(get_list(doc, "published_segments", what), f"{what} published_segments")
     return doc
+
+
+#: The most runs of segment numbers an end marker lists (``published_segments``); a writer
+#: whose history needs more leaves the field out, and its last session's count is compared.
+MAX_PUBLISHED_RANGES = 1 << 16
+
+
+def seq_ranges(seqs: list[int]) -> list[list[int]] | None:
+    """Segment numbers as sorted ``[first, last]`` runs of consecutive numbers (what an end
+    marker's ``published_segments`` holds); None when they need more than
+    :data:`MAX_PUBLISHED_RANGES` runs."""
+    runs: list[list[int]] = []
+    for seq in sorted(set(seqs)):
+        if runs and runs[-1][1] == seq - 1:
+            runs[-1][1] = seq
+        else:
+            if len(runs) == MAX_PUBLISHED_RANGES:
+                return None
+            runs.append([seq, seq])
+    return runs
+
+
+def _check_ranges(runs: list[Any], what: str) -> None:
+    """``[first, last]`` runs of segment numbers: integers in [0, 2**63), each run after the
+    one before it, at most :data:`MAX_PUBLISHED_RANGES` of them."""
+    if len(runs) > MAX_PUBLISHED_RANGES:
+        raise FormatError(f"{what}: {len(runs)} runs; at most {MAX_PUBLISHED_RANGES}")
+    previous = -2
+    for run in runs:
+        if not (
+            isinstance(run, list)
+            and len(run) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in run)
+            and previous + 1 < run[0] <= run[1] < 2**63
+        ):
+            raise FormatError(
+                f"{what} must be increasing [first, last] runs of segment numbers >= 0, got "
+                f"{str(run)[:60]} after {previous}"
+            )
+        previous = run[1]
 
 
 #: A session record's budget: its bytes, its events (the writer keeps at most this many and

@@ -349,6 +349,8 @@ def _check_header(header: dict[str, Any], what: str) -> tuple[list[str], list[st
     for row in steps:
         if row[1] not in _MODE_VALUES:
             raise FormatError(f"{what}: step {row[0]} has unknown mode {row[1]}")
+        if row[0] < 0 or row[2] < 0:  # a writer numbers steps from 0
+            raise FormatError(f"{what}: step {row[0]} (mode step {row[2]}) is negative")
         if len(row) > 3 and (isinstance(row[3], bool) or not isinstance(row[3], int | float)):
             raise FormatError(f"{what}: step {row[0]} has a wall time that is not a number")
     int_rows(get_list(header, "dropped", what, default=[]), 3, what, "dropped")
@@ -386,6 +388,10 @@ def _check_records(
             raise FormatError(
                 f"{what} record {row} refers to unknown {table}: the index is corrupt"
             )
+    negative = (records["global_step"] < 0) | (records["mode_step"] < 0)
+    if negative.any():  # a writer numbers steps from 0
+        row = int(np.flatnonzero(negative)[0])
+        raise FormatError(f"{what} record {row} has a negative step: the index is corrupt")
 
 
 def _check_extents(

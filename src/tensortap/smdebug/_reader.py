@@ -76,6 +76,11 @@ class SmdebugReader:
             if not found:
                 continue
             step, worker = int(found.group(1)), found.group(2)
+            if step > _MAX_STEP:  # this file is left out, not the trial
+                self._problem(
+                    FormatError(f"the smdebug index file {key} names step {step}: over 2**63 - 1")
+                )
+                continue
             if (step, worker) in seen:  # never two versions of one step: neither is guessed
                 self._problem(
                     FormatError(
@@ -118,7 +123,7 @@ class SmdebugReader:
             index = json.loads(self.store.get(key))
             meta = index["meta"]
             mode = _MODES[str(meta.get("mode", "GLOBAL"))]
-            out = SmdebugStep(worker, step, mode, int(meta.get("mode_step", step)))
+            out = SmdebugStep(worker, step, mode, _step_number(meta.get("mode_step", step)))
             events = str(meta["event_file_name"])
             expected = _EVENT_FILE.match(events)
             if not expected or (int(expected.group(1)), expected.group(2)) != (step, worker):
@@ -147,6 +152,15 @@ class SmdebugReader:
                         raise ValueError(
                             f"{tag!r} of step {at} where {key} says {name!r} of step {step}"
                         )
+                    odd = _odd_value(array, wall)
+                    if odd:  # this record is left out, the step's other records are kept
+                        self._problem(
+                            FormatError(
+                                f"the smdebug event file {events}: {tag[:200]!r} of step "
+                                f"{step} is left out: {odd}"
+                            )
+                        )
+                        continue
                     out.wall_time = wall
                     if tag.startswith(REDUCTION_PREFIX):
                         reduction, _, of = tag[len(REDUCTION_PREFIX) :].partition("/")
@@ -197,3 +211,26 @@ class SmdebugReader:
                         if value not in into[k]:
                             into[k].append(value)
         return merged
+
+
+_MAX_STEP = 2**63 - 1  # a step number is a signed 64-bit integer in tensortap's format
+
+
+def _step_number(value: Any) -> int:
+    """A step number from an smdebug index: an integer in [0, 2**63); ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"a step number must be an integer, got {str(value)[:40]!r}")
+    number = int(value)
+    if not 0 <= number <= _MAX_STEP:
+        raise ValueError(f"a step number must lie in [0, 2**63), got {str(number)[:40]}")
+    return number
+
+
+def _odd_value(array: np.ndarray[Any, Any], wall: float) -> str:
+    """Why one tensor record of a step cannot be kept (empty when it can): tensortap keeps
+    numbers only (smdebug's ``DT_STRING`` tensors are text), and a wall time must be finite."""
+    if array.dtype.kind not in "biufc":
+        return f"a tensor of {array.dtype} (text); tensortap keeps numeric tensors only"
+    if not np.isfinite(wall):
+        return f"its wall time is {wall}; smdebug writes seconds since the epoch"
+    return ""

@@ -11,6 +11,10 @@ Contract:
 - ``list_dir(prefix)`` returns the names of the immediate children of a "directory" prefix
   (where directories are real, as on local disk, one left empty by a deleted or unfinished
   object may be named too).
+- Where a place can hold what is not an object (local disk: a symlink, a FIFO, a device),
+  ``list`` names it (its reads raise StorageError; it is never followed) and
+  ``special_entries(prefix)`` names such immediate children of a directory prefix, so a
+  reader can say what stands in an object's or a folder's place (empty by default).
 - ``get`` / ``get_range`` raise :class:`KeyError` for a missing key and
   :class:`~tensortap.exceptions.StorageError` for any other failure.
 - ``get_many`` and ``get_ranges`` read many objects or ranges at once; remote backends fetch
@@ -151,6 +155,12 @@ class Store(ABC):
     @abstractmethod
     def delete(self, key: str) -> None:
         """Remove an object; a missing key is not an error."""
+
+    def special_entries(self, prefix: str = "") -> builtins.list[str]:
+        """The names of a "directory" prefix's immediate entries that :meth:`list_dir` leaves
+        out because they are neither a directory nor an object (on local disk: a symlink, a
+        FIFO, a device), never followed; empty where every entry is an object (here)."""
+        return []
 
     # -- only where ``capabilities`` says so --
     def put_conditional(

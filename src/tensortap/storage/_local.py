@@ -3,7 +3,9 @@
 
 Reading serves regular files inside the root only: a symbolic link (which could point out of
 the trial, or at ``/dev/zero``), a FIFO (which would block forever) or a device is refused with
-a StorageError, never followed, and is not listed. A range is checked against the file's real
+a StorageError and never followed. It is listed by ``list`` (a reader that reads it then says
+what is wrong with it, instead of losing it silently), never by ``list_dir`` (a directory
+that is a symlink is not walked). A range is checked against the file's real
 size before any memory is allocated for it. Read descriptors are kept open between reads,
 within one budget for the whole process (:mod:`~tensortap.storage._descriptors`).
 """
@@ -182,7 +184,9 @@ class LocalStore(Store):
         return path.is_file() and not path.is_symlink()
 
     def list(self, prefix: str = "", start_after: str | None = None) -> builtins.list[str]:
-        """Regular files only: symlinks, FIFOs and devices are not part of a trial."""
+        """Every entry that is not a directory: regular files, and symlinks, FIFOs and devices,
+        which are listed (never followed: a read of one raises StorageError) so that a reader
+        can say what is in the place of an object rather than not see it."""
         directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         start = self.root.joinpath(*directory.split("/")) if directory else self.root
         keys: list[str] = []
@@ -206,8 +210,7 @@ class LocalStore(Store):
                     if prefix.startswith(key + "/") or key.startswith(prefix):
                         pending.append((entry.path, key + "/"))
                 elif (
-                    entry.is_file(follow_symlinks=False)
-                    and not is_tmp(entry.name)
+                    not is_tmp(entry.name)
                     and key.startswith(prefix)
                     and (start_after is None or key > start_after)
                 ):
@@ -227,6 +230,23 @@ class LocalStore(Store):
                 for e in os.scandir(path)
                 if not is_tmp(e.name)
                 and (e.is_dir(follow_symlinks=False) or e.is_file(follow_symlinks=False))
+            )
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except OSError as exc:
+            raise StorageError(f"cannot list {path}: {exc}") from exc
+
+    def special_entries(self, prefix: str = "") -> builtins.list[str]:
+        """Symlinks, FIFOs and devices among a directory's entries (not followed)."""
+        path = self.root.joinpath(*[p for p in prefix.split("/") if p])
+        try:
+            if path.is_symlink():
+                return []
+            return sorted(
+                e.name
+                for e in os.scandir(path)
+                if not is_tmp(e.name)
+                and not (e.is_dir(follow_symlinks=False) or e.is_file(follow_symlinks=False))
             )
         except (FileNotFoundError, NotADirectoryError):
             return []

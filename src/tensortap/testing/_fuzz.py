@@ -8,6 +8,9 @@ nested JSON, symlinks out of the trial or to ``/dev/zero``, FIFOs, catastrophic 
 :func:`read_everything` reads all of it through the public trial API. Reading may raise only
 tensortap's typed errors (or skip the damaged part and list it in ``trial.problems()``); it must
 finish within a deadline and use memory within a small constant of the trial's real size.
+It must also lose nothing silently: what ``trial.series()`` and ``trial.steps()`` return is
+compared with the healthy trial's (:func:`read_rows`), and a row missing (``lost``) or
+differing (``wrong``) while ``trial.problems()`` lists nothing is a failure.
 
 ``tests/security/test_hostile_trials.py`` runs a few hundred cases; ``python -m bench.fuzz`` runs
 thousands and reports the counts (docs/format.md).
@@ -55,8 +58,10 @@ __all__ = [
     "fuzz_smdebug",
     "mutate",
     "read_everything",
+    "read_rows",
     "read_values",
     "rewrite_index_header",
+    "row_damage",
     "trial_bytes",
     "with_checksums",
     "wrong_values",
@@ -138,12 +143,56 @@ def build_healthy(path: Path, steps: int = 6) -> Path:
     return path
 
 
+#: Every row a trial serves, keyed by (worker, tensor, statistic, mode, mode step, global
+#: step) -> its values in order; and (``"steps"``, worker) -> the global steps it holds.
+Rows = dict[tuple[Any, ...], tuple[float, ...]]
+
+
+def read_rows(path: str | os.PathLike[str]) -> tuple[Rows, list[str]]:
+    """Every row of every series of a trial (``trial.series()``), each worker's steps, the
+    trial's steps (``trial.steps(show_incomplete_steps=True)``), and its problems."""
+    from tensortap.trials._trial import create_trial
+
+    trial = create_trial(path)
+    rows: dict[tuple[Any, ...], list[float]] = {}
+    table = trial.series()
+    columns = [
+        table[c].tolist()
+        for c in ("worker", "tensor", "statistic", "mode", "step", "global_step", "value")
+    ]
+    steps: dict[str, set[int]] = {}
+    for worker, tensor, statistic, mode, step, global_step, value in zip(*columns, strict=True):
+        key = (str(worker), str(tensor), str(statistic), str(mode), int(step), int(global_step))
+        rows.setdefault(key, []).append(float(value))
+        steps.setdefault(str(worker), set()).add(int(global_step))
+    out: Rows = {key: tuple(values) for key, values in rows.items()}
+    for worker, held in steps.items():
+        out["steps", worker] = tuple(float(s) for s in sorted(held))
+    out["steps", "trial"] = tuple(float(s) for s in trial.steps(show_incomplete_steps=True))
+    return out, trial.problems()
+
+
+def row_damage(healthy: Rows, got: Rows) -> tuple[str, str]:
+    """``("lost", what)`` when ``got`` lacks a row or a step the healthy trial has, ``("wrong",
+    what)`` when one differs (or is not the healthy trial's at all), else ``("", "")``."""
+    lost = [key for key in healthy if key not in got]
+    if lost:
+        return "lost", f"{len(lost)} rows or step lists missing, e.g. {lost[0]}"
+    for key, values in got.items():
+        want = healthy.get(key)
+        if want is None or not np.array_equal(np.asarray(values), np.asarray(want), equal_nan=True):
+            return "wrong", f"{key}: {values[:4]} where the healthy trial has {want}"
+    return "", ""
+
+
 @dataclass
 class Outcome:
     """What reading one mutated trial did."""
 
     mutation: str
-    result: str  # "ok", "typed", "untyped", "hang"
+    # "ok", "typed", "untyped", "hang"; "lost" or "wrong": a row missing or differing from
+    # the healthy trial's while problems() listed nothing
+    result: str
     error: str = ""
     peak_bytes: int = 0
     seconds: float = 0.0
@@ -165,15 +214,25 @@ def trial_bytes(root: Path) -> int:
 
 
 def check_one(
-    trial: Path, mutation: str, deadline: float = 10.0, measure_memory: bool = True
+    trial: Path,
+    mutation: str,
+    deadline: float = 10.0,
+    measure_memory: bool = True,
+    healthy: Rows | None = None,
 ) -> Outcome:
-    """Read a (mutated) trial in a daemon thread with a deadline, tracing its peak memory."""
+    """Read a (mutated) trial in a daemon thread with a deadline, tracing its peak memory; with
+    the ``healthy`` trial's rows, compare its rows with them (``lost``, ``wrong``)."""
     box: dict[str, Any] = {}
 
     def run() -> None:
         try:
             read_everything(trial)
             box["result"] = "ok"
+            if healthy is not None:
+                got, problems = read_rows(trial)
+                damage, what = row_damage(healthy, got)
+                if damage and not problems:
+                    box["result"], box["error"] = damage, what
         except TensortapError as exc:
             box["result"], box["error"] = "typed", f"{type(exc).__name__}: {exc}"
         except BaseException as exc:  # what the fuzzer is looking for
@@ -208,8 +267,9 @@ def fuzz(
 ) -> Summary:
     """Mutate copies of the trial at ``healthy`` ``cases`` times and read each one.
 
-    A case fails when reading raises an untyped exception, hangs past ``deadline`` or traces
-    more than ``memory_slack`` bytes above the trial's real size."""
+    A case fails when reading raises an untyped exception, hangs past ``deadline``, traces
+    more than ``memory_slack`` bytes above the trial's real size, or serves rows that are
+    missing or differ from the healthy trial's while ``problems()`` lists nothing."""
     log = logging.getLogger("tensortap")
     level = log.level
     log.setLevel(logging.ERROR)  # every case logs its problems
@@ -231,6 +291,9 @@ def _fuzz(
     rng = random.Random(seed)
     summary = Summary()
     size = trial_bytes(healthy)
+    rows, problems = read_rows(healthy)
+    if problems:
+        raise ValueError(f"the healthy trial has problems: {problems}")
     for case in range(cases):
         root = work / f"case_{case}" / "trial"
         shutil.copytree(healthy, root, symlinks=True)
@@ -240,7 +303,7 @@ def _fuzz(
                 mutation += " + " + mutate(root, rng)
             except Exception:  # the first damage left nothing to damage this way
                 break
-        outcome = check_one(root, mutation, deadline, measure_memory)
+        outcome = check_one(root, mutation, deadline, measure_memory, rows)
         kind = mutation.split(":", 1)[0]
         summary.cases += 1
         summary.results[outcome.result] += 1
@@ -249,7 +312,7 @@ def _fuzz(
         if measure_memory:
             summary.max_peak_ratio = max(summary.max_peak_ratio, outcome.peak_bytes / size)
         too_big = measure_memory and outcome.peak_bytes > size + memory_slack
-        if outcome.result in ("untyped", "hang") or too_big:
+        if outcome.result in ("untyped", "hang", "lost", "wrong") or too_big:
             summary.failures.append(outcome)
         elif outcome.result == "typed":
             summary.typed.append(outcome)

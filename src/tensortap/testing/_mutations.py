@@ -1,6 +1,7 @@
 """Ways to damage a trial of tensortap's format, each seeded: what :mod:`tensortap.testing._fuzz`
 reads back (bytes flipped, objects truncated or extended, files deleted or moved between workers,
-JSON fields of the wrong type, deep nesting, symlinks, FIFOs, catastrophic regexes)."""
+JSON fields of the wrong type, deep nesting, symlinks, FIFOs, catastrophic regexes, a worker's
+index lost, steps numbered below 0)."""
 
 from __future__ import annotations
 
@@ -181,6 +182,74 @@ def evil_regex(root: Path, rng: random.Random) -> str:
     return f"regex {pattern[:20]!r} in {', '.join(changed) or 'no collections file'}"
 
 
+def lose_index(root: Path, rng: random.Random) -> str:
+    """A worker's index (often its only one) deleted, or replaced by a FIFO, a symlink (to
+    its own copy outside the trial, or to ``/dev/zero``) or a directory: its steps must not
+    vanish from the trial without a problem."""
+    indexes = trial_files(root, ".ttidx")
+    if not indexes:
+        return "no index to lose"
+    path = rng.choice(indexes)
+    how = rng.choice(["deleted", "a FIFO", "a symlink", "a directory"])
+    outside = root.parent / f"kept-{path.name}"
+    shutil.copyfile(path, outside)
+    path.unlink()
+    if how == "a FIFO":
+        os.mkfifo(path)
+    elif how == "a symlink":
+        os.symlink(rng.choice([str(outside), "/dev/zero"]), path)
+    elif how == "a directory":
+        path.mkdir()
+    return f"{path.relative_to(root)} {how}"
+
+
+def negative_steps(root: Path, rng: random.Random) -> str:
+    """An index (CRC valid) whose steps are numbered below 0 (a writer numbers them from 0)."""
+    indexes = trial_files(root, ".ttidx")
+    if not indexes:
+        return "no index to renumber"
+    path = rng.choice(indexes)
+    shift = rng.choice([1, 100, 2**62])
+    rewrite_index_records(path, lambda header, records: _shift_steps(header, records, shift))
+    return f"steps of {path.relative_to(root)} moved {shift} below their numbers (CRC valid)"
+
+
+def _shift_steps(header: Any, records: Any, shift: int) -> Any:
+    header["steps"] = [
+        [row[0] - shift, row[1], row[2] - shift, *row[3:]] for row in header["steps"]
+    ]
+    records["global_step"] -= shift
+    records["mode_step"] -= shift
+    return header
+
+
+def rewrite_index_records(path: Path, change: Callable[[Any, Any], Any]) -> None:
+    """Give ``change`` an index's JSON header and a writable copy of its records (a NumPy array),
+    and write back what it returns and the records, with a valid CRC."""
+    import numpy as np
+
+    from tensortap.format._index import RECORD_DTYPE
+
+    raw = path.read_bytes()
+    prefix = struct.Struct("<4sHHIIII")
+    magic, version, flags, head_len, n_rec, n_dims, reserved = prefix.unpack_from(raw, 0)
+    start = prefix.size
+    rec_start = start + head_len + (-(start + head_len)) % 8
+    records = np.frombuffer(raw, RECORD_DTYPE, n_rec, rec_start).copy()
+    header = change(json.loads(raw[start : start + head_len]), records)
+    head = json.dumps(header).encode()
+    pad = (-(start + len(head))) % 8
+    dims = raw[rec_start + RECORD_DTYPE.itemsize * n_rec : -4]
+    body = (
+        prefix.pack(magic, version, flags, len(head), n_rec, n_dims, reserved)
+        + head
+        + b"\0" * pad
+        + records.tobytes()
+        + dims
+    )
+    path.write_bytes(body + struct.pack("<I", zlib.crc32(body)))
+
+
 MUTATIONS: dict[str, Mutation] = {
     "flip": flip_bytes,
     "truncate": truncate,
@@ -192,6 +261,8 @@ MUTATIONS: dict[str, Mutation] = {
     "symlink": symlink,
     "fifo": fifo,
     "regex": evil_regex,
+    "lose_index": lose_index,
+    "negative_steps": negative_steps,
 }
 
 

@@ -1,7 +1,7 @@
 """Ways to damage a trial that smdebug wrote (TFRecord event files, index and collections JSON),
 each seeded: what :func:`tensortap.testing._fuzz.fuzz_smdebug` reads back (bits flipped, files cut
 or extended, record lengths changed, crafted index JSON, catastrophic collection regexes, symlinks
-and FIFOs)."""
+and FIFOs, odd records: text tensors, non-finite wall times, steps over 64 bits)."""
 
 from __future__ import annotations
 
@@ -193,6 +193,83 @@ def smd_special(root: Path, rng: random.Random) -> str:
     return f"{path.relative_to(root)} -> symlink to {target}"
 
 
+def _varint(n: int) -> bytes:
+    out = b""
+    while True:
+        low, n = n & 0x7F, n >> 7
+        if not n:
+            return out + bytes([low])
+        out += bytes([low | 0x80])
+
+
+def _field(number: int, wire: int, payload: bytes) -> bytes:
+    key = _varint(number << 3 | wire)
+    return key + (_varint(len(payload)) + payload if wire == 2 else payload)
+
+
+def string_tensor(text: bytes) -> bytes:
+    """A ``TensorProto`` of TensorFlow's ``DT_STRING`` holding ``text``."""
+    return _field(1, 0, _varint(7)) + _field(8, 2, text)
+
+
+def float_tensor(values: list[float]) -> bytes:
+    """A ``TensorProto`` of ``DT_FLOAT`` (a vector of ``values``)."""
+    import numpy as np
+
+    shape = _field(2, 2, _field(2, 2, _field(1, 0, _varint(len(values)))))
+    content = np.asarray(values, "<f4").tobytes()
+    return _field(1, 0, _varint(1)) + shape + _field(4, 2, content)
+
+
+def append_tensor(root: Path, index: Path, tag: str, proto: bytes, wall: float) -> None:
+    """Append one ``Event`` record (``tag``'s ``proto`` at wall time ``wall``, with valid CRCs)
+    to the event file of the smdebug index file ``index`` and list it in that index."""
+    from tensortap.format._crc32c import masked_crc32c
+
+    doc = json.loads(index.read_bytes())
+    step = int(index.name.split("_", 1)[0])
+    value = _field(1, 2, tag.encode()) + _field(8, 2, proto)
+    event = (
+        _field(1, 1, struct.pack("<d", wall))
+        + _field(2, 0, _varint(step))
+        + _field(5, 2, _field(1, 2, value))
+    )
+    head = struct.pack("<Q", len(event))
+    record = head + struct.pack("<I", masked_crc32c(head)) + event
+    record += struct.pack("<I", masked_crc32c(event))
+    events = root / doc["meta"]["event_file_name"]
+    start = events.stat().st_size
+    with events.open("ab") as out:
+        out.write(record)
+    doc["tensor_payload"].append({"tensorname": tag, "start_idx": start, "length": len(record)})
+    index.write_text(json.dumps(doc))
+
+
+def smd_odd_record(root: Path, rng: random.Random) -> str:
+    """One odd record added to a step (valid CRCs): a ``DT_STRING`` tensor, or a tensor whose
+    wall time is NaN or infinite; or a step whose ``mode_step`` is 2**63."""
+    path = _smd_pick(root, rng, "index")
+    try:
+        doc = json.loads(path.read_bytes())
+        events = root / doc["meta"]["event_file_name"]
+        inside = events.resolve().is_relative_to(root.resolve()) and not events.is_symlink()
+        int(path.name.split("_", 1)[0])
+        if not (inside and events.is_file() and isinstance(doc["tensor_payload"], list)):
+            raise ValueError("not an index of an event file in the trial")
+    except (ValueError, KeyError, TypeError, RecursionError, OSError):
+        return f"{path.name}: not an index of an event file in the trial, left as it is"
+    how = rng.choice(["string", "nan", "inf", "mode_step"])
+    if how == "mode_step":
+        doc["meta"]["mode_step"] = 2**63
+        path.write_text(json.dumps(doc))
+    elif how == "string":
+        append_tensor(root, path, "odd/text", string_tensor(b"hello"), 1.0)
+    else:
+        wall = float("nan") if how == "nan" else float("inf")
+        append_tensor(root, path, "odd/late", float_tensor([1.0, 2.0]), wall)
+    return f"{how} in {path.relative_to(root)}"
+
+
 SMDEBUG_MUTATIONS: dict[str, Mutation] = {
     "flip": smd_flip,
     "truncate": smd_truncate,
@@ -203,4 +280,5 @@ SMDEBUG_MUTATIONS: dict[str, Mutation] = {
     "nesting": smd_nesting,
     "regex": smd_regex,
     "special": smd_special,
+    "odd_record": smd_odd_record,
 }

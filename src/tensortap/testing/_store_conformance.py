@@ -79,6 +79,9 @@ def check_list_and_list_dir(store: Store) -> None:
     _expect(store.list_dir("") == ["top", "w"], "list_dir of the root", store.list_dir(""))
     _expect(store.list("nothing/") == [], "list of an empty prefix", store.list("nothing/"))
     _expect(store.list_dir("nothing/") == [], "list_dir of an empty prefix")
+    # objects and directories are never "special" (a reader would call them not followed)
+    got = store.special_entries("w/")
+    _expect(got == [], "special_entries of objects and directories is empty", got)
 
 
 def check_streaming_writer_is_invisible_until_commit(store: Store) -> None:

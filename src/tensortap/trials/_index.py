@@ -26,6 +26,7 @@ from tensortap.format._documents import (
 from tensortap.format._fields import get_list
 from tensortap.format._index import SegmentIndex, decode_index
 from tensortap.storage._base import Store
+from tensortap.trials._completeness import missing_segments
 from tensortap.trials._marker import check_marker
 from tensortap.trials._segments import Segment, StepColumns, build_columns, check_identity
 from tensortap.trials._worker_state import WorkerState, natural_key
@@ -88,6 +89,15 @@ class TrialIndex:
                 self._check_resumed(state)
             if not state.complete:
                 self._refresh_worker(state)
+        for name in self.store.special_entries(layout.WORKERS_PREFIX):
+            if layout.is_plain_name(name):  # said, not followed: its rows are not read
+                self.problem(
+                    f"{layout.WORKERS_PREFIX}{name}",
+                    StorageError(
+                        "a symbolic link, FIFO or device where a worker's folder belongs "
+                        "(not followed): that worker's steps are not read"
+                    ),
+                )
         return self.version != before
 
     def _check_resumed(self, state: WorkerState) -> None:
@@ -175,16 +185,25 @@ class TrialIndex:
         for at in range(0, len(keys), _FETCH_BATCH):  # fetched together (in parallel on S3)
             batch = keys[at : at + _FETCH_BATCH]
             for key, raw in zip(batch, self._get_each(batch), strict=True):
-                if raw is not None:
+                seq = layout.seq_of(key)
+                if seq is not None:
+                    state.index_seqs.add(seq)
+                if raw is None:
+                    state.unreadable_indexes += 1
+                else:
                     try:
                         index = decode_index(raw, f"index {key}")
                         check_identity(index, state.name, key)
                     except FormatError as exc:
+                        state.unreadable_indexes += 1
                         self.problem(key, exc)
                     else:
                         self._ingest(state, index)
                 state.last_index_key = key
         self._refresh_collections(state)
+        if end:
+            for missing, reason in missing_segments(state, end):
+                self.problem(missing, FormatError(reason))
         if end is not None:
             state.end = end
             state.complete = True
@@ -237,6 +256,8 @@ class TrialIndex:
     def _ingest(self, state: WorkerState, index: SegmentIndex) -> None:
         seg_id = len(self.segments)
         records = index.records
+        session = str(index.header.get("session"))
+        state.session_segments[session] = state.session_segments.get(session, 0) + 1
         by_step = np.argsort(records["global_step"], kind="stable")
         self.segments.append(Segment(state.name, index, by_step))
         span = state.session_spans.setdefault(str(index.header.get("session")), [])

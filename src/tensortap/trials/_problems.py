@@ -10,6 +10,17 @@ from tensortap.trials._index import TrialIndex
 def worker_problems(index: TrialIndex, workers: list[str]) -> list[str]:
     """The problems of ``workers`` (in the order given) in the trial ``index`` holds."""
     out: list[str] = []
+    expected = index.expected_workers()
+    if workers and len(index.workers) < expected:
+        # their info says more workers write this trial: the others have not started yet (a
+        # live trial), never wrote, or their folders were deleted or replaced by a symlink
+        # (not followed); said either way, or a lost worker's rows would go without a word
+        out.append(
+            f"workers/: {expected} workers were expected (their worker info says so), "
+            f"{len(index.workers)} wrote here ({', '.join(workers[:8])}): the others have not "
+            "started yet, or their folders are missing (deleted, or a symlink, which is not "
+            "followed), and so are their steps"
+        )
     for name in workers:
         state = index.workers[name]
         converted = (state.end or {}).get("problems")  # an smdebug trial's damaged parts

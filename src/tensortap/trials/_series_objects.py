@@ -143,6 +143,16 @@ class SeriesObjects:
         return Source(layout.index_key(state.name, seq), seq, seq, index=True)
 
     # -- what there is --
+    def unpublished(self, worker: str) -> list[str]:
+        """The series objects of ``worker``'s segments whose index is not listed (a segment
+        being published, or one whose writer was killed while publishing it, or whose index
+        was deleted)."""
+        state = self.workers.get(worker)
+        if state is None:
+            return []
+        published = set(state.published)
+        return [key for seq, key in sorted(state.singles.items()) if seq not in published]
+
     def states(self, worker: str | None) -> list[WorkerSeries]:
         if worker is None:
             return [self.workers[w] for w in sorted(self.workers)]
@@ -191,8 +201,16 @@ class SeriesObjects:
                     yield source, self.fallback_parts(source).head
                 except (FormatError, StorageError) as exc:
                     self.note(source.key, exc)
-                except KeyError:
-                    self.note(source.key, FormatError("listed, then gone before it was read"))
+                except KeyError as exc:  # the index, or the data object it reads from
+                    gone = exc.args[0] if exc.args and exc.args[0] != source.key else None
+                    self.note(
+                        source.key,
+                        FormatError(
+                            f"its data object {gone} is missing: its values are lost"
+                            if gone
+                            else "listed, then gone before it was read"
+                        ),
+                    )
                 continue
             head = got.get(source.key)
             if head is None:

@@ -494,10 +494,36 @@ class Trial:
 
     def problems(self) -> list[str]:
         """What went wrong while saving (dropped or lost steps, writer errors), per worker, and
-        the parts of the trial that could not be read (skipped unless ``strict=True``)."""
+        the parts of the trial that could not be read (skipped unless ``strict=True``), those
+        met reading series included (a damaged series object, and its index or data object
+        read instead)."""
         self.refresh_if_stale()
-        unreadable = [f"unreadable {text}" for text in self._index.problems]
+        texts = list(self._index.problems)
+        if self._series is not None:
+            texts += [t for t in self._series[1].problems if t not in self._index.problems]
+            texts += self._unpublished(self._series[1])
+        unreadable = [f"unreadable {text}" for text in texts]
         return unreadable + worker_problems(self._index, self.workers())
+
+    def _unpublished(self, reader: SeriesReader) -> list[str]:
+        """Series objects without their index, of a worker with no end marker while another
+        worker has ended (it was killed while publishing, or its index and end marker were
+        deleted): their steps are not read. Said afresh each time (a live worker's segment is
+        unpublished for a moment), and not while every worker may still be writing."""
+        workers = self._index.workers
+        if not any(state.complete for state in workers.values()):
+            return []
+        out = []
+        for name in sorted(workers, key=natural_key):
+            if not workers[name].complete:
+                out += [
+                    f"{key}: a segment's series without its index, and {name} has not ended "
+                    "while others have: the segment is not published (its writer was killed "
+                    "while publishing it, or its index and end marker were deleted); its "
+                    "steps are not read"
+                    for key in reader.objects.unpublished(name)[:8]
+                ]
+        return out
 
     # -- series: every saved number as columns (see tensortap.trials._series) --
     def series(self, names: str | Iterable[str] | None = None, **filters: Any) -> SeriesColumns:

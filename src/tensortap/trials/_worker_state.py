@@ -35,6 +35,12 @@ class WorkerState:
     session_spans: dict[str, list[int]] = field(default_factory=dict)
     session_docs: dict[int, dict[str, Any]] = field(default_factory=dict)
     last_session_key: str | None = None
+    # the segment numbers of its listed indexes (read or not), the segments each session
+    # published (by id, from the indexes read) and how many listed indexes could not be read:
+    # compared with what its end marker says was published
+    index_seqs: set[int] = field(default_factory=set)
+    session_segments: dict[str, int] = field(default_factory=dict)
+    unreadable_indexes: int = 0
 
     def has_passed(self, global_step: int) -> bool:
         """True once this worker has published a later step (or ended after this one)."""

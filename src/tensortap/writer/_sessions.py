@@ -41,6 +41,9 @@ class SessionStart:
     global_step: int
     #: Each mode's next step number (modes the worker has counted steps in).
     mode_steps: dict[ModeKeys, int] = field(default_factory=dict)
+    #: The segment numbers of the indexes the earlier sessions published (what this session's
+    #: end marker says the worker published, with its own).
+    published: tuple[int, ...] = ()
 
     @property
     def resumed(self) -> bool:
@@ -54,6 +57,7 @@ def read_history(store: Store, worker: str) -> SessionStart:
     last_step: int | None = None
     next_mode: dict[ModeKeys, int] = {}
     seen: set[str] = set()  # sessions that published, by id
+    published: list[int] = []
     for key, raw in zip(keys, _get_each(store, keys), strict=True):
         try:
             if raw is None:
@@ -67,6 +71,9 @@ def read_history(store: Store, worker: str) -> SessionStart:
                 "index out of the trial, accepting that its steps are lost)"
             ) from exc
         seen.add(str(index.header.get("session")))
+        seq = layout.seq_of(key)
+        if seq is not None:
+            published.append(seq)
         for entry in index.steps:
             global_step, mode, mode_step = int(entry[0]), ModeKeys(int(entry[1])), int(entry[2])
             last_step = global_step if last_step is None else max(last_step, global_step)
@@ -82,7 +89,9 @@ def read_history(store: Store, worker: str) -> SessionStart:
             if name in ModeKeys.__members__ and isinstance(step, int) and step > 0:
                 mode = ModeKeys[name]
                 next_mode[mode] = max(next_mode.get(mode, 0), step)
-    return SessionStart(_next_index(store, worker, seen), last_step, next_global, next_mode)
+    return SessionStart(
+        _next_index(store, worker, seen), last_step, next_global, next_mode, tuple(published)
+    )
 
 
 def _get_each(store: Store, keys: list[str]) -> list[bytes | None]:

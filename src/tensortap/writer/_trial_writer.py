@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from tensortap.core._records import ScalarSteps, StepBatch
 from tensortap.exceptions import StorageError
 from tensortap.format import _layout as layout
-from tensortap.format._documents import encode_json
+from tensortap.format._documents import encode_json, seq_ranges
 from tensortap.format._series import encode_series
 from tensortap.storage._base import Store
 from tensortap.writer._open_segment import OpenSegment
@@ -94,6 +94,9 @@ class TrialWriter:
         self._keeper = self._worker_session.keeper
         self.session_start = self._worker_session.start
         self._next_seq = self._worker_session.first_seq
+        # every index this worker has published (the end marker says so: a reader then sees
+        # one that went missing)
+        self._published = list(self.session_start.published)
         self._thread = threading.Thread(
             target=self._run, name=f"tensortap-writer-{self.worker}", daemon=True
         )
@@ -443,6 +446,7 @@ class TrialWriter:
         if segment is not None:
             if series is not None:
                 self._roll_up(segment.seq, series)
+            self._published.append(segment.seq)
             status = self.status
             status.segments_published += 1
             status.steps_written += segment.steps
@@ -504,6 +508,9 @@ class TrialWriter:
         body = {"worker": self.worker, "session": self.session, "ended": time.time()}
         body.update(self._end_info)
         body["status"] = asdict(self.status)
+        published = seq_ranges(self._published)
+        if published is not None:
+            body["published_segments"] = published
         storage = self.store.stats()
         if storage:
             body["storage"] = storage
