@@ -147,7 +147,10 @@ def start(
     ``warm``, each run's curves are read ahead in the background as runs are found.
     Requests are answered only for the ``Host`` names ``host`` and the loopback names (with
     the bound port), and those in ``allow_hosts`` (``--allow-host``): anything else gets 403,
-    so that a page that DNS-rebinds its own name to this address reads nothing."""
+    so that a page that DNS-rebinds its own name to this address reads nothing. In the
+    foreground (not ``background``, from the main thread, as ``tensortap serve`` runs it),
+    SIGTERM and SIGINT end the process within :data:`STOP_GRACE_SECS`, as that signal ends
+    one; in the background, :meth:`Dashboard.stop` stops the server."""
     import uvicorn
 
     from tensortap.serve._app import allowed_hosts, check_allowed_host, check_token, create_app
