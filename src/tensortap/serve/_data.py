@@ -59,9 +59,9 @@ def trial_of(run: Run) -> Trial:
     return cache.trial
 
 
-#: A bare trial's report judges its rules only over at most this many saved steps (one step of
-#: the recommended rules took ~0.6 ms: a 10^5-step trial a minute); over more, the page says
-#: the rules were not run. A job's report shows what its rules found beside training.
+#: A bare trial's report judges its rules only over at most this many saved steps (the
+#: recommended rules took 27-30 s over 10^5 steps, per request); over more, the page says the
+#: rules were not run. A job's report shows what its rules found beside training.
 REPORT_JUDGE_STEPS = 5_000
 
 
