@@ -11,6 +11,7 @@ import pytest
 
 import tensortap as tt
 from tensortap.cli import main
+from tensortap.exceptions import InvalidConfigError
 from tensortap.rules._invoker import RuleSummary
 
 pytest.importorskip("plotly")
@@ -397,3 +398,18 @@ def test_a_loss_history_judged_as_an_array_gives_the_same_numbers() -> None:
     assert as_list == as_array and as_list is not None
     assert noise(values) == noise(np.asarray(values))
     assert change(np.asarray(values[:1])) is None and change(values[:1]) is None
+
+
+def test_judge_steps_bounds_the_rules_a_report_runs(tmp_path: Path) -> None:
+    """The dashboard's budget (issue 45): over a trial of more saved steps than
+    ``judge_steps`` the page says the rules were not run, and how to have them judged; within
+    it they run as before; a budget that is no count is refused with what it takes."""
+    trial = write_trial(tmp_path / "trial")
+    saved = len(trial.steps())
+    over = training_report(trial, judge_steps=saved - 1)
+    assert f"Rules were not run for this page: the trial holds {saved} saved steps" in over
+    assert "tensortap report" in over and "Diagnosis:" not in over
+    within = training_report(trial, judge_steps=saved)
+    assert "Rules were not run" not in within and "Diagnosis:" in within
+    with pytest.raises(InvalidConfigError, match="judge_steps is the most saved steps"):
+        training_report(trial, judge_steps=-1)

@@ -73,7 +73,7 @@ def _segments(
 
 
 def line_chart(
-    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    series: Mapping[str, tuple[Sequence[float] | np.ndarray, Sequence[float] | np.ndarray]],
     title: str,
     xlabel: str,
     marks: Mapping[float, str] | None = None,

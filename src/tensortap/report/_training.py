@@ -37,6 +37,9 @@ from tensortap.rules._rule import Rule
 from tensortap.trials._sessions import Session
 from tensortap.trials._trial import Trial, create_trial
 
+#: The saved steps looked at, from the last, for one that holds the activations in full.
+MOST_STEPS_LOOKED = 1_000
+
 
 def _saved(trial: Trial, collection: str) -> list[str]:
     try:
@@ -199,17 +202,17 @@ def _attribution_marks(session: Session) -> list[tuple[float, str]]:
     return out
 
 
-def _series(trial: Trial, names: Sequence[str]) -> dict[str, tuple[list[int], list[float]]]:
+def _series(trial: Trial, names: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Each tensor per mode over global steps (:func:`~tensortap.query._curves.mode_lines`)."""
-    return {
-        label: (steps.tolist(), values.tolist())
-        for label, (steps, values) in mode_lines(trial, names).items()
-    }
+    return dict(mode_lines(trial, names))  # arrays: a 10^6-step line as lists took 56 MB
 
 
 class TrainingReport:
     """Builds the page; ``job`` is the job that wrote the trial (its rules' statuses are shown
-    instead of running rules here), ``rules`` the rules to run when there is no job."""
+    instead of running rules here), ``rules`` the rules to run when there is no job. With
+    ``judge_steps``, rules are run only over a trial of at most that many saved steps (the
+    dashboard's budget: judging a 10^5-step trial took a minute); over a longer one the page
+    says they were not run, and how to have them judged."""
 
     def __init__(
         self,
@@ -217,9 +220,18 @@ class TrainingReport:
         job: JobRecord | None = None,
         rules: Sequence[Rule] | None = None,
         title: str | None = None,
+        judge_steps: int | None = None,
     ) -> None:
+        if judge_steps is not None and (
+            not isinstance(judge_steps, int) or isinstance(judge_steps, bool) or judge_steps < 0
+        ):
+            raise InvalidConfigError(
+                f"judge_steps is the most saved steps the rules judge, a whole number >= 0 or "
+                f"None (no limit), got {judge_steps!r}"
+            )
         self.trial, self.job, self.title = trial, job, title
         self.rules = list(rules) if rules is not None else None
+        self.judge_steps = judge_steps
         self.rows: list[Row] = []
 
     def _rules_section(self, trial: Trial) -> str:
@@ -229,6 +241,15 @@ class TrainingReport:
             self.rows = _job_rows(self.job)
             found = job_diagnosis(_job_summary(self.job)[0])
             origin = "The job's rules, evaluated beside training:"
+        elif self.judge_steps is not None and (saved := len(trial.steps())) > self.judge_steps:
+            parts.append(
+                f"<p class='NoData'>Rules were not run for this page: the trial holds {saved:,} "
+                f"saved steps, more than the {self.judge_steps:,} judged here. Judge them all "
+                f"with <code>tensortap report {html.escape(trial.path)}</code> (it takes its "
+                "time), or run training as a job (<code>tensortap run</code>), whose rules judge "
+                "beside it and whose report shows what they found.</p>"
+            )
+            found = None
         else:
             summaries = judge_trial(
                 trial, default_rules(trial) if self.rules is None else self.rules
@@ -236,8 +257,9 @@ class TrainingReport:
             self.rows = summary_rows(summaries)
             found = build(outcome_of(s) for s in summaries)
             origin = "Built-in rules for the saved collections, evaluated over the trial now:"
-        parts.append(diagnosis_block(found))
-        parts.append(f"<p>{origin}</p>" + rule_rows(self.rows, link_steps=True))
+        if found is not None:
+            parts.append(diagnosis_block(found))
+            parts.append(f"<p>{origin}</p>" + rule_rows(self.rows, link_steps=True))
         problems = trial.problems()
         if problems:
             items = "".join(f"<li>{html.escape(p)}</li>" for p in problems)
@@ -354,16 +376,16 @@ class TrainingReport:
 
         saved = _saved(trial, "relu_activations")
         names = [n for n in saved if "_output" in n] or saved  # outputs, not what went in
-        last = next(  # the last step that saved them in full, looked for from the end
-            (
-                s
-                for s in reversed(trial.steps())
-                if any(trial.step_block(s).has_raw(n) for n in names)
-            ),
-            None,
+        if not names:
+            return "<p>No activations saved in full (collection relu_activations).</p>"
+        steps = trial.steps()
+        looked = steps[: -MOST_STEPS_LOOKED - 1 : -1]  # from the end, a bounded number
+        last = next(  # the last step that saved them in full
+            (s for s in looked if any(trial.step_block(s).has_raw(n) for n in names)), None
         )
         if last is None:
-            return "<p>No activations saved in full (collection relu_activations).</p>"
+            where = "" if len(steps) <= MOST_STEPS_LOOKED else f" in the last {len(looked):,} steps"
+            return f"<p>No activations saved in full{where} (collection relu_activations).</p>"
         regex = "^(" + "|".join(re.escape(n) for n in names) + ")$"
         plot = TensorPlot(regex, trial, steps=[last], batch_sample_id=-1, title="ReLU outputs")
         return (
@@ -388,15 +410,17 @@ def training_report(
     job: JobRecord | str | os.PathLike[str] | None = None,
     rules: Sequence[Rule] | None = None,
     title: str | None = None,
+    judge_steps: int | None = None,
 ) -> str:
-    """The report as one HTML page (see the module docstring)."""
+    """The report as one HTML page (see the module docstring); ``judge_steps``: see
+    :class:`TrainingReport`."""
     if not isinstance(trial, Trial):
         trial = create_trial(trial)
     if job is not None and not isinstance(job, JobRecord):
         job = JobRecord(job)
         if not job.exists():  # a clear error if it is not a job directory
             job.job()
-    return TrainingReport(trial, job, rules, title).html()
+    return TrainingReport(trial, job, rules, title, judge_steps).html()
 
 
 def write_training_report(

@@ -49,6 +49,8 @@ class RunCache:
     events_offset: int = 0
     health: dict[int, tuple[list[Any], list[Any]]] = field(default_factory=dict)  # per step
     warmed: bool = False  # its curves were read ahead
+    # a bare trial's report page, by (saved steps, last step, problems) when it was made
+    report: tuple[tuple[int, int | None, int], str] | None = None
     # published by the data reads for the runs list, which reads them without any lock
     last_step: int | None = None  # the last global step the data reads found
     problems: list[str] = field(default_factory=list)  # the damaged parts they found
@@ -59,6 +61,7 @@ class RunCache:
         if self.trial is not None:
             self.trial.close()
             self.trial = None
+            self.report = None
         if self.series is not None:
             close_reader(self.series)
             self.series = None

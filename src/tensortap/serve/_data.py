@@ -59,6 +59,31 @@ def trial_of(run: Run) -> Trial:
     return cache.trial
 
 
+#: A bare trial's report judges its rules only over at most this many saved steps (the
+#: recommended rules took 27-30 s over 10^5 steps, per request); over more, the page says the
+#: rules were not run. A job's report shows what its rules found beside training.
+REPORT_JUDGE_STEPS = 5_000
+
+
+def report_page(run: Run) -> str:
+    """The run's static report (``tensortap report``'s page) over the run's own trial
+    (:func:`trial_of`): rules judged within :data:`REPORT_JUDGE_STEPS`, lines drawn
+    bucketed. A bare trial's page is kept until its trial changes (its rules are judged once
+    per change, not per request); a job's is made again (what its rules found changes beside
+    the trial). The caller holds ``run.trial_lock``."""
+    from tensortap.report._training import training_report
+
+    trial = trial_of(run)
+    steps = trial.steps()
+    key = (len(steps), steps[-1] if steps else None, len(run.cache.problems))
+    cache = run.cache
+    if run.job is None and cache.report is not None and cache.report[0] == key:
+        return cache.report[1]
+    page = training_report(trial, run.job, judge_steps=REPORT_JUDGE_STEPS)
+    cache.report = None if run.job is not None else (key, page)
+    return page
+
+
 def reader_of(run: Run) -> SeriesReader:
     """The run's series reader (see :mod:`tensortap.serve._series`), opened once and asked for
     what is new at most every half second; what it found is published for the runs list. The

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import secrets
+import signal
 import socket
 import threading
 import time
@@ -30,6 +31,10 @@ def _is_local(host: str) -> bool:
     except ValueError:
         return False
 
+
+#: On SIGTERM or SIGINT, how long the requests in flight may take to finish (seconds); then the
+#: server ends whatever they are doing (a request is a thread, which nothing can interrupt).
+STOP_GRACE_SECS = 2.0
 
 #: Charts of a run read ahead: about what a page shows before it is scrolled (each chart is
 #: asked for when on screen). All of them would read a huge run whole: 100 series of 10^6
@@ -92,6 +97,41 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _serve_until_signal(server: Any, sock: socket.socket) -> None:
+    """Serve from a thread until SIGTERM or SIGINT, then end the process as that signal does
+    (exit status 128 + its number), within :data:`STOP_GRACE_SECS` (a second signal: at once)
+    whatever the requests in flight are doing. uvicorn's own handling waits for every request
+    (a runs list over a 27 MB summary.json kept the server up), and a request's thread, which
+    cannot be interrupted, would also keep the interpreter from exiting."""
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:  # only flags: no lock in a handler
+        received.append(signum)
+        server.should_exit = True
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="tensortap-serve", daemon=True
+    )
+    thread.start()
+    try:
+        while thread.is_alive() and not received:
+            thread.join(0.2)  # the handler runs in this thread, between two waits
+        deadline = time.monotonic() + STOP_GRACE_SECS + 1.0
+        while thread.is_alive() and len(received) < 2 and time.monotonic() < deadline:
+            thread.join(0.1)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if received:
+        sock.close()
+        logging.shutdown()  # what was logged is written before the end
+        # killed by the signal it got, as the default action ends a process: the requests'
+        # threads (non-daemon, and perhaps still reading) cannot hold the exit up
+        signal.signal(received[0], signal.SIG_DFL)
+        signal.raise_signal(received[0])
+
+
 def start(
     places: list[str],
     host: str = "127.0.0.1",
@@ -107,7 +147,10 @@ def start(
     ``warm``, each run's curves are read ahead in the background as runs are found.
     Requests are answered only for the ``Host`` names ``host`` and the loopback names (with
     the bound port), and those in ``allow_hosts`` (``--allow-host``): anything else gets 403,
-    so that a page that DNS-rebinds its own name to this address reads nothing."""
+    so that a page that DNS-rebinds its own name to this address reads nothing. In the
+    foreground (not ``background``, from the main thread, as ``tensortap serve`` runs it),
+    SIGTERM and SIGINT end the process within :data:`STOP_GRACE_SECS`, as that signal ends
+    one; in the background, :meth:`Dashboard.stop` stops the server."""
     import uvicorn
 
     from tensortap.serve._app import allowed_hosts, check_allowed_host, check_token, create_app
@@ -132,6 +175,7 @@ def start(
         log_level="warning",
         access_log=False,
         lifespan="off",
+        timeout_graceful_shutdown=int(STOP_GRACE_SECS),
     )
     server = uvicorn.Server(config)
     warming = threading.Event()
@@ -143,7 +187,10 @@ def start(
         on_ready(url)
     if not background:
         try:
-            server.run(sockets=[sock])
+            if threading.current_thread() is threading.main_thread():
+                _serve_until_signal(server, sock)  # ends the process on SIGTERM and SIGINT
+            else:  # no signal reaches this thread: whoever started it stops the server
+                server.run(sockets=[sock])
         finally:
             warming.set()
             sock.close()

@@ -1,0 +1,135 @@
+"""The dashboard's report of a long run is bounded work (issue 45: ``/report`` of a 10^6-step
+run took 111 s and 1.17 GB in the server): it reads the run's own trial (no trial opened, no
+index read again per request), never judges rules per request over a long bare trial, and
+draws a bounded number of points. Counted, never timed."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tensortap.jobs._record import JobRecord, write_json
+from tensortap.query._curves import LINE_BUCKETS
+from tensortap.rules._rule import Rule
+from tensortap.testing import TrialBuilder
+from tensortap.trials._index import TrialIndex
+from tensortap.trials._trial import Trial
+from tests.helpers.json_get import get_json as get
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+
+from tensortap.serve import start
+
+STEPS = 100_000
+
+
+def _loss_trial(path: Path, steps: int) -> None:
+    builder = TrialBuilder(path)
+    for step in range(steps):
+        builder.step({"loss": np.float32(2.0 / (1.0 + step * 1e-3))})
+    builder.close()
+
+
+@pytest.fixture(scope="module")
+def long_runs(tmp_path_factory) -> Path:
+    """``runs/`` with a bare trial of 10^5 steps and a finished job whose trial is a copy."""
+    runs = tmp_path_factory.mktemp("long") / "runs"
+    _loss_trial(runs / "bare", STEPS)
+    record = JobRecord(runs / "job")
+    record.create({"name": "job", "created": 1_700_000_000.0, "command": ["train.py"]})
+    shutil.copytree(runs / "bare", runs / "job" / "trial")
+    write_json(
+        record.summary_file,
+        {
+            "job": "job",
+            "status": "Completed",
+            "training": {"status": "Completed", "exit_code": 0},
+            "rules": [],
+        },
+    )
+    return runs
+
+
+@pytest.fixture
+def work(monkeypatch) -> Counter[str]:
+    """Counts of the work a request does: trials opened, index reads, rule evaluations."""
+    counts: Counter[str] = Counter()
+
+    def counting(cls: type, name: str) -> None:
+        real = getattr(cls, name)
+
+        def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+            counts[name] += 1
+            return real(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, name, counted)
+
+    counting(Trial, "__init__")
+    counting(TrialIndex, "_ingest")
+    counting(Rule, "evaluate")
+    return counts
+
+
+def _page(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=60) as answer:
+        assert answer.status == 200
+        return str(answer.read().decode("utf-8"))
+
+
+def _most_points(page: str) -> int:
+    """The most points one line of the page's charts draws."""
+    lines = re.findall(r'<polyline[^>]* points="([^"]*)"', page)
+    assert lines, "the page draws no line"
+    return max(len(points.split()) for points in lines)
+
+
+def _ids(url: str) -> dict[str, str]:
+    status, body = get(url + "api/runs")
+    assert status == 200
+    return {run["name"]: run["id"] for run in body["runs"]}
+
+
+@pytest.mark.parametrize("name", ["job", "bare"])
+def test_the_report_of_a_long_run_is_bounded_work(long_runs, work, name) -> None:
+    dashboard = start([str(long_runs)], port=0, warm=False)
+    try:
+        url = dashboard.url + f"report/{_ids(dashboard.url)[name]}"
+        first = _page(url)
+        opened, ingested = work["__init__"], work["_ingest"]
+        assert opened == 1, f"{opened} trials opened for one report"
+        second = _page(url)
+        assert work["__init__"] == opened, "the second report opened the trial again"
+        assert work["_ingest"] == ingested, "the second report read the trial's index again"
+        assert work["evaluate"] == 0, f"{work['evaluate']} rule evaluations for the page"
+        for page in (first, second):
+            assert _most_points(page) <= 2 * LINE_BUCKETS + 2
+            assert f"{STEPS} saved steps" in page
+        if name == "bare":
+            assert "Rules were not run for this page" in first
+            assert "tensortap report" in first
+    finally:
+        dashboard.stop()
+
+
+def test_a_short_bare_trial_is_judged_once_per_change(tmp_path, work) -> None:
+    _loss_trial(tmp_path / "runs" / "short", 50)
+    dashboard = start([str(tmp_path / "runs")], port=0, warm=False)
+    try:
+        url = dashboard.url + f"report/{_ids(dashboard.url)['short']}"
+        first = _page(url)
+        judged = work["evaluate"]
+        assert judged > 0 and "Rules were not run" not in first
+        assert "Built-in rules for the saved collections" in first
+        second = _page(url)
+        assert work["evaluate"] == judged, "the rules were judged again over the same trial"
+        assert second == first
+    finally:
+        dashboard.stop()
