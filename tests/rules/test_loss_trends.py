@@ -461,7 +461,8 @@ def test_a_loss_falling_without_a_floor_is_a_flipped_sign(tmp_path: Path) -> Non
              if f.severity is Severity.PROBLEM]  # fmt: skip
     assert found and found[0].details["cause"] == "wrong_sign", found[:1]
     assert "fell without a floor" in found[0].message
-    assert found[0].mode_step < 25  # as soon as it is 100x its start, not at its overflow
+    first = found[0].mode_step
+    assert first is not None and first < 25  # once 100x its start, not at its overflow
     # the same fall ending in an overflow: the infinity's cause is the fall before it
     inf = [*unbounded[:30], float("-inf")]
     [bad] = [f for f in iter_findings(LossNotDecreasing(_train_losses(tmp_path / "i", inf)))
