@@ -1,5 +1,5 @@
 """No process of a job's training outlives its supervisor: a launcher's children (``bash
-train.sh``, ``torchrun --nproc_per_node 2``) end with it, also when it is SIGKILLed and can
+train.sh``, ``torchrun --nproc_per_node 2``, ``accelerate launch``) end with it, also when it is SIGKILLed and can
 clean nothing up (issue 45, item 5)."""
 
 from __future__ import annotations
@@ -138,6 +138,28 @@ def test_torchrun_ranks_end_with_a_killed_supervisor(tmp_path: Path) -> None:
     # the agent and its two ranks (each rank's command line names the script too)
     poll(lambda: len(ranks()) >= 3, "torchrun never started its two ranks")
     running = tree(supervisor)
+    kill_and_expect_no_survivor(supervisor, running)
+    assert TrainingJob.attach(job_dir).summary()["status"] == "Failed"
+
+
+@pytest.mark.skipif(
+    not Path(sys.executable).with_name("accelerate").exists(), reason="accelerate is not installed"
+)
+def test_accelerate_launchs_trainer_ends_with_a_killed_supervisor(tmp_path: Path) -> None:
+    """``accelerate launch`` starts the script as its child (on CPU, its simple launcher)."""
+    accelerate = str(Path(sys.executable).with_name("accelerate"))
+    command = [accelerate, "launch", "--cpu", "--num_processes", "1", "--num_machines", "1",
+               "--mixed_precision", "no", "--dynamo_backend", "no",
+               str(TRAIN_SCRIPT), "--steps", "1000000", "--sleep", "0.01"]  # fmt: skip
+    job_dir, supervisor = start(tmp_path, command)
+
+    def trainer() -> set[int]:
+        return {p for p in tree(supervisor) if "train_script.py" in cmdline(p)}
+
+    # the launcher and the trainer it started (both name the script on their command line)
+    poll(lambda: len(trainer()) >= 2, "accelerate never started the trainer")
+    running = tree(supervisor)
+    assert any("accelerate" in cmdline(p) for p in running)
     kill_and_expect_no_survivor(supervisor, running)
     assert TrainingJob.attach(job_dir).summary()["status"] == "Failed"
 
