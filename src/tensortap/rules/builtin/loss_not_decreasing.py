@@ -217,14 +217,13 @@ class LossNotDecreasing(Rule):
                     f"start to {fell[1]:.4g}: {_UNBOUNDED}"
                 )
             return True, 0, nonfinite
-        fell = None if obs.mode == ModeKeys.EVAL else plunge(self._series.values(key))
-        if fell is not None:
-            self._last_checked[key] = obs.mode_step
-            return self._unbounded(obs, fell)
         previous = self._previous(key, obs, history)
         if previous is None:
             return None
         self._last_checked[key] = obs.mode_step
+        fell = None if obs.mode == ModeKeys.EVAL else plunge(self._series.values(key))
+        if fell is not None:  # judged as often as a rise is (every num_steps), not every step
+            return self._unbounded(obs, fell, previous.mode_step)
         before, now = previous.value, obs.value
         rise = 100.0 * (now - before) / abs(before) if before else (100.0 if now > 0 else 0.0)
         fired = rise >= self.diff_percent
@@ -285,7 +284,7 @@ class LossNotDecreasing(Rule):
         )
 
     def _unbounded(
-        self, obs: Observation, fell: tuple[float, float]
+        self, obs: Observation, fell: tuple[float, float], previous_step: int
     ) -> tuple[bool, int, dict[str, Any]]:
         """A training loss that fell without a floor (see ``_PLUNGE``): a problem."""
         start, low = fell
@@ -304,7 +303,7 @@ class LossNotDecreasing(Rule):
                 "severity": Severity.PROBLEM,
                 "diverging": True,
                 "progress": 0.0,
-                "previous_step": obs.mode_step,
+                "previous_step": previous_step,
                 "mode": obs.mode,
                 "cause": "wrong_sign",
             },
