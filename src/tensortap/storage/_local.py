@@ -221,23 +221,15 @@ class LocalStore(Store):
     def list_dir(self, prefix: str = "") -> builtins.list[str]:
         """The names of a directory's subdirectories and regular files (never of a symlink,
         FIFO or device)."""
-        path = self.root.joinpath(*[p for p in prefix.split("/") if p])
-        try:
-            if path.is_symlink():
-                return []
-            return sorted(
-                e.name
-                for e in os.scandir(path)
-                if not is_tmp(e.name)
-                and (e.is_dir(follow_symlinks=False) or e.is_file(follow_symlinks=False))
-            )
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        except OSError as exc:
-            raise StorageError(f"cannot list {path}: {exc}") from exc
+        return self._entries(prefix, regular=True)
 
     def special_entries(self, prefix: str = "") -> builtins.list[str]:
         """Symlinks, FIFOs and devices among a directory's entries (not followed)."""
+        return self._entries(prefix, regular=False)
+
+    def _entries(self, prefix: str, regular: bool) -> builtins.list[str]:
+        """A directory's entries that are (``regular``) or are not directories and regular
+        files, never followed; none where the directory is a symlink or absent."""
         path = self.root.joinpath(*[p for p in prefix.split("/") if p])
         try:
             if path.is_symlink():
@@ -246,7 +238,7 @@ class LocalStore(Store):
                 e.name
                 for e in os.scandir(path)
                 if not is_tmp(e.name)
-                and not (e.is_dir(follow_symlinks=False) or e.is_file(follow_symlinks=False))
+                and (e.is_dir(follow_symlinks=False) or e.is_file(follow_symlinks=False)) == regular
             )
         except (FileNotFoundError, NotADirectoryError):
             return []
