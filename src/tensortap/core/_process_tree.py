@@ -150,15 +150,18 @@ def hold_own_tree() -> None:
         prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def reap_children() -> None:
-    """Collect every dead child of this process (a subreaper's orphans among them)."""
+def reap_children(reaped: Callable[[int, int], None] | None = None) -> None:
+    """Collect every dead child of this process (a subreaper's orphans among them), telling
+    ``reaped`` each one's pid and wait status."""
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
+        if reaped is not None:
+            reaped(pid, status)
 
 
 # -- the keeper (run as a script) --
@@ -176,15 +179,11 @@ class _Keeper:
 
     def reap(self) -> None:
         """Collect every dead child (as a subreaper, orphans of the tree are ours)."""
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            if pid == self.child:
-                self.status = status
+        reap_children(self._reaped)
+
+    def _reaped(self, pid: int, status: int) -> None:
+        if pid == self.child:
+            self.status = status
 
     def end(self) -> None:
         """Kill the whole tree (elsewhere than Linux: the keeper's group, the keeper too)."""
