@@ -1,5 +1,6 @@
-"""The guard decides on the device: no host read inside the step (counted on the CPU, refused
-by CUDA's sync debug mode on a GPU), the update undone by a 0/1 factor whatever the optimizer
+"""The guard decides on the device: no host read inside the step (counted on the CPU with the
+accelerator's path forced, refused by CUDA's sync debug mode on a GPU; on the CPU by default one
+read of the decision, which is no sync there, so a kept step skips the undo), the update undone by a 0/1 factor whatever the optimizer
 (weights and optimizer state exactly as before), one all-reduce so every rank skips alike, a
 skip budget that stops or asks for a rollback, a window a NaN cannot poison, and the decision
 read afterwards on the guard's reader thread."""
@@ -120,6 +121,12 @@ def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
     return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
 
 
+def device_path(guard: Any) -> Any:
+    """The guard as it runs on an accelerator: the decision never read on the host."""
+    guard._device.read_on_host = False
+    return guard
+
+
 def test_no_host_read_inside_the_step_on_the_cpu(monkeypatch, tmp_path: Path) -> None:
     poison = {12: "nan", 20: "huge", 21: "nan", 22: "nan"}
     reads = HostReads(monkeypatch)
@@ -131,7 +138,7 @@ def test_no_host_read_inside_the_step_on_the_cpu(monkeypatch, tmp_path: Path) ->
         keep=3,
         budget=SkipBudget(skips=3, steps=5),
     )
-    train(model, optimizer, guard, poison, steps=26, reads=reads)
+    train(model, optimizer, device_path(guard), poison, steps=26, reads=reads)
     assert reads.counts == {}  # SGD reads nothing on the host, and neither does the guard
     assert [e.step for e in guard.events] == [12, 20, 21, 22]  # read on the reader thread
     assert guard.should_stop and guard.flush() and len(guard.recorded) == 3
@@ -140,10 +147,32 @@ def test_no_host_read_inside_the_step_on_the_cpu(monkeypatch, tmp_path: Path) ->
     for guarded in (False, True):
         reads.counts.clear()
         model, optimizer = setup("adam")
-        observer = ttp.Guard(optimizer, model) if guarded else _NoGuard()
+        observer = device_path(ttp.Guard(optimizer, model)) if guarded else _NoGuard()
         train(model, optimizer, observer, poison, steps=26, reads=reads)
         counts.append(dict(reads.counts))
     assert counts[0] == counts[1] == {"item": 26 * 4}
+
+
+def test_on_the_cpu_the_snapshot_undo_reads_its_decision_once_a_step(monkeypatch) -> None:
+    """A read on the CPU is no sync: the default reads the decision (one ``__bool__`` a step)
+    and puts parameters and state back only on a step that tripped."""
+    reads = HostReads(monkeypatch)
+    model, optimizer = setup("sgd")
+    guard = ttp.Guard(optimizer, model)
+    copies = collections.Counter[str]()
+    original = torch._foreach_copy_
+
+    def counting(targets: Any, sources: Any, *args: Any, **kwargs: Any) -> Any:
+        copies[str(len(targets))] += 1
+        return original(targets, sources, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "_foreach_copy_", counting)
+    train(model, optimizer, guard, {12: "nan"}, steps=20, reads=reads)
+    assert reads.counts == {"__bool__": 20}
+    assert [e.step for e in guard.events] == [12]
+    # before each of 20 steps the 4 parameters, and from the second step on their 4 momentum
+    # buffers; at step 12 the one undo, of both (8 tensors); no pass on the 19 kept steps
+    assert copies == {"4": 20 + 19, "8": 1}
 
 
 class _NoGuard:
@@ -183,26 +212,33 @@ def test_no_sync_inside_the_step_on_cuda(undo: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "compiled"),
+    ("name", "compiled", "on_host"),
     [
-        ("adam", False),
-        ("adamw", False),
-        ("sgd", False),
-        ("adamw", True),
-        ("adamw fused", False),
-        ("sgd fused", False),
+        ("adam", False, False),
+        ("adam", False, True),
+        ("adamw", False, False),
+        ("adamw", False, True),
+        ("sgd", False, False),
+        ("sgd", False, True),
+        ("adamw", True, False),
+        ("adamw", True, True),
+        ("adamw fused", False, False),
+        ("sgd fused", False, False),
     ],
 )
 def test_a_skipped_step_leaves_weights_and_optimizer_state_as_they_were(
-    name: str, compiled: bool, monkeypatch
+    name: str, compiled: bool, on_host: bool, monkeypatch
 ) -> None:
     model, optimizer = setup(name)
     guard = ttp.Guard(optimizer, model, compile=compiled)  # the undo compiled, or plain
+    if not on_host:
+        device_path(guard)  # torch.where of every tensor, as on an accelerator
     states: dict[int, list[torch.Tensor]] = {}
     reads = HostReads(monkeypatch)
     poison = {14: "nan", 22: "huge"}
     before = train(model, optimizer, guard, poison, steps=26, states=states, reads=reads)
-    assert set(reads.counts) <= {"item"}  # Adam's own .item() of its CPU step counter
+    # Adam's own .item() of its CPU step counter; on the host path the decision's one read
+    assert set(reads.counts) <= ({"item", "__bool__"} if on_host else {"item"})
     assert [e.step for e in guard.events] == [14, 22] and guard.skipped == 2
     for skipped in (14, 22):
         assert same(before[skipped], before[skipped + 1])  # the weights
@@ -517,7 +553,7 @@ def _rank(rank: int, port: int, out: str, name: str) -> None:
     torch.distributed.all_reduce = counted
     reads = HostReads(pytest.MonkeyPatch())
     model, optimizer = setup(name)
-    guard = ttp.Guard(optimizer, model)
+    guard = device_path(ttp.Guard(optimizer, model))  # as under NCCL: no read on the host
     poison = {7: "nan"} if rank == 1 else {}  # only rank 1 sees the bad batch
     states: dict[int, list[torch.Tensor]] = {}
     before = train(model, optimizer, guard, poison, steps=10, states=states, reads=reads)

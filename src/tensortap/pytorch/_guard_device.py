@@ -139,6 +139,10 @@ class DeviceDecision:
         self._decided: _Verdict | None = None  # decided before the step ("optimizer")
         self._scaler_inf: torch.Tensor | None = None  # a GradScaler's flag, where it set one
         self._keys_before: set[tuple[int, str]] = set()
+        #: Whether the undo reads the decision on the host and acts only when tripped (a read
+        #: on the CPU is no sync: a kept step then costs no pass over parameters and state).
+        #: None: decided by the device (the CPU reads, an accelerator never does).
+        self.read_on_host: bool | None = None
 
     @property
     def copy_bytes(self) -> int:
@@ -148,6 +152,8 @@ class DeviceDecision:
 
     def _allocate(self, device: torch.device) -> None:
         self.device = device
+        if self.read_on_host is None:
+            self.read_on_host = device.type == "cpu"
         nan = math.nan
         self.ring = torch.full((self.history, WIDTH), nan, device=device)
         self._values = torch.full((len(SIGNALS), self.window), nan, device=device)
@@ -368,6 +374,9 @@ class DeviceDecision:
         """Where ``tripped``: parameters and optimizer state as they were before the step.
         State the step created (a first step) goes back to zeros, which is how Adam, AdamW and
         SGD (without dampening) start one."""
+        host = bool(self.read_on_host)
+        if host and not bool(tripped):
+            return  # on the CPU reading the decision is no sync: a kept step costs no pass
         targets = [p.detach() for _, p in self._active]
         copies = [self._param_copies[i] for i, _ in self._active]
         before = {(i, key) for i, key, _ in self._state_before}
@@ -381,7 +390,9 @@ class DeviceDecision:
                 elif (copy.shape, copy.dtype) == (value.shape, value.dtype):
                     targets.append(value)
                     copies.append(copy)
-        if self._compiled_select is not None:
+        if host:  # tripped, read above: put everything back in one fused copy
+            torch._foreach_copy_(targets, copies)
+        elif self._compiled_select is not None:
             self._compiled_select(tripped, targets, copies)
         else:
             for target, copy in zip(targets, copies, strict=True):
