@@ -1,6 +1,7 @@
 """The dashboard draws a rollback's branch as a fork of the first session, in a real headless
 Chromium over a real server: the branch's steps start where it forks, the steps it abandoned
-are drawn dimmed and dashed, and the reason (user text) is escaped."""
+are drawn dimmed and dashed (one trace per session), the bad steps are marked at the plot's
+edge, the default y-range is the kept steps', and the reason (user text) is escaped."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ from pathlib import Path
 import pytest
 
 import tensortap as tt
-from tests.helpers.branched_trial import write_branched_trial
+from tests.helpers.branched_trial import (
+    OUTLIER,
+    write_branched_trial,
+    write_thrice_rolled_back_trial,
+)
 from tests.helpers.json_get import get_json as get
 
 pytest.importorskip("starlette")
@@ -27,8 +32,8 @@ def test_a_rollbacks_branch_is_drawn_as_a_fork(tmp_path: Path, serve, browser) -
     figure = (
         "const d = document.querySelector('#curves [data-name=loss]');"
         "return d && d.data && d.layout ? {"
-        " traces: d.data.map(t => [t.name, Array.from(t.x), (t.line || {}).dash || null,"
-        "   t.opacity ?? 1]),"
+        " traces: d.data.filter(t => t.meta !== 'bad')"
+        "   .map(t => [t.name, Array.from(t.x), (t.line || {}).dash || null, t.opacity ?? 1]),"
         " marks: d.layout.annotations.filter(a => a.name === 'branch')"
         "   .map(a => [a.text, a.x, a.hovertext]),"
         " axis: d.layout.xaxis.title.text} : null;"
@@ -46,4 +51,60 @@ def test_a_rollbacks_branch_is_drawn_as_a_fork(tmp_path: Path, serve, browser) -
     assert "&lt;img src=x" in hover and "<img" not in hover  # escaped, as every user text
     assert "fork" in drawn["axis"]
     assert browser.driver.execute_script("return window.__xss || null;") is None
+    assert browser.errors() == []
+
+
+# what the page drew for the loss: every trace with its points, the branch marks and the axes
+FIGURE = (
+    "const d = document.querySelector('#curves [data-name=loss]');"
+    "return d && d.data && d.layout ? {"
+    " traces: d.data.map(t => ({name: t.name, meta: t.meta || null, x: Array.from(t.x),"
+    "   y: Array.from(t.y), global: t.customdata ? Array.from(t.customdata) : null,"
+    "   dash: (t.line || {}).dash || null, yaxis: t.yaxis || 'y',"
+    "   hover: t.hovertext ? Array.from(t.hovertext) : null})),"
+    " forks: d.layout.annotations.filter(a => a.name === 'branch').map(a => a.x),"
+    " yrange: (d._fullLayout.yaxis.range || []).slice(),"
+    " y2: d._fullLayout.yaxis2 ? d._fullLayout.yaxis2.range.slice() : null} : null;"
+)
+
+
+def test_three_rollbacks_to_one_step_draw_one_trace_per_abandoned_session(
+    tmp_path: Path, serve, browser
+) -> None:
+    """Issue 46: three rollbacks to the checkpoint of step 10. One kept line; each abandoned
+    session its own dashed trace from its fork (never one line joined across the branch that
+    survived); the NaN losses that asked for the rollbacks marked at step 13; the y-range
+    the kept steps' (the undone 1.9e6 loss marked at the edge, not scaled to)."""
+    write_thrice_rolled_back_trial(tmp_path / "thrice")
+    sessions = tt.create_trial(tmp_path / "thrice").sessions()
+    assert [s.branch_global_step for s in sessions[1:]] == [10, 14, 18]
+    dashboard = serve(tmp_path / "thrice")
+    _, runs = get(dashboard.url + "api/runs")
+    (run,) = runs["runs"]
+    browser.visit(f"{dashboard.url}run/{run['id']}")
+    drawn = browser.until(FIGURE, lambda v: v and len(v["forks"]) == 3)
+    kept = [t for t in drawn["traces"] if t["meta"] is None]
+    dropped = [t for t in drawn["traces"] if t["meta"] == "abandoned"]
+    (marks,) = [t for t in drawn["traces"] if t["meta"] == "bad"]
+    assert len(drawn["traces"]) == 5
+    # the kept line: the first session's 0-9, then the last branch's 10-29, drawn at 10-29
+    ((line,),) = [kept]
+    assert line["x"] == list(range(30)) and line["dash"] is None
+    # one trace per abandoned session, each from the fork at step 10 (its NaN step 13 has no
+    # y), each with its own global steps: never one line from global step 12 back to 10
+    assert [t["x"] for t in dropped] == [[10, 11, 12]] * 3
+    assert [t["global"] for t in dropped] == [[10, 11, 12], [14, 15, 16], [18, 19, 20]]
+    assert {t["dash"] for t in dropped} == {"dash"}
+    assert drawn["forks"] == [9.5, 9.5, 9.5]  # each branch drawn at its fork, not further on
+    # the bad steps at their step, at the edge of a hidden 0-1 axis, saying what they were
+    assert marks["yaxis"] == "y2" and drawn["y2"] == [0, 1]
+    nan = [(x, h) for x, y, h in zip(marks["x"], marks["y"], marks["hover"]) if "NaN" in h]
+    assert [x for x, _ in nan] == [13, 13, 13]
+    for (_, hover), step in zip(nan, (13, 17, 21)):
+        assert f"global step {step}, abandoned by a rollback" in hover
+    (off,) = [(x, y, h) for x, y, h in zip(marks["x"], marks["y"], marks["hover"]) if "NaN" not in h]
+    assert off[:2] == (12, 1) and "1.90e+6" in off[2] and "off the scale" in off[2]
+    # the default y-range: the kept steps' (1.03 to 2), not the undone outlier's
+    low, high = drawn["yrange"]
+    assert 0.9 < low < 1.04 and 2 < high < 2.2 and high < OUTLIER
     assert browser.errors() == []
