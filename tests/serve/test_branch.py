@@ -102,9 +102,12 @@ def test_three_rollbacks_to_one_step_draw_one_trace_per_abandoned_session(
     assert [x for x, _ in nan] == [13, 13, 13]
     for (_, hover), step in zip(nan, (13, 17, 21)):
         assert f"global step {step}, abandoned by a rollback" in hover
-    (off,) = [(x, y, h) for x, y, h in zip(marks["x"], marks["y"], marks["hover"]) if "NaN" not in h]
+    (off,) = [
+        (x, y, h) for x, y, h in zip(marks["x"], marks["y"], marks["hover"]) if "NaN" not in h
+    ]
     assert off[:2] == (12, 1) and "1.90e+6" in off[2] and "off the scale" in off[2]
     # the default y-range: the kept steps' (1.03 to 2), not the undone outlier's
     low, high = drawn["yrange"]
     assert 0.9 < low < 1.04 and 2 < high < 2.2 and high < OUTLIER
+    assert browser.driver.execute_script("return window.__xss || null;") is None
     assert browser.errors() == []

@@ -222,7 +222,8 @@ function badMarks(label, color, bad, dropped, range) {
     const steps = g.first === g.last ? `global step ${g.first}` : `global steps ${g.first}-${g.last}`;
     x.push(g.x); y.push(g.kind === "-inf" ? 0 : 1);
     symbol.push(g.kind === "inf" ? "triangle-up" : g.kind === "-inf" ? "triangle-down" : "x");
-    text.push(`${label}: ${GAP_TEXT[g.kind]} at step ${g.x} (${steps}${undone(g)})`);
+    text.push(`${label}: ${GAP_TEXT[g.kind]} at ` +
+      (g.x === g.first ? `${steps}${undone(g)}` : `step ${g.x} (${steps}${undone(g)})`));
   });
   if (range) {
     dropped.forEach((d) => d.y.forEach((v, k) => {
