@@ -62,7 +62,7 @@ FIGURE = (
     "   y: Array.from(t.y), global: t.customdata ? Array.from(t.customdata) : null,"
     "   dash: (t.line || {}).dash || null, yaxis: t.yaxis || 'y',"
     "   hover: t.hovertext ? Array.from(t.hovertext) : null})),"
-    " forks: d.layout.annotations.filter(a => a.name === 'branch').map(a => a.x),"
+    " forks: d.layout.annotations.filter(a => a.name === 'branch').map(a => [a.x, a.y]),"
     " yrange: (d._fullLayout.yaxis.range || []).slice(),"
     " y2: d._fullLayout.yaxis2 ? d._fullLayout.yaxis2.range.slice() : null} : null;"
 )
@@ -95,7 +95,9 @@ def test_three_rollbacks_to_one_step_draw_one_trace_per_abandoned_session(
     assert [t["x"] for t in dropped] == [[10, 11, 12]] * 3
     assert [t["global"] for t in dropped] == [[10, 11, 12], [14, 15, 16], [18, 19, 20]]
     assert {t["dash"] for t in dropped} == {"dash"}
-    assert drawn["forks"] == [9.5, 9.5, 9.5]  # each branch drawn at its fork, not further on
+    # each branch drawn at its fork, not further on; their marks one above another
+    assert [x for x, _ in drawn["forks"]] == [9.5, 9.5, 9.5]
+    assert len({y for _, y in drawn["forks"]}) == 3
     # the bad steps at their step, at the edge of a hidden 0-1 axis, saying what they were
     assert marks["yaxis"] == "y2" and drawn["y2"] == [0, 1]
     nan = [(x, h) for x, y, h in zip(marks["x"], marks["y"], marks["hover"]) if "NaN" in h]

@@ -361,6 +361,7 @@ function curveFigure(title, series, findings, names, sessions) {
       hovertext: `${plain(f.rule)} (${plain(f.severity)}) at step ${plain(f.step)}: ${plain(f.message)}`,
       name: "finding" });
   });
+  const stacked = new Map();  // marks at one x (rollbacks to one step) stand one above another
   (sessions || []).forEach((s) => {
     const fork = s.branch_of != null && Number.isFinite(s.branch_global_step);
     // a branch starts where it forks (drawn through its worker's earlier branches)
@@ -368,7 +369,10 @@ function curveFigure(title, series, findings, names, sessions) {
       s.branch_global_step) - 0.5 : s.step - 0.5;
     shapes.push({ type: "line", xref: "x", yref: "paper", x0: at, x1: at, y0: 0, y1: 1,
       line: { color: SEVERITY.advice, width: 1.5, dash: "dot" } });
-    annotations.push({ x: at, xref: "x", y: 0.01, yref: "paper", xanchor: "left", yanchor: "bottom",
+    const k = stacked.get(at) || 0;
+    stacked.set(at, k + 1);
+    annotations.push({ x: at, xref: "x", y: 0.01 + 0.08 * k, yref: "paper", xanchor: "left",
+      yanchor: "bottom",
       text: fork ? `⑂ session ${plain(s.index)}: rolled back to step ${plain(s.branch_step)}`
         : `↻ session ${plain(s.index)}`,
       showarrow: false, font: { color: SEVERITY.advice, size: 11 },
