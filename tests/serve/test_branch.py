@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tensortap as tt
@@ -113,3 +114,30 @@ def test_three_rollbacks_to_one_step_draw_one_trace_per_abandoned_session(
     assert 0.9 < low < 1.04 and 2 < high < 2.2 and high < OUTLIER
     assert browser.driver.execute_script("return window.__xss || null;") is None
     assert browser.errors() == []
+
+
+def test_forks_an_older_tensortap_wrote_wrong_are_read_true(tmp_path: Path, serve) -> None:
+    """Trials written before issue 46 hold, for the second and third rollback to one
+    checkpoint, the parent's first global step plus ``branch_step`` (24 and 28 here, after
+    the parent's last step): the trial and the dashboard's API read the fork at the parent's
+    first global step (14 and 18), where the parent trained the restored step."""
+    out = tmp_path / "old"
+    ids: list[str] = []
+    for at, last in ((None, 14), (10, 14), (24, 14), (28, 20)):
+        hook = tt.Hook(out, save_config=tt.SaveConfig(save_interval=1))
+        if at is not None:  # what tensortap before issue 46 recorded
+            hook.branch_from(ids[-1], 10, global_step=at, reason="NaN loss")
+        hook.set_mode(tt.modes.TRAIN)
+        for step in range(0 if at is None else 10, last):
+            hook.save_tensor("loss", np.float32(1.0 / (step + 1)), collections="losses")
+            hook.next_step()
+        ids.append(hook.session_id)
+        hook.close()
+    sessions = tt.create_trial(out).sessions()
+    assert [s.first_step for s in sessions] == [0, 14, 18, 22]
+    assert [s.branch_global_step for s in sessions[1:]] == [10, 14, 18]
+    dashboard = serve(out)
+    _, runs = get(dashboard.url + "api/runs")
+    (run,) = runs["runs"]
+    _, body = get(f"{dashboard.url}api/run/{run['id']}/curves?name=loss&stat=value")
+    assert [s["branch_global_step"] for s in body["sessions"]] == [10, 14, 18]
