@@ -184,6 +184,32 @@ def test_branch_global_step_is_the_fork_in_the_parents_numbering_after_3_rollbac
     assert all((s.branch_global_step or 0) <= last for s in sessions[1:])
 
 
+def test_a_hook_that_counts_global_steps_only_forks_at_its_parents_step(tmp_path: Path) -> None:
+    """A plain hook the loop steps itself (no module, no mode: GLOBAL steps), rolled back
+    three times to the checkpoint of step 50: each branch forks where its parent trained step
+    50 (the parent's first global step), and the reader leaves those values as written."""
+    rollback = tt.Rollback(
+        tt.FunctionCheckpoints(lambda step: None, lambda step: None),
+        every=10,
+        batches=tt.SkipBatches(list(range(100))),
+        make_hook=lambda: tt.Hook(tmp_path / "run", save_config=tt.SaveConfig(save_interval=1)),
+    )
+    for step, _, _ in rollback.steps(60):
+        assert rollback.hook is not None
+        bad = step == 55 and rollback.rollbacks < 3
+        rollback.hook.save_scalar("loss", float("nan") if bad else 1.0)
+        rollback.hook.next_step()
+        if bad:
+            rollback.request(55, [], "NaN loss")
+    rollback.close()
+    sessions = tt.create_trial(tmp_path / "run").sessions()
+    assert [s.branch_global_step for s in sessions[1:]] == [
+        50,
+        sessions[1].first_step,
+        sessions[2].first_step,
+    ]
+
+
 def test_old_session_records_without_branch_fields_read_as_before(tmp_path: Path) -> None:
     hook = tt.Hook(tmp_path / "run", save_config=tt.SaveConfig(save_interval=1))
     hook.save_scalar("x", 1.0)
