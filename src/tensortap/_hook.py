@@ -274,6 +274,11 @@ class Hook:
         """The current step within the current mode."""
         return self._recorder.mode_step
 
+    def step_count(self, mode: ModeKeys | str | int) -> int:
+        """The step number of ``mode``: :attr:`mode_step` when it is the current mode, else
+        the number its next step takes (0 before any, unless :meth:`continue_at` set one)."""
+        return self._recorder.counts().get(parse_mode(mode), 0)
+
     def continue_at(
         self,
         step: int,

@@ -133,6 +133,83 @@ def test_a_planted_spike_is_rolled_back_skipped_and_the_trial_shows_the_branch(
     assert second.first_step == first.last_step + 1  # global steps never repeat
 
 
+def test_branch_global_step_is_the_fork_in_the_parents_numbering_after_3_rollbacks(
+    tmp_path: Path,
+) -> None:
+    """Issue 46: three rollbacks to the checkpoint of one step. Each branch's
+    ``branch_global_step`` is the global step at which its parent trained the restored step
+    (the parent's first step, for a parent that began there), never more than the trial's
+    last step (it was the parent's first global step plus ``branch_step``: 106, 112)."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)  # registered: the hook follows model.training (TRAIN steps)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    save, load = in_memory(model, optimizer)
+
+    def make_hook() -> tt.Hook:
+        hook = tt.Hook(tmp_path / "run", save_config=tt.SaveConfig(save_interval=1))
+        hook.register_module(model)
+        return hook
+
+    rollback = tt.Rollback(
+        tt.FunctionCheckpoints(save, load),
+        every=10,
+        batches=tt.SkipBatches(list(range(100))),
+        make_hook=make_hook,
+    )
+    for step, _, _ in rollback.steps(60):
+        loss = model(torch.randn(8, 4)).pow(2).mean()
+        if step == 55 and rollback.rollbacks < 3:
+            loss = loss * float("nan")  # the same step goes bad in three sessions
+        assert rollback.hook is not None
+        rollback.hook.save_scalar("loss", loss.item())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step == 55 and rollback.rollbacks < 3:
+            rollback.request(55, [], "NaN loss")
+    rollback.close()
+    assert [e.restored_step for e in rollback.events] == [50, 50, 50]
+    trial = tt.create_trial(tmp_path / "run")
+    sessions = trial.sessions()
+    assert len(sessions) == 4
+    assert [s.branch_step for s in sessions[1:]] == [50, 50, 50]
+    # the first session trained step 50 at global step 50; each later one began at step 50
+    assert [s.branch_global_step for s in sessions[1:]] == [
+        50,
+        sessions[1].first_step,
+        sessions[2].first_step,
+    ]
+    assert [s.branch_of for s in sessions[1:]] == [s.id for s in sessions[:3]]
+    last = trial.steps()[-1]
+    assert all((s.branch_global_step or 0) <= last for s in sessions[1:])
+
+
+def test_a_hook_that_counts_global_steps_only_forks_at_its_parents_step(tmp_path: Path) -> None:
+    """A plain hook the loop steps itself (no module, no mode: GLOBAL steps), rolled back
+    three times to the checkpoint of step 50: each branch forks where its parent trained step
+    50 (the parent's first global step), and the reader leaves those values as written."""
+    rollback = tt.Rollback(
+        tt.FunctionCheckpoints(lambda step: None, lambda step: None),
+        every=10,
+        batches=tt.SkipBatches(list(range(100))),
+        make_hook=lambda: tt.Hook(tmp_path / "run", save_config=tt.SaveConfig(save_interval=1)),
+    )
+    for step, _, _ in rollback.steps(60):
+        assert rollback.hook is not None
+        bad = step == 55 and rollback.rollbacks < 3
+        rollback.hook.save_scalar("loss", float("nan") if bad else 1.0)
+        rollback.hook.next_step()
+        if bad:
+            rollback.request(55, [], "NaN loss")
+    rollback.close()
+    sessions = tt.create_trial(tmp_path / "run").sessions()
+    assert [s.branch_global_step for s in sessions[1:]] == [
+        50,
+        sessions[1].first_step,
+        sessions[2].first_step,
+    ]
+
+
 def test_old_session_records_without_branch_fields_read_as_before(tmp_path: Path) -> None:
     hook = tt.Hook(tmp_path / "run", save_config=tt.SaveConfig(save_interval=1))
     hook.save_scalar("x", 1.0)

@@ -289,11 +289,18 @@ class Rollback:
             self._before_restore.append(fn)
 
     def _note_global(self, step: int) -> None:
-        """The hook's global step of ``step`` (the hook's count is step ``step``'s, or still
-        the open step before it)."""
+        """The hook's global step of TRAIN step ``step`` (the hook's count is step ``step``'s,
+        or still the open step before it). A hook in GLOBAL mode is one that has not trained
+        yet (a branch's new hook: its TRAIN count starts at the restored step, its global
+        count after the trial's last step) or one that counts global steps only; the TRAIN
+        count gives the first, the global count the second."""
         hook = self.hook
-        if hook is not None and not hook.closed and hook.mode.name in ("TRAIN", "GLOBAL"):
-            self._global_of[step] = hook.step + (step - hook.mode_step)
+        if hook is None or hook.closed or hook.mode.name not in ("TRAIN", "GLOBAL"):
+            return
+        counted = hook.mode_step
+        if hook.mode.name == "GLOBAL":
+            counted = hook.step_count("TRAIN") or counted
+        self._global_of[step] = hook.step + (step - counted)
 
     def restore(self) -> int | None:
         """At a step boundary: act on the request, if one is pending (on any rank): returns

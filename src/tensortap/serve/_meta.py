@@ -20,7 +20,7 @@ from tensortap.jobs._live import by_gravity, steps_judged
 from tensortap.serve._catalog import Run
 from tensortap.storage._base import Store
 from tensortap.trials._config import first_config
-from tensortap.trials._sessions import session_time
+from tensortap.trials._sessions import old_fork, session_time
 from tensortap.trials._worker_state import natural_key
 
 #: How long a run's metadata is reused before its documents are read again: a run being
@@ -175,6 +175,12 @@ def resumed_sessions(run: Run) -> list[dict[str, Any]]:
                         **_branch(doc),
                     }
                 )
+        by_id = {(s["worker"], s["id"]): s for s in out}
+        for s in out:
+            parent = by_id.get((s["worker"], s["branch_of"]))
+            fixed = None if parent is None else old_fork(s, parent)
+            if fixed is not None:
+                s["branch_global_step"] = fixed
     run.sessions = (now, out)
     return out
 

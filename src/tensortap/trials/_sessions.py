@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tensortap.trials._index import WorkerState
@@ -131,7 +131,36 @@ def worker_sessions(state: WorkerState, records: dict[int, dict[str, Any]]) -> l
                 **_branch(doc),
             )
         )
+    by_id = {str(records[i]["session"]): records[i] for i in records}
+    for k, session in enumerate(out):
+        parent = by_id.get(session.branch_of or "")
+        fixed = None if parent is None else old_fork(records[session.index], parent)
+        if fixed is not None:
+            out[k] = replace(session, branch_global_step=fixed)
     return out
+
+
+def old_fork(branch: dict[str, Any], parent: dict[str, Any]) -> int | None:
+    """The fork of ``branch`` that tensortap before issue 46 wrote wrong, in the parent's
+    numbering, or None when it is not that. Each is a session record (``branch_step``,
+    ``branch_mode``, ``branch_global_step``, ``resumed_from_step``, ``mode_steps``). A second
+    rollback to the checkpoint its parent (a branch) began from recorded the parent's first
+    global step plus ``branch_step`` (106 for a parent that began at global step 56, TRAIN
+    step 50), where the parent trained that step at its first global step (56). That came of
+    a new hook's GLOBAL count of 0: a parent whose record carries a GLOBAL count (a hook that
+    numbers global steps only) was never written wrong this way."""
+    step, at = branch.get("branch_step"), branch.get("branch_global_step")
+    resumed = parent.get("resumed_from_step")
+    if not (isinstance(step, int) and isinstance(at, int) and isinstance(resumed, int)):
+        return None
+    counts = parent.get("mode_steps")
+    if step <= 0 or (isinstance(counts, dict) and counts.get("GLOBAL")):
+        return None
+    first = resumed + 1  # the parent's first global step
+    same = step == parent.get("branch_step") and branch.get("branch_mode") == parent.get(
+        "branch_mode"
+    )
+    return first if same and at == first + step else None
 
 
 def _branch(doc: dict[str, Any]) -> dict[str, Any]:

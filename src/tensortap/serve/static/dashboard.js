@@ -168,19 +168,78 @@ function forkX(branches, x) {
 function abandoned(branches, x) {
   return branches.some((b) => b.branch_global_step <= x && x < b.step);
 }
-// ``s`` split at its branches: the line kept (x drawn from the forks) and the points abandoned
+// the first global step of the session that wrote global step ``x`` (0: the first session)
+function sessionAt(branches, x) {
+  let at = 0;
+  branches.forEach((b) => { if (b.step <= x) at = b.step; });
+  return at;
+}
+// ``s`` split at its branches: the line kept (x drawn from the forks), one segment per
+// session whose steps a rollback abandoned (never one line across sessions: each starts at
+// its own fork), and each run of NaN/Inf, placed alike (``abandoned`` when a rollback undid it)
 function forked(s, sessions) {
   const branches = branchesOf(sessions, s.worker);
-  if (!branches.length) return { line: s, dropped: null };
-  const keep = { x: [], y: [], g: [] }, drop = { x: [], y: [], g: [] };
+  const keep = { x: [], y: [], global: [] }, drops = new Map();
   s.x.forEach((x, k) => {
-    const to = abandoned(branches, x) ? drop : keep;
-    to.x.push(forkX(branches, x)); to.y.push(s.y[k]); to.g.push(x);
+    let to = keep;
+    if (abandoned(branches, x)) {
+      const at = sessionAt(branches, x);
+      if (!drops.has(at)) drops.set(at, { x: [], y: [], global: [], session: at });
+      to = drops.get(at);
+    }
+    to.x.push(forkX(branches, x)); to.y.push(s.y[k]); to.global.push(x);
   });
-  const gaps = s.gaps.filter(([first]) => !abandoned(branches, first))
-    .map(([first, last, kind]) => [forkX(branches, first), forkX(branches, last), kind]);
-  return { line: { ...s, x: keep.x, y: keep.y, global: keep.g, gaps },
-    dropped: drop.x.length ? { x: drop.x, y: drop.y, global: drop.g } : null };
+  const bad = s.gaps.map(([first, last, kind]) => ({ x: forkX(branches, first), first, last, kind,
+    abandoned: abandoned(branches, first) }));
+  const gaps = bad.filter((g) => !g.abandoned)
+    .map((g) => [g.x, forkX(branches, g.last), g.kind]);
+  return { line: { ...s, ...keep, gaps }, dropped: [...drops.values()], bad };
+}
+
+// The default y-range of a chart: the kept steps' values, and the abandoned ones near them
+// (within one span of the kept range); farther ones (an undone step's 1.9e6 loss) are marked
+// at the edge, not scaled to. Null when nothing is left out (plotly's own range then).
+function keptRange(kept, dropped) {
+  const ys = kept.flat().filter(Number.isFinite);
+  const others = dropped.flat().filter(Number.isFinite);
+  if (!ys.length || !others.length) return null;
+  let lo = Math.min(...ys), hi = Math.max(...ys);
+  const span = (hi - lo) || Math.abs(hi) || 1;
+  const near = others.filter((y) => y >= lo - span && y <= hi + span);
+  if (near.length === others.length) return null;
+  lo = Math.min(lo, ...near); hi = Math.max(hi, ...near);
+  const pad = 0.05 * ((hi - lo) || Math.abs(hi) || 1);
+  return [lo - pad, hi + pad];
+}
+
+// Each bad step of a line (a NaN/Inf value: it has no y; an abandoned value off the range)
+// as a mark at the plot's top or bottom edge (a hidden axis of 0 to 1 over the plot), at its
+// step, saying on hover what it was.
+function badMarks(label, color, bad, dropped, range) {
+  const x = [], y = [], symbol = [], text = [];
+  const undone = (g) => (g.abandoned ? ", abandoned by a rollback" : "");
+  bad.forEach((g) => {
+    const steps = g.first === g.last ? `global step ${g.first}` : `global steps ${g.first}-${g.last}`;
+    x.push(g.x); y.push(g.kind === "-inf" ? 0 : 1);
+    symbol.push(g.kind === "inf" ? "triangle-up" : g.kind === "-inf" ? "triangle-down" : "x");
+    text.push(`${label}: ${GAP_TEXT[g.kind]} at ` +
+      (g.x === g.first ? `${steps}${undone(g)}` : `step ${g.x} (${steps}${undone(g)})`));
+  });
+  if (range) {
+    dropped.forEach((d) => d.y.forEach((v, k) => {
+      if (!Number.isFinite(v) || (v >= range[0] && v <= range[1])) return;
+      x.push(d.x[k]); y.push(v > range[1] ? 1 : 0);
+      symbol.push(v > range[1] ? "triangle-up-open" : "triangle-down-open");
+      const value = Math.abs(v) >= 1e4 ? v.toExponential(2) : String(+v.toPrecision(4));
+      text.push(`${label}: ${value} at step ${d.x[k]} (global step ${d.global[k]}, ` +
+        "abandoned by a rollback; off the scale of the kept steps)");
+    }));
+  }
+  if (!x.length) return null;
+  return { x, y, yaxis: "y2", name: `${label}: bad steps (NaN, Inf, undone), at the edge`,
+    legendgroup: label, type: "scatter", mode: "markers", cliponaxis: false, showlegend: false,
+    marker: { color: BAD, size: 9, symbol, line: { color, width: 1 } },
+    hovertext: text, hoverinfo: "text", meta: "bad" };
 }
 
 // where a resumed session of the run starts: "↻ session 1", on the curves
@@ -250,9 +309,11 @@ function curveFigure(title, series, findings, names, sessions) {
   const traces = [], shapes = [], annotations = [];
   let finite = 0, lastX = 0;
   const branched = (sessions || []).some((b) => b.branch_of != null);
-  series.forEach((given, i) => {
+  const drawn = series.map((given) => forked(given, sessions));
+  const range = keptRange(drawn.map((d) => d.line.y), drawn.flatMap((d) => d.dropped.map((p) => p.y)));
+  const marks = [];
+  drawn.forEach(({ line: s, dropped, bad }, i) => {
     const color = PALETTE[i % PALETTE.length];
-    const { line: s, dropped } = forked(given, sessions);
     finite += s.y.length;
     lastX = Math.max(lastX, ...s.x.slice(-1), ...s.gaps.map((g) => g[1]));
     // a line never bridges a NaN: break it at each gap
@@ -269,13 +330,17 @@ function curveFigure(title, series, findings, names, sessions) {
     traces.push({ x, y, name: label, type: "scatter", legendgroup: label,
       mode: s.y.length < 40 ? "lines+markers" : "lines", line: { color, width: 2 },
       marker: { size: 6, color }, connectgaps: false });
-    if (dropped) {  // what a rollback abandoned: dimmed and dashed, after the fork
-      lastX = Math.max(lastX, ...dropped.x);
-      traces.push({ x: dropped.x, y: dropped.y, name: `${label} (abandoned by a rollback)`,
-        legendgroup: label, type: "scatter", mode: dropped.y.length < 40 ? "lines+markers" : "lines",
+    // what each rollback abandoned: one dimmed, dashed trace per session, from its fork
+    dropped.forEach((d, k) => {
+      lastX = Math.max(lastX, ...d.x);
+      traces.push({ x: d.x, y: d.y, name: `${label} (abandoned by a rollback)`, legendgroup: label,
+        showlegend: k === 0, type: "scatter", mode: d.y.length < 40 ? "lines+markers" : "lines",
         opacity: 0.35, line: { color, width: 1.5, dash: "dash" }, marker: { size: 4, color },
-        customdata: dropped.global, hovertemplate: "step %{x} (global step %{customdata}, abandoned): %{y}" });
-    }
+        customdata: d.global, meta: "abandoned",
+        hovertemplate: "step %{x} (global step %{customdata}, abandoned): %{y}" });
+    });
+    const mark = badMarks(label, color, bad, dropped, range);
+    if (mark) { marks.push(mark); lastX = Math.max(lastX, ...mark.x); }
     s.gaps.forEach(([first, last, kind], k) => {
       shapes.push({ type: "rect", xref: "x", yref: "paper", x0: first - 0.5, x1: last + 0.5, y0: 0, y1: 1,
         fillcolor: BAD, opacity: 0.18, line: { width: 0 }, layer: "below" });
@@ -286,6 +351,7 @@ function curveFigure(title, series, findings, names, sessions) {
       }
     });
   });
+  traces.push(...marks);  // over the lines
   (findings || []).forEach((f, k) => {
     const color = SEVERITY[f.severity] || SEVERITY.problem;
     shapes.push({ type: "line", xref: "x", yref: "paper", x0: f.step, x1: f.step, y0: 0, y1: 1,
@@ -295,6 +361,7 @@ function curveFigure(title, series, findings, names, sessions) {
       hovertext: `${plain(f.rule)} (${plain(f.severity)}) at step ${plain(f.step)}: ${plain(f.message)}`,
       name: "finding" });
   });
+  const stacked = new Map();  // marks at one x (rollbacks to one step) stand one above another
   (sessions || []).forEach((s) => {
     const fork = s.branch_of != null && Number.isFinite(s.branch_global_step);
     // a branch starts where it forks (drawn through its worker's earlier branches)
@@ -302,7 +369,10 @@ function curveFigure(title, series, findings, names, sessions) {
       s.branch_global_step) - 0.5 : s.step - 0.5;
     shapes.push({ type: "line", xref: "x", yref: "paper", x0: at, x1: at, y0: 0, y1: 1,
       line: { color: SEVERITY.advice, width: 1.5, dash: "dot" } });
-    annotations.push({ x: at, xref: "x", y: 0.01, yref: "paper", xanchor: "left", yanchor: "bottom",
+    const k = stacked.get(at) || 0;
+    stacked.set(at, k + 1);
+    annotations.push({ x: at, xref: "x", y: 0.01 + 0.08 * k, yref: "paper", xanchor: "left",
+      yanchor: "bottom",
       text: fork ? `⑂ session ${plain(s.index)}: rolled back to step ${plain(s.branch_step)}`
         : `↻ session ${plain(s.index)}`,
       showarrow: false, font: { color: SEVERITY.advice, size: 11 },
@@ -318,6 +388,10 @@ function curveFigure(title, series, findings, names, sessions) {
       nticks: 10 }, yaxis: { nticks: 8, automargin: true },
     legend: { orientation: "h", y: -0.18 }, shapes, annotations, hovermode: "closest",
   };
+  if (range) layout.yaxis.range = range;
+  if (marks.length) {  // the edge the marks stand on: 0 the bottom, 1 the top
+    layout.yaxis2 = { overlaying: "y", range: [0, 1], visible: false, fixedrange: true };
+  }
   if (!finite) { layout.yaxis.range = [0, 1]; layout.xaxis.range = [-0.5, lastX + 0.5]; }
   return { traces, layout };
 }
