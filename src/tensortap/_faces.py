@@ -38,6 +38,9 @@ FACES: dict[str, dict[str, str]] = {
         "SkipBatches": "tensortap.pytorch._skip_batches",
         "FunctionCheckpoints": "tensortap.pytorch._checkpoints",
         "DistributedCheckpoints": "tensortap.pytorch._checkpoints",
+        "CheckpointGuard": "tensortap.pytorch._checkpoint_guard",
+        "CheckpointEvent": "tensortap.pytorch._checkpoint_guard",
+        "GuardedCheckpoints": "tensortap.pytorch._checkpoint_guard",
         "OPTIMIZER_VARIABLES": "tensortap.pytorch._naming",
         "RELU_ACTIVATIONS": "tensortap.pytorch._naming",
     },
@@ -86,6 +89,9 @@ OWN_FACES: dict[str, dict[str, str]] = {
         "HuggingFaceCheckpoints": "tensortap.huggingface._rollback",
         "RollbackCallback": "tensortap.huggingface._rollback",
         "train_with_rollback": "tensortap.huggingface._rollback",
+        "CheckpointGuardCallback": "tensortap.huggingface._checkpoint_guard",
+        "last_good_checkpoint": "tensortap.huggingface._checkpoint_guard",
+        "verify_checkpoint": "tensortap.huggingface._checkpoint_guard",
     },
 }
 _OPTIONAL = {

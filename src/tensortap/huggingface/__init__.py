@@ -13,6 +13,13 @@ from tensortap.huggingface._report_to import offer_report_to
 
 if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ here)
     from tensortap.huggingface._callback import TensortapCallback as TensortapCallback
+    from tensortap.huggingface._checkpoint_guard import (
+        CheckpointGuardCallback as CheckpointGuardCallback,
+    )
+    from tensortap.huggingface._checkpoint_guard import (
+        last_good_checkpoint as last_good_checkpoint,
+    )
+    from tensortap.huggingface._checkpoint_guard import verify_checkpoint as verify_checkpoint
     from tensortap.huggingface._rollback import BatchStream as BatchStream
     from tensortap.huggingface._rollback import HuggingFaceCheckpoints as HuggingFaceCheckpoints
     from tensortap.huggingface._rollback import RollbackCallback as RollbackCallback
