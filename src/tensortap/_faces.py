@@ -82,6 +82,9 @@ OWN_FACES: dict[str, dict[str, str]] = {
         "LightningCheckpoints": "tensortap.lightning._rollback",
         "RollbackCallback": "tensortap.lightning._rollback",
         "fit_with_rollback": "tensortap.lightning._rollback",
+        "GuardedModelCheckpoint": "tensortap.lightning._checkpoint_guard",
+        "last_good_checkpoint": "tensortap.lightning._checkpoint_guard",
+        "verify_checkpoint": "tensortap.lightning._checkpoint_guard",
     },
     "tensortap.huggingface": {
         "TensortapCallback": "tensortap.huggingface._callback",
@@ -102,6 +105,9 @@ _OPTIONAL = {
             "LightningCheckpoints",
             "RollbackCallback",
             "fit_with_rollback",
+            "GuardedModelCheckpoint",
+            "last_good_checkpoint",
+            "verify_checkpoint",
         }
     )
 }

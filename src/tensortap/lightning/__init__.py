@@ -11,6 +11,13 @@ from tensortap._faces import face
 
 if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ here)
     from tensortap.lightning._callback import CallbackMixin as CallbackMixin
+    from tensortap.lightning._checkpoint_guard import (
+        GuardedModelCheckpoint as GuardedModelCheckpoint,
+    )
+    from tensortap.lightning._checkpoint_guard import (
+        last_good_checkpoint as last_good_checkpoint,
+    )
+    from tensortap.lightning._checkpoint_guard import verify_checkpoint as verify_checkpoint
     from tensortap.lightning._lightning_callback import TensortapCallback as TensortapCallback
     from tensortap.lightning._pl_callback import PLTensortapCallback as PLTensortapCallback
     from tensortap.lightning._rollback import LightningCheckpoints as LightningCheckpoints

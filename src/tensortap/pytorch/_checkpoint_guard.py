@@ -105,7 +105,11 @@ class CheckpointGuard:
         """Whether the checkpoint of ``step`` may be saved now. A refusal is an event (and
         pins the last good checkpoint); the first save allowed after refusals releases the
         pin. Never raises for what the model holds."""
-        reason = self.refusal(model)
+        return self.judge(step, self.refusal(model))
+
+    def judge(self, step: int, reason: str | None) -> bool:
+        """:meth:`allow_save` for a refusal found already (``reason``; None: allowed), as
+        the ranks agreed it."""
         if reason is None:
             if self.pinned is not None:
                 pinned, self.pinned = self.pinned, None
