@@ -117,10 +117,10 @@ def test_a_rollback_passes_over_a_nan_checkpoint_with_an_event(tmp_path: Path) -
     store.save(0, {})
     good = {k: v.clone() for k, v in model.state_dict().items()}
     with torch.no_grad():
-        model[0].weight[0, 0] = math.nan
+        model.get_parameter("0.weight")[0, 0] = math.nan
     store.save(5, {})
     with torch.no_grad():
-        model[2].bias.fill_(7.0)
+        model.get_parameter("2.bias").fill_(7.0)
     rollback = tt.Rollback(store)
     rollback.request(8, [], "loss nan")
     assert rollback.restore() == 0
@@ -148,7 +148,9 @@ def test_a_truncated_shard_falls_back_to_the_older_checkpoint_with_job_events(
     shard = max((tmp_path / "ckpt" / "step-5").glob("*.distcp"), key=lambda p: p.stat().st_size)
     shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
     with torch.no_grad():
-        model[0].weight.fill_(math.nan)  # the refused save below is an event in the job too
+        model.get_parameter("0.weight").fill_(
+            math.nan
+        )  # the refused save below is an event in the job too
     checkpoints.save(6, {})
     rollback = tt.Rollback(checkpoints)
     rollback.request(8, [], "loss nan")
@@ -168,9 +170,9 @@ def test_bad_arguments_say_what_was_expected() -> None:
     with pytest.raises(InvalidConfigError, match="clear_after must be an int >= 1"):
         tt.CheckpointGuard(model, clear_after=0)
     with pytest.raises(InvalidConfigError, match="must be a torch.nn.Module"):
-        tt.CheckpointGuard(optimizer)  # type: ignore[arg-type]
+        tt.CheckpointGuard(optimizer)
     store = tt.FunctionCheckpoints(lambda s: None, lambda s: None)
     with pytest.raises(InvalidConfigError, match="keep_last_n must be None or an int >= 1"):
         tt.GuardedCheckpoints(store, tt.CheckpointGuard(), keep_last_n=0)
     with pytest.raises(InvalidConfigError, match="needs a CheckpointGuard"):
-        tt.GuardedCheckpoints(store, model)  # type: ignore[arg-type]
+        tt.GuardedCheckpoints(store, model)
