@@ -14,9 +14,14 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+import tensortap
 import tensortap.pytorch as tt
 from tensortap._hook_config import JOB_ENV
 from tensortap.exceptions import InvalidConfigError
+from tests.conftest import helper_cmd
+from tests.helpers.ranks import run_ranks
+
+SRC = str(Path(tensortap.__file__).parents[1])  # this tensortap, for the ranks
 
 
 def model_and_optimizer() -> tuple[nn.Sequential, torch.optim.Optimizer]:
@@ -170,9 +175,27 @@ def test_bad_arguments_say_what_was_expected() -> None:
     with pytest.raises(InvalidConfigError, match="clear_after must be an int >= 1"):
         tt.CheckpointGuard(model, clear_after=0)
     with pytest.raises(InvalidConfigError, match="must be a torch.nn.Module"):
-        tt.CheckpointGuard(optimizer)
+        tt.CheckpointGuard(optimizer)  # type: ignore[arg-type]
     store = tt.FunctionCheckpoints(lambda s: None, lambda s: None)
     with pytest.raises(InvalidConfigError, match="keep_last_n must be None or an int >= 1"):
         tt.GuardedCheckpoints(store, tt.CheckpointGuard(), keep_last_n=0)
     with pytest.raises(InvalidConfigError, match="needs a CheckpointGuard"):
-        tt.GuardedCheckpoints(store, model)
+        tt.GuardedCheckpoints(store, model)  # type: ignore[arg-type]
+
+
+def test_two_gloo_ranks_refuse_a_save_alike_when_one_ranks_weights_are_nan(
+    tmp_path: Path, helper_env: dict[str, str]
+) -> None:
+    cmd = helper_cmd("checkpoint_guard_ranks.py", tmp_path / "ckpt")
+    done = run_ranks(cmd, 2, dict(helper_env, PYTHONPATH=SRC), timeout=200)
+    for p in done:
+        assert p.returncode == 0, p.stderr
+    results = [json.loads(p.stdout.strip().splitlines()[-1]) for p in done]
+    for rank, result in enumerate(results):
+        assert result["steps"] == [0, 4]
+        kinds = [(kind, step) for kind, step, _ in result["events"]]
+        assert kinds == [("refused", 2), ("pinned", 0), ("released", 0)]
+        reason = result["events"][0][2]
+        assert "not finite (0.weight)" in reason
+        assert ("on rank 1" in reason) == (rank == 0)
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["step-0", "step-4"]

@@ -27,7 +27,7 @@ import torch
 from tensortap._hook_config import JOB_ENV
 from tensortap.core._rollback_request import record_event
 from tensortap.exceptions import CheckpointError, InvalidConfigError
-from tensortap.pytorch._checkpoints import Checkpoints
+from tensortap.pytorch._checkpoints import Checkpoints, any_rank
 from tensortap.pytorch._guard import Guard
 
 logger = logging.getLogger(__name__)
@@ -271,7 +271,8 @@ class GuardedCheckpoints:
         self.keep_last_n, self._remove = keep_last_n, remove
 
     def save(self, step: int, extra: dict[str, Any]) -> None:
-        if not self.guard.allow_save(step):
+        # the ranks agree: a save is collective, and a rank left out of it would hang the rest
+        if not self.guard.judge(step, any_rank(self.guard.refusal())):
             return
         self.checkpoints.save(step, extra)
         self.guard.saved(step, self._where(step))
@@ -280,7 +281,7 @@ class GuardedCheckpoints:
     def load(self, step: int) -> dict[str, Any]:
         extra = self.checkpoints.load(step)
         model = self.guard.model
-        bad = None if model is None else nonfinite_name(model.state_dict())
+        bad = any_rank(None if model is None else nonfinite_name(model.state_dict()))
         if bad is not None:
             problem = f"its weights are not finite ({bad})"
             self.guard.passed_over(step, self._where(step), problem)
@@ -334,7 +335,8 @@ def nonfinite_name(state: Mapping[str, Any], prefix: str = "") -> str | None:
 def _float_tensors(value: Any, name: str) -> Iterable[tuple[str, torch.Tensor]]:
     if isinstance(value, torch.Tensor):
         if value.is_floating_point() or value.is_complex():
-            yield name or "tensor", value.detach()
+            local = getattr(value, "to_local", None)  # a DTensor: this rank's shard
+            yield name or "tensor", (local() if callable(local) else value).detach()
     elif isinstance(value, Mapping):
         for key, item in value.items():
             yield from _float_tensors(item, f"{name}.{key}" if name else str(key))
