@@ -81,16 +81,15 @@ def verify_checkpoint(path: str | os.PathLike[str]) -> str | None:
         return files
     for file in files:
         try:
-            state = _read_tensors(file)
+            bad = _nonfinite_in(file)
         except Exception as exc:  # safetensors' and torch's errors: a damaged file
             return f"{file} cannot be read ({type(exc).__name__}: {exc})"
-        bad = nonfinite_name(state)
         if bad is not None:
             return f"its weights are not finite ({bad} in {os.path.basename(file)})"
     optimizer = os.path.join(path, _OPTIMIZER)
     if os.path.exists(optimizer):
         try:
-            optim_state = torch.load(optimizer, map_location="cpu", weights_only=True)
+            optim_state = torch.load(optimizer, map_location="cpu", weights_only=True, mmap=True)
         except Exception as exc:
             return f"{optimizer} cannot be read ({type(exc).__name__}: {exc})"
         bad = nonfinite_name(optim_state) if isinstance(optim_state, dict) else None
@@ -141,10 +140,17 @@ def _weight_files(path: str) -> list[str] | str:
     return f"it holds no weights ({_SAFE} or {_BIN}): it is incomplete"
 
 
-def _read_tensors(file: str) -> dict[str, Any]:
+def _nonfinite_in(file: str) -> str | None:
+    """The first tensor of the weight file that is not finite (a ``.safetensors`` file is read
+    one tensor at a time; a ``.bin`` is memory-mapped where it can be)."""
     if file.endswith(".safetensors"):
-        from safetensors.torch import load_file
+        from safetensors import safe_open
 
-        return dict(load_file(file, device="cpu"))
-    loaded = torch.load(file, map_location="cpu", weights_only=True)
-    return loaded if isinstance(loaded, dict) else {"weights": loaded}
+        with safe_open(file, framework="pt", device="cpu") as f:
+            for name in f.keys():  # noqa: SIM118 - safe_open is not a mapping
+                bad = nonfinite_name({name: f.get_tensor(name)})
+                if bad is not None:
+                    return bad
+        return None
+    loaded = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+    return nonfinite_name(loaded if isinstance(loaded, dict) else {"weights": loaded})

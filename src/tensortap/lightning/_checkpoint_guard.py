@@ -87,7 +87,7 @@ def verify_checkpoint(path: str | os.PathLike[str]) -> str | None:
     ``state_dict``, weights or optimizer state not finite), or None when it is sound."""
     path = os.fspath(path)
     try:
-        loaded = torch.load(path, map_location="cpu", weights_only=True)
+        loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as exc:  # torch's and pickle's errors: a damaged or foreign file
         return f"it cannot be read ({type(exc).__name__}: {str(exc)[:200]})"
     if not isinstance(loaded, dict) or not isinstance(loaded.get("state_dict"), dict):
