@@ -199,3 +199,24 @@ def test_two_gloo_ranks_refuse_a_save_alike_when_one_ranks_weights_are_nan(
         assert "not finite (0.weight)" in reason
         assert ("on rank 1" in reason) == (rank == 0)
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["step-0", "step-4"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_the_finite_check_names_the_first_bad_tensor(dtype: torch.dtype, bad: float) -> None:
+    from tensortap.pytorch._checkpoint_guard import nonfinite_name
+
+    poisoned = torch.ones(4, 5, dtype=dtype)
+    poisoned[2, 3] = bad
+    state = {"a": torch.ones(3, dtype=dtype), "opt": {"state": [torch.zeros(0), poisoned]}}
+    assert nonfinite_name(state) == "opt.state.1"
+    # large finite values, integers, an empty tensor and complex numbers are judged right
+    fine = {
+        "big": torch.full((3,), 6e4, dtype=torch.float16),
+        "huge": torch.full((3,), 1e300, dtype=torch.float64),
+        "count": torch.tensor([2**62]),
+        "none": torch.empty(0),
+        "z": torch.tensor([1 + 2j]),
+    }
+    assert nonfinite_name(fine) is None
+    assert nonfinite_name({"z": torch.tensor([complex(0.0, bad)])}) == "z"
