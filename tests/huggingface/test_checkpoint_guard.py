@@ -148,3 +148,48 @@ def test_the_rollback_falls_back_from_a_nan_checkpoint_with_an_event(tmp_path: P
     kinds = [(e.kind, e.restored_step) for e in rollback.events]
     assert kinds == [("damaged", 15), ("rollback", 10)]
     assert "not finite" in rollback.events[0].reason
+
+
+def test_a_save_while_the_guard_trips_is_refused_and_the_pin_released_once_it_clears(
+    tmp_path: Path,
+) -> None:
+    """The guard undoes the NaN step (the weights stay finite), yet the saves while it is
+    tripping are refused, and the first one after ``clear_after`` quiet steps is allowed."""
+    model = Regression(fault_at=13)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    guard = tt.Guard(optimizer, model)  # the gradients' and the update's norms are judged
+    callback = CheckpointGuardCallback(tt.CheckpointGuard(guard=guard, clear_after=3))
+    args = transformers.TrainingArguments(
+        str(tmp_path / "out"),
+        max_steps=20,
+        per_device_train_batch_size=BATCH,
+        lr_scheduler_type="constant",
+        save_strategy="steps",
+        save_steps=5,
+        save_total_limit=1,
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        max_grad_norm=0.0,
+        seed=0,
+    )
+    run = transformers.Trainer(
+        model,
+        args,
+        train_dataset=samples(),
+        callbacks=[callback],
+        optimizers=(optimizer, None),
+    )
+    try:
+        run.train()
+    finally:
+        guard.remove()
+    assert [e.step for e in guard.events] == [12]  # the 13th step, counted from 0
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert [(e.kind, e.step) for e in callback.guard.events] == [
+        ("refused", 15),
+        ("pinned", 10),
+        ("released", 10),
+    ]
+    assert "the guard is tripping (a trip at step 12" in callback.guard.events[0].reason
+    assert checkpoints(tmp_path / "out") == ["checkpoint-20"]
