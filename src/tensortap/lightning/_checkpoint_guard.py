@@ -26,6 +26,7 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from tensortap.exceptions import InvalidConfigError
+from tensortap.lightning._rollback import step_of
 from tensortap.pytorch._checkpoint_guard import CheckpointGuard, nonfinite_name
 
 
@@ -77,7 +78,7 @@ class GuardedModelCheckpoint(ModelCheckpoint):
         self.checkpoint_guard.saved(int(trainer.global_step), filepath)
 
     def _remove_checkpoint(self, trainer: Any, filepath: str) -> None:
-        if self.checkpoint_guard.keeps(filepath):
+        if self.checkpoint_guard.keeps(filepath, step_of(os.path.basename(filepath))):
             return
         super()._remove_checkpoint(trainer, filepath)
 
@@ -107,8 +108,6 @@ def last_good_checkpoint(
     """The newest ``.ckpt`` in ``dirpath`` (by its ``step=<n>``, else its time) that
     :func:`verify_checkpoint` finds sound, each newer one passed over an event of ``guard``;
     None when there is none (fit from the start)."""
-    from tensortap.lightning._rollback import step_of
-
     dirpath = os.fspath(dirpath)
     try:
         names = [n for n in os.listdir(dirpath) if n.endswith(".ckpt")]

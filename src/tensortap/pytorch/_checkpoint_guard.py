@@ -152,12 +152,13 @@ class CheckpointGuard:
 
     def keeps(self, where: str | None, step: int | None = None) -> bool:
         """Whether the rotation must keep the checkpoint at ``where`` (of ``step``): it is the
-        pinned one (an event says it was kept)."""
+        pinned one, or another file of the pinned step (Lightning's ``last.ckpt`` beside its
+        top-k file); an event says it was kept."""
         pinned = self.pinned
         if pinned is None:
             return False
         same = (where is not None and pinned[1] is not None and _same(where, pinned[1])) or (
-            where is None and step is not None and step == pinned[0]
+            step is not None and step == pinned[0]
         )
         if same:
             self._event(
