@@ -3,7 +3,9 @@
 transformers when it loads its integrations: see :mod:`tensortap.huggingface._report_to`); and
 :class:`RollbackCallback`, :class:`HuggingFaceCheckpoints`, :class:`BatchStream` and
 :func:`train_with_rollback`, which roll training back to its last good checkpoint (see
-:mod:`tensortap.huggingface._rollback`). Names load
+:mod:`tensortap.huggingface._rollback`); :class:`CheckpointGuardCallback`,
+:func:`last_good_checkpoint` and :func:`verify_checkpoint` keep NaN weights out of its
+checkpoints and its resumes (see :mod:`tensortap.huggingface._checkpoint_guard`). Names load
 at first use, as the framework faces' (see :mod:`tensortap._faces`)."""
 
 from typing import TYPE_CHECKING
