@@ -4,8 +4,9 @@ Trainer accepts only its own package's ``Callback``); :class:`RollbackCallback`,
 :class:`LightningCheckpoints` and :func:`fit_with_rollback` roll a fit back to its last good
 checkpoint (see :mod:`tensortap.lightning._rollback`); :class:`GuardedModelCheckpoint`,
 :func:`last_good_checkpoint` and :func:`verify_checkpoint` keep NaN weights out of its
-checkpoints and its resumes (see :mod:`tensortap.lightning._checkpoint_guard`). A name is None when its package is not
-installed. Names load at first use, as the framework faces' (see :mod:`tensortap._faces`)."""
+checkpoints and its resumes (see :mod:`tensortap.lightning._checkpoint_guard`). A name is
+None when its package is not installed. Names load at first use, as the framework faces'
+(see :mod:`tensortap._faces`)."""
 
 from typing import TYPE_CHECKING
 
