@@ -318,7 +318,7 @@ class GuardedCheckpoints:
 def nonfinite_name(state: Mapping[str, Any], prefix: str = "") -> str | None:
     """The name of the first floating-point tensor in ``state`` (nested dicts and lists of
     tensors, as a state dict) with a NaN or an infinity, or None when all are finite. One
-    host read for all of them."""
+    host read per device for all of them."""
     named = list(_float_tensors(state, prefix))
     if not named:
         return None
