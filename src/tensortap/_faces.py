@@ -38,6 +38,9 @@ FACES: dict[str, dict[str, str]] = {
         "SkipBatches": "tensortap.pytorch._skip_batches",
         "FunctionCheckpoints": "tensortap.pytorch._checkpoints",
         "DistributedCheckpoints": "tensortap.pytorch._checkpoints",
+        "CheckpointGuard": "tensortap.pytorch._checkpoint_guard",
+        "CheckpointEvent": "tensortap.pytorch._checkpoint_guard",
+        "GuardedCheckpoints": "tensortap.pytorch._checkpoint_guard",
         "OPTIMIZER_VARIABLES": "tensortap.pytorch._naming",
         "RELU_ACTIVATIONS": "tensortap.pytorch._naming",
     },
@@ -79,6 +82,9 @@ OWN_FACES: dict[str, dict[str, str]] = {
         "LightningCheckpoints": "tensortap.lightning._rollback",
         "RollbackCallback": "tensortap.lightning._rollback",
         "fit_with_rollback": "tensortap.lightning._rollback",
+        "GuardedModelCheckpoint": "tensortap.lightning._checkpoint_guard",
+        "last_good_checkpoint": "tensortap.lightning._checkpoint_guard",
+        "verify_checkpoint": "tensortap.lightning._checkpoint_guard",
     },
     "tensortap.huggingface": {
         "TensortapCallback": "tensortap.huggingface._callback",
@@ -86,6 +92,9 @@ OWN_FACES: dict[str, dict[str, str]] = {
         "HuggingFaceCheckpoints": "tensortap.huggingface._rollback",
         "RollbackCallback": "tensortap.huggingface._rollback",
         "train_with_rollback": "tensortap.huggingface._rollback",
+        "CheckpointGuardCallback": "tensortap.huggingface._checkpoint_guard",
+        "last_good_checkpoint": "tensortap.huggingface._checkpoint_guard",
+        "verify_checkpoint": "tensortap.huggingface._checkpoint_guard",
     },
 }
 _OPTIONAL = {
@@ -96,6 +105,9 @@ _OPTIONAL = {
             "LightningCheckpoints",
             "RollbackCallback",
             "fit_with_rollback",
+            "GuardedModelCheckpoint",
+            "last_good_checkpoint",
+            "verify_checkpoint",
         }
     )
 }

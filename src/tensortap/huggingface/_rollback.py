@@ -41,7 +41,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from tensortap.exceptions import InvalidConfigError
+from tensortap.exceptions import CheckpointError, InvalidConfigError
 from tensortap.pytorch._hook import Hook
 from tensortap.pytorch._rollback import Rollback
 from tensortap.pytorch._skip_batches import SkipBatches
@@ -112,7 +112,16 @@ class HuggingFaceCheckpoints:
         """Nothing: the Trainer saves (``save_steps``)."""
 
     def load(self, step: int) -> dict[str, Any]:
-        self.restore_path = self.path(step)
+        """Check the checkpoint of ``step`` (complete, finite: :func:`verify_checkpoint`) and
+        name it for the next ``train()``; a damaged or NaN one raises
+        :class:`~tensortap.exceptions.CheckpointError` (the rollback tries an older one)."""
+        from tensortap.huggingface._checkpoint_guard import verify_checkpoint
+
+        path = self.path(step)
+        problem = verify_checkpoint(path)
+        if problem is not None:
+            raise CheckpointError(f"the checkpoint of step {step} in {path} is not used: {problem}")
+        self.restore_path = path
         return {}
 
     def steps(self) -> list[int]:

@@ -2,8 +2,11 @@
 :class:`PLTensortapCallback` for the ``pytorch_lightning`` spelling of the same Trainer (each
 Trainer accepts only its own package's ``Callback``); :class:`RollbackCallback`,
 :class:`LightningCheckpoints` and :func:`fit_with_rollback` roll a fit back to its last good
-checkpoint (see :mod:`tensortap.lightning._rollback`). A name is None when its package is not
-installed. Names load at first use, as the framework faces' (see :mod:`tensortap._faces`)."""
+checkpoint (see :mod:`tensortap.lightning._rollback`); :class:`GuardedModelCheckpoint`,
+:func:`last_good_checkpoint` and :func:`verify_checkpoint` keep NaN weights out of its
+checkpoints and its resumes (see :mod:`tensortap.lightning._checkpoint_guard`). A name is
+None when its package is not installed. Names load at first use, as the framework faces'
+(see :mod:`tensortap._faces`)."""
 
 from typing import TYPE_CHECKING
 
@@ -11,6 +14,13 @@ from tensortap._faces import face
 
 if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ here)
     from tensortap.lightning._callback import CallbackMixin as CallbackMixin
+    from tensortap.lightning._checkpoint_guard import (
+        GuardedModelCheckpoint as GuardedModelCheckpoint,
+    )
+    from tensortap.lightning._checkpoint_guard import (
+        last_good_checkpoint as last_good_checkpoint,
+    )
+    from tensortap.lightning._checkpoint_guard import verify_checkpoint as verify_checkpoint
     from tensortap.lightning._lightning_callback import TensortapCallback as TensortapCallback
     from tensortap.lightning._pl_callback import PLTensortapCallback as PLTensortapCallback
     from tensortap.lightning._rollback import LightningCheckpoints as LightningCheckpoints

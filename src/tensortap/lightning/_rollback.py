@@ -36,11 +36,17 @@ from typing import Any
 
 from lightning.pytorch.callbacks.callback import Callback
 
-from tensortap.exceptions import InvalidConfigError
+from tensortap.exceptions import CheckpointError, InvalidConfigError
 from tensortap.pytorch._hook import Hook
 from tensortap.pytorch._rollback import Rollback
 
 _STEP = re.compile(r"(?:^|[-_])step=(\d+)")
+
+
+def step_of(name: str) -> int | None:
+    """The ``step=<n>`` in a checkpoint's file name, or None."""
+    match = _STEP.search(name)
+    return None if match is None else int(match.group(1))
 
 
 class LightningCheckpoints:
@@ -83,7 +89,16 @@ class LightningCheckpoints:
         """Nothing: ``ModelCheckpoint`` saves."""
 
     def load(self, step: int) -> dict[str, Any]:
-        self.restore_path = self.path(step)
+        """Check the file of ``step`` (readable, finite) and name it for the next fit; a
+        damaged or NaN one raises :class:`~tensortap.exceptions.CheckpointError` (the rollback
+        tries an older one)."""
+        from tensortap.lightning._checkpoint_guard import verify_checkpoint
+
+        path = self.path(step)
+        problem = verify_checkpoint(path)
+        if problem is not None:
+            raise CheckpointError(f"the checkpoint of step {step} in {path} is not used: {problem}")
+        self.restore_path = path
         return {}  # where the batches were is in the checkpoint: Lightning restores it
 
     def steps(self) -> list[int]:

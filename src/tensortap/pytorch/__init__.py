@@ -17,6 +17,9 @@ from tensortap._faces import face
 if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ here)
     from tensortap._shared import *  # noqa: F403
     from tensortap.core._rollback_target import RollbackTarget as RollbackTarget
+    from tensortap.pytorch._checkpoint_guard import CheckpointEvent as CheckpointEvent
+    from tensortap.pytorch._checkpoint_guard import CheckpointGuard as CheckpointGuard
+    from tensortap.pytorch._checkpoint_guard import GuardedCheckpoints as GuardedCheckpoints
     from tensortap.pytorch._checkpoints import DistributedCheckpoints as DistributedCheckpoints
     from tensortap.pytorch._checkpoints import FunctionCheckpoints as FunctionCheckpoints
     from tensortap.pytorch._guard import Guard as Guard

@@ -180,6 +180,12 @@ class DistributedCheckpoints:
                 f"the checkpoint of step {step} in {path} could not be read "
                 f"({type(exc).__name__}: {exc}); nothing was restored from it"
             ) from exc
+        bad = any_rank(_nonfinite(state))  # every rank restores, or none does
+        if bad is not None:  # a NaN checkpoint is never resumed from (issue 46)
+            raise CheckpointError(
+                f"the checkpoint of step {step} in {path} holds values that are not finite "
+                f"({bad}); nothing was restored from it"
+            )
         set_state_dict(
             self.model,
             self.optimizer,
@@ -229,8 +235,41 @@ class DistributedCheckpoints:
         self._steps.discard(step)
         self._manifests.pop(step, None)
 
+    def remove(self, step: int) -> None:
+        """Forget the checkpoint of ``step`` and delete its directory (rank 0; a rotation's
+        ``keep_last_n``, see :class:`~tensortap.pytorch.GuardedCheckpoints`)."""
+        self.forget(step)
+        if _rank0():
+            shutil.rmtree(self.path(step), ignore_errors=True)
+
 
 _CHUNK = 1 << 20
+
+
+def _rank0() -> bool:
+    import torch.distributed as dist
+
+    return not dist.is_available() or not dist.is_initialized() or dist.get_rank() == 0
+
+
+def any_rank(problem: str | None) -> str | None:
+    """``problem`` (or None), or the first other rank's when this one has none: every rank
+    decides alike (one gather of a short string, when more than one process runs)."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized() or dist.get_world_size() < 2:
+        return problem
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, problem)
+    if problem is not None:
+        return problem
+    return next((f"on rank {r}: {p}" for r, p in enumerate(gathered) if p is not None), None)
+
+
+def _nonfinite(state: dict[str, Any]) -> str | None:
+    from tensortap.pytorch._checkpoint_guard import nonfinite_name
+
+    return nonfinite_name(state)
 
 
 def _sha256(data: bytes) -> str:

@@ -249,7 +249,7 @@ class Rollback:
             self._tell_job("checkpoint_failed", step=step, message=message)
             return
         self._note_global(step)
-        oldest = self.checkpoints.steps()[0]
+        oldest = min(self.checkpoints.steps(), default=step)  # a refused save adds none
         self._trained = {s: b for s, b in self._trained.items() if s >= oldest}
         self._global_of = {s: g for s, g in self._global_of.items() if s >= oldest}
 

@@ -1,0 +1,156 @@
+"""Checkpoints never poisoned in a Hugging Face ``Trainer`` (see
+:mod:`tensortap.pytorch._checkpoint_guard`)::
+
+    from tensortap.huggingface import CheckpointGuardCallback, last_good_checkpoint
+
+    trainer = Trainer(model, TrainingArguments("out", save_steps=50, save_total_limit=2, ...),
+                      callbacks=[CheckpointGuardCallback()])
+    trainer.train(resume_from_checkpoint=last_good_checkpoint("out"))
+
+The callback refuses a save (``control.should_save = False`` at the end of the step, before
+the Trainer writes ``checkpoint-<n>``) while the model's weights are not finite or the guard
+given to its :class:`~tensortap.pytorch.CheckpointGuard` is tripping. Nothing is written, so
+the Trainer's rotation (``save_total_limit``, run after each save) deletes nothing: the last
+good checkpoint stays, pinned, until a save is allowed again. :func:`last_good_checkpoint`
+is the newest ``checkpoint-<n>`` that is complete and finite (each one passed over is an
+event), for ``resume_from_checkpoint``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+from tensortap.exceptions import InvalidConfigError
+from tensortap.pytorch._checkpoint_guard import CheckpointGuard, nonfinite_name
+
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+_STATE = "trainer_state.json"
+_SAFE, _SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
+_BIN, _BIN_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
+_OPTIMIZER = "optimizer.pt"
+_MAX_INDEX_BYTES = 64 << 20
+
+
+class CheckpointGuardCallback(TrainerCallback):
+    """Refuses the Trainer's saves while the weights are not finite or the guard is tripping
+    (an event each, never an exception), and notes each save made as the last good one."""
+
+    def __init__(self, guard: CheckpointGuard | None = None) -> None:
+        if guard is not None and not isinstance(guard, CheckpointGuard):
+            raise InvalidConfigError(
+                f"CheckpointGuardCallback needs a CheckpointGuard, got {type(guard).__name__}"
+            )
+        self.guard = guard if guard is not None else CheckpointGuard()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._decide(state, control, kwargs.get("model"))
+
+    def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._decide(state, control, kwargs.get("model"))
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        where = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+        self.guard.saved(state.global_step, where)
+
+    def _decide(self, state: Any, control: Any, model: Any) -> None:
+        if not control.should_save:
+            return
+        module = model if isinstance(model, torch.nn.Module) else None
+        if not self.guard.allow_save(state.global_step, module):
+            control.should_save = False
+
+
+def verify_checkpoint(path: str | os.PathLike[str]) -> str | None:
+    """What is wrong with the Trainer's checkpoint directory ``path`` (incomplete, unreadable,
+    weights or optimizer state not finite), or None when it is sound. Reads the weights with
+    ``safetensors`` or ``torch.load(weights_only=True)``: no code runs from its bytes."""
+    path = os.fspath(path)
+    try:
+        with open(os.path.join(path, _STATE), encoding="utf-8") as f:
+            json.loads(f.read(_MAX_INDEX_BYTES))
+    except (OSError, ValueError) as exc:
+        return f"its {_STATE} cannot be read ({type(exc).__name__}: {exc}): it is incomplete"
+    files = _weight_files(path)
+    if isinstance(files, str):
+        return files
+    for file in files:
+        try:
+            bad = _nonfinite_in(file)
+        except Exception as exc:  # safetensors' and torch's errors: a damaged file
+            return f"{file} cannot be read ({type(exc).__name__}: {exc})"
+        if bad is not None:
+            return f"its weights are not finite ({bad} in {os.path.basename(file)})"
+    optimizer = os.path.join(path, _OPTIMIZER)
+    if os.path.exists(optimizer):
+        try:
+            optim_state = torch.load(optimizer, map_location="cpu", weights_only=True, mmap=True)
+        except Exception as exc:
+            return f"{optimizer} cannot be read ({type(exc).__name__}: {exc})"
+        bad = nonfinite_name(optim_state) if isinstance(optim_state, dict) else None
+        if bad is not None:
+            return f"its optimizer state is not finite ({bad})"
+    return None
+
+
+def last_good_checkpoint(
+    output_dir: str | os.PathLike[str], guard: CheckpointGuard | None = None
+) -> str | None:
+    """The newest ``checkpoint-<n>`` in ``output_dir`` that :func:`verify_checkpoint` finds
+    sound (each newer one passed over is an event of ``guard``), or None when there is none
+    (train from the start)."""
+    output_dir = os.fspath(output_dir)
+    try:
+        names = os.listdir(output_dir)
+    except FileNotFoundError:
+        return None
+    candidates = [
+        (int(match.group(1)), os.path.join(output_dir, name))
+        for name in names
+        if (match := _CHECKPOINT.match(name)) and os.path.isdir(os.path.join(output_dir, name))
+    ]
+    chosen = (guard if guard is not None else CheckpointGuard()).newest_good(
+        candidates, verify_checkpoint
+    )
+    return None if chosen is None else chosen[1]
+
+
+def _weight_files(path: str) -> list[str] | str:
+    """The weight files of the checkpoint, or what is missing."""
+    for single, index in ((_SAFE, _SAFE_INDEX), (_BIN, _BIN_INDEX)):
+        if os.path.exists(os.path.join(path, single)):
+            return [os.path.join(path, single)]
+        where = os.path.join(path, index)
+        if os.path.exists(where):
+            try:
+                with open(where, encoding="utf-8") as f:
+                    weight_map = json.loads(f.read(_MAX_INDEX_BYTES))["weight_map"]
+                shards = sorted(set(weight_map.values()))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                return f"{where} cannot be read ({type(exc).__name__}: {exc})"
+            missing = [s for s in shards if not os.path.exists(os.path.join(path, str(s)))]
+            if missing:
+                return f"shard(s) {', '.join(map(str, missing))} named by {index} are missing"
+            return [os.path.join(path, str(s)) for s in shards]
+    return f"it holds no weights ({_SAFE} or {_BIN}): it is incomplete"
+
+
+def _nonfinite_in(file: str) -> str | None:
+    """The first tensor of the weight file that is not finite (a ``.safetensors`` file is read
+    one tensor at a time; a ``.bin`` is memory-mapped where it can be)."""
+    if file.endswith(".safetensors"):
+        from safetensors import safe_open
+
+        with safe_open(file, framework="pt", device="cpu") as f:
+            for name in f.keys():  # noqa: SIM118 - safe_open is not a mapping
+                bad = nonfinite_name({name: f.get_tensor(name)})
+                if bad is not None:
+                    return bad
+        return None
+    loaded = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+    return nonfinite_name(loaded if isinstance(loaded, dict) else {"weights": loaded})

@@ -1,0 +1,133 @@
+"""Checkpoints never poisoned in Lightning's ``Trainer.fit()`` (see
+:mod:`tensortap.pytorch._checkpoint_guard`)::
+
+    from tensortap.lightning import GuardedModelCheckpoint, last_good_checkpoint
+
+    checkpoint = GuardedModelCheckpoint("ckpts", every_n_train_steps=50, save_top_k=1)
+    trainer = lightning.pytorch.Trainer(max_steps=1000, callbacks=[checkpoint])
+    trainer.fit(module, ckpt_path=last_good_checkpoint("ckpts"))
+
+:class:`GuardedModelCheckpoint` is Lightning's ``ModelCheckpoint`` (same arguments, plus
+``checkpoint_guard=``) whose saves a :class:`~tensortap.pytorch.CheckpointGuard` decides: a
+save while the module's weights are not finite, or while the guard is tripping, is refused
+before anything is written or counted (no file, no ``best_k_models`` entry, no rotation), so
+``save_top_k`` deletes nothing good; and the last good file is pinned: the rotation never
+deletes it until a save is allowed again. Under DDP the ranks agree on a refusal (one
+reduction per save). :func:`last_good_checkpoint` is the newest ``.ckpt`` that reads back
+complete and finite (``torch.load(weights_only=True)``: no code runs from its bytes).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+
+from tensortap.exceptions import InvalidConfigError
+from tensortap.lightning._rollback import step_of
+from tensortap.pytorch._checkpoint_guard import CheckpointGuard, nonfinite_name
+
+
+class GuardedModelCheckpoint(ModelCheckpoint):
+    """``ModelCheckpoint`` whose saves are refused while the weights are not finite or the
+    guard is tripping (an event each, never an exception), and whose rotation keeps the last
+    good file while a save is refused."""
+
+    def __init__(self, *args: Any, checkpoint_guard: CheckpointGuard | None = None, **kwargs: Any):
+        if checkpoint_guard is not None and not isinstance(checkpoint_guard, CheckpointGuard):
+            raise InvalidConfigError(
+                "GuardedModelCheckpoint: checkpoint_guard must be a CheckpointGuard, got "
+                f"{type(checkpoint_guard).__name__}"
+            )
+        super().__init__(*args, **kwargs)
+        self.checkpoint_guard = (
+            checkpoint_guard if checkpoint_guard is not None else CheckpointGuard()
+        )
+        self._decided: tuple[int, bool] | None = None  # (global step, allowed)
+
+    def _allowed(self, trainer: Any) -> bool:
+        """Whether a save at this step may go on: decided once per step (top-k and last ask
+        alike), agreed by every rank."""
+        step = int(trainer.global_step)
+        if self._decided is not None and self._decided[0] == step:
+            return self._decided[1]
+        module = trainer.lightning_module
+        reason = self.checkpoint_guard.refusal(
+            module if isinstance(module, torch.nn.Module) else None
+        )
+        if trainer.world_size > 1:
+            anyone = trainer.strategy.reduce_boolean_decision(reason is not None, all=False)
+            if anyone and reason is None:
+                reason = "another rank refused the save (its weights are not finite)"
+        allowed = self.checkpoint_guard.judge(step, reason)
+        self._decided = (step, allowed)
+        return allowed
+
+    def _save_topk_checkpoint(self, trainer: Any, monitor_candidates: dict[str, Any]) -> None:
+        if self._allowed(trainer):
+            super()._save_topk_checkpoint(trainer, monitor_candidates)
+
+    def _save_last_checkpoint(self, trainer: Any, monitor_candidates: dict[str, Any]) -> None:
+        if self._allowed(trainer):
+            super()._save_last_checkpoint(trainer, monitor_candidates)
+
+    def _save_checkpoint(self, trainer: Any, filepath: str) -> None:
+        super()._save_checkpoint(trainer, filepath)
+        self.checkpoint_guard.saved(int(trainer.global_step), filepath)
+
+    def _remove_checkpoint(self, trainer: Any, filepath: str) -> None:
+        if self.checkpoint_guard.keeps(filepath, step_of(os.path.basename(filepath))):
+            return
+        super()._remove_checkpoint(trainer, filepath)
+
+
+def verify_checkpoint(path: str | os.PathLike[str]) -> str | None:
+    """What is wrong with the Lightning checkpoint file ``path`` (unreadable, without a
+    ``state_dict``, weights or optimizer state not finite), or None when it is sound."""
+    path = os.fspath(path)
+    try:
+        loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as exc:  # torch's and pickle's errors: a damaged or foreign file
+        return f"it cannot be read ({type(exc).__name__}: {str(exc)[:200]})"
+    if not isinstance(loaded, dict) or not isinstance(loaded.get("state_dict"), dict):
+        return "it holds no state_dict: it is incomplete"
+    bad = nonfinite_name(loaded["state_dict"])
+    if bad is not None:
+        return f"its weights are not finite ({bad})"
+    bad = nonfinite_name({"optimizer_states": loaded.get("optimizer_states") or []})
+    if bad is not None:
+        return f"its optimizer state is not finite ({bad})"
+    return None
+
+
+def last_good_checkpoint(
+    dirpath: str | os.PathLike[str], guard: CheckpointGuard | None = None
+) -> str | None:
+    """The newest ``.ckpt`` in ``dirpath`` (by its ``step=<n>``, else its time) that
+    :func:`verify_checkpoint` finds sound, each newer one passed over an event of ``guard``;
+    None when there is none (fit from the start)."""
+    dirpath = os.fspath(dirpath)
+    try:
+        names = [n for n in os.listdir(dirpath) if n.endswith(".ckpt")]
+    except FileNotFoundError:
+        return None
+    candidates = []
+    for name in names:
+        path = os.path.join(dirpath, name)
+        try:
+            when = os.path.getmtime(path)
+        except OSError:
+            continue
+        step = step_of(name)
+        candidates.append(((step if step is not None else -1, when), path))
+    chosen = None
+    checker = guard if guard is not None else CheckpointGuard()
+    for (step, _), path in sorted(candidates, reverse=True):
+        problem = verify_checkpoint(path)
+        if problem is None:
+            chosen = path
+            break
+        checker.passed_over(step, path, problem)
+    return chosen

@@ -1,0 +1,195 @@
+"""Checkpoints never poisoned in a real ``Trainer.train()`` (issue 46, item 2): a save whose
+weights are NaN is refused, ``save_total_limit`` keeps the last good checkpoint, and a resume
+passes over NaN or damaged checkpoints to the newest good one, with an event each."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+transformers: Any = pytest.importorskip("transformers")
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+import tensortap.pytorch as tt  # noqa: E402
+from tensortap.huggingface import (  # noqa: E402
+    CheckpointGuardCallback,
+    HuggingFaceCheckpoints,
+    last_good_checkpoint,
+    verify_checkpoint,
+)
+
+BATCH = 8
+
+
+class Regression(nn.Module):
+    """A small regression whose ``fault_at``-th forward pass (1-based) gives NaN outputs: its
+    update makes every weight NaN (plain SGD, no clipping), as a bad kernel or batch would."""
+
+    def __init__(self, fault_at: int | None = 13) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
+        self.fault_at, self.calls = fault_at, 0
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        self.calls += 1
+        out = self.net(x)
+        if self.calls == self.fault_at:
+            out = out * math.nan
+        return {"loss": nn.functional.mse_loss(out, labels)}
+
+
+def samples() -> list[dict[str, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(64 * BATCH, 8, generator=generator)
+    y = torch.sin(x[:, :1]) + 0.5 * x[:, 1:2]
+    return [{"x": a, "labels": b} for a, b in zip(x, y, strict=True)]
+
+
+def trainer(
+    out: Path,
+    callbacks: list[Any],
+    *,
+    max_steps: int = 30,
+    limit: int | None = 1,
+    fault_at: int | None = 13,
+) -> Any:
+    args = transformers.TrainingArguments(
+        str(out),
+        max_steps=max_steps,
+        per_device_train_batch_size=BATCH,
+        learning_rate=0.05,
+        lr_scheduler_type="constant",
+        optim="sgd",
+        save_strategy="steps",
+        save_steps=5,
+        save_total_limit=limit,
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        max_grad_norm=0.0,
+        seed=0,
+    )
+    return transformers.Trainer(
+        Regression(fault_at), args, train_dataset=samples(), callbacks=callbacks
+    )
+
+
+def checkpoints(out: Path) -> list[str]:
+    return sorted((p.name for p in out.glob("checkpoint-*")), key=lambda n: int(n.split("-")[1]))
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+def test_a_nan_weight_save_is_refused_and_rotation_keeps_the_last_good_one(
+    tmp_path: Path, limit: int
+) -> None:
+    callback = CheckpointGuardCallback()
+    run = trainer(tmp_path / "out", [callback], limit=limit)
+    run.train()  # step 13 makes the weights NaN: it is not stopped, nor crashed
+    assert run.state.global_step == 30
+    assert not all(torch.isfinite(p).all() for p in run.model.parameters())
+    # saves at 5 and 10; those at 15, 20, 25, 30 refused: the rotation deleted nothing good
+    assert checkpoints(tmp_path / "out") == ["checkpoint-5", "checkpoint-10"][-limit:]
+    assert verify_checkpoint(tmp_path / "out" / "checkpoint-10") is None
+    kinds = [(e.kind, e.step) for e in callback.guard.events]
+    assert kinds == [
+        ("refused", 15),
+        ("pinned", 10),
+        ("refused", 20),
+        ("refused", 25),
+        ("refused", 30),
+    ]
+    refused = callback.guard.events[0]
+    assert "not finite" in refused.reason and "net." in refused.reason
+    assert callback.guard.pinned == (10, str(tmp_path / "out" / "checkpoint-10"))
+
+
+def test_a_resume_passes_over_nan_checkpoints_to_the_older_good_one(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    trainer(out, [], limit=None).train()  # unguarded: checkpoints 15 to 30 hold NaN weights
+    assert checkpoints(out) == [f"checkpoint-{s}" for s in range(5, 31, 5)]
+    assert "not finite" in (verify_checkpoint(out / "checkpoint-30") or "")
+    guard = tt.CheckpointGuard()
+    chosen = last_good_checkpoint(out, guard)
+    assert chosen == str(out / "checkpoint-10")
+    assert [(e.kind, e.step) for e in guard.events] == [("fallback", s) for s in (30, 25, 20, 15)]
+    assert all("not finite" in e.reason for e in guard.events)
+    # the user's resume from it trains on, with finite weights, to the end
+    resumed = trainer(tmp_path / "again", [], max_steps=12, limit=None, fault_at=None)
+    resumed.train(resume_from_checkpoint=chosen)
+    assert resumed.state.global_step == 12
+    assert all(torch.isfinite(p).all() for p in resumed.model.parameters())
+
+
+def test_a_truncated_or_incomplete_checkpoint_is_passed_over(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    trainer(out, [], max_steps=10, limit=None).train()
+    weights = out / "checkpoint-10" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    guard = tt.CheckpointGuard()
+    assert last_good_checkpoint(out, guard) == str(out / "checkpoint-5")
+    (event,) = guard.events
+    assert event.kind == "fallback" and "cannot be read" in event.reason
+    (out / "checkpoint-5" / "trainer_state.json").unlink()  # a save cut short
+    assert last_good_checkpoint(out, guard) is None
+    assert "incomplete" in guard.events[-1].reason
+
+
+def test_the_rollback_falls_back_from_a_nan_checkpoint_with_an_event(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    trainer(out, [], max_steps=20, limit=None).train()  # 15 and 20 hold NaN weights
+    rollback = tt.Rollback(HuggingFaceCheckpoints(out))
+    rollback.request(19, [], "loss nan")
+    assert rollback.restore() == 10
+    kinds = [(e.kind, e.restored_step) for e in rollback.events]
+    assert kinds == [("damaged", 15), ("rollback", 10)]
+    assert "not finite" in rollback.events[0].reason
+
+
+def test_a_save_while_the_guard_trips_is_refused_and_the_pin_released_once_it_clears(
+    tmp_path: Path,
+) -> None:
+    """The guard undoes the NaN step (the weights stay finite), yet the saves while it is
+    tripping are refused, and the first one after ``clear_after`` quiet steps is allowed."""
+    model = Regression(fault_at=13)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    guard = tt.Guard(optimizer, model)  # the gradients' and the update's norms are judged
+    callback = CheckpointGuardCallback(tt.CheckpointGuard(guard=guard, clear_after=3))
+    args = transformers.TrainingArguments(
+        str(tmp_path / "out"),
+        max_steps=20,
+        per_device_train_batch_size=BATCH,
+        lr_scheduler_type="constant",
+        save_strategy="steps",
+        save_steps=5,
+        save_total_limit=1,
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        max_grad_norm=0.0,
+        seed=0,
+    )
+    run = transformers.Trainer(
+        model,
+        args,
+        train_dataset=samples(),
+        callbacks=[callback],
+        optimizers=(optimizer, None),
+    )
+    try:
+        run.train()
+    finally:
+        guard.remove()
+    assert [e.step for e in guard.events] == [12]  # the 13th step, counted from 0
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert [(e.kind, e.step) for e in callback.guard.events] == [
+        ("refused", 15),
+        ("pinned", 10),
+        ("released", 10),
+    ]
+    assert "the guard is tripping (a trip at step 12" in callback.guard.events[0].reason
+    assert checkpoints(tmp_path / "out") == ["checkpoint-20"]

@@ -1,0 +1,159 @@
+"""Checkpoints never poisoned in a real Lightning ``Trainer.fit()`` (issue 46, item 2): a save
+whose weights are NaN is refused, ``ModelCheckpoint``'s ``save_top_k`` keeps the last good
+file, and a resume passes over NaN or damaged files to the newest good one, with an event
+each."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+L: Any = pytest.importorskip("lightning.pytorch")
+import torch  # noqa: E402
+from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+import tensortap.pytorch as tt  # noqa: E402
+from tensortap.lightning import (  # noqa: E402
+    GuardedModelCheckpoint,
+    LightningCheckpoints,
+    last_good_checkpoint,
+    verify_checkpoint,
+)
+
+
+class Regression(L.LightningModule):
+    """Its ``fault_at``-th training step (1-based) gives NaN outputs: that update makes every
+    weight NaN (plain SGD, no clipping), as a bad kernel or batch would."""
+
+    def __init__(self, fault_at: int | None = 13) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
+        self.fault_at, self.calls = fault_at, 0
+
+    def training_step(self, batch: Any, index: int) -> torch.Tensor:
+        self.calls += 1
+        x, y = batch
+        out = self.net(x)
+        if self.calls == self.fault_at:
+            out = out * math.nan
+        return nn.functional.mse_loss(out, y)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+def loader() -> DataLoader:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(64 * 8, 8, generator=generator)
+    return DataLoader(TensorDataset(x, torch.sin(x[:, :1]) + 0.5 * x[:, 1:2]), batch_size=8)
+
+
+def fit(
+    tmp_path: Path, checkpoint: Any, *, max_steps: int = 30, fault_at: int | None = 13, **kw: Any
+) -> Any:
+    trainer = L.Trainer(
+        max_steps=max_steps,
+        default_root_dir=str(tmp_path),
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[checkpoint],
+    )
+    trainer.fit(Regression(fault_at), train_dataloaders=loader(), **kw)
+    return trainer
+
+
+def files(where: Path) -> list[str]:
+    return sorted(p.name for p in where.glob("*.ckpt"))
+
+
+@pytest.mark.parametrize(
+    "top_k",
+    [{"save_top_k": 1}, {"save_top_k": 2, "monitor": "step", "mode": "max"}],
+    ids=["save_top_k=1", "save_top_k=2-monitor=step"],
+)
+def test_a_nan_weight_save_is_refused_and_save_top_k_keeps_the_last_good_one(
+    tmp_path: Path, top_k: dict[str, Any]
+) -> None:
+    where = tmp_path / "ckpts"
+    checkpoint = GuardedModelCheckpoint(str(where), every_n_train_steps=5, **top_k)
+    trainer = fit(tmp_path, checkpoint)  # step 13 makes the weights NaN: not stopped, no crash
+    assert trainer.global_step == 30
+    kept = ["epoch=0-step=10.ckpt", "epoch=0-step=5.ckpt"][: top_k["save_top_k"]]
+    assert files(where) == kept
+    assert verify_checkpoint(where / "epoch=0-step=10.ckpt") is None
+    guard = checkpoint.checkpoint_guard
+    assert [(e.kind, e.step) for e in guard.events] == [
+        ("refused", 15),
+        ("pinned", 10),
+        ("refused", 20),
+        ("refused", 25),
+        ("refused", 30),
+    ]
+    assert "not finite" in guard.events[0].reason
+    assert checkpoint.best_model_path == str(where / "epoch=0-step=10.ckpt")
+
+
+def test_the_pinned_file_is_kept_from_the_rotation(tmp_path: Path) -> None:
+    """A save that does happen while a checkpoint is pinned (the guard refused the one
+    before) never deletes the pinned file."""
+    guard = tt.CheckpointGuard()
+    guard.saved(10, str(tmp_path / "ckpts" / "epoch=0-step=10.ckpt"))
+    guard.judge(15, "the guard is tripping")
+    assert guard.keeps(str(tmp_path / "ckpts" / "epoch=0-step=10.ckpt"))
+    assert not guard.keeps(str(tmp_path / "ckpts" / "epoch=0-step=5.ckpt"))
+    assert [e.kind for e in guard.events] == ["refused", "pinned", "kept"]
+    assert guard.judge(20, None)
+    assert guard.pinned is None and guard.events[-1].kind == "released"
+    assert not guard.keeps(str(tmp_path / "ckpts" / "epoch=0-step=10.ckpt"))
+
+
+def test_a_resume_passes_over_nan_files_to_the_older_good_one(tmp_path: Path) -> None:
+    where = tmp_path / "ckpts"
+    unguarded = ModelCheckpoint(str(where), every_n_train_steps=5, save_top_k=-1)
+    fit(tmp_path, unguarded)  # steps 15 to 30 hold NaN weights
+    assert len(files(where)) == 6
+    guard = tt.CheckpointGuard()
+    chosen = last_good_checkpoint(where, guard)
+    assert chosen == str(where / "epoch=0-step=10.ckpt")
+    assert [(e.kind, e.step) for e in guard.events] == [("fallback", s) for s in (30, 25, 20, 15)]
+    resumed = fit(
+        tmp_path / "again",
+        ModelCheckpoint(str(tmp_path / "again")),
+        max_steps=12,
+        fault_at=None,
+        ckpt_path=chosen,
+    )
+    assert resumed.global_step == 12
+    assert all(torch.isfinite(p).all() for p in resumed.lightning_module.parameters())
+
+
+def test_a_truncated_file_is_passed_over(tmp_path: Path) -> None:
+    where = tmp_path / "ckpts"
+    fit(tmp_path, ModelCheckpoint(str(where), every_n_train_steps=5, save_top_k=-1), max_steps=10)
+    newest = where / "epoch=0-step=10.ckpt"
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    guard = tt.CheckpointGuard()
+    assert last_good_checkpoint(where, guard) == str(where / "epoch=0-step=5.ckpt")
+    (event,) = guard.events
+    assert event.kind == "fallback" and "cannot be read" in event.reason
+
+
+def test_the_rollback_falls_back_from_a_nan_file_with_an_event(tmp_path: Path) -> None:
+    where = tmp_path / "ckpts"
+    fit(tmp_path, ModelCheckpoint(str(where), every_n_train_steps=5, save_top_k=-1), max_steps=20)
+    rollback = tt.Rollback(LightningCheckpoints(where))
+    rollback.request(19, [], "loss nan")
+    assert rollback.restore() == 10
+    assert [(e.kind, e.restored_step) for e in rollback.events] == [
+        ("damaged", 15),
+        ("rollback", 10),
+    ]
+    assert "not finite" in rollback.events[0].reason
