@@ -37,6 +37,16 @@ from tensortap.exceptions import InvalidConfigError
 from tensortap.testing import inject_bitflip
 from tests.helpers.optimizer_state import in_memory
 
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Any:
+    """One thread: a tiny model's ops are slower with two on a shared 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 # -- a small GPT, as a stranger writes one --
 VOCAB, CONTEXT, BATCH = 32, 16, 8
 
@@ -170,6 +180,11 @@ def test_a_recurring_layer_fault_drops_no_batch_tries_the_remedies_and_stops_nam
         if e["kind"] == "rollback_decision"
     ]
     assert decided == [("remedy", "blocks.2")] * 2 + [("stop", "blocks.2")]
+    from tensortap.report._training import training_report
+
+    page = training_report(tt.create_trial(tmp_path / "run"), rules=[])
+    assert "rollback: remedy lower_lr (numerics in blocks.2, step 60)" in page
+    assert "rollback: stop (numerics in blocks.2, step 60)" in page
 
 
 def test_without_remedies_a_layer_fault_stops_at_once_and_restores_nothing(

@@ -191,15 +191,29 @@ def _sessions_table(sessions: Sequence[Session]) -> str:
 
 def _attribution_marks(session: Session) -> list[tuple[float, str]]:
     """(global step, label) of each attribution by replay the session recorded (see
-    :mod:`tensortap.pytorch._replay`); an event that is not one, or is damaged, marks nothing."""
+    :mod:`tensortap.pytorch._replay`), and of each rollback decision made from it
+    (:func:`_decision_label`); an event that is neither, or is damaged, marks nothing."""
     out = []
     for event in session.events:
         fields, at = event.get("fields"), event.get("global_step")
-        if event.get("kind") != "attribution" or not isinstance(fields, dict):
+        if not isinstance(fields, dict) or not isinstance(at, int) or isinstance(at, bool):
             continue
-        if isinstance(at, int) and not isinstance(at, bool):
+        if event.get("kind") == "attribution":
             out.append((float(at), f"replay: {fields.get('kind')} (step {fields.get('step')})"))
+        elif event.get("kind") == "rollback_decision":
+            out.append((float(at), _decision_label(fields)))
     return out
+
+
+def _decision_label(fields: dict[str, Any]) -> str:
+    """``rollback: stop (numerics in blocks.2, step 61)``: what a rollback decided, from what."""
+    why = [str(fields.get("evidence") or "no replay")]
+    if fields.get("layer"):
+        why.append(f"in {fields['layer']}")
+    action = str(fields.get("action"))
+    if fields.get("remedy"):
+        action += f" {fields['remedy']}"
+    return f"rollback: {action} ({' '.join(why)}, step {fields.get('step')})"
 
 
 def _series(trial: Trial, names: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
