@@ -6,6 +6,7 @@ replayed as another batch and blamed on the hardware."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from tensortap.core._rollback_decision import (
 from tensortap.exceptions import InvalidConfigError
 from tensortap.testing import inject_bitflip
 from tests.helpers.optimizer_state import in_memory
+from tests.helpers.tiny_gpt import BATCH, GPT, LayerFault, gpt_step, tokens
 
 
 @pytest.fixture(autouse=True)
@@ -47,69 +49,7 @@ def _one_thread() -> Any:
     torch.set_num_threads(threads)
 
 
-# -- a small GPT, as a stranger writes one --
-VOCAB, CONTEXT, BATCH = 32, 16, 8
-
-
-class Block(nn.Module):
-    def __init__(self, d: int, heads: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, d // self.heads).unbind(2)
-        a = F.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
-        )
-        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
-
-
-class GPT(nn.Module):
-    def __init__(self, layers: int = 4, d: int = 32, heads: int = 2) -> None:
-        super().__init__()
-        self.tok, self.pos = nn.Embedding(VOCAB, d), nn.Embedding(CONTEXT, d)
-        self.blocks = nn.Sequential(*(Block(d, heads) for _ in range(layers)))
-        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, VOCAB, bias=False)
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        pos = torch.arange(idx.shape[1], device=idx.device)
-        return self.head(self.ln(self.blocks(self.tok(idx) + self.pos(pos))))
-
-
-def _tokens(batches: int) -> TensorDataset:
-    """A learnable sequence task: each next token is the last one plus one, modulo VOCAB."""
-    g = torch.Generator().manual_seed(0)
-    start = torch.randint(0, VOCAB, (batches * BATCH, 1), generator=g)
-    seq = (start + torch.arange(CONTEXT + 1)) % VOCAB
-    return TensorDataset(seq[:, :-1], seq[:, 1:])
-
-
-def _gpt_step(model: nn.Module, batch: Any) -> torch.Tensor:
-    x, y = batch
-    loss = F.cross_entropy(model(x).reshape(-1, VOCAB), y.reshape(-1))
-    loss.backward()
-    return loss
-
-
-class LayerFault:
-    """NaN written into a module's output while the loop is at one of ``steps``, whatever the
-    batch (the replay of such a step, run before the next one starts, sees it too)."""
-
-    def __init__(self, module: nn.Module, steps: set[int]) -> None:
-        self.steps, self.step = steps, -1
-        module.register_forward_hook(self._forward)
-
-    def _forward(self, module: nn.Module, args: Any, output: torch.Tensor) -> torch.Tensor | None:
-        if module.training and self.step in self.steps:
-            return output.clone().fill_(float("nan"))
-        return None
-
-
+# -- a small GPT (tests/helpers/tiny_gpt.py) --
 def _train_gpt(out: Path, *, remedies: bool = True) -> dict[str, Any]:
     torch.manual_seed(0)
     model = GPT()
@@ -122,7 +62,7 @@ def _train_gpt(out: Path, *, remedies: bool = True) -> dict[str, Any]:
         hook.register_module(model)
         return hook
 
-    batches = ttp.SkipBatches(DataLoader(_tokens(130), batch_size=BATCH))
+    batches = ttp.SkipBatches(DataLoader(tokens(130), batch_size=BATCH))
     rollback = ttp.Rollback(
         ttp.FunctionCheckpoints(save, load),
         every=10,
@@ -135,14 +75,14 @@ def _train_gpt(out: Path, *, remedies: bool = True) -> dict[str, Any]:
     guard = ttp.Guard(
         optimizer, model, budget=ttp.SkipBudget(2, 10, then="rollback"), rollback=rollback
     )
-    replayer = ttp.Replayer(model, _gpt_step)
+    replayer = ttp.Replayer(model, gpt_step)
     replayer.follow(guard, rollback=rollback)
     trained: list[tuple[int, Any]] = []
     for step, batch_id, batch in rollback.steps(120):
         replayer.capture(batch, batch_id=batch_id, step=step)
         fault.step = step
         optimizer.zero_grad()
-        loss = _gpt_step(model, batch)
+        loss = gpt_step(model, batch)
         replayer.after_backward(loss)
         guard.observe(loss, batch=batch_id, step=step)
         optimizer.step()
@@ -370,3 +310,56 @@ def test_a_batch_refilled_in_place_is_not_blamed_on_the_hardware(
     assert "changed in place" in said and "load_batch" in said
     attributions, status = _train_with_one_buffer(load=True)
     assert [(a.step, a.kind) for a in attributions] == [(5, DATA)]  # replayed from load_batch
+
+
+# -- in a job, zero code change for the job (tensortap run), the decisions shown --
+def test_a_jobs_live_view_events_and_report_show_each_decision(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    import tensortap
+
+    script = Path(__file__).parents[1] / "helpers" / "decide_job_train.py"
+    src = str(Path(tensortap.__file__).parents[1])
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tensortap.cli", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            env={**os.environ, "PYTHONPATH": src},
+        )
+
+    done = cli("run", "--", sys.executable, str(script))
+    assert done.returncode in (0, 3), done.stdout + done.stderr  # 3: a rule saw the NaN loss
+    (job,) = (tmp_path / "runs").iterdir()
+    result = json.loads((job / "logs" / "training.log").read_text().splitlines()[-1])
+    assert result["skipped"] == []  # no healthy batch left out
+    assert [(kind, restored) for kind, restored, _ in result["events"]] == [
+        ("rollback", 50),
+        ("rollback", 50),
+        ("stopped", None),
+    ]
+    events = [json.loads(line) for line in (job / "events.jsonl").read_text().splitlines()]
+    decided = [
+        (e["action"], e["remedy"], e["layer"]) for e in events if e["event"] == "rollback_decision"
+    ]
+    assert decided == [
+        ("remedy", "lower_lr", "blocks.2"),
+        ("remedy", "tighter_clip", "blocks.2"),
+        ("stop", None, "blocks.2"),
+    ]
+    assert (
+        "rollback: step 60: step(s) 60, 61 went non-finite from finite data in blocks.2"
+        in done.stdout
+    )
+    page = tmp_path / "report.html"
+    assert cli("report", str(job), "-o", str(page)).returncode == 0
+    shown = page.read_text()
+    assert "rollback: remedy lower_lr (numerics in blocks.2, step 60)" in shown  # on the curve
+    stop = "<td class='text'>stop</td><td class='text'>numerics</td><td class='text'>blocks.2</td>"
+    assert stop in shown  # in the decisions' table (the stop comes after the last saved step)

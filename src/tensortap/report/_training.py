@@ -205,6 +205,42 @@ def _attribution_marks(session: Session) -> list[tuple[float, str]]:
     return out
 
 
+def _decisions_table(sessions: Sequence[Session]) -> str:
+    """What a rollback decided from the replays' evidence, one row per decision (a mark on the
+    curve can fall past the last saved step: a stop is decided after it)."""
+    rows = []
+    for s in sessions:
+        for event in s.events:
+            fields = event.get("fields")
+            if event.get("kind") != "rollback_decision" or not isinstance(fields, dict):
+                continue
+            cells = (
+                s.index,
+                fields.get("step"),
+                _decision_label(fields).removeprefix("rollback: ").split(" (")[0],
+                fields.get("evidence") or "no replay",
+                fields.get("layer"),
+                fields.get("reason"),
+            )
+            rows.append(
+                "<tr>"
+                + "".join(
+                    f"<td class='text'>{html.escape('-' if c is None else str(c))}</td>"
+                    for c in cells
+                )
+                + "</tr>"
+            )
+    if not rows:
+        return ""
+    head = "".join(
+        f"<th>{h}</th>" for h in ("session", "step", "decision", "evidence", "layer", "why")
+    )
+    return (
+        "<p>Rollback decisions, from what the replays said about the failed steps:</p>"
+        f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+    )
+
+
 def _decision_label(fields: dict[str, Any]) -> str:
     """``rollback: stop (numerics in blocks.2, step 61)``: what a rollback decided, from what."""
     why = [str(fields.get("evidence") or "no replay")]
@@ -307,7 +343,11 @@ class TrainingReport:
             for collection in ("losses", "metrics")
             if (names := sorted(_saved(trial, collection)))
         ]
-        return _sessions_table(sessions) + ("".join(charts) or "<p>No losses or metrics saved.</p>")
+        return (
+            _sessions_table(sessions)
+            + _decisions_table(sessions)
+            + ("".join(charts) or "<p>No losses or metrics saved.</p>")
+        )
 
     def _layer_health(self, trial: Trial) -> dict[str, Any]:
         """:func:`~tensortap.query._health.layer_health` over at most :data:`HEAT_COLUMNS`
