@@ -363,3 +363,29 @@ def test_a_jobs_live_view_events_and_report_show_each_decision(tmp_path: Path) -
     assert "rollback: remedy lower_lr (numerics in blocks.2, step 60)" in shown  # on the curve
     stop = "<td class='text'>stop</td><td class='text'>numerics</td><td class='text'>blocks.2</td>"
     assert stop in shown  # in the decisions' table (the stop comes after the last saved step)
+
+
+@pytest.mark.parametrize("data", [False, True])
+def test_two_gloo_ranks_decide_alike_from_every_ranks_evidence(
+    tmp_path: Path, helper_env: dict[str, str], data: bool
+) -> None:
+    import json
+
+    import tensortap
+    from tests.conftest import helper_cmd
+    from tests.helpers.ranks import run_ranks
+
+    src = str(Path(tensortap.__file__).parents[1])
+    cmd = helper_cmd("ddp_decide.py", *(["--data"] if data else []))
+    done = run_ranks(cmd, 2, dict(helper_env, PYTHONPATH=src), timeout=200)
+    for p in done:
+        assert p.returncode == 0, p.stderr
+    results = [json.loads(p.stdout.strip().splitlines()[-1]) for p in done]
+    # rank 1 asked, rank 0 alone held the evidence: both go on (or, with rank 1's data
+    # evidence, the graver, both restore and leave batch 6 out)
+    expected = (
+        {"events": [["rollback", "restore", "data"]], "skip": [6]}
+        if data
+        else {"events": [["went_on", "go_on", "transient"]], "skip": []}
+    )
+    assert results == [expected, expected]
