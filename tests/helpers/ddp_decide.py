@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import cast
 
 import torch
 import torch.distributed as dist
@@ -46,7 +47,7 @@ def main() -> None:
         ]
         for e in rollback.events
     ]
-    skip = sorted(rollback.batches.skip) if rollback.batches is not None else []
+    skip = sorted(cast("set[int]", rollback.batches.skip if rollback.batches else set()))
     dist.barrier()
     dist.destroy_process_group()
     print(json.dumps({"events": events, "skip": skip}), flush=True)

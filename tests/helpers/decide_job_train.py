@@ -9,12 +9,17 @@ Usage: decide_job_train.py (in a job: $TENSORTAP_CONFIG and $TENSORTAP_JOB_DIR s
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
+from typing import Any
 
 import torch
-from tiny_gpt import BATCH, GPT, LayerFault, gpt_step, tokens
 from torch.utils.data import DataLoader
 
 import tensortap.pytorch as tt
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.helpers
+from tests.helpers.tiny_gpt import BATCH, GPT, LayerFault, gpt_step, tokens
 
 
 def main() -> None:
@@ -23,7 +28,7 @@ def main() -> None:
     model = GPT()
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     fault = LayerFault(model.blocks[2], {60, 61})
-    saved: dict[int, tuple[dict, dict]] = {}
+    saved: dict[int, tuple[dict[str, Any], Any]] = {}
 
     def save(step: int) -> None:
         saved[step] = (
@@ -67,11 +72,11 @@ def main() -> None:
         [e.kind, e.restored_step, None if e.decision is None else e.decision.to_dict()]
         for e in rollback.events
     ]
-    skipped = sorted(rollback.batches.skip) if rollback.batches is not None else []
+    skipped = sorted(map(str, rollback.batches.skip)) if rollback.batches is not None else []
     print(json.dumps({"events": events, "skipped": skipped}), flush=True)
 
 
-def _cloned(value: object) -> object:
+def _cloned(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.clone()
     if isinstance(value, dict):

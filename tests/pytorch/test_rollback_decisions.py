@@ -7,6 +7,7 @@ replayed as another batch and blamed on the hardware."""
 from __future__ import annotations
 
 import os
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -201,7 +202,7 @@ def _train_mlp(bad: tuple[int, ...], flips: tuple[int, ...]) -> dict[str, Any]:
     )
     replayer = ttp.Replayer(model, _mlp_step)
     replayer.follow(guard, rollback=rollback)
-    trained: list[int] = []
+    trained: list[Hashable] = []
     for step, batch_id, batch in rollback.steps(MLP_STEPS):
         replayer.capture(batch, batch_id=batch_id, step=step)
         optimizer.zero_grad()
@@ -249,12 +250,12 @@ def test_a_nan_batch_is_still_left_out_and_training_goes_on_to_the_end() -> None
 
 
 # -- the decision alone --
-def _seen(kind: str, batch: int, layer: str | None = None) -> Evidence:
+def _seen(kind: str, batch: int, layer: str | None = None) -> Evidence:  # batch = step
     return Evidence(kind, batch, batch, layer)
 
 
 def test_the_gravest_evidence_decides_and_only_data_or_unknown_batches_are_dropped() -> None:
-    both = {1: _seen(DATA, 1), 2: _seen(TRANSIENT, 2)}
+    both: dict[Hashable, Evidence] = {1: _seen(DATA, 1), 2: _seen(TRANSIENT, 2)}
     mixed = decide([1, 2, 3], both)
     assert (mixed.action, mixed.evidence, mixed.drop, mixed.keep) == (RESTORE, DATA, (1, 3), (2,))
     assert decide([1, 2], {}).drop == (1, 2)  # no evidence: as before

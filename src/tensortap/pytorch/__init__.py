@@ -28,10 +28,10 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ 
     from tensortap.pytorch._hook import get_hook as get_hook
     from tensortap.pytorch._naming import OPTIMIZER_VARIABLES as OPTIMIZER_VARIABLES
     from tensortap.pytorch._naming import RELU_ACTIVATIONS as RELU_ACTIVATIONS
+    from tensortap.pytorch._remedies import Remedies as Remedies
     from tensortap.pytorch._replay import Replayer as Replayer
     from tensortap.pytorch._replay import ReplayStatus as ReplayStatus
     from tensortap.pytorch._replay_attribution import Attribution as Attribution
-    from tensortap.pytorch._remedies import Remedies as Remedies
     from tensortap.pytorch._rollback import Rollback as Rollback
     from tensortap.pytorch._rollback import RollbackEvent as RollbackEvent
     from tensortap.pytorch._skip_batches import SkipBatches as SkipBatches
