@@ -390,3 +390,56 @@ def test_two_gloo_ranks_decide_alike_from_every_ranks_evidence(
         else {"events": [["went_on", "go_on", "transient"]], "skip": []}
     )
     assert results == [expected, expected]
+
+
+def test_under_accumulation_a_transient_trip_drops_no_micro_batch() -> None:
+    """The guard names a step's micro-batches together (MicroBatches); the replay's verdict
+    on the step holds for each of them."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    inject_bitflip(model[2], step=4)  # step 2's first micro-batch, once
+    data = _data(())
+    micro = [
+        (data.tensors[0][i * BATCH : (i + 1) * BATCH], data.tensors[1][i * BATCH : (i + 1) * BATCH])
+        for i in range(20)
+    ]
+
+    def step_fn(model: nn.Module, batches: Any) -> torch.Tensor:
+        losses = []
+        for x, y in batches:
+            loss = F.mse_loss(model(x), y) / len(batches)
+            loss.backward()
+            losses.append(loss.detach())
+        return torch.stack(losses).sum()
+
+    save, load = in_memory(model, optimizer)
+    rollback = ttp.Rollback(ttp.FunctionCheckpoints(save, load))
+    guard = ttp.Guard(
+        optimizer, model, budget=ttp.SkipBudget(1, 10, then="rollback"), rollback=rollback
+    )
+    replayer = ttp.Replayer(model, step_fn)
+    replayer.follow(guard, rollback=rollback)
+    rollback.checkpoint(0)
+    step = 0
+    while step < 8:
+        if (restored := rollback.restore()) is not None:
+            step = restored
+        pair = micro[2 * step : 2 * step + 2]
+        replayer.capture(pair, batch_id=step, step=step)
+        optimizer.zero_grad()
+        losses = []
+        for m, (x, y) in enumerate(pair):
+            loss = F.mse_loss(model(x), y) / 2
+            loss.backward()
+            losses.append(loss.detach())
+            guard.observe(loss, batch=2 * step + m, step=step)
+        replayer.after_backward(torch.stack(losses).sum())  # as step_fn returns it
+        optimizer.step()
+        step += 1
+    assert guard.flush()
+    rollback.restore()
+    guard.remove()
+    assert [(e.step, tuple(e.batch)) for e in guard.events] == [(2, (4, 5))]
+    assert [a.kind for a in replayer.attributions] == [TRANSIENT]
+    assert [e.kind for e in rollback.events] == ["went_on"]  # before: a rollback dropping 4, 5

@@ -58,6 +58,7 @@ from tensortap.core._rollback_decision import (
 from tensortap.core._rollback_request import REQUEST_FILE, RollbackRequests, record_event
 from tensortap.exceptions import CheckpointError, InvalidConfigError
 from tensortap.pytorch._checkpoints import Checkpoints
+from tensortap.pytorch._guard_budget import MicroBatches, flatten
 from tensortap.pytorch._remedies import Remedies
 from tensortap.pytorch._skip_batches import SkipBatches
 
@@ -329,18 +330,22 @@ class Rollback:
                 f"{attribution!r}"
             )
         rank = _rank_if_any()
-        if batch is not None and isinstance(batch, Hashable):
-            self._evidence.pop(batch, None)  # the newest last (pruned oldest first)
-            self._evidence[batch] = Evidence(
+        # a step that accumulated micro-batches names them together; a request names each
+        named = flatten([batch]) if isinstance(batch, MicroBatches) else [batch]
+        for one in named:
+            if one is None or not isinstance(one, Hashable):
+                continue
+            self._evidence.pop(one, None)  # the newest last (pruned oldest first)
+            self._evidence[one] = Evidence(
                 kind,
                 step,
-                batch,
+                one,
                 getattr(attribution, "first_bad_layer", None),
                 str(getattr(attribution, "message", "")),
                 rank,
             )
-            while len(self._evidence) > _KEEP_EVIDENCE:
-                self._evidence.pop(next(iter(self._evidence)))
+        while len(self._evidence) > _KEEP_EVIDENCE:
+            self._evidence.pop(next(iter(self._evidence)))
         if kind != TRANSIENT:
             return
         count = self.transients[rank] = self.transients.get(rank, 0) + 1
