@@ -443,3 +443,26 @@ def test_under_accumulation_a_transient_trip_drops_no_micro_batch() -> None:
     assert [(e.step, tuple(e.batch)) for e in guard.events] == [(2, (4, 5))]
     assert [a.kind for a in replayer.attributions] == [TRANSIENT]
     assert [e.kind for e in rollback.events] == ["went_on"]  # before: a rollback dropping 4, 5
+
+
+def test_a_reproducible_fault_stops_at_once_without_a_restore() -> None:
+    """Everything finite, the batch moderate, the replay the same: a restore would replay it."""
+    saved: list[int] = []
+    rollback = ttp.Rollback(
+        ttp.FunctionCheckpoints(saved.append, lambda step: None),
+        every=4,
+        batches=ttp.SkipBatches(list(range(40))),
+    )
+    trained = []
+    for step, _, _ in rollback.steps(30):
+        trained.append(step)
+        if step == 9:
+            rollback.attributed(ttp.Attribution(REPRODUCIBLE, 9, None, {}, "the same", batch=9))
+            rollback.request(9, [9], "a loss spike")
+    (event,) = rollback.events
+    assert (event.kind, event.restored_step, rollback.rollbacks) == ("stopped", None, 0)
+    assert event.decision is not None and event.decision.evidence == REPRODUCIBLE
+    assert rollback.should_stop and trained == list(range(10))  # before: restored step 8
+    assert rollback.batches is not None and rollback.batches.skip == set()
+    with pytest.raises(InvalidConfigError, match="attribution by replay"):
+        rollback.attributed("data")
