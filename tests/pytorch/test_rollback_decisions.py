@@ -466,3 +466,22 @@ def test_a_reproducible_fault_stops_at_once_without_a_restore() -> None:
     assert rollback.batches is not None and rollback.batches.skip == set()
     with pytest.raises(InvalidConfigError, match="attribution by replay"):
         rollback.attributed("data")
+
+
+def test_a_numerics_fault_long_after_a_remedy_starts_again_from_the_first_remedy() -> None:
+    model = nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    rollback = ttp.Rollback(
+        ttp.FunctionCheckpoints(lambda step: None, lambda step: None),
+        every=5,
+        batches=ttp.SkipBatches(list(range(100))),
+        remedies=ttp.Remedies(optimizer, steps=10),
+    )
+    faults = {12: "fc", 14: "fc", 60: "head"}  # 14: the same fault again; 60: a new one
+    for step, batch_id, _ in rollback.steps(80):
+        if faults.pop(step, None) is not None:  # once each (a restore trains the step again)
+            rollback.attributed(ttp.Attribution(NUMERICS, step, "layer", {}, "", batch=batch_id))
+            rollback.request(step, [batch_id], "nan")
+    remedies = [(e.step, e.decision.remedy) for e in rollback.events if e.decision]
+    assert remedies == [(12, LOWER_LR), (14, TIGHTER_CLIP), (60, LOWER_LR)]
+    assert rollback.batches is not None and rollback.batches.skip == set()

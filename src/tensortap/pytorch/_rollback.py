@@ -158,6 +158,7 @@ class Rollback:
         self.remedies, self.transient_limit = remedies, transient_limit
         self._evidence: dict[Hashable, Evidence] = {}  # batch id -> the last replay's verdict
         self._tried: list[str] = []  # the remedies tried for the fault at hand
+        self._remedied = 0  # the step whose fault the last remedy was for
         #: Transient faults heard of, per rank.
         self.transients: dict[int, int] = {}
         self.checkpoints = checkpoints
@@ -400,6 +401,12 @@ class Rollback:
             ids = [self._trained[step]]
         ids = list(dict.fromkeys(ids))
         order = self.remedies.order if self.remedies is not None else ()
+        if (
+            self._tried
+            and self.remedies is not None
+            and step > self._remedied + self.remedies.steps
+        ):
+            self._tried = []  # past the last remedy's steps: a new fault starts from the first
         decision = decide(ids, evidence, remedies=order, tried=self._tried)
         if decision.action in (GO_ON, STOP):
             self._without_restore(step, ids, reason, decision)
@@ -458,6 +465,7 @@ class Rollback:
         if decision.action == REMEDY and self.remedies is not None and decision.remedy:
             remedy = f"; remedy: {self.remedies.apply(decision.remedy)}"
             self._tried.append(decision.remedy)
+            self._remedied = step
         self._record_decision(step, decision)
         parent, session = self._branch(target, step, list(decision.drop), reason)
         message = (
