@@ -270,7 +270,7 @@ def test_the_gravest_evidence_decides_and_only_data_or_unknown_batches_are_dropp
 
 
 # -- item 7: a reused input buffer --
-def _train_with_one_buffer(load: bool) -> list[Any]:
+def _train_with_one_buffer(load: bool, fresh: bool = False) -> list[Any]:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
@@ -287,11 +287,17 @@ def _train_with_one_buffer(load: bool) -> list[Any]:
     replayer.follow(guard)
     for step in range(8):
         x, y = load_batch(step)
-        x_buffer.copy_(x)  # the script refills the same tensors each step
-        y_buffer.copy_(y)
-        replayer.capture((x_buffer, y_buffer), batch_id=step, step=step)
+        if fresh:  # new tensors each step, which the step changes in place itself
+            batch = (x.clone(), y.clone())
+        else:
+            x_buffer.copy_(x)  # the script refills the same tensors each step
+            y_buffer.copy_(y)
+            batch = (x_buffer, y_buffer)
+        replayer.capture(batch, batch_id=step, step=step)
         optimizer.zero_grad()
-        loss = _mlp_step(model, (x_buffer, y_buffer))
+        if fresh:
+            batch[1].clamp_(-1e6, 1e6)  # as a loop masks its labels
+        loss = _mlp_step(model, batch)
         replayer.after_backward(loss)
         guard.observe(loss, batch=step, step=step)
         optimizer.step()
@@ -311,6 +317,9 @@ def test_a_batch_refilled_in_place_is_not_blamed_on_the_hardware(
     assert "changed in place" in said and "load_batch" in said
     attributions, status = _train_with_one_buffer(load=True)
     assert [(a.step, a.kind) for a in attributions] == [(5, DATA)]  # replayed from load_batch
+    # a step that changes its own batch in place (labels masked) is still replayed
+    attributions, status = _train_with_one_buffer(load=False, fresh=True)
+    assert [(a.step, a.kind) for a in attributions] == [(5, DATA)] and status.refused == 0
 
 
 # -- in a job, zero code change for the job (tensortap run), the decisions shown --

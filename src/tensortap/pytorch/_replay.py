@@ -233,6 +233,8 @@ class Replayer:
             )
         capture = self._captures[-1]
         capture.fingerprint, capture.has_grad, capture.weights = fingerprint(self.params, loss)
+        # the batch as the step left it: its own in-place changes (labels masked) are its own
+        capture.batch_marks = batch_marks(capture.batch)
 
     # -- asking for replays --
     def follow(self, guard: Any, *, rollback: Any = None) -> None:

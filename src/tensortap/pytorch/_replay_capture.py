@@ -31,8 +31,8 @@ class Capture:
     has_grad: tuple[bool, ...] = ()
     weights: torch.Tensor | None = None  #: norm of each trained parameter, float32
     restores: int = 0  #: rollbacks done (by a rollback the replayer follows) when captured
-    #: the batch's tensors' version counters when captured (a loader that refills one
-    #: buffer in place moves them)
+    #: the batch's tensors' version counters, taken again after the backward pass (a loader
+    #: that refills one buffer in place moves them later)
     batch_marks: tuple[int, ...] = ()
 
 
@@ -82,9 +82,10 @@ def batch_marks(batch: Any) -> tuple[int, ...]:
 
 
 def batch_overwritten(capture: Capture) -> bool:
-    """Whether ``capture``'s batch was changed in place since the step was captured (a version
-    counter moved: a loader that refills one buffer, ``buffer.copy_(next_batch)``), so that
-    it is no longer the batch the step trained."""
+    """Whether ``capture``'s batch was changed in place since the step's backward pass (a
+    version counter moved: a loader that refills one buffer, ``buffer.copy_(next_batch)``),
+    so that it is no longer the batch the step trained. (The step's own in-place changes, made
+    before :meth:`Replayer.after_backward` takes the marks again, do not count.)"""
     return capture.batch is not None and batch_marks(capture.batch) != capture.batch_marks
 
 
