@@ -35,6 +35,7 @@ FACES: dict[str, dict[str, str]] = {
         "SkipBudget": "tensortap.pytorch._guard_budget",
         "Rollback": "tensortap.pytorch._rollback",
         "RollbackEvent": "tensortap.pytorch._rollback",
+        "Remedies": "tensortap.pytorch._remedies",
         "SkipBatches": "tensortap.pytorch._skip_batches",
         "FunctionCheckpoints": "tensortap.pytorch._checkpoints",
         "DistributedCheckpoints": "tensortap.pytorch._checkpoints",

@@ -26,6 +26,8 @@ _NOTABLE = {
     "stop_requested": "stop requested ({reason}); training stops at its next step",
     "rollback": "{message}",
     "rollback_refused": "{message}",
+    "rollback_decision": "rollback: {message}",
+    "suspect_rank": "{message}",
     "training_terminated": "training did not stop within {after_secs:g} s; terminating it",
     "training_ended": "training ended: {status} (exit code {exit_code})",
 }

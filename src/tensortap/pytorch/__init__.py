@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ 
     from tensortap.pytorch._hook import get_hook as get_hook
     from tensortap.pytorch._naming import OPTIMIZER_VARIABLES as OPTIMIZER_VARIABLES
     from tensortap.pytorch._naming import RELU_ACTIVATIONS as RELU_ACTIVATIONS
+    from tensortap.pytorch._remedies import Remedies as Remedies
     from tensortap.pytorch._replay import Replayer as Replayer
     from tensortap.pytorch._replay import ReplayStatus as ReplayStatus
     from tensortap.pytorch._replay_attribution import Attribution as Attribution

@@ -85,7 +85,13 @@ from tensortap.pytorch._replay_attribution import (
     tensors,
 )
 from tensortap.pytorch._replay_budget import MAX_REPLAYS, ReplayBudget
-from tensortap.pytorch._replay_capture import Capture, fingerprint, weights_unchanged
+from tensortap.pytorch._replay_capture import (
+    Capture,
+    batch_marks,
+    batch_overwritten,
+    fingerprint,
+    weights_unchanged,
+)
 from tensortap.pytorch._replay_state import RngState, model_put_back
 
 log = logging.getLogger(__name__)
@@ -209,6 +215,7 @@ class Replayer:
                 RngState.take(self.python_rng, self.numpy_rng),
                 [p._version for p in self.params],
                 self.model.training,
+                batch_marks=batch_marks(batch),
             )
         )
         self.step = number + 1
@@ -226,6 +233,8 @@ class Replayer:
             )
         capture = self._captures[-1]
         capture.fingerprint, capture.has_grad, capture.weights = fingerprint(self.params, loss)
+        # the batch as the step left it: its own in-place changes (labels masked) are its own
+        capture.batch_marks = batch_marks(capture.batch)
 
     # -- asking for replays --
     def follow(self, guard: Any, *, rollback: Any = None) -> None:
@@ -336,6 +345,16 @@ class Replayer:
                 "the step's update. Replay it before optimizer.step() (the guard skips a "
                 "tripped step's update; a guard that records only lets it through)"
             )
+        if batch_overwritten(capture):
+            if self.load_batch is None or capture.batch_id is None:
+                self._refuse(
+                    f"the batch of step {capture.step} was changed in place since it was "
+                    "captured (a loader that refills one input buffer). Replayed, it would be "
+                    "another batch, and the step would read as a transient (hardware) fault. "
+                    "Give capture a copy of the batch, or batch_id= with the replayer's "
+                    "load_batch="
+                )
+            capture.batch = None  # replay it from load_batch(batch_id)
         self.budget.start()
         started = time.perf_counter()
         try:
@@ -372,6 +391,8 @@ class Replayer:
         hook = self._hook()
         if hook is not None:
             hook.record_event("attribution", attribution.to_dict())
+        if self._rollback is not None:  # its next decision hears the evidence
+            self._rollback.attributed(attribution)
         return attribution
 
     def _hook(self) -> Any:

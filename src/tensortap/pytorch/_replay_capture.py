@@ -9,6 +9,7 @@ precondition: the weights are still those of the step, before its update.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,9 @@ class Capture:
     has_grad: tuple[bool, ...] = ()
     weights: torch.Tensor | None = None  #: norm of each trained parameter, float32
     restores: int = 0  #: rollbacks done (by a rollback the replayer follows) when captured
+    #: the batch's tensors' version counters, taken again after the backward pass (a loader
+    #: that refills one buffer in place moves them later)
+    batch_marks: tuple[int, ...] = ()
 
 
 def fingerprint(
@@ -53,6 +57,38 @@ def fingerprint(
     return prints, has_grad, weight_norms
 
 
+def batch_tensors(value: Any) -> Iterator[torch.Tensor]:
+    """Every tensor in a batch (tokens too), in a fixed order."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from batch_tensors(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from batch_tensors(item)
+
+
+def batch_marks(batch: Any) -> tuple[int, ...]:
+    """Each tensor of ``batch``: its version counter (no device work; -1 where a tensor keeps
+    none, as those made under ``torch.inference_mode``)."""
+    marks = []
+    for t in batch_tensors(batch):
+        try:
+            marks.append(int(t._version))
+        except RuntimeError:
+            marks.append(-1)
+    return tuple(marks)
+
+
+def batch_overwritten(capture: Capture) -> bool:
+    """Whether ``capture``'s batch was changed in place since the step's backward pass (a
+    version counter moved: a loader that refills one buffer, ``buffer.copy_(next_batch)``),
+    so that it is no longer the batch the step trained. (The step's own in-place changes, made
+    before :meth:`Replayer.after_backward` takes the marks again, do not count.)"""
+    return capture.batch is not None and batch_marks(capture.batch) != capture.batch_marks
+
+
 def weights_unchanged(params: list[torch.nn.Parameter], capture: Capture) -> bool:
     """Whether the weights are those of ``capture``'s step, before its update: no version
     counter moved since, or where one moved, the weight's norm is bitwise the one taken after
@@ -71,4 +107,11 @@ def weights_unchanged(params: list[torch.nn.Parameter], capture: Capture) -> boo
     )
 
 
-__all__ = ["Capture", "fingerprint", "weights_unchanged"]
+__all__ = [
+    "Capture",
+    "batch_marks",
+    "batch_overwritten",
+    "batch_tensors",
+    "fingerprint",
+    "weights_unchanged",
+]

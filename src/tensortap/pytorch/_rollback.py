@@ -23,6 +23,13 @@ training thread acts on it at the next step boundary (:meth:`Rollback.restore`, 
 5. the hook's session ends and a new one starts, recorded as a branch of the first at the
    restored step (:meth:`tensortap._hook.Hook.branch_from`), so the trial and the dashboard show
    the resumed run as a fork.
+
+Before step 2, the evidence is heard: a :class:`~tensortap.pytorch.Replayer` that follows the
+rollback hands it each attribution (:meth:`Rollback.attributed`), and the request is decided by
+:func:`tensortap.core._rollback_decision.decide`: a data fault is restored and its batches left
+out as above; a transient one goes on with every batch (counted per rank, the rank named after
+``transient_limit``); a numerics one restores without dropping data and tries ``remedies``,
+then stops naming the layer; a reproducible one stops at once. Each decision is recorded.
 """
 
 from __future__ import annotations
@@ -36,9 +43,23 @@ from typing import Any
 
 from tensortap._hook import Hook
 from tensortap._hook_config import JOB_ENV
+from tensortap.core._rollback_decision import (
+    DATA,
+    GO_ON,
+    NUMERICS,
+    REMEDY,
+    REPRODUCIBLE,
+    STOP,
+    TRANSIENT,
+    Decision,
+    Evidence,
+    decide,
+)
 from tensortap.core._rollback_request import REQUEST_FILE, RollbackRequests, record_event
 from tensortap.exceptions import CheckpointError, InvalidConfigError
 from tensortap.pytorch._checkpoints import Checkpoints
+from tensortap.pytorch._guard_budget import MicroBatches, flatten
+from tensortap.pytorch._remedies import Remedies
 from tensortap.pytorch._skip_batches import SkipBatches
 
 logger = logging.getLogger(__name__)
@@ -48,7 +69,10 @@ logger = logging.getLogger(__name__)
 class RollbackEvent:
     """A rollback done (``kind="rollback"``) or refused by the budget (``"refused"``); a
     checkpoint that could not be saved (``"save_failed"``: training went on without it) or
-    could not be loaded (``"damaged"``: nothing was restored from it, an older one was tried)."""
+    could not be loaded (``"damaged"``: nothing was restored from it, an older one was tried).
+    Decided from a replay's evidence: ``"went_on"`` (transient: nothing restored, nothing
+    left out), ``"stopped"`` (numerics with no remedy left, or reproducible: training ends),
+    ``"suspect_rank"`` (a rank with ``transient_limit`` transient faults)."""
 
     kind: str
     #: The first bad step the request named.
@@ -61,6 +85,8 @@ class RollbackEvent:
     #: The new session (a branch of ``parent``); None when refused or without a hook.
     session: str | None = None
     parent: str | None = None
+    #: What the request was decided as, and why (None for events that decide nothing).
+    decision: Decision | None = None
 
 
 class Rollback:
@@ -78,7 +104,10 @@ class Rollback:
     action writes, or a :class:`~tensortap.core._rollback_request.RollbackRequests` watching it
     (default: the one of the job the process runs in, if any). ``group``: the
     process group the ranks agree on requests through (default: a new gloo group, when
-    ``torch.distributed`` runs more than one process).
+    ``torch.distributed`` runs more than one process). ``remedies``: a
+    :class:`~tensortap.pytorch.Remedies` tried, in order, when a replay says a step went
+    non-finite from finite data (without it, such a fault stops training at once).
+    ``transient_limit``: transient faults on one rank before it is named as suspect.
     """
 
     def __init__(
@@ -92,6 +121,8 @@ class Rollback:
         max_rollbacks: int = 3,
         requests: str | os.PathLike[str] | RollbackRequests | None = None,
         group: Any = None,
+        remedies: Remedies | None = None,
+        transient_limit: int = 3,
     ) -> None:
         if not isinstance(checkpoints, Checkpoints):
             raise InvalidConfigError(
@@ -103,6 +134,7 @@ class Rollback:
             ("every", 1 if every is None else every, 1),
             ("margin", margin, 0),
             ("max_rollbacks", max_rollbacks, 0),
+            ("transient_limit", transient_limit, 1),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise InvalidConfigError(
@@ -118,6 +150,17 @@ class Rollback:
                 "Rollback: make_hook must be a function that makes the hook (each resumed run "
                 f"is a new session, with a new hook), got {make_hook!r}"
             )
+        if remedies is not None and not isinstance(remedies, Remedies):
+            raise InvalidConfigError(
+                "Rollback: remedies must be a Remedies (Remedies(optimizer)), got "
+                f"{type(remedies).__name__}"
+            )
+        self.remedies, self.transient_limit = remedies, transient_limit
+        self._evidence: dict[Hashable, Evidence] = {}  # batch id -> the last replay's verdict
+        self._tried: list[str] = []  # the remedies tried for the fault at hand
+        self._remedied = 0  # the step whose fault the last remedy was for
+        #: Transient faults heard of, per rank.
+        self.transients: dict[int, int] = {}
         self.checkpoints = checkpoints
         self.every, self.margin, self.max_rollbacks = every, margin, max_rollbacks
         self.batches = batches
@@ -275,6 +318,52 @@ class Rollback:
                 self.events[-1] = replace(self.events[-1], session=hook.session_id, parent=parent)
         self.hook = hook
 
+    def attributed(self, attribution: Any) -> None:
+        """What a replay said about a step (a :class:`~tensortap.pytorch.Attribution`: its
+        ``kind``, ``step``, ``batch`` and ``first_bad_layer``): heard when a request naming
+        that batch is decided. A replayer that follows this rollback calls it for you. A
+        transient fault is counted for this rank; at ``transient_limit`` the rank is named."""
+        kind, batch = getattr(attribution, "kind", None), getattr(attribution, "batch", None)
+        step = getattr(attribution, "step", None)
+        if not isinstance(kind, str) or not isinstance(step, int):
+            raise InvalidConfigError(
+                "Rollback.attributed needs an attribution by replay (with kind and step), got "
+                f"{attribution!r}"
+            )
+        rank = _rank_if_any()
+        # a step that accumulated micro-batches names them together; a request names each
+        named = flatten([batch]) if isinstance(batch, MicroBatches) else [batch]
+        for one in named:
+            if one is None or not isinstance(one, Hashable):
+                continue
+            self._evidence.pop(one, None)  # the newest last (pruned oldest first)
+            self._evidence[one] = Evidence(
+                kind,
+                step,
+                one,
+                getattr(attribution, "first_bad_layer", None),
+                str(getattr(attribution, "message", "")),
+                rank,
+            )
+        while len(self._evidence) > _KEEP_EVIDENCE:
+            self._evidence.pop(next(iter(self._evidence)))
+        if kind != TRANSIENT:
+            return
+        count = self.transients[rank] = self.transients.get(rank, 0) + 1
+        if count != self.transient_limit:
+            return
+        message = (
+            f"rank {rank} had {count} transient faults (steps that replayed fine, the last at "
+            f"step {step}): suspect its hardware (silent data corruption); no batch was left "
+            "out for them"
+        )
+        logger.error("tensortap: %s", message)
+        self.events.append(
+            RollbackEvent("suspect_rank", step, None, (), f"{count} transient faults", message)
+        )
+        self._record_in_session("suspect_rank", {"rank": rank, "transients": count, "step": step})
+        self._tell_job("suspect_rank", step=step, rank=rank, message=message)
+
     def register_before_restore(self, fn: Callable[[], Any]) -> None:
         """Call ``fn()`` at each step boundary, in :meth:`restore` before it acts on a request
         (while the weights are still the last step's). A replayer that follows the guard and
@@ -314,13 +403,26 @@ class Rollback:
         request = self._agree(self._take())
         if request is None:
             return None
-        step, ids, reason = request
+        step, ids, reason, evidence = request
         if not ids and step in self._trained:
             ids = [self._trained[step]]
         ids = list(dict.fromkeys(ids))
+        order = self.remedies.order if self.remedies is not None else ()
+        if (
+            self._tried
+            and self.remedies is not None
+            and step > self._remedied + self.remedies.steps
+        ):
+            self._tried = []  # past the last remedy's steps: a new fault starts from the first
+        decision = decide(ids, evidence, remedies=order, tried=self._tried)
+        if decision.action in (GO_ON, STOP):
+            self._without_restore(step, ids, reason, decision)
+            return None
+        if decision.action != REMEDY:
+            self._tried = []
         good = [s for s in self.checkpoints.steps() if s <= step - self.margin]
         skip = self.batches.skip if self.batches is not None else set()
-        new_ids = [b for b in ids if b not in skip]
+        new_ids = [b for b in decision.drop if b not in skip]
         refusal = None
         if self.rollbacks >= self.max_rollbacks:
             refusal = f"the budget of {self.max_rollbacks} rollback(s) per run is spent"
@@ -329,7 +431,12 @@ class Rollback:
                 f"no checkpoint at or before step {step - self.margin} (step {step} minus the "
                 f"margin of {self.margin}); checkpoints: {self.checkpoints.steps() or 'none'}"
             )
-        elif self._last is not None and self._last[0] == good[-1] and not new_ids:
+        elif (
+            self._last is not None
+            and self._last[0] == good[-1]
+            and not new_ids
+            and decision.action != REMEDY  # a new remedy is not the same steps again
+        ):
             refusal = (
                 f"it would restore the checkpoint of step {good[-1]} again with no new batch "
                 "to skip, and replay the same steps"
@@ -345,7 +452,11 @@ class Rollback:
         if refusal is not None or loaded is None:
             message = f"rollback for step {step} refused: {refusal}; training stops ({reason})"
             logger.error("tensortap: %s", message)
-            self.events.append(RollbackEvent("refused", step, None, tuple(ids), reason, message))
+            self.events.append(
+                RollbackEvent(
+                    "refused", step, None, tuple(ids), reason, message, None, None, decision
+                )
+            )
             self._tell_job("rollback_refused", step=step, message=message)
             self.should_stop = True
             return None
@@ -357,17 +468,60 @@ class Rollback:
             if isinstance(extra.get("batches"), dict):
                 self.batches.load_state_dict(extra["batches"])
         self._last = (target, step)
-        parent, session = self._branch(target, step, ids, reason)
+        remedy = ""
+        if decision.action == REMEDY and self.remedies is not None and decision.remedy:
+            remedy = f"; remedy: {self.remedies.apply(decision.remedy)}"
+            self._tried.append(decision.remedy)
+            self._remedied = step
+        self._record_decision(step, decision)
+        parent, session = self._branch(target, step, list(decision.drop), reason)
         message = (
             f"rolled back to the checkpoint of step {target} (step {step} went bad: {reason}); "
             f"skipping batch(es) {', '.join(map(str, new_ids)) or 'none new'}"
         )
+        if decision.evidence is not None:
+            message += f"; {decision.reason}{remedy}"
         logger.warning("tensortap: %s", message)
         self.events.append(
-            RollbackEvent("rollback", step, target, tuple(ids), reason, message, session, parent)
+            RollbackEvent(
+                "rollback", step, target, tuple(ids), reason, message, session, parent, decision
+            )
         )
         self._tell_job("rollback", step=step, restored_step=target, message=message)
         return target
+
+    def _without_restore(
+        self, step: int, ids: list[Hashable], reason: str, decision: Decision
+    ) -> None:
+        """A decision that restores nothing: go on (transient), or stop (the evidence says a
+        restore would not help)."""
+        message = f"step {step} went bad ({reason}): {decision.reason}"
+        kind = "went_on" if decision.action == GO_ON else "stopped"
+        if decision.action == STOP:
+            self.should_stop = True
+            self._tried = []
+            logger.error("tensortap: %s", message)
+        else:
+            logger.warning("tensortap: %s", message)
+        self.events.append(
+            RollbackEvent(kind, step, None, tuple(ids), reason, message, None, None, decision)
+        )
+        self._record_decision(step, decision)
+
+    def _record_decision(self, step: int, decision: Decision) -> None:
+        """Each decision is an event: of the session it was made in, and of the job."""
+        fields = {"step": step, **decision.to_dict()}
+        self._record_in_session("rollback_decision", fields)
+        self._tell_job("rollback_decision", **fields, message=f"step {step}: {decision.reason}")
+
+    def _record_in_session(self, kind: str, fields: dict[str, Any]) -> None:
+        hook = self.hook
+        if hook is None or hook.closed:
+            return
+        try:
+            hook.record_event(kind, fields)
+        except Exception:  # never break training for a record
+            logger.exception("tensortap: could not record %s in the session", kind)
 
     def _load_intact(self, good: list[int], step: int) -> tuple[int, dict[str, Any]] | None:
         """The newest of the ``good`` checkpoints that loads, and its extra; a damaged one
@@ -391,15 +545,16 @@ class Rollback:
             self.hook.close()
 
     # -- inside --
-    def _take(self) -> tuple[int, list[Hashable], str] | None:
-        """This rank's request: the seam's, and the job's request file's."""
+    def _take(self) -> _Request | None:
+        """This rank's request: the seam's, and the job's request file's, with what this
+        rank's replays said about the batches."""
         self._poll()
         with self._lock:
             pending, self._pending = self._pending, None
         if pending is None:
             return None
         step, ids, reasons = pending
-        return step, ids, "; ".join(dict.fromkeys(reasons))
+        return step, ids, "; ".join(dict.fromkeys(reasons)), dict(self._evidence)
 
     def _poll(self) -> None:
         """Take a rule's request from the job's request file, when there is one."""
@@ -419,11 +574,10 @@ class Rollback:
         reason = str(doc.get("reason") or f"rule {doc.get('rule', '?')} fired")
         self.request(step, [b for b in batches if isinstance(b, (int, str))], reason)
 
-    def _agree(
-        self, mine: tuple[int, list[Hashable], str] | None
-    ) -> tuple[int, list[Hashable], str] | None:
-        """Every rank's request merged (the earliest step, all batches), on every rank: one
-        all-reduce of a flag at each boundary, and a gather only when some rank has one."""
+    def _agree(self, mine: _Request | None) -> _Request | None:
+        """Every rank's request merged (the earliest step, all batches, every rank's evidence:
+        the gravest for a batch), on every rank: one all-reduce of a flag at each boundary, and
+        a gather only when some rank has one; so every rank decides alike."""
         group = self._control_group()
         if group is None:
             return mine
@@ -435,12 +589,19 @@ class Rollback:
         if int(flag[0]) == 0:
             return None
         gathered: list[Any] = [None] * self._world
-        dist.all_gather_object(gathered, mine, group=group)
-        requests = [r for r in gathered if r is not None]
+        mine_or_evidence = mine if mine is not None else (None, [], "", dict(self._evidence))
+        dist.all_gather_object(gathered, mine_or_evidence, group=group)
+        requests = [r for r in gathered if r[0] is not None]
         step = min(r[0] for r in requests)
         ids = list(dict.fromkeys(b for r in requests for b in r[1]))
         reason = "; ".join(dict.fromkeys(r[2] for r in requests))
-        return step, ids, reason
+        evidence: dict[Hashable, Evidence] = {}
+        for r in gathered:
+            for batch, seen in r[3].items():
+                held = evidence.get(batch)
+                if held is None or _GRAVITY.index(seen.kind) < _GRAVITY.index(held.kind):
+                    evidence[batch] = seen
+        return step, ids, reason, evidence
 
     def _tell_job(self, kind: str, **fields: Any) -> None:
         """The job's events say what was done (once: by rank 0); never raises."""
@@ -488,12 +649,25 @@ class Rollback:
         return parent, self.hook.session_id
 
 
+def _rank_if_any() -> int:
+    """This process's rank (0 without ``torch.distributed``)."""
+    try:
+        return _rank()
+    except ImportError:
+        return 0
+
+
 def _rank() -> int:
     import torch.distributed as dist
 
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
+#: A request: the first bad step, the batches, why, and the evidence by batch id.
+_Request = tuple[int, list[Hashable], str, dict[Hashable, Evidence]]
+_GRAVITY = (NUMERICS, REPRODUCIBLE, DATA, TRANSIENT)
+#: Batches whose last attribution is remembered.
+_KEEP_EVIDENCE = 10_000
 _END = object()
 #: Steps whose batch is remembered before those older than the oldest checkpoint are pruned.
 _KEEP_STEPS = 10_000

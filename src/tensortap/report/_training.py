@@ -191,15 +191,65 @@ def _sessions_table(sessions: Sequence[Session]) -> str:
 
 def _attribution_marks(session: Session) -> list[tuple[float, str]]:
     """(global step, label) of each attribution by replay the session recorded (see
-    :mod:`tensortap.pytorch._replay`); an event that is not one, or is damaged, marks nothing."""
+    :mod:`tensortap.pytorch._replay`), and of each rollback decision made from it
+    (:func:`_decision_label`); an event that is neither, or is damaged, marks nothing."""
     out = []
     for event in session.events:
         fields, at = event.get("fields"), event.get("global_step")
-        if event.get("kind") != "attribution" or not isinstance(fields, dict):
+        if not isinstance(fields, dict) or not isinstance(at, int) or isinstance(at, bool):
             continue
-        if isinstance(at, int) and not isinstance(at, bool):
+        if event.get("kind") == "attribution":
             out.append((float(at), f"replay: {fields.get('kind')} (step {fields.get('step')})"))
+        elif event.get("kind") == "rollback_decision":
+            out.append((float(at), _decision_label(fields)))
     return out
+
+
+def _decisions_table(sessions: Sequence[Session]) -> str:
+    """What a rollback decided from the replays' evidence, one row per decision (a mark on the
+    curve can fall past the last saved step: a stop is decided after it)."""
+    rows = []
+    for s in sessions:
+        for event in s.events:
+            fields = event.get("fields")
+            if event.get("kind") != "rollback_decision" or not isinstance(fields, dict):
+                continue
+            cells = (
+                s.index,
+                fields.get("step"),
+                _decision_label(fields).removeprefix("rollback: ").split(" (")[0],
+                fields.get("evidence") or "no replay",
+                fields.get("layer"),
+                fields.get("reason"),
+            )
+            rows.append(
+                "<tr>"
+                + "".join(
+                    f"<td class='text'>{html.escape('-' if c is None else str(c))}</td>"
+                    for c in cells
+                )
+                + "</tr>"
+            )
+    if not rows:
+        return ""
+    head = "".join(
+        f"<th>{h}</th>" for h in ("session", "step", "decision", "evidence", "layer", "why")
+    )
+    return (
+        "<p>Rollback decisions, from what the replays said about the failed steps:</p>"
+        f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+    )
+
+
+def _decision_label(fields: dict[str, Any]) -> str:
+    """``rollback: stop (numerics in blocks.2, step 61)``: what a rollback decided, from what."""
+    why = [str(fields.get("evidence") or "no replay")]
+    if fields.get("layer"):
+        why.append(f"in {fields['layer']}")
+    action = str(fields.get("action"))
+    if fields.get("remedy"):
+        action += f" {fields['remedy']}"
+    return f"rollback: {action} ({' '.join(why)}, step {fields.get('step')})"
 
 
 def _series(trial: Trial, names: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -293,7 +343,11 @@ class TrainingReport:
             for collection in ("losses", "metrics")
             if (names := sorted(_saved(trial, collection)))
         ]
-        return _sessions_table(sessions) + ("".join(charts) or "<p>No losses or metrics saved.</p>")
+        return (
+            _sessions_table(sessions)
+            + _decisions_table(sessions)
+            + ("".join(charts) or "<p>No losses or metrics saved.</p>")
+        )
 
     def _layer_health(self, trial: Trial) -> dict[str, Any]:
         """:func:`~tensortap.query._health.layer_health` over at most :data:`HEAT_COLUMNS`
