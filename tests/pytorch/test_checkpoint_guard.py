@@ -166,7 +166,11 @@ def test_a_truncated_shard_falls_back_to_the_older_checkpoint_with_job_events(
         ("checkpoint_refused", 6, None),
         ("checkpoint_pinned", 5, str(tmp_path / "ckpt" / "step-5")),
     ]
-    assert kinds[2:] == [("checkpoint_damaged", 8, 5), ("rollback", 8, None)]
+    assert kinds[2:] == [
+        ("checkpoint_damaged", 8, 5),
+        ("rollback_decision", 8, None),  # not replayed: restore and leave the batch out
+        ("rollback", 8, None),
+    ]
     assert "not finite" in events[0]["reason"] and "damaged" in events[2]["message"]
 
 
