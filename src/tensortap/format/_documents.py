@@ -10,6 +10,7 @@ claiming one, inside a trial this reader opened, is corrupt (FormatError).
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from tensortap.core._modes import ModeKeys
@@ -129,23 +130,76 @@ MAX_SESSION_BYTES = 4 * 1024 * 1024
 MAX_SESSION_EVENTS = 256
 MAX_SESSION_ID = 256
 MAX_BRANCH_REASON = 4096
+#: The longest host name, step source and event kind a session record holds (a host name is
+#: at most 255 bytes; the writer's step sources and a hook's event kinds are short phrases).
+MAX_SESSION_TEXT = 4096
+#: The deepest an event's fields nest (the hook refuses deeper ones); a session record is then
+#: at most :data:`MAX_SESSION_DEPTH` deep.
+MAX_EVENT_DEPTH = 32
+MAX_SESSION_DEPTH = MAX_EVENT_DEPTH + 8
+#: The latest time a record may hold: 9999-12-31, what ``time.localtime`` and ``datetime``
+#: take (a session record's ``started`` of 1e300 made the report raise OverflowError).
+MAX_TIME = 253_402_300_799.0
+#: A process id: what any system's pids fit in (Linux's are at most 2**22).
+MAX_PID = (1 << 32) - 1
+_MAX_STEP = (1 << 63) - 1
+
+
+def _is_step(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_STEP
+
+
+def _check_plain(doc: Any, what: str, deepest: int) -> None:
+    """A document as tensortap writes it: every number finite (the writer refuses NaN and
+    infinities), at most ``deepest`` deep; checked without recursion, in one pass."""
+    stack = [(doc, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > deepest:
+            raise FormatError(f"{what} is nested more than {deepest} deep; tensortap writes none")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise FormatError(f"{what} holds the number {item}; tensortap writes finite ones")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+
+
+def _check_text(doc: dict[str, Any], name: str, what: str, longest: int) -> None:
+    value = get_optional_str(doc, name, what)
+    if value is not None and len(value) > longest:
+        raise FormatError(f"{what}: {name} holds {len(value)} chars; at most {longest}")
 
 
 def decode_session(raw: bytes, what: str) -> dict[str, Any]:
-    """A session record (see docs/format.md); every field a reader uses is checked."""
+    """A session record (see docs/format.md); every field a reader uses is checked here, once,
+    for its kind and its range (a time a clock can show, steps in [0, 2**63), a pid, bounded
+    text), so that no reader meets an unchecked value."""
     if len(raw) > MAX_SESSION_BYTES:
         raise FormatError(
             f"{what} holds {len(raw)} bytes; a session record holds at most {MAX_SESSION_BYTES}"
         )
     doc = decode_json(raw, "session", what)
+    _check_plain(doc, what, MAX_SESSION_DEPTH)
     if get_int(doc, "index", what) < 0:
         raise FormatError(f"{what}: index must be >= 0, got {doc['index']}")
-    get_str(doc, "session", what)
-    get_optional_number(doc, "started", what)
-    get_optional_str(doc, "host", what)
-    get_optional_int(doc, "pid", what)
-    get_optional_int(doc, "resumed_from_step", what)
-    get_optional_str(doc, "step_source", what)
+    if not 0 < len(get_str(doc, "session", what)) <= MAX_SESSION_ID:
+        raise FormatError(f"{what}: session must be an id of 1 to {MAX_SESSION_ID} chars")
+    get_optional_str(doc, "worker", what)
+    started = get_optional_number(doc, "started", what)
+    if started is not None and not 0 <= started <= MAX_TIME:  # NaN fails both comparisons
+        raise FormatError(
+            f"{what}: started must be a time in seconds since 1970, at most {MAX_TIME:.0f} "
+            f"(9999-12-31), got {str(started)[:40]}; the record was not written by tensortap"
+        )
+    _check_text(doc, "host", what, MAX_SESSION_TEXT)
+    pid = get_optional_int(doc, "pid", what)
+    if pid is not None and not 0 <= pid <= MAX_PID:
+        raise FormatError(f"{what}: pid must be a process id in [0, {MAX_PID}], got {pid}")
+    resumed = get_optional_int(doc, "resumed_from_step", what)
+    if resumed is not None and resumed < 0:
+        raise FormatError(f"{what}: resumed_from_step must be a step >= 0, got {resumed}")
+    _check_text(doc, "step_source", what, MAX_SESSION_TEXT)
     steps = get_dict(doc, "mode_steps", what, default={})
     for name in steps:
         if name not in ModeKeys.__members__ or get_int(steps, name, f"{what} mode_steps") < 0:
@@ -154,17 +208,31 @@ def decode_session(raw: bytes, what: str) -> dict[str, Any]:
         if not (
             len(row) == 3
             and row[0] in ModeKeys.__members__
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in row[1:])
+            and _is_step(row[1])
+            and _is_step(row[2])
+            and row[1] <= row[2]
         ):
-            raise FormatError(f"{what}: rolled_back rows must be [mode name, first, last]")
+            raise FormatError(
+                f"{what}: rolled_back rows must be [mode name, first, last] with steps "
+                f"0 <= first <= last < 2**63, got {str(row)[:60]}"
+            )
     events = get_list(doc, "events", what, of=dict, default=[])
     if len(events) > MAX_SESSION_EVENTS:
         raise FormatError(
             f"{what}: {len(events)} events; a session record keeps at most {MAX_SESSION_EVENTS}"
         )
     for event in events:
-        if not isinstance(event.get("kind"), str) or not isinstance(event.get("fields"), dict):
-            raise FormatError(f"{what}: events must be objects with a kind and fields")
+        kind, step = event.get("kind"), event.get("global_step")
+        if not (
+            isinstance(kind, str)
+            and 0 < len(kind) <= MAX_SESSION_TEXT
+            and isinstance(event.get("fields"), dict)
+            and (step is None or _is_step(step))
+        ):
+            raise FormatError(
+                f"{what}: events must be objects with a kind, fields and a global_step (a "
+                f"step >= 0 or null), got {str(event)[:80]}"
+            )
     _check_branch(doc, what)
     return doc
 
