@@ -9,8 +9,11 @@ claiming one, inside a trial this reader opened, is corrupt (FormatError).
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import math
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tensortap.core._modes import ModeKeys
@@ -80,8 +83,33 @@ def decode_end(raw: bytes, what: str) -> dict[str, Any]:
             raise FormatError(f"{what}: status {name} must be >= 0, got {status[name]}")
     get_optional_str(status, "last_error", f"{what} status")
     if "published_segments" in doc:
-        _check_ranges(get_list(doc, "published_segments", what), f"{what} published_segments")
+        claimed = get_list(doc, "published_segments", what)
+        if claimed and all(_is_step(v) for v in claimed):  # a flat list of numbers: read as runs
+            claimed = _flat_to_runs(claimed, f"{what} published_segments")
+            doc["published_segments"] = claimed
+        _check_ranges(claimed, f"{what} published_segments")
     return doc
+
+
+#: The most segment numbers an end marker may list one by one (a flat ``published_segments``,
+#: as a writer could have kept them before runs; today's writers write runs).
+MAX_FLAT_SEGMENTS = 1 << 20
+
+
+def _flat_to_runs(seqs: list[int], what: str) -> list[list[int]]:
+    """A flat list of increasing segment numbers as ``[first, last]`` runs; FormatError when
+    it is not increasing, or longer than :data:`MAX_FLAT_SEGMENTS`."""
+    if len(seqs) > MAX_FLAT_SEGMENTS:
+        raise FormatError(f"{what}: {len(seqs)} segment numbers; at most {MAX_FLAT_SEGMENTS}")
+    if any(b <= a for a, b in itertools.pairwise(seqs)):
+        raise FormatError(f"{what} must list segment numbers in increasing order")
+    runs = SeqRuns()
+    for seq in seqs:
+        runs.add(seq)
+    found = runs.runs()
+    if found is None:
+        raise FormatError(f"{what}: more than {MAX_PUBLISHED_RANGES} runs of segment numbers")
+    return found
 
 
 #: The most runs of segment numbers an end marker lists (``published_segments``); a writer
@@ -89,19 +117,67 @@ def decode_end(raw: bytes, what: str) -> dict[str, Any]:
 MAX_PUBLISHED_RANGES = 1 << 16
 
 
-def seq_ranges(seqs: list[int]) -> list[list[int]] | None:
+def seq_ranges(seqs: Iterable[int]) -> list[list[int]] | None:
     """Segment numbers as sorted ``[first, last]`` runs of consecutive numbers (what an end
     marker's ``published_segments`` holds); None when they need more than
     :data:`MAX_PUBLISHED_RANGES` runs."""
-    runs: list[list[int]] = []
+    runs = SeqRuns()
     for seq in sorted(set(seqs)):
-        if runs and runs[-1][1] == seq - 1:
-            runs[-1][1] = seq
+        runs.add(seq)
+    return runs.runs()
+
+
+class SeqRuns:
+    """A set of segment numbers kept as sorted ``[first, last]`` runs of consecutive numbers:
+    what a writer publishes for a whole run (one run when its segments follow each other),
+    in memory bounded by :data:`MAX_PUBLISHED_RANGES` runs; past that it keeps nothing more
+    and says so (:meth:`runs` is None: an end marker then leaves the field out)."""
+
+    def __init__(self, runs: Iterable[Sequence[int]] | None = ()) -> None:
+        """``runs``: ``(first, last)`` runs to start from; None for runs that already
+        outgrew the bound."""
+        self._runs: list[list[int]] = []
+        self.overflowed = runs is None
+        for first, last in runs or ():
+            self.add_run(first, last)
+
+    def add(self, seq: int) -> None:
+        """Add one segment number (the next one: constant time)."""
+        self.add_run(seq, seq)
+
+    def add_run(self, first: int, last: int) -> None:
+        """Add the numbers ``first`` to ``last``: constant time after the last run, otherwise
+        a logarithmic search and a list insert."""
+        runs = self._runs
+        if self.overflowed:
+            return
+        if runs and runs[-1][0] <= first <= runs[-1][1] + 1:  # the common case: what follows
+            runs[-1][1] = max(runs[-1][1], last)
+            return
+        at = bisect.bisect_right(runs, [first, 2**63])  # the runs starting at or before first
+        if at and runs[at - 1][1] >= first - 1:
+            at -= 1
+            runs[at][1] = max(runs[at][1], last)
+        elif len(runs) == MAX_PUBLISHED_RANGES:
+            self.overflowed = True
+            self._runs = []
+            return
         else:
-            if len(runs) == MAX_PUBLISHED_RANGES:
-                return None
-            runs.append([seq, seq])
-    return runs
+            runs.insert(at, [first, last])
+        self._merge(at)
+
+    def _merge(self, at: int) -> None:
+        runs = self._runs
+        while at + 1 < len(runs) and runs[at + 1][0] <= runs[at][1] + 1:
+            runs[at][1] = max(runs[at][1], runs[at + 1][1])
+            del runs[at + 1]
+
+    def runs(self) -> list[list[int]] | None:
+        """The runs (copies), or None when they outgrew :data:`MAX_PUBLISHED_RANGES`."""
+        return None if self.overflowed else [list(run) for run in self._runs]
+
+    def __len__(self) -> int:
+        return len(self._runs)
 
 
 def _check_ranges(runs: list[Any], what: str) -> None:
