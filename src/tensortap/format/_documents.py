@@ -117,16 +117,6 @@ def _flat_to_runs(seqs: list[int], what: str) -> list[list[int]]:
 MAX_PUBLISHED_RANGES = 1 << 16
 
 
-def seq_ranges(seqs: Iterable[int]) -> list[list[int]] | None:
-    """Segment numbers as sorted ``[first, last]`` runs of consecutive numbers (what an end
-    marker's ``published_segments`` holds); None when they need more than
-    :data:`MAX_PUBLISHED_RANGES` runs."""
-    runs = SeqRuns()
-    for seq in sorted(set(seqs)):
-        runs.add(seq)
-    return runs.runs()
-
-
 class SeqRuns:
     """A set of segment numbers kept as sorted ``[first, last]`` runs of consecutive numbers:
     what a writer publishes for a whole run (one run when its segments follow each other),
