@@ -10,6 +10,10 @@ figures).
 
     .venv/bin/python bench/bench_fuzz.py [--cases 2000] [--seed 0] [--json]
     .venv/bin/python bench/bench_fuzz.py --format smdebug [--cases 2000]
+    .venv/bin/python bench/bench_fuzz.py --format documents [--cases 2000]
+
+``--format documents`` fuzzes a trial's session records, a job's rule status files and smdebug's
+collections files, ``--cases`` of each, checking values (see tensortap.testing._doc_fuzz).
 
 ``--format smdebug`` mutates the smdebug fixture (tests/golden/smdebug, with real data CRCs)
 instead and adds a ``wrong`` result: a value that differs from the healthy trial's while
@@ -44,8 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--deadline", type=float, default=20.0)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--format", choices=("tensortap", "smdebug", "jobs"), default="tensortap")
+    parser.add_argument(
+        "--format", choices=("tensortap", "smdebug", "jobs", "documents"), default="tensortap"
+    )
     args = parser.parse_args(argv)
+    if args.format == "documents":  # session records, rule statuses, smdebug collections
+        from tensortap.testing._doc_fuzz import bench_main as documents_main
+
+        return documents_main(args.cases, args.seed, args.deadline, args.json, SMDEBUG_FIXTURE)
     if args.format == "jobs":  # a job directory's documents: --cases of each kind
         from tensortap.testing._job_fuzz import bench_main
 

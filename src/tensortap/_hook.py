@@ -54,7 +54,13 @@ from tensortap.exceptions import (
     StorageError,
     TrainingStopped,
 )
-from tensortap.format._documents import MAX_BRANCH_REASON, MAX_SESSION_EVENTS, MAX_SESSION_ID
+from tensortap.format._documents import (
+    MAX_BRANCH_REASON,
+    MAX_EVENT_DEPTH,
+    MAX_SESSION_EVENTS,
+    MAX_SESSION_ID,
+    MAX_SESSION_TEXT,
+)
 from tensortap.format._layout import worker_name
 from tensortap.storage import Store, open_store
 from tensortap.writer import TrialWriter, WriterOptions, WriterStatus
@@ -445,8 +451,11 @@ class Hook:
         Values are JSON ones (non-finite numbers are kept as ``"nan"``, ``"inf"``,
         ``"-inf"``). At most :data:`MAX_SESSION_EVENTS` per session: later ones are counted
         (``events_over_budget`` in the record) and False is returned."""
-        if not isinstance(kind, str) or not kind:
-            raise InvalidConfigError(f"record_event needs a kind (a non-empty str), got {kind!r}")
+        if not isinstance(kind, str) or not 0 < len(kind) <= MAX_SESSION_TEXT:
+            raise InvalidConfigError(
+                f"record_event needs a kind (a non-empty str of at most {MAX_SESSION_TEXT} "
+                f"chars), got {kind[:80] if isinstance(kind, str) else kind!r}"
+            )
         if not isinstance(fields, Mapping):
             raise InvalidConfigError(
                 f"record_event needs its fields as a mapping of names to values, got {fields!r}"
@@ -672,8 +681,14 @@ def _as_real(name: str, value: Any) -> float:
     return float(value)
 
 
-def _json_value(value: Any, kind: str) -> Any:
-    """``value`` as JSON can hold it (an event's fields); raises InvalidConfigError."""
+def _json_value(value: Any, kind: str, depth: int = 1) -> Any:
+    """``value`` as JSON can hold it (an event's fields, at most :data:`MAX_EVENT_DEPTH`
+    deep: what a reader takes); raises InvalidConfigError."""
+    if depth > MAX_EVENT_DEPTH:
+        raise InvalidConfigError(
+            f"record_event({kind[:80]!r}): fields are nested more than {MAX_EVENT_DEPTH} deep; "
+            "a session record's readers refuse deeper ones: flatten them"
+        )
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, numbers.Integral):
@@ -682,9 +697,9 @@ def _json_value(value: Any, kind: str) -> Any:
         number = float(value)
         return number if math.isfinite(number) else str(number)
     if isinstance(value, Mapping):
-        return {str(k): _json_value(v, kind) for k, v in value.items()}
+        return {str(k): _json_value(v, kind, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_value(v, kind) for v in value]
+        return [_json_value(v, kind, depth + 1) for v in value]
     raise InvalidConfigError(
         f"record_event({kind!r}): fields must hold JSON values (None, bool, numbers, str, "
         f"lists, mappings), got {type(value).__name__} {value!r}; convert it (str(value))"

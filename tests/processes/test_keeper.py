@@ -13,7 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from tensortap.core._process_tree import descendants, end_tree, keeper_command
+from tensortap.core._process_tree import (
+    descendants,
+    end_tree,
+    guarded_keeper_command,
+    keeper_command,
+)
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="a subreaper and /proc are Linux's"
@@ -187,3 +192,42 @@ def test_a_leftover_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Pat
     )
     assert done.returncode == 5
     assert not alive(int(pid_file.read_text()))
+
+
+@pytest.mark.parametrize(("code", "expected"), [("import sys; sys.exit(3)", 3), ("pass", 0)])
+def test_a_guarded_keeper_ends_as_its_command_ended(code: str, expected: int) -> None:
+    done = subprocess.run(guarded_keeper_command([sys.executable, "-c", code]), timeout=DEADLINE)
+    assert done.returncode == expected
+
+
+def test_the_tree_dies_when_the_parent_and_its_children_are_killed_at_once(
+    tmp_path: Path,
+) -> None:
+    """What Ray does to a cancelled task's worker: SIGKILL it and its direct children. A
+    keeper that is a direct child dies before it can end its tree; a guarded one is not."""
+    pid_file = tmp_path / "pid"
+    command = ["bash", "-c", f"setsid sleep 1000 & echo $! > {pid_file}; sleep 1000"]
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "from tensortap.core._process_tree import guarded_keeper_command\n"
+            "guard = subprocess.Popen(guarded_keeper_command(sys.argv[1:]))\n"
+            "print(guard.pid, flush=True)\n"
+            "time.sleep(1000)\n",
+            *command,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert parent.stdout is not None
+    guard = int(parent.stdout.readline())
+    poll(lambda: pid_file.exists() and pid_file.read_text().strip(), "nothing started")
+    hidden = int(pid_file.read_text())
+    poll(lambda: hidden in descendants(guard), "the daemon is not below the guard")
+    tree = descendants(guard)
+    os.kill(guard, signal.SIGKILL)  # the parent's direct child, and the parent, at once
+    parent.kill()
+    parent.wait(timeout=DEADLINE)
+    poll(lambda: not any(alive(p) for p in tree), "a process of the tree runs on")

@@ -64,6 +64,30 @@ class _Spawning(_OnVictim):
         _start_child(self.trial, self.new_session)
 
 
+class DetachingHangingRule(_OnVictim):
+    """Starts a grandchild in a session of its own through a shell that exits at once (as a
+    launcher script does: the grandchild is nobody's direct child, in no group of ours), then
+    hangs."""
+
+    def __init__(self, base_trial, victim="victim"):
+        super().__init__(base_trial, victim)
+        self.trial = base_trial
+
+    def misbehave(self):
+        import subprocess
+
+        pid = subprocess.run(
+            ["sh", "-c", "setsid sleep 1000 >/dev/null 2>&1 & echo $!"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        path = os.path.join(os.path.dirname(self.trial.path.rstrip("/")), "spawned.pid")
+        with open(path, "a") as f:
+            f.write(f"{pid}\n")
+        threading.Event().wait()
+
+
 class SpawningHangingRule(_Spawning):
     """Starts a child in its own session, then hangs (its task is stopped at its time limit)."""
 

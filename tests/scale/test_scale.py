@@ -252,3 +252,35 @@ def test_no_process_a_rule_started_outlives_its_task(tmp_path: Path, kind: str, 
     while any(_alive(p) for p in spawned):  # poll with a deadline: no sleeping to wait
         assert time.monotonic() < deadline, f"a rule's child runs on: {spawned}"
         time.sleep(0.05)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc")
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        ("SpawningHangingRule", "exceeded its time limit of 20 s"),
+        ("DetachingHangingRule", "exceeded its time limit of 20 s"),
+        ("SpawningExitingRule", "exited with code 3"),
+        ("SpawningRule", None),
+    ],
+)
+def test_no_process_a_rule_started_outlives_its_ray_task(
+    tmp_path: Path, ray_cluster, kind: str, reason
+) -> None:
+    """On Ray too (issue 45): ray.cancel killed the task's worker process (and Ray its direct
+    children), and what the rule started further down (through a shell) ran on; a task that
+    ended normally left its child running as well."""
+    trials = [_trial(tmp_path / "victim"), _trial(tmp_path / "healthy")]
+    rows = _by_run(run_rules(trials, _bad(kind), engine="ray", time_limit=20))
+    assert [r["status"] for r in rows["healthy"]] == ["NoIssuesFound", "NoData"]
+    bad = {r["rule"]: r for r in rows["victim"]}
+    if reason is None:
+        assert bad["bad"]["status"] == "NoData"
+    else:
+        assert bad["bad"]["status"] == "Error" and reason in bad["bad"]["details"]
+    spawned = [int(p) for p in (tmp_path / "spawned.pid").read_text().split()]
+    assert spawned
+    deadline = time.monotonic() + 60
+    while any(_alive(p) for p in spawned):  # poll with a deadline: no sleeping to wait
+        assert time.monotonic() < deadline, f"a rule's child runs on: {spawned}"
+        time.sleep(0.05)

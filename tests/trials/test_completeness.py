@@ -104,3 +104,68 @@ def test_a_hostile_claim_is_bounded_work_or_a_damaged_end_marker(tmp_path: Path,
     else:
         assert any("end.json" in p and "published_segments" in p for p in problems), problems
     assert trial.tensor("loss").steps() == [0, 1, 2]
+
+
+# -- the writer's record is runs of numbers; a flat list reads the same --
+
+
+def test_the_writer_keeps_runs_not_every_number(tmp_path: Path) -> None:
+    """A worker resumed after 40 segments starts from one run, not 40 numbers (a 10**6-step
+    run kept every number for the whole run)."""
+    from tensortap.storage import LocalStore
+    from tensortap.writer._sessions import read_history
+
+    _write(tmp_path, steps=40)
+    seqs = _seqs(_indexes(tmp_path))
+    published = read_history(LocalStore(str(tmp_path)), "worker_0").published
+    assert published is not None and len(seqs) == 40 and len(published) <= 2
+    assert [s for a, b in published for s in range(a, b + 1)] == seqs
+    _write(tmp_path, steps=3)
+    claimed = json.loads(_end(tmp_path).read_text())["published_segments"]
+    assert [s for a, b in claimed for s in range(a, b + 1)] == _seqs(_indexes(tmp_path))
+    assert len(claimed) <= 3
+
+
+def test_runs_are_bounded_in_memory_and_the_marker_then_counts() -> None:
+    from tensortap.format._documents import MAX_PUBLISHED_RANGES, SeqRuns
+
+    runs = SeqRuns()
+    for seq in range(10**6):
+        runs.add(seq)
+    assert runs.runs() == [[0, 10**6 - 1]]
+    gaps = SeqRuns()
+    for seq in range(0, 2 * MAX_PUBLISHED_RANGES + 2, 2):  # every other number: a run each
+        gaps.add(seq)
+    assert gaps.runs() is None and len(gaps) == 0  # past the bound: nothing more is kept
+    assert SeqRuns([(5, 9), (0, 3), (4, 4), (20, 20)]).runs() == [[0, 9], [20, 20]]
+
+
+@pytest.mark.parametrize("deleted", [[], [0], [3], [1, 2, 5], list(range(12))])
+def test_a_flat_list_of_an_older_marker_gives_the_same_answers_as_runs(
+    tmp_path: Path, deleted: list[int]
+) -> None:
+    answers = []
+    for form in ("runs", "flat"):
+        out = tmp_path / form
+        _write(out, steps=12)
+        if form == "flat":
+            doc = json.loads(_end(out).read_text())
+            runs = doc["published_segments"]
+            doc["published_segments"] = [s for a, b in runs for s in range(a, b + 1)]
+            _end(out).write_text(json.dumps(doc))
+        paths = _indexes(out)
+        for at in deleted:
+            paths[at].unlink()
+        answers.append([p.replace(str(out), "") for p in tt.create_trial(out).problems()])
+    assert answers[0] == answers[1]
+    assert bool(answers[0]) == bool(deleted)
+
+
+@pytest.mark.parametrize("claim", [[3, 1], [0, 0], [0, [1, 2]], [2**63]])
+def test_a_flat_list_out_of_order_or_mixed_is_a_damaged_end_marker(tmp_path: Path, claim) -> None:
+    _write(tmp_path, steps=3)
+    doc = json.loads(_end(tmp_path).read_text())
+    _end(tmp_path).write_text(json.dumps({**doc, "published_segments": claim}))
+    trial = tt.create_trial(tmp_path)
+    assert any("end.json" in p and "published_segments" in p for p in trial.problems())
+    assert trial.tensor("loss").steps() == [0, 1, 2]

@@ -292,9 +292,59 @@ def keeper_command(command: Sequence[str], parent: int | None = None) -> list[st
     ]
 
 
+# -- a keeper one step removed from its parent --
+#
+# Some parents have their direct children killed when they die: Ray SIGKILLs a worker's
+# children when it kills the worker (a cancelled task), and a keeper killed so cannot end its
+# tree. A guard stands between: the parent's child, it dies with the parent (a parent-death
+# signal, and a check that the parent is still the one named) and holds the keeper, whose
+# parent it is; whether the guard dies of that signal or is killed, the keeper sees its
+# parent gone and ends the whole tree.
+
+
+def guarded_keeper_command(command: Sequence[str], parent: int | None = None) -> list[str]:
+    """``command`` run under a keeper under a guard whose parent is ``parent`` (default: this
+    process); exits as the command ends."""
+    return [
+        sys.executable,
+        "-I",
+        os.path.abspath(__file__),
+        "--guard",
+        str(os.getpid() if parent is None else parent),
+        *command,
+    ]
+
+
+def _guard(parent: int, command: list[str]) -> int:
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the parent-death signal was set
+        return 1
+    keeper = subprocess.Popen(
+        [sys.executable, "-I", os.path.abspath(__file__), str(os.getpid()), *command]
+    )
+    while True:
+        try:
+            code = keeper.wait(PARENT_POLL)
+            break
+        except subprocess.TimeoutExpired:
+            if os.getppid() != parent:  # elsewhere than Linux: no parent-death signal
+                keeper.terminate()  # the keeper ends its tree (it also sees us gone)
+                return 1
+    if code < 0:  # end as the keeper ended: killed by its signal
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        return 128 - code
+    return code
+
+
 def main(argv: Sequence[str]) -> int:
+    if len(argv) >= 3 and argv[0] == "--guard" and argv[1].isdigit():
+        return _guard(int(argv[1]), list(argv[2:]))
     if len(argv) < 2 or not argv[0].isdigit():
-        print("usage: python -I _process_tree.py PARENT_PID COMMAND...", file=sys.stderr)
+        print("usage: python -I _process_tree.py [--guard] PARENT_PID COMMAND...", file=sys.stderr)
         return 2
     return _Keeper(int(argv[0]), list(argv[1:])).run()
 

@@ -295,10 +295,24 @@ def decode_rule_status(raw: bytes, what: str) -> dict[str, Any]:
     """A rule's status file (``rules/NAME.json``), written by its rule process: a field of
     the wrong kind is left out (as in the summary); a JobDocumentError when it is no rule's
     status at all."""
+    return decode_rule_status_listed(raw, what)[0]
+
+
+def decode_rule_status_listed(
+    raw: bytes, what: str, rule: str | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """A rule's status file and what was left out of it, and why (see
+    :func:`decode_rule_status`); with ``rule``, a status that names another rule is a
+    JobDocumentError (it would be shown as that rule's, and shadow it)."""
     kept, problems = check_rule(parse_json(raw, what), what)
     if kept is None:
         raise JobDocumentError(f"{problems[0]} (a rule's status is written whole by tensortap)")
-    return kept
+    if rule is not None and kept["RuleConfigurationName"] != rule:
+        raise JobDocumentError(
+            f"{what} holds the status of rule {short(kept['RuleConfigurationName'])}, not of "
+            f"{short(rule)}; a rule's process writes its own status only"
+        )
+    return kept, problems
 
 
 # -- summary.json --
@@ -379,11 +393,24 @@ def decode_summary(raw: bytes, what: str = "summary.json") -> SummaryDocument:
             rule, said = check_rule(entry, f"{what} rules[{i}]")
             problems += said
             if rule is not None:
+                problems += _rule_problems(rule, f"{what} rules[{i}]")
                 shown.append(rule)
     kept["rules"] = shown
     return SummaryDocument(
         kept, tuple(p if p.endswith("left out") else f"{p}; left out" for p in problems)
     )
+
+
+def _rule_problems(rule: dict[str, Any], what: str) -> list[str]:
+    """What the supervisor could not read of a rule's status file (its entry's ``problems``:
+    said where the summary is shown); a ``problems`` of the wrong kind is one itself."""
+    said = rule.get("problems")
+    if said is None:
+        return []
+    if not is_str_list(said):
+        del rule["problems"]
+        return [f"{what}: 'problems' must be a list of strings, got {short(said)}"]
+    return [f"{what} ({short(rule['RuleConfigurationName'])}): {p[:1000]}" for p in said[:64]]
 
 
 # -- events.jsonl --
@@ -422,6 +449,7 @@ __all__ = [
     "decode_event",
     "decode_job",
     "decode_rule_status",
+    "decode_rule_status_listed",
     "decode_summary",
     "parse_json",
     "short",

@@ -32,6 +32,7 @@ from tensortap.jobs._documents import (
     decode_event,
     decode_job,
     decode_rule_status,
+    decode_rule_status_listed,
     decode_summary,
     parse_json,
 )
@@ -205,6 +206,23 @@ class JobRecord:
             return decode_rule_status(read_bytes(path, self.dir), f"rules/{path.name}")
         except (OSError, JobDocumentError):
             return None
+
+    def read_rule_status(self, rule: str) -> tuple[dict[str, Any] | None, list[str]]:
+        """A rule's latest status, decoded, and what was left out of it and why: ``(None,
+        [])`` before the rule wrote one, ``(None, [why])`` when it cannot be read at all (not
+        a rule's status, another rule's, not a regular file of the job's own)."""
+        path = self.rule_status_file(rule)
+        what = f"rules/{path.name}"
+        try:
+            raw = read_bytes(path, self.dir)
+        except FileNotFoundError:
+            return None, []
+        except (OSError, StorageError) as exc:
+            return None, [f"{what} cannot be read: {exc}"]
+        try:
+            return decode_rule_status_listed(raw, what, rule)
+        except JobDocumentError as exc:
+            return None, [f"{exc}; the rule's status is not shown"]
 
     # -- events --
     def append_event(self, kind: str, **fields: Any) -> dict[str, Any]:

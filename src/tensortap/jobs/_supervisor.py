@@ -356,15 +356,7 @@ class Supervisor:
 
     # -- summary --
     def write_summary(self, final: bool = False) -> dict[str, Any]:
-        rules = []
-        for spec in self.rules:
-            status = self.record.rule_status(spec.name) or {
-                "RuleConfigurationName": spec.name,
-                "RuleEvaluationStatus": IN_PROGRESS,
-                "StatusDetails": "",
-                "log": str(self.record.rule_log(spec.name)),
-            }
-            rules.append(status)
+        rules = [rule_entry(self.record, spec.name) for spec in self.rules]
         training = self.training
         summary = {
             "job": self.job["name"],
@@ -387,6 +379,22 @@ class Supervisor:
             self._last_summary = summary
             write_json(self.record.summary_file, {**summary, "updated": time.time()})
         return summary
+
+
+def rule_entry(record: JobRecord, rule: str) -> dict[str, Any]:
+    """A rule's entry of the job's summary: its status file, decoded; what could not be read
+    of it is named in the entry's ``problems`` (shown wherever the summary is), never dropped
+    unsaid. In progress until the rule writes a status."""
+    status, problems = record.read_rule_status(rule)
+    entry = status or {
+        "RuleConfigurationName": rule,
+        "RuleEvaluationStatus": IN_PROGRESS,
+        "StatusDetails": "",
+        "log": str(record.rule_log(rule)),
+    }
+    if problems:
+        entry["problems"] = problems
+    return entry
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ from tensortap.core._process_tree import end_tree
 from tensortap.exceptions import InvalidConfigError
 from tensortap.rules._spec import RuleSpec
 from tensortap.rules.rule_configs import BuiltinRuleConfig
-from tensortap.scale._tasks import STARTED, Task, evaluate, failed, serve
+from tensortap.scale._tasks import STARTED, Task, evaluate_in_tree, failed, serve
 from tensortap.storage import Store
 from tensortap.table._export import check_run_name, run_name_of
 from tensortap.trials._trial import Trial
@@ -328,12 +328,14 @@ def _on_ray(
     """Each task a Ray task of one CPU, never retried (a task that kills its worker would kill
     the next one too). No more tasks in flight than the cluster has CPUs, so that a task's
     time limit, counted from when it is handed over, is its own running time; one past it is
-    cancelled with its worker process killed."""
+    cancelled with its worker process killed. Each task runs in a process tree of its own
+    below the Ray worker (:func:`evaluate_in_tree`), which ends with the task and with the
+    worker: nothing a rule started outlives its task."""
     import ray
 
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    remote = ray.remote(num_cpus=1, max_retries=0)(evaluate)
+    remote = ray.remote(num_cpus=1, max_retries=0)(evaluate_in_tree)
     cpus = ray.cluster_resources().get("CPU", 1)  # type: ignore[no-untyped-call]
     slots = max(1, int(cpus))
     results: list[dict[str, Any] | None] = [None] * len(tasks)

@@ -4,13 +4,24 @@ data (locations, rule specs, dicts), so that any engine can ship it."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from tensortap.core._process_tree import end_tree, hold_own_tree, reap_children
+from tensortap.core._process_tree import (
+    end_tree,
+    guarded_keeper_command,
+    hold_own_tree,
+    reap_children,
+)
 from tensortap.rules._finding import Finding, Outcome
 from tensortap.rules._invoker import RuleSummary, walk
 from tensortap.rules._spec import RuleSpec
@@ -26,6 +37,20 @@ class Task:
     rules: tuple[RuleSpec, ...]
     start: int = 0
     end: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "location": self.location,
+            "rules": [spec.to_dict() for spec in self.rules],
+            "start": self.start,
+            "end": self.end,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Task:
+        rules = tuple(RuleSpec.from_dict(r) for r in data["rules"])
+        return cls(data["run"], data["location"], rules, data["start"], data["end"])
 
 
 def evaluate(task: Task) -> dict[str, list[dict[str, Any]]]:
@@ -114,6 +139,62 @@ def serve(conn: Any) -> None:
         conn.send(answer)
 
 
+def evaluate_in_tree(task: Task) -> dict[str, list[dict[str, Any]]]:
+    """Run the task in a child process under a keeper (:mod:`tensortap.core._process_tree`),
+    one step removed from this process by a guard: what a rule starts stays in the keeper's
+    tree, however it detaches, and the whole tree ends when the task ends, and also when this
+    process is killed (a Ray task cancelled: Ray kills its worker process and the worker's
+    direct children, the guard, not what the rule started; the keeper then sees its parent
+    gone). The task and its rows travel as JSON files in a private temporary directory (never
+    pickled)."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="tensortap-task-") as tmp:
+        given, rows = Path(tmp) / "task.json", Path(tmp) / "rows.json"
+        given.write_text(json.dumps(task.to_dict()), encoding="utf-8")
+        command = [sys.executable, "-m", "tensortap.scale._tasks", str(given), str(rows)]
+        proc = subprocess.run(
+            guarded_keeper_command(command),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+        if proc.returncode == 0 and rows.is_file():
+            answer: dict[str, list[dict[str, Any]]] = json.loads(rows.read_text("utf-8"))
+            return answer
+    last = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+    code = proc.returncode
+    how = (
+        f"was killed by {signal.Signals(-code).name if -code in signal.valid_signals() else -code}"
+        if code < 0
+        else f"exited with code {code}"
+    )
+    return failed(
+        task,
+        f"the task's process {how} while evaluating the rules (it crashed or exited: a rule "
+        f"called os._exit, or it ran out of memory; {last[0][:300]}); the other tasks went on",
+        time.monotonic() - started,
+    )
+
+
+def main(argv: list[str]) -> int:
+    """``python -m tensortap.scale._tasks TASK.json ROWS.json``: what
+    :func:`evaluate_in_tree` runs under its keeper."""
+    given, rows = Path(argv[0]), Path(argv[1])
+    task = Task.from_dict(json.loads(given.read_text("utf-8")))
+    started = time.perf_counter()
+    try:
+        answer = evaluate(task)
+    except Exception as exc:  # reported as the task's rows
+        answer = failed(
+            task, f"the task failed: {type(exc).__name__}: {exc}", time.perf_counter() - started
+        )
+    partial = rows.with_name(rows.name + ".tmp")
+    partial.write_text(json.dumps(answer, default=str), encoding="utf-8")
+    partial.replace(rows)
+    return 0
+
+
 def _error(rule: str, message: str) -> Finding:
     return Finding(rule, -1, Outcome.ERROR, message, traceback=traceback.format_exc())
 
@@ -145,3 +226,7 @@ def _finding_row(finding: Finding) -> dict[str, Any]:
         "value": None if finding.value is None else float(finding.value),
         "tensors": list(finding.tensors),
     }
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -179,31 +179,23 @@ class SmdebugReader:
 
     def collections(self) -> dict[str, dict[str, Any]]:
         """smdebug's collections (name -> include_regex and tensor_names), over all workers; a
-        damaged collections file is listed in :attr:`problems` and skipped."""
+        collections file that cannot be read, or one collection of it that is not what smdebug
+        writes, is listed in :attr:`problems` and skipped (the file's other collections, and
+        the other files, are kept)."""
         merged: dict[str, dict[str, Any]] = {}
         for key in self.store.list("collections/"):
             if not key.endswith("_collections.json"):
                 continue
             try:
-                found: dict[str, dict[str, list[str]]] = {}
-                data = json.loads(self.store.get(key))["collections"]
-                for name, entry in data.items():
-                    into = found.setdefault(str(name), {"include_regex": [], "tensor_names": []})
-                    for k in ("include_regex", "tensor_names"):
-                        for value in entry.get(k) or []:
-                            if not isinstance(value, str):
-                                raise TypeError(f"{k} of {name!r} holds {value!r}")
-                            into[k].append(value)
+                found, problems = decode_collections(self.store.get(key), key)
             except StorageError as exc:
                 self._problem(FormatError(f"the smdebug collections file {key}: {exc}"))
                 continue
-            except _DAMAGE as exc:
-                self._problem(
-                    FormatError(
-                        f"the smdebug collections file {key} is not what smdebug writes: {exc!r}"
-                    )
-                )
+            except FormatError as exc:
+                self._problem(exc)
                 continue
+            for problem in problems:
+                self._problem(FormatError(problem))
             for name, entry in found.items():
                 into = merged.setdefault(name, {"include_regex": [], "tensor_names": []})
                 for k in ("include_regex", "tensor_names"):
@@ -211,6 +203,50 @@ class SmdebugReader:
                         if value not in into[k]:
                             into[k].append(value)
         return merged
+
+
+#: The most bytes of one smdebug collections file read (smdebug's are a few KB; a hostile one
+#: may be anything).
+MAX_COLLECTIONS_BYTES = 16 * 1024 * 1024
+
+
+def decode_collections(raw: bytes, key: str) -> tuple[dict[str, dict[str, list[str]]], list[str]]:
+    """An smdebug collections file (``{"collections": {name: {"include_regex": [...],
+    "tensor_names": [...], ...}}}``): each collection's regexes and names, and why each
+    collection that is not what smdebug writes was left out. A FormatError when the file is no
+    such document at all."""
+    what = f"the smdebug collections file {key}"
+    if len(raw) > MAX_COLLECTIONS_BYTES:
+        raise FormatError(f"{what} holds {len(raw)} bytes; smdebug's hold a few KB")
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        reason = "it is nested too deeply" if isinstance(exc, RecursionError) else repr(exc)
+        raise FormatError(f"{what} is not JSON: {reason[:200]}") from None
+    data = doc.get("collections") if isinstance(doc, dict) else None
+    if not isinstance(data, dict):
+        raise FormatError(
+            f"{what} is not what smdebug writes: an object whose 'collections' maps names to "
+            f"collections, got {type(doc).__name__}"
+        )
+    found: dict[str, dict[str, list[str]]] = {}
+    problems: list[str] = []
+    for name, entry in data.items():
+        lists = [entry.get(k) if isinstance(entry, dict) else None for k in _COLLECTION_LISTS]
+        if not isinstance(entry, dict) or not all(
+            value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+            for value in lists
+        ):
+            problems.append(
+                f"{what}: collection {name[:200]!r} is left out: smdebug writes an object with "
+                "include_regex and tensor_names as lists of strings"
+            )
+            continue
+        found[name] = {k: list(v or []) for k, v in zip(_COLLECTION_LISTS, lists, strict=True)}
+    return found, problems
+
+
+_COLLECTION_LISTS = ("include_regex", "tensor_names")
 
 
 _MAX_STEP = 2**63 - 1  # a step number is a signed 64-bit integer in tensortap's format

@@ -133,6 +133,7 @@ class TrialIndex:
             if raw is not None:
                 try:
                     doc = decode_session(raw, f"session record {key}")
+                    _check_session_key(key, doc)
                 except FormatError as exc:
                     self.problem(key, exc)
                 else:
@@ -345,3 +346,14 @@ class TrialIndex:
                     merged[coll.name] = coll
         self._collections = (self.version, merged)
         return dict(merged)
+
+
+def _check_session_key(key: str, doc: dict[str, Any]) -> None:
+    """A session record lies at the key of its own index: one that names another index would
+    shadow that session's record (FormatError)."""
+    name = key.rsplit("/", 1)[-1].removesuffix(".json")
+    if not name.isdigit() or int(name) != doc["index"]:
+        raise FormatError(
+            f"session record {key} says it is session {doc['index']} of its worker, not "
+            f"{name}: a record lies at its own index's key; it was not written by tensortap"
+        )

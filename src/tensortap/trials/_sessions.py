@@ -6,11 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tensortap.format._documents import MAX_TIME as MAX_TIME  # re-exported: its old home
 from tensortap.trials._index import WorkerState
-
-#: The latest time a record may hold: 9999-12-31, what ``time.localtime`` and ``datetime``
-#: take (a session record's ``started`` of 1e300 made the report raise OverflowError).
-MAX_TIME = 253_402_300_799.0
 
 
 def session_time(value: object) -> float | None:
@@ -108,7 +105,7 @@ def worker_sessions(state: WorkerState, records: dict[int, dict[str, Any]]) -> l
         for i, (sid, span) in enumerate(unrecorded)
     ]
     for index in sorted(records):
-        doc = records[index]
+        doc = records[index]  # checked by decode_session: every field is of its kind and range
         first, last = spans.get(str(doc["session"])) or (None, None)
         started = doc.get("started")
         out.append(
@@ -116,7 +113,7 @@ def worker_sessions(state: WorkerState, records: dict[int, dict[str, Any]]) -> l
                 worker=state.name,
                 index=index,
                 id=str(doc["session"]),
-                started=session_time(started),
+                started=None if started is None else float(started),
                 host=doc.get("host"),
                 pid=doc.get("pid"),
                 resumed_from_step=doc.get("resumed_from_step"),
@@ -124,9 +121,7 @@ def worker_sessions(state: WorkerState, records: dict[int, dict[str, Any]]) -> l
                 last_step=last,
                 mode_steps=dict(doc.get("mode_steps") or {}),
                 step_source=doc.get("step_source"),
-                rolled_back=tuple(
-                    (str(m), int(a), int(b)) for m, a, b in doc.get("rolled_back", [])
-                ),
+                rolled_back=tuple((m, a, b) for m, a, b in doc.get("rolled_back", [])),
                 events=tuple(dict(e) for e in doc.get("events", [])),
                 **_branch(doc),
             )
@@ -165,15 +160,15 @@ def old_fork(branch: dict[str, Any], parent: dict[str, Any]) -> int | None:
 
 def _branch(doc: dict[str, Any]) -> dict[str, Any]:
     """The branch fields of a session record (absent from records of sessions that were no
-    branch, and from every record written before rollbacks existed: None)."""
+    branch, and from every record written before rollbacks existed: None); checked by
+    decode_session."""
     parent = doc.get("branch_of")
-    if not isinstance(parent, str):
+    if parent is None:
         return {}
-    step, global_step = doc.get("branch_step"), doc.get("branch_global_step")
     return {
         "branch_of": parent,
-        "branch_step": step if isinstance(step, int) else None,
-        "branch_mode": str(doc.get("branch_mode") or "TRAIN"),
-        "branch_global_step": global_step if isinstance(global_step, int) else None,
+        "branch_step": doc.get("branch_step"),
+        "branch_mode": doc.get("branch_mode") or "TRAIN",
+        "branch_global_step": doc.get("branch_global_step"),
         "branch_reason": doc.get("branch_reason"),
     }

@@ -25,7 +25,7 @@ from typing import Any
 from tensortap.core._modes import ModeKeys
 from tensortap.exceptions import FormatError, ResumeRefused, StorageError
 from tensortap.format import _layout as layout
-from tensortap.format._documents import decode_end, decode_session, encode_json
+from tensortap.format._documents import SeqRuns, decode_end, decode_session, encode_json
 from tensortap.format._index import decode_index
 from tensortap.storage._base import Store
 
@@ -41,9 +41,10 @@ class SessionStart:
     global_step: int
     #: Each mode's next step number (modes the worker has counted steps in).
     mode_steps: dict[ModeKeys, int] = field(default_factory=dict)
-    #: The segment numbers of the indexes the earlier sessions published (what this session's
-    #: end marker says the worker published, with its own).
-    published: tuple[int, ...] = ()
+    #: The segment numbers of the indexes the earlier sessions published, as ``(first,
+    #: last)`` runs (what this session's end marker says the worker published, with its own);
+    #: None when they outgrew the runs an end marker holds.
+    published: tuple[tuple[int, int], ...] | None = ()
 
     @property
     def resumed(self) -> bool:
@@ -57,7 +58,7 @@ def read_history(store: Store, worker: str) -> SessionStart:
     last_step: int | None = None
     next_mode: dict[ModeKeys, int] = {}
     seen: set[str] = set()  # sessions that published, by id
-    published: list[int] = []
+    published = SeqRuns()
     for key, raw in zip(keys, _get_each(store, keys), strict=True):
         try:
             if raw is None:
@@ -73,7 +74,7 @@ def read_history(store: Store, worker: str) -> SessionStart:
         seen.add(str(index.header.get("session")))
         seq = layout.seq_of(key)
         if seq is not None:
-            published.append(seq)
+            published.add(seq)
         for entry in index.steps:
             global_step, mode, mode_step = int(entry[0]), ModeKeys(int(entry[1])), int(entry[2])
             last_step = global_step if last_step is None else max(last_step, global_step)
@@ -89,8 +90,13 @@ def read_history(store: Store, worker: str) -> SessionStart:
             if name in ModeKeys.__members__ and isinstance(step, int) and step > 0:
                 mode = ModeKeys[name]
                 next_mode[mode] = max(next_mode.get(mode, 0), step)
+    runs = published.runs()
     return SessionStart(
-        _next_index(store, worker, seen), last_step, next_global, next_mode, tuple(published)
+        _next_index(store, worker, seen),
+        last_step,
+        next_global,
+        next_mode,
+        None if runs is None else tuple((first, last) for first, last in runs),
     )
 
 

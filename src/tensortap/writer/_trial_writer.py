@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from tensortap.core._records import ScalarSteps, StepBatch
 from tensortap.exceptions import StorageError
 from tensortap.format import _layout as layout
-from tensortap.format._documents import encode_json, seq_ranges
+from tensortap.format._documents import SeqRuns, encode_json
 from tensortap.format._series import encode_series
 from tensortap.storage._base import Store
 from tensortap.writer._open_segment import OpenSegment
@@ -95,8 +95,8 @@ class TrialWriter:
         self.session_start = self._worker_session.start
         self._next_seq = self._worker_session.first_seq
         # every index this worker has published (the end marker says so: a reader then sees
-        # one that went missing)
-        self._published = list(self.session_start.published)
+        # one that went missing), as runs of numbers: one run on a run of 10**6 steps
+        self._published = SeqRuns(self.session_start.published)
         self._thread = threading.Thread(
             target=self._run, name=f"tensortap-writer-{self.worker}", daemon=True
         )
@@ -446,7 +446,7 @@ class TrialWriter:
         if segment is not None:
             if series is not None:
                 self._roll_up(segment.seq, series)
-            self._published.append(segment.seq)
+            self._published.add(segment.seq)
             status = self.status
             status.segments_published += 1
             status.steps_written += segment.steps
@@ -508,7 +508,7 @@ class TrialWriter:
         body = {"worker": self.worker, "session": self.session, "ended": time.time()}
         body.update(self._end_info)
         body["status"] = asdict(self.status)
-        published = seq_ranges(self._published)
+        published = self._published.runs()
         if published is not None:
             body["published_segments"] = published
         storage = self.store.stats()
