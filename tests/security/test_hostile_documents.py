@@ -88,6 +88,32 @@ def test_a_session_record_at_another_index_s_key_shadows_nothing(tmp_path: Path)
     assert any("sessions/000001.json" in p and "not 000001" in p for p in opened.problems())
 
 
+def test_the_dashboard_lists_no_session_record_at_another_index_s_key(
+    tmp_path: Path, serve
+) -> None:
+    """The dashboard's sessions (its resumed-session marks) read the records through the same
+    decoder as the trial: a record that names another index is not listed as that session."""
+    pytest.importorskip("starlette")
+    pytest.importorskip("uvicorn")
+    from tests.helpers.json_get import get_json
+
+    trial = _resumed_trial(tmp_path / "t")
+    dashboard = serve(trial)
+    _, runs = get_json(dashboard.url + "api/runs")
+    (run,) = runs["runs"]
+    curves = f"{dashboard.url}api/run/{run['id']}/curves?name=loss&stat=value"
+    _, body = get_json(curves)
+    assert [s["index"] for s in body["sessions"]] == [1]  # the resumed session, as written
+    doc = json.loads(_record(trial, 1).read_text())
+    doc["index"] = 0
+    _record(trial, 1).write_text(json.dumps(doc))
+    fresh = serve(trial)  # a new server: nothing cached
+    _, runs = get_json(fresh.url + "api/runs")
+    (run,) = runs["runs"]
+    _, body = get_json(f"{fresh.url}api/run/{run['id']}/curves?name=loss&stat=value")
+    assert body["sessions"] == []
+
+
 def test_the_hook_refuses_an_event_its_readers_would_refuse(tmp_path: Path) -> None:
     deep: dict[str, object] = {}
     inner = deep

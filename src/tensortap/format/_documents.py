@@ -303,6 +303,20 @@ def decode_session(raw: bytes, what: str) -> dict[str, Any]:
     return doc
 
 
+
+def decode_session_at(raw: bytes, key: str) -> dict[str, Any]:
+    """The session record stored at ``key`` (``.../sessions/<index>.json``): decoded as
+    :func:`decode_session` does, and refused when it names another index than its key's (it
+    would shadow that session's record)."""
+    doc = decode_session(raw, f"session record {key}")
+    name = key.rsplit("/", 1)[-1].removesuffix(".json")
+    if not name.isdigit() or int(name) != doc["index"]:
+        raise FormatError(
+            f"session record {key} says it is session {doc['index']} of its worker, not "
+            f"{name}: a record lies at its own index's key; it was not written by tensortap"
+        )
+    return doc
+
 def _check_branch(doc: dict[str, Any], what: str) -> None:
     """The branch fields of a rollback's session, when present (see docs/format.md)."""
     parent = get_optional_str(doc, "branch_of", what)

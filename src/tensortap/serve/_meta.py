@@ -15,7 +15,7 @@ from typing import Any
 from tensortap.diagnosis import job_diagnosis
 from tensortap.exceptions import FormatError, StorageError, TensortapError
 from tensortap.format import _layout as layout
-from tensortap.format._documents import decode_end, decode_json, decode_session
+from tensortap.format._documents import decode_end, decode_json, decode_session_at
 from tensortap.jobs._live import by_gravity, steps_judged
 from tensortap.serve._catalog import Run
 from tensortap.storage._base import Store
@@ -103,7 +103,7 @@ def trial_meta(run: Run) -> dict[str, Any]:
         raw = _get(store, sessions[0]) if sessions else None
         if raw is not None:
             try:
-                first = decode_session(raw, f"session record {sessions[0]}")
+                first = decode_session_at(raw, sessions[0])
             except FormatError:
                 continue  # said by the data reads, which read every record
             when = session_time(first.get("started"))
@@ -153,7 +153,7 @@ def resumed_sessions(run: Run) -> list[dict[str, Any]]:
             for key in store.list(layout.sessions_prefix(worker)):
                 raw = _get(store, key) if key.endswith(".json") else None
                 try:
-                    doc = None if raw is None else decode_session(raw, f"session record {key}")
+                    doc = None if raw is None else decode_session_at(raw, key)
                 except FormatError:
                     continue  # said by the data reads, which read every record
                 if doc is None or doc.get("resumed_from_step") is None:

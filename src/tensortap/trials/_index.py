@@ -20,7 +20,7 @@ from tensortap.format import _layout as layout
 from tensortap.format._documents import (
     decode_end,
     decode_json,
-    decode_session,
+    decode_session_at,
     decode_worker_info,
 )
 from tensortap.format._fields import get_list
@@ -132,8 +132,7 @@ class TrialIndex:
         for key, raw in zip(keys, self._get_each(keys), strict=True):
             if raw is not None:
                 try:
-                    doc = decode_session(raw, f"session record {key}")
-                    _check_session_key(key, doc)
+                    doc = decode_session_at(raw, key)
                 except FormatError as exc:
                     self.problem(key, exc)
                 else:
@@ -347,13 +346,3 @@ class TrialIndex:
         self._collections = (self.version, merged)
         return dict(merged)
 
-
-def _check_session_key(key: str, doc: dict[str, Any]) -> None:
-    """A session record lies at the key of its own index: one that names another index would
-    shadow that session's record (FormatError)."""
-    name = key.rsplit("/", 1)[-1].removesuffix(".json")
-    if not name.isdigit() or int(name) != doc["index"]:
-        raise FormatError(
-            f"session record {key} says it is session {doc['index']} of its worker, not "
-            f"{name}: a record lies at its own index's key; it was not written by tensortap"
-        )
