@@ -163,6 +163,30 @@ def test_a_damaged_rule_status_is_named_in_the_summary_not_shown_in_progress_uns
     assert [r["RuleConfigurationName"] for r in shown.summary["rules"]] == ["Good", "Bad"]
 
 
+def test_a_rule_process_that_dies_says_its_last_status_was_unreadable(tmp_path: Path) -> None:
+    """A rule process killed after its status file was damaged: the supervisor writes the
+    rule's end (Error) and says the status it replaces could not be read."""
+    import subprocess
+    import sys
+
+    from tensortap.jobs._supervisor import Supervisor, _Child
+
+    record = JobRecord(tmp_path / "job")
+    record.create({"name": "job", "created": 1_700_000_000.0, "command": ["x"], "rules": []})
+    record.rule_status_file("Bad").write_bytes(b"[1, 2]")
+    log = (tmp_path / "rule.log").open("wb+")
+    proc = subprocess.Popen([sys.executable, "-c", "raise SystemExit(9)"], stdout=log)
+    assert proc.wait(timeout=60) == 9
+    supervisor = Supervisor(record)
+    supervisor._host_died(_Child("rules", proc, log, rules=["Bad"]), 9)
+    log.close()
+    status = json.loads(record.rule_status_file("Bad").read_text())
+    assert status["RuleEvaluationStatus"] == "Error"
+    assert "exited with code 9" in status["StatusDetails"]
+    assert "could not be read" in status["StatusDetails"]
+    assert "must be an object" in status["StatusDetails"]
+
+
 def test_a_rule_not_started_yet_is_in_progress_with_no_problem(tmp_path: Path) -> None:
     entry = rule_entry(_job(tmp_path), "Later")
     assert entry["RuleEvaluationStatus"] == "InProgress" and "problems" not in entry

@@ -343,13 +343,17 @@ class Supervisor:
     def _host_died(self, host: _Child, code: int) -> None:
         """A rule process ended without finishing its rules' statuses (killed, or crashed)."""
         for name in host.rules:
-            status = self.record.rule_status(name) or {"RuleConfigurationName": name}
+            found, unreadable = self.record.read_rule_status(name)
+            status = found or {"RuleConfigurationName": name}
             if status.get("RuleEvaluationStatus", IN_PROGRESS) != IN_PROGRESS:
                 continue
             log = tail(host.log.name, 10)
+            details = f"the rule process exited with code {code}: {log}"
+            if unreadable:  # what it last wrote is replaced: say that it was unreadable
+                details += f" (its last status could not be read: {'; '.join(unreadable)})"
             status.update(
                 RuleEvaluationStatus="Error" if host.term_at is None else STOPPED,
-                StatusDetails=f"the rule process exited with code {code}: {log}",
+                StatusDetails=details,
             )
             write_json(self.record.rule_status_file(name), status)
             self.record.append_event("rule_ended", rule=name, status=status["RuleEvaluationStatus"])
