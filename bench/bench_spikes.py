@@ -158,10 +158,11 @@ def run(scenario: str, seed: int, steps: int, lead: int) -> Result:
         if onset is not None:
             if onset - 100 <= step < onset:
                 loss_before.append(value)
-            elif step >= onset and spike is None:
-                if not math.isfinite(value) or value > 1.5 * statistics.median(loss_before):
-                    spike = step
-                    total = step + 5
+            elif spike is None and (
+                not math.isfinite(value) or value > 1.5 * statistics.median(loss_before)
+            ):
+                spike = step
+                total = step + 5
         step += 1
     elapsed = time.perf_counter() - started
     return Result(

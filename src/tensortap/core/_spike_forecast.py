@@ -15,7 +15,8 @@ of a value. For each indicator, on the logarithm of its values:
   took it in would widen with it and hide it);
 - the *level* score is how many baseline deviations the median of the ``recent`` steps lies
   above the baseline's median. A steady exponential trend (a line in log) scores about 2.9
-  (with the default windows) whatever its slope: what scores high is a rise *faster* than the run's own recent past;
+  (with the default windows) whatever its slope: what scores high is a rise *faster* than
+  the run's own recent past;
 - the *trend* score is the Mann-Kendall statistic of the ``recent`` steps (a rank test: how
   many later values exceed earlier ones, as a normal z-score), so one outlier does not warn;
 - a warning is raised when both exceed their thresholds (``level_z``, ``trend_z``) at
@@ -77,7 +78,8 @@ class ForecastConfig:
                 raise InvalidConfigError(
                     f"ForecastConfig.{name} must be a positive number of deviations, got {value!r}"
                 )
-        if isinstance(self.two_sided, str) or not all(isinstance(s, str) for s in self.two_sided):
+        sides: object = self.two_sided
+        if not isinstance(sides, tuple | list) or not all(isinstance(s, str) for s in sides):
             raise InvalidConfigError(
                 "ForecastConfig.two_sided must be a tuple of substrings of indicator names, "
                 f"got {self.two_sided!r}"
@@ -112,8 +114,9 @@ class SpikeWarning:
         return asdict(self)
 
     def __str__(self) -> str:
+        moving = "rising" if self.direction == "up" else "falling"
         return (
-            f"step {self.step}: {self.signal} is {'rising' if self.direction == 'up' else 'falling'}"
+            f"step {self.step}: {self.signal} is {moving}"
             f" ({self.value:.4g}, its baseline {self.baseline:.4g}: {self.level_z:+.1f} "
             f"deviations, trend z {self.trend_z:+.1f}); a loss spike may follow"
         )

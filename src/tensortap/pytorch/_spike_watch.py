@@ -214,7 +214,7 @@ class SpikeWatch:
             if isinstance(current, _PatchedAttention):
                 return  # another watch's forward is running: it scores this one
             self._patch = _PatchedAttention(self, current)
-            functional.scaled_dot_product_attention = self._patch  # type: ignore[assignment]
+            functional.scaled_dot_product_attention = self._patch
             self._attention_calls = 0
 
     def _leave_forward(self, module: nn.Module, args: Any, output: Any) -> None:
@@ -264,16 +264,19 @@ class SpikeWatch:
             if weight is None or not torch.is_grad_enabled():
                 return  # separate q/k/v projections: not scored
             with torch.no_grad():
-                sample = (lambda t: t[0]) if module.batch_first else (lambda t: t[:, 0])
-                if query.dim() == 2:
-                    sample = lambda t: t  # noqa: E731 (an unbatched call)
+                if query.dim() == 2:  # an unbatched call
+                    query1, key1 = query, key
+                elif module.batch_first:
+                    query1, key1 = query[0], key[0]
+                else:
+                    query1, key1 = query[:, 0], key[:, 0]
                 e, h = module.embed_dim, module.num_heads
                 bias = module.in_proj_bias
                 q = torch.nn.functional.linear(
-                    sample(query), weight[:e], None if bias is None else bias[:e]
+                    query1, weight[:e], None if bias is None else bias[:e]
                 )
                 k = torch.nn.functional.linear(
-                    sample(key), weight[e : 2 * e], None if bias is None else bias[e : 2 * e]
+                    key1, weight[e : 2 * e], None if bias is None else bias[e : 2 * e]
                 )
                 d = e // h
                 q = q.reshape(-1, h, d).transpose(0, 1)
@@ -356,7 +359,9 @@ class SpikeWatch:
             part = flat[at : at + n]
             at += n
             if name == "update_norm":
-                values.update({f"update_norm/{g}": v for g, v in zip(self._group_names, part)})
+                values.update(
+                    {f"update_norm/{g}": v for g, v in zip(self._group_names, part, strict=True)}
+                )
             elif name.startswith("attention_logit/") and n > 1:
                 values[name] = max(part)
                 values.update({f"{name}{_PER_HEAD}{h}": v for h, v in enumerate(part)})
@@ -392,9 +397,13 @@ def _logits(output: Any) -> torch.Tensor | None:
         output = output[0]
     elif not isinstance(output, torch.Tensor):
         output = getattr(output, "logits", None)
-    if isinstance(output, torch.Tensor) and output.is_floating_point() and output.dim() >= 2:
-        if output.shape[-1] >= 2:
-            return output
+    if (
+        isinstance(output, torch.Tensor)
+        and output.is_floating_point()
+        and output.dim() >= 2
+        and output.shape[-1] >= 2
+    ):
+        return output
     return None
 
 
