@@ -52,7 +52,7 @@ class ForecastConfig:
     recent: int = 25
     gap: int = 100
     baseline: int = 200
-    warmup: int = 300
+    warmup: int = 800
     level_z: float = 5.0
     trend_z: float = 3.5
     persist: int = 5
