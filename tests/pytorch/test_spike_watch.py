@@ -82,11 +82,12 @@ def test_the_indicators_of_a_real_training_step() -> None:
         x, y = _batch(gen)
         logits = model(x)
         # the attention logits of the first sample, per head, from the pre-softmax scores
+        block = model.blocks[0]
+        assert isinstance(block, Block)
         with torch.no_grad():
             h = model.wte(x)
             q, k, _ = (
-                z.view(4, LENGTH, HEADS, -1).transpose(1, 2)
-                for z in model.blocks[0].qkv(h).chunk(3, -1)
+                z.view(4, LENGTH, HEADS, -1).transpose(1, 2) for z in block.qkv(h).chunk(3, -1)
             )
             scores = (q[0] @ k[0].transpose(-2, -1)) / math.sqrt(WIDTH // HEADS)
             causal = torch.ones(LENGTH, LENGTH, dtype=torch.bool).tril()
