@@ -162,7 +162,7 @@ def run(scenario: str, seed: int, steps: int, lead: int) -> Result:
         if onset is not None:
             if onset - 100 <= step < onset:
                 loss_before.append(value)
-            elif spike is None and (
+            elif (step >= onset and spike is None) and (
                 not math.isfinite(value) or value > 1.5 * statistics.median(loss_before)
             ):
                 spike = step
