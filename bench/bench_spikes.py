@@ -293,6 +293,15 @@ def report(results: list[Result], lead: int, seeds: str) -> None:
         print(f"all injected: {caught_all}/{spikes_all} caught ({caught_all / spikes_all:.0%})")
     rate = false / healthy_steps * 100_000 if healthy_steps else float("nan")
     print(f"false warnings: {false} in {healthy_steps} healthy steps = {rate:.1f} per 100k steps")
+    from tensortap.core._spike_forecast import ForecastConfig
+
+    warmup = ForecastConfig().warmup  # steps before it the forecast judges nothing
+    judged = sum(max(0, (r.onset if r.onset is not None else r.steps) - warmup) for r in results)
+    if judged:
+        print(
+            f"  of which judged (past the forecast's {warmup}-step warm-up): {judged} steps "
+            f"= {false / judged * 100_000:.1f} per 100k judged steps"
+        )
     step = statistics.median(r.step_seconds for r in results) * 1e3
     cost = statistics.median(r.watch_seconds for r in results) * 1e3
     print(
