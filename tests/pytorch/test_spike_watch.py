@@ -62,9 +62,12 @@ def _batch(gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     return seq[:, :-1], seq[:, 1:]
 
 
+LOSS = nn.CrossEntropyLoss()
+
+
 def _step(model: nn.Module, opt: torch.optim.Optimizer, gen: torch.Generator) -> float:
     x, y = _batch(gen)
-    loss = F.cross_entropy(model(x).reshape(-1, VOCAB), y.reshape(-1))
+    loss = LOSS(model(x).reshape(-1, VOCAB), y.reshape(-1))
     opt.zero_grad()
     loss.backward()
     opt.step()
@@ -128,6 +131,7 @@ def test_a_runaway_learning_rate_is_warned_of_and_kept_in_the_trial(tmp_path: Pa
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     hook = ttp.Hook(tmp_path / "run", save_config=tt.SaveConfig(save_interval=50))
     hook.register_module(model)
+    hook.register_loss(LOSS)
     seen: list[ttp.SpikeWarning] = []
     watch = ttp.SpikeWatch(opt, model, hook=hook, config=SMALL, on_warning=seen.append)
     gen = torch.Generator().manual_seed(1)
@@ -157,6 +161,10 @@ def test_a_runaway_learning_rate_is_warned_of_and_kept_in_the_trial(tmp_path: Pa
     assert kinds and kinds[0]["fields"]["signal"] == first.signal
     assert kinds[0]["fields"]["step"] == first.step
     assert "spikes/update_norm/blocks.0" in trial.tensor_names()
+    from tensortap.report._training import training_report
+
+    page = training_report(trial, rules=[])  # marked on the loss curve
+    assert f">spike warning: {first.signal}" in page
     watch.remove()
 
 
