@@ -17,6 +17,9 @@ from tensortap._faces import face
 if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ here)
     from tensortap._shared import *  # noqa: F403
     from tensortap.core._rollback_target import RollbackTarget as RollbackTarget
+    from tensortap.core._spike_forecast import ForecastConfig as ForecastConfig
+    from tensortap.core._spike_forecast import SpikeForecast as SpikeForecast
+    from tensortap.core._spike_forecast import SpikeWarning as SpikeWarning
     from tensortap.pytorch._checkpoint_guard import CheckpointEvent as CheckpointEvent
     from tensortap.pytorch._checkpoint_guard import CheckpointGuard as CheckpointGuard
     from tensortap.pytorch._checkpoint_guard import GuardedCheckpoints as GuardedCheckpoints
@@ -38,5 +41,6 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ 
     from tensortap.pytorch._rollback import Rollback as Rollback
     from tensortap.pytorch._rollback import RollbackEvent as RollbackEvent
     from tensortap.pytorch._skip_batches import SkipBatches as SkipBatches
+    from tensortap.pytorch._spike_watch import SpikeWatch as SpikeWatch
 
 __all__, __getattr__, __dir__ = face(__name__)

@@ -252,6 +252,19 @@ def _decision_label(fields: dict[str, Any]) -> str:
     return f"rollback: {action} ({' '.join(why)}, step {fields.get('step')})"
 
 
+def _spike_marks(session: Session) -> list[tuple[float, str]]:
+    """(global step, label) of each spike warning the session recorded (see
+    :mod:`tensortap.pytorch._spike_watch`); a damaged event marks nothing."""
+    out = []
+    for event in session.events:
+        fields, at = event.get("fields"), event.get("global_step")
+        if event.get("kind") != "spike_warning" or not isinstance(fields, dict):
+            continue
+        if isinstance(at, int) and not isinstance(at, bool):
+            out.append((float(at), f"spike warning: {fields.get('signal')}"))
+    return out
+
+
 def _series(trial: Trial, names: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Each tensor per mode over global steps (:func:`~tensortap.query._curves.mode_lines`)."""
     return dict(mode_lines(trial, names))  # arrays: a 10^6-step line as lists took 56 MB
@@ -337,6 +350,8 @@ class TrainingReport:
                 at, label = float(s.first_step), f"session {s.index} resumed"
                 marks[at] = f"{marks[at]}, {label}" if at in marks else label
             for at, label in _attribution_marks(s):  # what a replay said about a step
+                marks[at] = f"{marks[at]}, {label}" if at in marks else label
+            for at, label in _spike_marks(s):  # a forecast of a loss spike
                 marks[at] = f"{marks[at]}, {label}" if at in marks else label
         charts = [
             line_chart(_series(trial, names), collection, "global step", marks)

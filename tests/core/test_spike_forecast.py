@@ -1,0 +1,149 @@
+"""The spike forecast on synthetic indicator series (issue 46 item 3): thresholds from the run's
+own history, a warning ahead of a growing update norm, none on healthy noise."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tensortap.core._spike_forecast import (
+    ForecastConfig,
+    SpikeForecast,
+    SpikeWarning,
+    mann_kendall_z,
+)
+from tensortap.exceptions import InvalidConfigError
+
+
+def _healthy(seed: int, steps: int, level: float = 0.02, noise: float = 0.15) -> np.ndarray:
+    """A noisy indicator around a slowly decaying level (log-normal noise, autocorrelated like
+    an Adam update norm: an EMA of white noise)."""
+    rng = np.random.default_rng(seed)
+    white = rng.normal(0.0, noise, steps)
+    smooth = np.empty(steps)
+    acc = 0.0
+    for i, w in enumerate(white):
+        acc = 0.7 * acc + w
+        smooth[i] = acc
+    decay = np.linspace(0.0, -0.7, steps)  # a cosine-like decay of the learning rate
+    return level * np.exp(decay + smooth * math.sqrt(1 - 0.7**2))
+
+
+def _feed(series: dict[str, np.ndarray], config: ForecastConfig | None = None) -> SpikeForecast:
+    forecast = SpikeForecast(config or ForecastConfig())
+    steps = len(next(iter(series.values())))
+    for step in range(steps):
+        forecast.update(step, {name: float(values[step]) for name, values in series.items()})
+    return forecast
+
+
+def test_a_growing_update_norm_warns_before_its_spike() -> None:
+    onset, spike = 1000, 1200
+    values = _healthy(1, spike + 1)
+    # from the onset the update norm grows 1.5 % a step (a learning rate running away): the loss
+    # spikes at `spike`, when the norm is 20x its level
+    growth = np.exp(
+        np.clip(np.arange(len(values)) - onset, 0, None) * math.log(20) / (spike - onset)
+    )
+    forecast = _feed({"update_norm/blocks.0": values * growth})
+    warnings = forecast.warnings
+    assert warnings, "no warning before the spike"
+    first = warnings[0]
+    assert onset <= first.step <= spike - 50, first
+    assert first.signal == "update_norm/blocks.0"
+    assert first.direction == "up"
+    assert first.level_z >= forecast.config.level_z
+    assert first.value > first.baseline
+
+
+def test_healthy_noisy_series_never_warn() -> None:
+    # 10 healthy runs of 4,000 steps, three indicators each (120k indicator-steps)
+    warned: list[SpikeWarning] = []
+    for seed in range(10):
+        forecast = _feed(
+            {
+                "update_norm/blocks.0": _healthy(seed, 4000),
+                "update_norm/wte": _healthy(seed + 100, 4000, level=0.003, noise=0.3),
+                "output_entropy": _healthy(seed + 200, 4000, level=2.0, noise=0.05),
+            }
+        )
+        warned.extend(forecast.warnings)
+    assert warned == []
+
+
+def test_thresholds_are_fitted_from_the_run_not_a_constant_factor() -> None:
+    # the same 3x rise warns in a quiet run and not in a run whose indicator always swings 3x
+    rise = np.ones(900)
+    rise[700:] = np.exp(np.linspace(0, math.log(3), 200))
+    quiet = _healthy(5, 900, noise=0.02) * rise
+    rng = np.random.default_rng(6)
+    wild = 0.02 * np.exp(rng.normal(0, 0.8, 900)) * rise
+    assert _feed({"update_norm/a": quiet}).warnings
+    assert _feed({"update_norm/a": wild}).warnings == []
+
+
+def test_one_outlier_is_not_a_trend() -> None:
+    values = _healthy(7, 1200)
+    values[800:803] *= 50  # three wild steps: the guard's business, not a forecast
+    assert _feed({"update_norm/a": values}).warnings == []
+
+
+def test_entropy_is_judged_both_ways_and_norms_only_upwards() -> None:
+    fall = np.ones(1000)
+    fall[600:] = np.exp(-np.linspace(0, 3, 400))
+    entropy = _healthy(8, 1000, level=2.0, noise=0.03) * fall
+    norm = _healthy(9, 1000, noise=0.03) * fall
+    warned = _feed({"output_entropy": entropy, "update_norm/a": norm}).warnings
+    assert [(w.signal, w.direction) for w in warned] == [("output_entropy", "down")]
+
+
+def test_a_warning_rearms_once_the_level_falls_back() -> None:
+    values = _healthy(10, 2400, noise=0.05)
+    for start in (800, 1700):
+        values[start : start + 150] *= np.exp(np.linspace(0, 2.5, 150))
+    warned = _feed({"update_norm/a": values}).warnings
+    assert len(warned) == 2
+    assert 800 <= warned[0].step < 950 and 1700 <= warned[1].step < 1850
+
+
+def test_no_judgement_in_warmup_and_non_finite_values_are_skipped() -> None:
+    forecast = SpikeForecast(ForecastConfig(warmup=300))
+    for step in range(299):
+        forecast.update(step, {"a": 1.0 + step, "b": math.nan, "c": -1.0, "d": 0.0})
+    assert forecast.warnings == []
+    assert forecast.signals == ["a"]
+
+
+def test_mann_kendall_matches_a_plain_count() -> None:
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=25)
+    s = sum(np.sign(values[j] - values[i]) for i in range(25) for j in range(i + 1, 25))
+    expected = (s - np.sign(s)) / math.sqrt(25 * 24 * 55 / 18)
+    assert mann_kendall_z(values) == pytest.approx(expected)
+    assert mann_kendall_z(np.arange(25.0)) > 6
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"recent": 0},
+        {"recent": 5},
+        {"baseline": 2.5},
+        {"level_z": -1},
+        {"trend_z": math.nan},
+        {"two_sided": "entropy"},
+        {"persist": True},
+    ],
+)
+def test_bad_config_says_what_was_expected(kwargs: dict[str, object]) -> None:
+    with pytest.raises(InvalidConfigError, match="ForecastConfig"):
+        ForecastConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_config_round_trips_and_warnings_are_json() -> None:
+    config = ForecastConfig(level_z=4.0, two_sided=("entropy", "logit"))
+    assert ForecastConfig.from_dict(config.to_dict()) == config
+    warning = SpikeWarning(3, "a", 2.0, 1.0, 5.5, 4.0)
+    assert warning.to_dict()["signal"] == "a" and "rising" in str(warning)
