@@ -49,6 +49,9 @@ FACES: dict[str, dict[str, str]] = {
         "KerasHook": "tensortap.keras._hook",
         "get_hook": "tensortap.keras._hook",
         "OPTIMIZER_VARIABLES": "tensortap.keras._hook",
+        "Guard": "tensortap.keras._guard",
+        "GuardEvent": "tensortap.healing._events",
+        "SkipBudget": "tensortap.healing._budget",
     },
     "tensortap.mxnet": {
         "Hook": "tensortap.mxnet._hook",
