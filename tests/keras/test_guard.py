@@ -20,7 +20,7 @@ import keras  # noqa: E402
 import tensortap.keras as tt  # noqa: E402
 from tensortap.exceptions import InvalidConfigError  # noqa: E402
 
-BATCH, NAN_BATCH = 16, 13
+BATCH, NAN_BATCH, SPIKE_BATCH = 16, 13, 20
 
 
 def data(n: int = 480) -> tuple[np.ndarray, np.ndarray]:
@@ -72,6 +72,7 @@ class Around(keras.callbacks.Callback):  # type: ignore[misc]
 def test_nan_batch_is_undone_and_named() -> None:
     x, y = data()
     x[NAN_BATCH * BATCH + 3, 5] = np.nan
+    x[SPIKE_BATCH * BATCH : (SPIKE_BATCH + 1) * BATCH] *= 1e6
     model = mlp()
     guard = tt.Guard()
     around = Around(NAN_BATCH)
@@ -81,13 +82,16 @@ def test_nan_batch_is_undone_and_named() -> None:
     steps_per_epoch = len(x) // BATCH
     assert [(e.step, e.batch) for e in guard.events] == [
         (NAN_BATCH, (0, NAN_BATCH)),
+        (SPIKE_BATCH, (0, SPIKE_BATCH)),
         (steps_per_epoch + NAN_BATCH, (1, NAN_BATCH)),
+        (steps_per_epoch + SPIKE_BATCH, (1, SPIKE_BATCH)),
     ]
+    assert "is a spike" in guard.events[1].reason
     first = guard.events[0]
     # TensorFlow's relu turns the NaN input into 0 (a finite loss); its gradient stays NaN
     assert first.skipped and first.reason.endswith("is nan") and first.grad_norm is None
     assert first.loss is not None and first.update_norm is not None
-    assert guard.skipped == 2 and guard.status.steps == 2 * steps_per_epoch
+    assert guard.skipped == 4 and guard.status.steps == 2 * steps_per_epoch
     assert len(around.after) == len(around.before) > 0
     for before, after in zip(around.before, around.after, strict=True):
         assert before.tobytes() == after.tobytes()  # weights and Adam's state, its step too
