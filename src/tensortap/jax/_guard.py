@@ -187,10 +187,13 @@ class Guard:
         that were not read yet; returns their events and spends the skip budget. Reads a few
         numbers from the device: call it every step, or every few (at most ``history`` trips
         apart, or the older ones are only counted, in ``status.lost``)."""
-        state = _find(opt_state)
-        steps, trips, rows = jax.device_get((state.steps, state.trips, state.trip_rows))
-        trips, rows = int(trips), np.asarray(rows, dtype=np.float64)
+        state = opt_state if isinstance(opt_state, GuardState) else _find(opt_state)
+        steps, trips = (int(n) for n in jax.device_get((state.steps, state.trips)))
+        self._log.steps = steps
         new: list[GuardEvent] = []
+        if trips <= self._read:
+            return new  # nothing tripped since the last read: two numbers read, no rows
+        rows = np.asarray(jax.device_get(state.trip_rows), dtype=np.float64)
         first = max(self._read, trips - self.history)
         self._log.lost += first - self._read
         for index in range(first, trips):
@@ -199,8 +202,8 @@ class Guard:
             event = self._log.take(int(row[STEP]), row[:WIDTH], present=present)
             if event is not None:
                 new.append(event)
-        self._read = max(self._read, trips)
-        self._log.steps = int(steps)
+        self._read = trips
+        self._log.steps = steps
         return new
 
     @property
