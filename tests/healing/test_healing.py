@@ -15,11 +15,11 @@ from tensortap.healing import (
     BITS,
     MEDIAN,
     SKIPPED,
-    Z,
     GuardLog,
     GuardSettings,
     RobustWindow,
     SkipBudget,
+    Z,
     score,
 )
 
@@ -74,7 +74,9 @@ def test_window_keeps_trips_out_and_warms_up() -> None:
     for i in range(3):
         window.judge([1.0 + 0.01 * i, None, None])
     spike = window.judge([100.0, None, None])
-    assert spike[BITS + 3] == 1 and spike[MEDIAN] == pytest.approx(1.01)  # of 1.0, 1.01, 1.0, 1.01, 1.02
+    assert spike[BITS + 3] == 1 and spike[MEDIAN] == pytest.approx(
+        1.01
+    )  # of 1.0, 1.01, 1.0, 1.01, 1.02
     assert np.isfinite(window.values).sum() == 5  # the NaN and the spike never entered
 
 

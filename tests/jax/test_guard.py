@@ -108,7 +108,7 @@ def test_nan_and_spike_batches_are_skipped_bit_equal() -> None:
 def test_healthy_noisy_run_trips_none() -> None:
     """300 steps with noisy targets: the guard never trips."""
     guard = ttj.Guard(optax.adam(1e-2))
-    params, state, _ = train(guard, batches(300, noise=0.5, seed=1))
+    _params, state, _ = train(guard, batches(300, noise=0.5, seed=1))
     assert guard.events == [] and int(state.trips) == 0 and guard.status.steps == 300
 
 

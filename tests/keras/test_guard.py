@@ -15,10 +15,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 pytest.importorskip("keras")
 pytest.importorskip("tensorflow")
 
-import keras  # noqa: E402
+import keras
 
-import tensortap.keras as tt  # noqa: E402
-from tensortap.exceptions import InvalidConfigError  # noqa: E402
+import tensortap.keras as tt
+from tensortap.exceptions import InvalidConfigError
 
 BATCH, NAN_BATCH, SPIKE_BATCH = 16, 13, 20
 

@@ -19,8 +19,8 @@ from tensortap.healing._window import (
     SKIPPED,
     UPDATE_NORM,
     WIDTH,
-    Z,
     RobustWindow,
+    Z,
     score,
 )
 
@@ -33,7 +33,6 @@ __all__ = [
     "SKIPPED",
     "UPDATE_NORM",
     "WIDTH",
-    "Z",
     "Exhausted",
     "GuardEvent",
     "GuardLog",
@@ -42,5 +41,6 @@ __all__ = [
     "RobustWindow",
     "SkipBudget",
     "SkipWindow",
+    "Z",
     "score",
 ]

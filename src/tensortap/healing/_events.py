@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from tensortap.healing._budget import Exhausted, SkipWindow
 from tensortap.healing._options import GuardSettings
 from tensortap.healing._window import BITS, GRAD_NORM, LOSS, MEDIAN, SKIPPED, UPDATE_NORM, Z
@@ -82,7 +84,12 @@ class GuardLog:
         self._window = SkipWindow(settings.budget)
 
     def take(
-        self, step: int, row: Sequence[float], batch: Any = None, *, present: Sequence[bool] = ()
+        self,
+        step: int,
+        row: Sequence[float] | np.ndarray,
+        batch: Any = None,
+        *,
+        present: Sequence[bool] = (),
     ) -> GuardEvent | None:
         """Read ``step``'s row; its event where it tripped. ``present``: whether each signal
         was measured (a NaN that was not measured is None in the event)."""
@@ -92,9 +99,12 @@ class GuardLog:
         tripped = max(row[BITS : BITS + 6]) > 0
         event = None
         if tripped:
-            values = [row[c] if m else None for c, m in zip(_COLUMNS, measured, strict=True)]
+            loss, grad_norm, update_norm = (
+                row[c] if m else None for c, m in zip(_COLUMNS, measured, strict=True)
+            )
             skipped = row[SKIPPED] > 0
-            event = GuardEvent(step, reason(row, self.settings.spike_z), batch, *values, skipped)
+            why = reason(row, self.settings.spike_z)
+            event = GuardEvent(step, why, batch, loss, grad_norm, update_norm, skipped)
             self.events.append(event)
             log.warning("tensortap guard at step %d (batch %r): %s", step, batch, event.reason)
             if skipped:
@@ -116,7 +126,9 @@ class GuardLog:
             self.should_stop = True
             return
         try:
-            self.settings.rollback.request(exhausted.first_step, exhausted.batches, exhausted.reason)
+            self.settings.rollback.request(
+                exhausted.first_step, exhausted.batches, exhausted.reason
+            )
         except Exception:
             log.exception("tensortap guard: the rollback request failed at step %d", step)
 

@@ -34,7 +34,10 @@ class GuardSettings:
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
             raise InvalidConfigError(f"Guard action must be one of {ACTIONS}, got {self.action!r}")
-        for label, value, low in (("spike_z", self.spike_z, 0), ("spike_ratio", self.spike_ratio, 1)):
+        for label, value, low in (
+            ("spike_z", self.spike_z, 0),
+            ("spike_ratio", self.spike_ratio, 1),
+        ):
             if isinstance(value, bool) or not (isinstance(value, (int, float)) and value > low):
                 raise InvalidConfigError(f"Guard {label} must be a number > {low}, got {value!r}")
         for label, count in (("window", self.window), ("warmup", self.warmup)):

@@ -57,7 +57,9 @@ def score(
 
     def middle(rows: Any) -> Any:
         ordered = xp.sort(xp.where(valid, rows, xp.inf), axis=1)
-        picked = xp.take_along_axis(ordered, low, axis=1) + xp.take_along_axis(ordered, high, axis=1)
+        picked = xp.take_along_axis(ordered, low, axis=1) + xp.take_along_axis(
+            ordered, high, axis=1
+        )
         return (picked / 2)[:, 0]
 
     median = middle(window)
@@ -131,8 +133,8 @@ __all__ = [
     "SKIPPED",
     "UPDATE_NORM",
     "WIDTH",
-    "Z",
     "RobustWindow",
+    "Z",
     "accept",
     "score",
 ]

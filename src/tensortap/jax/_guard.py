@@ -80,7 +80,9 @@ class Guard:
         rollback: Any = None,
         history: int = 64,
     ) -> None:
-        if not (callable(getattr(inner, "init", None)) and callable(getattr(inner, "update", None))):
+        if not (
+            callable(getattr(inner, "init", None)) and callable(getattr(inner, "update", None))
+        ):
             raise InvalidConfigError(
                 "tensortap.jax.Guard needs the Optax GradientTransformation it guards "
                 f"(Guard(optax.adam(1e-3))), got {type(inner).__name__} {inner!r}"
@@ -232,7 +234,9 @@ def _find(opt_state: Any) -> GuardState:
     """The one :class:`GuardState` in ``opt_state``."""
     found = [
         leaf
-        for leaf in jax.tree_util.tree_leaves(opt_state, is_leaf=lambda x: isinstance(x, GuardState))
+        for leaf in jax.tree_util.tree_leaves(
+            opt_state, is_leaf=lambda x: isinstance(x, GuardState)
+        )
         if isinstance(leaf, GuardState)
     ]
     if len(found) != 1:
@@ -243,4 +247,4 @@ def _find(opt_state: Any) -> GuardState:
     return found[0]
 
 
-__all__ = ["Guard", "GuardState", "SKIPPED"]
+__all__ = ["SKIPPED", "Guard", "GuardState"]

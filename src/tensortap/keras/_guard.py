@@ -67,7 +67,9 @@ class Guard(keras.callbacks.Callback):  # type: ignore[misc]
             action, spike_z, spike_ratio, window, warmup, tuple(signals), budget, rollback
         )
         if "grad_norm" in self.settings.signals:
-            log.info("tensortap keras guard: the gradient norm is not measured, only judged if given")
+            log.info(
+                "tensortap keras guard: the gradient norm is not measured, only judged if given"
+            )
         self._window = RobustWindow(
             window=window,
             warmup=warmup,
@@ -137,7 +139,9 @@ class Guard(keras.callbacks.Callback):  # type: ignore[misc]
         for variable in self._collect():
             value = saved.get(id(variable))
             if value is None:
-                value = np.zeros(tuple(variable.shape), dtype=keras.backend.standardize_dtype(variable.dtype))
+                value = np.zeros(
+                    tuple(variable.shape), dtype=keras.backend.standardize_dtype(variable.dtype)
+                )
             variable.assign(value)
 
     def _batch_loss(self, logs: dict[str, Any] | None) -> float | None:
