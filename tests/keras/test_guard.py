@@ -5,7 +5,11 @@ fit trips none; the skip budget stops fit."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,6 +25,7 @@ import tensortap.keras as tt
 from tensortap.exceptions import InvalidConfigError
 
 BATCH, NAN_BATCH, SPIKE_BATCH = 16, 13, 20
+HERE = Path(__file__).parent
 
 
 def data(n: int = 480) -> tuple[np.ndarray, np.ndarray]:
@@ -136,3 +141,34 @@ def test_bad_settings_are_refused() -> None:
         tt.Guard(action="undo")
     with pytest.raises(InvalidConfigError, match="budget must be a SkipBudget"):
         tt.Guard(budget=3)  # type: ignore[arg-type]
+
+
+def run_backend(backend: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KERAS_BACKEND": backend}
+    return subprocess.run(
+        [sys.executable, str(HERE / "guard_script.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_torch_backend_undoes_the_nan_batch() -> None:
+    """On the torch backend (a subprocess: the backend is chosen at import) the NaN batch's
+    loss trips, the update is undone and fit ends finite."""
+    pytest.importorskip("torch")
+    done = run_backend("torch")
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["backend"] == "torch"
+    assert result["events"] == [[5, [0, 5], True, "the loss is nan"]]
+    assert result["finite"] and np.isfinite(result["loss"]).all()
+
+
+def test_jax_backend_is_refused_with_what_to_do() -> None:
+    pytest.importorskip("jax")
+    done = run_backend("jax")
+    assert done.returncode != 0
+    assert "cannot undo a batch on Keras's JAX backend" in done.stderr
+    assert "tensortap.jax.Guard" in done.stderr

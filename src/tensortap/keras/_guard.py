@@ -8,17 +8,19 @@ guard uses, :func:`tensortap.healing.score`) and undoes a bad batch's update.
     model.fit(x, y, callbacks=[guard])
     guard.events        # each trip: its step, why, the batch (epoch, index in the epoch)
 
-Keras 3 runs its train step compiled, on whichever backend (TensorFlow, JAX, torch), and gives a
-callback no hold on the step itself; so the guard works between batches, the same way on every
-backend: before each batch it copies the model's variables (weights, trainable or not), the
-optimizer's (its slots and its ``iterations``) and the metrics' (the loss tracker's running total
-among them) to host memory; after it, it measures the update and the batch's own loss (from the
-loss tracker's total and count), decides on the host, and, where the batch trips, assigns every
-copied variable back. The batch then leaves no trace: the weights, the optimizer's state and step
-count, and the epoch's running loss are as they were before it (so one NaN batch does not make
-every later ``logs["loss"]`` NaN). Its cost is a host copy of the model and optimizer per
-batch: meant for the small and mid-size models Keras fits on one host; the Optax guard
-(``tensortap.jax.Guard``) decides on the device instead.
+Keras 3 runs its train step compiled, on its backend, and gives a callback no hold on the step
+itself; so the guard works between batches: before each batch it copies the model's variables
+(weights, trainable or not), the optimizer's (its slots and its ``iterations``) and the
+metrics' (the loss tracker's running total among them), with ``keras.ops.copy`` on the
+backend's device; after it, it measures the update norm and the batch's own loss (from the loss
+tracker's total and count), decides on the host (one read), and, where the batch trips, assigns
+every copied variable back. The batch then leaves no trace: the weights, the optimizer's state
+and step count, and the epoch's running loss are as they were before it (so one NaN batch does
+not make every later ``logs["loss"]`` NaN). Its cost is a copy of the model and the optimizer's
+state per batch, and a few eager ops per variable: meant for the models Keras fits on one host;
+the Optax guard (``tensortap.jax.Guard``) decides inside the compiled step instead. TensorFlow
+and torch backends; the JAX backend is refused (its ``fit`` keeps the state outside the
+variables between batches).
 
 The gradient norm is not measured (the train step does not show it to a callback): the loss and
 the update norm are judged. ``steps_per_execution`` above 1 runs several batches per call,
@@ -28,13 +30,13 @@ which the guard then judges (and undoes) together.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import keras
 import numpy as np
 
+from tensortap.exceptions import InvalidConfigError
 from tensortap.healing._budget import SkipBudget
 from tensortap.healing._events import GuardEvent, GuardLog, GuardStatus
 from tensortap.healing._options import GuardSettings
@@ -83,10 +85,17 @@ class Guard(keras.callbacks.Callback):  # type: ignore[misc]
         self._variables: list[Any] = []
         self._trainable: list[int] = []  # positions of the trainable weights in _variables
         self._loss_tracker: Any = None
-        self._saved: list[np.ndarray] = []
+        self._saved: list[Any] = []  # backend tensors
 
     # -- the callback --
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        if keras.backend.backend() == "jax":
+            raise InvalidConfigError(
+                "tensortap.keras.Guard cannot undo a batch on Keras's JAX backend: its fit "
+                "carries the weights and optimizer state between batches outside the variables "
+                "a callback can assign. Use the TensorFlow or torch backend, or an Optax loop "
+                "with tensortap.jax.Guard"
+            )
         if getattr(self.model, "steps_per_execution", 1) != 1:
             log.warning(
                 "tensortap keras guard: steps_per_execution=%s runs several batches per call; "
@@ -112,18 +121,19 @@ class Guard(keras.callbacks.Callback):  # type: ignore[misc]
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self._variables = self._collect()
-        # copies: on TensorFlow's CPU a variable's NumPy view shares its memory
-        self._saved = [np.array(keras.ops.convert_to_numpy(v)) for v in self._variables]
+        # copies on the backend's device (a NumPy view of a TensorFlow variable on the CPU
+        # shares its memory: the step would write into it)
+        self._saved = [keras.ops.copy(v.value) for v in self._variables]
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        now = {i: keras.ops.convert_to_numpy(self._variables[i]) for i in self._trainable}
-        with np.errstate(invalid="ignore", over="ignore"):
-            squares = sum(
-                float(np.sum(np.square(now[i].astype(np.float64) - self._saved[i])))
-                for i in self._trainable
-            )
+        ops = keras.ops
+        squares = [
+            ops.sum(ops.square(ops.cast(self._variables[i].value - self._saved[i], "float32")))
+            for i in self._trainable
+        ]
+        update_norm = float(ops.convert_to_numpy(ops.sqrt(ops.sum(ops.stack(squares)))))
         loss = self._batch_loss(logs)
-        row = self._window.judge([loss, None, math.sqrt(squares)], undo=self.settings.undoes)
+        row = self._window.judge([loss, None, update_norm], undo=self.settings.undoes)
         present = (loss is not None, False, True)
         event = self._log.take(self.step, row, batch=(self._epoch, batch), present=present)
         if event is not None and event.skipped:
@@ -154,8 +164,14 @@ class Guard(keras.callbacks.Callback):  # type: ignore[misc]
         total, count = (getattr(tracker, name, None) for name in ("total", "count"))
         if id(total) not in index or id(count) not in index:
             return None
-        d_total = float(keras.ops.convert_to_numpy(total)) - float(self._saved[index[id(total)]])
-        d_count = float(keras.ops.convert_to_numpy(count)) - float(self._saved[index[id(count)]])
+        now, saved = (
+            [float(keras.ops.convert_to_numpy(t)) for t in pair]
+            for pair in (
+                (total, count),
+                (self._saved[index[id(total)]], self._saved[index[id(count)]]),
+            )
+        )
+        d_total, d_count = now[0] - saved[0], now[1] - saved[1]
         return d_total / d_count if d_count > 0 else None
 
     # -- what it did --
