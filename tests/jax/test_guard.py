@@ -105,6 +105,21 @@ def test_nan_and_spike_batches_are_skipped_bit_equal() -> None:
     assert int(state.steps) == 42 and int(state.skipped) == 2
 
 
+def test_skipped_first_step_keeps_negative_zeros() -> None:
+    """A NaN first step (biases at -0.0, Adam's moments at 0) leaves every bit alone: the
+    skipped update is -0.0, and p + -0.0 is p, -0.0 included."""
+    guard = ttj.Guard(optax.adam(1e-2))
+    params = {**init_params(), "b1": -jnp.zeros(16)}
+    state = guard.init(params)
+    x, y = batches(1)[0]
+    x = x.copy()
+    x[0, 0] = np.nan
+    loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+    updates, after = jax.jit(guard.update)(grads, state, params, value=loss)
+    assert bits(optax.apply_updates(params, updates)) == bits(params)
+    assert bits(after.inner) == bits(state.inner) and int(after.skipped) == 1
+
+
 def test_healthy_noisy_run_trips_none() -> None:
     """300 steps with noisy targets: the guard never trips."""
     guard = ttj.Guard(optax.adam(1e-2))
@@ -119,10 +134,15 @@ def test_chained_with_clipping_and_record_action() -> None:
     tx = optax.chain(optax.clip_by_global_norm(1.0), guard.tx)
     params = init_params()
     state = tx.init(params)
-    for x, y in poisoned(batches(30))[: NAN_STEP + 1]:
+
+    @jax.jit
+    def step(params: Any, state: Any, x: jax.Array, y: jax.Array) -> tuple[Any, Any]:
         grads = jax.grad(loss_fn)(params, x, y)
         updates, state = tx.update(grads, state, params)  # no loss: not judged
-        params = optax.apply_updates(params, updates)
+        return optax.apply_updates(params, updates), state
+
+    for x, y in poisoned(batches(30))[: NAN_STEP + 1]:
+        params, state = step(params, state, x, y)
     guard.read(state)
     assert [(e.step, e.skipped, e.loss) for e in guard.events] == [(NAN_STEP, False, None)]
     assert "gradient norm is nan" in guard.events[0].reason

@@ -21,9 +21,10 @@ skips a bad update inside ``jit``, on the device, with no host read.
 
 Like ``optax.apply_if_finite``, but judged as the PyTorch guard judges
 (:func:`tensortap.healing.score`: non-finite values, and spikes over the median/MAD of the last
-``window`` accepted steps). A tripped step returns zero updates and leaves the inner optimizer's
-state as it was (``jnp.where`` on every leaf), so the parameters and the state after it are
-bit-equal to those before it (a ``-0.0`` parameter excepted: ``-0.0 + 0.0`` is ``+0.0``); the
+``window`` accepted steps). A tripped step returns zero updates (``-0.0``, which added to any
+parameter changes no bit, ``-0.0`` included) and leaves the inner optimizer's state as it was
+(``jnp.where`` on every leaf), so the parameters and the state after it are bit-equal to those
+before it; the
 tripped step enters neither the inner state nor the window. The guard's own state holds the
 window, the counts, and a ring of the last ``history`` trips, which :meth:`Guard.read` turns
 into :class:`~tensortap.healing.GuardEvent` on the host and spends the skip budget with.
@@ -156,7 +157,10 @@ class Guard:
         )
         tripped = jnp.any(bits > 0)
         undo = tripped & settings.undoes
-        out = jax.tree_util.tree_map(lambda u: jnp.where(undo, jnp.zeros_like(u), u), new_updates)
+        # -0.0, not 0.0: p + -0.0 is p for every p, -0.0 included (-0.0 + 0.0 is +0.0)
+        out = jax.tree_util.tree_map(
+            lambda u: jnp.where(undo, jnp.full_like(u, -0.0), u), new_updates
+        )
         inner = jax.tree_util.tree_map(
             lambda new, old: jnp.where(undo, old, new), new_inner, state.inner
         )
