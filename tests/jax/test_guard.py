@@ -120,6 +120,21 @@ def test_skipped_first_step_keeps_negative_zeros() -> None:
     assert bits(after.inner) == bits(state.inner) and int(after.skipped) == 1
 
 
+def test_multisteps_accumulation_trips_only_the_nan_batch() -> None:
+    """Around optax.MultiSteps (4 micro-batches per update), the micro-steps' zero updates are
+    not judged: only the NaN batch trips, and its accumulator is put back."""
+    data = batches(40)
+    x, y = data[0]
+    nan_x = x.copy()
+    nan_x[1, 1] = np.nan
+    data[21] = (nan_x, y)
+    guard = ttj.Guard(optax.MultiSteps(optax.adam(1e-2), every_k_schedule=4))
+    params, _state, seen = train(guard, data, keep=(21,))
+    assert [e.step for e in guard.events] == [21]
+    assert bits(seen[21][1]) == bits(seen[21][0])
+    assert all(np.isfinite(np.asarray(v)).all() for v in jax.tree_util.tree_leaves(params))
+
+
 def test_healthy_noisy_run_trips_none() -> None:
     """300 steps with noisy targets: the guard never trips."""
     guard = ttj.Guard(optax.adam(1e-2))

@@ -136,6 +136,26 @@ def test_healthy_fit_trips_none_and_budget_stops() -> None:
     assert stopping.status.steps == 6  # fit stopped after the batch that spent the budget
 
 
+def test_accumulation_and_clipping_trip_only_the_nan_batch() -> None:
+    """With gradient_accumulation_steps=2 and clipnorm, half the batches apply no update (a
+    norm of 0): they are not judged, so the real updates are not spikes; the NaN batch trips,
+    its accumulators put back."""
+    x, y = data(320)
+    x[5 * BATCH + 3] = np.nan
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((64,)), keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(10)]
+    )
+    optimizer = keras.optimizers.Adam(1e-2, clipnorm=1.0, gradient_accumulation_steps=2)
+    model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    guard = tt.Guard()
+    history = model.fit(x, y, batch_size=BATCH, shuffle=False, verbose=0, callbacks=[guard])
+    assert [(e.step, e.reason) for e in guard.events] == [(5, "the loss is nan")]
+    assert np.isfinite(history.history["loss"]).all()
+    assert all(np.isfinite(keras.ops.convert_to_numpy(v)).all() for v in optimizer.variables)
+
+
 def test_bad_settings_are_refused() -> None:
     with pytest.raises(InvalidConfigError, match="action must be one of"):
         tt.Guard(action="undo")

@@ -143,7 +143,9 @@ class Guard:
                 optax.tree.norm(new_updates).astype(jnp.float32),
             ]
         )
-        present = jnp.array([value is not None, True, True])
+        # an update of exactly zero is no update (a micro-step of optax.MultiSteps): its norm
+        # is neither judged nor let into the window, where zeros would make every real one a spike
+        present = jnp.stack([jnp.asarray(value is not None), jnp.asarray(True), values[2] != 0])
         judged = jnp.array([s in settings.signals for s in SIGNALS])
         median, z, bits, fresh = score(
             jnp,

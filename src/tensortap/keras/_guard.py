@@ -133,8 +133,11 @@ class Guard(keras.callbacks.Callback):  # type: ignore[misc]
         ]
         update_norm = float(ops.convert_to_numpy(ops.sqrt(ops.sum(ops.stack(squares)))))
         loss = self._batch_loss(logs)
-        row = self._window.judge([loss, None, update_norm], undo=self.settings.undoes)
-        present = (loss is not None, False, True)
+        # an update of exactly zero is no update (gradient_accumulation_steps' micro-steps): not
+        # judged, nor let into the window, where zeros would make every real update a spike
+        norm = None if update_norm == 0 else update_norm
+        row = self._window.judge([loss, None, norm], undo=self.settings.undoes)
+        present = (loss is not None, False, norm is not None)
         event = self._log.take(self.step, row, batch=(self._epoch, batch), present=present)
         if event is not None and event.skipped:
             self._undo()
