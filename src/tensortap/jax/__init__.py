@@ -14,6 +14,10 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ 
     from tensortap._shared import SaveConfig as SaveConfig
     from tensortap._shared import create_trial as create_trial
     from tensortap._shared import modes as modes
+    from tensortap.healing._budget import SkipBudget as SkipBudget
+    from tensortap.healing._events import GuardEvent as GuardEvent
+    from tensortap.jax._guard import Guard as Guard
+    from tensortap.jax._guard import GuardState as GuardState
     from tensortap.jax._hook import Hook as Hook
     from tensortap.jax._hook import get_hook as get_hook
     from tensortap.jax._names import path_name as path_name
