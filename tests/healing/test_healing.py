@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -57,7 +58,7 @@ def test_score_is_the_same_under_jax() -> None:
     window[1, 5:] = np.nan
     values = np.array([9.0, 1.0, np.inf], dtype=np.float32)
     args = (np.array([True, True, True]), np.array([True, False, True]))
-    kwargs = {"warmup": 4, "spike_z": 6.0, "spike_ratio": 2.0}
+    kwargs: dict[str, Any] = {"warmup": 4, "spike_z": 6.0, "spike_ratio": 2.0}
     with np.errstate(invalid="ignore"):
         ours = score(np, window, values, *args, **kwargs)
     theirs = score(jnp, jnp.asarray(window), jnp.asarray(values), *map(jnp.asarray, args), **kwargs)

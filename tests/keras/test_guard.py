@@ -48,7 +48,7 @@ def mlp() -> keras.Model:
     return model
 
 
-class Around(keras.callbacks.Callback):  # type: ignore[misc]
+class Around(keras.callbacks.Callback):
     """The weights and optimizer variables before and after one batch (placed after the guard,
     so it sees them once the guard has acted)."""
 

@@ -303,7 +303,6 @@ def decode_session(raw: bytes, what: str) -> dict[str, Any]:
     return doc
 
 
-
 def decode_session_at(raw: bytes, key: str) -> dict[str, Any]:
     """The session record stored at ``key`` (``.../sessions/<index>.json``): decoded as
     :func:`decode_session` does, and refused when it names another index than its key's (it
@@ -316,6 +315,7 @@ def decode_session_at(raw: bytes, key: str) -> dict[str, Any]:
             f"{name}: a record lies at its own index's key; it was not written by tensortap"
         )
     return doc
+
 
 def _check_branch(doc: dict[str, Any], what: str) -> None:
     """The branch fields of a rollback's session, when present (see docs/format.md)."""

@@ -345,4 +345,3 @@ class TrialIndex:
                     merged[coll.name] = coll
         self._collections = (self.version, merged)
         return dict(merged)
-
