@@ -25,7 +25,7 @@ from torch.multiprocessing.spawn import start_processes
 import tensortap as tt
 import tensortap.pytorch as ttp
 from tensortap.exceptions import InvalidConfigError
-from tensortap.pytorch._guard_budget import SkipBudget
+from tensortap.healing._budget import SkipBudget
 from tensortap.pytorch._guard_flight import MAX_LAG
 from tests.conftest import free_port
 

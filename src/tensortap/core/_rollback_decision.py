@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 TRANSIENT = "transient"
 DATA = "data"
@@ -42,6 +42,21 @@ LOWER_LR = "lower_lr"
 TIGHTER_CLIP = "tighter_clip"
 #: The remedies for a numerics fault, in the order they are tried.
 REMEDIES = (LOWER_LR, TIGHTER_CLIP)
+
+
+@runtime_checkable
+class RemedyPlan(Protocol):
+    """What a rollback (``remedies=``) tries when a replay says a step went non-finite from
+    finite data: :attr:`order` names the remedies to try (some of :data:`REMEDIES`),
+    :meth:`apply` turns one on for the next :attr:`steps` steps and says what it does. The
+    framework's adapter implements it (:class:`~tensortap.pytorch.Remedies` for a
+    ``torch.optim`` optimizer)."""
+
+    order: tuple[str, ...]
+    steps: int
+
+    def apply(self, name: str) -> str:
+        """Turn remedy ``name`` on; returns what it does, in words."""
 
 
 @dataclass(frozen=True)
@@ -185,5 +200,6 @@ __all__ = [
     "TRANSIENT",
     "Decision",
     "Evidence",
+    "RemedyPlan",
     "decide",
 ]

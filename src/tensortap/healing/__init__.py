@@ -1,6 +1,9 @@
 """Healing that every framework adapter shares, NumPy only: a guard's robust window and its
 decision (:func:`score`, :class:`RobustWindow`), the skip budget (:class:`SkipBudget`), and
-the host-side record of trips (:class:`GuardLog`, :class:`GuardEvent`).
+the host-side record of trips (:class:`GuardLog`, :class:`GuardEvent`), and the rollback
+(:class:`Rollback`: the request seam, the decision from a replay's evidence, the last good
+checkpoint through :class:`FunctionCheckpoints` or a framework's own :class:`Checkpoints`, the
+batch stream with its skip list, :class:`SkipBatches`, and the branch session).
 
 The JAX/Optax guard (``tensortap.jax.guard``) runs :func:`score` inside ``jit`` with
 ``jax.numpy``; the Keras guard (``tensortap.keras.Guard``) runs it with NumPy between batches.
@@ -8,8 +11,11 @@ See docs/jax.md and docs/keras.md, "A guard that skips bad updates".
 """
 
 from tensortap.healing._budget import Exhausted, SkipBudget, SkipWindow
+from tensortap.healing._checkpoints import Checkpoints, FunctionCheckpoints
 from tensortap.healing._events import GuardEvent, GuardLog, GuardStatus
 from tensortap.healing._options import GuardSettings
+from tensortap.healing._rollback import Rollback, RollbackEvent
+from tensortap.healing._skip_batches import SkipBatches
 from tensortap.healing._window import (
     BITS,
     GRAD_NORM,
@@ -33,12 +39,17 @@ __all__ = [
     "SKIPPED",
     "UPDATE_NORM",
     "WIDTH",
+    "Checkpoints",
     "Exhausted",
+    "FunctionCheckpoints",
     "GuardEvent",
     "GuardLog",
     "GuardSettings",
     "GuardStatus",
     "RobustWindow",
+    "Rollback",
+    "RollbackEvent",
+    "SkipBatches",
     "SkipBudget",
     "SkipWindow",
     "Z",

@@ -1,4 +1,4 @@
-"""Rollback and branch inside a Hugging Face ``Trainer`` (see :mod:`tensortap.pytorch._rollback`).
+"""Rollback and branch inside a Hugging Face ``Trainer`` (see :mod:`tensortap.healing._rollback`).
 
 ::
 
@@ -42,9 +42,9 @@ import torch
 from transformers import TrainerCallback
 
 from tensortap.exceptions import CheckpointError, InvalidConfigError
+from tensortap.healing._rollback import Rollback
+from tensortap.healing._skip_batches import SkipBatches
 from tensortap.pytorch._hook import Hook
-from tensortap.pytorch._rollback import Rollback
-from tensortap.pytorch._skip_batches import SkipBatches
 
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 _STATE = "trainer_state.json"

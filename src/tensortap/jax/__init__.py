@@ -15,7 +15,11 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ 
     from tensortap._shared import create_trial as create_trial
     from tensortap._shared import modes as modes
     from tensortap.healing._budget import SkipBudget as SkipBudget
+    from tensortap.healing._checkpoints import FunctionCheckpoints as FunctionCheckpoints
     from tensortap.healing._events import GuardEvent as GuardEvent
+    from tensortap.healing._rollback import Rollback as Rollback
+    from tensortap.healing._rollback import RollbackEvent as RollbackEvent
+    from tensortap.healing._skip_batches import SkipBatches as SkipBatches
     from tensortap.jax._guard import Guard as Guard
     from tensortap.jax._guard import GuardState as GuardState
     from tensortap.jax._hook import Hook as Hook

@@ -197,6 +197,8 @@ class Guard:
         apart, or the older ones are only counted, in ``status.lost``)."""
         state = opt_state if isinstance(opt_state, GuardState) else _find(opt_state)
         steps, trips = (int(n) for n in jax.device_get((state.steps, state.trips)))
+        if trips < self._read:  # the state went back (a rollback restored an older one)
+            self._read = trips
         self._log.steps = steps
         new: list[GuardEvent] = []
         if trips <= self._read:

@@ -18,7 +18,11 @@ from tensortap._faces import face
 if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ here)
     from tensortap._shared import *  # noqa: F403
     from tensortap.healing._budget import SkipBudget as SkipBudget
+    from tensortap.healing._checkpoints import FunctionCheckpoints as FunctionCheckpoints
     from tensortap.healing._events import GuardEvent as GuardEvent
+    from tensortap.healing._rollback import Rollback as Rollback
+    from tensortap.healing._rollback import RollbackEvent as RollbackEvent
+    from tensortap.healing._skip_batches import SkipBatches as SkipBatches
     from tensortap.keras._guard import Guard as Guard
     from tensortap.keras._hook import OPTIMIZER_VARIABLES as OPTIMIZER_VARIABLES
     from tensortap.keras._hook import KerasHook as KerasHook

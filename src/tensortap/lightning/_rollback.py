@@ -1,4 +1,4 @@
-"""Rollback and branch inside Lightning's ``Trainer`` (see :mod:`tensortap.pytorch._rollback`).
+"""Rollback and branch inside Lightning's ``Trainer`` (see :mod:`tensortap.healing._rollback`).
 
 ::
 
@@ -37,8 +37,8 @@ from typing import Any
 from lightning.pytorch.callbacks.callback import Callback
 
 from tensortap.exceptions import CheckpointError, InvalidConfigError
+from tensortap.healing._rollback import Rollback
 from tensortap.pytorch._hook import Hook
-from tensortap.pytorch._rollback import Rollback
 
 _STEP = re.compile(r"(?:^|[-_])step=(\d+)")
 

@@ -20,6 +20,10 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ 
     from tensortap.core._spike_forecast import ForecastConfig as ForecastConfig
     from tensortap.core._spike_forecast import SpikeForecast as SpikeForecast
     from tensortap.core._spike_forecast import SpikeWarning as SpikeWarning
+    from tensortap.healing._budget import SkipBudget as SkipBudget
+    from tensortap.healing._rollback import Rollback as Rollback
+    from tensortap.healing._rollback import RollbackEvent as RollbackEvent
+    from tensortap.healing._skip_batches import SkipBatches as SkipBatches
     from tensortap.pytorch._checkpoint_guard import CheckpointEvent as CheckpointEvent
     from tensortap.pytorch._checkpoint_guard import CheckpointGuard as CheckpointGuard
     from tensortap.pytorch._checkpoint_guard import GuardedCheckpoints as GuardedCheckpoints
@@ -29,7 +33,6 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ 
     from tensortap.pytorch._guard import GuardEvent as GuardEvent
     from tensortap.pytorch._guard import GuardRecord as GuardRecord
     from tensortap.pytorch._guard import GuardStatus as GuardStatus
-    from tensortap.pytorch._guard_budget import SkipBudget as SkipBudget
     from tensortap.pytorch._hook import Hook as Hook
     from tensortap.pytorch._hook import get_hook as get_hook
     from tensortap.pytorch._naming import OPTIMIZER_VARIABLES as OPTIMIZER_VARIABLES
@@ -38,9 +41,6 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ 
     from tensortap.pytorch._replay import Replayer as Replayer
     from tensortap.pytorch._replay import ReplayStatus as ReplayStatus
     from tensortap.pytorch._replay_attribution import Attribution as Attribution
-    from tensortap.pytorch._rollback import Rollback as Rollback
-    from tensortap.pytorch._rollback import RollbackEvent as RollbackEvent
-    from tensortap.pytorch._skip_batches import SkipBatches as SkipBatches
     from tensortap.pytorch._spike_watch import SpikeWatch as SpikeWatch
 
 __all__, __getattr__, __dir__ = face(__name__)

@@ -49,7 +49,7 @@ them, on a background thread. See docs/pytorch.md, "A guard inside the step".
 The pieces: the options (:mod:`~tensortap.pytorch._guard_options`), the work on the device
 (:mod:`~tensortap.pytorch._guard_device`), the reader thread
 (:mod:`~tensortap.pytorch._guard_reader`), the skip budget
-(:mod:`~tensortap.pytorch._guard_budget`) and the flight recorder's copies
+(:mod:`~tensortap.healing._budget`) and the flight recorder's copies
 (:mod:`~tensortap.pytorch._guard_flight`); here, the :class:`Guard` that joins them.
 """
 
@@ -71,8 +71,8 @@ import torch
 
 from tensortap.core._rollback_target import RollbackTarget
 from tensortap.exceptions import InvalidConfigError
+from tensortap.healing._budget import BUDGET_ACTIONS, MicroBatches, SkipBudget, SkipWindow
 from tensortap.pytorch import _guard_device as cols
-from tensortap.pytorch._guard_budget import BUDGET_ACTIONS, MicroBatches, SkipBudget, SkipWindow
 from tensortap.pytorch._guard_device import SIGNALS, DeviceDecision
 from tensortap.pytorch._guard_flight import FlightRing, FlightStep, write_recording
 from tensortap.pytorch._guard_options import ACTIONS, GuardOptions
@@ -328,7 +328,7 @@ class Guard:
 
         With gradient accumulation, call it once per micro-batch: the step is judged on its
         worst (largest; NaN wins) micro-batch loss, and its event's ``batch`` is the tuple of
-        every micro-batch's id (a :class:`~tensortap.pytorch._guard_budget.MicroBatches`; a
+        every micro-batch's id (a :class:`~tensortap.healing._budget.MicroBatches`; a
         rollback is asked to skip each). ``grad_norm``: the total gradient norm before
         clipping, as ``torch.nn.utils.clip_grad_norm_`` returns it (a tensor, left on its
         device): judged for this step instead of the guard's own norm, which after a clip is

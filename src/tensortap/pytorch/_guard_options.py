@@ -14,7 +14,7 @@ from typing import Any
 
 from tensortap.core._rollback_target import RollbackTarget
 from tensortap.exceptions import InvalidConfigError
-from tensortap.pytorch._guard_budget import SkipBudget
+from tensortap.healing._budget import SkipBudget
 from tensortap.pytorch._guard_device import SIGNALS, UNDO_MODES
 from tensortap.pytorch._guard_flight import MAX_LAG
 

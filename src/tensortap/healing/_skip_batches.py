@@ -1,5 +1,5 @@
 """Leave listed batches out of a stream of batches, and resume the stream where a checkpoint
-took it: the data side of a rollback (:mod:`tensortap.pytorch._rollback`)."""
+took it: the data side of a rollback (:mod:`tensortap.healing._rollback`)."""
 
 from __future__ import annotations
 

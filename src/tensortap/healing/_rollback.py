@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -53,14 +54,14 @@ from tensortap.core._rollback_decision import (
     TRANSIENT,
     Decision,
     Evidence,
+    RemedyPlan,
     decide,
 )
 from tensortap.core._rollback_request import REQUEST_FILE, RollbackRequests, record_event
 from tensortap.exceptions import CheckpointError, InvalidConfigError
-from tensortap.pytorch._checkpoints import Checkpoints
-from tensortap.pytorch._guard_budget import MicroBatches, flatten
-from tensortap.pytorch._remedies import Remedies
-from tensortap.pytorch._skip_batches import SkipBatches
+from tensortap.healing._budget import MicroBatches, TrainedAt, flatten
+from tensortap.healing._checkpoints import Checkpoints
+from tensortap.healing._skip_batches import SkipBatches
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +106,8 @@ class Rollback:
     (default: the one of the job the process runs in, if any). ``group``: the
     process group the ranks agree on requests through (default: a new gloo group, when
     ``torch.distributed`` runs more than one process). ``remedies``: a
-    :class:`~tensortap.pytorch.Remedies` tried, in order, when a replay says a step went
+    :class:`~tensortap.core._rollback_decision.RemedyPlan` (PyTorch's
+    :class:`~tensortap.pytorch.Remedies`) tried, in order, when a replay says a step went
     non-finite from finite data (without it, such a fault stops training at once).
     ``transient_limit``: transient faults on one rank before it is named as suspect.
     """
@@ -121,7 +123,7 @@ class Rollback:
         max_rollbacks: int = 3,
         requests: str | os.PathLike[str] | RollbackRequests | None = None,
         group: Any = None,
-        remedies: Remedies | None = None,
+        remedies: RemedyPlan | None = None,
         transient_limit: int = 3,
     ) -> None:
         if not isinstance(checkpoints, Checkpoints):
@@ -150,9 +152,10 @@ class Rollback:
                 "Rollback: make_hook must be a function that makes the hook (each resumed run "
                 f"is a new session, with a new hook), got {make_hook!r}"
             )
-        if remedies is not None and not isinstance(remedies, Remedies):
+        if remedies is not None and not isinstance(remedies, RemedyPlan):
             raise InvalidConfigError(
-                "Rollback: remedies must be a Remedies (Remedies(optimizer)), got "
+                "Rollback: remedies must be a Remedies (tensortap.pytorch.Remedies(optimizer)), "
+                "got "
                 f"{type(remedies).__name__}"
             )
         self.remedies, self.transient_limit = remedies, transient_limit
@@ -330,7 +333,7 @@ class Rollback:
                 "Rollback.attributed needs an attribution by replay (with kind and step), got "
                 f"{attribution!r}"
             )
-        rank = _rank_if_any()
+        rank = _rank()
         # a step that accumulated micro-batches names them together; a request names each
         named = flatten([batch]) if isinstance(batch, MicroBatches) else [batch]
         for one in named:
@@ -404,6 +407,10 @@ class Rollback:
         if request is None:
             return None
         step, ids, reason, evidence = request
+        ids = [  # a guard told no batch ids: the batches trained at its steps
+            self._trained.get(b.step) if isinstance(b, TrainedAt) else b for b in ids
+        ]
+        ids = [b for b in ids if b is not None]
         if not ids and step in self._trained:
             ids = [self._trained[step]]
         ids = list(dict.fromkeys(ids))
@@ -613,9 +620,8 @@ class Rollback:
             logger.warning("tensortap: could not record %s in the job's events: %s", kind, exc)
 
     def _control_group(self) -> Any:
-        try:
-            import torch.distributed as dist
-        except ImportError:
+        dist = _torch_distributed()
+        if dist is None:
             return None
         if not dist.is_available() or not dist.is_initialized() or dist.get_world_size() < 2:
             return None
@@ -649,18 +655,17 @@ class Rollback:
         return parent, self.hook.session_id
 
 
-def _rank_if_any() -> int:
-    """This process's rank (0 without ``torch.distributed``)."""
-    try:
-        return _rank()
-    except ImportError:
-        return 0
+def _torch_distributed() -> Any:
+    """``torch.distributed`` when this process imported it (ranks can only be set up through
+    it), else None: a JAX or Keras loop's rollback never imports torch."""
+    dist = sys.modules.get("torch.distributed")
+    return dist if dist is not None and dist.is_available() else None
 
 
 def _rank() -> int:
-    import torch.distributed as dist
-
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+    """This process's rank (0 without ``torch.distributed``)."""
+    dist = _torch_distributed()
+    return dist.get_rank() if dist is not None and dist.is_initialized() else 0
 
 
 #: A request: the first bad step, the batches, why, and the evidence by batch id.
