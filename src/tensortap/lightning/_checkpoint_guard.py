@@ -20,7 +20,7 @@ complete and finite (``torch.load(weights_only=True)``: no code runs from its by
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -30,22 +30,18 @@ from tensortap.lightning._rollback import step_of
 from tensortap.pytorch._checkpoint_guard import CheckpointGuard, nonfinite_name
 
 
-class GuardedModelCheckpoint(ModelCheckpoint):
-    """``ModelCheckpoint`` whose saves are refused while the weights are not finite or the
-    guard is tripping (an event each, never an exception), and whose rotation keeps the last
-    good file while a save is refused."""
+if TYPE_CHECKING:
+    _Base = ModelCheckpoint
+else:
+    _Base = object
 
-    def __init__(self, *args: Any, checkpoint_guard: CheckpointGuard | None = None, **kwargs: Any):
-        if checkpoint_guard is not None and not isinstance(checkpoint_guard, CheckpointGuard):
-            raise InvalidConfigError(
-                "GuardedModelCheckpoint: checkpoint_guard must be a CheckpointGuard, got "
-                f"{type(checkpoint_guard).__name__}"
-            )
-        super().__init__(*args, **kwargs)
-        self.checkpoint_guard = (
-            checkpoint_guard if checkpoint_guard is not None else CheckpointGuard()
-        )
-        self._decided: tuple[int, bool] | None = None  # (global step, allowed)
+
+class _GuardedSaves(_Base):
+    """What :class:`GuardedModelCheckpoint` adds to a ``ModelCheckpoint`` (or to a subclass of
+    it: :func:`guard_checkpoints` gives one made by a script these methods)."""
+
+    checkpoint_guard: CheckpointGuard
+    _decided: tuple[int, bool] | None
 
     def _allowed(self, trainer: Any) -> bool:
         """Whether a save at this step may go on: decided once per step (top-k and last ask
@@ -81,6 +77,46 @@ class GuardedModelCheckpoint(ModelCheckpoint):
         if self.checkpoint_guard.keeps(filepath, step_of(os.path.basename(filepath))):
             return
         super()._remove_checkpoint(trainer, filepath)
+
+
+class GuardedModelCheckpoint(_GuardedSaves, ModelCheckpoint):
+    """``ModelCheckpoint`` whose saves are refused while the weights are not finite or the
+    guard is tripping (an event each, never an exception), and whose rotation keeps the last
+    good file while a save is refused."""
+
+    def __init__(self, *args: Any, checkpoint_guard: CheckpointGuard | None = None, **kwargs: Any):
+        ModelCheckpoint.__init__(self, *args, **kwargs)
+        _arm(self, checkpoint_guard)
+
+
+def guard_checkpoints(trainer: Any, guard: CheckpointGuard | None = None) -> list[Any]:
+    """Give every ``ModelCheckpoint`` of ``trainer`` (Lightning's default one or the script's,
+    of any subclass) :class:`GuardedModelCheckpoint`'s decisions, in place: its class becomes
+    a subclass of its own with the guard's methods and the same ``__qualname__`` (so its
+    ``state_key``, and what it saves, stay as they were). What ``tensortap run`` does to every
+    Trainer. Returns the callbacks guarded."""
+    guarded = []
+    for callback in trainer.callbacks:
+        if not isinstance(callback, ModelCheckpoint):
+            continue
+        if not isinstance(callback, _GuardedSaves):
+            cls = type(callback)
+            callback.__class__ = type(
+                cls.__name__, (_GuardedSaves, cls), {"__qualname__": cls.__qualname__}
+            )
+            _arm(callback, guard)
+        guarded.append(callback)
+    return guarded
+
+
+def _arm(callback: Any, guard: CheckpointGuard | None) -> None:
+    if guard is not None and not isinstance(guard, CheckpointGuard):
+        raise InvalidConfigError(
+            "GuardedModelCheckpoint: checkpoint_guard must be a CheckpointGuard, got "
+            f"{type(guard).__name__}"
+        )
+    callback.checkpoint_guard = guard if guard is not None else CheckpointGuard()
+    callback._decided = None  # (global step, allowed)
 
 
 def verify_checkpoint(path: str | os.PathLike[str]) -> str | None:
