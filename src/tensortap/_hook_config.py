@@ -83,6 +83,8 @@ def checkpoint_guard_on() -> bool:
     not ``0``, ``false``, ``off`` or ``no``)."""
     value = os.environ.get(CHECKPOINT_GUARD_ENV, "1").strip().lower()
     return value not in ("0", "false", "off", "no")
+
+
 """The environment variable holding the path of a hook's JSON configuration."""
 
 

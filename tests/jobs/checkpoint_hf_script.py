@@ -51,7 +51,9 @@ def samples(n: int, seed: int, one_class: bool = False) -> list[dict[str, torch.
 
 
 def accuracy(prediction) -> dict[str, float]:
-    return {"accuracy": float(np.mean(np.argmax(prediction.predictions, -1) == prediction.label_ids))}
+    return {
+        "accuracy": float(np.mean(np.argmax(prediction.predictions, -1) == prediction.label_ids))
+    }
 
 
 torch.manual_seed(0)

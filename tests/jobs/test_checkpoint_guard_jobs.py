@@ -102,7 +102,14 @@ def test_a_resume_passes_over_a_nan_checkpoint_to_the_newest_good_one(tmp_path: 
     )
     assert first["checkpoints"] == ["checkpoint-10", "checkpoint-15"] and not first["finite"]
     log, record = _run(
-        tmp_path / "b", "--", HF_SCRIPT, "--resume", "--steps", "20", "--out", str(tmp_path / "out"),
+        tmp_path / "b",
+        "--",
+        HF_SCRIPT,
+        "--resume",
+        "--steps",
+        "20",
+        "--out",
+        str(tmp_path / "out"),
         *common,
     )
     assert log["finite"]
@@ -137,7 +144,7 @@ def _weights(path: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize(
-    "script, extra",
+    ("script", "extra"),
     [(HF_SCRIPT, ()), (PL_SCRIPT, ()), (PL_SCRIPT, ("--default",))],
     ids=["huggingface", "lightning", "lightning-default-checkpoint"],
 )

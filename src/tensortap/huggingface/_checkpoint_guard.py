@@ -86,11 +86,11 @@ class CheckpointGuardCallback(TrainerCallback):
     def _refused_best(self, state: Any) -> None:
         """A save the Trainer decided after the callbacks ran (``save_strategy="best"``) was
         refused: the best it noted (a checkpoint never written) is put back."""
-        if self._best is not None and state.best_model_checkpoint is not None:
-            if not os.path.isdir(state.best_model_checkpoint):
-                for name, value in self._best.items():
-                    if hasattr(state, name):
-                        setattr(state, name, value)
+        noted = state.best_model_checkpoint
+        if self._best is not None and noted is not None and not os.path.isdir(noted):
+            for name, value in self._best.items():
+                if hasattr(state, name):
+                    setattr(state, name, value)
 
 
 def guard_trainer(trainer: Any, guard: CheckpointGuard | None = None) -> CheckpointGuardCallback:
@@ -100,7 +100,9 @@ def guard_trainer(trainer: Any, guard: CheckpointGuard | None = None) -> Checkpo
     evaluation), which a callback alone cannot refuse; and ``train(resume_from_checkpoint=True)``
     resumes from the newest *good* checkpoint (:func:`resume_point`). What ``tensortap run``
     does to every Trainer. Returns the callback."""
-    found = [c for c in trainer.callback_handler.callbacks if isinstance(c, CheckpointGuardCallback)]
+    found = [
+        c for c in trainer.callback_handler.callbacks if isinstance(c, CheckpointGuardCallback)
+    ]
     callback = found[0] if found else CheckpointGuardCallback(guard)
     if not found:
         trainer.add_callback(callback)

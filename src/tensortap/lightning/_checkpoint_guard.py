@@ -29,7 +29,6 @@ from tensortap.exceptions import InvalidConfigError
 from tensortap.lightning._rollback import step_of
 from tensortap.pytorch._checkpoint_guard import CheckpointGuard, nonfinite_name
 
-
 if TYPE_CHECKING:
     _Base = ModelCheckpoint
 else:
