@@ -157,3 +157,43 @@ def test_the_rollback_falls_back_from_a_nan_file_with_an_event(tmp_path: Path) -
         ("rollback", 10),
     ]
     assert "not finite" in rollback.events[0].reason
+
+
+class NamedCheckpoint(ModelCheckpoint):
+    """A script's own ModelCheckpoint: its override must keep working once guarded."""
+
+    def format_checkpoint_name(self, *args: Any, **kwargs: Any) -> str:
+        return super().format_checkpoint_name(*args, **kwargs).replace("epoch=", "mine-epoch=")
+
+
+def test_guard_checkpoints_guards_a_scripts_own_model_checkpoint_in_place(tmp_path: Path) -> None:
+    """What tensortap run does to a Trainer: the script's ModelCheckpoint subclass keeps its
+    override and its state_key, and a NaN-weight save is refused (before: saved, NaN)."""
+    from tensortap.lightning._checkpoint_guard import guard_checkpoints
+
+    where = tmp_path / "ckpts"
+    checkpoint = NamedCheckpoint(str(where), every_n_train_steps=5, save_top_k=1)
+    key = checkpoint.state_key
+    trainer = L.Trainer(
+        max_steps=30,
+        default_root_dir=str(tmp_path),
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[checkpoint],
+    )
+    (guarded,) = guard_checkpoints(trainer)
+    guard: tt.CheckpointGuard = guarded.checkpoint_guard
+    assert guarded is checkpoint and isinstance(checkpoint, NamedCheckpoint)
+    assert checkpoint.state_key == key
+    assert guard_checkpoints(trainer) == [checkpoint]  # twice: guarded once
+    trainer.fit(Regression(13), train_dataloaders=loader())
+    assert files(where) == ["mine-epoch=0-step=10.ckpt"]
+    assert verify_checkpoint(where / "mine-epoch=0-step=10.ckpt") is None
+    assert [e.step for e in guard.events if e.kind == "refused"] == [
+        15,
+        20,
+        25,
+        30,
+    ]

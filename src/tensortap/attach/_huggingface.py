@@ -12,6 +12,7 @@ tensortap.huggingface``) lets ``TrainingArguments(report_to="tensortap")`` name 
 from __future__ import annotations
 
 import functools
+import logging
 from types import ModuleType
 from typing import Any
 
@@ -20,6 +21,8 @@ from tensortap._import_hooks import when_imported_once
 from tensortap.huggingface._report_to import offer_report_to
 
 __all__ = ["enable", "offer_report_to"]
+
+logger = logging.getLogger(__name__)
 
 
 def enable(config: HookConfig | None = None) -> None:
@@ -45,6 +48,9 @@ def _patch(module: ModuleType) -> None:
         if not any(isinstance(c, TensortapCallback) for c in self.callback_handler.callbacks):
             self.add_callback(TensortapCallback())
         if checkpoint_guard_on():
-            guard_trainer(self)  # no save of NaN weights, no resume from one
+            try:
+                guard_trainer(self)  # no save of NaN weights, no resume from one
+            except Exception as exc:  # never stop training for it
+                logger.warning("tensortap: the checkpoints are not guarded: %r", exc)
 
     cls.__init__ = init

@@ -9,11 +9,14 @@ is refused, and ``save_top_k`` never deletes the last good file while saves are 
 from __future__ import annotations
 
 import functools
+import logging
 from types import ModuleType
 from typing import Any
 
 from tensortap._hook_config import HookConfig, checkpoint_guard_on
 from tensortap._import_hooks import when_imported_once
+
+logger = logging.getLogger(__name__)
 
 
 def enable(config: HookConfig | None = None) -> None:
@@ -39,7 +42,10 @@ def _patch(name: str, module: ModuleType, guard: bool = False) -> None:
         if guard and checkpoint_guard_on():
             from tensortap.lightning._checkpoint_guard import guard_checkpoints
 
-            guard_checkpoints(self)  # no save of NaN weights; the last good file kept
+            try:
+                guard_checkpoints(self)  # no save of NaN weights; the last good file kept
+            except Exception as exc:  # never stop training for it
+                logger.warning("tensortap: the checkpoints are not guarded: %r", exc)
 
     cls.__init__ = init
 

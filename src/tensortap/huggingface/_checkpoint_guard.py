@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import re
 from typing import Any
@@ -29,6 +30,8 @@ from transformers import TrainerCallback
 
 from tensortap.exceptions import InvalidConfigError
 from tensortap.pytorch._checkpoint_guard import CheckpointGuard, nonfinite_name
+
+logger = logging.getLogger(__name__)
 
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 _STATE = "trainer_state.json"
@@ -110,19 +113,29 @@ def guard_trainer(trainer: Any, guard: CheckpointGuard | None = None) -> Checkpo
 
     @functools.wraps(save)
     def guarded_save(model: Any, *args: Any, **kwargs: Any) -> Any:
-        if not callback.allowed(trainer.state.global_step, trainer.model):
+        try:
+            allowed = callback.allowed(trainer.state.global_step, trainer.model)
+        except Exception as exc:  # a check that fails never stops the save
+            logger.warning("tensortap: the checkpoint was saved unchecked: %r", exc)
+            allowed = True
+        if not allowed:
             callback._refused_best(trainer.state)
             return None  # nothing written, so the rotation deletes nothing
         return save(model, *args, **kwargs)
 
+    def checked(asked: Any) -> Any:
+        try:
+            return resume_point(trainer.args.output_dir, asked, callback.guard)
+        except Exception as exc:  # a check that fails never stops the resume asked for
+            logger.warning("tensortap: the checkpoint to resume from was not checked: %r", exc)
+            return asked
+
     @functools.wraps(train)
     def guarded_train(*args: Any, **kwargs: Any) -> Any:
         if args:
-            args = (resume_point(trainer.args.output_dir, args[0], callback.guard), *args[1:])
+            args = (checked(args[0]), *args[1:])
         elif "resume_from_checkpoint" in kwargs:
-            kwargs["resume_from_checkpoint"] = resume_point(
-                trainer.args.output_dir, kwargs["resume_from_checkpoint"], callback.guard
-            )
+            kwargs["resume_from_checkpoint"] = checked(kwargs["resume_from_checkpoint"])
         return train(*args, **kwargs)
 
     trainer._save_checkpoint, trainer.train = guarded_save, guarded_train
@@ -150,7 +163,7 @@ def resume_point(output_dir: str, asked: Any, guard: CheckpointGuard | None = No
     if isinstance(asked, (str, os.PathLike)) and os.path.isdir(asked):
         problem = verify_checkpoint(asked)
         if problem is not None:
-            good = last_good_checkpoint(os.path.dirname(os.path.abspath(asked)))
+            good = last_good_checkpoint(os.path.dirname(os.path.abspath(asked)), checker)
             checker.resumed(
                 _step(os.fspath(asked)),
                 good,
