@@ -5,7 +5,9 @@ each."""
 
 from __future__ import annotations
 
+import copy
 import math
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -169,7 +171,7 @@ class NamedCheckpoint(ModelCheckpoint):
 def test_guard_checkpoints_guards_a_scripts_own_model_checkpoint_in_place(tmp_path: Path) -> None:
     """What tensortap run does to a Trainer: the script's ModelCheckpoint subclass keeps its
     override and its state_key, and a NaN-weight save is refused (before: saved, NaN)."""
-    from tensortap.lightning._checkpoint_guard import guard_checkpoints
+    from tensortap.lightning._checkpoint_guard import _GuardedSaves, guard_checkpoints
 
     where = tmp_path / "ckpts"
     checkpoint = NamedCheckpoint(str(where), every_n_train_steps=5, save_top_k=1)
@@ -188,6 +190,12 @@ def test_guard_checkpoints_guards_a_scripts_own_model_checkpoint_in_place(tmp_pa
     assert guarded is checkpoint and isinstance(checkpoint, NamedCheckpoint)
     assert checkpoint.state_key == key
     assert guard_checkpoints(trainer) == [checkpoint]  # twice: guarded once
+    copied: Any = pickle.loads(pickle.dumps(checkpoint))  # as ddp_spawn sends it to its processes
+    copied_guard = copied.checkpoint_guard
+    assert copied_guard is not guard and isinstance(copied_guard, tt.CheckpointGuard)
+    assert isinstance(copied, NamedCheckpoint) and copied.state_key == key
+    assert isinstance(copied, _GuardedSaves)
+    assert isinstance(copy.deepcopy(checkpoint), _GuardedSaves)
     trainer.fit(Regression(13), train_dataloaders=loader())
     assert files(where) == ["mine-epoch=0-step=10.ckpt"]
     assert verify_checkpoint(where / "mine-epoch=0-step=10.ckpt") is None

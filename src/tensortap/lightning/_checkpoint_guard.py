@@ -99,13 +99,32 @@ def guard_checkpoints(trainer: Any, guard: CheckpointGuard | None = None) -> lis
         if not isinstance(callback, ModelCheckpoint):
             continue
         if not isinstance(callback, _GuardedSaves):
-            cls = type(callback)
-            callback.__class__ = type(
-                cls.__name__, (_GuardedSaves, cls), {"__qualname__": cls.__qualname__}
-            )
+            callback.__class__ = _guarded_class(type(callback))
             _arm(callback, guard)
         guarded.append(callback)
     return guarded
+
+
+def _guarded_class(cls: type[Any]) -> type[Any]:
+    """``cls`` with the guard's methods, named as ``cls`` (its ``state_key`` unchanged); a copy
+    or a pickle of one of its callbacks (``ddp_spawn`` sends the Trainer to its processes) is
+    made as ``cls``, then guarded again, with the same guard."""
+    return type(
+        cls.__name__,
+        (_GuardedSaves, cls),
+        {
+            "__qualname__": cls.__qualname__,
+            "__module__": cls.__module__,
+            "__reduce_ex__": lambda self, protocol: (_reguard, (cls, dict(self.__dict__))),
+        },
+    )
+
+
+def _reguard(cls: type[Any], state: dict[str, Any]) -> Any:
+    callback = object.__new__(cls)
+    callback.__dict__.update(state)
+    callback.__class__ = _guarded_class(cls)
+    return callback
 
 
 def _arm(callback: Any, guard: CheckpointGuard | None) -> None:
