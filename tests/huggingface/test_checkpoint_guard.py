@@ -5,6 +5,7 @@ passes over NaN or damaged checkpoints to the newest good one, with an event eac
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -217,4 +218,10 @@ def test_resume_point_sends_true_to_the_newest_good_one_and_names_it_for_a_path(
     assert told.kind == "resumed" and told.checkpoint == str(out / "checkpoint-10")
     assert "resume_from_checkpoint=" in told.message and "not finite" in told.message
     assert resume_point(str(out), None, guard) is None
+    nan_only = tmp_path / "nan_only"
+    for name in ("checkpoint-15", "checkpoint-20"):
+        shutil.copytree(out / name, nan_only / name)
+    assert resume_point(str(nan_only), True, guard) is True  # as asked, with a warning
+    assert guard.events[-1].kind == "resumed" and guard.events[-1].checkpoint is None
+    assert "no checkpoint" in guard.events[-1].message
     assert resume_point(str(out / "checkpoint-10"), False, guard) is False

@@ -30,6 +30,7 @@ from transformers import TrainerCallback
 
 from tensortap.exceptions import InvalidConfigError
 from tensortap.pytorch._checkpoint_guard import CheckpointGuard, nonfinite_name
+from tensortap.pytorch._checkpoints import any_rank
 
 logger = logging.getLogger(__name__)
 
@@ -74,11 +75,13 @@ class CheckpointGuardCallback(TrainerCallback):
 
     def allowed(self, step: int, model: Any) -> bool:
         """Whether the save of ``step`` may go on (decided once per step: a refusal is one
-        event however often the Trainer asks)."""
+        event however often the Trainer asks; the ranks agree, one gather per save)."""
         if self._decided is not None and self._decided[0] == step:
             return self._decided[1]
         module = model if isinstance(model, torch.nn.Module) else None
-        allowed = self.guard.allow_save(step, module)
+        # every rank saves or none does: a rank left out of a collective save (FSDP,
+        # DeepSpeed) would hang the others
+        allowed = self.guard.judge(step, any_rank(self.guard.refusal(module)))
         self._decided = (step, allowed)
         return allowed
 
@@ -159,6 +162,14 @@ def resume_point(output_dir: str, asked: Any, guard: CheckpointGuard | None = No
                 f"checkpoint, instead of {newest}",
             )
             return good
+        if good is None and newest is not None:
+            checker.resumed(
+                _step(newest),
+                None,
+                f"no checkpoint in {output_dir} is complete and finite: "
+                f"resume_from_checkpoint=True loads {newest} as asked; to train from the start "
+                "instead, pass resume_from_checkpoint=None",
+            )
         return asked
     if isinstance(asked, (str, os.PathLike)) and os.path.isdir(asked):
         problem = verify_checkpoint(asked)
