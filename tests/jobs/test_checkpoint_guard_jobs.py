@@ -64,6 +64,14 @@ def test_a_hugging_face_run_whose_weights_turn_nan_keeps_its_last_finite_checkpo
     ).stdout
     assert "checkpoints: 4 save(s) refused (step 15, 20, 25, 30)" in summary
     assert "kept: the checkpoint of step 10" in summary
+    from tensortap.serve import _data as dashboard
+    from tensortap.serve._catalog import Catalog
+
+    (run,) = Catalog([str(tmp_path / "runs")]).runs()
+    with run.lock:
+        timeline = dashboard.detail(run)["timeline"]
+    shown = [(e["event"], e["step"]) for e in timeline if e["event"].startswith("checkpoint_")]
+    assert shown[:2] == [("checkpoint_refused", 15), ("checkpoint_pinned", 10)]
 
 
 def test_a_best_save_of_nan_weights_is_refused_and_the_best_put_back(tmp_path: Path) -> None:
