@@ -205,3 +205,46 @@ def test_guard_checkpoints_guards_a_scripts_own_model_checkpoint_in_place(tmp_pa
         25,
         30,
     ]
+
+
+def test_a_resume_from_last_takes_the_newest_good_file_instead(tmp_path: Path) -> None:
+    """What tensortap run does to fit(ckpt_path="last"): a run without the guard left
+    last.ckpt and step=15 NaN beside a good step=10; the resume loads step=10 (before: last.ckpt,
+    and trained on NaN weights)."""
+    from tensortap.lightning._checkpoint_guard import guard_checkpoints
+
+    where = tmp_path / "ckpts"
+
+    def checkpoint() -> ModelCheckpoint:
+        return ModelCheckpoint(
+            str(where),
+            every_n_train_steps=5,
+            save_top_k=2,
+            monitor="step",
+            mode="max",
+            save_last=True,
+        )
+
+    fit(tmp_path, checkpoint(), max_steps=15)  # NaN from step 13, unguarded
+    assert files(where) == ["epoch=0-step=10.ckpt", "epoch=0-step=15.ckpt", "last.ckpt"]
+    trainer = L.Trainer(
+        max_steps=20,
+        default_root_dir=str(tmp_path),
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[checkpoint()],
+    )
+    (guarded,) = guard_checkpoints(trainer)
+    guard: tt.CheckpointGuard = guarded.checkpoint_guard
+    module = Regression(None)
+    trainer.fit(module, train_dataloaders=loader(), ckpt_path="last")
+    assert trainer.global_step == 20
+    assert all(torch.isfinite(p).all() for p in module.parameters())
+    assert [(e.kind, e.step) for e in guard.events] == [
+        ("fallback", -1),
+        ("fallback", 15),
+        ("resumed", 10),
+    ]
+    assert guard.events[-1].checkpoint == str(where / "epoch=0-step=10.ckpt")

@@ -19,6 +19,8 @@ complete and finite (``torch.load(weights_only=True)``: no code runs from its by
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +30,8 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from tensortap.exceptions import InvalidConfigError
 from tensortap.lightning._rollback import step_of
 from tensortap.pytorch._checkpoint_guard import CheckpointGuard, nonfinite_name
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     _Base = ModelCheckpoint
@@ -94,7 +98,7 @@ def guard_checkpoints(trainer: Any, guard: CheckpointGuard | None = None) -> lis
     a subclass of its own with the guard's methods and the same ``__qualname__`` (so its
     ``state_key``, and what it saves, stay as they were). What ``tensortap run`` does to every
     Trainer. Returns the callbacks guarded."""
-    guarded = []
+    guarded: list[Any] = []
     for callback in trainer.callbacks:
         if not isinstance(callback, ModelCheckpoint):
             continue
@@ -102,7 +106,71 @@ def guard_checkpoints(trainer: Any, guard: CheckpointGuard | None = None) -> lis
             callback.__class__ = _guarded_class(type(callback))
             _arm(callback, guard)
         guarded.append(callback)
+    guard_resume(trainer, guarded[0].checkpoint_guard if guarded else guard)
     return guarded
+
+
+def guard_resume(trainer: Any, guard: CheckpointGuard | None = None) -> None:
+    """Check the file ``trainer.fit(ckpt_path=...)`` resolves to before it is loaded:
+    ``ckpt_path="last"`` that resolves to a file not complete and finite loads the newest good
+    ``.ckpt`` beside it instead (each one passed over a ``fallback`` event, the one used a
+    ``resumed`` event); a path given by the script is loaded as given, with a ``resumed``
+    event naming the newest good one."""
+    checker = guard if guard is not None else CheckpointGuard()
+    connector = trainer._checkpoint_connector
+    parse = connector._parse_ckpt_path
+
+    @functools.wraps(parse)
+    def checked(state_fn: Any, ckpt_path: Any, *args: Any, **kwargs: Any) -> Any:
+        path = parse(state_fn, ckpt_path, *args, **kwargs)
+        try:
+            return _resume_point(ckpt_path, path, checker)
+        except Exception as exc:  # a check that fails never stops the resume asked for
+            logger.warning("tensortap: the checkpoint to resume from was not checked: %r", exc)
+            return path
+
+    connector._parse_ckpt_path = checked
+
+
+def _resume_point(asked: Any, path: Any, checker: CheckpointGuard) -> Any:
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
+        return path  # none, or not a local file: Lightning's to load as it does
+    problem = verify_checkpoint(path)
+    if problem is None:
+        return path
+    if asked == "last":
+        step = step_of(os.path.basename(path))
+        checker.passed_over(step if step is not None else -1, os.fspath(path), problem)
+        good = last_good_checkpoint(os.path.dirname(os.path.abspath(path)), checker)
+        if good is not None:
+            checker.resumed(
+                step_of(os.path.basename(good)),
+                good,
+                f'ckpt_path="last" resumes from {good}, the newest good checkpoint, instead of '
+                f"{os.fspath(path)} ({problem})",
+            )
+            return good
+        checker.resumed(
+            None,
+            None,
+            f'no checkpoint beside {os.fspath(path)} is complete and finite: ckpt_path="last" '
+            "loads it as asked; to train from the start instead, pass ckpt_path=None",
+        )
+        return path
+    good = last_good_checkpoint(os.path.dirname(os.path.abspath(path)), checker)
+    checker.resumed(
+        step_of(os.path.basename(path)),
+        good,
+        f"ckpt_path={os.fspath(path)!r} is not sound ({problem}); it is loaded as the script "
+        "asks. "
+        + (
+            f'The newest good checkpoint is {good}: pass ckpt_path={good!r} (or "last" under '
+            "tensortap run)"
+            if good is not None
+            else "No checkpoint beside it is good: train from the start"
+        ),
+    )
+    return path
 
 
 def _guarded_class(cls: type[Any]) -> type[Any]:
