@@ -2,7 +2,8 @@
 every 5 training steps with ``save_top_k=1``: an MLP on scikit-learn's digits whose
 ``--fault-at``-th training step (1-based) has a NaN loss, so its update makes every weight NaN
 (plain SGD). ``--default``: Lightning's own checkpoint instead (one at each epoch's end, under
-``lightning_logs``). Writes what it ended with to ``--log`` (JSON): the checkpoint files on
+``lightning_logs``). ``--resume``: two checkpoints kept and a ``last.ckpt``
+(``save_top_k=2`` on the step, ``save_last=True``), and ``fit(ckpt_path="last")``. Writes what it ended with to ``--log`` (JSON): the checkpoint files on
 disk and whether the weights are finite."""
 
 import argparse
@@ -23,6 +24,7 @@ parser.add_argument("--log", required=True)
 parser.add_argument("--steps", type=int, default=30)
 parser.add_argument("--fault-at", type=int, default=-1)
 parser.add_argument("--default", action="store_true")
+parser.add_argument("--resume", action="store_true")
 args = parser.parse_args()
 
 
@@ -46,7 +48,10 @@ torch.manual_seed(0)
 torch.set_num_threads(1)
 x, y = load_digits(return_X_y=True)
 data = TensorDataset(torch.tensor(x[:320] / 16.0, dtype=torch.float32), torch.tensor(y[:320]))
-checkpoint = ModelCheckpoint(dirpath="ckpts", every_n_train_steps=5, save_top_k=1)
+kept = {"save_top_k": 2, "monitor": "step", "mode": "max", "save_last": True}
+checkpoint = ModelCheckpoint(
+    dirpath="ckpts", every_n_train_steps=5, **(kept if args.resume else {"save_top_k": 1})
+)
 trainer = pl.Trainer(
     max_steps=args.steps,
     logger=False,
@@ -57,7 +62,7 @@ trainer = pl.Trainer(
     devices=1,
 )
 module = Digits()
-trainer.fit(module, DataLoader(data, batch_size=32))
+trainer.fit(module, DataLoader(data, batch_size=32), ckpt_path="last" if args.resume else None)
 files = sorted(
     os.path.relpath(os.path.join(root, name))
     for root, _, names in os.walk(".")

@@ -142,6 +142,35 @@ def test_a_lightning_run_whose_weights_turn_nan_keeps_its_last_finite_checkpoint
     assert [e["step"] for e in _events(record, "pinned")] == [10]
 
 
+def test_a_lightning_resume_from_last_takes_the_newest_good_file(tmp_path: Path) -> None:
+    """A run without the guard left last.ckpt and step=15 NaN beside a good step=10;
+    fit(ckpt_path="last") loaded last.ckpt and trained on NaN weights."""
+    pytest.importorskip("lightning")
+    first, _ = _run(
+        tmp_path,
+        "--no-checkpoint-guard",
+        "--",
+        PL_SCRIPT,
+        "--fault-at",
+        "13",
+        "--steps",
+        "15",
+        "--resume",
+    )
+    assert first["checkpoints"] == [
+        "ckpts/epoch=0-step=10.ckpt",
+        "ckpts/epoch=1-step=15.ckpt",
+        "ckpts/last.ckpt",
+    ]
+    assert not first["finite"]
+    (tmp_path / "runs").rename(tmp_path / "first-runs")
+    log, record = _run(tmp_path, "--", PL_SCRIPT, "--steps", "20", "--resume")
+    assert log["finite"]
+    assert [e["step"] for e in _events(record, "fallback")] == [15]
+    (resumed,) = _events(record, "resumed")
+    assert resumed["step"] == 10 and resumed["checkpoint"].endswith("epoch=0-step=10.ckpt")
+
+
 def _weights(path: Path) -> dict[str, torch.Tensor]:
     if path.suffix == ".ckpt":
         state: dict[str, torch.Tensor] = torch.load(path, weights_only=True)["state_dict"]

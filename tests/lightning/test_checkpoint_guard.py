@@ -243,8 +243,8 @@ def test_a_resume_from_last_takes_the_newest_good_file_instead(tmp_path: Path) -
     assert trainer.global_step == 20
     assert all(torch.isfinite(p).all() for p in module.parameters())
     assert [(e.kind, e.step) for e in guard.events] == [
-        ("fallback", -1),
         ("fallback", 15),
         ("resumed", 10),
     ]
     assert guard.events[-1].checkpoint == str(where / "epoch=0-step=10.ckpt")
+    assert "last.ckpt (its weights are not finite" in guard.events[-1].message

@@ -113,9 +113,10 @@ def guard_checkpoints(trainer: Any, guard: CheckpointGuard | None = None) -> lis
 def guard_resume(trainer: Any, guard: CheckpointGuard | None = None) -> None:
     """Check the file ``trainer.fit(ckpt_path=...)`` resolves to before it is loaded:
     ``ckpt_path="last"`` that resolves to a file not complete and finite loads the newest good
-    ``.ckpt`` beside it instead (each one passed over a ``fallback`` event, the one used a
-    ``resumed`` event); a path given by the script is loaded as given, with a ``resumed``
-    event naming the newest good one."""
+    ``.ckpt`` beside it instead (each numbered one passed over a ``fallback`` event; a
+    ``resumed`` event names the one used, and what was wrong with the last one); a path
+    given by the script is loaded as given, with a ``resumed`` event naming the newest good
+    one."""
     checker = guard if guard is not None else CheckpointGuard()
     connector = trainer._checkpoint_connector
     parse = connector._parse_ckpt_path
@@ -139,8 +140,7 @@ def _resume_point(asked: Any, path: Any, checker: CheckpointGuard) -> Any:
     if problem is None:
         return path
     if asked == "last":
-        step = step_of(os.path.basename(path))
-        checker.passed_over(step if step is not None else -1, os.fspath(path), problem)
+        # the file "last" named (last.ckpt: no step in its name) is said in the resumed event
         good = last_good_checkpoint(os.path.dirname(os.path.abspath(path)), checker)
         if good is not None:
             checker.resumed(
