@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import os
+from typing import Any
 
 import numpy as np
 import torch
@@ -58,7 +59,7 @@ def accuracy(prediction) -> dict[str, float]:
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
-best = {
+best: dict[str, Any] = {
     "eval_strategy": "steps",
     "eval_steps": 5,
     "save_strategy": "best",
@@ -66,8 +67,9 @@ best = {
     "greater_is_better": True,
     "per_device_eval_batch_size": 64,
 }
+model = Classifier()
 trainer = Trainer(
-    Classifier(),
+    model,
     TrainingArguments(
         args.out,
         max_steps=args.steps,
@@ -86,7 +88,7 @@ trainer = Trainer(
     compute_metrics=accuracy if args.best else None,
 )
 trainer.train(resume_from_checkpoint=True if args.resume else None)
-weights = [p.detach() for p in trainer.model.parameters()]
+weights = [p.detach() for p in model.parameters()]
 with open(args.log, "w") as f:
     json.dump(
         {
