@@ -72,6 +72,19 @@ CONFIG_ENV = "TENSORTAP_CONFIG"
 #: The job directory, in the environment of a job's training process: a hook the script makes
 #: writes the job's trial (as smdebug's wrote to the SageMaker job's output).
 JOB_ENV = "TENSORTAP_JOB_DIR"
+#: Under ``tensortap run`` the job guards the checkpoints of Hugging Face and Lightning
+#: Trainers (no save of NaN weights, no resume from one) unless this is ``0``
+#: (``tensortap run --no-checkpoint-guard``).
+CHECKPOINT_GUARD_ENV = "TENSORTAP_CHECKPOINT_GUARD"
+
+
+def checkpoint_guard_on() -> bool:
+    """Whether the job guards the trainers' checkpoints (``$TENSORTAP_CHECKPOINT_GUARD`` is
+    not ``0``, ``false``, ``off`` or ``no``)."""
+    value = os.environ.get(CHECKPOINT_GUARD_ENV, "1").strip().lower()
+    return value not in ("0", "false", "off", "no")
+
+
 """The environment variable holding the path of a hook's JSON configuration."""
 
 

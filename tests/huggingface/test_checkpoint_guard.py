@@ -5,6 +5,7 @@ passes over NaN or damaged checkpoints to the newest good one, with an event eac
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +194,34 @@ def test_a_save_while_the_guard_trips_is_refused_and_the_pin_released_once_it_cl
     ]
     assert "the guard is tripping (a trip at step 12" in callback.guard.events[0].reason
     assert checkpoints(tmp_path / "out") == ["checkpoint-20"]
+
+
+def test_resume_point_sends_true_to_the_newest_good_one_and_names_it_for_a_path(
+    tmp_path: Path,
+) -> None:
+    """What tensortap run does to train(resume_from_checkpoint=...): True becomes the newest
+    good checkpoint; a path given by the script is kept, with an event naming the good one."""
+    from tensortap.huggingface._checkpoint_guard import resume_point
+
+    out = tmp_path / "out"
+    trainer(out, [], limit=None, max_steps=20).train()  # 5, 10 finite; 15, 20 NaN
+    guard = tt.CheckpointGuard()
+    assert resume_point(str(out), True, guard) == str(out / "checkpoint-10")
+    assert [(e.kind, e.step) for e in guard.events] == [
+        ("fallback", 20),
+        ("fallback", 15),
+        ("resumed", 10),
+    ]
+    asked = str(out / "checkpoint-15")
+    assert resume_point(str(out), asked, guard) == asked
+    told = guard.events[-1]
+    assert told.kind == "resumed" and told.checkpoint == str(out / "checkpoint-10")
+    assert "resume_from_checkpoint=" in told.message and "not finite" in told.message
+    assert resume_point(str(out), None, guard) is None
+    nan_only = tmp_path / "nan_only"
+    for name in ("checkpoint-15", "checkpoint-20"):
+        shutil.copytree(out / name, nan_only / name)
+    assert resume_point(str(nan_only), True, guard) is True  # as asked, with a warning
+    assert guard.events[-1].kind == "resumed" and guard.events[-1].checkpoint is None
+    assert "no checkpoint" in guard.events[-1].message
+    assert resume_point(str(out / "checkpoint-10"), False, guard) is False

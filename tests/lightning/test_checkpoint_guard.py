@@ -5,7 +5,9 @@ each."""
 
 from __future__ import annotations
 
+import copy
 import math
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +159,92 @@ def test_the_rollback_falls_back_from_a_nan_file_with_an_event(tmp_path: Path) -
         ("rollback", 10),
     ]
     assert "not finite" in rollback.events[0].reason
+
+
+class NamedCheckpoint(ModelCheckpoint):
+    """A script's own ModelCheckpoint: its override must keep working once guarded."""
+
+    def format_checkpoint_name(self, *args: Any, **kwargs: Any) -> str:
+        return super().format_checkpoint_name(*args, **kwargs).replace("epoch=", "mine-epoch=")
+
+
+def test_guard_checkpoints_guards_a_scripts_own_model_checkpoint_in_place(tmp_path: Path) -> None:
+    """What tensortap run does to a Trainer: the script's ModelCheckpoint subclass keeps its
+    override and its state_key, and a NaN-weight save is refused (before: saved, NaN)."""
+    from tensortap.lightning._checkpoint_guard import _GuardedSaves, guard_checkpoints
+
+    where = tmp_path / "ckpts"
+    checkpoint = NamedCheckpoint(str(where), every_n_train_steps=5, save_top_k=1)
+    key = checkpoint.state_key
+    trainer = L.Trainer(
+        max_steps=30,
+        default_root_dir=str(tmp_path),
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[checkpoint],
+    )
+    (guarded,) = guard_checkpoints(trainer)
+    guard: tt.CheckpointGuard = guarded.checkpoint_guard
+    assert guarded is checkpoint and isinstance(checkpoint, NamedCheckpoint)
+    assert checkpoint.state_key == key
+    assert guard_checkpoints(trainer) == [checkpoint]  # twice: guarded once
+    copied: Any = pickle.loads(pickle.dumps(checkpoint))  # as ddp_spawn sends it to its processes
+    copied_guard = copied.checkpoint_guard
+    assert copied_guard is not guard and isinstance(copied_guard, tt.CheckpointGuard)
+    assert isinstance(copied, NamedCheckpoint) and copied.state_key == key
+    assert isinstance(copied, _GuardedSaves)
+    assert isinstance(copy.deepcopy(checkpoint), _GuardedSaves)
+    trainer.fit(Regression(13), train_dataloaders=loader())
+    assert files(where) == ["mine-epoch=0-step=10.ckpt"]
+    assert verify_checkpoint(where / "mine-epoch=0-step=10.ckpt") is None
+    assert [e.step for e in guard.events if e.kind == "refused"] == [
+        15,
+        20,
+        25,
+        30,
+    ]
+
+
+def test_a_resume_from_last_takes_the_newest_good_file_instead(tmp_path: Path) -> None:
+    """What tensortap run does to fit(ckpt_path="last"): a run without the guard left
+    last.ckpt and step=15 NaN beside a good step=10; the resume loads step=10 (before: last.ckpt,
+    and trained on NaN weights)."""
+    from tensortap.lightning._checkpoint_guard import guard_checkpoints
+
+    where = tmp_path / "ckpts"
+
+    def checkpoint() -> ModelCheckpoint:
+        return ModelCheckpoint(
+            str(where),
+            every_n_train_steps=5,
+            save_top_k=2,
+            monitor="step",
+            mode="max",
+            save_last=True,
+        )
+
+    fit(tmp_path, checkpoint(), max_steps=15)  # NaN from step 13, unguarded
+    assert files(where) == ["epoch=0-step=10.ckpt", "epoch=0-step=15.ckpt", "last.ckpt"]
+    trainer = L.Trainer(
+        max_steps=20,
+        default_root_dir=str(tmp_path),
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[checkpoint()],
+    )
+    (guarded,) = guard_checkpoints(trainer)
+    guard: tt.CheckpointGuard = guarded.checkpoint_guard
+    module = Regression(None)
+    trainer.fit(module, train_dataloaders=loader(), ckpt_path="last")
+    assert trainer.global_step == 20
+    assert all(torch.isfinite(p).all() for p in module.parameters())
+    assert [(e.kind, e.step) for e in guard.events] == [
+        ("fallback", 15),
+        ("resumed", 10),
+    ]
+    assert guard.events[-1].checkpoint == str(where / "epoch=0-step=10.ckpt")
+    assert "last.ckpt (its weights are not finite" in guard.events[-1].message

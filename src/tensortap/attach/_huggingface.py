@@ -1,6 +1,10 @@
 """Zero code change for Hugging Face: under ``tensortap run`` every ``transformers.Trainer`` gets
 a :class:`~tensortap.huggingface.TensortapCallback` (unless the script gave it one), made from the
-job's configuration. The patch is applied when the script imports ``transformers.trainer``.
+job's configuration, and its checkpoints are guarded
+(:func:`~tensortap.huggingface._checkpoint_guard.guard_trainer`: a save of non-finite weights is
+refused, a resume from the newest checkpoint takes the newest good one) unless
+``$TENSORTAP_CHECKPOINT_GUARD`` is ``0`` (``tensortap run --no-checkpoint-guard``). The patch is
+applied when the script imports ``transformers.trainer``.
 
 :func:`~tensortap.huggingface._report_to.offer_report_to` (called by ``import
 tensortap.huggingface``) lets ``TrainingArguments(report_to="tensortap")`` name the callback."""
@@ -8,14 +12,17 @@ tensortap.huggingface``) lets ``TrainingArguments(report_to="tensortap")`` name 
 from __future__ import annotations
 
 import functools
+import logging
 from types import ModuleType
 from typing import Any
 
-from tensortap._hook_config import HookConfig
+from tensortap._hook_config import HookConfig, checkpoint_guard_on
 from tensortap._import_hooks import when_imported_once
 from tensortap.huggingface._report_to import offer_report_to
 
 __all__ = ["enable", "offer_report_to"]
+
+logger = logging.getLogger(__name__)
 
 
 def enable(config: HookConfig | None = None) -> None:
@@ -27,6 +34,7 @@ def enable(config: HookConfig | None = None) -> None:
 def _patch(module: ModuleType) -> None:
     from tensortap.attach._pytorch import on_functional_loss
     from tensortap.huggingface._callback import TensortapCallback
+    from tensortap.huggingface._checkpoint_guard import guard_trainer
     from tensortap.huggingface._outcome import patch_label_smoother
 
     patch_label_smoother(on_functional_loss)  # the outcome of a Trainer smoothing its labels
@@ -39,5 +47,10 @@ def _patch(module: ModuleType) -> None:
         original(self, *args, **kwargs)
         if not any(isinstance(c, TensortapCallback) for c in self.callback_handler.callbacks):
             self.add_callback(TensortapCallback())
+        if checkpoint_guard_on():
+            try:
+                guard_trainer(self)  # no save of NaN weights, no resume from one
+            except Exception as exc:  # never stop training for it
+                logger.warning("tensortap: the checkpoints are not guarded: %r", exc)
 
     cls.__init__ = init

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tensortap._hook_config import CHECKPOINT_GUARD_ENV
 from tensortap.cli._specs import builtin_rule, collection, custom_rule, parse_params
 from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs import (
@@ -74,6 +75,13 @@ def add_parser(sub: Any) -> None:
     run.add_argument(
         "--fail-on-issues", action="store_true", help="exit with status 3 if any rule fired"
     )
+    run.add_argument(
+        "--no-checkpoint-guard",
+        action="store_true",
+        help="let Hugging Face and Lightning Trainers save and resume from checkpoints of "
+        "non-finite weights (by default the job refuses such a save and resumes from the "
+        "newest good checkpoint)",
+    )
     run.add_argument("training", nargs=argparse.REMAINDER, help="-- python train.py ...")
 
 
@@ -133,6 +141,7 @@ def run(ns: argparse.Namespace) -> int:
         rules=rules,
         rules_by_framework=by_framework,
         tensorboard_output_config=TensorBoardOutputConfig() if ns.tensorboard else None,
+        environment={CHECKPOINT_GUARD_ENV: "0"} if ns.no_checkpoint_guard else None,
     )
     tt = tensortap_command()
     print(f"tensortap: job {job.job_name} in {job.job_dir}", flush=True)

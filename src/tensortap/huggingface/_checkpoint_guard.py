@@ -18,7 +18,9 @@ event), for ``resume_from_checkpoint``.
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
 import re
 from typing import Any
@@ -28,6 +30,9 @@ from transformers import TrainerCallback
 
 from tensortap.exceptions import InvalidConfigError
 from tensortap.pytorch._checkpoint_guard import CheckpointGuard, nonfinite_name
+from tensortap.pytorch._checkpoints import any_rank
+
+logger = logging.getLogger(__name__)
 
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 _STATE = "trainer_state.json"
@@ -35,6 +40,7 @@ _SAFE, _SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
 _BIN, _BIN_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
 _OPTIMIZER = "optimizer.pt"
 _MAX_INDEX_BYTES = 64 << 20
+_BEST = ("best_metric", "best_model_checkpoint", "best_global_step")  # TrainerState's
 
 
 class CheckpointGuardCallback(TrainerCallback):
@@ -47,6 +53,8 @@ class CheckpointGuardCallback(TrainerCallback):
                 f"CheckpointGuardCallback needs a CheckpointGuard, got {type(guard).__name__}"
             )
         self.guard = guard if guard is not None else CheckpointGuard()
+        self._decided: tuple[int, bool] | None = None  # (global step, allowed)
+        self._best: dict[str, Any] | None = None  # the state's best before an evaluation
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._decide(state, control, kwargs.get("model"))
@@ -54,16 +62,151 @@ class CheckpointGuardCallback(TrainerCallback):
     def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._decide(state, control, kwargs.get("model"))
 
+    def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        # the Trainer judges the new best after this (and, with save_strategy="best", decides
+        # to save then): what it was is put back if that save is refused
+        self._best = {name: getattr(state, name, None) for name in _BEST}
+
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._decided == (state.global_step, False):
+            return  # refused by guard_trainer's check: nothing was written
         where = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
         self.guard.saved(state.global_step, where)
 
-    def _decide(self, state: Any, control: Any, model: Any) -> None:
-        if not control.should_save:
-            return
+    def allowed(self, step: int, model: Any) -> bool:
+        """Whether the save of ``step`` may go on (decided once per step: a refusal is one
+        event however often the Trainer asks; the ranks agree, one gather per save)."""
+        if self._decided is not None and self._decided[0] == step:
+            return self._decided[1]
         module = model if isinstance(model, torch.nn.Module) else None
-        if not self.guard.allow_save(state.global_step, module):
+        # every rank saves or none does: a rank left out of a collective save (FSDP,
+        # DeepSpeed) would hang the others
+        allowed = self.guard.judge(step, any_rank(self.guard.refusal(module)))
+        self._decided = (step, allowed)
+        return allowed
+
+    def _decide(self, state: Any, control: Any, model: Any) -> None:
+        if control.should_save and not self.allowed(state.global_step, model):
             control.should_save = False
+
+    def _refused_best(self, state: Any) -> None:
+        """A save the Trainer decided after the callbacks ran (``save_strategy="best"``) was
+        refused: the best it noted (a checkpoint never written) is put back."""
+        noted = state.best_model_checkpoint
+        if self._best is not None and noted is not None and not os.path.isdir(noted):
+            for name, value in self._best.items():
+                if hasattr(state, name):
+                    setattr(state, name, value)
+
+
+def guard_trainer(trainer: Any, guard: CheckpointGuard | None = None) -> CheckpointGuardCallback:
+    """Guard every save of ``trainer`` (a ``transformers.Trainer``): its
+    :class:`CheckpointGuardCallback` (added unless it has one) decides, also for the saves the
+    Trainer decides after its callbacks ran (``save_strategy="best"``, a save at the end of an
+    evaluation), which a callback alone cannot refuse; and ``train(resume_from_checkpoint=True)``
+    resumes from the newest *good* checkpoint (:func:`resume_point`). What ``tensortap run``
+    does to every Trainer. Returns the callback."""
+    found = [
+        c for c in trainer.callback_handler.callbacks if isinstance(c, CheckpointGuardCallback)
+    ]
+    callback = found[0] if found else CheckpointGuardCallback(guard)
+    if not found:
+        trainer.add_callback(callback)
+    save, train = trainer._save_checkpoint, trainer.train
+
+    @functools.wraps(save)
+    def guarded_save(model: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            allowed = callback.allowed(trainer.state.global_step, trainer.model)
+        except Exception as exc:  # a check that fails never stops the save
+            logger.warning("tensortap: the checkpoint was saved unchecked: %r", exc)
+            allowed = True
+        if not allowed:
+            callback._refused_best(trainer.state)
+            return None  # nothing written, so the rotation deletes nothing
+        return save(model, *args, **kwargs)
+
+    def checked(asked: Any) -> Any:
+        try:
+            return resume_point(trainer.args.output_dir, asked, callback.guard)
+        except Exception as exc:  # a check that fails never stops the resume asked for
+            logger.warning("tensortap: the checkpoint to resume from was not checked: %r", exc)
+            return asked
+
+    @functools.wraps(train)
+    def guarded_train(*args: Any, **kwargs: Any) -> Any:
+        if args:
+            args = (checked(args[0]), *args[1:])
+        elif "resume_from_checkpoint" in kwargs:
+            kwargs["resume_from_checkpoint"] = checked(kwargs["resume_from_checkpoint"])
+        return train(*args, **kwargs)
+
+    trainer._save_checkpoint, trainer.train = guarded_save, guarded_train
+    return callback
+
+
+def resume_point(output_dir: str, asked: Any, guard: CheckpointGuard | None = None) -> Any:
+    """What ``Trainer.train(resume_from_checkpoint=asked)`` should be given: for ``True``
+    (the newest ``checkpoint-<n>`` of ``output_dir``), the newest good one, each newer one
+    passed over an event (unchanged when all are sound, or none is). A path given by the
+    script is kept, with an event naming the newest good one when it is not sound."""
+    checker = guard if guard is not None else CheckpointGuard()
+    if asked is True:
+        good = last_good_checkpoint(output_dir, checker)
+        newest = _newest(output_dir)
+        if good is not None and newest is not None and not _same_path(good, newest):
+            checker.resumed(
+                _step(good),
+                good,
+                f"resume_from_checkpoint=True resumes from {good}, the newest good "
+                f"checkpoint, instead of {newest}",
+            )
+            return good
+        if good is None and newest is not None:
+            checker.resumed(
+                _step(newest),
+                None,
+                f"no checkpoint in {output_dir} is complete and finite: "
+                f"resume_from_checkpoint=True loads {newest} as asked; to train from the start "
+                "instead, pass resume_from_checkpoint=None",
+            )
+        return asked
+    if isinstance(asked, (str, os.PathLike)) and os.path.isdir(asked):
+        problem = verify_checkpoint(asked)
+        if problem is not None:
+            good = last_good_checkpoint(os.path.dirname(os.path.abspath(asked)), checker)
+            checker.resumed(
+                _step(os.fspath(asked)),
+                good,
+                f"resume_from_checkpoint={os.fspath(asked)!r} is not sound ({problem}); it is "
+                "loaded as the script asks. "
+                + (
+                    f"The newest good checkpoint is {good}: pass resume_from_checkpoint={good!r}"
+                    " (or True under tensortap run)"
+                    if good is not None
+                    else "No checkpoint beside it is good: train from the start"
+                ),
+            )
+    return asked
+
+
+def _newest(output_dir: str) -> str | None:
+    try:
+        names = [n for n in os.listdir(output_dir) if _CHECKPOINT.match(n)]
+    except FileNotFoundError:
+        return None
+    if not names:
+        return None
+    return os.path.join(output_dir, max(names, key=lambda n: int(n.split("-")[1])))
+
+
+def _step(path: str) -> int | None:
+    match = _CHECKPOINT.match(os.path.basename(os.path.normpath(path)))
+    return int(match.group(1)) if match else None
+
+
+def _same_path(a: str, b: str) -> bool:
+    return os.path.abspath(a) == os.path.abspath(b)
 
 
 def verify_checkpoint(path: str | os.PathLike[str]) -> str | None:

@@ -28,6 +28,9 @@ _NOTABLE = {
     "rollback_refused": "{message}",
     "rollback_decision": "rollback: {message}",
     "suspect_rank": "{message}",
+    "checkpoint_refused": "{message}",
+    "checkpoint_fallback": "{message}",
+    "checkpoint_resumed": "{message}",
     "training_terminated": "training did not stop within {after_secs:g} s; terminating it",
     "training_ended": "training ended: {status} (exit code {exit_code})",
 }
@@ -222,6 +225,30 @@ def diagnosis_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def checkpoint_lines(record: JobRecord) -> list[str]:
+    """What the checkpoint guard did in the training (its ``checkpoint_*`` events): the saves
+    refused, the checkpoint kept, the resumes sent elsewhere."""
+    events = [e for e in record.iter_events() if str(e.get("event", "")).startswith("checkpoint_")]
+    refused = [e for e in events if e["event"] == "checkpoint_refused"]
+    lines = []
+    if refused:
+        steps = ", ".join(str(e.get("step")) for e in refused[:8])
+        more = f" and {len(refused) - 8} more" if len(refused) > 8 else ""
+        line = (
+            f"  checkpoints: {len(refused)} save(s) refused (step {steps}{more}): "
+            f"{refused[0].get('reason')}"
+        )
+        pinned = [e for e in events if e["event"] == "checkpoint_pinned"]
+        if pinned:
+            line += f"; kept: the checkpoint of step {pinned[-1].get('step')}"
+            line += f" ({pinned[-1].get('checkpoint')})"
+        lines.append(line)
+    for event in events:
+        if event["event"] in ("checkpoint_fallback", "checkpoint_resumed"):
+            lines.append(f"  checkpoints: {event.get('message')}")
+    return lines
+
+
 def render_summary(record: JobRecord, summary: dict[str, Any]) -> str:
     """The job's summary as text: training's outcome, each rule's, and where to look next."""
     training = summary.get("training", {})
@@ -234,6 +261,7 @@ def render_summary(record: JobRecord, summary: dict[str, Any]) -> str:
         lines.append("  last lines of the training log:")
         lines += [f"    | {line}" for line in training["log_tail"].splitlines()]
     lines += diagnosis_lines(summary)
+    lines += checkpoint_lines(record)
     lines.append("  rules (problems first):")
     for rule in by_gravity(summary.get("rules", [])):
         status = rule.get("RuleEvaluationStatus")

@@ -19,8 +19,10 @@ complete and finite (``torch.load(weights_only=True)``: no code runs from its by
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -29,23 +31,20 @@ from tensortap.exceptions import InvalidConfigError
 from tensortap.lightning._rollback import step_of
 from tensortap.pytorch._checkpoint_guard import CheckpointGuard, nonfinite_name
 
+logger = logging.getLogger(__name__)
 
-class GuardedModelCheckpoint(ModelCheckpoint):
-    """``ModelCheckpoint`` whose saves are refused while the weights are not finite or the
-    guard is tripping (an event each, never an exception), and whose rotation keeps the last
-    good file while a save is refused."""
+if TYPE_CHECKING:
+    _Base = ModelCheckpoint
+else:
+    _Base = object
 
-    def __init__(self, *args: Any, checkpoint_guard: CheckpointGuard | None = None, **kwargs: Any):
-        if checkpoint_guard is not None and not isinstance(checkpoint_guard, CheckpointGuard):
-            raise InvalidConfigError(
-                "GuardedModelCheckpoint: checkpoint_guard must be a CheckpointGuard, got "
-                f"{type(checkpoint_guard).__name__}"
-            )
-        super().__init__(*args, **kwargs)
-        self.checkpoint_guard = (
-            checkpoint_guard if checkpoint_guard is not None else CheckpointGuard()
-        )
-        self._decided: tuple[int, bool] | None = None  # (global step, allowed)
+
+class _GuardedSaves(_Base):
+    """What :class:`GuardedModelCheckpoint` adds to a ``ModelCheckpoint`` (or to a subclass of
+    it: :func:`guard_checkpoints` gives one made by a script these methods)."""
+
+    checkpoint_guard: CheckpointGuard
+    _decided: tuple[int, bool] | None
 
     def _allowed(self, trainer: Any) -> bool:
         """Whether a save at this step may go on: decided once per step (top-k and last ask
@@ -81,6 +80,129 @@ class GuardedModelCheckpoint(ModelCheckpoint):
         if self.checkpoint_guard.keeps(filepath, step_of(os.path.basename(filepath))):
             return
         super()._remove_checkpoint(trainer, filepath)
+
+
+class GuardedModelCheckpoint(_GuardedSaves, ModelCheckpoint):
+    """``ModelCheckpoint`` whose saves are refused while the weights are not finite or the
+    guard is tripping (an event each, never an exception), and whose rotation keeps the last
+    good file while a save is refused."""
+
+    def __init__(self, *args: Any, checkpoint_guard: CheckpointGuard | None = None, **kwargs: Any):
+        ModelCheckpoint.__init__(self, *args, **kwargs)
+        _arm(self, checkpoint_guard)
+
+
+def guard_checkpoints(trainer: Any, guard: CheckpointGuard | None = None) -> list[Any]:
+    """Give every ``ModelCheckpoint`` of ``trainer`` (Lightning's default one or the script's,
+    of any subclass) :class:`GuardedModelCheckpoint`'s decisions, in place: its class becomes
+    a subclass of its own with the guard's methods and the same ``__qualname__`` (so its
+    ``state_key``, and what it saves, stay as they were). What ``tensortap run`` does to every
+    Trainer. Returns the callbacks guarded."""
+    guarded: list[Any] = []
+    for callback in trainer.callbacks:
+        if not isinstance(callback, ModelCheckpoint):
+            continue
+        if not isinstance(callback, _GuardedSaves):
+            callback.__class__ = _guarded_class(type(callback))
+            _arm(callback, guard)
+        guarded.append(callback)
+    guard_resume(trainer, guarded[0].checkpoint_guard if guarded else guard)
+    return guarded
+
+
+def guard_resume(trainer: Any, guard: CheckpointGuard | None = None) -> None:
+    """Check the file ``trainer.fit(ckpt_path=...)`` resolves to before it is loaded:
+    ``ckpt_path="last"`` that resolves to a file not complete and finite loads the newest good
+    ``.ckpt`` beside it instead (each numbered one passed over a ``fallback`` event; a
+    ``resumed`` event names the one used, and what was wrong with the last one); a path
+    given by the script is loaded as given, with a ``resumed`` event naming the newest good
+    one."""
+    checker = guard if guard is not None else CheckpointGuard()
+    connector = trainer._checkpoint_connector
+    parse = connector._parse_ckpt_path
+
+    @functools.wraps(parse)
+    def checked(state_fn: Any, ckpt_path: Any, *args: Any, **kwargs: Any) -> Any:
+        path = parse(state_fn, ckpt_path, *args, **kwargs)
+        try:
+            return _resume_point(ckpt_path, path, checker)
+        except Exception as exc:  # a check that fails never stops the resume asked for
+            logger.warning("tensortap: the checkpoint to resume from was not checked: %r", exc)
+            return path
+
+    connector._parse_ckpt_path = checked
+
+
+def _resume_point(asked: Any, path: Any, checker: CheckpointGuard) -> Any:
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
+        return path  # none, or not a local file: Lightning's to load as it does
+    problem = verify_checkpoint(path)
+    if problem is None:
+        return path
+    if asked == "last":
+        # the file "last" named (last.ckpt: no step in its name) is said in the resumed event
+        good = last_good_checkpoint(os.path.dirname(os.path.abspath(path)), checker)
+        if good is not None:
+            checker.resumed(
+                step_of(os.path.basename(good)),
+                good,
+                f'ckpt_path="last" resumes from {good}, the newest good checkpoint, instead of '
+                f"{os.fspath(path)} ({problem})",
+            )
+            return good
+        checker.resumed(
+            None,
+            None,
+            f'no checkpoint beside {os.fspath(path)} is complete and finite: ckpt_path="last" '
+            "loads it as asked; to train from the start instead, pass ckpt_path=None",
+        )
+        return path
+    good = last_good_checkpoint(os.path.dirname(os.path.abspath(path)), checker)
+    checker.resumed(
+        step_of(os.path.basename(path)),
+        good,
+        f"ckpt_path={os.fspath(path)!r} is not sound ({problem}); it is loaded as the script "
+        "asks. "
+        + (
+            f'The newest good checkpoint is {good}: pass ckpt_path={good!r} (or "last" under '
+            "tensortap run)"
+            if good is not None
+            else "No checkpoint beside it is good: train from the start"
+        ),
+    )
+    return path
+
+
+def _guarded_class(cls: type[Any]) -> type[Any]:
+    """``cls`` with the guard's methods, named as ``cls`` (its ``state_key`` unchanged); a copy
+    or a pickle of one of its callbacks (``ddp_spawn`` sends the Trainer to its processes) is
+    made as ``cls``, then guarded again, with the same guard."""
+    return type(
+        cls.__name__,
+        (_GuardedSaves, cls),
+        {
+            "__qualname__": cls.__qualname__,
+            "__module__": cls.__module__,
+            "__reduce_ex__": lambda self, protocol: (_reguard, (cls, dict(self.__dict__))),
+        },
+    )
+
+
+def _reguard(cls: type[Any], state: dict[str, Any]) -> Any:
+    callback = object.__new__(cls)
+    callback.__dict__.update(state)
+    callback.__class__ = _guarded_class(cls)
+    return callback
+
+
+def _arm(callback: Any, guard: CheckpointGuard | None) -> None:
+    if guard is not None and not isinstance(guard, CheckpointGuard):
+        raise InvalidConfigError(
+            "GuardedModelCheckpoint: checkpoint_guard must be a CheckpointGuard, got "
+            f"{type(guard).__name__}"
+        )
+    callback.checkpoint_guard = guard if guard is not None else CheckpointGuard()
+    callback._decided = None  # (global step, allowed)
 
 
 def verify_checkpoint(path: str | os.PathLike[str]) -> str | None:

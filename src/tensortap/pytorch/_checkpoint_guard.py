@@ -34,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 #: The kinds of :class:`CheckpointEvent`.
 REFUSED, PINNED, RELEASED, KEPT, FALLBACK = "refused", "pinned", "released", "kept", "fallback"
+#: A resume that was given a better checkpoint than the one asked for (or a warning naming it).
+RESUMED = "resumed"
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,10 @@ class CheckpointGuard:
             f"the checkpoint of step {step} was not loaded: {problem}; an older one is tried",
         )
 
+    def resumed(self, step: int | None, where: str | None, message: str) -> None:
+        """A resume was sent to (or told of) the good checkpoint at ``where``: an event."""
+        self._event(RESUMED, step, where, "the checkpoint asked for is not sound", message)
+
     # -- inside --
     def _tripping(self) -> str | None:
         guard = self.guard
@@ -214,7 +220,7 @@ class CheckpointGuard:
 
     def _event(self, kind: str, step: int | None, where: str | None, reason: str, msg: str) -> None:
         self.events.append(CheckpointEvent(kind, step, where, reason, msg))
-        (logger.info if kind in (RELEASED, KEPT) else logger.warning)("tensortap: %s", msg)
+        (logger.info if kind in (RELEASED, KEPT, RESUMED) else logger.warning)("tensortap: %s", msg)
         if self._job_dir is not None:
             try:
                 record_event(

@@ -398,6 +398,16 @@ def _events(run: Run) -> list[dict[str, Any]]:
         return list(run.cache.events)
 
 
+#: The checkpoint guard's events the timeline shows (the saves refused, the checkpoint kept,
+#: the resumes sent to an older checkpoint: docs/jobs.md).
+CHECKPOINT_EVENTS = {
+    "checkpoint_refused",
+    "checkpoint_pinned",
+    "checkpoint_fallback",
+    "checkpoint_resumed",
+}
+
+
 def detail(run: Run, log_lines: int = 200) -> dict[str, Any]:
     """One run's page besides its curves: rules, the rule timeline, the training log's tail."""
     timeline = []
@@ -414,6 +424,7 @@ def detail(run: Run, log_lines: int = 200) -> dict[str, Any]:
             "training_ended",
             "job_finalised",
         }
+        wanted |= CHECKPOINT_EVENTS
         timeline = [
             {k: v for k, v in e.items() if k != "log_tail" and k != "traceback"}
             for e in _events(run)
