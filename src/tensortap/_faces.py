@@ -57,6 +57,7 @@ FACES: dict[str, dict[str, str]] = {
         "Guard": "tensortap.keras._guard",
         "GuardEvent": "tensortap.healing._events",
         "SkipBudget": "tensortap.healing._budget",
+        "RollbackCallback": "tensortap.keras._rollback",
         "Rollback": "tensortap.healing._rollback",
         "RollbackEvent": "tensortap.healing._rollback",
         "SkipBatches": "tensortap.healing._skip_batches",

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ 
     from tensortap.keras._hook import OPTIMIZER_VARIABLES as OPTIMIZER_VARIABLES
     from tensortap.keras._hook import KerasHook as KerasHook
     from tensortap.keras._hook import get_hook as get_hook
+    from tensortap.keras._rollback import RollbackCallback as RollbackCallback
 
     Hook = KerasHook
 

@@ -141,6 +141,9 @@ class Guard(keras.callbacks.Callback):  # type: ignore[misc]
         event = self._log.take(self.step, row, batch=(self._epoch, batch), present=present)
         if event is not None and event.skipped:
             self._undo()
+        boundary = getattr(self.settings.rollback, "boundary", None)
+        if event is not None and callable(boundary):  # a RollbackCallback: restore now
+            boundary()
         if self._log.should_stop:
             self.model.stop_training = True
         self.step += 1
