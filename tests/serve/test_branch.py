@@ -141,3 +141,49 @@ def test_forks_an_older_tensortap_wrote_wrong_are_read_true(tmp_path: Path, serv
     (run,) = runs["runs"]
     _, body = get(f"{dashboard.url}api/run/{run['id']}/curves?name=loss&stat=value")
     assert [s["branch_global_step"] for s in body["sessions"]] == [10, 14, 18]
+
+
+def test_steps_a_guard_skipped_are_marked_and_set_no_y_range(
+    tmp_path: Path, serve, browser
+) -> None:
+    """Issue 46: a PyTorch guard's trip is kept in the hook's session (at the global step it
+    happened, though read a step or more later); the dashboard marks it at that step and the
+    skipped step's loss (a x1e4 batch) does not set the default y-range."""
+    torch = pytest.importorskip("torch")
+    import tensortap.pytorch as ttp
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    hook = ttp.Hook(tmp_path / "guarded", save_config=tt.SaveConfig(save_interval=1))
+    guard = ttp.Guard(optimizer, model)
+    generator = torch.Generator().manual_seed(1)
+    for i in range(30):
+        x = torch.randn(16, 8, generator=generator) * (1e4 if i == 15 else 1.0)
+        y = torch.randint(0, 3, (16,), generator=generator)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        guard.observe(loss)
+        hook.save_tensor("loss", np.float32(loss.item()), collections="losses")
+        optimizer.step()
+        hook.next_step()
+    assert guard.flush() and [e.step for e in guard.events] == [15]
+    hook.close()
+    (session,) = tt.create_trial(tmp_path / "guarded").sessions()
+    (trip,) = [e for e in session.events if e["kind"] == "guard_trip"]
+    assert trip["fields"]["at"] == 15 and trip["fields"]["skipped"] is True
+    dashboard = serve(tmp_path / "guarded")
+    _, runs = get(dashboard.url + "api/runs")
+    (run,) = runs["runs"]
+    _, body = get(f"{dashboard.url}api/run/{run['id']}/curves?name=loss&stat=value")
+    assert [(t["global_step"], t["skipped"]) for t in body["trips"]] == [(15, True)]
+    browser.visit(f"{dashboard.url}run/{run['id']}")
+    drawn = browser.until(FIGURE, lambda v: v and any(t["meta"] == "trips" for t in v["traces"]))
+    (marks,) = [t for t in drawn["traces"] if t["meta"] == "trips"]
+    assert marks["x"] == [15] and marks["yaxis"] == "y2" and drawn["y2"] == [0, 1]
+    assert "skipped" in marks["hover"][0] and "spike" in marks["hover"][0]
+    (line,) = [t for t in drawn["traces"] if t["meta"] is None]
+    _, high = drawn["yrange"]
+    assert high < line["y"][15] / 10 and high >= max(v for k, v in enumerate(line["y"]) if k != 15)
+    assert browser.errors() == []

@@ -69,6 +69,7 @@ from typing import Any
 
 import torch
 
+from tensortap._open_hooks import current_hook
 from tensortap.core._rollback_target import RollbackTarget
 from tensortap.exceptions import InvalidConfigError
 from tensortap.healing._budget import BUDGET_ACTIONS, MicroBatches, SkipBudget, SkipWindow
@@ -191,6 +192,31 @@ def _reduce() -> Callable[[torch.Tensor], None] | None:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return _all_reduce_max
     return None
+
+
+#: The kind of a guard's trip in a session's events (``trial.sessions()[i].events``).
+TRIP_EVENT = "guard_trip"
+
+
+def _keep_in_session(decision: Decision, event: GuardEvent) -> None:
+    """The trip as an event of the session of the hook that was open when its step ran, at
+    that step's global step (the dashboard marks it there): on the reader thread, a step or
+    more later; a hook closed since keeps nothing."""
+    hook = decision.hook
+    if hook is None or getattr(hook, "closed", False):
+        return
+    try:
+        hook.record_event(
+            TRIP_EVENT,
+            {
+                "step": event.step,
+                "at": decision.global_step,
+                "reason": event.reason,
+                "skipped": bool(event.skipped),
+            },
+        )
+    except Exception:
+        log.exception("tensortap guard: could not keep the trip of step %d", event.step)
 
 
 class Guard:
@@ -498,8 +524,19 @@ class Guard:
                 row, event = self._to_host(row, slot)
             batches = self._batches
             batch = MicroBatches(batches) if len(batches) > 1 else batches[0] if batches else None
+            hook = current_hook("pytorch")
+            at = getattr(hook, "step", None)
             self._reader.submit(
-                Decision(self.step, row, event, batch, self._loss is not None, self._rng)
+                Decision(
+                    self.step,
+                    row,
+                    event,
+                    batch,
+                    self._loss is not None,
+                    self._rng,
+                    hook,
+                    at if isinstance(at, int) else None,
+                )
             )
         except Exception:
             log.exception("tensortap guard: could not decide step %d", self.step)
@@ -570,6 +607,7 @@ class Guard:
             if skipped:
                 self._skips.skipped(step, batch)
         if event is not None:
+            _keep_in_session(decision, event)
             if self._flight is not None:
                 self._write_flight_recorder(event)
             if self.on_trip is not None:

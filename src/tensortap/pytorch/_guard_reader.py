@@ -38,6 +38,10 @@ class Decision:
     batch: Any
     observed: bool
     rng_state: dict[str, Any] | None
+    #: The PyTorch hook open when the step ran and its global step then (None: no hook): a
+    #: trip is kept as an event of that hook's session, at the step it happened.
+    hook: Any = None
+    global_step: int | None = None
 
     def arrived(self) -> bool:
         return self.event is None or bool(self.event.query())

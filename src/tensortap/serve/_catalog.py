@@ -86,7 +86,10 @@ class Run:
     cache: RunCache = field(default_factory=RunCache, repr=False)
     meta_store: Store | None = field(default=None, repr=False)  # for the small documents
     meta: tuple[float, dict[str, Any]] | None = field(default=None, repr=False)  # (when, what)
-    sessions: tuple[float, list[dict[str, Any]]] | None = field(default=None, repr=False)
+    #: (when, the resumed sessions, the guard's trips), read from the session records
+    sessions: tuple[float, list[dict[str, Any]], list[dict[str, Any]]] | None = field(
+        default=None, repr=False
+    )
 
 
 def run_id(location: str) -> str:

@@ -26,7 +26,7 @@ from tensortap.core._modes import ModeKeys
 from tensortap.core._vitals import ALL_VITALS, Vital
 from tensortap.exceptions import InvalidConfigError, StorageError, TensortapError
 from tensortap.serve._catalog import Run
-from tensortap.serve._meta import overview, resumed_sessions, rules, run_config
+from tensortap.serve._meta import guard_trips, overview, resumed_sessions, rules, run_config
 from tensortap.serve._series import BUCKETS, SeriesKey, buckets, open_reader
 from tensortap.trials._index import natural_key
 from tensortap.trials._series import SeriesReader
@@ -348,6 +348,7 @@ def curves(
         "last_step": last_step,
         "findings": findings(run),
         "sessions": resumed_sessions(run),
+        "trips": guard_trips(run),
     }
 
 

@@ -23,6 +23,10 @@ from tensortap.trials._config import first_config
 from tensortap.trials._sessions import old_fork, session_time
 from tensortap.trials._worker_state import natural_key
 
+#: A guard's trip in a session's events (``tensortap.pytorch._guard.TRIP_EVENT``: the server
+#: imports no torch).
+TRIP_EVENT = "guard_trip"
+
 #: How long a run's metadata is reused before its documents are read again: a run being
 #: written, and a bare trial that ended (read again, less often: a new session may resume
 #: it; on S3 each read is a few requests per run).
@@ -140,11 +144,24 @@ def resumed_sessions(run: Run) -> list[dict[str, Any]]:
     checkpoint, a rollback's branch), from its session record, at the first global step after
     the one it resumed from: marked on the curves (a branch is drawn from where it forks: its
     ``branch_global_step``). Reused for :data:`META_SECS`."""
+    return _sessions(run)[0]
+
+
+def guard_trips(run: Run) -> list[dict[str, Any]]:
+    """Each step a guard tripped on (``tensortap.pytorch.Guard``: its update skipped, or only
+    recorded), from the sessions' events: ``{"global_step", "reason", "skipped", "session",
+    "worker"}``,
+    marked on the curves at that step. Reused for :data:`META_SECS`."""
+    return _sessions(run)[1]
+
+
+def _sessions(run: Run) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     cached = run.sessions
     now = time.monotonic()
     if cached is not None and now - cached[0] < META_SECS:
-        return cached[1]
+        return cached[1], cached[2]
     out: list[dict[str, Any]] = []
+    trips: list[dict[str, Any]] = []
     if run.refused is None:
         store = _meta_store(run)
         for worker in store.list_dir(layout.WORKERS_PREFIX):
@@ -156,6 +173,8 @@ def resumed_sessions(run: Run) -> list[dict[str, Any]]:
                     doc = None if raw is None else decode_session_at(raw, key)
                 except FormatError:
                     continue  # said by the data reads, which read every record
+                if doc is not None:
+                    trips.extend(_trips(doc, worker))
                 if doc is None or doc.get("resumed_from_step") is None:
                     continue
                 step = int(doc["resumed_from_step"]) + 1
@@ -181,7 +200,31 @@ def resumed_sessions(run: Run) -> list[dict[str, Any]]:
             fixed = None if parent is None else old_fork(s, parent)
             if fixed is not None:
                 s["branch_global_step"] = fixed
-    run.sessions = (now, out)
+    run.sessions = (now, out, trips)
+    return out, trips
+
+
+def _trips(doc: dict[str, Any], worker: str) -> list[dict[str, Any]]:
+    """The guard's trips a session record holds (decoded: each event is a dict with a kind;
+    its fields are checked here, an odd one is left out)."""
+    out = []
+    for event in doc.get("events") or []:
+        fields = event.get("fields")
+        if event.get("kind") != TRIP_EVENT or not isinstance(fields, dict):
+            continue
+        at = fields.get("at")
+        if isinstance(at, bool) or not isinstance(at, int) or at < 0:
+            continue
+        reason = fields.get("reason")
+        out.append(
+            {
+                "global_step": at,
+                "reason": reason[:300] if isinstance(reason, str) else "",
+                "skipped": fields.get("skipped") is True,
+                "session": doc.get("index"),
+                "worker": worker,
+            }
+        )
     return out
 
 
@@ -274,6 +317,8 @@ def overview(run: Run) -> dict[str, Any]:
 __all__ = [
     "ENDED_META_SECS",
     "META_SECS",
+    "TRIP_EVENT",
+    "guard_trips",
     "overview",
     "resumed_sessions",
     "rules",

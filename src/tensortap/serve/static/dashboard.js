@@ -242,6 +242,34 @@ function badMarks(label, color, bad, dropped, range) {
     hovertext: text, hoverinfo: "text", meta: "bad" };
 }
 
+// Each step a guard tripped on (its update skipped, or only recorded), as a mark at the plot's
+// top edge at that step (drawn from the forks, as the lines are), saying why on hover.
+function tripMarks(trips, sessions) {
+  const x = [], y = [], symbol = [], text = [];
+  (trips || []).forEach((t) => {
+    if (!Number.isFinite(t.global_step)) return;
+    x.push(forkX(branchesOf(sessions, t.worker), t.global_step)); y.push(1);
+    symbol.push(t.skipped ? "diamond" : "diamond-open");
+    text.push(`guard at global step ${t.global_step}: ` +
+      (t.skipped ? "the update was skipped (undone)" : "tripped (recorded only)") +
+      (t.reason ? `: ${plain(t.reason)}` : ""));
+  });
+  if (!x.length) return null;
+  return { x, y, yaxis: "y2", name: "guard: steps skipped", type: "scatter", mode: "markers",
+    cliponaxis: false, showlegend: false, marker: { color: SEVERITY.warning, size: 10, symbol },
+    hovertext: text, hoverinfo: "text", meta: "trips" };
+}
+// the global steps whose update a guard skipped, by worker: their values (a 1e6 loss the
+// step computed before it was undone) do not set the default y-range
+function skippedSteps(trips) {
+  const out = new Map();
+  (trips || []).filter((t) => t.skipped && Number.isFinite(t.global_step)).forEach((t) => {
+    if (!out.has(t.worker)) out.set(t.worker, new Set());
+    out.get(t.worker).add(t.global_step);
+  });
+  return out;
+}
+
 // where a resumed session of the run starts: "↻ session 1", on the curves
 function sessionText(s) {
   if (s.branch_of != null) {
@@ -304,13 +332,18 @@ function quickChart(div, title, lines) {
 
 // plotly traces and layout of ``series`` (several runs' when compared), with gaps, findings
 // and where a resumed session starts
-function curveFigure(title, series, findings, names, sessions) {
+function curveFigure(title, series, findings, names, sessions, trips) {
   const modes = new Set(series.map((s) => s.mode)).size;
   const traces = [], shapes = [], annotations = [];
   let finite = 0, lastX = 0;
   const branched = (sessions || []).some((b) => b.branch_of != null);
   const drawn = series.map((given) => forked(given, sessions));
-  const range = keptRange(drawn.map((d) => d.line.y), drawn.flatMap((d) => d.dropped.map((p) => p.y)));
+  const skipped = skippedSteps(trips);
+  const undone = (d) => skipped.get(d.line.worker) || new Set();
+  const range = keptRange(
+    drawn.map((d) => d.line.y.filter((_, k) => !undone(d).has(d.line.global[k]))),
+    [...drawn.flatMap((d) => d.dropped.map((p) => p.y)),
+      ...drawn.map((d) => d.line.y.filter((_, k) => undone(d).has(d.line.global[k])))]);
   const marks = [];
   drawn.forEach(({ line: s, dropped, bad }, i) => {
     const color = PALETTE[i % PALETTE.length];
@@ -351,6 +384,8 @@ function curveFigure(title, series, findings, names, sessions) {
       }
     });
   });
+  const tripped = tripMarks(trips, sessions);
+  if (tripped) { marks.push(tripped); lastX = Math.max(lastX, ...tripped.x); }
   traces.push(...marks);  // over the lines
   (findings || []).forEach((f, k) => {
     const color = SEVERITY[f.severity] || SEVERITY.problem;
@@ -481,7 +516,8 @@ function chartTitle(c) { return c.statistic === "value" ? c.name : `${c.name} ·
 function chartGrid(id, box, note, more) {
   const charts = [];  // {name, statistic, modes, div, lines, cursor, shown, zoom, dirty}
   const byKey = new Map();
-  let total = 0, match = "", marks = { findings: [], sessions: [] }, asked = 0, lastStep = null;
+  let total = 0, match = "", marks = { findings: [], sessions: [], trips: [] }, asked = 0,
+    lastStep = null;
   const visible = new Set();
   const observer = new IntersectionObserver((entries) => {
     for (const e of entries) {
@@ -547,7 +583,7 @@ function chartGrid(id, box, note, more) {
       q.set("limit", String(PAGE));
       asked += 1;
       const body = await api(`/api/run/${id}/curves?${q}`);
-      marks = { findings: body.findings, sessions: body.sessions };
+      marks = { findings: body.findings, sessions: body.sessions, trips: body.trips };
       lastStep = body.last_step;
       const whole = !extra.after;
       if (whole) part.forEach((c) => c.lines.clear());
@@ -588,7 +624,8 @@ function chartGrid(id, box, note, more) {
       if (!c.dirty && c.shown) continue;
       const lines = [...c.lines.values()];
       if (!lines.length) continue;
-      const { traces, layout } = curveFigure(chartTitle(c), lines, marks.findings, null, marks.sessions);
+      const { traces, layout } = curveFigure(chartTitle(c), lines, marks.findings, null,
+        marks.sessions, marks.trips);
       if (c.zoom) layout.xaxis.range = c.zoom;
       if (!c.shown) c.div.textContent = "";
       Plotly.react(c.div, traces, layout, { displaylogo: false, responsive: true });
@@ -609,7 +646,8 @@ function chartGrid(id, box, note, more) {
     }
     window.tensortapCurves = {  // for whoever looks (the tests do)
       series: charts.flatMap((c) => [...c.lines.values()]), findings: marks.findings,
-      sessions: marks.sessions, total, listed: charts.length, asked, last_step: lastStep,
+      sessions: marks.sessions, trips: marks.trips, total, listed: charts.length, asked,
+      last_step: lastStep,
       drawn: charts.filter((c) => c.shown).map((c) => c.name),
       fetched: charts.filter((c) => c.cursor != null).map((c) => c.name),
     };
