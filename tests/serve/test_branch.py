@@ -187,3 +187,37 @@ def test_steps_a_guard_skipped_are_marked_and_set_no_y_range(
     _, high = drawn["yrange"]
     assert high < line["y"][15] / 10 and high >= max(v for k, v in enumerate(line["y"]) if k != 15)
     assert browser.errors() == []
+
+
+def test_a_rollbacks_decision_is_marked_at_its_bad_step(tmp_path: Path, serve, browser) -> None:
+    """Issue 46: what a rollback decided (kept as a ``rollback_decision`` event of its session,
+    ``at`` the bad step's global step) is marked there on the curves, its reason escaped."""
+    hook = tt.Hook(tmp_path / "decided", save_config=tt.SaveConfig(save_interval=1))
+    for step in range(12):
+        hook.save_tensor("loss", np.float32(1.0 / (step + 1)), collections="losses")
+        if step == 9:  # recorded at the boundary after the bad step 7
+            hook.record_event(
+                "rollback_decision",
+                {
+                    "step": 7,
+                    "at": 7,
+                    "action": "stop",
+                    "evidence": "numerics",
+                    "layer": "blocks.2",
+                    "reason": "went non-finite <img src=x onerror=window.__xss=1>",
+                },
+            )
+        hook.next_step()
+    hook.close()
+    dashboard = serve(tmp_path / "decided")
+    _, runs = get(dashboard.url + "api/runs")
+    (run,) = runs["runs"]
+    browser.visit(f"{dashboard.url}run/{run['id']}")
+    drawn = browser.until(FIGURE, lambda v: v and any(t["meta"] == "trips" for t in v["traces"]))
+    (marks,) = [t for t in drawn["traces"] if t["meta"] == "trips"]
+    assert marks["x"] == [7]
+    (hover,) = marks["hover"]
+    assert "rollback at global step 7: stop numerics blocks.2" in hover
+    assert "&lt;img" in hover and "<img" not in hover
+    assert browser.driver.execute_script("return window.__xss || null;") is None
+    assert browser.errors() == []

@@ -518,7 +518,8 @@ class Rollback:
     def _record_decision(self, step: int, decision: Decision) -> None:
         """Each decision is an event: of the session it was made in, and of the job."""
         fields = {"step": step, **decision.to_dict()}
-        self._record_in_session("rollback_decision", fields)
+        at = self._global_of.get(step)  # the bad step's global step, where it is known
+        self._record_in_session("rollback_decision", {**fields, "at": at})
         self._tell_job("rollback_decision", **fields, message=f"step {step}: {decision.reason}")
 
     def _record_in_session(self, kind: str, fields: dict[str, Any]) -> None:

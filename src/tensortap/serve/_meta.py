@@ -26,6 +26,8 @@ from tensortap.trials._worker_state import natural_key
 #: A guard's trip in a session's events (``tensortap.pytorch._guard.TRIP_EVENT``: the server
 #: imports no torch).
 TRIP_EVENT = "guard_trip"
+#: What a rollback decided (``tensortap.healing._rollback``), at its bad step's global step.
+DECISION_EVENT = "rollback_decision"
 
 #: How long a run's metadata is reused before its documents are read again: a run being
 #: written, and a bare trial that ended (read again, less often: a new session may resume
@@ -205,26 +207,32 @@ def _sessions(run: Run) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 
 def _trips(doc: dict[str, Any], worker: str) -> list[dict[str, Any]]:
-    """The guard's trips a session record holds (decoded: each event is a dict with a kind;
-    its fields are checked here, an odd one is left out)."""
+    """The guard's trips and the rollbacks' decisions a session record holds (decoded: each
+    event is a dict with a kind; its fields are checked here, an odd one is left out)."""
     out = []
     for event in doc.get("events") or []:
         fields = event.get("fields")
-        if event.get("kind") != TRIP_EVENT or not isinstance(fields, dict):
+        kind = event.get("kind")
+        if kind not in (TRIP_EVENT, DECISION_EVENT) or not isinstance(fields, dict):
             continue
         at = fields.get("at")
         if isinstance(at, bool) or not isinstance(at, int) or at < 0:
             continue
         reason = fields.get("reason")
-        out.append(
-            {
-                "global_step": at,
-                "reason": reason[:300] if isinstance(reason, str) else "",
-                "skipped": fields.get("skipped") is True,
-                "session": doc.get("index"),
-                "worker": worker,
-            }
-        )
+        mark: dict[str, Any] = {
+            "global_step": at,
+            "reason": reason[:300] if isinstance(reason, str) else "",
+            "skipped": fields.get("skipped") is True,
+            "session": doc.get("index"),
+            "worker": worker,
+        }
+        if kind == DECISION_EVENT:  # what a rollback decided, from what evidence
+            mark["decision"] = " ".join(
+                str(fields[k])[:80]
+                for k in ("action", "evidence", "layer", "remedy")
+                if isinstance(fields.get(k), str)
+            )
+        out.append(mark)
     return out
 
 
@@ -317,6 +325,7 @@ def overview(run: Run) -> dict[str, Any]:
 __all__ = [
     "ENDED_META_SECS",
     "META_SECS",
+    "DECISION_EVENT",
     "TRIP_EVENT",
     "guard_trips",
     "overview",

@@ -249,6 +249,12 @@ function tripMarks(trips, sessions) {
   (trips || []).forEach((t) => {
     if (!Number.isFinite(t.global_step)) return;
     x.push(forkX(branchesOf(sessions, t.worker), t.global_step)); y.push(1);
+    if (t.decision) {  // what a rollback decided there, and why
+      symbol.push("star");
+      text.push(`rollback at global step ${t.global_step}: ${plain(t.decision)}` +
+        (t.reason ? ` (${plain(t.reason)})` : ""));
+      return;
+    }
     symbol.push(t.skipped ? "diamond" : "diamond-open");
     text.push(`guard at global step ${t.global_step}: ` +
       (t.skipped ? "the update was skipped (undone)" : "tripped (recorded only)") +
