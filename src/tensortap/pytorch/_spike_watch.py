@@ -20,9 +20,11 @@ It gathers, at every optimizer step, cheap leading indicators of a loss spike:
 - ``attention_logit/<k>`` (the max over heads; ``attention_logit/<k>/head<h>`` per head is
   kept in :attr:`SpikeWatch.last_values`): the largest pre-softmax logit ``q.k * scale`` of the
   k-th attention call of the forward, for callers of ``F.scaled_dot_product_attention``
-  (caught by a ``TorchFunctionMode`` active while the model runs: Hugging Face's "sdpa"
-  attention, most hand-written GPTs) and ``nn.MultiheadAttention`` modules (recomputed from
-  their input projection). Only the first sample of the batch is scored;
+  (caught by standing in for ``F.scaled_dot_product_attention`` while the model's forward
+  runs, put back when it ends, an exception included: Hugging Face's "sdpa" attention, most
+  hand-written GPTs; code that imported the function by name before is not seen) and
+  ``nn.MultiheadAttention`` modules (recomputed from their input projection). Only the
+  first sample of the batch is scored;
 - ``output_logit`` and ``output_entropy``: the largest logit and the mean entropy of the
   softmax of the model's output (a tensor, a tuple's first tensor, or ``.logits``) whose last
   dimension is a class/vocabulary axis, on the first sample.
