@@ -323,9 +323,9 @@ def overview(run: Run) -> dict[str, Any]:
 
 
 __all__ = [
+    "DECISION_EVENT",
     "ENDED_META_SECS",
     "META_SECS",
-    "DECISION_EVENT",
     "TRIP_EVENT",
     "guard_trips",
     "overview",
