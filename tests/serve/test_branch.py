@@ -33,7 +33,7 @@ def test_a_rollbacks_branch_is_drawn_as_a_fork(tmp_path: Path, serve, browser) -
     figure = (
         "const d = document.querySelector('#curves [data-name=loss]');"
         "return d && d.data && d.layout ? {"
-        " traces: d.data.filter(t => t.meta !== 'bad')"
+        " traces: d.data.filter(t => t.meta !== 'bad' && t.meta !== 'trips')"
         "   .map(t => [t.name, Array.from(t.x), (t.line || {}).dash || null, t.opacity ?? 1]),"
         " marks: d.layout.annotations.filter(a => a.name === 'branch')"
         "   .map(a => [a.text, a.x, a.hovertext]),"
@@ -87,7 +87,7 @@ def test_three_rollbacks_to_one_step_draw_one_trace_per_abandoned_session(
     kept = [t for t in drawn["traces"] if t["meta"] is None]
     dropped = [t for t in drawn["traces"] if t["meta"] == "abandoned"]
     (marks,) = [t for t in drawn["traces"] if t["meta"] == "bad"]
-    assert len(drawn["traces"]) == 5
+    assert len([t for t in drawn["traces"] if t["meta"] != "trips"]) == 5  # and decisions
     # the kept line: the first session's 0-9, then the last branch's 10-29, drawn at 10-29
     ((line,),) = [kept]
     assert line["x"] == list(range(30)) and line["dash"] is None
