@@ -464,10 +464,9 @@ def fuzz_documents(
 def bench_main(cases: int, seed: int, deadline: float, as_json: bool, smdebug_fixture: Path) -> int:
     """``bench/bench_fuzz.py --format documents``: ``cases`` per document kind; exit 1 on a
     failure."""
-    import platform
     import tempfile
 
-    from tensortap.testing._job_fuzz import _quiet
+    from tensortap.testing._job_fuzz import _quiet, report
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp, _quiet():
@@ -475,28 +474,7 @@ def bench_main(cases: int, seed: int, deadline: float, as_json: bool, smdebug_fi
             Path(tmp), cases, seed, deadline=deadline, smdebug_fixture=smdebug_fixture
         )
     seconds = time.perf_counter() - started
-    result: dict[str, Any] = {
-        "format": "documents",
-        "machine": f"{platform.machine()} {platform.python_version()}",
-        "cases": found.cases,
-        "seconds": round(seconds, 1),
-        "results": dict(found.results),
-        "by_kind": {k: dict(v) for k, v in found.by_kind.items()},
-        "by_mutation": {k: dict(v) for k, v in sorted(found.by_mutation.items())},
-        "slowest_case_s": round(found.slowest, 3),
-        "failures": found.failures[:20],
-    }
-    if as_json:
-        print(json.dumps(result, indent=1))
-    else:
-        print(f"{found.cases} mutated documents in {seconds:.0f} s on {result['machine']}")
-        print(f"results: {result['results']}")
-        for kind, counts in result["by_kind"].items():
-            print(f"  {kind:<20} {counts}")
-        print(f"slowest case {result['slowest_case_s']} s")
-        for line in result["failures"]:
-            print("FAIL", line)
-    return 1 if found.failures else 0
+    return report(found, "documents", "documents", seconds, as_json, width=20)
 
 
 __all__ = ["KINDS", "fuzz_documents"]

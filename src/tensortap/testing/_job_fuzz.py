@@ -508,18 +508,12 @@ def _quiet() -> Iterator[None]:
         logging.disable(logging.NOTSET)
 
 
-def bench_main(cases: int, seed: int, deadline: float, as_json: bool) -> int:
-    """``bench/bench_fuzz.py --format jobs``: ``cases`` per document kind; exit 1 on a
-    failure."""
+def report(found: Any, fmt: str, what: str, seconds: float, as_json: bool, width: int) -> int:
+    """What a fuzz run found (``found``: its summary), as JSON or lines; 1 on a failure."""
     import platform
-    import tempfile
 
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp, _quiet():
-        found = fuzz_jobs(Path(tmp), cases, seed, deadline=deadline)
-    seconds = time.perf_counter() - started
     result: dict[str, Any] = {
-        "format": "jobs",
+        "format": fmt,
         "machine": f"{platform.machine()} {platform.python_version()}",
         "cases": found.cases,
         "seconds": round(seconds, 1),
@@ -532,14 +526,26 @@ def bench_main(cases: int, seed: int, deadline: float, as_json: bool) -> int:
     if as_json:
         print(json.dumps(result, indent=1))
     else:
-        print(f"{found.cases} mutated job documents in {seconds:.0f} s on {result['machine']}")
+        print(f"{found.cases} mutated {what} in {seconds:.0f} s on {result['machine']}")
         print(f"results: {result['results']}")
         for kind, counts in result["by_kind"].items():
-            print(f"  {kind:<8} {counts}")
+            print(f"  {kind:<{width}} {counts}")
         print(f"slowest case {result['slowest_case_s']} s")
         for line in result["failures"]:
             print("FAIL", line)
     return 1 if found.failures else 0
+
+
+def bench_main(cases: int, seed: int, deadline: float, as_json: bool) -> int:
+    """``bench/bench_fuzz.py --format jobs``: ``cases`` per document kind; exit 1 on a
+    failure."""
+    import tempfile
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp, _quiet():
+        found = fuzz_jobs(Path(tmp), cases, seed, deadline=deadline)
+    seconds = time.perf_counter() - started
+    return report(found, "jobs", "job documents", seconds, as_json, width=8)
 
 
 __all__ = [
