@@ -512,6 +512,27 @@ def eval_in_train_mode(hook: tt.Hook) -> None:
         opt.step()
 
 
+def eval_with_dropout_switched_back_on(hook: tt.Hook) -> None:
+    """model.eval() for validation, then every Dropout back to training (a Monte Carlo dropout
+    helper left in, as dev2's eval_mode_forgotten does): the model's flag says eval."""
+    model = mlp(nn.Dropout(0.5))
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for i, (x, y) in enumerate(batches()):
+        if i == 12:
+            model.eval()
+            for m in model.modules():
+                if isinstance(m, nn.Dropout):
+                    m.train()
+            with torch.no_grad():
+                for xv, _ in batches(3):
+                    model(xv)
+            model.train()
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
 def per_batch(schedule: str) -> Loop:
     def loop(hook: tt.Hook) -> None:
         model = mlp()
@@ -716,6 +737,10 @@ FAULTS: dict[str, tuple[Loop, str]] = {
     "zero_grad_never_called": (never_zeroed(True), "grads_not_cleared"),
     "zero_grad_never_called_set_to_none_false": (never_zeroed(False), "grads_not_cleared"),
     "eval_without_model_eval": (eval_in_train_mode, "eval_in_train_mode"),
+    "eval_with_dropout_switched_back_on": (
+        eval_with_dropout_switched_back_on,
+        "eval_in_train_mode",
+    ),
     "model_eval_left_on_dropout": (eval_left_on(nn.Dropout(0.5)), "train_in_eval_mode"),
     "model_eval_left_on_batchnorm": (eval_left_on(nn.BatchNorm1d(16)), "train_in_eval_mode"),
     "model_eval_left_on_instancenorm": (
@@ -781,6 +806,9 @@ def test_messages_say_what_was_seen_and_what_to_do(tmp_path: Path) -> None:
     assert message.startswith("StepLR (period 2) is stepped once per batch")
     message = run(tmp_path / "f", eval_in_train_mode).findings[0].message
     assert "3 forward passes ran under torch.no_grad()" in message and "1 Dropout" in message
+    assert "while model.training was True" in message
+    message = run(tmp_path / "f2", eval_with_dropout_switched_back_on).findings[0].message
+    assert "with the model in eval mode but its Dropout switched back to training" in message
     loop = eval_left_on(nn.BatchNorm1d(16), nn.Dropout(0.3))
     message = run(tmp_path / "g", loop, save_interval=1).findings[0].message
     assert message.startswith("2 of the 14 optimizer steps so far, from step 15, were taken on")

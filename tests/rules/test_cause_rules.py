@@ -134,16 +134,25 @@ def test_unnormalised_input_names_inputs_that_carry_little_signal_as_evidence(
 
 
 def chance_trial(
-    out: Path, accuracy: list[float], n: int = 100, classes: int = 4, trailing: int = 0
+    out: Path,
+    accuracy: list[float],
+    n: int = 100,
+    classes: int = 4,
+    trailing: int = 0,
+    train_majority: float = 0.0,
 ) -> tt.Trial:
     """A training step, then an evaluation pass of two batches, per entry of ``accuracy``;
-    then ``trailing`` training steps."""
+    then ``trailing`` training steps. ``train_majority``: the share of the training labels
+    that are class 0 beyond their even share (the evaluation labels stay even)."""
     rng = np.random.default_rng(1)
     hook = tt.Hook(out, save_config=tt.SaveConfig(save_interval=1),
                    include_collections=["labels", "predictions"])  # fmt: skip
     for acc in accuracy:
         hook.set_mode(tt.modes.TRAIN)
-        hook.save_tensor("labels", rng.integers(0, classes, 8), collections="labels")
+        train = rng.integers(0, classes, 8)
+        hook.save_tensor(
+            "labels", np.where(rng.random(8) < train_majority, 0, train), collections="labels"
+        )
         hook.next_step()
         hook.set_mode(tt.modes.EVAL)
         for _ in range(2):
@@ -197,6 +206,34 @@ def test_a_run_whose_only_evaluation_is_at_chance_ended_at_chance(tmp_path: Path
     # the last pass above chance: never a problem, however the run ends
     late = invoke_rule(AccuracyAtChance(chance_trial(tmp_path / "l", [0.25, 0.9], trailing=1)))
     assert "problem" not in late.severities, late
+
+
+def test_at_chance_after_training_on_imbalanced_labels_names_the_imbalance(
+    tmp_path: Path,
+) -> None:
+    """Issue 44 (dev2's class-imbalance runs, e.g. an outlier filter written with ``|`` for
+    ``&`` that kept class 0's every row and 5% of the others): a model trained on labels that are
+    mostly one class, evaluated on even ones, is at chance because it learned the imbalance,
+    not because its labels do not follow from the inputs. Shuffled labels keep the classes'
+    shares, so the training labels' shares against the pass's tell the two apart."""
+    skewed = invoke_rule(
+        AccuracyAtChance(chance_trial(tmp_path / "skew", [0.25] * 4, train_majority=0.95))
+    )
+    gravest = skewed.gravest
+    assert gravest is not None and gravest.severity is Severity.PROBLEM
+    assert gravest.details["cause"] == "class_imbalance", gravest.message
+    assert "not labels that do not follow from the inputs" in gravest.message
+    assert "training labels saved" in gravest.message
+    # a mild skew of the training labels is not enough: still the labels
+    mild = invoke_rule(
+        AccuracyAtChance(chance_trial(tmp_path / "mild", [0.25] * 4, train_majority=0.3))
+    )
+    assert mild.gravest is not None and mild.gravest.details["cause"] == "no_learnable_signal"
+    # the imbalance changes the cause, never whether a run above chance fires
+    fine = invoke_rule(
+        AccuracyAtChance(chance_trial(tmp_path / "fine", [0.9] * 4, train_majority=0.95))
+    )
+    assert fine.triggered == 0
 
 
 @pytest.mark.parametrize("accuracy", [0.5, 0.7])
@@ -347,6 +384,54 @@ def test_frozen_layer_names_a_frozen_output_layer_not_a_frozen_backbone(
         assert found.healthy, found  # no harm seen: never a problem alone
     else:
         assert summary.status.value == "NoIssuesFound"
+
+
+@pytest.mark.parametrize("backbone", ["random", "pretrained"])
+def test_a_frozen_layer_still_at_its_random_initialisation_is_a_fault(
+    tmp_path: Path, backbone: str
+) -> None:
+    """Issue 44 (dev2's frozen_by_mistake: ``requires_grad_(False)`` on the wrong layers, the
+    run still learns through its head): frozen weights that still hold their default uniform
+    initialisation were never trained nor loaded, so freezing them is no fine-tuning: a
+    problem on its own. A backbone trained first, then frozen, stays evidence that needs harm."""
+    import torch
+    from torch import nn
+
+    import tensortap.pytorch as tp
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(),
+                          nn.Linear(32, 3))  # fmt: skip
+    x, y = torch.randn(256, 32), torch.randint(0, 3, (256,))
+    loss_fn = nn.CrossEntropyLoss()
+    if backbone == "pretrained":
+        warm = torch.optim.Adam(model.parameters(), lr=0.01)
+        for _ in range(200):
+            warm.zero_grad()
+            loss_fn(model(x), y).backward()
+            warm.step()
+    model[0].requires_grad_(False)
+    model[2].requires_grad_(False)
+    hook = tp.Hook(tmp_path / "t", save_config=tp.SaveConfig(save_interval=2),
+                   include_collections=["inputs", "weights", "gradients"])  # fmt: skip
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    opt = torch.optim.SGD(model[4].parameters(), lr=0.1)
+    for i in range(6):
+        opt.zero_grad()
+        loss_fn(model(x[i * 32 : (i + 1) * 32]), y[i * 32 : (i + 1) * 32]).backward()
+        opt.step()
+    hook.close()
+    summary = invoke_rule(FrozenLayer(tt.create_trial(tmp_path / "t")))
+    finding = summary.findings[0]
+    assert finding.details["cause"] == "frozen_layer"
+    if backbone == "random":
+        assert summary.severities == {"problem": 3}, summary
+        assert "needs_harm" not in finding.details
+        assert "they still hold a random initialisation (4096 of their values" in finding.message
+    else:
+        assert summary.severities == {"warning": 3}, summary
+        assert finding.details["needs_harm"] is True
 
 
 @pytest.mark.parametrize(

@@ -108,6 +108,7 @@ class LoopFacts:
         self._no_grad_run = 0
         self._no_grad_active: list[nn.Module] = []  # what behaved as in training, last time
         self._eval_in_train = 0
+        self._dropout_on = 0  # of those, passes of a model in eval mode with Dropout training
         # the forwards with gradients since the last optimizer step: whether one ran in train
         # mode; of the last one in eval mode, its mode-dependent modules in eval mode
         self._train_forward = False
@@ -147,9 +148,11 @@ class LoopFacts:
                 modules = self._train_mode_modules(module)
                 self._eval_forward = [m for m in modules if not m.training]
             return
-        if not module.training:
-            return  # evaluation done right: in eval mode
         active = [m for m in self._train_mode_modules(module) if m.training]
+        if not module.training:
+            # evaluation done right (eval mode), unless Dropout was switched back on after
+            # model.eval() (a Monte Carlo dropout helper left in): the model's flag says eval
+            active = [m for m in active if isinstance(m, _DROPOUT)]
         if not active or any(isinstance(m, _BN) and m.momentum in (None, 1.0) for m in active):
             return  # no module behaves differently; or BatchNorm statistics being recomputed
         self._no_grad_run += 1
@@ -157,6 +160,9 @@ class LoopFacts:
         if self._no_grad_run >= 2:  # an evaluation loop, not one no_grad call in a training step
             self._eval_in_train += 2 if self._no_grad_run == 2 else 1
             self._set("eval_in_train_mode", self._eval_in_train)
+            if not module.training:
+                self._dropout_on += 2 if self._no_grad_run == 2 else 1
+                self._set("eval_in_train_mode/dropout_on", self._dropout_on)
             self._set_kinds()
 
     def before_backward(self, tensor: torch.Tensor) -> None:

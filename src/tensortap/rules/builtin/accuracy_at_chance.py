@@ -12,8 +12,21 @@ from tensortap.core._modes import ModeKeys
 from tensortap.rules._finding import Severity
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import names_in, step_mode
-from tensortap.rules.builtin._labels import labels_and_predictions, regression_targets
+from tensortap.rules.builtin._labels import (
+    as_classes,
+    find,
+    labels_and_predictions,
+    regression_targets,
+)
 from tensortap.rules.builtin._series import pass_ends_at
+
+#: at least this many training labels saved before their shares are compared with a pass's
+_MIN_TRAIN = 30
+#: training labels counted at most (the shares of a sample of the training set)
+_MAX_TRAIN = 4096
+#: the training labels' majority class at least this many times as likely (odds) as in the
+#: pass: the training set is imbalanced against what the model is evaluated on
+_SHIFT_ODDS = 5.0
 
 
 class AccuracyAtChance(Rule):
@@ -37,6 +50,13 @@ class AccuracyAtChance(Rule):
 
     Needs at least ``min_samples`` labels in a pass. Reads the ``labels`` and
     ``predictions`` collections (predictions as classes or scores per class).
+
+    Told apart from an imbalance: where the training labels saved are distributed unlike the
+    pass's (a class that is most of the training labels and far less of the evaluation's: odds
+    ``_SHIFT_ODDS`` times the pass's or more, over at least ``_MIN_TRAIN`` training labels),
+    the model learned the training set's imbalance, not labels that do not follow from the
+    inputs (shuffled labels keep their classes' shares): the cause is ``class_imbalance``, and
+    the message says why the other was ruled out.
 
     A regression (no labels saved; a regression loss module such as ``MSELoss`` whose
     prediction and target inputs are saved) is judged the same way against always answering
@@ -78,6 +98,8 @@ class AccuracyAtChance(Rule):
         self._judged = 0
         self._names: list[str] = []
         self._train_steps = 0  # TRAIN steps walked
+        self._train_labels = np.zeros(0, dtype=np.int64)  # TRAIN labels saved, by class
+        self._pass_labels = np.zeros(0, dtype=np.int64)  # the last pass judged's, by class
         # the last pass judged: what it measured, its value and chance, TRAIN steps before
         # it, and whether it ended the run
         self._last: tuple[str, float, float, int, bool] | None = None
@@ -94,6 +116,8 @@ class AccuracyAtChance(Rule):
             if found is not None:  # the training targets' mean: the constant to beat
                 self._train_sum += float(np.sum(found[1], dtype=np.float64))
                 self._train_count += found[1].size
+            else:
+                self._count_train_labels(step)
         if mode is not ModeKeys.EVAL:
             if self._labels or self._regression:
                 # the pass's last step was read before any later step was published (a live
@@ -138,17 +162,21 @@ class AccuracyAtChance(Rule):
             return None
         if after > before:
             return None
+        shift = self._label_shift()
         self.explain(
             f"{said}; no better than chance in {self._outcome_passes()} to the end of "
-            f"training ({after} saved training steps followed it, and no evaluation): the "
-            "model learned nothing that carries to held-out data (do the labels follow from "
-            "the inputs?)",
+            f"training ({after} saved training steps followed it, and no evaluation): "
+            + (
+                shift
+                or "the model learned nothing that carries to held-out data (do the labels "
+                "follow from the inputs?)"
+            ),
             tensors=self._names,
             value=value,
             threshold=threshold,
             severity=Severity.PROBLEM,
             judged=True,
-            cause="no_learnable_signal",
+            cause="class_imbalance" if shift else "no_learnable_signal",
         )
         return True
 
@@ -172,13 +200,18 @@ class AccuracyAtChance(Rule):
         # at the end of training, a run whose every pass was at chance (fewer than `passes`
         # of them: most often one, after training) ended at chance
         fired = self._at_chance >= self.passes or (final and self._at_chance == self._judged)
+        shift = self._label_shift() if at_chance else None
         verdict = (
             f"no better than chance in {self._outcome_passes()}"
             + (
-                " to the end of training: the model learned nothing that carries to held-out "
-                "data (do the labels follow from the inputs?)"
+                " to the end of training: "
+                + (
+                    shift
+                    or "the model learned nothing that carries to held-out data (do the labels "
+                    "follow from the inputs?)"
+                )
                 if final
-                else " so far"
+                else " so far" + (f": {shift}" if shift else "")
             )
             if fired
             else ("at chance" if at_chance else "above chance")
@@ -190,7 +223,7 @@ class AccuracyAtChance(Rule):
             threshold=threshold,
             severity=Severity.PROBLEM if final else Severity.WARNING,
             judged=self._judged >= self.passes or fired,
-            cause="no_learnable_signal",
+            cause="class_imbalance" if shift else "no_learnable_signal",
         )
         return fired
 
@@ -208,6 +241,7 @@ class AccuracyAtChance(Rule):
         n = labels.size
         if n < self.min_samples:
             return None
+        self._pass_labels = np.bincount(labels) if labels.min() >= 0 else np.zeros(0, np.int64)
         chance = float(np.bincount(labels - labels.min()).max()) / n
         accuracy = float(np.mean(labels == predicted))
         spread = math.sqrt(max(chance * (1 - chance), 1e-12) / n)
@@ -220,6 +254,58 @@ class AccuracyAtChance(Rule):
             f"without looking ({z_balanced:+.1f})"
         )
         return z < self.z_threshold and z_balanced < self.z_threshold, said, accuracy, chance
+
+    def _count_train_labels(self, step: int) -> None:
+        """Add the class labels saved at a TRAIN step (if any) to the training labels' counts,
+        until ``_MAX_TRAIN`` were counted (a sample of the training set is enough)."""
+        if self._train_labels.sum() >= _MAX_TRAIN or self._regression or self._train_count:
+            return
+        name = find(self, "labels", self.labels_regex, step)
+        if name is None:
+            return
+        labels = np.asarray(self.base_trial.tensor(name).value(step))
+        whole = labels.dtype.kind in "iub" or (
+            labels.dtype.kind == "f" and bool(np.all(np.mod(labels, 1) == 0))
+        )
+        if not whole and labels.ndim < 2:  # neither class ids nor one-hot rows: targets
+            return
+        y = as_classes(labels, labels)[0]
+        if y.size == 0 or y.min() < 0:
+            return
+        counts = np.bincount(y, minlength=self._train_labels.size)
+        counts[: self._train_labels.size] += self._train_labels
+        self._train_labels = counts
+
+    def _label_shift(self) -> str | None:
+        """Why the last pass at chance is the training set's imbalance, not labels that do not
+        follow from the inputs: a class that is most of the training labels saved is far less of
+        the pass's (its odds ``_SHIFT_ODDS`` times the pass's or more, half-counts added to
+        both); None where the training labels are not known or distributed alike."""
+        train, seen = self._train_labels, self._pass_labels
+        if train.sum() < _MIN_TRAIN or seen.sum() == 0:
+            return None
+        k = max(train.size, seen.size)
+        train = np.pad(train, (0, k - train.size)).astype(np.float64)
+        seen = np.pad(seen, (0, k - seen.size)).astype(np.float64)
+        top = int(train.argmax())
+        share, share_seen = train[top] / train.sum(), seen[top] / seen.sum()
+        if share < 0.5:
+            return None
+
+        def odds(counts: np.ndarray) -> float:
+            return float((counts[top] + 0.5) / (counts.sum() - counts[top] + 0.5))
+
+        ratio = odds(train) / odds(seen)
+        if ratio < _SHIFT_ODDS:
+            return None
+        return (
+            f"not labels that do not follow from the inputs (shuffled labels keep their "
+            f"classes' shares): class {top} is {100 * share:.3g}% of the {int(train.sum())} "
+            f"training labels saved against {100 * share_seen:.3g}% of this pass's (odds "
+            f"{ratio:.3g}x), so the model learned the training set's imbalance: balance the "
+            "training data (resample or weight the classes) or check how the training set was "
+            "filtered or split"
+        )
 
     def _regressed(self) -> tuple[bool, str, float, float] | None:
         """A regression's pass: (at chance, what was measured, R^2, 0). Chance is always

@@ -549,14 +549,25 @@ class TrainingLoop(Rule):
         modules = ", ".join(f"{self._int('train_mode_modules/' + k)} {k}" for k in kinds)
         single = self._int("eval_in_train_mode/single_batch")
         alone = f" ({single} of them single batches between training steps)" if single else ""
+        dropout_on = self._int("eval_in_train_mode/dropout_on")
+        how = (
+            f"while model.training was True ({dropout_on} of them with the model in eval mode "
+            "but its Dropout switched back to training)"
+            if 0 < dropout_on < count
+            else "with the model in eval mode but its Dropout switched back to training "
+            "(a Monte Carlo dropout helper, or .train() on the Dropout modules, after "
+            "model.eval())"
+            if dropout_on
+            else "while model.training was True"
+        )
         yield _Verdict(
             "eval_in_train_mode",
             f"evaluation runs in train mode: {count} forward passes{alone} ran under "
-            "torch.no_grad() "
-            f"while model.training was True, with {modules or 'modules'} behaving as in "
+            f"torch.no_grad() {how}, with {modules or 'modules'} behaving as in "
             "training (Dropout drops units, BatchNorm normalises with the batch's statistics "
             "and updates its running averages); put the model in eval mode before evaluating "
-            "(model.eval, the same as model.train(False)) and back with model.train() after",
+            "(model.eval, the same as model.train(False)), leave its Dropout modules in it, and "
+            "go back with model.train() after",
             count,
             2,
             ("eval_in_train_mode",),
