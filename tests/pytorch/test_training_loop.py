@@ -632,6 +632,45 @@ def test_a_param_group_at_rate_zero_is_named_as_evidence_that_needs_harm(tmp_pat
     assert causes(run(tmp_path / "d", group_at_rate(lambda i: (0.05, 0.1)))) == []
 
 
+@pytest.mark.parametrize("body", ["random", "pretrained"])
+def test_a_param_group_at_rate_zero_still_at_its_initialisation_is_a_fault(
+    tmp_path: Path, body: str
+) -> None:
+    """Issue 44: a group at rate 0 whose weights still hold their default uniform
+    initialisation was never trained nor loaded: a layer frozen by mistake, a problem on its
+    own; a body trained first (pre-trained, then frozen by a rate of 0) stays evidence."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 3))
+    x, y = torch.randn(256, 32), torch.randint(0, 3, (256,))
+    if body == "pretrained":
+        warm = torch.optim.Adam(model.parameters(), lr=0.01)
+        for _ in range(200):
+            warm.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            warm.step()
+    out = str(tmp_path / "trial")
+    hook = tt.Hook(out, save_config=tt.SaveConfig(save_interval=5),
+                   include_collections=["losses", "training_loop", "weights"])  # fmt: skip
+    hook.register_module(model)
+    opt = torch.optim.SGD(
+        [{"params": model[0].parameters(), "lr": 0.0}, {"params": model[2].parameters()}], lr=0.1
+    )
+    for i in range(STEPS):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x[i % 8 * 32 : (i % 8 + 1) * 32]), y[i % 8 * 32 :][:32])
+        hook.record_loss(loss)
+        loss.backward()
+        opt.step()
+    assert hook.close().internal_errors == 0
+    summary = invoke_rule(TrainingLoop(tt.create_trial(out)))
+    finding = only_finding(summary, "frozen_layer")
+    if body == "random":
+        assert "needs_harm" not in finding.details, finding.message
+        assert "they still hold a random initialisation (2048 of their values" in finding.message
+    else:
+        assert finding.details["needs_harm"] is True, finding.message
+
+
 def detached(part: str) -> Loop:
     """A graph cut: the loss on ``out.detach()`` made to backward with ``requires_grad_()``
     (``part`` "all"), or the head fed the body's output detached (``part`` "body")."""

@@ -19,37 +19,13 @@ from tensortap.rules.builtin._common import (
     step_mode,
     training_step,
 )
+from tensortap.rules.builtin._fresh_init import FreshInit
 from tensortap.trials._records import saved_records
 
 _NO_GRADIENTS = "no gradients saved at this step"
 _NO_OUTPUT_LAYER = "no module inputs in forward order with saved weights at this step"
 
 _INPUT = re.compile(r"^(?P<module>.+?)_input_\d+$")
-
-#: a frozen weight is judged fresh from its values only with at least this many of them
-_FRESH_MIN = 256
-
-
-def _uniform_bound(value: np.ndarray) -> tuple[int, float | None]:
-    """(the number of values, the bound b where they look drawn evenly from [-b, b], else None).
-    Evenly spread values have a kurtosis of 1.8 and their largest magnitude is sqrt(3) standard
-    deviations; trained weights grow tails beyond both."""
-    flat = value.ravel()
-    n = flat.size
-    if n < _FRESH_MIN or not np.all(np.isfinite(flat)):
-        return n, None
-    centred = flat - flat.mean()
-    std = float(np.sqrt(np.mean(centred**2)))
-    if std == 0.0:
-        return n, None
-    kurtosis = float(np.mean(centred**4)) / std**4
-    largest = float(np.abs(centred).max())
-    root = np.sqrt(n)
-    # the limits hold 99.9% of evenly drawn values' ratios, and 4 of their kurtosis's standard
-    # errors (1.17/sqrt(n)): measured on 4,000 draws of 256, 1,024 and 4,608 values
-    if largest / std > np.sqrt(3.0) * (1 + 2.5 / root) or abs(kurtosis - 1.8) > 4.7 / root:
-        return n, None
-    return n, largest
 
 
 class FrozenLayer(Rule):
@@ -74,8 +50,7 @@ class FrozenLayer(Rule):
     def __init__(self, base_trial: Any, frozen_share: float = 0.5) -> None:
         super().__init__(base_trial)
         self.frozen_share = frozen_share
-        # a frozen weight's (size, bound of its fresh uniform initialisation or None)
-        self._freshness: dict[str, tuple[int, float | None]] = {}
+        self._fresh = FreshInit(base_trial)  # frozen weights still at their initialisation
 
     @classmethod
     def check_values(cls, params: Mapping[str, Any]) -> None:
@@ -87,7 +62,7 @@ class FrozenLayer(Rule):
         pre-trained backbone is frozen on purpose) that needs harm; a certain fault where they
         still hold a fresh random initialisation (never trained, nor loaded)."""
         shown = ", ".join(frozen[:6]) + (f" and {len(frozen) - 6} more" if len(frozen) > 6 else "")
-        fresh = self._fresh(frozen, step)
+        fresh = self._fresh.verdict(frozen, step)
         said = (
             f"{len(frozen)} of the {total} saved weights get no gradient (frozen with "
             f"requires_grad=False, or outside the backward pass) while the output layer "
@@ -117,35 +92,6 @@ class FrozenLayer(Rule):
             needs_harm=True,  # fine-tuning freezes a pre-trained backbone on purpose
         )
         return True
-
-    def _fresh(self, frozen: list[str], step: int) -> str | None:
-        """How the frozen weights show a fresh random initialisation, or None: the weights of at
-        least ``_FRESH_MIN`` values each (together at least that many) are, for 90% of their
-        values, spread evenly within a bound as the default uniform initialisations leave them
-        (PyTorch's Linear, convolution and recurrent layers, Keras's Glorot): the largest
-        magnitude within sampling noise of sqrt(3) standard deviations. Training, even briefly,
-        grows tails beyond it (the weights of pre-trained layers frozen on purpose in the
-        development split: 1.96 to 3.5). Read once per weight (it is frozen)."""
-        fresh = sized = 0
-        bounds: list[float] = []
-        for name in frozen:
-            verdict = self._freshness.get(name)
-            if verdict is None:
-                value = np.asarray(self.base_trial.tensor(name).value(step), dtype=np.float64)
-                verdict = self._freshness[name] = _uniform_bound(value)
-            size, bound = verdict
-            if size < _FRESH_MIN:
-                continue
-            sized += size
-            if bound is not None:
-                fresh += size
-                bounds.append(bound)
-        if sized < _FRESH_MIN or fresh < 0.9 * sized:
-            return None
-        return (
-            f"{fresh} of their values spread evenly within ±{min(bounds):.3g} to "
-            f"±{max(bounds):.3g}, as a default uniform initialisation leaves them"
-        )
 
     def _output_layer(self, step: int, weights: list[str]) -> tuple[str, list[str]] | None:
         trial = self.base_trial

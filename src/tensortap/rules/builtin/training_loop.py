@@ -12,6 +12,7 @@ from tensortap.core._collections import TRAINING_LOOP
 from tensortap.rules._finding import Severity
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import names_in
+from tensortap.rules.builtin._fresh_init import FreshInit
 
 _PREFIX = TRAINING_LOOP + "/"
 #: Optimizers whose first step moves every weight by about its learning rate (lr * sign(g));
@@ -129,6 +130,7 @@ class TrainingLoop(Rule):
         init_scale_threshold: float = 4.0,
     ) -> None:
         super().__init__(base_trial)
+        self._fresh = FreshInit(base_trial)  # parameters at rate 0 still at their initialisation
         self.min_steps = min_steps
         self.first_update_threshold = first_update_threshold
         self.adam_first_update_threshold = adam_first_update_threshold
@@ -325,16 +327,23 @@ class TrainingLoop(Rule):
             return
         names = [n for n in self._keys("zero_lr/") if self._num("zero_lr/" + n)]
         shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        fresh = self._fresh.verdict(names)
         yield _Verdict(
             "frozen_layer",
             f"{count} parameters sit in a param group whose learning rate is 0 while the other "
-            f"groups train, so they never move from where they started: {shown}; if they must "
-            "learn, give their group a learning rate (a rate of 0 freezes a layer as "
-            "requires_grad_(False) does)",
+            f"groups train, so they never move from where they started: {shown}; "
+            + (
+                f"they still hold a random initialisation ({fresh}), so they were never "
+                "trained nor loaded from a trained model: "
+                if fresh
+                else ""
+            )
+            + "if they must learn, give their group a learning rate (a rate of 0 freezes a "
+            "layer as requires_grad_(False) does)",
             count,
             0,
             ("zero_lr_params",),
-            needs_harm=True,
+            needs_harm=fresh is None,  # a pre-trained layer may be frozen on purpose
         )
 
     def _not_cleared(self) -> Iterator[_Verdict]:
