@@ -652,9 +652,11 @@ def test_a_param_group_at_rate_zero_still_at_its_initialisation_is_a_fault(
     hook = tt.Hook(out, save_config=tt.SaveConfig(save_interval=5),
                    include_collections=["losses", "training_loop", "weights"])  # fmt: skip
     hook.register_module(model)
-    opt = torch.optim.SGD(
-        [{"params": model[0].parameters(), "lr": 0.0}, {"params": model[2].parameters()}], lr=0.1
-    )
+    groups: list[dict[str, Any]] = [
+        {"params": model[0].parameters(), "lr": 0.0},
+        {"params": model[2].parameters()},
+    ]
+    opt = torch.optim.SGD(groups, lr=0.1)
     for i in range(STEPS):
         opt.zero_grad()
         loss = F.cross_entropy(model(x[i % 8 * 32 : (i % 8 + 1) * 32]), y[i % 8 * 32 :][:32])
