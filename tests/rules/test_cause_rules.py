@@ -236,6 +236,21 @@ def test_at_chance_after_training_on_imbalanced_labels_names_the_imbalance(
     assert fine.triggered == 0
 
 
+def test_at_chance_after_passes_far_above_it_is_overtraining_not_the_labels(
+    tmp_path: Path,
+) -> None:
+    """Issue 44 (dev2's overtraining runs: a regression trained 12-20 times too long ends worse
+    than the training targets' mean): labels that do not follow from the inputs can never be
+    learned, so a run whose earlier passes were far above chance lost what it learned."""
+    lost = invoke_rule(AccuracyAtChance(chance_trial(tmp_path / "lost", [0.9, 0.9, 0.25, 0.25])))
+    gravest = lost.gravest
+    assert gravest is not None and gravest.severity is Severity.PROBLEM
+    assert gravest.details["cause"] == "overtraining", gravest.message
+    assert "evaluation pass 1 was above chance" in gravest.message
+    never = invoke_rule(AccuracyAtChance(chance_trial(tmp_path / "never", [0.25] * 4)))
+    assert never.gravest is not None and never.gravest.details["cause"] == "no_learnable_signal"
+
+
 @pytest.mark.parametrize("accuracy", [0.5, 0.7])
 def test_a_model_clearly_above_chance_never_fires(tmp_path: Path, accuracy: float) -> None:
     trial = chance_trial(tmp_path / "t", [accuracy] * 5)

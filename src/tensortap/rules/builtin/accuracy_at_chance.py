@@ -51,12 +51,14 @@ class AccuracyAtChance(Rule):
     Needs at least ``min_samples`` labels in a pass. Reads the ``labels`` and
     ``predictions`` collections (predictions as classes or scores per class).
 
-    Told apart from an imbalance: where the training labels saved are distributed unlike the
-    pass's (a class that is most of the training labels and far less of the evaluation's: odds
-    ``_SHIFT_ODDS`` times the pass's or more, over at least ``_MIN_TRAIN`` training labels),
-    the model learned the training set's imbalance, not labels that do not follow from the
-    inputs (shuffled labels keep their classes' shares): the cause is ``class_imbalance``, and
-    the message says why the other was ruled out.
+    Told apart from training on too long: where an earlier pass was far above chance (twice
+    ``z_threshold``), the labels carry signal the model learned and lost by training on: the
+    cause is ``overtraining``. Told apart from an imbalance: where the training labels saved
+    are distributed unlike the pass's (a class that is most of the training labels and far less
+    of the evaluation's: odds ``_SHIFT_ODDS`` times the pass's or more, over at least
+    ``_MIN_TRAIN`` training labels), the model learned the training set's imbalance, not
+    labels that do not follow from the inputs (shuffled labels keep their classes' shares): the
+    cause is ``class_imbalance``, and the message says why the other was ruled out.
 
     A regression (no labels saved; a regression loss module such as ``MSELoss`` whose
     prediction and target inputs are saved) is judged the same way against always answering
@@ -100,6 +102,7 @@ class AccuracyAtChance(Rule):
         self._train_steps = 0  # TRAIN steps walked
         self._train_labels = np.zeros(0, dtype=np.int64)  # TRAIN labels saved, by class
         self._pass_labels = np.zeros(0, dtype=np.int64)  # the last pass judged's, by class
+        self._above: tuple[int, str] | None = None  # the first pass above chance: its number, what
         # the last pass judged: what it measured, its value and chance, TRAIN steps before
         # it, and whether it ended the run
         self._last: tuple[str, float, float, int, bool] | None = None
@@ -162,13 +165,14 @@ class AccuracyAtChance(Rule):
             return None
         if after > before:
             return None
-        shift = self._label_shift()
+        other = self._other_cause()
         self.explain(
             f"{said}; no better than chance in {self._outcome_passes()} to the end of "
             f"training ({after} saved training steps followed it, and no evaluation): "
             + (
-                shift
-                or "the model learned nothing that carries to held-out data (do the labels "
+                other[1]
+                if other
+                else "the model learned nothing that carries to held-out data (do the labels "
                 "follow from the inputs?)"
             ),
             tensors=self._names,
@@ -176,7 +180,7 @@ class AccuracyAtChance(Rule):
             threshold=threshold,
             severity=Severity.PROBLEM,
             judged=True,
-            cause="class_imbalance" if shift else "no_learnable_signal",
+            cause=other[0] if other else "no_learnable_signal",
         )
         return True
 
@@ -191,7 +195,7 @@ class AccuracyAtChance(Rule):
         judged = self._regressed() if self._regression else self._classified()
         if judged is None:
             raise self.skip(f"an evaluation pass of fewer than {self.min_samples} samples")
-        at_chance, said, value, threshold = judged
+        at_chance, said, value, threshold, z = judged
         self._at_chance = self._at_chance + 1 if at_chance else 0
         self._judged += 1
         trial = self.base_trial
@@ -200,18 +204,21 @@ class AccuracyAtChance(Rule):
         # at the end of training, a run whose every pass was at chance (fewer than `passes`
         # of them: most often one, after training) ended at chance
         fired = self._at_chance >= self.passes or (final and self._at_chance == self._judged)
-        shift = self._label_shift() if at_chance else None
+        other = self._other_cause() if at_chance else None
+        if z >= 2 * self.z_threshold and self._above is None:  # far above: no fluke
+            self._above = (self._judged, said)
         verdict = (
             f"no better than chance in {self._outcome_passes()}"
             + (
                 " to the end of training: "
                 + (
-                    shift
-                    or "the model learned nothing that carries to held-out data (do the labels "
+                    other[1]
+                    if other
+                    else "the model learned nothing that carries to held-out data (do the labels "
                     "follow from the inputs?)"
                 )
                 if final
-                else " so far" + (f": {shift}" if shift else "")
+                else " so far" + (f": {other[1]}" if other else "")
             )
             if fired
             else ("at chance" if at_chance else "above chance")
@@ -223,7 +230,7 @@ class AccuracyAtChance(Rule):
             threshold=threshold,
             severity=Severity.PROBLEM if final else Severity.WARNING,
             judged=self._judged >= self.passes or fired,
-            cause="class_imbalance" if shift else "no_learnable_signal",
+            cause=other[0] if other else "no_learnable_signal",
         )
         return fired
 
@@ -234,8 +241,9 @@ class AccuracyAtChance(Rule):
             or trial.tensor_names(step=step, regex=self.labels_regex)
         )
 
-    def _classified(self) -> tuple[bool, str, float, float] | None:
-        """A classifier's pass: (at chance, what was measured, accuracy, chance)."""
+    def _classified(self) -> tuple[bool, str, float, float, float] | None:
+        """A classifier's pass: (at chance, what was measured, accuracy, chance, its distance
+        above chance in standard errors)."""
         labels, predicted = np.concatenate(self._labels), np.concatenate(self._predictions)
         self._labels, self._predictions = [], []
         n = labels.size
@@ -253,7 +261,8 @@ class AccuracyAtChance(Rule):
             f"{balanced:.3f} against {1 / max(len(np.unique(labels)), 1):.3f} for answering "
             f"without looking ({z_balanced:+.1f})"
         )
-        return z < self.z_threshold and z_balanced < self.z_threshold, said, accuracy, chance
+        at_chance = z < self.z_threshold and z_balanced < self.z_threshold
+        return at_chance, said, accuracy, chance, max(z, z_balanced)
 
     def _count_train_labels(self, step: int) -> None:
         """Add the class labels saved at a TRAIN step (if any) to the training labels' counts,
@@ -275,6 +284,21 @@ class AccuracyAtChance(Rule):
         counts = np.bincount(y, minlength=self._train_labels.size)
         counts[: self._train_labels.size] += self._train_labels
         self._train_labels = counts
+
+    def _other_cause(self) -> tuple[str, str] | None:
+        """(cause, why) where passes at chance are not labels that do not follow from the
+        inputs: an earlier pass was far above chance (twice ``z_threshold``: no fluke among many
+        passes; the labels carry signal, and training on lost it),
+        or the training labels are distributed unlike the pass's (see ``_label_shift``)."""
+        if self._above is not None:
+            number, said = self._above
+            return "overtraining", (
+                f"not labels that do not follow from the inputs: evaluation pass {number} was "
+                f"above chance ({said}), so they carry signal the model learned, then lost by "
+                "training on (keep the best checkpoint and stop earlier, or regularise)"
+            )
+        shift = self._label_shift()
+        return None if shift is None else ("class_imbalance", shift)
 
     def _label_shift(self) -> str | None:
         """Why the last pass at chance is the training set's imbalance, not labels that do not
@@ -307,8 +331,9 @@ class AccuracyAtChance(Rule):
             "filtered or split"
         )
 
-    def _regressed(self) -> tuple[bool, str, float, float] | None:
-        """A regression's pass: (at chance, what was measured, R^2, 0). Chance is always
+    def _regressed(self) -> tuple[bool, str, float, float, float] | None:
+        """A regression's pass: (at chance, what was measured, R^2, 0, its distance below
+        chance's squared error in standard errors). Chance is always
         answering the training targets' mean (the pass's own where no training target was
         saved); the pass is at chance when the model's squared error is not ``z_threshold``
         standard errors (of the per-sample differences) below that constant's."""
@@ -329,7 +354,7 @@ class AccuracyAtChance(Rule):
             f"{constant.mean():.4g} for always answering the training targets' mean "
             f"{mean:.4g} (R^2 {r2:.3f}, {z:+.1f} standard errors better)"
         )
-        return z < self.z_threshold, said, r2, 0.0
+        return z < self.z_threshold, said, r2, 0.0, z
 
 
 def _balanced(labels: np.ndarray, predicted: np.ndarray) -> tuple[float, float]:
