@@ -124,7 +124,7 @@ class TrainingLoop(Rule):
         min_steps: int = 20,
         first_update_threshold: float = 5.0,
         adam_first_update_threshold: float = 1.0,
-        low_lr_share: float = 0.8,
+        low_lr_share: float = 0.5,
         accumulation_steps: int = 3,
         low_first_update: float = 3e-5,
         init_scale_threshold: float = 4.0,
