@@ -1051,11 +1051,18 @@ def test_rules_that_read_every_tensor_leave_the_facts_out(tmp_path: Path) -> Non
         assert summary.triggered == 0 and summary.judged > 0, summary.findings[:1]
 
 
-@pytest.mark.parametrize("loop", ["divided", "undivided", "gan", "two_losses"])
+@pytest.mark.parametrize(
+    "loop", ["divided", "undivided", "gan", "two_losses", "running_total", "shared_trunk"]
+)
 def test_accumulation_that_sums_micro_batches_is_named(tmp_path: Path, loop: str) -> None:
     """Four micro-batches per optimizer step: each loss divided by 4 is healthy; each whole
     loss module output summed into the gradients is accumulation_undivided; a GAN's two
-    optimizers and two different loss modules back-propagate several losses by design."""
+    optimizers and two different loss modules back-propagate several losses by design.
+    Issue 44 (dev2): backward() on the running total of the step's divided losses, kept with
+    retain_graph=True, runs through the earlier micro-batches' graphs again (their gradients
+    counted 4, 3, 2 times): accumulation_undivided; two losses of one forward pass, the first
+    backward with retain_graph=True (multi-task), run through one trunk but not through each
+    other's loss: healthy."""
     import tensortap as tt_core
 
     torch.manual_seed(0)
@@ -1070,11 +1077,20 @@ def test_accumulation_that_sums_micro_batches_is_named(tmp_path: Path, loop: str
     opt_gen = torch.optim.SGD(gen.parameters(), lr=0.01)
     for _ in range(20):
         opt.zero_grad()
+        total: torch.Tensor | None = None
         for k in range(4):
             x = gen(torch.randn(8, 3)).detach() if loop == "gan" and k % 2 else torch.randn(8, 4)
             loss_fn = second if loop == "two_losses" and k % 2 else first
-            loss = loss_fn(model(x), torch.randint(0, 2, (8,)))
-            (loss / 4 if loop == "divided" else loss).backward()
+            out = model(x)
+            loss = loss_fn(out, torch.randint(0, 2, (8,)))
+            if loop == "running_total":
+                total = loss / 4 if total is None else total + loss / 4
+                total.backward(retain_graph=k < 3)
+            elif loop == "shared_trunk":
+                (loss / 4).backward(retain_graph=True)
+                (second(out, torch.randint(0, 2, (8,))) / 4).backward()
+            else:
+                (loss / 4 if loop == "divided" else loss).backward()
         opt.step()
         if loop == "gan":
             opt_gen.zero_grad()
@@ -1086,6 +1102,9 @@ def test_accumulation_that_sums_micro_batches_is_named(tmp_path: Path, loop: str
     if loop == "undivided":
         assert causes == ["accumulation_undivided"]
         assert "divide the loss by 4 before backward()" in summary.findings[0].message
+    elif loop == "running_total":
+        assert causes == ["accumulation_undivided"], [f.message for f in summary.findings]
+        assert "backward() on a running total" in summary.findings[0].message
     else:
         assert summary.status.value == "NoIssuesFound", causes
 

@@ -32,7 +32,7 @@ from torch import nn
 from tensortap.core._collections import TRAINING_LOOP
 from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import RAW_PLAN, StepRecorder, records_from_array
-from tensortap.pytorch._loss_facts import LossFacts
+from tensortap.pytorch._loss_facts import LossFacts, reaches
 from tensortap.pytorch._lr_facts import LearningRates
 from tensortap.pytorch._naming import WEIGHT_COLLECTIONS, unwrap
 from tensortap.pytorch._registry import Registry
@@ -123,6 +123,11 @@ class LoopFacts:
         self._micro_passes = 0
         self._micro_loss: int | None = None
         self._undivided = 0
+        # the root of the last backward pass since the optimizer step, where it was checked (a
+        # node, not its saved tensors: those are freed by a backward without retain_graph)
+        self._last_root: Any = None
+        self._retained = 0  # optimizer steps whose micro-batches ran backward through another's
+        self._retained_passes = 0  # backward passes of the current step that did so
         # trainable parameters left without a gradient by every backward pass checked
         self._no_grad: set[str] | None = None
         self._grad_checks = 0
@@ -179,6 +184,10 @@ class LoopFacts:
         self._micro_loss = module
         if self._backward_passes <= FIRST_STEPS or self._due():
             self._losses.on_backward(tensor)
+            root = tensor.grad_fn
+            if self._last_root is not None and root is not None and reaches(root, self._last_root):
+                self._retained_passes += 1  # a running total of losses, backward each time
+            self._last_root = root
         self._end_no_grad_run()
         for optimizer, facts in list(self._optimizers.items()):
             if facts.armed:
@@ -231,6 +240,7 @@ class LoopFacts:
         self._steps_seen += 1
         passes, loss = self._micro_passes, self._micro_loss
         self._micro_passes, self._micro_loss = 0, None
+        retained, self._retained_passes, self._last_root = self._retained_passes, 0, None
         in_eval = self._eval_forward if not self._train_forward else None
         self._train_forward, self._eval_forward = False, None
         facts = self._optimizers.get(optimizer)
@@ -242,6 +252,10 @@ class LoopFacts:
             self._stepped_in_eval_mode(in_eval)
         facts.steps += 1
         self._accumulated(passes, loss)
+        if retained:
+            self._retained += 1
+            self._set("accumulation_retained", self._retained)
+            self._set("accumulation_retained/micro_batches", passes)
         self._rates.after_step(optimizer, facts.steps)
         if facts.snapshot is not None:
             self._first_update(facts)

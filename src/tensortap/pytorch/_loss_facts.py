@@ -166,6 +166,23 @@ def loss_nodes(root: Any) -> Iterator[Any]:
         frontier.extend(n for n, _ in getattr(node, "next_functions", ()))
 
 
+def reaches(root: Any, target: Any) -> bool:
+    """Whether ``target`` (an autograd node) is among the first :data:`GRAPH_NODES` nodes of the
+    graph below ``root`` (breadth first): a backward pass from ``root`` runs through it again."""
+    frontier, seen = [root], 0
+    visited: set[int] = set()
+    while frontier and seen < GRAPH_NODES:
+        node = frontier.pop(0)
+        if node is None or id(node) in visited:
+            continue
+        if node is target:
+            return True
+        visited.add(id(node))
+        seen += 1
+        frontier.extend(n for n, _ in getattr(node, "next_functions", ()))
+    return False
+
+
 def _fed_by(node: Any) -> Any:
     """The node that computed a loss node's input (its first input)."""
     inputs = getattr(node, "next_functions", ())

@@ -46,7 +46,9 @@ class TrainingLoop(Rule):
       that no optimizer holds;
     - ``grads_not_cleared``: before a backward pass after an optimizer step, the gradients
       still held that step's (zero_grad never called between steps);
-    - ``accumulation_undivided``: ``accumulation_steps`` optimizer steps each after several
+    - ``accumulation_undivided``: a backward pass through an earlier backward pass's graph in
+      one optimizer step (a running total of the micro-batches' losses, each time with
+      ``retain_graph=True``); or ``accumulation_steps`` optimizer steps each after several
       backward passes on one loss module's whole output (gradients summed over micro-batches
       where they should be averaged), in a loop with one optimizer;
     - ``loss_shape_mismatch``: a regression loss whose prediction and target broadcast to a
@@ -394,6 +396,22 @@ class TrainingLoop(Rule):
         )
 
     def _undivided(self) -> Iterator[_Verdict]:
+        retained = self._int("accumulation_retained")
+        if retained > 0:
+            k = self._int("accumulation_retained/micro_batches")
+            yield _Verdict(
+                "accumulation_undivided",
+                f"a backward pass ran through the graph of an earlier backward pass of the same "
+                f"optimizer step ({retained} of the steps checked, {k} backward passes each): "
+                "backward() on a running total of the micro-batches' losses (kept with "
+                "retain_graph=True) counts each earlier micro-batch's gradient again, so the "
+                "step is several times what the batches give; call backward() on each "
+                "micro-batch's own loss (divided by their number), or once on the total",
+                float(retained),
+                1,
+                ("accumulation_retained", "accumulation_retained/micro_batches"),
+            )
+            return
         steps = self._int("accumulation_undivided")
         if steps < self.accumulation_steps:
             return
