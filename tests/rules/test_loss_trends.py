@@ -433,6 +433,18 @@ def test_a_loss_climbing_steadily_from_its_first_step_is_a_flipped_sign(tmp_path
              if f.severity is Severity.PROBLEM]  # fmt: skip
     assert found and found[0].details["cause"] == "wrong_sign", found[:1]
     assert "climbing steadily from its first step" in found[0].message
+    # the validation loss diverging first, in a run whose training loss climbs (dev's
+    # gradient-ascent runs evaluated every few steps were blamed on the learning rate)
+    builder = TrialBuilder(tmp_path / "e")
+    for i, v in enumerate(ascent[:50]):
+        builder.step({"loss": F32(v)}, mode="train")
+        if i % 5 == 4:
+            builder.step({"loss": F32(v * 1.1)}, mode="eval")
+    found = [f for f in iter_findings(LossNotDecreasing(builder.close()))
+             if f.severity is Severity.PROBLEM]  # fmt: skip
+    passes = [f for f in found if f.mode is ModeKeys.EVAL]
+    assert passes and {f.details["cause"] for f in passes} == {"wrong_sign"}, passes[:1]
+    assert "the training loss climbed steadily from its first step" in passes[0].message
     # the same climb ending in NaN: the NaN's cause is the climb before it
     nan = [*ascent[:30], float("nan")]
     [bad] = [f for f in iter_findings(LossNotDecreasing(_train_losses(tmp_path / "n", nan)))

@@ -249,7 +249,7 @@ class LossNotDecreasing(Rule):
             severity, cause = Severity.PROBLEM, "lr_too_high"
             text += f"; diverging ({-100 * made:.3g}% above where it started)"
             trained = self._training_progress() if obs.mode == ModeKeys.EVAL else None
-            rho = None if obs.mode == ModeKeys.EVAL else climb(history)
+            rho = self._training_climb() if obs.mode == ModeKeys.EVAL else climb(history)
             if trained is not None:  # the validation loss rises while the training loss fell
                 cause = "overfitting"
                 text += (
@@ -258,10 +258,10 @@ class LossNotDecreasing(Rule):
                 )
             elif rho is not None:
                 cause = "wrong_sign"
+                what = "; the training loss climbed" if obs.mode == ModeKeys.EVAL else ", climbing"
                 text += (
-                    f", climbing steadily from its first step (rank correlation with the step "
-                    f"{rho:.2f} over its first {min(len(history), _CLIMB_SPAN)} values, no jump): "
-                    "each update ascends the loss"
+                    f"{what} steadily from its first step (rank correlation with the step "
+                    f"{rho:.2f} over its first values, no jump): each update ascends the loss"
                 )
         else:
             severity, cause, said = self._progress(obs, history, moved, made)
@@ -385,6 +385,18 @@ class LossNotDecreasing(Rule):
                 f"whether it is making progress{measured}"
             ),
         )
+
+    def _training_climb(self) -> float | None:
+        """For a diverging validation loss: the rank correlation of a training loss that
+        climbed steadily from its first step (see :func:`climb`), None when none did: the
+        validation loss rises because every update ascends the training loss, not because the
+        rate is too high."""
+        rhos = [
+            climb(h)
+            for (_, mode), h in self._series.history.items()
+            if mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL) and len(h) >= _CLIMB_MIN
+        ]
+        return max((r for r in rhos if r is not None), default=None)
 
     def _training_progress(self) -> float | None:
         """How far a training loss has come down (its largest fall of those saved, see
