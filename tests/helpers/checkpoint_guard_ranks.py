@@ -15,6 +15,7 @@ import sys
 
 import torch
 import torch.distributed as dist
+from no_pickle import forbid_pickling_collectives
 from torch import nn
 
 import tensortap.pytorch as tt
@@ -23,6 +24,7 @@ import tensortap.pytorch as tt
 def main() -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
+    forbid_pickling_collectives()  # the ranks agree without pickle (issue 46)
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))

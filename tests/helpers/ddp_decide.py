@@ -14,6 +14,7 @@ from typing import cast
 
 import torch
 import torch.distributed as dist
+from no_pickle import forbid_pickling_collectives
 
 import tensortap.pytorch as tt
 
@@ -24,6 +25,7 @@ def main() -> None:
     data = "--data" in sys.argv[1:]
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
+    forbid_pickling_collectives()  # the ranks agree without pickle (issue 46)
     rank = dist.get_rank()
     saved: dict[int, int] = {}
     rollback = tt.Rollback(

@@ -36,31 +36,27 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
-import threading
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tensortap._hook import Hook
 from tensortap._hook_config import JOB_ENV
 from tensortap.core._rollback_decision import (
-    DATA,
     GO_ON,
-    NUMERICS,
     REMEDY,
-    REPRODUCIBLE,
     STOP,
     TRANSIENT,
     Decision,
-    Evidence,
     RemedyPlan,
     decide,
 )
 from tensortap.core._rollback_request import REQUEST_FILE, RollbackRequests, record_event
 from tensortap.exceptions import CheckpointError, InvalidConfigError
-from tensortap.healing._budget import MicroBatches, TrainedAt, flatten
+from tensortap.healing._agreement import rank as _rank
+from tensortap.healing._budget import TrainedAt
 from tensortap.healing._checkpoints import Checkpoints
+from tensortap.healing._requests import Inbox, agree
 from tensortap.healing._skip_batches import SkipBatches
 
 logger = logging.getLogger(__name__)
@@ -159,7 +155,6 @@ class Rollback:
                 f"{type(remedies).__name__}"
             )
         self.remedies, self.transient_limit = remedies, transient_limit
-        self._evidence: dict[Hashable, Evidence] = {}  # batch id -> the last replay's verdict
         self._tried: list[str] = []  # the remedies tried for the fault at hand
         self._remedied = 0  # the step whose fault the last remedy was for
         #: Transient faults heard of, per rank.
@@ -175,11 +170,9 @@ class Rollback:
             requests = os.path.join(self._job_dir, REQUEST_FILE)
         if requests is not None and not isinstance(requests, RollbackRequests):
             requests = RollbackRequests(requests)
-        self._requests = requests
+        self._inbox = Inbox(requests)
         self._group = group
         self._world = 1
-        self._lock = threading.Lock()
-        self._pending: tuple[int, list[Hashable], list[str]] | None = None
         self._trained: dict[int, Hashable] = {}  # step -> the batch it trained, since a checkpoint
         self._global_of: dict[int, int] = {}  # checkpoint step -> the hook's global step there
         self._last: tuple[int, int] | None = None  # (restored step, bad step) of the last rollback
@@ -197,33 +190,13 @@ class Rollback:
         made it so; empty: the batch trained at ``step``) are to be skipped. Safe from any
         thread; acted on at the next step boundary. Requests before then are merged (the
         earliest step, every batch)."""
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise InvalidConfigError(f"Rollback.request: step must be an int >= 0, got {step!r}")
-        given: object = batches  # the seam is typed; callers may still pass anything
-        if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
-            raise InvalidConfigError(
-                f"Rollback.request: batches must be a list of batch ids, got {batches!r}"
-            )
-        ids = list(given)
-        for bid in ids:
-            if not isinstance(bid, Hashable):
-                raise InvalidConfigError(
-                    f"Rollback.request: a batch id must be hashable (an int, a str), got {bid!r}"
-                )
-        with self._lock:
-            if self._pending is None:
-                self._pending = (step, ids, [str(reason)])
-            else:
-                old_step, old_ids, reasons = self._pending
-                self._pending = (min(old_step, step), old_ids + ids, [*reasons, str(reason)])
+        self._inbox.request(step, batches, reason)
 
     @property
     def pending(self) -> bool:
         """Whether a request waits for the next step boundary (on this rank; a rule's request
         in the job's file counts once it is seen)."""
-        self._poll()
-        with self._lock:
-            return self._pending is not None
+        return self._inbox.pending
 
     @property
     def rollbacks(self) -> int:
@@ -334,22 +307,9 @@ class Rollback:
                 f"{attribution!r}"
             )
         rank = _rank()
-        # a step that accumulated micro-batches names them together; a request names each
-        named = flatten([batch]) if isinstance(batch, MicroBatches) else [batch]
-        for one in named:
-            if one is None or not isinstance(one, Hashable):
-                continue
-            self._evidence.pop(one, None)  # the newest last (pruned oldest first)
-            self._evidence[one] = Evidence(
-                kind,
-                step,
-                one,
-                getattr(attribution, "first_bad_layer", None),
-                str(getattr(attribution, "message", "")),
-                rank,
-            )
-        while len(self._evidence) > _KEEP_EVIDENCE:
-            self._evidence.pop(next(iter(self._evidence)))
+        layer = getattr(attribution, "first_bad_layer", None)
+        message = str(getattr(attribution, "message", ""))
+        self._inbox.heard(kind, step, batch, layer, message, rank)
         if kind != TRANSIENT:
             return
         count = self.transients[rank] = self.transients.get(rank, 0) + 1
@@ -403,10 +363,10 @@ class Rollback:
                 fn()
             except Exception:
                 logger.exception("tensortap: a function called before restore failed")
-        request = self._agree(self._take())
-        if request is None:
+        request, self._world = agree(self._inbox.take(), self._group)
+        if request is None or request.step is None:
             return None
-        step, ids, reason, evidence = request
+        step, ids, reason, evidence = request.step, request.ids, request.reason, request.evidence
         ids = [  # a guard told no batch ids: the batches trained at its steps
             self._trained.get(b.step) if isinstance(b, TrainedAt) else b for b in ids
         ]
@@ -553,64 +513,6 @@ class Rollback:
             self.hook.close()
 
     # -- inside --
-    def _take(self) -> _Request | None:
-        """This rank's request: the seam's, and the job's request file's, with what this
-        rank's replays said about the batches."""
-        self._poll()
-        with self._lock:
-            pending, self._pending = self._pending, None
-        if pending is None:
-            return None
-        step, ids, reasons = pending
-        return step, ids, "; ".join(dict.fromkeys(reasons)), dict(self._evidence)
-
-    def _poll(self) -> None:
-        """Take a rule's request from the job's request file, when there is one."""
-        if self._requests is not None:
-            doc = self._requests.take()
-            if doc is not None:
-                self._from_rule(doc)
-
-    def _from_rule(self, doc: dict[str, Any]) -> None:
-        step = doc.get("mode_step") if doc.get("mode") in (None, "TRAIN") else None
-        step = doc.get("step") if not isinstance(step, int) else step
-        if not isinstance(step, int) or step < 0:
-            logger.error("tensortap: a rollback request without a step was ignored: %r", doc)
-            return
-        given = doc.get("batches")
-        batches: list[Any] = given if isinstance(given, list) else []
-        reason = str(doc.get("reason") or f"rule {doc.get('rule', '?')} fired")
-        self.request(step, [b for b in batches if isinstance(b, (int, str))], reason)
-
-    def _agree(self, mine: _Request | None) -> _Request | None:
-        """Every rank's request merged (the earliest step, all batches, every rank's evidence:
-        the gravest for a batch), on every rank: one all-reduce of a flag at each boundary, and
-        a gather only when some rank has one; so every rank decides alike."""
-        group = self._control_group()
-        if group is None:
-            return mine
-        import torch
-        import torch.distributed as dist
-
-        flag = torch.tensor([0 if mine is None else 1], dtype=torch.int32)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
-        if int(flag[0]) == 0:
-            return None
-        gathered: list[Any] = [None] * self._world
-        mine_or_evidence = mine if mine is not None else (None, [], "", dict(self._evidence))
-        dist.all_gather_object(gathered, mine_or_evidence, group=group)
-        requests = [r for r in gathered if r[0] is not None]
-        step = min(r[0] for r in requests)
-        ids = list(dict.fromkeys(b for r in requests for b in r[1]))
-        reason = "; ".join(dict.fromkeys(r[2] for r in requests))
-        evidence: dict[Hashable, Evidence] = {}
-        for r in gathered:
-            for batch, seen in r[3].items():
-                held = evidence.get(batch)
-                if held is None or _GRAVITY.index(seen.kind) < _GRAVITY.index(held.kind):
-                    evidence[batch] = seen
-        return step, ids, reason, evidence
-
     def _tell_job(self, kind: str, **fields: Any) -> None:
         """The job's events say what was done (once: by rank 0); never raises."""
         if self._job_dir is None or (self._world > 1 and _rank() != 0):
@@ -619,21 +521,6 @@ class Rollback:
             record_event(self._job_dir, kind, **fields)
         except OSError as exc:
             logger.warning("tensortap: could not record %s in the job's events: %s", kind, exc)
-
-    def _control_group(self) -> Any:
-        dist = _torch_distributed()
-        if dist is None:
-            return None
-        if not dist.is_available() or not dist.is_initialized() or dist.get_world_size() < 2:
-            return None
-        if self._group is None:
-            self._world = dist.get_world_size()
-            self._group = (
-                dist.new_group(backend="gloo") if dist.get_backend() != "gloo" else dist.group.WORLD
-            )
-        else:
-            self._world = dist.get_world_size(self._group)
-        return self._group
 
     def _branch(
         self, target: int, step: int, ids: list[Hashable], reason: str
@@ -656,24 +543,6 @@ class Rollback:
         return parent, self.hook.session_id
 
 
-def _torch_distributed() -> Any:
-    """``torch.distributed`` when this process imported it (ranks can only be set up through
-    it), else None: a JAX or Keras loop's rollback never imports torch."""
-    dist = sys.modules.get("torch.distributed")
-    return dist if dist is not None and dist.is_available() else None
-
-
-def _rank() -> int:
-    """This process's rank (0 without ``torch.distributed``)."""
-    dist = _torch_distributed()
-    return dist.get_rank() if dist is not None and dist.is_initialized() else 0
-
-
-#: A request: the first bad step, the batches, why, and the evidence by batch id.
-_Request = tuple[int, list[Hashable], str, dict[Hashable, Evidence]]
-_GRAVITY = (NUMERICS, REPRODUCIBLE, DATA, TRANSIENT)
-#: Batches whose last attribution is remembered.
-_KEEP_EVIDENCE = 10_000
 _END = object()
 #: Steps whose batch is remembered before those older than the oldest checkpoint are pruned.
 _KEEP_STEPS = 10_000
