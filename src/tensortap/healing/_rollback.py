@@ -56,7 +56,9 @@ from tensortap.exceptions import CheckpointError, InvalidConfigError
 from tensortap.healing._agreement import rank as _rank
 from tensortap.healing._budget import TrainedAt
 from tensortap.healing._checkpoints import Checkpoints
+from tensortap.healing._loop import drive
 from tensortap.healing._requests import Inbox, agree
+from tensortap.healing._sessions import Sessions
 from tensortap.healing._skip_batches import SkipBatches
 
 logger = logging.getLogger(__name__)
@@ -100,8 +102,9 @@ class Rollback:
     its hook over: :meth:`follow_hook`). ``requests``: the request file a rule's rollback
     action writes, or a :class:`~tensortap.core._rollback_request.RollbackRequests` watching it
     (default: the one of the job the process runs in, if any). ``group``: the
-    process group the ranks agree on requests through (default: a new gloo group, when
-    ``torch.distributed`` runs more than one process). ``remedies``: a
+    process group the ranks agree on requests through, as JSON (default, when
+    ``torch.distributed`` runs more than one process: the default group if it is gloo, else
+    one gloo group; see :mod:`tensortap.healing._agreement`). ``remedies``: a
     :class:`~tensortap.core._rollback_decision.RemedyPlan` (PyTorch's
     :class:`~tensortap.pytorch.Remedies`) tried, in order, when a replay says a step went
     non-finite from finite data (without it, such a fault stops training at once).
@@ -162,9 +165,7 @@ class Rollback:
         self.checkpoints = checkpoints
         self.every, self.margin, self.max_rollbacks = every, margin, max_rollbacks
         self.batches = batches
-        self._make_hook = make_hook
-        #: The current hook (None until ``make_hook`` or :meth:`follow_hook` gives one).
-        self.hook: Hook | None = make_hook() if make_hook is not None else None
+        self._sessions = Sessions(make_hook)
         self._job_dir = os.environ.get(JOB_ENV) or None  # its events show what was done
         if requests is None and self._job_dir is not None:
             requests = os.path.join(self._job_dir, REQUEST_FILE)
@@ -174,10 +175,7 @@ class Rollback:
         self._group = group
         self._world = 1
         self._trained: dict[int, Hashable] = {}  # step -> the batch it trained, since a checkpoint
-        self._global_of: dict[int, int] = {}  # checkpoint step -> the hook's global step there
         self._last: tuple[int, int] | None = None  # (restored step, bad step) of the last rollback
-        # a branch to record on the next session's hook (a trainer's callback makes it)
-        self._branch_waiting: tuple[str, int, int | None, str] | None = None
         #: Every rollback done or refused, in order.
         self.events: list[RollbackEvent] = []
         #: True once the budget refused a rollback: the run should end (:meth:`steps` does).
@@ -221,34 +219,7 @@ class Rollback:
                     f"got {type(value).__name__} {value!r}; pass int({value!r}) if it is a "
                     "number read from a config"
                 )
-        return self._steps(total_steps, start)
-
-    def _steps(self, total_steps: int, start: int) -> Iterator[tuple[int, Hashable, Any]]:
-        assert self.batches is not None  # steps() checked
-        assert self.every is not None
-        every = self.every
-        step = start
-        stream: Iterator[Any] = iter(self.batches)
-        while True:
-            resumed = self.restore()
-            if self.should_stop:
-                return
-            if resumed is not None:
-                step, stream = resumed, iter(self.batches)
-            if step >= total_steps:
-                return
-            if step % every == 0 and step not in self.checkpoints.steps():
-                self.checkpoint(step)
-            batch = next(stream, _END)
-            if batch is _END:  # a pass over the data ended: the next one
-                stream = iter(self.batches)
-                batch = next(stream, _END)
-                if batch is _END:
-                    return  # nothing left to read
-            batch_id = self.batches.last_id
-            self.trained(step, batch_id)
-            yield step, batch_id, batch
-            step += 1
+        return drive(self, self.batches, self.every, total_steps, start)
 
     def checkpoint(self, step: int) -> None:
         """Save the checkpoint of ``step`` (the state before step ``step`` trains), with where
@@ -267,32 +238,33 @@ class Rollback:
             self.events.append(RollbackEvent("save_failed", step, None, (), str(exc), message))
             self._tell_job("checkpoint_failed", step=step, message=message)
             return
-        self._note_global(step)
-        oldest = min(self.checkpoints.steps(), default=step)  # a refused save adds none
-        self._trained = {s: b for s, b in self._trained.items() if s >= oldest}
-        self._global_of = {s: g for s, g in self._global_of.items() if s >= oldest}
+        self._sessions.note(step)
+        self._prune(min(self.checkpoints.steps(), default=step))  # a refused save adds none
 
     def trained(self, step: int, batch_id: Hashable) -> None:
         """Step ``step`` trains the batch ``batch_id`` (:meth:`steps` says so itself; a
         trainer's callback calls it): a request naming the step alone skips that batch."""
         self._trained[step] = batch_id
-        self._note_global(step)
+        self._sessions.note(step)
         if len(self._trained) > _KEEP_STEPS:  # where no checkpoint() prunes (a trainer saves)
-            oldest = min(self.checkpoints.steps(), default=step)
-            self._trained = {s: b for s, b in self._trained.items() if s >= oldest}
-            self._global_of = {s: g for s, g in self._global_of.items() if s >= oldest}
+            self._prune(min(self.checkpoints.steps(), default=step))
+
+    def _prune(self, oldest: int) -> None:
+        self._trained = {s: b for s, b in self._trained.items() if s >= oldest}
+        self._sessions.prune(oldest)
+
+    @property
+    def hook(self) -> Hook | None:
+        """The current hook (None until ``make_hook`` or :meth:`follow_hook` gives one)."""
+        return self._sessions.hook
 
     def follow_hook(self, hook: Hook) -> None:
         """The hook of the run from now on (one a trainer's callback made). When a rollback
         waits for its branch to be recorded, this hook's session is that branch."""
-        waiting = self._branch_waiting
-        if waiting is not None and hook.session_id != waiting[0]:
-            self._branch_waiting = None
-            parent, target, global_step, why = waiting
-            hook.branch_from(parent, target, global_step=global_step, reason=why)
-            if self.events and self.events[-1].kind == "rollback":
-                self.events[-1] = replace(self.events[-1], session=hook.session_id, parent=parent)
-        self.hook = hook
+        branched = self._sessions.follow(hook)
+        if branched is not None and self.events and self.events[-1].kind == "rollback":
+            parent, session = branched
+            self.events[-1] = replace(self.events[-1], session=session, parent=parent)
 
     def attributed(self, attribution: Any) -> None:
         """What a replay said about a step (a :class:`~tensortap.pytorch.Attribution`: its
@@ -324,7 +296,7 @@ class Rollback:
         self.events.append(
             RollbackEvent("suspect_rank", step, None, (), f"{count} transient faults", message)
         )
-        self._record_in_session("suspect_rank", {"rank": rank, "transients": count, "step": step})
+        self._sessions.record("suspect_rank", {"rank": rank, "transients": count, "step": step})
         self._tell_job("suspect_rank", step=step, rank=rank, message=message)
 
     def register_before_restore(self, fn: Callable[[], Any]) -> None:
@@ -339,20 +311,6 @@ class Rollback:
             )
         if fn not in self._before_restore:
             self._before_restore.append(fn)
-
-    def _note_global(self, step: int) -> None:
-        """The hook's global step of TRAIN step ``step`` (the hook's count is step ``step``'s,
-        or still the open step before it). A hook in GLOBAL mode is one that has not trained
-        yet (a branch's new hook: its TRAIN count starts at the restored step, its global
-        count after the trial's last step) or one that counts global steps only; the TRAIN
-        count gives the first, the global count the second."""
-        hook = self.hook
-        if hook is None or hook.closed or hook.mode.name not in ("TRAIN", "GLOBAL"):
-            return
-        counted = hook.mode_step
-        if hook.mode.name == "GLOBAL":
-            counted = hook.step_count("TRAIN") or counted
-        self._global_of[step] = hook.step + (step - counted)
 
     def restore(self) -> int | None:
         """At a step boundary: act on the request, if one is pending (on any rank): returns
@@ -441,7 +399,7 @@ class Rollback:
             self._tried.append(decision.remedy)
             self._remedied = step
         self._record_decision(step, decision)
-        parent, session = self._branch(target, step, list(decision.drop), reason)
+        parent, session = self._sessions.branch(target, step, list(decision.drop), reason)
         message = (
             f"rolled back to the checkpoint of step {target} (step {step} went bad: {reason}); "
             f"skipping batch(es) {', '.join(map(str, new_ids)) or 'none new'}"
@@ -478,18 +436,9 @@ class Rollback:
     def _record_decision(self, step: int, decision: Decision) -> None:
         """Each decision is an event: of the session it was made in, and of the job."""
         fields = {"step": step, **decision.to_dict()}
-        at = self._global_of.get(step)  # the bad step's global step, where it is known
-        self._record_in_session("rollback_decision", {**fields, "at": at})
+        at = self._sessions.global_step(step)  # the bad step's global step, where known
+        self._sessions.record("rollback_decision", {**fields, "at": at})
         self._tell_job("rollback_decision", **fields, message=f"step {step}: {decision.reason}")
-
-    def _record_in_session(self, kind: str, fields: dict[str, Any]) -> None:
-        hook = self.hook
-        if hook is None or hook.closed:
-            return
-        try:
-            hook.record_event(kind, fields)
-        except Exception:  # never break training for a record
-            logger.exception("tensortap: could not record %s in the session", kind)
 
     def _load_intact(self, good: list[int], step: int) -> tuple[int, dict[str, Any]] | None:
         """The newest of the ``good`` checkpoints that loads, and its extra; a damaged one
@@ -509,8 +458,7 @@ class Rollback:
 
     def close(self) -> None:
         """Close the current hook."""
-        if self.hook is not None:
-            self.hook.close()
+        self._sessions.close()
 
     # -- inside --
     def _tell_job(self, kind: str, **fields: Any) -> None:
@@ -522,27 +470,6 @@ class Rollback:
         except OSError as exc:
             logger.warning("tensortap: could not record %s in the job's events: %s", kind, exc)
 
-    def _branch(
-        self, target: int, step: int, ids: list[Hashable], reason: str
-    ) -> tuple[str | None, str | None]:
-        """End the hook's session and start one that branches from the restored step (or, where
-        a trainer's callback makes the next hook, note the branch for :meth:`follow_hook`)."""
-        if self.hook is None:
-            return None, None
-        parent = self.hook.session_id
-        why = f"rollback to the checkpoint of step {target}: step {step} went bad ({reason})"
-        if ids:
-            why += f"; skipping batch(es) {', '.join(map(str, ids))}"
-        global_step = self._global_of.get(target)
-        if self._make_hook is None:
-            self._branch_waiting = (parent, target, global_step, why)
-            return parent, None
-        self.hook.close()
-        self.hook = self._make_hook()
-        self.hook.branch_from(parent, target, global_step=global_step, reason=why)
-        return parent, self.hook.session_id
 
-
-_END = object()
 #: Steps whose batch is remembered before those older than the oldest checkpoint are pruned.
 _KEEP_STEPS = 10_000
