@@ -62,7 +62,7 @@ class Regression(nn.Module):
         return {"loss": F.mse_loss(self.net(x), labels)}
 
 
-class FaultStep(transformers.TrainerCallback):  # type: ignore[misc]
+class FaultStep(transformers.TrainerCallback):
     """The loop's step, for a fault that strikes at given steps whatever the batch."""
 
     def __init__(self, fault: LayerFault) -> None:
@@ -173,3 +173,38 @@ def test_a_nan_batch_is_still_restored_past_and_left_out(tmp_path: Path) -> None
     assert run["trainer"].state.global_step == STEPS
     # batch 12, its replay, then from the checkpoint of step 10 without it: one batch later
     assert model.trained == [*range(13), 12, 10, 11, *range(13, STEPS + 1)]
+
+
+def test_a_budget_that_does_not_roll_back_or_remedies_given_twice_are_refused(
+    tmp_path: Path,
+) -> None:
+    from tensortap.exceptions import InvalidConfigError
+
+    batches = tt.SkipBatches(list(range(4)))
+    rollback = tt.Rollback(HuggingFaceCheckpoints(tmp_path), batches=batches)
+    with pytest.raises(InvalidConfigError, match="a SkipBudget that rolls back"):
+        RollbackCallback(rollback, budget=tt.SkipBudget(2, 10))
+    with pytest.raises(InvalidConfigError, match="keyword arguments of tt.Remedies"):
+        RollbackCallback(rollback, budget=tt.SkipBudget(2, 10, then="rollback"), remedies=0.1)  # type: ignore[arg-type]
+    optimizer = torch.optim.SGD(nn.Linear(2, 1).parameters(), lr=0.1)
+    rollback.remedies = tt.Remedies(optimizer)
+    with pytest.raises(InvalidConfigError, match="already has remedies="):
+        RollbackCallback(rollback, budget=tt.SkipBudget(2, 10, then="rollback"), remedies={})
+
+
+def test_remedies_move_to_a_new_optimizer_with_the_steps_they_have_left() -> None:
+    old = torch.optim.SGD(nn.Linear(2, 1).parameters(), lr=0.1)
+    remedies = tt.Remedies(old, lr_factor=0.5, steps=3)
+    remedies.apply(LOWER_LR)
+    old.step()  # one of its 3 steps, on the old optimizer
+    assert remedies.left == 2
+    model = nn.Linear(2, 1)
+    new = torch.optim.SGD(model.parameters(), lr=0.1)
+    remedies.use(new)
+    seen: list[float] = []  # the rate during the step (this hook runs after the remedy's)
+    new.register_step_pre_hook(lambda opt, *_: seen.append(opt.param_groups[0]["lr"]))
+    old.step()  # no longer remedied
+    assert remedies.left == 2 and old.param_groups[0]["lr"] == 0.1
+    model(torch.ones(1, 2)).sum().backward()
+    new.step()  # the rate was halved for the step, and put back after it
+    assert seen == [0.05] and new.param_groups[0]["lr"] == 0.1 and remedies.left == 1

@@ -48,7 +48,7 @@ def _quiet_one_thread() -> Any:
     torch.set_num_threads(threads)
 
 
-class Regression(L.LightningModule):  # type: ignore[misc]
+class Regression(L.LightningModule):
     def __init__(self, fault: LayerFault | None = None) -> None:
         super().__init__()
         torch.manual_seed(0)
