@@ -8,13 +8,17 @@ Usage: agreement_ranks.py (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set).
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from no_pickle import forbid_pickling_collectives
 
 from tensortap.exceptions import FormatError
 from tensortap.healing._agreement import gather_documents
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.helpers
+from tests.helpers.no_pickle import forbid_pickling_collectives
 
 
 def main() -> None:

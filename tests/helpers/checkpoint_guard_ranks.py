@@ -12,13 +12,16 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from no_pickle import forbid_pickling_collectives
 from torch import nn
 
 import tensortap.pytorch as tt
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.helpers
+from tests.helpers.no_pickle import forbid_pickling_collectives
 
 
 def main() -> None:

@@ -13,15 +13,18 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import cast
 
 import torch
 import torch.distributed as dist
-from no_pickle import forbid_pickling_collectives
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 import tensortap.pytorch as tt
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.helpers
+from tests.helpers.no_pickle import forbid_pickling_collectives
 
 STEPS, BAD = 24, 6
 
