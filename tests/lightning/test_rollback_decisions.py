@@ -163,3 +163,25 @@ def test_a_nan_batch_is_still_restored_past_and_left_out(tmp_path: Path) -> None
     assert run["trainer"].global_step == STEPS
     # batch 12, its replay, then from the checkpoint of step 10 without it: one batch later
     assert module.trained == [*range(13), 12, 10, 11, *range(13, STEPS + 1)]
+
+
+def test_gradient_accumulation_is_refused_when_the_fit_starts(tmp_path: Path) -> None:
+    from tensortap.exceptions import InvalidConfigError
+
+    data = TensorDataset(torch.randn(32, 8), torch.randn(32, 1), torch.arange(32))
+    batches = tt.SkipBatches(DataLoader(data, batch_size=BATCH))
+    rollback = tt.Rollback(LightningCheckpoints(tmp_path / "ckpts"), batches=batches)
+    callback = RollbackCallback(rollback, budget=tt.SkipBudget(1, 10, then="rollback"))
+    trainer = L.Trainer(
+        max_steps=2,
+        accumulate_grad_batches=2,
+        default_root_dir=str(tmp_path),
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        callbacks=[callback],
+    )
+    with pytest.raises(InvalidConfigError, match="accumulate_grad_batches=2"):
+        trainer.fit(Regression(), train_dataloaders=batches)

@@ -130,8 +130,8 @@ class RollbackCallback(Callback):
     layer. Lightning runs the step's forward and backward passes inside ``optimizer.step``
     (a closure), after the guard would look at the gradients; so, for the fit, the module's
     ``optimizer_step`` runs the closure first and hands ``optimizer.step`` its result (one
-    optimizer, automatic optimization; a closure called more than once, as LBFGS's, is not
-    supported). ``keep``: the steps the replayer holds."""
+    optimizer, automatic optimization, ``accumulate_grad_batches=1``; a closure called more
+    than once, as LBFGS's, is not supported). ``keep``: the steps the replayer holds."""
 
     def __init__(
         self,
@@ -159,11 +159,17 @@ class RollbackCallback(Callback):
             self.rollback.follow_hook(hook)
         if self.healing is None:
             return
-        if len(trainer.optimizers) != 1 or not pl_module.automatic_optimization:
+        if (
+            len(trainer.optimizers) != 1
+            or not pl_module.automatic_optimization
+            or trainer.accumulate_grad_batches != 1
+        ):
             raise InvalidConfigError(
                 "RollbackCallback(budget=...) guards one optimizer under automatic "
-                f"optimization, got {len(trainer.optimizers)} optimizer(s), "
-                f"automatic_optimization={pl_module.automatic_optimization}"
+                "optimization, one batch per step; got "
+                f"{len(trainer.optimizers)} optimizer(s), "
+                f"automatic_optimization={pl_module.automatic_optimization}, "
+                f"accumulate_grad_batches={trainer.accumulate_grad_batches}"
             )
         self.healing.begin(pl_module, trainer.optimizers[0])
         self._module = pl_module
