@@ -8,8 +8,9 @@ training thread acts on it at the next step boundary (:meth:`Rollback.restore`, 
 :meth:`Rollback.steps` calls for you):
 
 1. the request is agreed by every rank (one host-side collective on a gloo group, at each
-   boundary, when ``torch.distributed`` runs more than one process): the earliest bad step and
-   every rank's batches;
+   boundary, when ``torch.distributed`` runs more than one process; a gather of JSON, never a
+   pickle, when some rank has one: :mod:`tensortap.healing._requests`): the earliest bad step
+   and every rank's batches;
 2. the last good checkpoint is the newest one at or before ``step - margin`` (a checkpoint of
    step ``s`` holds the state *before* step ``s`` trains; the default ``margin=1`` leaves out
    the checkpoint of the bad step itself, whose weights already produced a bad loss when a loss
