@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -19,10 +20,14 @@ from torch import nn
 
 import tensortap.pytorch as tt
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.helpers
+from tests.helpers.no_pickle import forbid_pickling_collectives
+
 
 def main() -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
+    forbid_pickling_collectives()  # the ranks agree without pickle (issue 46)
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import cast
 
 import torch
 import torch.distributed as dist
 
 import tensortap.pytorch as tt
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.helpers
+from tests.helpers.no_pickle import forbid_pickling_collectives
 
 STEPS, BAD = 12, 6
 
@@ -24,6 +28,7 @@ def main() -> None:
     data = "--data" in sys.argv[1:]
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
+    forbid_pickling_collectives()  # the ranks agree without pickle (issue 46)
     rank = dist.get_rank()
     saved: dict[int, int] = {}
     rollback = tt.Rollback(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import cast
 
 import torch
@@ -22,6 +23,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 import tensortap.pytorch as tt
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.helpers
+from tests.helpers.no_pickle import forbid_pickling_collectives
+
 STEPS, BAD = 24, 6
 
 
@@ -30,6 +34,7 @@ def main() -> None:
     damage = "--damage" in sys.argv[3:]
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
+    forbid_pickling_collectives()  # the ranks agree without pickle (issue 46)
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = DistributedDataParallel(nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1)))

@@ -8,8 +8,9 @@ training thread acts on it at the next step boundary (:meth:`Rollback.restore`, 
 :meth:`Rollback.steps` calls for you):
 
 1. the request is agreed by every rank (one host-side collective on a gloo group, at each
-   boundary, when ``torch.distributed`` runs more than one process): the earliest bad step and
-   every rank's batches;
+   boundary, when ``torch.distributed`` runs more than one process; a gather of JSON, never a
+   pickle, when some rank has one: :mod:`tensortap.healing._requests`): the earliest bad step
+   and every rank's batches;
 2. the last good checkpoint is the newest one at or before ``step - margin`` (a checkpoint of
    step ``s`` holds the state *before* step ``s`` trains; the default ``margin=1`` leaves out
    the checkpoint of the bad step itself, whose weights already produced a bad loss when a loss
@@ -36,31 +37,29 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
-import threading
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tensortap._hook import Hook
 from tensortap._hook_config import JOB_ENV
 from tensortap.core._rollback_decision import (
-    DATA,
     GO_ON,
-    NUMERICS,
     REMEDY,
-    REPRODUCIBLE,
     STOP,
     TRANSIENT,
     Decision,
-    Evidence,
     RemedyPlan,
     decide,
 )
 from tensortap.core._rollback_request import REQUEST_FILE, RollbackRequests, record_event
 from tensortap.exceptions import CheckpointError, InvalidConfigError
-from tensortap.healing._budget import MicroBatches, TrainedAt, flatten
+from tensortap.healing._agreement import rank as _rank
+from tensortap.healing._budget import TrainedAt
 from tensortap.healing._checkpoints import Checkpoints
+from tensortap.healing._loop import drive
+from tensortap.healing._requests import Inbox, agree
+from tensortap.healing._sessions import Sessions
 from tensortap.healing._skip_batches import SkipBatches
 
 logger = logging.getLogger(__name__)
@@ -104,8 +103,9 @@ class Rollback:
     its hook over: :meth:`follow_hook`). ``requests``: the request file a rule's rollback
     action writes, or a :class:`~tensortap.core._rollback_request.RollbackRequests` watching it
     (default: the one of the job the process runs in, if any). ``group``: the
-    process group the ranks agree on requests through (default: a new gloo group, when
-    ``torch.distributed`` runs more than one process). ``remedies``: a
+    process group the ranks agree on requests through, as JSON (default, when
+    ``torch.distributed`` runs more than one process: the default group if it is gloo, else
+    one gloo group; see :mod:`tensortap.healing._agreement`). ``remedies``: a
     :class:`~tensortap.core._rollback_decision.RemedyPlan` (PyTorch's
     :class:`~tensortap.pytorch.Remedies`) tried, in order, when a replay says a step went
     non-finite from finite data (without it, such a fault stops training at once).
@@ -159,7 +159,6 @@ class Rollback:
                 f"{type(remedies).__name__}"
             )
         self.remedies, self.transient_limit = remedies, transient_limit
-        self._evidence: dict[Hashable, Evidence] = {}  # batch id -> the last replay's verdict
         self._tried: list[str] = []  # the remedies tried for the fault at hand
         self._remedied = 0  # the step whose fault the last remedy was for
         #: Transient faults heard of, per rank.
@@ -167,24 +166,17 @@ class Rollback:
         self.checkpoints = checkpoints
         self.every, self.margin, self.max_rollbacks = every, margin, max_rollbacks
         self.batches = batches
-        self._make_hook = make_hook
-        #: The current hook (None until ``make_hook`` or :meth:`follow_hook` gives one).
-        self.hook: Hook | None = make_hook() if make_hook is not None else None
+        self._sessions = Sessions(make_hook)
         self._job_dir = os.environ.get(JOB_ENV) or None  # its events show what was done
         if requests is None and self._job_dir is not None:
             requests = os.path.join(self._job_dir, REQUEST_FILE)
         if requests is not None and not isinstance(requests, RollbackRequests):
             requests = RollbackRequests(requests)
-        self._requests = requests
+        self._inbox = Inbox(requests)
         self._group = group
         self._world = 1
-        self._lock = threading.Lock()
-        self._pending: tuple[int, list[Hashable], list[str]] | None = None
         self._trained: dict[int, Hashable] = {}  # step -> the batch it trained, since a checkpoint
-        self._global_of: dict[int, int] = {}  # checkpoint step -> the hook's global step there
         self._last: tuple[int, int] | None = None  # (restored step, bad step) of the last rollback
-        # a branch to record on the next session's hook (a trainer's callback makes it)
-        self._branch_waiting: tuple[str, int, int | None, str] | None = None
         #: Every rollback done or refused, in order.
         self.events: list[RollbackEvent] = []
         #: True once the budget refused a rollback: the run should end (:meth:`steps` does).
@@ -197,33 +189,13 @@ class Rollback:
         made it so; empty: the batch trained at ``step``) are to be skipped. Safe from any
         thread; acted on at the next step boundary. Requests before then are merged (the
         earliest step, every batch)."""
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise InvalidConfigError(f"Rollback.request: step must be an int >= 0, got {step!r}")
-        given: object = batches  # the seam is typed; callers may still pass anything
-        if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
-            raise InvalidConfigError(
-                f"Rollback.request: batches must be a list of batch ids, got {batches!r}"
-            )
-        ids = list(given)
-        for bid in ids:
-            if not isinstance(bid, Hashable):
-                raise InvalidConfigError(
-                    f"Rollback.request: a batch id must be hashable (an int, a str), got {bid!r}"
-                )
-        with self._lock:
-            if self._pending is None:
-                self._pending = (step, ids, [str(reason)])
-            else:
-                old_step, old_ids, reasons = self._pending
-                self._pending = (min(old_step, step), old_ids + ids, [*reasons, str(reason)])
+        self._inbox.request(step, batches, reason)
 
     @property
     def pending(self) -> bool:
         """Whether a request waits for the next step boundary (on this rank; a rule's request
         in the job's file counts once it is seen)."""
-        self._poll()
-        with self._lock:
-            return self._pending is not None
+        return self._inbox.pending
 
     @property
     def rollbacks(self) -> int:
@@ -248,34 +220,7 @@ class Rollback:
                     f"got {type(value).__name__} {value!r}; pass int({value!r}) if it is a "
                     "number read from a config"
                 )
-        return self._steps(total_steps, start)
-
-    def _steps(self, total_steps: int, start: int) -> Iterator[tuple[int, Hashable, Any]]:
-        assert self.batches is not None  # steps() checked
-        assert self.every is not None
-        every = self.every
-        step = start
-        stream: Iterator[Any] = iter(self.batches)
-        while True:
-            resumed = self.restore()
-            if self.should_stop:
-                return
-            if resumed is not None:
-                step, stream = resumed, iter(self.batches)
-            if step >= total_steps:
-                return
-            if step % every == 0 and step not in self.checkpoints.steps():
-                self.checkpoint(step)
-            batch = next(stream, _END)
-            if batch is _END:  # a pass over the data ended: the next one
-                stream = iter(self.batches)
-                batch = next(stream, _END)
-                if batch is _END:
-                    return  # nothing left to read
-            batch_id = self.batches.last_id
-            self.trained(step, batch_id)
-            yield step, batch_id, batch
-            step += 1
+        return drive(self, self.batches, self.every, total_steps, start)
 
     def checkpoint(self, step: int) -> None:
         """Save the checkpoint of ``step`` (the state before step ``step`` trains), with where
@@ -294,32 +239,33 @@ class Rollback:
             self.events.append(RollbackEvent("save_failed", step, None, (), str(exc), message))
             self._tell_job("checkpoint_failed", step=step, message=message)
             return
-        self._note_global(step)
-        oldest = min(self.checkpoints.steps(), default=step)  # a refused save adds none
-        self._trained = {s: b for s, b in self._trained.items() if s >= oldest}
-        self._global_of = {s: g for s, g in self._global_of.items() if s >= oldest}
+        self._sessions.note(step)
+        self._prune(min(self.checkpoints.steps(), default=step))  # a refused save adds none
 
     def trained(self, step: int, batch_id: Hashable) -> None:
         """Step ``step`` trains the batch ``batch_id`` (:meth:`steps` says so itself; a
         trainer's callback calls it): a request naming the step alone skips that batch."""
         self._trained[step] = batch_id
-        self._note_global(step)
+        self._sessions.note(step)
         if len(self._trained) > _KEEP_STEPS:  # where no checkpoint() prunes (a trainer saves)
-            oldest = min(self.checkpoints.steps(), default=step)
-            self._trained = {s: b for s, b in self._trained.items() if s >= oldest}
-            self._global_of = {s: g for s, g in self._global_of.items() if s >= oldest}
+            self._prune(min(self.checkpoints.steps(), default=step))
+
+    def _prune(self, oldest: int) -> None:
+        self._trained = {s: b for s, b in self._trained.items() if s >= oldest}
+        self._sessions.prune(oldest)
+
+    @property
+    def hook(self) -> Hook | None:
+        """The current hook (None until ``make_hook`` or :meth:`follow_hook` gives one)."""
+        return self._sessions.hook
 
     def follow_hook(self, hook: Hook) -> None:
         """The hook of the run from now on (one a trainer's callback made). When a rollback
         waits for its branch to be recorded, this hook's session is that branch."""
-        waiting = self._branch_waiting
-        if waiting is not None and hook.session_id != waiting[0]:
-            self._branch_waiting = None
-            parent, target, global_step, why = waiting
-            hook.branch_from(parent, target, global_step=global_step, reason=why)
-            if self.events and self.events[-1].kind == "rollback":
-                self.events[-1] = replace(self.events[-1], session=hook.session_id, parent=parent)
-        self.hook = hook
+        branched = self._sessions.follow(hook)
+        if branched is not None and self.events and self.events[-1].kind == "rollback":
+            parent, session = branched
+            self.events[-1] = replace(self.events[-1], session=session, parent=parent)
 
     def attributed(self, attribution: Any) -> None:
         """What a replay said about a step (a :class:`~tensortap.pytorch.Attribution`: its
@@ -334,22 +280,9 @@ class Rollback:
                 f"{attribution!r}"
             )
         rank = _rank()
-        # a step that accumulated micro-batches names them together; a request names each
-        named = flatten([batch]) if isinstance(batch, MicroBatches) else [batch]
-        for one in named:
-            if one is None or not isinstance(one, Hashable):
-                continue
-            self._evidence.pop(one, None)  # the newest last (pruned oldest first)
-            self._evidence[one] = Evidence(
-                kind,
-                step,
-                one,
-                getattr(attribution, "first_bad_layer", None),
-                str(getattr(attribution, "message", "")),
-                rank,
-            )
-        while len(self._evidence) > _KEEP_EVIDENCE:
-            self._evidence.pop(next(iter(self._evidence)))
+        layer = getattr(attribution, "first_bad_layer", None)
+        message = str(getattr(attribution, "message", ""))
+        self._inbox.heard(kind, step, batch, layer, message, rank)
         if kind != TRANSIENT:
             return
         count = self.transients[rank] = self.transients.get(rank, 0) + 1
@@ -364,7 +297,7 @@ class Rollback:
         self.events.append(
             RollbackEvent("suspect_rank", step, None, (), f"{count} transient faults", message)
         )
-        self._record_in_session("suspect_rank", {"rank": rank, "transients": count, "step": step})
+        self._sessions.record("suspect_rank", {"rank": rank, "transients": count, "step": step})
         self._tell_job("suspect_rank", step=step, rank=rank, message=message)
 
     def register_before_restore(self, fn: Callable[[], Any]) -> None:
@@ -380,20 +313,6 @@ class Rollback:
         if fn not in self._before_restore:
             self._before_restore.append(fn)
 
-    def _note_global(self, step: int) -> None:
-        """The hook's global step of TRAIN step ``step`` (the hook's count is step ``step``'s,
-        or still the open step before it). A hook in GLOBAL mode is one that has not trained
-        yet (a branch's new hook: its TRAIN count starts at the restored step, its global
-        count after the trial's last step) or one that counts global steps only; the TRAIN
-        count gives the first, the global count the second."""
-        hook = self.hook
-        if hook is None or hook.closed or hook.mode.name not in ("TRAIN", "GLOBAL"):
-            return
-        counted = hook.mode_step
-        if hook.mode.name == "GLOBAL":
-            counted = hook.step_count("TRAIN") or counted
-        self._global_of[step] = hook.step + (step - counted)
-
     def restore(self) -> int | None:
         """At a step boundary: act on the request, if one is pending (on any rank): returns
         the step to go on from (the restored checkpoint's), or None (no request, or the
@@ -403,10 +322,10 @@ class Rollback:
                 fn()
             except Exception:
                 logger.exception("tensortap: a function called before restore failed")
-        request = self._agree(self._take())
-        if request is None:
+        request, self._world = agree(self._inbox.take(), self._group)
+        if request is None or request.step is None:
             return None
-        step, ids, reason, evidence = request
+        step, ids, reason, evidence = request.step, request.ids, request.reason, request.evidence
         ids = [  # a guard told no batch ids: the batches trained at its steps
             self._trained.get(b.step) if isinstance(b, TrainedAt) else b for b in ids
         ]
@@ -481,7 +400,7 @@ class Rollback:
             self._tried.append(decision.remedy)
             self._remedied = step
         self._record_decision(step, decision)
-        parent, session = self._branch(target, step, list(decision.drop), reason)
+        parent, session = self._sessions.branch(target, step, list(decision.drop), reason)
         message = (
             f"rolled back to the checkpoint of step {target} (step {step} went bad: {reason}); "
             f"skipping batch(es) {', '.join(map(str, new_ids)) or 'none new'}"
@@ -518,18 +437,9 @@ class Rollback:
     def _record_decision(self, step: int, decision: Decision) -> None:
         """Each decision is an event: of the session it was made in, and of the job."""
         fields = {"step": step, **decision.to_dict()}
-        at = self._global_of.get(step)  # the bad step's global step, where it is known
-        self._record_in_session("rollback_decision", {**fields, "at": at})
+        at = self._sessions.global_step(step)  # the bad step's global step, where known
+        self._sessions.record("rollback_decision", {**fields, "at": at})
         self._tell_job("rollback_decision", **fields, message=f"step {step}: {decision.reason}")
-
-    def _record_in_session(self, kind: str, fields: dict[str, Any]) -> None:
-        hook = self.hook
-        if hook is None or hook.closed:
-            return
-        try:
-            hook.record_event(kind, fields)
-        except Exception:  # never break training for a record
-            logger.exception("tensortap: could not record %s in the session", kind)
 
     def _load_intact(self, good: list[int], step: int) -> tuple[int, dict[str, Any]] | None:
         """The newest of the ``good`` checkpoints that loads, and its extra; a damaged one
@@ -549,68 +459,9 @@ class Rollback:
 
     def close(self) -> None:
         """Close the current hook."""
-        if self.hook is not None:
-            self.hook.close()
+        self._sessions.close()
 
     # -- inside --
-    def _take(self) -> _Request | None:
-        """This rank's request: the seam's, and the job's request file's, with what this
-        rank's replays said about the batches."""
-        self._poll()
-        with self._lock:
-            pending, self._pending = self._pending, None
-        if pending is None:
-            return None
-        step, ids, reasons = pending
-        return step, ids, "; ".join(dict.fromkeys(reasons)), dict(self._evidence)
-
-    def _poll(self) -> None:
-        """Take a rule's request from the job's request file, when there is one."""
-        if self._requests is not None:
-            doc = self._requests.take()
-            if doc is not None:
-                self._from_rule(doc)
-
-    def _from_rule(self, doc: dict[str, Any]) -> None:
-        step = doc.get("mode_step") if doc.get("mode") in (None, "TRAIN") else None
-        step = doc.get("step") if not isinstance(step, int) else step
-        if not isinstance(step, int) or step < 0:
-            logger.error("tensortap: a rollback request without a step was ignored: %r", doc)
-            return
-        given = doc.get("batches")
-        batches: list[Any] = given if isinstance(given, list) else []
-        reason = str(doc.get("reason") or f"rule {doc.get('rule', '?')} fired")
-        self.request(step, [b for b in batches if isinstance(b, (int, str))], reason)
-
-    def _agree(self, mine: _Request | None) -> _Request | None:
-        """Every rank's request merged (the earliest step, all batches, every rank's evidence:
-        the gravest for a batch), on every rank: one all-reduce of a flag at each boundary, and
-        a gather only when some rank has one; so every rank decides alike."""
-        group = self._control_group()
-        if group is None:
-            return mine
-        import torch
-        import torch.distributed as dist
-
-        flag = torch.tensor([0 if mine is None else 1], dtype=torch.int32)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
-        if int(flag[0]) == 0:
-            return None
-        gathered: list[Any] = [None] * self._world
-        mine_or_evidence = mine if mine is not None else (None, [], "", dict(self._evidence))
-        dist.all_gather_object(gathered, mine_or_evidence, group=group)
-        requests = [r for r in gathered if r[0] is not None]
-        step = min(r[0] for r in requests)
-        ids = list(dict.fromkeys(b for r in requests for b in r[1]))
-        reason = "; ".join(dict.fromkeys(r[2] for r in requests))
-        evidence: dict[Hashable, Evidence] = {}
-        for r in gathered:
-            for batch, seen in r[3].items():
-                held = evidence.get(batch)
-                if held is None or _GRAVITY.index(seen.kind) < _GRAVITY.index(held.kind):
-                    evidence[batch] = seen
-        return step, ids, reason, evidence
-
     def _tell_job(self, kind: str, **fields: Any) -> None:
         """The job's events say what was done (once: by rank 0); never raises."""
         if self._job_dir is None or (self._world > 1 and _rank() != 0):
@@ -620,60 +471,6 @@ class Rollback:
         except OSError as exc:
             logger.warning("tensortap: could not record %s in the job's events: %s", kind, exc)
 
-    def _control_group(self) -> Any:
-        dist = _torch_distributed()
-        if dist is None:
-            return None
-        if not dist.is_available() or not dist.is_initialized() or dist.get_world_size() < 2:
-            return None
-        if self._group is None:
-            self._world = dist.get_world_size()
-            self._group = (
-                dist.new_group(backend="gloo") if dist.get_backend() != "gloo" else dist.group.WORLD
-            )
-        else:
-            self._world = dist.get_world_size(self._group)
-        return self._group
 
-    def _branch(
-        self, target: int, step: int, ids: list[Hashable], reason: str
-    ) -> tuple[str | None, str | None]:
-        """End the hook's session and start one that branches from the restored step (or, where
-        a trainer's callback makes the next hook, note the branch for :meth:`follow_hook`)."""
-        if self.hook is None:
-            return None, None
-        parent = self.hook.session_id
-        why = f"rollback to the checkpoint of step {target}: step {step} went bad ({reason})"
-        if ids:
-            why += f"; skipping batch(es) {', '.join(map(str, ids))}"
-        global_step = self._global_of.get(target)
-        if self._make_hook is None:
-            self._branch_waiting = (parent, target, global_step, why)
-            return parent, None
-        self.hook.close()
-        self.hook = self._make_hook()
-        self.hook.branch_from(parent, target, global_step=global_step, reason=why)
-        return parent, self.hook.session_id
-
-
-def _torch_distributed() -> Any:
-    """``torch.distributed`` when this process imported it (ranks can only be set up through
-    it), else None: a JAX or Keras loop's rollback never imports torch."""
-    dist = sys.modules.get("torch.distributed")
-    return dist if dist is not None and dist.is_available() else None
-
-
-def _rank() -> int:
-    """This process's rank (0 without ``torch.distributed``)."""
-    dist = _torch_distributed()
-    return dist.get_rank() if dist is not None and dist.is_initialized() else 0
-
-
-#: A request: the first bad step, the batches, why, and the evidence by batch id.
-_Request = tuple[int, list[Hashable], str, dict[Hashable, Evidence]]
-_GRAVITY = (NUMERICS, REPRODUCIBLE, DATA, TRANSIENT)
-#: Batches whose last attribution is remembered.
-_KEEP_EVIDENCE = 10_000
-_END = object()
 #: Steps whose batch is remembered before those older than the oldest checkpoint are pruned.
 _KEEP_STEPS = 10_000

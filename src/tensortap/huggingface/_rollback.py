@@ -35,16 +35,18 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
 from transformers import TrainerCallback
 
 from tensortap.exceptions import CheckpointError, InvalidConfigError
+from tensortap.healing._budget import SkipBudget
 from tensortap.healing._rollback import Rollback
 from tensortap.healing._skip_batches import SkipBatches
 from tensortap.pytorch._hook import Hook
+from tensortap.pytorch._trainer_healing import TrainerHealing
 
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 _STATE = "trainer_state.json"
@@ -137,9 +139,27 @@ class HuggingFaceCheckpoints:
 class RollbackCallback(TrainerCallback):
     """Connects a :class:`~tensortap.pytorch.Rollback` to the ``Trainer``: tells it which
     batch each step trains, ends ``train()`` after the step during which a rollback was
-    requested, and records the next ``train()``'s tensortap session as the branch."""
+    requested, and records the next ``train()``'s tensortap session as the branch.
 
-    def __init__(self, rollback: Rollback) -> None:
+    ``budget`` (a :class:`~tensortap.pytorch.SkipBudget` with ``then="rollback"``): decide
+    from evidence, as a plain PyTorch loop does. A :class:`~tensortap.pytorch.Guard` with this
+    budget is put on the optimizer the Trainer builds (each ``train()``'s), a
+    :class:`~tensortap.pytorch.Replayer` replays its trips (the kept batch's loss recomputed by
+    the model itself, ``model(**batch).loss``, from the batch's ``labels``), and the rollback
+    is decided at the end of each step: a transient fault goes on within the same ``train()``,
+    a data fault restores and leaves the batch out, a numerics fault tries ``remedies``
+    (keyword arguments of :class:`~tensortap.pytorch.Remedies`, made on the Trainer's
+    optimizer and moved to each new one; ``None``: none) and stops naming the layer. ``keep``:
+    the steps the replayer holds."""
+
+    def __init__(
+        self,
+        rollback: Rollback,
+        *,
+        budget: SkipBudget | None = None,
+        remedies: dict[str, Any] | None = None,
+        keep: int = 4,
+    ) -> None:
         if rollback.batches is None:
             raise InvalidConfigError(
                 "RollbackCallback needs a Rollback with batches= (the SkipBatches of the "
@@ -147,6 +167,18 @@ class RollbackCallback(TrainerCallback):
             )
         self.rollback = rollback
         self._cursor: tuple[int, int] | None = None  # (step, its batch's position)
+        #: The guard, replayer and remedies (None without ``budget``).
+        self.healing = (
+            None
+            if budget is None
+            else TrainerHealing(
+                rollback, self._replay_step, budget=budget, remedies=remedies, keep=keep
+            )
+        )
+        self._handles: list[Any] = []
+        self._replaying = False
+        self._captured = False
+        self._loss: Any = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._cursor = None
@@ -155,6 +187,13 @@ class RollbackCallback(TrainerCallback):
                 "RollbackCallback counts one batch per step: gradient_accumulation_steps must "
                 f"be 1, got {args.gradient_accumulation_steps}"
             )
+        model, optimizer = kwargs.get("model"), kwargs.get("optimizer")
+        if self.healing is not None and isinstance(model, torch.nn.Module):
+            self.healing.begin(model, optimizer)
+            self._handles = [
+                model.register_forward_pre_hook(self._forward_pre, with_kwargs=True),
+                model.register_forward_hook(self._forward),
+            ]
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         rollback, step = self.rollback, state.global_step
@@ -163,10 +202,64 @@ class RollbackCallback(TrainerCallback):
             if hook is not None:
                 rollback.follow_hook(hook)
         rollback.trained(step, self._position(step))
+        self._captured, self._loss = False, None
+
+    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.healing is not None and self._loss is not None and self._cursor is not None:
+            step, position = self._cursor
+            self.healing.observe(self._loss, step, position)
+        self._loss = None
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.rollback.pending:
+        rollback = self.rollback
+        if self.healing is None:
+            if rollback.pending:
+                control.should_training_stop = True
+            return
+        done = rollback.rollbacks
+        rollback.restore()  # the trips replayed, a request decided: maybe nothing to undo
+        if rollback.rollbacks > done or rollback.should_stop:
             control.should_training_stop = True
+            control.should_save = False  # the abandoned branch's state is no checkpoint
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.healing is not None:
+            self.healing.end()
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def _forward_pre(self, module: Any, args: Any, kwargs: Any) -> None:
+        """The step's first training forward pass: its batch is kept for a replay."""
+        if self._replaying or self._captured or not module.training:
+            return
+        if not torch.is_grad_enabled() or self.healing is None or self._cursor is None:
+            return
+        self._captured = True
+        step, position = self._cursor
+        self.healing.capture((tuple(args), dict(kwargs)), step, position)
+
+    def _forward(self, module: Any, args: Any, output: Any) -> None:
+        if self._replaying or self._loss is not None or not module.training:
+            return
+        if torch.is_grad_enabled():
+            self._loss = _loss_of(output)
+
+    def _replay_step(self, model: Any, batch: Any) -> Any:
+        """A kept step again: the model's own loss of the batch, and its backward pass."""
+        args, kwargs = batch
+        self._replaying = True
+        try:
+            loss = _loss_of(model(*args, **kwargs))
+        finally:
+            self._replaying = False
+        if loss is None:
+            raise InvalidConfigError(
+                "RollbackCallback(budget=...) replays a step from the model's own loss: the "
+                "model must return one (a 'loss' entry, given the batch's labels)"
+            )
+        loss.backward()
+        return loss.detach()
 
     def _position(self, step: int) -> int:
         """The position of the batch step ``step`` trains: the ``step``-th the skip list
@@ -200,8 +293,17 @@ def train_with_rollback(
             f"with HuggingFaceCheckpoints(<output_dir>), got {type(checkpoints).__name__}"
         )
     while True:
+        done = rollback.rollbacks  # a callback with a budget restores at a step's end
         trainer = make_trainer()
         trainer.train(resume_from_checkpoint=resume_from_checkpoint, **train_kwargs)
-        if rollback.restore() is None:
+        if rollback.should_stop:
+            return trainer
+        if rollback.rollbacks == done and rollback.restore() is None:
             return trainer
         resume_from_checkpoint = checkpoints.restore_path
+
+
+def _loss_of(output: Any) -> Any:
+    """The loss a model's output holds (a ``ModelOutput``'s or a dict's ``loss``), or None."""
+    loss = output.get("loss") if isinstance(output, Mapping) else getattr(output, "loss", None)
+    return loss if isinstance(loss, torch.Tensor) else None

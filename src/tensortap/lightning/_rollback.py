@@ -34,11 +34,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from lightning.pytorch.callbacks.callback import Callback
 
 from tensortap.exceptions import CheckpointError, InvalidConfigError
+from tensortap.healing._budget import SkipBudget
 from tensortap.healing._rollback import Rollback
 from tensortap.pytorch._hook import Hook
+from tensortap.pytorch._trainer_healing import TrainerHealing
 
 _STEP = re.compile(r"(?:^|[-_])step=(\d+)")
 
@@ -114,26 +117,117 @@ class RollbackCallback(Callback):
     """Connects a :class:`~tensortap.pytorch.Rollback` to Lightning's ``Trainer``: tells it which
     batch each step trains, stops the fit after the batch during which a rollback was
     requested (agreed by every rank under DDP: one reduction per step), and records the next
-    fit's tensortap session as the branch."""
+    fit's tensortap session as the branch.
 
-    def __init__(self, rollback: Rollback) -> None:
+    ``budget`` (a :class:`~tensortap.pytorch.SkipBudget` with ``then="rollback"``): decide
+    from evidence, as a plain PyTorch loop does. A :class:`~tensortap.pytorch.Guard` with this
+    budget is put on the optimizer ``configure_optimizers`` returns (each fit's), a
+    :class:`~tensortap.pytorch.Replayer` replays its trips (the kept batch's loss recomputed by
+    ``training_step``), and the rollback is decided at the end of each batch: a transient fault
+    goes on within the same fit, a data fault restores and leaves the batch out, a numerics
+    fault tries ``remedies`` (keyword arguments of :class:`~tensortap.pytorch.Remedies`, made
+    on the fit's optimizer and moved to each new one; ``None``: none) and stops naming the
+    layer. Lightning runs the step's forward and backward passes inside ``optimizer.step``
+    (a closure), after the guard would look at the gradients; so, for the fit, the module's
+    ``optimizer_step`` runs the closure first and hands ``optimizer.step`` its result (one
+    optimizer, automatic optimization, ``accumulate_grad_batches=1``; a closure called more
+    than once, as LBFGS's, is not supported). ``keep``: the steps the replayer holds."""
+
+    def __init__(
+        self,
+        rollback: Rollback,
+        *,
+        budget: SkipBudget | None = None,
+        remedies: dict[str, Any] | None = None,
+        keep: int = 4,
+    ) -> None:
         self.rollback = rollback
+        #: The guard, replayer and remedies (None without ``budget``).
+        self.healing = (
+            None
+            if budget is None
+            else TrainerHealing(
+                rollback, self._replay_step, budget=budget, remedies=remedies, keep=keep
+            )
+        )
+        self._module: Any = None
+        self._trained: tuple[int, Any, int] | None = None  # (step, batch id, batch index)
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         hook = Hook.current()  # the TensortapCallback's, made at on_fit_start
         if hook is not None:
             self.rollback.follow_hook(hook)
+        if self.healing is None:
+            return
+        if (
+            len(trainer.optimizers) != 1
+            or not pl_module.automatic_optimization
+            or trainer.accumulate_grad_batches != 1
+        ):
+            raise InvalidConfigError(
+                "RollbackCallback(budget=...) guards one optimizer under automatic "
+                "optimization, one batch per step; got "
+                f"{len(trainer.optimizers)} optimizer(s), "
+                f"automatic_optimization={pl_module.automatic_optimization}, "
+                f"accumulate_grad_batches={trainer.accumulate_grad_batches}"
+            )
+        self.healing.begin(pl_module, trainer.optimizers[0])
+        self._module = pl_module
+        original = pl_module.optimizer_step  # the class's, or the user's own
+
+        def optimizer_step(
+            epoch: int, batch_idx: int, optimizer: Any, optimizer_closure: Any = None
+        ) -> Any:
+            if optimizer_closure is None or self.healing is None:
+                return original(epoch, batch_idx, optimizer, optimizer_closure)
+            loss = optimizer_closure()  # forward and backward, before the guard looks
+            if isinstance(loss, torch.Tensor) and self._trained is not None:
+                step, batch_id, _ = self._trained
+                self.healing.observe(loss, step, batch_id)
+            return original(epoch, batch_idx, optimizer, lambda: loss)
+
+        pl_module.optimizer_step = optimizer_step
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, index: int) -> None:
         batches = self.rollback.batches
-        self.rollback.trained(trainer.global_step, batches.take() if batches else index)
+        step, batch_id = trainer.global_step, batches.take() if batches else index
+        self.rollback.trained(step, batch_id)
+        self._trained = (step, batch_id, index)
+        if self.healing is not None:
+            self.healing.capture((batch, index), step, batch_id)
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, *args: Any) -> None:
+        if self.healing is not None:
+            done = self.rollback.rollbacks
+            self.rollback.restore()  # the trips replayed, a request decided: maybe nothing
+            if self.rollback.rollbacks > done or self.rollback.should_stop:
+                trainer.should_stop = True
+            return
         pending = self.rollback.pending
         if trainer.world_size > 1:
             pending = trainer.strategy.reduce_boolean_decision(pending, all=False)
         if pending:
             trainer.should_stop = True
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        if self.healing is not None:
+            self.healing.end()
+        if self._module is not None:
+            vars(self._module).pop("optimizer_step", None)  # the class's again
+            self._module = None
+
+    def _replay_step(self, model: Any, batch: Any) -> Any:
+        """A kept step again: ``training_step``'s loss of the batch, and its backward pass."""
+        data, index = batch
+        out = model.training_step(data, index)
+        loss = out.get("loss") if isinstance(out, dict) else out
+        if not isinstance(loss, torch.Tensor):
+            raise InvalidConfigError(
+                "RollbackCallback(budget=...) replays a step through training_step, which must "
+                f"return the loss (or a dict with 'loss'), got {out!r}"
+            )
+        torch.autograd.backward(loss)
+        return loss.detach()
 
 
 def fit_with_rollback(
@@ -153,8 +247,16 @@ def fit_with_rollback(
             f"LightningCheckpoints(<ModelCheckpoint's dirpath>), got {type(checkpoints).__name__}"
         )
     while True:
+        done = rollback.rollbacks  # a callback with a budget restores at a batch's end
         trainer = make_trainer()
         trainer.fit(model, ckpt_path=ckpt_path, **fit_kwargs)
-        if rollback.restore() is None:
+        if rollback.should_stop:
             return trainer
+        if rollback.rollbacks == done and rollback.restore() is None:
+            return trainer
+        done_ones = [e for e in rollback.events if e.kind == "rollback"]
+        restored = done_ones[-1].restored_step if done_ones else None
+        for later in checkpoints.steps():  # one ModelCheckpoint wrote after the restore
+            if restored is not None and later > restored:
+                checkpoints.forget(later)
         ckpt_path = checkpoints.restore_path

@@ -25,6 +25,7 @@ from tensortap.format._rollback_manifest import (
     decode_manifest,
     encode_manifest,
 )
+from tensortap.healing._agreement import gather_documents, rank
 from tensortap.healing._checkpoints import Checkpoints, FunctionCheckpoints
 
 __all__ = ["Checkpoints", "DistributedCheckpoints", "FunctionCheckpoints"]
@@ -197,23 +198,25 @@ _CHUNK = 1 << 20
 
 
 def _rank0() -> bool:
-    import torch.distributed as dist
-
-    return not dist.is_available() or not dist.is_initialized() or dist.get_rank() == 0
+    return rank() == 0
 
 
 def any_rank(problem: str | None) -> str | None:
     """``problem`` (or None), or the first other rank's when this one has none: every rank
-    decides alike (one gather of a short string, when more than one process runs)."""
-    import torch.distributed as dist
-
-    if not dist.is_available() or not dist.is_initialized() or dist.get_world_size() < 2:
-        return problem
-    gathered: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, problem)
+    decides alike (one gather of a short JSON document, when more than one process runs)."""
+    gathered = gather_documents({"problem": problem})
     if problem is not None:
         return problem
-    return next((f"on rank {r}: {p}" for r, p in enumerate(gathered) if p is not None), None)
+    for r, doc in enumerate(gathered):
+        other = doc.get("problem") if isinstance(doc, dict) and len(doc) == 1 else doc
+        if other is not None and not isinstance(other, str):
+            raise FormatError(
+                f"rank {r} sent {doc!r}, not a checkpoint's problem ({{'problem': a string or "
+                "None}); the ranks run different versions of tensortap: run one version"
+            )
+        if other is not None:
+            return f"on rank {r}: {other}"
+    return None
 
 
 def _nonfinite(state: dict[str, Any]) -> str | None:

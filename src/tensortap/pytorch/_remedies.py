@@ -85,6 +85,25 @@ class Remedies:
             f" for the next {self.steps} steps"
         )
 
+    def use(self, optimizer: torch.optim.Optimizer) -> None:
+        """Act on ``optimizer`` from now on (a trainer built a new one: a remedy turned on
+        stays on, for the steps it has left)."""
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise InvalidConfigError(
+                f"Remedies.use needs the torch.optim.Optimizer to act on, got {optimizer!r}"
+            )
+        if optimizer is self.optimizer:
+            return
+        hooked = bool(self._handles)
+        for handle in self._handles:
+            handle.remove()
+        self.optimizer, self._handles, self._saved = optimizer, [], []
+        if hooked:
+            self._handles = [
+                optimizer.register_step_pre_hook(self._before),
+                optimizer.register_step_post_hook(self._after),
+            ]
+
     def remove(self) -> None:
         """Take the optimizer hooks away (the remedies end)."""
         for handle in self._handles:

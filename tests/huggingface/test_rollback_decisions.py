@@ -1,0 +1,210 @@
+"""A Hugging Face Trainer's rollback decides from a replay's evidence (issue 46), as a plain
+PyTorch loop does: real ``Trainer.train()`` runs of a tiny model on the CPU, a guard with a skip
+budget on the optimizer the Trainer builds, the trips replayed from the model's own loss."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+transformers: Any = pytest.importorskip("transformers")
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+from torch.utils.data import BatchSampler, SequentialSampler  # noqa: E402
+
+import tensortap.pytorch as tt  # noqa: E402
+from tensortap.core._rollback_decision import (  # noqa: E402
+    DATA,
+    GO_ON,
+    LOWER_LR,
+    NUMERICS,
+    REMEDY,
+    RESTORE,
+    STOP,
+    TIGHTER_CLIP,
+    TRANSIENT,
+)
+from tensortap.huggingface import (  # noqa: E402
+    BatchStream,
+    HuggingFaceCheckpoints,
+    RollbackCallback,
+    train_with_rollback,
+)
+from tensortap.testing import inject_bitflip  # noqa: E402
+from tests.helpers.tiny_gpt import LayerFault  # noqa: E402
+
+BATCH, STEPS = 8, 30
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Any:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+class Regression(nn.Module):
+    """A tiny model with its own loss from the batch's labels, as a transformers model has."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
+        self.trained: list[int] = []  # each training forward's batch (its first sample's id)
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor, ids: torch.Tensor) -> Any:
+        if self.training and torch.is_grad_enabled():
+            self.trained.append(int(ids[0]) // BATCH)
+        return {"loss": F.mse_loss(self.net(x), labels)}
+
+
+class FaultStep(transformers.TrainerCallback):
+    """The loop's step, for a fault that strikes at given steps whatever the batch."""
+
+    def __init__(self, fault: LayerFault) -> None:
+        self.fault = fault
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.fault.step = state.global_step
+
+
+def _train(
+    tmp_path: Path,
+    *,
+    nan_batches: tuple[int, ...] = (),
+    flip_at: int | None = None,
+    fault_steps: frozenset[int] = frozenset(),
+    skips: int = 1,
+) -> dict[str, Any]:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64 * BATCH, 8, generator=g)
+    y = torch.sin(x[:, :1]) + 0.5 * x[:, 1:2]
+    for batch in nan_batches:
+        x[batch * BATCH : (batch + 1) * BATCH] = float("nan")
+    samples = [{"x": x[i], "labels": y[i], "ids": torch.tensor(i)} for i in range(len(x))]
+    batches = tt.SkipBatches(BatchSampler(SequentialSampler(samples), BATCH, drop_last=True))
+    rollback = tt.Rollback(HuggingFaceCheckpoints(tmp_path / "out"), batches=batches)
+    model = Regression()
+    if flip_at is not None:
+        inject_bitflip(model.net[2], step=flip_at)  # its flip_at-th training call, once
+    fault = LayerFault(model.net[2], set(fault_steps))
+    callback = RollbackCallback(
+        rollback,
+        budget=tt.SkipBudget(skips, 10, then="rollback"),
+        remedies={"lr_factor": 0.1, "clip_norm": 0.5, "steps": 20},
+    )
+
+    def make_trainer() -> Any:
+        args = transformers.TrainingArguments(
+            str(tmp_path / "out"),
+            max_steps=STEPS,
+            per_device_train_batch_size=BATCH,
+            learning_rate=0.01,
+            lr_scheduler_type="constant",
+            optim="adamw_torch",
+            save_strategy="steps",
+            save_steps=5,
+            report_to=[],
+            use_cpu=True,
+            disable_tqdm=True,
+            max_grad_norm=0.0,
+            seed=0,
+        )
+        return transformers.Trainer(
+            model,
+            args,
+            train_dataset=BatchStream(samples, batches),
+            callbacks=[FaultStep(fault), callback],
+        )
+
+    trainer = train_with_rollback(rollback, make_trainer)
+    return {"rollback": rollback, "trainer": trainer, "model": model, "callback": callback}
+
+
+def test_a_one_off_fault_is_transient_nothing_restored_nothing_dropped(tmp_path: Path) -> None:
+    run = _train(tmp_path, flip_at=12)
+    rollback, model = run["rollback"], run["model"]
+    (event,) = rollback.events
+    assert (event.kind, event.step, event.restored_step) == ("went_on", 12, None)
+    assert event.decision.action == GO_ON and event.decision.evidence == TRANSIENT
+    assert rollback.batches.skip == set() and rollback.rollbacks == 0
+    assert run["trainer"].state.global_step == STEPS  # one train(), to its end
+    assert model.trained == [*range(13), 12, *range(13, STEPS)]  # each once, and the replay
+    assert rollback.transients == {0: 1}
+
+
+def test_a_layer_fault_at_two_steps_is_numerics_drops_no_batch_and_stops_naming_the_layer(
+    tmp_path: Path,
+) -> None:
+    run = _train(tmp_path, fault_steps=frozenset({17, 18}), skips=2)
+    rollback, model = run["rollback"], run["model"]
+    assert rollback.batches.skip == set()  # no healthy batch left out
+    kinds = [(e.kind, e.restored_step) for e in rollback.events]
+    assert kinds == [("rollback", 15), ("rollback", 15), ("stopped", None)]
+    actions = [(e.decision.action, e.decision.remedy) for e in rollback.events]
+    assert actions == [(REMEDY, LOWER_LR), (REMEDY, TIGHTER_CLIP), (STOP, None)]
+    stopped = rollback.events[-1].decision
+    assert stopped.evidence == NUMERICS and stopped.layer == "net.2"
+    assert rollback.should_stop and "net.2" in rollback.events[-1].message
+    # each branch from 15 trains batches 15 to 18 again (none left out); the replays follow
+    # steps 17 and 18 in the first branch, 17 in the second (the replayer's 3 are spent then)
+    assert model.trained == [*range(18), 17, 18, 18, 15, 16, 17, 17, 18, 15, 16, 17, 18]
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    remedies = run["callback"].healing.remedies
+    assert remedies is not None and remedies.optimizer is run["trainer"].optimizer.optimizer
+
+
+def test_a_nan_batch_is_still_restored_past_and_left_out(tmp_path: Path) -> None:
+    run = _train(tmp_path, nan_batches=(12,))
+    rollback, model = run["rollback"], run["model"]
+    (event,) = rollback.events
+    assert (event.kind, event.step, event.restored_step, event.batches) == (
+        "rollback",
+        12,
+        10,
+        (12,),
+    )
+    assert event.decision.action == RESTORE and event.decision.evidence == DATA
+    assert rollback.batches.skip == {12}
+    assert run["trainer"].state.global_step == STEPS
+    # batch 12, its replay, then from the checkpoint of step 10 without it: one batch later
+    assert model.trained == [*range(13), 12, 10, 11, *range(13, STEPS + 1)]
+
+
+def test_a_budget_that_does_not_roll_back_or_remedies_given_twice_are_refused(
+    tmp_path: Path,
+) -> None:
+    from tensortap.exceptions import InvalidConfigError
+
+    batches = tt.SkipBatches(list(range(4)))
+    rollback = tt.Rollback(HuggingFaceCheckpoints(tmp_path), batches=batches)
+    with pytest.raises(InvalidConfigError, match="a SkipBudget that rolls back"):
+        RollbackCallback(rollback, budget=tt.SkipBudget(2, 10))
+    with pytest.raises(InvalidConfigError, match="keyword arguments of tt.Remedies"):
+        RollbackCallback(rollback, budget=tt.SkipBudget(2, 10, then="rollback"), remedies=0.1)  # type: ignore[arg-type]
+    optimizer = torch.optim.SGD(nn.Linear(2, 1).parameters(), lr=0.1)
+    rollback.remedies = tt.Remedies(optimizer)
+    with pytest.raises(InvalidConfigError, match="already has remedies="):
+        RollbackCallback(rollback, budget=tt.SkipBudget(2, 10, then="rollback"), remedies={})
+
+
+def test_remedies_move_to_a_new_optimizer_with_the_steps_they_have_left() -> None:
+    old = torch.optim.SGD(nn.Linear(2, 1).parameters(), lr=0.1)
+    remedies = tt.Remedies(old, lr_factor=0.5, steps=3)
+    remedies.apply(LOWER_LR)
+    old.step()  # one of its 3 steps, on the old optimizer
+    assert remedies.left == 2
+    model = nn.Linear(2, 1)
+    new = torch.optim.SGD(model.parameters(), lr=0.1)
+    remedies.use(new)
+    seen: list[float] = []  # the rate during the step (this hook runs after the remedy's)
+    new.register_step_pre_hook(lambda opt, *_: seen.append(opt.param_groups[0]["lr"]))
+    old.step()  # no longer remedied
+    assert remedies.left == 2 and old.param_groups[0]["lr"] == 0.1
+    model(torch.ones(1, 2)).sum().backward()
+    new.step()  # the rate was halved for the step, and put back after it
+    assert seen == [0.05] and new.param_groups[0]["lr"] == 0.1 and remedies.left == 1
