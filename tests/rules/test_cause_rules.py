@@ -251,6 +251,39 @@ def test_at_chance_after_passes_far_above_it_is_overtraining_not_the_labels(
     assert never.gravest is not None and never.gravest.details["cause"] == "no_learnable_signal"
 
 
+@pytest.mark.parametrize(("final", "problem"), [(1.39, True), (0.4, False)])
+def test_a_classifier_whose_training_loss_ends_at_its_labels_entropy_learned_nothing(
+    tmp_path: Path, final: float, problem: bool
+) -> None:
+    """Issue 44 (dev2: a digits MLP with huge initial weights and a shuffled-label run, each
+    ending with a training loss of about 2.27-2.31 against ln 10 = 2.30, were healthy): a
+    classifier's training loss that ends at the entropy of its training labels' class shares
+    (4 even classes: ln 4 = 1.386) is what always answering those shares costs, so the model
+    learned nothing, whether or not it was evaluated."""
+    rng = np.random.default_rng(0)
+    hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=1),
+                   include_collections=["labels", "predictions", "vitals"])  # fmt: skip
+    hook.set_mode(tt.modes.TRAIN)
+    for i in range(80):
+        loss = 1.45 + (final - 1.45) * i / 79 + 0.01 * rng.normal()
+        hook.save_tensor("vitals/loss", np.float32(loss), collections="vitals")
+        if i % 10 == 0:
+            hook.save_tensor("labels", rng.integers(0, 4, 16), collections="labels")
+        hook.next_step()
+    hook.close()
+    summary = invoke_rule(AccuracyAtChance(tt.create_trial(tmp_path / "t")))
+    if not problem:
+        assert summary.triggered == 0, summary
+        return
+    gravest = summary.gravest
+    assert gravest is not None and gravest.severity is Severity.PROBLEM, summary
+    assert gravest.details["cause"] == "no_learnable_signal"
+    assert gravest.message.startswith("training ended with its loss at 1.4")
+    assert "the cross-entropy of always answering the 128 training labels' class shares" in (
+        gravest.message
+    )
+
+
 @pytest.mark.parametrize("accuracy", [0.5, 0.7])
 def test_a_model_clearly_above_chance_never_fires(tmp_path: Path, accuracy: float) -> None:
     trial = chance_trial(tmp_path / "t", [accuracy] * 5)

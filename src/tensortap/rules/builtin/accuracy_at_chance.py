@@ -22,6 +22,10 @@ from tensortap.rules.builtin._series import pass_ends_at
 
 #: at least this many training labels saved before their shares are compared with a pass's
 _MIN_TRAIN = 30
+#: the vital sign of the training loss judged at the end of training (a classifier's loss
+#: still at the entropy of its labels' class shares learned nothing beyond them)
+_LOSS = "vitals/loss"
+_END_VALUES, _MIN_STEPS, _AT_ENTROPY = 10, 50, 0.97
 #: training labels counted at most (the shares of a sample of the training set)
 _MAX_TRAIN = 4096
 #: the training labels' majority class at least this many times as likely (odds) as in the
@@ -150,7 +154,10 @@ class AccuracyAtChance(Rule):
             step_mode(self.base_trial, last_step)[0] is ModeKeys.EVAL
         ):
             return self._judge_pass(last_step)
-        return self._ended_after_pass(last_step)
+        ended = self._ended_after_pass(last_step)
+        if ended or (self._last is not None and self._last[4] and self._at_chance):
+            return ended  # the run's outcome is already judged at chance
+        return self._training_loss_at_chance() or ended
 
     def _ended_after_pass(self, last_step: int) -> bool | None:
         """Training ended with TRAIN steps after its last evaluation pass: that pass is the
@@ -178,6 +185,51 @@ class AccuracyAtChance(Rule):
             tensors=self._names,
             value=value,
             threshold=threshold,
+            severity=Severity.PROBLEM,
+            judged=True,
+            cause=other[0] if other else "no_learnable_signal",
+        )
+        return True
+
+    def _training_loss_at_chance(self) -> bool | None:
+        """A classifier whose training ended with its loss (the median of the last
+        ``_END_VALUES`` training values of ``vitals/loss``, after at least ``_MIN_STEPS``
+        training steps) at ``_AT_ENTROPY`` of the entropy of the training labels' class shares
+        or above: what always answering those shares costs in cross-entropy, so the model
+        learned nothing beyond them, whatever the evaluation (none, or a pass above chance:
+        then it is not judged here). None where not judged."""
+        train = self._train_labels
+        if self._above is not None or train.sum() < _MIN_TRAIN or np.count_nonzero(train) < 2:
+            return None
+        trial = self.base_trial
+        if _LOSS not in trial.tensor_names():
+            return None
+        tensor = trial.tensor(_LOSS)
+        steps = tensor.steps(mode=ModeKeys.TRAIN)
+        if len(steps) < _END_VALUES or steps[-1] < _MIN_STEPS:
+            return None
+        values = [float(np.asarray(tensor.value(s, mode=ModeKeys.TRAIN)).mean())
+                  for s in steps[-_END_VALUES:]]  # fmt: skip
+        final = float(np.median(values))
+        shares = train[train > 0] / train.sum()
+        entropy = float(-(shares * np.log(shares)).sum())
+        if not (math.isfinite(final) and final >= _AT_ENTROPY * entropy):
+            return None
+        other = self._other_cause()
+        self.explain(
+            f"training ended with its loss at {final:.4g} (the median of its last {_END_VALUES} "
+            f"values, after {steps[-1]} training steps): {100 * final / entropy:.3g}% of "
+            f"{entropy:.4g}, the cross-entropy of always answering the {int(train.sum())} "
+            "training labels' class shares; "
+            + (
+                other[1]
+                if other
+                else "the model learned nothing beyond how often each class occurs (do the "
+                "labels follow from the inputs?)"
+            ),
+            tensors=[_LOSS],
+            value=final,
+            threshold=_AT_ENTROPY * entropy,
             severity=Severity.PROBLEM,
             judged=True,
             cause=other[0] if other else "no_learnable_signal",
@@ -278,6 +330,8 @@ class AccuracyAtChance(Rule):
         )
         if not whole and labels.ndim < 2:  # neither class ids nor one-hot rows: targets
             return
+        if labels.ndim >= 2 and not np.allclose(labels.sum(axis=-1), 1.0):
+            return  # multi-hot rows (several labels a sample): no class shares
         y = as_classes(labels, labels)[0]
         if y.size == 0 or y.min() < 0:
             return
