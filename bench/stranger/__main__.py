@@ -16,7 +16,8 @@ that does not show its bug without tensortap is replaced by its author). Rules a
 the generated development split, never on this corpus: by default only the aggregate is printed;
 ``--details`` writes each program's verdict to a file for a session that must look at one.
 
-    python -m bench.stranger [--jobs 2] [--only FILE ...] [--json score.json] [--details out.json]
+    python -m bench.stranger [--set held_out|dev] [--jobs 2] [--only FILE ...]
+                             [--json score.json] [--details out.json]
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 PROGRAMS = HERE / "programs"
+#: A development corpus written the same way (authors who never saw the rules), whose programs
+#: and details may be looked at while rules change: the held-out corpus above is scored only.
+DEV_PROGRAMS = HERE / "dev"
+SETS = {"held_out": PROGRAMS, "dev": DEV_PROGRAMS}
 LABELS = ("healthy", "buggy")
 TIMEOUT_S = 600
 
@@ -203,11 +208,18 @@ def score(results: list[Result]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.stranger", description=__doc__)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--set",
+        choices=sorted(SETS),
+        default="held_out",
+        help="held_out (default): bench/stranger/programs, aggregate only; dev: "
+        "bench/stranger/dev, a development corpus whose details may be read",
+    )
     parser.add_argument("--only", nargs="*", default=None, metavar="FILE")
     parser.add_argument("--json", help="write the aggregate score here")
     parser.add_argument("--details", help="write each program's verdict here (not printed)")
     ns = parser.parse_args(argv)
-    programs = load()
+    programs = load(SETS[ns.set])
     if ns.only:
         programs = [p for p in programs if p.path.name in ns.only]
     with (

@@ -74,3 +74,15 @@ def test_wilson_interval_brackets_the_rate() -> None:
     lo, hi = wilson(1, 20)
     assert lo < 0.05 < hi
     assert wilson(0, 0) == (0.0, 1.0)
+
+
+def test_the_development_set_loads_and_differs_from_the_held_out_corpus() -> None:
+    """The development corpus (details may be read) is its own author's, never one of the
+    held-out corpus's programs (scored only)."""
+    from bench.stranger.__main__ import DEV_PROGRAMS, PROGRAMS
+
+    dev, held_out = load(DEV_PROGRAMS), load(PROGRAMS)
+    assert len(dev) == 28 and {p.label for p in dev} == {"healthy", "buggy"}
+    assert not {p.author for p in dev} & {p.author for p in held_out}
+    texts = {p.path.read_text() for p in held_out}
+    assert not any(p.path.read_text() in texts for p in dev)
