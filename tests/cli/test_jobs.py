@@ -186,8 +186,8 @@ def test_one_row_per_job_within_100_columns_verdict_first(runs: Path) -> None:
     assert "Unreadable" in damaged and "summary.json must hold a JSON object" in damaged
     # with shorter verdicts there is room for the batch size and the command (cut)
     _, out, _ = run_cli("jobs", "--runs", str(runs), "--where", "verdict=healthy")
-    header, good, _ = out.splitlines()
-    assert header.split()[-3:] == ["LR", "BATCH", "COMMAND"]
+    top, good, _ = out.splitlines()
+    assert top.split()[-3:] == ["LR", "BATCH", "COMMAND"]
     assert good.split()[-5:-1] == ["0.1", "32", "python", "train.py"]
     assert good.endswith("…") and len(good) == 100
 
