@@ -300,3 +300,12 @@ def test_a_name_that_is_no_text_for_a_terminal_is_drawn_safely(tmp_path: Path) -
     from tensortap.cli._jobs import text_width
 
     assert all(text_width(line) <= 100 for line in out.splitlines())
+    # a terminal whose encoding has no "…" nor the name's characters: "?" for them
+    raw = io.BytesIO()
+    latin = io.TextIOWrapper(raw, encoding="latin-1")
+    with redirect_stdout(latin):
+        assert cli(["jobs", "--runs", str(tmp_path)]) == 0
+    latin.flush()
+    shown = raw.getvalue().decode("latin-1")
+    row = shown.splitlines()[1]
+    assert row.startswith("run?[2Jx-??") and row.split()[1:3] == ["healthy", "Completed"]

@@ -11,6 +11,7 @@ import json
 import math
 import shlex
 import shutil
+import sys
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -89,15 +90,23 @@ def jobs(ns: argparse.Namespace) -> int:
         if ns.json:
             print(json.dumps([g.to_dict() for g in groups], indent=1, default=_nonfinite))
         else:
-            print("\n".join(group_table(groups, ns.group_by, width)))
+            _print(group_table(groups, ns.group_by, width))
         return 0
     if ns.json:
         print(json.dumps([r.to_dict() for r in rows], indent=1, default=_nonfinite))
     elif not rows:
         print(f"no job in {root} matches")
     else:
-        print("\n".join(runs_table(rows, width)))
+        _print(runs_table(rows, width))
     return 0
+
+
+def _print(lines: list[str]) -> None:
+    """The lines, with what the output's encoding cannot write (``…``, a name's characters
+    on a Latin-1 terminal) as ``?``: a listing never fails on a job's name."""
+    text = "\n".join(lines)
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    print(text.encode(encoding, "replace").decode(encoding, "replace"))
 
 
 def _nonfinite(value: Any) -> Any:
