@@ -226,6 +226,15 @@ def test_sort_by_a_column_or_a_hyperparameter(runs: Path) -> None:
         "sweep-lr1.0-live",
         "sweep-damaged",
     ]
+    _, out, _ = run_cli("jobs", "--runs", str(runs), "--sort", "verdict")
+    assert list(rows_of(out)) == [  # the gravest first
+        "sweep-lr1.0-crash",
+        "sweep-lr0.001-a",
+        "sweep-damaged",
+        "sweep-lr1.0-live",
+        "sweep-lr0.1-a",
+        "sweep-lr0.1-b",
+    ]
     code, _, err = run_cli("jobs", "--runs", str(runs), "--sort", "momentum")
     assert code == 2 and "no job has a value for 'momentum'" in err and "batch_size" in err
 

@@ -378,11 +378,22 @@ def _order(value: Any) -> tuple[int, Any]:
     return (1, str(value).lower())
 
 
+#: ``--sort verdict``: the gravest first.
+_VERDICT_RANK = {"failed": 0, "problem": 1, "unreadable": 2, "unknown": 3, "running": 4}
+
+
 def sort_rows(rows: Sequence[RunRow], key: str) -> list[RunRow]:
     """``rows`` by ``key`` (a column or a hyperparameter; ``-key`` descending); the rows
-    without a value last either way."""
+    without a value last either way; ``verdict`` the gravest first (failed, problem,
+    unreadable, unknown, running, healthy)."""
     descending = key.startswith("-")
     name = key.lstrip("-")
+    if name.lower() == "verdict":  # gravest first, then by the cause's text
+        return sorted(
+            rows,
+            key=lambda r: (_VERDICT_RANK.get(r.verdict, 9), r.verdict_text.lower()),
+            reverse=descending,
+        )
     known = [r for r in rows if r.value(name) is not None]
     unknown = [r for r in rows if r.value(name) is None]
     known.sort(key=lambda r: _order(r.value(name)), reverse=descending)
