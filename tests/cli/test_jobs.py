@@ -276,6 +276,7 @@ def test_group_by_a_hyperparameter(runs: Path) -> None:
     _, out, _ = run_cli("jobs", "--runs", str(runs), "--group-by", "lr", "--json")
     groups = {g["value"]: g for g in json.loads(out)}
     assert groups[0.1]["runs"] == 2 and groups[0.1]["losses"] == 2
+    assert groups[0.1]["jobs"] == ["sweep-lr0.1-a", "sweep-lr0.1-b"]
     assert groups[0.1]["loss_mean"] == pytest.approx(0.6)
     assert groups[0.1]["loss_sd"] == pytest.approx(float(np.std([0.5, 0.7], ddof=1)))
     assert groups[1.0]["losses"] == 1  # the NaN loss is left out of the mean

@@ -458,11 +458,13 @@ class Group:
     losses: int  # how many runs had a finite last loss
     loss_mean: float | None
     loss_sd: float | None
+    names: tuple[str, ...] = ()  # the jobs, in the order given
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "value": self.value,
             "runs": self.runs,
+            "jobs": list(self.names),
             "verdicts": self.verdicts,
             "losses": self.losses,
             "loss_mean": self.loss_mean,
@@ -490,7 +492,8 @@ def group_rows(rows: Iterable[RunRow], key: str) -> list[Group]:
         ]
         mean = float(np.mean(losses)) if losses else None
         sd = float(np.std(losses, ddof=1)) if len(losses) > 1 else None
-        out.append(Group(value, len(members), verdicts, len(losses), mean, sd))
+        names = tuple(r.name for r in members)
+        out.append(Group(value, len(members), verdicts, len(losses), mean, sd, names))
     return out
 
 
