@@ -146,12 +146,21 @@ def test_the_command_line_lists_a_hostile_job_with_its_reason_beside_a_good_one(
     bad = make_hostile(runs / "bad", name)
     code, out, err = run_cli("jobs", "--runs", str(runs))  # no untyped error: none raised
     assert code == 0, err
-    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+    lines: dict[str, str] = {}
+    for line in out.splitlines()[1:]:  # a job's row, and under it what could not be read
+        if line.startswith("  ! "):
+            lines[list(lines)[-1]] += "\n" + line
+        else:
+            lines[line.split()[0]] = line
     assert set(lines) == {"good", "bad"}
     good = lines["good"]
-    assert "Completed" in good and "LossNotDecreasing: IssuesFound (problem) at step 2" in good
+    assert good.split()[1:6] == ["problem:", "the", "loss", "does", "not"] and "Completed" in good
+    assert "\n" not in good
+    code, out, err = run_cli("jobs", "--runs", str(runs), "--json")
+    rules = {r["name"]: r["rules"] for r in json.loads(out)}["good"]
+    assert rules[0]["text"] == "IssuesFound (problem) at step 2"
     if HOSTILE[name][0] in ("summary.json", "job.json"):
-        assert "unreadable" in lines["bad"] or "left out" in lines["bad"], lines["bad"]
+        assert f"  ! {HOSTILE[name][0]}" in lines["bad"], lines["bad"]
     # a job's own views: an answer, or one typed line saying why (exit status 2)
     code, out, err = run_cli("summary", str(bad))
     assert code in (0, 2), err

@@ -8,7 +8,7 @@ what it saved.
         --collection all:include_regex=.*,save_steps=1,2,3 --output runs/ \\
         -- python train.py --num_epochs 3
     tensortap serve runs/                      # the live dashboard
-    tensortap jobs [--runs runs/]
+    tensortap jobs [--runs runs/] [--sort COLUMN] [--where lr=0.01] [--group-by lr] [--json]
     tensortap summary JOB
     tensortap stop JOB
     tensortap names TRIAL_OR_JOB [--regex R]
@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable
 
 from tensortap.cli import _convert as convert
+from tensortap.cli import _jobs as jobs_table
 from tensortap.cli import _run as run
 from tensortap.cli import _serve as serve
 from tensortap.cli import _table as table
@@ -38,7 +39,7 @@ from tensortap.exceptions import TensortapError
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": run.run,
     "serve": serve.serve,
-    "jobs": views.jobs,
+    "jobs": jobs_table.jobs,
     "summary": views.summary,
     "stop": views.stop,
     "names": views.names,

@@ -4,22 +4,28 @@
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 from typing import Any
 
+from tensortap.cli import _jobs as jobs_table
 from tensortap.exceptions import InvalidConfigError, TensortapError
 from tensortap.jobs import TrainingJob
 from tensortap.jobs._job import job_summary
-from tensortap.jobs._live import by_gravity, render_summary, status_text
+from tensortap.jobs._live import render_summary
 from tensortap.jobs._record import JobRecord
 
 RUNS_HELP = "where job directories are looked up by name (default runs)"
 
 
 def add_parsers(sub: Any) -> None:
-    jobs = sub.add_parser("jobs", help="list jobs: status, start time, rule outcomes")
+    jobs = sub.add_parser(
+        "jobs",
+        help="the runs table: one row per job (verdict, status, steps, time, loss, best "
+        "validation metric, hyperparameters, command); --sort, --filter, --where, --group-by, "
+        "--json",
+    )
     jobs.add_argument("--runs", "--output", dest="runs", default="runs", help=RUNS_HELP)
+    jobs_table.add_arguments(jobs)
     for name, text in (
         ("summary", "a job's rule summary and where to look next"),
         ("stop", "stop a job's training at its next step"),
@@ -89,66 +95,6 @@ def open_trial(given: str) -> Any:
     if not trial.workers():
         raise InvalidConfigError(f"{given} is neither a trial nor a job directory")
     return trial
-
-
-def _when(seconds: Any) -> str:
-    try:
-        return time.strftime("%Y-%m-%d %H:%M", time.localtime(float(seconds)))
-    except (TypeError, ValueError, OverflowError):
-        return "-"
-
-
-def jobs(ns: argparse.Namespace) -> int:
-    root = Path(ns.runs)
-    records = (
-        [JobRecord(p) for p in root.iterdir() if (p / "job.json").is_file()]
-        if (root.is_dir())
-        else []
-    )
-    if not records:
-        print(f"no jobs in {root}")
-        return 0
-    rows = [_job_row(record) for record in records]
-    rows.sort(key=lambda r: (r[0], r[1]))
-    width = max(len("JOB"), *(len(r[1]) for r in rows))
-    print(f"{'JOB':<{width}}  {'STATUS':<11}  {'STARTED':<16}  RULES (problems first)")
-    for _, name, status, started, outcomes in rows:
-        print(f"{name:<{width}}  {status:<11}  {started:<16}  {'; '.join(outcomes) or '-'}")
-    return 0
-
-
-def _job_row(record: JobRecord) -> tuple[float, str, str, str, list[str]]:
-    """A job's line: its start, name, status, start as text and rule outcomes; a document
-    that cannot be read (or a part of one) is said on the line, and the other jobs listed."""
-    unread: list[str] = []
-    try:
-        started = record.job().get("created")
-    except (TensortapError, OSError) as exc:
-        started = None
-        unread.append(f"job.json unreadable: {exc}")
-    try:
-        found = record.read_summary()
-    except (TensortapError, OSError) as exc:
-        found = None
-        unread.append(f"summary.json unreadable: {exc}")
-    summary: dict[str, Any] = (
-        found.summary if found is not None else {"status": "Starting", "rules": []}
-    )
-    if found is not None:
-        unread += found.problems
-    outcomes = []
-    for rule in by_gravity(summary.get("rules", [])):
-        text = f"{rule.get('RuleConfigurationName')}: {status_text(rule)}"
-        step = rule.get("gravest_step", rule.get("first_fired_step"))
-        if step is not None:
-            text += f" at step {step}"
-        outcomes.append(text)
-    status = "Unreadable" if unread and found is None else str(summary.get("status"))
-    if unread:
-        outcomes.append(
-            f"[{unread[0]}" + (f" (and {len(unread) - 1} more)]" if len(unread) > 1 else "]")
-        )
-    return (float(started or 0), record.name, status, _when(started), outcomes)
 
 
 def summary(ns: argparse.Namespace) -> int:

@@ -298,12 +298,13 @@ class _Views:
         run.meta, run.sessions = None, None
         return meta.overview(run)
 
-    def line(self, name: str) -> tuple[Any, ...]:
-        from tensortap.cli._views import _job_row
+    def line(self, name: str) -> Any:
+        """``tensortap jobs``'s row of the job (a :class:`tensortap.jobs._runs.RunRow`)."""
+        from tensortap.jobs._runs import run_row
 
         run = self.runs[name]
         assert run.job is not None
-        return _job_row(run.job)
+        return run_row(run.job, now=0.0)
 
     def single(self, name: str) -> str:
         """``tensortap summary`` and the report's job table: an answer or a typed error."""
@@ -366,11 +367,11 @@ def _check_summary(raw: bytes, shown: dict[str, Any]) -> str | None:
     return None
 
 
-def _check_job(raw: bytes, shown: dict[str, Any], line: tuple[Any, ...]) -> str | None:
+def _check_job(raw: bytes, shown: dict[str, Any], line: Any) -> str | None:
     """Why a mutated job.json's start is shown wrong or left out unsaid (None: it is not).
     A job.json that cannot be read is listed in the run's problems and on its line (its start
     is then the trial's own, from its first session record)."""
-    said = " ".join(map(str, line[4]))
+    said = " ".join(line.problems)
     if any("job.json" in p for p in shown["problems"]):
         return None if "job.json" in said else "job.json listed by the runs list, not the line"
     if "job.json" in said:
@@ -383,8 +384,8 @@ def _check_job(raw: bytes, shown: dict[str, Any], line: tuple[Any, ...]) -> str 
         return None
     if not _is_time(created):
         return f"created {created!r:.40} left out unsaid"
-    if shown["started"] != created or line[0] != float(created):
-        return f"created {created!r} shown as {shown['started']!r} and {line[0]!r}"
+    if shown["started"] != created or line.started != created:
+        return f"created {created!r} shown as {shown['started']!r} and {line.started!r}"
     return None
 
 
@@ -427,7 +428,7 @@ class JobFuzzSummary:
     slowest: float = 0.0
 
 
-def _views_of(run: str, views: _Views) -> tuple[dict[str, Any], tuple[Any, ...], str]:
+def _views_of(run: str, views: _Views) -> tuple[dict[str, Any], Any, str]:
     return views.overview(run), views.line(run), views.single(run)
 
 
