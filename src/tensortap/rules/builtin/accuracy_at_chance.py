@@ -28,6 +28,8 @@ _LOSS = "vitals/loss"
 _END_VALUES, _MIN_STEPS, _AT_ENTROPY = 10, 50, 0.97
 #: training labels counted at most (the shares of a sample of the training set)
 _MAX_TRAIN = 4096
+#: a pass that learned: a quarter of the way from chance to perfect (balanced accuracy, or R^2)
+_LEARNED = 0.25
 #: the training labels' majority class at least this many times as likely (odds) as in the
 #: pass: the training set is imbalanced against what the model is evaluated on
 _SHIFT_ODDS = 5.0
@@ -56,13 +58,14 @@ class AccuracyAtChance(Rule):
     ``predictions`` collections (predictions as classes or scores per class).
 
     Told apart from training on too long: where an earlier pass was far above chance (twice
-    ``z_threshold``), the labels carry signal the model learned and lost by training on: the
-    cause is ``overtraining``. Told apart from an imbalance: where the training labels saved
-    are distributed unlike the pass's (a class that is most of the training labels and far less
-    of the evaluation's: odds ``_SHIFT_ODDS`` times the pass's or more, over at least
-    ``_MIN_TRAIN`` training labels), the model learned the training set's imbalance, not
-    labels that do not follow from the inputs (shuffled labels keep their classes' shares): the
-    cause is ``class_imbalance``, and the message says why the other was ruled out.
+    ``z_threshold``, and a quarter of the way to perfect: ``_LEARNED``), the labels carry signal
+    the model learned and lost by training on: the cause is ``overtraining``. Told apart from an
+    imbalance: where the training labels saved are distributed unlike the pass's (a class that
+    is most of the training labels and far less of the evaluation's: odds ``_SHIFT_ODDS`` times
+    the pass's or more, over at least ``_MIN_TRAIN`` training labels), the model learned the
+    training set's imbalance, not labels that do not follow from the inputs (shuffled labels
+    keep their classes' shares): the cause is ``class_imbalance``, and the message says why the
+    other was ruled out.
 
     A regression (no labels saved; a regression loss module such as ``MSELoss`` whose
     prediction and target inputs are saved) is judged the same way against always answering
@@ -247,7 +250,7 @@ class AccuracyAtChance(Rule):
         judged = self._regressed() if self._regression else self._classified()
         if judged is None:
             raise self.skip(f"an evaluation pass of fewer than {self.min_samples} samples")
-        at_chance, said, value, threshold, z = judged
+        at_chance, said, value, threshold, z, gain = judged
         self._at_chance = self._at_chance + 1 if at_chance else 0
         self._judged += 1
         trial = self.base_trial
@@ -257,7 +260,8 @@ class AccuracyAtChance(Rule):
         # of them: most often one, after training) ended at chance
         fired = self._at_chance >= self.passes or (final and self._at_chance == self._judged)
         other = self._other_cause() if at_chance else None
-        if z >= 2 * self.z_threshold and self._above is None:  # far above: no fluke
+        # far above chance: beyond sampling noise, and a quarter of the way to perfect
+        if z >= 2 * self.z_threshold and gain >= _LEARNED and self._above is None:
             self._above = (self._judged, said)
         verdict = (
             f"no better than chance in {self._outcome_passes()}"
@@ -293,9 +297,10 @@ class AccuracyAtChance(Rule):
             or trial.tensor_names(step=step, regex=self.labels_regex)
         )
 
-    def _classified(self) -> tuple[bool, str, float, float, float] | None:
+    def _classified(self) -> tuple[bool, str, float, float, float, float] | None:
         """A classifier's pass: (at chance, what was measured, accuracy, chance, its distance
-        above chance in standard errors)."""
+        above chance in standard errors, how far its balanced accuracy went from chance to
+        every class right)."""
         labels, predicted = np.concatenate(self._labels), np.concatenate(self._predictions)
         self._labels, self._predictions = [], []
         n = labels.size
@@ -314,7 +319,9 @@ class AccuracyAtChance(Rule):
             f"without looking ({z_balanced:+.1f})"
         )
         at_chance = z < self.z_threshold and z_balanced < self.z_threshold
-        return at_chance, said, accuracy, chance, max(z, z_balanced)
+        k = max(len(np.unique(labels)), 2)
+        gain = (balanced - 1 / k) / (1 - 1 / k)  # of the way from chance to every class right
+        return at_chance, said, accuracy, chance, max(z, z_balanced), gain
 
     def _count_train_labels(self, step: int) -> None:
         """Add the class labels saved at a TRAIN step (if any) to the training labels' counts,
@@ -385,9 +392,9 @@ class AccuracyAtChance(Rule):
             "filtered or split"
         )
 
-    def _regressed(self) -> tuple[bool, str, float, float, float] | None:
+    def _regressed(self) -> tuple[bool, str, float, float, float, float] | None:
         """A regression's pass: (at chance, what was measured, R^2, 0, its distance below
-        chance's squared error in standard errors). Chance is always
+        chance's squared error in standard errors, R^2 again). Chance is always
         answering the training targets' mean (the pass's own where no training target was
         saved); the pass is at chance when the model's squared error is not ``z_threshold``
         standard errors (of the per-sample differences) below that constant's."""
@@ -408,7 +415,7 @@ class AccuracyAtChance(Rule):
             f"{constant.mean():.4g} for always answering the training targets' mean "
             f"{mean:.4g} (R^2 {r2:.3f}, {z:+.1f} standard errors better)"
         )
-        return z < self.z_threshold, said, r2, 0.0, z
+        return z < self.z_threshold, said, r2, 0.0, z, r2
 
 
 def _balanced(labels: np.ndarray, predicted: np.ndarray) -> tuple[float, float]:
