@@ -519,11 +519,13 @@ const REBUCKET = 2400;  // points held for a line before it is asked for whole a
 
 function chartTitle(c) { return c.statistic === "value" ? c.name : `${c.name} · ${c.statistic}`; }
 
-function chartGrid(id, box, note, more) {
+// ``own``: the box of tensortap's own series (the server says which: chart.own), a closed
+// <details> at the bottom of the page, so they are not drawn until it is opened
+function chartGrid(id, box, note, more, own) {
   const charts = [];  // {name, statistic, modes, div, lines, cursor, shown, zoom, dirty}
   const byKey = new Map();
   let total = 0, match = "", marks = { findings: [], sessions: [], trips: [] }, asked = 0,
-    lastStep = null;
+    lastStep = null, polls = 0;
   const visible = new Set();
   const observer = new IntersectionObserver((entries) => {
     for (const e of entries) {
@@ -547,7 +549,7 @@ function chartGrid(id, box, note, more) {
     const chart = { ...c, div, lines: new Map(), cursor: null, shown: false, zoom: null, dirty: true };
     div.textContent = chartTitle(c);  // until drawn: its name, as text
     charts.push(chart); byKey.set(key(c), chart);
-    box.appendChild(div);
+    (c.own && own ? own.box : box).appendChild(div);
     observer.observe(div);
   };
   const list = async (offset) => {
@@ -560,12 +562,18 @@ function chartGrid(id, box, note, more) {
   const reset = () => {
     for (const c of charts) { observer.unobserve(c.div); if (c.shown) Plotly.purge(c.div); }
     charts.length = 0; byKey.clear(); visible.clear(); box.innerHTML = "";
+    if (own) own.box.innerHTML = "";
   };
   const status = () => {
     const left = total - charts.length;
     more.hidden = left <= 0;
     more.textContent = `${left} more series`;
     note.textContent = total ? `${charts.length} of ${total} series` : "";
+    if (own) {
+      const n = charts.filter((c) => c.own).length;
+      own.details.hidden = !n;
+      own.note.textContent = n ? `(${n}: the facts tensortap saves for its rules, and reductions copied off a value)` : "";
+    }
     if (!total) box.innerHTML = `<p class="muted" id="nocurves">waiting for a loss or a metric...</p>`;
     else document.getElementById("nocurves")?.remove();
   };
@@ -653,7 +661,7 @@ function chartGrid(id, box, note, more) {
     window.tensortapCurves = {  // for whoever looks (the tests do)
       series: charts.flatMap((c) => [...c.lines.values()]), findings: marks.findings,
       sessions: marks.sessions, trips: marks.trips, total, listed: charts.length, asked,
-      last_step: lastStep,
+      last_step: lastStep, polls,
       drawn: charts.filter((c) => c.shown).map((c) => c.name),
       fetched: charts.filter((c) => c.cursor != null).map((c) => c.name),
     };
@@ -662,6 +670,7 @@ function chartGrid(id, box, note, more) {
   return {
     async setMatch(text) { match = text; reset(); await list(0); status(); },
     async tick() {
+      polls += 1;
       if (!charts.length) { await list(0); status(); }
       else if (charts.length < PAGE) { await list(0); status(); }  // new series appear
       await fetchFresh();
@@ -685,14 +694,17 @@ function configRows(value, path = "") {
   return [[path, typeof value === "string" ? value : JSON.stringify(value)]];
 }
 
+// A run's page in the order a person reads it: the diagnosis (verdict, "try:", the evidence),
+// the losses and metrics, layer health, the rules, the rest; tensortap's own series last,
+// closed.
 function runPage() {
   const id = runId();
-  main().innerHTML = `<p id="summary"></p><p id="err" class="problem"></p>
+  main().innerHTML = `<p id="summary"></p><p id="err" class="problem"></p><div id="diagnosis"></div>
     <h2>Losses and metrics</h2><p><input id="curves-match" placeholder="only names holding..." size="28">
     <span class="muted" id="curves-note"></span></p><div class="plots" id="curves"></div>
     <p><button id="curves-more" hidden></button></p>
-    <h2>Rules</h2><div id="diagnosis"></div><table id="rules"></table>
     <h2>Layer health</h2><div class="plots" id="health"></div>
+    <h2>Rules</h2><table id="rules"></table>
     <h2>Activations (TensorPlot)</h2><p><select id="tp-step"></select> <span class="muted" id="tp-note"></span></p><div id="tensorplot"></div>
     <h2>Embeddings</h2><p><input id="em-tensor" list="em-names" placeholder="tensor to embed" size="34">
     <input id="em-labels" list="em-names" placeholder="its labels" size="28"> <select id="em-mode"></select>
@@ -700,11 +712,14 @@ function runPage() {
     <datalist id="em-names"></datalist><div id="embeddings"></div>
     <h2>Rule timeline</h2><table class="timeline" id="timeline"></table>
     <h2>Configuration</h2><table id="config"></table>
-    <h2>Training log</h2><pre id="log"></pre>`;
+    <h2>Training log</h2><pre id="log"></pre>
+    <details id="own-series" hidden><summary>tensortap's own series <span class="muted" id="own-note"></span></summary>
+    <div class="plots" id="own-curves"></div></details>`;
   document.getElementById("links").innerHTML = `<a href="/report/${esc(id)}" target="_blank">static report</a>`;
   const err = document.getElementById("err");
   const grid = chartGrid(id, document.getElementById("curves"), document.getElementById("curves-note"),
-    document.getElementById("curves-more"));
+    document.getElementById("curves-more"), { details: document.getElementById("own-series"),
+      box: document.getElementById("own-curves"), note: document.getElementById("own-note") });
   const matchBox = document.getElementById("curves-match");
   matchBox.onchange = () => grid.setMatch(matchBox.value).catch((e) => { err.textContent = e.message; });
   every(1000, () => grid.tick(), err);
