@@ -24,15 +24,33 @@ pytest.importorskip("sklearn")
 SCRIPT = Path(__file__).parents[1] / "jobs" / "outcome_torch_script.py"
 WIDTHS = (1280, 1400, 1920)
 
-#: The boxes of the charts drawn (plotly's and the plain-SVG first paint), by id and name.
+#: The box of every chart drawn (a plotly figure, a chart's plain-SVG first paint, the
+#: report's inline SVG), as drawn: the element's box grown by the SVGs it draws (plotly draws
+#: past its container when it was sized before the container was).
 BOXES = """
-return [...document.querySelectorAll('.plot, .js-plotly-plot')]
-  .filter((d) => d.offsetParent !== null)
-  .map((d) => { const r = d.getBoundingClientRect();
-    return {id: d.id, name: d.dataset.name || d.id, x0: r.left, y0: r.top + scrollY,
-            x1: r.right, y1: r.bottom + scrollY, svgs: [...d.querySelectorAll('svg.main-svg')]
-              .map((s) => { const q = s.getBoundingClientRect(); return [q.left, q.right]; })}; });
+const drawn = [...document.querySelectorAll(arguments[0])].filter((d) => d.offsetParent !== null
+  && (d.tagName.toLowerCase() === 'svg' || d.querySelector('svg')));
+return drawn.map((d) => {
+  const boxes = [d, ...d.querySelectorAll('svg')].map((e) => e.getBoundingClientRect())
+    .filter((r) => r.width > 0 && r.height > 0);
+  return {name: d.id || d.dataset.name || d.getAttribute('aria-label'),
+    x0: Math.min(...boxes.map((r) => r.left)), x1: Math.max(...boxes.map((r) => r.right)),
+    y0: Math.min(...boxes.map((r) => r.top + scrollY)),
+    y1: Math.max(...boxes.map((r) => r.bottom + scrollY))};
+});
 """
+
+
+def overlapping(boxes: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The pairs of boxes that share some area (touching edges do not count)."""
+    found = []
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            dx = min(a["x1"], b["x1"]) - max(a["x0"], b["x0"])
+            dy = min(a["y1"], b["y1"]) - max(a["y0"], b["y0"])
+            if dx > 0.5 and dy > 0.5:
+                found.append((a["name"], b["name"]))
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -137,4 +155,40 @@ def test_the_verdict_comes_before_the_charts_and_tensortaps_own_series_are_folde
     )
     opened = browser.until(drawn, lambda v: own_names & set(v), timeout=60)
     assert own_names & set(opened)  # drawn once opened
+    assert browser.errors() == []
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_no_two_charts_overlap_on_the_run_page_or_the_report(
+    job_runs, serve, browser, viewport, width
+) -> None:
+    viewport(width)
+    dashboard = serve(job_runs)
+    url = run_url(dashboard)
+    browser.visit(url)
+    both = (
+        "const g = document.getElementById('health-gradients'),"
+        " z = document.getElementById('health-zeros');"
+        "return !!(g && z && g.querySelector('.main-svg') && z.querySelector('.main-svg'));"
+    )
+    browser.until(both, timeout=60)  # layer health's two charts, drawn
+    browser.until("const c = window.tensortapCurves; return c ? c.drawn.length : 0;", bool)
+    assert browser.driver.execute_script("return innerWidth;") == width
+    boxes = browser.driver.execute_script(BOXES, "#main .plot, #main .js-plotly-plot")
+    names = {b["name"] for b in boxes}
+    assert {"health-gradients", "health-zeros"} <= names, names
+    assert overlapping(boxes) == []
+    health = [b for b in boxes if b["name"].startswith("health-")]
+    main = browser.driver.execute_script(
+        "const r = document.getElementById('main').getBoundingClientRect();"
+        "return [r.left, r.right];"
+    )
+    assert all(main[0] - 0.5 <= b["x0"] and b["x1"] <= main[1] + 0.5 for b in health), (
+        health,
+        main,
+    )  # inside the page's column, not past it
+    browser.visit(url.replace("/run/", "/report/"))
+    browser.until("return document.querySelectorAll('.charts svg').length;", bool)
+    boxes = browser.driver.execute_script(BOXES, ".charts > svg, .js-plotly-plot")
+    assert len(boxes) >= 3 and overlapping(boxes) == []
     assert browser.errors() == []

@@ -72,12 +72,17 @@ function verdictSpan(d) {
   return `<span class="${cls}">${esc(d.headline)}</span>`;
 }
 
+// The first cause in full (what to try, its evidence); the other problems folded under it, so
+// that the charts still start near the top of a run's page
 function diagnosisHtml(d) {
   if (!d) return "";
-  const chains = d.problems.map((p, i) => `${i ? `<p>also: ${verdictSpan({verdict: "problem", headline: p.headline})}</p>` : ""}
+  const chain = (p, i) => `${i ? `<p>also: ${verdictSpan({verdict: "problem", headline: p.headline})}</p>` : ""}
     <p class="muted">try: ${esc(p.fix)}</p><ul>${[...p.evidence, ...p.consequences].map((e) =>
-      `<li>step ${esc(e.step)}, ${esc(e.rule)}: ${esc(e.message)}</li>`).join("")}</ul>`).join("");
-  return `<p>diagnosis: ${verdictSpan(d)}</p>${chains}`;
+      `<li>step ${esc(e.step)}, ${esc(e.rule)}: ${esc(e.message)}</li>`).join("")}</ul>`;
+  const [first, ...others] = d.problems;
+  const more = others.length ? `<details><summary>${esc(others.length)} more ` +
+    `problem${others.length > 1 ? "s" : ""}</summary>${others.map((p) => chain(p, 1)).join("")}</details>` : "";
+  return `<p>diagnosis: ${verdictSpan(d)}</p>${first ? chain(first, 0) : ""}${more}`;
 }
 
 // ---------------------------------------------------------------- runs
@@ -437,12 +442,20 @@ function curveFigure(title, series, findings, names, sessions, trips) {
   return { traces, layout };
 }
 
+// plotly sizes a figure to its box when it draws it (and again on a window's resize only): a
+// box that changes later (a neighbour placed beside it in the grid) has its figure resized, so
+// that no figure is drawn past its box, over the next one
+const resized = typeof ResizeObserver === "undefined" ? null : new ResizeObserver((entries) => {
+  entries.forEach((e) => { if (window.Plotly && e.target._fullLayout) Plotly.Plots.resize(e.target); });
+});
+
 function ensurePlot(container, id) {
   let div = document.getElementById(id);
   if (!div) {
     div = document.createElement("div");
     div.id = id; div.className = "plot";
     container.appendChild(div);
+    if (resized) resized.observe(div);
   }
   return div;
 }
@@ -699,7 +712,7 @@ function configRows(value, path = "") {
 // closed.
 function runPage() {
   const id = runId();
-  main().innerHTML = `<p id="summary"></p><p id="err" class="problem"></p><div id="diagnosis"></div>
+  main().innerHTML = `<div id="summary"></div><p id="err" class="problem"></p><div id="diagnosis"></div>
     <h2>Losses and metrics</h2><p><input id="curves-match" placeholder="only names holding..." size="28">
     <span class="muted" id="curves-note"></span></p><div class="plots" id="curves"></div>
     <p><button id="curves-more" hidden></button></p>
@@ -729,7 +742,8 @@ function runPage() {
     document.title = `tensortap: ${d.name}`;
     document.getElementById("summary").innerHTML = `${statusSpan(d.status)} · ${esc(d.kind)} · started ${esc(when(d.started))}` +
       ` · last step ${esc(d.last_step ?? "-")} · <span class="muted">${esc(d.location)}</span>` +
-      (d.problems.length ? `<br><span class="warning">damaged parts: ${esc(d.problems.join("; "))}</span>` : "");
+      (d.problems.length ? `<details><summary class="warning">${esc(d.problems.length)} damaged ` +
+        `part${d.problems.length > 1 ? "s" : ""}</summary>${esc(d.problems.join("; "))}</details>` : "");
     document.getElementById("diagnosis").innerHTML = diagnosisHtml(d.diagnosis);
     document.getElementById("rules").innerHTML = d.all_rules.length
       ? "<tr><th>rule</th><th>status</th><th>gravest at</th><th>steps judged</th><th>why</th></tr>" + d.all_rules.map((r) =>
@@ -754,9 +768,11 @@ function runPage() {
     const box = document.getElementById("health");
     const figs = healthFigure(h);
     if (!figs.length) box.innerHTML = `<p class="muted">no gradients or ReLU activations saved</p>`;
-    for (const [div, traces, layout] of figs) {
-      Plotly.react(ensurePlot(box, div), traces, layout, { displaylogo: false, responsive: true });
-    }
+    // every box placed before any is drawn: each figure is sized to its own column
+    const divs = figs.map(([div]) => ensurePlot(box, div));
+    figs.forEach(([, traces, layout], k) => {
+      Plotly.react(divs[k], traces, layout, { displaylogo: false, responsive: true });
+    });
   }, err);
   const select = document.getElementById("tp-step");
   const drawPlot = async (step) => {
