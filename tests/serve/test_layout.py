@@ -1,7 +1,8 @@
 """How a run's page is laid out, read from a real headless Chromium over a real server showing a
 real job (an unmodified PyTorch script under ``tensortap run``): the verdict above the first
 chart, tensortap's own series folded away and not drawn until opened, no two charts
-overlapping at the widths people use."""
+overlapping at the widths people use, the same colours for a mode and a severity on the run
+page and in the report."""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def overlapping(boxes: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def job_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A runs directory holding one finished job of a digits MLP (60 steps, evaluated every 40)."""
+    """A runs directory holding one finished job of a digits MLP trained on shuffled labels
+    (200 steps, evaluated every 40): a problem (accuracy at chance), warnings and advice."""
     where = tmp_path_factory.mktemp("layout")
     done = subprocess.run(
         [
@@ -69,7 +71,8 @@ def job_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "python",
             str(SCRIPT),
             "--steps",
-            "60",
+            "200",
+            "--shuffle",
         ],
         cwd=where,
         capture_output=True,
@@ -191,4 +194,70 @@ def test_no_two_charts_overlap_on_the_run_page_or_the_report(
     browser.until("return document.querySelectorAll('.charts svg').length;", bool)
     boxes = browser.driver.execute_script(BOXES, ".charts > svg, .js-plotly-plot")
     assert len(boxes) >= 3 and overlapping(boxes) == []
+    assert browser.errors() == []
+
+
+#: {label text: its computed colour}: the legends' lines (plotly's) or squares (the report's).
+LEGEND_COLOURS = """
+const out = {};
+document.querySelectorAll('.legend .traces').forEach((t) => {
+  const line = t.querySelector('.legendlines path, .legendpoints path');
+  if (line) out[t.querySelector('.legendtext').textContent] = getComputedStyle(line).stroke;
+});
+document.querySelectorAll('.charts svg text').forEach((t) => {
+  const square = t.previousElementSibling;
+  if (square && square.tagName === 'rect' && square.getAttribute('width') === '10') {
+    out[t.firstChild.textContent] = getComputedStyle(square).fill;
+  }
+});
+return out;
+"""
+#: {"IssuesFound (advice)": [colour, weight], ...}: the rules table's status labels.
+LABEL_COLOURS = """
+const out = {};
+document.querySelectorAll(arguments[0]).forEach((e) => {
+  const s = getComputedStyle(e);
+  out[e.textContent.trim()] = [s.color, s.fontWeight];
+});
+return out;
+"""
+
+
+def by_mode(colours: dict[str, str]) -> dict[str, set[str]]:
+    """{mode: the colours of the lines labelled ``name (MODE)``}."""
+    found: dict[str, set[str]] = {}
+    for label, colour in colours.items():
+        for mode in ("TRAIN", "EVAL"):
+            if label.endswith(f" ({mode})"):
+                found.setdefault(mode, set()).add(colour)
+    return found
+
+
+def test_a_mode_and_a_severity_have_the_same_colours_on_the_run_page_and_in_the_report(
+    job_runs, serve, browser
+) -> None:
+    dashboard = serve(job_runs)
+    url = run_url(dashboard)
+    browser.visit(url)
+    loss = (
+        "const d = document.querySelector('#curves .plot[data-name=\"vitals/loss\"]');"
+        "return !!(d && d.querySelector('.legend .traces'));"
+    )
+    browser.until(loss, timeout=60)
+    page = by_mode(browser.driver.execute_script(LEGEND_COLOURS))
+    rows = "return document.querySelectorAll('#rules tr').length;"
+    browser.until(rows, lambda n: n > 1)
+    page_labels = browser.driver.execute_script(LABEL_COLOURS, "#rules td span")
+    browser.visit(url.replace("/run/", "/report/"))
+    browser.until("return document.querySelectorAll('.charts svg').length;", bool)
+    report = by_mode(browser.driver.execute_script(LEGEND_COLOURS))
+    report_labels = browser.driver.execute_script(LABEL_COLOURS, "td.IssuesFound, td.NoData")
+    assert set(page) == {"TRAIN", "EVAL"} and len(page["TRAIN"]) == len(page["EVAL"]) == 1
+    assert page["TRAIN"] != page["EVAL"]
+    assert report == page, (report, page)  # one colour per mode, the same on both
+    graded = {k for k in page_labels if k.startswith("IssuesFound (")}
+    assert {"IssuesFound (problem)", "IssuesFound (warning)", "IssuesFound (advice)"} <= graded
+    for label in (*graded, "NoData"):
+        assert report_labels[label] == page_labels[label], label
+    assert page_labels["IssuesFound (advice)"] != page_labels["IssuesFound (problem)"]
     assert browser.errors() == []

@@ -2,10 +2,21 @@
 // with plotly.js. Every chart follows the run live by polling; nothing here writes anywhere.
 "use strict";
 
-const BAD = "#d00000";
-const SEVERITY = { problem: "#b00000", warning: "#c77700", advice: "#777777" };
-const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
-  "#7f7f7f", "#bcbd22", "#17becf"];
+// the colours of every page, the static report's too (/static/colours.js, made from
+// tensortap.report._colours)
+const COLOURS = window.TENSORTAP_COLOURS;
+const BAD = COLOURS.bad;
+const SEVERITY = COLOURS.severity;
+const PALETTE = COLOURS.palette;
+// a chart's line colours: by mode where each line's mode is drawn once (TRAIN and EVAL look the
+// same on every page), else the palette in order (as report._colours.line_colours)
+function lineColours(modes) {
+  const known = modes.filter((m) => m != null && m in COLOURS.mode);
+  if (known.length === modes.length && new Set(known).size === known.length) {
+    return known.map((m) => COLOURS.mode[m]);
+  }
+  return modes.map((_, i) => PALETTE[i % PALETTE.length]);
+}
 const GAP_TEXT = { nan: "NaN", inf: "+Inf", "-inf": "-Inf", nonfinite: "NaN/Inf" };
 
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g,
@@ -319,6 +330,7 @@ function quickChart(div, title, lines) {
   text(W - P, H - P + 16, `${x1} (global step)`, "end");
   text(P - 4, P, String(+y1.toPrecision(3)), "end");
   text(P - 4, H - P, String(+y0.toPrecision(3)), "end");
+  const colours = lineColours(lines.map((l) => l.mode));
   lines.forEach((l, i) => {
     let points = [];
     const flush = () => {
@@ -326,7 +338,7 @@ function quickChart(div, title, lines) {
         const line = document.createElementNS(NS, "polyline");
         line.setAttribute("points", points.join(" "));
         line.setAttribute("fill", "none");
-        line.setAttribute("stroke", PALETTE[i % PALETTE.length]);
+        line.setAttribute("stroke", colours[i]);
         svg.appendChild(line);
       }
       points = [];
@@ -356,8 +368,10 @@ function curveFigure(title, series, findings, names, sessions, trips) {
     [...drawn.flatMap((d) => d.dropped.map((p) => p.y)),
       ...drawn.map((d) => d.line.y.filter((_, k) => undone(d).has(d.line.global[k])))]);
   const marks = [];
+  const colours = names ? drawn.map((_, i) => PALETTE[i % PALETTE.length])  // runs compared
+    : lineColours(drawn.map((d) => d.line.mode));
   drawn.forEach(({ line: s, dropped, bad }, i) => {
-    const color = PALETTE[i % PALETTE.length];
+    const color = colours[i];
     finite += s.y.length;
     lastX = Math.max(lastX, ...s.x.slice(-1), ...s.gaps.map((g) => g[1]));
     // a line never bridges a NaN: break it at each gap
