@@ -40,7 +40,7 @@ def test_parameters_parse_like_the_issue_spells_them() -> None:
     assert rule.name == "LossNotDecreasing" and rule.parameters["num_steps"] == "20"
     assert builtin_rule("VanishingGradient").class_name == "VanishingGradient"
     with pytest.raises(
-        InvalidConfigError, match="built-in rules: .*all_zero, .*vanishing_gradient"
+        InvalidConfigError, match="built-in rules are .*all_zero, .*vanishing_gradient"
     ):
         builtin_rule("vanishing_gradients")
     custom = custom_rule(f"{HERE / 'rules_for_jobs.py'}:FiresFrom:step=3")
