@@ -102,7 +102,8 @@ def summary_rows(summaries: Sequence[RuleSummary]) -> list[Row]:
                     summary.rule,
                     status,
                     "" if gravest is None else str(gravest.step),
-                    str(summary.judged) if summary.judged else "none",  # never the walked
+                    # never the walked, nor a count beside "nothing was judged"
+                    str(summary.judged) if summary.judged and status != "NoData" else "none",
                     f"{fired} / {summary.skipped}",
                     why,
                 ),
