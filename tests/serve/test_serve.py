@@ -453,6 +453,10 @@ def test_a_regex_from_the_url_is_matched_by_re2_or_refused(tmp_path, serve) -> N
     assert body["note"] == "no tensor matches '(a+)+$'"
     status, body = get(api + quote(r"(relu)_output_\d$"))  # matched by RE2, drawn
     assert status == 200 and [t["name"] for t in body["figure"]["data"]] == ["relu_output_0"]
+    assert len(body["labels"]) == len(body["steps"]) == 2  # each step says its mode
+    assert all(
+        label.startswith(f"global step {s} (") for s, label in zip(body["steps"], body["labels"])
+    )
     status, body = get(api + quote(r"(a)\1"))  # a backreference: RE2 cannot, refused
     assert status == 400 and "RE2" in body["error"] and "backreferences" in body["error"]
     status, body = get(api + quote("a" * 5000))

@@ -190,8 +190,10 @@ def create_app(
                 if len(names) > MOST_LAYERS
                 else None
             )
+            labels = [plot.step_label(s) for s in steps]  # which mode's step each one is
             return Response(
-                f'{{"steps": {json.dumps(steps)}, "figure": {figure}, "note": {json.dumps(note)}}}',
+                f'{{"steps": {json.dumps(steps)}, "labels": {json.dumps(labels)}, '
+                f'"figure": {figure}, "note": {json.dumps(note)}}}',
                 media_type="application/json",
             )
 

@@ -795,7 +795,8 @@ function runPage() {
       await plotlyReady();
       if (!t.figure) { document.getElementById("tp-note").textContent = t.note; return; }
       if (select.options.length !== t.steps.length) {
-        select.innerHTML = t.steps.map((s) => `<option value="${esc(s)}">step ${esc(s)}</option>`).join("");
+        select.innerHTML = t.steps.map((s, k) =>
+          `<option value="${esc(s)}">${esc(t.labels ? t.labels[k] : `step ${s}`)}</option>`).join("");
       }
       if (step != null) select.value = String(step);
       Plotly.react("tensorplot", t.figure.data, t.figure.layout, { displaylogo: false });
