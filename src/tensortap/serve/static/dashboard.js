@@ -624,7 +624,11 @@ function chartGrid(id, box, note, more, own) {
       q.set("limit", String(PAGE));
       asked += 1;
       const body = await api(`/api/run/${id}/curves?${q}`);
-      marks = { findings: body.findings, sessions: body.sessions, trips: body.trips };
+      const next = { findings: body.findings, sessions: body.sessions, trips: body.trips };
+      // a finding (or a session, a trip) that comes after a chart's last new point is drawn
+      // on every chart too: each is redrawn when the marks change
+      if (JSON.stringify(next) !== JSON.stringify(marks)) charts.forEach((c) => { c.dirty = true; });
+      marks = next;
       lastStep = body.last_step;
       const whole = !extra.after;
       if (whole) part.forEach((c) => c.lines.clear());
