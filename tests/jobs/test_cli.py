@@ -41,7 +41,7 @@ def test_parameters_parse_like_the_issue_spells_them() -> None:
     assert rule.name == "LossNotDecreasing" and rule.parameters["num_steps"] == "20"
     assert builtin_rule("VanishingGradient").class_name == "VanishingGradient"
     with pytest.raises(
-        InvalidConfigError, match="built-in rules: .*all_zero, .*vanishing_gradient"
+        InvalidConfigError, match="built-in rules are .*all_zero, .*vanishing_gradient"
     ):
         builtin_rule("vanishing_gradients")
     custom = custom_rule(f"{HERE / 'rules_for_jobs.py'}:FiresFrom:step=3")
@@ -251,3 +251,19 @@ def test_names_lists_tensors_and_unknown_names_get_the_closest(tmp_path: Path, c
         tt.create_trial(tmp_path / "t").tensor("gradient/layer1.weigth")
     assert "did you mean 'gradient/layer1.weight'" in str(caught.value)
     assert "more" not in str(caught.value)
+
+
+def test_version_is_printed_and_matches_the_package() -> None:
+    import tensortap
+
+    done = subprocess.run(
+        [sys.executable, "-m", "tensortap.cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"tensortap {tensortap.__version__}\n"
+    pyproject = Path(__file__).parents[2] / "pyproject.toml"
+    assert f'\nversion = "{tensortap.__version__}"\n' in pyproject.read_text()

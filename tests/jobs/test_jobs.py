@@ -117,7 +117,7 @@ def test_buggy_job_fires_the_right_rule_at_a_plausible_step(tmp_path: Path) -> N
         page = report.read_text()
         assert f"Training report: {job.record.name}" in page and ">Job and rules</h2>" in page
         assert (
-            "<td class='text'>VanishingGradient</td><td class='text IssuesFound'>IssuesFound (problem)</td>"
+            "<td class='text'>VanishingGradient</td><td class='text IssuesFound problem'>IssuesFound (problem)</td>"
             "<td><a href='#curves'>0</a></td>" in page
         )
 

@@ -413,3 +413,16 @@ def test_judge_steps_bounds_the_rules_a_report_runs(tmp_path: Path) -> None:
     assert "Rules were not run" not in within and "Diagnosis:" in within
     with pytest.raises(InvalidConfigError, match="judge_steps is the most saved steps"):
         training_report(trial, judge_steps=-1)
+
+
+def test_a_rule_that_judged_nothing_is_counted_none_in_the_report() -> None:
+    """A NoData rule's "steps judged" is "none" beside its "nothing was judged", whatever
+    count its summary carries."""
+    from tensortap.report._page import summary_rows
+    from tensortap.rules._invoker import RuleStatus
+
+    walked = RuleSummary("Walked", RuleStatus.NO_DATA, evaluated=3, judged=3)
+    walked.details = "nothing was judged: no matching activation saved"
+    judged = RuleSummary("Judged", RuleStatus.NO_ISSUES_FOUND, evaluated=3, judged=3)
+    rows = {row[0]: row for row in summary_rows([walked, judged])}
+    assert rows["Walked"][3] == "none" and rows["Judged"][3] == "3"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -336,3 +337,16 @@ def test_a_rule_that_only_collected_a_baseline_ends_no_data_saying_why(tmp_path:
     assert "collecting a baseline: judged from the third step" in short.details
     long = invoke_rule(Baseline(grad_trial(tmp_path / "long", [1.0, 1.0, 1.0])))
     assert long.status is RuleStatus.NO_ISSUES_FOUND and long.judged == 1
+
+
+def test_a_rule_that_judged_nothing_prints_no_count_of_steps_beside_it(tmp_path: Path) -> None:
+    """``print(summary)`` of a rule that walked every step and judged none said "(2 steps
+    evaluated, 0 judged data, ...); nothing was judged"."""
+    trial = grad_trial(tmp_path, [0.1, 0.2])  # gradients only: no activation to judge
+    summary = invoke_rule(SaturatedActivation(trial))
+    assert summary.status is RuleStatus.NO_DATA and summary.judged == 0
+    text = str(summary)
+    assert "nothing was judged" in text and "(no step judged; " in text
+    assert "steps evaluated" not in text
+    fired = invoke_rule(VanishingGradient(grad_trial(tmp_path / "small", [1e-9, 1e-9])))
+    assert re.search(r"\(\d+ steps evaluated, \d+ judged data, \d+ triggered", str(fired))

@@ -51,7 +51,7 @@ def test_a_rule_defined_in_a_test_module_is_listed_and_configurable(loss_above: 
     assert (spec.class_name, spec.module) == ("LossAbove", loss_above.__module__)
     assert Rule.from_dict(spec.to_dict()) == spec
     assert builtin_rule("loss_above:threshold=3").parameters == {"threshold": "3.0"}
-    with pytest.raises(InvalidConfigError, match="built-in rules: .*loss_above"):
+    with pytest.raises(InvalidConfigError, match="built-in rules are .*loss_above"):
         builtin_rule("loss_abov")
     unregister_rule("LossAbove")
     assert "LossAbove" not in BUILTIN_RULES
@@ -119,3 +119,28 @@ def test_checks_run_by_the_class_and_at_construction_alike() -> None:
     with pytest.raises(InvalidConfigError, match="rule Shifted: parameter 'threshold'"):
         Shifted(trial, shift=0)
     assert Shifted(trial, shift=3).threshold == 1.0
+
+
+@pytest.mark.parametrize(
+    ("make", "typed", "meant"),
+    [
+        (builtin_rule, "vanishing_gradiant", "vanishing_gradient"),  # the command line
+        (builtin_rule, "VanishingGradient2", "vanishing_gradient"),  # a class name there
+        (rule_configs.config_for, "VanishingGradiant", "VanishingGradient"),
+        (lambda name: rules.create_rule(name, "unread"), "DeadRelus", "DeadRelu"),
+        (lambda name: RuleSpec(name, name)._registered(), "Overfitt", "Overfit"),  # a job's
+    ],
+)
+def test_a_mistyped_rule_name_gets_the_closest_one_then_the_list(make, typed, meant) -> None:
+    with pytest.raises(InvalidConfigError) as caught:
+        make(typed)
+    said = str(caught.value)
+    assert f"no built-in rule {typed!r}; did you mean {meant!r}? built-in rules are " in said
+    assert "all_zero" in said or "AllZero" in said  # the list is kept after it
+
+
+def test_a_name_like_no_rule_gets_no_guess() -> None:
+    with pytest.raises(InvalidConfigError) as caught:
+        builtin_rule("zebra")
+    assert "did you mean" not in str(caught.value)
+    assert "built-in rules are accuracy_at_chance, " in str(caught.value)

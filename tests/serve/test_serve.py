@@ -382,10 +382,13 @@ def test_every_answer_carries_the_security_headers(tmp_path, serve) -> None:
     token = serve(tmp_path / "t", token="s3cret")
     status, headers, _ = raw_get(token.url.split("?")[0], "/api/runs")
     assert status == 401 and headers["x-content-type-options"] == "nosniff"
-    # the pages hold no inline script: each <script> has a src (plotly.js is loaded by
-    # dashboard.js, beside the page's first requests)
+    # the pages hold no inline script: each <script> has a src, the colours' table and
+    # dashboard.js (plotly.js is loaded by dashboard.js, beside the page's first requests)
     _, _, shell = raw_get(dashboard.url, "/")
-    assert b"<script>" not in shell and shell.count(b"<script src=") == 1
+    assert b"<script>" not in shell
+    assert shell.count(b"<script") == shell.count(b'<script src="/static/') == 2
+    status, headers, _ = raw_get(dashboard.url, "/static/colours.js")
+    assert status == 200 and headers["x-content-type-options"] == "nosniff"
 
 
 def test_no_payload_in_a_trial_or_a_job_runs_on_any_page(tmp_path, serve, browser) -> None:
@@ -453,6 +456,10 @@ def test_a_regex_from_the_url_is_matched_by_re2_or_refused(tmp_path, serve) -> N
     assert body["note"] == "no tensor matches '(a+)+$'"
     status, body = get(api + quote(r"(relu)_output_\d$"))  # matched by RE2, drawn
     assert status == 200 and [t["name"] for t in body["figure"]["data"]] == ["relu_output_0"]
+    assert len(body["labels"]) == len(body["steps"]) == 2  # each step says its mode
+    assert all(
+        label.startswith(f"global step {s} (") for s, label in zip(body["steps"], body["labels"])
+    )
     status, body = get(api + quote(r"(a)\1"))  # a backreference: RE2 cannot, refused
     assert status == 400 and "RE2" in body["error"] and "backreferences" in body["error"]
     status, body = get(api + quote("a" * 5000))

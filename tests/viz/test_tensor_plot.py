@@ -83,7 +83,7 @@ def test_layers_frames_and_values_are_the_trials(trial: tt.Trial) -> None:
         assert len(trace(plot, "input: model_input_0", frame).x) == 64  # the 8 x 8 input image
         assert (
             plot.fig.frames[frame].layout.title.text
-            == f"Relu outputs: step {step}, predicted class 1"
+            == f"Relu outputs: global step {step} (TRAIN step {step}), predicted class 1"
         )
     layers_x = [float(np.mean(t.x)) for t in plot.fig.frames[0].data]
     assert layers_x == sorted(layers_x)  # input, then the layers left to right
@@ -166,3 +166,34 @@ def test_cli_writes_the_page(trial: tt.Trial, tmp_path: Path, capsys) -> None:
     assert main([*args, "--batch-sample-id", "first"]) == 2
     assert "--batch-sample-id a number, -1 or all (got 'first')" in capsys.readouterr().err
     assert main([*args, "--batch-sample-id", "99"]) == 2  # out of range: said, not a traceback
+
+
+def test_the_default_steps_say_their_mode_and_a_mode_takes_its_own_steps(tmp_path) -> None:
+    """TRAIN and EVAL steps interleaved: without a mode, the frames are global steps and each
+    says which mode's step it is (its slider label and title); with one, that mode's steps."""
+    hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=1), include_regex=".*")
+    for step in range(3):
+        hook.set_mode(tt.modes.TRAIN)
+        hook.save_tensor("a_relu_output_0", np.full((2, 3), step, np.float32), "all")
+        hook.next_step()
+        hook.set_mode(tt.modes.EVAL)
+        hook.save_tensor("a_relu_output_0", np.full((2, 3), 10 + step, np.float32), "all")
+        hook.next_step()
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    both = TensorPlot(r"relu_output", trial, steps=4, batch_sample_id=0)
+    labels = [s.label for s in both.fig.layout.sliders[0].steps]
+    assert labels == [
+        "global step 0 (TRAIN step 0)",
+        "global step 1 (EVAL step 0)",
+        "global step 2 (TRAIN step 1)",
+        "global step 3 (EVAL step 1)",
+    ]
+    assert both.fig.frames[1].layout.title.text.endswith("global step 1 (EVAL step 0)")
+    evaluated = TensorPlot(r"relu_output", trial, steps=3, batch_sample_id=0, mode=tt.modes.EVAL)
+    assert evaluated.steps == [0, 1, 2]
+    assert [s.label for s in evaluated.fig.layout.sliders[0].steps] == [
+        "EVAL step 0",
+        "EVAL step 1",
+        "EVAL step 2",
+    ]

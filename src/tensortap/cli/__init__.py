@@ -17,6 +17,7 @@ what it saved.
     tensortap tensorplot TRIAL_OR_JOB --regex '.*relu_output' -o tensorplot.html
     tensortap export TRIAL... --parquet stats/  # saved statistics as Parquet, appended to
     tensortap query "SELECT ... FROM stats" --data stats/
+    tensortap --version
 
 Every command spells where it writes ``-o/--output``.
 """
@@ -27,6 +28,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from tensortap import __version__
 from tensortap.cli import _convert as convert
 from tensortap.cli import _jobs as jobs_table
 from tensortap.cli import _run as run
@@ -56,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tensortap", description="Debug machine-learning training while it runs."
     )
+    parser.add_argument("--version", action="version", version=f"tensortap {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     run.add_parser(sub)
     serve.add_parser(sub)

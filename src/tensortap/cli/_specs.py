@@ -5,7 +5,7 @@ from __future__ import annotations
 from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs import CollectionConfig, Rule
 from tensortap.rules import rule_configs
-from tensortap.rules._registry import REGISTRY, by_config_name, config_name
+from tensortap.rules._registry import REGISTRY, by_config_name, config_name, unknown_rule
 
 
 def parse_params(text: str, what: str) -> dict[str, str]:
@@ -33,8 +33,8 @@ def builtin_rule(text: str) -> Rule:
     name, _, params = text.partition(":")
     cls = by_config_name(name) or REGISTRY.get(name)
     if cls is None:
-        names = ", ".join(sorted(config_name(c) for c in REGISTRY.values()))
-        raise InvalidConfigError(f"--rule: no built-in rule {name!r}; built-in rules: {names}")
+        names = [config_name(c) for c in REGISTRY.values()]
+        raise InvalidConfigError(f"--rule: {unknown_rule(name, names)}")
     config = rule_configs.config_for(cls.__name__)
     return Rule.builtin(config, rule_parameters=parse_params(params, f"--rule {name}"))
 

@@ -134,13 +134,18 @@ class HostedRule:
             self.summary.finish(reason)
             self.status_text = STOPPED if stopped else self.summary.status.value
             self.details = self.summary.details
-        self.logger.info(
-            "ended: %s (%d steps evaluated, %d triggered, %d skipped)",
-            self.status_text,
-            self.summary.evaluated,
-            self.summary.triggered,
-            self.summary.skipped,
-        )
+        if self.summary.judged or self.summary.triggered:
+            self.logger.info(
+                "ended: %s (%d steps evaluated, %d triggered, %d skipped)",
+                self.status_text,
+                self.summary.evaluated,
+                self.summary.triggered,
+                self.summary.skipped,
+            )
+        else:  # never a count of steps beside "nothing was judged"
+            self.logger.info(
+                "ended: %s (no step judged; %d skipped)", self.status_text, self.summary.skipped
+            )
         self.record.append_event("rule_ended", rule=self.spec.name, status=self.status_text)
         self.write_status(force=True)
 

@@ -84,6 +84,18 @@ def read_series(
     return out
 
 
+def line_label(name: str, mode: str, modes: int) -> str:
+    """A line's label in :func:`mode_lines`: the name, with its mode's where ``modes`` (the
+    number of modes drawn) is more than one."""
+    return name if modes == 1 else f"{name} ({mode})"
+
+
+def line_modes(trial: Trial, names: Sequence[str]) -> dict[str, str]:
+    """Each label :func:`mode_lines` may give ``names`` (no ``mode``), to its mode's name."""
+    modes = trial.modes()
+    return {line_label(n, m.name, len(modes)): m.name for n in names for m in modes}
+
+
 def mode_lines(
     trial: Trial,
     names: Sequence[str],
@@ -101,7 +113,7 @@ def mode_lines(
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for name in names:
         for each in modes:
-            label = name if len(modes) == 1 else f"{name} ({each.name})"
+            label = line_label(name, each.name, len(modes))
             if mode is None and (name, each.name) in read:
                 out[label] = read[(name, each.name)]
                 continue
@@ -114,4 +126,11 @@ def mode_lines(
     return out
 
 
-__all__ = ["LINE_BUCKETS", "mode_lines", "read_series", "tensor_series"]
+__all__ = [
+    "LINE_BUCKETS",
+    "line_label",
+    "line_modes",
+    "mode_lines",
+    "read_series",
+    "tensor_series",
+]

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from tensortap.diagnosis import Diagnosis, judge_trial
 from tensortap.exceptions import TensortapError
+from tensortap.report._colours import css
 from tensortap.rules._finding import Outcome, Severity
 from tensortap.rules._invoker import RuleSummary
 from tensortap.rules._rule import Rule
@@ -21,10 +22,7 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 2em; border-bottom:
 table { border-collapse: collapse; margin: 0.5em 0; }
 td, th { border: 1px solid #bbb; padding: 3px 8px; text-align: right; font-size: 0.9em; }
 th { background: #f0f0f0; } td.text { text-align: left; }
-.IssuesFound, .Failed, .Error { color: #b00; font-weight: bold; }
-.NoIssuesFound, .Completed { color: #070; }
-.NoData { color: #a60; font-weight: bold; }
-"""
+""" + css()  # the colours of every page (the dashboard's too)
 
 Row = tuple[str, str, str, str, str, str]  # rule, status, first fired, evaluated, counts, why
 
@@ -63,7 +61,7 @@ def rule_rows(rows: Sequence[Row], link_steps: bool) -> str:
         step = f"<a href='#curves'>{shown}</a>" if link_steps and first else shown
         body.append(
             f"<tr><td class='text'>{html.escape(rule)}</td>"
-            f"<td class='text {html.escape(status.split(' ')[0])}'>{html.escape(status)}</td>"
+            f"<td class='text {html.escape(_classes(status))}'>{html.escape(status)}</td>"
             f"<td>{step}</td><td>{html.escape(evaluated)}</td><td>{html.escape(counted)}</td>"
             f"<td class='text'>{html.escape(why)}</td></tr>"
         )
@@ -71,6 +69,14 @@ def rule_rows(rows: Sequence[Row], link_steps: bool) -> str:
         "<table><tr><th>rule</th><th>status</th><th>first fired</th><th>steps judged</th>"
         f"<th>fired / skipped</th><th>why</th></tr>{''.join(body)}</table>"
     )
+
+
+def _classes(status: str) -> str:
+    """A status's CSS classes: ``IssuesFound (advice)`` -> ``IssuesFound advice``, so that a
+    label's severity sets its colour as on the dashboard."""
+    word, _, rest = status.partition(" ")
+    severity = rest.strip("()")
+    return f"{word} {severity}" if severity in ("problem", "warning", "advice") else word
 
 
 def evaluate_rules(trial: Trial, rules: Sequence[Rule]) -> list[Row]:
@@ -96,7 +102,8 @@ def summary_rows(summaries: Sequence[RuleSummary]) -> list[Row]:
                     summary.rule,
                     status,
                     "" if gravest is None else str(gravest.step),
-                    str(summary.judged) if summary.judged else "none",  # never the walked
+                    # never the walked, nor a count beside "nothing was judged"
+                    str(summary.judged) if summary.judged and status != "NoData" else "none",
                     f"{fired} / {summary.skipped}",
                     why,
                 ),

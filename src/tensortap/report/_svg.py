@@ -10,21 +10,10 @@ import numpy as np
 
 from tensortap.core._downsample import minmax_buckets
 from tensortap.query._curves import LINE_BUCKETS
+from tensortap.report._colours import BAD, PALETTE, SEVERITY_COLOURS, line_colours
 
-PALETTE = (
-    "#1f77b4",
-    "#d62728",
-    "#2ca02c",
-    "#ff7f0e",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#17becf",
-)
 W, H, LEFT, RIGHT, TOP, BOTTOM = 560, 260, 64, 16, 24, 36
-BAD = "#d00000"  # NaN / Inf, on every chart
+MARK = SEVERITY_COLOURS["problem"]  # where a rule's gravest finding is
 MOST_POINTS = LINE_BUCKETS  # buckets of a long series (each kept as its min and max)
 
 
@@ -77,9 +66,12 @@ def line_chart(
     title: str,
     xlabel: str,
     marks: Mapping[float, str] | None = None,
+    modes: Mapping[str, str] | None = None,
 ) -> str:
     """One line per series (x values, y values), with the legend below it, whole names; marks
-    draws a dashed vertical line with a label at each x (where a rule fired, say). NaN and Inf
+    draws a dashed vertical line with a label at each x (where a rule fired, say). ``modes``
+    gives each series' mode: where each mode is drawn once, a line has its mode's colour (as
+    on the dashboard, :func:`~tensortap.report._colours.line_colours`). NaN and Inf
     are drawn as red bands with their name and first step (a line never bridges them), a
     series of one point as a dot; a long series keeps every bucket's min and max."""
     shrunk = {
@@ -111,7 +103,8 @@ def line_chart(
     def sy(y: float) -> float:
         return TOP + (1 - (y - y0) / (y1 - y0)) * plot_h
 
-    legend = [(name, PALETTE[i % len(PALETTE)], s) for i, (name, s) in enumerate(shrunk.items())]
+    colours = line_colours([(modes or {}).get(name) for name in shrunk])
+    legend = [(name, colours[i], s) for i, (name, s) in enumerate(shrunk.items())]
     height = H + 16 * len(legend) + 6
     parts = [_frame(title, xlabel, (x0, x1, sx), (y0, y1, sy))]
     if not finite_y:
@@ -123,8 +116,8 @@ def line_chart(
         if x0 <= x <= x1:
             parts.append(
                 f'<line x1="{sx(x):.1f}" y1="{TOP}" x2="{sx(x):.1f}" y2="{H - BOTTOM}" '
-                f'stroke="#b00" stroke-dasharray="4 3"/><text x="{sx(x) + 3:.1f}" '
-                f'y="{TOP + 10 + 11 * (i % 4)}" font-size="10" fill="#b00">'
+                f'stroke="{MARK}" stroke-dasharray="4 3"/><text x="{sx(x) + 3:.1f}" '
+                f'y="{TOP + 10 + 11 * (i % 4)}" font-size="10" fill="{MARK}">'
                 f"<title>{html.escape(label)}</title>{html.escape(_short(label, 40))}</text>"
             )
     for row, (name, color, s) in enumerate(legend):

@@ -27,7 +27,7 @@ from tensortap.diagnosis import build, job_diagnosis, judge_trial, outcome_of
 from tensortap.exceptions import InvalidConfigError, MissingCollectionFiles, TensortapError
 from tensortap.jobs._live import by_gravity, judged_count, status_text
 from tensortap.jobs._record import JobRecord
-from tensortap.query._curves import mode_lines
+from tensortap.query._curves import line_modes, mode_lines
 from tensortap.query._curves import read_series as read_series  # the old path
 from tensortap.query._health import HEAT_COLUMNS as HEAT_COLUMNS  # the old path too
 from tensortap.query._health import heat_width, layer_health, norm_buckets
@@ -354,7 +354,9 @@ class TrainingReport:
             for at, label in _spike_marks(s):  # a forecast of a loss spike
                 marks[at] = f"{marks[at]}, {label}" if at in marks else label
         charts = [
-            line_chart(_series(trial, names), collection, "global step", marks)
+            line_chart(
+                _series(trial, names), collection, "global step", marks, line_modes(trial, names)
+            )
             for collection in ("losses", "metrics")
             if (names := sorted(_saved(trial, collection)))
         ]

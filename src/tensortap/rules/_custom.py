@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tensortap.exceptions import InvalidConfigError
+from tensortap.rules._registry import unknown_rule
 from tensortap.rules._rule import Rule
 from tensortap.trials._trial import Trial, create_trial
 
@@ -85,8 +86,8 @@ def create_rule(
         cls = BUILTIN_RULES[name]
     else:
         raise InvalidConfigError(
-            f"no built-in rule {name!r}; built-in rules are {', '.join(sorted(BUILTIN_RULES))}. "
-            "For a custom rule give the file that defines it (source=...)"
+            f"{unknown_rule(name, BUILTIN_RULES)}. For a custom rule give the file that "
+            "defines it (source=...)"
         )
     trial = base_trial if isinstance(base_trial, Trial) else create_trial(base_trial)
     others = _as_trials(other_trials)

@@ -130,9 +130,15 @@ class RuleSummary:
         return self
 
     def __str__(self) -> str:
+        if self.judged or self.triggered:
+            counts = (
+                f"{self.evaluated} steps evaluated, {self.judged} judged data, "
+                f"{self.triggered} triggered"
+            )
+        else:  # never a count of steps beside "nothing was judged"
+            counts = f"no step judged; {self.evaluated} evaluations read no saved data"
         text = (
-            f"{self.rule}: {self.status.value} ({self.evaluated} steps evaluated, {self.judged} "
-            f"judged data, {self.triggered} triggered, {self.skipped} skipped, "
+            f"{self.rule}: {self.status.value} ({counts}, {self.skipped} skipped, "
             f"{self.errors} errors)"
         )
         if self.details:

@@ -20,7 +20,9 @@ and the command line's ``--rule`` choices are all read from here.
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from tensortap.exceptions import InvalidConfigError
@@ -104,6 +106,22 @@ def by_config_name(helper: str) -> type[Rule] | None:
         if config_name(cls) == helper:
             return cls
     return None
+
+
+def _spelling(name: str) -> str:
+    """A rule's name with case and underscores left out: ``VanishingGradient`` and
+    ``vanishing_gradient`` are one spelling."""
+    return name.replace("_", "").replace("-", "").lower()
+
+
+def unknown_rule(name: str, names: Iterable[str]) -> str:
+    """What to say of a rule ``name`` that is none of ``names``: the closest of them (a typo,
+    or the class name where a configuration name was expected), then all of them."""
+    listed = sorted(names)
+    by_spelling = {_spelling(n): n for n in listed}
+    close = difflib.get_close_matches(_spelling(name), list(by_spelling), n=1, cutoff=0.75)
+    hint = f"did you mean {by_spelling[close[0]]!r}? " if close else ""
+    return f"no built-in rule {name!r}; {hint}built-in rules are {', '.join(listed)}"
 
 
 def _where(cls: type) -> tuple[str, str]:

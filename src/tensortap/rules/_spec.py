@@ -20,7 +20,7 @@ from typing import Any
 from tensortap._hook_config import CollectionSettings
 from tensortap.exceptions import InvalidConfigError
 from tensortap.rules._custom import create_rule, load_rule_class
-from tensortap.rules._registry import REGISTRY, is_builtin_module
+from tensortap.rules._registry import REGISTRY, is_builtin_module, unknown_rule
 from tensortap.rules._rule import Rule
 from tensortap.rules.rule_configs import BuiltinRuleConfig, config_for
 from tensortap.trials._trial import Trial
@@ -123,10 +123,7 @@ class RuleSpec:
                 "an importable module"
             )
         if cls is None:
-            raise InvalidConfigError(
-                f"no built-in rule {self.class_name!r}; built-in rules are "
-                f"{', '.join(sorted(REGISTRY))}"
-            )
+            raise InvalidConfigError(unknown_rule(self.class_name, REGISTRY))
         return cls
 
     @classmethod

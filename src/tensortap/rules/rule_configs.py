@@ -17,7 +17,7 @@ from typing import Any
 from tensortap._hook_config import CollectionSettings
 from tensortap.exceptions import InvalidConfigError
 from tensortap.rules._params import coerce
-from tensortap.rules._registry import by_config_name, config_name
+from tensortap.rules._registry import by_config_name, config_name, unknown_rule
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin import BUILTIN_RULES
 
@@ -62,9 +62,7 @@ def config_for(name: str, **params: Any) -> BuiltinRuleConfig:
     defaults; unknown parameters and unparseable values fail here."""
     cls = BUILTIN_RULES.get(name)
     if cls is None:
-        raise InvalidConfigError(
-            f"no built-in rule {name!r}; built-in rules are {', '.join(sorted(BUILTIN_RULES))}"
-        )
+        raise InvalidConfigError(unknown_rule(name, BUILTIN_RULES))
     specs = {s.name: s for s in cls.parameters()}
     unknown = sorted(set(params) - set(specs) - {"other_trials"})
     if unknown:

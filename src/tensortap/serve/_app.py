@@ -27,6 +27,7 @@ from starlette.routing import Route
 
 from tensortap.core._safe_regex import compile_untrusted
 from tensortap.exceptions import FormatError, InvalidConfigError, TensortapError
+from tensortap.report import _colours as colours
 from tensortap.serve import _data as data
 from tensortap.serve import _layers as layers
 from tensortap.serve import _meta as meta
@@ -189,8 +190,10 @@ def create_app(
                 if len(names) > MOST_LAYERS
                 else None
             )
+            labels = [plot.step_label(s) for s in steps]  # which mode's step each one is
             return Response(
-                f'{{"steps": {json.dumps(steps)}, "figure": {figure}, "note": {json.dumps(note)}}}',
+                f'{{"steps": {json.dumps(steps)}, "labels": {json.dumps(labels)}, '
+                f'"figure": {figure}, "note": {json.dumps(note)}}}',
                 media_type="application/json",
             )
 
@@ -236,6 +239,12 @@ def create_app(
         Route("/api/run/{run}/tensorplot", api_tensorplot),
         Route("/api/run/{run}/embeddings", api_embeddings),
         Route("/static/plotly.min.js", lambda r: FileResponse(plotly_js())),
+        # the colours of every page, from the table the static report embeds
+        Route("/static/colours.css", lambda r: Response(colours.css(), media_type="text/css")),
+        Route(
+            "/static/colours.js",
+            lambda r: Response(colours.script(), media_type="text/javascript"),
+        ),
         Route("/favicon.ico", lambda r: FileResponse(STATIC / "favicon.svg")),
         Route("/static/{name:path}", _static),
     ]

@@ -45,6 +45,7 @@ class RunCache:
     keys: list[SeriesKey] = field(default_factory=list)  # the reader's, at charts_version
     charts: list[tuple[str, str]] = field(default_factory=list)  # (tensor, statistic), in order
     charts_version: int = -1  # the series_version they were listed at
+    own: set[tuple[str, str]] = field(default_factory=set)  # the charts of tensortap's own series
     events: list[dict[str, Any]] = field(default_factory=list)
     events_offset: int = 0
     health: dict[int, tuple[list[Any], list[Any]]] = field(default_factory=dict)  # per step
@@ -67,6 +68,7 @@ class RunCache:
             self.series = None
             self.answers.clear()
             self.keys, self.charts, self.charts_version = [], [], -1
+            self.own = set()
 
 
 @dataclass

@@ -23,6 +23,7 @@ import numpy as np
 
 from tensortap.core._downsample import minmax_buckets
 from tensortap.core._modes import ModeKeys
+from tensortap.core._own_series import is_own_series
 from tensortap.core._vitals import ALL_VITALS, Vital
 from tensortap.exceptions import InvalidConfigError, StorageError, TensortapError
 from tensortap.serve._catalog import Run
@@ -122,16 +123,20 @@ def _vital_rank(name: str) -> float:
 def charts(run: Run) -> list[tuple[str, str]]:
     """Every chart of the run, as (tensor, statistic), in the order shown: the vital signs
     first (the loss of every step, the gradient norm, ... in :data:`ALL_VITALS`' order), then
-    raw values (losses first, then metrics and scalars), then reductions, each by name; listed
-    again only when the reader found something new. The caller holds ``run.lock``."""
+    raw values (losses first, then metrics and scalars), then reductions, each by name, and
+    last tensortap's own series (``core._own_series``); listed again only when the reader found
+    something new. The caller holds ``run.lock``."""
     reader = reader_of(run)
     cache = run.cache
     if cache.charts_version != cache.series_version:
         listed = cache.keys = reader.keys()  # listed once per change (100k series: ~0.5 s)
         found = {(k.tensor, k.statistic) for k in listed}
+        whole = {name for name, statistic in found if statistic == "value"}
+        cache.own = {c for c in found if is_own_series(c[0], c[1], whole)}
         cache.charts = sorted(
             found,
             key=lambda c: (
+                c in cache.own,  # tensortap's bookkeeping last, in its own group
                 _vital_rank(c[0]) if c[1] == "value" else len(_VITAL_RANK),
                 c[1] != "value",
                 "loss" not in c[0].casefold(),  # the losses first, where a page opens
@@ -194,7 +199,13 @@ def series_list(
             modes.setdefault((key.tensor, key.statistic), set()).add(key.mode.name)
     return {
         "charts": [
-            {"name": n, "statistic": s, "modes": sorted(modes.get((n, s), ()))} for n, s in page
+            {
+                "name": n,
+                "statistic": s,
+                "modes": sorted(modes.get((n, s), ())),
+                "own": (n, s) in run.cache.own,
+            }
+            for n, s in page
         ],
         "total": len(chosen),
         "offset": offset,

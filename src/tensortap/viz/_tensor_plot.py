@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.core._modes import parse_mode
 from tensortap.exceptions import InvalidConfigError, TensorUnavailableForStep
 from tensortap.query._health import layer_order
 from tensortap.trials._trial import Trial, create_trial
@@ -218,6 +219,15 @@ class TensorPlot:
                     break
         return found
 
+    def step_label(self, step: int) -> str:
+        """Which step ``step`` is, with its mode: ``TRAIN step 10`` (a mode was chosen: its
+        steps), or ``global step 12 (TRAIN step 10)`` (none was: the steps of every mode, as
+        global steps, whose numbers would otherwise mix TRAIN and EVAL without saying so)."""
+        if self.mode is not None:
+            return f"{parse_mode(self.mode).name} step {step}"
+        mode, mode_step = self.trial.mode(step).name, self.trial.mode_step(step)
+        return f"global step {step} ({mode} step {mode_step})"
+
     def _first_match(self, regex: str | None) -> str | None:
         if regex is None:
             return None
@@ -311,7 +321,7 @@ class TensorPlot:
         )
 
     def _frame_title(self, step: int) -> str:
-        text = f"{as_text(self.title or self.regex)}: step {step}"
+        text = f"{as_text(self.title or self.regex)}: {self.step_label(step)}"
         output = self._value(self.prediction, step) if self.prediction else None
         if output is not None and output.ndim >= 1 and output.size:
             classes = output.reshape(1, -1) if output.ndim == 1 else output.reshape(len(output), -1)
@@ -352,10 +362,10 @@ class TensorPlot:
         axis = {"showgrid": False, "zeroline": False, "showticklabels": False, "title": ""}
         slider = {
             "active": 0,
-            "currentvalue": {"prefix": "step "},
+            "currentvalue": {"prefix": ""},
             "steps": [
                 {
-                    "label": f.name,
+                    "label": self.step_label(int(f.name)),
                     "method": "animate",
                     "args": [[f.name], {"mode": "immediate", "frame": {"duration": 0}}],
                 }

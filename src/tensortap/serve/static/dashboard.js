@@ -2,10 +2,21 @@
 // with plotly.js. Every chart follows the run live by polling; nothing here writes anywhere.
 "use strict";
 
-const BAD = "#d00000";
-const SEVERITY = { problem: "#b00000", warning: "#c77700", advice: "#777777" };
-const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
-  "#7f7f7f", "#bcbd22", "#17becf"];
+// the colours of every page, the static report's too (/static/colours.js, made from
+// tensortap.report._colours)
+const COLOURS = window.TENSORTAP_COLOURS;
+const BAD = COLOURS.bad;
+const SEVERITY = COLOURS.severity;
+const PALETTE = COLOURS.palette;
+// a chart's line colours: by mode where each line's mode is drawn once (TRAIN and EVAL look the
+// same on every page), else the palette in order (as report._colours.line_colours)
+function lineColours(modes) {
+  const known = modes.filter((m) => m != null && m in COLOURS.mode);
+  if (known.length === modes.length && new Set(known).size === known.length) {
+    return known.map((m) => COLOURS.mode[m]);
+  }
+  return modes.map((_, i) => PALETTE[i % PALETTE.length]);
+}
 const GAP_TEXT = { nan: "NaN", inf: "+Inf", "-inf": "-Inf", nonfinite: "NaN/Inf" };
 
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g,
@@ -72,12 +83,17 @@ function verdictSpan(d) {
   return `<span class="${cls}">${esc(d.headline)}</span>`;
 }
 
+// The first cause in full (what to try, its evidence); the other problems folded under it, so
+// that the charts still start near the top of a run's page
 function diagnosisHtml(d) {
   if (!d) return "";
-  const chains = d.problems.map((p, i) => `${i ? `<p>also: ${verdictSpan({verdict: "problem", headline: p.headline})}</p>` : ""}
+  const chain = (p, i) => `${i ? `<p>also: ${verdictSpan({verdict: "problem", headline: p.headline})}</p>` : ""}
     <p class="muted">try: ${esc(p.fix)}</p><ul>${[...p.evidence, ...p.consequences].map((e) =>
-      `<li>step ${esc(e.step)}, ${esc(e.rule)}: ${esc(e.message)}</li>`).join("")}</ul>`).join("");
-  return `<p>diagnosis: ${verdictSpan(d)}</p>${chains}`;
+      `<li>step ${esc(e.step)}, ${esc(e.rule)}: ${esc(e.message)}</li>`).join("")}</ul>`;
+  const [first, ...others] = d.problems;
+  const more = others.length ? `<details><summary>${esc(others.length)} more ` +
+    `problem${others.length > 1 ? "s" : ""}</summary>${others.map((p) => chain(p, 1)).join("")}</details>` : "";
+  return `<p>diagnosis: ${verdictSpan(d)}</p>${first ? chain(first, 0) : ""}${more}`;
 }
 
 // ---------------------------------------------------------------- runs
@@ -314,6 +330,7 @@ function quickChart(div, title, lines) {
   text(W - P, H - P + 16, `${x1} (global step)`, "end");
   text(P - 4, P, String(+y1.toPrecision(3)), "end");
   text(P - 4, H - P, String(+y0.toPrecision(3)), "end");
+  const colours = lineColours(lines.map((l) => l.mode));
   lines.forEach((l, i) => {
     let points = [];
     const flush = () => {
@@ -321,7 +338,7 @@ function quickChart(div, title, lines) {
         const line = document.createElementNS(NS, "polyline");
         line.setAttribute("points", points.join(" "));
         line.setAttribute("fill", "none");
-        line.setAttribute("stroke", PALETTE[i % PALETTE.length]);
+        line.setAttribute("stroke", colours[i]);
         svg.appendChild(line);
       }
       points = [];
@@ -351,8 +368,10 @@ function curveFigure(title, series, findings, names, sessions, trips) {
     [...drawn.flatMap((d) => d.dropped.map((p) => p.y)),
       ...drawn.map((d) => d.line.y.filter((_, k) => undone(d).has(d.line.global[k])))]);
   const marks = [];
+  const colours = names ? drawn.map((_, i) => PALETTE[i % PALETTE.length])  // runs compared
+    : lineColours(drawn.map((d) => d.line.mode));
   drawn.forEach(({ line: s, dropped, bad }, i) => {
-    const color = PALETTE[i % PALETTE.length];
+    const color = colours[i];
     finite += s.y.length;
     lastX = Math.max(lastX, ...s.x.slice(-1), ...s.gaps.map((g) => g[1]));
     // a line never bridges a NaN: break it at each gap
@@ -437,12 +456,20 @@ function curveFigure(title, series, findings, names, sessions, trips) {
   return { traces, layout };
 }
 
+// plotly sizes a figure to its box when it draws it (and again on a window's resize only): a
+// box that changes later (a neighbour placed beside it in the grid) has its figure resized, so
+// that no figure is drawn past its box, over the next one
+const resized = typeof ResizeObserver === "undefined" ? null : new ResizeObserver((entries) => {
+  entries.forEach((e) => { if (window.Plotly && e.target._fullLayout) Plotly.Plots.resize(e.target); });
+});
+
 function ensurePlot(container, id) {
   let div = document.getElementById(id);
   if (!div) {
     div = document.createElement("div");
     div.id = id; div.className = "plot";
     container.appendChild(div);
+    if (resized) resized.observe(div);
   }
   return div;
 }
@@ -519,11 +546,13 @@ const REBUCKET = 2400;  // points held for a line before it is asked for whole a
 
 function chartTitle(c) { return c.statistic === "value" ? c.name : `${c.name} · ${c.statistic}`; }
 
-function chartGrid(id, box, note, more) {
+// ``own``: the box of tensortap's own series (the server says which: chart.own), a closed
+// <details> at the bottom of the page, so they are not drawn until it is opened
+function chartGrid(id, box, note, more, own) {
   const charts = [];  // {name, statistic, modes, div, lines, cursor, shown, zoom, dirty}
   const byKey = new Map();
   let total = 0, match = "", marks = { findings: [], sessions: [], trips: [] }, asked = 0,
-    lastStep = null;
+    lastStep = null, polls = 0;
   const visible = new Set();
   const observer = new IntersectionObserver((entries) => {
     for (const e of entries) {
@@ -547,7 +576,7 @@ function chartGrid(id, box, note, more) {
     const chart = { ...c, div, lines: new Map(), cursor: null, shown: false, zoom: null, dirty: true };
     div.textContent = chartTitle(c);  // until drawn: its name, as text
     charts.push(chart); byKey.set(key(c), chart);
-    box.appendChild(div);
+    (c.own && own ? own.box : box).appendChild(div);
     observer.observe(div);
   };
   const list = async (offset) => {
@@ -560,12 +589,18 @@ function chartGrid(id, box, note, more) {
   const reset = () => {
     for (const c of charts) { observer.unobserve(c.div); if (c.shown) Plotly.purge(c.div); }
     charts.length = 0; byKey.clear(); visible.clear(); box.innerHTML = "";
+    if (own) own.box.innerHTML = "";
   };
   const status = () => {
     const left = total - charts.length;
     more.hidden = left <= 0;
     more.textContent = `${left} more series`;
     note.textContent = total ? `${charts.length} of ${total} series` : "";
+    if (own) {
+      const n = charts.filter((c) => c.own).length;
+      own.details.hidden = !n;
+      own.note.textContent = n ? `(${n}: the facts tensortap saves for its rules, and reductions copied off a value)` : "";
+    }
     if (!total) box.innerHTML = `<p class="muted" id="nocurves">waiting for a loss or a metric...</p>`;
     else document.getElementById("nocurves")?.remove();
   };
@@ -589,7 +624,11 @@ function chartGrid(id, box, note, more) {
       q.set("limit", String(PAGE));
       asked += 1;
       const body = await api(`/api/run/${id}/curves?${q}`);
-      marks = { findings: body.findings, sessions: body.sessions, trips: body.trips };
+      const next = { findings: body.findings, sessions: body.sessions, trips: body.trips };
+      // a finding (or a session, a trip) that comes after a chart's last new point is drawn
+      // on every chart too: each is redrawn when the marks change
+      if (JSON.stringify(next) !== JSON.stringify(marks)) charts.forEach((c) => { c.dirty = true; });
+      marks = next;
       lastStep = body.last_step;
       const whole = !extra.after;
       if (whole) part.forEach((c) => c.lines.clear());
@@ -653,7 +692,7 @@ function chartGrid(id, box, note, more) {
     window.tensortapCurves = {  // for whoever looks (the tests do)
       series: charts.flatMap((c) => [...c.lines.values()]), findings: marks.findings,
       sessions: marks.sessions, trips: marks.trips, total, listed: charts.length, asked,
-      last_step: lastStep,
+      last_step: lastStep, polls,
       drawn: charts.filter((c) => c.shown).map((c) => c.name),
       fetched: charts.filter((c) => c.cursor != null).map((c) => c.name),
     };
@@ -662,6 +701,7 @@ function chartGrid(id, box, note, more) {
   return {
     async setMatch(text) { match = text; reset(); await list(0); status(); },
     async tick() {
+      polls += 1;
       if (!charts.length) { await list(0); status(); }
       else if (charts.length < PAGE) { await list(0); status(); }  // new series appear
       await fetchFresh();
@@ -685,14 +725,17 @@ function configRows(value, path = "") {
   return [[path, typeof value === "string" ? value : JSON.stringify(value)]];
 }
 
+// A run's page in the order a person reads it: the diagnosis (verdict, "try:", the evidence),
+// the losses and metrics, layer health, the rules, the rest; tensortap's own series last,
+// closed.
 function runPage() {
   const id = runId();
-  main().innerHTML = `<p id="summary"></p><p id="err" class="problem"></p>
+  main().innerHTML = `<div id="summary"></div><p id="err" class="problem"></p><div id="diagnosis"></div>
     <h2>Losses and metrics</h2><p><input id="curves-match" placeholder="only names holding..." size="28">
     <span class="muted" id="curves-note"></span></p><div class="plots" id="curves"></div>
     <p><button id="curves-more" hidden></button></p>
-    <h2>Rules</h2><div id="diagnosis"></div><table id="rules"></table>
     <h2>Layer health</h2><div class="plots" id="health"></div>
+    <h2>Rules</h2><table id="rules"></table>
     <h2>Activations (TensorPlot)</h2><p><select id="tp-step"></select> <span class="muted" id="tp-note"></span></p><div id="tensorplot"></div>
     <h2>Embeddings</h2><p><input id="em-tensor" list="em-names" placeholder="tensor to embed" size="34">
     <input id="em-labels" list="em-names" placeholder="its labels" size="28"> <select id="em-mode"></select>
@@ -700,11 +743,14 @@ function runPage() {
     <datalist id="em-names"></datalist><div id="embeddings"></div>
     <h2>Rule timeline</h2><table class="timeline" id="timeline"></table>
     <h2>Configuration</h2><table id="config"></table>
-    <h2>Training log</h2><pre id="log"></pre>`;
+    <h2>Training log</h2><pre id="log"></pre>
+    <details id="own-series" hidden><summary>tensortap's own series <span class="muted" id="own-note"></span></summary>
+    <div class="plots" id="own-curves"></div></details>`;
   document.getElementById("links").innerHTML = `<a href="/report/${esc(id)}" target="_blank">static report</a>`;
   const err = document.getElementById("err");
   const grid = chartGrid(id, document.getElementById("curves"), document.getElementById("curves-note"),
-    document.getElementById("curves-more"));
+    document.getElementById("curves-more"), { details: document.getElementById("own-series"),
+      box: document.getElementById("own-curves"), note: document.getElementById("own-note") });
   const matchBox = document.getElementById("curves-match");
   matchBox.onchange = () => grid.setMatch(matchBox.value).catch((e) => { err.textContent = e.message; });
   every(1000, () => grid.tick(), err);
@@ -714,7 +760,8 @@ function runPage() {
     document.title = `tensortap: ${d.name}`;
     document.getElementById("summary").innerHTML = `${statusSpan(d.status)} · ${esc(d.kind)} · started ${esc(when(d.started))}` +
       ` · last step ${esc(d.last_step ?? "-")} · <span class="muted">${esc(d.location)}</span>` +
-      (d.problems.length ? `<br><span class="warning">damaged parts: ${esc(d.problems.join("; "))}</span>` : "");
+      (d.problems.length ? `<details><summary class="warning">${esc(d.problems.length)} damaged ` +
+        `part${d.problems.length > 1 ? "s" : ""}</summary>${esc(d.problems.join("; "))}</details>` : "");
     document.getElementById("diagnosis").innerHTML = diagnosisHtml(d.diagnosis);
     document.getElementById("rules").innerHTML = d.all_rules.length
       ? "<tr><th>rule</th><th>status</th><th>gravest at</th><th>steps judged</th><th>why</th></tr>" + d.all_rules.map((r) =>
@@ -739,9 +786,11 @@ function runPage() {
     const box = document.getElementById("health");
     const figs = healthFigure(h);
     if (!figs.length) box.innerHTML = `<p class="muted">no gradients or ReLU activations saved</p>`;
-    for (const [div, traces, layout] of figs) {
-      Plotly.react(ensurePlot(box, div), traces, layout, { displaylogo: false, responsive: true });
-    }
+    // every box placed before any is drawn: each figure is sized to its own column
+    const divs = figs.map(([div]) => ensurePlot(box, div));
+    figs.forEach(([, traces, layout], k) => {
+      Plotly.react(divs[k], traces, layout, { displaylogo: false, responsive: true });
+    });
   }, err);
   const select = document.getElementById("tp-step");
   const drawPlot = async (step) => {
@@ -750,7 +799,8 @@ function runPage() {
       await plotlyReady();
       if (!t.figure) { document.getElementById("tp-note").textContent = t.note; return; }
       if (select.options.length !== t.steps.length) {
-        select.innerHTML = t.steps.map((s) => `<option value="${esc(s)}">step ${esc(s)}</option>`).join("");
+        select.innerHTML = t.steps.map((s, k) =>
+          `<option value="${esc(s)}">${esc(t.labels ? t.labels[k] : `step ${s}`)}</option>`).join("");
       }
       if (step != null) select.value = String(step);
       Plotly.react("tensorplot", t.figure.data, t.figure.layout, { displaylogo: false });
