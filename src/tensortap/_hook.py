@@ -660,7 +660,7 @@ class Hook:
         verb = "widened" if change.widened else "narrowed"
         message = (
             f"save budget: the job's default tensor saves took {change.share:.1%} of training "
-            f"time (budget {change.budget:.0%}); their TRAIN interval {verb} from every {old} "
+            f"time (budget {change.budget * 100:g}%); their TRAIN interval {verb} from every {old} "
             f"to every {new} steps (vital signs and the outcome keep their schedule)"
         )
         fields = {
