@@ -28,8 +28,8 @@ import numpy as np
 import tensorflow as tf
 
 import tensortap.keras as tt
-from tensortap.jobs._specs import Rule as RuleSpec
 from tensortap.jobs._specs import DebuggerHookConfig, hook_config
+from tensortap.jobs._specs import Rule as RuleSpec
 from tensortap.rules import rule_configs
 
 

@@ -9,9 +9,8 @@ from pathlib import Path
 import tensortap.pytorch as tt
 from bench.detection.score import ProgramResult
 from tensortap.diagnosis import build, judge_trial, outcome_of
-from tensortap.jobs._specs import DebuggerHookConfig
+from tensortap.jobs._specs import DebuggerHookConfig, hook_config
 from tensortap.jobs._specs import Rule as RuleSpec
-from tensortap.jobs._specs import hook_config
 from tensortap.rules import rule_configs
 
 

@@ -131,7 +131,9 @@ class HookSettings(Mapping[str, Any]):
         self.reduction_config = _reduction_config(given, "hook_parameters")
         self.include_regex = _split(given.get("include_regex"))
         self.include_collections = _split(given.get("include_collections")) or None
-        self.save_budget = parse_save_budget(given.get("save_budget"), "hook_parameters save_budget")
+        self.save_budget = parse_save_budget(
+            given.get("save_budget"), "hook_parameters save_budget"
+        )
 
     def with_include_collections(self, names: tuple[str, ...]) -> HookSettings:
         """These settings saving the collections ``names`` (nothing else is parsed again)."""

@@ -258,11 +258,12 @@ def save_budget_lines(record: JobRecord) -> list[str]:
         return []
     last = events[-1]
     widest = max(int(e.get("new_interval") or 0) for e in events)
+    percent = float(last.get("budget") or 0) * 100
     return [
-        f"  save budget ({float(last.get('budget') or 0) * 100:g}% of training time for the default tensor "
-        f"saves): their TRAIN interval changed {len(events)} time(s), widest every {widest} "
-        f"steps, last at step {last.get('step')} to every {last.get('new_interval')} (vital "
-        "signs: every step; --save-budget off keeps the job's interval)"
+        f"  save budget ({percent:g}% of training time for the default tensor saves): their "
+        f"TRAIN interval changed {len(events)} time(s), widest every {widest} steps, last at "
+        f"step {last.get('step')} to every {last.get('new_interval')} (vital signs: every "
+        "step; --save-budget off keeps the job's interval)"
     ]
 
 
