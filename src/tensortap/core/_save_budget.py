@@ -234,6 +234,7 @@ class ScheduleBudget:
             return
         self._depth = 1
         began = self.clock()
+        self.policy.start(began)  # a first saving step's work counts in the time it took
         try:
             yield
         finally:
