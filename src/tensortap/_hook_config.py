@@ -191,6 +191,8 @@ class HookConfig:
         A configured collection is included once configured: its name is the user's, never
         taken for a misspelling of a known collection (the hook warns about those)."""
         kwargs = {**self.hook_kwargs(), **overrides}
+        if "save_config" in overrides and "save_budget" not in overrides:
+            kwargs.pop("save_budget", None)  # a schedule given here is the caller's: kept exactly
         included = kwargs.get("include_collections")
         included = [included] if isinstance(included, str) else included
         # a configured collection of the user's own is included once configured; the hook's

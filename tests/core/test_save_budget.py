@@ -198,3 +198,18 @@ def test_a_job_budgets_its_own_schedule_only(monkeypatch, caplog) -> None:
     monkeypatch.setenv(SAVE_BUDGET_ENV, "fast")
     with pytest.raises(InvalidConfigError, match=r"\$TENSORTAP_SAVE_BUDGET"):
         hook_config("/tmp/x", None, _recommended(), None)
+
+
+def test_a_schedule_given_over_a_jobs_configuration_is_not_budgeted(tmp_path: Path) -> None:
+    """``Hook.create_from_json_file(path, save_config=...)`` (a script's own schedule in a job)
+    keeps it exactly; the job's configuration alone is budgeted."""
+    config = hook_config(
+        str(tmp_path / "t"),
+        DebuggerHookConfig(hook_parameters={"save_budget": "0.05"}),
+        _recommended(),
+        None,
+    )
+    with config.create_hook(tt.Hook) as hook:
+        assert hook._save_budget is not None
+    with config.create_hook(tt.Hook, save_config=SaveConfig(save_interval=3)) as hook:
+        assert hook._save_budget is None
