@@ -16,7 +16,7 @@ from tensortap.core._save_budget import (
     parse_save_budget,
     widened,
 )
-from tensortap.core._save_config import SaveConfig
+from tensortap.core._save_config import SaveConfig, SaveConfigMode
 from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs._specs import DebuggerHookConfig, Rule, hook_config
 from tensortap.modes import ModeKeys
@@ -83,7 +83,7 @@ def test_the_policy_is_bounded() -> None:
 
 
 def test_widening_keeps_eval_and_explicit_steps() -> None:
-    base = SaveConfig(save_interval=10, mode_save_configs={ModeKeys.EVAL: {"save_interval": 1}})
+    base = SaveConfig(save_interval=10, mode_save_configs={ModeKeys.EVAL: SaveConfigMode(1)})
     wide = widened(base, 4)
     assert wide.get_save_config(ModeKeys.TRAIN).save_interval == 40
     assert wide.get_save_config(ModeKeys.GLOBAL).save_interval == 40
