@@ -14,6 +14,9 @@ plain script:
   without the parameters, which keeps the host callbacks in the step (as a Flax NNX
   ``nnx.Optimizer`` does).
 
+- ``zero code (state), save budget off``: the default with the job's save budget off (a job
+  has it on: core._save_budget), to show what the budget saves.
+
 - ``zero code (state), before``: with ``--before SRC``, the default route of the tensortap
   at ``SRC`` (another checkout's ``src``, put first on ``PYTHONPATH``), to compare a change.
 
@@ -86,14 +89,20 @@ CONFIGS = {
 BEFORE = "zero code (state), before"
 
 
-def job_config(out: Path) -> Path:
-    """The hook configuration a job writes for the recommended JAX rules."""
-    from tensortap.jobs._specs import Rule, hook_config
+BUDGET_OFF = "zero code (state), save budget off"
+
+
+def job_config(out: Path, budget: str | None = None) -> Path:
+    """The hook configuration a job writes for the recommended JAX rules (``budget``: its
+    save budget, ``"off"``; None: the job's default, core._save_budget)."""
+    from tensortap.jobs._specs import DebuggerHookConfig, Rule, hook_config
     from tensortap.rules.rule_configs import recommended
 
     rules = [Rule.builtin(config) for config in recommended("jax")]
-    config = hook_config(str(out / "trial"), None, rules, None)
-    path = out / "hook.json"
+    given = None if budget is None else DebuggerHookConfig(hook_parameters={"save_budget": budget})
+    suffix = "" if budget is None else f"-{budget}"
+    config = hook_config(str(out / f"trial{suffix}"), given, rules, None)
+    path = out / f"hook{suffix}.json"
     path.write_text(json.dumps(config.to_dict()))
     return path
 
@@ -133,28 +142,30 @@ def main() -> None:
     configs: dict[str, tuple[str, bool, str | None]] = {
         name: (*c, None) for name, c in CONFIGS.items()
     }
+    configs[BUDGET_OFF] = ("params", True, None)
     if args.before:
         configs[BEFORE] = ("params", True, str(Path(args.before).resolve()))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         script = root / "train.py"
         script.write_text(SCRIPT)
-        config = job_config(root)
+        config, config_off = job_config(root), job_config(root, "off")
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in configs}
         loads: list[float] = []
         for _ in range(args.rounds):
             loads.append(os.getloadavg()[0])
             for name, (params, attached, src) in configs.items():
-                times[name].append(run(script, config, args, params, attached, src))
+                given = config_off if name == BUDGET_OFF else config
+                times[name].append(run(script, given, args, params, attached, src))
     plain_wall = statistics.median(w for w, _ in times["plain"])
     plain_cpu = statistics.median(c for _, c in times["plain"])
     print(f"load average (1 min) over the rounds: {min(loads):.1f} to {max(loads):.1f}")
-    print(f"{'configuration':26} {'wall/step':>10} {'ratio':>6} {'CPU/step':>10} {'ratio':>6}")
+    print(f"{'configuration':34} {'wall/step':>10} {'ratio':>6} {'CPU/step':>10} {'ratio':>6}")
     for name, rows in times.items():
         wall = statistics.median(w for w, _ in rows)
         cpu = statistics.median(c for _, c in rows)
         print(
-            f"{name:26} {wall * 1e6:8.1f}us {wall / plain_wall:5.2f}x "
+            f"{name:34} {wall * 1e6:8.1f}us {wall / plain_wall:5.2f}x "
             f"{cpu * 1e6:8.1f}us {cpu / plain_cpu:5.2f}x"
         )
 

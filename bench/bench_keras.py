@@ -28,8 +28,8 @@ import numpy as np
 import tensorflow as tf
 
 import tensortap.keras as tt
+from tensortap.jobs._specs import DebuggerHookConfig, hook_config
 from tensortap.jobs._specs import Rule as RuleSpec
-from tensortap.jobs._specs import hook_config
 from tensortap.rules import rule_configs
 
 
@@ -62,10 +62,13 @@ VARIABLES = ["weights", "biases", "gradients", "losses", "metrics", "optimizer_v
 COMPUTED = ["layers", "relu_activations", "inputs", "outputs", "labels", "predictions"]
 
 
-def job_hook(root: Path) -> tt.KerasHook:
-    """What ``tensortap run`` attaches: the recommended rules' collections."""
+def job_hook(root: Path, budget: str | None = None) -> tt.KerasHook:
+    """What ``tensortap run`` attaches: the recommended rules' collections; ``budget``: its
+    save budget (``"off"``; None: the job's default, core._save_budget)."""
     specs = [RuleSpec.builtin(config) for config in rule_configs.recommended()]
-    return hook_config(str(root / "job"), None, specs, None).create_hook(tt.KerasHook)
+    given = None if budget is None else DebuggerHookConfig(hook_parameters={"save_budget": budget})
+    out = str(root / ("job" if budget is None else f"job-{budget}"))
+    return hook_config(out, given, specs, None).create_hook(tt.KerasHook)
 
 
 def hooks(root: Path) -> dict[str, tt.KerasHook | None]:
@@ -75,6 +78,7 @@ def hooks(root: Path) -> dict[str, tt.KerasHook | None]:
         "vital signs only": tt.KerasHook(root / "vitals", include_collections=["vitals"]),
         "default config (losses, vital signs)": tt.KerasHook(root / "default"),
         "job default (zero code change)": job_hook(root),
+        "job default, save budget off": job_hook(root, "off"),
         "weights + gradients every 10 steps": tt.KerasHook(
             root / "wg", save_config=every10, include_collections=["weights", "gradients", "losses"]
         ),

@@ -2,7 +2,9 @@
 (the recommended rules' collections every 10th step, now with ``vitals`` at every step) against
 the same job's default before vital signs, a checkout of the commit before them (``--before``,
 its ``src`` directory), and against no hook (``--without``: also this tree's job hook with the
-``vitals`` collection left out, which tells the vital signs' own work from the rest).
+``vitals`` collection left out, which tells the vital signs' own work from the rest; and
+``--budget-off``: this tree's job hook with its save budget off, ``$TENSORTAP_SAVE_BUDGET=off``:
+``vitals`` is the job's default, budget on).
 
 Each run is a fresh process (bench/vitals_train.py) that trains ``--steps`` steps after a
 warm-up and times each; configurations take turns round by round (the order rotating) so the
@@ -32,6 +34,7 @@ HERE = Path(__file__).parent
 SCRIPT = HERE / "vitals_train.py"
 SRC = HERE.parent / "src"
 NO_VITALS = Path("(this tree, vitals left out)")
+BUDGET_OFF = Path("budget-off")  # a marker: SRC, with the save budget off
 
 
 def run(src: Path | None, model: str, steps: int, out: Path) -> dict[str, float]:
@@ -43,6 +46,9 @@ def run(src: Path | None, model: str, steps: int, out: Path) -> dict[str, float]
     if src == NO_VITALS:
         env["PYTHONPATH"] = str(SRC)
         cmd.append("--no-vitals")
+    if src == BUDGET_OFF:  # this tree's job default with its save budget off (core._save_budget)
+        env["PYTHONPATH"] = str(SRC)
+        env["TENSORTAP_SAVE_BUDGET"] = "off"
     subprocess.run(cmd, env=env, check=True, timeout=900)
     found: dict[str, float] = json.loads(out.read_text())
     return found
@@ -57,11 +63,18 @@ def main() -> None:
     parser.add_argument(
         "--without", action="store_true", help="also this tree's job hook with vitals left out"
     )
+    parser.add_argument(
+        "--budget-off",
+        action="store_true",
+        help="also this tree's job hook with its save budget off (the default has it on)",
+    )
     args = parser.parse_args()
     models = ["small", "mlp", "cnn"] if args.model == "all" else [args.model]
     configs: dict[str, Path | None] = {"no hook": None, "before": args.before, "vitals": SRC}
     if args.without:
         configs["without"] = NO_VITALS
+    if args.budget_off:
+        configs["budget off"] = BUDGET_OFF
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, 1 torch thread")
     with tempfile.TemporaryDirectory() as tmp:
         for model in models:

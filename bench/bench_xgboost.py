@@ -6,7 +6,8 @@ change (the hook a job attaches: what its recommended rules for boosted trees re
 rounds), without and with the vital signs; the same with the booster's collections
 (importance, trees, the outcome) every 50th round instead (not a job's default: it shows what a
 due round's fixed cost comes to when due less often); everything every 10 rounds (importance,
-SHAP on the validation data, predictions, trees); everything every round. The figure is the
+SHAP on the validation data, predictions, trees); everything every round; zero code change
+with the job's save budget off (the job's default has it on: core._save_budget). The figure is the
 median time per boosting round over ``--repeats`` trainings each, in wall time and in the
 process's CPU time (every thread: the writer's work counts; steadier than wall time on a loaded
 machine), both up to the hook's ``close()``. ``--rows`` and ``--depth`` make rounds faster (the
@@ -45,18 +46,23 @@ ALL = [
 
 JOB = "job"
 SPARSE = "sparse"  # a job's hook with the booster's own collections every 50th round
+BUDGET = "save_budget"  # a job's hook with this save budget (default: the job's default)
 
 
-def _job_hook(out: Path, vitals: bool = True, sparse: bool = False) -> tt.Hook:
+def _job_hook(
+    out: Path, vitals: bool = True, sparse: bool = False, budget: str | None = None
+) -> tt.Hook:
     """The hook ``tensortap run`` attaches to an XGBoost script (its recommended rules'); with
     ``vitals`` false, without the vital signs (what a job saved before issue 43); ``sparse``:
     with ``feature_importance``, ``trees``, ``labels`` and ``predictions`` every 50th round
-    (not a job's default: what the fixed cost of a due round comes to when due less often)."""
-    from tensortap.jobs._specs import Rule, hook_config
+    (not a job's default: what the fixed cost of a due round comes to when due less often);
+    ``budget``: the job's save budget (``"off"``; None: the default, core._save_budget)."""
+    from tensortap.jobs._specs import DebuggerHookConfig, Rule, hook_config
     from tensortap.rules import rule_configs
 
     specs = [Rule.builtin(config) for config in rule_configs.recommended("xgboost")]
-    config = hook_config(str(out), None, specs, None)
+    given = None if budget is None else DebuggerHookConfig(hook_parameters={"save_budget": budget})
+    config = hook_config(str(out), given, specs, None)
     if vitals:
         hook = config.create_hook(tt.Hook)
     else:
@@ -98,6 +104,7 @@ def main() -> None:
         "the same, the booster's collections every 50": {JOB: True, SPARSE: True},
         "everything every 10 rounds": {"save_config": every10, "include_collections": ALL},
         "everything every round": {"save_config": every1, "include_collections": ALL},
+        "zero code change, save budget off": {JOB: True, BUDGET: "off"},
     }
     if args.only:
         keep = {int(n) for n in args.only.split(",")} | {0}
@@ -113,7 +120,7 @@ def main() -> None:
                 if kwargs is not None:
                     out = Path(tmp) / f"{r}-{number}"
                     hook = (
-                        _job_hook(out, kwargs[JOB], kwargs.get(SPARSE, False))
+                        _job_hook(out, kwargs[JOB], kwargs.get(SPARSE, False), kwargs.get(BUDGET))
                         if JOB in kwargs
                         else tt.Hook(out, **kwargs)
                     )

@@ -22,6 +22,12 @@ settings.register_profile(
 )
 settings.load_profile("tensortap")
 
+# The suite counts saved steps of small fast models run as jobs: the save budget, which widens a
+# job's default schedule on a machine's load (tensortap.core._save_budget), is off unless a test
+# turns it on (tests/core/test_save_budget.py, tests/jobs/test_save_budget_jobs.py). Jobs read it
+# in the test's process (jobs._specs.hook_config), and their processes inherit it.
+os.environ.setdefault("TENSORTAP_SAVE_BUDGET", "off")
+
 HELPERS = Path(__file__).parent / "helpers"
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import tensortap.pytorch as tt
 from bench.detection.score import ProgramResult
 from tensortap.diagnosis import build, judge_trial, outcome_of
+from tensortap.jobs._specs import DebuggerHookConfig, hook_config
 from tensortap.jobs._specs import Rule as RuleSpec
-from tensortap.jobs._specs import hook_config
 from tensortap.rules import rule_configs
 
 
@@ -22,7 +22,10 @@ def recommended_specs() -> list[RuleSpec]:
 def train_into_trial(out: str | Path, program: Callable[[tt.Hook], None]) -> None:
     """Run ``program`` with the hook a job attaches for the recommended rules, writing its
     trial at ``out``; the hook is closed whatever happens."""
-    hook = hook_config(str(out), None, recommended_specs(), None).create_hook(tt.Hook)
+    # the save budget off: a job's default schedule, never widened by this machine's load, so
+    # the scores do not depend on how busy it was (tensortap.core._save_budget)
+    pinned = DebuggerHookConfig(hook_parameters={"save_budget": "off"})
+    hook = hook_config(str(out), pinned, recommended_specs(), None).create_hook(tt.Hook)
     try:
         program(hook)
     finally:

@@ -21,13 +21,14 @@ import numbers
 import os
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from tensortap._adapter_methods import ADAPTER_METHODS, missing_method
-from tensortap._hook_config import CONFIG_ENV, read_config
+from tensortap._hook_config import CONFIG_ENV, JOB_ENV, read_config
 from tensortap._hook_options import DEFAULT_INCLUDE_COLLECTIONS, HookOptions, OutDir
 from tensortap._job_trial import in_job_trial, job_writer_options
 from tensortap._open_hooks import any_hook_made, current_hook, hook_closed, hook_opened
@@ -45,6 +46,14 @@ from tensortap.core._handles import HookHandle
 from tensortap.core._modes import ModeKeys, parse_mode
 from tensortap.core._recorder import StepRecorder, records_from_array
 from tensortap.core._reduction_config import ReductionConfig
+from tensortap.core._rollback_request import record_event as record_job_event
+from tensortap.core._save_budget import (
+    SAVE_BUDGET_EVENT,
+    BudgetChange,
+    BudgetPolicy,
+    ScheduleBudget,
+    parse_save_budget,
+)
 from tensortap.core._save_config import SaveConfig
 from tensortap.core._stop import StopRequest
 from tensortap.core._vitals import VITALS, vital_names
@@ -135,10 +144,14 @@ class Hook:
         stop_file: str | os.PathLike[str] | None = None,
         export_tensorboard: bool = False,
         tensorboard_dir: str | os.PathLike[str] | None = None,
+        save_budget: float | str | None = None,
     ) -> None:
         """``out_dir`` may be given by position; every option after it by keyword only
         (:class:`HookOptions` lists them). ``num_workers`` None is 1, or the world size the
-        framework's distributed runtime reports (PyTorch)."""
+        framework's distributed runtime reports (PyTorch). ``save_budget`` (a share of
+        training time such as 0.05; None or ``"off"``: none) widens the hook's own TRAIN
+        schedule while its saving steps cost more than that share (``core._save_budget``): a
+        job passes it for the schedule it chose, never for one a user wrote."""
         if num_workers is None:
             num_workers = 1
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
@@ -198,8 +211,9 @@ class Hook:
         self._session_steps = SessionSteps(self._recorder, self.worker, self.out_dir, note_session)
         self._session_steps.resume(self._writer.session_start)
         self._stop = StopRequest(stop_file) if stop_file is not None else None
-        if self._stop is not None:
-            self._recorder.after_step = self._check_stop
+        self._save_budget = self._budget_for(parse_save_budget(save_budget))
+        if self._stop is not None or self._save_budget is not None:
+            self._recorder.after_step = self._after_step
         hook_opened(self, type(self).framework)
 
     if not TYPE_CHECKING:  # (for mypy, a misspelt attribute stays an error)
@@ -613,6 +627,13 @@ class Hook:
     ) -> None:
         self.close()
 
+    def _after_step(self) -> None:
+        """At a step boundary: the save budget's measure, then a stop the job asked for."""
+        if self._save_budget is not None:
+            self._guard_event(self._save_budget.step_closed)
+        if self._stop is not None:
+            self._check_stop()
+
     def _check_stop(self) -> None:
         """At a step boundary: stop training if the job asked (see :class:`StopRequest`)."""
         assert self._stop is not None
@@ -621,6 +642,40 @@ class Hook:
             logger.warning("tensortap: stopping training at step %d: %s", self.step, reason)
             self._recorder.after_step = None
             raise TrainingStopped(reason)
+
+    # -- the save budget (core._save_budget) --
+    def _budget_for(self, budget: float | None) -> ScheduleBudget | None:
+        if budget is None:
+            return None
+        governor = ScheduleBudget(self._recorder, BudgetPolicy(budget), self._budget_changed)
+        return governor if governor.governs else None
+
+    def _saving(self) -> AbstractContextManager[None]:
+        """Adapters wrap their saving work in it: what the save budget measures."""
+        budget = self._save_budget
+        return nullcontext() if budget is None else budget.timing()
+
+    def _budget_changed(self, change: BudgetChange, old: int, new: int) -> None:
+        """The schedule changed: said in the session's events and the job's."""
+        verb = "widened" if change.widened else "narrowed"
+        message = (
+            f"save budget: the job's default tensor saves took {change.share:.1%} of training "
+            f"time (budget {change.budget * 100:g}%); their TRAIN interval {verb} from every {old} "
+            f"to every {new} steps (vital signs and the outcome keep their schedule)"
+        )
+        fields = {
+            "old_interval": old,
+            "new_interval": new,
+            "share": round(change.share, 6),
+            "budget": change.budget,
+            "saving_steps": change.saving_steps,
+            "message": message,
+        }
+        logger.info("tensortap: %s", message)
+        self.record_event(SAVE_BUDGET_EVENT, fields)
+        job_dir = os.environ.get(JOB_ENV)
+        if job_dir and os.path.isdir(job_dir):
+            record_job_event(job_dir, SAVE_BUDGET_EVENT, step=self.step, **fields)
 
     # -- containment --
     def _guard(self, fn: Any, *args: Any) -> Any:

@@ -22,7 +22,9 @@ configuration writes them. Parameters, in ``hook_parameters`` and per collection
 - reductions: ``reductions``, ``abs_reductions``, ``norms``, ``abs_norms``, ``save_raw_tensor``,
   ``save_shape``;
 - membership: ``include_regex`` (and, per collection, ``exclude_regex``);
-- hook only: ``include_collections`` ("weights,losses").
+- hook only: ``include_collections`` ("weights,losses"), ``save_budget`` ("0.05" or "off": the
+  share of training time the hook's own TRAIN schedule may spend saving, widened past it;
+  ``tensortap.core._save_budget``; a job sets it for the schedule it chooses).
 
 The collections saved are ``include_collections`` when given, else the configured collections,
 else the hook's defaults. ``writer_options`` sets the background writer
@@ -174,6 +176,8 @@ class HookConfig:
         }
         if self.writer_options is not None:
             kwargs["writer_options"] = self.writer_options
+        if self.settings.save_budget is not None:
+            kwargs["save_budget"] = self.settings.save_budget
         if self.stop_file is not None:
             kwargs["stop_file"] = self.stop_file
         if self.tensorboard_dir is not None:
@@ -187,6 +191,8 @@ class HookConfig:
         A configured collection is included once configured: its name is the user's, never
         taken for a misspelling of a known collection (the hook warns about those)."""
         kwargs = {**self.hook_kwargs(), **overrides}
+        if "save_config" in overrides and "save_budget" not in overrides:
+            kwargs.pop("save_budget", None)  # a schedule given here is the caller's: kept exactly
         included = kwargs.get("include_collections")
         included = [included] if isinstance(included, str) else included
         # a configured collection of the user's own is included once configured; the hook's

@@ -42,3 +42,4 @@ class HookOptions(TypedDict, total=False):
     stop_file: str | os.PathLike[str] | None
     export_tensorboard: bool
     tensorboard_dir: str | os.PathLike[str] | None
+    save_budget: float | str | None

@@ -15,6 +15,7 @@ from typing import Any
 from tensortap.core._collections import Collection, CollectionManager
 from tensortap.core._modes import ModeKeys, parse_mode
 from tensortap.core._reduction_config import ReductionConfig
+from tensortap.core._save_budget import parse_save_budget
 from tensortap.core._save_config import SaveConfig, SaveConfigMode
 from tensortap.exceptions import InvalidConfigError
 
@@ -29,7 +30,9 @@ _REDUCTION_KEYS = (
 )
 _MODE_PREFIXES = {"train": "TRAIN", "eval": "EVAL", "predict": "PREDICT", "global": "GLOBAL"}
 _COLLECTION_KEYS = frozenset((*_SAVE_KEYS, *_REDUCTION_KEYS, "include_regex", "exclude_regex"))
-_HOOK_KEYS = frozenset((*_SAVE_KEYS, *_REDUCTION_KEYS, "include_regex", "include_collections"))
+_HOOK_KEYS = frozenset(
+    (*_SAVE_KEYS, *_REDUCTION_KEYS, "include_regex", "include_collections", "save_budget")
+)
 
 
 def _split(value: Any) -> tuple[str, ...]:
@@ -108,6 +111,7 @@ class HookSettings(Mapping[str, Any]):
         "include_collections",
         "include_regex",
         "reduction_config",
+        "save_budget",
         "save_config",
     )
 
@@ -116,6 +120,8 @@ class HookSettings(Mapping[str, Any]):
     include_regex: tuple[str, ...]
     #: as given (None when not), without the configured collections HookConfig adds
     include_collections: tuple[str, ...] | None
+    #: the save budget (``core._save_budget``): a share of training time, None when off
+    save_budget: float | None
 
     def __init__(self, parameters: Mapping[str, Any] | None = None) -> None:
         given = {} if parameters is None else parameters
@@ -125,6 +131,9 @@ class HookSettings(Mapping[str, Any]):
         self.reduction_config = _reduction_config(given, "hook_parameters")
         self.include_regex = _split(given.get("include_regex"))
         self.include_collections = _split(given.get("include_collections")) or None
+        self.save_budget = parse_save_budget(
+            given.get("save_budget"), "hook_parameters save_budget"
+        )
 
     def with_include_collections(self, names: tuple[str, ...]) -> HookSettings:
         """These settings saving the collections ``names`` (nothing else is parsed again)."""

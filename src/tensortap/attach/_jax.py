@@ -242,6 +242,11 @@ class _Watch:
         kept raveled in the state on a due step, in the parameters' layout."""
         if self.layout is None:
             return
+        with self._hook()._saving():  # the arrays' conversion is saving work too
+            self._arrays(step, kept)
+
+    def _arrays(self, step: int, kept: np.ndarray) -> None:
+        assert self.layout is not None
         names = [name for name, _, _ in self.layout]
         arrays, offset = [], 0
         for _, shape, dtype in self.layout * 2:  # the gradients, then the parameters
@@ -281,12 +286,16 @@ class _Watch:
 
     def save_gradients(self, names: Sequence[str], arrays: Sequence[Any]) -> None:
         items = [(n, a, (CollectionKeys.GRADIENTS,)) for n, a in zip(names, arrays, strict=True)]
-        self._hook()._save_items(items)
+        hook = self._hook()
+        with hook._saving():  # what the save budget measures
+            hook._save_items(items)
 
     def save_weights(self, names: Sequence[str], arrays: Sequence[Any]) -> None:
-        self._hook()._save_items(
-            [(n, a, _parameter_collections(n)) for n, a in zip(names, arrays, strict=True)]
-        )
+        hook = self._hook()
+        with hook._saving():
+            hook._save_items(
+                [(n, a, _parameter_collections(n)) for n, a in zip(names, arrays, strict=True)]
+            )
 
     def save_initial(self, names: Sequence[str], arrays: Sequence[Any]) -> None:
         hook = self._hook()

@@ -82,6 +82,13 @@ def add_parser(sub: Any) -> None:
         "non-finite weights (by default the job refuses such a save and resumes from the "
         "newest good checkpoint)",
     )
+    run.add_argument(
+        "--save-budget",
+        metavar="SHARE|off",
+        help="the share of training time the job's default tensor saves may take before their "
+        "interval widens (default 0.05, or $TENSORTAP_SAVE_BUDGET; off: every 10th step "
+        "whatever it costs); a save_interval of yours is never widened",
+    )
     run.add_argument("training", nargs=argparse.REMAINDER, help="-- python train.py ...")
 
 
@@ -129,7 +136,10 @@ def run(ns: argparse.Namespace) -> int:
         for r in rules
     ]
     hook = DebuggerHookConfig(
-        hook_parameters=parse_params(",".join(ns.hook_param), "--hook-param"),
+        hook_parameters={
+            **parse_params(",".join(ns.hook_param), "--hook-param"),
+            **({} if ns.save_budget is None else {"save_budget": ns.save_budget}),
+        },
         collection_configs=[collection(c) for c in ns.collection],
         writer_options=parse_params(",".join(ns.writer_option), "--writer-option") or None,
     )

@@ -136,6 +136,7 @@ class StepRecorder:
         self._save_config = value
         self._steady.clear()
         self._steady_keys.clear()
+        self._reset_step_caches()
 
     def include_collection(self, name: str) -> None:
         """Save the tensors of this collection (created empty if it does not exist yet)."""

@@ -31,6 +31,7 @@ _NOTABLE = {
     "checkpoint_refused": "{message}",
     "checkpoint_fallback": "{message}",
     "checkpoint_resumed": "{message}",
+    "save_budget": "{message}",
     "training_terminated": "training did not stop within {after_secs:g} s; terminating it",
     "training_ended": "training ended: {status} (exit code {exit_code})",
 }
@@ -249,6 +250,23 @@ def checkpoint_lines(record: JobRecord) -> list[str]:
     return lines
 
 
+def save_budget_lines(record: JobRecord) -> list[str]:
+    """What the save budget did to the job's default schedule (its ``save_budget`` events),
+    when it did anything: a trial with fewer tensor steps than every 10th says why."""
+    events = [e for e in record.iter_events() if e.get("event") == "save_budget"]
+    if not events:
+        return []
+    last = events[-1]
+    widest = max(int(e.get("new_interval") or 0) for e in events)
+    percent = float(last.get("budget") or 0) * 100
+    return [
+        f"  save budget ({percent:g}% of training time for the default tensor saves): their "
+        f"TRAIN interval changed {len(events)} time(s), widest every {widest} steps, last at "
+        f"step {last.get('step')} to every {last.get('new_interval')} (vital signs: every "
+        "step; --save-budget off keeps the job's interval)"
+    ]
+
+
 def render_summary(record: JobRecord, summary: dict[str, Any]) -> str:
     """The job's summary as text: training's outcome, each rule's, and where to look next."""
     training = summary.get("training", {})
@@ -262,6 +280,7 @@ def render_summary(record: JobRecord, summary: dict[str, Any]) -> str:
         lines += [f"    | {line}" for line in training["log_tail"].splitlines()]
     lines += diagnosis_lines(summary)
     lines += checkpoint_lines(record)
+    lines += save_budget_lines(record)
     lines.append("  rules (problems first):")
     for rule in by_gravity(summary.get("rules", [])):
         status = rule.get("RuleEvaluationStatus")

@@ -22,6 +22,7 @@ from tensortap.core._collections import (
     TRAINING_LOOP,
     check_included,
 )
+from tensortap.core._save_budget import DEFAULT_SAVE_BUDGET, SAVE_BUDGET_ENV, parse_save_budget
 from tensortap.core._vitals import VITALS
 from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs._actions import Action, RollbackTraining, StopTraining, action_from_dict
@@ -352,9 +353,21 @@ def hook_config(
     # that rules and the user both configure, whose parameters merge key by key).
     settings = debugger.settings
     params = dict(settings)
-    if rules and not any(k.endswith("save_interval") or k.endswith("save_steps") for k in params):
+    own_schedule = any(k.endswith("save_interval") or k.endswith("save_steps") for k in params)
+    if rules and not own_schedule:
         params["save_interval"] = JOB_SAVE_INTERVAL
         params["eval.save_interval"] = JOB_EVAL_SAVE_INTERVAL
+        # the schedule is the job's: its saves stay within the budget (core._save_budget)
+        params.setdefault("save_budget", job_save_budget())
+        settings = HookSettings(params)
+    elif own_schedule and settings.save_budget is not None:
+        logger.warning(
+            "save_budget=%s is left out: it governs the schedule a job chooses, and this job's "
+            "hook parameters set their own (%s), which is kept exactly",
+            params["save_budget"],
+            ", ".join(k for k in params if k.endswith(("save_interval", "save_steps"))),
+        )
+        params.pop("save_budget")
         settings = HookSettings(params)
     merged: dict[str, list[CollectionSettings]] = {}
     for rule in rules:
@@ -392,6 +405,16 @@ def hook_config(
         tensorboard_dir=tensorboard_dir,
         writer_options=options if isinstance(options, WriterOptions) else None,  # typed above
     )
+
+
+def job_save_budget() -> str:
+    """The save budget of a job's default schedule: ``$TENSORTAP_SAVE_BUDGET`` (``0.05``,
+    ``off``), checked here, else :data:`~tensortap.core._save_budget.DEFAULT_SAVE_BUDGET`."""
+    given = os.environ.get(SAVE_BUDGET_ENV)
+    if given is None:
+        return str(DEFAULT_SAVE_BUDGET)
+    budget = parse_save_budget(given, f"${SAVE_BUDGET_ENV}")
+    return "off" if budget is None else str(budget)
 
 
 def _merged(name: str, given: list[CollectionSettings]) -> CollectionSettings:

@@ -266,6 +266,12 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
                 recorder.record(name, number, _VITALS)
         if not recorder.is_anything_due():  # the vital signs only: nothing else to look at
             return
+        with self._saving():  # what the save budget measures
+            self._save_due(logs, training)
+
+    def _save_due(self, logs: Mapping[str, Any] | None, training: bool) -> None:
+        """A saving batch's tensors: the logs, the variables due, the taps, the optimizer's."""
+        recorder = self._recorder
         for key, value in (logs or {}).items():
             # Keras hands callbacks Python floats; anything else is checked
             if not isinstance(value, float) and not np.isscalar(value) and np.ndim(value) != 0:

@@ -622,7 +622,8 @@ class Hook(TrainerControls, BaseHook):
         plan = self._recorder.begin(name, collections)
         if plan is None:
             return False
-        self._recorder.put(name, self._converter.records(name, tensor, plan))
+        with self._saving():  # what the save budget measures
+            self._recorder.put(name, self._converter.records(name, tensor, plan))
         return True
 
     def _save_contained(
@@ -673,7 +674,8 @@ class Hook(TrainerControls, BaseHook):
         if params is None:
             taken = self._gradients_taken
             params = [e for e in self._registry.params if id(e[1]) not in taken]
-        save_gradients(self._recorder, self._converter, params, inverse, self._contain)
+        with self._saving():
+            save_gradients(self._recorder, self._converter, params, inverse, self._contain)
 
     def _on_step_end(self) -> None:
         """Before a step is handed on: weights after the update, optimizer state, device values."""
@@ -694,7 +696,8 @@ class Hook(TrainerControls, BaseHook):
                     taps.take(self._recorder, self._slot_stats)
                 else:
                     taps.clear()
-            self._converter.resolve()
+            with self._saving():  # device values read back: saving work too
+                self._converter.resolve()
         except Exception as exc:
             self._converter.discard()
             self._contain(exc, "Hook._on_step_end")

@@ -335,6 +335,22 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
     def _save_due(self, model: Any) -> None:
         """What is saved on rounds its collections are due: importance, SHAP values, the
         outcome, the round's trees."""
+        with self._saving():  # what the save budget measures (the outcome is not governed)
+            self._save_scores(model)
+        data = self.validation_data
+        own = any(self._recorder.has_saved(n) for n in OUTCOME_NAMES)  # the script's win
+        if data is not None and not own and (self._due(PREDICTIONS) or self._due(LABELS)):
+            sample = self._outcome_rows.sample(data)  # bounded (tensortap.xgboost._outcome)
+            labels = self._outcome_rows.labels(sample)
+            predicted, kept = bounded(
+                np.asarray(model.predict(sample)), labels if labels.size else None
+            )
+            self._save_lazy("predictions", [PREDICTIONS], lambda: predicted)
+            if kept is not None:
+                self._save_lazy("labels", [LABELS], lambda: kept)
+
+    def _save_scores(self, model: Any) -> None:
+        """A due round's importance, SHAP values and tree."""
         features = feature_names(model)
         if self._due(FEATURE_IMPORTANCE):
             recorder = self._recorder
@@ -359,16 +375,6 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
                 self._save_lazy(f"full_shap/{name}", [FULL_SHAP], lambda c=column: c)
             # with the bias, each row sums to the margin (the prediction before the link)
             self._save_lazy("full_shap/bias", [FULL_SHAP], lambda: contribs[..., -1])
-        own = any(self._recorder.has_saved(n) for n in OUTCOME_NAMES)  # the script's win
-        if data is not None and not own and (self._due(PREDICTIONS) or self._due(LABELS)):
-            sample = self._outcome_rows.sample(data)  # bounded (tensortap.xgboost._outcome)
-            labels = self._outcome_rows.labels(sample)
-            predicted, kept = bounded(
-                np.asarray(model.predict(sample)), labels if labels.size else None
-            )
-            self._save_lazy("predictions", [PREDICTIONS], lambda: predicted)
-            if kept is not None:
-                self._save_lazy("labels", [LABELS], lambda: kept)
         if self._due(TREES):
             rounds = model.num_boosted_rounds()
             table = tree_table(model[rounds - 1 : rounds]) if rounds else None
