@@ -113,6 +113,9 @@ def run(program: Program, work: Path) -> Result:
         TF_NUM_INTRAOP_THREADS="1",
         TF_CPP_MIN_LOG_LEVEL="3",
         PYTHONHASHSEED="0",
+        # the save budget off, as in the generated benchmark: a job's default schedule never
+        # widened by this machine's load, so a score does not depend on how busy it was
+        TENSORTAP_SAVE_BUDGET="off",
     )
     cmd = [
         sys.executable,
