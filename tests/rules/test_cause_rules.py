@@ -246,7 +246,7 @@ def test_at_chance_after_passes_far_above_it_is_overtraining_not_the_labels(
     gravest = lost.gravest
     assert gravest is not None and gravest.severity is Severity.PROBLEM
     assert gravest.details["cause"] == "overtraining", gravest.message
-    assert "evaluation pass 1 was above chance" in gravest.message
+    assert "evaluation pass 2 was above chance" in gravest.message  # pass 1: 1 step in
     never = invoke_rule(AccuracyAtChance(chance_trial(tmp_path / "never", [0.25] * 4)))
     assert never.gravest is not None and never.gravest.details["cause"] == "no_learnable_signal"
 

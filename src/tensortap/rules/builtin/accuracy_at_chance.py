@@ -30,6 +30,8 @@ _END_VALUES, _MIN_STEPS, _AT_ENTROPY = 10, 50, 0.97
 _MAX_TRAIN = 4096
 #: a pass that learned: a quarter of the way from chance to perfect (balanced accuracy, or R^2)
 _LEARNED = 0.25
+#: saved training steps walked before a pass that learned counts as learning
+_TRAINED_BEFORE = 2
 #: the training labels' majority class at least this many times as likely (odds) as in the
 #: pass: the training set is imbalanced against what the model is evaluated on
 _SHIFT_ODDS = 5.0
@@ -260,8 +262,11 @@ class AccuracyAtChance(Rule):
         # of them: most often one, after training) ended at chance
         fired = self._at_chance >= self.passes or (final and self._at_chance == self._judged)
         other = self._other_cause() if at_chance else None
-        # far above chance: beyond sampling noise, and a quarter of the way to perfect
-        if z >= 2 * self.z_threshold and gain >= _LEARNED and self._above is None:
+        # far above chance: beyond sampling noise, and a quarter of the way to perfect, after
+        # some training (an untrained linear model on well-separated classes can map them right
+        # by chance: a shuffled-label wine run's pass before training was at 0.64)
+        learned = z >= 2 * self.z_threshold and gain >= _LEARNED
+        if learned and self._train_steps >= _TRAINED_BEFORE and self._above is None:
             self._above = (self._judged, said)
         verdict = (
             f"no better than chance in {self._outcome_passes()}"
