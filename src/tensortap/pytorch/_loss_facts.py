@@ -148,9 +148,9 @@ _REGRESSION_NODES = {
 _SOFTMAX = "SoftmaxBackward0"
 
 
-def loss_nodes(root: Any) -> Iterator[Any]:
-    """The loss nodes among the first :data:`GRAPH_NODES` of an autograd graph below
-    ``root`` (breadth first: a loss, then what a script did to it, sits near the root)."""
+def _walk(root: Any, descend: Callable[[Any], bool] = lambda node: True) -> Iterator[Any]:
+    """The first :data:`GRAPH_NODES` nodes of an autograd graph below ``root``, breadth first
+    (what a script did to a loss sits near the root); below a node only where ``descend``."""
     frontier, seen = [root], 0
     visited: set[int] = set()
     while frontier and seen < GRAPH_NODES:
@@ -159,28 +159,26 @@ def loss_nodes(root: Any) -> Iterator[Any]:
             continue
         visited.add(id(node))
         seen += 1
-        kind = type(node).__name__
-        if kind in _NLL or kind in _REGRESSION_NODES:
-            yield node
-            continue  # what fed the loss is the model
-        frontier.extend(n for n, _ in getattr(node, "next_functions", ()))
+        yield node
+        if descend(node):
+            frontier.extend(n for n, _ in getattr(node, "next_functions", ()))
+
+
+def _is_loss(node: Any) -> bool:
+    kind = type(node).__name__
+    return kind in _NLL or kind in _REGRESSION_NODES
+
+
+def loss_nodes(root: Any) -> Iterator[Any]:
+    """The loss nodes among the first :data:`GRAPH_NODES` of an autograd graph below ``root``
+    (what fed a loss is the model: not walked)."""
+    return (node for node in _walk(root, lambda node: not _is_loss(node)) if _is_loss(node))
 
 
 def reaches(root: Any, target: Any) -> bool:
     """Whether ``target`` (an autograd node) is among the first :data:`GRAPH_NODES` nodes of the
-    graph below ``root`` (breadth first): a backward pass from ``root`` runs through it again."""
-    frontier, seen = [root], 0
-    visited: set[int] = set()
-    while frontier and seen < GRAPH_NODES:
-        node = frontier.pop(0)
-        if node is None or id(node) in visited:
-            continue
-        if node is target:
-            return True
-        visited.add(id(node))
-        seen += 1
-        frontier.extend(n for n, _ in getattr(node, "next_functions", ()))
-    return False
+    graph below ``root``: a backward pass from ``root`` runs through it again."""
+    return any(node is target for node in _walk(root))
 
 
 def _fed_by(node: Any) -> Any:
