@@ -15,6 +15,7 @@ from tensortap.rules import (
     DeadRelu,
     FrozenLayer,
     LossSpike,
+    TrainingLoop,
     UnnormalisedInput,
     invoke_rule,
 )
@@ -140,15 +141,19 @@ def chance_trial(
     classes: int = 4,
     trailing: int = 0,
     train_majority: float = 0.0,
+    loss_after: float | None = None,
 ) -> tt.Trial:
     """A training step, then an evaluation pass of two batches, per entry of ``accuracy``;
     then ``trailing`` training steps. ``train_majority``: the share of the training labels
     that are class 0 beyond their even share (the evaluation labels stay even)."""
     rng = np.random.default_rng(1)
     hook = tt.Hook(out, save_config=tt.SaveConfig(save_interval=1),
-                   include_collections=["labels", "predictions"])  # fmt: skip
-    for acc in accuracy:
+                   include_collections=["labels", "predictions", "vitals"])  # fmt: skip
+    for i, acc in enumerate(accuracy):
         hook.set_mode(tt.modes.TRAIN)
+        if loss_after is not None:  # the training loss: 1, then ``loss_after`` from pass 2 on
+            loss = np.float32(1.0 if i < 2 else loss_after)
+            hook.save_tensor("vitals/loss", loss, collections="vitals")
         train = rng.integers(0, classes, 8)
         hook.save_tensor(
             "labels", np.where(rng.random(8) < train_majority, 0, train), collections="labels"
@@ -249,6 +254,10 @@ def test_at_chance_after_passes_far_above_it_is_overtraining_not_the_labels(
     assert "evaluation pass 2 was above chance" in gravest.message  # pass 1: 1 step in
     never = invoke_rule(AccuracyAtChance(chance_trial(tmp_path / "never", [0.25] * 4)))
     assert never.gravest is not None and never.gravest.details["cause"] == "no_learnable_signal"
+    # at chance because the model went NaN: broken, not trained too long (NaN explains it)
+    nan = chance_trial(tmp_path / "nan", [0.9, 0.9, 0.25, 0.25], loss_after=float("nan"))
+    broken = invoke_rule(AccuracyAtChance(nan)).gravest
+    assert broken is not None and broken.details["cause"] == "no_learnable_signal", broken
 
 
 @pytest.mark.parametrize(("final", "problem"), [(1.39, True), (0.4, False)])
@@ -434,22 +443,28 @@ def test_frozen_layer_names_a_frozen_output_layer_not_a_frozen_backbone(
         assert summary.status.value == "NoIssuesFound"
 
 
-@pytest.mark.parametrize("backbone", ["random", "pretrained"])
+@pytest.mark.parametrize("backbone", ["random", "pretrained", "cut"])
 def test_a_frozen_layer_still_at_its_random_initialisation_is_a_fault(
     tmp_path: Path, backbone: str
 ) -> None:
     """Issue 44 (dev2's frozen_by_mistake: ``requires_grad_(False)`` on the wrong layers, the
     run still learns through its head): frozen weights that still hold their default uniform
     initialisation were never trained nor loaded, so freezing them is no fine-tuning: a
-    problem on its own. A backbone trained first, then frozen, stays evidence that needs harm."""
+    problem on its own. A backbone trained first, then frozen, stays evidence that needs harm;
+    so does a trainable body cut from the loss (the head fed its output detached), which the
+    training-loop facts name: gradient_blocked, not a frozen layer."""
     import torch
     from torch import nn
 
     import tensortap.pytorch as tp
 
+    class Cut(nn.Sequential):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self[4](self[3](self[2](self[1](self[0](x)))).detach())
+
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(),
-                          nn.Linear(32, 3))  # fmt: skip
+    kind = Cut if backbone == "cut" else nn.Sequential
+    model = kind(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 3))
     x, y = torch.randn(256, 32), torch.randint(0, 3, (256,))
     loss_fn = nn.CrossEntropyLoss()
     if backbone == "pretrained":
@@ -458,10 +473,11 @@ def test_a_frozen_layer_still_at_its_random_initialisation_is_a_fault(
             warm.zero_grad()
             loss_fn(model(x), y).backward()
             warm.step()
-    model[0].requires_grad_(False)
-    model[2].requires_grad_(False)
+    if backbone != "cut":
+        model[0].requires_grad_(False)
+        model[2].requires_grad_(False)
     hook = tp.Hook(tmp_path / "t", save_config=tp.SaveConfig(save_interval=2),
-                   include_collections=["inputs", "weights", "gradients"])  # fmt: skip
+                   include_collections=["inputs", "weights", "gradients", "training_loop"])  # fmt: skip
     hook.register_module(model)
     hook.register_loss(loss_fn)
     opt = torch.optim.SGD(model[4].parameters(), lr=0.1)
@@ -477,6 +493,10 @@ def test_a_frozen_layer_still_at_its_random_initialisation_is_a_fault(
         assert summary.severities == {"problem": 3}, summary
         assert "needs_harm" not in finding.details
         assert "they still hold a random initialisation (4096 of their values" in finding.message
+    elif backbone == "cut":
+        assert "problem" not in summary.severities, summary
+        loop = invoke_rule(TrainingLoop(tt.create_trial(tmp_path / "t")))
+        assert [f.details.get("cause") for f in loop.findings] == ["gradient_blocked"]
     else:
         assert summary.severities == {"warning": 3}, summary
         assert finding.details["needs_harm"] is True

@@ -356,7 +356,7 @@ class AccuracyAtChance(Rule):
         inputs: an earlier pass was far above chance (twice ``z_threshold``: no fluke among many
         passes; the labels carry signal, and training on lost it),
         or the training labels are distributed unlike the pass's (see ``_label_shift``)."""
-        if self._above is not None:
+        if self._above is not None and not self._loss_nonfinite():
             number, said = self._above
             return "overtraining", (
                 f"not labels that do not follow from the inputs: evaluation pass {number} was "
@@ -365,6 +365,19 @@ class AccuracyAtChance(Rule):
             )
         shift = self._label_shift()
         return None if shift is None else ("class_imbalance", shift)
+
+    def _loss_nonfinite(self) -> bool:
+        """Whether the training loss (``vitals/loss``) is non-finite among its last
+        ``_END_VALUES`` training values: a model that learned and then went to chance through
+        NaN or inf was broken, not trained too long (NaN explains the chance)."""
+        trial = self.base_trial
+        if _LOSS not in trial.tensor_names():
+            return False
+        tensor = trial.tensor(_LOSS)
+        steps = tensor.steps(mode=ModeKeys.TRAIN)[-_END_VALUES:]
+        return any(
+            not np.all(np.isfinite(np.asarray(tensor.value(s, mode=ModeKeys.TRAIN)))) for s in steps
+        )
 
     def _label_shift(self) -> str | None:
         """Why the last pass at chance is the training set's imbalance, not labels that do not

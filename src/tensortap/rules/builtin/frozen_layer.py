@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.core._collections import TRAINING_LOOP
 from tensortap.core._modes import ModeKeys
 from tensortap.rules._finding import Finding, Severity, StepRun
 from tensortap.rules._rule import Rule
@@ -62,7 +63,11 @@ class FrozenLayer(Rule):
         pre-trained backbone is frozen on purpose) that needs harm; a certain fault where they
         still hold a fresh random initialisation (never trained, nor loaded)."""
         shown = ", ".join(frozen[:6]) + (f" and {len(frozen) - 6} more" if len(frozen) > 6 else "")
-        fresh = self._fresh.verdict(frozen, step)
+        # trainable weights left without a gradient are cut from the loss, not frozen: the
+        # training-loop facts name them (TrainingLoop's gradient_blocked judges them)
+        names = set(self.base_trial.tensor_names())
+        cut = [w for w in frozen if f"{TRAINING_LOOP}/no_grad/{w}" in names]
+        fresh = None if cut else self._fresh.verdict(frozen, step)
         said = (
             f"{len(frozen)} of the {total} saved weights get no gradient (frozen with "
             f"requires_grad=False, or outside the backward pass) while the output layer "
