@@ -156,7 +156,7 @@ class LoopFacts:
         active = [m for m in self._train_mode_modules(module) if m.training]
         if not module.training:
             # evaluation done right (eval mode), unless Dropout was switched back on after
-            # model.eval() (a Monte Carlo dropout helper left in): the model's flag says eval
+            # model.eval (a Monte Carlo dropout helper left in): the model's flag says eval
             active = [m for m in active if isinstance(m, _DROPOUT)]
         if not active or any(isinstance(m, _BN) and m.momentum in (None, 1.0) for m in active):
             return  # no module behaves differently; or BatchNorm statistics being recomputed

@@ -583,7 +583,7 @@ class TrainingLoop(Rule):
             if 0 < dropout_on < count
             else "with the model in eval mode but its Dropout switched back to training "
             "(a Monte Carlo dropout helper, or .train() on the Dropout modules, after "
-            "model.eval())"
+            "model.eval)"
             if dropout_on
             else "while model.training was True"
         )
