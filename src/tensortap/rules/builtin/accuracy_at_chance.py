@@ -111,6 +111,7 @@ class AccuracyAtChance(Rule):
         self._train_steps = 0  # TRAIN steps walked
         self._train_labels = np.zeros(0, dtype=np.int64)  # TRAIN labels saved, by class
         self._pass_labels = np.zeros(0, dtype=np.int64)  # the last pass judged's, by class
+        self._losses: tuple[int, list[float]] | None = None  # see _last_losses
         self._above: tuple[int, str] | None = None  # the first pass above chance: its number, what
         # the last pass judged: what it measured, its value and chance, TRAIN steps before
         # it, and whether it ended the run
@@ -206,15 +207,9 @@ class AccuracyAtChance(Rule):
         train = self._train_labels
         if self._above is not None or train.sum() < _MIN_TRAIN or np.count_nonzero(train) < 2:
             return None
-        trial = self.base_trial
-        if _LOSS not in trial.tensor_names():
+        last, values = self._last_losses()
+        if len(values) < _END_VALUES or last < _MIN_STEPS:
             return None
-        tensor = trial.tensor(_LOSS)
-        steps = tensor.steps(mode=ModeKeys.TRAIN)
-        if len(steps) < _END_VALUES or steps[-1] < _MIN_STEPS:
-            return None
-        values = [float(np.asarray(tensor.value(s, mode=ModeKeys.TRAIN)).mean())
-                  for s in steps[-_END_VALUES:]]  # fmt: skip
         final = float(np.median(values))
         shares = train[train > 0] / train.sum()
         entropy = float(-(shares * np.log(shares)).sum())
@@ -223,7 +218,7 @@ class AccuracyAtChance(Rule):
         other = self._other_cause()
         self.explain(
             f"training ended with its loss at {final:.4g} (the median of its last {_END_VALUES} "
-            f"values, after {steps[-1]} training steps): {100 * final / entropy:.3g}% of "
+            f"values, after {last} training steps): {100 * final / entropy:.3g}% of "
             f"{entropy:.4g}, the cross-entropy of always answering the {int(train.sum())} "
             "training labels' class shares; "
             + (
@@ -370,14 +365,23 @@ class AccuracyAtChance(Rule):
         """Whether the training loss (``vitals/loss``) is non-finite among its last
         ``_END_VALUES`` training values: a model that learned and then went to chance through
         NaN or inf was broken, not trained too long (NaN explains the chance)."""
+        return not all(math.isfinite(v) for v in self._last_losses()[1])
+
+    def _last_losses(self) -> tuple[int, list[float]]:
+        """(the last TRAIN step of ``vitals/loss``, its last ``_END_VALUES`` values as means),
+        read once per last step: asked at every pass at chance and at the end."""
         trial = self.base_trial
         if _LOSS not in trial.tensor_names():
-            return False
+            return -1, []
         tensor = trial.tensor(_LOSS)
-        steps = tensor.steps(mode=ModeKeys.TRAIN)[-_END_VALUES:]
-        return any(
-            not np.all(np.isfinite(np.asarray(tensor.value(s, mode=ModeKeys.TRAIN)))) for s in steps
-        )
+        steps = tensor.steps(mode=ModeKeys.TRAIN)
+        if not steps:
+            return -1, []
+        if self._losses is None or self._losses[0] != steps[-1]:
+            values = [float(np.asarray(tensor.value(s, mode=ModeKeys.TRAIN)).mean())
+                      for s in steps[-_END_VALUES:]]  # fmt: skip
+            self._losses = (steps[-1], values)
+        return self._losses
 
     def _label_shift(self) -> str | None:
         """Why the last pass at chance is the training set's imbalance, not labels that do not
