@@ -2,8 +2,10 @@
 
 `examples/train_digits.py` is an ordinary PyTorch script: 12 sigmoid layers learning
 scikit-learn's handwritten digits. Its gradients vanish (each sigmoid scales them by at most
-0.25), so it never learns. The demo runs it under `tensortap run` with five built-in rules
-evaluated beside training. The script is not changed: the hook attaches itself. The demo then
+0.25), so it never learns: its accuracy stays at chance. The demo runs it under `tensortap run`
+with five built-in rules evaluated beside training; the diagnosis names the vanishing gradients
+as the cause of the accuracy at chance (AccuracyAtChance is the harm that makes the symptoms a
+problem). The script is not changed: the hook attaches itself. The demo then
 shows each rule's verdict, where the trial and the logs are, and the gradient magnitudes per
 layer that explain the verdict.
 """
@@ -25,7 +27,7 @@ RULES = [
     "vanishing_gradient",
     "exploding_tensor",
     "loss_not_decreasing:mode=TRAIN,num_steps=20,diff_percent=1",
-    "gradient_norm_spike",
+    "accuracy_at_chance",
     "weights_not_updating",
 ]
 
@@ -59,7 +61,7 @@ def main() -> int:
         print(f"  {name:<22} {mean:9.2e}  {bar}")
     ratio = means[-1] / max(means[0], 1e-30)
     print(f"the last layer's gradients are {ratio:.0e} times the first's: the first layers")
-    print("barely move, so the loss cannot fall (LossNotDecreasing agrees).")
+    print("barely move, so the model stays at chance (AccuracyAtChance saw it).")
     tensortap = tensortap_command()  # as a new shell finds it (.venv/bin/tensortap)
     print("\nthe healthy twin, for comparison:")
     print(

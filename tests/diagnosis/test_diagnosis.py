@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import tensortap
 from tensortap.diagnosis import CAUSES, RuleOutcome, build, cause_of, job_outcomes
 from tensortap.exceptions import InvalidConfigError
-from tensortap.rules._verdict import UNEXPLAINED, UNHARMED, harmed
+from tensortap.rules._verdict import UNEXPLAINED, UNHARMED, cleared, harmed
 
 
 def fired(rule: str, step: int, cause: str | None = None, severity: str = "problem",
@@ -166,6 +166,7 @@ def test_every_problem_is_told_once_and_roots_are_not_explained_by_graver_causes
 ) -> None:
     found = build(given_outcomes)
     problems = [o for o in given_outcomes if o.finding and o.finding["severity"] == "problem"]
+    gated: list[RuleOutcome] = []
     if not harmed(given_outcomes):  # symptoms are warnings in a run without harm
         gated = [o for o in problems if CAUSES[o.finding["details"]["cause"]].symptom]  # type: ignore[index]
         problems = [o for o in problems if o not in gated]
@@ -173,7 +174,10 @@ def test_every_problem_is_told_once_and_roots_are_not_explained_by_graver_causes
     judged = [o for o in given_outcomes if o.status in ("IssuesFound", "NoIssuesFound")]
     told = [e.rule for p in found.problems for e in (*p.evidence, *p.consequences)]
     assert sorted(told) == sorted(o.rule for o in problems)
-    assert found.verdict == ("problem" if problems else "healthy" if judged else "unknown")
+    # symptoms in a run no outcome rule cleared leave it unknown, never healthy
+    undecided = gated and not cleared(given_outcomes)
+    healthy = "unknown" if undecided or not judged else "healthy"
+    assert found.verdict == ("problem" if problems else healthy)
     roots = [p.cause for p in found.problems]
     for i, root in enumerate(roots):
         assert not any(root.id in r.explains for r in roots[:i])
@@ -255,9 +259,42 @@ def test_a_symptom_is_a_problem_only_in_a_harmed_run() -> None:
         ("WeightUpdateRatio", "lr_too_high"),
     ):
         assert build([fired(rule, 0, cause)]).cause is CAUSES[cause]
-    # a warning of an outcome rule is not harm
+    # a warning of an outcome rule is not harm, nor does it clear the run: see below
     warned = build([vanishing, fired("LossNotDecreasing", 40, "no_progress", "warning")])
-    assert warned.verdict == "healthy"
+    assert warned.verdict == "unknown" and not warned.problems
+
+
+def test_symptoms_in_a_run_no_outcome_rule_cleared_leave_it_unknown_never_healthy() -> None:
+    """The demo's rule set once called a 12-layer sigmoid net at accuracy 0.088 healthy: its
+    gradients vanished (VanishingGradient, WeightsNotUpdating) and its only outcome rule said
+    "too early to tell". Symptoms are warnings until harm is seen, but a run is *healthy* only
+    when a rule that judges what training achieves cleared it."""
+    vanishing = fired("VanishingGradient", 0, "vanishing_gradient", message="mean |grad| 6e-13")
+    stuck = fired("WeightsNotUpdating", 5, "not_updating", message="6 of 26 did not change")
+    early = fired("LossNotDecreasing", 41, "no_progress", "warning", message="too early")
+    found = build([vanishing, stuck, early, quiet("ExplodingTensor")])
+    assert found.verdict == "unknown" and not found.healthy and not found.problems
+    assert found.undecided == ("vanishing_gradient", "not_updating")
+    assert found.headline().startswith(
+        "unknown: gradients vanish and weights are not updating (VanishingGradient at step 0), "
+        "but no rule that judges what training achieves"
+    )
+    assert found.demoted() == {
+        "VanishingGradient": "no rule judged harm",
+        "WeightsNotUpdating": "no rule judged harm",
+    }
+    assert found.to_dict()["undecided"] == ["vanishing_gradient", "not_updating"]
+    # ExplodingTensor's silence clears nothing (it sees only non-finite values); an outcome
+    # rule that judged and found nothing, or only advice, clears the run
+    for clearing in (quiet("AccuracyAtChance"), fired("Overtraining", 60, severity="advice")):
+        assert build([vanishing, stuck, early, clearing]).verdict == "healthy"
+    # a configuration named otherwise is known by its rule class
+    renamed = RuleOutcome("my-acc", "NoIssuesFound", kind="AccuracyAtChance")
+    assert build([vanishing, renamed]).verdict == "healthy"
+    assert build([vanishing, RuleOutcome("my-acc", "NoIssuesFound")]).verdict == "unknown"
+    # with harm seen, the same symptoms are the cause
+    harm = fired("AccuracyAtChance", 92, "no_learnable_signal")
+    assert build([vanishing, stuck, early, harm]).cause is CAUSES["vanishing_gradient"]
 
 
 def test_evidence_that_needs_harm_is_a_problem_only_where_it_explains_the_harm() -> None:

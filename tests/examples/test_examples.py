@@ -33,7 +33,10 @@ def test_make_demo_is_the_debugging_run(tmp_path: Path) -> None:
     out = result.stdout
     assert "VanishingGradient            IssuesFound (problem) at step 0" in out
     assert "ExplodingTensor              NoIssuesFound" in out
-    assert "GradientNormSpike            NoIssuesFound" in out
+    # the verdict names the planted cause first, with the harm it did folded under it (a
+    # demo whose rules saw no harm once called this run healthy)
+    assert "  diagnosis: gradients vanish: " in out, out
+    assert "(AccuracyAtChance)" in out.split("  diagnosis: ")[1].splitlines()[0]
     assert "trial (debugger artifacts):" in out and "tensortap summary" in out
     assert "gradient/0.weight" in out and "the healthy twin" in out
     last = out.rstrip().splitlines()[-1].split()  # it ends with the dashboard for its job

@@ -85,12 +85,16 @@ def test_run_then_jobs_and_summary(tmp_path: Path) -> None:
     assert done.returncode == 3, done.stdout + done.stderr  # a rule fired
     assert "VanishingGradient fired at step 0" in done.stdout
     assert "stop requested" in done.stdout
-    assert "VanishingGradient            IssuesFound (problem) at step 0" in done.stdout
+    assert (
+        "VanishingGradient            IssuesFound (problem, a warning here: no rule judged harm) "
+        "at step 0" in done.stdout
+    )
     listing = tensortap("jobs", cwd=tmp_path)
     header, row = listing.stdout.splitlines()
     assert header.split()[:3] == ["JOB", "VERDICT", "STATUS"] and len(row) <= 100
-    # the diagnosis keeps the vanishing gradients of a run not harmed as a warning
-    assert re.search(r"healthy \(1 warning\) +Stopped +\d+ +(\d+m)?\d+s +\d\.\d+ +0\.1\b", row), row
+    # the diagnosis keeps the vanishing gradients as a warning, and no outcome rule judged
+    # whether they harm the run: unknown, never healthy
+    assert re.search(r"unknown \(1 warning\) +Stopped +\d+ +(\d+m)?\d+s +\d\.\d+ +0\.1\b", row), row
     (shown,) = json.loads(tensortap("jobs", "--json", cwd=tmp_path).stdout)
     assert shown["rules"][0]["name"] == "VanishingGradient"
     assert shown["rules"][0]["text"] == "IssuesFound (problem) at step 0"

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from tensortap.jobs._hints import next_steps
 from tensortap.jobs._record import JobRecord
-from tensortap.rules._verdict import job_diagnosis
+from tensortap.rules._verdict import Diagnosis, job_diagnosis
 
 _NOTABLE = {
     "training_started": "training started (pid {pid})",
@@ -209,15 +209,20 @@ def by_gravity(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
     )
 
 
-def status_text(rule: dict[str, Any]) -> str:
-    """``IssuesFound (problem)``: the status, with the gravest severity of what fired."""
+def status_text(rule: dict[str, Any], demoted: str | None = None) -> str:
+    """``IssuesFound (problem)``: the status, with the gravest severity of what fired, and
+    why the diagnosis takes a problem as a warning when it does (``demoted``)."""
     status = str(rule.get("RuleEvaluationStatus"))
-    return f"{status} ({rule['severity']})" if rule.get("severity") else status
+    if not rule.get("severity"):
+        return status
+    if demoted and rule["severity"] == "problem":
+        return f"{status} (problem, a warning here: {demoted})"
+    return f"{status} ({rule['severity']})"
 
 
-def diagnosis_lines(summary: dict[str, Any]) -> list[str]:
+def diagnosis_lines(summary: dict[str, Any], diagnosis: Diagnosis | None = None) -> list[str]:
     """The job's verdict: its root cause first with the fix to try, other causes after it."""
-    found = job_diagnosis(summary).to_dict()
+    found = (diagnosis or job_diagnosis(summary)).to_dict()
     lines = [f"  diagnosis: {found.get('headline')}"]
     for i, problem in enumerate(found.get("problems", [])):
         if i:
@@ -278,13 +283,16 @@ def render_summary(record: JobRecord, summary: dict[str, Any]) -> str:
     if training.get("log_tail"):
         lines.append("  last lines of the training log:")
         lines += [f"    | {line}" for line in training["log_tail"].splitlines()]
-    lines += diagnosis_lines(summary)
+    diagnosis = job_diagnosis(summary)
+    demoted = diagnosis.demoted()
+    lines += diagnosis_lines(summary, diagnosis)
     lines += checkpoint_lines(record)
     lines += save_budget_lines(record)
     lines.append("  rules (problems first):")
     for rule in by_gravity(summary.get("rules", [])):
         status = rule.get("RuleEvaluationStatus")
-        line = f"    {rule.get('RuleConfigurationName'):<28} {status_text(rule)}"
+        name = rule.get("RuleConfigurationName")
+        line = f"    {name:<28} {status_text(rule, demoted.get(str(name)))}"
         step = rule.get("gravest_step", rule.get("first_fired_step"))
         if step is not None:
             line += f" at step {step}: {rule.get('gravest_message') or rule.get('message')}"

@@ -473,6 +473,10 @@ OUTCOME_RULES: frozenset[str] = frozenset(
     }
 )
 
+#: The outcome rules that judge what training achieves beyond finite values: one that judged
+#: a run and saw no problem clears the symptoms in it (see ``_verdict.cleared``).
+PROGRESS_RULES: frozenset[str] = OUTCOME_RULES - {"ExplodingTensor", "NaNInfRootCause"}
+
 
 def is_harm(rule: str, finding: Mapping[str, Any]) -> bool:
     """Whether a problem-severity finding of ``rule`` (a configuration's name; the finding's

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from tensortap.rules._causes import (
     CAUSES,
     DYNAMICS_TIER,
+    PROGRESS_RULES,
     RULE_CAUSES,
     SETUP_TIER,
     SYMPTOM_TIER,
@@ -52,6 +53,12 @@ class RuleOutcome:
     status: str
     finding: Mapping[str, Any] | None = None
     details: str = ""
+    #: The built-in rule it is (a configuration's ``rule_class``) when its name does not say.
+    kind: str = ""
+
+    @property
+    def rule_class(self) -> str:
+        return self.kind or str((self.finding or {}).get("rule_class") or self.rule)
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,9 @@ class Diagnosis:
     not_judged: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     #: How training ended when it did not finish ("training failed at step 12: ..."), else None.
     failure: str | None = None
+    #: For an *unknown* verdict with symptoms: their causes, which no rule that judges what
+    #: training achieves could weigh (see :func:`build`).
+    undecided: tuple[str, ...] = ()
 
     @property
     def healthy(self) -> bool:
@@ -154,9 +164,32 @@ class Diagnosis:
             if self.not_judged:
                 text += f" ({len(self.not_judged)} could not judge it)"
             return text
+        if self.undecided:
+            seen = " and ".join(_title(c) for c in self.undecided[:3])
+            first = next(e for e in self.warnings if e.cause in self.undecided)
+            return (
+                f"unknown: {seen} ({first.rule} at step {first.step}), "
+                "but no rule that judges what training achieves (its loss, its accuracy) "
+                "cleared the run, so whether this harms training is not known; add "
+                "accuracy_at_chance or loss_not_decreasing, or train longer"
+            )
         return "unknown: no rule could judge the run" + (
             f" ({self.not_judged[0][0]}: {self.not_judged[0][1]})" if self.not_judged else ""
         )
+
+    def demoted(self) -> dict[str, str]:
+        """Rules whose problem this verdict takes as a warning, with why in a few words."""
+        why = {
+            UNHARMED: "training is not harmed",
+            UNWEIGHED: "no rule judged harm",
+            UNEXPLAINED: "it explains no harm seen",
+        }
+        out: dict[str, str] = {}
+        for e in self.warnings:
+            for suffix, words in why.items():
+                if e.message.endswith(suffix):
+                    out.setdefault(e.rule, words)
+        return out
 
     def _rules_saw(self) -> str:
         """What the rules said of a failed run's saved steps."""
@@ -195,6 +228,7 @@ class Diagnosis:
             "warnings": [e.to_dict() for e in self.warnings],
             "judged": list(self.judged),
             "not_judged": [{"rule": r, "why": why} for r, why in self.not_judged],
+            "undecided": list(self.undecided),
         }
 
 
@@ -226,6 +260,9 @@ def _unnamed(rule: str) -> Cause:
 
 #: What a symptom's message gets when the run shows no harm (and it is kept as a warning).
 UNHARMED = " (training is not harmed: a warning, not a problem)"
+#: What a symptom's message gets when no rule that judges what training achieves cleared the
+#: run either (the verdict is then *unknown*, not *healthy*).
+UNWEIGHED = " (no rule judged whether training is harmed: a warning, not a problem)"
 #: What evidence that needs harm (``details["needs_harm"]``) gets when no harm it explains is
 #: seen.
 UNEXPLAINED = " (it explains none of the harm seen: a warning, not a problem)"
@@ -259,6 +296,25 @@ def harmed(outcomes: Iterable[RuleOutcome]) -> bool:
     )
 
 
+def cleared(outcomes: Iterable[RuleOutcome]) -> bool:
+    """Whether a rule that judges what training achieves beyond finite values
+    (:data:`PROGRESS_RULES`) judged the run and saw it make progress: it found nothing, or only
+    advice (a loss that levelled off). A warning from one (a loss too early or too noisy to
+    tell) clears nothing: symptoms in a run nobody cleared leave its verdict *unknown*, never
+    *healthy*."""
+    return any(
+        o.rule_class in PROGRESS_RULES
+        and (
+            o.status == "NoIssuesFound"
+            or (
+                o.status == "IssuesFound"
+                and str((o.finding or {}).get("severity") or "problem") == "advice"
+            )
+        )
+        for o in outcomes
+    )
+
+
 def _needs_harm(finding: Mapping[str, Any]) -> bool:
     details = finding.get("details") or {}
     return bool(isinstance(details, Mapping) and details.get("needs_harm"))
@@ -270,6 +326,7 @@ def build(outcomes: Iterable[RuleOutcome], failed: bool = False) -> Diagnosis:
     outcomes = list(outcomes)
     harm = failed or harmed(outcomes)
     harms = harm_causes(outcomes)
+    clear = cleared(outcomes)
     gated: set[str] = set()  # causes named only by evidence that needs harm
     found: dict[str, list[Evidence]] = {}
     causes: dict[str, Cause] = {}
@@ -281,7 +338,9 @@ def build(outcomes: Iterable[RuleOutcome], failed: bool = False) -> Diagnosis:
         cause = cause_of(f) or _unnamed(o.rule)
         e = _evidence(o, f, cause)
         if e.severity == "problem" and not harm and cause.tier >= SYMPTOM_TIER:
-            e = replace(e, severity="warning", message=e.message + UNHARMED)
+            e = replace(
+                e, severity="warning", message=e.message + (UNHARMED if clear else UNWEIGHED)
+            )
         elif _needs_harm(f) and e.severity in ("problem", "warning"):
             if harms & cause.explains:  # evidence of the harm seen: a candidate cause
                 e = replace(e, severity="problem")
@@ -304,6 +363,11 @@ def build(outcomes: Iterable[RuleOutcome], failed: bool = False) -> Diagnosis:
     )
     warnings.sort(key=_in_time)
     if not found:
+        undecided = tuple(dict.fromkeys(e.cause for e in warnings if e.message.endswith(UNWEIGHED)))
+        if undecided:
+            return Diagnosis(
+                "unknown", (), tuple(warnings), judged, not_judged, undecided=undecided
+            )
         return Diagnosis(
             "healthy" if judged else "unknown", (), tuple(warnings), judged, not_judged
         )
@@ -379,7 +443,7 @@ def outcome_of(summary: RuleSummary) -> RuleOutcome:
     finding = None
     if gravest is not None:
         finding = {**gravest.to_dict(), "rule_class": summary.rule}
-    return RuleOutcome(summary.rule, summary.status.value, finding, summary.details)
+    return RuleOutcome(summary.rule, summary.status.value, finding, summary.details, summary.rule)
 
 
 def job_outcomes(rule_statuses: Iterable[Mapping[str, Any]]) -> list[RuleOutcome]:
@@ -402,6 +466,7 @@ def job_outcomes(rule_statuses: Iterable[Mapping[str, Any]]) -> list[RuleOutcome
                 str(status.get("RuleEvaluationStatus", "")),
                 finding,
                 str(status.get("StatusDetails") or ""),
+                str(status.get("rule_class") or ""),
             )
         )
     return outcomes
