@@ -25,6 +25,7 @@ Every command spells where it writes ``-o/--output``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 
@@ -75,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     except TensortapError as exc:  # a mistake or a damaged trial: one line, not a traceback
         print(f"tensortap: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `tensortap names RUN | head`: the reader left, as with any filter
+        # Python flushes stdout again at exit; point it at devnull so that flush cannot fail
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # as a shell reports a command that SIGPIPE stopped (128 + 13)
     except ImportError as exc:
         extra = _EXTRA_OF.get((exc.name or "").split(".")[0])
         if extra is None:
