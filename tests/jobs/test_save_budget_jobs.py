@@ -1,9 +1,10 @@
 """The save budget under ``tensortap run`` (tensortap.core._save_budget), in every zero-code
-attachment: unmodified scripts run as jobs with a budget so small that every measured saving
-step is over it (``--save-budget 1e-9``: deterministic, whatever the machine's speed) save fewer
-tensor steps than with ``--save-budget off``, keep the first five saving steps and the
-configured interval's multiples, save the vital signs every step, and say what they did in the
-trial, the job's events and the summary."""
+attachment (XGBoost, PyTorch, Keras, JAX, Hugging Face Trainer, Lightning): unmodified scripts
+run as jobs with a budget so small that every measured saving step is over it
+(``--save-budget 1e-9``: deterministic, whatever the machine's speed) save fewer tensor steps
+than with ``--save-budget off``, keep the first five saving steps and the configured interval's
+multiples, save the vital signs every step, and say what they did in the trial, the job's events
+and the summary."""
 
 from __future__ import annotations
 
@@ -29,8 +30,25 @@ SCRIPTS = {
     ),
     "keras": (["python", str(HERE / "lr_keras_script.py")], "weights", 150),
     "jax": (["python", str(HERE / "jax_script.py"), "--steps", "150"], "weights", 150),
+    "huggingface": (
+        ["python", str(HERE / "vitals_hf_script.py"), "--steps", "150", "--log", "log.json"],
+        "weights",
+        150,
+    ),
+    "lightning": (  # 20 batches an epoch, a validation pass after each
+        ["python", str(HERE / "vitals_lightning_script.py"), "--epochs", "8", "--log", "x"],
+        "weights",
+        160,
+    ),
 }
-NEEDS = {"xgboost": "xgboost", "pytorch": "torch", "keras": "keras", "jax": "optax"}
+NEEDS = {
+    "xgboost": "xgboost",
+    "pytorch": "torch",
+    "keras": "keras",
+    "jax": "optax",
+    "huggingface": "transformers",
+    "lightning": "lightning",
+}
 
 
 def _run(tmp_path: Path, budget: str, command: list[str]) -> tuple[str, JobRecord]:
