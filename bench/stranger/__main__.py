@@ -18,6 +18,7 @@ the generated development split, never on this corpus: by default only the aggre
 
     python -m bench.stranger [--set held_out|dev] [--jobs 2] [--only FILE ...]
                              [--json score.json] [--details out.json]
+                             [--save-budget off|default|SHARE]
 """
 
 from __future__ import annotations
@@ -98,8 +99,9 @@ def load(root: Path = PROGRAMS) -> list[Program]:
     return found
 
 
-def run(program: Program, work: Path) -> Result:
-    """Run one program under ``tensortap run`` in its own directory; read its job's summary."""
+def run(program: Program, work: Path, save_budget: str = "off") -> Result:
+    """Run one program under ``tensortap run`` in its own directory; read its job's summary.
+    ``save_budget``: the job's save budget (``off`` by default; ``default`` leaves the job's)."""
     started = time.perf_counter()
     out = work / f"{program.author}-{program.path.stem}"
     out.mkdir(parents=True)
@@ -113,10 +115,13 @@ def run(program: Program, work: Path) -> Result:
         TF_NUM_INTRAOP_THREADS="1",
         TF_CPP_MIN_LOG_LEVEL="3",
         PYTHONHASHSEED="0",
-        # the save budget off, as in the generated benchmark: a job's default schedule never
-        # widened by this machine's load, so a score does not depend on how busy it was
-        TENSORTAP_SAVE_BUDGET="off",
     )
+    # the save budget off by default, as in the generated benchmark: a job's default schedule
+    # never widened by this machine's load, so a score does not depend on how busy it was;
+    # ``--save-budget default`` measures what the budget a user gets does to the verdicts
+    env.pop("TENSORTAP_SAVE_BUDGET", None)
+    if save_budget != "default":
+        env["TENSORTAP_SAVE_BUDGET"] = save_budget
     cmd = [
         sys.executable,
         "-m",
@@ -221,6 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None, metavar="FILE")
     parser.add_argument("--json", help="write the aggregate score here")
     parser.add_argument("--details", help="write each program's verdict here (not printed)")
+    parser.add_argument(
+        "--save-budget",
+        default="off",
+        help="the jobs' save budget: off (default, a score independent of the machine's load), "
+        "default (what a user gets), or a share of training time",
+    )
     ns = parser.parse_args(argv)
     programs = load(SETS[ns.set])
     if ns.only:
@@ -229,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="stranger-") as tmp,
         ThreadPoolExecutor(max(1, ns.jobs)) as pool,
     ):
-        results = list(pool.map(lambda p: run(p, Path(tmp)), programs))
+        results = list(pool.map(lambda p: run(p, Path(tmp), ns.save_budget), programs))
     summary = score(results)
     lo, hi = summary["healthy_with_problem_interval"]
     b = max(1, summary["buggy"])
