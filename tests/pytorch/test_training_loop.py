@@ -473,6 +473,29 @@ def no_step(hook: tt.Hook) -> None:
         F.cross_entropy(model(x), y).backward()
 
 
+def pretrained_then_step_never_called(hook: tt.Hook) -> None:
+    """A backbone trained first (its optimizer stepped), frozen, a fresh head put on; the
+    head's optimizer.step is never called (``opt.step`` without parentheses)."""
+    model = mlp()
+    first = torch.optim.Adam(model.parameters(), lr=2e-3)
+    for x, y in batches()[:10]:
+        first.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        first.step()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    top = model[-1]
+    assert isinstance(top, nn.Linear)
+    top.reset_parameters()
+    top.requires_grad_(True)
+    hook.register_module(model)
+    opt = torch.optim.SGD(top.parameters(), lr=0.1)
+    for x, y in batches():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step  # noqa: B018 - the fault: the step is never called
+
+
 def zeroed_before_step(hook: tt.Hook) -> None:
     model = mlp()
     hook.register_module(model)
@@ -776,6 +799,10 @@ FAULTS: dict[str, tuple[Loop, str]] = {
     "head_added_after_the_optimizer": (not_in_optimizer, "params_not_in_optimizer"),
     "optimizer_over_a_copy": (optimizer_of_a_copy, "params_not_in_optimizer"),
     "step_never_called": (no_step, "optimizer_not_stepping"),
+    "step_never_called_after_a_pretrained_backbone": (
+        pretrained_then_step_never_called,
+        "optimizer_not_stepping",
+    ),
     "zero_grad_between_backward_and_step": (zeroed_before_step, "optimizer_not_stepping"),
     "zero_grad_never_called": (never_zeroed(True), "grads_not_cleared"),
     "zero_grad_never_called_set_to_none_false": (never_zeroed(False), "grads_not_cleared"),

@@ -186,6 +186,11 @@ class TrainingLoop(Rule):
     def _int(self, name: str) -> int:
         return int(self._num(name, 0))
 
+    def _first_int(self, name: str) -> int:
+        """The first saved value of a counting fact (0 when none was saved)."""
+        value = self._first.get(name)
+        return 0 if value is None or value.size != 1 else int(value.reshape(()))
+
     def _keys(self, prefix: str) -> list[str]:
         """The rest of the names of facts starting with ``prefix`` (``<prefix><rest>``)."""
         return sorted(k[len(prefix) :] for k in self._facts if k.startswith(prefix))
@@ -208,12 +213,27 @@ class TrainingLoop(Rule):
     def _not_stepping(self) -> Iterator[_Verdict]:
         backward, owned = self._int("backward_passes"), self._int("optimizer_steps")
         other, changed = self._int("other_optimizer_steps"), self._num("weights_changed")
-        if backward >= self.min_steps and owned == 0 and other == 0 and changed == 0:
+        # another optimizer that stepped before the weights were watched (a backbone trained
+        # first) and never since is not stepping this training either
+        since = backward - self._first_int("backward_passes")
+        stopped = other > 0 and other == self._first_int("other_optimizer_steps")
+        if (
+            owned == 0
+            and changed == 0
+            and (
+                (other == 0 and backward >= self.min_steps) or (stopped and since >= self.min_steps)
+            )
+        ):
+            before = (
+                f" (another optimizer made its {other} steps before that, none since)"
+                if other
+                else ""
+            )
             yield _Verdict(
                 "optimizer_not_stepping",
-                f"optimizer.step() is never called: {backward} backward passes ran, no optimizer "
-                "stepped and the weights are still those of the first step; call "
-                "optimizer.step() after loss.backward()",
+                f"optimizer.step() is never called: {since if other else backward} backward "
+                f"passes ran, no optimizer stepped and the weights are still those of the first "
+                f"step{before}; call optimizer.step() after loss.backward()",
                 backward,
                 self.min_steps,
                 ("backward_passes", "optimizer_steps"),
