@@ -108,6 +108,28 @@ def test_unnormalised_input_names_features_on_different_scales_as_evidence(
         assert summary.status.value == "NoIssuesFound", name
 
 
+def test_unnormalised_input_names_features_far_from_centred_as_evidence(tmp_path: Path) -> None:
+    """Raw measurements (age, blood pressure, serum values) each vary little around a large
+    offset; scaled to unit rows they stay so: evidence that needs harm. Standardised features
+    and images scaled to [0, 1] are centred enough."""
+    from sklearn.datasets import load_diabetes, load_digits
+
+    x = load_diabetes(scaled=False).data[:256]
+    x = np.delete(x, 1, axis=1)  # the binary sex column, on a scale of its own
+    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
+    summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / "raw", unit)))
+    assert summary.status.value == "IssuesFound"
+    finding = summary.findings[0]
+    assert finding.details["direction"] == "offset" and finding.details["needs_harm"] is True
+    assert finding.value is not None and finding.value < 0.4
+    assert "0_input_0's 9 features are far from centred" in finding.message, finding.message
+    standard = (x - x.mean(0)) / x.std(0)
+    images = load_digits().data[:256] / 16.0
+    for name, fine in (("standard", standard), ("images", images)):
+        summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / name, fine)))
+        assert summary.status.value == "NoIssuesFound", (name, summary.findings[:1])
+
+
 def test_unnormalised_input_names_inputs_that_carry_little_signal_as_evidence(
     tmp_path: Path,
 ) -> None:

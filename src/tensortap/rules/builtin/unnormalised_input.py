@@ -22,6 +22,10 @@ from tensortap.rules.builtin._samples import model_input
 WEAK_RMS, WEAK_LARGEST = 0.1, 0.5
 #: Inputs nearly constant: a standard deviation below this share of their root mean square.
 FLAT_SHARE = 0.05
+#: Features far from centred: the median feature's standard deviation below this share of its
+#: root mean square (standardised features: 1; the healthy runs of the development split: 0.66
+#: at least; raw diabetes rows scaled to unit length: 0.17).
+OFFSET_SHARE = 0.4
 
 
 class UnnormalisedInput(Rule):
@@ -50,7 +54,11 @@ class UnnormalisedInput(Rule):
     value, features centred but not scaled). The development split's healthy runs spread 2.3 at
     most. A mix of scales can be harmless (binary and continuous features side by side), so
     this finding is evidence that needs harm (``details["needs_harm"]``): the diagnosis makes it
-    a problem only where the run is harmed in a way unnormalised inputs explain.
+    a problem only where the run is harmed in a way unnormalised inputs explain. The same holds
+    for features far from centred: each varies little around a large offset (the median
+    feature's standard deviation under ``OFFSET_SHARE`` of its root mean square: raw
+    measurements such as years or blood values, rows scaled to unit length), so the first
+    layer sees mostly a constant.
     """
 
     collections_needed = ("inputs",)
@@ -173,6 +181,24 @@ class UnnormalisedInput(Rule):
                 needs_harm=True,
             )
             return True
+        offset = self._offset()
+        if not fired and offset is not None and offset[0] < OFFSET_SHARE:
+            share, features = offset
+            self.explain(
+                f"the input {self._name}'s {features} features are far from centred: the "
+                f"median feature's standard deviation is {share:.3g} of its root mean square "
+                f"over {self._samples} samples (under {OFFSET_SHARE:g}; standardised features: "
+                "1), so each varies little around a large offset; standardise each feature "
+                "with the training set's mean and standard deviation",
+                tensors=[self._name],
+                value=share,
+                threshold=OFFSET_SHARE,
+                cause="unnormalised_input",
+                severity=Severity.WARNING,  # a problem where the diagnosis finds harm it explains
+                direction="offset",
+                needs_harm=True,
+            )
+            return True
         self.explain(
             f"the input {self._name} has a root mean square of {rms:.3g} over {self._samples} "
             f"samples ({'above' if fired else 'within'} {self.threshold_rms:g}; normalised inputs "
@@ -222,6 +248,20 @@ class UnnormalisedInput(Rule):
             self._matrix, self._columns = False, None
             return
         self._columns = (sums + x.sum(0), squares + np.square(x).sum(0), rows + x.shape[0])
+
+    def _offset(self) -> tuple[float, int] | None:
+        """Of a matrix input: the median over its varying columns of each column's standard
+        deviation over its root mean square, and how many columns vary."""
+        if self._columns is None:
+            return None
+        sums, squares, rows = self._columns
+        mean = sums / rows
+        std = np.sqrt(np.maximum(squares / rows - mean**2, 0.0))
+        rms = np.sqrt(squares / rows)
+        varying = np.flatnonzero(std > 1e-12 * max(float(std.max()), 1e-300))
+        if varying.size < 2:
+            return None
+        return float(np.median(std[varying] / rms[varying])), int(varying.size)
 
     def _spread(self) -> tuple[float, int, float, float, int] | None:
         """Of a matrix input: the largest column's standard deviation over the median's (of the
