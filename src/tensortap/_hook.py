@@ -647,7 +647,13 @@ class Hook:
     def _budget_for(self, budget: float | None) -> ScheduleBudget | None:
         if budget is None:
             return None
-        governor = ScheduleBudget(self._recorder, BudgetPolicy(budget), self._budget_changed)
+        writer = self._writer
+        governor = ScheduleBudget(
+            self._recorder,
+            BudgetPolicy(budget),
+            self._budget_changed,
+            background=lambda: writer.busy_s,  # the writer thread's CPU time counts too
+        )
         return governor if governor.governs else None
 
     def _saving(self) -> AbstractContextManager[None]:

@@ -148,6 +148,29 @@ def test_a_hook_under_a_budget_widens_its_own_schedule_and_records_why(tmp_path:
     assert "widened from every 2 to every 4" in first["message"]
 
 
+def test_the_writer_threads_time_counts_in_the_budget(tmp_path: Path) -> None:
+    """Saves the training thread hands off cheaply but the writer thread spends long on (a core
+    taken from training on a small machine) widen the schedule as saving work in the step
+    would; the hook counts its own writer's CPU time."""
+    clock = FakeClock()
+    writer_time = [0.0]
+    with _budgeted(tmp_path / "t", clock) as hook:
+        assert hook._save_budget is not None
+        assert hook._save_budget.background is not None  # the hook's writer, by default
+        assert hook._save_budget.background() == hook._writer.busy_s
+        hook._save_budget.background = lambda: writer_time[0]
+        hook.set_mode(ModeKeys.TRAIN)
+        for _ in range(60):
+            clock.now += 1.0
+            if hook.is_collection_due("weights"):
+                with hook._saving():  # no time in the step itself
+                    hook.save_tensor("w", np.ones(3, np.float32), collections="weights")
+                writer_time[0] += 1.0  # a second of the writer's
+            hook.next_step()
+    saved = tt.create_trial(tmp_path / "t").tensor("w").steps(mode=ModeKeys.TRAIN)
+    assert saved == [0, 2, 4, 6, 8, 10, 12, 16, 24, 32, 48]  # as with a second in the step
+
+
 def test_a_cheap_saving_step_keeps_the_schedule_and_a_dear_one_narrows_back(
     tmp_path: Path,
 ) -> None:

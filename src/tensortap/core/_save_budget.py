@@ -186,7 +186,11 @@ class ScheduleBudget:
     """A :class:`BudgetPolicy` applied to a recorder's own schedule.
 
     The hook times its saving work with :meth:`timing` and calls :meth:`step_closed` after each
-    step; ``on_change`` is told each change (the hook records it as an event)."""
+    step; ``on_change`` is told each change (the hook records it as an event). ``background``
+    gives the seconds another thread has spent on the saves so far (the trial writer's CPU
+    time): what it adds between two saving steps counts in the second's cost, so a step whose
+    values the training thread hands off cheaply but the writer encodes at length (a core
+    taken from training on a small machine) is not taken for a cheap one."""
 
     def __init__(
         self,
@@ -194,11 +198,14 @@ class ScheduleBudget:
         policy: BudgetPolicy,
         on_change: Callable[[BudgetChange, int, int], None],
         clock: Callable[[], float] = time.perf_counter,
+        background: Callable[[], float] | None = None,
     ) -> None:
         self.recorder = recorder
         self.policy = policy
         self.on_change = on_change
         self.clock = clock
+        self.background = background
+        self._background_seen = 0.0 if background is None else background()
         self.base = recorder.save_config
         self.changes: list[BudgetChange] = []
         self._cost = 0.0
@@ -253,6 +260,10 @@ class ScheduleBudget:
         if closed < 0 or not recorder.save_config.should_save(recorder.mode, closed):
             return
         cost, self._cost = self._cost, 0.0
+        if self.background is not None:
+            seen = self.background()
+            cost += max(0.0, seen - self._background_seen)
+            self._background_seen = seen
         change = self.policy.observe(cost, now)
         if change is None:
             return

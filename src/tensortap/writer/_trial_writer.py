@@ -71,6 +71,9 @@ class TrialWriter:
         self._queue: deque[tuple[StepBatch | ScalarSteps, int]] = deque()
         self._queued_bytes = 0
         self.queue_releases = 0  # times the writer took written steps off the queue (a lock each)
+        #: CPU seconds the writer thread spent writing and publishing (what the save budget
+        #: counts beside the training thread's own saving work); only that thread adds to it
+        self.busy_s = 0.0
         self._cv = threading.Condition()
         self._wakes_by_itself = False  # the writer sleeps with a flush deadline (under _cv)
         self._last_submit = float("-inf")  # monotonic time of the last step submitted
@@ -241,6 +244,7 @@ class TrialWriter:
                 batches = list(self._queue)
                 stop = self._stop
                 waiters, self._flush_waiters = self._flush_waiters, []
+            began = time.thread_time()
             self._write_queued(batches)
             batches.clear()  # no step outlives its writing here: its raw buffers get reused
             segment = self._segment
@@ -250,6 +254,7 @@ class TrialWriter:
                 or (segment is not None and time.monotonic() >= self._publish_due(segment))
             ):
                 self._publish()
+            self.busy_s += time.thread_time() - began
             for event in waiters:
                 event.set()
             if stop:
