@@ -18,6 +18,7 @@ from loading.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,6 +64,7 @@ class LoadedPlugin:
 _KEY = tuple[str, str, str, str]
 _loaded: dict[_KEY, LoadedPlugin] = {}
 _failed: dict[_KEY, PluginFailure] = {}
+_listed: dict[tuple[str, tuple[str, ...]], list[metadata.EntryPoint]] = {}
 _lock = threading.RLock()
 
 
@@ -74,12 +76,21 @@ def _distribution(entry: metadata.EntryPoint) -> str:
 
 
 def entry_points(group: str) -> list[metadata.EntryPoint]:
-    """The group's entry points installed now (read from the dist-info on ``sys.path``)."""
+    """The group's entry points installed (read from the dist-info on ``sys.path``; read again
+    only when ``sys.path`` changed: a listing reads every distribution's metadata)."""
+    key = (group, tuple(sys.path))
+    with _lock:
+        listed = _listed.get(key)
+    if listed is not None:
+        return listed
     try:
-        return list(metadata.entry_points(group=group))
+        listed = list(metadata.entry_points(group=group))
     except Exception as exc:  # a broken installation: said, and no plugin found
         logger.warning("tensortap: could not list the entry points of %s: %s", group, exc)
-        return []
+        listed = []
+    with _lock:
+        _listed[key] = listed
+    return listed
 
 
 def plugin_names(group: str) -> list[str]:
@@ -124,9 +135,10 @@ def load_plugins(
 
 
 def failures(group: str) -> list[PluginFailure]:
-    """The entry points of ``group`` that failed to load in this process so far."""
+    """The entry points of ``group`` installed now that failed to load in this process."""
+    installed = {(group, e.name, e.value, _distribution(e)) for e in entry_points(group)}
     with _lock:
-        return [f for key, f in _failed.items() if key[0] == group]
+        return [f for key, f in _failed.items() if key in installed]
 
 
 __all__ = [
