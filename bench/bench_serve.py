@@ -213,6 +213,7 @@ def waits(root: Path) -> dict[str, Any]:
             dashboard.stop()
     dashboard = start([str(root / "runs" / "small")], port=0, warm=False)
     try:
+        assert dashboard.catalog is not None
         (run,) = dashboard.catalog.runs()
         with run.trial_lock:  # a read of the trial going on (a heat map, say)
             chart = get_seconds(f"{dashboard.url}api/run/{run.id}/curves")
@@ -226,6 +227,7 @@ def waits(root: Path) -> dict[str, Any]:
     hook.close()
     dashboard = start([str(root / "wide")], port=0, warm=False)
     try:
+        assert dashboard.catalog is not None
         (run,) = dashboard.catalog.runs()
         wide = get_seconds(f"{dashboard.url}api/run/{run.id}/curves")
     finally:

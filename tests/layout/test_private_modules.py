@@ -5,7 +5,6 @@ gone and ``importlib.reload`` of a tensortap module reloads it."""
 
 from __future__ import annotations
 
-import importlib
 import subprocess
 import sys
 import warnings
