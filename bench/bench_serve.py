@@ -8,8 +8,13 @@ server's CPU while a page follows a live run.
 - following: a training process saves a loss and an accuracy 50 times a second for
   ``--follow-secs``; the page stays open, polling; the server (in this process) uses CPU for
   what it reads and sends. CPU seconds per second of wall time, idle server as a baseline.
+- waits (``--waits``, no browser; the figures tests/serve/ asserted before tests stopped timing):
+  how long the runs list takes while a 20,000-step run's first curves request is being read
+  (median and slowest, each on a fresh server), a chart of a run while a read of its trial
+  holds the trial's lock, and one curves request of a run of 20,000 scalar names.
 
     .venv/bin/python bench/bench_serve.py [--steps 100000] [--repeat 3] [--follow-secs 20]
+    .venv/bin/python bench/bench_serve.py --waits
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -163,12 +170,89 @@ def following(root: Path, seconds: float, driver) -> dict[str, float]:
     return {"idle_cpu": round(idle, 3), "following_cpu": round(busy, 3), "points_seen": points}
 
 
+def scalars(out: Path, steps: int, names: int) -> None:
+    """A run of ``names`` scalars saved every step for ``steps`` steps."""
+    hook = tt.Hook(out, save_config=tt.SaveConfig(save_interval=1))
+    for step in range(steps):
+        for i in range(names):
+            hook.save_scalar(f"metric_{i:05d}", float(step + i))
+        hook.next_step()
+    hook.close()
+
+
+def get_seconds(url: str) -> float:
+    began = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=120) as response:
+        response.read()
+    return time.perf_counter() - began
+
+
+def waits(root: Path) -> dict[str, Any]:
+    """The runs list during a long run's read; a chart while its trial is read; a wide run."""
+    scalars(root / "runs" / "big", steps=20_000, names=10)
+    scalars(root / "runs" / "small", steps=3, names=1)
+    during: list[float] = []  # each runs list asked while the first curves read went on
+    while len(during) < 20:
+        dashboard = start([str(root / "runs")], port=0, warm=False)  # nothing read yet
+        try:
+            runs = json.load(urllib.request.urlopen(dashboard.url + "api/runs"))["runs"]
+            big = next(r["id"] for r in runs if r["name"] == "big")
+            done = threading.Event()
+
+            def read(url: str, done: threading.Event) -> None:
+                try:
+                    urllib.request.urlopen(url, timeout=120).read()
+                finally:
+                    done.set()
+
+            url = f"{dashboard.url}api/run/{big}/curves"
+            threading.Thread(target=read, args=(url, done), daemon=True).start()
+            while not done.is_set():
+                during.append(get_seconds(dashboard.url + "api/runs"))
+        finally:
+            dashboard.stop()
+    dashboard = start([str(root / "runs" / "small")], port=0, warm=False)
+    try:
+        assert dashboard.catalog is not None
+        (run,) = dashboard.catalog.runs()
+        with run.trial_lock:  # a read of the trial going on (a heat map, say)
+            chart = get_seconds(f"{dashboard.url}api/run/{run.id}/curves")
+    finally:
+        dashboard.stop()
+    hook = tt.Hook(root / "wide", save_config=tt.SaveConfig(save_interval=1))
+    for step in range(2):
+        for i in range(20_000):
+            hook.save_tensor(f"metric_{i:05d}", np.float32(i + step), collections="scalars")
+        hook.next_step()
+    hook.close()
+    dashboard = start([str(root / "wide")], port=0, warm=False)
+    try:
+        assert dashboard.catalog is not None
+        (run,) = dashboard.catalog.runs()
+        wide = get_seconds(f"{dashboard.url}api/run/{run.id}/curves")
+    finally:
+        dashboard.stop()
+    return {
+        "runs_list_during_a_read_s_median": round(statistics.median(during), 4),
+        "runs_list_during_a_read_s_max": round(max(during), 4),
+        "runs_lists_during_reads": len(during),
+        "chart_while_trial_read_s": round(chart, 4),
+        "curves_of_20000_names_first_request_s": round(wide, 3),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--follow-secs", type=float, default=20.0)
+    parser.add_argument("--waits", action="store_true", help="only the waits (no browser)")
     args = parser.parse_args(argv)
+    machine = f"{platform.machine()} {platform.python_version()}"
+    if args.waits:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(json.dumps({"machine": machine, **waits(Path(tmp))}, indent=1))
+        return 0
     driver = browser()
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -181,10 +265,11 @@ def main(argv: list[str] | None = None) -> int:
                 paints.append(painted)
                 warm.append(again)
             follow = following(Path(tmp) / "live-root", args.follow_secs, driver)
+            waited = waits(Path(tmp) / "waits")
     finally:
         driver.quit()
     result = {
-        "machine": f"{platform.machine()} {platform.python_version()}",
+        "machine": machine,
         "steps": args.steps,
         "first_paint_s_median": round(statistics.median(paints), 3),
         "first_paint_s": [round(p, 3) for p in paints],
@@ -192,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         "first_paint_cold_s": [round(p, 3) for p in cold],
         "warm_curves_request_s_median": round(statistics.median(warm), 3),
         **follow,
+        **waited,
     }
     print(json.dumps(result, indent=1))
     return 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tensortap import _moved, exceptions, modes
+from tensortap import exceptions, modes
 from tensortap._hook import Hook, HookStatus
 from tensortap._hook_config import HookConfig
 from tensortap.core._collections import Collection, CollectionKeys, CollectionManager
@@ -18,8 +18,6 @@ from tensortap.writer import WriterOptions
 
 if TYPE_CHECKING:
     from tensortap import diagnosis
-
-_moved.install()  # old module paths (``tensortap.trials.trial``) still import
 
 __version__ = "0.1.0"
 

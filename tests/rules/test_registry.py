@@ -34,7 +34,8 @@ def loss_above() -> Iterator[type]:
 
 
 def test_a_rule_defined_in_a_test_module_is_listed_and_configurable(loss_above: type) -> None:
-    assert BUILTIN_RULES["LossAbove"] is loss_above and rules.LossAbove is loss_above
+    assert rules.known_rules()["LossAbove"] is loss_above and rules.LossAbove is loss_above
+    assert "LossAbove" not in BUILTIN_RULES  # known, and not tensortap's own
     assert "loss_above" in dir(rule_configs)
     config = rule_configs.loss_above(threshold="2.5")
     assert config.name == "LossAbove" and config.parameters == {"threshold": "2.5"}
@@ -54,7 +55,7 @@ def test_a_rule_defined_in_a_test_module_is_listed_and_configurable(loss_above: 
     with pytest.raises(InvalidConfigError, match="built-in rules are .*loss_above"):
         builtin_rule("loss_abov")
     unregister_rule("LossAbove")
-    assert "LossAbove" not in BUILTIN_RULES
+    assert "LossAbove" not in rules.known_rules()
     with pytest.raises(AttributeError, match="no attribute 'loss_above'"):
         rule_configs.loss_above  # noqa: B018
 

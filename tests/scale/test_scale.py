@@ -4,8 +4,11 @@ trial or per step range; a trial that cannot be opened is an Error row, not an e
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -16,6 +19,8 @@ import tensortap as tt
 from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs import Rule
 from tensortap.scale import run_rules
+
+T = TypeVar("T")
 
 CUSTOM = Path(__file__).parents[1] / "rules" / "my_custom_rule.py"
 
@@ -141,6 +146,17 @@ def _bad(kind: str) -> list:
     return ["ExplodingTensor", Rule.custom("bad", MISBEHAVING, kind)]
 
 
+def _unless_hung(call: Callable[[], T], deadline: float = 120) -> T:
+    """``call()``'s answer; fails (rather than hanging the suite) when the time limit never
+    ended a hanging rule. A deadline to poll against, never a duration asserted."""
+    answers: list[T] = []
+    worker = threading.Thread(target=lambda: answers.append(call()), daemon=True)
+    worker.start()
+    worker.join(deadline)
+    assert answers, "the hanging rule was never stopped by its time limit"
+    return answers[0]
+
+
 def _by_run(results) -> dict[str, list[dict]]:
     rows: dict[str, list[dict]] = {}
     for row in results.summary.to_pylist():
@@ -151,15 +167,15 @@ def _by_run(results) -> dict[str, list[dict]]:
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_hanging_rule_is_an_error_row_within_its_time_limit(tmp_path: Path, workers) -> None:
     trials = [_trial(tmp_path / "victim"), _trial(tmp_path / "healthy")]
-    started = time.monotonic()
-    results = run_rules(trials, _bad("HangingRule"), workers=workers, time_limit=3)
-    assert time.monotonic() - started < 60  # the limit, not forever
+    results = _unless_hung(
+        lambda: run_rules(trials, _bad("HangingRule"), workers=workers, time_limit=3)
+    )
     rows = _by_run(results)
     assert [r["status"] for r in rows["healthy"]] == ["NoIssuesFound", "NoData"]
     assert [r["status"] for r in rows["victim"]] == ["Error", "Error"]
     for row in rows["victim"]:
         assert "exceeded its time limit of 3 s" in row["details"]
-        assert 3 <= row["seconds"] < 60
+        assert row["seconds"] >= 3  # it ran until the limit ended it (a lower bound, never flaky)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -205,9 +221,9 @@ def test_time_limit_is_checked_before_any_task(tmp_path: Path) -> None:
 
 def test_ray_tasks_that_hang_or_exit_are_error_rows(tmp_path: Path, ray_cluster) -> None:
     trials = [_trial(tmp_path / "victim"), _trial(tmp_path / "healthy")]
-    started = time.monotonic()
-    hung = _by_run(run_rules(trials, _bad("HangingRule"), engine="ray", time_limit=10))
-    assert time.monotonic() - started < 120
+    hung = _by_run(
+        _unless_hung(lambda: run_rules(trials, _bad("HangingRule"), engine="ray", time_limit=10))
+    )
     assert [r["status"] for r in hung["healthy"]] == ["NoIssuesFound", "NoData"]
     assert {r["status"] for r in hung["victim"]} == {"Error"}
     assert all("exceeded its time limit of 10 s" in r["details"] for r in hung["victim"])

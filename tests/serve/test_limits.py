@@ -207,9 +207,8 @@ def test_a_training_log_that_is_not_a_regular_file_in_the_job_is_not_read(tmp_pa
     status, plain = get(dashboard.url + f"api/run/{ids['plain']}")
     assert status == 200 and plain["log_tail"] == ["epoch 1", "epoch 2"]
     for name in ("passwd", "fifo", "zero", "linkeddir"):
-        started = time.monotonic()
-        status, body = get(dashboard.url + f"api/run/{ids[name]}", timeout=10)  # no hang
-        assert time.monotonic() - started < 10
+        # no hang: a read that blocked on the FIFO would raise at the request's timeout
+        status, body = get(dashboard.url + f"api/run/{ids[name]}", timeout=10)
         assert status == 200, body
         (said,) = body["log_tail"]
         assert "not shown" in said, (name, said)
@@ -257,10 +256,8 @@ def test_a_run_with_20000_scalar_names_answers_a_bounded_truncated_curves_reques
     dashboard = serve(tmp_path / "wide", warm=False)
     (run,) = by_name(dashboard).values()
     curves = dashboard.url + f"api/run/{run['id']}/curves"
-    started = time.monotonic()
-    with urllib.request.urlopen(curves, timeout=60) as response:
+    with urllib.request.urlopen(curves, timeout=60) as response:  # its time: bench_serve.py
         raw = response.read()
-    assert time.monotonic() - started < 30
     body = json.loads(raw)
     assert body["truncated"] is True and body["total"] == 20_000
     assert body["series_names"] == MAX_SERIES == len(body["series"])

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -47,36 +46,21 @@ def ids(url: str) -> dict[str, str]:
     return {r["name"]: r["id"] for r in body["runs"]}
 
 
-def test_the_runs_list_answers_at_once_while_a_long_run_is_being_read(tmp_path, serve) -> None:
+def test_the_runs_list_answers_while_a_long_run_is_being_read(tmp_path, serve) -> None:
     """The read of a run held its lock and the runs list took every run's lock: on a
     100k-step run the list first answered after 5.1 s. Now it reads the small documents only
-    and answers at once while the long run's first curves request is being read: < 0.3 s
-    (median; the slowest < 1 s, on a loaded machine whose read thread holds the GIL too)."""
+    and answers while a read holds the run's locks (held here, so the read never ends first;
+    a list that took them would wait until the request's timeout). How long it takes during a
+    real read is measured by ``bench/bench_serve.py --runs-list``, not asserted here."""
     scalars(tmp_path / "runs" / "big", steps=20_000, names=10).close()
     scalars(tmp_path / "runs" / "small", steps=3, names=1).close()
-    during: list[float] = []  # how long each runs list took that was asked during a read
-    deadline = time.monotonic() + 120
-    while len(during) < 5:
-        assert time.monotonic() < deadline, f"only {len(during)} runs lists during a read"
-        dashboard = serve(tmp_path / "runs", warm=False)  # a fresh server: nothing read yet
-        big = ids(dashboard.url)["big"]
-        done = threading.Event()
-
-        def read(url: str, done: threading.Event) -> None:
-            try:
-                get(url)
-            finally:
-                done.set()
-
-        url = f"{dashboard.url}api/run/{big}/curves"
-        threading.Thread(target=read, args=(url, done), daemon=True).start()
-        while not done.is_set():  # asked while the read goes on
-            started = time.monotonic()
-            status, body = get(dashboard.url + "api/runs")
-            during.append(time.monotonic() - started)
+    dashboard = serve(tmp_path / "runs", warm=False)  # a fresh server: nothing read yet
+    runs = {run.name: run for run in dashboard.catalog.runs()}
+    with runs["big"].lock, runs["big"].trial_lock:  # a read of the long run going on
+        for _ in range(5):
+            status, body = get(dashboard.url + "api/runs", timeout=30)
             assert status == 200 and len(body["runs"]) == 2
-        dashboard.stop()
-    assert float(np.median(during)) < 0.3 and max(during) < 1.0, sorted(during)[-5:]
+    dashboard.stop()
     # and the runs list says what the read found (the last step, from the data reads)
     dashboard = serve(tmp_path / "runs", warm=False)
     _, body = get(dashboard.url + "api/runs")
@@ -343,13 +327,12 @@ def test_a_chart_never_waits_for_a_read_of_the_runs_trial(tmp_path, serve) -> No
     dashboard = serve(tmp_path / "r", warm=False)
     ident = ids(dashboard.url)["r"]
     (run,) = dashboard.catalog.runs()
-    with run.trial_lock:  # a read of the trial going on (a heat map, say)
-        started = time.monotonic()
+    with run.trial_lock:  # a read of the trial going on (a heat map, say); a chart that took
+        # the lock would wait until the request's timeout
         status, body = get(f"{dashboard.url}api/run/{ident}/curves", timeout=10)
         assert status == 200 and len(body["series"]) == 2
         status, listed = get(f"{dashboard.url}api/run/{ident}", timeout=10)
         assert status == 200 and listed["last_step"] == 49
-        assert time.monotonic() - started < 5
 
 
 def test_a_nan_inside_a_long_bucket_is_marked() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tensortap.exceptions import InvalidConfigError
 from tensortap.jobs import CollectionConfig, Rule
 from tensortap.rules import rule_configs
-from tensortap.rules._registry import REGISTRY, by_config_name, config_name, unknown_rule
+from tensortap.rules._registry import REGISTRY, config_name, find_rule, unknown_rule
 
 
 def parse_params(text: str, what: str) -> dict[str, str]:
@@ -31,7 +31,7 @@ def builtin_rule(text: str) -> Rule:
     """``vanishing_gradient`` or ``VanishingGradient``, optionally ``:k=v,...``: a built-in
     rule, or one registered with ``tensortap.rules.register_rule``."""
     name, _, params = text.partition(":")
-    cls = by_config_name(name) or REGISTRY.get(name)
+    cls = find_rule(name)  # a configuration or class name; installed rules loaded if unknown
     if cls is None:
         names = [config_name(c) for c in REGISTRY.values()]
         raise InvalidConfigError(f"--rule: {unknown_rule(name, names)}")

@@ -18,7 +18,7 @@ from tensortap.rules._invoker import (
     iter_findings,
     iter_findings_many,
 )
-from tensortap.rules._registry import REGISTRY, register_rule, unregister_rule
+from tensortap.rules._registry import find_rule, known_rules, register_rule, unregister_rule
 from tensortap.rules._required_tensors import RequiredTensors
 from tensortap.rules._rule import Rule, StepSkipped
 from tensortap.rules._spec import RuleSpec
@@ -39,6 +39,7 @@ __all__ = [
     "invoke_rule",
     "iter_findings",
     "iter_findings_many",
+    "known_rules",
     "load_rule_class",
     "register_rule",
     "rule_configs",
@@ -48,8 +49,8 @@ __all__ += builtin.__all__
 
 
 def __getattr__(name: str) -> Any:
-    """A rule registered after this package was imported."""
-    cls = REGISTRY.get(name)
+    """A rule registered after this package was imported, or installed (an entry point)."""
+    cls = None if name.startswith("_") else find_rule(name, config_names=False)
     if cls is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return cls

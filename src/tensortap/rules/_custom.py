@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tensortap.exceptions import InvalidConfigError
-from tensortap.rules._registry import unknown_rule
+from tensortap.rules._registry import REGISTRY, find_rule, unknown_rule
 from tensortap.rules._rule import Rule
 from tensortap.trials._trial import Trial, create_trial
 
@@ -76,19 +76,18 @@ def create_rule(
     """A rule instance: ``name`` is a built-in rule's name, a Rule class, or the class name of
     a rule defined in the file ``source``; ``params`` may be strings. Other trials may be
     trials, paths, or one string of paths separated by ``;``."""
-    from tensortap.rules.builtin import BUILTIN_RULES
-
     if isinstance(name, type):
         cls = name
     elif source is not None:
         cls = load_rule_class(source, name)
-    elif name in BUILTIN_RULES:
-        cls = BUILTIN_RULES[name]
     else:
-        raise InvalidConfigError(
-            f"{unknown_rule(name, BUILTIN_RULES)}. For a custom rule give the file that "
-            "defines it (source=...)"
-        )
+        found = find_rule(name, config_names=False)
+        if found is None:
+            raise InvalidConfigError(
+                f"{unknown_rule(name, REGISTRY)}. For a custom rule give the file that "
+                "defines it (source=...)"
+            )
+        cls = found
     trial = base_trial if isinstance(base_trial, Trial) else create_trial(base_trial)
     others = _as_trials(other_trials)
     kwargs = dict(params or {})

@@ -11,11 +11,18 @@ package imports all its public modules), and a rule defined anywhere else regist
 
         def __init__(self, base_trial, threshold: float = 1.0) -> None: ...
 
+A rule installed as a distribution declares an entry point of the group ``tensortap.rules``
+(``LossAbove = "my_rules:LossAbove"``, a Rule subclass, or a module that registers its rules):
+on a rule name nobody registered, the group's entry points are loaded (:func:`find_rule`), so
+the command line, a job's rule processes and the dashboard know it in a new process.
+
 What the class declares is what the rest derives: its name (the key here), its parameters
 (``__init__``'s annotations), the collections it needs, and its configuration name
 (``config_name``, by default the class name in snake case: ``rule_configs.my_rule()``).
-``BUILTIN_RULES``, the names :mod:`tensortap.rules` exports, the :mod:`rule_configs` helpers
-and the command line's ``--rule`` choices are all read from here.
+Two tables: :data:`REGISTRY`, every rule known (built-in, registered, loaded from entry
+points), read by the names :mod:`tensortap.rules` exports, the :mod:`rule_configs` helpers and
+the command line's ``--rule``; and :data:`BUILTIN`, tensortap's own rules only
+(``BUILTIN_RULES``).
 """
 
 from __future__ import annotations
@@ -23,8 +30,10 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable
+from types import ModuleType
 from typing import TYPE_CHECKING, TypeVar
 
+from tensortap.core._plugins import RULES_GROUP, LoadedPlugin, failures, load_plugins
 from tensortap.exceptions import InvalidConfigError
 
 if TYPE_CHECKING:
@@ -33,9 +42,13 @@ if TYPE_CHECKING:
 #: The package whose public modules hold the built-in rules (registered by being defined there).
 BUILTIN_PACKAGE = "tensortap.rules.builtin"
 
-#: Every registered rule by class name, in the order they registered. Shared, live: what
-#: ``tensortap.rules.builtin.BUILTIN_RULES`` is.
+#: Every rule known by class name, in the order they registered: the built-in rules, those
+#: registered with :func:`register_rule`, and those loaded from entry points. Shared, live.
 REGISTRY: dict[str, type[Rule]] = {}
+
+#: tensortap's own rules (defined in :data:`BUILTIN_PACKAGE`) by class name: what
+#: ``tensortap.rules.builtin.BUILTIN_RULES`` is. Shared, live.
+BUILTIN: dict[str, type[Rule]] = {}
 
 R = TypeVar("R", bound="type[Rule]")
 
@@ -87,12 +100,59 @@ def register_rule(cls: R) -> R:
                 f"{other.__name__}; declare another one on the class (config_name = '...')"
             )
     REGISTRY[name] = cls
+    if is_builtin_module(cls.__module__):
+        BUILTIN[name] = cls
     return cls
 
 
 def unregister_rule(name: str) -> None:
     """Remove the rule registered as ``name`` (tests, notebooks); unknown names are ignored."""
     REGISTRY.pop(name, None)
+    BUILTIN.pop(name, None)
+
+
+def _register_plugin(plugin: LoadedPlugin) -> None:
+    """An entry point's object: a module registers its rules when imported (``@register_rule``);
+    a Rule subclass is registered here (unless it registered itself)."""
+    from tensortap.rules._rule import Rule
+
+    found = plugin.loaded
+    if isinstance(found, ModuleType):
+        return
+    if not (isinstance(found, type) and issubclass(found, Rule)):
+        raise InvalidConfigError(
+            f"a tensortap.rules entry point names a Rule subclass or a module that registers "
+            f"rules; got {found!r}"
+        )
+    if REGISTRY.get(found.__name__) is not found:
+        register_rule(found)
+
+
+def load_rule_plugins() -> None:
+    """Load the rules installed with ``tensortap.rules`` entry points (each once per process);
+    one that fails is logged and said by :func:`unknown_rule`, never hiding the others."""
+    load_plugins(RULES_GROUP, accept=_register_plugin)
+
+
+def find_rule(name: str, config_names: bool = True) -> type[Rule] | None:
+    """The rule known as class name ``name`` (or, with ``config_names``, configuration name
+    ``vanishing_gradient``), loading the installed rules on a name nobody registered; None
+    when no rule has that name."""
+    for attempt in range(2):
+        cls = REGISTRY.get(name)
+        if cls is None and config_names:
+            cls = by_config_name(name)
+        if cls is not None or attempt:
+            return cls
+        load_rule_plugins()
+    return None
+
+
+def known_rules() -> dict[str, type[Rule]]:
+    """Every rule known, by class name: built-in, registered, and installed (entry points,
+    loaded now)."""
+    load_rule_plugins()
+    return dict(REGISTRY)
 
 
 def registered(name: str) -> type[Rule] | None:
@@ -121,7 +181,11 @@ def unknown_rule(name: str, names: Iterable[str]) -> str:
     by_spelling = {_spelling(n): n for n in listed}
     close = difflib.get_close_matches(_spelling(name), list(by_spelling), n=1, cutoff=0.75)
     hint = f"did you mean {by_spelling[close[0]]!r}? " if close else ""
-    return f"no built-in rule {name!r}; {hint}built-in rules are {', '.join(listed)}"
+    said = f"no built-in rule {name!r}; {hint}built-in rules are {', '.join(listed)}"
+    broken = failures(RULES_GROUP)
+    if broken:  # an installed rule that failed to load may be the one meant
+        said += ". Installed rules that failed to load: " + "; ".join(f.describe() for f in broken)
+    return said
 
 
 def _where(cls: type) -> tuple[str, str]:
@@ -129,11 +193,15 @@ def _where(cls: type) -> tuple[str, str]:
 
 
 __all__ = [
+    "BUILTIN",
     "BUILTIN_PACKAGE",
     "REGISTRY",
     "by_config_name",
     "config_name",
+    "find_rule",
     "is_builtin_module",
+    "known_rules",
+    "load_rule_plugins",
     "register_rule",
     "registered",
     "snake_case",

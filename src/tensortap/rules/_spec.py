@@ -20,7 +20,13 @@ from typing import Any
 from tensortap._hook_config import CollectionSettings
 from tensortap.exceptions import InvalidConfigError
 from tensortap.rules._custom import create_rule, load_rule_class
-from tensortap.rules._registry import REGISTRY, is_builtin_module, unknown_rule
+from tensortap.rules._registry import (
+    REGISTRY,
+    find_rule,
+    is_builtin_module,
+    load_rule_plugins,
+    unknown_rule,
+)
 from tensortap.rules._rule import Rule
 from tensortap.rules.rule_configs import BuiltinRuleConfig, config_for
 from tensortap.trials._trial import Trial
@@ -114,7 +120,9 @@ class RuleSpec:
                     f"cannot be imported here ({type(exc).__name__}: {exc}); make it importable "
                     "where the rules run (PYTHONPATH, an installed package)"
                 ) from exc
-        cls = REGISTRY.get(self.class_name)
+        if self.class_name not in REGISTRY and self.module is not None:
+            load_rule_plugins()  # an installed rule's class, registered by its entry point
+        cls = find_rule(self.class_name, config_names=False)
         if cls is None and self.module is not None:
             raise InvalidConfigError(
                 f"rule {self.class_name} is registered by the module {self.module}, which does "

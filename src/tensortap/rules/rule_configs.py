@@ -17,7 +17,12 @@ from typing import Any
 from tensortap._hook_config import CollectionSettings
 from tensortap.exceptions import InvalidConfigError
 from tensortap.rules._params import coerce
-from tensortap.rules._registry import by_config_name, config_name, unknown_rule
+from tensortap.rules._registry import (
+    REGISTRY,
+    config_name,
+    find_rule,
+    unknown_rule,
+)
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin import BUILTIN_RULES
 
@@ -32,7 +37,7 @@ class BuiltinRuleConfig:
 
     @property
     def rule_class(self) -> type[Rule]:
-        return BUILTIN_RULES[self.name]
+        return REGISTRY[self.name]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -60,9 +65,9 @@ def _as_string(value: Any) -> str:
 def config_for(name: str, **params: Any) -> BuiltinRuleConfig:
     """The configuration of built-in rule ``name`` with ``params`` (strings or values) over its
     defaults; unknown parameters and unparseable values fail here."""
-    cls = BUILTIN_RULES.get(name)
+    cls = find_rule(name, config_names=False)
     if cls is None:
-        raise InvalidConfigError(unknown_rule(name, BUILTIN_RULES))
+        raise InvalidConfigError(unknown_rule(name, REGISTRY))
     specs = {s.name: s for s in cls.parameters()}
     unknown = sorted(set(params) - set(specs) - {"other_trials"})
     if unknown:
@@ -88,7 +93,7 @@ def config_for(name: str, **params: Any) -> BuiltinRuleConfig:
 
 def _snake(name: str) -> str:
     """The helper name of the registered rule ``name`` (``nan_inf_root_cause``)."""
-    return config_name(BUILTIN_RULES[name])
+    return config_name(REGISTRY[name])
 
 
 def _make(name: str) -> Callable[..., BuiltinRuleConfig]:
@@ -112,15 +117,16 @@ _MADE: dict[str, Callable[..., BuiltinRuleConfig]] = {}
 # One helper per registered rule, named after it in snake case (``vanishing_gradient()``),
 # read from the registry when asked for: a new rule needs no line here.
 def __getattr__(name: str) -> Callable[..., BuiltinRuleConfig]:
-    cls = by_config_name(name)
-    if cls is None:
+    cls = None if name.startswith("_") else find_rule(name)
+    if cls is None or config_name(cls) != name:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return _make(cls.__name__)
 
 
 def _helper_names() -> list[str]:
-    """The names of the helpers, one per registered rule (``vanishing_gradient``...)."""
-    return sorted(config_name(cls) for cls in BUILTIN_RULES.values())
+    """The names of the helpers, one per registered rule (``vanishing_gradient``...); an
+    installed rule's once it is loaded (asking for its helper loads it)."""
+    return sorted(config_name(cls) for cls in REGISTRY.values())
 
 
 def __dir__() -> list[str]:
@@ -204,5 +210,5 @@ __all__ = [
     "BuiltinRuleConfig",
     "config_for",
     "recommended",
-    *_helper_names(),  # the built-in rules' (registered by the import above)
+    *sorted(config_name(cls) for cls in BUILTIN_RULES.values()),  # the built-in rules'
 ]
