@@ -108,6 +108,33 @@ def test_unnormalised_input_names_features_on_different_scales_as_evidence(
         assert summary.status.value == "NoIssuesFound", name
 
 
+def test_check_input_images_is_a_problem_off_order_1_and_evidence_within_it(
+    tmp_path: Path,
+) -> None:
+    """Digits in [-1, 1] (``Normalize(0.5, 0.5)``: mostly dark, mean -0.39) are common practice
+    and a stranger's run of them reached 99.6% accuracy: past smdebug's 0.2, the rule still
+    fires, as evidence that needs harm. Raw 0-16 pixels (mean 4.9) are a problem."""
+    from sklearn.datasets import load_digits
+
+    from tensortap.rules import CheckInputImages
+
+    images = load_digits().images[:512, None].astype(np.float32)  # (N, 1, 8, 8), 0-16
+    for name, x, severity in (
+        ("half", (images / 16 - 0.5) / 0.5, "warning"),
+        ("raw", images, "problem"),
+    ):
+        builder = TrialBuilder(tmp_path / name)
+        for start in range(0, 512, 64):
+            builder.step({"0_input_0": x[start : start + 64]}, mode="train",
+                         collections={"0_input_0": "inputs"})  # fmt: skip
+        summary = invoke_rule(CheckInputImages(builder.close()))
+        assert summary.status.value == "IssuesFound", name
+        finding = summary.findings[0]
+        assert finding.severity is not None and finding.severity.value == severity, name
+        assert finding.details["cause"] == "unnormalised_input"
+        assert finding.details.get("needs_harm", False) is (severity == "warning"), name
+
+
 def test_unnormalised_input_names_features_far_from_centred_as_evidence(tmp_path: Path) -> None:
     """Raw measurements (age, blood pressure, serum values) each vary little around a large
     offset; scaled to unit rows they stay so: evidence that needs harm. Standardised features

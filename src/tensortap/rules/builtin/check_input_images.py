@@ -7,8 +7,13 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.rules._finding import Severity
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import fire_nonfinite, has_raw, names_in
+
+
+#: A channel mean beyond this is off order 1 (raw pixels): a problem on its own.
+FAR_MEAN = 1.0
 
 
 class CheckInputImages(Rule):
@@ -22,6 +27,13 @@ class CheckInputImages(Rule):
     not judged (tabular features normalised with one global mean are fine), so a trial of
     tabular inputs ends ``NoData`` rather than with a false alarm. Images holding NaN or inf
     are a problem (non-finite).
+
+    A mean off order 1 (beyond :data:`FAR_MEAN`: raw pixels, 0-255 or 0-16) is a problem. A mean
+    past ``threshold_mean`` but within it is common practice (images scaled to [0, 1], or
+    ``Normalize(0.5, 0.5)`` of mostly dark digits: mean -0.39, in a run that reached 99.6%
+    accuracy): the rule fires as smdebug's did, but as evidence that needs harm
+    (``details["needs_harm"]``, a warning), a problem only where the run is harmed in a way
+    unnormalised inputs explain.
     """
 
     collections_needed = ("inputs",)
@@ -101,13 +113,19 @@ class CheckInputImages(Rule):
             raise self.skip(f"{seen} of {self.threshold_samples} images seen; not judged yet")
         mean, name, c = worst
         fired = abs(mean) > self.threshold_mean
+        near = fired and abs(mean) <= max(FAR_MEAN, self.threshold_mean)
+        extra: dict[str, Any] = {}
+        if near:  # within order 1: evidence where harm is seen, not a fault on its own
+            extra = {"severity": Severity.WARNING, "needs_harm": True}
         self.explain(
             f"channel {c} of {name} has mean {mean:.3g} over {self._samples[name]} images "
             f"({'further' if fired else 'no further'} than {self.threshold_mean:g} from 0"
-            f"{'; normalise the inputs' if fired else ''})",
+            f"{'; normalise the inputs' if fired else ''}"
+            f"{f', though within {FAR_MEAN:g} of it' if near else ''})",
             tensors=[name],
             value=mean,
             threshold=self.threshold_mean,
             cause="unnormalised_input",
+            **extra,
         )
         return fired
