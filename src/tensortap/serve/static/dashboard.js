@@ -97,68 +97,128 @@ function diagnosisHtml(d) {
 }
 
 // ---------------------------------------------------------------- runs
+// The runs table: one row per run, the rows of `tensortap jobs` (/api/table: read, sorted,
+// filtered and grouped by the server's tensortap.jobs._runs, never again here). A click on a
+// header sorts by it (again: the other way); grouping by a hyperparameter shows one row per
+// value (its runs, verdicts, mean and spread of the last loss) above its runs.
+const fmt = (v) => (v == null ? "-" : typeof v === "number" ? String(+v.toPrecision(4)) : String(v));
+function duration(s) {
+  if (s == null) return "-";
+  if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} m ${Math.round(s % 60)} s`;
+  return `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} m`;
+}
+const VERDICT_CLASS = { healthy: "ok", problem: "problem", failed: "problem", unreadable: "problem" };
+function verdictCell(r) {
+  const cls = VERDICT_CLASS[r.verdict] || "warning";
+  return `<span class="verdict ${cls}" title="${esc(r.headline)}">${esc(r.verdict_text)}</span>`;
+}
+const RUN_COLUMNS = [  // [sort key, header, cell]
+  ["verdict", "verdict", verdictCell],
+  ["name", "run", (r) => `<a href="/run/${esc(r.id)}">${esc(r.name)}</a>` +
+    (r.problems.length ? ` <span class="warning" title="${esc(r.problems.join("; "))}">` +
+      `(${esc(r.problems.length)} damaged part${r.problems.length > 1 ? "s" : ""})</span>` : "")],
+  ["status", "status", (r) => statusSpan(r.status)],
+  ["steps", "steps", (r) => esc(fmt(r.steps))],
+  ["duration", "duration", (r) => esc(duration(r.duration))],
+  ["loss", "last loss", (r) => esc(fmt(r.last_loss))],
+  ["best", "best metric", (r) => (r.best_metric ? `${esc(fmt(r.best_metric.value))} ` +
+    `<span class="muted">${esc(r.best_metric.name)}</span>` : "-")],
+  ["learning_rate", "learning rate", (r) => esc(fmt(r.hyperparameters.learning_rate))],
+  ["batch_size", "batch size", (r) => esc(fmt(r.hyperparameters.batch_size))],
+  ["optimizer", "optimizer", (r) => esc(fmt(r.hyperparameters.optimizer))],
+  ["command", "command", (r) => `<code title="${esc(r.command)}">${esc(r.command)}</code>`],
+];
+function groupText(g) {
+  const verdicts = Object.entries(g.verdicts).map(([v, n]) => `${n} ${v}`).join(", ");
+  const loss = g.loss_mean == null ? "no last loss"
+    : `last loss ${fmt(g.loss_mean)}` + (g.loss_sd == null ? "" : ` ± ${fmt(g.loss_sd)}`) +
+      ` (mean ± sd of ${g.losses})`;
+  return `${g.key} = ${fmt(g.value)} · ${g.runs} run${g.runs > 1 ? "s" : ""} · ${loss} · ${verdicts}`;
+}
+
 function runsPage() {
-  main().innerHTML = `<p><input type="search" id="filter" placeholder="filter by name or status">
-    <button id="compare" disabled>compare selected</button> <span id="err" class="problem"></span></p>
-    <table id="runs"><thead><tr><th></th><th>run</th><th>status</th><th>rules (problems first)</th>
-    <th>started</th><th>last step</th><th class="sort" data-sort="learning_rate">learning rate</th>
-    <th class="sort" data-sort="batch_size">batch size</th></tr></thead><tbody></tbody></table>
+  main().innerHTML = `<p><input type="search" id="filter" placeholder="filter: name, verdict, status, command">
+    <label>group by <input id="group" list="group-keys" placeholder="seed, learning_rate..." size="18"></label>
+    <datalist id="group-keys"></datalist>
+    <button id="compare" disabled>compare selected</button> <span class="muted" id="table-note"></span>
+    <span id="err" class="problem"></span></p>
+    <table id="runs"><thead><tr><th></th></tr></thead><tbody></tbody></table>
     <p class="muted" id="places"></p>`;
   const chosen = new Set();
   const button = document.getElementById("compare");
   button.onclick = () => { location.href = `/compare?ids=${[...chosen].join(",")}`; };
-  let last = [];
-  // a click on the learning rate's or batch size's header sorts by it (again: the other way);
-  // runs without one last
-  let sortKey = null, sortDir = 1;
-  const byConfig = (a, b) => {
-    const x = a[sortKey], y = b[sortKey];
-    if (x == null || y == null) return (x == null) - (y == null);
-    return sortDir * (x - y);
+  let sortKey = null, descending = false, asked = 0, body = null, shownHeads = "";
+  const group = () => document.getElementById("group").value.trim();
+  const query = () => {
+    const q = new URLSearchParams();
+    if (sortKey) q.set("sort", (descending ? "-" : "") + sortKey);
+    const text = document.getElementById("filter").value.trim();
+    if (text) q.set("filter", text);
+    if (group()) q.set("group", group());
+    return q;
   };
-  const byProblems = (a, b) => (b.problems_found - a.problems_found) || ((b.started || 0) - (a.started || 0));
-  document.querySelectorAll("#runs th[data-sort]").forEach((th) => {
-    th.onclick = () => {
-      sortDir = sortKey === th.dataset.sort ? -sortDir : 1;
-      sortKey = th.dataset.sort;
-      document.querySelectorAll("#runs th[data-sort]").forEach((h) => {
-        h.dataset.dir = h === th ? (sortDir > 0 ? "ascending" : "descending") : "";
-      });
-      draw();
-    };
-  });
+  const columns = () => {
+    const by = body && body.groups && body.groups.length ? body.groups[0].key : null;
+    const known = RUN_COLUMNS.some(([k]) => k === by) || ["lr", "bs", "opt"].includes(by);
+    if (!by || known) return RUN_COLUMNS;  // the grouped-by hyperparameter as a column too
+    const cols = RUN_COLUMNS.slice();
+    cols.splice(RUN_COLUMNS.length - 1, 0, [by, by, (r) => esc(fmt(r.group_value))]);
+    return cols;
+  };
   const draw = () => {
-    const needle = document.getElementById("filter").value.toLowerCase();
-    const rows = last.filter((r) => !needle || `${r.name} ${r.status} ${r.kind}`.toLowerCase().includes(needle))
-      .sort((a, b) => (sortKey ? byConfig(a, b) : 0) || byProblems(a, b));
-    document.querySelector("#runs tbody").innerHTML = rows.map((r) => {
-      const rules = r.rules.map((x) => `${esc(x.name)}: ${statusSpan(x.status, x.severity)}` +
-        (x.gravest_step != null ? ` at ${esc(x.gravest_step)}` : "")).join("<br>") ||
-        `<span class="muted">${r.kind === "job" ? "no rules yet" : "a trial (rules: tensortap report)"}</span>`;
-      const problems = r.problems.length ? `<br><span class="warning">${esc(r.problems.length)} damaged parts</span>` : "";
-      const verdict = r.diagnosis ? `${verdictSpan(r.diagnosis)}<br>` : "";
-      return `<tr data-id="${esc(r.id)}"><td><input type="checkbox" ${chosen.has(r.id) ? "checked" : ""}></td>
-        <td><a href="/run/${esc(r.id)}">${esc(r.name)}</a><br><span class="muted">${esc(r.location)}</span></td>
-        <td>${statusSpan(r.status)}${problems}</td><td>${verdict}${rules}</td><td>${esc(when(r.started))}</td>
-        <td>${esc(r.last_step ?? "-")}</td><td class="lr">${esc(r.learning_rate ?? "-")}</td>
-        <td class="batch">${esc(r.batch_size ?? "-")}</td></tr>`;
-    }).join("");
-    document.querySelectorAll("#runs input[type=checkbox]").forEach((box) => {
+    if (!body) return;
+    const cols = columns();
+    const heads = cols.map(([k]) => k).join("\u0000");
+    if (heads !== shownHeads) {  // the headers drawn again only when the columns change
+      shownHeads = heads;
+      document.querySelector("#runs thead tr").innerHTML = "<th></th>" + cols.map(([k, h]) =>
+        `<th class="sort" data-sort="${esc(k)}">${esc(h)}</th>`).join("");
+      document.querySelectorAll("#runs th[data-sort]").forEach((th) => {
+        th.onclick = () => {
+          descending = sortKey === th.dataset.sort ? !descending : false;
+          sortKey = th.dataset.sort;
+          refresh().catch((e) => { document.getElementById("err").textContent = e.message; });
+        };
+      });
+    }
+    document.querySelectorAll("#runs th[data-sort]").forEach((th) => {
+      th.dataset.dir = th.dataset.sort === sortKey ? (descending ? "descending" : "ascending") : "";
+    });
+    const byId = new Map(body.rows.map((r) => [r.id, r]));
+    const line = (r) => `<tr data-id="${esc(r.id)}" class="run${r.pending ? " pending" : ""}">` +
+      `<td><input type="checkbox" ${chosen.has(r.id) ? "checked" : ""}></td>` +
+      cols.map(([k, , cell]) => `<td class="c-${esc(k)}">${cell(r)}</td>`).join("") + "</tr>";
+    document.querySelector("#runs tbody").innerHTML = body.groups
+      ? body.groups.map((g) => `<tr class="group"><td></td><td colspan="${cols.length}">${esc(groupText(g))}</td></tr>` +
+        g.ids.map((id) => line(byId.get(id))).join("")).join("")
+      : body.rows.map(line).join("");
+    document.querySelectorAll("#runs tr.run input[type=checkbox]").forEach((box) => {
       box.onchange = () => {
         const id = box.closest("tr").dataset.id;
         if (box.checked) chosen.add(id); else chosen.delete(id);
         button.disabled = chosen.size < 2;
       };
     });
-  };
-  document.getElementById("filter").oninput = draw;
-  every(2000, async () => {
-    const body = await api("/api/runs");
-    last = body.runs;
+    document.getElementById("group-keys").innerHTML = body.keys.map((k) => `<option value="${esc(k)}">`).join("");
+    document.getElementById("table-note").textContent = `${body.rows.length} of ${body.total} runs` +
+      (body.pending ? ` (${body.pending} still being read)` : "");
     document.getElementById("places").textContent = `looking in: ${body.places.join(", ")}` +
       Object.entries(body.errors).map(([p, e]) => `; ${p}: ${e}`).join("");
-    draw();
-  }, document.getElementById("err"));
+    window.tensortapRuns = { rows: body.rows.length, total: body.total, pending: body.pending,
+      sort: body.sort, groups: body.groups ? body.groups.length : 0, asked };
+  };
+  // the latest question's answer only: an earlier one arriving late is dropped
+  const refresh = async () => {
+    const mine = ++asked;
+    const answer = await api(`/api/table?${query()}`);
+    if (mine === asked) { body = answer; draw(); }
+  };
+  const err = document.getElementById("err");
+  const now = () => refresh().then(() => { err.textContent = ""; }).catch((e) => { err.textContent = e.message; });
+  document.getElementById("filter").oninput = now;
+  document.getElementById("group").onchange = now;
+  every(2000, refresh, err);
 }
 
 // ---------------------------------------------------------------- curves
@@ -862,6 +922,11 @@ function follower(id) {
   };
 }
 
+// "problem: the loss does not decrease: ...": the verdict's word first, as the runs table
+function verdictWord(d) {
+  return d.headline.startsWith(d.verdict) ? d.headline : `${d.verdict}: ${d.headline}`;
+}
+
 function comparePage() {
   const ids = (new URLSearchParams(location.search).get("ids") || "").split(",").filter(Boolean);
   const followers = ids.map(follower);
@@ -875,6 +940,10 @@ function comparePage() {
     const names = [...new Set(runs.flatMap((r) => r.all_rules.map((x) => x.name)))];
     document.getElementById("rules").innerHTML = `<tr><th>rule</th>${runs.map((r) =>
       `<th><a href="/run/${esc(r.id)}">${esc(r.name)}</a><br>${statusSpan(r.status)}</th>`).join("")}</tr>` +
+      // the verdict first: what each run's diagnosis says, before the rules it rests on
+      `<tr class="verdict"><td>verdict</td>${runs.map((r) => `<td>${r.diagnosis ? verdictSpan(
+        { ...r.diagnosis, headline: verdictWord(r.diagnosis) })
+        : '<span class="muted">no rules ran (a trial)</span>'}</td>`).join("")}</tr>` +
       names.map((n) => `<tr><td>${esc(n)}</td>${runs.map((r) => {
         const x = r.all_rules.find((y) => y.name === n);
         return `<td>${x ? statusSpan(x.status, x.severity) + (x.gravest_step != null ? ` at ${esc(x.gravest_step)}` : "") : "-"}</td>`;
