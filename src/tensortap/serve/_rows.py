@@ -6,7 +6,8 @@ A row is read from the job's documents and the trial's series and configuration 
 ``summary.json`` or ``events.jsonl`` changes, a live run's for :data:`ROW_SECS`. One answer
 reads at most :data:`MAX_ROW_READS` trials; a run past that keeps its last row, or (none
 yet) a row of its job's documents only, marked ``pending``, filled by a later answer: the
-list never waits for many trials at once.
+list never waits for many trials at once. The server's read-ahead reads the rows of the
+runs it finds before their charts (:func:`tensortap.serve._server._warm`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ ROW_SECS = 2.0
 #: resume it: read again, less often).
 ENDED_ROW_SECS = 10.0
 #: The most trials one answer reads; the other rows are the last ones read, or pending.
-MAX_ROW_READS = 64
+MAX_ROW_READS = 32
 #: The default order: the newest run first.
 DEFAULT_SORT = "-started"
 #: The longest sort key, group key or filter text taken from a request.
@@ -81,7 +82,8 @@ def _read(run: Run, trial: bool) -> RunRow:
         if run.job is not None:
             row = run_row(run.job, trial=trial and run.refused is None)
         elif trial and run.refused is None:
-            row = trial_row(run.name, run.location, meta.overview(run)["status"])
+            ended = meta.trial_meta(run)["ended"]  # as the runs list says it
+            row = trial_row(run.name, run.location, "Ended" if ended else "Running")
         else:
             row = RunRow(run.name, run.location, "Unknown", "unknown")
     except Exception as exc:  # one run never takes the table down for everyone
@@ -105,8 +107,11 @@ def row_of(run: Run, reads: list[int], now: float) -> tuple[RunRow, bool]:
         row = _read(run, trial=True)
         run.row = (now, stamp, row, True)  # one assignment: a reader sees the old or the new
         return row, False
-    if run.row is not None and run.row[3]:
-        return run.row[2], False  # the last row read, until a later answer reads it again
+    held = run.row
+    if held is not None and held[3]:
+        return held[2], False  # the last row read, until a later answer reads it again
+    if held is not None and held[1] == stamp and now - held[0] < ROW_SECS:
+        return held[2], True  # pending still: its job's documents are as they were
     row = _read(run, trial=False)
     run.row = (now, stamp, row, False)
     return row, True

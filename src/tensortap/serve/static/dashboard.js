@@ -148,7 +148,7 @@ function runsPage() {
   const chosen = new Set();
   const button = document.getElementById("compare");
   button.onclick = () => { location.href = `/compare?ids=${[...chosen].join(",")}`; };
-  let sortKey = null, descending = false, asked = 0, body = null, shownHeads = "";
+  let sortKey = null, descending = false, asked = 0, body = null, shownHeads = "", following = false;
   const group = () => document.getElementById("group").value.trim();
   const query = () => {
     const q = new URLSearchParams();
@@ -206,13 +206,21 @@ function runsPage() {
     document.getElementById("places").textContent = `looking in: ${body.places.join(", ")}` +
       Object.entries(body.errors).map(([p, e]) => `; ${p}: ${e}`).join("");
     window.tensortapRuns = { rows: body.rows.length, total: body.total, pending: body.pending,
-      sort: body.sort, groups: body.groups ? body.groups.length : 0, asked };
+      sort: body.sort, groups: body.groups ? body.groups.length : 0, asked,
+      drawnAt: performance.now() };
   };
   // the latest question's answer only: an earlier one arriving late is dropped
   const refresh = async () => {
     const mine = ++asked;
     const answer = await api(`/api/table?${query()}`);
-    if (mine === asked) { body = answer; draw(); }
+    if (mine !== asked) return;
+    body = answer; draw();
+    // rows the server has not read yet (it reads a capped number per answer): asked for
+    // again at once, not at the next poll
+    if (answer.pending && !following) {
+      following = true;
+      setTimeout(() => { following = false; now(); }, 0);
+    }
   };
   const err = document.getElementById("err");
   const now = () => refresh().then(() => { err.textContent = ""; }).catch((e) => { err.textContent = e.message; });
