@@ -421,9 +421,30 @@ function quickChart(div, title, lines) {
   div.replaceChildren(svg);
 }
 
+// How a run's charts are drawn (the controls above them): the EMA's weight (0: off), a log
+// y axis, and the x-range every chart shares (null: each its own)
+const DEFAULT_VIEW = { smoothing: 0, log: false, xRange: null };
+
+// TensorBoard's smoothing: an exponential moving average debiased by the weight given to its
+// zero start (1 - w^n after n finite values), so the first points are not pulled to 0; a value
+// that is not finite (a gap) is kept as it is and left out of the average; a constant line
+// stays as it is (tensorboard/webapp/widgets/line_chart_v2/lib/data_transformer.ts)
+function smooth(ys, weight) {
+  const finite = ys.filter(Number.isFinite);
+  if (!weight || !finite.length || finite.every((v) => v === finite[0])) return ys.slice();
+  let last = 0, n = 0;
+  return ys.map((y) => {
+    if (!Number.isFinite(y)) return y;
+    last = last * weight + (1 - weight) * y;
+    n += 1;
+    return last / (weight === 1 ? 1 : 1 - weight ** n);
+  });
+}
+
 // plotly traces and layout of ``series`` (several runs' when compared), with gaps, findings
-// and where a resumed session starts
-function curveFigure(title, series, findings, names, sessions, trips) {
+// and where a resumed session starts; ``view`` (DEFAULT_VIEW's keys) smooths the lines (the
+// raw ones faint behind), sets a log y axis and the shared x-range
+function curveFigure(title, series, findings, names, sessions, trips, view = DEFAULT_VIEW) {
   const modes = new Set(series.map((s) => s.mode)).size;
   const traces = [], shapes = [], annotations = [];
   let finite = 0, lastX = 0;
@@ -453,9 +474,20 @@ function curveFigure(title, series, findings, names, sessions, trips) {
       x.push(xi); y.push(s.y[k]);
     });
     const label = seriesLabel(s, modes, names && names[i]);
-    traces.push({ x, y, name: label, type: "scatter", legendgroup: label,
-      mode: s.y.length < 40 ? "lines+markers" : "lines", line: { color, width: 2 },
-      marker: { size: 6, color }, connectgaps: false });
+    const lineMode = s.y.length < 40 ? "lines+markers" : "lines";
+    if (view.smoothing > 0) {  // the raw line faint behind, the smoothed one over it
+      traces.push({ x, y, name: `${label} (raw)`, type: "scatter", legendgroup: label,
+        showlegend: false, mode: lineMode, opacity: 0.25, line: { color, width: 1.5 },
+        marker: { size: 4, color }, connectgaps: false, meta: "raw" });
+      traces.push({ x, y: smooth(y, view.smoothing), name: label, type: "scatter",
+        legendgroup: label, mode: "lines", line: { color, width: 2 }, connectgaps: false,
+        meta: "smoothed", customdata: y,
+        hovertemplate: "step %{x}: %{y:.4g} smoothed (%{customdata:.4g} raw)" });
+    } else {
+      traces.push({ x, y, name: label, type: "scatter", legendgroup: label,
+        mode: lineMode, line: { color, width: 2 },
+        marker: { size: 6, color }, connectgaps: false });
+    }
     // what each rollback abandoned: one dimmed, dashed trace per session, from its fork
     dropped.forEach((d, k) => {
       lastX = Math.max(lastX, ...d.x);
@@ -516,10 +548,16 @@ function curveFigure(title, series, findings, names, sessions, trips) {
       nticks: 10 }, yaxis: { nticks: 8, automargin: true },
     legend: { orientation: "h", y: -0.18 }, shapes, annotations, hovermode: "closest",
   };
-  if (range) layout.yaxis.range = range;
+  if (view.log) {
+    layout.yaxis.type = "log";  // plotly leaves out the values <= 0
+    // a log axis's range is in decades: the kept range where it is positive, else plotly's
+    if (range && range[0] > 0) layout.yaxis.range = range.map(Math.log10);
+  } else if (range) layout.yaxis.range = range;
   if (marks.length) {  // the edge the marks stand on: 0 the bottom, 1 the top
     layout.yaxis2 = { overlaying: "y", range: [0, 1], visible: false, fixedrange: true };
   }
+  // every chart of the page over the same steps: a finding's flag at the same place on each
+  if (view.xRange) layout.xaxis.range = view.xRange.slice();
   if (!finite) { layout.yaxis.range = [0, 1]; layout.xaxis.range = [-0.5, lastX + 0.5]; }
   return { traces, layout };
 }
@@ -616,7 +654,7 @@ function chartTitle(c) { return c.statistic === "value" ? c.name : `${c.name} ·
 
 // ``own``: the box of tensortap's own series (the server says which: chart.own), a closed
 // <details> at the bottom of the page, so they are not drawn until it is opened
-function chartGrid(id, box, note, more, own) {
+function chartGrid(id, box, note, more, own, view = { ...DEFAULT_VIEW, share: false }) {
   const charts = [];  // {name, statistic, modes, div, lines, cursor, shown, zoom, dirty}
   const byKey = new Map();
   let total = 0, match = "", marks = { findings: [], sessions: [], trips: [] }, asked = 0,
@@ -720,7 +758,30 @@ function chartGrid(id, box, note, more, own) {
     draw();
   }
 
+  // the steps of every chart the page holds, and the last step the run reached: one x-range
+  // for all (a chart of one point no longer picks 0-60 in a run of 560 steps)
+  function sharedRange() {
+    let lo = Infinity, hi = -Infinity;
+    charts.forEach((c) => c.lines.forEach((l) => {
+      if (l.x.length) { lo = Math.min(lo, l.x[0]); hi = Math.max(hi, l.x[l.x.length - 1]); }
+      l.gaps.forEach((g) => { lo = Math.min(lo, g[0]); hi = Math.max(hi, g[1]); });
+    }));
+    if (Number.isFinite(lastStep)) hi = Math.max(hi, lastStep);
+    (marks.findings || []).forEach((f) => { lo = Math.min(lo, f.step); hi = Math.max(hi, f.step); });
+    if (!Number.isFinite(lo) || !Number.isFinite(hi)) return null;
+    const pad = Math.max(0.5, 0.01 * (hi - lo));
+    return [lo - pad, hi + pad];
+  }
+  let sharedAt = null;  // the range the charts were last drawn with
+
   function draw() {
+    if (view.share) {  // a new step widens the range: every chart is drawn again with it
+      const range = sharedRange();
+      if (JSON.stringify(range) !== JSON.stringify(sharedAt)) {
+        sharedAt = range;
+        charts.forEach((c) => { c.dirty = true; });
+      }
+    }
     if (!window.Plotly) {  // plotly.js (3.5 MB) takes a second or two to load and start: the
       // charts on screen are drawn at once as plain SVG lines, then again by plotly
       for (const c of visible) {
@@ -738,7 +799,7 @@ function chartGrid(id, box, note, more, own) {
       const lines = [...c.lines.values()];
       if (!lines.length) continue;
       const { traces, layout } = curveFigure(chartTitle(c), lines, marks.findings, null,
-        marks.sessions, marks.trips);
+        marks.sessions, marks.trips, { ...view, xRange: view.share ? sharedRange() : null });
       if (c.zoom) layout.xaxis.range = c.zoom;
       if (!c.shown) c.div.textContent = "";
       Plotly.react(c.div, traces, layout, { displaylogo: false, responsive: true });
@@ -767,6 +828,8 @@ function chartGrid(id, box, note, more, own) {
   }
 
   return {
+    // the controls changed: every chart drawn again with them (those off screen when seen)
+    setView(changes) { Object.assign(view, changes); charts.forEach((c) => { c.dirty = true; }); draw(); },
     async setMatch(text) { match = text; reset(); await list(0); status(); },
     async tick() {
       polls += 1;
@@ -800,6 +863,9 @@ function runPage() {
   const id = runId();
   main().innerHTML = `<div id="summary"></div><p id="err" class="problem"></p><div id="diagnosis"></div>
     <h2>Losses and metrics</h2><p><input id="curves-match" placeholder="only names holding..." size="28">
+    <label title="TensorBoard's smoothing: an exponential moving average, debiased at the start; the raw line stays faint behind">smoothing
+    <input type="range" id="smoothing" min="0" max="0.99" step="0.01" value="0"> <output id="smoothing-value">0</output></label>
+    <label>y <select id="y-scale"><option value="linear">linear</option><option value="log">log</option></select></label>
     <span class="muted" id="curves-note"></span></p><div class="plots" id="curves"></div>
     <p><button id="curves-more" hidden></button></p>
     <h2>Layer health</h2><div class="plots" id="health"></div>
@@ -818,7 +884,15 @@ function runPage() {
   const err = document.getElementById("err");
   const grid = chartGrid(id, document.getElementById("curves"), document.getElementById("curves-note"),
     document.getElementById("curves-more"), { details: document.getElementById("own-series"),
-      box: document.getElementById("own-curves"), note: document.getElementById("own-note") });
+      box: document.getElementById("own-curves"), note: document.getElementById("own-note") },
+    { ...DEFAULT_VIEW, share: true });
+  const smoothing = document.getElementById("smoothing");
+  smoothing.oninput = () => {
+    document.getElementById("smoothing-value").textContent = smoothing.value;
+    grid.setView({ smoothing: Number(smoothing.value) });
+  };
+  const yScale = document.getElementById("y-scale");
+  yScale.onchange = () => grid.setView({ log: yScale.value === "log" });
   const matchBox = document.getElementById("curves-match");
   matchBox.onchange = () => grid.setMatch(matchBox.value).catch((e) => { err.textContent = e.message; });
   every(1000, () => grid.tick(), err);
