@@ -1,8 +1,9 @@
 """Charts as a TensorBoard user expects them on a run's page (issue 47), read from a real
 headless Chromium over a real server: moving the smoothing slider draws TensorBoard's debiased
 EMA over the raw line (the raw one kept, faint, behind), switching the y axis to log draws the
-same points on a log scale (read from the SVG path plotly drew), and every chart shares one
-x-range (a series saved at a few steps is drawn over the whole run, not its own 0-60)."""
+same points on a log scale (read from the SVG path plotly drew), every chart shares one
+x-range (a series saved at a few steps is drawn over the whole run, not its own 0-60), and
+the x axis can be the wall time the steps were saved at."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 
 import tensortap as tt
+from tensortap.trials._series import SeriesReader
 from tests.helpers.json_get import get_json as get
 
 pytest.importorskip("starlette")
@@ -51,7 +53,8 @@ TRACES = """
 const d = [...document.querySelectorAll('#curves .plot')].find((p) => p.dataset.name === NAME);
 if (!d || !d.data || !d._fullLayout) return null;
 return {traces: d.data.map((t) => ({meta: t.meta || null, y: t.y, x: t.x, opacity: t.opacity ?? 1})),
-        ytype: d._fullLayout.yaxis.type, xrange: d._fullLayout.xaxis.range,
+        ytype: d._fullLayout.yaxis.type, xtype: d._fullLayout.xaxis.type,
+        xrange: d._fullLayout.xaxis.range,
         paths: [...d.querySelectorAll('.scatterlayer .trace path.js-line')].map((p) => p.getAttribute('d'))};
 """
 
@@ -127,4 +130,24 @@ def test_smoothing_log_scale_and_one_x_range_change_the_drawn_data(
     # three points drawn over the whole run, as the loss is: one x-range for every chart
     assert accuracy["xrange"] == pytest.approx(logged["xrange"])
     assert accuracy["xrange"][0] <= 0 and accuracy["xrange"][1] >= STEPS - 1
+
+    # over wall time: the same points at the times they were saved (a date axis, in ms)
+    browser.until(
+        "return !document.querySelector('#x-axis option[value=wall]').disabled;", timeout=30
+    )
+    page.execute_script(
+        "const s = document.getElementById('x-axis'); s.value = 'wall';"
+        "s.dispatchEvent(new Event('change'));"
+    )
+    page.execute_script(
+        "[...document.querySelectorAll('#curves .plot')].find((p) => p.dataset.name === 'loss')"
+        ".scrollIntoView();"
+    )
+    timed = traces(browser, "loss", lambda v: v and v["xtype"] == "date" and v["paths"])
+    saved = SeriesReader(str(tmp_path / "runs" / "wobbly")).series(["loss"], statistic="value")
+    wall_ms = np.asarray(saved["wall_time"], dtype=np.float64) * 1000
+    x = np.asarray(timed["traces"][0]["x"], dtype=np.float64)
+    assert len(x) == STEPS and np.all(np.diff(x) >= 0)
+    assert x == pytest.approx(wall_ms, abs=1.0)  # each step at its own time, within 1 ms
+    assert timed["paths"][0] != logged["paths"][0]
     assert browser.errors() == []

@@ -50,6 +50,8 @@ class RunCache:
     events: list[dict[str, Any]] = field(default_factory=list)
     events_offset: int = 0
     health: dict[int, tuple[list[Any], list[Any]]] = field(default_factory=dict)  # per step
+    # the run's clock (serve._data.clock): (series_version, when read, what was sent)
+    clock: tuple[int, float, dict[str, list[float]] | None] | None = None
     warmed: bool = False  # its curves were read ahead
     # a bare trial's report page, by (saved steps, last step, problems) when it was made
     report: tuple[tuple[int, int | None, int], str] | None = None

@@ -423,7 +423,37 @@ function quickChart(div, title, lines) {
 
 // How a run's charts are drawn (the controls above them): the EMA's weight (0: off), a log
 // y axis, and the x-range every chart shares (null: each its own)
-const DEFAULT_VIEW = { smoothing: 0, log: false, xRange: null };
+const DEFAULT_VIEW = { smoothing: 0, log: false, xRange: null, wall: null };
+
+// A global step's wall time (ms, for a date axis) from the run's clock (serve._data.clock:
+// steps and their wall times in seconds): between two of its steps, on the line through them;
+// before the first or after the last, on the nearest two (one alone: its time)
+function wallOf(clock, step) {
+  const s = clock.steps, w = clock.wall, n = s.length;
+  if (n === 1) return w[0] * 1000;
+  let lo = 0, hi = n - 1;
+  if (step <= s[0]) hi = 1;
+  else if (step >= s[n - 1]) lo = n - 2;
+  else {
+    while (hi - lo > 1) { const mid = (lo + hi) >> 1; if (s[mid] <= step) lo = mid; else hi = mid; }
+  }
+  const rate = (w[hi] - w[lo]) / ((s[hi] - s[lo]) || 1);
+  return (w[lo] + rate * (step - s[lo])) * 1000;
+}
+
+// the figure's steps moved to wall times: every trace's x, and the shapes and labels placed
+// on the x axis (the findings, the NaN bands, the sessions); the axis a date axis
+function onWallTime(traces, layout, clock) {
+  const at = (x) => (typeof x === "number" ? wallOf(clock, x) : x);
+  traces.forEach((t) => { if (t.x) t.x = t.x.map(at); });
+  (layout.shapes || []).forEach((sh) => {
+    if (sh.xref === "x") { sh.x0 = at(sh.x0); sh.x1 = at(sh.x1); }
+  });
+  (layout.annotations || []).forEach((a) => { if (a.xref === "x") a.x = at(a.x); });
+  if (layout.xaxis.range) layout.xaxis.range = layout.xaxis.range.map(at);
+  layout.xaxis.type = "date";
+  layout.xaxis.title = { text: "wall time" };
+}
 
 // TensorBoard's smoothing: an exponential moving average debiased by the weight given to its
 // zero start (1 - w^n after n finite values), so the first points are not pulled to 0; a value
@@ -559,6 +589,7 @@ function curveFigure(title, series, findings, names, sessions, trips, view = DEF
   // every chart of the page over the same steps: a finding's flag at the same place on each
   if (view.xRange) layout.xaxis.range = view.xRange.slice();
   if (!finite) { layout.yaxis.range = [0, 1]; layout.xaxis.range = [-0.5, lastX + 0.5]; }
+  if (view.wall) onWallTime(traces, layout, view.wall);
   return { traces, layout };
 }
 
@@ -730,6 +761,7 @@ function chartGrid(id, box, note, more, own, view = { ...DEFAULT_VIEW, share: fa
       q.set("limit", String(PAGE));
       asked += 1;
       const body = await api(`/api/run/${id}/curves?${q}`);
+      if (body.clock) clock = body.clock;
       const next = { findings: body.findings, sessions: body.sessions, trips: body.trips };
       // a finding (or a session, a trip) that comes after a chart's last new point is drawn
       // on every chart too: each is redrawn when the marks change
@@ -773,6 +805,7 @@ function chartGrid(id, box, note, more, own, view = { ...DEFAULT_VIEW, share: fa
     return [lo - pad, hi + pad];
   }
   let sharedAt = null;  // the range the charts were last drawn with
+  let clock = null;  // the run's clock (global steps' wall times), from the curves answers
 
   function draw() {
     if (view.share) {  // a new step widens the range: every chart is drawn again with it
@@ -799,14 +832,16 @@ function chartGrid(id, box, note, more, own, view = { ...DEFAULT_VIEW, share: fa
       const lines = [...c.lines.values()];
       if (!lines.length) continue;
       const { traces, layout } = curveFigure(chartTitle(c), lines, marks.findings, null,
-        marks.sessions, marks.trips, { ...view, xRange: view.share ? sharedRange() : null });
-      if (c.zoom) layout.xaxis.range = c.zoom;
+        marks.sessions, marks.trips, { ...view, xRange: view.share ? sharedRange() : null,
+          wall: view.x === "wall" ? clock : null });
+      if (c.zoom && view.x !== "wall") layout.xaxis.range = c.zoom;
       if (!c.shown) c.div.textContent = "";
       Plotly.react(c.div, traces, layout, { displaylogo: false, responsive: true });
       if (!c.shown) {
         c.div.on("plotly_relayout", (ev) => {
           const range = ev["xaxis.range"] || (ev["xaxis.range[0]"] != null
             ? [ev["xaxis.range[0]"], ev["xaxis.range[1]"]] : null);
+          if (view.x === "wall") return;  // over wall time: plotly's own zoom of what it holds
           if (range) {  // zoomed in: that range asked for (every point once it is short)
             c.zoom = range;
             fetchCharts([c], { x0: String(Math.floor(c.zoom[0])), x1: String(Math.ceil(c.zoom[1])) })
@@ -822,7 +857,7 @@ function chartGrid(id, box, note, more, own, view = { ...DEFAULT_VIEW, share: fa
       series: charts.flatMap((c) => [...c.lines.values()]), findings: marks.findings,
       sessions: marks.sessions, trips: marks.trips, total, listed: charts.length, asked,
       last_step: lastStep, polls,
-      drawn: charts.filter((c) => c.shown).map((c) => c.name),
+      drawn: charts.filter((c) => c.shown).map((c) => c.name), clock,
       fetched: charts.filter((c) => c.cursor != null).map((c) => c.name),
     };
   }
@@ -830,6 +865,7 @@ function chartGrid(id, box, note, more, own, view = { ...DEFAULT_VIEW, share: fa
   return {
     // the controls changed: every chart drawn again with them (those off screen when seen)
     setView(changes) { Object.assign(view, changes); charts.forEach((c) => { c.dirty = true; }); draw(); },
+    hasClock() { return clock != null; },
     async setMatch(text) { match = text; reset(); await list(0); status(); },
     async tick() {
       polls += 1;
@@ -866,6 +902,7 @@ function runPage() {
     <label title="TensorBoard's smoothing: an exponential moving average, debiased at the start; the raw line stays faint behind">smoothing
     <input type="range" id="smoothing" min="0" max="0.99" step="0.01" value="0"> <output id="smoothing-value">0</output></label>
     <label>y <select id="y-scale"><option value="linear">linear</option><option value="log">log</option></select></label>
+    <label>x <select id="x-axis"><option value="step">global step</option><option value="wall" disabled>wall time</option></select></label>
     <span class="muted" id="curves-note"></span></p><div class="plots" id="curves"></div>
     <p><button id="curves-more" hidden></button></p>
     <h2>Layer health</h2><div class="plots" id="health"></div>
@@ -885,7 +922,7 @@ function runPage() {
   const grid = chartGrid(id, document.getElementById("curves"), document.getElementById("curves-note"),
     document.getElementById("curves-more"), { details: document.getElementById("own-series"),
       box: document.getElementById("own-curves"), note: document.getElementById("own-note") },
-    { ...DEFAULT_VIEW, share: true });
+    { ...DEFAULT_VIEW, share: true, x: "step" });
   const smoothing = document.getElementById("smoothing");
   smoothing.oninput = () => {
     document.getElementById("smoothing-value").textContent = smoothing.value;
@@ -893,9 +930,14 @@ function runPage() {
   };
   const yScale = document.getElementById("y-scale");
   yScale.onchange = () => grid.setView({ log: yScale.value === "log" });
+  const xAxis = document.getElementById("x-axis");
+  xAxis.onchange = () => grid.setView({ x: xAxis.value });
   const matchBox = document.getElementById("curves-match");
   matchBox.onchange = () => grid.setMatch(matchBox.value).catch((e) => { err.textContent = e.message; });
-  every(1000, () => grid.tick(), err);
+  every(1000, async () => {
+    await grid.tick();
+    xAxis.options[1].disabled = !grid.hasClock();  // offered where wall times were saved
+  }, err);
   every(2000, async () => {
     const d = await api(`/api/run/${id}`);
     document.getElementById("title").textContent = d.name;
