@@ -65,6 +65,7 @@ bench: $(STAMP)
 	$(PY) -m bench.detection.generated --split all
 	$(PY) bench/bench_fuzz.py
 	$(PY) bench/bench_serve.py
+	$(PY) bench/bench_runs_table.py
 	$(PY) bench/bench_long.py
 
 # The README's pictures (needs Debian's chromium): a report and a TensorPlot.

@@ -185,8 +185,11 @@ def hyperparameter(config: Mapping[str, Any], key: str) -> Scalar | None:
 # -- reading a job --
 
 
-def run_row(record: JobRecord, now: float | None = None) -> RunRow:
-    """A job's row (see the module docstring); never raises for what a job directory holds."""
+def run_row(record: JobRecord, now: float | None = None, trial: bool = True) -> RunRow:
+    """A job's row (see the module docstring); never raises for what a job directory holds.
+    With ``trial=False`` only the job's own documents are read: the columns read from the
+    trial (steps, loss, best metric, hyperparameters) stay None (the dashboard's row of a run
+    whose trial it has not read yet, or may not read)."""
     problems: list[str] = []
     job: dict[str, Any] = {}
     try:
@@ -212,7 +215,8 @@ def run_row(record: JobRecord, now: float | None = None) -> RunRow:
     row.command = shlex.join(command)
     row.rules = [_rule(r) for r in by_gravity(summary.get("rules", []))]
     _verdict(row, summary)
-    _trial(row, record)
+    if trial:
+        _trial(row, record.trial_location)
     row.duration = _duration(record, summary, row, time.time() if now is None else now)
     row.problems = list(dict.fromkeys(row.problems))
     return row
@@ -251,7 +255,18 @@ def _verdict(row: RunRow, summary: Mapping[str, Any]) -> None:
         row.verdict = diagnosis.verdict
 
 
-def _trial(row: RunRow, record: JobRecord) -> None:
+def trial_row(name: str, location: str, status: str = "Unknown") -> RunRow:
+    """The row of a trial that no job wrote (the dashboard serves bare trials too): its
+    steps, loss, best metric and hyperparameters as a job's; no rules ran, so its verdict is
+    ``unknown`` (``running`` while ``status`` says it is written)."""
+    live = status in RUNNING or status == "Running"  # the dashboard's word for a bare trial
+    row = RunRow(name, location, status, "running" if live else "unknown")
+    _trial(row, location)
+    row.problems = list(dict.fromkeys(row.problems))
+    return row
+
+
+def _trial(row: RunRow, location: str) -> None:
     """Steps, last loss, best validation metric and configuration, from the trial's series
     and configuration documents (small reads, no segment index)."""
     from tensortap.format import _layout as layout
@@ -263,7 +278,7 @@ def _trial(row: RunRow, record: JobRecord) -> None:
         row.problems.append(f"unreadable {key}: {exc}")
 
     try:
-        reader = SeriesReader(record.trial_location)
+        reader = SeriesReader(location)
         store = reader.store
         workers = [w for w in store.list_dir(layout.WORKERS_PREFIX) if layout.is_plain_name(w)]
         if not workers:
@@ -365,6 +380,29 @@ def read_rows(records: Iterable[JobRecord], now: float | None = None) -> list[Ru
 
 
 # -- sorting, filtering, grouping --
+
+
+def hyperparameter_keys(rows: Iterable[RunRow], most: int = 60) -> list[str]:
+    """The hyperparameters the rows' configurations hold a scalar for (what a table may group
+    or sort by): ``seed`` and the key ones first, then the others by name (top-level keys
+    and those in Lightning's ``hparams`` or the trainer's arguments), ``most`` at most."""
+    found: set[str] = set()
+    first = ("seed", *KEY_HYPERPARAMETERS)
+    for row in rows:
+        found.update(k for k in first if hyperparameter(row.config, k) is not None)
+        places: list[Any] = [row.config]
+        for path in _NESTED:
+            value: Any = row.config
+            for part in path:
+                value = value.get(part) if isinstance(value, Mapping) else None
+            places.append(value)
+        for place in places:
+            if isinstance(place, Mapping):
+                found.update(
+                    str(k) for k, v in place.items() if _scalar(v) is not None and str(k) != "seeds"
+                )
+    ordered = [k for k in first if k in found]
+    return (ordered + sorted(found - set(first)))[:most]
 
 
 def _order(value: Any) -> tuple[int, Any]:
@@ -507,9 +545,11 @@ __all__ = [
     "filter_rows",
     "group_rows",
     "hyperparameter",
+    "hyperparameter_keys",
     "matches",
     "parse_where",
     "read_rows",
     "run_row",
     "sort_rows",
+    "trial_row",
 ]

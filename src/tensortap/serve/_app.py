@@ -4,8 +4,9 @@ Pages are static shells (``static/``) that ask the JSON API and draw with plotly
 from the plotly package installed here (the dashboard needs no network). Handlers are plain
 functions, run by Starlette in its thread pool. A run's series reads (the charts) hold its
 ``lock``, its trial's reads (layer health, TensorPlot, embeddings) its ``trial_lock``, so a
-chart never waits for a heat map; the runs list and a run's summary take neither (they read
-the small documents only).
+chart never waits for a heat map; the runs list, the runs table (``/api/table``,
+:mod:`tensortap.serve._rows`) and a run's summary take neither (they read the small
+documents only).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tensortap.report import _colours as colours
 from tensortap.serve import _data as data
 from tensortap.serve import _layers as layers
 from tensortap.serve import _meta as meta
+from tensortap.serve import _rows as rows
 from tensortap.serve._catalog import Catalog, Run
 
 log = logging.getLogger(__name__)
@@ -112,6 +114,16 @@ def create_app(
     def api_runs(request: Request) -> Response:  # no run's lock: never waits for a read
         out = [_overview(run) for run in catalog.runs()]
         return _json({"runs": out, "places": catalog.places, "errors": catalog.errors})
+
+    def api_table(request: Request) -> Response:  # no run's lock: the rows' small reads
+        q = request.query_params
+        body = rows.table(
+            catalog.runs(),
+            sort=q.get("sort") or None,
+            text=q.get("filter") or None,
+            group=q.get("group") or None,
+        )
+        return _json({**body, "places": catalog.places, "errors": catalog.errors})
 
     def api_run(request: Request) -> Response:
         return _json(data.detail(run_or_404(request)))
@@ -232,6 +244,7 @@ def create_app(
         Route("/compare", page),
         Route("/report/{run}", report),
         Route("/api/runs", api_runs),
+        Route("/api/table", api_table),
         Route("/api/run/{run}", api_run),
         Route("/api/run/{run}/series", api_series),
         Route("/api/run/{run}/curves", api_curves),

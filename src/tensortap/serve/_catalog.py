@@ -19,6 +19,7 @@ from typing import Any
 from tensortap.exceptions import InvalidConfigError
 from tensortap.format._layout import TRIAL_MARKER
 from tensortap.jobs._record import JobRecord
+from tensortap.jobs._runs import RunRow
 from tensortap.serve._series import ByteCache, close_reader
 from tensortap.storage import Store, check_location, local_path, open_store
 from tensortap.trials._locate import JOB_FILE
@@ -49,6 +50,8 @@ class RunCache:
     events: list[dict[str, Any]] = field(default_factory=list)
     events_offset: int = 0
     health: dict[int, tuple[list[Any], list[Any]]] = field(default_factory=dict)  # per step
+    # the run's clock (serve._data.clock): (series_version, when read, what was sent)
+    clock: tuple[int, float, dict[str, list[float]] | None] | None = None
     warmed: bool = False  # its curves were read ahead
     # a bare trial's report page, by (saved steps, last step, problems) when it was made
     report: tuple[tuple[int, int | None, int], str] | None = None
@@ -88,6 +91,9 @@ class Run:
     cache: RunCache = field(default_factory=RunCache, repr=False)
     meta_store: Store | None = field(default=None, repr=False)  # for the small documents
     meta: tuple[float, dict[str, Any]] | None = field(default=None, repr=False)  # (when, what)
+    #: the runs table's row: (when read, the job documents' stamp, the row, whether its
+    #: trial was read), see serve._rows
+    row: tuple[float, tuple[int, ...], RunRow, bool] | None = field(default=None, repr=False)
     #: (when, the resumed sessions, the guard's trips), read from the session records
     sessions: tuple[float, list[dict[str, Any]], list[dict[str, Any]]] | None = field(
         default=None, repr=False

@@ -300,6 +300,50 @@ def _raw_lines(
     return out
 
 
+#: Points of a run's clock (global step to wall time) sent with its curves, at most.
+CLOCK_POINTS = 600
+#: How long a live run's clock is reused (read again when the run has new steps).
+CLOCK_SECS = 5.0
+
+
+def clock(run: Run, reader: SeriesReader) -> dict[str, list[float]] | None:
+    """The run's clock, for charts drawn over wall time: the wall times (seconds) of global
+    steps, from one series (the vital loss, else a TRAIN loss, else the first value series
+    by name; the first worker's), at most :data:`CLOCK_POINTS` of its steps spread evenly;
+    the page places every other step between them. None when nothing with a wall time is
+    saved. Read again at most every :data:`CLOCK_SECS` while the run has new steps. The
+    caller holds ``run.lock``."""
+    held, version, now = run.cache.clock, run.cache.series_version, time.monotonic()
+    if held is not None and (held[0] == version or now - held[1] < CLOCK_SECS):
+        return held[2]
+    values = [k for k in run.cache.keys if k.statistic == "value"]
+    # the series saved at most steps, likely: the vital loss (every step), else a TRAIN loss
+    values.sort(
+        key=lambda k: (
+            k.tensor != Vital.LOSS,
+            "loss" not in k.tensor.lower() or k.tensor.startswith(("vitals/", "training_loop/")),
+            k.mode != ModeKeys.TRAIN,
+            natural_key(k.worker),
+            k.tensor,
+        )
+    )
+    found = None
+    if values:
+        key = values[0]
+        part = reader.series([key.tensor], mode=key.mode, statistic="value")
+        steps = np.asarray(part["global_step"], dtype=np.int64)
+        wall = np.asarray(part["wall_time"], dtype=np.float64)
+        kept = np.isfinite(wall) & (wall > 0)
+        steps, wall = steps[kept], wall[kept]
+        if len(steps):
+            order = np.argsort(steps, kind="stable")
+            pick = np.unique(np.linspace(0, len(order) - 1, CLOCK_POINTS).astype(np.int64))
+            chosen = order[pick]
+            found = {"steps": steps[chosen].tolist(), "wall": wall[chosen].tolist()}
+    run.cache.clock = (version, now, found)
+    return found
+
+
 def curves(
     run: Run,
     x0: float | None = None,
@@ -360,6 +404,7 @@ def curves(
         "findings": findings(run),
         "sessions": resumed_sessions(run),
         "trips": guard_trips(run),
+        "clock": clock(run, reader),
     }
 
 

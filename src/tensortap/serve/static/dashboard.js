@@ -97,68 +97,136 @@ function diagnosisHtml(d) {
 }
 
 // ---------------------------------------------------------------- runs
+// The runs table: one row per run, the rows of `tensortap jobs` (/api/table: read, sorted,
+// filtered and grouped by the server's tensortap.jobs._runs, never again here). A click on a
+// header sorts by it (again: the other way); grouping by a hyperparameter shows one row per
+// value (its runs, verdicts, mean and spread of the last loss) above its runs.
+const fmt = (v) => (v == null ? "-" : typeof v === "number" ? String(+v.toPrecision(4)) : String(v));
+function duration(s) {
+  if (s == null) return "-";
+  if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} m ${Math.round(s % 60)} s`;
+  return `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} m`;
+}
+const VERDICT_CLASS = { healthy: "ok", problem: "problem", failed: "problem", unreadable: "problem" };
+function verdictCell(r) {
+  const cls = VERDICT_CLASS[r.verdict] || "warning";
+  return `<span class="verdict ${cls}" title="${esc(r.headline)}">${esc(r.verdict_text)}</span>`;
+}
+const RUN_COLUMNS = [  // [sort key, header, cell]
+  ["verdict", "verdict", verdictCell],
+  ["name", "run", (r) => `<a href="/run/${esc(r.id)}">${esc(r.name)}</a>` +
+    (r.problems.length ? ` <span class="warning" title="${esc(r.problems.join("; "))}">` +
+      `(${esc(r.problems.length)} damaged part${r.problems.length > 1 ? "s" : ""})</span>` : "")],
+  ["status", "status", (r) => statusSpan(r.status)],
+  ["steps", "steps", (r) => esc(fmt(r.steps))],
+  ["duration", "duration", (r) => esc(duration(r.duration))],
+  ["loss", "last loss", (r) => esc(fmt(r.last_loss))],
+  ["best", "best metric", (r) => (r.best_metric ? `${esc(fmt(r.best_metric.value))} ` +
+    `<span class="muted">${esc(r.best_metric.name)}</span>` : "-")],
+  ["learning_rate", "learning rate", (r) => esc(fmt(r.hyperparameters.learning_rate))],
+  ["batch_size", "batch size", (r) => esc(fmt(r.hyperparameters.batch_size))],
+  ["optimizer", "optimizer", (r) => esc(fmt(r.hyperparameters.optimizer))],
+  ["command", "command", (r) => `<code title="${esc(r.command)}">${esc(r.command)}</code>`],
+];
+function groupText(g) {
+  const verdicts = Object.entries(g.verdicts).map(([v, n]) => `${n} ${v}`).join(", ");
+  const loss = g.loss_mean == null ? "no last loss"
+    : `last loss ${fmt(g.loss_mean)}` + (g.loss_sd == null ? "" : ` ± ${fmt(g.loss_sd)}`) +
+      ` (mean ± sd of ${g.losses})`;
+  return `${g.key} = ${fmt(g.value)} · ${g.runs} run${g.runs > 1 ? "s" : ""} · ${loss} · ${verdicts}`;
+}
+
 function runsPage() {
-  main().innerHTML = `<p><input type="search" id="filter" placeholder="filter by name or status">
-    <button id="compare" disabled>compare selected</button> <span id="err" class="problem"></span></p>
-    <table id="runs"><thead><tr><th></th><th>run</th><th>status</th><th>rules (problems first)</th>
-    <th>started</th><th>last step</th><th class="sort" data-sort="learning_rate">learning rate</th>
-    <th class="sort" data-sort="batch_size">batch size</th></tr></thead><tbody></tbody></table>
+  main().innerHTML = `<p><input type="search" id="filter" placeholder="filter: name, verdict, status, command">
+    <label>group by <input id="group" list="group-keys" placeholder="seed, learning_rate..." size="18"></label>
+    <datalist id="group-keys"></datalist>
+    <button id="compare" disabled>compare selected</button> <span class="muted" id="table-note"></span>
+    <span id="err" class="problem"></span></p>
+    <table id="runs"><thead><tr><th></th></tr></thead><tbody></tbody></table>
     <p class="muted" id="places"></p>`;
   const chosen = new Set();
   const button = document.getElementById("compare");
   button.onclick = () => { location.href = `/compare?ids=${[...chosen].join(",")}`; };
-  let last = [];
-  // a click on the learning rate's or batch size's header sorts by it (again: the other way);
-  // runs without one last
-  let sortKey = null, sortDir = 1;
-  const byConfig = (a, b) => {
-    const x = a[sortKey], y = b[sortKey];
-    if (x == null || y == null) return (x == null) - (y == null);
-    return sortDir * (x - y);
+  let sortKey = null, descending = false, asked = 0, body = null, shownHeads = "", following = false;
+  const group = () => document.getElementById("group").value.trim();
+  const query = () => {
+    const q = new URLSearchParams();
+    if (sortKey) q.set("sort", (descending ? "-" : "") + sortKey);
+    const text = document.getElementById("filter").value.trim();
+    if (text) q.set("filter", text);
+    if (group()) q.set("group", group());
+    return q;
   };
-  const byProblems = (a, b) => (b.problems_found - a.problems_found) || ((b.started || 0) - (a.started || 0));
-  document.querySelectorAll("#runs th[data-sort]").forEach((th) => {
-    th.onclick = () => {
-      sortDir = sortKey === th.dataset.sort ? -sortDir : 1;
-      sortKey = th.dataset.sort;
-      document.querySelectorAll("#runs th[data-sort]").forEach((h) => {
-        h.dataset.dir = h === th ? (sortDir > 0 ? "ascending" : "descending") : "";
-      });
-      draw();
-    };
-  });
+  const columns = () => {
+    const by = body && body.groups && body.groups.length ? body.groups[0].key : null;
+    const known = RUN_COLUMNS.some(([k]) => k === by) || ["lr", "bs", "opt"].includes(by);
+    if (!by || known) return RUN_COLUMNS;  // the grouped-by hyperparameter as a column too
+    const cols = RUN_COLUMNS.slice();
+    cols.splice(RUN_COLUMNS.length - 1, 0, [by, by, (r) => esc(fmt(r.group_value))]);
+    return cols;
+  };
   const draw = () => {
-    const needle = document.getElementById("filter").value.toLowerCase();
-    const rows = last.filter((r) => !needle || `${r.name} ${r.status} ${r.kind}`.toLowerCase().includes(needle))
-      .sort((a, b) => (sortKey ? byConfig(a, b) : 0) || byProblems(a, b));
-    document.querySelector("#runs tbody").innerHTML = rows.map((r) => {
-      const rules = r.rules.map((x) => `${esc(x.name)}: ${statusSpan(x.status, x.severity)}` +
-        (x.gravest_step != null ? ` at ${esc(x.gravest_step)}` : "")).join("<br>") ||
-        `<span class="muted">${r.kind === "job" ? "no rules yet" : "a trial (rules: tensortap report)"}</span>`;
-      const problems = r.problems.length ? `<br><span class="warning">${esc(r.problems.length)} damaged parts</span>` : "";
-      const verdict = r.diagnosis ? `${verdictSpan(r.diagnosis)}<br>` : "";
-      return `<tr data-id="${esc(r.id)}"><td><input type="checkbox" ${chosen.has(r.id) ? "checked" : ""}></td>
-        <td><a href="/run/${esc(r.id)}">${esc(r.name)}</a><br><span class="muted">${esc(r.location)}</span></td>
-        <td>${statusSpan(r.status)}${problems}</td><td>${verdict}${rules}</td><td>${esc(when(r.started))}</td>
-        <td>${esc(r.last_step ?? "-")}</td><td class="lr">${esc(r.learning_rate ?? "-")}</td>
-        <td class="batch">${esc(r.batch_size ?? "-")}</td></tr>`;
-    }).join("");
-    document.querySelectorAll("#runs input[type=checkbox]").forEach((box) => {
+    if (!body) return;
+    const cols = columns();
+    const heads = cols.map(([k]) => k).join("\u0000");
+    if (heads !== shownHeads) {  // the headers drawn again only when the columns change
+      shownHeads = heads;
+      document.querySelector("#runs thead tr").innerHTML = "<th></th>" + cols.map(([k, h]) =>
+        `<th class="sort" data-sort="${esc(k)}">${esc(h)}</th>`).join("");
+      document.querySelectorAll("#runs th[data-sort]").forEach((th) => {
+        th.onclick = () => {
+          descending = sortKey === th.dataset.sort ? !descending : false;
+          sortKey = th.dataset.sort;
+          refresh().catch((e) => { document.getElementById("err").textContent = e.message; });
+        };
+      });
+    }
+    document.querySelectorAll("#runs th[data-sort]").forEach((th) => {
+      th.dataset.dir = th.dataset.sort === sortKey ? (descending ? "descending" : "ascending") : "";
+    });
+    const byId = new Map(body.rows.map((r) => [r.id, r]));
+    const line = (r) => `<tr data-id="${esc(r.id)}" class="run${r.pending ? " pending" : ""}">` +
+      `<td><input type="checkbox" ${chosen.has(r.id) ? "checked" : ""}></td>` +
+      cols.map(([k, , cell]) => `<td class="c-${esc(k)}">${cell(r)}</td>`).join("") + "</tr>";
+    document.querySelector("#runs tbody").innerHTML = body.groups
+      ? body.groups.map((g) => `<tr class="group"><td></td><td colspan="${cols.length}">${esc(groupText(g))}</td></tr>` +
+        g.ids.map((id) => line(byId.get(id))).join("")).join("")
+      : body.rows.map(line).join("");
+    document.querySelectorAll("#runs tr.run input[type=checkbox]").forEach((box) => {
       box.onchange = () => {
         const id = box.closest("tr").dataset.id;
         if (box.checked) chosen.add(id); else chosen.delete(id);
         button.disabled = chosen.size < 2;
       };
     });
-  };
-  document.getElementById("filter").oninput = draw;
-  every(2000, async () => {
-    const body = await api("/api/runs");
-    last = body.runs;
+    document.getElementById("group-keys").innerHTML = body.keys.map((k) => `<option value="${esc(k)}">`).join("");
+    document.getElementById("table-note").textContent = `${body.rows.length} of ${body.total} runs` +
+      (body.pending ? ` (${body.pending} still being read)` : "");
     document.getElementById("places").textContent = `looking in: ${body.places.join(", ")}` +
       Object.entries(body.errors).map(([p, e]) => `; ${p}: ${e}`).join("");
-    draw();
-  }, document.getElementById("err"));
+    window.tensortapRuns = { rows: body.rows.length, total: body.total, pending: body.pending,
+      sort: body.sort, groups: body.groups ? body.groups.length : 0, asked,
+      drawnAt: performance.now() };
+  };
+  // the latest question's answer only: an earlier one arriving late is dropped
+  const refresh = async () => {
+    const mine = ++asked;
+    const answer = await api(`/api/table?${query()}`);
+    if (mine !== asked) return;
+    body = answer; draw();
+    // rows the server has not read yet (it reads a capped number per answer): asked for
+    // again at once, not at the next poll
+    if (answer.pending && !following) {
+      following = true;
+      setTimeout(() => { following = false; now(); }, 0);
+    }
+  };
+  const err = document.getElementById("err");
+  const now = () => refresh().then(() => { err.textContent = ""; }).catch((e) => { err.textContent = e.message; });
+  document.getElementById("filter").oninput = now;
+  document.getElementById("group").onchange = now;
+  every(2000, refresh, err);
 }
 
 // ---------------------------------------------------------------- curves
@@ -353,9 +421,60 @@ function quickChart(div, title, lines) {
   div.replaceChildren(svg);
 }
 
+// How a run's charts are drawn (the controls above them): the EMA's weight (0: off), a log
+// y axis, and the x-range every chart shares (null: each its own)
+const DEFAULT_VIEW = { smoothing: 0, log: false, xRange: null, wall: null };
+
+// A global step's wall time (ms, for a date axis) from the run's clock (serve._data.clock:
+// steps and their wall times in seconds): between two of its steps, on the line through them;
+// before the first or after the last, on the nearest two (one alone: its time)
+function wallOf(clock, step) {
+  const s = clock.steps, w = clock.wall, n = s.length;
+  if (n === 1) return w[0] * 1000;
+  let lo = 0, hi = n - 1;
+  if (step <= s[0]) hi = 1;
+  else if (step >= s[n - 1]) lo = n - 2;
+  else {
+    while (hi - lo > 1) { const mid = (lo + hi) >> 1; if (s[mid] <= step) lo = mid; else hi = mid; }
+  }
+  const rate = (w[hi] - w[lo]) / ((s[hi] - s[lo]) || 1);
+  return (w[lo] + rate * (step - s[lo])) * 1000;
+}
+
+// the figure's steps moved to wall times: every trace's x, and the shapes and labels placed
+// on the x axis (the findings, the NaN bands, the sessions); the axis a date axis
+function onWallTime(traces, layout, clock) {
+  const at = (x) => (typeof x === "number" ? wallOf(clock, x) : x);
+  traces.forEach((t) => { if (t.x) t.x = t.x.map(at); });
+  (layout.shapes || []).forEach((sh) => {
+    if (sh.xref === "x") { sh.x0 = at(sh.x0); sh.x1 = at(sh.x1); }
+  });
+  (layout.annotations || []).forEach((a) => { if (a.xref === "x") a.x = at(a.x); });
+  if (layout.xaxis.range) layout.xaxis.range = layout.xaxis.range.map(at);
+  layout.xaxis.type = "date";
+  layout.xaxis.title = { text: "wall time" };
+}
+
+// TensorBoard's smoothing: an exponential moving average debiased by the weight given to its
+// zero start (1 - w^n after n finite values), so the first points are not pulled to 0; a value
+// that is not finite (a gap) is kept as it is and left out of the average; a constant line
+// stays as it is (tensorboard/webapp/widgets/line_chart_v2/lib/data_transformer.ts)
+function smooth(ys, weight) {
+  const finite = ys.filter(Number.isFinite);
+  if (!weight || !finite.length || finite.every((v) => v === finite[0])) return ys.slice();
+  let last = 0, n = 0;
+  return ys.map((y) => {
+    if (!Number.isFinite(y)) return y;
+    last = last * weight + (1 - weight) * y;
+    n += 1;
+    return last / (weight === 1 ? 1 : 1 - weight ** n);
+  });
+}
+
 // plotly traces and layout of ``series`` (several runs' when compared), with gaps, findings
-// and where a resumed session starts
-function curveFigure(title, series, findings, names, sessions, trips) {
+// and where a resumed session starts; ``view`` (DEFAULT_VIEW's keys) smooths the lines (the
+// raw ones faint behind), sets a log y axis and the shared x-range
+function curveFigure(title, series, findings, names, sessions, trips, view = DEFAULT_VIEW) {
   const modes = new Set(series.map((s) => s.mode)).size;
   const traces = [], shapes = [], annotations = [];
   let finite = 0, lastX = 0;
@@ -385,9 +504,20 @@ function curveFigure(title, series, findings, names, sessions, trips) {
       x.push(xi); y.push(s.y[k]);
     });
     const label = seriesLabel(s, modes, names && names[i]);
-    traces.push({ x, y, name: label, type: "scatter", legendgroup: label,
-      mode: s.y.length < 40 ? "lines+markers" : "lines", line: { color, width: 2 },
-      marker: { size: 6, color }, connectgaps: false });
+    const lineMode = s.y.length < 40 ? "lines+markers" : "lines";
+    if (view.smoothing > 0) {  // the raw line faint behind, the smoothed one over it
+      traces.push({ x, y, name: `${label} (raw)`, type: "scatter", legendgroup: label,
+        showlegend: false, mode: lineMode, opacity: 0.25, line: { color, width: 1.5 },
+        marker: { size: 4, color }, connectgaps: false, meta: "raw" });
+      traces.push({ x, y: smooth(y, view.smoothing), name: label, type: "scatter",
+        legendgroup: label, mode: "lines", line: { color, width: 2 }, connectgaps: false,
+        meta: "smoothed", customdata: y,
+        hovertemplate: "step %{x}: %{y:.4g} smoothed (%{customdata:.4g} raw)" });
+    } else {
+      traces.push({ x, y, name: label, type: "scatter", legendgroup: label,
+        mode: lineMode, line: { color, width: 2 },
+        marker: { size: 6, color }, connectgaps: false });
+    }
     // what each rollback abandoned: one dimmed, dashed trace per session, from its fork
     dropped.forEach((d, k) => {
       lastX = Math.max(lastX, ...d.x);
@@ -448,11 +578,18 @@ function curveFigure(title, series, findings, names, sessions, trips) {
       nticks: 10 }, yaxis: { nticks: 8, automargin: true },
     legend: { orientation: "h", y: -0.18 }, shapes, annotations, hovermode: "closest",
   };
-  if (range) layout.yaxis.range = range;
+  if (view.log) {
+    layout.yaxis.type = "log";  // plotly leaves out the values <= 0
+    // a log axis's range is in decades: the kept range where it is positive, else plotly's
+    if (range && range[0] > 0) layout.yaxis.range = range.map(Math.log10);
+  } else if (range) layout.yaxis.range = range;
   if (marks.length) {  // the edge the marks stand on: 0 the bottom, 1 the top
     layout.yaxis2 = { overlaying: "y", range: [0, 1], visible: false, fixedrange: true };
   }
+  // every chart of the page over the same steps: a finding's flag at the same place on each
+  if (view.xRange) layout.xaxis.range = view.xRange.slice();
   if (!finite) { layout.yaxis.range = [0, 1]; layout.xaxis.range = [-0.5, lastX + 0.5]; }
+  if (view.wall) onWallTime(traces, layout, view.wall);
   return { traces, layout };
 }
 
@@ -548,7 +685,7 @@ function chartTitle(c) { return c.statistic === "value" ? c.name : `${c.name} ·
 
 // ``own``: the box of tensortap's own series (the server says which: chart.own), a closed
 // <details> at the bottom of the page, so they are not drawn until it is opened
-function chartGrid(id, box, note, more, own) {
+function chartGrid(id, box, note, more, own, view = { ...DEFAULT_VIEW, share: false }) {
   const charts = [];  // {name, statistic, modes, div, lines, cursor, shown, zoom, dirty}
   const byKey = new Map();
   let total = 0, match = "", marks = { findings: [], sessions: [], trips: [] }, asked = 0,
@@ -624,6 +761,7 @@ function chartGrid(id, box, note, more, own) {
       q.set("limit", String(PAGE));
       asked += 1;
       const body = await api(`/api/run/${id}/curves?${q}`);
+      if (body.clock) clock = body.clock;
       const next = { findings: body.findings, sessions: body.sessions, trips: body.trips };
       // a finding (or a session, a trip) that comes after a chart's last new point is drawn
       // on every chart too: each is redrawn when the marks change
@@ -652,7 +790,31 @@ function chartGrid(id, box, note, more, own) {
     draw();
   }
 
+  // the steps of every chart the page holds, and the last step the run reached: one x-range
+  // for all (a chart of one point no longer picks 0-60 in a run of 560 steps)
+  function sharedRange() {
+    let lo = Infinity, hi = -Infinity;
+    charts.forEach((c) => c.lines.forEach((l) => {
+      if (l.x.length) { lo = Math.min(lo, l.x[0]); hi = Math.max(hi, l.x[l.x.length - 1]); }
+      l.gaps.forEach((g) => { lo = Math.min(lo, g[0]); hi = Math.max(hi, g[1]); });
+    }));
+    if (Number.isFinite(lastStep)) hi = Math.max(hi, lastStep);
+    (marks.findings || []).forEach((f) => { lo = Math.min(lo, f.step); hi = Math.max(hi, f.step); });
+    if (!Number.isFinite(lo) || !Number.isFinite(hi)) return null;
+    const pad = Math.max(0.5, 0.01 * (hi - lo));
+    return [lo - pad, hi + pad];
+  }
+  let sharedAt = null;  // the range the charts were last drawn with
+  let clock = null;  // the run's clock (global steps' wall times), from the curves answers
+
   function draw() {
+    if (view.share) {  // a new step widens the range: every chart is drawn again with it
+      const range = sharedRange();
+      if (JSON.stringify(range) !== JSON.stringify(sharedAt)) {
+        sharedAt = range;
+        charts.forEach((c) => { c.dirty = true; });
+      }
+    }
     if (!window.Plotly) {  // plotly.js (3.5 MB) takes a second or two to load and start: the
       // charts on screen are drawn at once as plain SVG lines, then again by plotly
       for (const c of visible) {
@@ -670,14 +832,16 @@ function chartGrid(id, box, note, more, own) {
       const lines = [...c.lines.values()];
       if (!lines.length) continue;
       const { traces, layout } = curveFigure(chartTitle(c), lines, marks.findings, null,
-        marks.sessions, marks.trips);
-      if (c.zoom) layout.xaxis.range = c.zoom;
+        marks.sessions, marks.trips, { ...view, xRange: view.share ? sharedRange() : null,
+          wall: view.x === "wall" ? clock : null });
+      if (c.zoom && view.x !== "wall") layout.xaxis.range = c.zoom;
       if (!c.shown) c.div.textContent = "";
       Plotly.react(c.div, traces, layout, { displaylogo: false, responsive: true });
       if (!c.shown) {
         c.div.on("plotly_relayout", (ev) => {
           const range = ev["xaxis.range"] || (ev["xaxis.range[0]"] != null
             ? [ev["xaxis.range[0]"], ev["xaxis.range[1]"]] : null);
+          if (view.x === "wall") return;  // over wall time: plotly's own zoom of what it holds
           if (range) {  // zoomed in: that range asked for (every point once it is short)
             c.zoom = range;
             fetchCharts([c], { x0: String(Math.floor(c.zoom[0])), x1: String(Math.ceil(c.zoom[1])) })
@@ -693,12 +857,15 @@ function chartGrid(id, box, note, more, own) {
       series: charts.flatMap((c) => [...c.lines.values()]), findings: marks.findings,
       sessions: marks.sessions, trips: marks.trips, total, listed: charts.length, asked,
       last_step: lastStep, polls,
-      drawn: charts.filter((c) => c.shown).map((c) => c.name),
+      drawn: charts.filter((c) => c.shown).map((c) => c.name), clock,
       fetched: charts.filter((c) => c.cursor != null).map((c) => c.name),
     };
   }
 
   return {
+    // the controls changed: every chart drawn again with them (those off screen when seen)
+    setView(changes) { Object.assign(view, changes); charts.forEach((c) => { c.dirty = true; }); draw(); },
+    hasClock() { return clock != null; },
     async setMatch(text) { match = text; reset(); await list(0); status(); },
     async tick() {
       polls += 1;
@@ -732,6 +899,10 @@ function runPage() {
   const id = runId();
   main().innerHTML = `<div id="summary"></div><p id="err" class="problem"></p><div id="diagnosis"></div>
     <h2>Losses and metrics</h2><p><input id="curves-match" placeholder="only names holding..." size="28">
+    <label title="TensorBoard's smoothing: an exponential moving average, debiased at the start; the raw line stays faint behind">smoothing
+    <input type="range" id="smoothing" min="0" max="0.99" step="0.01" value="0"> <output id="smoothing-value">0</output></label>
+    <label>y <select id="y-scale"><option value="linear">linear</option><option value="log">log</option></select></label>
+    <label>x <select id="x-axis"><option value="step">global step</option><option value="wall" disabled>wall time</option></select></label>
     <span class="muted" id="curves-note"></span></p><div class="plots" id="curves"></div>
     <p><button id="curves-more" hidden></button></p>
     <h2>Layer health</h2><div class="plots" id="health"></div>
@@ -750,10 +921,23 @@ function runPage() {
   const err = document.getElementById("err");
   const grid = chartGrid(id, document.getElementById("curves"), document.getElementById("curves-note"),
     document.getElementById("curves-more"), { details: document.getElementById("own-series"),
-      box: document.getElementById("own-curves"), note: document.getElementById("own-note") });
+      box: document.getElementById("own-curves"), note: document.getElementById("own-note") },
+    { ...DEFAULT_VIEW, share: true, x: "step" });
+  const smoothing = document.getElementById("smoothing");
+  smoothing.oninput = () => {
+    document.getElementById("smoothing-value").textContent = smoothing.value;
+    grid.setView({ smoothing: Number(smoothing.value) });
+  };
+  const yScale = document.getElementById("y-scale");
+  yScale.onchange = () => grid.setView({ log: yScale.value === "log" });
+  const xAxis = document.getElementById("x-axis");
+  xAxis.onchange = () => grid.setView({ x: xAxis.value });
   const matchBox = document.getElementById("curves-match");
   matchBox.onchange = () => grid.setMatch(matchBox.value).catch((e) => { err.textContent = e.message; });
-  every(1000, () => grid.tick(), err);
+  every(1000, async () => {
+    await grid.tick();
+    xAxis.options[1].disabled = !grid.hasClock();  // offered where wall times were saved
+  }, err);
   every(2000, async () => {
     const d = await api(`/api/run/${id}`);
     document.getElementById("title").textContent = d.name;
@@ -862,6 +1046,11 @@ function follower(id) {
   };
 }
 
+// "problem: the loss does not decrease: ...": the verdict's word first, as the runs table
+function verdictWord(d) {
+  return d.headline.startsWith(d.verdict) ? d.headline : `${d.verdict}: ${d.headline}`;
+}
+
 function comparePage() {
   const ids = (new URLSearchParams(location.search).get("ids") || "").split(",").filter(Boolean);
   const followers = ids.map(follower);
@@ -875,6 +1064,10 @@ function comparePage() {
     const names = [...new Set(runs.flatMap((r) => r.all_rules.map((x) => x.name)))];
     document.getElementById("rules").innerHTML = `<tr><th>rule</th>${runs.map((r) =>
       `<th><a href="/run/${esc(r.id)}">${esc(r.name)}</a><br>${statusSpan(r.status)}</th>`).join("")}</tr>` +
+      // the verdict first: what each run's diagnosis says, before the rules it rests on
+      `<tr class="verdict"><td>verdict</td>${runs.map((r) => `<td>${r.diagnosis ? verdictSpan(
+        { ...r.diagnosis, headline: verdictWord(r.diagnosis) })
+        : '<span class="muted">no rules ran (a trial)</span>'}</td>`).join("")}</tr>` +
       names.map((n) => `<tr><td>${esc(n)}</td>${runs.map((r) => {
         const x = r.all_rules.find((y) => y.name === n);
         return `<td>${x ? statusSpan(x.status, x.severity) + (x.gravest_step != null ? ` at ${esc(x.gravest_step)}` : "") : "-"}</td>`;
