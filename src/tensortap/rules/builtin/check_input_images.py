@@ -11,7 +11,6 @@ from tensortap.rules._finding import Severity
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import fire_nonfinite, has_raw, names_in
 
-
 #: A channel mean beyond this is off order 1 (raw pixels): a problem on its own.
 FAR_MEAN = 1.0
 
