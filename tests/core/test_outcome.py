@@ -4,8 +4,10 @@ dropped, a bound in rows and bytes, odd shapes left out rather than raised on.""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tensortap.core._outcome import MAX_BYTES, MAX_ROWS, keep_rows, sample_outcome
+from tensortap.rules.builtin._labels import as_classes
 
 
 def test_scores_per_class_become_the_predicted_class() -> None:
@@ -23,6 +25,25 @@ def test_one_hot_targets_and_a_sigmoid_output() -> None:
     out = sample_outcome(np.array([[1.0], [0.0]]), np.array([[0.8], [0.3]], dtype=np.float32))
     assert out is not None and out.labels.tolist() == [1, 0]
     assert out.predictions.dtype == np.float32  # probabilities of class 1, cut by the rules
+
+
+def test_one_sigmoid_column_beside_flat_labels_is_a_binary_prediction() -> None:
+    """Keras' ``Dense(1, activation="sigmoid")`` with labels of shape (N,): the argmax of one
+    column is always class 0, and a stranger's run at 97% accuracy was judged at chance."""
+    labels = np.array([1, 0, 1, 1])
+    out = sample_outcome(labels, np.array([[0.9], [0.2], [0.7], [0.4]], dtype=np.float32))
+    assert out is not None and out.labels.tolist() == [1, 0, 1, 1]
+    assert out.predictions.tolist() == pytest.approx([0.9, 0.2, 0.7, 0.4])  # cut at 0.5 later
+    logits = np.array([[2.0], [-1.0], [0.5], [-0.3]], dtype=np.float32)
+    out = sample_outcome(labels, logits)
+    assert out is not None and out.predictions.tolist() == [1, 0, 1, 0]  # logits cut at 0
+    out = sample_outcome(labels[:, None], logits)
+    assert out is not None and out.predictions.tolist() == [1, 0, 1, 0]
+    # one output beside counts is a regression, not an outcome
+    assert sample_outcome(np.array([3, 0, 7, 1]), logits) is None
+    y, p = as_classes(labels, np.array([[0.9], [0.2], [0.7], [0.4]]))
+    assert p.tolist() == [1, 0, 1, 0] and y.tolist() == [1, 0, 1, 1]
+    assert as_classes(labels, logits)[1].tolist() == [1, 0, 1, 0]
 
 
 def test_sequence_positions_without_the_ignored_ones() -> None:

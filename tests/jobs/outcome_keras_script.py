@@ -1,7 +1,8 @@
 """A plain Keras script (it never imports tensortap) for the outcome tests: an MLP on
 scikit-learn's digits, fit for 4 epochs with a validation set. --shuffle trains on labels
 shuffled against the inputs (held-out accuracy at chance); --onehot compiles
-categorical_crossentropy on one-hot labels instead of sparse ones; --own saves labels and
+categorical_crossentropy on one-hot labels instead of sparse ones; --binary learns "5 or more"
+with one sigmoid output and binary_crossentropy; --own saves labels and
 predictions itself at every batch, smdebug-style (``get_hook().save_tensor`` from a callback:
 the one place this script names tensortap), five 3s each."""
 
@@ -15,6 +16,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--shuffle", action="store_true")
 parser.add_argument("--onehot", action="store_true")
 parser.add_argument("--own", action="store_true")
+parser.add_argument("--binary", action="store_true")
 args = parser.parse_args()
 
 keras.utils.set_random_seed(0)
@@ -27,11 +29,16 @@ loss = "sparse_categorical_crossentropy"
 if args.onehot:
     y_train, y_val = np.eye(10)[y_train], np.eye(10)[y_val]
     loss = "categorical_crossentropy"
+if args.binary:
+    y_train, y_val = (y_train >= 5).astype("float32"), (y_val >= 5).astype("float32")
+    loss = "binary_crossentropy"
 model = keras.Sequential(
     [
         keras.Input((64,)),
         keras.layers.Dense(64, activation="relu"),
-        keras.layers.Dense(10, activation="softmax"),
+        keras.layers.Dense(1, activation="sigmoid")
+        if args.binary
+        else keras.layers.Dense(10, activation="softmax"),
     ]
 )
 model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=loss, metrics=["accuracy"])

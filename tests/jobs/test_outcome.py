@@ -123,6 +123,24 @@ def test_a_healthy_keras_script_with_one_hot_labels_is_not_flagged(tmp_path: Pat
         assert judged(record, rule)["RuleEvaluationStatus"] == "NoIssuesFound"
 
 
+def test_a_healthy_keras_binary_classifier_with_one_sigmoid_output_is_not_flagged(
+    tmp_path: Path,
+) -> None:
+    """Dense(1, "sigmoid") with labels of shape (N,): the sample keeps each output as the
+    probability of class 1 (its argmax over one column was always 0, and a stranger's Keras run
+    at 97% accuracy was judged at chance)."""
+    pytest.importorskip("keras")
+    script = str(HERE / "outcome_keras_script.py")
+    done, record = run_job(tmp_path, "python", script, "--binary")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert judged(record, "AccuracyAtChance")["RuleEvaluationStatus"] == "NoIssuesFound"
+    trial = create_trial(str(record.trial_dir))
+    step = outcome_steps(record)["EVAL"][-1]
+    labels = trial.tensor("labels").value(step)
+    predicted = trial.tensor("predictions").value(step) > 0.5
+    assert set(np.unique(labels)) == {0, 1} and np.mean(predicted == labels) > 0.8
+
+
 def test_a_keras_scripts_own_labels_and_predictions_win_over_the_sampled_outcome(
     tmp_path: Path,
 ) -> None:

@@ -94,14 +94,21 @@ def sample_outcome(
         return None
     if y.dtype.kind not in "biuf" or p.dtype.kind not in "biuf" or not y.size or not p.size:
         return None
-    if p.ndim == y.ndim + 1 and p.shape[:-1] == y.shape:  # scores per class
+    if p.ndim == y.ndim + 1 and p.shape[-1] == 1 and p.shape[:-1] == y.shape:
+        # one sigmoid output per sample beside a flat target (Keras' Dense(1, "sigmoid") with
+        # labels of shape (N,)): before the scores per class, whose argmax of one column is
+        # always class 0 (a stranger's Keras run at 97% accuracy was judged at chance)
+        if not _binary_labels(y):
+            return None  # one output for labels beyond 0 and 1: a regression (counts)
+        p = _binary(p[..., 0])
+    elif p.ndim == y.ndim + 1 and p.shape[:-1] == y.shape:  # scores per class
         p = np.argmax(p, axis=-1)
     elif p.shape == y.shape and y.ndim >= 2 and y.shape[-1] > 1 and _rows_sum_to_one(y):
         y, p = np.argmax(y, axis=-1), np.argmax(p, axis=-1)  # one-hot (or soft) targets
-    elif p.ndim == y.ndim + 1 and p.shape[-1] == 1 and p.shape[:-1] == y.shape:
-        p = p[..., 0]  # one sigmoid output per sample beside a flat target
     elif y.ndim == p.ndim + 1 and y.shape[-1] == 1 and y.shape[:-1] == p.shape:
         y = y[..., 0]
+    elif p.shape == y.shape and y.ndim >= 2 and y.shape[-1] == 1 and _binary_labels(y):
+        p = _binary(p)  # (N, 1) beside (N, 1): one sigmoid output per sample
     if y.shape != p.shape:
         return None
     y, p = y.ravel(), p.ravel()
@@ -121,6 +128,21 @@ def sample_outcome(
     if predicted.dtype.kind != "f":
         predicted = predicted.astype(np.int32)
     return Outcome(np.ascontiguousarray(y.astype(np.int32)), np.ascontiguousarray(predicted))
+
+
+def _binary(p: np.ndarray) -> np.ndarray:
+    """One output per sample of a binary classifier: probabilities (within [0, 1]) kept for the
+    rules to cut at 0.5; logits (beyond it) cut at 0 here, as a 0/1 class."""
+    if p.dtype.kind == "f" and p.size and (float(np.nanmin(p)) < 0 or float(np.nanmax(p)) > 1):
+        return (p > 0).astype(np.int32)
+    return p
+
+
+def _binary_labels(y: np.ndarray) -> bool:
+    """Whether every label is 0 or 1 (NaN aside)."""
+    if y.dtype.kind == "f":
+        y = y[np.isfinite(y)]
+    return bool(np.all((y == 0) | (y == 1)))
 
 
 def _rows_sum_to_one(y: np.ndarray) -> bool:

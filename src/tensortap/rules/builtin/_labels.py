@@ -57,8 +57,13 @@ def labels_and_predictions(
 
 def as_classes(y: np.ndarray, p: np.ndarray, argmax: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Labels and predictions as flat int64 class ids: scores per class (one more axis than the
-    labels, or any when ``argmax``) reduced with argmax; fractional predictions in [0, 1] of the
+    labels, or any when ``argmax``) reduced with argmax, one column of them (a sigmoid output)
+    cut at 0.5 (at 0 for logits); fractional predictions in [0, 1] of the
     labels' shape taken as probabilities of class 1, cut at 0.5; one-hot labels reduced."""
+    if not argmax and p.ndim == y.ndim + 1 and p.shape[-1] == 1:
+        p = p[..., 0]  # one sigmoid output per sample: the argmax of one column is always 0
+        if p.dtype.kind == "f" and p.size and (p.min() < 0 or p.max() > 1):
+            p = p > 0  # logits
     if argmax or p.ndim == y.ndim + 1:
         p = np.argmax(p, axis=-1)
     elif p.dtype.kind == "f" and p.size and p.min() >= 0 and p.max() <= 1 and np.any(p % 1):
