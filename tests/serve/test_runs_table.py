@@ -11,7 +11,9 @@ The jobs are laid out as ``tensortap run`` leaves them over real trials a hook w
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,6 +111,23 @@ def test_one_answer_reads_at_most_its_cap_of_trials_and_keeps_the_rows_it_read(
     assert again["read"] <= 1 and again["pending"] == 0
 
 
+def tick(page: Any, xpath: str, deadline_s: float = 30.0) -> None:
+    """Click a row's box; the table may be drawn again between finding and clicking (a pending
+    row's answer came; the ticks are kept across draws), so find it again until it holds."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    until = time.monotonic() + deadline_s
+    while True:
+        try:
+            box = page.find_element("xpath", xpath)
+            if not box.is_selected():
+                box.click()
+            return
+        except StaleElementReferenceException:
+            if time.monotonic() > until:
+                raise
+
+
 def test_sorting_grouping_and_compare_in_the_browser(runs: Path, serve, browser) -> None:
     dashboard = serve(runs)
     page = browser.visit(dashboard.url)
@@ -144,9 +163,7 @@ def test_sorting_grouping_and_compare_in_the_browser(runs: Path, serve, browser)
     assert "s0-lr0.01" in drawn[1][2] and "s0-lr0.1" in drawn[2][2]
 
     for name in ("s1-lr0.01", "s1-lr0.1"):
-        page.find_element(
-            "xpath", f"//tr[contains(@class, 'run')][.//a[text()='{name}']]//input"
-        ).click()
+        tick(page, f"//tr[contains(@class, 'run')][.//a[text()='{name}']]//input")
     page.find_element("id", "compare").click()
     browser.until("return location.pathname;", lambda p: p == "/compare")
     verdicts = browser.until(
