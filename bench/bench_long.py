@@ -17,6 +17,10 @@ Runs (generated once, cached under ``--out``/runs keyed by size and tensortap's 
   gradient norm, and 20 gradients saved with their l2 norm) and ``SummaryWriter``-style
   ``add_scalar`` events for TensorBoard: 23 series.
 - ``wide-<steps>x<series>``: many series (10^4), few steps: opening it.
+- ``paced-<steps>x<series>``: the grid's values written the way a user's job writes them,
+  through ``tensortap.Hook.save_scalar`` at a step every ``PACED_STEP_S`` (20 ms), so the
+  writer publishes a segment every ``flush_secs`` (issue 48): compare with ``grid-`` of the
+  same size, written flat out by the writer alone.
 
 Measures (median of ``--repeat``; a measure that takes longer than ``--repeat-cap-s`` once is
 not repeated), each for tensortap and TensorBoard on the same data:
@@ -119,17 +123,20 @@ class RunSpec:
         try:
             if kind == "reference":
                 return RunSpec("reference", int(size), REFERENCE_SERIES)
-            if kind in ("grid", "wide"):
+            if kind in ("grid", "wide", "paced"):
                 steps, _, series = size.partition("x")
                 return RunSpec(kind, int(steps), int(series))
         except ValueError:
             pass
         raise SystemExit(
-            f"bench_long: a run is grid-<steps>x<series>, wide-<steps>x<series> or "
-            f"reference-<steps>, got {text!r}"
+            f"bench_long: a run is grid-<steps>x<series>, wide-<steps>x<series>, "
+            f"paced-<steps>x<series> or reference-<steps>, got {text!r}"
         )
 
 
+#: A paced run's step (``paced-<steps>x<series>``): what a small model's training step takes;
+#: the writer then cuts a segment every ``flush_secs`` (1 s: 50 steps), as in a user's job.
+PACED_STEP_S = 0.02
 REFERENCE_LAYERS = 20
 REFERENCE_SERIES = 3 + REFERENCE_LAYERS  # loss, learning rate, gradient norm, 20 layers' l2
 
@@ -141,6 +148,7 @@ def default_runs() -> list[RunSpec]:
     runs += [RunSpec("grid", 1_000, s) for s in (10, 1_000)]
     runs += [RunSpec("reference", n, REFERENCE_SERIES) for n in (1_000, 10_000, 100_000)]
     runs.append(RunSpec("wide", 100, 10_000))
+    runs += [RunSpec("paced", n, 100) for n in (1_000, 3_000)]
     return runs
 
 
@@ -151,6 +159,7 @@ def small_runs() -> list[RunSpec]:
         RunSpec("grid", 10_000, 100),
         RunSpec("reference", 1_000, REFERENCE_SERIES),
         RunSpec("wide", 20, 1_000),
+        RunSpec("paced", 300, 100),
     ]
 
 
@@ -199,6 +208,9 @@ def write_tensortap(spec: RunSpec, out: Path) -> None:
     if spec.kind == "reference":
         _write_reference_tensortap(spec, out)
         return
+    if spec.kind == "paced":
+        _write_paced_tensortap(spec, out)
+        return
     from tensortap.core._collections import CollectionManager
     from tensortap.core._modes import ModeKeys
     from tensortap.core._records import Record, RecordKind, StepBatch
@@ -233,6 +245,31 @@ def write_tensortap(spec: RunSpec, out: Path) -> None:
         }
     )
     if status.steps_written != spec.steps or status.errors:
+        raise RuntimeError(f"writing {spec.name}: {status}")
+
+
+def _write_paced_tensortap(spec: RunSpec, out: Path) -> None:
+    """The grid's values the way a user's job writes them: ``Hook.save_scalar`` for each
+    value, a step every :data:`PACED_STEP_S` (the training step's own time, slept), so the
+    writer publishes a segment every ``flush_secs`` as it does in real training."""
+    import tensortap as tt
+
+    hook = tt.Hook(out, save_config=tt.SaveConfig(save_interval=1), include_collections=["scalars"])
+    hook.set_mode(tt.modes.TRAIN)
+    names = series_names(spec)
+    next_at = time.monotonic()
+    for first in range(0, spec.steps, CHUNK):
+        last = min(first + CHUNK, spec.steps)
+        for row in grid_values(spec, first, last).tolist():
+            for name, value in zip(names, row):
+                hook.save_scalar(name, value)
+            hook.next_step()
+            next_at += PACED_STEP_S
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+    status = hook.close()
+    if not status.healthy:
         raise RuntimeError(f"writing {spec.name}: {status}")
 
 
@@ -1169,7 +1206,7 @@ def table(results: list[dict[str, Any]], reader: str) -> str:
 
 def _label(result: dict[str, Any]) -> str:
     steps, series = result["steps"], result["series"]
-    kind = {"grid": "", "reference": "ref. ", "wide": "wide "}[result["kind"]]
+    kind = {"grid": "", "reference": "ref. ", "wide": "wide ", "paced": "paced "}[result["kind"]]
     return f"{kind}{_si(steps)} steps x {_si(series)}"
 
 

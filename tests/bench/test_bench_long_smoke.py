@@ -44,14 +44,15 @@ def test_both_tools_get_the_same_values(tmp_path: Path, name: str) -> None:
 @pytest.mark.slow
 def test_the_benchmark_reads_and_reports_every_run(tmp_path: Path) -> None:
     cmd = [sys.executable, str(ROOT / "bench" / "bench_long.py"), "--out", str(tmp_path)]
-    cmd += ["--runs", "grid-30x4,reference-20,wide-3x50", "--measures", "read,report"]
+    cmd += ["--runs", "grid-30x4,reference-20,wide-3x50,paced-30x4", "--measures", "read,report"]
     cmd += ["--repeat", "1"]
     env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     (found,) = tmp_path.glob("results-*.json")
     doc = json.loads(found.read_text())
-    assert [r["run"] for r in doc["runs"]] == ["grid-30x4", "reference-20", "wide-3x50"]
+    runs = ["grid-30x4", "reference-20", "wide-3x50", "paced-30x4"]
+    assert [r["run"] for r in doc["runs"]] == runs
     for run in doc["runs"]:
         reads = run["read"]
         assert "rows_differ" not in reads, reads

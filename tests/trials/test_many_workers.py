@@ -33,6 +33,7 @@ def _write(out: Path, workers: int) -> None:
 def _requests_to_open(out: Path) -> tuple[int, Trial]:
     store, counts = counting_store(out)
     trial = Trial(store)
+    trial.steps()  # a trial reads its index when first asked (reading series never does)
     return sum(counts.values()), trial
 
 

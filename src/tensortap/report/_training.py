@@ -34,11 +34,18 @@ from tensortap.query._health import heat_width, layer_health, norm_buckets
 from tensortap.report._page import Row, diagnosis_block, page, rule_rows, section, summary_rows
 from tensortap.report._svg import heatmap, line_chart
 from tensortap.rules._rule import Rule
+from tensortap.trials._index import natural_key
 from tensortap.trials._sessions import Session
 from tensortap.trials._trial import Trial, create_trial
 
 #: The saved steps looked at, from the last, for one that holds the activations in full.
 MOST_STEPS_LOOKED = 1_000
+#: ``save_scalar``'s numbers (the ``scalars`` collection) are drawn this many to a chart, at
+#: most :data:`MOST_SCALARS` of them (the others are named): each line is read on its own
+#: chart's turn and drawn as at most ``2 * MOST_POINTS`` points, so the page stays under a
+#: megabyte and the read holds one chart's series, whatever the run's length or width.
+SCALARS_PER_CHART = 8
+MOST_SCALARS = 64
 
 
 def _saved(trial: Trial, collection: str) -> list[str]:
@@ -265,6 +272,17 @@ def _spike_marks(session: Session) -> list[tuple[float, str]]:
     return out
 
 
+def scalar_charts(trial: Trial) -> tuple[list[list[str]], list[str]]:
+    """The scalars the report draws (the ``scalars`` collection, less those drawn as losses
+    or metrics), in natural order: their charts' names, :data:`SCALARS_PER_CHART` to a chart,
+    and the names left undrawn past :data:`MOST_SCALARS`."""
+    drawn = {n for collection in ("losses", "metrics") for n in _saved(trial, collection)}
+    names = sorted((n for n in _saved(trial, "scalars") if n not in drawn), key=natural_key)
+    shown = names[:MOST_SCALARS]
+    groups = [shown[i : i + SCALARS_PER_CHART] for i in range(0, len(shown), SCALARS_PER_CHART)]
+    return groups, names[MOST_SCALARS:]
+
+
 def _series(trial: Trial, names: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Each tensor per mode over global steps (:func:`~tensortap.query._curves.mode_lines`)."""
     return dict(mode_lines(trial, names))  # arrays: a 10^6-step line as lists took 56 MB
@@ -360,10 +378,31 @@ class TrainingReport:
             for collection in ("losses", "metrics")
             if (names := sorted(_saved(trial, collection)))
         ]
+        groups, undrawn = scalar_charts(trial)
+        shown = sum(len(group) for group in groups)
+        for at, group in enumerate(groups):
+            first = at * SCALARS_PER_CHART + 1
+            title = (
+                "scalars"
+                if len(groups) == 1 and not undrawn
+                else f"scalars ({first}-{first + len(group) - 1} of {shown + len(undrawn):,})"
+            )
+            charts.append(
+                line_chart(
+                    _series(trial, group), title, "global step", marks, line_modes(trial, group)
+                )
+            )
+        if undrawn:
+            named = ", ".join(html.escape(n) for n in undrawn[:5])
+            charts.append(
+                f"<p>{len(undrawn):,} more scalars are not drawn here ({named}, ...): "
+                "<code>tensortap serve</code> draws any of them, "
+                "<code>trial.series(name)</code> reads them.</p>"
+            )
         return (
             _sessions_table(sessions)
             + _decisions_table(sessions)
-            + ("".join(charts) or "<p>No losses or metrics saved.</p>")
+            + ("".join(charts) or "<p>No losses, metrics or scalars saved.</p>")
         )
 
     def _layer_health(self, trial: Trial) -> dict[str, Any]:
@@ -443,12 +482,12 @@ class TrainingReport:
         return "".join(charts)
 
     def _activations(self, trial: Trial) -> str:
-        from tensortap.viz._tensor_plot import TensorPlot
-
         saved = _saved(trial, "relu_activations")
         names = [n for n in saved if "_output" in n] or saved  # outputs, not what went in
         if not names:
             return "<p>No activations saved in full (collection relu_activations).</p>"
+        from tensortap.viz._tensor_plot import TensorPlot  # plotting (1-2 s) only to plot
+
         steps = trial.steps()
         looked = steps[: -MOST_STEPS_LOOKED - 1 : -1]  # from the end, a bounded number
         last = next(  # the last step that saved them in full
@@ -506,4 +545,10 @@ def write_training_report(
     return path
 
 
-__all__ = ["TrainingReport", "default_rules", "training_report", "write_training_report"]
+__all__ = [
+    "TrainingReport",
+    "default_rules",
+    "scalar_charts",
+    "training_report",
+    "write_training_report",
+]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -37,9 +37,9 @@ from tensortap.trials._series_columns import (
     SeriesKey,
     bucket_columns,
     bucketed,
-    join_steps,
     series_columns,
 )
+from tensortap.trials._series_fill import Fill, Filled
 from tensortap.trials._series_objects import SeriesObjects, Source, WorkerSeries
 
 __all__ = ["BUCKET_COLUMNS", "OneNumbers", "SeriesColumns", "SeriesKey", "SeriesReader", "bucketed"]
@@ -176,19 +176,12 @@ class SeriesReader:
         worker: str | None = None,
     ) -> SeriesColumns:
         """The rows of the series asked for, with global steps in ``[start, end)``: columns
-        ``worker, mode, step, global_step, wall_time, tensor, statistic, value``."""
+        ``worker, mode, step, global_step, wall_time, tensor, statistic, value`` (the numbers
+        read; the names and the mode step and wall time of each row made when first asked)."""
         wanted = _Filter(names, regex, statistic, mode, worker)
         lo, hi = _bounds(start, end)
-        read, tables = self._read(wanted, lo, hi, with_steps=True)
-        groups, pieces = [], []
-        at = 0
-        for key, (steps, values) in read.items():
-            n = len(steps)
-            groups.append((key, at, at + n))
-            at += n
-            mode_step, wall = join_steps(tables.get(key.worker), steps)
-            pieces.append((key, steps, values, mode_step, wall))
-        return series_columns(pieces, groups)
+        filled, tables = self._read(wanted, lo, hi, with_steps=True)
+        return series_columns(filled.steps, filled.values, filled.groups, tables)
 
     def buckets(
         self,
@@ -211,12 +204,11 @@ class SeriesReader:
             raise InvalidConfigError(f"count must be an int >= 1, got {count!r}")
         wanted = _Filter(names, regex, statistic, mode, worker)
         lo, hi = _bounds(start, end)
-        read, _ = self._read(wanted, lo, hi, with_steps=False)
+        filled, _ = self._read(wanted, lo, hi, with_steps=False)
         groups, pieces = [], []
         at = 0
-        for key, (steps, values) in read.items():
-            if not len(steps):
-                continue
+        for key, row_lo, row_hi in filled.groups:
+            steps, values = filled.steps[row_lo:row_hi], filled.values[row_lo:row_hi]
             first = lo if start is not None else int(steps[0])
             stop = hi if end is not None else int(steps[-1]) + 1
             part = bucketed(steps, values, first, stop, count)
@@ -229,121 +221,186 @@ class SeriesReader:
     # -- internals --
     def _read(
         self, wanted: _Filter, lo: int, hi: int, with_steps: bool
-    ) -> tuple[dict[SeriesKey, tuple[np.ndarray, np.ndarray]], dict[str, np.ndarray]]:
-        """Every wanted series' (steps, values) within [lo, hi), sorted by series and step;
-        and with ``with_steps`` the step table of the objects read, per worker."""
-        out: dict[SeriesKey, tuple[list[np.ndarray], list[np.ndarray]]] = {}
-        tables: dict[str, list[np.ndarray]] = {}
+    ) -> tuple[Filled, dict[str, np.ndarray]]:
+        """Every wanted series' steps and values within [lo, hi), sorted by series and step;
+        and with ``with_steps`` the step table of the objects read, per worker (sorted by
+        global step). Each series' room is counted from the objects' directories first, then
+        the objects are read a batch at a time straight into it (:class:`Fill`)."""
+        plans: list[tuple[WorkerSeries, list[_Job]]] = []
+        capacity: dict[SeriesKey, int] = {}
         for state in self.objects.states(wanted.worker):
-            self._read_sources(state, state.plan, wanted, lo, hi, with_steps, out, tables)
-        result = {}
-        for key in sorted(out, key=lambda k: (k.tensor, k.statistic, int(k.mode), k.worker)):
-            steps_l, values_l = out[key]
-            steps = np.concatenate(steps_l) if len(steps_l) > 1 else steps_l[0]
-            values = np.concatenate(values_l) if len(values_l) > 1 else values_l[0]
-            if len(steps) > 1 and (np.diff(steps) < 0).any():  # a re-counted step: keep both
-                order = np.argsort(steps, kind="stable")
-                steps, values = steps[order], values[order]
-            result[key] = (steps, values)
+            jobs = self._jobs(state, state.plan, wanted, lo, hi)
+            for job in jobs:
+                counts = job.head.directory["count"]
+                for i, key in zip(job.picks, job.keys, strict=True):
+                    capacity[key] = capacity.get(key, 0) + int(counts[i])
+            plans.append((state, jobs))
+        fill = Fill(capacity)
+        tables: dict[str, list[np.ndarray]] = {}
+        for state, jobs in plans:
+            self._fill(state, jobs, wanted, lo, hi, with_steps, fill, tables)
         joined = {}
         for worker, parts in tables.items():
             table = np.concatenate(parts) if len(parts) > 1 else parts[0]
-            joined[worker] = table[np.argsort(table["global_step"], kind="stable")]
-        return result, joined
+            if len(table) > 1 and (np.diff(table["global_step"]) < 0).any():
+                table = table[np.argsort(table["global_step"], kind="stable")]
+            joined[worker] = table
+        return fill.result(), joined
 
-    def _read_sources(
-        self,
-        state: WorkerSeries,
-        sources: list[Source],
-        wanted: _Filter,
-        lo: int,
-        hi: int,
-        with_steps: bool,
-        out: dict[SeriesKey, tuple[list[np.ndarray], list[np.ndarray]]],
-        tables: dict[str, list[np.ndarray]],
-    ) -> None:
-        """Read the wanted series of ``sources`` into ``out``; an object that fails a check
-        is a problem, and its segments are read another way (:meth:`_replacements`)."""
-        requests: list[tuple[str, int, int]] = []
-        jobs: list[tuple[Source, SeriesHead, list[int], int, bool]] = []
+    def _jobs(
+        self, state: WorkerSeries, sources: list[Source], wanted: _Filter, lo: int, hi: int
+    ) -> list[_Job]:
+        """The sources holding wanted series within [lo, hi), with the series to read."""
+        jobs = []
+        keys: dict[tuple[str, str, int], SeriesKey] = {}
         for source, head in self.objects.heads_of(sources, state):
             if not (head.last_step >= lo and head.first_step < hi and len(head.keys)):
                 continue
             picks = self._picks(source, head, wanted)
             if not picks:
                 continue
-            if source.index:
-                jobs.append((source, head, picks, -1, False))
-                continue
-            counts = head.directory["count"]
-            whole = 2 * int(counts[picks].sum()) >= int(counts.sum())
-            first = len(requests)
-            if with_steps:
-                requests.append((source.key, head.head_size, STEP_DTYPE.itemsize * head.steps))
-            if whole:
-                requests.append((source.key, head.blocks_at, head.size - head.blocks_at))
-            else:
-                requests.extend((source.key, *head.block_range(i)) for i in picks)
-            jobs.append((source, head, picks, first, whole))
-        raws = self.objects.get_ranges(requests)
+            named = []
+            for i in picks:
+                found = keys.get(head.keys[i])
+                if found is None:
+                    tensor, stat, mode = head.keys[i]
+                    found = keys[head.keys[i]] = SeriesKey(tensor, stat, ModeKeys(mode), state.name)
+                named.append(found)
+            jobs.append(_Job(source, head, picks, named))
+        return jobs
+
+    def _fill(
+        self,
+        state: WorkerSeries,
+        jobs: list[_Job],
+        wanted: _Filter,
+        lo: int,
+        hi: int,
+        with_steps: bool,
+        fill: Fill,
+        tables: dict[str, list[np.ndarray]],
+    ) -> None:
+        """Read ``jobs`` into ``fill``, about :data:`_BATCH_BYTES` of ranges at a time (an
+        object is never split between batches); an object that fails a check is a problem,
+        and its segments are read another way (:meth:`SeriesObjects.replacements`)."""
         redo: list[Source] = []
-        for source, head, picks, first, whole in jobs:
+        batch: list[tuple[_Job, list[tuple[int, int, list[int]]]]] = []
+        size = 0
+        for job in jobs:
+            runs = [] if job.source.index else _runs(job.head, job.picks, with_steps)
+            cost = sum(length for _, length, _ in runs)
+            if batch and size + cost > _BATCH_BYTES:
+                redo += self._take(state, batch, lo, hi, with_steps, fill, tables)
+                batch, size = [], 0
+            batch.append((job, runs))
+            size += cost
+        if batch:
+            redo += self._take(state, batch, lo, hi, with_steps, fill, tables)
+        if redo:
+            redone = self._jobs(state, redo, wanted, lo, hi)
+            self._fill(state, redone, wanted, lo, hi, with_steps, fill, tables)
+
+    def _take(
+        self,
+        state: WorkerSeries,
+        batch: list[tuple[_Job, list[tuple[int, int, list[int]]]]],
+        lo: int,
+        hi: int,
+        with_steps: bool,
+        fill: Fill,
+        tables: dict[str, list[np.ndarray]],
+    ) -> list[Source]:
+        """Read one batch into ``fill``; the sources to read again in place of those that
+        failed a check. An object is decoded whole before any of it is put, so a damaged one
+        adds nothing."""
+        requests = [(job.source.key, at, n) for job, runs in batch for at, n, _ in runs]
+        raws = iter(self.objects.get_ranges(requests))
+        redo: list[Source] = []
+        for job, runs in batch:
+            got = [next(raws) for _ in runs]
             try:
-                blocks, table = self._blocks(source, head, picks, raws, first, whole, with_steps)
+                blocks, table = self._decode(job, runs, got)
             except (FormatError, StorageError) as exc:
-                self.objects.note(source.key, exc)
-                if not source.index:
-                    redo.extend(self.objects.replacements(state, source))
+                self.objects.note(job.source.key, exc)
+                if not job.source.index:
+                    redo.extend(self.objects.replacements(state, job.source))
                 continue
             if with_steps:
                 tables.setdefault(state.name, []).append(table)
-            for i, (steps, values) in zip(picks, blocks, strict=True):
-                if len(steps) and steps[0] < lo:
-                    cut = np.searchsorted(steps, lo)
-                    steps, values = steps[cut:], values[cut:]
-                if len(steps) and steps[-1] >= hi:
-                    cut = np.searchsorted(steps, hi)
-                    steps, values = steps[:cut], values[:cut]
-                tensor, stat, mode = head.keys[i]
-                slot = out.setdefault(SeriesKey(tensor, stat, ModeKeys(mode), state.name), ([], []))
-                slot[0].append(steps)
-                slot[1].append(values)
-        if redo:
-            self._read_sources(state, redo, wanted, lo, hi, with_steps, out, tables)
+            clip = job.head.first_step < lo or job.head.last_step >= hi
+            for key, (steps, values) in zip(job.keys, blocks, strict=True):
+                if clip:
+                    cut_lo, cut_hi = np.searchsorted(steps, (lo, hi))
+                    steps, values = steps[cut_lo:cut_hi], values[cut_lo:cut_hi]
+                fill.put(key, steps, values)
+        return redo
 
-    def _blocks(
+    def _decode(
         self,
-        source: Source,
-        head: SeriesHead,
-        picks: list[int],
-        raws: list[bytearray | None],
-        first: int,
-        whole: bool,
-        with_steps: bool,
+        job: _Job,
+        runs: list[tuple[int, int, list[int]]],
+        got: list[bytearray | None],
     ) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
+        """A job's blocks (in the order of its picks) and step table, checked."""
+        source, head = job.source, job.head
         if source.index:
             parts = self.objects.fallback_parts(source)
-            return [parts.blocks[i] for i in picks], parts.steps
-        needed = raws[first : first + int(with_steps) + (1 if whole else len(picks))]
-        got = [raw for raw in needed if raw is not None]
-        if len(got) != len(needed):
+            return [parts.blocks[i] for i in job.picks], parts.steps
+        read = [raw for raw in got if raw is not None]
+        if len(read) != len(got):
             raise FormatError(f"{source.key} could not be read whole")
-        at = 0
         table = np.zeros(0, STEP_DTYPE)
-        if with_steps:
-            table = decode_steps(got[at], head, source.key)
-            at += 1
         blocks = []
-        if whole:
-            body = memoryview(got[at])
+        for (at, _, picks), raw in zip(runs, read, strict=True):
+            body = memoryview(raw)
+            if not picks:  # the step table
+                table = decode_steps(raw, head, source.key)
+                continue
             for i in picks:
                 offset, length = head.block_range(i)
-                offset -= head.blocks_at
+                offset -= at
                 blocks.append(decode_block(body[offset : offset + length], head, i, source.key))
-        else:
-            for k, i in enumerate(picks):
-                blocks.append(decode_block(got[at + k], head, i, source.key))
         return blocks, table
+
+
+#: The bytes of ranges read at once (an object is read whole in one batch, whatever its size).
+_BATCH_BYTES = 32 << 20
+#: Blocks of one object closer than this (or than the run read so far) are read in one range.
+_GAP_BYTES = 64 << 10
+#: A range read at once grows to at most this many bytes.
+_RUN_BYTES = 16 << 20
+
+
+class _Job(NamedTuple):
+    """An object to read, the positions of the wanted series in its list, and their keys."""
+
+    source: Source
+    head: SeriesHead
+    picks: list[int]
+    keys: list[SeriesKey]
+
+
+def _runs(head: SeriesHead, picks: list[int], with_steps: bool) -> list[tuple[int, int, list[int]]]:
+    """The ranges to read of an object: (offset, length, the picks inside), the step table
+    first (no picks) when asked for. Blocks close together are read in one range."""
+    runs: list[tuple[int, int, list[int]]] = []
+    if with_steps:
+        runs.append((head.head_size, STEP_DTYPE.itemsize * head.steps, []))
+    start = end = -1
+    inside: list[int] = []
+    for i in picks:
+        offset, length = head.block_range(i)
+        gap = offset - end
+        if inside and gap <= max(_GAP_BYTES, end - start) and offset + length - start <= _RUN_BYTES:
+            end = offset + length
+            inside.append(i)
+            continue
+        if inside:
+            runs.append((start, end - start, inside))
+        start, end, inside = offset, offset + length, [i]
+    if inside:
+        runs.append((start, end - start, inside))
+    return runs
 
 
 class OneNumbers:

@@ -43,22 +43,28 @@ _LABELS: dict[str, Callable[[SeriesKey], str]] = {
     "tensor": lambda key: key.tensor,
     "statistic": lambda key: key.statistic,
 }
+#: The columns joined from a worker's step table when first asked for.
+_JOINED = ("step", "wall_time")
 
 
 class SeriesColumns(Mapping[str, np.ndarray]):
     """Equal-length NumPy columns, rows grouped by series (each sorted by global step). The
     columns naming each row's series (``worker``, ``mode``, ``tensor``, ``statistic``, object
-    arrays) are built when first asked for."""
+    arrays), and with ``step_tables`` (each worker's step table, sorted by global step) each
+    row's ``step`` and ``wall_time``, are built when first asked for: a read of every value
+    that wants only the numbers never pays for them."""
 
     def __init__(
         self,
         order: tuple[str, ...],
         numbers: dict[str, np.ndarray],
         groups: list[tuple[SeriesKey, int, int]],
+        step_tables: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         self._order = order
         self._columns = dict(numbers)
         self._groups = groups
+        self._tables = step_tables
         self._rows = len(next(iter(numbers.values()))) if numbers else 0
 
     def __getitem__(self, name: str) -> np.ndarray:
@@ -66,12 +72,25 @@ class SeriesColumns(Mapping[str, np.ndarray]):
         if found is None:
             if name not in self._order:
                 raise KeyError(name)
+            if name in _JOINED and self._tables is not None:
+                self._join_steps()
+                return self._columns[name]
             label = _LABELS[name]
             table = np.empty(len(self._groups), dtype=object)
             table[:] = [label(key) for key, _, _ in self._groups]
             lengths = [hi - lo for _, lo, hi in self._groups]
             found = self._columns[name] = np.repeat(table, lengths)
         return found
+
+    def _join_steps(self) -> None:
+        """Each row's mode step and wall time, from its worker's step table."""
+        global_steps = self._columns["global_step"]
+        mode_step = np.full(len(global_steps), -1, np.int64)
+        wall = np.full(len(global_steps), np.nan)
+        tables = self._tables or {}
+        for key, lo, hi in self._groups:
+            mode_step[lo:hi], wall[lo:hi] = join_steps(tables.get(key.worker), global_steps[lo:hi])
+        self._columns["step"], self._columns["wall_time"] = mode_step, wall
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._order)
@@ -91,7 +110,7 @@ class SeriesColumns(Mapping[str, np.ndarray]):
         numbers = {n: c for n, c in self._columns.items() if n not in _LABELS}
         for key, lo, hi in self._groups:
             part = {name: col[lo:hi] for name, col in numbers.items()}
-            yield key, SeriesColumns(self._order, part, [(key, 0, hi - lo)])
+            yield key, SeriesColumns(self._order, part, [(key, 0, hi - lo)], self._tables)
 
     def to_pandas(self) -> Any:
         """A pandas DataFrame (needs pandas)."""
@@ -116,6 +135,8 @@ def join_steps(table: np.ndarray | None, steps: np.ndarray) -> tuple[np.ndarray,
     if table is None or not len(table) or not len(steps):
         return np.full(len(steps), -1, np.int64), np.full(len(steps), np.nan)
     known = table["global_step"]
+    if len(known) == len(steps) and np.array_equal(known, steps):  # a value at every step
+        return table["mode_step"].astype(np.int64), table["wall_time"].astype(np.float64)
     where = np.minimum(np.searchsorted(known, steps), len(known) - 1)
     rows = table[where]
     hit = rows["global_step"] == steps
@@ -152,18 +173,15 @@ def bucketed(
 
 
 def series_columns(
-    pieces: list[tuple[SeriesKey, np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+    steps: np.ndarray,
+    values: np.ndarray,
     groups: list[tuple[SeriesKey, int, int]],
+    step_tables: Mapping[str, np.ndarray],
 ) -> SeriesColumns:
-    if not pieces:
-        return SeriesColumns(COLUMNS, _empty(("step", "global_step"), ("wall_time", "value")), [])
-    numbers = {
-        "step": np.concatenate([p[3] for p in pieces]),
-        "global_step": np.concatenate([p[1] for p in pieces]).astype(np.int64),
-        "wall_time": np.concatenate([p[4] for p in pieces]),
-        "value": np.concatenate([p[2] for p in pieces]).astype(np.float64),
-    }
-    return SeriesColumns(COLUMNS, numbers, groups)
+    """The columns of a read: ``steps`` and ``values`` of every series (``groups`` says whose
+    rows are where), the rest named or joined when asked for."""
+    numbers = {"global_step": steps, "value": values}
+    return SeriesColumns(COLUMNS, numbers, groups, step_tables)
 
 
 def bucket_columns(

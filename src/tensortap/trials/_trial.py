@@ -87,18 +87,20 @@ class Trial:
         self.refresh_interval = (
             store.refresh_interval if refresh_interval is None else float(refresh_interval)
         )
-        self._index = TrialIndex(store, strict=bool(strict))
+        # read when first needed (reading series never needs it: see _series_reader)
+        self._loaded_index = TrialIndex(store, strict=bool(strict))
+        self._index_read = False
         # a path may be mistyped; a Store handed over is the caller's own (an empty one on
         # purpose, as the rule-parameter checks use)
         warn = not (waiting or isinstance(path, Store))
-        self._index.check_marker(self.path, must_exist, warn=warn)
+        self._loaded_index.check_marker(self.path, must_exist, warn=warn)
         self._tensors: dict[str, Tensor] = {}
         self._last_refresh = 0.0
-        self._saved = SavedSteps(self._index)
+        self._saved = SavedSteps(self._loaded_index)
         self._hold_refresh = 0
         self._names_cache: dict[tuple[Any, ...], list[str]] = {}
         self._names_cache_version = -1
-        self._reader = ValueReader(store, self._index)
+        self._reader = ValueReader(store, self._loaded_index)
         #: How many values (raw or reduced) were read, and which collections were asked for
         #: by name: rules use them to know what an evaluation judged, or looked for in vain.
         self.values_read = 0
@@ -109,9 +111,11 @@ class Trial:
         self._held_names: tuple[tuple[int, int], set[str]] | None = None
         self._sessions: dict[str | None, tuple[int, list[Session]]] = {}
         self._series: tuple[int, SeriesReader] | None = None
+        self._series_refreshed = 0.0  # when the series reader listed, while the index is unread
         #: one-element values read as series (what rules reading a loss per step use)
         self.numbers = OneNumbers(self._series_reader)
-        self.refresh()
+        if self._loaded_index.strict:  # what cannot be read raises now, as it always did
+            self.refresh()
 
     def __repr__(self) -> str:
         return f"Trial({self.path!r}, workers={self.workers()}, steps={len(self.steps())})"
@@ -124,6 +128,7 @@ class Trial:
             self._reader.cache.clear()
         self._block = None
         self._series = None
+        self._series_refreshed = 0.0
         self.store.close()
 
     def __enter__(self) -> Trial:
@@ -135,8 +140,17 @@ class Trial:
     # -- keeping current --
     def refresh(self) -> bool:
         """Read whatever was published since the last refresh; True if anything was new."""
+        self._index_read = True
         self._last_refresh = time.monotonic()
-        return self._index.refresh()
+        return self._loaded_index.refresh()
+
+    @property
+    def _index(self) -> TrialIndex:
+        """The trial's index, read when first needed: opening a trial to read its series
+        (:meth:`series`) never reads the index objects, 64 bytes a saved value."""
+        if not self._index_read:
+            self.refresh()
+        return self._loaded_index
 
     def no_refresh(self) -> contextlib.AbstractContextManager[Trial]:
         """Within this block, queries answer from what is loaded and never re-list storage
@@ -152,11 +166,15 @@ class Trial:
     @property
     def value_reader(self) -> ValueReader:
         """The reader of saved raw values (its cache, ranged reads)."""
+        if not self._index_read:  # it finds values through the index
+            self.refresh()
         return self._reader
 
     def refresh_if_stale(self) -> bool:
         """:meth:`refresh` unless a look was taken less than ``refresh_interval`` ago, the
         workers all ended, or a :meth:`no_refresh` block holds; True if anything was new."""
+        if not self._index_read:
+            return self.refresh()
         if self._hold_refresh:
             return False
         if self._index.all_ended() and self._last_refresh:
@@ -545,10 +563,12 @@ class Trial:
 
     def _series_names(self, names: str | Iterable[str]) -> list[str]:
         asked = [names] if isinstance(names, str) else list(names)
-        known = set(self.tensor_names())
+        known = {key.tensor for key in self.series_keys()}
+        if all(name in known for name in asked):
+            return asked  # saved as series: the index is not read
+        known.update(self.tensor_names())
         if all(name in known for name in asked):
             return asked
-        known.update(key.tensor for key in self.series_keys())
         try:
             losses = self.tensor_names(collection=CollectionKeys.LOSSES)
         except MissingCollectionFiles:
@@ -560,7 +580,18 @@ class Trial:
         return self._series_reader().keys(worker)
 
     def _series_reader(self) -> SeriesReader:
-        """One reader, listing storage again when the trial itself saw something new."""
+        """One reader, listing storage again when the trial itself saw something new; while
+        nothing has needed the trial's index, the reader lists for itself, as often as the
+        trial would (``refresh_interval``, never inside :meth:`no_refresh`)."""
+        if not self._index_read:
+            now = time.monotonic()
+            if self._series is None:
+                self._series = (-1, SeriesReader(self.store))
+                self._series_refreshed = now
+            elif not self._hold_refresh and now - self._series_refreshed >= self.refresh_interval:
+                self._series[1].refresh()
+                self._series_refreshed = now
+            return self._series[1]
         self.refresh_if_stale()
         if self._series is None:
             self._series = (self._index.version, SeriesReader(self.store))

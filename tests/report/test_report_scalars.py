@@ -1,0 +1,93 @@
+"""The report of any trial draws the scalars it holds (issue 48): a trial of ``save_scalar``
+values got a page that said "No losses or metrics saved". Its charts are read back from the
+page (legends and drawn points), a long line is cut to a bounded number of points, and a wide
+run draws a bounded number of lines."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import tensortap as tt
+
+pytest.importorskip("plotly")
+from tensortap.report import training_report
+from tensortap.report._svg import LEFT, MOST_POINTS, RIGHT, W
+from tensortap.report._training import MOST_SCALARS, SCALARS_PER_CHART
+
+
+def _scalars_run(out: Path, steps: int, series: int) -> list[str]:
+    """``series`` rising scalars over ``steps`` steps (``s<i>`` = i + step / steps), one of
+    them saved from the middle on only; a loss, which the losses chart draws, too."""
+    hook = tt.Hook(out, save_config=tt.SaveConfig(save_interval=1), include_collections=["scalars"])
+    names = [f"s{i}" for i in range(series)]
+    for step in range(steps):
+        for i, name in enumerate(names):
+            if i == 1 and step < steps // 2:
+                continue
+            hook.save_scalar(name, i + step / steps)
+        hook.save_scalar("loss", 1.0 / (1 + step), "losses")
+        hook.next_step()
+    assert hook.close().healthy
+    return names
+
+
+def _charts(page: str) -> dict[str, str]:
+    """Each chart's SVG by its title."""
+    found = {}
+    for svg in re.findall(r"<svg.*?</svg>", page, flags=re.S):
+        title = re.search(r'font-weight="bold">([^<]+)</text>', svg)
+        if title:
+            found[title.group(1)] = svg
+    return found
+
+
+def _lines(svg: str) -> list[list[tuple[float, float]]]:
+    """The points of each polyline drawn."""
+    return [
+        [tuple(float(v) for v in point.split(",")) for point in points.split()]  # type: ignore[misc]
+        for points in re.findall(r'<polyline[^>]* points="([^"]*)"', svg)
+    ]
+
+
+def test_a_trial_of_scalars_gets_them_drawn(tmp_path: Path) -> None:
+    steps = 3000  # more than a line draws: 2 * MOST_POINTS
+    names = _scalars_run(tmp_path, steps, 12)
+    page = training_report(tt.create_trial(tmp_path), rules=[])
+    assert "No losses, metrics or scalars saved" not in page
+    charts = _charts(page)
+    assert set(charts) == {"losses", "scalars (1-8 of 12)", "scalars (9-12 of 12)"}
+    by_chart = {"scalars (1-8 of 12)": names[:8], "scalars (9-12 of 12)": names[8:]}
+    for title, expected in by_chart.items():
+        svg = charts[title]
+        legend = re.findall(r'font-size="11">([^<]+)<tspan', svg)
+        assert legend == expected  # the loss is drawn with the losses, not again
+        lines = _lines(svg)
+        assert len(lines) == len(expected)
+        for name, points in zip(expected, lines, strict=True):
+            assert MOST_POINTS <= len(points) <= 2 * MOST_POINTS + 2, (name, len(points))
+            xs = [x for x, _ in points]
+            ys = [y for _, y in points]
+            assert xs == sorted(xs)
+            # every line ends at the last step; s1 starts half-way
+            assert xs[-1] == pytest.approx(W - RIGHT, abs=0.1)
+            first = LEFT + (W - LEFT - RIGHT) * (0.5 if name == "s1" else 0.0)
+            assert xs[0] == pytest.approx(first, abs=1.0), name
+            assert ys == sorted(ys, reverse=True)  # rising values: up the page
+    # the lines are where their values are: s0 (0..1) lies below s7 (7..8) on one scale
+    low, high = _lines(charts["scalars (1-8 of 12)"])[0], _lines(charts["scalars (1-8 of 12)"])[-1]
+    assert min(y for _, y in low) > max(y for _, y in high)
+
+
+def test_a_wide_run_draws_a_bounded_number_of_scalars(tmp_path: Path) -> None:
+    series = MOST_SCALARS + 6
+    names = _scalars_run(tmp_path, 10, series)
+    page = training_report(tt.create_trial(tmp_path), rules=[])
+    charts = [t for t in _charts(page) if t.startswith("scalars")]
+    assert len(charts) == MOST_SCALARS // SCALARS_PER_CHART
+    assert f"scalars (1-8 of {series})" in charts
+    drawn = re.findall(r'font-size="11">(s\d+)<tspan', page)
+    assert sorted(drawn, key=lambda n: int(n[1:])) == names[:MOST_SCALARS]
+    assert "6 more scalars are not drawn here (s64, s65, s66, s67, s68, ...)" in page
