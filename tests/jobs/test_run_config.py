@@ -82,6 +82,7 @@ def test_a_pytorch_loop_records_its_optimizer_batch_size_and_model(tmp_path: Pat
         "class": "torch.nn.modules.container.Sequential",
         "parameters": 195,
         "trainable_parameters": 195,
+        "first_layer": "torch.nn.modules.linear.Linear",
     }
     assert config["seeds"] == {"torch": 3}
     (job,) = (tmp_path / "runs").iterdir()

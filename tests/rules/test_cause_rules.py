@@ -135,6 +135,53 @@ def test_check_input_images_is_a_problem_off_order_1_and_evidence_within_it(
         assert finding.details.get("needs_harm", False) is (severity == "warning"), name
 
 
+def test_a_model_that_normalises_its_own_input_is_not_told_to(tmp_path: Path) -> None:
+    """Raw breast-cancer features (root mean square ~200) fed to a Keras model whose first layer
+    is an adapted Normalization (a stranger's healthy run at 97% accuracy was diagnosed "the
+    inputs are not normalised"), or raw pixels to a network that starts with a BatchNorm: the
+    run's configuration names the first layer, and the input rules judge after it."""
+    from sklearn.datasets import load_breast_cancer, load_digits
+
+    from tensortap.rules import CheckInputImages
+
+    keras_first = "keras.src.layers.preprocessing.normalization.Normalization"
+    features = load_breast_cancer().data[:256].astype(np.float32)
+    pixels = load_digits().images[:512, None].astype(np.float32)
+    every = tt.SaveConfig(save_interval=1)
+    for first, normalises in ((keras_first, True), ("keras.src.layers.core.dense.Dense", False)):
+        for rule, x, out in (
+            (UnnormalisedInput, features, tmp_path / f"f{normalises}"),
+            (CheckInputImages, pixels, tmp_path / f"p{normalises}"),
+        ):
+            with tt.Hook(str(out), include_collections=["inputs"], save_config=every) as hook:
+                hook.log_config({"model": {"class": "Sequential", "first_layer": first}})
+                for start in range(0, len(x) - 63, 64):
+                    hook.save_tensor("0_input_0", x[start : start + 64], "inputs")
+                    hook.next_step()
+            summary = invoke_rule(rule(tt.create_trial(str(out))))
+            expected = "NoIssuesFound" if normalises else "IssuesFound"
+            assert summary.status.value == expected, (rule.__name__, first)
+
+
+def test_the_configuration_names_the_models_first_layer() -> None:
+    torch = pytest.importorskip("torch")
+    from tensortap.pytorch._config import model_config
+
+    net = torch.nn.Sequential(torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2))
+    assert model_config(net)["first_layer"] == "torch.nn.modules.batchnorm.BatchNorm1d"
+    keras = pytest.importorskip("keras")
+    from tensortap.keras._config import train_begin_config
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Normalization(),
+                              keras.layers.Dense(1)])  # fmt: skip
+    first = train_begin_config(model, None)["model"]["first_layer"]
+    assert first.endswith(".Normalization"), first
+    inputs = keras.Input((4,))  # a functional model lists its InputLayer first
+    functional = keras.Model(inputs, keras.layers.Dense(1)(keras.layers.Normalization()(inputs)))
+    first = train_begin_config(functional, None)["model"]["first_layer"]
+    assert first.endswith(".Normalization"), first
+
+
 def test_unnormalised_input_names_features_far_from_centred_as_evidence(tmp_path: Path) -> None:
     """Raw measurements (age, blood pressure, serum values) each vary little around a large
     offset; scaled to unit rows they stay so: evidence that needs harm. Standardised features

@@ -39,6 +39,15 @@ def train_begin_config(model: Any, params: Mapping[str, Any] | None) -> dict[str
     except Exception:  # a model not built yet
         count = None
     found["model"] = {"class": _class_name(model), "parameters": count}
+    # what the input meets first (a Normalization layer: the rules judge after it); a
+    # functional model lists its InputLayer first
+    layers = [
+        layer
+        for layer in getattr(model, "layers", None) or ()
+        if type(layer).__name__ != "InputLayer"
+    ]
+    if layers:
+        found["model"]["first_layer"] = _class_name(layers[0])
     optimizer = getattr(model, "optimizer", None)
     if optimizer is not None:
         config = dict(optimizer.get_config())

@@ -27,11 +27,17 @@ def class_name(obj: object) -> str:
 def model_config(module: nn.Module) -> dict[str, Any]:
     """``{"class", "parameters", "trainable_parameters"}`` of a model."""
     params = list(module.parameters())
-    return {
+    found: dict[str, Any] = {
         "class": class_name(module),
         "parameters": sum(p.numel() for p in params),
         "trainable_parameters": sum(p.numel() for p in params if p.requires_grad),
     }
+    # the first leaf module in registration order: what the input meets first in a
+    # Sequential (a BatchNorm there normalises it; the rules judge after it)
+    first = next((m for m in module.modules() if not any(True for _ in m.children())), None)
+    if first is not None and first is not module:
+        found["first_layer"] = class_name(first)
+    return found
 
 
 def optimizer_config(optimizer: torch.optim.Optimizer) -> dict[str, Any]:

@@ -32,6 +32,39 @@ def model_input(trial: Trial, step: int) -> tuple[str, np.ndarray] | None:
     return None
 
 
+#: Layers that normalise what they are given (per feature or channel, from statistics of the
+#: data): a model that meets its input with one normalises it itself.
+INPUT_NORMALISERS = frozenset(
+    {
+        "Normalization",  # Keras, adapted to the training data
+        "BatchNormalization",
+        "LayerNormalization",
+        "BatchNorm1d",
+        "BatchNorm2d",
+        "BatchNorm3d",
+        "LayerNorm",
+        "GroupNorm",
+        "InstanceNorm1d",
+        "InstanceNorm2d",
+    }
+)
+
+
+def normalised_in_model(trial: Trial) -> str | None:
+    """The class of the model's first layer (the run's configuration, ``model.first_layer``)
+    when it normalises the input itself, else None: raw features fed to a Keras model that
+    starts with an adapted Normalization layer are what its author meant."""
+    try:
+        model = trial.config().get("model")
+    except Exception:  # an unreadable configuration is listed by the trial, not judged here
+        return None
+    first = model.get("first_layer") if isinstance(model, dict) else None
+    if not isinstance(first, str):
+        return None
+    short = first.rsplit(".", 1)[-1]
+    return short if short in INPUT_NORMALISERS else None
+
+
 class DistinctSamples:
     """Counts the rows (samples) of saved training inputs and the distinct ones among them.
 

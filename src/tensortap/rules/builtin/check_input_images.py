@@ -10,6 +10,7 @@ import numpy as np
 from tensortap.rules._finding import Severity
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import fire_nonfinite, has_raw, names_in
+from tensortap.rules.builtin._samples import normalised_in_model
 
 #: A channel mean beyond this is off order 1 (raw pixels): a problem on its own.
 FAR_MEAN = 1.0
@@ -111,6 +112,14 @@ class CheckInputImages(Rule):
             seen = max(self._samples.values())
             raise self.skip(f"{seen} of {self.threshold_samples} images seen; not judged yet")
         mean, name, c = worst
+        normaliser = normalised_in_model(self.base_trial)
+        if normaliser is not None:
+            self.explain(
+                f"the model's first layer ({normaliser}) normalises its input itself: channel "
+                f"{c} of {name} has mean {mean:.3g}, which it expects",
+                tensors=[name],
+            )
+            return False
         fired = abs(mean) > self.threshold_mean
         near = fired and abs(mean) <= max(FAR_MEAN, self.threshold_mean)
         extra: dict[str, Any] = {}

@@ -16,7 +16,7 @@ from tensortap.rules.builtin._common import (
     step_mode,
     training_step,
 )
-from tensortap.rules.builtin._samples import model_input
+from tensortap.rules.builtin._samples import model_input, normalised_in_model
 
 #: Inputs small everywhere: a root mean square below this, with no value reaching WEAK_LARGEST.
 WEAK_RMS, WEAK_LARGEST = 0.1, 0.5
@@ -98,6 +98,8 @@ class UnnormalisedInput(Rule):
         self._values = 0
         self._samples = 0
         self._name: str | None = None
+        self._first_layer: str | None = None
+        self._config_read = False
 
     def _input(self, step: int) -> tuple[str, np.ndarray] | None:
         found = model_input(self.base_trial, step)
@@ -131,6 +133,14 @@ class UnnormalisedInput(Rule):
                 f"{self._samples} of {self.threshold_samples} input samples seen; not judged yet"
             )
         rms = math.sqrt(self._squares / self._values)
+        normaliser = self._normaliser()
+        if normaliser is not None:
+            self.explain(
+                f"the model's first layer ({normaliser}) normalises its input itself: the raw "
+                f"input {self._name} (root mean square {rms:.3g}) is what it expects",
+                tensors=[self._name],
+            )
+            return False
         if self._largest < self.threshold_small:
             self.explain(
                 f"the input {self._name} never reaches {self.threshold_small:g} in absolute "
@@ -248,6 +258,15 @@ class UnnormalisedInput(Rule):
             self._matrix, self._columns = False, None
             return
         self._columns = (sums + x.sum(0), squares + np.square(x).sum(0), rows + x.shape[0])
+
+    def _normaliser(self) -> str | None:
+        """The model's first layer when it normalises its input (see ``normalised_in_model``),
+        read from the run's configuration until one was recorded."""
+        if self._config_read:
+            return self._first_layer
+        self._first_layer = normalised_in_model(self.base_trial)
+        self._config_read = bool(self.base_trial.config())
+        return self._first_layer
 
     def _offset(self) -> tuple[float, int] | None:
         """Of a matrix input: the median over its varying columns of each column's standard
