@@ -108,6 +108,23 @@ def test_unnormalised_input_names_features_on_different_scales_as_evidence(
         assert summary.status.value == "NoIssuesFound", name
 
 
+def test_check_input_images_judges_the_models_own_input_only(tmp_path: Path) -> None:
+    """A BERT's first input is its token ids; the 4-D attention mask its first layer gets
+    (mean 0.74, a stranger's healthy classifier) is no image."""
+    from tensortap.rules import CheckInputImages
+
+    builder = TrialBuilder(tmp_path / "bert")
+    rng = np.random.default_rng(0)
+    for _ in range(8):
+        ids = rng.integers(0, 100, (64, 16))
+        mask = np.ones((64, 1, 1, 16), np.float32)
+        builder.step({"bert.embeddings_input_0": ids, "bert.encoder.layer.0.attention_input_1":
+                      mask}, mode="train", collections={"bert.embeddings_input_0": "inputs",
+                      "bert.encoder.layer.0.attention_input_1": "inputs"})  # fmt: skip
+    summary = invoke_rule(CheckInputImages(builder.close()))
+    assert summary.status.value == "NoData", summary.findings[:1]
+
+
 def test_check_input_images_is_a_problem_off_order_1_and_evidence_within_it(
     tmp_path: Path,
 ) -> None:

@@ -22,8 +22,9 @@ class CheckInputImages(Rule):
     further than ``threshold_mean`` from 0 (normalised inputs are centred on 0).
 
     Inputs: tensors matching ``regex``, else the model's input: the first tensor of the
-    ``inputs`` collection the hook saved at the step (forward order) that has 4 dimensions
-    (batch, channel and two spatial axes). Tensors of fewer than 3 axes are not images and are
+    ``inputs`` collection the hook saved at the step (forward order), when it has 4 dimensions
+    (batch, channel and two spatial axes); a 4-D tensor deeper in the model (an attention
+    mask) is not an image. Tensors of fewer than 3 axes are not images and are
     not judged (tabular features normalised with one global mean are fine), so a trial of
     tabular inputs ends ``NoData`` rather than with a false alarm. Images holding NaN or inf
     are a problem (non-finite).
@@ -71,12 +72,11 @@ class CheckInputImages(Rule):
         if self.regex:
             names = trial.tensor_names(step=step, regex=self.regex)
         else:
+            # the model's own input (the first in forward order), when it is images: a 4-D
+            # tensor deeper in the model (a BERT's attention mask) is no image
             inputs = set(names_in(trial, "inputs", step))
-            names = [
-                n
-                for n in trial.saved_order(step)
-                if n in inputs and len(trial.tensor(n).shape(step)) == 4
-            ][:1]
+            first = [n for n in trial.saved_order(step) if n in inputs][:1]
+            names = [n for n in first if len(trial.tensor(n).shape(step)) == 4]
         return [n for n in names if has_raw(trial.tensor(n), step)]
 
     def invoke_at_step(self, step: int) -> bool:
