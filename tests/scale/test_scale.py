@@ -174,8 +174,7 @@ def test_a_hanging_rule_is_an_error_row_within_its_time_limit(tmp_path: Path, wo
     assert [r["status"] for r in rows["healthy"]] == ["NoIssuesFound", "NoData"]
     assert [r["status"] for r in rows["victim"]] == ["Error", "Error"]
     for row in rows["victim"]:
-        assert "exceeded its time limit of 3 s" in row["details"]
-        assert row["seconds"] >= 3  # it ran until the limit ended it (a lower bound, never flaky)
+        assert "exceeded its time limit of 3 s" in row["details"]  # the limit ended it
 
 
 @pytest.mark.parametrize("workers", [1, 2])
