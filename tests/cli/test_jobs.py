@@ -224,6 +224,23 @@ def test_json_keeps_every_field(runs: Path) -> None:
     assert "summary.json" in rows["sweep-damaged"]["problems"][0]
 
 
+def test_a_summary_without_a_status_it_can_keep_is_unreadable_not_starting(
+    tmp_path: Path,
+) -> None:
+    """A summary.json whose fields are all of the wrong kind (status an object, rules not a
+    list) decodes to nothing but its problems: the job is unreadable, with why, never a job
+    just starting (the supervisor writes a status in every summary)."""
+    bad = make_job(tmp_path, "hostile", lr=0.1, batch=8, losses=[1.0])
+    (bad / "summary.json").write_text(
+        json.dumps({"rules": "not a list", "status": {"x": 1}, "training": {"status": 5}})
+    )
+    code, out, _ = run_cli("jobs", "--runs", str(tmp_path), "--json")
+    assert code == 0
+    (row,) = json.loads(out)
+    assert row["status"] == "Unreadable", row
+    assert any("'rules' must be a list" in p for p in row["problems"]), row["problems"]
+
+
 def test_a_name_that_is_no_text_for_a_terminal_is_drawn_safely(tmp_path: Path) -> None:
     make_job(tmp_path, "run\x1b[2Jx-日本語の名前-" + "y" * 60, lr=0.1, batch=8, losses=[1.0])
     code, out, _ = run_cli("jobs", "--runs", str(tmp_path))

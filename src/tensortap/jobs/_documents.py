@@ -365,6 +365,8 @@ def decode_summary(raw: bytes, what: str = "summary.json") -> SummaryDocument:
             "not written by tensortap"
         )
     problems = _check_fields(doc, _SUMMARY_FIELDS, what)
+    if "status" not in doc:  # the supervisor writes one in every summary: not a job starting
+        problems.append(f"{what}: 'status' is missing (every summary tensortap writes has one)")
     kept = {
         k: v for k, v in doc.items() if k not in _SUMMARY_FIELDS or _fits(k, v, _SUMMARY_FIELDS)
     }

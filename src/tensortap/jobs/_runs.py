@@ -203,7 +203,9 @@ def run_row(record: JobRecord, now: float | None = None, trial: bool = True) -> 
         problems.append(f"summary.json unreadable: {exc}")
         status = "Unreadable"
     else:
-        status = "Starting" if found is None else str(found.summary.get("status", "Starting"))
+        # a summary without a status it could keep (the decoder listed why) is not a job
+        # starting: the supervisor writes one in every summary
+        status = "Starting" if found is None else str(found.summary.get("status", "Unreadable"))
     summary: dict[str, Any] = (
         found.summary if found is not None else {"status": status, "rules": []}
     )

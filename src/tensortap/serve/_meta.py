@@ -272,8 +272,8 @@ def overview(run: Run) -> dict[str, Any]:
         if document is not None:
             summary = document.summary
             unread += document.problems
-        if status != "Unreadable":  # decoded: a string, or none yet
-            status = summary.get("status", "Starting")
+        if status != "Unreadable":  # decoded: a string, none yet, or none it could keep
+            status = "Starting" if document is None else summary.get("status", "Unreadable")
         try:
             created = run.job.job().get("created")
         except (TensortapError, OSError) as exc:
