@@ -269,17 +269,35 @@ def test_cli_on_a_folder_that_is_not_a_trial_says_so_in_one_line(tmp_path: Path,
 
 
 def test_report_without_the_viz_extra_says_what_to_install(tmp_path: Path) -> None:
+    """Scalars are drawn as SVG with no plotting library: a report of them needs no extra.
+    Activations are plotted with matplotlib: without tensortap[viz], the report says what to
+    install (no traceback)."""
+    import numpy as np
+
     import tensortap as tt
+
+    def report(trial: Path) -> subprocess.CompletedProcess[str]:
+        program = (
+            "import sys; sys.modules['matplotlib'] = None\n"  # as if tensortap[viz] were missing
+            "from tensortap.cli import main\n"
+            f"sys.exit(main(['report', {str(trial)!r}, '-o', {str(trial) + '.html'!r}]))"
+        )
+        return subprocess.run(
+            [sys.executable, "-c", program], capture_output=True, text=True, timeout=120
+        )
 
     with tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=1)) as hook:
         hook.save_scalar("loss", 1.0)
-    program = (
-        "import sys; sys.modules['matplotlib'] = None\n"  # as if tensortap[viz] were missing
-        "from tensortap.cli import main\n"
-        f"sys.exit(main(['report', {str(tmp_path / 't')!r}, '-o', {str(tmp_path / 'r.html')!r}]))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120
-    )
+    out = report(tmp_path / "t")
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "t.html").stat().st_size > 0
+    every = tt.SaveConfig(save_interval=1)
+    with tt.Hook(
+        tmp_path / "a", save_config=every, include_collections=["relu_activations"]
+    ) as hook:
+        for _ in range(3):
+            hook.save_tensor("l1/relu_output_0", np.ones((8, 4), np.float32), "relu_activations")
+            hook.next_step()
+    out = report(tmp_path / "a")
     assert out.returncode == 2, out.stderr
     assert "pip install 'tensortap[viz]'" in out.stderr and "Traceback" not in out.stderr

@@ -160,6 +160,7 @@ def test_values_of_many_steps_are_fetched_in_parallel_and_cached(s3_bucket) -> N
     trial = tt.create_trial(url)
     store = trial.store
     assert isinstance(store, S3Store)
+    assert trial.steps()  # the index, read when first needed: its GETs are not the values'
     before = store.stats()["by_operation"].get("GetObject", 0)
     values = trial.tensor("big").values()
     assert sorted(values) == list(range(12)) and values[5][3] == 8.0
@@ -255,6 +256,7 @@ def test_a_huge_claimed_length_costs_one_request_not_thousands(s3_bucket, tmp_pa
     trial = tt.create_trial(f"s3://{s3_bucket}/huge")
     store = trial.store
     assert isinstance(store, S3Store)
+    assert trial.steps() == [0]  # the index, read when first needed: counted before
     before = dict(store.stats()["by_operation"])
     with pytest.raises(StorageError, match="bytes; bytes"):
         trial.tensor("big").value(0)
