@@ -65,6 +65,25 @@ def normalised_in_model(trial: Trial) -> str | None:
     return short if short in INPUT_NORMALISERS else None
 
 
+class ModelNormaliser:
+    """:func:`normalised_in_model` for a rule that asks at each step: the run's configuration
+    is read until one was recorded (a hook records it when training starts), then kept."""
+
+    def __init__(self, trial: Trial) -> None:
+        self.trial = trial
+        self._found: str | None = None
+        self._settled = False
+
+    def __call__(self) -> str | None:
+        if not self._settled:
+            self._found = normalised_in_model(self.trial)
+            try:
+                self._settled = bool(self.trial.config())
+            except Exception:  # an unreadable configuration: asked again at the next step
+                self._settled = False
+        return self._found
+
+
 class DistinctSamples:
     """Counts the rows (samples) of saved training inputs and the distinct ones among them.
 

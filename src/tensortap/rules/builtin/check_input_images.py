@@ -10,7 +10,7 @@ import numpy as np
 from tensortap.rules._finding import Severity
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import fire_nonfinite, has_raw, names_in
-from tensortap.rules.builtin._samples import normalised_in_model
+from tensortap.rules.builtin._samples import ModelNormaliser
 
 #: A channel mean beyond this is off order 1 (raw pixels): a problem on its own.
 FAR_MEAN = 1.0
@@ -66,6 +66,7 @@ class CheckInputImages(Rule):
         self._sums: dict[str, np.ndarray] = {}
         self._counts: dict[str, int] = {}
         self._samples: dict[str, int] = {}
+        self._normaliser = ModelNormaliser(base_trial)  # the model's own normalisation
 
     def _names(self, step: int) -> list[str]:
         trial = self.base_trial
@@ -112,7 +113,7 @@ class CheckInputImages(Rule):
             seen = max(self._samples.values())
             raise self.skip(f"{seen} of {self.threshold_samples} images seen; not judged yet")
         mean, name, c = worst
-        normaliser = normalised_in_model(self.base_trial)
+        normaliser = self._normaliser()
         if normaliser is not None:
             self.explain(
                 f"the model's first layer ({normaliser}) normalises its input itself: channel "

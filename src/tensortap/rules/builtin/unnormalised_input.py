@@ -16,7 +16,7 @@ from tensortap.rules.builtin._common import (
     step_mode,
     training_step,
 )
-from tensortap.rules.builtin._samples import model_input, normalised_in_model
+from tensortap.rules.builtin._samples import ModelNormaliser, model_input
 
 #: Inputs small everywhere: a root mean square below this, with no value reaching WEAK_LARGEST.
 WEAK_RMS, WEAK_LARGEST = 0.1, 0.5
@@ -98,8 +98,7 @@ class UnnormalisedInput(Rule):
         self._values = 0
         self._samples = 0
         self._name: str | None = None
-        self._first_layer: str | None = None
-        self._config_read = False
+        self._normaliser = ModelNormaliser(base_trial)  # the model's own normalisation
 
     def _input(self, step: int) -> tuple[str, np.ndarray] | None:
         found = model_input(self.base_trial, step)
@@ -258,15 +257,6 @@ class UnnormalisedInput(Rule):
             self._matrix, self._columns = False, None
             return
         self._columns = (sums + x.sum(0), squares + np.square(x).sum(0), rows + x.shape[0])
-
-    def _normaliser(self) -> str | None:
-        """The model's first layer when it normalises its input (see ``normalised_in_model``),
-        read from the run's configuration until one was recorded."""
-        if self._config_read:
-            return self._first_layer
-        self._first_layer = normalised_in_model(self.base_trial)
-        self._config_read = bool(self.base_trial.config())
-        return self._first_layer
 
     def _offset(self) -> tuple[float, int] | None:
         """Of a matrix input: the median over its varying columns of each column's standard
