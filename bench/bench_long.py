@@ -639,7 +639,7 @@ def browser() -> Any:
 
     chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
     if not (chromium and driver_path):
-        raise SystemExit("bench_long: the paint measures need chromium and chromedriver")
+        raise SystemExit("the browser measures need chromium and chromedriver")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for flag in (

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import shutil
 import socket
 import statistics
 import subprocess
@@ -35,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.helpers, as a package
 
+from bench.bench_long import browser  # the headless Chromium the long-run paints use
 from tests.helpers.job_documents import FIRED, QUIET, make_job
 
 LRS = (0.1, 0.03, 0.01, 0.003)
@@ -75,28 +75,6 @@ def write_tensorboard(root: Path, all_losses: list[list[float]]) -> None:
             summary = Summary(value=[Summary.Value(tag="loss", simple_value=loss)])
             writer.add_event(Event(wall_time=1.79e9 + step, step=step, summary=summary))
         writer.close()
-
-
-def browser() -> Any:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (chromium and driver_path):
-        raise SystemExit("bench_runs_table needs chromium and chromedriver")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--no-first-run",
-        "--window-size=1400,1000",
-    ):
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service(driver_path), options=options)
 
 
 def free_port() -> int:
