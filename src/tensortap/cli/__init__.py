@@ -14,6 +14,8 @@ what it saved.
     tensortap names TRIAL_OR_JOB [--regex R]
     tensortap report TRIAL_OR_JOB [--job JOB] -o report.html
     tensortap tensorboard TRIAL_OR_JOB OUT_DIR
+    tensortap import LOGDIR_OR_EXPORT -o runs/  # TensorBoard, MLflow, W&B, Neptune runs as trials
+    tensortap diagnose TRIAL_JOB_OR_LOGDIR [--loss TAG]
     tensortap tensorplot TRIAL_OR_JOB --regex '.*relu_output' -o tensorplot.html
     tensortap export TRIAL... --parquet stats/  # saved statistics as Parquet, appended to
     tensortap query "SELECT ... FROM stats" --data stats/
@@ -31,6 +33,7 @@ from collections.abc import Callable
 
 from tensortap import __version__
 from tensortap.cli import _convert as convert
+from tensortap.cli import _import as trackers
 from tensortap.cli import _jobs as jobs_table
 from tensortap.cli import _run as run
 from tensortap.cli import _serve as serve
@@ -50,6 +53,8 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "tensorboard": views.tensorboard,
     "tensorplot": views.tensorplot,
     "convert": convert.convert,
+    "import": trackers.import_command,
+    "diagnose": trackers.diagnose_command,
     "export": table.export,
     "query": table.query,
 }
@@ -65,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_parser(sub)
     views.add_parsers(sub)
     convert.add_parser(sub)
+    trackers.add_parsers(sub)
     table.add_parsers(sub)
     return parser
 
@@ -104,6 +110,7 @@ _EXTRA_OF = {
     "starlette": "serve",
     "uvicorn": "serve",
     "pyarrow": "table",
+    "yaml": "import",
     "duckdb": "table",
     "ray": "ray",
 }
