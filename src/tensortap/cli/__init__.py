@@ -16,6 +16,7 @@ what it saved.
     tensortap tensorboard TRIAL_OR_JOB OUT_DIR
     tensortap import LOGDIR_OR_EXPORT -o runs/  # TensorBoard, MLflow, W&B, Neptune runs as trials
     tensortap diagnose TRIAL_JOB_OR_LOGDIR [--loss TAG]
+    tensortap diff RUN_A RUN_B [--json]       # which layer changed between two runs
     tensortap tensorplot TRIAL_OR_JOB --regex '.*relu_output' -o tensorplot.html
     tensortap export TRIAL... --parquet stats/  # saved statistics as Parquet, appended to
     tensortap query "SELECT ... FROM stats" --data stats/
@@ -33,6 +34,7 @@ from collections.abc import Callable
 
 from tensortap import __version__
 from tensortap.cli import _convert as convert
+from tensortap.cli import _diff as layers
 from tensortap.cli import _import as trackers
 from tensortap.cli import _jobs as jobs_table
 from tensortap.cli import _run as run
@@ -55,6 +57,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "convert": convert.convert,
     "import": trackers.import_command,
     "diagnose": trackers.diagnose_command,
+    "diff": layers.diff,
     "export": table.export,
     "query": table.query,
 }
@@ -71,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     views.add_parsers(sub)
     convert.add_parser(sub)
     trackers.add_parsers(sub)
+    layers.add_parser(sub)
     table.add_parsers(sub)
     return parser
 

@@ -1051,12 +1051,40 @@ function verdictWord(d) {
   return d.headline.startsWith(d.verdict) ? d.headline : `${d.verdict}: ${d.headline}`;
 }
 
+// two runs: the layers that differ most first (/api/diff), read once: it reads values
+async function layerDiff(a, b) {
+  const box = document.getElementById("diff-box");
+  const note = document.getElementById("diff-note");
+  box.hidden = false;
+  note.textContent = "reading both runs' layers...";
+  try {
+    const d = await api(`/api/diff?a=${encodeURIComponent(a)}&b=${encodeURIComponent(b)}`);
+    if (!d.layers.length) {
+      note.textContent = "neither run saved gradients, weights or activations to compare";
+      return;
+    }
+    note.textContent = `A: ${d.a}, B: ${d.b}. own: orders of magnitude the layer's weights ` +
+      "differ (inf: saved or moving in one run only); then: its gradients, drift and " +
+      "activations, which follow a change anywhere";
+    const num = (v) => (typeof v === "number" ? v.toFixed(2) : v === "Infinity" ? "inf" : esc(v));
+    document.getElementById("diff").innerHTML =
+      "<tr><th>layer</th><th>own</th><th>then</th><th>largest difference</th></tr>" +
+      d.layers.map((l) => `<tr class="diff-row"><td>${esc(l.layer)}</td><td>${num(l.score)}</td>` +
+        `<td>${num(l.spread)}</td><td>${esc(l.headline)}</td></tr>`).join("");
+  } catch (e) {
+    note.textContent = `the layers could not be compared: ${e.message || e}`;
+  }
+}
+
 function comparePage() {
   const ids = (new URLSearchParams(location.search).get("ids") || "").split(",").filter(Boolean);
   const followers = ids.map(follower);
   main().innerHTML = `<p id="err" class="problem"></p><h2>Rules side by side</h2><table id="rules"></table>
+    <div id="diff-box" hidden><h2>Layers that differ</h2><p class="muted" id="diff-note"></p>
+    <table id="diff"></table></div>
     <h2>Curves, aligned by global step</h2><div class="plots" id="curves"></div>`;
   document.getElementById("title").textContent = `comparing ${ids.length} runs`;
+  if (ids.length === 2) layerDiff(ids[0], ids[1]);
   every(2000, async () => {
     const runs = await Promise.all(ids.map((id) => api(`/api/run/${id}`)));
     const curves = await Promise.all(followers.map((follow) => follow()));
