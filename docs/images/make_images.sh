@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's pictures, made by the project's own commands (`make images`): seed 000's CNN job
-# and its `tensortap report`, seed 002's trial and its `tensortap tensorplot`, and the live
-# dashboard (`tensortap serve`) over both, each page photographed by headless Chromium
-# (Debian's chromium package).
+# and its `tensortap report`, seed 002's trial and its `tensortap tensorplot`, each page
+# photographed by headless Chromium (Debian's chromium package); then the dashboard's pictures
+# (make_dashboard_images.py: the runs table, a run's page, the compare view).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}
@@ -23,13 +23,5 @@ shoot() {  # page, size, picture
 shoot "file://$PWD/$WORK/report.html" 1200,1850 docs/images/report.png
 shoot "file://$PWD/$WORK/tensorplot.html" 1200,760 docs/images/tensorplot.png
 
-# the dashboard: served on a free port, which it prints; stopped when this script ends
-"$PY" -m tensortap.cli serve "$WORK/runs" "$WORK/seed002" --port 0 > "$WORK/serve.log" 2>&1 &
-SERVER=$!
-trap 'kill $SERVER 2>/dev/null || true' EXIT
-for _ in $(seq 1 300); do grep -q "http://" "$WORK/serve.log" && break; sleep 0.1; done
-URL=$(grep -o "http://[^ ]*" "$WORK/serve.log")
-JOB=$("$PY" -c "import json, sys, urllib.request as u; runs = json.load(u.urlopen(sys.argv[1] + 'api/runs'))['runs']; print(next(r['id'] for r in runs if r['kind'] == 'job'))" "$URL")
-shoot "$URL" 1200,500 docs/images/serve-runs.png
-shoot "${URL}run/$JOB" 1200,2400 docs/images/serve-run.png
-echo "wrote docs/images/report.png, tensorplot.png, serve-runs.png and serve-run.png"
+echo "wrote docs/images/report.png and tensorplot.png"
+"$PY" docs/images/make_dashboard_images.py

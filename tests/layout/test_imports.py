@@ -39,7 +39,18 @@ ADAPTERS = {
     "_import_hooks",
 }
 # what sits on top of the trials: running jobs and showing them
-OUTSIDE = {"jobs", "serve", "cli", "viz", "report", "table", "scale", "diagnosis", "tensorboard"}
+OUTSIDE = {
+    "jobs",
+    "serve",
+    "cli",
+    "viz",
+    "report",
+    "table",
+    "scale",
+    "diagnosis",
+    "tensorboard",
+    "trackers",
+}
 # package -> packages of tensortap it must not import
 FORBIDDEN = {
     "core": {"format", "storage", "trials", "writer", "rules", "smdebug"} | ADAPTERS | OUTSIDE,

@@ -151,3 +151,48 @@ def test_smoothing_log_scale_and_one_x_range_change_the_drawn_data(
     assert x == pytest.approx(wall_ms, abs=1.0)  # each step at its own time, within 1 ms
     assert timed["paths"][0] != logged["paths"][0]
     assert browser.errors() == []
+
+
+def test_the_x_axis_can_be_the_epoch_where_the_run_saved_it(tmp_path: Path, serve, browser) -> None:
+    """A run that saved its epoch (as a Trainer logs ``epoch``: fractional, every 10 steps,
+    50 steps an epoch) can be drawn over epochs: each step at its epoch, on the line through
+    the saved ones; a run without one is not offered the choice."""
+    with tt.Hook(tmp_path / "runs" / "epochs", save_config=tt.SaveConfig(save_interval=1)) as hook:
+        for step in range(STEPS):
+            hook.save_scalar("loss", 2.0 / (1 + step), "losses")
+            if step % 10 == 0:
+                hook.save_scalar("epoch", step / 50, "metrics")
+            hook.next_step()
+    write_trial(tmp_path / "runs" / "wobbly")
+    dashboard = serve(tmp_path / "runs")
+    _, body = get(dashboard.url + "api/runs")
+    ids = {r["name"]: r["id"] for r in body["runs"]}
+
+    page = browser.visit(f"{dashboard.url}run/{ids['wobbly']}")
+    traces(browser, "loss", lambda v: v and len(v["traces"][0]["y"]) == STEPS)
+    browser.until(  # the clock came (wall time offered): the epoch is still not
+        "return !document.querySelector('#x-axis option[value=wall]').disabled;", timeout=30
+    )
+    assert page.execute_script(
+        "return document.querySelector('#x-axis option[value=epoch]').disabled;"
+    )
+
+    page = browser.visit(f"{dashboard.url}run/{ids['epochs']}")
+    steps = traces(browser, "loss", lambda v: v and len(v["traces"][0]["y"]) == STEPS)
+    browser.until(
+        "return !document.querySelector('#x-axis option[value=epoch]').disabled;", timeout=30
+    )
+    page.execute_script(
+        "const s = document.getElementById('x-axis'); s.value = 'epoch';"
+        "s.dispatchEvent(new Event('change'));"
+    )
+    epochs = traces(browser, "loss", lambda v: v and v["traces"][0]["x"][-1] < 10 and v["paths"])
+    x = np.asarray(epochs["traces"][0]["x"], dtype=np.float64)
+    assert x == pytest.approx(np.asarray(steps["traces"][0]["x"]) / 50, abs=1e-9)
+    assert epochs["traces"][0]["y"] == steps["traces"][0]["y"]
+    title = page.execute_script(
+        "const d = [...document.querySelectorAll('#curves .plot')]"
+        ".find((p) => p.dataset.name === 'loss'); return d._fullLayout.xaxis.title.text;"
+    )
+    assert title == "epoch"
+    assert browser.errors() == []

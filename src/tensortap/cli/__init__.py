@@ -14,6 +14,9 @@ what it saved.
     tensortap names TRIAL_OR_JOB [--regex R]
     tensortap report TRIAL_OR_JOB [--job JOB] -o report.html
     tensortap tensorboard TRIAL_OR_JOB OUT_DIR
+    tensortap import LOGDIR_OR_EXPORT -o runs/  # TensorBoard, MLflow, W&B, Neptune runs as trials
+    tensortap diagnose TRIAL_JOB_OR_LOGDIR [--loss TAG]
+    tensortap diff RUN_A RUN_B [--json]       # which layer changed between two runs
     tensortap tensorplot TRIAL_OR_JOB --regex '.*relu_output' -o tensorplot.html
     tensortap export TRIAL... --parquet stats/  # saved statistics as Parquet, appended to
     tensortap query "SELECT ... FROM stats" --data stats/
@@ -31,6 +34,8 @@ from collections.abc import Callable
 
 from tensortap import __version__
 from tensortap.cli import _convert as convert
+from tensortap.cli import _diff as layers
+from tensortap.cli import _import as trackers
 from tensortap.cli import _jobs as jobs_table
 from tensortap.cli import _run as run
 from tensortap.cli import _serve as serve
@@ -50,6 +55,9 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "tensorboard": views.tensorboard,
     "tensorplot": views.tensorplot,
     "convert": convert.convert,
+    "import": trackers.import_command,
+    "diagnose": trackers.diagnose_command,
+    "diff": layers.diff,
     "export": table.export,
     "query": table.query,
 }
@@ -65,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_parser(sub)
     views.add_parsers(sub)
     convert.add_parser(sub)
+    trackers.add_parsers(sub)
+    layers.add_parser(sub)
     table.add_parsers(sub)
     return parser
 
@@ -104,6 +114,7 @@ _EXTRA_OF = {
     "starlette": "serve",
     "uvicorn": "serve",
     "pyarrow": "table",
+    "yaml": "import",
     "duckdb": "table",
     "ray": "ray",
 }

@@ -40,6 +40,8 @@ _NESTED = (("hparams",), ("trainer", "arguments"), ("trainer", "params"), ("trai
 _HIGHER = re.compile(r"acc|auc|f1|precision|recall|map\b|ndcg|r2|iou|dice|bleu|rouge", re.I)
 _LOWER = re.compile(r"loss|err|rmse|mae|mse|mape|perplexity|nloglik|deviance", re.I)
 _SKIPPED_SERIES = ("vitals/", "training_loop/")
+#: The last part of a metric named ``<metric>/<split>`` (``Accuracy/test``, ``loss/val``).
+_SPLIT_NAMES = frozenset({"test", "val", "valid", "validation", "eval", "train"})
 
 Scalar = str | int | float | bool
 
@@ -264,8 +266,28 @@ def trial_row(name: str, location: str, status: str = "Unknown") -> RunRow:
     live = status in RUNNING or status == "Running"  # the dashboard's word for a bare trial
     row = RunRow(name, location, status, "running" if live else "unknown")
     _trial(row, location)
+    _imported_verdict(row)
     row.problems = list(dict.fromkeys(row.problems))
     return row
+
+
+def _imported_verdict(row: RunRow) -> None:
+    """A run imported from another tracker (``tensortap import``) was judged when imported:
+    its verdict is kept in its configuration's lineage (``imported.diagnosis``)."""
+    lineage = row.config.get("imported")
+    if not isinstance(lineage, Mapping):
+        return
+    judged = lineage.get("diagnosis")
+    if not isinstance(judged, Mapping) or judged.get("verdict") not in ("healthy", "problem"):
+        return
+    row.verdict = str(judged["verdict"])
+    cause, headline, warnings = judged.get("cause"), judged.get("headline"), judged.get("warnings")
+    row.cause = cause if isinstance(cause, str) and row.verdict == "problem" else None
+    row.headline = headline if isinstance(headline, str) else ""
+    row.warnings = warnings if isinstance(warnings, int) and not isinstance(warnings, bool) else 0
+    source = lineage.get("source")
+    if isinstance(source, str) and not row.command:
+        row.command = f"imported from {lineage.get('format')}: {source}"
 
 
 def _trial(row: RunRow, location: str) -> None:
@@ -336,6 +358,8 @@ def _best(reader: Any, keys: Sequence[Any]) -> BestMetric | None:
         if key.statistic != "value" or not _is_validation(key.tensor, key.mode):
             continue
         base = key.tensor.rsplit("/", 1)[-1]
+        if base.lower() in _SPLIT_NAMES:  # Accuracy/test: the metric is named before the split
+            base = key.tensor
         if _LOWER.search(base):
             ranked.append((1, key.tensor, key.mode, False))
         elif _HIGHER.search(base):

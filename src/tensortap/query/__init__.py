@@ -21,17 +21,21 @@ from tensortap.query._health import (
     spread,
     step_health,
 )
+from tensortap.query._layer_diff import LayerDiff, StatisticDiff, layer_diff
 
 __all__ = [
     "HEAT_COLUMNS",
     "LINE_BUCKETS",
     "QUANTILES",
     "EmbeddingFrame",
+    "LayerDiff",
     "LiveEmbeddings",
+    "StatisticDiff",
     "distribution_data",
     "embed",
     "embeddings_over_time",
     "heat_width",
+    "layer_diff",
     "layer_health",
     "layer_names",
     "layer_order",

@@ -60,10 +60,10 @@ def default_rules(trial: Trial) -> list[Rule]:
     (``rule_configs.recommended(trial.framework())``) that read something the trial holds: a
     rule none of whose collections were saved is left out rather than shown empty."""
     from tensortap.rules.builtin import BUILTIN_RULES
-    from tensortap.rules.rule_configs import RECOMMENDED, RECOMMENDED_BY_FRAMEWORK
+    from tensortap.rules.rule_configs import recommended_names
 
     rules: list[Rule] = []
-    for name in RECOMMENDED_BY_FRAMEWORK.get(trial.framework() or "", RECOMMENDED):
+    for name in recommended_names(trial.framework()):
         cls = BUILTIN_RULES[name]
         if any(_saved(trial, c) for c in cls.required_collections()):
             rules.append(cls(trial))

@@ -190,25 +190,49 @@ RECOMMENDED_JAX = (
     "AllZero",
 )
 
+#: The rules for a run imported from another tracker (``tensortap import``: TensorBoard,
+#: MLflow, W&B, Neptune): its scalars only, the loss among them (no gradients, weights or
+#: activations to judge).
+RECOMMENDED_SCALARS = (
+    "ExplodingTensor",
+    "NaNInfRootCause",
+    "LossNotDecreasing",
+    "LossSpike",
+    "Overfit",
+    "Overtraining",
+)
+
 #: The recommended set of each framework whose hook records it (``Trial.framework()``); any
 #: other framework (PyTorch, Keras, MXNet, the framework-free hook) gets :data:`RECOMMENDED`.
 RECOMMENDED_BY_FRAMEWORK = {"xgboost": RECOMMENDED_XGBOOST, "jax": RECOMMENDED_JAX}
+#: The "frameworks" of runs imported from other trackers (no job runs them: not in the sets
+#: a job records), each judged with :data:`RECOMMENDED_SCALARS`.
+IMPORTED_FORMATS = ("tensorboard", "mlflow", "wandb", "neptune")
+
+
+def recommended_names(framework: str | None = None) -> tuple[str, ...]:
+    """The names of :func:`recommended`'s rules."""
+    if framework in IMPORTED_FORMATS:
+        return RECOMMENDED_SCALARS
+    return RECOMMENDED_BY_FRAMEWORK.get(framework or "", RECOMMENDED)
 
 
 def recommended(framework: str | None = None) -> list[BuiltinRuleConfig]:
     """The recommended rule set of ``framework`` at its defaults (see
     :data:`RECOMMENDED_BY_FRAMEWORK`; by default the deep-learning set, :data:`RECOMMENDED`)."""
-    names = RECOMMENDED_BY_FRAMEWORK.get(framework or "", RECOMMENDED)
-    return [config_for(name) for name in names]
+    return [config_for(name) for name in recommended_names(framework)]
 
 
 __all__ = [
     "RECOMMENDED",
     "RECOMMENDED_BY_FRAMEWORK",
     "RECOMMENDED_JAX",
+    "RECOMMENDED_SCALARS",
+    "IMPORTED_FORMATS",
     "RECOMMENDED_XGBOOST",
     "BuiltinRuleConfig",
     "config_for",
     "recommended",
+    "recommended_names",
     *sorted(config_name(cls) for cls in BUILTIN_RULES.values()),  # the built-in rules'
 ]

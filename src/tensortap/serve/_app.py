@@ -40,6 +40,8 @@ STATIC = Path(__file__).with_name("static")
 COOKIE = "tensortap_token"
 #: The most layers one TensorPlot request draws (their names are matched by RE2 first).
 MOST_LAYERS = 256
+#: Layers a compare answer lists of two runs' diff (the most changed first).
+DIFF_LAYERS = 50
 
 
 def plotly_js() -> Path:
@@ -163,6 +165,33 @@ def create_app(
         with run.trial_lock:
             return _json(layers.health(run))
 
+    def api_diff(request: Request) -> Response:
+        """Which layer changed between runs ``a`` and ``b`` (query.layer_diff), the most
+        first; both runs' trials held in one order (by id), so two such answers never wait
+        on each other."""
+        from tensortap.query import layer_diff
+
+        found = []
+        for key in ("a", "b"):
+            run = catalog.get(request.query_params.get(key, ""))
+            if run is None:
+                raise _NotFound(f"no run {request.query_params.get(key)!r} to compare ({key}=)")
+            found.append(run)
+        a, b = found
+        if a is b:
+            return _json({"error": "a and b name the same run; choose two runs"}, 400)
+        first, second = sorted((a, b), key=lambda r: r.id)
+        with first.trial_lock, second.trial_lock:
+            diffs = layer_diff(data.trial_of(a), data.trial_of(b))
+        return _json(
+            {
+                "a": a.name,
+                "b": b.name,
+                "layers": [d.to_dict() for d in diffs[:DIFF_LAYERS]],
+                "total": len(diffs),
+            }
+        )
+
     def api_tensorplot(request: Request) -> Response:
         from tensortap.viz._tensor_plot import TensorPlot
 
@@ -249,6 +278,7 @@ def create_app(
         Route("/api/run/{run}/series", api_series),
         Route("/api/run/{run}/curves", api_curves),
         Route("/api/run/{run}/health", api_health),
+        Route("/api/diff", api_diff),
         Route("/api/run/{run}/tensorplot", api_tensorplot),
         Route("/api/run/{run}/embeddings", api_embeddings),
         Route("/static/plotly.min.js", lambda r: FileResponse(plotly_js())),

@@ -307,12 +307,13 @@ CLOCK_SECS = 5.0
 
 
 def clock(run: Run, reader: SeriesReader) -> dict[str, list[float]] | None:
-    """The run's clock, for charts drawn over wall time: the wall times (seconds) of global
-    steps, from one series (the vital loss, else a TRAIN loss, else the first value series
-    by name; the first worker's), at most :data:`CLOCK_POINTS` of its steps spread evenly;
-    the page places every other step between them. None when nothing with a wall time is
-    saved. Read again at most every :data:`CLOCK_SECS` while the run has new steps. The
-    caller holds ``run.lock``."""
+    """The run's clock, for charts drawn over wall time or epochs: the wall times (seconds)
+    of global steps (``steps``, ``wall``), from one series (the vital loss, else a TRAIN
+    loss, else the first value series by name; the first worker's), and the epoch of global
+    steps (``epoch_steps``, ``epoch``) where a series named ``epoch`` was saved; at most
+    :data:`CLOCK_POINTS` of each spread evenly; the page places every other step between
+    them. None when neither was saved. Read again at most every :data:`CLOCK_SECS` while
+    the run has new steps. The caller holds ``run.lock``."""
     held, version, now = run.cache.clock, run.cache.series_version, time.monotonic()
     if held is not None and (held[0] == version or now - held[1] < CLOCK_SECS):
         return held[2]
@@ -327,21 +328,42 @@ def clock(run: Run, reader: SeriesReader) -> dict[str, list[float]] | None:
             k.tensor,
         )
     )
-    found = None
+    found: dict[str, list[float]] = {}
     if values:
         key = values[0]
         part = reader.series([key.tensor], mode=key.mode, statistic="value")
-        steps = np.asarray(part["global_step"], dtype=np.int64)
-        wall = np.asarray(part["wall_time"], dtype=np.float64)
-        kept = np.isfinite(wall) & (wall > 0)
-        steps, wall = steps[kept], wall[kept]
+        steps, wall = _spread_points(part["global_step"], part["wall_time"], positive=True)
         if len(steps):
-            order = np.argsort(steps, kind="stable")
-            pick = np.unique(np.linspace(0, len(order) - 1, CLOCK_POINTS).astype(np.int64))
-            chosen = order[pick]
-            found = {"steps": steps[chosen].tolist(), "wall": wall[chosen].tolist()}
-    run.cache.clock = (version, now, found)
-    return found
+            found.update(steps=steps, wall=wall)
+    # the run's epochs, where it saved them: a series named ``epoch`` (the Trainer's logged
+    # epoch, Lightning's, an imported run's ``train/epoch``), TRAIN first
+    epochs = [k for k in values if k.tensor.rsplit("/", 1)[-1].lower() == "epoch"]
+    epochs.sort(key=lambda k: (k.mode != ModeKeys.TRAIN, natural_key(k.worker), k.tensor))
+    if epochs:
+        key = epochs[0]
+        part = reader.series([key.tensor], mode=key.mode, statistic="value")
+        steps, epoch = _spread_points(part["global_step"], part["value"], positive=False)
+        if len(steps):
+            found.update(epoch_steps=steps, epoch=epoch)
+    run.cache.clock = (version, now, found or None)
+    return found or None
+
+
+def _spread_points(
+    steps_in: Any, values_in: Any, positive: bool
+) -> tuple[list[float], list[float]]:
+    """At most :data:`CLOCK_POINTS` (global step, value) pairs spread evenly over a series,
+    by step; values not finite (or not positive, with ``positive``) left out."""
+    steps = np.asarray(steps_in, dtype=np.int64)
+    values = np.asarray(values_in, dtype=np.float64)
+    kept = np.isfinite(values) & (values > 0 if positive else True)
+    steps, values = steps[kept], values[kept]
+    if not len(steps):
+        return [], []
+    order = np.argsort(steps, kind="stable")
+    pick = np.unique(np.linspace(0, len(order) - 1, CLOCK_POINTS).astype(np.int64))
+    chosen = order[pick]
+    return steps[chosen].tolist(), values[chosen].tolist()
 
 
 def curves(

@@ -423,14 +423,17 @@ function quickChart(div, title, lines) {
 
 // How a run's charts are drawn (the controls above them): the EMA's weight (0: off), a log
 // y axis, and the x-range every chart shares (null: each its own)
-const DEFAULT_VIEW = { smoothing: 0, log: false, xRange: null, wall: null };
+const DEFAULT_VIEW = { smoothing: 0, log: false, xRange: null, wall: null, epochs: null };
 
 // A global step's wall time (ms, for a date axis) from the run's clock (serve._data.clock:
 // steps and their wall times in seconds): between two of its steps, on the line through them;
 // before the first or after the last, on the nearest two (one alone: its time)
-function wallOf(clock, step) {
-  const s = clock.steps, w = clock.wall, n = s.length;
-  if (n === 1) return w[0] * 1000;
+function wallOf(clock, step) { return along(clock.steps, clock.wall, step) * 1000; }
+
+// the value at ``step`` of a line through the points (s[i], w[i]), steps ascending
+function along(s, w, step) {
+  const n = s.length;
+  if (n === 1) return w[0];
   let lo = 0, hi = n - 1;
   if (step <= s[0]) hi = 1;
   else if (step >= s[n - 1]) lo = n - 2;
@@ -438,7 +441,7 @@ function wallOf(clock, step) {
     while (hi - lo > 1) { const mid = (lo + hi) >> 1; if (s[mid] <= step) lo = mid; else hi = mid; }
   }
   const rate = (w[hi] - w[lo]) / ((s[hi] - s[lo]) || 1);
-  return (w[lo] + rate * (step - s[lo])) * 1000;
+  return w[lo] + rate * (step - s[lo]);
 }
 
 // the figure's steps moved to wall times: every trace's x, and the shapes and labels placed
@@ -453,6 +456,19 @@ function onWallTime(traces, layout, clock) {
   if (layout.xaxis.range) layout.xaxis.range = layout.xaxis.range.map(at);
   layout.xaxis.type = "date";
   layout.xaxis.title = { text: "wall time" };
+}
+
+// the figure's steps moved to epochs (the run's saved ``epoch`` series, between its points on
+// the line through them), as ``onWallTime`` moves them to wall times
+function onEpochs(traces, layout, clock) {
+  const at = (x) => (typeof x === "number" ? along(clock.epoch_steps, clock.epoch, x) : x);
+  traces.forEach((t) => { if (t.x) t.x = t.x.map(at); });
+  (layout.shapes || []).forEach((sh) => {
+    if (sh.xref === "x") { sh.x0 = at(sh.x0); sh.x1 = at(sh.x1); }
+  });
+  (layout.annotations || []).forEach((a) => { if (a.xref === "x") a.x = at(a.x); });
+  if (layout.xaxis.range) layout.xaxis.range = layout.xaxis.range.map(at);
+  layout.xaxis.title = { text: "epoch" };
 }
 
 // TensorBoard's smoothing: an exponential moving average debiased by the weight given to its
@@ -590,6 +606,7 @@ function curveFigure(title, series, findings, names, sessions, trips, view = DEF
   if (view.xRange) layout.xaxis.range = view.xRange.slice();
   if (!finite) { layout.yaxis.range = [0, 1]; layout.xaxis.range = [-0.5, lastX + 0.5]; }
   if (view.wall) onWallTime(traces, layout, view.wall);
+  else if (view.epochs) onEpochs(traces, layout, view.epochs);
   return { traces, layout };
 }
 
@@ -833,15 +850,15 @@ function chartGrid(id, box, note, more, own, view = { ...DEFAULT_VIEW, share: fa
       if (!lines.length) continue;
       const { traces, layout } = curveFigure(chartTitle(c), lines, marks.findings, null,
         marks.sessions, marks.trips, { ...view, xRange: view.share ? sharedRange() : null,
-          wall: view.x === "wall" ? clock : null });
-      if (c.zoom && view.x !== "wall") layout.xaxis.range = c.zoom;
+          wall: view.x === "wall" ? clock : null, epochs: view.x === "epoch" ? clock : null });
+      if (c.zoom && view.x === "step") layout.xaxis.range = c.zoom;
       if (!c.shown) c.div.textContent = "";
       Plotly.react(c.div, traces, layout, { displaylogo: false, responsive: true });
       if (!c.shown) {
         c.div.on("plotly_relayout", (ev) => {
           const range = ev["xaxis.range"] || (ev["xaxis.range[0]"] != null
             ? [ev["xaxis.range[0]"], ev["xaxis.range[1]"]] : null);
-          if (view.x === "wall") return;  // over wall time: plotly's own zoom of what it holds
+          if (view.x !== "step") return;  // over wall time or epochs: plotly's own zoom
           if (range) {  // zoomed in: that range asked for (every point once it is short)
             c.zoom = range;
             fetchCharts([c], { x0: String(Math.floor(c.zoom[0])), x1: String(Math.ceil(c.zoom[1])) })
@@ -865,7 +882,8 @@ function chartGrid(id, box, note, more, own, view = { ...DEFAULT_VIEW, share: fa
   return {
     // the controls changed: every chart drawn again with them (those off screen when seen)
     setView(changes) { Object.assign(view, changes); charts.forEach((c) => { c.dirty = true; }); draw(); },
-    hasClock() { return clock != null; },
+    hasClock() { return clock != null && clock.wall != null; },
+    hasEpochs() { return clock != null && clock.epoch != null; },
     async setMatch(text) { match = text; reset(); await list(0); status(); },
     async tick() {
       polls += 1;
@@ -902,7 +920,7 @@ function runPage() {
     <label title="TensorBoard's smoothing: an exponential moving average, debiased at the start; the raw line stays faint behind">smoothing
     <input type="range" id="smoothing" min="0" max="0.99" step="0.01" value="0"> <output id="smoothing-value">0</output></label>
     <label>y <select id="y-scale"><option value="linear">linear</option><option value="log">log</option></select></label>
-    <label>x <select id="x-axis"><option value="step">global step</option><option value="wall" disabled>wall time</option></select></label>
+    <label>x <select id="x-axis"><option value="step">global step</option><option value="wall" disabled>wall time</option><option value="epoch" disabled>epoch</option></select></label>
     <span class="muted" id="curves-note"></span></p><div class="plots" id="curves"></div>
     <p><button id="curves-more" hidden></button></p>
     <h2>Layer health</h2><div class="plots" id="health"></div>
@@ -937,6 +955,7 @@ function runPage() {
   every(1000, async () => {
     await grid.tick();
     xAxis.options[1].disabled = !grid.hasClock();  // offered where wall times were saved
+    xAxis.options[2].disabled = !grid.hasEpochs();  // ... and where the run saved its epoch
   }, err);
   every(2000, async () => {
     const d = await api(`/api/run/${id}`);
@@ -1051,12 +1070,40 @@ function verdictWord(d) {
   return d.headline.startsWith(d.verdict) ? d.headline : `${d.verdict}: ${d.headline}`;
 }
 
+// two runs: the layers that differ most first (/api/diff), read once: it reads values
+async function layerDiff(a, b) {
+  const box = document.getElementById("diff-box");
+  const note = document.getElementById("diff-note");
+  box.hidden = false;
+  note.textContent = "reading both runs' layers...";
+  try {
+    const d = await api(`/api/diff?a=${encodeURIComponent(a)}&b=${encodeURIComponent(b)}`);
+    if (!d.layers.length) {
+      note.textContent = "neither run saved gradients, weights or activations to compare";
+      return;
+    }
+    note.textContent = `A: ${d.a}, B: ${d.b}. own: orders of magnitude the layer's weights ` +
+      "differ (inf: saved or moving in one run only); then: its gradients, drift and " +
+      "activations, which follow a change anywhere";
+    const num = (v) => (typeof v === "number" ? v.toFixed(2) : v === "Infinity" ? "inf" : esc(v));
+    document.getElementById("diff").innerHTML =
+      "<tr><th>layer</th><th>own</th><th>then</th><th>largest difference</th></tr>" +
+      d.layers.map((l) => `<tr class="diff-row"><td>${esc(l.layer)}</td><td>${num(l.score)}</td>` +
+        `<td>${num(l.spread)}</td><td>${esc(l.headline)}</td></tr>`).join("");
+  } catch (e) {
+    note.textContent = `the layers could not be compared: ${e.message || e}`;
+  }
+}
+
 function comparePage() {
   const ids = (new URLSearchParams(location.search).get("ids") || "").split(",").filter(Boolean);
   const followers = ids.map(follower);
   main().innerHTML = `<p id="err" class="problem"></p><h2>Rules side by side</h2><table id="rules"></table>
+    <div id="diff-box" hidden><h2>Layers that differ</h2><p class="muted" id="diff-note"></p>
+    <table id="diff"></table></div>
     <h2>Curves, aligned by global step</h2><div class="plots" id="curves"></div>`;
   document.getElementById("title").textContent = `comparing ${ids.length} runs`;
+  if (ids.length === 2) layerDiff(ids[0], ids[1]);
   every(2000, async () => {
     const runs = await Promise.all(ids.map((id) => api(`/api/run/${id}`)));
     const curves = await Promise.all(followers.map((follow) => follow()));

@@ -1,0 +1,158 @@
+"""Runs of a TensorBoard logdir: every directory holding event files (``*tfevents*``) is a
+run, named by its path under the logdir (the logdir's own name for itself), as TensorBoard's own
+runs selector names them. Keras' TensorBoard callback writes one run as two directories,
+``train/`` and ``validation/``: they are read as one run, named by their parent, the second
+at EVAL steps.
+
+Scalars only: a value written by ``add_scalar`` (``simple_value``) or by the ``tensorboard``
+package's summary writer (a 0-d tensor of the ``scalars`` plugin) is kept; histograms, images
+and text are not (said once per run). Records are framed and checked with the project's
+TFRecord reader (both CRCs; a file cut short or corrupt keeps what came before and says
+where it stopped) and decoded with TensorBoard's own protocol buffers
+(``tensorboard.compat.proto.event_pb2``, ``tensor_util.make_ndarray``). TensorBoard's
+``EventFileLoader`` is not used for the framing: where TensorFlow is installed it imports it
+(9 CPU seconds) to read the records.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+from tensortap.core._modes import ModeKeys
+from tensortap.exceptions import FormatError, InvalidConfigError, StorageError
+from tensortap.smdebug._wire import record_payload
+from tensortap.storage._descriptors import read_regular
+from tensortap.trackers._scalars import MAX_FILE_BYTES, MAX_RUNS, Collector, ScalarRun
+
+#: A Keras run's two directories: the one of training, and the one of evaluation.
+_KERAS_DIRS = {"train": None, "validation": ModeKeys.EVAL}
+_SCALARS_PLUGIN = "scalars"
+_DT_FLOAT, _DT_DOUBLE = 1, 2  # TensorFlow's DataType numbers (types.proto)
+
+
+def is_event_file(name: str) -> bool:
+    return "tfevents" in name and not name.startswith(".")
+
+
+def is_logdir(path: Path) -> bool:
+    """Whether ``path`` is a directory with an event file in it or below it."""
+    if not path.is_dir():
+        return False
+    for count, (_, _, files) in enumerate(os.walk(path)):
+        if any(is_event_file(f) for f in files):
+            return True
+        if count > MAX_RUNS:
+            return False
+    return False
+
+
+def read_logdir(logdir: str | os.PathLike[str]) -> list[ScalarRun]:
+    """The runs of a TensorBoard logdir, each with its scalars (see the module docstring)."""
+    root = Path(logdir)
+    if not root.is_dir():
+        raise InvalidConfigError(f"{logdir} is not a directory; give a TensorBoard logdir")
+    runs: dict[str, tuple[ScalarRun, Collector]] = {}
+    for count, (dirpath, dirnames, files) in enumerate(os.walk(root)):
+        dirnames.sort()
+        if count > MAX_RUNS:
+            raise InvalidConfigError(
+                f"{logdir} holds more than {MAX_RUNS} directories; give the logdir of fewer runs"
+            )
+        events = sorted(f for f in files if is_event_file(f))
+        if not events:
+            continue
+        here = Path(dirpath)
+        relative = here.relative_to(root).as_posix()
+        mode: ModeKeys | None = None
+        if here.name in _KERAS_DIRS and here != root:
+            mode = _KERAS_DIRS[here.name]
+            relative = here.parent.relative_to(root).as_posix()
+        if relative not in runs:
+            name = relative if relative != "." else (root.resolve().name or "run")
+            run = ScalarRun(name, str(root / relative), "tensorboard")
+            runs[relative] = (run, Collector(run))
+        run, collector = runs[relative]
+        for name in events:
+            _read_file(here / name, root, collector, mode)
+    return [collector.finish() for _, collector in runs.values()]
+
+
+def _read_file(path: Path, root: Path, collector: Collector, mode: ModeKeys | None) -> None:
+    from tensorboard.compat.proto import event_pb2
+
+    run = collector.run
+    try:
+        data = read_regular(path, path.parent, MAX_FILE_BYTES + 1)
+    except (StorageError, OSError) as exc:
+        run.problems.append(f"{path}: not read ({exc})")
+        return
+    if len(data) > MAX_FILE_BYTES:
+        run.problems.append(
+            f"{path}: larger than {MAX_FILE_BYTES} bytes; not read (an event file of scalars "
+            "is smaller: write histograms and images elsewhere, or split the run)"
+        )
+        return
+    plugins: dict[str, str] = {}  # a tag's plugin, written with its first value only
+    skipped: set[str] = set()
+    pos = 0
+    while pos < len(data):
+        if len(data) - pos < 16:
+            run.problems.append(f"{path}: cut short after byte {pos} (kept what came before)")
+            return
+        (length,) = struct.unpack_from("<Q", data, pos)
+        end = pos + 12 + length + 4
+        try:
+            if end > len(data):
+                raise FormatError(f"a record of {length} bytes runs past the end of {path}")
+            event = event_pb2.Event.FromString(record_payload(data[pos:end], str(path)))
+        except Exception as exc:  # a damaged record: the rest of the file cannot be framed
+            run.problems.append(
+                f"{path}: unreadable from byte {pos} ({exc}); kept the values before it"
+            )
+            return
+        pos = end
+        if event.HasField("summary"):
+            _values(event, plugins, collector, mode, skipped)
+    if skipped:
+        run.problems.append(
+            f"{path}: {len(skipped)} tags are not scalars and were not imported "
+            f"(histograms, images or text: {', '.join(sorted(skipped)[:5])})"
+        )
+
+
+def _values(
+    event: Any,
+    plugins: dict[str, str],
+    collector: Collector,
+    mode: ModeKeys | None,
+    skipped: set[str],
+) -> None:
+    from tensorboard.util import tensor_util
+
+    for value in event.summary.value:
+        tag = value.tag
+        if value.HasField("metadata") and value.metadata.plugin_data.plugin_name:
+            plugins.setdefault(tag, value.metadata.plugin_data.plugin_name)
+        kind = value.WhichOneof("value")
+        if kind == "simple_value":
+            collector.add(tag, event.step, value.simple_value, event.wall_time, mode)
+        elif kind == "tensor" and plugins.get(tag) == _SCALARS_PLUGIN:
+            tensor = value.tensor
+            # a 0-d float or double as the summary writer writes it: read without building an
+            # array (make_ndarray took 40% of a read); anything else through TensorBoard's own
+            if tensor.dtype == _DT_FLOAT and len(tensor.float_val) == 1:
+                number: Any = tensor.float_val[0]
+            elif tensor.dtype == _DT_DOUBLE and len(tensor.double_val) == 1:
+                number = tensor.double_val[0]
+            else:
+                try:
+                    array = tensor_util.make_ndarray(tensor)
+                except Exception:  # a damaged tensor: said as a value that is not a number
+                    array = None
+                number = array.reshape(-1)[0] if array is not None and array.size == 1 else None
+            collector.add(tag, event.step, number, event.wall_time, mode)
+        elif len(skipped) < 1000:
+            skipped.add(tag)
