@@ -397,8 +397,8 @@ def _score(args: tuple[int, Path]) -> list[Result]:
 
 
 def cost(rounds: int, steps: int) -> None:
-    """The watch's cost: the same GPT trained with and without a SpikeWatch, in alternating
-    rounds (so machine noise hits both alike); the median CPU time (thread time: one torch
+    """The watch's cost: the same GPT trained with and without a SpikeWatch, a step of each
+    in turn; the median CPU time (thread time: one torch
     thread) of a step of each. The watch judges every timed step: its warm-up is fixed at the
     shortest (the windows full, 325 steps), and both models train that long untimed first."""
     import torch
@@ -421,8 +421,9 @@ def cost(rounds: int, steps: int) -> None:
         runs[watched] = (model, opt, tt.SpikeWatch(opt, model, config=config) if watched else None)
     times: dict[bool, list[float]] = {False: [], True: []}
     for timed in [False] + [True] * rounds:
-        for watched, (model, opt, _watch) in runs.items():
-            for _ in range(steps if timed else settle):
+        # the two models step in turn, one step each: load that comes and goes hits both alike
+        for _ in range(steps if timed else settle):
+            for watched, (model, opt, _watch) in runs.items():
                 started = time.thread_time()
                 per_token = torch.nn.functional.cross_entropy(
                     model(x).reshape(-1, VOCAB), y.reshape(-1), reduction="none"
@@ -439,7 +440,7 @@ def cost(rounds: int, steps: int) -> None:
     print(
         f"cost: step {plain:.2f} ms CPU without the watch, {watched_ms:.2f} ms with it "
         f"({watched_ms / plain:.2f}x; the watch's own wall time {own:.3f} ms a step), "
-        f"median of {rounds} alternating rounds x {steps} steps each; "
+        f"median of {rounds} x {steps} steps each, the two in turn; "
         f"load average {os.getloadavg()[0]:.1f}"
     )
 
