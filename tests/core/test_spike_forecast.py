@@ -95,7 +95,9 @@ def test_entropy_is_judged_both_ways_and_norms_only_upwards() -> None:
     fall[600:] = np.exp(-np.linspace(0, 3, 400))
     entropy = _healthy(8, 1000, level=2.0, noise=0.03) * fall
     norm = _healthy(9, 1000, noise=0.03) * fall
-    warned = _feed({"output_entropy": entropy, "update_norm/a": norm}).warnings
+    # a fixed warm-up: this short run's entropy falls too fast for it ever to settle
+    config = ForecastConfig(warmup=400)
+    warned = _feed({"output_entropy": entropy, "update_norm/a": norm}, config).warnings
     assert [(w.signal, w.direction) for w in warned] == [("output_entropy", "down")]
 
 
@@ -147,3 +149,56 @@ def test_config_round_trips_and_warnings_are_json() -> None:
     assert ForecastConfig.from_dict(config.to_dict()) == config
     warning = SpikeWarning(3, "a", 2.0, 1.0, 5.5, 4.0)
     assert warning.to_dict()["signal"] == "a" and "rising" in str(warning)
+
+
+def test_indicators_judged_together_are_judged_as_if_alone() -> None:
+    # the forecast judges all indicators in one array; one that skips steps (NaN) or starts
+    # late is still judged on its own history, as it would be alone
+    onset = 900
+    growth = np.exp(np.clip(np.arange(1300) - onset, 0, None) * 0.015)
+    series = {
+        "update_norm/a": _healthy(11, 1300) * growth,
+        "update_norm/b": _healthy(12, 1300, noise=0.05) * growth,
+        "output_entropy": _healthy(13, 1300, level=2.0, noise=0.03) / growth,
+    }
+    gappy = series["update_norm/b"].copy()
+    gappy[::7] = math.nan  # skipped: its ring falls behind the others'
+    series["update_norm/b"] = gappy
+    late = np.full(1300, math.nan)
+    late[200:] = _healthy(14, 1100) * growth[200:]
+    series["update_norm/late"] = late
+    config = ForecastConfig(warmup=400)  # fixed: a fitted one waits for the entropy
+    together = _feed(series, config).warnings
+    alone = [w for name, values in series.items() for w in _feed({name: values}, config).warnings]
+    assert {w.signal for w in together} == set(series), "each indicator must warn once"
+    key = lambda w: (w.step, w.signal)  # noqa: E731
+    assert sorted(together, key=key) == sorted(alone, key=key)
+
+
+def _phase_change_run(seed: int, steps: int = 2600) -> dict[str, np.ndarray]:
+    """An early phase change, as the benchmark's small GPT learns to copy (steps 850-1100): the
+    output's entropy, falling steadily until then, drops fast while the embeddings' update norm
+    rises by half and falls back; then training settles, and from step 2000 the update norm
+    runs away (a learning rate gone wrong)."""
+    t = np.arange(steps)
+    drop = 1 - 1 / (1 + np.exp(-(t - 950) / 40))  # 1 before the change, 0 after it
+    entropy = _healthy(seed, steps, level=1.0, noise=0.02) * np.exp(
+        0.9 * drop + np.where(t < 950, -0.0004 * t, -0.0004 * 950)
+    )
+    bump = 1 + 0.6 * np.exp(-(((t - 960) / 70) ** 2))
+    runaway = np.exp(np.clip(t - 2000, 0, None) * 0.015)
+    wte = _healthy(seed + 1, steps, level=0.04, noise=0.1) * bump * runaway
+    return {"output_entropy": entropy, "update_norm/wte": wte}
+
+
+def test_the_warm_up_is_fitted_to_the_run_not_a_fixed_count() -> None:
+    # a fixed warm-up of 800 steps ends before this run's phase change and warns of it; the
+    # fitted one waits until the entropy has stopped falling fast, then warns of the runaway
+    for seed in range(3):
+        series = _phase_change_run(20 + seed)
+        fixed = _feed(series, ForecastConfig(warmup=800)).warnings
+        assert any(850 <= w.step < 1200 for w in fixed), fixed  # the phase change warned
+        fitted = _feed(series)
+        assert fitted.settled_at is not None and 1100 < fitted.settled_at < 2000
+        assert [w.signal for w in fitted.warnings] == ["update_norm/wte"], fitted.warnings
+        assert 2000 <= fitted.warnings[0].step <= 2150

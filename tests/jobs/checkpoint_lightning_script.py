@@ -3,18 +3,19 @@ every 5 training steps with ``save_top_k=1``: an MLP on scikit-learn's digits wh
 ``--fault-at``-th training step (1-based) has a NaN loss, so its update makes every weight NaN
 (plain SGD). ``--default``: Lightning's own checkpoint instead (one at each epoch's end, under
 ``lightning_logs``). ``--resume``: two checkpoints kept and a ``last.ckpt``
-(``save_top_k=2`` on the step, ``save_last=True``), and ``fit(ckpt_path="last")``. Writes what it ended with to ``--log`` (JSON): the checkpoint files on
+(``save_top_k=2`` on the step, ``save_last=True``), and ``fit(ckpt_path="last")``.
+``--package pytorch_lightning``: the older spelling of Lightning instead. Writes what it ended with to ``--log`` (JSON): the checkpoint files on
 disk and whether the weights are finite."""
 
 import argparse
+import importlib
 import json
 import math
 import os
+from typing import Any
 
-import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
-from lightning.pytorch.callbacks import ModelCheckpoint
 from sklearn.datasets import load_digits
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -25,7 +26,14 @@ parser.add_argument("--steps", type=int, default=30)
 parser.add_argument("--fault-at", type=int, default=-1)
 parser.add_argument("--default", action="store_true")
 parser.add_argument("--resume", action="store_true")
+parser.add_argument("--package", choices=("lightning", "pytorch_lightning"), default="lightning")
 args = parser.parse_args()
+
+# the older spelling of the same Trainer, or the current one
+pl: Any = importlib.import_module(
+    "pytorch_lightning" if args.package == "pytorch_lightning" else "lightning.pytorch"
+)
+ModelCheckpoint = pl.callbacks.ModelCheckpoint
 
 
 class Digits(pl.LightningModule):

@@ -142,6 +142,20 @@ def test_a_lightning_run_whose_weights_turn_nan_keeps_its_last_finite_checkpoint
     assert [e["step"] for e in _events(record, "pinned")] == [10]
 
 
+def test_a_pytorch_lightning_run_is_guarded_like_a_lightning_one(tmp_path: Path) -> None:
+    """The same script with the older ``pytorch_lightning`` package: its ModelCheckpoint is
+    that package's own class (before, it was not guarded and ended with step=30's file, NaN)."""
+    pytest.importorskip("pytorch_lightning")
+    from tensortap.lightning import verify_checkpoint
+
+    log, record = _run(
+        tmp_path, "--", PL_SCRIPT, "--fault-at", "13", "--package", "pytorch_lightning"
+    )
+    assert log["checkpoints"] == ["ckpts/epoch=0-step=10.ckpt"] and not log["finite"]
+    assert verify_checkpoint(tmp_path / log["checkpoints"][0]) is None
+    assert [e["step"] for e in _events(record, "refused")] == [15, 20, 25, 30]
+
+
 def test_a_lightning_resume_from_last_takes_the_newest_good_file(tmp_path: Path) -> None:
     """A run without the guard left last.ckpt and step=15 NaN beside a good step=10;
     fit(ckpt_path="last") loaded last.ckpt and trained on NaN weights."""

@@ -1,10 +1,11 @@
 """Zero code change for Lightning: under ``tensortap run`` every Lightning ``Trainer``
 (``lightning.pytorch`` or ``pytorch_lightning``) gets a ``TensortapCallback`` (unless the
-script gave it one), made from the job's configuration when fitting starts. A
-``lightning.pytorch`` Trainer's ``ModelCheckpoint`` callbacks are guarded too
-(:func:`~tensortap.lightning._checkpoint_guard.guard_checkpoints`: a save of non-finite weights
-is refused, and ``save_top_k`` never deletes the last good file while saves are refused) unless
-``$TENSORTAP_CHECKPOINT_GUARD`` is ``0`` (``tensortap run --no-checkpoint-guard``)."""
+script gave it one), made from the job's configuration when fitting starts. Its
+``ModelCheckpoint`` callbacks (either package's) are guarded too
+(:func:`~tensortap.lightning._checkpoint_guard.guard_checkpoints`: a save of non-finite
+weights is refused, and ``save_top_k`` never deletes the last good file while saves are
+refused) unless ``$TENSORTAP_CHECKPOINT_GUARD`` is ``0`` (``tensortap run
+--no-checkpoint-guard``)."""
 
 from __future__ import annotations
 
@@ -53,5 +54,7 @@ def _patch(name: str, module: ModuleType, guard: bool = False) -> None:
 #: Each Trainer's module, and the patch that gives its Trainers their package's callback.
 _PATCHES = {
     "lightning.pytorch.trainer.trainer": functools.partial(_patch, "TensortapCallback", guard=True),
-    "pytorch_lightning.trainer.trainer": functools.partial(_patch, "PLTensortapCallback"),
+    "pytorch_lightning.trainer.trainer": functools.partial(
+        _patch, "PLTensortapCallback", guard=True
+    ),
 }

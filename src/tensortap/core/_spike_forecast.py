@@ -20,8 +20,19 @@ of a value. For each indicator, on the logarithm of its values:
 - the *trend* score is the Mann-Kendall statistic of the ``recent`` steps (a rank test: how
   many later values exceed earlier ones, as a normal z-score), so one outlier does not warn;
 - a warning is raised when both exceed their thresholds (``level_z``, ``trend_z``) at
-  ``persist`` consecutive steps, once the indicator has ``warmup`` finite values. It is
-  re-armed when the level score falls back under half its threshold.
+  ``persist`` consecutive steps, once the run's warm-up is over. It is re-armed when the level
+  score falls back under half its threshold.
+
+The *warm-up* is fitted per run (``warmup=None``, the default): early training is not
+stationary (a small GPT's embedding update norms rise by half as it learns to copy, a phase
+change, not a coming spike), so nothing is judged until the run has *settled*: until the
+reference indicators' level scores have stayed within half the level threshold
+(``|level| < level_z / 2``) for ``baseline`` consecutive steps. The reference is the two-sided
+indicators (the output's entropy: the model's confidence, which falls fast while it is still
+learning something new) when there are any; else every indicator, within the level threshold
+itself (none has moved as fast as a warning: half of it would hold back an indicator that
+falls steadily and quietly, which scores about 2.9). Once settled, the run stays
+settled (:attr:`SpikeForecast.settled_at` is the step). ``warmup=<steps>`` fixes it instead.
 
 Indicators marked two-sided (the output's entropy, which falls as a model grows
 over-confident and rises when the data turn to noise) are judged in both directions.
@@ -52,7 +63,7 @@ class ForecastConfig:
     recent: int = 25
     gap: int = 100
     baseline: int = 200
-    warmup: int = 800
+    warmup: int | None = None
     level_z: float = 5.0
     trend_z: float = 3.5
     persist: int = 5
@@ -61,10 +72,13 @@ class ForecastConfig:
     def __post_init__(self) -> None:
         for name in ("recent", "gap", "baseline", "warmup", "persist"):
             value = getattr(self, name)
+            if name == "warmup" and value is None:
+                continue  # fitted per run
             least = 0 if name == "gap" else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                fitted = " (or None: fitted per run)" if name == "warmup" else ""
                 raise InvalidConfigError(
-                    f"ForecastConfig.{name} must be an int of at least {least} (steps), "
+                    f"ForecastConfig.{name} must be an int of at least {least} (steps){fitted}, "
                     f"got {value!r}"
                 )
         if self.recent < 8:
@@ -122,32 +136,38 @@ class SpikeWarning:
         )
 
 
-@dataclass
-class _Track:
-    """One indicator's ring of log values and its state."""
-
-    values: np.ndarray
-    count: int = 0  # finite values seen
-    streak: int = 0
-    armed: bool = True
-    last_level: float = 0.0
-    last_trend: float = 0.0
-    two_sided: bool = False
-    direction: str = "up"
-
-
 def mann_kendall_z(values: np.ndarray) -> float:
     """The Mann-Kendall trend statistic of ``values`` in order, as a z-score (no ties
     correction: the values are real numbers)."""
-    n = len(values)
+    return float(_mann_kendall_rows(np.asarray(values, dtype=float)[None, :])[0])
+
+
+def _median_rows(rows: np.ndarray) -> np.ndarray:
+    """The median of each row (``np.median(rows, axis=1)`` without its overhead: one
+    partition)."""
+    n = rows.shape[1]
+    half = n // 2
+    if n % 2:
+        return np.partition(rows, half, axis=1)[:, half]
+    parted = np.partition(rows, (half - 1, half), axis=1)
+    return 0.5 * (parted[:, half - 1] + parted[:, half])
+
+
+_PAIRS: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _mann_kendall_rows(rows: np.ndarray) -> np.ndarray:
+    """:func:`mann_kendall_z` of each row of ``rows`` at once."""
+    n = rows.shape[1]
     if n < 3:
-        return 0.0
-    diff = values[None, :] - values[:, None]
-    s = float(np.sign(diff[np.triu_indices(n, 1)]).sum())
+        return np.zeros(len(rows))
+    pairs = _PAIRS.get(n)
+    if pairs is None:
+        pairs = _PAIRS.setdefault(n, np.triu_indices(n, 1))
+    earlier, later = pairs
+    s = np.sign(rows[:, later] - rows[:, earlier]).sum(axis=1)
     variance = n * (n - 1) * (2 * n + 5) / 18.0
-    if s == 0:
-        return 0.0
-    return (s - math.copysign(1.0, s)) / math.sqrt(variance)
+    return np.where(s == 0, 0.0, (s - np.sign(s)) / math.sqrt(variance))
 
 
 @dataclass
@@ -155,34 +175,57 @@ class SpikeForecast:
     """Watches per-step indicators and warns before a loss spike (see the module docstring).
 
     ``update(step, {"update_norm/blocks.0": 0.02, ...})`` at each step returns the warnings
-    raised at that step; ``warnings`` lists all of them."""
+    raised at that step; ``warnings`` lists all of them. All indicators are judged together,
+    one NumPy operation over the indicators per statistic (rows of one ring buffer), so the
+    cost of a step hardly grows with their number."""
 
     config: ForecastConfig = field(default_factory=ForecastConfig)
     warnings: list[SpikeWarning] = field(default_factory=list)
-    _tracks: dict[str, _Track] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        config = self.config
+        self._size = config.recent + config.gap + config.baseline
+        self._names: list[str] = []
+        self._index: dict[str, int] = {}
+        self._ring = np.empty((0, self._size))
+        self._count = np.zeros(0, dtype=np.int64)  # finite values seen, per indicator
+        self._streak = np.zeros(0, dtype=np.int64)
+        self._armed = np.zeros(0, dtype=bool)
+        self._two_sided = np.zeros(0, dtype=bool)
+        self._level = np.zeros(0)
+        self._trend = np.zeros(0)
+        self._offsets = np.arange(self._size)
+        self._calm = 0  # consecutive steps the reference indicators were calm
+        self.settled_at: int | None = None  # the step the fitted warm-up ended at
 
     @property
     def signals(self) -> list[str]:
-        return list(self._tracks)
+        return list(self._names)
 
     def scores(self) -> dict[str, tuple[float, float]]:
         """Each indicator's last (level, trend) scores."""
-        return {k: (t.last_level, t.last_trend) for k, t in self._tracks.items()}
+        return {
+            name: (float(self._level[i]), float(self._trend[i]))
+            for i, name in enumerate(self._names)
+        }
 
     def update(self, step: int, values: Mapping[str, float]) -> list[SpikeWarning]:
         """Take one step's indicator values; returns the warnings this step raised. A
         non-finite or non-positive value is skipped (the guard judges those)."""
-        raised: list[SpikeWarning] = []
+        rows: list[int] = []
+        logs: list[float] = []
         for name, raw in values.items():
             value = float(raw)
             if not math.isfinite(value) or value <= 0.0:
                 continue
-            track = self._tracks.get(name)
-            if track is None:
-                track = self._new_track(name)
-            warning = self._judge(step, name, track, math.log(value))
-            if warning is not None:
-                raised.append(warning)
+            row = self._index.get(name)
+            if row is None:
+                row = self._add(name)
+            rows.append(row)
+            logs.append(math.log(value))
+        if not rows:
+            return []
+        raised = self._judge(step, np.array(rows), np.array(logs))
         self.warnings.extend(raised)
         return raised
 
@@ -193,48 +236,83 @@ class SpikeForecast:
             out.extend(self.update(step, values))
         return out
 
-    def _new_track(self, name: str) -> _Track:
-        size = self.config.recent + self.config.gap + self.config.baseline
-        two_sided = any(part in name for part in self.config.two_sided)
-        track = _Track(values=np.empty(size), two_sided=two_sided)
-        self._tracks[name] = track
-        return track
-
-    def _judge(self, step: int, name: str, track: _Track, log_value: float) -> SpikeWarning | None:
-        config = self.config
-        size = len(track.values)
-        track.values[track.count % size] = log_value
-        track.count += 1
-        if track.count < max(config.warmup, size):
-            return None
-        start = track.count % size  # the oldest value
-        ordered = np.concatenate((track.values[start:], track.values[:start]))
-        base, recent = ordered[: config.baseline], ordered[-config.recent :]
-        center = float(np.median(base))
-        spread = max(_MAD_TO_SD * float(np.median(np.abs(base - center))), _MIN_SPREAD)
-        level = (float(np.median(recent)) - center) / spread
-        trend = mann_kendall_z(recent)
-        track.last_level, track.last_trend = level, trend
-        direction = "up"
-        if track.two_sided and level < 0:
-            level, trend, direction = -level, -trend, "down"
-        if level >= config.level_z and trend >= config.trend_z:
-            track.streak += 1
-        else:
-            track.streak = 0
-        if not track.armed:
-            if level < config.level_z / 2:
-                track.armed = True
-            return None
-        if track.streak < config.persist:
-            return None
-        track.armed, track.streak = False, 0
-        return SpikeWarning(
-            step=int(step),
-            signal=name,
-            value=math.exp(log_value),
-            baseline=math.exp(center),
-            level_z=round(level, 3),
-            trend_z=round(trend, 3),
-            direction=direction,
+    def _add(self, name: str) -> int:
+        row = len(self._names)
+        self._names.append(name)
+        self._index[name] = row
+        self._ring = np.vstack((self._ring, np.empty((1, self._size))))
+        self._count = np.append(self._count, 0)
+        self._streak = np.append(self._streak, 0)
+        self._armed = np.append(self._armed, True)
+        self._two_sided = np.append(
+            self._two_sided, any(part in name for part in self.config.two_sided)
         )
+        self._level = np.append(self._level, 0.0)
+        self._trend = np.append(self._trend, 0.0)
+        return row
+
+    def _judge(self, step: int, rows: np.ndarray, logs: np.ndarray) -> list[SpikeWarning]:
+        config, size = self.config, self._size
+        count = self._count
+        self._ring[rows, count[rows] % size] = logs
+        count[rows] += 1
+        ready = count[rows] >= max(config.warmup or 0, size)
+        if not ready.any():
+            return []
+        rows, logs = rows[ready], logs[ready]
+        # each row oldest first: its ring read from its own write position (one index for
+        # all rows when, as usual, every indicator has as many values)
+        first = count[rows]
+        if (first == first[0]).all():
+            ordered = self._ring[rows][:, (first[0] + self._offsets) % size]
+        else:
+            order = (first[:, None] + self._offsets[None, :]) % size
+            ordered = np.take_along_axis(self._ring[rows], order, axis=1)
+        base, recent = ordered[:, : config.baseline], ordered[:, -config.recent :]
+        center = _median_rows(base)
+        spread = np.maximum(_MAD_TO_SD * _median_rows(np.abs(base - center[:, None])), _MIN_SPREAD)
+        level = (_median_rows(recent) - center) / spread
+        trend = _mann_kendall_rows(recent)
+        self._level[rows], self._trend[rows] = level, trend
+        if config.warmup is None and self.settled_at is None and not self._settle(step):
+            return []
+        down = self._two_sided[rows] & (level < 0)
+        level = np.where(down, -level, level)
+        trend = np.where(down, -trend, trend)
+        hot = (level >= config.level_z) & (trend >= config.trend_z)
+        streak = np.where(hot, self._streak[rows] + 1, 0)
+        armed = self._armed[rows]
+        fire = armed & (streak >= config.persist)
+        # a disarmed indicator re-arms once its level falls back under half the threshold
+        self._armed[rows] = np.where(armed, ~fire, level < config.level_z / 2)
+        self._streak[rows] = np.where(fire | ~armed, 0, streak)
+        raised: list[SpikeWarning] = []
+        for i in np.flatnonzero(fire):
+            raised.append(
+                SpikeWarning(
+                    step=int(step),
+                    signal=self._names[int(rows[i])],
+                    value=math.exp(float(logs[i])),
+                    baseline=math.exp(float(center[i])),
+                    level_z=round(float(level[i]), 3),
+                    trend_z=round(float(trend[i]), 3),
+                    direction="down" if down[i] else "up",
+                )
+            )
+        return raised
+
+    def _settle(self, step: int) -> bool:
+        """The fitted warm-up: True once the reference indicators (the two-sided ones, else
+        all) have been within half the level threshold for ``baseline`` steps in a row."""
+        config = self.config
+        if self._two_sided.any():  # the model's confidence: no faster than half a warning
+            reference, band = self._two_sided, config.level_z / 2
+        else:  # no indicator has moved as fast as a warning
+            reference, band = np.ones_like(self._two_sided), config.level_z
+        judged = self._count >= self._size
+        calm = bool((judged | ~reference).all() and (np.abs(self._level[reference]) < band).all())
+        self._calm = self._calm + 1 if calm else 0
+        if self._calm < config.baseline:
+            return False
+        self.settled_at = int(step)
+        return True

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -94,13 +95,14 @@ class GuardedModelCheckpoint(_GuardedSaves, ModelCheckpoint):
 
 def guard_checkpoints(trainer: Any, guard: CheckpointGuard | None = None) -> list[Any]:
     """Give every ``ModelCheckpoint`` of ``trainer`` (Lightning's default one or the script's,
-    of any subclass) :class:`GuardedModelCheckpoint`'s decisions, in place: its class becomes
-    a subclass of its own with the guard's methods and the same ``__qualname__`` (so its
+    of any subclass; of a ``lightning.pytorch`` or a ``pytorch_lightning`` Trainer)
+    :class:`GuardedModelCheckpoint`'s decisions, in place: its class becomes a subclass of its
+    own with the guard's methods and the same ``__qualname__`` (so its
     ``state_key``, and what it saves, stay as they were). What ``tensortap run`` does to every
     Trainer. Returns the callbacks guarded."""
     guarded: list[Any] = []
     for callback in trainer.callbacks:
-        if not isinstance(callback, ModelCheckpoint):
+        if not isinstance(callback, _model_checkpoints()):
             continue
         if not isinstance(callback, _GuardedSaves):
             callback.__class__ = _guarded_class(type(callback))
@@ -108,6 +110,21 @@ def guard_checkpoints(trainer: Any, guard: CheckpointGuard | None = None) -> lis
         guarded.append(callback)
     guard_resume(trainer, guarded[0].checkpoint_guard if guarded else guard)
     return guarded
+
+
+def _model_checkpoints() -> tuple[type[Any], ...]:
+    """``ModelCheckpoint`` of ``lightning.pytorch`` and, when a script imported it, of the
+    older ``pytorch_lightning`` spelling (a class of its own: each Trainer takes its own
+    package's callbacks; their save and rotation methods are the same)."""
+    classes: list[type[Any]] = [ModelCheckpoint]
+    if "pytorch_lightning" in sys.modules:
+        try:
+            from pytorch_lightning.callbacks import ModelCheckpoint as PLModelCheckpoint
+        except Exception:  # a broken or partial install: its checkpoints stay unguarded
+            logger.warning("tensortap: pytorch_lightning's ModelCheckpoint was not found")
+        else:
+            classes.append(PLModelCheckpoint)
+    return tuple(classes)
 
 
 def guard_resume(trainer: Any, guard: CheckpointGuard | None = None) -> None:

@@ -45,6 +45,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -167,7 +168,7 @@ class SpikeWatch:
                 self._group_index.append(group_names.index(label))
         self._group_names = group_names
         self._buffers: list[torch.Tensor] | None = None
-        self._index: torch.Tensor | None = None
+        self._index: np.ndarray | None = None
         self._handles: list[Any] = [
             optimizer.register_step_pre_hook(self._before_step),
             optimizer.register_step_post_hook(self._after_step),
@@ -303,8 +304,7 @@ class SpikeWatch:
             with torch.no_grad():
                 first = logits[0] if logits.dim() >= 2 else logits
                 first = first.reshape(-1, first.shape[-1]).float()
-                log_p = torch.log_softmax(first, dim=-1)
-                entropy = -(log_p.exp() * log_p).sum(-1).mean()
+                entropy = torch.special.entr(torch.softmax(first, dim=-1)).sum(-1).mean()
                 self._keep_max("output_logit", first.amax())
                 self._pending["output_entropy"] = entropy
         except Exception:
@@ -342,18 +342,15 @@ class SpikeWatch:
         if self._buffers is not None and self._params:
             with torch.no_grad():
                 torch._foreach_sub_(self._buffers, self._params)
-                norms = torch._foreach_norm(self._buffers)
-                device = norms[0].device
-                if self._index is None or self._index.device != device:
-                    self._index = torch.tensor(self._group_index, device=device)
-                squares = torch.zeros(len(self._group_names), device=device)
-                squares.index_add_(0, self._index, torch.stack(norms).float() ** 2)
+                # each parameter's update norm; summed into layer groups on the host, after
+                # the one read (fewer small operations on the device than a scatter there)
+                norms = torch.stack(torch._foreach_norm(self._buffers)).float()
             names.append("update_norm")
-            tensors.append(squares.sqrt())
+            tensors.append(norms)
         if not tensors:
             return
         device = tensors[0].device
-        flat = torch.cat([t.to(device) for t in tensors]).double().cpu().tolist()
+        flat = torch.cat([t.to(device) for t in tensors]).cpu().tolist()
         values: dict[str, float] = {}
         at = 0
         for name, tensor in zip(names, tensors, strict=True):
@@ -361,8 +358,16 @@ class SpikeWatch:
             part = flat[at : at + n]
             at += n
             if name == "update_norm":
+                if self._index is None:
+                    self._index = np.asarray(self._group_index)
+                squares = np.bincount(
+                    self._index, np.square(part), minlength=len(self._group_names)
+                )
                 values.update(
-                    {f"update_norm/{g}": v for g, v in zip(self._group_names, part, strict=True)}
+                    {
+                        f"update_norm/{g}": v
+                        for g, v in zip(self._group_names, np.sqrt(squares).tolist(), strict=True)
+                    }
                 )
             elif name.startswith("attention_logit/") and n > 1:
                 values[name] = max(part)
