@@ -233,6 +233,9 @@ def _unreadable_segments(
     now (damaged, or a read that failed): they are left pending, never skipped."""
     index = trial.saved_index
     readable = {(seg.worker, int(seg.index.header["seq"])) for seg in index.segments}
+    readable.update(  # merged segments (compaction): read as the segments they replaced
+        (worker, seq) for worker, state in index.workers.items() for seq in state.merged_seqs
+    )
     out: dict[str, set[int]] = {}
     for worker in index.workers:
         for key in index.store.list(layout.index_prefix(worker)):
