@@ -198,7 +198,16 @@ class SeriesObjects:
         if state is None:
             return []
         published = set(state.published)
-        return [key for seq, key in sorted(state.singles.items()) if seq not in published]
+        found = [key for seq, key in sorted(state.singles.items()) if seq not in published]
+        for seq, (first, last, key) in sorted(state.merged.items()):
+            # a merged segment's series without its index: lost rows unless the segments it
+            # replaced are still listed (a merge killed before it published its index)
+            lo = bisect.bisect_left(state.published, first)
+            if seq not in published and not (
+                lo < len(state.published) and state.published[lo] <= last
+            ):
+                found.append(key)
+        return found
 
     def states(self, worker: str | None) -> list[WorkerSeries]:
         if worker is None:
