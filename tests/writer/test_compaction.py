@@ -301,3 +301,28 @@ def test_compaction_on_s3(s3_bucket: str, tmp_path: Path) -> None:
     # a value it had not read: its segment's object is gone, the merged one holds it
     assert reader.tensor("act").value(15).tolist() == want["tensors"][("act", 15)]
     assert everything(finished, ids=False) == want
+
+
+def test_a_merged_segment_deleted_with_its_end_marker_is_a_problem(tmp_path: Path) -> None:
+    """Its series without its index, while another worker ended: rows lost, and said so (a
+    merge killed before its index, its parts still there, is not a problem)."""
+    for worker in (0, 1):
+        hook = tt.Hook(
+            tmp_path,
+            save_config=tt.SaveConfig(save_interval=1),
+            worker=worker,
+            writer_options=WriterOptions(compact=True),
+        )
+        for _ in range(4):
+            hook.save_scalar("lr", 0.5)
+            hook.next_step()
+            hook.flush()
+        hook.close()
+    folder = tmp_path / "workers" / "worker_1"
+    (merged,) = sorted((folder / "index").iterdir())
+    merged.unlink()
+    (folder / "end.json").unlink()
+    trial = tt.create_trial(tmp_path)
+    assert set(trial.series()["worker"].tolist()) == {"worker_0"}
+    problems = trial.problems()
+    assert any("worker_1/rollups/" in p and "without its index" in p for p in problems), problems
