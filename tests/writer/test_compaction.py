@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import tensortap as tt
-from tensortap.exceptions import TensorUnavailableForStep
+from tensortap.exceptions import InvalidConfigError, TensorUnavailableForStep
 from tensortap.format import _layout as layout
 from tensortap.storage import LocalStore
 from tensortap.writer import WriterOptions
@@ -326,3 +326,12 @@ def test_a_merged_segment_deleted_with_its_end_marker_is_a_problem(tmp_path: Pat
     assert set(trial.series()["worker"].tolist()) == {"worker_0"}
     problems = trial.problems()
     assert any("worker_1/rollups/" in p and "without its index" in p for p in problems), problems
+
+
+def test_the_compact_option_is_checked() -> None:
+    assert WriterOptions.from_dict({"compact": "true"}).compact is True
+    assert WriterOptions().compact is False  # off by default (see docs/format.md)
+    with pytest.raises(InvalidConfigError, match="compact must be true or false"):
+        WriterOptions.from_dict({"compact": "maybe"})
+    with pytest.raises(InvalidConfigError, match="compact must be true or false"):
+        WriterOptions(compact=1)  # type: ignore[arg-type]
