@@ -37,8 +37,8 @@ class WriterOptions:
     - ``compact``: ``True`` makes the writer merge its small published segments into large
       ones (64 at a time, and what is left at close), on its own thread, so a run written at
       a slow pace is opened and read like one written flat out (docs/format.md,
-      "Compaction"). Off by default for now: the table export of a live trial does not yet
-      follow merges. ``False`` keeps every segment and writes rollups of their series.
+      "Compaction"). Off by default for now (the test suite has not yet been run with it
+      on). ``False`` keeps every segment and writes rollups of their series.
     """
 
     flush_secs: float = 1.0
