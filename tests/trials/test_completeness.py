@@ -13,11 +13,17 @@ import pytest
 
 import tensortap as tt
 from tensortap.exceptions import FormatError
+from tensortap.writer import WriterOptions
 
 
 def _write(out: Path, steps: int, flush_every: int = 1, worker: int = 0) -> None:
     """A worker that publishes a segment every ``flush_every`` steps."""
-    with tt.Hook(out, save_config=tt.SaveConfig(save_interval=1), worker=worker) as hook:
+    with tt.Hook(
+        out,
+        save_config=tt.SaveConfig(save_interval=1),
+        worker=worker,
+        writer_options=WriterOptions(compact=False),  # each segment kept, as published
+    ) as hook:
         for step in range(steps):
             hook.save_scalar("loss", 1.0 / (1 + step))
             hook.save_tensor("w", np.full(3, float(step)))

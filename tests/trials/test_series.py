@@ -16,17 +16,20 @@ from tensortap.exceptions import InvalidConfigError
 from tensortap.format import _layout as layout
 from tensortap.trials._columns import published_segments, scalar_columns
 from tensortap.trials._series import SeriesReader, bucketed
+from tensortap.writer import WriterOptions
 from tensortap.writer import _series as writer_series
 
 
 def write_run(out: Path | str, steps: int = 40, flush_every: int = 0, worker: int = 0) -> None:
     """Losses (raw one-element values), gradient reductions (l2, abs max), a bfloat-free
-    int metric, a non-finite value, TRAIN then EVAL steps."""
+    int metric, a non-finite value, TRAIN then EVAL steps; each segment kept as published
+    (no compaction: these tests read segments' own series objects)."""
     hook = tt.Hook(
         out,
         save_config=tt.SaveConfig(save_interval=1),
         include_collections=["losses", "metrics", "gradients"],
         worker=worker,
+        writer_options=WriterOptions(compact=False),
     )
     hook.get_collection("gradients").reduction_config = tt.ReductionConfig(
         norms=["l2"], abs_reductions=["max"]

@@ -233,20 +233,7 @@ class IndexBuilder:
         full["names"] = list(self._names)
         full["dtypes"] = list(self._dtypes)
         full["steps"] = self.steps  # tuples: JSON arrays as lists are
-        head = json.dumps(full, separators=(",", ":"), allow_nan=False).encode()
-        pad = (-(_PREFIX.size + len(head))) % 8
-        rows = self.records()
-        dims = np.asarray(self._dims, dtype="<i8")
-        body = b"".join(
-            (
-                _PREFIX.pack(MAGIC, FORMAT_VERSION, 0, len(head), len(rows), len(dims), 0),
-                head,
-                b"\0" * pad,
-                rows.tobytes(),
-                dims.tobytes(),
-            )
-        )
-        return body + struct.pack("<I", crc32(body))
+        return encode_index(full, self.records(), np.asarray(self._dims, dtype="<i8"))
 
     def records(self) -> np.ndarray[Any, Any]:
         """The rows so far as RECORD_DTYPE (built once until the next ``add``)."""
@@ -274,6 +261,38 @@ class IndexBuilder:
         )
 
 
+def encode_index(
+    header: dict[str, Any], records: np.ndarray[Any, Any], dims: np.ndarray[Any, Any]
+) -> bytes:
+    """An index object's bytes from its full header (names, dtypes and steps included), its
+    records (RECORD_DTYPE) and its dims."""
+    head = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
+    pad = (-(_PREFIX.size + len(head))) % 8
+    dims = np.asarray(dims, dtype="<i8")
+    body = b"".join(
+        (
+            _PREFIX.pack(MAGIC, FORMAT_VERSION, 0, len(head), len(records), len(dims), 0),
+            head,
+            b"\0" * pad,
+            np.ascontiguousarray(records, dtype=RECORD_DTYPE).tobytes(),
+            dims.tobytes(),
+        )
+    )
+    return body + struct.pack("<I", crc32(body))
+
+
+@dataclass(frozen=True)
+class IndexPart:
+    """One segment a merged index replaces (see :func:`index_parts`): its number and session,
+    and where its records, steps and data bytes lie in the merged segment."""
+
+    seq: int
+    session: str
+    records: tuple[int, int]  # [first, end) of the merged index's records
+    steps: tuple[int, int]  # [first, end) of its steps
+    data_offset: int  # where the segment's data object begins in the merged one
+
+
 @dataclass(frozen=True)
 class SegmentIndex:
     """A decoded index: its header, name/dtype tables, records and dims."""
@@ -292,6 +311,22 @@ class SegmentIndex:
     def steps(self) -> list[list[Any]]:
         """[global_step, mode, mode_step, wall_time] of every step published in this segment."""
         return list(self.header.get("steps", []))
+
+    @property
+    def parts(self) -> list[IndexPart]:
+        """The segments this one replaces, when it is a merged one (empty otherwise)."""
+        return index_parts(self.header, len(self.records), "index")
+
+    def part(self, part: IndexPart) -> SegmentIndex:
+        """The index of one replaced segment, as it reads from the merged one: its records,
+        steps and session, its values in the merged data object."""
+        header = dict(self.header)
+        header.pop("parts", None)
+        header["seq"] = part.seq
+        header["session"] = part.session
+        header["steps"] = self.steps[part.steps[0] : part.steps[1]]
+        lo, hi = part.records
+        return SegmentIndex(header, self.names, self.dtypes, self.records[lo:hi], self.dims)
 
     def shape_of(self, row: int) -> tuple[int, ...]:
         rec = self.records[row]
@@ -327,6 +362,7 @@ def decode_index(raw: bytes, what: str = "index") -> SegmentIndex:
     if not isinstance(header, dict):
         raise FormatError(f"{what} header is not a JSON object")
     names, dtypes = _check_header(header, what)
+    index_parts(header, n_rec, what)
     records = np.frombuffer(raw, dtype=RECORD_DTYPE, count=n_rec, offset=rec_start)
     dims = np.frombuffer(raw, dtype="<i8", count=n_dims, offset=dims_start)
     _check_records(records, len(names), len(dtypes), n_dims, what)
@@ -357,6 +393,51 @@ def _check_header(header: dict[str, Any], what: str) -> tuple[list[str], list[st
     get_int(header, "hook_errors", what, default=0)
     get_optional_str(header, "last_hook_error", what)
     return names, dtypes
+
+
+def index_parts(header: dict[str, Any], n_records: int, what: str) -> list[IndexPart]:
+    """The ``parts`` of a merged index's header, checked: each ``[seq, session, records,
+    steps, data_offset]`` in order, segment numbers increasing and below the merged one's, and
+    the parts' records and steps adding up to the index's (empty for a plain index)."""
+    rows = header.get("parts")
+    if rows is None:
+        return []
+    if not isinstance(rows, list):
+        raise FormatError(f"{what}: parts is not a list: the index is corrupt")
+    parts: list[IndexPart] = []
+    record_at = step_at = 0
+    last_seq, last_offset = -1, 0
+    for row in rows:
+        if (
+            not isinstance(row, list)
+            or len(row) != 5
+            or not isinstance(row[1], str)
+            or not all(type(v) is int and 0 <= v < 2**63 for v in (row[0], *row[2:]))
+        ):
+            raise FormatError(f"{what}: a part is not [seq, session, records, steps, offset]")
+        seq, session, records, steps, offset = row
+        if seq <= last_seq or offset < last_offset:
+            raise FormatError(f"{what}: parts out of order: the index is corrupt")
+        parts.append(
+            IndexPart(
+                seq, session, (record_at, record_at + records), (step_at, step_at + steps), offset
+            )
+        )
+        record_at, step_at, last_seq, last_offset = (
+            record_at + records,
+            step_at + steps,
+            seq,
+            offset,
+        )
+    seq = header.get("seq")
+    if parts and (
+        record_at != n_records
+        or step_at != len(header.get("steps") or [])
+        or not isinstance(seq, int)
+        or last_seq >= seq
+    ):
+        raise FormatError(f"{what}: its parts do not add up to it: the index is corrupt")
+    return parts
 
 
 def _check_dtype(name: str, what: str) -> None:

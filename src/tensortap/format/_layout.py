@@ -95,6 +95,28 @@ def rollup_span(key: str) -> tuple[int, int] | None:
     return int(first), int(last)
 
 
+def merged_series_key(worker: str, seq: int, first: int, last: int) -> str:
+    """The series of merged segment ``seq``, which replaced segments ``first``..``last``: a
+    rollup of those and ``seq`` (a reader from before compaction ignores the name, and reads
+    the merged segment's series from its index)."""
+    return f"{rollups_prefix(worker)}{seq:012d}-{first:012d}-{last:012d}{SERIES_SUFFIX}"
+
+
+def merged_series_span(key: str) -> tuple[int, int, int] | None:
+    """(merged segment, first, last replaced) of a :func:`merged_series_key` (None for
+    another key)."""
+    base = key.rsplit("/", 1)[-1]
+    if not base.endswith(SERIES_SUFFIX):
+        return None
+    fields = base[: -len(SERIES_SUFFIX)].split("-")
+    if len(fields) != 3 or not all(f.isdigit() for f in fields):
+        return None
+    seq, first, last = (int(f) for f in fields)
+    if not first <= last < seq:
+        return None
+    return seq, first, last
+
+
 def collections_prefix(worker: str) -> str:
     return f"{worker_prefix(worker)}collections/"
 

@@ -38,12 +38,13 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.core._dtypes import storage_dtype
 from tensortap.core._modes import ModeKeys
 from tensortap.core._records import RecordKind
 from tensortap.exceptions import FormatError
 from tensortap.format._checksum import crc32
 from tensortap.format._fields import get_int, get_list, get_str
-from tensortap.format._index import REDUCTION_BY_CODE, check_version
+from tensortap.format._index import REDUCTION_BY_CODE, SegmentIndex, check_version
 
 SERIES_VERSION = 1
 MAGIC = b"TTSR"
@@ -312,3 +313,26 @@ def merge_series(
         blocks.append((steps, values))
     table = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, STEP_DTYPE)
     return keys, blocks, table
+
+
+def number_rows(index: SegmentIndex) -> np.ndarray[Any, Any]:
+    """The rows of an index's raw values of one number (bool, integer or float, one element):
+    with its reductions, what a segment's series hold."""
+    records = index.records
+    if not len(records):
+        return np.zeros(0, np.int64)
+    not_one = np.concatenate([[0], np.cumsum(index.dims != 1)])
+    start = records["dims_offset"].astype(np.int64)
+    one = (not_one[start + records["ndim"]] - not_one[start]) == 0
+    numeric = np.array([_numeric(d) for d in index.dtypes], dtype=bool)
+    return np.flatnonzero(
+        (records["kind"] == int(RecordKind.TENSOR)) & one & numeric[records["dtype"]]
+    )
+
+
+def _numeric(name: str) -> bool:
+    try:
+        kind = storage_dtype(name).kind
+    except FormatError:
+        return True  # a low-precision float without ml_dtypes: read as a float later
+    return kind in "biuf" or kind == "V"

@@ -229,16 +229,25 @@ def _export_claimed(trial: Trial, store: Store, run: str, claim: Claim) -> Expor
 def _unreadable_segments(
     trial: Trial, marks: Mapping[str, int], read: Sequence[Any], done: Mapping[str, set[int]]
 ) -> dict[str, set[int]]:
-    """Per worker, the segments above its mark whose index is listed but could not be read
-    now (damaged, or a read that failed): they are left pending, never skipped."""
+    """Per worker, the segments above its mark whose index the trial listed but could not
+    read (damaged, or a read that failed): they are left pending, never skipped. An index
+    published after the trial's listing is left to the next export: a merged one (compaction)
+    holds segments numbered below it that this export has not read, so counting it here
+    would move the mark past them."""
     index = trial.saved_index
     readable = {(seg.worker, int(seg.index.header["seq"])) for seg in index.segments}
+    readable.update(  # merged segments (compaction): read as the segments they replaced
+        (worker, seq) for worker, state in index.workers.items() for seq in state.merged_seqs
+    )
     out: dict[str, set[int]] = {}
-    for worker in index.workers:
+    for worker, state in index.workers.items():
+        listed = state.last_index_key  # what the trial listed: a later key is not read yet
         for key in index.store.list(layout.index_prefix(worker)):
             seq = layout.seq_of(key)
             if (
-                key.endswith(layout.INDEX_SUFFIX)
+                listed is not None
+                and key <= listed
+                and key.endswith(layout.INDEX_SUFFIX)
                 and seq is not None
                 and seq > marks.get(worker, -1)
                 and seq not in done.get(worker, ())

@@ -52,6 +52,9 @@ class TrialIndex:
         # global step -> (segment, its StepColumns rows [lo, hi) at the step), by publication
         self.step_rows: dict[int, list[tuple[int, int, int]]] = {}
         self.dtype_names: list[str] = []  # StepColumns.dtype codes index this
+        # segments a merge replaced after they were read: (merged data object, their offset)
+        self.moved: dict[int, tuple[str, int]] = {}
+        self._bases: dict[int, int] = {}  # where a segment read from a merged one begins there
         self._columns: dict[int, StepColumns] = {}
         self.collection_docs: dict[str, dict[str, Any]] = {}
         self.version = 0  # bumped whenever anything new is ingested
@@ -180,6 +183,29 @@ class TrialIndex:
             # It was published whole, so the worker did end; what it said is lost.
             self.problem(key, exc)
             end = {}
+        self._read_new_indexes(state)
+        self._refresh_collections(state)
+        if end:
+            for missing, reason in missing_segments(state, end):
+                self.problem(missing, FormatError(reason))
+        if end is not None:
+            state.end = end
+            state.complete = True
+            last = end.get("last_global_step")
+            if isinstance(last, int):
+                state.max_step = max(state.max_step, last - 1)
+            self.version += 1
+
+    def follow_merges(self) -> bool:
+        """Read the indexes published since the last listing of every worker, ended ones
+        too: a merge (compaction) publishes one after a worker ended. True if a merged index
+        was new (segments read before may then be read from it: their objects may be gone)."""
+        moved = len(self.moved)
+        for state in self.workers.values():
+            self._read_new_indexes(state)
+        return len(self.moved) != moved
+
+    def _read_new_indexes(self, state: WorkerState) -> None:
         keys = self.store.list(layout.index_prefix(state.name), start_after=state.last_index_key)
         keys = [k for k in keys if k.endswith(layout.INDEX_SUFFIX)]
         for at in range(0, len(keys), _FETCH_BATCH):  # fetched together (in parallel on S3)
@@ -198,19 +224,8 @@ class TrialIndex:
                         state.unreadable_indexes += 1
                         self.problem(key, exc)
                     else:
-                        self._ingest(state, index)
+                        self._take_in(state, index)
                 state.last_index_key = key
-        self._refresh_collections(state)
-        if end:
-            for missing, reason in missing_segments(state, end):
-                self.problem(missing, FormatError(reason))
-        if end is not None:
-            state.end = end
-            state.complete = True
-            last = end.get("last_global_step")
-            if isinstance(last, int):
-                state.max_step = max(state.max_step, last - 1)
-            self.version += 1
 
     def _get_each(self, keys: list[str]) -> list[bytes | None]:
         """The objects of ``keys``, together; one that cannot be read is a problem, not an
@@ -253,8 +268,36 @@ class TrialIndex:
             state.last_collections_key = ckeys[-1]
             self.version += 1
 
+    def _take_in(self, state: WorkerState, index: SegmentIndex) -> None:
+        """A listed index: a segment, or a merged one (compaction), whose replaced segments
+        are read from it once each: those already taken in (listed before it, or left by a
+        merge that was killed) now read their values from it (theirs may be deleted)."""
+        parts = index.parts
+        if not parts:
+            self._ingest(state, index)
+            return
+        state.merged_seqs.add(int(index.header["seq"]))
+        for part in parts:
+            state.index_seqs.add(part.seq)
+            seg_id = state.ingested.get(part.seq)
+            if seg_id is None:
+                self._ingest(state, index.part(part))
+                self._bases[len(self.segments) - 1] = part.data_offset
+            else:  # its offsets count from where it began in the object it was read from
+                shift = part.data_offset - self._bases.get(seg_id, 0)
+                self.moved[seg_id] = (index.data_key, shift)
+
+    def data_location(self, seg_id: int) -> tuple[str, int]:
+        """Where a segment's values are now: (data object, offset of its first byte); a
+        segment a merge replaced is read from the merged data object."""
+        moved = self.moved.get(seg_id)
+        if moved is not None:
+            return moved
+        return self.segments[seg_id].index.data_key, 0
+
     def _ingest(self, state: WorkerState, index: SegmentIndex) -> None:
         seg_id = len(self.segments)
+        state.ingested[int(index.header["seq"])] = seg_id
         records = index.records
         session = str(index.header.get("session"))
         state.session_segments[session] = state.session_segments.get(session, 0) + 1

@@ -150,13 +150,14 @@ class ValueReader:
             else:
                 out[i] = hit
         if missing:
-            segments = self.index.segments
-            wanted = [
-                (segments[runs[i][0]].index.data_key, runs[i][1], runs[i][2] - runs[i][1])
-                for i in missing
-            ]
             try:
-                fetched = self.store.get_ranges(wanted)
+                try:
+                    fetched = self.store.get_ranges(self._where(runs, missing))
+                except KeyError:
+                    # merged into a larger segment since it was read (compaction)?
+                    if not self.index.follow_merges():
+                        raise
+                    fetched = self.store.get_ranges(self._where(runs, missing))
             except KeyError as exc:
                 error = FormatError(
                     f"the data object {exc.args[0]} is missing behind its index: the trial "
@@ -172,6 +173,16 @@ class ValueReader:
                     cache.put(runs[i][0], runs[i][1], data)
                 out[i] = memoryview(data)
         return out  # type: ignore[return-value]  # every slot is filled
+
+    def _where(
+        self, runs: Sequence[tuple[int, int, int]], picked: list[int]
+    ) -> list[tuple[str, int, int]]:
+        """(data object, start, length) of the picked runs, wherever their segments are now."""
+        wanted = []
+        for i in picked:
+            key, shift = self.index.data_location(runs[i][0])
+            wanted.append((key, runs[i][1] + shift, runs[i][2] - runs[i][1]))
+        return wanted
 
     def read_spans(
         self, refs: Sequence[RawRef], max_gap: int = MAX_GAP

@@ -9,12 +9,17 @@ from typing import NamedTuple
 import numpy as np
 
 from tensortap.core._dtypes import storage_dtype
-from tensortap.core._records import RecordKind
 from tensortap.exceptions import FormatError
 from tensortap.format import _layout as layout
 from tensortap.format._checksum import crc32
 from tensortap.format._index import SegmentIndex, decode_index
-from tensortap.format._series import DIRECTORY_DTYPE, SeriesHead, group_series, step_table
+from tensortap.format._series import (
+    DIRECTORY_DTYPE,
+    SeriesHead,
+    group_series,
+    number_rows,
+    step_table,
+)
 from tensortap.storage._base import Store
 
 _BATCH = 256  # range requests made together
@@ -61,15 +66,7 @@ def _raw_scalars(store: Store, index: SegmentIndex) -> tuple[np.ndarray, np.ndar
     """The rows of an index's raw one-element numeric values, and those numbers (read from
     its data object, each checked against its CRC)."""
     records = index.records
-    if not len(records):
-        return np.zeros(0, np.int64), np.zeros(0, np.float64)
-    not_one = np.concatenate([[0], np.cumsum(index.dims != 1)])
-    start = records["dims_offset"].astype(np.int64)
-    one = (not_one[start + records["ndim"]] - not_one[start]) == 0
-    numeric = np.array([_numeric(d) for d in index.dtypes], dtype=bool)
-    rows = np.flatnonzero(
-        (records["kind"] == int(RecordKind.TENSOR)) & one & numeric[records["dtype"]]
-    )
+    rows = number_rows(index)
     if not len(rows):
         return rows, np.zeros(0, np.float64)
     picked = records[rows]
@@ -84,11 +81,3 @@ def _raw_scalars(store: Store, index: SegmentIndex) -> tuple[np.ndarray, np.ndar
         dtype = storage_dtype(index.dtypes[int(rec["dtype"])])
         values[k] = float(np.frombuffer(raw, dtype=dtype, count=1)[0])
     return rows, values
-
-
-def _numeric(name: str) -> bool:
-    try:
-        kind = storage_dtype(name).kind
-    except FormatError:
-        return True  # a low-precision float without ml_dtypes: read as a float later
-    return kind in "biuf" or kind == "V"

@@ -38,6 +38,11 @@ class Source:
     first: int
     last: int
     index: bool = False
+    #: a merged segment's series (compaction): the last segment it replaced (``first`` is
+    #: the first, ``last`` the merged segment itself); -1 for other sources
+    replaced_to: int = -1
+    #: where it sorts in a plan (its first segment's place; -1: ``first``)
+    at: int = -1
 
 
 @dataclass
@@ -49,6 +54,8 @@ class WorkerSeries:
     published: list[int] = field(default_factory=list)
     singles: dict[int, str] = field(default_factory=dict)
     rollups: list[tuple[int, int, str]] = field(default_factory=list)
+    # merged segment -> (first, last segment it replaced, its series object's key)
+    merged: dict[int, tuple[int, int, str]] = field(default_factory=dict)
     last_index_key: str | None = None
     last_series_key: str | None = None
     last_rollup_key: str | None = None
@@ -99,6 +106,10 @@ class SeriesObjects:
             if seq is not None:
                 state.singles[seq] = key
         for key in rollups:
+            merged = layout.merged_series_span(key)
+            if merged is not None:
+                state.merged[merged[0]] = (merged[1], merged[2], key)
+                continue
             span = layout.rollup_span(key)
             if span is not None:
                 state.rollups.append((*span, key))
@@ -111,14 +122,48 @@ class SeriesObjects:
         state.plan = self._plan(state)
         return True
 
+    def _merged_sources(self, state: WorkerSeries) -> dict[int, Source]:
+        """Per published segment a merge covers (the merged one, and those it replaced that
+        are still listed: a merge killed before it deleted them, or a listing from before),
+        the source that reads them all once: the merged series, else the merged index."""
+        covered: dict[int, Source] = {}
+        published = state.published
+        listed = set(published)
+        for seq, (first, last, key) in sorted(state.merged.items()):
+            if seq not in listed:
+                continue  # not published (yet, or a merge killed before its index)
+            lo, hi = bisect.bisect_left(published, first), bisect.bisect_right(published, last)
+            at = published[lo] if lo < hi else seq
+            if key in self._bad:
+                source = Source(layout.index_key(state.name, seq), seq, seq, index=True, at=at)
+            else:
+                source = Source(key, first, seq, replaced_to=last, at=at)
+            for s in (*published[lo:hi], seq):
+                covered[s] = source
+        return covered
+
     def _plan(self, state: WorkerSeries) -> list[Source]:
-        """The objects to read for every published segment: rollups first, then each
-        remaining segment's series object, else its index."""
+        """The objects to read for every published segment: merged segments' series, then
+        rollups, then each remaining segment's series object, else its index."""
         plan: list[Source] = []
         covered_to = -1
-        by_first = sorted(r for r in state.rollups if r[2] not in self._bad)
+        merged = self._merged_sources(state)
+        taken: set[str] = set()
+        in_merges = sorted(merged)
+        by_first = [
+            r
+            for r in sorted(r for r in state.rollups if r[2] not in self._bad)
+            # a rollup that shares a segment with a merge would read it twice
+            if bisect.bisect_left(in_merges, r[0]) == bisect.bisect_right(in_merges, r[1])
+        ]
         r = 0
         for seq in state.published:
+            source = merged.get(seq)
+            if source is not None:
+                if source.key not in taken:
+                    taken.add(source.key)
+                    plan.append(source)
+                continue
             if seq <= covered_to:
                 continue
             while r < len(by_first) and by_first[r][1] < seq:
@@ -132,6 +177,8 @@ class SeriesObjects:
                     covered_to = last
                     continue
             plan.append(self._own(state, seq))
+        if merged:  # in step order: a merged segment's values are those of its first part
+            plan.sort(key=lambda source: source.at if source.at >= 0 else source.first)
         return plan
 
     def _own(self, state: WorkerSeries, seq: int) -> Source:
@@ -151,7 +198,16 @@ class SeriesObjects:
         if state is None:
             return []
         published = set(state.published)
-        return [key for seq, key in sorted(state.singles.items()) if seq not in published]
+        found = [key for seq, key in sorted(state.singles.items()) if seq not in published]
+        for seq, (first, last, key) in sorted(state.merged.items()):
+            # a merged segment's series without its index: lost rows unless the segments it
+            # replaced are still listed (a merge killed before it published its index)
+            lo = bisect.bisect_left(state.published, first)
+            if seq not in published and not (
+                lo < len(state.published) and state.published[lo] <= last
+            ):
+                found.append(key)
+        return found
 
     def states(self, worker: str | None) -> list[WorkerSeries]:
         if worker is None:
@@ -164,6 +220,9 @@ class SeriesObjects:
         their own series objects (for a rollup) or their indexes."""
         self._bad.add(source.key)
         state.plan = self._plan(state)
+        if source.replaced_to >= 0:  # a merged segment's series: its index holds them all
+            seq = source.last
+            return [Source(layout.index_key(state.name, seq), seq, seq, index=True, at=source.at)]
         at = bisect.bisect_left(state.published, source.first)
         end = bisect.bisect_right(state.published, source.last)
         return [self._own(state, seq) for seq in state.published[at:end]]

@@ -41,6 +41,10 @@ class WorkerState:
     index_seqs: set[int] = field(default_factory=set)
     session_segments: dict[str, int] = field(default_factory=dict)
     unreadable_indexes: int = 0
+    # segment number -> its Segment's id in TrialIndex.segments (what was taken in), and the
+    # merged segments read (compaction: each replaces some, read from it once each)
+    ingested: dict[int, int] = field(default_factory=dict)
+    merged_seqs: set[int] = field(default_factory=set)
 
     def has_passed(self, global_step: int) -> bool:
         """True once this worker has published a later step (or ended after this one)."""

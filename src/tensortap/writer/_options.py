@@ -34,6 +34,11 @@ class WriterOptions:
       trial is still there (re-creating its marker and worker info if ``out_dir`` was deleted).
     - ``close_timeout_secs``: how long ``close()`` waits for the writer before giving up (and
       logging what was not written) so a broken disk never hangs the end of training.
+    - ``compact``: ``True`` makes the writer merge its small published segments into large
+      ones (64 at a time, and what is left at close), on its own thread, so a run written at
+      a slow pace is opened and read like one written flat out (docs/format.md,
+      "Compaction"). Off by default for now (the test suite has not yet been run with it
+      on). ``False`` keeps every segment and writes rollups of their series.
     """
 
     flush_secs: float = 1.0
@@ -44,6 +49,7 @@ class WriterOptions:
     close_timeout_secs: float = 120.0
     retry_secs: float = 600.0
     check_secs: float = 20.0
+    compact: bool = False
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, Any]] = [
@@ -66,6 +72,8 @@ class WriterOptions:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidConfigError(f"{name} must be an int >= 1, got {value!r}")
+        if not isinstance(self.compact, bool):
+            raise InvalidConfigError(f"compact must be true or false, got {self.compact!r}")
         if self.when_full not in ("block", "drop"):
             raise InvalidConfigError(f"when_full must be 'block' or 'drop', got {self.when_full!r}")
 
@@ -96,6 +104,10 @@ def _from_text(name: str, value: Any) -> Any:
     if not isinstance(value, str) or name == "when_full":
         return value
     text = value.strip()
+    if name == "compact":
+        if text.lower() in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+            return text.lower() in ("true", "1", "yes", "on")
+        raise InvalidConfigError(f"compact must be true or false, got {value!r}")
     if name == "idle_flush_secs" and text.lower() in ("none", "null", "off"):
         return None
     try:

@@ -64,15 +64,17 @@ def _step_table(steps: list[tuple[int, int, int, float]]) -> np.ndarray[Any, Any
 
 
 class Rollups:
-    """Collects published segments' series and says when to write a rollup of them."""
+    """Collects published segments' series and says when a run of them is due to be rolled up
+    (or merged, see :mod:`tensortap.writer._compaction`)."""
 
     def __init__(self, worker: str) -> None:
         self.worker = worker
         self._pending: list[tuple[int, SeriesParts]] = []
         self._values = 0
 
-    def add(self, seq: int, parts: SeriesParts) -> tuple[str, bytes] | None:
-        """Note a published segment; (key, bytes) of a rollup to write, when one is due."""
+    def add(self, seq: int, parts: SeriesParts) -> list[tuple[int, SeriesParts]] | None:
+        """Note a published segment; the run of segments to roll up, when one is due (two
+        or more)."""
         size = sum(len(block[0]) for block in parts[1])
         if size >= BIG_SEGMENT_VALUES:  # read alone: end the run of small segments here
             return self._take()
@@ -82,10 +84,16 @@ class Rollups:
             return self._take()
         return None
 
-    def _take(self) -> tuple[str, bytes] | None:
+    def end(self) -> list[tuple[int, SeriesParts]] | None:
+        """The run of segments still pending (at close), if two or more."""
+        return self._take()
+
+    def _take(self) -> list[tuple[int, SeriesParts]] | None:
         pending, self._pending, self._values = self._pending, [], 0
-        if len(pending) < 2:
-            return None
+        return pending if len(pending) >= 2 else None
+
+    def rollup(self, pending: list[tuple[int, SeriesParts]]) -> tuple[str, bytes]:
+        """(key, bytes) of the rollup of a run of segments."""
         first, last = pending[0][0], pending[-1][0]
         merged = merge_series([parts for _, parts in pending])
         return layout.rollup_key(self.worker, first, last), encode_series(

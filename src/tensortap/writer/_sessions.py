@@ -72,6 +72,7 @@ def read_history(store: Store, worker: str) -> SessionStart:
                 "index out of the trial, accepting that its steps are lost)"
             ) from exc
         seen.add(str(index.header.get("session")))
+        seen.update(part.session for part in index.parts)  # a merged segment's (compaction)
         seq = layout.seq_of(key)
         if seq is not None:
             published.add(seq)

@@ -25,6 +25,7 @@ class WriterStatus:
     records_written: int = 0
     bytes_written: int = 0
     segments_published: int = 0
+    segments_merged: int = 0  # published segments merged into larger ones (compaction)
     errors: int = 0
     retries: int = 0
     last_error: str | None = None

@@ -31,6 +31,7 @@ from tensortap.format import _layout as layout
 from tensortap.format._documents import SeqRuns, encode_json
 from tensortap.format._series import encode_series
 from tensortap.storage._base import Store
+from tensortap.writer._compaction import SMALL_SEGMENT_BYTES, merge_segments
 from tensortap.writer._open_segment import OpenSegment
 from tensortap.writer._options import WriterOptions
 from tensortap.writer._series import Rollups, SeriesParts, segment_series
@@ -258,6 +259,9 @@ class TrialWriter:
             for event in waiters:
                 event.set()
             if stop:
+                due = self._rollups.end()  # merged at close; rolled up only when 64 wait
+                if due is not None and self.options.compact and self._keeper.lost is None:
+                    self._merge_or_roll_up(due)
                 self._write_end_marker()
                 self._keeper.release()
                 return
@@ -326,6 +330,7 @@ class TrialWriter:
             with self._cv:
                 if self._pending_collections is None:
                     self._pending_collections = self._last_collections
+            self._rollups = Rollups(self.worker)  # the segments it held are gone
         elif outcome == "lost" and not was_lost:
             self._fail(
                 StorageError(f"this writer no longer owns {self.worker}: {self._keeper.lost}"),
@@ -450,7 +455,7 @@ class TrialWriter:
             return
         if segment is not None:
             if series is not None:
-                self._roll_up(segment.seq, series)
+                self._roll_up(segment.seq, series, segment.offset)
             self._published.add(segment.seq)
             status = self.status
             status.segments_published += 1
@@ -472,12 +477,31 @@ class TrialWriter:
             return None
         return parts
 
-    def _roll_up(self, seq: int, parts: SeriesParts) -> None:
+    def _roll_up(self, seq: int, parts: SeriesParts, data_bytes: int) -> None:
+        small = data_bytes <= SMALL_SEGMENT_BYTES
+        due = self._rollups.add(seq, parts) if small else self._rollups.end()
+        if due is not None:
+            self._merge_or_roll_up(due)
+
+    def _merge_or_roll_up(self, due: list[tuple[int, SeriesParts]]) -> None:
+        """Merge a run of small published segments into one (compaction), or, when the
+        options turn it off or the merge fails, write a rollup of their series."""
+        if self.options.compact:
+            try:
+                seqs = [seq for seq, _ in due]
+                new_seq = self._take_seq()
+                self._retrying(
+                    "merging small segments",
+                    lambda: merge_segments(self.store, self.worker, seqs, new_seq),
+                )
+                self._published.add(new_seq)
+                self.status.segments_merged += len(seqs)
+                return
+            except Exception as exc:
+                self._fail(exc, "merging small segments", "they stay as they are, rolled up")
         try:
-            due = self._rollups.add(seq, parts)
-            if due is not None:
-                key, raw = due
-                self._retrying("writing a series rollup", lambda: self.store.put(key, raw))
+            key, raw = self._rollups.rollup(due)
+            self._retrying("writing a series rollup", lambda: self.store.put(key, raw))
         except Exception as exc:
             self._fail(exc, "writing a series rollup", "readers read its segments one by one")
 

@@ -1,0 +1,337 @@
+"""Compaction (issue 48, item 2): small segments merged into large ones lose and duplicate
+nothing, whether the writer merges its own, a finished trial is compacted, a reader follows
+the trial meanwhile, or the merging process is killed (SIGKILL) at any point."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tensortap as tt
+from tensortap.exceptions import InvalidConfigError, TensorUnavailableForStep
+from tensortap.format import _layout as layout
+from tensortap.storage import LocalStore
+from tensortap.writer import WriterOptions
+from tensortap.writer import _series as writer_series
+from tensortap.writer._compaction import compact_trial, merge_segments
+
+SRC = str(Path(tt.__file__).resolve().parents[1])
+
+
+def write_run(
+    out: Path | str,
+    steps: int,
+    flush_every: int,
+    compact: bool,
+    seed: int = 0,
+    sessions: int = 1,
+) -> None:
+    """Scalars, reductions of a small tensor and a raw tensor each step; a segment published
+    every ``flush_every`` steps (as a paced job publishes one every ``flush_secs``)."""
+    rng = np.random.default_rng(seed)
+    per_session = -(-steps // sessions)
+    done = 0
+    for _ in range(sessions):
+        hook = tt.Hook(
+            out,
+            save_config=tt.SaveConfig(save_interval=1),
+            include_collections=["losses", "gradients", "scalars", "default"],
+            writer_options=WriterOptions(compact=compact),
+        )
+        hook.get_collection("gradients").reduction_config = tt.ReductionConfig(norms=["l2"])
+        for step in range(done, min(steps, done + per_session)):
+            hook.save_scalar("lr", float(rng.random()))
+            hook.save_tensor("loss", np.float32(rng.random()), collections="losses")
+            hook.save_tensor("w_grad", rng.normal(size=(2, 3)), collections="gradients")
+            hook.save_tensor("act", rng.normal(size=4).astype(np.float32))
+            hook.next_step()
+            if step % flush_every == flush_every - 1:
+                hook.flush()
+        done = min(steps, done + per_session)
+        hook.close()
+
+
+def everything(path: Path | str, ids: bool = True) -> dict[str, Any]:
+    """Every value a reader serves: each series row, each raw tensor at each step, the steps,
+    the problems."""
+    trial = tt.create_trial(path)
+    cols = trial.series()
+    rows = sorted(
+        zip(
+            cols["worker"].tolist(),
+            cols["tensor"].tolist(),
+            cols["statistic"].tolist(),
+            [str(m) for m in cols["mode"].tolist()],
+            cols["global_step"].tolist(),
+            cols["value"].tolist(),
+            strict=True,
+        )
+    )
+    tensors = {}
+    for name in trial.tensor_names():
+        tensor = trial.tensor(name)
+        for step in tensor.steps():
+            try:
+                tensors[(name, step)] = np.asarray(tensor.value(step)).tolist()
+            except TensorUnavailableForStep:  # reductions only
+                tensors[(name, step)] = tensor.reduction_value(step, "l2")
+    out = {
+        "sessions": [
+            (s.index, s.id if ids else "", s.first_step, s.last_step)
+            for s in trial.sessions("worker_0")
+        ],
+        "series": rows,
+        "tensors": tensors,
+        "steps": trial.steps(),
+        "problems": trial.problems(),
+    }
+    trial.close()
+    return out
+
+
+def objects(path: Path, folder: str) -> list[Path]:
+    where = path / "workers" / "worker_0" / folder
+    return (
+        sorted(p for p in where.iterdir() if not p.name.startswith(".")) if where.exists() else []
+    )
+
+
+@pytest.fixture
+def small_rollups(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writer_series, "ROLLUP_SEGMENTS", 8)
+
+
+@pytest.mark.usefixtures("small_rollups")
+def test_the_writer_merges_its_small_segments(tmp_path: Path) -> None:
+    write_run(tmp_path / "kept", steps=60, flush_every=2, compact=False)
+    write_run(tmp_path / "merged", steps=60, flush_every=2, compact=True)
+    kept, merged = tmp_path / "kept", tmp_path / "merged"
+    assert len(objects(kept, "index")) == 30
+    # 30 segments: 3 merges of 8, then the last 6 merged at close
+    assert len(objects(merged, "index")) == 4
+    assert len(objects(merged, "data")) == 4
+    assert objects(merged, "series") == []
+    want = everything(kept, ids=False)
+    assert want["problems"] == [] and len(want["series"]) == 60 * 3
+    assert everything(merged, ids=False) == want
+    status = tt.create_trial(merged).worker_status("worker_0")
+    assert status is not None
+
+
+@pytest.mark.usefixtures("small_rollups")
+def test_a_finished_trial_is_compacted_and_reads_the_same(tmp_path: Path) -> None:
+    write_run(tmp_path, steps=40, flush_every=1, compact=False, sessions=2)
+    want = everything(tmp_path)
+    merges = compact_trial(LocalStore(tmp_path))
+    # both sessions' segments in one merge: each part keeps its session
+    assert [len(m.replaced) for m in merges] == [40]
+    assert len(objects(tmp_path, "index")) == 1
+    assert objects(tmp_path, "series") == []
+    got = everything(tmp_path)
+    assert got == want
+    # a writer that resumes after compaction counts after the merged segments
+    write_run(tmp_path, steps=4, flush_every=1, compact=False)
+    assert len(tt.create_trial(tmp_path).steps()) == 44
+    assert tt.create_trial(tmp_path).problems() == []
+
+
+@pytest.mark.usefixtures("small_rollups")
+def test_a_reader_open_during_the_merge_keeps_reading(tmp_path: Path) -> None:
+    write_run(tmp_path, steps=30, flush_every=1, compact=False)
+    want = everything(tmp_path)
+    trial = tt.create_trial(tmp_path)
+    first = trial.tensor("act").value(3).tolist()
+    trial.series()
+    compact_trial(LocalStore(tmp_path))
+    assert objects(tmp_path, "data") == [tmp_path / "workers/worker_0/data/000000000031.ttdat"]
+    # the data it read from is gone: its values come from the merged segment now
+    trial.refresh()
+    assert trial.tensor("act").value(3).tolist() == first
+    assert trial.tensor("act").value(29).tolist() == want["tensors"][("act", 29)]
+    cols = trial.series()
+    assert len(cols["value"]) == len(want["series"])
+    assert trial.problems() == []
+
+
+def test_a_writer_holding_the_worker_is_left_alone(tmp_path: Path) -> None:
+    hook = tt.Hook(tmp_path, save_config=tt.SaveConfig(save_interval=1))
+    for _ in range(3):
+        hook.save_scalar("lr", 0.1)
+        hook.next_step()
+        hook.flush()
+    assert compact_trial(LocalStore(tmp_path)) == []
+    hook.close()
+
+
+_KILLER = textwrap.dedent(
+    """
+    import os, signal, sys
+    sys.path.insert(0, {src!r})
+    from tensortap.storage import LocalStore
+    from tensortap.writer._compaction import compact_trial
+
+    class Dying(LocalStore):
+        left = int(sys.argv[2])
+
+        def _step(self):
+            Dying.left -= 1
+            if Dying.left < 0:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        def put(self, key, data):
+            self._step()
+            super().put(key, data)
+            self._step()
+
+        def delete(self, key):
+            self._step()
+            super().delete(key)
+
+    compact_trial(Dying(sys.argv[1]))
+    print("done")
+    """
+)
+
+
+def compact_killed(path: Path, after: int) -> bool:
+    """Compact ``path`` in a real process that SIGKILLs itself at its ``after``-th write or
+    delete; True if it finished first."""
+    script = path.parent / "killer.py"
+    script.write_text(_KILLER.format(src=SRC))
+    done = subprocess.run(
+        [sys.executable, str(script), str(path), str(after)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode == -signal.SIGKILL:
+        return False
+    assert done.returncode == 0, done.stderr
+    return True
+
+
+def test_a_merge_killed_at_any_point_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    write_run(source, steps=12, flush_every=1, compact=False, seed=3)
+    want = everything(source)
+    after = 0
+    while True:
+        trial = tmp_path / f"killed_{after}"
+        subprocess.run(["cp", "-r", str(source), str(trial)], check=True)
+        finished = compact_killed(trial, after)
+        assert everything(trial) == want, f"killed after {after} writes and deletes"
+        # compacted again (what a later pass does): still the same
+        compact_trial(LocalStore(trial))
+        assert everything(trial) == want, f"compacted again after a kill at {after}"
+        if finished:
+            break
+        after += 1
+    # 3 puts (two steps each) then the deletions of 12 segments' 3 objects
+    assert after >= 6 + 36
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fuzz_random_runs_random_kills(tmp_path: Path, seed: int) -> None:
+    """Random runs (steps, segment sizes, sessions), killed at a random point of their
+    compaction, then read: every value equal to the run's before it."""
+    rng = np.random.default_rng(100 + seed)
+    source = tmp_path / "source"
+    write_run(
+        source,
+        steps=int(rng.integers(3, 30)),
+        flush_every=int(rng.integers(1, 4)),
+        compact=False,
+        seed=seed,
+        sessions=int(rng.integers(1, 3)),
+    )
+    want = everything(source)
+    segments = len(objects(source, "index"))
+    for _ in range(3):
+        after = int(rng.integers(0, 6 + 3 * segments))
+        trial = tmp_path / f"killed_{after}"
+        if trial.exists():
+            continue
+        subprocess.run(["cp", "-r", str(source), str(trial)], check=True)
+        compact_killed(trial, after)
+        assert everything(trial) == want, f"seed {seed}, killed after {after}"
+        compact_trial(LocalStore(trial))
+        assert everything(trial) == want
+
+
+def test_merge_refuses_what_is_not_a_run(tmp_path: Path) -> None:
+    write_run(tmp_path, steps=4, flush_every=1, compact=False)
+    store = LocalStore(tmp_path)
+    with pytest.raises(ValueError, match="increasing"):
+        merge_segments(store, "worker_0", [1, 0], 9)
+    with pytest.raises(ValueError, match="increasing"):
+        merge_segments(store, "worker_0", [0, 1], 1)
+    assert os.path.exists(tmp_path / layout.index_key("worker_0", 0))
+
+
+@pytest.mark.usefixtures("small_rollups")
+def test_compaction_on_s3(s3_bucket: str, tmp_path: Path) -> None:
+    """Through the storage interface: the writer's merges and a finished trial's, on a real
+    S3-compatible server (its lease keeps a merge and a writer apart, as on local disk)."""
+    pytest.importorskip("boto3")
+    from tensortap.storage import open_store
+
+    write_run(tmp_path / "kept", steps=20, flush_every=1, compact=False, seed=7)
+    want = everything(tmp_path / "kept", ids=False)
+    live = f"s3://{s3_bucket}/by-the-writer"
+    write_run(live, steps=20, flush_every=1, compact=True, seed=7)
+    store = open_store(live)
+    assert len([k for k in store.list("workers/worker_0/index/")]) == 3  # 8 + 8 + 4
+    assert everything(live, ids=False) == want
+    finished = f"s3://{s3_bucket}/finished"
+    write_run(finished, steps=20, flush_every=1, compact=False, seed=7)
+    reader = tt.create_trial(finished)
+    before = reader.tensor("act").value(2).tolist()
+    merges = compact_trial(open_store(finished))
+    assert [len(m.replaced) for m in merges] == [20]
+    assert reader.tensor("act").value(2).tolist() == before
+    # a value it had not read: its segment's object is gone, the merged one holds it
+    assert reader.tensor("act").value(15).tolist() == want["tensors"][("act", 15)]
+    assert everything(finished, ids=False) == want
+
+
+def test_a_merged_segment_deleted_with_its_end_marker_is_a_problem(tmp_path: Path) -> None:
+    """Its series without its index, while another worker ended: rows lost, and said so (a
+    merge killed before its index, its parts still there, is not a problem)."""
+    for worker in (0, 1):
+        hook = tt.Hook(
+            tmp_path,
+            save_config=tt.SaveConfig(save_interval=1),
+            worker=worker,
+            writer_options=WriterOptions(compact=True),
+        )
+        for _ in range(4):
+            hook.save_scalar("lr", 0.5)
+            hook.next_step()
+            hook.flush()
+        hook.close()
+    folder = tmp_path / "workers" / "worker_1"
+    (merged,) = sorted((folder / "index").iterdir())
+    merged.unlink()
+    (folder / "end.json").unlink()
+    trial = tt.create_trial(tmp_path)
+    assert set(trial.series()["worker"].tolist()) == {"worker_0"}
+    problems = trial.problems()
+    assert any("worker_1/rollups/" in p and "without its index" in p for p in problems), problems
+
+
+def test_the_compact_option_is_checked() -> None:
+    assert WriterOptions.from_dict({"compact": "true"}).compact is True
+    assert WriterOptions().compact is False  # off by default (see docs/format.md)
+    with pytest.raises(InvalidConfigError, match="compact must be true or false"):
+        WriterOptions.from_dict({"compact": "maybe"})
+    with pytest.raises(InvalidConfigError, match="compact must be true or false"):
+        WriterOptions(compact=1)  # type: ignore[arg-type]
