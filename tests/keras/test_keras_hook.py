@@ -19,6 +19,7 @@ import keras
 
 import tensortap.keras as tt
 from tensortap.core._stop import request_stop
+from tensortap.keras._activations import ActivationTaps
 from tensortap.rules import VanishingGradient, invoke_rule
 
 HERE = Path(__file__).parent
@@ -526,3 +527,80 @@ def test_the_job_default_reads_the_model_once_per_saving_step(
     assert trial.tensor("dense/relu_output_0").steps() == [0, 10, 20]
     assert trial.tensor("labels").value(10).shape == (8,)
     assert len(trial.tensor("vitals/loss").steps()) == 30
+
+
+def test_a_batch_due_only_for_the_outcome_reads_the_labels_and_predictions_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under the job's save budget the tensors' interval widens while the outcome sample keeps
+    every 10th step: a batch due only for the outcome reads back the labels and predictions
+    (two captured values and their two written flags), not every activation the job taps;
+    a batch that saves the tensors still reads them all."""
+    from tensortap.jobs._specs import DebuggerHookConfig, hook_config
+    from tensortap.jobs._specs import Rule as RuleSpec
+    from tensortap.rules import rule_configs
+
+    specs = [RuleSpec.builtin(config) for config in rule_configs.recommended()]
+    tiny = DebuggerHookConfig(hook_parameters={"save_budget": "1e-9"})  # widens at once
+    hook = hook_config(str(tmp_path / "job"), tiny, specs, None).create_hook(tt.KerasHook)
+    reads: dict[int, int] = {}  # TRAIN step -> values read back at its end (taps, variables)
+    read_all = tt.KerasHook._read_all
+    cleared: list[int] = []  # steps whose read cleared the taps' mask (no write next batch)
+    clear = ActivationTaps.cleared
+
+    def counted_clear(taps: ActivationTaps) -> None:
+        cleared.append(hook.step)
+        clear(taps)
+
+    monkeypatch.setattr(ActivationTaps, "cleared", counted_clear)
+
+    def counted_read(self: tt.KerasHook, sources: list[Any], *args: Any) -> Any:
+        if self.mode == tt.modes.ModeKeys.TRAIN and self.step not in reads:
+            reads[self.step] = len(sources)
+        return read_all(self, sources, *args)
+
+    monkeypatch.setattr(tt.KerasHook, "_read_all", counted_read)
+    x, y = data(1600)
+    model = mlp()
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(True))
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[hook])
+    hook.close()
+    trial = tt.create_trial(tmp_path / "job")
+    tapped = trial.tensor("dense/relu_output_0").steps()
+    assert trial.tensor("labels").steps() == list(range(0, 200, 10))  # never governed
+    assert trial.tensor("predictions").steps() == list(range(0, 200, 10))
+    assert tapped[:5] == [0, 10, 20, 30, 40] and len(tapped) < 20  # the budget widened
+    outcome_only = [s for s in range(10, 200, 10) if s not in tapped]
+    assert outcome_only and all(reads[s] == 4 for s in outcome_only), reads
+    assert all(reads[s] > 4 for s in tapped[1:]), reads  # the tensors' batches read them all
+    assert len(trial.tensor("vitals/loss").steps()) == 200
+    assert cleared == list(range(0, 200, 10))  # each due batch's read cleared the mask
+
+
+def test_taps_due_at_every_step_keep_their_mask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Activations saved at every step: the read of a batch leaves the taps' mask set for the
+    next (clearing it would cost a host write at every batch); every batch's are saved."""
+    cleared: list[int] = []
+    clear = ActivationTaps.cleared
+
+    def counted_clear(taps: ActivationTaps) -> None:
+        cleared.append(1)
+        clear(taps)
+
+    monkeypatch.setattr(ActivationTaps, "cleared", counted_clear)
+    hook = tt.KerasHook(
+        tmp_path / "t",
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["relu_activations", "labels", "predictions"],
+    )
+    x, y = data(80)
+    model = mlp()
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(True))
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[hook])
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.tensor("dense/relu_output_0").steps() == list(range(10))
+    assert trial.tensor("labels").steps() == list(range(10))
+    assert cleared == []

@@ -17,10 +17,13 @@ captured.
 There is no second forward pass:
 
 - In a ``tf.function`` (TensorFlow's default), each captured tensor is copied into a
-  non-trainable variable inside a ``tf.cond`` on a flag that the hook sets before each batch.
-  On steps when the collections are not due, the branch is skipped. On due steps, the cost is
-  one copy of each captured activation, and the hook reads them back (with a flag each: did
-  this step write it?) in its one compiled read of the step's variables.
+  non-trainable variable inside a ``tf.cond`` on its group's bit of a mask that the hook sets
+  before a batch (a group: the taps of one set of collections; ``labels`` and ``predictions``
+  one group, the outcome). The branch of a group that is not due is skipped, so a batch due
+  only for the outcome sample copies the labels and predictions alone. On due steps the hook
+  reads the due groups' copies back (with a flag each: did this step write it?) in its one
+  compiled read of the step's variables, which also clears the mask: one host write of the
+  mask per due batch, not two.
 - Eagerly (the torch backend, ``run_eagerly=True``), the tensors are kept on due steps only.
 
 XLA-compiled steps (``jit_compile=True``) cannot hold variables whose shape changes, so no
@@ -87,11 +90,15 @@ _KINDS = frozenset(
 )
 
 
+#: The taps of these collections share one bit of the mask: the outcome is saved whole or not.
+_OUTCOME_GROUP = (LABELS, PREDICTIONS)
+
+
 class _Tap:
     """One captured tensor: a variable in graph mode, or the last value in eager mode."""
 
-    def __init__(self, name: str, collections: tuple[str, ...]) -> None:
-        self.name, self.collections = name, collections
+    def __init__(self, name: str, collections: tuple[str, ...], bit: int) -> None:
+        self.name, self.collections, self.bit = name, collections, bit
         self.variable: Any = None
         self.fresh: Any = None  # graph mode: True once written this step
         self.value: Any = None
@@ -103,8 +110,11 @@ class ActivationTaps:
     def __init__(self, hook: KerasHook) -> None:
         self.hook = hook
         self.taps: list[_Tap] = []
-        self.flag: Any = None
-        self.due = False
+        # the groups of taps (their collections) and each one's bit of the mask
+        self._bits: dict[tuple[str, ...], int] = {}
+        self.flag: Any = None  # graph mode: an int32 variable, the mask of the groups due
+        self.mask = 0  # the groups due at this step
+        self._held = 0  # what ``flag`` holds (set before a due batch, cleared by its read)
         self._wrapped: set[int] = set()
         self._graph = keras.backend.backend() == "tensorflow"
 
@@ -128,7 +138,7 @@ class ActivationTaps:
         if self._graph and self.flag is None:
             import tensorflow as tf
 
-            self.flag = tf.Variable(False, trainable=False)
+            self.flag = tf.Variable(0, dtype=tf.int32, trainable=False)
         if id(model) not in self._wrapped:
             self._wrapped.add(id(model))
             self._wrap_model(model)
@@ -180,7 +190,11 @@ class ActivationTaps:
             self.hook._replace(model, "compute_loss", compute_loss)
 
     def _tap(self, name: str, collections: tuple[str, ...]) -> _Tap:
-        tap = _Tap(name, collections)
+        group = _OUTCOME_GROUP if collections in ((LABELS,), (PREDICTIONS,)) else collections
+        bit = self._bits.get(group)
+        if bit is None:
+            bit = self._bits[group] = 1 << len(self._bits)  # a handful of groups: fits int32
+        tap = _Tap(name, collections, bit)
         if self._graph:
             import tensorflow as tf
 
@@ -218,35 +232,68 @@ class ActivationTaps:
                     tap.fresh.assign(True)
                     return tf.constant(True)
 
-                tf.cond(self.flag, write, lambda: tf.constant(False))
+                due = tf.not_equal(tf.bitwise.bitwise_and(self.flag, tap.bit), 0)
+                tf.cond(due, write, lambda: tf.constant(False))
                 return
-        if self.due:
+        if self.mask & tap.bit:
             tap.value = to_numpy(value)
 
+    @property
+    def due(self) -> bool:
+        """Whether any group of taps captures at this step."""
+        return self.mask != 0
+
     def set_due(self) -> None:
-        """Before a batch: capture on this step if the collections are due."""
+        """Before a batch: capture, on this step, the groups whose collections are due (the
+        mask is written to the graph's variable only when it changes)."""
         recorder = self.hook._recorder
-        due = recorder.is_anything_due() and any(  # the first test, cached a step, is enough
-            recorder.is_collection_due(c) for c in (*TAPPED_COLLECTIONS, CollectionKeys.ALL)
-        )
-        if due != self.due and self.flag is not None:
-            self.flag.assign(due)
-        self.due = due
+        mask = 0
+        if recorder.is_anything_due():  # the first test, cached a step, is enough
+            every = recorder.is_collection_due(CollectionKeys.ALL)
+            for group, bit in self._bits.items():
+                if every or any(recorder.is_collection_due(c) for c in group):
+                    mask |= bit
+        self.mask = mask
+        if mask != self._held and self.flag is not None:
+            self.flag.assign(mask, read_value=False)
+            self._held = mask
 
     def pending(self) -> list[_Tap]:
-        """At a due step, the taps whose graph variables to read: the hook reads them, with
-        their ``fresh`` flags, in its one compiled read of the step (and resets the flags)."""
-        if not self.due:
+        """At a due step, the taps of the due groups whose graph variables to read: the hook
+        reads them, with their ``fresh`` flags, in its one compiled read of the step, which
+        resets the flags and clears the mask (:meth:`cleared`)."""
+        mask = self.mask
+        if not mask:
             return []
-        return [t for t in self.taps if t.value is None and t.variable is not None]
+        return [t for t in self.taps if t.bit & mask and t.value is None and t.variable is not None]
+
+    def clears(self) -> bool:
+        """Whether the hook's read at this step should clear the mask: no tapped collection is
+        due at the next step of this mode (clearing a mask the next batch sets again would
+        cost a write, as every EVAL batch of a job would)."""
+        recorder = self.hook._recorder
+        step = recorder.mode_step + 1
+        for name in (*TAPPED_COLLECTIONS, CollectionKeys.ALL):
+            if name in recorder.include_collections:
+                config = recorder.collections.get(name).save_config or recorder.save_config
+                if config.should_save(recorder.mode, step):
+                    return False
+        return True
+
+    def cleared(self) -> None:
+        """The hook's read set the mask's variable to 0 (it is read only inside a step)."""
+        self._held = 0
 
     def save(self, read: Mapping[str, Any]) -> None:
         """After a batch: save what was captured in it (``read``: the NumPy values of the
         :meth:`pending` taps written in this step, by name)."""
-        if not self.due:
+        mask = self.mask
+        if not mask:
             return
         outcome: dict[str, Any] = {}
         for tap in self.taps:
+            if not tap.bit & mask:
+                continue  # its group is not due at this step
             if tap.value is not None:  # kept eagerly
                 source, tap.value = to_numpy(tap.value), None
             elif tap.name in read:  # written in the graph, read by the hook

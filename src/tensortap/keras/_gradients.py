@@ -128,7 +128,7 @@ class GradientCapture:
             or recorder.is_collection_due(CollectionKeys.ALL)
         )
         if due != self._due:
-            self.flag.assign(due)
+            self.flag.assign(due, read_value=False)
             self._due = due
 
     def due(self, model: Any) -> list[tuple[str, Any, Any]]:

@@ -292,11 +292,16 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             due += self._gradients.due(model)
             due += self._due_optimizer_state(getattr(model, "optimizer", None))
         # one compiled read of all the step needs: the taps written in the step (a flag each
-        # says whether it was; the read resets the flags), then the variables due
+        # says whether it was; the read resets the flags, and clears the taps' mask unless
+        # the next step captures too), then the variables due
         taps = self._taps.pending()
         flags = [tap.fresh for tap in taps]
         sources = flags + [tap.variable for tap in taps] + [d[2] for d in due]
-        values = self._read_all(sources, flags) if sources else []
+        clear = taps and self._taps.flag is not None and self._taps.clears()
+        mask = [self._taps.flag] if clear else []
+        values = self._read_all(sources, flags + mask) if sources else []
+        if mask:
+            self._taps.cleared()
         count = len(taps)
         written = zip(taps, values[:count], values[count : 2 * count], strict=True)
         self._taps.save({tap.name: value for tap, fresh, value in written if bool(fresh)})
@@ -437,10 +442,10 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         return due
 
     def _read_all(self, sources: list[Any], reset: list[Any] | None = None) -> list[Any]:
-        """The values of many variables and tensors, as NumPy; then the boolean variables
-        ``reset`` are set to False. On TensorFlow, variables are read (and reset) with one
-        compiled call (one per set of variables, cached): reading them one by one costs about
-        70 us each in eager dispatch."""
+        """The values of many variables and tensors, as NumPy; then the variables ``reset``
+        (flags, masks) are set to False or 0. On TensorFlow, variables are read (and reset)
+        with one compiled call (one per set of variables, cached): reading them one by one
+        costs about 70 us each in eager dispatch."""
         self._host_reads += 1
         reset = reset or []
         values = [s.value if isinstance(s, keras.Variable) else s for s in sources]
@@ -451,7 +456,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         ):
             found = [to_numpy(s) for s in sources]
             for flag in reset:
-                flag.assign(False)
+                flag.assign(keras.ops.zeros_like(flag), read_value=False)
             return found
         import tensorflow as tf
 
@@ -462,7 +467,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             def read() -> list[Any]:
                 read = [v.read_value() for v in values]
                 for flag in reset:  # after the reads: automatic control dependencies order them
-                    flag.assign(False)
+                    flag.assign(tf.zeros_like(flag), read_value=False)
                 return read
 
             reader = self._readers[key] = tf.function(read)
