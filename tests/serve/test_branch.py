@@ -33,7 +33,7 @@ def test_a_rollbacks_branch_is_drawn_as_a_fork(tmp_path: Path, serve, browser) -
     figure = (
         "const d = document.querySelector('#curves [data-name=loss]');"
         "return d && d.data && d.layout ? {"
-        " traces: d.data.filter(t => t.meta !== 'bad' && t.meta !== 'trips')"
+        " traces: d.data.filter(t => !['bad', 'trips', 'decisions'].includes(t.meta))"
         "   .map(t => [t.name, Array.from(t.x), (t.line || {}).dash || null, t.opacity ?? 1]),"
         " marks: d.layout.annotations.filter(a => a.name === 'branch')"
         "   .map(a => [a.text, a.x, a.hovertext]),"
@@ -87,7 +87,7 @@ def test_three_rollbacks_to_one_step_draw_one_trace_per_abandoned_session(
     kept = [t for t in drawn["traces"] if t["meta"] is None]
     dropped = [t for t in drawn["traces"] if t["meta"] == "abandoned"]
     (marks,) = [t for t in drawn["traces"] if t["meta"] == "bad"]
-    assert len([t for t in drawn["traces"] if t["meta"] != "trips"]) == 5  # and decisions
+    assert len([t for t in drawn["traces"] if t["meta"] not in ("trips", "decisions")]) == 5
     # the kept line: the first session's 0-9, then the last branch's 10-29, drawn at 10-29
     ((line,),) = [kept]
     assert line["x"] == list(range(30)) and line["dash"] is None
@@ -191,7 +191,8 @@ def test_steps_a_guard_skipped_are_marked_and_set_no_y_range(
 
 def test_a_rollbacks_decision_is_marked_at_its_bad_step(tmp_path: Path, serve, browser) -> None:
     """Issue 46: what a rollback decided (kept as a ``rollback_decision`` event of its session,
-    ``at`` the bad step's global step) is marked there on the curves, its reason escaped."""
+    ``at`` the bad step's global step) is marked there on the curves and listed under them,
+    its reason escaped in both."""
     hook = tt.Hook(tmp_path / "decided", save_config=tt.SaveConfig(save_interval=1))
     for step in range(12):
         hook.save_tensor("loss", np.float32(1.0 / (step + 1)), collections="losses")
@@ -213,11 +214,20 @@ def test_a_rollbacks_decision_is_marked_at_its_bad_step(tmp_path: Path, serve, b
     _, runs = get(dashboard.url + "api/runs")
     (run,) = runs["runs"]
     browser.visit(f"{dashboard.url}run/{run['id']}")
-    drawn = browser.until(FIGURE, lambda v: v and any(t["meta"] == "trips" for t in v["traces"]))
-    (marks,) = [t for t in drawn["traces"] if t["meta"] == "trips"]
+    drawn = browser.until(
+        FIGURE, lambda v: v and any(t["meta"] == "decisions" for t in v["traces"])
+    )
+    (marks,) = [t for t in drawn["traces"] if t["meta"] == "decisions"]
     assert marks["x"] == [7]
+    assert not [t for t in drawn["traces"] if t["meta"] == "trips"]  # a decision, no guard trip
     (hover,) = marks["hover"]
-    assert "rollback at global step 7: stop numerics blocks.2" in hover
+    assert "rollback at global step 7: stop (numerics in blocks.2, step 7)" in hover
     assert "&lt;img" in hover and "<img" not in hover
+    listed = browser.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#decision-list li')).map(li => "
+        "[li.textContent, li.querySelectorAll('img').length]);"
+    )
+    ((text, images),) = listed
+    assert images == 0 and "went non-finite <img src=x onerror=window.__xss=1>" in text
     assert browser.driver.execute_script("return window.__xss || null;") is None
     assert browser.errors() == []

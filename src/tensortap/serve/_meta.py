@@ -232,6 +232,12 @@ def _trips(doc: dict[str, Any], worker: str) -> list[dict[str, Any]]:
                 for k in ("action", "evidence", "layer", "remedy")
                 if isinstance(fields.get(k), str)
             )
+            # apart, for the page's list of decisions (the report's table has the same)
+            for k in ("action", "evidence", "layer", "remedy"):
+                value = fields.get(k)
+                mark[k] = value[:80] if isinstance(value, str) else None
+            step = fields.get("step")
+            mark["step"] = step if isinstance(step, int) and not isinstance(step, bool) else None
         out.append(mark)
     return out
 

@@ -331,14 +331,8 @@ function badMarks(label, color, bad, dropped, range) {
 function tripMarks(trips, sessions) {
   const x = [], y = [], symbol = [], text = [];
   (trips || []).forEach((t) => {
-    if (!Number.isFinite(t.global_step)) return;
+    if (!Number.isFinite(t.global_step) || t.decision != null) return;  // decisions: below
     x.push(forkX(branchesOf(sessions, t.worker), t.global_step)); y.push(1);
-    if (t.decision) {  // what a rollback decided there, and why
-      symbol.push("star");
-      text.push(`rollback at global step ${t.global_step}: ${plain(t.decision)}` +
-        (t.reason ? ` (${plain(t.reason)})` : ""));
-      return;
-    }
     symbol.push(t.skipped ? "diamond" : "diamond-open");
     text.push(`guard at global step ${t.global_step}: ` +
       (t.skipped ? "the update was skipped (undone)" : "tripped (recorded only)") +
@@ -349,6 +343,48 @@ function tripMarks(trips, sessions) {
     cliponaxis: false, showlegend: false, marker: { color: SEVERITY.warning, size: 10, symbol },
     hovertext: text, hoverinfo: "text", meta: "trips" };
 }
+// What a rollback decided (restore and skip, go on, remedy, stop) and from what evidence:
+// ``rollback: stop (numerics in blocks.2, step 61)``, as the static report labels it
+function decisionText(t) {
+  const why = [t.evidence || "no replay"];
+  if (t.layer) why.push(`in ${t.layer}`);
+  const action = t.remedy ? `${t.action} ${t.remedy}` : String(t.action ?? t.decision);
+  return { action, why: why.join(" ") };
+}
+
+// Each rollback decision as a star at the plot's top edge at its bad step's global step (drawn
+// from the forks, as the lines are), in the colour the static report marks it with, saying on
+// hover what was decided and why
+function decisionMarks(trips, sessions) {
+  const x = [], y = [], text = [];
+  (trips || []).forEach((t) => {
+    if (!Number.isFinite(t.global_step) || t.decision == null) return;
+    const { action, why } = decisionText(t);
+    x.push(forkX(branchesOf(sessions, t.worker), t.global_step)); y.push(1);
+    text.push(`rollback at global step ${t.global_step}: ${plain(action)} ` +
+      `(${plain(why)}, step ${plain(t.step ?? "?")})` + (t.reason ? `: ${plain(t.reason)}` : ""));
+  });
+  if (!x.length) return null;
+  return { x, y, yaxis: "y2", name: "rollback decisions", type: "scatter", mode: "markers",
+    cliponaxis: false, showlegend: false,
+    marker: { color: SEVERITY.problem, size: 12, symbol: "star" },
+    hovertext: text, hoverinfo: "text", meta: "decisions" };
+}
+
+// the rollback decisions as a short list under the curves (step, decision, reason), every
+// text from the run escaped
+function decisionsHtml(trips) {
+  const rows = (trips || []).filter((t) => t.decision != null).map((t) => {
+    const { action, why } = decisionText(t);
+    return `<li><span class="decision-step">step ${esc(t.step ?? "?")}</span> ` +
+      `<span class="muted">(global step ${esc(t.global_step)})</span>: ` +
+      `<span class="decision problem">${esc(action)}</span> ` +
+      `<span class="decision-reason">${esc(why)}${t.reason ? `: ${esc(t.reason)}` : ""}</span></li>`;
+  });
+  return rows.length ? `<p>Rollback decisions, from what the replays said about the failed steps:</p>` +
+    `<ul id="decision-list">${rows.join("")}</ul>` : "";
+}
+
 // the global steps whose update a guard skipped, by worker: their values (a 1e6 loss the
 // step computed before it was undone) do not set the default y-range
 function skippedSteps(trips) {
@@ -557,6 +593,8 @@ function curveFigure(title, series, findings, names, sessions, trips, view = DEF
   });
   const tripped = tripMarks(trips, sessions);
   if (tripped) { marks.push(tripped); lastX = Math.max(lastX, ...tripped.x); }
+  const decided = decisionMarks(trips, sessions);
+  if (decided) { marks.push(decided); lastX = Math.max(lastX, ...decided.x); }
   traces.push(...marks);  // over the lines
   (findings || []).forEach((f, k) => {
     const color = SEVERITY[f.severity] || SEVERITY.problem;
@@ -870,6 +908,13 @@ function chartGrid(id, box, note, more, own, view = { ...DEFAULT_VIEW, share: fa
       }
       c.shown = true; c.dirty = false;
     }
+    const decisions = document.getElementById("decisions");
+    if (decisions) {
+      const listed = decisionsHtml(marks.trips);
+      if (decisions.dataset.drawn !== listed) {
+        decisions.innerHTML = listed; decisions.dataset.drawn = listed;
+      }
+    }
     window.tensortapCurves = {  // for whoever looks (the tests do)
       series: charts.flatMap((c) => [...c.lines.values()]), findings: marks.findings,
       sessions: marks.sessions, trips: marks.trips, total, listed: charts.length, asked,
@@ -922,7 +967,7 @@ function runPage() {
     <label>y <select id="y-scale"><option value="linear">linear</option><option value="log">log</option></select></label>
     <label>x <select id="x-axis"><option value="step">global step</option><option value="wall" disabled>wall time</option><option value="epoch" disabled>epoch</option></select></label>
     <span class="muted" id="curves-note"></span></p><div class="plots" id="curves"></div>
-    <p><button id="curves-more" hidden></button></p>
+    <p><button id="curves-more" hidden></button></p><div id="decisions"></div>
     <h2>Layer health</h2><div class="plots" id="health"></div>
     <h2>Rules</h2><table id="rules"></table>
     <h2>Activations (TensorPlot)</h2><p><select id="tp-step"></select> <span class="muted" id="tp-note"></span></p><div id="tensorplot"></div>
