@@ -1163,3 +1163,49 @@ def test_an_adaptive_optimizers_tiny_first_step_is_a_learning_rate_too_low(
     hook.close()
     summary = invoke_rule(TrainingLoop(tt_core.create_trial(tmp_path / "t")))
     assert [f.details.get("cause") for f in summary.findings] == ([cause] if cause else [])
+
+
+def _dead_below() -> nn.Sequential:
+    """Three Linear layers whose units never fire (a bias of -100 before each ReLU): the
+    weights of the first three layers get gradients of exactly 0, the head's do not."""
+    torch.manual_seed(0)
+    layers: list[nn.Module] = []
+    for fan_in in (8, 16, 16):
+        linear = nn.Linear(fan_in, 16)
+        with torch.no_grad():
+            linear.bias.fill_(-100.0)
+        layers += [linear, nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 3))
+
+
+def _dropout_of_one() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(p=1.0), nn.Linear(16, 3))
+
+
+@pytest.mark.parametrize("make", [_dead_below, _dropout_of_one], ids=["dead_units", "dropout_1"])
+def test_zero_gradients_are_never_a_learning_rate_too_low(
+    tmp_path: Path, make: Callable[[], nn.Sequential]
+) -> None:
+    """Adam at its default rate on a model where most weights get no gradient (units dead
+    below them, a dropout of 1): those weights do not move at the first step, whatever the
+    rate, so the median first update of 0 is not a learning rate too low (it was: "the first
+    optimizer step moved the weights by a median 0 times their norm ... raise it")."""
+    import tensortap as tt_core
+
+    hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=5),
+                   include_collections=["training_loop"])  # fmt: skip
+    model = make()
+    hook.register_module(model)
+    loss_fn = nn.CrossEntropyLoss()
+    hook.register_loss(loss_fn)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for x, y in batches(24):
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+    hook.close()
+    summary = invoke_rule(TrainingLoop(tt_core.create_trial(tmp_path / "t")))
+    assert "lr_too_low" not in [f.details.get("cause") for f in summary.findings], [
+        f.message for f in summary.findings
+    ]

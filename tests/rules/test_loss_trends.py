@@ -515,3 +515,21 @@ def test_a_validation_loss_far_above_its_best_is_harm_and_named_overfitting(
     mild = [1.0, 0.6, 0.5, 0.55, 0.6, 0.65, 0.7, 0.72, 0.75]
     trial = phases(tmp_path / "mild", falling_train(len(mild)), with_batches(mild, spread=0.01))
     assert invoke_rule(Overtraining(trial)).worst_severity is Severity.WARNING
+
+
+def test_loss_not_decreasing_a_loss_that_fell_then_blew_up_is_diverging(tmp_path: Path) -> None:
+    """The shape of a one-cycle schedule peaking at 100x a healthy rate: the loss falls from
+    1.0 to 0.2 in 5 steps, then blows up to about 1.1 at step 60, barely above its first
+    values, and stays there. Before, "no
+    progress since the start" (the medians of its first and last 3 values are close): its last
+    third is far above its first, so it diverges, and the learning rate is named."""
+    rng = np.random.default_rng(0)
+    builder = TrialBuilder(tmp_path)
+    levels = [max(1.0 - 0.16 * s, 0.2) + min(max(0, s - 50), 10) * 0.09 for s in range(120)]
+    for level in levels:
+        builder.step({"loss": F32(level * (1 + rng.normal(0, 0.02)))}, mode="train")
+    summary = invoke_rule(LossNotDecreasing(builder.close()))
+    problems = [f for f in summary.findings if f.severity is Severity.PROBLEM]
+    assert problems, [f.message for f in summary.findings]
+    assert problems[0].details["cause"] == "lr_too_high", problems[0].message
+    assert "diverging" in problems[0].message

@@ -250,3 +250,35 @@ def test_one_batch_of_a_heavy_tailed_loss_is_not_a_divergence(tmp_path: Path) ->
         tmp_path / "up", [1.0, 14.0, 30.0, 60.0, 90.0, 120.0])))  # fmt: skip
     assert diverging.worst_severity is Severity.PROBLEM, diverging.findings
     assert any(f.details.get("diverged") for f in diverging.findings)
+
+
+def _tiny_updates(path: Path, losses: list[float]) -> object:
+    """A weight that moves by 1e-3 of its norm a step for 6 steps, then by 1e-10, beside the
+    given training losses."""
+    w = np.random.default_rng(0).normal(0, 0.1, (16, 16)).astype(np.float64)
+    builder = TrialBuilder(path)
+    for i, loss in enumerate(losses):
+        w = w * (1 + (1e-3 if i < 6 else 1e-10))
+        builder.step(
+            {"fc.weight": w.copy(), "loss": np.float32(loss)},
+            mode="train",
+            collections={"fc.weight": "weights", "loss": "losses"},
+        )
+    return builder.close()
+
+
+def test_tiny_updates_at_a_minimum_are_not_a_learning_rate_too_low(tmp_path: Path) -> None:
+    """A model that memorised its 42 training rows: its loss fell to 1e-9 of where it started
+    and its updates are 1e-9 of the weights, as at any minimum. Before, "the learning rate is
+    too low: update/weight ratio ... below 1e-08", named first. Without the fall it still is."""
+    memorised = [1.0, 0.9, 0.8, 1e-3, 1e-6, 1e-9, 1e-9, 1e-9, 1e-9]
+    summary = invoke_rule(
+        WeightUpdateRatio(_tiny_updates(tmp_path / "min", memorised), num_steps=1)
+    )
+    assert summary.worst_severity is Severity.ADVICE, summary.findings
+    assert "small updates are expected at a minimum" in summary.findings[0].message
+    stuck = invoke_rule(
+        WeightUpdateRatio(_tiny_updates(tmp_path / "stuck", [1.0] * 9), num_steps=1)
+    )
+    assert stuck.worst_severity is Severity.PROBLEM, stuck.findings
+    assert stuck.findings[0].details["cause"] == "lr_too_low"

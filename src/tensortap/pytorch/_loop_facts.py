@@ -437,6 +437,11 @@ class LoopFacts:
                     continue
                 budget[local.device] += size
                 copies.append((named[0], p, local.clone()))
+        if copies:
+            # a weight whose gradient is all zero before the first step (units dead below it,
+            # a dropout of 1) is not moved by the rate: it says nothing of it (one read, once)
+            grads = _norms([_local(p.grad).detach() for _, p, _ in copies if p.grad is not None])
+            copies = [c for c, g in zip(copies, grads, strict=True) if g > 0]
         return copies
 
     def _first_update(self, facts: _Optimizer) -> None:

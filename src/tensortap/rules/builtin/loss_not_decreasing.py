@@ -73,8 +73,10 @@ class LossNotDecreasing(Rule):
     standard errors of the loss's own step-to-step noise (from the differences of successive
     values). A NaN or infinite loss is a problem, and so is a loss that is diverging: its
     recent values are significantly above the first ones, and the median of its last 3 values
-    is more than ``increase_threshold_percent`` above that of its first 3, or it rose by more
-    than that at a check (a single noisy batch that doubles is not). After ``10 * num_steps``
+    is more than ``increase_threshold_percent`` above that of its first 3, or the mean of its
+    last third of values is that far above the mean of its first third (a loss that came down,
+    then blew up past where it started), or it rose by more than that at a check (a single
+    noisy batch that doubles is not). After ``10 * num_steps``
     steps or 3 passes:
 
     - a fall beyond the noise (and of at least 0.5%), or the median of the last 3 values 10%
@@ -241,7 +243,13 @@ class LossNotDecreasing(Rule):
         # noisy regression batches moved the medians 254% in a healthy run)
         limit = self.increase_threshold_percent
         above_start = moved is not None and moved.significant(-moved.fall)
-        diverging = above_start and (made < -limit / 100.0 or (rise > limit and made < 0))
+        # ... or its last third of values above its first third by the limit: a loss that came
+        # down and then blew up past where it started (a one-cycle peak too high) has a first
+        # 3 values as high as its last, yet its recent level is far above its early one
+        blown_up = moved is not None and moved.relative < -limit / 100.0
+        diverging = above_start and (
+            made < -limit / 100.0 or (rise > limit and made < 0) or blown_up
+        )
         cause = "no_progress"
         if not fired:
             severity, text = Severity.ADVICE, text + f"; fires when it rises {self.diff_percent:g}%"

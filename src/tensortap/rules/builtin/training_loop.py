@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -59,7 +60,9 @@ class TrainingLoop(Rule):
       optimizer is of Adam's family, whose first step is a tenth of RMSprop's);
     - ``lr_too_low``: with adaptive optimizers only (Adam, RMSprop, ...: their first step is
       the learning rate over the weights' scale), a first update below ``low_first_update``,
-      judged after ``min_steps`` optimizer steps in which no warm-up raised the rate;
+      judged after ``min_steps`` optimizer steps in which no warm-up raised the rate; the
+      first update is the median over the weights it moved (a weight that got no gradient is
+      not moved by any rate, so zero gradients are never a low learning rate);
     - ``scheduler_per_batch``: a scheduler stepped about once per optimizer step whose learning
       rate sat at 1% of its peak or below for ``low_lr_share`` of the steps, or a
       CosineAnnealingLR stepped past twice its T_max;
@@ -501,7 +504,14 @@ class TrainingLoop(Rule):
         )
 
     def _first_update(self) -> Iterator[_Verdict]:
-        ratio = self._num("first_update_ratio")
+        per = {k: self._num("first_update_ratio/" + k) for k in self._keys("first_update_ratio/")}
+        # the weights the first step moved: one that stayed exactly where it was got no
+        # gradient (units dead below it, a dropout of 1), which no learning rate explains
+        # (recorded trials leave such weights out; older ones kept them, at 0)
+        moved = [v for v in per.values() if v > 0]
+        if per and not moved:
+            return
+        ratio = statistics.median(moved) if moved else self._num("first_update_ratio")
         adaptive = [k for k in self._keys("lr/") if k.split("_")[0] in _ADAPTIVE]
         # judged once min_steps optimizer steps show no warm-up has raised the rate since
         warmed = any(
@@ -534,7 +544,6 @@ class TrainingLoop(Rule):
         limit = self.adam_first_update_threshold if adam_like else self.first_update_threshold
         if not ratio >= limit:  # NaN (never measured) included
             return
-        per = {k: self._num("first_update_ratio/" + k) for k in self._keys("first_update_ratio/")}
         worst = sorted(per.items(), key=lambda kv: -kv[1])[:3]
         lrs = ", ".join(f"{k} {self._num('lr/' + k):g}" for k in self._keys("lr/"))
         yield _Verdict(

@@ -39,6 +39,9 @@ _NO_PROGRESS = 0.1
 _DIVERGED = 10.0
 #: ... judged on the median of the last this many training losses.
 _SPAN = 3
+#: A training loss under this share of where it started is at (or near) a minimum: its
+#: updates are small because its gradients are (VanishingGradient's figure).
+_CONVERGED = 0.05
 
 
 class WeightUpdateRatio(Rule):
@@ -47,7 +50,9 @@ class WeightUpdateRatio(Rule):
     step (the mean update per step relative to the weight's size; healthy training sits near
     1e-3). Fires when a ratio exceeds ``large_threshold`` or falls below ``small_threshold``
     (problems: ``details["cause"]`` is ``lr_too_high``, ``lr_too_low``, or ``not_updating``
-    for a ratio of exactly 0).
+    for a ratio of exactly 0). A small ratio in a run whose training loss is under 5% of where
+    it started is advice: the model is at a minimum, where updates are small (a memorised
+    training set), not a learning rate too low.
 
     The first saved step is compared with the weights before its update where the hook saved them
     (``initial_weights``), so the first update is judged too. A first update that follows the
@@ -217,12 +222,21 @@ class WeightUpdateRatio(Rule):
             )
             return True
         if low[0] < self.small_threshold:
+            share = self._loss_share() if low[0] > 0 else None
+            at_minimum = share is not None and share < _CONVERGED
+            note = (
+                f"; the training loss is {100 * share:.2g}% of where it started, and small "
+                "updates are expected at a minimum"
+                if share is not None and at_minimum
+                else ""
+            )
             self.explain(
                 f"update/weight ratio of {low[1]} is {low[0]:.3g}, below {self.small_threshold:g}"
-                f"{_left_out(no_size)}",
+                f"{_left_out(no_size)}{note}",
                 tensors=[low[1]],
                 value=low[0],
                 threshold=self.small_threshold,
+                severity=Severity.ADVICE if at_minimum else None,
                 direction="small",
                 cause="not_updating" if low[0] == 0 else "lr_too_low",
             )
@@ -253,6 +267,15 @@ class WeightUpdateRatio(Rule):
             threshold=(self.small_threshold, self.large_threshold),
         )
         return False
+
+    def _loss_share(self) -> float | None:
+        """The training loss now as a share of where it started (the medians of its last and
+        first 3 values saved); None with fewer than 6 values or a start at or below 0."""
+        losses = self._losses
+        if len(losses) < 6:
+            return None
+        begin, end = float(np.median(losses[:3])), float(np.median(losses[-3:]))
+        return end / begin if begin > 0 and end >= 0 else None
 
     def _track_loss(self, step: int) -> None:
         names = loss_names(self.base_trial, True, None, step)
