@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tensortap as tt
@@ -15,7 +16,7 @@ import tensortap as tt
 pytest.importorskip("plotly")
 from tensortap.report import training_report
 from tensortap.report._svg import LEFT, MOST_POINTS, RIGHT, W
-from tensortap.report._training import MOST_SCALARS, SCALARS_PER_CHART
+from tensortap.report._training import MOST_SCALARS, SCALARS_PER_CHART, default_rules
 
 
 def _scalars_run(out: Path, steps: int, series: int) -> list[str]:
@@ -91,3 +92,72 @@ def test_a_wide_run_draws_a_bounded_number_of_scalars(tmp_path: Path) -> None:
     drawn = re.findall(r'font-size="11">(s\d+)<tspan', page)
     assert sorted(drawn, key=lambda n: int(n[1:])) == names[:MOST_SCALARS]
     assert "6 more scalars are not drawn here (s64, s65, s66, s67, s68, ...)" in page
+
+
+def test_the_report_of_a_series_run_reads_no_index_rows(tmp_path: Path) -> None:
+    """A page of curves alone reads the trial as an outline: the same page as from the trial
+    read whole, at a peak far below the index's rows (64 bytes a saved value), which it used
+    to read whole before drawing (936 MB for 10^7 values). Imports are not counted (a first
+    page is written before)."""
+    import tracemalloc
+
+    from tensortap.report import write_report
+
+    steps, series = 2000, 40
+    hook = tt.Hook(
+        tmp_path / "run",
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["scalars"],
+    )
+    for step in range(steps):
+        for i in range(series):
+            hook.save_scalar(f"s{i}", i + step / steps)
+        hook.next_step()
+        if step % 100 == 99:
+            hook.flush()  # segments of 256 kB, as flush_secs cuts a long run's
+    assert hook.close().healthy
+    values = steps * series
+    whole = training_report(tt.create_trial(tmp_path / "run"))  # no rule reads scalars alone
+    write_report(tmp_path / "run", tmp_path / "page.html")  # what it imports is not counted
+    tracemalloc.start()
+    try:
+        page = write_report(tmp_path / "run", tmp_path / "page.html").read_text()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert page == whole  # every section as before
+    assert "scalars (1-8 of 40)" in _charts(page)
+    # less than the index's rows alone, 64 bytes a value (5.1 MB here; read whole, the peak
+    # was 10.3 MB): an outline holds a few index objects at a time (3.2 MB with the page)
+    assert peak < 64 * values, f"{peak:,} bytes at peak for {values:,} values"
+
+
+def test_a_page_that_shows_saved_values_still_reads_them(tmp_path: Path) -> None:
+    """Layer health and rules read saved values: their pages read the trial whole (an outline
+    would refuse them)."""
+    from tensortap.report._training import report_trial
+
+    hook = tt.Hook(
+        tmp_path,
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["gradients", "losses"],
+    )
+    for step in range(5):
+        hook.save_tensor("layer1.weight_grad", np.full((3, 3), 1.0 + step), "gradients")
+        hook.save_scalar("loss", 1.0 / (1 + step), "losses")
+        hook.next_step()
+    assert hook.close().healthy
+    outline = tt.create_trial(tmp_path, records=False)
+    assert report_trial(outline).records and report_trial(outline, job=True).records
+    page = training_report(tmp_path, rules=[])
+    assert "log10 gradient norm per layer" in page
+    losses_only = tmp_path / "losses"
+    hook = tt.Hook(losses_only, save_config=tt.SaveConfig(save_interval=1))
+    for step in range(5):
+        hook.save_scalar("loss", 1.0 / (1 + step), "losses")
+        hook.next_step()
+    assert hook.close().healthy
+    outline = tt.create_trial(losses_only, records=False)
+    assert not report_trial(outline, rules=[]).records  # curves alone
+    assert not report_trial(outline, job=True).records  # the job's summary says what rules found
+    assert report_trial(outline).records == bool(default_rules(tt.create_trial(losses_only)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import pytest
 import tensortap as tt
 from tensortap import StepState, modes
 from tensortap.exceptions import (
+    InvalidConfigError,
     InvalidWorker,
     MissingCollectionFiles,
     NoMoreData,
@@ -245,3 +247,47 @@ def test_global_steps_pair_with_the_steps_of_a_mode(tmp_path) -> None:
         ]
         assert loss.global_steps(mode) == expected
     assert loss.global_steps(tt.modes.EVAL) == [2, 5]
+
+
+def test_an_outline_answers_what_was_saved_and_refuses_saved_values(tmp_path: Path) -> None:
+    """``records=False`` keeps each index's header, not its rows: steps, modes, names,
+    collections, sessions, problems and series as the trial read whole says (merged segments
+    too), and a clear error where saved values would be read."""
+    from tensortap.writer import WriterOptions
+
+    hook = tt.Hook(
+        tmp_path,
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["scalars"],
+        writer_options=WriterOptions(compact=True),
+    )
+    for step in range(60):
+        hook.set_mode(tt.modes.TRAIN if step < 40 else tt.modes.EVAL)
+        for i in range(3):
+            hook.save_scalar(f"s{i}", float(step + i))
+        hook.next_step()
+        if step % 5 == 4:
+            hook.flush()
+    assert hook.close().healthy
+    whole, outline = tt.create_trial(tmp_path), tt.create_trial(tmp_path, records=False)
+    assert whole.records and not outline.records
+    for ask in (
+        lambda t: t.steps(),
+        lambda t: t.steps(mode=tt.modes.EVAL),
+        lambda t: t.modes(),
+        lambda t: t.tensor_names(),
+        lambda t: t.tensor_names(collection="scalars"),
+        lambda t: t.has_tensor("s1"),
+        lambda t: t.mode_step(45),
+        lambda t: [(s.index, s.first_step, s.last_step) for s in t.sessions()],
+        lambda t: t.problems(),
+        lambda t: t.series("s2")["value"].tolist(),
+    ):
+        assert ask(outline) == ask(whole)
+    for refused in (
+        lambda: outline.tensor("s0"),
+        lambda: outline.step_block(3),
+        lambda: outline.tensor_names(step=3),
+    ):
+        with pytest.raises(InvalidConfigError, match="records=False"):
+            refused()

@@ -87,11 +87,12 @@ def job_record(job: str, runs: str) -> JobRecord:
     return record
 
 
-def open_trial(given: str) -> Any:
-    """The trial at ``given``: a trial location, or a job directory (its trial)."""
+def open_trial(given: str, records: bool = True) -> Any:
+    """The trial at ``given``: a trial location, or a job directory (its trial); see
+    :class:`~tensortap.trials._trial.Trial` for ``records``."""
     from tensortap.trials._trial import create_trial
 
-    trial = create_trial(given, must_exist=True)
+    trial = create_trial(given, must_exist=True, records=records)
     if not trial.workers():
         raise InvalidConfigError(f"{given} is neither a trial nor a job directory")
     return trial
@@ -187,7 +188,8 @@ def report(ns: argparse.Namespace) -> int:
         job = job_record(ns.job, ns.runs)
     elif (Path(ns.trial) / "job.json").is_file():
         job = JobRecord(ns.trial)
-    out = write_report(open_trial(ns.trial), ns.output, job)
+    # an outline: the page reads the index's rows only where it shows saved values
+    out = write_report(open_trial(ns.trial, records=False), ns.output, job)
     print(f"wrote {out}")
     return 0
 

@@ -334,9 +334,14 @@ class SegmentIndex:
         return tuple(int(d) for d in self.dims[start : start + int(rec["ndim"])])
 
 
-def decode_index(raw: bytes, what: str = "index") -> SegmentIndex:
+def decode_index(raw: bytes, what: str = "index", records: bool = True) -> SegmentIndex:
     """Parse and verify an index object (magic, CRC, version, sizes, header fields, and that
     every record refers inside its tables and inside its data object).
+
+    With ``records=False`` the records and dims are neither kept nor checked (the object's
+    CRC still is): the index's ``records`` is then a read-only view of zeros of the right
+    length that holds no memory, for a reader of the header alone (names, steps, sessions,
+    parts), which must not look at the records.
 
     The CRC is checked before the version: a flipped bit anywhere, the version field included,
     is corruption (FormatError), and only an intact index claiming a newer version raises
@@ -363,11 +368,14 @@ def decode_index(raw: bytes, what: str = "index") -> SegmentIndex:
         raise FormatError(f"{what} header is not a JSON object")
     names, dtypes = _check_header(header, what)
     index_parts(header, n_rec, what)
-    records = np.frombuffer(raw, dtype=RECORD_DTYPE, count=n_rec, offset=rec_start)
+    if not records:  # the header alone: nothing refers to ``raw`` afterwards
+        zeros = np.broadcast_to(np.zeros(1, dtype=RECORD_DTYPE), (n_rec,))
+        return SegmentIndex(header, names, dtypes, zeros, np.empty(0, dtype="<i8"))
+    rows = np.frombuffer(raw, dtype=RECORD_DTYPE, count=n_rec, offset=rec_start)
     dims = np.frombuffer(raw, dtype="<i8", count=n_dims, offset=dims_start)
-    _check_records(records, len(names), len(dtypes), n_dims, what)
-    _check_extents(records, dims, dtypes, int(header.get("data_size", 0)), what)
-    return SegmentIndex(header, names, dtypes, records, dims)
+    _check_records(rows, len(names), len(dtypes), n_dims, what)
+    _check_extents(rows, dims, dtypes, int(header.get("data_size", 0)), what)
+    return SegmentIndex(header, names, dtypes, rows, dims)
 
 
 def _check_header(header: dict[str, Any], what: str) -> tuple[list[str], list[str]]:

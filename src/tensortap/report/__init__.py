@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tensortap.jobs._record import JobRecord
 from tensortap.report._training import (
+    report_trial,
     rules_that_find_problems,
     training_report,
     write_training_report,
@@ -25,16 +26,20 @@ def write_report(
     out: str | os.PathLike[str],
     job: JobRecord | str | os.PathLike[str] | None = None,
 ) -> Path:
-    """The report that fits the trial: XGBoost's for boosted trees, else the training report."""
+    """The report that fits the trial: XGBoost's for boosted trees, else the training report
+    (a trial given as a location, or opened with ``records=False``, is read only as far as
+    the page needs: see :func:`~tensortap.report._training.report_trial`)."""
     if not isinstance(trial, Trial):
-        trial = create_trial(trial)
+        trial = create_trial(trial, records=False)
     if is_xgboost(trial):
-        return write_xgboost_report(trial, out)
+        whole = trial if trial.records else Trial(trial.store, name=trial.name)
+        return write_xgboost_report(whole, out)  # it reads the saved importances
     return write_training_report(trial, out, job)
 
 
 __all__ = [
     "is_xgboost",
+    "report_trial",
     "rules_that_find_problems",
     "training_report",
     "write_report",

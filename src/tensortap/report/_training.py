@@ -46,6 +46,8 @@ MOST_STEPS_LOOKED = 1_000
 #: megabyte and the read holds one chart's series, whatever the run's length or width.
 SCALARS_PER_CHART = 8
 MOST_SCALARS = 64
+#: The collections whose sections (layer health, TensorPlot) read saved values, not series.
+VALUE_COLLECTIONS = ("gradients", "relu_activations")
 
 
 def _saved(trial: Trial, collection: str) -> list[str]:
@@ -62,12 +64,36 @@ def default_rules(trial: Trial) -> list[Rule]:
     from tensortap.rules.builtin import BUILTIN_RULES
     from tensortap.rules.rule_configs import recommended_names
 
-    rules: list[Rule] = []
-    for name in recommended_names(trial.framework()):
-        cls = BUILTIN_RULES[name]
-        if any(_saved(trial, c) for c in cls.required_collections()):
-            rules.append(cls(trial))
-    return rules
+    return [
+        BUILTIN_RULES[name](trial)
+        for name in recommended_names(trial.framework())
+        if any(_saved(trial, c) for c in BUILTIN_RULES[name].required_collections())
+    ]
+
+
+def report_trial(trial: Trial, job: bool = False, rules: Sequence[Rule] | None = None) -> Trial:
+    """The trial the page reads: ``trial`` itself, unless it is an outline (opened with
+    ``records=False``, as ``tensortap report`` opens it) and the page must read saved values
+    (layer health or activations, or rules to run over it: without a ``job`` whose summary
+    says what its rules found); then the same trial read whole. A page of series alone (loss,
+    metric and scalar curves) thus never reads the rows of the trial's index."""
+    if trial.records:
+        return trial
+    from tensortap.rules.builtin import BUILTIN_RULES
+    from tensortap.rules.rule_configs import recommended_names
+
+    judged = (
+        bool(rules)
+        if rules is not None
+        else any(
+            _saved(trial, c)
+            for name in recommended_names(trial.framework())
+            for c in BUILTIN_RULES[name].required_collections()
+        )
+    )
+    if any(_saved(trial, c) for c in VALUE_COLLECTIONS) or (judged and not job):
+        return Trial(trial.store, name=trial.name)
+    return trial
 
 
 def rules_that_find_problems(trial: Trial | str | os.PathLike[str]) -> list[str]:
@@ -525,11 +551,12 @@ def training_report(
     """The report as one HTML page (see the module docstring); ``judge_steps``: see
     :class:`TrainingReport`."""
     if not isinstance(trial, Trial):
-        trial = create_trial(trial)
+        trial = create_trial(trial, records=False)
     if job is not None and not isinstance(job, JobRecord):
         job = JobRecord(job)
         if not job.exists():  # a clear error if it is not a job directory
             job.job()
+    trial = report_trial(trial, job is not None, rules)
     return TrainingReport(trial, job, rules, title, judge_steps).html()
 
 
@@ -548,6 +575,7 @@ def write_training_report(
 __all__ = [
     "TrainingReport",
     "default_rules",
+    "report_trial",
     "scalar_charts",
     "training_report",
     "write_training_report",

@@ -9,13 +9,14 @@ it is opened, in ``_marker``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
 
 from tensortap.core._collections import Collection
 from tensortap.core._modes import ModeKeys
-from tensortap.exceptions import FormatError, StorageError
+from tensortap.exceptions import FormatError, InvalidConfigError, StorageError
 from tensortap.format import _layout as layout
 from tensortap.format._documents import (
     decode_end,
@@ -36,15 +37,22 @@ __all__ = ["TrialIndex", "WorkerState", "natural_key"]
 
 logger = logging.getLogger(__name__)
 _FETCH_BATCH = 64  # index objects fetched together when a trial is opened
+_OUTLINE_BATCH = 4  # ... when only their headers are kept (each is read whole, then let go)
 
 
 class TrialIndex:
-    """Workers, segments, steps and the rows of every tensor name, as published so far."""
+    """Workers, segments, steps and the rows of every tensor name, as published so far.
 
-    def __init__(self, store: Store, strict: bool = False) -> None:
+    With ``records=False`` (an outline) only each index's header is kept: workers, steps and
+    modes, sessions, names and collections, but no rows (64 bytes a saved value otherwise);
+    :meth:`columns` and :meth:`names_at`, which need the rows, raise."""
+
+    def __init__(self, store: Store, strict: bool = False, records: bool = True) -> None:
         self.store = store
         #: Raise on the first unreadable part instead of skipping it (``problems`` lists those).
         self.strict = strict
+        self.records = records
+        self._outline_names: set[str] = set()  # the names, when the rows are not kept
         self.problems: list[str] = []
         self.workers: dict[str, WorkerState] = {}
         self.segments: list[Segment] = []
@@ -208,8 +216,9 @@ class TrialIndex:
     def _read_new_indexes(self, state: WorkerState) -> None:
         keys = self.store.list(layout.index_prefix(state.name), start_after=state.last_index_key)
         keys = [k for k in keys if k.endswith(layout.INDEX_SUFFIX)]
-        for at in range(0, len(keys), _FETCH_BATCH):  # fetched together (in parallel on S3)
-            batch = keys[at : at + _FETCH_BATCH]
+        step = _FETCH_BATCH if self.records else _OUTLINE_BATCH
+        for at in range(0, len(keys), step):  # fetched together (in parallel on S3)
+            batch = keys[at : at + step]
             for key, raw in zip(batch, self._get_each(batch), strict=True):
                 seq = layout.seq_of(key)
                 if seq is not None:
@@ -218,7 +227,7 @@ class TrialIndex:
                     state.unreadable_indexes += 1
                 else:
                     try:
-                        index = decode_index(raw, f"index {key}")
+                        index = decode_index(raw, f"index {key}", records=self.records)
                         check_identity(index, state.name, key)
                     except FormatError as exc:
                         state.unreadable_indexes += 1
@@ -301,7 +310,11 @@ class TrialIndex:
         records = index.records
         session = str(index.header.get("session"))
         state.session_segments[session] = state.session_segments.get(session, 0) + 1
-        by_step = np.argsort(records["global_step"], kind="stable")
+        by_step = (
+            np.argsort(records["global_step"], kind="stable")
+            if self.records
+            else np.empty(0, dtype=np.intp)
+        )
         self.segments.append(Segment(state.name, index, by_step))
         span = state.session_spans.setdefault(str(index.header.get("session")), [])
         for entry in index.steps:
@@ -321,7 +334,9 @@ class TrialIndex:
         if index.header.get("hook_errors", 0) > state.hook_errors:
             state.hook_errors = int(index.header["hook_errors"])
             state.last_hook_error = index.header.get("last_hook_error")
-        if len(records):
+        if not self.records:
+            self._outline_names.update(index.names)
+        elif len(records):
             name_ids = records["name"]
             order = np.argsort(name_ids, kind="stable")
             counts = np.bincount(name_ids, minlength=len(index.names))
@@ -336,9 +351,23 @@ class TrialIndex:
                 self.step_rows.setdefault(g, []).append((seg_id, lo, hi))
         self.version += 1
 
+    def names(self) -> AbstractSet[str]:
+        """Every tensor name saved so far (a set-like view)."""
+        return self.name_rows.keys() if self.records else self._outline_names
+
+    def require_records(self, what: str) -> None:
+        """Raise when this index is an outline (``records=False``): ``what`` needs the rows."""
+        if not self.records:
+            raise InvalidConfigError(
+                f"{what} reads saved values, and this trial was opened with records=False "
+                "(steps, names, collections, sessions and series only); open it with "
+                "records=True (the default) to read them"
+            )
+
     def columns(self, seg_id: int) -> StepColumns:
         """A segment's records as step-ordered columns (built on first use: opening a trial
         and listing it never needs them)."""
+        self.require_records("a segment's columns")
         found = self._columns.get(seg_id)
         if found is None:
             found = self._columns[seg_id] = build_columns(self.segments[seg_id], self.dtype_names)
@@ -347,6 +376,7 @@ class TrialIndex:
     # -- derived views --
     def names_at(self, global_step: int, worker: str | None = None) -> set[str]:
         """Names saved at a global step (by one worker, or by any)."""
+        self.require_records("the names saved at a step")
         found: set[str] = set()
         for seg_id, lo, hi in self.step_rows.get(global_step, ()):
             if worker is None or self.segments[seg_id].worker == worker:

@@ -66,6 +66,12 @@ class Trial:
 
     :meth:`close` (or leaving a ``with create_trial(...) as trial:`` block) releases what the
     trial holds: its store's open files or client and the bytes it cached.
+
+    ``records=False`` opens an outline of the trial: what was saved (steps and modes, tensor
+    names, collections, sessions, problems) and every :meth:`series`, but not the rows of the
+    index that locate each saved value (64 bytes a value, most of what reading a long trial
+    costs): :meth:`tensor`, :meth:`step_block` and the names saved at one step then raise
+    InvalidConfigError. ``tensortap report`` reads a trial so when it draws only series.
     """
 
     def __init__(
@@ -76,6 +82,7 @@ class Trial:
         strict: bool = False,
         must_exist: bool = False,
         waiting: bool = False,
+        records: bool = True,
     ) -> None:
         try:
             store = open_store(path)
@@ -88,7 +95,7 @@ class Trial:
             store.refresh_interval if refresh_interval is None else float(refresh_interval)
         )
         # read when first needed (reading series never needs it: see _series_reader)
-        self._loaded_index = TrialIndex(store, strict=bool(strict))
+        self._loaded_index = TrialIndex(store, strict=bool(strict), records=bool(records))
         self._index_read = False
         # a path may be mistyped; a Store handed over is the caller's own (an empty one on
         # purpose, as the rule-parameter checks use)
@@ -116,6 +123,11 @@ class Trial:
         self.numbers = OneNumbers(self._series_reader)
         if self._loaded_index.strict:  # what cannot be read raises now, as it always did
             self.refresh()
+
+    @property
+    def records(self) -> bool:
+        """False for an outline of the trial (opened with ``records=False``)."""
+        return self._loaded_index.records
 
     def __repr__(self) -> str:
         return f"Trial({self.path!r}, workers={self.workers()}, steps={len(self.steps())})"
@@ -161,6 +173,7 @@ class Trial:
     @property
     def saved_index(self) -> TrialIndex:
         """What the trial has loaded of its index files: workers, segments, steps, names."""
+        self._index.require_records("reading a trial's saved rows")
         return self._index
 
     @property
@@ -168,6 +181,7 @@ class Trial:
         """The reader of saved raw values (its cache, ranged reads)."""
         if not self._index_read:  # it finds values through the index
             self.refresh()
+        self._loaded_index.require_records("reading saved values")
         return self._reader
 
     def refresh_if_stale(self) -> bool:
@@ -244,6 +258,7 @@ class Trial:
         :class:`~tensortap.trials._step_block.StepBlock`); the last one asked for is kept,
         and the step held by :meth:`holding_step`."""
         self.refresh_if_stale()
+        self._index.require_records(f"trial.step_block({step!r})")
         key = (step, self._index.version)
         if self._held == step:
             held = self._held_block
@@ -394,7 +409,7 @@ class Trial:
         regex: str | Iterable[str] | None,
         collection: str | Collection | None,
     ) -> list[str]:
-        names: Iterable[str] = self._index.name_rows
+        names: Iterable[str] = self._index.names()
         if regex is not None:
             patterns = [regex] if isinstance(regex, str) else list(regex)
             try:
@@ -418,13 +433,14 @@ class Trial:
 
     def has_tensor(self, name: str) -> bool:
         self.refresh_if_stale()
-        return name in self._index.name_rows
+        return name in self._index.names()
 
     def tensor(self, name: str) -> Tensor:
         """The :class:`Tensor` of this name; TensorUnavailable if it was never saved."""
         found = self._tensors.get(name)
         if found is not None:
             return found
+        self._index.require_records(f"trial.tensor({name!r})")
         if name not in self._index.name_rows:
             self.refresh_if_stale()
             if name not in self._index.name_rows:
