@@ -633,7 +633,9 @@ class Browser:
         self.d.quit()
 
 
-def browser() -> Any:
+def browser(*extra: str) -> Any:
+    """Headless Chromium through Selenium, as the tests drive it; ``extra``: more flags
+    (``--hide-scrollbars`` for pictures)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -653,6 +655,7 @@ def browser() -> Any:
         "--window-size=1400,1000",
         "--use-angle=swiftshader",
         "--enable-unsafe-swiftshader",
+        *extra,
     ):
         options.add_argument(flag)
     return webdriver.Chrome(service=Service(driver_path), options=options)

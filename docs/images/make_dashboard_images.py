@@ -76,26 +76,12 @@ def torch_runs(runs: Path) -> None:
 
 
 def browser() -> Any:
-    """Headless Chromium through Selenium, as the tests drive it."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+    """Headless Chromium through Selenium, as the tests drive it (bench_long's, without
+    scrollbars in the pictures)."""
+    sys.path.insert(0, str(ROOT))
+    from bench.bench_long import browser as chromium
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "chromium"
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--hide-scrollbars",
-        "--use-angle=swiftshader",
-        "--enable-unsafe-swiftshader",
-    ):
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    return chromium("--hide-scrollbars")
 
 
 def shoot(driver: Any, url: str, size: tuple[int, int], ready: str, picture: Path) -> None:
