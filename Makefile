@@ -48,7 +48,7 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 
 unit: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 demo: $(STAMP)
 	$(PY) examples/demo.py

@@ -16,11 +16,12 @@ backend's device; after it, it measures the update norm and the batch's own loss
 tracker's total and count), decides on the host (one read), and, where the batch trips, assigns
 every copied variable back. The batch then leaves no trace: the weights, the optimizer's state
 and step count, and the epoch's running loss are as they were before it (so one NaN batch does
-not make every later ``logs["loss"]`` NaN). Its cost is a copy of the model and the optimizer's
-state per batch, and a few eager ops per variable: meant for the models Keras fits on one host;
-the Optax guard (``tensortap.jax.Guard``) decides inside the compiled step instead. TensorFlow
-and torch backends; the JAX backend is refused (its ``fit`` keeps the state outside the
-variables between batches).
+not make every later ``logs["loss"]`` NaN), and so are the ``logs`` the later callbacks get.
+Its cost is a copy of the model and the optimizer's state per batch, and a few eager ops per
+variable: meant for the models Keras fits on one host; the Optax guard
+(``tensortap.jax.Guard``) decides inside the compiled step instead. TensorFlow and torch
+backends; the JAX backend is refused (its ``fit`` keeps the state outside the variables
+between batches).
 
 The gradient norm is not measured (the train step does not show it to a callback): the loss and
 the update norm are judged. ``steps_per_execution`` above 1 runs several batches per call,
@@ -141,6 +142,7 @@ class Guard(keras.callbacks.Callback):  # type: ignore[misc]
         event = self._log.take(self.step, row, batch=(self._epoch, batch), present=present)
         if event is not None and event.skipped:
             self._undo()
+            self._restate(logs)
         boundary = getattr(self.settings.rollback, "boundary", None)
         if event is not None and callable(boundary):  # a RollbackCallback: restore now
             boundary()
@@ -159,6 +161,19 @@ class Guard(keras.callbacks.Callback):  # type: ignore[misc]
                     tuple(variable.shape), dtype=keras.backend.standardize_dtype(variable.dtype)
                 )
             variable.assign(value)
+
+    def _restate(self, logs: dict[str, Any] | None) -> None:
+        """The metrics in ``logs`` as the restored trackers now say (Keras hands every later
+        callback the same dict, made before this one ran: a ProgbarLogger, a History or the
+        user's own callback would otherwise read the undone batch's NaN)."""
+        if not logs:
+            return
+        for metric in self.model.metrics:
+            result = metric.result()
+            values = result if isinstance(result, dict) else {metric.name: result}
+            for name, value in values.items():
+                if name in logs:
+                    logs[name] = float(keras.ops.convert_to_numpy(value))
 
     def _batch_loss(self, logs: dict[str, Any] | None) -> float | None:
         """This batch's own loss: the change in the loss tracker's total over the change in its

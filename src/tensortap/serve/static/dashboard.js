@@ -1148,7 +1148,8 @@ function comparePage() {
     <table id="diff"></table></div>
     <h2>Curves, aligned by global step</h2><div class="plots" id="curves"></div>`;
   document.getElementById("title").textContent = `comparing ${ids.length} runs`;
-  if (ids.length === 2) layerDiff(ids[0], ids[1]);
+  // a run against itself has no layer that differs (and /api/diff refuses it)
+  if (ids.length === 2 && ids[0] !== ids[1]) layerDiff(ids[0], ids[1]);
   every(2000, async () => {
     const runs = await Promise.all(ids.map((id) => api(`/api/run/${id}`)));
     const curves = await Promise.all(followers.map((follow) => follow()));
