@@ -59,10 +59,14 @@ def _module(pl: Any) -> Any:
             torch.manual_seed(0)
             self.net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
             self.trained: list[tuple[int, int]] = []  # (global step, batch) of each step
+            self.request: tuple[tt.Rollback, int] | None = None  # ask at that batch, once
 
         def training_step(self, batch: Any, index: int) -> torch.Tensor:
             x, y, ids = batch
             self.trained.append((self.global_step, int(ids[0]) // BATCH))
+            if self.request is not None and self.request[1] == int(ids[0]) // BATCH:
+                rollback, self.request = self.request[0], None  # the loop's own loss check
+                rollback.request(self.global_step, [], "the loop's loss check")
             return F.mse_loss(self.net(x), y)
 
         def configure_optimizers(self) -> Any:
@@ -93,6 +97,7 @@ class Witness:
             {
                 "target": target,
                 "global_step": trainer.global_step,
+                "batch": args[-1],
                 "weights": {k: v.clone() for k, v in module.state_dict().items()},
                 "held": held,
                 "optimizer": copy.deepcopy(trainer.optimizers[0].state_dict()),
@@ -103,8 +108,15 @@ class Witness:
 
 
 def _fit(
-    tmp_path: Path, package: str, *, nan_batches: tuple[int, ...] = (), **trainer_kwargs: Any
+    tmp_path: Path,
+    package: str,
+    *,
+    nan_batches: tuple[int, ...] = (),
+    request_at: int | None = None,
+    budget: bool = True,
+    **trainer_kwargs: Any,
 ) -> dict[str, Any]:
+    trainer_kwargs.setdefault("max_steps", STEPS)
     pl, tap, roll = _package(package)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(64 * BATCH, 8, generator=g)
@@ -113,12 +125,13 @@ def _fit(
         x[batch * BATCH : (batch + 1) * BATCH] = float("nan")
     loader = DataLoader(TensorDataset(x, y, torch.arange(len(x))), batch_size=BATCH)
     rollback = tt.Rollback(tt.MemoryCheckpoints(keep=2), every=EVERY)
-    callback = roll(rollback, budget=tt.SkipBudget(2, 10, then="rollback"))
+    callback = roll(rollback, budget=tt.SkipBudget(2, 10, then="rollback") if budget else None)
     base = importlib.import_module(f"{PACKAGES[package][0]}.callbacks").Callback
     witness_callback = type("WitnessCallback", (Witness, base), {})(rollback)
     module = _module(pl)
+    if request_at is not None:
+        module.request = (rollback, request_at)
     trainer = pl.Trainer(
-        max_steps=STEPS,
         default_root_dir=str(tmp_path),
         accelerator="cpu",
         logger=False,
@@ -191,6 +204,61 @@ def test_a_healthy_fit_never_rolls_back(tmp_path: Path, package: str) -> None:
     assert rollback.checkpoints.steps() == [20, 25]  # every 5 steps, the newest 2 held
     (session,) = tt.create_trial(tmp_path / "run").sessions()
     assert session.branch_of is None
+
+
+def test_a_trip_inside_an_accumulation_window_restores_at_the_steps_end(tmp_path: Path) -> None:
+    # two micro-batches a step: NaN micro-batches 25 (step 12) and 27 (step 13)
+    run = _fit(tmp_path, "lightning", nan_batches=(25, 27), accumulate_grad_batches=2, max_steps=20)
+    rollback, module, trainer = run["rollback"], run["module"], run["trainer"]
+    (event,) = rollback.events
+    assert (event.kind, event.step, event.restored_step) == ("rollback", 12, 10)
+    assert event.decision.action == RESTORE and event.decision.evidence == DATA
+    # each micro-batch of the two tripped steps, healthy ones included (the step was judged
+    # whole); the rollback's events name every one
+    assert event.batches == ((0, 24), (0, 25), (0, 26), (0, 27))
+    (restore,) = run["restores"]
+    assert restore["global_step"] == 10 and restore["batch"] == 27  # a window's last
+    for name, value in restore["weights"].items():
+        assert torch.equal(value, restore["held"].module[name]), name
+    # (global step, batch): two micro-batches a step; the replays run whole windows (step 12
+    # before step 13's window, step 13 at the restore); then batch 28 opens step 10's window
+    assert module.trained == [
+        *((b // 2, b) for b in range(26)),
+        (13, 24),
+        (13, 25),
+        (13, 26),
+        (13, 27),
+        (14, 26),
+        (14, 27),
+        *((10 + (b - 28) // 2, b) for b in range(28, 48)),
+    ]
+    assert trainer.global_step == 20
+    assert all(torch.isfinite(p).all() for p in module.parameters())
+    first, second = tt.create_trial(tmp_path / "run").sessions()
+    assert (second.branch_of, second.branch_step) == (first.id, 10)
+
+
+def test_a_request_inside_an_accumulation_window_waits_for_the_steps_end(tmp_path: Path) -> None:
+    # batch 24 opens step 12's window (24, 25); the request comes during it
+    run = _fit(
+        tmp_path,
+        "lightning",
+        request_at=24,
+        budget=False,
+        accumulate_grad_batches=2,
+        max_steps=20,
+    )
+    rollback, module, trainer = run["rollback"], run["module"], run["trainer"]
+    (event,) = rollback.events
+    assert (event.kind, event.step, event.restored_step) == ("rollback", 12, 10)
+    assert event.batches == ((0, 24), (0, 25))  # the step's micro-batches, both
+    (restore,) = run["restores"]
+    assert (restore["global_step"], restore["batch"]) == (10, 25)  # after the window's last
+    assert module.trained == [
+        *((b // 2, b) for b in range(26)),
+        *((10 + (b - 26) // 2, b) for b in range(26, 46)),
+    ]
+    assert trainer.global_step == 20
 
 
 def test_a_fit_on_more_than_one_device_is_refused_saying_what_works(tmp_path: Path) -> None:

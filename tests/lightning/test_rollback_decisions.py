@@ -165,8 +165,13 @@ def test_a_nan_batch_is_still_restored_past_and_left_out(tmp_path: Path) -> None
     assert module.trained == [*range(13), 12, 10, 11, *range(13, STEPS + 1)]
 
 
-def test_gradient_accumulation_is_refused_when_the_fit_starts(tmp_path: Path) -> None:
+def test_manual_optimization_is_refused_when_the_fit_starts(tmp_path: Path) -> None:
     from tensortap.exceptions import InvalidConfigError
+
+    class Manual(Regression):
+        def __init__(self) -> None:
+            super().__init__()
+            self.automatic_optimization = False
 
     data = TensorDataset(torch.randn(32, 8), torch.randn(32, 1), torch.arange(32))
     batches = tt.SkipBatches(DataLoader(data, batch_size=BATCH))
@@ -174,7 +179,6 @@ def test_gradient_accumulation_is_refused_when_the_fit_starts(tmp_path: Path) ->
     callback = RollbackCallback(rollback, budget=tt.SkipBudget(1, 10, then="rollback"))
     trainer = L.Trainer(
         max_steps=2,
-        accumulate_grad_batches=2,
         default_root_dir=str(tmp_path),
         accelerator="cpu",
         logger=False,
@@ -183,5 +187,5 @@ def test_gradient_accumulation_is_refused_when_the_fit_starts(tmp_path: Path) ->
         enable_checkpointing=False,
         callbacks=[callback],
     )
-    with pytest.raises(InvalidConfigError, match="accumulate_grad_batches=2"):
-        trainer.fit(Regression(), train_dataloaders=batches)
+    with pytest.raises(InvalidConfigError, match="automatic_optimization=False"):
+        trainer.fit(Manual(), train_dataloaders=batches)

@@ -53,7 +53,7 @@ from typing import Any
 import torch
 
 from tensortap.exceptions import CheckpointError, InvalidConfigError
-from tensortap.healing._budget import SkipBudget
+from tensortap.healing._budget import MicroBatches, SkipBudget
 from tensortap.healing._checkpoints import MemoryCheckpoints
 from tensortap.healing._rollback import Rollback
 from tensortap.lightning import _fit_state
@@ -153,9 +153,14 @@ class RollbackMixin:
     one; ``None``: none) and stops naming the layer. Lightning runs the step's forward and
     backward passes inside ``optimizer.step`` (a closure), after the guard would look at the
     gradients; so, for the fit, the module's ``optimizer_step`` runs the closure first and hands
-    ``optimizer.step`` its result (one optimizer, automatic optimization,
-    ``accumulate_grad_batches=1``; a closure called more than once, as LBFGS's, is not
-    supported). ``keep``: the steps the replayer holds."""
+    ``optimizer.step`` its result (one optimizer, automatic optimization; a closure called more
+    than once, as LBFGS's, is not supported). ``keep``: the steps the replayer holds.
+
+    ``accumulate_grad_batches=k``: a step is its ``k`` micro-batches. The guard judges it once,
+    at the optimizer's step, on its worst micro-batch loss, naming each micro-batch (a
+    :class:`~tensortap.healing._budget.MicroBatches`); a replay runs the whole window again
+    from the weights before it; a restore (and a checkpoint) happens only at a step's end,
+    never inside a window, so the fit goes on with the first micro-batch of a new window."""
 
     def __init__(
         self,
@@ -197,6 +202,9 @@ class RollbackMixin:
         self._module: Any = None
         self._trained: tuple[int, Any, int] | None = None  # (step, batch id, batch index)
         self._at_batch_end = False  # a restore now is in on_train_batch_end
+        self._window: list[tuple[Any, int]] = []  # the step's micro-batches, for a replay
+        self._window_ids: list[Any] = []
+        self._window_losses: list[torch.Tensor] = []  # its micro-batches' losses before the last
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         hook = Hook.current()  # the TensortapCallback's, made at on_fit_start
@@ -214,17 +222,11 @@ class RollbackMixin:
             )
         if self.healing is None:
             return
-        if (
-            len(trainer.optimizers) != 1
-            or not pl_module.automatic_optimization
-            or trainer.accumulate_grad_batches != 1
-        ):
+        if len(trainer.optimizers) != 1 or not pl_module.automatic_optimization:
             raise InvalidConfigError(
                 "RollbackCallback(budget=...) guards one optimizer under automatic "
-                "optimization, one batch per step; got "
-                f"{len(trainer.optimizers)} optimizer(s), "
-                f"automatic_optimization={pl_module.automatic_optimization}, "
-                f"accumulate_grad_batches={trainer.accumulate_grad_batches}"
+                f"optimization; got {len(trainer.optimizers)} optimizer(s), "
+                f"automatic_optimization={pl_module.automatic_optimization}"
             )
         self.healing.begin(pl_module, trainer.optimizers[0])
         self._module = pl_module
@@ -238,13 +240,15 @@ class RollbackMixin:
             loss = optimizer_closure()  # forward and backward, before the guard looks
             if isinstance(loss, torch.Tensor) and self._trained is not None:
                 step, batch_id, _ = self._trained
-                self.healing.observe(loss, step, batch_id)
+                window = [*self._window_losses, loss.detach()]
+                self.healing.observe(loss, step, batch_id, step_loss=_total(window))
             return original(epoch, batch_idx, optimizer, lambda: loss)
 
         pl_module.optimizer_step = optimizer_step
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, index: int) -> None:
         rollback, step = self.rollback, trainer.global_step
+        first = self._trained is None or self._trained[0] != step  # a new window (step)
         batch_id: Any = index
         if self.memory is not None:
             self._follow_hook()
@@ -253,13 +257,30 @@ class RollbackMixin:
             batch_id = (trainer.current_epoch, index)  # ids of one fit, over its epochs
         elif rollback.batches:
             batch_id = rollback.batches.take()
-        rollback.trained(step, batch_id)
+        if first:
+            self._window, self._window_ids, self._window_losses = [], [], []
+        self._window_ids.append(batch_id)
+        ids = self._window_ids
+        rollback.trained(step, batch_id if len(ids) == 1 else MicroBatches(ids))
         self._trained = (step, batch_id, index)
         if self.healing is not None:
-            self.healing.capture((batch, index), step, batch_id)
+            if first:  # before the window's first forward pass: weights and RNG as they were
+                window = (self._window, trainer.accumulate_grad_batches)
+                self.healing.capture(window, step, batch_id)
+            self._window.append((batch, index))
 
-    def on_train_batch_end(self, trainer: Any, pl_module: Any, *args: Any) -> None:
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, *args: Any) -> None:
         rollback = self.rollback
+        if self._trained is not None and trainer.global_step == self._trained[0]:
+            # a micro-batch inside an accumulation window: its loss joins the step's, and
+            # nothing is decided before the step's end (a restore mid-window would train
+            # the rest of the window on other weights)
+            loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+            if self.healing is not None and isinstance(loss, torch.Tensor):
+                step, batch_id, _ = self._trained
+                self._window_losses.append(loss.detach())
+                self.healing.observe_micro(loss, step, batch_id)
+            return
         if self.memory is not None:
             self._follow_hook()
             done = rollback.rollbacks
@@ -301,17 +322,30 @@ class RollbackMixin:
             self.rollback.follow_hook(hook)
 
     def _replay_step(self, model: Any, batch: Any) -> Any:
-        """A kept step again: ``training_step``'s loss of the batch, and its backward pass."""
-        data, index = batch
-        out = model.training_step(data, index)
-        loss = out.get("loss") if isinstance(out, dict) else out
-        if not isinstance(loss, torch.Tensor):
-            raise InvalidConfigError(
-                "RollbackCallback(budget=...) replays a step through training_step, which must "
-                f"return the loss (or a dict with 'loss'), got {out!r}"
-            )
-        torch.autograd.backward(loss)
-        return loss.detach()
+        """A kept step again: ``training_step``'s loss of each of its micro-batches, divided
+        by the accumulation as Lightning does, and their backward passes; their sum."""
+        window, accumulate = batch
+        losses = []
+        for data, index in window:
+            out = model.training_step(data, index)
+            loss = out.get("loss") if isinstance(out, dict) else out
+            if not isinstance(loss, torch.Tensor):
+                raise InvalidConfigError(
+                    "RollbackCallback(budget=...) replays a step through training_step, which "
+                    f"must return the loss (or a dict with 'loss'), got {out!r}"
+                )
+            loss = loss / accumulate if accumulate != 1 else loss
+            torch.autograd.backward(loss)
+            losses.append(loss.detach())
+        return _total(losses)
+
+
+def _total(losses: list[torch.Tensor]) -> torch.Tensor:
+    """The step's loss over its micro-batches, summed in order (the same sum in a replay)."""
+    total = losses[0]
+    for loss in losses[1:]:
+        total = total + loss
+    return total
 
 
 def fit_with_rollback(
