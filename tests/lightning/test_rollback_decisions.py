@@ -76,6 +76,7 @@ def _fit(
     flip_at: int | None = None,
     fault_steps: frozenset[int] = frozenset(),
     skips: int = 1,
+    accumulate: int = 1,
 ) -> dict[str, Any]:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(64 * BATCH, 8, generator=g)
@@ -99,6 +100,7 @@ def _fit(
     def make_trainer() -> Any:
         return L.Trainer(
             max_steps=STEPS,
+            accumulate_grad_batches=accumulate,
             default_root_dir=str(tmp_path),
             accelerator="cpu",
             logger=False,
@@ -163,6 +165,27 @@ def test_a_nan_batch_is_still_restored_past_and_left_out(tmp_path: Path) -> None
     assert run["trainer"].global_step == STEPS
     # batch 12, its replay, then from the checkpoint of step 10 without it: one batch later
     assert module.trained == [*range(13), 12, 10, 11, *range(13, STEPS + 1)]
+
+
+def test_a_nan_micro_batch_restores_lightnings_file_of_a_step_and_skips_the_step(
+    tmp_path: Path,
+) -> None:
+    # two micro-batches a step (accumulate_grad_batches=2): batch 25 is step 12's second
+    run = _fit(tmp_path, nan_batches=(25,), accumulate=2)
+    rollback, module = run["rollback"], run["module"]
+    (event,) = rollback.events
+    assert (event.kind, event.step, event.restored_step, event.batches) == (
+        "rollback",
+        12,
+        10,
+        (24, 25),
+    )
+    assert event.decision.action == RESTORE and event.decision.evidence == DATA
+    assert rollback.batches.skip == {24, 25}
+    assert run["trainer"].global_step == STEPS
+    # steps 0-12, the replay of step 12's window, then from the file of step 10: batches 20-23
+    # (steps 10, 11) and 26 on, two a step
+    assert module.trained == [*range(26), 24, 25, *range(20, 24), *range(26, 2 * STEPS + 2)]
 
 
 def test_manual_optimization_is_refused_when_the_fit_starts(tmp_path: Path) -> None:
