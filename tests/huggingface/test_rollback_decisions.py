@@ -79,6 +79,7 @@ def _train(
     flip_at: int | None = None,
     fault_steps: frozenset[int] = frozenset(),
     skips: int = 1,
+    accumulate: int = 1,
 ) -> dict[str, Any]:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(64 * BATCH, 8, generator=g)
@@ -113,6 +114,7 @@ def _train(
             disable_tqdm=True,
             max_grad_norm=0.0,
             seed=0,
+            gradient_accumulation_steps=accumulate,
         )
         return transformers.Trainer(
             model,
@@ -173,6 +175,24 @@ def test_a_nan_batch_is_still_restored_past_and_left_out(tmp_path: Path) -> None
     assert run["trainer"].state.global_step == STEPS
     # batch 12, its replay, then from the checkpoint of step 10 without it: one batch later
     assert model.trained == [*range(13), 12, 10, 11, *range(13, STEPS + 1)]
+
+
+def test_a_nan_micro_batch_restores_to_a_step_boundary_and_skips_the_steps_batches(
+    tmp_path: Path,
+) -> None:
+    # two micro-batches a step: step s trains batches 2s and 2s+1; batch 25 is step 12's second
+    run = _train(tmp_path, nan_batches=(25,), accumulate=2)
+    rollback, model = run["rollback"], run["model"]
+    (event,) = rollback.events
+    assert (event.kind, event.step, event.restored_step) == ("rollback", 12, 10)
+    assert event.batches == (24, 25)  # the step was judged whole: each of its micro-batches
+    assert event.decision.action == RESTORE and event.decision.evidence == DATA
+    assert rollback.batches.skip == {24, 25}
+    assert run["trainer"].state.global_step == STEPS
+    # steps 0-12, the replay of step 12's whole window, then from checkpoint-10 (20 batches
+    # passed over): steps 10 and 11 again, and step 12 on without 24 and 25
+    assert model.trained == [*range(26), 24, 25, *range(20, 24), *range(26, 2 * STEPS + 2)]
+    assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
 def test_a_budget_that_does_not_roll_back_or_remedies_given_twice_are_refused(

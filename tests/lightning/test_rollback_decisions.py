@@ -76,6 +76,7 @@ def _fit(
     flip_at: int | None = None,
     fault_steps: frozenset[int] = frozenset(),
     skips: int = 1,
+    accumulate: int = 1,
 ) -> dict[str, Any]:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(64 * BATCH, 8, generator=g)
@@ -99,6 +100,7 @@ def _fit(
     def make_trainer() -> Any:
         return L.Trainer(
             max_steps=STEPS,
+            accumulate_grad_batches=accumulate,
             default_root_dir=str(tmp_path),
             accelerator="cpu",
             logger=False,
@@ -165,8 +167,34 @@ def test_a_nan_batch_is_still_restored_past_and_left_out(tmp_path: Path) -> None
     assert module.trained == [*range(13), 12, 10, 11, *range(13, STEPS + 1)]
 
 
-def test_gradient_accumulation_is_refused_when_the_fit_starts(tmp_path: Path) -> None:
+def test_a_nan_micro_batch_restores_lightnings_file_of_a_step_and_skips_the_step(
+    tmp_path: Path,
+) -> None:
+    # two micro-batches a step (accumulate_grad_batches=2): batch 25 is step 12's second
+    run = _fit(tmp_path, nan_batches=(25,), accumulate=2)
+    rollback, module = run["rollback"], run["module"]
+    (event,) = rollback.events
+    assert (event.kind, event.step, event.restored_step, event.batches) == (
+        "rollback",
+        12,
+        10,
+        (24, 25),
+    )
+    assert event.decision.action == RESTORE and event.decision.evidence == DATA
+    assert rollback.batches.skip == {24, 25}
+    assert run["trainer"].global_step == STEPS
+    # steps 0-12, the replay of step 12's window, then from the file of step 10: batches 20-23
+    # (steps 10, 11) and 26 on, two a step
+    assert module.trained == [*range(26), 24, 25, *range(20, 24), *range(26, 2 * STEPS + 2)]
+
+
+def test_manual_optimization_is_refused_when_the_fit_starts(tmp_path: Path) -> None:
     from tensortap.exceptions import InvalidConfigError
+
+    class Manual(Regression):
+        def __init__(self) -> None:
+            super().__init__()
+            self.automatic_optimization = False
 
     data = TensorDataset(torch.randn(32, 8), torch.randn(32, 1), torch.arange(32))
     batches = tt.SkipBatches(DataLoader(data, batch_size=BATCH))
@@ -174,7 +202,6 @@ def test_gradient_accumulation_is_refused_when_the_fit_starts(tmp_path: Path) ->
     callback = RollbackCallback(rollback, budget=tt.SkipBudget(1, 10, then="rollback"))
     trainer = L.Trainer(
         max_steps=2,
-        accumulate_grad_batches=2,
         default_root_dir=str(tmp_path),
         accelerator="cpu",
         logger=False,
@@ -183,5 +210,5 @@ def test_gradient_accumulation_is_refused_when_the_fit_starts(tmp_path: Path) ->
         enable_checkpointing=False,
         callbacks=[callback],
     )
-    with pytest.raises(InvalidConfigError, match="accumulate_grad_batches=2"):
-        trainer.fit(Regression(), train_dataloaders=batches)
+    with pytest.raises(InvalidConfigError, match="automatic_optimization=False"):
+        trainer.fit(Manual(), train_dataloaders=batches)

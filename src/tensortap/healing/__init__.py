@@ -2,7 +2,8 @@
 decision (:func:`score`, :class:`RobustWindow`), the skip budget (:class:`SkipBudget`), and
 the host-side record of trips (:class:`GuardLog`, :class:`GuardEvent`), and the rollback
 (:class:`Rollback`: the request seam, the decision from a replay's evidence, the last good
-checkpoint through :class:`FunctionCheckpoints` or a framework's own :class:`Checkpoints`, the
+checkpoint through :class:`FunctionCheckpoints`, :class:`MemoryCheckpoints` or a framework's own
+:class:`Checkpoints`, the
 batch stream with its skip list, :class:`SkipBatches`, and the branch session).
 
 The JAX/Optax guard (``tensortap.jax.guard``) runs :func:`score` inside ``jit`` with
@@ -11,7 +12,7 @@ See docs/jax.md and docs/keras.md, "A guard that skips bad updates".
 """
 
 from tensortap.healing._budget import Exhausted, SkipBudget, SkipWindow
-from tensortap.healing._checkpoints import Checkpoints, FunctionCheckpoints
+from tensortap.healing._checkpoints import Checkpoints, FunctionCheckpoints, MemoryCheckpoints
 from tensortap.healing._events import GuardEvent, GuardLog, GuardStatus
 from tensortap.healing._options import GuardSettings
 from tensortap.healing._rollback import Rollback, RollbackEvent
@@ -46,6 +47,7 @@ __all__ = [
     "GuardLog",
     "GuardSettings",
     "GuardStatus",
+    "MemoryCheckpoints",
     "RobustWindow",
     "Rollback",
     "RollbackEvent",

@@ -55,7 +55,7 @@ from tensortap.core._rollback_decision import (
 from tensortap.core._rollback_request import REQUEST_FILE, RollbackRequests, record_event
 from tensortap.exceptions import CheckpointError, InvalidConfigError
 from tensortap.healing._agreement import rank as _rank
-from tensortap.healing._budget import TrainedAt
+from tensortap.healing._budget import TrainedAt, flatten
 from tensortap.healing._checkpoints import Checkpoints
 from tensortap.healing._loop import drive
 from tensortap.healing._requests import Inbox, agree
@@ -244,7 +244,9 @@ class Rollback:
 
     def trained(self, step: int, batch_id: Hashable) -> None:
         """Step ``step`` trains the batch ``batch_id`` (:meth:`steps` says so itself; a
-        trainer's callback calls it): a request naming the step alone skips that batch."""
+        trainer's callback calls it; a step that accumulates several: a
+        :class:`~tensortap.healing._budget.MicroBatches` of their ids): a request naming the
+        step alone skips that batch (each of them)."""
         self._trained[step] = batch_id
         self._sessions.note(step)
         if len(self._trained) > _KEEP_STEPS:  # where no checkpoint() prunes (a trainer saves)
@@ -332,6 +334,7 @@ class Rollback:
         ids = [b for b in ids if b is not None]
         if not ids and step in self._trained:
             ids = [self._trained[step]]
+        ids = flatten(ids)  # a step that accumulated micro-batches: each one's id
         ids = list(dict.fromkeys(ids))
         order = self.remedies.order if self.remedies is not None else ()
         if (

@@ -28,7 +28,9 @@ over the batches its ``global_step`` says were trained, which the skip list leav
 (a skipped batch always comes after the checkpoint restored). A request stops ``train()`` at
 the end of its step (``control.should_training_stop``); :func:`train_with_rollback` picks the
 last good checkpoint and trains again from it, and the new ``TensortapCallback`` session is
-recorded as the branch. One process, ``gradient_accumulation_steps=1``: what is tested.
+recorded as the branch. With ``gradient_accumulation_steps=k`` a step trains the ``k`` next
+batches the skip list keeps (its micro-batches), and is judged, replayed, restored and skipped
+whole. One process: what is tested.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import torch
 from transformers import TrainerCallback
 
 from tensortap.exceptions import CheckpointError, InvalidConfigError
-from tensortap.healing._budget import SkipBudget
+from tensortap.healing._budget import MicroBatches, SkipBudget
 from tensortap.healing._rollback import Rollback
 from tensortap.healing._skip_batches import SkipBatches
 from tensortap.pytorch._hook import Hook
@@ -150,7 +152,14 @@ class RollbackCallback(TrainerCallback):
     a data fault restores and leaves the batch out, a numerics fault tries ``remedies``
     (keyword arguments of :class:`~tensortap.pytorch.Remedies`, made on the Trainer's
     optimizer and moved to each new one; ``None``: none) and stops naming the layer. ``keep``:
-    the steps the replayer holds."""
+    the steps the replayer holds.
+
+    ``gradient_accumulation_steps=k``: a step's ``k`` micro-batches are the next ``k`` the skip
+    list keeps; the guard judges the step once, before the optimizer's step, on its worst
+    micro-batch loss, naming each (a :class:`~tensortap.healing._budget.MicroBatches`); a replay
+    runs every micro-batch of the step again from the weights and RNG before the first; a
+    decision is taken at the step's end only (the Trainer calls ``on_step_end`` once a step),
+    so a restore is always to a step boundary and skips the step's micro-batches together."""
 
     def __init__(
         self,
@@ -166,7 +175,9 @@ class RollbackCallback(TrainerCallback):
                 "BatchStream the Trainer trains on)"
             )
         self.rollback = rollback
-        self._cursor: tuple[int, int] | None = None  # (step, its batch's position)
+        self._cursor: tuple[int, int] | None = None  # (step, its last batch's position)
+        self._accumulate = 1  # micro-batches a step
+        self._positions: list[int] = []  # the step's micro-batches' positions
         #: The guard, replayer and remedies (None without ``budget``).
         self.healing = (
             None
@@ -178,15 +189,12 @@ class RollbackCallback(TrainerCallback):
         self._handles: list[Any] = []
         self._replaying = False
         self._captured = False
-        self._loss: Any = None
+        self._window: list[tuple[tuple[Any, ...], dict[str, Any]]] = []  # for a replay
+        self._losses: list[Any] = []  # each micro-batch's loss, this step
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._cursor = None
-        if args.gradient_accumulation_steps != 1:
-            raise InvalidConfigError(
-                "RollbackCallback counts one batch per step: gradient_accumulation_steps must "
-                f"be 1, got {args.gradient_accumulation_steps}"
-            )
+        self._accumulate = int(args.gradient_accumulation_steps)
         model, optimizer = kwargs.get("model"), kwargs.get("optimizer")
         if self.healing is not None and isinstance(model, torch.nn.Module):
             self.healing.begin(model, optimizer)
@@ -201,14 +209,19 @@ class RollbackCallback(TrainerCallback):
             hook = Hook.current()
             if hook is not None:
                 rollback.follow_hook(hook)
-        rollback.trained(step, self._position(step))
-        self._captured, self._loss = False, None
+        positions = self._positions = self._step_positions(step)
+        rollback.trained(step, positions[0] if len(positions) == 1 else MicroBatches(positions))
+        self._captured, self._losses = False, []
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.healing is not None and self._loss is not None and self._cursor is not None:
-            step, position = self._cursor
-            self.healing.observe(self._loss, step, position)
-        self._loss = None
+        losses, self._losses = self._losses, []
+        if self.healing is None or not losses or self._cursor is None:
+            return
+        step, ids = self._cursor[0], self._positions
+        for i, loss in enumerate(losses[:-1]):  # an accumulated step's micro-batches
+            self.healing.observe_micro(loss, step, ids[min(i, len(ids) - 1)])
+        last = ids[min(len(losses), len(ids)) - 1]
+        self.healing.observe(losses[-1], step, last, step_loss=_total(losses))
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         rollback = self.rollback
@@ -230,51 +243,67 @@ class RollbackCallback(TrainerCallback):
         self._handles = []
 
     def _forward_pre(self, module: Any, args: Any, kwargs: Any) -> None:
-        """The step's first training forward pass: its batch is kept for a replay."""
-        if self._replaying or self._captured or not module.training:
+        """Each training forward pass of the step (one a micro-batch): its batch is kept for a
+        replay, captured before the first (the weights and RNG the step started from)."""
+        if self._replaying or not module.training or not torch.is_grad_enabled():
             return
-        if not torch.is_grad_enabled() or self.healing is None or self._cursor is None:
+        if self.healing is None or self._cursor is None:
             return
-        self._captured = True
-        step, position = self._cursor
-        self.healing.capture((tuple(args), dict(kwargs)), step, position)
+        if not self._captured:
+            self._captured, self._window = True, []
+            step = self._cursor[0]
+            self.healing.capture((self._window, self._accumulate), step, self._positions[0])
+        self._window.append((tuple(args), dict(kwargs)))
 
     def _forward(self, module: Any, args: Any, output: Any) -> None:
-        if self._replaying or self._loss is not None or not module.training:
+        if self._replaying or not module.training or not torch.is_grad_enabled():
             return
-        if torch.is_grad_enabled():
-            self._loss = _loss_of(output)
+        loss = _loss_of(output)
+        if loss is not None:
+            self._losses.append(loss)
 
     def _replay_step(self, model: Any, batch: Any) -> Any:
-        """A kept step again: the model's own loss of the batch, and its backward pass."""
-        args, kwargs = batch
-        self._replaying = True
-        try:
-            loss = _loss_of(model(*args, **kwargs))
-        finally:
-            self._replaying = False
-        if loss is None:
-            raise InvalidConfigError(
-                "RollbackCallback(budget=...) replays a step from the model's own loss: the "
-                "model must return one (a 'loss' entry, given the batch's labels)"
-            )
-        loss.backward()
-        return loss.detach()
+        """A kept step again: the model's own loss of each of its micro-batches, and their
+        backward passes (each divided by the accumulation, as the Trainer does); their sum, as
+        the step's loss was observed."""
+        window, accumulate = batch
+        losses = []
+        for args, kwargs in window:
+            self._replaying = True
+            try:
+                loss = _loss_of(model(*args, **kwargs))
+            finally:
+                self._replaying = False
+            if loss is None:
+                raise InvalidConfigError(
+                    "RollbackCallback(budget=...) replays a step from the model's own loss: the "
+                    "model must return one (a 'loss' entry, given the batch's labels)"
+                )
+            (loss / accumulate if accumulate != 1 else loss).backward()
+            losses.append(loss.detach())
+        return _total(losses)
 
-    def _position(self, step: int) -> int:
-        """The position of the batch step ``step`` trains: the ``step``-th the skip list
-        keeps (counted once per ``train()``, then one at a time)."""
+    def _step_positions(self, step: int) -> list[int]:
+        """The positions of the batches step ``step`` trains: the ``k`` (its micro-batches)
+        after the ``step * k`` the skip list keeps before them (counted once per ``train()``,
+        then a step at a time)."""
         skip = self.rollback.batches.skip if self.rollback.batches is not None else set()
+        k = self._accumulate
         if self._cursor is None or self._cursor[0] != step - 1:
-            position, left = -1, step + 1
+            position, left = -1, step * k
         else:
-            position, left = self._cursor[1], 1
+            position, left = self._cursor[1], 0
         while left:
             position += 1
             if position not in skip:
                 left -= 1
+        positions: list[int] = []
+        while len(positions) < k:
+            position += 1
+            if position not in skip:
+                positions.append(position)
         self._cursor = (step, position)
-        return position
+        return positions
 
 
 def train_with_rollback(
@@ -301,6 +330,14 @@ def train_with_rollback(
         if rollback.rollbacks == done and rollback.restore() is None:
             return trainer
         resume_from_checkpoint = checkpoints.restore_path
+
+
+def _total(losses: list[Any]) -> Any:
+    """A step's loss over its micro-batches, summed in order (the same sum in a replay)."""
+    total = losses[0]
+    for loss in losses[1:]:
+        total = total + loss
+    return total
 
 
 def _loss_of(output: Any) -> Any:

@@ -100,6 +100,8 @@ class CallbackMixin:
             self.session.hook.resume()
 
     def on_train_batch_start(self, trainer: Any, pl_module: nn.Module, *args: Any) -> None:
+        if trainer.global_step < self._global_step:
+            self._branch(trainer, pl_module)
         hook = self.session.hook
         if hook is not None:
             self.session.close_step()
@@ -122,6 +124,7 @@ class CallbackMixin:
         self.session.add_loss(loss, share=True)  # Lightning divided it by the accumulation
         if trainer.global_step == self._global_step:
             return  # an accumulating batch: the optimizer step is still to come
+        went_back = trainer.global_step < self._global_step  # rolled back during this batch
         self._global_step = trainer.global_step
         self.session.end_step()
         self._names_at_step = set(trainer.callback_metrics)
@@ -138,6 +141,17 @@ class CallbackMixin:
             self.session.save_metrics(metrics, ModeKeys.TRAIN)
         if self.session.stop_requested() is not None:
             trainer.should_stop = True
+        if went_back:
+            self._branch(trainer, pl_module)
+
+    def _branch(self, trainer: Any, pl_module: nn.Module) -> None:
+        """The fit's state was put back to an earlier step in place (a ``RollbackCallback``
+        restored an in-memory checkpoint): this session ends, and a new one numbers its TRAIN
+        steps from the restored ``global_step`` (the rollback records it as a branch). A hook
+        not made here (given, or the job's) goes on, counting those steps again."""
+        self.session.finish()
+        self.on_fit_start(trainer, pl_module)
+        self.on_train_start(trainer, pl_module)
 
     def _logged_by_training_step(self, name: str) -> bool:
         return not (

@@ -25,6 +25,22 @@ picks the last good checkpoint, adds the batches to the skip list and fits again
 :class:`~tensortap.pytorch.SkipBatches` is a stateful iterable, where the batches were. The
 ``TensortapCallback`` of the new fit writes a new session, which :class:`RollbackCallback`
 records as a branch of the first.
+
+In memory, within one fit::
+
+    rollback = tt.Rollback(tt.MemoryCheckpoints(keep=2), every=50)
+    budget = tt.SkipBudget(2, 10, then="rollback")
+    trainer = lightning.pytorch.Trainer(max_steps=1000, callbacks=[
+        TensortapCallback(), RollbackCallback(rollback, budget=budget)])
+    trainer.fit(module, train_loader)
+
+Every ``every`` optimizer steps, when a batch starts, the callback copies the fit's state
+(:mod:`tensortap.lightning._fit_state`: the module, the optimizers, the schedulers, the random
+number generators and the loop's step count); when the rollback restores (at the end of a
+batch, the guard's budget spent or a request heard), the copy is put back in place,
+``trainer.global_step`` is the checkpoint's step again and the fit goes on with its next batch
+(the batches between are not trained again). One device only (refused otherwise, saying what
+to use). ``PLRollbackCallback`` is the same callback for ``pytorch_lightning``'s Trainer.
 """
 
 from __future__ import annotations
@@ -35,11 +51,12 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from lightning.pytorch.callbacks.callback import Callback
 
 from tensortap.exceptions import CheckpointError, InvalidConfigError
-from tensortap.healing._budget import SkipBudget
+from tensortap.healing._budget import MicroBatches, SkipBudget
+from tensortap.healing._checkpoints import MemoryCheckpoints
 from tensortap.healing._rollback import Rollback
+from tensortap.lightning import _fit_state
 from tensortap.pytorch._hook import Hook
 from tensortap.pytorch._trainer_healing import TrainerHealing
 
@@ -113,25 +130,37 @@ class LightningCheckpoints:
             self._forgotten.add(path)
 
 
-class RollbackCallback(Callback):
+class RollbackMixin:
     """Connects a :class:`~tensortap.pytorch.Rollback` to Lightning's ``Trainer``: tells it which
-    batch each step trains, stops the fit after the batch during which a rollback was
-    requested (agreed by every rank under DDP: one reduction per step), and records the next
-    fit's tensortap session as the branch.
+    batch each step trains, and acts on its restores at the end of each batch. With
+    :class:`LightningCheckpoints` (Lightning's files), it stops the fit after the batch during
+    which a rollback was requested (agreed by every rank under DDP: one reduction per step) and
+    records the next fit's tensortap session as the branch (:func:`fit_with_rollback` fits
+    again). With :class:`~tensortap.healing.MemoryCheckpoints`, it copies the fit's state
+    every ``rollback.every`` steps and puts a copy back in place, within the same fit (see the
+    module docstring). The behaviour of ``RollbackCallback`` (``lightning.pytorch``) and
+    ``PLRollbackCallback`` (``pytorch_lightning``): each Trainer takes its own package's
+    ``Callback``.
 
     ``budget`` (a :class:`~tensortap.pytorch.SkipBudget` with ``then="rollback"``): decide
     from evidence, as a plain PyTorch loop does. A :class:`~tensortap.pytorch.Guard` with this
-    budget is put on the optimizer ``configure_optimizers`` returns (each fit's), a
-    :class:`~tensortap.pytorch.Replayer` replays its trips (the kept batch's loss recomputed by
-    ``training_step``), and the rollback is decided at the end of each batch: a transient fault
-    goes on within the same fit, a data fault restores and leaves the batch out, a numerics
-    fault tries ``remedies`` (keyword arguments of :class:`~tensortap.pytorch.Remedies`, made
-    on the fit's optimizer and moved to each new one; ``None``: none) and stops naming the
-    layer. Lightning runs the step's forward and backward passes inside ``optimizer.step``
-    (a closure), after the guard would look at the gradients; so, for the fit, the module's
-    ``optimizer_step`` runs the closure first and hands ``optimizer.step`` its result (one
-    optimizer, automatic optimization, ``accumulate_grad_batches=1``; a closure called more
-    than once, as LBFGS's, is not supported). ``keep``: the steps the replayer holds."""
+    budget is put on the optimizer ``configure_optimizers`` returns (each fit's, and again after
+    an in-memory restore), a :class:`~tensortap.pytorch.Replayer` replays its trips (the kept
+    batch's loss recomputed by ``training_step``), and the rollback is decided at the end of
+    each batch: a transient fault goes on within the same fit, a data fault restores and leaves
+    the batch out, a numerics fault tries ``remedies`` (keyword arguments of
+    :class:`~tensortap.pytorch.Remedies`, made on the fit's optimizer and moved to each new
+    one; ``None``: none) and stops naming the layer. Lightning runs the step's forward and
+    backward passes inside ``optimizer.step`` (a closure), after the guard would look at the
+    gradients; so, for the fit, the module's ``optimizer_step`` runs the closure first and hands
+    ``optimizer.step`` its result (one optimizer, automatic optimization; a closure called more
+    than once, as LBFGS's, is not supported). ``keep``: the steps the replayer holds.
+
+    ``accumulate_grad_batches=k``: a step is its ``k`` micro-batches. The guard judges it once,
+    at the optimizer's step, on its worst micro-batch loss, naming each micro-batch (a
+    :class:`~tensortap.healing._budget.MicroBatches`); a replay runs the whole window again
+    from the weights before it; a restore (and a checkpoint) happens only at a step's end,
+    never inside a window, so the fit goes on with the first micro-batch of a new window."""
 
     def __init__(
         self,
@@ -141,7 +170,27 @@ class RollbackCallback(Callback):
         remedies: dict[str, Any] | None = None,
         keep: int = 4,
     ) -> None:
+        super().__init__()
+        if not isinstance(rollback, Rollback):
+            raise InvalidConfigError(
+                "RollbackCallback needs a tensortap Rollback: "
+                "tt.Rollback(tt.MemoryCheckpoints(), every=50) to roll back in memory within "
+                "the fit, or tt.Rollback(LightningCheckpoints(dirpath), batches=...) with "
+                f"fit_with_rollback; got {type(rollback).__name__}"
+            )
         self.rollback = rollback
+        #: The checkpoints held in memory, put back within the fit (None: Lightning's files,
+        #: or your own, restored by fitting again).
+        self.memory = (
+            rollback.checkpoints if isinstance(rollback.checkpoints, MemoryCheckpoints) else None
+        )
+        if self.memory is not None and (rollback.every is None or rollback.batches is not None):
+            raise InvalidConfigError(
+                "RollbackCallback with MemoryCheckpoints copies the fit's state every "
+                "Rollback(every=k) optimizer steps and goes on with the fit's next batch after a "
+                "restore (a batch stream cannot be rewound under a running fit): give every=, "
+                f"leave batches= out; got every={rollback.every!r}, batches={rollback.batches!r}"
+            )
         #: The guard, replayer and remedies (None without ``budget``).
         self.healing = (
             None
@@ -152,24 +201,32 @@ class RollbackCallback(Callback):
         )
         self._module: Any = None
         self._trained: tuple[int, Any, int] | None = None  # (step, batch id, batch index)
+        self._at_batch_end = False  # a restore now is in on_train_batch_end
+        self._window: list[tuple[Any, int]] = []  # the step's micro-batches, for a replay
+        self._window_ids: list[Any] = []
+        self._window_losses: list[torch.Tensor] = []  # its micro-batches' losses before the last
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         hook = Hook.current()  # the TensortapCallback's, made at on_fit_start
         if hook is not None:
             self.rollback.follow_hook(hook)
+        if self.memory is not None:
+            problem = _fit_state.refusal(trainer, pl_module)
+            if problem is not None:
+                raise InvalidConfigError(f"RollbackCallback: {problem}")
+            self.memory.bind(
+                lambda: _fit_state.capture(trainer, pl_module),
+                lambda state: _fit_state.restore(
+                    trainer, pl_module, state, at_batch_end=self._at_batch_end
+                ),
+            )
         if self.healing is None:
             return
-        if (
-            len(trainer.optimizers) != 1
-            or not pl_module.automatic_optimization
-            or trainer.accumulate_grad_batches != 1
-        ):
+        if len(trainer.optimizers) != 1 or not pl_module.automatic_optimization:
             raise InvalidConfigError(
                 "RollbackCallback(budget=...) guards one optimizer under automatic "
-                "optimization, one batch per step; got "
-                f"{len(trainer.optimizers)} optimizer(s), "
-                f"automatic_optimization={pl_module.automatic_optimization}, "
-                f"accumulate_grad_batches={trainer.accumulate_grad_batches}"
+                f"optimization; got {len(trainer.optimizers)} optimizer(s), "
+                f"automatic_optimization={pl_module.automatic_optimization}"
             )
         self.healing.begin(pl_module, trainer.optimizers[0])
         self._module = pl_module
@@ -183,27 +240,68 @@ class RollbackCallback(Callback):
             loss = optimizer_closure()  # forward and backward, before the guard looks
             if isinstance(loss, torch.Tensor) and self._trained is not None:
                 step, batch_id, _ = self._trained
-                self.healing.observe(loss, step, batch_id)
+                window = [*self._window_losses, loss.detach()]
+                self.healing.observe(loss, step, batch_id, step_loss=_total(window))
             return original(epoch, batch_idx, optimizer, lambda: loss)
 
         pl_module.optimizer_step = optimizer_step
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, index: int) -> None:
-        batches = self.rollback.batches
-        step, batch_id = trainer.global_step, batches.take() if batches else index
-        self.rollback.trained(step, batch_id)
+        rollback, step = self.rollback, trainer.global_step
+        first = self._trained is None or self._trained[0] != step  # a new window (step)
+        batch_id: Any = index
+        if self.memory is not None:
+            self._follow_hook()
+            if step % (rollback.every or 1) == 0 and step not in self.memory.steps():
+                rollback.checkpoint(step)  # the state before step `step` trains
+            batch_id = (trainer.current_epoch, index)  # ids of one fit, over its epochs
+        elif rollback.batches:
+            batch_id = rollback.batches.take()
+        if first:
+            self._window, self._window_ids, self._window_losses = [], [], []
+        self._window_ids.append(batch_id)
+        ids = self._window_ids
+        rollback.trained(step, batch_id if len(ids) == 1 else MicroBatches(ids))
         self._trained = (step, batch_id, index)
         if self.healing is not None:
-            self.healing.capture((batch, index), step, batch_id)
+            if first:  # before the window's first forward pass: weights and RNG as they were
+                window = (self._window, trainer.accumulate_grad_batches)
+                self.healing.capture(window, step, batch_id)
+            self._window.append((batch, index))
 
-    def on_train_batch_end(self, trainer: Any, pl_module: Any, *args: Any) -> None:
-        if self.healing is not None:
-            done = self.rollback.rollbacks
-            self.rollback.restore()  # the trips replayed, a request decided: maybe nothing
-            if self.rollback.rollbacks > done or self.rollback.should_stop:
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, *args: Any) -> None:
+        rollback = self.rollback
+        if self._trained is not None and trainer.global_step == self._trained[0]:
+            # a micro-batch inside an accumulation window: its loss joins the step's, and
+            # nothing is decided before the step's end (a restore mid-window would train
+            # the rest of the window on other weights)
+            loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+            if self.healing is not None and isinstance(loss, torch.Tensor):
+                step, batch_id, _ = self._trained
+                self._window_losses.append(loss.detach())
+                self.healing.observe_micro(loss, step, batch_id)
+            return
+        if self.memory is not None:
+            self._follow_hook()
+            done = rollback.rollbacks
+            self._at_batch_end = True
+            try:
+                rollback.restore()  # trips replayed, a request decided: maybe nothing to do
+            finally:
+                self._at_batch_end = False
+            if rollback.rollbacks > done and self.healing is not None:
+                # a guard on the optimizer as restored (its window starts again, as a new fit's)
+                self.healing.begin(pl_module, trainer.optimizers[0])
+            if rollback.should_stop:
                 trainer.should_stop = True
             return
-        pending = self.rollback.pending
+        if self.healing is not None:
+            done = rollback.rollbacks
+            rollback.restore()  # the trips replayed, a request decided: maybe nothing
+            if rollback.rollbacks > done or rollback.should_stop:
+                trainer.should_stop = True
+            return
+        pending = rollback.pending
         if trainer.world_size > 1:
             pending = trainer.strategy.reduce_boolean_decision(pending, all=False)
         if pending:
@@ -216,18 +314,38 @@ class RollbackCallback(Callback):
             vars(self._module).pop("optimizer_step", None)  # the class's again
             self._module = None
 
+    def _follow_hook(self) -> None:
+        """The TensortapCallback's hook, when it made a new one (a branch after an in-memory
+        restore: the rollback records it as such)."""
+        hook = Hook.current()
+        if hook is not None and hook is not self.rollback.hook:
+            self.rollback.follow_hook(hook)
+
     def _replay_step(self, model: Any, batch: Any) -> Any:
-        """A kept step again: ``training_step``'s loss of the batch, and its backward pass."""
-        data, index = batch
-        out = model.training_step(data, index)
-        loss = out.get("loss") if isinstance(out, dict) else out
-        if not isinstance(loss, torch.Tensor):
-            raise InvalidConfigError(
-                "RollbackCallback(budget=...) replays a step through training_step, which must "
-                f"return the loss (or a dict with 'loss'), got {out!r}"
-            )
-        torch.autograd.backward(loss)
-        return loss.detach()
+        """A kept step again: ``training_step``'s loss of each of its micro-batches, divided
+        by the accumulation as Lightning does, and their backward passes; their sum."""
+        window, accumulate = batch
+        losses = []
+        for data, index in window:
+            out = model.training_step(data, index)
+            loss = out.get("loss") if isinstance(out, dict) else out
+            if not isinstance(loss, torch.Tensor):
+                raise InvalidConfigError(
+                    "RollbackCallback(budget=...) replays a step through training_step, which "
+                    f"must return the loss (or a dict with 'loss'), got {out!r}"
+                )
+            loss = loss / accumulate if accumulate != 1 else loss
+            torch.autograd.backward(loss)
+            losses.append(loss.detach())
+        return _total(losses)
+
+
+def _total(losses: list[torch.Tensor]) -> torch.Tensor:
+    """The step's loss over its micro-batches, summed in order (the same sum in a replay)."""
+    total = losses[0]
+    for loss in losses[1:]:
+        total = total + loss
+    return total
 
 
 def fit_with_rollback(

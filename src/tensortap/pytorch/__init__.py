@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # `X as X`: re-exported for type checkers (no static __all__ 
     from tensortap.core._spike_forecast import SpikeForecast as SpikeForecast
     from tensortap.core._spike_forecast import SpikeWarning as SpikeWarning
     from tensortap.healing._budget import SkipBudget as SkipBudget
+    from tensortap.healing._checkpoints import MemoryCheckpoints as MemoryCheckpoints
     from tensortap.healing._rollback import Rollback as Rollback
     from tensortap.healing._rollback import RollbackEvent as RollbackEvent
     from tensortap.healing._skip_batches import SkipBatches as SkipBatches

@@ -93,15 +93,30 @@ class TrainerHealing:
         if self.replayer is not None:
             self.replayer.capture(batch, batch_id=batch_id, step=step)
 
-    def observe(self, loss: torch.Tensor, step: int, batch_id: Any) -> None:
-        """Step ``step``'s loss, its gradients computed, before the optimizer's step."""
+    def observe(
+        self,
+        loss: torch.Tensor,
+        step: int,
+        batch_id: Any,
+        *,
+        step_loss: torch.Tensor | None = None,
+    ) -> None:
+        """Step ``step``'s loss, its gradients computed, before the optimizer's step (of an
+        accumulated step: its last micro-batch's, ``step_loss`` the sum of every micro-batch's,
+        which a replay of the whole step returns)."""
         if self.replayer is None or self.guard is None:
             return
         try:
-            self.replayer.after_backward(loss)
+            self.replayer.after_backward(loss if step_loss is None else step_loss)
         except InvalidConfigError:  # no capture this step (its forward pass was not seen)
             log.warning("tensortap: step %d was not captured for a replay", step)
         self.guard.observe(loss, batch=batch_id, step=step)
+
+    def observe_micro(self, loss: torch.Tensor, step: int, batch_id: Any) -> None:
+        """A micro-batch of step ``step`` that is not its last: its loss and id join the
+        step's (the guard judges the step on its worst micro-batch, at the optimizer's step)."""
+        if self.guard is not None:
+            self.guard.observe(loss, batch=batch_id, step=step)
 
     def end(self) -> None:
         """A run ended: the guard's last decisions are read (its trips are replayed at the
