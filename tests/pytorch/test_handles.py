@@ -98,3 +98,41 @@ def test_registration_returns_a_handle_that_removes_it(tmp_path: Path) -> None:
     hook.close()
     # the steps that ended while it was registered (the third was still open at the removal)
     assert tt.create_trial(tmp_path / "run").tensor("again.fc1.weight").steps() == [0, 1]
+
+
+def test_a_loss_made_anew_each_step_is_one_series(tmp_path: Path) -> None:
+    """Hugging Face models build their ``CrossEntropyLoss`` inside ``forward``: a new module
+    each step. Its name was taken for good (``CrossEntropyLoss_1`` ... ``_800``: one series a
+    step), and a new module at a collected one's address was taken as registered (that step's
+    loss not saved). Each replaces the last: one series holding every step."""
+    model = make(Net)
+    hook = tt.Hook(tmp_path / "run", save_config=EVERY_STEP, include_collections=["losses"])
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    hook.register_optimizer(opt)
+    steps = 6
+    for xb, yb in batches(32, steps):
+        loss_fn = nn.CrossEntropyLoss()
+        hook.register_loss(loss_fn)
+        opt.zero_grad()
+        loss_fn(model(xb), yb).backward()
+        opt.step()
+        del loss_fn
+        gc.collect()
+    hook.close()
+    trial = tt.create_trial(str(tmp_path / "run"))
+    losses = [n for n in trial.tensor_names() if n.startswith("CrossEntropyLoss")]
+    assert losses == ["CrossEntropyLoss_output_0"]
+    assert trial.tensor("CrossEntropyLoss_output_0").steps() == list(range(steps))
+    # a loss that lives on keeps its name: a second one beside it is told apart
+    first, second = nn.CrossEntropyLoss(), nn.CrossEntropyLoss()
+    other = tt.Hook(tmp_path / "two", save_config=EVERY_STEP, include_collections=["losses"])
+    other.register_module(model)
+    other.register_loss(first)
+    other.register_loss(second)
+    xb, yb = next(iter(batches(32, 1)))
+    first(model(xb), yb)
+    second(model(xb), yb)
+    other.close()
+    names = tt.create_trial(str(tmp_path / "two")).tensor_names()
+    assert {"CrossEntropyLoss_output_0", "CrossEntropyLoss_1_output_0"} <= set(names)

@@ -70,3 +70,26 @@ def test_a_weight_that_starts_at_zero_is_an_initialisation(tmp_path: Path) -> No
         assert summary.status is expected, summary.findings[:1]
         if not moved:
             assert summary.findings[0].tensors == ("head.weight",)
+
+
+def test_vital_signs_and_loop_facts_are_no_tensor_of_the_model(tmp_path: Path) -> None:
+    """A warm-up starts its learning rate at 0 (``vitals/lr`` at step 0: a frozen-encoder HF
+    run of the stranger development set was "tensors are all zero" first), and a loop fact
+    counts 0 when all is well: neither is a tensor of the model."""
+    builder = TrialBuilder(tmp_path)
+    for step, lr in enumerate((0.0, 5e-5)):
+        builder.step(
+            {
+                "vitals/lr": F32(lr),
+                "training_loop/zero_lr_params": F32(0),
+                "fc_output_0": np.ones((4, 3), F32) * (step + 1),
+            },
+            collections={
+                "vitals/lr": "vitals",
+                "training_loop/zero_lr_params": "training_loop",
+                "fc_output_0": "outputs",
+            },
+        )
+    summary = invoke_rule(AllZero(builder.close()))
+    assert summary.status is RuleStatus.NO_ISSUES_FOUND, summary.findings[:1]
+    assert summary.judged == 2

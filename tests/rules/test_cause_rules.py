@@ -738,3 +738,41 @@ def test_an_evaluation_pass_that_ends_a_run_read_live_is_judged_when_training_en
     assert len(said) == last + 2 and final.step == last
     assert final.triggered and final.severity is Severity.PROBLEM
     assert "to the end of training" in final.message
+
+
+def test_token_ids_fed_to_an_embedding_are_no_unnormalised_features(tmp_path: Path) -> None:
+    """A stranger's healthy Keras LSTM (int32 token ids into an Embedding; saved as
+    float32, root mean square 5.3) was diagnosed "the inputs are not normalised": the first
+    layer looks its input up, so the ids are not judged; before a Dense they still are."""
+    ids = np.random.default_rng(0).integers(0, 12, size=(256, 20)).astype(np.float32)
+    every = tt.SaveConfig(save_interval=1)
+    for first, lookup in (
+        ("keras.src.layers.core.embedding.Embedding", True),
+        ("keras.src.layers.core.dense.Dense", False),
+    ):
+        out = tmp_path / f"ids{lookup}"
+        with tt.Hook(str(out), include_collections=["inputs"], save_config=every) as hook:
+            hook.log_config({"model": {"class": "Sequential", "first_layer": first}})
+            for start in range(0, len(ids), 64):
+                hook.save_tensor("sequential_input_0", ids[start : start + 64], "inputs")
+                hook.next_step()
+        summary = invoke_rule(UnnormalisedInput(tt.create_trial(str(out))))
+        expected = "NoIssuesFound" if lookup else "IssuesFound"
+        assert summary.status.value == expected, first
+        assert summary.judged > 0  # judged, not skipped
+
+
+def test_a_loss_modules_input_is_not_the_models_input(tmp_path: Path) -> None:
+    """A Hugging Face model under its Trainer is called with keyword arguments, so no input of
+    its own is saved, and the first saved input was its loss's: the logits of a frozen random
+    BERT (all under 0.014) were "inputs too small" first. A loss's inputs are not the model's."""
+    logits = np.random.default_rng(1).normal(0, 0.005, size=(64, 2)).astype(np.float32)
+    every = tt.SaveConfig(save_interval=1)
+    out = tmp_path / "hf"
+    with tt.Hook(str(out), include_collections=["inputs", "losses"], save_config=every) as hook:
+        for _ in range(4):
+            hook.save_tensor("CrossEntropyLoss_input_0", logits, "inputs")
+            hook.save_tensor("CrossEntropyLoss_output_0", np.float32(0.69), "losses")
+            hook.next_step()
+    summary = invoke_rule(UnnormalisedInput(tt.create_trial(str(out))))
+    assert summary.status.value == "NoData", summary.findings[:1]

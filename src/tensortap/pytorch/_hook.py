@@ -257,8 +257,15 @@ class Hook(TrainerControls, BaseHook):
         if known is not None or not self._registry.add_loss(loss_module):
             return known or HookHandle(())  # a module of a registered model: nothing installed
         post = loss_module.register_forward_hook(self._on_loss_forward)
-        forget = partial(self._forget_loss, loss_module)
-        return self._registered(id(loss_module), post.remove, forget)
+        # held weakly: a loss made anew in each forward pass must be free to go
+        forget = partial(self._forget_loss, weakref.ref(loss_module))
+        handle = self._registered(id(loss_module), post.remove, forget)
+        # a collected loss's registration goes with it: its id is free for the next module
+        # (a loss made anew in each forward pass), which would otherwise be taken as known
+        weakref.finalize(
+            loss_module, _drop_registration, weakref.ref(self), id(loss_module), handle
+        )
+        return handle
 
     def register_optimizer(self, optimizer: torch.optim.Optimizer) -> HookHandle:
         """Save the optimizer's hyperparameters and state in ``optimizer_variables``; its
@@ -323,7 +330,10 @@ class Hook(TrainerControls, BaseHook):
             self._module_io.remove()  # installed again at the next due step, for those left
             self._optimizer_owned = weakref.WeakKeyDictionary()
 
-    def _forget_loss(self, module: nn.Module) -> None:
+    def _forget_loss(self, ref: weakref.ref[nn.Module]) -> None:
+        module = ref()
+        if module is None:
+            return  # collected: its name went with it (Registry.add_loss)
         with self._lock:
             self._registry.remove_loss(module)
             self._module_io.remove()
@@ -711,3 +721,11 @@ class Hook(TrainerControls, BaseHook):
 
 #: The open PyTorch hook made last in this process (see :meth:`tensortap._hook.Hook.current`).
 get_hook = Hook.current
+
+
+def _drop_registration(hook: weakref.ref[Hook], key: int, handle: HookHandle) -> None:
+    """A registered loss module was collected: its registration goes (the hook is held weakly,
+    so a loss that outlives a closed hook does not keep it alive)."""
+    owner = hook()
+    if owner is not None and owner._registrations.get(key) is handle:
+        owner._registrations.pop(key, None)

@@ -68,6 +68,10 @@ class Registry:
         path = self._unused(type(module).__name__)
         self._prefixes.add(path)
         self.names[module] = ModuleNames(path, None, True)
+        # a loss made anew in each forward pass (Hugging Face models build their
+        # CrossEntropyLoss per call) takes the name of the one it replaces once that one is
+        # gone: one series, not CrossEntropyLoss_1 ... _800
+        weakref.finalize(module, _free, weakref.ref(self), path)
         return True
 
     def remove_model(self, core: nn.Module) -> None:
@@ -143,3 +147,16 @@ class Registry:
         while name in self._prefixes:
             name, n = f"{base}_{n}", n + 1
         return name
+
+
+def _free(registry: weakref.ref[Registry], path: str) -> None:
+    """A named loss was collected: its name is free unless a live module holds it."""
+    owner = registry()
+    if owner is None:
+        return
+    try:
+        held = any(names.path == path for names in list(owner.names.values()))
+    except RuntimeError:  # the dictionary changed under a collection: keep the name
+        return
+    if not held:
+        owner._prefixes.discard(path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,10 +27,23 @@ def model_input(trial: Trial, step: int) -> tuple[str, np.ndarray] | None:
     inputs = set(optional_names_in(trial, "inputs", step))
     if not inputs:  # nothing to look for in the step's order (which reads the step)
         return None
+    losses = set(optional_names_in(trial, "losses", step))
     for name in trial.saved_order(step):
-        if name in inputs and has_raw(trial.tensor(name), step):
+        if name in inputs and not _of_a_loss(name, losses) and has_raw(trial.tensor(name), step):
             return name, trial.tensor(name).value(step)
     return None
+
+
+_MODULE_INPUT = re.compile(r"^(?P<module>.+?)_input_\d+$")
+
+
+def _of_a_loss(name: str, losses: set[str]) -> bool:
+    """Whether ``name`` is an input of a loss module (one whose output is in the ``losses``
+    collection): a model called with keyword arguments only (a Hugging Face model under its
+    Trainer) saves no input of its own, and its loss's first input, the logits, is no input
+    of the model's."""
+    match = _MODULE_INPUT.match(name)
+    return match is not None and f"{match.group('module')}_output_0" in losses
 
 
 #: Layers that normalise what they are given (per feature or channel, from statistics of the
@@ -50,19 +64,42 @@ INPUT_NORMALISERS = frozenset(
 )
 
 
-def normalised_in_model(trial: Trial) -> str | None:
-    """The class of the model's first layer (the run's configuration, ``model.first_layer``)
-    when it normalises the input itself, else None: raw features fed to a Keras model that
-    starts with an adapted Normalization layer are what its author meant."""
+#: Layers that look their input up (token ids, categories): a model that meets its input with
+#: one is given ids, whose size says nothing of normalisation.
+INPUT_LOOKUPS = frozenset(
+    {
+        "Embedding",  # Keras and PyTorch
+        "EmbeddingBag",
+        "StringLookup",
+        "IntegerLookup",
+        "CategoryEncoding",
+        "Hashing",
+        "TextVectorization",
+    }
+)
+
+
+def _first_layer(trial: Trial) -> str | None:
+    """The class name (without its module) of the model's first layer, from the run's
+    configuration (``model.first_layer``); None where it was not recorded."""
     try:
         model = trial.config().get("model")
     except Exception:  # an unreadable configuration is listed by the trial, not judged here
         return None
     first = model.get("first_layer") if isinstance(model, dict) else None
-    if not isinstance(first, str):
-        return None
-    short = first.rsplit(".", 1)[-1]
-    return short if short in INPUT_NORMALISERS else None
+    return first.rsplit(".", 1)[-1] if isinstance(first, str) else None
+
+
+def normalised_in_model(trial: Trial) -> str | None:
+    """Why the model's raw input is what its author meant, from its first layer (the run's
+    configuration, ``model.first_layer``), else None: raw features fed to a Keras model that
+    starts with an adapted Normalization layer, or token ids fed to an Embedding."""
+    short = _first_layer(trial)
+    if short in INPUT_NORMALISERS:
+        return f"the model's first layer ({short}) normalises its input itself"
+    if short in INPUT_LOOKUPS:
+        return f"the model's first layer ({short}) looks its input up: ids, not features"
+    return None
 
 
 class ModelNormaliser:

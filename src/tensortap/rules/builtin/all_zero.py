@@ -8,13 +8,22 @@ from typing import Any
 
 import numpy as np
 
-from tensortap.core._collections import INITIAL_WEIGHTS
+from tensortap.core._collections import INITIAL_WEIGHTS, TRAINING_LOOP
+from tensortap.core._vitals import VITALS
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import fire_nonfinite, select
 from tensortap.rules.builtin._labels import loss_targets
 
 #: Collections whose zeros are no state of the model's (see AllZero's docstring).
-_NOT_MODEL_STATE = ("biases", "labels", "predictions", "metrics", "hyperparameters")
+_NOT_MODEL_STATE = (
+    "biases",
+    "labels",
+    "predictions",
+    "metrics",
+    "hyperparameters",
+    VITALS,
+    TRAINING_LOOP,
+)
 
 
 class AllZero(Rule):
@@ -28,7 +37,9 @@ class AllZero(Rule):
     0 is not "all zero"), the targets a loss module was given (its inputs after the first,
     ``BCEWithLogitsLoss_input_1``: a batch of a 0/1 task whose targets are all 0 is data, not
     the model's state), and numbers that are not tensors of the model: the ``metrics`` (a
-    classification error of 0 is a perfect score) and XGBoost's ``hyperparameters``.
+    classification error of 0 is a perfect score), XGBoost's ``hyperparameters``, the
+    ``vitals`` (a learning rate of 0 at step 0 is where a warm-up starts) and the
+    ``training_loop`` facts (counts and flags, 0 when all is well).
     With only reductions saved, a tensor whose max |value| is 0 is all zero; partial
     percentages need the raw tensor. NaN is not zero: a tensor holding NaN or inf is reported
     as non-finite (a problem) instead.

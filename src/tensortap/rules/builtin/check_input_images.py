@@ -116,8 +116,7 @@ class CheckInputImages(Rule):
         normaliser = self._normaliser()
         if normaliser is not None:
             self.explain(
-                f"the model's first layer ({normaliser}) normalises its input itself: channel "
-                f"{c} of {name} has mean {mean:.3g}, which it expects",
+                f"{normaliser}: channel {c} of {name} has mean {mean:.3g}, which it expects",
                 tensors=[name],
             )
             return False

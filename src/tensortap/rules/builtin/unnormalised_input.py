@@ -135,7 +135,7 @@ class UnnormalisedInput(Rule):
         normaliser = self._normaliser()
         if normaliser is not None:
             self.explain(
-                f"the model's first layer ({normaliser}) normalises its input itself: the raw "
+                f"{normaliser}: the raw "
                 f"input {self._name} (root mean square {rms:.3g}) is what it expects",
                 tensors=[self._name],
             )
