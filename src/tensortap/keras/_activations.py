@@ -104,6 +104,7 @@ class ActivationTaps:
 
     def __init__(self, hook: KerasTapHost) -> None:
         self.hook = hook
+        self._recorder = hook.recorder  # read every batch: held, as the PyTorch taps hold theirs
         self.taps: list[_Tap] = []
         # the groups of taps (their collections) and each one's bit of the mask
         self._bits: dict[tuple[str, ...], int] = {}
@@ -114,7 +115,7 @@ class ActivationTaps:
         self._graph = keras.backend.backend() == "tensorflow"
 
     def _included(self, collection: str) -> bool:
-        included = self.hook.recorder.include_collections
+        included = self._recorder.include_collections
         return collection in included or CollectionKeys.ALL in included
 
     def wanted(self) -> bool:
@@ -241,7 +242,7 @@ class ActivationTaps:
     def set_due(self) -> None:
         """Before a batch: capture, on this step, the groups whose collections are due (the
         mask is written to the graph's variable only when it changes)."""
-        recorder = self.hook.recorder
+        recorder = self._recorder
         mask = 0
         if recorder.is_anything_due():  # the first test, cached a step, is enough
             every = recorder.is_collection_due(CollectionKeys.ALL)
@@ -266,7 +267,7 @@ class ActivationTaps:
         """Whether the hook's read at this step should clear the mask: no tapped collection is
         due at the next step of this mode (clearing a mask the next batch sets again would
         cost a write, as every EVAL batch of a job would)."""
-        recorder = self.hook.recorder
+        recorder = self._recorder
         step = recorder.mode_step + 1
         for name in (*TAPPED_COLLECTIONS, CollectionKeys.ALL):
             if name in recorder.include_collections:

@@ -32,6 +32,7 @@ class GradientCapture:
 
     def __init__(self, hook: KerasTapHost) -> None:
         self.hook = hook
+        self._recorder = hook.recorder  # read every batch: held, as the PyTorch taps hold theirs
         self._wrapped: Any = None  # the optimizer whose apply() is wrapped
         self._copies: dict[str, Any] = {}  # graph mode: variable name -> gradient copy
         self._eager: dict[str, Any] = {}  # eager: variable name -> the gradient of the step
@@ -39,7 +40,7 @@ class GradientCapture:
         self._due: bool | None = None  # what the flag holds
 
     def wanted(self) -> bool:
-        included = self.hook.recorder.include_collections
+        included = self._recorder.include_collections
         return CollectionKeys.GRADIENTS in included or CollectionKeys.ALL in included
 
     def install(self, model: Any) -> bool:
@@ -122,7 +123,7 @@ class GradientCapture:
         """Before a TRAIN batch: copy its gradients in the step only if they are due."""
         if self.flag is None:
             return
-        recorder = self.hook.recorder
+        recorder = self._recorder
         due = recorder.is_anything_due() and (  # the first test, cached a step, is enough
             recorder.is_collection_due(CollectionKeys.GRADIENTS)
             or recorder.is_collection_due(CollectionKeys.ALL)
@@ -141,7 +142,7 @@ class GradientCapture:
                 source = self._eager.get(name)
             if source is None:
                 continue
-            plan = self.hook.recorder.begin(f"gradients/{name}", [CollectionKeys.GRADIENTS])
+            plan = self._recorder.begin(f"gradients/{name}", [CollectionKeys.GRADIENTS])
             if plan is not None:
                 found.append((f"gradients/{name}", plan, source))
         self._eager.clear()
