@@ -185,6 +185,7 @@ class Hook:
         self._events_over_budget = 0
         # what register_* installed, by id of the object registered: close() removes it all
         self._registrations: dict[Hashable, HookHandle] = {}
+        self._warned_once: set[str] = set()  # the keys of warn_once
         store = open_store(out_dir)
         try:
             self._writer = TrialWriter(
@@ -726,8 +727,49 @@ class Hook:
             self._warned_closed = True
             logger.warning("tensortap: save after hook.close() ignored (worker %s)", self.worker)
 
+    # -- what the adapters' taps use: core._tap_host.TapHost (internal, public by name) --
+    @property
+    def recorder(self) -> StepRecorder:
+        """The step recorder (see :class:`~tensortap.core._tap_host.TapHost`)."""
+        return self._recorder
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock every change to the steps holds (see ``TapHost``)."""
+        return self._lock
+
+    # the implementations keep their private names, which the hooks call on themselves
+    save_lazy = _save_lazy
+    saving = _saving
+    contain = _contain
+    guard = _guard
+    guard_event = _guard_event
+    registered = _registered
+
+    def warn_once(self, key: str, message: str) -> None:
+        """Log ``message`` as a warning, the first time ``key`` is given."""
+        if key not in self._warned_once:
+            self._warned_once.add(key)
+            logger.warning("tensortap: %s", message)
+
+    def replace(self, obj: Any, attribute: str, value: Any) -> HookHandle:
+        """Set ``obj.<attribute>`` to ``value`` (a wrapped method of a layer, the model or its
+        optimizer); :meth:`close` puts back what was there, unless something replaced it since."""
+        before = vars(obj).get(attribute, _ABSENT)
+        setattr(obj, attribute, value)
+
+        def restore() -> None:
+            if vars(obj).get(attribute) is value:
+                if before is _ABSENT:
+                    delattr(obj, attribute)
+                else:
+                    setattr(obj, attribute, before)
+
+        return self._registered((id(obj), attribute, id(value)), restore)
+
 
 _VITALS = (VITALS,)
+_ABSENT = object()
 
 
 def _as_real(name: str, value: Any) -> float:

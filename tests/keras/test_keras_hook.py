@@ -488,14 +488,14 @@ def test_the_job_default_reads_the_model_once_per_saving_step(
     from tensortap.core._recorder import StepRecorder
     from tensortap.jobs._specs import Rule as RuleSpec
     from tensortap.jobs._specs import hook_config
-    from tensortap.keras import _hook
+    from tensortap.keras import _convert
     from tensortap.rules import rule_configs
 
     specs = [RuleSpec.builtin(config) for config in rule_configs.recommended()]
     hook = hook_config(str(tmp_path / "job"), None, specs, None).create_hook(tt.KerasHook)
     reads: list[int] = []
     conversions: list[int] = []
-    read_all, to_numpy = tt.KerasHook._read_all, _hook.to_numpy
+    read_all, to_numpy = tt.KerasHook._read_all, _convert.to_numpy
 
     def counted_read(self: tt.KerasHook, *args: Any) -> Any:
         reads.append(self.step)
@@ -514,7 +514,7 @@ def test_the_job_default_reads_the_model_once_per_saving_step(
 
     monkeypatch.setattr(StepRecorder, "is_collection_due", counted_due)
     monkeypatch.setattr(tt.KerasHook, "_read_all", counted_read)
-    monkeypatch.setattr(_hook, "to_numpy", counted_numpy)
+    monkeypatch.setattr(_convert, "to_numpy", counted_numpy)
     x, y = data(240)
     model = mlp()
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(True))

@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType, ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,6 +48,9 @@ from tensortap.core._vitals import VITALS, vital_name
 from tensortap.exceptions import TrainingStopped
 from tensortap.jax._config import notes as config_notes
 from tensortap.jax._config import patch_optax as patch_config
+
+if TYPE_CHECKING:
+    from tensortap.jax._tap_host import JaxTapHost
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +85,7 @@ class _Watch:
     """The host side: the hook, the step, the loss waiting for its step."""
 
     def __init__(self) -> None:
-        self.hook: Any = None
+        self.hook: JaxTapHost | None = None
         self.loss: float | None = None
         self.started = False  # the first step began (on the host)
         self.steps_marked = False  # an update was watched (traced or run), so steps are marked
@@ -118,15 +121,16 @@ class _Watch:
     def watching(self) -> bool:
         """False when the script made its own JAX hook: it keeps its steps as it saves them."""
         existing = _attachment.existing()
-        return existing is None or existing is self.hook
+        ours: object = self.hook  # the hook this attachment made (as a JaxTapHost), if any
+        return existing is None or existing is ours
 
-    def _hook(self) -> Any:
+    def _hook(self) -> JaxTapHost:
         if self.hook is None:
             self.hook = _attachment.hook()
             config_notes.attach(self.hook)  # the run's configuration seen before it
             if self.init_params is not None:  # the weights before the first update
-                self.hook._guard_event(self.hook._note_initial, self.init_params)
-                self.initial_noted = self.hook._initial is not None
+                self.hook.guard_event(self.hook.note_initial, self.init_params)
+                self.initial_noted = self.hook.holds_initial
                 self.init_params = None
         return self.hook
 
@@ -161,7 +165,7 @@ class _Watch:
         return np.asarray([due], np.int32)
 
     @staticmethod
-    def _save_vitals(hook: Any, row: Sequence[float], step_time: float) -> None:
+    def _save_vitals(hook: JaxTapHost, row: Sequence[float], step_time: float) -> None:
         """Save one step's vital signs (``row``: :data:`~tensortap.attach._jax_state.ROW`'s
         values, NaN where not seen; then ``step_time``); the loss in ``losses`` too, when
         due."""
@@ -185,18 +189,18 @@ class _Watch:
         global _stopped
         hook = self._hook()
         try:
-            with hook._lock:
+            with hook.lock:
                 plain = self._plain_rows(hook, rows, saved_step if kept is not None else -1)
                 start = 0
                 for i, (step, row) in enumerate(rows):
                     if plain[i]:
                         continue
-                    if hook._closed:
+                    if hook.closed:
                         return
                     if i > start:
-                        hook._guard(self._save_block, hook, rows[start:i], step_time)
+                        hook.guard(self._save_block, hook, rows[start:i], step_time)
                     start = i + 1
-                    hook._guard(hook._advance_to, step)
+                    hook.guard(hook.advance_to, step)
                     self._save_vitals(hook, row, step_time)
                     if kept is not None and step == saved_step:
                         self.arrays(step, kept)
@@ -206,14 +210,14 @@ class _Watch:
 
     @staticmethod
     def _plain_rows(
-        hook: Any, rows: Sequence[tuple[int, Sequence[float]]], saved_step: int
+        hook: JaxTapHost, rows: Sequence[tuple[int, Sequence[float]]], saved_step: int
     ) -> list[bool]:
         """Which rows save nothing but their vital signs (no other collection due, not the
         step whose arrays were kept), the last excepted: it stays the current step, open."""
         if len(rows) < 3:
             return [False] * len(rows)
         steps = np.fromiter((step for step, _ in rows), dtype=np.int64, count=len(rows))
-        recorder = hook._recorder
+        recorder = hook.recorder
         if recorder.mode != ModeKeys.TRAIN:
             return [False] * len(rows)
         plain = ~recorder.due_beyond(VITALS, steps) & (steps != saved_step)
@@ -222,15 +226,15 @@ class _Watch:
 
     @staticmethod
     def _save_block(
-        hook: Any, rows: Sequence[tuple[int, Sequence[float]]], step_time: float
+        hook: JaxTapHost, rows: Sequence[tuple[int, Sequence[float]]], step_time: float
     ) -> None:
         """Save steps that keep only their vital signs as one block (one recorder pass and
         one writer submission): what :meth:`_save_vitals` of each, in turn, would save."""
-        hook._advance_to(rows[0][0])  # closes the step left open before (the last read's)
+        hook.advance_to(rows[0][0])  # closes the step left open before (the last read's)
         values = np.empty((len(rows), len(_VITAL_NAMES)), dtype=np.float64)
         values[:, :-1] = [row for _, row in rows]
         values[:, -1] = step_time
-        hook._recorder.publish_scalar_steps(
+        hook.recorder.publish_scalar_steps(
             [step for step, _ in rows],
             dict(zip(_VITAL_NAMES, values.T, strict=True)),
             _VITALS,
@@ -242,7 +246,7 @@ class _Watch:
         kept raveled in the state on a due step, in the parameters' layout."""
         if self.layout is None:
             return
-        with self._hook()._saving():  # the arrays' conversion is saving work too
+        with self._hook().saving():  # the arrays' conversion is saving work too
             self._arrays(step, kept)
 
     def _arrays(self, step: int, kept: np.ndarray) -> None:
@@ -278,7 +282,7 @@ class _Watch:
             due = hook.is_collection_due(CollectionKeys.WEIGHTS) or hook.is_collection_due(
                 CollectionKeys.BIASES
             )
-            initial = due and not hook._initial_done
+            initial = due and not hook.initial_done
             return np.asarray([int(due), int(initial)], np.int32)
         except Exception:
             logger.exception("tensortap could not save JAX weights; training continues")
@@ -287,13 +291,13 @@ class _Watch:
     def save_gradients(self, names: Sequence[str], arrays: Sequence[Any]) -> None:
         items = [(n, a, (CollectionKeys.GRADIENTS,)) for n, a in zip(names, arrays, strict=True)]
         hook = self._hook()
-        with hook._saving():  # what the save budget measures
-            hook._save_items(items)
+        with hook.saving():  # what the save budget measures
+            hook.save_items(items)
 
     def save_weights(self, names: Sequence[str], arrays: Sequence[Any]) -> None:
         hook = self._hook()
-        with hook._saving():
-            hook._save_items(
+        with hook.saving():
+            hook.save_items(
                 [(n, a, _parameter_collections(n)) for n, a in zip(names, arrays, strict=True)]
             )
 
@@ -306,8 +310,8 @@ class _Watch:
             for n, a in zip(names, arrays, strict=True)
             if _parameter_collections(n) == (CollectionKeys.WEIGHTS,)
         ]
-        with hook._lock:
-            hook._guard(hook._save_initial, weights)
+        with hook.lock:
+            hook.guard(hook.save_initial, weights)
 
 
 #: The full names of a row's vital signs (``_jax_state.ROW``), then the step time's.
@@ -316,13 +320,13 @@ _VITALS = (VITALS,)
 _watch = _Watch()
 
 
-def _follow_optimizer(hook: Any, count: int) -> None:
+def _follow_optimizer(hook: JaxTapHost, count: int) -> None:
     """Number the first watched step by the optimizer's count (restored from a checkpoint,
     it is that checkpoint's step), as ``record(hook)`` does; say so where the state keeps no
     count and the trial already holds earlier sessions' steps."""
     if count >= 0:
-        hook._follow_count(count)
-    elif hook._writer.session_start.resumed:
+        hook.follow_count(count)
+    elif hook.resumes_trial:
         logger.warning(
             "tensortap: the script's Optax state keeps no step count (optax.sgd without "
             "momentum keeps none), so a run restored from its own checkpoint cannot be "

@@ -80,14 +80,14 @@ class _Discovery:
         for optimizer in list(self.optimizers):
             if any(id(p) in params for g in optimizer.param_groups for p in g["params"]):
                 hook.register_optimizer(optimizer)
-        hook._on_model_forward(module, args)  # its own pre-hook starts with the next call
+        hook.before_model_forward(module, args)  # its own pre-hook starts with the next call
 
     def on_optimizer_created(self, optimizer: torch.optim.Optimizer) -> None:
         self.optimizers.add(optimizer)
 
     def on_scale(self, scaler: Any) -> None:
         hook = get_hook()
-        if hook is not None and hook._scaler is not scaler:
+        if hook is not None and hook.grad_scaler is not scaler:
             hook.register_grad_scaler(scaler)
 
 
@@ -126,6 +126,6 @@ def on_functional_loss(kind: str, scores: Any, target: Any, ignore_index: int | 
     try:
         hook = get_hook()
         if hook is not None:
-            hook._on_functional_loss(kind, scores, target, ignore_index)
+            hook.after_functional_loss(kind, scores, target, ignore_index)
     except Exception:  # pragma: no cover - the hook contains its own failures
         logger.debug("tensortap: the outcome of a functional loss was not saved", exc_info=True)

@@ -31,9 +31,10 @@ from tensortap.exceptions import InvalidConfigError
 from tensortap.jax._names import Leaf, path_name
 from tensortap.jax._schedule import due_in_graph
 from tensortap.jax._stats import statistics
+from tensortap.jax._tap_host import Carried
 
 if TYPE_CHECKING:
-    from tensortap.jax._hook import Hook
+    from tensortap.jax._tap_host import JaxTapHost
 
 logger = logging.getLogger(__name__)
 
@@ -46,21 +47,13 @@ class CarriedState(NamedTuple):
     tag: jax.Array  # which of the hook's carried recordings this is
 
 
-class Carried(NamedTuple):
-    """What the host knows of one carried recording (the hook keeps a list, indexed by tag)."""
-
-    collection: str
-    leaves: tuple[Leaf, ...]
-    specs: tuple[tuple[str, bool], ...]
-
-
-def carried_record(hook: Hook, prefix: str, collection: str) -> optax.GradientTransformation:
+def carried_record(hook: JaxTapHost, prefix: str, collection: str) -> optax.GradientTransformation:
     """See the module docstring; ``record(..., via="state")`` builds this."""
     _specs(hook, collection)  # refuse a raw config now, not at the first step
     entry: list[Carried] = []  # filled by init, when the leaves are known
 
     def init(params: Any) -> CarriedState:
-        hook._guard_event(hook._note_initial, params)  # the weights before the first update
+        hook.guard_event(hook.note_initial, params)  # the weights before the first update
         leaves, _ = jax.tree_util.tree_flatten_with_path(params)
         specs = _specs(hook, collection)
         meta = tuple(
@@ -68,7 +61,7 @@ def carried_record(hook: Hook, prefix: str, collection: str) -> optax.GradientTr
         )
         if not entry:
             entry.append(Carried(collection, meta, specs))
-        tag = hook._carry(entry[0])
+        tag = hook.carry(entry[0])
         return CarriedState(
             jnp.zeros([], jnp.int32),
             jnp.zeros((len(meta), len(specs)), jnp.float32),
@@ -95,7 +88,7 @@ def carried_record(hook: Hook, prefix: str, collection: str) -> optax.GradientTr
     return optax.GradientTransformation(init, update)
 
 
-def _specs(hook: Hook, collection: str) -> tuple[tuple[str, bool], ...]:
+def _specs(hook: JaxTapHost, collection: str) -> tuple[tuple[str, bool], ...]:
     """The statistics to carry: the collection's, none if it is not saved at all."""
     if not hook.is_collection_included(collection):
         return ()

@@ -32,7 +32,7 @@ from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import SavePlan, records_from_array
 from tensortap.core._records import Record, RecordKind
 from tensortap.exceptions import InvalidConfigError, TensortapError
-from tensortap.jax._carried import Carried, carried_states
+from tensortap.jax._carried import carried_states
 from tensortap.jax._names import (
     OPTIMIZER_VARIABLES,
     Leaf,
@@ -41,6 +41,7 @@ from tensortap.jax._names import (
     path_name,
 )
 from tensortap.jax._stats import statistics
+from tensortap.jax._tap_host import Carried
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -108,9 +109,9 @@ class Hook(BaseHook):
         colls = [collections] if isinstance(collections, str) else collections
         given = None if colls is None else tuple(colls)
         leaves = named_leaves(tree, prefix, self._initial_biases)
-        return self._save_items([(name, leaf, given or implied) for name, leaf, implied in leaves])
+        return self.save_items([(name, leaf, given or implied) for name, leaf, implied in leaves])
 
-    def _save_items(self, items: Sequence[tuple[str, Any, tuple[str, ...]]]) -> int:
+    def save_items(self, items: Sequence[tuple[str, Any, tuple[str, ...]]]) -> int:
         """Save each ``(name, array, collections)`` that is due; how many were."""
         with self._lock:
             if self._closed:
@@ -143,11 +144,11 @@ class Hook(BaseHook):
             snapshot, self._initial = self._initial or {}, None
             if recorder.global_step == 0:  # the snapshot is of the weights before this step
                 found = [(n, _snapshot_of(n, snapshot)) for n in weights]
-                self._save_initial([(n, value) for n, value in found if value is not None])
+                self.save_initial([(n, value) for n, value in found if value is not None])
             self._initial_done = True
         return saved
 
-    def _note_initial(self, params: Any) -> None:
+    def note_initial(self, params: Any) -> None:
         """Keep the weights an optimizer was initialised with (``record``'s init) until the
         first step that saves weights, which saves them as ``initial/<name>``."""
         leaves = named_leaves(params, "")
@@ -162,7 +163,7 @@ class Hook(BaseHook):
             name: np.asarray(a) for (name, _, _), a in zip(leaves, arrays, strict=True)
         }
 
-    def _save_initial(self, items: Sequence[tuple[str, Any]]) -> None:
+    def save_initial(self, items: Sequence[tuple[str, Any]]) -> None:
         """Save the weights before the first update as ``initial/<name>`` (initial_weights),
         once; the current step must be the one whose update follows them. Weights only, as
         the PyTorch hook: biases start at zero in most models."""
@@ -173,6 +174,21 @@ class Hook(BaseHook):
             plan = recorder.begin(initial, (INITIAL_WEIGHTS,))
             if plan is not None:
                 recorder.put(initial, records_from_array(initial, np.asarray(value), plan))
+
+    @property
+    def initial_done(self) -> bool:
+        """Whether the weights before the first update were saved (or never will be)."""
+        return self._initial_done
+
+    @property
+    def holds_initial(self) -> bool:
+        """Whether weights from an optimizer's init are kept, waiting to be saved."""
+        return self._initial is not None
+
+    @property
+    def resumes_trial(self) -> bool:
+        """Whether this session writes on after earlier sessions' steps in the trial."""
+        return self._writer.session_start.resumed
 
     def end_step(self, opt_state: Any) -> None:
         """End the current TRAIN step of a loop whose Optax chain holds
@@ -186,7 +202,7 @@ class Hook(BaseHook):
                 return
             self._guard(self._end_step, opt_state)
 
-    def _carry(self, carried: Carried) -> int:
+    def carry(self, carried: Carried) -> int:
         """Register a carried recording (at the optimizer's ``init``); its tag."""
         for i, known in enumerate(self._carried):
             if known is carried:
@@ -210,7 +226,7 @@ class Hook(BaseHook):
         if tags is None or len(tags) != len(nodes):  # first step: follow the optimizer's count
             fetched = jax.device_get([(n.steps, n.tag) for n in nodes])
             tags = self._carried_tags = [int(tag) for _, tag in fetched]
-            self._follow_count(int(fetched[0][0]) - 1)
+            self.follow_count(int(fetched[0][0]) - 1)
         if recorder.mode != ModeKeys.TRAIN:
             recorder.set_mode(ModeKeys.TRAIN)
         count = recorder.mode_step
@@ -235,7 +251,7 @@ class Hook(BaseHook):
                 self._contain(mismatch, "Hook.end_step")
         self._recorder.next_step()
 
-    def _deliver(
+    def deliver(
         self,
         count: int,
         meta: Sequence[Leaf],
@@ -258,7 +274,7 @@ class Hook(BaseHook):
         stats: Any,
         leaves: Any,
     ) -> None:
-        self._advance_to(count)
+        self.advance_to(count)
         recorder = self._recorder
         rows = None if stats is None else np.asarray(stats).tolist()
         for i, leaf in enumerate(meta):
@@ -275,19 +291,19 @@ class Hook(BaseHook):
                 values = [given[s] for s in reductions]
                 recorder.put(leaf.name, _statistic_records(leaf.name, wanted, leaf, values))
 
-    def _follow_count(self, count: int) -> None:
+    def follow_count(self, count: int) -> None:
         """The first optimizer step of this session is TRAIN step ``count``: a resumed
         optimizer numbers the session's steps (see :meth:`continue_at`)."""
         if not self._count_followed:
             self._count_followed = True
             self._continue_at(count, ModeKeys.TRAIN, "the optimizer's count")
 
-    def _advance_to(self, count: int) -> None:
+    def advance_to(self, count: int) -> None:
         """Make the current step TRAIN step ``count`` (closing the steps before it)."""
         recorder = self._recorder
         if recorder.mode != ModeKeys.TRAIN:
             recorder.set_mode(ModeKeys.TRAIN)
-        self._follow_count(count)
+        self.follow_count(count)
         while recorder.mode_step < count:
             recorder.next_step()
 

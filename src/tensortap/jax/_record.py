@@ -29,10 +29,10 @@ from tensortap.core._modes import ModeKeys
 from tensortap.core._vitals import Vital
 from tensortap.exceptions import InvalidConfigError
 from tensortap.jax._carried import carried_record
-from tensortap.jax._hook import Hook
 from tensortap.jax._names import Leaf, path_name
 from tensortap.jax._schedule import due_in_graph
 from tensortap.jax._stats import statistics
+from tensortap.jax._tap_host import JaxTapHost
 
 
 class RecordState(NamedTuple):
@@ -40,7 +40,7 @@ class RecordState(NamedTuple):
 
 
 def record(
-    hook: Hook,
+    hook: JaxTapHost,
     prefix: str = "gradient",
     collection: str = CollectionKeys.GRADIENTS,
     via: str = "callback",
@@ -59,7 +59,7 @@ def record(
         raise InvalidConfigError(f"record(via=...) must be 'callback' or 'state', got {via!r}")
 
     def init(params: Any) -> RecordState:
-        hook._guard_event(hook._note_initial, params)  # the weights before the first update
+        hook.guard_event(hook.note_initial, params)  # the weights before the first update
         return RecordState(jnp.zeros([], jnp.int32))
 
     def update(updates: Any, state: RecordState, params: Any = None) -> tuple[Any, RecordState]:
@@ -80,11 +80,11 @@ def record(
 
         def send(arrays: list[Any]) -> None:
             if config.saves_raw:
-                deliver = functools.partial(hook._deliver, meta=meta, specs=specs)
+                deliver = functools.partial(hook.deliver, meta=meta, specs=specs)
                 jax.debug.callback(lambda c, xs: deliver(c, leaves=xs), count, arrays, ordered=True)
             elif specs:
                 stats = jnp.stack([statistics(a, specs) for a in arrays])
-                deliver = functools.partial(hook._deliver, meta=meta, specs=specs)
+                deliver = functools.partial(hook.deliver, meta=meta, specs=specs)
                 jax.debug.callback(lambda c, s: deliver(c, stats=s), count, stats, ordered=True)
 
         jax.lax.cond(due_in_graph(schedule, count), send, lambda arrays: None, arrays)
@@ -93,8 +93,8 @@ def record(
     return optax.GradientTransformation(init, update)
 
 
-def _step(hook: Hook, vital: str, count: Any, norm: Any) -> None:
-    hook._deliver(int(count), (), ())
+def _step(hook: JaxTapHost, vital: str, count: Any, norm: Any) -> None:
+    hook.deliver(int(count), (), ())
     hook.save_vitals({vital: float(norm)})
 
 

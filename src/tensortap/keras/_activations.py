@@ -42,16 +42,11 @@ import keras
 import numpy as np
 
 from tensortap.core._collections import CollectionKeys
+from tensortap.keras import _convert
 from tensortap.keras._outcome import save_outcome
 
 if TYPE_CHECKING:
-    from tensortap.keras._hook import KerasHook
-
-
-def to_numpy(value: Any) -> Any:
-    from tensortap.keras._hook import to_numpy as convert
-
-    return convert(value)
+    from tensortap.keras._tap_host import KerasTapHost
 
 
 logger = logging.getLogger(__name__)
@@ -107,8 +102,9 @@ class _Tap:
 class ActivationTaps:
     """Wraps a model's layers and loss to capture what they compute (see the module docstring)."""
 
-    def __init__(self, hook: KerasHook) -> None:
+    def __init__(self, hook: KerasTapHost) -> None:
         self.hook = hook
+        self._recorder = hook.recorder  # read every batch: held, as the PyTorch taps hold theirs
         self.taps: list[_Tap] = []
         # the groups of taps (their collections) and each one's bit of the mask
         self._bits: dict[tuple[str, ...], int] = {}
@@ -119,7 +115,7 @@ class ActivationTaps:
         self._graph = keras.backend.backend() == "tensorflow"
 
     def _included(self, collection: str) -> bool:
-        included = self.hook._recorder.include_collections
+        included = self._recorder.include_collections
         return collection in included or CollectionKeys.ALL in included
 
     def wanted(self) -> bool:
@@ -130,7 +126,7 @@ class ActivationTaps:
         if not self.wanted():
             return
         if self._graph and getattr(model, "jit_compile", False):
-            self.hook._warn_once(
+            self.hook.warn_once(
                 "xla-activations",
                 "activations are not captured in an XLA-compiled step (jit_compile=True)",
             )
@@ -148,10 +144,10 @@ class ActivationTaps:
             if id(layer) in self._wrapped or isinstance(layer, keras.layers.InputLayer):
                 continue
             self._wrapped.add(id(layer))
-            base = self.hook._layer_name(layer)
+            base = self.hook.layer_name(layer)
             if outputs:
                 tap = self._tap(f"{base}_output_0", (LAYERS,))
-                self.hook._replace(layer, "call", self._wrap(layer.call, None, tap))
+                self.hook.replace(layer, "call", self._wrap(layer.call, None, tap))
             activation = getattr(layer, "activation", None)
             kind = getattr(activation, "__name__", None)
             if isinstance(layer, keras.layers.ReLU):
@@ -161,16 +157,16 @@ class ActivationTaps:
             tap_in = self._tap(f"{base}/{kind}_input_0", ACTIVATION_COLLECTIONS)
             tap_out = self._tap(f"{base}/{kind}_output_0", ACTIVATION_COLLECTIONS)
             if activation is not None:
-                self.hook._replace(layer, "activation", self._wrap(activation, tap_in, tap_out))
+                self.hook.replace(layer, "activation", self._wrap(activation, tap_in, tap_out))
             else:
-                self.hook._replace(layer, "call", self._wrap(layer.call, tap_in, tap_out))
+                self.hook.replace(layer, "call", self._wrap(layer.call, tap_in, tap_out))
 
     def _wrap_model(self, model: Any) -> None:
         """The model's input and output, and the labels and predictions its loss sees."""
         if self._included(CollectionKeys.INPUTS) or self._included(CollectionKeys.OUTPUTS):
             tap_in = self._tap(f"{model.name}_input_0", (CollectionKeys.INPUTS,))
             tap_out = self._tap(f"{model.name}_output_0", (CollectionKeys.OUTPUTS,))
-            self.hook._replace(model, "call", self._wrap(model.call, tap_in, tap_out))
+            self.hook.replace(model, "call", self._wrap(model.call, tap_in, tap_out))
         if self._included(LABELS) or self._included(PREDICTIONS):
             labels = self._tap("labels", (LABELS,))
             predictions = self._tap("predictions", (PREDICTIONS,))
@@ -184,10 +180,10 @@ class ActivationTaps:
                     self._capture(labels, given.get("y"))
                     self._capture(predictions, given.get("y_pred"))
                 except Exception as exc:
-                    self.hook._contain(exc, "capturing labels and predictions")
+                    self.hook.contain(exc, "capturing labels and predictions")
                 return original(*args, **kwargs)
 
-            self.hook._replace(model, "compute_loss", compute_loss)
+            self.hook.replace(model, "compute_loss", compute_loss)
 
     def _tap(self, name: str, collections: tuple[str, ...]) -> _Tap:
         group = _OUTCOME_GROUP if collections in ((LABELS,), (PREDICTIONS,)) else collections
@@ -214,7 +210,7 @@ class ActivationTaps:
                     self._capture(tap_in, x)
                 self._capture(tap_out, y)
             except Exception as exc:
-                self.hook._contain(exc, "capturing activations")
+                self.hook.contain(exc, "capturing activations")
             return y
 
         return wrapped
@@ -236,7 +232,7 @@ class ActivationTaps:
                 tf.cond(due, write, lambda: tf.constant(False))
                 return
         if self.mask & tap.bit:
-            tap.value = to_numpy(value)
+            tap.value = _convert.to_numpy(value)
 
     @property
     def due(self) -> bool:
@@ -246,7 +242,7 @@ class ActivationTaps:
     def set_due(self) -> None:
         """Before a batch: capture, on this step, the groups whose collections are due (the
         mask is written to the graph's variable only when it changes)."""
-        recorder = self.hook._recorder
+        recorder = self._recorder
         mask = 0
         if recorder.is_anything_due():  # the first test, cached a step, is enough
             every = recorder.is_collection_due(CollectionKeys.ALL)
@@ -271,7 +267,7 @@ class ActivationTaps:
         """Whether the hook's read at this step should clear the mask: no tapped collection is
         due at the next step of this mode (clearing a mask the next batch sets again would
         cost a write, as every EVAL batch of a job would)."""
-        recorder = self.hook._recorder
+        recorder = self._recorder
         step = recorder.mode_step + 1
         for name in (*TAPPED_COLLECTIONS, CollectionKeys.ALL):
             if name in recorder.include_collections:
@@ -295,7 +291,7 @@ class ActivationTaps:
             if not tap.bit & mask:
                 continue  # its group is not due at this step
             if tap.value is not None:  # kept eagerly
-                source, tap.value = to_numpy(tap.value), None
+                source, tap.value = _convert.to_numpy(tap.value), None
             elif tap.name in read:  # written in the graph, read by the hook
                 source = read[tap.name]
             else:
@@ -303,6 +299,6 @@ class ActivationTaps:
             if tap.collections in ((LABELS,), (PREDICTIONS,)):
                 outcome[tap.name] = source  # saved together, as classes, bounded
                 continue
-            self.hook._save_lazy(tap.name, tap.collections, lambda s=source: s)
+            self.hook.save_lazy(tap.name, tap.collections, lambda s=source: s)
         if LABELS in outcome and PREDICTIONS in outcome:
             save_outcome(self.hook, outcome[LABELS], outcome[PREDICTIONS], np.asarray)

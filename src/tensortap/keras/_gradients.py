@@ -24,14 +24,15 @@ import keras
 from tensortap.core._collections import CollectionKeys
 
 if TYPE_CHECKING:
-    from tensortap.keras._hook import KerasHook
+    from tensortap.keras._tap_host import KerasTapHost
 
 
 class GradientCapture:
     """Wraps a model's optimizer to capture the gradients it applies (see the module docstring)."""
 
-    def __init__(self, hook: KerasHook) -> None:
+    def __init__(self, hook: KerasTapHost) -> None:
         self.hook = hook
+        self._recorder = hook.recorder  # read every batch: held, as the PyTorch taps hold theirs
         self._wrapped: Any = None  # the optimizer whose apply() is wrapped
         self._copies: dict[str, Any] = {}  # graph mode: variable name -> gradient copy
         self._eager: dict[str, Any] = {}  # eager: variable name -> the gradient of the step
@@ -39,7 +40,7 @@ class GradientCapture:
         self._due: bool | None = None  # what the flag holds
 
     def wanted(self) -> bool:
-        included = self.hook._recorder.include_collections
+        included = self._recorder.include_collections
         return CollectionKeys.GRADIENTS in included or CollectionKeys.ALL in included
 
     def install(self, model: Any) -> bool:
@@ -63,7 +64,7 @@ class GradientCapture:
         strategy = getattr(model, "distribute_strategy", None) or tf.distribute.get_strategy()
         with strategy.scope():
             for variable in model.trainable_weights:
-                name = self.hook._name(variable)
+                name = self.hook.variable_name(variable)
                 if name not in self._copies:
                     self._copies[name] = tf.Variable(
                         tf.zeros(variable.shape, dtype=variable.dtype),
@@ -82,10 +83,10 @@ class GradientCapture:
             try:
                 self._capture(list(grads), list(variables))
             except Exception as exc:
-                self.hook._contain(exc, "capturing gradients")
+                self.hook.contain(exc, "capturing gradients")
             return original(grads, trainable_variables)
 
-        self.hook._replace(optimizer, "apply", apply)
+        self.hook.replace(optimizer, "apply", apply)
         self._wrapped = optimizer
 
     def _capture(self, grads: list[Any], variables: list[Any]) -> None:
@@ -98,13 +99,13 @@ class GradientCapture:
         for grad, variable in zip(grads, variables, strict=False):
             if grad is None:
                 continue
-            name = self.hook._name(variable)
+            name = self.hook.variable_name(variable)
             if not graph:
                 self._eager[name] = grad
                 continue
             copy = self._copies.get(name)
             if copy is None:
-                self.hook._warn_once(name, f"no gradient copy for {name}: it is not saved")
+                self.hook.warn_once(name, f"no gradient copy for {name}: it is not saved")
                 continue
             pairs.append((copy, grad))
         if not pairs:
@@ -122,7 +123,7 @@ class GradientCapture:
         """Before a TRAIN batch: copy its gradients in the step only if they are due."""
         if self.flag is None:
             return
-        recorder = self.hook._recorder
+        recorder = self._recorder
         due = recorder.is_anything_due() and (  # the first test, cached a step, is enough
             recorder.is_collection_due(CollectionKeys.GRADIENTS)
             or recorder.is_collection_due(CollectionKeys.ALL)
@@ -135,13 +136,13 @@ class GradientCapture:
         """(name, plan, source) of the gradients due at this step; forgets eager gradients."""
         found = []
         for variable in model.trainable_weights:
-            name = self.hook._name(variable)
+            name = self.hook.variable_name(variable)
             source = self._copies.get(name)
             if source is None:
                 source = self._eager.get(name)
             if source is None:
                 continue
-            plan = self.hook._recorder.begin(f"gradients/{name}", [CollectionKeys.GRADIENTS])
+            plan = self._recorder.begin(f"gradients/{name}", [CollectionKeys.GRADIENTS])
             if plan is not None:
                 found.append((f"gradients/{name}", plan, source))
         self._eager.clear()

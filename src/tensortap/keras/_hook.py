@@ -42,6 +42,7 @@ from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import records_from_array
 from tensortap.core._vitals import VITALS
 from tensortap.exceptions import InvalidTensorError
+from tensortap.keras import _convert
 from tensortap.keras._activations import TAPPED_COLLECTIONS, ActivationTaps
 from tensortap.keras._config import train_begin_config
 from tensortap.keras._gradients import GradientCapture
@@ -56,7 +57,6 @@ OPTIMIZER_VARIABLES = "optimizer_variables"
 _VITALS = (VITALS,)
 _LOSSES = (CollectionKeys.LOSSES,)
 _METRICS = (CollectionKeys.METRICS,)
-_ABSENT = object()
 
 
 class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
@@ -89,7 +89,6 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             self._recorder.include_collection(INITIAL_WEIGHTS)
         self._readers: dict[tuple[tuple[int, ...], ...], Any] = {}  # compiled readers (_read_all)
         self._host_reads = 0  # reads of the model's values (_read_all calls): one per due step
-        self._warned: set[str] = set()
         self._tape_open = False  # a wrap_tape() step is in progress
         self._tape_vars: list[Any] = []  # the variables of the current tape step
         # TRAIN batches ended whose steps are not published yet (their vital signs are in the
@@ -283,7 +282,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         model = self.model
         due: list[tuple[str, Any, Any]] = []  # (name, plan, variable): read together below
         for variable in model.weights:
-            name = self._name(variable)
+            name = self.variable_name(variable)
             colls = [CollectionKeys.BIASES if name.endswith("bias") else CollectionKeys.WEIGHTS]
             plan = recorder.begin(name, colls)
             if plan is not None:
@@ -314,12 +313,12 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
                 self._save_lazy(
                     "optimizer/learning_rate",
                     [OPTIMIZER_VARIABLES],
-                    lambda: float(to_numpy(optimizer.learning_rate)),
+                    lambda: float(_convert.to_numpy(optimizer.learning_rate)),
                 )
                 self._save_lazy(
                     "optimizer/iterations",
                     [OPTIMIZER_VARIABLES],
-                    lambda: int(to_numpy(optimizer.iterations)),
+                    lambda: int(_convert.to_numpy(optimizer.iterations)),
                 )
 
     def _save_initial(self) -> None:
@@ -331,7 +330,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._initial_saved = True
         due: list[tuple[str, Any, Any]] = []
         for variable in model.trainable_weights:
-            name = self._name(variable)
+            name = self.variable_name(variable)
             if name.endswith("bias"):
                 continue  # the rules judge the updates of weights
             plan = self._recorder.begin(INITIAL_PREFIX + name, [INITIAL_WEIGHTS])
@@ -341,13 +340,15 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             array = as_saveable_array(value, name)
             self._recorder.put(name, records_from_array(name, array, plan))
 
-    def _layer_name(self, layer: Any) -> str:
+    def layer_name(self, layer: Any) -> str:
+        """The name of ``layer``'s tensors: its Keras path without the model's name."""
         path = str(getattr(layer, "path", None) or layer.name)
         if self.model is not None and path.startswith(f"{self.model.name}/"):
             return path[len(self.model.name) + 1 :]
         return path
 
-    def _name(self, variable: Any) -> str:
+    def variable_name(self, variable: Any) -> str:
+        """The name ``variable`` is saved under: its Keras path without the model's name."""
         path = str(getattr(variable, "path", None) or variable.name).removesuffix(":0")
         if self.model is not None:
             prefix = f"{self.model.name}/"
@@ -377,7 +378,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         import tensorflow as tf
 
         if not tf.executing_eagerly():
-            self._warn_once(
+            self.warn_once(
                 "tape-graph",
                 "wrap_tape inside a tf.function sees symbolic tensors: that loop is not "
                 "recorded (run the step eagerly, or use model.fit with the KerasHook)",
@@ -394,17 +395,17 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
                 if grad is None:
                     continue
                 self._save_lazy(
-                    f"gradients/{self._name(variable)}",
+                    f"gradients/{self.variable_name(variable)}",
                     [CollectionKeys.GRADIENTS],
-                    lambda g=grad: to_numpy(tf.convert_to_tensor(g)),
+                    lambda g=grad: _convert.to_numpy(tf.convert_to_tensor(g)),
                 )
 
     def _tape_step_end(self) -> None:
         variables, self._tape_vars = self._tape_vars, []
         for variable in variables:
-            name = self._name(variable)
+            name = self.variable_name(variable)
             colls = [CollectionKeys.BIASES if name.endswith("bias") else CollectionKeys.WEIGHTS]
-            self._save_lazy(name, colls, lambda v=variable: to_numpy(v))
+            self._save_lazy(name, colls, lambda v=variable: _convert.to_numpy(v))
 
     def save_tensor(
         self, name: str, value: Any, collections: str | Iterable[str] | None = None
@@ -454,7 +455,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             or len(sources) + len(reset) < 2
             or not all(_is_tf_variable(v) for v in values + reset)
         ):
-            found = [to_numpy(s) for s in sources]
+            found = [_convert.to_numpy(s) for s in sources]
             for flag in reset:
                 flag.assign(keras.ops.zeros_like(flag), read_value=False)
             return found
@@ -472,37 +473,6 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
 
             reader = self._readers[key] = tf.function(read)
         return [t.numpy() for t in reader()]
-
-    def _replace(self, obj: Any, attribute: str, value: Any) -> None:
-        """Set ``obj.<attribute>`` to ``value`` (a wrapped method of a layer, the model or its
-        optimizer); :meth:`close` puts back what was there, unless something replaced it since."""
-        before = vars(obj).get(attribute, _ABSENT)
-        setattr(obj, attribute, value)
-
-        def restore() -> None:
-            if vars(obj).get(attribute) is value:
-                if before is _ABSENT:
-                    delattr(obj, attribute)
-                else:
-                    setattr(obj, attribute, before)
-
-        self._registered((id(obj), attribute, id(value)), restore)
-
-    def _warn_once(self, key: str, message: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            logger.warning("tensortap: %s", message)
-
-
-def to_numpy(value: Any) -> Any:
-    """A tensor or variable's value as NumPy. On TensorFlow, ``.numpy()`` directly: a tenth of
-    the cost of ``keras.ops.convert_to_numpy``, which matters when every weight is saved."""
-    if keras.backend.backend() == "tensorflow":
-        tensor = value.value if isinstance(value, keras.Variable) else value  # holds a tf.Variable
-        numpy = getattr(tensor, "numpy", None)
-        if numpy is not None:
-            return numpy()
-    return keras.ops.convert_to_numpy(value)
 
 
 def _is_tf_variable(value: Any) -> bool:
@@ -526,7 +496,7 @@ class _Tape:
         self._hook, self._tape = hook, tape
 
     def __enter__(self) -> _Tape:
-        self._hook._guard_event(self._hook._begin_tape_step)
+        self._hook.guard_event(self._hook._begin_tape_step)
         self._tape.__enter__()
         return self
 
@@ -535,7 +505,7 @@ class _Tape:
 
     def gradient(self, target: Any, sources: Any, *args: Any, **kwargs: Any) -> Any:
         grads = self._tape.gradient(target, sources, *args, **kwargs)
-        self._hook._guard_event(self._hook._record_tape, target, sources, grads)
+        self._hook.guard_event(self._hook._record_tape, target, sources, grads)
         return grads
 
     def __getattr__(self, name: str) -> Any:  # watch, stop_recording, reset, jacobian, ...

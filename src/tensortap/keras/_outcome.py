@@ -22,19 +22,19 @@ from tensortap.core._outcome import (
 )
 
 if TYPE_CHECKING:
-    from tensortap.keras._hook import KerasHook
+    from tensortap.core._tap_host import TapHost
 
 
 def save_outcome(
-    hook: KerasHook, labels: Any, predictions: Any, to_numpy: Callable[[Any], Any]
+    hook: TapHost, labels: Any, predictions: Any, to_numpy: Callable[[Any], Any]
 ) -> None:
     """Save a step's outcome from the captured ``labels`` and ``predictions`` (framework
     values, converted with ``to_numpy`` only where ``labels`` or ``predictions`` is due)."""
-    recorder = hook._recorder
+    recorder = hook.recorder
     if not outcome_due(recorder) or any(recorder.has_saved(n) for n in OUTCOME_NAMES):
         return  # not due, or the script saved its own (a callback before the hook's)
     outcome = sample_outcome(to_numpy(labels), to_numpy(predictions))
     if outcome is None:
         return
-    hook._save_lazy(LABELS, (LABELS,), lambda: outcome.labels)
-    hook._save_lazy(PREDICTIONS, (PREDICTIONS,), lambda: outcome.predictions)
+    hook.save_lazy(LABELS, (LABELS,), lambda: outcome.labels)
+    hook.save_lazy(PREDICTIONS, (PREDICTIONS,), lambda: outcome.predictions)

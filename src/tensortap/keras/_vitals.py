@@ -42,7 +42,7 @@ import numpy as np
 from tensortap.core._vitals import VITALS, Vital
 
 if TYPE_CHECKING:
-    from tensortap.keras._hook import KerasHook
+    from tensortap.keras._tap_host import KerasTapHost
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ _BACKENDS = ("tensorflow", "torch")
 class BatchVitals:
     """Captures each batch's vital signs for a :class:`KerasHook` (see the module)."""
 
-    def __init__(self, hook: KerasHook) -> None:
+    def __init__(self, hook: KerasTapHost) -> None:
         self.hook = hook
         # (loss, batch size) of the step being traced, per thread: tf.distribute traces each
         # replica's step in a thread of its own
@@ -84,7 +84,7 @@ class BatchVitals:
         self._last_end = None
         if model is None or keras.backend.backend() not in _BACKENDS:
             return
-        if VITALS not in self.hook._recorder.include_collections:
+        if VITALS not in self.hook.recorder.include_collections:
             return
         if function == "train" and self.ring is None:
             self._guard(self._make_ring, model)
@@ -92,17 +92,17 @@ class BatchVitals:
         function_name = f"{function}_function"
         if not getattr(getattr(model, step_name), "_tensortap_vitals", False):
             wrapped = self._wrap_step(model, getattr(model, step_name), function == "train")
-            self.hook._replace(model, step_name, wrapped)
+            self.hook.replace(model, step_name, wrapped)
             if getattr(model, function_name, None) is not None:
                 getattr(model, make_name)(force=True)  # one traced before cannot hand them out
         current = getattr(model, function_name, None)
         if current is not None and not getattr(current, "_tensortap_vitals", False):
-            self.hook._replace(model, function_name, self._wrap_function(current))
+            self.hook.replace(model, function_name, self._wrap_function(current))
 
             def retrace() -> None:  # a function traced with the wrapped step hands out our keys
                 setattr(model, function_name, None)
 
-            self.hook._registered((id(model), function_name, "retrace"), retrace)
+            self.hook.registered((id(model), function_name, "retrace"), retrace)
         if function == "train":
             self._guard(self._wrap_apply, model)
 
@@ -144,7 +144,7 @@ class BatchVitals:
             return original(grads, trainable_variables)
 
         apply._tensortap_vitals = True  # type: ignore[attr-defined]
-        self.hook._replace(optimizer, "apply", apply)
+        self.hook.replace(optimizer, "apply", apply)
 
     def _wrap_step(self, model: Any, original: Any, training: bool) -> Any:
         def step(*args: Any, **kwargs: Any) -> Any:
@@ -188,7 +188,7 @@ class BatchVitals:
             return original(values, sample_weight=sample_weight)
 
         update_state._tensortap_vitals = True  # type: ignore[attr-defined]
-        self.hook._replace(tracker, "update_state", update_state)
+        self.hook.replace(tracker, "update_state", update_state)
 
     def _learning_rate(self, model: Any) -> Any:
         """The learning rate this step's update uses, as a tensor of the step (read before the
@@ -212,7 +212,7 @@ class BatchVitals:
         try:
             return function(*args)
         except Exception:  # never break the user's step: go without this vital sign
-            self.hook._warn_once(
+            self.hook.warn_once(
                 f"vitals-{getattr(function, '__name__', 'lr')}",
                 "a vital sign could not be taken from the Keras step; training goes on without it",
             )

@@ -34,10 +34,10 @@ from torch.optim.optimizer import (
 )
 
 if TYPE_CHECKING:
-    from tensortap.pytorch._hook import Hook
+    from tensortap.core._framework_events import FrameworkEvents
 
 # A tuple of weak references, replaced on every change: iterating it is cheaper than a WeakSet.
-_hooks: tuple[weakref.ref[Hook], ...] = ()
+_hooks: tuple[weakref.ref[FrameworkEvents], ...] = ()
 _install_lock = threading.Lock()
 _installed = False
 _original_backward: Callable[..., Any] = torch.Tensor.backward
@@ -47,12 +47,12 @@ def _backward(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
     for ref in _hooks:
         hook = ref()
         if hook is not None:
-            hook._before_backward(self)
+            hook.before_backward(self)
     result = _original_backward(self, *args, **kwargs)
     for ref in _hooks:
         hook = ref()
         if hook is not None:
-            hook._after_backward(self)
+            hook.after_backward(self)
     return result
 
 
@@ -60,14 +60,14 @@ def _optimizer_pre(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> 
     for ref in _hooks:
         hook = ref()
         if hook is not None:
-            hook._before_optimizer_step(optimizer)
+            hook.before_optimizer_step(optimizer)
 
 
 def _optimizer_post(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
     for ref in _hooks:
         hook = ref()
         if hook is not None:
-            hook._after_optimizer_step(optimizer)
+            hook.after_optimizer_step(optimizer)
 
 
 #: The clipping functions wrapped, and the name of the threshold argument each takes second.
@@ -89,12 +89,12 @@ def _wrap_clip(original: Callable[..., Any], threshold_name: str) -> Callable[..
             for ref in _hooks:
                 hook = ref()
                 if hook is not None:
-                    hook._before_clip(parameters, threshold_name, threshold)
+                    hook.before_clip(parameters, threshold_name, threshold)
             result = original(parameters, *args, **kwargs)
             for ref in _hooks:
                 hook = ref()
                 if hook is not None:
-                    hook._after_clip(parameters, threshold_name, result)
+                    hook.after_clip(parameters, threshold_name, result)
             return result
         return original(parameters, *args, **kwargs)
 
@@ -122,7 +122,7 @@ def _wrap_scheduler_step(original: Callable[..., Any]) -> Callable[..., Any]:
         for ref in _hooks:
             hook = ref()
             if hook is not None:
-                hook._after_scheduler_step(self)
+                hook.after_scheduler_step(self)
         return result
 
     return step
@@ -154,7 +154,7 @@ def _install() -> None:
         _installed = True
 
 
-def attach(hook: Hook) -> None:
+def attach(hook: FrameworkEvents) -> None:
     """Start sending events to ``hook``."""
     global _hooks
     _install()
@@ -162,7 +162,7 @@ def attach(hook: Hook) -> None:
         _hooks = (*(r for r in _hooks if r() is not None), weakref.ref(hook))
 
 
-def detach(hook: Hook) -> None:
+def detach(hook: FrameworkEvents) -> None:
     global _hooks
     with _install_lock:
         _hooks = tuple(r for r in _hooks if r() is not None and r() is not hook)

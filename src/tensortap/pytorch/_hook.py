@@ -203,7 +203,7 @@ class Hook(TrainerControls, BaseHook):
         if compiled and self._slots and RELU_ACTIVATIONS in self._recorder.include_collections:
             taps = self._taps[id(module)] = tap(unwrap(module), self._registry, self._recorder)
             self._in_graph.update(taps.covered)
-        pre = module.register_forward_pre_hook(self._on_model_forward)
+        pre = module.register_forward_pre_hook(self.before_model_forward)
         post = module.register_forward_hook(self._on_model_output)
         self._models.append(module)
         self._optimizer_owned = weakref.WeakKeyDictionary()  # ownership may change
@@ -283,6 +283,11 @@ class Hook(TrainerControls, BaseHook):
         self._optimizer_owned[optimizer] = True
         self._tracker.expect(Update.OPTIMIZER_STEP)
         return self._registered(id(optimizer), partial(self._forget_optimizer, optimizer))
+
+    @property
+    def grad_scaler(self) -> Any:
+        """The ``torch.amp.GradScaler`` registered (:meth:`register_grad_scaler`), or None."""
+        return self._scaler
 
     def register_grad_scaler(self, scaler: Any) -> HookHandle:
         """Use a ``torch.amp.GradScaler``: gradients are saved unscaled, and its ``update()``
@@ -407,8 +412,8 @@ class Hook(TrainerControls, BaseHook):
                 self._guard_event(self._loop.close)
         return super().close()
 
-    # -- events --
-    def _on_model_forward(self, module: nn.Module, args: Any) -> None:
+    # -- events: core._framework_events.FrameworkEvents, which _events.py and attach/ call --
+    def before_model_forward(self, module: nn.Module, args: Any) -> None:
         if torch.compiler.is_compiling():  # the model was compiled after it was registered
             warn_traced()
         with self._lock:
@@ -458,7 +463,7 @@ class Hook(TrainerControls, BaseHook):
     def _mark_backward(self, grad: torch.Tensor) -> None:
         self._backward_reached = True
 
-    def _after_backward(self, tensor: torch.Tensor) -> None:
+    def after_backward(self, tensor: torch.Tensor) -> None:
         self._loop_event(self._loop.after_backward, tensor)  # reached the models or not
         with self._lock:
             if self._closed or not self._backward_reached:
@@ -492,7 +497,7 @@ class Hook(TrainerControls, BaseHook):
         if not self._optimizers and not self._explicit_gradients:
             self._save_gradients(unscale=True)  # with an optimizer: before its step
 
-    def _before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+    def before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         with self._lock:
             if not self._closed:
                 self._guard_event(self._on_optimizer_step, optimizer)
@@ -510,7 +515,7 @@ class Hook(TrainerControls, BaseHook):
         if owned and self._recorder.is_anything_due():
             self._save_gradients(unscale=False)  # GradScaler.step unscaled them already
 
-    def _before_clip(self, params: list[torch.Tensor], threshold_name: str, threshold: Any) -> None:
+    def before_clip(self, params: list[torch.Tensor], threshold_name: str, threshold: Any) -> None:
         with self._lock:
             if not self._closed and not self._paused:
                 self._guard_event(self._on_clip, params, threshold_name, threshold)
@@ -544,7 +549,7 @@ class Hook(TrainerControls, BaseHook):
                 array = np.asarray(value, dtype=np.float64)
                 self._recorder.put(name, records_from_array(name, array, plan))
 
-    def _after_clip(self, params: list[torch.Tensor], threshold_name: str, result: Any) -> None:
+    def after_clip(self, params: list[torch.Tensor], threshold_name: str, result: Any) -> None:
         """A clip by norm returned the gradients' total norm from before it: the step's
         ``vitals/grad_norm``, computed once (by the clip) rather than twice."""
         if threshold_name != "max_norm" or not isinstance(result, torch.Tensor):
@@ -556,7 +561,7 @@ class Hook(TrainerControls, BaseHook):
             if any(id(p) in names for p in params):
                 self._guard_event(self._vitals.take_grad_norm, result)
 
-    def _after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+    def after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         owned = bool(self._optimizer_owned.get(optimizer))
         if owned:
             self._after_update(Update.OPTIMIZER_STEP)
@@ -564,10 +569,10 @@ class Hook(TrainerControls, BaseHook):
                 self._guard_event(self._config_watch.on_optimizer_step, optimizer)
         self._loop_event(self._loop.after_optimizer_step, optimizer, owned)
 
-    def _before_backward(self, tensor: torch.Tensor) -> None:
+    def before_backward(self, tensor: torch.Tensor) -> None:
         self._loop_event(self._loop.before_backward, tensor)
 
-    def _after_scheduler_step(self, scheduler: Any) -> None:
+    def after_scheduler_step(self, scheduler: Any) -> None:
         if not self._config_watch.seen_last(scheduler=scheduler):  # each, once
             self._guard_event(self._config_watch.on_scheduler_step, scheduler)
         self._loop_event(self._loop.after_scheduler_step, scheduler)
@@ -602,7 +607,7 @@ class Hook(TrainerControls, BaseHook):
                 if self._loop.enabled:
                     self._guard_event(self._loop.on_loss, module, inputs, output)
 
-    def _on_functional_loss(
+    def after_functional_loss(
         self, kind: str, scores: Any, target: Any, ignore_index: int | None
     ) -> None:
         """A functional classification loss ran (zero code change wraps them): its outcome

@@ -37,9 +37,11 @@ class TrainerControls:
 
     if TYPE_CHECKING:  # provided by the hook (stubs here would shadow them)
 
+        @property
+        def recorder(self) -> StepRecorder: ...
         def _guard_event(self, fn: Any, *args: Any) -> Any: ...
         def _save_gradients(self, unscale: bool) -> None: ...
-        def _on_model_forward(self, module: nn.Module, args: Any) -> None: ...
+        def before_model_forward(self, module: nn.Module, inputs: Any) -> None: ...
 
     def watches(self, module: nn.Module) -> bool:
         """Whether ``module`` (or the model it wraps) is registered."""
@@ -105,8 +107,8 @@ class TrainerControls:
         ``other``'s, and collections holding the tensors ``other``'s held (readers take a
         worker's collections from its newest snapshot, so this one's must not forget them)."""
         with self._lock:
-            self._recorder.continue_after(other._recorder)
-            for collection in other._recorder.collections:
+            self._recorder.continue_after(other.recorder)
+            for collection in other.recorder.collections:
                 self._recorder.collections.get(collection.name).add(collection.tensor_names)
 
     def losses_from_backward(self, listener: Callable[[torch.Tensor], None]) -> None:
@@ -122,4 +124,4 @@ class TrainerControls:
         """Tell the hook a training or evaluation batch of ``module`` (registered) begins, for
         trainers whose steps may never call the registered module itself (a LightningModule
         whose ``training_step`` calls ``self.net(x)``)."""
-        self._on_model_forward(module, ())
+        self.before_model_forward(module, ())
