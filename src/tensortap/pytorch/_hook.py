@@ -262,10 +262,15 @@ class Hook(TrainerControls, BaseHook):
         handle = self._registered(id(loss_module), post.remove, forget)
         # a collected loss's registration goes with it: its id is free for the next module
         # (a loss made anew in each forward pass), which would otherwise be taken as known
-        weakref.finalize(
-            loss_module, _drop_registration, weakref.ref(self), id(loss_module), handle
-        )
+        # (the hook held weakly: a loss that outlives a closed hook does not keep it alive)
+        drop = weakref.WeakMethod(self._drop_registration)
+        weakref.finalize(loss_module, _if_alive, drop, id(loss_module), handle)
         return handle
+
+    def _drop_registration(self, key: int, handle: HookHandle) -> None:
+        """A registered loss module was collected: its registration goes."""
+        if self._registrations.get(key) is handle:
+            self._registrations.pop(key, None)
 
     def register_optimizer(self, optimizer: torch.optim.Optimizer) -> HookHandle:
         """Save the optimizer's hyperparameters and state in ``optimizer_variables``; its
@@ -728,9 +733,8 @@ class Hook(TrainerControls, BaseHook):
 get_hook = Hook.current
 
 
-def _drop_registration(hook: weakref.ref[Hook], key: int, handle: HookHandle) -> None:
-    """A registered loss module was collected: its registration goes (the hook is held weakly,
-    so a loss that outlives a closed hook does not keep it alive)."""
-    owner = hook()
-    if owner is not None and owner._registrations.get(key) is handle:
-        owner._registrations.pop(key, None)
+def _if_alive(method: weakref.WeakMethod[Callable[..., None]], *args: Any) -> None:
+    """Call ``method`` with ``args`` if its object is still alive."""
+    bound = method()
+    if bound is not None:
+        bound(*args)
