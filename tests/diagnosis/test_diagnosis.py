@@ -318,3 +318,24 @@ def test_evidence_that_needs_harm_is_a_problem_only_where_it_explains_the_harm()
     assert [p.cause.id for p in both.problems] == ["lr_too_low", "frozen_layer"]
     # without the mark, a fact about the loop stands on its own as before
     assert build([fired("TrainingLoop", 10, "frozen_layer")]).cause is CAUSES["frozen_layer"]
+
+
+def test_an_early_loss_burst_that_kills_the_units_is_the_learning_rate() -> None:
+    """A stranger's Keras MLP under Adam at 3e-1 (a typo for 3e-4): loss 1.8 to 626 in five
+    steps, then every ReLU dead, gradients vanishing and accuracy at chance. It was "gradients
+    vanish" first; the burst (PoorWeightInitialization's, evidence that needs harm) names the
+    learning rate, which explains the dead units and the model left at chance."""
+    burst = fired("PoorWeightInitialization", 5, "lr_too_high", "warning", needs_harm=True)
+    after = [
+        fired("VanishingGradient", 40),
+        fired("AllZero", 40),
+        fired("DeadRelu", 50),
+        fired("AccuracyAtChance", 1184, "no_learnable_signal"),
+    ]
+    found = build([burst, *after])
+    assert found.verdict == "problem" and found.cause is not None
+    assert found.cause.id == "lr_too_high"
+    # without harm a burst is a warning: a run may recover from it
+    alone = build([burst, quiet("LossNotDecreasing")])
+    assert alone.verdict == "healthy"
+    assert alone.warnings[0].message.endswith(UNEXPLAINED)

@@ -776,3 +776,22 @@ def test_a_loss_modules_input_is_not_the_models_input(tmp_path: Path) -> None:
             hook.next_step()
     summary = invoke_rule(UnnormalisedInput(tt.create_trial(str(out))))
     assert summary.status.value == "NoData", summary.findings[:1]
+
+
+def test_a_loss_ten_times_its_start_a_few_steps_in_is_the_learning_rate(tmp_path: Path) -> None:
+    """No initialisation makes a loss climb; the first updates did: 1.8 to 626 in five steps
+    names ``lr_too_high`` (evidence that needs harm), a loss merely no lower ``poor_init``."""
+    from tensortap.rules import PoorWeightInitialization
+
+    every = tt.SaveConfig(save_interval=1)
+    for peak, cause in ((626.0, "lr_too_high"), (1.9, "poor_init")):
+        out = tmp_path / f"burst{peak}"
+        with tt.Hook(str(out), include_collections=["losses"], save_config=every) as hook:
+            for loss in (1.8, 40.0, 300.0, 500.0, 600.0, peak, 1.8, 1.8):
+                hook.save_tensor("loss", np.float32(loss), "losses")
+                hook.next_step()
+        summary = invoke_rule(PoorWeightInitialization(tt.create_trial(str(out))))
+        assert summary.status.value == "IssuesFound", peak
+        details = summary.findings[0].details
+        assert details["cause"] == cause
+        assert bool(details.get("needs_harm")) is (cause == "lr_too_high")

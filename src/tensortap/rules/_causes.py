@@ -211,6 +211,9 @@ _ALL = (
         "overfitting",
         "overtraining",
         "poor_init",
+        # a burst that kills the units leaves the model answering at chance (a stranger's
+        # Adam at 3e-1: loss 1.8 to 626 in 5 steps, then every ReLU dead and accuracy at chance)
+        "no_learnable_signal",
     ),
     _cause(
         "wrong_sign",

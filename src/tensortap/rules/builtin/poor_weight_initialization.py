@@ -32,6 +32,9 @@ _GROWTH = 2.0
 #: ... (no initialisation in use makes it grow), or shrinks by ``threshold`` per layer (PyTorch's
 #: default initialisation shrinks it up to ~6.5x per ReLU layer, levelling off at the biases').
 _OUTPUT_KINDS = re.compile(r"sigmoid|softmax", re.IGNORECASE)
+#: A loss this many times its first value a few steps in: the updates, not the initialisation,
+#: threw it up (a learning rate too high; a stranger's Adam at 3e-1 took 1.8 to 626 in 5 steps).
+_BLOWN_UP = 10.0
 #: Rows equal to this share of the weights' largest magnitude are the same weights.
 _SAME = 1e-6
 
@@ -47,7 +50,9 @@ class PoorWeightInitialization(Rule):
       it similar);
     - the gradients of all layers together span less than ``distribution_range`` between their
       5th and 95th percentiles (they barely move anything);
-    - the loss has not decreased ``patience`` steps after the first saved step;
+    - the loss has not decreased ``patience`` steps after the first saved step (where it is
+      10x its first value or more, the cause named is ``lr_too_high``, as evidence that needs
+      harm: no initialisation makes a loss climb; the first updates did);
     - the loss of the first training step (before any update) is more than
       ``first_loss_ratio`` times what a model whose outputs are all 0 would score (``log K``
       for K classes, the mean squared target of a regression): the outputs are far too large
@@ -385,6 +390,21 @@ class PoorWeightInitialization(Rule):
                 self._first_loss = (s, loss)
             first_step, first = self._first_loss
             if s >= first_step + self.patience and loss >= first:
+                if first > 0 and loss >= _BLOWN_UP * first:
+                    # no initialisation makes the loss climb: the first updates did
+                    self.explain(
+                        f"loss {loss:.4g} at step {s} is {loss / first:.3g}x its {first:.4g} "
+                        f"at step {first_step}: the first updates threw the weights far from "
+                        "where they started, as a learning rate too high does (dead units and "
+                        "vanishing gradients follow from it)",
+                        tensors=losses,
+                        value=loss,
+                        threshold=_BLOWN_UP * first,
+                        severity=Severity.WARNING,
+                        cause="lr_too_high",
+                        needs_harm=True,  # a run may recover from an early burst
+                    )
+                    return True
                 self.explain(
                     f"loss {loss:.4g} at step {s} is no lower than {first:.4g} at step "
                     f"{first_step}",
