@@ -10,8 +10,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tensortap.exceptions import InvalidConfigError
-
 _ROLES_HELP = (
     "the tag of the training loss, where none of the usual names is (loss, train/loss, "
     "Loss/train, epoch_loss, ...; see docs/visualisation.md)"
@@ -19,8 +17,6 @@ _ROLES_HELP = (
 
 
 def add_parsers(sub: Any) -> None:
-    from tensortap.trackers import READERS
-
     imp = sub.add_parser(
         "import",
         help="runs of TensorBoard, MLflow, W&B or Neptune's exporter as tensortap trials "
@@ -28,18 +24,21 @@ def add_parsers(sub: Any) -> None:
     )
     imp.add_argument("source", help="a logdir, mlruns/, a W&B run or CSV, or Parquet files")
     imp.add_argument("-o", "--output", required=True, help="where the trials go (one per run)")
-    _role_arguments(imp, READERS)
+    role_arguments(imp)
     diag = sub.add_parser(
         "diagnose",
         help="one verdict per run: of a trial, a job, or another tracker's runs (imported "
         "into a temporary directory)",
     )
     diag.add_argument("target", help="a trial, a job directory, or a source tensortap imports")
-    _role_arguments(diag, READERS)
+    role_arguments(diag)
 
 
-def _role_arguments(parser: argparse.ArgumentParser, readers: Any) -> None:
-    parser.add_argument("--format", choices=sorted(readers), help="default: from what it holds")
+def role_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--format``, ``--loss`` and ``--val-loss``: how a source of another tracker is read."""
+    from tensortap.trackers import READERS
+
+    parser.add_argument("--format", choices=sorted(READERS), help="default: from what it holds")
     parser.add_argument("--loss", metavar="TAG", help=_ROLES_HELP)
     parser.add_argument(
         "--val-loss", metavar="TAG", help="the tag of the validation loss (val_loss, eval/loss...)"
@@ -74,20 +73,15 @@ def _print_runs(result: Any) -> None:
 
 
 def diagnose_command(ns: argparse.Namespace) -> int:
+    from tensortap.cli._sources import source_format
     from tensortap.diagnosis import diagnose
-    from tensortap.trackers import detect_format, import_runs
+    from tensortap.trackers import import_runs
 
     target = Path(ns.target)
     if ns.format is None and _is_tensortap(target):
         print(diagnose(ns.target))
         return 0
-    try:
-        chosen = ns.format or detect_format(target)
-    except InvalidConfigError:
-        raise InvalidConfigError(
-            f"{ns.target} is neither a tensortap trial or job nor a source tensortap imports "
-            "(a TensorBoard logdir, mlruns/, a W&B run or CSV, Neptune's Parquet)"
-        ) from None
+    chosen = source_format(ns.target, ns.format)
     with tempfile.TemporaryDirectory(prefix="tensortap-diagnose-") as place:
         result = import_runs(target, place, chosen, ns.loss, ns.val_loss)
         print(f"{len(result.runs)} {result.format} runs of {ns.target}:")

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
+from pathlib import Path
 from typing import Any
+
+from tensortap.cli import _sources as sources
+from tensortap.cli._import import role_arguments
+from tensortap.exceptions import InvalidConfigError
 
 
 def add_parser(sub: Any) -> None:
@@ -19,7 +26,9 @@ def add_parser(sub: Any) -> None:
         "places",
         nargs="*",
         default=["runs"],
-        help="runs directories, job or trial directories, s3:// prefixes (default runs)",
+        help="runs directories, job or trial directories, s3:// prefixes (default runs), or "
+        "another tracker's runs (a TensorBoard logdir, mlruns/, W&B, Neptune's Parquet: "
+        "imported once at start into a temporary directory, removed when serve ends)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     serve.add_argument("--port", type=int, default=8765, help="default 8765; 0: any free port")
@@ -33,6 +42,7 @@ def add_parser(sub: Any) -> None:
         "optionally NAME:PORT; repeatable); by default only the --host address and "
         "localhost, 127.0.0.1, [::1] with the bound port are answered, anything else gets 403",
     )
+    role_arguments(serve)
 
 
 def serve(ns: argparse.Namespace) -> int:
@@ -41,16 +51,41 @@ def serve(ns: argparse.Namespace) -> int:
     def ready(url: str) -> None:
         print(f"tensortap serve: {url}  (Ctrl-C stops it)", flush=True)
 
-    start(
-        ns.places,
-        ns.host,
-        ns.port,
-        ns.token,
-        background=False,
-        on_ready=ready,
-        allow_hosts=ns.allow_host,
-    )
+    with sources.import_directory("tensortap-serve-") as place:
+        places = _places(ns, place)
+        start(
+            places,
+            ns.host,
+            ns.port,
+            ns.token,
+            background=False,
+            on_ready=ready,
+            allow_hosts=ns.allow_host,
+            # a signal ends the process at once: the imported trials go first
+            before_exit=lambda: shutil.rmtree(place, ignore_errors=True),
+        )
     return 0
+
+
+def _places(ns: argparse.Namespace, place: Path) -> list[str]:
+    """The places to serve: tensortap's own as given, another tracker's runs imported under
+    ``place`` (once: what the tracker writes there later is not shown)."""
+    places = []
+    for n, given in enumerate(ns.places):
+        if ns.format is None and sources.is_tensortap(given):
+            places.append(given)
+            continue
+        into = place / f"{n}-{Path(given).resolve().name or 'source'}"
+        result = sources.import_source(given, into, ns.format, ns.loss, ns.val_loss)
+        if len(result.failed) == len(result.runs):
+            raise InvalidConfigError(f"no run of {given} could be imported (said above)")
+        print(
+            "  imported once, at start: runs and steps written there later are not shown "
+            "until serve is started again",
+            file=sys.stderr,
+        )
+        places.append(str(into))
+    return places
 
 
 __all__ = ["add_parser", "serve"]

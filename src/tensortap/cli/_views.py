@@ -7,7 +7,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from tensortap.cli import _import as trackers
 from tensortap.cli import _jobs as jobs_table
+from tensortap.cli import _sources as sources
 from tensortap.exceptions import InvalidConfigError, TensortapError
 from tensortap.jobs import TrainingJob
 from tensortap.jobs._job import job_summary
@@ -43,10 +45,16 @@ def add_parsers(sub: Any) -> None:
         "report",
         help="an HTML report of a trial: rules, curves, layer health, TensorPlot (opens offline)",
     )
-    report.add_argument("trial", help="a trial (directory or URL), or a job directory")
+    report.add_argument(
+        "trial",
+        help="a trial (directory or URL), a job directory, or one run of another tracker "
+        "(a TensorBoard logdir, mlruns/, a W&B run or CSV, Neptune's Parquet: imported into a "
+        "temporary directory first)",
+    )
     report.add_argument("--job", help="the job that wrote the trial (a directory or a name)")
     report.add_argument("--runs", default="runs", help=RUNS_HELP)
     report.add_argument("-o", "--output", default="report.html", help="the HTML file to write")
+    trackers.role_arguments(report)
     board = sub.add_parser(
         "tensorboard", help="write a trial's scalars and histograms as TensorBoard event files"
     )
@@ -183,6 +191,8 @@ _NAMES_HEADER = ("TENSOR", "COLLECTIONS", "STEPS", "SHAPE")
 def report(ns: argparse.Namespace) -> int:
     from tensortap.report import write_report
 
+    if ns.job is None and (ns.format is not None or not sources.is_tensortap(ns.trial)):
+        return _report_imported(ns)
     job = None
     if ns.job:
         job = job_record(ns.job, ns.runs)
@@ -190,6 +200,25 @@ def report(ns: argparse.Namespace) -> int:
         job = JobRecord(ns.trial)
     # an outline: the page reads the index's rows only where it shows saved values
     out = write_report(open_trial(ns.trial, records=False), ns.output, job)
+    print(f"wrote {out}")
+    return 0
+
+
+def _report_imported(ns: argparse.Namespace) -> int:
+    """The report of the one run of another tracker's source, imported first."""
+    from tensortap.report import write_report
+
+    with sources.import_directory("tensortap-report-") as place:
+        result = sources.import_source(ns.trial, place, ns.format, ns.loss, ns.val_loss)
+        runs = [run for run in result.runs if run.error is None]
+        if len(runs) != 1:
+            names = ", ".join(run.name for run in result.runs) or "none"
+            raise InvalidConfigError(
+                f"a report shows one run; {ns.trial} holds {len(runs)} that import "
+                f"({names}); point at one run's directory, or `tensortap import "
+                f"{ns.trial} -o DIR` and report a trial under DIR"
+            )
+        out = write_report(open_trial(runs[0].trial, records=False), ns.output, None)
     print(f"wrote {out}")
     return 0
 

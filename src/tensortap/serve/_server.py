@@ -10,7 +10,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,7 +104,9 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _serve_until_signal(server: Any, sock: socket.socket) -> None:
+def _serve_until_signal(
+    server: Any, sock: socket.socket, before_exit: Callable[[], None] | None = None
+) -> None:
     """Serve from a thread until SIGTERM or SIGINT, then end the process as that signal does
     (exit status 128 + its number), within :data:`STOP_GRACE_SECS` (a second signal: at once)
     whatever the requests in flight are doing. uvicorn's own handling waits for every request
@@ -132,6 +134,8 @@ def _serve_until_signal(server: Any, sock: socket.socket) -> None:
             signal.signal(sig, handler)
     if received:
         sock.close()
+        if before_exit is not None:
+            before_exit()
         logging.shutdown()  # what was logged is written before the end
         # killed by the signal it got, as the default action ends a process: the requests'
         # threads (non-daemon, and perhaps still reading) cannot hold the exit up
@@ -148,6 +152,7 @@ def start(
     on_ready: Any = None,
     warm: bool = True,
     allow_hosts: Sequence[str] = (),
+    before_exit: Callable[[], None] | None = None,
 ) -> Dashboard:
     """Serve a dashboard over ``places``. Off the local machine (``host`` not a loopback
     address) a token is required: ``token``, or one made here and put in the URL. With
@@ -157,7 +162,8 @@ def start(
     so that a page that DNS-rebinds its own name to this address reads nothing. In the
     foreground (not ``background``, from the main thread, as ``tensortap serve`` runs it),
     SIGTERM and SIGINT end the process within :data:`STOP_GRACE_SECS`, as that signal ends
-    one; in the background, :meth:`Dashboard.stop` stops the server."""
+    one, calling ``before_exit`` first (the process ends without unwinding); in the
+    background, :meth:`Dashboard.stop` stops the server."""
     import uvicorn
 
     from tensortap.serve._app import allowed_hosts, check_allowed_host, check_token, create_app
@@ -195,7 +201,9 @@ def start(
     if not background:
         try:
             if threading.current_thread() is threading.main_thread():
-                _serve_until_signal(server, sock)  # ends the process on SIGTERM and SIGINT
+                _serve_until_signal(
+                    server, sock, before_exit
+                )  # ends the process on SIGTERM and SIGINT
             else:  # no signal reaches this thread: whoever started it stops the server
                 server.run(sockets=[sock])
         finally:

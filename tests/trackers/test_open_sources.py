@@ -1,0 +1,168 @@
+"""`tensortap report` and `tensortap serve` straight on another tracker's logs (issue 47): a
+TensorBoard logdir written by torch's own SummaryWriter is imported into a temporary directory
+the command owns (never into the source: its files and bytes are the same after), said on
+stderr, reported or served, and the temporary directory is gone when the command ends, also
+when a signal ends `serve`. A directory that is neither tensortap's nor a tracker's gets the
+error `diagnose` gives."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_jobs import run_cli
+from tests.helpers.json_get import get_json as get
+
+pytest.importorskip("tensorboard")
+pytest.importorskip("yaml")
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+STEPS = 200
+
+
+def _loss(step: int, diverges: bool) -> float:
+    healthy = 2.0 * math.exp(-step / 40) + 0.05
+    return healthy + (math.exp((step - 100) / 10) - 1.0 if diverges and step >= 100 else 0.0)
+
+
+def _write_logdir(root: Path, runs: dict[str, bool]) -> Path:
+    """One run per name by torch's SummaryWriter, its loss diverging where True."""
+    torch_tb = pytest.importorskip("torch.utils.tensorboard")
+    for name, diverges in runs.items():
+        writer = torch_tb.SummaryWriter(str(root / name))
+        for step in range(STEPS):
+            writer.add_scalar("Loss/train", _loss(step, diverges), step)
+        writer.close()
+    return root
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    """Every file under ``root`` with a digest of its bytes."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _text(page: str) -> str:
+    """The page's words, without its markup."""
+    return " ".join(re.sub("<[^>]+>", " ", page).split())
+
+
+@pytest.fixture
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The temporary directories of this process and its children go here, to be counted."""
+    place = tmp_path / "tmp"
+    place.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(place))
+    monkeypatch.setenv("TMPDIR", str(place))
+    return place
+
+
+def test_report_on_a_tensorboard_logdir(tmp_path: Path, private_tmp: Path) -> None:
+    logdir = _write_logdir(tmp_path / "logs", {"diverging": True})
+    before = _snapshot(logdir)
+    out = tmp_path / "report.html"
+    code, text, err = run_cli("report", str(logdir), "-o", str(out))
+    assert code == 0, err
+    assert f"imported 1 TensorBoard run of {logdir} (read-only; nothing written there)" in err
+    assert f"wrote {out}" in text
+    page = out.read_text()
+    assert "vitals/loss" in page  # the run's loss, as the import names it
+    assert "Diagnosis: the loss does not decrease" in _text(page)  # the verdict
+    assert "LossNotDecreasing IssuesFound (problem)" in _text(page)
+    assert _snapshot(logdir) == before
+    assert list(private_tmp.iterdir()) == []  # the import is gone with the command
+
+
+def test_report_of_several_runs_says_which_to_pick(tmp_path: Path, private_tmp: Path) -> None:
+    logdir = _write_logdir(tmp_path / "logs", {"a": False, "b": True})
+    code, _, err = run_cli("report", str(logdir), "-o", str(tmp_path / "r.html"))
+    assert code == 2
+    assert "a report shows one run" in err and "(a, b)" in err
+    assert not (tmp_path / "r.html").exists()
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_serve_on_a_tensorboard_logdir(tmp_path: Path, private_tmp: Path) -> None:
+    pytest.importorskip("starlette")
+    pytest.importorskip("uvicorn")
+    logdir = _write_logdir(tmp_path / "logs", {"healthy": False, "diverging": True})
+    before = _snapshot(logdir)
+    env = _child_env(private_tmp)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tensortap.cli", "serve", str(logdir), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        ready = child.stdout.readline()
+        assert ready.startswith("tensortap serve: http://127.0.0.1:"), ready
+        url = ready.split()[2]
+        assert len(list(private_tmp.iterdir())) == 1  # the imported trials, not in logdir
+        deadline = time.monotonic() + 60
+        names: set[str] = set()
+        while names != {"healthy", "diverging"} and time.monotonic() < deadline:
+            status, body = get(url + "api/runs")
+            assert status == 200
+            names = {run["name"] for run in body["runs"]}
+        assert names == {"healthy", "diverging"}
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert "imported 2 TensorBoard runs of" in err and "read-only; nothing written there" in err
+    assert "imported once, at start" in err
+    assert _snapshot(logdir) == before
+    assert list(private_tmp.iterdir()) == []  # removed before the signal ended the process
+
+
+def _child_env(private_tmp: Path | None = None) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+    }
+    if private_tmp is not None:
+        env["TMPDIR"] = str(private_tmp)
+    return env
+
+
+def test_neither_tensortap_nor_a_tracker_says_what_it_takes(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    code, _, err = run_cli("report", str(tmp_path), "-o", "0")
+    assert code == 2
+    assert "is neither a tensortap trial, job or runs directory nor a source" in err
+    assert "--format" in err
+    # serve in a process of its own: before, it served the directory, empty, until stopped
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tensortap.cli", "serve", str(tmp_path), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_child_env(),
+        text=True,
+    )
+    try:
+        out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 2, out
+    assert "is neither a tensortap trial, job or runs directory nor a source" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
