@@ -1,7 +1,8 @@
 """A training script that knows nothing of tensortap (run by the zero-code-change tests).
 
-Usage: zcc_train.py STEPS {functional,module} ACCUMULATE [compile]
-Prints one line per optimizer step: "step <i> loss <value>".
+Usage: zcc_train.py STEPS {functional,module,functional-undivided} ACCUMULATE [compile]
+Prints one line per optimizer step: "step <i> loss <value>". functional-undivided back-propagates
+each micro-batch's whole F.cross_entropy (the accumulation bug: gradients summed, not averaged).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def main() -> None:
             xb, yb = next(data)
             out = runner(xb)
             loss = criterion(out, yb) if loss_kind == "module" else F.cross_entropy(out, yb)
-            (loss / accumulate).backward()
+            (loss if loss_kind == "functional-undivided" else loss / accumulate).backward()
             total += loss.item() / accumulate
         opt.step()
         print(f"step {i} loss {total:.6f}", flush=True)

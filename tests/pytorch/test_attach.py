@@ -87,6 +87,31 @@ def test_gradient_accumulation_is_counted_in_optimizer_steps(tmp_path: Path) -> 
     assert tt.create_trial(out).steps(mode=tt.modes.TRAIN) == [0, 1, 2, 3]
 
 
+@pytest.mark.parametrize("loss_kind", ["functional", "functional-undivided"])
+def test_accumulation_of_whole_functional_losses_is_counted(tmp_path: Path, loss_kind: str) -> None:
+    """Issue 44 (stranger c/13, Lightning manual optimization): three backward passes, each on
+    a whole ``F.cross_entropy``, before one optimizer step sum the micro-batches' gradients.
+    Zero code change knows a wrapped functional loss's result as a whole loss, as it knows a
+    loss module's output; the same loss divided by 3 is no such fact."""
+    out = tmp_path / "run"
+    config = write_config(tmp_path / "hook.json", out)
+    spec = json.loads(config.read_text())
+    spec["collection_configurations"].append({"name": "training_loop"})
+    config.write_text(json.dumps(spec))
+    result = attach(config, 4, loss_kind, 3)
+    assert result.returncode == 0, result.stderr
+    trial = tt.create_trial(out)
+    names = trial.tensor_names(collection="training_loop")
+    assert "training_loop/backward_passes" in names  # the facts were gathered
+    if loss_kind == "functional":
+        assert "training_loop/accumulation_undivided" not in names
+        return
+    undivided = trial.tensor("training_loop/accumulation_undivided")
+    assert float(undivided.value(undivided.steps()[-1])) == 4  # every optimizer step
+    passes = trial.tensor("training_loop/accumulation_undivided/micro_batches")
+    assert float(passes.value(passes.steps()[-1])) == 3
+
+
 def test_attach_rejects_a_bad_config_before_the_script_runs(tmp_path: Path) -> None:
     config = tmp_path / "hook.json"
     config.write_text(json.dumps({"out_dir": str(tmp_path / "run"), "hook_parameters": {"x": 1}}))

@@ -153,3 +153,26 @@ def test_a_large_vocabulary_reads_only_the_chosen_positions_scores() -> None:
     rows = np.linspace(0, kept.numel() - 1, labels.size).round().astype(int)
     assert labels.tolist() == flat_target[kept[rows]].tolist()
     assert predicted.tolist() == flat_predicted[kept[rows]].tolist()
+
+
+def test_a_wrapped_functional_loss_hands_on_its_result_and_survives_a_failing_callback() -> None:
+    """Zero code change wraps F.cross_entropy: the callback gets the loss it computed (the
+    training-loop facts know it as a whole loss), and a callback that raises never fails the
+    script's loss, which is returned as the original computes it."""
+    from torch.nn import functional
+
+    from tensortap.pytorch._outcome import _wrapped
+
+    original = getattr(functional.cross_entropy, "__wrapped__", functional.cross_entropy)
+    seen: list[Any] = []
+    scores, target = torch.randn(4, 3), torch.tensor([0, 1, 2, 1])
+    handed = _wrapped(original, CLASSES, lambda *args: seen.append(args))
+    loss = handed(scores, target, ignore_index=1)
+    kind, given, wanted, ignore, value = seen[0]
+    assert (kind, ignore) == (CLASSES, 1) and given is scores and wanted is target
+    assert value is loss and torch.equal(loss, original(scores, target, ignore_index=1))
+
+    def fails(*args: Any) -> None:
+        raise RuntimeError("injected")
+
+    assert torch.equal(_wrapped(original, CLASSES, fails)(scores, target), original(scores, target))

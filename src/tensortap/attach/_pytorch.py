@@ -120,12 +120,15 @@ def enable(config: HookConfig) -> None:
     patch_functional(on_functional_loss)
 
 
-def on_functional_loss(kind: str, scores: Any, target: Any, ignore_index: int | None) -> None:
-    """``F.cross_entropy`` and its kin ran: the hook saves the outcome where due (see
-    :mod:`tensortap.pytorch._outcome`). Never raises: the loss is the script's."""
+def on_functional_loss(
+    kind: str, scores: Any, target: Any, ignore_index: int | None, loss: Any = None
+) -> None:
+    """``F.cross_entropy`` and its kin ran and gave ``loss``: the hook saves the outcome where
+    due (see :mod:`tensortap.pytorch._outcome`) and knows ``loss`` for a whole loss. Never
+    raises: the loss is the script's."""
     try:
         hook = get_hook()
         if hook is not None:
-            hook.after_functional_loss(kind, scores, target, ignore_index)
+            hook.after_functional_loss(kind, scores, target, ignore_index, loss)
     except Exception:  # pragma: no cover - the hook contains its own failures
         logger.debug("tensortap: the outcome of a functional loss was not saved", exc_info=True)

@@ -7,12 +7,15 @@ last axis) and labels to the same outcome sampling (:mod:`tensortap.pytorch._out
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from tensortap.pytorch._outcome import CLASSES_LAST
 
 OnLoss = Callable[[str, Any, Any, "int | None"], None]
+
+logger = logging.getLogger(__name__)
 
 
 def patch_label_smoother(on_loss: OnLoss) -> None:
@@ -42,4 +45,8 @@ def _hand_on(
             logits, labels = logits[..., :-1, :], labels[..., 1:]
     except Exception:  # an output the smoother itself will refuse
         return
-    on_loss(CLASSES_LAST, logits, labels, ignore_index if isinstance(ignore_index, int) else None)
+    ignore = ignore_index if isinstance(ignore_index, int) else None
+    try:
+        on_loss(CLASSES_LAST, logits, labels, ignore)
+    except Exception:  # never the script's failure
+        logger.debug("tensortap: the label smoother's outcome was not handed on", exc_info=True)

@@ -613,13 +613,17 @@ class Hook(TrainerControls, BaseHook):
                     self._guard_event(self._loop.on_loss, module, inputs, output)
 
     def after_functional_loss(
-        self, kind: str, scores: Any, target: Any, ignore_index: int | None
+        self, kind: str, scores: Any, target: Any, ignore_index: int | None, loss: Any = None
     ) -> None:
-        """A functional classification loss ran (zero code change wraps them): its outcome
-        (:mod:`tensortap.pytorch._outcome`) where due."""
+        """A functional classification loss ran (zero code change wraps them) and gave
+        ``loss``: its outcome (:mod:`tensortap.pytorch._outcome`) where due, and ``loss`` known
+        as a whole loss to the training-loop facts (several backward passes on such a loss
+        before one optimizer step are an accumulation that does not divide)."""
         with self._lock:
             if not self._closed and not self._paused:
                 self._guard_event(self._outcome.on_loss, kind, scores, target, ignore_index)
+                if self._loop.enabled and isinstance(loss, torch.Tensor) and loss.ndim == 0:
+                    self._guard_event(self._loop.on_recorded_loss, loss)
 
     def _save_outcome(self, name: str, value: np.ndarray, collections: tuple[str, ...]) -> None:
         plan = self._recorder.begin(name, collections)

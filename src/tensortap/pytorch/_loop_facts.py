@@ -278,8 +278,9 @@ class LoopFacts:
         self._losses.on_loss(module, inputs)
 
     def on_recorded_loss(self, loss: torch.Tensor) -> None:
-        """A loss computed without a loss module was recorded (``hook.record_loss``): a
-        backward pass on this very tensor runs on a whole loss, as on a loss module's output."""
+        """A loss computed without a loss module was recorded (``hook.record_loss``) or came
+        from a functional loss (``F.cross_entropy``, wrapped under zero code change): a backward
+        pass on this very tensor runs on a whole loss, as on a loss module's output."""
         self._loss_output = (weakref.ref(loss), _RECORDED)
 
     def close(self) -> None:

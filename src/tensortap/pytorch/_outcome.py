@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -62,10 +63,14 @@ FUNCTIONAL_KINDS = {
 }
 
 Save = Callable[[str, Any, tuple[str, ...]], None]
+#: What a wrapped functional loss hands on: (kind, input, target, ignore_index, the loss).
+FunctionalLoss = Callable[[str, Any, Any, "int | None", Any], None]
 #: At most this many scores are read a loss call (positions x classes): a language model's
 #: 50,257-token vocabulary gets 83 positions a call (5 where the vocabulary is not the innermost
 #: axis), so a due step's cost stays bounded.
 SCORES_READ = 1 << 22
+
+logger = logging.getLogger(__name__)
 
 
 class OutcomeTap:
@@ -186,10 +191,10 @@ def _positions(y: torch.Tensor, ignore_index: int | None, room: int) -> torch.Te
     return chosen if kept is None else kept[chosen]
 
 
-def patch_functional(on_loss: Callable[[str, Any, Any, int | None], None]) -> None:
-    """Wrap ``torch.nn.functional``'s classification losses so that each call hands its input,
-    target and ``ignore_index`` to ``on_loss`` (never inside ``torch.compile``'s tracing;
-    ``on_loss`` must not raise), then computes the loss as before. Once per process."""
+def patch_functional(on_loss: FunctionalLoss) -> None:
+    """Wrap ``torch.nn.functional``'s classification losses so that each call computes the loss
+    as before, then hands its input, target, ``ignore_index`` and the loss itself to ``on_loss``
+    (never inside ``torch.compile``'s tracing; ``on_loss`` must not raise). Once per process."""
     for name, kind in FUNCTIONAL_KINDS.items():
         original = getattr(functional, name)
         if getattr(original, "__tensortap_outcome__", False):
@@ -198,7 +203,7 @@ def patch_functional(on_loss: Callable[[str, Any, Any, int | None], None]) -> No
 
 
 def _wrapped(
-    original: Callable[..., Any], kind: str, on_loss: Callable[[str, Any, Any, int | None], None]
+    original: Callable[..., Any], kind: str, on_loss: FunctionalLoss
 ) -> Callable[..., Any]:
     signature = inspect.signature(original)
     default = signature.parameters.get("ignore_index")
@@ -206,6 +211,7 @@ def _wrapped(
 
     @functools.wraps(original)
     def loss(input: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
+        value = original(input, target, *args, **kwargs)
         if not torch.compiler.is_compiling():
             ignore = ignore_default
             if "ignore_index" in kwargs or args:
@@ -213,9 +219,12 @@ def _wrapped(
                     bound = signature.bind(input, target, *args, **kwargs).arguments
                     ignore = bound.get("ignore_index", ignore_default)
                 except TypeError:
-                    ignore = None  # the call fails below, as it would have
-            on_loss(kind, input, target, ignore if isinstance(ignore, int) else None)
-        return original(input, target, *args, **kwargs)
+                    ignore = None  # a call the original took that its signature does not say
+            try:
+                on_loss(kind, input, target, ignore if isinstance(ignore, int) else None, value)
+            except Exception:  # never the script's failure: the loss is computed already
+                logger.debug("tensortap: a functional loss was not handed on", exc_info=True)
+        return value
 
     loss.__tensortap_outcome__ = True  # type: ignore[attr-defined]
     return loss

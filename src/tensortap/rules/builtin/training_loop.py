@@ -50,7 +50,8 @@ class TrainingLoop(Rule):
     - ``accumulation_undivided``: a backward pass through an earlier backward pass's graph in
       one optimizer step (a running total of the micro-batches' losses, each time with
       ``retain_graph=True``); or ``accumulation_steps`` optimizer steps each after several
-      backward passes on one loss module's whole output (gradients summed over micro-batches
+      backward passes on one whole loss (a loss module's output, a functional loss's result
+      under zero code change, or ``hook.record_loss``'s loss: gradients summed over micro-batches
       where they should be averaged), in a loop with one optimizer;
     - ``loss_shape_mismatch``: a regression loss whose prediction and target broadcast to a
       larger shape ((N, 1) against (N,));
@@ -442,7 +443,7 @@ class TrainingLoop(Rule):
         yield _Verdict(
             "accumulation_undivided",
             f"gradients are accumulated over {k} backward passes per optimizer step, each on the "
-            f"loss module's whole output ({steps} optimizer steps so far): the step is {k}x what "
+            f"whole loss, undivided ({steps} optimizer steps so far): the step is {k}x what "
             f"one batch gives; divide the loss by {k} before backward()",
             float(steps),
             self.accumulation_steps,
