@@ -10,7 +10,7 @@ MXVENV ?= .venv-mxnet
 MXPY := $(MXVENV)/bin/python
 MXSTAMP := $(MXVENV)/.tensortap-installed
 MXNET_TESTS := tests/mxnet tests/format/test_format.py tests/format/test_roundtrip.py \
-	tests/trials/test_trial_api.py tests/test_hook.py tests/core/test_save_config.py \
+	tests/trials/test_trial_api.py tests/hook/test_hook.py tests/core/test_save_config.py \
 	tests/core/test_reductions.py tests/core/test_collections.py tests/trials/test_step_block.py \
 	tests/viz/test_embeddings.py tests/viz/test_tensor_plot.py
 

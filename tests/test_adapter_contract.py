@@ -16,9 +16,9 @@ import pytest
 import tensortap
 from tensortap import _shared as shared
 from tensortap._faces import FACES
-from tensortap._hook import ADAPTER_METHODS, HookOptions
 from tensortap.attach import FRAMEWORKS
 from tensortap.exceptions import FrameworkHookNeeded, InvalidConfigError, TensortapError
+from tensortap.hook._hook import ADAPTER_METHODS, HookOptions
 
 
 def adapter_class(adapter: str) -> type[Any]:

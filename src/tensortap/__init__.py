@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tensortap import exceptions, modes
-from tensortap._hook import Hook, HookStatus
-from tensortap._hook_config import HookConfig
 from tensortap.core._collections import Collection, CollectionKeys, CollectionManager
 from tensortap.core._reduction_config import ReductionConfig
 from tensortap.core._save_config import SaveConfig, SaveConfigMode
+from tensortap.hook._config import HookConfig
+from tensortap.hook._hook import Hook, HookStatus
 from tensortap.trials import StepState, Tensor, Trial, create_trial
 from tensortap.writer import WriterOptions
 

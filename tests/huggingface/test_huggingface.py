@@ -28,7 +28,7 @@ from transformers import (
 )
 
 import tensortap as tt
-from tensortap._hook_config import CONFIG_ENV
+from tensortap.hook._config import CONFIG_ENV
 from tensortap.huggingface import TensortapCallback
 
 EXAMPLES = Path(__file__).parents[2] / "examples"

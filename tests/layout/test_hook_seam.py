@@ -39,8 +39,8 @@ def _base_names(node: ast.ClassDef) -> list[str]:
 def _hook_classes(trees: dict[str, ast.Module]) -> list[tuple[str, ast.ClassDef]]:
     """The framework-free hook, every hook that extends it, and the mixins they are made of."""
     classes = _classes(trees)
-    hooks = [(p, c) for p, c in classes["Hook"] if p == "_hook.py"]
-    assert hooks, "tensortap/_hook.py defines no class Hook: update this test"
+    hooks = [(p, c) for p, c in classes["Hook"] if p == "hook/_hook.py"]
+    assert hooks, "tensortap/hook/_hook.py defines no class Hook: update this test"
     names = {"Hook", "BaseHook"}
     changed = True
     while changed:  # classes that extend a hook class
@@ -172,8 +172,8 @@ def test_the_check_finds_every_spelling() -> None:
 def test_the_framework_free_hook_has_every_tap_host_member() -> None:
     """Every hook extends it, so every hook is a TapHost (mypy checks the signatures where a
     hook is handed to its taps; this checks the names without importing a framework)."""
-    from tensortap._hook import Hook
     from tensortap.core._tap_host import TapHost
+    from tensortap.hook._hook import Hook
 
     members = sorted(n for n in vars(TapHost) if not n.startswith("_"))
     assert "save_lazy" in members and "replace" in members

@@ -34,9 +34,8 @@ ADAPTERS = {
     "jax",
     "lightning",
     "huggingface",
-    "_hook",
+    "hook",
     "attach",
-    "_import_hooks",
 }
 # what sits on top of the trials: running jobs and showing them
 OUTSIDE = {

@@ -25,7 +25,7 @@ import lightning.pytorch as L
 import torch
 
 import tensortap as tt
-from tensortap._hook_config import CONFIG_ENV
+from tensortap.hook._config import CONFIG_ENV
 from tensortap.lightning import PLTensortapCallback, TensortapCallback
 
 ROOT = Path(__file__).parents[2]

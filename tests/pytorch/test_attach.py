@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import tensortap.pytorch as tt
-from tensortap._hook_config import CONFIG_ENV
+from tensortap.hook._config import CONFIG_ENV
 from tests.helpers.torch_models import Net, batches, make
 
 HELPERS = Path(__file__).parents[1] / "helpers"

@@ -16,8 +16,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import tensortap
 import tensortap.pytorch as tt
-from tensortap._hook_config import JOB_ENV
 from tensortap.exceptions import InvalidConfigError
+from tensortap.hook._config import JOB_ENV
 from tests.conftest import helper_cmd
 from tests.helpers.ranks import run_ranks
 

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("pyarrow")
 pytest.importorskip("duckdb")
 
-from tensortap._hook import Hook
+from tensortap.hook._hook import Hook
 from tensortap.table import export_parquet, query
 from tensortap.table._config import flatten
 

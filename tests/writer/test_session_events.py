@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import tensortap as tt
-from tensortap import _hook as base_hook
 from tensortap.exceptions import FormatError, InvalidConfigError
 from tensortap.format._documents import decode_session
+from tensortap.hook import _hook as base_hook
 
 
 def test_events_are_kept_in_the_session_record(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@
 
     python -m tensortap.attach --config hook.json train.py --epochs 3
 
-The configuration (see :mod:`tensortap._hook_config`) is validated before the script starts and
+The configuration (see :mod:`tensortap.hook._config`) is validated before the script starts and
 its path is exported as ``$TENSORTAP_CONFIG``, so ``get_hook()`` inside the script returns the
 same hook. Without ``--config``, ``$TENSORTAP_CONFIG`` is used. The script runs as ``__main__``
 with ``sys.argv`` set as if it had been started directly; its exit status is this command's.
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from tensortap._hook_config import CONFIG_ENV, JOB_ENV, HookConfig, read_config
 from tensortap.exceptions import InvalidConfigError
+from tensortap.hook._config import CONFIG_ENV, JOB_ENV, HookConfig, read_config
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,7 @@ def _tell_job_failed(exc: BaseException) -> None:
     job = os.environ.get(JOB_ENV)
     if not job:
         return
-    from tensortap._open_hooks import open_hooks
+    from tensortap.hook._open import open_hooks
     from tensortap.jobs._record import JobRecord
 
     steps = [s for s in (getattr(h, "step", None) for h in open_hooks()) if isinstance(s, int)]
@@ -229,7 +229,7 @@ def unwatched_reason(imported: set[str], named: set[str] | None = None) -> tuple
 
 def _say_if_unwatched(imported: set[str], named: set[str]) -> None:
     """Say so when the script ran and no hook was made: nothing could be judged."""
-    from tensortap._hook import any_hook_made
+    from tensortap.hook._hook import any_hook_made
 
     if any_hook_made():
         return

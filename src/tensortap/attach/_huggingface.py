@@ -16,8 +16,8 @@ import logging
 from types import ModuleType
 from typing import Any
 
-from tensortap._hook_config import HookConfig, checkpoint_guard_on
-from tensortap._import_hooks import when_imported_once
+from tensortap.attach._import_hooks import when_imported_once
+from tensortap.hook._config import HookConfig, checkpoint_guard_on
 from tensortap.huggingface._report_to import offer_report_to
 
 __all__ = ["enable", "offer_report_to"]

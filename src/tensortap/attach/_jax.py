@@ -40,12 +40,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tensortap._hook_config import HookConfig
-from tensortap._import_hooks import Attachment, when_imported
+from tensortap.attach._import_hooks import Attachment, when_imported
 from tensortap.core._collections import CollectionKeys
 from tensortap.core._modes import ModeKeys
 from tensortap.core._vitals import VITALS, vital_name
 from tensortap.exceptions import TrainingStopped
+from tensortap.hook._config import HookConfig
 from tensortap.jax._config import notes as config_notes
 from tensortap.jax._config import patch_optax as patch_config
 

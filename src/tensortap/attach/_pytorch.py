@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tensortap._hook_config import HookConfig
+from tensortap.hook._config import HookConfig
 from tensortap.pytorch._hook import Hook, get_hook
 from tensortap.pytorch._naming import is_loss_module
 from tensortap.pytorch._outcome import patch_functional

@@ -18,8 +18,8 @@ import logging
 from types import ModuleType
 from typing import Any
 
-from tensortap._hook_config import HookConfig
-from tensortap._import_hooks import Attachment
+from tensortap.attach._import_hooks import Attachment
+from tensortap.hook._config import HookConfig
 
 logger = logging.getLogger(__name__)
 

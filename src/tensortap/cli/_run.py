@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tensortap._hook_config import CHECKPOINT_GUARD_ENV
 from tensortap.cli._specs import builtin_rule, collection, custom_rule, parse_params
 from tensortap.exceptions import InvalidConfigError
+from tensortap.hook._config import CHECKPOINT_GUARD_ENV
 from tensortap.jobs import (
     DebuggerHookConfig,
     Email,

@@ -8,7 +8,7 @@ attachment (``attach/_jax.py``). A tap holds its hook as a ``TapHost`` (or a fra
 extension of it) and asks it for these members only, never for its private names, and never
 imports the hook's module: the hook imports its taps, so imports point one way.
 
-:class:`tensortap._hook.Hook` implements it, so every framework hook does. The members are
+:class:`tensortap.hook._hook.Hook` implements it, so every framework hook does. The members are
 public by name so that the taps may use them; they are internal, not for users.
 """
 

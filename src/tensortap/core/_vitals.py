@@ -23,7 +23,7 @@ The names, one concept each (a framework saves those it can see):
 
 The collection never makes a step's other work due: ``StepRecorder.is_anything_due`` leaves it
 out, so an adapter that skips its per-step work on steps where nothing is due keeps doing so.
-Hooks save vital signs with :meth:`tensortap._hook.Hook.save_vitals`.
+Hooks save vital signs with :meth:`tensortap.hook._hook.Hook.save_vitals`.
 """
 
 from __future__ import annotations

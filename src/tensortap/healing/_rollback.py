@@ -22,8 +22,8 @@ training thread acts on it at the next step boundary (:meth:`Rollback.restore`, 
    (:class:`~tensortap.pytorch.SkipBatches`), the stream goes back to where the checkpoint took
    it, and checkpoints newer than it (of the abandoned branch) are forgotten;
 5. the hook's session ends and a new one starts, recorded as a branch of the first at the
-   restored step (:meth:`tensortap._hook.Hook.branch_from`), so the trial and the dashboard show
-   the resumed run as a fork.
+   restored step (:meth:`tensortap.hook._hook.Hook.branch_from`), so the trial and the dashboard
+   show the resumed run as a fork.
 
 Before step 2, the evidence is heard: a :class:`~tensortap.pytorch.Replayer` that follows the
 rollback hands it each attribution (:meth:`Rollback.attributed`), and the request is decided by
@@ -41,8 +41,6 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tensortap._hook import Hook
-from tensortap._hook_config import JOB_ENV
 from tensortap.core._rollback_decision import (
     GO_ON,
     REMEDY,
@@ -61,6 +59,8 @@ from tensortap.healing._loop import drive
 from tensortap.healing._requests import Inbox, agree
 from tensortap.healing._sessions import Sessions
 from tensortap.healing._skip_batches import SkipBatches
+from tensortap.hook._config import JOB_ENV
+from tensortap.hook._hook import Hook
 
 logger = logging.getLogger(__name__)
 

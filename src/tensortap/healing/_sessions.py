@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from tensortap._hook import Hook
+from tensortap.hook._hook import Hook
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from tensortap._import_hooks import when_imported_once
+from tensortap.attach._import_hooks import when_imported_once
 
 
 def offer_report_to() -> None:

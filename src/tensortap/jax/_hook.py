@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from tensortap._hook import Hook as BaseHook
-from tensortap._hook import HookOptions, OutDir
 from tensortap.core._collections import INITIAL_PREFIX, INITIAL_WEIGHTS, CollectionKeys
 from tensortap.core._dtypes import dtype_info
 from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import SavePlan, records_from_array
 from tensortap.core._records import Record, RecordKind
 from tensortap.exceptions import InvalidConfigError, TensortapError
+from tensortap.hook._hook import Hook as BaseHook
+from tensortap.hook._hook import HookOptions, OutDir
 from tensortap.jax._carried import carried_states
 from tensortap.jax._names import (
     OPTIMIZER_VARIABLES,
@@ -308,7 +308,7 @@ class Hook(BaseHook):
             recorder.next_step()
 
 
-#: The open JAX hook made last in this process (see :meth:`tensortap._hook.Hook.current`).
+#: The open JAX hook made last in this process (see :meth:`tensortap.hook._hook.Hook.current`).
 get_hook = Hook.current
 
 

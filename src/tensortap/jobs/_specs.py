@@ -14,8 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensortap._hook import DEFAULT_INCLUDE_COLLECTIONS
-from tensortap._hook_config import CollectionSettings, HookConfig, HookSettings
 from tensortap.core._collections import (
     BUILTIN_COLLECTIONS,
     INITIAL_WEIGHTS,
@@ -25,6 +23,8 @@ from tensortap.core._collections import (
 from tensortap.core._save_budget import DEFAULT_SAVE_BUDGET, SAVE_BUDGET_ENV, parse_save_budget
 from tensortap.core._vitals import VITALS
 from tensortap.exceptions import InvalidConfigError
+from tensortap.hook._config import CollectionSettings, HookConfig, HookSettings
+from tensortap.hook._hook import DEFAULT_INCLUDE_COLLECTIONS
 from tensortap.jobs._actions import Action, RollbackTraining, StopTraining, action_from_dict
 from tensortap.rules._spec import RuleSpec, rule_spec_fields, string_parameters
 from tensortap.rules.builtin import BUILTIN_RULES
@@ -45,7 +45,7 @@ _strings = string_parameters
 @dataclass(frozen=True)
 class CollectionConfig:
     """A collection the hook saves, with string parameters (``include_regex``,
-    ``save_interval``, ``save_steps``, ``reductions``, ... as in :mod:`tensortap._hook_config`)."""
+    ``save_interval``, ``save_steps``, ``reductions``, ... as in :mod:`tensortap.hook._config`)."""
 
     name: str
     parameters: Mapping[str, Any] = field(default_factory=dict)

@@ -27,12 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from tensortap._hook_config import CONFIG_ENV, JOB_ENV
 from tensortap.core._process_tree import end_tree, keeper_command
 from tensortap.core._stop import request_stop
 from tensortap.exceptions import FormatError, InvalidConfigError, StorageError
 from tensortap.format._documents import decode_worker_info
 from tensortap.format._layout import WORKERS_PREFIX, worker_info_key
+from tensortap.hook._config import CONFIG_ENV, JOB_ENV
 from tensortap.jobs._actions import StopTraining
 from tensortap.jobs._failure import describe_failure
 from tensortap.jobs._record import JobRecord, write_json

@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Any
 import keras
 import numpy as np
 
-from tensortap._hook import Hook, HookOptions, HookStatus, OutDir
 from tensortap.core._collections import INITIAL_PREFIX, INITIAL_WEIGHTS, CollectionKeys
 from tensortap.core._dtypes import as_saveable_array
 from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import records_from_array
 from tensortap.core._vitals import VITALS
 from tensortap.exceptions import InvalidTensorError
+from tensortap.hook._hook import Hook, HookOptions, HookStatus, OutDir
 from tensortap.keras import _convert
 from tensortap.keras._activations import TAPPED_COLLECTIONS, ActivationTaps
 from tensortap.keras._config import train_begin_config
@@ -63,7 +63,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
     """Pass it in ``callbacks=[hook]`` to ``fit``, ``evaluate`` and ``predict``.
 
     The constructor takes the arguments of every tensortap hook: ``out_dir``, then the
-    :class:`~tensortap._hook.HookOptions` by keyword.
+    :class:`~tensortap.hook._hook.HookOptions` by keyword.
     """
 
     known_collections = (
@@ -512,5 +512,5 @@ class _Tape:
         return getattr(self._tape, name)
 
 
-#: The open KerasHook made last in this process (see :meth:`tensortap._hook.Hook.current`).
+#: The open KerasHook made last in this process (see :meth:`tensortap.hook._hook.Hook.current`).
 get_hook = KerasHook.current

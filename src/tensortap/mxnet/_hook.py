@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 import mxnet as mx
 from mxnet import autograd, gluon
 
-from tensortap._hook import Hook as BaseHook
-from tensortap._hook import HookOptions, OutDir
 from tensortap.core._collections import CollectionKeys
 from tensortap.core._handles import HookHandle
 from tensortap.core._modes import ModeKeys
 from tensortap.exceptions import InvalidConfigError
+from tensortap.hook._hook import Hook as BaseHook
+from tensortap.hook._hook import HookOptions, OutDir
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -216,5 +216,5 @@ class Hook(BaseHook):
         self._recording = False
 
 
-#: The open MXNet hook made last in this process (see :meth:`tensortap._hook.Hook.current`).
+#: The open MXNet hook made last in this process (see :meth:`tensortap.hook._hook.Hook.current`).
 get_hook = Hook.current

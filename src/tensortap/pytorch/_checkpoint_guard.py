@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
-from tensortap._hook_config import JOB_ENV
 from tensortap.core._rollback_request import record_event
 from tensortap.exceptions import CheckpointError, InvalidConfigError
+from tensortap.hook._config import JOB_ENV
 from tensortap.pytorch._checkpoints import Checkpoints, any_rank
 from tensortap.pytorch._guard import Guard
 

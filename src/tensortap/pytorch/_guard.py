@@ -69,10 +69,10 @@ from typing import Any
 
 import torch
 
-from tensortap._open_hooks import current_hook
 from tensortap.core._rollback_target import RollbackTarget
 from tensortap.exceptions import InvalidConfigError
 from tensortap.healing._budget import BUDGET_ACTIONS, MicroBatches, SkipBudget, SkipWindow
+from tensortap.hook._open import current_hook
 from tensortap.pytorch import _guard_device as cols
 from tensortap.pytorch._guard_device import SIGNALS, DeviceDecision
 from tensortap.pytorch._guard_flight import FlightRing, FlightStep, write_recording

@@ -117,8 +117,8 @@ def write_recording(where: str, steps: list[FlightStep], rank: int, ranks: int) 
     """The remembered steps as a trial of their own at ``where``: one trial step per training
     step (oldest first; the scalar ``training_step`` says which), under ``torch.distributed``
     one worker per rank. Returns the bytes written; raises when the writer failed."""
-    from tensortap._hook import Hook
     from tensortap.core._save_config import SaveConfig
+    from tensortap.hook._hook import Hook
 
     hook = Hook(
         where,

@@ -18,8 +18,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from tensortap._hook import Hook as BaseHook
-from tensortap._hook import HookOptions, OutDir
 from tensortap.core._collections import (
     GRADIENT_CLIP,
     INITIAL_WEIGHTS,
@@ -34,6 +32,8 @@ from tensortap.core._recorder import RAW_PLAN, records_from_array
 from tensortap.core._reduction_config import ReductionConfig
 from tensortap.core._step_tracker import StepTracker, Update
 from tensortap.exceptions import InvalidConfigError
+from tensortap.hook._hook import Hook as BaseHook
+from tensortap.hook._hook import HookOptions, OutDir
 from tensortap.pytorch import _events as events
 from tensortap.pytorch._compiled import is_compiled, refuse_io_inside_compiled, warn_traced
 from tensortap.pytorch._compiled_slots import CompiledTaps, tap
@@ -733,7 +733,7 @@ class Hook(TrainerControls, BaseHook):
         self._gradients_taken = set()
 
 
-#: The open PyTorch hook made last in this process (see :meth:`tensortap._hook.Hook.current`).
+#: The open PyTorch hook made last in this process (see :meth:`tensortap.hook._hook.Hook.current`).
 get_hook = Hook.current
 
 

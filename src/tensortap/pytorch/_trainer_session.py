@@ -30,11 +30,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from tensortap._hook_config import CONFIG_ENV, read_config
 from tensortap.core._collections import CollectionKeys
 from tensortap.core._modes import ModeKeys
 from tensortap.core._save_config import SaveConfig, SaveConfigMode
 from tensortap.core._stop import StopRequest
+from tensortap.hook._config import CONFIG_ENV, read_config
 from tensortap.pytorch._hook import Hook, get_hook
 
 logger = logging.getLogger(__name__)

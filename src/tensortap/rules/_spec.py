@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensortap._hook_config import CollectionSettings
+from tensortap.core._hook_settings import CollectionSettings
 from tensortap.exceptions import InvalidConfigError
 from tensortap.rules._custom import create_rule, load_rule_class
 from tensortap.rules._registry import (

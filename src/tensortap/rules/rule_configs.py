@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensortap._hook_config import CollectionSettings
+from tensortap.core._hook_settings import CollectionSettings
 from tensortap.exceptions import InvalidConfigError
 from tensortap.rules._params import coerce
 from tensortap.rules._registry import (

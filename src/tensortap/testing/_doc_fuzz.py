@@ -61,8 +61,8 @@ def _is_str(value: Any) -> bool:
 def _healthy_trial(path: Path) -> None:
     """A trial of one worker and two sessions: three steps, then a resumed session of one step
     that records an event (so its record holds mode steps, a resumed step and events)."""
-    from tensortap._hook import Hook
     from tensortap.core._save_config import SaveConfig
+    from tensortap.hook._hook import Hook
 
     with Hook(path, save_config=SaveConfig(save_interval=1)) as hook:
         for step in range(3):

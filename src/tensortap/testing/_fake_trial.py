@@ -15,10 +15,10 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tensortap._hook import Hook
 from tensortap.core._collections import CollectionKeys
 from tensortap.core._reduction_config import ReductionConfig
 from tensortap.core._save_config import SaveConfig
+from tensortap.hook._hook import Hook
 from tensortap.storage._base import Store
 from tensortap.trials._trial import Trial, create_trial
 from tensortap.writer._options import WriterOptions

@@ -111,9 +111,9 @@ def read_everything(path: str | os.PathLike[str]) -> int:
 def build_healthy(path: Path, steps: int = 6) -> Path:
     """A small healthy trial: two workers, TRAIN and EVAL, raw values, reductions, shapes,
     several dtypes and collections with regexes (what :func:`fuzz` damages)."""
-    from tensortap._hook import Hook
     from tensortap.core._reduction_config import ReductionConfig
     from tensortap.core._save_config import SaveConfig
+    from tensortap.hook._hook import Hook
     from tensortap.modes import ModeKeys
 
     rng = np.random.default_rng(0)

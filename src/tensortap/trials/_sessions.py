@@ -29,7 +29,7 @@ class Session:
     training's own count did (``"the Trainer's global_step"``), and ``rolled_back`` the
     ``(mode, first, last)`` step numbers it counted again (resumed from a checkpoint older than
     the last saved step). ``events`` are what the session recorded with
-    :meth:`tensortap._hook.Hook.record_event` (dicts with ``kind``, ``global_step`` and
+    :meth:`tensortap.hook._hook.Hook.record_event` (dicts with ``kind``, ``global_step`` and
     ``fields``: an attribution by replay, say). A session written by a tensortap from before
     sessions were recorded is known by its steps only: its ``started``, ``host`` and ``pid``
     are None.

@@ -14,7 +14,8 @@ session; a trial written before sessions were recorded counts its earlier sessio
 ``session`` field of its index headers): when it started, on which host and pid, the last global
 step the worker held before it (``resumed_from_step``, null for a first session), where its mode
 steps continue, and, when a trainer's or optimizer's count took over the numbering
-(:meth:`tensortap._hook.Hook.continue_at`), what said so and which step numbers it counts again.
+(:meth:`tensortap.hook._hook.Hook.continue_at`), what said so and which step numbers it counts
+again.
 """
 
 from __future__ import annotations

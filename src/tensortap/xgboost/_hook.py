@@ -52,14 +52,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import xgboost
 
-from tensortap._hook import Hook as CoreHook
-from tensortap._hook import HookOptions, OutDir
 from tensortap.core._collections import CollectionKeys
 from tensortap.core._metric_kinds import is_loss_metric
 from tensortap.core._modes import ModeKeys
 from tensortap.core._outcome import OUTCOME_NAMES
 from tensortap.core._save_config import SaveConfig
 from tensortap.core._vitals import VITALS, Vital
+from tensortap.hook._hook import Hook as CoreHook
+from tensortap.hook._hook import HookOptions, OutDir
 from tensortap.xgboost._booster import (
     booster_params,
     feature_names,
@@ -445,7 +445,7 @@ for _name in (
     setattr(Hook, _name, _caught_up(getattr(CoreHook, _name)))
 
 
-#: The open XGBoost hook made last in this process (see :meth:`tensortap._hook.Hook.current`).
+#: The open XGBoost hook made last in this process (see :meth:`tensortap.hook._hook.Hook.current`).
 get_hook = Hook.current
 
 

@@ -2,8 +2,8 @@
 (``"save_interval": "10"``, ``"eval.save_steps": "1,2"``, ``"norms": "l2"``,
 ``"include_regex": "fc1.*"``) into the typed values a hook takes (:class:`SaveConfig`,
 :class:`ReductionConfig`, names). :class:`HookSettings` holds the hook-wide parameters,
-:class:`CollectionSettings` one collection's; :mod:`tensortap._hook_config` composes them into a
-:class:`~tensortap._hook_config.HookConfig`. Every mistake is an :class:`InvalidConfigError`
+:class:`CollectionSettings` one collection's; :mod:`tensortap.hook._config` composes them into a
+:class:`~tensortap.hook._config.HookConfig`. Every mistake is an :class:`InvalidConfigError`
 naming the key and value."""
 
 from __future__ import annotations

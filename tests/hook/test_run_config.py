@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from tensortap import create_trial
-from tensortap._hook import Hook
-from tensortap._run_config import command_line, git_state, run_facts
 from tensortap.exceptions import FormatError, InvalidConfigError
 from tensortap.format import _layout as layout
 from tensortap.format._run_config import MAX_CONFIG_BYTES, encode_config
+from tensortap.hook._hook import Hook
+from tensortap.hook._run_config import command_line, git_state, run_facts
 
 
 def _hook(path: Path) -> Hook:

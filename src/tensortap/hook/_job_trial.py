@@ -8,13 +8,13 @@ import logging
 import os
 from typing import Any
 
-from tensortap._hook_config import CONFIG_ENV, JOB_ENV, read_config
-from tensortap._open_hooks import OpenHook, open_hooks
 from tensortap.exceptions import InvalidConfigError
+from tensortap.hook._config import CONFIG_ENV, JOB_ENV, read_config
+from tensortap.hook._open import OpenHook, open_hooks
 from tensortap.storage import Store
 from tensortap.writer import WriterOptions
 
-logger = logging.getLogger("tensortap._hook")  # (the name its messages always had)
+logger = logging.getLogger("tensortap.hook")  # the hook's one logger
 
 
 def in_job_trial(out_dir: str | os.PathLike[str] | Store, worker: str) -> Any:

@@ -1,6 +1,6 @@
 """How a hook numbers this session's steps after the earlier sessions of its worker: it
 continues the trial's count (and says so when there were earlier sessions), and
-:meth:`Hook.continue_at <tensortap._hook.Hook.continue_at>` numbers a mode's steps as the
+:meth:`Hook.continue_at <tensortap.hook._hook.Hook.continue_at>` numbers a mode's steps as the
 training counts them, counting steps again (listed in the session's record) when the training
 goes back. Where a session starts is read by :mod:`tensortap.writer._sessions`."""
 
@@ -14,7 +14,7 @@ from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import StepRecorder
 from tensortap.writer import SessionStart
 
-logger = logging.getLogger("tensortap._hook")  # (the name its messages always had)
+logger = logging.getLogger("tensortap.hook")  # the hook's one logger
 
 
 class SessionSteps:
@@ -52,7 +52,7 @@ class SessionSteps:
 
     def continue_at(self, step: int, mode: ModeKeys, source: str) -> None:
         """Number the steps of ``mode`` from ``step`` on (checked by the caller; see
-        :meth:`Hook.continue_at <tensortap._hook.Hook.continue_at>`)."""
+        :meth:`Hook.continue_at <tensortap.hook._hook.Hook.continue_at>`)."""
         recorder = self._recorder
         before = recorder.count_mode_from(mode, step)
         if before == step:

@@ -1,6 +1,7 @@
 """The hooks open in this process: "the current hook" of each framework (the one made last, until
-it is closed), which every framework's ``get_hook()`` reads (:meth:`tensortap._hook.Hook.current`),
-and the hooks closed at exit when the script did not close them."""
+it is closed), which every framework's ``get_hook()`` reads
+(:meth:`tensortap.hook._hook.Hook.current`), and the hooks closed at exit when the script did not
+close them."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ DEFAULT_INCLUDE_COLLECTIONS = (
 
 class HookOptions(TypedDict, total=False):
     """The options every hook takes after ``out_dir``, by keyword only (see
-    :class:`~tensortap._hook.Hook` for what each means). A framework's hook takes its own
+    :class:`~tensortap.hook._hook.Hook` for what each means). A framework's hook takes its own
     arguments and ``**options: Unpack[HookOptions]``, handed to the base hook as they are: the
     options are defined once."""
 

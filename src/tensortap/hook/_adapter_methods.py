@@ -42,6 +42,8 @@ def missing_method(cls: type, framework: str | None, name: str) -> AttributeErro
     if not owners:
         return AttributeError(f"{cls.__name__!r} object has no attribute {name!r}")
     package, _, leaf = cls.__module__.rpartition(".")
+    if package == "tensortap.hook":
+        package = "tensortap"  # the framework-free hook's public name: tensortap.Hook
     kind = f"{package if leaf.startswith('_') else cls.__module__}.{cls.__name__}"
     what = "the framework-free hook" if framework is None else "this hook"
     return FrameworkHookNeeded(

@@ -27,13 +27,6 @@ from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from tensortap._adapter_methods import ADAPTER_METHODS, missing_method
-from tensortap._hook_config import CONFIG_ENV, JOB_ENV, read_config
-from tensortap._hook_options import DEFAULT_INCLUDE_COLLECTIONS, HookOptions, OutDir
-from tensortap._job_trial import in_job_trial, job_writer_options
-from tensortap._open_hooks import any_hook_made, current_hook, hook_closed, hook_opened
-from tensortap._run_config import RunConfig, run_facts
-from tensortap._session_steps import SessionSteps
 from tensortap.core._collections import (
     BUILTIN_COLLECTIONS,
     Collection,
@@ -71,10 +64,17 @@ from tensortap.format._documents import (
     MAX_SESSION_TEXT,
 )
 from tensortap.format._layout import worker_name
+from tensortap.hook._adapter_methods import ADAPTER_METHODS, missing_method
+from tensortap.hook._config import CONFIG_ENV, JOB_ENV, read_config
+from tensortap.hook._job_trial import in_job_trial, job_writer_options
+from tensortap.hook._open import any_hook_made, current_hook, hook_closed, hook_opened
+from tensortap.hook._options import DEFAULT_INCLUDE_COLLECTIONS, HookOptions, OutDir
+from tensortap.hook._run_config import RunConfig, run_facts
+from tensortap.hook._session_steps import SessionSteps
 from tensortap.storage import Store, open_store
 from tensortap.writer import TrialWriter, WriterOptions, WriterStatus
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("tensortap.hook")  # the hook's one logger
 _H = TypeVar("_H", bound="Hook")
 _DEFAULT_ONLY = (CollectionKeys.DEFAULT,)
 

@@ -33,7 +33,7 @@ else the hook's defaults. ``writer_options`` sets the background writer
 
 The JSON is parsed once, here, at the edge: a :class:`HookConfig` holds the parsed values
 (:class:`HookSettings` for the hook-wide parameters, :class:`CollectionSettings` per
-collection, both parsed in :mod:`tensortap._hook_settings`;
+collection, both parsed in :mod:`tensortap.core._hook_settings`;
 :class:`~tensortap.writer.WriterOptions`), and hooks take those, never the strings.
 Per mode, the one spelling in JSON is smdebug's ``<mode>.<key>`` (``eval.save_interval``); in
 the parsed values it is :attr:`SaveConfig.mode_save_configs`, keyed by :class:`ModeKeys`.
@@ -51,8 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tensortap._hook_settings import CollectionSettings, HookSettings
 from tensortap.core._collections import CollectionManager
+from tensortap.core._hook_settings import CollectionSettings, HookSettings
 from tensortap.core._reduction_config import ReductionConfig
 from tensortap.core._save_config import SaveConfig
 from tensortap.exceptions import InvalidConfigError

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tensortap as tt
-from tensortap._hook_config import CONFIG_ENV, CollectionSettings, HookConfig
 from tensortap.exceptions import InvalidConfigError
+from tensortap.hook._config import CONFIG_ENV, CollectionSettings, HookConfig
 
 
 def test_our_spelling_and_smdebugs_give_the_same_config(tmp_path: Path) -> None:
@@ -182,7 +182,7 @@ def test_writer_options_come_from_json_and_reach_the_hook(tmp_path: Path) -> Non
 
 
 def test_a_process_reads_its_config_file_once(tmp_path: Path, monkeypatch) -> None:
-    from tensortap._hook_config import read_config
+    from tensortap.hook._config import read_config
 
     path = tmp_path / "hook.json"
     path.write_text(json.dumps({"out_dir": str(tmp_path / "a")}))
@@ -198,7 +198,7 @@ def test_a_process_reads_its_config_file_once(tmp_path: Path, monkeypatch) -> No
 def test_a_hook_a_job_script_makes_takes_the_jobs_writer_options(
     tmp_path: Path, monkeypatch
 ) -> None:
-    from tensortap._hook_config import JOB_ENV
+    from tensortap.hook._config import JOB_ENV
 
     trial = tmp_path / "job" / "trial"
     config = HookConfig(str(trial), writer_options=tt.WriterOptions(flush_secs=9))

@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tensortap._hook import Hook
+    from tensortap.hook._hook import Hook
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class _Finder(importlib.abc.MetaPathFinder):
 class Attachment:
     """One framework's zero-code-change attachment: the configuration it was enabled with, the
     hook made from it at first use (unless the script made its own: the framework's current
-    hook, :meth:`tensortap._hook.Hook.current`), and the patch applied once when the framework
+    hook, :meth:`tensortap.hook._hook.Hook.current`), and the patch applied once when the framework
     is imported. ``hook_class`` is ``"module:Class"``, imported at first use."""
 
     def __init__(self, module: str, framework: str, hook_class: str) -> None:
