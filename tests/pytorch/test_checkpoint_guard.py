@@ -208,7 +208,7 @@ def test_two_gloo_ranks_refuse_a_save_alike_when_one_ranks_weights_are_nan(
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_the_finite_check_names_the_first_bad_tensor(dtype: torch.dtype, bad: float) -> None:
-    from tensortap.pytorch._checkpoint_guard import nonfinite_name
+    from tensortap.pytorch._nonfinite import nonfinite_name
 
     poisoned = torch.ones(4, 5, dtype=dtype)
     poisoned[2, 3] = bad

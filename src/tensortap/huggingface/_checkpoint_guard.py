@@ -29,8 +29,9 @@ import torch
 from transformers import TrainerCallback
 
 from tensortap.exceptions import InvalidConfigError
-from tensortap.pytorch._checkpoint_guard import CheckpointGuard, nonfinite_name
+from tensortap.pytorch._checkpoint_guard import CheckpointGuard
 from tensortap.pytorch._checkpoints import any_rank
+from tensortap.pytorch._nonfinite import nonfinite_name
 
 logger = logging.getLogger(__name__)
 

@@ -29,8 +29,9 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from tensortap.exceptions import InvalidConfigError
-from tensortap.lightning._rollback import step_of
-from tensortap.pytorch._checkpoint_guard import CheckpointGuard, nonfinite_name
+from tensortap.lightning._checkpoint_names import step_of
+from tensortap.pytorch._checkpoint_guard import CheckpointGuard
+from tensortap.pytorch._nonfinite import nonfinite_name
 
 logger = logging.getLogger(__name__)
 

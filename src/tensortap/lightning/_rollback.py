@@ -46,7 +46,6 @@ to use). ``PLRollbackCallback`` is the same callback for ``pytorch_lightning``'s
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -57,16 +56,9 @@ from tensortap.healing._budget import MicroBatches, SkipBudget
 from tensortap.healing._checkpoints import MemoryCheckpoints
 from tensortap.healing._rollback import Rollback
 from tensortap.lightning import _fit_state
+from tensortap.lightning._checkpoint_names import STEP_IN_NAME
 from tensortap.pytorch._hook import Hook
 from tensortap.pytorch._trainer_healing import TrainerHealing
-
-_STEP = re.compile(r"(?:^|[-_])step=(\d+)")
-
-
-def step_of(name: str) -> int | None:
-    """The ``step=<n>`` in a checkpoint's file name, or None."""
-    match = _STEP.search(name)
-    return None if match is None else int(match.group(1))
 
 
 class LightningCheckpoints:
@@ -88,7 +80,7 @@ class LightningCheckpoints:
             return {}
         found: dict[int, tuple[float, str]] = {}
         for name in names:
-            match = _STEP.search(name)
+            match = STEP_IN_NAME.search(name)
             path = os.path.join(self.dirpath, name)
             if not name.endswith(".ckpt") or match is None or path in self._forgotten:
                 continue

@@ -27,6 +27,7 @@ from tensortap.format._rollback_manifest import (
 )
 from tensortap.healing._agreement import gather_documents, rank
 from tensortap.healing._checkpoints import Checkpoints, FunctionCheckpoints
+from tensortap.pytorch._nonfinite import nonfinite_name
 
 __all__ = ["Checkpoints", "DistributedCheckpoints", "FunctionCheckpoints"]
 
@@ -131,7 +132,7 @@ class DistributedCheckpoints:
                 f"the checkpoint of step {step} in {path} could not be read "
                 f"({type(exc).__name__}: {exc}); nothing was restored from it"
             ) from exc
-        bad = any_rank(_nonfinite(state))  # every rank restores, or none does
+        bad = any_rank(nonfinite_name(state))  # every rank restores, or none does
         if bad is not None:  # a NaN checkpoint is never resumed from (issue 46)
             raise CheckpointError(
                 f"the checkpoint of step {step} in {path} holds values that are not finite "
@@ -217,12 +218,6 @@ def any_rank(problem: str | None) -> str | None:
         if other is not None:
             return f"on rank {r}: {other}"
     return None
-
-
-def _nonfinite(state: dict[str, Any]) -> str | None:
-    from tensortap.pytorch._checkpoint_guard import nonfinite_name
-
-    return nonfinite_name(state)
 
 
 def _sha256(data: bytes) -> str:
