@@ -77,7 +77,7 @@ class RequestAt(transformers.TrainerCallback):
     """The loop's own check: a rollback requested once, during the batch of its first forward
     pass ``at`` (counted over the ``train()``s), naming ``batches``."""
 
-    def __init__(self, model: Regression, at: int, batches: list[int]) -> None:
+    def __init__(self, model: Regression, at: int, batches: list[object]) -> None:
         self.model, self.at, self.batches = model, at, batches
         self.rollback: tt.Rollback | None = None
 
@@ -98,10 +98,11 @@ def _train(
     *,
     nan_batches: tuple[int, ...] = (),
     n_batches: int = 64,
-    request: tuple[int, list[int]] | None = None,
+    request: tuple[int, list[object]] | None = None,
     budget: bool = True,
     tap: bool = False,
     steps: int = STEPS,
+    save_steps: int = 5,
     flip_at: int | None = None,
     fault_steps: frozenset[int] = frozenset(),
     skips: int = 1,
@@ -145,7 +146,7 @@ def _train(
             lr_scheduler_type="constant",
             optim="adamw_torch",
             save_strategy="steps",
-            save_steps=5,
+            save_steps=save_steps,
             report_to=[],
             use_cpu=True,
             disable_tqdm=True,
@@ -309,3 +310,54 @@ def test_the_steps_after_a_restart_continue_from_the_checkpoints_step(tmp_path: 
     assert trial.steps() == list(range(STEPS + 3))
     loss = trial.tensor("loss")
     assert loss.steps(mode=tt.modes.TRAIN) == list(range(STEPS))
+
+
+def test_a_nan_batch_in_a_passes_short_last_window_is_judged_with_the_step_it_joins(
+    tmp_path: Path,
+) -> None:
+    # 11 batches a pass, two micro-batches a step: steps 0-4 train 0-9, and the pass's short
+    # last window (batch 10) joins the next pass's first two: step 5 trains 10, 0, 1
+    run = _train(tmp_path, nan_batches=(10,), n_batches=11, accumulate=2, steps=10, save_steps=2)
+    rollback, model = run["rollback"], run["model"]
+    (event,) = rollback.events
+    # judged and replayed whole (not the next pass's part alone, which looked healthy)
+    assert (event.kind, event.step, event.restored_step) == ("rollback", 5, 4)
+    assert event.batches == (10, 0, 1)
+    assert event.decision.action == RESTORE and event.decision.evidence == DATA
+    first, second = run["trainers"]
+    assert (first.state.global_step, second.state.global_step) == (6, 10)
+    # the replay of step 5 runs its three micro-batches again; the branch resumes at
+    # checkpoint-4 without 0, 1 and 10: the Trainer passes over 8 kept batches, the whole
+    # pass, and starts the next at batch 2 (the callback names what it trains)
+    assert model.trained == [*range(11), 0, 1, 10, 0, 1, *range(2, 10), *range(2, 6)]
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_a_request_in_a_passes_short_last_window_restores_at_the_end_of_its_step(
+    tmp_path: Path,
+) -> None:
+    # the loop's check asks during batch 10, the pass's short last window (step 5's first
+    # micro-batch): the step goes on with the next pass's 0 and 1, then the restore
+    run = _train(
+        tmp_path,
+        n_batches=11,
+        accumulate=2,
+        steps=10,
+        save_steps=2,
+        budget=False,
+        request=(10, [10]),
+        tap=True,
+    )
+    rollback, model = run["rollback"], run["model"]
+    (event,) = rollback.events
+    assert (event.kind, event.step, event.restored_step, event.batches) == ("rollback", 5, 4, (10,))
+    first, second = run["trainers"]
+    assert (first.state.global_step, second.state.global_step) == (6, 10)
+    assert _logged_steps(first) == list(range(1, 7))
+    assert _logged_steps(second) == list(range(1, 11))
+    # from checkpoint-4 without batch 10: step 4 trains 8 and 9, the pass ends at a step's
+    # end, steps 5-9 train the next pass's 0-9
+    assert model.trained == [*range(11), 0, 1, 8, 9, *range(10)]
+    parent, branch = tt.create_trial(tmp_path / "run").sessions()
+    assert (branch.branch_of, branch.branch_step) == (parent.id, 4)
+    assert branch.mode_steps == {"TRAIN": 4} and branch.rolled_back == (("TRAIN", 4, 5),)
