@@ -316,13 +316,14 @@ def _by_step(starts: list[tuple[int, int, int, float, dict[str, Any]]]) -> dict[
     return {step: (lr, scheduler) for _, _, step, lr, scheduler in starts}
 
 
+@pytest.mark.parametrize("package", sorted(PACKAGES))
 def test_a_plateau_scheduler_on_a_step_interval_is_put_back_as_a_clean_run_has_it(
-    tmp_path: Path,
+    tmp_path: Path, package: str
 ) -> None:
     # a request during batch 12 restores step 10; batch 13 then trains as step 10
     run = _fit(
         tmp_path / "rolled",
-        "lightning",
+        package,
         request_at=12,
         budget=False,
         schedule=_plateau,
@@ -335,7 +336,7 @@ def test_a_plateau_scheduler_on_a_step_interval_is_put_back_as_a_clean_run_has_i
     # the clean run: the batches the branch trained, in its order, without the fault
     clean = _fit(
         tmp_path / "clean",
-        "lightning",
+        package,
         budget=False,
         schedule=_plateau,
         order=[*range(10), *range(13, 64)],
