@@ -31,6 +31,7 @@ from tensortap.huggingface import (  # noqa: E402
     BatchStream,
     HuggingFaceCheckpoints,
     RollbackCallback,
+    TensortapCallback,
     train_with_rollback,
 )
 from tensortap.testing import inject_bitflip  # noqa: E402
@@ -72,17 +73,43 @@ class FaultStep(transformers.TrainerCallback):
         self.fault.step = state.global_step
 
 
+class RequestAt(transformers.TrainerCallback):
+    """The loop's own check: a rollback requested once, during the batch of its first forward
+    pass ``at`` (counted over the ``train()``s), naming ``batches``."""
+
+    def __init__(self, model: Regression, at: int, batches: list[object]) -> None:
+        self.model, self.at, self.batches = model, at, batches
+        self.rollback: tt.Rollback | None = None
+
+    def on_substep_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._ask(state)
+
+    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._ask(state)
+
+    def _ask(self, state: Any) -> None:
+        if self.rollback is not None and len(self.model.trained) == self.at + 1:
+            rollback, self.rollback = self.rollback, None
+            rollback.request(state.global_step, self.batches, "the loop's loss check")
+
+
 def _train(
     tmp_path: Path,
     *,
     nan_batches: tuple[int, ...] = (),
+    n_batches: int = 64,
+    request: tuple[int, list[object]] | None = None,
+    budget: bool = True,
+    tap: bool = False,
+    steps: int = STEPS,
+    save_steps: int = 5,
     flip_at: int | None = None,
     fault_steps: frozenset[int] = frozenset(),
     skips: int = 1,
     accumulate: int = 1,
 ) -> dict[str, Any]:
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(64 * BATCH, 8, generator=g)
+    x = torch.randn(n_batches * BATCH, 8, generator=g)
     y = torch.sin(x[:, :1]) + 0.5 * x[:, 1:2]
     for batch in nan_batches:
         x[batch * BATCH : (batch + 1) * BATCH] = float("nan")
@@ -93,38 +120,62 @@ def _train(
     if flip_at is not None:
         inject_bitflip(model.net[2], step=flip_at)  # its flip_at-th training call, once
     fault = LayerFault(model.net[2], set(fault_steps))
-    callback = RollbackCallback(
-        rollback,
-        budget=tt.SkipBudget(skips, 10, then="rollback"),
-        remedies={"lr_factor": 0.1, "clip_norm": 0.5, "steps": 20},
+    callback = (
+        RollbackCallback(
+            rollback,
+            budget=tt.SkipBudget(skips, 10, then="rollback"),
+            remedies={"lr_factor": 0.1, "clip_norm": 0.5, "steps": 20},
+        )
+        if budget
+        else RollbackCallback(rollback)
     )
+    callbacks: list[Any] = [FaultStep(fault), callback]
+    if request is not None:
+        asker = RequestAt(model, *request)
+        asker.rollback = rollback
+        callbacks.append(asker)
+    if tap:
+        callbacks.insert(0, TensortapCallback(out_dir=str(tmp_path / "run")))
 
     def make_trainer() -> Any:
         args = transformers.TrainingArguments(
             str(tmp_path / "out"),
-            max_steps=STEPS,
+            max_steps=steps,
             per_device_train_batch_size=BATCH,
             learning_rate=0.01,
             lr_scheduler_type="constant",
             optim="adamw_torch",
             save_strategy="steps",
-            save_steps=5,
+            save_steps=save_steps,
             report_to=[],
             use_cpu=True,
             disable_tqdm=True,
             max_grad_norm=0.0,
             seed=0,
             gradient_accumulation_steps=accumulate,
+            logging_steps=1,
         )
         return transformers.Trainer(
             model,
             args,
             train_dataset=BatchStream(samples, batches),
-            callbacks=[FaultStep(fault), callback],
+            callbacks=callbacks,
         )
 
-    trainer = train_with_rollback(rollback, make_trainer)
-    return {"rollback": rollback, "trainer": trainer, "model": model, "callback": callback}
+    trainers: list[Any] = []
+
+    def each_trainer() -> Any:
+        trainers.append(make_trainer())
+        return trainers[-1]
+
+    trainer = train_with_rollback(rollback, each_trainer)
+    return {
+        "rollback": rollback,
+        "trainer": trainer,
+        "trainers": trainers,
+        "model": model,
+        "callback": callback,
+    }
 
 
 def test_a_one_off_fault_is_transient_nothing_restored_nothing_dropped(tmp_path: Path) -> None:
@@ -228,3 +279,85 @@ def test_remedies_move_to_a_new_optimizer_with_the_steps_they_have_left() -> Non
     model(torch.ones(1, 2)).sum().backward()
     new.step()  # the rate was halved for the step, and put back after it
     assert seen == [0.05] and new.param_groups[0]["lr"] == 0.1 and remedies.left == 1
+
+
+def _logged_steps(trainer: Any) -> list[int]:
+    """The steps of a ``train()``'s logged losses (``state.log_history``)."""
+    return [entry["step"] for entry in trainer.state.log_history if "loss" in entry]
+
+
+def test_the_steps_after_a_restart_continue_from_the_checkpoints_step(tmp_path: Path) -> None:
+    run = _train(tmp_path, nan_batches=(12,), tap=True)
+    rollback, (first, second) = run["rollback"], run["trainers"]
+    (event,) = rollback.events
+    assert (event.kind, event.step, event.restored_step) == ("rollback", 12, 10)
+    # global_step: the first train() stopped after step 12 (13 steps done), the branch
+    # resumed at checkpoint-10 and ran to max_steps
+    assert (first.state.global_step, second.state.global_step) == (13, STEPS)
+    # the logged steps (1-based: after n optimizer steps), each once, in order: the branch's
+    # history is checkpoint-10's (steps 1-10), then its own from step 11, the abandoned
+    # steps 11-13 not among them
+    assert _logged_steps(first) == list(range(1, 14))
+    assert _logged_steps(second) == list(range(1, STEPS + 1))
+    # the trial: the branch counts TRAIN steps again from the checkpoint's (10-29, steps 10-12
+    # counted again), on global steps after the parent's last (13-32): one each, no gap
+    trial = tt.create_trial(tmp_path / "run")
+    parent, branch = trial.sessions()
+    assert (branch.branch_of, branch.branch_step) == (parent.id, 10)
+    assert (parent.first_step, parent.last_step) == (0, 12)
+    assert (branch.first_step, branch.last_step) == (13, STEPS + 2)
+    assert branch.mode_steps == {"TRAIN": 10} and branch.rolled_back == (("TRAIN", 10, 12),)
+    assert trial.steps() == list(range(STEPS + 3))
+    loss = trial.tensor("loss")
+    assert loss.steps(mode=tt.modes.TRAIN) == list(range(STEPS))
+
+
+def test_a_nan_batch_in_a_passes_short_last_window_is_judged_with_the_step_it_joins(
+    tmp_path: Path,
+) -> None:
+    # 11 batches a pass, two micro-batches a step: steps 0-4 train 0-9, and the pass's short
+    # last window (batch 10) joins the next pass's first two: step 5 trains 10, 0, 1
+    run = _train(tmp_path, nan_batches=(10,), n_batches=11, accumulate=2, steps=10, save_steps=2)
+    rollback, model = run["rollback"], run["model"]
+    (event,) = rollback.events
+    # judged and replayed whole (not the next pass's part alone, which looked healthy)
+    assert (event.kind, event.step, event.restored_step) == ("rollback", 5, 4)
+    assert event.batches == (10, 0, 1)
+    assert event.decision.action == RESTORE and event.decision.evidence == DATA
+    first, second = run["trainers"]
+    assert (first.state.global_step, second.state.global_step) == (6, 10)
+    # the replay of step 5 runs its three micro-batches again; the branch resumes at
+    # checkpoint-4 without 0, 1 and 10: the Trainer passes over 8 kept batches, the whole
+    # pass, and starts the next at batch 2 (the callback names what it trains)
+    assert model.trained == [*range(11), 0, 1, 10, 0, 1, *range(2, 10), *range(2, 6)]
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_a_request_in_a_passes_short_last_window_restores_at_the_end_of_its_step(
+    tmp_path: Path,
+) -> None:
+    # the loop's check asks during batch 10, the pass's short last window (step 5's first
+    # micro-batch): the step goes on with the next pass's 0 and 1, then the restore
+    run = _train(
+        tmp_path,
+        n_batches=11,
+        accumulate=2,
+        steps=10,
+        save_steps=2,
+        budget=False,
+        request=(10, [10]),
+        tap=True,
+    )
+    rollback, model = run["rollback"], run["model"]
+    (event,) = rollback.events
+    assert (event.kind, event.step, event.restored_step, event.batches) == ("rollback", 5, 4, (10,))
+    first, second = run["trainers"]
+    assert (first.state.global_step, second.state.global_step) == (6, 10)
+    assert _logged_steps(first) == list(range(1, 7))
+    assert _logged_steps(second) == list(range(1, 11))
+    # from checkpoint-4 without batch 10: step 4 trains 8 and 9, the pass ends at a step's
+    # end, steps 5-9 train the next pass's 0-9
+    assert model.trained == [*range(11), 0, 1, 8, 9, *range(10)]
+    parent, branch = tt.create_trial(tmp_path / "run").sessions()
+    assert (branch.branch_of, branch.branch_step) == (parent.id, 4)
+    assert branch.mode_steps == {"TRAIN": 4} and branch.rolled_back == (("TRAIN", 4, 5),)

@@ -8,6 +8,7 @@ import copy
 import importlib
 import logging
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ pytest.importorskip("lightning.pytorch")
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Subset, TensorDataset
 
 import tensortap.pytorch as tt
 from tensortap.core._rollback_decision import DATA, RESTORE
@@ -52,30 +53,40 @@ def _package(name: str) -> tuple[Any, Any, Any]:
     return pl, getattr(tl, tap), getattr(tl, roll)
 
 
-def _module(pl: Any) -> Any:
+#: The learning-rate scheduler config ``configure_optimizers`` returns, made on the optimizer.
+Schedule = Callable[[torch.optim.Optimizer], dict[str, Any]]
+
+
+def _step_lr(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=4, gamma=0.9)
+    return {"scheduler": scheduler, "interval": "step"}
+
+
+def _module(pl: Any, schedule: Schedule = _step_lr) -> Any:
     class Regression(pl.LightningModule):
         def __init__(self) -> None:
             super().__init__()
             torch.manual_seed(0)
             self.net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
             self.trained: list[tuple[int, int]] = []  # (global step, batch) of each step
-            self.request: tuple[tt.Rollback, int] | None = None  # ask at that batch, once
+            # ask at that batch (or (epoch, batch)), once
+            self.request: tuple[tt.Rollback, int | tuple[int, int]] | None = None
 
         def training_step(self, batch: Any, index: int) -> torch.Tensor:
             x, y, ids = batch
             self.trained.append((self.global_step, int(ids[0]) // BATCH))
-            if self.request is not None and self.request[1] == int(ids[0]) // BATCH:
+            batch_id = int(ids[0]) // BATCH
+            at = self.request[1] if self.request is not None else None
+            if self.request is not None and at in (batch_id, (self.current_epoch, batch_id)):
                 rollback, self.request = self.request[0], None  # the loop's own loss check
                 rollback.request(self.global_step, [], "the loop's loss check")
-            return F.mse_loss(self.net(x), y)
+            loss = F.mse_loss(self.net(x), y)
+            self.log("train_loss", loss)  # what a ReduceLROnPlateau monitors
+            return loss
 
         def configure_optimizers(self) -> Any:
             optimizer = torch.optim.AdamW(self.parameters(), lr=0.01)
-            scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=4, gamma=0.9)
-            return {
-                "optimizer": optimizer,
-                "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
-            }
+            return {"optimizer": optimizer, "lr_scheduler": schedule(optimizer)}
 
     return Regression()
 
@@ -87,6 +98,13 @@ class Witness:
     def __init__(self, rollback: tt.Rollback) -> None:
         self.rollback = rollback
         self.restores: list[dict[str, Any]] = []
+        #: When each batch starts: (epoch, batch, global step, lr, the scheduler's state)
+        self.starts: list[tuple[int, int, int, float, dict[str, Any]]] = []
+
+    def on_train_batch_start(self, trainer: Any, module: Any, batch: Any, index: int) -> None:
+        lr = trainer.optimizers[0].param_groups[0]["lr"]
+        scheduler = copy.deepcopy(trainer.lr_scheduler_configs[0].scheduler.state_dict())
+        self.starts.append((trainer.current_epoch, index, trainer.global_step, lr, scheduler))
 
     def on_train_batch_end(self, trainer: Any, module: Any, *args: Any) -> None:
         if self.rollback.rollbacks == len(self.restores):
@@ -112,10 +130,13 @@ def _fit(
     package: str,
     *,
     nan_batches: tuple[int, ...] = (),
-    request_at: int | None = None,
+    request_at: int | tuple[int, int] | None = None,
     budget: bool = True,
+    schedule: Schedule = _step_lr,
+    order: list[int] | None = None,
     **trainer_kwargs: Any,
 ) -> dict[str, Any]:
+    """A fit of ``_module`` (``order``: the batches it trains, in that order; all by default)."""
     trainer_kwargs.setdefault("max_steps", STEPS)
     pl, tap, roll = _package(package)
     g = torch.Generator().manual_seed(0)
@@ -123,12 +144,15 @@ def _fit(
     y = torch.sin(x[:, :1]) + 0.5 * x[:, 1:2]
     for batch in nan_batches:
         x[batch * BATCH : (batch + 1) * BATCH] = float("nan")
-    loader = DataLoader(TensorDataset(x, y, torch.arange(len(x))), batch_size=BATCH)
+    dataset = TensorDataset(x, y, torch.arange(len(x)))
+    if order is not None:
+        dataset = Subset(dataset, [b * BATCH + i for b in order for i in range(BATCH)])  # type: ignore[assignment]
+    loader = DataLoader(dataset, batch_size=BATCH)
     rollback = tt.Rollback(tt.MemoryCheckpoints(keep=2), every=EVERY)
     callback = roll(rollback, budget=tt.SkipBudget(2, 10, then="rollback") if budget else None)
     base = importlib.import_module(f"{PACKAGES[package][0]}.callbacks").Callback
     witness_callback = type("WitnessCallback", (Witness, base), {})(rollback)
-    module = _module(pl)
+    module = _module(pl, schedule)
     if request_at is not None:
         module.request = (rollback, request_at)
     trainer = pl.Trainer(
@@ -148,6 +172,7 @@ def _fit(
         "module": module,
         "callback": callback,
         "restores": witness_callback.restores,
+        "starts": witness_callback.starts,
     }
 
 
@@ -276,3 +301,102 @@ def test_memory_checkpoints_need_every_and_no_batch_stream() -> None:
         RollbackCallback(tt.Rollback(tt.MemoryCheckpoints(), every=5, batches=batches))
     with pytest.raises(InvalidConfigError, match="keep"):
         tt.MemoryCheckpoints(keep=0)
+
+
+def _plateau(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+        optimizer, factor=0.5, patience=1, threshold=0.05
+    )
+    return {"scheduler": scheduler, "interval": "step", "monitor": "train_loss"}
+
+
+def _by_step(starts: list[tuple[int, int, int, float, dict[str, Any]]]) -> dict[int, Any]:
+    """The lr and the scheduler's state when each step started, the last branch's (a step
+    started again after a restore replaces the abandoned branch's)."""
+    return {step: (lr, scheduler) for _, _, step, lr, scheduler in starts}
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_a_plateau_scheduler_on_a_step_interval_is_put_back_as_a_clean_run_has_it(
+    tmp_path: Path, package: str
+) -> None:
+    # a request during batch 12 restores step 10; batch 13 then trains as step 10
+    run = _fit(
+        tmp_path / "rolled",
+        package,
+        request_at=12,
+        budget=False,
+        schedule=_plateau,
+        max_steps=24,
+    )
+    (event,) = run["rollback"].events
+    assert (event.kind, event.step, event.restored_step) == ("rollback", 12, 10)
+    (restore,) = run["restores"]
+    assert restore["scheduler"] == restore["held"].schedulers[0]  # put back, then
+    # the clean run: the batches the branch trained, in its order, without the fault
+    clean = _fit(
+        tmp_path / "clean",
+        package,
+        budget=False,
+        schedule=_plateau,
+        order=[*range(10), *range(13, 64)],
+        max_steps=24,
+    )
+    assert clean["rollback"].events == []
+    assert run["module"].trained[-14:] == clean["module"].trained[-14:]  # (10, 13) onwards
+    rolled, reference = _by_step(run["starts"]), _by_step(clean["starts"])
+    assert rolled.keys() == reference.keys() == set(range(24))
+    for step in range(24):  # lr, num_bad_epochs, best, last_epoch: as the clean run's
+        assert rolled[step] == reference[step], step
+    assert rolled[10][1]["last_epoch"] == 10
+    assert len({lr for lr, _ in rolled.values()}) > 2  # the plateau did lower the lr
+    for name, value in run["module"].state_dict().items():
+        assert torch.equal(value, clean["module"].state_dict()[name]), name
+
+
+def _epoch_step_lr(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+    return {"scheduler": scheduler, "interval": "epoch"}
+
+
+def test_an_epoch_scheduler_keeps_the_epoch_across_a_restore_to_the_epoch_before(
+    tmp_path: Path,
+) -> None:
+    # 8 batches an epoch; checkpoints at steps 0 and 5 (epoch 0), a request during epoch 1's
+    # batch 1 (step 9) restores step 5, in epoch 0
+    run = _fit(
+        tmp_path / "rolled",
+        "lightning",
+        request_at=(1, 1),
+        budget=False,
+        schedule=_epoch_step_lr,
+        limit_train_batches=8,
+        max_steps=24,
+    )
+    (event,) = run["rollback"].events
+    assert (event.kind, event.step, event.restored_step) == ("rollback", 9, 5)
+    # the data goes on where it was: epoch 1's batch 2 trains as step 5; no batch again
+    assert run["module"].trained == [
+        *((s, s % 8) for s in range(10)),
+        *((5 + b - 2, b) for b in range(2, 8)),
+        *((11 + i, i % 8) for i in range(13)),
+    ]
+    clean = _fit(
+        tmp_path / "clean",
+        "lightning",
+        budget=False,
+        schedule=_epoch_step_lr,
+        limit_train_batches=8,
+        max_steps=32,
+    )
+    lr_at = {(epoch, batch): lr for epoch, batch, _, lr, _ in clean["starts"]}
+    after = run["starts"][10:]  # the batches after the restore
+    assert [(epoch, step) for epoch, _, step, _, _ in after] == [
+        *((1, s) for s in range(5, 11)),
+        *((2, s) for s in range(11, 19)),
+        *((3, s) for s in range(19, 24)),
+    ]
+    for epoch, batch, step, lr, scheduler in after:
+        # the lr a clean run has at that batch of that epoch; the scheduler counts the epoch
+        assert (lr, scheduler["last_epoch"]) == (lr_at[epoch, batch], epoch), (epoch, batch, step)
+    assert run["trainer"].global_step == 24

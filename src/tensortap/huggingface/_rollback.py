@@ -30,7 +30,8 @@ the end of its step (``control.should_training_stop``); :func:`train_with_rollba
 last good checkpoint and trains again from it, and the new ``TensortapCallback`` session is
 recorded as the branch. With ``gradient_accumulation_steps=k`` a step trains the ``k`` next
 batches the skip list keeps (its micro-batches), and is judged, replayed, restored and skipped
-whole. One process: what is tested.
+whole; a pass's short last window (fewer than ``k`` left) is one step with the next pass's
+first ``k``, as the Trainer trains it. One process: what is tested.
 """
 
 from __future__ import annotations
@@ -175,9 +176,11 @@ class RollbackCallback(TrainerCallback):
                 "BatchStream the Trainer trains on)"
             )
         self.rollback = rollback
-        self._cursor: tuple[int, int] | None = None  # (step, its last batch's position)
+        # (step, its last batch's position, whether its window was cut short by the pass's end)
+        self._cursor: tuple[int, int, bool] | None = None
         self._accumulate = 1  # micro-batches a step
         self._positions: list[int] = []  # the step's micro-batches' positions
+        self._divisors: list[int] = []  # what the Trainer divides each one's loss by
         #: The guard, replayer and remedies (None without ``budget``).
         self.healing = (
             None
@@ -189,7 +192,7 @@ class RollbackCallback(TrainerCallback):
         self._handles: list[Any] = []
         self._replaying = False
         self._captured = False
-        self._window: list[tuple[tuple[Any, ...], dict[str, Any]]] = []  # for a replay
+        self._window: list[tuple[tuple[Any, ...], dict[str, Any], int]] = []  # for a replay
         self._losses: list[Any] = []  # each micro-batch's loss, this step
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -209,7 +212,16 @@ class RollbackCallback(TrainerCallback):
             hook = Hook.current()
             if hook is not None:
                 rollback.follow_hook(hook)
+        if self._cursor is not None and self._cursor[0] == step and self._cursor[2]:
+            # the same step again: the pass ended inside its window (a short last window) and
+            # the Trainer goes on with the next pass's first k batches, all one step
+            new = self._step_positions(step, after_pass=True)
+            self._positions = [*self._positions, *new]
+            self._divisors = [*self._divisors, *[len(new)] * len(new)]
+            rollback.trained(step, MicroBatches(self._positions))
+            return
         positions = self._positions = self._step_positions(step)
+        self._divisors = [len(positions)] * len(positions)
         rollback.trained(step, positions[0] if len(positions) == 1 else MicroBatches(positions))
         self._captured, self._losses = False, []
 
@@ -252,8 +264,9 @@ class RollbackCallback(TrainerCallback):
         if not self._captured:
             self._captured, self._window = True, []
             step = self._cursor[0]
-            self.healing.capture((self._window, self._accumulate), step, self._positions[0])
-        self._window.append((tuple(args), dict(kwargs)))
+            self.healing.capture(self._window, step, self._positions[0])
+        divisor = self._divisors[min(len(self._window), len(self._divisors) - 1)]
+        self._window.append((tuple(args), dict(kwargs), divisor))
 
     def _forward(self, module: Any, args: Any, output: Any) -> None:
         if self._replaying or not module.training or not torch.is_grad_enabled():
@@ -265,10 +278,10 @@ class RollbackCallback(TrainerCallback):
     def _replay_step(self, model: Any, batch: Any) -> Any:
         """A kept step again: the model's own loss of each of its micro-batches, and their
         backward passes (each divided by the accumulation, as the Trainer does); their sum, as
-        the step's loss was observed."""
-        window, accumulate = batch
+        the step's loss was observed. A window cut short by a pass's end divides by the
+        micro-batches it had, as the Trainer does."""
         losses = []
-        for args, kwargs in window:
+        for args, kwargs, accumulate in batch:
             self._replaying = True
             try:
                 loss = _loss_of(model(*args, **kwargs))
@@ -283,10 +296,42 @@ class RollbackCallback(TrainerCallback):
             losses.append(loss.detach())
         return _total(losses)
 
-    def _step_positions(self, step: int) -> list[int]:
+    def _step_positions(self, step: int, *, after_pass: bool = False) -> list[int]:
         """The positions of the batches step ``step`` trains: the ``k`` (its micro-batches)
         after the ``step * k`` the skip list keeps before them (counted once per ``train()``,
-        then a step at a time)."""
+        then a step at a time). Where one pass of the stream is of known length, it follows
+        the Trainer over the pass's end: fewer than ``k`` left make a short window, which the
+        next pass's first ``k`` join (``after_pass``: those), and a resumed ``train()`` that
+        passes over the whole first pass starts the next one."""
+        k, kept = self._accumulate, self._kept()
+        if kept is None:
+            return self._positions_unbounded(step)
+        if after_pass:
+            start = 0
+        elif self._cursor is None or self._cursor[0] != step - 1:
+            start = step * k if step * k < len(kept) else 0  # the Trainer's skip, one pass
+        else:
+            start = kept.index(self._cursor[1]) + 1 if self._cursor[1] in kept else len(kept)
+            start = start if start < len(kept) else 0  # the pass ended with the last step
+        positions = kept[start : start + k]
+        if not positions:  # nothing kept: as if the stream went on
+            return self._positions_unbounded(step)
+        self._cursor = (step, positions[-1], not after_pass and len(positions) < k)
+        return positions
+
+    def _kept(self) -> list[int] | None:
+        """The positions one pass of the stream keeps, where its length is known."""
+        batches = self.rollback.batches
+        try:
+            n = len(batches.batches) if batches is not None else None  # type: ignore[arg-type]
+        except TypeError:
+            return None
+        if n is None or batches is None:
+            return None
+        return [p for p in range(n) if p not in batches.skip]
+
+    def _positions_unbounded(self, step: int) -> list[int]:
+        """:meth:`_step_positions` over a stream of unknown length: positions never wrap."""
         skip = self.rollback.batches.skip if self.rollback.batches is not None else set()
         k = self._accumulate
         if self._cursor is None or self._cursor[0] != step - 1:
@@ -302,7 +347,7 @@ class RollbackCallback(TrainerCallback):
             position += 1
             if position not in skip:
                 positions.append(position)
-        self._cursor = (step, position)
+        self._cursor = (step, position, False)
         return positions
 
 

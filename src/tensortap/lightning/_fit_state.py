@@ -7,8 +7,13 @@ optimizer's and each learning-rate scheduler's ``state_dict``, the random number
 (Python's, NumPy's, torch's, and CUDA's where it was initialised), and the loop's count of
 optimizer steps (so ``trainer.global_step`` is ``s`` again once it is put back, and
 ``max_steps`` counts from there). Where the batches are is not put back: the fit goes on with
-its next batch. Only a fit on one device, its whole state in this process, can be copied so:
-:func:`refusal` says why another cannot.
+its next batch, in the epoch it is in. So the schedules follow the two counts they step on: a
+step-interval scheduler is put back with the step, an epoch-interval one keeps the epoch's
+state (and an optimizer only such schedulers drive keeps the learning rate they set), so its
+count of epochs stays ``current_epoch``'s. Lightning steps a ``ReduceLROnPlateau`` on a step
+interval after the batch's end, on the abandoned batch's metric: :func:`restore_step_plateaus`
+puts it back again before the next batch. Only a fit on one device, its whole state in this
+process, can be copied so: :func:`refusal` says why another cannot.
 """
 
 from __future__ import annotations
@@ -83,10 +88,15 @@ def restore(trainer: Any, module: Any, state: FitState, *, at_batch_end: bool) -
             f"{len(trainer.lr_scheduler_configs)}"
         )
     module.load_state_dict(state.module, strict=True)  # copies into the same parameters
+    by_epoch = _epoch_driven(trainer)
+    kept = [_hyperparameters(trainer.optimizers[i]) for i in by_epoch]
     for optimizer, saved in zip(trainer.optimizers, state.optimizers, strict=True):
         optimizer.load_state_dict(copy.deepcopy(saved))  # it may keep the tensors it is given
+    for i, groups in zip(by_epoch, kept, strict=True):
+        _set_hyperparameters(trainer.optimizers[i], groups)  # the epoch's, as its schedulers'
     for config, saved in zip(trainer.lr_scheduler_configs, state.schedulers, strict=True):
-        config.scheduler.load_state_dict(copy.deepcopy(saved))
+        if config.interval == "step":  # an epoch-interval one goes on with the epoch
+            config.scheduler.load_state_dict(copy.deepcopy(saved))
     _set_rng_states(state.rng)
     loop = trainer.fit_loop.epoch_loop
     loop.automatic_optimization.optim_progress.load_state_dict(
@@ -97,6 +107,47 @@ def restore(trainer: Any, module: Any, state: FitState, *, at_batch_end: bool) -
     )
     loop.scheduler_progress.load_state_dict(copy.deepcopy(state.loop["schedulers"]))
     loop._batches_that_stepped = state.loop["batches_that_stepped"] - (1 if at_batch_end else 0)
+
+
+def restore_step_plateaus(trainer: Any, state: FitState) -> None:
+    """Put the step-interval ``ReduceLROnPlateau`` schedulers of ``state`` back again, with
+    the learning rates of their optimizers and Lightning's count of scheduler steps: after a
+    restore at a batch's end, Lightning still steps them on that batch's metric."""
+    for config, saved in zip(trainer.lr_scheduler_configs, state.schedulers, strict=True):
+        if config.interval != "step" or not config.reduce_on_plateau:
+            continue
+        config.scheduler.load_state_dict(copy.deepcopy(saved))
+        optimizer = config.scheduler.optimizer
+        index = next(i for i, o in enumerate(trainer.optimizers) if o is optimizer)
+        for group, held in zip(
+            optimizer.param_groups, state.optimizers[index]["param_groups"], strict=True
+        ):
+            group["lr"] = held["lr"]
+    loop = trainer.fit_loop.epoch_loop
+    loop.scheduler_progress.load_state_dict(copy.deepcopy(state.loop["schedulers"]))
+
+
+def _epoch_driven(trainer: Any) -> list[int]:
+    """The optimizers (their indices) that only epoch-interval schedulers drive."""
+    intervals: dict[int, set[str]] = {}
+    for config in trainer.lr_scheduler_configs:
+        for i, optimizer in enumerate(trainer.optimizers):
+            if config.scheduler.optimizer is optimizer:
+                intervals.setdefault(i, set()).add(config.interval)
+    return [i for i, found in sorted(intervals.items()) if found == {"epoch"}]
+
+
+def _hyperparameters(optimizer: Any) -> list[dict[str, Any]]:
+    """Each parameter group's settings (the learning rate, momentum...), without its tensors."""
+    return [
+        {k: copy.deepcopy(v) for k, v in group.items() if k != "params"}
+        for group in optimizer.param_groups
+    ]
+
+
+def _set_hyperparameters(optimizer: Any, groups: list[dict[str, Any]]) -> None:
+    for group, held in zip(optimizer.param_groups, groups, strict=True):
+        group.update(held)
 
 
 def _rng_states() -> dict[str, Any]:
@@ -118,4 +169,4 @@ def _set_rng_states(states: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
-__all__ = ["SINGLE_DEVICE", "FitState", "capture", "refusal", "restore"]
+__all__ = ["SINGLE_DEVICE", "FitState", "capture", "refusal", "restore", "restore_step_plateaus"]

@@ -197,6 +197,9 @@ class RollbackMixin:
         self._window: list[tuple[Any, int]] = []  # the step's micro-batches, for a replay
         self._window_ids: list[Any] = []
         self._window_losses: list[torch.Tensor] = []  # its micro-batches' losses before the last
+        #: The copy just put back at a batch's end, whose step-interval plateau schedulers
+        #: Lightning steps once more after it: put back again before the next batch.
+        self._restored: _fit_state.FitState | None = None
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         hook = Hook.current()  # the TensortapCallback's, made at on_fit_start
@@ -208,9 +211,7 @@ class RollbackMixin:
                 raise InvalidConfigError(f"RollbackCallback: {problem}")
             self.memory.bind(
                 lambda: _fit_state.capture(trainer, pl_module),
-                lambda state: _fit_state.restore(
-                    trainer, pl_module, state, at_batch_end=self._at_batch_end
-                ),
+                lambda state: self._restore(trainer, pl_module, state),
             )
         if self.healing is None:
             return
@@ -239,6 +240,7 @@ class RollbackMixin:
         pl_module.optimizer_step = optimizer_step
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, index: int) -> None:
+        self._settle(trainer)
         rollback, step = self.rollback, trainer.global_step
         first = self._trained is None or self._trained[0] != step  # a new window (step)
         batch_id: Any = index
@@ -299,12 +301,28 @@ class RollbackMixin:
         if pending:
             trainer.should_stop = True
 
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        self._settle(trainer)  # before Lightning steps its epoch-interval plateau schedulers
+
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        self._settle(trainer)
         if self.healing is not None:
             self.healing.end()
         if self._module is not None:
             vars(self._module).pop("optimizer_step", None)  # the class's again
             self._module = None
+
+    def _restore(self, trainer: Any, pl_module: Any, state: _fit_state.FitState) -> None:
+        """Put a held copy back in place (``MemoryCheckpoints`` calls it)."""
+        _fit_state.restore(trainer, pl_module, state, at_batch_end=self._at_batch_end)
+        self._restored = state if self._at_batch_end else None
+
+    def _settle(self, trainer: Any) -> None:
+        """After a restore at a batch's end: its step-interval plateau schedulers as the copy
+        held them (Lightning stepped them after the batch, on the abandoned batch's metric)."""
+        if self._restored is not None:
+            state, self._restored = self._restored, None
+            _fit_state.restore_step_plateaus(trainer, state)
 
     def _follow_hook(self) -> None:
         """The TensortapCallback's hook, when it made a new one (a branch after an in-memory
