@@ -100,6 +100,16 @@ def test_report_names_the_source_never_the_temporary_directory(
     assert str(private_tmp) not in page and "tensortap-report-" not in page
 
 
+def test_diagnose_names_the_source_never_the_temporary_directory(
+    tmp_path: Path, private_tmp: Path
+) -> None:
+    logdir = _write_logdir(tmp_path / "logs", {"exp1": True})
+    code, text, err = run_cli("diagnose", str(logdir / "exp1"))
+    assert code == 0, err
+    assert f"exp1 -> {logdir / 'exp1'} (TensorBoard logdir, imported):" in text
+    assert str(private_tmp) not in text + err and "tensortap-diagnose-" not in text + err
+
+
 def test_report_of_several_runs_says_which_to_pick(tmp_path: Path, private_tmp: Path) -> None:
     logdir = _write_logdir(tmp_path / "logs", {"a": False, "b": True})
     code, _, err = run_cli("report", str(logdir), "-o", str(tmp_path / "r.html"))
