@@ -20,6 +20,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.cli.test_jobs import run_cli
@@ -108,6 +109,27 @@ def test_diagnose_names_the_source_never_the_temporary_directory(
     assert code == 0, err
     assert f"exp1 -> {logdir / 'exp1'} (TensorBoard logdir, imported):" in text
     assert str(private_tmp) not in text + err and "tensortap-diagnose-" not in text + err
+
+
+def test_histograms_not_imported_are_said_with_their_count(
+    tmp_path: Path, private_tmp: Path
+) -> None:
+    torch_tb = pytest.importorskip("torch.utils.tensorboard")
+    logdir = tmp_path / "logs"
+    writer = torch_tb.SummaryWriter(str(logdir / "exp1"))
+    for step in range(STEPS):
+        writer.add_scalar("loss", _loss(step, False), step)
+        if step % 20 == 0:
+            writer.add_histogram("weights/fc1", np.array([0.1 * step, 0.2, 0.3]), step)
+            writer.add_histogram("grads/fc1", np.array([0.01, 0.02]), step)
+    writer.close()
+    said = "2 histogram tags (20 values: grads/fc1, weights/fc1) not imported"
+    code, _, err = run_cli("report", str(logdir / "exp1"), "-o", str(tmp_path / "r.html"))
+    assert code == 0, err
+    assert f"  exp1: {said}: tensortap imports a tracker's scalars" in err
+    code, text, err = run_cli("import", str(logdir), "-o", str(tmp_path / "runs"))
+    assert code == 0, err
+    assert f"    {said}" in text
 
 
 def test_report_of_several_runs_says_which_to_pick(tmp_path: Path, private_tmp: Path) -> None:

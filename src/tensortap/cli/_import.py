@@ -71,6 +71,9 @@ def _print_runs(result: Any, shown: dict[str, str] | None = None) -> None:
             + (f", validation loss {validation}" if validation else "")
         )
         print(f"    {(lineage.get('diagnosis') or {}).get('headline', 'not judged')}")
+        left_out = lineage.get("histograms_not_imported")
+        if isinstance(left_out, dict):
+            print(f"    {left_out.get('said')}")
         for problem in lineage.get("problems", [])[:10]:
             print(f"    not imported: {problem}")
 

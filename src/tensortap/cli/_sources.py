@@ -133,8 +133,13 @@ def import_source(
         "(read-only; nothing written there)",
         file=sys.stderr,
     )
-    for run in result.failed:
-        print(f"  {run.name}: not imported: {run.error}", file=sys.stderr)
+    for run in result.runs:
+        if run.error is not None:
+            print(f"  {run.name}: not imported: {run.error}", file=sys.stderr)
+            continue
+        left_out = (run.lineage or {}).get("histograms_not_imported")
+        if isinstance(left_out, dict):
+            print(f"  {run.name}: {left_out.get('said')}", file=sys.stderr)
     return result
 
 

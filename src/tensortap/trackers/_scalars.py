@@ -109,6 +109,21 @@ class ScalarRun:
     #: the values the run was summed up by beside its parameters (TensorBoard's HParams
     #: metrics: the last value of each)
     hparam_metrics: dict[str, float] = field(default_factory=dict)
+    #: values of each histogram tag read and not imported (TensorBoard's ``add_histogram``;
+    #: at most 1000 tags counted)
+    histograms: dict[str, int] = field(default_factory=dict)
+
+    def histograms_left_out(self) -> str | None:
+        """The line that says the run's histograms were not imported (None: it holds none)."""
+        if not self.histograms:
+            return None
+        tags, values = len(self.histograms), sum(self.histograms.values())
+        return (
+            f"{tags} histogram tag{'' if tags == 1 else 's'} ({values} values: "
+            f"{', '.join(sorted(self.histograms)[:5])}) not imported: tensortap imports a "
+            "tracker's scalars; open the logdir with TensorBoard to see them"
+        )
+
     series: list[Series] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # what could not be read of it
 

@@ -5,8 +5,10 @@ runs selector names them. Keras' TensorBoard callback writes one run as two dire
 at EVAL steps.
 
 Scalars: a value written by ``add_scalar`` (``simple_value``) or by the ``tensorboard``
-package's summary writer (a 0-d tensor of the ``scalars`` plugin) is kept; histograms, images
-and text are not (said once per run).
+package's summary writer (a 0-d tensor of the ``scalars`` plugin) is kept; images and text are
+not (said once per file); histograms (``add_histogram``: a ``histo`` value, or a tensor of the
+``histograms`` plugin) are not either, and are counted per tag for the import's summary
+(:meth:`~tensortap.trackers._scalars.ScalarRun.histograms_left_out`).
 
 Hyperparameters: the HParams plugin's summaries (``SummaryWriter.add_hparams``,
 ``tensorboard.plugins.hparams.api.hparams``) become the run's parameters (its
@@ -50,6 +52,7 @@ from tensortap.trackers._scalars import (
 _KERAS_DIRS = {"train": None, "validation": ModeKeys.EVAL}
 _SCALARS_PLUGIN = "scalars"
 _HPARAMS_PLUGIN = "hparams"
+_HISTOGRAMS_PLUGIN = "histograms"
 
 
 @dataclass
@@ -194,7 +197,7 @@ def _read_file(
     if skipped:
         run.problems.append(
             f"{path}: {len(skipped)} tags are not scalars and were not imported "
-            f"(histograms, images or text: {', '.join(sorted(skipped)[:5])})"
+            f"(images, text or another plugin's: {', '.join(sorted(skipped)[:5])})"
         )
 
 
@@ -235,6 +238,10 @@ def _values(
                     array = None
                 number = array.reshape(-1)[0] if array is not None and array.size == 1 else None
             collector.add(tag, event.step, number, event.wall_time, mode)
+        elif kind == "histo" or plugins.get(tag) == _HISTOGRAMS_PLUGIN:
+            counted = collector.run.histograms
+            if tag in counted or len(counted) < 1000:
+                counted[tag] = counted.get(tag, 0) + 1
         elif len(skipped) < 1000:
             skipped.add(tag)
 

@@ -69,6 +69,13 @@ def write_run(
             f"{run.name}: no tag is a training loss by its name (its tags: "
             f"{', '.join(run.tag_names()[:20]) or 'none'}); name it with --loss TAG"
         )
+    histograms = run.histograms_left_out()
+    if histograms is not None:
+        lineage["histograms_not_imported"] = {
+            "tags": len(run.histograms),
+            "values": int(sum(run.histograms.values())),
+            "said": histograms,
+        }
     if problems:
         lineage["problems"] = problems[:100]
     if diagnosis is not None:
