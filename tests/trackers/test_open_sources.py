@@ -8,6 +8,7 @@ error `diagnose` gives."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import re
@@ -16,8 +17,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.cli.test_jobs import run_cli
@@ -86,6 +89,49 @@ def test_report_on_a_tensorboard_logdir(tmp_path: Path, private_tmp: Path) -> No
     assert list(private_tmp.iterdir()) == []  # the import is gone with the command
 
 
+def test_report_names_the_source_never_the_temporary_directory(
+    tmp_path: Path, private_tmp: Path
+) -> None:
+    logdir = _write_logdir(tmp_path / "logs", {"exp1": False})
+    out = tmp_path / "report.html"
+    code, _, err = run_cli("report", str(logdir / "exp1"), "-o", str(out))
+    assert code == 0, err
+    page = out.read_text()
+    assert f"Trial {logdir / 'exp1'} (TensorBoard logdir, imported):" in _text(page)
+    assert str(private_tmp) not in page and "tensortap-report-" not in page
+
+
+def test_diagnose_names_the_source_never_the_temporary_directory(
+    tmp_path: Path, private_tmp: Path
+) -> None:
+    logdir = _write_logdir(tmp_path / "logs", {"exp1": True})
+    code, text, err = run_cli("diagnose", str(logdir / "exp1"))
+    assert code == 0, err
+    assert f"exp1 -> {logdir / 'exp1'} (TensorBoard logdir, imported):" in text
+    assert str(private_tmp) not in text + err and "tensortap-diagnose-" not in text + err
+
+
+def test_histograms_not_imported_are_said_with_their_count(
+    tmp_path: Path, private_tmp: Path
+) -> None:
+    torch_tb = pytest.importorskip("torch.utils.tensorboard")
+    logdir = tmp_path / "logs"
+    writer = torch_tb.SummaryWriter(str(logdir / "exp1"))
+    for step in range(STEPS):
+        writer.add_scalar("loss", _loss(step, False), step)
+        if step % 20 == 0:
+            writer.add_histogram("weights/fc1", np.array([0.1 * step, 0.2, 0.3]), step)
+            writer.add_histogram("grads/fc1", np.array([0.01, 0.02]), step)
+    writer.close()
+    said = "2 histogram tags (20 values: grads/fc1, weights/fc1) not imported"
+    code, _, err = run_cli("report", str(logdir / "exp1"), "-o", str(tmp_path / "r.html"))
+    assert code == 0, err
+    assert f"  exp1: {said}: tensortap imports a tracker's scalars" in err
+    code, text, err = run_cli("import", str(logdir), "-o", str(tmp_path / "runs"))
+    assert code == 0, err
+    assert f"    {said}" in text
+
+
 def test_report_of_several_runs_says_which_to_pick(tmp_path: Path, private_tmp: Path) -> None:
     logdir = _write_logdir(tmp_path / "logs", {"a": False, "b": True})
     code, _, err = run_cli("report", str(logdir), "-o", str(tmp_path / "r.html"))
@@ -121,6 +167,25 @@ def test_serve_on_a_tensorboard_logdir(tmp_path: Path, private_tmp: Path) -> Non
             assert status == 200
             names = {run["name"] for run in body["runs"]}
         assert names == {"healthy", "diverging"}
+        # every place the page names a run's path names the source, never the temporary
+        # directory (gone when serve ends)
+        assert body["places"] == [f"{logdir} (TensorBoard logdir, imported)"]
+        assert {run["name"]: run["location"] for run in body["runs"]} == {
+            name: f"{logdir / name} (TensorBoard logdir, imported)"
+            for name in ("healthy", "diverging")
+        }
+        status, table = get(url + "api/table")
+        assert status == 200 and table["places"] == body["places"]
+        answers = [json.dumps(body), json.dumps(table)]
+        for run in body["runs"]:
+            status, detail = get(f"{url}api/run/{run['id']}")
+            assert status == 200
+            answers.append(json.dumps(detail))
+            with urllib.request.urlopen(f"{url}report/{run['id']}", timeout=60) as answer:
+                report = answer.read().decode()
+            assert f"Trial {logdir / run['name']} (TensorBoard logdir, imported)" in _text(report)
+            answers.append(report)
+        assert not [a for a in answers if str(private_tmp) in a or "tensortap-serve-" in a]
         child.send_signal(signal.SIGTERM)
         _, err = child.communicate(timeout=30)
     finally:

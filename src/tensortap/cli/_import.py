@@ -54,7 +54,9 @@ def import_command(ns: argparse.Namespace) -> int:
     return 1 if result.failed else 0
 
 
-def _print_runs(result: Any) -> None:
+def _print_runs(result: Any, shown: dict[str, str] | None = None) -> None:
+    """Each run's line; ``shown`` names a trial imported into a temporary directory by its
+    source (the directory is gone when the command ends)."""
     for run in result.runs:
         if run.error is not None:
             print(f"  {run.name}: not imported: {run.error}")
@@ -63,17 +65,21 @@ def _print_runs(result: Any) -> None:
         loss = lineage.get("loss") or "none"
         validation = lineage.get("validation_loss")
         print(
-            f"  {run.name} -> {run.trial}: {lineage.get('values', 0)} values of "
+            f"  {run.name} -> {(shown or {}).get(run.trial, run.trial)}: "
+            f"{lineage.get('values', 0)} values of "
             f"{lineage.get('tags', 0)} tags; loss {loss}"
             + (f", validation loss {validation}" if validation else "")
         )
         print(f"    {(lineage.get('diagnosis') or {}).get('headline', 'not judged')}")
+        left_out = lineage.get("histograms_not_imported")
+        if isinstance(left_out, dict):
+            print(f"    {left_out.get('said')}")
         for problem in lineage.get("problems", [])[:10]:
             print(f"    not imported: {problem}")
 
 
 def diagnose_command(ns: argparse.Namespace) -> int:
-    from tensortap.cli._sources import source_format
+    from tensortap.cli._sources import shown_locations, source_format
     from tensortap.diagnosis import diagnose
     from tensortap.trackers import import_runs
 
@@ -85,7 +91,7 @@ def diagnose_command(ns: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="tensortap-diagnose-") as place:
         result = import_runs(target, place, chosen, ns.loss, ns.val_loss)
         print(f"{len(result.runs)} {result.format} runs of {ns.target}:")
-        _print_runs(result)
+        _print_runs(result, shown_locations(ns.target, Path(place), result))
     return 1 if result.failed else 0
 
 

@@ -52,7 +52,7 @@ def serve(ns: argparse.Namespace) -> int:
         print(f"tensortap serve: {url}  (Ctrl-C stops it)", flush=True)
 
     with sources.import_directory("tensortap-serve-") as place:
-        places = _places(ns, place)
+        places, shown = _places(ns, place)
         start(
             places,
             ns.host,
@@ -61,16 +61,19 @@ def serve(ns: argparse.Namespace) -> int:
             background=False,
             on_ready=ready,
             allow_hosts=ns.allow_host,
+            shown=shown,
             # a signal ends the process at once: the imported trials go first
             before_exit=lambda: shutil.rmtree(place, ignore_errors=True),
         )
     return 0
 
 
-def _places(ns: argparse.Namespace, place: Path) -> list[str]:
+def _places(ns: argparse.Namespace, place: Path) -> tuple[list[str], dict[str, str]]:
     """The places to serve: tensortap's own as given, another tracker's runs imported under
-    ``place`` (once: what the tracker writes there later is not shown)."""
-    places = []
+    ``place`` (once: what the tracker writes there later is not shown); and how the page
+    names the imported ones (their sources, never the temporary directory)."""
+    places: list[str] = []
+    shown: dict[str, str] = {}
     for n, given in enumerate(ns.places):
         if ns.format is None and sources.is_tensortap(given):
             places.append(given)
@@ -85,7 +88,8 @@ def _places(ns: argparse.Namespace, place: Path) -> list[str]:
             file=sys.stderr,
         )
         places.append(str(into))
-    return places
+        shown.update(sources.shown_locations(given, into, result))
+    return places, shown
 
 
 __all__ = ["add_parser", "serve"]

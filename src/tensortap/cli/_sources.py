@@ -21,6 +21,32 @@ FORMAT_NAMES = {
     "wandb": "W&B",
     "neptune": "Neptune",
 }
+#: What a source of each format is, as a page names it ("runs/exp1 (TensorBoard logdir,
+#: imported)").
+SOURCE_KINDS = {
+    "tensorboard": "TensorBoard logdir",
+    "mlflow": "MLflow file store",
+    "wandb": "W&B run",
+    "neptune": "Neptune export",
+}
+
+
+def imported_name(source: str, format: str) -> str:
+    """How a page and the CLI name a run imported into a temporary directory: the source the
+    user named, never the temporary directory (gone when the command ends)."""
+    return f"{source} ({SOURCE_KINDS.get(format, format)}, imported)"
+
+
+def shown_locations(given: str, into: Path, result: Any) -> dict[str, str]:
+    """Each imported trial's location under ``into`` (and ``into`` itself), mapped to the
+    name of what it was imported from (see :func:`imported_name`)."""
+    shown = {str(into): imported_name(given, result.format)}
+    for run in result.runs:
+        if run.error is None:
+            source = (run.lineage or {}).get("source")
+            where = source if isinstance(source, str) and source else given
+            shown[run.trial] = imported_name(where, result.format)
+    return shown
 
 
 def is_tensortap(given: str) -> bool:
@@ -107,9 +133,23 @@ def import_source(
         "(read-only; nothing written there)",
         file=sys.stderr,
     )
-    for run in result.failed:
-        print(f"  {run.name}: not imported: {run.error}", file=sys.stderr)
+    for run in result.runs:
+        if run.error is not None:
+            print(f"  {run.name}: not imported: {run.error}", file=sys.stderr)
+            continue
+        left_out = (run.lineage or {}).get("histograms_not_imported")
+        if isinstance(left_out, dict):
+            print(f"  {run.name}: {left_out.get('said')}", file=sys.stderr)
     return result
 
 
-__all__ = ["FORMAT_NAMES", "check_outside", "import_directory", "import_source", "is_tensortap"]
+__all__ = [
+    "FORMAT_NAMES",
+    "SOURCE_KINDS",
+    "check_outside",
+    "import_directory",
+    "import_source",
+    "imported_name",
+    "is_tensortap",
+    "shown_locations",
+]

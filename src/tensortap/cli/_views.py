@@ -218,7 +218,9 @@ def _report_imported(ns: argparse.Namespace) -> int:
                 f"({names}); point at one run's directory, or `tensortap import "
                 f"{ns.trial} -o DIR` and report a trial under DIR"
             )
-        out = write_report(open_trial(runs[0].trial, records=False), ns.output, None)
+        shown = sources.shown_locations(ns.trial, place, result)
+        trial = open_trial(runs[0].trial, records=False)
+        out = write_report(trial, ns.output, None, location=shown[runs[0].trial])
     print(f"wrote {out}")
     return 0
 

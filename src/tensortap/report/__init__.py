@@ -25,16 +25,19 @@ def write_report(
     trial: Trial | str | os.PathLike[str],
     out: str | os.PathLike[str],
     job: JobRecord | str | os.PathLike[str] | None = None,
+    location: str | None = None,
 ) -> Path:
     """The report that fits the trial: XGBoost's for boosted trees, else the training report
     (a trial given as a location, or opened with ``records=False``, is read only as far as
-    the page needs: see :func:`~tensortap.report._training.report_trial`)."""
+    the page needs: see :func:`~tensortap.report._training.report_trial`). ``location`` names
+    where the trial is on the page (its path when None: see
+    :func:`~tensortap.report._page.page`)."""
     if not isinstance(trial, Trial):
         trial = create_trial(trial, records=False)
     if is_xgboost(trial):
         whole = trial if trial.records else Trial(trial.store, name=trial.name)
-        return write_xgboost_report(whole, out)  # it reads the saved importances
-    return write_training_report(trial, out, job)
+        return write_xgboost_report(whole, out, location=location)  # it reads the importances
+    return write_training_report(trial, out, job, location=location)
 
 
 __all__ = [

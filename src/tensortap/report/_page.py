@@ -37,15 +37,20 @@ def section(title: str, build: Callable[[Trial], str], trial: Trial, anchor: str
     return f"<h2{ident}>{html.escape(title)}</h2><div class='charts'>{body}</div>"
 
 
-def page(heading: str, trial: Trial, what: str, sections: Sequence[str]) -> str:
-    """A whole self-contained page: ``what`` says what the trial's steps are."""
+def page(
+    heading: str, trial: Trial, what: str, sections: Sequence[str], location: str | None = None
+) -> str:
+    """A whole self-contained page: ``what`` says what the trial's steps are; ``location``
+    names where the trial is (its path when None; a trial imported into a temporary
+    directory names its source, as the temporary directory is gone when the page is read)."""
     steps = trial.steps()
     span = f" ({steps[0]} to {steps[-1]})" if steps else ""
+    where = trial.path if location is None else location
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{html.escape(heading)}</title><style>{STYLE}</style></head><body>"
         f"<h1>{html.escape(heading)}</h1>"
-        f"<p>Trial {html.escape(trial.path)}: {len(steps)} saved {what}{span}; made "
+        f"<p>Trial {html.escape(where)}: {len(steps)} saved {what}{span}; made "
         f"{time.strftime('%Y-%m-%d %H:%M')}.</p>{''.join(sections)}</body></html>"
     )
 

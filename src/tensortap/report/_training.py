@@ -328,6 +328,7 @@ class TrainingReport:
         rules: Sequence[Rule] | None = None,
         title: str | None = None,
         judge_steps: int | None = None,
+        location: str | None = None,
     ) -> None:
         if judge_steps is not None and (
             not isinstance(judge_steps, int) or isinstance(judge_steps, bool) or judge_steps < 0
@@ -339,6 +340,7 @@ class TrainingReport:
         self.trial, self.job, self.title = trial, job, title
         self.rules = list(rules) if rules is not None else None
         self.judge_steps = judge_steps
+        self.location = trial.path if location is None else location
         self.rows: list[Row] = []
 
     def _rules_section(self, trial: Trial) -> str:
@@ -352,7 +354,7 @@ class TrainingReport:
             parts.append(
                 f"<p class='NoData'>Rules were not run for this page: the trial holds {saved:,} "
                 f"saved steps, more than the {self.judge_steps:,} judged here. Judge them all "
-                f"with <code>tensortap report {html.escape(trial.path)}</code> (it takes its "
+                f"with <code>tensortap report {html.escape(self.location)}</code> (it takes its "
                 "time), or run training as a job (<code>tensortap run</code>), whose rules judge "
                 "beside it and whose report shows what they found.</p>"
             )
@@ -538,7 +540,7 @@ class TrainingReport:
             section("Layer health", self._health, trial, "health"),
             section("Activations (TensorPlot)", self._activations, trial, "activations"),
         ]
-        return page(heading, trial, "steps", sections)
+        return page(heading, trial, "steps", sections, self.location)
 
 
 def training_report(
@@ -547,9 +549,11 @@ def training_report(
     rules: Sequence[Rule] | None = None,
     title: str | None = None,
     judge_steps: int | None = None,
+    location: str | None = None,
 ) -> str:
     """The report as one HTML page (see the module docstring); ``judge_steps``: see
-    :class:`TrainingReport`."""
+    :class:`TrainingReport`; ``location`` names where the trial is (see
+    :func:`~tensortap.report._page.page`)."""
     if not isinstance(trial, Trial):
         trial = create_trial(trial, records=False)
     if job is not None and not isinstance(job, JobRecord):
@@ -557,7 +561,7 @@ def training_report(
         if not job.exists():  # a clear error if it is not a job directory
             job.job()
     trial = report_trial(trial, job is not None, rules)
-    return TrainingReport(trial, job, rules, title, judge_steps).html()
+    return TrainingReport(trial, job, rules, title, judge_steps, location).html()
 
 
 def write_training_report(

@@ -131,8 +131,11 @@ def _findings(trial: Trial) -> str:
     return rule_rows(evaluate_rules(trial, _rules(trial)), link_steps=False)
 
 
-def xgboost_report(trial: Trial | str | os.PathLike[str], title: str | None = None) -> str:
-    """The report of an XGBoost trial as one HTML page (see the module docstring)."""
+def xgboost_report(
+    trial: Trial | str | os.PathLike[str], title: str | None = None, location: str | None = None
+) -> str:
+    """The report of an XGBoost trial as one HTML page (see the module docstring); ``location``
+    names where the trial is (see :func:`~tensortap.report._page.page`)."""
     if not isinstance(trial, Trial):
         trial = create_trial(trial)
     heading = title or f"XGBoost report: {trial.name}"
@@ -144,15 +147,18 @@ def xgboost_report(trial: Trial | str | os.PathLike[str], title: str | None = No
         section("Tree depth", _tree_depth, trial),
         section("Rule findings", _findings, trial),
     ]
-    return page(heading, trial, "rounds", sections)
+    return page(heading, trial, "rounds", sections, location)
 
 
 def write_xgboost_report(
-    trial: Trial | str | os.PathLike[str], out: str | os.PathLike[str], title: str | None = None
+    trial: Trial | str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    title: str | None = None,
+    location: str | None = None,
 ) -> Path:
     """Write the report to ``out`` (an .html file); returns its path."""
     path = Path(out)
-    path.write_text(xgboost_report(trial, title), encoding="utf-8")
+    path.write_text(xgboost_report(trial, title, location), encoding="utf-8")
     return path
 
 

@@ -110,12 +110,14 @@ def create_app(
     def run_or_404(request: Request) -> Run:
         run = catalog.get(request.path_params["run"])
         if run is None:
-            raise _NotFound(f"no run {request.path_params['run']!r} under {catalog.places}")
+            raise _NotFound(f"no run {request.path_params['run']!r} under {catalog.shown_places()}")
         return run
 
     def api_runs(request: Request) -> Response:  # no run's lock: never waits for a read
         out = [_overview(run) for run in catalog.runs()]
-        return _json({"runs": out, "places": catalog.places, "errors": catalog.errors})
+        return _json(
+            {"runs": out, "places": catalog.shown_places(), "errors": catalog.shown_errors()}
+        )
 
     def api_table(request: Request) -> Response:  # no run's lock: the rows' small reads
         q = request.query_params
@@ -125,7 +127,7 @@ def create_app(
             text=q.get("filter") or None,
             group=q.get("group") or None,
         )
-        return _json({**body, "places": catalog.places, "errors": catalog.errors})
+        return _json({**body, "places": catalog.shown_places(), "errors": catalog.shown_errors()})
 
     def api_run(request: Request) -> Response:
         return _json(data.detail(run_or_404(request)))
@@ -319,7 +321,7 @@ def _overview(run: Run) -> dict[str, Any]:
             "id": run.id,
             "name": run.name,
             "kind": "job" if run.job is not None else "trial",
-            "location": run.location,
+            "location": run.shown or run.location,
             "status": "Unreadable",
             "started": None,
             "last_step": None,

@@ -12,6 +12,7 @@ import hashlib
 import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,7 @@ class Run:
     location: str  # the trial's location
     job: JobRecord | None = None
     refused: str | None = None  # why its trial is not served (a job pointing outside the places)
+    shown: str = ""  # where the page says it is: its location, or an imported run's source
     # held by every read of the run's series (the charts), and of its trial (layer health,
     # TensorPlot, embeddings); never by the runs list
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -203,9 +205,12 @@ S3Place = StorePlace  # its old name
 
 class Catalog:
     """The runs under ``places``, rescanned at most every :data:`RESCAN_SECS` seconds; a run
-    keeps its id (and its cached data) across rescans."""
+    keeps its id (and its cached data) across rescans. ``shown`` maps a place or a trial's
+    location to how the page names it: runs another tracker wrote, imported into a temporary
+    directory, are named by their source (the temporary directory is gone when serve ends);
+    a run under a place named so is named by the place."""
 
-    def __init__(self, places: list[str]) -> None:
+    def __init__(self, places: list[str], shown: Mapping[str, str] | None = None) -> None:
         if not places:
             raise InvalidConfigError(
                 "serve needs at least one place: a runs directory, a job, "
@@ -221,11 +226,30 @@ class Catalog:
                     "jobs), a job directory, a trial directory, or an s3:// prefix"
                 )
         self.places = places
+        self.shown = dict(shown or {})
         self._runs: dict[str, Run] = {}
         self._scanned = -RESCAN_SECS
         self._lock = threading.Lock()
         self.errors: dict[str, str] = {}  # place -> why it could not be listed
         self._stores: dict[str, StorePlace] = {}  # one store (one client) per store place
+
+    def name_of(self, location: str) -> str:
+        """How the page names ``location`` (a place or a trial's): see the class docstring."""
+        found = self.shown.get(location)
+        if found is not None:
+            return found
+        for place, name in self.shown.items():
+            if location.startswith(place.rstrip("/") + "/"):
+                return name
+        return location
+
+    def shown_places(self) -> list[str]:
+        """The places as the page names them."""
+        return [self.name_of(p) for p in self.places]
+
+    def shown_errors(self) -> dict[str, str]:
+        """Why a place could not be listed, keyed by the place as the page names it."""
+        return {self.name_of(p): why for p, why in self.errors.items()}
 
     def runs(self) -> list[Run]:
         with self._lock:
@@ -288,7 +312,8 @@ class Catalog:
                             f"places served ({', '.join(self.places)}); not read: serve that "
                             "place too if it is meant to be shown"
                         )
-                    self._runs[ident] = Run(ident, name, location, job, refused)
+                    shown = self.name_of(location)
+                    self._runs[ident] = Run(ident, name, location, job, refused, shown)
         self._scanned = time.monotonic()
 
 

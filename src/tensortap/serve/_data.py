@@ -80,7 +80,9 @@ def report_page(run: Run) -> str:
     cache = run.cache
     if run.job is None and cache.report is not None and cache.report[0] == key:
         return cache.report[1]
-    page = training_report(trial, run.job, judge_steps=REPORT_JUDGE_STEPS)
+    page = training_report(
+        trial, run.job, judge_steps=REPORT_JUDGE_STEPS, location=run.shown or run.location
+    )
     cache.report = None if run.job is not None else (key, page)
     return page
 

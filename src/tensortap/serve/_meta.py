@@ -308,7 +308,7 @@ def overview(run: Run) -> dict[str, Any]:
         "id": run.id,
         "name": run.name,
         "kind": "job" if run.job is not None else "trial",
-        "location": run.location,
+        "location": run.shown or run.location,
         "status": status,
         "started": started,
         "last_step": last_step,

@@ -10,7 +10,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,6 +153,7 @@ def start(
     warm: bool = True,
     allow_hosts: Sequence[str] = (),
     before_exit: Callable[[], None] | None = None,
+    shown: Mapping[str, str] | None = None,
 ) -> Dashboard:
     """Serve a dashboard over ``places``. Off the local machine (``host`` not a loopback
     address) a token is required: ``token``, or one made here and put in the URL. With
@@ -163,7 +164,8 @@ def start(
     foreground (not ``background``, from the main thread, as ``tensortap serve`` runs it),
     SIGTERM and SIGINT end the process within :data:`STOP_GRACE_SECS`, as that signal ends
     one, calling ``before_exit`` first (the process ends without unwinding); in the
-    background, :meth:`Dashboard.stop` stops the server."""
+    background, :meth:`Dashboard.stop` stops the server. ``shown`` maps a place or a trial's
+    location to how the page names it (see :class:`~tensortap.serve._catalog.Catalog`)."""
     import uvicorn
 
     from tensortap.serve._app import allowed_hosts, check_allowed_host, check_token, create_app
@@ -177,12 +179,12 @@ def start(
         raise InvalidConfigError(f"port must be 0..65535, got {port!r}")
     if not _is_local(host) and token is None:
         token = secrets.token_urlsafe(18)
-    catalog = Catalog(list(places))
+    catalog = Catalog(list(places), shown)
     raise_open_file_limit()  # many runs, each with files open: room for them and the sockets
     sock = _bind(host, port)
     bound = sock.getsockname()[1]
-    shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{bound}/" + (f"?token={token}" if token else "")
+    named = f"[{host}]" if ":" in host else host
+    url = f"http://{named}:{bound}/" + (f"?token={token}" if token else "")
     config = uvicorn.Config(
         create_app(catalog, token, allowed_hosts(host, bound, allow_hosts)),
         log_level="warning",

@@ -19,6 +19,7 @@ from tensortap.trackers._scalars import (
     MAX_TAGS,
     Collector,
     ScalarRun,
+    add_param,
     as_number,
 )
 
@@ -103,14 +104,23 @@ def _read_run(run_dir: Path, root: Path) -> ScalarRun:
             run.tags[key] = _text(path, run_dir)[:8192]
         except (StorageError, OSError) as exc:
             run.problems.append(f"{path}: not read ({exc})")
-    for key, path in _files(run_dir / "params")[:MAX_PARAMS]:
+    params = _files(run_dir / "params")
+    left_out = max(0, len(params) - MAX_PARAMS)
+    for key, path in params[:MAX_PARAMS]:
         try:
-            text = _text(path, run_dir)[:8192]
+            text = _text(path, run_dir)
         except (StorageError, OSError) as exc:
             run.problems.append(f"{path}: not read ({exc})")
             continue
         number = as_number(text)
-        run.params[key] = text if number is None else _int_if_whole(number, text)
+        if not add_param(run, key, text if number is None else _int_if_whole(number, text)):
+            left_out += 1
+    if left_out:
+        more = "+" if len(params) > MAX_TAGS else ""
+        run.problems.append(
+            f"{run_dir / 'params'}: {left_out}{more} parameters left out (more than "
+            f"{MAX_PARAMS}, or a name empty, unprintable or longer than 1000 characters)"
+        )
     name = run.tags.get("mlflow.runName") or meta.get("run_name")
     run_id = str(meta.get("run_id") or run_dir.name)
     run.name = f"{name}-{run_id[:8]}" if isinstance(name, str) and name else run_id

@@ -34,6 +34,7 @@ MAX_TAGS = 10_000  # tags of one run
 MAX_RUNS = 10_000  # runs of one source
 MAX_TAG_CHARS = 1000  # a tag's length
 MAX_PARAMS = 2_000  # parameters of one run kept in its configuration
+MAX_PARAM_CHARS = 8192  # a parameter's value, as text
 MAX_STEP = (1 << 62) - 1
 
 #: The training loss's tags, the first a run holds wins (compared lower-cased).
@@ -105,6 +106,24 @@ class ScalarRun:
     format: str  # tensorboard, mlflow, wandb, neptune (the trial's framework)
     params: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)  # the tracker's run tags (MLflow's)
+    #: the values the run was summed up by beside its parameters (TensorBoard's HParams
+    #: metrics: the last value of each)
+    hparam_metrics: dict[str, float] = field(default_factory=dict)
+    #: values of each histogram tag read and not imported (TensorBoard's ``add_histogram``;
+    #: at most 1000 tags counted)
+    histograms: dict[str, int] = field(default_factory=dict)
+
+    def histograms_left_out(self) -> str | None:
+        """The line that says the run's histograms were not imported (None: it holds none)."""
+        if not self.histograms:
+            return None
+        tags, values = len(self.histograms), sum(self.histograms.values())
+        return (
+            f"{tags} histogram tag{'' if tags == 1 else 's'} ({values} values: "
+            f"{', '.join(sorted(self.histograms)[:5])}) not imported: tensortap imports a "
+            "tracker's scalars; open the logdir with TensorBoard to see them"
+        )
+
     series: list[Series] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # what could not be read of it
 
@@ -174,6 +193,28 @@ class Collector:
                 Series(tag, array[:, 0].astype(np.int64), array[:, 1], array[:, 2], mode)
             )
         return self.run
+
+
+def add_param(run: ScalarRun, key: str, value: Any) -> bool:
+    """Keep one parameter of ``run``, bounded: a name that is empty, unprintable or longer
+    than :data:`MAX_TAG_CHARS`, a run past :data:`MAX_PARAMS` parameters, or a value that is
+    not a string, number or boolean is left out (False; the caller says how many), and a
+    string longer than :data:`MAX_PARAM_CHARS` is cut there (said)."""
+    if not key.strip() or not key.isprintable() or len(key) > MAX_TAG_CHARS:
+        return False
+    if key not in run.params and len(run.params) >= MAX_PARAMS:
+        return False
+    if isinstance(value, str):
+        if len(value) > MAX_PARAM_CHARS:
+            run.problems.append(
+                f"{run.name}: parameter {key[:200]!r} holds {len(value)} characters; the "
+                f"first {MAX_PARAM_CHARS} are kept"
+            )
+            value = value[:MAX_PARAM_CHARS]
+    elif not isinstance(value, (bool, int, float)):
+        return False
+    run.params[key] = value
+    return True
 
 
 def as_number(value: Any) -> float | None:

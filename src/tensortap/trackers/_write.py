@@ -69,17 +69,26 @@ def write_run(
             f"{run.name}: no tag is a training loss by its name (its tags: "
             f"{', '.join(run.tag_names()[:20]) or 'none'}); name it with --loss TAG"
         )
+    histograms = run.histograms_left_out()
+    if histograms is not None:
+        lineage["histograms_not_imported"] = {
+            "tags": len(run.histograms),
+            "values": int(sum(run.histograms.values())),
+            "said": histograms,
+        }
     if problems:
         lineage["problems"] = problems[:100]
     if diagnosis is not None:
         lineage["diagnosis"] = diagnosis
     config: dict[str, Any] = {"imported": lineage}
     if run.params:
-        config["hparams"] = dict(list(run.params.items())[:MAX_PARAMS])
+        config["hparams"] = _finite(run.params)
         for key, spellings in _KNOWN_PARAMS.items():
             found = next((run.params[s] for s in spellings if s in run.params), None)
             if isinstance(found, (int, float)) and not isinstance(found, bool):
                 config[key] = found
+    if run.hparam_metrics:
+        config["hparam_metrics"] = _finite(run.hparam_metrics)
     if run.tags:
         config["tracker_tags"] = dict(list(run.tags.items())[:MAX_PARAMS])
     batches = _batches(named)
@@ -100,6 +109,15 @@ def write_run(
             "space or give another output directory"
         )
     return lineage
+
+
+def _finite(values: dict[str, Any]) -> dict[str, Any]:
+    """At most :data:`MAX_PARAMS` values, a NaN or an infinity as its text (``"nan"``): the
+    configuration is strict JSON, and a parameter written as NaN must not fail the import."""
+    return {
+        key: str(value) if isinstance(value, float) and not math.isfinite(value) else value
+        for key, value in list(values.items())[:MAX_PARAMS]
+    }
 
 
 def _metric_name(series: Series) -> str:
