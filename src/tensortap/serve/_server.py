@@ -16,6 +16,7 @@ from typing import Any
 
 from tensortap.exceptions import InvalidConfigError
 from tensortap.serve._catalog import RESCAN_SECS, Catalog
+from tensortap.serve._series import CACHE_MB
 from tensortap.storage._descriptors import raise_open_file_limit
 
 log = logging.getLogger(__name__)
@@ -153,6 +154,7 @@ def start(
     warm: bool = True,
     allow_hosts: Sequence[str] = (),
     before_exit: Callable[[], None] | None = None,
+    cache_mb: int = CACHE_MB,
 ) -> Dashboard:
     """Serve a dashboard over ``places``. Off the local machine (``host`` not a loopback
     address) a token is required: ``token``, or one made here and put in the URL. With
@@ -163,7 +165,9 @@ def start(
     foreground (not ``background``, from the main thread, as ``tensortap serve`` runs it),
     SIGTERM and SIGINT end the process within :data:`STOP_GRACE_SECS`, as that signal ends
     one, calling ``before_exit`` first (the process ends without unwinding); in the
-    background, :meth:`Dashboard.stop` stops the server."""
+    background, :meth:`Dashboard.stop` stops the server. What is kept in memory of all the
+    runs together (answers, series heads, report pages) stays within ``cache_mb`` megabytes
+    (``--cache-mb``), least recently used out."""
     import uvicorn
 
     from tensortap.serve._app import allowed_hosts, check_allowed_host, check_token, create_app
@@ -177,7 +181,7 @@ def start(
         raise InvalidConfigError(f"port must be 0..65535, got {port!r}")
     if not _is_local(host) and token is None:
         token = secrets.token_urlsafe(18)
-    catalog = Catalog(list(places))
+    catalog = Catalog(list(places), cache_mb)
     raise_open_file_limit()  # many runs, each with files open: room for them and the sockets
     sock = _bind(host, port)
     bound = sock.getsockname()[1]
