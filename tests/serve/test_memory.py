@@ -56,6 +56,10 @@ def test_every_chart_of_a_wide_run_is_served_within_a_tiny_budget_and_read_again
         assert line["points"] == STEPS and set(line["y"]) <= set(expected.tolist())
         assert line["y"] == expected[np.asarray(line["x"])].tolist()
         assert budget.size <= budget.limit and budget.peak <= budget.limit
+    # a run no page asks for any more is closed: all it kept leaves the budget at once (its
+    # reader's heads too, not only its answers)
+    assert dashboard.catalog.close_idle(idle_secs=0) == 1
+    assert budget.size == 0
 
 
 def test_the_cache_size_is_a_positive_number_of_megabytes(tmp_path) -> None:

@@ -33,7 +33,9 @@ def open_reader(location: str, budget: MemoryBudget) -> SeriesReader:
 
 
 def close_reader(reader: SeriesReader) -> None:
-    """Release what the reader holds open (its store's files or client)."""
+    """Release what the reader holds open (its store's files or client) and what it keeps
+    in memory (out of the server's budget)."""
+    reader.objects.release()
     reader.store.close()
 
 

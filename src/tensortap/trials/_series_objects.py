@@ -87,6 +87,12 @@ class SeriesObjects:
         self._bad: set[str] = set()  # series objects that failed a check: not read again
         self._canon: dict[tuple[str, str, int], tuple[str, str, int]] = {}
 
+    def release(self) -> None:
+        """Let go of what the caches hold (their bytes leave a shared budget at once, not when
+        it next needs room); they fill again as the objects are read."""
+        for cache in (self._heads, self._by_name, self._fallback):
+            cache.clear()
+
     def refresh(self) -> bool:
         """List what was published since the last refresh; True if anything was new."""
         new = False
