@@ -167,9 +167,9 @@ def test_a_run_of_10000_series_opens_a_page_of_charts_under_500_mb_with_more_off
 
 
 def test_answers_kept_per_run_stay_under_their_byte_limit() -> None:
-    from tensortap.serve._series import ByteCache
+    from tensortap.core._memory_budget import MemoryBudget
 
-    cache = ByteCache(limit=1000)
+    cache = MemoryBudget(1000).cache()
     for i in range(100):
         cache.put(i, [i] * 10, 100)
         assert cache.size <= 1000

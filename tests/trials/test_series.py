@@ -254,18 +254,16 @@ def test_export_takes_one_element_values_from_series_objects(tmp_path: Path) -> 
     assert rows_of(scalar_columns(trial, published_segments(trial))) == expected
 
 
-def test_a_small_head_budget_reads_the_same(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from tensortap.trials import _series_objects as series_objects
+def test_a_small_head_budget_reads_the_same(tmp_path: Path) -> None:
+    from tensortap.core._memory_budget import MemoryBudget
 
     write_run(tmp_path, steps=30, flush_every=3)
     expected = rows_of(SeriesReader(tmp_path).series())
-    monkeypatch.setattr(series_objects, "HEAD_CACHE_BYTES", 700)  # about one head at a time
-    reader = SeriesReader(tmp_path)
+    budget = MemoryBudget(1500)  # about one head at a time
+    reader = SeriesReader(tmp_path, budget)
     assert rows_of(reader.series()) == expected
     assert rows_of(reader.series()) == expected and reader.problems == []
-    assert reader.objects._head_bytes <= 700
+    assert budget.peak <= 1500 and budget.evicted > 0
 
 
 @settings(max_examples=60, deadline=None)

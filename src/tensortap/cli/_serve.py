@@ -11,6 +11,7 @@ from typing import Any
 from tensortap.cli import _sources as sources
 from tensortap.cli._import import role_arguments
 from tensortap.exceptions import InvalidConfigError
+from tensortap.serve._series import CACHE_MB
 
 
 def add_parser(sub: Any) -> None:
@@ -42,6 +43,14 @@ def add_parser(sub: Any) -> None:
         "optionally NAME:PORT; repeatable); by default only the --host address and "
         "localhost, 127.0.0.1, [::1] with the bound port are answered, anything else gets 403",
     )
+    serve.add_argument(
+        "--cache-mb",
+        type=int,
+        default=CACHE_MB,
+        metavar="N",
+        help=f"megabytes the dashboard keeps in memory of all runs together (curves answered, "
+        f"series heads, report pages), least recently used out; default {CACHE_MB}",
+    )
     role_arguments(serve)
 
 
@@ -62,6 +71,7 @@ def serve(ns: argparse.Namespace) -> int:
             on_ready=ready,
             allow_hosts=ns.allow_host,
             shown=shown,
+            cache_mb=ns.cache_mb,
             # a signal ends the process at once: the imported trials go first
             before_exit=lambda: shutil.rmtree(place, ignore_errors=True),
         )

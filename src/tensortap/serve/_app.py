@@ -11,6 +11,8 @@ documents only).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import hmac
 import json
 import logging
@@ -48,6 +50,22 @@ def plotly_js() -> Path:
     import plotly
 
     return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+@functools.cache
+def plotly_url() -> str:
+    """Where the pages load plotly.js from: a path naming its content's hash, so that a
+    browser keeps it for good (:data:`IMMUTABLE`) and fetches it again only when the plotly
+    installed here changes (then the path changes). Hashed once per process (~10 ms)."""
+    digest = hashlib.sha256(plotly_js().read_bytes()).hexdigest()[:16]
+    return f"/static/plotly-{digest}.min.js"
+
+
+#: The caching of a file served at a path naming its content's hash: kept a year, never
+#: asked for again (not even on reload).
+IMMUTABLE = "public, max-age=31536000, immutable"
+#: Where the page shell names the plotly.js to load (dashboard.js reads it).
+_PLOTLY_PLACEHOLDER = b"/static/plotly.min.js"
 
 
 def _json(payload: Any, status: int = 200) -> Response:
@@ -267,7 +285,14 @@ def create_app(
         return HTMLResponse(page, headers={"Content-Security-Policy": csp(f"'nonce-{nonce}'")})
 
     def page(request: Request) -> Response:  # one shell: its script draws what the path says
-        return FileResponse(STATIC / "dashboard.html", headers={"Cache-Control": "no-store"})
+        return Response(
+            shell(), media_type="text/html; charset=utf-8", headers={"Cache-Control": "no-store"}
+        )
+
+    def plotly_hashed(request: Request) -> Response:
+        if request.url.path != plotly_url():  # another plotly's hash (an older install)
+            raise _NotFound(f"no {request.url.path}: plotly.js is at {plotly_url()}")
+        return FileResponse(plotly_js(), headers={"Cache-Control": IMMUTABLE})
 
     routes = [
         Route("/", page),
@@ -283,7 +308,12 @@ def create_app(
         Route("/api/diff", api_diff),
         Route("/api/run/{run}/tensorplot", api_tensorplot),
         Route("/api/run/{run}/embeddings", api_embeddings),
-        Route("/static/plotly.min.js", lambda r: FileResponse(plotly_js())),
+        Route("/static/plotly-{digest}.min.js", plotly_hashed),
+        # the old path still answers (a page saved before), checked again on every use
+        Route(
+            "/static/plotly.min.js",
+            lambda r: FileResponse(plotly_js(), headers={"Cache-Control": "no-cache"}),
+        ),
         # the colours of every page, from the table the static report embeds
         Route("/static/colours.css", lambda r: Response(colours.css(), media_type="text/css")),
         Route(
@@ -308,6 +338,13 @@ def create_app(
     # check's own answers carry the headers too
     app.add_middleware(_GuardMiddleware, hosts=None if hosts is None else frozenset(hosts))
     return app
+
+
+@functools.cache
+def shell() -> bytes:
+    """The pages' one shell (``static/dashboard.html``), naming plotly.js by its hashed path."""
+    page = (STATIC / "dashboard.html").read_bytes()
+    return page.replace(_PLOTLY_PLACEHOLDER, plotly_url().encode())
 
 
 def _overview(run: Run) -> dict[str, Any]:
@@ -509,4 +546,12 @@ class _TokenMiddleware:
         await response(scope, receive, send)
 
 
-__all__ = ["SECURITY_HEADERS", "allowed_hosts", "create_app", "csp", "plotly_js"]
+__all__ = [
+    "IMMUTABLE",
+    "SECURITY_HEADERS",
+    "allowed_hosts",
+    "create_app",
+    "csp",
+    "plotly_js",
+    "plotly_url",
+]

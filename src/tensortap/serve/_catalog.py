@@ -17,31 +17,43 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tensortap.core._memory_budget import BudgetCache, MemoryBudget
 from tensortap.exceptions import InvalidConfigError
 from tensortap.format._layout import TRIAL_MARKER
 from tensortap.jobs._record import JobRecord
 from tensortap.jobs._runs import RunRow
-from tensortap.serve._series import ByteCache, close_reader
+from tensortap.serve._series import CACHE_MB, close_reader
 from tensortap.storage import Store, check_location, local_path, open_store
 from tensortap.trials._locate import JOB_FILE
 from tensortap.trials._series import SeriesKey, SeriesReader
 from tensortap.trials._trial import Trial
 
+#: The key of a bare trial's report page among a run's answers: (the trial's stamp, the page).
+REPORT = "report"
 RESCAN_SECS = 1.0  # how stale the list of runs may be
 IDLE_SECS = 30.0  # a run's trial not read for this long is closed (its files released)
 MAX_LISTED = 100_000  # prefixes looked at under one store prefix (s3://), at most
 S3_RESCAN_SECS = 10.0  # a store prefix holding no trial yet is listed again this often
 
 
+def default_budget() -> MemoryBudget:
+    """A budget of :data:`~tensortap.serve._series.CACHE_MB` (a run made outside a catalog)."""
+    return MemoryBudget(CACHE_MB << 20)
+
+
 @dataclass
 class RunCache:
-    """What the dashboard keeps of a run between requests (filled by :mod:`serve.data`)."""
+    """What the dashboard keeps of a run between requests (filled by :mod:`serve.data`); what
+    can grow with the run (answers, the reader's heads, report pages) counts against
+    ``budget``, the server's (see :mod:`serve._series`)."""
 
+    budget: MemoryBudget = field(default_factory=default_budget)
     trial: Trial | None = None
     series: SeriesReader | None = None  # the run's series reader (serve.series)
     series_refreshed: float = 0.0  # when the reader last looked for new series
     series_version: int = 0  # how many times its reader found something new
-    answers: ByteCache = field(default_factory=ByteCache)  # buckets answered, by what was asked
+    # buckets answered, by what was asked; and a bare trial's report page
+    answers: BudgetCache[Any] = field(init=False)
     refreshed: float = 0.0  # when the trial was last refreshed (monotonic seconds)
     used: float = 0.0  # when the trial was last asked for (monotonic seconds)
     keys: list[SeriesKey] = field(default_factory=list)  # the reader's, at charts_version
@@ -54,11 +66,12 @@ class RunCache:
     # the run's clock (serve._data.clock): (series_version, when read, what was sent)
     clock: tuple[int, float, dict[str, list[float]] | None] | None = None
     warmed: bool = False  # its curves were read ahead
-    # a bare trial's report page, by (saved steps, last step, problems) when it was made
-    report: tuple[tuple[int, int | None, int], str] | None = None
     # published by the data reads for the runs list, which reads them without any lock
     last_step: int | None = None  # the last global step the data reads found
     problems: list[str] = field(default_factory=list)  # the damaged parts they found
+
+    def __post_init__(self) -> None:
+        self.answers = self.budget.cache()
 
     def close_trial(self) -> None:
         """Release the trial's and the series reader's open files and what the reader holds;
@@ -66,7 +79,7 @@ class RunCache:
         if self.trial is not None:
             self.trial.close()
             self.trial = None
-            self.report = None
+            self.answers.pop(REPORT)
         if self.series is not None:
             close_reader(self.series)
             self.series = None
@@ -210,7 +223,12 @@ class Catalog:
     directory, are named by their source (the temporary directory is gone when serve ends);
     a run under a place named so is named by the place."""
 
-    def __init__(self, places: list[str], shown: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        places: list[str],
+        shown: Mapping[str, str] | None = None,
+        cache_mb: int = CACHE_MB,
+    ) -> None:
         if not places:
             raise InvalidConfigError(
                 "serve needs at least one place: a runs directory, a job, "
@@ -225,8 +243,15 @@ class Catalog:
                     f"{place} does not exist: give a runs directory (where `tensortap run` puts "
                     "jobs), a job directory, a trial directory, or an s3:// prefix"
                 )
+        if isinstance(cache_mb, bool) or not isinstance(cache_mb, int) or cache_mb < 1:
+            raise InvalidConfigError(
+                f"the dashboard's cache is a whole number of megabytes >= 1, got {cache_mb!r} "
+                f"(default {CACHE_MB})"
+            )
         self.places = places
         self.shown = dict(shown or {})
+        #: what the runs' caches hold, all together (see :mod:`serve._series`)
+        self.budget = MemoryBudget(cache_mb << 20)
         self._runs: dict[str, Run] = {}
         self._scanned = -RESCAN_SECS
         self._lock = threading.Lock()
@@ -313,8 +338,9 @@ class Catalog:
                             "place too if it is meant to be shown"
                         )
                     shown = self.name_of(location)
-                    self._runs[ident] = Run(ident, name, location, job, refused, shown)
+                    cache = RunCache(self.budget)
+                    self._runs[ident] = Run(ident, name, location, job, refused, shown, cache=cache)
         self._scanned = time.monotonic()
 
 
-__all__ = ["Catalog", "Run", "RunCache", "S3Place", "StorePlace", "run_id"]
+__all__ = ["REPORT", "Catalog", "Run", "RunCache", "S3Place", "StorePlace", "run_id"]

@@ -15,6 +15,7 @@ list takes neither (see :mod:`serve.meta`).
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections import deque
 from typing import Any
@@ -22,11 +23,12 @@ from typing import Any
 import numpy as np
 
 from tensortap.core._downsample import minmax_buckets
+from tensortap.core._memory_budget import PY_OBJECT_BYTES
 from tensortap.core._modes import ModeKeys
 from tensortap.core._own_series import is_own_series
 from tensortap.core._vitals import ALL_VITALS, Vital
 from tensortap.exceptions import InvalidConfigError, StorageError, TensortapError
-from tensortap.serve._catalog import Run
+from tensortap.serve._catalog import REPORT, Run
 from tensortap.serve._meta import guard_trips, overview, resumed_sessions, rules, run_config
 from tensortap.serve._series import BUCKETS, SeriesKey, buckets, open_reader
 from tensortap.trials._index import natural_key
@@ -77,13 +79,14 @@ def report_page(run: Run) -> str:
     trial = trial_of(run)
     steps = trial.steps()
     key = (len(steps), steps[-1] if steps else None, len(run.cache.problems))
-    cache = run.cache
-    if run.job is None and cache.report is not None and cache.report[0] == key:
-        return cache.report[1]
+    kept = run.cache.answers.get(REPORT)
+    if run.job is None and kept is not None and kept[0] == key:
+        return str(kept[1])
     page = training_report(
         trial, run.job, judge_steps=REPORT_JUDGE_STEPS, location=run.shown or run.location
     )
-    cache.report = None if run.job is not None else (key, page)
+    if run.job is None:
+        run.cache.answers.put(REPORT, (key, page), sys.getsizeof(page) + 256)
     return page
 
 
@@ -96,7 +99,7 @@ def reader_of(run: Run) -> SeriesReader:
     cache, now = run.cache, time.monotonic()
     cache.used = now
     if cache.series is None:
-        cache.series, cache.series_refreshed = open_reader(run.location), now
+        cache.series, cache.series_refreshed = open_reader(run.location, cache.budget), now
         cache.series_version += 1
     elif now - cache.series_refreshed >= TRIAL_REFRESH_SECS:
         if cache.series.refresh():
@@ -414,7 +417,7 @@ def curves(
             lines = [_line(key, got) for key, got in found.items()]
         for line in lines:
             key = SeriesKey(line["name"], line["statistic"], ModeKeys[line["mode"]], line["worker"])
-            answers.put((key, start, end, version), line, 64 + 40 * len(line["x"]))
+            answers.put((key, start, end, version), line, _line_bytes(line))
             out.append(line)
     out = [line for line in out if line["points"]]
     out.sort(key=lambda line: (order[(line["name"], line["statistic"])], line["mode"]))
@@ -430,6 +433,18 @@ def curves(
         "trips": guard_trips(run),
         "clock": clock(run, reader),
     }
+
+
+def _line_bytes(line: dict[str, Any]) -> int:
+    """What an answered line costs in memory, conservatively: a list slot and an object per
+    x and y, four per gap, its names, and the dict."""
+    names = sum(len(str(line[k])) for k in ("name", "statistic", "worker"))
+    return (
+        1024
+        + 2 * PY_OBJECT_BYTES * len(line["x"])
+        + 4 * PY_OBJECT_BYTES * len(line["gaps"])
+        + 4 * names
+    )
 
 
 #: The most events of one job the dashboard keeps (the newest): a job writes a few per rule

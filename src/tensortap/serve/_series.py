@@ -4,35 +4,38 @@ opening the trial's index), asked for the names of its series (the chart list) a
 :data:`BUCKETS` buckets of each series drawn (min, max and last over equal step ranges), never
 for a run's every step. :func:`open_reader` is the one place the reader is made.
 
-Answers are cached per run in a :class:`ByteCache` (a byte limit, least recently used out),
-so that memory stays bounded per run whatever its length and its number of series.
+What the dashboard keeps of every run it serves (answers, the series objects' heads, series
+read from indexes, report pages) is accounted against one
+:class:`~tensortap.core._memory_budget.MemoryBudget` of the whole server (:data:`CACHE_MB`, or
+``tensortap serve --cache-mb``), least recently used out whichever run holds it, so that
+memory stays bounded whatever the runs' length, their number of series and their number.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
+from tensortap.core._memory_budget import MemoryBudget
 from tensortap.query._curves import LINE_BUCKETS
 from tensortap.trials._series import SeriesKey, SeriesReader
 
 #: Buckets a chart asks for per series: it never draws more than about 2 points per bucket.
 BUCKETS = LINE_BUCKETS
-#: Bytes of answers kept per run.
-CACHE_BYTES = 32 * 1024 * 1024
+#: Megabytes the dashboard keeps in memory of all its runs together, by default.
+CACHE_MB = 256
 
 
-def open_reader(location: str) -> SeriesReader:
-    """The one place a run's series reader is made."""
-    return SeriesReader(location)
+def open_reader(location: str, budget: MemoryBudget) -> SeriesReader:
+    """The one place a run's series reader is made; what it keeps counts against ``budget``."""
+    return SeriesReader(location, budget)
 
 
 def close_reader(reader: SeriesReader) -> None:
-    """Release what the reader holds open (its store's files or client)."""
+    """Release what the reader holds open (its store's files or client) and what it keeps
+    in memory (out of the server's budget)."""
+    reader.objects.release()
     reader.store.close()
 
 
@@ -63,49 +66,9 @@ def buckets(
 _NUMBERS = ("first_step", "last_step", "count", "min", "max", "last", "nonfinite")
 
 
-class ByteCache:
-    """A thread-safe least-recently-used mapping holding at most ``limit`` bytes (each entry
-    weighed when put)."""
-
-    def __init__(self, limit: int = CACHE_BYTES) -> None:
-        self.limit = limit
-        self.size = 0
-        self._items: OrderedDict[Any, tuple[int, Any]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Any) -> Any:
-        with self._lock:
-            found = self._items.get(key)
-            if found is None:
-                return None
-            self._items.move_to_end(key)
-            return found[1]
-
-    def put(self, key: Any, value: Any, size: int) -> None:
-        if size > self.limit:
-            return
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self.size -= old[0]
-            self._items[key] = (size, value)
-            self.size += size
-            while self.size > self.limit:
-                _, (dropped, _) = self._items.popitem(last=False)
-                self.size -= dropped
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self.size = 0
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-
 __all__ = [
     "BUCKETS",
-    "ByteCache",
+    "CACHE_MB",
     "SeriesKey",
     "buckets",
     "close_reader",

@@ -16,6 +16,7 @@ from typing import Any
 
 from tensortap.exceptions import InvalidConfigError
 from tensortap.serve._catalog import RESCAN_SECS, Catalog
+from tensortap.serve._series import CACHE_MB
 from tensortap.storage._descriptors import raise_open_file_limit
 
 log = logging.getLogger(__name__)
@@ -154,6 +155,7 @@ def start(
     allow_hosts: Sequence[str] = (),
     before_exit: Callable[[], None] | None = None,
     shown: Mapping[str, str] | None = None,
+    cache_mb: int = CACHE_MB,
 ) -> Dashboard:
     """Serve a dashboard over ``places``. Off the local machine (``host`` not a loopback
     address) a token is required: ``token``, or one made here and put in the URL. With
@@ -165,7 +167,9 @@ def start(
     SIGTERM and SIGINT end the process within :data:`STOP_GRACE_SECS`, as that signal ends
     one, calling ``before_exit`` first (the process ends without unwinding); in the
     background, :meth:`Dashboard.stop` stops the server. ``shown`` maps a place or a trial's
-    location to how the page names it (see :class:`~tensortap.serve._catalog.Catalog`)."""
+    location to how the page names it (see :class:`~tensortap.serve._catalog.Catalog`). What
+    is kept in memory of all the runs together (answers, series heads, report pages) stays
+    within ``cache_mb`` megabytes (``--cache-mb``), least recently used out."""
     import uvicorn
 
     from tensortap.serve._app import allowed_hosts, check_allowed_host, check_token, create_app
@@ -179,7 +183,7 @@ def start(
         raise InvalidConfigError(f"port must be 0..65535, got {port!r}")
     if not _is_local(host) and token is None:
         token = secrets.token_urlsafe(18)
-    catalog = Catalog(list(places), shown)
+    catalog = Catalog(list(places), shown, cache_mb)
     raise_open_file_limit()  # many runs, each with files open: room for them and the sockets
     sock = _bind(host, port)
     bound = sock.getsockname()[1]

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from tensortap.core._memory_budget import MemoryBudget
 from tensortap.core._modes import ModeKeys
 from tensortap.core._safe_regex import compile_untrusted
 from tensortap.exceptions import FormatError, InvalidConfigError, StorageError
@@ -116,8 +117,13 @@ def _bounds(start: int | None, end: int | None) -> tuple[int, int]:
 class SeriesReader:
     """Reads a trial's series; :meth:`refresh` takes in what was published since."""
 
-    def __init__(self, source: str | os.PathLike[str] | Store) -> None:
-        self.objects = SeriesObjects(open_store(source))
+    def __init__(
+        self, source: str | os.PathLike[str] | Store, budget: MemoryBudget | None = None
+    ) -> None:
+        """Read the series at ``source``; what it keeps in memory (heads, series read from
+        indexes) is accounted against ``budget`` (one shared with other readers), else its
+        own."""
+        self.objects = SeriesObjects(open_store(source), budget)
         self.store = self.objects.store
         self.problems = self.objects.problems
         self.refresh()

@@ -3,7 +3,10 @@
 For every published segment of every worker (a segment is published by its index) the reader
 reads its series from the rollup that covers it, else from its own series object, else from its
 index (a trial written before series objects existed, or an object that failed a check). Heads
-are read once and kept while they fit :data:`HEAD_CACHE_BYTES`.
+(and the series read from indexes) are read once and kept in caches on a byte budget
+(:class:`~tensortap.core._memory_budget.MemoryBudget`): the reader's own
+(:data:`HEAD_CACHE_BYTES` and :data:`FALLBACK_CACHE_BYTES`), or one shared with other readers
+(the dashboard's, over every run it serves).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from tensortap.core._memory_budget import PY_OBJECT_BYTES, BudgetCache, MemoryBudget, nbytes
 from tensortap.exceptions import FormatError, StorageError
 from tensortap.format import _layout as layout
 from tensortap.format._series import SeriesHead, decode_head, head_length
@@ -23,8 +27,8 @@ from tensortap.trials._series_index import Parts, parts_from_index
 logger = logging.getLogger(__name__)
 
 _BATCH = 256  # range requests made together
-_FALLBACK_VALUES = 1 << 22  # series read from indexes kept in memory (32 MiB of numbers)
-_HEADS_CACHED = 1 << 16
+#: What the series read from indexes kept in memory may cost (a reader's own budget).
+FALLBACK_CACHE_BYTES = 64 * 1024 * 1024
 #: What the heads kept in memory may cost (a run of 10,000 series has heads of about 1 MB).
 HEAD_CACHE_BYTES = 128 * 1024 * 1024
 
@@ -70,17 +74,24 @@ class SeriesObjects:
     segments' own, indexes instead), their heads (kept under a byte budget), and what could not
     be read. :class:`~tensortap.trials._series.SeriesReader` reads columns through it."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, budget: MemoryBudget | None = None) -> None:
         self.store = store
         self.problems: list[str] = []
         self.workers: dict[str, WorkerSeries] = {}
-        self._heads: dict[str, SeriesHead] = {}
-        self._head_bytes = 0
+        heads = budget or MemoryBudget(HEAD_CACHE_BYTES)
+        self._heads: BudgetCache[SeriesHead] = heads.cache()
+        # each tensor's positions in a head
+        self._by_name: BudgetCache[dict[str, list[int]]] = heads.cache()
+        fallback = budget or MemoryBudget(FALLBACK_CACHE_BYTES)
+        self._fallback: BudgetCache[Parts] = fallback.cache()
         self._bad: set[str] = set()  # series objects that failed a check: not read again
-        self._by_name: dict[str, dict[str, list[int]]] = {}
         self._canon: dict[tuple[str, str, int], tuple[str, str, int]] = {}
-        self._fallback: dict[str, Parts] = {}
-        self._fallback_values = 0
+
+    def release(self) -> None:
+        """Let go of what the caches hold (their bytes leave a shared budget at once, not when
+        it next needs room); they fill again as the objects are read."""
+        for cache in (self._heads, self._by_name, self._fallback):
+            cache.clear()
 
     def refresh(self) -> bool:
         """List what was published since the last refresh; True if anything was new."""
@@ -313,19 +324,8 @@ class SeriesObjects:
                 canon = self._canon  # one copy of each series' key, whatever the objects
                 head.keys[:] = [canon.setdefault(k, k) for k in head.keys]
                 found[source.key] = head
-                self._keep_head(source.key, head)
+                self._heads.put(source.key, head, _head_cost(head))
         return found
-
-    def _keep_head(self, key: str, head: SeriesHead) -> None:
-        """Keep a head, dropping the oldest kept while they hold more than the budget."""
-        cost = _head_cost(head)
-        while self._heads and self._head_bytes + cost > HEAD_CACHE_BYTES:
-            old_key = next(iter(self._heads))
-            self._head_bytes -= _head_cost(self._heads.pop(old_key))
-            self._by_name.pop(old_key, None)
-        if cost <= HEAD_CACHE_BYTES:
-            self._heads[key] = head
-            self._head_bytes += cost
 
     def _range_or_none(self, key: str, start: int, length: int) -> bytearray | None:
         try:
@@ -342,10 +342,9 @@ class SeriesObjects:
         if found is not None:
             return found
         parts = parts_from_index(self.store, source.key, source.first, source.last)
-        size = int(parts.head.directory["count"].sum())
-        if self._fallback_values + size <= _FALLBACK_VALUES:
-            self._fallback[source.key] = parts
-            self._fallback_values += size
+        arrays = [parts.steps, parts.head.directory, *(a for block in parts.blocks for a in block)]
+        size = nbytes(*arrays) + PY_OBJECT_BYTES * (len(parts.head.keys) + len(parts.blocks))
+        self._fallback.put(source.key, parts, size + 512)
         return parts
 
     def note(self, what: str, exc: BaseException) -> None:
@@ -361,15 +360,15 @@ class SeriesObjects:
             found = {}
             for i, series in enumerate(head.keys):
                 found.setdefault(series[0], []).append(i)
-            if len(self._by_name) >= _HEADS_CACHED:
-                self._by_name.pop(next(iter(self._by_name)))
-            self._by_name[key] = found
+            # a dict slot and a list per name, an int and a list slot per position
+            self._by_name.put(key, found, 2 * PY_OBJECT_BYTES * (len(found) + len(head.keys)))
         return found
 
 
 def _head_cost(head: SeriesHead) -> int:
-    """About what a decoded head costs in memory (its keys are shared between heads)."""
-    return 64 * len(head.keys) + head.directory.nbytes + 512
+    """What a decoded head costs in memory: its directory exactly, a list slot and a key per
+    series (conservatively: keys are shared between heads), and the object itself."""
+    return PY_OBJECT_BYTES * len(head.keys) + nbytes(head.directory) + 512
 
 
 def _listed(store: Store, prefix: str, after: str | None, suffix: str) -> list[str]:

@@ -42,7 +42,9 @@ function plotlyReady() {
   if (window.Plotly) return Promise.resolve();
   plotlyLoading ||= plotlyGate.then(() => new Promise((resolve, reject) => {
     const script = document.createElement("script");
-    script.src = "/static/plotly.min.js";
+    // the server names it by its content's hash (the browser keeps it for good)
+    const named = document.querySelector('meta[name="tensortap-plotly"]');
+    script.src = named ? named.content : "/static/plotly.min.js";
     script.onload = resolve;
     script.onerror = () => reject(new Error("plotly.js did not load"));
     document.head.appendChild(script);
