@@ -20,7 +20,7 @@ from tensortap.jobs._live import by_gravity, steps_judged
 from tensortap.serve._catalog import Run
 from tensortap.storage._base import Store
 from tensortap.trials._config import first_config
-from tensortap.trials._sessions import old_fork, session_time
+from tensortap.trials._sessions import recorded_sessions, session_time
 from tensortap.trials._worker_state import natural_key
 
 #: A guard's trip in a session's events (``tensortap.pytorch._guard.TRIP_EVENT``: the server
@@ -169,6 +169,7 @@ def _sessions(run: Run) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         for worker in store.list_dir(layout.WORKERS_PREFIX):
             if not layout.is_plain_name(worker):
                 continue
+            records: dict[int, dict[str, Any]] = {}
             for key in store.list(layout.sessions_prefix(worker)):
                 raw = _get(store, key) if key.endswith(".json") else None
                 try:
@@ -177,31 +178,30 @@ def _sessions(run: Run) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
                     continue  # said by the data reads, which read every record
                 if doc is not None:
                     trips.extend(_trips(doc, worker))
-                if doc is None or doc.get("resumed_from_step") is None:
+                    records[int(doc["index"])] = doc
+            for session in recorded_sessions(worker, records):
+                if session.resumed_from_step is None:
                     continue
-                step = int(doc["resumed_from_step"]) + 1
                 out.append(
                     {
                         "worker": worker,
-                        "index": doc["index"],
-                        "id": doc["session"],
-                        "started": session_time(doc.get("started")),
-                        "host": doc.get("host"),
-                        "pid": doc.get("pid"),
-                        "resumed_from_step": doc["resumed_from_step"],
-                        "mode_steps": dict(doc.get("mode_steps") or {}),
-                        "step_source": doc.get("step_source"),
-                        "rolled_back": doc.get("rolled_back") or [],
-                        "step": step,
-                        **_branch(doc),
+                        "index": session.index,
+                        "id": session.id,
+                        "started": session_time(session.started),
+                        "host": session.host,
+                        "pid": session.pid,
+                        "resumed_from_step": session.resumed_from_step,
+                        "mode_steps": dict(session.mode_steps),
+                        "step_source": session.step_source,
+                        "rolled_back": [list(r) for r in session.rolled_back],
+                        "step": session.resumed_from_step + 1,
+                        "branch_of": session.branch_of,
+                        "branch_step": session.branch_step,
+                        "branch_mode": session.branch_mode,
+                        "branch_global_step": session.branch_global_step,
+                        "branch_reason": session.branch_reason,
                     }
                 )
-        by_id = {(s["worker"], s["id"]): s for s in out}
-        for s in out:
-            parent = by_id.get((s["worker"], s["branch_of"]))
-            fixed = None if parent is None else old_fork(s, parent)
-            if fixed is not None:
-                s["branch_global_step"] = fixed
     run.sessions = (now, out, trips)
     return out, trips
 
@@ -240,20 +240,6 @@ def _trips(doc: dict[str, Any], worker: str) -> list[dict[str, Any]]:
             mark["step"] = step if isinstance(step, int) and not isinstance(step, bool) else None
         out.append(mark)
     return out
-
-
-def _branch(doc: dict[str, Any]) -> dict[str, Any]:
-    """A rollback's branch, from a session record: the parent session, the step restored, the
-    parent's global step there and why (None for a session that is no branch)."""
-    parent = doc.get("branch_of")
-    step, at = doc.get("branch_step"), doc.get("branch_global_step")
-    return {
-        "branch_of": parent if isinstance(parent, str) else None,
-        "branch_step": step if isinstance(step, int) else None,
-        "branch_mode": str(doc.get("branch_mode") or "TRAIN") if isinstance(parent, str) else None,
-        "branch_global_step": at if isinstance(at, int) and isinstance(parent, str) else None,
-        "branch_reason": str(doc["branch_reason"]) if doc.get("branch_reason") else None,
-    }
 
 
 def overview(run: Run) -> dict[str, Any]:

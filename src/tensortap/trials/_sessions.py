@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -104,13 +105,26 @@ def worker_sessions(state: WorkerState, records: dict[int, dict[str, Any]]) -> l
         Session(state.name, i, None if sid == "None" else sid, None, None, None, None, *span)
         for i, (sid, span) in enumerate(unrecorded)
     ]
+    return out + recorded_sessions(state.name, records, spans)
+
+
+def recorded_sessions(
+    worker: str,
+    records: dict[int, dict[str, Any]],
+    spans: Mapping[str, Sequence[int]] | None = None,
+) -> list[Session]:
+    """The sessions a worker's decoded session records say, in order, a branch's fork put
+    right where tensortap before issue 46 wrote it wrong (:func:`old_fork`). ``spans``: each
+    session's first and last global step, from the trial's index (without it, None: what the
+    dashboard reads without opening the index)."""
+    out = []
     for index in sorted(records):
         doc = records[index]  # checked by decode_session: every field is of its kind and range
-        first, last = spans.get(str(doc["session"])) or (None, None)
+        first, last = (spans or {}).get(str(doc["session"])) or (None, None)
         started = doc.get("started")
         out.append(
             Session(
-                worker=state.name,
+                worker=worker,
                 index=index,
                 id=str(doc["session"]),
                 started=None if started is None else float(started),
