@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 
 import tensortap as tt
-from tensortap.storage import StoreCapabilities, register_store
+from tensortap.storage import StoreCapabilities, register_store, unregister_store
 from tensortap.storage._local import LocalStore
 from tests.helpers.json_get import get_json as get
 
@@ -44,10 +44,20 @@ class GatedStore(LocalStore):
         return super().get_ranges(ranges)
 
 
-register_store(SCHEME, GatedStore)
+@pytest.fixture
+def gated() -> Iterator[None]:
+    """The scheme known for this test only: a scheme left registered would be listed by every
+    later test's "known schemes"."""
+    register_store(SCHEME, GatedStore)
+    try:
+        yield
+    finally:
+        unregister_store(SCHEME)
 
 
-def test_the_runs_list_answers_while_a_read_of_a_run_is_held_in_storage(tmp_path, serve) -> None:
+def test_the_runs_list_answers_while_a_read_of_a_run_is_held_in_storage(
+    tmp_path, serve, gated
+) -> None:
     for name, steps in (("big", 200), ("small", 3)):
         hook = tt.Hook(tmp_path / "runs" / name, save_config=tt.SaveConfig(save_interval=1))
         for step in range(steps):

@@ -82,6 +82,22 @@ def test_capabilities_are_declared_by_each_backend() -> None:
     assert S3Store.capabilities == StoreCapabilities(conditional_put=True, lists_trials=True)
 
 
+def test_a_scheme_unregistered_is_refused_again(tmp_path) -> None:
+    """unregister_store undoes register_store (a test's scheme must not outlive it); the local
+    scheme, which opens plain paths, stays."""
+    from tensortap.storage import known_schemes, register_store, unregister_store
+
+    register_store("scratch", lambda location: LocalStore(str(tmp_path)))
+    assert "scratch" in known_schemes()
+    assert isinstance(open_store("scratch://x"), LocalStore)
+    unregister_store("scratch")
+    unregister_store("never-registered")  # ignored
+    unregister_store("file")  # kept: plain paths open with it
+    assert "scratch" not in known_schemes() and "file" in known_schemes()
+    with pytest.raises(InvalidConfigError, match="no storage backend for scratch://"):
+        open_store("scratch://x")
+
+
 @pytest.mark.parametrize("location", ["gs://bucket/run", "az://c/run", "memroy://x"])
 def test_an_unknown_scheme_is_refused_naming_the_known_ones(location: str, tmp_path) -> None:
     scheme = location.split("://")[0]

@@ -11,6 +11,7 @@ from tensortap.storage._resolve import (
     local_path,
     open_store,
     register_store,
+    unregister_store,
     what_is_there,
 )
 from tensortap.storage._s3 import S3Store
@@ -27,6 +28,7 @@ __all__ = [
     "local_path",
     "open_store",
     "register_store",
+    "unregister_store",
     "validate_key",
     "what_is_there",
 ]

@@ -44,6 +44,13 @@ def register_store(scheme: str, factory: StoreFactory) -> None:
     _FACTORIES[scheme.lower()] = factory
 
 
+def unregister_store(scheme: str) -> None:
+    """Forget the factory registered for ``scheme`` (tests, notebooks): its locations are
+    refused again as a scheme no backend registered. Unknown schemes are ignored."""
+    if isinstance(scheme, str) and scheme.lower() != LOCAL_SCHEME:
+        _FACTORIES.pop(scheme.lower(), None)
+
+
 def known_schemes() -> list[str]:
     """The URL schemes a Store can be opened for, sorted: those registered, and those of the
     backends installed with a ``tensortap.stores`` entry point (loaded when first opened)."""
