@@ -129,3 +129,29 @@ def test_mlflow_params_are_bounded_and_said(tmp_path: Path) -> None:
         assert hparams["p00001"] == 1
         assert hparams["inf"] == "inf"  # strict JSON holds no infinity: kept as its text
         assert all(len(str(v)) <= MAX_PARAM_CHARS for v in hparams.values())
+
+
+def test_damaged_hparams_summaries_are_said_once_and_the_run_is_read(tmp_path: Path) -> None:
+    """A file of 500 HParams summaries whose content is not the plugin's message: one line
+    says how many (not one a summary), and the run's scalars are kept."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary import Writer
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    place = tmp_path / "logs" / "exp1"
+    events = EventFileWriter(str(place))
+    for step in range(500):
+        value = summary_pb2.Summary.Value(tag=f"_hparams_/{step}")
+        value.metadata.plugin_data.plugin_name = "hparams"
+        value.metadata.plugin_data.content = b"\xff\xff\xff not a protocol buffer"
+        summary = summary_pb2.Summary(value=[value])
+        events.add_event(event_pb2.Event(wall_time=1.79e9, step=step, summary=summary))
+    events.close()
+    writer = Writer(str(place))
+    for step in range(5):
+        writer.add_scalar("loss", healthy_loss(step), step)
+    writer.close()
+    (run,) = read_runs(tmp_path / "logs")
+    said = [p for p in run.problems if "HParams summar" in p]
+    assert len(said) == 1 and "500 HParams summaries could not be read" in said[0], run.problems
+    assert [s.tag for s in run.series] == ["loss"] and len(run.series[0].values) == 5

@@ -63,6 +63,8 @@ class _HParams:
     session: bool = False  # a session's start: the hyperparameters (in the run's params)
     metrics: list[str] = field(default_factory=list)
     left_out: int = 0  # hyperparameters not kept (see tensortap.trackers._scalars.add_param)
+    unreadable: str | None = None  # why the first damaged summary could not be read
+    unreadable_count: int = 0
 
 
 _DT_FLOAT, _DT_DOUBLE = 1, 2  # TensorFlow's DataType numbers (types.proto)
@@ -154,6 +156,12 @@ def _hparam_metrics(run: ScalarRun, hp: _HParams) -> None:
             "string, number or boolean)"
         )
         hp.left_out = 0
+    if hp.unreadable_count:
+        run.problems.append(
+            f"{run.name}: {hp.unreadable_count} HParams summaries could not be read (the first: "
+            f"{hp.unreadable})"
+        )
+        hp.unreadable, hp.unreadable_count = None, 0
 
 
 def _read_file(
@@ -253,14 +261,15 @@ def _hparams(content: bytes, run: ScalarRun, hparams: _HParams) -> None:
 
     try:
         data = plugin_data_pb2.HParamsPluginData.FromString(content)
-    except Exception as exc:  # a damaged summary: said, the rest of the file is read
-        run.problems.append(f"{run.name}: an HParams summary could not be read ({exc})")
+    except Exception as exc:  # a damaged summary: said once a run, the rest of the file is read
+        hparams.unreadable = hparams.unreadable or str(exc)[:300]
+        hparams.unreadable_count += 1
         return
     kind = data.WhichOneof("data")
     if kind == "experiment":
         hparams.experiment = True
-        for info in data.experiment.metric_infos[:MAX_PARAMS]:
-            hparams.metrics.append(info.name.tag)
+        room = MAX_PARAMS - len(hparams.metrics)  # over every experiment summary of the run
+        hparams.metrics += [info.name.tag for info in data.experiment.metric_infos[:room]]
     elif kind == "session_start_info":
         hparams.session = True
         # in name order: which are kept past the bound does not hang on the map's order
