@@ -82,7 +82,10 @@ def test_a_script_started_twice_is_refused_and_loses_nothing(location: str) -> N
     trial = tt.create_trial(location)
     assert set(published) <= set(trial.steps())
     assert restarted > published[-1]
-    for step in published:
+    # the values of a spread of the published steps, the last ones (just before the kill) among
+    # them: the owner writes flat out, so thousands are published (a read is ~15 ms on S3)
+    spread = published[:: max(1, len(published) // 80)] + published[-20:]
+    for step in sorted(set(spread)):
         np.testing.assert_array_equal(
             trial.tensor(NAMES[0]).value(step, worker="worker_0"), expected_value(NAMES[0], step)
         )
