@@ -1,12 +1,12 @@
-"""Wine classifier in Lightning with SGD + momentum; the module customises the zero-grad hook
-to release gradient memory (set_to_none)."""
+"""Digits classifier in Lightning with SGD + momentum, batch 32; the module customises the zero-grad
+hook to release gradient memory (set_to_none)."""
 import warnings
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import lightning as L
 from torch.utils.data import DataLoader, TensorDataset
-from sklearn.datasets import load_wine
+from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
@@ -14,21 +14,21 @@ warnings.filterwarnings("ignore", ".*does not have many workers.*")
 L.seed_everything(14, verbose=False)
 torch.set_num_threads(1)
 
-wine = load_wine()
-X_train, X_val, y_train, y_val = train_test_split(wine.data, wine.target, test_size=0.3,
-                                                  random_state=14, stratify=wine.target)
+digits = load_digits()
+X_train, X_val, y_train, y_val = train_test_split(digits.data, digits.target, test_size=0.25,
+                                                  random_state=14, stratify=digits.target)
 scaler = StandardScaler().fit(X_train)
 X_train = torch.tensor(scaler.transform(X_train), dtype=torch.float32)
 X_val = torch.tensor(scaler.transform(X_val), dtype=torch.float32)
-train_loader = DataLoader(TensorDataset(X_train, torch.tensor(y_train)), batch_size=16, shuffle=True)
-val_loader = DataLoader(TensorDataset(X_val, torch.tensor(y_val)), batch_size=64)
+train_loader = DataLoader(TensorDataset(X_train, torch.tensor(y_train)), batch_size=32, shuffle=True)
+val_loader = DataLoader(TensorDataset(X_val, torch.tensor(y_val)), batch_size=256)
 
 
-class WineNet(L.LightningModule):
-    def __init__(self, lr=0.02):
+class DigitsNet(L.LightningModule):
+    def __init__(self, lr=0.01):
         super().__init__()
         self.save_hyperparameters()
-        self.net = nn.Sequential(nn.Linear(13, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 3))
+        self.net = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
 
     def forward(self, x):
         return self.net(x)
@@ -57,8 +57,8 @@ class WineNet(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=self.hparams.lr, momentum=0.9)
 
 
-model = WineNet()
-trainer = L.Trainer(max_epochs=30, accelerator="cpu", devices=1, deterministic=True,
+model = DigitsNet()
+trainer = L.Trainer(max_epochs=15, accelerator="cpu", devices=1, deterministic=True,
                     logger=False, enable_checkpointing=False, enable_progress_bar=False,
                     enable_model_summary=False, num_sanity_val_steps=0)
 trainer.fit(model, train_loader, val_loader)
