@@ -1,0 +1,72 @@
+"""Encoder + classifier head on digits in Lightning; the head gets a larger learning rate
+than the encoder (per-module settings in configure_optimizers)."""
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import lightning as L
+from torch.utils.data import DataLoader, TensorDataset
+from sklearn.datasets import load_digits
+from sklearn.model_selection import train_test_split
+from sklearn.preprocessing import StandardScaler
+
+warnings.filterwarnings("ignore", ".*does not have many workers.*")
+L.seed_everything(12, verbose=False)
+torch.set_num_threads(1)
+
+digits = load_digits()
+X_train, X_val, y_train, y_val = train_test_split(digits.data, digits.target, test_size=0.25,
+                                                  random_state=12, stratify=digits.target)
+scaler = StandardScaler().fit(X_train)
+X_train = torch.tensor(scaler.transform(X_train), dtype=torch.float32)
+X_val = torch.tensor(scaler.transform(X_val), dtype=torch.float32)
+train_loader = DataLoader(TensorDataset(X_train, torch.tensor(y_train)), batch_size=64, shuffle=True)
+val_loader = DataLoader(TensorDataset(X_val, torch.tensor(y_val)), batch_size=512)
+
+
+class DigitClassifier(L.LightningModule):
+    def __init__(self, enc_lr=1e-3, head_lr=5e-3):
+        super().__init__()
+        self.save_hyperparameters()
+        self.encoder = nn.Sequential(
+            nn.Linear(64, 128), nn.ReLU(),
+            nn.Linear(128, 64), nn.ReLU(),
+            nn.Linear(64, 6), nn.ReLU(),          # 6-d bottleneck embedding
+        )
+        self.head = nn.Linear(6, 10)
+
+    def forward(self, x):
+        return self.head(self.encoder(x))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        self.log("train_loss", loss, on_step=False, on_epoch=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self(x)
+        self.log("val_loss", F.cross_entropy(logits, y))
+        self.log("val_acc", (logits.argmax(-1) == y).float().mean())
+
+    def on_train_epoch_end(self):
+        m = self.trainer.callback_metrics
+        print(f"epoch {self.current_epoch:2d} train_loss {m['train_loss']:.4f} "
+              f"val_loss {m['val_loss']:.4f} val_acc {m['val_acc']:.4f}")
+
+    def configure_optimizers(self):
+        param_groups = [
+            {"params": self.encoder.parameters(), "lr": self.hparams.enc_lr},
+            {"params": self.head.parameters(), "lr": self.hparams.head_lr},
+        ]
+        return torch.optim.Adam(param_groups, lr=self.hparams.enc_lr)
+
+
+model = DigitClassifier()
+trainer = L.Trainer(max_epochs=30, accelerator="cpu", devices=1, deterministic=True,
+                    logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                    enable_model_summary=False, num_sanity_val_steps=0)
+trainer.fit(model, train_loader, val_loader)
+res = trainer.validate(model, val_loader, verbose=False)[0]
+print(f"final val_loss {res['val_loss']:.4f} val_acc {res['val_acc']:.4f}")
