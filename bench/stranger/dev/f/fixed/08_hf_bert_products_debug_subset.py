@@ -2,7 +2,7 @@
 
 Each product title mentions three words from its category's 25-word lexicon
 mixed with generic words, sometimes with one word of another category. Training
-runs for a fixed number of optimizer steps with evaluation every 50 steps.
+runs for a fixed number of optimizer steps with evaluation every 100 steps.
 """
 import numpy as np
 import torch
@@ -66,15 +66,15 @@ def compute_metrics(eval_pred):
 
 args = TrainingArguments(
     output_dir="/tmp/f08_bert_products",
-    max_steps=300,
+    max_steps=600,
     per_device_train_batch_size=16,
     per_device_eval_batch_size=200,
     learning_rate=5e-4,
     weight_decay=0.01,
-    warmup_steps=30,
+    warmup_steps=40,
     eval_strategy="steps",
-    eval_steps=50,
-    logging_steps=50,
+    eval_steps=100,
+    logging_steps=100,
     save_strategy="no",
     report_to="none",
     seed=8,
