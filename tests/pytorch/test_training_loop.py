@@ -521,6 +521,22 @@ def never_zeroed(set_to_none: bool) -> Loop:
     return loop
 
 
+def never_zeroed_in_a_closure(hook: tt.Hook) -> None:
+    """The backward pass runs inside ``step(closure)`` (as Lightning's automatic optimization
+    runs it), and nothing clears the gradients: a ``optimizer_zero_grad`` that does nothing."""
+    model = mlp()
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    for x, y in batches():
+
+        def closure(x: torch.Tensor = x, y: torch.Tensor = y) -> torch.Tensor:
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+
+
 def eval_in_train_mode(hook: tt.Hook) -> None:
     model = mlp(nn.Dropout(0.5))
     hook.register_module(model)
@@ -806,6 +822,7 @@ FAULTS: dict[str, tuple[Loop, str]] = {
     "zero_grad_between_backward_and_step": (zeroed_before_step, "optimizer_not_stepping"),
     "zero_grad_never_called": (never_zeroed(True), "grads_not_cleared"),
     "zero_grad_never_called_set_to_none_false": (never_zeroed(False), "grads_not_cleared"),
+    "zero_grad_never_called_in_a_closure": (never_zeroed_in_a_closure, "grads_not_cleared"),
     "eval_without_model_eval": (eval_in_train_mode, "eval_in_train_mode"),
     "eval_with_dropout_switched_back_on": (
         eval_with_dropout_switched_back_on,

@@ -219,10 +219,12 @@ class LoopFacts:
         facts = self._optimizers.get(optimizer)
         if facts is None:
             facts = self._optimizers[optimizer] = _Optimizer(owned, self._label(optimizer, owned))
-        if facts.armed:
+        if facts.armed and facts.stale is not None:
+            # a backward pass ran on the gradients of its last step
             facts.armed = False
-            if facts.stale is not None:  # a backward pass ran on the gradients of its last step
-                self._grads_not_cleared(facts, *facts.stale)
+            self._grads_not_cleared(facts, *facts.stale)
+        # armed without a backward pass since its last step: stays armed, the step's own
+        # closure may run one (``step(closure)``: LBFGS, Lightning's automatic optimization)
         if owned and not facts.first_done and facts.snapshot is None:
             facts.snapshot = self._snapshot(optimizer)
         step = self._recorder.global_step
@@ -238,6 +240,10 @@ class LoopFacts:
     def after_optimizer_step(self, optimizer: torch.optim.Optimizer, owned: bool) -> None:
         self._end_no_grad_run()
         self._steps_seen += 1
+        facts = self._optimizers.get(optimizer)
+        if facts is not None and facts.armed and facts.stale is not None:
+            # the step's closure ran its backward pass on the last step's gradients
+            self._grads_not_cleared(facts, *facts.stale)
         passes, loss = self._micro_passes, self._micro_loss
         self._micro_passes, self._micro_loss = 0, None
         retained, self._retained_passes, self._last_root = self._retained_passes, 0, None
