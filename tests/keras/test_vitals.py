@@ -258,3 +258,65 @@ def test_under_steps_per_execution_a_step_has_its_last_batchs_vital_signs(
         losses[per_call] = [float(loss.value(s, mode=TRAIN)) for s in loss.steps(mode=TRAIN)]
     assert len(losses[1]) == 32 and len(losses[4]) == 8
     assert losses[4] == pytest.approx(losses[1][3::4], rel=1e-5)
+
+
+def _backbone_model(trained: bool) -> keras.Model:
+    """A 64-64 backbone (with BatchNormalization, whose moving statistics Keras never trains)
+    frozen under a new 10-way head: trained first (frozen on purpose) or not (a copied
+    fine-tuning recipe freezing a layer built from scratch)."""
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(0)
+    backbone = keras.Sequential(
+        [
+            keras.Input((64,)),
+            keras.layers.Dense(64),
+            keras.layers.BatchNormalization(),
+            keras.layers.Activation("relu"),
+        ],
+        name="backbone",
+    )
+    if trained:
+        x, y = data(256)
+        pre = keras.Sequential([backbone, keras.layers.Dense(10)])
+        pre.compile(keras.optimizers.Adam(0.01), keras.losses.SparseCategoricalCrossentropy(True))
+        pre.fit(x, y, batch_size=32, epochs=8, verbose=0)
+    backbone.trainable = False
+    inputs = keras.Input((64,))
+    return keras.Model(inputs, keras.layers.Dense(10)(backbone(inputs, training=False)))
+
+
+@pytest.mark.parametrize("trained", [False, True])
+def test_a_layer_frozen_at_its_random_initialisation_is_named(
+    tmp_path: Path, trained: bool
+) -> None:
+    """Weights of layers set trainable=False while others train are training-loop facts
+    (BatchNormalization's moving statistics, never trained by Keras, are not among them):
+    TrainingLoop names them frozen_layer, a certain fault where they still hold their random
+    initialisation, and evidence that needs harm where they were trained before."""
+    from tensortap.rules import TrainingLoop
+
+    model = _backbone_model(trained)
+    model.compile(keras.optimizers.Adam(0.01), keras.losses.SparseCategoricalCrossentropy(True))
+    hook = job_hook(tmp_path / "t")
+    x, y = data(256)
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[hook])
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    facts = sorted(trial.tensor_names(collection="training_loop"))
+    assert facts == [
+        "training_loop/frozen/backbone/batch_normalization/beta",
+        "training_loop/frozen/backbone/batch_normalization/gamma",
+        "training_loop/frozen/backbone/dense/bias",
+        "training_loop/frozen/backbone/dense/kernel",
+        "training_loop/frozen_params",
+    ]
+    summary = invoke_rule(TrainingLoop(trial))
+    (finding,) = summary.findings
+    assert finding.details["cause"] == "frozen_layer", finding.message
+    assert "4 weights belong to layers set trainable=False" in finding.message
+    if trained:
+        assert finding.details.get("needs_harm") is True, finding.message
+        assert "random initialisation" not in finding.message
+    else:
+        assert "needs_harm" not in finding.details, finding.message
+        assert "still hold a random initialisation" in finding.message

@@ -35,7 +35,12 @@ from typing import TYPE_CHECKING, Any
 import keras
 import numpy as np
 
-from tensortap.core._collections import INITIAL_PREFIX, INITIAL_WEIGHTS, CollectionKeys
+from tensortap.core._collections import (
+    INITIAL_PREFIX,
+    INITIAL_WEIGHTS,
+    TRAINING_LOOP,
+    CollectionKeys,
+)
 from tensortap.core._dtypes import as_saveable_array
 from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import records_from_array
@@ -339,6 +344,28 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         for (name, plan, _), value in zip(due, self._read_all([d[2] for d in due]), strict=True):
             array = as_saveable_array(value, name)
             self._recorder.put(name, records_from_array(name, array, plan))
+        self._save_frozen(model)
+
+    def _save_frozen(self, model: Any) -> None:
+        """The weights of layers set ``trainable = False`` (not those Keras never trains, such
+        as BatchNormalization's moving statistics), as training-loop facts: ``frozen/<name>``
+        (its size) and ``frozen_params`` (how many), while other weights train. TrainingLoop
+        judges them (frozen on purpose under a new head, or a random layer frozen by a copied
+        recipe)."""
+        frozen = [
+            variable
+            for layer in _layers_of(model)
+            for variable in getattr(layer, "_trainable_variables", None) or ()
+            if not getattr(variable, "trainable", True)
+        ]
+        if not frozen or not model.trainable_weights:
+            return
+        facts = [(f"frozen/{self.variable_name(v)}", int(np.prod(v.shape))) for v in frozen]
+        for name, value in [*facts, ("frozen_params", len(frozen))]:
+            full = f"{TRAINING_LOOP}/{name}"
+            plan = self._recorder.begin(full, [TRAINING_LOOP])
+            if plan is not None:
+                self._recorder.put(full, records_from_array(full, np.asarray(value), plan))
 
     def layer_name(self, layer: Any) -> str:
         """The name of ``layer``'s tensors: its Keras path without the model's name."""
@@ -514,3 +541,14 @@ class _Tape:
 
 #: The open KerasHook made last in this process (see :meth:`tensortap.hook._hook.Hook.current`).
 get_hook = KerasHook.current
+
+
+def _layers_of(model: Any) -> list[Any]:
+    """Every layer inside ``model``, nested ones included (Keras's own walk where it has one)."""
+    walk = getattr(model, "_flatten_layers", None)
+    if callable(walk):
+        try:
+            return list(walk(include_self=False))
+        except Exception:  # another Keras's signature: its top-level layers only
+            pass
+    return list(getattr(model, "layers", None) or ())

@@ -60,8 +60,9 @@ _ALL = (
         "frozen_layer",
         "a layer that has to learn is frozen",
         LOOP_TIER,
-        "set requires_grad=True on the layers that must learn (a model's output layer always "
-        "does), and build the optimizer over them",
+        "let the layers that must learn train (requires_grad=True in PyTorch, layer.trainable "
+        "= True in Keras; a model's output layer always must), and build the optimizer over "
+        "them",
         *_STALL,
         "vanishing_gradient",
         "no_learnable_signal",

@@ -87,7 +87,10 @@ class TrainingLoop(Rule):
       check while another group trains. Evidence, not a certain fault (a rate of 0 may freeze a
       pre-trained layer on purpose): the finding carries ``details["needs_harm"]``, and the
       diagnosis makes it a problem only where the run is harmed in a way a frozen layer
-      explains (no progress, predictions at chance).
+      explains (no progress, predictions at chance). Keras: the weights of layers set
+      ``trainable = False`` while others train (``frozen/<name>``), a certain fault where they
+      still hold a random initialisation (a copied fine-tuning recipe freezing a layer built
+      from scratch), else the same evidence.
 
     Each fault is reported once, at the first saved step that shows it, with
     ``details["cause"]`` naming it; faults found together are reported on the next saved steps
@@ -213,6 +216,7 @@ class TrainingLoop(Rule):
         yield from self._scheduler()
         yield from self._eval_in_train_mode()
         yield from self._zero_lr()
+        yield from self._frozen()
 
     def _not_stepping(self) -> Iterator[_Verdict]:
         backward, owned = self._int("backward_passes"), self._int("optimizer_steps")
@@ -370,6 +374,34 @@ class TrainingLoop(Rule):
             0,
             ("zero_lr_params",),
             needs_harm=fresh is None,  # a pre-trained layer may be frozen on purpose
+        )
+
+    def _frozen(self) -> Iterator[_Verdict]:
+        """Weights of layers set ``trainable = False`` while others train (the Keras hook's
+        ``frozen/<name>``): a certain fault where they still hold a random initialisation,
+        else evidence that needs harm (a trained layer is frozen on purpose)."""
+        count = self._int("frozen_params")
+        if count <= 0:
+            return
+        names = [n for n in self._keys("frozen/") if self._num("frozen/" + n)]
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        fresh = self._fresh.verdict(names)
+        yield _Verdict(
+            "frozen_layer",
+            f"{count} weights belong to layers set trainable=False while the others train, so "
+            f"they never move from where they started: {shown}; "
+            + (
+                f"they still hold a random initialisation ({fresh}), so they were never "
+                "trained nor loaded from a trained model: let them train (layer.trainable = "
+                "True), or load the trained weights meant to be frozen"
+                if fresh
+                else "if they must learn, set their layers trainable (frozen on purpose, a "
+                "trained layer keeps what it learned)"
+            ),
+            count,
+            0,
+            ("frozen_params",),
+            needs_harm=fresh is None,  # a trained layer may be frozen on purpose
         )
 
     def _not_cleared(self) -> Iterator[_Verdict]:
