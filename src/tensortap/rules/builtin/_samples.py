@@ -102,6 +102,25 @@ def normalised_in_model(trial: Trial) -> str | None:
     return None
 
 
+#: Model classes (without their module) that predict tokens: the Hugging Face heads of
+#: causal, masked and sequence-to-sequence language models
+_TOKEN_HEADS = ("LMHeadModel", "ForCausalLM", "ForMaskedLM", "ForConditionalGeneration")
+
+
+def predicts_tokens(trial: Trial) -> str | None:
+    """Why the run's labels are a vocabulary's tokens, not classes, from the model's class (the
+    run's configuration, ``model.class``), else None."""
+    try:
+        model = trial.config().get("model")
+    except Exception:  # an unreadable configuration is listed by the trial, not judged here
+        return None
+    name = model.get("class") if isinstance(model, dict) else None
+    short = name.rsplit(".", 1)[-1] if isinstance(name, str) else ""
+    if short.endswith(_TOKEN_HEADS):
+        return f"the model ({short}) predicts tokens of a vocabulary"
+    return None
+
+
 class ModelNormaliser:
     """:func:`normalised_in_model` for a rule that asks at each step: the run's configuration
     is read until one was recorded (a hook records it when training starts), then kept."""

@@ -23,7 +23,7 @@ from tensortap.rules.builtin._common import (
     wilson,
 )
 from tensortap.rules.builtin._labels import labels_and_predictions
-from tensortap.rules.builtin._samples import DistinctByClass, model_input
+from tensortap.rules.builtin._samples import DistinctByClass, model_input, predicts_tokens
 
 #: A class whose error rate fell this much since it was first seen given up is being learned.
 _LEARNING = 0.1
@@ -40,6 +40,11 @@ _DISTINCT_CAP = 1000
 #: Labels of the most frequent class in the window, and its error rate at most, for a rare
 #: class to be put down to the imbalance (the model learned the majority).
 _MIN_CLASS = 20
+#: ... and TRAIN steps the model trained for before a class given up is a problem mid-run: a
+#: sequence task's batch holds hundreds of token labels, so ``samples`` labels are a step or
+#: two of training, where the rare tags are always still behind (judged when training ended,
+#: however short)
+_MIN_TRAIN_STEPS = 50
 _TOP_ERROR = 0.3
 #: The training-loop fact: how far the loss module weights the classes apart.
 _WEIGHTS = f"{TRAINING_LOOP}/class_weights"
@@ -78,7 +83,9 @@ class ClassImbalance(Rule):
     than a quarter of the time). It is a problem while it stays so once the model has trained on
     ``samples`` labels, or when training ended so however short it was (its error rate fell less
     than 10 points since it was first seen given up): early in training some class is always
-    behind, and it is a warning until then. A class given up on that is not rare is a warning
+    behind, and it is a warning until then. Mid-run it also waits for 50 TRAIN steps of
+    training (a sequence task's batch holds hundreds of token labels: ``samples`` labels are a
+    step or two there). A class given up on that is not rare is a warning
     whose cause is ``class_given_up`` (a class the model finds hard: in a balanced data set it
     is not an imbalance), and so is a rare class given up on where the loss weights the classes
     (the PyTorch hook's ``training_loop/class_weights`` fact: the imbalance is handled, yet the
@@ -94,6 +101,10 @@ class ClassImbalance(Rule):
     set's, and a balanced validation set hid an imbalanced training set. Findings name the
     mode (``details["mode"]``) and ``details["cause"]`` (``class_imbalance`` or
     ``class_given_up``).
+
+    A language model's labels (the run's configuration names a model class of a causal, masked
+    or sequence-to-sequence language-model head) are a vocabulary's tokens, rare by nature and
+    some unpredictable: every step is skipped, saying so.
 
     Labels and predictions: the ``labels`` and ``predictions`` collections, else tensors
     matching ``labels_regex`` / ``predictions_regex``. Predictions that are scores per class
@@ -139,6 +150,14 @@ class ClassImbalance(Rule):
         self._trained = 0  # labels trained on so far (TRAIN steps times their batch)
         self._last_train: int | None = None  # the TRAIN step they were counted to
         self._distinct = DistinctByClass(cap=_DISTINCT_CAP)  # training samples by class
+        # (why the labels are tokens or None, whether the run's configuration was recorded)
+        self._tokens: tuple[str | None, bool] | None = None
+
+    def _has_config(self) -> bool:
+        try:
+            return bool(self.base_trial.config())
+        except Exception:  # an unreadable configuration: asked again at the next step
+            return False
 
     def _window(self, seen: _Labels, y: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         seen.recent.append((y, p))
@@ -150,6 +169,13 @@ class ClassImbalance(Rule):
         return labels, predicted
 
     def invoke_at_step(self, step: int) -> bool:
+        if self._tokens is None or not self._tokens[1]:  # until a configuration was recorded
+            self._tokens = (predicts_tokens(self.base_trial), self._has_config())
+        if self._tokens[0] is not None:
+            raise self.skip(
+                f"{self._tokens[0]}: a vocabulary's tokens are rare by nature and some cannot be "
+                "predicted from what comes before, so they are not judged as classes"
+            )
         mode = self.base_trial.mode(step)
         mode = ModeKeys.TRAIN if mode == ModeKeys.GLOBAL else mode
         bad = self._nonfinite_scores(step)
@@ -249,7 +275,9 @@ class ClassImbalance(Rule):
         def lasting(k: int) -> bool:
             """Class ``k`` still given up once the model trained on ``samples`` labels (or
             when training ended), not learned since it was first seen so."""
-            enough = total >= self.samples or ended
+            steps = None if self._last_train is None else self._last_train + 1
+            long_enough = steps is None or steps >= _MIN_TRAIN_STEPS
+            enough = (total >= self.samples and long_enough) or ended
             return enough and given_up[k] > seen.given_up[k][1] - _LEARNING
 
         klass = max(given_up, key=lambda k: (lasting(k) and k in blame, k in blame, given_up[k]))
@@ -290,8 +318,15 @@ class ClassImbalance(Rule):
                 f"{int(counted.sum())}, against {int(counted.max())} of the most frequent "
                 "class): a class the model finds hard, not an imbalance"
             )
-        if not kept and (total >= self.samples or ended):
+        trained_steps = None if self._last_train is None else self._last_train + 1
+        early = trained_steps is not None and trained_steps < _MIN_TRAIN_STEPS
+        if not kept and ((total >= self.samples and not early) or ended):
             message += "; its error rate has fallen since it was first seen given up: learning it"
+        elif not kept and early and total >= self.samples:
+            message += (
+                f"; the model trained for {trained_steps} steps so far (judged from "
+                f"{_MIN_TRAIN_STEPS}, or when training ends)"
+            )
         elif not kept:
             message += f"; the model trained on {total} labels so far (judged from {self.samples})"
         elif ended and total < self.samples:
