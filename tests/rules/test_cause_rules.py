@@ -795,3 +795,42 @@ def test_a_loss_ten_times_its_start_a_few_steps_in_is_the_learning_rate(tmp_path
         details = summary.findings[0].details
         assert details["cause"] == cause
         assert bool(details.get("needs_harm")) is (cause == "lr_too_high")
+
+
+@pytest.mark.parametrize(("end_loss", "cause"), [(1.39, "lr_too_high"), (0.1, "overtraining")])
+def test_a_model_that_learned_then_lost_its_training_fit_too_was_broken_not_overtrained(
+    tmp_path: Path, end_loss: float, cause: str
+) -> None:
+    """Issue 44 (a stranger's Hugging Face RoBERTa at a learning rate 100x too high, warmed up
+    to it: evaluation pass 2 above chance, then at chance to the end; named overtraining):
+    training on too long fits the training data ever better, so a model whose training loss
+    ended at its labels' class-share entropy (4 even classes: ln 4 = 1.386) lost what it
+    learned to its updates: a learning rate too high. Where the training loss kept falling,
+    it is still overtraining."""
+    rng = np.random.default_rng(0)
+    hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=1),
+                   include_collections=["labels", "predictions", "vitals"])  # fmt: skip
+    for block, acc in enumerate([0.9, 0.9, 0.25, 0.25]):
+        hook.set_mode(tt.modes.TRAIN)
+        for i in range(20):
+            # down from 1.4 to 0.5 over blocks 0-1, to ``end_loss`` over block 2, then flat
+            if block < 2:
+                loss = 1.4 - 0.9 * (block * 20 + i) / 39
+            else:
+                loss = end_loss if block == 3 else 0.5 + (end_loss - 0.5) * i / 19
+            hook.save_tensor("vitals/loss", np.float32(loss + 0.01 * rng.normal()), "vitals")
+            hook.save_tensor("labels", rng.integers(0, 4, 8), collections="labels")
+            hook.next_step()
+        hook.set_mode(tt.modes.EVAL)
+        for _ in range(2):
+            y = rng.integers(0, 4, 100)
+            p = np.where(rng.random(100) < acc, y, (y + 1) % 4)
+            hook.save_tensor("labels", y, collections="labels")
+            hook.save_tensor("predictions", p, collections="predictions")
+            hook.next_step()
+    hook.close()
+    gravest = invoke_rule(AccuracyAtChance(tt.create_trial(tmp_path / "t"))).gravest
+    assert gravest is not None and gravest.severity is Severity.PROBLEM
+    assert gravest.details["cause"] == cause, gravest.message
+    if cause == "lr_too_high":
+        assert "lost its fit of the training data too" in gravest.message

@@ -61,7 +61,11 @@ class AccuracyAtChance(Rule):
 
     Told apart from training on too long: where an earlier pass was far above chance (twice
     ``z_threshold``, and a quarter of the way to perfect: ``_LEARNED``), the labels carry signal
-    the model learned and lost by training on: the cause is ``overtraining``. Told apart from an
+    the model learned and lost by training on: the cause is ``overtraining``, unless the model
+    lost its fit of the training data too (its training loss ended at the entropy of the training
+    labels' class shares, as ``_training_loss_at_chance`` judges it): training on too long fits
+    the training data ever better, so the updates broke what it learned: ``lr_too_high``. Told
+    apart from an
     imbalance: where the training labels saved are distributed unlike the pass's (a class that
     is most of the training labels and far less of the evaluation's: odds ``_SHIFT_ODDS`` times
     the pass's or more, over at least ``_MIN_TRAIN`` training labels), the model learned the
@@ -204,17 +208,15 @@ class AccuracyAtChance(Rule):
         or above: what always answering those shares costs in cross-entropy, so the model
         learned nothing beyond them, whatever the evaluation (none, or a pass above chance:
         then it is not judged here). None where not judged."""
+        if self._above is not None:
+            return None
+        found = self._final_training_loss()
+        if found is None:
+            return None
+        final, entropy, last = found
+        if final < _AT_ENTROPY * entropy:
+            return None
         train = self._train_labels
-        if self._above is not None or train.sum() < _MIN_TRAIN or np.count_nonzero(train) < 2:
-            return None
-        last, values = self._last_losses()
-        if len(values) < _END_VALUES or last < _MIN_STEPS:
-            return None
-        final = float(np.median(values))
-        shares = train[train > 0] / train.sum()
-        entropy = float(-(shares * np.log(shares)).sum())
-        if not (math.isfinite(final) and final >= _AT_ENTROPY * entropy):
-            return None
         other = self._other_cause()
         self.explain(
             f"training ended with its loss at {final:.4g} (the median of its last {_END_VALUES} "
@@ -235,6 +237,23 @@ class AccuracyAtChance(Rule):
             cause=other[0] if other else "no_learnable_signal",
         )
         return True
+
+    def _final_training_loss(self) -> tuple[float, float, int] | None:
+        """(the training loss at the end: the median of the last ``_END_VALUES`` values of
+        ``vitals/loss``, the entropy of the training labels' class shares, the last training
+        step), after at least ``_MIN_STEPS`` training steps of a classifier; None where not
+        known."""
+        train = self._train_labels
+        if train.sum() < _MIN_TRAIN or np.count_nonzero(train) < 2:
+            return None
+        last, values = self._last_losses()
+        if len(values) < _END_VALUES or last < _MIN_STEPS:
+            return None
+        final = float(np.median(values))
+        if not math.isfinite(final):
+            return None
+        shares = train[train > 0] / train.sum()
+        return final, float(-(shares * np.log(shares)).sum()), last
 
     def _outcome_passes(self) -> str:
         if self._at_chance == self._judged == 1:
@@ -353,6 +372,18 @@ class AccuracyAtChance(Rule):
         or the training labels are distributed unlike the pass's (see ``_label_shift``)."""
         if self._above is not None and not self._loss_nonfinite():
             number, said = self._above
+            found = self._final_training_loss()
+            if found is not None and found[0] >= _AT_ENTROPY * found[1]:
+                final, entropy, _ = found
+                return "lr_too_high", (
+                    f"not training on too long: evaluation pass {number} was above chance "
+                    f"({said}), and the model then lost its fit of the training data too (its "
+                    f"training loss ended at {final:.4g}, {100 * final / entropy:.3g}% of "
+                    f"{entropy:.4g}, the cross-entropy of always answering the training labels' "
+                    "class shares; training on too long fits the training data ever better): "
+                    "the updates broke what it learned, as a learning rate too high (or a "
+                    "schedule peaking too high) does"
+                )
             return "overtraining", (
                 f"not labels that do not follow from the inputs: evaluation pass {number} was "
                 f"above chance ({said}), so they carry signal the model learned, then lost by "
