@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -121,18 +122,19 @@ def predicts_tokens(trial: Trial) -> str | None:
     return None
 
 
-class ModelNormaliser:
-    """:func:`normalised_in_model` for a rule that asks at each step: the run's configuration
-    is read until one was recorded (a hook records it when training starts), then kept."""
+class ConfigFact:
+    """``find(trial)``, a fact of the run's configuration, for a rule that asks at each step: read
+    until a configuration was recorded (a hook records it when training starts), then kept."""
 
-    def __init__(self, trial: Trial) -> None:
+    def __init__(self, trial: Trial, find: Callable[[Trial], str | None]) -> None:
         self.trial = trial
+        self._find = find
         self._found: str | None = None
         self._settled = False
 
     def __call__(self) -> str | None:
         if not self._settled:
-            self._found = normalised_in_model(self.trial)
+            self._found = self._find(self.trial)
             try:
                 self._settled = bool(self.trial.config())
             except Exception:  # an unreadable configuration: asked again at the next step

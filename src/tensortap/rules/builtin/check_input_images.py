@@ -10,7 +10,7 @@ import numpy as np
 from tensortap.rules._finding import Severity
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import fire_nonfinite, has_raw, names_in
-from tensortap.rules.builtin._samples import ModelNormaliser
+from tensortap.rules.builtin._samples import ConfigFact, normalised_in_model
 
 #: A channel mean beyond this is off order 1 (raw pixels): a problem on its own.
 FAR_MEAN = 1.0
@@ -66,7 +66,8 @@ class CheckInputImages(Rule):
         self._sums: dict[str, np.ndarray] = {}
         self._counts: dict[str, int] = {}
         self._samples: dict[str, int] = {}
-        self._normaliser = ModelNormaliser(base_trial)  # the model's own normalisation
+        # the model's own normalisation
+        self._normaliser = ConfigFact(base_trial, normalised_in_model)
 
     def _names(self, step: int) -> list[str]:
         trial = self.base_trial

@@ -23,7 +23,12 @@ from tensortap.rules.builtin._common import (
     wilson,
 )
 from tensortap.rules.builtin._labels import labels_and_predictions
-from tensortap.rules.builtin._samples import DistinctByClass, model_input, predicts_tokens
+from tensortap.rules.builtin._samples import (
+    ConfigFact,
+    DistinctByClass,
+    model_input,
+    predicts_tokens,
+)
 
 #: A class whose error rate fell this much since it was first seen given up is being learned.
 _LEARNING = 0.1
@@ -150,14 +155,7 @@ class ClassImbalance(Rule):
         self._trained = 0  # labels trained on so far (TRAIN steps times their batch)
         self._last_train: int | None = None  # the TRAIN step they were counted to
         self._distinct = DistinctByClass(cap=_DISTINCT_CAP)  # training samples by class
-        # (why the labels are tokens or None, whether the run's configuration was recorded)
-        self._tokens: tuple[str | None, bool] | None = None
-
-    def _has_config(self) -> bool:
-        try:
-            return bool(self.base_trial.config())
-        except Exception:  # an unreadable configuration: asked again at the next step
-            return False
+        self._tokens = ConfigFact(base_trial, predicts_tokens)  # why the labels are tokens
 
     def _window(self, seen: _Labels, y: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         seen.recent.append((y, p))
@@ -169,11 +167,10 @@ class ClassImbalance(Rule):
         return labels, predicted
 
     def invoke_at_step(self, step: int) -> bool:
-        if self._tokens is None or not self._tokens[1]:  # until a configuration was recorded
-            self._tokens = (predicts_tokens(self.base_trial), self._has_config())
-        if self._tokens[0] is not None:
+        tokens = self._tokens()
+        if tokens is not None:
             raise self.skip(
-                f"{self._tokens[0]}: a vocabulary's tokens are rare by nature and some cannot be "
+                f"{tokens}: a vocabulary's tokens are rare by nature and some cannot be "
                 "predicted from what comes before, so they are not judged as classes"
             )
         mode = self.base_trial.mode(step)

@@ -16,7 +16,7 @@ from tensortap.rules.builtin._common import (
     step_mode,
     training_step,
 )
-from tensortap.rules.builtin._samples import ModelNormaliser, model_input
+from tensortap.rules.builtin._samples import ConfigFact, model_input, normalised_in_model
 
 #: Inputs small everywhere: a root mean square below this, with no value reaching WEAK_LARGEST.
 WEAK_RMS, WEAK_LARGEST = 0.1, 0.5
@@ -98,7 +98,8 @@ class UnnormalisedInput(Rule):
         self._values = 0
         self._samples = 0
         self._name: str | None = None
-        self._normaliser = ModelNormaliser(base_trial)  # the model's own normalisation
+        # the model's own normalisation
+        self._normaliser = ConfigFact(base_trial, normalised_in_model)
 
     def _input(self, step: int) -> tuple[str, np.ndarray] | None:
         found = model_input(self.base_trial, step)
