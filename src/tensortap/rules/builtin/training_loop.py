@@ -351,13 +351,22 @@ class TrainingLoop(Rule):
             )
             return
 
-    def _zero_lr(self) -> Iterator[_Verdict]:
-        count = self._int("zero_lr_params")
+    def _held_still(self, fact: str) -> tuple[int, str, str | None] | None:
+        """Parameters that never move (``<fact>_params`` of them, ``<fact>/<name>``): how many,
+        the names shown, and how they still hold a fresh random initialisation (else None);
+        None where there are none."""
+        count = self._int(f"{fact}_params")
         if count <= 0:
-            return
-        names = [n for n in self._keys("zero_lr/") if self._num("zero_lr/" + n)]
+            return None
+        names = [n for n in self._keys(f"{fact}/") if self._num(f"{fact}/{n}")]
         shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-        fresh = self._fresh.verdict(names)
+        return count, shown, self._fresh.verdict(names)
+
+    def _zero_lr(self) -> Iterator[_Verdict]:
+        found = self._held_still("zero_lr")
+        if found is None:
+            return
+        count, shown, fresh = found
         yield _Verdict(
             "frozen_layer",
             f"{count} parameters sit in a param group whose learning rate is 0 while the other "
@@ -380,12 +389,10 @@ class TrainingLoop(Rule):
         """Weights of layers set ``trainable = False`` while others train (the Keras hook's
         ``frozen/<name>``): a certain fault where they still hold a random initialisation,
         else evidence that needs harm (a trained layer is frozen on purpose)."""
-        count = self._int("frozen_params")
-        if count <= 0:
+        found = self._held_still("frozen")
+        if found is None:
             return
-        names = [n for n in self._keys("frozen/") if self._num("frozen/" + n)]
-        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-        fresh = self._fresh.verdict(names)
+        count, shown, fresh = found
         yield _Verdict(
             "frozen_layer",
             f"{count} weights belong to layers set trainable=False while the others train, so "
