@@ -249,7 +249,6 @@ class LoopFacts:
         retained, self._retained_passes, self._last_root = self._retained_passes, 0, None
         in_eval = self._eval_forward if not self._train_forward else None
         self._train_forward, self._eval_forward = False, None
-        facts = self._optimizers.get(optimizer)
         if facts is None or not owned:
             self._other_steps += 1
             return
