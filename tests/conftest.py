@@ -31,6 +31,28 @@ os.environ.setdefault("TENSORTAP_SAVE_BUDGET", "off")
 HELPERS = Path(__file__).parent / "helpers"
 
 
+@pytest.fixture(autouse=True)
+def _environment_as_it_was() -> Iterator[None]:
+    """Each test leaves ``os.environ`` as it found it. Frameworks run in a test's process set
+    variables there (Lightning and torch.distributed a rendezvous: ``MASTER_PORT``,
+    ``LOCAL_RANK``, ``WORLD_SIZE``), and a later test's job inherits them: a Hugging Face job
+    then tried a rendezvous on a port already taken (EADDRINUSE), in whatever order the tests
+    happened to run. What a fixture of a wider scope sets for all its tests (the S3 server's
+    credentials, even when a test's fixture first asks for it) is named in ``_SESSION_ENV`` and
+    kept."""
+    before = dict(os.environ)
+    yield
+    if dict(os.environ) != before:
+        kept = {k: os.environ[k] for k in _SESSION_ENV if k in os.environ}
+        os.environ.clear()
+        os.environ.update(before)
+        os.environ.update(kept)
+
+
+# Variables that a session fixture sets for the rest of the session (see above).
+_SESSION_ENV: set[str] = set()
+
+
 @pytest.fixture
 def trial_dir(tmp_path: Path) -> Path:
     return tmp_path / "trial"
@@ -100,6 +122,7 @@ def s3_endpoint() -> Iterator[str]:
     names = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL")
     saved = {k: os.environ.get(k) for k in names}
     with moto_server() as endpoint:
+        _SESSION_ENV.update(names)
         os.environ.update(
             AWS_ACCESS_KEY_ID="testing",
             AWS_SECRET_ACCESS_KEY="testing",
@@ -109,6 +132,7 @@ def s3_endpoint() -> Iterator[str]:
         try:
             yield endpoint
         finally:
+            _SESSION_ENV.difference_update(names)
             for key, value in saved.items():
                 if value is None:
                     os.environ.pop(key, None)
