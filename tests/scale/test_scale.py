@@ -4,6 +4,7 @@ trial or per step range; a trial that cannot be opened is an Error row, not an e
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -299,3 +300,30 @@ def test_no_process_a_rule_started_outlives_its_ray_task(
     while any(_alive(p) for p in spawned):  # poll with a deadline: no sleeping to wait
         assert time.monotonic() < deadline, f"a rule's child runs on: {spawned}"
         time.sleep(0.05)
+
+
+def test_a_tasks_time_limit_counts_from_when_its_process_began_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ray task runs its rules in a new process (:func:`evaluate_in_tree`), whose interpreter
+    start and imports took several seconds on a loaded node: counted in the task's time limit,
+    healthy trials came back as Error rows (seen when two test workers shared 2 cores). Here
+    each task's process starts 4 s late (a ``sitecustomize`` on its path) under a limit of
+    3 s: the healthy task answers, and a hanging rule is still stopped by the limit."""
+    slow = tmp_path / "slow_start"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text("import time\ntime.sleep(4)\n")
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(slow), os.environ.get("PYTHONPATH")]))
+    )
+    from tensortap.scale._run import _spec
+    from tensortap.scale._tasks import Task, evaluate_in_tree
+
+    def task(name: str, kind: str) -> Task:
+        return Task(name, _trial(tmp_path / name), tuple(_spec(r) for r in _bad(kind)))
+
+    healthy = evaluate_in_tree(task("healthy", "SpawningRule"), time_limit=3)["summary"]
+    assert [r["status"] for r in healthy] == ["NoIssuesFound", "NoData"], healthy
+    hung = _unless_hung(lambda: evaluate_in_tree(task("victim", "HangingRule"), time_limit=3))
+    assert [r["status"] for r in hung["summary"]] == ["Error", "Error"]
+    assert all("exceeded its time limit of 3 s" in r["details"] for r in hung["summary"])

@@ -19,7 +19,7 @@ from tensortap.core._process_tree import end_tree
 from tensortap.exceptions import InvalidConfigError
 from tensortap.rules._spec import RuleSpec
 from tensortap.rules.rule_configs import BuiltinRuleConfig
-from tensortap.scale._tasks import STARTED, Task, evaluate_in_tree, failed, serve
+from tensortap.scale._tasks import STARTED, STARTUP, Task, evaluate_in_tree, failed, serve
 from tensortap.storage import Store
 from tensortap.table._export import check_run_name, run_name_of
 from tensortap.trials._trial import Trial
@@ -252,9 +252,6 @@ def _stop_all(workers: list[_Worker], grace: float = 5.0) -> None:
         worker.kill()
 
 
-_STARTUP = 120.0  # seconds a new worker process may take to start (imports) on top of a limit
-
-
 class _Worker:
     """One worker process of the local engine and the task it is on."""
 
@@ -269,7 +266,7 @@ class _Worker:
     def give(self, task: Task, time_limit: float | None) -> bool:
         # Until the worker says it began the task, its time also covers starting the process
         self.started = time.monotonic()
-        self.deadline = None if time_limit is None else self.started + time_limit + _STARTUP
+        self.deadline = None if time_limit is None else self.started + time_limit + STARTUP
         try:
             self.conn.send(task)
         except (OSError, ValueError):
@@ -326,16 +323,19 @@ def _on_ray(
     tasks: list[Task], address: str | None, time_limit: float | None
 ) -> list[dict[str, Any]]:
     """Each task a Ray task of one CPU, never retried (a task that kills its worker would kill
-    the next one too). No more tasks in flight than the cluster has CPUs, so that a task's
-    time limit, counted from when it is handed over, is its own running time; one past it is
-    cancelled with its worker process killed. Each task runs in a process tree of its own
-    below the Ray worker (:func:`evaluate_in_tree`), which ends with the task and with the
-    worker: nothing a rule started outlives its task."""
+    the next one too). Each task runs in a process tree of its own below the Ray worker
+    (:func:`evaluate_in_tree`), which ends with the task and with the worker: nothing a rule
+    started outlives its task. The worker holds the task's time limit, counted from when the
+    task's process began it (not its interpreter's start: seconds on a loaded node); a task
+    past it is stopped there with its tree. Here, no more tasks are in flight than the cluster
+    has CPUs, and one that has not answered ``time_limit`` + :data:`STARTUP` seconds after it
+    was handed over (a worker that never started it) is cancelled with its worker killed."""
     import ray
 
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     remote = ray.remote(num_cpus=1, max_retries=0)(evaluate_in_tree)
+    limit = None if time_limit is None else time_limit + STARTUP
     cpus = ray.cluster_resources().get("CPU", 1)  # type: ignore[no-untyped-call]
     slots = max(1, int(cpus))
     results: list[dict[str, Any] | None] = [None] * len(tasks)
@@ -344,10 +344,10 @@ def _on_ray(
     while todo or flying:
         while todo and len(flying) < slots:
             at = todo.popleft()
-            flying[remote.remote(tasks[at])] = (at, time.monotonic())
+            flying[remote.remote(tasks[at], time_limit)] = (at, time.monotonic())
         deadline = None
-        if time_limit is not None:
-            deadline = max(0.0, min(t for _, t in flying.values()) + time_limit - time.monotonic())
+        if limit is not None:
+            deadline = max(0.0, min(t for _, t in flying.values()) + limit - time.monotonic())
         done, _ = ray.wait(list(flying), num_returns=1, timeout=deadline)
         for ref in done:
             at, started = flying.pop(ref)
@@ -364,7 +364,7 @@ def _on_ray(
                 )
         now = time.monotonic()
         for ref, (at, started) in list(flying.items()):
-            if time_limit is not None and now - started >= time_limit:
+            if limit is not None and now - started >= limit:
                 ray.cancel(ref, force=True)
                 del flying[ref]
                 results[at] = failed(

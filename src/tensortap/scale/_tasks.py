@@ -139,30 +139,54 @@ def serve(conn: Any) -> None:
         conn.send(answer)
 
 
-def evaluate_in_tree(task: Task) -> dict[str, list[dict[str, Any]]]:
+#: Seconds a task's new process may take to start (the interpreter and its imports) on top of
+#: its time limit, which counts from when it began the task.
+STARTUP = 120.0
+
+
+def evaluate_in_tree(
+    task: Task, time_limit: float | None = None
+) -> dict[str, list[dict[str, Any]]]:
     """Run the task in a child process under a keeper (:mod:`tensortap.core._process_tree`),
     one step removed from this process by a guard: what a rule starts stays in the keeper's
     tree, however it detaches, and the whole tree ends when the task ends, and also when this
     process is killed (a Ray task cancelled: Ray kills its worker process and the worker's
     direct children, the guard, not what the rule started; the keeper then sees its parent
     gone). The task and its rows travel as JSON files in a private temporary directory (never
-    pickled)."""
+    pickled).
+
+    ``time_limit`` counts from when the child began the task (it says so by a file beside the
+    task's), not from its start: a loaded machine's interpreter start and imports, several
+    seconds, are no part of the task's time (they get :data:`STARTUP` more). A task past it is
+    stopped with its whole tree and gives Error rows saying so."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="tensortap-task-") as tmp:
         given, rows = Path(tmp) / "task.json", Path(tmp) / "rows.json"
         given.write_text(json.dumps(task.to_dict()), encoding="utf-8")
         command = [sys.executable, "-m", "tensortap.scale._tasks", str(given), str(rows)]
-        proc = subprocess.run(
-            guarded_keeper_command(command),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            check=False,
-        )
+        with tempfile.TemporaryFile() as errors:
+            proc = subprocess.Popen(
+                guarded_keeper_command(command),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+            )
+            if not _finished(proc, given.with_name(_BEGAN), started, time_limit):
+                proc.kill()  # the guard: its keeper sees it gone and ends the whole tree
+                proc.wait()
+                return failed(
+                    task,
+                    f"the task exceeded its time limit of {time_limit:g} s and was stopped "
+                    "(its process tree killed); give run_rules a larger time_limit if it "
+                    "needs longer",
+                    time.monotonic() - started,
+                )
+            errors.seek(0)
+            stderr = errors.read()
         if proc.returncode == 0 and rows.is_file():
             answer: dict[str, list[dict[str, Any]]] = json.loads(rows.read_text("utf-8"))
             return answer
-    last = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+    last = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
     code = proc.returncode
     how = (
         f"was killed by {signal.Signals(-code).name if -code in signal.valid_signals() else -code}"
@@ -177,11 +201,35 @@ def evaluate_in_tree(task: Task) -> dict[str, list[dict[str, Any]]]:
     )
 
 
+_BEGAN = "began"  # the file a task's process writes beside the task's when it begins it
+
+
+def _finished(
+    proc: subprocess.Popen[bytes], began: Path, started: float, time_limit: float | None
+) -> bool:
+    """Wait for ``proc`` to end; False once it ran past ``time_limit`` seconds from when it
+    wrote ``began`` (past ``time_limit`` + :data:`STARTUP` from ``started`` until then)."""
+    if time_limit is None:
+        proc.wait()
+        return True
+    deadline, counting = started + time_limit + STARTUP, False
+    while True:
+        if not counting and began.exists():
+            deadline, counting = time.monotonic() + time_limit, True
+        try:
+            proc.wait(timeout=max(0.0, min(0.1, deadline - time.monotonic())))
+            return True
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                return False
+
+
 def main(argv: list[str]) -> int:
     """``python -m tensortap.scale._tasks TASK.json ROWS.json``: what
     :func:`evaluate_in_tree` runs under its keeper."""
     given, rows = Path(argv[0]), Path(argv[1])
     task = Task.from_dict(json.loads(given.read_text("utf-8")))
+    given.with_name(_BEGAN).touch()  # the task's time limit counts from here
     started = time.perf_counter()
     try:
         answer = evaluate(task)
