@@ -255,3 +255,25 @@ def test_a_language_models_tokens_are_not_judged_as_classes(tmp_path: Path) -> N
     assert summary.status.name == "NO_DATA"
     (reason,) = summary.skip_reasons
     assert reason.startswith("the model (GPT2LMHeadModel) predicts tokens of a vocabulary")
+
+
+def test_a_short_run_whose_last_steps_hold_no_labels_is_judged_at_its_end(
+    tmp_path: Path,
+) -> None:
+    """A short run (31 TRAIN steps, too few to judge mid-run) whose rare classes were never
+    learned, saving labels every 10th step and the loss at every step: its last labels are
+    not at the trial's last step, so the run's end was not known when they were read. They
+    are judged again at the end, as the end of training (the generated benchmark's short
+    iris run lost its class_imbalance verdict when mid-run judging began to wait 50 steps)."""
+    rng = np.random.default_rng(0)
+    builder = TrialBuilder(tmp_path)
+    for step in range(36):
+        if step % 10 == 0:
+            y = rng.choice(3, size=480, p=[0.8, 0.1, 0.1])
+            builder.step({"labels": y, "predictions": np.zeros_like(y)}, mode="train")
+        else:
+            builder.step({"loss": np.float32(0.5)}, mode="train")
+    summary = invoke_rule(ClassImbalance(builder.close()))
+    assert summary.worst_severity is Severity.PROBLEM, summary.findings
+    assert summary.gravest is not None and summary.gravest.step == 35
+    assert summary.gravest.details["cause"] == "class_imbalance"

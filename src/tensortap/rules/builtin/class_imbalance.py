@@ -87,7 +87,8 @@ class ClassImbalance(Rule):
     (a model that collapsed onto the majority class errs on a balanced validation set far more
     than a quarter of the time). It is a problem while it stays so once the model has trained on
     ``samples`` labels, or when training ended so however short it was (its error rate fell less
-    than 10 points since it was first seen given up): early in training some class is always
+    than 10 points since it was first seen given up; the last labels are judged again at the
+    run's end when later steps held none): early in training some class is always
     behind, and it is a warning until then. Mid-run it also waits for 50 TRAIN steps of
     training (a sequence task's batch holds hundreds of token labels: ``samples`` labels are a
     step or two there). A class given up on that is not rare is a warning
@@ -156,6 +157,11 @@ class ClassImbalance(Rule):
         self._last_train: int | None = None  # the TRAIN step they were counted to
         self._distinct = DistinctByClass(cap=_DISTINCT_CAP)  # training samples by class
         self._tokens = ConfigFact(base_trial, predicts_tokens)  # why the labels are tokens
+        # the last window judged before the run's end was known, and whether a class given up
+        # on there waited only for the run to be long enough (judged again at the end)
+        self._last_judged: tuple[ModeKeys, _Labels, np.ndarray, np.ndarray, list[str]] | None
+        self._last_judged = None
+        self._waiting = False
 
     def _window(self, seen: _Labels, y: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         seen.recent.append((y, p))
@@ -196,6 +202,34 @@ class ClassImbalance(Rule):
         counts[: seen.counts.size] += seen.counts
         seen.counts = counts
         y, p = self._window(seen, y, p)
+        # training has ended: what is given up now was never learned, however short the run
+        trial = self.base_trial
+        ended = trial.loaded_all_steps and step == trial.steps()[-1]
+        self._last_judged = None if ended else (mode, seen, y, p, names)
+        return self._judge(mode, seen, y, p, names, ended)
+
+    def invoke_at_end(self, last_step: int) -> bool | None:
+        """The last labels judged, when a later step held none (a short run whose last saved
+        steps were vital signs alone): judged again as the end of training, where a class
+        still given up was never learned. None when that changes nothing (no class was
+        waiting for the run to be long enough)."""
+        if self._last_judged is None or not self._waiting:
+            return None
+        mode, seen, y, p, names = self._last_judged
+        self._last_judged = None
+        return self._judge(mode, seen, y, p, names, ended=True)
+
+    def _judge(
+        self,
+        mode: ModeKeys,
+        seen: _Labels,
+        y: np.ndarray,
+        p: np.ndarray,
+        names: list[str],
+        ended: bool,
+    ) -> bool:
+        """Judge the window of ``mode``'s last labels ``y`` and predictions ``p``."""
+        self._waiting = False
         which = mode.name
         # the training data's balance: TRAIN labels, or the judged mode's where none were saved
         ref_mode = ModeKeys.TRAIN if ModeKeys.TRAIN in self._seen else mode
@@ -265,10 +299,6 @@ class ClassImbalance(Rule):
         total = self._trained if self._last_train is not None else int(seen.counts.sum())
         seen.given_up = {k: seen.given_up.get(k, (total, error)) for k, error in given_up.items()}
 
-        # training has ended: what is given up now was never learned, however short the run
-        trial = self.base_trial
-        ended = trial.loaded_all_steps and step == trial.steps()[-1]
-
         def lasting(k: int) -> bool:
             """Class ``k`` still given up once the model trained on ``samples`` labels (or
             when training ended), not learned since it was first seen so."""
@@ -279,6 +309,9 @@ class ClassImbalance(Rule):
 
         klass = max(given_up, key=lambda k: (lasting(k) and k in blame, k in blame, given_up[k]))
         blamed, kept = klass in blame, lasting(klass)
+        self._waiting = (
+            blamed and not kept and given_up[klass] > seen.given_up[klass][1] - _LEARNING
+        )
         message = (
             f"class {klass} is mispredicted {100 * given_up[klass]:.3g}% of the time over the "
             f"last {y.size} {which} labels (limit {100 * limit:g}%)"
