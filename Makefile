@@ -47,8 +47,13 @@ lint: $(STAMP) typecheck
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
+# The suite runs in parallel, one worker per core up to 4 (pytest-xdist), a test module's tests
+# on one worker (--dist loadfile: a module's shared fixtures are made once). TEST_WORKERS=0
+# runs it in this process, serially.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? n : 4 )))
+
 unit: $(STAMP)
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadfile
 
 demo: $(STAMP)
 	$(PY) examples/demo.py
