@@ -44,6 +44,10 @@ INITIAL_PREFIX = "initial/"
 #: Facts about the training loop itself (which parameters the optimizers hold, whether
 #: gradients are cleared, ...), saved as ``training_loop/<fact>`` by the hooks that can see them.
 TRAINING_LOOP = "training_loop"
+#: The training-loop fact saved at the first step of a new stage of training (a ``fit`` of
+#: another model, or of one compiled again with another loss), its number from 1: the rules
+#: that compare losses over time start again there.
+STAGE = f"{TRAINING_LOOP}/stage"
 #: The threshold gradients were clipped to before the update (``gradient_clip/max_norm``,
 #: ``gradient_clip/max_value``), saved by the hooks that see the clip, at the steps where
 #: gradients are saved: the gradients saved are the ones before the clip.

@@ -38,12 +38,13 @@ import numpy as np
 from tensortap.core._collections import (
     INITIAL_PREFIX,
     INITIAL_WEIGHTS,
+    STAGE,
     TRAINING_LOOP,
     CollectionKeys,
 )
 from tensortap.core._dtypes import as_saveable_array
 from tensortap.core._modes import ModeKeys
-from tensortap.core._recorder import records_from_array
+from tensortap.core._recorder import RAW_PLAN, records_from_array
 from tensortap.core._vitals import VITALS
 from tensortap.exceptions import InvalidTensorError
 from tensortap.hook._hook import Hook, HookOptions, HookStatus, OutDir
@@ -102,9 +103,15 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._lag = 0
         self._read_at = 0
         self._recorder.add_step_end_callback(self._tape_step_end)
+        # the model (and its compiled loss) the last fit trained, and the stage a fit of
+        # another one starts, noted at its first TRAIN batch (see _note_stage)
+        self._trained: tuple[int, str] | None = None
+        self._stage = 0
+        self._stage_due = False
 
     # -- Keras callback API --
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._guard_event(self._note_stage)
         self._guard_event(self._prepare_training)
         self.gather_config(partial(train_begin_config, self.model, self.params))
         self._guard_event(self._instrument, "train")
@@ -138,6 +145,8 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             self._guard_event(self._gradients.set_due)
         if not self._initial_saved:
             self._guard_event(self._save_initial)
+        if self._stage_due:
+            self._guard_event(self._save_stage)
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         if self._vitals.ring is not None:
@@ -346,6 +355,28 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             self._recorder.put(name, records_from_array(name, array, plan))
         self._save_frozen(model)
 
+    def _note_stage(self) -> None:
+        """A ``fit`` of another model than the last fit's, or of the same one compiled again
+        with another loss (a pre-trained encoder under a new head for a second task), starts
+        a new stage of training: its losses are not comparable with the stage's before."""
+        model = self.model
+        if model is None:
+            return
+        trained = (id(model), _loss_key(getattr(model, "loss", None)))
+        if self._trained is not None and trained != self._trained:
+            self._stage_due = True
+        self._trained = trained
+
+    def _save_stage(self) -> None:
+        """At the first TRAIN batch of a new stage: the training-loop fact ``stage`` (its
+        number, from 1), which the rules that compare losses over time start again from."""
+        self._stage_due = False
+        self._stage += 1
+        if TRAINING_LOOP not in self._recorder.include_collections:
+            return
+        plan = self._recorder.begin(STAGE, [TRAINING_LOOP]) or RAW_PLAN  # at this step, due or not
+        self._recorder.put(STAGE, records_from_array(STAGE, np.asarray(self._stage), plan))
+
     def _save_frozen(self, model: Any) -> None:
         """The weights of layers set ``trainable = False`` (not those Keras never trains, such
         as BatchNormalization's moving statistics), as training-loop facts: ``frozen/<name>``
@@ -541,6 +572,22 @@ class _Tape:
 
 #: The open KerasHook made last in this process (see :meth:`tensortap.hook._hook.Hook.current`).
 get_hook = KerasHook.current
+
+
+def _loss_key(loss: Any) -> str:
+    """What a compiled loss computes, to tell a new task's loss from the same loss compiled
+    again (a model unfrozen and compiled with a lower rate is still on its task): its name, or
+    its class and configuration; a function by its qualified name."""
+    if loss is None or isinstance(loss, str):
+        return repr(loss)
+    config = getattr(loss, "get_config", None)
+    try:
+        described = config() if callable(config) else None
+    except Exception:  # a custom loss whose configuration cannot be read
+        described = None
+    kind = type(loss)
+    name = getattr(loss, "__qualname__", None) or f"{kind.__module__}.{kind.__qualname__}"
+    return f"{name}:{described!r}"
 
 
 def _layers_of(model: Any) -> list[Any]:

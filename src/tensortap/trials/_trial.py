@@ -198,6 +198,13 @@ class Trial:
         return self.refresh()
 
     @property
+    def index_version(self) -> int:
+        """A number that changes whenever the index took in something new: what a caller
+        derived from the index (the steps of a tensor, say) holds while it stays the same.
+        Reading it refreshes nothing."""
+        return int(self._index.version)
+
+    @property
     def loaded_all_steps(self) -> bool:
         """True once every worker has marked the end of training and all of it is loaded."""
         self.refresh_if_stale()

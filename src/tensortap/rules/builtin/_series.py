@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tensortap.core._collections import STAGE
 from tensortap.core._modes import ModeKeys
 from tensortap.rules.builtin._common import prefer_vital_loss, scalar
 
@@ -71,6 +72,32 @@ class _Values:
         return view
 
 
+class Stages:
+    """Where a new stage of training began: the training-loop fact ``stage``, saved at the
+    first step of a ``fit`` of another model (or of one compiled again with another loss; see
+    ``core._collections.STAGE``). A rule that compares values over time starts again there:
+    what the stage before it learned is another task's, on another scale."""
+
+    def __init__(self, trial: Trial) -> None:
+        self.trial = trial
+        self._stage = 0  # the stage of the last step asked about
+        self._starts: list[int] = []  # the global steps where stages began
+        self._version: int | None = None  # the index version they were read at
+
+    def entered(self, step: int) -> bool:
+        """True at the first step asked about in a later stage than the step before it."""
+        version = getattr(self.trial, "index_version", None)
+        if version is None or version != self._version:  # read again when the trial grew
+            self._version = version
+            has = self.trial.has_tensor(STAGE)
+            self._starts = self.trial.tensor(STAGE).steps() if has else []
+        if not self._starts:
+            return False
+        stage = bisect.bisect_right(self._starts, step)
+        entered, self._stage = stage > self._stage, max(stage, self._stage)
+        return entered
+
+
 class LossSeries:
     """Turns the steps a rule walks into :class:`Observation` s (see the module docstring).
 
@@ -95,6 +122,13 @@ class LossSeries:
         usual): what a rule judging many steps at once hands over before walking them."""
         losses = prefer_vital_loss(self.trial, list(losses)) or []
         self._known = {step: found for step, found in zip(steps, losses, strict=True) if found}
+
+    def new_stage(self) -> None:
+        """Start again (a new stage of training): no observation before it is compared with
+        the ones after; the losses read at once beforehand are kept."""
+        self._pass = None
+        self.history = {}
+        self._values_of = {}
 
     def values(self, key: tuple[str, ModeKeys]) -> np.ndarray:
         """The values of ``history[key]`` as an array (see :class:`_Values`)."""

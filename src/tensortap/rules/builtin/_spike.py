@@ -12,6 +12,7 @@ from tensortap.core._baseline import RobustBaseline
 from tensortap.rules._finding import Finding, Severity, StepRun
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import fire_nonfinite
+from tensortap.rules.builtin._series import Stages
 
 #: What a step of :meth:`SpikeRule.replay` is: judged from its values, or evaluated.
 Values = Sequence[tuple[str, float]]
@@ -58,10 +59,16 @@ class SpikeRule(Rule):
         super().__init__(base_trial)
         self.window, self.warmup = window, warmup
         self.z_threshold, self.min_ratio = z_threshold, min_ratio
+        self._step = 0  # the step being evaluated
+        self._stages = Stages(base_trial)
+        self._start_stage()
+
+    def _start_stage(self) -> None:
+        """Baselines from here (the run's start, or a new stage of training: another model's
+        losses and gradients, on another scale)."""
         self._baselines: dict[str, RobustBaseline] = {}
         self._spiking: dict[str, int] = {}  # the key's last values that were spikes, in a row
         self._spike_from: dict[str, int] = {}  # the step of the first of them
-        self._step = 0  # the step being evaluated
 
     #: The cause a spike points at (None: the rule names none).
     cause: str | None = None
@@ -70,6 +77,8 @@ class SpikeRule(Rule):
 
     def evaluate(self, step: int) -> Finding:
         self._step = step
+        if self._stages.entered(step):
+            self._start_stage()
         return super().evaluate(step)
 
     def judge(self, key: str, value: float, what: str, tensors: list[str]) -> bool:
@@ -140,6 +149,8 @@ class SpikeRule(Rule):
                     yield self.quiet(at, said[2] or None, judged=said[3])
 
         for step, given in zip(steps.tolist(), inputs, strict=True):
+            if self._stages.entered(step):
+                self._start_stage()
             now: tuple[Any, ...] | None
             if given is None:
                 now = None

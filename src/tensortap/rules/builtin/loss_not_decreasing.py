@@ -26,6 +26,7 @@ from tensortap.rules.builtin._series import (
     Change,
     LossSeries,
     Observation,
+    Stages,
     change,
     progress,
 )
@@ -127,6 +128,7 @@ class LossNotDecreasing(Rule):
         self.mode = mode
         self._series = LossSeries(base_trial, self._names)
         self._last_checked: dict[tuple[str, ModeKeys], int] = {}
+        self._stages = Stages(base_trial)
 
     @classmethod
     def required_collections(cls, **params: Any) -> tuple[str, ...]:
@@ -171,6 +173,9 @@ class LossNotDecreasing(Rule):
         yield from super().judge_steps(steps)
 
     def invoke_at_step(self, step: int) -> bool:
+        if self._stages.entered(step):  # a new stage of training: compared from here
+            self._series.new_stage()
+            self._last_checked = {}
         observations = [o for o in self._series.observe(step) if self._judged(o)]
         if not observations and not self._names(step):
             raise self.skip("no loss saved at this step")

@@ -27,7 +27,7 @@ from tensortap.rules.builtin._common import (
     step_mode,
 )
 from tensortap.rules.builtin._samples import DistinctSamples, model_input
-from tensortap.rules.builtin._series import critical, line_noise, pass_ends_at
+from tensortap.rules.builtin._series import Stages, critical, line_noise, pass_ends_at
 
 _TRAINING_ONLY = (
     "training steps only: Overfit compares each evaluation (EVAL) pass with the training loss "
@@ -157,12 +157,18 @@ class Overfit(Rule):
         super().__init__(base_trial)
         self.training_metric, self.validation_metric = training_metric, validation_metric
         self.small_training_set = small_training_set
-        self._samples = DistinctSamples(cap=4 * small_training_set)
-        self._start: float | None = None  # the first training loss
         self.tensor_regex = tensor_regex or []
         self.start_step = start_step
         self.patience = patience
         self.ratio_threshold = ratio_threshold
+        self._stages = Stages(base_trial)
+        self._start_stage()
+
+    def _start_stage(self) -> None:
+        """Compare from here (the run's start, or a new stage of training: another model, or
+        another task's loss)."""
+        self._samples = DistinctSamples(cap=4 * self.small_training_set)
+        self._start: float | None = None  # the first training loss
         self._train: list[float] = []  # losses of the current (or last) training phase
         self._holds_first = False  # _train[0] is the run's first loss, from before any update
         self._train_step = 0  # the global step of its latest loss
@@ -238,6 +244,8 @@ class Overfit(Rule):
         with trial.no_refresh():
             modes = [trial.mode(step) for step in at.tolist()]
         for step, mode, found in zip(at.tolist(), modes, losses, strict=True):
+            if self._stages.entered(step):
+                self._start_stage()
             if mode != ModeKeys.TRAIN or not found:
                 if run:
                     yield self.quiet(np.asarray(run, dtype=np.int64), _TRAINING_ONLY)
@@ -266,6 +274,8 @@ class Overfit(Rule):
         return boosted if boosted is not None else super().no_data_reason()
 
     def invoke_at_step(self, step: int) -> bool:
+        if self._stages.entered(step):
+            self._start_stage()
         if not self.training_metric:  # on a boosted model, its metrics (the booster's own)
             pair = boosting_metric_pair(self.base_trial, step)
             if pair is not None:

@@ -20,7 +20,7 @@ from tensortap.rules.builtin._common import (
     metric_pair,
     nonfinite_explanation,
 )
-from tensortap.rules.builtin._series import LossSeries, Observation
+from tensortap.rules.builtin._series import LossSeries, Observation, Stages
 
 #: TRAIN vital losses averaged into one observation (see the class docstring).
 VITAL_BLOCK = 10
@@ -91,13 +91,19 @@ class Overtraining(Rule):
         self.patience = {ModeKeys.TRAIN: patience_train, ModeKeys.EVAL: patience_validation}
         self.delta = delta
         self.tensor_regex = tensor_regex or []
+        self._series = LossSeries(
+            base_trial, lambda s: loss_names(base_trial, True, self.tensor_regex, s), False
+        )
+        self._stages = Stages(base_trial)
+        self._start_stage()
+
+    def _start_stage(self) -> None:
+        """Track the best losses from here (the run's start, or a new stage of training)."""
         self._best = {ModeKeys.TRAIN: math.inf, ModeKeys.EVAL: math.inf}
         self._since = {ModeKeys.TRAIN: 0, ModeKeys.EVAL: 0}
         self._recent: list[float] = []  # the last validation observations
         self._block: list[float] = []  # TRAIN vital losses of the block under way
-        self._series = LossSeries(
-            base_trial, lambda s: loss_names(base_trial, True, self.tensor_regex, s), False
-        )
+        self._series.new_stage()
 
     def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
         """Step by step, the losses read at once beforehand (one-element values)."""
@@ -120,6 +126,8 @@ class Overtraining(Rule):
                 self.training_metric, self.validation_metric = pair
             elif boosted_without_pair(self.base_trial, self.tensor_regex, step):
                 raise self.skip("no loss metric of both the training and a validation set")
+        if self._stages.entered(step):
+            self._start_stage()
         if self.training_metric:
             return self._metrics(step)
         observations = self._series.observe(step)

@@ -1,0 +1,75 @@
+"""A new stage of training (a ``fit`` of another model, or of one compiled again with another
+loss: ``training_loop/stage``) starts the rules that compare losses over time again: a
+pre-trained encoder under a new head for a second task has another loss on another scale (a
+stranger's healthy Keras transfer script was "training on has made the model far worse":
+the binary head's validation loss 4.2x the 10-class pre-training's best)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tensortap.rules import LossNotDecreasing, LossSpike, Overfit, Overtraining, invoke_rule
+from tensortap.rules._finding import Severity
+from tensortap.rules._invoker import RuleSummary, walk
+from tensortap.testing import TrialBuilder
+from tensortap.trials import Trial
+
+F32 = np.float32
+
+
+def two_stages(path: Path, marked: bool) -> Trial:
+    """60 TRAIN steps of a 10-class task (loss 2.3 -> 0.1), then 60 of a binary one (0.69 ->
+    0.45), a validation pass of 3 steps every 10 at 1.05 times the training loss; the binary
+    task's first step marked as a new stage with ``marked``."""
+    builder = TrialBuilder(path)
+    for stage, (start, end) in enumerate(((2.3, 0.1), (0.69, 0.45))):
+        train = np.geomspace(start, end, 60)
+        for i in range(60):
+            values = {"loss": F32(train[i])}
+            if stage and i == 0 and marked:
+                values["training_loop/stage"] = np.asarray(1)
+            builder.step(values, mode="train")
+            if i % 10 == 9:
+                for _ in range(3):
+                    builder.step({"loss": F32(1.05 * train[i])}, mode="eval")
+    return builder.close()
+
+
+RULES = [
+    (Overtraining, {}),
+    (LossSpike, {}),
+    (LossNotDecreasing, {"num_steps": 10}),
+    (Overfit, {}),
+]
+
+
+def _summary(trial: Trial, cls: type, params: dict, bulk: bool) -> RuleSummary:
+    rule = cls(trial, **params)
+    summary = RuleSummary(rule.rule_name)
+    for found in walk([rule], timeout=0, bulk=bulk):
+        summary.add(found)
+    return summary.finish(rule.no_data_reason())
+
+
+def test_the_second_stage_is_not_judged_against_the_first(tmp_path: Path) -> None:
+    unmarked = two_stages(tmp_path / "unmarked", marked=False)
+    # without the stage: the binary task's losses read as a model made far worse
+    assert invoke_rule(Overtraining(unmarked)).worst_severity is Severity.PROBLEM
+    assert invoke_rule(LossSpike(unmarked)).triggered
+    marked = two_stages(tmp_path / "marked", marked=True)
+    for cls, params in RULES:
+        summary = invoke_rule(cls(marked, **params))
+        assert summary.worst_severity in (None, Severity.ADVICE), (cls, summary.findings)
+
+
+@pytest.mark.parametrize(("cls", "params"), RULES)
+def test_stages_are_judged_alike_step_by_step_and_in_bulk(
+    tmp_path: Path, cls: type, params: dict
+) -> None:
+    trial = two_stages(tmp_path, marked=True)
+    live, bulk = _summary(trial, cls, params, False), _summary(Trial(tmp_path), cls, params, True)
+    assert [f.to_dict() for f in live.findings] == [f.to_dict() for f in bulk.findings]
+    assert (live.status, live.judged) == (bulk.status, bulk.judged)
