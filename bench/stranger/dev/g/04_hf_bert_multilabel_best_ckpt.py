@@ -28,9 +28,9 @@ class TagDataset(Dataset):
         self.seqs, self.targets = [], []
         for _ in range(n):
             y = (g.random(N_TAGS) < 0.35).astype(np.float32)
-            toks = list(g.choice(FILLER, size=int(g.integers(8, 18))))
+            toks = list(g.choice(FILLER, size=int(g.integers(6, 12))))
             for k in np.flatnonzero(y):
-                toks += list(g.choice(TAG_WORDS[k], size=int(g.integers(1, 3))))
+                toks += list(g.choice(TAG_WORDS[k], size=int(g.integers(2, 4))))
             g.shuffle(toks)
             self.seqs.append([CLS] + [int(t) for t in toks][:MAX_LEN - 2] + [SEP])
             self.targets.append(y)
@@ -72,12 +72,12 @@ def compute_metrics(eval_pred):
 out_dir = tempfile.mkdtemp(prefix="hf_bert_ml_")
 args = TrainingArguments(
     output_dir=out_dir,
-    num_train_epochs=8,
+    num_train_epochs=10,
     per_device_train_batch_size=32,
     per_device_eval_batch_size=200,
-    learning_rate=1e-3,
+    learning_rate=3e-3,
     lr_scheduler_type="polynomial",
-    lr_scheduler_kwargs={"power": 2.0, "lr_end": 1e-5},
+    lr_scheduler_kwargs={"power": 1.5, "lr_end": 1e-5},
     warmup_steps=25,
     weight_decay=0.05,
     optim="adamw_torch",
