@@ -68,7 +68,7 @@ class WaveLSTM(pl.LightningModule):
 
 class Report(pl.Callback):
     def on_validation_end(self, trainer, pl_module):
-        if trainer.sanity_checking:
+        if trainer.sanity_checking or trainer.state.fn != "fit":
             return
         m = trainer.callback_metrics
         print(f"epoch {trainer.current_epoch} step {trainer.global_step:4d}  "
