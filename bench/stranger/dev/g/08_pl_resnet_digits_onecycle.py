@@ -90,9 +90,7 @@ class ResNetDigits(L.LightningModule):
 
 
 class PrintEpoch(L.Callback):
-    def on_validation_epoch_end(self, trainer, pl_module):
-        if trainer.sanity_checking:
-            return
+    def on_train_epoch_end(self, trainer, pl_module):
         m = trainer.callback_metrics
         lr = trainer.optimizers[0].param_groups[0]["lr"]
         print(f"epoch {trainer.current_epoch:2d}  train_loss {m.get('train_loss', float('nan')):.4f}  "

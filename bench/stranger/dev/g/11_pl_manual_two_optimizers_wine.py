@@ -20,7 +20,7 @@ class TwoRateClassifier(L.LightningModule):
         super().__init__()
         self.save_hyperparameters()
         self.automatic_optimization = False
-        self.encoder = nn.Sequential(nn.Linear(13, 64), nn.Tanh(), nn.Dropout(0.2),
+        self.encoder = nn.Sequential(nn.Linear(13, 64), nn.Tanh(), nn.Dropout(0.3),
                                      nn.Linear(64, 32), nn.Tanh())
         self.head = nn.Linear(32, 3)
 
@@ -50,19 +50,17 @@ class TwoRateClassifier(L.LightningModule):
         self.log("val_acc", (logits.argmax(1) == y).float().mean())
 
     def configure_optimizers(self):
-        opt_enc = torch.optim.SGD(self.encoder.parameters(), lr=self.hparams.enc_lr, momentum=0.9)
+        opt_enc = torch.optim.SGD(self.encoder.parameters(), lr=self.hparams.enc_lr, momentum=0.9, weight_decay=1e-3)
         opt_head = torch.optim.Adam(self.head.parameters(), lr=self.hparams.head_lr)
-        s1 = torch.optim.lr_scheduler.StepLR(opt_enc, step_size=15, gamma=0.3)
-        s2 = torch.optim.lr_scheduler.StepLR(opt_head, step_size=15, gamma=0.3)
+        s1 = torch.optim.lr_scheduler.StepLR(opt_enc, step_size=8, gamma=0.3)
+        s2 = torch.optim.lr_scheduler.StepLR(opt_head, step_size=8, gamma=0.3)
         return [opt_enc, opt_head], [s1, s2]
 
 
 class Printer(L.Callback):
-    def on_validation_epoch_end(self, trainer, pl_module):
-        if trainer.sanity_checking or trainer.state.fn != "fit":
-            return
+    def on_train_epoch_end(self, trainer, pl_module):
         m = trainer.callback_metrics
-        if trainer.current_epoch % 5 == 4 or trainer.current_epoch == 0:
+        if trainer.current_epoch % 3 == 2 or trainer.current_epoch == 0:
             lrs = [o.param_groups[0]["lr"] for o in trainer.optimizers]
             print(f"epoch {trainer.current_epoch:2d}  train_loss {m.get('train_loss', torch.tensor(0.)):.4f}  "
                   f"val_loss {m['val_loss']:.4f}  val_acc {m['val_acc']:.3f}  "
@@ -80,7 +78,7 @@ if __name__ == "__main__":
                               batch_size=16, shuffle=True)
     val_loader = DataLoader(TensorDataset(tt(scaler.transform(X_va)), torch.tensor(y_va)), batch_size=64)
     model = TwoRateClassifier()
-    trainer = L.Trainer(max_epochs=40, accelerator="cpu", logger=False, enable_checkpointing=False,
+    trainer = L.Trainer(max_epochs=20, accelerator="cpu", logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, callbacks=[Printer()],
                         deterministic=True)
     trainer.fit(model, train_loader, val_loader)

@@ -90,11 +90,11 @@ class FrozenEncoderClassifier(L.LightningModule):
 
 
 class Printer(L.Callback):
-    def __init__(self, keys):
-        self.keys = keys
+    def __init__(self, keys, every=1):
+        self.keys, self.every = keys, every
 
-    def on_validation_epoch_end(self, trainer, pl_module):
-        if trainer.sanity_checking or trainer.state.fn != "fit":
+    def on_train_epoch_end(self, trainer, pl_module):
+        if (trainer.current_epoch + 1) % self.every:
             return
         m = trainer.callback_metrics
         vals = "  ".join(f"{k} {float(m[k]):.4f}" for k in self.keys if k in m)
@@ -115,7 +115,7 @@ if __name__ == "__main__":
     ae = FeatureAE()
     L.Trainer(max_epochs=60, accelerator="cpu", logger=False, enable_checkpointing=False,
               enable_progress_bar=False, enable_model_summary=False, check_val_every_n_epoch=10,
-              callbacks=[Printer(["ae_loss", "ae_val_loss"])]).fit(ae, train_loader, val_loader)
+              callbacks=[Printer(["ae_loss", "ae_val_loss"], every=10)]).fit(ae, train_loader, val_loader)
 
     clf = FrozenEncoderClassifier(ae.encoder)
     ckpt_dir = tempfile.mkdtemp(prefix="pl_frozen_")
