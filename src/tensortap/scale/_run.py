@@ -369,9 +369,9 @@ def _on_ray(
                 del flying[ref]
                 results[at] = failed(
                     tasks[at],
-                    f"the task exceeded its time limit of {time_limit:g} s and was cancelled "
-                    "(its Ray worker killed); give run_rules a larger time_limit if it needs "
-                    "longer",
+                    f"the task exceeded its time limit of {time_limit:g} s (and {STARTUP:g} s "
+                    "to start) without an answer from its Ray worker, and was cancelled (the "
+                    "worker killed); give run_rules a larger time_limit if it needs longer",
                     now - started,
                 )
     return [r for r in results if r is not None]
