@@ -322,12 +322,12 @@ def test_a_layer_frozen_at_its_random_initialisation_is_named(
         assert "still hold a random initialisation" in finding.message
 
 
-def test_a_fit_of_another_model_or_loss_starts_a_phase(tmp_path: Path) -> None:
+def test_a_fit_of_another_model_or_loss_starts_a_stage(tmp_path: Path) -> None:
     """A script that pre-trains one model and then fits another (a pre-trained encoder under
-    a new head, for a second task) has two phases whose losses are not comparable: the fact
+    a new head, for a second task) has two stages whose losses are not comparable: the fact
     ``training_loop/stage`` marks the first TRAIN step of each new one. The same model fitted
     again, even compiled again with an equal loss (unfrozen, at a lower rate), is not a new
-    phase; compiled with another loss, it is."""
+    stage; compiled with another loss, it is."""
     x, y = data(64)
     hook = job_hook(tmp_path / "t")
 
@@ -339,10 +339,10 @@ def test_a_fit_of_another_model_or_loss_starts_a_phase(tmp_path: Path) -> None:
     fit(first, keras.losses.SparseCategoricalCrossentropy(True), y)  # TRAIN steps 0-3
     second = keras.Sequential([keras.Input((64,)), keras.layers.Dense(1)])
     binary = (y >= 5).astype("float32")
-    fit(second, keras.losses.BinaryCrossentropy(True), binary)  # 4-7: phase 1
+    fit(second, keras.losses.BinaryCrossentropy(True), binary)  # 4-7: stage 1
     fit(second, keras.losses.BinaryCrossentropy(True), binary)  # 8-11: the same loss
-    fit(second, keras.losses.MeanSquaredError(), binary)  # 12-15: phase 2
+    fit(second, keras.losses.MeanSquaredError(), binary)  # 12-15: stage 2
     hook.close()
-    phase = tt.create_trial(tmp_path / "t").tensor("training_loop/stage")
-    assert phase.steps(mode=TRAIN) == [4, 12]
-    assert [int(phase.value(s, mode=TRAIN)) for s in phase.steps(mode=TRAIN)] == [1, 2]
+    stage = tt.create_trial(tmp_path / "t").tensor("training_loop/stage")
+    assert stage.steps(mode=TRAIN) == [4, 12]
+    assert [int(stage.value(s, mode=TRAIN)) for s in stage.steps(mode=TRAIN)] == [1, 2]
