@@ -131,9 +131,12 @@ def test_animated_figure_has_a_trace_per_label_and_opens_in_chromium(
         plot_embeddings([])
     path = tmp_path / "embeddings.html"
     figure.write_html(path, include_plotlyjs=True)
-    page = browser.open(path)
-    count = page.execute_script(
-        "const d = document.querySelector('.js-plotly-plot'); return d ? d.data.length : null;"
+    browser.open(path)
+    # plotly draws after the page has loaded (newPlot is a promise): polled with a deadline,
+    # not read once (two test workers' browsers at once made it late)
+    count = browser.until(
+        "const d = document.querySelector('.js-plotly-plot'); return d ? d.data.length : null;",
+        lambda n: n is not None,
     )
     assert count == 4 and browser.errors() == []
     shown = browser.until(  # the slider's handle glides to its place: poll with a deadline
