@@ -400,3 +400,29 @@ def test_a_run_resumed_from_its_checkpoint_continues_the_trainers_steps(tmp_path
     assert second.first_step == 12 and trial.mode_step(12) == 10
     assert second.started is not None and first.started is not None
     assert second.pid == first.pid and second.started >= first.started
+
+
+def test_a_trainer_of_another_model_with_the_same_hook_is_a_new_stage(tmp_path: Path) -> None:
+    """Two Trainers of two models in one process with one hook (the job's, under ``tensortap
+    run``): the second is a new stage of training, marked at its first TRAIN step; its steps
+    go on after the first's (its global_step starts at 0 again: not a rollback)."""
+    hook = tt.pytorch.Hook(
+        tmp_path / "t",
+        include_collections=["losses", "training_loop"],
+        save_config=tt.SaveConfig(save_interval=1),
+        auto_step=False,
+    )
+    for out in ("pretrain", "finetune"):
+        trainer = _trainer(tmp_path / out, [TensortapCallback(hook=hook)], eval_strategy="no")
+        trainer.train()
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.tensor("loss").steps(mode=tt.modes.TRAIN) == list(range(12))
+    logged = _logged(trainer, "loss")  # the second Trainer's, by its global step
+    for step in range(6, 12):
+        value = trial.tensor("loss").value(step, mode=tt.modes.TRAIN)
+        assert value == pytest.approx(logged[step - 6], rel=1e-5)
+    stage = trial.tensor("training_loop/stage")
+    assert stage.steps(mode=tt.modes.TRAIN) == [6]
+    (session,) = trial.sessions()
+    assert session.rolled_back == ()

@@ -373,3 +373,32 @@ def test_a_fit_resumed_from_an_older_checkpoint_counts_its_steps_again(tmp_path:
     ]
     assert trial.global_step(tt.modes.TRAIN, 4) > first.last_step  # the resumed fit's
     assert loss.value(earlier) == pytest.approx(np.mean(first_fit.losses[8:10]), rel=1e-5)
+
+
+def test_a_fit_of_another_model_with_the_same_hook_is_a_new_stage(tmp_path: Path) -> None:
+    """A fine-tuning after a pre-training in one process (the job's hook, or one given to
+    both callbacks): the second model's fit is a new stage, marked at its first TRAIN step,
+    whose steps go on after the first fit's (its Trainer counts from 0 again: not a rollback).
+    A third fit, of the first model again, is another stage; a rollback's fit of the same
+    model is not (see the memory rollback tests)."""
+    hook = tt.pytorch.Hook(
+        tmp_path / "t",
+        include_collections=["losses", "training_loop"],
+        save_config=tt.SaveConfig(save_interval=1),
+        auto_step=False,
+    )
+    torch.manual_seed(0)
+    first, second = Recording(0.5), Recording(0.1)
+    for module in (first, second, first):
+        _fit(tmp_path, module, TensortapCallback(hook=hook), val_check_interval=None)
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.tensor("loss").steps(mode=tt.modes.TRAIN) == list(range(12))  # 4 a fit
+    stage = trial.tensor("training_loop/stage")
+    assert stage.steps(mode=tt.modes.TRAIN) == [4, 8]
+    assert [int(stage.value(s, mode=tt.modes.TRAIN)) for s in (4, 8)] == [1, 2]
+    (session,) = trial.sessions()
+    assert session.rolled_back == ()  # no step counted twice
+    for step in range(4, 8):  # the second model's losses, at its own steps
+        want = np.mean(second.losses[2 * (step - 4) : 2 * (step - 4) + 2])
+        assert trial.tensor("loss").value(step, mode=tt.modes.TRAIN) == pytest.approx(want)

@@ -38,13 +38,13 @@ import numpy as np
 from tensortap.core._collections import (
     INITIAL_PREFIX,
     INITIAL_WEIGHTS,
-    STAGE,
     TRAINING_LOOP,
     CollectionKeys,
 )
 from tensortap.core._dtypes import as_saveable_array
 from tensortap.core._modes import ModeKeys
-from tensortap.core._recorder import RAW_PLAN, records_from_array
+from tensortap.core._recorder import records_from_array
+from tensortap.core._stages import StageMarks
 from tensortap.core._vitals import VITALS
 from tensortap.exceptions import InvalidTensorError
 from tensortap.hook._hook import Hook, HookOptions, HookStatus, OutDir
@@ -103,11 +103,9 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._lag = 0
         self._read_at = 0
         self._recorder.add_step_end_callback(self._tape_step_end)
-        # the model (and its compiled loss) the last fit trained, and the stage a fit of
-        # another one starts, noted at its first TRAIN batch (see _note_stage)
-        self._trained: tuple[int, str] | None = None
-        self._stage = 0
-        self._stage_due = False
+        # the model (and its compiled loss) the last fit trained: a fit of another one starts
+        # a new stage, saved at its first TRAIN batch (see _note_stage)
+        self._stages = StageMarks()
 
     # -- Keras callback API --
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
@@ -145,8 +143,8 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             self._guard_event(self._gradients.set_due)
         if not self._initial_saved:
             self._guard_event(self._save_initial)
-        if self._stage_due:
-            self._guard_event(self._save_stage)
+        if self._stages.due:
+            self._guard_event(self._stages.save, self._recorder)
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         if self._vitals.ring is not None:
@@ -360,22 +358,8 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         with another loss (a pre-trained encoder under a new head for a second task), starts
         a new stage of training: its losses are not comparable with the stage's before."""
         model = self.model
-        if model is None:
-            return
-        trained = (id(model), _loss_key(getattr(model, "loss", None)))
-        if self._trained is not None and trained != self._trained:
-            self._stage_due = True
-        self._trained = trained
-
-    def _save_stage(self) -> None:
-        """At the first TRAIN batch of a new stage: the training-loop fact ``stage`` (its
-        number, from 1), which the rules that compare losses over time start again from."""
-        self._stage_due = False
-        self._stage += 1
-        if TRAINING_LOOP not in self._recorder.include_collections:
-            return
-        plan = self._recorder.begin(STAGE, [TRAINING_LOOP]) or RAW_PLAN  # at this step, due or not
-        self._recorder.put(STAGE, records_from_array(STAGE, np.asarray(self._stage), plan))
+        if model is not None:
+            self._stages.fit_begins(model, _loss_key(getattr(model, "loss", None)))
 
     def _save_frozen(self, model: Any) -> None:
         """The weights of layers set ``trainable = False`` (not those Keras never trains, such

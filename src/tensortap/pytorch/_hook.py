@@ -30,6 +30,7 @@ from tensortap.core._modes import ModeKeys
 from tensortap.core._outcome import OUTCOME_NAMES
 from tensortap.core._recorder import RAW_PLAN, records_from_array
 from tensortap.core._reduction_config import ReductionConfig
+from tensortap.core._stages import StageMarks
 from tensortap.core._step_tracker import StepTracker, Update
 from tensortap.exceptions import InvalidConfigError
 from tensortap.hook._hook import Hook as BaseHook
@@ -174,6 +175,7 @@ class Hook(TrainerControls, BaseHook):
         self._loop = LoopFacts(self._recorder, self._registry, self._contain)
         self._config_watch = ConfigWatch(self.gather_config)  # the run's configuration
         self._outcome = OutcomeTap(self._recorder, self._save_outcome)
+        self._stages = StageMarks()  # the model the last trainer fit trained (fit_begins)
         events.attach(self)
 
     # -- registration --
@@ -442,6 +444,8 @@ class Hook(TrainerControls, BaseHook):
         recorder.touch()
         self._vitals.on_forward(args)
         if recorder.mode == ModeKeys.TRAIN:
+            if self._stages.due:  # the first TRAIN step of a fit of another model
+                self._stages.save(recorder)
             with self._converter.together(replicated=True):  # parameters: one per model
                 self._initial.before_update(self._registry.params, self._save_contained)
         self._tracker.on_forward()

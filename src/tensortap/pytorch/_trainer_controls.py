@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from tensortap.core._recorder import StepRecorder
+from tensortap.core._stages import StageMarks
 from tensortap.core._step_tracker import StepTracker
 from tensortap.pytorch._naming import unwrap
 from tensortap.pytorch._registry import Registry
@@ -34,6 +35,7 @@ class TrainerControls:
     _backward_losses: Callable[[torch.Tensor], None] | None
     _vitals: StepVitals
     _registry: Registry
+    _stages: StageMarks
 
     if TYPE_CHECKING:  # provided by the hook (stubs here would shadow them)
 
@@ -119,6 +121,15 @@ class TrainerControls:
         accumulation and scaled as the trainer reports it. The listener must not raise."""
         self._losses_on_request = True
         self._backward_losses = listener
+
+    def fit_begins(self, model: nn.Module) -> bool:
+        """A trainer begins fitting ``model``: True when this hook's last fit trained another
+        model (a fine-tuning after a pre-training in one process): a new stage of training,
+        marked at its first TRAIN step (``training_loop/stage``), where the rules that compare
+        losses over time start again. A fit of the same model again (resumed, rolled back,
+        trained on) is the same stage."""
+        with self._lock:
+            return self._stages.fit_begins(unwrap(model))
 
     def forward_starts(self, module: nn.Module) -> None:
         """Tell the hook a training or evaluation batch of ``module`` (registered) begins, for

@@ -8,7 +8,10 @@
   one begins, so that what the trainer logs right after it (learning rate, gradient norm) lands
   in it. An evaluation is one EVAL step holding the evaluation's metrics. TRAIN steps are
   numbered by the trainer's global step (a run resumed from a checkpoint continues them, in the
-  same trial: a new session), evaluations after the trial's last one.
+  same trial: a new session), evaluations after the trial's last one. A fit of another model
+  with the same hook (a fine-tuning after a pre-training in one process) is a new stage of
+  training (``training_loop/stage`` at its first step): its TRAIN steps go on after the trial's,
+  and the rules that compare losses over time start again there.
 - **The loss:** the step's loss over its micro-batches, as the trainer optimises and logs it
   (the adapter says how it is known), saved as ``loss`` in ``losses``; an evaluation's loss is
   ``loss`` in EVAL mode, so that TRAIN and EVAL losses compare (``Overfit``).
@@ -60,6 +63,7 @@ class TrainerSession:
         self._open: int | None = None  # the TRAIN step that ended but is kept open
         self._losses: list[torch.Tensor] = []
         self._shares = True
+        self._new_stage = False  # the fit started trains another model than the hook's last
 
     # -- lifecycle --
     def start(self, model: nn.Module, default_dir: str | os.PathLike[str]) -> Hook:
@@ -70,6 +74,7 @@ class TrainerSession:
             self.hook, self.owned = self._make_hook(default_dir)
         if not self.hook.watches(model):
             self.hook.register_module(model)
+        self._new_stage = self.hook.fit_begins(model)
         self.hook.stop_automatic_steps()
         self._schedule_losses_and_metrics(self.hook)
         return self.hook
@@ -107,9 +112,20 @@ class TrainerSession:
     def follow(self, trainer_step: int, source: str) -> None:
         """Training starts at the trainer's optimizer step ``trainer_step`` (its global step,
         restored from a checkpoint when resumed): TRAIN steps are numbered from it, so that
-        tensortap's step k stays the trainer's step k + 1 (see ``Hook.continue_at``)."""
-        if self.hook is not None:
-            self.hook.continue_at(int(trainer_step), ModeKeys.TRAIN, source)
+        tensortap's step k stays the trainer's step k + 1 (see ``Hook.continue_at``). Not in
+        a fit of another model than the hook's last (a new stage of training: its trainer
+        counts from 0 again, and the trial's steps go on)."""
+        if self.hook is None:
+            return
+        if self._new_stage:  # another model: its count starts again, the trial's goes on
+            logger.info(
+                "tensortap: a fit of another model begins a new stage of training; its TRAIN "
+                "steps continue the trial's count (%s is %d)",
+                source,
+                trainer_step,
+            )
+            return
+        self.hook.continue_at(int(trainer_step), ModeKeys.TRAIN, source)
 
     def finish(self) -> None:
         """At the end of training: close the open step; close the hook if it was made here."""
