@@ -11,7 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tensortap.rules import LossNotDecreasing, LossSpike, Overfit, Overtraining, invoke_rule
+import tensortap as tt
+from tensortap.rules import (
+    AccuracyAtChance,
+    ClassImbalance,
+    LossNotDecreasing,
+    LossSpike,
+    Overfit,
+    Overtraining,
+    invoke_rule,
+)
 from tensortap.rules._finding import Severity
 from tensortap.rules._invoker import RuleSummary, walk
 from tensortap.testing import TrialBuilder
@@ -71,5 +80,75 @@ def test_stages_are_judged_alike_step_by_step_and_in_bulk(
 ) -> None:
     trial = two_stages(tmp_path, marked=True)
     live, bulk = _summary(trial, cls, params, False), _summary(Trial(tmp_path), cls, params, True)
+    assert [f.to_dict() for f in live.findings] == [f.to_dict() for f in bulk.findings]
+    assert (live.status, live.judged) == (bulk.status, bulk.judged)
+
+
+def two_tasks(
+    path: Path, marked: bool, accuracy: tuple[float, float], train_steps: tuple[int, int]
+) -> Trial:
+    """A 10-class task, then a binary one, each of ``train_steps`` TRAIN steps (32 labels
+    each, predicted right), an evaluation pass of two batches of 100 every 10 TRAIN steps at
+    the task's ``accuracy``; the binary task's first step marked as a new stage with
+    ``marked``."""
+    rng = np.random.default_rng(0)
+    hook = tt.Hook(
+        path,
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["labels", "predictions", "training_loop"],
+    )
+    for task, (classes, acc, steps) in enumerate(zip((10, 2), accuracy, train_steps)):
+        for i in range(steps):
+            hook.set_mode(tt.modes.TRAIN)
+            if task and i == 0 and marked:
+                hook.save_tensor("training_loop/stage", np.asarray(1), "training_loop")
+            y = rng.integers(0, classes, 32)
+            hook.save_tensor("labels", y, collections="labels")
+            hook.save_tensor("predictions", y, collections="predictions")
+            hook.next_step()
+            if i % 10 == 9:
+                hook.set_mode(tt.modes.EVAL)
+                for _ in range(2):
+                    y = rng.integers(0, classes, 100)
+                    p = np.where(rng.random(100) < acc, y, (y + 1) % classes)
+                    hook.save_tensor("labels", y, collections="labels")
+                    hook.save_tensor("predictions", p, collections="predictions")
+                    hook.next_step()
+    hook.close()
+    return tt.create_trial(path)
+
+
+def test_a_new_tasks_labels_are_counted_apart_from_the_last_ones(tmp_path: Path) -> None:
+    """ClassImbalance: a balanced binary task after a balanced 10-class pre-training is not
+    "8 classes far rarer than 2" (its labels counted with the first task's)."""
+    steps = (30, 200)
+    unmarked = two_tasks(tmp_path / "unmarked", False, (0.9, 0.9), steps)
+    assert invoke_rule(ClassImbalance(unmarked)).triggered
+    marked = invoke_rule(ClassImbalance(two_tasks(tmp_path / "marked", True, (0.9, 0.9), steps)))
+    assert not marked.triggered, marked.findings
+
+
+def test_a_new_task_at_chance_is_not_the_last_tasks_fit_lost(tmp_path: Path) -> None:
+    """AccuracyAtChance: a second task at chance to the end (its labels shuffled) after a
+    first task learned well is "the labels do not follow from the inputs", not training on
+    too long (the first task's passes above chance are another model's)."""
+    args = ((0.9, 0.5), (40, 40))
+    unmarked = invoke_rule(AccuracyAtChance(two_tasks(tmp_path / "unmarked", False, *args)))
+    assert unmarked.gravest is not None and unmarked.gravest.details["cause"] == "overtraining"
+    marked = invoke_rule(AccuracyAtChance(two_tasks(tmp_path / "marked", True, *args)))
+    gravest = marked.gravest
+    assert gravest is not None and gravest.severity is Severity.PROBLEM
+    assert gravest.details["cause"] == "no_learnable_signal", gravest.message
+
+
+@pytest.mark.parametrize(
+    ("cls", "args"),
+    [(ClassImbalance, ((0.9, 0.9), (30, 200))), (AccuracyAtChance, ((0.9, 0.5), (40, 40)))],
+)
+def test_the_outcome_rules_stages_are_judged_alike_step_by_step_and_in_bulk(
+    tmp_path: Path, cls: type, args: tuple
+) -> None:
+    two_tasks(tmp_path, True, *args)
+    live, bulk = _summary(Trial(tmp_path), cls, {}, False), _summary(Trial(tmp_path), cls, {}, True)
     assert [f.to_dict() for f in live.findings] == [f.to_dict() for f in bulk.findings]
     assert (live.status, live.judged) == (bulk.status, bulk.judged)

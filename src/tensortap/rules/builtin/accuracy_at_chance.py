@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -18,7 +19,7 @@ from tensortap.rules.builtin._labels import (
     labels_and_predictions,
     regression_targets,
 )
-from tensortap.rules.builtin._series import pass_ends_at
+from tensortap.rules.builtin._series import Stages, pass_ends_at
 
 #: at least this many training labels saved before their shares are compared with a pass's
 _MIN_TRAIN = 30
@@ -108,10 +109,17 @@ class AccuracyAtChance(Rule):
         self._labels: list[np.ndarray] = []
         self._predictions: list[np.ndarray] = []
         self._regression: list[tuple[np.ndarray, np.ndarray]] = []  # (predicted, target)
+        self._names: list[str] = []
+        self._stages = Stages(base_trial)
+        self._stage_from = 0  # the TRAIN step the stage under way began at
+        self._start_stage()
+
+    def _start_stage(self) -> None:
+        """Judge passes from here (the run's start, or a new stage of training: another
+        model's fit, on another task whose chance and training labels are its own)."""
         self._train_sum, self._train_count = 0.0, 0  # of the training targets
         self._at_chance = 0  # passes in a row at chance
         self._judged = 0
-        self._names: list[str] = []
         self._train_steps = 0  # TRAIN steps walked
         self._train_labels = np.zeros(0, dtype=np.int64)  # TRAIN labels saved, by class
         self._pass_labels = np.zeros(0, dtype=np.int64)  # the last pass judged's, by class
@@ -127,14 +135,20 @@ class AccuracyAtChance(Rule):
 
     def invoke_at_step(self, step: int) -> bool:
         mode = step_mode(self.base_trial, step)[0]
+        if self._stages.entered(step):
+            stage_from = self.base_trial.mode_step(step)
+            if self._labels or self._regression:  # the stage before's last pass, read live
+                try:
+                    return self._judge_pass(step, ends_here=False)
+                finally:
+                    self._stage_from = stage_from
+                    self._start_stage()
+                    if mode is ModeKeys.TRAIN:
+                        self._walk_train(step)
+            self._stage_from = stage_from
+            self._start_stage()
         if mode is ModeKeys.TRAIN:
-            self._train_steps += 1
-            found = regression_targets(self.base_trial, step)
-            if found is not None:  # the training targets' mean: the constant to beat
-                self._train_sum += float(np.sum(found[1], dtype=np.float64))
-                self._train_count += found[1].size
-            else:
-                self._count_train_labels(step)
+            self._walk_train(step)
         if mode is not ModeKeys.EVAL:
             if self._labels or self._regression:
                 # the pass's last step was read before any later step was published (a live
@@ -156,6 +170,16 @@ class AccuracyAtChance(Rule):
         if not pass_ends_at(self.base_trial, step):
             raise self.skip("the evaluation pass goes on")
         return self._judge_pass(step)
+
+    def _walk_train(self, step: int) -> None:
+        """A TRAIN step: count it, and its training targets or labels."""
+        self._train_steps += 1
+        found = regression_targets(self.base_trial, step)
+        if found is not None:  # the training targets' mean: the constant to beat
+            self._train_sum += float(np.sum(found[1], dtype=np.float64))
+            self._train_count += found[1].size
+        else:
+            self._count_train_labels(step)
 
     def invoke_at_end(self, last_step: int) -> bool | None:
         """The evaluation pass that ended the run, when it was read live (its end was not known
@@ -247,7 +271,7 @@ class AccuracyAtChance(Rule):
         if train.sum() < _MIN_TRAIN or np.count_nonzero(train) < 2:
             return None
         last, values = self._last_losses()
-        if len(values) < _END_VALUES or last < _MIN_STEPS:
+        if len(values) < _END_VALUES or last - self._stage_from < _MIN_STEPS:
             return None
         final = float(np.median(values))
         if not math.isfinite(final):
@@ -406,6 +430,7 @@ class AccuracyAtChance(Rule):
             return -1, []
         tensor = trial.tensor(_LOSS)
         steps = tensor.steps(mode=ModeKeys.TRAIN)
+        steps = steps[bisect.bisect_left(steps, self._stage_from) :]  # this stage's
         if not steps:
             return -1, []
         if self._losses is None or self._losses[0] != steps[-1]:

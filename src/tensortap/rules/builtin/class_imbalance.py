@@ -29,6 +29,7 @@ from tensortap.rules.builtin._samples import (
     model_input,
     predicts_tokens,
 )
+from tensortap.rules.builtin._series import Stages
 
 #: A class whose error rate fell this much since it was first seen given up is being learned.
 _LEARNING = 0.1
@@ -152,11 +153,17 @@ class ClassImbalance(Rule):
         self.samples = samples
         self.argmax = argmax
         self.labels_regex, self.predictions_regex = labels_regex, predictions_regex
+        self._tokens = ConfigFact(base_trial, predicts_tokens)  # why the labels are tokens
+        self._stages = Stages(base_trial)
+        self._start_stage()
+
+    def _start_stage(self) -> None:
+        """Count labels from here (the run's start, or a new stage of training: another
+        model's fit, on another task with classes of its own)."""
         self._seen: dict[ModeKeys, _Labels] = {}
         self._trained = 0  # labels trained on so far (TRAIN steps times their batch)
         self._last_train: int | None = None  # the TRAIN step they were counted to
         self._distinct = DistinctByClass(cap=_DISTINCT_CAP)  # training samples by class
-        self._tokens = ConfigFact(base_trial, predicts_tokens)  # why the labels are tokens
         # the last window judged before the run's end was known, and whether a class given up
         # on there waited only for the run to be long enough (judged again at the end)
         self._last_judged: tuple[ModeKeys, _Labels, np.ndarray, np.ndarray, list[str]] | None
@@ -179,6 +186,8 @@ class ClassImbalance(Rule):
                 f"{tokens}: a vocabulary's tokens are rare by nature and some cannot be "
                 "predicted from what comes before, so they are not judged as classes"
             )
+        if self._stages.entered(step):
+            self._start_stage()
         mode = self.base_trial.mode(step)
         mode = ModeKeys.TRAIN if mode == ModeKeys.GLOBAL else mode
         bad = self._nonfinite_scores(step)
