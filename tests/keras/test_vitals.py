@@ -343,6 +343,13 @@ def test_a_fit_of_another_model_or_loss_starts_a_stage(tmp_path: Path) -> None:
     fit(second, keras.losses.BinaryCrossentropy(True), binary)  # 8-11: the same loss
     fit(second, keras.losses.MeanSquaredError(), binary)  # 12-15: stage 2
     hook.close()
-    stage = tt.create_trial(tmp_path / "t").tensor("training_loop/stage")
+    trial = tt.create_trial(tmp_path / "t")
+    stage = trial.tensor("training_loop/stage")
     assert stage.steps(mode=TRAIN) == [4, 12]
     assert [int(stage.value(s, mode=TRAIN)) for s in stage.steps(mode=TRAIN)] == [1, 2]
+    # each model's kernel before an update of its own, once: the first model's at step 0,
+    # the second's at its first step that saves weights (every 10th)
+    initial = sorted(
+        trial.tensor(n).steps(mode=TRAIN) for n in trial.tensor_names(collection="initial_weights")
+    )
+    assert initial == [[0], [10]], initial

@@ -383,7 +383,7 @@ def test_a_fit_of_another_model_with_the_same_hook_is_a_new_stage(tmp_path: Path
     model is not (see the memory rollback tests)."""
     hook = tt.pytorch.Hook(
         tmp_path / "t",
-        include_collections=["losses", "training_loop"],
+        include_collections=["losses", "training_loop", "weights"],
         save_config=tt.SaveConfig(save_interval=1),
         auto_step=False,
     )
@@ -402,3 +402,8 @@ def test_a_fit_of_another_model_with_the_same_hook_is_a_new_stage(tmp_path: Path
     for step in range(4, 8):  # the second model's losses, at its own steps
         want = np.mean(second.losses[2 * (step - 4) : 2 * (step - 4) + 2])
         assert trial.tensor("loss").value(step, mode=tt.modes.TRAIN) == pytest.approx(want)
+    # each model's weights before its first update, once (the first model's at its first fit)
+    initial = {n: trial.tensor(n).steps(mode=tt.modes.TRAIN) for n in trial.tensor_names()
+               if n.startswith("initial/")}  # fmt: skip
+    weights = len([p for p in first.parameters() if p.dim() > 1])
+    assert sorted(initial.values()) == [[0]] * weights + [[4]] * weights, initial

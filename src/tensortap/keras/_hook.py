@@ -93,6 +93,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._initial_saved = CollectionKeys.WEIGHTS not in self._recorder.include_collections
         if not self._initial_saved:
             self._recorder.include_collection(INITIAL_WEIGHTS)
+        self._initial_names: set[str] = set()  # the weights snapshotted (_save_initial)
         self._readers: dict[tuple[tuple[int, ...], ...], Any] = {}  # compiled readers (_read_all)
         self._host_reads = 0  # reads of the model's values (_read_all calls): one per due step
         self._tape_open = False  # a wrap_tape() step is in progress
@@ -141,10 +142,12 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             self._vitals.ring_began()
         if self._gradients.flag is not None:
             self._guard_event(self._gradients.set_due)
-        if not self._initial_saved:
-            self._guard_event(self._save_initial)
         if self._stages.due:
             self._guard_event(self._stages.save, self._recorder)
+            # and the new model's weights before their first update
+            self._initial_saved = CollectionKeys.WEIGHTS not in self._recorder.include_collections
+        if not self._initial_saved:
+            self._guard_event(self._save_initial)
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         if self._vitals.ring is not None:
@@ -335,7 +338,8 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
 
     def _save_initial(self) -> None:
         """At the first TRAIN batch that saves ``weights``, before its update: the trainable
-        weights as ``initial/<name>`` (``initial_weights``), as the PyTorch and JAX hooks do."""
+        weights as ``initial/<name>`` (``initial_weights``), as the PyTorch and JAX hooks do;
+        at a new stage of training, those of the new model not snapshotted before."""
         model = self.model
         if model is None or not self._recorder.is_collection_due(CollectionKeys.WEIGHTS):
             return
@@ -343,8 +347,9 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         due: list[tuple[str, Any, Any]] = []
         for variable in model.trainable_weights:
             name = self.variable_name(variable)
-            if name.endswith("bias"):
-                continue  # the rules judge the updates of weights
+            if name.endswith("bias") or name in self._initial_names:
+                continue  # the rules judge the updates of weights; each is snapshotted once
+            self._initial_names.add(name)
             plan = self._recorder.begin(INITIAL_PREFIX + name, [INITIAL_WEIGHTS])
             if plan is not None:
                 due.append((INITIAL_PREFIX + name, plan, variable))

@@ -446,6 +446,7 @@ class Hook(TrainerControls, BaseHook):
         if recorder.mode == ModeKeys.TRAIN:
             if self._stages.due:  # the first TRAIN step of a fit of another model
                 self._stages.save(recorder)
+                self._initial.again()  # and its weights before their first update
             with self._converter.together(replicated=True):  # parameters: one per model
                 self._initial.before_update(self._registry.params, self._save_contained)
         self._tracker.on_forward()

@@ -5,7 +5,8 @@ Weights are saved after each step's update, so the first saved step already hold
 weights and nothing shows how far that first update moved them (smdebug saved parameters
 before the update, in a forward pre-hook). At the first step whose ``weights`` are due, the
 hook also saves every trained weight as it is *before* that step's update, as
-``initial/<name>`` in the ``initial_weights`` collection, once.
+``initial/<name>`` in the ``initial_weights`` collection, once; at a new stage of training
+(a trainer's fit of another model: ``core._stages``), the weights not snapshotted before.
 """
 
 from __future__ import annotations
@@ -20,13 +21,20 @@ from tensortap.core._recorder import StepRecorder
 
 
 class InitialWeights:
-    """Saves the snapshot once (see the module docstring)."""
+    """Saves the snapshot once, and at a new stage of training the weights of models not
+    snapshotted yet (see the module docstring)."""
 
     def __init__(self, recorder: StepRecorder) -> None:
         self.recorder = recorder
-        self.saved = False
-        if CollectionKeys.WEIGHTS in recorder.include_collections:
+        self.due = CollectionKeys.WEIGHTS in recorder.include_collections
+        self._names: set[str] = set()  # the weights snapshotted
+        if self.due:
             recorder.include_collection(INITIAL_WEIGHTS)
+
+    def again(self) -> None:
+        """A new stage of training (a fit of another model) begins: the weights not
+        snapshotted yet (the new model's) are, at its first step that saves weights."""
+        self.due = CollectionKeys.WEIGHTS in self.recorder.include_collections
 
     def before_update(
         self,
@@ -34,9 +42,12 @@ class InitialWeights:
         save: Callable[[str, torch.Tensor, tuple[str, ...]], None],
     ) -> None:
         """Called as a training step's forward begins: save the snapshot if it is due."""
-        if self.saved or not self.recorder.is_collection_due(CollectionKeys.WEIGHTS):
+        if not self.due or not self.recorder.is_collection_due(CollectionKeys.WEIGHTS):
             return
-        self.saved = True
+        self.due = False
         for name, param, collections in params:
-            if param.requires_grad and CollectionKeys.WEIGHTS in collections:
+            if name in self._names or not param.requires_grad:
+                continue
+            if CollectionKeys.WEIGHTS in collections:
+                self._names.add(name)
                 save(INITIAL_PREFIX + name, param, (INITIAL_WEIGHTS,))
