@@ -6,6 +6,7 @@ when an ``s3://`` location is opened)."""
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -145,5 +146,27 @@ def test_zero_code_change_attaches_without_importing_unused_frameworks() -> None
         "print(loaded)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_an_attached_script_pays_for_the_frameworks_it_imports_only(tmp_path) -> None:
+    """``tensortap run`` enables every installed framework's attachment before the script runs:
+    none imports its framework (PyTorch took seconds and hundreds of MB from every JAX, Keras
+    and XGBoost script); each attaches when the script imports it (tests/pytorch/test_attach.py
+    checks that a model is still found)."""
+    config = tmp_path / "hook.json"
+    config.write_text(json.dumps({"out_dir": str(tmp_path / "t")}))
+    script = tmp_path / "train.py"
+    script.write_text(
+        f"import sys\nprint(sorted({FRAMEWORKS!r} & {{m.split('.')[0] for m in sys.modules}}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tensortap.attach", "--config", str(config), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

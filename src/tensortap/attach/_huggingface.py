@@ -32,7 +32,7 @@ def enable(config: HookConfig | None = None) -> None:
 
 
 def _patch(module: ModuleType) -> None:
-    from tensortap.attach._pytorch import on_functional_loss
+    from tensortap.attach._torch_discovery import on_functional_loss
     from tensortap.huggingface._callback import TensortapCallback
     from tensortap.huggingface._checkpoint_guard import guard_trainer
     from tensortap.huggingface._outcome import patch_label_smoother

@@ -1,8 +1,8 @@
-"""Zero code change: find the models, losses, optimizers and scalers of a script that never
-imports tensortap.
+"""Zero code change for PyTorch, once the script imported torch (see :mod:`._pytorch`): find
+the models, losses, optimizers and scalers of a script that never imports tensortap.
 
-:func:`enable` (called by ``python -m tensortap.attach``) installs a global module forward
-pre-hook. The first time a module that no hook knows is called from outside any known module:
+:func:`attach` installs a global module forward pre-hook. The first time a module that no hook
+knows is called from outside any known module:
 
 - a loss module (``nn.modules.loss._Loss``) is registered with ``register_loss``;
 - a module with parameters is registered as a model (its submodules become known);
@@ -91,7 +91,7 @@ class _Discovery:
             hook.register_grad_scaler(scaler)
 
 
-def enable(config: HookConfig) -> None:
+def attach(config: HookConfig) -> None:
     """Attach to every model the process runs (once per process)."""
     global _state
     if _state is not None:
