@@ -18,7 +18,7 @@ ROOT = Path(__file__).parents[2]
 from bench import bench_long  # noqa: E402
 
 
-@pytest.mark.parametrize("name", ["grid-40x3", "reference-25"])
+@pytest.mark.parametrize("name", ["grid-40x3", "reference-25", "wide-3x50"])
 def test_both_tools_get_the_same_values(tmp_path: Path, name: str) -> None:
     from tensorboard.backend.event_processing import event_accumulator as ea
 
@@ -44,14 +44,16 @@ def test_both_tools_get_the_same_values(tmp_path: Path, name: str) -> None:
 @pytest.mark.slow
 def test_the_benchmark_reads_and_reports_every_run(tmp_path: Path) -> None:
     cmd = [sys.executable, str(ROOT / "bench" / "bench_long.py"), "--out", str(tmp_path)]
-    cmd += ["--runs", "grid-30x4,reference-20,wide-3x50,paced-30x4", "--measures", "read,report"]
+    # two kinds (each run's reads start TensorBoard's reader afresh: ~12 s a run); the
+    # reference and wide writers are read by test_both_tools_get_the_same_values
+    cmd += ["--runs", "grid-30x4,paced-30x4", "--measures", "read,report"]
     cmd += ["--repeat", "1"]
     env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     (found,) = tmp_path.glob("results-*.json")
     doc = json.loads(found.read_text())
-    runs = ["grid-30x4", "reference-20", "wide-3x50", "paced-30x4"]
+    runs = ["grid-30x4", "paced-30x4"]
     assert [r["run"] for r in doc["runs"]] == runs
     for run in doc["runs"]:
         reads = run["read"]
