@@ -2,9 +2,9 @@
 attachment (XGBoost, PyTorch, Keras, JAX, Hugging Face Trainer, Lightning): unmodified scripts
 run as jobs with a budget so small that every measured saving step is over it
 (``--save-budget 1e-9``: deterministic, whatever the machine's speed) save fewer tensor steps
-than with ``--save-budget off``, keep the first five saving steps and the configured interval's
-multiples, save the vital signs every step, and say what they did in the trial, the job's events
-and the summary."""
+than the job's every 10th step (which ``--save-budget off`` saves exactly, checked in PyTorch),
+keep the first five saving steps and the configured interval's multiples, save the vital signs
+every step, and say what they did in the trial, the job's events and the summary."""
 
 from __future__ import annotations
 
@@ -78,11 +78,13 @@ def test_a_job_under_a_tiny_save_budget_saves_fewer_tensor_steps_and_says_so(
     if framework == "keras":
         pytest.importorskip("tensorflow")
     command, collection, steps = SCRIPTS[framework]
-    out, record = _run(tmp_path / "off", "off", command)
-    every, vitals, events = _saved_steps(record, collection)
-    assert every[:10] == list(range(0, 100, 10)) and not events  # the job's every 10th
-    assert vitals >= steps - 1
-    assert "save budget" not in out
+    every = list(range(0, steps, 10))  # the job's every 10th step
+    if framework == "pytorch":  # the budget off, in one framework: that schedule, no event
+        out, record = _run(tmp_path / "off", "off", command)
+        saved, vitals, events = _saved_steps(record, collection)
+        assert saved == every and not events
+        assert vitals >= steps - 1
+        assert "save budget" not in out
     out, record = _run(tmp_path / "tiny", TINY, command)
     budgeted, vitals, events = _saved_steps(record, collection)
     assert budgeted[:5] == every[:5]  # the first five saving steps kept as configured
