@@ -63,7 +63,10 @@ class TrainerSession:
         self._open: int | None = None  # the TRAIN step that ended but is kept open
         self._losses: list[torch.Tensor] = []
         self._shares = True
-        self._new_stage = False  # the fit started trains another model than the hook's last
+        # TRAIN steps before this session's model began training with the hook (a new stage
+        # of training: another model than the hook's last fit), which its trainer's count
+        # starts after
+        self._offset = 0
 
     # -- lifecycle --
     def start(self, model: nn.Module, default_dir: str | os.PathLike[str]) -> Hook:
@@ -74,7 +77,8 @@ class TrainerSession:
             self.hook, self.owned = self._make_hook(default_dir)
         if not self.hook.watches(model):
             self.hook.register_module(model)
-        self._new_stage = self.hook.fit_begins(model)
+        if self.hook.fit_begins(model):  # another model: a new stage, numbered on
+            self._offset = self.hook.recorder.counts().get(ModeKeys.TRAIN, 0)
         self.hook.stop_automatic_steps()
         self._schedule_losses_and_metrics(self.hook)
         return self.hook
@@ -112,20 +116,11 @@ class TrainerSession:
     def follow(self, trainer_step: int, source: str) -> None:
         """Training starts at the trainer's optimizer step ``trainer_step`` (its global step,
         restored from a checkpoint when resumed): TRAIN steps are numbered from it, so that
-        tensortap's step k stays the trainer's step k + 1 (see ``Hook.continue_at``). Not in
-        a fit of another model than the hook's last (a new stage of training: its trainer
-        counts from 0 again, and the trial's steps go on)."""
-        if self.hook is None:
-            return
-        if self._new_stage:  # another model: its count starts again, the trial's goes on
-            logger.info(
-                "tensortap: a fit of another model begins a new stage of training; its TRAIN "
-                "steps continue the trial's count (%s is %d)",
-                source,
-                trainer_step,
-            )
-            return
-        self.hook.continue_at(int(trainer_step), ModeKeys.TRAIN, source)
+        tensortap's step k stays the trainer's step k + 1 (see ``Hook.continue_at``). In a fit
+        of another model than the hook's last (a new stage of training, whose trainer counts
+        from 0 again), they are numbered on after the steps before it: step k + offset."""
+        if self.hook is not None:
+            self.hook.continue_at(int(trainer_step) + self._offset, ModeKeys.TRAIN, source)
 
     def finish(self) -> None:
         """At the end of training: close the open step; close the hook if it was made here."""
