@@ -240,9 +240,9 @@ def test_an_eager_steps_tap_compiles_nothing_new_at_each_step() -> None:
 
     compiles: list[str] = []
 
-    def listen(name: str, secs: float, **kwargs: object) -> None:
-        if name.endswith("backend_compile_duration"):
-            compiles.append(name)
+    def listen(event: str, duration_secs: float, **kwargs: str | int) -> None:
+        if event.endswith("backend_compile_duration"):
+            compiles.append(event)
 
     jax.monitoring.register_event_duration_secs_listener(listen)
     params = {"w": jnp.ones((4, 3))}
