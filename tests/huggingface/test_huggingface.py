@@ -402,20 +402,29 @@ def test_a_run_resumed_from_its_checkpoint_continues_the_trainers_steps(tmp_path
     assert second.pid == first.pid and second.started >= first.started
 
 
-def test_a_trainer_of_another_model_with_the_same_hook_is_a_new_stage(tmp_path: Path) -> None:
-    """Two Trainers of two models in one process with one hook (the job's, under ``tensortap
-    run``): the second is a new stage of training, marked at its first TRAIN step; its steps
-    go on after the first's (its global_step starts at 0 again: not a rollback)."""
-    hook = tt.pytorch.Hook(
-        tmp_path / "t",
+@pytest.mark.parametrize("hooks", ["given", "own"])
+def test_a_trainer_of_another_model_in_one_process_is_a_new_stage(
+    tmp_path: Path, hooks: str
+) -> None:
+    """Two Trainers of two models in one process, with one hook given to both or each
+    callback making its own in one directory (as under ``tensortap run``): the second is a new
+    stage of training, marked at its first TRAIN step; its steps go on after the first's (its
+    global_step starts at 0 again: not a rollback)."""
+    settings: dict[str, Any] = dict(
         include_collections=["losses", "training_loop"],
         save_config=tt.SaveConfig(save_interval=1),
-        auto_step=False,
+    )
+    hook = (
+        tt.pytorch.Hook(tmp_path / "t", auto_step=False, **settings) if hooks == "given" else None
     )
     for out in ("pretrain", "finetune"):
-        trainer = _trainer(tmp_path / out, [TensortapCallback(hook=hook)], eval_strategy="no")
+        callback = (
+            TensortapCallback(hook=hook) if hook else TensortapCallback(tmp_path / "t", **settings)
+        )
+        trainer = _trainer(tmp_path / out, [callback], eval_strategy="no")
         trainer.train()
-    hook.close()
+    if hook:
+        hook.close()
     trial = tt.create_trial(tmp_path / "t")
     assert trial.tensor("loss").steps(mode=tt.modes.TRAIN) == list(range(12))
     logged = _logged(trainer, "loss")  # the second Trainer's, by its global step
@@ -424,5 +433,6 @@ def test_a_trainer_of_another_model_with_the_same_hook_is_a_new_stage(tmp_path: 
         assert value == pytest.approx(logged[step - 6], rel=1e-5)
     stage = trial.tensor("training_loop/stage")
     assert stage.steps(mode=tt.modes.TRAIN) == [6]
-    (session,) = trial.sessions()
-    assert session.rolled_back == ()
+    sessions = trial.sessions()
+    assert len(sessions) == (1 if hook else 2)
+    assert all(s.rolled_back == () for s in sessions)

@@ -375,35 +375,46 @@ def test_a_fit_resumed_from_an_older_checkpoint_counts_its_steps_again(tmp_path:
     assert loss.value(earlier) == pytest.approx(np.mean(first_fit.losses[8:10]), rel=1e-5)
 
 
-def test_a_fit_of_another_model_with_the_same_hook_is_a_new_stage(tmp_path: Path) -> None:
-    """A fine-tuning after a pre-training in one process (the job's hook, or one given to
-    both callbacks): the second model's fit is a new stage, marked at its first TRAIN step,
-    whose steps go on after the first fit's (its Trainer counts from 0 again: not a rollback).
-    A third fit, of the first model again, is another stage; a rollback's fit of the same
-    model is not (see the memory rollback tests)."""
-    hook = tt.pytorch.Hook(
-        tmp_path / "t",
+@pytest.mark.parametrize("hooks", ["given", "own"])
+def test_a_fit_of_another_model_in_one_process_is_a_new_stage(tmp_path: Path, hooks: str) -> None:
+    """A fine-tuning after a pre-training in one process: the second model's fit is a new
+    stage, marked at its first TRAIN step, whose steps go on after the first fit's (its Trainer
+    counts from 0 again: not a rollback). A third fit, of the first model again, is another
+    stage; a rollback's fit of the same model is not (see the memory rollback tests), nor a fit
+    resumed from a checkpoint into a new model object (the resume tests above). With one hook
+    given to every callback, and with each callback making its own in the same directory (as
+    under ``tensortap run``: each fit's hook closes when it ends, and the next is a new session
+    of the trial)."""
+    settings: dict[str, Any] = dict(
         include_collections=["losses", "training_loop", "weights"],
         save_config=tt.SaveConfig(save_interval=1),
-        auto_step=False,
+    )
+    hook = (
+        tt.pytorch.Hook(tmp_path / "t", auto_step=False, **settings) if hooks == "given" else None
     )
     torch.manual_seed(0)
     first, second = Recording(0.5), Recording(0.1)
     for module in (first, second, first):
-        _fit(tmp_path, module, TensortapCallback(hook=hook), val_check_interval=None)
-    hook.close()
+        callback = (
+            TensortapCallback(hook=hook) if hook else TensortapCallback(tmp_path / "t", **settings)
+        )
+        _fit(tmp_path, module, callback, val_check_interval=None)
+    if hook:
+        hook.close()
     trial = tt.create_trial(tmp_path / "t")
     assert trial.tensor("loss").steps(mode=tt.modes.TRAIN) == list(range(12))  # 4 a fit
     stage = trial.tensor("training_loop/stage")
     assert stage.steps(mode=tt.modes.TRAIN) == [4, 8]
     assert [int(stage.value(s, mode=tt.modes.TRAIN)) for s in (4, 8)] == [1, 2]
-    (session,) = trial.sessions()
-    assert session.rolled_back == ()  # no step counted twice
+    sessions = trial.sessions()
+    assert len(sessions) == (1 if hook else 3)
+    assert all(s.rolled_back == () for s in sessions)  # no step counted twice
     for step in range(4, 8):  # the second model's losses, at its own steps
         want = np.mean(second.losses[2 * (step - 4) : 2 * (step - 4) + 2])
         assert trial.tensor("loss").value(step, mode=tt.modes.TRAIN) == pytest.approx(want)
-    # each model's weights before its first update, once (the first model's at its first fit)
-    initial = {n: trial.tensor(n).steps(mode=tt.modes.TRAIN) for n in trial.tensor_names()
-               if n.startswith("initial/")}  # fmt: skip
-    weights = len([p for p in first.parameters() if p.dim() > 1])
-    assert sorted(initial.values()) == [[0]] * weights + [[4]] * weights, initial
+    if hook:  # each model's weights before its first update, once (a session's hook
+        # snapshots what it trains at its first step that saves weights)
+        initial = {n: trial.tensor(n).steps(mode=tt.modes.TRAIN) for n in trial.tensor_names()
+                   if n.startswith("initial/")}  # fmt: skip
+        weights = len([p for p in first.parameters() if p.dim() > 1])
+        assert sorted(initial.values()) == [[0]] * weights + [[4]] * weights, initial

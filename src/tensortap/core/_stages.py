@@ -9,11 +9,14 @@ begins; the first TRAIN step after a fit of another model (or of the same one on
 task, where the framework says what the task is: a Keras model compiled again with another
 loss) saves the training-loop fact ``stage`` (:data:`tensortap.core._collections.STAGE`), its
 number from 1. A fit of the same model again (more epochs, a resume, a rollback) is the same
-stage.
+stage. The marks are the process's for each trial and worker (:func:`stage_marks_for`): a
+trainer callback that made its own hook closes it when its fit ends, and the next ``Trainer``
+makes another for the same trial (a new session) that must still know the last fit's model.
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
 from typing import Any
 
@@ -36,17 +39,20 @@ class StageMarks:
 
     def fit_begins(self, model: Any, task: str = "") -> bool:
         """A fit of ``model`` (on ``task``, where the framework says) begins: True when it is
-        another model, or another task, than the last fit's (a new stage, saved at the next
-        TRAIN step: :meth:`save`)."""
-        new = self._model_id is not None and (not self._same(model) or task != self._task)
+        another model, or another task, than the last fit's. The caller decides whether that
+        begins a new stage (:meth:`begin`): a trainer resuming a checkpoint into a new model
+        object goes on with the same stage."""
+        another = self._model_id is not None and (not self._same(model) or task != self._task)
         try:
             self._model, self._model_id = weakref.ref(model), id(model)
         except TypeError:  # not weakly referenceable: known by its address alone
             self._model, self._model_id = None, id(model)
         self._task = task
-        if new:
-            self.due = True
-        return new
+        return another
+
+    def begin(self) -> None:
+        """A new stage of training begins: saved at the next TRAIN step (:meth:`save`)."""
+        self.due = True
 
     def _same(self, model: Any) -> bool:
         if self._model is not None:
@@ -62,3 +68,14 @@ class StageMarks:
             return
         plan = recorder.begin(STAGE, [TRAINING_LOOP]) or RAW_PLAN
         recorder.put(STAGE, records_from_array(STAGE, np.asarray(self.number), plan))
+
+
+_SHARED: dict[tuple[str, str], StageMarks] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def stage_marks_for(trial: str, worker: str) -> StageMarks:
+    """The stage marks of ``worker`` writing ``trial`` in this process, shared by every hook
+    that writes there (each session of the trial in turn)."""
+    with _SHARED_LOCK:
+        return _SHARED.setdefault((trial, worker), StageMarks())

@@ -44,7 +44,7 @@ from tensortap.core._collections import (
 from tensortap.core._dtypes import as_saveable_array
 from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import records_from_array
-from tensortap.core._stages import StageMarks
+from tensortap.core._stages import stage_marks_for
 from tensortap.core._vitals import VITALS
 from tensortap.exceptions import InvalidTensorError
 from tensortap.hook._hook import Hook, HookOptions, HookStatus, OutDir
@@ -106,7 +106,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._recorder.add_step_end_callback(self._tape_step_end)
         # the model (and its compiled loss) the last fit trained: a fit of another one starts
         # a new stage, saved at its first TRAIN batch (see _note_stage)
-        self._stages = StageMarks()
+        self._stages = stage_marks_for(self.out_dir, self.worker)
 
     # -- Keras callback API --
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
@@ -363,8 +363,10 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         with another loss (a pre-trained encoder under a new head for a second task), starts
         a new stage of training: its losses are not comparable with the stage's before."""
         model = self.model
-        if model is not None:
-            self._stages.fit_begins(model, _loss_key(getattr(model, "loss", None)))
+        if model is not None and self._stages.fit_begins(
+            model, _loss_key(getattr(model, "loss", None))
+        ):
+            self._stages.begin()
 
     def _save_frozen(self, model: Any) -> None:
         """The weights of layers set ``trainable = False`` (not those Keras never trains, such

@@ -30,7 +30,7 @@ from tensortap.core._modes import ModeKeys
 from tensortap.core._outcome import OUTCOME_NAMES
 from tensortap.core._recorder import RAW_PLAN, records_from_array
 from tensortap.core._reduction_config import ReductionConfig
-from tensortap.core._stages import StageMarks
+from tensortap.core._stages import stage_marks_for
 from tensortap.core._step_tracker import StepTracker, Update
 from tensortap.exceptions import InvalidConfigError
 from tensortap.hook._hook import Hook as BaseHook
@@ -175,7 +175,8 @@ class Hook(TrainerControls, BaseHook):
         self._loop = LoopFacts(self._recorder, self._registry, self._contain)
         self._config_watch = ConfigWatch(self.gather_config)  # the run's configuration
         self._outcome = OutcomeTap(self._recorder, self._save_outcome)
-        self._stages = StageMarks()  # the model the last trainer fit trained (fit_begins)
+        # the model the last trainer fit of this trial trained (fit_begins), in any session
+        self._stages = stage_marks_for(self.out_dir, self.worker)
         events.attach(self)
 
     # -- registration --

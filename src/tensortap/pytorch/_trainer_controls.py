@@ -123,13 +123,19 @@ class TrainerControls:
         self._backward_losses = listener
 
     def fit_begins(self, model: nn.Module) -> bool:
-        """A trainer begins fitting ``model``: True when this hook's last fit trained another
-        model (a fine-tuning after a pre-training in one process): a new stage of training,
-        marked at its first TRAIN step (``training_loop/stage``), where the rules that compare
-        losses over time start again. A fit of the same model again (resumed, rolled back,
-        trained on) is the same stage."""
+        """A trainer begins fitting ``model``: True when the last fit of this hook's trial and
+        worker in this process (any session's) trained another model. Whether that begins a
+        new stage is the trainer's to say (:meth:`begin_stage`): a fit from its first step
+        does (a fine-tuning after a pre-training), a resumed one does not."""
         with self._lock:
             return self._stages.fit_begins(unwrap(model))
+
+    def begin_stage(self) -> None:
+        """A new stage of training begins (a fit of another model from its first step): the
+        training-loop fact ``stage`` is saved at its first TRAIN step, where the rules that
+        compare losses over time start again."""
+        with self._lock:
+            self._stages.begin()
 
     def forward_starts(self, module: nn.Module) -> None:
         """Tell the hook a training or evaluation batch of ``module`` (registered) begins, for

@@ -67,6 +67,7 @@ class TrainerSession:
         # of training: another model than the hook's last fit), which its trainer's count
         # starts after
         self._offset = 0
+        self._another = False  # the fit started trains another model than the trial's last
 
     # -- lifecycle --
     def start(self, model: nn.Module, default_dir: str | os.PathLike[str]) -> Hook:
@@ -77,8 +78,7 @@ class TrainerSession:
             self.hook, self.owned = self._make_hook(default_dir)
         if not self.hook.watches(model):
             self.hook.register_module(model)
-        if self.hook.fit_begins(model):  # another model: a new stage, numbered on
-            self._offset = self.hook.recorder.counts().get(ModeKeys.TRAIN, 0)
+        self._another = self.hook.fit_begins(model)  # a new stage unless resumed (follow)
         self.hook.stop_automatic_steps()
         self._schedule_losses_and_metrics(self.hook)
         return self.hook
@@ -117,10 +117,20 @@ class TrainerSession:
         """Training starts at the trainer's optimizer step ``trainer_step`` (its global step,
         restored from a checkpoint when resumed): TRAIN steps are numbered from it, so that
         tensortap's step k stays the trainer's step k + 1 (see ``Hook.continue_at``). In a fit
-        of another model than the hook's last (a new stage of training, whose trainer counts
-        from 0 again), they are numbered on after the steps before it: step k + offset."""
-        if self.hook is not None:
-            self.hook.continue_at(int(trainer_step) + self._offset, ModeKeys.TRAIN, source)
+        of another model than the trial's last, from its first step (a new stage of training,
+        whose trainer counts from 0 again), they are numbered on after the steps before it:
+        step k + offset. A fit of another model object resumed from a checkpoint (a trainer
+        step above 0) is the same run going on."""
+        hook = self.hook
+        if hook is None:
+            return
+        if self._another:  # another model than the last fit's: a stage of its own, unless
+            self._another = False  # its trainer resumed a checkpoint (the same run goes on)
+            self._offset = 0
+            if trainer_step == 0:
+                hook.begin_stage()
+                self._offset = hook.recorder.counts().get(ModeKeys.TRAIN, 0)
+        hook.continue_at(int(trainer_step) + self._offset, ModeKeys.TRAIN, source)
 
     def finish(self) -> None:
         """At the end of training: close the open step; close the hook if it was made here."""
