@@ -152,3 +152,29 @@ def test_the_outcome_rules_stages_are_judged_alike_step_by_step_and_in_bulk(
     live, bulk = _summary(Trial(tmp_path), cls, {}, False), _summary(Trial(tmp_path), cls, {}, True)
     assert [f.to_dict() for f in live.findings] == [f.to_dict() for f in bulk.findings]
     assert (live.status, live.judged) == (bulk.status, bulk.judged)
+
+
+def test_a_weight_name_that_holds_another_models_weight_is_not_an_update(tmp_path: Path) -> None:
+    """Two models of different sizes fitted one after the other (a new stage) name their
+    weights alike (``net.0.weight``): the rules that compare a weight with its previous saved
+    step compare like with like. WeightUpdateRatio raised a broadcast error on a stranger's
+    healthy script (shapes (128, 30) and (8, 30)), UnchangedTensor too."""
+    from tensortap.rules import UnchangedTensor, WeightUpdateRatio
+
+    rng = np.random.default_rng(0)
+    builder = TrialBuilder(tmp_path)
+    weights = {"net.0.weight": "weights"}
+    for rows, first in ((8, 0), (128, 6)):
+        w = rng.normal(size=(rows, 30)).astype(F32)
+        for i in range(6):
+            values = {"net.0.weight": w}
+            if i == 0 and first:
+                values["training_loop/stage"] = np.asarray(1)
+            builder.step(values, collections={**weights, "training_loop/stage": "training_loop"})
+            w = w - 0.001 * rng.normal(size=w.shape).astype(F32)
+    trial = builder.close()
+    ratio = invoke_rule(WeightUpdateRatio(trial, num_steps=1))
+    assert ratio.status.value == "NoIssuesFound", ratio
+    assert ratio.judged == 10  # every step but each model's first (nothing to compare it with)
+    unchanged = invoke_rule(UnchangedTensor(trial, tensor_regex=["net.0.weight"], num_steps=3))
+    assert unchanged.status.value == "NoIssuesFound", unchanged

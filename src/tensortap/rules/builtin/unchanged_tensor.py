@@ -51,6 +51,9 @@ class UnchangedTensor(Rule):
     def required_collections(cls, **params: Any) -> tuple[str, ...]:
         return tuple(collection_names_param(params)) or cls.collections_needed
 
+    def _close(self, a: np.ndarray, b: np.ndarray) -> bool:
+        return bool(np.allclose(a, b, rtol=self.rtol, atol=self.atol, equal_nan=self.equal_nan))
+
     def _window(self, steps: list[int], step: int, mode: ModeKeys) -> list[int]:
         """The last ``num_steps`` saved global steps of ``mode`` up to ``step``, oldest first."""
         window: list[int] = []
@@ -85,9 +88,8 @@ class UnchangedTensor(Rule):
                 continue
             judged += 1
             values = [tensor.value(g) for g in window]
-            if all(
-                np.allclose(values[0], v, rtol=self.rtol, atol=self.atol, equal_nan=self.equal_nan)
-                for v in values[1:]
+            if all(  # another shape is another tensor under this name (a new stage's model)
+                v.shape == values[0].shape and self._close(values[0], v) for v in values[1:]
             ):
                 self.explain(
                     f"{name} did not change over steps {window[0]}..{window[-1]} "

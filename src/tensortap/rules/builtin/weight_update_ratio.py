@@ -173,16 +173,19 @@ class WeightUpdateRatio(Rule):
         snapshots = set(names_in(self.base_trial, INITIAL_WEIGHTS, step))
         for name in names:
             tensor = self.base_trial.tensor(name)
+            w = tensor.value(s, mode=mode)
             earlier = [p for p in tensor.steps(mode=mode) if p < s]
+            w_prev = None
             if earlier:
                 p = earlier[-1]
                 w_prev = tensor.value(p, mode=mode)
-            elif INITIAL_PREFIX + name in snapshots:  # the weights before this step's update
-                p = s - 1
+                if w_prev.shape != w.shape:  # another model's weight under this name (a new
+                    w_prev, earlier = None, []  # stage of training): no update between them
+            if w_prev is None and INITIAL_PREFIX + name in snapshots:
+                p = s - 1  # the weights before this step's update
                 w_prev = self.base_trial.tensor(INITIAL_PREFIX + name).value(step)
-            else:
+            if w_prev is None or w_prev.shape != w.shape:
                 continue
-            w = tensor.value(s, mode=mode)
             delta = (w - w_prev).ravel()
             update = float(np.linalg.norm(delta)) / (s - p)
             norm = float(np.linalg.norm(w_prev.ravel()))
