@@ -9,9 +9,10 @@
   in it. An evaluation is one EVAL step holding the evaluation's metrics. TRAIN steps are
   numbered by the trainer's global step (a run resumed from a checkpoint continues them, in the
   same trial: a new session), evaluations after the trial's last one. A fit of another model
-  with the same hook (a fine-tuning after a pre-training in one process) is a new stage of
-  training (``training_loop/stage`` at its first step): its TRAIN steps go on after the trial's,
-  and the rules that compare losses over time start again there.
+  than the trial's last in this process, from its first step (a fine-tuning after a
+  pre-training, whichever hook writes it), is a new stage of training (``training_loop/stage``
+  at its first step): its TRAIN steps go on after the trial's, and the rules that compare
+  losses over time start again there.
 - **The loss:** the step's loss over its micro-batches, as the trainer optimises and logs it
   (the adapter says how it is known), saved as ``loss`` in ``losses``; an evaluation's loss is
   ``loss`` in EVAL mode, so that TRAIN and EVAL losses compare (``Overfit``).
@@ -63,8 +64,8 @@ class TrainerSession:
         self._open: int | None = None  # the TRAIN step that ended but is kept open
         self._losses: list[torch.Tensor] = []
         self._shares = True
-        # TRAIN steps before this session's model began training with the hook (a new stage
-        # of training: another model than the hook's last fit), which its trainer's count
+        # TRAIN steps before this session's model began training in the trial (a new stage
+        # of training: another model than the trial's last fit), which its trainer's count
         # starts after
         self._offset = 0
         self._another = False  # the fit started trains another model than the trial's last
