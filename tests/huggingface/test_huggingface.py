@@ -213,6 +213,22 @@ def test_an_evaluation_after_training_is_recorded_without_runtimes(tmp_path: Pat
     assert status is not None and status["internal_errors"] == 0
 
 
+def test_an_evaluation_after_training_leaves_the_loops_counts_as_training_ended(
+    tmp_path: Path,
+) -> None:
+    """``trainer.evaluate()`` after ``train()`` is a session of its own that steps no
+    optimizer: it must not save the training loop's counters again at 0 (a stranger's ELECTRA
+    run ended with ``optimizer_steps`` 0 after 512 steps, shadowing what training did)."""
+    callback = TensortapCallback(include_collections=["losses", "training_loop"])
+    trainer = _trainer(tmp_path, [callback], max_steps=4, eval_steps=2)
+    trainer.train()
+    trainer.evaluate()
+    trial = tt.create_trial(tmp_path / "tensortap")
+    for fact, count in (("optimizer_steps", 4), ("backward_passes", 8)):
+        tensor = trial.tensor(f"training_loop/{fact}")
+        assert int(tensor.value(tensor.steps()[-1])) == count, (fact, tensor.steps())
+
+
 def test_steps_losses_and_metrics_are_the_trainers(tmp_path: Path) -> None:
     callback = TensortapCallback(
         include_collections=["losses", "metrics", "gradients"],

@@ -490,9 +490,13 @@ class LoopFacts:
             self._set_kinds()
         for kind, n in Counter(type(m).__name__ for m in self._eval_layers).items():
             self._set(f"eval_mode_modules/{kind}", n)
-        self._set("backward_passes", self._backward_passes)
-        self._set("optimizer_steps", self._owned_steps)
-        self._set("other_optimizer_steps", self._other_steps)
+        if self._backward_passes or self._steps_seen:
+            # a session that trained nothing (an evaluation after training, in a session of
+            # its own) has nothing to count: zeros saved at its steps would read as training
+            # having stepped no optimizer
+            self._set("backward_passes", self._backward_passes)
+            self._set("optimizer_steps", self._owned_steps)
+            self._set("other_optimizer_steps", self._other_steps)
         if self._changed is not True and self._fingerprint is not None:
             params, norms = self._fingerprint
             if params and self._backward_passes >= CHANGE_AFTER:
