@@ -213,21 +213,32 @@ def test_loss_not_decreasing_a_flat_noisy_loss_is_no_progress(
     trial = noisy_run(tmp_path_factory.mktemp("flat"), 0.0, noise, seed, noise, steps=150)
     summary = invoke_rule(LossNotDecreasing(trial))
     # from 100 TRAIN steps (10 x num_steps) on, the checks that fire (the loss did not drop
-    # since the last one) say: no progress (now and then a window's mean strays 3 standard
-    # errors, and that check calls the loss slowly falling); a level validation loss is at
-    # most a warning (its first pass came after training began)
-    late = [
-        f
-        for f in summary.findings
-        if series(f) is ModeKeys.TRAIN and f.mode_step is not None and f.mode_step >= 110
-    ]
-    problems = [f for f in late if f.severity is Severity.PROBLEM]
-    assert len(problems) >= 0.8 * len(late) > 0
-    early = [f for f in summary.findings if f.mode_step is not None and f.mode_step < 100]
-    assert all(f.severity is not Severity.PROBLEM for f in early)  # a plateau before learning
-    assert {f.details["cause"] for f in problems} == {"no_progress"}
-    evaluation = [f for f in summary.findings if series(f) is ModeKeys.EVAL]
-    assert all(f.severity is not Severity.PROBLEM for f in evaluation)
+    # since the last one) say: no progress since the start, a warning while training goes on
+    # (a plateau the model may still leave); the run's end makes the training loss's a problem.
+    # A level validation loss is at most a warning (its first pass came after training began).
+    stuck = [f for f in summary.findings if "; no progress since the start" in f.message]
+    assert len(stuck) >= 5
+    gravest = summary.gravest
+    assert gravest is not None and gravest.severity is Severity.PROBLEM
+    assert gravest.details["cause"] == "no_progress"
+    assert gravest.details["mode"] is ModeKeys.TRAIN and "(TRAIN)" in gravest.message
+    assert gravest.message.endswith("(to the end of training)"), gravest.message
+    assert [f for f in summary.findings if f.severity is Severity.PROBLEM] == [gravest]
+
+
+def test_a_plateau_the_model_leaves_is_not_a_problem(tmp_path: Path) -> None:
+    """A loss flat for its first 300 steps, then falling by half over 300 more (a stranger's
+    multiple-choice model sat at chance for a third of its run, then reached 0.91): the checks
+    on the plateau say no progress so far (warnings); the run's end shows progress, so no
+    problem."""
+    rng = np.random.default_rng(0)
+    builder = TrialBuilder(tmp_path)
+    for step in range(600):
+        level = 1.0 if step < 300 else 1.0 - 0.5 * (step - 300) / 299
+        builder.step({"loss": F32(level * (1 + rng.normal(0, 0.02)))}, mode="train")
+    summary = invoke_rule(LossNotDecreasing(builder.close()))
+    assert any("; no progress since the start" in f.message for f in summary.findings)
+    assert summary.worst_severity is not Severity.PROBLEM, summary.gravest
 
 
 def test_loss_not_decreasing_too_noisy_to_tell_is_a_warning(tmp_path: Path) -> None:

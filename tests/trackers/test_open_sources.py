@@ -83,7 +83,10 @@ def test_report_on_a_tensorboard_logdir(tmp_path: Path, private_tmp: Path) -> No
     assert f"wrote {out}" in text
     page = out.read_text()
     assert "vitals/loss" in page  # the run's loss, as the import names it
-    assert "Diagnosis: the loss does not decrease" in _text(page)  # the verdict
+    # the verdict: the loss that blows up from step 100 diverges (its earlier "no progress since
+    # the start" is a warning while training goes on, a problem only if training ended so)
+    assert "Diagnosis: the learning rate is too high: vitals/loss (TRAIN) rose" in _text(page)
+    assert "diverging" in _text(page)
     assert "LossNotDecreasing IssuesFound (problem)" in _text(page)
     assert _snapshot(logdir) == before
     assert list(private_tmp.iterdir()) == []  # the import is gone with the command

@@ -37,6 +37,8 @@ _LOSS_LIKE = r"(?i)loss"
 _PROGRESS = 0.1
 #: A fall smaller than this (relative) is no progress even where the noise is nil.
 _MEASURABLE = 0.005
+#: What a check that found no progress since the start says (kept to judge at the end).
+_STUCK = "; no progress since the start"
 #: Progress is judged after this many times ``num_steps`` TRAIN steps: healthy runs sit on a
 #: plateau for their first 50-90 steps (a GRU with momentum SGD, a CNN with AdamW on the
 #: digits) before they learn, and 5 times called them stalled.
@@ -128,6 +130,9 @@ class LossNotDecreasing(Rule):
         self.mode = mode
         self._series = LossSeries(base_trial, self._names)
         self._last_checked: dict[tuple[str, ModeKeys], int] = {}
+        # the training losses whose last check found no progress since the start: a warning
+        # while training goes on (a plateau before the model learns), a problem if it ended so
+        self._stuck: dict[tuple[str, ModeKeys], dict[str, Any]] = {}
         self._stages = Stages(base_trial)
 
     @classmethod
@@ -176,15 +181,28 @@ class LossNotDecreasing(Rule):
         if self._stages.entered(step):  # a new stage of training: compared from here
             self._series.new_stage()
             self._last_checked = {}
+            self._stuck = {}
         observations = [o for o in self._series.observe(step) if self._judged(o)]
         if not observations and not self._names(step):
             raise self.skip("no loss saved at this step")
         return self._answer(observations)
 
     def invoke_at_end(self, last_step: int) -> bool | None:
-        """The evaluation pass that ended the run, when it was read live (its end was not known
-        then, so its mean was never compared): compared now, at the run's last step."""
+        """A training loss whose last check found no progress since the start ended so: a
+        problem now (a warning while training went on: it may have been a plateau before the
+        model learned). Else the evaluation pass that ended the run, when it was read live (its
+        end was not known then, so its mean was never compared): compared now."""
         observations = [o for o in self._series.end() if self._judged(o)]
+        if self._stuck:
+            stuck = next(iter(self._stuck.values()))
+            self.explain(
+                **{
+                    **stuck,
+                    "message": stuck["message"] + " (to the end of training)",
+                    "severity": Severity.PROBLEM,
+                }
+            )
+            return True
         return self._answer(observations) if observations else None
 
     def _answer(self, observations: list[Observation]) -> bool:
@@ -279,22 +297,25 @@ class LossNotDecreasing(Rule):
         else:
             severity, cause, said = self._progress(obs, history, moved, made)
             text += said
-        return (
-            fired,
-            severity.rank,
-            {
-                "message": text,
-                "tensors": list(obs.tensors),
-                "value": rise,
-                "threshold": self.diff_percent,
-                "severity": severity,
-                "diverging": diverging,
-                "progress": made if moved is None else moved.relative,
-                "previous_step": previous.mode_step,
-                "mode": obs.mode,
-                "cause": cause,
-            },
-        )
+        explanation = {
+            "message": text,
+            "tensors": list(obs.tensors),
+            "value": rise,
+            "threshold": self.diff_percent,
+            "severity": severity,
+            "diverging": diverging,
+            "progress": made if moved is None else moved.relative,
+            "previous_step": previous.mode_step,
+            "mode": obs.mode,
+            "cause": cause,
+        }
+        if obs.mode != ModeKeys.EVAL:  # stuck since the start, as of this check (or not)
+            said = text if fired else self._progress(obs, history, moved, made)[2]
+            if not diverging and _STUCK in said:
+                self._stuck[key] = explanation if fired else {**explanation, "message": text + said}
+            else:
+                self._stuck.pop(key, None)
+        return fired, severity.rank, explanation
 
     def _unbounded(
         self, obs: Observation, fell: tuple[float, float], previous_step: int
@@ -345,13 +366,14 @@ class LossNotDecreasing(Rule):
         upper = moved.fall + moved.critical * moved.se
         if not real and self._long_enough(obs, history) and upper < _PROGRESS * abs(moved.start):
             # the first evaluation pass comes after training began: a validation loss level
-            # since then may have converged before it (a warning); training's own loss, seen
-            # from its first step, tells no progress for certain
+            # since then may have converged before it; training's own loss, seen from its
+            # first step, tells no progress for certain, but only training's end tells it is
+            # not a plateau the model leaves (a problem then: invoke_at_end). A warning both.
             return (
-                Severity.WARNING if obs.mode == ModeKeys.EVAL else Severity.PROBLEM,
+                Severity.WARNING,
                 "no_progress",
                 (
-                    f"; no progress since the start: {100 * moved.relative:.3g}% lower, at most "
+                    f"{_STUCK}: {100 * moved.relative:.3g}% lower, at most "
                     f"{100 * upper / abs(moved.start):.3g}% given its noise{measured}"
                 ),
             )
