@@ -339,3 +339,41 @@ def test_an_early_loss_burst_that_kills_the_units_is_the_learning_rate() -> None
     alone = build([burst, quiet("LossNotDecreasing")])
     assert alone.verdict == "healthy"
     assert alone.warnings[0].message.endswith(UNEXPLAINED)
+
+
+def test_evidence_behind_a_rules_earlier_warning_is_weighed_too() -> None:
+    """A CNN of the generated development split at SGD x100: WeightUpdateRatio warned of a
+    large first update at step 0 (its gravest finding, the first of its gravest severity),
+    then saw the weights grow 17x by step 30 (evidence that needs harm); the units died and the
+    model ended at chance. The diagnosis read the gravest finding alone and said "gradients
+    vanish". A rule's other findings that need harm are weighed too (``evidence``), from a
+    rule's summary as from a job's status files."""
+    first = {"rule": "WeightUpdateRatio", "step": 0, "severity": "warning",
+             "message": "a large first update", "details": {"cause": "lr_too_high"}}  # fmt: skip
+    grown = {"rule": "WeightUpdateRatio", "step": 30, "severity": "warning",
+             "message": "the weights grew 17.4 times",
+             "details": {"cause": "lr_too_high", "growth": True, "needs_harm": True}}  # fmt: skip
+    ratio = RuleOutcome("WeightUpdateRatio", "IssuesFound", first, evidence=(grown,))
+    after = [
+        fired("VanishingGradient", 20),
+        fired("AllZero", 30),
+        fired("AccuracyAtChance", 200, "no_learnable_signal"),
+    ]
+    found = build([ratio, *after])
+    assert found.cause is CAUSES["lr_too_high"]
+    assert [e.message for e in found.problems[0].evidence] == ["the weights grew 17.4 times"]
+    assert {e.rule for e in found.problems[0].consequences} >= {"AccuracyAtChance", "AllZero",
+                                                                "VanishingGradient"}  # fmt: skip
+    hidden = build([RuleOutcome("WeightUpdateRatio", "IssuesFound", first), *after])
+    assert hidden.cause is CAUSES["vanishing_gradient"]  # what it was
+    # without harm the evidence is a warning that says so
+    alone = build([ratio, quiet("AccuracyAtChance")])
+    assert alone.verdict == "healthy"
+    assert "the weights grew 17.4 times" + UNEXPLAINED in [w.message for w in alone.warnings]
+    # as a job's status files carry it (an item that is no finding is passed over)
+    status = {"RuleConfigurationName": "WeightUpdateRatio", "RuleEvaluationStatus": "IssuesFound",
+              "rule_class": "WeightUpdateRatio", "gravest": first,
+              "evidence": [grown, "not a finding"]}  # fmt: skip
+    read = job_outcomes([status])
+    assert read[0].evidence == (grown,)
+    assert build([*read, *after]).cause is CAUSES["lr_too_high"]

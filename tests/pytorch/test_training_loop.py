@@ -17,7 +17,7 @@ from torch import nn
 import tensortap.pytorch as tt
 from tensortap.pytorch import _loop_facts as loop_facts
 from tensortap.rules import TrainingLoop, invoke_rule
-from tensortap.rules._finding import Finding
+from tensortap.rules._finding import Finding, Severity
 from tensortap.rules._invoker import RuleStatus, RuleSummary
 
 Loop = Callable[[tt.Hook], None]
@@ -1003,6 +1003,21 @@ def test_healthy_first_updates_are_far_below_the_threshold(
 def test_a_learning_rate_100x_too_high_fires_on_every_model(tmp_path: Path, model: str) -> None:
     summary = run(tmp_path, first_update_loop(model, lambda p: torch.optim.Adam(p, lr=1.0)))
     assert causes(summary)[:1] == ["lr_too_high"]
+
+
+def test_an_adam_first_step_near_the_weights_scale_is_evidence_that_needs_harm(
+    tmp_path: Path,
+) -> None:
+    """Adam's first step moves each weight by its learning rate: at 0.09 it moves this MLP's
+    weights by about 0.8 of their norm, past every healthy run of the generated development
+    split (0.23 at most) but under the certain limit (1.0). A transformer at 100x its rate
+    started at 0.84 and was named "gradients vanish"; it is now evidence, a problem only where
+    the run is harmed in a way a learning rate too high explains."""
+    summary = run(tmp_path, first_update_loop("mlp", lambda p: torch.optim.Adam(p, lr=0.09)))
+    finding = only_finding(summary, "lr_too_high")
+    assert finding.details["needs_harm"] is True and finding.severity is Severity.WARNING
+    assert finding.value is not None and 0.6 <= finding.value < 1.0
+    assert "far too high" not in finding.message and "too high for this model" in finding.message
 
 
 # -- bookkeeping: what is saved, when, at what cost --

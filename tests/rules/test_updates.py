@@ -282,3 +282,72 @@ def test_tiny_updates_at_a_minimum_are_not_a_learning_rate_too_low(tmp_path: Pat
     )
     assert stuck.worst_severity is Severity.PROBLEM, stuck.findings
     assert stuck.findings[0].details["cause"] == "lr_too_low"
+
+
+def _warmed_up(path: Path, lr: float) -> object:
+    """An MLP initialised as Hugging Face models are (normal, std 0.02; LayerNorm), trained
+    by AdamW at ``lr`` after a linear warm-up from 0 over 10 steps (as a Trainer's
+    ``warmup_steps``): the first update is at a rate of 0 and says nothing."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Linear(64, 64), nn.LayerNorm(64), nn.GELU(),
+        nn.Linear(64, 64), nn.LayerNorm(64), nn.GELU(), nn.Linear(64, 10),
+    )  # fmt: skip
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=0.02)
+            nn.init.zeros_(module.bias)
+    schedulers: list[torch.optim.lr_scheduler.LRScheduler] = []
+
+    def adamw(params: list[nn.Parameter]) -> torch.optim.Optimizer:
+        opt = torch.optim.AdamW(params, lr=lr)
+        schedulers.append(torch.optim.lr_scheduler.LambdaLR(opt, lambda k: min(1.0, k / 10)))
+        return opt
+
+    return job_runs.train(
+        path, model, job_runs.digits(), adamw, nn.CrossEntropyLoss(), steps=60,
+        eval_every=0, after_step=lambda step: schedulers[0].step(),
+    )  # fmt: skip
+
+
+def test_weights_that_grow_manyfold_early_are_evidence_of_a_learning_rate_too_high(
+    tmp_path: Path,
+) -> None:
+    """A stranger's ELECTRA fine-tuned by AdamW at 5e-2 after a warm-up collapsed to one
+    answer, diagnosed "gradients vanish": its first update was at a rate of 0, and each step
+    moved the weights by about 0.2 of their norm, never past the limit of 10. Its weights grew
+    9x in norm in 60 steps (the generated development split's healthy runs: 5x at most in 200
+    steps). The growth is evidence that needs harm; at AdamW's usual 1e-3 there is none."""
+    high = invoke_rule(WeightUpdateRatio(_warmed_up(tmp_path / "high", 5e-2)))
+    [grown] = [f for f in high.findings if f.triggered and f.details.get("growth")]
+    assert grown.severity is Severity.WARNING and grown.details["needs_harm"] is True
+    assert grown.details["cause"] == "lr_too_high"
+    assert grown.value is not None and grown.value >= 8
+    assert "the weights grew" in grown.message
+    usual = invoke_rule(WeightUpdateRatio(_warmed_up(tmp_path / "usual", 1e-3)))
+    assert not [f for f in usual.findings if f.triggered], usual.findings
+
+
+def test_a_growth_after_a_large_first_update_is_kept_as_evidence_beside_it(
+    tmp_path: Path,
+) -> None:
+    """SGD's first update moved the weight by 0.5 of its norm (a warning, the rule's gravest
+    finding: the first of its gravest severity), then the weight grew 3x a step: the growth,
+    evidence that needs harm, is the summary's ``evidence`` for the diagnosis to weigh."""
+    rng = np.random.default_rng(0)
+    w0 = rng.normal(0, 0.1, (16, 16))
+    kick = rng.normal(size=w0.shape)
+    w = w0 + 0.5 * np.linalg.norm(w0) * kick / np.linalg.norm(kick)
+    builder = TrialBuilder(tmp_path)
+    for i in range(4):
+        saved = {"fc.weight": (w * 3.0**i).astype(F32), "loss": F32(2.3)}
+        kinds = {"fc.weight": "weights", "loss": "losses"}
+        if i == 0:
+            saved["initial/fc.weight"] = w0.astype(F32)
+            kinds["initial/fc.weight"] = "initial_weights"
+        builder.step(saved, mode="train", collections=kinds)
+    summary = invoke_rule(WeightUpdateRatio(builder.close()))
+    gravest = summary.gravest
+    assert gravest is not None and gravest.details["first_update"] and gravest.step == 0
+    [grown] = summary.evidence
+    assert grown.details["growth"] and grown.details["needs_harm"] and grown.step == 2

@@ -403,3 +403,26 @@ def test_a_planted_supervisor_pid_neither_hangs_nor_names_a_process_group(
     else:  # no supervisor: the record is finalised
         assert "job job: Failed" in done.stdout
         assert "supervisor died" in json.loads(record.summary_file.read_text())["error"]
+
+
+def test_a_rule_statuss_bad_evidence_is_listed_and_the_good_kept() -> None:
+    """A rule status's ``evidence`` (its findings that need harm, beside the gravest): each
+    item that is no finding is left out with its reason; the others are kept."""
+    from tensortap.jobs._documents import MAX_EVIDENCE_READ, decode_rule_status_listed
+
+    good = {"rule": "R", "step": 3, "severity": "warning", "details": {"needs_harm": True}}
+    status = {"RuleConfigurationName": "R", "RuleEvaluationStatus": "IssuesFound",
+              "evidence": [good, "junk", {"step": "x"}, {**good, "details": {"cause": 7}}]}  # fmt: skip
+    kept, problems = decode_rule_status_listed(json.dumps(status).encode(), "rules/R.json")
+    assert kept["evidence"] == [good]
+    assert len(problems) == 3, problems
+    for i, problem in enumerate(problems, start=1):
+        assert problem.startswith(f"rules/R.json ('R') evidence[{i}]") and "left out" in problem
+    assert "must be an object (a finding), got 'junk'" in problems[0]
+    flood = {**status, "evidence": [good] * (MAX_EVIDENCE_READ + 5)}
+    kept, problems = decode_rule_status_listed(json.dumps(flood).encode(), "rules/R.json")
+    assert len(kept["evidence"]) == MAX_EVIDENCE_READ
+    assert problems and "more than the 16 read" in problems[0]
+    not_a_list = {**status, "evidence": {"step": 1}}
+    kept, problems = decode_rule_status_listed(json.dumps(not_a_list).encode(), "rules/R.json")
+    assert "evidence" not in kept and "'evidence' must be a list of findings" in problems[0]

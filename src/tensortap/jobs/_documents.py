@@ -240,7 +240,10 @@ _RULE_FIELDS: dict[str, tuple[Callable[[Any], bool], bool]] = {
     "severities": (is_dict, True),
 }
 
-#: The fields of a finding (``gravest``) a reader uses.
+#: Findings read from a rule status's ``evidence`` (a rule writes at most 3; the rest of a
+#: longer list is left out, and said).
+MAX_EVIDENCE_READ = 16
+#: The fields of a finding (``gravest``, each of ``evidence``) a reader uses.
 _FINDING_FIELDS: dict[str, tuple[Callable[[Any], bool], bool]] = {
     "rule": (is_str, True),
     "rule_class": (is_str, True),
@@ -267,16 +270,38 @@ def check_rule(entry: Any, what: str) -> tuple[dict[str, Any] | None, list[str]]
     kept = {k: v for k, v in entry.items() if k not in _RULE_FIELDS or _fits(k, v, _RULE_FIELDS)}
     gravest = kept.get("gravest")
     if gravest is not None:
-        wrong = (
-            [f"{what}: 'gravest' must be an object (a finding), got {short(gravest)}"]
-            if not isinstance(gravest, dict)
-            else _check_fields(gravest, _FINDING_FIELDS, f"{what} gravest")
-            + _check_details(gravest.get("details"), f"{what} gravest")
-        )
+        wrong = _finding_problems(gravest, f"{what} gravest", f"{what}: 'gravest'")
         if wrong:
             problems += wrong
             del kept["gravest"]
+    evidence = kept.get("evidence")
+    if evidence is not None:
+        if not isinstance(evidence, list):
+            problems.append(f"{what}: 'evidence' must be a list of findings, got {short(evidence)}")
+            del kept["evidence"]
+        else:  # each bad finding left out with its reason, the others kept
+            good = []
+            for i, item in enumerate(evidence[:MAX_EVIDENCE_READ]):
+                where = f"{what} evidence[{i}]"
+                wrong = _finding_problems(item, where, where)
+                problems += wrong
+                if not wrong:
+                    good.append(item)
+            if len(evidence) > MAX_EVIDENCE_READ:
+                problems.append(
+                    f"{what}: 'evidence' holds {len(evidence)} findings, more than the "
+                    f"{MAX_EVIDENCE_READ} read"
+                )
+            kept["evidence"] = good
     return kept, [f"{p}; left out" for p in problems]
+
+
+def _finding_problems(item: Any, where: str, named: str) -> list[str]:
+    """Why ``item`` is no finding a reader can use (``named`` says it in the wrong-kind case);
+    empty when it is one."""
+    if not isinstance(item, dict):
+        return [f"{named} must be an object (a finding), got {short(item)}"]
+    return _check_fields(item, _FINDING_FIELDS, where) + _check_details(item.get("details"), where)
 
 
 def _check_details(details: Any, what: str) -> list[str]:

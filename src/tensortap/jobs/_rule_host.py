@@ -174,6 +174,10 @@ class HostedRule:
                 "gravest": None
                 if gravest is None
                 else {**self._finding_fields(gravest), "rule_class": self.spec.class_name},
+                "evidence": [
+                    {**self._finding_fields(f), "rule_class": self.spec.class_name}
+                    for f in s.evidence
+                ],
                 "evaluated": s.evaluated,
                 "judged": s.judged,
                 "triggered": s.triggered,

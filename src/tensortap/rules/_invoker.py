@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _FIRST_PAUSE = 0.005
+#: The findings of one rule kept as evidence beside its gravest (see RuleSummary.evidence).
+MAX_EVIDENCE = 3
 
 
 class RuleStatus(str, enum.Enum):
@@ -113,6 +115,26 @@ class RuleSummary:
         """The first triggered finding of the gravest severity: the one that speaks for the rule."""
         worst = self.worst_severity
         return next((f for f in self.findings if f.triggered and f.severity == worst), None)
+
+    @property
+    def evidence(self) -> list[Finding]:
+        """The triggered findings that are evidence needing harm (``details["needs_harm"]``)
+        other than the gravest, the first of each cause, at most ``MAX_EVIDENCE``: the
+        diagnosis weighs them too, so a rule's earlier warning never hides them."""
+        gravest = self.gravest
+        seen: set[object] = set()
+        found = []
+        for f in self.findings:
+            if not f.triggered or f is gravest or not (f.details or {}).get("needs_harm"):
+                continue
+            cause = (f.details or {}).get("cause")
+            if cause in seen:
+                continue
+            seen.add(cause)
+            found.append(f)
+            if len(found) == MAX_EVIDENCE:
+                break
+        return found
 
     def finish(self, no_data_reason: str = "") -> RuleSummary:
         """End the walk: NoIssuesFound if the rule judged something and never fired, NoData

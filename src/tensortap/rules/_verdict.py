@@ -55,6 +55,9 @@ class RuleOutcome:
     details: str = ""
     #: The built-in rule it is (a configuration's ``rule_class``) when its name does not say.
     kind: str = ""
+    #: Its other triggered findings that are evidence needing harm (``RuleSummary.evidence``):
+    #: weighed as the gravest is, which would otherwise hide them.
+    evidence: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def rule_class(self) -> str:
@@ -332,29 +335,29 @@ def build(outcomes: Iterable[RuleOutcome], failed: bool = False) -> Diagnosis:
     causes: dict[str, Cause] = {}
     warnings: list[Evidence] = []
     for o in outcomes:
-        f = o.finding
-        if not f or o.status != "IssuesFound":
+        if not o.finding or o.status != "IssuesFound":
             continue
-        cause = cause_of(f) or _unnamed(o.rule)
-        e = _evidence(o, f, cause)
-        if e.severity == "problem" and not harm and cause.tier >= SYMPTOM_TIER:
-            e = replace(
-                e, severity="warning", message=e.message + (UNHARMED if clear else UNWEIGHED)
-            )
-        elif _needs_harm(f) and e.severity in ("problem", "warning"):
-            if harms & cause.explains:  # evidence of the harm seen: a candidate cause
-                e = replace(e, severity="problem")
+        for f in (o.finding, *(e for e in o.evidence if _needs_harm(e))):
+            cause = cause_of({"rule_class": o.rule_class, **f}) or _unnamed(o.rule)
+            e = _evidence(o, f, cause)
+            if e.severity == "problem" and not harm and cause.tier >= SYMPTOM_TIER:
+                e = replace(
+                    e, severity="warning", message=e.message + (UNHARMED if clear else UNWEIGHED)
+                )
+            elif _needs_harm(f) and e.severity in ("problem", "warning"):
+                if harms & cause.explains:  # evidence of the harm seen: a candidate cause
+                    e = replace(e, severity="problem")
+                else:
+                    e = replace(e, severity="warning", message=e.message + UNEXPLAINED)
+            if e.severity == "problem":
+                causes[cause.id] = cause
+                if cause.id not in found and _needs_harm(f):
+                    gated.add(cause.id)
+                elif not _needs_harm(f):
+                    gated.discard(cause.id)  # a certain finding of the same cause
+                found.setdefault(cause.id, []).append(e)
             else:
-                e = replace(e, severity="warning", message=e.message + UNEXPLAINED)
-        if e.severity == "problem":
-            causes[cause.id] = cause
-            if cause.id not in found and _needs_harm(f):
-                gated.add(cause.id)
-            elif not _needs_harm(f):
-                gated.discard(cause.id)  # a certain finding of the same cause
-            found.setdefault(cause.id, []).append(e)
-        else:
-            warnings.append(e)
+                warnings.append(e)
     judged = tuple(o.rule for o in outcomes if o.status in JUDGED)
     not_judged = tuple(
         (o.rule, (o.details or o.status).splitlines()[0] if (o.details or o.status) else "")
@@ -443,7 +446,10 @@ def outcome_of(summary: RuleSummary) -> RuleOutcome:
     finding = None
     if gravest is not None:
         finding = {**gravest.to_dict(), "rule_class": summary.rule}
-    return RuleOutcome(summary.rule, summary.status.value, finding, summary.details, summary.rule)
+    evidence = tuple({**f.to_dict(), "rule_class": summary.rule} for f in summary.evidence)
+    return RuleOutcome(
+        summary.rule, summary.status.value, finding, summary.details, summary.rule, evidence
+    )
 
 
 def job_outcomes(rule_statuses: Iterable[Mapping[str, Any]]) -> list[RuleOutcome]:
@@ -460,6 +466,7 @@ def job_outcomes(rule_statuses: Iterable[Mapping[str, Any]]) -> list[RuleOutcome
                 "message": status.get("gravest_message") or "",
                 "severity": status.get("severity") or "problem",
             }
+        evidence = status.get("evidence")
         outcomes.append(
             RuleOutcome(
                 name,
@@ -467,6 +474,9 @@ def job_outcomes(rule_statuses: Iterable[Mapping[str, Any]]) -> list[RuleOutcome
                 finding,
                 str(status.get("StatusDetails") or ""),
                 str(status.get("rule_class") or ""),
+                tuple(e for e in evidence if isinstance(e, Mapping))
+                if isinstance(evidence, list)
+                else (),
             )
         )
     return outcomes

@@ -234,6 +234,17 @@ _BAD_STATUS: dict[str, Any] = {
         "severity": "problem",
         "details": {"cause": "lr_too_high"},
     },
+    "evidence": [
+        {
+            "rule": "Bad",
+            "step": 3,
+            "mode": "TRAIN",
+            "mode_step": 3,
+            "message": "the weights grew 9 times",
+            "severity": "warning",
+            "details": {"cause": "lr_too_high", "needs_harm": True},
+        }
+    ],
     "judged": 4,
     "evaluated": 4,
     "triggered": 1,
@@ -249,6 +260,25 @@ _RULE_TEXTS = frozenset(
 ) | {"gravest_message", "message", "rule_class"}
 
 
+#: A rule status's lists whose bad items are left out one by one (each named), the rest kept.
+_ITEM_LISTS = frozenset({"evidence"})
+
+
+def _items_left_out_said(held: Any, served: Any, name: str, listed: list[str]) -> bool:
+    """Whether ``served`` is the list ``held`` with some items left out, each named in
+    ``listed`` (``name[i]``), the others kept in order as they were."""
+    if not isinstance(held, list) or not isinstance(served, list):
+        return False
+    kept = iter(served)
+    expected = next(kept, None)
+    for i, item in enumerate(held):
+        if expected is not None and item == expected:
+            expected = next(kept, None)
+        elif not any(f"{name}[{i}]" in p for p in listed):
+            return False
+    return expected is None
+
+
 def _rule_field_ok(name: str, value: Any) -> bool:
     """Whether a rule status's field, as served, is of its kind (None is no value)."""
     if value is None:
@@ -259,6 +289,8 @@ def _rule_field_ok(name: str, value: Any) -> bool:
         return isinstance(value, str)
     if name == "gravest":  # a finding: its step, when it names one, is a step
         return isinstance(value, dict) and _is_opt(_is_step)(value.get("step"))
+    if name == "evidence":  # findings, each as the gravest
+        return isinstance(value, list) and all(_rule_field_ok("gravest", v) for v in value)
     if name == "severities":
         return isinstance(value, dict)
     return True
@@ -307,6 +339,8 @@ class _RuleStatusCase:
         for name, value in kept.items():
             if not _rule_field_ok(name, value):
                 return "unchecked", f"{name} {value!r:.60} served"
+            if name in _ITEM_LISTS and _items_left_out_said(doc.get(name), value, name, listed):
+                continue  # each bad item left out and named, the others kept as they were
             if name in doc and doc[name] != value and value == value:
                 return "lost", f"{name} {doc[name]!r:.60} served as {value!r:.60}"
         for name in doc:

@@ -20,6 +20,9 @@ _PREFIX = TRAINING_LOOP + "/"
 #: RMSprop's and Adagrad's first step is ten times the Adam family's.
 _ADAM_LIKE = frozenset({"Adam", "AdamW", "Adamax", "NAdam", "RAdam"})
 _ADAPTIVE = _ADAM_LIKE | {"RMSprop", "Adagrad"}
+#: An Adam-family first update from this share of ``adam_first_update_threshold`` is evidence
+#: of a learning rate too high (needs harm); from the threshold on, a certain fault.
+_ADAM_FIRST_UPDATE_EVIDENCE = 0.6
 #: The share of the trainable values that must get no gradient for gradient_blocked.
 _BLOCKED_SHARE = 0.1
 #: Optimizer steps in eval mode that make a fault (one may end a loop on purpose).
@@ -58,7 +61,10 @@ class TrainingLoop(Rule):
     - ``softmax_before_loss``: CrossEntropyLoss or NLLLoss fed probabilities;
     - ``lr_too_high``: the first update moved the weights by a median of at least
       ``first_update_threshold`` times their norm (``adam_first_update_threshold`` when every
-      optimizer is of Adam's family, whose first step is a tenth of RMSprop's);
+      optimizer is of Adam's family, whose first step is a tenth of RMSprop's); an Adam-family
+      first update from 0.6 of ``adam_first_update_threshold`` in a network (two weight
+      tensors or more) is evidence that needs harm (its first step is the learning rate over
+      the weights' scale, whatever the gradients);
     - ``lr_too_low``: with adaptive optimizers only (Adam, RMSprop, ...: their first step is
       the learning rate over the weights' scale), a first update below ``low_first_update``,
       judged after ``min_steps`` optimizer steps in which no warm-up raised the rate; the
@@ -582,20 +588,28 @@ class TrainingLoop(Rule):
         labels = self._keys("lr/")
         adam_like = bool(labels) and all(k.split("_")[0] in _ADAM_LIKE for k in labels)
         limit = self.adam_first_update_threshold if adam_like else self.first_update_threshold
-        if not ratio >= limit:  # NaN (never measured) included
+        # Adam's first step moves each weight by its learning rate: from 0.6 of the weights'
+        # scale it is evidence, a problem where the run is harmed (healthy runs of the
+        # generated development split reach 0.23; a transformer at 100x its rate, 0.84), in
+        # a network: a linear model's loss is convex, and a healthy logistic regression on
+        # Adam at 0.05 starts at 0.69 (docs/rules.md, WeightUpdateRatio)
+        evidence = adam_like and len(moved) >= 2 and ratio >= _ADAM_FIRST_UPDATE_EVIDENCE * limit
+        if not (ratio >= limit or evidence):  # NaN (never measured) included
             return
         worst = sorted(per.items(), key=lambda kv: -kv[1])[:3]
         lrs = ", ".join(f"{k} {self._num('lr/' + k):g}" for k in self._keys("lr/"))
+        healthy = "0.23" if adam_like else "0.5"
         yield _Verdict(
             "lr_too_high",
             f"the first optimizer step moved the weights by a median {ratio:.3g} times their "
             f"norm ({', '.join(f'{k} {v:.3g}' for k, v in worst)}; healthy first updates are "
-            f"1e-4 to {'0.16' if adam_like else '0.5'} of the weights): the learning rate "
-            f"({lrs}) is far too high for this model; lower it, or warm it up (with plain "
-            "SGD, exploding gradients do the same: see ExplodingTensor)",
+            f"1e-4 to {healthy} of the weights): the learning rate ({lrs}) is "
+            f"{'far ' if ratio >= limit else ''}too high for this model; lower it, or warm it "
+            "up (with plain SGD, exploding gradients do the same: see ExplodingTensor)",
             ratio,
-            limit,
+            limit if ratio >= limit else _ADAM_FIRST_UPDATE_EVIDENCE * limit,
             ("first_update_ratio",),
+            needs_harm=not ratio >= limit,
         )
 
     def _scheduler(self) -> Iterator[_Verdict]:

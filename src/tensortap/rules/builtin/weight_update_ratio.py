@@ -27,6 +27,9 @@ from tensortap.rules.builtin._common import (
     zero_gradients,
 )
 
+#: The growth in norm (median over the weights) within ``_GROWTH_WITHIN`` steps that is a
+#: learning rate too high (see :meth:`WeightUpdateRatio._grown`).
+GROWTH_THRESHOLD = 8.0
 #: TRAIN steps after the first saved one before the weights' total change is judged.
 _LOW_AFTER = 100
 #: The training loss must have come down less than this (relative) for weights that barely
@@ -42,6 +45,10 @@ _SPAN = 3
 #: A training loss under this share of where it started is at (or near) a minimum: its
 #: updates are small because its gradients are (VanishingGradient's figure).
 _CONVERGED = 0.05
+#: TRAIN steps from a weight's first saved step within which its growth is judged: a long
+#: healthy run's weights may grow slowly for thousands of steps, an early growth of several
+#: times is the updates outgrowing the weights.
+_GROWTH_WITHIN = 200
 
 
 class WeightUpdateRatio(Rule):
@@ -116,6 +123,8 @@ class WeightUpdateRatio(Rule):
             total_change_threshold >= 0,
             "a ratio >= 0",
         )
+        growth_threshold = params["growth_threshold"]
+        cls.check_param("growth_threshold", growth_threshold, growth_threshold > 1, "a ratio > 1")
 
     def __init__(
         self,
@@ -126,6 +135,7 @@ class WeightUpdateRatio(Rule):
         epsilon: float = 1e-9,
         first_update_threshold: float = 0.1,
         total_change_threshold: float = 0.01,
+        growth_threshold: float = GROWTH_THRESHOLD,
     ) -> None:
         super().__init__(base_trial)
         self.num_steps = num_steps
@@ -133,6 +143,10 @@ class WeightUpdateRatio(Rule):
         self.epsilon = epsilon
         self.first_update_threshold = first_update_threshold
         self.total_change_threshold = total_change_threshold
+        self.growth_threshold = growth_threshold
+        self._growth_said = False  # the growth is reported once
+        self._growth_from: int | None = None  # the first TRAIN step with weights seen
+        self._first_norms: dict[str, tuple[int, tuple[int, ...], float]] = {}
         self._last_checked: int | None = None
         self._losses: list[float] = []  # the training loss at the TRAIN steps seen
         self._loss_steps: tuple[int, int] | None = None  # the steps of the first and last
@@ -152,6 +166,8 @@ class WeightUpdateRatio(Rule):
         names = names_in(self.base_trial, "weights", step)
         if not names:
             raise self.skip("no weights saved at this step")
+        if self._grown(names, s, mode):  # at every saved step of the first ones, whatever
+            return True  # the gradients (units the updates killed have none)
         if self._last_checked is not None and s < self._last_checked + self.num_steps:
             self.explain(f"not a check step (checked every {self.num_steps} steps)")
             return False
@@ -363,6 +379,60 @@ class WeightUpdateRatio(Rule):
             direction="small",
             total_change=True,
             cause="lr_too_low",
+        )
+        return True
+
+    def _grown(self, names: list[str], s: int, mode: ModeKeys) -> bool:
+        """Weights that grew ``growth_threshold`` times in norm or more (the median over the
+        weights judged) within ``_GROWTH_WITHIN`` TRAIN steps of their first saved step:
+        updates far larger than the weights, whatever the optimizer (evidence that needs harm,
+        reported once)."""
+        if self._growth_said:
+            return False
+        if self._growth_from is None:
+            self._growth_from = s
+        if s - self._growth_from > _GROWTH_WITHIN:  # past the window: nothing more to read
+            return False
+        growths: list[tuple[float, str]] = []
+        first = s
+        for name in names:
+            if name not in self._first_norms:  # (its first saved step, shape and norm)
+                tensor = self.base_trial.tensor(name)
+                steps = tensor.steps(mode=mode)
+                start = np.asarray(tensor.value(steps[0], mode=mode), dtype=np.float64)
+                self._first_norms[name] = (steps[0], start.shape, float(np.linalg.norm(start)))
+            begun, shape, begin = self._first_norms[name]
+            if begun >= s or s - begun > _GROWTH_WITHIN:
+                continue
+            now = np.asarray(self.base_trial.tensor(name).value(s, mode=mode), dtype=np.float64)
+            if now.shape != shape:  # another model's weight under this name
+                continue
+            end = float(np.linalg.norm(now))
+            if begin > self.epsilon and math.isfinite(begin) and math.isfinite(end):
+                growths.append((end / begin, name))
+                first = min(first, begun)
+        if not growths:
+            return False
+        growth = float(np.median([g for g, _ in growths]))
+        if growth < self.growth_threshold:
+            return False
+        self._growth_said = True
+        worst = sorted(growths, reverse=True)[:3]
+        self.explain(
+            f"the weights grew {growth:.3g} times in norm from step {first} to step {s} (the "
+            f"median over {len(growths)} weight tensors: "
+            f"{', '.join(f'{n} {g:.3g}x' for g, n in worst)}; limit {self.growth_threshold:g}x "
+            f"within {_GROWTH_WITHIN} steps): the updates outgrow the weights, the learning rate "
+            "is too high (an adaptive optimizer moves every weight by about its learning rate "
+            "each step, whatever the gradients); lower it, or warm it up",
+            tensors=[worst[0][1]],
+            value=growth,
+            threshold=self.growth_threshold,
+            severity=Severity.WARNING,
+            direction="large",
+            growth=True,
+            needs_harm=True,
+            cause="lr_too_high",
         )
         return True
 
