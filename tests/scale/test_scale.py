@@ -222,11 +222,11 @@ def test_time_limit_is_checked_before_any_task(tmp_path: Path) -> None:
 def test_ray_tasks_that_hang_or_exit_are_error_rows(tmp_path: Path, ray_cluster) -> None:
     trials = [_trial(tmp_path / "victim"), _trial(tmp_path / "healthy")]
     hung = _by_run(
-        _unless_hung(lambda: run_rules(trials, _bad("HangingRule"), engine="ray", time_limit=10))
+        _unless_hung(lambda: run_rules(trials, _bad("HangingRule"), engine="ray", time_limit=6))
     )
     assert [r["status"] for r in hung["healthy"]] == ["NoIssuesFound", "NoData"]
     assert {r["status"] for r in hung["victim"]} == {"Error"}
-    assert all("exceeded its time limit of 10 s" in r["details"] for r in hung["victim"])
+    assert all("exceeded its time limit of 6 s" in r["details"] for r in hung["victim"])
     exited = _by_run(run_rules(trials, _bad("ExitingRule"), engine="ray"))
     assert [r["status"] for r in exited["healthy"]] == ["NoIssuesFound", "NoData"]
     assert {r["status"] for r in exited["victim"]} == {"Error"}
@@ -274,8 +274,8 @@ def test_no_process_a_rule_started_outlives_its_task(tmp_path: Path, kind: str, 
 @pytest.mark.parametrize(
     ("kind", "reason"),
     [
-        ("SpawningHangingRule", "exceeded its time limit of 20 s"),
-        ("DetachingHangingRule", "exceeded its time limit of 20 s"),
+        ("SpawningHangingRule", "exceeded its time limit of 8 s"),
+        ("DetachingHangingRule", "exceeded its time limit of 8 s"),
         ("SpawningExitingRule", "exited with code 3"),
         ("SpawningRule", None),
     ],
@@ -287,7 +287,7 @@ def test_no_process_a_rule_started_outlives_its_ray_task(
     children), and what the rule started further down (through a shell) ran on; a task that
     ended normally left its child running as well."""
     trials = [_trial(tmp_path / "victim"), _trial(tmp_path / "healthy")]
-    rows = _by_run(run_rules(trials, _bad(kind), engine="ray", time_limit=20))
+    rows = _by_run(run_rules(trials, _bad(kind), engine="ray", time_limit=8))
     assert [r["status"] for r in rows["healthy"]] == ["NoIssuesFound", "NoData"]
     bad = {r["rule"]: r for r in rows["victim"]}
     if reason is None:
