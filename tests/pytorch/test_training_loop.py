@@ -716,16 +716,23 @@ def test_a_param_group_at_rate_zero_still_at_its_initialisation_is_a_fault(
 
 def detached(part: str) -> Loop:
     """A graph cut: the loss on ``out.detach()`` made to backward with ``requires_grad_()``
-    (``part`` "all"), or the head fed the body's output detached (``part`` "body")."""
+    (``part`` "all"), or the head fed the body's output detached (``part`` "body"); the body
+    run under ``torch.no_grad()`` (a feature extractor left trainable: "body_no_grad"); the
+    body's output detached with only the head in the optimizer (a teacher, "teacher")."""
 
     def loop(hook: tt.Hook) -> None:
         model = mlp()
         hook.register_module(model)
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        trained = model[2].parameters() if part == "teacher" else model.parameters()
+        opt = torch.optim.SGD(trained, lr=0.1)
         for x, y in batches():
             opt.zero_grad()
             if part == "all":
                 loss = F.cross_entropy(model(x).detach(), y).requires_grad_()
+            elif part == "body_no_grad":
+                with torch.no_grad():
+                    features = model[1](model[0](x))
+                loss = F.cross_entropy(model[2](features), y)
             else:
                 loss = F.cross_entropy(model[2](model[1](model[0](x)).detach()), y)
             hook.record_loss(loss)
@@ -796,19 +803,52 @@ def test_updates_that_climb_the_loss_are_named_wrong_sign(tmp_path: Path) -> Non
 
 
 def test_a_graph_cut_is_named_as_gradient_blocked(tmp_path: Path) -> None:
-    """No parameter ever gets a gradient: certain; some (10% of the values or more): evidence
-    that needs harm; a small unused parameter: nothing."""
+    """No parameter ever gets a gradient: certain; most of the values cut off behind a
+    ``.detach()`` (their module ran in the graph, the optimizer holds them): certain; some
+    (10% of the values or more) got none otherwise: evidence that needs harm; a small unused
+    parameter: nothing."""
     summary = run(tmp_path / "a", detached("all"))
     finding = only_finding(summary, "gradient_blocked")
     assert "needs_harm" not in finding.details
     assert finding.message.startswith("no trainable parameter receives a gradient: after every")
     summary = run(tmp_path / "b", detached("body"))
     finding = only_finding(summary, "gradient_blocked")
-    assert finding.details["needs_harm"] is True
+    assert "needs_harm" not in finding.details
     assert finding.message.startswith("2 trainable parameters (74% of the trainable values)")
-    assert "0.bias, 0.weight;" in finding.message
+    assert "0.bias, 0.weight;" in finding.message and "the graph is cut" in finding.message
+    assert float(facts(tmp_path / "b")["no_grad_cut_share"]) == 1.0
+    # run outside the graph, or held by no optimizer: unused, maybe on purpose
+    for part in ("body_no_grad", "teacher"):
+        summary = run(tmp_path / part, detached(part))
+        finding = only_finding(summary, "gradient_blocked")
+        assert finding.details["needs_harm"] is True, part
+        assert finding.message.startswith("2 trainable parameters (74% of the trainable")
+        assert float(facts(tmp_path / part)["no_grad_cut_share"]) == 0.0, part
     assert causes(run(tmp_path / "c", unused_parameter)) == []
     assert int(facts(tmp_path / "c")["no_grad/unused"]) == 4
+    assert "no_grad_cut_share" not in facts(tmp_path / "c")  # 4 values of 1,000 or so
+
+
+def test_the_cut_probe_leaves_no_hook_behind(tmp_path: Path) -> None:
+    """The modules holding parameters without a gradient are watched for PROBE_FORWARDS
+    forward passes only: then their forward hooks are as before the probe."""
+    from tensortap.pytorch._cut_probe import PROBE_FORWARDS
+
+    model = mlp()
+    hook = tt.Hook(str(tmp_path / "trial"), include_collections=["training_loop"])
+    hook.register_module(model)
+    before = [len(m._forward_hooks) for m in model]
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    counts = []
+    for x, y in list(batches())[: 3 + PROBE_FORWARDS + 2]:
+        opt.zero_grad()
+        F.cross_entropy(model[2](model[1](model[0](x)).detach()), y).backward()
+        opt.step()
+        counts.append(len(model[0]._forward_hooks))
+    assert counts[2] == before[0] + 1  # watched once 3 backward passes were checked
+    assert counts[-1] == before[0]
+    assert [len(m._forward_hooks) for m in model] == before
+    assert hook.close().internal_errors == 0
 
 
 FAULTS: dict[str, tuple[Loop, str]] = {

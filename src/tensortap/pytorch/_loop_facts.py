@@ -32,6 +32,7 @@ from torch import nn
 from tensortap.core._collections import TRAINING_LOOP
 from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import RAW_PLAN, StepRecorder, records_from_array
+from tensortap.pytorch._cut_probe import CutProbe
 from tensortap.pytorch._loss_facts import LossFacts, reaches
 from tensortap.pytorch._lr_facts import LearningRates
 from tensortap.pytorch._naming import WEIGHT_COLLECTIONS, unwrap
@@ -51,6 +52,9 @@ MEMBERSHIP_AFTER = 10
 CHANGE_AFTER = 5
 #: Bytes of weights copied (once, per device) to measure the first update; the rest is skipped.
 FIRST_UPDATE_BUDGET = 256 << 20
+#: The share of the trainable values left without a gradient from which the modules owning them
+#: are probed for a cut graph (:mod:`._cut_probe`).
+CUT_PROBE_SHARE = 0.5
 #: Single forward passes under no_grad in train mode count as evaluations when they fall in
 #: at most this share of the intervals between optimizer steps.
 ISOLATED_SHARE = 0.5
@@ -131,6 +135,7 @@ class LoopFacts:
         # trainable parameters left without a gradient by every backward pass checked
         self._no_grad: set[str] | None = None
         self._grad_checks = 0
+        self._cut: CutProbe | None = None  # once most trainable values get no gradient
         self._zero_lr: set[str] | None = None  # parameters in groups at rate 0 at every check
         recorder.add_step_end_callback(self._on_step_end)
 
@@ -213,7 +218,11 @@ class LoopFacts:
         for name in self._no_grad:
             self._set(f"no_grad/{name}", sizes[name])
         self._set("no_grad_params", len(self._no_grad))
-        self._set("no_grad_share", sum(sizes[n] for n in self._no_grad) / sum(sizes.values()))
+        share = sum(sizes[n] for n in self._no_grad) / sum(sizes.values())
+        self._set("no_grad_share", share)
+        if self._cut is None and share >= CUT_PROBE_SHARE:
+            blocked = {name: p for name, p in params if name in self._no_grad}
+            self._cut = CutProbe(self._registry.models, blocked, self._contain)
 
     def before_optimizer_step(self, optimizer: torch.optim.Optimizer, owned: bool) -> None:
         facts = self._optimizers.get(optimizer)
@@ -291,6 +300,8 @@ class LoopFacts:
     def close(self) -> None:
         """Save what was not saved yet into the last step, due or not (training has ended)."""
         self._end_no_grad_run()
+        if self._cut is not None:
+            self._cut.close()
         self._measure()
         recorder = self._recorder
         for name in sorted(self._unsaved):
@@ -369,14 +380,18 @@ class LoopFacts:
             self._set("grads_not_cleared/norm", norm)
             self._set(f"grads_not_cleared/{facts.label}", 1)
 
-    def _check_membership(self) -> None:
-        """Name the trained parameters (requires_grad, with a gradient) no optimizer holds."""
-        held = {
+    def _held(self) -> set[int]:
+        """The ids of the parameters the optimizers seen stepping hold."""
+        return {
             id(p)
             for optimizer in list(self._optimizers)
             for g in optimizer.param_groups
             for p in g["params"]
         }
+
+    def _check_membership(self) -> None:
+        """Name the trained parameters (requires_grad, with a gradient) no optimizer holds."""
+        held = self._held()
         missing = [
             (name, p)
             for name, p, _ in self._registry.params
@@ -490,6 +505,9 @@ class LoopFacts:
             self._set_kinds()
         for kind, n in Counter(type(m).__name__ for m in self._eval_layers).items():
             self._set(f"eval_mode_modules/{kind}", n)
+        if self._cut is not None and self._cut.done:
+            # of the values without a gradient, those cut off on their way back from the loss
+            self._set("no_grad_cut_share", self._cut.share(self._held()))
         if self._backward_passes or self._steps_seen:
             # a session that trained nothing (an evaluation after training, in a session of
             # its own) has nothing to count: zeros saved at its steps would read as training

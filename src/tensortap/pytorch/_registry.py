@@ -45,6 +45,11 @@ class Registry:
         #: start, not its later values) and kept when a wrapper replaces the parameter
         self._roles: dict[str, tuple[str, ...]] = {}
 
+    @property
+    def models(self) -> list[nn.Module]:
+        """The registered models (unwrapped)."""
+        return [core for core, _ in self._models]
+
     def add_model(self, core: nn.Module, name: str | None, compiled: bool = False) -> None:
         """Name ``core`` (an unwrapped model) and its submodules and parameters; ``compiled``
         when it was registered as ``torch.compile``'s wrapper (no per-module hooks inside)."""

@@ -25,6 +25,9 @@ _ADAPTIVE = _ADAM_LIKE | {"RMSprop", "Adagrad"}
 _ADAM_FIRST_UPDATE_EVIDENCE = 0.6
 #: The share of the trainable values that must get no gradient for gradient_blocked.
 _BLOCKED_SHARE = 0.1
+#: gradient_blocked is certain where this share of the trainable values gets no gradient and
+#: this share of those is cut off: their modules ran in the graph, an optimizer holds them.
+_CUT_SHARE = 0.5
 #: Optimizer steps in eval mode that make a fault (one may end a loop on purpose).
 _EVAL_MODE_STEPS = 2
 
@@ -86,7 +89,10 @@ class TrainingLoop(Rule):
     - ``gradient_blocked``: trainable parameters (``requires_grad``) left with ``grad`` None
       by every backward pass checked (the first 3 and those on due steps): all of them (the
       loss is not connected to the model: a certain fault), or at least 10% of the trainable
-      values (evidence that needs harm: unused parameters are not a fault alone);
+      values (evidence that needs harm: unused parameters are not a fault alone); certain
+      again where at least half the trainable values get none and at least half of those are
+      cut off: their modules ran in train mode with their outputs in the autograd graph in
+      each of the forward passes watched, and an optimizer holds them (a stray ``.detach()``);
     - ``wrong_sign``: an optimizer's learning rate below 0 (a certain fault: every update
       climbs the loss), or an optimizer built with ``maximize=True`` (evidence that needs harm);
     - ``frozen_layer``: parameters in a param group whose learning rate is exactly 0 at every
@@ -312,6 +318,21 @@ class TrainingLoop(Rule):
                 share,
                 _BLOCKED_SHARE,
                 ("no_grad_params", "no_grad_share"),
+            )
+            return
+        cut = self._num("no_grad_cut_share", 0.0)
+        if share >= _CUT_SHARE and cut >= _CUT_SHARE:
+            yield _Verdict(
+                "gradient_blocked",
+                f"{count} trainable parameters ({share:.0%} of the trainable values) never "
+                f"receive a gradient (grad None after every backward pass checked): {shown}; "
+                "their modules run in every training step with their outputs in the autograd "
+                "graph and the optimizer holds them, so the graph is cut between them and the "
+                "loss (a .detach(), .data, .item() or numpy round trip on the way): only what "
+                "comes after the cut trains",
+                share,
+                _CUT_SHARE,
+                ("no_grad_params", "no_grad_share", "no_grad_cut_share"),
             )
             return
         yield _Verdict(
