@@ -58,13 +58,16 @@ class CutProbe:
                     self._owned.setdefault(module, []).extend(mine)
         self._forwards: dict[nn.Module, int] = dict.fromkeys(self._owned, 0)
         self._in_graph: dict[nn.Module, int] = dict.fromkeys(self._owned, 0)
+        self._in_graph_names: set[str] = set()  # set at close
         self._handles = [m.register_forward_hook(self._on_output) for m in self._owned]
-        self.done = not self._handles
+        self.done = False
+        if not self._handles:
+            self.close()
 
     def _on_output(self, module: nn.Module, _inputs: Any, out: Any) -> None:
         try:
-            if not torch.is_grad_enabled() or not module.training:
-                return
+            if module not in self._forwards or not torch.is_grad_enabled() or not module.training:
+                return  # a replica (DataParallel), a pass without gradients or in eval mode
             self._forwards[module] += 1
             tensor = _first_tensor(out)
             if tensor is not None and tensor.grad_fn is not None:
@@ -78,10 +81,18 @@ class CutProbe:
             self._contain(exc, "watching the modules whose parameters get no gradient")
 
     def close(self) -> None:
-        """Remove the probe's hooks (the answer stays)."""
+        """Remove the probe's hooks and let go of the modules (the answer stays)."""
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        if not self.done:
+            self._in_graph_names = {
+                name
+                for module, names in self._owned.items()
+                if self._forwards[module] and self._in_graph[module] == self._forwards[module]
+                for name in names
+            }
+        self._owned, self._forwards, self._in_graph = {}, {}, {}
         self.done = True
 
     def share(self, held: set[int]) -> float:
@@ -90,11 +101,5 @@ class CutProbe:
         ids of the parameters the optimizers hold)."""
         held_names = {self._ids[i] for i in held if i in self._ids}
         total = sum(self._sizes.values())
-        cut = sum(
-            self._sizes[name]
-            for module, names in self._owned.items()
-            if self._forwards[module] and self._in_graph[module] == self._forwards[module]
-            for name in names
-            if name in held_names
-        )
+        cut = sum(self._sizes[name] for name in self._in_graph_names & held_names)
         return cut / total if total else 0.0

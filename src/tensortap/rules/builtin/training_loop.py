@@ -91,8 +91,9 @@ class TrainingLoop(Rule):
       loss is not connected to the model: a certain fault), or at least 10% of the trainable
       values (evidence that needs harm: unused parameters are not a fault alone); certain
       again where at least half the trainable values get none and at least half of those are
-      cut off: their modules ran in train mode with their outputs in the autograd graph in
-      each of the forward passes watched, and an optimizer holds them (a stray ``.detach()``);
+      cut off: their modules ran in train mode with their outputs in the autograd graph
+      every time in the forward passes watched, and an optimizer holds them (a stray
+      ``.detach()``);
     - ``wrong_sign``: an optimizer's learning rate below 0 (a certain fault: every update
       climbs the loss), or an optimizer built with ``maximize=True`` (evidence that needs harm);
     - ``frozen_layer``: parameters in a param group whose learning rate is exactly 0 at every
