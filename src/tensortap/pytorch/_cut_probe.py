@@ -95,11 +95,12 @@ class CutProbe:
         self._owned, self._forwards, self._in_graph = {}, {}, {}
         self.done = True
 
-    def share(self, held: set[int]) -> float:
-        """The share of the blocked values (by element count) whose module ran in the graph in
-        every watched forward pass, in train mode, and that an optimizer holds (``held``: the
-        ids of the parameters the optimizers hold)."""
+    def share(self, blocked: set[str], held: set[int]) -> float:
+        """Of the values of the parameters ``blocked`` now (names, by element count: those the
+        loop facts still find without a gradient), the share cut off: their module in train
+        mode with its output in the graph every time it ran while watched, held by an
+        optimizer (``held``: the ids of the parameters the optimizers hold)."""
         held_names = {self._ids[i] for i in held if i in self._ids}
-        total = sum(self._sizes.values())
-        cut = sum(self._sizes[name] for name in self._in_graph_names & held_names)
+        total = sum(self._sizes.get(name, 0) for name in blocked)
+        cut = sum(self._sizes[name] for name in self._in_graph_names & held_names & blocked)
         return cut / total if total else 0.0

@@ -135,6 +135,7 @@ class LoopFacts:
         # trainable parameters left without a gradient by every backward pass checked
         self._no_grad: set[str] | None = None
         self._grad_checks = 0
+        self._blocked: dict[str, nn.Parameter] = {}  # those of _no_grad, by name
         self._cut: CutProbe | None = None  # once most trainable values get no gradient
         self._zero_lr: set[str] | None = None  # parameters in groups at rate 0 at every check
         recorder.add_step_end_callback(self._on_step_end)
@@ -202,6 +203,14 @@ class LoopFacts:
         """A backward pass ran (any ``Tensor.backward``, whether it reached the models or not):
         on the first ones and on due steps, which trainable parameters it left without a
         gradient (``grad`` None: attribute reads only, no value read)."""
+        if self._blocked:
+            # every pass, of the parameters found without a gradient only (attribute reads): one
+            # that gets its gradient in passes never checked is not blocked (a GAN's generator,
+            # left without one by its critic's steps, gets its own every fifth step)
+            for name in [n for n, p in self._blocked.items() if p.grad is not None]:
+                del self._blocked[name]
+            if self._no_grad is not None:
+                self._no_grad.intersection_update(self._blocked)
         if self._backward_passes > FIRST_STEPS and not self._due():
             return
         params = [(name, p) for name, p, _ in self._registry.params if p.requires_grad]
@@ -209,6 +218,7 @@ class LoopFacts:
             return
         none = {name for name, p in params if p.grad is None}
         self._no_grad = none if self._no_grad is None else self._no_grad & none
+        self._blocked = {name: p for name, p in params if name in self._no_grad}
         self._grad_checks += 1
         if self._grad_checks < FIRST_STEPS:
             return
@@ -221,8 +231,7 @@ class LoopFacts:
         share = sum(sizes[n] for n in self._no_grad) / sum(sizes.values())
         self._set("no_grad_share", share)
         if self._cut is None and share >= CUT_PROBE_SHARE:
-            blocked = {name: p for name, p in params if name in self._no_grad}
-            self._cut = CutProbe(self._registry.models, blocked, self._contain)
+            self._cut = CutProbe(self._registry.models, dict(self._blocked), self._contain)
 
     def before_optimizer_step(self, optimizer: torch.optim.Optimizer, owned: bool) -> None:
         facts = self._optimizers.get(optimizer)
@@ -303,6 +312,7 @@ class LoopFacts:
         if self._cut is not None:
             self._cut.close()
         self._measure()
+        self._blocked = {}  # a closed hook keeps no parameter alive
         recorder = self._recorder
         for name in sorted(self._unsaved):
             full = f"{TRAINING_LOOP}/{name}"
@@ -505,9 +515,9 @@ class LoopFacts:
             self._set_kinds()
         for kind, n in Counter(type(m).__name__ for m in self._eval_layers).items():
             self._set(f"eval_mode_modules/{kind}", n)
-        if self._cut is not None and self._cut.done:
+        if self._cut is not None and self._cut.done and self._no_grad is not None:
             # of the values without a gradient, those cut off on their way back from the loss
-            self._set("no_grad_cut_share", self._cut.share(self._held()))
+            self._set("no_grad_cut_share", self._cut.share(self._no_grad, self._held()))
         if self._backward_passes or self._steps_seen:
             # a session that trained nothing (an evaluation after training, in a session of
             # its own) has nothing to count: zeros saved at its steps would read as training
