@@ -83,3 +83,39 @@ def test_the_pass_that_ends_a_live_run_is_judged_when_training_ends(
     done = [f for f in iter_findings(finished) if f.step == last]
     assert len(done) == 1 and done[0].triggered and done[0].severity is severity
     assert done[0].message == final.message
+
+
+class _Reads(Rule):
+    """Records every step it judges; at ``at`` it looks at the trial afresh (as a rule whose
+    reads refresh a stale trial does) just after ``publish`` wrote more steps and ended."""
+
+    def __init__(self, trial: Any, at: int, publish: Any) -> None:
+        super().__init__(trial)
+        self.at, self.publish, self.judged = at, publish, []
+
+    def invoke_at_step(self, step: int) -> bool:
+        self.judged.append(step)
+        if step == self.at:
+            self.publish()
+            self.base_trial.refresh()
+        return False
+
+
+def test_steps_a_rule_loaded_while_judging_are_judged_after_training_ended(tmp_path: Path) -> None:
+    """The walk ended when its own look found nothing new and training over, though a rule's
+    reads had loaded the steps published meanwhile (with the end of training): a live job
+    judged the first 137 of 430 steps and missed every evaluation pass after them."""
+    builder = TrialBuilder(tmp_path / "live")
+    for i in range(5):
+        builder.step({"loss": np.float32(i)}, collections=LOSS)
+    builder.flush()
+
+    def publish() -> None:
+        for i in range(5, 10):
+            builder.step({"loss": np.float32(i)}, collections=LOSS)
+        builder.close()
+
+    rule = _Reads(tt.create_trial(builder.path), at=2, publish=publish)
+    said = list(iter_findings(rule, poll_interval=0.01))
+    assert rule.judged == list(range(10)), rule.judged
+    assert [f.step for f in said] == list(range(10))

@@ -258,6 +258,7 @@ def walk(
     while active:
         with trial.no_refresh():
             steps = trial.steps()
+            seen = trial.index_version
         i = bisect.bisect_left(steps, next_step)
         pending = [s for s in steps[i:] if end_step is None or s < end_step]
         stopped = yield from _judge_batch(trial, active, pending, bulk, stop)
@@ -272,7 +273,9 @@ def walk(
             reported_wait.clear()
         if end_step is not None and next_step >= end_step:
             return
-        if trial.refresh():
+        # a rule's reads may have refreshed the trial while it judged: what they loaded (the
+        # end of training with it) is new to the walk, though the walk's own look finds nothing
+        if trial.refresh() or trial.index_version != seen:
             continue
         with trial.no_refresh():
             if trial.loaded_all_steps:  # nothing new since the steps above, and never will be
