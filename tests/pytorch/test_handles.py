@@ -76,6 +76,26 @@ def test_close_removes_every_torch_hook_and_frees_the_model(tmp_path: Path) -> N
     assert hook.closed  # the closed hook itself is still here
 
 
+def test_a_closed_hook_frees_a_model_whose_parameters_got_no_gradient(tmp_path: Path) -> None:
+    """The training-loop facts keep the parameters found without a gradient (checked on every
+    backward pass): weakly, so a closed hook frees the model and the facts stay saved."""
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+    hook = tt.Hook(tmp_path / "run", save_config=EVERY_STEP, include_collections=["training_loop"])
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for xb, yb in batches(32, 12):
+        opt.zero_grad()
+        F.cross_entropy(model[2](model[1](model[0](xb).detach())), yb).backward()  # cut
+        opt.step()
+    hook.close()
+    trial = tt.create_trial(tmp_path / "run")
+    assert int(trial.tensor("training_loop/no_grad_params").value(trial.steps()[-1])) == 2
+    refs = [weakref.ref(model), weakref.ref(model[0].weight)]  # the one without a gradient
+    del model, opt
+    gc.collect()
+    assert [ref() for ref in refs] == [None, None]
+
+
 def test_registration_returns_a_handle_that_removes_it(tmp_path: Path) -> None:
     model, loss_fn = make(Net), nn.CrossEntropyLoss()
     hook = tt.Hook(tmp_path / "run", save_config=EVERY_STEP, include_collections=["weights"])

@@ -132,10 +132,10 @@ class LoopFacts:
         self._last_root: Any = None
         self._retained = 0  # optimizer steps whose micro-batches ran backward through another's
         self._retained_passes = 0  # backward passes of the current step that did so
-        # trainable parameters left without a gradient by every backward pass checked
-        self._no_grad: set[str] | None = None
+        # trainable parameters left without a gradient by every backward pass, by name (None
+        # before the first check; weak: the facts keep no model alive)
+        self._blocked: dict[str, weakref.ref[nn.Parameter]] | None = None
         self._grad_checks = 0
-        self._blocked: dict[str, nn.Parameter] = {}  # those of _no_grad, by name
         self._cut: CutProbe | None = None  # once most trainable values get no gradient
         self._zero_lr: set[str] | None = None  # parameters in groups at rate 0 at every check
         recorder.add_step_end_callback(self._on_step_end)
@@ -207,31 +207,33 @@ class LoopFacts:
             # every pass, of the parameters found without a gradient only (attribute reads): one
             # that gets its gradient in passes never checked is not blocked (a GAN's generator,
             # left without one by its critic's steps, gets its own every fifth step)
-            for name in [n for n, p in self._blocked.items() if p.grad is not None]:
+            for name in [n for n, p in self._blocked.items() if _has_grad(p)]:
                 del self._blocked[name]
-            if self._no_grad is not None:
-                self._no_grad.intersection_update(self._blocked)
         if self._backward_passes > FIRST_STEPS and not self._due():
             return
         params = [(name, p) for name, p, _ in self._registry.params if p.requires_grad]
         if not params:
             return
-        none = {name for name, p in params if p.grad is None}
-        self._no_grad = none if self._no_grad is None else self._no_grad & none
-        self._blocked = {name: p for name, p in params if name in self._no_grad}
+        before = self._blocked
+        self._blocked = {
+            name: weakref.ref(p)
+            for name, p in params
+            if p.grad is None and (before is None or name in before)
+        }
         self._grad_checks += 1
         if self._grad_checks < FIRST_STEPS:
             return
         for old in [n for n in self._values if n.startswith("no_grad/")]:
             self._set(old, 0)  # got a gradient since
         sizes = {name: p.numel() for name, p in params}
-        for name in self._no_grad:
+        for name in self._blocked:
             self._set(f"no_grad/{name}", sizes[name])
-        self._set("no_grad_params", len(self._no_grad))
-        share = sum(sizes[n] for n in self._no_grad) / sum(sizes.values())
+        self._set("no_grad_params", len(self._blocked))
+        share = sum(sizes[n] for n in self._blocked) / sum(sizes.values())
         self._set("no_grad_share", share)
         if self._cut is None and share >= CUT_PROBE_SHARE:
-            self._cut = CutProbe(self._registry.models, dict(self._blocked), self._contain)
+            blocked = {name: p for name, p in params if name in self._blocked}
+            self._cut = CutProbe(self._registry.models, blocked, self._contain)
 
     def before_optimizer_step(self, optimizer: torch.optim.Optimizer, owned: bool) -> None:
         facts = self._optimizers.get(optimizer)
@@ -312,7 +314,6 @@ class LoopFacts:
         if self._cut is not None:
             self._cut.close()
         self._measure()
-        self._blocked = {}  # a closed hook keeps no parameter alive
         recorder = self._recorder
         for name in sorted(self._unsaved):
             full = f"{TRAINING_LOOP}/{name}"
@@ -515,9 +516,9 @@ class LoopFacts:
             self._set_kinds()
         for kind, n in Counter(type(m).__name__ for m in self._eval_layers).items():
             self._set(f"eval_mode_modules/{kind}", n)
-        if self._cut is not None and self._cut.done and self._no_grad is not None:
+        if self._cut is not None and self._cut.done and self._blocked is not None:
             # of the values without a gradient, those cut off on their way back from the loss
-            self._set("no_grad_cut_share", self._cut.share(self._no_grad, self._held()))
+            self._set("no_grad_cut_share", self._cut.share(set(self._blocked), self._held()))
         if self._backward_passes or self._steps_seen:
             # a session that trained nothing (an evaluation after training, in a session of
             # its own) has nothing to count: zeros saved at its steps would read as training
@@ -592,3 +593,9 @@ def _rate(lr: Any) -> float | None:
     if isinstance(lr, torch.Tensor):
         return float(lr) if lr.device.type == "cpu" and lr.numel() == 1 else None
     return float(lr) if isinstance(lr, (int, float)) else None
+
+
+def _has_grad(ref: weakref.ref[nn.Parameter]) -> bool:
+    """Whether a parameter found without a gradient got one since (or is gone)."""
+    param = ref()
+    return param is None or param.grad is not None
