@@ -91,7 +91,8 @@ class _Reads(Rule):
 
     def __init__(self, trial: Any, at: int, publish: Any) -> None:
         super().__init__(trial)
-        self.at, self.publish, self.judged = at, publish, []
+        self.at, self.publish = at, publish
+        self.judged: list[int] = []
 
     def invoke_at_step(self, step: int) -> bool:
         self.judged.append(step)
