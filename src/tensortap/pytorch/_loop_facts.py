@@ -3,7 +3,7 @@ optimizers hold, whether ``step()`` runs and moves the weights, whether gradient
 between steps, whether evaluation runs in train mode and training in eval mode, how the
 learning rate is scheduled, how
 large the weights start and the first update is, what the loss modules are fed, and whether
-they weight classes.
+they weight classes, and which parameters get no gradient.
 
 The PyTorch hook hands its events here (a model's forward starts, a backward pass is about to
 run, an optimizer is about to step and has stepped, a scheduler stepped, a loss module ran).
@@ -13,7 +13,8 @@ numbers kept here and saved as scalars in ``training_loop`` (``training_loop/<fa
 next step where the collection is due, and at close: a fact noticed on another step is never
 lost. Nothing happens unless ``training_loop`` is included (a job includes it for its
 TrainingLoop rule). What the loss modules are fed is noted by :mod:`._loss_facts`, how the
-learning rate is scheduled by :mod:`._lr_facts`.
+learning rate is scheduled by :mod:`._lr_facts`, which parameters get no gradient by
+:mod:`._grad_presence`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from torch import nn
 from tensortap.core._collections import TRAINING_LOOP
 from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import RAW_PLAN, StepRecorder, records_from_array
-from tensortap.pytorch._cut_probe import CutProbe
+from tensortap.pytorch._grad_presence import GradientPresence
 from tensortap.pytorch._loss_facts import LossFacts, reaches
 from tensortap.pytorch._lr_facts import LearningRates
 from tensortap.pytorch._naming import WEIGHT_COLLECTIONS, unwrap
@@ -52,9 +53,6 @@ MEMBERSHIP_AFTER = 10
 CHANGE_AFTER = 5
 #: Bytes of weights copied (once, per device) to measure the first update; the rest is skipped.
 FIRST_UPDATE_BUDGET = 256 << 20
-#: The share of the trainable values left without a gradient from which the modules owning them
-#: are probed for a cut graph (:mod:`._cut_probe`).
-CUT_PROBE_SHARE = 0.5
 #: Single forward passes under no_grad in train mode count as evaluations when they fall in
 #: at most this share of the intervals between optimizer steps.
 ISOLATED_SHARE = 0.5
@@ -132,11 +130,7 @@ class LoopFacts:
         self._last_root: Any = None
         self._retained = 0  # optimizer steps whose micro-batches ran backward through another's
         self._retained_passes = 0  # backward passes of the current step that did so
-        # trainable parameters left without a gradient by every backward pass, by name (None
-        # before the first check; weak: the facts keep no model alive)
-        self._blocked: dict[str, weakref.ref[nn.Parameter]] | None = None
-        self._grad_checks = 0
-        self._cut: CutProbe | None = None  # once most trainable values get no gradient
+        self._gradients = GradientPresence(registry, self._set, contain)
         self._zero_lr: set[str] | None = None  # parameters in groups at rate 0 at every check
         recorder.add_step_end_callback(self._on_step_end)
 
@@ -201,39 +195,9 @@ class LoopFacts:
 
     def after_backward(self, tensor: torch.Tensor) -> None:
         """A backward pass ran (any ``Tensor.backward``, whether it reached the models or not):
-        on the first ones and on due steps, which trainable parameters it left without a
-        gradient (``grad`` None: attribute reads only, no value read)."""
-        if self._blocked:
-            # every pass, of the parameters found without a gradient only (attribute reads): one
-            # that gets its gradient in passes never checked is not blocked (a GAN's generator,
-            # left without one by its critic's steps, gets its own every fifth step)
-            for name in [n for n, p in self._blocked.items() if _has_grad(p)]:
-                del self._blocked[name]
-        if self._backward_passes > FIRST_STEPS and not self._due():
-            return
-        params = [(name, p) for name, p, _ in self._registry.params if p.requires_grad]
-        if not params:
-            return
-        before = self._blocked
-        self._blocked = {
-            name: weakref.ref(p)
-            for name, p in params
-            if p.grad is None and (before is None or name in before)
-        }
-        self._grad_checks += 1
-        if self._grad_checks < FIRST_STEPS:
-            return
-        for old in [n for n in self._values if n.startswith("no_grad/")]:
-            self._set(old, 0)  # got a gradient since
-        sizes = {name: p.numel() for name, p in params}
-        for name in self._blocked:
-            self._set(f"no_grad/{name}", sizes[name])
-        self._set("no_grad_params", len(self._blocked))
-        share = sum(sizes[n] for n in self._blocked) / sum(sizes.values())
-        self._set("no_grad_share", share)
-        if self._cut is None and share >= CUT_PROBE_SHARE:
-            blocked = {name: p for name, p in params if name in self._blocked}
-            self._cut = CutProbe(self._registry.models, blocked, self._contain)
+        which trainable parameters get no gradient (:mod:`._grad_presence`), checked on the
+        first passes and on due steps."""
+        self._gradients.after_backward(self._backward_passes <= FIRST_STEPS or self._due())
 
     def before_optimizer_step(self, optimizer: torch.optim.Optimizer, owned: bool) -> None:
         facts = self._optimizers.get(optimizer)
@@ -311,8 +275,7 @@ class LoopFacts:
     def close(self) -> None:
         """Save what was not saved yet into the last step, due or not (training has ended)."""
         self._end_no_grad_run()
-        if self._cut is not None:
-            self._cut.close()
+        self._gradients.close()
         self._measure()
         recorder = self._recorder
         for name in sorted(self._unsaved):
@@ -516,9 +479,7 @@ class LoopFacts:
             self._set_kinds()
         for kind, n in Counter(type(m).__name__ for m in self._eval_layers).items():
             self._set(f"eval_mode_modules/{kind}", n)
-        if self._cut is not None and self._cut.done and self._blocked is not None:
-            # of the values without a gradient, those cut off on their way back from the loss
-            self._set("no_grad_cut_share", self._cut.share(set(self._blocked), self._held()))
+        self._gradients.measure(self._held)
         if self._backward_passes or self._steps_seen:
             # a session that trained nothing (an evaluation after training, in a session of
             # its own) has nothing to count: zeros saved at its steps would read as training
@@ -593,9 +554,3 @@ def _rate(lr: Any) -> float | None:
     if isinstance(lr, torch.Tensor):
         return float(lr) if lr.device.type == "cpu" and lr.numel() == 1 else None
     return float(lr) if isinstance(lr, (int, float)) else None
-
-
-def _has_grad(ref: weakref.ref[nn.Parameter]) -> bool:
-    """Whether a parameter found without a gradient got one since (or is gone)."""
-    param = ref()
-    return param is None or param.grad is not None
