@@ -5,6 +5,7 @@ output layer does not train), on trials written through the hook."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from tensortap.rules import (
     TrainingLoop,
     UnnormalisedInput,
     invoke_rule,
+    iter_findings,
 )
 from tensortap.rules._finding import Severity
 from tensortap.testing import TrialBuilder
@@ -128,28 +130,42 @@ def test_check_input_images_judges_the_models_own_input_only(tmp_path: Path) -> 
 def test_check_input_images_is_a_problem_off_order_1_and_evidence_within_it(
     tmp_path: Path,
 ) -> None:
-    """Digits in [-1, 1] (``Normalize(0.5, 0.5)``: mostly dark, mean -0.39) are common practice
-    and a stranger's run of them reached 99.6% accuracy: past smdebug's 0.2, the rule still
-    fires, as evidence that needs harm. Raw 0-16 pixels (mean 4.9) are a problem."""
+    """Digits in [0, 1] (mean 0.31), or in [-1, 1] (``Normalize(0.5, 0.5)``: mostly dark, mean
+    -0.39: a stranger's run of them reached 99.6% accuracy) are scaled as images are
+    normalised: nothing is found (the rule's own fix says "images to [0, 1]"; naming them put
+    "the inputs are not normalised" first in a stranger's Keras run whose labels were shuffled
+    apart from its images). Past smdebug's 0.2 but not within [-1, 1] (0 to 2, mean 0.61), it
+    fires as evidence that needs harm. Raw 0-16 pixels (mean 4.9) are a problem, channels
+    first or last."""
     from sklearn.datasets import load_digits
 
     from tensortap.rules import CheckInputImages
 
     images = load_digits().images[:512, None].astype(np.float32)  # (N, 1, 8, 8), 0-16
     for name, x, severity in (
-        ("half", (images / 16 - 0.5) / 0.5, "warning"),
+        ("unit", images / 16, None),
+        ("half", (images / 16 - 0.5) / 0.5, None),
+        ("double", images / 8, "warning"),
         ("raw", images, "problem"),
+        ("raw_channels_last", images.transpose(0, 2, 3, 1), "problem"),
     ):
         builder = TrialBuilder(tmp_path / name)
         for start in range(0, 512, 64):
             builder.step({"0_input_0": x[start : start + 64]}, mode="train",
                          collections={"0_input_0": "inputs"})  # fmt: skip
-        summary = invoke_rule(CheckInputImages(builder.close()))
+        trial = builder.close()
+        if severity is None:
+            said = [f for f in iter_findings(CheckInputImages(trial)) if f.judged]
+            assert said and not any(f.triggered for f in said), name
+            assert "every value within [" in said[-1].message, (name, said[-1].message)
+            continue
+        summary = invoke_rule(CheckInputImages(trial))
         assert summary.status.value == "IssuesFound", name
         finding = summary.findings[0]
         assert finding.severity is not None and finding.severity.value == severity, name
         assert finding.details["cause"] == "unnormalised_input"
         assert finding.details.get("needs_harm", False) is (severity == "warning"), name
+        assert finding.message.startswith("channel 0 of 0_input_0 has mean"), name
 
 
 def test_a_model_that_normalises_its_own_input_is_not_told_to(tmp_path: Path) -> None:
@@ -180,6 +196,38 @@ def test_a_model_that_normalises_its_own_input_is_not_told_to(tmp_path: Path) ->
             assert summary.status.value == expected, (rule.__name__, first)
 
 
+def test_a_model_that_rescales_its_own_input_is_judged_on_what_its_next_layer_meets(
+    tmp_path: Path,
+) -> None:
+    """Raw 0-16 digits fed to a Keras model whose first layer is ``Rescaling(1 / 16)`` (a
+    stranger's healthy subclassed model at 97% was diagnosed "the inputs are not normalised":
+    root mean square 7.81): the input rules judge ``x * scale + offset``. ``Rescaling(1.0)``
+    leaves them raw: a problem, said of the rescaled values."""
+    from sklearn.datasets import load_digits
+
+    from tensortap.rules import CheckInputImages
+
+    rescaling = "keras.src.layers.preprocessing.rescaling.Rescaling"
+    flat = load_digits().data[:512].astype(np.float32)
+    images = load_digits().images[:512, ..., None].astype(np.float32)  # channels last
+    every = tt.SaveConfig(save_interval=1)
+    for scale, fine in ((1 / 16, True), (1.0, False)):
+        for rule, x in ((UnnormalisedInput, flat), (CheckInputImages, images)):
+            out = tmp_path / f"{rule.__name__}{scale}"
+            with tt.Hook(str(out), include_collections=["inputs"], save_config=every) as hook:
+                hook.log_config({"model": {"class": "DigitNet", "first_layer": rescaling,
+                                           "first_layer_rescaling": {"scale": scale,
+                                                                     "offset": 0.0}}})  # fmt: skip
+                for start in range(0, len(x) - 63, 64):
+                    hook.save_tensor("0_input_0", x[start : start + 64], "inputs")
+                    hook.next_step()
+            summary = invoke_rule(rule(tt.create_trial(str(out))))
+            expected = "NoIssuesFound" if fine else "IssuesFound"
+            assert summary.status.value == expected, (rule.__name__, scale)
+            if not fine:
+                assert "rescaled by the model's first layer" in summary.findings[0].message
+
+
 def test_the_configuration_names_the_models_first_layer() -> None:
     torch = pytest.importorskip("torch")
     from tensortap.pytorch._config import model_config
@@ -197,6 +245,25 @@ def test_the_configuration_names_the_models_first_layer() -> None:
     functional = keras.Model(inputs, keras.layers.Dense(1)(keras.layers.Normalization()(inputs)))
     first = train_begin_config(functional, None)["model"]["first_layer"]
     assert first.endswith(".Normalization"), first
+    rescaled = keras.Sequential([keras.Input((4,)), keras.layers.Rescaling(1 / 255, offset=-1),
+                                 keras.layers.Dense(1)])  # fmt: skip
+    model = train_begin_config(rescaled, None)["model"]
+    assert model["first_layer"].endswith(".Rescaling"), model
+    assert model["first_layer_rescaling"] == {"scale": 1 / 255, "offset": -1.0}
+
+    base: Any = keras.Model
+
+    class Subclassed(base):  # the layers in the order they were set
+        def __init__(self) -> None:
+            super().__init__()
+            self.rescale = keras.layers.Rescaling(1 / 16)
+            self.head = keras.layers.Dense(10)
+
+        def call(self, x: Any) -> Any:
+            return self.head(self.rescale(x))
+
+    model = train_begin_config(Subclassed(), None)["model"]
+    assert model["first_layer_rescaling"] == {"scale": 1 / 16, "offset": 0.0}, model
 
 
 def test_unnormalised_input_names_features_far_from_centred_as_evidence(tmp_path: Path) -> None:

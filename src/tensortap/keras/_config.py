@@ -48,6 +48,9 @@ def train_begin_config(model: Any, params: Mapping[str, Any] | None) -> dict[str
     ]
     if layers:
         found["model"]["first_layer"] = _class_name(layers[0])
+        rescale = _rescaling(layers[0])
+        if rescale is not None:
+            found["model"]["first_layer_rescaling"] = rescale
     optimizer = getattr(model, "optimizer", None)
     if optimizer is not None:
         config = dict(optimizer.get_config())
@@ -65,6 +68,18 @@ def train_begin_config(model: Any, params: Mapping[str, Any] | None) -> dict[str
         trainer["fit"] = {k: params[k] for k in ("epochs", "steps") if k in params}
     found["trainer"] = trainer
     return found
+
+
+def _rescaling(layer: Any) -> dict[str, float] | None:
+    """``{"scale", "offset"}`` of a ``Rescaling`` layer whose scale and offset are single
+    numbers (the input rules judge ``x * scale + offset``, what the next layer meets), else
+    None."""
+    if type(layer).__name__ != "Rescaling":
+        return None
+    scale, offset = getattr(layer, "scale", None), getattr(layer, "offset", None)
+    if isinstance(scale, (int, float)) and isinstance(offset, (int, float)):
+        return {"scale": float(scale), "offset": float(offset)}
+    return None
 
 
 def _learning_rate(optimizer: Any) -> float | None:

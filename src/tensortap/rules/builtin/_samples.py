@@ -11,7 +11,7 @@ import hashlib
 import math
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 
@@ -19,6 +19,8 @@ from tensortap.rules.builtin._common import has_raw, optional_names_in
 
 if TYPE_CHECKING:
     from tensortap.trials._trial import Trial
+
+T = TypeVar("T")
 
 
 def model_input(trial: Trial, step: int) -> tuple[str, np.ndarray] | None:
@@ -103,6 +105,26 @@ def normalised_in_model(trial: Trial) -> str | None:
     return None
 
 
+def input_rescaling(trial: Trial) -> tuple[float, float] | None:
+    """(scale, offset) of the model's first layer where it rescales its input (Keras'
+    ``Rescaling``, from the run's configuration, ``model.first_layer_rescaling``): the input
+    rules judge ``x * scale + offset``, what the next layer meets; None where none was
+    recorded."""
+    try:
+        model = trial.config().get("model")
+    except Exception:  # an unreadable configuration is listed by the trial, not judged here
+        return None
+    found = model.get("first_layer_rescaling") if isinstance(model, dict) else None
+    if not isinstance(found, dict):
+        return None
+    scale, offset = found.get("scale"), found.get("offset", 0.0)
+    numbers = all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        for v in (scale, offset)
+    )
+    return (float(scale), float(offset)) if numbers and scale else None
+
+
 #: Model classes (without their module) that predict tokens: the Hugging Face heads of
 #: causal, masked and sequence-to-sequence language models
 _TOKEN_HEADS = ("LMHeadModel", "ForCausalLM", "ForMaskedLM", "ForConditionalGeneration")
@@ -122,17 +144,17 @@ def predicts_tokens(trial: Trial) -> str | None:
     return None
 
 
-class ConfigFact:
+class ConfigFact(Generic[T]):
     """``find(trial)``, a fact of the run's configuration, for a rule that asks at each step: read
     until a configuration was recorded (a hook records it when training starts), then kept."""
 
-    def __init__(self, trial: Trial, find: Callable[[Trial], str | None]) -> None:
+    def __init__(self, trial: Trial, find: Callable[[Trial], T | None]) -> None:
         self.trial = trial
         self._find = find
-        self._found: str | None = None
+        self._found: T | None = None
         self._settled = False
 
-    def __call__(self) -> str | None:
+    def __call__(self) -> T | None:
         if not self._settled:
             self._found = self._find(self.trial)
             try:

@@ -10,10 +10,17 @@ import numpy as np
 from tensortap.rules._finding import Severity
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import fire_nonfinite, has_raw, names_in
-from tensortap.rules.builtin._samples import ConfigFact, normalised_in_model
+from tensortap.rules.builtin._samples import ConfigFact, input_rescaling, normalised_in_model
 
 #: A channel mean beyond this is off order 1 (raw pixels): a problem on its own.
 FAR_MEAN = 1.0
+#: Images whose every value lies within [-CONVENTION, CONVENTION] are scaled as the frameworks'
+#: guides scale them ([0, 1], or [-1, 1] after ``Normalize(0.5, 0.5)``): normalised, whatever
+#: their mean (a little float rounding above 1 allowed).
+CONVENTION = 1.0 + 1e-6
+#: A 4-D input whose last axis is at most this long while its axis 1 is longer is channels-last
+#: (Keras and TensorFlow's default, NHWC): its channels are its last axis.
+MOST_CHANNELS = 4
 
 
 class CheckInputImages(Rule):
@@ -29,12 +36,18 @@ class CheckInputImages(Rule):
     tabular inputs ends ``NoData`` rather than with a false alarm. Images holding NaN or inf
     are a problem (non-finite).
 
-    A mean off order 1 (beyond :data:`FAR_MEAN`: raw pixels, 0-255 or 0-16) is a problem. A mean
-    past ``threshold_mean`` but within it is common practice (images scaled to [0, 1], or
-    ``Normalize(0.5, 0.5)`` of mostly dark digits: mean -0.39, in a run that reached 99.6%
-    accuracy): the rule fires as smdebug's did, but as evidence that needs harm
+    Images whose every value lies within [-1, 1] are normalised as the frameworks' guides
+    normalise them (scaled to [0, 1], or to [-1, 1] by ``Normalize(0.5, 0.5)``: mostly dark
+    digits then have mean -0.39, in a run that reached 99.6% accuracy), whatever their mean:
+    nothing is found (naming them once put "the inputs are not normalised" before labels
+    shuffled apart from their images, whose run learned nothing). Otherwise a mean off order 1
+    (beyond :data:`FAR_MEAN`: raw pixels, 0-255 or 0-16) is a problem; a mean past
+    ``threshold_mean`` but within it fires as smdebug's did, but as evidence that needs harm
     (``details["needs_harm"]``, a warning), a problem only where the run is harmed in a way
     unnormalised inputs explain.
+
+    With the default ``channel`` (1), a 4-D input whose last axis is short (at most 4) while
+    its axis 1 is longer is channels-last (NHWC, Keras' default): its channels are its last axis.
     """
 
     collections_needed = ("inputs",)
@@ -66,8 +79,10 @@ class CheckInputImages(Rule):
         self._sums: dict[str, np.ndarray] = {}
         self._counts: dict[str, int] = {}
         self._samples: dict[str, int] = {}
+        self._ranges: dict[str, tuple[float, float]] = {}  # the smallest and largest value seen
         # the model's own normalisation
         self._normaliser = ConfigFact(base_trial, normalised_in_model)
+        self._rescaling = ConfigFact(base_trial, input_rescaling)
 
     def _names(self, step: int) -> list[str]:
         trial = self.base_trial
@@ -89,12 +104,18 @@ class CheckInputImages(Rule):
         judged = 0
         for name in names:
             images = self.base_trial.tensor(name).value(step).astype(np.float64)
+            rescaling = self._rescaling()
+            if rescaling is not None:  # what the model's first layer (Keras' Rescaling) makes
+                images = images * rescaling[0] + rescaling[1]
             if images.ndim < 3 or images.ndim <= self.channel:
                 continue  # tabular features (batch, features) are not images: not judged
             judged += 1
             if not np.isfinite(images).all():
                 return fire_nonfinite(self, [name], "the input")
-            axes = tuple(a for a in range(images.ndim) if a != self.channel)
+            channel = self._channel_axis(images.shape)
+            axes = tuple(a for a in range(images.ndim) if a != channel)
+            low, high = self._ranges.get(name, (np.inf, -np.inf))
+            self._ranges[name] = (min(low, float(images.min())), max(high, float(images.max())))
             sums = images.sum(axis=axes)
             count = images.size // sums.size
             self._sums[name] = self._sums.get(name, 0) + sums
@@ -121,13 +142,25 @@ class CheckInputImages(Rule):
                 tensors=[name],
             )
             return False
+        low, high = self._ranges[name]
+        rescaled = " rescaled by the model's first layer" if self._rescaling() is not None else ""
+        if low >= -CONVENTION and high <= CONVENTION:
+            self.explain(
+                f"channel {c} of {name} has mean {mean:.3g} over {self._samples[name]} images"
+                f"{rescaled}, "
+                f"every value within [{low:.3g}, {high:.3g}]: scaled to [0, 1] or [-1, 1], as "
+                "images are normalised",
+                tensors=[name],
+            )
+            return False
         fired = abs(mean) > self.threshold_mean
         near = fired and abs(mean) <= max(FAR_MEAN, self.threshold_mean)
         extra: dict[str, Any] = {}
         if near:  # within order 1: evidence where harm is seen, not a fault on its own
             extra = {"severity": Severity.WARNING, "needs_harm": True}
         self.explain(
-            f"channel {c} of {name} has mean {mean:.3g} over {self._samples[name]} images "
+            f"channel {c} of {name} has mean {mean:.3g} over {self._samples[name]} images"
+            f"{rescaled} "
             f"({'further' if fired else 'no further'} than {self.threshold_mean:g} from 0"
             f"{'; normalise the inputs' if fired else ''}"
             f"{f', though within {FAR_MEAN:g} of it' if near else ''})",
@@ -138,3 +171,14 @@ class CheckInputImages(Rule):
             **extra,
         )
         return fired
+
+    def _channel_axis(self, shape: tuple[int, ...]) -> int:
+        """``channel``, or the last axis of a channels-last batch of images (see the class)."""
+        if (
+            self.channel == 1
+            and len(shape) == 4
+            and shape[-1] <= MOST_CHANNELS
+            and shape[1] > shape[-1]
+        ):
+            return len(shape) - 1
+        return self.channel

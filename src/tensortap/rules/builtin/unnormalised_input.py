@@ -16,7 +16,12 @@ from tensortap.rules.builtin._common import (
     step_mode,
     training_step,
 )
-from tensortap.rules.builtin._samples import ConfigFact, model_input, normalised_in_model
+from tensortap.rules.builtin._samples import (
+    ConfigFact,
+    input_rescaling,
+    model_input,
+    normalised_in_model,
+)
 
 #: Inputs small everywhere: a root mean square below this, with no value reaching WEAK_LARGEST.
 WEAK_RMS, WEAK_LARGEST = 0.1, 0.5
@@ -100,6 +105,8 @@ class UnnormalisedInput(Rule):
         self._name: str | None = None
         # the model's own normalisation
         self._normaliser = ConfigFact(base_trial, normalised_in_model)
+        self._rescaling = ConfigFact(base_trial, input_rescaling)
+        self._rescaled = ""  # how the model's first layer rescales the input, said after its name
 
     def _input(self, step: int) -> tuple[str, np.ndarray] | None:
         found = model_input(self.base_trial, step)
@@ -122,6 +129,13 @@ class UnnormalisedInput(Rule):
             return fire_nonfinite(self, [name], "the input")
         self._name = self._name or name
         x = value.astype(np.float64)
+        rescaling = self._rescaling()
+        if rescaling is not None:  # what the model's first layer (Keras' Rescaling) makes of it
+            scale, shift = rescaling
+            x = x * scale + shift
+            self._rescaled = (
+                f" rescaled by the model's first layer to x * {scale:.4g} + {shift:.4g}"
+            )
         self._squares += float(np.square(x).sum())
         self._sum += float(x.sum())
         self._largest = max(self._largest, float(np.abs(x).max()))
@@ -144,10 +158,11 @@ class UnnormalisedInput(Rule):
         if self._largest < self.threshold_small:
             self.explain(
                 f"the input {self._name} never reaches {self.threshold_small:g} in absolute "
-                f"value over {self._samples} samples (largest {self._largest:.3g}, root mean "
-                f"square {rms:.3g}): inputs this small leave the first layer's output to its "
-                "bias and its weights' gradients near zero; normalised inputs are about 1 (an "
-                "image scaled twice, or features in units far too large?)",
+                f"value over {self._samples} samples{self._rescaled} (largest "
+                f"{self._largest:.3g}, root mean square {rms:.3g}): inputs this small leave the "
+                "first layer's output to its bias and its weights' gradients near zero; "
+                "normalised inputs are about 1 (an image scaled twice, or features in units far "
+                "too large?)",
                 tensors=[self._name],
                 value=self._largest,
                 threshold=self.threshold_small,
@@ -160,7 +175,7 @@ class UnnormalisedInput(Rule):
         if not fired and weak is not None:
             message, measured, limit = weak
             self.explain(
-                f"the input {self._name} {message} over {self._samples} samples: "
+                f"the input {self._name} {message} over {self._samples} samples{self._rescaled}: "
                 "normalised inputs are about 1 and vary about as much (an image divided twice, "
                 "standardised with another scale's statistics, or divided by a per-sample sum?)",
                 tensors=[self._name],
@@ -178,7 +193,8 @@ class UnnormalisedInput(Rule):
             self.explain(
                 f"the input {self._name}'s {features} features are on different scales: the "
                 f"standard deviation of feature {column} ({top:.3g}) is {ratio:.3g} times the "
-                f"median feature's ({median:.3g}) over {self._samples} samples (threshold "
+                f"median feature's ({median:.3g}) over {self._samples} samples{self._rescaled} "
+                f"(threshold "
                 f"{self.threshold_spread:g}); standardise each feature with the training set's "
                 "mean and standard deviation (rows scaled to unit length, or a matrix divided "
                 "by its largest value, keep each feature's units)",
@@ -197,9 +213,9 @@ class UnnormalisedInput(Rule):
             self.explain(
                 f"the input {self._name}'s {features} features are far from centred: the "
                 f"median feature's standard deviation is {share:.3g} of its root mean square "
-                f"over {self._samples} samples (under {OFFSET_SHARE:g}; standardised features: "
-                "1), so each varies little around a large offset; standardise each feature "
-                "with the training set's mean and standard deviation",
+                f"over {self._samples} samples{self._rescaled} (under {OFFSET_SHARE:g}; "
+                "standardised features: 1), so each varies little around a large offset; "
+                "standardise each feature with the training set's mean and standard deviation",
                 tensors=[self._name],
                 value=share,
                 threshold=OFFSET_SHARE,
@@ -211,8 +227,8 @@ class UnnormalisedInput(Rule):
             return True
         self.explain(
             f"the input {self._name} has a root mean square of {rms:.3g} over {self._samples} "
-            f"samples ({'above' if fired else 'within'} {self.threshold_rms:g}; normalised inputs "
-            f"are about 1{': scale or standardise them' if fired else ''})",
+            f"samples{self._rescaled} ({'above' if fired else 'within'} {self.threshold_rms:g}; "
+            f"normalised inputs are about 1{': scale or standardise them' if fired else ''})",
             tensors=[self._name],
             value=rms,
             threshold=self.threshold_rms,
