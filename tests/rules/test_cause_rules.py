@@ -234,6 +234,9 @@ def test_the_configuration_names_the_models_first_layer() -> None:
 
     net = torch.nn.Sequential(torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2))
     assert model_config(net)["first_layer"] == "torch.nn.modules.batchnorm.BatchNorm1d"
+    # past layers that only reshape the input
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2))
+    assert model_config(net)["first_layer"] == "torch.nn.modules.batchnorm.BatchNorm1d"
     keras = pytest.importorskip("keras")
     from tensortap.keras._config import train_begin_config
 
@@ -250,6 +253,10 @@ def test_the_configuration_names_the_models_first_layer() -> None:
     model = train_begin_config(rescaled, None)["model"]
     assert model["first_layer"].endswith(".Rescaling"), model
     assert model["first_layer_rescaling"] == {"scale": 1 / 255, "offset": -1.0}
+    flattened = keras.Sequential([keras.Input((8, 8)), keras.layers.Flatten(),
+                                  keras.layers.Rescaling(1 / 16), keras.layers.Dense(1)])  # fmt: skip
+    model = train_begin_config(flattened, None)["model"]
+    assert model["first_layer_rescaling"] == {"scale": 1 / 16, "offset": 0.0}, model
 
     base: Any = keras.Model
 

@@ -23,6 +23,10 @@ FIT_ARGUMENTS = (
 _KERAS_DEFAULT_BATCH = 32
 
 
+#: Layers that pass the input on unchanged or only reshaped: its first layer is the next one.
+_RESHAPES = frozenset({"InputLayer", "Flatten", "Reshape", "Permute"})
+
+
 def _class_name(obj: object) -> str:
     cls = type(obj)
     return f"{cls.__module__}.{cls.__qualname__}"
@@ -40,11 +44,11 @@ def train_begin_config(model: Any, params: Mapping[str, Any] | None) -> dict[str
         count = None
     found["model"] = {"class": _class_name(model), "parameters": count}
     # what the input meets first (a Normalization layer: the rules judge after it); a
-    # functional model lists its InputLayer first
+    # functional model lists its InputLayer first; layers that only reshape it are passed
     layers = [
         layer
         for layer in getattr(model, "layers", None) or ()
-        if type(layer).__name__ != "InputLayer"
+        if type(layer).__name__ not in _RESHAPES
     ]
     if layers:
         found["model"]["first_layer"] = _class_name(layers[0])

@@ -17,6 +17,8 @@ from torch import nn
 
 #: Param-group entries left out of the configuration (the tensors themselves).
 _SKIPPED_GROUP_KEYS = frozenset({"params", "param_names"})
+#: Modules that only reshape what they are given: the input's first layer is the one after them.
+_RESHAPES = (nn.Flatten, nn.Unflatten, nn.Identity)
 
 
 def class_name(obj: object) -> str:
@@ -32,9 +34,17 @@ def model_config(module: nn.Module) -> dict[str, Any]:
         "parameters": sum(p.numel() for p in params),
         "trainable_parameters": sum(p.numel() for p in params if p.requires_grad),
     }
-    # the first leaf module in registration order: what the input meets first in a
-    # Sequential (a BatchNorm there normalises it; the rules judge after it)
-    first = next((m for m in module.modules() if not any(True for _ in m.children())), None)
+    # the first leaf module in registration order that changes values: what the input meets
+    # first in a Sequential (a BatchNorm there normalises it; the rules judge after it), past
+    # layers that only reshape it (Flatten)
+    first = next(
+        (
+            m
+            for m in module.modules()
+            if not any(True for _ in m.children()) and not isinstance(m, _RESHAPES)
+        ),
+        None,
+    )
     if first is not None and first is not module:
         found["first_layer"] = class_name(first)
     return found
