@@ -147,6 +147,32 @@ def test_accumulating_recorded_losses_undivided_is_named(tmp_path: Path, divided
     assert causes(tmp_path, loop) == ([] if divided else ["accumulation_undivided"])
 
 
+@pytest.mark.parametrize("divided", [True, False])
+def test_accumulating_a_loss_plus_a_regulariser_undivided_is_named(
+    tmp_path: Path, divided: bool
+) -> None:
+    """A loss module's output plus an L2 penalty, backward on each of four micro-batches: the
+    sum holds the whole loss (weight 1), so the step sums them; (loss + penalty) / 4 averages.
+    Before, only a backward pass on the loss module's output itself was counted."""
+
+    def loop(hook: tt.Hook) -> None:
+        model = mlp()
+        hook.register_module(model)
+        criterion = nn.CrossEntropyLoss()
+        hook.register_loss(criterion)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for i in range(80):
+            x, y = X[(i % 16) * 16 :][:16], Y[(i % 16) * 16 :][:16]
+            penalty = sum(p.pow(2).sum() for p in model.parameters())
+            loss = criterion(model(x), y) + 1e-4 * penalty
+            (loss / 4 if divided else loss).backward()
+            if i % 4 == 3:
+                opt.step()
+                opt.zero_grad()
+
+    assert causes(tmp_path, loop) == ([] if divided else ["accumulation_undivided"])
+
+
 # -- class weights in the loss --
 @pytest.mark.parametrize("weighted", [True, False])
 def test_a_rare_class_given_up_despite_class_weights_is_not_an_unhandled_imbalance(

@@ -34,7 +34,7 @@ from tensortap.core._collections import TRAINING_LOOP
 from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import RAW_PLAN, StepRecorder, records_from_array
 from tensortap.pytorch._grad_presence import GradientPresence
-from tensortap.pytorch._loss_facts import LossFacts, reaches
+from tensortap.pytorch._loss_facts import LossFacts, reaches, summed_into
 from tensortap.pytorch._lr_facts import LearningRates
 from tensortap.pytorch._naming import WEIGHT_COLLECTIONS, unwrap
 from tensortap.pytorch._registry import Registry
@@ -122,6 +122,9 @@ class LoopFacts:
         # the last loss module output (and the module's id); the backward passes since the last
         # optimizer step, and the id of the loss module whose whole output every one ran on
         self._loss_output: tuple[weakref.ref[torch.Tensor], int] | None = None
+        # its autograd node (a node, not its saved tensors, as for ``_last_root``): a loss
+        # summed with other terms before backward is gone as a tensor by then
+        self._loss_node: Any = None
         self._micro_passes = 0
         self._micro_loss: int | None = None
         self._undivided = 0
@@ -176,8 +179,19 @@ class LoopFacts:
         self._backward_passes += 1
         # accumulation: the backward passes between two optimizer steps, and whether each ran
         # on a loss module's own output (not divided by the number of micro-batches)
-        last = self._loss_output
-        module = last[1] if last is not None and last[0]() is tensor else None
+        last, node = self._loss_output, self._loss_node
+        module = None
+        if last is not None and last[0]() is tensor:
+            module = last[1]
+        elif (
+            last is not None
+            and node is not None
+            and tensor.grad_fn is not None
+            and summed_into(tensor.grad_fn, node)
+        ):
+            # the loss plus other terms (a regulariser, an auxiliary loss): still whole (a walk
+            # through additions only, a few attribute reads)
+            module = last[1]
         if self._micro_passes and module != self._micro_loss:
             module = None  # passes on different losses (or not on a loss module's output)
         self._micro_passes += 1
@@ -264,6 +278,7 @@ class LoopFacts:
         """A registered loss module ran on ``inputs`` (prediction, target) giving ``output``."""
         if isinstance(output, torch.Tensor):
             self._loss_output = (weakref.ref(output), id(module))
+            self._loss_node = output.grad_fn
         self._losses.on_loss(module, inputs)
 
     def on_recorded_loss(self, loss: torch.Tensor) -> None:
@@ -271,11 +286,13 @@ class LoopFacts:
         from a functional loss (``F.cross_entropy``, wrapped under zero code change): a backward
         pass on this very tensor runs on a whole loss, as on a loss module's output."""
         self._loss_output = (weakref.ref(loss), _RECORDED)
+        self._loss_node = loss.grad_fn
 
     def close(self) -> None:
         """Save what was not saved yet into the last step, due or not (training has ended)."""
         self._end_no_grad_run()
         self._gradients.close()
+        self._loss_node = self._last_root = None  # nothing of the last graph kept
         self._measure()
         recorder = self._recorder
         for name in sorted(self._unsaved):

@@ -181,6 +181,18 @@ def reaches(root: Any, target: Any) -> bool:
     return any(node is target for node in _walk(root))
 
 
+def summed_into(root: Any, target: Any) -> bool:
+    """Whether ``target`` (a loss's autograd node) enters ``root``'s value with weight 1: through
+    additions only (``loss + 1e-4 * l2``, ``loss + aux_loss``), never a division or a product
+    (``loss / accumulation_steps``), among the first :data:`GRAPH_NODES` nodes."""
+    return any(node is target for node in _walk(root, _adds))
+
+
+def _adds(node: Any) -> bool:
+    """Whether ``node`` is an addition (each of its inputs enters the sum with weight 1)."""
+    return type(node).__name__ == "AddBackward0"
+
+
 def _fed_by(node: Any) -> Any:
     """The node that computed a loss node's input (its first input)."""
     inputs = getattr(node, "next_functions", ())

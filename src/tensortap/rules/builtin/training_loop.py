@@ -57,8 +57,9 @@ class TrainingLoop(Rule):
       one optimizer step (a running total of the micro-batches' losses, each time with
       ``retain_graph=True``); or ``accumulation_steps`` optimizer steps each after several
       backward passes on one whole loss (a loss module's output, a functional loss's result
-      under zero code change, or ``hook.record_loss``'s loss: gradients summed over micro-batches
-      where they should be averaged), in a loop with one optimizer;
+      under zero code change, or ``hook.record_loss``'s loss, alone or plus other terms such as
+      a regulariser: gradients summed over micro-batches where they should be averaged), in a
+      loop with one optimizer;
     - ``loss_shape_mismatch``: a regression loss whose prediction and target broadcast to a
       larger shape ((N, 1) against (N,));
     - ``softmax_before_loss``: CrossEntropyLoss or NLLLoss fed probabilities;
