@@ -447,6 +447,37 @@ def test_at_chance_after_passes_far_above_it_is_overtraining_not_the_labels(
     assert broken is not None and broken.details["cause"] == "no_learnable_signal", broken
 
 
+@pytest.mark.parametrize(
+    ("accuracy", "problem"),
+    [
+        ([0.9, 0.9, 0.45, 0.45, 0.45], True),  # kept 27% of what pass 2 had gained: lost
+        ([0.9, 0.9, 0.45, 0.45, 0.8], False),  # learned again by the end
+        ([0.9, 0.9, 0.45, 0.8, 0.45], False),  # one pass low at the end: a wobble
+        ([0.7, 0.7, 0.6, 0.6, 0.6], False),  # kept 73%: some of it, not most
+        ([0.45] * 5, False),  # never learned much: not judged so
+    ],
+)
+def test_a_run_whose_evaluations_lost_most_of_what_they_learned_is_harmed(
+    tmp_path: Path, accuracy: list[float], problem: bool
+) -> None:
+    """A stranger's Keras digits MLP at Adam 0.1 (its loss 2.4 -> 42 at the first step)
+    reached 37% balanced accuracy at its first evaluation, then sat at 17-22% to the end:
+    above chance every time, so the run was "healthy". The last passes (``passes``, 2), to the
+    end, each under half of the best pass's gain over chance are harm; its cause is told as
+    for passes at chance after learning (training on too long, unless the fit of the training
+    data went too)."""
+    trial = chance_trial(tmp_path / "t", accuracy)
+    summary = invoke_rule(AccuracyAtChance(trial))
+    if not problem:
+        assert summary.triggered == 0, [f.message for f in summary.findings]
+        return
+    gravest = summary.gravest
+    assert gravest is not None and gravest.severity is Severity.PROBLEM, summary
+    assert gravest.details["cause"] == "overtraining", gravest.message
+    assert "the model lost most of what it learned" in gravest.message
+    assert "under 50% of what evaluation pass 2 had reached" in gravest.message
+
+
 @pytest.mark.parametrize(("final", "problem"), [(1.39, True), (0.4, False)])
 def test_a_classifier_whose_training_loss_ends_at_its_labels_entropy_learned_nothing(
     tmp_path: Path, final: float, problem: bool

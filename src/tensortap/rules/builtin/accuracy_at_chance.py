@@ -33,6 +33,9 @@ _MAX_TRAIN = 4096
 _LEARNED = 0.25
 #: saved training steps walked before a pass that learned counts as learning
 _TRAINED_BEFORE = 2
+#: a pass above chance that kept under this share of the best pass's gain (of the way from
+#: chance to perfect) lost what the model learned
+_KEPT = 0.5
 #: the training labels' majority class at least this many times as likely (odds) as in the
 #: pass: the training set is imbalanced against what the model is evaluated on
 _SHIFT_ODDS = 5.0
@@ -125,6 +128,10 @@ class AccuracyAtChance(Rule):
         self._pass_labels = np.zeros(0, dtype=np.int64)  # the last pass judged's, by class
         self._losses: tuple[int, list[float]] | None = None  # see _last_losses
         self._above: tuple[int, str] | None = None  # the first pass above chance: its number, what
+        # the pass that learned most (its number, gain and what it measured), and the passes in
+        # a row since that kept under _KEPT of its gain (above chance, or not)
+        self._best: tuple[int, float, str] | None = None
+        self._lost = 0
         # the last pass judged: what it measured, its value and chance, TRAIN steps before
         # it, and whether it ended the run
         self._last: tuple[str, float, float, int, bool] | None = None
@@ -306,6 +313,20 @@ class AccuracyAtChance(Rule):
         learned = z >= 2 * self.z_threshold and gain >= _LEARNED
         if learned and self._train_steps >= _TRAINED_BEFORE and self._above is None:
             self._above = (self._judged, said)
+        if (
+            learned
+            and self._train_steps >= _TRAINED_BEFORE
+            and (self._best is None or gain > self._best[1])
+        ):
+            self._best = (self._judged, gain, said)
+        best = self._best
+        self._lost = (
+            self._lost + 1 if best is not None and best[0] < self._judged and gain < _KEPT * best[1]
+            else 0
+        )  # fmt: skip
+        lost = best is not None and self._lost >= self.passes
+        if final and not fired and not at_chance and best is not None and lost:
+            return self._lost_what_it_learned(best, said, value, threshold, gain)
         verdict = (
             f"no better than chance in {self._outcome_passes()}"
             + (
@@ -332,6 +353,28 @@ class AccuracyAtChance(Rule):
             cause=other[0] if other else "no_learnable_signal",
         )
         return fired
+
+    def _lost_what_it_learned(
+        self, best: tuple[int, float, str], said: str, value: float, threshold: float, gain: float
+    ) -> bool:
+        """The last ``passes`` passes, to the end of training, kept under ``_KEPT`` of what the
+        ``best`` pass had gained over chance: harm, whose cause :meth:`_other_cause` tells
+        (training on too long, or updates that broke the fit)."""
+        number, reached, best_said = best
+        other = self._other_cause()
+        self.explain(
+            f"{said}: {gain:.0%} of the way from chance to perfect; under {_KEPT:.0%} of what "
+            f"evaluation pass {number} had reached ({reached:.0%}: {best_said}) in each of the "
+            f"last {self._lost} evaluation passes, to the end of training: the model lost most "
+            "of what it learned" + (f"; {other[1]}" if other else ""),
+            tensors=self._names,
+            value=value,
+            threshold=threshold,
+            severity=Severity.PROBLEM,
+            judged=True,
+            cause=other[0] if other else "overtraining",
+        )
+        return True
 
     def _has_labels(self, step: int) -> bool:
         trial = self.base_trial
