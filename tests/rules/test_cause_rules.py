@@ -885,18 +885,24 @@ def test_a_loss_modules_input_is_not_the_models_input(tmp_path: Path) -> None:
 
 def test_a_loss_ten_times_its_start_a_few_steps_in_is_the_learning_rate(tmp_path: Path) -> None:
     """No initialisation makes a loss climb; the first updates did: 1.8 to 626 in five steps
-    names ``lr_too_high`` (evidence that needs harm), a loss merely no lower ``poor_init``."""
+    names ``lr_too_high`` (evidence that needs harm), and so does a burst to 600 that settled
+    back to 1.9 by the check five steps in; a loss merely no lower is ``poor_init``."""
     from tensortap.rules import PoorWeightInitialization
 
     every = tt.SaveConfig(save_interval=1)
-    for peak, cause in ((626.0, "lr_too_high"), (1.9, "poor_init")):
-        out = tmp_path / f"burst{peak}"
+    burst, flat = (1.8, 40.0, 300.0, 500.0, 600.0), (1.8, 1.9, 1.85, 1.9, 1.95)
+    for name, start, peak, cause in (
+        ("burst", burst, 626.0, "lr_too_high"),
+        ("settled", burst, 1.9, "lr_too_high"),
+        ("flat", flat, 1.9, "poor_init"),
+    ):
+        out = tmp_path / name
         with tt.Hook(str(out), include_collections=["losses"], save_config=every) as hook:
-            for loss in (1.8, 40.0, 300.0, 500.0, 600.0, peak, 1.8, 1.8):
+            for loss in (*start, peak, 1.8, 1.8):
                 hook.save_tensor("loss", np.float32(loss), "losses")
                 hook.next_step()
         summary = invoke_rule(PoorWeightInitialization(tt.create_trial(str(out))))
-        assert summary.status.value == "IssuesFound", peak
+        assert summary.status.value == "IssuesFound", name
         details = summary.findings[0].details
         assert details["cause"] == cause
         assert bool(details.get("needs_harm")) is (cause == "lr_too_high")

@@ -144,3 +144,34 @@ def test_a_nan_loss_is_a_problem(tmp_path: Path) -> None:
     summary = invoke_rule(PoorWeightInitialization(builder.close()))
     assert summary.worst_severity is Severity.PROBLEM
     assert summary.findings[0].details["cause"] == "nonfinite"
+
+
+@pytest.mark.parametrize(
+    ("losses", "cause"),
+    [
+        # a stranger's Keras digits MLP at Adam 0.1: 2.4 -> 42 at the first update, settled
+        # near 20 by the check at step 5 (8x): the burst is the first updates', not the start's
+        ([2.42, 42.4, 19.33, 26.96, 14.19, 19.62, 7.8, 3.81], "lr_too_high"),
+        ([2.42, 30.0, 60.0, 40.0, 30.0, 26.0, 7.8, 3.81], "lr_too_high"),  # 10x at the check
+        ([2.42, 3.0, 2.9, 2.8, 2.6, 2.5, 2.4, 2.3], "poor_init"),  # no lower: a warning
+        ([2.42, 2.0, 1.8, 1.6, 1.5, 1.4, 1.3, 1.2], None),  # learning
+    ],
+)
+def test_a_loss_that_burst_in_the_first_updates_is_learning_rate_evidence(
+    tmp_path: Path, losses: list[float], cause: str | None
+) -> None:
+    builder = TrialBuilder(tmp_path)
+    for loss in losses:
+        builder.step({"loss": np.float32(loss)}, mode="train", collections={"loss": "losses"})
+    summary = invoke_rule(PoorWeightInitialization(builder.close()))
+    found = [f for f in summary.findings if f.triggered]
+    if cause is None:
+        assert found == [], [f.message for f in found]
+        return
+    assert found and found[0].details["cause"] == cause, [f.message for f in found]
+    assert found[0].severity is Severity.WARNING
+    if cause == "lr_too_high":
+        assert found[0].details["needs_harm"] is True
+        assert "the first updates threw the weights far" in found[0].message
+    if losses[1] == 42.4:
+        assert found[0].message.startswith("loss 42.4 at step 1 is 17.5x its 2.42 at step 0")

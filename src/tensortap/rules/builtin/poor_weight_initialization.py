@@ -50,9 +50,10 @@ class PoorWeightInitialization(Rule):
       it similar);
     - the gradients of all layers together span less than ``distribution_range`` between their
       5th and 95th percentiles (they barely move anything);
-    - the loss has not decreased ``patience`` steps after the first saved step (where it is
-      10x its first value or more, the cause named is ``lr_too_high``, as evidence that needs
-      harm: no initialisation makes a loss climb; the first updates did);
+    - the loss has not decreased ``patience`` steps after the first saved step (where it is,
+      or was at a step between, 10x its first value or more, the cause named is
+      ``lr_too_high``, as evidence that needs harm: no initialisation makes a loss climb; the
+      first updates did; a burst at step 1 that settled by the check counts);
     - the loss of the first training step (before any update) is more than
       ``first_loss_ratio`` times what a model whose outputs are all 0 would score (``log K``
       for K classes, the mean squared target of a regression): the outputs are far too large
@@ -118,6 +119,8 @@ class PoorWeightInitialization(Rule):
         self.steps = steps
         self.first_loss_ratio = first_loss_ratio
         self._first_loss: tuple[int, float] | None = None
+        # the highest loss after the first, within ``patience`` steps of it (its step, value)
+        self._peak: tuple[int, float] | None = None
         self._first_judged = False
 
     # -- the network's structure, as the trial shows it --
@@ -342,6 +345,14 @@ class PoorWeightInitialization(Rule):
             if bad:
                 return fire_nonfinite(self, bad, what)
         checked = False
+        if losses:  # the loss's peak over the first updates (a burst may settle by the check)
+            now = float(np.mean([scalar(trial.tensor(n), step) for n in losses]))
+            if self._first_loss is None:
+                self._first_loss = (s, now)
+            elif s <= self._first_loss[0] + self.patience and (
+                self._peak is None or now > self._peak[1]
+            ):
+                self._peak = (s, now)
         same = self._same_rows(step)
         if same:
             weight, units = same[0]
@@ -389,16 +400,21 @@ class PoorWeightInitialization(Rule):
             if self._first_loss is None:
                 self._first_loss = (s, loss)
             first_step, first = self._first_loss
-            if s >= first_step + self.patience and loss >= first:
-                if first > 0 and loss >= _BLOWN_UP * first:
+            said_step, said = s, loss
+            if self._peak is not None and self._peak[1] > loss:
+                said_step, said = self._peak  # the burst's top, since settled
+            if s >= first_step + self.patience and (loss >= first or said >= _BLOWN_UP * first):
+                if first > 0 and said >= _BLOWN_UP * first:
                     # no initialisation makes the loss climb: the first updates did
                     self.explain(
-                        f"loss {loss:.4g} at step {s} is {loss / first:.3g}x its {first:.4g} "
-                        f"at step {first_step}: the first updates threw the weights far from "
-                        "where they started, as a learning rate too high does (dead units and "
-                        "vanishing gradients follow from it)",
+                        f"loss {said:.4g} at step {said_step} is {said / first:.3g}x its "
+                        f"{first:.4g} at step {first_step}"
+                        + (f" (and {loss:.4g} at step {s})" if said_step != s else "")
+                        + ": the first updates threw the weights far from where they started, "
+                        "as a learning rate too high does (dead units and vanishing gradients "
+                        "follow from it)",
                         tensors=losses,
-                        value=loss,
+                        value=said,
                         threshold=_BLOWN_UP * first,
                         severity=Severity.WARNING,
                         cause="lr_too_high",
