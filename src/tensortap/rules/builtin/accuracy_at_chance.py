@@ -127,7 +127,8 @@ class AccuracyAtChance(Rule):
         self._train_labels = np.zeros(0, dtype=np.int64)  # TRAIN labels saved, by class
         self._pass_labels = np.zeros(0, dtype=np.int64)  # the last pass judged's, by class
         self._losses: tuple[int, list[float]] | None = None  # see _last_losses
-        self._above: tuple[int, str] | None = None  # the first pass above chance: its number, what
+        # the first pass far above chance: its number, what it measured
+        self._above: tuple[int, str] | None = None
         # the pass that learned most (its number, gain and what it measured), and the passes in
         # a row since that kept under _KEPT of its gain (above chance, or not)
         self._best: tuple[int, float, str] | None = None
