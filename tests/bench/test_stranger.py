@@ -82,7 +82,12 @@ def test_the_development_set_loads_and_differs_from_the_held_out_corpus() -> Non
     from bench.stranger.__main__ import DEV_PROGRAMS, PROGRAMS
 
     dev, held_out = load(DEV_PROGRAMS), load(PROGRAMS)
-    assert len(dev) == 116 and {p.label for p in dev} == {"healthy", "buggy"}  # authors c-i
+    programs = set(Path(DEV_PROGRAMS).glob("*/[0-9][0-9]_*.py"))
+    assert len(programs) >= 140  # authors c-k
+    # every program file has its manifest entry, and no entry is counted twice
+    assert len(dev) == len(programs)
+    assert {p.path.resolve() for p in dev} == {path.resolve() for path in programs}
+    assert {p.label for p in dev} == {"healthy", "buggy"}
     assert not {p.author for p in dev} & {p.author for p in held_out}
     texts = {p.path.read_text() for p in held_out}
     assert not any(p.path.read_text() in texts for p in dev)

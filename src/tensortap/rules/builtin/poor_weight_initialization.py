@@ -264,14 +264,13 @@ class PoorWeightInitialization(Rule):
         low, high = np.percentile(np.concatenate(grads), [5, 95])
         return float(high - low)
 
-    def _judge_first_loss(self, step: int, s: int, losses: list[str]) -> bool:
+    def _judge_first_loss(
+        self, step: int, first_loss: tuple[int, float], losses: list[str]
+    ) -> bool:
         """Whether the loss of the first training step (``s`` 0, before any update) is far
         above an all-zero output's, judged once, at the first of the first ``steps`` steps
         where that reference can be found (the outcome or a regression loss's inputs)."""
-        if self._first_loss is None:
-            loss = float(np.mean([scalar(self.base_trial.tensor(n), step) for n in losses]))
-            self._first_loss = (s, loss)
-        first_step, first = self._first_loss
+        first_step, first = first_loss
         if first_step != 0:  # the trial does not begin at training's first step (a resume)
             self._first_judged = True
             return False
@@ -345,14 +344,16 @@ class PoorWeightInitialization(Rule):
             if bad:
                 return fire_nonfinite(self, bad, what)
         checked = False
+        loss: float | None = None
         if losses:  # the loss's peak over the first updates (a burst may settle by the check)
-            now = float(np.mean([scalar(trial.tensor(n), step) for n in losses]))
+            loss = float(np.mean([scalar(trial.tensor(n), step) for n in losses]))
             if self._first_loss is None:
-                self._first_loss = (s, now)
+                self._first_loss = (s, loss)
             elif s <= self._first_loss[0] + self.patience and (
-                self._peak is None or now > self._peak[1]
+                self._peak is None or loss > self._peak[1]
             ):
-                self._peak = (s, now)
+                self._peak = (s, loss)
+        first_loss = self._first_loss if losses else None
         same = self._same_rows(step)
         if same:
             weight, units = same[0]
@@ -373,7 +374,11 @@ class PoorWeightInitialization(Rule):
                 cause="poor_init",
             )
             return True
-        if losses and not self._first_judged and self._judge_first_loss(step, s, losses):
+        if (
+            first_loss is not None
+            and not self._first_judged
+            and self._judge_first_loss(step, first_loss, losses)
+        ):
             return True
         outputs = self._output_activations(step, inputs)
         variances = self._variances(step, [a for a in inputs if a not in outputs])
@@ -394,12 +399,9 @@ class PoorWeightInitialization(Rule):
                     cause="poor_init",
                 )
                 return True
-        if losses:
+        if loss is not None and first_loss is not None:
             checked = True
-            loss = float(np.mean([scalar(trial.tensor(n), step) for n in losses]))
-            if self._first_loss is None:
-                self._first_loss = (s, loss)
-            first_step, first = self._first_loss
+            first_step, first = first_loss
             said_step, said = s, loss
             if self._peak is not None and self._peak[1] > loss:
                 said_step, said = self._peak  # the burst's top, since settled
