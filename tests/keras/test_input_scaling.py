@@ -1,0 +1,83 @@
+"""The input rules on real Keras fits: a model that rescales its own input with a first
+``Rescaling`` layer (raw 0-16 digits through ``Rescaling(1 / 16)``) is judged on what its next
+layer meets; images already in [0, 1] are normalised (a stranger's healthy subclassed model
+was told "the inputs are not normalised", and a CNN whose labels were shuffled apart from its
+images was diagnosed so first)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+pytest.importorskip("keras")
+pytest.importorskip("tensorflow")
+
+import keras
+from sklearn.datasets import load_digits
+
+import tensortap.keras as tt
+from tensortap.rules import CheckInputImages, UnnormalisedInput, invoke_rule
+
+
+def _fit(out: Path, model: keras.Model, x: np.ndarray, y: np.ndarray) -> tt.Trial:
+    keras.utils.set_random_seed(0)
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(True))
+    hook = tt.KerasHook(str(out), include_collections=["inputs"],
+                        save_config=tt.SaveConfig(save_interval=1))  # fmt: skip
+    model.fit(x, y, batch_size=64, epochs=1, verbose=0, callbacks=[hook])
+    hook.close()  # training has ended: the rules judge the last step instead of waiting for more
+    return tt.create_trial(str(out))
+
+
+def _flat(scale: float) -> keras.Model:
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(0)
+    return keras.Sequential([keras.Input((64,)), keras.layers.Rescaling(scale),
+                             keras.layers.Dense(16, activation="relu"),
+                             keras.layers.Dense(10)])  # fmt: skip
+
+
+def _images(first: Any) -> keras.Model:
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(0)
+    return keras.Sequential([keras.Input((8, 8, 1)), *first,
+                             keras.layers.Conv2D(4, 3, activation="relu"),
+                             keras.layers.Flatten(), keras.layers.Dense(10)])  # fmt: skip
+
+
+@pytest.mark.parametrize("scale", [1 / 16, 1.0])
+def test_a_first_rescaling_layer_is_judged_by_what_it_makes_of_raw_features(
+    tmp_path: Path, scale: float
+) -> None:
+    digits = load_digits()
+    x, y = digits.data.astype("float32"), digits.target
+    trial = _fit(tmp_path / "trial", _flat(scale), x, y)
+    assert trial.config()["model"]["first_layer_rescaling"] == {"scale": scale, "offset": 0.0}
+    summary = invoke_rule(UnnormalisedInput(trial))
+    if scale == 1.0:  # Rescaling(1.0) leaves the raw pixels: RMS about 7.8
+        assert summary.status.value == "IssuesFound", summary.details
+        assert "rescaled by the model's first layer" in summary.findings[0].message
+    else:
+        assert summary.status.value == "NoIssuesFound", [f.message for f in summary.findings]
+
+
+@pytest.mark.parametrize("rescaled", [True, False])
+def test_images_in_unit_range_or_rescaled_to_it_are_normalised(
+    tmp_path: Path, rescaled: bool
+) -> None:
+    """Channels-last digits: fed in [0, 1], or raw through ``Rescaling(1 / 16)``."""
+    digits = load_digits()
+    raw = digits.images[..., None].astype("float32")
+    first = [keras.layers.Rescaling(1 / 16)] if rescaled else []
+    trial = _fit(tmp_path / "trial", _images(first), raw if rescaled else raw / 16, digits.target)
+    summary = invoke_rule(CheckInputImages(trial))
+    assert summary.status.value == "NoIssuesFound", [f.message for f in summary.findings]
+    raw_trial = _fit(tmp_path / "raw", _images([]), raw, digits.target)
+    raw_summary = invoke_rule(CheckInputImages(raw_trial))
+    assert raw_summary.status.value == "IssuesFound"
+    assert raw_summary.findings[0].message.startswith("channel 0 of "), raw_summary.findings[0]
