@@ -322,6 +322,43 @@ def test_a_layer_frozen_at_its_random_initialisation_is_named(
         assert "still hold a random initialisation" in finding.message
 
 
+@pytest.mark.parametrize("trained", [False, True])
+def test_a_recurrent_encoder_frozen_at_its_initialisation_is_named(
+    tmp_path: Path, trained: bool
+) -> None:
+    """A stranger's GRU encoder frozen outside the ``if`` that loads its pre-trained weights:
+    Keras starts a recurrent kernel orthogonal, not uniform, so the check for a fresh
+    initialisation reads orthonormal rows too (it took the random encoder for a trained one,
+    frozen on purpose, and the run was called healthy)."""
+    from tensortap.rules import TrainingLoop
+
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(0)
+    x, y = data(256)
+    rows = x.reshape(-1, 8, 8)
+    encoder = keras.Sequential(
+        [keras.Input((8, 8)), keras.layers.GRU(32)], name="encoder"
+    )  # kernel (8, 96): uniform; recurrent kernel (32, 96): orthogonal
+    if trained:
+        pre = keras.Sequential([encoder, keras.layers.Dense(10)])
+        pre.compile(keras.optimizers.Adam(0.01), keras.losses.SparseCategoricalCrossentropy(True))
+        pre.fit(rows, y, batch_size=32, epochs=3, verbose=0)
+    encoder.trainable = False
+    inputs = keras.Input((8, 8))
+    model = keras.Model(inputs, keras.layers.Dense(10)(encoder(inputs)))
+    model.compile(keras.optimizers.Adam(0.01), keras.losses.SparseCategoricalCrossentropy(True))
+    hook = job_hook(tmp_path / "t")
+    model.fit(rows, y, batch_size=32, epochs=1, verbose=0, callbacks=[hook])
+    hook.close()
+    (finding,) = invoke_rule(TrainingLoop(tt.create_trial(tmp_path / "t"))).findings
+    assert finding.details["cause"] == "frozen_layer", finding.message
+    if trained:
+        assert finding.details.get("needs_harm") is True, finding.message
+    else:
+        assert "needs_harm" not in finding.details, finding.message
+        assert "3072 in orthogonal matrices" in finding.message
+
+
 def test_a_fit_of_another_model_or_loss_starts_a_stage(tmp_path: Path) -> None:
     """A script that pre-trains one model and then fits another (a pre-trained encoder under
     a new head, for a second task) has two stages whose losses are not comparable: the fact

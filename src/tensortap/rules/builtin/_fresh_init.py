@@ -33,42 +33,87 @@ def uniform_bound(value: np.ndarray) -> tuple[int, float | None]:
     return n, largest
 
 
+#: an orthogonal initialisation's rows (or columns) are orthonormal up to float32 rounding:
+#: their Gram matrix is within this share of its diagonal of a multiple of the identity
+ORTHOGONAL_TOLERANCE = 1e-3
+
+
+def orthogonal(value: np.ndarray) -> bool:
+    """Whether ``value`` (flattened to a matrix over its last axis, as Keras's ``Orthogonal``
+    makes it) has orthonormal rows or columns, whichever are fewer (at least 8), times one
+    gain: how Keras starts its recurrent kernels. Training, even briefly, moves them off it
+    (a fresh GRU recurrent kernel: 4e-7 of its diagonal; its input kernel, uniform: 0.2)."""
+    if value.ndim < 2 or value.size < FRESH_MIN or not np.all(np.isfinite(value)):
+        return False
+    matrix = value.reshape(-1, value.shape[-1])
+    if matrix.shape[0] > matrix.shape[1]:
+        matrix = matrix.T
+    if matrix.shape[0] < 8:
+        return False
+    gram = matrix @ matrix.T
+    gain = float(np.mean(np.diag(gram)))
+    if not gain > 0.0:
+        return False
+    off = np.abs(gram - gain * np.eye(len(gram))).max()
+    return bool(off <= ORTHOGONAL_TOLERANCE * gain)
+
+
 class FreshInit:
     """Judges weights of a trial that never trained (frozen): whether, for 90% of their values
     (in weights of at least ``FRESH_MIN`` values, together at least that many), they are spread
     evenly within a bound as the default uniform initialisations leave them (PyTorch's Linear,
     convolution and recurrent layers, Keras's Glorot): the largest magnitude within sampling
-    noise of sqrt(3) standard deviations, the kurtosis near 1.8. Training, even briefly, grows
-    tails beyond them (the weights of pre-trained layers frozen on purpose in the development
-    split: 1.96 to 3.5 standard deviations). Each weight is read once (it does not change)."""
+    noise of sqrt(3) standard deviations, the kurtosis near 1.8; or are :func:`orthogonal`, as
+    Keras's recurrent kernels start. Training, even briefly, grows tails beyond them (the
+    weights of pre-trained layers frozen on purpose in the development split: 1.96 to 3.5
+    standard deviations). Each weight is read once (it does not change)."""
 
     def __init__(self, trial: Any) -> None:
         self._trial = trial
-        self._seen: dict[str, tuple[int, float | None]] = {}  # name -> (size, bound or None)
+        # name -> (size, the uniform bound or None, orthogonal)
+        self._seen: dict[str, tuple[int, float | None, bool]] = {}
 
     def verdict(self, names: list[str], step: int | None = None) -> str | None:
         """How the weights ``names`` show a fresh random initialisation, or None: read at
         ``step`` (else at each one's last saved step); names not saved are left out."""
-        fresh = sized = 0
+        fresh = sized = square = 0
         bounds: list[float] = []
         for name in names:
-            seen = self._seen.get(name)
-            if seen is None:
-                value = self._value(name, step)
-                seen = self._seen[name] = (0, None) if value is None else uniform_bound(value)
-            size, bound = seen
+            size, bound, orthonormal = self._judged(name, step)
             if size < FRESH_MIN:
                 continue
             sized += size
             if bound is not None:
                 fresh += size
                 bounds.append(bound)
+            elif orthonormal:
+                fresh += size
+                square += size
         if sized < FRESH_MIN or fresh < 0.9 * sized:
             return None
-        return (
-            f"{fresh} of their values spread evenly within ±{min(bounds):.3g} to "
-            f"±{max(bounds):.3g}, as a default uniform initialisation leaves them"
-        )
+        parts = []
+        if bounds:
+            parts.append(
+                f"{fresh - square} of their values spread evenly within ±{min(bounds):.3g} to "
+                f"±{max(bounds):.3g}, as a default uniform initialisation leaves them"
+            )
+        if square:
+            parts.append(
+                f"{square} in orthogonal matrices, as an orthogonal initialisation leaves them"
+            )
+        return "; ".join(parts)
+
+    def _judged(self, name: str, step: int | None) -> tuple[int, float | None, bool]:
+        seen = self._seen.get(name)
+        if seen is None:
+            value = self._value(name, step)
+            if value is None:
+                seen = (0, None, False)
+            else:
+                size, bound = uniform_bound(value)
+                seen = (size, bound, bound is None and orthogonal(value))
+            self._seen[name] = seen
+        return seen
 
     def _value(self, name: str, step: int | None) -> np.ndarray | None:
         trial = self._trial
