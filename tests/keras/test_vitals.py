@@ -302,7 +302,7 @@ def test_a_layer_frozen_at_its_random_initialisation_is_named(
     model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[hook])
     hook.close()
     trial = tt.create_trial(tmp_path / "t")
-    facts = sorted(trial.tensor_names(collection="training_loop"))
+    facts = sorted(n for n in trial.tensor_names(collection="training_loop") if "frozen" in n)
     assert facts == [
         "training_loop/frozen/backbone/batch_normalization/beta",
         "training_loop/frozen/backbone/batch_normalization/gamma",
@@ -357,6 +357,40 @@ def test_a_recurrent_encoder_frozen_at_its_initialisation_is_named(
     else:
         assert "needs_harm" not in finding.details, finding.message
         assert "3072 in orthogonal matrices" in finding.message
+
+
+@pytest.mark.parametrize("decay_steps", [5, 160])
+def test_a_schedule_that_runs_out_within_the_first_epoch_is_named(
+    tmp_path: Path, decay_steps: int
+) -> None:
+    """A stranger's ``ExponentialDecay(0.05, decay_steps=5, decay_rate=0.5, staircase=True)``
+    meant as "halve every 5 epochs": Keras counts optimizer steps, so the rate is gone within
+    the first epoch and the run never learns (it was named not_updating). The rate of each
+    TRAIN step (its vital signs) is a training-loop fact, with the schedule's; TrainingLoop
+    names scheduler_per_batch. Halving every 160 steps (10 epochs) is not named; the schedule is in the run's configuration either way."""
+    from tensortap.rules import TrainingLoop
+
+    x, y = data(256)
+    model = mlp()
+    schedule = keras.optimizers.schedules.ExponentialDecay(0.05, decay_steps, 0.5, staircase=True)
+    model.compile(keras.optimizers.SGD(schedule), keras.losses.SparseCategoricalCrossentropy(True))
+    hook = job_hook(tmp_path / "t")
+    model.fit(x, y, batch_size=16, epochs=6, verbose=0, callbacks=[hook])  # 96 steps
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    config = trial.config()["optimizer"]["learning_rate_schedule"]
+    assert config["class_name"] == "ExponentialDecay"
+    assert config["config"]["decay_steps"] == decay_steps
+    lr = trial.tensor("training_loop/lr_low_share/SGD")
+    summary = invoke_rule(TrainingLoop(trial))
+    causes = [f.details.get("cause") for f in summary.findings]
+    if decay_steps == 5:  # 1% of the peak from step 36 (7 halvings): 61 of 96 steps
+        assert lr.value(lr.steps()[-1]) >= 0.5
+        assert causes == ["scheduler_per_batch"], [f.message for f in summary.findings]
+        assert "ExponentialDecay (period 5) counts optimizer steps" in summary.findings[0].message
+    else:
+        assert lr.value(lr.steps()[-1]) == 0.0
+        assert causes == [], [f.message for f in summary.findings]
 
 
 def test_a_fit_of_another_model_or_loss_starts_a_stage(tmp_path: Path) -> None:

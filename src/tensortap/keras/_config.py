@@ -1,7 +1,8 @@
 """What the Keras hook learns of the run's configuration (``trial.config()``): at the start of
 ``fit``, the model's class and size, its ``compile`` arguments (optimizer config with its
-learning rate, loss, metrics) and ``fit``'s epochs and steps; under zero code change also
-``fit``'s own arguments (``batch_size``: Keras' default of 32 for arrays when none is given)."""
+learning rate, and the schedule that sets it if any; loss, metrics) and ``fit``'s epochs and
+steps; under zero code change also ``fit``'s own arguments (``batch_size``: Keras' default of
+32 for arrays when none is given)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,9 @@ def train_begin_config(model: Any, params: Mapping[str, Any] | None) -> dict[str
     if optimizer is not None:
         config = dict(optimizer.get_config())
         found["optimizer"] = {"class": _class_name(optimizer), **config}
+        schedule = config.get("learning_rate")
+        if isinstance(schedule, Mapping):  # a LearningRateSchedule, serialised
+            found["optimizer"]["learning_rate_schedule"] = dict(schedule)
         rate = _learning_rate(optimizer)
         if rate is not None:
             found["optimizer"]["learning_rate"] = rate

@@ -45,13 +45,14 @@ from tensortap.core._dtypes import as_saveable_array
 from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import records_from_array
 from tensortap.core._stages import stage_marks_for
-from tensortap.core._vitals import VITALS
+from tensortap.core._vitals import VITALS, Vital
 from tensortap.exceptions import InvalidTensorError
 from tensortap.hook._hook import Hook, HookOptions, HookStatus, OutDir
 from tensortap.keras import _convert
 from tensortap.keras._activations import TAPPED_COLLECTIONS, ActivationTaps
 from tensortap.keras._config import train_begin_config
 from tensortap.keras._gradients import GradientCapture
+from tensortap.keras._lr_facts import LearningRateFacts
 from tensortap.keras._vitals import RING, BatchVitals
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._taps = ActivationTaps(self)
         self._gradients = GradientCapture(self)
         self._vitals = BatchVitals(self)
+        self._rates = LearningRateFacts()  # each TRAIN step's rate (from its vital signs)
         # the weights before the first saving update (once; never, when no weights are saved)
         self._initial_saved = CollectionKeys.WEIGHTS not in self._recorder.include_collections
         if not self._initial_saved:
@@ -238,8 +240,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         recorder = self._recorder
         rows = self._vitals.read_ring(steps + int(last_open))
         for index, row in enumerate(rows):
-            for name, number in row.items():
-                recorder.record(name, number, _VITALS)
+            self._record_vitals(row, training=True)
             if index < steps:
                 recorder.next_step()
 
@@ -275,13 +276,28 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         if training and self._vitals.ring is not None:
             self._publish_ring(last_open=True)  # the steps since the last read, and this one's
         elif self.mode != ModeKeys.PREDICT:
-            # full names and floats already: straight to the recorder (every batch's path)
-            for name, number in self._vitals.end_batch(training).items():
-                recorder.record(name, number, _VITALS)
+            self._record_vitals(self._vitals.end_batch(training), training)
         if not recorder.is_anything_due():  # the vital signs only: nothing else to look at
             return
         with self._saving():  # what the save budget measures
             self._save_due(logs, training)
+
+    def _record_vitals(self, row: Mapping[str, float], training: bool) -> None:
+        """A batch's vital signs (full names and floats already: straight to the recorder, on
+        every batch's path); a TRAIN batch's learning rate joins the rate's facts."""
+        recorder = self._recorder
+        for name, number in row.items():
+            recorder.record(name, number, _VITALS)
+        lr = row.get(Vital.LR) if training else None
+        if lr is not None:
+            self._rates.see(lr)
+
+    def _save_rate_facts(self, optimizer: Any) -> None:
+        """The learning rate's facts that changed, when ``training_loop`` is due."""
+        if not self._recorder.is_collection_due(TRAINING_LOOP):
+            return
+        for name, value in self._rates.changed(optimizer).items():
+            self._recorder.record(f"{TRAINING_LOOP}/{name}", value, [TRAINING_LOOP])
 
     def _save_due(self, logs: Mapping[str, Any] | None, training: bool) -> None:
         """A saving batch's tensors: the logs, the variables due, the taps, the optimizer's."""
@@ -325,6 +341,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         if training:
             optimizer = getattr(model, "optimizer", None)
             if optimizer is not None:
+                self._save_rate_facts(optimizer)
                 self._save_lazy(
                     "optimizer/learning_rate",
                     [OPTIMIZER_VARIABLES],

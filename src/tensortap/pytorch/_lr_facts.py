@@ -1,11 +1,9 @@
 """Facts about how the learning rate is scheduled, part of the training loop's facts (see
-:mod:`tensortap.pytorch._loop_facts`): per optimizer holding the model's parameters, its
-learning rate (``lr/<Optimizer>``: its first param group's whose rate is not 0), the share of
-its steps taken at a low rate, at most :data:`LOW_LR` of its peak (``lr_low_share``), its step
-from which the rate was low (``lr_low_from``), and its steps at a negative rate
-(``lr_negative``, from ``lr_negative_from``: each update then climbs the loss); per scheduler of
-such an optimizer, its step count, its steps per optimizer step and how many steps its schedule
-spans (``scheduler_*/<Optimizer>/<Scheduler>``).
+:mod:`tensortap.pytorch._loop_facts`): per optimizer holding the model's parameters, how its
+learning rate went (:class:`~tensortap.core._lr_track.RateTrack`: ``lr/<Optimizer>`` is its
+first param group's whose rate is not 0); per scheduler of such an optimizer, its step count,
+its steps per optimizer step and how many steps its schedule spans
+(``scheduler_*/<Optimizer>/<Scheduler>``).
 
 A learning rate is read at each optimizer step (one held on the device is not, as reading it
 would wait for the device); the facts are noted when the training loop's facts are measured."""
@@ -19,20 +17,7 @@ from typing import Any
 
 import torch
 
-#: A learning rate at most this share of its peak counts as "low".
-LOW_LR = 0.01
-
-
-@dataclass
-class _Rate:
-    """One optimizer's learning rate, as seen at its steps."""
-
-    lr: float | None = None
-    peak: float = 0.0
-    low_steps: int = 0
-    low_from: int | None = None
-    negative_steps: int = 0  # steps taken at a learning rate below 0
-    negative_from: int | None = None
+from tensortap.core._lr_track import RateTrack
 
 
 @dataclass
@@ -46,7 +31,7 @@ class LearningRates:
 
     def __init__(self, note: Callable[[str, Any], None]) -> None:
         self._note = note  # keeps a fact (saved when training_loop is next due)
-        self._rates: weakref.WeakKeyDictionary[torch.optim.Optimizer, _Rate] = (
+        self._rates: weakref.WeakKeyDictionary[torch.optim.Optimizer, RateTrack] = (
             weakref.WeakKeyDictionary()
         )
         self._schedulers: weakref.WeakKeyDictionary[Any, _Scheduler] = weakref.WeakKeyDictionary()
@@ -55,24 +40,14 @@ class LearningRates:
         """``optimizer`` took its ``steps``-th step: read its learning rate."""
         rate = self._rates.get(optimizer)
         if rate is None:
-            rate = self._rates[optimizer] = _Rate()
+            rate = self._rates[optimizer] = RateTrack()
         lr = _trained_rate(optimizer)
         if isinstance(lr, torch.Tensor):
             if lr.device.type != "cpu":
                 return  # reading it would wait for the device
             lr = float(lr)
-        if not isinstance(lr, (int, float)):
-            return
-        rate.lr = float(lr)
-        if rate.lr < 0:  # every update climbs the loss
-            rate.negative_steps += 1
-            if rate.negative_from is None:
-                rate.negative_from = steps
-        rate.peak = max(rate.peak, rate.lr)
-        if rate.peak > 0 and rate.lr <= LOW_LR * rate.peak * (1 + 1e-6):
-            rate.low_steps += 1
-            if rate.low_from is None:
-                rate.low_from = steps
+        if isinstance(lr, (int, float)):
+            rate.see(float(lr), steps)
 
     def has_scheduler(self, scheduler: Any) -> bool:
         """Whether ``scheduler`` was seen stepping."""
@@ -91,14 +66,8 @@ class LearningRates:
     def measure(self, optimizer: torch.optim.Optimizer, label: str, steps: int) -> None:
         """Note the facts of ``optimizer`` (named ``label``, after ``steps`` steps) and of its
         schedulers; only for an optimizer whose rate was :meth:`read`."""
-        rate = self._rates[optimizer]
-        self._note(f"lr/{label}", rate.lr)
-        self._note(f"lr_low_share/{label}", rate.low_steps / max(steps, 1))
-        if rate.low_from is not None:
-            self._note(f"lr_low_from/{label}", rate.low_from)
-        if rate.negative_from is not None:
-            self._note(f"lr_negative/{label}", rate.negative_steps)
-            self._note(f"lr_negative_from/{label}", rate.negative_from)
+        for name, value in self._rates[optimizer].facts(label, steps).items():
+            self._note(name, value)
         for scheduler, seen in list(self._schedulers.items()):
             if getattr(scheduler, "optimizer", None) is not optimizer:
                 continue

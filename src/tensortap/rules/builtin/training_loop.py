@@ -74,9 +74,9 @@ class TrainingLoop(Rule):
       judged after ``min_steps`` optimizer steps in which no warm-up raised the rate; the
       first update is the median over the weights it moved (a weight that got no gradient is
       not moved by any rate, so zero gradients are never a low learning rate);
-    - ``scheduler_per_batch``: a scheduler stepped about once per optimizer step whose learning
-      rate sat at 1% of its peak or below for ``low_lr_share`` of the steps, or a
-      CosineAnnealingLR stepped past twice its T_max;
+    - ``scheduler_per_batch``: a scheduler stepped about once per optimizer step (a Keras
+      ``LearningRateSchedule`` always is) whose learning rate sat at 1% of its peak or below
+      for ``low_lr_share`` of the steps, or a CosineAnnealingLR stepped past twice its T_max;
     - ``poor_init``: the trained Linear and convolution weights start with a median
       ``std(w) * sqrt(fan_in)`` above ``init_scale_threshold`` (0.58 for PyTorch's default,
       1.41 for Kaiming/He, about 2.4 at most for any standard scheme);
@@ -648,13 +648,27 @@ class TrainingLoop(Rule):
             span = f" (period {period:g})" if period == period else ""
             if steps >= self.min_steps and share >= self.low_lr_share:
                 low_from = self._int("lr_low_from/" + label)
+                fell = (
+                    f"the learning rate of {label} fell to 1% of its peak by step {low_from}, "
+                    f"staying there for {share:.0%} of the {steps} steps seen"
+                )
+                if self._int("scheduler_counts_steps/" + key):  # a Keras schedule, say
+                    message = (
+                        f"{scheduler}{span} counts optimizer steps (batches), not epochs, and "
+                        f"{fell}: if its period is meant in epochs, multiply it by the batches "
+                        "per epoch (or set the rate per epoch with a LearningRateScheduler "
+                        "callback)"
+                    )
+                else:
+                    message = (
+                        f"{scheduler}{span} is stepped once per batch ({per:.2f} scheduler "
+                        f"steps per optimizer step) and {fell}; its period counts "
+                        "scheduler.step() calls: if it is in epochs, call scheduler.step() "
+                        "once per epoch (or give the period in batches)"
+                    )
                 yield _Verdict(
                     "scheduler_per_batch",
-                    f"{scheduler}{span} is stepped once per batch ({per:.2f} scheduler steps "
-                    f"per optimizer step) and the learning rate of {label} fell to 1% of its "
-                    f"peak by step {low_from}, staying there for {share:.0%} of the {steps} "
-                    f"steps seen; its period counts scheduler.step() calls: if it is in epochs, "
-                    "call scheduler.step() once per epoch (or give the period in batches)",
+                    message,
                     share,
                     self.low_lr_share,
                     ("lr_low_share/" + label, "scheduler_per_step/" + key),
