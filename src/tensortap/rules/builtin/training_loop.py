@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -14,15 +12,11 @@ from tensortap.rules._finding import Severity
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import names_in
 from tensortap.rules.builtin._fresh_init import FreshInit
+from tensortap.rules.builtin._frozen_checks import FrozenChecks
+from tensortap.rules.builtin._loop_facts_view import LoopFacts, LoopVerdict
+from tensortap.rules.builtin._rate_checks import RateChecks
 
 _PREFIX = TRAINING_LOOP + "/"
-#: Optimizers whose first step moves every weight by about its learning rate (lr * sign(g));
-#: RMSprop's and Adagrad's first step is ten times the Adam family's.
-_ADAM_LIKE = frozenset({"Adam", "AdamW", "Adamax", "NAdam", "RAdam"})
-_ADAPTIVE = _ADAM_LIKE | {"RMSprop", "Adagrad"}
-#: An Adam-family first update from this share of ``adam_first_update_threshold`` is evidence
-#: of a learning rate too high (needs harm); from the threshold on, a certain fault.
-_ADAM_FIRST_UPDATE_EVIDENCE = 0.6
 #: The share of the trainable values that must get no gradient for gradient_blocked.
 _BLOCKED_SHARE = 0.1
 #: gradient_blocked is certain where this share of the trainable values gets no gradient and
@@ -30,17 +24,6 @@ _BLOCKED_SHARE = 0.1
 _CUT_SHARE = 0.5
 #: Optimizer steps in eval mode that make a fault (one may end a loop on purpose).
 _EVAL_MODE_STEPS = 2
-
-
-@dataclass(frozen=True)
-class _Verdict:
-    cause: str
-    message: str
-    value: float
-    threshold: float
-    tensors: tuple[str, ...] = ()
-    #: evidence, not a certain fault: a problem only where it explains the run's harm
-    needs_harm: bool = False
 
 
 class TrainingLoop(Rule):
@@ -153,7 +136,6 @@ class TrainingLoop(Rule):
         init_scale_threshold: float = 4.0,
     ) -> None:
         super().__init__(base_trial)
-        self._fresh = FreshInit(base_trial)  # parameters at rate 0 still at their initialisation
         self.min_steps = min_steps
         self.first_update_threshold = first_update_threshold
         self.adam_first_update_threshold = adam_first_update_threshold
@@ -161,8 +143,17 @@ class TrainingLoop(Rule):
         self.accumulation_steps = accumulation_steps
         self.low_first_update = low_first_update
         self.init_scale_threshold = init_scale_threshold
-        self._facts: dict[str, np.ndarray] = {}  # the latest saved value of each fact
-        self._first: dict[str, np.ndarray] = {}  # and the first
+        self._facts = LoopFacts()
+        self._rates = RateChecks(
+            self._facts,
+            min_steps=min_steps,
+            first_update_threshold=first_update_threshold,
+            adam_first_update_threshold=adam_first_update_threshold,
+            low_lr_share=low_lr_share,
+            low_first_update=low_first_update,
+        )
+        # parameters held still that still hold their initialisation
+        self._frozen = FrozenChecks(self._facts, FreshInit(base_trial))
         self._reported: set[str] = set()
 
     def invoke_at_step(self, step: int) -> bool:
@@ -170,14 +161,14 @@ class TrainingLoop(Rule):
         if not names:
             raise self.skip("no training_loop facts saved at this step")
         for name in names:
-            key = name[len(_PREFIX) :]
-            self._facts[key] = np.asarray(self.base_trial.tensor(name).value(step))
-            self._first.setdefault(key, self._facts[key])  # a fact is saved when it changes
+            value = np.asarray(self.base_trial.tensor(name).value(step))
+            self._facts.saw(name[len(_PREFIX) :], value)
         found = [v for v in self._verdicts() if v.cause not in self._reported]
         if not found:
+            facts = self._facts
             self.explain(
-                f"no fault of the training loop after {self._int('backward_passes')} backward "
-                f"passes and {self._int('optimizer_steps')} optimizer steps{self._harmless()}"
+                f"no fault of the training loop after {facts.count('backward_passes')} backward "
+                f"passes and {facts.count('optimizer_steps')} optimizer steps{self._harmless()}"
             )
             return False
         first = found[0]
@@ -199,26 +190,9 @@ class TrainingLoop(Rule):
         )
         return True
 
-    # -- the facts --
-    def _num(self, name: str, default: float = float("nan")) -> float:
-        value = self._facts.get(name)
-        return default if value is None or value.size != 1 else float(value.reshape(()))
-
-    def _int(self, name: str) -> int:
-        return int(self._num(name, 0))
-
-    def _first_int(self, name: str) -> int:
-        """The first saved value of a counting fact (0 when none was saved)."""
-        value = self._first.get(name)
-        return 0 if value is None or value.size != 1 else int(value.reshape(()))
-
-    def _keys(self, prefix: str) -> list[str]:
-        """The rest of the names of facts starting with ``prefix`` (``<prefix><rest>``)."""
-        return sorted(k[len(prefix) :] for k in self._facts if k.startswith(prefix))
-
-    def _verdicts(self) -> Iterator[_Verdict]:
+    def _verdicts(self) -> Iterator[LoopVerdict]:
         yield from self._no_gradient()
-        yield from self._wrong_sign()
+        yield from self._rates.wrong_sign()
         yield from self._not_stepping()
         yield from self._not_in_optimizer()
         yield from self._not_cleared()
@@ -226,19 +200,22 @@ class TrainingLoop(Rule):
         yield from self._undivided()
         yield from self._loss_inputs()
         yield from self._init_scale()
-        yield from self._first_update()
-        yield from self._scheduler()
+        yield from self._rates.first_update()
+        yield from self._rates.scheduler()
         yield from self._eval_in_train_mode()
-        yield from self._zero_lr()
-        yield from self._frozen()
+        yield from self._frozen.zero_lr()
+        yield from self._frozen.frozen()
 
-    def _not_stepping(self) -> Iterator[_Verdict]:
-        backward, owned = self._int("backward_passes"), self._int("optimizer_steps")
-        other, changed = self._int("other_optimizer_steps"), self._num("weights_changed")
+    def _not_stepping(self) -> Iterator[LoopVerdict]:
+        backward, owned = self._facts.count("backward_passes"), self._facts.count("optimizer_steps")
+        other, changed = (
+            self._facts.count("other_optimizer_steps"),
+            self._facts.num("weights_changed"),
+        )
         # another optimizer that stepped before the weights were watched (a backbone trained
         # first) and never since is not stepping this training either
-        since = backward - self._first_int("backward_passes")
-        stopped = other > 0 and other == self._first_int("other_optimizer_steps")
+        since = backward - self._facts.first_count("backward_passes")
+        stopped = other > 0 and other == self._facts.first_count("other_optimizer_steps")
         if (
             owned == 0
             and changed == 0
@@ -251,7 +228,7 @@ class TrainingLoop(Rule):
                 if other
                 else ""
             )
-            yield _Verdict(
+            yield LoopVerdict(
                 "optimizer_not_stepping",
                 f"optimizer.step() is never called: {since if other else backward} backward "
                 f"passes ran, no optimizer stepped and the weights are still those of the first "
@@ -261,8 +238,8 @@ class TrainingLoop(Rule):
                 ("backward_passes", "optimizer_steps"),
             )
             return
-        lrs = {k: self._num("lr/" + k) for k in self._keys("lr/")}
-        blocked = self._num("no_grad_share", 0.0) >= 1.0  # named as gradient_blocked
+        lrs = {k: self._facts.num("lr/" + k) for k in self._facts.keys("lr/")}
+        blocked = self._facts.num("no_grad_share", 0.0) >= 1.0  # named as gradient_blocked
         if (
             owned >= self.min_steps
             and changed == 0
@@ -270,7 +247,7 @@ class TrainingLoop(Rule):
             and not blocked
         ):
             rates = ", ".join(f"{k} lr {v:g}" for k, v in lrs.items())
-            yield _Verdict(
+            yield LoopVerdict(
                 "optimizer_not_stepping",
                 f"optimizer.step() ran {owned} times ({rates}) without changing any weight: "
                 "the gradients it saw were zero or missing; is zero_grad() called between "
@@ -280,20 +257,27 @@ class TrainingLoop(Rule):
                 ("optimizer_steps", "weights_changed"),
             )
 
-    def _not_in_optimizer(self) -> Iterator[_Verdict]:
-        count = self._int("params_not_in_optimizer")
+    def _not_in_optimizer(self) -> Iterator[LoopVerdict]:
+        count = self._facts.count("params_not_in_optimizer")
         if count <= 0:
             return
-        names = [n for n in self._keys("not_in_optimizer/") if self._num("not_in_optimizer/" + n)]
+        names = [
+            n
+            for n in self._facts.keys("not_in_optimizer/")
+            if self._facts.num("not_in_optimizer/" + n)
+        ]
         shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-        copy = self._int("optimizer_steps") == 0 and self._int("other_optimizer_steps") > 0
+        copy = (
+            self._facts.count("optimizer_steps") == 0
+            and self._facts.count("other_optimizer_steps") > 0
+        )
         why = (
             " (the optimizers that step hold none of the model's parameters: were they built "
             "over another model, or a copy?)"
             if copy
             else ""
         )
-        yield _Verdict(
+        yield LoopVerdict(
             "params_not_in_optimizer",
             f"{count} trainable parameters (requires_grad=True, with gradients) are held by no "
             f"optimizer{why}, so they never change: {shown}; pass them to the optimizer (create "
@@ -303,14 +287,14 @@ class TrainingLoop(Rule):
             ("params_not_in_optimizer",),
         )
 
-    def _no_gradient(self) -> Iterator[_Verdict]:
-        count, share = self._int("no_grad_params"), self._num("no_grad_share", 0.0)
+    def _no_gradient(self) -> Iterator[LoopVerdict]:
+        count, share = self._facts.count("no_grad_params"), self._facts.num("no_grad_share", 0.0)
         if count <= 0 or not share >= _BLOCKED_SHARE:
             return
-        names = [n for n in self._keys("no_grad/") if self._num("no_grad/" + n)]
+        names = [n for n in self._facts.keys("no_grad/") if self._facts.num("no_grad/" + n)]
         shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
         if share >= 1.0:
-            yield _Verdict(
+            yield LoopVerdict(
                 "gradient_blocked",
                 f"no trainable parameter receives a gradient: after every backward pass checked, "
                 f"all {count} have grad None, so the optimizer has nothing to apply; the loss is "
@@ -322,9 +306,9 @@ class TrainingLoop(Rule):
                 ("no_grad_params", "no_grad_share"),
             )
             return
-        cut = self._num("no_grad_cut_share", 0.0)
+        cut = self._facts.num("no_grad_cut_share", 0.0)
         if share >= _CUT_SHARE and cut >= _CUT_SHARE:
-            yield _Verdict(
+            yield LoopVerdict(
                 "gradient_blocked",
                 f"{count} trainable parameters ({share:.0%} of the trainable values) never "
                 f"receive a gradient (grad None after every backward pass checked): {shown}; "
@@ -337,7 +321,7 @@ class TrainingLoop(Rule):
                 ("no_grad_params", "no_grad_share", "no_grad_cut_share"),
             )
             return
-        yield _Verdict(
+        yield LoopVerdict(
             "gradient_blocked",
             f"{count} trainable parameters ({share:.0%} of the trainable values) never receive "
             f"a gradient (grad None after every backward pass checked): {shown}; the graph is "
@@ -349,104 +333,18 @@ class TrainingLoop(Rule):
             needs_harm=True,  # unused parameters (a pooler, an expert) are not a fault alone
         )
 
-    def _wrong_sign(self) -> Iterator[_Verdict]:
-        for label in self._keys("lr_negative/"):
-            if "/" in label or self._int("lr_negative/" + label) <= 0:
-                continue
-            steps = self._int("lr_negative/" + label)
-            first = self._int("lr_negative_from/" + label)
-            yield _Verdict(
-                "wrong_sign",
-                f"the learning rate of {label} is negative ({self._num('lr/' + label):g} now; "
-                f"{steps} optimizer step{'s' if steps != 1 else ''} below 0 from step {first}): "
-                "each update climbs the loss; check the schedule's formula (a decay written "
-                "(step - total) / total) and the rate's sign",
-                steps,
-                0,
-                ("lr_negative/" + label,),
-            )
+    def _not_cleared(self) -> Iterator[LoopVerdict]:
+        if self._facts.count("grads_not_cleared") <= 0:
             return
-        for label in self._keys("maximize/"):
-            if not self._int("maximize/" + label):
-                continue
-            yield _Verdict(
-                "wrong_sign",
-                f"{label} is built with maximize=True: it climbs the loss it is given; pass "
-                "maximize=False to minimise a loss (or negate a score before backward())",
-                1,
-                0,
-                ("maximize/" + label,),
-                needs_harm=True,  # maximising a reward on purpose is not a fault alone
-            )
-            return
-
-    def _held_still(self, fact: str) -> tuple[int, str, str | None] | None:
-        """Parameters that never move (``<fact>_params`` of them, ``<fact>/<name>``): how many,
-        the names shown, and how they still hold a fresh random initialisation (else None);
-        None where there are none."""
-        count = self._int(f"{fact}_params")
-        if count <= 0:
-            return None
-        names = [n for n in self._keys(f"{fact}/") if self._num(f"{fact}/{n}")]
-        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-        return count, shown, self._fresh.verdict(names)
-
-    def _zero_lr(self) -> Iterator[_Verdict]:
-        found = self._held_still("zero_lr")
-        if found is None:
-            return
-        count, shown, fresh = found
-        yield _Verdict(
-            "frozen_layer",
-            f"{count} parameters sit in a param group whose learning rate is 0 while the other "
-            f"groups train, so they never move from where they started: {shown}; "
-            + (
-                f"they still hold a random initialisation ({fresh}), so they were never "
-                "trained nor loaded from a trained model: "
-                if fresh
-                else ""
-            )
-            + "if they must learn, give their group a learning rate (a rate of 0 freezes a "
-            "layer as requires_grad_(False) does)",
-            count,
-            0,
-            ("zero_lr_params",),
-            needs_harm=fresh is None,  # a pre-trained layer may be frozen on purpose
+        step, norm = (
+            self._facts.count("grads_not_cleared/step"),
+            self._facts.num("grads_not_cleared/norm"),
         )
-
-    def _frozen(self) -> Iterator[_Verdict]:
-        """Weights of layers set ``trainable = False`` while others train (the Keras hook's
-        ``frozen/<name>``): a certain fault where they still hold a random initialisation,
-        else evidence that needs harm (a trained layer is frozen on purpose)."""
-        found = self._held_still("frozen")
-        if found is None:
-            return
-        count, shown, fresh = found
-        yield _Verdict(
-            "frozen_layer",
-            f"{count} weights belong to layers set trainable=False while the others train, so "
-            f"they never move from where they started: {shown}; "
-            + (
-                f"they still hold a random initialisation ({fresh}), so they were never "
-                "trained nor loaded from a trained model: let them train (layer.trainable = "
-                "True), or load the trained weights meant to be frozen"
-                if fresh
-                else "if they must learn, set their layers trainable (frozen on purpose, a "
-                "trained layer keeps what it learned)"
-            ),
-            count,
-            0,
-            ("frozen_params",),
-            needs_harm=fresh is None,  # a trained layer may be frozen on purpose
-        )
-
-    def _not_cleared(self) -> Iterator[_Verdict]:
-        if self._int("grads_not_cleared") <= 0:
-            return
-        step, norm = self._int("grads_not_cleared/step"), self._num("grads_not_cleared/norm")
-        optimizers = [k for k in self._keys("grads_not_cleared/") if k not in ("step", "norm")]
+        optimizers = [
+            k for k in self._facts.keys("grads_not_cleared/") if k not in ("step", "norm")
+        ]
         of = f" of {optimizers[0]}" if optimizers else ""
-        yield _Verdict(
+        yield LoopVerdict(
             "grads_not_cleared",
             f"optimizer.zero_grad() is not called between steps: at step {step} the gradients"
             f"{of} still held the previous step's (norm {norm:.3g} before backward), so each "
@@ -457,20 +355,23 @@ class TrainingLoop(Rule):
             ("grads_not_cleared", "grads_not_cleared/norm"),
         )
 
-    def _train_in_eval_mode(self) -> Iterator[_Verdict]:
-        count = self._int("eval_mode_steps")
-        kinds = self._keys("eval_mode_modules/")
+    def _train_in_eval_mode(self) -> Iterator[LoopVerdict]:
+        count = self._facts.count("eval_mode_steps")
+        kinds = self._facts.keys("eval_mode_modules/")
         if count < _EVAL_MODE_STEPS or not kinds:
             return
-        modules = ", ".join(f"{self._int('eval_mode_modules/' + k)} {k}" for k in kinds)
-        yield _Verdict(
+        modules = ", ".join(f"{self._facts.count('eval_mode_modules/' + k)} {k}" for k in kinds)
+        steps, since = (
+            self._facts.count("optimizer_steps"),
+            self._facts.count("eval_mode_steps/step"),
+        )
+        yield LoopVerdict(
             "train_in_eval_mode",
-            f"{count} of the {self._int('optimizer_steps')} optimizer steps so far, from step "
-            f"{self._int('eval_mode_steps/step')}, were taken on forward passes in evaluation "
-            f"mode (model.training False), where the model's {modules} behave as in "
-            "evaluation (Dropout drops nothing; BatchNorm normalises with its running "
-            "statistics and stops updating them); call model.train() before the training "
-            "steps (after each validation pass)",
+            f"{count} of the {steps} optimizer steps so far, from step {since}, were taken on "
+            f"forward passes in evaluation mode (model.training False), where the model's "
+            f"{modules} behave as in evaluation (Dropout drops nothing; BatchNorm normalises "
+            "with its running statistics and stops updating them); call model.train() before "
+            "the training steps (after each validation pass)",
             count,
             _EVAL_MODE_STEPS,
             ("eval_mode_steps", "eval_mode_steps/step"),
@@ -478,20 +379,21 @@ class TrainingLoop(Rule):
 
     def _harmless(self) -> str:
         """Optimizer steps in eval mode that change nothing, said in passing."""
-        count = self._int("eval_mode_steps")
-        if not count or self._keys("eval_mode_modules/"):
+        count = self._facts.count("eval_mode_steps")
+        if not count or self._facts.keys("eval_mode_modules/"):
             return ""
+        since = self._facts.count("eval_mode_steps/step")
         return (
-            f" ({count} optimizer steps, from step {self._int('eval_mode_steps/step')}, ran with "
+            f" ({count} optimizer steps, from step {since}, ran with "
             "the model in eval mode, but it has no Dropout or BatchNorm module in eval mode: "
             "that changes nothing)"
         )
 
-    def _undivided(self) -> Iterator[_Verdict]:
-        retained = self._int("accumulation_retained")
+    def _undivided(self) -> Iterator[LoopVerdict]:
+        retained = self._facts.count("accumulation_retained")
         if retained > 0:
-            k = self._int("accumulation_retained/micro_batches")
-            yield _Verdict(
+            k = self._facts.count("accumulation_retained/micro_batches")
+            yield LoopVerdict(
                 "accumulation_undivided",
                 f"a backward pass ran through the graph of an earlier backward pass of the same "
                 f"optimizer step ({retained} of the steps checked, {k} backward passes each): "
@@ -504,11 +406,11 @@ class TrainingLoop(Rule):
                 ("accumulation_retained", "accumulation_retained/micro_batches"),
             )
             return
-        steps = self._int("accumulation_undivided")
+        steps = self._facts.count("accumulation_undivided")
         if steps < self.accumulation_steps:
             return
-        k = self._int("accumulation_undivided/micro_batches")
-        yield _Verdict(
+        k = self._facts.count("accumulation_undivided/micro_batches")
+        yield LoopVerdict(
             "accumulation_undivided",
             f"gradients are accumulated over {k} backward passes per optimizer step, each on the "
             f"whole loss, undivided ({steps} optimizer steps so far): the step is {k}x what "
@@ -518,17 +420,17 @@ class TrainingLoop(Rule):
             ("accumulation_undivided", "accumulation_undivided/micro_batches"),
         )
 
-    def _loss_inputs(self) -> Iterator[_Verdict]:
-        for loss in self._keys("loss_shape_mismatch/"):
+    def _loss_inputs(self) -> Iterator[LoopVerdict]:
+        for loss in self._facts.keys("loss_shape_mismatch/"):
             if not loss.endswith("/input"):
                 continue
             loss = loss[: -len("/input")]
-            given = self._facts.get(f"loss_shape_mismatch/{loss}/input")
-            target = self._facts.get(f"loss_shape_mismatch/{loss}/target")
+            given = self._facts.latest.get(f"loss_shape_mismatch/{loss}/input")
+            target = self._facts.latest.get(f"loss_shape_mismatch/{loss}/target")
             if given is None or target is None:
                 continue
             a, b = tuple(int(v) for v in given.ravel()), tuple(int(v) for v in target.ravel())
-            yield _Verdict(
+            yield LoopVerdict(
                 "loss_shape_mismatch",
                 f"{loss} compares a prediction of shape {a} with a target of shape {b}: they "
                 f"broadcast to {tuple(np.broadcast_shapes(a, b))}, so each prediction is "
@@ -539,9 +441,9 @@ class TrainingLoop(Rule):
                 ("loss_shape_mismatch",),
             )
             break
-        for loss in self._keys("softmax_before_loss/"):
+        for loss in self._facts.keys("softmax_before_loss/"):
             expects = "log-probabilities (log_softmax)" if "NLL" in loss else "logits"
-            yield _Verdict(
+            yield LoopVerdict(
                 "softmax_before_loss",
                 f"{loss} is fed probabilities (every row non-negative and summing to 1): a "
                 f"softmax comes before a loss that expects {expects}, which flattens its "
@@ -552,13 +454,13 @@ class TrainingLoop(Rule):
             )
             break
 
-    def _init_scale(self) -> Iterator[_Verdict]:
-        scale = self._num("init_scale")
+    def _init_scale(self) -> Iterator[LoopVerdict]:
+        scale = self._facts.num("init_scale")
         if not scale > self.init_scale_threshold:  # NaN (never measured) included
             return
-        per = {k: self._num("init_scale/" + k) for k in self._keys("init_scale/")}
+        per = {k: self._facts.num("init_scale/" + k) for k in self._facts.keys("init_scale/")}
         worst = sorted(per.items(), key=lambda kv: -kv[1])[:3]
-        yield _Verdict(
+        yield LoopVerdict(
             "poor_init",
             f"the weights start far too large: std(w) * sqrt(fan_in) is {scale:.3g} (the median "
             f"over {len(per)} Linear and convolution layers: "
@@ -572,131 +474,15 @@ class TrainingLoop(Rule):
             ("init_scale",),
         )
 
-    def _first_update(self) -> Iterator[_Verdict]:
-        per = {k: self._num("first_update_ratio/" + k) for k in self._keys("first_update_ratio/")}
-        # the weights the first step moved: one that stayed exactly where it was got no
-        # gradient (units dead below it, a dropout of 1), which no learning rate explains
-        # (recorded trials leave such weights out; older ones kept them, at 0)
-        moved = [v for v in per.values() if v > 0]
-        if per and not moved:
-            return
-        ratio = statistics.median(moved) if moved else self._num("first_update_ratio")
-        adaptive = [k for k in self._keys("lr/") if k.split("_")[0] in _ADAPTIVE]
-        # judged once min_steps optimizer steps show no warm-up has raised the rate since
-        warmed = any(
-            self._num("lr/" + k) > 1.01 * float(self._first.get("lr/" + k, np.nan))
-            for k in adaptive
-        )
-        if (
-            adaptive
-            and len(adaptive) == len(self._keys("lr/"))
-            and ratio < self.low_first_update
-            and self._int("optimizer_steps") >= self.min_steps
-            and not warmed
-        ):
-            # an adaptive optimizer's first step moves each weight by about its learning rate:
-            # the ratio is the learning rate over the weights' scale, whatever the gradients
-            lrs = ", ".join(f"{k} {self._num('lr/' + k):g}" for k in adaptive)
-            yield _Verdict(
-                "lr_too_low",
-                f"the first optimizer step moved the weights by a median {ratio:.3g} times their "
-                f"norm (an adaptive optimizer's first step is its learning rate over the weights' "
-                f"scale; healthy runs start at 5e-4 and above): the learning rate ({lrs}) is far "
-                "too low for this model; raise it",
-                ratio,
-                self.low_first_update,
-                ("first_update_ratio",),
-            )
-            return
-        labels = self._keys("lr/")
-        adam_like = bool(labels) and all(k.split("_")[0] in _ADAM_LIKE for k in labels)
-        limit = self.adam_first_update_threshold if adam_like else self.first_update_threshold
-        # Adam's first step moves each weight by its learning rate: from 0.6 of the weights'
-        # scale it is evidence, a problem where the run is harmed (healthy runs of the
-        # generated development split reach 0.23; a transformer at 100x its rate, 0.84), in
-        # a network: a linear model's loss is convex, and a healthy logistic regression on
-        # Adam at 0.05 starts at 0.69 (docs/rules.md, WeightUpdateRatio)
-        evidence = adam_like and len(moved) >= 2 and ratio >= _ADAM_FIRST_UPDATE_EVIDENCE * limit
-        if not (ratio >= limit or evidence):  # NaN (never measured) included
-            return
-        worst = sorted(per.items(), key=lambda kv: -kv[1])[:3]
-        lrs = ", ".join(f"{k} {self._num('lr/' + k):g}" for k in self._keys("lr/"))
-        healthy = "0.23" if adam_like else "0.5"
-        yield _Verdict(
-            "lr_too_high",
-            f"the first optimizer step moved the weights by a median {ratio:.3g} times their "
-            f"norm ({', '.join(f'{k} {v:.3g}' for k, v in worst)}; healthy first updates are "
-            f"1e-4 to {healthy} of the weights): the learning rate ({lrs}) is "
-            f"{'far ' if ratio >= limit else ''}too high for this model; lower it, or warm it "
-            "up (with plain SGD, exploding gradients do the same: see ExplodingTensor)",
-            ratio,
-            limit if ratio >= limit else _ADAM_FIRST_UPDATE_EVIDENCE * limit,
-            ("first_update_ratio",),
-            needs_harm=not ratio >= limit,
-        )
-
-    def _scheduler(self) -> Iterator[_Verdict]:
-        for key in self._keys("scheduler_per_step/"):
-            per = self._num("scheduler_per_step/" + key)
-            if not per >= 0.5:
-                continue  # stepped per epoch (or less often than per batch)
-            label, scheduler = key.split("/", 1)
-            steps = self._int("steps/" + label)
-            share = self._num("lr_low_share/" + label, 0.0)
-            period = self._num("scheduler_period/" + key)
-            stepped = self._int("scheduler_steps/" + key)
-            span = f" (period {period:g})" if period == period else ""
-            if steps >= self.min_steps and share >= self.low_lr_share:
-                low_from = self._int("lr_low_from/" + label)
-                fell = (
-                    f"the learning rate of {label} fell to 1% of its peak by step {low_from}, "
-                    f"staying there for {share:.0%} of the {steps} steps seen"
-                )
-                if self._int("scheduler_counts_steps/" + key):  # a Keras schedule, say
-                    message = (
-                        f"{scheduler}{span} counts optimizer steps (batches), not epochs, and "
-                        f"{fell}: if its period is meant in epochs, multiply it by the batches "
-                        "per epoch (or set the rate per epoch with a LearningRateScheduler "
-                        "callback)"
-                    )
-                else:
-                    message = (
-                        f"{scheduler}{span} is stepped once per batch ({per:.2f} scheduler "
-                        f"steps per optimizer step) and {fell}; its period counts "
-                        "scheduler.step() calls: if it is in epochs, call scheduler.step() "
-                        "once per epoch (or give the period in batches)"
-                    )
-                yield _Verdict(
-                    "scheduler_per_batch",
-                    message,
-                    share,
-                    self.low_lr_share,
-                    ("lr_low_share/" + label, "scheduler_per_step/" + key),
-                )
-                return
-            if scheduler == "CosineAnnealingLR" and period > 0 and stepped > 2 * period:
-                yield _Verdict(
-                    "scheduler_per_batch",
-                    f"CosineAnnealingLR(T_max={period:g}) was stepped {stepped} times, once per "
-                    "batch: past T_max its cosine climbs back up, so the learning rate of "
-                    f"{label} has gone down and up {stepped / (2 * period):.1f} times; T_max "
-                    "counts scheduler.step() calls: step it once per epoch, or set T_max to "
-                    "the total number of batches",
-                    stepped / period,
-                    2,
-                    ("scheduler_steps/" + key, "scheduler_per_step/" + key),
-                )
-                return
-
-    def _eval_in_train_mode(self) -> Iterator[_Verdict]:
-        count = self._int("eval_in_train_mode")
+    def _eval_in_train_mode(self) -> Iterator[LoopVerdict]:
+        count = self._facts.count("eval_in_train_mode")
         if count < 2:
             return
-        kinds = self._keys("train_mode_modules/")
-        modules = ", ".join(f"{self._int('train_mode_modules/' + k)} {k}" for k in kinds)
-        single = self._int("eval_in_train_mode/single_batch")
+        kinds = self._facts.keys("train_mode_modules/")
+        modules = ", ".join(f"{self._facts.count('train_mode_modules/' + k)} {k}" for k in kinds)
+        single = self._facts.count("eval_in_train_mode/single_batch")
         alone = f" ({single} of them single batches between training steps)" if single else ""
-        dropout_on = self._int("eval_in_train_mode/dropout_on")
+        dropout_on = self._facts.count("eval_in_train_mode/dropout_on")
         how = (
             f"while model.training was True ({dropout_on} of them with the model in eval mode "
             "but its Dropout switched back to training)"
@@ -707,7 +493,7 @@ class TrainingLoop(Rule):
             if dropout_on
             else "while model.training was True"
         )
-        yield _Verdict(
+        yield LoopVerdict(
             "eval_in_train_mode",
             f"evaluation runs in train mode: {count} forward passes{alone} ran under "
             f"torch.no_grad() {how}, with {modules or 'modules'} behaving as in "
