@@ -662,15 +662,17 @@ def test_frozen_layer_names_a_frozen_output_layer_not_a_frozen_backbone(
 
 
 def test_orthogonal_reads_a_fresh_orthogonal_initialisation_only() -> None:
-    """Keras starts recurrent kernels orthogonal (orthonormal rows, times a gain): a frozen one
-    still so was never trained. A trained one, a uniform one, and a small one are not read
-    as such."""
+    """Keras starts recurrent kernels orthogonal (orthonormal rows): a frozen one still so was
+    never trained. A trained one, a uniform one, a small one, and one scaled on purpose (a
+    recurrent matrix at 1.2: a choice, not a default left alone) are not read as such."""
     from tensortap.rules.builtin._fresh_init import orthogonal
 
     rng = np.random.default_rng(0)
     q, _ = np.linalg.qr(rng.normal(size=(96, 32)))  # orthonormal columns
-    fresh = (2.0 * q.T).astype(np.float32)  # (32, 96), gain 2: a GRU's recurrent kernel
+    fresh = q.T.astype(np.float32)  # (32, 96): a GRU's recurrent kernel
     assert orthogonal(fresh) and orthogonal(fresh.T) and orthogonal(fresh.reshape(4, 8, 96))
+    assert not orthogonal(1.2 * fresh)
+    assert not orthogonal(1.2 * np.eye(32, dtype=np.float32))
     moved = fresh + 0.01 * rng.normal(size=fresh.shape).astype(np.float32)
     assert not orthogonal(moved)
     assert not orthogonal(rng.uniform(-0.2, 0.2, size=(32, 96)))

@@ -34,15 +34,17 @@ def uniform_bound(value: np.ndarray) -> tuple[int, float | None]:
 
 
 #: an orthogonal initialisation's rows (or columns) are orthonormal up to float32 rounding:
-#: their Gram matrix is within this share of its diagonal of a multiple of the identity
+#: their Gram matrix is within this of the identity
 ORTHOGONAL_TOLERANCE = 1e-3
 
 
 def orthogonal(value: np.ndarray) -> bool:
     """Whether ``value`` (flattened to a matrix over its last axis, as Keras's ``Orthogonal``
-    makes it) has orthonormal rows or columns, whichever are fewer (at least 8), times one
-    gain: how Keras starts its recurrent kernels. Training, even briefly, moves them off it
-    (a fresh GRU recurrent kernel: 4e-7 of its diagonal; its input kernel, uniform: 0.2)."""
+    makes it) has orthonormal rows or columns, whichever are fewer (at least 8): how Keras
+    starts its recurrent kernels (``Orthogonal(gain=1.0)``, as ``nn.init.orthogonal_``).
+    Training, even briefly, moves them off it (a fresh GRU recurrent kernel: 4e-7 of its
+    diagonal; its input kernel, uniform: 0.2). A gain other than 1 (a recurrent matrix scaled
+    to 1.2 on purpose, or by mistake) is a choice, not a default initialisation left alone."""
     if value.ndim < 2 or value.size < FRESH_MIN or not np.all(np.isfinite(value)):
         return False
     matrix = value.reshape(-1, value.shape[-1])
@@ -51,11 +53,8 @@ def orthogonal(value: np.ndarray) -> bool:
     if matrix.shape[0] < 8:
         return False
     gram = matrix @ matrix.T
-    gain = float(np.mean(np.diag(gram)))
-    if not gain > 0.0:
-        return False
-    off = np.abs(gram - gain * np.eye(len(gram))).max()
-    return bool(off <= ORTHOGONAL_TOLERANCE * gain)
+    off = np.abs(gram - np.eye(len(gram))).max()
+    return bool(off <= ORTHOGONAL_TOLERANCE)
 
 
 class FreshInit:
