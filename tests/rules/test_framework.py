@@ -146,7 +146,7 @@ def test_bad_parameters_fail_at_construction(
 def test_rule_configs_name_defaults_and_collections() -> None:
     config = rule_configs.vanishing_gradient()
     assert config.name == "VanishingGradient"
-    assert config.parameters == {"threshold": "1e-07"}
+    assert config.parameters == {"threshold": "1e-07", "relative_threshold": "0.0001"}
     assert [c.name for c in config.collections] == ["gradients"]
     assert rule_configs.loss_not_decreasing(num_steps="20").parameters["num_steps"] == "20"
     assert rule_configs.exploding_tensor(collection_names="weights").to_dict()["collections"] == [

@@ -107,7 +107,7 @@ def test_checks_run_by_the_class_and_at_construction_alike() -> None:
     construction, where its __init__ gives the parent's parameters."""
     with pytest.raises(InvalidConfigError, match="'threshold' must be a number >= 0, got -1"):
         VanishingGradient.check_parameters(threshold="-1")
-    assert VanishingGradient.check_parameters() == {"threshold": 1e-7}
+    assert VanishingGradient.check_parameters() == {"threshold": 1e-7, "relative_threshold": 1e-4}
     trial = Trial(MemoryStore("checks"))
     with pytest.raises(InvalidConfigError, match="'threshold' must be a number >= 0, got -1"):
         VanishingGradient(trial, threshold="-1")

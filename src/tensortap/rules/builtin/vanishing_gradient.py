@@ -37,6 +37,16 @@ def _no_mean(name: str) -> str:
 #: A loss under this share of its first value: the model is at (or near) a minimum.
 _CONVERGED = 0.05
 
+#: The fewest weights whose gradients are compared with each other (``relative_threshold``).
+_RELATIVE_MIN = 3
+
+
+def _compared(name: str) -> bool:
+    """Whether the gradient of ``name`` is compared with the others': not an embedding's (only
+    the rows of the tokens in a batch get one, so its mean is small by nature)."""
+    return "embed" not in name.lower()
+
+
 #: An attention block's projections, by the last part of their module's name (Hugging Face's
 #: BERT family, LLaMA/GPT-NeoX/T5/DistilBERT names): the score projections (query, key) and
 #: the value projection that takes the same input.
@@ -79,8 +89,16 @@ class VanishingGradient(Rule):
     inputs) gives the scores' projections little of it by nature (a stranger's ELECTRA on
     shuffled labels: 2e-9 against a median of 1e-4).
 
+    It fires too when the gradients shrink by orders of magnitude on their way back: of at
+    least three weights (embeddings left out: only the rows of a batch's tokens get a
+    gradient), the smallest mean |gradient| is under ``relative_threshold`` times the largest
+    (a stranger's eight sigmoid layers on SGD: 1.8e-7 at the first layer, 0.033 at the output,
+    a ratio of 5e-6, with every value above ``threshold``; healthy networks stay within two
+    orders of magnitude).
+
     Severity: a problem, unless the loss (where saved) has come down to under 5% of its
-    first saved value: a model at its minimum has small gradients by nature (advice).
+    first saved value: a model at its minimum has small gradients by nature (advice). As a
+    symptom, it is a problem of the run only where the run is harmed (see the diagnosis).
     """
 
     collections_needed = ("gradients",)
@@ -89,10 +107,15 @@ class VanishingGradient(Rule):
     def check_values(cls, params: Mapping[str, Any]) -> None:
         threshold = params["threshold"]
         cls.check_param("threshold", threshold, threshold >= 0, "a number >= 0")
+        relative = params["relative_threshold"]
+        cls.check_param("relative_threshold", relative, 0 <= relative < 1, "in [0, 1)")
 
-    def __init__(self, base_trial: Any, threshold: float = 1e-7) -> None:
+    def __init__(
+        self, base_trial: Any, threshold: float = 1e-7, relative_threshold: float = 1e-4
+    ) -> None:
         super().__init__(base_trial)
         self.threshold = threshold
+        self.relative_threshold = relative_threshold
         self._first_loss: float | None = None
         self._looked = False
 
@@ -120,6 +143,9 @@ class VanishingGradient(Rule):
         worst, smallest = names[i], float(means[i])
         fired = smallest < self.threshold
         verb = "is below" if fired else "is above"
+        shrunk = None if fired else self._shrunk(names, means)
+        if shrunk is not None:
+            fired, worst, smallest = True, shrunk[0], shrunk[1]
         severity, note = Severity.PROBLEM, ""
         # the first step's loss is the reference; after it, the loss matters only when firing
         loss = self._loss_share(step) if fired or not self._looked else None
@@ -135,6 +161,21 @@ class VanishingGradient(Rule):
                 "whose gradients are small while attention is near uniform, though the "
                 "value projection beside each gets its gradient)"
             )
+        if shrunk is not None:
+            _, _, top, largest = shrunk
+            self.explain(
+                f"the gradients shrink on their way back: the smallest mean |gradient|, "
+                f"{smallest:.3g} ({worst}), is {smallest / largest:.2g} of the largest, "
+                f"{largest:.3g} ({top}) (limit {self.relative_threshold:g}): the layers far "
+                "from the loss barely learn (saturating activations such as sigmoid or tanh "
+                f"stacked deep, or a poor initialisation){note}",
+                tensors=[worst, top],
+                value=smallest / largest,
+                threshold=self.relative_threshold,
+                severity=severity,
+                cause="vanishing_gradient",
+            )
+            return True
         self.explain(
             f"smallest mean |gradient| is {smallest:.3g} ({worst}), which {verb} the "
             f"threshold {self.threshold:g}{note}",
@@ -145,6 +186,30 @@ class VanishingGradient(Rule):
             cause="vanishing_gradient",
         )
         return fired
+
+    def _shrunk(self, names: list[str], means: np.ndarray) -> tuple[str, float, str, float] | None:
+        """(the smallest, its mean, the largest, its mean) of the compared gradients where the
+        smallest mean is under ``relative_threshold`` times the largest (see the class)."""
+        kept = [j for j, n in enumerate(names) if _compared(n)]
+        if len(kept) < _RELATIVE_MIN:
+            return None
+        low = min(kept, key=lambda j: float(means[j]))
+        high = max(kept, key=lambda j: float(means[j]))
+        small, large = float(means[low]), float(means[high])
+        if not (large > 0 and small < self.relative_threshold * large):
+            return None
+        return names[low], small, names[high], large
+
+    def _shrunk_rows(self, kept: np.ndarray, means: np.ndarray) -> np.ndarray:
+        """Per row (step), whether the kept means may be shrunk (see :meth:`_shrunk`): those
+        steps are evaluated one by one."""
+        if not self.relative_threshold:
+            return np.zeros(len(means), dtype=bool)
+        with np.errstate(invalid="ignore"):
+            low = np.where(kept, means, np.inf).min(axis=1)
+            high = np.where(kept, means, -np.inf).max(axis=1)
+            shrunk = (kept.sum(axis=1) >= _RELATIVE_MIN) & (low < self.relative_threshold * high)
+        return np.asarray(shrunk, dtype=bool)
 
     def _loss_share(self, step: int) -> float | None:
         """The loss at ``step`` as a share of the first loss this rule saw (None: no loss)."""
@@ -183,6 +248,7 @@ class VanishingGradient(Rule):
             (b, position[p + b]) for b in biases for p in GRADIENT_PREFIXES if p + b in position
         ]
         bias_rows = saved_records(trial, [b for b, _ in of_bias])
+        compared = np.array([_compared(g) for g in grads], dtype=bool)
         means_rows = saved.reduction_rows("mean", abs=True)
         raw_rows = saved.kind == 0  # RecordKind.TENSOR
         repeated = saved.repeated()
@@ -214,6 +280,7 @@ class VanishingGradient(Rule):
                 small = judged & has_mean & ~(np.isfinite(means) & (means >= self.threshold))
             unsure = (doubt > 0).any(axis=1) | (judged & ~has_mean & (raw > 0)).any(axis=1)
             unsure |= small.any(axis=1)
+            unsure |= self._shrunk_rows(judged & has_mean & compared, means)
             codes = np.ones(len(part), dtype=np.int64)
             codes[~present.any(axis=1)] = 0
             skip = missing.any(axis=1) & present.any(axis=1)
