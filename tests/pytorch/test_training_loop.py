@@ -802,6 +802,65 @@ def test_updates_that_climb_the_loss_are_named_wrong_sign(tmp_path: Path) -> Non
     assert finding.message.startswith("SGD is built with maximize=True")
 
 
+def negated_loss(how: str) -> Loop:
+    """Backward on the loss with its sign flipped: a loss module's output (``(-loss)``), a
+    functional loss's (``-F.nll_loss(...)``: NLL already carries its minus), or one plus a
+    regulariser; ``two_optimizers``: a second optimizer climbs its loss on purpose (an
+    adversary), which is not judged."""
+
+    def loop(hook: tt.Hook) -> None:
+        model = mlp()
+        hook.register_module(model)
+        criterion = nn.CrossEntropyLoss()
+        if how == "module":
+            hook.register_loss(criterion)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        adversary = nn.Linear(3, 3)
+        opt_adv = torch.optim.SGD(adversary.parameters(), lr=0.05)
+        for x, y in batches():
+            opt.zero_grad()
+            out = model(x)
+            if how == "module":
+                (-criterion(out, y)).backward()
+            elif how == "functional":
+                value = F.nll_loss(F.log_softmax(out, dim=1), y)
+                hook.record_loss(value)
+                (-value).backward()
+            elif how == "regularised":
+                value = F.cross_entropy(out, y)
+                hook.record_loss(value)
+                l2 = sum((p**2).sum() for p in model.parameters())
+                (-value + 1e-4 * l2).backward()
+            else:  # two optimizers: the model descends, the adversary climbs its own loss
+                value = F.cross_entropy(out, y)
+                hook.record_loss(value)
+                value.backward()
+                opt.step()
+                opt_adv.zero_grad()
+                adv = F.cross_entropy(adversary(out.detach()), y)
+                hook.record_loss(adv)
+                (-adv).backward()
+                opt_adv.step()
+                continue
+            opt.step()
+
+    return loop
+
+
+@pytest.mark.parametrize("how", ["module", "functional", "regularised", "two_optimizers"])
+def test_backward_on_a_negated_loss_is_named_wrong_sign(tmp_path: Path, how: str) -> None:
+    """Dev's gradient ascent (``(-loss).backward()``) was named lr_too_high three times in 11
+    (the loss diverging), and dev2's ``-F.nll_loss`` is a mistake of the same kind: backward
+    on the loss negated is a certain fault in a loop with one optimizer."""
+    summary = run(tmp_path, negated_loss(how))
+    if how == "two_optimizers":
+        assert causes(summary) == [], [f.message for f in summary.findings]
+        return
+    finding = only_finding(summary, "wrong_sign")
+    assert "needs_harm" not in finding.details
+    assert "backward passes ran on the loss with its sign flipped" in finding.message
+
+
 def test_a_graph_cut_is_named_as_gradient_blocked(tmp_path: Path) -> None:
     """No parameter ever gets a gradient: certain; most of the values cut off behind a
     ``.detach()`` (their module ran in the graph, the optimizer holds them): certain; some

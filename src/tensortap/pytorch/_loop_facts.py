@@ -1,9 +1,9 @@
 """Facts about the training loop itself, which no saved tensor shows: which parameters the
 optimizers hold, whether ``step()`` runs and moves the weights, whether gradients are cleared
 between steps, whether evaluation runs in train mode and training in eval mode, how the
-learning rate is scheduled, how
-large the weights start and the first update is, what the loss modules are fed, and whether
-they weight classes, and which parameters get no gradient.
+learning rate is scheduled, how large the weights start and the first update is, what the loss
+modules are fed, and whether they weight classes, whether backward runs on the loss negated,
+and which parameters get no gradient.
 
 The PyTorch hook hands its events here (a model's forward starts, a backward pass is about to
 run, an optimizer is about to step and has stepped, a scheduler stepped, a loss module ran).
@@ -34,7 +34,7 @@ from tensortap.core._collections import TRAINING_LOOP
 from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import RAW_PLAN, StepRecorder, records_from_array
 from tensortap.pytorch._grad_presence import GradientPresence
-from tensortap.pytorch._loss_facts import LossFacts, reaches, summed_into
+from tensortap.pytorch._loss_facts import LossFacts, negated, reaches, summed_into
 from tensortap.pytorch._lr_facts import LearningRates
 from tensortap.pytorch._naming import WEIGHT_COLLECTIONS, unwrap
 from tensortap.pytorch._registry import Registry
@@ -133,6 +133,7 @@ class LoopFacts:
         self._last_root: Any = None
         self._retained = 0  # optimizer steps whose micro-batches ran backward through another's
         self._retained_passes = 0  # backward passes of the current step that did so
+        self._negated_passes = 0  # checked backward passes on a negated loss (-loss)
         self._gradients = GradientPresence(registry, self._set, contain)
         self._zero_lr: set[str] | None = None  # parameters in groups at rate 0 at every check
         recorder.add_step_end_callback(self._on_step_end)
@@ -199,6 +200,9 @@ class LoopFacts:
         if self._backward_passes <= FIRST_STEPS or self._due():
             self._losses.on_backward(tensor)
             root = tensor.grad_fn
+            if module is None and node is not None and root is not None and negated(root, node):
+                self._negated_passes += 1  # (-loss).backward(): gradient ascent on the loss
+                self._set("loss_negated", self._negated_passes)
             if self._last_root is not None and root is not None and reaches(root, self._last_root):
                 self._retained_passes += 1  # a running total of losses, backward each time
             self._last_root = root

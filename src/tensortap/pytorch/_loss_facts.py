@@ -188,6 +188,15 @@ def summed_into(root: Any, target: Any) -> bool:
     return any(node is target for node in _walk(root, _adds))
 
 
+def negated(root: Any, target: Any) -> bool:
+    """Whether ``target`` (a loss's autograd node) enters ``root``'s value with its sign flipped:
+    ``-loss``, alone or plus other terms, among the first :data:`GRAPH_NODES` nodes."""
+    return any(
+        type(node).__name__ == "NegBackward0" and _fed_by(node) is target
+        for node in _walk(root, _adds)
+    )
+
+
 def _adds(node: Any) -> bool:
     """Whether ``node`` is an addition (each of its inputs enters the sum with weight 1)."""
     return type(node).__name__ == "AddBackward0"

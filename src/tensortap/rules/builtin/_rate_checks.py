@@ -1,7 +1,7 @@
-"""TrainingLoop's checks of the learning rate: its sign (``wrong_sign``), how far the first
-optimizer step moved the weights (``lr_too_high``, ``lr_too_low``) and a schedule stepped per
-batch that runs out early (``scheduler_per_batch``). See :class:`TrainingLoop` for each one's
-conditions."""
+"""TrainingLoop's checks of the learning rate: its sign, or the loss's (``wrong_sign``), how
+far the first optimizer step moved the weights (``lr_too_high``, ``lr_too_low``) and a
+schedule stepped per batch that runs out early (``scheduler_per_batch``). See
+:class:`TrainingLoop` for each one's conditions."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ _ADAPTIVE = _ADAM_LIKE | {"RMSprop", "Adagrad"}
 #: An Adam-family first update from this share of ``adam_first_update_threshold`` is evidence
 #: of a learning rate too high (needs harm); from the threshold on, a certain fault.
 _ADAM_FIRST_UPDATE_EVIDENCE = 0.6
+#: Backward passes on a negated loss that make a fault, in a loop with one optimizer (a GAN's
+#: generator may climb its discriminator's loss on purpose).
+_NEGATED_PASSES = 2
 
 
 class RateChecks:
@@ -57,6 +60,22 @@ class RateChecks:
                 steps,
                 0,
                 ("lr_negative/" + label,),
+            )
+            return
+        negated = self._facts.count("loss_negated")
+        alone = len(self._facts.keys("steps/")) <= 1 and not self._facts.count(
+            "other_optimizer_steps"
+        )  # one optimizer: nothing in the loop climbs a loss on purpose
+        if negated >= _NEGATED_PASSES and alone:
+            yield LoopVerdict(
+                "wrong_sign",
+                f"{negated} backward passes ran on the loss with its sign flipped (-loss: the "
+                "output of a loss module or loss function, negated): each update climbs the "
+                "loss; minimise the loss itself (cross-entropy and NLL already carry their "
+                "minus sign)",
+                negated,
+                _NEGATED_PASSES,
+                ("loss_negated",),
             )
             return
         for label in self._facts.keys("maximize/"):
