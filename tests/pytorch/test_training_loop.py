@@ -804,8 +804,8 @@ def test_updates_that_climb_the_loss_are_named_wrong_sign(tmp_path: Path) -> Non
 
 def negated_loss(how: str) -> Loop:
     """Backward on the loss with its sign flipped: a loss module's output (``(-loss)``), a
-    functional loss's (``-F.nll_loss(...)``: NLL already carries its minus), or one plus a
-    regulariser; ``two_optimizers``: a second optimizer climbs its loss on purpose (an
+    functional loss's (``-F.nll_loss(...)``: NLL already carries its minus), one divided first
+    (``-(loss / k)``) or times -1, or one plus a regulariser; ``two_optimizers``: a second optimizer climbs its loss on purpose (an
     adversary), which is not judged."""
 
     def loop(hook: tt.Hook) -> None:
@@ -826,6 +826,14 @@ def negated_loss(how: str) -> Loop:
                 value = F.nll_loss(F.log_softmax(out, dim=1), y)
                 hook.record_loss(value)
                 (-value).backward()
+            elif how == "scaled":  # a divided loss negated, and one times -1
+                value = F.cross_entropy(out, y)
+                hook.record_loss(value)
+                (-(value / 2) if x.shape[0] % 2 == 0 else value * -1).backward()
+            elif how == "times_minus_one":
+                value = F.cross_entropy(out, y)
+                hook.record_loss(value)
+                (value * -1.0).backward()
             elif how == "regularised":
                 value = F.cross_entropy(out, y)
                 hook.record_loss(value)
@@ -847,10 +855,12 @@ def negated_loss(how: str) -> Loop:
     return loop
 
 
-@pytest.mark.parametrize("how", ["module", "functional", "regularised", "two_optimizers"])
+@pytest.mark.parametrize(
+    "how", ["module", "functional", "scaled", "times_minus_one", "regularised", "two_optimizers"]
+)
 def test_backward_on_a_negated_loss_is_named_wrong_sign(tmp_path: Path, how: str) -> None:
-    """Dev's gradient ascent (``(-loss).backward()``) was named lr_too_high three times in 11
-    (the loss diverging), and dev2's ``-F.nll_loss`` is a mistake of the same kind: backward
+    """Dev's gradient ascent (``(-(loss / k)).backward()``) was named lr_too_high three times
+    in 11 (the loss diverging), and dev2's ``-F.nll_loss`` is a mistake of the same kind: backward
     on the loss negated is a certain fault in a loop with one optimizer."""
     summary = run(tmp_path, negated_loss(how))
     if how == "two_optimizers":

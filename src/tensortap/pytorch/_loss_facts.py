@@ -190,11 +190,49 @@ def summed_into(root: Any, target: Any) -> bool:
 
 def negated(root: Any, target: Any) -> bool:
     """Whether ``target`` (a loss's autograd node) enters ``root``'s value with its sign flipped:
-    ``-loss``, alone or plus other terms, among the first :data:`GRAPH_NODES` nodes."""
-    return any(
-        type(node).__name__ == "NegBackward0" and _fed_by(node) is target
-        for node in _walk(root, _adds)
-    )
+    ``-loss``, ``loss * -1``, ``-(loss / accumulation_steps)``, alone or plus other terms,
+    among the first :data:`GRAPH_NODES` nodes."""
+    return any(_sign_to(node, target) < 0 for node in _walk(root, _adds))
+
+
+#: The most negations and scalings by a constant between a term of the sum and the loss.
+_CHAIN = 4
+
+
+def _sign_to(node: Any, target: Any) -> int:
+    """The sign with which ``target`` enters ``node``'s value through negations and scalings by
+    a constant (0: not so, or not within :data:`_CHAIN` links)."""
+    sign = 1
+    for _ in range(_CHAIN + 1):
+        if node is target:
+            return sign
+        kind = type(node).__name__
+        if kind == "NegBackward0":
+            sign = -sign
+        elif kind in ("DivBackward0", "MulBackward0"):
+            factor = _constant(node)
+            if not factor:  # not a constant (None), or 0
+                return 0
+            sign = -sign if factor < 0 else sign
+        else:
+            return 0
+        inputs = [n for n, _ in getattr(node, "next_functions", ()) if n is not None]
+        if len(inputs) != 1:
+            return 0
+        node = inputs[0]
+    return 0
+
+
+def _constant(node: Any) -> float | None:
+    """The constant a product or division by one (a number, or a 0-d tensor on the CPU that
+    needs no gradient) scales by, else None."""
+    try:
+        other = getattr(node, "_saved_other", None)
+    except RuntimeError:  # saved values already freed
+        return None
+    if isinstance(other, torch.Tensor) and other.dim() == 0 and other.device.type == "cpu":
+        return float(other)
+    return None
 
 
 def _adds(node: Any) -> bool:
