@@ -231,7 +231,10 @@ def _constant(node: Any) -> float | None:
     except RuntimeError:  # saved values already freed
         return None
     if isinstance(other, torch.Tensor) and other.dim() == 0 and other.device.type == "cpu":
-        return float(other)
+        try:
+            return float(other)
+        except (TypeError, ValueError, RuntimeError):  # a complex number, say
+            return None
     return None
 
 
