@@ -393,6 +393,29 @@ def test_a_schedule_that_runs_out_within_the_first_epoch_is_named(
         assert causes == [], [f.message for f in summary.findings]
 
 
+def test_a_fine_tuning_fit_at_a_lower_rate_is_not_a_schedule_run_out(tmp_path: Path) -> None:
+    """A model trained at Adam 0.01, then compiled again to fine-tune under a slowly decaying
+    schedule from 1e-5 (a thousandth of the first rate): the second optimizer's rate is its
+    own record, never compared with the first one's peak."""
+    from tensortap.rules import TrainingLoop
+
+    x, y = data(256)
+    model = mlp()
+    loss = keras.losses.SparseCategoricalCrossentropy(True)
+    hook = job_hook(tmp_path / "t")
+    model.compile(keras.optimizers.Adam(0.01), loss)
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[hook])  # 16 steps
+    slow = keras.optimizers.schedules.ExponentialDecay(1e-5, 1000, 0.9)
+    model.compile(keras.optimizers.Adam(slow), loss)
+    model.fit(x, y, batch_size=16, epochs=3, verbose=0, callbacks=[hook])  # 48 steps
+    hook.close()
+    trial = tt.create_trial(tmp_path / "t")
+    share = trial.tensor("training_loop/lr_low_share/Adam")
+    assert share.value(share.steps()[-1]) == 0.0
+    summary = invoke_rule(TrainingLoop(trial))
+    assert [f.details.get("cause") for f in summary.findings] == [], summary.findings
+
+
 def test_a_fit_of_another_model_or_loss_starts_a_stage(tmp_path: Path) -> None:
     """A script that pre-trains one model and then fits another (a pre-trained encoder under
     a new head, for a second task) has two stages whose losses are not comparable: the fact

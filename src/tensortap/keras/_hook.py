@@ -290,7 +290,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             recorder.record(name, number, _VITALS)
         lr = row.get(Vital.LR) if training else None
         if lr is not None:
-            self._rates.see(lr)
+            self._rates.see(lr, getattr(self.model, "optimizer", None))
 
     def _save_rate_facts(self, optimizer: Any) -> None:
         """The learning rate's facts that changed, when ``training_loop`` is due."""

@@ -26,9 +26,15 @@ class LearningRateFacts:
         self._track = RateTrack()
         self._steps = 0  # TRAIN steps whose learning rate was seen
         self._saved: dict[str, float] = {}  # the facts as last saved
+        self._optimizer: int | None = None  # whose rate is tracked (its id)
 
-    def see(self, lr: float) -> None:
-        """A TRAIN step trained at ``lr``."""
+    def see(self, lr: float, optimizer: Any) -> None:
+        """A TRAIN step trained at ``lr`` by ``optimizer``. Another optimizer (a model compiled
+        again to fine-tune at a lower rate, say) starts its own record: its rate is not
+        compared with the last one's peak."""
+        if id(optimizer) != self._optimizer:
+            self._track, self._steps = RateTrack(), 0
+            self._optimizer = id(optimizer)
         self._steps += 1
         self._track.see(lr, self._steps)
 
