@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import keras
+
 from tensortap.core._lr_track import RateTrack
 from tensortap.keras._convert import to_numpy
 
@@ -54,8 +56,6 @@ class LearningRateFacts:
 def _schedule_facts(optimizer: Any, label: str) -> dict[str, float]:
     """The facts of the ``LearningRateSchedule`` that sets ``optimizer``'s rate (none for a
     rate that is a number or a variable, set per epoch by a callback, say)."""
-    import keras
-
     schedule = getattr(optimizer, "_learning_rate", None)
     if not isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
         return {}
