@@ -50,10 +50,10 @@ class RateChecks:
                 continue
             steps = self._facts.count("lr_negative/" + label)
             first = self._facts.count("lr_negative_from/" + label)
+            now = self._facts.num("lr/" + label)
             yield LoopVerdict(
                 "wrong_sign",
-                f"the learning rate of {label} is negative ({self._facts.num('lr/' + label):g} "
-                "now; "
+                f"the learning rate of {label} is negative ({now:g} now; "
                 f"{steps} optimizer step{'s' if steps != 1 else ''} below 0 from step {first}): "
                 "each update climbs the loss; check the schedule's formula (a decay written "
                 "(step - total) / total) and the rate's sign",
