@@ -14,9 +14,9 @@ import pytest
 
 from tensortap.rules import VanishingGradient, invoke_rule
 from tensortap.rules._finding import Severity
-from tensortap.rules._invoker import RuleSummary, walk
 from tensortap.testing import TrialBuilder
 from tensortap.trials import Trial
+from tests.helpers.both_ways import judged_both_ways
 
 BLOCK = "gradient/electra.encoder.layer.0.attention.self"
 
@@ -53,12 +53,5 @@ def test_a_value_projection_as_small_is_a_vanishing_gradient(tmp_path: Path) -> 
 @pytest.mark.parametrize("value_scale", [1e-4, 1e-9])
 def test_judged_alike_step_by_step_and_in_bulk(tmp_path: Path, value_scale: float) -> None:
     attention_trial(tmp_path, value_scale)
-    found = []
-    for bulk in (False, True):
-        rule = VanishingGradient(Trial(tmp_path))
-        summary = RuleSummary(rule.rule_name)
-        for finding in walk([rule], timeout=0, bulk=bulk):
-            summary.add(finding)
-        summary.finish(rule.no_data_reason())
-        found.append(([f.to_dict() for f in summary.findings], summary.status, summary.judged))
+    found = judged_both_ways(lambda: VanishingGradient(Trial(tmp_path)))
     assert found[0] == found[1]

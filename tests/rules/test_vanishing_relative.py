@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from tensortap.rules import VanishingGradient, invoke_rule
-from tensortap.rules._invoker import RuleSummary, walk
 from tensortap.testing import TrialBuilder
 from tensortap.trials import Trial
+from tests.helpers.both_ways import judged_both_ways
 
 
 def stack_trial(path: Path, per_layer: float, embedding: float | None = None) -> Trial:
@@ -69,13 +69,6 @@ def test_relative_threshold_zero_turns_the_comparison_off(tmp_path: Path) -> Non
 @pytest.mark.parametrize("per_layer", [0.25, 0.75])
 def test_judged_alike_step_by_step_and_in_bulk(tmp_path: Path, per_layer: float) -> None:
     stack_trial(tmp_path, per_layer)
-    found = []
-    for bulk in (False, True):
-        rule = VanishingGradient(Trial(tmp_path))
-        summary = RuleSummary(rule.rule_name)
-        for finding in walk([rule], timeout=0, bulk=bulk):
-            summary.add(finding)
-        summary.finish(rule.no_data_reason())
-        found.append(([f.to_dict() for f in summary.findings], summary.status, summary.judged))
+    found = judged_both_ways(lambda: VanishingGradient(Trial(tmp_path)))
     assert found[0] == found[1]
     assert found[0][2] == 4
