@@ -3,6 +3,7 @@ schedule widened and narrowed by it, with what is never governed left alone."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pytest
 
 import tensortap as tt
 from tensortap.core._save_budget import (
+    MAX_FACTOR,
+    OUTCOME_MAX_FACTOR,
     SAVE_BUDGET_ENV,
     BudgetPolicy,
     parse_save_budget,
@@ -136,7 +139,7 @@ def test_a_hook_under_a_budget_widens_its_own_schedule_and_records_why(tmp_path:
     assert saved == [0, 2, 4, 6, 8, 10, 12, 16, 24, 32, 48]  # then x2 every 2 measured
     assert all(step % 2 == 0 for step in saved)  # on the configured interval's multiples
     assert len(trial.tensor("vitals/loss").steps(mode=ModeKeys.TRAIN)) == 60  # every step
-    assert trial.tensor("labels").steps(mode=ModeKeys.TRAIN) == list(range(0, 60, 2))
+    assert trial.tensor("labels").steps(mode=ModeKeys.TRAIN) == saved  # the outcome follows
     events = [e for e in trial.sessions()[0].events if e["kind"] == "save_budget"]
     assert [(e["fields"]["old_interval"], e["fields"]["new_interval"]) for e in events] == [
         (2, 4),
@@ -146,6 +149,20 @@ def test_a_hook_under_a_budget_widens_its_own_schedule_and_records_why(tmp_path:
     first = events[0]["fields"]
     assert first["budget"] == 0.05 and first["share"] > 0.05
     assert "widened from every 2 to every 4" in first["message"]
+
+
+def test_the_outcome_sample_widens_with_the_budget_up_to_its_own_limit(tmp_path: Path) -> None:
+    clock = FakeClock()
+    with _budgeted(tmp_path / "t", clock) as hook:
+        _train(hook, clock, 400, cost=4.0)  # far over budget: the factor reaches its limit
+    trial = tt.create_trial(tmp_path / "t")
+    weights = trial.tensor("w").steps(mode=ModeKeys.TRAIN)
+    labels = trial.tensor("labels").steps(mode=ModeKeys.TRAIN)
+    assert weights[-1] - weights[-2] == 2 * MAX_FACTOR  # the tensors: every 128th step
+    gaps = [b - a for a, b in itertools.pairwise(labels)]
+    assert max(gaps) == 2 * OUTCOME_MAX_FACTOR  # the outcome: never wider than every 16th
+    assert gaps[-5:] == [2 * OUTCOME_MAX_FACTOR] * 5
+    assert set(weights) <= set(labels)  # both on the configured interval's multiples
 
 
 def test_the_writer_threads_time_counts_in_the_budget(tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 pytest.importorskip("keras")
 pytest.importorskip("tensorflow")
 
+import itertools
+
 import keras
 
 import tensortap.keras as tt
@@ -532,10 +534,10 @@ def test_the_job_default_reads_the_model_once_per_saving_step(
 def test_a_batch_due_only_for_the_outcome_reads_the_labels_and_predictions_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Under the job's save budget the tensors' interval widens while the outcome sample keeps
-    every 10th step: a batch due only for the outcome reads back the labels and predictions
-    (two captured values and their two written flags), not every activation the job taps;
-    a batch that saves the tensors still reads them all."""
+    """Under the job's save budget the tensors' interval widens, and the outcome sample's up to
+    8 times only (every 80th step): a batch due only for the outcome reads back the labels and
+    predictions (two captured values and their two written flags) with the ring of vital
+    signs, not every activation the job taps; a batch that saves the tensors reads them all."""
     from tensortap.jobs._specs import DebuggerHookConfig, hook_config
     from tensortap.jobs._specs import Rule as RuleSpec
     from tensortap.rules import rule_configs
@@ -563,18 +565,21 @@ def test_a_batch_due_only_for_the_outcome_reads_the_labels_and_predictions_alone
     x, y = data(1600)
     model = mlp()
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(True))
-    model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[hook])
+    model.fit(x, y, batch_size=8, epochs=4, verbose=0, callbacks=[hook])  # 800 steps
     hook.close()
     trial = tt.create_trial(tmp_path / "job")
     tapped = trial.tensor("dense/relu_output_0").steps()
-    assert trial.tensor("labels").steps() == list(range(0, 200, 10))  # never governed
-    assert trial.tensor("predictions").steps() == list(range(0, 200, 10))
-    assert tapped[:5] == [0, 10, 20, 30, 40] and len(tapped) < 20  # the budget widened
-    outcome_only = [s for s in range(10, 200, 10) if s not in tapped]
-    assert outcome_only and all(reads[s] == 4 for s in outcome_only), reads
-    assert all(reads[s] > 4 for s in tapped[1:]), reads  # the tensors' batches read them all
-    assert len(trial.tensor("vitals/loss").steps()) == 200
-    assert cleared == list(range(0, 200, 10))  # each due batch's read cleared the mask
+    outcome = trial.tensor("labels").steps()
+    assert trial.tensor("predictions").steps() == outcome
+    assert tapped[:5] == [0, 10, 20, 30, 40] and tapped[-1] - tapped[-2] > 80  # widened
+    gaps = [b - a for a, b in itertools.pairwise(outcome)]
+    assert max(gaps) == 80 and gaps[-3:] == [80] * 3  # the outcome: at most 8 times wider
+    assert set(tapped) <= set(outcome)
+    outcome_only = [s for s in outcome if s not in tapped]
+    assert outcome_only and all(reads[s] == 5 for s in outcome_only), reads  # ring + 4
+    assert all(reads[s] > 5 for s in tapped[1:]), reads  # the tensors' batches read them all
+    assert len(trial.tensor("vitals/loss").steps()) == 800
+    assert cleared == outcome  # each due batch's read cleared the mask
 
 
 def test_taps_due_at_every_step_keep_their_mask(

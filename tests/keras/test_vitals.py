@@ -191,6 +191,8 @@ def test_train_vital_signs_are_read_back_from_the_ring_at_saving_steps_only(
     model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0, callbacks=[truth, hook])
     # step 0 (due: read at its end), steps 10 and 20 (before and at the end), the epoch's end
     assert hook._vitals.ring_reads == 6
+    # at the end of a saving batch, the ring is read within its one compiled read
+    assert hook._vitals.ring_reads_alone == 3
     assert converted == []  # no batch read its vital signs alone
     hook.close()
     trial = tt.create_trial(tmp_path / "t")
@@ -202,6 +204,30 @@ def test_train_vital_signs_are_read_back_from_the_ring_at_saving_steps_only(
     times = [float(trial.tensor("vitals/step_time").value(s, mode=TRAIN)) for s in range(30)]
     assert all(t > 0 for t in times)
     assert trial.tensor("dense/kernel").steps(mode=TRAIN) == [0, 10, 20]
+
+
+def test_the_rows_written_since_the_last_read_are_found_by_their_numbers() -> None:
+    """Each row of the ring holds its number modulo 2**24 (exact in float32): the count of rows
+    written is found from the ring alone, across the numbers' wrap, with rows older than the
+    last read left out and more than a ring's worth written between two reads counted."""
+    from tensortap.keras._vitals import _NUMBERS, _WIDTH, RING, BatchVitals
+
+    vitals = BatchVitals(None)  # type: ignore[arg-type]  # the count needs no hook
+
+    def ring_of(numbers: list[int]) -> np.ndarray:
+        ring = np.full((RING, _WIDTH), np.nan, dtype=np.float32)
+        for number in numbers:
+            ring[number % RING, _WIDTH - 1] = number % _NUMBERS
+        return ring
+
+    assert vitals._rows_written(ring_of([])) == 0  # nothing written yet
+    assert vitals._rows_written(ring_of([0, 1, 2])) == 3
+    vitals._last_written = _NUMBERS - 3
+    old = list(range(_NUMBERS - 40, _NUMBERS - 3))  # read before: not counted again
+    assert vitals._rows_written(ring_of(old)) == _NUMBERS - 3
+    assert vitals._rows_written(ring_of([*old, *range(_NUMBERS - 3, _NUMBERS + 2)])) == _NUMBERS + 2
+    vitals._last_written = 1000
+    assert vitals._rows_written(ring_of(list(range(1000, 1000 + 3 * RING)))) == 1000 + 3 * RING
 
 
 def test_the_ring_is_read_every_half_ring_when_nothing_else_is_due(

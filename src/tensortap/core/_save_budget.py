@@ -15,9 +15,12 @@ The budget keeps the share of training time spent on those saves under a limit:
   weights and the first updates: rules judge them).
 - :class:`ScheduleBudget` applies it to a :class:`~tensortap.core._recorder.StepRecorder`: the
   recorder's own schedule (the collections without one of their own) is widened in TRAIN (and
-  GLOBAL) steps only. EVAL passes stay whole, the vital signs (their own every-step schedule) and
-  the outcome sample (``labels``, ``predictions``: pinned to the configured schedule) are not
-  governed, and a collection with a schedule of its own (a user's) keeps it.
+  GLOBAL) steps only. EVAL passes stay whole, the vital signs (their own every-step schedule) are
+  not governed, and a collection with a schedule of its own (a user's) keeps it. The outcome
+  sample (``labels``, ``predictions``) follows the budget's factor up to
+  :data:`OUTCOME_MAX_FACTOR` only: the rules count training labels over the run, and on Keras a
+  batch that samples it reads the step's values back as a saving step does (the job's largest
+  cost on a fast Keras step while it stayed at every 10th).
 
 A hook applies it only when told to (``Hook(save_budget=...)``): a job passes the budget when
 the schedule is its own default, never for a schedule the user wrote.
@@ -37,6 +40,7 @@ from tensortap.core._save_config import SaveConfig, SaveConfigMode
 from tensortap.exceptions import InvalidConfigError
 
 if TYPE_CHECKING:
+    from tensortap.core._collections import Collection
     from tensortap.core._recorder import StepRecorder
 
 #: The environment variable a job reads for its default budget (``0.05``, or ``off``).
@@ -57,8 +61,11 @@ SETTLE = 2
 NARROW_BELOW = 0.25
 #: The modes whose steps the budget governs: EVAL passes are compared whole.
 GOVERNED_MODES = (ModeKeys.TRAIN, ModeKeys.GLOBAL)
-#: Collections never governed although they take the hook's schedule: the outcome sample.
-UNGOVERNED = ("labels", "predictions")
+#: The outcome sample's collections: governed, but never wider than :data:`OUTCOME_MAX_FACTOR`.
+OUTCOME = ("labels", "predictions")
+#: The widest interval of the outcome sample, as a multiple of the configured one (every 80th
+#: TRAIN step of a job's 10): a 1,000-step run still samples its outcome 15 times or more.
+OUTCOME_MAX_FACTOR = 8
 #: The kind of the session event and of the job event that record a change.
 SAVE_BUDGET_EVENT = "save_budget"
 _OFF = ("off", "none", "false", "no", "0", "")
@@ -210,11 +217,14 @@ class ScheduleBudget:
         self.changes: list[BudgetChange] = []
         self._cost = 0.0
         self._depth = 0
-        for name in UNGOVERNED:  # the outcome sample keeps the configured schedule
+        # the outcome sample's collections that take the recorder's schedule: widened apart
+        self._outcome: list[Collection] = []
+        for name in OUTCOME:
             if name in recorder.collections:
                 coll = recorder.collections.get(name)
                 if coll.save_config is None:
                     coll.save_config = self.base
+                    self._outcome.append(coll)
 
     @property
     def governs(self) -> bool:
@@ -268,5 +278,8 @@ class ScheduleBudget:
         if change is None:
             return
         recorder.save_config = widened(self.base, change.new_factor)
+        outcome = widened(self.base, min(change.new_factor, OUTCOME_MAX_FACTOR))
+        for coll in self._outcome:
+            coll.save_config = outcome
         self.changes.append(change)
         self.on_change(change, self.interval(change.old_factor) or 0, self.interval() or 0)

@@ -134,10 +134,16 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._guard_event(self._instrument, "predict")
 
     def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
-        if self._lag:
-            if self._recorder.mode_step + self._lag < self._read_at:
-                return  # nothing but vital signs due: the ring keeps them (no host work)
-            self._catch_up()  # the recorder moves to this batch's step
+        if not self._lag:
+            self._begin_train_batch()
+        elif self._recorder.mode_step + self._lag < self._read_at:
+            return  # nothing but vital signs due: the ring keeps them (no host work)
+        else:
+            with self._saving():  # a read for a saving batch: what the save budget measures
+                self._catch_up()  # the recorder moves to this batch's step
+                self._begin_train_batch()
+
+    def _begin_train_batch(self) -> None:
         self._enter(ModeKeys.TRAIN)
         self._vitals.begin_batch()
         if self._vitals.ring is not None:
@@ -233,12 +239,13 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
                 return
             self._guard_event(self._publish_ring, False)
 
-    def _publish_ring(self, last_open: bool) -> None:
+    def _publish_ring(self, last_open: bool, ring: Any = None) -> None:
         """Publish the ``_lag`` steps read from the ring (and, with ``last_open``, record the
-        current step's row too, leaving that step open for what else it saves)."""
+        current step's row too, leaving that step open for what else it saves); ``ring``: the
+        ring's value when it was read with the step's other values."""
         steps, self._lag = self._lag, 0
         recorder = self._recorder
-        rows = self._vitals.read_ring(steps + int(last_open))
+        rows = self._vitals.read_ring(steps + int(last_open), ring)
         for index, row in enumerate(rows):
             self._record_vitals(row, training=True)
             if index < steps:
@@ -272,15 +279,16 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
 
     # -- saving --
     def _save_batch(self, logs: Mapping[str, Any] | None, training: bool) -> None:
-        recorder = self._recorder
-        if training and self._vitals.ring is not None:
-            self._publish_ring(last_open=True)  # the steps since the last read, and this one's
-        elif self.mode != ModeKeys.PREDICT:
+        # a TRAIN batch on the ring comes here with the steps before it published (its begin)
+        ring = training and self._vitals.ring is not None
+        if not ring and self.mode != ModeKeys.PREDICT:
             self._record_vitals(self._vitals.end_batch(training), training)
-        if not recorder.is_anything_due():  # the vital signs only: nothing else to look at
+        if not self._recorder.is_anything_due():  # the vital signs only: nothing else to look at
+            if ring:
+                self._publish_ring(last_open=True)
             return
         with self._saving():  # what the save budget measures
-            self._save_due(logs, training)
+            self._save_due(logs, training, ring)
 
     def _record_vitals(self, row: Mapping[str, float], training: bool) -> None:
         """A batch's vital signs (full names and floats already: straight to the recorder, on
@@ -299,8 +307,9 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         for name, value in self._rates.changed(optimizer).items():
             self._recorder.record(f"{TRAINING_LOOP}/{name}", value, [TRAINING_LOOP])
 
-    def _save_due(self, logs: Mapping[str, Any] | None, training: bool) -> None:
-        """A saving batch's tensors: the logs, the variables due, the taps, the optimizer's."""
+    def _save_due(self, logs: Mapping[str, Any] | None, training: bool, ring: bool) -> None:
+        """A saving batch's tensors: the logs, the variables due, the taps, the optimizer's;
+        with ``ring``, the batch's vital signs from the ring, read with them."""
         recorder = self._recorder
         for key, value in (logs or {}).items():
             # Keras hands callbacks Python floats; anything else is checked
@@ -309,6 +318,8 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             logged = _LOSSES if "loss" in key else _METRICS
             self._save_lazy(key, logged, lambda v=value: float(v))
         if self.model is None:
+            if ring:
+                self._publish_ring(last_open=True)
             return
         model = self.model
         due: list[tuple[str, Any, Any]] = []  # (name, plan, variable): read together below
@@ -321,17 +332,21 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         if training:
             due += self._gradients.due(model)
             due += self._due_optimizer_state(getattr(model, "optimizer", None))
-        # one compiled read of all the step needs: the taps written in the step (a flag each
-        # says whether it was; the read resets the flags, and clears the taps' mask unless
-        # the next step captures too), then the variables due
+        # one compiled read of all the step needs: the ring of vital signs, the taps written
+        # in the step (a flag each says whether it was; the read resets the flags, and clears
+        # the taps' mask unless the next step captures too), then the variables due
         taps = self._taps.pending()
         flags = [tap.fresh for tap in taps]
-        sources = flags + [tap.variable for tap in taps] + [d[2] for d in due]
+        rows = [self._vitals.ring] if ring else []
+        sources = rows + flags + [tap.variable for tap in taps] + [d[2] for d in due]
         clear = taps and self._taps.flag is not None and self._taps.clears()
         mask = [self._taps.flag] if clear else []
         values = self._read_all(sources, flags + mask) if sources else []
         if mask:
             self._taps.cleared()
+        if ring:
+            self._publish_ring(last_open=True, ring=values[0])
+            values = values[1:]
         count = len(taps)
         written = zip(taps, values[:count], values[count : 2 * count], strict=True)
         self._taps.save({tap.name: value for tap, fresh, value in written if bool(fresh)})

@@ -11,13 +11,15 @@ of microseconds. Both are taken inside the step Keras compiles:
   sample_weight=batch size)``): exactly the loss the running mean is made of, and the batch's
   size. It returns them with the step's logs as one float32 vector under a key of its own;
 - TRAIN batches on TensorFlow (one replica) write that vector as a row of a ring kept in
-  the step's own variables (:data:`RING` rows and a count of the rows written) instead: no
-  host read per batch. The hook reads the ring back (:meth:`BatchVitals.read_ring`, one
-  small read) at batches that save anything else, every half ring, and before validation,
-  at an epoch's end and at the end of ``fit``, and publishes the steps since the last read
-  then, each under its own step number. Their ``step_time`` is the time between two reads
-  divided by the steps read (``samples_per_second`` follows from it). A run killed between
-  two reads loses the vital signs of the steps not read yet (at most half the ring);
+  the step's own variables (:data:`RING` rows and a count of the rows written; each row also
+  holds its own number, so that the host reads the ring alone) instead: no host read per
+  batch. The hook reads the ring back (:meth:`BatchVitals.read_ring`, one small read) at
+  batches that save anything else (within the hook's one compiled read of what they save),
+  every half ring, and before validation, at an epoch's end and at the end of ``fit``, and
+  publishes the steps since the last read then, each under its own step number. Their
+  ``step_time`` is the time between two reads divided by the steps read
+  (``samples_per_second`` follows from it). A run killed between two reads loses the vital
+  signs of the steps not read yet (at most half the ring);
 - EVAL batches (and the other backends) hand the vector out with the logs: the
   ``train_function`` / ``test_function`` Keras calls per batch is wrapped in Python: it
   takes that key out of the logs before any callback (the progress bar, ``History``) sees
@@ -51,8 +53,12 @@ logger = logging.getLogger(__name__)
 _KEY = "tensortap_vitals"
 #: Rows of vital signs the ring keeps; the hook reads it back at least every half of it.
 RING = 256
-#: The width of a ring row: loss, samples, learning rate, gradient norm (NaN: not seen).
-_WIDTH = 4
+#: The width of a ring row: loss, samples, learning rate, gradient norm (NaN: not seen), and
+#: the row's own number modulo :data:`_NUMBERS` (NaN: a slot never written).
+_WIDTH = 5
+#: Row numbers are kept modulo this (exact in float32); a read finds the rows written since
+#: the last one by their numbers, so fewer than half of it may be written between two reads.
+_NUMBERS = 2**24
 #: The backends whose step is ``train_step(data) -> logs`` with the loss tracker updated in it.
 _BACKENDS = ("tensorflow", "torch")
 
@@ -75,6 +81,7 @@ class BatchVitals:
         self._last_written = 0  # the count of rows at the last read
         self._since: float | None = None  # when the steps not read yet began
         self.ring_reads = 0  # host reads of the ring (tests count them)
+        self.ring_reads_alone = 0  # ... of them, those not within a saving batch's read
 
     # -- installing --
     def prepare(self, model: Any, function: str) -> None:
@@ -123,7 +130,9 @@ class BatchVitals:
         import tensorflow as tf
 
         slot = tf.math.floormod(self._written, RING)
-        self.ring.scatter_nd_update(tf.reshape(slot, [1, 1]), tf.reshape(row, [1, _WIDTH]))
+        number = tf.cast(tf.math.floormod(self._written, _NUMBERS), tf.float32)
+        full = tf.concat([tf.reshape(row, [_WIDTH - 1]), tf.reshape(number, [1])], axis=0)
+        self.ring.scatter_nd_update(tf.reshape(slot, [1, 1]), tf.reshape(full, [1, _WIDTH]))
         self._written.assign_add(1)
 
     def _wrap_apply(self, model: Any) -> None:
@@ -232,17 +241,22 @@ class BatchVitals:
         if self._since is None:
             self._since = time.perf_counter()
 
-    def read_ring(self, steps: int) -> list[dict[str, float]]:
+    def read_ring(self, steps: int, ring: Any = None) -> list[dict[str, float]]:
         """The vital signs of the last ``steps`` TRAIN steps, oldest first, read back from the
-        ring (one host read): those the ring no longer holds are empty. Each step's time is
-        the time since the last read divided by ``steps``. Under ``steps_per_execution`` k, a
-        step is k batches (k rows): its vital signs are its last batch's."""
+        ring (one host read; ``ring``: its value, read already with others): those the ring no
+        longer holds are empty. Each step's time is the time since the last read divided by
+        ``steps``. Under ``steps_per_execution`` k, a step is k batches (k rows): its vital
+        signs are its last batch's."""
         if steps <= 0:
             return []
         now = time.perf_counter()
         since, self._since = self._since, now
         self.ring_reads += 1
-        ring, written = self.ring.numpy(), int(self._written.numpy())
+        if ring is None:
+            self.ring_reads_alone += 1
+            ring = self.ring.numpy()
+        ring = np.asarray(ring)
+        written = self._rows_written(ring)
         new, self._last_written = written - self._last_written, written
         per_step = new // steps if new > steps and new % steps == 0 else 1
         elapsed = math.nan if since is None else (now - since) / steps
@@ -250,7 +264,7 @@ class BatchVitals:
         for row in range(written - (steps - 1) * per_step - 1, written, per_step):
             values: dict[str, float] = {}
             if row >= 0 and written - row <= RING:
-                loss, samples, lr, grad_norm = (float(v) for v in ring[row % RING])
+                loss, samples, lr, grad_norm = (float(v) for v in ring[row % RING, :4])
                 if not math.isnan(loss):
                     values[Vital.LOSS] = loss
                 if not math.isnan(lr):
@@ -263,6 +277,15 @@ class BatchVitals:
                 values[Vital.STEP_TIME] = elapsed
             found.append(values)
         return found
+
+    def _rows_written(self, ring: np.ndarray) -> int:
+        """The count of rows written so far, from the numbers of those written since the last
+        read (each ahead of the count then by less than half of :data:`_NUMBERS`)."""
+        numbers = ring[:, _WIDTH - 1]
+        numbers = numbers[~np.isnan(numbers)].astype(np.int64)
+        ahead = (numbers - self._last_written % _NUMBERS) % _NUMBERS
+        ahead = ahead[ahead < _NUMBERS // 2]
+        return self._last_written + (int(ahead.max()) + 1 if ahead.size else 0)
 
     def end_batch(self, training: bool) -> dict[str, float]:
         """The vital signs of the batch that ended (``training``: a TRAIN one)."""

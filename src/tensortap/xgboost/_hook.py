@@ -335,8 +335,13 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
     def _save_due(self, model: Any) -> None:
         """What is saved on rounds its collections are due: importance, SHAP values, the
         outcome, the round's trees."""
-        with self._saving():  # what the save budget measures (the outcome is not governed)
+        with self._saving():  # what the save budget measures (the outcome too)
             self._save_scores(model)
+            self._save_outcome(model)
+
+    def _save_outcome(self, model: Any) -> None:
+        """A due round's outcome: the booster's predictions on a bounded sample of the
+        evaluation set, and its labels (unless the script saved its own)."""
         data = self.validation_data
         own = any(self._recorder.has_saved(n) for n in OUTCOME_NAMES)  # the script's win
         if data is not None and not own and (self._due(PREDICTIONS) or self._due(LABELS)):
