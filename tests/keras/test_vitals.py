@@ -206,6 +206,46 @@ def test_train_vital_signs_are_read_back_from_the_ring_at_saving_steps_only(
     assert trial.tensor("dense/kernel").steps(mode=TRAIN) == [0, 10, 20]
 
 
+def test_batches_that_capture_nothing_run_the_lean_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job default captures activations, the outcome and gradients every 10th step: those
+    batches run the train function's full trace, every other batch its lean one, traced
+    without the captures (keras._lean); what is saved is unchanged."""
+    from tensortap.keras import _hook, _lean
+
+    runs: list[str] = []
+    lean_taps: list[bool] = []  # is_tracing_lean() seen by the taps while tracing
+    split = _hook.two_traces
+
+    def counted(full: object, lean: object, capturing: object) -> object:
+        def full_run(*args: object) -> object:
+            runs.append("full")
+            return full(*args)  # type: ignore[operator]
+
+        def lean_run(*args: object) -> object:
+            runs.append("lean")
+            lean_taps.append(_lean.is_tracing_lean())
+            return lean(*args)  # type: ignore[operator]
+
+        return split(full_run, lean_run, capturing)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_hook, "two_traces", counted)
+    x, y = data(240)
+    model = mlp()
+    model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(True))
+    hook = job_hook(tmp_path / "t")
+    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0, callbacks=[hook])
+    hook.close()
+    assert [i for i, r in enumerate(runs) if r == "full"] == [0, 10, 20]
+    assert runs.count("lean") == 27 and all(lean_taps)
+    trial = tt.create_trial(tmp_path / "t")
+    assert trial.tensor("dense/relu_output_0").steps(mode=TRAIN) == [0, 10, 20]
+    assert trial.tensor("gradients/dense/kernel").steps(mode=TRAIN) == [0, 10, 20]
+    assert trial.tensor("labels").steps(mode=TRAIN) == [0, 10, 20]
+    assert len(trial.tensor("vitals/loss").steps(mode=TRAIN)) == 30
+
+
 def test_the_rows_written_since_the_last_read_are_found_by_their_numbers() -> None:
     """Each row of the ring holds its number modulo 2**24 (exact in float32): the count of rows
     written is found from the ring alone, across the numbers' wrap, with rows older than the

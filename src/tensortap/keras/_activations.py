@@ -43,6 +43,7 @@ import numpy as np
 
 from tensortap.core._collections import CollectionKeys
 from tensortap.keras import _convert
+from tensortap.keras._lean import is_tracing_lean
 from tensortap.keras._outcome import save_outcome
 
 if TYPE_CHECKING:
@@ -222,6 +223,8 @@ class ActivationTaps:
             import tensorflow as tf
 
             if not tf.executing_eagerly():
+                if is_tracing_lean():
+                    return  # the trace for batches that capture nothing (keras._lean)
 
                 def write() -> Any:
                     tap.variable.assign(tf.cast(value, tf.float32))

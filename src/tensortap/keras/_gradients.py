@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import keras
 
 from tensortap.core._collections import CollectionKeys
+from tensortap.keras._lean import is_tracing_lean
 
 if TYPE_CHECKING:
     from tensortap.keras._tap_host import KerasTapHost
@@ -95,6 +96,8 @@ class GradientCapture:
             import tensorflow as tf
 
             graph = not tf.executing_eagerly()
+            if graph and is_tracing_lean():
+                return  # the trace for batches that capture nothing (keras._lean)
         pairs = []
         for grad, variable in zip(grads, variables, strict=False):
             if grad is None:
@@ -131,6 +134,11 @@ class GradientCapture:
         if due != self._due:
             self.flag.assign(due, read_value=False)
             self._due = due
+
+    @property
+    def copying(self) -> bool:
+        """Whether the batch under way copies its gradients in the step (graph mode)."""
+        return self.flag is not None and bool(self._due)
 
     def due(self, model: Any) -> list[tuple[str, Any, Any]]:
         """(name, plan, source) of the gradients due at this step; forgets eager gradients."""

@@ -52,6 +52,7 @@ from tensortap.keras import _convert
 from tensortap.keras._activations import TAPPED_COLLECTIONS, ActivationTaps
 from tensortap.keras._config import train_begin_config
 from tensortap.keras._gradients import GradientCapture
+from tensortap.keras._lean import two_traces
 from tensortap.keras._lr_facts import LearningRateFacts
 from tensortap.keras._vitals import RING, BatchVitals
 
@@ -105,6 +106,9 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         # is read next (something other than vital signs is due, or half the ring is unread)
         self._lag = 0
         self._read_at = 0
+        # whether this TRAIN batch captures in its step (activations, outcome, gradients): it
+        # runs the train function's full trace, else its lean one (tensortap.keras._lean)
+        self._capturing = True
         self._recorder.add_step_end_callback(self._tape_step_end)
         # the model (and its compiled loss) the last fit trained: a fit of another one starts
         # a new stage, saved at its first TRAIN batch (see _note_stage)
@@ -117,6 +121,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self.gather_config(partial(train_begin_config, self.model, self.params))
         self._guard_event(self._instrument, "train")
         self._guard_event(self._vitals.prepare, self.model, "train")
+        self._guard_event(self._split_train_function)
 
     def on_epoch_begin(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
         self._vitals.new_epoch()
@@ -137,7 +142,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         if not self._lag:
             self._begin_train_batch()
         elif self._recorder.mode_step + self._lag < self._read_at:
-            return  # nothing but vital signs due: the ring keeps them (no host work)
+            self._capturing = False  # nothing but vital signs due: the ring keeps them
         else:
             with self._saving():  # a read for a saving batch: what the save budget measures
                 self._catch_up()  # the recorder moves to this batch's step
@@ -156,6 +161,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             self._initial_saved = CollectionKeys.WEIGHTS not in self._recorder.include_collections
         if not self._initial_saved:
             self._guard_event(self._save_initial)
+        self._capturing = bool(self._taps.mask) or self._gradients.copying
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         if self._vitals.ring is not None:
@@ -206,6 +212,24 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._taps.install(model)
         if len(self._taps.taps) != before and getattr(model, f"{function}_function", None):
             getattr(model, f"make_{function}_function")(force=True)
+
+    def _split_train_function(self) -> None:
+        """Keep a lean trace of the train function beside Keras's, for the batches that capture
+        nothing (see :mod:`tensortap.keras._lean`): in a compiled TensorFlow step with taps or
+        gradient copies only."""
+        model = self.model
+        current = getattr(model, "train_function", None)
+        if (
+            current is None
+            or getattr(current, "_tensortap_lean", False)
+            or keras.backend.backend() != "tensorflow"
+            or model.run_eagerly
+            or not (self._taps.taps or self._gradients.flag is not None)
+        ):
+            return
+        model.make_train_function(force=True)  # traced at its first call, while lean
+        lean = self._vitals.wrap_function(model.train_function)
+        self.replace(model, "train_function", two_traces(current, lean, lambda: self._capturing))
 
     def _end_batch(self, logs: Mapping[str, Any] | None, training: bool) -> None:
         with self._lock:

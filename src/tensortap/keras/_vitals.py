@@ -104,7 +104,7 @@ class BatchVitals:
                 getattr(model, make_name)(force=True)  # one traced before cannot hand them out
         current = getattr(model, function_name, None)
         if current is not None and not getattr(current, "_tensortap_vitals", False):
-            self.hook.replace(model, function_name, self._wrap_function(current))
+            self.hook.replace(model, function_name, self.wrap_function(current))
 
             def retrace() -> None:  # a function traced with the wrapped step hands out our keys
                 setattr(model, function_name, None)
@@ -207,7 +207,10 @@ class BatchVitals:
             return None
         return self._guard(lambda: keras.ops.convert_to_tensor(optimizer.learning_rate))
 
-    def _wrap_function(self, function: Any) -> Any:
+    def wrap_function(self, function: Any) -> Any:
+        """``function`` (a ``train_function`` / ``test_function``) handing out the batch's vital
+        signs: the key taken out of its logs and kept for the batch's end."""
+
         def run(*args: Any, **kwargs: Any) -> Any:
             logs = function(*args, **kwargs)
             if isinstance(logs, dict) and _KEY in logs:
