@@ -216,7 +216,7 @@ def test_batches_that_capture_nothing_run_the_lean_trace(
 
     runs: list[str] = []
     lean_taps: list[bool] = []  # is_tracing_lean() seen by the taps while tracing
-    split = _hook.two_traces
+    split = _lean.two_traces
 
     def counted(full: object, lean: object, capturing: object) -> object:
         def full_run(*args: object) -> object:
