@@ -267,7 +267,7 @@ class BatchVitals:
         for row in range(written - (steps - 1) * per_step - 1, written, per_step):
             values: dict[str, float] = {}
             if row >= 0 and written - row <= RING:
-                loss, samples, lr, grad_norm = (float(v) for v in ring[row % RING, :4])
+                loss, samples, lr, grad_norm = (float(v) for v in ring[row % RING, : _WIDTH - 1])
                 if not math.isnan(loss):
                     values[Vital.LOSS] = loss
                 if not math.isnan(lr):
