@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tensortap.core._modes import ModeKeys
+from tensortap.core._outcome import OUTCOME_NAMES
 from tensortap.core._save_config import SaveConfig, SaveConfigMode
 from tensortap.exceptions import InvalidConfigError
 
@@ -61,8 +62,6 @@ SETTLE = 2
 NARROW_BELOW = 0.25
 #: The modes whose steps the budget governs: EVAL passes are compared whole.
 GOVERNED_MODES = (ModeKeys.TRAIN, ModeKeys.GLOBAL)
-#: The outcome sample's collections: governed, but never wider than :data:`OUTCOME_MAX_FACTOR`.
-OUTCOME = ("labels", "predictions")
 #: The widest interval of the outcome sample, as a multiple of the configured one (every 80th
 #: TRAIN step of a job's 10): a 1,000-step run still samples its outcome 15 times or more.
 OUTCOME_MAX_FACTOR = 8
@@ -219,7 +218,7 @@ class ScheduleBudget:
         self._depth = 0
         # the outcome sample's collections that take the recorder's schedule: widened apart
         self._outcome: list[Collection] = []
-        for name in OUTCOME:
+        for name in OUTCOME_NAMES:  # governed, never wider than OUTCOME_MAX_FACTOR
             if name in recorder.collections:
                 coll = recorder.collections.get(name)
                 if coll.save_config is None:
