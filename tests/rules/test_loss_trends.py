@@ -327,6 +327,29 @@ def test_overfit_names_a_small_training_set_it_memorises(tmp_path: Path) -> None
     assert diagnosis.causes[0] == "small_training_set"
 
 
+@pytest.mark.parametrize("n_train", [40, None])
+def test_overfit_judges_a_small_set_validated_once_after_training(
+    tmp_path: Path, n_train: int | None
+) -> None:
+    """A script that evaluates once, after training (a debugging subset of 40 digits left in,
+    memorised): one whole pass is all there is. Before, the small set needed 3 passes and this
+    run was healthy. The full set, validated once, is not called small."""
+    torch.manual_seed(0)
+    data = job_runs.digits(n_train=n_train) if n_train else job_runs.digits()
+    trial = job_runs.train(
+        tmp_path, _mlp(), data, _adam, nn.CrossEntropyLoss(), eval_every=0, evaluate_at_end=True
+    )
+    summary = invoke_rule(Overfit(trial))
+    causes = [f.details.get("cause") for f in summary.findings]
+    if n_train:
+        assert summary.worst_severity is Severity.PROBLEM
+        assert causes[-1] == "small_training_set"
+        assert tt.diagnose(trial).causes[0] == "small_training_set"
+    else:
+        assert summary.worst_severity is not Severity.PROBLEM
+        assert "small_training_set" not in causes
+
+
 def test_overfit_a_full_training_set_is_not_called_small(tmp_path: Path) -> None:
     torch.manual_seed(0)
     trial = job_runs.train(

@@ -125,8 +125,9 @@ class Overfit(Rule):
     Where the model's inputs are saved at training steps, their rows are counted: a training
     set of at most ``small_training_set`` distinct samples (each seen at least 3 times among
     the saved rows, so the count is firm) whose model's validation loss came down less than
-    3/4 of what its training loss came down, on each of the last 3 passes, is overfitting a
-    small training set: a problem, with the cause ``small_training_set``.
+    3/4 of what its training loss came down, on each of the last 3 passes (at the run's end,
+    on every pass where it has fewer), is overfitting a small training set: a problem, with the
+    cause ``small_training_set``.
     """
 
     collections_needed = ("losses",)
@@ -187,14 +188,16 @@ class Overfit(Rule):
             return cls.collections_needed
         return (*cls.collections_needed, "inputs")  # to count the training samples
 
-    def _small_set(self) -> tuple[str, dict[str, Any]] | None:
+    def _small_set(self, final: bool = False) -> tuple[str, dict[str, Any]] | None:
         """What says the model overfits a small training set (a message and details), or
-        None where the set is not small or the model generalises what it learned."""
+        None where the set is not small or the model generalises what it learned. Judged on
+        the last ``_SUSTAINED`` passes; at the run's end (``final``), on every pass where
+        there were fewer (a script that evaluates once, after training)."""
         size = self._samples.estimate()
         start = self._start
         if size is None or size > self.small_training_set or start is None:
             return None
-        if len(self._passes) < _SUSTAINED:
+        if len(self._passes) < (1 if final else _SUSTAINED):
             return None
         recent = self._passes[-_SUSTAINED:]
         if any(p.training >= start or p.validation <= p.training for p in recent):
@@ -206,8 +209,13 @@ class Overfit(Rule):
         said = (
             f"; the model trained on about {size:.0f} distinct samples ({self._samples.seen} "
             f"saved training rows, each seen {self._samples.seen / self._samples.distinct:.3g} "
-            f"times), at most {self.small_training_set}, and over the last {len(recent)} "
-            f"evaluation passes its validation loss came down "
+            f"times), at most {self.small_training_set}, and "
+            + (
+                f"over the last {len(recent)} evaluation passes"
+                if len(recent) > 1
+                else "on its only evaluation pass"
+            )
+            + " its validation loss came down "
             f"{', '.join(f'{x:.0%}' for x in shares)} of what its training loss came down "
             f"from {start:.4g} (the last: validation "
             f"{last.validation:.4g}, training {last.training:.4g}; under "
@@ -335,12 +343,19 @@ class Overfit(Rule):
     def invoke_at_end(self, last_step: int) -> bool | None:
         """The evaluation pass that ended the run, when it was read live (its end was not known
         then, so it was judged as a pass under way and never as a whole pass): judged now, at
-        the run's last step."""
-        if not (self._val and self._train) or self.training_metric:
-            return None  # no pass under way (each step of a booster's metrics is whole)
-        train, val = float(np.mean(self._training())), float(np.mean(self._val))
-        self._close()
-        return self._judge(last_step, train, val, True, 0)
+        the run's last step. A run with fewer than ``_SUSTAINED`` whole passes is judged for a
+        small training set on the passes it has (one evaluation after training is all many
+        scripts do: 64 rows of a debugging ``Subset`` left in, memorised, validated once)."""
+        if self.training_metric:
+            return None  # each step of a booster's metrics is whole, and judged
+        if self._val and self._train:
+            train, val = float(np.mean(self._training())), float(np.mean(self._val))
+            self._close()
+            return self._judge(last_step, train, val, True, 0, final=True)
+        if 0 < len(self._passes) < _SUSTAINED and self._small_set(final=True) is not None:
+            last = self._passes[-1]  # judged as a whole pass already, but on fewer passes
+            return self._judge(last_step, last.training, last.validation, True, 0, final=True)
+        return None
 
     def _training(self) -> list[float]:
         """The training losses an evaluation is compared with: the phase's, less the run's
@@ -417,7 +432,15 @@ class Overfit(Rule):
         )
         return replace(trend, overfitting=overfitting)
 
-    def _judge(self, step: int, train: float, val: float, complete: bool, batches: int) -> bool:
+    def _judge(
+        self,
+        step: int,
+        train: float,
+        val: float,
+        complete: bool,
+        batches: int,
+        final: bool = False,
+    ) -> bool:
         ratio = (val - train) / abs(train) if train else float("inf") * (val > 0)
         above = ratio > self.ratio_threshold
         self._exceeded[-1] = step >= self.start_step and above
@@ -458,7 +481,7 @@ class Overfit(Rule):
                     "falling, so not "
                     "overfitting"
                 )
-        small = self._small_set() if complete else None
+        small = self._small_set(final) if complete else None
         if small is not None:  # the cause: whether or not the validation loss also rose
             said = (said if trend is not None and trend.overfitting else "") + small[0]
             details.update(small[1])
