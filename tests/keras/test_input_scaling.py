@@ -81,3 +81,55 @@ def test_images_in_unit_range_or_rescaled_to_it_are_normalised(
     raw_summary = invoke_rule(CheckInputImages(raw_trial))
     assert raw_summary.status.value == "IssuesFound"
     assert raw_summary.findings[0].message.startswith("channel 0 of "), raw_summary.findings[0]
+
+
+class NormalisedNet(keras.Model):
+    """A subclassed model that lists an adapted Normalization first; ``bypass`` feeds the raw
+    input to its first Dense instead (a stranger's wine model: ``h = self.normalizer(x)`` then
+    ``self.hidden1(x)``)."""
+
+    def __init__(self, normalizer: keras.layers.Layer, bypass: bool) -> None:
+        super().__init__()
+        self.normalizer, self.bypass = normalizer, bypass
+        self.hidden = keras.layers.Dense(16, activation="relu")
+        self.out = keras.layers.Dense(3)
+
+    def call(self, x: Any, training: bool = False) -> Any:
+        h = self.normalizer(x)
+        return self.out(self.hidden(x if self.bypass else h))
+
+
+@pytest.mark.parametrize("bypass", [True, False])
+def test_a_normalization_listed_first_but_bypassed_is_no_normalisation(
+    tmp_path: Path, bypass: bool
+) -> None:
+    """A subclassed model's layers list its adapted Normalization first whatever ``call`` does:
+    raw wine features (proline up to 1,680) fed past it were taken for normalised, and the
+    first step's loss of 174 was blamed on the initialisation. The first Dense's saved
+    pre-activation equals the raw input through its kernel: the input is judged raw. Used, the
+    normaliser is trusted as before."""
+    from sklearn.datasets import load_wine
+
+    wine = load_wine()
+    x, y = wine.data.astype("float32"), wine.target
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(0)
+    norm = keras.layers.Normalization(axis=-1)
+    norm.adapt(x)
+    model = NormalisedNet(norm, bypass)
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(True))
+    out = tmp_path / "trial"
+    hook = tt.KerasHook(str(out), include_collections=["inputs", "weights", "biases",
+                                                       "relu_activations"],
+                        save_config=tt.SaveConfig(save_interval=1))  # fmt: skip
+    model.fit(x, y, batch_size=32, epochs=2, verbose=0, callbacks=[hook])
+    hook.close()
+    trial = tt.create_trial(str(out))
+    assert trial.config()["model"]["first_layer"].endswith("Normalization")
+    summary = invoke_rule(UnnormalisedInput(trial))
+    if bypass:
+        assert summary.status.value == "IssuesFound", summary.details
+        assert "the normalisation is bypassed" in summary.findings[0].message
+        assert summary.findings[0].details["cause"] == "unnormalised_input"
+    else:
+        assert summary.status.value == "NoIssuesFound", [f.message for f in summary.findings]

@@ -105,6 +105,49 @@ def normalised_in_model(trial: Trial) -> str | None:
     return None
 
 
+#: The first weight layer met the raw input when its saved pre-activation is within this
+#: (relative, in norm) of the raw input through its kernel and bias: fed the raw input, a Keras
+#: Dense's pre-activation agrees to 0.4% (its kernel saved after the batch's update), fed the
+#: normalised one it is off by orders of magnitude.
+_RAW_AGREES = 0.05
+_PRE_ACTIVATION = re.compile(r"^(?P<layer>.+)/[A-Za-z0-9_]+_input_0$")
+
+
+def raw_input_reaches(trial: Trial, step: int, x: np.ndarray) -> str | None:
+    """Where the model's raw 2-D input ``x`` (saved at ``step``) reaches a weight layer
+    unchanged although the model's first layer normalises (a subclassed model whose ``call``
+    feeds ``x`` past its adapted Normalization: its layers list the normaliser first, whatever
+    ``call`` does): which layer shows it, else None. Read from a Keras layer's saved
+    pre-activation (``<layer>/<activation>_input_0``), its ``<layer>/kernel`` (features x
+    units) and ``<layer>/bias``, at the same step; None where they were not saved."""
+    if x.ndim != 2 or not x.shape[0]:
+        return None
+    kernels = [n for n in optional_names_in(trial, "weights", step) if n.endswith("/kernel")]
+    if not kernels:
+        return None
+    saved = trial.saved_order(step)
+    for name in saved:
+        match = _PRE_ACTIVATION.match(name)
+        layer = match.group("layer") if match else None
+        if layer is None or f"{layer}/kernel" not in kernels:
+            continue
+        kernel, tap = trial.tensor(f"{layer}/kernel"), trial.tensor(name)
+        if not (has_raw(kernel, step) and has_raw(tap, step)):
+            continue
+        weights = kernel.value(step).astype(np.float64)
+        z = tap.value(step).astype(np.float64)
+        if weights.shape[:1] != x.shape[1:] or z.shape != (x.shape[0], weights.shape[-1]):
+            continue
+        raw = x.astype(np.float64) @ weights.reshape(x.shape[1], -1)
+        bias = f"{layer}/bias"
+        if bias in saved and has_raw(trial.tensor(bias), step):
+            raw = raw + trial.tensor(bias).value(step).astype(np.float64).reshape(1, -1)
+        scale = float(np.linalg.norm(z))
+        if scale and float(np.linalg.norm(z - raw)) <= _RAW_AGREES * scale:
+            return layer
+    return None
+
+
 def input_rescaling(trial: Trial) -> tuple[float, float] | None:
     """(scale, offset) of the model's first layer where it rescales its input (Keras'
     ``Rescaling``, from the run's configuration, ``model.first_layer_rescaling``): the input

@@ -21,6 +21,7 @@ from tensortap.rules.builtin._samples import (
     input_rescaling,
     model_input,
     normalised_in_model,
+    raw_input_reaches,
 )
 
 #: Inputs small everywhere: a root mean square below this, with no value reaching WEAK_LARGEST.
@@ -107,6 +108,9 @@ class UnnormalisedInput(Rule):
         self._normaliser = ConfigFact(base_trial, normalised_in_model)
         self._rescaling = ConfigFact(base_trial, input_rescaling)
         self._rescaled = ""  # how the model's first layer rescales the input, said after its name
+        # the layer the raw input reaches past the model's normaliser ("": it does not; None:
+        # not looked at yet)
+        self._bypassed: str | None = None
 
     def _input(self, step: int) -> tuple[str, np.ndarray] | None:
         found = model_input(self.base_trial, step)
@@ -148,6 +152,14 @@ class UnnormalisedInput(Rule):
             )
         rms = math.sqrt(self._squares / self._values)
         normaliser = self._normaliser()
+        if normaliser is not None and self._bypassed is None and value.ndim == 2:
+            self._bypassed = raw_input_reaches(self.base_trial, step, value) or ""
+        if normaliser is not None and self._bypassed:
+            normaliser = None  # the raw input reaches a weight layer: judged as the input
+            self._rescaled = (
+                f" (the model's first layer normalises, but {self._bypassed}'s pre-activation "
+                "is this raw input through its kernel: the normalisation is bypassed)"
+            )
         if normaliser is not None:
             self.explain(
                 f"{normaliser}: the raw "
