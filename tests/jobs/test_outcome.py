@@ -74,6 +74,27 @@ def test_a_lightning_script_with_shuffled_labels_is_judged_at_chance(tmp_path: P
     judged(record, "ClassImbalance")
 
 
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_a_lightning_validation_without_a_loss_is_judged_on_its_scores(
+    tmp_path: Path, shuffle: bool
+) -> None:
+    """A validation_step that counts ``argmax == y`` by hand and calls no loss (a stranger's
+    Lightning script whose labels were split apart from their inputs, validation accuracy
+    0.094, was healthy: its EVAL steps held no outcome). The batch's targets and the model's
+    scores give it: at chance judged so, healthy not flagged."""
+    pytest.importorskip("lightning")
+    script = str(HERE / "outcome_lightning_script.py")
+    flags = ("--no-val-loss", "--shuffle") if shuffle else ("--no-val-loss",)
+    done, record = run_job(tmp_path, "python", script, *flags)
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = judged(record, "AccuracyAtChance")
+    expected = "IssuesFound" if shuffle else "NoIssuesFound"
+    assert found["RuleEvaluationStatus"] == expected, found["StatusDetails"]
+    assert len(outcome_steps(record)["EVAL"]) == 3  # one EVAL step per validation run
+    if shuffle:
+        assert "over 597 samples" in str(found["gravest_message"])  # the whole validation set
+
+
 @pytest.mark.parametrize("smooth", [False, True])
 def test_a_hugging_face_trainer_saves_the_outcome_of_its_evaluations(
     tmp_path: Path, smooth: bool

@@ -176,3 +176,29 @@ def test_a_wrapped_functional_loss_hands_on_its_result_and_survives_a_failing_ca
         raise RuntimeError("injected")
 
     assert torch.equal(_wrapped(original, CLASSES, fails)(scores, target), original(scores, target))
+
+
+def test_scores_met_outside_a_loss_give_way_to_a_loss_of_the_same_step() -> None:
+    """An evaluation without a loss hands scores and targets (``on_scores``); a loss of the step
+    replaces what they gave and stops them; a new step takes scores again; the script's own
+    outcome stops both."""
+    recorder = Recorder(due=True)
+    saved: list[tuple[str, np.ndarray]] = []
+    tap = OutcomeTap(recorder, lambda n, v, c: saved.append((n, v)))  # type: ignore[arg-type]
+    scores, target = torch.eye(3)[[0, 1, 2, 1]], torch.tensor([0, 1, 2, 0])
+    assert tap.wants_scores()
+    tap.on_scores(scores, target)
+    tap.on_scores(scores, target)  # the step's next batch
+    assert saved[-2][1].tolist() == [0, 1, 2, 0] * 2 and saved[-1][1].tolist() == [0, 1, 2, 1] * 2
+    tap.on_loss(CLASSES, scores, torch.tensor([2, 2, 2, 2]), None)
+    assert saved[-2][1].tolist() == [2, 2, 2, 2]  # the loss's alone
+    assert not tap.wants_scores()
+    tap.on_scores(scores, target)
+    assert saved[-2][1].tolist() == [2, 2, 2, 2]
+    recorder.mode_step = 1
+    assert tap.wants_scores()
+    tap.stand_aside()
+    assert not tap.wants_scores()
+    count = len(saved)
+    tap.on_loss(CLASSES, scores, target, None)
+    assert len(saved) == count  # the script's own values win

@@ -28,6 +28,8 @@
   ``value_loss`` is a training value). The learning rate of the first parameter group is
   saved as ``learning_rate``.
 - A ``trainer.validate()`` after ``fit`` returned is recorded too: one more EVAL step.
+- The outcome of a validation that computes no loss (``argmax == y`` counted by hand) is
+  taken from the batch's targets and the model's scores (:mod:`._validation_scores`).
 - A stop requested by the job sets ``trainer.should_stop``. Under DDP each rank writes as
   ``worker_<rank>``.
 """
@@ -43,6 +45,7 @@ from torch import nn
 
 from tensortap.core._modes import ModeKeys
 from tensortap.lightning._config import fit_config
+from tensortap.lightning._validation_scores import ValidationScores
 from tensortap.pytorch._config import first_batch_size
 from tensortap.pytorch._hook import Hook
 from tensortap.pytorch._trainer_session import TrainerSession
@@ -74,6 +77,7 @@ class CallbackMixin:
         self._epoch_names: set[str] = set()  # names that first appeared at an epoch's end
         self._epoch_values: dict[str, Any] = {}  # an epoch's values, not saved yet
         self._batch_seen = False  # the first training batch's size is in the configuration
+        self._scores = ValidationScores()  # the outcome of a validation without a loss
 
     @property
     def hook(self) -> Hook | None:
@@ -187,10 +191,21 @@ class CallbackMixin:
             self.session.close_step()
 
     def on_validation_batch_start(self, trainer: Any, pl_module: nn.Module, *args: Any) -> None:
-        if self.session.hook is not None and not trainer.sanity_checking:
-            self.session.hook.forward_starts(pl_module)
+        hook = self.session.hook
+        if hook is not None and not trainer.sanity_checking:
+            hook.forward_starts(pl_module)
+            if args:
+                self._scores.start(hook, args[0])
+
+    def on_validation_batch_end(self, trainer: Any, pl_module: nn.Module, *args: Any) -> None:
+        hook = self.session.hook
+        if hook is not None and not trainer.sanity_checking:
+            self._scores.end(hook)
+        else:
+            self._scores.stop()
 
     def on_validation_end(self, trainer: Any, pl_module: nn.Module) -> None:
+        self._scores.stop()
         metrics, before = trainer.callback_metrics, self._before_validation
         self._eval_names.update(k for k in metrics if k not in before)
         now = _floats(metrics)
@@ -212,6 +227,7 @@ class CallbackMixin:
         self.session.finish()
 
     def on_exception(self, trainer: Any, pl_module: nn.Module, exception: BaseException) -> None:
+        self._scores.stop()
         self.session.finish()
 
 

@@ -631,6 +631,23 @@ class Hook(TrainerControls, BaseHook):
                 if self._loop.enabled and isinstance(loss, torch.Tensor) and loss.ndim == 0:
                     self._guard_event(self._loop.on_recorded_loss, loss)
 
+    def wants_scores(self) -> bool:
+        """Whether :meth:`after_scores` would save anything at this step (the outcome is due,
+        and no loss of the step gave it): a trainer adapter watches the model's output only
+        then."""
+        with self._lock:
+            if self._closed or self._paused:
+                return False
+            return bool(self._guard_event(self._outcome.wants_scores))
+
+    def after_scores(self, scores: Any, target: Any) -> None:
+        """The model gave ``scores`` per class (axis 1) for ``target`` in an evaluation that
+        computed no loss (a Lightning ``validation_step`` that counts ``argmax == y``): the
+        step's outcome from them, where no loss gives it."""
+        with self._lock:
+            if not self._closed and not self._paused:
+                self._guard_event(self._outcome.on_scores, scores, target)
+
     def _save_outcome(self, name: str, value: np.ndarray, collections: tuple[str, ...]) -> None:
         plan = self._recorder.begin(name, collections)
         if plan is not None:

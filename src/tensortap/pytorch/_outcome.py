@@ -84,6 +84,8 @@ class OutcomeTap:
         self._labels: list[np.ndarray] = []
         self._predictions: list[np.ndarray] = []
         self._rows = 0
+        self._by_loss = False  # a loss of this step gave its outcome
+        self._by_scores = False  # scores met outside a loss gave it (until a loss does)
 
     def room(self) -> int:
         """How many positions this step may still save (0 where its collections are not due:
@@ -93,7 +95,20 @@ class OutcomeTap:
         if step != self._step:
             self._step, self._labels, self._predictions = step, [], []
             self._rows = 0 if outcome_due(recorder) else MAX_ROWS
+            self._by_loss = self._by_scores = False
         return MAX_ROWS - self._rows
+
+    def wants_scores(self) -> bool:
+        """Whether this step's outcome may still come from scores met outside a loss: it is
+        due, there is room, and no loss of the step gave one (a loss's inputs always win)."""
+        return self.room() > 0 and not self._by_loss
+
+    def on_scores(self, scores: Any, target: Any) -> None:
+        """Scores per class (axis 1) and the targets of an evaluation that computed no loss
+        (Lightning's ``validation_step`` counting ``argmax == y`` itself): its outcome, as a
+        classification loss's would be, where :meth:`wants_scores`."""
+        if self.wants_scores() and self._add(CLASSES, scores, target, None):
+            self._by_scores = True
 
     def stand_aside(self) -> None:
         """The script saved ``labels`` or ``predictions`` itself this step: its values win, and
@@ -101,6 +116,7 @@ class OutcomeTap:
         recorder = self._recorder
         self._step, self._labels, self._predictions = (recorder.mode, recorder.mode_step), [], []
         self._rows = MAX_ROWS
+        self._by_scores = False
 
     def on_module(self, module: nn.Module, inputs: Any) -> None:
         """A registered loss module ran on ``inputs`` (input, target). Where the functional
@@ -115,22 +131,33 @@ class OutcomeTap:
 
     def on_loss(self, kind: str, scores: Any, target: Any, ignore_index: int | None) -> None:
         """A loss of ``kind`` compared ``scores`` with ``target``: save the outcome if due."""
+        self.room()  # a new step starts afresh
+        if self._by_scores:  # what scores gave before a loss of the step gives way to it
+            self._labels, self._predictions, self._rows = [], [], 0
+            self._by_scores = False
+        if self._add(kind, scores, target, ignore_index):
+            self._by_loss = True
+
+    def _add(self, kind: str, scores: Any, target: Any, ignore_index: int | None) -> bool:
+        """Add the outcome of ``scores`` against ``target`` to the step's, and save it (False
+        where nothing was added)."""
         room = self.room()
         if room <= 0 or not isinstance(scores, torch.Tensor):
-            return
+            return False
         if not isinstance(target, torch.Tensor):
-            return
+            return False
         found = _classes(kind, scores.detach(), target.detach(), ignore_index, room)
         if found is None:
-            return
+            return False
         outcome = sample_outcome(found[0].numpy(), found[1].numpy(), ignore_index=None)
         if outcome is None:
-            return
+            return False
         self._labels.append(outcome.labels)
         self._predictions.append(outcome.predictions)
         self._rows += outcome.labels.size
         self._save(LABELS, np.concatenate(self._labels), (LABELS,))
         self._save(PREDICTIONS, np.concatenate(self._predictions), (PREDICTIONS,))
+        return True
 
 
 def _classes(

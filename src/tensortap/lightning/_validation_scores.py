@@ -1,0 +1,88 @@
+"""The outcome of a validation that computes no loss.
+
+Many ``validation_step``\\ s count ``(self.model(x).argmax(1) == y)`` themselves, or feed
+torchmetrics, and never call a loss: the outcome tap, which reads what a classification loss
+compares, then saves nothing for the EVAL step, and a run whose validation sits at chance is
+not judged at chance. Where the step's outcome is due and no loss gave it, the callback takes
+the targets from the batch (``(x, y)``, ``(x, ..., y)``, or a mapping's ``labels``/``label``/
+``y``/``target``/``targets``: integer classes, one per sample) and the model's scores from
+the last output of any module in the batch's forward passes that has one row per target and
+a column per class (floating point, at least two columns, more than the largest target): what
+``argmax`` would read. A process-wide forward hook is held for the batch only, and only while
+the outcome is wanted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+from torch.nn.modules.module import register_module_forward_hook
+
+if TYPE_CHECKING:
+    from torch.utils.hooks import RemovableHandle
+
+    from tensortap.pytorch._hook import Hook
+
+#: Keys of a mapping batch that hold the targets, in the order they are looked for.
+TARGET_KEYS = ("labels", "label", "y", "target", "targets")
+
+
+def batch_target(batch: Any) -> torch.Tensor | None:
+    """The batch's targets: one integer class per sample (a 1-D integer tensor), else None."""
+    found: Any = None
+    if isinstance(batch, (list, tuple)) and len(batch) >= 2:
+        found = batch[-1]
+    elif isinstance(batch, Mapping):
+        found = next((batch[k] for k in TARGET_KEYS if k in batch), None)
+    if not isinstance(found, torch.Tensor) or found.dim() != 1 or not found.numel():
+        return None
+    if found.is_floating_point() or found.is_complex() or found.dtype == torch.bool:
+        return None
+    return found
+
+
+class ValidationScores:
+    """Watches one validation batch's module outputs for the scores beside its targets."""
+
+    def __init__(self) -> None:
+        self._handle: RemovableHandle | None = None
+        self._target: torch.Tensor | None = None
+        self._scores: torch.Tensor | None = None
+
+    def start(self, hook: Hook, batch: Any) -> None:
+        """A validation batch begins: watch its forward passes where the outcome is wanted."""
+        self.stop()
+        target = batch_target(batch)
+        if target is None or not hook.wants_scores():
+            return
+        self._target, rows = target, int(target.shape[0])
+
+        def seen(module: nn.Module, inputs: Any, output: Any) -> None:
+            if (
+                isinstance(output, torch.Tensor)
+                and output.dim() == 2
+                and output.shape[0] == rows
+                and output.shape[1] >= 2
+                and output.is_floating_point()
+            ):
+                self._scores = output
+
+        self._handle = register_module_forward_hook(seen)
+
+    def end(self, hook: Hook) -> None:
+        """The batch ended: its scores and targets to the hook (which keeps a loss's instead)."""
+        scores, target = self._scores, self._target
+        self.stop()
+        if scores is None or target is None:
+            return
+        if int(target.min()) < 0 or int(target.max()) >= int(scores.shape[1]):
+            return  # not classes of these scores
+        hook.after_scores(scores.detach(), target.detach())
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.remove()
+        self._handle, self._target, self._scores = None, None, None
