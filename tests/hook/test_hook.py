@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -224,3 +225,27 @@ def test_stop_request_ends_training_at_a_step_boundary(tmp_path: Path) -> None:
     assert stopped.value.code == 0 and isinstance(stopped.value, SystemExit)
     hook.close()
     assert tt.create_trial(tmp_path / "t").steps() == [0, 1, 2, 3]
+
+
+def test_writing_on_after_this_processs_own_session_is_not_warned_as_another_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A trainer's ``evaluate()`` after ``train()`` opens a new session of the same trial: it
+    was told "a separate run belongs in its own out_dir". A session left by another process
+    (here: forgotten by this one) is still warned of."""
+    from tensortap.hook import _session_steps
+
+    caplog.set_level(logging.INFO, logger="tensortap.hook")
+    out = str(tmp_path / "trial")
+    for _ in range(2):
+        with tt.Hook(out) as hook:
+            hook.save_scalar("loss", 1.0)
+            hook.next_step()
+    warned = [r for r in caplog.records if "belongs in its own out_dir" in r.getMessage()]
+    assert warned == []
+    assert any("writes on after this process" in r.getMessage() for r in caplog.records)
+    _session_steps._WRITTEN_HERE.discard((os.path.abspath(out), "worker_0"))
+    with tt.Hook(out) as hook:
+        hook.save_scalar("loss", 1.0)
+    warned = [r for r in caplog.records if "belongs in its own out_dir" in r.getMessage()]
+    assert len(warned) == 1 and "2 earlier session(s)" in warned[0].getMessage()

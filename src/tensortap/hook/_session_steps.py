@@ -7,6 +7,7 @@ goes back. Where a session starts is read by :mod:`tensortap.writer._sessions`."
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,11 @@ from tensortap.core._recorder import StepRecorder
 from tensortap.writer import SessionStart
 
 logger = logging.getLogger("tensortap.hook")  # the hook's one logger
+
+#: The (trial, worker) pairs a hook of this process has written: a later session of one of
+#: them is this process writing on (a trainer's ``evaluate()`` after ``train()``), not
+#: another run in the same ``out_dir``.
+_WRITTEN_HERE: set[tuple[str, str]] = set()
 
 
 class SessionSteps:
@@ -38,7 +44,18 @@ class SessionSteps:
         """Start counting where the worker's earlier sessions stopped (see
         :mod:`tensortap.writer._sessions`), and say so when there were any."""
         self._recorder.resume(start.global_step, start.mode_steps)
-        if start.resumed:
+        key = (os.path.abspath(self._out_dir), self._worker)
+        here = key in _WRITTEN_HERE
+        _WRITTEN_HERE.add(key)
+        if start.resumed and here:
+            logger.info(
+                "tensortap: %s of the trial at %s writes on after this process's earlier "
+                "session, at global step %s",
+                self._worker,
+                self._out_dir,
+                _counts_text(start.global_step, start.mode_steps),
+            )
+        elif start.resumed:
             logger.warning(
                 "tensortap: %s of the trial at %s resumed: it holds steps up to global step %d "
                 "from %d earlier session(s); this session continues at global step %s, so no "
