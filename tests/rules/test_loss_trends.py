@@ -327,6 +327,38 @@ def test_overfit_names_a_small_training_set_it_memorises(tmp_path: Path) -> None
     assert diagnosis.causes[0] == "small_training_set"
 
 
+@pytest.mark.parametrize("noise", [0.0, 0.5])
+def test_overfit_a_loss_that_rises_while_the_accuracy_holds_is_not_harm(
+    tmp_path: Path, noise: float
+) -> None:
+    """300 clean digits trained on for 3,000 steps: the validation loss rises 30% from its best
+    while the accuracy holds at 0.94 (the model grows more confident in the answers it gets
+    wrong). Five healthy development runs (97% accurate) were "overfitting" problems so; it is
+    a warning now, saying why. Half the labels noisy: the accuracy falls from 0.78 to 0.63 as
+    the model memorises them, and that stays a problem."""
+    torch.manual_seed(0)
+    data = job_runs.digits(n_train=600 if noise else 300)
+    if noise:
+        gen = torch.Generator().manual_seed(1)
+        flip = torch.rand(len(data.y), generator=gen) < noise
+        y = data.y.clone()
+        y[flip] = torch.randint(0, 10, (int(flip.sum()),), generator=gen)
+        data = job_runs.Data(data.x, y, data.x_val, data.y_val)
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
+    trial = job_runs.train(
+        tmp_path, model, data, _adam, nn.CrossEntropyLoss(), steps=3000, eval_every=100,
+        eval_batch=200,
+    )  # fmt: skip
+    summary = invoke_rule(Overfit(trial))
+    last = summary.findings[-1]
+    if noise:
+        assert summary.worst_severity is Severity.PROBLEM
+        assert last.message.endswith("overfitting"), last.message
+    else:
+        assert summary.worst_severity is Severity.WARNING
+        assert "but the accuracy held (0.941 then" in last.message, last.message
+
+
 @pytest.mark.parametrize("n_train", [40, None])
 def test_overfit_judges_a_small_set_validated_once_after_training(
     tmp_path: Path, n_train: int | None

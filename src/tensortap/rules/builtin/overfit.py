@@ -18,6 +18,7 @@ from tensortap.rules.builtin._common import (
     boosting_metric_pair,
     boosting_no_pair,
     fire_nonfinite,
+    has_raw,
     loss_names,
     metric_at,
     metric_pair,
@@ -26,6 +27,7 @@ from tensortap.rules.builtin._common import (
     scalar,
     step_mode,
 )
+from tensortap.rules.builtin._labels import as_classes
 from tensortap.rules.builtin._samples import DistinctSamples, model_input
 from tensortap.rules.builtin._series import Stages, critical, line_noise, pass_ends_at
 
@@ -62,6 +64,13 @@ class _Pass:
     validation: float
     training: float
     step: int
+    #: the pass's predictions that named the label, of how many (0: no outcome saved)
+    correct: int = 0
+    total: int = 0
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.total if self.total else math.nan
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,11 @@ class _Trend:
     overfitting: bool
     #: the degrees of freedom of the noise's estimate
     degrees_of_freedom: int
+    #: the recent passes' accuracy held the best pass's (within 2 standard errors of the
+    #: difference): the loss rose on confidence, not on answers (None: no outcome saved)
+    accuracy_held: bool | None = None
+    #: the rise is sustained and beyond the noise (overfitting, unless the accuracy held)
+    risen: bool = False
 
     @property
     def critical(self) -> float:
@@ -92,6 +106,17 @@ class _Trend:
     def standard_error(self) -> float:
         # the best pass and the mean of the recent ones each carry the pass-to-pass noise
         return self.noise * math.sqrt(1 + 1 / len(self.recent))
+
+
+def _accuracy_held(best: _Pass, recent: Sequence[_Pass]) -> bool | None:
+    """Whether the ``recent`` passes' accuracy held the ``best`` pass's: not below it by more
+    than 2 standard errors of the difference (None where a pass saved no outcome)."""
+    if not best.total or not all(p.total for p in recent):
+        return None
+    total = sum(p.total for p in recent)
+    then, now = best.accuracy, sum(p.correct for p in recent) / total
+    error = math.sqrt(then * (1 - then) / best.total + now * (1 - now) / total)
+    return now >= then - 2 * max(error, 1 / total)
 
 
 class Overfit(Rule):
@@ -115,7 +140,10 @@ class Overfit(Rule):
     spread of the pass means since the best about a straight line through them; more standard
     errors where there are few passes, as Student's t says), and the
     training loss went on falling. A validation loss that wobbles above its best for a pass
-    or two is a warning at most. A NaN or infinite loss is a problem.
+    or two is a warning at most. Where the passes saved an outcome (labels and predictions),
+    a rise while the accuracy held (the last passes' not 2 standard errors below the best
+    pass's) is a warning too: the model grows confident in its wrong answers, not worse at
+    answering. A NaN or infinite loss is a problem.
 
     With ``training_metric`` and ``validation_metric`` (regexes of scalars saved at the same
     steps, such as XGBoost's ``train-logloss`` and ``validation-logloss``), each step compares
@@ -175,6 +203,7 @@ class Overfit(Rule):
         self._train_step = 0  # the global step of its latest loss
         self._train_used = False  # an evaluation pass was compared with it already
         self._val: list[float] | None = None  # losses of the evaluation pass under way
+        self._val_outcome: list[int] | None = None  # its [correct, total] predictions
         self._val_step = 0  # the global step of its last loss
         self._last_mode: ModeKeys | None = None
         self._last_eval: tuple[int, int] | None = None  # (global, EVAL step) of the last one
@@ -328,11 +357,13 @@ class Overfit(Rule):
             self._unmatched = self._unmatched_reason(step)
             if self._unmatched is None:
                 self._val = []
+                self._val_outcome = [0, 0]
                 self._exceeded.append(False)
         if self._unmatched is not None or self._val is None:
             self.explain(self._unmatched or "no training loss for this evaluation", judged=False)
             return False
         self._val.append(loss)
+        self._count_outcome(step)
         self._val_step = step
         train, val = float(np.mean(self._training())), float(np.mean(self._val))
         complete = pass_ends_at(self.base_trial, step)
@@ -397,7 +428,8 @@ class Overfit(Rule):
         """End the evaluation pass under way (if any) as a whole pass."""
         if self._val and self._train:
             validation, training = float(np.mean(self._val)), float(np.mean(self._training()))
-            self._passes.append(_Pass(validation, training, self._val_step))
+            correct, total = self._val_outcome or (0, 0)
+            self._passes.append(_Pass(validation, training, self._val_step, correct, total))
             self._train_used = True
         self._val = None
 
@@ -422,15 +454,39 @@ class Overfit(Rule):
         best = earlier[first]
         # the noise: the spread of the passes since the best about a steady rise (or fall)
         noise, freedom = line_noise([p.validation for p in self._passes[first:]])
-        trend = _Trend(best, recent, noise, False, freedom)
-        overfitting = (
+        held = _accuracy_held(best, recent)
+        trend = _Trend(best, recent, noise, False, freedom, held)
+        risen = (
             all(p.validation > best.validation for p in recent)
             and trend.rise > _RISEN * abs(best.validation)
             and trend.rise > trend.critical * trend.standard_error
             and recent[-1].training < best.training
             and (complete or val > best.validation)  # this pass so far agrees
         )
-        return replace(trend, overfitting=overfitting)
+        return replace(trend, overfitting=risen and not held, risen=risen)
+
+    def _count_outcome(self, step: int) -> None:
+        """Add the step's saved outcome (labels and predicted classes) to the pass under way;
+        a step without one leaves the pass without an accuracy."""
+        counts = self._val_outcome
+        if counts is None:
+            return
+        trial = self.base_trial
+        labels = optional_names_in(trial, "labels", step)
+        predictions = optional_names_in(trial, "predictions", step)
+        if not (labels and predictions) or not all(
+            has_raw(trial.tensor(n[0]), step) for n in (labels, predictions)
+        ):
+            self._val_outcome = None
+            return
+        y, p = as_classes(
+            trial.tensor(labels[0]).value(step), trial.tensor(predictions[0]).value(step)
+        )
+        if y.shape != p.shape or not y.size:
+            self._val_outcome = None
+            return
+        counts[0] += int(np.count_nonzero(y == p))
+        counts[1] += int(y.size)
 
     def _judge(
         self,
@@ -470,6 +526,17 @@ class Overfit(Rule):
                     f" standard errors of the pass-to-pass noise) while the training loss fell "
                     f"from {trend.best.training:.4g} to {trend.recent[-1].training:.4g}: "
                     "overfitting"
+                )
+            elif trend.risen:
+                accuracy = sum(p.correct for p in trend.recent) / sum(p.total for p in trend.recent)
+                said = (
+                    f"; over whole evaluation passes the validation loss rose from its best "
+                    f"{trend.best.validation:.4g} (the pass ending at step {trend.best.step}) "
+                    f"to {recent} in the last {len(trend.recent)} passes, but the accuracy held "
+                    f"({trend.best.accuracy:.3g} then, {accuracy:.3g} in the last passes): the "
+                    "model grew more confident in the answers it gets wrong, not worse at "
+                    "answering; not harm (early stopping on the validation loss would keep the "
+                    "best pass)"
                 )
             else:
                 said = (
