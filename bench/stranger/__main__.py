@@ -55,6 +55,11 @@ class Program:
     label: str
     accepted_first: frozenset[str]
 
+    @property
+    def name(self) -> str:
+        """The program's file as its manifest lists it (``fixed/<file>`` for a fixed twin)."""
+        return self.path.name if self.path.parent.name != "fixed" else f"fixed/{self.path.name}"
+
 
 @dataclass
 class Result:
@@ -82,7 +87,8 @@ def load(root: Path = PROGRAMS) -> list[Program]:
             if not isinstance(entry, dict) or entry.get("label") not in LABELS:
                 raise SystemExit(f"{where}: expected an object whose label is one of {LABELS}")
             path = manifest.parent / str(entry.get("file", ""))
-            if path.parent != manifest.parent or not path.is_file():
+            twins = manifest.parent / "fixed"  # a fixed twin may be listed (as healthy)
+            if path.parent not in (manifest.parent, twins) or not path.is_file():
                 raise SystemExit(f"{where}: no program file {entry.get('file')!r} beside it")
             accepted = entry.get("accepted_first", [])
             if not isinstance(accepted, list) or not all(isinstance(a, str) for a in accepted):
@@ -103,7 +109,7 @@ def run(program: Program, work: Path, save_budget: str = "off") -> Result:
     """Run one program under ``tensortap run`` in its own directory; read its job's summary.
     ``save_budget``: the job's save budget (``off`` by default; ``default`` leaves the job's)."""
     started = time.perf_counter()
-    out = work / f"{program.author}-{program.path.stem}"
+    out = work / f"{program.author}-{program.name.replace('/', '-').removesuffix('.py')}"
     out.mkdir(parents=True)
     # run a copy where the job's directory is: what the program writes (a trainer's output
     # directory, checkpoints) stays out of the corpus and goes with the job
@@ -134,7 +140,7 @@ def run(program: Program, work: Path, save_budget: str = "off") -> Result:
         "job",
         "--",
         sys.executable,
-        program.path.name,
+        program.name,
     ]
     verdict, cause, error = "error", None, ""
     try:
@@ -158,7 +164,7 @@ def run(program: Program, work: Path, save_budget: str = "off") -> Result:
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return Result(
-        program.path.name,
+        program.name,
         program.author,
         program.framework,
         program.label,
@@ -235,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     programs = load(SETS[ns.set])
     if ns.only:
-        programs = [p for p in programs if p.path.name in ns.only]
+        programs = [p for p in programs if p.path.name in ns.only or p.name in ns.only]
     with (
         tempfile.TemporaryDirectory(prefix="stranger-") as tmp,
         ThreadPoolExecutor(max(1, ns.jobs)) as pool,
