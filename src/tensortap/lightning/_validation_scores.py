@@ -78,9 +78,12 @@ class ValidationScores:
         self.stop()
         if scores is None or target is None:
             return
-        if int(target.min()) < 0 or int(target.max()) >= int(scores.shape[1]):
-            return  # not classes of these scores
-        hook.after_scores(scores.detach(), target.detach())
+        try:
+            classes = int(target.min()) >= 0 and int(target.max()) < int(scores.shape[1])
+        except Exception:  # a tensor that cannot be read (meta, sharded): no outcome from it
+            return
+        if classes:  # else: not classes of these scores
+            hook.after_scores(scores.detach(), target.detach())
 
     def stop(self) -> None:
         if self._handle is not None:
