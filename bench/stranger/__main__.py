@@ -140,7 +140,7 @@ def run(program: Program, work: Path, save_budget: str = "off") -> Result:
         "job",
         "--",
         sys.executable,
-        program.name,
+        program.path.name,
     ]
     verdict, cause, error = "error", None, ""
     try:
