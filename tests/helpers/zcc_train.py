@@ -1,8 +1,11 @@
 """A training script that knows nothing of tensortap (run by the zero-code-change tests).
 
-Usage: zcc_train.py STEPS {functional,module,functional-undivided} ACCUMULATE [compile]
+Usage: zcc_train.py STEPS {functional,module,functional-undivided,module-summed} ACCUMULATE
+[compile]
 Prints one line per optimizer step: "step <i> loss <value>". functional-undivided back-propagates
-each micro-batch's whole F.cross_entropy (the accumulation bug: gradients summed, not averaged).
+each micro-batch's whole F.cross_entropy (the accumulation bug: gradients summed, not averaged);
+module-summed adds the micro-batches' whole CrossEntropyLoss outputs into one total and
+back-propagates it once (the same bug, written as a running total).
 """
 
 from __future__ import annotations
@@ -29,12 +32,19 @@ def main() -> None:
         model.train()
         opt.zero_grad()
         total = 0.0
+        summed: torch.Tensor | float = 0.0
         for _ in range(accumulate):
             xb, yb = next(data)
             out = runner(xb)
-            loss = criterion(out, yb) if loss_kind == "module" else F.cross_entropy(out, yb)
-            (loss if loss_kind == "functional-undivided" else loss / accumulate).backward()
+            module = loss_kind.startswith("module")
+            loss = criterion(out, yb) if module else F.cross_entropy(out, yb)
+            if loss_kind == "module-summed":
+                summed = summed + loss
+            else:
+                (loss if loss_kind == "functional-undivided" else loss / accumulate).backward()
             total += loss.item() / accumulate
+        if isinstance(summed, torch.Tensor):
+            summed.backward()
         opt.step()
         print(f"step {i} loss {total:.6f}", flush=True)
     model.eval()

@@ -87,7 +87,7 @@ def test_gradient_accumulation_is_counted_in_optimizer_steps(tmp_path: Path) -> 
     assert tt.create_trial(out).steps(mode=tt.modes.TRAIN) == [0, 1, 2, 3]
 
 
-@pytest.mark.parametrize("loss_kind", ["functional", "functional-undivided"])
+@pytest.mark.parametrize("loss_kind", ["functional", "functional-undivided", "module-summed"])
 def test_accumulation_of_whole_functional_losses_is_counted(tmp_path: Path, loss_kind: str) -> None:
     """Issue 44 (stranger c/13, Lightning manual optimization): three backward passes, each on
     a whole ``F.cross_entropy``, before one optimizer step sum the micro-batches' gradients.
@@ -105,6 +105,11 @@ def test_accumulation_of_whole_functional_losses_is_counted(tmp_path: Path, loss
     assert "training_loop/backward_passes" in names  # the facts were gathered
     if loss_kind == "functional":
         assert "training_loop/accumulation_undivided" not in names
+        assert "training_loop/accumulation_summed" not in names
+        return
+    if loss_kind == "module-summed":  # each loss told of twice (module, functional): one loss
+        summed = trial.tensor("training_loop/accumulation_summed/micro_batches")
+        assert float(summed.value(summed.steps()[-1])) == 3
         return
     undivided = trial.tensor("training_loop/accumulation_undivided")
     assert float(undivided.value(undivided.steps()[-1])) == 4  # every optimizer step

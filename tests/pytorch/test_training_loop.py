@@ -1257,7 +1257,19 @@ def test_rules_that_read_every_tensor_leave_the_facts_out(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(
-    "loop", ["divided", "undivided", "gan", "two_losses", "running_total", "shared_trunk"]
+    "loop",
+    [
+        "divided",
+        "undivided",
+        "gan",
+        "two_losses",
+        "running_total",
+        "shared_trunk",
+        "summed_once",
+        "summed_divided",
+        "multi_task",
+        "time_steps",
+    ],
 )
 def test_accumulation_that_sums_micro_batches_is_named(tmp_path: Path, loop: str) -> None:
     """Four micro-batches per optimizer step: each loss divided by 4 is healthy; each whole
@@ -1267,7 +1279,10 @@ def test_accumulation_that_sums_micro_batches_is_named(tmp_path: Path, loop: str
     retain_graph=True, runs through the earlier micro-batches' graphs again (their gradients
     counted 4, 3, 2 times): accumulation_undivided; two losses of one forward pass, the first
     backward with retain_graph=True (multi-task), run through one trunk but not through each
-    other's loss: healthy."""
+    other's loss: healthy. Twenty-first session (dev m/01): the micro-batches' losses summed
+    into one total, backward once on it (4 forwards, 4 losses apart, added whole): named;
+    the total of the divided losses is healthy, and so are 4 losses of one forward
+    (multi-task) and 4 steps of a sequence chained through their outputs."""
     import tensortap as tt_core
 
     torch.manual_seed(0)
@@ -1283,12 +1298,26 @@ def test_accumulation_that_sums_micro_batches_is_named(tmp_path: Path, loop: str
     for _ in range(20):
         opt.zero_grad()
         total: torch.Tensor | None = None
+        if loop in ("multi_task", "time_steps"):
+            out, losses = model(torch.randn(8, 4)), []
+            for _k in range(4):
+                losses.append(first(out, torch.randint(0, 2, (8,))))
+                if loop == "time_steps":  # the next step's input comes from this output
+                    out = model(torch.tanh(torch.cat([out, out], 1) + torch.randn(8, 4)))
+            sum(losses, torch.zeros(())).backward()
+            opt.step()
+            continue
         for k in range(4):
             x = gen(torch.randn(8, 3)).detach() if loop == "gan" and k % 2 else torch.randn(8, 4)
             loss_fn = second if loop == "two_losses" and k % 2 else first
             out = model(x)
             loss = loss_fn(out, torch.randint(0, 2, (8,)))
-            if loop == "running_total":
+            if loop in ("summed_once", "summed_divided"):
+                term = loss if loop == "summed_once" else loss / 4
+                total = term if total is None else total + term
+                if k == 3:
+                    total.backward()
+            elif loop == "running_total":
                 total = loss / 4 if total is None else total + loss / 4
                 total.backward(retain_graph=k < 3)
             elif loop == "shared_trunk":
@@ -1310,6 +1339,9 @@ def test_accumulation_that_sums_micro_batches_is_named(tmp_path: Path, loop: str
     elif loop == "running_total":
         assert causes == ["accumulation_undivided"], [f.message for f in summary.findings]
         assert "backward() on a running total" in summary.findings[0].message
+    elif loop == "summed_once":
+        assert causes == ["accumulation_undivided"], [f.message for f in summary.findings]
+        assert "one backward pass ran on the sum of 4 losses" in summary.findings[0].message
     else:
         assert summary.status.value == "NoIssuesFound", causes
 

@@ -34,7 +34,7 @@ from tensortap.core._collections import TRAINING_LOOP
 from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import RAW_PLAN, StepRecorder, records_from_array
 from tensortap.pytorch._grad_presence import GradientPresence
-from tensortap.pytorch._loss_facts import LossFacts, negated, reaches, summed_into
+from tensortap.pytorch._loss_facts import LossFacts, apart, negated, reaches, summed_into
 from tensortap.pytorch._lr_facts import LearningRates
 from tensortap.pytorch._naming import WEIGHT_COLLECTIONS, unwrap
 from tensortap.pytorch._registry import Registry
@@ -58,6 +58,12 @@ FIRST_UPDATE_BUDGET = 256 << 20
 ISOLATED_SHARE = 0.5
 #: The id given to a loss recorded with ``hook.record_loss`` (no loss module).
 _RECORDED = -1
+#: Losses summed into one backward pass, each after its own forward of a model, that make an
+#: accumulation (two are a semi-supervised pair, a weak and a strong view of one batch).
+SUMMED_MICRO_BATCHES = 3
+#: Loss nodes kept between two backward passes, at most (each keeps its graph alive until the
+#: backward pass, as the script's running total does; only in train mode, on checked steps).
+_LOSSES_KEPT = 16
 _BN = nn.modules.batchnorm._BatchNorm
 _NORM = nn.modules.batchnorm._NormBase  # BatchNorm, and InstanceNorm with running statistics
 _DROPOUT = nn.modules.dropout._DropoutNd
@@ -128,6 +134,13 @@ class LoopFacts:
         self._micro_passes = 0
         self._micro_loss: int | None = None
         self._undivided = 0
+        # since the last backward pass: forwards of a registered model with gradients, and
+        # each loss's node with its loss module's id and the forwards before it
+        self._forwards = 0
+        self._forward_training = False  # the last of them ran in train mode
+        self._step_losses: list[tuple[Any, int, int]] = []
+        self._summed_passes = 0  # losses of micro-batches summed into this step's backward
+        self._summed = 0  # optimizer steps whose backward ran on such a sum
         # the root of the last backward pass since the optimizer step, where it was checked (a
         # node, not its saved tensors: those are freed by a backward without retain_graph)
         self._last_root: Any = None
@@ -148,6 +161,8 @@ class LoopFacts:
         """A registered model's forward begins."""
         if torch.is_grad_enabled():
             self._end_no_grad_run()
+            self._forwards += 1
+            self._forward_training = module.training
             if self._fingerprint is None:
                 self._fingerprint = self._weights_now()
                 self._init_scale(module)
@@ -206,6 +221,9 @@ class LoopFacts:
             if self._last_root is not None and root is not None and reaches(root, self._last_root):
                 self._retained_passes += 1  # a running total of losses, backward each time
             self._last_root = root
+            if root is not None:  # (the last loss is summed whole into a running total too)
+                self._summed_passes = max(self._summed_passes, self._summed_losses(root))
+        self._forwards, self._step_losses = 0, []
         self._end_no_grad_run()
         for optimizer, facts in list(self._optimizers.items()):
             if facts.armed:
@@ -249,6 +267,7 @@ class LoopFacts:
         passes, loss = self._micro_passes, self._micro_loss
         self._micro_passes, self._micro_loss = 0, None
         retained, self._retained_passes, self._last_root = self._retained_passes, 0, None
+        summed, self._summed_passes = self._summed_passes, 0
         in_eval = self._eval_forward if not self._train_forward else None
         self._train_forward, self._eval_forward = False, None
         if facts is None or not owned:
@@ -263,6 +282,10 @@ class LoopFacts:
             self._retained += 1
             self._set("accumulation_retained", self._retained)
             self._set("accumulation_retained/micro_batches", passes)
+        if summed and sum(1 for f in self._optimizers.values() if f.steps) == 1:
+            self._summed += 1
+            self._set("accumulation_summed", self._summed)
+            self._set("accumulation_summed/micro_batches", summed)
         self._rates.after_step(optimizer, facts.steps)
         if facts.snapshot is not None:
             self._first_update(facts)
@@ -283,6 +306,7 @@ class LoopFacts:
         if isinstance(output, torch.Tensor):
             self._loss_output = (weakref.ref(output), id(module))
             self._loss_node = output.grad_fn
+            self._keep_loss(output.grad_fn, id(module))
         self._losses.on_loss(module, inputs)
 
     def on_recorded_loss(self, loss: torch.Tensor) -> None:
@@ -291,6 +315,41 @@ class LoopFacts:
         pass on this very tensor runs on a whole loss, as on a loss module's output."""
         self._loss_output = (weakref.ref(loss), _RECORDED)
         self._loss_node = loss.grad_fn
+        self._keep_loss(loss.grad_fn, _RECORDED)
+
+    def _keep_loss(self, node: Any, module: int) -> None:
+        """Keep a loss's node for :meth:`_summed_losses`: after a forward in train mode, on the
+        passes that are checked (the first, and due steps), at most :data:`_LOSSES_KEPT`."""
+        if (
+            node is not None
+            and self._forward_training
+            and len(self._step_losses) < _LOSSES_KEPT
+            and (self._backward_passes < FIRST_STEPS or self._due())
+            and not any(kept is node for kept, _, _ in self._step_losses[-2:])
+        ):  # (a loss module calls the functional loss: one loss, told of twice)
+            self._step_losses.append((node, module, self._forwards))
+
+    def _summed_losses(self, root: Any) -> int:
+        """How many losses of micro-batches ``root`` (a backward pass's) sums whole: at least
+        :data:`SUMMED_MICRO_BATCHES` losses of one loss module (or functional loss), each after
+        a forward of its own, entering ``root`` through additions only, whose graphs are apart
+        (``total = total + loss`` over the micro-batches, then ``total.backward()``); 0
+        otherwise. A multi-task sum follows one forward; a sequence's per-step losses share
+        the hidden state's graph."""
+        found = [(node, module, forward) for node, module, forward in self._step_losses]
+        if len(found) < SUMMED_MICRO_BATCHES:
+            return 0
+        found = [f for f in found if summed_into(root, f[0])]
+        forwards = [f[2] for f in found]
+        if (
+            len(found) < SUMMED_MICRO_BATCHES
+            or len({f[1] for f in found}) != 1
+            or len(set(forwards)) != len(found)
+            or min(forwards) < 1
+            or not apart([f[0] for f in found])
+        ):
+            return 0
+        return len(found)
 
     def close(self) -> None:
         """Save what was not saved yet into the last step, due or not (training has ended)."""

@@ -188,6 +188,20 @@ def summed_into(root: Any, target: Any) -> bool:
     return any(node is target for node in _walk(root, _adds))
 
 
+def apart(nodes: list[Any]) -> bool:
+    """Whether the graphs below ``nodes`` (losses' autograd nodes) share no node among the first
+    :data:`GRAPH_NODES` of each but the parameters' own (``AccumulateGrad``): losses of
+    micro-batches each forwarded on its own, not of one sequence's steps chained through a
+    hidden state (whose graphs meet a few nodes down)."""
+    seen: set[int] = set()
+    for node in nodes:
+        mine = {id(n) for n in _walk(node) if type(n).__name__ != "AccumulateGrad"}
+        if mine & seen:
+            return False
+        seen |= mine
+    return True
+
+
 def negated(root: Any, target: Any) -> bool:
     """Whether ``target`` (a loss's autograd node) enters ``root``'s value with its sign flipped:
     ``-loss``, ``loss * -1``, ``-(loss / accumulation_steps)``, alone or plus other terms,

@@ -42,7 +42,10 @@ class TrainingLoop(Rule):
       backward passes on one whole loss (a loss module's output, a functional loss's result
       under zero code change, or ``hook.record_loss``'s loss, alone or plus other terms such as
       a regulariser: gradients summed over micro-batches where they should be averaged), in a
-      loop with one optimizer;
+      loop with one optimizer; or ``accumulation_steps`` checked optimizer steps whose one
+      backward pass ran on a sum, through additions only, of 3 or more losses of one loss
+      function, each after its own forward pass and with graphs apart (``total = total +
+      loss`` over the micro-batches, then ``total.backward()``);
     - ``loss_shape_mismatch``: a regression loss whose prediction and target broadcast to a
       larger shape ((N, 1) against (N,));
     - ``softmax_before_loss``: CrossEntropyLoss or NLLLoss fed probabilities;
@@ -404,6 +407,20 @@ class TrainingLoop(Rule):
                 float(retained),
                 1,
                 ("accumulation_retained", "accumulation_retained/micro_batches"),
+            )
+            return
+        summed = self._facts.count("accumulation_summed")
+        if summed >= self.accumulation_steps:
+            k = self._facts.count("accumulation_summed/micro_batches")
+            yield LoopVerdict(
+                "accumulation_undivided",
+                f"one backward pass ran on the sum of {k} losses, each from its own forward "
+                f"pass of the model over its own batch ({summed} of the optimizer steps checked): "
+                f"a running total of the micro-batches' losses, undivided, so the step is {k}x "
+                f"what one batch gives; divide the total by {k} (or each loss) before backward()",
+                float(summed),
+                self.accumulation_steps,
+                ("accumulation_summed", "accumulation_summed/micro_batches"),
             )
             return
         steps = self._facts.count("accumulation_undivided")
