@@ -336,7 +336,7 @@ class LoopFacts:
         (``total = total + loss`` over the micro-batches, then ``total.backward()``); 0
         otherwise. A multi-task sum follows one forward; a sequence's per-step losses share
         the hidden state's graph."""
-        found = [(node, module, forward) for node, module, forward in self._step_losses]
+        found = list(self._step_losses)
         if len(found) < SUMMED_MICRO_BATCHES:
             return 0
         found = [f for f in found if summed_into(root, f[0])]
