@@ -84,9 +84,6 @@ class _Trend:
     overfitting: bool
     #: the degrees of freedom of the noise's estimate
     degrees_of_freedom: int
-    #: the recent passes' accuracy held the best pass's (within 2 standard errors of the
-    #: difference): the loss rose on confidence, not on answers (None: no outcome saved)
-    accuracy_held: bool | None = None
     #: the rise is sustained and beyond the noise (overfitting, unless the accuracy held)
     risen: bool = False
 
@@ -454,8 +451,7 @@ class Overfit(Rule):
         best = earlier[first]
         # the noise: the spread of the passes since the best about a steady rise (or fall)
         noise, freedom = line_noise([p.validation for p in self._passes[first:]])
-        held = _accuracy_held(best, recent)
-        trend = _Trend(best, recent, noise, False, freedom, held)
+        trend = _Trend(best, recent, noise, False, freedom)
         risen = (
             all(p.validation > best.validation for p in recent)
             and trend.rise > _RISEN * abs(best.validation)
@@ -463,6 +459,8 @@ class Overfit(Rule):
             and recent[-1].training < best.training
             and (complete or val > best.validation)  # this pass so far agrees
         )
+        # a rise while the accuracy held is confidence in wrong answers, not worse answers
+        held = bool(risen) and _accuracy_held(best, recent) is True
         return replace(trend, overfitting=risen and not held, risen=risen)
 
     def _count_outcome(self, step: int) -> None:
