@@ -15,7 +15,13 @@ ACCEPTED_FIRST: dict[str, frozenset[str]] = {
         "lr_x100": {"lr_too_high"},
         "lr_div1000": {"lr_too_low"},
         "no_zero_grad": {"grads_not_cleared"},
-        "no_optimizer_step": {"optimizer_not_stepping"},
+        # step() never called (dev), or called without its parentheses (dev2); the family
+        # split's implementation steps an optimizer built over a stale copy of the model, which
+        # holds none of the parameters the model uses: "parameters are left out of the
+        # optimizer" (with "built over another model, or a copy?") names that fix exactly, so
+        # it counts too (issue 44, twenty-second session; the family split's earlier tables
+        # counted only optimizer_not_stepping: 0 of 22 there)
+        "no_optimizer_step": {"optimizer_not_stepping", "params_not_in_optimizer"},
         "params_not_in_optimizer": {"params_not_in_optimizer"},
         "frozen_by_mistake": {"frozen_layer"},
         "zero_init": {"poor_init"},
