@@ -400,6 +400,44 @@ def test_a_run_whose_only_evaluation_is_at_chance_ended_at_chance(tmp_path: Path
     assert "problem" not in late.severities, late
 
 
+def test_passes_that_never_left_chance_are_evidence_of_labels_that_do_not_follow(
+    tmp_path: Path,
+) -> None:
+    """Issue 44 (dev2's regression on targets off by one row): R^2 wobbled about 0 over 14
+    passes (9 at chance, the last at 0.044, significant but nothing), so the run never ended
+    "at chance" and was named "the loss does not decrease" (no_progress), a symptom. Passes
+    at chance in half the run or more, and none far above it (a quarter of the way to
+    perfect), are evidence of labels that do not follow from the inputs: a warning that the
+    diagnosis makes the cause where training is harmed (no progress), never on its own."""
+    from tensortap.diagnosis import build
+    from tensortap.rules._verdict import RuleOutcome, outcome_of
+
+    summary = invoke_rule(
+        AccuracyAtChance(chance_trial(tmp_path / "wobble", [0.25, 0.25, 0.38, 0.38]))
+    )
+    assert "problem" not in summary.severities, summary  # it ended above chance
+    found = [f for f in summary.findings if f.triggered and f.details.get("needs_harm")]
+    assert len(found) == 1, summary
+    assert found[0].details["cause"] == "no_learnable_signal"
+    assert "2 of 4 evaluation passes were at chance and none far above it" in found[0].message
+    # a run that learned (far above chance) or was at chance in under half its passes: not said
+    for name, accuracy in (("learned", [0.25, 0.25, 0.6, 0.6]), ("late", [0.25] + [0.38] * 4)):
+        other = invoke_rule(AccuracyAtChance(chance_trial(tmp_path / name, accuracy)))
+        assert not [f for f in other.findings if f.triggered and f.details.get("needs_harm")], name
+    chance = outcome_of(summary)
+    stalled = RuleOutcome(
+        "LossNotDecreasing",
+        "IssuesFound",
+        {"rule_class": "LossNotDecreasing", "severity": "problem", "step": 7,
+         "message": "no progress since the start", "details": {"cause": "no_progress"}},
+    )  # fmt: skip
+    harmed = build([chance, stalled])
+    assert harmed.cause is not None and harmed.cause.id == "no_learnable_signal", harmed
+    assert "no_progress" in harmed.causes, harmed.headline()  # folded under it
+    unharmed = build([chance, RuleOutcome("LossNotDecreasing", "NoIssuesFound")])
+    assert unharmed.verdict == "healthy", unharmed.headline()
+
+
 def test_at_chance_after_training_on_imbalanced_labels_names_the_imbalance(
     tmp_path: Path,
 ) -> None:

@@ -12,6 +12,13 @@ import numpy as np
 from tensortap.core._modes import ModeKeys
 from tensortap.rules._finding import Severity
 from tensortap.rules._rule import Rule
+from tensortap.rules.builtin._chance import (
+    MIN_TRAIN,
+    PassScore,
+    classified,
+    label_shift,
+    regressed,
+)
 from tensortap.rules.builtin._common import names_in, step_mode
 from tensortap.rules.builtin._labels import (
     as_classes,
@@ -21,8 +28,6 @@ from tensortap.rules.builtin._labels import (
 )
 from tensortap.rules.builtin._series import Stages, pass_ends_at
 
-#: at least this many training labels saved before their shares are compared with a pass's
-_MIN_TRAIN = 30
 #: the vital sign of the training loss judged at the end of training (a classifier's loss
 #: still at the entropy of its labels' class shares learned nothing beyond them)
 _LOSS = "vitals/loss"
@@ -36,9 +41,6 @@ _TRAINED_BEFORE = 2
 #: a pass above chance that kept under this share of the best pass's gain (of the way from
 #: chance to perfect) lost what the model learned
 _KEPT = 0.5
-#: the training labels' majority class at least this many times as likely (odds) as in the
-#: pass: the training set is imbalanced against what the model is evaluated on
-_SHIFT_ODDS = 5.0
 
 
 class AccuracyAtChance(Rule):
@@ -71,8 +73,8 @@ class AccuracyAtChance(Rule):
     the training data ever better, so the updates broke what it learned: ``lr_too_high``. Told
     apart from an
     imbalance: where the training labels saved are distributed unlike the pass's (a class that
-    is most of the training labels and far less of the evaluation's: odds ``_SHIFT_ODDS`` times
-    the pass's or more, over at least ``_MIN_TRAIN`` training labels), the model learned the
+    is most of the training labels and far less of the evaluation's: odds ``SHIFT_ODDS`` times
+    the pass's or more, over at least ``MIN_TRAIN`` training labels), the model learned the
     training set's imbalance, not labels that do not follow from the inputs (shuffled labels
     keep their classes' shares): the cause is ``class_imbalance``, and the message says why the
     other was ruled out.
@@ -133,6 +135,10 @@ class AccuracyAtChance(Rule):
         # a row since that kept under _KEPT of its gain (above chance, or not)
         self._best: tuple[int, float, str] | None = None
         self._lost = 0
+        # passes at chance (in a row or not), and the pass with the largest gain over chance
+        # (its gain and what it measured)
+        self._chance_passes = 0
+        self._peak: tuple[float, str] | None = None
         # the last pass judged: what it measured, its value and chance, TRAIN steps before
         # it, and whether it ended the run
         self._last: tuple[str, float, float, int, bool] | None = None
@@ -195,11 +201,50 @@ class AccuracyAtChance(Rule):
         if (self._labels or self._regression) and (
             step_mode(self.base_trial, last_step)[0] is ModeKeys.EVAL
         ):
-            return self._judge_pass(last_step)
+            return self._judge_pass(last_step) or self._never_learned()
         ended = self._ended_after_pass(last_step)
-        if ended or (self._last is not None and self._last[4] and self._at_chance):
-            return ended  # the run's outcome is already judged at chance
-        return self._training_loss_at_chance() or ended
+        if ended:
+            return ended
+        if self._last is not None and self._last[4] and self._at_chance:
+            return self._never_learned()  # the last pass, judged as the run's end, was at chance
+        return self._training_loss_at_chance() or self._never_learned() or ended
+
+    def _never_learned(self) -> bool | None:
+        """At the end of training: a run whose evaluation passes were at chance in ``passes``
+        or more of them (at least half), and never far above it (``_LEARNED`` of the way to
+        perfect, beyond the noise), though not at chance to the end: the model never learned
+        what the labels say, only noise about chance (a regression's R^2 wobbling about 0).
+        Evidence that needs harm (``details["needs_harm"]``): a hard task may sit near chance
+        while training goes well, so this names the cause only where training is harmed in a
+        way it explains (no progress, overfitting). None where not judged."""
+        if self._above is not None or self._best is not None or self._peak is None:
+            return None
+        last = self._last
+        ended_at_chance = self._at_chance >= self.passes or self._at_chance == self._judged
+        if last is not None and last[4] and ended_at_chance:
+            return None  # at chance to the end: a problem already
+        if self._chance_passes < max(self.passes, (self._judged + 1) // 2):
+            return None
+        gain, said = self._peak
+        other = self._other_cause()
+        self.explain(
+            f"{self._chance_passes} of {self._judged} evaluation passes were at chance and "
+            f"none far above it (a gain of {_LEARNED:g} of the way from chance to perfect, "
+            f"beyond the noise); the best: {said}: "
+            + (
+                other[1]
+                if other
+                else "the model never learned what the labels say (do they follow from the inputs?)"
+            ),
+            tensors=self._names,
+            value=gain,
+            threshold=_LEARNED,
+            severity=Severity.WARNING,  # a problem where the diagnosis finds harm it explains
+            judged=True,
+            cause=other[0] if other else "no_learnable_signal",
+            needs_harm=True,
+        )
+        return True
 
     def _ended_after_pass(self, last_step: int) -> bool | None:
         """Training ended with TRAIN steps after its last evaluation pass: that pass is the
@@ -276,7 +321,7 @@ class AccuracyAtChance(Rule):
         step), after at least ``_MIN_STEPS`` training steps of a classifier; None where not
         known."""
         train = self._train_labels
-        if train.sum() < _MIN_TRAIN or np.count_nonzero(train) < 2:
+        if train.sum() < MIN_TRAIN or np.count_nonzero(train) < 2:
             return None
         last, values = self._last_losses()
         if len(values) < _END_VALUES or last - self._stage_from < _MIN_STEPS:
@@ -298,8 +343,17 @@ class AccuracyAtChance(Rule):
         judged = self._regressed() if self._regression else self._classified()
         if judged is None:
             raise self.skip(f"an evaluation pass of fewer than {self.min_samples} samples")
-        at_chance, said, value, threshold, z, gain = judged
+        at_chance, said, value, threshold = (
+            judged.at_chance,
+            judged.said,
+            judged.value,
+            judged.chance,
+        )
+        z, gain = judged.z, judged.gain
         self._at_chance = self._at_chance + 1 if at_chance else 0
+        self._chance_passes += at_chance
+        if self._peak is None or gain > self._peak[0]:
+            self._peak = (gain, said)
         self._judged += 1
         trial = self.base_trial
         final = ends_here and trial.loaded_all_steps and step == trial.steps()[-1]
@@ -384,31 +438,14 @@ class AccuracyAtChance(Rule):
             or trial.tensor_names(step=step, regex=self.labels_regex)
         )
 
-    def _classified(self) -> tuple[bool, str, float, float, float, float] | None:
-        """A classifier's pass: (at chance, what was measured, accuracy, chance, its distance
-        above chance in standard errors, how far its balanced accuracy went from chance to
-        every class right)."""
+    def _classified(self) -> PassScore | None:
+        """The classifier's pass gathered so far, judged (None: too few samples)."""
         labels, predicted = np.concatenate(self._labels), np.concatenate(self._predictions)
         self._labels, self._predictions = [], []
-        n = labels.size
-        if n < self.min_samples:
+        if labels.size < self.min_samples:
             return None
         self._pass_labels = np.bincount(labels) if labels.min() >= 0 else np.zeros(0, np.int64)
-        chance = float(np.bincount(labels - labels.min()).max()) / n
-        accuracy = float(np.mean(labels == predicted))
-        spread = math.sqrt(max(chance * (1 - chance), 1e-12) / n)
-        z = (accuracy - chance) / spread
-        balanced, z_balanced = _balanced(labels, predicted)
-        said = (
-            f"evaluation accuracy {accuracy:.3f} over {n} samples against {chance:.3f} for always "
-            f"answering the most common class ({z:+.1f} standard errors), balanced accuracy "
-            f"{balanced:.3f} against {1 / max(len(np.unique(labels)), 1):.3f} for answering "
-            f"without looking ({z_balanced:+.1f})"
-        )
-        at_chance = z < self.z_threshold and z_balanced < self.z_threshold
-        k = max(len(np.unique(labels)), 2)
-        gain = (balanced - 1 / k) / (1 - 1 / k)  # of the way from chance to every class right
-        return at_chance, said, accuracy, chance, max(z, z_balanced), gain
+        return classified(labels, predicted, self.z_threshold)
 
     def _count_train_labels(self, step: int) -> None:
         """Add the class labels saved at a TRAIN step (if any) to the training labels' counts,
@@ -437,7 +474,7 @@ class AccuracyAtChance(Rule):
         """(cause, why) where passes at chance are not labels that do not follow from the
         inputs: an earlier pass was far above chance (twice ``z_threshold``: no fluke among many
         passes; the labels carry signal, and training on lost it),
-        or the training labels are distributed unlike the pass's (see ``_label_shift``)."""
+        or the training labels are distributed unlike the pass's (see ``_chance.label_shift``)."""
         if self._above is not None and not self._loss_nonfinite():
             number, said = self._above
             found = self._final_training_loss()
@@ -457,7 +494,7 @@ class AccuracyAtChance(Rule):
                 f"above chance ({said}), so they carry signal the model learned, then lost by "
                 "training on (keep the best checkpoint and stop earlier, or regularise)"
             )
-        shift = self._label_shift()
+        shift = label_shift(self._train_labels, self._pass_labels)
         return None if shift is None else ("class_imbalance", shift)
 
     def _loss_nonfinite(self) -> bool:
@@ -483,74 +520,13 @@ class AccuracyAtChance(Rule):
             self._losses = (steps[-1], values)
         return self._losses
 
-    def _label_shift(self) -> str | None:
-        """Why the last pass at chance is the training set's imbalance, not labels that do not
-        follow from the inputs: a class that is most of the training labels saved is far less of
-        the pass's (its odds ``_SHIFT_ODDS`` times the pass's or more, half-counts added to
-        both); None where the training labels are not known or distributed alike."""
-        train, seen = self._train_labels, self._pass_labels
-        if train.sum() < _MIN_TRAIN or seen.sum() == 0:
-            return None
-        k = max(train.size, seen.size)
-        train = np.pad(train, (0, k - train.size)).astype(np.float64)
-        seen = np.pad(seen, (0, k - seen.size)).astype(np.float64)
-        top = int(train.argmax())
-        share, share_seen = train[top] / train.sum(), seen[top] / seen.sum()
-        if share < 0.5:
-            return None
-
-        def odds(counts: np.ndarray) -> float:
-            return float((counts[top] + 0.5) / (counts.sum() - counts[top] + 0.5))
-
-        ratio = odds(train) / odds(seen)
-        if ratio < _SHIFT_ODDS:
-            return None
-        return (
-            f"not labels that do not follow from the inputs (shuffled labels keep their "
-            f"classes' shares): class {top} is {100 * share:.3g}% of the {int(train.sum())} "
-            f"training labels saved against {100 * share_seen:.3g}% of this pass's (odds "
-            f"{ratio:.3g}x), so the model learned the training set's imbalance: balance the "
-            "training data (resample or weight the classes) or check how the training set was "
-            "filtered or split"
-        )
-
-    def _regressed(self) -> tuple[bool, str, float, float, float, float] | None:
-        """A regression's pass: (at chance, what was measured, R^2, 0, its distance below
-        chance's squared error in standard errors, R^2 again). Chance is always
-        answering the training targets' mean (the pass's own where no training target was
-        saved); the pass is at chance when the model's squared error is not ``z_threshold``
-        standard errors (of the per-sample differences) below that constant's."""
+    def _regressed(self) -> PassScore | None:
+        """The regression's pass gathered so far, judged against always answering the training
+        targets' mean (the pass's own where no training target was saved); None: too few."""
         predicted = np.concatenate([p.ravel() for p, _ in self._regression]).astype(np.float64)
         target = np.concatenate([t.ravel() for _, t in self._regression]).astype(np.float64)
         self._regression = []
-        n = target.size
-        if n < self.min_samples:
+        if target.size < self.min_samples:
             return None
         mean = self._train_sum / self._train_count if self._train_count else float(target.mean())
-        constant, model = (target - mean) ** 2, (target - predicted) ** 2
-        gain = constant - model
-        spread = float(gain.std(ddof=1)) / math.sqrt(n) if n > 1 else 0.0
-        z = float(gain.mean()) / max(spread, 1e-12)
-        r2 = 1 - float(model.mean()) / max(float(constant.mean()), 1e-12)
-        said = (
-            f"evaluation squared error {model.mean():.4g} over {n} targets against "
-            f"{constant.mean():.4g} for always answering the training targets' mean "
-            f"{mean:.4g} (R^2 {r2:.3f}, {z:+.1f} standard errors better)"
-        )
-        return z < self.z_threshold, said, r2, 0.0, z, r2
-
-
-def _balanced(labels: np.ndarray, predicted: np.ndarray) -> tuple[float, float]:
-    """(balanced accuracy, its distance above chance in standard errors): the mean recall over
-    the classes present, which is 1/K for predictions that ignore the inputs whatever their
-    spread, its standard error under that null from each class's count and the share of
-    predictions naming it."""
-    classes, counts = np.unique(labels, return_counts=True)
-    k = classes.size
-    if k < 2:
-        return 0.0, -math.inf
-    recall = np.array([np.mean(predicted[labels == c] == c) for c in classes])
-    share = np.array([np.mean(predicted == c) for c in classes])
-    variance = float(np.sum(share * (1 - share) / counts)) / (k * k)
-    balanced = float(recall.mean())
-    return balanced, (balanced - 1 / k) / math.sqrt(max(variance, 1e-12))
+        return regressed(predicted, target, mean, self.z_threshold)
