@@ -14,7 +14,8 @@ next step where the collection is due, and at close: a fact noticed on another s
 lost. Nothing happens unless ``training_loop`` is included (a job includes it for its
 TrainingLoop rule). What the loss modules are fed is noted by :mod:`._loss_facts`, how the
 learning rate is scheduled by :mod:`._lr_facts`, which parameters get no gradient by
-:mod:`._grad_presence`.
+:mod:`._grad_presence`, how the backward passes between two optimizer steps add up (gradient
+accumulation, a negated loss) by :mod:`._accumulation_facts`.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from torch import nn
 from tensortap.core._collections import TRAINING_LOOP
 from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import RAW_PLAN, StepRecorder, records_from_array
+from tensortap.pytorch._accumulation_facts import RECORDED, AccumulationFacts
 from tensortap.pytorch._grad_presence import GradientPresence
-from tensortap.pytorch._loss_facts import LossFacts, apart, negated, reaches, summed_into
+from tensortap.pytorch._loss_facts import LossFacts
 from tensortap.pytorch._lr_facts import LearningRates
 from tensortap.pytorch._naming import WEIGHT_COLLECTIONS, unwrap
 from tensortap.pytorch._registry import Registry
@@ -56,14 +58,6 @@ FIRST_UPDATE_BUDGET = 256 << 20
 #: Single forward passes under no_grad in train mode count as evaluations when they fall in
 #: at most this share of the intervals between optimizer steps.
 ISOLATED_SHARE = 0.5
-#: The id given to a loss recorded with ``hook.record_loss`` (no loss module).
-_RECORDED = -1
-#: Losses summed into one backward pass, each after its own forward of a model, that make an
-#: accumulation (two are a semi-supervised pair, a weak and a strong view of one batch).
-SUMMED_MICRO_BATCHES = 3
-#: Loss nodes kept between two backward passes, at most (each keeps its graph alive until the
-#: backward pass, as the script's running total does; only in train mode, on checked steps).
-_LOSSES_KEPT = 16
 _BN = nn.modules.batchnorm._BatchNorm
 _NORM = nn.modules.batchnorm._NormBase  # BatchNorm, and InstanceNorm with running statistics
 _DROPOUT = nn.modules.dropout._DropoutNd
@@ -125,28 +119,7 @@ class LoopFacts:
         self._eval_layers: list[nn.Module] = []  # those of the last such step
         # optimizer steps seen when a single forward pass under no_grad in train mode ended
         self._isolated: set[int] = set()
-        # the last loss module output (and the module's id); the backward passes since the last
-        # optimizer step, and the id of the loss module whose whole output every one ran on
-        self._loss_output: tuple[weakref.ref[torch.Tensor], int] | None = None
-        # its autograd node (a node, not its saved tensors, as for ``_last_root``): a loss
-        # summed with other terms before backward is gone as a tensor by then
-        self._loss_node: Any = None
-        self._micro_passes = 0
-        self._micro_loss: int | None = None
-        self._undivided = 0
-        # since the last backward pass: forwards of a registered model with gradients, and
-        # each loss's node with its loss module's id and the forwards before it
-        self._forwards = 0
-        self._forward_training = False  # the last of them ran in train mode
-        self._step_losses: list[tuple[Any, int, int]] = []
-        self._summed_passes = 0  # losses of micro-batches summed into this step's backward
-        self._summed = 0  # optimizer steps whose backward ran on such a sum
-        # the root of the last backward pass since the optimizer step, where it was checked (a
-        # node, not its saved tensors: those are freed by a backward without retain_graph)
-        self._last_root: Any = None
-        self._retained = 0  # optimizer steps whose micro-batches ran backward through another's
-        self._retained_passes = 0  # backward passes of the current step that did so
-        self._negated_passes = 0  # checked backward passes on a negated loss (-loss)
+        self._accumulation = AccumulationFacts(self._set)
         self._gradients = GradientPresence(registry, self._set, contain)
         self._zero_lr: set[str] | None = None  # parameters in groups at rate 0 at every check
         recorder.add_step_end_callback(self._on_step_end)
@@ -161,8 +134,7 @@ class LoopFacts:
         """A registered model's forward begins."""
         if torch.is_grad_enabled():
             self._end_no_grad_run()
-            self._forwards += 1
-            self._forward_training = module.training
+            self._accumulation.on_forward(module.training)
             if self._fingerprint is None:
                 self._fingerprint = self._weights_now()
                 self._init_scale(module)
@@ -193,37 +165,10 @@ class LoopFacts:
         """A backward pass on ``tensor`` is about to run (any ``Tensor.backward`` in the
         process)."""
         self._backward_passes += 1
-        # accumulation: the backward passes between two optimizer steps, and whether each ran
-        # on a loss module's own output (not divided by the number of micro-batches)
-        last, node = self._loss_output, self._loss_node
-        module = None
-        if last is not None and last[0]() is tensor:
-            module = last[1]
-        elif (
-            last is not None
-            and node is not None
-            and tensor.grad_fn is not None
-            and summed_into(tensor.grad_fn, node)
-        ):
-            # the loss plus other terms (a regulariser, an auxiliary loss): still whole (a walk
-            # through additions only, a few attribute reads)
-            module = last[1]
-        if self._micro_passes and module != self._micro_loss:
-            module = None  # passes on different losses (or not on a loss module's output)
-        self._micro_passes += 1
-        self._micro_loss = module
-        if self._backward_passes <= FIRST_STEPS or self._due():
+        checked = self._backward_passes <= FIRST_STEPS or self._due()
+        if checked:
             self._losses.on_backward(tensor)
-            root = tensor.grad_fn
-            if module is None and node is not None and root is not None and negated(root, node):
-                self._negated_passes += 1  # (-loss).backward(): gradient ascent on the loss
-                self._set("loss_negated", self._negated_passes)
-            if self._last_root is not None and root is not None and reaches(root, self._last_root):
-                self._retained_passes += 1  # a running total of losses, backward each time
-            self._last_root = root
-            if root is not None:  # (the last loss is summed whole into a running total too)
-                self._summed_passes = max(self._summed_passes, self._summed_losses(root))
-        self._forwards, self._step_losses = 0, []
+        self._accumulation.before_backward(tensor, checked)
         self._end_no_grad_run()
         for optimizer, facts in list(self._optimizers.items()):
             if facts.armed:
@@ -264,10 +209,7 @@ class LoopFacts:
         if facts is not None and facts.armed and facts.stale is not None:
             # the step's closure ran its backward pass on the last step's gradients
             self._grads_not_cleared(facts, *facts.stale)
-        passes, loss = self._micro_passes, self._micro_loss
-        self._micro_passes, self._micro_loss = 0, None
-        retained, self._retained_passes, self._last_root = self._retained_passes, 0, None
-        summed, self._summed_passes = self._summed_passes, 0
+        passes = self._accumulation.take()
         in_eval = self._eval_forward if not self._train_forward else None
         self._train_forward, self._eval_forward = False, None
         if facts is None or not owned:
@@ -277,15 +219,8 @@ class LoopFacts:
         if in_eval is not None:
             self._stepped_in_eval_mode(in_eval)
         facts.steps += 1
-        self._accumulated(passes, loss)
-        if retained:
-            self._retained += 1
-            self._set("accumulation_retained", self._retained)
-            self._set("accumulation_retained/micro_batches", passes)
-        if summed and sum(1 for f in self._optimizers.values() if f.steps) == 1:
-            self._summed += 1
-            self._set("accumulation_summed", self._summed)
-            self._set("accumulation_summed/micro_batches", summed)
+        one = sum(1 for f in self._optimizers.values() if f.steps) == 1
+        self._accumulation.record(passes, one, self._other_steps > 0)
         self._rates.after_step(optimizer, facts.steps)
         if facts.snapshot is not None:
             self._first_update(facts)
@@ -304,58 +239,24 @@ class LoopFacts:
     def on_loss(self, module: nn.Module, inputs: Any, output: Any = None) -> None:
         """A registered loss module ran on ``inputs`` (prediction, target) giving ``output``."""
         if isinstance(output, torch.Tensor):
-            self._loss_output = (weakref.ref(output), id(module))
-            self._loss_node = output.grad_fn
-            self._keep_loss(output.grad_fn, id(module))
+            self._accumulation.on_loss(output, id(module), self._checks_next())
         self._losses.on_loss(module, inputs)
 
     def on_recorded_loss(self, loss: torch.Tensor) -> None:
         """A loss computed without a loss module was recorded (``hook.record_loss``) or came
         from a functional loss (``F.cross_entropy``, wrapped under zero code change): a backward
         pass on this very tensor runs on a whole loss, as on a loss module's output."""
-        self._loss_output = (weakref.ref(loss), _RECORDED)
-        self._loss_node = loss.grad_fn
-        self._keep_loss(loss.grad_fn, _RECORDED)
+        self._accumulation.on_loss(loss, RECORDED, self._checks_next())
 
-    def _keep_loss(self, node: Any, module: int) -> None:
-        """Keep a loss's node for :meth:`_summed_losses`: after a forward in train mode, on the
-        passes that are checked (the first, and due steps), at most :data:`_LOSSES_KEPT`."""
-        if (
-            node is not None
-            and self._forward_training
-            and len(self._step_losses) < _LOSSES_KEPT
-            and (self._backward_passes < FIRST_STEPS or self._due())
-            and not any(kept is node for kept, _, _ in self._step_losses[-2:])
-        ):  # (a loss module calls the functional loss: one loss, told of twice)
-            self._step_losses.append((node, module, self._forwards))
-
-    def _summed_losses(self, root: Any) -> int:
-        """How many losses of micro-batches ``root`` (a backward pass's) sums whole: at least
-        :data:`SUMMED_MICRO_BATCHES` losses of one loss module (or functional loss), each after
-        a forward of its own, entering ``root`` through additions only, whose graphs are apart
-        (``total = total + loss`` over the micro-batches, then ``total.backward()``); 0
-        otherwise. A multi-task sum follows one forward; a sequence's per-step losses share
-        the hidden state's graph."""
-        found = list(self._step_losses)
-        if len(found) < SUMMED_MICRO_BATCHES:
-            return 0
-        found = [f for f in found if summed_into(root, f[0])]
-        forwards = [f[2] for f in found]
-        if (
-            len(found) < SUMMED_MICRO_BATCHES
-            or len({f[1] for f in found}) != 1
-            or len(set(forwards)) != len(found)
-            or min(forwards) < 1
-            or not apart([f[0] for f in found])
-        ):
-            return 0
-        return len(found)
+    def _checks_next(self) -> bool:
+        """Whether the next backward pass is one the checks walk (the first, and due steps)."""
+        return self._backward_passes < FIRST_STEPS or self._due()
 
     def close(self) -> None:
         """Save what was not saved yet into the last step, due or not (training has ended)."""
         self._end_no_grad_run()
         self._gradients.close()
-        self._loss_node = self._last_root = None  # nothing of the last graph kept
+        self._accumulation.close()  # nothing of the last graph kept
         self._measure()
         recorder = self._recorder
         for name in sorted(self._unsaved):
@@ -365,19 +266,6 @@ class LoopFacts:
         self._unsaved.clear()
 
     # -- checks --
-    def _accumulated(self, passes: int, loss: int | None) -> None:
-        """An optimizer step after ``passes`` backward passes, every one on the whole output
-        of the loss module ``loss`` (None: not so): several, in a loop with one optimizer, is
-        an accumulation that sums the micro-batches' gradients where it should average them
-        (loops with several optimizers, a GAN's, back-propagate several losses by design)."""
-        if passes < 2 or loss is None or self._other_steps:
-            return
-        if sum(1 for f in self._optimizers.values() if f.steps) > 1:
-            return
-        self._undivided += 1
-        self._set("accumulation_undivided", self._undivided)
-        self._set("accumulation_undivided/micro_batches", passes)
-
     def _stepped_in_eval_mode(self, layers: list[nn.Module]) -> None:
         """An optimizer step whose gradients came from forwards in eval mode only
         (``model.eval`` left on); ``layers``: the modules that behave differently in eval
