@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -28,8 +27,9 @@ from tensortap.rules.builtin._common import (
     step_mode,
 )
 from tensortap.rules.builtin._labels import as_classes
+from tensortap.rules.builtin._passes import RISEN, SUSTAINED, Pass, small_set, trend_of
 from tensortap.rules.builtin._samples import DistinctSamples, model_input
-from tensortap.rules.builtin._series import Stages, critical, line_noise, pass_ends_at
+from tensortap.rules.builtin._series import Stages, pass_ends_at
 
 _TRAINING_ONLY = (
     "training steps only: Overfit compares each evaluation (EVAL) pass with the training loss "
@@ -37,83 +37,12 @@ _TRAINING_ONLY = (
     "hook.set_mode(ModeKeys.EVAL) around validation)"
 )
 
-#: The validation loss must rise at least this far (relative) above its best to be overfitting:
-#: 2 of 500 healthy development runs of the generated benchmark ended 12% and 15% above their
-#: best, sustained and beyond the noise (an easy binary task at 0.044 -> 0.05, a wine MLP).
-_RISEN = 0.2
-#: ... on this many consecutive whole evaluation passes, each above the best.
-_SUSTAINED = 3
-#: A model trained on a small set overfits it when, over the last ``_SUSTAINED`` passes, its
-#: validation loss came down less than this share of what its training loss came down from
-#: the first training loss (healthy development runs on the smallest sets, 110-134 samples,
-#: kept at least 0.74 of it; the lowest of all healthy runs, 0.29, is a 427-sample set).
-_GENERALISED = 0.75
 #: An evaluation pass is compared with the training loss only when the latest TRAIN loss was
 #: saved at most this many steps before the pass began (a job saves TRAIN steps every 10th
 #: step; the trainer callbacks save the loss of the step right before each evaluation). A
 #: training loss from much earlier says nothing of the model evaluated: a run that diverged
 #: in between compared a validation loss of 2328 with the training loss of step 0, 3.29.
 NEAR_STEPS = 10
-
-
-@dataclass(frozen=True)
-class _Pass:
-    """A completed evaluation pass: its mean validation loss, the mean training loss of the
-    training phase before it, and its last global step."""
-
-    validation: float
-    training: float
-    step: int
-    #: the pass's predictions that named the label, of how many (0: no outcome saved)
-    correct: int = 0
-    total: int = 0
-
-    @property
-    def accuracy(self) -> float:
-        return self.correct / self.total if self.total else math.nan
-
-
-@dataclass(frozen=True)
-class _Trend:
-    """The validation loss over whole passes: its ``best`` pass, the mean of the ``recent``
-    passes, how they compare with the pass-to-pass ``noise``, and whether that is overfitting."""
-
-    best: _Pass
-    recent: tuple[_Pass, ...]
-    noise: float
-    overfitting: bool
-    #: the degrees of freedom of the noise's estimate
-    degrees_of_freedom: int
-    #: the rise is sustained and beyond the noise (overfitting, unless the accuracy held)
-    risen: bool = False
-
-    @property
-    def critical(self) -> float:
-        return critical(self.degrees_of_freedom)
-
-    @property
-    def rise(self) -> float:
-        return self.mean - self.best.validation
-
-    @property
-    def mean(self) -> float:
-        return float(np.mean([p.validation for p in self.recent]))
-
-    @property
-    def standard_error(self) -> float:
-        # the best pass and the mean of the recent ones each carry the pass-to-pass noise
-        return self.noise * math.sqrt(1 + 1 / len(self.recent))
-
-
-def _accuracy_held(best: _Pass, recent: Sequence[_Pass]) -> bool | None:
-    """Whether the ``recent`` passes' accuracy held the ``best`` pass's: not below it by more
-    than 2 standard errors of the difference (None where a pass saved no outcome)."""
-    if not best.total or not all(p.total for p in recent):
-        return None
-    total = sum(p.total for p in recent)
-    then, now = best.accuracy, sum(p.correct for p in recent) / total
-    error = math.sqrt(then * (1 - then) / best.total + now * (1 - now) / total)
-    return now >= then - 2 * max(error, 1 / total)
 
 
 class Overfit(Rule):
@@ -206,7 +135,7 @@ class Overfit(Rule):
         self._last_eval: tuple[int, int] | None = None  # (global, EVAL step) of the last one
         self._unmatched: str | None = None  # why the pass under way is not judged
         self._exceeded: list[bool] = []  # per evaluation phase, latest verdict
-        self._passes: list[_Pass] = []  # the completed evaluation passes
+        self._passes: list[Pass] = []  # the completed evaluation passes
 
     @classmethod
     def required_collections(cls, **params: Any) -> tuple[str, ...]:
@@ -215,43 +144,7 @@ class Overfit(Rule):
         return (*cls.collections_needed, "inputs")  # to count the training samples
 
     def _small_set(self, final: bool = False) -> tuple[str, dict[str, Any]] | None:
-        """What says the model overfits a small training set (a message and details), or
-        None where the set is not small or the model generalises what it learned. Judged on
-        the last ``_SUSTAINED`` passes; at the run's end (``final``), on every pass where
-        there were fewer (a script that evaluates once, after training)."""
-        size = self._samples.estimate()
-        start = self._start
-        if size is None or size > self.small_training_set or start is None:
-            return None
-        if len(self._passes) < (1 if final else _SUSTAINED):
-            return None
-        recent = self._passes[-_SUSTAINED:]
-        if any(p.training >= start or p.validation <= p.training for p in recent):
-            return None
-        shares = [(start - p.validation) / (start - p.training) for p in recent]
-        if max(shares) >= _GENERALISED:
-            return None
-        last = recent[-1]
-        said = (
-            f"; the model trained on about {size:.0f} distinct samples ({self._samples.seen} "
-            f"saved training rows, each seen {self._samples.seen / self._samples.distinct:.3g} "
-            f"times), at most {self.small_training_set}, and "
-            + (
-                f"over the last {len(recent)} evaluation passes"
-                if len(recent) > 1
-                else "on its only evaluation pass"
-            )
-            + " its validation loss came down "
-            f"{', '.join(f'{x:.0%}' for x in shares)} of what its training loss came down "
-            f"from {start:.4g} (the last: validation "
-            f"{last.validation:.4g}, training {last.training:.4g}; under "
-            f"{_GENERALISED:.0%}): overfitting a small training set"
-        )
-        return said, {
-            "cause": "small_training_set",
-            "training_samples": size,
-            "generalised": shares[-1],
-        }
+        return small_set(self._samples, self.small_training_set, self._start, self._passes, final)
 
     def _loss(self, step: int) -> float | None:
         names = loss_names(self.base_trial, True, self.tensor_regex, step)
@@ -371,7 +264,7 @@ class Overfit(Rule):
     def invoke_at_end(self, last_step: int) -> bool | None:
         """The evaluation pass that ended the run, when it was read live (its end was not known
         then, so it was judged as a pass under way and never as a whole pass): judged now, at
-        the run's last step. A run with fewer than ``_SUSTAINED`` whole passes is judged for a
+        the run's last step. A run with fewer than ``SUSTAINED`` whole passes is judged for a
         small training set on the passes it has (one evaluation after training is all many
         scripts do: 64 rows of a debugging ``Subset`` left in, memorised, validated once)."""
         if self.training_metric:
@@ -380,7 +273,7 @@ class Overfit(Rule):
             train, val = float(np.mean(self._training())), float(np.mean(self._val))
             self._close()
             return self._judge(last_step, train, val, True, 0, final=True)
-        if 0 < len(self._passes) < _SUSTAINED and self._small_set(final=True) is not None:
+        if 0 < len(self._passes) < SUSTAINED and self._small_set(final=True) is not None:
             last = self._passes[-1]  # judged as a whole pass already, but on fewer passes
             return self._judge(last_step, last.training, last.validation, True, 0, final=True)
         return None
@@ -426,7 +319,7 @@ class Overfit(Rule):
         if self._val and self._train:
             validation, training = float(np.mean(self._val)), float(np.mean(self._training()))
             correct, total = self._val_outcome or (0, 0)
-            self._passes.append(_Pass(validation, training, self._val_step, correct, total))
+            self._passes.append(Pass(validation, training, self._val_step, correct, total))
             self._train_used = True
         self._val = None
 
@@ -438,30 +331,8 @@ class Overfit(Rule):
         if not (np.isfinite(train) and np.isfinite(val)):
             return fire_nonfinite(self, [self.training_metric, self.validation_metric], "a metric")
         self._exceeded.append(False)
-        self._passes.append(_Pass(val, train, step))
+        self._passes.append(Pass(val, train, step))
         return self._judge(step, train, val, True, 0)
-
-    def _trend(self, val: float, complete: bool) -> _Trend | None:
-        """The validation loss over whole passes (None before the best pass is followed by
-        ``_SUSTAINED`` more)."""
-        if len(self._passes) < _SUSTAINED + 1:
-            return None
-        earlier, recent = self._passes[:-_SUSTAINED], tuple(self._passes[-_SUSTAINED:])
-        first = min(range(len(earlier)), key=lambda i: earlier[i].validation)
-        best = earlier[first]
-        # the noise: the spread of the passes since the best about a steady rise (or fall)
-        noise, freedom = line_noise([p.validation for p in self._passes[first:]])
-        trend = _Trend(best, recent, noise, False, freedom)
-        risen = (
-            all(p.validation > best.validation for p in recent)
-            and trend.rise > _RISEN * abs(best.validation)
-            and trend.rise > trend.critical * trend.standard_error
-            and recent[-1].training < best.training
-            and (complete or val > best.validation)  # this pass so far agrees
-        )
-        # a rise while the accuracy held is confidence in wrong answers, not worse answers
-        held = bool(risen) and _accuracy_held(best, recent) is True
-        return replace(trend, overfitting=risen and not held, risen=risen)
 
     def _count_outcome(self, step: int) -> None:
         """Add the step's saved outcome (labels and predicted classes) to the pass under way;
@@ -504,7 +375,7 @@ class Overfit(Rule):
                 break
             run += 1
         fired = run >= self.patience
-        trend = self._trend(val, complete)
+        trend = trend_of(self._passes, val, complete)
         details: dict[str, Any] = {"validation": val, "training": train, "cause": "overfitting"}
         said = ""
         if trend is not None and trend.rise > 0:
@@ -541,7 +412,7 @@ class Overfit(Rule):
                     f"; the last {len(trend.recent)} evaluation passes ({recent}) are "
                     f"{100 * trend.rise / abs(trend.best.validation):.3g}% above the best pass "
                     f"({trend.best.validation:.4g}) on average: not a sustained rise beyond "
-                    f"{100 * _RISEN:g}% and {trend.critical:.3g} standard errors of the "
+                    f"{100 * RISEN:g}% and {trend.critical:.3g} standard errors of the "
                     f"pass-to-pass noise ({trend.standard_error:.3g}) with the training loss "
                     "falling, so not "
                     "overfitting"
