@@ -14,6 +14,8 @@ from tensortap.rules.builtin._common import names_in
 from tensortap.rules.builtin._fresh_init import FreshInit
 from tensortap.rules.builtin._frozen_checks import FrozenChecks
 from tensortap.rules.builtin._loop_facts_view import LoopFacts, LoopVerdict
+from tensortap.rules.builtin._loss_checks import LossChecks
+from tensortap.rules.builtin._mode_checks import ModeChecks
 from tensortap.rules.builtin._rate_checks import RateChecks
 
 _PREFIX = TRAINING_LOOP + "/"
@@ -22,8 +24,6 @@ _BLOCKED_SHARE = 0.1
 #: gradient_blocked is certain where this share of the trainable values gets no gradient and
 #: this share of those is cut off: their modules ran in the graph, an optimizer holds them.
 _CUT_SHARE = 0.5
-#: Optimizer steps in eval mode that make a fault (one may end a loop on purpose).
-_EVAL_MODE_STEPS = 2
 
 
 class TrainingLoop(Rule):
@@ -155,6 +155,8 @@ class TrainingLoop(Rule):
             low_lr_share=low_lr_share,
             low_first_update=low_first_update,
         )
+        self._modes = ModeChecks(self._facts)
+        self._losses = LossChecks(self._facts, accumulation_steps=accumulation_steps)
         # parameters held still that still hold their initialisation
         self._frozen = FrozenChecks(self._facts, FreshInit(base_trial))
         self._reported: set[str] = set()
@@ -169,9 +171,10 @@ class TrainingLoop(Rule):
         found = [v for v in self._verdicts() if v.cause not in self._reported]
         if not found:
             facts = self._facts
+            harmless = self._modes.harmless()
             self.explain(
                 f"no fault of the training loop after {facts.count('backward_passes')} backward "
-                f"passes and {facts.count('optimizer_steps')} optimizer steps{self._harmless()}"
+                f"passes and {facts.count('optimizer_steps')} optimizer steps{harmless}"
             )
             return False
         first = found[0]
@@ -199,13 +202,13 @@ class TrainingLoop(Rule):
         yield from self._not_stepping()
         yield from self._not_in_optimizer()
         yield from self._not_cleared()
-        yield from self._train_in_eval_mode()
-        yield from self._undivided()
-        yield from self._loss_inputs()
+        yield from self._modes.train_in_eval_mode()
+        yield from self._losses.undivided()
+        yield from self._losses.loss_inputs()
         yield from self._init_scale()
         yield from self._rates.first_update()
         yield from self._rates.scheduler()
-        yield from self._eval_in_train_mode()
+        yield from self._modes.eval_in_train_mode()
         yield from self._frozen.zero_lr()
         yield from self._frozen.frozen()
 
@@ -358,119 +361,6 @@ class TrainingLoop(Rule):
             ("grads_not_cleared", "grads_not_cleared/norm"),
         )
 
-    def _train_in_eval_mode(self) -> Iterator[LoopVerdict]:
-        count = self._facts.count("eval_mode_steps")
-        kinds = self._facts.keys("eval_mode_modules/")
-        if count < _EVAL_MODE_STEPS or not kinds:
-            return
-        modules = ", ".join(f"{self._facts.count('eval_mode_modules/' + k)} {k}" for k in kinds)
-        steps, since = (
-            self._facts.count("optimizer_steps"),
-            self._facts.count("eval_mode_steps/step"),
-        )
-        yield LoopVerdict(
-            "train_in_eval_mode",
-            f"{count} of the {steps} optimizer steps so far, from step {since}, were taken on "
-            f"forward passes in evaluation mode (model.training False), where the model's "
-            f"{modules} behave as in evaluation (Dropout drops nothing; BatchNorm normalises "
-            "with its running statistics and stops updating them); call model.train() before "
-            "the training steps (after each validation pass)",
-            count,
-            _EVAL_MODE_STEPS,
-            ("eval_mode_steps", "eval_mode_steps/step"),
-        )
-
-    def _harmless(self) -> str:
-        """Optimizer steps in eval mode that change nothing, said in passing."""
-        count = self._facts.count("eval_mode_steps")
-        if not count or self._facts.keys("eval_mode_modules/"):
-            return ""
-        since = self._facts.count("eval_mode_steps/step")
-        return (
-            f" ({count} optimizer steps, from step {since}, ran with "
-            "the model in eval mode, but it has no Dropout or BatchNorm module in eval mode: "
-            "that changes nothing)"
-        )
-
-    def _undivided(self) -> Iterator[LoopVerdict]:
-        retained = self._facts.count("accumulation_retained")
-        if retained > 0:
-            k = self._facts.count("accumulation_retained/micro_batches")
-            yield LoopVerdict(
-                "accumulation_undivided",
-                f"a backward pass ran through the graph of an earlier backward pass of the same "
-                f"optimizer step ({retained} of the steps checked, {k} backward passes each): "
-                "backward() on a running total of the micro-batches' losses (kept with "
-                "retain_graph=True) counts each earlier micro-batch's gradient again, so the "
-                "step is several times what the batches give; call backward() on each "
-                "micro-batch's own loss (divided by their number), or once on the total",
-                float(retained),
-                1,
-                ("accumulation_retained", "accumulation_retained/micro_batches"),
-            )
-            return
-        summed = self._facts.count("accumulation_summed")
-        if summed >= self.accumulation_steps:
-            k = self._facts.count("accumulation_summed/micro_batches")
-            yield LoopVerdict(
-                "accumulation_undivided",
-                f"one backward pass ran on the sum of {k} losses, each from its own forward "
-                f"pass of the model over its own batch ({summed} of the optimizer steps checked): "
-                f"a running total of the micro-batches' losses, undivided, so the step is {k}x "
-                f"what one batch gives; divide the total by {k} (or each loss) before backward()",
-                float(summed),
-                self.accumulation_steps,
-                ("accumulation_summed", "accumulation_summed/micro_batches"),
-            )
-            return
-        steps = self._facts.count("accumulation_undivided")
-        if steps < self.accumulation_steps:
-            return
-        k = self._facts.count("accumulation_undivided/micro_batches")
-        yield LoopVerdict(
-            "accumulation_undivided",
-            f"gradients are accumulated over {k} backward passes per optimizer step, each on the "
-            f"whole loss, undivided ({steps} optimizer steps so far): the step is {k}x what "
-            f"one batch gives; divide the loss by {k} before backward()",
-            float(steps),
-            self.accumulation_steps,
-            ("accumulation_undivided", "accumulation_undivided/micro_batches"),
-        )
-
-    def _loss_inputs(self) -> Iterator[LoopVerdict]:
-        for loss in self._facts.keys("loss_shape_mismatch/"):
-            if not loss.endswith("/input"):
-                continue
-            loss = loss[: -len("/input")]
-            given = self._facts.latest.get(f"loss_shape_mismatch/{loss}/input")
-            target = self._facts.latest.get(f"loss_shape_mismatch/{loss}/target")
-            if given is None or target is None:
-                continue
-            a, b = tuple(int(v) for v in given.ravel()), tuple(int(v) for v in target.ravel())
-            yield LoopVerdict(
-                "loss_shape_mismatch",
-                f"{loss} compares a prediction of shape {a} with a target of shape {b}: they "
-                f"broadcast to {tuple(np.broadcast_shapes(a, b))}, so each prediction is "
-                "compared with every target and the loss is wrong; give both the same shape "
-                "(e.g. prediction.squeeze(-1), or target.unsqueeze(-1))",
-                float(np.prod(np.broadcast_shapes(a, b))) / max(float(np.prod(a)), 1.0),
-                1,
-                ("loss_shape_mismatch",),
-            )
-            break
-        for loss in self._facts.keys("softmax_before_loss/"):
-            expects = "log-probabilities (log_softmax)" if "NLL" in loss else "logits"
-            yield LoopVerdict(
-                "softmax_before_loss",
-                f"{loss} is fed probabilities (every row non-negative and summing to 1): a "
-                f"softmax comes before a loss that expects {expects}, which flattens its "
-                f"gradients and slows or stalls training; feed it {expects} instead",
-                1,
-                0,
-                ("softmax_before_loss",),
-            )
-            break
-
     def _init_scale(self) -> Iterator[LoopVerdict]:
         scale = self._facts.num("init_scale")
         if not scale > self.init_scale_threshold:  # NaN (never measured) included
@@ -489,36 +379,4 @@ class TrainingLoop(Rule):
             scale,
             self.init_scale_threshold,
             ("init_scale",),
-        )
-
-    def _eval_in_train_mode(self) -> Iterator[LoopVerdict]:
-        count = self._facts.count("eval_in_train_mode")
-        if count < 2:
-            return
-        kinds = self._facts.keys("train_mode_modules/")
-        modules = ", ".join(f"{self._facts.count('train_mode_modules/' + k)} {k}" for k in kinds)
-        single = self._facts.count("eval_in_train_mode/single_batch")
-        alone = f" ({single} of them single batches between training steps)" if single else ""
-        dropout_on = self._facts.count("eval_in_train_mode/dropout_on")
-        how = (
-            f"while model.training was True ({dropout_on} of them with the model in eval mode "
-            "but its Dropout switched back to training)"
-            if 0 < dropout_on < count
-            else "with the model in eval mode but its Dropout switched back to training "
-            "(a Monte Carlo dropout helper, or .train() on the Dropout modules, after "
-            "model.eval)"
-            if dropout_on
-            else "while model.training was True"
-        )
-        yield LoopVerdict(
-            "eval_in_train_mode",
-            f"evaluation runs in train mode: {count} forward passes{alone} ran under "
-            f"torch.no_grad() {how}, with {modules or 'modules'} behaving as in "
-            "training (Dropout drops units, BatchNorm normalises with the batch's statistics "
-            "and updates its running averages); put the model in eval mode before evaluating "
-            "(model.eval, the same as model.train(False)), leave its Dropout modules in it, and "
-            "go back with model.train() after",
-            count,
-            2,
-            ("eval_in_train_mode",),
         )
