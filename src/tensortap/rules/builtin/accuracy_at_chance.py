@@ -79,6 +79,11 @@ class AccuracyAtChance(Rule):
     keep their classes' shares): the cause is ``class_imbalance``, and the message says why the
     other was ruled out.
 
+    At the end of training, passes at chance in at least half the run (and ``passes`` or more)
+    with none far above it, though the run did not end at chance, are a warning that is
+    evidence needing harm (``details["needs_harm"]``): the model never learned what the labels
+    say, which the diagnosis names where training is harmed in a way it explains.
+
     A regression (no labels saved; a regression loss module such as ``MSELoss`` whose
     prediction and target inputs are saved) is judged the same way against always answering
     the mean of the training targets: at chance when the model's squared error is not
@@ -343,13 +348,8 @@ class AccuracyAtChance(Rule):
         judged = self._regressed() if self._regression else self._classified()
         if judged is None:
             raise self.skip(f"an evaluation pass of fewer than {self.min_samples} samples")
-        at_chance, said, value, threshold = (
-            judged.at_chance,
-            judged.said,
-            judged.value,
-            judged.chance,
-        )
-        z, gain = judged.z, judged.gain
+        at_chance, said, z, gain = judged.at_chance, judged.said, judged.z, judged.gain
+        value, threshold = judged.value, judged.chance
         self._at_chance = self._at_chance + 1 if at_chance else 0
         self._chance_passes += at_chance
         if self._peak is None or gain > self._peak[0]:
