@@ -220,13 +220,16 @@ def test_time_limit_is_checked_before_any_task(tmp_path: Path) -> None:
 
 
 def test_ray_tasks_that_hang_or_exit_are_error_rows(tmp_path: Path, ray_cluster) -> None:
+    """The limit leaves the healthy task room on a loaded machine: at 6 s, a clean-clone
+    ``make test`` beside a two-process benchmark saw the healthy trial's task, begun beside
+    the hanging one, end as Error rows too."""
     trials = [_trial(tmp_path / "victim"), _trial(tmp_path / "healthy")]
     hung = _by_run(
-        _unless_hung(lambda: run_rules(trials, _bad("HangingRule"), engine="ray", time_limit=6))
+        _unless_hung(lambda: run_rules(trials, _bad("HangingRule"), engine="ray", time_limit=30))
     )
-    assert [r["status"] for r in hung["healthy"]] == ["NoIssuesFound", "NoData"]
+    assert [r["status"] for r in hung["healthy"]] == ["NoIssuesFound", "NoData"], hung["healthy"]
     assert {r["status"] for r in hung["victim"]} == {"Error"}
-    assert all("exceeded its time limit of 6 s" in r["details"] for r in hung["victim"])
+    assert all("exceeded its time limit of 30 s" in r["details"] for r in hung["victim"])
     exited = _by_run(run_rules(trials, _bad("ExitingRule"), engine="ray"))
     assert [r["status"] for r in exited["healthy"]] == ["NoIssuesFound", "NoData"]
     assert {r["status"] for r in exited["victim"]} == {"Error"}
