@@ -50,8 +50,11 @@ class StepPasses:
 class AccumulationFacts:
     """The backward passes between optimizer steps, and what they ran on."""
 
-    def __init__(self, set_fact: Callable[[str, Any], None]) -> None:
+    def __init__(
+        self, set_fact: Callable[[str, Any], None], checks_next: Callable[[], bool]
+    ) -> None:
         self._set = set_fact
+        self._checks_next = checks_next  # the coming backward pass is one the loop checks
         # the last loss module output (and the module's id), and its autograd node
         self._loss_output: tuple[weakref.ref[torch.Tensor], int] | None = None
         self._loss_node: Any = None
@@ -79,18 +82,18 @@ class AccumulationFacts:
         self._forwards += 1
         self._forward_training = training
 
-    def on_loss(self, output: torch.Tensor, module: int, checked: bool) -> None:
+    def on_loss(self, output: torch.Tensor, module: int) -> None:
         """A loss was computed: ``output`` of the loss module ``module`` (its id, or
-        :data:`RECORDED`); ``checked``: the coming backward pass is one the loop checks."""
-        self._loss_output = (weakref.ref(output), module)
-        self._loss_node = output.grad_fn
+        :data:`RECORDED`). Its node is kept for the summed-losses check when the coming
+        backward pass is one the loop checks (asked last: the cheap tests come first)."""
         node = output.grad_fn
+        self._loss_output, self._loss_node = (weakref.ref(output), module), node
         if (
             node is not None
-            and checked
             and self._forward_training
             and len(self._step_losses) < LOSSES_KEPT
             and not any(kept is node for kept, _, _ in self._step_losses[-2:])
+            and self._checks_next()
         ):  # (a loss module calls the functional loss: one loss, told of twice)
             self._step_losses.append((node, module, self._forwards))
 

@@ -119,7 +119,7 @@ class LoopFacts:
         self._eval_layers: list[nn.Module] = []  # those of the last such step
         # optimizer steps seen when a single forward pass under no_grad in train mode ended
         self._isolated: set[int] = set()
-        self._accumulation = AccumulationFacts(self._set)
+        self._accumulation = AccumulationFacts(self._set, self._checks_next)
         self._gradients = GradientPresence(registry, self._set, contain)
         self._zero_lr: set[str] | None = None  # parameters in groups at rate 0 at every check
         recorder.add_step_end_callback(self._on_step_end)
@@ -239,14 +239,14 @@ class LoopFacts:
     def on_loss(self, module: nn.Module, inputs: Any, output: Any = None) -> None:
         """A registered loss module ran on ``inputs`` (prediction, target) giving ``output``."""
         if isinstance(output, torch.Tensor):
-            self._accumulation.on_loss(output, id(module), self._checks_next())
+            self._accumulation.on_loss(output, id(module))
         self._losses.on_loss(module, inputs)
 
     def on_recorded_loss(self, loss: torch.Tensor) -> None:
         """A loss computed without a loss module was recorded (``hook.record_loss``) or came
         from a functional loss (``F.cross_entropy``, wrapped under zero code change): a backward
         pass on this very tensor runs on a whole loss, as on a loss module's output."""
-        self._accumulation.on_loss(loss, RECORDED, self._checks_next())
+        self._accumulation.on_loss(loss, RECORDED)
 
     def _checks_next(self) -> bool:
         """Whether the next backward pass is one the checks walk (the first, and due steps)."""

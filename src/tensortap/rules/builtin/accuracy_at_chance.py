@@ -225,8 +225,7 @@ class AccuracyAtChance(Rule):
         if self._above is not None or self._best is not None or self._peak is None:
             return None
         last = self._last
-        ended_at_chance = self._at_chance >= self.passes or self._at_chance == self._judged
-        if last is not None and last[4] and ended_at_chance:
+        if last is not None and last[4] and self._at_chance_to_end():
             return None  # at chance to the end: a problem already
         if self._chance_passes < max(self.passes, (self._judged + 1) // 2):
             return None
@@ -260,7 +259,7 @@ class AccuracyAtChance(Rule):
             return None
         said, value, threshold, before, _ = self._last
         after = self._train_steps - before
-        if not (self._at_chance >= self.passes or self._at_chance == self._judged):
+        if not self._at_chance_to_end():
             return None
         if after > before:
             return None
@@ -337,6 +336,11 @@ class AccuracyAtChance(Rule):
         shares = train[train > 0] / train.sum()
         return final, float(-(shares * np.log(shares)).sum()), last
 
+    def _at_chance_to_end(self) -> bool:
+        """Whether the passes judged end at chance as the run's outcome: the last ``passes``
+        of them, or every one (however few)."""
+        return self._at_chance >= self.passes or self._at_chance == self._judged
+
     def _outcome_passes(self) -> str:
         if self._at_chance == self._judged == 1:
             return "its only evaluation pass"
@@ -360,7 +364,7 @@ class AccuracyAtChance(Rule):
         self._last = (said, value, threshold, self._train_steps, final)
         # at the end of training, a run whose every pass was at chance (fewer than `passes`
         # of them: most often one, after training) ended at chance
-        fired = self._at_chance >= self.passes or (final and self._at_chance == self._judged)
+        fired = self._at_chance >= self.passes or (final and self._at_chance_to_end())
         other = self._other_cause() if at_chance else None
         # far above chance: beyond sampling noise, and a quarter of the way to perfect, after
         # some training (an untrained linear model on well-separated classes can map them right
