@@ -130,6 +130,6 @@ def test_a_wrong_tier_or_explains_is_caught() -> None:
     assert found == [
         "lr_too_low: tier 'symptom', the code's is 1",
         "lr_too_low explains: the doc lacks ['no_learnable_signal', 'not_updating', "
-        "'overtraining'], adds ['all_zero', 'dead_relu', 'saturated_activation', "
+        "'overtraining', 'underfitting'], adds ['all_zero', 'dead_relu', 'saturated_activation', "
         "'vanishing_gradient']",
     ]

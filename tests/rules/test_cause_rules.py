@@ -653,6 +653,93 @@ def test_a_weak_but_real_regression_signal_is_above_chance(tmp_path: Path) -> No
     assert summary.status.value == "NoIssuesFound", summary
 
 
+def _unscaled(x: Any, scales: list[float]) -> Any:
+    import torch
+
+    return x * torch.tensor(scales)
+
+
+@pytest.mark.parametrize("fault", ["unscaled", "lr_too_low", "none"])
+def test_a_regression_that_fits_worse_than_a_line_through_its_inputs_underfits(
+    tmp_path: Path, fault: str
+) -> None:
+    """Targets a straight line through the inputs explains (R^2 0.92): a network trained on
+    them with one feature in units 1000x the others' ends at R^2 0.39, above chance, yet under
+    half of what the line explains: harm (underfitting), which the unscaled feature explains,
+    so the diagnosis names it first. Before, the run was healthy. At a learning rate 100x too
+    low the model ends at chance: before, "do the labels follow from the inputs?"; the line
+    says they do, so the cause is underfitting, not no_learnable_signal. The same network on
+    standardised features fits as well as the line: nothing."""
+    import torch
+    from torch import nn
+
+    from tests.helpers import job_runs
+
+    x_train, y_train, x_val, y_val = _regression(False)
+    if fault == "unscaled":
+        scales = [1000.0] + [1.0] * 7
+        x_train, x_val = _unscaled(x_train, scales), _unscaled(x_val, scales)
+    torch.manual_seed(0)
+    trial = job_runs.train(
+        tmp_path,
+        nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1)),
+        job_runs.Data(x_train, y_train, x_val, y_val),  # type: ignore[arg-type]
+        lambda p: torch.optim.Adam(p, lr=3e-5 if fault == "lr_too_low" else 3e-3),
+        nn.MSELoss(),
+        classify=False,
+        evaluate_at_end=True,
+    )
+    summary = invoke_rule(AccuracyAtChance(trial))
+    if fault == "none":
+        assert summary.status.value == "NoIssuesFound", summary
+        return
+    gravest = summary.gravest
+    assert gravest is not None and gravest.severity is Severity.PROBLEM, summary
+    assert gravest.details["cause"] == "underfitting"
+    assert "a straight line through the model's inputs explains" in gravest.message
+    causes = tt.diagnose(trial).causes
+    if fault == "unscaled":
+        # the line explains over 0.9 (its half: the threshold), the model under half of it
+        # and above chance
+        assert gravest.threshold is not None and gravest.threshold > 0.45
+        assert gravest.value is not None and 0.2 < gravest.value < gravest.threshold
+        assert causes[0] == "unnormalised_input" and "underfitting" in causes, causes
+    else:
+        assert "not targets that do not follow from the inputs" in gravest.message
+        assert causes == ("underfitting",), causes
+
+
+def test_a_line_fitted_step_by_step_matches_least_squares_whatever_the_features_scales() -> None:
+    """The fit's sums, added a batch at a time, give the least-squares line of all the rows
+    (features 1e-3 to 1e4 apart in scale, an offset of 500); an input of another width gives
+    the fit up; a fit on too few rows judges nothing."""
+    from tensortap.rules.builtin._linear import ROWS_PER_COEFFICIENT, LinearFit
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(600, 5)) * np.array([1e-3, 1.0, 10.0, 1e3, 1e4]) + 500.0
+    w = rng.normal(size=5) / np.array([1e-3, 1.0, 10.0, 1e3, 1e4])
+    t = (x @ w + 0.1 * rng.normal(size=600)).astype(np.float32)
+    fit = LinearFit()
+    for i in range(0, 500, 50):
+        fit.add(x[i : i + 50].astype(np.float32), t[i : i + 50])
+    # a model that answers the mean of the targets: the line explains nearly everything
+    mean = float(t[:500].mean())
+    found = fit.judge(x[500:].astype(np.float32), t[500:], np.full(100, mean), mean, 2.0)
+    assert found is not None and found.rows == 500 and found.features == 5
+    a = np.hstack([x[:500], np.ones((500, 1))])
+    exact = np.linalg.lstsq(a, t[:500].astype(np.float64), rcond=None)[0]
+    line = np.hstack([x[500:], np.ones((100, 1))]) @ exact
+    r2 = 1 - np.mean((t[500:] - line) ** 2) / np.mean((t[500:] - mean) ** 2)
+    assert found.line == pytest.approx(r2, abs=1e-3) and found.line > 0.9 and found.model < 0.01
+    # a model as good as the line: no underfit
+    assert fit.judge(x[500:].astype(np.float32), t[500:], line, mean, 2.0) is None
+    few = LinearFit()
+    few.add(x[: ROWS_PER_COEFFICIENT * 6 - 1], t[: ROWS_PER_COEFFICIENT * 6 - 1])
+    assert few.judge(x[500:], t[500:], np.full(100, mean), mean, 2.0) is None
+    fit.add(x[:10, :4], t[:10])  # another width: given up
+    assert fit.judge(x[500:], t[500:], np.full(100, mean), mean, 2.0) is None
+
+
 @pytest.mark.parametrize("frozen", ["head", "backbone", "none"])
 def test_frozen_layer_names_a_frozen_output_layer_not_a_frozen_backbone(
     tmp_path: Path, frozen: str

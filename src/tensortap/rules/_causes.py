@@ -36,7 +36,7 @@ class Cause:
 LOOP_TIER, SETUP_TIER, DYNAMICS_TIER, SYMPTOM_TIER = 0, 1, 2, 3
 
 _DIVERGENCE = ("nonfinite", "exploding_gradient", "diverging", "loss_spike")
-_STALL = ("no_progress", "not_updating", "lr_too_low", "overtraining")
+_STALL = ("no_progress", "underfitting", "not_updating", "lr_too_low", "overtraining")
 _UNITS = ("dead_relu", "saturated_activation", "vanishing_gradient", "all_zero")
 
 
@@ -98,6 +98,7 @@ _ALL = (
         *_UNITS,
         "lr_too_high",
         "no_progress",
+        "underfitting",
         "not_updating",
         "overfitting",
         "overtraining",
@@ -112,6 +113,7 @@ _ALL = (
         *_UNITS,
         "lr_too_high",
         "no_progress",
+        "underfitting",
         "overfitting",
         "no_learnable_signal",
     ),
@@ -124,6 +126,7 @@ _ALL = (
         "overfitting",
         "overtraining",
         "no_progress",
+        "underfitting",
     ),
     _cause(
         "train_in_eval_mode",
@@ -134,6 +137,7 @@ _ALL = (
         "overfitting",
         "overtraining",
         "no_progress",
+        "underfitting",
         "loss_spike",
         "diverging",
     ),
@@ -182,6 +186,7 @@ _ALL = (
         "lr_too_high",
         "poor_init",
         "no_progress",
+        "underfitting",
         "not_updating",
         "overtraining",
         "overfitting",
@@ -208,6 +213,7 @@ _ALL = (
         *_DIVERGENCE,
         *_UNITS,
         "no_progress",
+        "underfitting",
         "not_updating",
         "overfitting",
         "overtraining",
@@ -228,6 +234,7 @@ _ALL = (
         "lr_too_high",
         "poor_init",
         "no_progress",
+        "underfitting",
         "not_updating",
         "overfitting",
         "overtraining",
@@ -239,6 +246,7 @@ _ALL = (
         SETUP_TIER,
         "raise the learning rate (try 10x higher) or use an adaptive optimizer such as Adam",
         "no_progress",
+        "underfitting",
         "not_updating",
         "overtraining",
         "no_learnable_signal",
@@ -251,6 +259,7 @@ _ALL = (
         "per-class recall",
         "class_given_up",
         "no_progress",
+        "underfitting",
         "overfitting",
         "overtraining",
         "no_learnable_signal",
@@ -272,6 +281,7 @@ _ALL = (
         SETUP_TIER,
         "check that inputs and labels stay paired through loading, shuffling and augmentation",
         "no_progress",
+        "underfitting",
         "overfitting",
         "overtraining",
     ),
@@ -370,6 +380,7 @@ _ALL = (
         "vanishing_gradient",
         "all_zero",
         "no_progress",
+        "underfitting",
         "not_updating",
         "no_learnable_signal",
     ),
@@ -381,6 +392,7 @@ _ALL = (
         "layers), or use ReLU-like activations",
         "vanishing_gradient",
         "no_progress",
+        "underfitting",
         "not_updating",
         "no_learnable_signal",
     ),
@@ -391,6 +403,7 @@ _ALL = (
         "use ReLU-like activations, normalisation layers, residual connections or a better "
         "initialisation",
         "no_progress",
+        "underfitting",
         "not_updating",
         "all_zero",
         "lr_too_low",
@@ -404,6 +417,7 @@ _ALL = (
         "vanishing_gradient",
         "dead_relu",
         "no_progress",
+        "underfitting",
         "not_updating",
         "no_learnable_signal",
     ),
@@ -414,6 +428,7 @@ _ALL = (
         "check that every trainable parameter is in the optimizer, that optimizer.step() "
         "runs, and the learning rate",
         "no_progress",
+        "underfitting",
         "no_learnable_signal",
     ),
     _cause(
@@ -428,6 +443,15 @@ _ALL = (
         "the loss does not decrease",
         SYMPTOM_TIER,
         "check the learning rate, the labels, and that the loss is computed on the right tensors",
+        "underfitting",
+    ),
+    _cause(
+        "underfitting",
+        "the model fits worse than a linear model of its inputs",
+        SYMPTOM_TIER,
+        "standardise the input features, then check the learning rate (too low?), the "
+        "initialisation and the training's length: a network should at least match a "
+        "least-squares line through its inputs",
     ),
 )
 

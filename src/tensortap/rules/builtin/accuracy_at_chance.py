@@ -26,6 +26,8 @@ from tensortap.rules.builtin._labels import (
     labels_and_predictions,
     regression_targets,
 )
+from tensortap.rules.builtin._linear import SHARE, LinearFit, Underfit
+from tensortap.rules.builtin._samples import model_input
 from tensortap.rules.builtin._series import Stages, pass_ends_at
 
 #: the vital sign of the training loss judged at the end of training (a classifier's loss
@@ -87,7 +89,12 @@ class AccuracyAtChance(Rule):
     A regression (no labels saved; a regression loss module such as ``MSELoss`` whose
     prediction and target inputs are saved) is judged the same way against always answering
     the mean of the training targets: at chance when the model's squared error is not
-    ``z_threshold`` standard errors (of the per-sample differences) below that constant's.
+    ``z_threshold`` standard errors (of the per-sample differences) below that constant's. A
+    regression whose input is a matrix of features is also compared with a straight line
+    through its inputs (``_linear.LinearFit``, fitted on the training targets saved): a last
+    pass, to the end of training, that explains under half of what the line explains is a
+    problem named ``underfitting``, and passes at chance whose targets the line explains are
+    ``underfitting`` too, not labels that do not follow from the inputs.
     """
 
     collections_needed = ("labels", "predictions")
@@ -119,6 +126,8 @@ class AccuracyAtChance(Rule):
         self._labels: list[np.ndarray] = []
         self._predictions: list[np.ndarray] = []
         self._regression: list[tuple[np.ndarray, np.ndarray]] = []  # (predicted, target)
+        self._pass_inputs: list[np.ndarray | None] = []  # the model's inputs of those targets
+        self._underfit: Underfit | None = None  # the regression's pass judged last, if so
         self._names: list[str] = []
         self._stages = Stages(base_trial)
         self._stage_from = 0  # the TRAIN step the stage under way began at
@@ -128,6 +137,7 @@ class AccuracyAtChance(Rule):
         """Judge passes from here (the run's start, or a new stage of training: another
         model's fit, on another task whose chance and training labels are its own)."""
         self._train_sum, self._train_count = 0.0, 0  # of the training targets
+        self._line = LinearFit()  # the training targets fitted on the model's inputs
         self._at_chance = 0  # passes in a row at chance
         self._judged = 0
         self._train_steps = 0  # TRAIN steps walked
@@ -179,6 +189,7 @@ class AccuracyAtChance(Rule):
             found = regression_targets(self.base_trial, step)
         if found is not None:
             self._regression.append(found[:2])
+            self._pass_inputs.append(self._matrix_input(step))
             self._names = found[2]
         else:
             y, p, self._names = labels_and_predictions(
@@ -197,6 +208,9 @@ class AccuracyAtChance(Rule):
         if found is not None:  # the training targets' mean: the constant to beat
             self._train_sum += float(np.sum(found[1], dtype=np.float64))
             self._train_count += found[1].size
+            x = self._matrix_input(step)
+            if x is not None:
+                self._line.add(x, found[1])
         else:
             self._count_train_labels(step)
 
@@ -386,6 +400,8 @@ class AccuracyAtChance(Rule):
         lost = best is not None and self._lost >= self.passes
         if final and not fired and not at_chance and best is not None and lost:
             return self._lost_what_it_learned(best, said, value, threshold, gain)
+        if final and not fired and not at_chance and self._underfit is not None:
+            return self._below_the_line(self._underfit, said)
         verdict = (
             f"no better than chance in {self._outcome_passes()}"
             + (
@@ -435,6 +451,35 @@ class AccuracyAtChance(Rule):
         )
         return True
 
+    def _below_the_line(self, found: Underfit, said: str) -> bool:
+        """The regression's last evaluation pass, to the end of training, explains under
+        ``SHARE`` of the targets' variance that a straight line through the model's inputs
+        explains (see ``_linear.LinearFit``): harm (the model fits worse than a linear model of
+        its inputs), whose cause the diagnosis looks for among the set-up's (unnormalised
+        features, a learning rate too low, an initialisation that stalls)."""
+        self.explain(
+            f"{said}; a straight line through the model's inputs explains more: R^2 "
+            f"{found.line:.3f} on the same targets (a least-squares fit on {found.rows} "
+            f"training rows of the {found.features} input features; {found.z:.1f} standard "
+            f"errors better), and the model under {SHARE:.0%} of that ({found.model:.3f}) at "
+            "the end of training: it fits worse than a linear model of its inputs (features on "
+            "their own scales, a learning rate too low, or training too short?)",
+            tensors=self._names,
+            value=found.model,
+            threshold=SHARE * found.line,
+            severity=Severity.PROBLEM,
+            judged=True,
+            cause="underfitting",
+        )
+        return True
+
+    def _matrix_input(self, step: int) -> np.ndarray | None:
+        """The model's own input saved at ``step``, where it is a matrix of features."""
+        found = model_input(self.base_trial, step)
+        if found is None or found[1].ndim != 2:
+            return None
+        return np.asarray(found[1])
+
     def _has_labels(self, step: int) -> bool:
         trial = self.base_trial
         return bool(
@@ -478,7 +523,9 @@ class AccuracyAtChance(Rule):
         """(cause, why) where passes at chance are not labels that do not follow from the
         inputs: an earlier pass was far above chance (twice ``z_threshold``: no fluke among many
         passes; the labels carry signal, and training on lost it),
-        or the training labels are distributed unlike the pass's (see ``_chance.label_shift``)."""
+        a regression's targets follow from its inputs (a straight line through them explains
+        them: see ``_linear.LinearFit``), or the training labels are distributed unlike the
+        pass's (see ``_chance.label_shift``)."""
         if self._above is not None and not self._loss_nonfinite():
             number, said = self._above
             found = self._final_training_loss()
@@ -497,6 +544,15 @@ class AccuracyAtChance(Rule):
                 f"not labels that do not follow from the inputs: evaluation pass {number} was "
                 f"above chance ({said}), so they carry signal the model learned, then lost by "
                 "training on (keep the best checkpoint and stop earlier, or regularise)"
+            )
+        line = self._underfit
+        if line is not None:
+            return "underfitting", (
+                "not targets that do not follow from the inputs: a straight line through the "
+                f"model's inputs explains R^2 {line.line:.3f} of them (a least-squares fit on "
+                f"{line.rows} training rows of the {line.features} input features), so the "
+                "model fits worse than a linear model of its inputs (features on their own "
+                "scales, a learning rate too low, or updates that do not reach the weights?)"
             )
         shift = label_shift(self._train_labels, self._pass_labels)
         return None if shift is None else ("class_imbalance", shift)
@@ -529,8 +585,18 @@ class AccuracyAtChance(Rule):
         targets' mean (the pass's own where no training target was saved); None: too few."""
         predicted = np.concatenate([p.ravel() for p, _ in self._regression]).astype(np.float64)
         target = np.concatenate([t.ravel() for _, t in self._regression]).astype(np.float64)
-        self._regression = []
+        inputs = self._pass_inputs
+        self._regression, self._pass_inputs, self._underfit = [], [], None
         if target.size < self.min_samples:
             return None
         mean = self._train_sum / self._train_count if self._train_count else float(target.mean())
+        matrices = [x for x in inputs if x is not None]
+        if (
+            self._train_count
+            and len(matrices) == len(inputs)
+            and len({x.shape[1] for x in matrices}) == 1  # one width: rows of one matrix
+        ):
+            self._underfit = self._line.judge(
+                np.concatenate(matrices), target, predicted, mean, self.z_threshold
+            )
         return regressed(predicted, target, mean, self.z_threshold)
