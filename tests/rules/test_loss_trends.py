@@ -382,6 +382,35 @@ def test_overfit_judges_a_small_set_validated_once_after_training(
         assert "small_training_set" not in causes
 
 
+@pytest.mark.parametrize("validated_on", [597, 120])
+def test_overfit_names_a_small_set_beside_an_evaluation_many_times_its_size(
+    tmp_path: Path, validated_on: int
+) -> None:
+    """80 digits trained on, 597 validated on (the splits swapped, as a development fault
+    does): the validation loss keeps 81-89% of what the training loss came down, above the
+    75% under which a small set is memorised, so the run was healthy; an evaluation 7.5 times
+    the training set with the model falling short of it (under 90%) names the small set. The
+    same run validated on 120 samples (1.5 times) is not called small."""
+    torch.manual_seed(0)
+    data = job_runs.digits(n_train=80)
+    data = job_runs.Data(data.x, data.y, data.x_val[:validated_on], data.y_val[:validated_on])
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+    trial = job_runs.train(
+        tmp_path, model, data, lambda p: torch.optim.SGD(p, lr=0.05), nn.CrossEntropyLoss(),
+        steps=250, eval_every=50,
+    )  # fmt: skip
+    summary = invoke_rule(Overfit(trial))
+    if validated_on == 120:
+        assert summary.worst_severity is not Severity.PROBLEM, summary
+        return
+    problem = next(f for f in summary.findings if f.severity is Severity.PROBLEM)
+    assert problem.details["cause"] == "small_training_set"
+    assert problem.details["evaluated_times"] == pytest.approx(597 / 80, rel=0.05)
+    assert 0.75 <= problem.details["generalised"] < 0.9
+    assert "its last evaluation pass held 597 samples" in problem.message
+    assert tt.diagnose(trial).causes[0] == "small_training_set"
+
+
 def test_overfit_a_full_training_set_is_not_called_small(tmp_path: Path) -> None:
     torch.manual_seed(0)
     trial = job_runs.train(

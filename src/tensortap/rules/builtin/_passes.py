@@ -28,6 +28,14 @@ SUSTAINED = 3
 #: the first training loss (healthy development runs on the smallest sets, 110-134 samples,
 #: kept at least 0.74 of it; the lowest of all healthy runs, 0.29, is a 427-sample set).
 GENERALISED = 0.75
+#: An evaluation pass of at least this many times the training set's distinct samples beside a
+#: small training set: the splits swapped, or a debugging subset left in (a validation set is
+#: 10-40% of the training set in practice; no healthy development run comes near 1).
+EVALUATED_TIMES = 3
+#: ... where its validation loss came down less than this share of what its training loss came
+#: down (a small set the model generalises from, validated on many samples, is no fault: a
+#: separable task learned from 60 samples keeps about all of it).
+GENERALISED_BESIDE = 0.9
 
 
 @dataclass(frozen=True)
@@ -136,6 +144,8 @@ def small_set(
         return None
     shares = [(start - p.validation) / (start - p.training) for p in recent]
     if max(shares) >= GENERALISED:
+        if max(shares) < GENERALISED_BESIDE:
+            return _evaluated_on_more(samples, size, recent[-1], shares)
         return None
     last = recent[-1]
     said = (
@@ -157,4 +167,32 @@ def small_set(
         "cause": "small_training_set",
         "training_samples": size,
         "generalised": shares[-1],
+    }
+
+
+def _evaluated_on_more(
+    samples: DistinctSamples, size: float, last: Pass, shares: list[float]
+) -> tuple[str, dict[str, Any]] | None:
+    """A small training set beside an evaluation pass ``EVALUATED_TIMES`` times its size or
+    more (the pass's outcome counted: labels saved), where the validation loss kept under
+    ``GENERALISED_BESIDE`` of what the training loss came down (``shares``, of the last
+    passes): the model learns from a sliver of the data it is judged on, and it shows. None
+    where the pass is not that large."""
+    if last.total < EVALUATED_TIMES * size:
+        return None
+    times = last.total / size
+    said = (
+        f"; the model trained on about {size:.0f} distinct samples ({samples.seen} saved "
+        f"training rows, each seen {samples.seen / samples.distinct:.3g} times) and its last "
+        f"evaluation pass held {last.total} samples, {times:.3g} times as many (at least "
+        f"{EVALUATED_TIMES}), and its validation loss came down "
+        f"{', '.join(f'{x:.0%}' for x in shares)} of what its training loss came down (under "
+        f"{GENERALISED_BESIDE:.0%}): a training set this small beside its evaluation set (the "
+        "training and validation splits swapped, or a debugging subset left in?)"
+    )
+    return said, {
+        "cause": "small_training_set",
+        "training_samples": size,
+        "generalised": shares[-1],
+        "evaluated_times": times,
     }

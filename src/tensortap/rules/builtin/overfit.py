@@ -81,7 +81,9 @@ class Overfit(Rule):
     the saved rows, so the count is firm) whose model's validation loss came down less than
     3/4 of what its training loss came down, on each of the last 3 passes (at the run's end,
     on every pass where it has fewer), is overfitting a small training set: a problem, with the
-    cause ``small_training_set``.
+    cause ``small_training_set``. So is such a set beside an evaluation pass of 3 times as many
+    samples or more (its labels counted) whose validation loss kept under 90% of what the
+    training loss came down: the splits swapped, or a debugging subset left in.
     """
 
     collections_needed = ("losses",)
