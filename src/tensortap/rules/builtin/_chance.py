@@ -72,9 +72,7 @@ def regressed(
     per-sample differences) below that constant's."""
     n = target.size
     constant, model = (target - mean) ** 2, (target - predicted) ** 2
-    gain = constant - model
-    spread = float(gain.std(ddof=1)) / math.sqrt(n) if n > 1 else 0.0
-    z = float(gain.mean()) / max(spread, 1e-12)
+    z = paired_z(constant - model)
     r2 = 1 - float(model.mean()) / max(float(constant.mean()), 1e-12)
     said = (
         f"evaluation squared error {model.mean():.4g} over {n} targets against "
@@ -82,6 +80,13 @@ def regressed(
         f"{mean:.4g} (R^2 {r2:.3f}, {z:+.1f} standard errors better)"
     )
     return PassScore(z < z_threshold, said, r2, 0.0, z, r2)
+
+
+def paired_z(gain: np.ndarray) -> float:
+    """How many standard errors (of the per-sample differences) the mean of ``gain`` is above
+    0: one squared error's lead over another's on the same targets."""
+    spread = float(gain.std(ddof=1)) / math.sqrt(gain.size) if gain.size > 1 else 0.0
+    return float(gain.mean()) / max(spread, 1e-12)
 
 
 def balanced(labels: np.ndarray, predicted: np.ndarray) -> tuple[float, float]:

@@ -4,10 +4,11 @@ match (AccuracyAtChance judges a regression's last evaluation pass against it)."
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from tensortap.rules.builtin._chance import paired_z
 
 #: inputs wider than this are not fitted (the sums grow with the square of the width)
 MAX_FEATURES = 256
@@ -53,7 +54,7 @@ class LinearFit:
             return None
         n = x.shape[0]
         if t.size != n or t.dtype.kind != "f":
-            return None  # one target a row: a reconstruction (an autoencoder's) is not judged
+            return None
         x64, t64 = x.astype(np.float64), t.astype(np.float64).reshape(n, -1)
         if not (np.isfinite(x64).all() and np.isfinite(t64).all()):
             return None
@@ -107,9 +108,7 @@ class LinearFit:
         model_err, line_err = (target - model) ** 2, (target - line) ** 2
         r2_model = 1 - float(model_err.mean()) / constant
         r2_line = 1 - float(line_err.mean()) / constant
-        gain = model_err - line_err
-        spread = float(gain.std(ddof=1)) / math.sqrt(gain.size)
-        z = float(gain.mean()) / max(spread, 1e-12)
+        z = paired_z(model_err - line_err)
         if r2_line < MIN_R2 or r2_model >= SHARE * r2_line or z < z_threshold:
             return None
         return Underfit(r2_model, r2_line, z, self._rows, width - 1)

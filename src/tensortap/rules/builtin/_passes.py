@@ -143,15 +143,13 @@ def small_set(
     if any(p.training >= start or p.validation <= p.training for p in recent):
         return None
     shares = [(start - p.validation) / (start - p.training) for p in recent]
-    if max(shares) >= GENERALISED:
-        if max(shares) < GENERALISED_BESIDE:
-            return _evaluated_on_more(samples, size, recent[-1], shares)
+    if max(shares) >= GENERALISED_BESIDE:
         return None
+    if max(shares) >= GENERALISED:
+        return _evaluated_on_more(samples, size, recent[-1], shares)
     last = recent[-1]
     said = (
-        f"; the model trained on about {size:.0f} distinct samples ({samples.seen} "
-        f"saved training rows, each seen {samples.seen / samples.distinct:.3g} "
-        f"times), at most {limit}, and "
+        f"; {_trained_on(samples, size)}, at most {limit}, and "
         + (
             f"over the last {len(recent)} evaluation passes"
             if len(recent) > 1
@@ -182,10 +180,9 @@ def _evaluated_on_more(
         return None
     times = last.total / size
     said = (
-        f"; the model trained on about {size:.0f} distinct samples ({samples.seen} saved "
-        f"training rows, each seen {samples.seen / samples.distinct:.3g} times) and its last "
-        f"evaluation pass held {last.total} samples, {times:.3g} times as many (at least "
-        f"{EVALUATED_TIMES}), and its validation loss came down "
+        f"; {_trained_on(samples, size)} and its last evaluation pass held {last.total} "
+        f"samples, {times:.3g} times as many (at least {EVALUATED_TIMES}), and its validation "
+        "loss came down "
         f"{', '.join(f'{x:.0%}' for x in shares)} of what its training loss came down (under "
         f"{GENERALISED_BESIDE:.0%}): a training set this small beside its evaluation set (the "
         "training and validation splits swapped, or a debugging subset left in?)"
@@ -196,3 +193,10 @@ def _evaluated_on_more(
         "generalised": shares[-1],
         "evaluated_times": times,
     }
+
+
+def _trained_on(samples: DistinctSamples, size: float) -> str:
+    return (
+        f"the model trained on about {size:.0f} distinct samples ({samples.seen} saved training "
+        f"rows, each seen {samples.seen / samples.distinct:.3g} times)"
+    )
