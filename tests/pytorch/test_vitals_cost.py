@@ -110,3 +110,43 @@ def test_thinned_vital_signs_take_the_gradient_norm_only_where_saved(
     assert saved == [0, 3, 6]
     assert set(taken) == {0, 3, 6}  # (twice at step 0: after backward, before the optimizer
     # was known, and again at its step)
+
+
+@pytest.mark.parametrize("keyword", [False, True])
+def test_a_clip_handed_its_norm_saves_that_norm_not_the_clipped_one(
+    tmp_path: Path, keyword: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Accelerate (>= 1.16) clips as ``get_total_norm`` then ``clip_grads_with_norm_(params,
+    max_norm, total_norm)``: the norm it was handed is the step's, from before the clip, and
+    the hook computes none of its own once it knows the optimizer."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU(), torch.nn.Linear(5, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    hook = ttp.Hook(tmp_path, save_config=tt.SaveConfig(save_interval=10))
+    hook.register_module(model)
+    import tensortap.pytorch._vitals as vitals
+
+    own: list[int] = []
+    original = vitals.total_norm
+    monkeypatch.setattr(vitals, "total_norm", lambda grads: own.append(1) or original(grads))
+    from torch.nn.utils import clip_grads_with_norm_, get_total_norm  # as Accelerate imports
+
+    norms, after = [], []
+    for _ in range(4):
+        optimizer.zero_grad()
+        x = torch.randn(8, 6) * 10
+        torch.nn.functional.cross_entropy(model(x), torch.arange(8) % 3).backward()
+        params = list(model.parameters())
+        total = get_total_norm([p.grad for p in params], 2.0)
+        if keyword:
+            clip_grads_with_norm_(params, max_norm=1e-3, total_norm=total)
+        else:
+            clip_grads_with_norm_(params, 1e-3, total)
+        norms.append(float(total))
+        after.append(float(get_total_norm([p.grad for p in params], 2.0)))
+        optimizer.step()
+    hook.close()
+    assert all(a < 1.1e-3 < n for a, n in zip(after, norms, strict=True))  # it clipped
+    saved = tt.create_trial(tmp_path).tensor("vitals/grad_norm").values(mode=tt.modes.TRAIN)
+    assert list(saved.values()) == norms
+    assert own == [1]  # at step 0 only, after backward, before the optimizer was known

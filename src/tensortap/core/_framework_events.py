@@ -40,9 +40,10 @@ class FrameworkEvents(Protocol):
         (read once into a list) at ``threshold`` (its argument ``threshold_name``)."""
         ...
 
-    def after_clip(self, params: list[Any], threshold_name: str, result: Any) -> None:
-        """The clipping function returned ``result`` (the total norm before clipping, for
-        ``clip_grad_norm_``)."""
+    def after_clip(self, params: list[Any], threshold_name: str, norm: Any) -> None:
+        """The clipping function returned; ``norm`` is the gradients' total norm from before
+        the clip where the function knew one (what ``clip_grad_norm_`` returned, the
+        ``total_norm`` handed to ``clip_grads_with_norm_``), else None."""
         ...
 
     def before_optimizer_step(self, optimizer: Any) -> None:

@@ -11,7 +11,9 @@ Installed once, when the first PyTorch hook is created:
 - torch's gradient clipping functions (``torch.nn.utils.clip_grad_norm_``, ``clip_grad_value_``,
   ``clip_grads_with_norm_``, as ``torch.nn.utils`` and ``torch.nn.utils.clip_grad`` name them)
   are wrapped so hooks see the gradients before they are clipped, the clip threshold, and
-  what the clip returned (``clip_grad_norm_``'s total norm, before clipping). Code
+  the total norm from before the clip (what ``clip_grad_norm_`` returned; the ``total_norm``
+  handed to ``clip_grads_with_norm_``, as Accelerate >= 1.16 clips: it computes the norm
+  with ``get_total_norm`` and clips with it). Code
   that bound one of them to a name of its own before the first hook was made (``from
   torch.nn.utils import clip_grad_norm_`` at the top of a script) calls the original: the hook
   then saves the gradients as the optimizer receives them, clipped.
@@ -78,7 +80,13 @@ _CLIP_FUNCTIONS = {
 }
 
 
-def _wrap_clip(original: Callable[..., Any], threshold_name: str) -> Callable[..., Any]:
+#: The clipping function handed the total norm it clips with, (parameters, max_norm, total_norm).
+_GIVEN_NORM = "clip_grads_with_norm_"
+
+
+def _wrap_clip(original: Callable[..., Any], name: str, threshold_name: str) -> Callable[..., Any]:
+    given_norm = name == _GIVEN_NORM
+
     @functools.wraps(original)
     def clip(parameters: Any, *args: Any, **kwargs: Any) -> Any:
         if _hooks:
@@ -91,10 +99,13 @@ def _wrap_clip(original: Callable[..., Any], threshold_name: str) -> Callable[..
                 if hook is not None:
                     hook.before_clip(parameters, threshold_name, threshold)
             result = original(parameters, *args, **kwargs)
+            norm = result
+            if given_norm:
+                norm = args[1] if len(args) > 1 else kwargs.get("total_norm")
             for ref in _hooks:
                 hook = ref()
                 if hook is not None:
-                    hook.after_clip(parameters, threshold_name, result)
+                    hook.after_clip(parameters, threshold_name, norm)
             return result
         return original(parameters, *args, **kwargs)
 
@@ -109,7 +120,7 @@ def _patch_clipping() -> None:
         original = getattr(utils, name, None)
         if original is None:  # an older torch without it
             continue
-        wrapped = _wrap_clip(original, threshold_name)
+        wrapped = _wrap_clip(original, name, threshold_name)
         setattr(utils, name, wrapped)
         if getattr(clip_grad, name, None) is original:
             setattr(clip_grad, name, wrapped)

@@ -560,17 +560,17 @@ class Hook(TrainerControls, BaseHook):
                 array = np.asarray(value, dtype=np.float64)
                 self._recorder.put(name, records_from_array(name, array, plan))
 
-    def after_clip(self, params: list[torch.Tensor], threshold_name: str, result: Any) -> None:
-        """A clip by norm returned the gradients' total norm from before it: the step's
+    def after_clip(self, params: list[torch.Tensor], threshold_name: str, norm: Any) -> None:
+        """A clip by norm knew the gradients' total norm from before it: the step's
         ``vitals/grad_norm``, computed once (by the clip) rather than twice."""
-        if threshold_name != "max_norm" or not isinstance(result, torch.Tensor):
+        if threshold_name != "max_norm" or not isinstance(norm, torch.Tensor):
             return
         with self._lock:
             if self._closed or self._paused or self._vitals.grad_norm_taken:
                 return
             names = self._registry.param_names
             if any(id(p) in names for p in params):
-                self._guard_event(self._vitals.take_grad_norm, result)
+                self._guard_event(self._vitals.take_grad_norm, norm)
 
     def after_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         owned = bool(self._optimizer_owned.get(optimizer))
