@@ -696,7 +696,7 @@ def test_a_regression_that_fits_worse_than_a_line_through_its_inputs_underfits(
     gravest = summary.gravest
     assert gravest is not None and gravest.severity is Severity.PROBLEM, summary
     assert gravest.details["cause"] == "underfitting"
-    assert "a straight line through the model's inputs explains" in gravest.message
+    assert "a straight line through the model's inputs (a least-squares fit" in gravest.message
     causes = tt.diagnose(trial).causes
     if fault == "unscaled":
         # the line explains over 0.9 (its half: the threshold), the model under half of it
@@ -738,6 +738,98 @@ def test_a_line_fitted_step_by_step_matches_least_squares_whatever_the_features_
     assert few.judge(x[500:], t[500:], np.full(100, mean), mean, 2.0) is None
     fit.add(x[:10, :4], t[:10])  # another width: given up
     assert fit.judge(x[500:], t[500:], np.full(100, mean), mean, 2.0) is None
+
+
+def _classes(shuffled: bool, n: int = 3000) -> tuple[object, object, object, object]:
+    """Three classes a linear classifier of the 8 features gets about 86% right."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 8, generator=gen)
+    scores = x @ torch.randn(8, 3, generator=gen) * 2 + 0.3 * torch.randn(n, 3, generator=gen)
+    y = scores.argmax(dim=1)
+    cut = n * 4 // 5
+    y_train = y[:cut][torch.randperm(cut, generator=gen)] if shuffled else y[:cut]
+    return x[:cut], y_train, x[cut:], y[cut:]
+
+
+@pytest.mark.parametrize("fault", ["unscaled", "shuffled", "none"])
+def test_a_classifier_that_does_worse_than_a_linear_classifier_of_its_inputs_underfits(
+    tmp_path: Path, fault: str
+) -> None:
+    """Classes a linear classifier of the inputs gets about 86% right: a network trained on
+    them by SGD with one feature in units 1000x the others' ends at chance. Before, "do the
+    labels follow from the inputs?"; the linear classifier (fitted on the same training
+    labels) says they do, so the cause is underfitting, which the unscaled feature explains:
+    the diagnosis names it first. With the training labels shuffled the linear classifier is
+    at chance too: labels that do not follow from the inputs. On standardised features the
+    network does about as well as the line: nothing."""
+    import torch
+    from torch import nn
+
+    from tests.helpers import job_runs
+
+    x_train, y_train, x_val, y_val = _classes(fault == "shuffled")
+    if fault == "unscaled":
+        scales = [1000.0] + [1.0] * 7
+        x_train, x_val = _unscaled(x_train, scales), _unscaled(x_val, scales)
+    torch.manual_seed(0)
+    trial = job_runs.train(
+        tmp_path,
+        nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3)),
+        job_runs.Data(x_train, y_train, x_val, y_val),  # type: ignore[arg-type]
+        lambda p: torch.optim.SGD(p, lr=0.05),
+        nn.CrossEntropyLoss(),
+        steps=300,
+        evaluate_at_end=True,
+    )
+    summary = invoke_rule(AccuracyAtChance(trial))
+    if fault == "none":
+        assert summary.status.value == "NoIssuesFound", summary
+        return
+    gravest = summary.gravest
+    assert gravest is not None and gravest.severity is Severity.PROBLEM, summary
+    causes = tt.diagnose(trial).causes
+    if fault == "shuffled":
+        assert gravest.details["cause"] == "no_learnable_signal", gravest.message
+        assert "linear classifier" not in gravest.message
+        return
+    assert gravest.details["cause"] == "underfitting", gravest.message
+    said = "not labels that do not follow from the inputs: a linear classifier through the model's"
+    assert said in gravest.message
+    assert causes[0] == "unnormalised_input" and "underfitting" in causes, causes
+
+
+def test_a_linear_classifier_fitted_step_by_step_answers_as_least_squares_one_hot() -> None:
+    """The classifier's sums, added a batch at a time (the classes seen growing from batch to
+    batch), answer as the least-squares fit of all the rows' one-hot labels; labels shuffled
+    against their rows leave it at chance, so it judges nothing; too few rows judge nothing."""
+    from tensortap.rules.builtin._linear import ROWS_PER_COEFFICIENT, LinearClassifier
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(900, 4)) * np.array([1e-3, 1.0, 1e3, 1e4]) + 50.0
+    labels = np.argmax((x - 50.0) / np.array([1e-3, 1.0, 1e3, 1e4]) @ rng.normal(size=(4, 4)), 1)
+    order = np.argsort(labels[:800], kind="stable")  # class 0's rows first: the columns grow
+    xt, yt = x[:800][order], labels[:800][order]
+    fit = LinearClassifier()
+    for i in range(0, 800, 100):
+        fit.add(xt[i : i + 100].astype(np.float32), yt[i : i + 100])
+    guess = np.zeros(100, dtype=np.int64)  # a model that always answers class 0
+    found = fit.judge(x[800:].astype(np.float32), labels[800:], guess, 2.0)
+    assert found is not None and found.classifier and found.rows == 800 and found.features == 4
+    a = np.hstack([x[:800], np.ones((800, 1))])
+    exact = np.linalg.lstsq(a, np.eye(4)[labels[:800]], rcond=None)[0]
+    line = np.argmax(np.hstack([x[800:], np.ones((100, 1))]) @ exact, axis=1)
+    assert found.line > 0.5 and found.model == 0.0
+    assert fit.judge(x[800:], labels[800:], line, 2.0) is None  # as good as the line
+    shuffled = LinearClassifier()
+    shuffled.add(x[:800], rng.permutation(labels[:800]))
+    assert shuffled.judge(x[800:], labels[800:], guess, 2.0) is None
+    few = LinearClassifier()
+    few.add(x[: ROWS_PER_COEFFICIENT * 5 - 1], labels[: ROWS_PER_COEFFICIENT * 5 - 1])
+    assert few.judge(x[800:], labels[800:], guess, 2.0) is None
+    fit.add(x[:10, :3], labels[:10])  # another width: given up
+    assert not fit.fitting and fit.judge(x[800:], labels[800:], guess, 2.0) is None
 
 
 @pytest.mark.parametrize("frozen", ["head", "backbone", "none"])

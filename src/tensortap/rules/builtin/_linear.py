@@ -1,6 +1,8 @@
-"""A straight line through a regression's inputs: the least-squares fit of its training targets
-on the model's own input, the baseline any network trained on those inputs should at least
-match (AccuracyAtChance judges a regression's last evaluation pass against it)."""
+"""A straight line through a model's inputs: the least-squares fit of its training targets on
+the model's own input, the baseline any network trained on those inputs should at least match
+(AccuracyAtChance judges a last evaluation pass against it). A regression's line fits its
+targets; a classifier's fits the training labels one-hot and answers the class it scores
+highest (the least-squares linear discriminant)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tensortap.rules.builtin._chance import paired_z
+from tensortap.rules.builtin._chance import balanced, paired_z
 
 #: inputs wider than this are not fitted (the sums grow with the square of the width)
 MAX_FEATURES = 256
@@ -18,31 +20,102 @@ ROWS_PER_COEFFICIENT = 10
 MIN_R2 = 0.2
 #: a model that explains under this share of what the line explains fits worse than it
 SHARE = 0.5
+#: classes a classifier's line fits at most (one column of sums each)
+MAX_CLASSES = 100
 
 
 @dataclass(frozen=True)
 class Underfit:
     """A pass on which the model explains less than ``SHARE`` of what the line explains."""
 
-    #: the model's R^2 and the line's, on the same pass, against the training targets' mean
+    #: the model's R^2 and the line's, on the same pass, against the training targets' mean (a
+    #: classifier's: balanced accuracy's share of the way from chance to perfect)
     model: float
     line: float
-    #: how far the line's squared error is below the model's, in standard errors
+    #: how far the line's squared error is below the model's, in standard errors (a
+    #: classifier's: its share of samples right above the model's)
     z: float
     #: the training rows the line was fitted on, and the features
     rows: int
     features: int
+    #: a classifier's (the line answers the class it scores highest), or a regression's
+    classifier: bool = False
+
+    def scored(self) -> str:
+        """The line's score against the model's, in words."""
+        if self.classifier:
+            return (
+                f"{self.line:.0%} of the way from chance to perfect (balanced accuracy) "
+                f"against the model's {self.model:.0%}"
+            )
+        return f"R^2 {self.line:.3f} against the model's {self.model:.3f}"
+
+    def fitted(self) -> str:
+        """What the line is, in words."""
+        what = "a linear classifier" if self.classifier else "a straight line"
+        return (
+            f"{what} through the model's inputs (a least-squares fit on {self.rows} training "
+            f"rows of the {self.features} input features)"
+        )
+
+
+class _Sums:
+    """``[x 1]^T [x 1]`` and ``[x 1]^T t`` added step by step, for targets of any number of
+    columns (a classifier's one-hot columns grow with the largest class seen); memory bounded
+    by the input's width, not the rows seen."""
+
+    def __init__(self) -> None:
+        self.gram: np.ndarray | None = None
+        self.cross: np.ndarray | None = None
+        self.rows = 0
+        self.off = False  # an input that is not one matrix of one width: no fit
+
+    def add(self, x: np.ndarray, t: np.ndarray) -> None:
+        """Add rows ``x`` (N, F) and their targets ``t`` (N, C), float64 and finite."""
+        a = _with_intercept(x)
+        gram, cross = a.T @ a, a.T @ t
+        if self.gram is None or self.cross is None:
+            self.gram, self.cross = gram, cross
+        elif self.gram.shape != gram.shape:
+            self.off = True
+            return
+        else:
+            self.gram += gram
+            wide = max(self.cross.shape[1], cross.shape[1])
+            self.cross = _columns(self.cross, wide)
+            self.cross += _columns(cross, wide)
+        self.rows += x.shape[0]
+
+    def coefficients(self, features: int) -> np.ndarray | None:
+        """The least-squares coefficients (F + 1, C) for inputs of ``features`` columns, or
+        None: no fit, another width, or under ``ROWS_PER_COEFFICIENT`` rows a coefficient."""
+        if self.off or self.gram is None or self.cross is None:
+            return None
+        width = self.gram.shape[0]
+        if features + 1 != width or self.rows < ROWS_PER_COEFFICIENT * width:
+            return None
+        return _solve(self.gram, self.cross)
+
+
+def _columns(m: np.ndarray, wide: int) -> np.ndarray:
+    return m if m.shape[1] == wide else np.pad(m, ((0, 0), (0, wide - m.shape[1])))
+
+
+def _features(x: np.ndarray) -> np.ndarray | None:
+    """``x`` as float64 rows (N, F), or None where it is not a matrix of finite floating-point
+    features no wider than ``MAX_FEATURES``."""
+    if x.ndim != 2 or x.dtype.kind != "f" or not x.shape[0] or x.shape[1] > MAX_FEATURES:
+        return None
+    x64 = x.astype(np.float64)
+    return x64 if np.isfinite(x64).all() else None
 
 
 class LinearFit:
-    """The sums of a least-squares fit (with an intercept) of targets on a matrix input, added
-    step by step; memory bounded by the input's width, not the rows seen."""
+    """A regression's line: the sums of a least-squares fit (with an intercept) of targets on
+    a matrix input, added step by step."""
 
     def __init__(self) -> None:
-        self._gram: np.ndarray | None = None  # [x 1]^T [x 1]
-        self._cross: np.ndarray | None = None  # [x 1]^T t
-        self._rows = 0
-        self._off = False  # an input that is not one matrix of one width: no fit
+        self._sums = _Sums()
 
     @staticmethod
     def rows_of(x: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -50,36 +123,22 @@ class LinearFit:
         floating-point features with one floating-point target a row. Several targets a row
         are not fitted: a line reproduces an autoencoder's input exactly, which its bottleneck
         is there not to do."""
-        if x.ndim != 2 or x.dtype.kind != "f" or not x.shape[0] or x.shape[1] > MAX_FEATURES:
+        x64 = _features(x)
+        if x64 is None or t.size != x64.shape[0] or t.dtype.kind != "f":
             return None
-        n = x.shape[0]
-        if t.size != n or t.dtype.kind != "f":
-            return None
-        x64, t64 = x.astype(np.float64), t.astype(np.float64).reshape(n, -1)
-        if not (np.isfinite(x64).all() and np.isfinite(t64).all()):
-            return None
-        return x64, t64
+        t64 = t.astype(np.float64).reshape(x64.shape[0], 1)
+        return (x64, t64) if np.isfinite(t64).all() else None
 
     def add(self, x: np.ndarray, t: np.ndarray) -> None:
         """Add a training step's inputs and targets (ignored, and the fit given up, where they
         are not rows of one matrix input of the width seen so far)."""
-        if self._off:
+        if self._sums.off:
             return
         found = self.rows_of(x, t)
         if found is None:
-            self._off = True
+            self._sums.off = True
             return
-        a = _with_intercept(found[0])
-        gram, cross = a.T @ a, a.T @ found[1]
-        if self._gram is None or self._cross is None:
-            self._gram, self._cross = gram, cross
-        elif self._gram.shape != gram.shape or self._cross.shape != cross.shape:
-            self._off = True
-            return
-        else:
-            self._gram += gram
-            self._cross += cross
-        self._rows += found[0].shape[0]
+        self._sums.add(*found)
 
     def judge(
         self, x: np.ndarray, t: np.ndarray, predicted: np.ndarray, mean: float, z_threshold: float
@@ -89,16 +148,14 @@ class LinearFit:
         the training targets') and the model under ``SHARE`` of what the line explains, the
         line's squared error ``z_threshold`` standard errors below the model's; else None
         (also where the fit has too few training rows, or none)."""
-        if self._off or self._gram is None or self._cross is None:
-            return None
-        width = self._gram.shape[0]
-        if self._rows < ROWS_PER_COEFFICIENT * width:
-            return None
         found = self.rows_of(x, t)
-        if found is None or predicted.size != found[1].size or found[0].shape[1] + 1 != width:
+        if found is None or predicted.size != found[1].size:
+            return None
+        coefficients = self._sums.coefficients(found[0].shape[1])
+        if coefficients is None:
             return None
         target = found[1].ravel()
-        line = (_with_intercept(found[0]) @ _solve(self._gram, self._cross)).ravel()
+        line = (_with_intercept(found[0]) @ coefficients).ravel()
         model = predicted.astype(np.float64).ravel()
         if not np.isfinite(model).all():
             return None
@@ -111,7 +168,73 @@ class LinearFit:
         z = paired_z(model_err - line_err)
         if r2_line < MIN_R2 or r2_model >= SHARE * r2_line or z < z_threshold:
             return None
-        return Underfit(r2_model, r2_line, z, self._rows, width - 1)
+        return Underfit(r2_model, r2_line, z, self._sums.rows, found[0].shape[1])
+
+
+class LinearClassifier:
+    """A classifier's line: the training labels fitted one-hot on the model's matrix input by
+    least squares, answering the class it scores highest. Invariant to each feature's scale
+    and offset, so features on their own scales, which slow or stall a network's training,
+    leave it as good as on standardised ones; fitted on the labels the model was trained on,
+    so shuffled labels leave it at chance too."""
+
+    def __init__(self) -> None:
+        self._sums = _Sums()
+
+    @property
+    def fitting(self) -> bool:
+        """Whether the fit goes on (no input yet that was not a matrix of features)."""
+        return not self._sums.off
+
+    def add(self, x: np.ndarray, labels: np.ndarray) -> None:
+        """Add a training step's inputs and class ids (the fit given up where they are not
+        rows of one matrix input, one class id in [0, ``MAX_CLASSES``) a row)."""
+        if self._sums.off:
+            return
+        x64 = _features(x)
+        if (
+            x64 is None
+            or labels.shape != (x64.shape[0],)
+            or labels.min() < 0
+            or labels.max() >= MAX_CLASSES
+        ):
+            self._sums.off = True
+            return
+        onehot = np.zeros((labels.size, int(labels.max()) + 1))
+        onehot[np.arange(labels.size), labels] = 1.0
+        self._sums.add(x64, onehot)
+
+    def judge(
+        self, x: np.ndarray, labels: np.ndarray, predicted: np.ndarray, z_threshold: float
+    ) -> Underfit | None:
+        """The pass's ``predicted`` classes against the line's on the same rows: an Underfit
+        where the line gets at least ``MIN_R2`` of the way from chance to perfect (balanced
+        accuracy) and the model under ``SHARE`` of the line's way, with the line's share of
+        samples right ``z_threshold`` standard errors above the model's; else None."""
+        x64 = _features(x)
+        if x64 is None or labels.shape != (x64.shape[0],) or predicted.shape != labels.shape:
+            return None
+        coefficients = self._sums.coefficients(x64.shape[1])
+        if coefficients is None or labels.size < 2:
+            return None
+        line = np.argmax(_with_intercept(x64) @ coefficients, axis=1)
+        k = max(int(np.unique(labels).size), 2)
+
+        def way(answered: np.ndarray) -> float:
+            return (balanced(labels, answered)[0] - 1 / k) / (1 - 1 / k)
+
+        model_way, line_way = way(predicted), way(line)
+        z = paired_z((line == labels).astype(np.float64) - (predicted == labels))
+        if line_way < MIN_R2 or model_way >= SHARE * line_way or z < z_threshold:
+            return None
+        return Underfit(
+            model_way,
+            line_way,
+            z,
+            self._sums.rows,
+            x64.shape[1],
+            classifier=True,
+        )
 
 
 def _with_intercept(x: np.ndarray) -> np.ndarray:

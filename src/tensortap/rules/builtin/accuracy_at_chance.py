@@ -26,7 +26,7 @@ from tensortap.rules.builtin._labels import (
     labels_and_predictions,
     regression_targets,
 )
-from tensortap.rules.builtin._linear import SHARE, LinearFit, Underfit
+from tensortap.rules.builtin._linear import SHARE, LinearClassifier, LinearFit, Underfit
 from tensortap.rules.builtin._samples import model_input
 from tensortap.rules.builtin._series import Stages, pass_ends_at
 
@@ -126,8 +126,8 @@ class AccuracyAtChance(Rule):
         self._labels: list[np.ndarray] = []
         self._predictions: list[np.ndarray] = []
         self._regression: list[tuple[np.ndarray, np.ndarray]] = []  # (predicted, target)
-        self._pass_inputs: list[np.ndarray | None] = []  # the model's inputs of those targets
-        self._underfit: Underfit | None = None  # the regression's pass judged last, if so
+        self._pass_inputs: list[np.ndarray | None] = []  # the model's inputs of the pass's steps
+        self._underfit: Underfit | None = None  # the pass judged last, if under the line
         self._names: list[str] = []
         self._stages = Stages(base_trial)
         self._stage_from = 0  # the TRAIN step the stage under way began at
@@ -138,6 +138,7 @@ class AccuracyAtChance(Rule):
         model's fit, on another task whose chance and training labels are its own)."""
         self._train_sum, self._train_count = 0.0, 0  # of the training targets
         self._line = LinearFit()  # the training targets fitted on the model's inputs
+        self._class_line = LinearClassifier()  # the training labels fitted on them
         self._at_chance = 0  # passes in a row at chance
         self._judged = 0
         self._train_steps = 0  # TRAIN steps walked
@@ -197,6 +198,7 @@ class AccuracyAtChance(Rule):
             )
             self._labels.append(y)
             self._predictions.append(p)
+            self._pass_inputs.append(self._matrix_input(step) if self._class_line.fitting else None)
         if not pass_ends_at(self.base_trial, step):
             raise self.skip("the evaluation pass goes on")
         return self._judge_pass(step)
@@ -212,7 +214,11 @@ class AccuracyAtChance(Rule):
             if x is not None:
                 self._line.add(x, found[1])
         else:
-            self._count_train_labels(step)
+            y = self._train_classes(step)
+            if y is not None and self._class_line.fitting:
+                given = model_input(self.base_trial, step)
+                if given is not None:
+                    self._class_line.add(np.asarray(given[1]), y)
 
     def invoke_at_end(self, last_step: int) -> bool | None:
         """The evaluation pass that ended the run, when it was read live (its end was not known
@@ -458,12 +464,10 @@ class AccuracyAtChance(Rule):
         its inputs), whose cause the diagnosis looks for among the set-up's (unnormalised
         features, a learning rate too low, an initialisation that stalls)."""
         self.explain(
-            f"{said}; a straight line through the model's inputs explains more: R^2 "
-            f"{found.line:.3f} on the same targets (a least-squares fit on {found.rows} "
-            f"training rows of the {found.features} input features; {found.z:.1f} standard "
-            f"errors better), and the model under {SHARE:.0%} of that ({found.model:.3f}) at "
-            "the end of training: it fits worse than a linear model of its inputs (features on "
-            "their own scales, a learning rate too low, or training too short?)",
+            f"{said}; {found.fitted()} does better on the same samples: {found.scored()} "
+            f"({found.z:.1f} standard errors better), the model under {SHARE:.0%} of the line's "
+            "at the end of training: it fits worse than a linear model of its inputs (features "
+            "on their own scales, a learning rate too low, or training too short?)",
             tensors=self._names,
             value=found.model,
             threshold=SHARE * found.line,
@@ -490,34 +494,42 @@ class AccuracyAtChance(Rule):
     def _classified(self) -> PassScore | None:
         """The classifier's pass gathered so far, judged (None: too few samples)."""
         labels, predicted = np.concatenate(self._labels), np.concatenate(self._predictions)
-        self._labels, self._predictions = [], []
+        inputs = _one_matrix(self._pass_inputs)
+        self._labels, self._predictions, self._pass_inputs, self._underfit = [], [], [], None
         if labels.size < self.min_samples:
             return None
         self._pass_labels = np.bincount(labels) if labels.min() >= 0 else np.zeros(0, np.int64)
+        if inputs is not None:
+            self._underfit = self._class_line.judge(inputs, labels, predicted, self.z_threshold)
         return classified(labels, predicted, self.z_threshold)
 
-    def _count_train_labels(self, step: int) -> None:
-        """Add the class labels saved at a TRAIN step (if any) to the training labels' counts,
-        until ``_MAX_TRAIN`` were counted (a sample of the training set is enough)."""
-        if self._train_labels.sum() >= _MAX_TRAIN or self._regression or self._train_count:
-            return
+    def _train_classes(self, step: int) -> np.ndarray | None:
+        """The class ids saved at a TRAIN step (None: none, or targets that are not classes),
+        added to the training labels' counts until ``_MAX_TRAIN`` were counted (a sample of
+        the training set is enough for their shares); read while they are counted or the
+        linear classifier fits them."""
+        counting = self._train_labels.sum() < _MAX_TRAIN
+        if self._regression or self._train_count or not (counting or self._class_line.fitting):
+            return None
         name = find(self, "labels", self.labels_regex, step)
         if name is None:
-            return
+            return None
         labels = np.asarray(self.base_trial.tensor(name).value(step))
         whole = labels.dtype.kind in "iub" or (
             labels.dtype.kind == "f" and bool(np.all(np.mod(labels, 1) == 0))
         )
         if not whole and labels.ndim < 2:  # neither class ids nor one-hot rows: targets
-            return
+            return None
         if labels.ndim >= 2 and not np.allclose(labels.sum(axis=-1), 1.0):
-            return  # multi-hot rows (several labels a sample): no class shares
+            return None  # multi-hot rows (several labels a sample): no class shares
         y = as_classes(labels, labels)[0]
         if y.size == 0 or y.min() < 0:
-            return
-        counts = np.bincount(y, minlength=self._train_labels.size)
-        counts[: self._train_labels.size] += self._train_labels
-        self._train_labels = counts
+            return None
+        if counting:
+            counts = np.bincount(y, minlength=self._train_labels.size)
+            counts[: self._train_labels.size] += self._train_labels
+            self._train_labels = counts
+        return y
 
     def _other_cause(self) -> tuple[str, str] | None:
         """(cause, why) where passes at chance are not labels that do not follow from the
@@ -548,11 +560,10 @@ class AccuracyAtChance(Rule):
         line = self._underfit
         if line is not None:
             return "underfitting", (
-                "not targets that do not follow from the inputs: a straight line through the "
-                f"model's inputs explains R^2 {line.line:.3f} of them (a least-squares fit on "
-                f"{line.rows} training rows of the {line.features} input features), so the "
-                "model fits worse than a linear model of its inputs (features on their own "
-                "scales, a learning rate too low, or updates that do not reach the weights?)"
+                f"not {'labels' if line.classifier else 'targets'} that do not follow from the "
+                f"inputs: {line.fitted()} does better: {line.scored()}, so the model fits worse "
+                "than a linear model of its inputs (features on their own scales, a learning "
+                "rate too low, or updates that do not reach the weights?)"
             )
         shift = label_shift(self._train_labels, self._pass_labels)
         return None if shift is None else ("class_imbalance", shift)
@@ -585,18 +596,22 @@ class AccuracyAtChance(Rule):
         targets' mean (the pass's own where no training target was saved); None: too few."""
         predicted = np.concatenate([p.ravel() for p, _ in self._regression]).astype(np.float64)
         target = np.concatenate([t.ravel() for _, t in self._regression]).astype(np.float64)
-        inputs = self._pass_inputs
+        inputs = _one_matrix(self._pass_inputs)
         self._regression, self._pass_inputs, self._underfit = [], [], None
         if target.size < self.min_samples:
             return None
         mean = self._train_sum / self._train_count if self._train_count else float(target.mean())
-        matrices = [x for x in inputs if x is not None]
-        if (
-            self._train_count
-            and len(matrices) == len(inputs)
-            and len({x.shape[1] for x in matrices}) == 1  # one width: rows of one matrix
-        ):
-            self._underfit = self._line.judge(
-                np.concatenate(matrices), target, predicted, mean, self.z_threshold
-            )
+        if self._train_count and inputs is not None:
+            self._underfit = self._line.judge(inputs, target, predicted, mean, self.z_threshold)
         return regressed(predicted, target, mean, self.z_threshold)
+
+
+def _one_matrix(inputs: list[np.ndarray | None]) -> np.ndarray | None:
+    """A pass's steps' inputs as the rows of one matrix, or None where a step's is missing or
+    they differ in width."""
+    if not inputs or any(x is None for x in inputs):
+        return None
+    matrices = [x for x in inputs if x is not None]
+    if len({x.shape[1] for x in matrices}) != 1:
+        return None
+    return np.concatenate(matrices)
