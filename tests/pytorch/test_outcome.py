@@ -202,3 +202,110 @@ def test_scores_met_outside_a_loss_give_way_to_a_loss_of_the_same_step() -> None
     count = len(saved)
     tap.on_loss(CLASSES, scores, target, None)
     assert len(saved) == count  # the script's own values win
+
+
+def _regression_run(
+    out: Path, loss: str, shuffled: bool = False, steps: int = 60
+) -> tuple[Any, dict[int, tuple[list[float], list[float]]]]:
+    """A linear regression trained with a functional loss and ``hook.record_loss`` (``loss``:
+    "functional"), an unregistered ``nn.MSELoss`` ("module"), or a registered one
+    ("registered"); an evaluation under ``no_grad`` every 20 steps. Returns the trial and the
+    (prediction, target) of the last TRAIN step, by step."""
+    torch.manual_seed(0)
+    x = torch.randn(2000, 4)
+    y = x @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]]) + 0.1 * torch.randn(2000, 1)
+    y_train = y[:1500][torch.randperm(1500)] if shuffled else y[:1500]
+    model = nn.Linear(4, 1)
+    criterion = nn.MSELoss()
+    every = {tt.modes.EVAL: tt.SaveConfigMode(save_interval=1)}  # every evaluation step
+    hook = tt.Hook(
+        str(out),
+        include_collections=["inputs", "losses"],
+        save_config=tt.SaveConfig(save_interval=10, mode_save_configs=every),
+    )
+    hook.register_module(model)
+    if loss == "registered":
+        hook.register_loss(criterion)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    seen: dict[int, tuple[list[float], list[float]]] = {}
+    for step in range(steps):
+        i = (step * 30) % 1500
+        xb, yb = x[i : i + 30], y_train[i : i + 30]
+        pred = model(xb)
+        if loss == "functional":
+            value = torch.nn.functional.mse_loss(pred, yb)
+            hook.record_loss(value)
+        else:
+            value = criterion(pred, yb)
+        seen[step] = (pred.detach().ravel().tolist(), yb.ravel().tolist())
+        opt.zero_grad()
+        value.backward()
+        opt.step()
+        if step % 20 == 19:
+            with torch.no_grad():
+                for j in range(1500, 2000, 250):
+                    xv, yv = x[j : j + 250], y[j : j + 250]
+                    if loss == "functional":
+                        torch.nn.functional.mse_loss(model(xv), yv)
+                    else:
+                        criterion(model(xv), yv)
+    hook.close()
+    return tt.create_trial(str(out)), seen
+
+
+@pytest.mark.parametrize("loss", ["functional", "module"])
+def test_a_functional_regression_loss_saves_its_prediction_and_target_as_a_modules_are(
+    tmp_path: Path, loss: str
+) -> None:
+    """F.mse_loss (and an unregistered nn.MSELoss, which calls it) gives the regression's
+    outcome at the steps where ``inputs`` is due, in training and in evaluation under
+    ``no_grad`` alike: the prediction as ``mse_loss_input_0``, the target as
+    ``mse_loss_input_1``, exactly."""
+    trial, seen = _regression_run(tmp_path, loss)
+    pred, target = trial.tensor("mse_loss_input_0"), trial.tensor("mse_loss_input_1")
+    train = target.steps(mode=tt.modes.TRAIN)
+    assert train == [0, 10, 20, 30, 40, 50]  # the hook's schedule
+    for step in train:
+        got = pred.value(step, mode=tt.modes.TRAIN).ravel().tolist()
+        assert got == pytest.approx(seen[step][0], abs=1e-6)
+        assert target.value(step, mode=tt.modes.TRAIN).ravel().tolist() == seen[step][1]
+    assert len(target.steps(mode=tt.modes.EVAL)) == 6  # 3 passes of 2 batches, each saved
+    assert "mse_loss_input_1" in trial.tensor_names(collection="inputs")
+
+
+def test_a_registered_regression_loss_saves_its_own_inputs_only(tmp_path: Path) -> None:
+    trial, _ = _regression_run(tmp_path, "registered")
+    names = trial.tensor_names()
+    assert "MSELoss_input_1" in names and not any(n.startswith("mse_loss") for n in names)
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_a_functional_regression_is_judged_against_chance(tmp_path: Path, shuffled: bool) -> None:
+    """Before, a regression trained with F.mse_loss saved no targets and AccuracyAtChance had
+    nothing to judge (NoData): shuffled targets ended "healthy". Now its evaluation passes are
+    judged: at chance with the training targets shuffled, above it without."""
+    from tensortap.rules import AccuracyAtChance, invoke_rule
+    from tensortap.rules._finding import Severity
+
+    trial, _ = _regression_run(tmp_path, "functional", shuffled=shuffled, steps=120)
+    summary = invoke_rule(AccuracyAtChance(trial))
+    if shuffled:
+        gravest = summary.gravest
+        assert gravest is not None and gravest.severity is Severity.PROBLEM, summary
+        assert gravest.details["cause"] == "no_learnable_signal", gravest.message
+    else:
+        assert summary.status.value == "NoIssuesFound", summary
+
+
+def test_a_functional_loss_over_a_large_tensor_saves_nothing(tmp_path: Path) -> None:
+    from tensortap.core._outcome import MAX_REGRESSION_VALUES
+
+    hook = tt.Hook(str(tmp_path), include_collections=["inputs"])
+    model = nn.Identity()
+    hook.register_module(model)
+    big = torch.zeros(MAX_REGRESSION_VALUES + 1)
+    torch.nn.functional.l1_loss(model(big), big)
+    torch.nn.functional.l1_loss(model(big[:8]), big[:8] + 1)
+    hook.close()
+    trial = tt.create_trial(str(tmp_path))
+    assert trial.tensor("l1_loss_input_1").value(0).tolist() == [1.0] * 8

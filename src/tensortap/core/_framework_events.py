@@ -46,6 +46,11 @@ class FrameworkEvents(Protocol):
         ``total_norm`` handed to ``clip_grads_with_norm_``), else None."""
         ...
 
+    def after_regression_loss(self, name: str, prediction: Any, target: Any) -> None:
+        """The functional regression loss ``name`` (``mse_loss``) compared ``prediction`` with
+        ``target``: the step's regression outcome."""
+        ...
+
     def before_optimizer_step(self, optimizer: Any) -> None:
         """``optimizer.step()`` is about to apply the gradients."""
         ...

@@ -25,6 +25,13 @@ Labels are saved as ``labels`` (int32 classes) in the ``labels`` collection, pre
 model gives one probability per target, as a sigmoid output does, which the rules cut at 0.5).
 Shapes that do not pair up (a target per sample beside a score per token, say) are not saved:
 :func:`sample_outcome` returns None, it never raises on odd input.
+
+A regression's outcome is the two inputs of its loss, saved as a registered loss module's are
+(``MSELoss_input_0``, the prediction, and ``MSELoss_input_1``, the target, in ``inputs``); for
+the functional regression losses (:data:`FUNCTIONAL_REGRESSION_LOSSES`, which scripts call
+with ``hook.record_loss`` and nothing else) the PyTorch hook saves them under the function's
+name (``mse_loss_input_0``, ``mse_loss_input_1``), at most :data:`MAX_REGRESSION_VALUES`
+values each.
 """
 
 from __future__ import annotations
@@ -41,6 +48,12 @@ LABELS = "labels"
 PREDICTIONS = "predictions"
 #: The tensor names the adapters save the outcome under (and the collections they join).
 OUTCOME_NAMES = (LABELS, PREDICTIONS)
+#: The functional regression losses whose inputs (prediction, target) are saved as a loss
+#: module's are, under the function's name: ``mse_loss_input_0``, ``mse_loss_input_1``.
+FUNCTIONAL_REGRESSION_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
+#: A functional regression loss's inputs are saved only up to this many values each (a
+#: reconstruction of images is no regression outcome to keep at every due step).
+MAX_REGRESSION_VALUES = 1 << 16
 #: At most this many positions (samples, or tokens of a sequence) per step.
 MAX_ROWS = 4096
 #: At most this many bytes per step, labels and predictions together.

@@ -16,7 +16,12 @@ Installed once, when the first PyTorch hook is created:
   with ``get_total_norm`` and clips with it). Code
   that bound one of them to a name of its own before the first hook was made (``from
   torch.nn.utils import clip_grad_norm_`` at the top of a script) calls the original: the hook
-  then saves the gradients as the optimizer receives them, clipped.
+  then saves the gradients as the optimizer receives them, clipped;
+- the functional regression losses (``F.mse_loss``, ``F.l1_loss``, ``F.smooth_l1_loss``,
+  ``F.huber_loss``, which ``nn.MSELoss`` and its kin call too) are wrapped so hooks see the
+  prediction and the target a regression's loss compared (its outcome), in training and in an
+  evaluation under ``no_grad`` alike. The same caveat: a name bound before the first hook was
+  made (``from torch.nn.functional import mse_loss``) calls the original.
 
 With no live hook, each event costs an empty loop.
 """
@@ -34,6 +39,8 @@ from torch.optim.optimizer import (
     register_optimizer_step_post_hook,
     register_optimizer_step_pre_hook,
 )
+
+from tensortap.core._outcome import FUNCTIONAL_REGRESSION_LOSSES
 
 if TYPE_CHECKING:
     from tensortap.core._framework_events import FrameworkEvents
@@ -126,6 +133,29 @@ def _patch_clipping() -> None:
             setattr(clip_grad, name, wrapped)
 
 
+def _wrap_regression_loss(original: Callable[..., Any], name: str) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def loss(input: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
+        value = original(input, target, *args, **kwargs)
+        if _hooks and not torch.compiler.is_compiling():
+            for ref in _hooks:
+                hook = ref()
+                if hook is not None:
+                    hook.after_regression_loss(name, input, target)
+        return value
+
+    return loss
+
+
+def _patch_regression_losses() -> None:
+    from torch.nn import functional
+
+    for name in FUNCTIONAL_REGRESSION_LOSSES:
+        original = getattr(functional, name, None)
+        if original is not None:
+            setattr(functional, name, _wrap_regression_loss(original, name))
+
+
 def _wrap_scheduler_step(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def step(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -162,6 +192,7 @@ def _install() -> None:
         register_optimizer_step_post_hook(_optimizer_post)
         _patch_schedulers()
         _patch_clipping()
+        _patch_regression_losses()
         _installed = True
 
 

@@ -27,7 +27,7 @@ from tensortap.core._collections import (
 )
 from tensortap.core._handles import HookHandle
 from tensortap.core._modes import ModeKeys
-from tensortap.core._outcome import OUTCOME_NAMES
+from tensortap.core._outcome import MAX_REGRESSION_VALUES, OUTCOME_NAMES
 from tensortap.core._recorder import RAW_PLAN, records_from_array
 from tensortap.core._reduction_config import ReductionConfig
 from tensortap.core._stages import stage_marks_for
@@ -57,7 +57,7 @@ from tensortap.pytorch._naming import (
     unwrap,
 )
 from tensortap.pytorch._optimizer import optimizer_tensors
-from tensortap.pytorch._outcome import OutcomeTap
+from tensortap.pytorch._outcome import REGRESSION_LOSS_MODULES, OutcomeTap
 from tensortap.pytorch._registry import Param, Registry
 from tensortap.pytorch._router import RouterStats, check_router, find_routers, router_shape
 from tensortap.pytorch._slot_layout import (
@@ -84,6 +84,10 @@ def _distributed() -> tuple[int, int] | None:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return None
+
+
+#: where a functional regression loss's inputs are saved, as a loss module's are
+_INPUTS = (CollectionKeys.INPUTS,)
 
 
 class Hook(TrainerControls, BaseHook):
@@ -175,6 +179,7 @@ class Hook(TrainerControls, BaseHook):
         self._loop = LoopFacts(self._recorder, self._registry, self._contain)
         self._config_watch = ConfigWatch(self.gather_config)  # the run's configuration
         self._outcome = OutcomeTap(self._recorder, self._save_outcome)
+        self._regression_module = False  # a registered regression loss module saves its inputs
         # the model the last trainer fit of this trial trained (fit_begins), in any session
         self._stages = stage_marks_for(self.out_dir, self.worker)
         events.attach(self)
@@ -259,6 +264,8 @@ class Hook(TrainerControls, BaseHook):
         known = self._registrations.get(id(loss_module))
         if known is not None or not self._registry.add_loss(loss_module):
             return known or HookHandle(())  # a module of a registered model: nothing installed
+        if isinstance(loss_module, REGRESSION_LOSS_MODULES):
+            self._regression_module = True
         post = loss_module.register_forward_hook(self._on_loss_forward)
         # held weakly: a loss made anew in each forward pass must be free to go
         forget = partial(self._forget_loss, weakref.ref(loss_module))
@@ -630,6 +637,21 @@ class Hook(TrainerControls, BaseHook):
                 self._guard_event(self._outcome.on_loss, kind, scores, target, ignore_index)
                 if self._loop.enabled and isinstance(loss, torch.Tensor) and loss.ndim == 0:
                     self._guard_event(self._loop.on_recorded_loss, loss)
+
+    def after_regression_loss(self, name: str, prediction: Any, target: Any) -> None:
+        """A functional regression loss (``F.mse_loss``, which ``nn.MSELoss`` calls too) ran:
+        its prediction and target saved as a loss module's inputs are (``mse_loss_input_0``,
+        ``mse_loss_input_1`` in ``inputs``) where ``inputs`` is due, each of at most
+        ``MAX_REGRESSION_VALUES`` values: the regression's outcome, which AccuracyAtChance
+        judges. Not where a registered regression loss module saves its own inputs."""
+        with self._lock:
+            if self._closed or self._paused or self._regression_module:
+                return
+            if not self._recorder.is_collection_due(CollectionKeys.INPUTS):
+                return
+            for i, value in enumerate((prediction, target)):
+                if isinstance(value, torch.Tensor) and 0 < value.numel() <= MAX_REGRESSION_VALUES:
+                    self._save_contained(f"{name}_input_{i}", value.detach(), _INPUTS)
 
     def wants_scores(self) -> bool:
         """Whether :meth:`after_scores` would save anything at this step (the outcome is due,

@@ -23,11 +23,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from tensortap.pytorch._outcome import REGRESSION_LOSS_MODULES
 from tensortap.pytorch._registry import Registry
 from tensortap.pytorch._weight_stats import local as _local
 
 _CLASS_LOSSES = (nn.CrossEntropyLoss, nn.NLLLoss)
-_REGRESSION_LOSSES = (nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss)
 
 
 class LossFacts:
@@ -61,7 +61,7 @@ class LossFacts:
         if not isinstance(x, torch.Tensor) or not isinstance(target, torch.Tensor):
             return
         name = self._registry.names[module].path if module in self._registry.names else "loss"
-        if isinstance(module, _REGRESSION_LOSSES):
+        if isinstance(module, REGRESSION_LOSS_MODULES):
             if x.shape != target.shape and _broadcast(x.shape, target.shape) != tuple(x.shape):
                 self._done.add(key)
                 self._mismatched.add(name)

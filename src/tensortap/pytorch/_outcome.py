@@ -54,6 +54,9 @@ _MODULE_KINDS: tuple[tuple[type[nn.Module], str], ...] = (
     (nn.BCEWithLogitsLoss, LOGITS),
     (nn.BCELoss, PROBABILITIES),
 )
+#: The regression loss modules: a registered one saves its own inputs, its prediction and
+#: target (the functional regression losses' inputs are saved by the hook otherwise).
+REGRESSION_LOSS_MODULES = (nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss)
 #: The functional losses wrapped under zero code change, and how each reads its input.
 FUNCTIONAL_KINDS = {
     "cross_entropy": CLASSES,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tensortap.core._outcome import FUNCTIONAL_REGRESSION_LOSSES
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import has_raw, names_in, optional_names_in
 
@@ -80,12 +81,14 @@ REGRESSION_LOSSES = ("MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss")
 def loss_targets(trial: Trial, names: Iterable[str]) -> set[str]:
     """The tensors among ``names`` that are what a loss module was given to compare with (its
     inputs after the first: ``BCEWithLogitsLoss_input_1`` for ``BCEWithLogitsLoss_output_0``
-    in ``losses``): the data's targets, not a tensor of the model. An optional read."""
+    in ``losses``; ``mse_loss_input_1`` for ``F.mse_loss``): the data's targets, not a tensor
+    of the model. An optional read."""
     modules = {
         loss.rpartition("_output_")[0]
         for loss in optional_names_in(trial, "losses")
         if loss.rpartition("_output_")[2] == "0"
     }
+    modules.update(FUNCTIONAL_REGRESSION_LOSSES)
     found = set()
     for name in names:
         module, _, index = name.rpartition("_input_")
@@ -95,15 +98,18 @@ def loss_targets(trial: Trial, names: Iterable[str]) -> set[str]:
 
 
 def regression_targets(trial: Trial, step: int) -> tuple[np.ndarray, np.ndarray, list[str]] | None:
-    """(predictions, targets, their names) a regression loss module received at ``step``, from
-    its saved inputs (``MSELoss_input_0`` and ``MSELoss_input_1`` for ``MSELoss_output_0`` in
-    ``losses``), or None where none was saved in full with floating-point values of one
-    size. An optional read: a trial without losses is not told to save them."""
+    """(predictions, targets, their names) a regression loss received at ``step``, from its
+    saved inputs (``MSELoss_input_0`` and ``MSELoss_input_1`` for ``MSELoss_output_0`` in
+    ``losses``; ``mse_loss_input_0`` and ``mse_loss_input_1`` for a functional one), or None
+    where none was saved in full with floating-point values of one size. An optional read: a
+    trial without losses is not told to save them."""
     saved = set(trial.tensor_names(step=step))
+    modules = []
     for loss in optional_names_in(trial, "losses", step):
         module, _, rest = loss.rpartition("_output_")
-        if module not in REGRESSION_LOSSES or rest != "0":
-            continue
+        if module in REGRESSION_LOSSES and rest == "0":
+            modules.append(module)
+    for module in (*modules, *FUNCTIONAL_REGRESSION_LOSSES):
         names = [f"{module}_input_0", f"{module}_input_1"]
         if not all(n in saved and has_raw(trial.tensor(n), step) for n in names):
             continue
@@ -124,7 +130,7 @@ def zero_output_loss(trial: Trial, step: int) -> tuple[float, str] | None:
     if found is not None:
         _, t, names = found
         y = t.astype(np.float64).ravel()
-        if names[0].startswith("MSELoss"):
+        if names[0].startswith(("MSELoss", "mse_loss")):
             return float(np.mean(np.square(y))), "the mean squared target (outputs of 0)"
         return float(np.mean(np.abs(y))), "the mean absolute target (outputs of 0)"
     labels = [n for n in optional_names_in(trial, "labels", step) if n in saved]

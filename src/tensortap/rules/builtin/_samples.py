@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 
+from tensortap.core._outcome import FUNCTIONAL_REGRESSION_LOSSES
 from tensortap.rules.builtin._common import has_raw, optional_names_in
 
 if TYPE_CHECKING:
@@ -42,11 +43,14 @@ _MODULE_INPUT = re.compile(r"^(?P<module>.+?)_input_\d+$")
 
 def _of_a_loss(name: str, losses: set[str]) -> bool:
     """Whether ``name`` is an input of a loss module (one whose output is in the ``losses``
-    collection): a model called with keyword arguments only (a Hugging Face model under its
-    Trainer) saves no input of its own, and its loss's first input, the logits, is no input
-    of the model's."""
+    collection) or of a functional regression loss (``mse_loss_input_0``): a model called with
+    keyword arguments only (a Hugging Face model under its Trainer) saves no input of its own,
+    and its loss's first input, the logits, is no input of the model's."""
     match = _MODULE_INPUT.match(name)
-    return match is not None and f"{match.group('module')}_output_0" in losses
+    if match is None:
+        return False
+    module = match.group("module")
+    return module in FUNCTIONAL_REGRESSION_LOSSES or f"{module}_output_0" in losses
 
 
 #: Layers that normalise what they are given (per feature or channel, from statistics of the

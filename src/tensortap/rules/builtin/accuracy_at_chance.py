@@ -86,8 +86,9 @@ class AccuracyAtChance(Rule):
     evidence needing harm (``details["needs_harm"]``): the model never learned what the labels
     say, which the diagnosis names where training is harmed in a way it explains.
 
-    A regression (no labels saved; a regression loss module such as ``MSELoss`` whose
-    prediction and target inputs are saved) is judged the same way against always answering
+    A regression (no labels saved; a regression loss module such as ``MSELoss``, or a
+    functional one such as ``F.mse_loss``, whose prediction and target inputs are saved) is
+    judged the same way against always answering
     the mean of the training targets: at chance when the model's squared error is not
     ``z_threshold`` standard errors (of the per-sample differences) below that constant's. A
     regression whose input is a matrix of features is also compared with a straight line
