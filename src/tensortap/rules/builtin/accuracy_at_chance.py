@@ -88,14 +88,15 @@ class AccuracyAtChance(Rule):
 
     A regression (no labels saved; a regression loss module such as ``MSELoss``, or a
     functional one such as ``F.mse_loss``, whose prediction and target inputs are saved) is
-    judged the same way against always answering
-    the mean of the training targets: at chance when the model's squared error is not
-    ``z_threshold`` standard errors (of the per-sample differences) below that constant's. A
-    regression whose input is a matrix of features is also compared with a straight line
-    through its inputs (``_linear.LinearFit``, fitted on the training targets saved): a last
-    pass, to the end of training, that explains under half of what the line explains is a
-    problem named ``underfitting``, and passes at chance whose targets the line explains are
-    ``underfitting`` too, not labels that do not follow from the inputs.
+    judged the same way against always answering the mean of the training targets: at chance
+    when the model's squared error is not ``z_threshold`` standard errors (of the per-sample
+    differences) below that constant's. A model whose input is a matrix of features is also
+    compared with a linear model of its inputs, fitted on the training targets or labels saved
+    (``_linear.LinearFit``, a regression's straight line; ``_linear.LinearClassifier``, a
+    classifier's least-squares linear discriminant): a last pass, to the end of training, that
+    gets under half of what the line gets is a problem named ``underfitting``, and passes at
+    chance whose targets or labels the line gets are ``underfitting`` too, not labels that do
+    not follow from the inputs.
     """
 
     collections_needed = ("labels", "predictions")
