@@ -16,7 +16,8 @@ from tensortap.rules.builtin._chance import balanced, paired_z
 MAX_FEATURES = 256
 #: training rows needed per coefficient before the fit is trusted (fewer: it fits the noise)
 ROWS_PER_COEFFICIENT = 10
-#: a fit worth matching: it explains at least this share of the targets' variance
+#: a fit worth matching: it explains at least this share of the targets' variance (a
+#: classifier's line: it gets at least this share of the way from chance to perfect)
 MIN_R2 = 0.2
 #: a model that explains under this share of what the line explains fits worse than it
 SHARE = 0.5
