@@ -209,8 +209,8 @@ def _regression_run(
 ) -> tuple[Any, dict[int, tuple[list[float], list[float]]]]:
     """A linear regression trained with a functional loss and ``hook.record_loss`` (``loss``:
     "functional"), an unregistered ``nn.MSELoss`` ("module"), or a registered one
-    ("registered"); an evaluation under ``no_grad`` every 20 steps. Returns the trial and the
-    (prediction, target) of the last TRAIN step, by step."""
+    ("registered"); an evaluation under ``no_grad`` every 20 steps. Returns the trial and each
+    TRAIN step's (prediction, target), by step."""
     torch.manual_seed(0)
     x = torch.randn(2000, 4)
     y = x @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]]) + 0.1 * torch.randn(2000, 1)
