@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,30 +10,19 @@ import numpy as np
 from tensortap.core._modes import ModeKeys
 from tensortap.rules._finding import Severity
 from tensortap.rules._rule import Rule
-from tensortap.rules.builtin._chance import (
-    MIN_TRAIN,
-    PassScore,
-    classified,
-    label_shift,
-    regressed,
-)
+from tensortap.rules.builtin._chance import PassScore, classified, label_shift, regressed
 from tensortap.rules.builtin._common import names_in, step_mode
-from tensortap.rules.builtin._labels import (
-    as_classes,
-    find,
-    labels_and_predictions,
-    regression_targets,
-)
-from tensortap.rules.builtin._linear import SHARE, LinearClassifier, LinearFit, Underfit
-from tensortap.rules.builtin._samples import model_input
+from tensortap.rules.builtin._labels import labels_and_predictions, regression_targets
+from tensortap.rules.builtin._linear import SHARE, Underfit
 from tensortap.rules.builtin._series import Stages, pass_ends_at
+from tensortap.rules.builtin._training_record import (
+    AT_ENTROPY,
+    END_VALUES,
+    LOSS,
+    TrainingRecord,
+    matrix_input,
+)
 
-#: the vital sign of the training loss judged at the end of training (a classifier's loss
-#: still at the entropy of its labels' class shares learned nothing beyond them)
-_LOSS = "vitals/loss"
-_END_VALUES, _MIN_STEPS, _AT_ENTROPY = 10, 50, 0.97
-#: training labels counted at most (the shares of a sample of the training set)
-_MAX_TRAIN = 4096
 #: a pass that learned: a quarter of the way from chance to perfect (balanced accuracy, or R^2)
 _LEARNED = 0.25
 #: saved training steps walked before a pass that learned counts as learning
@@ -71,7 +58,7 @@ class AccuracyAtChance(Rule):
     ``z_threshold``, and a quarter of the way to perfect: ``_LEARNED``), the labels carry signal
     the model learned and lost by training on: the cause is ``overtraining``, unless the model
     lost its fit of the training data too (its training loss ended at the entropy of the training
-    labels' class shares, as ``_training_loss_at_chance`` judges it): training on too long fits
+    labels' class shares, as ``TrainingRecord.loss_at_chance`` judges it): training on too long fits
     the training data ever better, so the updates broke what it learned: ``lr_too_high``. Told
     apart from an
     imbalance: where the training labels saved are distributed unlike the pass's (a class that
@@ -132,21 +119,16 @@ class AccuracyAtChance(Rule):
         self._underfit: Underfit | None = None  # the pass judged last, if under the line
         self._names: list[str] = []
         self._stages = Stages(base_trial)
-        self._stage_from = 0  # the TRAIN step the stage under way began at
-        self._start_stage()
+        self._start_stage(0)
 
-    def _start_stage(self) -> None:
-        """Judge passes from here (the run's start, or a new stage of training: another
-        model's fit, on another task whose chance and training labels are its own)."""
-        self._train_sum, self._train_count = 0.0, 0  # of the training targets
-        self._line = LinearFit()  # the training targets fitted on the model's inputs
-        self._class_line = LinearClassifier()  # the training labels fitted on them
+    def _start_stage(self, stage_from: int) -> None:
+        """Judge passes from here (TRAIN step ``stage_from``: the run's start, or a new stage
+        of training: another model's fit, on another task whose chance and training labels are
+        its own)."""
+        self._training = TrainingRecord(self, stage_from, self.labels_regex)
         self._at_chance = 0  # passes in a row at chance
         self._judged = 0
-        self._train_steps = 0  # TRAIN steps walked
-        self._train_labels = np.zeros(0, dtype=np.int64)  # TRAIN labels saved, by class
         self._pass_labels = np.zeros(0, dtype=np.int64)  # the last pass judged's, by class
-        self._losses: tuple[int, list[float]] | None = None  # see _last_losses
         # the first pass far above chance: its number, what it measured
         self._above: tuple[int, str] | None = None
         # the pass that learned most (its number, gain and what it measured), and the passes in
@@ -173,14 +155,12 @@ class AccuracyAtChance(Rule):
                 try:
                     return self._judge_pass(step, ends_here=False)
                 finally:
-                    self._stage_from = stage_from
-                    self._start_stage()
+                    self._start_stage(stage_from)
                     if mode is ModeKeys.TRAIN:
-                        self._walk_train(step)
-            self._stage_from = stage_from
-            self._start_stage()
+                        self._training.walk(step, bool(self._regression))
+            self._start_stage(stage_from)
         if mode is ModeKeys.TRAIN:
-            self._walk_train(step)
+            self._training.walk(step, bool(self._regression))
         if mode is not ModeKeys.EVAL:
             if self._labels or self._regression:
                 # the pass's last step was read before any later step was published (a live
@@ -192,7 +172,7 @@ class AccuracyAtChance(Rule):
             found = regression_targets(self.base_trial, step)
         if found is not None:
             self._regression.append(found[:2])
-            self._pass_inputs.append(self._matrix_input(step))
+            self._pass_inputs.append(matrix_input(self, step))
             self._names = found[2]
         else:
             y, p, self._names = labels_and_predictions(
@@ -200,27 +180,11 @@ class AccuracyAtChance(Rule):
             )
             self._labels.append(y)
             self._predictions.append(p)
-            self._pass_inputs.append(self._matrix_input(step) if self._class_line.fitting else None)
+            fitting = self._training.class_line.fitting
+            self._pass_inputs.append(matrix_input(self, step) if fitting else None)
         if not pass_ends_at(self.base_trial, step):
             raise self.skip("the evaluation pass goes on")
         return self._judge_pass(step)
-
-    def _walk_train(self, step: int) -> None:
-        """A TRAIN step: count it, and its training targets or labels."""
-        self._train_steps += 1
-        found = regression_targets(self.base_trial, step)
-        if found is not None:  # the training targets' mean: the constant to beat
-            self._train_sum += float(np.sum(found[1], dtype=np.float64))
-            self._train_count += found[1].size
-            x = self._matrix_input(step)
-            if x is not None:
-                self._line.add(x, found[1])
-        else:
-            y = self._train_classes(step)
-            if y is not None and self._class_line.fitting:
-                given = model_input(self.base_trial, step)
-                if given is not None:
-                    self._class_line.add(np.asarray(given[1]), y)
 
     def invoke_at_end(self, last_step: int) -> bool | None:
         """The evaluation pass that ended the run, when it was read live (its end was not known
@@ -280,7 +244,7 @@ class AccuracyAtChance(Rule):
         if self._last is None or self._last[4] or not self._at_chance:
             return None
         said, value, threshold, before, _ = self._last
-        after = self._train_steps - before
+        after = self._training.steps - before
         if not self._at_chance_to_end():
             return None
         if after > before:
@@ -305,24 +269,20 @@ class AccuracyAtChance(Rule):
         return True
 
     def _training_loss_at_chance(self) -> bool | None:
-        """A classifier whose training ended with its loss (the median of the last
-        ``_END_VALUES`` training values of ``vitals/loss``, after at least ``_MIN_STEPS``
-        training steps) at ``_AT_ENTROPY`` of the entropy of the training labels' class shares
-        or above: what always answering those shares costs in cross-entropy, so the model
-        learned nothing beyond them, whatever the evaluation (none, or a pass above chance:
-        then it is not judged here). None where not judged."""
+        """A classifier whose training ended with its loss at the entropy of the training
+        labels' class shares (``TrainingRecord.loss_at_chance``): the model learned nothing
+        beyond how often each class occurs, whatever the evaluation (none, or a pass above
+        chance: then it is not judged here). None where not judged."""
         if self._above is not None:
             return None
-        found = self._final_training_loss()
+        found = self._training.loss_at_chance()
         if found is None:
             return None
         final, entropy, last = found
-        if final < _AT_ENTROPY * entropy:
-            return None
-        train = self._train_labels
+        train = self._training.labels
         other = self._other_cause()
         self.explain(
-            f"training ended with its loss at {final:.4g} (the median of its last {_END_VALUES} "
+            f"training ended with its loss at {final:.4g} (the median of its last {END_VALUES} "
             f"values, after {last} training steps): {100 * final / entropy:.3g}% of "
             f"{entropy:.4g}, the cross-entropy of always answering the {int(train.sum())} "
             "training labels' class shares; "
@@ -332,31 +292,14 @@ class AccuracyAtChance(Rule):
                 else "the model learned nothing beyond how often each class occurs (do the "
                 "labels follow from the inputs?)"
             ),
-            tensors=[_LOSS],
+            tensors=[LOSS],
             value=final,
-            threshold=_AT_ENTROPY * entropy,
+            threshold=AT_ENTROPY * entropy,
             severity=Severity.PROBLEM,
             judged=True,
             cause=other[0] if other else "no_learnable_signal",
         )
         return True
-
-    def _final_training_loss(self) -> tuple[float, float, int] | None:
-        """(the training loss at the end: the median of the last ``_END_VALUES`` values of
-        ``vitals/loss``, the entropy of the training labels' class shares, the last training
-        step), after at least ``_MIN_STEPS`` training steps of a classifier; None where not
-        known."""
-        train = self._train_labels
-        if train.sum() < MIN_TRAIN or np.count_nonzero(train) < 2:
-            return None
-        last, values = self._last_losses()
-        if len(values) < _END_VALUES or last - self._stage_from < _MIN_STEPS:
-            return None
-        final = float(np.median(values))
-        if not math.isfinite(final):
-            return None
-        shares = train[train > 0] / train.sum()
-        return final, float(-(shares * np.log(shares)).sum()), last
 
     def _at_chance_to_end(self) -> bool:
         """Whether the passes judged end at chance as the run's outcome: the last ``passes``
@@ -383,7 +326,8 @@ class AccuracyAtChance(Rule):
         self._judged += 1
         trial = self.base_trial
         final = ends_here and trial.loaded_all_steps and step == trial.steps()[-1]
-        self._last = (said, value, threshold, self._train_steps, final)
+        trained = self._training.steps
+        self._last = (said, value, threshold, trained, final)
         # at the end of training, a run whose every pass was at chance (fewer than `passes`
         # of them: most often one, after training) ended at chance
         fired = self._at_chance >= self.passes or (final and self._at_chance_to_end())
@@ -392,13 +336,9 @@ class AccuracyAtChance(Rule):
         # some training (an untrained linear model on well-separated classes can map them right
         # by chance: a shuffled-label wine run's pass before training was at 0.64)
         learned = z >= 2 * self.z_threshold and gain >= _LEARNED
-        if learned and self._train_steps >= _TRAINED_BEFORE and self._above is None:
+        if learned and trained >= _TRAINED_BEFORE and self._above is None:
             self._above = (self._judged, said)
-        if (
-            learned
-            and self._train_steps >= _TRAINED_BEFORE
-            and (self._best is None or gain > self._best[1])
-        ):
+        if learned and trained >= _TRAINED_BEFORE and (self._best is None or gain > self._best[1]):
             self._best = (self._judged, gain, said)
         best = self._best
         self._lost = (
@@ -479,13 +419,6 @@ class AccuracyAtChance(Rule):
         )
         return True
 
-    def _matrix_input(self, step: int) -> np.ndarray | None:
-        """The model's own input saved at ``step``, where it is a matrix of features."""
-        found = model_input(self.base_trial, step)
-        if found is None or found[1].ndim != 2:
-            return None
-        return np.asarray(found[1])
-
     def _has_labels(self, step: int) -> bool:
         trial = self.base_trial
         return bool(
@@ -502,36 +435,9 @@ class AccuracyAtChance(Rule):
             return None
         self._pass_labels = np.bincount(labels) if labels.min() >= 0 else np.zeros(0, np.int64)
         if inputs is not None:
-            self._underfit = self._class_line.judge(inputs, labels, predicted, self.z_threshold)
+            line = self._training.class_line
+            self._underfit = line.judge(inputs, labels, predicted, self.z_threshold)
         return classified(labels, predicted, self.z_threshold)
-
-    def _train_classes(self, step: int) -> np.ndarray | None:
-        """The class ids saved at a TRAIN step (None: none, or targets that are not classes),
-        added to the training labels' counts until ``_MAX_TRAIN`` were counted (a sample of
-        the training set is enough for their shares); read while they are counted or the
-        linear classifier fits them."""
-        counting = self._train_labels.sum() < _MAX_TRAIN
-        if self._regression or self._train_count or not (counting or self._class_line.fitting):
-            return None
-        name = find(self, "labels", self.labels_regex, step)
-        if name is None:
-            return None
-        labels = np.asarray(self.base_trial.tensor(name).value(step))
-        whole = labels.dtype.kind in "iub" or (
-            labels.dtype.kind == "f" and bool(np.all(np.mod(labels, 1) == 0))
-        )
-        if not whole and labels.ndim < 2:  # neither class ids nor one-hot rows: targets
-            return None
-        if labels.ndim >= 2 and not np.allclose(labels.sum(axis=-1), 1.0):
-            return None  # multi-hot rows (several labels a sample): no class shares
-        y = as_classes(labels, labels)[0]
-        if y.size == 0 or y.min() < 0:
-            return None
-        if counting:
-            counts = np.bincount(y, minlength=self._train_labels.size)
-            counts[: self._train_labels.size] += self._train_labels
-            self._train_labels = counts
-        return y
 
     def _other_cause(self) -> tuple[str, str] | None:
         """(cause, why) where passes at chance are not labels that do not follow from the
@@ -540,10 +446,11 @@ class AccuracyAtChance(Rule):
         a regression's targets follow from its inputs (a straight line through them explains
         them: see ``_linear.LinearFit``), or the training labels are distributed unlike the
         pass's (see ``_chance.label_shift``)."""
-        if self._above is not None and not self._loss_nonfinite():
+        training = self._training
+        if self._above is not None and not training.loss_nonfinite():
             number, said = self._above
-            found = self._final_training_loss()
-            if found is not None and found[0] >= _AT_ENTROPY * found[1]:
+            found = training.loss_at_chance()
+            if found is not None:
                 final, entropy, _ = found
                 return "lr_too_high", (
                     f"not training on too long: evaluation pass {number} was above chance "
@@ -567,31 +474,8 @@ class AccuracyAtChance(Rule):
                 "than a linear model of its inputs (features on their own scales, a learning "
                 "rate too low, or updates that do not reach the weights?)"
             )
-        shift = label_shift(self._train_labels, self._pass_labels)
+        shift = label_shift(training.labels, self._pass_labels)
         return None if shift is None else ("class_imbalance", shift)
-
-    def _loss_nonfinite(self) -> bool:
-        """Whether the training loss (``vitals/loss``) is non-finite among its last
-        ``_END_VALUES`` training values: a model that learned and then went to chance through
-        NaN or inf was broken, not trained too long (NaN explains the chance)."""
-        return not all(math.isfinite(v) for v in self._last_losses()[1])
-
-    def _last_losses(self) -> tuple[int, list[float]]:
-        """(the last TRAIN step of ``vitals/loss``, its last ``_END_VALUES`` values as means),
-        read once per last step: asked at every pass at chance and at the end."""
-        trial = self.base_trial
-        if _LOSS not in trial.tensor_names():
-            return -1, []
-        tensor = trial.tensor(_LOSS)
-        steps = tensor.steps(mode=ModeKeys.TRAIN)
-        steps = steps[bisect.bisect_left(steps, self._stage_from) :]  # this stage's
-        if not steps:
-            return -1, []
-        if self._losses is None or self._losses[0] != steps[-1]:
-            values = [float(np.asarray(tensor.value(s, mode=ModeKeys.TRAIN)).mean())
-                      for s in steps[-_END_VALUES:]]  # fmt: skip
-            self._losses = (steps[-1], values)
-        return self._losses
 
     def _regressed(self) -> PassScore | None:
         """The regression's pass gathered so far, judged against always answering the training
@@ -602,9 +486,11 @@ class AccuracyAtChance(Rule):
         self._regression, self._pass_inputs, self._underfit = [], [], None
         if target.size < self.min_samples:
             return None
-        mean = self._train_sum / self._train_count if self._train_count else float(target.mean())
-        if self._train_count and inputs is not None:
-            self._underfit = self._line.judge(inputs, target, predicted, mean, self.z_threshold)
+        trained = self._training.target_mean()
+        mean = float(target.mean()) if trained is None else trained
+        if trained is not None and inputs is not None:
+            line = self._training.line
+            self._underfit = line.judge(inputs, target, predicted, mean, self.z_threshold)
         return regressed(predicted, target, mean, self.z_threshold)
 
 
