@@ -31,12 +31,14 @@ def _train(trial: tt.Trial, name: str) -> dict[int, float]:
     return {s: float(v) for s, v in trial.tensor(name).values(mode=tt.modes.TRAIN).items()}
 
 
-@pytest.mark.parametrize("loss", ["module", "functional"])
+@pytest.mark.parametrize("loss", ["module", "functional", "bound"])
 def test_a_pytorch_loop_saves_the_loss_and_gradient_norm_of_every_step(
     tmp_path: Path, loss: str
 ) -> None:
     """Two micro-batches per step, clipped to 0.5: the loss is the mean the step trained on
-    (a loss module's outputs, or the shares passed to backward), the norm clip_grad_norm_'s."""
+    (a loss module's outputs, or the shares passed to backward), the norm clip_grad_norm_'s;
+    also where the script bound ``clip_grad_norm_`` and ``cross_entropy`` to names of its own
+    at its top (``bound``): zero code change wraps them before the script runs."""
     trial, log, _ = _trial_and_log(tmp_path, "vitals_torch_script.py", "--loss", loss)
     steps = list(range(len(log)))
     for vital, key in (("loss", "loss"), ("grad_norm", "grad_norm"), ("lr", "lr")):
@@ -44,6 +46,7 @@ def test_a_pytorch_loop_saves_the_loss_and_gradient_norm_of_every_step(
         assert sorted(saved) == steps, vital
         assert [saved[s] for s in steps] == pytest.approx([e[key] for e in log], rel=1e-6)
     assert max(e["grad_norm"] for e in log) > 0.3  # clipped: the norms saved are before it
+    assert {"labels", "predictions"} <= set(trial.tensor_names())  # the loss's outcome
     assert _train(trial, "vitals/lr")[10] == pytest.approx(0.1)  # the scheduler halved it
     rates = _train(trial, "vitals/samples_per_second")
     times = _train(trial, "vitals/step_time")

@@ -2,7 +2,9 @@
 optimizer step to ``--log`` (JSON): the loss as a trainer logs it under gradient accumulation
 (the mean over the micro-batches), the total gradient norm ``clip_grad_norm_`` returned (before
 clipping) and the learning rate the update used. ``--loss module`` uses ``nn.CrossEntropyLoss``;
-``functional`` calls ``F.cross_entropy`` and divides each micro-batch's loss for accumulation."""
+``functional`` calls ``F.cross_entropy`` and divides each micro-batch's loss for accumulation;
+``bound`` does too, through ``cross_entropy`` and ``clip_grad_norm_`` bound to names of the
+script's own at its top."""
 
 import argparse
 import json
@@ -11,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from sklearn.datasets import load_digits
 from torch import nn
+from torch.nn.functional import cross_entropy
+from torch.nn.utils import clip_grad_norm_
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--log", required=True)
@@ -41,10 +45,12 @@ for step in range(args.steps):
             total += loss.item() / args.accumulate
             (loss / args.accumulate).backward()
         else:
-            loss = F.cross_entropy(out, y[i : i + batch]) / args.accumulate
+            ce = cross_entropy if args.loss == "bound" else F.cross_entropy
+            loss = ce(out, y[i : i + batch]) / args.accumulate
             total += loss.item()
             loss.backward()
-    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=0.3)
+    clip = clip_grad_norm_ if args.loss == "bound" else torch.nn.utils.clip_grad_norm_
+    norm = clip(model.parameters(), max_norm=0.3)
     lr = optimizer.param_groups[0]["lr"]
     optimizer.step()
     scheduler.step()

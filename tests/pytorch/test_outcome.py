@@ -155,27 +155,44 @@ def test_a_large_vocabulary_reads_only_the_chosen_positions_scores() -> None:
     assert predicted.tolist() == flat_predicted[kept[rows]].tolist()
 
 
-def test_a_wrapped_functional_loss_hands_on_its_result_and_survives_a_failing_callback() -> None:
-    """Zero code change wraps F.cross_entropy: the callback gets the loss it computed (the
-    training-loop facts know it as a whole loss), and a callback that raises never fails the
-    script's loss, which is returned as the original computes it."""
+def test_a_wrapped_functional_loss_hands_on_its_result_and_survives_a_failing_callback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Zero code change lets the wrapped F.cross_entropy hand on: the callback gets the loss it
+    computed (the training-loop facts know it as a whole loss), and a callback that raises
+    never fails the script's loss, which is returned as the original computes it. Without it
+    only a regression loss hands on (every hook saves a regression's outcome)."""
     from torch.nn import functional
 
-    from tensortap.pytorch._outcome import _wrapped
+    from tensortap.pytorch import _outcome
 
     original = getattr(functional.cross_entropy, "__wrapped__", functional.cross_entropy)
     seen: list[Any] = []
     scores, target = torch.randn(4, 3), torch.tensor([0, 1, 2, 1])
-    handed = _wrapped(original, CLASSES, lambda *args: seen.append(args))
+    handed = _outcome._wrapped(original, "cross_entropy", CLASSES, lambda *a: seen.append(a))
+    monkeypatch.setattr(_outcome, "_classification_tapped", False)
+    handed(scores, target)
+    assert seen == []  # an explicit hook takes its outcome from its loss modules
+    monkeypatch.setattr(_outcome, "_classification_tapped", True)
     loss = handed(scores, target, ignore_index=1)
-    kind, given, wanted, ignore, value = seen[0]
-    assert (kind, ignore) == (CLASSES, 1) and given is scores and wanted is target
+    name, kind, given, wanted, ignore, value = seen[0]
+    assert (name, kind, ignore) == ("cross_entropy", CLASSES, 1)
+    assert given is scores and wanted is target
     assert value is loss and torch.equal(loss, original(scores, target, ignore_index=1))
 
     def fails(*args: Any) -> None:
         raise RuntimeError("injected")
 
-    assert torch.equal(_wrapped(original, CLASSES, fails)(scores, target), original(scores, target))
+    wrapped = _outcome._wrapped(original, "cross_entropy", CLASSES, fails)
+    assert torch.equal(wrapped(scores, target), original(scores, target))
+
+    monkeypatch.setattr(_outcome, "_classification_tapped", False)
+    mse = getattr(functional.mse_loss, "__wrapped__", functional.mse_loss)
+    prediction, wanted_values = torch.randn(5), torch.randn(5)
+    regression = _outcome._wrapped(mse, "mse_loss", _outcome.REGRESSION, lambda *a: seen.append(a))
+    value = regression(prediction, wanted_values, reduction="sum")
+    assert seen[-1][:5] == ("mse_loss", _outcome.REGRESSION, prediction, wanted_values, None)
+    assert torch.equal(value, mse(prediction, wanted_values, reduction="sum"))
 
 
 def test_scores_met_outside_a_loss_give_way_to_a_loss_of_the_same_step() -> None:

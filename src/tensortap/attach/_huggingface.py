@@ -32,12 +32,12 @@ def enable(config: HookConfig | None = None) -> None:
 
 
 def _patch(module: ModuleType) -> None:
-    from tensortap.attach._torch_discovery import on_functional_loss
     from tensortap.huggingface._callback import TensortapCallback
     from tensortap.huggingface._checkpoint_guard import guard_trainer
     from tensortap.huggingface._outcome import patch_label_smoother
+    from tensortap.pytorch._events import classification_loss
 
-    patch_label_smoother(on_functional_loss)  # the outcome of a Trainer smoothing its labels
+    patch_label_smoother(classification_loss)  # the outcome of a Trainer smoothing its labels
 
     cls = module.Trainer
     original = cls.__init__

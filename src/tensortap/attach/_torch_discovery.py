@@ -12,9 +12,10 @@ The hook itself is created then, from the JSON configuration, so that ``torch.di
 already initialised and each rank writes as its own worker. Optimizers are recorded when created
 and registered with the model whose parameters they update; ``GradScaler.scale`` registers its
 scaler. The loss on which ``.backward()`` is called is saved as ``loss`` when no loss module is
-used (see :mod:`tensortap.pytorch._events`). The functional classification losses are wrapped
-so that the outcome they compare is sampled (:mod:`tensortap.pytorch._outcome`). A failure here
-is logged and training goes on.
+used (see :mod:`tensortap.pytorch._events`, whose wrappers are installed before the script
+runs). The functional classification losses hand their inputs on so that the outcome they
+compare is sampled (:mod:`tensortap.pytorch._outcome`). A failure here is logged and training
+goes on.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ import torch
 from torch import nn
 
 from tensortap.hook._config import HookConfig
+from tensortap.pytorch import _events as events
 from tensortap.pytorch._hook import Hook, get_hook
 from tensortap.pytorch._naming import is_loss_module
-from tensortap.pytorch._outcome import patch_functional
 
 logger = logging.getLogger(__name__)
 
@@ -117,18 +118,4 @@ def attach(config: HookConfig) -> None:
         return original_scale(self, outputs)
 
     scaler_cls.scale = scale  # type: ignore[method-assign]
-    patch_functional(on_functional_loss)
-
-
-def on_functional_loss(
-    kind: str, scores: Any, target: Any, ignore_index: int | None, loss: Any = None
-) -> None:
-    """``F.cross_entropy`` and its kin ran and gave ``loss``: the hook saves the outcome where
-    due (see :mod:`tensortap.pytorch._outcome`) and knows ``loss`` for a whole loss. Never
-    raises: the loss is the script's."""
-    try:
-        hook = get_hook()
-        if hook is not None:
-            hook.after_functional_loss(kind, scores, target, ignore_index, loss)
-    except Exception:  # pragma: no cover - the hook contains its own failures
-        logger.debug("tensortap: the outcome of a functional loss was not saved", exc_info=True)
+    events.install(classification_outcome=True)

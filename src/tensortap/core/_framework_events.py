@@ -64,8 +64,8 @@ class FrameworkEvents(Protocol):
         ...
 
     def after_functional_loss(
-        self, kind: str, scores: Any, target: Any, ignore_index: int | None
+        self, kind: str, scores: Any, target: Any, ignore_index: int | None, loss: Any = None
     ) -> None:
         """A functional classification loss (``F.cross_entropy`` and its kin: ``kind``) ran
-        on ``scores`` and ``target``."""
+        on ``scores`` and ``target`` and gave ``loss`` (None where not known)."""
         ...

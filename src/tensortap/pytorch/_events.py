@@ -17,11 +17,15 @@ Installed once, when the first PyTorch hook is created:
   that bound one of them to a name of its own before the first hook was made (``from
   torch.nn.utils import clip_grad_norm_`` at the top of a script) calls the original: the hook
   then saves the gradients as the optimizer receives them, clipped;
-- the functional regression losses (``F.mse_loss``, ``F.l1_loss``, ``F.smooth_l1_loss``,
-  ``F.huber_loss``, which ``nn.MSELoss`` and its kin call too) are wrapped so hooks see the
-  prediction and the target a regression's loss compared (its outcome), in training and in an
-  evaluation under ``no_grad`` alike. The same caveat: a name bound before the first hook was
-  made (``from torch.nn.functional import mse_loss``) calls the original.
+- the functional losses are wrapped (:func:`tensortap.pytorch._outcome.patch_functional`): the
+  regression losses (``F.mse_loss``, ``F.l1_loss``, ``F.smooth_l1_loss``, ``F.huber_loss``,
+  which ``nn.MSELoss`` and its kin call too) so hooks see the prediction and the target a
+  regression's loss compared (its outcome), in training and in an evaluation under
+  ``no_grad`` alike; under zero code change (:func:`install`) the classification losses
+  (``F.cross_entropy`` and its kin) too, so hooks sample the outcome they compare. The same
+  caveat: a name bound before the wrappers were installed (``from torch.nn.functional import
+  mse_loss`` before the first hook was made) calls the original; zero code change installs
+  them before the script runs.
 
 With no live hook, each event costs an empty loop.
 """
@@ -40,7 +44,7 @@ from torch.optim.optimizer import (
     register_optimizer_step_pre_hook,
 )
 
-from tensortap.core._outcome import FUNCTIONAL_REGRESSION_LOSSES
+from tensortap.pytorch._outcome import REGRESSION, patch_functional, tap_classification
 
 if TYPE_CHECKING:
     from tensortap.core._framework_events import FrameworkEvents
@@ -133,27 +137,28 @@ def _patch_clipping() -> None:
             setattr(clip_grad, name, wrapped)
 
 
-def _wrap_regression_loss(original: Callable[..., Any], name: str) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def loss(input: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
-        value = original(input, target, *args, **kwargs)
-        if _hooks and not torch.compiler.is_compiling():
-            for ref in _hooks:
-                hook = ref()
-                if hook is not None:
-                    hook.after_regression_loss(name, input, target)
-        return value
+def _functional_loss(
+    name: str, kind: str, input: Any, target: Any, ignore_index: int | None, loss: Any
+) -> None:
+    """A wrapped functional loss ran (:func:`tensortap.pytorch._outcome.patch_functional`)."""
+    if kind == REGRESSION:
+        for ref in _hooks:
+            hook = ref()
+            if hook is not None:
+                hook.after_regression_loss(name, input, target)
+    else:
+        classification_loss(kind, input, target, ignore_index, loss)
 
-    return loss
 
-
-def _patch_regression_losses() -> None:
-    from torch.nn import functional
-
-    for name in FUNCTIONAL_REGRESSION_LOSSES:
-        original = getattr(functional, name, None)
-        if original is not None:
-            setattr(functional, name, _wrap_regression_loss(original, name))
+def classification_loss(
+    kind: str, scores: Any, target: Any, ignore_index: int | None, loss: Any = None
+) -> None:
+    """A classification loss of ``kind`` compared ``scores`` with ``target`` and gave ``loss``
+    (a functional loss, or Hugging Face's label smoother under zero code change)."""
+    for ref in _hooks:
+        hook = ref()
+        if hook is not None:
+            hook.after_functional_loss(kind, scores, target, ignore_index, loss)
 
 
 def _wrap_scheduler_step(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -192,8 +197,18 @@ def _install() -> None:
         register_optimizer_step_post_hook(_optimizer_post)
         _patch_schedulers()
         _patch_clipping()
-        _patch_regression_losses()
+        patch_functional(_functional_loss)
         _installed = True
+
+
+def install(classification_outcome: bool = False) -> None:
+    """Install the wrappers now (zero code change: before the script binds names of its own to
+    the functions wrapped) rather than when the first hook is made; with
+    ``classification_outcome``, the functional classification losses hand their inputs on too
+    (:func:`tensortap.pytorch._outcome.tap_classification`)."""
+    if classification_outcome:
+        tap_classification()
+    _install()
 
 
 def attach(hook: FrameworkEvents) -> None:

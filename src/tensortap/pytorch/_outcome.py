@@ -5,7 +5,10 @@ loss compares, taken where the loss meets it.
   ``nn.BCEWithLogitsLoss``; zero code change registers every loss module it meets): its inputs.
 - Under zero code change, also the functional losses (``F.cross_entropy``, ``F.nll_loss``,
   ``F.binary_cross_entropy``, ``F.binary_cross_entropy_with_logits``), which the loss modules
-  above, Hugging Face's models and Lightning modules call: :func:`patch_functional` wraps them.
+  above, Hugging Face's models and Lightning modules call: :func:`patch_functional` wraps them
+  (with the functional regression losses, whose inputs every hook saves: see
+  :meth:`tensortap.pytorch.Hook.after_regression_loss`), and :func:`tap_classification` lets
+  the classification losses hand their inputs on.
 
 Only at steps where ``labels`` or ``predictions`` is due, gathering the losses of the step (a
 trainer's evaluation run is one step of many batches) until the bound is reached: the
@@ -34,6 +37,7 @@ from torch.nn import functional
 
 from tensortap.core._modes import ModeKeys
 from tensortap.core._outcome import (
+    FUNCTIONAL_REGRESSION_LOSSES,
     IGNORE_INDEX,
     LABELS,
     MAX_ROWS,
@@ -57,17 +61,26 @@ _MODULE_KINDS: tuple[tuple[type[nn.Module], str], ...] = (
 #: The regression loss modules: a registered one saves its own inputs, its prediction and
 #: target (the functional regression losses' inputs are saved by the hook otherwise).
 REGRESSION_LOSS_MODULES = (nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss)
-#: The functional losses wrapped under zero code change, and how each reads its input.
-FUNCTIONAL_KINDS = {
+#: The kind of a functional regression loss: its input is the prediction.
+REGRESSION = "regression"
+#: The functional classification losses, and how each reads its input; their inputs are handed
+#: on once :func:`tap_classification` was called (zero code change).
+CLASSIFICATION_KINDS = {
     "cross_entropy": CLASSES,
     "nll_loss": CLASSES,
     "binary_cross_entropy_with_logits": LOGITS,
     "binary_cross_entropy": PROBABILITIES,
 }
+#: Every functional loss :func:`patch_functional` wraps, and its kind.
+FUNCTIONAL_KINDS = {
+    **CLASSIFICATION_KINDS,
+    **dict.fromkeys(FUNCTIONAL_REGRESSION_LOSSES, REGRESSION),
+}
 
 Save = Callable[[str, Any, tuple[str, ...]], None]
-#: What a wrapped functional loss hands on: (kind, input, target, ignore_index, the loss).
-FunctionalLoss = Callable[[str, Any, Any, "int | None", Any], None]
+#: What a wrapped functional loss hands on: (its name, its kind, input, target, ignore_index,
+#: the loss).
+FunctionalLoss = Callable[[str, str, Any, Any, "int | None", Any], None]
 #: At most this many scores are read a loss call (positions x classes): a language model's
 #: 50,257-token vocabulary gets 83 positions a call (5 where the vocabulary is not the innermost
 #: axis), so a due step's cost stays bounded.
@@ -123,8 +136,9 @@ class OutcomeTap:
 
     def on_module(self, module: nn.Module, inputs: Any) -> None:
         """A registered loss module ran on ``inputs`` (input, target). Where the functional
-        losses are wrapped, the module's forward handed them on already (it calls them)."""
-        if getattr(functional.cross_entropy, "__tensortap_outcome__", False):
+        losses hand their inputs on, the module's forward handed them on already (it calls
+        them)."""
+        if _classification_tapped:
             return
         kind = next((k for cls, k in _MODULE_KINDS if isinstance(module, cls)), None)
         if kind is None or not isinstance(inputs, tuple) or len(inputs) < 2:
@@ -221,37 +235,51 @@ def _positions(y: torch.Tensor, ignore_index: int | None, room: int) -> torch.Te
     return chosen if kept is None else kept[chosen]
 
 
+def tap_classification() -> None:
+    """Let the wrapped functional classification losses hand their inputs on (zero code change:
+    once per process; an explicit hook takes its outcome from the loss modules it registers)."""
+    global _classification_tapped
+    _classification_tapped = True
+
+
+_classification_tapped = False
+
+
 def patch_functional(on_loss: FunctionalLoss) -> None:
-    """Wrap ``torch.nn.functional``'s classification losses so that each call computes the loss
-    as before, then hands its input, target, ``ignore_index`` and the loss itself to ``on_loss``
-    (never inside ``torch.compile``'s tracing; ``on_loss`` must not raise). Once per process."""
+    """Wrap ``torch.nn.functional``'s losses of :data:`FUNCTIONAL_KINDS` so that each call
+    computes the loss as before, then hands its name, kind, input, target, ``ignore_index`` and
+    the loss itself to ``on_loss``: a regression loss always, a classification loss once
+    :func:`tap_classification` was called (never inside ``torch.compile``'s tracing;
+    ``on_loss`` must not raise). Once per process: a second call changes nothing."""
     for name, kind in FUNCTIONAL_KINDS.items():
-        original = getattr(functional, name)
-        if getattr(original, "__tensortap_outcome__", False):
+        original = getattr(functional, name, None)
+        if original is None or getattr(original, "__tensortap_outcome__", False):
             continue
-        setattr(functional, name, _wrapped(original, kind, on_loss))
+        setattr(functional, name, _wrapped(original, name, kind, on_loss))
 
 
 def _wrapped(
-    original: Callable[..., Any], kind: str, on_loss: FunctionalLoss
+    original: Callable[..., Any], name: str, kind: str, on_loss: FunctionalLoss
 ) -> Callable[..., Any]:
     signature = inspect.signature(original)
     default = signature.parameters.get("ignore_index")
     ignore_default = default.default if default is not None else None
+    regression = kind == REGRESSION
 
     @functools.wraps(original)
     def loss(input: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
         value = original(input, target, *args, **kwargs)
-        if not torch.compiler.is_compiling():
+        if (regression or _classification_tapped) and not torch.compiler.is_compiling():
             ignore = ignore_default
-            if "ignore_index" in kwargs or args:
+            if not regression and ("ignore_index" in kwargs or args):
                 try:
                     bound = signature.bind(input, target, *args, **kwargs).arguments
                     ignore = bound.get("ignore_index", ignore_default)
                 except TypeError:
                     ignore = None  # a call the original took that its signature does not say
             try:
-                on_loss(kind, input, target, ignore if isinstance(ignore, int) else None, value)
+                ignore = ignore if isinstance(ignore, int) else None
+                on_loss(name, kind, input, target, ignore, value)
             except Exception:  # never the script's failure: the loss is computed already
                 logger.debug("tensortap: a functional loss was not handed on", exc_info=True)
         return value
