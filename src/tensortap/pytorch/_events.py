@@ -1,6 +1,7 @@
 """Process-wide torch events, dispatched to the live PyTorch hooks.
 
-Installed once, when the first PyTorch hook is created:
+Installed once, when the first PyTorch hook is created (under zero code change earlier, when
+the script imports torch: :func:`install`):
 
 - ``Tensor.backward`` is wrapped so hooks learn that a backward pass ended, and on which tensor
   (the loss is saved from there when no loss module or ``record_loss`` provided one);
@@ -16,7 +17,8 @@ Installed once, when the first PyTorch hook is created:
   with ``get_total_norm`` and clips with it). Code
   that bound one of them to a name of its own before the first hook was made (``from
   torch.nn.utils import clip_grad_norm_`` at the top of a script) calls the original: the hook
-  then saves the gradients as the optimizer receives them, clipped;
+  then saves the gradients as the optimizer receives them, clipped (not under zero code change,
+  which installs the wrappers first);
 - the functional losses are wrapped (:func:`tensortap.pytorch._outcome.patch_functional`): the
   regression losses (``F.mse_loss``, ``F.l1_loss``, ``F.smooth_l1_loss``, ``F.huber_loss``,
   which ``nn.MSELoss`` and its kin call too) so hooks see the prediction and the target a
