@@ -112,20 +112,22 @@ def test_one_answer_reads_at_most_its_cap_of_trials_and_keeps_the_rows_it_read(
 
 
 def tick(page: Any, xpath: str, deadline_s: float = 30.0) -> None:
-    """Click a row's box; the table may be drawn again between finding and clicking (a pending
-    row's answer came; the ticks are kept across draws), so find it again until it holds."""
+    """Click a row's box until it reads ticked: the table may be drawn again between finding
+    and clicking (a pending row's answer came; the ticks are kept across draws), and a click
+    whose press and release straddle a draw is lost, so it is found again and looked at."""
     from selenium.common.exceptions import StaleElementReferenceException
 
     until = time.monotonic() + deadline_s
     while True:
         try:
             box = page.find_element("xpath", xpath)
-            if not box.is_selected():
-                box.click()
-            return
+            if box.is_selected():
+                return
+            box.click()
         except StaleElementReferenceException:
-            if time.monotonic() > until:
-                raise
+            pass
+        if time.monotonic() > until:
+            raise AssertionError(f"the box {xpath} is still not ticked after {deadline_s} s")
 
 
 def test_sorting_grouping_and_compare_in_the_browser(runs: Path, serve, browser) -> None:
@@ -164,6 +166,17 @@ def test_sorting_grouping_and_compare_in_the_browser(runs: Path, serve, browser)
 
     for name in ("s1-lr0.01", "s1-lr0.1"):
         tick(page, f"//tr[contains(@class, 'run')][.//a[text()='{name}']]//input")
+    browser.until("return !document.getElementById('compare').disabled;")
+    # the ticks are kept across a poll; a poll that brings the same answer leaves the rows (and a
+    # box under the pointer) alone
+    ticked = "return [...document.querySelectorAll('#runs tr.run input:checked')].length;"
+    for _ in range(2):
+        drawn_at = page.execute_script("return window.tensortapRuns.drawnAt;")
+        browser.until("return window.tensortapRuns.drawnAt;", lambda t, at=drawn_at: t > at)
+        assert page.execute_script(ticked) == 2
+        marked = page.execute_script("return document.querySelector('#runs tr.run').dataset.mark;")
+        page.execute_script("document.querySelector('#runs tr.run').dataset.mark = 'kept';")
+    assert marked == "kept"
     page.find_element("id", "compare").click()
     browser.until("return location.pathname;", lambda p: p == "/compare")
     verdicts = browser.until(
