@@ -438,6 +438,57 @@ def test_passes_that_never_left_chance_are_evidence_of_labels_that_do_not_follow
     assert unharmed.verdict == "healthy", unharmed.headline()
 
 
+def test_passes_near_chance_that_end_the_run_at_chance_are_its_outcome(tmp_path: Path) -> None:
+    """Issue 44 (dev2's regression on targets off by one row, again: 14 of 16 passes at chance,
+    the 15th barely above it, R^2 0.035, and the last, which ended training, at chance): one
+    pass barely above chance broke the row, so the run was never judged to end at chance and
+    was called healthy. A run whose passes were at chance in half of them or more, none far
+    above it, and whose last pass ended training at chance, ended at chance: a problem."""
+    summary = invoke_rule(
+        AccuracyAtChance(chance_trial(tmp_path / "end", [0.25] * 4 + [0.36, 0.25]))
+    )
+    gravest = summary.gravest
+    assert gravest is not None and gravest.severity is Severity.PROBLEM, summary
+    assert gravest.details["cause"] == "no_learnable_signal"
+    assert not gravest.details.get("needs_harm")
+    assert "the pass that ended training among them" in gravest.message
+    # ending barely above chance: still evidence that needs harm, as before
+    above = invoke_rule(AccuracyAtChance(chance_trial(tmp_path / "above", [0.25] * 4 + [0.36])))
+    assert "problem" not in above.severities, above
+
+
+@pytest.mark.parametrize(("losses", "cause"), [((1.1, 1.2, 1.3), "no_learnable_signal"),
+                                               ((1.1, 0.9, 0.7), "overtraining")])  # fmt: skip
+def test_a_pass_above_chance_before_the_training_loss_fell_is_not_learning(
+    tmp_path: Path, losses: tuple[float, ...], cause: str
+) -> None:
+    """Issue 44 (dev's logistic regression on shuffled wine labels: its first pass, 6 steps in,
+    at 0.61 against 0.39, then at chance to the end; named overtraining, "learned then lost"):
+    an untrained linear model on well-separated classes can map them right by chance. A pass
+    far above chance counts as learned only once the training loss has fallen below its first
+    value; where it rose, the passes at chance after it are the labels'."""
+    rng = np.random.default_rng(0)
+    hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=1),
+                   include_collections=["labels", "predictions", "vitals"])  # fmt: skip
+    for block, acc in enumerate([0.9, 0.25, 0.25, 0.25]):
+        hook.set_mode(tt.modes.TRAIN)
+        for loss in losses if block == 0 else (losses[-1],) * 3:
+            hook.save_tensor("vitals/loss", np.float32(loss), "vitals")
+            hook.save_tensor("labels", rng.integers(0, 4, 8), collections="labels")
+            hook.next_step()
+        hook.set_mode(tt.modes.EVAL)
+        for _ in range(2):
+            y = rng.integers(0, 4, 100)
+            p = np.where(rng.random(100) < acc, y, (y + 1) % 4)
+            hook.save_tensor("labels", y, collections="labels")
+            hook.save_tensor("predictions", p, collections="predictions")
+            hook.next_step()
+    hook.close()
+    gravest = invoke_rule(AccuracyAtChance(tt.create_trial(tmp_path / "t"))).gravest
+    assert gravest is not None and gravest.severity is Severity.PROBLEM
+    assert gravest.details["cause"] == cause, gravest.message
+
+
 def test_at_chance_after_training_on_imbalanced_labels_names_the_imbalance(
     tmp_path: Path,
 ) -> None:
@@ -871,11 +922,55 @@ def test_frozen_layer_names_a_frozen_output_layer_not_a_frozen_backbone(
         assert summary.severities == {"warning": 3}
         finding = summary.findings[0]
         assert finding.details["needs_harm"] is True and finding.value == 2 / 3
+        assert finding.details["explains_not"] == ["no_learnable_signal"]
         assert finding.message.startswith("2 of the 3 saved weights get no gradient")
         found = tt.diagnose(tt.create_trial(tmp_path / "t"), rules=[FrozenLayer(trial)])
         assert found.healthy, found  # no harm seen: never a problem alone
     else:
         assert summary.status.value == "NoIssuesFound"
+
+
+def test_a_trained_frozen_backbone_does_not_explain_a_model_that_learned_nothing() -> None:
+    """Issue 44 (dev2: a digits MLP whose backbone was pre-trained and frozen on purpose, its
+    head training on shuffled labels, ended at the class shares' entropy, and "a layer that has
+    to learn is frozen" was named first): a trained backbone under an output layer that trains
+    still gives the head features to learn from, so it may explain a slow or limited fit, never
+    a model that learned nothing beyond the class shares. The finding says so
+    (``explains_not``) and the labels are named; where the harm is a stall, it still explains
+    it."""
+    from tensortap.diagnosis import build
+    from tensortap.rules._verdict import RuleOutcome
+
+    frozen = RuleOutcome(
+        "FrozenLayer",
+        "IssuesFound",
+        {"rule_class": "FrozenLayer", "severity": "warning", "step": 0,
+         "message": "4 of the 5 saved weights get no gradient while the output layer trains",
+         "details": {"cause": "frozen_layer", "needs_harm": True,
+                     "explains_not": ["no_learnable_signal"]}},
+    )  # fmt: skip
+    chance = RuleOutcome(
+        "AccuracyAtChance",
+        "IssuesFound",
+        {"rule_class": "AccuracyAtChance", "severity": "problem", "step": 239,
+         "message": "training ended with its loss at the class shares' entropy",
+         "details": {"cause": "no_learnable_signal"}},
+    )  # fmt: skip
+    found = build([frozen, chance])
+    assert found.causes == ("no_learnable_signal",), found.headline()
+    assert any(w.cause == "frozen_layer" for w in found.warnings), found
+    stalled = RuleOutcome(
+        "LossNotDecreasing",
+        "IssuesFound",
+        {"rule_class": "LossNotDecreasing", "severity": "problem", "step": 50,
+         "message": "no progress", "details": {"cause": "no_progress"}},
+    )  # fmt: skip
+    assert "frozen_layer" in build([frozen, stalled]).causes
+    # without the ruling out (a frozen layer that may be random), it explains the chance too
+    assert frozen.finding is not None
+    plain = RuleOutcome("FrozenLayer", "IssuesFound", {
+        **frozen.finding, "details": {"cause": "frozen_layer", "needs_harm": True}})  # fmt: skip
+    assert build([plain, chance]).causes[0] == "frozen_layer"
 
 
 def test_orthogonal_reads_a_fresh_orthogonal_initialisation_only() -> None:

@@ -11,7 +11,7 @@ folds consequences under their cause.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -517,10 +517,17 @@ def is_harm(rule: str, finding: Mapping[str, Any]) -> bool:
 
 def cause_of(finding: Mapping[str, Any]) -> Cause | None:
     """The cause a triggered finding (``Finding.to_dict()``) names, or None for a rule with
-    no known cause (a custom rule that does not say)."""
+    no known cause (a custom rule that does not say). A finding whose evidence rules out some
+    of what its cause explains says so in ``details["explains_not"]`` (a frozen backbone that
+    was trained, under an output layer that trains, still gives the head features to learn
+    from: it does not explain a model that learned nothing): its cause explains the rest."""
     details = finding.get("details") or {}
     named = details.get("cause")
     if isinstance(named, str) and named in CAUSES:
+        ruled_out = details.get("explains_not")
+        if isinstance(ruled_out, list | tuple) and ruled_out:
+            cause = CAUSES[named]
+            return replace(cause, explains=cause.explains - {str(c) for c in ruled_out})
         return CAUSES[named]
     if details.get("nonfinite"):
         return CAUSES["nonfinite"]

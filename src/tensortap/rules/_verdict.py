@@ -323,6 +323,16 @@ def _needs_harm(finding: Mapping[str, Any]) -> bool:
     return bool(isinstance(details, Mapping) and details.get("needs_harm"))
 
 
+def _widest(known: Cause | None, cause: Cause) -> Cause:
+    """A cause as its findings so far explain it (a finding may rule some of it out: see
+    ``cause_of``): what any of them explains."""
+    if known is None or known.explains <= cause.explains:
+        return cause
+    if cause.explains <= known.explains:
+        return known
+    return replace(known, explains=known.explains | cause.explains)
+
+
 def build(outcomes: Iterable[RuleOutcome], failed: bool = False) -> Diagnosis:
     """The diagnosis of one run from what each of its rules said; ``failed``: its training
     did not finish (harm, whatever the rules saw)."""
@@ -350,7 +360,7 @@ def build(outcomes: Iterable[RuleOutcome], failed: bool = False) -> Diagnosis:
                 else:
                     e = replace(e, severity="warning", message=e.message + UNEXPLAINED)
             if e.severity == "problem":
-                causes[cause.id] = cause
+                causes[cause.id] = _widest(causes.get(cause.id), cause)
                 if cause.id not in found and _needs_harm(f):
                     gated.add(cause.id)
                 elif not _needs_harm(f):

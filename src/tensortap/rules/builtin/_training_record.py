@@ -12,6 +12,7 @@ import numpy as np
 from tensortap.core._modes import ModeKeys
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._chance import MIN_TRAIN
+from tensortap.rules.builtin._common import scalar, vital_at
 from tensortap.rules.builtin._labels import as_classes, find, regression_targets
 from tensortap.rules.builtin._linear import LinearClassifier, LinearFit
 from tensortap.rules.builtin._samples import model_input
@@ -45,12 +46,19 @@ class TrainingRecord:
         self.class_line = LinearClassifier()  # the training labels fitted on them
         self.labels = np.zeros(0, dtype=np.int64)  # TRAIN labels saved, by class
         self._losses: tuple[int, list[float]] | None = None  # see last_losses
+        # the first training loss walked and the last END_VALUES, while loss_fell has not
+        # held (None: it has, and the losses are no longer read)
+        self._recent: tuple[float, list[float]] | None = (math.nan, [])
 
     def walk(self, step: int, regression_pass: bool) -> None:
         """A TRAIN step: count it, and its training targets or labels (no labels where a
         regression's evaluation pass is under way: ``regression_pass``)."""
         self.steps += 1
         trial = self._rule.base_trial
+        if self._recent is not None and vital_at(trial, LOSS, step):
+            value = scalar(trial.tensor(LOSS), step)
+            first, recent = self._recent
+            self._recent = (value if not recent else first, [*recent[-END_VALUES + 1 :], value])
         found = regression_targets(trial, step)
         if found is not None:  # the training targets' mean: the constant to beat
             self._target_sum += float(np.sum(found[1], dtype=np.float64))
@@ -127,6 +135,19 @@ class TrainingRecord:
         """Whether the training loss (``vitals/loss``) is non-finite among its last
         ``END_VALUES`` training values."""
         return not all(math.isfinite(v) for v in self.last_losses()[1])
+
+    def loss_fell(self) -> bool:
+        """Whether the training loss has fallen since the stage began, as far as it was walked:
+        the median of its last ``END_VALUES`` values walked under its first. True where no
+        training loss was saved (not known), and from the first time it held on (see
+        ``_recent``)."""
+        if self._recent is None:
+            return True
+        first, recent = self._recent
+        fell = not recent or not math.isfinite(first) or float(np.median(recent)) < first
+        if fell:
+            self._recent = None  # no longer read: it fell once, and that is what is asked
+        return fell
 
     def last_losses(self) -> tuple[int, list[float]]:
         """(the last TRAIN step of ``vitals/loss`` in the stage, its last ``END_VALUES`` values

@@ -55,7 +55,9 @@ class AccuracyAtChance(Rule):
     ``predictions`` collections (predictions as classes or scores per class).
 
     Told apart from training on too long: where an earlier pass was far above chance (twice
-    ``z_threshold``, and a quarter of the way to perfect: ``_LEARNED``), the labels carry signal
+    ``z_threshold``, and a quarter of the way to perfect: ``_LEARNED``) once the training loss
+    had fallen below its first value (before that, it is the untrained model's luck: a linear
+    model on well-separated classes can map them right at random), the labels carry signal
     the model learned and lost by training on: the cause is ``overtraining``, unless the model
     lost its fit of the training data too (its training loss ended at the entropy of the training
     labels' class shares, as ``TrainingRecord.loss_at_chance`` judges it): training on too long fits
@@ -71,7 +73,9 @@ class AccuracyAtChance(Rule):
     At the end of training, passes at chance in at least half the run (and ``passes`` or more)
     with none far above it, though the run did not end at chance, are a warning that is
     evidence needing harm (``details["needs_harm"]``): the model never learned what the labels
-    say, which the diagnosis names where training is harmed in a way it explains.
+    say, which the diagnosis names where training is harmed in a way it explains. Where the
+    pass that ended training was at chance too (one barely above chance before it broke the
+    row), the run ended at chance: a problem.
 
     A regression (no labels saved; a regression loss module such as ``MSELoss``, or a
     functional one such as ``F.mse_loss``, whose prediction and target inputs are saved) is
@@ -205,9 +209,11 @@ class AccuracyAtChance(Rule):
         or more of them (at least half), and never far above it (``_LEARNED`` of the way to
         perfect, beyond the noise), though not at chance to the end: the model never learned
         what the labels say, only noise about chance (a regression's R^2 wobbling about 0).
-        Evidence that needs harm (``details["needs_harm"]``): a hard task may sit near chance
-        while training goes well, so this names the cause only where training is harmed in a
-        way it explains (no progress, overfitting). None where not judged."""
+        Where the pass that ended training was at chance too (one barely above chance broke
+        the row before it), the run ended at chance: a problem. Else evidence that needs harm
+        (``details["needs_harm"]``): a hard task may sit near chance while training goes well,
+        so this names the cause only where training is harmed in a way it explains (no
+        progress, overfitting). None where not judged."""
         if self._above is not None or self._best is not None or self._peak is None:
             return None
         last = self._last
@@ -217,10 +223,15 @@ class AccuracyAtChance(Rule):
             return None
         gain, said = self._peak
         other = self._other_cause()
+        # the pass that ended the run at chance as well: the run's outcome is at chance (a
+        # pass between barely above it, R^2 0.03, broke the row but not what the run achieved)
+        ended = last is not None and last[4] and self._at_chance > 0
         self.explain(
             f"{self._chance_passes} of {self._judged} evaluation passes were at chance and "
             f"none far above it (a gain of {_LEARNED:g} of the way from chance to perfect, "
-            f"beyond the noise); the best: {said}: "
+            f"beyond the noise)"
+            + (", the pass that ended training among them" if ended else "")
+            + f"; the best: {said}: "
             + (
                 other[1]
                 if other
@@ -229,10 +240,11 @@ class AccuracyAtChance(Rule):
             tensors=self._names,
             value=gain,
             threshold=_LEARNED,
-            severity=Severity.WARNING,  # a problem where the diagnosis finds harm it explains
+            # not ended at chance: a problem where the diagnosis finds harm it explains
+            severity=Severity.PROBLEM if ended else Severity.WARNING,
             judged=True,
             cause=other[0] if other else "no_learnable_signal",
-            needs_harm=True,
+            needs_harm=not ended,
         )
         return True
 
@@ -336,9 +348,13 @@ class AccuracyAtChance(Rule):
         # some training (an untrained linear model on well-separated classes can map them right
         # by chance: a shuffled-label wine run's pass before training was at 0.64)
         learned = z >= 2 * self.z_threshold and gain >= _LEARNED
-        if learned and trained >= _TRAINED_BEFORE and self._above is None:
+        # ... and the training loss has fallen by then: a pass far above chance while it has
+        # not is the untrained model's luck (a linear model on well-separated classes: a
+        # shuffled-label wine run at 0.61 after 6 steps whose loss had risen)
+        learned = learned and trained >= _TRAINED_BEFORE and self._training.loss_fell()
+        if learned and self._above is None:
             self._above = (self._judged, said)
-        if learned and trained >= _TRAINED_BEFORE and (self._best is None or gain > self._best[1]):
+        if learned and (self._best is None or gain > self._best[1]):
             self._best = (self._judged, gain, said)
         best = self._best
         self._lost = (

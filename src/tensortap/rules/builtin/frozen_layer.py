@@ -95,6 +95,9 @@ class FrozenLayer(Rule):
             severity=Severity.WARNING,  # a problem where the diagnosis finds harm it explains
             cause="frozen_layer",
             needs_harm=True,  # fine-tuning freezes a pre-trained backbone on purpose
+            # a trained backbone under an output layer that trains gives it features to learn
+            # from: frozen, it slows or limits the fit, never leaves it at the class shares
+            explains_not=["no_learnable_signal"],
         )
         return True
 
