@@ -922,7 +922,7 @@ def test_frozen_layer_names_a_frozen_output_layer_not_a_frozen_backbone(
         assert summary.severities == {"warning": 3}
         finding = summary.findings[0]
         assert finding.details["needs_harm"] is True and finding.value == 2 / 3
-        assert finding.details["explains_not"] == ["no_learnable_signal"]
+        assert "no_learnable_signal" in finding.details["explains_not"]
         assert finding.message.startswith("2 of the 3 saved weights get no gradient")
         found = tt.diagnose(tt.create_trial(tmp_path / "t"), rules=[FrozenLayer(trial)])
         assert found.healthy, found  # no harm seen: never a problem alone

@@ -28,6 +28,15 @@ _NO_OUTPUT_LAYER = "no module inputs in forward order with saved weights at this
 
 _INPUT = re.compile(r"^(?P<module>.+?)_input_\d+$")
 
+#: What a backbone that was trained (not at a fresh initialisation) and is frozen under an
+#: output layer that trains does not explain (``details["explains_not"]``)
+_NOT_BY_A_TRAINED_BACKBONE = (
+    "no_learnable_signal",
+    "not_updating",
+    "vanishing_gradient",
+    "all_zero",
+)
+
 
 class FrozenLayer(Rule):
     """At each training step that saved gradients, finds the model's *output layer*: the last
@@ -96,8 +105,9 @@ class FrozenLayer(Rule):
             cause="frozen_layer",
             needs_harm=True,  # fine-tuning freezes a pre-trained backbone on purpose
             # a trained backbone under an output layer that trains gives it features to learn
-            # from: frozen, it slows or limits the fit, never leaves it at the class shares
-            explains_not=["no_learnable_signal"],
+            # from: frozen, it may slow or limit the fit, never leave it at the class shares,
+            # nor make the gradients of the layers that train vanish or be zero
+            explains_not=list(_NOT_BY_A_TRAINED_BACKBONE),
         )
         return True
 
