@@ -174,20 +174,25 @@ def test_accumulating_a_loss_plus_a_regulariser_undivided_is_named(
 
 
 # -- class weights in the loss --
-@pytest.mark.parametrize("weighted", [True, False])
+@pytest.mark.parametrize("weighted", [True, False, "counts"])
 def test_a_rare_class_given_up_despite_class_weights_is_not_an_unhandled_imbalance(
-    tmp_path: Path, weighted: bool
+    tmp_path: Path, weighted: bool | str
 ) -> None:
     """Training labels 90% class 0 and a model that never answers class 1 or 2: with
     CrossEntropyLoss(weight=...) the imbalance is handled (the hook records the weights), so the
-    class given up on is a warning, not class_imbalance; without them it is a problem."""
+    class given up on is a warning, not class_imbalance; without them it is a problem. So it is
+    (issue 44, dev2's class-imbalance run with weights set to the class frequencies) where the
+    weights lean the wrong way: the rare class weighs less than the most frequent."""
     rows = torch.arange(256)
     y_train = torch.where(rows % 10 == 0, 1 + (rows // 10) % 2, 0)
 
     def loop(hook: tt.Hook) -> None:
         model = mlp()
         hook.register_module(model)
-        weight = torch.tensor([1.0, 19.0, 19.0]) if weighted else None
+        weight = {
+            True: torch.tensor([1.0, 19.0, 19.0]),
+            "counts": torch.tensor([0.9, 0.05, 0.05]),
+        }.get(weighted)
         loss_fn = nn.CrossEntropyLoss(weight=weight)
         hook.register_loss(loss_fn)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -201,11 +206,15 @@ def test_a_rare_class_given_up_despite_class_weights_is_not_an_unhandled_imbalan
             opt.step()
 
     trial = trial_of(tmp_path, loop, ("labels", "predictions"))
-    assert ("training_loop/class_weights" in trial.tensor_names()) is weighted
+    assert ("training_loop/class_weights" in trial.tensor_names()) is bool(weighted)
     summary = invoke_rule(ClassImbalance(trial, samples=200))
     gravest = summary.gravest
     assert gravest is not None
-    if weighted:
+    if weighted == "counts":
+        assert gravest.severity is Severity.PROBLEM
+        assert gravest.details["cause"] == "class_imbalance"
+        assert "the class weights make the imbalance worse" in gravest.message, gravest.message
+    elif weighted:
         assert gravest.severity is Severity.WARNING
         assert gravest.details["cause"] == "class_given_up"
         assert "the imbalance is handled" in gravest.message

@@ -131,12 +131,17 @@ class LossFacts:
         weight = getattr(module, "weight", None)
         if not isinstance(weight, torch.Tensor) or weight.numel() < 2:
             return
-        low, high = (float(v) for v in torch.aminmax(_local(weight).detach().float()))
+        values = _local(weight).detach().float()
+        low, high = (float(v) for v in torch.aminmax(values))
         if low > 0 and high > low * (1 + 1e-6):
             self._class_weights = max(self._class_weights or 1.0, high / low)
             self._note("class_weights", self._class_weights)
+            if values.numel() <= MAX_CLASS_WEIGHTS:  # each class's, to tell which way they lean
+                self._note("class_weights/values", values.cpu().numpy().ravel())
 
 
+#: Class weights kept whole (``class_weights/values``) up to this many classes.
+MAX_CLASS_WEIGHTS = 1024
 #: Graph nodes read below a backward pass's root, at most (the loss sits near the root).
 GRAPH_NODES = 24
 _NLL = frozenset({"NllLossBackward0", "NllLoss2DBackward0"})

@@ -54,6 +54,8 @@ _MIN_TRAIN_STEPS = 50
 _TOP_ERROR = 0.3
 #: The training-loop fact: how far the loss module weights the classes apart.
 _WEIGHTS = f"{TRAINING_LOOP}/class_weights"
+#: ... and each class's weight
+_WEIGHT_VALUES = f"{TRAINING_LOOP}/class_weights/values"
 
 
 @dataclass
@@ -96,7 +98,10 @@ class ClassImbalance(Rule):
     whose cause is ``class_given_up`` (a class the model finds hard: in a balanced data set it
     is not an imbalance), and so is a rare class given up on where the loss weights the classes
     (the PyTorch hook's ``training_loop/class_weights`` fact: the imbalance is handled, yet the
-    class is given up). Training is counted in TRAIN steps times their batch of labels, so that
+    class is given up), unless the weights lean the wrong way: the class given up weighs less
+    than the most frequent class (``training_loop/class_weights/values``: weights that follow
+    the class counts, where their inverse was meant, make the imbalance worse). Training is
+    counted in TRAIN steps times their batch of labels, so that
     a job saving every 10th TRAIN step, or a long evaluation pass (no training within it),
     counts what the model was trained on (a trial without TRAIN labels counts the labels of the
     mode judged); imbalanced labels alone are a warning (class weights or resampling may handle
@@ -261,9 +266,15 @@ class ClassImbalance(Rule):
 
         # a rare class whose error rate is significantly over the limit is judged early; the
         # imbalance is not to blame where the loss weights the classes (handled)
-        weighted = self._class_weights()
+        weighted, weights = self._class_weights()
+
+        def lighter(k: int) -> bool:
+            """The loss weights class ``k`` less than the most frequent class: the weighting
+            makes the imbalance worse (weights that follow the class counts)."""
+            return weights is not None and max(k, top) < weights.size and weights[k] < weights[top]
+
         rare_given_up = {k for k in rare & set(wrong) if top_learned and significant(k)}
-        blame = set() if weighted else rare_given_up
+        blame = {k for k in rare_given_up if not weighted or lighter(k)}
         given_up = {
             k: e
             for k, e in wrong.items()
@@ -325,7 +336,15 @@ class ClassImbalance(Rule):
             f"class {klass} is mispredicted {100 * given_up[klass]:.3g}% of the time over the "
             f"last {y.size} {which} labels (limit {100 * limit:g}%)"
         )
-        if blamed and distinct is not None:
+        if blamed and weighted:
+            assert weights is not None  # blamed under a weighting: it leans the wrong way
+            message += (
+                f"; it is rare in the {ref_mode.name} labels, and the loss weights it "
+                f"{weights[klass]:.3g} against {weights[top]:.3g} for class {top}, the most "
+                "frequent: the class weights make the imbalance worse (weights proportional to "
+                "the class counts, where their inverse was meant?)"
+            )
+        elif blamed and distinct is not None:
             message += (
                 f"; it has {int(distinct[klass]) if klass < distinct.size else 0} of the "
                 f"{int(distinct.sum())} distinct {ref_mode.name} samples against "
@@ -381,16 +400,27 @@ class ClassImbalance(Rule):
         )
         return True
 
-    def _class_weights(self) -> float | None:
+    def _class_weights(self) -> tuple[float | None, np.ndarray | None]:
         """How far the loss weights its classes apart (the PyTorch hook's training-loop fact
-        ``class_weights``: the largest weight over the smallest), or None where not known."""
+        ``class_weights``: the largest weight over the smallest), or None where not known; and
+        each class's weight (``class_weights/values``), where saved."""
         trial = self.base_trial
-        if _WEIGHTS not in trial.tensor_names():
-            return None
+        names = trial.tensor_names()
+        if _WEIGHTS not in names:
+            return None, None
         tensor = trial.tensor(_WEIGHTS)
         steps = tensor.steps()
         ratio = scalar(tensor, steps[-1]) if steps else math.nan
-        return ratio if math.isfinite(ratio) and ratio > 1 else None  # else not a weighting
+        if not (math.isfinite(ratio) and ratio > 1):
+            return None, None  # not a weighting
+        weights = None
+        if _WEIGHT_VALUES in names:
+            saved = trial.tensor(_WEIGHT_VALUES)
+            at = saved.steps()
+            if at:
+                found = np.asarray(saved.value(at[-1]), dtype=np.float64).ravel()
+                weights = found if np.isfinite(found).all() else None
+        return ratio, weights
 
     def _nonfinite_scores(self, step: int) -> list[str]:
         """The prediction tensors saved at ``step`` that are scores holding NaN or inf."""
