@@ -19,8 +19,10 @@ ROWS_PER_COEFFICIENT = 10
 #: a fit worth matching: it explains at least this share of the targets' variance (a
 #: classifier's line: it gets at least this share of the way from chance to perfect)
 MIN_R2 = 0.2
-#: a model that explains under this share of what the line explains fits worse than it
-SHARE = 0.5
+#: a model that explains under this share of what the line explains fits worse than it (the
+#: development split's healthy runs: 0.81 of it at least, over 95 tabular ones; a network fed
+#: features only centred, each in its own units: 0.61)
+SHARE = 0.7
 #: classes a classifier's line fits at most (one column of sums each)
 MAX_CLASSES = 100
 

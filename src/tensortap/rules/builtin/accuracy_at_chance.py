@@ -85,9 +85,9 @@ class AccuracyAtChance(Rule):
     compared with a linear model of its inputs, fitted on the training targets or labels saved
     (``_linear.LinearFit``, a regression's straight line; ``_linear.LinearClassifier``, a
     classifier's least-squares linear discriminant): a last pass, to the end of training, that
-    gets under half of what the line gets is a problem named ``underfitting``, and passes at
-    chance whose targets or labels the line gets are ``underfitting`` too, not labels that do
-    not follow from the inputs.
+    gets under ``SHARE`` (70%) of what the line gets is a problem named ``underfitting``, and
+    passes at chance whose targets or labels the line gets are ``underfitting`` too, not labels
+    that do not follow from the inputs.
     """
 
     collections_needed = ("labels", "predictions")
