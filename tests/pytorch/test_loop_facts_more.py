@@ -173,6 +173,53 @@ def test_accumulating_a_loss_plus_a_regulariser_undivided_is_named(
     assert causes(tmp_path, loop) == ([] if divided else ["accumulation_undivided"])
 
 
+@pytest.mark.parametrize("style", ["two_micro_batches", "two_micro_batches_functional",
+                                   "r_drop", "two_batches_averaged"])  # fmt: skip
+def test_two_micro_batch_losses_summed_are_an_accumulation_one_batch_twice_is_not(
+    tmp_path: Path, style: str
+) -> None:
+    """Issue 44: ``total = total + loss`` over two micro-batches, then one ``backward()``, sums
+    them where it should average them, as three do; two losses summed after two forwards were
+    left alone (a semi-supervised pair). Two micro-batches' losses have targets of their own
+    (two tensors of one shape, alive together until the backward pass); R-Drop's two forwards
+    of one batch share one target tensor, and stay unnamed, as does the sum divided by 2."""
+    functional = style.endswith("functional")
+
+    def loop(hook: tt.Hook) -> None:
+        model = mlp(dropout=0.2)
+        hook.register_module(model)
+        criterion = nn.CrossEntropyLoss()
+        if not functional:
+            hook.register_loss(criterion)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for i in range(40):
+            x, y = X[(i % 8) * 32 :][:16], Y[(i % 8) * 32 :][:16]
+            x2, y2 = (
+                (x, y)
+                if style == "r_drop"
+                else (X[(i % 8) * 32 + 16 :][:16], Y[(i % 8) * 32 + 16 :][:16])
+            )
+            if functional:
+                # each told of as it is computed: recorded, and (as zero code change's wrapper
+                # of F.cross_entropy does) with its target
+                first = F.cross_entropy(model(x), y)
+                hook.record_loss(first)
+                hook.after_functional_loss("cross_entropy", None, y, None, first)
+                second = F.cross_entropy(model(x2), y2)
+                hook.record_loss(second)
+                hook.after_functional_loss("cross_entropy", None, y2, None, second)
+            else:
+                first, second = criterion(model(x), y), criterion(model(x2), y2)
+            total = first + second
+            (total / 2 if style == "two_batches_averaged" else total).backward()
+            opt.step()
+            opt.zero_grad()
+
+    found = causes(tmp_path, loop)
+    summed = style.startswith("two_micro_batches")
+    assert found == (["accumulation_undivided"] if summed else []), found
+
+
 # -- class weights in the loss --
 @pytest.mark.parametrize("weighted", [True, False, "counts"])
 def test_a_rare_class_given_up_despite_class_weights_is_not_an_unhandled_imbalance(

@@ -26,8 +26,13 @@ from tensortap.pytorch._loss_facts import apart, negated, reaches, summed_into
 #: The id given to a loss recorded with ``hook.record_loss`` (no loss module).
 RECORDED = -1
 #: Losses summed into one backward pass, each after its own forward of a model, that make an
-#: accumulation (two are a semi-supervised pair, a weak and a strong view of one batch).
+#: accumulation (two are a semi-supervised pair, a weak and a strong view of one batch) ...
 SUMMED_MICRO_BATCHES = 3
+#: ... or two, where their targets are known to be two tensors of one shape, each micro-batch's
+#: own labels (R-Drop's two forwards of one batch share one target tensor; a consistency loss
+#: between two views is another loss function; FixMatch's pseudo-label loss is masked, so not
+#: summed whole)
+SUMMED_PAIR = 2
 #: Loss nodes kept between two backward passes, at most (each keeps its graph alive until the
 #: backward pass, as the script's running total does; only in train mode, on checked steps).
 LOSSES_KEPT = 16
@@ -67,7 +72,8 @@ class AccumulationFacts:
         # each loss's node with its loss module's id and the forwards before it
         self._forwards = 0
         self._forward_training = False  # the last of them ran in train mode
-        self._step_losses: list[tuple[Any, int, int]] = []
+        # (node, loss module id, forwards before it, its target's storage and shape or None)
+        self._step_losses: list[tuple[Any, int, int, tuple[int, tuple[int, ...]] | None]] = []
         self._summed_passes = 0  # losses of micro-batches summed into this step's backward
         self._summed = 0  # optimizer steps whose backward ran on such a sum
         # the root of the last checked backward pass since the optimizer step (a node, not
@@ -82,20 +88,24 @@ class AccumulationFacts:
         self._forwards += 1
         self._forward_training = training
 
-    def on_loss(self, output: torch.Tensor, module: int) -> None:
+    def on_loss(self, output: torch.Tensor, module: int, target: Any = None) -> None:
         """A loss was computed: ``output`` of the loss module ``module`` (its id, or
-        :data:`RECORDED`). Its node is kept for the summed-losses check when the coming
-        backward pass is one the loop checks (asked last: the cheap tests come first)."""
+        :data:`RECORDED`) on ``target`` (None: not known). Its node is kept for the
+        summed-losses check when the coming backward pass is one the loop checks (asked last:
+        the cheap tests come first)."""
         node = output.grad_fn
         self._loss_output, self._loss_node = (weakref.ref(output), module), node
-        if (
-            node is not None
-            and self._forward_training
-            and len(self._step_losses) < LOSSES_KEPT
-            and not any(kept is node for kept, _, _ in self._step_losses[-2:])
-            and self._checks_next()
-        ):  # (a loss module calls the functional loss: one loss, told of twice)
-            self._step_losses.append((node, module, self._forwards))
+        if node is None or not self._forward_training:
+            return
+        key = _target_key(target)
+        for i in range(len(self._step_losses) - 1, max(len(self._step_losses) - 3, -1), -1):
+            kept = self._step_losses[i]
+            if kept[0] is node:  # one loss told of twice (a loss module calls the functional
+                if kept[3] is None and key is not None:  # one; or recorded, then wrapped)
+                    self._step_losses[i] = (*kept[:3], key)
+                return
+        if len(self._step_losses) < LOSSES_KEPT and self._checks_next():
+            self._step_losses.append((node, module, self._forwards, key))
 
     def before_backward(self, tensor: torch.Tensor, checked: bool) -> None:
         """A backward pass on ``tensor`` is about to run; ``checked``: the loop checks this
@@ -166,18 +176,27 @@ class AccumulationFacts:
 
     def _summed_losses(self, root: Any) -> int:
         """How many losses of micro-batches ``root`` (a backward pass's) sums whole: at least
-        :data:`SUMMED_MICRO_BATCHES` losses of one loss module (or functional loss), each after
-        a forward of its own, entering ``root`` through additions only, whose graphs are apart
-        (``total = total + loss`` over the micro-batches, then ``total.backward()``); 0
-        otherwise. A multi-task sum follows one forward; a sequence's per-step losses share
-        the hidden state's graph."""
+        :data:`SUMMED_MICRO_BATCHES` losses of one loss module (or functional loss), or
+        :data:`SUMMED_PAIR` whose targets are two tensors of one shape, each after a forward of
+        its own, entering ``root`` through additions only, whose graphs are apart (``total =
+        total + loss`` over the micro-batches, then ``total.backward()``); 0 otherwise. A
+        multi-task sum follows one forward; a sequence's per-step losses share the hidden
+        state's graph."""
         found = list(self._step_losses)
-        if len(found) < SUMMED_MICRO_BATCHES:
+        if len(found) < SUMMED_PAIR:
             return 0
         found = [f for f in found if summed_into(root, f[0])]
         forwards = [f[2] for f in found]
+        targets = [f[3] for f in found]
+        pair = (
+            len(found) == SUMMED_PAIR
+            and targets[0] is not None
+            and targets[1] is not None
+            and targets[0][1] == targets[1][1]  # one shape
+            and targets[0][0] != targets[1][0]  # two tensors (a loss keeps its target alive)
+        )
         if (
-            len(found) < SUMMED_MICRO_BATCHES
+            (len(found) < SUMMED_MICRO_BATCHES and not pair)
             or len({f[1] for f in found}) != 1
             or len(set(forwards)) != len(found)
             or min(forwards) < 1
@@ -185,3 +204,15 @@ class AccumulationFacts:
         ):
             return 0
         return len(found)
+
+
+def _target_key(target: Any) -> tuple[int, tuple[int, ...]] | None:
+    """A loss's target as its storage's address and its shape (None: not a tensor, or not
+    known): two micro-batches' labels are two tensors, alive together until the backward pass
+    that runs on their losses' sum (each loss node keeps its target)."""
+    if not isinstance(target, torch.Tensor) or target.is_meta:
+        return None
+    try:
+        return target.data_ptr(), tuple(target.shape)
+    except RuntimeError:  # a tensor without storage (a functional transform's wrapper)
+        return None

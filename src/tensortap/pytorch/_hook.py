@@ -636,7 +636,7 @@ class Hook(TrainerControls, BaseHook):
             if not self._closed and not self._paused:
                 self._guard_event(self._outcome.on_loss, kind, scores, target, ignore_index)
                 if self._loop.enabled and isinstance(loss, torch.Tensor) and loss.ndim == 0:
-                    self._guard_event(self._loop.on_recorded_loss, loss)
+                    self._guard_event(self._loop.on_recorded_loss, loss, target)
 
     def after_regression_loss(self, name: str, prediction: Any, target: Any) -> None:
         """A functional regression loss (``F.mse_loss``, which ``nn.MSELoss`` calls too) ran:

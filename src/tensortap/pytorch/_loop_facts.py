@@ -239,14 +239,16 @@ class LoopFacts:
     def on_loss(self, module: nn.Module, inputs: Any, output: Any = None) -> None:
         """A registered loss module ran on ``inputs`` (prediction, target) giving ``output``."""
         if isinstance(output, torch.Tensor):
-            self._accumulation.on_loss(output, id(module))
+            target = inputs[1] if isinstance(inputs, tuple) and len(inputs) > 1 else None
+            self._accumulation.on_loss(output, id(module), target)
         self._losses.on_loss(module, inputs)
 
-    def on_recorded_loss(self, loss: torch.Tensor) -> None:
+    def on_recorded_loss(self, loss: torch.Tensor, target: Any = None) -> None:
         """A loss computed without a loss module was recorded (``hook.record_loss``) or came
-        from a functional loss (``F.cross_entropy``, wrapped under zero code change): a backward
-        pass on this very tensor runs on a whole loss, as on a loss module's output."""
-        self._accumulation.on_loss(loss, RECORDED)
+        from a functional loss (``F.cross_entropy``, wrapped under zero code change: its
+        ``target`` known): a backward pass on this very tensor runs on a whole loss, as on a
+        loss module's output."""
+        self._accumulation.on_loss(loss, RECORDED, target)
 
     def _checks_next(self) -> bool:
         """Whether the next backward pass is one the checks walk (the first, and due steps)."""
