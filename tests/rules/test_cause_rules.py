@@ -710,7 +710,7 @@ def _unscaled(x: Any, scales: list[float]) -> Any:
     return x * torch.tensor(scales)
 
 
-@pytest.mark.parametrize("fault", ["unscaled", "lr_too_low", "none"])
+@pytest.mark.parametrize("fault", ["unscaled", "lr_too_low", "none", "lost_fit"])
 def test_a_regression_that_fits_worse_than_a_line_through_its_inputs_underfits(
     tmp_path: Path, fault: str
 ) -> None:
@@ -720,25 +720,38 @@ def test_a_regression_that_fits_worse_than_a_line_through_its_inputs_underfits(
     so the diagnosis names it first. Before, the run was healthy. At a learning rate 100x too
     low the model ends at chance: before, "do the labels follow from the inputs?"; the line
     says they do, so the cause is underfitting, not no_learnable_signal. The same network on
-    standardised features fits as well as the line: nothing."""
+    standardised features fits as well as the line: nothing. One that fit as well as the line
+    and ends under it (its first layer's weights shrunk before the last pass) lost its fit:
+    overtraining, not underfitting (issue 44: dev2's overtrained diabetes MLP ended at 0.65 of
+    the line after passes at it, and was named underfitting)."""
     import torch
     from torch import nn
 
     from tests.helpers import job_runs
 
     x_train, y_train, x_val, y_val = _regression(False)
+    first = nn.Linear(8, 32)
+    model = nn.Sequential(first, nn.ReLU(), nn.Linear(32, 1))
+
+    def shrink(step: int) -> None:  # after the last training step: the last pass sees it
+        if step == 199:
+            with torch.no_grad():
+                first.weight.mul_(0.3)
+
     if fault == "unscaled":
         scales = [1000.0] + [1.0] * 7
         x_train, x_val = _unscaled(x_train, scales), _unscaled(x_val, scales)
     torch.manual_seed(0)
+    model.apply(lambda m: m.reset_parameters() if isinstance(m, nn.Linear) else None)
     trial = job_runs.train(
         tmp_path,
-        nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1)),
+        model,
         job_runs.Data(x_train, y_train, x_val, y_val),  # type: ignore[arg-type]
         lambda p: torch.optim.Adam(p, lr=3e-5 if fault == "lr_too_low" else 3e-3),
         nn.MSELoss(),
         classify=False,
         evaluate_at_end=True,
+        after_step=shrink if fault == "lost_fit" else None,
     )
     summary = invoke_rule(AccuracyAtChance(trial))
     if fault == "none":
@@ -746,6 +759,10 @@ def test_a_regression_that_fits_worse_than_a_line_through_its_inputs_underfits(
         return
     gravest = summary.gravest
     assert gravest is not None and gravest.severity is Severity.PROBLEM, summary
+    if fault == "lost_fit":
+        assert gravest.details["cause"] == "overtraining", gravest.message
+        assert "not underfitting: evaluation pass" in gravest.message
+        return
     assert gravest.details["cause"] == "underfitting"
     assert "a straight line through the model's inputs (a least-squares fit" in gravest.message
     causes = tt.diagnose(trial).causes

@@ -28,8 +28,9 @@ MAX_CLASSES = 100
 
 
 @dataclass(frozen=True)
-class Underfit:
-    """A pass on which the model explains less than ``SHARE`` of what the line explains."""
+class AgainstLine:
+    """A pass's model against the line on the same samples (an underfit where :meth:`under`:
+    the model explains less than ``SHARE`` of what the line explains)."""
 
     #: the model's R^2 and the line's, on the same pass, against the training targets' mean (a
     #: classifier's: balanced accuracy's share of the way from chance to perfect)
@@ -43,6 +44,11 @@ class Underfit:
     features: int
     #: a classifier's (the line answers the class it scores highest), or a regression's
     classifier: bool = False
+
+    def under(self, z_threshold: float) -> bool:
+        """Whether the model fits worse than the line: the line worth matching (``MIN_R2``),
+        the model under ``SHARE`` of it, the line ``z_threshold`` standard errors better."""
+        return self.line >= MIN_R2 and self.model < SHARE * self.line and self.z >= z_threshold
 
     def scored(self) -> str:
         """The line's score against the model's, in words."""
@@ -145,12 +151,20 @@ class LinearFit:
 
     def judge(
         self, x: np.ndarray, t: np.ndarray, predicted: np.ndarray, mean: float, z_threshold: float
-    ) -> Underfit | None:
-        """The pass's ``predicted`` targets against the line's on the same rows: an Underfit
+    ) -> AgainstLine | None:
+        """The pass's ``predicted`` targets against the line's on the same rows: an AgainstLine
         where the line explains at least ``MIN_R2`` of the targets' variance (about ``mean``,
         the training targets') and the model under ``SHARE`` of what the line explains, the
         line's squared error ``z_threshold`` standard errors below the model's; else None
         (also where the fit has too few training rows, or none)."""
+        found = self.compare(x, t, predicted, mean)
+        return found if found is not None and found.under(z_threshold) else None
+
+    def compare(
+        self, x: np.ndarray, t: np.ndarray, predicted: np.ndarray, mean: float
+    ) -> AgainstLine | None:
+        """The model's and the line's R^2 on the pass, whatever they are (None: no fit, too
+        few training rows, or rows that do not match)."""
         found = self.rows_of(x, t)
         if found is None or predicted.size != found[1].size:
             return None
@@ -169,9 +183,7 @@ class LinearFit:
         r2_model = 1 - float(model_err.mean()) / constant
         r2_line = 1 - float(line_err.mean()) / constant
         z = paired_z(model_err - line_err)
-        if r2_line < MIN_R2 or r2_model >= SHARE * r2_line or z < z_threshold:
-            return None
-        return Underfit(r2_model, r2_line, z, self._sums.rows, found[0].shape[1])
+        return AgainstLine(r2_model, r2_line, z, self._sums.rows, found[0].shape[1])
 
 
 class LinearClassifier:
@@ -209,11 +221,19 @@ class LinearClassifier:
 
     def judge(
         self, x: np.ndarray, labels: np.ndarray, predicted: np.ndarray, z_threshold: float
-    ) -> Underfit | None:
-        """The pass's ``predicted`` classes against the line's on the same rows: an Underfit
+    ) -> AgainstLine | None:
+        """The pass's ``predicted`` classes against the line's on the same rows: an AgainstLine
         where the line gets at least ``MIN_R2`` of the way from chance to perfect (balanced
         accuracy) and the model under ``SHARE`` of the line's way, with the line's share of
         samples right ``z_threshold`` standard errors above the model's; else None."""
+        found = self.compare(x, labels, predicted)
+        return found if found is not None and found.under(z_threshold) else None
+
+    def compare(
+        self, x: np.ndarray, labels: np.ndarray, predicted: np.ndarray
+    ) -> AgainstLine | None:
+        """The model's and the line's way from chance to perfect on the pass, whatever they
+        are (None: no fit, too few training rows, or rows that do not match)."""
         x64 = _features(x)
         if x64 is None or labels.shape != (x64.shape[0],) or predicted.shape != labels.shape:
             return None
@@ -228,9 +248,7 @@ class LinearClassifier:
 
         model_way, line_way = way(predicted), way(line)
         z = paired_z((line == labels).astype(np.float64) - (predicted == labels))
-        if line_way < MIN_R2 or model_way >= SHARE * line_way or z < z_threshold:
-            return None
-        return Underfit(
+        return AgainstLine(
             model_way,
             line_way,
             z,

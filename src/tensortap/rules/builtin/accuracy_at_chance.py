@@ -13,7 +13,7 @@ from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._chance import PassScore, classified, label_shift, regressed
 from tensortap.rules.builtin._common import names_in, step_mode
 from tensortap.rules.builtin._labels import labels_and_predictions, regression_targets
-from tensortap.rules.builtin._linear import SHARE, Underfit
+from tensortap.rules.builtin._linear import SHARE, AgainstLine
 from tensortap.rules.builtin._series import Stages, pass_ends_at
 from tensortap.rules.builtin._training_record import (
     AT_ENTROPY,
@@ -87,7 +87,8 @@ class AccuracyAtChance(Rule):
     classifier's least-squares linear discriminant): a last pass, to the end of training, that
     gets under ``SHARE`` (70%) of what the line gets is a problem named ``underfitting``, and
     passes at chance whose targets or labels the line gets are ``underfitting`` too, not labels
-    that do not follow from the inputs.
+    that do not follow from the inputs; a last pass under the line after an earlier one that
+    scored ``SHARE`` of it or more is ``overtraining``: the model had fit and lost it.
     """
 
     collections_needed = ("labels", "predictions")
@@ -120,7 +121,7 @@ class AccuracyAtChance(Rule):
         self._predictions: list[np.ndarray] = []
         self._regression: list[tuple[np.ndarray, np.ndarray]] = []  # (predicted, target)
         self._pass_inputs: list[np.ndarray | None] = []  # the model's inputs of the pass's steps
-        self._underfit: Underfit | None = None  # the pass judged last, if under the line
+        self._underfit: AgainstLine | None = None  # the pass judged last, if under the line
         self._names: list[str] = []
         self._stages = Stages(base_trial)
         self._start_stage(0)
@@ -132,6 +133,9 @@ class AccuracyAtChance(Rule):
         self._training = TrainingRecord(self, stage_from, self.labels_regex)
         self._at_chance = 0  # passes in a row at chance
         self._judged = 0
+        # the pass whose model scored best against a line (its number, and how): a model that
+        # ends below the line after a pass that scored as well as it had fit and lost it
+        self._best_against: tuple[int, AgainstLine] | None = None
         self._pass_labels = np.zeros(0, dtype=np.int64)  # the last pass judged's, by class
         # the first pass far above chance: its number, what it measured
         self._above: tuple[int, str] | None = None
@@ -415,12 +419,32 @@ class AccuracyAtChance(Rule):
         )
         return True
 
-    def _below_the_line(self, found: Underfit, said: str) -> bool:
+    def _below_the_line(self, found: AgainstLine, said: str) -> bool:
         """The regression's last evaluation pass, to the end of training, explains under
         ``SHARE`` of the targets' variance that a straight line through the model's inputs
         explains (see ``_linear.LinearFit``): harm (the model fits worse than a linear model of
         its inputs), whose cause the diagnosis looks for among the set-up's (unnormalised
-        features, a learning rate too low, an initialisation that stalls)."""
+        features, a learning rate too low, an initialisation that stalls). Where an earlier
+        pass fit about as well as the line, the model fit and lost it by training on:
+        ``overtraining``, not underfitting."""
+        best = self._best_against
+        if best is not None and best[0] < self._judged and best[1].model >= SHARE * found.line:
+            number, then = best
+            self.explain(
+                f"{said}; {found.fitted()} does better on the same samples: {found.scored()} "
+                f"({found.z:.1f} standard errors better), the model under {SHARE:.0%} of the "
+                f"line's at the end of training; not underfitting: evaluation pass {number} "
+                f"scored {then.model:.3g}, {then.model / found.line:.0%} of the line's now, so the "
+                "model had fit and lost it by training on (keep the best checkpoint and stop "
+                "earlier, or regularise)",
+                tensors=self._names,
+                value=found.model,
+                threshold=SHARE * found.line,
+                severity=Severity.PROBLEM,
+                judged=True,
+                cause="overtraining",
+            )
+            return True
         self.explain(
             f"{said}; {found.fitted()} does better on the same samples: {found.scored()} "
             f"({found.z:.1f} standard errors better), the model under {SHARE:.0%} of the line's "
@@ -434,6 +458,14 @@ class AccuracyAtChance(Rule):
             cause="underfitting",
         )
         return True
+
+    def _against_line(self, found: AgainstLine | None) -> None:
+        """The pass being judged against the line: an underfit or not, and the best pass so
+        far by the model's score (the passes share their samples)."""
+        self._underfit = found if found is not None and found.under(self.z_threshold) else None
+        best = self._best_against
+        if found is not None and (best is None or found.model > best[1].model):
+            self._best_against = (self._judged + 1, found)  # (numbered as _judge_pass will)
 
     def _has_labels(self, step: int) -> bool:
         trial = self.base_trial
@@ -452,7 +484,7 @@ class AccuracyAtChance(Rule):
         self._pass_labels = np.bincount(labels) if labels.min() >= 0 else np.zeros(0, np.int64)
         if inputs is not None:
             line = self._training.class_line
-            self._underfit = line.judge(inputs, labels, predicted, self.z_threshold)
+            self._against_line(line.compare(inputs, labels, predicted))
         return classified(labels, predicted, self.z_threshold)
 
     def _other_cause(self) -> tuple[str, str] | None:
@@ -506,7 +538,7 @@ class AccuracyAtChance(Rule):
         mean = float(target.mean()) if trained is None else trained
         if trained is not None and inputs is not None:
             line = self._training.line
-            self._underfit = line.judge(inputs, target, predicted, mean, self.z_threshold)
+            self._against_line(line.compare(inputs, target, predicted, mean))
         return regressed(predicted, target, mean, self.z_threshold)
 
 
