@@ -362,6 +362,38 @@ def chance_trial(
     return tt.create_trial(out)
 
 
+def found_by(rule: str, severity: str, step: int, message: str, **details: Any) -> Any:
+    """What ``rule`` said of a run, as a job records it: a triggered finding."""
+    from tensortap.rules._verdict import RuleOutcome
+
+    finding = {"rule_class": rule, "severity": severity, "step": step, "message": message,
+               "details": details}  # fmt: skip
+    return RuleOutcome(rule, "IssuesFound", finding)
+
+
+def losses_then_passes(out: Path, blocks: list[tuple[list[float], float]]) -> tt.Trial:
+    """Per block: TRAIN steps with these training losses (``vitals/loss``) and 8 labels of 4
+    classes each, then an evaluation pass of two batches of 100 right at this rate."""
+    rng = np.random.default_rng(0)
+    hook = tt.Hook(out, save_config=tt.SaveConfig(save_interval=1),
+                   include_collections=["labels", "predictions", "vitals"])  # fmt: skip
+    for losses, acc in blocks:
+        hook.set_mode(tt.modes.TRAIN)
+        for loss in losses:
+            hook.save_tensor("vitals/loss", np.float32(loss), "vitals")
+            hook.save_tensor("labels", rng.integers(0, 4, 8), collections="labels")
+            hook.next_step()
+        hook.set_mode(tt.modes.EVAL)
+        for _ in range(2):
+            y = rng.integers(0, 4, 100)
+            p = np.where(rng.random(100) < acc, y, (y + 1) % 4)
+            hook.save_tensor("labels", y, collections="labels")
+            hook.save_tensor("predictions", p, collections="predictions")
+            hook.next_step()
+    hook.close()
+    return tt.create_trial(out)
+
+
 def test_accuracy_at_chance_is_a_problem_when_the_run_ends_at_chance(tmp_path: Path) -> None:
     learned = invoke_rule(AccuracyAtChance(chance_trial(tmp_path / "ok", [0.25, 0.6, 0.8, 0.9])))
     assert learned.status.value == "NoIssuesFound"  # the first pass at chance is not enough
@@ -425,12 +457,8 @@ def test_passes_that_never_left_chance_are_evidence_of_labels_that_do_not_follow
         other = invoke_rule(AccuracyAtChance(chance_trial(tmp_path / name, accuracy)))
         assert not [f for f in other.findings if f.triggered and f.details.get("needs_harm")], name
     chance = outcome_of(summary)
-    stalled = RuleOutcome(
-        "LossNotDecreasing",
-        "IssuesFound",
-        {"rule_class": "LossNotDecreasing", "severity": "problem", "step": 7,
-         "message": "no progress since the start", "details": {"cause": "no_progress"}},
-    )  # fmt: skip
+    stalled = found_by("LossNotDecreasing", "problem", 7, "no progress since the start",
+                       cause="no_progress")  # fmt: skip
     harmed = build([chance, stalled])
     assert harmed.cause is not None and harmed.cause.id == "no_learnable_signal", harmed
     assert "no_progress" in harmed.causes, harmed.headline()  # folded under it
@@ -467,24 +495,8 @@ def test_a_pass_above_chance_before_the_training_loss_fell_is_not_learning(
     an untrained linear model on well-separated classes can map them right by chance. A pass
     far above chance counts as learned only once the training loss has fallen below its first
     value; where it rose, the passes at chance after it are the labels'."""
-    rng = np.random.default_rng(0)
-    hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=1),
-                   include_collections=["labels", "predictions", "vitals"])  # fmt: skip
-    for block, acc in enumerate([0.9, 0.25, 0.25, 0.25]):
-        hook.set_mode(tt.modes.TRAIN)
-        for loss in losses if block == 0 else (losses[-1],) * 3:
-            hook.save_tensor("vitals/loss", np.float32(loss), "vitals")
-            hook.save_tensor("labels", rng.integers(0, 4, 8), collections="labels")
-            hook.next_step()
-        hook.set_mode(tt.modes.EVAL)
-        for _ in range(2):
-            y = rng.integers(0, 4, 100)
-            p = np.where(rng.random(100) < acc, y, (y + 1) % 4)
-            hook.save_tensor("labels", y, collections="labels")
-            hook.save_tensor("predictions", p, collections="predictions")
-            hook.next_step()
-    hook.close()
-    gravest = invoke_rule(AccuracyAtChance(tt.create_trial(tmp_path / "t"))).gravest
+    blocks = [(list(losses), 0.9)] + [([losses[-1]] * 3, 0.25)] * 3
+    gravest = invoke_rule(AccuracyAtChance(losses_then_passes(tmp_path / "t", blocks))).gravest
     assert gravest is not None and gravest.severity is Severity.PROBLEM
     assert gravest.details["cause"] == cause, gravest.message
 
@@ -974,30 +986,17 @@ def test_a_trained_frozen_backbone_does_not_explain_a_model_that_learned_nothing
     from tensortap.diagnosis import build
     from tensortap.rules._verdict import RuleOutcome
 
-    frozen = RuleOutcome(
-        "FrozenLayer",
-        "IssuesFound",
-        {"rule_class": "FrozenLayer", "severity": "warning", "step": 0,
-         "message": "4 of the 5 saved weights get no gradient while the output layer trains",
-         "details": {"cause": "frozen_layer", "needs_harm": True,
-                     "explains_not": ["no_learnable_signal"]}},
-    )  # fmt: skip
-    chance = RuleOutcome(
-        "AccuracyAtChance",
-        "IssuesFound",
-        {"rule_class": "AccuracyAtChance", "severity": "problem", "step": 239,
-         "message": "training ended with its loss at the class shares' entropy",
-         "details": {"cause": "no_learnable_signal"}},
-    )  # fmt: skip
+    frozen = found_by("FrozenLayer", "warning", 0,
+                      "4 of the 5 saved weights get no gradient while the output layer trains",
+                      cause="frozen_layer", needs_harm=True,
+                      explains_not=["no_learnable_signal"])  # fmt: skip
+    chance = found_by("AccuracyAtChance", "problem", 239,
+                      "training ended with its loss at the class shares' entropy",
+                      cause="no_learnable_signal")  # fmt: skip
     found = build([frozen, chance])
     assert found.causes == ("no_learnable_signal",), found.headline()
     assert any(w.cause == "frozen_layer" for w in found.warnings), found
-    stalled = RuleOutcome(
-        "LossNotDecreasing",
-        "IssuesFound",
-        {"rule_class": "LossNotDecreasing", "severity": "problem", "step": 50,
-         "message": "no progress", "details": {"cause": "no_progress"}},
-    )  # fmt: skip
+    stalled = found_by("LossNotDecreasing", "problem", 50, "no progress", cause="no_progress")
     assert "frozen_layer" in build([frozen, stalled]).causes
     # without the ruling out (a frozen layer that may be random), it explains the chance too
     assert frozen.finding is not None
@@ -1285,29 +1284,19 @@ def test_a_model_that_learned_then_lost_its_training_fit_too_was_broken_not_over
     ended at its labels' class-share entropy (4 even classes: ln 4 = 1.386) lost what it
     learned to its updates: a learning rate too high. Where the training loss kept falling,
     it is still overtraining."""
-    rng = np.random.default_rng(0)
-    hook = tt.Hook(tmp_path / "t", save_config=tt.SaveConfig(save_interval=1),
-                   include_collections=["labels", "predictions", "vitals"])  # fmt: skip
+    noise = np.random.default_rng(0)
+    blocks = []
     for block, acc in enumerate([0.9, 0.9, 0.25, 0.25]):
-        hook.set_mode(tt.modes.TRAIN)
+        losses = []
         for i in range(20):
             # down from 1.4 to 0.5 over blocks 0-1, to ``end_loss`` over block 2, then flat
             if block < 2:
                 loss = 1.4 - 0.9 * (block * 20 + i) / 39
             else:
                 loss = end_loss if block == 3 else 0.5 + (end_loss - 0.5) * i / 19
-            hook.save_tensor("vitals/loss", np.float32(loss + 0.01 * rng.normal()), "vitals")
-            hook.save_tensor("labels", rng.integers(0, 4, 8), collections="labels")
-            hook.next_step()
-        hook.set_mode(tt.modes.EVAL)
-        for _ in range(2):
-            y = rng.integers(0, 4, 100)
-            p = np.where(rng.random(100) < acc, y, (y + 1) % 4)
-            hook.save_tensor("labels", y, collections="labels")
-            hook.save_tensor("predictions", p, collections="predictions")
-            hook.next_step()
-    hook.close()
-    gravest = invoke_rule(AccuracyAtChance(tt.create_trial(tmp_path / "t"))).gravest
+            losses.append(loss + 0.01 * noise.normal())
+        blocks.append((losses, acc))
+    gravest = invoke_rule(AccuracyAtChance(losses_then_passes(tmp_path / "t", blocks))).gravest
     assert gravest is not None and gravest.severity is Severity.PROBLEM
     assert gravest.details["cause"] == cause, gravest.message
     if cause == "lr_too_high":

@@ -428,34 +428,31 @@ class AccuracyAtChance(Rule):
         pass fit about as well as the line, the model fit and lost it by training on:
         ``overtraining``, not underfitting."""
         best = self._best_against
-        if best is not None and best[0] < self._judged and best[1].model >= SHARE * found.line:
+        lost = best is not None and best[0] < self._judged and best[1].model >= SHARE * found.line
+        if best is not None and lost:
             number, then = best
-            self.explain(
-                f"{said}; {found.fitted()} does better on the same samples: {found.scored()} "
-                f"({found.z:.1f} standard errors better), the model under {SHARE:.0%} of the "
-                f"line's at the end of training; not underfitting: evaluation pass {number} "
-                f"scored {then.model:.3g}, {then.model / found.line:.0%} of the line's now, so the "
-                "model had fit and lost it by training on (keep the best checkpoint and stop "
-                "earlier, or regularise)",
-                tensors=self._names,
-                value=found.model,
-                threshold=SHARE * found.line,
-                severity=Severity.PROBLEM,
-                judged=True,
-                cause="overtraining",
+            why, cause = (
+                f"; not underfitting: evaluation pass {number} scored {then.model:.3g}, "
+                f"{then.model / found.line:.0%} of the line's now, so the model had fit and lost "
+                "it by training on (keep the best checkpoint and stop earlier, or regularise)",
+                "overtraining",
             )
-            return True
+        else:
+            why, cause = (
+                ": it fits worse than a linear model of its inputs (features on their own "
+                "scales, a learning rate too low, or training too short?)",
+                "underfitting",
+            )
         self.explain(
             f"{said}; {found.fitted()} does better on the same samples: {found.scored()} "
             f"({found.z:.1f} standard errors better), the model under {SHARE:.0%} of the line's "
-            "at the end of training: it fits worse than a linear model of its inputs (features "
-            "on their own scales, a learning rate too low, or training too short?)",
+            f"at the end of training{why}",
             tensors=self._names,
             value=found.model,
             threshold=SHARE * found.line,
             severity=Severity.PROBLEM,
             judged=True,
-            cause="underfitting",
+            cause=cause,
         )
         return True
 
