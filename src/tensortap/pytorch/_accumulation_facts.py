@@ -97,15 +97,17 @@ class AccumulationFacts:
         self._loss_output, self._loss_node = (weakref.ref(output), module), node
         if node is None or not self._forward_training:
             return
-        key = _target_key(target)
-        for i in range(len(self._step_losses) - 1, max(len(self._step_losses) - 3, -1), -1):
-            kept = self._step_losses[i]
-            if kept[0] is node:  # one loss told of twice (a loss module calls the functional
-                if kept[3] is None and key is not None:  # one; or recorded, then wrapped)
-                    self._step_losses[i] = (*kept[:3], key)
+        # one loss told of twice (a loss module calls the functional one; or recorded, then
+        # wrapped): kept once, with its target where the second telling knows it; the target
+        # is read only for a loss kept (none on the steps the loop does not check)
+        start = max(len(self._step_losses) - 2, 0)
+        for i, kept in enumerate(self._step_losses[start:], start):
+            if kept[0] is node:
+                if kept[3] is None and target is not None:
+                    self._step_losses[i] = (*kept[:3], _target_key(target))
                 return
         if len(self._step_losses) < LOSSES_KEPT and self._checks_next():
-            self._step_losses.append((node, module, self._forwards, key))
+            self._step_losses.append((node, module, self._forwards, _target_key(target)))
 
     def before_backward(self, tensor: torch.Tensor, checked: bool) -> None:
         """A backward pass on ``tensor`` is about to run; ``checked``: the loop checks this
