@@ -175,28 +175,38 @@ class LossBroadcast(faults.LossBroadcast):
 @third
 class GradAccumulationUndivided(faults.GradAccumulationUndivided):
     """Gradients accumulated over K micro-batches K-fold too large: the division by K sits
-    after ``loss.backward()`` (it scales only the logged value), or each micro-batch calls
+    after ``loss.backward()`` (it scales only the logged value), each micro-batch calls
     ``backward(retain_graph=True)`` on the running total of the step's losses, so earlier
-    micro-batches count again (K = 4 only: with K = 2 the excess is too small to show)."""
+    micro-batches count again (K = 4 only: with K = 2 the excess is too small to show), or the
+    K micro-batch losses are added up (``step_loss += loss``) and one ``backward()`` runs on
+    their sum at the step's end."""
 
     _total: torch.Tensor | None = None  # the running total's variant: the step's losses so far
+    _sum: torch.Tensor | None = None  # the summed variant: the step's undivided losses so far
 
     def options(self, d: Draw) -> tuple[str, ...]:
         if d.accum_steps >= 4:
-            return ("divided_after_backward", "running_total")
-        return ("divided_after_backward",)
+            return ("divided_after_backward", "running_total", "summed_once")
+        return ("divided_after_backward", "summed_once")
 
     def describe(self, d: Draw) -> str:
         return f"accumulated gradients undivided: {self.variant(d, self.options(d))}"
 
     def backward(self, scaled: torch.Tensor, loss: torch.Tensor, micro: int, d: Draw) -> None:
         k = d.accum_steps
-        if self.variant(d, self.options(d)) == "divided_after_backward":
+        variant = self.variant(d, self.options(d))
+        last = (micro + 1) % k == 0
+        if variant == "divided_after_backward":
             loss.backward()  # then `loss = loss / k`, for the log only
+            return
+        if variant == "summed_once":
+            self._sum = loss if micro % k == 0 or self._sum is None else self._sum + loss
+            if last:
+                self._sum.backward()
+                self._sum = None
             return
         part = loss / k
         self._total = part if micro % k == 0 or self._total is None else self._total + part
-        last = (micro + 1) % k == 0
         self._total.backward(retain_graph=not last)
         if last:
             self._total = None
@@ -289,10 +299,16 @@ class NoOptimizerStep(faults.NoOptimizerStep):
 @third
 class ShuffledLabels(faults.ShuffledLabels):
     """Rows and targets no longer match: the features shuffled apart from the targets, the
-    target array sorted in place (``y.sort()`` for a class count), or the targets read off by
-    one row (a label file with a header line read without skipping it)."""
+    target array sorted in place (``y.sort()`` for a class count), the targets read off by
+    one row (a label file with a header line read without skipping it), or the targets
+    permuted anew every epoch (a loader that shuffles its label list apart from its rows)."""
 
-    VARIANTS: ClassVar[tuple[str, ...]] = ("features_shuffled", "targets_sorted", "off_by_one")
+    VARIANTS: ClassVar[tuple[str, ...]] = (
+        "features_shuffled",
+        "targets_sorted",
+        "off_by_one",
+        "reshuffled_each_epoch",
+    )
 
     def describe(self, d: Draw) -> str:
         return f"targets do not match rows: {self.variant(d, self.VARIANTS)}"
@@ -305,7 +321,15 @@ class ShuffledLabels(faults.ShuffledLabels):
             return x[self.rng(d).permutation(len(x))], y
         if variant == "targets_sorted":
             return x, np.sort(y, kind="stable")
-        return x, np.roll(y, 1)
+        if variant == "off_by_one":
+            return x, np.roll(y, 1)
+        return x, y
+
+    def epoch_targets(self, y: torch.Tensor, epoch: int, d: Draw) -> torch.Tensor:
+        if self.variant(d, self.VARIANTS) != "reshuffled_each_epoch":
+            return y
+        order = np.random.default_rng([d.seed, 1200 + self.salt, epoch]).permutation(len(y))
+        return y[torch.from_numpy(order)]
 
 
 @third
