@@ -716,6 +716,73 @@ def test_a_weak_but_real_regression_signal_is_above_chance(tmp_path: Path) -> No
     assert summary.status.value == "NoIssuesFound", summary
 
 
+def _fit_then_passes(
+    path: Path, slope: float, swapped: bool = False, heavy: bool = False
+) -> tt.Trial:
+    """60 TRAIN steps of an MSELoss whose predictions are ``slope`` x their targets plus noise
+    (``swapped``: the loss called as ``mse_loss(target, prediction)`` while training;
+    ``heavy``: the predictions are the targets' signal, the targets have heavy-tailed noise
+    added, Student's t with 1.1 degrees of freedom, of infinite variance), then 4
+    evaluation passes of 200 targets whose predictions explain about 5% of theirs: above
+    chance in the noise, never a quarter of the way to perfect."""
+    rng = np.random.default_rng(0)
+    builder = TrialBuilder(path)
+    kinds = {"MSELoss_output_0": "losses", "MSELoss_input_0": "outputs",
+             "MSELoss_input_1": "outputs"}  # fmt: skip
+
+    def step(prediction: np.ndarray, target: np.ndarray, mode: str) -> None:
+        flip = swapped and mode == "train"
+        first, second = (target, prediction) if flip else (prediction, target)
+        loss = np.float32(np.mean((prediction - target) ** 2))
+        builder.step({"MSELoss_output_0": loss, "MSELoss_input_0": first.astype(np.float32),
+                      "MSELoss_input_1": second.astype(np.float32)},
+                     mode=mode, collections=kinds)  # fmt: skip
+
+    for _ in range(4):
+        for _ in range(15):
+            target = rng.normal(0.0, 1.0, (32, 1))
+            if heavy:
+                signal = rng.normal(0.0, 1.0, (32, 1))
+                step(signal, signal + 0.3 * rng.standard_t(1.1, (32, 1)), "train")
+                continue
+            step(slope * target + 0.5 * rng.normal(0.0, 1.0, (32, 1)), target, "train")
+        target = rng.normal(0.0, 1.0, (200, 1))
+        step(0.05 * target + 0.01 * rng.normal(0.0, 1.0, (200, 1)), target, "eval")
+    return builder.close()
+
+
+@pytest.mark.parametrize("case", ["no_fit", "fit", "fit_swapped", "fit_heavy_tailed"])
+def test_a_regression_that_fit_neither_its_training_targets_nor_held_out_ones(
+    tmp_path: Path, case: str
+) -> None:
+    """Issue 44: a linear regression on shuffled diabetes targets ended with its predictions
+    on its training batches explaining 0% of their variance, its evaluation passes wobbling
+    between chance and R^2 0.19 (above chance in the noise, never a quarter of the way to
+    perfect), and was healthy. A regression that fit nothing of its own training targets, with
+    no pass that learned, is a problem (no_learnable_signal); one whose training predictions
+    explain half of their targets is not judged so, whichever way round its loss was called,
+    nor one that fits the signal of targets with heavy-tailed noise (the median error against
+    the median deviation: their variance is the outliers')."""
+    # slope 0.5, noise 0.5: R^2 0.5 of the targets; of the predictions (the loss's inputs
+    # taken the other way round), 0
+    trial = _fit_then_passes(
+        tmp_path,
+        0.0 if case == "no_fit" else 0.5,
+        case == "fit_swapped",
+        case == "fit_heavy_tailed",
+    )
+    summary = invoke_rule(AccuracyAtChance(trial))
+    said = [f for f in summary.findings if "training batches explaining" in f.message]
+    if case != "no_fit":
+        assert not said and summary.worst_severity is not Severity.PROBLEM, summary
+        return
+    [finding] = said
+    assert finding.severity is Severity.PROBLEM
+    assert finding.details["cause"] == "no_learnable_signal"
+    assert finding.value is not None and finding.value < 0.1
+    assert "fit neither its training targets nor held-out ones" in finding.message
+
+
 def _unscaled(x: Any, scales: list[float]) -> Any:
     import torch
 

@@ -25,6 +25,10 @@ LOSS = "vitals/loss"
 END_VALUES, MIN_STEPS, AT_ENTROPY = 10, 50, 0.97
 #: training labels counted at most (the shares of a sample of the training set)
 MAX_TRAIN = 4096
+#: a regression's fit of its training targets at the end: its predictions on the last
+#: ``FIT_STEPS`` saved training steps (at most ``FIT_ROWS`` targets of each), at least
+#: ``MIN_FIT`` targets; explaining under ``AT_VARIANCE`` of their spread, it fit nothing
+FIT_STEPS, FIT_ROWS, MIN_FIT, AT_VARIANCE = 20, 1024, 100, 0.1
 
 
 class TrainingRecord:
@@ -42,6 +46,9 @@ class TrainingRecord:
         self._labels_regex = labels_regex
         self.steps = 0  # TRAIN steps walked
         self._target_sum, self._target_count = 0.0, 0  # of the training targets
+        # the last FIT_STEPS steps' predictions and training targets: (the step, predictions,
+        # targets), at most FIT_ROWS of each step's
+        self._fit: list[tuple[int, np.ndarray, np.ndarray]] = []
         self.line = LinearFit()  # the training targets fitted on the model's inputs
         self.class_line = LinearClassifier()  # the training labels fitted on them
         self.labels = np.zeros(0, dtype=np.int64)  # TRAIN labels saved, by class
@@ -61,8 +68,12 @@ class TrainingRecord:
             self._recent = (value if not recent else first, [*recent[-END_VALUES + 1 :], value])
         found = regression_targets(trial, step)
         if found is not None:  # the training targets' mean: the constant to beat
-            self._target_sum += float(np.sum(found[1], dtype=np.float64))
-            self._target_count += found[1].size
+            predicted, target = (np.asarray(v, dtype=np.float64).ravel() for v in found[:2])
+            self._target_sum += float(np.sum(target))
+            self._target_count += target.size
+            kept = (step, predicted[:FIT_ROWS], target[:FIT_ROWS])
+            if np.isfinite(kept[1]).all() and np.isfinite(kept[2]).all():
+                self._fit = [*self._fit[-FIT_STEPS + 1 :], kept]
             x = matrix_input(self._rule, step)
             if x is not None:
                 self.line.add(x, found[1])
@@ -78,6 +89,27 @@ class TrainingRecord:
     def target_mean(self) -> float | None:
         """The mean of a regression's training targets (None where none was saved)."""
         return self._target_sum / self._target_count if self._target_count else None
+
+    def fit_at_chance(self) -> tuple[float, int, int] | None:
+        """(How much of its training targets' spread the model's predictions explain on its
+        last ``FIT_STEPS`` saved training steps: ``1 - (e / s)^2``, ``e`` the median absolute
+        error and ``s`` the median absolute deviation of the targets, R^2 for normal errors
+        and targets and blind to a heavy tail's outliers; how many targets; the last of those
+        steps) where it is under ``AT_VARIANCE``: a regression that ended training without
+        fitting its own training targets (after ``MIN_STEPS`` training steps, on ``MIN_FIT``
+        targets or more); None otherwise. The spread is the larger of the two inputs', so a
+        loss called as ``mse_loss(target, prediction)`` is judged alike."""
+        if not self._fit or self.steps < MIN_STEPS:
+            return None
+        predicted = np.concatenate([p for _, p, _ in self._fit])
+        target = np.concatenate([t for _, _, t in self._fit])
+        if target.size < MIN_FIT:
+            return None
+        spread = max(_deviation(target), _deviation(predicted))
+        if not spread > 0:
+            return None  # constant targets: nothing to explain
+        share = 1.0 - (float(np.median(np.abs(predicted - target))) / spread) ** 2
+        return (share, target.size, self._fit[-1][0]) if share < AT_VARIANCE else None
 
     def _classes(self, step: int) -> np.ndarray | None:
         """The class ids saved at a TRAIN step (None: none, or targets that are not classes),
@@ -165,6 +197,11 @@ class TrainingRecord:
                       for s in steps[-END_VALUES:]]  # fmt: skip
             self._losses = (steps[-1], values)
         return self._losses
+
+
+def _deviation(v: np.ndarray) -> float:
+    """The median absolute deviation of ``v`` from its median."""
+    return float(np.median(np.abs(v - np.median(v))))
 
 
 def matrix_input(rule: Rule, step: int) -> np.ndarray | None:

@@ -17,6 +17,7 @@ from tensortap.rules.builtin._linear import SHARE, AgainstLine
 from tensortap.rules.builtin._series import Stages, pass_ends_at
 from tensortap.rules.builtin._training_record import (
     AT_ENTROPY,
+    AT_VARIANCE,
     END_VALUES,
     LOSS,
     TrainingRecord,
@@ -81,7 +82,11 @@ class AccuracyAtChance(Rule):
     functional one such as ``F.mse_loss``, whose prediction and target inputs are saved) is
     judged the same way against always answering the mean of the training targets: at chance
     when the model's squared error is not ``z_threshold`` standard errors (of the per-sample
-    differences) below that constant's. A model whose input is a matrix of features is also
+    differences) below that constant's; and, with no pass far above chance, a regression whose
+    predictions on its last training batches explain under ``AT_VARIANCE`` (10%) of their
+    targets' spread at the end (``TrainingRecord.fit_at_chance``) fit neither those nor
+    held-out ones: a problem, as a classifier's training loss at its labels' entropy is. A
+    model whose input is a matrix of features is also
     compared with a linear model of its inputs, fitted on the training targets or labels saved
     (``_linear.LinearFit``, a regression's straight line; ``_linear.LinearClassifier``, a
     classifier's least-squares linear discriminant): a last pass, to the end of training, that
@@ -291,6 +296,8 @@ class AccuracyAtChance(Rule):
         chance: then it is not judged here). None where not judged."""
         if self._above is not None:
             return None
+        if self._training.target_mean() is not None:
+            return self._training_fit_at_chance()
         found = self._training.loss_at_chance()
         if found is None:
             return None
@@ -311,6 +318,38 @@ class AccuracyAtChance(Rule):
             tensors=[LOSS],
             value=final,
             threshold=AT_ENTROPY * entropy,
+            severity=Severity.PROBLEM,
+            judged=True,
+            cause=other[0] if other else "no_learnable_signal",
+        )
+        return True
+
+    def _training_fit_at_chance(self) -> bool | None:
+        """A regression whose training ended with its predictions on the training batches
+        explaining under ``AT_VARIANCE`` of the training targets' variance
+        (``TrainingRecord.fit_at_chance``), and no evaluation pass that learned: the model fit
+        neither its training targets nor held-out ones (a model that memorises targets that do
+        not follow from its inputs fits the training ones, and is judged by its passes). None
+        where not judged."""
+        found = self._training.fit_at_chance()
+        if found is None:
+            return None
+        r2, samples, last = found
+        other = self._other_cause()
+        self.explain(
+            f"training ended with the model's predictions on its training batches explaining "
+            f"{max(r2, 0.0):.1%} of the training targets' spread (1 - (median absolute error / "
+            f"median absolute deviation)^2 = {r2:.3f} over the {samples} targets of its last "
+            f"saved training steps, to step {last}), and no evaluation pass learned: "
+            + (
+                other[1]
+                if other
+                else "the model fit neither its training targets nor held-out ones (do the "
+                "targets follow from the inputs?)"
+            ),
+            tensors=self._names,
+            value=r2,
+            threshold=AT_VARIANCE,
             severity=Severity.PROBLEM,
             judged=True,
             cause=other[0] if other else "no_learnable_signal",
