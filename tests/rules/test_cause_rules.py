@@ -717,14 +717,15 @@ def test_a_weak_but_real_regression_signal_is_above_chance(tmp_path: Path) -> No
 
 
 def _fit_then_passes(
-    path: Path, slope: float, swapped: bool = False, heavy: bool = False
+    path: Path, slope: float, swapped: bool = False, heavy: bool = False, width: int = 1
 ) -> tt.Trial:
     """60 TRAIN steps of an MSELoss whose predictions are ``slope`` x their targets plus noise
     (``swapped``: the loss called as ``mse_loss(target, prediction)`` while training;
     ``heavy``: the predictions are the targets' signal, the targets have heavy-tailed noise
-    added, Student's t with 1.1 degrees of freedom, of infinite variance), then 4
-    evaluation passes of 200 targets whose predictions explain about 5% of theirs: above
-    chance in the noise, never a quarter of the way to perfect."""
+    added, Student's t with 1.1 degrees of freedom, of infinite variance; ``width``: targets
+    a row while training, an autoencoder's), then 4 evaluation passes of 200 targets whose
+    predictions explain about 5% of theirs: above chance in the noise, never a quarter of the
+    way to perfect."""
     rng = np.random.default_rng(0)
     builder = TrialBuilder(path)
     kinds = {"MSELoss_output_0": "losses", "MSELoss_input_0": "outputs",
@@ -740,18 +741,20 @@ def _fit_then_passes(
 
     for _ in range(4):
         for _ in range(15):
-            target = rng.normal(0.0, 1.0, (32, 1))
             if heavy:
                 signal = rng.normal(0.0, 1.0, (32, 1))
                 step(signal, signal + 0.3 * rng.standard_t(1.1, (32, 1)), "train")
                 continue
-            step(slope * target + 0.5 * rng.normal(0.0, 1.0, (32, 1)), target, "train")
+            target = rng.normal(0.0, 1.0, (32, width))
+            step(slope * target + 0.5 * rng.normal(0.0, 1.0, (32, width)), target, "train")
         target = rng.normal(0.0, 1.0, (200, 1))
         step(0.05 * target + 0.01 * rng.normal(0.0, 1.0, (200, 1)), target, "eval")
     return builder.close()
 
 
-@pytest.mark.parametrize("case", ["no_fit", "fit", "fit_swapped", "fit_heavy_tailed"])
+@pytest.mark.parametrize(
+    "case", ["no_fit", "fit", "fit_swapped", "fit_heavy_tailed", "no_fit_of_rows"]
+)
 def test_a_regression_that_fit_neither_its_training_targets_nor_held_out_ones(
     tmp_path: Path, case: str
 ) -> None:
@@ -762,17 +765,20 @@ def test_a_regression_that_fit_neither_its_training_targets_nor_held_out_ones(
     no pass that learned, is a problem (no_learnable_signal); one whose training predictions
     explain half of their targets is not judged so, whichever way round its loss was called,
     nor one that fits the signal of targets with heavy-tailed noise (the median error against
-    the median deviation: their variance is the outliers')."""
+    the median deviation: their variance is the outliers'), nor a model of many targets a row
+    (an autoencoder's reconstruction of mostly-zero pixels has no spread to speak of)."""
     # slope 0.5, noise 0.5: R^2 0.5 of the targets; of the predictions (the loss's inputs
     # taken the other way round), 0
+    slope = 0.0 if case.startswith("no_fit") else 0.5
+    width = 8 if case == "no_fit_of_rows" else 1
     trial = _fit_then_passes(
-        tmp_path,
-        0.0 if case == "no_fit" else 0.5,
-        case == "fit_swapped",
-        case == "fit_heavy_tailed",
+        tmp_path, slope, case == "fit_swapped", case == "fit_heavy_tailed", width
     )
     summary = invoke_rule(AccuracyAtChance(trial))
     said = [f for f in summary.findings if "training batches explaining" in f.message]
+    if case == "no_fit_of_rows":
+        assert not said, summary
+        return
     if case != "no_fit":
         assert not said and summary.worst_severity is not Severity.PROBLEM, summary
         return

@@ -71,8 +71,9 @@ class TrainingRecord:
             predicted, target = (np.asarray(v, dtype=np.float64).ravel() for v in found[:2])
             self._target_sum += float(np.sum(target))
             self._target_count += target.size
+            one = np.squeeze(found[1]).ndim <= 1  # one target a row (an autoencoder's are many)
             kept = (step, predicted[:FIT_ROWS], target[:FIT_ROWS])
-            if np.isfinite(kept[1]).all() and np.isfinite(kept[2]).all():
+            if one and np.isfinite(kept[1]).all() and np.isfinite(kept[2]).all():
                 self._fit = [*self._fit[-FIT_STEPS + 1 :], kept]
             x = matrix_input(self._rule, step)
             if x is not None:
@@ -97,17 +98,20 @@ class TrainingRecord:
         and targets and blind to a heavy tail's outliers; how many targets; the last of those
         steps) where it is under ``AT_VARIANCE``: a regression that ended training without
         fitting its own training targets (after ``MIN_STEPS`` training steps, on ``MIN_FIT``
-        targets or more); None otherwise. The spread is the larger of the two inputs', so a
-        loss called as ``mse_loss(target, prediction)`` is judged alike."""
+        targets or more, one a row: an autoencoder's reconstruction is not judged so); None
+        otherwise, and where half the targets or more are one value. The spread is the larger
+        of the two inputs', so a loss called as ``mse_loss(target, prediction)`` is judged
+        alike."""
         if not self._fit or self.steps < MIN_STEPS:
             return None
         predicted = np.concatenate([p for _, p, _ in self._fit])
         target = np.concatenate([t for _, _, t in self._fit])
         if target.size < MIN_FIT:
             return None
-        spread = max(_deviation(target), _deviation(predicted))
-        if not spread > 0:
-            return None  # constant targets: nothing to explain
+        deviation = _deviation(target)
+        if not deviation > 0:
+            return None  # targets mostly one value (at least half): no spread to explain
+        spread = max(deviation, _deviation(predicted))
         share = 1.0 - (float(np.median(np.abs(predicted - target))) / spread) ** 2
         return (share, target.size, self._fit[-1][0]) if share < AT_VARIANCE else None
 
