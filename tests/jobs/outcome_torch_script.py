@@ -1,7 +1,8 @@
 """A plain PyTorch classifier (it never imports tensortap) for the outcome tests: an MLP on
 scikit-learn's digits with an evaluation pass over held-out digits every 40 steps and at the
 end. --shuffle trains on labels shuffled against the inputs (nothing to learn: held-out
-accuracy at chance); --functional computes the loss with F.cross_entropy, not a loss module."""
+accuracy at chance); --functional computes the loss with F.cross_entropy, not a loss module;
+--loader evaluates batches of a DataLoader and computes no loss there, only the accuracy."""
 
 import argparse
 
@@ -9,11 +10,13 @@ import torch
 from sklearn.datasets import load_digits
 from torch import nn
 from torch.nn import functional as F
+from torch.utils.data import DataLoader, TensorDataset
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=120)
 parser.add_argument("--shuffle", action="store_true")
 parser.add_argument("--functional", action="store_true")
+parser.add_argument("--loader", action="store_true")
 args = parser.parse_args()
 
 torch.manual_seed(0)
@@ -37,6 +40,12 @@ def evaluate() -> float:
     model.eval()
     correct = 0
     with torch.no_grad():
+        if args.loader:  # no loss: the accuracy alone, as many evaluation loops count it
+            loader = DataLoader(TensorDataset(x_val, y_val), batch_size=200)
+            for inputs, targets in loader:
+                correct += int((model(inputs).argmax(1) == targets).sum())
+            model.train()
+            return correct / len(y_val)
         for i in range(0, len(y_val), 200):
             out = model(x_val[i : i + 200])
             loss_of(out, y_val[i : i + 200])

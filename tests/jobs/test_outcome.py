@@ -61,6 +61,31 @@ def test_a_healthy_pytorch_script_is_not_flagged(tmp_path: Path) -> None:
         assert judged(record, rule)["RuleEvaluationStatus"] == "NoIssuesFound"
 
 
+@pytest.mark.parametrize("shuffle", [True, False], ids=["shuffled", "healthy"])
+def test_an_evaluation_loop_that_computes_no_loss_is_judged_on_its_scores(
+    tmp_path: Path, shuffle: bool
+) -> None:
+    """An evaluation over a DataLoader that counts ``argmax == y`` and calls no loss: the
+    batch's targets and the model's scores are its outcome, at every batch of every pass (the
+    training batches, indexed from tensors and not fetched from a loader, keep their loss's)."""
+    script = str(HERE / "outcome_torch_script.py")
+    done, record = run_job(
+        tmp_path, "python", script, "--loader", *(["--shuffle"] if shuffle else [])
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = judged(record, "AccuracyAtChance")
+    if shuffle:
+        assert found["RuleEvaluationStatus"] == "IssuesFound", found["StatusDetails"]
+        assert "no better than chance in" in str(found["gravest_message"])
+    else:
+        assert found["RuleEvaluationStatus"] == "NoIssuesFound", found["StatusDetails"]
+    steps = outcome_steps(record)
+    assert len(steps["EVAL"]) == 3 * 3  # every batch (3) of every evaluation pass (3)
+    trial = create_trial(str(record.trial_dir))
+    y = np.concatenate([trial.tensor("labels").value(s) for s in steps["EVAL"]])
+    assert np.array_equal(y, np.tile(load_digits().target[1200:], 3))  # the loader's targets
+
+
 def test_a_lightning_script_with_shuffled_labels_is_judged_at_chance(tmp_path: Path) -> None:
     """Trainer.fit, F.cross_entropy in validation_step: each validation run (one EVAL step of
     3 batches) is sampled whole and judged at chance."""

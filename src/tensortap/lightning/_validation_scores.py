@@ -14,34 +14,18 @@ the outcome is wanted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 from torch.nn.modules.module import register_module_forward_hook
 
+from tensortap.pytorch._batch_targets import batch_target, take
+
 if TYPE_CHECKING:
     from torch.utils.hooks import RemovableHandle
 
     from tensortap.pytorch._hook import Hook
-
-#: Keys of a mapping batch that hold the targets, in the order they are looked for.
-TARGET_KEYS = ("labels", "label", "y", "target", "targets")
-
-
-def batch_target(batch: Any) -> torch.Tensor | None:
-    """The batch's targets: one integer class per sample (a 1-D integer tensor), else None."""
-    found: Any = None
-    if isinstance(batch, (list, tuple)) and len(batch) >= 2:
-        found = batch[-1]
-    elif isinstance(batch, Mapping):
-        found = next((batch[k] for k in TARGET_KEYS if k in batch), None)
-    if not isinstance(found, torch.Tensor) or found.dim() != 1 or not found.numel():
-        return None
-    if found.is_floating_point() or found.is_complex() or found.dtype == torch.bool:
-        return None
-    return found
 
 
 class ValidationScores:
@@ -55,6 +39,7 @@ class ValidationScores:
     def start(self, hook: Hook, batch: Any) -> None:
         """A validation batch begins: watch its forward passes where the outcome is wanted."""
         self.stop()
+        take()  # the batch's targets are judged here, not again by the hook's model output
         target = batch_target(batch)
         if target is None or not hook.wants_scores():
             return

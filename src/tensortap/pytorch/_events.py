@@ -46,6 +46,7 @@ from torch.optim.optimizer import (
     register_optimizer_step_pre_hook,
 )
 
+from tensortap.pytorch._batch_targets import watch_loaders
 from tensortap.pytorch._outcome import REGRESSION, patch_functional, tap_classification
 
 if TYPE_CHECKING:
@@ -207,9 +208,12 @@ def install(classification_outcome: bool = False) -> None:
     """Install the wrappers now (zero code change: before the script binds names of its own to
     the functions wrapped) rather than when the first hook is made; with
     ``classification_outcome``, the functional classification losses hand their inputs on too
-    (:func:`tensortap.pytorch._outcome.tap_classification`)."""
+    (:func:`tensortap.pytorch._outcome.tap_classification`), and each batch a ``DataLoader``
+    yields is looked at for its targets (:func:`tensortap.pytorch._batch_targets.watch_loaders`:
+    the outcome of an evaluation that computes no loss)."""
     if classification_outcome:
         tap_classification()
+        watch_loaders()
     _install()
 
 

@@ -35,6 +35,7 @@ from tensortap.core._step_tracker import StepTracker, Update
 from tensortap.exceptions import InvalidConfigError
 from tensortap.hook._hook import Hook as BaseHook
 from tensortap.hook._hook import HookOptions, OutDir
+from tensortap.pytorch import _batch_targets as batch_targets
 from tensortap.pytorch import _events as events
 from tensortap.pytorch._compiled import is_compiled, refuse_io_inside_compiled, warn_traced
 from tensortap.pytorch._compiled_slots import CompiledTaps, tap
@@ -179,6 +180,9 @@ class Hook(TrainerControls, BaseHook):
         self._loop = LoopFacts(self._recorder, self._registry, self._contain)
         self._config_watch = ConfigWatch(self.gather_config)  # the run's configuration
         self._outcome = OutcomeTap(self._recorder, self._save_outcome)
+        # the targets of the batch the forward under way reads (zero code change watches the
+        # loaders: _batch_targets), for an evaluation that computes no loss
+        self._batch_target: torch.Tensor | None = None
         self._regression_module = False  # a registered regression loss module saves its inputs
         # the model the last trainer fit of this trial trained (fit_begins), in any session
         self._stages = stage_marks_for(self.out_dir, self.worker)
@@ -450,6 +454,7 @@ class Hook(TrainerControls, BaseHook):
             recorder.next_step()
             self._tracker.reset()
         recorder.touch()
+        self._batch_target = batch_targets.take()  # its batch's: this forward's only
         self._vitals.on_forward(args)
         if recorder.mode == ModeKeys.TRAIN:
             if self._stages.due:  # the first TRAIN step of a fit of another model
@@ -463,7 +468,12 @@ class Hook(TrainerControls, BaseHook):
             self._guard_event(self._loop.on_forward, module)
 
     def _on_model_output(self, module: nn.Module, args: Any, output: Any) -> None:
-        """Learn whether a later backward pass runs through this model (not some other graph)."""
+        """Learn whether a later backward pass runs through this model (not some other graph);
+        in an evaluation, offer its scores for the batch's targets."""
+        if self._batch_target is not None:
+            target, self._batch_target = self._batch_target, None
+            if self._recorder.mode == ModeKeys.EVAL:
+                self._offer_scores(output, target)
         if self._closed or self._paused or not torch.is_grad_enabled():
             return
         if (
@@ -669,6 +679,21 @@ class Hook(TrainerControls, BaseHook):
         with self._lock:
             if not self._closed and not self._paused:
                 self._guard_event(self._outcome.on_scores, scores, target)
+
+    def _offer_scores(self, output: Any, target: torch.Tensor) -> None:
+        """An evaluation forward's ``output`` for the batch's ``target`` (zero code change): its
+        scores per class are the step's outcome where it is wanted and no loss gives it (an
+        evaluation loop that counts ``argmax == y`` itself). The targets must be classes of the
+        scores' columns (a read of the targets: on due steps only)."""
+        scores = batch_targets.class_scores(output, target)
+        if scores is None or not self.wants_scores():
+            return
+        try:
+            classes = int(target.min()) >= 0 and int(target.max()) < int(scores.shape[1])
+        except Exception:  # a tensor that cannot be read (meta, sharded): no outcome from it
+            return
+        if classes:
+            self.after_scores(scores.detach(), target.detach().to(scores.device))
 
     def _save_outcome(self, name: str, value: np.ndarray, collections: tuple[str, ...]) -> None:
         plan = self._recorder.begin(name, collections)
