@@ -472,8 +472,8 @@ class Hook(TrainerControls, BaseHook):
         in an evaluation, offer its scores for the batch's targets."""
         if self._batch_target is not None:
             target, self._batch_target = self._batch_target, None
-            if self._recorder.mode == ModeKeys.EVAL:
-                self._offer_scores(output, target)
+            if self._recorder.mode == ModeKeys.EVAL:  # contained: never the forward's failure
+                self._guard_event(self._offer_scores, output, target)
         if self._closed or self._paused or not torch.is_grad_enabled():
             return
         if (
