@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tensortap.jobs._record import JobRecord
 from tensortap.serve._catalog import Catalog
 from tensortap.serve._rows import table
 from tests.cli.test_jobs import run_cli
@@ -177,6 +178,26 @@ def test_sorting_grouping_and_compare_in_the_browser(runs: Path, serve, browser)
         marked = page.execute_script("return document.querySelector('#runs tr.run').dataset.mark;")
         page.execute_script("document.querySelector('#runs tr.run').dataset.mark = 'kept';")
     assert marked == "kept"
+    # a row whose answer changes (the running job ends) is drawn again alone: the rows around it,
+    # and a box under the pointer there, are left as they are
+    running = (
+        "//tr[contains(@class, 'run')][.//a[text()='s2-lr0.1']]/td[contains(@class, 'c-status')]"
+    )
+    before = page.find_element("xpath", running).text
+    summary = runs / "s2-lr0.1" / "summary.json"
+    document = json.loads(summary.read_text())
+    document["status"] = document["training"]["status"] = "Completed"
+    summary.write_text(json.dumps(document))
+    JobRecord(runs / "s2-lr0.1").append_event("training_ended", status="Completed", exit_code=0)
+    browser.until(
+        f"const td = document.evaluate({json.dumps(running)}, document, null, 9, null)"
+        ".singleNodeValue; return td && td.textContent;",
+        lambda text: text is not None and text != before,
+    )
+    assert page.execute_script("return document.querySelector('#runs tr.run').dataset.mark;") == (
+        "kept"
+    )
+    assert page.execute_script(ticked) == 2
     page.find_element("id", "compare").click()
     browser.until("return location.pathname;", lambda p: p == "/compare")
     verdicts = browser.until(

@@ -150,7 +150,7 @@ function runsPage() {
   const chosen = new Set();
   const button = document.getElementById("compare");
   button.onclick = () => { location.href = `/compare?ids=${[...chosen].join(",")}`; };
-  let sortKey = null, descending = false, asked = 0, body = null, shownHeads = "", shownRows = null;
+  let sortKey = null, descending = false, asked = 0, body = null, shownHeads = "", shownRows = [];
   let following = false;
   const group = () => document.getElementById("group").value.trim();
   const query = () => {
@@ -192,24 +192,38 @@ function runsPage() {
     const line = (r) => `<tr data-id="${esc(r.id)}" class="run${r.pending ? " pending" : ""}">` +
       `<td><input type="checkbox" ${chosen.has(r.id) ? "checked" : ""}></td>` +
       cols.map(([k, , cell]) => `<td class="c-${esc(k)}">${cell(r)}</td>`).join("") + "</tr>";
-    const rowsHtml = body.groups
-      ? body.groups.map((g) => `<tr class="group"><td></td><td colspan="${cols.length}">${esc(groupText(g))}</td></tr>` +
-        g.ids.map((id) => line(byId.get(id))).join("")).join("")
-      : body.rows.map(line).join("");
-    // the rows drawn again only when they change: a poll that brings the same answer must not
-    // replace a box under the pointer (a click whose press and release land on different
-    // elements is lost) nor drop a hover or a selection of text
-    if (rowsHtml !== shownRows) {
-      shownRows = rowsHtml;
-      document.querySelector("#runs tbody").innerHTML = rowsHtml;
-      document.querySelectorAll("#runs tr.run input[type=checkbox]").forEach((box) => {
-        box.onchange = () => {
-          const id = box.closest("tr").dataset.id;
-          if (box.checked) chosen.add(id); else chosen.delete(id);
-          button.disabled = chosen.size < 2;
-        };
+    // [key, html] a row: a run's id, or a group's place
+    const rows = body.groups
+      ? body.groups.flatMap((g, i) => [[`group ${i}`, `<tr class="group"><td></td><td colspan="${cols.length}">${esc(groupText(g))}</td></tr>`],
+        ...g.ids.map((id) => [id, line(byId.get(id))])])
+      : body.rows.map((r) => [r.id, line(r)]);
+    const bind = (tr) => {
+      const box = tr.querySelector("input[type=checkbox]");
+      if (!box) return;
+      box.onchange = () => {
+        const id = box.closest("tr").dataset.id;
+        if (box.checked) chosen.add(id); else chosen.delete(id);
+        button.disabled = chosen.size < 2;
+      };
+    };
+    // the rows drawn again only where they change: a poll that brings the same answer must
+    // not replace a box under the pointer (a click whose press and release land on different
+    // elements is lost) nor drop a hover or a selection of text, and a running job's row
+    // (its duration grows) is drawn again alone, not the table around it
+    const tbody = document.querySelector("#runs tbody");
+    const sameRows = rows.length === shownRows.length && tbody.rows.length === rows.length &&
+      rows.every(([key], i) => key === shownRows[i][0]);
+    if (sameRows) {
+      rows.forEach(([, html], i) => {
+        if (html === shownRows[i][1]) return;
+        tbody.rows[i].outerHTML = html;
+        bind(tbody.rows[i]);
       });
+    } else {
+      tbody.innerHTML = rows.map(([, html]) => html).join("");
+      [...tbody.rows].forEach(bind);
     }
+    shownRows = rows;
     document.getElementById("group-keys").innerHTML = body.keys.map((k) => `<option value="${esc(k)}">`).join("");
     document.getElementById("table-note").textContent = `${body.rows.length} of ${body.total} runs` +
       (body.pending ? ` (${body.pending} still being read)` : "");
