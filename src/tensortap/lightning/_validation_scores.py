@@ -20,7 +20,12 @@ import torch
 from torch import nn
 from torch.nn.modules.module import register_module_forward_hook
 
-from tensortap.pytorch._batch_targets import batch_target, take
+from tensortap.pytorch._batch_targets import (
+    batch_target,
+    class_scores,
+    take,
+    targets_are_classes,
+)
 
 if TYPE_CHECKING:
     from torch.utils.hooks import RemovableHandle
@@ -43,16 +48,10 @@ class ValidationScores:
         target = batch_target(batch)
         if target is None or not hook.wants_scores():
             return
-        self._target, rows = target, int(target.shape[0])
+        self._target = target
 
         def seen(module: nn.Module, inputs: Any, output: Any) -> None:
-            if (
-                isinstance(output, torch.Tensor)
-                and output.dim() == 2
-                and output.shape[0] == rows
-                and output.shape[1] >= 2
-                and output.is_floating_point()
-            ):
+            if isinstance(output, torch.Tensor) and class_scores(output, target) is not None:
                 self._scores = output
 
         self._handle = register_module_forward_hook(seen)
@@ -63,11 +62,7 @@ class ValidationScores:
         self.stop()
         if scores is None or target is None:
             return
-        try:
-            classes = int(target.min()) >= 0 and int(target.max()) < int(scores.shape[1])
-        except Exception:  # a tensor that cannot be read (meta, sharded): no outcome from it
-            return
-        if classes:  # else: not classes of these scores
+        if targets_are_classes(scores, target):  # else: not classes of these scores
             hook.after_scores(scores.detach(), target.detach())
 
     def stop(self) -> None:

@@ -92,3 +92,13 @@ def class_scores(output: Any, target: torch.Tensor) -> torch.Tensor | None:
     ):
         return scores
     return None
+
+
+def targets_are_classes(scores: torch.Tensor, target: torch.Tensor) -> bool:
+    """Whether ``target`` holds classes of ``scores``' columns (0 to columns - 1): a read of the
+    targets, so asked only where the outcome is saved; False where they cannot be read (meta,
+    sharded)."""
+    try:
+        return int(target.min()) >= 0 and int(target.max()) < int(scores.shape[1])
+    except Exception:
+        return False

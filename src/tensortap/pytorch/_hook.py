@@ -688,11 +688,7 @@ class Hook(TrainerControls, BaseHook):
         scores = batch_targets.class_scores(output, target)
         if scores is None or not self.wants_scores():
             return
-        try:
-            classes = int(target.min()) >= 0 and int(target.max()) < int(scores.shape[1])
-        except Exception:  # a tensor that cannot be read (meta, sharded): no outcome from it
-            return
-        if classes:
+        if batch_targets.targets_are_classes(scores, target):
             self.after_scores(scores.detach(), target.detach().to(scores.device))
 
     def _save_outcome(self, name: str, value: np.ndarray, collections: tuple[str, ...]) -> None:
