@@ -95,7 +95,7 @@ def test_a_section_that_cannot_be_drawn_spoils_no_other(tmp_path: Path) -> None:
     hook.save_tensor("x", np.zeros(3), collections="all")
     hook.close()
     page = training_report(bare)
-    assert "No losses, metrics or scalars saved." in page
+    assert "No losses, metrics, vital signs or scalars saved." in page
     assert "No gradients or ReLU activations saved" in page
     assert "No activations saved in full" in page
 

@@ -57,7 +57,7 @@ def test_a_trial_of_scalars_gets_them_drawn(tmp_path: Path) -> None:
     steps = 3000  # more than a line draws: 2 * MOST_POINTS
     names = _scalars_run(tmp_path, steps, 12)
     page = training_report(tt.create_trial(tmp_path), rules=[])
-    assert "No losses, metrics or scalars saved" not in page
+    assert "No losses, metrics, vital signs or scalars saved" not in page
     charts = _charts(page)
     assert set(charts) == {"losses", "scalars (1-8 of 12)", "scalars (9-12 of 12)"}
     by_chart = {"scalars (1-8 of 12)": names[:8], "scalars (9-12 of 12)": names[8:]}
@@ -169,3 +169,27 @@ def test_a_page_that_shows_saved_values_still_reads_them(tmp_path: Path) -> None
     assert not report_trial(outline, rules=[]).records  # curves alone
     assert not report_trial(outline, job=True).records  # the job's summary says what rules found
     assert report_trial(outline).records == bool(default_rules(tt.create_trial(losses_only)))
+
+
+def test_a_trial_of_vital_signs_gets_a_chart_for_each(tmp_path: Path) -> None:
+    """A job's vital signs (the loss, gradient norm, learning rates of every step) are drawn,
+    one chart each, a parameter group's learning rate on the learning rate's chart: a trial
+    that holds them and nothing else was "No losses, metrics or scalars saved"."""
+    hook = tt.Hook(tmp_path, save_config=tt.SaveConfig(save_interval=1))
+    steps = 50
+    for step in range(steps):
+        hook.save_vitals(
+            {"loss": 2.0 / (1 + step), "grad_norm": 1.0 + step % 3, "lr": 0.1, "lr/1": 0.01}
+        )
+        hook.next_step()
+    hook.close()
+    page = training_report(tt.create_trial(tmp_path), rules=[])
+    assert "No losses, metrics, vital signs or scalars saved" not in page
+    charts = _charts(page)
+    assert list(charts) == ["vitals/loss", "vitals/grad_norm", "vitals/lr"]
+    legend = re.findall(r'font-size="11">([^<]+)<tspan', charts["vitals/lr"])
+    assert legend == ["vitals/lr", "vitals/lr/1"]
+    (loss,) = _lines(charts["vitals/loss"])
+    assert len(loss) == steps
+    ys = [y for _, y in loss]
+    assert ys == sorted(ys)  # a falling loss: its points drawn lower (larger y) step by step

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.core._vitals import ALL_VITALS, VITALS
 from tensortap.diagnosis import build, job_diagnosis, judge_trial, outcome_of
 from tensortap.exceptions import InvalidConfigError, MissingCollectionFiles, TensortapError
 from tensortap.jobs._live import by_gravity, judged_count, status_text
@@ -46,6 +47,8 @@ MOST_STEPS_LOOKED = 1_000
 #: megabyte and the read holds one chart's series, whatever the run's length or width.
 SCALARS_PER_CHART = 8
 MOST_SCALARS = 64
+#: The most vital-sign charts drawn (one a vital sign: seven today).
+MOST_VITAL_CHARTS = 12
 #: The collections whose sections (layer health, TensorPlot) read saved values, not series.
 VALUE_COLLECTIONS = ("gradients", "relu_activations")
 
@@ -309,6 +312,22 @@ def scalar_charts(trial: Trial) -> tuple[list[list[str]], list[str]]:
     return groups, names[MOST_SCALARS:]
 
 
+def vital_charts(trial: Trial) -> list[tuple[str, list[str]]]:
+    """The vital signs the trial holds (the ``vitals`` collection: the loss, gradient and
+    update norms, learning rates ... of every step), a chart each in the table's order
+    (:data:`~tensortap.core._vitals.ALL_VITALS`; a parameter group's learning rate on its
+    group's chart, a name of a later tensortap after them): their scales differ by decades."""
+    saved = sorted(_saved(trial, VITALS), key=natural_key)
+    charts: list[tuple[str, list[str]]] = []
+    for vital in ALL_VITALS:
+        names = [n for n in saved if n == vital or n.startswith(f"{vital}/")]
+        if names:
+            charts.append((vital, names))
+    drawn = {n for _, names in charts for n in names}
+    charts.extend((n, [n]) for n in saved if n not in drawn)
+    return charts[:MOST_VITAL_CHARTS]
+
+
 def _series(trial: Trial, names: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Each tensor per mode over global steps (:func:`~tensortap.query._curves.mode_lines`)."""
     return dict(mode_lines(trial, names))  # arrays: a 10^6-step line as lists took 56 MB
@@ -406,6 +425,10 @@ class TrainingReport:
             for collection in ("losses", "metrics")
             if (names := sorted(_saved(trial, collection)))
         ]
+        charts.extend(
+            line_chart(_series(trial, names), title, "global step", marks, line_modes(trial, names))
+            for title, names in vital_charts(trial)
+        )
         groups, undrawn = scalar_charts(trial)
         shown = sum(len(group) for group in groups)
         for at, group in enumerate(groups):
@@ -430,7 +453,7 @@ class TrainingReport:
         return (
             _sessions_table(sessions)
             + _decisions_table(sessions)
-            + ("".join(charts) or "<p>No losses, metrics or scalars saved.</p>")
+            + ("".join(charts) or "<p>No losses, metrics, vital signs or scalars saved.</p>")
         )
 
     def _layer_health(self, trial: Trial) -> dict[str, Any]:
