@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,6 +35,75 @@ def _short(name: str, most: int) -> str:
         return name
     keep = most - 1
     return name[: keep // 2] + "…" + name[-(keep - keep // 2) :]
+
+
+#: A mark's label: its font size, the lanes below the plot's top edge it may stand in, a lane's
+#: height and the least room between two labels in one lane (pixels).
+FLAG_SIZE, FLAG_LANES, FLAG_LANE, FLAG_GAP = 10, 4, 13, 6
+#: Widths of a sans-serif font's characters in ems, generous (DejaVu Sans, the widest of the
+#: usual defaults): narrow, wide, capitals and digits, the rest lower case.
+_NARROW, _WIDE = set("iljtfI.,:;'!|()[] "), set("mwMW@%")
+
+
+def text_width(text: str, size: float = FLAG_SIZE) -> float:
+    """A generous estimate of ``text``'s width in pixels at font size ``size`` (the report
+    opens offline and cannot measure it): a label laid out by it never runs into the next."""
+    ems = 0.0
+    for c in text:
+        if c in _NARROW:
+            ems += 0.36
+        elif c in _WIDE:
+            ems += 1.0
+        elif c.isupper() or c.isdigit():
+            ems += 0.76
+        else:
+            ems += 0.64
+    return ems * size
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A mark's label as laid out: at pixel ``x``, in ``lane`` (0 at the top), to the right of
+    its line (``anchor`` "left") or to the left of it near the plot's right edge, ``text`` its
+    label (with how many more marks it stands for) and ``title`` every mark's whole label."""
+
+    x: float
+    lane: int
+    anchor: str
+    text: str
+    title: str
+
+
+def flag_lanes(marks: Sequence[tuple[float, str, str]], right: float) -> list[Flag]:
+    """The labels of ``marks`` (pixel x, short label, whole label) laid out so that no two
+    overprint: each in the first of :data:`FLAG_LANES` lanes where it clears the labels already
+    there (set to the left of its line where it would pass ``right``); a mark that finds no lane
+    free joins the label nearest it, which counts it ("LossSpike +2") and names it in its
+    title. Every mark is on some label."""
+    ends = [-math.inf] * FLAG_LANES
+    placed: list[tuple[float, int, str, list[tuple[str, str]]]] = []
+    for x, short, whole in sorted(marks, key=lambda m: m[0]):
+        width = text_width(f"{short} +99") + 3  # room for the count it may gain
+        start, end, anchor = x, x + width, "left"
+        if end > right:
+            start, end, anchor = x - width, x, "right"
+        lane = next((k for k, e in enumerate(ends) if e + FLAG_GAP <= start), None)
+        if lane is None and placed:
+            min(placed, key=lambda p: abs(p[0] - x))[3].append((short, whole))
+            continue
+        lane = lane or 0
+        ends[lane] = end
+        placed.append((x, lane, anchor, [(short, whole)]))
+    return [
+        Flag(
+            x,
+            lane,
+            anchor,
+            members[0][0] + (f" +{len(members) - 1}" if len(members) > 1 else ""),
+            "; ".join(whole for _, whole in members),
+        )
+        for x, lane, anchor, members in placed
+    ]
 
 
 def nice_ticks(low: float, high: float, most: int = 6) -> list[float]:
@@ -112,14 +182,19 @@ def line_chart(
             f'<text x="{LEFT + plot_w / 2}" y="{TOP + plot_h / 2}" text-anchor="middle" '
             f'fill="{BAD}" font-weight="bold">no finite value</text>'
         )
-    for i, (x, label) in enumerate(sorted((marks or {}).items())):
-        if x0 <= x <= x1:
-            parts.append(
-                f'<line x1="{sx(x):.1f}" y1="{TOP}" x2="{sx(x):.1f}" y2="{H - BOTTOM}" '
-                f'stroke="{MARK}" stroke-dasharray="4 3"/><text x="{sx(x) + 3:.1f}" '
-                f'y="{TOP + 10 + 11 * (i % 4)}" font-size="10" fill="{MARK}">'
-                f"<title>{html.escape(label)}</title>{html.escape(_short(label, 40))}</text>"
-            )
+    shown = sorted((x, label) for x, label in (marks or {}).items() if x0 <= x <= x1)
+    parts.extend(
+        f'<line x1="{sx(x):.1f}" y1="{TOP}" x2="{sx(x):.1f}" y2="{H - BOTTOM}" '
+        f'stroke="{MARK}" stroke-dasharray="4 3"/>'
+        for x, _ in shown
+    )
+    for flag in flag_lanes([(sx(x), _short(label, 40), label) for x, label in shown], W - RIGHT):
+        at, anchor = (flag.x + 3, "start") if flag.anchor == "left" else (flag.x - 3, "end")
+        parts.append(
+            f'<text class="flag" x="{at:.1f}" y="{TOP + 10 + FLAG_LANE * flag.lane}" '
+            f'text-anchor="{anchor}" font-size="{FLAG_SIZE}" fill="{MARK}">'
+            f"<title>{html.escape(flag.title)}</title>{html.escape(flag.text)}</text>"
+        )
     for row, (name, color, s) in enumerate(legend):
         for first, last, kind in s.gaps:
             left, right = sx(first) - 2, sx(last) + 2

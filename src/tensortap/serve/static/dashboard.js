@@ -620,14 +620,17 @@ function curveFigure(title, series, findings, names, sessions, trips, view = DEF
   const decided = decisionMarks(trips, sessions);
   if (decided) { marks.push(decided); lastX = Math.max(lastX, ...decided.x); }
   traces.push(...marks);  // over the lines
-  (findings || []).forEach((f, k) => {
+  const flags = [];  // each finding's label: placed in lanes once drawn (placeFlags)
+  (findings || []).forEach((f) => {
     const color = SEVERITY[f.severity] || SEVERITY.problem;
     shapes.push({ type: "line", xref: "x", yref: "paper", x0: f.step, x1: f.step, y0: 0, y1: 1,
       line: { color, width: 1.5, dash: "dash" } });
-    annotations.push({ x: f.step, xref: "x", y: 1 - 0.07 * (k % 5), yref: "paper", xanchor: "left",
-      text: `⚑ ${plain(f.rule)}`, showarrow: false, font: { color, size: 11 }, captureevents: true,
-      hovertext: `${plain(f.rule)} (${plain(f.severity)}) at step ${plain(f.step)}: ${plain(f.message)}`,
-      name: "finding" });
+    const label = `⚑ ${plain(f.rule)}`;
+    const hover = `${plain(f.rule)} (${plain(f.severity)}) at step ${plain(f.step)}: ${plain(f.message)}`;
+    flags.push({ index: annotations.length, label, hover });
+    annotations.push({ x: f.step, xref: "x", y: 1, yref: "paper", xanchor: "left",
+      text: label, showarrow: false, font: { color, size: FLAG_FONT }, captureevents: true, visible: true,
+      hovertext: hover, name: "finding" });
   });
   const stacked = new Map();  // marks at one x (rollbacks to one step) stand one above another
   (sessions || []).forEach((s) => {
@@ -655,6 +658,7 @@ function curveFigure(title, series, findings, names, sessions, trips, view = DEF
     xaxis: { title: { text: branched ? "step (a rollback's branch drawn from its fork)" : "global step" },
       nticks: 10 }, yaxis: { nticks: 8, automargin: true },
     legend: { orientation: "h", y: -0.18 }, shapes, annotations, hovermode: "closest",
+    meta: { flags },
   };
   if (view.log) {
     layout.yaxis.type = "log";  // plotly leaves out the values <= 0
@@ -670,6 +674,86 @@ function curveFigure(title, series, findings, names, sessions, trips, view = DEF
   if (view.wall) onWallTime(traces, layout, view.wall);
   else if (view.epochs) onEpochs(traces, layout, view.epochs);
   return { traces, layout };
+}
+
+// A finding's label stands in one of FLAG_LANES lanes down from the plot's top edge: the first
+// lane where it clears, in pixels at the drawn width and x-range, every label already there
+// (right-aligned to its step where it would pass the plot's right edge). A finding that finds
+// no lane free joins the label nearest it on the left, which then counts it ("⚑ LossSpike +2")
+// and lists it on hover: two labels never overprint, and every finding stays on the chart.
+const FLAG_FONT = 11, FLAG_LANES = 5, FLAG_LANE = 0.07, FLAG_GAP = 6;
+let textMeasure = null;
+function textWidth(text, size, family) {
+  textMeasure ||= document.createElement("canvas").getContext("2d");
+  textMeasure.font = `${size}px ${family}`;
+  return textMeasure.measureText(text).width;
+}
+
+// each finding label's place ({annotation index: {visible, y, xanchor, text, hovertext}}) on
+// the x axis ``ax`` of a drawn figure (its pixels: ``ax._length`` wide)
+function flagLanes(ax, annotations, flags, family) {
+  const plotWidth = ax._length, ends = new Array(FLAG_LANES).fill(-Infinity), placed = [];
+  const items = flags.map((f) => ({ ...f, px: ax.d2p(annotations[f.index].x) }))
+    .sort((a, b) => a.px - b.px);
+  const offRange = (f) => !Number.isFinite(f.px) || f.px < 0 || f.px > plotWidth;
+  items.forEach((f) => {
+    f.members = [f]; f.lane = null; f.anchor = "left";
+    if (offRange(f)) return;  // off the range: plotly does not draw it
+    // room for the count it may gain, the text's own padding and the gap
+    const width = textWidth(`${f.label} +99`, FLAG_FONT, family) + 4;
+    let x0 = f.px, x1 = f.px + width;
+    if (x1 > plotWidth) { x0 = f.px - width; x1 = f.px; f.anchor = "right"; }
+    const lane = ends.findIndex((end) => end + FLAG_GAP <= x0);
+    if (lane >= 0 || !placed.length) { f.lane = Math.max(lane, 0); ends[f.lane] = x1; placed.push(f); return; }
+    placed.reduce((best, p) => (Math.abs(p.px - f.px) < Math.abs(best.px - f.px) ? p : best))
+      .members.push(f);
+  });
+  const out = new Map();
+  items.forEach((f) => {
+    if (f.lane == null) { out.set(f.index, { visible: offRange(f) }); return; }
+    const more = f.members.length - 1;
+    out.set(f.index, { visible: true, y: 1 - FLAG_LANE * f.lane, xanchor: f.anchor,
+      text: more ? `${f.label} +${more}` : f.label,
+      hovertext: f.members.map((m) => m.hover).join("<br>") });
+  });
+  return out;
+}
+
+// the lanes of a drawn figure's finding labels worked out again (drawn, zoomed, resized), and
+// given to plotly where they changed (so placing them twice changes nothing)
+function placeFlags(gd) {
+  const full = gd._fullLayout, given = gd.layout;
+  const flags = given && given.meta && given.meta.flags;
+  if (!full || !full.xaxis || !flags || !flags.length || !given.annotations) return;
+  const update = {};
+  flagLanes(full.xaxis, given.annotations, flags, full.font.family).forEach((place, i) => {
+    Object.entries(place).forEach(([key, value]) => {
+      if (given.annotations[i][key] !== value) update[`annotations[${i}].${key}`] = value;
+    });
+  });
+  window.tensortapFlagsPlaced = (window.tensortapFlagsPlaced || 0) + 1;  // the tests look
+  if (!Object.keys(update).length || gd.tensortapPlacing) return;
+  gd.tensortapPlacing = true;  // the relayout's own event finds the lanes placed
+  Promise.resolve(Plotly.relayout(gd, update)).catch(() => {})
+    .finally(() => { gd.tensortapPlacing = false; });
+}
+
+// Plotly.react, with the figure's finding labels placed in lanes: before it on the axis drawn
+// so far (a chart drawn again, a zoom's points come, keeps its labels apart), and after it,
+// and whenever the figure is zoomed or resized (plotly answers both with a relayout)
+function reactWithFlags(div, traces, layout, config) {
+  const full = div._fullLayout, flags = layout.meta && layout.meta.flags;
+  if (full && full.xaxis && flags && flags.length) {
+    flagLanes(full.xaxis, layout.annotations, flags, full.font.family).forEach((place, i) => {
+      Object.assign(layout.annotations[i], place);
+    });
+  }
+  const drawn = Plotly.react(div, traces, layout, config);
+  div.tensortapFlags ||= () => placeFlags(div);  // one listener, again after a purge
+  div.removeListener("plotly_relayout", div.tensortapFlags);
+  div.on("plotly_relayout", div.tensortapFlags);
+  Promise.resolve(drawn).then(() => placeFlags(div)).catch(() => {});
+  return drawn;
 }
 
 // plotly sizes a figure to its box when it draws it (and again on a window's resize only): a
@@ -696,7 +780,7 @@ function drawCurves(container, series, findings, names, prefix, sessions) {
   for (const [collection, items] of Object.entries(byCollection)) {
     const { traces, layout } = curveFigure(collection, items.map((p) => p[0]), findings,
       names ? items.map((p) => p[1]) : null, sessions);
-    Plotly.react(ensurePlot(container, `${prefix}-${collection}`), traces, layout,
+    reactWithFlags(ensurePlot(container, `${prefix}-${collection}`), traces, layout,
       { displaylogo: false, responsive: true });
   }
 }
@@ -915,7 +999,7 @@ function chartGrid(id, box, note, more, own, view = { ...DEFAULT_VIEW, share: fa
           wall: view.x === "wall" ? clock : null, epochs: view.x === "epoch" ? clock : null });
       if (c.zoom && view.x === "step") layout.xaxis.range = c.zoom;
       if (!c.shown) c.div.textContent = "";
-      Plotly.react(c.div, traces, layout, { displaylogo: false, responsive: true });
+      reactWithFlags(c.div, traces, layout, { displaylogo: false, responsive: true });
       if (!c.shown) {
         c.div.on("plotly_relayout", (ev) => {
           const range = ev["xaxis.range"] || (ev["xaxis.range[0]"] != null
