@@ -170,11 +170,12 @@ class FollowedImport:
         self._next = time.monotonic() + self.interval
         return result
 
-    def check(self) -> FollowChanges:
-        """Look at the source when due, import again what changed; what it changed."""
+    def check(self, force: bool = False) -> FollowChanges:
+        """Look at the source when due (``force``: now, whatever the interval), import again
+        what changed; what it changed."""
         changes = FollowChanges()
         now = time.monotonic()
-        if now < self._next:
+        if now < self._next and not (force and self._seen is not None):
             return changes
         self._retire()
         self.checks += 1
