@@ -343,6 +343,8 @@ class Catalog:
         the old run or the new one, each whole); an added run is listed; problems are set.
         The old runs' files are released after, waiting for the reads in flight, without
         holding the runs list up."""
+        if not (changes.moved or changes.added or changes.problems):
+            return  # the usual answer: the runs list's lock is not taken for it
         retired: list[Run] = []
         with self._lock:
             for old, new in changes.moved.items():

@@ -144,6 +144,7 @@ class FollowedImport:
         self._runs: dict[str, _Followed] = {}
         self._seen: Walk | None = None
         self._next = float("inf")  # not followed before start()
+        self._started = False
         self._taken: set[str] = set()
         self._serial = 0
         self._retired: list[str] = []
@@ -168,6 +169,7 @@ class FollowedImport:
                 self.writes += 1
         self._seen = seen
         self._next = time.monotonic() + self.interval
+        self._started = True
         return result
 
     def check(self, force: bool = False) -> FollowChanges:
@@ -175,7 +177,7 @@ class FollowedImport:
         what changed; what it changed."""
         changes = FollowChanges()
         now = time.monotonic()
-        if now < self._next and not (force and self._seen is not None):
+        if now < self._next and not (force and self._started):
             return changes
         self._retire()
         self.checks += 1
