@@ -368,7 +368,8 @@ class Catalog:
                     run.meta = None  # the runs list says it at once
                     run.row = None
         for run in retired:
-            with run.lock, run.trial_lock:
+            # in the order a request takes them (layer health: its trial, then its series)
+            with run.trial_lock, run.lock:
                 run.cache.close_trial()
 
     def _at(self, location: str) -> Run | None:
