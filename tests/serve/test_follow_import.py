@@ -97,6 +97,7 @@ def test_steps_and_runs_written_later_are_shown(tmp_path: Path, serve: Any) -> N
         assert _loss_steps(url, runs["exp2"]["id"]) == list(range(30))
         assert runs["exp2"]["location"] == str(logdir / "exp2")  # its source, as it was read
         assert all(not run["problems"] for run in runs.values())
+        _until(lambda: _runs(url)["exp1"]["last_step"] == 119, "the runs list's last step")
     finally:
         writer.close()
 

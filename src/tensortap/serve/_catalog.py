@@ -355,6 +355,8 @@ class Catalog:
                     ident, name, shown = run.id, run.name, run.shown
                     retired.append(run)
                 cache = RunCache(self.budget)
+                if run is not None:  # the runs list keeps its last step until the new is read
+                    cache.last_step = run.cache.last_step
                 self._runs[ident] = Run(ident, name, new, shown=shown, cache=cache)
             for location, (name, shown) in changes.added.items():
                 ident = run_id(location)
