@@ -119,9 +119,17 @@ def test_an_unchanged_source_is_not_imported_again(tmp_path: Path, serve: Any) -
         # one run grows: the source is read again, and that run alone written again
         _write(writers["exp1"], range(40, 60))
         _until(lambda: follower.reads >= 2, "the source read again")
-        checks = follower.checks
-        _until(lambda: follower.checks >= checks + 3, "three more checks")
-        assert (follower.reads, follower.writes) == (2, 3)
+        # (the writer's thread may land the steps over two checks: each read writes one run)
+        reads = [-1]
+
+        def settled() -> bool:
+            checks = follower.checks
+            _until(lambda: follower.checks >= checks + 3, "three more checks")
+            settled, reads[0] = follower.reads == reads[0], follower.reads
+            return settled
+
+        _until(settled, "no more reads once the writer flushed")
+        assert follower.writes == 2 + (follower.reads - 1)
         now = {run.name: run.location for run in dashboard.catalog.runs()}
         assert now["exp2"] == locations["exp2"] and now["exp1"] != locations["exp1"]
         assert not Path(locations["exp1"]).exists()  # the trial swapped out, removed
