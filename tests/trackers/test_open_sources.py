@@ -189,6 +189,16 @@ def test_serve_on_a_tensorboard_logdir(tmp_path: Path, private_tmp: Path) -> Non
             assert f"Trial {logdir / run['name']} (TensorBoard logdir, imported)" in _text(report)
             answers.append(report)
         assert not [a for a in answers if str(private_tmp) in a or "tensortap-serve-" in a]
+        # a run the tracker starts while serve runs is followed: listed, named by its source
+        _write_logdir(logdir, {"late": False})
+        before = _snapshot(logdir)
+        deadline = time.monotonic() + 60
+        while "late" not in names and time.monotonic() < deadline:
+            time.sleep(0.1)
+            status, body = get(url + "api/runs")
+            names = {run["name"] for run in body["runs"]}
+        late = [run for run in body["runs"] if run["name"] == "late"]
+        assert late and late[0]["location"] == f"{logdir / 'late'} (TensorBoard logdir, imported)"
         child.send_signal(signal.SIGTERM)
         _, err = child.communicate(timeout=30)
     finally:
@@ -196,7 +206,7 @@ def test_serve_on_a_tensorboard_logdir(tmp_path: Path, private_tmp: Path) -> Non
             child.kill()
             child.wait()
     assert "imported 2 TensorBoard runs of" in err and "read-only; nothing written there" in err
-    assert "imported once, at start" in err
+    assert "followed: checked every 5 s" in err
     assert _snapshot(logdir) == before
     assert list(private_tmp.iterdir()) == []  # removed before the signal ended the process
 

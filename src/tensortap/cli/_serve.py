@@ -12,6 +12,7 @@ from tensortap.cli import _sources as sources
 from tensortap.cli._import import role_arguments
 from tensortap.exceptions import InvalidConfigError
 from tensortap.serve._series import CACHE_MB
+from tensortap.trackers._follow import FOLLOW_SECS
 
 
 def add_parser(sub: Any) -> None:
@@ -29,7 +30,8 @@ def add_parser(sub: Any) -> None:
         default=["runs"],
         help="runs directories, job or trial directories, s3:// prefixes (default runs), or "
         "another tracker's runs (a TensorBoard logdir, mlruns/, W&B, Neptune's Parquet: "
-        "imported once at start into a temporary directory, removed when serve ends)",
+        "imported into a temporary directory, removed when serve ends, and followed: checked "
+        f"every {FOLLOW_SECS:g} s, new steps and runs are imported as the tracker writes them)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     serve.add_argument("--port", type=int, default=8765, help="default 8765; 0: any free port")
@@ -61,7 +63,7 @@ def serve(ns: argparse.Namespace) -> int:
         print(f"tensortap serve: {url}  (Ctrl-C stops it)", flush=True)
 
     with sources.import_directory("tensortap-serve-") as place:
-        places, shown = _places(ns, place)
+        places, shown, followers = _places(ns, place)
         start(
             places,
             ns.host,
@@ -72,34 +74,40 @@ def serve(ns: argparse.Namespace) -> int:
             allow_hosts=ns.allow_host,
             shown=shown,
             cache_mb=ns.cache_mb,
+            follow=followers,
             # a signal ends the process at once: the imported trials go first
             before_exit=lambda: shutil.rmtree(place, ignore_errors=True),
         )
     return 0
 
 
-def _places(ns: argparse.Namespace, place: Path) -> tuple[list[str], dict[str, str]]:
+def _places(ns: argparse.Namespace, place: Path) -> tuple[list[str], dict[str, str], list[Any]]:
     """The places to serve: tensortap's own as given, another tracker's runs imported under
-    ``place`` (once: what the tracker writes there later is not shown); and how the page
-    names the imported ones (their sources, never the temporary directory)."""
+    ``place``; how the page names the imported ones (their sources, never the temporary
+    directory); and the imports to follow while serving."""
     places: list[str] = []
     shown: dict[str, str] = {}
+    followers: list[Any] = []
     for n, given in enumerate(ns.places):
         if ns.format is None and sources.is_tensortap(given):
             places.append(given)
             continue
         into = place / f"{n}-{Path(given).resolve().name or 'source'}"
-        result = sources.import_source(given, into, ns.format, ns.loss, ns.val_loss)
+        spare = place / f"{n}-next"  # the trials imported again, outside every place served
+        follower, result = sources.follow_source(
+            given, into, spare, ns.format, ns.loss, ns.val_loss
+        )
         if len(result.failed) == len(result.runs):
             raise InvalidConfigError(f"no run of {given} could be imported (said above)")
         print(
-            "  imported once, at start: runs and steps written there later are not shown "
-            "until serve is started again",
+            f"  followed: checked every {FOLLOW_SECS:g} s; steps and runs written there later "
+            "are imported as they come",
             file=sys.stderr,
         )
         places.append(str(into))
         shown.update(sources.shown_locations(given, into, result))
-    return places, shown
+        followers.append(follower)
+    return places, shown, followers
 
 
 __all__ = ["add_parser", "serve"]

@@ -1,7 +1,8 @@
 """What ``serve``, ``report`` and ``diagnose`` are pointed at: tensortap's own trials, jobs and
 runs directories, or another tracker's runs (a TensorBoard logdir, mlruns/, W&B, Neptune's
 Parquet), imported first into a temporary directory the command owns and removes when it
-ends. The source is only read: nothing is ever written there."""
+ends; ``serve`` goes on following it (:func:`follow_source`). The source is only read:
+nothing is ever written there."""
 
 from __future__ import annotations
 
@@ -126,6 +127,41 @@ def import_source(
     chosen = source_format(given, format)
     check_outside(given, into)
     result = import_runs(given, into, chosen, loss, validation_loss)
+    _say(given, result)
+    return result
+
+
+def follow_source(
+    given: str,
+    into: Path,
+    spare: Path,
+    format: str | None,
+    loss: str | None,
+    validation_loss: str | None,
+) -> tuple[Any, Any]:
+    """Import the runs of ``given`` under ``into`` as :func:`import_source` does, to be
+    followed while served (see :class:`tensortap.trackers.FollowedImport`: its new trials
+    go under ``spare``): the follower, its import done, and what the import did."""
+    from tensortap.trackers import FollowedImport, Roles
+
+    chosen = source_format(given, format)
+    check_outside(given, into)
+    check_outside(given, spare)
+    follower = FollowedImport(
+        given,
+        into,
+        spare,
+        chosen,
+        Roles(loss, validation_loss),
+        describe=lambda where: imported_name(where, chosen),
+    )
+    result = follower.start()
+    _say(given, result)
+    return follower, result
+
+
+def _say(given: str, result: Any) -> None:
+    """Say on stderr what was imported, and what was not."""
     imported = len(result.runs) - len(result.failed)
     name = FORMAT_NAMES.get(result.format, result.format)
     print(
@@ -140,13 +176,13 @@ def import_source(
         left_out = (run.lineage or {}).get("histograms_not_imported")
         if isinstance(left_out, dict):
             print(f"  {run.name}: {left_out.get('said')}", file=sys.stderr)
-    return result
 
 
 __all__ = [
     "FORMAT_NAMES",
     "SOURCE_KINDS",
     "check_outside",
+    "follow_source",
     "import_directory",
     "import_source",
     "imported_name",

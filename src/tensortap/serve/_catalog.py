@@ -12,10 +12,10 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tensortap.core._memory_budget import BudgetCache, MemoryBudget
 from tensortap.exceptions import InvalidConfigError
@@ -98,6 +98,9 @@ class Run:
     job: JobRecord | None = None
     refused: str | None = None  # why its trial is not served (a job pointing outside the places)
     shown: str = ""  # where the page says it is: its location, or an imported run's source
+    #: what following its source found (an imported run: its source gone, not imported
+    #: again); replaced whole, read without a lock
+    source_problems: tuple[str, ...] = ()
     # held by every read of the run's series (the charts), and of its trial (layer health,
     # TensorPlot, embeddings); never by the runs list
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -113,6 +116,31 @@ class Run:
     sessions: tuple[float, list[dict[str, Any]], list[dict[str, Any]]] | None = field(
         default=None, repr=False
     )
+
+
+class SourceChanges(Protocol):
+    """What one check of a followed source changed (see :class:`FollowedSource`)."""
+
+    @property
+    def moved(self) -> Mapping[str, str]:
+        """A run's trial location -> where its new trial is, written in full."""
+
+    @property
+    def added(self) -> Mapping[str, tuple[str, str]]:
+        """A new run's trial location -> its name and how a page names it."""
+
+    @property
+    def problems(self) -> Mapping[str, Sequence[str]]:
+        """A run's trial location (after ``moved``) -> what following it found now."""
+
+
+class FollowedSource(Protocol):
+    """Trials imported from elsewhere and kept current while served (another tracker's
+    runs: :class:`tensortap.trackers.FollowedImport`): checked often, it answers at once
+    when not due."""
+
+    def check(self) -> SourceChanges:
+        """What changed since the last check."""
 
 
 def run_id(location: str) -> str:
@@ -309,6 +337,46 @@ class Catalog:
                     run.lock.release()
         return closed
 
+    def follow(self, changes: SourceChanges) -> None:
+        """Show what a followed source changed: a moved run keeps its id, name and how the
+        page names it, with a new cache over its new trial (one assignment: a request sees
+        the old run or the new one, each whole); an added run is listed; problems are set.
+        The old runs' files are released after, waiting for the reads in flight, without
+        holding the runs list up."""
+        if not (changes.moved or changes.added or changes.problems):
+            return  # the usual answer: the runs list's lock is not taken for it
+        retired: list[Run] = []
+        with self._lock:
+            for old, new in changes.moved.items():
+                run = self._at(old)
+                if run is None:  # moved before a scan found it: listed under its first place
+                    ident, name, shown = run_id(old), Path(old).name, self.name_of(old)
+                else:
+                    ident, name, shown = run.id, run.name, run.shown
+                    retired.append(run)
+                cache = RunCache(self.budget)
+                if run is not None:  # the runs list keeps its last step until the new is read
+                    cache.last_step = run.cache.last_step
+                self._runs[ident] = Run(ident, name, new, shown=shown, cache=cache)
+            for location, (name, shown) in changes.added.items():
+                ident = run_id(location)
+                if ident not in self._runs:
+                    cache = RunCache(self.budget)
+                    self._runs[ident] = Run(ident, name, location, shown=shown, cache=cache)
+            for location, problems in changes.problems.items():
+                run = self._at(location)
+                if run is not None:
+                    run.source_problems = tuple(problems)
+                    run.meta = None  # the runs list says it at once
+                    run.row = None
+        for run in retired:
+            # in the order a request takes them (layer health: its trial, then its series)
+            with run.trial_lock, run.lock:
+                run.cache.close_trial()
+
+    def _at(self, location: str) -> Run | None:
+        return next((run for run in self._runs.values() if run.location == location), None)
+
     def get(self, ident: str) -> Run | None:
         found = self._runs.get(ident)
         if found is None:
@@ -343,4 +411,14 @@ class Catalog:
         self._scanned = time.monotonic()
 
 
-__all__ = ["REPORT", "Catalog", "Run", "RunCache", "S3Place", "StorePlace", "run_id"]
+__all__ = [
+    "REPORT",
+    "Catalog",
+    "FollowedSource",
+    "Run",
+    "RunCache",
+    "S3Place",
+    "SourceChanges",
+    "StorePlace",
+    "run_id",
+]

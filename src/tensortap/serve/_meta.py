@@ -304,7 +304,7 @@ def overview(run: Run) -> dict[str, Any]:
         ],
         "problems_found": sum(r.get("severity") == "problem" for r in found),
         "diagnosis": None if run.job is None else job_diagnosis(summary).to_dict(),
-        "problems": [*unread, *problems],
+        "problems": [*run.source_problems, *unread, *problems],
         # of the run's configuration, what the runs list shows and sorts by (the run's page
         # gets all of it: serve._data.detail)
         "learning_rate": _number(config.get("learning_rate")),

@@ -92,6 +92,7 @@ def _read(run: Run, trial: bool) -> RunRow:
         row.problems.append(f"this run cannot be shown ({type(exc).__name__}: {exc})")
     if run.refused is not None:
         row.problems.insert(0, run.refused)
+    row.problems[:0] = run.source_problems
     if run.shown and run.shown != run.location:  # an imported run is named by its source
         row.path = run.shown
     return row

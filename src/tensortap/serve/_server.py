@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tensortap.exceptions import InvalidConfigError
-from tensortap.serve._catalog import RESCAN_SECS, Catalog
+from tensortap.serve._catalog import RESCAN_SECS, Catalog, FollowedSource
 from tensortap.serve._series import CACHE_MB
 from tensortap.storage._descriptors import raise_open_file_limit
 
@@ -69,6 +69,24 @@ def _warm(catalog: Catalog, stop: threading.Event) -> None:
                     log.debug("could not read %s ahead", run.location, exc_info=True)
                 run.cache.warmed = True
         stop.wait(RESCAN_SECS)
+
+
+#: How often the followed sources are asked whether they are due (each says when it is).
+FOLLOW_POLL_SECS = 0.25
+
+
+def _follow(catalog: Catalog, sources: Sequence[FollowedSource], stop: threading.Event) -> None:
+    """Ask each followed source what changed (it re-imports, when due, in this thread) and
+    show it; one source that fails is logged and asked again, the others go on."""
+    while not stop.is_set():
+        for source in sources:
+            if stop.is_set():
+                return
+            try:
+                catalog.follow(source.check())
+            except Exception:  # a fault of ours: said, and the source is asked again
+                log.exception("could not follow %r", source)
+        stop.wait(FOLLOW_POLL_SECS)
 
 
 @dataclass
@@ -156,6 +174,7 @@ def start(
     before_exit: Callable[[], None] | None = None,
     shown: Mapping[str, str] | None = None,
     cache_mb: int = CACHE_MB,
+    follow: Sequence[FollowedSource] = (),
 ) -> Dashboard:
     """Serve a dashboard over ``places``. Off the local machine (``host`` not a loopback
     address) a token is required: ``token``, or one made here and put in the URL. With
@@ -169,7 +188,10 @@ def start(
     background, :meth:`Dashboard.stop` stops the server. ``shown`` maps a place or a trial's
     location to how the page names it (see :class:`~tensortap.serve._catalog.Catalog`). What
     is kept in memory of all the runs together (answers, series heads, report pages) stays
-    within ``cache_mb`` megabytes (``--cache-mb``), least recently used out."""
+    within ``cache_mb`` megabytes (``--cache-mb``), least recently used out. Each of
+    ``follow`` (another tracker's runs imported under a place:
+    :class:`tensortap.trackers.FollowedImport`) is checked in a thread of its own while
+    serving, and what it imports again replaces its runs' trials."""
     import uvicorn
 
     from tensortap.serve._app import allowed_hosts, check_allowed_host, check_token, create_app
@@ -201,6 +223,13 @@ def start(
     if warm:
         threading.Thread(
             target=_warm, args=(catalog, warming), name="tensortap-serve-warm", daemon=True
+        ).start()
+    if follow:
+        threading.Thread(
+            target=_follow,
+            args=(catalog, list(follow), warming),
+            name="tensortap-serve-follow",
+            daemon=True,
         ).start()
     if on_ready is not None:
         on_ready(url)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tensortap.exceptions import InvalidConfigError, TensortapError
+from tensortap.trackers._follow import FOLLOW_SECS, FollowChanges, FollowedImport
 from tensortap.trackers._scalars import (
     TRAIN_LOSS_TAGS,
     VALIDATION_LOSS_TAGS,
@@ -114,12 +115,13 @@ def judge(run: ScalarRun, roles: Roles) -> dict[str, Any]:
 @dataclass
 class ImportedRun:
     """One run imported: its name, where its trial is, and its lineage (None: it failed, with
-    ``error`` saying why)."""
+    ``error`` saying why); ``digest``: what was read of it (:meth:`ScalarRun.digest`)."""
 
     name: str
     trial: str
     lineage: dict[str, Any] | None = None
     error: str | None = None
+    digest: str | None = None
 
 
 @dataclass
@@ -175,16 +177,19 @@ def import_runs(
         target = root / trial_dir_name(run.name, taken)
         try:
             lineage = write_run(run, target, roles, judge(run, roles))
-            result.runs.append(ImportedRun(run.name, str(target), lineage))
+            result.runs.append(ImportedRun(run.name, str(target), lineage, digest=run.digest()))
         except TensortapError as exc:
             result.runs.append(ImportedRun(run.name, str(target), error=str(exc)))
     return result
 
 
 __all__ = [
+    "FOLLOW_SECS",
     "READERS",
     "TRAIN_LOSS_TAGS",
     "VALIDATION_LOSS_TAGS",
+    "FollowChanges",
+    "FollowedImport",
     "ImportResult",
     "ImportedRun",
     "Roles",

@@ -19,6 +19,8 @@ Which tags count (case aside; ``--loss TAG`` and ``--val-loss TAG`` name others)
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,6 +131,20 @@ class ScalarRun:
 
     def tag_names(self) -> list[str]:
         return sorted({s.tag for s in self.series})
+
+    def digest(self) -> str:
+        """A digest of everything read of the run (its series, parameters, problems): two
+        reads with the same digest write the same trial, so a run followed while it is served
+        is written again only when it changed (see :mod:`tensortap.trackers._follow`)."""
+        digest = hashlib.blake2b(digest_size=16)
+        about = [self.name, self.params, self.tags, self.hparam_metrics, self.histograms]
+        digest.update(json.dumps([*about, self.problems], sort_keys=True, default=str).encode())
+        for series in self.series:
+            digest.update(json.dumps([series.tag, series.mode]).encode())
+            for array in (series.steps, series.values, series.walls):
+                digest.update(len(array).to_bytes(8, "little"))
+                digest.update(np.ascontiguousarray(array).tobytes())
+        return digest.hexdigest()
 
 
 class Collector:
