@@ -330,7 +330,7 @@ def test_a_merged_segment_deleted_with_its_end_marker_is_a_problem(tmp_path: Pat
 
 def test_the_compact_option_is_checked() -> None:
     assert WriterOptions.from_dict({"compact": "true"}).compact is True
-    assert WriterOptions().compact is False  # off by default (see docs/format.md)
+    assert WriterOptions().compact is True  # on by default (see docs/format.md)
     with pytest.raises(InvalidConfigError, match="compact must be true or false"):
         WriterOptions.from_dict({"compact": "maybe"})
     with pytest.raises(InvalidConfigError, match="compact must be true or false"):

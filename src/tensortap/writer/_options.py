@@ -34,11 +34,11 @@ class WriterOptions:
       trial is still there (re-creating its marker and worker info if ``out_dir`` was deleted).
     - ``close_timeout_secs``: how long ``close()`` waits for the writer before giving up (and
       logging what was not written) so a broken disk never hangs the end of training.
-    - ``compact``: ``True`` makes the writer merge its small published segments into large
-      ones (64 at a time, and what is left at close), on its own thread, so a run written at
-      a slow pace is opened and read like one written flat out (docs/format.md,
-      "Compaction"). Off by default for now (the test suite has not yet been run with it
-      on). ``False`` keeps every segment and writes rollups of their series.
+    - ``compact``: ``True`` (the default) makes the writer merge its small published
+      segments into large ones (64 at a time, and what is left at close), on its own thread,
+      so a run written at a slow pace is opened and read like one written flat out
+      (docs/format.md, "Compaction"). ``False`` keeps every segment and writes rollups of
+      their series.
     """
 
     flush_secs: float = 1.0
@@ -49,7 +49,7 @@ class WriterOptions:
     close_timeout_secs: float = 120.0
     retry_secs: float = 600.0
     check_secs: float = 20.0
-    compact: bool = False
+    compact: bool = True
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, Any]] = [
