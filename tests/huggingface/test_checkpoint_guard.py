@@ -225,3 +225,75 @@ def test_resume_point_sends_true_to_the_newest_good_one_and_names_it_for_a_path(
     assert guard.events[-1].kind == "resumed" and guard.events[-1].checkpoint is None
     assert "no checkpoint" in guard.events[-1].message
     assert resume_point(str(out / "checkpoint-10"), False, guard) is False
+
+
+def saved_files(where: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(where.iterdir())}
+
+
+def test_the_scripts_own_save_model_of_nan_weights_is_refused_and_the_earlier_save_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """trainer.save_model() at the end of a run whose weights turned NaN at step 13: before,
+    it wrote the NaN weights over the script's earlier (finite) save; now it is refused, the
+    earlier save is left byte for byte, and the warning names the last good checkpoint."""
+    callback = CheckpointGuardCallback()
+    run = trainer(tmp_path / "out", [callback], limit=2)
+    final = tmp_path / "final"
+    run.save_model(str(final))  # step 0, finite: goes through
+    before = saved_files(final)
+    assert "model.safetensors" in before
+    run.train()
+    assert not all(torch.isfinite(p).all() for p in run.model.parameters())
+    with caplog.at_level("WARNING", logger="tensortap"):
+        assert run.save_model(str(final)) is None
+    assert saved_files(final) == before
+    assert verify_checkpoint(tmp_path / "out" / "checkpoint-10") is None
+    refused = callback.guard.events[-1]
+    assert (refused.kind, refused.step, refused.checkpoint) == ("refused", 30, None)
+    assert "not finite" in refused.reason
+    assert f"trainer.save_model({str(final)!r}) at step 30 was refused" in refused.message
+    assert f"the file there is left as it was ({final})" in refused.message
+    good = tmp_path / "out" / "checkpoint-10"
+    assert f"the last good one is the checkpoint of step 10 ({good})" in refused.message
+    assert refused.message in caplog.text
+    # the Trainer's own checkpoints were decided once each, as before
+    assert [e.step for e in callback.guard.events if e.kind == "refused"] == [15, 20, 25, 30, 30]
+
+
+def test_a_finite_save_model_writes_the_same_bytes_as_without_the_guard(tmp_path: Path) -> None:
+    """A healthy run's save_model goes through untouched, and is the last good checkpoint
+    that a later refusal names (before: the guard never knew of it)."""
+    guarded = trainer(tmp_path / "a", [CheckpointGuardCallback()], max_steps=10, fault_at=None)
+    plain = trainer(tmp_path / "b", [], max_steps=10, fault_at=None)
+    for run in (guarded, plain):
+        run.train()
+        run.save_model(str(run.args.output_dir) + "-final")
+    on, off = saved_files(tmp_path / "a-final"), saved_files(tmp_path / "b-final")
+    assert on.keys() == off.keys() and on["model.safetensors"] == off["model.safetensors"]
+    (callback,) = [
+        c for c in guarded.callback_handler.callbacks if isinstance(c, CheckpointGuardCallback)
+    ]
+    assert callback.guard.events == []
+    assert callback.guard.last_good == (10, str(tmp_path / "a-final"))
+
+
+class BrokenCheck(tt.CheckpointGuard):
+    """A guard whose own check fails (as a bug in it, or a model it cannot read, would)."""
+
+    def refusal(self, model: Any = None) -> str | None:
+        raise RuntimeError("the check broke")
+
+
+def test_a_check_that_fails_lets_save_model_through_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    callback = CheckpointGuardCallback(BrokenCheck())
+    run = trainer(tmp_path / "out", [callback], max_steps=5, fault_at=None, limit=None)
+    with caplog.at_level("WARNING", logger="tensortap"):
+        run.train()  # the Trainer's own save at step 5 goes through unchecked
+        run.save_model(str(tmp_path / "final"))
+    assert (tmp_path / "final" / "model.safetensors").is_file()
+    unchecked = "the checkpoint guard's check failed, the save goes on unchecked: RuntimeError"
+    assert caplog.text.count(unchecked) == 2  # the Trainer's checkpoint-5, and save_model
+    assert (tmp_path / "out" / "checkpoint-5" / "model.safetensors").is_file()

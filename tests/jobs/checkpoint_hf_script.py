@@ -3,11 +3,13 @@ steps with ``save_total_limit``: a small classifier whose ``--fault-at``-th trai
 pass (1-based) gives NaN logits, so that step's update makes every weight NaN (as a bad batch
 or kernel would). ``--best``: an evaluation every 5 steps and ``save_strategy="best"`` on an
 evaluation set of one class, where a model that predicts class 0 everywhere (as NaN logits do)
-scores best. ``--resume``: ``train(resume_from_checkpoint=True)``. Writes what it ended with to
-``--log`` (JSON): the checkpoints on disk, whether the weights are finite, the steps trained,
-the best checkpoint."""
+scores best. ``--resume``: ``train(resume_from_checkpoint=True)``. ``--own-save DIR``: the
+script's own ``trainer.save_model(DIR)`` before and after training. Writes what it ended with
+to ``--log`` (JSON): the checkpoints on disk, whether the weights are finite, the steps
+trained, the best checkpoint, the SHA-256 of DIR's weights after each own save."""
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -26,6 +28,7 @@ parser.add_argument("--limit", type=int, default=1)
 parser.add_argument("--fault-at", type=int, default=-1)
 parser.add_argument("--best", action="store_true")
 parser.add_argument("--resume", action="store_true")
+parser.add_argument("--own-save", default=None)
 args = parser.parse_args()
 
 
@@ -87,7 +90,19 @@ trainer = Trainer(
     eval_dataset=samples(64, 1, one_class=True) if args.best else None,
     compute_metrics=accuracy if args.best else None,
 )
+
+
+def own_save() -> str | None:
+    if args.own_save is None:
+        return None
+    trainer.save_model(args.own_save)
+    with open(os.path.join(args.own_save, "model.safetensors"), "rb") as weights:
+        return hashlib.sha256(weights.read()).hexdigest()
+
+
+own_before = own_save()
 trainer.train(resume_from_checkpoint=True if args.resume else None)
+own_after = own_save()
 weights = [p.detach() for p in model.parameters()]
 with open(args.log, "w") as f:
     json.dump(
@@ -96,6 +111,7 @@ with open(args.log, "w") as f:
             "finite": all(bool(torch.isfinite(w).all()) for w in weights),
             "steps": [e["step"] for e in trainer.state.log_history if "loss" in e],
             "best": trainer.state.best_model_checkpoint,
+            "own_saves": [own_before, own_after],
         },
         f,
     )

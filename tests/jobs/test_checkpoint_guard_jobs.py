@@ -229,3 +229,44 @@ def test_a_healthy_run_saves_the_same_checkpoints_as_without_the_guard(
         assert os.listdir(tmp_path / "on" / "out" / "checkpoint-30") == os.listdir(
             tmp_path / "off" / "out" / "checkpoint-30"
         )
+
+
+def test_a_hugging_face_scripts_own_save_model_of_nan_weights_is_refused(tmp_path: Path) -> None:
+    """The script's own trainer.save_model("final") before and after a run whose weights turn
+    NaN at step 13: before, the second wrote NaN weights over the first."""
+    pytest.importorskip("transformers")
+    log, record = _run(tmp_path, "--", HF_SCRIPT, "--fault-at", "13", "--own-save", "final")
+    before, after = log["own_saves"]
+    assert before is not None and after == before  # the finite save of step 0, left whole
+    assert log["checkpoints"] == ["checkpoint-10"] and not log["finite"]
+    own = [e for e in _events(record, "refused") if "save_model" in e["message"]]
+    assert [e["step"] for e in own] == [30]
+    assert "trainer.save_model('final') at step 30 was refused" in own[0]["message"]
+    assert "the last good one is the checkpoint of step 10" in own[0]["message"]
+
+
+@pytest.mark.parametrize("package", ["lightning", "pytorch_lightning"])
+def test_a_lightning_scripts_own_save_checkpoint_of_nan_weights_is_refused(
+    tmp_path: Path, package: str
+) -> None:
+    """trainer.save_checkpoint("final.pt") from the script's callback every 5 steps and after
+    fit(), NaN weights from step 13: before, the saves from step 15 on overwrote step 10's."""
+    pytest.importorskip(package)
+    log, record = _run(
+        tmp_path,
+        "--",
+        PL_SCRIPT,
+        "--fault-at",
+        "13",
+        "--own-save",
+        "final.pt",
+        "--package",
+        package,
+    )
+    own = log["own_saves"]
+    assert sorted(own) == ["10", "15", "20", "25", "30", "5", "end"]
+    assert own["5"] != own["10"]
+    assert {own[s] for s in ("15", "20", "25", "30", "end")} == {own["10"]}
+    refused = [e for e in _events(record, "refused") if "save_checkpoint" in e["message"]]
+    assert [e["step"] for e in refused] == [15, 20, 25, 30, 30]
+    assert "trainer.save_checkpoint('final.pt') at step 15 was refused" in refused[0]["message"]

@@ -28,9 +28,10 @@ from tensortap.lightning import (  # noqa: E402
 )
 
 
-class Regression(L.LightningModule):
+class RegressionSteps:
     """Its ``fault_at``-th training step (1-based) gives NaN outputs: that update makes every
-    weight NaN (plain SGD, no clipping), as a bad kernel or batch would."""
+    weight NaN (plain SGD, no clipping), as a bad kernel or batch would. A LightningModule of
+    either package with it: :class:`Regression`, :func:`_module_class`."""
 
     def __init__(self, fault_at: int | None = 13) -> None:
         super().__init__()
@@ -47,7 +48,11 @@ class Regression(L.LightningModule):
         return nn.functional.mse_loss(out, y)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=0.05)
+        return torch.optim.SGD(self.parameters(), lr=0.05)  # type: ignore[attr-defined]
+
+
+class Regression(RegressionSteps, L.LightningModule):
+    """:class:`RegressionSteps` as a ``lightning.pytorch`` module."""
 
 
 def loader() -> DataLoader:
@@ -248,3 +253,137 @@ def test_a_resume_from_last_takes_the_newest_good_file_instead(tmp_path: Path) -
     ]
     assert guard.events[-1].checkpoint == str(where / "epoch=0-step=10.ckpt")
     assert "last.ckpt (its weights are not finite" in guard.events[-1].message
+
+
+def _package(name: str) -> Any:
+    """``lightning.pytorch`` or the older ``pytorch_lightning`` (skipped when not installed)."""
+    return pytest.importorskip(name)
+
+
+def _module_class(pl: Any) -> type[Any]:
+    """:class:`RegressionSteps` as a LightningModule of the package ``pl``."""
+    return type("Regression", (RegressionSteps, pl.LightningModule), {})
+
+
+class SavesItself:
+    """A script's own callback: ``trainer.save_checkpoint(path)`` every 5 training steps (the
+    bytes after each kept), as a loop saving "the latest" to one file does."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.after: dict[int, bytes] = {}
+
+    def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+        if trainer.global_step % 5 == 0:
+            trainer.save_checkpoint(str(self.path))
+            self.after[trainer.global_step] = self.path.read_bytes()
+
+
+def _own_saver(pl: Any, path: Path) -> Any:
+    return type("SavesItself", (SavesItself, pl.Callback), {})(path)
+
+
+@pytest.mark.parametrize(
+    ("package", "how"),
+    [("lightning.pytorch", "GuardedModelCheckpoint"), ("pytorch_lightning", "guard_checkpoints")],
+)
+def test_the_scripts_own_save_checkpoint_of_nan_weights_is_refused_and_the_file_kept(
+    tmp_path: Path, package: str, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """trainer.save_checkpoint(path) from the script's callback every 5 steps, and once more
+    after fit(): before, the saves from step 15 on wrote NaN weights over the step-10 file."""
+    from tensortap.lightning._checkpoint_guard import guard_checkpoints
+
+    pl = _package(package)
+    where, final = tmp_path / "ckpts", tmp_path / "final.ckpt"
+    checkpoint = (
+        GuardedModelCheckpoint(str(where), every_n_train_steps=5, save_top_k=1)
+        if how == "GuardedModelCheckpoint"
+        else pl.callbacks.ModelCheckpoint(str(where), every_n_train_steps=5, save_top_k=1)
+    )
+    saver = _own_saver(pl, final)
+    trainer = pl.Trainer(
+        max_steps=30,
+        default_root_dir=str(tmp_path),
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[checkpoint, saver],
+    )
+    if how == "guard_checkpoints":
+        guard_checkpoints(trainer)
+    with caplog.at_level("WARNING", logger="tensortap"):
+        trainer.fit(_module_class(pl)(13), train_dataloaders=loader())
+        trainer.save_checkpoint(str(final))  # after fit, NaN weights: refused as well
+    good = saver.after[10]
+    assert verify_checkpoint(final) is None
+    assert [saver.after[s] == good for s in (15, 20, 25, 30)] == [True] * 4
+    assert final.read_bytes() == good
+    guard: tt.CheckpointGuard = checkpoint.checkpoint_guard
+    own = [e for e in guard.events if e.kind == "refused" and "save_checkpoint" in e.message]
+    assert [e.step for e in own] == [15, 20, 25, 30, 30]
+    assert f"trainer.save_checkpoint({str(final)!r}) at step 15 was refused" in own[0].message
+    assert "not finite" in own[0].reason
+    assert f"the file there is left as it was ({final})" in own[0].message
+    # the last good one: ModelCheckpoint's of step 10 (Lightning runs it after the script's)
+    good_file = where / "epoch=0-step=10.ckpt"
+    assert f"the last good one is the checkpoint of step 10 ({good_file})" in own[0].message
+    assert own[0].message in caplog.text
+    assert files(where) == ["epoch=0-step=10.ckpt"]  # ModelCheckpoint's saves: refused as before
+
+
+def test_a_finite_save_checkpoint_writes_the_same_bytes_as_without_the_guard(
+    tmp_path: Path,
+) -> None:
+    """A healthy fit, then trainer.save_checkpoint(path), with the Trainer's ModelCheckpoint
+    guarded in place and without: the same bytes; and the guard notes it as the last good
+    checkpoint (before: it never knew of it)."""
+    from tensortap.lightning._checkpoint_guard import guard_checkpoints
+
+    final = tmp_path / "final.ckpt"
+    written = {}
+    for guarded in (False, True):
+        checkpoint = ModelCheckpoint(str(tmp_path / "ckpts"), every_n_train_steps=5)
+        trainer = L.Trainer(
+            max_steps=10,
+            default_root_dir=str(tmp_path),
+            accelerator="cpu",
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            callbacks=[checkpoint],
+        )
+        if guarded:
+            guard_checkpoints(trainer)
+        trainer.fit(Regression(None), train_dataloaders=loader())
+        trainer.save_checkpoint(str(final))
+        written[guarded] = final.read_bytes()
+        for path in [final, *(tmp_path / "ckpts").iterdir()]:
+            path.unlink()
+    assert written[True] == written[False]
+    guard: tt.CheckpointGuard = checkpoint.checkpoint_guard  # type: ignore[attr-defined]
+    assert guard.events == [] and guard.last_good == (10, str(final))
+
+
+class BrokenCheck(tt.CheckpointGuard):
+    """A guard whose own check fails (as a bug in it, or a model it cannot read, would)."""
+
+    def refusal(self, model: Any = None) -> str | None:
+        raise RuntimeError("the check broke")
+
+
+def test_a_check_that_fails_lets_save_checkpoint_through_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    checkpoint = GuardedModelCheckpoint(
+        str(tmp_path / "ckpts"), every_n_train_steps=5, checkpoint_guard=BrokenCheck()
+    )
+    final = tmp_path / "final.ckpt"
+    with caplog.at_level("WARNING", logger="tensortap"):
+        trainer = fit(tmp_path, checkpoint, max_steps=5, fault_at=None)
+        trainer.save_checkpoint(str(final))
+    assert verify_checkpoint(final) is None
+    unchecked = "the checkpoint guard's check failed, the save goes on unchecked: RuntimeError"
+    assert caplog.text.count(unchecked) == 2  # ModelCheckpoint's step 5, and save_checkpoint
+    assert verify_checkpoint(tmp_path / "ckpts" / "epoch=0-step=5.ckpt") is None

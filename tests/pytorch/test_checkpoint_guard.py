@@ -5,6 +5,7 @@ NaN or truncated checkpoint to the older good one; each refusal, pin and fallbac
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from pathlib import Path
@@ -224,3 +225,75 @@ def test_the_finite_check_names_the_first_bad_tensor(dtype: torch.dtype, bad: fl
     }
     assert nonfinite_name(fine) is None
     assert nonfinite_name({"z": torch.tensor([complex(0.0, bad)])}) == "z"
+
+
+def test_save_in_a_plain_loop_refuses_nan_weights_and_leaves_the_last_file_whole(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The loop's own ``torch.save(model.state_dict(), "latest.pt")`` every 2 steps, written as
+    ``checkpoint_guard.save(...)``: the NaN step 7 would have overwritten the file of step 6;
+    the refused saves leave it byte for byte, and a finite save writes torch.save's bytes."""
+    model, optimizer = model_and_optimizer()
+    checkpoint_guard = tt.CheckpointGuard(model)
+    latest, plain = tmp_path / "run" / "latest.pt", tmp_path / "plain" / "latest.pt"
+    latest.parent.mkdir()
+    plain.parent.mkdir()
+    written: dict[int, bool] = {}
+    loader = DataLoader(data(), batch_size=8)
+    with caplog.at_level("WARNING", logger="tensortap"):
+        for step, (x, y) in zip(range(12), loader, strict=False):
+            out = model(x)
+            if step == 7:  # a fault: this update makes every weight NaN
+                out = out * math.nan
+            loss = nn.functional.mse_loss(out, y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            if step % 2 == 0:
+                written[step] = checkpoint_guard.save(model.state_dict(), latest, step=step)
+                if step == 6:
+                    torch.save(model.state_dict(), plain)  # what the loop wrote without it
+    assert written == {0: True, 2: True, 4: True, 6: True, 8: False, 10: False}
+    assert latest.read_bytes() == plain.read_bytes()  # step 6's, as torch.save wrote it
+    assert sorted(p.name for p in latest.parent.iterdir()) == ["latest.pt"]  # no staging left
+    assert [(e.kind, e.step) for e in checkpoint_guard.events] == [
+        ("refused", 8),
+        ("pinned", 6),
+        ("refused", 10),
+    ]
+    refused = checkpoint_guard.events[0]
+    assert refused.reason == "the weights are not finite (0.weight)"
+    assert refused.message.startswith(f"the save to {latest} at step 8 was refused")
+    assert f"the last good one is the checkpoint of step 6 ({latest})" in refused.message
+    assert refused.message in caplog.text
+    assert checkpoint_guard.last_good == (6, str(latest))
+    assert not checkpoint_guard.is_good() and not checkpoint_guard.is_good(model)
+    assert checkpoint_guard.is_good({"weights": [torch.ones(3)]})
+
+
+def test_save_refuses_while_the_guard_trips_and_takes_only_file_paths(tmp_path: Path) -> None:
+    """A guard that undid a NaN step keeps the weights finite, yet a save within
+    ``clear_after`` steps of its trip is refused; a buffer is not a path: a clear error."""
+    model, optimizer = model_and_optimizer()
+    guard = tt.Guard(optimizer, model)
+    checkpoint_guard = tt.CheckpointGuard(model, guard=guard, clear_after=3)
+    loader = DataLoader(data(), batch_size=8)
+    saved: dict[int, bool] = {}
+    try:
+        for step, (x, y) in zip(range(9), loader, strict=False):
+            out = model(x)
+            loss = nn.functional.mse_loss(out * math.nan if step == 4 else out, y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            saved[step] = checkpoint_guard.save(
+                {"model": model.state_dict(), "step": step}, tmp_path / "latest.pt", step=step
+            )
+    finally:
+        guard.remove()
+    assert finite(model)
+    assert [s for s, ok in saved.items() if not ok] == [4, 5, 6]
+    assert "the guard is tripping (a trip at step 4" in checkpoint_guard.events[0].reason
+    assert torch.load(tmp_path / "latest.pt", weights_only=True)["step"] == 8
+    with pytest.raises(InvalidConfigError, match="must be a file path.*got BytesIO"):
+        checkpoint_guard.save(model.state_dict(), io.BytesIO())  # type: ignore[arg-type]

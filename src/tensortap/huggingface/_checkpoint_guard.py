@@ -14,6 +14,13 @@ the Trainer's rotation (``save_total_limit``, run after each save) deletes nothi
 good checkpoint stays, pinned, until a save is allowed again. :func:`last_good_checkpoint`
 is the newest ``checkpoint-<n>`` that is complete and finite (each one passed over is an
 event), for ``resume_from_checkpoint``.
+
+The script's own ``trainer.save_model(...)`` is decided by the same guard: a Trainer holding a
+:class:`CheckpointGuardCallback` refuses a save of non-finite weights, or one while the guard
+trips (nothing written, an event and a warning naming the last good checkpoint). A callback
+is not told its Trainer, so ``Trainer.save_model`` itself is wrapped, once, when the first
+callback is made; the wrapper asks the Trainer's callbacks and does nothing more for a
+Trainer without one.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ _BIN, _BIN_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
 _OPTIMIZER = "optimizer.pt"
 _MAX_INDEX_BYTES = 64 << 20
 _BEST = ("best_metric", "best_model_checkpoint", "best_global_step")  # TrainerState's
+_WRAPPED = "__tensortap_checkpoint_guard__"  # marks Trainer.save_model once wrapped
 
 
 class CheckpointGuardCallback(TrainerCallback):
@@ -56,6 +64,7 @@ class CheckpointGuardCallback(TrainerCallback):
         self.guard = guard if guard is not None else CheckpointGuard()
         self._decided: tuple[int, bool] | None = None  # (global step, allowed)
         self._best: dict[str, Any] | None = None  # the state's best before an evaluation
+        guard_own_saves()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._decide(state, control, kwargs.get("model"))
@@ -82,9 +91,24 @@ class CheckpointGuardCallback(TrainerCallback):
         module = model if isinstance(model, torch.nn.Module) else None
         # every rank saves or none does: a rank left out of a collective save (FSDP,
         # DeepSpeed) would hang the others
-        allowed = self.guard.judge(step, any_rank(self.guard.refusal(module)))
+        allowed = self.guard.judge(step, any_rank(self.guard.checked_refusal(module)))
         self._decided = (step, allowed)
         return allowed
+
+    def allowed_own(self, trainer: Any, output_dir: str | None) -> bool:
+        """Whether the script's ``trainer.save_model(output_dir)`` may go on: one decision (and
+        on refusal one event) per call. The ranks agree only where the save is collective
+        (FSDP, DeepSpeed: every rank calls it); elsewhere a script may call it on rank 0
+        alone, and a gather would wait for the others forever."""
+        where = output_dir if output_dir is not None else trainer.args.output_dir
+        model = trainer.model
+        reason = self.guard.checked_refusal(model if isinstance(model, torch.nn.Module) else None)
+        if getattr(trainer, "is_fsdp_enabled", False) or getattr(
+            trainer, "is_deepspeed_enabled", False
+        ):
+            reason = any_rank(reason)
+        what = "trainer.save_model(" + ("" if output_dir is None else repr(output_dir)) + ")"
+        return self.guard.judge_own(what, os.fspath(where), trainer.state.global_step, reason)
 
     def _decide(self, state: Any, control: Any, model: Any) -> None:
         if control.should_save and not self.allowed(state.global_step, model):
@@ -100,13 +124,58 @@ class CheckpointGuardCallback(TrainerCallback):
                     setattr(state, name, value)
 
 
+def guard_own_saves() -> None:
+    """Wrap ``transformers.Trainer.save_model`` (once per process) so that a Trainer holding a
+    :class:`CheckpointGuardCallback` has it decide the script's own saves. The Trainer's
+    calls from inside (``_internal_call=True``: its checkpoints, decided already by
+    :func:`guard_trainer`; a push to the Hub) go through as they were; so does every call
+    of a Trainer without the callback. A check that fails lets the save through, with a
+    warning."""
+    from transformers import Trainer
+
+    original = Trainer.save_model
+    if getattr(original, _WRAPPED, False):
+        return
+
+    @functools.wraps(original)
+    def save_model(self: Any, *args: Any, **kwargs: Any) -> Any:
+        internal = args[1] if len(args) > 1 else kwargs.get("_internal_call", False)
+        callback = None if internal else _callback_of(self)
+        if callback is None:
+            return original(self, *args, **kwargs)
+        output_dir = args[0] if args else kwargs.get("output_dir")
+        try:
+            allowed = callback.allowed_own(self, output_dir)
+        except Exception as exc:  # a check that fails never stops the save
+            logger.warning("tensortap: trainer.save_model() saved unchecked: %r", exc)
+            return original(self, *args, **kwargs)
+        if not allowed:
+            return None  # nothing written: what output_dir held stays
+        done = original(self, *args, **kwargs)
+        where = output_dir if output_dir is not None else self.args.output_dir
+        callback.guard.saved(self.state.global_step, os.fspath(where))
+        return done
+
+    setattr(save_model, _WRAPPED, True)
+    Trainer.save_model = save_model  # type: ignore[method-assign]
+
+
+def _callback_of(trainer: Any) -> CheckpointGuardCallback | None:
+    handler = getattr(trainer, "callback_handler", None)
+    for callback in getattr(handler, "callbacks", ()):
+        if isinstance(callback, CheckpointGuardCallback):
+            return callback
+    return None
+
+
 def guard_trainer(trainer: Any, guard: CheckpointGuard | None = None) -> CheckpointGuardCallback:
     """Guard every save of ``trainer`` (a ``transformers.Trainer``): its
     :class:`CheckpointGuardCallback` (added unless it has one) decides, also for the saves the
     Trainer decides after its callbacks ran (``save_strategy="best"``, a save at the end of an
-    evaluation), which a callback alone cannot refuse; and ``train(resume_from_checkpoint=True)``
-    resumes from the newest *good* checkpoint (:func:`resume_point`). What ``tensortap run``
-    does to every Trainer. Returns the callback."""
+    evaluation), which a callback alone cannot refuse, and the script's own ``save_model``
+    (:func:`guard_own_saves`); and ``train(resume_from_checkpoint=True)`` resumes from the
+    newest *good* checkpoint (:func:`resume_point`). What ``tensortap run`` does to every
+    Trainer. Returns the callback."""
     found = [
         c for c in trainer.callback_handler.callbacks if isinstance(c, CheckpointGuardCallback)
     ]

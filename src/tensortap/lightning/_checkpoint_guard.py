@@ -15,6 +15,13 @@ before anything is written or counted (no file, no ``best_k_models`` entry, no r
 deletes it until a save is allowed again. Under DDP the ranks agree on a refusal (one
 reduction per save). :func:`last_good_checkpoint` is the newest ``.ckpt`` that reads back
 complete and finite (``torch.load(weights_only=True)``: no code runs from its bytes).
+
+The script's own ``trainer.save_checkpoint(path)`` is decided by the same guard when the
+Trainer holds a guarded ``ModelCheckpoint``: a save of non-finite weights, or one while the
+guard trips, writes nothing (the file at ``path`` stays as it was), with an event and a
+warning naming the last good checkpoint. ``Trainer.save_checkpoint`` is wrapped, once per
+Trainer class, when a guarded callback is set up; the wrapper asks the Trainer's callbacks and
+does nothing more for a Trainer without one.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ from tensortap.pytorch._nonfinite import nonfinite_name
 
 logger = logging.getLogger(__name__)
 
+_WRAPPED = "__tensortap_checkpoint_guard__"  # marks a Trainer's save_checkpoint once wrapped
+
 if TYPE_CHECKING:
     _Base = ModelCheckpoint
 else:
@@ -47,6 +56,14 @@ class _GuardedSaves(_Base):
 
     checkpoint_guard: CheckpointGuard
     _decided: tuple[int, bool] | None
+    _saving: bool  # inside its own save: the Trainer's save_checkpoint is decided already
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        super().setup(trainer, pl_module, stage)
+        try:
+            guard_own_saves(type(trainer))
+        except Exception as exc:  # never stop training for it
+            logger.warning("tensortap: trainer.save_checkpoint() is not guarded: %r", exc)
 
     def _allowed(self, trainer: Any) -> bool:
         """Whether a save at this step may go on: decided once per step (top-k and last ask
@@ -54,17 +71,30 @@ class _GuardedSaves(_Base):
         step = int(trainer.global_step)
         if self._decided is not None and self._decided[0] == step:
             return self._decided[1]
+        allowed = self.checkpoint_guard.judge(step, self._refusal(trainer))
+        self._decided = (step, allowed)
+        return allowed
+
+    def allowed_own(self, trainer: Any, filepath: Any) -> bool:
+        """Whether the script's ``trainer.save_checkpoint(filepath)`` may go on: one decision
+        (and on refusal one event) per call, agreed by every rank (each one calls it:
+        Lightning waits for all of them at its end)."""
+        where = os.fspath(filepath) if isinstance(filepath, (str, os.PathLike)) else None
+        what = f"trainer.save_checkpoint({where!r})" if where else "trainer.save_checkpoint()"
+        return self.checkpoint_guard.judge_own(
+            what, where, int(trainer.global_step), self._refusal(trainer)
+        )
+
+    def _refusal(self, trainer: Any) -> str | None:
         module = trainer.lightning_module
-        reason = self.checkpoint_guard.refusal(
+        reason = self.checkpoint_guard.checked_refusal(
             module if isinstance(module, torch.nn.Module) else None
         )
         if trainer.world_size > 1:
             anyone = trainer.strategy.reduce_boolean_decision(reason is not None, all=False)
             if anyone and reason is None:
                 reason = "another rank refused the save (its weights are not finite)"
-        allowed = self.checkpoint_guard.judge(step, reason)
-        self._decided = (step, allowed)
-        return allowed
+        return reason
 
     def _save_topk_checkpoint(self, trainer: Any, monitor_candidates: dict[str, Any]) -> None:
         if self._allowed(trainer):
@@ -75,7 +105,11 @@ class _GuardedSaves(_Base):
             super()._save_last_checkpoint(trainer, monitor_candidates)
 
     def _save_checkpoint(self, trainer: Any, filepath: str) -> None:
-        super()._save_checkpoint(trainer, filepath)
+        self._saving = True
+        try:
+            super()._save_checkpoint(trainer, filepath)
+        finally:
+            self._saving = False
         self.checkpoint_guard.saved(int(trainer.global_step), filepath)
 
     def _remove_checkpoint(self, trainer: Any, filepath: str) -> None:
@@ -99,8 +133,9 @@ def guard_checkpoints(trainer: Any, guard: CheckpointGuard | None = None) -> lis
     of any subclass; of a ``lightning.pytorch`` or a ``pytorch_lightning`` Trainer)
     :class:`GuardedModelCheckpoint`'s decisions, in place: its class becomes a subclass of its
     own with the guard's methods and the same ``__qualname__`` (so its
-    ``state_key``, and what it saves, stay as they were). What ``tensortap run`` does to every
-    Trainer. Returns the callbacks guarded."""
+    ``state_key``, and what it saves, stay as they were); the first one's guard decides the
+    script's own ``trainer.save_checkpoint(path)`` too (:func:`guard_own_saves`). What
+    ``tensortap run`` does to every Trainer. Returns the callbacks guarded."""
     guarded: list[Any] = []
     for callback in trainer.callbacks:
         if not isinstance(callback, _model_checkpoints()):
@@ -111,6 +146,39 @@ def guard_checkpoints(trainer: Any, guard: CheckpointGuard | None = None) -> lis
         guarded.append(callback)
     guard_resume(trainer, guarded[0].checkpoint_guard if guarded else guard)
     return guarded
+
+
+def guard_own_saves(trainer_class: type[Any]) -> None:
+    """Wrap ``save_checkpoint`` of ``trainer_class`` (where its class hierarchy defines it;
+    once) so that a Trainer holding a guarded ``ModelCheckpoint`` has its guard decide the
+    script's own saves. The callback's own saves (decided already) go through as they were,
+    and so does every call of a Trainer without a guarded callback. A check that fails lets
+    the save through, with a warning."""
+    owner = next(c for c in trainer_class.__mro__ if "save_checkpoint" in vars(c))
+    original = vars(owner)["save_checkpoint"]
+    if getattr(original, _WRAPPED, False):
+        return
+
+    @functools.wraps(original)
+    def save_checkpoint(self: Any, filepath: Any, *args: Any, **kwargs: Any) -> Any:
+        guarded = [c for c in self.callbacks if isinstance(c, _GuardedSaves)]
+        if not guarded or any(getattr(c, "_saving", False) for c in guarded):
+            return original(self, filepath, *args, **kwargs)
+        callback = guarded[0]
+        try:
+            allowed = callback.allowed_own(self, filepath)
+        except Exception as exc:  # a check that fails never stops the save
+            logger.warning("tensortap: trainer.save_checkpoint() saved unchecked: %r", exc)
+            return original(self, filepath, *args, **kwargs)
+        if not allowed:
+            return None  # nothing written: the file at filepath stays as it was
+        done = original(self, filepath, *args, **kwargs)
+        if isinstance(filepath, (str, os.PathLike)):
+            callback.checkpoint_guard.saved(int(self.global_step), os.fspath(filepath))
+        return done
+
+    setattr(save_checkpoint, _WRAPPED, True)
+    setattr(owner, "save_checkpoint", save_checkpoint)  # noqa: B010 - a class of any package
 
 
 def _model_checkpoints() -> tuple[type[Any], ...]:
@@ -221,6 +289,7 @@ def _arm(callback: Any, guard: CheckpointGuard | None) -> None:
         )
     callback.checkpoint_guard = guard if guard is not None else CheckpointGuard()
     callback._decided = None  # (global step, allowed)
+    callback._saving = False
 
 
 def verify_checkpoint(path: str | os.PathLike[str]) -> str | None:

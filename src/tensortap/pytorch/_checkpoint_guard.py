@@ -12,13 +12,20 @@ a log line, and, inside a job, a line of the job's events.
 A refused save is *refused*, not quarantined: nothing is written, so a trainer's rotation
 (which runs after a save) deletes nothing either, and no file that looks like a checkpoint
 holds NaN weights for a later resume to pick up.
+
+The saves a script makes itself are decided the same way: :meth:`CheckpointGuard.save` in a
+plain loop (``torch.save`` itself is left alone: nothing tells a checkpoint from any other
+object it writes), and the trainers' ``save_model`` / ``save_checkpoint`` through
+:meth:`CheckpointGuard.judge_own`.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,10 +94,11 @@ class CheckpointGuard:
         self.model, self.guard, self.clear_after = model, guard, clear_after
         #: Every refusal, pin, release, keep and fallback, in order.
         self.events: list[CheckpointEvent] = []
-        #: The last checkpoint saved while all was well: (step, where), or None.
-        self.last_good: tuple[int, str | None] | None = None
+        #: The last checkpoint saved while all was well: (step, where), or None (the step is
+        #: None for a :meth:`save` not told its step).
+        self.last_good: tuple[int | None, str | None] | None = None
         #: The checkpoint pinned against the rotation (while a save is refused), or None.
-        self.pinned: tuple[int, str | None] | None = None
+        self.pinned: tuple[int | None, str | None] | None = None
         self._job_dir = os.environ.get(JOB_ENV) or None
 
     # -- saving --
@@ -104,6 +112,18 @@ class CheckpointGuard:
                 return f"the weights are not finite ({bad})"
         return self._tripping()
 
+    def checked_refusal(self, model: torch.nn.Module | None = None) -> str | None:
+        """:meth:`refusal`, or None with a warning when the check itself fails: a guard that
+        breaks lets the save through, and never stops training."""
+        try:
+            return self.refusal(model)
+        except Exception as exc:
+            logger.warning(
+                "tensortap: the checkpoint guard's check failed, the save goes on unchecked: %r",
+                exc,
+            )
+            return None
+
     def allow_save(self, step: int, model: torch.nn.Module | None = None) -> bool:
         """Whether the checkpoint of ``step`` may be saved now. A refusal is an event (and
         pins the last good checkpoint); the first save allowed after refusals releases the
@@ -114,29 +134,98 @@ class CheckpointGuard:
         """:meth:`allow_save` for a refusal found already (``reason``; None: allowed), as
         the ranks agreed it."""
         if reason is None:
-            if self.pinned is not None:
-                pinned, self.pinned = self.pinned, None
-                self._event(
-                    RELEASED,
-                    pinned[0],
-                    pinned[1],
-                    "the guard cleared and the weights are finite",
-                    f"the checkpoint of step {pinned[0]} is no longer pinned: a save is allowed "
-                    f"again at step {step}",
-                )
+            self._release(step)
             return True
-        self._event(
-            REFUSED,
+        self._refuse(
             step,
-            None,
             reason,
             f"the checkpoint of step {step} was not saved: {reason}; training goes on"
-            + (
-                f", and the checkpoint of step {self.last_good[0]} is kept"
-                if self.last_good is not None
-                else ""
-            ),
+            + (f", and {_called(self.last_good)} is kept" if self.last_good is not None else ""),
         )
+        return False
+
+    def judge_own(self, what: str, where: str | None, step: int | None, reason: str | None) -> bool:
+        """:meth:`judge` for a save the script makes itself (``what``, as the script wrote it:
+        ``trainer.save_model('final')``) to ``where``: refused (``reason``), it is an event
+        whose message says what was refused, why, that nothing was written, and where the
+        last good checkpoint is; allowed, it releases a pin (the caller notes the save made
+        with :meth:`saved`)."""
+        if reason is None:
+            self._release(step)
+            return True
+        kept = (
+            f"the file there is left as it was ({where})"
+            if where is not None and os.path.lexists(where)
+            else "nothing was written"
+        )
+        last = (
+            f"the last good one is {_called(self.last_good, where=True)}"
+            if self.last_good is not None
+            else "no good checkpoint was saved before it"
+        )
+        at = f" at step {step}" if step is not None else ""
+        self._refuse(
+            step, reason, f"{what}{at} was refused: {reason}; {kept}; {last}; training goes on"
+        )
+        return False
+
+    def is_good(self, state: Any = None) -> bool:
+        """Whether a checkpoint of ``state`` (a state dict, or any dict or list of tensors; a
+        module: its ``state_dict()``; None: the guard's model) may be saved now: every tensor
+        finite and the guard not tripping. No event: :meth:`save` makes one."""
+        return self._state_refusal(state) is None
+
+    def save(self, obj: Any, path: str | os.PathLike[str], *, step: int | None = None) -> bool:
+        """``torch.save(obj, path)`` unless ``obj`` holds a tensor that is not finite or the
+        guard is tripping: then nothing is written (the file already at ``path`` is left as
+        it was) and the refusal is an event and a warning naming the last good checkpoint.
+        Returns whether it was written. The file is written beside ``path`` and renamed over
+        it (a crash mid-save leaves the previous one whole), with the same bytes as
+        ``torch.save(obj, path)``. ``step``: the step it is of (said in events). No
+        collective: call it where the loop calls ``torch.save`` (rank 0 alone is fine)."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidConfigError(
+                f"CheckpointGuard.save: path must be a file path (str or os.PathLike), got "
+                f"{type(path).__name__}; for a buffer, check first with is_good(obj), then "
+                "torch.save(obj, buffer)"
+            )
+        where = os.fspath(path)
+        try:
+            reason = self._state_refusal(obj)
+        except Exception as exc:  # a check that fails never stops the save
+            logger.warning("tensortap: %s was saved unchecked: %r", where, exc)
+            reason = None
+        if not self.judge_own(f"the save to {where}", where, step, reason):
+            return False
+        _atomic_torch_save(obj, where)
+        self.saved(step, where)
+        return True
+
+    def _state_refusal(self, state: Any) -> str | None:
+        if state is None:
+            return self.refusal()
+        if isinstance(state, torch.nn.Module):
+            return self.refusal(state)
+        bad = nonfinite_name(state if isinstance(state, Mapping) else {"": state})
+        if bad is not None:
+            return f"the weights are not finite ({bad})"
+        return self._tripping()
+
+    def _release(self, step: int | None) -> None:
+        if self.pinned is None:
+            return
+        pinned, self.pinned = self.pinned, None
+        at = f" at step {step}" if step is not None else ""
+        self._event(
+            RELEASED,
+            pinned[0],
+            pinned[1],
+            "the guard cleared and the weights are finite",
+            f"{_called(pinned)} is no longer pinned: a save is allowed again{at}",
+        )
+
+    def _refuse(self, step: int | None, reason: str, message: str) -> None:
+        self._event(REFUSED, step, None, reason, message)
         if self.pinned is None and self.last_good is not None:
             self.pinned = self.last_good
             self._event(
@@ -144,12 +233,11 @@ class CheckpointGuard:
                 self.last_good[0],
                 self.last_good[1],
                 reason,
-                f"the checkpoint of step {self.last_good[0]} is pinned: the rotation keeps it "
-                "until the guard clears",
+                f"{_called(self.last_good)} is pinned: the rotation keeps it until the guard "
+                "clears",
             )
-        return False
 
-    def saved(self, step: int, where: str | None = None) -> None:
+    def saved(self, step: int | None, where: str | None = None) -> None:
         """The checkpoint of ``step`` was saved (at ``where``) while all was well."""
         self.last_good = (step, where)
 
@@ -169,8 +257,8 @@ class CheckpointGuard:
                 pinned[0],
                 pinned[1],
                 "pinned",
-                f"the rotation would have deleted the checkpoint of step {pinned[0]}, the last "
-                "good one; it is kept until the guard clears",
+                f"the rotation would have deleted {_called(pinned)}, the last good one; it is "
+                "kept until the guard clears",
             )
         return same
 
@@ -280,7 +368,7 @@ class GuardedCheckpoints:
 
     def save(self, step: int, extra: dict[str, Any]) -> None:
         # the ranks agree: a save is collective, and a rank left out of it would hang the rest
-        if not self.guard.judge(step, any_rank(self.guard.refusal())):
+        if not self.guard.judge(step, any_rank(self.guard.checked_refusal())):
             return
         self.checkpoints.save(step, extra)
         self.guard.saved(step, self._where(step))
@@ -320,6 +408,27 @@ class GuardedCheckpoints:
                     remover(step)
                 except OSError as exc:
                     logger.warning("tensortap: the checkpoint of step %d stays: %s", step, exc)
+
+
+def _called(entry: tuple[int | None, str | None], *, where: bool = False) -> str:
+    """How a message names the checkpoint ``entry`` (``(step, where)``)."""
+    step, path = entry
+    if step is None:
+        return f"the checkpoint at {path}"
+    return f"the checkpoint of step {step}" + (f" ({path})" if where and path else "")
+
+
+def _atomic_torch_save(obj: Any, path: str) -> None:
+    """``torch.save(obj, path)``, written in a fresh folder beside ``path`` under the same file
+    name (torch names the archive's records after it: the bytes are those of a direct save),
+    then renamed over ``path``."""
+    folder = tempfile.mkdtemp(prefix=".tensortap-save-", dir=os.path.dirname(path) or ".")
+    try:
+        staged = os.path.join(folder, os.path.basename(path))
+        torch.save(obj, staged)
+        os.replace(staged, path)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _same(a: str, b: str) -> bool:
