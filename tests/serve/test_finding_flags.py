@@ -162,3 +162,33 @@ def test_finding_labels_never_overprint_in_the_report(crowded, serve, browser, v
     for labels in charts:
         assert overlapping(labels) == [], labels
     assert browser.errors() == []
+
+
+def test_an_evidence_step_links_to_the_charts_at_that_step(crowded, serve, browser) -> None:
+    """The diagnosis's evidence ("step 120, FrozenLayer: ...") links to the charts: a click zooms
+    every chart on screen to a window around that step (as a drag would) and scrolls to them."""
+    dashboard = serve(crowded)
+    _, body = get(dashboard.url + "api/runs")
+    (run,) = body["runs"]
+    browser.visit(f"{dashboard.url}run/{run['id']}")
+    browser.until(FLAGS, lambda v: v and v["labels"], timeout=60)  # the charts drawn
+    steps = browser.until(
+        "return [...document.querySelectorAll('#diagnosis a.step')].map((a) => a.dataset.step);",
+        bool,
+    )
+    assert "120" in steps  # FrozenLayer's, mid-run
+    browser.driver.execute_script(
+        "document.querySelector('#diagnosis a.step[data-step=\"120\"]').click();"
+    )
+    ranges = browser.until(
+        "return [...document.querySelectorAll('#curves .js-plotly-plot')]"
+        "  .map((d) => d._fullLayout.xaxis.range);",
+        lambda v: v and all(r[1] - r[0] < 50 for r in v),
+        timeout=60,
+    )
+    assert all(r[0] <= 120 <= r[1] for r in ranges), ranges  # each chart around the step
+    top = browser.driver.execute_script(
+        "return document.getElementById('curves').getBoundingClientRect().top;"
+    )
+    assert abs(top) < 5  # scrolled to the charts
+    assert browser.errors() == []

@@ -125,7 +125,8 @@ def diagnosis_block(found: Diagnosis) -> str:
         if i:
             parts.append(f"<p class='IssuesFound'>Also: {html.escape(problem.headline())}</p>")
         items = "".join(
-            f"<li>step {e.step}, {html.escape(e.rule)}: {html.escape(e.message)}</li>"
+            f"<li><a href='#curves'>step {e.step}</a>, {html.escape(e.rule)}: "
+            f"{html.escape(e.message)}</li>"
             for e in (*problem.evidence, *problem.consequences)
         )
         parts.append(f"<p>Try: {html.escape(problem.cause.fix)}</p><ul>{items}</ul>")

@@ -85,13 +85,20 @@ function verdictSpan(d) {
   return `<span class="${cls}">${esc(d.headline)}</span>`;
 }
 
+// "step N" as a link to the charts at that step (the run page zooms them there), or as text
+// where the step is not a number
+function stepLink(step) {
+  return Number.isInteger(step) ? `<a href="#curves" class="step" data-step="${esc(step)}">step ${esc(step)}</a>`
+    : `step ${esc(step)}`;
+}
+
 // The first cause in full (what to try, its evidence); the other problems folded under it, so
 // that the charts still start near the top of a run's page
 function diagnosisHtml(d) {
   if (!d) return "";
   const chain = (p, i) => `${i ? `<p>also: ${verdictSpan({verdict: "problem", headline: p.headline})}</p>` : ""}
     <p class="muted">try: ${esc(p.fix)}</p><ul>${[...p.evidence, ...p.consequences].map((e) =>
-      `<li>step ${esc(e.step)}, ${esc(e.rule)}: ${esc(e.message)}</li>`).join("")}</ul>`;
+      `<li>${stepLink(e.step)}, ${esc(e.rule)}: ${esc(e.message)}</li>`).join("")}</ul>`;
   const [first, ...others] = d.problems;
   const more = others.length ? `<details><summary>${esc(others.length)} more ` +
     `problem${others.length > 1 ? "s" : ""}</summary>${others.map((p) => chain(p, 1)).join("")}</details>` : "";
@@ -995,7 +1002,8 @@ function chartGrid(id, box, note, more, own, view = { ...DEFAULT_VIEW, share: fa
       const lines = [...c.lines.values()];
       if (!lines.length) continue;
       const { traces, layout } = curveFigure(chartTitle(c), lines, marks.findings, null,
-        marks.sessions, marks.trips, { ...view, xRange: view.share ? sharedRange() : null,
+        marks.sessions, marks.trips, { ...view,
+          xRange: view.x === "step" && view.focus ? view.focus : view.share ? sharedRange() : null,
           wall: view.x === "wall" ? clock : null, epochs: view.x === "epoch" ? clock : null });
       if (c.zoom && view.x === "step") layout.xaxis.range = c.zoom;
       if (!c.shown) c.div.textContent = "";
@@ -1011,6 +1019,9 @@ function chartGrid(id, box, note, more, own, view = { ...DEFAULT_VIEW, share: fa
               .then(() => { c.dirty = true; draw(); }).catch(() => {});
           } else if (ev["xaxis.autorange"]) {  // zoomed out: the whole run asked for again
             c.zoom = null; c.cursor = null;
+            if (view.focus) {  // out of a step's window (an evidence link's): every chart
+              view.focus = null; charts.forEach((other) => { other.dirty = true; });
+            }
           }
         });
       }
@@ -1035,6 +1046,20 @@ function chartGrid(id, box, note, more, own, view = { ...DEFAULT_VIEW, share: fa
   return {
     // the controls changed: every chart drawn again with them (those off screen when seen)
     setView(changes) { Object.assign(view, changes); charts.forEach((c) => { c.dirty = true; }); draw(); },
+    // every chart over a window around ``step`` (an evidence link's): those on screen zoomed
+    // as a drag does (their points in the window asked for), the others drawn over it when
+    // they come into view; a double click on a chart shows the whole run again
+    showStep(step) {
+      if (view.x !== "step" || !Number.isFinite(step)) return;
+      const last = Number.isFinite(lastStep) ? Math.max(lastStep, step) : step;
+      const half = Math.max(10, Math.round(0.05 * last));
+      view.focus = [Math.max(0, step - half) - 0.5, step + half + 0.5];
+      charts.forEach((c) => { c.dirty = true; });
+      visible.forEach((c) => {
+        if (c.shown) Plotly.relayout(c.div, { "xaxis.range": view.focus.slice() });
+      });
+      draw();
+    },
     hasClock() { return clock != null && clock.wall != null; },
     hasEpochs() { return clock != null && clock.epoch != null; },
     async setMatch(text) { match = text; reset(); await list(0); status(); },
@@ -1094,6 +1119,13 @@ function runPage() {
     document.getElementById("curves-more"), { details: document.getElementById("own-series"),
       box: document.getElementById("own-curves"), note: document.getElementById("own-note") },
     { ...DEFAULT_VIEW, share: true, x: "step" });
+  document.getElementById("diagnosis").onclick = (ev) => {  // an evidence's step: the charts there
+    const link = ev.target.closest && ev.target.closest("a.step");
+    if (!link) return;
+    ev.preventDefault();
+    document.getElementById("curves").scrollIntoView();
+    grid.showStep(Number(link.dataset.step));
+  };
   const smoothing = document.getElementById("smoothing");
   smoothing.oninput = () => {
     document.getElementById("smoothing-value").textContent = smoothing.value;
