@@ -1088,143 +1088,211 @@ function configRows(value, path = "") {
   return [[path, typeof value === "string" ? value : JSON.stringify(value)]];
 }
 
-// A run's page in the order a person reads it: the diagnosis (verdict, "try:", the evidence),
-// the losses and metrics, layer health, the rules, the rest; tensortap's own series last,
-// closed.
-function runPage() {
-  const id = runId();
-  main().innerHTML = `<div id="summary"></div><p id="err" class="problem"></p><div id="diagnosis"></div>
-    <h2>Losses and metrics</h2><p><input id="curves-match" placeholder="only names holding..." size="28">
+// ---------------------------------------------------------------- a run's page
+// A run's page is its views, in the order a person reads them: the diagnosis (verdict, "try:",
+// the evidence), the losses and metrics, layer health, the rules, the rest; tensortap's own
+// series last, closed. A view is its markup, what it starts (its controls, its own polls:
+// ``start(page)``) and what it draws of the run's document (``/api/run/ID``, read every 2 s
+// for all of them: ``run(d, page)``); ``page`` holds the run's id, the error line and what
+// views share (the curves' grid). A new view is an entry of RUN_VIEWS, not an edit elsewhere.
+
+const summaryView = {
+  html: `<div id="summary"></div><p id="err" class="problem"></p>`,
+  run(d) {
+    document.getElementById("summary").innerHTML = `${statusSpan(d.status)} · ${esc(d.kind)} · started ${esc(when(d.started))}` +
+      ` · last step ${esc(d.last_step ?? "-")} · <span class="muted">${esc(d.location)}</span>` +
+      (d.problems.length ? `<details><summary class="warning">${esc(d.problems.length)} damaged ` +
+        `part${d.problems.length > 1 ? "s" : ""}</summary>${esc(d.problems.join("; "))}</details>` : "");
+  },
+};
+
+const diagnosisView = {
+  html: `<div id="diagnosis"></div>`,
+  start(page) {
+    document.getElementById("diagnosis").onclick = (ev) => {  // an evidence's step: the charts there
+      const link = ev.target.closest && ev.target.closest("a.step");
+      if (!link || !page.grid) return;
+      ev.preventDefault();
+      document.getElementById("curves").scrollIntoView();
+      page.grid.showStep(Number(link.dataset.step));
+    };
+  },
+  run(d) { document.getElementById("diagnosis").innerHTML = diagnosisHtml(d.diagnosis); },
+};
+
+const curvesView = {
+  html: `<h2>Losses and metrics</h2><p><input id="curves-match" placeholder="only names holding..." size="28">
     <label title="TensorBoard's smoothing: an exponential moving average, debiased at the start; the raw line stays faint behind">smoothing
     <input type="range" id="smoothing" min="0" max="0.99" step="0.01" value="0"> <output id="smoothing-value">0</output></label>
     <label>y <select id="y-scale"><option value="linear">linear</option><option value="log">log</option></select></label>
     <label>x <select id="x-axis"><option value="step">global step</option><option value="wall" disabled>wall time</option><option value="epoch" disabled>epoch</option></select></label>
     <span class="muted" id="curves-note"></span></p><div class="plots" id="curves"></div>
-    <p><button id="curves-more" hidden></button></p><div id="decisions"></div>
-    <h2>Layer health</h2><div class="plots" id="health"></div>
-    <h2>Rules</h2><table id="rules"></table>
-    <h2>Activations (TensorPlot)</h2><p><select id="tp-step"></select> <span class="muted" id="tp-note"></span></p><div id="tensorplot"></div>
-    <h2>Embeddings</h2><p><input id="em-tensor" list="em-names" placeholder="tensor to embed" size="34">
-    <input id="em-labels" list="em-names" placeholder="its labels" size="28"> <select id="em-mode"></select>
-    <button id="em-draw">draw</button> <span class="muted" id="em-note"></span></p>
-    <datalist id="em-names"></datalist><div id="embeddings"></div>
-    <h2>Rule timeline</h2><table class="timeline" id="timeline"></table>
-    <h2>Configuration</h2><table id="config"></table>
-    <h2>Training log</h2><pre id="log"></pre>
-    <details id="own-series" hidden><summary>tensortap's own series <span class="muted" id="own-note"></span></summary>
-    <div class="plots" id="own-curves"></div></details>`;
-  document.getElementById("links").innerHTML = `<a href="/report/${esc(id)}" target="_blank">static report</a>`;
-  const err = document.getElementById("err");
-  const grid = chartGrid(id, document.getElementById("curves"), document.getElementById("curves-note"),
-    document.getElementById("curves-more"), { details: document.getElementById("own-series"),
-      box: document.getElementById("own-curves"), note: document.getElementById("own-note") },
-    { ...DEFAULT_VIEW, share: true, x: "step" });
-  document.getElementById("diagnosis").onclick = (ev) => {  // an evidence's step: the charts there
-    const link = ev.target.closest && ev.target.closest("a.step");
-    if (!link) return;
-    ev.preventDefault();
-    document.getElementById("curves").scrollIntoView();
-    grid.showStep(Number(link.dataset.step));
-  };
-  const smoothing = document.getElementById("smoothing");
-  smoothing.oninput = () => {
-    document.getElementById("smoothing-value").textContent = smoothing.value;
-    grid.setView({ smoothing: Number(smoothing.value) });
-  };
-  const yScale = document.getElementById("y-scale");
-  yScale.onchange = () => grid.setView({ log: yScale.value === "log" });
-  const xAxis = document.getElementById("x-axis");
-  xAxis.onchange = () => grid.setView({ x: xAxis.value });
-  const matchBox = document.getElementById("curves-match");
-  matchBox.onchange = () => grid.setMatch(matchBox.value).catch((e) => { err.textContent = e.message; });
-  every(1000, async () => {
-    await grid.tick();
-    xAxis.options[1].disabled = !grid.hasClock();  // offered where wall times were saved
-    xAxis.options[2].disabled = !grid.hasEpochs();  // ... and where the run saved its epoch
-  }, err);
-  every(2000, async () => {
-    const d = await api(`/api/run/${id}`);
-    document.getElementById("title").textContent = d.name;
-    document.title = `tensortap: ${d.name}`;
-    document.getElementById("summary").innerHTML = `${statusSpan(d.status)} · ${esc(d.kind)} · started ${esc(when(d.started))}` +
-      ` · last step ${esc(d.last_step ?? "-")} · <span class="muted">${esc(d.location)}</span>` +
-      (d.problems.length ? `<details><summary class="warning">${esc(d.problems.length)} damaged ` +
-        `part${d.problems.length > 1 ? "s" : ""}</summary>${esc(d.problems.join("; "))}</details>` : "");
-    document.getElementById("diagnosis").innerHTML = diagnosisHtml(d.diagnosis);
+    <p><button id="curves-more" hidden></button></p><div id="decisions"></div>`,
+  start(page) {
+    const grid = chartGrid(page.id, document.getElementById("curves"), document.getElementById("curves-note"),
+      document.getElementById("curves-more"), { details: document.getElementById("own-series"),
+        box: document.getElementById("own-curves"), note: document.getElementById("own-note") },
+      { ...DEFAULT_VIEW, share: true, x: "step" });
+    page.grid = grid;
+    const smoothing = document.getElementById("smoothing");
+    smoothing.oninput = () => {
+      document.getElementById("smoothing-value").textContent = smoothing.value;
+      grid.setView({ smoothing: Number(smoothing.value) });
+    };
+    const yScale = document.getElementById("y-scale");
+    yScale.onchange = () => grid.setView({ log: yScale.value === "log" });
+    const xAxis = document.getElementById("x-axis");
+    xAxis.onchange = () => grid.setView({ x: xAxis.value });
+    const matchBox = document.getElementById("curves-match");
+    matchBox.onchange = () => grid.setMatch(matchBox.value).catch((e) => { page.err.textContent = e.message; });
+    every(1000, async () => {
+      await grid.tick();
+      xAxis.options[1].disabled = !grid.hasClock();  // offered where wall times were saved
+      xAxis.options[2].disabled = !grid.hasEpochs();  // ... and where the run saved its epoch
+    }, page.err);
+  },
+};
+
+const healthView = {
+  html: `<h2>Layer health</h2><div class="plots" id="health"></div>`,
+  start(page) {
+    every(5000, async () => {
+      const h = await api(`/api/run/${page.id}/health`);
+      await plotlyReady();
+      const box = document.getElementById("health");
+      const figs = healthFigure(h);
+      if (!figs.length) box.innerHTML = `<p class="muted">no gradients or ReLU activations saved</p>`;
+      // every box placed before any is drawn: each figure is sized to its own column
+      const divs = figs.map(([div]) => ensurePlot(box, div));
+      figs.forEach(([, traces, layout], k) => {
+        Plotly.react(divs[k], traces, layout, { displaylogo: false, responsive: true });
+      });
+    }, page.err);
+  },
+};
+
+const rulesView = {
+  html: `<h2>Rules</h2><table id="rules"></table>`,
+  run(d) {
     document.getElementById("rules").innerHTML = d.all_rules.length
       ? "<tr><th>rule</th><th>status</th><th>gravest at</th><th>steps judged</th><th>why</th></tr>" + d.all_rules.map((r) =>
         `<tr><td>${esc(r.name)}</td><td>${statusSpan(r.status, r.severity)}</td><td>${esc(r.gravest_step ?? "")}</td>
          <td>${esc(r.steps_judged ?? "")}</td><td>${esc(r.gravest_message || r.message || r.StatusDetails || "")}</td></tr>`).join("")
       : `<tr><td class="muted">${d.kind === "job" ? "no rule status yet" : "no rules ran on this trial (it was not written by a job): see the static report"}</td></tr>`;
+  },
+};
+
+const tensorPlotView = {
+  html: `<h2>Activations (TensorPlot)</h2><p><select id="tp-step"></select> <span class="muted" id="tp-note"></span></p><div id="tensorplot"></div>`,
+  start(page) {
+    const select = document.getElementById("tp-step");
+    const note = document.getElementById("tp-note");
+    const draw = async (step) => {
+      try {
+        const t = await api(`/api/run/${page.id}/tensorplot${step != null ? `?step=${step}` : ""}`);
+        await plotlyReady();
+        if (!t.figure) { note.textContent = t.note; return; }
+        if (select.options.length !== t.steps.length) {
+          select.innerHTML = t.steps.map((s, k) =>
+            `<option value="${esc(s)}">${esc(t.labels ? t.labels[k] : `step ${s}`)}</option>`).join("");
+        }
+        if (step != null) select.value = String(step);
+        Plotly.react("tensorplot", t.figure.data, t.figure.layout, { displaylogo: false });
+        note.textContent = "summed over the batch: units that never fire stay dark";
+      } catch (e) {
+        note.textContent = `TensorPlot: ${e.message}`;
+      }
+    };
+    select.onchange = () => draw(Number(select.value));
+    draw(null);
+  },
+};
+
+const embeddingsView = {
+  html: `<h2>Embeddings</h2><p><input id="em-tensor" list="em-names" placeholder="tensor to embed" size="34">
+    <input id="em-labels" list="em-names" placeholder="its labels" size="28"> <select id="em-mode"></select>
+    <button id="em-draw">draw</button> <span class="muted" id="em-note"></span></p>
+    <datalist id="em-names"></datalist><div id="embeddings"></div>`,
+  start(page) {
+    const field = (name) => document.getElementById(`em-${name}`);
+    const draw = async (first) => {
+      const query = first ? "" : `?tensor=${encodeURIComponent(field("tensor").value)}` +
+        `&labels=${encodeURIComponent(field("labels").value)}&mode=${field("mode").value}`;
+      try {
+        const e = await api(`/api/run/${page.id}/embeddings${query}`);
+        await plotlyReady();
+        if (first) {
+          document.getElementById("em-names").innerHTML = e.names.map((n) => `<option value="${esc(n)}">`).join("");
+          field("mode").innerHTML = e.modes.map((m) => `<option>${esc(m)}</option>`).join("");
+          field("tensor").value = e.tensor || "";
+          field("labels").value = e.labels || "";
+        }
+        field("mode").value = e.mode;
+        field("note").textContent = e.figure ? `PCA of each sample, steps ${e.steps.join(", ")}` : e.note;
+        if (e.figure) {
+          Plotly.react("embeddings", { data: e.figure.data, layout: e.figure.layout,
+            frames: e.figure.frames, config: { displaylogo: false } });
+        }
+        else Plotly.purge("embeddings");
+      } catch (err) {
+        field("note").textContent = `embeddings: ${err.message}`;
+      }
+    };
+    field("draw").onclick = () => draw(false);
+    draw(true);
+  },
+};
+
+const timelineView = {
+  html: `<h2>Rule timeline</h2><table class="timeline" id="timeline"></table>`,
+  run(d) {
     document.getElementById("timeline").innerHTML = d.timeline.map((e) =>
       `<tr><td>${esc(when(e.time))}</td><td>${esc(e.event)}</td><td>${esc(e.rule || "")}</td>
        <td>${esc(e.step ?? "")}</td><td>${esc(e.message || e.result || e.error || e.status || e.reason || "")}</td></tr>`).join("");
+  },
+};
+
+const configView = {
+  html: `<h2>Configuration</h2><table id="config"></table>`,
+  run(d) {
     const settings = configRows(d.config || {});
     document.getElementById("config").innerHTML = settings.length
       ? settings.map(([k, v]) => `<tr><td>${esc(k)}</td><td>${esc(v)}</td></tr>`).join("")
       : `<tr><td class="muted">no configuration recorded (a trial of an older tensortap, or none gathered yet)</td></tr>`;
+  },
+};
+
+const logView = {
+  html: `<h2>Training log</h2><pre id="log"></pre>`,
+  run(d) {
     const log = document.getElementById("log");
     const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
     log.textContent = d.log_tail.join("\n") || "(no training log: a trial without a job)";
     if (atEnd) log.scrollTop = log.scrollHeight;
-  }, err);
-  every(5000, async () => {
-    const h = await api(`/api/run/${id}/health`);
-    await plotlyReady();
-    const box = document.getElementById("health");
-    const figs = healthFigure(h);
-    if (!figs.length) box.innerHTML = `<p class="muted">no gradients or ReLU activations saved</p>`;
-    // every box placed before any is drawn: each figure is sized to its own column
-    const divs = figs.map(([div]) => ensurePlot(box, div));
-    figs.forEach(([, traces, layout], k) => {
-      Plotly.react(divs[k], traces, layout, { displaylogo: false, responsive: true });
-    });
-  }, err);
-  const select = document.getElementById("tp-step");
-  const drawPlot = async (step) => {
-    try {
-      const t = await api(`/api/run/${id}/tensorplot${step != null ? `?step=${step}` : ""}`);
-      await plotlyReady();
-      if (!t.figure) { document.getElementById("tp-note").textContent = t.note; return; }
-      if (select.options.length !== t.steps.length) {
-        select.innerHTML = t.steps.map((s, k) =>
-          `<option value="${esc(s)}">${esc(t.labels ? t.labels[k] : `step ${s}`)}</option>`).join("");
-      }
-      if (step != null) select.value = String(step);
-      Plotly.react("tensorplot", t.figure.data, t.figure.layout, { displaylogo: false });
-      document.getElementById("tp-note").textContent = "summed over the batch: units that never fire stay dark";
-    } catch (e) {
-      document.getElementById("tp-note").textContent = `TensorPlot: ${e.message}`;
-    }
-  };
-  select.onchange = () => drawPlot(Number(select.value));
-  drawPlot(null);
-  const field = (name) => document.getElementById(`em-${name}`);
-  const drawEmbeddings = async (first) => {
-    const query = first ? "" : `?tensor=${encodeURIComponent(field("tensor").value)}` +
-      `&labels=${encodeURIComponent(field("labels").value)}&mode=${field("mode").value}`;
-    try {
-      const e = await api(`/api/run/${id}/embeddings${query}`);
-      await plotlyReady();
-      if (first) {
-        document.getElementById("em-names").innerHTML = e.names.map((n) => `<option value="${esc(n)}">`).join("");
-        field("mode").innerHTML = e.modes.map((m) => `<option>${esc(m)}</option>`).join("");
-        field("tensor").value = e.tensor || "";
-        field("labels").value = e.labels || "";
-      }
-      field("mode").value = e.mode;
-      field("note").textContent = e.figure ? `PCA of each sample, steps ${e.steps.join(", ")}` : e.note;
-      if (e.figure) {
-        Plotly.react("embeddings", { data: e.figure.data, layout: e.figure.layout,
-          frames: e.figure.frames, config: { displaylogo: false } });
-      }
-      else Plotly.purge("embeddings");
-    } catch (err) {
-      field("note").textContent = `embeddings: ${err.message}`;
-    }
-  };
-  field("draw").onclick = () => drawEmbeddings(false);
-  drawEmbeddings(true);
+  },
+};
+
+// the curves' grid puts tensortap's own series here (curvesView), closed, at the page's end
+const ownSeriesView = {
+  html: `<details id="own-series" hidden><summary>tensortap's own series <span class="muted" id="own-note"></span></summary>
+    <div class="plots" id="own-curves"></div></details>`,
+};
+
+const RUN_VIEWS = [summaryView, diagnosisView, curvesView, healthView, rulesView, tensorPlotView,
+  embeddingsView, timelineView, configView, logView, ownSeriesView];
+
+function runPage() {
+  const id = runId();
+  main().innerHTML = RUN_VIEWS.map((v) => v.html).join("\n");  // every view's markup, then their starts
+  document.getElementById("links").innerHTML = `<a href="/report/${esc(id)}" target="_blank">static report</a>`;
+  const page = { id, err: document.getElementById("err"), grid: null };
+  RUN_VIEWS.forEach((v) => { if (v.start) v.start(page); });
+  every(2000, async () => {
+    const d = await api(`/api/run/${id}`);
+    document.getElementById("title").textContent = d.name;
+    document.title = `tensortap: ${d.name}`;
+    RUN_VIEWS.forEach((v) => { if (v.run) v.run(d, page); });
+  }, page.err);
 }
 
 // ---------------------------------------------------------------- compare
