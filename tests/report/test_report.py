@@ -270,12 +270,13 @@ class _Counted:
     """StepBlock constructions per global step (the real constructor, counted)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from tensortap.trials._parts import TrialParts
         from tensortap.trials._step_block import StepBlock
 
         self.per_step: dict[int, int] = {}
         built = StepBlock.__init__
 
-        def counting(block: StepBlock, trial: tt.Trial, step: int) -> None:
+        def counting(block: StepBlock, trial: TrialParts, step: int) -> None:
             self.per_step[step] = self.per_step.get(step, 0) + 1
             built(block, trial, step)
 

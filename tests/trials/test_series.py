@@ -63,7 +63,7 @@ def test_series_hold_every_number_the_trial_holds(tmp_path: Path) -> None:
     trial = tt.create_trial(tmp_path)
     got = trial.series()
     # the same rows as the index path (tensortap export), and the same values as the Tensor API
-    assert rows_of(got) == rows_of(scalar_columns(trial, published_segments(trial)))
+    assert rows_of(got) == rows_of(scalar_columns(trial.parts, published_segments(trial.parts)))
     assert got.rows == 40 * 4
     loss = trial.series("loss")
     assert list(loss["global_step"]) == list(range(40))
@@ -144,7 +144,9 @@ def test_rollups_merge_small_segments(tmp_path: Path, monkeypatch: pytest.Monkey
     assert len(plan) == 3 + 6
     got = reader.series()
     assert rows_of(got) == rows_of(
-        scalar_columns(tt.create_trial(tmp_path), published_segments(tt.create_trial(tmp_path)))
+        scalar_columns(
+            tt.create_trial(tmp_path).parts, published_segments(tt.create_trial(tmp_path).parts)
+        )
     )
     # a rollup's segments are not read: removing their own objects changes nothing
     first, last = layout.rollup_span(rollups[0].name) or (0, 0)
@@ -241,17 +243,19 @@ def test_series_over_s3(s3_bucket: str) -> None:
     url = f"s3://{s3_bucket}/run"
     write_run(url, steps=16, flush_every=5)
     trial = tt.create_trial(url)
-    assert rows_of(trial.series()) == rows_of(scalar_columns(trial, published_segments(trial)))
+    assert rows_of(trial.series()) == rows_of(
+        scalar_columns(trial.parts, published_segments(trial.parts))
+    )
 
 
 def test_export_takes_one_element_values_from_series_objects(tmp_path: Path) -> None:
     write_run(tmp_path, steps=20, flush_every=5)
     trial = tt.create_trial(tmp_path)
-    expected = rows_of(scalar_columns(trial, published_segments(trial)))
+    expected = rows_of(scalar_columns(trial.parts, published_segments(trial.parts)))
     for path in (tmp_path / "workers" / "worker_0" / "data").iterdir():
         path.unlink()  # the losses' bytes are gone: their numbers are in the series objects
     trial = tt.create_trial(tmp_path)
-    assert rows_of(scalar_columns(trial, published_segments(trial))) == expected
+    assert rows_of(scalar_columns(trial.parts, published_segments(trial.parts))) == expected
 
 
 def test_a_small_head_budget_reads_the_same(tmp_path: Path) -> None:

@@ -242,8 +242,7 @@ def test_global_steps_pair_with_the_steps_of_a_mode(tmp_path) -> None:
     loss = tt.create_trial(tmp_path / "t").tensor("loss")
     for mode in (tt.modes.TRAIN, tt.modes.EVAL, None):
         expected = [
-            s if mode is None else loss.trial.global_step(mode, s)  # type: ignore[attr-defined]
-            for s in loss.steps(mode)
+            s if mode is None else loss.trial.global_step(mode, s) for s in loss.steps(mode)
         ]
         assert loss.global_steps(mode) == expected
     assert loss.global_steps(tt.modes.EVAL) == [2, 5]

@@ -29,7 +29,7 @@ def _is_a_trial(node: ast.expr) -> bool:
 def test_no_code_reaches_for_a_private_name_of_trial() -> None:
     found = []
     for path in sorted(SRC.rglob("*.py")):
-        if path == SRC / "trials" / "trial.py":
+        if path == SRC / "trials" / "_trial.py":  # Trial's own file (its _Parts too)
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Attribute) and node.attr in PRIVATE and _is_a_trial(node.value):
@@ -55,6 +55,12 @@ def test_trial_is_what_its_helpers_ask_for(tmp_path: Path) -> None:
     builder = TrialBuilder(tmp_path)
     builder.step({"loss": np.float32(1.0)})
     trial = builder.close()
-    parts: TrialParts = trial  # what mypy checks statically, here once at run time
+    parts: TrialParts = trial.parts  # what mypy checks statically, here once at run time
     assert parts.saved_index.version >= 0 and parts.mode_key("train") is not None
     assert parts.last_saved_step(None) == 0 and parts.tensor_names() == ["loss"]
+    # the user's trial carries no member that is there for its helpers only
+    internal = ("saved_index", "value_reader", "mode_key", "read_raw", "refresh_if_stale")
+    assert [
+        name for name in (*internal, "last_saved_step", "raise_missing") if hasattr(trial, name)
+    ] == []
+    assert trial.tensor("loss").trial is trial  # as smdebug's Tensor.trial

@@ -189,7 +189,9 @@ def _export_claimed(trial: Trial, store: Store, run: str, claim: Claim) -> Expor
         str(k): {int(s) for s in v} for k, v in (manifest.get("done") or {}).items()
     }
     segments = [
-        seg for seg in published_segments(trial, marks) if seg.seq not in done.get(seg.worker, ())
+        seg
+        for seg in published_segments(trial.parts, marks)
+        if seg.seq not in done.get(seg.worker, ())
     ]
     unread = _unreadable_segments(trial, marks, segments, done)
     segments, columns = _readable_columns(trial, segments, unread)
@@ -234,7 +236,7 @@ def _unreadable_segments(
     published after the trial's listing is left to the next export: a merged one (compaction)
     holds segments numbered below it that this export has not read, so counting it here
     would move the mark past them."""
-    index = trial.saved_index
+    index = trial.parts.saved_index
     readable = {(seg.worker, int(seg.index.header["seq"])) for seg in index.segments}
     readable.update(  # merged segments (compaction): read as the segments they replaced
         (worker, seq) for worker, state in index.workers.items() for seq in state.merged_seqs
@@ -264,18 +266,18 @@ def _readable_columns(
     object missing, damaged, or a read that failed), segment by segment: the segments that
     fail join ``unread`` (pending, tried again by the next export), the others are taken."""
     try:
-        return segments, scalar_columns(trial, segments)
+        return segments, scalar_columns(trial.parts, segments)
     except (FormatError, StorageError):
         pass
     good = []
     for seg in segments:
         try:
-            scalar_columns(trial, [seg])
+            scalar_columns(trial.parts, [seg])
         except (FormatError, StorageError):
             unread.setdefault(seg.worker, set()).add(seg.seq)
         else:
             good.append(seg)
-    return good, scalar_columns(trial, good)
+    return good, scalar_columns(trial.parts, good)
 
 
 def _keep(claim: Claim, store: Store, run: str) -> None:

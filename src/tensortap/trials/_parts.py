@@ -3,12 +3,12 @@
 :class:`~tensortap.trials._tensor.Tensor`, :class:`~tensortap.trials._step_block.StepBlock`,
 the read-ahead of step blocks, the column readers and the waiting for steps all work on a
 trial's insides (its index, its value reader, its mode parsing). They ask for them through
-this protocol, which :class:`~tensortap.trials._trial.Trial` implements, never through its
-private names, and never import ``trial.py``: ``trial.py`` imports them, so imports inside
-``trials/`` point one way. The members below that are not in the user guide (``saved_index``,
-``value_reader``, ``mode_key``, ``read_raw``, ``refresh_if_stale``, ``last_saved_step``,
-``raise_missing``) are internal: public by name so that these pieces may use them, not for
-users.
+this protocol, never through a trial's private names, and never import ``trial.py``:
+``trial.py`` imports them, so imports inside ``trials/`` point one way. A trial hands them
+``trial.parts`` (``trial.py``'s ``_Parts``), the one object that reads its insides for them:
+the user's :class:`~tensortap.trials._trial.Trial` carries none of the members below that
+are not in the user guide (``saved_index``, ``value_reader``, ``mode_key``, ``read_raw``,
+``refresh_if_stale``, ``last_saved_step``, ``raise_missing``).
 """
 
 from __future__ import annotations
@@ -28,8 +28,11 @@ from tensortap.trials._reader import RawRef, ValueReader
 class TrialParts(Protocol):
     """The part of a :class:`~tensortap.trials._trial.Trial` its helpers in ``trials/`` use."""
 
-    #: Where the trial is read from.
-    store: Store
+    @property
+    def store(self) -> Store:
+        """Where the trial is read from."""
+        ...
+
     #: How many values (raw or reduced) were read: the helpers count what they read.
     values_read: int
 

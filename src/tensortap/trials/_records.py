@@ -85,7 +85,7 @@ _KEPT: weakref.WeakKeyDictionary[Trial, dict[tuple[int, tuple[str, ...]], SavedR
 
 def saved_records(trial: Trial, names: Sequence[str]) -> SavedRecords:
     """Every record of ``names`` in ``trial``'s published segments (see the module docstring)."""
-    key = (trial.saved_index.version, tuple(names))
+    key = (trial.parts.saved_index.version, tuple(names))
     kept = _KEPT.setdefault(trial, {})
     found = kept.get(key)
     if found is None:
@@ -96,7 +96,7 @@ def saved_records(trial: Trial, names: Sequence[str]) -> SavedRecords:
 
 
 def _gather(trial: Trial, names: tuple[str, ...]) -> SavedRecords:
-    index = trial.saved_index
+    index = trial.parts.saved_index
     fields = ("global_step", "kind", "reduction", "abs", "value", "data_length", "dtype")
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("name", *fields)}
     workers: set[str] = set()

@@ -37,7 +37,7 @@ class StepBlock:
     """The tensors saved at global step ``step`` of a trial (see the module docstring)."""
 
     def __init__(self, trial: TrialParts, step: int) -> None:
-        self.trial, self.step = trial, step
+        self._trial, self.step = trial, step
         index = trial.saved_index
         parts = sorted(
             index.step_rows.get(step, []),
@@ -101,7 +101,7 @@ class StepBlock:
         """Sorted names saved at this step, optionally only a collection's or a regex's."""
         if collection is None and regex is None:
             return sorted(self._order)
-        wanted = self.trial.tensor_names(collection=collection, regex=regex)
+        wanted = self._trial.tensor_names(collection=collection, regex=regex)
         return [n for n in wanted if n in self._order]
 
     def saved_order(self) -> list[str]:
@@ -119,7 +119,7 @@ class StepBlock:
     def saved_reductions(self, name: str) -> dict[tuple[str, bool], float]:
         """Reductions the hook saved of ``name``, keyed by (name, abs)."""
         self._require(name)
-        self.trial.values_read += 1
+        self._trial.values_read += 1
         return dict(self._reductions.get(name, {}))
 
     def value(self, name: str) -> np.ndarray:
@@ -131,7 +131,7 @@ class StepBlock:
                 name, self.step, note="only reductions or the shape were saved at this step"
             )
         self._load(np.asarray([pos]))
-        self.trial.values_read += 1
+        self._trial.values_read += 1
         return np.array(self._decoded(pos, flat=False), copy=True)
 
     # -- many tensors at once --
@@ -144,7 +144,7 @@ class StepBlock:
                 f"unknown reduction {reduction!r}; accepted: {', '.join(REDUCTION_NAMES)}"
             )
         out = np.empty(len(names))
-        self.trial.values_read += len(names)
+        self._trial.values_read += len(names)
         if not self._reductions:  # the usual case: raw values only
             raw = self._raw_positions(names)
             return self._reduce_raw(out, np.arange(len(names)), raw, name, bool(abs))
@@ -190,7 +190,7 @@ class StepBlock:
         an elementwise NumPy function returning booleans (``np.isnan``, ``lambda x: x == 0``).
         """
         positions = self._raw_positions(names)
-        self.trial.values_read += len(names)
+        self._trial.values_read += len(names)
         counts = np.zeros(len(names), dtype=np.int64)
         for members, group in self._parts(positions):
             with np.errstate(all="ignore"):
@@ -208,7 +208,7 @@ class StepBlock:
         key = tuple(names)
         found = self._nonfinite.get(key)
         if found is not None:
-            self.trial.values_read += len(names)  # read again, as far as a rule can tell
+            self._trial.values_read += len(names)  # read again, as far as a rule can tell
             return found[0].copy(), found[1].copy()
         bad = self.count_where(names, _not_finite)
         if not bad.any():
@@ -221,13 +221,13 @@ class StepBlock:
     def dtypes(self, names: Sequence[str]) -> list[np.dtype[Any]]:
         """The stored dtype of each of ``names`` (raw values, in their order)."""
         positions = self._raw_positions(names)
-        dtype_names = self.trial.saved_index.dtype_names
+        dtype_names = self._trial.saved_index.dtype_names
         return [storage_dtype(dtype_names[d]) for d in self._dtype[positions].tolist()]
 
     def sizes(self, names: Sequence[str]) -> np.ndarray:
         """The element count of each of ``names`` (raw values, in their order)."""
         positions = self._raw_positions(names)
-        dtype_names = self.trial.saved_index.dtype_names
+        dtype_names = self._trial.saved_index.dtype_names
         itemsize = np.asarray([storage_dtype(d).itemsize for d in dtype_names], dtype=np.int64)
         return self._len[positions] // itemsize[self._dtype[positions]]  # type: ignore[no-any-return]
 
@@ -283,7 +283,7 @@ class StepBlock:
         todo, segs, offs, lens = todo[order], segs[order], offs[order], lens[order]
         ends = offs + lens
         cuts = np.flatnonzero((segs[1:] != segs[:-1]) | (offs[1:] - ends[:-1] > MAX_GAP)) + 1
-        reader = self.trial.value_reader
+        reader = self._trial.value_reader
         crcs = self._crc[todo].tolist()
         bounds = list(zip([0, *cuts.tolist()], [*cuts.tolist(), len(todo)], strict=True))
         runs = [(int(segs[lo]), int(offs[lo]), int(ends[lo:hi].max())) for lo, hi in bounds]
@@ -307,10 +307,10 @@ class StepBlock:
         start, buf = self._runs[self._run_of[pos]]
         at = int(self._off[pos]) - start
         piece = buf[at : at + int(self._len[pos])]
-        stored = self.trial.saved_index.dtype_names[self._dtype[pos]]
+        stored = self._trial.saved_index.dtype_names[self._dtype[pos]]
         if flat:
             return decode_array(piece, stored, (-1,))
-        index = self.trial.saved_index
+        index = self._trial.saved_index
         seg_id, row = int(self._seg[pos]), int(self._row[pos])
         columns = index.columns(seg_id)
         dims_at, ndim = int(columns.dims_offset[row]), int(columns.ndim[row])
@@ -340,7 +340,7 @@ class StepBlock:
             size = int(self._plain[code])
             buf = self._runs[run][1]
             view = np.frombuffer(
-                buf, dtype=self.trial.saved_index.dtype_names[code], count=len(buf) // size
+                buf, dtype=self._trial.saved_index.dtype_names[code], count=len(buf) // size
             )
             first = rel[members] // size
             order = np.argsort(first)

@@ -35,10 +35,15 @@ class Tensor:
 
     def __init__(self, name: str, trial: TrialParts) -> None:
         self.name = name
-        self.trial = trial
+        self._parts = trial
         self._by_global: dict[int, dict[str, StepEntry]] = {}
         self._by_mode: dict[tuple[ModeKeys, int], dict[str, StepEntry]] = {}
         self._consumed = 0
+
+    @property
+    def trial(self) -> Any:
+        """The trial this tensor is of (as smdebug's ``Tensor.trial``)."""
+        return getattr(self._parts, "trial", self._parts)
 
     def __repr__(self) -> str:
         return f"Tensor({self.name!r}, {len(self._by_global)} steps)"
@@ -48,10 +53,10 @@ class Tensor:
 
     # -- keeping current --
     def _update(self) -> None:
-        rows = self.trial.saved_index.name_rows.get(self.name, [])
+        rows = self._parts.saved_index.name_rows.get(self.name, [])
         if len(rows) == self._consumed:
             return
-        segments = self.trial.saved_index.segments
+        segments = self._parts.saved_index.segments
         for seg_id, row_ids in rows[self._consumed :]:
             seg = segments[seg_id]
             idx = seg.index
@@ -92,41 +97,41 @@ class Tensor:
         return self._by_mode.get((mode, step), {})
 
     def _entry(self, step: int, mode: Any, worker: str | None) -> StepEntry:
-        mode = self.trial.mode_key(mode)
+        mode = self._parts.mode_key(mode)
         found = self._entries(step, mode)
-        if not found and self.trial.refresh_if_stale():
+        if not found and self._parts.refresh_if_stale():
             found = self._entries(step, mode)
         if not found:
-            self.trial.raise_missing(self.name, step, mode)
+            self._parts.raise_missing(self.name, step, mode)
         if worker is None:
             if len(found) == 1:
                 return next(iter(found.values()))
             return found[min(found, key=natural_key)]
         entry = found.get(worker)
         if entry is None:
-            if worker not in self.trial.workers():
-                raise InvalidWorker(worker, self.trial.workers())
+            if worker not in self._parts.workers():
+                raise InvalidWorker(worker, self._parts.workers())
             raise TensorUnavailableForStep(self.name, step, mode, self.steps(mode))
         return entry
 
     # -- public API --
     def steps(self, mode: Any = None, show_incomplete_steps: bool = True) -> list[int]:
         """Steps at which this tensor was saved (global steps, or steps of ``mode``)."""
-        mode = self.trial.mode_key(mode)
-        self.trial.refresh_if_stale()
+        mode = self._parts.mode_key(mode)
+        self._parts.refresh_if_stale()
         self._update()
         if mode is None or mode == ModeKeys.GLOBAL:
             steps = sorted(self._by_global)
         else:
             steps = sorted(s for (m, s) in self._by_mode if m == mode)
         if not show_incomplete_steps:
-            done = set(self.trial.steps(mode))
+            done = set(self._parts.steps(mode))
             steps = [s for s in steps if s in done]
         return steps
 
     def workers(self, step_num: int, mode: Any = None) -> list[str]:
         """Workers that saved this tensor at the step."""
-        return sorted(self._entries(step_num, self.trial.mode_key(mode)), key=natural_key)
+        return sorted(self._entries(step_num, self._parts.mode_key(mode)), key=natural_key)
 
     def value(self, step_num: int, mode: Any = None, worker: str | None = None) -> np.ndarray:
         """The saved value (a new NumPy array) at a step; the first worker's if none is named."""
@@ -135,14 +140,14 @@ class Tensor:
             raise TensorUnavailableForStep(
                 self.name,
                 step_num,
-                self.trial.mode_key(mode),
+                self._parts.mode_key(mode),
                 self._raw_steps(mode),
                 note="only reductions or the shape were saved at this step",
             )
-        return self.trial.read_raw(entry.raw)
+        return self._parts.read_raw(entry.raw)
 
     def _raw_steps(self, mode: Any) -> list[int]:
-        mode = self.trial.mode_key(mode)
+        mode = self._parts.mode_key(mode)
         if mode is None or mode == ModeKeys.GLOBAL:
             return sorted(g for g, ws in self._by_global.items() if any(e.raw for e in ws.values()))
         return sorted(
@@ -155,7 +160,7 @@ class Tensor:
         """The global step of each of ``steps(mode)``, in the same order (for curves of a
         mode drawn over global steps, without a lookup per step)."""
         steps = self.steps(mode)
-        m = self.trial.mode_key(mode)
+        m = self._parts.mode_key(mode)
         if m is None or m == ModeKeys.GLOBAL:
             return steps
         return [next(iter(self._by_mode[(m, s)].values())).global_step for s in steps]
@@ -163,7 +168,7 @@ class Tensor:
     def values(self, mode: Any = None, worker: str | None = None) -> dict[int, np.ndarray]:
         """Every saved value by step (steps where only reductions were saved are skipped)."""
         found: dict[int, RawRef] = {}
-        m = self.trial.mode_key(mode)
+        m = self._parts.mode_key(mode)
         for step in self.steps(mode):
             entries = self._entries(step, m)
             if worker is not None:
@@ -172,8 +177,8 @@ class Tensor:
                 entry = entries[min(entries, key=natural_key)] if entries else None
             if entry is not None and entry.raw is not None:
                 found[step] = entry.raw
-        self.trial.values_read += len(found)
-        values = self.trial.value_reader.read_many(list(found.values()))  # fetched together
+        self._parts.values_read += len(found)
+        values = self._parts.value_reader.read_many(list(found.values()))  # fetched together
         return dict(zip(found, values, strict=True))
 
     def shape(self, step_num: int, mode: Any = None, worker: str | None = None) -> tuple[int, ...]:
@@ -198,22 +203,22 @@ class Tensor:
         entry = self._entry(step_num, mode, worker)
         saved = entry.reductions.get((name, bool(abs)))
         if saved is not None:
-            self.trial.values_read += 1
+            self._parts.values_read += 1
             return saved
         if entry.raw is None:
             have = ", ".join(f"{'abs_' if a else ''}{n}" for n, a in entry.reductions) or "none"
             raise TensorUnavailableForStep(
                 self.name,
                 step_num,
-                self.trial.mode_key(mode),
+                self._parts.mode_key(mode),
                 note=f"neither the reduction {'abs_' if abs else ''}{name} nor the raw tensor "
                 f"was saved at this step (saved reductions: {have})",
             )
-        return compute_reduction(self.trial.read_raw(entry.raw), name, bool(abs))
+        return compute_reduction(self._parts.read_raw(entry.raw), name, bool(abs))
 
     def reduction_values(
         self, step_num: int, mode: Any = None, worker: str | None = None
     ) -> dict[tuple[str, bool], float]:
         """Every reduction saved at the step, keyed by (name, abs)."""
-        self.trial.values_read += 1
+        self._parts.values_read += 1
         return dict(self._entry(step_num, mode, worker).reductions)

@@ -30,6 +30,7 @@ from tensortap.storage import Store, open_store
 from tensortap.trials._config import first_config, worker_config
 from tensortap.trials._index import TrialIndex, natural_key
 from tensortap.trials._locate import trial_location
+from tensortap.trials._parts import TrialParts
 from tensortap.trials._problems import worker_problems
 from tensortap.trials._read_ahead import read_ahead
 from tensortap.trials._reader import MAX_GAP, RawRef, ValueReader
@@ -111,6 +112,7 @@ class Trial:
         #: How many values (raw or reduced) were read, and which collections were asked for
         #: by name: rules use them to know what an evaluation judged, or looked for in vain.
         self.values_read = 0
+        self._parts = _Parts(self)
         self.collections_asked: set[str] = set()
         self._block: tuple[tuple[int, int], StepBlock] | None = None
         self._held: int | None = None  # the step a walk holds (see holding_step)
@@ -169,22 +171,13 @@ class Trial:
         (a rule evaluating one step sees one consistent view, at no listing cost)."""
         return _NoRefresh(self)
 
-    # -- for the helpers in trials/ (see trials/_parts.py: TrialParts), not for users --
     @property
-    def saved_index(self) -> TrialIndex:
-        """What the trial has loaded of its index files: workers, segments, steps, names."""
-        self._index.require_records("reading a trial's saved rows")
-        return self._index
+    def parts(self) -> TrialParts:
+        """What the helpers in ``trials/`` (and the table's export) read of the trial, not
+        for users: its index, its value reader, ... (:class:`TrialParts`)."""
+        return self._parts
 
-    @property
-    def value_reader(self) -> ValueReader:
-        """The reader of saved raw values (its cache, ranged reads)."""
-        if not self._index_read:  # it finds values through the index
-            self.refresh()
-        self._loaded_index.require_records("reading saved values")
-        return self._reader
-
-    def refresh_if_stale(self) -> bool:
+    def _refresh_if_stale(self) -> bool:
         """:meth:`refresh` unless a look was taken less than ``refresh_interval`` ago, the
         workers all ended, or a :meth:`no_refresh` block holds; True if anything was new."""
         if not self._index_read:
@@ -207,18 +200,8 @@ class Trial:
     @property
     def loaded_all_steps(self) -> bool:
         """True once every worker has marked the end of training and all of it is loaded."""
-        self.refresh_if_stale()
+        self._refresh_if_stale()
         return self._index.all_ended()
-
-    @staticmethod
-    def mode_key(mode: Any) -> ModeKeys | None:
-        """A mode as the user gave it (a ModeKeys, its name, any case), parsed; None stays."""
-        return None if mode is None else parse_mode(mode)
-
-    def read_raw(self, raw: RawRef) -> np.ndarray:
-        """One saved raw value, counted in :attr:`values_read`."""
-        self.values_read += 1
-        return self._reader.read(raw)
 
     def prefetch(self, refs: Iterable[RawRef], max_gap: int = MAX_GAP) -> int:
         """Read many saved values in as few ranged reads as possible and keep them until the
@@ -238,7 +221,7 @@ class Trial:
             raise InvalidConfigError(f"batch_bytes must be >= 1, got {batch_bytes!r}")
         wanted = self.steps() if steps is None else [int(s) for s in steps]
         self._require_steps(wanted)
-        return read_ahead(self, wanted, batch_bytes)
+        return read_ahead(self._parts, wanted, batch_bytes)
 
     def _require_steps(self, steps: Iterable[int]) -> None:
         """Raise the usual step errors unless every global step of ``steps`` was saved."""
@@ -264,20 +247,20 @@ class Trial:
         """Everything saved at global ``step``, to read many tensors at once (see
         :class:`~tensortap.trials._step_block.StepBlock`); the last one asked for is kept,
         and the step held by :meth:`holding_step`."""
-        self.refresh_if_stale()
+        self._refresh_if_stale()
         self._index.require_records(f"trial.step_block({step!r})")
         key = (step, self._index.version)
         if self._held == step:
             held = self._held_block
             if held is None or held[0] != key:
                 self._require_steps([step])
-                held = self._held_block = (key, StepBlock(self, step))
+                held = self._held_block = (key, StepBlock(self._parts, step))
             return held[1]
         cached = self._block
         if cached is not None and cached[0] == (step, self._index.version):
             return cached[1]
         self._require_steps([step])
-        block = StepBlock(self, step)
+        block = StepBlock(self._parts, step)
         self._block = ((step, self._index.version), block)
         return block
 
@@ -288,14 +271,14 @@ class Trial:
         With several workers, only steps every worker has completed are listed unless
         ``show_incomplete_steps`` is true.
         """
-        self.refresh_if_stale()
-        m = self.mode_key(mode)
+        self._refresh_if_stale()
+        m = _mode_key(mode)
         key = None if m in (None, ModeKeys.GLOBAL) else m
         return list(self._saved.sets()[(key, not show_incomplete_steps)])
 
     def modes(self) -> list[ModeKeys]:
         """The modes that have saved steps."""
-        self.refresh_if_stale()
+        self._refresh_if_stale()
         return sorted({m for m, _ in self._saved.global_to_mode().values()})
 
     def global_step(self, mode: Any, mode_step: int) -> int:
@@ -303,7 +286,7 @@ class Trial:
         m = parse_mode(mode)
         if m == ModeKeys.GLOBAL:
             return mode_step
-        self.refresh_if_stale()
+        self._refresh_if_stale()
         for w in self._index.workers.values():
             g = w.mode_to_global.get((m, mode_step))
             if g is not None:
@@ -319,7 +302,7 @@ class Trial:
         return self._mode_of(global_step)[0]
 
     def _mode_of(self, global_step: int) -> tuple[ModeKeys, int]:
-        self.refresh_if_stale()
+        self._refresh_if_stale()
         found = self._saved.global_to_mode().get(global_step)
         if found is None:
             self._raise_step_missing(global_step, None)
@@ -327,8 +310,8 @@ class Trial:
 
     def has_passed_step(self, step: int, mode: Any = None) -> StepState:
         """AVAILABLE, UNAVAILABLE (passed without saving) or NOT_YET_AVAILABLE."""
-        self.refresh_if_stale()
-        return step_state(self, step, self.mode_key(mode))
+        self._refresh_if_stale()
+        return step_state(self._parts, step, _mode_key(mode))
 
     def wait_for_steps(
         self, required_steps: Iterable[int], mode: Any = None, timeout: float | None = None
@@ -337,9 +320,9 @@ class Trial:
 
         Raises StepNotYetAvailable when ``timeout`` seconds pass first.
         """
-        wait_for_steps(self, required_steps, mode, timeout)
+        wait_for_steps(self._parts, required_steps, mode, timeout)
 
-    def last_saved_step(self, mode: Any) -> int | None:
+    def _last_saved_step(self, mode: Any) -> int | None:
         """The last step saved in ``mode`` (by any worker); None before the first."""
         steps = self.steps(mode, show_incomplete_steps=True)
         return steps[-1] if steps else None
@@ -351,11 +334,11 @@ class Trial:
         if self._index.all_ended():
             raise NoMoreData(
                 f"training has ended and step {step}{mode_text(mode)} was never saved "
-                f"(the last saved step is {self.last_saved_step(mode)})"
+                f"(the last saved step is {self._last_saved_step(mode)})"
             )
-        raise StepNotYetAvailable(step, mode, self.last_saved_step(mode))
+        raise StepNotYetAvailable(step, mode, self._last_saved_step(mode))
 
-    def raise_missing(self, name: str, step: int, mode: ModeKeys | None) -> NoReturn:
+    def _raise_missing(self, name: str, step: int, mode: ModeKeys | None) -> NoReturn:
         """Raise the error that says why tensor ``name`` has no value at ``step``: the step
         holds other tensors, was passed without saving, or is not (yet) saved."""
         if step in set(self.steps(mode, show_incomplete_steps=True)):
@@ -372,11 +355,11 @@ class Trial:
     ) -> list[str]:
         """Names of saved tensors, optionally only those at a step, matching a regex, or in a
         collection."""
-        self.refresh_if_stale()
+        self._refresh_if_stale()
         if isinstance(collection, str):
             self.collections_asked.add(collection)
         if step is not None:
-            at = self._names_at(step, self.mode_key(mode))
+            at = self._names_at(step, _mode_key(mode))
             if regex is None and collection is None:
                 return sorted(at)
             # filter by name first (an answer kept until the index grows), then by step
@@ -439,7 +422,7 @@ class Trial:
         return self.tensor_names(*args, **kwargs)
 
     def has_tensor(self, name: str) -> bool:
-        self.refresh_if_stale()
+        self._refresh_if_stale()
         return name in self._index.names()
 
     def tensor(self, name: str) -> Tensor:
@@ -449,10 +432,10 @@ class Trial:
             return found
         self._index.require_records(f"trial.tensor({name!r})")
         if name not in self._index.name_rows:
-            self.refresh_if_stale()
+            self._refresh_if_stale()
             if name not in self._index.name_rows:
                 raise TensorUnavailable(name, sorted(self._index.name_rows))
-        found = self._tensors[name] = Tensor(name, self)
+        found = self._tensors[name] = Tensor(name, self._parts)
         return found
 
     def tensors_in_collection(self, collection: str | Collection) -> list[Tensor]:
@@ -461,7 +444,7 @@ class Trial:
     # -- collections and workers --
     def collections(self) -> dict[str, Collection]:
         """Every collection recorded by the hooks (merged across workers)."""
-        self.refresh_if_stale()
+        self._refresh_if_stale()
         return self._index.collections()
 
     def collection(self, name: str) -> Collection:
@@ -479,14 +462,14 @@ class Trial:
 
     def workers(self) -> list[str]:
         """Workers that wrote to this trial (worker_0, worker_1, ...)."""
-        self.refresh_if_stale()
+        self._refresh_if_stale()
         return sorted(self._index.workers, key=natural_key)
 
     def sessions(self, worker: str | None = None) -> list[Session]:
         """The writing sessions of every worker (or of one), in order: each run of a script or
         trainer on this trial, with where it resumed (see :class:`Session`). The dashboard
         and ``tensortap report`` mark where each resumed session starts."""
-        self.refresh_if_stale()
+        self._refresh_if_stale()
         index = self._index
         cached = self._sessions.get(worker)
         if cached is not None and cached[0] == index.version:  # read again when the trial grew
@@ -510,7 +493,7 @@ class Trial:
         values replace the first run's). ``worker`` None: the first worker that recorded one
         (``worker_0`` in a distributed run). A damaged document is listed in
         :meth:`problems` and left out."""
-        self.refresh_if_stale()
+        self._refresh_if_stale()
         if worker is not None:
             if worker not in self._index.workers:
                 raise InvalidWorker(worker, self.workers())
@@ -521,7 +504,7 @@ class Trial:
         """The framework whose hook wrote this trial (``"pytorch"``, ``"keras"``,
         ``"xgboost"``, ``"jax"``, ...): what the first worker that says one says; None when
         the framework-free hook (or an older tensortap, or smdebug) wrote it."""
-        self.refresh_if_stale()
+        self._refresh_if_stale()
         for name in sorted(self._index.workers, key=natural_key):
             found = self._index.workers[name].framework
             if found:
@@ -538,7 +521,7 @@ class Trial:
         the parts of the trial that could not be read (skipped unless ``strict=True``), those
         met reading series included (a damaged series object, and its index or data object
         read instead)."""
-        self.refresh_if_stale()
+        self._refresh_if_stale()
         texts = list(self._index.problems)
         if self._series is not None:
             texts += [t for t in self._series[1].problems if t not in self._index.problems]
@@ -615,7 +598,7 @@ class Trial:
                 self._series[1].refresh()
                 self._series_refreshed = now
             return self._series[1]
-        self.refresh_if_stale()
+        self._refresh_if_stale()
         if self._series is None:
             self._series = (self._index.version, SeriesReader(self.store))
         elif self._series[0] != self._index.version:
@@ -656,6 +639,85 @@ def create_trial(
 
     copy = tensortap_copy_if_smdebug(location, strict=bool(kwargs.get("strict")))
     return Trial(copy, name=name, **kwargs)
+
+
+def _mode_key(mode: Any) -> ModeKeys | None:
+    """A mode as the user gave it (a ModeKeys, its name, any case), parsed; None stays."""
+    return None if mode is None else parse_mode(mode)
+
+
+class _Parts:
+    """A :class:`Trial` as its helpers in ``trials/`` see it (:class:`TrialParts`): the one
+    object that reads the trial's insides for them, so that the user's ``Trial`` carries no
+    member that is there for its helpers only (``trial.parts``)."""
+
+    __slots__ = ("trial",)
+
+    def __init__(self, trial: Trial) -> None:
+        self.trial = trial
+
+    @property
+    def store(self) -> Store:
+        return self.trial.store
+
+    @property
+    def values_read(self) -> int:
+        return self.trial.values_read
+
+    @values_read.setter
+    def values_read(self, count: int) -> None:
+        self.trial.values_read = count
+
+    @property
+    def saved_index(self) -> TrialIndex:
+        """What the trial has loaded of its index files: workers, segments, steps, names."""
+        self.trial._index.require_records("reading a trial's saved rows")
+        return self.trial._index
+
+    @property
+    def value_reader(self) -> ValueReader:
+        """The reader of saved raw values (its cache, ranged reads)."""
+        trial = self.trial
+        if not trial._index_read:  # it finds values through the index
+            trial.refresh()
+        trial._loaded_index.require_records("reading saved values")
+        return trial._reader
+
+    @staticmethod
+    def mode_key(mode: Any) -> ModeKeys | None:
+        return _mode_key(mode)
+
+    def read_raw(self, raw: RawRef) -> np.ndarray:
+        """One saved raw value, counted in the trial's ``values_read``."""
+        self.trial.values_read += 1
+        return self.trial._reader.read(raw)
+
+    def refresh(self) -> bool:
+        return self.trial.refresh()
+
+    def refresh_if_stale(self) -> bool:
+        return self.trial._refresh_if_stale()
+
+    def steps(self, mode: Any = None, show_incomplete_steps: bool = False) -> list[int]:
+        return self.trial.steps(mode, show_incomplete_steps)
+
+    def last_saved_step(self, mode: Any) -> int | None:
+        return self.trial._last_saved_step(mode)
+
+    def workers(self) -> list[str]:
+        return self.trial.workers()
+
+    def tensor_names(
+        self,
+        step: int | None = None,
+        mode: Any = None,
+        regex: str | Iterable[str] | None = None,
+        collection: str | Collection | None = None,
+    ) -> list[str]:
+        return self.trial.tensor_names(step, mode, regex, collection)
+
+    def raise_missing(self, name: str, step: int, mode: ModeKeys | None) -> NoReturn:
+        self.trial._raise_missing(name, step, mode)
 
 
 class _NoRefresh:
