@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import tensortap as tt
 from tensortap.jobs._record import JobRecord, write_json
-from tensortap.jobs._runs import group_rows, hyperparameter, run_row, sort_rows
+from tensortap.jobs._runs import group_rows, hyperparameter, run_row, sort_rows, trial_row
+from tests.helpers.held_values import HeldValues
 
 CONFIG = {
     "learning_rate": 0.05,
@@ -97,3 +100,39 @@ def test_a_problem_found_while_a_job_runs_is_its_verdict(tmp_path: Path) -> None
     assert [r.name for r in rows] == ["done", "live"]
     (group,) = group_rows(rows, "verdict")
     assert (group.value, group.runs, group.loss_mean) == ("problem", 2, 1.0 / 3)
+
+
+def test_the_best_metric_of_a_long_run_is_found_without_holding_its_series(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The best validation metric is the finite extreme of each worker's series (one bucket
+    each), read a bounded number of values at a time, not the whole series held (issue 48)."""
+    from tensortap.trials import _series
+    from tensortap.writer import WriterOptions
+    from tensortap.writer import _series as writer_series
+
+    monkeypatch.setattr(writer_series, "ROLLUP_SEGMENTS", 2)  # objects of 100 values each
+    hook = tt.Hook(
+        tmp_path / "run",
+        save_config=tt.SaveConfig(save_interval=1),
+        writer_options=WriterOptions(compact=False),
+    )
+    hook.set_mode(tt.modes.EVAL)
+    for step in range(3000):
+        value = {700: float("inf"), 701: float("nan"), 2222: 0.99}.get(step, (step % 90) / 100)
+        hook.save_scalar("val_accuracy", value)
+        hook.next_step()
+        if step % 50 == 49:
+            hook.flush()
+    assert hook.close().healthy
+    monkeypatch.setattr(_series, "BUCKET_READ_VALUES", 100, raising=False)
+    held = HeldValues(monkeypatch)
+    row = trial_row("run", str(tmp_path / "run"))
+    assert row.best is not None
+    assert (row.best.name, row.best.value, row.best.higher_is_better) == (
+        "val_accuracy",
+        0.99,
+        True,
+    )
+    assert row.problems == []
+    assert held.most <= 100, held.most

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tensortap as tt
+from tests.helpers.held_values import HeldValues
 from tests.helpers.json_get import get_json as get
 
 pytest.importorskip("starlette")
@@ -84,30 +85,6 @@ def test_the_cli_takes_cache_mb() -> None:
     assert parser.parse_args(["serve"]).cache_mb == 256
 
 
-class _Held:
-    """The most values the series reader held at once: the room it made for a read
-    (:class:`~tensortap.trials._series_fill.Fill`) and the bytes of one batch of ranges read
-    (16 bytes a value), counted by wrapping the real methods."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from tensortap.trials._series_fill import Fill
-        from tensortap.trials._series_objects import SeriesObjects
-
-        self.most = 0
-        fill_init, get_ranges = Fill.__init__, SeriesObjects.get_ranges
-
-        def counted_fill(fill: Fill, capacity: dict) -> None:
-            self.most = max(self.most, sum(capacity.values()))
-            fill_init(fill, capacity)
-
-        def counted_ranges(objects: SeriesObjects, requests: list) -> list:
-            self.most = max(self.most, sum(length for _, _, length in requests) // 16)
-            return get_ranges(objects, requests)
-
-        monkeypatch.setattr(Fill, "__init__", counted_fill)
-        monkeypatch.setattr(SeriesObjects, "get_ranges", counted_ranges)
-
-
 def long_run(out) -> None:
     """A loss at every one of 3,000 steps and 20 metrics every 10th step (9,000 values), in
     segments of 250 steps rolled up two by two (each object's block of the loss: 500 values)."""
@@ -153,7 +130,7 @@ def test_a_curves_request_of_long_series_holds_at_most_the_bound_and_answers_the
         (ident,) = [r["id"] for r in runs["runs"]]
         base = f"{dashboard.url}api/run/{ident}/curves?"
         get(base + "name=metric_00&stat=value")  # the clock: read once
-        held = _Held(monkeypatch)
+        held = HeldValues(monkeypatch)
         found = []
         for query in asked:
             status, body = get(base + query)

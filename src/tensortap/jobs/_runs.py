@@ -367,8 +367,10 @@ def _best(reader: Any, keys: Sequence[Any]) -> BestMetric | None:
     if not ranked and any(k.tensor == Vital.LOSS and k.mode == ModeKeys.EVAL for k in keys):
         ranked.append((2, Vital.LOSS, ModeKeys.EVAL, False))
     for _, tensor, mode, higher in sorted(ranked, key=lambda r: (r[0], r[1], int(r[2]))):
-        values = reader.series([tensor], mode=mode, statistic="value")["value"]
-        finite = values[np.isfinite(values)] if len(values) else values
+        # one bucket per worker: its finite extremes, never the whole series held
+        found = reader.buckets([tensor], mode=mode, statistic="value", count=1)
+        extremes = found["max"] if higher else found["min"]
+        finite = extremes[np.isfinite(extremes)]
         if len(finite):
             best = float(finite.max() if higher else finite.min())
             return BestMetric(tensor, best, higher)
