@@ -1,8 +1,9 @@
 """The dashboard's memory (issue 48, item 4): peak and final resident size of a ``tensortap
-serve`` process after every chart of several long runs was asked for (one curves request per
-series, as a page scrolled through them, then zoomed windows of all of them), with the
-server-wide cache budget (``--cache-mb``) at a few sizes and, for comparison, the dashboard
-of another source tree (``--before-src``: the code before the budget, say main's ``src``).
+serve`` process after every chart of several long runs was asked for (the page painted, its
+charts 50 to a request; one curves request per series, as a page scrolled through them; then
+zoomed windows of all of them), with the server-wide cache budget (``--cache-mb``) at a few
+sizes and, for comparison, the dashboard of another source tree (``--before-src``, with its
+own defaults: the code before a change, say main's ``src``).
 
 Each arm is a fresh server process (``tensortap.serve.start``, no read ahead) over the same
 runs, written once through the public hook under ``--out``; arms are interleaved round by
@@ -58,14 +59,26 @@ def get(url: str) -> Any:
         return json.loads(response.read())
 
 
+#: Charts a page asks for in one curves request, as the dashboard's page does (its BATCH).
+PAGE_BATCH = 50
+
+
 def exercise(url: str, zooms: int) -> int:
-    """Every chart of every run, one curves request each, then ``zooms`` windows of all of
-    them; how many requests."""
+    """Every run's page painted (its charts asked :data:`PAGE_BATCH` at a time, whole, as the
+    page opens), then every chart again one curves request each (no longer cached, under a
+    small budget), then ``zooms`` windows of all of them; how many requests."""
     count = 0
     for run in get(url + "api/runs")["runs"]:
         base = f"{url}api/run/{run['id']}/"
         listed = get(base + "series?limit=200")
         names = [c["name"] for c in listed["charts"] if c["statistic"] == "value"]
+        for at in range(0, len(names), PAGE_BATCH):
+            asked = "&".join(
+                f"name={urllib.request.quote(name)}&stat=value"
+                for name in names[at : at + PAGE_BATCH]
+            )
+            get(base + f"curves?limit=200&{asked}")
+            count += 1
         for name in names:
             get(base + f"curves?name={urllib.request.quote(name)}&stat=value")
             count += 1
@@ -128,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             (f"budget {mb} MB", int(mb), SRC) for mb in args.cache_mb.split(",")
         ]
         if args.before_src is not None:
-            arms.insert(0, ("before (no server-wide budget)", 0, args.before_src))
+            arms.insert(0, ("before (--before-src, its defaults)", 0, args.before_src))
         results: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in arms}
         for _ in range(args.rounds):  # interleaved: each round runs every arm once
             for name, mb, src in arms:
