@@ -118,6 +118,8 @@ def test_a_curves_request_of_long_series_holds_at_most_the_bound_and_answers_the
     from tensortap.trials import _series
     from tensortap.writer import _series as writer_series
 
+    # a line read as saved is bounded by RAW_POINTS: no more than a bucketed read holds
+    assert _data.RAW_POINTS <= _series.BUCKET_READ_VALUES
     monkeypatch.setattr(writer_series, "ROLLUP_SEGMENTS", 2)
     long_run(tmp_path / "long")
     monkeypatch.setattr(_data, "RAW_POINTS", 1000)  # a line read as saved: at most the bound

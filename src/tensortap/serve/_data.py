@@ -39,6 +39,8 @@ TRIAL_REFRESH_SECS = 0.5
 MAX_SERIES = 200  # charts drawn per curves request (and listed per page), at most
 #: Values read as saved (not bucketed by the series path) when an answer holds no more: short
 #: lines keep their extremes at their own steps and every NaN/Inf step (~0.1 s of reading).
+#: It bounds what that read holds (3.2 MB), below the series reader's own bound on a bucketed
+#: read (:data:`~tensortap.trials._series.BUCKET_READ_VALUES`).
 RAW_POINTS = 200_000
 
 
