@@ -310,6 +310,43 @@ def test_buckets_read_in_bounded_pieces_equal_one_read_of_everything(
                 assert got == want, (seed, start, end, count, most)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_series_walked_in_windows_are_the_series_read_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """``series_windows`` answers every row ``series`` does, in step order, window by
+    window, with their mode steps and wall times, whatever the bound (windows of a few values
+    over random runs, or one window when everything fits)."""
+    _fuzz_run(tmp_path, seed)
+    reader = SeriesReader(tmp_path)
+    names = ("global_step", "step", "wall_time", "value")
+
+    def rows(columns: Any) -> dict[Any, list[tuple[Any, ...]]]:
+        found: dict[Any, list[tuple[Any, ...]]] = {}
+        for key, part in columns.groups():
+            cols = [part[n].tolist() for n in names]
+            found.setdefault(key, []).extend(
+                tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in row)
+                for row in zip(*cols, strict=True)
+            )
+        return found
+
+    for mode in (None, "TRAIN"):
+        want = rows(reader.series(mode=mode))
+        for most in (4, 60, 1 << 20):
+            monkeypatch.setattr(_series, "BUCKET_READ_VALUES", most)
+            windows = list(reader.series_windows(mode=mode))
+            got: dict[Any, list[tuple[Any, ...]]] = {}
+            for window in windows:
+                for key, found in rows(window).items():
+                    got.setdefault(key, []).extend(found)
+            assert got == want, (seed, mode, most)
+            if most == 1 << 20:
+                assert len(windows) == 1
+            elif most == 4:
+                assert len(windows) > 1
+
+
 def test_a_long_series_read_in_pieces_holds_about_the_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -18,6 +18,7 @@ import math
 import sys
 import time
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ from tensortap.serve._catalog import REPORT, Run
 from tensortap.serve._meta import guard_trips, overview, resumed_sessions, rules, run_config
 from tensortap.serve._series import BUCKETS, SeriesKey, buckets, open_reader
 from tensortap.trials._index import natural_key
-from tensortap.trials._series import SeriesReader
+from tensortap.trials._series import SeriesColumns, SeriesReader
 from tensortap.trials._trial import Trial, create_trial
 
 TRIAL_REFRESH_SECS = 0.5
@@ -337,9 +338,7 @@ def clock(run: Run, reader: SeriesReader) -> dict[str, list[float]] | None:
     )
     found: dict[str, list[float]] = {}
     if values:
-        key = values[0]
-        part = reader.series([key.tensor], mode=key.mode, statistic="value")
-        steps, wall = _spread_points(part["global_step"], part["wall_time"], positive=True)
+        steps, wall = _spread(reader, values[0], "wall_time", positive=True)
         if len(steps):
             found.update(steps=steps, wall=wall)
     # the run's epochs, where it saved them: a series named ``epoch`` (the Trainer's logged
@@ -347,30 +346,60 @@ def clock(run: Run, reader: SeriesReader) -> dict[str, list[float]] | None:
     epochs = [k for k in values if k.tensor.rsplit("/", 1)[-1].lower() == "epoch"]
     epochs.sort(key=lambda k: (k.mode != ModeKeys.TRAIN, natural_key(k.worker), k.tensor))
     if epochs:
-        key = epochs[0]
-        part = reader.series([key.tensor], mode=key.mode, statistic="value")
-        steps, epoch = _spread_points(part["global_step"], part["value"], positive=False)
+        steps, epoch = _spread(reader, epochs[0], "value", positive=False)
         if len(steps):
             found.update(epoch_steps=steps, epoch=epoch)
     run.cache.clock = (version, now, found or None)
     return found or None
 
 
-def _spread_points(
-    steps_in: Any, values_in: Any, positive: bool
+def _spread(
+    reader: SeriesReader, key: SeriesKey, column: str, positive: bool
 ) -> tuple[list[float], list[float]]:
-    """At most :data:`CLOCK_POINTS` (global step, value) pairs spread evenly over a series,
-    by step; values not finite (or not positive, with ``positive``) left out."""
-    steps = np.asarray(steps_in, dtype=np.int64)
-    values = np.asarray(values_in, dtype=np.float64)
+    """At most :data:`CLOCK_POINTS` (global step, ``column``) pairs spread evenly over the
+    rows of ``key``'s tensor in its mode (every worker's), by step; values not finite (or not
+    positive, with ``positive``) left out. A series longer than the reader holds at once
+    (:meth:`SeriesReader.series_windows`) is walked twice, a window at a time: its rows
+    counted, then the chosen ones taken: the same points, never the whole series held."""
+
+    def windows() -> Iterator[SeriesColumns]:
+        return reader.series_windows([key.tensor], mode=key.mode, statistic="value")
+
+    walk = windows()
+    first = next(walk, None)
+    if first is None:
+        return [], []
+    second = next(walk, None)
+    if second is None:  # it fits: one read
+        steps, values = _kept(first, column, positive)
+        pick = np.unique(np.linspace(0, len(steps) - 1, CLOCK_POINTS).astype(np.int64))
+        return (steps[pick].tolist(), values[pick].tolist()) if len(steps) else ([], [])
+    total = sum(len(_kept(w, column, positive)[0]) for w in (first, second, *walk))
+    del first, second
+    if not total:
+        return [], []
+    pick = np.unique(np.linspace(0, total - 1, CLOCK_POINTS).astype(np.int64))
+    out_steps: list[float] = []
+    out_values: list[float] = []
+    at = 0
+    for window in windows():
+        steps, values = _kept(window, column, positive)
+        inside = pick[(pick >= at) & (pick < at + len(steps))] - at
+        out_steps += steps[inside].tolist()
+        out_values += values[inside].tolist()
+        at += len(steps)
+    return out_steps, out_values
+
+
+def _kept(window: SeriesColumns, column: str, positive: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A window's (global step, ``column``) rows kept (finite; positive with ``positive``),
+    sorted by step (stably: rows of one step in the order read)."""
+    steps = np.asarray(window["global_step"], dtype=np.int64)
+    values = np.asarray(window[column], dtype=np.float64)
     kept = np.isfinite(values) & (values > 0 if positive else True)
     steps, values = steps[kept], values[kept]
-    if not len(steps):
-        return [], []
     order = np.argsort(steps, kind="stable")
-    pick = np.unique(np.linspace(0, len(order) - 1, CLOCK_POINTS).astype(np.int64))
-    chosen = order[pick]
-    return steps[chosen].tolist(), values[chosen].tolist()
+    return steps[order], values[order]
 
 
 def curves(

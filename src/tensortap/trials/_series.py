@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -195,7 +195,13 @@ class SeriesReader:
         read; the names and the mode step and wall time of each row made when first asked)."""
         wanted = _Filter(names, regex, statistic, mode, worker)
         lo, hi = _bounds(start, end)
-        filled, tables = self._read(wanted, lo, hi, with_steps=True)
+        return self._columns(wanted, lo, hi, _BATCH_BYTES)
+
+    def _columns(self, wanted: _Filter, lo: int, hi: int, batch_bytes: int) -> SeriesColumns:
+        plans, capacity = self._plan(wanted, lo, hi)
+        filled, tables = self._read_planned(
+            plans, capacity, wanted, lo, hi, True, batch_bytes, whole=True
+        )
         return series_columns(filled.steps, filled.values, filled.groups, tables)
 
     def buckets(
@@ -241,6 +247,48 @@ class SeriesReader:
             groups.append((key, at, at + len(part[0])))
             at += len(part[0])
         return bucket_columns(pieces, groups)
+
+    def series_windows(
+        self,
+        names: str | Iterable[str] | None = None,
+        *,
+        statistic: str | Iterable[str] | None = None,
+        mode: Any = None,
+        worker: str | None = None,
+    ) -> Iterator[SeriesColumns]:
+        """The rows :meth:`series` answers, a window of global steps at a time (in step order,
+        each window's rows as :meth:`series` gives them): a whole long series walked without
+        holding it. One window when everything fits in :data:`BUCKET_READ_VALUES`; else
+        windows of about half that many values (a window is at least one of a grid of cells
+        cut from the series' buckets), read a batch of at most as many bytes at a time: the
+        other half is for the objects overlapping a window's ends (read whole, then cut) and
+        their step tables."""
+        most = BUCKET_READ_VALUES
+        wanted = _Filter(names, None, statistic, mode, worker)
+        everything = _bounds(None, None)
+        _, capacity = self._plan(wanted, *everything)
+        total = sum(capacity.values())
+        if total <= most:
+            yield self._columns(wanted, *everything, 16 * most)
+            return
+        ends = self.buckets(names, statistic=statistic, mode=mode, worker=worker, count=1)
+        if not ends.rows:
+            return
+        lo, hi = int(ends["first_step"].min()), int(ends["last_step"].max()) + 1
+        cells = min(_WINDOW_CELLS, 8 * -(-total // most))
+        grid = self.buckets(
+            names, statistic=statistic, mode=mode, worker=worker, start=lo, end=hi, count=cells
+        )
+        width = max(1, -(-(hi - lo) // cells))
+        per_cell = np.bincount((grid["first_step"] - lo) // width, grid["count"], cells)
+        start, held = lo, 0
+        for cell, size in enumerate(per_cell.tolist()):
+            if held and held + size > most // 2:
+                stop = lo + cell * width
+                yield self._columns(wanted, start, stop, 16 * most)
+                start, held = stop, 0
+            held += int(size)
+        yield self._columns(wanted, start, hi, 16 * most)
 
     def _long_buckets(
         self,
@@ -316,17 +364,6 @@ class SeriesReader:
         return min(firsts), max(lasts) + 1
 
     # -- internals --
-    def _read(
-        self, wanted: _Filter, lo: int, hi: int, with_steps: bool
-    ) -> tuple[Filled, dict[str, np.ndarray]]:
-        """Every wanted series' steps and values within [lo, hi), sorted by series and step;
-        and with ``with_steps`` the step table of the objects read, per worker (sorted by
-        global step)."""
-        plans, capacity = self._plan(wanted, lo, hi)
-        return self._read_planned(
-            plans, capacity, wanted, lo, hi, with_steps, _BATCH_BYTES, whole=True
-        )
-
     def _plan(
         self, wanted: _Filter, lo: int, hi: int
     ) -> tuple[list[tuple[WorkerSeries, list[_Job]]], dict[SeriesKey, int]]:
@@ -354,10 +391,11 @@ class SeriesReader:
         batch_bytes: int,
         whole: bool = False,
     ) -> tuple[Filled, dict[str, np.ndarray]]:
-        """:meth:`_read` of the series in ``capacity`` (all of the plans' with ``whole``, else
-        only these): each
-        series' room is counted first, then the objects are read ``batch_bytes`` at a time
-        straight into it (:class:`Fill`)."""
+        """The steps and values within [lo, hi) of the series in ``capacity`` (all of the
+        plans' with ``whole``, else only these), sorted by series and step, and with
+        ``with_steps`` the step table of the objects read, per worker (sorted by global step).
+        Each series' room is counted first, then the objects are read ``batch_bytes`` at a
+        time straight into it (:class:`Fill`)."""
         fill = Fill(capacity)
         keep = None if whole else set(capacity)
         tables: dict[str, list[np.ndarray]] = {}
@@ -512,6 +550,8 @@ _BATCH_BYTES = 32 << 20
 #: drawing 100 series of 100,000 steps held all 10^7 of them at once (160 MB, and as much
 #: again in bytes read) for a few hundred buckets each.
 BUCKET_READ_VALUES = 1 << 20
+#: The most cells of steps :meth:`SeriesReader.series_windows` cuts its windows from.
+_WINDOW_CELLS = 4096
 #: Pieces of a long series' buckets kept before they are merged into one.
 _MERGE_PIECES = 64
 
