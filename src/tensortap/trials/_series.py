@@ -259,36 +259,38 @@ class SeriesReader:
         """The rows :meth:`series` answers, a window of global steps at a time (in step order,
         each window's rows as :meth:`series` gives them): a whole long series walked without
         holding it. One window when everything fits in :data:`BUCKET_READ_VALUES`; else
-        windows of about half that many values (a window is at least one of a grid of cells
-        cut from the series' buckets), read a batch of at most as many bytes at a time: the
-        other half is for the objects overlapping a window's ends (read whole, then cut) and
-        their step tables."""
+        windows cut where objects start, each reading at most that many values' bytes (16
+        bytes a value: the blocks and step tables of the objects overlapping it, read whole,
+        then cut), a batch of at most as many at a time; a window is at least one object."""
         most = BUCKET_READ_VALUES
         wanted = _Filter(names, None, statistic, mode, worker)
         everything = _bounds(None, None)
-        _, capacity = self._plan(wanted, *everything)
-        total = sum(capacity.values())
-        if total <= most:
+        plans, capacity = self._plan(wanted, *everything)
+        if sum(capacity.values()) <= most:
             yield self._columns(wanted, *everything, 16 * most)
             return
-        ends = self.buckets(names, statistic=statistic, mode=mode, worker=worker, count=1)
-        if not ends.rows:
-            return
-        lo, hi = int(ends["first_step"].min()), int(ends["last_step"].max()) + 1
-        cells = min(_WINDOW_CELLS, 8 * -(-total // most))
-        grid = self.buckets(
-            names, statistic=statistic, mode=mode, worker=worker, start=lo, end=hi, count=cells
+        spans = sorted(
+            (job.head.first_step, job.head.last_step, _read_cost(job))
+            for _, jobs in plans
+            for job in jobs
         )
-        width = max(1, -(-(hi - lo) // cells))
-        per_cell = np.bincount((grid["first_step"] - lo) // width, grid["count"], cells)
-        start, held = lo, 0
-        for cell, size in enumerate(per_cell.tolist()):
-            if held and held + size > most // 2:
-                stop = lo + cell * width
-                yield self._columns(wanted, start, stop, 16 * most)
-                start, held = stop, 0
-            held += int(size)
-        yield self._columns(wanted, start, hi, 16 * most)
+        end = max(last for _, last, _ in spans) + 1
+        cuts = sorted({first for first, _, _ in spans[1:] if first > spans[0][0]} | {end})
+        start, at, taken = spans[0][0], 0, 0  # taken: the spans that start before the window ends
+        while at < len(cuts):
+            held = sum(cost for first, last, cost in spans[:taken] if last >= start)
+            stop = start
+            while at < len(cuts):
+                more = 0
+                while taken + more < len(spans) and spans[taken + more][0] < cuts[at]:
+                    more += 1
+                cost = sum(c for _, _, c in spans[taken : taken + more])
+                if stop > start and held + cost > most:
+                    break
+                held, taken, stop = held + cost, taken + more, cuts[at]
+                at += 1
+            yield self._columns(wanted, start, stop, 16 * most)
+            start = stop
 
     def _long_buckets(
         self,
@@ -550,8 +552,6 @@ _BATCH_BYTES = 32 << 20
 #: drawing 100 series of 100,000 steps held all 10^7 of them at once (160 MB, and as much
 #: again in bytes read) for a few hundred buckets each.
 BUCKET_READ_VALUES = 1 << 20
-#: The most cells of steps :meth:`SeriesReader.series_windows` cuts its windows from.
-_WINDOW_CELLS = 4096
 #: Pieces of a long series' buckets kept before they are merged into one.
 _MERGE_PIECES = 64
 
@@ -593,6 +593,14 @@ class _Pieces:
 
     def merged(self) -> tuple[np.ndarray, ...]:
         return merge_buckets(self._parts, self.first, self.stop, self.count)
+
+
+def _read_cost(job: _Job) -> int:
+    """What reading a job with its step table holds, in values (16 bytes each): the ranges
+    read, or the values of a segment read from its index."""
+    if job.source.index:
+        return int(job.head.directory["count"][job.picks].sum())
+    return sum(length for _, length, _ in _runs(job.head, job.picks, True)) // 16
 
 
 def _only(jobs: list[_Job], keep: set[SeriesKey] | None) -> list[_Job]:
