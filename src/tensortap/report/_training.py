@@ -28,12 +28,12 @@ from tensortap.diagnosis import build, job_diagnosis, judge_trial, outcome_of
 from tensortap.exceptions import InvalidConfigError, MissingCollectionFiles, TensortapError
 from tensortap.jobs._live import by_gravity, judged_count, status_text
 from tensortap.jobs._record import JobRecord
-from tensortap.query._curves import line_modes, mode_lines
+from tensortap.query._curves import line_modes, shrunk_mode_lines
 from tensortap.query._curves import read_series as read_series  # the old path
 from tensortap.query._health import HEAT_COLUMNS as HEAT_COLUMNS  # the old path too
 from tensortap.query._health import heat_width, layer_health, norm_buckets
 from tensortap.report._page import Row, diagnosis_block, page, rule_rows, section, summary_rows
-from tensortap.report._svg import heatmap, line_chart
+from tensortap.report._svg import MOST_POINTS, heatmap, shrunk_line_chart
 from tensortap.rules._rule import Rule
 from tensortap.trials._index import natural_key
 from tensortap.trials._sessions import Session
@@ -328,9 +328,11 @@ def vital_charts(trial: Trial) -> list[tuple[str, list[str]]]:
     return charts[:MOST_VITAL_CHARTS]
 
 
-def _series(trial: Trial, names: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Each tensor per mode over global steps (:func:`~tensortap.query._curves.mode_lines`)."""
-    return dict(mode_lines(trial, names))  # arrays: a 10^6-step line as lists took 56 MB
+def _chart(trial: Trial, names: Sequence[str], title: str, marks: dict[float, str]) -> str:
+    """A chart of each tensor per mode over global steps, each line shrunk as it is read
+    (:func:`~tensortap.query._curves.shrunk_mode_lines`: a long line is never held whole)."""
+    lines = shrunk_mode_lines(trial, names, MOST_POINTS)
+    return shrunk_line_chart(lines, title, "global step", marks, line_modes(trial, names))
 
 
 class TrainingReport:
@@ -419,16 +421,11 @@ class TrainingReport:
             for at, label in _spike_marks(s):  # a forecast of a loss spike
                 marks[at] = f"{marks[at]}, {label}" if at in marks else label
         charts = [
-            line_chart(
-                _series(trial, names), collection, "global step", marks, line_modes(trial, names)
-            )
+            _chart(trial, names, collection, marks)
             for collection in ("losses", "metrics")
             if (names := sorted(_saved(trial, collection)))
         ]
-        charts.extend(
-            line_chart(_series(trial, names), title, "global step", marks, line_modes(trial, names))
-            for title, names in vital_charts(trial)
-        )
+        charts.extend(_chart(trial, names, title, marks) for title, names in vital_charts(trial))
         groups, undrawn = scalar_charts(trial)
         shown = sum(len(group) for group in groups)
         for at, group in enumerate(groups):
@@ -438,11 +435,7 @@ class TrainingReport:
                 if len(groups) == 1 and not undrawn
                 else f"scalars ({first}-{first + len(group) - 1} of {shown + len(undrawn):,})"
             )
-            charts.append(
-                line_chart(
-                    _series(trial, group), title, "global step", marks, line_modes(trial, group)
-                )
-            )
+            charts.append(_chart(trial, group, title, marks))
         if undrawn:
             named = ", ".join(html.escape(n) for n in undrawn[:5])
             charts.append(

@@ -374,8 +374,9 @@ def _spread(
         steps, values = _kept(first, column, positive)
         pick = np.unique(np.linspace(0, len(steps) - 1, CLOCK_POINTS).astype(np.int64))
         return (steps[pick].tolist(), values[pick].tolist()) if len(steps) else ([], [])
-    total = sum(len(_kept(w, column, positive)[0]) for w in (first, second, *walk))
-    del first, second
+    total = len(_kept(first, column, positive)[0]) + len(_kept(second, column, positive)[0])
+    del first, second  # one window held at a time
+    total += sum(len(_kept(window, column, positive)[0]) for window in walk)
     if not total:
         return [], []
     pick = np.unique(np.linspace(0, total - 1, CLOCK_POINTS).astype(np.int64))
