@@ -74,14 +74,32 @@ def default_rules(trial: Trial) -> list[Rule]:
     ]
 
 
-def report_trial(trial: Trial, job: bool = False, rules: Sequence[Rule] | None = None) -> Trial:
+def report_trial(
+    trial: Trial,
+    job: bool = False,
+    rules: Sequence[Rule] | None = None,
+    judge_steps: int | None = None,
+) -> Trial:
     """The trial the page reads: ``trial`` itself, unless it is an outline (opened with
     ``records=False``, as ``tensortap report`` opens it) and the page must read saved values
     (layer health or activations, or rules to run over it: without a ``job`` whose summary
     says what its rules found); then the same trial read whole. A page of series alone (loss,
     metric and scalar curves) thus never reads the rows of the trial's index."""
-    if trial.records:
+    if trial.records or not reads_values(trial, job, rules, judge_steps):
         return trial
+    return Trial(trial.store, name=trial.name)
+
+
+def reads_values(
+    trial: Trial,
+    job: bool = False,
+    rules: Sequence[Rule] | None = None,
+    judge_steps: int | None = None,
+) -> bool:
+    """Whether the page of ``trial`` reads saved values (layer health or activations, or
+    rules to run over it: without a ``job`` whose summary says what its rules found, and
+    within ``judge_steps`` saved steps), so that an outline of the trial (``records=False``)
+    does not do (:func:`report_trial`)."""
     from tensortap.rules.builtin import BUILTIN_RULES
     from tensortap.rules.rule_configs import recommended_names
 
@@ -94,9 +112,10 @@ def report_trial(trial: Trial, job: bool = False, rules: Sequence[Rule] | None =
             for c in BUILTIN_RULES[name].required_collections()
         )
     )
-    if any(_saved(trial, c) for c in VALUE_COLLECTIONS) or (judged and not job):
-        return Trial(trial.store, name=trial.name)
-    return trial
+    if judged and isinstance(judge_steps, int) and not isinstance(judge_steps, bool):
+        # over more, the page does not judge (a bad judge_steps is refused by the page)
+        judged = len(trial.steps()) <= judge_steps
+    return any(_saved(trial, c) for c in VALUE_COLLECTIONS) or (judged and not job)
 
 
 def rules_that_find_problems(trial: Trial | str | os.PathLike[str]) -> list[str]:
@@ -576,7 +595,7 @@ def training_report(
         job = JobRecord(job)
         if not job.exists():  # a clear error if it is not a job directory
             job.job()
-    trial = report_trial(trial, job is not None, rules)
+    trial = report_trial(trial, job is not None, rules, judge_steps)
     return TrainingReport(trial, job, rules, title, judge_steps, location).html()
 
 

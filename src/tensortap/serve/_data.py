@@ -49,15 +49,22 @@ class TrialRefused(TensortapError, PermissionError):
     """A run's trial that the dashboard does not read (it lies outside the places served)."""
 
 
-def trial_of(run: Run) -> Trial:
+def trial_of(run: Run, records: bool = True) -> Trial:
     """The run's trial, opened once and refreshed at most every half second (closed by the
-    catalog once no page has asked for it for a while). The caller holds ``run.trial_lock``."""
+    catalog once no page has asked for it for a while). With ``records=False`` it may be an
+    outline (``create_trial(..., records=False)``: steps, names, series, never the index's
+    rows that locate every saved value, 64 bytes a value: 0.9 GB of a run of 100,000 steps x
+    100 scalars); asked for with ``records``, an outline kept is replaced by the trial read
+    whole. The caller holds ``run.trial_lock``."""
     if run.refused is not None:
         raise TrialRefused(run.refused)
     cache, now = run.cache, time.monotonic()
     cache.used = now
+    if cache.trial is not None and records and not cache.trial.records:
+        cache.trial.close()
+        cache.trial = None
     if cache.trial is None:
-        cache.trial, cache.refreshed = create_trial(run.location), now
+        cache.trial, cache.refreshed = create_trial(run.location, records=records), now
     elif now - cache.refreshed >= TRIAL_REFRESH_SECS:
         cache.trial.refresh()
         cache.refreshed = now
@@ -73,13 +80,17 @@ REPORT_JUDGE_STEPS = 5_000
 
 def report_page(run: Run) -> str:
     """The run's static report (``tensortap report``'s page) over the run's own trial
-    (:func:`trial_of`): rules judged within :data:`REPORT_JUDGE_STEPS`, lines drawn
-    bucketed. A bare trial's page is kept until its trial changes (its rules are judged once
-    per change, not per request); a job's is made again (what its rules found changes beside
-    the trial). The caller holds ``run.trial_lock``."""
-    from tensortap.report._training import training_report
+    (:func:`trial_of`; an outline, as ``tensortap report`` reads it, unless the page reads
+    saved values: layer health, activations, rules to run): rules judged within
+    :data:`REPORT_JUDGE_STEPS`, lines drawn bucketed. A bare trial's page is kept until its
+    trial changes (its rules are judged once per change, not per request); a job's is made
+    again (what its rules found changes beside the trial). The caller holds
+    ``run.trial_lock``."""
+    from tensortap.report._training import reads_values, training_report
 
-    trial = trial_of(run)
+    trial = trial_of(run, records=False)
+    if not trial.records and reads_values(trial, run.job is not None, None, REPORT_JUDGE_STEPS):
+        trial = trial_of(run)
     steps = trial.steps()
     key = (len(steps), steps[-1] if steps else None, len(run.cache.problems))
     kept = run.cache.answers.get(REPORT)
