@@ -228,25 +228,27 @@ class SeriesReader:
         plans, capacity = self._plan(wanted, lo, hi)
         most = BUCKET_READ_VALUES
         pieces: list[tuple[SeriesKey, tuple[np.ndarray, ...]]] = []
-        for keys in _groups(capacity, most):
+        groups = _groups(capacity, most)
+        for keys in groups:
             if len(keys) == 1 and capacity[keys[0]] > most:  # longer than the bound: in pieces
                 part = self._long_buckets(plans, keys[0], wanted, lo, hi, start, end, count)
                 if part is not None:
                     pieces.append((keys[0], part))
                 continue
             held = {key: capacity[key] for key in keys}
-            filled, _ = self._read_planned(plans, held, wanted, lo, hi, False, 16 * most)
+            whole = len(groups) == 1  # all of them: no job narrowed
+            filled, _ = self._read_planned(plans, held, wanted, lo, hi, False, 16 * most, whole)
             for key, row_lo, row_hi in filled.groups:
                 steps, values = filled.steps[row_lo:row_hi], filled.values[row_lo:row_hi]
                 first = lo if start is not None else int(steps[0])
                 stop = hi if end is not None else int(steps[-1]) + 1
                 pieces.append((key, bucketed(steps, values, first, stop, count)))
             del filled  # this group's values go before the next group's are read
-        groups, at = [], 0
+        rows, at = [], 0
         for key, part in pieces:
-            groups.append((key, at, at + len(part[0])))
+            rows.append((key, at, at + len(part[0])))
             at += len(part[0])
-        return bucket_columns(pieces, groups)
+        return bucket_columns(pieces, rows)
 
     def series_windows(
         self,
