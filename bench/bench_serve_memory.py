@@ -1,8 +1,9 @@
 """The dashboard's memory (issue 48, item 4): peak and final resident size of a ``tensortap
-serve`` process after every chart of several long runs was asked for (one curves request per
-series, as a page scrolled through them, then zoomed windows of all of them), with the
-server-wide cache budget (``--cache-mb``) at a few sizes and, for comparison, the dashboard
-of another source tree (``--before-src``: the code before the budget, say main's ``src``).
+serve`` process after every chart of several long runs was asked for (the page painted, its
+charts 50 to a request; one curves request per series, as a page scrolled through them; then
+zoomed windows of all of them), with the server-wide cache budget (``--cache-mb``) at a few
+sizes and, for comparison, the dashboard of another source tree (``--before-src``, with its
+own defaults: the code before a change, say main's ``src``).
 
 Each arm is a fresh server process (``tensortap.serve.start``, no read ahead) over the same
 runs, written once through the public hook under ``--out``; arms are interleaved round by
@@ -54,22 +55,43 @@ for line in sys.stdin:  # one line asks for the process's figures
 
 
 def get(url: str) -> Any:
+    return json.loads(get_text(url))
+
+
+def get_text(url: str) -> str:
     with urllib.request.urlopen(url, timeout=600) as response:
-        return json.loads(response.read())
+        return str(response.read().decode("utf-8"))
 
 
-def exercise(url: str, zooms: int) -> int:
-    """Every chart of every run, one curves request each, then ``zooms`` windows of all of
-    them; how many requests."""
+#: Charts a page asks for in one curves request, as the dashboard's page does (its BATCH).
+PAGE_BATCH = 50
+
+
+def exercise(url: str, zooms: int, pages: bool) -> int:
+    """Every run's page painted (its charts asked :data:`PAGE_BATCH` at a time, whole, as the
+    page opens), then every chart again one curves request each (no longer cached, under a
+    small budget), then (with ``pages``) its layer health and its report page, then ``zooms``
+    windows of all of them; how many requests."""
     count = 0
     for run in get(url + "api/runs")["runs"]:
         base = f"{url}api/run/{run['id']}/"
         listed = get(base + "series?limit=200")
         names = [c["name"] for c in listed["charts"] if c["statistic"] == "value"]
+        for at in range(0, len(names), PAGE_BATCH):
+            asked = "&".join(
+                f"name={urllib.request.quote(name)}&stat=value"
+                for name in names[at : at + PAGE_BATCH]
+            )
+            get(base + f"curves?limit=200&{asked}")
+            count += 1
         for name in names:
             get(base + f"curves?name={urllib.request.quote(name)}&stat=value")
             count += 1
         last = run["last_step"] or 0
+        if pages:  # the other pages that read many series: layer health, the report
+            get_text(base + "health")
+            get_text(f"{url}report/{run['id']}")
+            count += 2
         for z in range(zooms):
             lo = last * z // (zooms + 1)
             get(base + f"curves?match=series&limit=200&x0={lo}&x1={lo + last // 3}")
@@ -77,7 +99,7 @@ def exercise(url: str, zooms: int) -> int:
     return count
 
 
-def one(runs: Path, cache_mb: int, src: Path, zooms: int) -> dict[str, Any]:
+def one(runs: Path, cache_mb: int, src: Path, zooms: int, pages: bool) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(src)}
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(runs), str(cache_mb)],
@@ -89,7 +111,7 @@ def one(runs: Path, cache_mb: int, src: Path, zooms: int) -> dict[str, Any]:
     assert child.stdin is not None and child.stdout is not None
     try:
         url = child.stdout.readline().strip()
-        requests = exercise(url, zooms)
+        requests = exercise(url, zooms, pages)
         child.stdin.write("stat\n")
         child.stdin.flush()
         found = dict(json.loads(child.stdout.readline()))
@@ -119,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-mb", default="16,256", help="budgets to measure (MB)")
     parser.add_argument("--before-src", type=Path, help="another tree's src: its dashboard too")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--pages", action="store_true", help="ask each run's layer health and report page too"
+    )
     parser.add_argument("--out", type=Path, help="where the runs are kept (default: a temp dir)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-serve-memory-") as tmp:
@@ -128,15 +153,16 @@ def main(argv: list[str] | None = None) -> int:
             (f"budget {mb} MB", int(mb), SRC) for mb in args.cache_mb.split(",")
         ]
         if args.before_src is not None:
-            arms.insert(0, ("before (no server-wide budget)", 0, args.before_src))
+            arms.insert(0, ("before (--before-src, its defaults)", 0, args.before_src))
         results: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in arms}
         for _ in range(args.rounds):  # interleaved: each round runs every arm once
             for name, mb, src in arms:
-                results[name].append(one(out, mb, src, args.zooms))
+                results[name].append(one(out, mb, src, args.zooms, args.pages))
     load = os.getloadavg()
     print(
         f"{args.runs} runs x {args.steps:,} steps x {args.series} series, {args.zooms} zooms a "
-        f"run; medians of {args.rounds} interleaved rounds; load average "
+        f"run{', health and report pages' if args.pages else ''}; medians of {args.rounds} "
+        "interleaved rounds; load average "
         f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
     )
     print("| server | requests | peak RSS | RSS after | server CPU | accounted (peak) |")

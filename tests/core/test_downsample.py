@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from tensortap.core._downsample import minmax_buckets, nonfinite_runs
+from tensortap.core._downsample import StreamedMinMax, minmax_buckets, nonfinite_runs
 
 values = st.floats(-1e6, 1e6) | st.sampled_from([np.nan, np.inf, -np.inf])
 
@@ -62,3 +62,36 @@ def test_runs_split_by_kind_and_bad_input_is_refused() -> None:
         minmax_buckets(np.arange(3.0), np.arange(3.0), 0)
     with pytest.raises(ValueError, match="one length"):
         minmax_buckets(np.arange(3.0), np.arange(4.0))
+
+
+few = st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.0, np.nan, np.inf, -np.inf])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    arrays(np.float64, st.integers(0, 400), elements=values | few),
+    st.integers(1, 60),
+    st.lists(st.integers(0, 400), max_size=8),
+)
+def test_buckets_of_a_series_put_in_pieces_equal_buckets_of_it_whole(
+    y: np.ndarray, buckets: int, cuts: list[int]
+) -> None:
+    """Pieces put one after another (a long series walked a window at a time): the same
+    points, values and non-finite runs (runs across pieces joined) as the series whole;
+    repeated extremes (0.0 and -0.0 too) keep their first occurrence."""
+    x = np.arange(len(y), dtype=np.float64) * 2 + 5
+    streamed = StreamedMinMax(int(np.isfinite(y).sum()), buckets)
+    for piece_x, piece_y in zip(np.split(x, sorted(cuts)), np.split(y, sorted(cuts)), strict=True):
+        streamed.put(piece_x, piece_y)
+    assert streamed.complete
+    got, want = streamed.result(), minmax_buckets(x, y, buckets)
+    np.testing.assert_array_equal(got.x, want.x)
+    np.testing.assert_array_equal(got.y, want.y)
+    assert np.array_equal(np.signbit(got.y), np.signbit(want.y))
+    assert got.gaps == want.gaps
+
+
+def test_a_series_that_grew_after_it_was_counted_is_not_complete() -> None:
+    streamed = StreamedMinMax(3, 1)
+    streamed.put(np.arange(5.0), np.arange(5.0))
+    assert not streamed.complete

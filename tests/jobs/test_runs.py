@@ -6,9 +6,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import tensortap as tt
 from tensortap.jobs._record import JobRecord, write_json
-from tensortap.jobs._runs import group_rows, hyperparameter, run_row, sort_rows
+from tensortap.jobs._runs import (
+    RunRow,
+    group_rows,
+    hyperparameter,
+    run_row,
+    sort_rows,
+    trial_row,
+)
+from tests.helpers.held_values import HeldValues
 
 CONFIG = {
     "learning_rate": 0.05,
@@ -97,3 +107,55 @@ def test_a_problem_found_while_a_job_runs_is_its_verdict(tmp_path: Path) -> None
     assert [r.name for r in rows] == ["done", "live"]
     (group,) = group_rows(rows, "verdict")
     assert (group.value, group.runs, group.loss_mean) == ("problem", 2, 1.0 / 3)
+
+
+def test_a_long_run_s_row_is_read_without_holding_its_series(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row's steps, last loss, start and best validation metric come from the loss walked
+    a window of steps at a time and each metric's finite extremes (one bucket per worker):
+    the reader holds a bounded number of values at once, never a whole series (issue 48),
+    and the row is the one read whole."""
+    from tensortap.trials import _series
+    from tensortap.writer import WriterOptions
+    from tensortap.writer import _series as writer_series
+
+    monkeypatch.setattr(writer_series, "ROLLUP_SEGMENTS", 2)  # objects of 100 steps
+    hook = tt.Hook(
+        tmp_path / "run",
+        save_config=tt.SaveConfig(save_interval=1),
+        writer_options=WriterOptions(compact=False),
+    )
+    hook.set_mode(tt.modes.TRAIN)
+    for step in range(3000):
+        value = {700: float("inf"), 701: float("nan"), 2222: 0.99}.get(step, (step % 90) / 100)
+        hook.save_scalar("loss", 1 / (1 + step))
+        hook.save_scalar("val_accuracy", value)
+        hook.next_step()
+        if step % 50 == 49:
+            hook.flush()
+    assert hook.close().healthy
+
+    def row_with(most: int) -> tuple[RunRow, int]:
+        monkeypatch.setattr(_series, "BUCKET_READ_VALUES", most, raising=False)
+        with monkeypatch.context() as counting:
+            held = HeldValues(counting)
+            return trial_row("run", str(tmp_path / "run")), held.most
+
+    whole, _ = row_with(10**9)
+    row, most = row_with(1000)
+    assert row.best is not None
+    assert (row.best.name, row.best.value, row.best.higher_is_better) == (
+        "val_accuracy",
+        0.99,
+        True,
+    )
+    assert (row.steps, row.last_loss) == (3000, 1 / 3000)
+    assert (row.best, row.steps, row.last_loss, row.started) == (
+        whole.best,
+        whole.steps,
+        whole.last_loss,
+        whole.started,
+    )
+    assert row.started is not None and row.problems == []
+    assert most <= 1000, most

@@ -194,3 +194,48 @@ def test_a_trial_of_vital_signs_gets_a_chart_for_each(tmp_path: Path) -> None:
     assert len(loss) == steps
     ys = [y for _, y in loss]
     assert ys == sorted(ys)  # a falling loss: its points drawn lower (larger y) step by step
+
+
+def test_a_long_run_s_charts_are_drawn_without_holding_their_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each chart's lines are shrunk as they are read, a window of steps at a time, when they
+    do not fit in one read (issue 48: a chart of 8 lines of 10^6 steps held them all): the
+    series reader holds at most its bound of values, and the page is the one drawn from lines
+    read whole (the same points, NaN and Inf runs across windows, both modes)."""
+    from tensortap.trials import _series
+    from tensortap.writer import WriterOptions
+    from tensortap.writer import _series as writer_series
+    from tests.helpers.held_values import HeldValues
+
+    # objects of 50 steps: an object is the unit read, its chart's blocks well under the bound
+    monkeypatch.setattr(writer_series, "ROLLUP_SEGMENTS", 2)
+    hook = tt.Hook(
+        tmp_path / "run",
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["scalars"],
+        writer_options=WriterOptions(compact=False),
+    )
+    for step in range(3000):
+        hook.set_mode(tt.modes.EVAL if step % 500 >= 450 else tt.modes.TRAIN)
+        for i in range(10):
+            value = float(np.sin(step / (20 + i))) + (50.0 if step == 1234 + i else 0.0)
+            hook.save_scalar(f"s{i}", np.nan if 990 <= step < 1020 and i == 3 else value)
+        hook.save_scalar("loss", np.inf if step == 2001 else 1.0 / (1 + step), "losses")
+        hook.next_step()
+        if step % 25 == 24:
+            hook.flush()
+    assert hook.close().healthy
+
+    def page(most: int) -> tuple[str, int]:
+        monkeypatch.setattr(_series, "BUCKET_READ_VALUES", most, raising=False)
+        with monkeypatch.context() as counting:
+            held = HeldValues(counting)
+            return training_report(tmp_path / "run", rules=[]), held.most
+
+    whole, _ = page(10**9)
+    bounded, most = page(1000)
+    assert bounded == whole
+    charts = _charts(whole)
+    assert {"losses", "scalars (1-8 of 10)", "scalars (9-10 of 10)"} <= set(charts)
+    assert most <= 1000, most

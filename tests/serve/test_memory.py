@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tensortap as tt
+from tests.helpers.held_values import HeldValues
 from tests.helpers.json_get import get_json as get
 
 pytest.importorskip("starlette")
@@ -82,3 +83,67 @@ def test_the_cli_takes_cache_mb() -> None:
     _serve.add_parser(parser.add_subparsers())
     assert parser.parse_args(["serve", "--cache-mb", "64"]).cache_mb == 64
     assert parser.parse_args(["serve"]).cache_mb == 256
+
+
+def long_run(out) -> None:
+    """A loss at every one of 3,000 steps and 20 metrics every 10th step (9,000 values), in
+    segments of 50 steps rolled up two by two (each object: 100 steps, the loss's block 100
+    values, its step table 200 values' bytes)."""
+    from tensortap.writer import WriterOptions
+
+    hook = tt.Hook(
+        out,
+        save_config=tt.SaveConfig(save_interval=1),
+        writer_options=WriterOptions(compact=False),
+    )
+    for step in range(3000):
+        hook.save_scalar("loss", float(np.sin(step / 50)) + (9.0 if step == 1234 else 0.0))
+        if step % 10 == 0:
+            for i in range(20):
+                hook.save_scalar(f"metric_{i:02d}", float((step * (i + 3)) % 101))
+        hook.next_step()
+        if step % 50 == 49:
+            hook.flush()
+    assert hook.close().healthy
+
+
+def test_a_curves_request_of_long_series_holds_at_most_the_bound_and_answers_the_same(
+    tmp_path, serve, monkeypatch
+) -> None:
+    """Issue 48, item 4: a curves request of many long series read them all at once (every
+    value of every series, for a few hundred buckets each). Now the reader holds at most
+    ``BUCKET_READ_VALUES`` values at once, and every answer (all charts, a zoomed window, one
+    chart) is the one read whole, the run's clock (600 points of the loss's wall times) too."""
+    from tensortap.serve import _data
+    from tensortap.trials import _series
+    from tensortap.writer import _series as writer_series
+
+    # a line read as saved is bounded by RAW_POINTS: no more than a bucketed read holds
+    assert _data.RAW_POINTS <= _series.BUCKET_READ_VALUES
+    monkeypatch.setattr(writer_series, "ROLLUP_SEGMENTS", 2)
+    long_run(tmp_path / "long")
+    monkeypatch.setattr(_data, "RAW_POINTS", 1000)  # a line read as saved: at most the bound
+    asked = ["limit=200", "limit=200&x0=700&x1=2100", "name=loss&stat=value"]
+
+    def answers(most: int) -> tuple[list[dict], int]:
+        monkeypatch.setattr(_series, "BUCKET_READ_VALUES", most, raising=False)
+        dashboard = serve(tmp_path / "long", warm=False)
+        _, runs = get(dashboard.url + "api/runs")
+        (ident,) = [r["id"] for r in runs["runs"]]
+        base = f"{dashboard.url}api/run/{ident}/curves?"
+        held = HeldValues(monkeypatch)
+        found = []
+        for query in asked:
+            status, body = get(base + query)
+            assert status == 200
+            found.append({k: body[k] for k in ("series", "total", "last_step", "clock")})
+        monkeypatch.undo()  # the counting wrappers (and the bound) off again
+        monkeypatch.setattr(_data, "RAW_POINTS", 1000)
+        return found, held.most
+
+    whole, _ = answers(10**9)
+    bounded, most = answers(1000)
+    assert bounded == whole
+    assert [len(a["series"]) for a in whole] == [21, 21, 1]
+    assert len(whole[0]["clock"]["steps"]) == 600  # the loss's 3,000 steps walked in windows
+    assert most <= 1000, most

@@ -139,3 +139,33 @@ def test_a_short_bare_trial_is_judged_once_per_change(tmp_path, work) -> None:
         assert second == first
     finally:
         dashboard.stop()
+
+
+def test_the_report_of_a_long_run_reads_no_index_rows(long_runs, work) -> None:
+    """Issue 48: the report page opened the run's trial whole, the index's row of every saved
+    value kept (0.9 GB of a run of 10^5 steps x 100 scalars). A page that reads no saved
+    value (no layer health, no activations, no rules to run) reads an outline of the trial,
+    as ``tensortap report`` does: the same page; a page that needs the rows gets them."""
+    from tensortap.report import training_report
+    from tensortap.serve._data import REPORT_JUDGE_STEPS
+
+    dashboard = start([str(long_runs)], port=0, warm=False)
+    try:
+        ident = _ids(dashboard.url)["bare"]
+        page = _page(dashboard.url + f"report/{ident}")
+        run = dashboard.catalog.get(ident)
+        assert run is not None and run.cache.trial is not None
+        assert run.cache.trial.records is False  # an outline: no row per saved value kept
+        whole = Trial(str(long_runs / "bare"))
+        assert whole.records
+        expected = training_report(
+            whole, judge_steps=REPORT_JUDGE_STEPS, location=run.shown or run.location
+        )
+        assert page == expected
+        # a page that reads saved values (TensorPlot) gets the trial read whole
+        status, _ = get(dashboard.url + f"api/run/{ident}/tensorplot?name=loss")
+        assert status == 200
+        assert run.cache.trial.records is True
+        assert _page(dashboard.url + f"report/{ident}") == page
+    finally:
+        dashboard.stop()

@@ -16,6 +16,7 @@ from tensortap.exceptions import InvalidConfigError
 from tensortap.format import _layout as layout
 from tensortap.trials._columns import published_segments, scalar_columns
 from tensortap.trials._series import SeriesReader, bucketed
+from tensortap.trials._series_columns import merge_buckets
 from tensortap.writer import WriterOptions
 from tensortap.writer import _series as writer_series
 
@@ -237,6 +238,38 @@ def test_buckets_agree_with_a_plain_loop(points: list[tuple[int, float]], count:
         else:
             assert math.isnan(low[k]) and math.isnan(high[k])
     assert int(counts.sum()) == len(points)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 300), values), min_size=1, max_size=40),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(1, 20),
+)
+def test_buckets_merged_from_pieces_equal_buckets_of_all(
+    pieces: list[list[tuple[int, float]]], count: int
+) -> None:
+    """Pieces read one after another (each sorted by step; steps may repeat across pieces,
+    as a session that saved a step again): their buckets merged equal the buckets of all the
+    rows sorted stably by step, as one read of everything gives them."""
+    for piece in pieces:
+        piece.sort(key=lambda p: p[0])
+    rows = sorted((p for piece in pieces for p in piece), key=lambda p: p[0])
+    lo = min(p[0] for p in rows)
+    hi = max(p[0] for p in rows) + 1
+
+    def cut(points: list[tuple[int, float]]) -> tuple[np.ndarray, ...]:
+        steps = np.array([p[0] for p in points], np.int64)
+        return bucketed(steps, np.array([p[1] for p in points], np.float64), lo, hi, count)
+
+    merged = merge_buckets([cut(piece) for piece in pieces], lo, hi, count)
+    whole = cut(rows)
+    for got, want in zip(merged, whole, strict=True):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)  # NaN equal to NaN
 
 
 def test_series_over_s3(s3_bucket: str) -> None:

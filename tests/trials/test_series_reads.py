@@ -253,3 +253,139 @@ def _nan_safe_rows_of(
         if tensor == name
         for g, _, v in rows
     ]
+
+
+def _bucket_rows(columns: Any) -> list[tuple[Any, ...]]:
+    """Every bucket as a row (NaN as "nan": comparable), in the order returned."""
+    names = ("worker", "mode", "tensor", "statistic", "first_step", "last_step", "count")
+    numbers = ("min", "max", "last", "nonfinite")
+    rows = []
+    for i in range(columns.rows):
+        found = [columns[n][i] for n in names]
+        for n in numbers:
+            value = float(columns[n][i])
+            found.append("nan" if math.isnan(value) else value)
+        rows.append(tuple(found))
+    return rows
+
+
+def _buckets_of_rows(columns: Any, start: int | None, end: int | None, count: int) -> Any:
+    """What :meth:`SeriesReader.buckets` answered before it read in bounded pieces: every
+    series read at once (``series()``), each cut by :func:`bucketed` over its extent."""
+    from tensortap.trials._series_columns import bucket_columns, bucketed
+
+    pieces, groups, at = [], [], 0
+    for key, part in columns.groups():
+        steps, values = part["global_step"], part["value"]
+        first = start if start is not None else int(steps[0])
+        stop = end if end is not None else int(steps[-1]) + 1
+        found = bucketed(steps, values, first, stop, count)
+        pieces.append((key, found))
+        groups.append((key, at, at + len(found[0])))
+        at += len(found[0])
+    return bucket_columns(pieces, groups)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_buckets_read_in_bounded_pieces_equal_one_read_of_everything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Whatever the bound on values held (a series alone longer than it, read object by
+    object, or many series in one group), the buckets are those of every value read at once."""
+    saved = _fuzz_run(tmp_path, seed)
+    rng = np.random.default_rng(2000 + seed)
+    last = max(g for rows in saved.values() for g, _, _ in rows)
+    bounds = [(None, None), (None, last // 2), (last // 3, None)] + [
+        tuple(sorted(int(b) for b in rng.integers(-5, last + 5, 2))) for _ in range(2)
+    ]
+    reader = SeriesReader(tmp_path)
+    for start, end in bounds:
+        for count in (1, 7, 600):
+            want = _bucket_rows(
+                _buckets_of_rows(reader.series(start=start, end=end), start, end, count)
+            )
+            for most in (1, 5, 40, 1 << 20):
+                monkeypatch.setattr(_series, "BUCKET_READ_VALUES", most)
+                got = _bucket_rows(reader.buckets(start=start, end=end, count=count))
+                assert got == want, (seed, start, end, count, most)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_series_walked_in_windows_are_the_series_read_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """``series_windows`` answers every row ``series`` does, in step order, window by
+    window, with their mode steps and wall times, whatever the bound (windows of a few values
+    over random runs, or one window when everything fits)."""
+    _fuzz_run(tmp_path, seed)
+    reader = SeriesReader(tmp_path)
+    names = ("global_step", "step", "wall_time", "value")
+
+    def rows(columns: Any) -> dict[Any, list[tuple[Any, ...]]]:
+        found: dict[Any, list[tuple[Any, ...]]] = {}
+        for key, part in columns.groups():
+            cols = [part[n].tolist() for n in names]
+            found.setdefault(key, []).extend(
+                tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in row)
+                for row in zip(*cols, strict=True)
+            )
+        return found
+
+    for mode in (None, "TRAIN"):
+        want = rows(reader.series(mode=mode))
+        for most in (4, 60, 1 << 20):
+            monkeypatch.setattr(_series, "BUCKET_READ_VALUES", most)
+            windows = list(reader.series_windows(mode=mode))
+            got: dict[Any, list[tuple[Any, ...]]] = {}
+            for window in windows:
+                for key, found in rows(window).items():
+                    got.setdefault(key, []).extend(found)
+            assert got == want, (seed, mode, most)
+            if most == 1 << 20:
+                assert len(windows) == 1
+            elif most == 4:
+                assert len(windows) > 1
+
+
+def test_a_long_series_read_in_pieces_holds_about_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Peak memory of bucketing every series is about the bound on values held (16 bytes a
+    value, and the bytes of a batch), not the 200,000 values asked for (3.2 MB)."""
+    steps, series, most = 4000, 50, 20_000
+    _write_grid(tmp_path, steps, series, flush_every=100, compact=False)
+    reader = SeriesReader(tmp_path)
+    reader.keys()  # the heads, read once, are not what is measured
+    want = _bucket_rows(reader.buckets(count=100))
+    monkeypatch.setattr(_series, "BUCKET_READ_VALUES", most, raising=False)
+    tracemalloc.start()
+    try:
+        got = reader.buckets(count=100)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert _bucket_rows(got) == want
+    answer = 7 * 8 * 100 * series  # the buckets returned
+    assert peak <= 2 * 16 * most + 2 * answer + (256 << 10), peak
+
+
+def test_a_long_series_with_a_damaged_first_step_is_bucketed_as_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A series read in pieces takes its extent from the first and last step of its blocks,
+    unchecked: where damage changed one, the blocks' checks send the object to its indexes,
+    and the buckets are made again over the steps read: the same as undamaged."""
+    _write_grid(tmp_path, 300, 3, flush_every=50, compact=False)
+    want = _bucket_rows(SeriesReader(tmp_path).buckets(count=7))
+    reader = SeriesReader(tmp_path)
+    state = reader.objects.workers["worker_0"]
+    source, head = next(iter(reader.objects.heads_of(state.plan, state)))
+    offset, _ = head.block_range([k[0] for k in head.keys].index("series/001"))
+    path = tmp_path / source.key
+    raw = bytearray(path.read_bytes())
+    raw[offset : offset + 8] = (-(10**6)).to_bytes(8, "little", signed=True)  # its first step
+    path.write_bytes(bytes(raw))
+    monkeypatch.setattr(_series, "BUCKET_READ_VALUES", 10)  # every series read in pieces
+    reader = SeriesReader(tmp_path)
+    assert _bucket_rows(reader.buckets(count=7)) == want
+    assert any("checksum" in problem for problem in reader.problems)

@@ -311,12 +311,7 @@ def _trial(row: RunRow, location: str) -> None:
         keys = reader.keys()
         loss = _loss_name(keys)
         if loss is not None:
-            series = reader.series([loss], mode=ModeKeys.TRAIN, statistic="value")
-            if series.rows:
-                row.steps = int(np.max(series["step"])) + 1
-                row.last_loss = float(series["value"][-1])
-                if row.started is None:
-                    row.started = float(series["wall_time"][0])
+            _loss_row(row, reader, loss)
         if row.steps is None and reader.last_step >= 0:
             row.steps = reader.last_step + 1
         row.best = _best(reader, keys)
@@ -326,6 +321,31 @@ def _trial(row: RunRow, location: str) -> None:
     row.hyperparameters = {
         k: v for k in KEY_HYPERPARAMETERS if (v := hyperparameter(row.config, k)) is not None
     }
+
+
+def _loss_row(row: RunRow, reader: Any, loss: str) -> None:
+    """The row's steps (the highest TRAIN step, plus one), last loss (the last worker's
+    newest) and start (the first worker's first loss's wall time), from the training loss
+    walked a window of steps at a time (never the whole series held)."""
+    from tensortap.trials._series_fill import series_order
+
+    highest: int | None = None
+    newest: dict[Any, float] = {}
+    first_wall: dict[Any, float] = {}
+    for window in reader.series_windows([loss], mode=ModeKeys.TRAIN, statistic="value"):
+        if not window.rows:
+            continue
+        top = int(np.max(window["step"]))
+        highest = top if highest is None else max(highest, top)
+        for key, part in window.groups():  # windows come in step order: the newest last
+            newest[key] = float(part["value"][-1])
+            first_wall.setdefault(key, float(part["wall_time"][0]))
+    if highest is None:
+        return
+    row.steps = highest + 1
+    row.last_loss = newest[max(newest, key=series_order)]
+    if row.started is None:
+        row.started = first_wall[min(first_wall, key=series_order)]
 
 
 def _loss_name(keys: Iterable[Any]) -> str | None:
@@ -367,8 +387,10 @@ def _best(reader: Any, keys: Sequence[Any]) -> BestMetric | None:
     if not ranked and any(k.tensor == Vital.LOSS and k.mode == ModeKeys.EVAL for k in keys):
         ranked.append((2, Vital.LOSS, ModeKeys.EVAL, False))
     for _, tensor, mode, higher in sorted(ranked, key=lambda r: (r[0], r[1], int(r[2]))):
-        values = reader.series([tensor], mode=mode, statistic="value")["value"]
-        finite = values[np.isfinite(values)] if len(values) else values
+        # one bucket per worker: its finite extremes, never the whole series held
+        found = reader.buckets([tensor], mode=mode, statistic="value", count=1)
+        extremes = found["max"] if higher else found["min"]
+        finite = extremes[np.isfinite(extremes)]
         if len(finite):
             best = float(finite.max() if higher else finite.min())
             return BestMetric(tensor, best, higher)

@@ -4,13 +4,16 @@ the dashboard's charts draw)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from tensortap.core._downsample import Series, StreamedMinMax, minmax_buckets
 from tensortap.core._reductions import compute_reduction
 from tensortap.trials._index import natural_key
+from tensortap.trials._series import SeriesColumns
 from tensortap.trials._trial import Trial
 
 #: Buckets of a long line drawn (each kept as its min and max): a chart never draws more than
@@ -63,8 +66,13 @@ def read_series(
     workers answers with the first worker's value (as ``Tensor.value`` does)."""
     if not names:
         return {}
+    return _lines(trial.series(list(names), statistic=statistic))
+
+
+def _lines(columns: SeriesColumns) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
+    """:func:`read_series` of rows read (all of them, or a window of steps)."""
     parts: dict[tuple[str, str], list[tuple[Any, np.ndarray, np.ndarray]]] = {}
-    for series, rows in trial.series(list(names), statistic=statistic).groups():
+    for series, rows in columns.groups():
         parts.setdefault((series.tensor, series.mode.name), []).append(
             (natural_key(series.worker), rows["global_step"], rows["value"])
         )
@@ -82,6 +90,55 @@ def read_series(
         first = np.concatenate(([True], np.diff(steps) != 0))
         out[key] = (steps[first], values[first])
     return out
+
+
+#: Times the lines are walked again when the run grew between counting and shrinking them;
+#: then they are read whole.
+_WALKS = 3
+
+
+def shrunk_series(
+    trial: Trial, names: Sequence[str], statistic: str, buckets: int
+) -> dict[tuple[str, str], Series]:
+    """:func:`read_series`, each line shrunk by
+    :func:`~tensortap.core._downsample.minmax_buckets` to ``buckets``, without holding a
+    long line whole: when the lines do not fit in one read of the series reader
+    (:meth:`SeriesReader.series_windows`), they are walked a window of steps at a time twice
+    (their finite values counted, then shrunk as they come,
+    :class:`~tensortap.core._downsample.StreamedMinMax`): the same points."""
+    if not names:
+        return {}
+    for _ in range(_WALKS):
+        walk = trial.series_windows(list(names), statistic=statistic)
+        first = next(walk, None)
+        if first is None:
+            return {}
+        second = next(walk, None)
+        if second is None:  # it fits: one read
+            found = _lines(first)
+            return {key: _shrunk(steps, values, buckets) for key, (steps, values) in found.items()}
+        finite: dict[tuple[str, str], int] = {}
+        for window in itertools.chain((first, second), walk):
+            for key, (_, values) in _lines(window).items():
+                finite[key] = finite.get(key, 0) + int(np.isfinite(values).sum())
+        del first, second
+        streams = {key: StreamedMinMax(count, buckets) for key, count in finite.items()}
+        grew = False
+        for window in trial.series_windows(list(names), statistic=statistic):
+            for key, (steps, values) in _lines(window).items():
+                stream = streams.get(key)
+                if stream is None:
+                    grew = True
+                    continue
+                stream.put(steps.astype(np.float64), values)
+        if not grew and all(stream.complete for stream in streams.values()):
+            return {key: stream.result() for key, stream in sorted(streams.items())}
+    found = read_series(trial, names, statistic)
+    return {key: _shrunk(steps, values, buckets) for key, (steps, values) in found.items()}
+
+
+def _shrunk(steps: np.ndarray, values: np.ndarray, buckets: int) -> Series:
+    return minmax_buckets(np.asarray(steps, dtype=np.float64), np.asarray(values), buckets)
 
 
 def line_label(name: str, mode: str, modes: int) -> str:
@@ -126,11 +183,39 @@ def mode_lines(
     return out
 
 
+def shrunk_mode_lines(
+    trial: Trial, names: Sequence[str], buckets: int = LINE_BUCKETS
+) -> dict[str, Series]:
+    """:func:`mode_lines` (each mode its own line over global steps), each line shrunk by
+    :func:`~tensortap.core._downsample.minmax_buckets` to ``buckets``: the lines the series
+    path holds through :func:`shrunk_series` (a long line never held whole), the others
+    (a tensor with no one-element value) reduced per step and shrunk as :func:`mode_lines`
+    reads them."""
+    modes = trial.modes()
+    read = shrunk_series(trial, names, "value", buckets)
+    out: dict[str, Series] = {}
+    for name in names:
+        for each in modes:
+            label = line_label(name, each.name, len(modes))
+            found = read.get((name, each.name))
+            if found is not None:
+                out[label] = found
+                continue
+            steps, values = tensor_series(trial, name, each, "mean")
+            if not len(steps):
+                continue
+            steps = np.asarray(trial.tensor(name).global_steps(each), dtype=np.int64)
+            out[label] = _shrunk(steps, values, buckets)
+    return out
+
+
 __all__ = [
     "LINE_BUCKETS",
     "line_label",
     "line_modes",
     "mode_lines",
     "read_series",
+    "shrunk_mode_lines",
+    "shrunk_series",
     "tensor_series",
 ]

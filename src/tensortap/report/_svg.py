@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tensortap.core._downsample import minmax_buckets
+from tensortap.core._downsample import Series, minmax_buckets
 from tensortap.query._curves import LINE_BUCKETS
 from tensortap.report._colours import BAD, PALETTE, SEVERITY_COLOURS, line_colours
 
@@ -149,6 +149,18 @@ def line_chart(
         for name, (xs, ys) in series.items()
         if len(xs)
     }
+    return shrunk_line_chart(shrunk, title, xlabel, marks, modes)
+
+
+def shrunk_line_chart(
+    shrunk: Mapping[str, Series],
+    title: str,
+    xlabel: str,
+    marks: Mapping[float, str] | None = None,
+    modes: Mapping[str, str] | None = None,
+) -> str:
+    """:func:`line_chart` of lines already shrunk to at most :data:`MOST_POINTS` buckets
+    (:func:`~tensortap.query._curves.shrunk_mode_lines`, which never holds a long line)."""
     every_x = [
         v for s in shrunk.values() for v in (*s.x, *(g[0] for g in s.gaps), *(g[1] for g in s.gaps))
     ]

@@ -28,12 +28,12 @@ from tensortap.diagnosis import build, job_diagnosis, judge_trial, outcome_of
 from tensortap.exceptions import InvalidConfigError, MissingCollectionFiles, TensortapError
 from tensortap.jobs._live import by_gravity, judged_count, status_text
 from tensortap.jobs._record import JobRecord
-from tensortap.query._curves import line_modes, mode_lines
+from tensortap.query._curves import line_modes, shrunk_mode_lines
 from tensortap.query._curves import read_series as read_series  # the old path
 from tensortap.query._health import HEAT_COLUMNS as HEAT_COLUMNS  # the old path too
 from tensortap.query._health import heat_width, layer_health, norm_buckets
 from tensortap.report._page import Row, diagnosis_block, page, rule_rows, section, summary_rows
-from tensortap.report._svg import heatmap, line_chart
+from tensortap.report._svg import MOST_POINTS, heatmap, shrunk_line_chart
 from tensortap.rules._rule import Rule
 from tensortap.trials._index import natural_key
 from tensortap.trials._sessions import Session
@@ -74,14 +74,32 @@ def default_rules(trial: Trial) -> list[Rule]:
     ]
 
 
-def report_trial(trial: Trial, job: bool = False, rules: Sequence[Rule] | None = None) -> Trial:
+def report_trial(
+    trial: Trial,
+    job: bool = False,
+    rules: Sequence[Rule] | None = None,
+    judge_steps: int | None = None,
+) -> Trial:
     """The trial the page reads: ``trial`` itself, unless it is an outline (opened with
     ``records=False``, as ``tensortap report`` opens it) and the page must read saved values
     (layer health or activations, or rules to run over it: without a ``job`` whose summary
     says what its rules found); then the same trial read whole. A page of series alone (loss,
     metric and scalar curves) thus never reads the rows of the trial's index."""
-    if trial.records:
+    if trial.records or not reads_values(trial, job, rules, judge_steps):
         return trial
+    return Trial(trial.store, name=trial.name)
+
+
+def reads_values(
+    trial: Trial,
+    job: bool = False,
+    rules: Sequence[Rule] | None = None,
+    judge_steps: int | None = None,
+) -> bool:
+    """Whether the page of ``trial`` reads saved values (layer health or activations, or
+    rules to run over it: without a ``job`` whose summary says what its rules found, and
+    within ``judge_steps`` saved steps), so that an outline of the trial (``records=False``)
+    does not do (:func:`report_trial`)."""
     from tensortap.rules.builtin import BUILTIN_RULES
     from tensortap.rules.rule_configs import recommended_names
 
@@ -94,9 +112,10 @@ def report_trial(trial: Trial, job: bool = False, rules: Sequence[Rule] | None =
             for c in BUILTIN_RULES[name].required_collections()
         )
     )
-    if any(_saved(trial, c) for c in VALUE_COLLECTIONS) or (judged and not job):
-        return Trial(trial.store, name=trial.name)
-    return trial
+    if judged and isinstance(judge_steps, int) and not isinstance(judge_steps, bool):
+        # over more, the page does not judge (a bad judge_steps is refused by the page)
+        judged = len(trial.steps()) <= judge_steps
+    return any(_saved(trial, c) for c in VALUE_COLLECTIONS) or (judged and not job)
 
 
 def rules_that_find_problems(trial: Trial | str | os.PathLike[str]) -> list[str]:
@@ -328,9 +347,11 @@ def vital_charts(trial: Trial) -> list[tuple[str, list[str]]]:
     return charts[:MOST_VITAL_CHARTS]
 
 
-def _series(trial: Trial, names: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Each tensor per mode over global steps (:func:`~tensortap.query._curves.mode_lines`)."""
-    return dict(mode_lines(trial, names))  # arrays: a 10^6-step line as lists took 56 MB
+def _chart(trial: Trial, names: Sequence[str], title: str, marks: dict[float, str]) -> str:
+    """A chart of each tensor per mode over global steps, each line shrunk as it is read
+    (:func:`~tensortap.query._curves.shrunk_mode_lines`: a long line is never held whole)."""
+    lines = shrunk_mode_lines(trial, names, MOST_POINTS)
+    return shrunk_line_chart(lines, title, "global step", marks, line_modes(trial, names))
 
 
 class TrainingReport:
@@ -419,16 +440,11 @@ class TrainingReport:
             for at, label in _spike_marks(s):  # a forecast of a loss spike
                 marks[at] = f"{marks[at]}, {label}" if at in marks else label
         charts = [
-            line_chart(
-                _series(trial, names), collection, "global step", marks, line_modes(trial, names)
-            )
+            _chart(trial, names, collection, marks)
             for collection in ("losses", "metrics")
             if (names := sorted(_saved(trial, collection)))
         ]
-        charts.extend(
-            line_chart(_series(trial, names), title, "global step", marks, line_modes(trial, names))
-            for title, names in vital_charts(trial)
-        )
+        charts.extend(_chart(trial, names, title, marks) for title, names in vital_charts(trial))
         groups, undrawn = scalar_charts(trial)
         shown = sum(len(group) for group in groups)
         for at, group in enumerate(groups):
@@ -438,11 +454,7 @@ class TrainingReport:
                 if len(groups) == 1 and not undrawn
                 else f"scalars ({first}-{first + len(group) - 1} of {shown + len(undrawn):,})"
             )
-            charts.append(
-                line_chart(
-                    _series(trial, group), title, "global step", marks, line_modes(trial, group)
-                )
-            )
+            charts.append(_chart(trial, group, title, marks))
         if undrawn:
             named = ", ".join(html.escape(n) for n in undrawn[:5])
             charts.append(
@@ -583,7 +595,7 @@ def training_report(
         job = JobRecord(job)
         if not job.exists():  # a clear error if it is not a job directory
             job.job()
-    trial = report_trial(trial, job is not None, rules)
+    trial = report_trial(trial, job is not None, rules, judge_steps)
     return TrainingReport(trial, job, rules, title, judge_steps, location).html()
 
 

@@ -18,6 +18,7 @@ import math
 import sys
 import time
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -32,13 +33,15 @@ from tensortap.serve._catalog import REPORT, Run
 from tensortap.serve._meta import guard_trips, overview, resumed_sessions, rules, run_config
 from tensortap.serve._series import BUCKETS, SeriesKey, buckets, open_reader
 from tensortap.trials._index import natural_key
-from tensortap.trials._series import SeriesReader
+from tensortap.trials._series import SeriesColumns, SeriesReader
 from tensortap.trials._trial import Trial, create_trial
 
 TRIAL_REFRESH_SECS = 0.5
 MAX_SERIES = 200  # charts drawn per curves request (and listed per page), at most
 #: Values read as saved (not bucketed by the series path) when an answer holds no more: short
 #: lines keep their extremes at their own steps and every NaN/Inf step (~0.1 s of reading).
+#: It bounds what that read holds (3.2 MB), below the series reader's own bound on a bucketed
+#: read (:data:`~tensortap.trials._series.BUCKET_READ_VALUES`).
 RAW_POINTS = 200_000
 
 
@@ -46,15 +49,22 @@ class TrialRefused(TensortapError, PermissionError):
     """A run's trial that the dashboard does not read (it lies outside the places served)."""
 
 
-def trial_of(run: Run) -> Trial:
+def trial_of(run: Run, records: bool = True) -> Trial:
     """The run's trial, opened once and refreshed at most every half second (closed by the
-    catalog once no page has asked for it for a while). The caller holds ``run.trial_lock``."""
+    catalog once no page has asked for it for a while). With ``records=False`` it may be an
+    outline (``create_trial(..., records=False)``: steps, names, series, never the index's
+    rows that locate every saved value, 64 bytes a value: 0.9 GB of a run of 100,000 steps x
+    100 scalars); asked for with ``records``, an outline kept is replaced by the trial read
+    whole. The caller holds ``run.trial_lock``."""
     if run.refused is not None:
         raise TrialRefused(run.refused)
     cache, now = run.cache, time.monotonic()
     cache.used = now
+    if cache.trial is not None and records and not cache.trial.records:
+        cache.trial.close()
+        cache.trial = None
     if cache.trial is None:
-        cache.trial, cache.refreshed = create_trial(run.location), now
+        cache.trial, cache.refreshed = create_trial(run.location, records=records), now
     elif now - cache.refreshed >= TRIAL_REFRESH_SECS:
         cache.trial.refresh()
         cache.refreshed = now
@@ -70,13 +80,17 @@ REPORT_JUDGE_STEPS = 5_000
 
 def report_page(run: Run) -> str:
     """The run's static report (``tensortap report``'s page) over the run's own trial
-    (:func:`trial_of`): rules judged within :data:`REPORT_JUDGE_STEPS`, lines drawn
-    bucketed. A bare trial's page is kept until its trial changes (its rules are judged once
-    per change, not per request); a job's is made again (what its rules found changes beside
-    the trial). The caller holds ``run.trial_lock``."""
-    from tensortap.report._training import training_report
+    (:func:`trial_of`; an outline, as ``tensortap report`` reads it, unless the page reads
+    saved values: layer health, activations, rules to run): rules judged within
+    :data:`REPORT_JUDGE_STEPS`, lines drawn bucketed. A bare trial's page is kept until its
+    trial changes (its rules are judged once per change, not per request); a job's is made
+    again (what its rules found changes beside the trial). The caller holds
+    ``run.trial_lock``."""
+    from tensortap.report._training import reads_values, training_report
 
-    trial = trial_of(run)
+    trial = trial_of(run, records=False)
+    if not trial.records and reads_values(trial, run.job is not None, None, REPORT_JUDGE_STEPS):
+        trial = trial_of(run)
     steps = trial.steps()
     key = (len(steps), steps[-1] if steps else None, len(run.cache.problems))
     kept = run.cache.answers.get(REPORT)
@@ -335,9 +349,7 @@ def clock(run: Run, reader: SeriesReader) -> dict[str, list[float]] | None:
     )
     found: dict[str, list[float]] = {}
     if values:
-        key = values[0]
-        part = reader.series([key.tensor], mode=key.mode, statistic="value")
-        steps, wall = _spread_points(part["global_step"], part["wall_time"], positive=True)
+        steps, wall = _spread(reader, values[0], "wall_time", positive=True)
         if len(steps):
             found.update(steps=steps, wall=wall)
     # the run's epochs, where it saved them: a series named ``epoch`` (the Trainer's logged
@@ -345,30 +357,61 @@ def clock(run: Run, reader: SeriesReader) -> dict[str, list[float]] | None:
     epochs = [k for k in values if k.tensor.rsplit("/", 1)[-1].lower() == "epoch"]
     epochs.sort(key=lambda k: (k.mode != ModeKeys.TRAIN, natural_key(k.worker), k.tensor))
     if epochs:
-        key = epochs[0]
-        part = reader.series([key.tensor], mode=key.mode, statistic="value")
-        steps, epoch = _spread_points(part["global_step"], part["value"], positive=False)
+        steps, epoch = _spread(reader, epochs[0], "value", positive=False)
         if len(steps):
             found.update(epoch_steps=steps, epoch=epoch)
     run.cache.clock = (version, now, found or None)
     return found or None
 
 
-def _spread_points(
-    steps_in: Any, values_in: Any, positive: bool
+def _spread(
+    reader: SeriesReader, key: SeriesKey, column: str, positive: bool
 ) -> tuple[list[float], list[float]]:
-    """At most :data:`CLOCK_POINTS` (global step, value) pairs spread evenly over a series,
-    by step; values not finite (or not positive, with ``positive``) left out."""
-    steps = np.asarray(steps_in, dtype=np.int64)
-    values = np.asarray(values_in, dtype=np.float64)
+    """At most :data:`CLOCK_POINTS` (global step, ``column``) pairs spread evenly over the
+    rows of ``key``'s tensor in its mode (every worker's), by step; values not finite (or not
+    positive, with ``positive``) left out. A series longer than the reader holds at once
+    (:meth:`SeriesReader.series_windows`) is walked twice, a window at a time: its rows
+    counted, then the chosen ones taken: the same points, never the whole series held."""
+
+    def windows() -> Iterator[SeriesColumns]:
+        return reader.series_windows([key.tensor], mode=key.mode, statistic="value")
+
+    walk = windows()
+    first = next(walk, None)
+    if first is None:
+        return [], []
+    second = next(walk, None)
+    if second is None:  # it fits: one read
+        steps, values = _kept(first, column, positive)
+        pick = np.unique(np.linspace(0, len(steps) - 1, CLOCK_POINTS).astype(np.int64))
+        return (steps[pick].tolist(), values[pick].tolist()) if len(steps) else ([], [])
+    total = len(_kept(first, column, positive)[0]) + len(_kept(second, column, positive)[0])
+    del first, second  # one window held at a time
+    total += sum(len(_kept(window, column, positive)[0]) for window in walk)
+    if not total:
+        return [], []
+    pick = np.unique(np.linspace(0, total - 1, CLOCK_POINTS).astype(np.int64))
+    out_steps: list[float] = []
+    out_values: list[float] = []
+    at = 0
+    for window in windows():
+        steps, values = _kept(window, column, positive)
+        inside = pick[(pick >= at) & (pick < at + len(steps))] - at
+        out_steps += steps[inside].tolist()
+        out_values += values[inside].tolist()
+        at += len(steps)
+    return out_steps, out_values
+
+
+def _kept(window: SeriesColumns, column: str, positive: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A window's (global step, ``column``) rows kept (finite; positive with ``positive``),
+    sorted by step (stably: rows of one step in the order read)."""
+    steps = np.asarray(window["global_step"], dtype=np.int64)
+    values = np.asarray(window[column], dtype=np.float64)
     kept = np.isfinite(values) & (values > 0 if positive else True)
     steps, values = steps[kept], values[kept]
-    if not len(steps):
-        return [], []
     order = np.argsort(steps, kind="stable")
-    pick = np.unique(np.linspace(0, len(order) - 1, CLOCK_POINTS).astype(np.int64))
-    chosen = order[pick]
-    return steps[chosen].tolist(), values[chosen].tolist()
+    return steps[order], values[order]
 
 
 def curves(

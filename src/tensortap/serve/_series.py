@@ -47,9 +47,10 @@ def buckets(
     count: int = BUCKETS,
 ) -> dict[SeriesKey, dict[str, np.ndarray]]:
     """At most ``count`` buckets (first and last step, count, min, max, last, how many values
-    are not finite) of each of
-    ``keys`` over the global steps ``[start, end)``, read in one call; a series with no step
-    there is left out."""
+    are not finite) of each of ``keys`` over the global steps ``[start, end)``, in one call to
+    the reader (which holds at most
+    :data:`~tensortap.trials._series.BUCKET_READ_VALUES` values at once, whatever the number
+    and length of the series); a series with no step there is left out."""
     if not keys:
         return {}
     wanted = set(keys)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -38,12 +38,21 @@ from tensortap.trials._series_columns import (
     SeriesKey,
     bucket_columns,
     bucketed,
+    merge_buckets,
     series_columns,
 )
-from tensortap.trials._series_fill import Fill, Filled
+from tensortap.trials._series_fill import Fill, Filled, series_order
 from tensortap.trials._series_objects import SeriesObjects, Source, WorkerSeries
 
-__all__ = ["BUCKET_COLUMNS", "OneNumbers", "SeriesColumns", "SeriesKey", "SeriesReader", "bucketed"]
+__all__ = [
+    "BUCKET_COLUMNS",
+    "BUCKET_READ_VALUES",
+    "OneNumbers",
+    "SeriesColumns",
+    "SeriesKey",
+    "SeriesReader",
+    "bucketed",
+]
 logger = logging.getLogger(__name__)
 
 
@@ -186,7 +195,13 @@ class SeriesReader:
         read; the names and the mode step and wall time of each row made when first asked)."""
         wanted = _Filter(names, regex, statistic, mode, worker)
         lo, hi = _bounds(start, end)
-        filled, tables = self._read(wanted, lo, hi, with_steps=True)
+        return self._columns(wanted, lo, hi, _BATCH_BYTES)
+
+    def _columns(self, wanted: _Filter, lo: int, hi: int, batch_bytes: int) -> SeriesColumns:
+        plans, capacity = self._plan(wanted, lo, hi)
+        filled, tables = self._read_planned(
+            plans, capacity, wanted, lo, hi, True, batch_bytes, whole=True
+        )
         return series_columns(filled.steps, filled.values, filled.groups, tables)
 
     def buckets(
@@ -210,28 +225,154 @@ class SeriesReader:
             raise InvalidConfigError(f"count must be an int >= 1, got {count!r}")
         wanted = _Filter(names, regex, statistic, mode, worker)
         lo, hi = _bounds(start, end)
-        filled, _ = self._read(wanted, lo, hi, with_steps=False)
-        groups, pieces = [], []
-        at = 0
-        for key, row_lo, row_hi in filled.groups:
-            steps, values = filled.steps[row_lo:row_hi], filled.values[row_lo:row_hi]
-            first = lo if start is not None else int(steps[0])
-            stop = hi if end is not None else int(steps[-1]) + 1
-            part = bucketed(steps, values, first, stop, count)
-            n = len(part[0])
-            groups.append((key, at, at + n))
-            at += n
-            pieces.append((key, part))
-        return bucket_columns(pieces, groups)
+        plans, capacity = self._plan(wanted, lo, hi)
+        most = BUCKET_READ_VALUES
+        pieces: list[tuple[SeriesKey, tuple[np.ndarray, ...]]] = []
+        groups = _groups(capacity, most)
+        for keys in groups:
+            if len(keys) == 1 and capacity[keys[0]] > most:  # longer than the bound: in pieces
+                part = self._long_buckets(plans, keys[0], wanted, lo, hi, start, end, count)
+                if part is not None:
+                    pieces.append((keys[0], part))
+                continue
+            held = {key: capacity[key] for key in keys}
+            whole = len(groups) == 1  # all of them: no job narrowed
+            filled, _ = self._read_planned(plans, held, wanted, lo, hi, False, 16 * most, whole)
+            for key, row_lo, row_hi in filled.groups:
+                steps, values = filled.steps[row_lo:row_hi], filled.values[row_lo:row_hi]
+                first = lo if start is not None else int(steps[0])
+                stop = hi if end is not None else int(steps[-1]) + 1
+                pieces.append((key, bucketed(steps, values, first, stop, count)))
+            del filled  # this group's values go before the next group's are read
+        rows, at = [], 0
+        for key, part in pieces:
+            rows.append((key, at, at + len(part[0])))
+            at += len(part[0])
+        return bucket_columns(pieces, rows)
+
+    def series_windows(
+        self,
+        names: str | Iterable[str] | None = None,
+        *,
+        statistic: str | Iterable[str] | None = None,
+        mode: Any = None,
+        worker: str | None = None,
+    ) -> Iterator[SeriesColumns]:
+        """The rows :meth:`series` answers, a window of global steps at a time (in step order,
+        each window's rows as :meth:`series` gives them): a whole long series walked without
+        holding it. One window when everything fits in :data:`BUCKET_READ_VALUES`; else
+        windows cut where objects start, each reading at most that many values' bytes (16
+        bytes a value: the blocks and step tables of the objects overlapping it, read whole,
+        then cut), a batch of at most as many at a time; a window is at least one object."""
+        most = BUCKET_READ_VALUES
+        wanted = _Filter(names, None, statistic, mode, worker)
+        everything = _bounds(None, None)
+        plans, capacity = self._plan(wanted, *everything)
+        if sum(capacity.values()) <= most:
+            yield self._columns(wanted, *everything, 16 * most)
+            return
+        spans = sorted(
+            (job.head.first_step, job.head.last_step, _read_cost(job))
+            for _, jobs in plans
+            for job in jobs
+        )
+        end = max(last for _, last, _ in spans) + 1
+        cuts = sorted({first for first, _, _ in spans[1:] if first > spans[0][0]} | {end})
+        start, at, taken = spans[0][0], 0, 0  # taken: the spans that start before the window ends
+        while at < len(cuts):
+            held = sum(cost for first, last, cost in spans[:taken] if last >= start)
+            stop = start
+            while at < len(cuts):
+                more = 0
+                while taken + more < len(spans) and spans[taken + more][0] < cuts[at]:
+                    more += 1
+                cost = sum(c for _, _, c in spans[taken : taken + more])
+                if stop > start and held + cost > most:
+                    break
+                held, taken, stop = held + cost, taken + more, cuts[at]
+                at += 1
+            yield self._columns(wanted, start, stop, 16 * most)
+            start = stop
+
+    def _long_buckets(
+        self,
+        plans: list[tuple[WorkerSeries, list[_Job]]],
+        key: SeriesKey,
+        wanted: _Filter,
+        lo: int,
+        hi: int,
+        start: int | None,
+        end: int | None,
+        count: int,
+    ) -> tuple[np.ndarray, ...] | None:
+        """The buckets of one series too long to hold at once: its objects read a batch at a
+        time, each piece bucketed over the series' extent and the pieces merged
+        (:func:`merge_buckets`). An extent not given (``start`` or ``end`` None) is taken from
+        the first and last step of each of its blocks (two small reads a block), and checked
+        against the steps read: where damage made them disagree, read again over the steps
+        seen. None when the series has no step in ``[lo, hi)``."""
+        only = [(state, _only(jobs, {key})) for state, jobs in plans]
+        first, stop = self._extent(only, lo, hi)
+        first = lo if start is not None else first
+        stop = hi if end is not None else stop
+        for _ in range(2):
+            pieces = _Pieces(first, stop, count)
+            for state, jobs in only:
+                batch = 16 * BUCKET_READ_VALUES
+                self._fill(state, jobs, wanted, lo, hi, False, pieces.put, {}, {key}, batch)
+            if pieces.highest < pieces.lowest:
+                return None
+            found = (
+                first if start is not None else pieces.lowest,
+                stop if end is not None else pieces.highest + 1,
+            )
+            if found == (first, stop):
+                return pieces.merged()
+            first, stop = found  # a block's ends read wrong (damage): again, over what was seen
+        return None
+
+    def _extent(
+        self, plans: list[tuple[WorkerSeries, list[_Job]]], lo: int, hi: int
+    ) -> tuple[int, int]:
+        """The lowest step in ``[lo, hi)`` and the highest plus one of the one series the jobs
+        pick, from the first and last step of each block (unchecked: the caller checks them
+        against what it reads)."""
+        ends: list[tuple[int, int]] = []
+        requests: list[tuple[str, int, int]] = []
+        for _, jobs in plans:
+            for job in jobs:
+                (i,) = job.picks
+                if job.source.index:
+                    try:
+                        steps = self.objects.fallback_parts(job.source).blocks[i][0]
+                    except (FormatError, StorageError, KeyError):
+                        continue
+                    if len(steps):
+                        ends.append((int(steps[0]), int(steps[-1])))
+                    continue
+                offset, length = job.head.block_range(i)
+                if length >= 16:
+                    at_last = offset + length // 2 - 8
+                    requests += [(job.source.key, offset, 8), (job.source.key, at_last, 8)]
+        raws = self.objects.get_ranges(requests)
+        for low, high in zip(raws[::2], raws[1::2], strict=True):
+            if low is not None and high is not None and len(low) == 8 and len(high) == 8:
+                ends.append(
+                    (
+                        int.from_bytes(low, "little", signed=True),
+                        int.from_bytes(high, "little", signed=True),
+                    )
+                )
+        firsts = [a for a, _ in ends if lo <= a < hi] or [lo]
+        lasts = [b for _, b in ends if lo <= b < hi] or [hi - 1]
+        return min(firsts), max(lasts) + 1
 
     # -- internals --
-    def _read(
-        self, wanted: _Filter, lo: int, hi: int, with_steps: bool
-    ) -> tuple[Filled, dict[str, np.ndarray]]:
-        """Every wanted series' steps and values within [lo, hi), sorted by series and step;
-        and with ``with_steps`` the step table of the objects read, per worker (sorted by
-        global step). Each series' room is counted from the objects' directories first, then
-        the objects are read a batch at a time straight into it (:class:`Fill`)."""
+    def _plan(
+        self, wanted: _Filter, lo: int, hi: int
+    ) -> tuple[list[tuple[WorkerSeries, list[_Job]]], dict[SeriesKey, int]]:
+        """The objects to read per worker, and each wanted series' room (its values in those
+        objects, from their directories: nothing read but heads)."""
         plans: list[tuple[WorkerSeries, list[_Job]]] = []
         capacity: dict[SeriesKey, int] = {}
         for state in self.objects.states(wanted.worker):
@@ -241,10 +382,40 @@ class SeriesReader:
                 for i, key in zip(job.picks, job.keys, strict=True):
                     capacity[key] = capacity.get(key, 0) + int(counts[i])
             plans.append((state, jobs))
+        return plans, capacity
+
+    def _read_planned(
+        self,
+        plans: list[tuple[WorkerSeries, list[_Job]]],
+        capacity: dict[SeriesKey, int],
+        wanted: _Filter,
+        lo: int,
+        hi: int,
+        with_steps: bool,
+        batch_bytes: int,
+        whole: bool = False,
+    ) -> tuple[Filled, dict[str, np.ndarray]]:
+        """The steps and values within [lo, hi) of the series in ``capacity`` (all of the
+        plans' with ``whole``, else only these), sorted by series and step, and with
+        ``with_steps`` the step table of the objects read, per worker (sorted by global step).
+        Each series' room is counted first, then the objects are read ``batch_bytes`` at a
+        time straight into it (:class:`Fill`)."""
         fill = Fill(capacity)
+        keep = None if whole else set(capacity)
         tables: dict[str, list[np.ndarray]] = {}
         for state, jobs in plans:
-            self._fill(state, jobs, wanted, lo, hi, with_steps, fill, tables)
+            self._fill(
+                state,
+                _only(jobs, keep),
+                wanted,
+                lo,
+                hi,
+                with_steps,
+                fill.put,
+                tables,
+                keep,
+                batch_bytes,
+            )
         joined = {}
         for worker, parts in tables.items():
             table = np.concatenate(parts) if len(parts) > 1 else parts[0]
@@ -283,28 +454,31 @@ class SeriesReader:
         lo: int,
         hi: int,
         with_steps: bool,
-        fill: Fill,
+        put: _Put,
         tables: dict[str, list[np.ndarray]],
+        keep: set[SeriesKey] | None,
+        batch_bytes: int,
     ) -> None:
-        """Read ``jobs`` into ``fill``, about :data:`_BATCH_BYTES` of ranges at a time (an
-        object is never split between batches); an object that fails a check is a problem,
-        and its segments are read another way (:meth:`SeriesObjects.replacements`)."""
+        """Read ``jobs`` (of the series in ``keep``, else all wanted) into ``put``, about
+        ``batch_bytes`` of ranges at a time (an object is never split between batches); an
+        object that fails a check is a problem, and its segments are read another way
+        (:meth:`SeriesObjects.replacements`)."""
         redo: list[Source] = []
         batch: list[tuple[_Job, list[tuple[int, int, list[int]]]]] = []
         size = 0
         for job in jobs:
             runs = [] if job.source.index else _runs(job.head, job.picks, with_steps)
             cost = sum(length for _, length, _ in runs)
-            if batch and size + cost > _BATCH_BYTES:
-                redo += self._take(state, batch, lo, hi, with_steps, fill, tables)
+            if batch and size + cost > batch_bytes:
+                redo += self._take(state, batch, lo, hi, with_steps, put, tables)
                 batch, size = [], 0
             batch.append((job, runs))
             size += cost
         if batch:
-            redo += self._take(state, batch, lo, hi, with_steps, fill, tables)
+            redo += self._take(state, batch, lo, hi, with_steps, put, tables)
         if redo:
-            redone = self._jobs(state, redo, wanted, lo, hi)
-            self._fill(state, redone, wanted, lo, hi, with_steps, fill, tables)
+            redone = _only(self._jobs(state, redo, wanted, lo, hi), keep)
+            self._fill(state, redone, wanted, lo, hi, with_steps, put, tables, keep, batch_bytes)
 
     def _take(
         self,
@@ -313,10 +487,10 @@ class SeriesReader:
         lo: int,
         hi: int,
         with_steps: bool,
-        fill: Fill,
+        put: _Put,
         tables: dict[str, list[np.ndarray]],
     ) -> list[Source]:
-        """Read one batch into ``fill``; the sources to read again in place of those that
+        """Read one batch into ``put``; the sources to read again in place of those that
         failed a check. An object is decoded whole before any of it is put, so a damaged one
         adds nothing."""
         requests = [(job.source.key, at, n) for job, runs in batch for at, n, _ in runs]
@@ -338,7 +512,7 @@ class SeriesReader:
                 if clip:
                     cut_lo, cut_hi = np.searchsorted(steps, (lo, hi))
                     steps, values = steps[cut_lo:cut_hi], values[cut_lo:cut_hi]
-                fill.put(key, steps, values)
+                put(key, steps, values)
         return redo
 
     def _decode(
@@ -371,6 +545,19 @@ class SeriesReader:
 
 #: The bytes of ranges read at once (an object is read whole in one batch, whatever its size).
 _BATCH_BYTES = 32 << 20
+#: The most values (a global step and a number each: 16 bytes) :meth:`SeriesReader.buckets`
+#: holds at once, whatever it is asked for: series are read whole in groups of at most this
+#: many values (and each group's bytes a batch of at most as many at a time), a series
+#: longer than this a batch of its objects at a time, each batch bucketed and the buckets
+#: merged. A block (one series in one object) is the unit read: the writer's rollups hold at
+#: most ``ROLLUP_VALUES`` (2^20) values of all their series together. Issue 48: a dashboard
+#: drawing 100 series of 100,000 steps held all 10^7 of them at once (160 MB, and as much
+#: again in bytes read) for a few hundred buckets each.
+BUCKET_READ_VALUES = 1 << 20
+#: Pieces of a long series' buckets kept before they are merged into one.
+_MERGE_PIECES = 64
+
+_Put = Callable[[SeriesKey, np.ndarray, np.ndarray], None]
 #: Blocks of one object closer than this (or than the run read so far) are read in one range.
 _GAP_BYTES = 64 << 10
 #: A range read at once grows to at most this many bytes.
@@ -384,6 +571,65 @@ class _Job(NamedTuple):
     head: SeriesHead
     picks: list[int]
     keys: list[SeriesKey]
+
+
+class _Pieces:
+    """The buckets of one series over ``[first, stop)``, put a piece at a time (each sorted
+    by step) and merged as they come, so that what is kept stays a few pieces' buckets."""
+
+    def __init__(self, first: int, stop: int, count: int) -> None:
+        self.first, self.stop, self.count = first, stop, count
+        self.lowest, self.highest = 2**63 - 1, -(2**63)  # the steps put
+        self._parts: list[tuple[np.ndarray, ...]] = []
+
+    def put(self, key: SeriesKey, steps: np.ndarray, values: np.ndarray) -> None:
+        del key
+        if not len(steps):
+            return
+        low, high = int(steps[0]), int(steps[-1])
+        self.lowest, self.highest = min(self.lowest, low), max(self.highest, high)
+        if self.first <= low and high < self.stop:  # else the extent was wrong: read again
+            self._parts.append(bucketed(steps, values, self.first, self.stop, self.count))
+        if len(self._parts) >= _MERGE_PIECES:
+            self._parts = [self.merged()]
+
+    def merged(self) -> tuple[np.ndarray, ...]:
+        return merge_buckets(self._parts, self.first, self.stop, self.count)
+
+
+def _read_cost(job: _Job) -> int:
+    """What reading a job with its step table holds, in values (16 bytes each): the ranges
+    read, or the values of a segment read from its index."""
+    if job.source.index:
+        return int(job.head.directory["count"][job.picks].sum())
+    return sum(length for _, length, _ in _runs(job.head, job.picks, True)) // 16
+
+
+def _only(jobs: list[_Job], keep: set[SeriesKey] | None) -> list[_Job]:
+    """The jobs narrowed to the series in ``keep`` (all of them when None)."""
+    if keep is None:
+        return jobs
+    out = []
+    for job in jobs:
+        pairs = [(i, key) for i, key in zip(job.picks, job.keys, strict=True) if key in keep]
+        if pairs:
+            out.append(_Job(job.source, job.head, [i for i, _ in pairs], [k for _, k in pairs]))
+    return out
+
+
+def _groups(capacity: dict[SeriesKey, int], most: int) -> list[list[SeriesKey]]:
+    """The series in their order (:func:`series_order`), cut into runs of at most ``most``
+    values together; a series of more than ``most`` is a run of its own."""
+    groups: list[list[SeriesKey]] = []
+    held = 0
+    for key in sorted(capacity, key=series_order):
+        size = capacity[key]
+        if not groups or held + size > most:
+            groups.append([])
+            held = 0
+        groups[-1].append(key)
+        held += size
+    return groups
 
 
 def _runs(head: SeriesHead, picks: list[int], with_steps: bool) -> list[tuple[int, int, list[int]]]:

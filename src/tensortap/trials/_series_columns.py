@@ -172,6 +172,40 @@ def bucketed(
     )
 
 
+def merge_buckets(
+    parts: list[tuple[np.ndarray, ...]], lo: int, hi: int, count: int
+) -> tuple[np.ndarray, ...]:
+    """The buckets of a series read in pieces: :func:`bucketed` of each piece (each over the
+    same ``[lo, hi)`` and ``count``), in the order the pieces were read, merged into what
+    :func:`bucketed` gives of all of them at once (``last``: the value at the bucket's last
+    step, of the piece read last where several hold that step, as a stable sort by step
+    keeps it)."""
+    if len(parts) == 1:
+        return parts[0]
+    first, last, counts, low, high, last_value, bad = (
+        np.concatenate([part[k] for part in parts]) for k in range(7)
+    )
+    width = max(1, -(-(hi - lo) // count))
+    bucket = (first - lo) // width
+    read = np.arange(len(first))
+    order = np.lexsort((read, last, bucket))  # by bucket, then last step, then as read
+    bucket = bucket[order]
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(bucket)) + 1])
+    ends = np.concatenate([starts[1:], [len(bucket)]])
+    with np.errstate(invalid="ignore"):
+        merged_low = np.fmin.reduceat(low[order], starts)
+        merged_high = np.fmax.reduceat(high[order], starts)
+    return (
+        np.minimum.reduceat(first[order], starts),
+        np.maximum.reduceat(last[order], starts),
+        np.add.reduceat(counts[order], starts),
+        merged_low,
+        merged_high,
+        last_value[order][ends - 1],
+        np.add.reduceat(bad[order], starts),
+    )
+
+
 def series_columns(
     steps: np.ndarray,
     values: np.ndarray,

@@ -567,6 +567,16 @@ class Trial:
         reader = self._series_reader()
         return reader.buckets(None if names is None else self._series_names(names), **filters)
 
+    def series_windows(
+        self, names: str | Iterable[str] | None = None, **filters: Any
+    ) -> Iterator[SeriesColumns]:
+        """The rows :meth:`series` answers, a window of steps at a time; see
+        :meth:`SeriesReader.series_windows` (names as :meth:`series` takes them)."""
+        reader = self._series_reader()
+        return reader.series_windows(
+            None if names is None else self._series_names(names), **filters
+        )
+
     def _series_names(self, names: str | Iterable[str]) -> list[str]:
         asked = [names] if isinstance(names, str) else list(names)
         known = {key.tensor for key in self.series_keys()}
