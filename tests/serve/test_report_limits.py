@@ -174,3 +174,40 @@ def test_the_report_of_a_long_run_reads_no_index_rows(long_runs, work) -> None:
         assert _page(dashboard.url + f"report/{ident}") == page
     finally:
         dashboard.stop()
+
+
+def test_a_run_page_of_scalars_reads_no_index_rows_for_its_activations(long_runs) -> None:
+    """A run's page asks for its activations (TensorPlot) and its embeddings as it opens.
+    Over a run of scalars there is nothing to draw: that is said from an outline of the
+    trial (its names), never by reading the index's row of every saved value (0.9 GB of a
+    10^5-step run of 100 scalars); a run that holds an activation still gets it drawn."""
+    dashboard = start([str(long_runs)], port=0, warm=False)
+    try:
+        ident = _ids(dashboard.url)["bare"]
+        status, plot = get(dashboard.url + f"api/run/{ident}/tensorplot")
+        assert status == 200 and plot["figure"] is None
+        assert "no tensor matches" in plot["note"]
+        status, embedded = get(dashboard.url + f"api/run/{ident}/embeddings")
+        assert status == 200 and embedded["figure"] is None and embedded["names"] == ["loss"]
+        assert dashboard.catalog is not None
+        run = dashboard.catalog.get(ident)
+        assert run is not None and run.cache.trial is not None
+        assert not run.cache.trial.records  # an outline: no row per saved value kept
+    finally:
+        dashboard.stop()
+
+
+def test_a_run_that_saved_activations_still_gets_them_drawn(tmp_path: Path) -> None:
+    builder = TrialBuilder(tmp_path / "runs" / "relu")
+    for step in range(3):
+        builder.step(
+            {"loss": np.float32(1.0 / (1 + step)), "fc/relu_output": np.ones((4, 8), np.float32)}
+        )
+    builder.close()
+    dashboard = start([str(tmp_path / "runs")], port=0, warm=False)
+    try:
+        ident = _ids(dashboard.url)["relu"]
+        status, plot = get(dashboard.url + f"api/run/{ident}/tensorplot")
+        assert status == 200 and plot["figure"] is not None, plot
+    finally:
+        dashboard.stop()

@@ -108,9 +108,9 @@ def embeddings(
     (with a ``note`` saying why) when there is nothing to draw."""
     from tensortap.viz._embeddings import plot_embeddings
 
-    trial = trial_of(run)
-    names = sorted(trial.tensor_names(), key=natural_key)
-    modes = [m.name for m in trial.modes()]
+    outline = trial_of(run, records=False)  # names and modes: no row per saved value read
+    names = sorted(outline.tensor_names(), key=natural_key)
+    modes = [m.name for m in outline.modes()]
     chosen = mode or ("EVAL" if "EVAL" in modes else (modes[0] if modes else "TRAIN"))
     tensor = tensor or next((n for n in names if _FEATURES.search(n)), None)
     labels = labels or next((n for n in names if _LABELS.search(n) and n != tensor), None)
@@ -126,6 +126,7 @@ def embeddings(
     if tensor is None or labels is None:
         out["note"] = "choose the tensor to embed and the tensor of its labels"
         return out
+    trial = trial_of(run)  # its saved values: the trial read whole
     steps = trial.tensor(tensor).steps(mode=chosen) if trial.has_tensor(tensor) else []
     steps = spread(steps, EMBEDDING_FRAMES)
     try:
