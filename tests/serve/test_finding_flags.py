@@ -7,7 +7,6 @@ people use, after a zoom, and in the static report. Every finding stays on the c
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,18 +59,6 @@ def crowded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     losses = [2.0 / (1 + 0.05 * k) for k in range(STEPS)]
     make_job(runs, "crowded", lr=0.1, batch=32, losses=losses, rules=rules)
     return runs
-
-
-@pytest.fixture
-def viewport(browser) -> Iterator[Any]:
-    def set_width(width: int) -> None:
-        browser.driver.execute_cdp_cmd(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False},
-        )
-
-    yield set_width
-    browser.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
 
 #: The finding labels of the first chart drawn with findings, once they were placed: each

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,20 +81,6 @@ def job_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return where / "runs"
-
-
-@pytest.fixture
-def viewport(browser) -> Iterator[Any]:
-    """Set the page's viewport to a width (exactly, through the DevTools protocol); reset after."""
-
-    def set_width(width: int) -> None:
-        browser.driver.execute_cdp_cmd(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False},
-        )
-
-    yield set_width
-    browser.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
 
 def run_url(dashboard) -> str:
