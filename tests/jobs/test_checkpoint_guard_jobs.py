@@ -270,3 +270,16 @@ def test_a_lightning_scripts_own_save_checkpoint_of_nan_weights_is_refused(
     refused = [e for e in _events(record, "refused") if "save_checkpoint" in e["message"]]
     assert [e["step"] for e in refused] == [15, 20, 25, 30, 30]
     assert "trainer.save_checkpoint('final.pt') at step 15 was refused" in refused[0]["message"]
+
+
+def test_saves_refused_at_one_step_are_counted_there_once(tmp_path: Path) -> None:
+    """The trainer's save and the script's own save refused at one step: the summary says
+    the step once, with how many saves it refused there (it said "step 13, 13")."""
+    from tensortap.jobs._live import checkpoint_lines
+
+    record = JobRecord(tmp_path / "job")
+    record.create({"name": "job", "created": 1_700_000_000.0, "command": ["train.py"]})
+    for step in (13, 13, 20):
+        record.append_event("checkpoint_refused", step=step, reason="weights not finite")
+    (line,) = checkpoint_lines(record)
+    assert "3 save(s) refused (step 13 x2, 20): weights not finite" in line

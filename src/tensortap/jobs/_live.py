@@ -238,8 +238,12 @@ def checkpoint_lines(record: JobRecord) -> list[str]:
     refused = [e for e in events if e["event"] == "checkpoint_refused"]
     lines = []
     if refused:
-        steps = ", ".join(str(e.get("step")) for e in refused[:8])
-        more = f" and {len(refused) - 8} more" if len(refused) > 8 else ""
+        at: dict[str, int] = {}  # a step of several refused saves (the trainer's, the script's)
+        for e in refused:
+            at[str(e.get("step"))] = at.get(str(e.get("step")), 0) + 1
+        shown = list(at.items())
+        steps = ", ".join(f"{s} x{n}" if n > 1 else s for s, n in shown[:8])
+        more = f" and {len(shown) - 8} more steps" if len(shown) > 8 else ""
         line = (
             f"  checkpoints: {len(refused)} save(s) refused (step {steps}{more}): "
             f"{refused[0].get('reason')}"
