@@ -54,3 +54,36 @@ def test_bad_settings_are_refused_with_what_to_give(tmp_path: Path) -> None:
         FollowedImport(tmp_path, tmp_path / "in", tmp_path / "next", interval=0)
     with pytest.raises(InvalidConfigError, match="inside .*give a directory outside it"):
         FollowedImport(tmp_path, tmp_path / "in", tmp_path / "in" / "next")
+
+
+def test_a_growing_wandb_run_is_imported_again_and_only_it(tmp_path: Path) -> None:
+    """Another format than TensorBoard's, followed alike: a W&B history that grows is
+    imported again (its trial moved to one holding the new steps), the other run is not
+    written again, and a run directory that appears is added."""
+    import json
+
+    from tensortap.trackers import FollowedImport
+    from tensortap.trials import create_trial
+    from tests.trackers.test_import import STEPS, write_wandb_run
+
+    source = tmp_path / "wandb"
+    grows = write_wandb_run(source, "grows001", lambda s: 2.0 / (1 + s))
+    write_wandb_run(source, "still002", lambda s: 1.0 / (1 + s))
+    follower = FollowedImport(source, tmp_path / "imported", tmp_path / "next", format="wandb")
+    result = follower.start()
+    assert len(result.runs) == 2 and not follower.check(force=True)
+    (first,) = [run.trial for run in result.runs if "grows001" in run.name]
+    with create_trial(first) as trial:
+        before = len(trial.steps(mode="TRAIN"))
+    with (grows / "files" / "wandb-history.jsonl").open("a") as out:
+        for step in range(STEPS, STEPS + 20):
+            out.write(json.dumps({"_step": step, "_timestamp": 1.79e9 + step, "loss": 0.01}) + "\n")
+    changes = follower.check(force=True)
+    assert len(changes.moved) == 1 and not changes.added
+    (moved_to,) = changes.moved.values()
+    with create_trial(moved_to) as trial:
+        assert len(trial.steps(mode="TRAIN")) == before + 20  # the 20 steps written since
+    assert follower.writes == 3  # two at the start, the grown run once
+    write_wandb_run(source, "new00003", lambda s: 3.0 / (1 + s))
+    changes = follower.check(force=True)
+    assert len(changes.added) == 1 and not changes.moved
