@@ -204,7 +204,9 @@ def shrunk_line_chart(
         at, anchor = (flag.x + 3, "start") if flag.anchor == "left" else (flag.x - 3, "end")
         parts.append(
             f'<text class="flag" x="{at:.1f}" y="{TOP + 10 + FLAG_LANE * flag.lane}" '
-            f'text-anchor="{anchor}" font-size="{FLAG_SIZE}" fill="{MARK}">'
+            f'text-anchor="{anchor}" font-size="{FLAG_SIZE}" fill="{MARK}" '
+            # a white halo: readable over the marks' dashed lines
+            'stroke="#fff" stroke-width="3" stroke-linejoin="round" paint-order="stroke">'
             f"<title>{html.escape(flag.title)}</title>{html.escape(flag.text)}</text>"
         )
     for row, (name, color, s) in enumerate(legend):

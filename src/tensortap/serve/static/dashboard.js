@@ -637,6 +637,7 @@ function curveFigure(title, series, findings, names, sessions, trips, view = DEF
     flags.push({ index: annotations.length, label, hover });
     annotations.push({ x: f.step, xref: "x", y: 1, yref: "paper", xanchor: "left",
       text: label, showarrow: false, font: { color, size: FLAG_FONT }, captureevents: true, visible: true,
+      bgcolor: "rgba(255,255,255,0.85)",  // readable over the findings' dashed lines
       hovertext: hover, name: "finding" });
   });
   const stacked = new Map();  // marks at one x (rollbacks to one step) stand one above another
