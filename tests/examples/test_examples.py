@@ -79,7 +79,7 @@ def test_seed000_builtin_rules_on_a_cnn_job(tmp_path: Path) -> None:
     (job_dir,) = (tmp_path / "runs").iterdir()
     assert (job_dir / "losses.png").read_bytes().startswith(b"\x89PNG")
     page = (job_dir / "report.html").read_text()
-    assert ">Job and rules</h2>" in page and "js-plotly-plot" in page  # TensorPlot of the ReLUs
+    assert ">Job and rules</h2>" in page and "plotly-graph-div" in page  # TensorPlot of the ReLUs
 
 
 def test_seed001_custom_rule_fires_on_the_buggy_job_only(tmp_path: Path) -> None:

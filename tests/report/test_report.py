@@ -115,10 +115,11 @@ def test_cli_report_opens_in_chromium_with_its_traces(tmp_path: Path, browser, c
     assert "wrote" in capsys.readouterr().out
     page = browser.open(tmp_path / "r.html")
     assert page.title == "Training report: t"
-    found = page.execute_script(
+    found = browser.until(  # TensorPlot drawn once the page unpacked plotly.js
         "const d = document.querySelector('.js-plotly-plot');"
         "return [d ? d.data.length : null, document.querySelectorAll('svg.main-svg, h2 + div > svg').length,"
-        " performance.getEntriesByType('resource').length];"
+        " performance.getEntriesByType('resource').length];",
+        lambda v: v[0] is not None,
     )
     assert found[0] == len(RELUS)  # one TensorPlot trace per ReLU layer
     assert found[1] >= 3 and found[2] == 0  # the SVG charts; nothing loaded from anywhere
@@ -218,7 +219,7 @@ def test_no_payload_in_a_trial_or_a_job_runs_in_the_report(tmp_path: Path, brows
     assert main(["report", str(job / "trial"), "--job", str(job), "-o", str(out)]) == 0
     assert "Could not draw" not in out.read_text()  # every section drawn (a step no number)
     browser.open(out)
-    assert browser.driver.execute_script("return !!document.querySelector('.js-plotly-plot');")
+    browser.until("return !!document.querySelector('.js-plotly-plot');")  # TensorPlot drawn
     text = shown(browser)
     for payload in PAYLOADS.values():
         assert payload in text

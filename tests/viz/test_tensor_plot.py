@@ -143,16 +143,18 @@ def test_page_is_self_contained_and_opens_in_chromium(
         prediction="model_output_0",
     )
     path = plot.write_html(tmp_path / "tensorplot.html")
-    page = browser.open(path)
-    found = page.execute_script(
+    browser.open(path)
+    found = browser.until(  # drawn once the page unpacked plotly.js (compressed in the page)
         "const d = document.querySelector('.js-plotly-plot');"
-        "return d ? [d.data.length, d._transitionData._frames.length,"
+        "return d && d._transitionData ? [d.data.length, d._transitionData._frames.length,"
         " d.querySelectorAll('canvas').length,"
-        " performance.getEntriesByType('resource').map(e => e.name)] : null;"
+        " performance.getEntriesByType('resource').map(e => e.name)] : null;",
+        lambda v: v is not None and v[1] == STEPS,
     )
     assert found is not None and found[0] == plot.trace_count == 4
     assert found[1] == STEPS and found[2] >= 1  # frames for the slider; a WebGL canvas drawn
     assert found[3] == []  # it loaded nothing: plotly.js is inlined, the page opens offline
+    assert path.stat().st_size < 2_500_000  # compressed: plotly.js alone is 4.8 MB
     assert browser.errors() == []
 
 

@@ -7,7 +7,8 @@ health over time (heat maps), and TensorPlot of the activations at the last step
 saved in full. Without a job, the recommended rules that fit the saved collections are run
 over the trial. Rules are listed gravest first (problems, errors, rules that judged nothing,
 warnings, advice), each with its gravest finding. Charts are inline SVG; TensorPlot carries
-plotly.js inline, so the page loads nothing and opens offline.
+plotly.js inline (compressed: :func:`~tensortap.viz._plotly.offline_html`), so the page loads
+nothing and opens offline.
 """
 
 from __future__ import annotations

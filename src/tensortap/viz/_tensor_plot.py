@@ -32,7 +32,7 @@ from tensortap.core._modes import parse_mode
 from tensortap.exceptions import InvalidConfigError, TensorUnavailableForStep
 from tensortap.query._health import layer_order
 from tensortap.trials._trial import Trial, create_trial
-from tensortap.viz._plotly import as_text
+from tensortap.viz._plotly import as_text, offline_html
 
 try:
     import plotly.graph_objects as go
@@ -405,9 +405,9 @@ class TensorPlot:
         return len(self.layers) + (self.label is not None)
 
     def to_html(self, full_html: bool = True) -> str:
-        """The figure as HTML with plotly.js inlined (no network needed to open it)."""
-        html: str = self.fig.to_html(include_plotlyjs=True, full_html=full_html, auto_play=False)
-        return html
+        """The figure as HTML with plotly.js inlined, compressed (no network needed to open
+        it: :func:`~tensortap.viz._plotly.offline_html`)."""
+        return offline_html(self.fig, full_html=full_html, auto_play=False)
 
     def write_html(self, out: str | os.PathLike[str]) -> Path:
         """Write a self-contained HTML page of the figure; returns its path."""
