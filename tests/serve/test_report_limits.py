@@ -167,8 +167,9 @@ def test_the_report_of_a_long_run_reads_no_index_rows(long_runs, work) -> None:
             whole, judge_steps=REPORT_JUDGE_STEPS, location=run.shown or run.location
         )
         assert page == expected
-        # a page that reads saved values (TensorPlot) gets the trial read whole
-        status, _ = get(dashboard.url + f"api/run/{ident}/tensorplot?name=loss")
+        # a page that reads saved values (TensorPlot of a tensor the run holds) gets the trial
+        # read whole
+        status, _ = get(dashboard.url + f"api/run/{ident}/tensorplot?regex=loss")
         assert status == 200
         assert rows_kept()
         assert _page(dashboard.url + f"report/{ident}") == page
