@@ -56,7 +56,11 @@ INJECTED = SCENARIOS[1:]
 VOCAB, CONTEXT, WIDTH, HEADS, LAYERS, BATCH = 64, 32, 32, 4, 2, 8
 BASE_LR, WARMUP = 3e-3, 100
 DATA_RAMP, LR_GROWTH = 1500, 1.02
-SEEDS = {"dev": list(range(10)), "heldout": list(range(300, 320))}
+SEEDS = {
+    "dev": list(range(30)),
+    "heldout": list(range(300, 320)),  # scored the forecast of 2026-11-30; not used again
+    "heldout2": list(range(400, 420)),  # scored once, the relapsing warm-up (2026-12-04)
+}
 #: indicator families: what a user gets from the model alone, and from the loss as well
 LOSS_SIGNALS = ("loss", "loss_tail")
 
