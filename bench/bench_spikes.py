@@ -127,6 +127,7 @@ class Result:
     warnings: list[tuple[int, str]] = field(default_factory=list)
     settled_at: int | None = None
     first_bad_sample: int | None = None  # data_burst: the first step a noisy sample showed
+    relapses: list[int] = field(default_factory=list)  # steps it went back into its warm-up
 
 
 def _model(torch: Any) -> Any:
@@ -367,6 +368,7 @@ def score_seed(seed: int, directory: Path, config: Any = None) -> list[Result]:
             None,
             [(w.step, w.signal) for w in forecast.warnings],
             forecast.settled_at,
+            relapses=list(forecast.relapses),
         )
     ]
     tail = healthy.values[:, healthy.names.index("loss_tail")]
@@ -391,6 +393,7 @@ def score_seed(seed: int, directory: Path, config: Any = None) -> list[Result]:
                 [(w.step, w.signal) for w in replay.warnings],
                 replay.settled_at,
                 onset + int(bad[0]) if len(bad) else None,
+                [step for step in replay.relapses if step >= onset],
             )
         )
     return results
@@ -542,6 +545,9 @@ def report(results: list[Result], lead: int, seeds: str) -> None:
             print(f"  false: seed {r.seed}: {r.warnings[:6]}")
     settled = [r.settled_at for r in results if r.onset is None]
     print(f"fitted warm-up ended at steps {settled}")
+    for r in results:
+        if r.relapses:
+            print(f"  relapsed into its warm-up: {r.scenario} seed {r.seed} at {r.relapses[:6]}")
     bursts = [r for r in results if r.scenario == "data_burst" and r.spike is not None]
     if bursts:
         # the evidence that a data burst cannot be foreseen: its spike comes with its first
