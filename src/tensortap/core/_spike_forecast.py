@@ -31,8 +31,18 @@ reference indicators' level scores have stayed within half the level threshold
 indicators (the output's entropy: the model's confidence, which falls fast while it is still
 learning something new) when there are any; else every indicator, within the level threshold
 itself (none has moved as fast as a warning: half of it would hold back an indicator that
-falls steadily and quietly, which scores about 2.9). Once settled, the run stays
-settled (:attr:`SpikeForecast.settled_at` is the step). ``warmup=<steps>`` fixes it instead.
+falls steadily and quietly, which scores about 2.9). :attr:`SpikeForecast.settled_at` is the
+step it first settled.
+
+A calm plateau looks settled too, and learning may start again after it (the small GPT's
+phase change can come after 200 calm steps of its entropy). So settled is a state, not an
+event: a settled run *relapses* into its warm-up when its entropy (a two-sided reference)
+falls by half the level threshold or more, the model's confidence growing fast as it learns
+something new; what rises with it (the embeddings' update norms) is part of that, not a
+coming spike. Nothing is judged until it has settled again, as the first time
+(:attr:`SpikeForecast.relapses` lists the steps). A rising entropy does not relapse (the data
+turning to noise is judged as before); without a two-sided indicator nothing relapses.
+``warmup=<steps>`` fixes the warm-up instead: judged from then on, both ways.
 
 Indicators marked two-sided (the output's entropy, which falls as a model grows
 over-confident and rises when the data turn to noise) are judged in both directions.
@@ -196,7 +206,9 @@ class SpikeForecast:
         self._trend = np.zeros(0)
         self._offsets = np.arange(self._size)
         self._calm = 0  # consecutive steps the reference indicators were calm
-        self.settled_at: int | None = None  # the step the fitted warm-up ended at
+        self._settled = False  # the fitted warm-up is over, and the run has not relapsed
+        self.settled_at: int | None = None  # the step the fitted warm-up first ended at
+        self.relapses: list[int] = []  # the steps the run went back into its warm-up
 
     @property
     def signals(self) -> list[str]:
@@ -274,7 +286,7 @@ class SpikeForecast:
         level = (_median_rows(recent) - center) / spread
         trend = _mann_kendall_rows(recent)
         self._level[rows], self._trend[rows] = level, trend
-        if config.warmup is None and self.settled_at is None and not self._settle(step):
+        if config.warmup is None and not self._settle(step):
             return []
         down = self._two_sided[rows] & (level < 0)
         level = np.where(down, -level, level)
@@ -302,17 +314,32 @@ class SpikeForecast:
         return raised
 
     def _settle(self, step: int) -> bool:
-        """The fitted warm-up: True once the reference indicators (the two-sided ones, else
-        all) have been within half the level threshold for ``baseline`` steps in a row."""
+        """The fitted warm-up: True while the run is settled. It settles once the reference
+        indicators (the two-sided ones, else all) have been within half the level threshold
+        (else within it) for ``baseline`` steps in a row. A settled run relapses into its
+        warm-up when a two-sided reference falls by half the level threshold or more (the
+        model's confidence growing fast: it is learning something new, a phase change, and
+        what rises with it is part of that), and settles again as it did the first time."""
         config = self.config
-        if self._two_sided.any():  # the model's confidence: no faster than half a warning
-            reference, band = self._two_sided, config.level_z / 2
+        two_sided = self._two_sided
+        if self._settled:
+            if not (two_sided.any() and (self._level[two_sided] <= -config.level_z / 2).any()):
+                return True
+            self._settled = False
+            self._calm = 0
+            self._streak[:] = 0  # a rise under way when it relapsed is not carried over
+            self.relapses.append(int(step))
+            return False
+        if two_sided.any():  # the model's confidence: no faster than half a warning
+            reference, band = two_sided, config.level_z / 2
         else:  # no indicator has moved as fast as a warning
-            reference, band = np.ones_like(self._two_sided), config.level_z
+            reference, band = np.ones_like(two_sided), config.level_z
         judged = self._count >= self._size
         calm = bool((judged | ~reference).all() and (np.abs(self._level[reference]) < band).all())
         self._calm = self._calm + 1 if calm else 0
         if self._calm < config.baseline:
             return False
-        self.settled_at = int(step)
+        self._settled = True
+        if self.settled_at is None:
+            self.settled_at = int(step)
         return True
