@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.boxes import overlapping
 from tests.helpers.job_documents import make_job
 from tests.helpers.json_get import get_json as get
-from tests.serve.test_layout import overlapping
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")

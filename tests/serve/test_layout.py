@@ -9,11 +9,11 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tensortap.core._own_series import OWN_PREFIXES, is_own_series
+from tests.helpers.boxes import overlapping
 from tests.helpers.json_get import get_json as get
 
 pytest.importorskip("starlette")
@@ -39,18 +39,6 @@ return drawn.map((d) => {
     y1: Math.max(...boxes.map((r) => r.bottom + scrollY))};
 });
 """
-
-
-def overlapping(boxes: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """The pairs of boxes that share some area (touching edges do not count)."""
-    found = []
-    for i, a in enumerate(boxes):
-        for b in boxes[i + 1 :]:
-            dx = min(a["x1"], b["x1"]) - max(a["x0"], b["x0"])
-            dy = min(a["y1"], b["y1"]) - max(a["y0"], b["y0"])
-            if dx > 0.5 and dy > 0.5:
-                found.append((a["name"], b["name"]))
-    return found
 
 
 @pytest.fixture(scope="module")
