@@ -196,12 +196,13 @@ def reference_values(steps: int, first: int, last: int) -> dict[str, np.ndarray]
 
 
 def tensortap_tag() -> str:
-    """The cache key of tensortap's copies: its format, and whether the writer lays out
-    series objects (a copy written before the series path landed is written again)."""
-    from tensortap.format._index import FORMAT_VERSION
+    """The cache key of tensortap's copies: its format, whether the writer lays out series
+    objects and packs its indexes (a copy written before either landed is written again)."""
+    from tensortap.format import _index
 
     series = importlib.util.find_spec("tensortap.format._series") is not None
-    return f"tensortap-f{FORMAT_VERSION}{'s' if series else ''}-g{GENERATOR_VERSION}"
+    packed = f"i{_index.INDEX_PACKED}" if hasattr(_index, "INDEX_PACKED") else ""
+    return f"tensortap-f{_index.FORMAT_VERSION}{'s' if series else ''}{packed}-g{GENERATOR_VERSION}"
 
 
 def write_tensortap(spec: RunSpec, out: Path) -> None:
@@ -969,6 +970,13 @@ def measure(got: Generated, args: argparse.Namespace, driver: Browser | None) ->
             "tensortap_mib": round(got.tensortap_mib, 2),
             "tensorboard_mib": round(got.tensorboard_mib, 2),
             "tensorboard_skipped": got.tensorboard_skipped,
+            # what a value costs on disk, everything the tool keeps counted (issue 48)
+            "tensortap_bytes_per_value": round(got.tensortap_mib * 2**20 / spec.values, 1),
+            "tensorboard_bytes_per_value": (
+                round(got.tensorboard_mib * 2**20 / spec.values, 1)
+                if got.tensorboard is not None
+                else None
+            ),
         },
     }
     began = time.perf_counter()
@@ -1093,6 +1101,13 @@ def _fmt(summary: dict[str, Any]) -> str:
 
 # (label, section, tensortap key path, TensorBoard key path, unit)
 ROWS: list[tuple[str, str, str | None, str | None, str]] = [
+    (
+        "bytes on disk per value",
+        "generate",
+        "tensortap_bytes_per_value",
+        "tensorboard_bytes_per_value",
+        "B",
+    ),
     ("read every series (CPU)", "read", "{reader}.cpu_s", "tensorboard.cpu_s", "s"),
     ("read every series (wall)", "read", "{reader}.wall_s", "tensorboard.wall_s", "s"),
     (
@@ -1171,6 +1186,8 @@ def _cell(value: float | None, bound: bool, unit: str) -> str:
     if unit == "MB":
         mb = value * 2**20 / 1e6
         text = f"{mb:.0f} MB" if mb >= 10 else f"{mb:.1f} MB" if mb >= 0.1 else f"{mb * 1e3:.0f} kB"
+    elif unit == "B":
+        text = f"{value:.1f} B"
     else:
         text = f"{value:.3g} s" if value < 100 else f"{value:.0f} s"
     return ("> " if bound else "") + text

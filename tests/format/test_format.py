@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import struct
+import tracemalloc
 import zlib
 from pathlib import Path
 
@@ -12,18 +14,20 @@ import pytest
 import tensortap as tt
 from tensortap.core._modes import ModeKeys
 from tensortap.exceptions import FormatError, UnsupportedFormatVersion
-from tensortap.format._index import RECORD_DTYPE, decode_index
+from tensortap.format._index import RECORD_DTYPE, decode_index, encode_index
 from tests.helpers.golden_inputs import HEADER, build_index, golden_values
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 
 
-def test_index_encoding_matches_golden_bytes() -> None:
-    assert build_index() == (GOLDEN / "index_v1.ttidx").read_bytes()
+@pytest.mark.parametrize("version", [1, 2])
+def test_index_encoding_matches_golden_bytes(version: int) -> None:
+    assert build_index(version) == (GOLDEN / f"index_v{version}.ttidx").read_bytes()
 
 
-def test_index_decodes_as_documented() -> None:
-    index = decode_index((GOLDEN / "index_v1.ttidx").read_bytes())
+@pytest.mark.parametrize("version", [1, 2])
+def test_index_decodes_as_documented(version: int) -> None:
+    index = decode_index((GOLDEN / f"index_v{version}.ttidx").read_bytes())
     assert RECORD_DTYPE.itemsize == 64
     assert index.names == ["w", "loss"] and index.dtypes == ["<f4", "<f8"]
     assert index.header["session"] == HEADER["session"]
@@ -66,9 +70,9 @@ def test_corruption_is_detected(tmp_path: Path) -> None:
     assert not isinstance(caught.value, UnsupportedFormatVersion)
     # an intact index of a newer version asks for a newer tensortap
     newer = bytearray(build_index())
-    newer[4] = 2
+    newer[4] = 3
     newer[-4:] = struct.pack("<I", zlib.crc32(bytes(newer[:-4])))
-    with pytest.raises(UnsupportedFormatVersion, match="version 2"):
+    with pytest.raises(UnsupportedFormatVersion, match="version 3"):
         decode_index(bytes(newer))
 
 
@@ -91,11 +95,112 @@ def test_corrupt_tensor_bytes_are_detected(tmp_path: Path) -> None:
 def test_records_pointing_outside_their_tables_are_rejected(field, value, table) -> None:
     """A record whose checksum holds but whose references do not (a buggy or hostile writer)
     is refused when the index is read, not met as an IndexError deep inside a reader."""
-    raw = bytearray(build_index())
-    records = decode_index(bytes(raw)).records.copy()
+    raw = bytearray(build_index(1))
+    index = decode_index(bytes(raw))
+    records = index.records.copy()
     at = bytes(raw).find(records.tobytes())
     records[field][0] = value
     raw[at : at + records.nbytes] = records.tobytes()
     raw[-4:] = zlib.crc32(bytes(raw[:-4])).to_bytes(4, "little")
     with pytest.raises(FormatError, match=f"record 0 refers to unknown {table}"):
         decode_index(bytes(raw))
+    packed = encode_index(index.header, records, index.dims)  # the same, packed
+    with pytest.raises(FormatError, match=f"record 0 refers to unknown {table}"):
+        decode_index(packed)
+
+
+def _crafted(version: int, head: bytes, packed: bytes, n_rec: int, n_dims: int = 0) -> bytes:
+    """A CRC-valid packed index whose streams are whatever the test gives."""
+    prefix = struct.pack("<4sHHIIII", b"TTIX", version, 0, len(head), n_rec, n_dims, len(packed))
+    body = prefix + head + packed
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+def test_a_packed_index_stores_a_scalar_row_in_a_few_bytes() -> None:
+    """Issue 48: the index no longer costs 64 bytes a scalar. 10,000 steps of 5 scalars (raw
+    8-byte values with their CRCs, the way the writer's rows look) pack to under 12 bytes a
+    row, header and steps included, and read back bit for bit."""
+    rng = np.random.default_rng(0)
+    count = 50_000
+    rows = np.zeros(count, dtype=RECORD_DTYPE)
+    rows["name"] = np.arange(count) % 5
+    rows["mode"] = int(ModeKeys.TRAIN)
+    rows["global_step"] = rows["mode_step"] = np.arange(count) // 5
+    rows["data_offset"] = np.arange(count) * 8
+    rows["data_length"] = 8
+    rows["crc32"] = rng.integers(0, 2**32, count, dtype=np.uint32)
+    steps = [[s, int(ModeKeys.TRAIN), s, 1.7e9 + s * 0.05] for s in range(count // 5)]
+    header = {
+        **HEADER,
+        "data_size": count * 8,
+        "names": ["loss", "grad_norm", "lr", "update_norm", "step_time"],
+        "dtypes": ["<f8"],
+        "steps": steps,
+    }
+    plain = encode_index(header, rows, np.empty(0, "<i8"), version=1)
+    packed = encode_index(header, rows, np.empty(0, "<i8"))
+    assert len(plain) / count > 64
+    assert len(packed) / count < 12
+    back = decode_index(packed)
+    assert back.records.tobytes() == rows.tobytes() and back.header == decode_index(plain).header
+    assert len(decode_index(packed, records=False).records) == count
+
+
+@pytest.mark.parametrize(
+    "case", ["garbage", "short", "long", "trailing", "header garbage", "too many", "newer"]
+)
+def test_a_crafted_packed_index_is_refused_without_unpacking_more_than_it_may(case: str) -> None:
+    """A packed index is one header stream and one records stream, both zlib: a CRC-valid one
+    whose streams are not zlib, unpack to fewer or more bytes than its counts say, carry bytes
+    after their end, or claim more records than a reader takes is refused (FormatError) before
+    any record is used, and never unpacks past what it claims."""
+    index = decode_index(build_index())
+    head = zlib.compress(json.dumps(index.header).encode())
+    body = index.records.tobytes()  # plain rows, packing ignored: only the sizes matter here
+    n = len(index.records)
+    packed = {
+        "garbage": (head, b"not zlib at all", n),
+        "short": (head, zlib.compress(body[:-64]), n),
+        "long": (head, zlib.compress(body + bytes(64 * 10_000)), n),
+        "trailing": (head, zlib.compress(body) + b"extra", n),
+        "header garbage": (b"\x78\x9c garbage", zlib.compress(body), n),
+        "too many": (head, zlib.compress(body), 2**32 - 1),
+    }
+    if case == "newer":
+        raw = bytearray(_crafted(2, head, zlib.compress(body), n))
+        raw[4] = 3
+        raw[-4:] = struct.pack("<I", zlib.crc32(bytes(raw[:-4])))
+        with pytest.raises(UnsupportedFormatVersion, match="version 3"):
+            decode_index(bytes(raw))
+        return
+    head_bytes, records_bytes, count = packed[case]
+    tracemalloc.start()
+    with pytest.raises(FormatError):
+        decode_index(_crafted(2, head_bytes, records_bytes, count))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 << 20
+
+
+def test_flipped_bytes_in_a_packed_index_with_its_crc_made_good_raise_only_format_errors() -> None:
+    """A fuzz pass over the packed streams (a hostile writer recomputes the CRC): every flip
+    is a FormatError, or an index whose records still pass every check; never another
+    exception."""
+    rng = np.random.default_rng(48)
+    good = build_index()
+    decoded = outcomes = 0
+    for _ in range(400):
+        raw = bytearray(good)
+        for at in rng.integers(24, len(raw) - 4, size=int(rng.integers(1, 4))):
+            raw[int(at)] ^= int(rng.integers(1, 256))
+        raw[-4:] = struct.pack("<I", zlib.crc32(bytes(raw[:-4])))
+        try:
+            index = decode_index(bytes(raw))
+        except FormatError:
+            outcomes += 1
+            continue
+        decoded += 1
+        assert len(index.records) == 3 and all(
+            index.shape_of(i) is not None for i in range(len(index.records))
+        )
+    assert outcomes + decoded == 400 and outcomes > 300

@@ -1,4 +1,5 @@
-"""Regenerate the golden files (only when the format version changes on purpose).
+"""Regenerate the golden files (only when the format version changes on purpose: the
+files of an older version stay as they are, so that what was written then still reads).
 
 .venv/bin/python tests/golden/make_golden.py
 """
@@ -16,7 +17,8 @@ from tests.helpers.golden_inputs import build_index, write_trial  # noqa: E402
 
 
 def main() -> None:
-    (HERE / "index_v1.ttidx").write_bytes(build_index())
+    (HERE / "index_v1.ttidx").write_bytes(build_index(1))
+    (HERE / "index_v2.ttidx").write_bytes(build_index(2))
     target = HERE / "trial_v1"
     shutil.rmtree(target, ignore_errors=True)
     write_trial(target)

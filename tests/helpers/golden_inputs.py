@@ -9,12 +9,13 @@ import numpy as np
 import tensortap as tt
 from tensortap.core._modes import ModeKeys
 from tensortap.core._records import Record, RecordKind
-from tensortap.format._index import IndexBuilder
+from tensortap.format._index import INDEX_PACKED, IndexBuilder
 
 HEADER = {"worker": "worker_0", "seq": 0, "session": "golden", "data_key": "d", "data_size": 16}
 
 
-def build_index() -> bytes:
+def build_index(version: int = INDEX_PACKED) -> bytes:
+    """The golden index, packed (what the writer writes) or plain (``version=1``)."""
     builder = IndexBuilder()
     builder.add_step(7, ModeKeys.TRAIN, 3, 1700000000.5)
     builder.add(Record("w", RecordKind.TENSOR, "<f4", (2, 2)), 7, ModeKeys.TRAIN, 3, 0, 16, 1234)
@@ -25,7 +26,7 @@ def build_index() -> bytes:
         3,
     )
     builder.add(Record("loss", RecordKind.SHAPE, "<f8", ()), 7, ModeKeys.TRAIN, 3)
-    return builder.encode(HEADER)
+    return builder.encode(HEADER, version)
 
 
 def golden_values() -> dict[str, np.ndarray]:

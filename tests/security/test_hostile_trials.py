@@ -7,9 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import struct
 import tracemalloc
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +15,6 @@ import pytest
 
 import tensortap as tt
 from tensortap.exceptions import FormatError, StorageError, TensortapError
-from tensortap.format._index import decode_index
 from tensortap.storage import LocalStore
 from tensortap.testing._fuzz import (
     MUTATIONS,
@@ -29,7 +26,7 @@ from tensortap.testing._fuzz import (
     rewrite_index_header,
     row_damage,
 )
-from tensortap.testing._mutations import negative_steps
+from tensortap.testing._mutations import negative_steps, rewrite_index_records
 
 
 @pytest.fixture(scope="module")
@@ -62,16 +59,13 @@ def test_missing_data_segment_is_a_typed_error_naming_it(trial_copy: Path) -> No
 
 
 def test_a_huge_claimed_length_is_refused_before_allocating(trial_copy: Path) -> None:
-    # a CRC-valid index whose first raw record claims 1.5 GiB (data_length is at +40)
-    index = _index(trial_copy)
-    raw = bytearray(index.read_bytes())
-    decoded = decode_index(bytes(raw))
-    rec_start = len(raw) - 4 - 8 * len(decoded.dims) - 64 * len(decoded.records)
-    row = int(np.flatnonzero(decoded.records["kind"] == 0)[0])
-    at = rec_start + 64 * row + 40
-    raw[at : at + 8] = (3 << 29).to_bytes(8, "little")
-    raw[-4:] = struct.pack("<I", zlib.crc32(bytes(raw[:-4])))
-    index.write_bytes(bytes(raw))
+    # a CRC-valid index whose first raw record claims 1.5 GiB
+    def claim(header, records):
+        row = int(np.flatnonzero(records["kind"] == 0)[0])
+        records["data_length"][row] = 3 << 29
+        return header
+
+    rewrite_index_records(_index(trial_copy), claim)
     tracemalloc.start()
     trial = tt.create_trial(trial_copy)
     read_everything(trial_copy)

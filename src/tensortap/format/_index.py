@@ -1,9 +1,10 @@
 """The segment index: a small binary object listing every record of one segment.
 
-Layout (all little-endian; see docs/format.md for the normative description)::
+Layout of index version 1 (all little-endian; see docs/format.md for the normative
+description)::
 
     0   4  magic b"TTIX"
-    4   2  u16 format version
+    4   2  u16 index version (1)
     6   2  u16 flags (0)
     8   4  u32 header length H
     12  4  u32 record count N
@@ -14,12 +15,19 @@ Layout (all little-endian; see docs/format.md for the normative description)::
     ..  64*N  records (RECORD_DTYPE)
     ..  8*D   dims (i8), referenced by records
     -4  4  u32 CRC-32 of every byte before it
+
+Version 2 (*packed*, what the writer writes) holds the same header, records and dims, packed:
+the header is a zlib stream of H bytes, and the records and dims one zlib stream of C bytes
+(the reserved field), the records stored as columns, the steps and data offsets as differences
+(see :func:`_pack_rows`). A scalar's row
+takes about 8 bytes instead of 64 (issue 48: bytes per scalar no more than TensorBoard's).
 """
 
 from __future__ import annotations
 
 import json
 import struct
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +42,19 @@ from tensortap.format._checksum import crc32
 from tensortap.format._fields import get_int, get_list, get_optional_str, get_str, int_rows
 
 FORMAT_VERSION = 1
+#: The index versions: 1 plain (64 bytes a record), 2 packed (the writer's; see the module).
+INDEX_PLAIN = 1
+INDEX_PACKED = 2
 MAGIC = b"TTIX"
+#: A packed index unpacks to at most this many bytes of header, and of records and dims (a
+#: writer's largest segment holds far fewer): a reader never allocates more for one index.
+MAX_PACKED_HEADER = 256 * 1024 * 1024
+MAX_PACKED_BODY = 2 * 1024 * 1024 * 1024
+#: zlib's level for packing: the fastest; the columns already do most of the work.
+_PACK_LEVEL = 1
+#: The record fields stored as differences from the previous record's (they grow by small
+#: steps along a segment), modulo 2**64.
+_DELTA_FIELDS = frozenset({"global_step", "mode_step", "data_offset"})
 _PREFIX = struct.Struct("<4sHHIIII")
 DATA_ALIGNMENT = 8
 _MODE_VALUES = frozenset(int(m) for m in ModeKeys)
@@ -66,13 +86,14 @@ REDUCTION_CODES: dict[str, int] = {name: i + 1 for i, name in enumerate(REDUCTIO
 REDUCTION_BY_CODE: dict[int, str] = {code: name for name, code in REDUCTION_CODES.items()}
 
 
-def check_version(version: object, what: str) -> None:
+def check_version(version: object, what: str, newest: int = FORMAT_VERSION) -> None:
+    """Refuse a version that is not a positive int, or one newer than ``newest``."""
     if not isinstance(version, int):
         raise FormatError(f"{what} has no valid format version (got {version!r})")
-    if version > FORMAT_VERSION:
+    if version > newest:
         raise UnsupportedFormatVersion(
             f"{what} was written with tensortap format version {version}, but this tensortap "
-            f"reads versions up to {FORMAT_VERSION}; upgrade tensortap to read it"
+            f"reads versions up to {newest}; upgrade tensortap to read it"
         )
     if version < 1:
         raise FormatError(f"{what} has invalid format version {version}")
@@ -227,13 +248,14 @@ class IndexBuilder:
         )
         self._array = None
 
-    def encode(self, header: dict[str, Any]) -> bytes:
+    def encode(self, header: dict[str, Any], version: int = INDEX_PACKED) -> bytes:
         """The index object's bytes; ``header`` gets the names, dtypes and steps added."""
         full = dict(header)
         full["names"] = list(self._names)
         full["dtypes"] = list(self._dtypes)
         full["steps"] = self.steps  # tuples: JSON arrays as lists are
-        return encode_index(full, self.records(), np.asarray(self._dims, dtype="<i8"))
+        dims = np.asarray(self._dims, dtype="<i8")
+        return encode_index(full, self.records(), dims, version)
 
     def records(self) -> np.ndarray[Any, Any]:
         """The rows so far as RECORD_DTYPE (built once until the next ``add``)."""
@@ -262,23 +284,114 @@ class IndexBuilder:
 
 
 def encode_index(
-    header: dict[str, Any], records: np.ndarray[Any, Any], dims: np.ndarray[Any, Any]
+    header: dict[str, Any],
+    records: np.ndarray[Any, Any],
+    dims: np.ndarray[Any, Any],
+    version: int = INDEX_PACKED,
 ) -> bytes:
     """An index object's bytes from its full header (names, dtypes and steps included), its
-    records (RECORD_DTYPE) and its dims."""
+    records (RECORD_DTYPE) and its dims: packed (version 2) unless ``version`` is 1."""
     head = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
-    pad = (-(_PREFIX.size + len(head))) % 8
+    return assemble_index(head, records, dims, version)
+
+
+def assemble_index(
+    head: bytes, records: np.ndarray[Any, Any], dims: np.ndarray[Any, Any], version: int
+) -> bytes:
+    """An index object's bytes from its header's JSON bytes (taken as they are), records and
+    dims, in index ``version`` 1 or 2."""
     dims = np.asarray(dims, dtype="<i8")
-    body = b"".join(
-        (
-            _PREFIX.pack(MAGIC, FORMAT_VERSION, 0, len(head), len(records), len(dims), 0),
-            head,
-            b"\0" * pad,
-            np.ascontiguousarray(records, dtype=RECORD_DTYPE).tobytes(),
-            dims.tobytes(),
+    records = np.ascontiguousarray(records, dtype=RECORD_DTYPE)
+    if version == INDEX_PACKED:
+        packed_head = zlib.compress(head, _PACK_LEVEL)
+        packed = zlib.compress(_pack_rows(records) + dims.tobytes(), _PACK_LEVEL)
+        prefix = _PREFIX.pack(
+            MAGIC, INDEX_PACKED, 0, len(packed_head), len(records), len(dims), len(packed)
         )
-    )
+        body = b"".join((prefix, packed_head, packed))
+    elif version == INDEX_PLAIN:
+        pad = (-(_PREFIX.size + len(head))) % 8
+        body = b"".join(
+            (
+                _PREFIX.pack(MAGIC, INDEX_PLAIN, 0, len(head), len(records), len(dims), 0),
+                head,
+                b"\0" * pad,
+                records.tobytes(),
+                dims.tobytes(),
+            )
+        )
+    else:
+        raise ValueError(f"index version must be {INDEX_PLAIN} or {INDEX_PACKED}, got {version}")
     return body + struct.pack("<I", crc32(body))
+
+
+def index_layout(
+    raw: bytes,
+) -> tuple[int, bytes, np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """The version, header JSON bytes, records (a writable copy) and dims of an index object,
+    only its layout checked (not its CRC, header or records): for a tool that rewrites an
+    index (``tensortap.testing``'s crafted trials), with :func:`assemble_index`."""
+    _magic, version, _flags, head_len, n_rec, n_dims, packed_len = _PREFIX.unpack_from(raw, 0)
+    start = _PREFIX.size
+    if version == INDEX_PACKED:
+        view = memoryview(raw)
+        head = _inflate(view[start : start + head_len], MAX_PACKED_HEADER, "index", "header")
+        body = _inflate(
+            view[start + head_len : start + head_len + packed_len],
+            MAX_PACKED_BODY,
+            "index",
+            "records",
+        )
+        records = _unpack_rows(body, n_rec)
+        dims = np.frombuffer(body, "<i8", n_dims, RECORD_DTYPE.itemsize * n_rec).copy()
+        return version, head, records, dims
+    rec_start = start + head_len + (-(start + head_len)) % 8
+    records = np.frombuffer(raw, RECORD_DTYPE, n_rec, rec_start).copy()
+    dims = np.frombuffer(raw, "<i8", n_dims, rec_start + RECORD_DTYPE.itemsize * n_rec).copy()
+    return version, bytes(raw[start : start + head_len]), records, dims
+
+
+def _pack_rows(records: np.ndarray[Any, Any]) -> bytes:
+    """The records as columns: each field's N values in turn, in RECORD_DTYPE's order, the
+    ``_DELTA_FIELDS`` as differences from the previous record's (the first from 0), modulo
+    2**64 (zlib then finds the columns' repeats: a scalar's row packs to about 5 bytes)."""
+    parts: list[bytes] = []
+    for name in RECORD_DTYPE.names or ():
+        column = np.ascontiguousarray(records[name])
+        if name in _DELTA_FIELDS and len(column):
+            wide = column.view(np.uint64)
+            column = np.empty_like(wide)
+            column[0] = wide[0]
+            np.subtract(wide[1:], wide[:-1], out=column[1:])
+        parts.append(column.tobytes())
+    return b"".join(parts)
+
+
+def _unpack_rows(raw: bytes, count: int) -> np.ndarray[Any, Any]:
+    """:func:`_pack_rows`' records back (``raw`` holds at least ``64 * count`` bytes)."""
+    rows = np.zeros(count, dtype=RECORD_DTYPE)
+    at = 0
+    for name in RECORD_DTYPE.names or ():
+        field = RECORD_DTYPE.fields[name][0]  # type: ignore[index]
+        values = np.frombuffer(raw, field, count, at)
+        if name in _DELTA_FIELDS and count:
+            values = np.cumsum(values.view(np.uint64), dtype=np.uint64).view(field)
+        rows[name] = values
+        at += field.itemsize * count
+    return rows
+
+
+def _inflate(packed: bytes | memoryview, limit: int, what: str, part: str) -> bytes:
+    """One zlib stream of a packed index, refused (FormatError) when it is not one whole
+    stream or unpacks to more than ``limit`` bytes."""
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(packed, limit + 1)
+    except zlib.error as exc:
+        raise FormatError(f"{what}: its packed {part} is unreadable ({exc}): corrupt") from None
+    if len(out) > limit or inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
+        raise FormatError(f"{what}: its packed {part} does not unpack as its sizes say: corrupt")
+    return out
 
 
 @dataclass(frozen=True)
@@ -348,20 +461,39 @@ def decode_index(raw: bytes, what: str = "index", records: bool = True) -> Segme
     UnsupportedFormatVersion."""
     if len(raw) < _PREFIX.size + 4:
         raise FormatError(f"{what} is truncated ({len(raw)} bytes)")
-    magic, version, _flags, head_len, n_rec, n_dims, _ = _PREFIX.unpack_from(raw, 0)
+    magic, version, _flags, head_len, n_rec, n_dims, packed_len = _PREFIX.unpack_from(raw, 0)
     if magic != MAGIC:
         raise FormatError(f"{what} is not a tensortap index (magic {magic!r})")
     (crc,) = struct.unpack_from("<I", raw, len(raw) - 4)
     if crc32(memoryview(raw)[:-4]) != crc:
         raise FormatError(f"{what} fails its checksum: the object is corrupt")
-    check_version(version, what)
+    check_version(version, what, newest=INDEX_PACKED)
     start = _PREFIX.size
-    rec_start = start + head_len + ((-(start + head_len)) % 8)
-    dims_start = rec_start + n_rec * RECORD_DTYPE.itemsize
-    if dims_start + 8 * n_dims + 4 != len(raw):
-        raise FormatError(f"{what} sizes do not add up: the object is corrupt")
+    if version == INDEX_PACKED:
+        if start + head_len + packed_len + 4 != len(raw):
+            raise FormatError(f"{what} sizes do not add up: the object is corrupt")
+        view = memoryview(raw)
+        head = _inflate(view[start : start + head_len], MAX_PACKED_HEADER, what, "header")
+        body_size = RECORD_DTYPE.itemsize * n_rec + 8 * n_dims
+        if body_size > MAX_PACKED_BODY:
+            raise FormatError(
+                f"{what} claims {n_rec} records and {n_dims} dims, more than a reader takes "
+                f"({MAX_PACKED_BODY} bytes): the index is corrupt"
+            )
+        body: bytes | None = None
+        if records:
+            packed = view[start + head_len : start + head_len + packed_len]
+            body = _inflate(packed, body_size, what, "records")
+            if len(body) != body_size:
+                raise FormatError(f"{what}: its packed records are not as many as it says")
+    else:
+        rec_start = start + head_len + ((-(start + head_len)) % 8)
+        dims_start = rec_start + n_rec * RECORD_DTYPE.itemsize
+        if dims_start + 8 * n_dims + 4 != len(raw):
+            raise FormatError(f"{what} sizes do not add up: the object is corrupt")
+        head = bytes(raw[start : start + head_len])
     try:
-        header = json.loads(bytes(raw[start : start + head_len]))
+        header = json.loads(head)
     except (ValueError, RecursionError) as exc:
         raise FormatError(f"{what} has an unreadable header: {type(exc).__name__}") from None
     if not isinstance(header, dict):
@@ -371,8 +503,13 @@ def decode_index(raw: bytes, what: str = "index", records: bool = True) -> Segme
     if not records:  # the header alone: nothing refers to ``raw`` afterwards
         zeros = np.broadcast_to(np.zeros(1, dtype=RECORD_DTYPE), (n_rec,))
         return SegmentIndex(header, names, dtypes, zeros, np.empty(0, dtype="<i8"))
-    rows = np.frombuffer(raw, dtype=RECORD_DTYPE, count=n_rec, offset=rec_start)
-    dims = np.frombuffer(raw, dtype="<i8", count=n_dims, offset=dims_start)
+    if version == INDEX_PACKED:
+        assert body is not None
+        rows = _unpack_rows(body, n_rec)
+        dims = np.frombuffer(body, dtype="<i8", count=n_dims, offset=RECORD_DTYPE.itemsize * n_rec)
+    else:
+        rows = np.frombuffer(raw, dtype=RECORD_DTYPE, count=n_rec, offset=rec_start)
+        dims = np.frombuffer(raw, dtype="<i8", count=n_dims, offset=dims_start)
     _check_records(rows, len(names), len(dtypes), n_dims, what)
     _check_extents(rows, dims, dtypes, int(header.get("data_size", 0)), what)
     return SegmentIndex(header, names, dtypes, rows, dims)

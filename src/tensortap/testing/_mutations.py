@@ -9,8 +9,6 @@ import json
 import os
 import random
 import shutil
-import struct
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -113,23 +111,13 @@ def json_types(root: Path, rng: random.Random) -> str:
 
 
 def rewrite_index_header(path: Path, change: Callable[[Any], Any]) -> None:
-    """Replace an index's JSON header and recompute its CRC (a crafted, CRC-valid index)."""
-    raw = path.read_bytes()
-    prefix = struct.Struct("<4sHHIIII")
-    magic, version, flags, head_len, n_rec, n_dims, reserved = prefix.unpack_from(raw, 0)
-    start = prefix.size
-    old_pad = (-(start + head_len)) % 8
-    header = change(json.loads(raw[start : start + head_len]))
-    head = json.dumps(header).encode()
-    pad = (-(start + len(head))) % 8
-    rest = raw[start + head_len + old_pad : -4]
-    body = (
-        prefix.pack(magic, version, flags, len(head), n_rec, n_dims, reserved)
-        + head
-        + b"\0" * pad
-        + rest
-    )
-    path.write_bytes(body + struct.pack("<I", zlib.crc32(body)))
+    """Replace an index's JSON header and recompute its CRC (a crafted, CRC-valid index), in
+    the index's own version (plain or packed)."""
+    from tensortap.format._index import assemble_index, index_layout
+
+    version, head, records, dims = index_layout(path.read_bytes())
+    header = change(json.loads(head))
+    path.write_bytes(assemble_index(json.dumps(header).encode(), records, dims, version))
 
 
 def nesting(root: Path, rng: random.Random) -> str:
@@ -225,29 +213,13 @@ def _shift_steps(header: Any, records: Any, shift: int) -> Any:
 
 def rewrite_index_records(path: Path, change: Callable[[Any, Any], Any]) -> None:
     """Give ``change`` an index's JSON header and a writable copy of its records (a NumPy array),
-    and write back what it returns and the records, with a valid CRC."""
-    import numpy as np
+    and write back what it returns and the records, with a valid CRC, in the index's own
+    version (plain or packed)."""
+    from tensortap.format._index import assemble_index, index_layout
 
-    from tensortap.format._index import RECORD_DTYPE
-
-    raw = path.read_bytes()
-    prefix = struct.Struct("<4sHHIIII")
-    magic, version, flags, head_len, n_rec, n_dims, reserved = prefix.unpack_from(raw, 0)
-    start = prefix.size
-    rec_start = start + head_len + (-(start + head_len)) % 8
-    records = np.frombuffer(raw, RECORD_DTYPE, n_rec, rec_start).copy()
-    header = change(json.loads(raw[start : start + head_len]), records)
-    head = json.dumps(header).encode()
-    pad = (-(start + len(head))) % 8
-    dims = raw[rec_start + RECORD_DTYPE.itemsize * n_rec : -4]
-    body = (
-        prefix.pack(magic, version, flags, len(head), n_rec, n_dims, reserved)
-        + head
-        + b"\0" * pad
-        + records.tobytes()
-        + dims
-    )
-    path.write_bytes(body + struct.pack("<I", zlib.crc32(body)))
+    version, head, records, dims = index_layout(path.read_bytes())
+    header = change(json.loads(head), records)
+    path.write_bytes(assemble_index(json.dumps(header).encode(), records, dims, version))
 
 
 MUTATIONS: dict[str, Mutation] = {
