@@ -23,6 +23,15 @@ smdebug's hook (``include_collections=["all"]``, every step) the same way in the
     .venv/bin/python bench/bench_pytorch.py --sustained 50 --rounds 5 [--model mlp]
         [--smdebug-python /path/to/venv-with-smdebug/bin/python]
 
+``--pace-ms P`` paces ``--sustained`` runs as real training is paced (issue 48: a step every
+50-500 ms): each step is followed by a sleep to the next multiple of P ms, so the writer
+publishes a segment every ``flush_secs`` with what came in meanwhile; CPU time is then what
+to compare (a sleep costs none), beside the extra CPU over no hook and the CPU of opening the
+trial afterwards (each tool's own ``create_trial`` and its steps, in the same process):
+
+    .venv/bin/python bench/bench_pytorch.py --sustained 300 --rounds 3 --model small \
+        --pace-ms 50 --smdebug-python /path/to/venv-with-smdebug/bin/python
+
 ``--configs`` picks the configurations of ``--sustained`` (the CPU time of every thread, fresh
 processes: steadier than the interleaved wall times on a shared machine), e.g. the default hook
 (losses and the vital signs of every step) against no hook:
@@ -60,6 +69,15 @@ def mlp() -> nn.Module:
     )
 
 
+def small() -> nn.Module:
+    """Eight 32x32 layers: about 50 tensors of 4 kB a step under ``all`` (the issue-48 paced
+    workload: 300 steps x 50 tensors of 32x32)."""
+    layers: list[nn.Module] = []
+    for _ in range(8):
+        layers += [nn.Linear(32, 32), nn.ReLU()]
+    return nn.Sequential(*layers[:-1], nn.Linear(32, 10))
+
+
 def cnn() -> nn.Module:
     return nn.Sequential(
         nn.Conv2d(3, 32, 3, padding=1),
@@ -81,6 +99,7 @@ def cnn() -> nn.Module:
 MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
     "mlp": (mlp, (64, 1024)),
     "cnn": (cnn, (64, 3, 32, 32)),
+    "small": (small, (32, 32)),
 }
 
 CONFIGS: dict[str, dict[str, Any] | None] = {
@@ -306,9 +325,36 @@ def _smdebug_runner(model_name: str, out: Path) -> Runner:
     return runner
 
 
-def one_run(config: str, model_name: str, steps: int) -> dict[str, float]:
+def _paced(runner: Runner, steps: int, pace_s: float) -> None:
+    """``steps`` steps, each followed by a sleep to the next multiple of ``pace_s``."""
+    due = time.monotonic()
+    for _ in range(steps):
+        runner.step()
+        due += pace_s
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
+
+def _open_cpu_ms(config: str, path: Path) -> float | None:
+    """The CPU of opening the written trial with its tool's own reader and listing its steps
+    (smdebug's ``create_trial`` for smdebug's), or None when nothing was written."""
+    if not path.exists():
+        return None
+    began = time.process_time()
+    if config == SMDEBUG:
+        from smdebug.trials import create_trial as smdebug_trial
+
+        smdebug_trial(str(path)).steps()
+    else:
+        tt.create_trial(path).steps()
+    return 1e3 * (time.process_time() - began)
+
+
+def one_run(config: str, model_name: str, steps: int, pace_s: float = 0.0) -> dict[str, Any]:
     """In a fresh process: warm up 3 steps, then ``steps`` steps in a row and close (all
-    written). Wall and process CPU per step, closing included; bytes on disk per step."""
+    written). Wall and process CPU per step, closing included; bytes on disk and files per
+    step; with ``pace_s``, each step padded with a sleep to the pace."""
     root = Path(tempfile.mkdtemp(prefix="tensortap-sustained-", dir=os.environ.get("BENCH_DIR")))
     try:
         if config == SMDEBUG:
@@ -319,19 +365,25 @@ def one_run(config: str, model_name: str, steps: int) -> dict[str, float]:
         if runner.hook is not None:
             runner.hook.flush()
         wall0, cpu0 = time.perf_counter(), time.process_time()
-        runner.round(steps)
+        if pace_s:
+            _paced(runner, steps, pace_s)
+        else:
+            runner.round(steps)
         loop = time.perf_counter() - wall0
         runner.close()
         smdebug = getattr(runner, "smdebug", None)
         if smdebug is not None:
             smdebug.close()
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-        size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+        files = [p for p in root.rglob("*") if p.is_file()]
+        size = sum(p.stat().st_size for p in files)
         return {
             "wall_ms": 1e3 * wall / steps,
             "loop_ms": 1e3 * loop / steps,
             "cpu_ms": 1e3 * cpu / steps,
             "mb_per_step": size / (steps + 3) / 1e6,
+            "files": len(files),
+            "open_cpu_ms": _open_cpu_ms(config, root / "t"),
         }
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -343,6 +395,7 @@ def sustained(
     rounds: int,
     smdebug_python: str | None,
     chosen: tuple[str, ...] = SUSTAINED,
+    pace_ms: float = 0.0,
 ) -> None:
     """Fresh processes, ``steps`` steps in a row each, the configurations alternating."""
     configs = [(c, sys.executable) for c in chosen]
@@ -352,7 +405,8 @@ def sustained(
     for r in range(rounds):
         for config, python in configs:
             command = [python, __file__, "--one", config, "--model", model_name]
-            done = subprocess.run([*command, "--steps", str(steps)], capture_output=True, text=True)
+            command += ["--steps", str(steps), "--pace-ms", str(pace_ms)]
+            done = subprocess.run(command, capture_output=True, text=True)
             if done.returncode != 0:
                 raise SystemExit(f"{config} failed:\n{done.stderr[-3000:]}")
             result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -360,34 +414,67 @@ def sustained(
             print(
                 f"# round {r} {config}: {result['wall_ms']:.2f} ms/step wall "
                 f"({result['loop_ms']:.2f} before closing), {result['cpu_ms']:.2f} ms/step CPU, "
-                f"{result['mb_per_step']:.2f} MB/step",
+                f"{result['mb_per_step']:.2f} MB/step, {result['files']} files, "
+                f"open {result['open_cpu_ms']} ms CPU",
                 flush=True,
             )
     medians = {
-        c: {k: statistics.median(run[k] for run in v) for k in v[0]} for c, v in runs.items()
+        c: {
+            k: statistics.median(run[k] for run in v)
+            for k in v[0]
+            if all(run[k] is not None for run in v)
+        }
+        for c, v in runs.items()
     }
     base = medians["no hook"]
-    print(f"\n## {model_name}: {steps} steps in a row per fresh process, median of {rounds} runs")
-    print("| configuration | wall/step | ratio | CPU/step | CPU ratio | MB/step |")
-    print("|---|---|---|---|---|---|")
+    paced = f", paced at a step every {pace_ms:g} ms" if pace_ms else ""
+    print(
+        f"\n## {model_name}: {steps} steps in a row per fresh process{paced}, median of "
+        f"{rounds} runs"
+    )
+    print(
+        "| configuration | wall/step | ratio | CPU/step | CPU ratio | extra CPU/step | MB/step "
+        "| files | open (CPU) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for config, m in medians.items():
+        extra = m["cpu_ms"] - base["cpu_ms"]
+        opened = f"{m['open_cpu_ms']:.1f} ms" if "open_cpu_ms" in m else "-"
         print(
             f"| {config} | {m['wall_ms']:.2f} ms | {m['wall_ms'] / base['wall_ms']:.2f}x "
-            f"| {m['cpu_ms']:.2f} ms | {m['cpu_ms'] / base['cpu_ms']:.2f}x "
-            f"| {m['mb_per_step']:.2f} |"
+            f"| {m['cpu_ms']:.2f} ms | {m['cpu_ms'] / base['cpu_ms']:.2f}x | {extra:.3f} ms "
+            f"| {m['mb_per_step']:.3f} | {m['files']:.0f} | {opened} |"
         )
+    if SMDEBUG in medians:
+        ours = [c for c in medians if c not in ("no hook", SMDEBUG)]
+        theirs = medians[SMDEBUG]
+        for config in ours:
+            m = medians[config]
+            extra, their_extra = m["cpu_ms"] - base["cpu_ms"], theirs["cpu_ms"] - base["cpu_ms"]
+            ratio = their_extra / extra if extra > 0 else float("inf")
+            opened = theirs.get("open_cpu_ms", 0.0) / max(m.get("open_cpu_ms", 0.0), 1e-9)
+            print(
+                f"\n{config}: smdebug's extra CPU a step / tensortap's = {ratio:.1f}x; "
+                f"smdebug's open CPU / tensortap's = {opened:.1f}x"
+            )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--model", choices=["mlp", "cnn", "both"], default="both")
+    parser.add_argument("--model", choices=["mlp", "cnn", "small", "both"], default="both")
     parser.add_argument("--compile", action="store_true", help="torch.compile every model")
     parser.add_argument(
         "--sustained", type=int, metavar="N", help="fresh processes, N steps in a row each"
     )
     parser.add_argument("--smdebug-python", help="an interpreter with smdebug (for --sustained)")
+    parser.add_argument(
+        "--pace-ms",
+        type=float,
+        default=0.0,
+        help="for --sustained: a step every this many ms (a sleep after each), as real training",
+    )
     parser.add_argument(
         "--configs",
         help="for --sustained: the configurations, comma-separated (default: 'no hook,every "
@@ -397,7 +484,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.one:
-        print(json.dumps(one_run(args.one, args.model, args.steps)))
+        print(json.dumps(one_run(args.one, args.model, args.steps, args.pace_ms / 1e3)))
         return
     machine = f"{platform.machine()} {platform.processor() or ''}".strip()
     print(f"# {machine}, cpus={os.cpu_count()}, torch {torch.__version__}, 1 torch thread")
@@ -410,7 +497,9 @@ def main() -> None:
             unknown = [c for c in chosen if c not in CONFIGS]
             if unknown or "no hook" not in chosen:
                 parser.error(f"--configs: 'no hook' and some of {list(CONFIGS)}, got {chosen}")
-            sustained(model_name, args.sustained, args.rounds, args.smdebug_python, chosen)
+            sustained(
+                model_name, args.sustained, args.rounds, args.smdebug_python, chosen, args.pace_ms
+            )
         return
     print(f"# {args.rounds} rounds x {args.steps} steps per configuration; configurations take")
     print("# turns one step at a time within a group; ratios are to 'no hook' of the same group")

@@ -371,6 +371,11 @@ def test_raw_copies_are_reused_only_once_written(tmp_path: Path) -> None:
         hook.flush()
     hook.close()
     assert pool._bytes == after_stall  # the buffers of the first steps were reused
+    # each buffer went back to its free queue when its array died: none is lent any more, and
+    # the queues hold every buffer the pool keeps (a copy takes one without a scan)
+    assert pool.lent() == 0
+    kept = sum(b.numel() * b.element_size() for q in pool._free.values() for b in q)
+    assert kept == pool._bytes
     trial = tt.create_trial(tmp_path / "run")
     assert trial.steps() == list(range(14))
     for step, want in enumerate(stalled + flushed):
