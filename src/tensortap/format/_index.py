@@ -18,8 +18,8 @@ description)::
 
 Version 2 (*packed*, what the writer writes) holds the same header, records and dims, packed:
 the header is a zlib stream of H bytes, and the records and dims one zlib stream of C bytes
-(the reserved field), the records stored as columns, the steps and data offsets as differences
-(see :func:`_pack_rows`). A scalar's row
+(the reserved field), the records stored as byte-shuffled columns, the steps and data offsets
+as differences (see :func:`_pack_rows`). A scalar's row
 takes about 8 bytes instead of 64 (issue 48: bytes per scalar no more than TensorBoard's).
 """
 
@@ -352,32 +352,37 @@ def index_layout(
 
 
 def _pack_rows(records: np.ndarray[Any, Any]) -> bytes:
-    """The records as columns: each field's N values in turn, in RECORD_DTYPE's order, the
-    ``_DELTA_FIELDS`` as differences from the previous record's (the first from 0), modulo
-    2**64 (zlib then finds the columns' repeats: a scalar's row packs to about 5 bytes)."""
+    """The records as columns, field by field in RECORD_DTYPE's order: for a field of ``k``
+    bytes, the first byte of every record's value, then the second, ... (the *shuffle* of
+    Blosc and HDF5: the bytes that barely change, such as a float's sign and exponent, lie
+    together); the ``_DELTA_FIELDS`` as differences from the previous record's (the first from
+    0), modulo 2**64. zlib then packs a scalar's row into about 4-5 bytes."""
+    count = len(records)
     parts: list[bytes] = []
     for name in RECORD_DTYPE.names or ():
         column = np.ascontiguousarray(records[name])
-        if name in _DELTA_FIELDS and len(column):
+        if name in _DELTA_FIELDS and count:
             wide = column.view(np.uint64)
             column = np.empty_like(wide)
             column[0] = wide[0]
             np.subtract(wide[1:], wide[:-1], out=column[1:])
-        parts.append(column.tobytes())
+        parts.append(column.view(np.uint8).reshape(count, -1).T.tobytes())
     return b"".join(parts)
 
 
 def _unpack_rows(raw: bytes, count: int) -> np.ndarray[Any, Any]:
     """:func:`_pack_rows`' records back (``raw`` holds at least ``64 * count`` bytes)."""
-    rows = np.zeros(count, dtype=RECORD_DTYPE)
+    rows = np.empty(count, dtype=RECORD_DTYPE)
     at = 0
     for name in RECORD_DTYPE.names or ():
         field = RECORD_DTYPE.fields[name][0]  # type: ignore[index]
-        values = np.frombuffer(raw, field, count, at)
+        size = field.itemsize * count
+        column = np.frombuffer(raw, np.uint8, size, at).reshape(field.itemsize, count).T
+        values = np.ascontiguousarray(column).view(field).reshape(count)
         if name in _DELTA_FIELDS and count:
             values = np.cumsum(values.view(np.uint64), dtype=np.uint64).view(field)
         rows[name] = values
-        at += field.itemsize * count
+        at += size
     return rows
 
 
