@@ -149,7 +149,7 @@ def test_reading_holds_the_result_and_one_batch(
     steps, series = 4000, 50
     # segments kept: an object is read whole, and a merged one holds up to 2^20 values
     _write_grid(tmp_path, steps, series, flush_every=100, compact=False)
-    monkeypatch.setattr(_series, "_BATCH_BYTES", 256 << 10, raising=False)
+    monkeypatch.setattr(_series, "BATCH_BYTES", 256 << 10)
     reader = SeriesReader(tmp_path)
     reader.keys()  # the heads, read once, are not what is measured
     tracemalloc.start()

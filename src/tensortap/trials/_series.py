@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -31,23 +31,31 @@ from tensortap.format._series import (
 )
 from tensortap.storage._base import Store
 from tensortap.storage._resolve import open_store
-from tensortap.trials._index import natural_key
 from tensortap.trials._series_columns import (
     BUCKET_COLUMNS,
     SeriesColumns,
     SeriesKey,
     bucket_columns,
     bucketed,
-    merge_buckets,
     series_columns,
 )
-from tensortap.trials._series_fill import Fill, Filled, series_order
+from tensortap.trials._series_fill import Fill, Filled
 from tensortap.trials._series_objects import SeriesObjects, Source, WorkerSeries
+from tensortap.trials._series_plan import (
+    BATCH_BYTES,
+    BUCKET_READ_VALUES,
+    BucketPieces,
+    PutSeries,
+    ReadJob,
+    block_ranges,
+    narrowed,
+    read_cost,
+    series_groups,
+)
 
 __all__ = [
     "BUCKET_COLUMNS",
     "BUCKET_READ_VALUES",
-    "OneNumbers",
     "SeriesColumns",
     "SeriesKey",
     "SeriesReader",
@@ -195,7 +203,7 @@ class SeriesReader:
         read; the names and the mode step and wall time of each row made when first asked)."""
         wanted = _Filter(names, regex, statistic, mode, worker)
         lo, hi = _bounds(start, end)
-        return self._columns(wanted, lo, hi, _BATCH_BYTES)
+        return self._columns(wanted, lo, hi, BATCH_BYTES)
 
     def _columns(self, wanted: _Filter, lo: int, hi: int, batch_bytes: int) -> SeriesColumns:
         plans, capacity = self._plan(wanted, lo, hi)
@@ -228,7 +236,7 @@ class SeriesReader:
         plans, capacity = self._plan(wanted, lo, hi)
         most = BUCKET_READ_VALUES
         pieces: list[tuple[SeriesKey, tuple[np.ndarray, ...]]] = []
-        groups = _groups(capacity, most)
+        groups = series_groups(capacity, most)
         for keys in groups:
             if len(keys) == 1 and capacity[keys[0]] > most:  # longer than the bound: in pieces
                 part = self._long_buckets(plans, keys[0], wanted, lo, hi, start, end, count)
@@ -272,7 +280,7 @@ class SeriesReader:
             yield self._columns(wanted, *everything, 16 * most)
             return
         spans = sorted(
-            (job.head.first_step, job.head.last_step, _read_cost(job))
+            (job.head.first_step, job.head.last_step, read_cost(job))
             for _, jobs in plans
             for job in jobs
         )
@@ -296,7 +304,7 @@ class SeriesReader:
 
     def _long_buckets(
         self,
-        plans: list[tuple[WorkerSeries, list[_Job]]],
+        plans: list[tuple[WorkerSeries, list[ReadJob]]],
         key: SeriesKey,
         wanted: _Filter,
         lo: int,
@@ -311,12 +319,12 @@ class SeriesReader:
         the first and last step of each of its blocks (two small reads a block), and checked
         against the steps read: where damage made them disagree, read again over the steps
         seen. None when the series has no step in ``[lo, hi)``."""
-        only = [(state, _only(jobs, {key})) for state, jobs in plans]
+        only = [(state, narrowed(jobs, {key})) for state, jobs in plans]
         first, stop = self._extent(only, lo, hi)
         first = lo if start is not None else first
         stop = hi if end is not None else stop
         for _ in range(2):
-            pieces = _Pieces(first, stop, count)
+            pieces = BucketPieces(first, stop, count)
             for state, jobs in only:
                 batch = 16 * BUCKET_READ_VALUES
                 self._fill(state, jobs, wanted, lo, hi, False, pieces.put, {}, {key}, batch)
@@ -332,7 +340,7 @@ class SeriesReader:
         return None
 
     def _extent(
-        self, plans: list[tuple[WorkerSeries, list[_Job]]], lo: int, hi: int
+        self, plans: list[tuple[WorkerSeries, list[ReadJob]]], lo: int, hi: int
     ) -> tuple[int, int]:
         """The lowest step in ``[lo, hi)`` and the highest plus one of the one series the jobs
         pick, from the first and last step of each block (unchecked: the caller checks them
@@ -370,10 +378,10 @@ class SeriesReader:
     # -- internals --
     def _plan(
         self, wanted: _Filter, lo: int, hi: int
-    ) -> tuple[list[tuple[WorkerSeries, list[_Job]]], dict[SeriesKey, int]]:
+    ) -> tuple[list[tuple[WorkerSeries, list[ReadJob]]], dict[SeriesKey, int]]:
         """The objects to read per worker, and each wanted series' room (its values in those
         objects, from their directories: nothing read but heads)."""
-        plans: list[tuple[WorkerSeries, list[_Job]]] = []
+        plans: list[tuple[WorkerSeries, list[ReadJob]]] = []
         capacity: dict[SeriesKey, int] = {}
         for state in self.objects.states(wanted.worker):
             jobs = self._jobs(state, state.plan, wanted, lo, hi)
@@ -386,7 +394,7 @@ class SeriesReader:
 
     def _read_planned(
         self,
-        plans: list[tuple[WorkerSeries, list[_Job]]],
+        plans: list[tuple[WorkerSeries, list[ReadJob]]],
         capacity: dict[SeriesKey, int],
         wanted: _Filter,
         lo: int,
@@ -406,7 +414,7 @@ class SeriesReader:
         for state, jobs in plans:
             self._fill(
                 state,
-                _only(jobs, keep),
+                narrowed(jobs, keep),
                 wanted,
                 lo,
                 hi,
@@ -426,7 +434,7 @@ class SeriesReader:
 
     def _jobs(
         self, state: WorkerSeries, sources: list[Source], wanted: _Filter, lo: int, hi: int
-    ) -> list[_Job]:
+    ) -> list[ReadJob]:
         """The sources holding wanted series within [lo, hi), with the series to read."""
         jobs = []
         keys: dict[tuple[str, str, int], SeriesKey] = {}
@@ -443,18 +451,18 @@ class SeriesReader:
                     tensor, stat, mode = head.keys[i]
                     found = keys[head.keys[i]] = SeriesKey(tensor, stat, ModeKeys(mode), state.name)
                 named.append(found)
-            jobs.append(_Job(source, head, picks, named))
+            jobs.append(ReadJob(source, head, picks, named))
         return jobs
 
     def _fill(
         self,
         state: WorkerSeries,
-        jobs: list[_Job],
+        jobs: list[ReadJob],
         wanted: _Filter,
         lo: int,
         hi: int,
         with_steps: bool,
-        put: _Put,
+        put: PutSeries,
         tables: dict[str, list[np.ndarray]],
         keep: set[SeriesKey] | None,
         batch_bytes: int,
@@ -464,10 +472,10 @@ class SeriesReader:
         object that fails a check is a problem, and its segments are read another way
         (:meth:`SeriesObjects.replacements`)."""
         redo: list[Source] = []
-        batch: list[tuple[_Job, list[tuple[int, int, list[int]]]]] = []
+        batch: list[tuple[ReadJob, list[tuple[int, int, list[int]]]]] = []
         size = 0
         for job in jobs:
-            runs = [] if job.source.index else _runs(job.head, job.picks, with_steps)
+            runs = [] if job.source.index else block_ranges(job.head, job.picks, with_steps)
             cost = sum(length for _, length, _ in runs)
             if batch and size + cost > batch_bytes:
                 redo += self._take(state, batch, lo, hi, with_steps, put, tables)
@@ -477,17 +485,17 @@ class SeriesReader:
         if batch:
             redo += self._take(state, batch, lo, hi, with_steps, put, tables)
         if redo:
-            redone = _only(self._jobs(state, redo, wanted, lo, hi), keep)
+            redone = narrowed(self._jobs(state, redo, wanted, lo, hi), keep)
             self._fill(state, redone, wanted, lo, hi, with_steps, put, tables, keep, batch_bytes)
 
     def _take(
         self,
         state: WorkerSeries,
-        batch: list[tuple[_Job, list[tuple[int, int, list[int]]]]],
+        batch: list[tuple[ReadJob, list[tuple[int, int, list[int]]]]],
         lo: int,
         hi: int,
         with_steps: bool,
-        put: _Put,
+        put: PutSeries,
         tables: dict[str, list[np.ndarray]],
     ) -> list[Source]:
         """Read one batch into ``put``; the sources to read again in place of those that
@@ -517,7 +525,7 @@ class SeriesReader:
 
     def _decode(
         self,
-        job: _Job,
+        job: ReadJob,
         runs: list[tuple[int, int, list[int]]],
         got: list[bytearray | None],
     ) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
@@ -541,149 +549,3 @@ class SeriesReader:
                 offset -= at
                 blocks.append(decode_block(body[offset : offset + length], head, i, source.key))
         return blocks, table
-
-
-#: The bytes of ranges read at once (an object is read whole in one batch, whatever its size).
-_BATCH_BYTES = 32 << 20
-#: The most values (a global step and a number each: 16 bytes) :meth:`SeriesReader.buckets`
-#: holds at once, whatever it is asked for: series are read whole in groups of at most this
-#: many values (and each group's bytes a batch of at most as many at a time), a series
-#: longer than this a batch of its objects at a time, each batch bucketed and the buckets
-#: merged. A block (one series in one object) is the unit read: the writer's rollups hold at
-#: most ``ROLLUP_VALUES`` (2^20) values of all their series together. Issue 48: a dashboard
-#: drawing 100 series of 100,000 steps held all 10^7 of them at once (160 MB, and as much
-#: again in bytes read) for a few hundred buckets each.
-BUCKET_READ_VALUES = 1 << 20
-#: Pieces of a long series' buckets kept before they are merged into one.
-_MERGE_PIECES = 64
-
-_Put = Callable[[SeriesKey, np.ndarray, np.ndarray], None]
-#: Blocks of one object closer than this (or than the run read so far) are read in one range.
-_GAP_BYTES = 64 << 10
-#: A range read at once grows to at most this many bytes.
-_RUN_BYTES = 16 << 20
-
-
-class _Job(NamedTuple):
-    """An object to read, the positions of the wanted series in its list, and their keys."""
-
-    source: Source
-    head: SeriesHead
-    picks: list[int]
-    keys: list[SeriesKey]
-
-
-class _Pieces:
-    """The buckets of one series over ``[first, stop)``, put a piece at a time (each sorted
-    by step) and merged as they come, so that what is kept stays a few pieces' buckets."""
-
-    def __init__(self, first: int, stop: int, count: int) -> None:
-        self.first, self.stop, self.count = first, stop, count
-        self.lowest, self.highest = 2**63 - 1, -(2**63)  # the steps put
-        self._parts: list[tuple[np.ndarray, ...]] = []
-
-    def put(self, key: SeriesKey, steps: np.ndarray, values: np.ndarray) -> None:
-        del key
-        if not len(steps):
-            return
-        low, high = int(steps[0]), int(steps[-1])
-        self.lowest, self.highest = min(self.lowest, low), max(self.highest, high)
-        if self.first <= low and high < self.stop:  # else the extent was wrong: read again
-            self._parts.append(bucketed(steps, values, self.first, self.stop, self.count))
-        if len(self._parts) >= _MERGE_PIECES:
-            self._parts = [self.merged()]
-
-    def merged(self) -> tuple[np.ndarray, ...]:
-        return merge_buckets(self._parts, self.first, self.stop, self.count)
-
-
-def _read_cost(job: _Job) -> int:
-    """What reading a job with its step table holds, in values (16 bytes each): the ranges
-    read, or the values of a segment read from its index."""
-    if job.source.index:
-        return int(job.head.directory["count"][job.picks].sum())
-    return sum(length for _, length, _ in _runs(job.head, job.picks, True)) // 16
-
-
-def _only(jobs: list[_Job], keep: set[SeriesKey] | None) -> list[_Job]:
-    """The jobs narrowed to the series in ``keep`` (all of them when None)."""
-    if keep is None:
-        return jobs
-    out = []
-    for job in jobs:
-        pairs = [(i, key) for i, key in zip(job.picks, job.keys, strict=True) if key in keep]
-        if pairs:
-            out.append(_Job(job.source, job.head, [i for i, _ in pairs], [k for _, k in pairs]))
-    return out
-
-
-def _groups(capacity: dict[SeriesKey, int], most: int) -> list[list[SeriesKey]]:
-    """The series in their order (:func:`series_order`), cut into runs of at most ``most``
-    values together; a series of more than ``most`` is a run of its own."""
-    groups: list[list[SeriesKey]] = []
-    held = 0
-    for key in sorted(capacity, key=series_order):
-        size = capacity[key]
-        if not groups or held + size > most:
-            groups.append([])
-            held = 0
-        groups[-1].append(key)
-        held += size
-    return groups
-
-
-def _runs(head: SeriesHead, picks: list[int], with_steps: bool) -> list[tuple[int, int, list[int]]]:
-    """The ranges to read of an object: (offset, length, the picks inside), the step table
-    first (no picks) when asked for. Blocks close together are read in one range."""
-    runs: list[tuple[int, int, list[int]]] = []
-    if with_steps:
-        runs.append((head.head_size, STEP_DTYPE.itemsize * head.steps, []))
-    start = end = -1
-    inside: list[int] = []
-    for i in picks:
-        offset, length = head.block_range(i)
-        gap = offset - end
-        if inside and gap <= max(_GAP_BYTES, end - start) and offset + length - start <= _RUN_BYTES:
-            end = offset + length
-            inside.append(i)
-            continue
-        if inside:
-            runs.append((start, end - start, inside))
-        start, end, inside = offset, offset + length, [i]
-    if inside:
-        runs.append((start, end - start, inside))
-    return runs
-
-
-class OneNumbers:
-    """The one-element values of tensors (losses, metrics) by global step, read as series in
-    bulk and then only what is newer: what a rule asking for a loss at every step reads,
-    instead of one read of the data object per step. Where several workers saved one, the
-    first (natural order) is taken, and a step saved again by a later session is the later
-    one's value, as :meth:`Tensor.value` answers."""
-
-    def __init__(self, reader: Callable[[], SeriesReader]) -> None:
-        self._reader = reader
-        self._known: dict[str, tuple[int, dict[int, float]]] = {}
-
-    def at(self, name: str, step: int) -> float | None:
-        """The value saved at global ``step``; None when the series path has none there (not
-        one element, or not published yet)."""
-        found = self._known.get(name)
-        if found is None or step > found[0]:
-            found = self._take_newer(name, found)
-        return found[1].get(step)
-
-    def _take_newer(
-        self, name: str, found: tuple[int, dict[int, float]] | None
-    ) -> tuple[int, dict[int, float]]:
-        reader = self._reader()
-        extent, values = found if found is not None else (-1, {})
-        cols = reader.series(name, statistic="value", start=extent + 1)
-        parts = list(cols.groups())
-        parts.sort(key=lambda kp: natural_key(kp[0].worker), reverse=True)  # first wins
-        for _, part in parts:
-            values.update(zip(part["global_step"].tolist(), part["value"].tolist(), strict=True))
-        found = (max(extent, reader.last_step), values)
-        self._known[name] = found
-        return found

@@ -30,12 +30,13 @@ from tensortap.storage import Store, open_store
 from tensortap.trials._config import first_config, worker_config
 from tensortap.trials._index import TrialIndex, natural_key
 from tensortap.trials._locate import trial_location
+from tensortap.trials._one_numbers import OneNumbers
 from tensortap.trials._parts import TrialParts
 from tensortap.trials._problems import worker_problems
 from tensortap.trials._read_ahead import read_ahead
 from tensortap.trials._reader import MAX_GAP, RawRef, ValueReader
 from tensortap.trials._saved_steps import SavedSteps
-from tensortap.trials._series import OneNumbers, SeriesColumns, SeriesKey, SeriesReader
+from tensortap.trials._series import SeriesColumns, SeriesKey, SeriesReader
 from tensortap.trials._series_names import loss_names, resolve_names
 from tensortap.trials._sessions import Session, worker_sessions
 from tensortap.trials._step_block import StepBlock
