@@ -137,7 +137,7 @@ def _merge(
     dtypes: dict[str, int] = {}
     records: list[np.ndarray[Any, Any]] = []
     dims: list[np.ndarray[Any, Any]] = []
-    chunks: list[bytes] = []
+    chunks: list[bytes | memoryview] = []
     steps: list[list[Any]] = []
     dropped: list[Any] = []
     parts: list[list[Any]] = []
@@ -163,7 +163,9 @@ def _merge(
         parts.append([int(head["seq"]), str(head["session"]), len(rows), len(index.steps)])
         parts[-1].append(offset)
         pad = (-size) % DATA_ALIGNMENT
-        chunks.append(data[:size] + bytes(pad))
+        chunks.append(memoryview(data)[:size])  # copied once, by the join below
+        if pad:
+            chunks.append(bytes(pad))
         offset += size + pad
         steps.extend(index.steps)
         dropped.extend(index.header.get("dropped") or [])
