@@ -19,8 +19,8 @@ description)::
 Version 2 (*packed*, what the writer writes) holds the same header, records and dims, packed:
 the header is a zlib stream of H bytes, and the records and dims one zlib stream of C bytes
 (the reserved field), the records stored as byte-shuffled columns, the steps and data offsets
-as differences (see :func:`_pack_rows`). A scalar's row
-takes about 8 bytes instead of 64 (issue 48: bytes per scalar no more than TensorBoard's).
+as differences (see :func:`_pack_rows`). A scalar's row takes about 4-5 bytes instead of 64
+(issue 48: bytes per scalar no more than TensorBoard's).
 """
 
 from __future__ import annotations
