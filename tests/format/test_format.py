@@ -147,7 +147,17 @@ def test_a_packed_index_stores_a_scalar_row_in_a_few_bytes() -> None:
 
 
 @pytest.mark.parametrize(
-    "case", ["garbage", "short", "long", "trailing", "header garbage", "too many", "newer"]
+    "case",
+    [
+        "garbage",
+        "short",
+        "long",
+        "trailing",
+        "header garbage",
+        "too many",
+        "more than its bytes hold",
+        "newer",
+    ],
 )
 def test_a_crafted_packed_index_is_refused_without_unpacking_more_than_it_may(case: str) -> None:
     """A packed index is one header stream and one records stream, both zlib: a CRC-valid one
@@ -165,6 +175,7 @@ def test_a_crafted_packed_index_is_refused_without_unpacking_more_than_it_may(ca
         "trailing": (head, zlib.compress(body) + b"extra", n),
         "header garbage": (b"\x78\x9c garbage", zlib.compress(body), n),
         "too many": (head, zlib.compress(body), 2**32 - 1),
+        "more than its bytes hold": (head, zlib.compress(body), 20 * len(zlib.compress(body))),
     }
     if case == "newer":
         raw = bytearray(_crafted(2, head, zlib.compress(body), n))
@@ -175,7 +186,8 @@ def test_a_crafted_packed_index_is_refused_without_unpacking_more_than_it_may(ca
         return
     head_bytes, records_bytes, count = packed[case]
     tracemalloc.start()
-    with pytest.raises(FormatError):
+    said = "can hold" if case in ("too many", "more than its bytes hold") else ""
+    with pytest.raises(FormatError, match=said):  # a claim no stream can hold: not unpacked
         decode_index(_crafted(2, head_bytes, records_bytes, count))
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()

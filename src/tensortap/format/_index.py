@@ -50,6 +50,8 @@ MAGIC = b"TTIX"
 #: writer's largest segment holds far fewer): a reader never allocates more for one index.
 MAX_PACKED_HEADER = 256 * 1024 * 1024
 MAX_PACKED_BODY = 2 * 1024 * 1024 * 1024
+#: deflate unpacks to at most 1032 times its size: a claim of more is corrupt before unpacking
+_MOST_INFLATED = 1032
 #: zlib's level for packing: the fastest; the columns already do most of the work.
 _PACK_LEVEL = 1
 #: The record fields stored as differences from the previous record's (they grow by small
@@ -480,9 +482,10 @@ def decode_index(raw: bytes, what: str = "index", records: bool = True) -> Segme
         view = memoryview(raw)
         head = _inflate(view[start : start + head_len], MAX_PACKED_HEADER, what, "header")
         body_size = RECORD_DTYPE.itemsize * n_rec + 8 * n_dims
-        if body_size > MAX_PACKED_BODY:
+        if body_size > min(MAX_PACKED_BODY, _MOST_INFLATED * packed_len + 64):
             raise FormatError(
-                f"{what} claims {n_rec} records and {n_dims} dims, more than a reader takes "
+                f"{what} claims {n_rec} records and {n_dims} dims ({body_size} bytes), more "
+                f"than its {packed_len} packed bytes can hold or a reader takes "
                 f"({MAX_PACKED_BODY} bytes): the index is corrupt"
             )
         body: bytes | None = None
