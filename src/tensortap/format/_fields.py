@@ -11,6 +11,8 @@ import reprlib
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from tensortap.exceptions import FormatError
 
 _MISSING = object()
@@ -91,6 +93,26 @@ def get_list(
 
 def int_rows(value: list[Any], width: int, what: str, name: str) -> list[list[Any]]:
     """A list of rows of at least ``width`` integers (more entries may follow, e.g. a time)."""
+    int_columns(value, width, what, name)
+    return value
+
+
+def int_columns(value: list[Any], width: int, what: str, name: str) -> np.ndarray[Any, Any]:
+    """:func:`int_rows`' check, and the rows' first ``width`` integers as an (N, width) int64
+    array. An index header lists a step per row (10^5 rows for a long run): rows of plain
+    ints within int64 are checked at once (their types as a set, their range by NumPy's
+    conversion); any other row is looked at one by one, for the message naming it."""
+    if not value:
+        return np.empty((0, width), dtype=np.int64)
+    if set(map(type, value)) <= {list} and min(map(len, value)) >= width:
+        rows = value if len(set(map(len, value))) == 1 else [row[:width] for row in value]
+        columns = list(zip(*rows, strict=True))[:width]
+        if all(set(map(type, column)) <= {int} for column in columns):
+            try:
+                table: np.ndarray[Any, Any] = np.array(columns, dtype=np.int64)
+                return np.ascontiguousarray(table.T)
+            except OverflowError:  # a value beyond int64: named below
+                pass
     for row in value:
         if (
             not isinstance(row, list)
@@ -101,7 +123,8 @@ def int_rows(value: list[Any], width: int, what: str, name: str) -> list[list[An
                 f"{what}: every entry of {name!r} must start with {width} integers, got "
                 f"{_describe(row)}"
             )
-    return value
+    # every row held int64s (an int subclass other than bool, say): as they are
+    return np.array([[int(v) for v in row[:width]] for row in value], np.int64).reshape(-1, width)
 
 
 def _describe(value: object) -> str:

@@ -39,7 +39,14 @@ from tensortap.core._records import Record, RecordKind
 from tensortap.core._reductions import REDUCTION_NAMES
 from tensortap.exceptions import FormatError, UnsupportedFormatVersion
 from tensortap.format._checksum import crc32
-from tensortap.format._fields import get_int, get_list, get_optional_str, get_str, int_rows
+from tensortap.format._fields import (
+    get_int,
+    get_list,
+    get_optional_str,
+    get_str,
+    int_columns,
+    int_rows,
+)
 
 FORMAT_VERSION = 1
 #: The index versions: 1 plain (64 bytes a record), 2 packed (the writer's; see the module).
@@ -60,6 +67,7 @@ _DELTA_FIELDS = frozenset({"global_step", "mode_step", "data_offset"})
 _PREFIX = struct.Struct("<4sHHIIII")
 DATA_ALIGNMENT = 8
 _MODE_VALUES = frozenset(int(m) for m in ModeKeys)
+_MODE_ARRAY = np.array(sorted(_MODE_VALUES), dtype=np.int64)
 
 RECORD_DTYPE = np.dtype(
     [
@@ -368,7 +376,7 @@ def _pack_rows(records: np.ndarray[Any, Any]) -> bytes:
             column = np.empty_like(wide)
             column[0] = wide[0]
             np.subtract(wide[1:], wide[:-1], out=column[1:])
-        parts.append(column.view(np.uint8).reshape(count, -1).T.tobytes())
+        parts.append(column.view(np.uint8).reshape(count, column.itemsize).T.tobytes())
     return b"".join(parts)
 
 
@@ -534,7 +542,24 @@ def _check_header(header: dict[str, Any], what: str) -> tuple[list[str], list[st
     get_int(header, "seq", what)
     if get_int(header, "data_size", what, default=0) < 0:
         raise FormatError(f"{what}: data_size is negative")
-    steps = int_rows(get_list(header, "steps", what, default=[]), 3, what, "steps")
+    steps = get_list(header, "steps", what, default=[])
+    numbers = int_columns(steps, 3, what, "steps")  # [global step, mode, mode step] a row
+    bad = ~np.isin(numbers[:, 1], _MODE_ARRAY) | (numbers[:, 0] < 0) | (numbers[:, 2] < 0)
+    if steps and set(map(len, steps)) == {4}:  # what a writer writes: one pass in C
+        timed = set(map(type, list(zip(*steps, strict=True))[3]))
+    else:
+        timed = {type(row[3]) for row in steps if len(row) > 3}
+    if bad.any() or not timed <= {int, float}:
+        _check_steps(steps, what)
+    int_rows(get_list(header, "dropped", what, default=[]), 3, what, "dropped")
+    get_int(header, "hook_errors", what, default=0)
+    get_optional_str(header, "last_hook_error", what)
+    return names, dtypes
+
+
+def _check_steps(steps: list[list[Any]], what: str) -> None:
+    """The steps' rows one by one (their first three are int64s), raising at the first bad one:
+    a mode that is none, a negative step, a wall time that is not a number."""
     for row in steps:
         if row[1] not in _MODE_VALUES:
             raise FormatError(f"{what}: step {row[0]} has unknown mode {row[1]}")
@@ -542,10 +567,6 @@ def _check_header(header: dict[str, Any], what: str) -> tuple[list[str], list[st
             raise FormatError(f"{what}: step {row[0]} (mode step {row[2]}) is negative")
         if len(row) > 3 and (isinstance(row[3], bool) or not isinstance(row[3], int | float)):
             raise FormatError(f"{what}: step {row[0]} has a wall time that is not a number")
-    int_rows(get_list(header, "dropped", what, default=[]), 3, what, "dropped")
-    get_int(header, "hook_errors", what, default=0)
-    get_optional_str(header, "last_hook_error", what)
-    return names, dtypes
 
 
 def index_parts(header: dict[str, Any], n_records: int, what: str) -> list[IndexPart]:
