@@ -26,7 +26,8 @@ from tensortap.format._fields import int_columns, int_rows
 def test_a_bad_row_among_many_good_ones_is_named(bad: object) -> None:
     """Rows of plain int64s are checked at once; one bad row among 10,000 good ones (of four
     entries or three) is still refused, naming it, as the row-by-row check did."""
-    rows: list[object] = [[s, 1, s, 1.5] for s in range(5_000)] + [[s, 1, s] for s in range(5_000)]
+    rows: list[object] = [[s, 1, s, 1.5] for s in range(5_000)]
+    rows += [[s, 1, s] for s in range(5_000)]
     rows.insert(7_777, bad)
     with pytest.raises(FormatError, match="must start with 3 integers, got"):
         int_columns(rows, 3, "index x", "steps")
@@ -75,4 +76,5 @@ def test_an_index_header_with_one_bad_step_among_many_is_refused(row: list, said
         with pytest.raises(FormatError, match=said):
             decode_index(raw, records=False)
     steps[4_321] = [4_321, 1, 4_321, 2.0]
-    assert len(decode_index(encode_index(header, np.empty(0, RECORD_DTYPE), [])).steps) == 10_000
+    empty = encode_index(header, np.empty(0, RECORD_DTYPE), np.empty(0, "<i8"))
+    assert len(decode_index(empty).steps) == 10_000
