@@ -4,6 +4,7 @@ passes over NaN or damaged checkpoints to the newest good one, with an event eac
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 from pathlib import Path
@@ -15,6 +16,7 @@ transformers: Any = pytest.importorskip("transformers")
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+import tensortap  # noqa: E402
 import tensortap.pytorch as tt  # noqa: E402
 from tensortap.huggingface import (  # noqa: E402
     CheckpointGuardCallback,
@@ -22,8 +24,12 @@ from tensortap.huggingface import (  # noqa: E402
     last_good_checkpoint,
     verify_checkpoint,
 )
+from tests.conftest import helper_cmd  # noqa: E402
+from tests.helpers.hf_checkpoint_guard_ranks import digests  # noqa: E402
+from tests.helpers.ranks import run_ranks  # noqa: E402
 
 BATCH = 8
+SRC = str(Path(tensortap.__file__).parents[1])  # this tensortap, for the ranks
 
 
 class Regression(nn.Module):
@@ -297,3 +303,37 @@ def test_a_check_that_fails_lets_save_model_through_with_a_warning(
     unchecked = "the checkpoint guard's check failed, the save goes on unchecked: RuntimeError"
     assert caplog.text.count(unchecked) == 2  # the Trainer's checkpoint-5, and save_model
     assert (tmp_path / "out" / "checkpoint-5" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize(
+    ("nan_rank", "install"),
+    [(1, "guard_trainer"), (0, "callback")],
+    ids=["nan-on-rank-1-guard_trainer", "nan-on-rank-0-callback"],
+)
+def test_two_ddp_ranks_refuse_a_save_alike_when_one_ranks_weights_are_nan(
+    tmp_path: Path, helper_env: dict[str, str], nan_rank: int, install: str
+) -> None:
+    """Only rank ``nan_rank``'s weights are NaN at step 4, a save step. The Trainer writes
+    the weights on rank 0 alone, but every rank runs ``_save_checkpoint`` (its ``store_flos``
+    gathers from all ranks, and each rank writes its ``rng_state_<rank>.pth``): a rank that
+    refused alone would hang the other (it did, with the ranks' agreement taken out). Both
+    refuse step 4, leave ``checkpoint-2`` byte for byte, and save step 6 once the weight is
+    put back."""
+    out = tmp_path / "out"
+    cmd = helper_cmd("hf_checkpoint_guard_ranks.py", out, nan_rank, install)
+    done = run_ranks(cmd, 2, dict(helper_env, PYTHONPATH=SRC), timeout=240)
+    assert [p.returncode for p in done] == [0, 0], [p.stderr[-3000:] for p in done]
+    results = [json.loads(p.stdout.strip().splitlines()[-1]) for p in done]
+    assert checkpoints(out) == ["checkpoint-2", "checkpoint-6"]
+    assert results[0]["before"] == digests(out / "checkpoint-2")
+    assert "rng_state_1.pth" in results[0]["before"]  # both ranks' files, all kept
+    assert verify_checkpoint(out / "checkpoint-6") is None
+    assert last_good_checkpoint(out) == str(out / "checkpoint-6")
+    for rank, result in enumerate(results):
+        assert result["rank"] == rank and result["finite"]
+        kinds = [(kind, step) for kind, step, _ in result["events"]]
+        assert kinds == [("refused", 4), ("pinned", 2), ("released", 2)]
+        reason = result["events"][0][2]
+        assert "not finite (net.0.weight)" in reason
+        assert (f"on rank {nan_rank}" in reason) == (rank != nan_rank)
+        assert "the checkpoint of step 4 was not saved" in done[rank].stderr  # the warning
