@@ -5,7 +5,9 @@ through ``GuardedModelCheckpoint`` (INSTALL ``guarded``) or a plain ``ModelCheck
 the guard by ``guard_checkpoints``, as ``tensortap run`` does (INSTALL ``guard_checkpoints``).
 At the end of step 4, just before its save, one parameter of rank NAN_RANK only is made NaN;
 it is put back before step 5 runs, so DDP's all-reduce never spreads it. Rank 0 keeps the
-bytes of step 2's file as they were before that save was decided. Prints a JSON line.
+bytes of step 2's file as they were before that save was decided. After ``fit()`` the script
+saves ``final.ckpt`` itself on every rank, once with rank NAN_RANK's weight NaN again and once
+with it put back. Prints a JSON line.
 Usage: lightning_checkpoint_guard_ranks.py OUT_DIR NAN_RANK INSTALL"""
 
 from __future__ import annotations
@@ -82,10 +84,25 @@ def main() -> None:
     if install == "guard_checkpoints":
         guard_checkpoints(trainer)
     trainer.fit(Regression(None), train_dataloaders=loader())
+    result: dict[str, Any] = {}
     module = trainer.lightning_module
+    # the script's own save after fit(), on every rank as Lightning asks: refused alike while
+    # one rank's weight is NaN, written once it is put back
+    final = out.parent / "final.ckpt"
+    weight = module.get_parameter("net.0.weight")
+    kept = weight.detach().clone()
+    if trainer.global_rank == nan_rank:
+        with torch.no_grad():
+            weight[0, 0] = math.nan
+    trainer.save_checkpoint(str(final))
+    refused_final = not final.exists()
+    with torch.no_grad():
+        weight.copy_(kept)
+    trainer.save_checkpoint(str(final))
     finite = all(bool(torch.isfinite(p).all()) for p in module.parameters())
     events = [[e.kind, e.step, e.reason] for e in checkpoint.checkpoint_guard.events]
-    result = {"rank": trainer.global_rank, "events": events, "finite": finite}
+    result["refused_final"] = refused_final
+    result.update(rank=trainer.global_rank, events=events, finite=finite)
     print(json.dumps({**result, "before": poison.before, "best": checkpoint.best_model_path}))
 
 

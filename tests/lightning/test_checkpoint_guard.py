@@ -408,7 +408,8 @@ def test_two_ddp_ranks_refuse_a_save_alike_when_one_ranks_weights_are_nan(
     step 4, a save step. Lightning writes on rank 0 alone but waits for every rank at the end
     of ``save_checkpoint``: the ranks must decide alike. Both refuse step 4 (no file, no
     partial one), name the rank and the tensor, leave step 2's file byte for byte, and save
-    step 6 once the weight is put back."""
+    step 6 once the weight is put back; the script's own ``save_checkpoint`` after ``fit()``
+    likewise."""
     where = tmp_path / "ckpts"
     cmd = helper_cmd("lightning_checkpoint_guard_ranks.py", where, nan_rank, install)
     done = run_ranks(cmd, 2, dict(helper_env, PYTHONPATH=SRC), timeout=240)
@@ -423,8 +424,18 @@ def test_two_ddp_ranks_refuse_a_save_alike_when_one_ranks_weights_are_nan(
         assert result["rank"] == rank and result["finite"]
         assert result["best"] == str(where / "epoch=0-step=6.ckpt")
         kinds = [(kind, step) for kind, step, _ in result["events"]]
-        assert kinds == [("refused", 4), ("pinned", 2), ("released", 2)]
-        reason = result["events"][0][2]
-        assert "not finite (net.0.weight)" in reason
-        assert (f"on rank {nan_rank}" in reason) == (rank != nan_rank)
-        assert "the checkpoint of step 4 was not saved" in done[rank].stderr  # the warning
+        assert kinds == [
+            ("refused", 4),
+            ("pinned", 2),
+            ("released", 2),
+            ("refused", 6),  # the script's own save_checkpoint, refused on both ranks
+            ("pinned", 6),
+            ("released", 6),
+        ]
+        for refused in (result["events"][0][2], result["events"][3][2]):
+            assert "not finite (net.0.weight)" in refused
+            assert (f"on rank {nan_rank}" in refused) == (rank != nan_rank)
+        assert result["refused_final"]
+        assert "the checkpoint of step 4 was not saved" in done[rank].stderr  # the warnings
+        assert "trainer.save_checkpoint(" in done[rank].stderr
+    assert verify_checkpoint(tmp_path / "final.ckpt") is None  # written once put back
