@@ -5,7 +5,8 @@ by the test with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), guarde
 of step 4, just before its save, one parameter of rank NAN_RANK only is made NaN (a per-rank
 fault: the replicas diverged); it is put back before step 5 runs, so DDP's all-reduce never
 spreads it. Rank 0 keeps the bytes of ``checkpoint-2`` as they were before that save was
-decided. Prints a JSON line. Usage: hf_checkpoint_guard_ranks.py OUT_DIR NAN_RANK INSTALL"""
+decided. After ``train()`` the script saves with ``save_model`` itself: on rank 0 alone, then on
+every rank with rank NAN_RANK's weight NaN again. Prints a JSON line. Usage: hf_checkpoint_guard_ranks.py OUT_DIR NAN_RANK INSTALL"""
 
 from __future__ import annotations
 
@@ -96,7 +97,21 @@ def main() -> None:
     finite = all(bool(torch.isfinite(p).all()) for p in trainer.model.parameters())
     events = [[e.kind, e.step, e.reason] for e in callback.guard.events]
     rank = int(os.environ["RANK"])
-    print(json.dumps({"rank": rank, "events": events, "finite": finite, "before": poison.before}))
+    # The script's own save_model: on rank 0 alone (a gather would hang it), then on every
+    # rank with rank NAN_RANK's weight NaN again: each rank judges the copy it holds
+    if rank == 0:
+        trainer.save_model(str(out / "final-rank0"))
+    weight = trainer.model.get_parameter("net.0.weight")
+    kept = weight.detach().clone()
+    if rank == nan_rank:
+        with torch.no_grad():
+            weight[0, 0] = math.nan
+    trainer.save_model(str(out / "final"))
+    with torch.no_grad():
+        weight.copy_(kept)
+    own = [[e.kind, e.step, e.message] for e in callback.guard.events[len(events) :]]
+    result = {"rank": rank, "events": events, "finite": finite, "before": poison.before}
+    print(json.dumps({**result, "own": own}))
 
 
 if __name__ == "__main__":

@@ -305,6 +305,12 @@ def test_a_check_that_fails_lets_save_model_through_with_a_warning(
     assert (tmp_path / "out" / "checkpoint-5" / "model.safetensors").is_file()
 
 
+def weights_finite(file: Path) -> bool:
+    from safetensors.torch import load_file
+
+    return all(bool(torch.isfinite(t).all()) for t in load_file(str(file)).values())
+
+
 @pytest.mark.parametrize(
     ("nan_rank", "install"),
     [(1, "guard_trainer"), (0, "callback")],
@@ -337,3 +343,17 @@ def test_two_ddp_ranks_refuse_a_save_alike_when_one_ranks_weights_are_nan(
         assert "not finite (net.0.weight)" in reason
         assert (f"on rank {nan_rank}" in reason) == (rank != nan_rank)
         assert "the checkpoint of step 4 was not saved" in done[rank].stderr  # the warning
+    # The script's own save_model is not agreed under DDP: a script may call it on rank 0
+    # alone, as it did first here (a gather there paired that call with rank 1's next one:
+    # 'final-rank0' refused for rank 1's NaN, then a dead peer). Rank 0 writes the copy it
+    # holds unless that copy is the NaN one; a rank judging a NaN copy records the refusal.
+    assert (out / "final-rank0" / "model.safetensors").is_file()
+    written = (out / "final" / "model.safetensors").is_file()
+    assert written == (nan_rank != 0)
+    if written:
+        assert weights_finite(out / "final" / "model.safetensors")
+    for rank, result in enumerate(results):
+        refused = [(kind, step) for kind, step, _ in result["own"] if kind == "refused"]
+        assert refused == ([("refused", 6)] if rank == nan_rank else [])
+        if rank == nan_rank:
+            assert result["own"][0][2].startswith(f"trainer.save_model({str(out / 'final')!r})")
