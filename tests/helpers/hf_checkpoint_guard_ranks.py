@@ -92,7 +92,13 @@ def main() -> None:
     own = CheckpointGuardCallback() if install == "callback" else None
     callbacks = [poison] if own is None else [poison, own]
     trainer = Trainer(Regression(None), args, train_dataset=samples(), callbacks=callbacks)
-    callback = own if own is not None else guard_trainer(trainer)  # what tensortap run does
+    if install == "guard_trainer":
+        guard_trainer(trainer)  # what tensortap run does
+    # "none": the script as written, guarded (or not) by tensortap run from outside
+    found = [
+        c for c in trainer.callback_handler.callbacks if isinstance(c, CheckpointGuardCallback)
+    ]
+    callback = found[0] if found else CheckpointGuardCallback()
     trainer.train()
     finite = all(bool(torch.isfinite(p).all()) for p in trainer.model.parameters())
     events = [[e.kind, e.step, e.reason] for e in callback.guard.events]

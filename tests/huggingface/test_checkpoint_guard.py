@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from tests.helpers.ranks import run_ranks  # noqa: E402
 
 BATCH = 8
 SRC = str(Path(tensortap.__file__).parents[1])  # this tensortap, for the ranks
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Regression(nn.Module):
@@ -357,3 +359,31 @@ def test_two_ddp_ranks_refuse_a_save_alike_when_one_ranks_weights_are_nan(
         assert refused == ([("refused", 6)] if rank == nan_rank else [])
         if rank == nan_rank:
             assert result["own"][0][2].startswith(f"trainer.save_model({str(out / 'final')!r})")
+
+
+def test_tensortap_run_over_torchrun_guards_every_rank_and_counts_a_save_once(
+    tmp_path: Path,
+) -> None:
+    """``tensortap run`` runs a launcher as given (no attach: ``torchrun script.py`` saved
+    the NaN-rank step's checkpoint unguarded); with the launcher starting each rank through
+    ``-m tensortap.attach``, both ranks are guarded with no code change and record into the
+    job, and the summary counts the save of step 4, refused on both ranks, once."""
+    from tensortap.jobs._live import checkpoint_lines
+    from tests.jobs.test_framework_jobs import run_job
+
+    torchrun = Path(sys.executable).parent / "torchrun"
+    if not torchrun.exists():
+        pytest.skip("torchrun is not installed beside this Python")
+    out = tmp_path / "out"
+    script = ROOT / "tests" / "helpers" / "hf_checkpoint_guard_ranks.py"
+    launch = (
+        f"{torchrun} --standalone --nproc_per_node 2 -m tensortap.attach "
+        f'--config "$TENSORTAP_CONFIG" {script} {out} 1 none'
+    )
+    done, record = run_job(tmp_path, "--no-rules", "--", "bash", "-c", launch)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert checkpoints(out) == ["checkpoint-2", "checkpoint-6"]
+    refused = [e for e in record.iter_events() if e["event"] == "checkpoint_refused"]
+    assert sorted((e["step"], e["rank"]) for e in refused) == [(4, 0), (4, 1), (6, 1)]
+    (line,) = checkpoint_lines(record)
+    assert "2 save(s) refused (step 4, 6)" in line and "not finite (net.0.weight)" in line
