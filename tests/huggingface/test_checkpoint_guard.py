@@ -4,8 +4,10 @@ passes over NaN or damaged checkpoints to the newest good one, with an event eac
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ transformers: Any = pytest.importorskip("transformers")
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+import tensortap  # noqa: E402
 import tensortap.pytorch as tt  # noqa: E402
 from tensortap.huggingface import (  # noqa: E402
     CheckpointGuardCallback,
@@ -22,8 +25,13 @@ from tensortap.huggingface import (  # noqa: E402
     last_good_checkpoint,
     verify_checkpoint,
 )
+from tests.conftest import helper_cmd  # noqa: E402
+from tests.helpers.hf_checkpoint_guard_ranks import digests  # noqa: E402
+from tests.helpers.ranks import run_ranks  # noqa: E402
 
 BATCH = 8
+SRC = str(Path(tensortap.__file__).parents[1])  # this tensortap, for the ranks
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Regression(nn.Module):
@@ -297,3 +305,85 @@ def test_a_check_that_fails_lets_save_model_through_with_a_warning(
     unchecked = "the checkpoint guard's check failed, the save goes on unchecked: RuntimeError"
     assert caplog.text.count(unchecked) == 2  # the Trainer's checkpoint-5, and save_model
     assert (tmp_path / "out" / "checkpoint-5" / "model.safetensors").is_file()
+
+
+def weights_finite(file: Path) -> bool:
+    from safetensors.torch import load_file
+
+    return all(bool(torch.isfinite(t).all()) for t in load_file(str(file)).values())
+
+
+@pytest.mark.parametrize(
+    ("nan_rank", "install"),
+    [(1, "guard_trainer"), (0, "callback")],
+    ids=["nan-on-rank-1-guard_trainer", "nan-on-rank-0-callback"],
+)
+def test_two_ddp_ranks_refuse_a_save_alike_when_one_ranks_weights_are_nan(
+    tmp_path: Path, helper_env: dict[str, str], nan_rank: int, install: str
+) -> None:
+    """Only rank ``nan_rank``'s weights are NaN at step 4, a save step. The Trainer writes
+    the weights on rank 0 alone, but every rank runs ``_save_checkpoint`` (its ``store_flos``
+    gathers from all ranks, and each rank writes its ``rng_state_<rank>.pth``): a rank that
+    refused alone would hang the other (it did, with the ranks' agreement taken out). Both
+    refuse step 4, leave ``checkpoint-2`` byte for byte, and save step 6 once the weight is
+    put back."""
+    out = tmp_path / "out"
+    cmd = helper_cmd("hf_checkpoint_guard_ranks.py", out, nan_rank, install)
+    done = run_ranks(cmd, 2, dict(helper_env, PYTHONPATH=SRC), timeout=240)
+    assert [p.returncode for p in done] == [0, 0], [p.stderr[-3000:] for p in done]
+    results = [json.loads(p.stdout.strip().splitlines()[-1]) for p in done]
+    assert checkpoints(out) == ["checkpoint-2", "checkpoint-6"]
+    assert results[0]["before"] == digests(out / "checkpoint-2")
+    assert "rng_state_1.pth" in results[0]["before"]  # both ranks' files, all kept
+    assert verify_checkpoint(out / "checkpoint-6") is None
+    assert last_good_checkpoint(out) == str(out / "checkpoint-6")
+    for rank, result in enumerate(results):
+        assert result["rank"] == rank and result["finite"]
+        kinds = [(kind, step) for kind, step, _ in result["events"]]
+        assert kinds == [("refused", 4), ("pinned", 2), ("released", 2)]
+        reason = result["events"][0][2]
+        assert "not finite (net.0.weight)" in reason
+        assert (f"on rank {nan_rank}" in reason) == (rank != nan_rank)
+        assert "the checkpoint of step 4 was not saved" in done[rank].stderr  # the warning
+    # The script's own save_model is not agreed under DDP: a script may call it on rank 0
+    # alone, as it did first here (a gather there paired that call with rank 1's next one:
+    # 'final-rank0' refused for rank 1's NaN, then a dead peer). Rank 0 writes the copy it
+    # holds unless that copy is the NaN one; a rank judging a NaN copy records the refusal.
+    assert (out / "final-rank0" / "model.safetensors").is_file()
+    written = (out / "final" / "model.safetensors").is_file()
+    assert written == (nan_rank != 0)
+    if written:
+        assert weights_finite(out / "final" / "model.safetensors")
+    for rank, result in enumerate(results):
+        refused = [(kind, step) for kind, step, _ in result["own"] if kind == "refused"]
+        assert refused == ([("refused", 6)] if rank == nan_rank else [])
+        if rank == nan_rank:
+            assert result["own"][0][2].startswith(f"trainer.save_model({str(out / 'final')!r})")
+
+
+def test_tensortap_run_over_torchrun_guards_every_rank_and_counts_a_save_once(
+    tmp_path: Path,
+) -> None:
+    """``tensortap run`` runs a launcher as given (no attach: ``torchrun script.py`` saved
+    the NaN-rank step's checkpoint unguarded); with the launcher starting each rank through
+    ``-m tensortap.attach``, both ranks are guarded with no code change and record into the
+    job, and the summary counts the save of step 4, refused on both ranks, once."""
+    from tensortap.jobs._live import checkpoint_lines
+    from tests.jobs.test_framework_jobs import run_job
+
+    torchrun = Path(sys.executable).parent / "torchrun"
+    if not torchrun.exists():
+        pytest.skip("torchrun is not installed beside this Python")
+    out = tmp_path / "out"
+    script = ROOT / "tests" / "helpers" / "hf_checkpoint_guard_ranks.py"
+    launch = (
+        f"{torchrun} --standalone --nproc_per_node 2 -m tensortap.attach "
+        f'--config "$TENSORTAP_CONFIG" {script} {out} 1 none'
+    )
+    done, record = run_job(tmp_path, "--no-rules", "--", "bash", "-c", launch)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert checkpoints(out) == ["checkpoint-2", "checkpoint-6"]
+    refused = [e for e in record.iter_events() if e["event"] == "checkpoint_refused"]
+    assert sorted((e["step"], e["rank"]) for e in refused) == [(4, 0), (4, 1), (6, 1)]
+    (line,) = checkpoint_lines(record)
+    assert "2 save(s) refused (step 4, 6)" in line and "not finite (net.0.weight)" in line

@@ -283,3 +283,18 @@ def test_saves_refused_at_one_step_are_counted_there_once(tmp_path: Path) -> Non
         record.append_event("checkpoint_refused", step=step, reason="weights not finite")
     (line,) = checkpoint_lines(record)
     assert "3 save(s) refused (step 13 x2, 20): weights not finite" in line
+
+
+def test_a_save_refused_on_every_rank_is_counted_once(tmp_path: Path) -> None:
+    """Under DDP each rank records the save they refused together (with its rank): the
+    summary counted it once per rank ("step 4 x2"). A save refused on one rank only (the
+    script's own save_model under DDP) still counts, and two saves of one step on one rank
+    twice."""
+    from tensortap.jobs._live import checkpoint_lines
+
+    record = JobRecord(tmp_path / "job")
+    record.create({"name": "job", "created": 1_700_000_000.0, "command": ["torchrun"]})
+    for step, rank in ((4, 0), (4, 1), (6, 1), (8, 0), (8, 0), (8, 1), (8, 1)):
+        record.append_event("checkpoint_refused", step=step, rank=rank, reason="not finite")
+    (line,) = checkpoint_lines(record)
+    assert "4 save(s) refused (step 4, 6, 8 x2): not finite" in line

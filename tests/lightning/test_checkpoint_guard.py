@@ -6,6 +6,8 @@ each."""
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import math
 import pickle
 from pathlib import Path
@@ -19,6 +21,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
+import tensortap  # noqa: E402
 import tensortap.pytorch as tt  # noqa: E402
 from tensortap.lightning import (  # noqa: E402
     GuardedModelCheckpoint,
@@ -26,6 +29,10 @@ from tensortap.lightning import (  # noqa: E402
     last_good_checkpoint,
     verify_checkpoint,
 )
+from tests.conftest import helper_cmd  # noqa: E402
+from tests.helpers.ranks import run_ranks  # noqa: E402
+
+SRC = str(Path(tensortap.__file__).parents[1])  # this tensortap, for the ranks
 
 
 class RegressionSteps:
@@ -387,3 +394,48 @@ def test_a_check_that_fails_lets_save_checkpoint_through_with_a_warning(
     unchecked = "the checkpoint guard's check failed, the save goes on unchecked: RuntimeError"
     assert caplog.text.count(unchecked) == 2  # ModelCheckpoint's step 5, and save_checkpoint
     assert verify_checkpoint(tmp_path / "ckpts" / "epoch=0-step=5.ckpt") is None
+
+
+@pytest.mark.parametrize(
+    ("nan_rank", "install"),
+    [(1, "guarded"), (0, "guard_checkpoints")],
+    ids=["nan-on-rank-1-GuardedModelCheckpoint", "nan-on-rank-0-guard_checkpoints"],
+)
+def test_two_ddp_ranks_refuse_a_save_alike_when_one_ranks_weights_are_nan(
+    tmp_path: Path, helper_env: dict[str, str], nan_rank: int, install: str
+) -> None:
+    """``fit(strategy="ddp")`` on 2 CPU processes; only rank ``nan_rank``'s weights are NaN at
+    step 4, a save step. Lightning writes on rank 0 alone but waits for every rank at the end
+    of ``save_checkpoint``: the ranks must decide alike. Both refuse step 4 (no file, no
+    partial one), name the rank and the tensor, leave step 2's file byte for byte, and save
+    step 6 once the weight is put back; the script's own ``save_checkpoint`` after ``fit()``
+    likewise."""
+    where = tmp_path / "ckpts"
+    cmd = helper_cmd("lightning_checkpoint_guard_ranks.py", where, nan_rank, install)
+    done = run_ranks(cmd, 2, dict(helper_env, PYTHONPATH=SRC), timeout=240)
+    assert [p.returncode for p in done] == [0, 0], [p.stderr[-3000:] for p in done]
+    results = [json.loads(p.stdout.strip().splitlines()[-1]) for p in done]
+    assert sorted(p.name for p in where.iterdir()) == ["epoch=0-step=2.ckpt", "epoch=0-step=6.ckpt"]
+    first = where / "epoch=0-step=2.ckpt"
+    assert results[0]["before"] == {first.name: hashlib.sha256(first.read_bytes()).hexdigest()}
+    assert verify_checkpoint(where / "epoch=0-step=6.ckpt") is None
+    assert last_good_checkpoint(where) == str(where / "epoch=0-step=6.ckpt")
+    for rank, result in enumerate(results):
+        assert result["rank"] == rank and result["finite"]
+        assert result["best"] == str(where / "epoch=0-step=6.ckpt")
+        kinds = [(kind, step) for kind, step, _ in result["events"]]
+        assert kinds == [
+            ("refused", 4),
+            ("pinned", 2),
+            ("released", 2),
+            ("refused", 6),  # the script's own save_checkpoint, refused on both ranks
+            ("pinned", 6),
+            ("released", 6),
+        ]
+        for refused in (result["events"][0][2], result["events"][3][2]):
+            assert "not finite (net.0.weight)" in refused
+            assert (f"on rank {nan_rank}" in refused) == (rank != nan_rank)
+        assert result["refused_final"]
+        assert "the checkpoint of step 4 was not saved" in done[rank].stderr  # the warnings
+        assert "trainer.save_checkpoint(" in done[rank].stderr
+    assert verify_checkpoint(tmp_path / "final.ckpt") is None  # written once put back

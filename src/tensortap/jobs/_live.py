@@ -238,14 +238,20 @@ def checkpoint_lines(record: JobRecord) -> list[str]:
     refused = [e for e in events if e["event"] == "checkpoint_refused"]
     lines = []
     if refused:
-        at: dict[str, int] = {}  # a step of several refused saves (the trainer's, the script's)
+        # a step of several refused saves (the trainer's, the script's); under DDP every rank
+        # records the one save they refused together: a step counts its most on one rank
+        by_rank: dict[tuple[str, str], int] = {}
         for e in refused:
-            at[str(e.get("step"))] = at.get(str(e.get("step")), 0) + 1
+            key = (str(e.get("step")), str(e.get("rank", 0)))
+            by_rank[key] = by_rank.get(key, 0) + 1
+        at: dict[str, int] = {}
+        for (step, _), n in by_rank.items():
+            at[step] = max(at.get(step, 0), n)
         shown = list(at.items())
         steps = ", ".join(f"{s} x{n}" if n > 1 else s for s, n in shown[:8])
         more = f" and {len(shown) - 8} more steps" if len(shown) > 8 else ""
         line = (
-            f"  checkpoints: {len(refused)} save(s) refused (step {steps}{more}): "
+            f"  checkpoints: {sum(at.values())} save(s) refused (step {steps}{more}): "
             f"{refused[0].get('reason')}"
         )
         pinned = [e for e in events if e["event"] == "checkpoint_pinned"]

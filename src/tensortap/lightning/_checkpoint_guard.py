@@ -38,6 +38,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from tensortap.exceptions import InvalidConfigError
 from tensortap.lightning._checkpoint_names import step_of
 from tensortap.pytorch._checkpoint_guard import CheckpointGuard
+from tensortap.pytorch._checkpoints import any_rank
 from tensortap.pytorch._nonfinite import nonfinite_name
 
 logger = logging.getLogger(__name__)
@@ -90,10 +91,17 @@ class _GuardedSaves(_Base):
         reason = self.checkpoint_guard.checked_refusal(
             module if isinstance(module, torch.nn.Module) else None
         )
-        if trainer.world_size > 1:
-            anyone = trainer.strategy.reduce_boolean_decision(reason is not None, all=False)
-            if anyone and reason is None:
-                reason = "another rank refused the save (its weights are not finite)"
+        if trainer.world_size <= 1:
+            return reason
+        distributed = torch.distributed
+        if distributed.is_available() and distributed.is_initialized():
+            # the other ranks' own reasons, as the Hugging Face guard and GuardedCheckpoints
+            # agree: the refusal names the rank and what it found (one gather, no pickle)
+            return any_rank(reason)
+        # a strategy outside torch.distributed (XLA): whether any rank refused, not why
+        anyone = trainer.strategy.reduce_boolean_decision(reason is not None, all=False)
+        if anyone and reason is None:
+            reason = "another rank refused the save"
         return reason
 
     def _save_topk_checkpoint(self, trainer: Any, monitor_candidates: dict[str, Any]) -> None:

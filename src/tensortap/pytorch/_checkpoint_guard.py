@@ -33,6 +33,7 @@ import torch
 
 from tensortap.core._rollback_request import record_event
 from tensortap.exceptions import CheckpointError, InvalidConfigError
+from tensortap.healing._agreement import rank
 from tensortap.hook._config import JOB_ENV
 from tensortap.pytorch._checkpoints import Checkpoints, any_rank
 from tensortap.pytorch._guard import Guard
@@ -319,6 +320,7 @@ class CheckpointGuard:
                     checkpoint=where,
                     reason=reason,
                     message=msg,
+                    rank=rank(),  # each rank records the saves refused alike on all of them
                 )
             except OSError as exc:
                 logger.warning("tensortap: could not record a checkpoint event: %s", exc)
