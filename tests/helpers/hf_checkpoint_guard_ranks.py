@@ -90,7 +90,7 @@ def main() -> None:
     poison = Poison(nan_rank, out)
     # the guard's callback comes after Poison: it judges the weights Poison left
     own = CheckpointGuardCallback() if install == "callback" else None
-    callbacks = [poison] if own is None else [poison, own]
+    callbacks: list[TrainerCallback] = [poison] if own is None else [poison, own]
     trainer = Trainer(Regression(None), args, train_dataset=samples(), callbacks=callbacks)
     if install == "guard_trainer":
         guard_trainer(trainer)  # what tensortap run does
@@ -100,14 +100,16 @@ def main() -> None:
     ]
     callback = found[0] if found else CheckpointGuardCallback()
     trainer.train()
-    finite = all(bool(torch.isfinite(p).all()) for p in trainer.model.parameters())
+    model = trainer.model
+    assert model is not None
+    finite = all(bool(torch.isfinite(p).all()) for p in model.parameters())
     events = [[e.kind, e.step, e.reason] for e in callback.guard.events]
     rank = int(os.environ["RANK"])
     # The script's own save_model: on rank 0 alone (a gather would hang it), then on every
     # rank with rank NAN_RANK's weight NaN again: each rank judges the copy it holds
     if rank == 0:
         trainer.save_model(str(out / "final-rank0"))
-    weight = trainer.model.get_parameter("net.0.weight")
+    weight = model.get_parameter("net.0.weight")
     kept = weight.detach().clone()
     if rank == nan_rank:
         with torch.no_grad():
@@ -115,9 +117,9 @@ def main() -> None:
     trainer.save_model(str(out / "final"))
     with torch.no_grad():
         weight.copy_(kept)
-    own = [[e.kind, e.step, e.message] for e in callback.guard.events[len(events) :]]
+    own_saves = [[e.kind, e.step, e.message] for e in callback.guard.events[len(events) :]]
     result = {"rank": rank, "events": events, "finite": finite, "before": poison.before}
-    print(json.dumps({**result, "own": own}))
+    print(json.dumps({**result, "own": own_saves}))
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def main() -> None:
 
     out, nan_rank, install = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     kind = GuardedModelCheckpoint if install == "guarded" else ModelCheckpoint
-    checkpoint = kind(str(out), every_n_train_steps=SAVES, save_top_k=-1)
+    checkpoint: Any = kind(str(out), every_n_train_steps=SAVES, save_top_k=-1)
     poison = Poison(nan_rank, out / "epoch=0-step=2.ckpt")
     trainer = L.Trainer(
         max_steps=6,
