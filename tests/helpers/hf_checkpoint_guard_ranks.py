@@ -68,7 +68,7 @@ class Poison(TrainerCallback):
 def main() -> None:
     hf_logging.set_verbosity_error()
     forbid_pickling_collectives()  # tensortap's ranks agree without pickle (issue 46)
-    from tests.huggingface.test_checkpoint_guard import BATCH, Regression, samples
+    from tests.helpers.hf_regression import BATCH, Regression, samples
 
     out, nan_rank, install = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     args = TrainingArguments(

@@ -64,7 +64,7 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     forbid_pickling_collectives()  # tensortap's ranks agree without pickle (issue 46)
-    from tests.lightning.test_checkpoint_guard import Regression, loader
+    from tests.helpers.lightning_regression import Regression, loader
 
     out, nan_rank, install = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     kind = GuardedModelCheckpoint if install == "guarded" else ModelCheckpoint

@@ -5,7 +5,6 @@ passes over NaN or damaged checkpoints to the newest good one, with an event eac
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import sys
 from pathlib import Path
@@ -15,7 +14,6 @@ import pytest
 
 transformers: Any = pytest.importorskip("transformers")
 import torch  # noqa: E402
-from torch import nn  # noqa: E402
 
 import tensortap  # noqa: E402
 import tensortap.pytorch as tt  # noqa: E402
@@ -27,36 +25,11 @@ from tensortap.huggingface import (  # noqa: E402
 )
 from tests.conftest import helper_cmd  # noqa: E402
 from tests.helpers.hf_checkpoint_guard_ranks import digests  # noqa: E402
+from tests.helpers.hf_regression import BATCH, Regression, samples  # noqa: E402
 from tests.helpers.ranks import run_ranks  # noqa: E402
 
-BATCH = 8
 SRC = str(Path(tensortap.__file__).parents[1])  # this tensortap, for the ranks
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class Regression(nn.Module):
-    """A small regression whose ``fault_at``-th forward pass (1-based) gives NaN outputs: its
-    update makes every weight NaN (plain SGD, no clipping), as a bad kernel or batch would."""
-
-    def __init__(self, fault_at: int | None = 13) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
-        self.fault_at, self.calls = fault_at, 0
-
-    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
-        self.calls += 1
-        out = self.net(x)
-        if self.calls == self.fault_at:
-            out = out * math.nan
-        return {"loss": nn.functional.mse_loss(out, labels)}
-
-
-def samples() -> list[dict[str, torch.Tensor]]:
-    generator = torch.Generator().manual_seed(0)
-    x = torch.randn(64 * BATCH, 8, generator=generator)
-    y = torch.sin(x[:, :1]) + 0.5 * x[:, 1:2]
-    return [{"x": a, "labels": b} for a, b in zip(x, y, strict=True)]
 
 
 def trainer(

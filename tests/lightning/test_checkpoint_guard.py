@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import math
 import pickle
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,6 @@ import pytest
 L: Any = pytest.importorskip("lightning.pytorch")
 import torch  # noqa: E402
 from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 import tensortap  # noqa: E402
 import tensortap.pytorch as tt  # noqa: E402
@@ -30,42 +27,14 @@ from tensortap.lightning import (  # noqa: E402
     verify_checkpoint,
 )
 from tests.conftest import helper_cmd  # noqa: E402
+from tests.helpers.lightning_regression import (  # noqa: E402
+    Regression,
+    RegressionSteps,
+    loader,
+)
 from tests.helpers.ranks import run_ranks  # noqa: E402
 
 SRC = str(Path(tensortap.__file__).parents[1])  # this tensortap, for the ranks
-
-
-class RegressionSteps:
-    """Its ``fault_at``-th training step (1-based) gives NaN outputs: that update makes every
-    weight NaN (plain SGD, no clipping), as a bad kernel or batch would. A LightningModule of
-    either package with it: :class:`Regression`, :func:`_module_class`."""
-
-    def __init__(self, fault_at: int | None = 13) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
-        self.fault_at, self.calls = fault_at, 0
-
-    def training_step(self, batch: Any, index: int) -> torch.Tensor:
-        self.calls += 1
-        x, y = batch
-        out = self.net(x)
-        if self.calls == self.fault_at:
-            out = out * math.nan
-        return nn.functional.mse_loss(out, y)
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=0.05)  # type: ignore[attr-defined]
-
-
-class Regression(RegressionSteps, L.LightningModule):
-    """:class:`RegressionSteps` as a ``lightning.pytorch`` module."""
-
-
-def loader() -> DataLoader:
-    generator = torch.Generator().manual_seed(0)
-    x = torch.randn(64 * 8, 8, generator=generator)
-    return DataLoader(TensorDataset(x, torch.sin(x[:, :1]) + 0.5 * x[:, 1:2]), batch_size=8)
 
 
 def fit(
