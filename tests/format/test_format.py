@@ -14,18 +14,25 @@ import pytest
 import tensortap as tt
 from tensortap.core._modes import ModeKeys
 from tensortap.exceptions import FormatError, UnsupportedFormatVersion
-from tensortap.format._index import RECORD_DTYPE, decode_index, encode_index
+from tensortap.format import _layout as layout
+from tensortap.format._index import (
+    INDEX_KEPT_DATA,
+    RECORD_DTYPE,
+    IndexPart,
+    decode_index,
+    encode_index,
+)
 from tests.helpers.golden_inputs import HEADER, build_index, golden_values
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_index_encoding_matches_golden_bytes(version: int) -> None:
     assert build_index(version) == (GOLDEN / f"index_v{version}.ttidx").read_bytes()
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_index_decodes_as_documented(version: int) -> None:
     index = decode_index((GOLDEN / f"index_v{version}.ttidx").read_bytes())
     assert RECORD_DTYPE.itemsize == 64
@@ -38,6 +45,14 @@ def test_index_decodes_as_documented(version: int) -> None:
     assert rec["abs"].tolist() == [0, 1, 0]
     assert rec["value"][1] == 2.5 and rec["crc32"][0] == 1234
     assert index.shape_of(0) == (2, 2) and index.shape_of(2) == ()
+    if version == INDEX_KEPT_DATA:  # a merged segment whose part kept its data object
+        (part,) = index.parts
+        assert part == IndexPart(0, "golden", (0, 3), (0, 1), 0, kept_data=16)
+        alone = index.part(part)
+        assert alone.data_key == layout.data_key("worker_0", 0)
+        assert alone.header["data_size"] == 16 and alone.records["data_offset"][0] == 0
+    else:
+        assert index.parts == []
 
 
 def test_committed_v1_trial_still_reads() -> None:
@@ -70,9 +85,9 @@ def test_corruption_is_detected(tmp_path: Path) -> None:
     assert not isinstance(caught.value, UnsupportedFormatVersion)
     # an intact index of a newer version asks for a newer tensortap
     newer = bytearray(build_index())
-    newer[4] = 3
+    newer[4] = INDEX_KEPT_DATA + 1
     newer[-4:] = struct.pack("<I", zlib.crc32(bytes(newer[:-4])))
-    with pytest.raises(UnsupportedFormatVersion, match="version 3"):
+    with pytest.raises(UnsupportedFormatVersion, match=f"version {INDEX_KEPT_DATA + 1}"):
         decode_index(bytes(newer))
 
 
@@ -179,9 +194,9 @@ def test_a_crafted_packed_index_is_refused_without_unpacking_more_than_it_may(ca
     }
     if case == "newer":
         raw = bytearray(_crafted(2, head, zlib.compress(body), n))
-        raw[4] = 3
+        raw[4] = INDEX_KEPT_DATA + 1
         raw[-4:] = struct.pack("<I", zlib.crc32(bytes(raw[:-4])))
-        with pytest.raises(UnsupportedFormatVersion, match="version 3"):
+        with pytest.raises(UnsupportedFormatVersion, match=f"version {INDEX_KEPT_DATA + 1}"):
             decode_index(bytes(raw))
         return
     head_bytes, records_bytes, count = packed[case]
@@ -216,3 +231,21 @@ def test_flipped_bytes_in_a_packed_index_with_its_crc_made_good_raise_only_forma
             index.shape_of(i) is not None for i in range(len(index.records))
         )
     assert outcomes + decoded == 400 and outcomes > 300
+
+
+def test_a_kept_part_is_read_only_from_version_3_and_within_its_own_data() -> None:
+    """A part that names its own data object's size is refused in a version 2 index (an older
+    writer never wrote one), and in version 3 its records must lie inside that size."""
+    merged = decode_index(build_index(INDEX_KEPT_DATA))
+    dims = merged.dims
+    with pytest.raises(
+        FormatError, match=r"a part is not \[seq, session, records, steps, offset\]"
+    ):
+        decode_index(encode_index(merged.header, merged.records, dims, 2))
+    small = {**merged.header, "parts": [[0, "golden", 3, 1, 0, 8]]}
+    with pytest.raises(FormatError, match="of a data object of 8 bytes"):
+        decode_index(encode_index(small, merged.records, dims, INDEX_KEPT_DATA))
+    for bad in ([0, "golden", 3, 1, 0, -1], [0, "golden", 3, 1, 0, 16, 0], [0, "golden", 3, 1]):
+        header = {**merged.header, "parts": [bad]}
+        with pytest.raises(FormatError, match="a part is not"):
+            decode_index(encode_index(header, merged.records, dims, INDEX_KEPT_DATA))

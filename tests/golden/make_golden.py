@@ -19,6 +19,7 @@ from tests.helpers.golden_inputs import build_index, write_trial  # noqa: E402
 def main() -> None:
     (HERE / "index_v1.ttidx").write_bytes(build_index(1))
     (HERE / "index_v2.ttidx").write_bytes(build_index(2))
+    (HERE / "index_v3.ttidx").write_bytes(build_index(3))
     target = HERE / "trial_v1"
     shutil.rmtree(target, ignore_errors=True)
     write_trial(target)

@@ -9,13 +9,17 @@ import numpy as np
 import tensortap as tt
 from tensortap.core._modes import ModeKeys
 from tensortap.core._records import Record, RecordKind
-from tensortap.format._index import INDEX_PACKED, IndexBuilder
+from tensortap.format._index import INDEX_KEPT_DATA, INDEX_PACKED, IndexBuilder
 
 HEADER = {"worker": "worker_0", "seq": 0, "session": "golden", "data_key": "d", "data_size": 16}
+#: Version 3's golden index: the same records as a merged segment 1 of one part, segment 0,
+#: that kept its 16 bytes of data in its own data object.
+MERGED_HEADER = {**HEADER, "seq": 1, "data_size": 0, "parts": [[0, "golden", 3, 1, 0, 16]]}
 
 
 def build_index(version: int = INDEX_PACKED) -> bytes:
-    """The golden index, packed (what the writer writes) or plain (``version=1``)."""
+    """The golden index, packed (what the writer writes), plain (``version=1``), or merged
+    with its part's data kept (``version=3``)."""
     builder = IndexBuilder()
     builder.add_step(7, ModeKeys.TRAIN, 3, 1700000000.5)
     builder.add(Record("w", RecordKind.TENSOR, "<f4", (2, 2)), 7, ModeKeys.TRAIN, 3, 0, 16, 1234)
@@ -26,7 +30,7 @@ def build_index(version: int = INDEX_PACKED) -> bytes:
         3,
     )
     builder.add(Record("loss", RecordKind.SHAPE, "<f8", ()), 7, ModeKeys.TRAIN, 3)
-    return builder.encode(HEADER, version)
+    return builder.encode(MERGED_HEADER if version == INDEX_KEPT_DATA else HEADER, version)
 
 
 def golden_values() -> dict[str, np.ndarray]:

@@ -1,6 +1,7 @@
 """Compaction (issue 48, item 2): small segments merged into large ones lose and duplicate
 nothing, whether the writer merges its own, a finished trial is compacted, a reader follows
-the trial meanwhile, or the merging process is killed (SIGKILL) at any point."""
+the trial meanwhile, or the merging process is killed (SIGKILL) at any point; and the parts
+whose data objects are large keep them (index version 3), the merge copying only the rest."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ import numpy as np
 import pytest
 
 import tensortap as tt
-from tensortap.exceptions import InvalidConfigError, TensorUnavailableForStep
+from tensortap.exceptions import FormatError, InvalidConfigError, TensorUnavailableForStep
 from tensortap.format import _layout as layout
+from tensortap.format._index import INDEX_KEPT_DATA, INDEX_PACKED, decode_index
 from tensortap.storage import LocalStore
-from tensortap.writer import WriterOptions
+from tensortap.writer import WriterOptions, _compaction
 from tensortap.writer import _series as writer_series
 from tensortap.writer._compaction import compact_trial, merge_segments
 
@@ -33,9 +35,11 @@ def write_run(
     compact: bool,
     seed: int = 0,
     sessions: int = 1,
+    flush_steps: set[int] | None = None,
 ) -> None:
     """Scalars, reductions of a small tensor and a raw tensor each step; a segment published
-    every ``flush_every`` steps (as a paced job publishes one every ``flush_secs``)."""
+    every ``flush_every`` steps (as a paced job publishes one every ``flush_secs``), or after
+    each of ``flush_steps``."""
     rng = np.random.default_rng(seed)
     per_session = -(-steps // sessions)
     done = 0
@@ -53,7 +57,11 @@ def write_run(
             hook.save_tensor("w_grad", rng.normal(size=(2, 3)), collections="gradients")
             hook.save_tensor("act", rng.normal(size=4).astype(np.float32))
             hook.next_step()
-            if step % flush_every == flush_every - 1:
+            if (
+                (step in flush_steps)
+                if flush_steps is not None
+                else step % flush_every == flush_every - 1
+            ):
                 hook.flush()
         done = min(steps, done + per_session)
         hook.close()
@@ -107,6 +115,97 @@ def objects(path: Path, folder: str) -> list[Path]:
 @pytest.fixture
 def small_rollups(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(writer_series, "ROLLUP_SEGMENTS", 8)
+
+
+#: A segment of write_run holds about 32 bytes of values a step: with this, a merge keeps the
+#: data of every part of 2 steps or more, and copies that of a part of one step.
+KEEP_TWO_STEPS = 48
+
+
+def kept_version(path: Path) -> list[int]:
+    """The index version of each merged index of worker_0."""
+    found = []
+    for key in objects(path, "index"):
+        index = decode_index(key.read_bytes())
+        if index.parts:
+            found.append(index.version)
+    return found
+
+
+@pytest.mark.usefixtures("small_rollups")
+def test_a_merge_keeps_large_parts_data_and_copies_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parts of one step copied, of two or more kept in their own data objects (a merged
+    index of version 3); every value reads as before the merge, by a new reader and by one
+    that read the parts before; the merged data object holds only the copied parts' bytes."""
+    monkeypatch.setattr(_compaction, "KEEP_DATA_BYTES", KEEP_TWO_STEPS)
+    flushes = {0, 2, 3, 6, 7, 8, 12, 13, 15}  # segments of 1, 2, 1, 3, 1, 1, 4, 1, 2 steps, ...
+    write_run(tmp_path, steps=20, flush_every=1, compact=False, flush_steps=flushes)
+    want = everything(tmp_path)
+    sizes = {int(p.stem): p.stat().st_size for p in objects(tmp_path, "data") if p.stat().st_size}
+    kept = {seq for seq, size in sizes.items() if size >= KEEP_TWO_STEPS}
+    copied = set(sizes) - kept
+    assert kept and copied
+    reader = tt.create_trial(tmp_path)
+    before = {step: reader.tensor("act").value(step).tolist() for step in (0, 1, 19)}
+    (merge,) = compact_trial(LocalStore(tmp_path))
+    assert kept_version(tmp_path) == [INDEX_KEPT_DATA]
+    data = {int(p.stem): p for p in objects(tmp_path, "data")}
+    assert set(data) == kept | {merge.seq}  # the copied parts' objects deleted, the kept not
+    assert merge.data_bytes == sum(-(-sizes[s] // 8) * 8 for s in copied)
+    assert len(objects(tmp_path, "index")) == 1
+    reader.refresh()
+    assert {step: reader.tensor("act").value(step).tolist() for step in before} == before
+    assert everything(tmp_path) == want
+    # compacted again: nothing to do, nothing lost
+    assert compact_trial(LocalStore(tmp_path)) == []
+    assert everything(tmp_path) == want
+
+
+@pytest.mark.usefixtures("small_rollups")
+def test_the_writer_keeps_large_segments_data_objects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_compaction, "KEEP_DATA_BYTES", KEEP_TWO_STEPS)
+    write_run(tmp_path / "kept", steps=60, flush_every=2, compact=False)
+    write_run(tmp_path / "merged", steps=60, flush_every=2, compact=True)
+    merged = tmp_path / "merged"
+    assert len(objects(merged, "index")) == 4
+    assert kept_version(merged) == [INDEX_KEPT_DATA] * 4
+    # each segment's own data object, and the 4 merged ones (empty: nothing was copied)
+    assert len(objects(merged, "data")) == 30 + 4
+    assert everything(merged, ids=False) == everything(tmp_path / "kept", ids=False)
+
+
+@pytest.mark.usefixtures("small_rollups")
+def test_a_merge_that_copies_everything_writes_index_version_2(tmp_path: Path) -> None:
+    """What an older reader of version 2 reads is still written where no part is kept."""
+    write_run(tmp_path, steps=10, flush_every=1, compact=False)
+    compact_trial(LocalStore(tmp_path))
+    assert kept_version(tmp_path) == [INDEX_PACKED]
+
+
+def test_a_corrupt_number_in_a_kept_part_stops_the_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merged series reads a kept part's numbers from its own data object, checked
+    against their CRCs: a flipped byte there is not copied into a series unnoticed (nothing is
+    merged)."""
+    monkeypatch.setattr(_compaction, "KEEP_DATA_BYTES", 1)
+    write_run(tmp_path, steps=4, flush_every=1, compact=False)
+    store = LocalStore(tmp_path)
+    seqs = [int(p.stem) for p in objects(tmp_path, "index")]
+    index = decode_index(store.get(layout.index_key("worker_0", seqs[1])))
+    (row,) = [r for r in index.records if index.names[r["name"]] == "lr" and r["data_length"] == 8]
+    target = tmp_path / layout.data_key("worker_0", seqs[1])
+    raw = bytearray(target.read_bytes())
+    raw[int(row["data_offset"])] ^= 0x40
+    target.write_bytes(bytes(raw))
+    with pytest.raises(FormatError, match="checksum"):
+        merge_segments(store, "worker_0", seqs, 99)
+    assert not (tmp_path / layout.index_key("worker_0", 99)).exists()
+    assert len(objects(tmp_path, "index")) == 4
 
 
 @pytest.mark.usefixtures("small_rollups")
@@ -176,7 +275,10 @@ _KILLER = textwrap.dedent(
     import os, signal, sys
     sys.path.insert(0, {src!r})
     from tensortap.storage import LocalStore
+    from tensortap.writer import _compaction
     from tensortap.writer._compaction import compact_trial
+
+    _compaction.KEEP_DATA_BYTES = int(sys.argv[3])
 
     class Dying(LocalStore):
         left = int(sys.argv[2])
@@ -201,13 +303,14 @@ _KILLER = textwrap.dedent(
 )
 
 
-def compact_killed(path: Path, after: int) -> bool:
+def compact_killed(path: Path, after: int, keep_bytes: int = 1 << 62) -> bool:
     """Compact ``path`` in a real process that SIGKILLs itself at its ``after``-th write or
-    delete; True if it finished first."""
+    delete (a part of ``keep_bytes`` or more keeps its data object); True if it finished
+    first."""
     script = path.parent / "killer.py"
     script.write_text(_KILLER.format(src=SRC))
     done = subprocess.run(
-        [sys.executable, str(script), str(path), str(after)],
+        [sys.executable, str(script), str(path), str(after), str(keep_bytes)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -219,15 +322,21 @@ def compact_killed(path: Path, after: int) -> bool:
     return True
 
 
-def test_a_merge_killed_at_any_point_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("keep", [False, True], ids=["copied", "kept"])
+def test_a_merge_killed_at_any_point_loses_and_duplicates_nothing(
+    tmp_path: Path, keep: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source = tmp_path / "source"
-    write_run(source, steps=12, flush_every=1, compact=False, seed=3)
+    flushes = set(range(12)) if not keep else {0, 1, 3, 5, 6, 9, 10, 11}  # kept: 2+ steps
+    write_run(source, steps=12, flush_every=1, compact=False, seed=3, flush_steps=flushes)
     want = everything(source)
+    keep_bytes = KEEP_TWO_STEPS if keep else 1 << 62
+    monkeypatch.setattr(_compaction, "KEEP_DATA_BYTES", keep_bytes)  # the later passes'
     after = 0
     while True:
         trial = tmp_path / f"killed_{after}"
         subprocess.run(["cp", "-r", str(source), str(trial)], check=True)
-        finished = compact_killed(trial, after)
+        finished = compact_killed(trial, after, keep_bytes)
         assert everything(trial) == want, f"killed after {after} writes and deletes"
         # compacted again (what a later pass does): still the same
         compact_trial(LocalStore(trial))
@@ -235,8 +344,12 @@ def test_a_merge_killed_at_any_point_loses_and_duplicates_nothing(tmp_path: Path
         if finished:
             break
         after += 1
-    # 3 puts (two steps each) then the deletions of 12 segments' 3 objects
-    assert after >= 6 + 36
+    segments = len(flushes)
+    kept = 3 if keep else 0  # the segments of 2+ steps
+    # 3 puts (two steps each) then the deletions of the segments' 3 objects, less kept data
+    assert after >= 6 + 3 * segments - kept
+    if keep:
+        assert kept_version(trial) == [INDEX_KEPT_DATA]
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -255,13 +368,14 @@ def test_fuzz_random_runs_random_kills(tmp_path: Path, seed: int) -> None:
     )
     want = everything(source)
     segments = len(objects(source, "index"))
+    keep_bytes = int(rng.choice([1 << 62, KEEP_TWO_STEPS, 1]))  # copied, mixed or kept
     for _ in range(3):
         after = int(rng.integers(0, 6 + 3 * segments))
         trial = tmp_path / f"killed_{after}"
         if trial.exists():
             continue
         subprocess.run(["cp", "-r", str(source), str(trial)], check=True)
-        compact_killed(trial, after)
+        compact_killed(trial, after, keep_bytes)
         assert everything(trial) == want, f"seed {seed}, killed after {after}"
         compact_trial(LocalStore(trial))
         assert everything(trial) == want
@@ -278,20 +392,27 @@ def test_merge_refuses_what_is_not_a_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("small_rollups")
-def test_compaction_on_s3(s3_bucket: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("keep", [False, True], ids=["copied", "kept"])
+def test_compaction_on_s3(
+    s3_bucket: str, tmp_path: Path, keep: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Through the storage interface: the writer's merges and a finished trial's, on a real
-    S3-compatible server (its lease keeps a merge and a writer apart, as on local disk)."""
+    S3-compatible server (its lease keeps a merge and a writer apart, as on local disk), with
+    the parts' data copied or kept."""
     pytest.importorskip("boto3")
     from tensortap.storage import open_store
 
+    if keep:
+        monkeypatch.setattr(_compaction, "KEEP_DATA_BYTES", 1)
+
     write_run(tmp_path / "kept", steps=20, flush_every=1, compact=False, seed=7)
     want = everything(tmp_path / "kept", ids=False)
-    live = f"s3://{s3_bucket}/by-the-writer"
+    live = f"s3://{s3_bucket}/by-the-writer-{keep}"
     write_run(live, steps=20, flush_every=1, compact=True, seed=7)
     store = open_store(live)
     assert len([k for k in store.list("workers/worker_0/index/")]) == 3  # 8 + 8 + 4
     assert everything(live, ids=False) == want
-    finished = f"s3://{s3_bucket}/finished"
+    finished = f"s3://{s3_bucket}/finished-{keep}"
     write_run(finished, steps=20, flush_every=1, compact=False, seed=7)
     reader = tt.create_trial(finished)
     before = reader.tensor("act").value(2).tolist()

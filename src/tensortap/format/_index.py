@@ -21,6 +21,12 @@ the header is a zlib stream of H bytes, and the records and dims one zlib stream
 (the reserved field), the records stored as byte-shuffled columns, the steps and data offsets
 as differences (see :func:`_pack_rows`). A scalar's row takes about 4-5 bytes instead of 64
 (issue 48: bytes per scalar no more than TensorBoard's).
+
+Version 3 is version 2 whose merged index may leave a part's values in that part's own data
+object (compaction merges a large segment's index and series, never its bytes): such a part
+is ``[seq, session, records, steps, offset, size]`` with ``size`` (> 0) its own data object's,
+its records' offsets counted in that object; a part of 5 numbers, or of size 0, is in the
+merged data object from ``offset``. The writer writes version 3 only for such a merge.
 """
 
 from __future__ import annotations
@@ -47,11 +53,14 @@ from tensortap.format._fields import (
     int_columns,
     int_rows,
 )
+from tensortap.format._layout import data_key
 
 FORMAT_VERSION = 1
-#: The index versions: 1 plain (64 bytes a record), 2 packed (the writer's; see the module).
+#: The index versions: 1 plain (64 bytes a record), 2 packed (the writer's; see the module),
+#: 3 packed with merged parts that keep their own data objects.
 INDEX_PLAIN = 1
 INDEX_PACKED = 2
+INDEX_KEPT_DATA = 3
 MAGIC = b"TTIX"
 #: A packed index unpacks to at most this many bytes of header, and of records and dims (a
 #: writer's largest segment holds far fewer): a reader never allocates more for one index.
@@ -300,7 +309,8 @@ def encode_index(
     version: int = INDEX_PACKED,
 ) -> bytes:
     """An index object's bytes from its full header (names, dtypes and steps included), its
-    records (RECORD_DTYPE) and its dims: packed (version 2) unless ``version`` is 1."""
+    records (RECORD_DTYPE) and its dims: packed (version 2; 3 for a merged index with kept
+    parts) unless ``version`` is 1."""
     head = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
     return assemble_index(head, records, dims, version)
 
@@ -312,11 +322,11 @@ def assemble_index(
     dims, in index ``version`` 1 or 2."""
     dims = np.asarray(dims, dtype="<i8")
     records = np.ascontiguousarray(records, dtype=RECORD_DTYPE)
-    if version == INDEX_PACKED:
+    if version in (INDEX_PACKED, INDEX_KEPT_DATA):
         packed_head = zlib.compress(head, _PACK_LEVEL)
         packed = zlib.compress(_pack_rows(records) + dims.tobytes(), _PACK_LEVEL)
         prefix = _PREFIX.pack(
-            MAGIC, INDEX_PACKED, 0, len(packed_head), len(records), len(dims), len(packed)
+            MAGIC, version, 0, len(packed_head), len(records), len(dims), len(packed)
         )
         body = b"".join((prefix, packed_head, packed))
     elif version == INDEX_PLAIN:
@@ -331,7 +341,7 @@ def assemble_index(
             )
         )
     else:
-        raise ValueError(f"index version must be {INDEX_PLAIN} or {INDEX_PACKED}, got {version}")
+        raise ValueError(f"index version must be 1, 2 or 3, got {version}")
     return body + struct.pack("<I", crc32(body))
 
 
@@ -343,7 +353,7 @@ def index_layout(
     index (``tensortap.testing``'s crafted trials), with :func:`assemble_index`."""
     _magic, version, _flags, head_len, n_rec, n_dims, packed_len = _PREFIX.unpack_from(raw, 0)
     start = _PREFIX.size
-    if version == INDEX_PACKED:
+    if version >= INDEX_PACKED:
         view = memoryview(raw)
         head = _inflate(view[start : start + head_len], MAX_PACKED_HEADER, "index", "header")
         body = _inflate(
@@ -419,6 +429,9 @@ class IndexPart:
     records: tuple[int, int]  # [first, end) of the merged index's records
     steps: tuple[int, int]  # [first, end) of its steps
     data_offset: int  # where the segment's data object begins in the merged one
+    #: > 0: the size of its own data object, where its values stayed (its records' offsets
+    #: count in that object; ``data_offset`` holds no bytes of it); 0: in the merged one
+    kept_data: int = 0
 
 
 @dataclass(frozen=True)
@@ -430,6 +443,7 @@ class SegmentIndex:
     dtypes: list[str]
     records: np.ndarray[Any, Any]
     dims: np.ndarray[Any, Any]
+    version: int = INDEX_PACKED
 
     @property
     def data_key(self) -> str:
@@ -443,18 +457,24 @@ class SegmentIndex:
     @property
     def parts(self) -> list[IndexPart]:
         """The segments this one replaces, when it is a merged one (empty otherwise)."""
-        return index_parts(self.header, len(self.records), "index")
+        return index_parts(self.header, len(self.records), "index", self.version)
 
     def part(self, part: IndexPart) -> SegmentIndex:
         """The index of one replaced segment, as it reads from the merged one: its records,
-        steps and session, its values in the merged data object."""
+        steps and session, its values in the merged data object (or in its own, where the
+        merge kept it)."""
         header = dict(self.header)
         header.pop("parts", None)
         header["seq"] = part.seq
         header["session"] = part.session
         header["steps"] = self.steps[part.steps[0] : part.steps[1]]
+        if part.kept_data:
+            header["data_key"] = data_key(str(header["worker"]), part.seq)
+            header["data_size"] = part.kept_data
         lo, hi = part.records
-        return SegmentIndex(header, self.names, self.dtypes, self.records[lo:hi], self.dims)
+        return SegmentIndex(
+            header, self.names, self.dtypes, self.records[lo:hi], self.dims, self.version
+        )
 
     def shape_of(self, row: int) -> tuple[int, ...]:
         rec = self.records[row]
@@ -482,9 +502,9 @@ def decode_index(raw: bytes, what: str = "index", records: bool = True) -> Segme
     (crc,) = struct.unpack_from("<I", raw, len(raw) - 4)
     if crc32(memoryview(raw)[:-4]) != crc:
         raise FormatError(f"{what} fails its checksum: the object is corrupt")
-    check_version(version, what, newest=INDEX_PACKED)
+    check_version(version, what, newest=INDEX_KEPT_DATA)
     start = _PREFIX.size
-    if version == INDEX_PACKED:
+    if version >= INDEX_PACKED:
         if start + head_len + packed_len + 4 != len(raw):
             raise FormatError(f"{what} sizes do not add up: the object is corrupt")
         view = memoryview(raw)
@@ -515,11 +535,11 @@ def decode_index(raw: bytes, what: str = "index", records: bool = True) -> Segme
     if not isinstance(header, dict):
         raise FormatError(f"{what} header is not a JSON object")
     names, dtypes = _check_header(header, what)
-    index_parts(header, n_rec, what)
+    parts = index_parts(header, n_rec, what, version)
     if not records:  # the header alone: nothing refers to ``raw`` afterwards
         zeros = np.broadcast_to(np.zeros(1, dtype=RECORD_DTYPE), (n_rec,))
-        return SegmentIndex(header, names, dtypes, zeros, np.empty(0, dtype="<i8"))
-    if version == INDEX_PACKED:
+        return SegmentIndex(header, names, dtypes, zeros, np.empty(0, dtype="<i8"), version)
+    if version >= INDEX_PACKED:
         assert body is not None
         rows = _unpack_rows(body, n_rec)
         dims = np.frombuffer(body, dtype="<i8", count=n_dims, offset=RECORD_DTYPE.itemsize * n_rec)
@@ -527,8 +547,18 @@ def decode_index(raw: bytes, what: str = "index", records: bool = True) -> Segme
         rows = np.frombuffer(raw, dtype=RECORD_DTYPE, count=n_rec, offset=rec_start)
         dims = np.frombuffer(raw, dtype="<i8", count=n_dims, offset=dims_start)
     _check_records(rows, len(names), len(dtypes), n_dims, what)
-    _check_extents(rows, dims, dtypes, int(header.get("data_size", 0)), what)
-    return SegmentIndex(header, names, dtypes, rows, dims)
+    _check_extents(rows, dims, dtypes, _data_limits(header, parts, n_rec), what)
+    return SegmentIndex(header, names, dtypes, rows, dims, version)
+
+
+def _data_limits(header: dict[str, Any], parts: list[IndexPart], count: int) -> np.ndarray:
+    """The size of the data object each record's value lies in: the index's own, or a kept
+    part's."""
+    limits = np.full(count, int(header.get("data_size", 0)), dtype=np.uint64)
+    for part in parts:
+        if part.kept_data:
+            limits[part.records[0] : part.records[1]] = part.kept_data
+    return limits
 
 
 def _check_header(header: dict[str, Any], what: str) -> tuple[list[str], list[str]]:
@@ -569,10 +599,13 @@ def _check_steps(steps: list[list[Any]], what: str) -> None:
             raise FormatError(f"{what}: step {row[0]} has a wall time that is not a number")
 
 
-def index_parts(header: dict[str, Any], n_records: int, what: str) -> list[IndexPart]:
+def index_parts(
+    header: dict[str, Any], n_records: int, what: str, version: int = INDEX_PACKED
+) -> list[IndexPart]:
     """The ``parts`` of a merged index's header, checked: each ``[seq, session, records,
-    steps, data_offset]`` in order, segment numbers increasing and below the merged one's, and
-    the parts' records and steps adding up to the index's (empty for a plain index)."""
+    steps, data_offset]`` (from index version 3, also with its kept data's size: see the
+    module) in order, segment numbers increasing and below the merged one's, and the parts'
+    records and steps adding up to the index's (empty for a plain index)."""
     rows = header.get("parts")
     if rows is None:
         return []
@@ -581,20 +614,27 @@ def index_parts(header: dict[str, Any], n_records: int, what: str) -> list[Index
     parts: list[IndexPart] = []
     record_at = step_at = 0
     last_seq, last_offset = -1, 0
+    sizes = (5, 6) if version >= INDEX_KEPT_DATA else (5,)
     for row in rows:
         if (
             not isinstance(row, list)
-            or len(row) != 5
+            or len(row) not in sizes
             or not isinstance(row[1], str)
             or not all(type(v) is int and 0 <= v < 2**63 for v in (row[0], *row[2:]))
         ):
-            raise FormatError(f"{what}: a part is not [seq, session, records, steps, offset]")
-        seq, session, records, steps, offset = row
+            shape = "[seq, session, records, steps, offset" + (", size]" if len(sizes) > 1 else "]")
+            raise FormatError(f"{what}: a part is not {shape}")
+        seq, session, records, steps, offset = row[:5]
         if seq <= last_seq or offset < last_offset:
             raise FormatError(f"{what}: parts out of order: the index is corrupt")
         parts.append(
             IndexPart(
-                seq, session, (record_at, record_at + records), (step_at, step_at + steps), offset
+                seq,
+                session,
+                (record_at, record_at + records),
+                (step_at, step_at + steps),
+                offset,
+                row[5] if len(row) > 5 else 0,
             )
         )
         record_at, step_at, last_seq, last_offset = (
@@ -653,24 +693,26 @@ def _check_extents(
     records: np.ndarray[Any, Any],
     dims: np.ndarray[Any, Any],
     dtypes: list[str],
-    data_size: int,
+    limits: np.ndarray[Any, Any],
     what: str,
 ) -> None:
-    """Shapes are non-negative, and every raw value lies inside the data object and is as long
-    as its shape and dtype say: a reader never allocates or requests more than the index's own
-    data object holds (whose real size the store checks in turn)."""
+    """Shapes are non-negative, and every raw value lies inside its data object (of
+    ``limits[row]`` bytes: the index's own, or a kept part's) and is as long as its shape and
+    dtype say: a reader never allocates or requests more than the data object holds (whose
+    real size the store checks in turn)."""
     if (dims < 0).any():
         raise FormatError(f"{what} holds a negative dimension: the index is corrupt")
-    raw = records[records["kind"] == int(RecordKind.TENSOR)]
+    tensor = records["kind"] == int(RecordKind.TENSOR)
+    raw, limit = records[tensor], limits[tensor]
     if not len(raw):
         return
     offset, length = raw["data_offset"], raw["data_length"]
-    beyond = (offset > data_size) | (length > np.uint64(data_size) - np.minimum(offset, data_size))
+    beyond = (offset > limit) | (length > limit - np.minimum(offset, limit))
     if beyond.any():
         row = int(np.flatnonzero(beyond)[0])
         raise FormatError(
             f"{what}: a value claims bytes [{int(offset[row])}, +{int(length[row])}) of a data "
-            f"object of {data_size} bytes: the index is corrupt"
+            f"object of {int(limit[row])} bytes: the index is corrupt"
         )
     itemsize = np.array([_itemsize(name) for name in dtypes], dtype=np.float64)
     sizes = np.ones(len(raw), dtype=np.float64)

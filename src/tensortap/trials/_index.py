@@ -280,7 +280,8 @@ class TrialIndex:
     def _take_in(self, state: WorkerState, index: SegmentIndex) -> None:
         """A listed index: a segment, or a merged one (compaction), whose replaced segments
         are read from it once each: those already taken in (listed before it, or left by a
-        merge that was killed) now read their values from it (theirs may be deleted)."""
+        merge that was killed) now read their values from it (theirs may be deleted), unless
+        the merge kept their data object."""
         parts = index.parts
         if not parts:
             self._ingest(state, index)
@@ -291,8 +292,10 @@ class TrialIndex:
             seg_id = state.ingested.get(part.seq)
             if seg_id is None:
                 self._ingest(state, index.part(part))
-                self._bases[len(self.segments) - 1] = part.data_offset
-            else:  # its offsets count from where it began in the object it was read from
+                if not part.kept_data:
+                    self._bases[len(self.segments) - 1] = part.data_offset
+            elif not part.kept_data:  # (a kept part's values stay where they were read)
+                # its offsets count from where it began in the object it was read from
                 shift = part.data_offset - self._bases.get(seg_id, 0)
                 self.moved[seg_id] = (index.data_key, shift)
 

@@ -4,13 +4,18 @@ At a training pace the writer publishes a segment every ``flush_secs``, so a lon
 thousands of small objects, and opening or reading it costs a request and a decode per object.
 A merge copies consecutive small segments ``first``..``last`` of one worker into one new
 segment ``seq`` (a number the worker's owner takes, so no writer can publish it too) and then
-deletes them. Order, so that a process killed at any point loses and duplicates nothing:
+deletes them. Only their indexes and series are always merged: a segment's values of at least
+:data:`KEEP_DATA_BYTES` stay in its own data object, which the merged index names (index
+version 3), as WiscKey keeps large values out of an LSM tree's compactions: each byte of
+tensors is written once, and the bytes a merge copies are few. Order, so that a process killed
+at any point loses and duplicates nothing:
 
-1. the merged data object (it reserves ``seq``: a writer that starts later counts after it);
+1. the merged data object (it reserves ``seq``: a writer that starts later counts after it;
+   empty when every part keeps its own);
 2. the merged series, named for the segments it replaces (:func:`layout.merged_series_key`);
 3. the merged index, whose header lists the segments it replaces (``parts``): from here on a
    reader reads the replaced segments from it, whether or not they are still there;
-4. the replaced segments' rollups, series objects, indexes, then data objects.
+4. the replaced segments' rollups, series objects, indexes, then the data objects it copied.
 
 Killed before 3, the new objects are orphans a reader ignores; killed after, the leftovers are
 read from the merged segment once each (see docs/format.md, "Compaction").
@@ -35,6 +40,8 @@ from tensortap.format import _layout as layout
 from tensortap.format._checksum import crc32, crc32_of_words
 from tensortap.format._index import (
     DATA_ALIGNMENT,
+    INDEX_KEPT_DATA,
+    INDEX_PACKED,
     RECORD_DTYPE,
     SegmentIndex,
     decode_index,
@@ -52,6 +59,10 @@ SMALL_SEGMENT_BYTES = 4 * 1024 * 1024
 #: ... into merged segments of at most this many bytes and segments.
 MERGE_BYTES = 64 * 1024 * 1024
 MERGE_SEGMENTS = 1024
+#: A segment whose data object holds at least this many bytes keeps it when merged (its index
+#: and series are merged; its values are not copied): so a merge's copying costs at most this
+#: much a segment, and a trial holds at most one data object per this many bytes more.
+KEEP_DATA_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -85,22 +96,28 @@ def merge_segments(
         indexes = [_read_index(store, worker, s) for s in seqs]
     else:
         indexes = [_check_plain(index, worker, s) for index, s in zip(indexes, seqs, strict=True)]
-    datas = store.get_many([index.data_key for index in indexes])
+    kept = [_data_size(index) >= KEEP_DATA_BYTES for index in indexes]
+    copied = store.get_many([i.data_key for i, k in zip(indexes, kept, strict=True) if not k])
+    datas = [None if k else copied.pop(0) for k in kept]
     merged_index, data = _merge(worker, seq, indexes, datas)
-    index_raw = encode_index(*merged_index)
+    version = INDEX_KEPT_DATA if any(kept) else INDEX_PACKED
+    index_raw = encode_index(*merged_index, version)
     index = decode_index(index_raw, f"merged index of {worker} segment {seq}")  # checks it all
-    series = _series(worker, seqs[0], seq, index, data)
+    series = _series(store, worker, seqs[0], seq, index, data)
     store.put(layout.data_key(worker, seq), data)
     store.put(layout.merged_series_key(worker, seq, seqs[0], seqs[-1]), series)
     store.put(layout.index_key(worker, seq), index_raw)
-    remove_replaced(store, worker, seqs)
+    remove_replaced(store, worker, seqs, {p.seq for p in index.parts if p.kept_data})
     return Merge(worker, seq, tuple(seqs), len(index.records), len(index.steps), len(data))
 
 
-def remove_replaced(store: Store, worker: str, seqs: Sequence[int]) -> None:
+def remove_replaced(
+    store: Store, worker: str, seqs: Sequence[int], kept: set[int] | frozenset[int] = frozenset()
+) -> None:
     """Delete what a published merge replaced: rollups inside its span, then the segments'
-    series objects, indexes and data objects (an index goes before its data: a reader never
-    lists an index whose data was deleted, except the merged one it reads instead)."""
+    series objects, indexes and data objects, but for those the merge ``kept`` (an index
+    goes before its data: a reader never lists an index whose data was deleted, except the
+    merged one it reads instead)."""
     first, last = seqs[0], seqs[-1]
     for key in store.list(layout.rollups_prefix(worker)):
         span = layout.rollup_span(key)
@@ -108,7 +125,12 @@ def remove_replaced(store: Store, worker: str, seqs: Sequence[int]) -> None:
             store.delete(key)
     for key_of in (layout.series_key, layout.index_key, layout.data_key):
         for s in seqs:
-            store.delete(key_of(worker, s))
+            if key_of is not layout.data_key or s not in kept:
+                store.delete(key_of(worker, s))
+
+
+def _data_size(index: SegmentIndex) -> int:
+    return int(index.header.get("data_size", 0))
 
 
 def _read_index(store: Store, worker: str, seq: int) -> SegmentIndex:
@@ -130,9 +152,11 @@ def _check_plain(index: SegmentIndex, worker: str, seq: int) -> SegmentIndex:
 
 
 def _merge(
-    worker: str, seq: int, indexes: list[SegmentIndex], datas: list[bytes]
+    worker: str, seq: int, indexes: list[SegmentIndex], datas: list[bytes | None]
 ) -> tuple[tuple[dict[str, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]], bytes]:
-    """((header, records, dims) of the merged index, its data object's bytes)."""
+    """((header, records, dims) of the merged index, its data object's bytes): each part's
+    values copied from its data (``datas``), or left in its own data object where that is
+    None (the part then names its size, and its records keep their offsets)."""
     names: dict[str, int] = {}
     dtypes: dict[str, int] = {}
     records: list[np.ndarray[Any, Any]] = []
@@ -144,8 +168,8 @@ def _merge(
     offset = dims_at = hook_errors = 0
     last_hook_error = None
     for index, data in zip(indexes, datas, strict=True):
-        size = int(index.header.get("data_size", 0))
-        if len(data) < size:
+        size = _data_size(index)
+        if data is not None and len(data) < size:
             raise FormatError(f"{index.data_key} is shorter than its index says: not merged")
         rows = index.records.copy()
         name_map = np.array([names.setdefault(n, len(names)) for n in index.names], np.uint32)
@@ -155,18 +179,22 @@ def _merge(
             rows["dtype"] = dtype_map[rows["dtype"]]
             rows["dims_offset"] += dims_at
             raw = rows["kind"] == int(RecordKind.TENSOR)
-            rows["data_offset"][raw] += np.uint64(offset)
+            if data is not None:
+                rows["data_offset"][raw] += np.uint64(offset)
         records.append(rows)
         dims.append(index.dims)
         dims_at += len(index.dims)
         head = index.header
         parts.append([int(head["seq"]), str(head["session"]), len(rows), len(index.steps)])
         parts[-1].append(offset)
-        pad = (-size) % DATA_ALIGNMENT
-        chunks.append(memoryview(data)[:size])  # copied once, by the join below
-        if pad:
-            chunks.append(bytes(pad))
-        offset += size + pad
+        if data is None:  # kept in its own data object
+            parts[-1].append(size)
+        else:
+            pad = (-size) % DATA_ALIGNMENT
+            chunks.append(memoryview(data)[:size])  # copied once, by the join below
+            if pad:
+                chunks.append(bytes(pad))
+            offset += size + pad
         steps.extend(index.steps)
         dropped.extend(index.header.get("dropped") or [])
         if int(index.header.get("hook_errors", 0)) >= hook_errors:
@@ -193,15 +221,50 @@ def _merge(
     return (header, all_records, all_dims), b"".join(chunks)
 
 
-def _series(worker: str, first: int, seq: int, index: SegmentIndex, data: bytes) -> bytes:
+def _series(
+    store: Store, worker: str, first: int, seq: int, index: SegmentIndex, data: bytes
+) -> bytes:
     """The merged segment's series (its reductions and one-number raw values, each raw value
-    checked against its CRC: a corrupt one is not copied into a series unnoticed). The
-    values of one dtype are gathered and checked together (8-byte ones in one table pass)."""
+    checked against its CRC: a corrupt one is not copied into a series unnoticed): those of
+    copied parts from the merged ``data``, those of kept parts read from their own data
+    objects (only their bytes)."""
     rows = number_rows(index)
     picked = index.records[rows]
     values = np.zeros(len(rows), np.float64)
+    in_kept = np.zeros(len(rows), dtype=bool)
+    ranges: list[tuple[str, int, int]] = []
+    for part in index.parts:
+        if part.kept_data:
+            lo, hi = np.searchsorted(rows, part.records)
+            in_kept[lo:hi] = True
+            key = layout.data_key(worker, part.seq)
+            ranges += [(key, int(r["data_offset"]), int(r["data_length"])) for r in picked[lo:hi]]
+    mine = np.flatnonzero(~in_kept)
+    offsets = picked["data_offset"][mine].astype(np.int64)
+    values[mine] = _checked_numbers(index, picked[mine], data, offsets, worker, seq)
+    if ranges:
+        fetched = b"".join(store.get_ranges(ranges))
+        lengths = picked["data_length"][in_kept].astype(np.int64)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        theirs = np.flatnonzero(in_kept)
+        values[theirs] = _checked_numbers(index, picked[theirs], fetched, starts, worker, seq)
+    keys, blocks = group_series(index.names, index.records, rows, values)
+    return encode_series(worker, first, seq, keys, blocks, step_table(index.steps))
+
+
+def _checked_numbers(
+    index: SegmentIndex,
+    picked: np.ndarray[Any, Any],
+    data: bytes,
+    offsets: np.ndarray[Any, Any],
+    worker: str,
+    seq: int,
+) -> np.ndarray[Any, Any]:
+    """The numbers of one-number records ``picked``, whose bytes lie in ``data`` at
+    ``offsets``, each checked against its CRC. The values of one dtype are gathered and
+    checked together (8-byte ones in one table pass)."""
+    values = np.zeros(len(picked), np.float64)
     buf = np.frombuffer(data, np.uint8)
-    offsets = picked["data_offset"].astype(np.int64)
     for code in np.unique(picked["dtype"]).tolist():
         at = np.flatnonzero(picked["dtype"] == code)
         dtype = storage_dtype(index.dtypes[code])
@@ -213,8 +276,7 @@ def _series(worker: str, first: int, seq: int, index: SegmentIndex, data: bytes)
         if (crcs != picked["crc32"][at]).any():
             raise FormatError(f"a value of {worker} segment {seq}'s parts fails its checksum")
         values[at] = np.ascontiguousarray(raw).reshape(-1).view(dtype).astype(np.float64)
-    keys, blocks = group_series(index.names, index.records, rows, values)
-    return encode_series(worker, first, seq, keys, blocks, step_table(index.steps))
+    return values
 
 
 def plan_merges(indexes: Sequence[SegmentIndex]) -> list[list[int]]:
@@ -266,9 +328,10 @@ def compact_worker(store: Store, worker: str) -> list[Merge]:
                 logger.warning("compaction leaves %s as it is: %s", key, exc)
                 indexes.append(_UNREADABLE)  # ends a run: only neighbours merge
         replaced = {part.seq for index in indexes for part in index.parts}
+        kept = {part.seq for index in indexes for part in index.parts if part.kept_data}
         leftovers = [int(i.header["seq"]) for i in indexes if i.header["seq"] in replaced]
         if leftovers:  # a merge killed before it deleted what it replaced: finish it
-            remove_replaced(store, worker, leftovers)
+            remove_replaced(store, worker, leftovers, kept)
         _remove_orphans(store, worker, {layout.seq_of(key) for key in keys})
         plain = [i for i in indexes if i.header["seq"] not in replaced]
         done = []
