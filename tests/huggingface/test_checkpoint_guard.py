@@ -337,10 +337,10 @@ def test_two_ddp_ranks_refuse_a_save_alike_when_one_ranks_weights_are_nan(
 def test_tensortap_run_over_torchrun_guards_every_rank_and_counts_a_save_once(
     tmp_path: Path,
 ) -> None:
-    """``tensortap run`` runs a launcher as given (no attach: ``torchrun script.py`` saved
-    the NaN-rank step's checkpoint unguarded); with the launcher starting each rank through
-    ``-m tensortap.attach``, both ranks are guarded with no code change and record into the
-    job, and the summary counts the save of step 4, refused on both ranks, once."""
+    """``tensortap run -- torchrun script.py`` starts each rank through ``-m
+    tensortap.attach`` (it ran the launcher as given, and the NaN rank's step was saved
+    unguarded): both ranks are guarded with no code change and record into the job, and the
+    summary counts the save of step 4, refused on both ranks, once."""
     from tensortap.jobs._live import checkpoint_lines
     from tests.jobs.test_framework_jobs import run_job
 
@@ -349,11 +349,8 @@ def test_tensortap_run_over_torchrun_guards_every_rank_and_counts_a_save_once(
         pytest.skip("torchrun is not installed beside this Python")
     out = tmp_path / "out"
     script = ROOT / "tests" / "helpers" / "hf_checkpoint_guard_ranks.py"
-    launch = (
-        f"{torchrun} --standalone --nproc_per_node 2 -m tensortap.attach "
-        f'--config "$TENSORTAP_CONFIG" {script} {out} 1 none'
-    )
-    done, record = run_job(tmp_path, "--no-rules", "--", "bash", "-c", launch)
+    launch = [str(torchrun), "--standalone", "--nproc_per_node", "2", str(script), str(out)]
+    done, record = run_job(tmp_path, "--no-rules", "--", *launch, "1", "none")
     assert done.returncode == 0, done.stdout + done.stderr
     assert checkpoints(out) == ["checkpoint-2", "checkpoint-6"]
     refused = [e for e in record.iter_events() if e["event"] == "checkpoint_refused"]

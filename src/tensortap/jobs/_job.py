@@ -15,10 +15,13 @@ job, running or ended, is read from its record: :mod:`tensortap.jobs._queries`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -60,11 +63,16 @@ def _hyperparameter_args(hyperparameters: Mapping[str, Any] | None) -> list[str]
 def training_command(command: Sequence[str], hook_file: str) -> list[str]:
     """The command that runs training with the hook attached: ``python script.py ...`` becomes
     ``python -m tensortap.attach --config HOOK script.py ...`` (zero code change; a bare
-    ``python`` is the interpreter running tensortap); any other command runs as given, with
-    ``$TENSORTAP_CONFIG`` set for scripts that call ``get_hook``."""
+    ``python`` is the interpreter running tensortap); ``torchrun [options] script.py ...``
+    (or ``python -m torch.distributed.run``) starts each rank through the attach module the
+    same way; any other command runs as given, with ``$TENSORTAP_CONFIG`` set for scripts
+    that call ``get_hook``."""
     argv = list(command)
     if argv and argv[0] in ("python", "python3"):
         argv[0] = sys.executable  # the interpreter tensortap runs in (it imports tensortap)
+    launched = _torchrun_ranks(argv, hook_file)
+    if launched is not None:
+        return launched
     if (
         len(argv) >= 2
         and os.path.basename(argv[0]).startswith("python")
@@ -72,6 +80,43 @@ def training_command(command: Sequence[str], hook_file: str) -> list[str]:
     ):
         return [argv[0], "-m", "tensortap.attach", "--config", hook_file, *argv[1:]]
     return argv
+
+
+def _torchrun_ranks(argv: list[str], hook_file: str) -> list[str] | None:
+    """``torchrun OPTIONS script.py ARGS`` as ``python -m torch.distributed.run OPTIONS -m
+    tensortap.attach --config HOOK script.py ARGS`` (each rank attached), with the interpreter
+    tensortap runs in; None for any other command, and for a launcher told to run a module or
+    no Python (``-m``, ``--no-python``, ``--run-path``: run as given), or a ``torchrun`` that
+    is not this interpreter's (its ranks could not import tensortap)."""
+    if not argv:
+        return None
+    here = os.path.dirname(sys.executable)
+    if argv[0] == "torchrun" or argv[0] == os.path.join(here, "torchrun"):
+        options = argv[1:]
+    elif (
+        len(argv) >= 3
+        and os.path.basename(argv[0]).startswith("python")
+        and argv[1] == "-m"
+        and argv[2] == "torch.distributed.run"
+        and os.path.realpath(shutil.which(argv[0]) or argv[0]) == os.path.realpath(sys.executable)
+    ):
+        options = argv[3:]
+    else:
+        return None
+    try:  # the launcher's own parser says where its options end and the script begins
+        from torch.distributed.run import get_args_parser
+
+        with contextlib.redirect_stderr(io.StringIO()):
+            parsed = get_args_parser().parse_args(options)
+    except (ImportError, SystemExit):
+        return None
+    if parsed.module or parsed.no_python or parsed.run_path:
+        return None
+    at = len(options) - len(parsed.training_script_args) - 1
+    if at < 0 or options[at] != parsed.training_script:
+        return None
+    attach = ["-m", "tensortap.attach", "--config", hook_file]
+    return [sys.executable, "-m", "torch.distributed.run", *options[:at], *attach, *options[at:]]
 
 
 class TrainingJob(JobQueries):
