@@ -188,10 +188,15 @@ def test_bad_arguments_say_what_was_expected() -> None:
         tt.GuardedCheckpoints(store, model)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("sharding", ["replicated", "fsdp"])
 def test_two_gloo_ranks_refuse_a_save_alike_when_one_ranks_weights_are_nan(
-    tmp_path: Path, helper_env: dict[str, str]
+    tmp_path: Path, helper_env: dict[str, str], sharding: str
 ) -> None:
-    cmd = helper_cmd("checkpoint_guard_ranks.py", tmp_path / "ckpt")
+    """Replicated weights, or FSDP2 shards (the NaN in rank 1's shard only, which rank 0 never
+    holds): both ranks refuse the save of step 2 alike (neither enters DCP's collective save
+    alone), save step 4, and under FSDP load it back into their shards."""
+    extra = ["fsdp"] if sharding == "fsdp" else []
+    cmd = helper_cmd("checkpoint_guard_ranks.py", tmp_path / "ckpt", *extra)
     done = run_ranks(cmd, 2, dict(helper_env, PYTHONPATH=SRC), timeout=200)
     for p in done:
         assert p.returncode == 0, p.stderr
@@ -203,6 +208,7 @@ def test_two_gloo_ranks_refuse_a_save_alike_when_one_ranks_weights_are_nan(
         reason = result["events"][0][2]
         assert "not finite (0.weight)" in reason
         assert ("on rank 1" in reason) == (rank == 0)
+        assert result["restored"] is (True if extra else None)
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["step-0", "step-4"]
 
 
