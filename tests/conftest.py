@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import socket
 import sys
 import urllib.error
@@ -67,8 +68,23 @@ def helper_env() -> dict[str, str]:
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (for a torch.distributed rendezvous)."""
-    with socket.socket() as s:
+    """A TCP port free on 127.0.0.1 now (for a torch.distributed rendezvous), chosen at random
+    below the kernel's ephemeral range: a port the kernel hands out (``bind`` to 0) can be
+    handed again to any test's outgoing connection before the ranks bind it, one below the
+    range only to a listener that picks the same one."""
+    low = 32768
+    with contextlib.suppress(OSError, ValueError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(max(1024, low - 12000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # a crowded machine: what the kernel gives
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
