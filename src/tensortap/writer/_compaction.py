@@ -96,9 +96,9 @@ def merge_segments(
         indexes = [_read_index(store, worker, s) for s in seqs]
     else:
         indexes = [_check_plain(index, worker, s) for index, s in zip(indexes, seqs, strict=True)]
-    kept = [_data_size(index) >= KEEP_DATA_BYTES for index in indexes]
-    copied = store.get_many([i.data_key for i, k in zip(indexes, kept, strict=True) if not k])
-    datas = [None if k else copied.pop(0) for k in kept]
+    kept = [_data_size(index) >= max(1, KEEP_DATA_BYTES) for index in indexes]
+    copied = iter(store.get_many([i.data_key for i, k in zip(indexes, kept, strict=True) if not k]))
+    datas = [None if k else next(copied) for k in kept]
     merged_index, data = _merge(worker, seq, indexes, datas)
     version = INDEX_KEPT_DATA if any(kept) else INDEX_PACKED
     index_raw = encode_index(*merged_index, version)
