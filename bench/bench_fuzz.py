@@ -33,6 +33,7 @@ from pathlib import Path
 
 from tensortap.testing._fuzz import (
     build_healthy,
+    build_merged,
     fuzz,
     fuzz_smdebug,
     trial_bytes,
@@ -49,7 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deadline", type=float, default=20.0)
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
-        "--format", choices=("tensortap", "smdebug", "jobs", "documents"), default="tensortap"
+        "--format",
+        choices=("tensortap", "merged", "smdebug", "jobs", "documents"),
+        default="tensortap",
+        help="merged: a tensortap trial compacted, half of its parts keeping their data objects",
     )
     args = parser.parse_args(argv)
     if args.format == "documents":  # session records, rule statuses, smdebug collections
@@ -65,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             healthy = Path(tmp) / "healthy"
             shutil.copytree(SMDEBUG_FIXTURE, healthy)
             with_checksums(healthy)
+        elif args.format == "merged":
+            healthy = build_merged(Path(tmp) / "healthy")
         else:
             healthy = build_healthy(Path(tmp) / "healthy")
         size = trial_bytes(healthy)

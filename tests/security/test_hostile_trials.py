@@ -19,6 +19,7 @@ from tensortap.storage import LocalStore
 from tensortap.testing._fuzz import (
     MUTATIONS,
     build_healthy,
+    build_merged,
     check_one,
     fuzz,
     read_everything,
@@ -227,6 +228,22 @@ def test_fuzzed_trials_raise_only_typed_errors_and_never_hang(
     assert not summary.failures, [(f.mutation, f.result, f.error) for f in summary.failures[:5]]
     # every kind of damage was tried, and most trials stayed readable in part
     assert len(summary.by_mutation) == len(MUTATIONS) == 12
+    assert summary.results["ok"] > summary.results["typed"]
+
+
+def test_fuzzed_merged_trials_with_kept_data_raise_only_typed_errors(tmp_path: Path) -> None:
+    """The same over a compacted trial whose merged indexes keep half of their parts' data
+    objects (index version 3): damage to a merged index, a kept data object or the merged
+    one is a typed error or a listed problem, never a row lost or changed silently."""
+    from tensortap.format._index import INDEX_KEPT_DATA, decode_index
+
+    merged = build_merged(tmp_path / "healthy")
+    indexes = [decode_index(p.read_bytes()) for p in merged.rglob("*.ttidx")]
+    assert [i.version for i in indexes] == [INDEX_KEPT_DATA] * 2
+    kept = [p for i in indexes for p in i.parts if p.kept_data]
+    assert 0 < len(kept) < sum(len(i.parts) for i in indexes)
+    summary = fuzz(merged, tmp_path / "work", cases=80, seed=23, deadline=20.0)
+    assert not summary.failures, [(f.mutation, f.result, f.error) for f in summary.failures[:5]]
     assert summary.results["ok"] > summary.results["typed"]
 
 

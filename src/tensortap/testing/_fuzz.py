@@ -143,6 +143,42 @@ def build_healthy(path: Path, steps: int = 6) -> Path:
     return path
 
 
+def build_merged(path: Path, steps: int = 8) -> Path:
+    """A small healthy trial compacted: two workers whose segments of one step each (raw
+    values of two sizes, reductions, a loss, TRAIN and EVAL) were merged, the larger half of
+    them keeping their own data objects (a merged index of version 3, what :func:`fuzz`
+    damages then)."""
+    from tensortap.core._save_config import SaveConfig
+    from tensortap.hook._hook import Hook
+    from tensortap.modes import ModeKeys
+    from tensortap.writer._compaction import compact_trial
+    from tensortap.writer._options import WriterOptions
+
+    rng = np.random.default_rng(0)
+    for worker in range(2):
+        hook = Hook(
+            path,
+            save_config=SaveConfig(save_interval=1),
+            include_collections=["weights", "gradients", "losses", "default"],
+            worker=worker,
+            num_workers=2,
+            writer_options=WriterOptions(compact=False),
+        )
+        with hook:
+            for step in range(steps):
+                hook.set_mode(ModeKeys.EVAL if step % 3 == 2 else ModeKeys.TRAIN)
+                wide = rng.normal(size=(4, 3 + 20 * (step % 2))).astype(np.float32)
+                hook.save_tensor("fc.weight", wide, "weights")
+                hook.save_tensor("gradient/fc.weight", rng.normal(size=(4, 3)), "gradients")
+                hook.save_scalar("loss", float(1.0 / (step + 1)), "losses")
+                hook.save_tensor("count", np.arange(5, dtype=np.int64))
+                hook.next_step()
+                hook.flush()
+    sizes = sorted(p.stat().st_size for p in path.rglob("*.ttdat") if p.stat().st_size)
+    compact_trial(path, keep_bytes=sizes[len(sizes) // 2])
+    return path
+
+
 #: Every row a trial serves, keyed by (worker, tensor, statistic, mode, mode step, global
 #: step) -> its values in order; and (``"steps"``, worker) -> the global steps it holds.
 Rows = dict[tuple[Any, ...], tuple[float, ...]]

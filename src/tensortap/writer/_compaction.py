@@ -83,10 +83,13 @@ def merge_segments(
     seqs: Sequence[int],
     seq: int,
     indexes: Sequence[SegmentIndex] | None = None,
+    keep_bytes: int | None = None,
 ) -> Merge:
     """Merge the published segments ``seqs`` (consecutive ones of ``worker``, in order) into
     a new segment ``seq``, then delete them. The caller owns the worker (its writer, or
-    :func:`compact_worker` holding its claim); ``indexes``: theirs, when already read.
+    :func:`compact_worker` holding its claim); ``indexes``: theirs, when already read; a
+    segment whose data object holds ``keep_bytes`` (default :data:`KEEP_DATA_BYTES`) or more
+    keeps it.
     Raises FormatError when a segment cannot be read whole (nothing is written then),
     StorageError when the store fails."""
     seqs = list(seqs)
@@ -96,7 +99,8 @@ def merge_segments(
         indexes = [_read_index(store, worker, s) for s in seqs]
     else:
         indexes = [_check_plain(index, worker, s) for index, s in zip(indexes, seqs, strict=True)]
-    kept = [_data_size(index) >= max(1, KEEP_DATA_BYTES) for index in indexes]
+    least = max(1, KEEP_DATA_BYTES if keep_bytes is None else keep_bytes)
+    kept = [_data_size(index) >= least for index in indexes]
     copied = iter(store.get_many([i.data_key for i, k in zip(indexes, kept, strict=True) if not k]))
     datas = [None if k else next(copied) for k in kept]
     merged_index, data = _merge(worker, seq, indexes, datas)
@@ -301,10 +305,11 @@ def plan_merges(indexes: Sequence[SegmentIndex]) -> list[list[int]]:
     return runs
 
 
-def compact_worker(store: Store, worker: str) -> list[Merge]:
+def compact_worker(store: Store, worker: str, keep_bytes: int | None = None) -> list[Merge]:
     """Merge the small segments of a worker no writer holds (its claim is taken for the
     while: a writer that starts meanwhile gets ``WorkerInUse``); raises ``WorkerInUse`` when
-    one holds it. A segment that cannot be read stays as it is."""
+    one holds it. A segment that cannot be read stays as it is. ``keep_bytes``: see
+    :func:`merge_segments`."""
     info = {
         "worker": worker,
         "session": "compaction",
@@ -339,7 +344,8 @@ def compact_worker(store: Store, worker: str) -> list[Merge]:
         by_seq = {int(index.header["seq"]): index for index in plain}
         for run in plan_merges(plain):
             try:
-                done.append(merge_segments(store, worker, run, next_free, [by_seq[s] for s in run]))
+                indexes = [by_seq[s] for s in run]
+                done.append(merge_segments(store, worker, run, next_free, indexes, keep_bytes))
             except FormatError as exc:
                 logger.warning("compaction leaves segments %s..%s: %s", run[0], run[-1], exc)
             next_free += 1  # even a failed merge may have left its data object
@@ -368,17 +374,19 @@ _UNREADABLE = SegmentIndex(
 )
 
 
-def compact_trial(path: str | os.PathLike[str] | Store) -> list[Merge]:
+def compact_trial(
+    path: str | os.PathLike[str] | Store, keep_bytes: int | None = None
+) -> list[Merge]:
     """Merge the small segments of every worker of the trial at ``path`` (a location or a
     Store) that no writer holds (a worker being written is left to its writer, which merges
-    its own)."""
+    its own). ``keep_bytes``: see :func:`merge_segments`."""
     store = open_store(path)
     done: list[Merge] = []
     for worker in store.list_dir(layout.WORKERS_PREFIX):
         if not layout.is_plain_name(worker):
             continue
         try:
-            done.extend(compact_worker(store, worker))
+            done.extend(compact_worker(store, worker, keep_bytes))
         except WorkerInUse as exc:
             logger.info("compaction skips %s: %s", worker, exc)
     return done
