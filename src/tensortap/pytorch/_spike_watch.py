@@ -50,7 +50,7 @@ from torch import nn
 
 from tensortap.core._spike_forecast import ForecastConfig, SpikeForecast, SpikeWarning
 from tensortap.exceptions import InvalidConfigError
-from tensortap.pytorch._spike_values import PER_HEAD, Snapshot, StepValues, max_logits
+from tensortap.pytorch._spike_values import NoGrad, Snapshot, StepValues, max_logits
 
 logger = logging.getLogger(__name__)
 
@@ -216,7 +216,7 @@ class SpikeWatch:
         if not (calls or score_output):
             return
         started = time.perf_counter()
-        with torch.no_grad():
+        with NoGrad():
             if calls:
                 self._calls = []
                 try:
@@ -283,7 +283,7 @@ class SpikeWatch:
                 return
             if weight is None or not torch.is_grad_enabled():
                 return  # separate q/k/v projections: not scored
-            with torch.no_grad():
+            with NoGrad():
                 if query.dim() == 2:  # an unbatched call
                     query1, key1 = query, key
                 elif module.batch_first:
@@ -326,7 +326,7 @@ class SpikeWatch:
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         started = time.perf_counter()
         try:
-            with torch.no_grad():
+            with NoGrad():
                 if self._snapshot is None and self._params:
                     self._snapshot = Snapshot(self._params, self._group_index)
                 if self._snapshot is not None:
@@ -350,18 +350,20 @@ class SpikeWatch:
         snapshot = self._snapshot
         norms: list[torch.Tensor] = []
         if snapshot is not None:
-            with torch.no_grad():
+            with NoGrad():
                 torch._foreach_sub_(snapshot.copies, self._params)
                 norms = snapshot.norms()
         if not (self._values or norms):
             return
-        values, segment_norms = self._values.read(norms)
+        values, judged, segment_norms = self._values.read(norms)
         if snapshot is not None:
-            values.update(zip(self._norm_names, snapshot.group_norms(segment_norms), strict=True))
+            for name, norm in zip(
+                self._norm_names, snapshot.group_norms(segment_norms), strict=True
+            ):
+                values[name] = judged[name] = norm
         step = self.steps
         self.steps += 1
         self.last_values = values
-        judged = {k: v for k, v in values.items() if PER_HEAD not in k}
         raised = self.forecast.update(step, judged)
         self.last_warnings = raised
         self._publish(values, raised)
