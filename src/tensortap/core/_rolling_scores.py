@@ -66,64 +66,46 @@ class RollingScores:
     def push(self, value: float) -> None:
         """The window slides by one: ``value`` arrives, the oldest value leaves."""
         ring, size = self._ring, self.size
-        at = self.count % size
+        count = self.count
+        at = count % size
         leaving = ring[at]
         ring[at] = value
-        self.count += 1
+        self.count = count = count + 1
         base = self._base
         if base is None:  # not scored yet: sorted when first scored
             return
-        count, last = self.count, self._last
         del base[bisect_left(base, leaving)]
         insort(base, ring[(count - size + self.baseline - 1) % size])  # from the gap
+        last = self._last
         out = ring[(count - 1 - self.recent) % size]  # into the gap
-        del last[bisect_left(last, out)]
-        # the pairs the leaving value was the earlier of go; the arriving value's come
-        n = len(last)
-        self._sum += (bisect_left(last, out) - (n - bisect_right(last, out))) + (
-            bisect_left(last, value) - (n - bisect_right(last, value))
-        )
-        insort(last, value)
+        below = bisect_left(last, out)
+        above = len(last) - bisect_right(last, out)
+        del last[below]
+        # the pairs the leaving value was the earlier of go, the arriving value's come
+        under = bisect_left(last, value)
+        at = bisect_right(last, value)
+        self._sum += below - above + under - (len(last) - at)
+        last.insert(at, value)
 
     def scores(self) -> tuple[float, float, float]:
         """``(center, level, trend)`` of the window (its last :attr:`size` values)."""
-        if self.count < self.size:
-            raise ValueError(f"a window of {self.size} values has {self.count}")
-        if self._base is None:
-            self._sort()
         base = self._base
-        assert base is not None
-        center = _median(base)
-        spread = max(MAD_TO_SD * self._deviation(center), self.min_spread)
-        level = (_median(self._last) - center) / spread
-        s = float(self._sum)
-        if self.recent < 3:
-            return center, level, 0.0
-        return center, level, (s - ((s > 0) - (s < 0))) / self._root
-
-    def _sort(self) -> None:
-        count, size, ring = self.count, self.size, self._ring
-        window = [ring[(count - size + i) % size] for i in range(size)]
-        self._base = sorted(window[: self.baseline])
-        last = window[size - self.recent :]
-        self._last = sorted(last)
-        self._sum = sum((y > x) - (y < x) for i, x in enumerate(last) for y in last[i + 1 :])
-        self._split = (len(self._base) - len(self._base) // 2) // 2
-
-    def _deviation(self, center: float) -> float:
-        """The median of the baseline's absolute deviations from ``center``: of the sorted
-        deviations below the center, ``a[i] = center - base[below - 1 - i]``, and above it,
-        ``b[i] = base[below + i] - center`` (each the bits of ``abs(x - center)``), the median
-        of the two runs merged, from the split that takes the smallest ``k`` of them."""
-        base = self._base
-        assert base is not None
+        if base is None:
+            if self.count < self.size:
+                raise ValueError(f"a window of {self.size} values has {self.count}")
+            base = self._sort()
         n = len(base)
-        below = n - n // 2  # the values at most the center (the middle one too, if n is odd)
-        above = n // 2
-        k = below  # the median is the k-th smallest deviation (and the next, if n is even)
-        j = min(max(self._split, k - above, 0), k, below)  # taken from below; k - j from above
+        half = n // 2
+        center = base[half] if n % 2 else 0.5 * (base[half - 1] + base[half])
+        # the median absolute deviation: of the sorted deviations below the center,
+        # a[i] = center - base[below - 1 - i], and above it, b[i] = base[below + i] - center
+        # (each the bits of abs(x - center)), the median of the two runs merged: the k-th
+        # smallest (and the next, if n is even), from the split that takes j from below and
+        # k - j from above, moved from the last window's a step or two
+        below = k = n - half
+        j = min(max(self._split, k - half, 0), k)
         while True:
-            if j > 0 and k - j < above and center - base[below - j] > base[below + k - j] - center:
+            if j > 0 and k - j < half and center - base[below - j] > base[below + k - j] - center:
                 j -= 1
             elif (
                 k - j > 0
@@ -134,22 +116,38 @@ class RollingScores:
             else:
                 break
         self._split = j
-        kth = max(
-            center - base[below - j] if j > 0 else -math.inf,
-            base[below + k - j - 1] - center if k - j > 0 else -math.inf,
-        )
-        if n % 2:
-            return kth
-        following = min(
-            center - base[below - 1 - j] if j < below else math.inf,
-            base[below + k - j] - center if k - j < above else math.inf,
-        )
-        return 0.5 * (kth + following)
+        if j == 0:
+            kth = base[below + k - 1] - center
+        elif j == k:
+            kth = center - base[below - j]
+        else:
+            kth = max(center - base[below - j], base[below + k - j - 1] - center)
+        if n % 2 == 0:  # and the next smallest: whichever run's next is smaller
+            if j == below:
+                kth = 0.5 * (kth + (base[below + k - j] - center))
+            elif k - j == half:
+                kth = 0.5 * (kth + (center - base[below - 1 - j]))
+            else:
+                kth = 0.5 * (kth + min(center - base[below - 1 - j], base[below + k - j] - center))
+        spread = MAD_TO_SD * kth
+        if spread < self.min_spread:
+            spread = self.min_spread
+        last = self._last
+        m = len(last)
+        half = m // 2
+        middle = last[half] if m % 2 else 0.5 * (last[half - 1] + last[half])
+        level = (middle - center) / spread
+        if m < 3:
+            return center, level, 0.0
+        s = float(self._sum)
+        return center, level, (s - ((s > 0) - (s < 0))) / self._root
 
-
-def _median(ordered: list[float]) -> float:
-    n = len(ordered)
-    half = n // 2
-    if n % 2:
-        return ordered[half]
-    return 0.5 * (ordered[half - 1] + ordered[half])
+    def _sort(self) -> list[float]:
+        count, size, ring = self.count, self.size, self._ring
+        window = [ring[(count - size + i) % size] for i in range(size)]
+        base = self._base = sorted(window[: self.baseline])
+        last = window[size - self.recent :]
+        self._last = sorted(last)
+        self._sum = sum((y > x) - (y < x) for i, x in enumerate(last) for y in last[i + 1 :])
+        self._split = (len(base) - len(base) // 2) // 2
+        return base
