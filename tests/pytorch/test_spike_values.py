@@ -18,6 +18,7 @@ from torch import nn
 
 import tensortap.pytorch as ttp
 from tensortap.core._spike_forecast import ForecastConfig
+from tensortap.pytorch._spike_values import Snapshot, _to_host
 from tensortap.pytorch._spike_watch import layer_group
 
 VOCAB, CONTEXT, WIDTH, HEADS = 32, 16, 16, 4
@@ -176,3 +177,39 @@ def test_recorded_indicators_equal_the_plain_computation(layers: int, micro_batc
         F.scaled_dot_product_attention = sdpa
         watch.remove()
     assert watch.steps == 12
+
+
+@pytest.mark.parametrize("one_transfer", [False, True])
+def test_values_read_one_by_one_or_in_one_transfer_are_the_same(one_transfer: bool) -> None:
+    # the CPU reads each tensor as it is; another device concatenates them for one transfer
+    # (tried here on the CPU): the same numbers either way
+    vectors = [torch.tensor([1.5, -2.0, 3.25]), torch.tensor([0.125])]
+    scalars = [torch.tensor(7.0), torch.tensor(-0.5, dtype=torch.float32)]
+    lists, floats = _to_host(vectors, scalars, one_transfer=one_transfer)
+    assert lists == [[1.5, -2.0, 3.25], [0.125]]
+    assert floats == [7.0, -0.5]
+    assert _to_host([], scalars, one_transfer=one_transfer) == ([], [7.0, -0.5])
+
+
+def test_a_group_spread_over_dtypes_is_the_norm_of_all_its_parameters() -> None:
+    # parameters of one layer group in two dtypes lie in two flat buffers: the group's norm
+    # combines its slices' norms
+    params = [
+        torch.randn(5, dtype=torch.float64),
+        torch.randn(3, 2),
+        torch.randn(4),
+        torch.randn(2, dtype=torch.float64),
+    ]
+    groups = [0, 1, 0, 1]
+    snapshot = Snapshot(params, groups)
+    torch._foreach_copy_(snapshot.copies, params)
+    updates = [torch.randn_like(p) for p in params]
+    for p, u in zip(params, updates, strict=True):
+        p.add_(u)
+    torch._foreach_sub_(snapshot.copies, params)
+    norms = snapshot.group_norms([float(n) for n in snapshot.norms()])
+    for group, norm in enumerate(norms):
+        expected = math.sqrt(
+            sum(float((u.double() ** 2).sum()) for u, g in zip(updates, groups) if g == group)
+        )
+        assert norm == pytest.approx(expected, rel=1e-6)

@@ -21,7 +21,7 @@ import torch
 #: indicators kept for the record but not judged: an attention call's value per head
 PER_HEAD = "/head"
 
-_MASKS: dict[tuple[int, int, torch.dtype, torch.device], torch.Tensor] = {}
+_MASKS: dict[tuple[int, int, torch.dtype, torch.device | None], torch.Tensor] = {}
 _HEAD_NAMES: dict[tuple[str, int], list[str]] = {}
 
 
@@ -49,7 +49,7 @@ def max_logits(q: torch.Tensor, k: torch.Tensor, causal: bool) -> torch.Tensor:
         logits = torch.matmul(q, k.transpose(-2, -1))
     if causal:
         lq, lk = logits.shape[-2], logits.shape[-1]
-        key = (lq, lk, logits.dtype, logits.device)
+        key = (lq, lk, logits.dtype, None if logits.is_cpu else logits.device)  # (.device: slow)
         mask = _MASKS.get(key)
         if mask is None:  # made once per shape: -inf where a causal query may not see
             hidden = ~torch.ones(lq, lk, dtype=torch.bool, device=logits.device).tril(lk - lq)
@@ -109,7 +109,8 @@ class StepValues:
         ``norms`` (0-d tensors), read with them."""
         attention = [t for _, t, _, _ in self._attention]
         scalars = [x for pair in self._outputs for x in pair] + norms
-        lists, floats = _to_host(attention, scalars)
+        first = (attention or scalars)[0]
+        lists, floats = _to_host(attention, scalars, one_transfer=not first.is_cpu)
         heads_of: dict[str, list[float]] = {}
         for (names, _, heads, scale), flat in zip(self._attention, lists, strict=True):
             if scale is not None:  # x * scale in float32: exact in double, then rounded once
@@ -144,11 +145,11 @@ def _head_names(name: str, heads: int) -> list[str]:
 
 
 def _to_host(
-    vectors: list[torch.Tensor], scalars: list[torch.Tensor]
+    vectors: list[torch.Tensor], scalars: list[torch.Tensor], one_transfer: bool
 ) -> tuple[list[list[float]], list[float]]:
-    """``vectors`` (1-d) and ``scalars`` (0-d) as Python numbers: on the CPU each read as it
-    is; elsewhere all at once (one transfer)."""
-    if all(t.is_cpu for t in itertools.chain(vectors, scalars)):
+    """``vectors`` (1-d) and ``scalars`` (0-d) as Python numbers: each read as it is (on the
+    CPU), or all in one transfer (on the first one's device, then one read)."""
+    if not one_transfer:
         return [t.tolist() for t in vectors], [t.item() for t in scalars]
     device = (vectors or scalars)[0].device
     parts = [t.to(device) for t in vectors]

@@ -248,29 +248,25 @@ class SpikeWatch:
     def _score_calls(
         self, calls: list[tuple[str, torch.Tensor, torch.Tensor, float, bool]]
     ) -> None:
-        """Scores the attention calls kept in a forward: as usual all alike (shapes, dtype,
-        device, scale, mask), in one batch, a few operations for all of them; else one by one."""
-        firsts: list[tuple[torch.Tensor, torch.Tensor]] = []
-        kinds = set()
-        for _, q, k, scale, causal in calls:
-            q1 = q[0] if q.dim() == 4 else q
-            k1 = k[0] if k.dim() == 4 else k
-            if k1.shape[0] != q1.shape[0]:  # grouped-query attention: share the key heads
-                k1 = k1.repeat_interleave(q1.shape[0] // k1.shape[0], dim=0)
-            firsts.append((q1, k1))
-            kinds.add((q1.shape, k1.shape, q1.dtype, q1.get_device(), scale, causal))
-        # side by side when there are many: a concatenation costs about what one more call's
-        # few operations do (they are warm by then)
-        if len(calls) > 2 and len(kinds) == 1 and firsts[0][0].dim() == 3:
-            _, _, _, scale, causal = calls[0]
-            queries = torch.cat([q1 for q1, _ in firsts])  # (calls x heads, length, dim)
-            keys = torch.cat([k1 for _, k1 in firsts])
-            self._values.add_attention(
-                [name for name, *_ in calls], max_logits(queries, keys, causal), scale
-            )
-            return
+        """Scores the attention calls kept in a forward: one by one, or, when there are more
+        than two and all alike (shapes, dtype, device, scale, mask), side by side (a
+        concatenation costs about what one more call's few operations do, warm by then)."""
+        firsts = [_first_sample(q, k) for _, q, k, _, _ in calls]
+        values = self._values
+        if len(calls) > 2 and firsts[0][0].dim() == 3:
+            kinds = {
+                (q1.shape, k1.shape, q1.dtype, q1.get_device(), scale, causal)
+                for (q1, k1), (_, _, _, scale, causal) in zip(firsts, calls, strict=True)
+            }
+            if len(kinds) == 1:
+                _, _, _, scale, causal = calls[0]
+                queries = torch.cat([q1 for q1, _ in firsts])  # (calls x heads, length, dim)
+                keys = torch.cat([k1 for _, k1 in firsts])
+                names = [name for name, *_ in calls]
+                values.add_attention(names, max_logits(queries, keys, causal), scale)
+                return
         for (q1, k1), (name, _, _, scale, causal) in zip(firsts, calls, strict=True):
-            self._values.add_attention([name], max_logits(q1, k1, causal), scale)
+            values.add_attention([name], max_logits(q1, k1, causal), scale)
 
     def _score_mha(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         started = time.perf_counter()
@@ -383,6 +379,15 @@ class SpikeWatch:
             for name, value in values.items():
                 if math.isfinite(value):
                     hook.save_scalar(f"spikes/{name}", value)
+
+
+def _first_sample(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """An attention call's query and key of its first sample, (heads, length, dim)."""
+    q1 = q[0] if q.dim() == 4 else q
+    k1 = k[0] if k.dim() == 4 else k
+    if k1.shape[0] != q1.shape[0]:  # grouped-query attention: share the key heads
+        k1 = k1.repeat_interleave(q1.shape[0] // k1.shape[0], dim=0)
+    return q1, k1
 
 
 def _logits(output: Any) -> torch.Tensor | None:
