@@ -15,8 +15,9 @@ It gathers, at every optimizer step, cheap leading indicators of a loss spike:
 
 - ``update_norm/<group>``: the L2 norm of the update the optimizer applied to each layer group
   (parameters grouped by name up to their first block index, ``blocks.3``, ``transformer.h.0``,
-  else by their first name part, ``wte``): one ``_foreach_copy_`` before the step into buffers
-  allocated once, one ``_foreach_sub_`` and one ``_foreach_norm`` after it;
+  else by their first name part, ``wte``): one ``_foreach_copy_`` before the step into one flat
+  buffer (per device and dtype, allocated once, each group's parameters side by side), one
+  ``_foreach_sub_`` after it and one ``_foreach_norm`` over the groups' slices of the buffer;
 - ``attention_logit/<k>`` (the max over heads; ``attention_logit/<k>/head<h>`` per head is
   kept in :attr:`SpikeWatch.last_values`): the largest pre-softmax logit ``q.k * scale`` of the
   k-th attention call of the forward, for callers of ``F.scaled_dot_product_attention``
@@ -24,16 +25,18 @@ It gathers, at every optimizer step, cheap leading indicators of a loss spike:
   runs, put back when it ends, an exception included: Hugging Face's "sdpa" attention, most
   hand-written GPTs; code that imported the function by name before is not seen) and
   ``nn.MultiheadAttention`` modules (recomputed from their input projection). Only the
-  first sample of the batch is scored;
+  first sample of the batch is scored, when the forward ends (the calls' queries and keys are
+  the forward's, kept for its backward anyway): ``bmm``, the causal mask added, ``amax``, the
+  scale applied on the host (:mod:`tensortap.pytorch._spike_values`);
 - ``output_logit`` and ``output_entropy``: the largest logit and the mean entropy of the
   softmax of the model's output (a tensor, a tuple's first tensor, or ``.logits``) whose last
   dimension is a class/vocabulary axis, on the first sample.
 
 The values stay on the device while the step runs and are read back together after
-``optimizer.step()`` (one transfer per step). Each warning is kept in :attr:`warnings`, logged,
-handed to ``on_warning``, and, with a ``hook``, recorded in the trial as a session event of kind
-``"spike_warning"`` (``trial.sessions()[i].events``); the indicators are saved as scalars
-``spikes/<name>`` when the hook's ``scalars`` collection is due.
+``optimizer.step()`` (one transfer per step off the CPU; on it, each as it is). Each warning is
+kept in :attr:`warnings`, logged, handed to ``on_warning``, and, with a ``hook``, recorded in
+the trial as a session event of kind ``"spike_warning"`` (``trial.sessions()[i].events``); the
+indicators are saved as scalars ``spikes/<name>`` when the hook's ``scalars`` collection is due.
 """
 
 from __future__ import annotations
