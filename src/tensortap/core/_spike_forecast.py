@@ -57,10 +57,9 @@ from typing import Any
 
 import numpy as np
 
+from tensortap.core._rolling_scores import RollingScores
 from tensortap.exceptions import InvalidConfigError
 
-#: MAD to standard deviation of a normal distribution.
-_MAD_TO_SD = 1.4826
 #: The smallest spread a baseline is given (in log units: 0.1 %), so a constant series
 #: (a frozen layer, a fixed learning rate) does not turn rounding noise into a warning.
 _MIN_SPREAD = 1e-3
@@ -152,17 +151,6 @@ def mann_kendall_z(values: np.ndarray) -> float:
     return float(_mann_kendall_rows(np.asarray(values, dtype=float)[None, :])[0])
 
 
-def _median_rows(rows: np.ndarray) -> np.ndarray:
-    """The median of each row (``np.median(rows, axis=1)`` without its overhead: one
-    partition)."""
-    n = rows.shape[1]
-    half = n // 2
-    if n % 2:
-        return np.partition(rows, half, axis=1)[:, half]
-    parted = np.partition(rows, (half - 1, half), axis=1)
-    return 0.5 * (parted[:, half - 1] + parted[:, half])
-
-
 _PAIRS: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
 
@@ -185,9 +173,9 @@ class SpikeForecast:
     """Watches per-step indicators and warns before a loss spike (see the module docstring).
 
     ``update(step, {"update_norm/blocks.0": 0.02, ...})`` at each step returns the warnings
-    raised at that step; ``warnings`` lists all of them. All indicators are judged together,
-    one NumPy operation over the indicators per statistic (rows of one ring buffer), so the
-    cost of a step hardly grows with their number."""
+    raised at that step; ``warnings`` lists all of them. Each indicator's scores are kept up
+    to date as its window slides (:class:`~tensortap.core._rolling_scores.RollingScores`: a
+    few dozen Python operations a step, the same numbers as sorting the window afresh)."""
 
     config: ForecastConfig = field(default_factory=ForecastConfig)
     warnings: list[SpikeWarning] = field(default_factory=list)
@@ -197,14 +185,14 @@ class SpikeForecast:
         self._size = config.recent + config.gap + config.baseline
         self._names: list[str] = []
         self._index: dict[str, int] = {}
-        self._ring = np.empty((0, self._size))
-        self._count = np.zeros(0, dtype=np.int64)  # finite values seen, per indicator
-        self._streak = np.zeros(0, dtype=np.int64)
-        self._armed = np.zeros(0, dtype=bool)
-        self._two_sided = np.zeros(0, dtype=bool)
-        self._level = np.zeros(0)
-        self._trend = np.zeros(0)
-        self._offsets = np.arange(self._size)
+        self._windows: list[RollingScores] = []
+        self._streak: list[int] = []
+        self._armed: list[bool] = []
+        self._two_sided: list[bool] = []
+        self._level: list[float] = []
+        self._trend: list[float] = []
+        self._keys: tuple[str, ...] = ()  # the names of the last update, in order ...
+        self._rows: list[int] = []  # ... and their rows
         self._calm = 0  # consecutive steps the reference indicators were calm
         self._settled = False  # the fitted warm-up is over, and the run has not relapsed
         self.settled_at: int | None = None  # the step the fitted warm-up first ended at
@@ -216,28 +204,30 @@ class SpikeForecast:
 
     def scores(self) -> dict[str, tuple[float, float]]:
         """Each indicator's last (level, trend) scores."""
-        return {
-            name: (float(self._level[i]), float(self._trend[i]))
-            for i, name in enumerate(self._names)
-        }
+        return {name: (self._level[i], self._trend[i]) for i, name in enumerate(self._names)}
 
     def update(self, step: int, values: Mapping[str, float]) -> list[SpikeWarning]:
         """Take one step's indicator values; returns the warnings this step raised. A
         non-finite or non-positive value is skipped (the guard judges those)."""
-        rows: list[int] = []
-        logs: list[float] = []
-        for name, raw in values.items():
-            value = float(raw)
-            if not math.isfinite(value) or value <= 0.0:
-                continue
-            row = self._index.get(name)
-            if row is None:
-                row = self._add(name)
-            rows.append(row)
-            logs.append(math.log(value))
+        keys = tuple(values)
+        raw = [float(v) for v in values.values()]
+        if keys == self._keys and all(0.0 < v < math.inf for v in raw):
+            rows = self._rows  # as usual: the indicators of the last step, all finite
+        else:
+            rows, kept = [], []
+            for name, value in zip(keys, raw, strict=True):
+                if not math.isfinite(value) or value <= 0.0:
+                    continue
+                row = self._index.get(name)
+                if row is None:
+                    row = self._add(name)
+                rows.append(row)
+                kept.append(value)
+            raw = kept
+            self._keys, self._rows = (keys, rows) if len(rows) == len(keys) else ((), [])
         if not rows:
             return []
-        raised = self._judge(step, np.array(rows), np.array(logs))
+        raised = self._judge(step, rows, raw)
         self.warnings.extend(raised)
         return raised
 
@@ -249,68 +239,57 @@ class SpikeForecast:
         return out
 
     def _add(self, name: str) -> int:
+        config = self.config
         row = len(self._names)
         self._names.append(name)
         self._index[name] = row
-        self._ring = np.vstack((self._ring, np.empty((1, self._size))))
-        self._count = np.append(self._count, 0)
-        self._streak = np.append(self._streak, 0)
-        self._armed = np.append(self._armed, True)
-        self._two_sided = np.append(
-            self._two_sided, any(part in name for part in self.config.two_sided)
-        )
-        self._level = np.append(self._level, 0.0)
-        self._trend = np.append(self._trend, 0.0)
+        self._windows.append(RollingScores(config.recent, config.gap, config.baseline, _MIN_SPREAD))
+        self._streak.append(0)
+        self._armed.append(True)
+        self._two_sided.append(any(part in name for part in config.two_sided))
+        self._level.append(0.0)
+        self._trend.append(0.0)
         return row
 
-    def _judge(self, step: int, rows: np.ndarray, logs: np.ndarray) -> list[SpikeWarning]:
-        config, size = self.config, self._size
-        count = self._count
-        self._ring[rows, count[rows] % size] = logs
-        count[rows] += 1
-        ready = count[rows] >= max(config.warmup or 0, size)
-        if not ready.any():
+    def _judge(self, step: int, rows: list[int], values: list[float]) -> list[SpikeWarning]:
+        config, windows = self.config, self._windows
+        need = max(config.warmup or 0, self._size)
+        judged: list[tuple[int, float, float, float, float]] = []
+        for row, value in zip(rows, values, strict=True):
+            window = windows[row]
+            log = math.log(value)
+            window.push(log)
+            if window.count >= need:
+                center, level, trend = window.scores()
+                self._level[row], self._trend[row] = level, trend
+                judged.append((row, log, center, level, trend))
+        if not judged or (config.warmup is None and not self._settle(step)):
             return []
-        rows, logs = rows[ready], logs[ready]
-        # each row oldest first: its ring read from its own write position (one index for
-        # all rows when, as usual, every indicator has as many values)
-        first = count[rows]
-        if (first == first[0]).all():
-            ordered = self._ring[rows][:, (first[0] + self._offsets) % size]
-        else:
-            order = (first[:, None] + self._offsets[None, :]) % size
-            ordered = np.take_along_axis(self._ring[rows], order, axis=1)
-        base, recent = ordered[:, : config.baseline], ordered[:, -config.recent :]
-        center = _median_rows(base)
-        spread = np.maximum(_MAD_TO_SD * _median_rows(np.abs(base - center[:, None])), _MIN_SPREAD)
-        level = (_median_rows(recent) - center) / spread
-        trend = _mann_kendall_rows(recent)
-        self._level[rows], self._trend[rows] = level, trend
-        if config.warmup is None and not self._settle(step):
-            return []
-        down = self._two_sided[rows] & (level < 0)
-        level = np.where(down, -level, level)
-        trend = np.where(down, -trend, trend)
-        hot = (level >= config.level_z) & (trend >= config.trend_z)
-        streak = np.where(hot, self._streak[rows] + 1, 0)
-        armed = self._armed[rows]
-        fire = armed & (streak >= config.persist)
-        # a disarmed indicator re-arms once its level falls back under half the threshold
-        self._armed[rows] = np.where(armed, ~fire, level < config.level_z / 2)
-        self._streak[rows] = np.where(fire | ~armed, 0, streak)
         raised: list[SpikeWarning] = []
-        for i in np.flatnonzero(fire):
-            raised.append(
-                SpikeWarning(
-                    step=int(step),
-                    signal=self._names[int(rows[i])],
-                    value=math.exp(float(logs[i])),
-                    baseline=math.exp(float(center[i])),
-                    level_z=round(float(level[i]), 3),
-                    trend_z=round(float(trend[i]), 3),
-                    direction="down" if down[i] else "up",
+        level_z, trend_z, persist = config.level_z, config.trend_z, config.persist
+        streaks, armed_rows = self._streak, self._armed
+        for row, log, center, level, trend in judged:
+            down = self._two_sided[row] and level < 0
+            if down:
+                level, trend = -level, -trend
+            streak = streaks[row] + 1 if level >= level_z and trend >= trend_z else 0
+            armed = armed_rows[row]
+            fire = armed and streak >= persist
+            # a disarmed indicator re-arms once its level falls back under half the threshold
+            armed_rows[row] = not fire if armed else level < level_z / 2
+            streaks[row] = 0 if fire or not armed else streak
+            if fire:
+                raised.append(
+                    SpikeWarning(
+                        step=int(step),
+                        signal=self._names[row],
+                        value=math.exp(log),
+                        baseline=math.exp(center),
+                        level_z=round(level, 3),
+                        trend_z=round(trend, 3),
+                        direction="down" if down else "up",
+                    )
                 )
-            )
         return raised
 
     def _settle(self, step: int) -> bool:
@@ -321,21 +300,22 @@ class SpikeForecast:
         model's confidence growing fast: it is learning something new, a phase change, and
         what rises with it is part of that), and settles again as it did the first time."""
         config = self.config
-        two_sided = self._two_sided
+        two_sided = [r for r, two in enumerate(self._two_sided) if two]
+        level = self._level
         if self._settled:
-            if not (two_sided.any() and (self._level[two_sided] <= -config.level_z / 2).any()):
+            if not any(level[r] <= -config.level_z / 2 for r in two_sided):
                 return True
             self._settled = False
             self._calm = 0
-            self._streak[:] = 0  # a rise under way when it relapsed is not carried over
+            self._streak = [0] * len(self._streak)  # a rise under way is not carried over
             self.relapses.append(int(step))
             return False
-        if two_sided.any():  # the model's confidence: no faster than half a warning
+        if two_sided:  # the model's confidence: no faster than half a warning
             reference, band = two_sided, config.level_z / 2
         else:  # no indicator has moved as fast as a warning
-            reference, band = np.ones_like(two_sided), config.level_z
-        judged = self._count >= self._size
-        calm = bool((judged | ~reference).all() and (np.abs(self._level[reference]) < band).all())
+            reference, band = list(range(len(level))), config.level_z
+        size, windows = self._size, self._windows
+        calm = all(windows[r].count >= size and abs(level[r]) < band for r in reference)
         self._calm = self._calm + 1 if calm else 0
         if self._calm < config.baseline:
             return False

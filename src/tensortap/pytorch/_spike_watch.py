@@ -15,8 +15,9 @@ It gathers, at every optimizer step, cheap leading indicators of a loss spike:
 
 - ``update_norm/<group>``: the L2 norm of the update the optimizer applied to each layer group
   (parameters grouped by name up to their first block index, ``blocks.3``, ``transformer.h.0``,
-  else by their first name part, ``wte``): one ``_foreach_copy_`` before the step into buffers
-  allocated once, one ``_foreach_sub_`` and one ``_foreach_norm`` after it;
+  else by their first name part, ``wte``): one ``_foreach_copy_`` before the step into one flat
+  buffer (per device and dtype, allocated once, each group's parameters side by side), one
+  ``_foreach_sub_`` after it and one ``_foreach_norm`` over the groups' slices of the buffer;
 - ``attention_logit/<k>`` (the max over heads; ``attention_logit/<k>/head<h>`` per head is
   kept in :attr:`SpikeWatch.last_values`): the largest pre-softmax logit ``q.k * scale`` of the
   k-th attention call of the forward, for callers of ``F.scaled_dot_product_attention``
@@ -24,16 +25,18 @@ It gathers, at every optimizer step, cheap leading indicators of a loss spike:
   runs, put back when it ends, an exception included: Hugging Face's "sdpa" attention, most
   hand-written GPTs; code that imported the function by name before is not seen) and
   ``nn.MultiheadAttention`` modules (recomputed from their input projection). Only the
-  first sample of the batch is scored;
+  first sample of the batch is scored, when the forward ends (the calls' queries and keys are
+  the forward's, kept for its backward anyway): ``bmm``, the causal mask added, ``amax``, the
+  scale applied on the host (:mod:`tensortap.pytorch._spike_values`);
 - ``output_logit`` and ``output_entropy``: the largest logit and the mean entropy of the
   softmax of the model's output (a tensor, a tuple's first tensor, or ``.logits``) whose last
   dimension is a class/vocabulary axis, on the first sample.
 
 The values stay on the device while the step runs and are read back together after
-``optimizer.step()`` (one transfer per step). Each warning is kept in :attr:`warnings`, logged,
-handed to ``on_warning``, and, with a ``hook``, recorded in the trial as a session event of kind
-``"spike_warning"`` (``trial.sessions()[i].events``); the indicators are saved as scalars
-``spikes/<name>`` when the hook's ``scalars`` collection is due.
+``optimizer.step()`` (one transfer per step off the CPU; on it, each as it is). Each warning is
+kept in :attr:`warnings`, logged, handed to ``on_warning``, and, with a ``hook``, recorded in
+the trial as a session event of kind ``"spike_warning"`` (``trial.sessions()[i].events``); the
+indicators are saved as scalars ``spikes/<name>`` when the hook's ``scalars`` collection is due.
 """
 
 from __future__ import annotations
@@ -45,18 +48,16 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from tensortap.core._spike_forecast import ForecastConfig, SpikeForecast, SpikeWarning
 from tensortap.exceptions import InvalidConfigError
+from tensortap.pytorch._spike_values import NoGrad, Snapshot, StepValues, max_logits
 
 logger = logging.getLogger(__name__)
 
 _BLOCK = re.compile(r"^(.*?\.\d+)(\.|$)")
-#: indicators of which the forecast is told: the per-head values are kept, not judged
-_PER_HEAD = "/head"
 
 
 def layer_group(name: str) -> str:
@@ -69,9 +70,10 @@ def layer_group(name: str) -> str:
 
 
 class _PatchedAttention:
-    """Stands in for ``F.scaled_dot_product_attention`` while a watched model runs: scores
-    each call, then runs the original. (A ``TorchFunctionMode`` would see the calls too, but
-    it puts Python around every operation of the forward: 15 % of a small GPT's step.)"""
+    """Stands in for ``F.scaled_dot_product_attention`` while a watched model runs: keeps each
+    call's first query and key for the watch to score when the forward ends, then runs the
+    original. (A ``TorchFunctionMode`` would see the calls too, but it puts Python around every
+    operation of the forward: 15 % of a small GPT's step.)"""
 
     def __init__(self, watch: SpikeWatch, original: Callable[..., Any]) -> None:
         self._watch = watch
@@ -80,27 +82,10 @@ class _PatchedAttention:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if len(args) >= 2:
             try:
-                self._watch._score_sdpa(args, kwargs)
+                self._watch._keep_sdpa(args, kwargs)
             except Exception:  # never break the forward
                 logger.debug("could not score an attention call", exc_info=True)
         return self.original(*args, **kwargs)
-
-
-_MASKS: dict[tuple[int, int, torch.device], torch.Tensor] = {}
-
-
-def _max_logits(q: torch.Tensor, k: torch.Tensor, scale: float, causal: bool) -> torch.Tensor:
-    """The largest logit per head of one sample: q, k of shape (heads, length, dim)."""
-    logits = torch.matmul(q, k.transpose(-2, -1))
-    if causal:
-        lq, lk = logits.shape[-2], logits.shape[-1]
-        key = (lq, lk, logits.device)
-        masked = _MASKS.get(key)
-        if masked is None:  # the positions a causal query may not see, made once per shape
-            masked = torch.ones(lq, lk, dtype=torch.bool, device=logits.device)
-            masked = _MASKS.setdefault(key, ~masked.tril(lk - lq))
-        logits = logits.masked_fill(masked, float("-inf"))
-    return logits.amax(dim=(-2, -1)) * scale
 
 
 class SpikeWatch:
@@ -148,7 +133,9 @@ class SpikeWatch:
         self.seconds = 0.0  # time spent gathering and judging (the watch's own cost)
         self._hook = hook
         self._optimizer = optimizer
-        self._pending: dict[str, torch.Tensor] = {}
+        self._values = StepValues()  # this step's, so far
+        # the attention calls of the running forward: name, query, key, scale, causal
+        self._calls: list[tuple[str, torch.Tensor, torch.Tensor, float, bool]] = []
         self._attention_calls = 0
         self._patch: _PatchedAttention | None = None
         self._depth = 0
@@ -167,23 +154,23 @@ class SpikeWatch:
                 self._params.append(p)
                 self._group_index.append(group_names.index(label))
         self._group_names = group_names
-        self._buffers: list[torch.Tensor] | None = None
-        self._index: np.ndarray | None = None
+        self._norm_names = [f"update_norm/{g}" for g in group_names]
+        self._snapshot: Snapshot | None = None
         self._handles: list[Any] = [
             optimizer.register_step_pre_hook(self._before_step),
             optimizer.register_step_post_hook(self._after_step),
         ]
+        self._output = output
         for m in models:
             if attention:
                 self._handles.append(m.register_forward_pre_hook(self._enter_forward))
-                self._handles.append(m.register_forward_hook(self._leave_forward, always_call=True))
                 for sub in m.modules():
                     if isinstance(sub, nn.MultiheadAttention):
                         self._handles.append(
                             sub.register_forward_pre_hook(self._score_mha, with_kwargs=True)
                         )
-            if output:
-                self._handles.append(m.register_forward_hook(self._score_output))
+            if attention or output:  # one hook: the attention calls, then the output
+                self._handles.append(m.register_forward_hook(self._leave_forward, always_call=True))
 
     # -- API --
     @property
@@ -200,7 +187,7 @@ class SpikeWatch:
         for handle in self._handles:
             handle.remove()
         self._handles = []
-        self._buffers = None
+        self._snapshot = None
 
     def __enter__(self) -> SpikeWatch:
         return self
@@ -227,14 +214,28 @@ class SpikeWatch:
             functional = torch.nn.functional
             if functional.scaled_dot_product_attention is patch:
                 functional.scaled_dot_product_attention = patch.original
-
-    def _keep_max(self, name: str, value: torch.Tensor) -> None:
-        value = value.detach().float()
-        old = self._pending.get(name)
-        self._pending[name] = value if old is None else torch.maximum(old, value)
-
-    def _score_sdpa(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+        calls = self._calls if self._depth == 0 else []
+        score_output = self._output and torch.is_grad_enabled()  # not in evaluation
+        if not (calls or score_output):
+            return
         started = time.perf_counter()
+        with NoGrad():
+            if calls:
+                self._calls = []
+                try:
+                    self._score_calls(calls)
+                except Exception:
+                    logger.debug("could not score the attention calls", exc_info=True)
+            if score_output:
+                try:
+                    self._score_output(output)
+                except Exception:
+                    logger.debug("could not score the model's output", exc_info=True)
+        self.seconds += time.perf_counter() - started
+
+    def _keep_sdpa(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+        """Keeps an attention call's first query and key (they are the forward's, kept for its
+        backward anyway) to score with the others when the forward ends."""
         q, k = args[0], args[1]
         if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)) or q.dim() < 3:
             return
@@ -242,18 +243,33 @@ class SpikeWatch:
         if scale is None:
             scale = 1.0 / math.sqrt(q.shape[-1])
         causal = bool(kwargs.get("is_causal", args[5] if len(args) > 5 else False))
-        with torch.no_grad():
-            q1 = q[0] if q.dim() == 4 else q.unsqueeze(0)[0]
-            k1 = k[0] if k.dim() == 4 else k.unsqueeze(0)[0]
-            if q1.dim() == 2:
-                q1, k1 = q1.unsqueeze(0), k1.unsqueeze(0)
-            if k1.shape[0] != q1.shape[0]:  # grouped-query attention: share the key heads
-                k1 = k1.repeat_interleave(q1.shape[0] // k1.shape[0], dim=0)
-            self._keep_max(
-                f"attention_logit/{self._attention_calls}", _max_logits(q1, k1, scale, causal)
-            )
+        name = f"attention_logit/{self._attention_calls}"
         self._attention_calls += 1
-        self.seconds += time.perf_counter() - started
+        self._values.place(name)  # its place, in the order of the calls
+        self._calls.append((name, q, k, float(scale), causal))
+
+    def _score_calls(
+        self, calls: list[tuple[str, torch.Tensor, torch.Tensor, float, bool]]
+    ) -> None:
+        """Scores the attention calls kept in a forward: one by one, or, when there are more
+        than two and all alike (shapes, dtype, device, scale, mask), side by side (a
+        concatenation costs about what one more call's few operations do, warm by then)."""
+        firsts = [_first_sample(q, k) for _, q, k, _, _ in calls]
+        values = self._values
+        if len(calls) > 2 and firsts[0][0].dim() == 3:
+            kinds = {
+                (q1.shape, k1.shape, q1.dtype, q1.get_device(), scale, causal)
+                for (q1, k1), (_, _, _, scale, causal) in zip(firsts, calls, strict=True)
+            }
+            if len(kinds) == 1:
+                _, _, _, scale, causal = calls[0]
+                queries = torch.cat([q1 for q1, _ in firsts])  # (calls x heads, length, dim)
+                keys = torch.cat([k1 for _, k1 in firsts])
+                names = [name for name, *_ in calls]
+                values.add_attention(names, max_logits(queries, keys, causal), scale)
+                return
+        for (q1, k1), (name, _, _, scale, causal) in zip(firsts, calls, strict=True):
+            values.add_attention([name], max_logits(q1, k1, causal), scale)
 
     def _score_mha(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         started = time.perf_counter()
@@ -266,7 +282,7 @@ class SpikeWatch:
                 return
             if weight is None or not torch.is_grad_enabled():
                 return  # separate q/k/v projections: not scored
-            with torch.no_grad():
+            with NoGrad():
                 if query.dim() == 2:  # an unbatched call
                     query1, key1 = query, key
                 elif module.batch_first:
@@ -286,43 +302,37 @@ class SpikeWatch:
                 k = k.reshape(-1, h, d).transpose(0, 1)
                 causal = bool(kwargs.get("is_causal", False))
                 name = f"attention_logit/mha{self._attention_calls}"
-                self._keep_max(name, _max_logits(q, k, 1.0 / math.sqrt(d), causal))
+                self._values.add_attention([name], max_logits(q, k, causal), 1.0 / math.sqrt(d))
             self._attention_calls += 1
         except Exception:
             logger.debug("could not score an nn.MultiheadAttention call", exc_info=True)
         finally:
             self.seconds += time.perf_counter() - started
 
-    def _score_output(self, module: nn.Module, args: Any, output: Any) -> None:
-        if not torch.is_grad_enabled():
-            return  # evaluation: not a training step's
-        started = time.perf_counter()
-        try:
-            logits = _logits(output)
-            if logits is None:
-                return
-            with torch.no_grad():
-                first = logits[0] if logits.dim() >= 2 else logits
-                first = first.reshape(-1, first.shape[-1]).float()
-                entropy = torch.special.entr(torch.softmax(first, dim=-1)).sum(-1).mean()
-                self._keep_max("output_logit", first.amax())
-                self._pending["output_entropy"] = entropy
-        except Exception:
-            logger.debug("could not score the model's output", exc_info=True)
-        finally:
-            self.seconds += time.perf_counter() - started
+    def _score_output(self, output: Any) -> None:
+        logits = _logits(output)
+        if logits is None:
+            return
+        first = logits[0]
+        if first.dim() != 2:
+            first = first.reshape(-1, first.shape[-1])
+        if first.dtype != torch.float32:
+            first = first.float()
+        entropy = torch.special.entr(torch.softmax(first, dim=-1)).sum(-1).mean()
+        self._values.add_output(first.amax(), entropy)
 
     # -- the step --
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         started = time.perf_counter()
         try:
-            with torch.no_grad():
-                if self._buffers is None:
-                    self._buffers = [torch.empty_like(p) for p in self._params]
-                torch._foreach_copy_(self._buffers, self._params)
+            with NoGrad():
+                if self._snapshot is None and self._params:
+                    self._snapshot = Snapshot(self._params, self._group_index)
+                if self._snapshot is not None:
+                    torch._foreach_copy_(self._snapshot.copies, self._params)
         except Exception:
             logger.warning("SpikeWatch could not copy the parameters", exc_info=True)
-            self._buffers = None
+            self._snapshot = None
         self.seconds += time.perf_counter() - started
 
     def _after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -332,52 +342,27 @@ class SpikeWatch:
         except Exception:
             logger.warning("SpikeWatch could not judge the step", exc_info=True)
         finally:
-            self._pending = {}
+            self._values = StepValues()
             self.seconds += time.perf_counter() - started
 
     def _judge_step(self) -> None:
-        pending = self._pending
-        names = list(pending)
-        tensors = [pending[n].reshape(-1) for n in names]
-        if self._buffers is not None and self._params:
-            with torch.no_grad():
-                torch._foreach_sub_(self._buffers, self._params)
-                # each parameter's update norm; summed into layer groups on the host, after
-                # the one read (fewer small operations on the device than a scatter there)
-                norms = torch.stack(torch._foreach_norm(self._buffers)).float()
-            names.append("update_norm")
-            tensors.append(norms)
-        if not tensors:
+        snapshot = self._snapshot
+        norms: list[torch.Tensor] = []
+        if snapshot is not None:
+            with NoGrad():
+                torch._foreach_sub_(snapshot.copies, self._params)
+                norms = snapshot.norms()
+        if not (self._values or norms):
             return
-        device = tensors[0].device
-        flat = torch.cat([t.to(device) for t in tensors]).cpu().tolist()
-        values: dict[str, float] = {}
-        at = 0
-        for name, tensor in zip(names, tensors, strict=True):
-            n = tensor.numel()
-            part = flat[at : at + n]
-            at += n
-            if name == "update_norm":
-                if self._index is None:
-                    self._index = np.asarray(self._group_index)
-                squares = np.bincount(
-                    self._index, np.square(part), minlength=len(self._group_names)
-                )
-                values.update(
-                    {
-                        f"update_norm/{g}": v
-                        for g, v in zip(self._group_names, np.sqrt(squares).tolist(), strict=True)
-                    }
-                )
-            elif name.startswith("attention_logit/") and n > 1:
-                values[name] = max(part)
-                values.update({f"{name}{_PER_HEAD}{h}": v for h, v in enumerate(part)})
-            else:
-                values[name] = part[0]
+        values, judged, segment_norms = self._values.read(norms)
+        if snapshot is not None:
+            for name, norm in zip(
+                self._norm_names, snapshot.group_norms(segment_norms), strict=True
+            ):
+                values[name] = judged[name] = norm
         step = self.steps
         self.steps += 1
         self.last_values = values
-        judged = {k: v for k, v in values.items() if _PER_HEAD not in k}
         raised = self.forecast.update(step, judged)
         self.last_warnings = raised
         self._publish(values, raised)
@@ -397,6 +382,15 @@ class SpikeWatch:
             for name, value in values.items():
                 if math.isfinite(value):
                     hook.save_scalar(f"spikes/{name}", value)
+
+
+def _first_sample(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """An attention call's query and key of its first sample, (heads, length, dim)."""
+    q1 = q[0] if q.dim() == 4 else q
+    k1 = k[0] if k.dim() == 4 else k
+    if k1.shape[0] != q1.shape[0]:  # grouped-query attention: share the key heads
+        k1 = k1.repeat_interleave(q1.shape[0] // k1.shape[0], dim=0)
+    return q1, k1
 
 
 def _logits(output: Any) -> torch.Tensor | None:
