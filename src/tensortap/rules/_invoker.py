@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tensortap.exceptions import InvalidConfigError, RuleError, RuleEvaluationConditionMet
+from tensortap.rules._engine import judge_steps
 from tensortap.rules._finding import Finding, Outcome, Severity, StepRun
 from tensortap.rules._rule import Rule
 
@@ -320,7 +321,7 @@ def _judge_batch(
     hands its answers over as the walk reaches their steps, so what it evaluates one by one is
     read from the same held block as the others. A rule whose finding is an ERROR leaves
     ``active``. True when ``stop`` was set."""
-    feeds = {rule: rule.judge_steps(pending) for rule in active if bulk and rule.judges_in_bulk}
+    feeds = {rule: _feed(rule, pending) for rule in active if bulk and rule.judges_in_bulk}
     stepwise = [rule for rule in active if rule not in feeds]
     due = dict.fromkeys(feeds, pending[0] if pending else 0)  # the first step not answered
     i = 0
@@ -360,6 +361,12 @@ def _judge_batch(
         else:  # only rules judging in bulk: on to the next step one of them answers
             i = bisect.bisect_left(pending, min(due.get(r, step + 1) for r in feeds), i + 1)
     return False
+
+
+def _feed(rule: Rule, pending: list[int]) -> Iterator[Finding | StepRun]:
+    if rule.declared_numbers or rule.has_gate:
+        return judge_steps(rule, pending)
+    return rule.judge_steps(pending)
 
 
 def invoke_rule(

@@ -16,7 +16,7 @@ import logging
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -31,14 +31,17 @@ from tensortap.exceptions import (
     TensorUnavailable,
     TensorUnavailableForStep,
 )
-from tensortap.rules._finding import Finding, Outcome, Severity, StepRun
+from tensortap.rules._finding import Finding, Outcome, Said, Severity, StepRun
 from tensortap.rules._params import ParamSpec, check
 from tensortap.rules._registry import is_builtin_module, register_rule
 from tensortap.rules._required_tensors import RequiredTensors
 from tensortap.rules._signature import check_parameters, parse_init
 
 if TYPE_CHECKING:
+    from tensortap.rules._numbers import Numbers
     from tensortap.trials._trial import Trial
+
+N = TypeVar("N", bound="Numbers[Any]")
 
 # What a rule meets when the data it needs was not saved at a step: skipped, never a crash.
 MISSING_DATA = (
@@ -75,14 +78,13 @@ class _Explanation:
 class _Attempt:
     """What came of asking a rule for an answer at a step (see ``Rule._attempt``)."""
 
-    __slots__ = ("answer", "failed", "mode", "mode_step", "skipped")
+    __slots__ = ("answer", "failed", "judged", "skipped")
 
     def __init__(self) -> None:
         self.answer: bool | None = None
-        self.mode: ModeKeys | None = None
-        self.mode_step: int | None = None
         self.skipped: str | None = None  # why the step held nothing to judge
         self.failed: Finding | None = None  # the rule's own code failed: its ERROR finding
+        self.judged = True  # whether the answer judged saved data (see Rule.answer)
 
 
 class Rule:
@@ -99,6 +101,10 @@ class Rule:
     #: False for a rule that judges something else than saved values (time, for
     #: StalledTrainingRule): each answer then counts as judged.
     reads_data: ClassVar[bool] = True
+    #: True when the answer of :meth:`judge` (or :meth:`invoke_at_step`) at a step depends on
+    #: the step's declared numbers alone (hashable ones), and a quiet answer changes nothing in
+    #: the rule: judging in bulk, each distinct set of numbers is judged once (until it fires).
+    judges_numbers_alone: ClassVar[bool] = False
     #: Save settings a rule asks of its collections (``{"outputs": {"reductions": "max"}}``).
     collection_parameters: ClassVar[dict[str, dict[str, str]]] = {}
     #: Parameters, as found on ``__init__``; filled in for every subclass.
@@ -131,14 +137,51 @@ class Rule:
         self._asked: set[str] = set()  # collections this rule asked the base trial for
         # why evaluations that read data judged nothing (explain(..., judged=False))
         self._unjudged: Counter[str] = Counter()
+        self._numbers: tuple[Numbers[Any], ...] = ()  # what it declared it reads (reads())
 
     # -- what subclasses implement --
     def set_required_tensors(self, step: int) -> None:
         """Optionally ``self.req_tensors.add(...)`` what ``invoke_at_step(step)`` will read."""
 
     def invoke_at_step(self, step: int) -> bool:
-        """True if the rule's condition holds at global ``step``."""
-        raise NotImplementedError(f"rule {self.rule_name} does not implement invoke_at_step")
+        """True if the rule's condition holds at global ``step``. Default: :meth:`judge` over
+        the numbers the rule declared (:meth:`reads`), read first."""
+        if not self._numbers or type(self).judge is Rule.judge:
+            raise NotImplementedError(f"rule {self.rule_name} does not implement invoke_at_step")
+        return self.judge(step, *(numbers.at(step) for numbers in self._numbers))
+
+    def judge(self, step: int, *numbers: Any) -> bool:
+        """True if the rule's condition holds at global ``step``, judged from ``numbers``:
+        the step's numbers the rule declared (:meth:`reads`), in the order declared. A rule
+        that implements this and not :meth:`invoke_at_step` reads its numbers first: a step
+        where they were not saved is skipped without calling it."""
+        raise NotImplementedError(f"rule {self.rule_name} does not implement judge")
+
+    def not_judged(self, step: int) -> Said | None:
+        """What the rule says of global ``step`` when it does not judge it (a step of another
+        mode, one after the first few, or any after the rule has said all it had to say),
+        from the step's mode and number and the rule's state, without reading saved values:
+        OK with a message or skipped (:class:`Said`); None (the default) for a step it
+        judges. Asked before :meth:`invoke_at_step`, live and in bulk."""
+        return None
+
+    def begin_step(self, step: int) -> None:
+        """Called before the rule judges ``step`` (live or in bulk; not at steps said by
+        :meth:`not_judged`, or skipped for want of the numbers a rule reads first)."""
+
+    def reads(self, numbers: N) -> N:
+        """Declare ``numbers`` (a :class:`~tensortap.rules._numbers.Numbers`) as read by this
+        rule at each step, and return them: the judgement asks ``numbers.at(step)`` (or gets
+        them as :meth:`judge`'s arguments), and the engine fills them from the saved columns
+        when it judges many steps at once."""
+        numbers.bind(self)
+        self._numbers = (*self._numbers, numbers)
+        return numbers
+
+    @property
+    def declared_numbers(self) -> tuple[Numbers[Any], ...]:
+        """What the rule declared it reads at each step (:meth:`reads`)."""
+        return self._numbers
 
     def invoke_while_waiting(self, last_step: int | None) -> bool:
         """Called while the invoker waits for training to publish a new step (a rule about
@@ -240,30 +283,75 @@ class Rule:
     def evaluate(self, step: int) -> Finding:
         """Run the rule at ``step`` and say what came of it; never raises for the rule's errors
         or for missing data (those become SKIPPED and ERROR findings)."""
+        self.begin_step(step)
+        return self.finding_of(step, self.answer(step))
+
+    def answer(self, step: int) -> _Attempt:
+        """The rule's answer at ``step`` (its explanation kept for :meth:`finding_of`), and
+        whether it judged saved data."""
         reads = self._values_read()
+        gated = self.has_gate
 
         def invoke() -> bool | None:
+            said = self.not_judged(step) if gated else None
+            if said is not None:
+                if said.outcome is Outcome.SKIPPED:
+                    raise StepSkipped(said.message)
+                self.explain(said.message, judged=said.judged)
+                return False
             self.req_tensors.clear()
             self.set_required_tensors(step)
             self.req_tensors.fetch()
             return self.invoke_at_step(step)
 
         tried = self._attempt(step, invoke)
+        if tried.failed is None and tried.skipped is None:
+            tried.judged = self._judged_data(bool(tried.answer), self._values_read() > reads)
+        return tried
+
+    def _judged_data(self, answer: bool, read: bool, count: int = 1) -> bool:
+        """Whether an answer judged saved data: it fired, the rule reads none, or it read some,
+        unless its explanation says otherwise (``judged=False``: counted, ``count`` times, in
+        what the rule says when it ends NoData)."""
+        judged = answer or not self.reads_data or read
+        said = self._explained()
+        if not answer and said is not None and said.judged is False:
+            judged = False
+            self._unjudged[said.message[:200]] += count
+        elif said is not None and said.judged:  # judged what was saved, not values (names)
+            judged = True
+        return judged
+
+    def said_judged(self, said: Said, count: int) -> bool:
+        """Whether ``count`` steps said OK by :meth:`not_judged` as ``said`` judged saved data
+        (counted as evaluating each would count it)."""
+        self.explain(said.message, judged=said.judged)
+        try:
+            return self._judged_data(False, False, count)
+        finally:
+            self._explanation = None
+
+    def finding_of(self, step: int, tried: _Attempt) -> Finding:
+        """The Finding of the answer ``tried`` at ``step``."""
         if tried.failed is not None:
             return tried.failed
+        mode, mode_step = _mode_of(self.base_trial, step)
         if tried.skipped is not None:
-            return self._finding(step, tried.mode, tried.mode_step, Outcome.SKIPPED, tried.skipped)
+            return self._finding(step, mode, mode_step, Outcome.SKIPPED, tried.skipped)
         answer = tried.answer
         outcome = Outcome.TRIGGERED if answer else Outcome.OK
         default = "condition met" if answer else "condition not met"
-        judged = bool(answer) or not self.reads_data or self._values_read() > reads
-        said = self._explained()  # what invoke_at_step said (it set self._explanation)
-        if not answer and said is not None and said.judged is False:
-            judged = False
-            self._unjudged[said.message[:200]] += 1
-        elif said is not None and said.judged:  # judged what was saved, not values (names)
-            judged = True
-        return self._finding(step, tried.mode, tried.mode_step, outcome, default, judged=judged)
+        return self._finding(step, mode, mode_step, outcome, default, judged=tried.judged)
+
+    def quiet_or_finding(self, step: int, tried: _Attempt) -> Finding | tuple[Outcome, str, bool]:
+        """(outcome, message, judged) of the quiet answer ``tried`` at ``step`` (OK, skipped),
+        or the Finding of one that fired or failed."""
+        if tried.failed is not None or (tried.skipped is None and tried.answer):
+            return self.finding_of(step, tried)
+        said, self._explanation = self._explanation, None
+        if tried.skipped is not None:
+            return (Outcome.SKIPPED, tried.skipped, False)
+        return (Outcome.OK, "" if tried.judged or said is None else said.message, tried.judged)
 
     def _attempt(self, step: int, invoke: Callable[[], bool | None]) -> _Attempt:
         """Call ``invoke`` (the rule's answer at global ``step``) with one consistent view of
@@ -278,14 +366,13 @@ class Rule:
         tried = _Attempt()
         try:
             with _holding(self.trials):  # one consistent view per evaluation
-                tried.mode, tried.mode_step = _mode_of(base, step)
                 tried.answer = invoke()
         except StepSkipped as exc:
             tried.skipped = str(exc)
         except MISSING_DATA as exc:
             tried.skipped = str(exc)
         except (Exception, SystemExit) as exc:  # the rule's own code failed (or exited)
-            tried.failed = self._failed(step, tried.mode, tried.mode_step, exc)
+            tried.failed = self._failed(step, *_mode_of(base, step), exc)
         finally:
             if asked_before is not None:
                 self._asked |= base.collections_asked
@@ -313,8 +400,21 @@ class Rule:
 
     @property
     def judges_in_bulk(self) -> bool:
-        """True if this rule's class overrides :meth:`judge_steps`."""
-        return type(self).judge_steps is not Rule.judge_steps
+        """True if the engine judges this rule's steps in bulk: it declared the numbers it
+        reads (:meth:`reads`) or the steps it does not judge (:meth:`not_judged`)."""
+        return (
+            bool(self._numbers) or self.has_gate or type(self).judge_steps is not Rule.judge_steps
+        )
+
+    @property
+    def has_gate(self) -> bool:
+        """True if the rule says of some steps that it does not judge them (:meth:`not_judged`)."""
+        return type(self).not_judged is not Rule.not_judged
+
+    @property
+    def reads_first(self) -> bool:
+        """True if the rule reads its declared numbers before it judges (:meth:`judge`)."""
+        return bool(self._numbers) and type(self).invoke_at_step is Rule.invoke_at_step
 
     def failure(self, step: int, exc: BaseException) -> Finding:
         """The ERROR finding of ``exc``, raised by this rule's own code at ``step``."""
@@ -393,9 +493,8 @@ class Rule:
         default = "condition met" if answer else "condition not met"
         said = self._explained()
         judged = said is None or said.judged is not False
-        return self._finding(
-            last_step, tried.mode, tried.mode_step, outcome, default, judged=judged
-        )
+        mode, mode_step = _mode_of(self.base_trial, last_step)
+        return self._finding(last_step, mode, mode_step, outcome, default, judged=judged)
 
     def invoke(self, step: int) -> None:
         """smdebug's entry point: evaluate at ``step`` and raise RuleEvaluationConditionMet if

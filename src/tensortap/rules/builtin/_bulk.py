@@ -18,6 +18,10 @@ import numpy as np
 from tensortap.core._modes import ModeKeys
 from tensortap.core._records import RecordKind
 from tensortap.rules._finding import Finding, StepRun
+from tensortap.trials._records import any_at as any_at
+from tensortap.trials._records import chunks as chunks
+from tensortap.trials._records import one_numbers as one_numbers
+from tensortap.trials._records import per_step as per_step
 from tensortap.trials._records import saved_records
 
 if TYPE_CHECKING:
@@ -30,21 +34,6 @@ EVALUATE = -1
 
 def steps_array(steps: Sequence[int]) -> np.ndarray:
     return np.asarray(steps, dtype=np.int64)
-
-
-def any_at(steps: np.ndarray, row_steps: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-    """For each of ``steps`` (ascending), whether one of the rows (``row_steps``, where ``rows``
-    is True) is at that step."""
-    if rows is not None:
-        row_steps = row_steps[rows]
-    found = np.zeros(len(steps), dtype=bool)
-    if not len(row_steps) or not len(steps):
-        return found
-    at = np.searchsorted(steps, row_steps)
-    inside = at < len(steps)
-    inside[inside] = steps[at[inside]] == row_steps[inside]
-    found[at[inside]] = True
-    return found
 
 
 def emit(
@@ -87,63 +76,7 @@ def judge_finite(
     return emit(rule, steps, codes, [lambda s: rule.skipped(s, nothing_saved), rule.quiet])
 
 
-def per_step(
-    steps: np.ndarray, row_steps: np.ndarray, row_names: np.ndarray, names: int, values: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(value, count) matrices of ``len(steps)`` x ``names``: the value of each row at its step
-    and name (rows not at one of ``steps`` are left out), and how many rows landed there."""
-    value = np.zeros((len(steps), names))
-    count = np.zeros((len(steps), names), dtype=np.int64)
-    if not len(row_steps) or not len(steps):
-        return value, count
-    at = np.searchsorted(steps, row_steps)
-    inside = at < len(steps)
-    inside[inside] = steps[at[inside]] == row_steps[inside]
-    at, name = at[inside], row_names[inside]
-    value[at, name] = values[inside]
-    np.add.at(count, (at, name), 1)
-    return value, count
-
-
-def chunks(steps: np.ndarray, width: int, cells: int = 1 << 20) -> Iterator[np.ndarray]:
-    """``steps`` in pieces of at most ``cells`` matrix cells of ``width`` columns."""
-    size = max(1, cells // max(width, 1))
-    for lo in range(0, len(steps), size):
-        yield steps[lo : lo + size]
-
-
 def modes_of(trial: Trial, steps: np.ndarray) -> list[ModeKeys]:
     """The mode of each of ``steps``."""
     with trial.no_refresh():
         return [trial.mode(step) for step in steps.tolist()]
-
-
-def one_numbers(
-    trial: Trial, names: Sequence[str], steps: np.ndarray
-) -> list[list[tuple[str, float]] | None] | None:
-    """For each of ``steps``: the (name, value) of each of ``names`` saved there as a finite
-    one-element raw value (names in their order; empty where none was saved), or None where
-    one was saved otherwise (only reductions, more elements, not finite, twice): what
-    ``scalar`` would read at the step, judged step by step. None for a trial of several
-    workers."""
-    saved = saved_records(trial, names)
-    if saved.workers > 1:
-        return None
-    with np.errstate(invalid="ignore"):
-        usable = saved.one_element & saved.known & np.isfinite(saved.value)
-    usable &= ~saved.repeated()
-    raw = saved.kind == RecordKind.TENSOR
-    doubt = any_at(steps, saved.step, raw & ~usable)
-    for position in range(len(names)):
-        mine = saved.name == position
-        doubt |= any_at(steps, saved.step, mine) & ~any_at(steps, saved.step, mine & usable)
-    pick = np.flatnonzero(usable)
-    pick = pick[np.lexsort((saved.name[pick], saved.step[pick]))]  # by step, names in order
-    lo = np.searchsorted(saved.step[pick], steps).tolist()
-    hi = np.searchsorted(saved.step[pick], steps, side="right").tolist()
-    keys = [names[i] for i in saved.name[pick].tolist()]
-    values = saved.value[pick].tolist()
-    return [
-        None if doubt[i] else list(zip(keys[lo[i] : hi[i]], values[lo[i] : hi[i]], strict=True))
-        for i in range(len(steps))
-    ]

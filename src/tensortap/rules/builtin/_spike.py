@@ -75,13 +75,12 @@ class SpikeRule(Rule):
     #: Whether spikes that last (LASTING in a row) are a problem; else every spike is a warning.
     lasting_is_problem: bool = True
 
-    def evaluate(self, step: int) -> Finding:
+    def begin_step(self, step: int) -> None:
         self._step = step
         if self._stages.entered(step):
             self._start_stage()
-        return super().evaluate(step)
 
-    def judge(self, key: str, value: float, what: str, tensors: list[str]) -> bool:
+    def judge_value(self, key: str, value: float, what: str, tensors: list[str]) -> bool:
         if not math.isfinite(value):
             return fire_nonfinite(self, tensors, what)
         baseline = self._baselines.setdefault(key, RobustBaseline(self.window))
@@ -130,7 +129,7 @@ class SpikeRule(Rule):
     ) -> Iterator[Finding | StepRun]:
         """What :meth:`Rule.evaluate` gives at each of ``steps``, from ``inputs[i]``: the
         (key, finite value) pairs the step judges, in order (answered here when none fires:
-        the baselines move as :meth:`judge` moves them); a StepRun of that one step, said as
+        the baselines move as :meth:`judge_value` moves them); a StepRun of that one step, said as
         is; None: evaluated. Quiet steps come out as runs."""
         run: list[int] = []
         said: tuple[Any, ...] = ()  # what the steps of ``run`` said
@@ -170,7 +169,7 @@ class SpikeRule(Rule):
 
     def _quiet_values(self, values: Values) -> tuple[str] | None:
         """("judged",) or ("warming",) (what the last value said) when no value fires, the
-        baselines moved as :meth:`judge` moves them; None (nothing moved) when one might."""
+        baselines moved as :meth:`judge_value` moves them; None (nothing moved) when one might."""
         outcome = "judged"
         for key, value in values:
             baseline = self._baselines.get(key)

@@ -37,7 +37,7 @@ class GradientNormSpike(SpikeRule):
             norm = scalar(self.base_trial.tensor(Vital.GRAD_NORM), step)
             if not math.isfinite(norm):
                 return fire_nonfinite(self, [Vital.GRAD_NORM], "the gradient")
-            return self.judge("global", norm, "global gradient norm", [Vital.GRAD_NORM])
+            return self.judge_value("global", norm, "global gradient norm", [Vital.GRAD_NORM])
         names = names_in(self.base_trial, "gradients", step)
         if not names:
             raise self.skip(_NO_GRADIENTS)
@@ -45,7 +45,7 @@ class GradientNormSpike(SpikeRule):
         if not np.isfinite(norms).all():
             bad = [n for n, v in zip(names, norms.tolist(), strict=True) if not math.isfinite(v)]
             return fire_nonfinite(self, bad, "the gradient")
-        return self.judge(
+        return self.judge_value(
             "global", math.sqrt(float(np.sum(norms**2))), "global gradient norm", names
         )
 

@@ -58,7 +58,9 @@ class LossSpike(SpikeRule):
         fired = False
         for name in names:
             value = scalar(self.base_trial.tensor(name), step)
-            if self.judge(name, value, "the loss" if not math.isfinite(value) else name, [name]):
+            if self.judge_value(
+                name, value, "the loss" if not math.isfinite(value) else name, [name]
+            ):
                 fired = True
                 break
         return fired

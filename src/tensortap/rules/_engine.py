@@ -1,0 +1,171 @@
+"""The engine that judges many steps of a rule at once: a finished trial without a Python call
+per step where the saved columns tell the rule's numbers, and exactly what the walk step by
+step says.
+
+A rule declares the numbers it reads (``Rule.reads``: :mod:`tensortap.rules._numbers`) and what
+it says of the steps it does not judge (``Rule.not_judged``); its judgement is written once,
+in ``invoke_at_step`` (or ``judge``, for a rule that reads its numbers first). For a batch of
+published steps, :func:`judge_steps` gathers the numbers of all of them from the saved
+columns, then at each step:
+
+- a step the rule does not judge is said as ``not_judged`` says it;
+- a step whose numbers the columns leave in doubt is evaluated live, as the walk step by step
+  would (``Rule.evaluate``, reading the step's block);
+- a step where a rule that reads its numbers first finds none saved is skipped;
+- at the others the rule's judgement runs over the gathered numbers (once for each distinct
+  set of numbers, for a rule whose answer depends on them alone: ``judges_numbers_alone``).
+
+Quiet answers (OK, skipped) come out as :class:`~tensortap.rules._finding.StepRun` s of
+consecutive steps that said the same; what fired or failed as its :class:`~tensortap.rules.
+_finding.Finding`. The summaries are those of the walk step by step (tests compare them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tensortap.rules._finding import Finding, Outcome, Said, StepRun
+from tensortap.rules._numbers import DOUBT, Numbers, Skipped
+
+if TYPE_CHECKING:
+    from tensortap.rules._rule import Rule
+
+
+def judge_steps(rule: Rule, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
+    """What :meth:`Rule.evaluate` gives at each of ``steps`` (ascending global steps the trial
+    holds, all published), in order, quiet steps in runs (see the module docstring)."""
+    at = np.asarray(steps, dtype=np.int64)
+    if not len(at):
+        return
+    numbers = rule.declared_numbers
+    gathered = [_gather(rule, n, at) for n in numbers]
+    gated, first = rule.has_gate, rule.reads_first
+    memo: dict[tuple[Any, ...], _Key] | None = {} if rule.judges_numbers_alone else None
+    runs = _Runs(rule)
+    for step in at.tolist():
+        try:
+            found = tuple(next(each) for each in gathered)
+        except Exception:  # the rule's own numbers failed: what came before it is said first
+            yield from runs.flush()
+            raise
+        key: _Key | None = None
+        said = rule.not_judged(step) if gated else None
+        if said is not None:
+            key = ("said", said)
+        elif not numbers or any(f is DOUBT for f in found):
+            yield from runs.flush()
+            finding = rule.evaluate(step)  # read live, from the step's block
+            yield finding
+            if finding.outcome is Outcome.ERROR:
+                return
+            if memo is not None:
+                memo.clear()
+            continue
+        elif first and any(isinstance(f, Skipped) for f in found):
+            key = _skipped(numbers, found)  # skipped before the judgement, as it reads first
+        elif memo is not None and found in memo:
+            for each, f in zip(numbers, found, strict=True):
+                each.note(f)
+            key = memo[found]
+        else:
+            judged = _judged_with(rule, step, numbers, found)
+            if isinstance(judged, Finding):
+                yield from runs.flush()
+                yield judged
+                if judged.outcome is Outcome.ERROR:
+                    return
+                if memo is not None:
+                    memo.clear()
+                continue
+            key = judged
+            if memo is not None and (judged[0] is Outcome.SKIPPED or judged[2]):
+                memo[found] = judged  # (an answer that said why it judged nothing is not kept)
+        done = runs.add(step, key)
+        if done is not None:
+            yield done
+    yield from runs.flush()
+
+
+#: What a quiet step said: ("said", Said) from ``not_judged``, else (outcome, message, judged).
+_Key = tuple[Any, ...]
+
+
+def _skipped(numbers: Sequence[Numbers[Any]], found: tuple[Any, ...]) -> _Key:
+    """The key of a step skipped at the first of its numbers that was not saved (what the
+    numbers read before it count as read)."""
+    for each, f in zip(numbers, found, strict=True):
+        each.note(f)
+        if isinstance(f, Skipped):
+            return (Outcome.SKIPPED, f.reason, False)
+    raise AssertionError("no numbers were skipped")
+
+
+def _gather(rule: Rule, numbers: Numbers[Any], steps: np.ndarray) -> Iterator[Any]:
+    """``numbers.gather(steps)``, the collections it asked for kept as what a live read asks
+    (not counted as asked by the rule until its numbers are read)."""
+    trial = rule.base_trial
+    before = trial.collections_asked
+    trial.collections_asked = set()
+    try:
+        with trial.no_refresh():
+            found = numbers.gather(steps)
+        numbers.asks = frozenset(trial.collections_asked) | numbers.asks
+    finally:
+        trial.collections_asked = before
+    return iter(found)
+
+
+def _judged_with(
+    rule: Rule, step: int, numbers: Sequence[Numbers[Any]], found: tuple[Any, ...]
+) -> Finding | _Key:
+    """The rule's judgement at ``step`` over the gathered ``found``: its Finding where it fired
+    or failed, else (outcome, message, judged) of its quiet answer."""
+    for each, f in zip(numbers, found, strict=True):
+        each.give(step, f)
+    try:
+        rule.begin_step(step)
+        tried = rule.answer(step)
+    finally:
+        for each in numbers:
+            each.give(None)
+    return rule.quiet_or_finding(step, tried)
+
+
+class _Runs:
+    """Consecutive quiet steps that said the same, said as one StepRun."""
+
+    def __init__(self, rule: Rule) -> None:
+        self.rule = rule
+        self.steps: list[int] = []
+        self.key: _Key | None = None
+
+    def add(self, step: int, key: _Key) -> StepRun | None:
+        """Add ``step``, quiet as ``key`` says; the run it ends, if any."""
+        done = None
+        if key != self.key:
+            done = self.close()
+            self.key = key
+        self.steps.append(step)
+        return done
+
+    def flush(self) -> Iterator[StepRun]:
+        done = self.close()
+        if done is not None:
+            yield done
+
+    def close(self) -> StepRun | None:
+        if not self.steps or self.key is None:
+            return None
+        at, key = np.asarray(self.steps, dtype=np.int64), self.key
+        self.steps, self.key = [], None
+        name = self.rule.rule_name
+        if key[0] != "said":
+            outcome, message, judged = key
+            return StepRun(name, at, outcome, message, judged)
+        said: Said = key[1]
+        if said.outcome is Outcome.SKIPPED:
+            return StepRun(name, at, Outcome.SKIPPED, said.message, False)
+        return StepRun(name, at, Outcome.OK, said.message, self.rule.said_judged(said, len(at)))
