@@ -22,6 +22,7 @@ _finding.Finding`. The summaries are those of the walk step by step (tests compa
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -45,9 +46,14 @@ def judge_steps(rule: Rule, steps: Sequence[int]) -> Iterator[Finding | StepRun]
     gated, first = rule.has_gate, rule.reads_first
     memo: dict[tuple[Any, ...], _Key] | None = {} if rule.judges_numbers_alone else None
     runs = _Runs(rule)
-    for step in at.tolist():
+    again: tuple[tuple[Any, ...], _Key] | None = None  # numbers whose quiet answer repeats
+    found_at = zip(*gathered, strict=True) if gathered else itertools.repeat((), len(at))
+    rows = zip(at.tolist(), found_at, strict=True)
+    while True:
         try:
-            found = tuple(next(each) for each in gathered)
+            step, found = next(rows)
+        except StopIteration:
+            break
         except Exception:  # the rule's own numbers failed: what came before it is said first
             yield from runs.flush()
             raise
@@ -55,7 +61,9 @@ def judge_steps(rule: Rule, steps: Sequence[int]) -> Iterator[Finding | StepRun]
         said = rule.not_judged(step) if gated else None
         if said is not None:
             key = ("said", said)
-        elif not numbers or any(f is DOUBT for f in found):
+        elif again is not None and _same(found, again[0]):
+            key = again[1]  # the numbers of the step before, whose quiet answer repeats
+        elif not numbers or _in_doubt(found):
             yield from runs.flush()
             finding = rule.evaluate(step)  # read live, from the step's block
             yield finding
@@ -63,13 +71,16 @@ def judge_steps(rule: Rule, steps: Sequence[int]) -> Iterator[Finding | StepRun]
                 return
             if memo is not None:
                 memo.clear()
+            again = None
             continue
-        elif first and any(isinstance(f, Skipped) for f in found):
+        elif first and _any_skipped(found):
             key = _skipped(numbers, found)  # skipped before the judgement, as it reads first
+            again = (found, key)
         elif memo is not None and found in memo:
             for each, f in zip(numbers, found, strict=True):
                 each.note(f)
-            key = memo[found]
+            key = again_key = memo[found]
+            again = (found, again_key)
         else:
             judged = _judged_with(rule, step, numbers, found)
             if isinstance(judged, Finding):
@@ -79,14 +90,35 @@ def judge_steps(rule: Rule, steps: Sequence[int]) -> Iterator[Finding | StepRun]
                     return
                 if memo is not None:
                     memo.clear()
+                again = None
                 continue
-            key = judged
+            key, again = judged, None
             if memo is not None and (judged[0] is Outcome.SKIPPED or judged[2]):
                 memo[found] = judged  # (an answer that said why it judged nothing is not kept)
+                again = (found, judged)
         done = runs.add(step, key)
         if done is not None:
             yield done
     yield from runs.flush()
+
+
+def _same(found: tuple[Any, ...], before: tuple[Any, ...]) -> bool:
+    """Whether ``found`` are the very objects of ``before`` (gathered once for many steps)."""
+    if len(found) == 1:
+        return found[0] is before[0]
+    return all(a is b for a, b in zip(found, before, strict=True))
+
+
+def _in_doubt(found: tuple[Any, ...]) -> bool:
+    if len(found) == 1:
+        return found[0] is DOUBT
+    return any(f is DOUBT for f in found)
+
+
+def _any_skipped(found: tuple[Any, ...]) -> bool:
+    if len(found) == 1:
+        return isinstance(found[0], Skipped)
+    return any(isinstance(f, Skipped) for f in found)
 
 
 #: What a quiet step said: ("said", Said) from ``not_judged``, else (outcome, message, judged).
@@ -127,7 +159,8 @@ def _judged_with(
         each.give(step, f)
     try:
         rule.begin_step(step)
-        tried = rule.answer(step)
+        # (the walk holds the trial's no_refresh; not_judged was asked)
+        tried = rule.answer(step, held=True, judged=True)
     finally:
         for each in numbers:
             each.give(None)

@@ -84,6 +84,7 @@ class Numbers(Generic[T]):
         self._given: tuple[int, Any] | None = None  # (step, gathered numbers) being judged
         #: the collections a live read asks for (noted when gathered numbers are read)
         self.asks: frozenset[str] = frozenset()
+        self._noted: set[frozenset[str]] = set()  # those counted as asked by the rule already
 
     def bind(self, rule: Rule) -> None:
         """Make these the numbers of ``rule`` (``Rule.reads`` calls it)."""
@@ -125,9 +126,12 @@ class Numbers(Generic[T]):
         if given is None or given[0] != step:
             return self.read(step)
         found = given[1]
-        self.note(found)
         if isinstance(found, Skipped):
+            self.note(found)
             raise StepSkipped(found.reason)
+        if self.asks not in self._noted:
+            self.note(found)
+        self.rule.base_trial.values_read += self.count(found)
         return cast(T, found)
 
     def give(self, step: int | None, found: Any = None) -> None:
@@ -136,13 +140,12 @@ class Numbers(Generic[T]):
         self._given = None if step is None else (step, found)
 
     def note(self, found: Any) -> None:
-        """Count what reading ``found`` live would count: the collections asked for, the
-        values read."""
-        rule = self.rule
+        """Count the collections reading ``found`` live would ask for as asked by the rule."""
         asked = found.asked if isinstance(found, Skipped) else None
-        rule.note_asked(*(self.asks if asked is None else asked))
-        if not isinstance(found, Skipped):
-            rule.base_trial.values_read += self.count(found)
+        asked = self.asks if asked is None else asked
+        if asked not in self._noted:  # (what a rule asked for only grows)
+            self._noted.add(asked)
+            self.rule.note_asked(*asked)
 
 
 # -- one-element values of named series --

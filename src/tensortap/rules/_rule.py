@@ -58,11 +58,11 @@ class StepSkipped(Exception):
 
 
 class _Explanation:
-    __slots__ = ("details", "judged", "message", "severity", "tensors", "threshold", "value")
+    __slots__ = ("_message", "details", "judged", "severity", "tensors", "threshold", "value")
 
     def __init__(
         self,
-        message: str,
+        message: str | Callable[[], str],
         tensors: Sequence[str],
         value: float | None,
         threshold: Any,
@@ -70,9 +70,21 @@ class _Explanation:
         details: dict[str, Any],
         judged: bool | None = None,
     ) -> None:
-        self.message, self.tensors, self.value = message, tuple(tensors), value
+        self._message, self.tensors, self.value = message, tuple(tensors), value
         self.threshold, self.severity, self.details = threshold, severity, details
         self.judged = judged
+
+    @property
+    def message(self) -> str:
+        """What the rule said (a message given as a function is formatted once, when read)."""
+        message = self._message
+        if not isinstance(message, str):
+            message = self._message = message()
+        return message
+
+    @message.setter
+    def message(self, message: str) -> None:
+        self._message = message
 
 
 class _Attempt:
@@ -146,9 +158,12 @@ class Rule:
     def invoke_at_step(self, step: int) -> bool:
         """True if the rule's condition holds at global ``step``. Default: :meth:`judge` over
         the numbers the rule declared (:meth:`reads`), read first."""
-        if not self._numbers or type(self).judge is Rule.judge:
+        numbers = self._numbers
+        if not numbers or type(self).judge is Rule.judge:
             raise NotImplementedError(f"rule {self.rule_name} does not implement invoke_at_step")
-        return self.judge(step, *(numbers.at(step) for numbers in self._numbers))
+        if len(numbers) == 1:
+            return self.judge(step, numbers[0].at(step))
+        return self.judge(step, *(each.at(step) for each in numbers))
 
     def judge(self, step: int, *numbers: Any) -> bool:
         """True if the rule's condition holds at global ``step``, judged from ``numbers``:
@@ -198,7 +213,7 @@ class Rule:
     # -- helpers for subclasses --
     def explain(
         self,
-        message: str,
+        message: str | Callable[[], str],
         tensors: Sequence[str] | str = (),
         value: float | None = None,
         threshold: Any = None,
@@ -212,7 +227,9 @@ class Rule:
         evaluation judged nothing although it read saved values (it only collected a baseline,
         or had nothing to compare a single value with): ``message`` is then why, and a rule
         whose evaluations all judged nothing ends NoData saying so; ``judged=True`` says it
-        judged what was saved without reading a value (which tensors exist)."""
+        judged what was saved without reading a value (which tensors exist). ``message`` may
+        be a function that formats it: called only when the message is read (a quiet step
+        judged in bulk keeps no message)."""
         if isinstance(tensors, str):
             tensors = (tensors,)
         self._explanation = _Explanation(
@@ -286,28 +303,35 @@ class Rule:
         self.begin_step(step)
         return self.finding_of(step, self.answer(step))
 
-    def answer(self, step: int) -> _Attempt:
+    def answer(self, step: int, *, held: bool = False, judged: bool = False) -> _Attempt:
         """The rule's answer at ``step`` (its explanation kept for :meth:`finding_of`), and
-        whether it judged saved data."""
+        whether it judged saved data; ``held``: the base trial's ``no_refresh`` holds
+        already; ``judged``: :meth:`not_judged` said already that the rule judges the step."""
         reads = self._values_read()
-        gated = self.has_gate
+        tried = self._attempt(step, self._judged_step if judged else self._invoked, held)
+        if tried.failed is None and tried.skipped is None:
+            tried.judged = self._judged_data(bool(tried.answer), self._values_read() > reads)
+        return tried
 
-        def invoke() -> bool | None:
-            said = self.not_judged(step) if gated else None
+    def _invoked(self, step: int) -> bool | None:
+        """What the rule says at ``step``: :meth:`not_judged`, else :meth:`invoke_at_step`."""
+        cls = type(self)
+        if cls.not_judged is not Rule.not_judged:
+            said = self.not_judged(step)
             if said is not None:
                 if said.outcome is Outcome.SKIPPED:
                     raise StepSkipped(said.message)
                 self.explain(said.message, judged=said.judged)
                 return False
+        return self._judged_step(step)
+
+    def _judged_step(self, step: int) -> bool | None:
+        """:meth:`invoke_at_step`, with the tensors it declared it reads fetched first."""
+        if type(self).set_required_tensors is not Rule.set_required_tensors:
             self.req_tensors.clear()
             self.set_required_tensors(step)
             self.req_tensors.fetch()
-            return self.invoke_at_step(step)
-
-        tried = self._attempt(step, invoke)
-        if tried.failed is None and tried.skipped is None:
-            tried.judged = self._judged_data(bool(tried.answer), self._values_read() > reads)
-        return tried
+        return self.invoke_at_step(step)
 
     def _judged_data(self, answer: bool, read: bool, count: int = 1) -> bool:
         """Whether an answer judged saved data: it fired, the rule reads none, or it read some,
@@ -353,11 +377,13 @@ class Rule:
             return (Outcome.SKIPPED, tried.skipped, False)
         return (Outcome.OK, "" if tried.judged or said is None else said.message, tried.judged)
 
-    def _attempt(self, step: int, invoke: Callable[[], bool | None]) -> _Attempt:
-        """Call ``invoke`` (the rule's answer at global ``step``) with one consistent view of
-        the trials, noting the collections it asks for (see :meth:`no_data_reason`): its
-        answer, or why it gave none (the step held nothing to judge, or the rule's own code
-        failed: an ERROR finding)."""
+    def _attempt(
+        self, step: int, invoke: Callable[[int], bool | None], held: bool = False
+    ) -> _Attempt:
+        """Call ``invoke(step)`` (the rule's answer at global ``step``) with one consistent
+        view of the trials (``held``: the base trial's view holds already), noting the
+        collections it asks for (see :meth:`no_data_reason`): its answer, or why it gave none
+        (the step held nothing to judge, or the rule's own code failed: an ERROR finding)."""
         self._explanation = None
         base = self.base_trial
         asked_before = getattr(base, "collections_asked", None)
@@ -365,8 +391,11 @@ class Rule:
             base.collections_asked = set()
         tried = _Attempt()
         try:
-            with _holding(self.trials):  # one consistent view per evaluation
-                tried.answer = invoke()
+            if held and len(self.trials) == 1:
+                tried.answer = invoke(step)
+            else:
+                with _holding(self.trials):  # one consistent view per evaluation
+                    tried.answer = invoke(step)
         except StepSkipped as exc:
             tried.skipped = str(exc)
         except MISSING_DATA as exc:
@@ -483,7 +512,7 @@ class Rule:
         nothing left to judge."""
         if last_step is None:
             return None
-        tried = self._attempt(last_step, lambda: self.invoke_at_end(last_step))
+        tried = self._attempt(last_step, self.invoke_at_end)
         if tried.failed is not None:
             return tried.failed
         if tried.skipped is not None or tried.answer is None:

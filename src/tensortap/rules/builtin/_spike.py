@@ -82,7 +82,9 @@ class SpikeRule(Rule):
     def judge_value(self, key: str, value: float, what: str, tensors: list[str]) -> bool:
         if not math.isfinite(value):
             return fire_nonfinite(self, tensors, what)
-        baseline = self._baselines.setdefault(key, RobustBaseline(self.window))
+        baseline = self._baselines.get(key)
+        if baseline is None:
+            baseline = self._baselines[key] = RobustBaseline(self.window)
         if len(baseline) < self.warmup:
             baseline.add(value)
             self.explain(self._warming(), judged=False)
@@ -102,12 +104,15 @@ class SpikeRule(Rule):
         if self.cause:
             details["cause"] = self.cause
         self.explain(
-            f"{what} {value:.4g} against a median of {median:.4g}: {z:.3g} robust deviations "
-            f"above (limit {self.z_threshold:g}, and over {self.min_ratio:g}x the median)"
-            + (
-                f"; {run} values in a row off their baseline, over {lasted} steps"
-                if run > 1
-                else ""
+            lambda: (
+                f"{what} {value:.4g} against a median of {median:.4g}: {z:.3g} robust "
+                f"deviations above (limit {self.z_threshold:g}, and over {self.min_ratio:g}x "
+                "the median)"
+                + (
+                    f"; {run} values in a row off their baseline, over {lasted} steps"
+                    if run > 1
+                    else ""
+                )
             ),
             tensors=tensors,
             value=z,
