@@ -179,7 +179,7 @@ class Scalars(Numbers[Iterable[tuple[str, float]]]):
     in that order, each read as :func:`scalar` reads it (live, one by one as the judgement
     asks: it may stop at the first). ``none_saved``: the skip reason of a step where none was
     saved (else it gives none). In bulk, the one-element values the series hold, for the
-    names ``names(None)`` gives (or ``names_in_bulk()``), narrowed per step by ``pick``; a step
+    names ``names(None)`` gives (those of any step), narrowed per step by ``pick``; a step
     where one was saved otherwise (only reductions, several elements, not finite, twice) is
     read live, and so is one where none was saved unless ``none_saved``."""
 
@@ -188,12 +188,10 @@ class Scalars(Numbers[Iterable[tuple[str, float]]]):
         names: Callable[[int | None], list[str]],
         *,
         none_saved: str | None = None,
-        names_in_bulk: Callable[[], list[str]] | None = None,
         pick: Callable[[list[Values | None]], list[Values | None] | None] | None = None,
     ) -> None:
         super().__init__()
-        self.names, self.none_saved = names, none_saved
-        self._names_in_bulk, self._pick = names_in_bulk, pick
+        self.names, self.none_saved, self._pick = names, none_saved, pick
 
     def read(self, step: int) -> Iterable[tuple[str, float]]:
         names = self.names(step)
@@ -210,7 +208,7 @@ class Scalars(Numbers[Iterable[tuple[str, float]]]):
         return len(cast("Values", numbers))
 
     def gather(self, steps: np.ndarray) -> Iterator[Values | Skipped | Any]:
-        names = self._names_in_bulk() if self._names_in_bulk is not None else self.names(None)
+        names = self.names(None)
         found: list[Values | None] | None = (
             one_numbers(self.trial, names, steps) if names or self.none_saved else None
         )
