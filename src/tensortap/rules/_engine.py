@@ -45,7 +45,7 @@ def judge_steps(rule: Rule, steps: Sequence[int]) -> Iterator[Finding | StepRun]
     gathered = [_gather(rule, n, at) for n in numbers]
     gated, first = rule.has_gate, rule.reads_first
     memo: dict[tuple[Any, ...], _Key] | None = {} if rule.judges_numbers_alone else None
-    runs = _Runs(rule)
+    runs = QuietRuns(rule)
     again: tuple[tuple[Any, ...], _Key] | None = None  # numbers whose quiet answer repeats
     found_at = zip(*gathered, strict=True) if gathered else itertools.repeat((), len(at))
     rows = zip(at.tolist(), found_at, strict=True)
@@ -150,6 +150,20 @@ def _gather(rule: Rule, numbers: Numbers[Any], steps: np.ndarray) -> Iterator[An
     return iter(found)
 
 
+def answered(rule: Rule, step: int, runs: QuietRuns) -> Iterator[Finding | StepRun]:
+    """Evaluate ``rule`` at ``step`` (live) and say what came of it: a quiet answer joins
+    ``runs`` (what it ends is said), anything else is said as its Finding, after the run."""
+    rule.begin_step(step)
+    said = rule.quiet_or_finding(step, rule.answer(step))
+    if isinstance(said, Finding):
+        yield from runs.flush()
+        yield said
+        return
+    done = runs.add(step, said)
+    if done is not None:
+        yield done
+
+
 def _judged_with(
     rule: Rule, step: int, numbers: Sequence[Numbers[Any]], found: tuple[Any, ...]
 ) -> Finding | _Key:
@@ -167,8 +181,9 @@ def _judged_with(
     return rule.quiet_or_finding(step, tried)
 
 
-class _Runs:
-    """Consecutive quiet steps that said the same, said as one StepRun."""
+class QuietRuns:
+    """A rule's consecutive quiet steps that said the same, said as one StepRun (the engine's,
+    and the walk's for the rules it evaluates step by step in bulk)."""
 
     def __init__(self, rule: Rule) -> None:
         self.rule = rule
