@@ -323,7 +323,7 @@ def _judge_batch(
     hands its answers over as the walk reaches their steps, so what it evaluates one by one is
     read from the same held block as the others. A rule whose finding is an ERROR leaves
     ``active``. True when ``stop`` was set."""
-    feeds = {rule: _feed(rule, pending) for rule in active if bulk and rule.judges_in_bulk}
+    feeds = {rule: judge_steps(rule, pending) for rule in active if bulk and rule.judges_in_bulk}
     stepwise = [rule for rule in active if rule not in feeds]
     due = dict.fromkeys(feeds, pending[0] if pending else 0)  # the first step not answered
     # in bulk, the quiet steps of the rules evaluated step by step are said in runs too
@@ -382,12 +382,6 @@ def _walk_batch(
         else:  # only rules judging in bulk: on to the next step one of them answers
             i = bisect.bisect_left(pending, min(due.get(r, step + 1) for r in feeds), i + 1)
     return False
-
-
-def _feed(rule: Rule, pending: list[int]) -> Iterator[Finding | StepRun]:
-    if rule.declared_numbers or rule.has_gate:
-        return judge_steps(rule, pending)
-    return rule.judge_steps(pending)
 
 
 def invoke_rule(

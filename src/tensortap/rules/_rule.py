@@ -14,11 +14,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import traceback
+import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
-
-import numpy as np
 
 from tensortap.core._modes import ModeKeys
 from tensortap.exceptions import (
@@ -31,7 +30,7 @@ from tensortap.exceptions import (
     TensorUnavailable,
     TensorUnavailableForStep,
 )
-from tensortap.rules._finding import Finding, Outcome, Said, Severity, StepRun
+from tensortap.rules._finding import Finding, Outcome, Said, Severity
 from tensortap.rules._params import ParamSpec, check
 from tensortap.rules._registry import is_builtin_module, register_rule
 from tensortap.rules._required_tensors import RequiredTensors
@@ -127,6 +126,14 @@ class Rule:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "judge_steps" in cls.__dict__:  # the hook of a second judgement path, gone
+            warnings.warn(
+                f"{cls.__name__}.judge_steps is never called: a rule is judged in bulk by the "
+                "engine from the numbers it declares (Rule.reads, Rule.not_judged); see "
+                "docs/rules.md, 'Judging many steps at once'",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         parse_init(cls, Rule)
         if is_builtin_module(cls.__module__) and not cls.__name__.startswith("_"):
             register_rule(cls)  # a built-in rule: defined in tensortap.rules.builtin
@@ -416,24 +423,12 @@ class Rule:
             return int(getattr(self.base_trial, "values_read", 0))
         return sum(getattr(t, "values_read", 0) for t in self.trials)
 
-    # -- many steps at once --
-    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
-        """Judge ``steps`` (ascending global steps the trial holds, all published) and yield
-        what :meth:`evaluate` would give at each, in order: a rule that can tell many quiet
-        steps at once from saved series overrides this to yield :class:`StepRun` s for them
-        (and calls :meth:`evaluate` at the others, its state as the walk step by step would
-        leave it), so that a finished trial is judged without a Python call per step. The
-        summaries are the same either way (tests compare them). Default: step by step."""
-        for step in steps:
-            yield self.evaluate(step)
-
+    # -- many steps at once (the engine: rules/_engine.py) --
     @property
     def judges_in_bulk(self) -> bool:
         """True if the engine judges this rule's steps in bulk: it declared the numbers it
         reads (:meth:`reads`) or the steps it does not judge (:meth:`not_judged`)."""
-        return (
-            bool(self._numbers) or self.has_gate or type(self).judge_steps is not Rule.judge_steps
-        )
+        return bool(self._numbers) or self.has_gate
 
     @property
     def has_gate(self) -> bool:
@@ -455,45 +450,13 @@ class Rule:
         trace = "".join(traceback.format_exception(exc))
         return self._finding(step, mode, mode_step, Outcome.ERROR, failure_text(exc), trace)
 
-    def quiet(
-        self, steps: np.ndarray, why_unjudged: str | None = None, *, judged: bool = True
-    ) -> StepRun:
-        """OK steps of :meth:`judge_steps` that judged saved values, unless ``why_unjudged``
-        says why they did not (as ``explain(..., judged=False)`` would) or ``judged`` is False
-        (they read nothing, and said nothing of it)."""
-        if why_unjudged is not None:
-            self._unjudged[why_unjudged[:200]] += len(steps)
-        judged = judged and why_unjudged is None
-        return StepRun(self.rule_name, steps, Outcome.OK, why_unjudged or "", judged)
-
-    def skipped(self, steps: np.ndarray, reason: str) -> StepRun:
-        """Skipped steps of :meth:`judge_steps` (as ``raise self.skip(reason)`` at each)."""
-        return StepRun(self.rule_name, steps, Outcome.SKIPPED, reason, False)
-
     def note_asked(self, *collections: str) -> None:
         """Count ``collections`` as asked for by this rule (as reading their names at a step
-        would): a rule judging in bulk says what the walk step by step would have asked."""
+        would): numbers gathered in bulk count what reading them live would have asked."""
         self._asked.update(collections)
         asked = getattr(self.base_trial, "collections_asked", None)
         if asked is not None:
             asked.update(collections)
-
-    @contextlib.contextmanager
-    def asking(self) -> Iterator[None]:
-        """Note the collections this rule asks the base trial for in the block (as an
-        evaluation does): a rule that judges steps in bulk reads names in here."""
-        base = self.base_trial
-        asked_before = getattr(base, "collections_asked", None)
-        if asked_before is None:
-            yield
-            return
-        base.collections_asked = set()
-        try:
-            with base.no_refresh():
-                yield
-        finally:
-            self._asked |= base.collections_asked
-            base.collections_asked = asked_before | base.collections_asked
 
     def waiting_finding(self, last_step: int | None) -> Finding | None:
         """The finding of :meth:`invoke_while_waiting`, or None when nothing is to report."""
