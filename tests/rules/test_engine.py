@@ -187,6 +187,7 @@ def judged_per_rule(
         row = dict(vars(summary))
         row["findings"] = [f.to_dict() for f in summary.findings]
         row["unjudged"] = dict(rule._unjudged)
+        row["unjudged_order"] = list(rule._unjudged)  # (the first said first)
         row["asked"] = sorted(rule._asked)
         row["params"] = params
         out.append(row)
@@ -399,3 +400,23 @@ _QUIET_RUN = {
     "layers": 1, "reductions": False, "biases": False, "weights": None, "odd": 0.0,
     "resume_at": None, "split": None,
 }  # fmt: skip
+
+
+def test_what_a_rule_said_of_steps_it_did_not_judge_is_counted_in_step_order(
+    tmp_path: Path,
+) -> None:
+    """A rule's reasons for judging nothing are counted in the order the steps said them, in
+    bulk too (a rule that ends NoData names the first of equally many first)."""
+    with tt.Hook(tmp_path, save_config=tt.SaveConfig(save_interval=1)) as hook:
+        for t in range(6):
+            hook.set_mode(tt.modes.TRAIN if t < 3 else tt.modes.EVAL)
+            hook.save_tensor("loss", F32(1.0 + 0.1 * t), collections="losses")
+            hook.next_step()
+    eval_losses = [(LossSpike, {"mode": ModeKeys.EVAL, "window": 3, "warmup": 3})]
+    bulk = judged_per_rule(tmp_path, True, None, eval_losses)
+    assert bulk == judged_per_rule(tmp_path, False, None, eval_losses)
+    assert list(bulk[0]["unjudged"]) == [
+        "TRAIN losses are not judged (mode EVAL)",
+        "the baseline is warming up: LossSpike judges a value against the median of the values "
+        "before it, from value 4 on",
+    ]

@@ -58,7 +58,12 @@ def judge_steps(rule: Rule, steps: Sequence[int]) -> Iterator[Finding | StepRun]
             yield from runs.flush()
             raise
         key: _Key | None = None
-        said = rule.not_judged(step) if gated else None
+        try:
+            said = rule.not_judged(step) if gated else None
+        except Exception as exc:  # its own code failed: an ERROR at the step, as evaluate says
+            yield from runs.flush()
+            yield rule.failure(step, exc)
+            return
         if said is not None:
             key = ("said", said)
         elif again is not None and _same(found, again[0]):
@@ -189,6 +194,7 @@ class QuietRuns:
         self.rule = rule
         self.steps: list[int] = []
         self.key: _Key | None = None
+        self._judged = False  # (of a run of steps said by not_judged)
 
     def add(self, step: int, key: _Key) -> StepRun | None:
         """Add ``step``, quiet as ``key`` says; the run it ends, if any."""
@@ -196,6 +202,9 @@ class QuietRuns:
         if key != self.key:
             done = self.close()
             self.key = key
+            if key[0] == "said" and key[1].outcome is Outcome.OK:
+                # counted at its first step, in step order with what the rule says of others
+                self._judged = self.rule.said_judged(key[1], 1)
         self.steps.append(step)
         return done
 
@@ -216,4 +225,6 @@ class QuietRuns:
         said: Said = key[1]
         if said.outcome is Outcome.SKIPPED:
             return StepRun(name, at, Outcome.SKIPPED, said.message, False)
-        return StepRun(name, at, Outcome.OK, said.message, self.rule.said_judged(said, len(at)))
+        if len(at) > 1:
+            self.rule.said_judged(said, len(at) - 1)
+        return StepRun(name, at, Outcome.OK, said.message, self._judged)
