@@ -174,11 +174,13 @@ def _judged_with(
 ) -> Finding | _Key:
     """The rule's judgement at ``step`` over the gathered ``found``: its Finding where it fired
     or failed, else (outcome, message, judged) of its quiet answer."""
+    rule.begin_step(step)
+    if rule.reads_first and len(rule.trials) == 1 and not rule.requires_tensors:
+        tried = rule.answer_over(step, found)  # judge(step, *found), as invoke_at_step calls it
+        return rule.quiet_or_finding(step, tried)
     for each, f in zip(numbers, found, strict=True):
         each.give(step, f)
-    try:
-        rule.begin_step(step)
-        # (the walk holds the trial's no_refresh; not_judged was asked)
+    try:  # (the walk holds the trial's no_refresh; not_judged was asked)
         tried = rule.answer(step, held=True, judged=True)
     finally:
         for each in numbers:

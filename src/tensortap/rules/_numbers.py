@@ -129,10 +129,14 @@ class Numbers(Generic[T]):
         if isinstance(found, Skipped):
             self.note(found)
             raise StepSkipped(found.reason)
+        self.counted(found)
+        return cast(T, found)
+
+    def counted(self, found: T) -> None:
+        """Count ``found`` (gathered numbers) as read live: the values, the collections."""
         if self.asks not in self._noted:
             self.note(found)
         self.rule.base_trial.values_read += self.count(found)
-        return cast(T, found)
 
     def give(self, step: int | None, found: Any = None) -> None:
         """Answer ``at(step)`` with ``found`` (the engine, judging a step in bulk); None: read

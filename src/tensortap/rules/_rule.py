@@ -340,6 +340,38 @@ class Rule:
             self.req_tensors.fetch()
         return self.invoke_at_step(step)
 
+    def answer_over(self, step: int, found: tuple[Any, ...]) -> _Attempt:
+        """:meth:`answer` at ``step`` of a rule that reads its declared numbers first
+        (:attr:`reads_first`), given them (``found``, gathered by the engine), the base trial's
+        view held already: :meth:`judge` called with them, as :meth:`invoke_at_step` calls it
+        (they count as read, and their collections as asked)."""
+        self._explanation = None
+        base = self.base_trial
+        asked_before = base.collections_asked
+        asked: set[str] = set()
+        base.collections_asked = asked
+        read = base.values_read
+        tried = _Attempt()
+        try:
+            for numbers, given in zip(self._numbers, found, strict=True):
+                numbers.counted(given)
+            tried.answer = self.judge(step, *found)
+        except StepSkipped as exc:
+            tried.skipped = str(exc)
+        except MISSING_DATA as exc:
+            tried.skipped = str(exc)
+        except (Exception, SystemExit) as exc:  # the rule's own code failed (or exited)
+            tried.failed = self._failed(step, *_mode_of(base, step), exc)
+        finally:
+            if asked:
+                self._asked |= asked
+                base.collections_asked = asked_before | asked
+            else:
+                base.collections_asked = asked_before
+        if tried.failed is None and tried.skipped is None:
+            tried.judged = self._judged_data(bool(tried.answer), base.values_read > read)
+        return tried
+
     def _judged_data(self, answer: bool, read: bool, count: int = 1) -> bool:
         """Whether an answer judged saved data: it fired, the rule reads none, or it read some,
         unless its explanation says otherwise (``judged=False``: counted, ``count`` times, in
@@ -434,6 +466,12 @@ class Rule:
     def has_gate(self) -> bool:
         """True if the rule says of some steps that it does not judge them (:meth:`not_judged`)."""
         return type(self).not_judged is not Rule.not_judged
+
+    @property
+    def requires_tensors(self) -> bool:
+        """True if the rule names tensors to fetch before each step
+        (:meth:`set_required_tensors`)."""
+        return type(self).set_required_tensors is not Rule.set_required_tensors
 
     @property
     def reads_first(self) -> bool:

@@ -165,7 +165,9 @@ class LossSeries:
         values = dict(found)
         if self.per_name or not values:
             return {n: (v, [n]) for n, v in values.items()}
-        return {"loss": (float(np.mean(list(values.values()))), names)}
+        losses = list(values.values())
+        mean = losses[0] if len(losses) == 1 else float(np.mean(losses))
+        return {"loss": (mean, names)}
 
     def _ended_at(self, step: int) -> bool:
         steps = self.trial.steps()

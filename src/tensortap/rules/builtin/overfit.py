@@ -173,8 +173,8 @@ class Overfit(Rule):
             return self._compare_metrics(step)
         mode, mode_step = step_mode(self.base_trial, step)
         losses = list(self._losses.at(step))  # (a step without one is skipped)
-        loss = float(np.mean([v for _, v in losses]))
-        if not np.isfinite(loss):
+        loss = losses[0][1] if len(losses) == 1 else float(np.mean([v for _, v in losses]))
+        if not math.isfinite(loss):
             return fire_nonfinite(self, [n for n, _ in losses], "the loss")
         new_phase = mode != self._last_mode
         if mode == ModeKeys.EVAL:

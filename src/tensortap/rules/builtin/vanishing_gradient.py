@@ -56,14 +56,14 @@ _SCORE_PROJECTIONS = re.compile(r"^(query|key|q_proj|k_proj|q|k|wq|wk|q_lin|k_li
 _VALUE_PROJECTIONS = ("value", "v_proj", "v", "wv", "v_lin")
 
 
-def _attention_scores(names: Sequence[str], means: np.ndarray, threshold: float) -> set[str]:
+def _attention_scores(names: Sequence[str], means: Sequence[float], threshold: float) -> set[str]:
     """The weights of attention score projections (query, key) whose mean |gradient| is
     below ``threshold`` while the value projection of the same attention block, which takes
     the same input, gets one at or above it: the gradient reached that depth, and the scores'
     projections get little of it by the nature of attention (near-uniform attention moves the
     loss little, as in a model that has learned nothing of its inputs; a key's bias gets none
     at all), not because it vanished on its way back."""
-    mean_of = dict(zip(names, means.tolist(), strict=True))
+    mean_of = dict(zip(names, means, strict=True))
     found: set[str] = set()
     for name, mean in mean_of.items():
         parent, _, last = name.rpartition(".")
@@ -80,7 +80,7 @@ class Means(NamedTuple):
     """The mean |gradient| of each judged gradient at a step (``names``, in order)."""
 
     names: tuple[str, ...]
-    values: np.ndarray
+    values: list[float]
 
 
 class GradientMeans(Numbers[Means]):
@@ -104,7 +104,7 @@ class GradientMeans(Numbers[Means]):
             means = trial.step_block(step).reduce(names, "mean", abs=True)
         except TensorUnavailableForStep as exc:  # neither the raw value nor the reduction
             raise StepSkipped(_no_mean(exc.tname)) from None
-        return Means(tuple(names), means)
+        return Means(tuple(names), means.tolist())
 
     def count(self, numbers: Means) -> int:
         return len(numbers.names)
@@ -167,6 +167,9 @@ class GradientMeans(Numbers[Means]):
             first_missing = np.argmax(missing, axis=1).tolist()
             unsure = (doubt > 0).any(axis=1) | (judged & ~has_mean & (raw > 0)).any(axis=1)
             sets = name_sets(grads, judged)
+            rows: list[list[float]] = means.tolist()
+            masks: list[list[bool]] = judged.tolist()
+            whole: list[bool] = np.asarray(judged.all(axis=1)).tolist()
             at_all: list[bool] = np.asarray(present.any(axis=1)).tolist()
             skip: list[bool] = np.asarray(missing.any(axis=1)).tolist()
             unsure_at: list[bool] = np.asarray(unsure).tolist()
@@ -178,7 +181,12 @@ class GradientMeans(Numbers[Means]):
                 elif unsure_at[i]:
                     yield DOUBT
                 else:
-                    yield Means(sets[i], means[i, judged[i]])
+                    row = rows[i]
+                    if not whole[i]:
+                        row = [
+                            v for v, judged_here in zip(row, masks[i], strict=True) if judged_here
+                        ]
+                    yield Means(sets[i], row)
 
 
 class VanishingGradient(Rule):
@@ -229,18 +237,20 @@ class VanishingGradient(Rule):
         self.reads(GradientMeans())
 
     def judge(self, step: int, found: Means) -> bool:
-        names, means = list(found.names), found.values
-        if not np.isfinite(means).all():
-            bad = [n for n, m in zip(names, means.tolist(), strict=True) if not math.isfinite(m)]
+        names, means = found.names, found.values
+        if not all(map(math.isfinite, means)):
+            bad = [n for n, m in zip(names, means, strict=True) if not math.isfinite(m)]
             return fire_nonfinite(self, bad, "the gradient")
         # (the attention score projections are among the means below the threshold)
-        below = bool(means.min() < self.threshold)
-        scores = _attention_scores(names, means, self.threshold) if below else set()
+        smallest = min(means)
+        scores = (
+            _attention_scores(names, means, self.threshold) if smallest < self.threshold else set()
+        )
         if scores and len(scores) < len(names):  # judged without them (see _attention_scores)
             kept = [j for j, n in enumerate(names) if n not in scores]
-            names, means = [names[j] for j in kept], means[kept]
-        i = int(np.argmin(means))
-        worst, smallest = names[i], float(means[i])
+            names, means = tuple(names[j] for j in kept), [means[j] for j in kept]
+            smallest = min(means)
+        worst = names[means.index(smallest)]  # (the first of the smallest)
         fired = smallest < self.threshold
         verb = "is below" if fired else "is above"
         shrunk = None if fired else self._shrunk(names, means)
@@ -289,7 +299,9 @@ class VanishingGradient(Rule):
         )
         return fired
 
-    def _shrunk(self, names: list[str], means: np.ndarray) -> tuple[str, float, str, float] | None:
+    def _shrunk(
+        self, names: Sequence[str], means: list[float]
+    ) -> tuple[str, float, str, float] | None:
         """(the smallest, its mean, the largest, its mean) of the compared gradients where the
         smallest mean is under ``relative_threshold`` times the largest (see the class). An
         attention block's query and key projections are left out where the value projection
@@ -298,21 +310,21 @@ class VanishingGradient(Rule):
         kept = self._compared_among(names)
         if len(kept) < _RELATIVE_MIN:
             return None
-        compared = means[kept]
-        largest = float(compared.max())
-        if not compared.min() < self.relative_threshold * largest:
+        compared = [means[j] for j in kept]
+        largest = max(compared)
+        if not min(compared) < self.relative_threshold * largest:
             return None  # (leaving some out below would only raise the smallest)
         # a score projection whose value projection is within range: attention, not depth
         scores = _attention_scores(names, means, self.relative_threshold * largest)
         kept = [j for j in kept if names[j] not in scores]
-        low = min(kept, key=lambda j: float(means[j]))
-        high = max(kept, key=lambda j: float(means[j]))
-        small, large = float(means[low]), float(means[high])
+        low = min(kept, key=means.__getitem__)
+        high = max(kept, key=means.__getitem__)
+        small, large = means[low], means[high]
         if not (large > 0 and small < self.relative_threshold * large):
             return None
         return names[low], small, names[high], large
 
-    def _compared_among(self, names: list[str]) -> list[int]:
+    def _compared_among(self, names: Sequence[str]) -> list[int]:
         """The positions of the gradients of ``names`` compared with each other (see
         :func:`_compared`), kept per list of names (the same at most steps)."""
         key = tuple(names)
