@@ -1,6 +1,6 @@
-"""The engine that judges many steps of a rule at once: a finished trial without a Python call
-per step where the saved columns tell the rule's numbers, and exactly what the walk step by
-step says.
+"""The engine that judges many steps of a rule at once: a finished trial without reading its
+steps where the saved columns tell the rule's numbers, and exactly what the walk step by step
+says.
 
 A rule declares the numbers it reads (``Rule.reads``: :mod:`tensortap.rules._numbers`) and what
 it says of the steps it does not judge (``Rule.not_judged``); its judgement is written once,
@@ -84,8 +84,8 @@ def judge_steps(rule: Rule, steps: Sequence[int]) -> Iterator[Finding | StepRun]
         elif memo is not None and found in memo:
             for each, f in zip(numbers, found, strict=True):
                 each.note(f)
-            key = again_key = memo[found]
-            again = (found, again_key)
+            key = memo[found]
+            again = (found, key)
         else:
             judged = _judged_with(rule, step, numbers, found)
             if isinstance(judged, Finding):
