@@ -97,10 +97,9 @@ class Finding:
 @dataclass(frozen=True)
 class StepRun:
     """Steps of one rule that ended alike with nothing more to say: OK or SKIPPED, with one
-    ``message`` (the skip reason; for OK steps that judged nothing, why). What a rule that
-    judges many steps at once (:meth:`~tensortap.rules._rule.Rule.judge_steps`) gives instead of
-    one :class:`Finding` per quiet step; a summary counts each step as that Finding would
-    count."""
+    ``message`` (the skip reason; for OK steps that judged nothing, why). What the engine that
+    judges many steps at once (:mod:`tensortap.rules._engine`) gives instead of one
+    :class:`Finding` per quiet step; a summary counts each step as that Finding would count."""
 
     rule: str
     steps: np.ndarray  # global steps, ascending (int64)
@@ -110,6 +109,24 @@ class StepRun:
 
     def __len__(self) -> int:
         return len(self.steps)
+
+
+@dataclass(frozen=True)
+class Said:
+    """What a rule says of a step it does not judge (:meth:`~tensortap.rules._rule.Rule.
+    not_judged`), from the step's mode or number or the rule's own state, without reading a
+    value: OK with ``message`` (``judged`` as :meth:`~tensortap.rules._rule.Rule.explain`
+    takes it: False, a step that judged nothing and says why), or SKIPPED with ``message`` as
+    the reason."""
+
+    message: str
+    outcome: Outcome = Outcome.OK
+    judged: bool | None = None
+
+    @classmethod
+    def skip(cls, reason: str) -> Said:
+        """A step skipped (as ``raise rule.skip(reason)`` there)."""
+        return cls(reason, Outcome.SKIPPED)
 
 
 def _json_number(value: float | None) -> float | str | None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tensortap.exceptions import InvalidConfigError, RuleError, RuleEvaluationConditionMet
+from tensortap.rules._engine import QuietRuns, answered, judge_steps
 from tensortap.rules._finding import Finding, Outcome, Severity, StepRun
 from tensortap.rules._rule import Rule
 
@@ -238,10 +239,12 @@ def walk(
     stop: threading.Event | None = None,
     bulk: bool = True,
 ) -> Iterator[Finding | StepRun]:
-    """:func:`iter_findings_many`, where (with ``bulk``) the rules that judge many steps at
-    once (:meth:`Rule.judge_steps`) take each batch of published steps whole and give
-    :class:`StepRun` s for their quiet steps: what a caller that only counts (a summary, the
-    report) walks. What the rules say comes in step order (a run where its first step is)."""
+    """:func:`iter_findings_many`, where (with ``bulk``) the engine judges each batch of
+    published steps whole for the rules that declared what they read
+    (:func:`~tensortap.rules._engine.judge_steps`), and every rule's quiet steps come out as
+    :class:`StepRun` s: what a caller that only counts (a summary, the report) walks. What a
+    rule says comes in step order (a run where its first step is); a run of quiet steps may
+    come after what another rule said of a later step."""
     for rule in rules:
         _check_rule(rule)
     if not rules:
@@ -320,9 +323,27 @@ def _judge_batch(
     hands its answers over as the walk reaches their steps, so what it evaluates one by one is
     read from the same held block as the others. A rule whose finding is an ERROR leaves
     ``active``. True when ``stop`` was set."""
-    feeds = {rule: rule.judge_steps(pending) for rule in active if bulk and rule.judges_in_bulk}
+    feeds = {rule: judge_steps(rule, pending) for rule in active if bulk and rule.judges_in_bulk}
     stepwise = [rule for rule in active if rule not in feeds]
     due = dict.fromkeys(feeds, pending[0] if pending else 0)  # the first step not answered
+    # in bulk, the quiet steps of the rules evaluated step by step are said in runs too
+    quiet = {rule: QuietRuns(rule) for rule in stepwise} if bulk else {}
+    stopped = yield from _walk_batch(trial, active, pending, stop, feeds, stepwise, due, quiet)
+    for runs in quiet.values():
+        yield from runs.flush()
+    return stopped
+
+
+def _walk_batch(
+    trial: Trial,
+    active: list[Rule],
+    pending: list[int],
+    stop: threading.Event | None,
+    feeds: dict[Rule, Iterator[Finding | StepRun]],
+    stepwise: list[Rule],
+    due: dict[Rule, int],
+    quiet: dict[Rule, QuietRuns],
+) -> Generator[Finding | StepRun, None, bool]:
     i = 0
     while i < len(pending) and (stepwise or feeds):
         step = pending[i]
@@ -350,11 +371,12 @@ def _judge_batch(
             for rule in list(stepwise):
                 if stop is not None and stop.is_set():
                     return True
-                finding = rule.evaluate(step)
-                yield finding
-                if finding.outcome is Outcome.ERROR:
-                    stepwise.remove(rule)
-                    active.remove(rule)
+                said = answered(rule, step, quiet[rule]) if quiet else iter([rule.evaluate(step)])
+                for found in said:
+                    yield found
+                    if isinstance(found, Finding) and found.outcome is Outcome.ERROR:
+                        stepwise.remove(rule)
+                        active.remove(rule)
         if stepwise or not feeds:
             i += 1
         else:  # only rules judging in bulk: on to the next step one of them answers

@@ -14,11 +14,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import traceback
+import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
-
-import numpy as np
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from tensortap.core._modes import ModeKeys
 from tensortap.exceptions import (
@@ -31,14 +30,17 @@ from tensortap.exceptions import (
     TensorUnavailable,
     TensorUnavailableForStep,
 )
-from tensortap.rules._finding import Finding, Outcome, Severity, StepRun
+from tensortap.rules._finding import Finding, Outcome, Said, Severity
 from tensortap.rules._params import ParamSpec, check
 from tensortap.rules._registry import is_builtin_module, register_rule
 from tensortap.rules._required_tensors import RequiredTensors
 from tensortap.rules._signature import check_parameters, parse_init
 
 if TYPE_CHECKING:
+    from tensortap.rules._numbers import Numbers
     from tensortap.trials._trial import Trial
+
+N = TypeVar("N", bound="Numbers[Any]")
 
 # What a rule meets when the data it needs was not saved at a step: skipped, never a crash.
 MISSING_DATA = (
@@ -55,11 +57,11 @@ class StepSkipped(Exception):
 
 
 class _Explanation:
-    __slots__ = ("details", "judged", "message", "severity", "tensors", "threshold", "value")
+    __slots__ = ("_message", "details", "judged", "severity", "tensors", "threshold", "value")
 
     def __init__(
         self,
-        message: str,
+        message: str | Callable[[], str],
         tensors: Sequence[str],
         value: float | None,
         threshold: Any,
@@ -67,22 +69,33 @@ class _Explanation:
         details: dict[str, Any],
         judged: bool | None = None,
     ) -> None:
-        self.message, self.tensors, self.value = message, tuple(tensors), value
+        self._message, self.tensors, self.value = message, tuple(tensors), value
         self.threshold, self.severity, self.details = threshold, severity, details
         self.judged = judged
+
+    @property
+    def message(self) -> str:
+        """What the rule said (a message given as a function is formatted once, when read)."""
+        message = self._message
+        if not isinstance(message, str):
+            message = self._message = message()
+        return message
+
+    @message.setter
+    def message(self, message: str) -> None:
+        self._message = message
 
 
 class _Attempt:
     """What came of asking a rule for an answer at a step (see ``Rule._attempt``)."""
 
-    __slots__ = ("answer", "failed", "mode", "mode_step", "skipped")
+    __slots__ = ("answer", "failed", "judged", "skipped")
 
     def __init__(self) -> None:
         self.answer: bool | None = None
-        self.mode: ModeKeys | None = None
-        self.mode_step: int | None = None
         self.skipped: str | None = None  # why the step held nothing to judge
         self.failed: Finding | None = None  # the rule's own code failed: its ERROR finding
+        self.judged = True  # whether the answer judged saved data (see Rule.answer)
 
 
 class Rule:
@@ -99,6 +112,10 @@ class Rule:
     #: False for a rule that judges something else than saved values (time, for
     #: StalledTrainingRule): each answer then counts as judged.
     reads_data: ClassVar[bool] = True
+    #: True when the answer of :meth:`judge` (or :meth:`invoke_at_step`) at a step depends on
+    #: the step's declared numbers alone (hashable ones), and a quiet answer changes nothing in
+    #: the rule: judging in bulk, each distinct set of numbers is judged once (until it fires).
+    judges_numbers_alone: ClassVar[bool] = False
     #: Save settings a rule asks of its collections (``{"outputs": {"reductions": "max"}}``).
     collection_parameters: ClassVar[dict[str, dict[str, str]]] = {}
     #: Parameters, as found on ``__init__``; filled in for every subclass.
@@ -109,6 +126,14 @@ class Rule:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "judge_steps" in cls.__dict__:  # the hook of a second judgement path, gone
+            warnings.warn(
+                f"{cls.__name__}.judge_steps is never called: a rule is judged in bulk by the "
+                "engine from the numbers it declares (Rule.reads, Rule.not_judged); see "
+                "docs/rules.md, 'Judging many steps at once'",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         parse_init(cls, Rule)
         if is_builtin_module(cls.__module__) and not cls.__name__.startswith("_"):
             register_rule(cls)  # a built-in rule: defined in tensortap.rules.builtin
@@ -131,14 +156,54 @@ class Rule:
         self._asked: set[str] = set()  # collections this rule asked the base trial for
         # why evaluations that read data judged nothing (explain(..., judged=False))
         self._unjudged: Counter[str] = Counter()
+        self._numbers: tuple[Numbers[Any], ...] = ()  # what it declared it reads (reads())
 
     # -- what subclasses implement --
     def set_required_tensors(self, step: int) -> None:
         """Optionally ``self.req_tensors.add(...)`` what ``invoke_at_step(step)`` will read."""
 
     def invoke_at_step(self, step: int) -> bool:
-        """True if the rule's condition holds at global ``step``."""
-        raise NotImplementedError(f"rule {self.rule_name} does not implement invoke_at_step")
+        """True if the rule's condition holds at global ``step``. Default: :meth:`judge` over
+        the numbers the rule declared (:meth:`reads`), read first."""
+        numbers = self._numbers
+        if not numbers or type(self).judge is Rule.judge:
+            raise NotImplementedError(f"rule {self.rule_name} does not implement invoke_at_step")
+        if len(numbers) == 1:
+            return self.judge(step, numbers[0].at(step))
+        return self.judge(step, *(each.at(step) for each in numbers))
+
+    def judge(self, step: int, *numbers: Any) -> bool:
+        """True if the rule's condition holds at global ``step``, judged from ``numbers``:
+        the step's numbers the rule declared (:meth:`reads`), in the order declared. A rule
+        that implements this and not :meth:`invoke_at_step` reads its numbers first: a step
+        where they were not saved is skipped without calling it."""
+        raise NotImplementedError(f"rule {self.rule_name} does not implement judge")
+
+    def not_judged(self, step: int) -> Said | None:
+        """What the rule says of global ``step`` when it does not judge it (a step of another
+        mode, one after the first few, or any after the rule has said all it had to say),
+        from the step's mode and number and the rule's state, without reading saved values:
+        OK with a message or skipped (:class:`Said`); None (the default) for a step it
+        judges. Asked before :meth:`invoke_at_step`, live and in bulk."""
+        return None
+
+    def begin_step(self, step: int) -> None:
+        """Called before the rule judges ``step`` (live or in bulk; not at steps said by
+        :meth:`not_judged`, or skipped for want of the numbers a rule reads first)."""
+
+    def reads(self, numbers: N) -> N:
+        """Declare ``numbers`` (a :class:`~tensortap.rules._numbers.Numbers`) as read by this
+        rule at each step, and return them: the judgement asks ``numbers.at(step)`` (or gets
+        them as :meth:`judge`'s arguments), and the engine fills them from the saved columns
+        when it judges many steps at once."""
+        numbers.bind(self)
+        self._numbers = (*self._numbers, numbers)
+        return numbers
+
+    @property
+    def declared_numbers(self) -> tuple[Numbers[Any], ...]:
+        """What the rule declared it reads at each step (:meth:`reads`)."""
+        return self._numbers
 
     def invoke_while_waiting(self, last_step: int | None) -> bool:
         """Called while the invoker waits for training to publish a new step (a rule about
@@ -155,7 +220,7 @@ class Rule:
     # -- helpers for subclasses --
     def explain(
         self,
-        message: str,
+        message: str | Callable[[], str],
         tensors: Sequence[str] | str = (),
         value: float | None = None,
         threshold: Any = None,
@@ -169,7 +234,9 @@ class Rule:
         evaluation judged nothing although it read saved values (it only collected a baseline,
         or had nothing to compare a single value with): ``message`` is then why, and a rule
         whose evaluations all judged nothing ends NoData saying so; ``judged=True`` says it
-        judged what was saved without reading a value (which tensors exist)."""
+        judged what was saved without reading a value (which tensors exist). ``message`` may
+        be a function that formats it: called only when the message is read (a quiet step
+        judged in bulk keeps no message)."""
         if isinstance(tensors, str):
             tensors = (tensors,)
         self._explanation = _Explanation(
@@ -240,36 +307,122 @@ class Rule:
     def evaluate(self, step: int) -> Finding:
         """Run the rule at ``step`` and say what came of it; never raises for the rule's errors
         or for missing data (those become SKIPPED and ERROR findings)."""
-        reads = self._values_read()
+        self.begin_step(step)
+        return self.finding_of(step, self.answer(step))
 
-        def invoke() -> bool | None:
+    def answer(self, step: int, *, held: bool = False, judged: bool = False) -> _Attempt:
+        """The rule's answer at ``step`` (its explanation kept for :meth:`finding_of`), and
+        whether it judged saved data; ``held``: the base trial's ``no_refresh`` holds
+        already; ``judged``: :meth:`not_judged` said already that the rule judges the step."""
+        reads = self._values_read()
+        tried = self._attempt(step, self._judged_step if judged else self._invoked, held)
+        if tried.failed is None and tried.skipped is None:
+            tried.judged = self._judged_data(bool(tried.answer), self._values_read() > reads)
+        return tried
+
+    def _invoked(self, step: int) -> bool | None:
+        """What the rule says at ``step``: :meth:`not_judged`, else :meth:`invoke_at_step`."""
+        cls = type(self)
+        if cls.not_judged is not Rule.not_judged:
+            said = self.not_judged(step)
+            if said is not None:
+                if said.outcome is Outcome.SKIPPED:
+                    raise StepSkipped(said.message)
+                self.explain(said.message, judged=said.judged)
+                return False
+        return self._judged_step(step)
+
+    def _judged_step(self, step: int) -> bool | None:
+        """:meth:`invoke_at_step`, with the tensors it declared it reads fetched first."""
+        if type(self).set_required_tensors is not Rule.set_required_tensors:
             self.req_tensors.clear()
             self.set_required_tensors(step)
             self.req_tensors.fetch()
-            return self.invoke_at_step(step)
+        return self.invoke_at_step(step)
 
-        tried = self._attempt(step, invoke)
+    def answer_over(self, step: int, found: tuple[Any, ...]) -> _Attempt:
+        """:meth:`answer` at ``step`` of a rule that reads its declared numbers first
+        (:attr:`reads_first`), given them (``found``, gathered by the engine), the base trial's
+        view held already: :meth:`judge` called with them, as :meth:`invoke_at_step` calls it
+        (they count as read, and their collections as asked)."""
+        self._explanation = None
+        base = self.base_trial
+        asked_before = base.collections_asked
+        asked: set[str] = set()
+        base.collections_asked = asked
+        read = base.values_read
+        tried = _Attempt()
+        try:
+            for numbers, given in zip(self._numbers, found, strict=True):
+                numbers.counted(given)
+            tried.answer = self.judge(step, *found)
+        except StepSkipped as exc:
+            tried.skipped = str(exc)
+        except MISSING_DATA as exc:
+            tried.skipped = str(exc)
+        except (Exception, SystemExit) as exc:  # the rule's own code failed (or exited)
+            tried.failed = self._failed(step, *_mode_of(base, step), exc)
+        finally:
+            if asked:
+                self._asked |= asked
+                base.collections_asked = asked_before | asked
+            else:
+                base.collections_asked = asked_before
+        if tried.failed is None and tried.skipped is None:
+            tried.judged = self._judged_data(bool(tried.answer), base.values_read > read)
+        return tried
+
+    def _judged_data(self, answer: bool, read: bool, count: int = 1) -> bool:
+        """Whether an answer judged saved data: it fired, the rule reads none, or it read some,
+        unless its explanation says otherwise (``judged=False``: counted, ``count`` times, in
+        what the rule says when it ends NoData)."""
+        judged = answer or not self.reads_data or read
+        said = self._explained()
+        if not answer and said is not None and said.judged is False:
+            judged = False
+            self._unjudged[said.message[:200]] += count
+        elif said is not None and said.judged:  # judged what was saved, not values (names)
+            judged = True
+        return judged
+
+    def said_judged(self, said: Said, count: int) -> bool:
+        """Whether ``count`` steps said OK by :meth:`not_judged` as ``said`` judged saved data
+        (counted as evaluating each would count it)."""
+        self.explain(said.message, judged=said.judged)
+        try:
+            return self._judged_data(False, False, count)
+        finally:
+            self._explanation = None
+
+    def finding_of(self, step: int, tried: _Attempt) -> Finding:
+        """The Finding of the answer ``tried`` at ``step``."""
         if tried.failed is not None:
             return tried.failed
+        mode, mode_step = _mode_of(self.base_trial, step)
         if tried.skipped is not None:
-            return self._finding(step, tried.mode, tried.mode_step, Outcome.SKIPPED, tried.skipped)
+            return self._finding(step, mode, mode_step, Outcome.SKIPPED, tried.skipped)
         answer = tried.answer
         outcome = Outcome.TRIGGERED if answer else Outcome.OK
         default = "condition met" if answer else "condition not met"
-        judged = bool(answer) or not self.reads_data or self._values_read() > reads
-        said = self._explained()  # what invoke_at_step said (it set self._explanation)
-        if not answer and said is not None and said.judged is False:
-            judged = False
-            self._unjudged[said.message[:200]] += 1
-        elif said is not None and said.judged:  # judged what was saved, not values (names)
-            judged = True
-        return self._finding(step, tried.mode, tried.mode_step, outcome, default, judged=judged)
+        return self._finding(step, mode, mode_step, outcome, default, judged=tried.judged)
 
-    def _attempt(self, step: int, invoke: Callable[[], bool | None]) -> _Attempt:
-        """Call ``invoke`` (the rule's answer at global ``step``) with one consistent view of
-        the trials, noting the collections it asks for (see :meth:`no_data_reason`): its
-        answer, or why it gave none (the step held nothing to judge, or the rule's own code
-        failed: an ERROR finding)."""
+    def quiet_or_finding(self, step: int, tried: _Attempt) -> Finding | tuple[Outcome, str, bool]:
+        """(outcome, message, judged) of the quiet answer ``tried`` at ``step`` (OK, skipped),
+        or the Finding of one that fired or failed."""
+        if tried.failed is not None or (tried.skipped is None and tried.answer):
+            return self.finding_of(step, tried)
+        said, self._explanation = self._explanation, None
+        if tried.skipped is not None:
+            return (Outcome.SKIPPED, tried.skipped, False)
+        return (Outcome.OK, "" if tried.judged or said is None else said.message, tried.judged)
+
+    def _attempt(
+        self, step: int, invoke: Callable[[int], bool | None], held: bool = False
+    ) -> _Attempt:
+        """Call ``invoke(step)`` (the rule's answer at global ``step``) with one consistent
+        view of the trials (``held``: the base trial's view holds already), noting the
+        collections it asks for (see :meth:`no_data_reason`): its answer, or why it gave none
+        (the step held nothing to judge, or the rule's own code failed: an ERROR finding)."""
         self._explanation = None
         base = self.base_trial
         asked_before = getattr(base, "collections_asked", None)
@@ -277,15 +430,17 @@ class Rule:
             base.collections_asked = set()
         tried = _Attempt()
         try:
-            with _holding(self.trials):  # one consistent view per evaluation
-                tried.mode, tried.mode_step = _mode_of(base, step)
-                tried.answer = invoke()
+            if held and len(self.trials) == 1:
+                tried.answer = invoke(step)
+            else:
+                with _holding(self.trials):  # one consistent view per evaluation
+                    tried.answer = invoke(step)
         except StepSkipped as exc:
             tried.skipped = str(exc)
         except MISSING_DATA as exc:
             tried.skipped = str(exc)
         except (Exception, SystemExit) as exc:  # the rule's own code failed (or exited)
-            tried.failed = self._failed(step, tried.mode, tried.mode_step, exc)
+            tried.failed = self._failed(step, *_mode_of(base, step), exc)
         finally:
             if asked_before is not None:
                 self._asked |= base.collections_asked
@@ -300,21 +455,28 @@ class Rule:
             return int(getattr(self.base_trial, "values_read", 0))
         return sum(getattr(t, "values_read", 0) for t in self.trials)
 
-    # -- many steps at once --
-    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
-        """Judge ``steps`` (ascending global steps the trial holds, all published) and yield
-        what :meth:`evaluate` would give at each, in order: a rule that can tell many quiet
-        steps at once from saved series overrides this to yield :class:`StepRun` s for them
-        (and calls :meth:`evaluate` at the others, its state as the walk step by step would
-        leave it), so that a finished trial is judged without a Python call per step. The
-        summaries are the same either way (tests compare them). Default: step by step."""
-        for step in steps:
-            yield self.evaluate(step)
-
+    # -- many steps at once (the engine: rules/_engine.py) --
     @property
     def judges_in_bulk(self) -> bool:
-        """True if this rule's class overrides :meth:`judge_steps`."""
-        return type(self).judge_steps is not Rule.judge_steps
+        """True if the engine judges this rule's steps in bulk: it declared the numbers it
+        reads (:meth:`reads`) or the steps it does not judge (:meth:`not_judged`)."""
+        return bool(self._numbers) or self.has_gate
+
+    @property
+    def has_gate(self) -> bool:
+        """True if the rule says of some steps that it does not judge them (:meth:`not_judged`)."""
+        return type(self).not_judged is not Rule.not_judged
+
+    @property
+    def requires_tensors(self) -> bool:
+        """True if the rule names tensors to fetch before each step
+        (:meth:`set_required_tensors`)."""
+        return type(self).set_required_tensors is not Rule.set_required_tensors
+
+    @property
+    def reads_first(self) -> bool:
+        """True if the rule reads its declared numbers before it judges (:meth:`judge`)."""
+        return bool(self._numbers) and type(self).invoke_at_step is Rule.invoke_at_step
 
     def failure(self, step: int, exc: BaseException) -> Finding:
         """The ERROR finding of ``exc``, raised by this rule's own code at ``step``."""
@@ -326,45 +488,13 @@ class Rule:
         trace = "".join(traceback.format_exception(exc))
         return self._finding(step, mode, mode_step, Outcome.ERROR, failure_text(exc), trace)
 
-    def quiet(
-        self, steps: np.ndarray, why_unjudged: str | None = None, *, judged: bool = True
-    ) -> StepRun:
-        """OK steps of :meth:`judge_steps` that judged saved values, unless ``why_unjudged``
-        says why they did not (as ``explain(..., judged=False)`` would) or ``judged`` is False
-        (they read nothing, and said nothing of it)."""
-        if why_unjudged is not None:
-            self._unjudged[why_unjudged[:200]] += len(steps)
-        judged = judged and why_unjudged is None
-        return StepRun(self.rule_name, steps, Outcome.OK, why_unjudged or "", judged)
-
-    def skipped(self, steps: np.ndarray, reason: str) -> StepRun:
-        """Skipped steps of :meth:`judge_steps` (as ``raise self.skip(reason)`` at each)."""
-        return StepRun(self.rule_name, steps, Outcome.SKIPPED, reason, False)
-
     def note_asked(self, *collections: str) -> None:
         """Count ``collections`` as asked for by this rule (as reading their names at a step
-        would): a rule judging in bulk says what the walk step by step would have asked."""
+        would): numbers gathered in bulk count what reading them live would have asked."""
         self._asked.update(collections)
         asked = getattr(self.base_trial, "collections_asked", None)
         if asked is not None:
             asked.update(collections)
-
-    @contextlib.contextmanager
-    def asking(self) -> Iterator[None]:
-        """Note the collections this rule asks the base trial for in the block (as an
-        evaluation does): a rule that judges steps in bulk reads names in here."""
-        base = self.base_trial
-        asked_before = getattr(base, "collections_asked", None)
-        if asked_before is None:
-            yield
-            return
-        base.collections_asked = set()
-        try:
-            with base.no_refresh():
-                yield
-        finally:
-            self._asked |= base.collections_asked
-            base.collections_asked = asked_before | base.collections_asked
 
     def waiting_finding(self, last_step: int | None) -> Finding | None:
         """The finding of :meth:`invoke_while_waiting`, or None when nothing is to report."""
@@ -383,7 +513,7 @@ class Rule:
         nothing left to judge."""
         if last_step is None:
             return None
-        tried = self._attempt(last_step, lambda: self.invoke_at_end(last_step))
+        tried = self._attempt(last_step, self.invoke_at_end)
         if tried.failed is not None:
             return tried.failed
         if tried.skipped is not None or tried.answer is None:
@@ -393,9 +523,8 @@ class Rule:
         default = "condition met" if answer else "condition not met"
         said = self._explained()
         judged = said is None or said.judged is not False
-        return self._finding(
-            last_step, tried.mode, tried.mode_step, outcome, default, judged=judged
-        )
+        mode, mode_step = _mode_of(self.base_trial, last_step)
+        return self._finding(last_step, mode, mode_step, outcome, default, judged=judged)
 
     def invoke(self, step: int) -> None:
         """smdebug's entry point: evaluate at ``step`` and raise RuleEvaluationConditionMet if

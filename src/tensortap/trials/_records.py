@@ -1,16 +1,18 @@
 """What was saved of some tensors at every step, as columns: one row per index record.
 
-A rule that judges a finished trial's steps all at once (``Rule.judge_steps``) asks which
-tensors were saved at which steps, raw or as reductions, and the numbers it can know without
-reading the data objects: every saved reduction (kept in the index) and every one-element raw
-value (kept in the series objects). :func:`saved_records` gathers them in a few vectorised
-operations per segment instead of one ``StepBlock`` per step.
+The rules' engine, judging a finished trial's steps all at once (:mod:`tensortap.rules.
+_engine`), asks which tensors were saved at which steps, raw or as reductions, and the numbers
+it can know without reading the data objects: every saved reduction (kept in the index) and
+every one-element raw value (kept in the series objects). :func:`saved_records` gathers them in
+a few vectorised operations per segment instead of one ``StepBlock`` per step; the functions
+after it lay records out by step (:func:`any_at`, :func:`per_step`, :func:`name_sets`) and read
+the one-element values of named series at every step (:func:`one_numbers`).
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -170,3 +172,84 @@ def _fill_one_element(
     hit[hit] = found_key[at[hit]] == key[hit]
     value[rows[hit]] = found_value[at[hit]]
     known[rows[hit]] = True
+
+
+def any_at(steps: np.ndarray, row_steps: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    """For each of ``steps`` (ascending), whether one of the rows (``row_steps``, where ``rows``
+    is True) is at that step."""
+    if rows is not None:
+        row_steps = row_steps[rows]
+    found = np.zeros(len(steps), dtype=bool)
+    if not len(row_steps) or not len(steps):
+        return found
+    at = np.searchsorted(steps, row_steps)
+    inside = at < len(steps)
+    inside[inside] = steps[at[inside]] == row_steps[inside]
+    found[at[inside]] = True
+    return found
+
+
+def per_step(
+    steps: np.ndarray, row_steps: np.ndarray, row_names: np.ndarray, names: int, values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(value, count) matrices of ``len(steps)`` x ``names``: the value of each row at its step
+    and name (rows not at one of ``steps`` are left out), and how many rows landed there."""
+    value = np.zeros((len(steps), names))
+    count = np.zeros((len(steps), names), dtype=np.int64)
+    if not len(row_steps) or not len(steps):
+        return value, count
+    at = np.searchsorted(steps, row_steps)
+    inside = at < len(steps)
+    inside[inside] = steps[at[inside]] == row_steps[inside]
+    at, name = at[inside], row_names[inside]
+    value[at, name] = values[inside]
+    np.add.at(count, (at, name), 1)
+    return value, count
+
+
+def chunks(steps: np.ndarray, width: int, cells: int = 1 << 20) -> Iterator[np.ndarray]:
+    """``steps`` in pieces of at most ``cells`` matrix cells of ``width`` columns."""
+    size = max(1, cells // max(width, 1))
+    for lo in range(0, len(steps), size):
+        yield steps[lo : lo + size]
+
+
+def name_sets(names: Sequence[str], present: np.ndarray) -> list[tuple[str, ...]]:
+    """For each row of ``present`` (steps x names, bool), the names present there, in their
+    order (one tuple per distinct row, shared by the rows alike)."""
+    if not len(present):
+        return []
+    rows, inverse = np.unique(present, axis=0, return_inverse=True)
+    tuples = [tuple(names[j] for j in np.flatnonzero(row).tolist()) for row in rows]
+    return [tuples[i] for i in inverse.ravel().tolist()]
+
+
+def one_numbers(
+    trial: Trial, names: Sequence[str], steps: np.ndarray
+) -> list[list[tuple[str, float]] | None] | None:
+    """For each of ``steps``: the (name, value) of each of ``names`` saved there as a finite
+    one-element raw value (names in their order; empty where none was saved), or None where
+    one was saved otherwise (only reductions, more elements, not finite, twice): what
+    ``scalar`` would read at the step, read step by step. None for a trial of several
+    workers."""
+    saved = saved_records(trial, names)
+    if saved.workers > 1:
+        return None
+    with np.errstate(invalid="ignore"):
+        usable = saved.one_element & saved.known & np.isfinite(saved.value)
+    usable &= ~saved.repeated()
+    raw = saved.kind == RecordKind.TENSOR
+    doubt = any_at(steps, saved.step, raw & ~usable)
+    for position in range(len(names)):
+        mine = saved.name == position
+        doubt |= any_at(steps, saved.step, mine) & ~any_at(steps, saved.step, mine & usable)
+    pick = np.flatnonzero(usable)
+    pick = pick[np.lexsort((saved.name[pick], saved.step[pick]))]  # by step, names in order
+    lo = np.searchsorted(saved.step[pick], steps).tolist()
+    hi = np.searchsorted(saved.step[pick], steps, side="right").tolist()
+    keys = [names[i] for i in saved.name[pick].tolist()]
+    values = saved.value[pick].tolist()
+    return [
+        None if doubt[i] else list(zip(keys[lo[i] : hi[i]], values[lo[i] : hi[i]], strict=True))
+        for i in range(len(steps))
+    ]

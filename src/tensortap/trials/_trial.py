@@ -120,6 +120,7 @@ class Trial:
         self._held_block: tuple[tuple[int, int], StepBlock] | None = None
         self._held_names: tuple[tuple[int, int], set[str]] | None = None
         self._sessions: dict[str | None, tuple[int, list[Session]]] = {}
+        self._framework: tuple[int, str | None] | None = None  # (index version, framework)
         self._series: tuple[int, SeriesReader] | None = None
         self._series_refreshed = 0.0  # when the series reader listed, while the index is unread
         #: one-element values read as series (what rules reading a loss per step use)
@@ -506,11 +507,16 @@ class Trial:
         ``"xgboost"``, ``"jax"``, ...): what the first worker that says one says; None when
         the framework-free hook (or an older tensortap, or smdebug) wrote it."""
         self._refresh_if_stale()
+        version = self._index.version  # (rules ask at every step: kept until the index grows)
+        if self._framework is not None and self._framework[0] == version:
+            return self._framework[1]
+        found = None
         for name in sorted(self._index.workers, key=natural_key):
             found = self._index.workers[name].framework
             if found:
-                return found
-        return None
+                break
+        self._framework = (version, found or None)
+        return found or None
 
     def worker_status(self, worker: str) -> dict[str, Any] | None:
         """A worker's end-of-training record (its writer counters), None while it runs."""

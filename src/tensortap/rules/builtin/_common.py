@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -13,8 +13,9 @@ from tensortap.core._collections import ROUTER, TRAINING_LOOP
 from tensortap.core._metric_kinds import is_loss_metric
 from tensortap.core._modes import ModeKeys
 from tensortap.core._vitals import Vital
-from tensortap.exceptions import TensorUnavailableForStep
 from tensortap.rules._finding import Severity
+from tensortap.rules._numbers import saved_at as saved_at  # (read as the engine reads them)
+from tensortap.rules._numbers import scalar as scalar
 
 if TYPE_CHECKING:
     from tensortap.rules._rule import Rule
@@ -187,28 +188,8 @@ def loss_is_zero(trial: Trial, step: int) -> bool:
     return bool(names) and all(scalar(trial.tensor(n), step) == 0 for n in names)
 
 
-def saved_at(tensor: Tensor, step: int) -> bool:
-    """True if the tensor was saved (raw or reduced) at global ``step``."""
-    return bool(tensor._entries(step, None))
-
-
 def has_raw(tensor: Tensor, step: int) -> bool:
     return any(e.raw is not None for e in tensor._entries(step, None).values())
-
-
-def scalar(tensor: Tensor, step: int, mode: Any = None) -> float:
-    """A scalar's value at a step (its mean if it has more elements), from raw or reductions;
-    a one-element value at a global step from the series path (read in bulk, not per step)."""
-    if mode is None:
-        trial = cast("Trial", tensor.trial)  # a Tensor types its trial by what it uses of it
-        found = trial.numbers.at(tensor.name, step)
-        if found is not None:
-            trial.values_read += 1  # a value was read, as Tensor.value counts it
-            return found
-    try:
-        return float(np.mean(tensor.value(step, mode=mode)))
-    except TensorUnavailableForStep:
-        return float(tensor.reduction_value(step, "mean", mode=mode))
 
 
 def step_mode(trial: Trial, step: int) -> tuple[ModeKeys, int]:

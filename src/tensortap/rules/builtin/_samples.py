@@ -8,15 +8,18 @@ them estimate the size of the training set the way a capture-recapture count doe
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
 from tensortap.core._outcome import FUNCTIONAL_REGRESSION_LOSSES
+from tensortap.rules._numbers import DOUBT, Numbers
 from tensortap.rules.builtin._common import has_raw, optional_names_in
+from tensortap.trials._records import any_at, saved_records
 
 if TYPE_CHECKING:
     from tensortap.trials._trial import Trial
@@ -36,6 +39,30 @@ def model_input(trial: Trial, step: int) -> tuple[str, np.ndarray] | None:
         if name in inputs and not _of_a_loss(name, losses) and has_raw(trial.tensor(name), step):
             return name, trial.tensor(name).value(step)
     return None
+
+
+class ModelInputs(Numbers["tuple[str, np.ndarray] | None"]):
+    """The model's own input at a step (:func:`model_input`), read while ``wanted()``. In
+    bulk, a step that saved inputs is read live (raw values, which the series do not hold);
+    the others have none."""
+
+    def __init__(self, wanted: Callable[[], bool]) -> None:
+        super().__init__()
+        self.wanted = wanted
+
+    def read(self, step: int) -> tuple[str, np.ndarray] | None:
+        return model_input(self.trial, step)
+
+    def count(self, numbers: tuple[str, np.ndarray] | None) -> int:
+        return 0 if numbers is None else 1
+
+    def gather(self, steps: np.ndarray) -> Iterator[tuple[str, np.ndarray] | Any | None]:
+        trial = self.trial
+        inputs = optional_names_in(trial, "inputs") if self.wanted() else []
+        if not inputs:
+            return itertools.repeat(None, len(steps))
+        saved = any_at(steps, saved_records(trial, inputs).step).tolist()
+        return (DOUBT if at else None for at in saved)
 
 
 _MODULE_INPUT = re.compile(r"^(?P<module>.+?)_input_\d+$")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -18,9 +18,9 @@ import numpy as np
 
 from tensortap.core._collections import STAGE
 from tensortap.core._modes import ModeKeys
-from tensortap.rules.builtin._common import prefer_vital_loss, scalar
 
 if TYPE_CHECKING:
+    from tensortap.rules._numbers import Scalars
     from tensortap.trials._trial import Trial
 
 
@@ -101,31 +101,20 @@ class Stages:
 class LossSeries:
     """Turns the steps a rule walks into :class:`Observation` s (see the module docstring).
 
-    ``losses(step)`` names the loss tensors saved at a global step; with ``per_name`` each
+    ``losses`` are the loss values a rule reads at each step (one per loss saved there, as
+    it declared them: :class:`~tensortap.rules._numbers.Scalars`); with ``per_name`` each
     loss is its own series, else a step's losses are averaged into one ("loss").
     """
 
-    def __init__(
-        self, trial: Trial, losses: Callable[[int], list[str]], per_name: bool = True
-    ) -> None:
+    def __init__(self, trial: Trial, losses: Scalars, per_name: bool = True) -> None:
         self.trial, self.losses, self.per_name = trial, losses, per_name
         self._pass: _Pass | None = None
         self.history: dict[tuple[str, ModeKeys], list[Observation]] = {}
         self._values_of: dict[tuple[str, ModeKeys], _Values] = {}
-        self._known: dict[int, list[tuple[str, float]]] = {}
-
-    def preload(
-        self, steps: Sequence[int], losses: Sequence[list[tuple[str, float]] | None]
-    ) -> None:
-        """Take the losses of ``steps`` as read at once (``losses[i]``: the (name, value) of
-        every loss ``losses(step)`` names, in its order; None or empty: read at the step as
-        usual): what a rule judging many steps at once hands over before walking them."""
-        losses = prefer_vital_loss(self.trial, list(losses)) or []
-        self._known = {step: found for step, found in zip(steps, losses, strict=True) if found}
 
     def new_stage(self) -> None:
         """Start again (a new stage of training): no observation before it is compared with
-        the ones after; the losses read at once beforehand are kept."""
+        the ones after."""
         self._pass = None
         self.history = {}
         self._values_of = {}
@@ -171,17 +160,14 @@ class LossSeries:
         return found
 
     def _values(self, step: int) -> dict[str, tuple[float, list[str]]]:
-        known = self._known.pop(step, None)
-        if known is not None:
-            names = [n for n, _ in known]
-            values = dict(known)
-            self.trial.values_read += len(known)  # read, as scalar() counts it
-        else:
-            names = self.losses(step)
-            values = {n: scalar(self.trial.tensor(n), step) for n in names}
+        found = list(self.losses.at(step))
+        names = [n for n, _ in found]
+        values = dict(found)
         if self.per_name or not values:
             return {n: (v, [n]) for n, v in values.items()}
-        return {"loss": (float(np.mean(list(values.values()))), names)}
+        losses = list(values.values())
+        mean = losses[0] if len(losses) == 1 else float(np.mean(losses))
+        return {"loss": (mean, names)}
 
     def _ended_at(self, step: int) -> bool:
         steps = self.trial.steps()

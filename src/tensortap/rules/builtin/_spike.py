@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from tensortap.core._baseline import RobustBaseline
-from tensortap.rules._finding import Finding, Severity, StepRun
+from tensortap.rules._finding import Severity
 from tensortap.rules._rule import Rule
 from tensortap.rules.builtin._common import fire_nonfinite
 from tensortap.rules.builtin._series import Stages
-
-#: What a step of :meth:`SpikeRule.replay` is: judged from its values, or evaluated.
-Values = Sequence[tuple[str, float]]
 
 #: Values off their baseline in a row that make a problem: two in a row were seen in a healthy
 #: run (an MLP whose batch losses had a median of 0.07 met two hard batches, 0.9 each).
@@ -62,6 +57,10 @@ class SpikeRule(Rule):
         self._step = 0  # the step being evaluated
         self._stages = Stages(base_trial)
         self._start_stage()
+        self.declare_numbers()
+
+    def declare_numbers(self) -> None:
+        """Declare the numbers the rule reads at each step (``self.reads(...)``), if any."""
 
     def _start_stage(self) -> None:
         """Baselines from here (the run's start, or a new stage of training: another model's
@@ -75,16 +74,17 @@ class SpikeRule(Rule):
     #: Whether spikes that last (LASTING in a row) are a problem; else every spike is a warning.
     lasting_is_problem: bool = True
 
-    def evaluate(self, step: int) -> Finding:
+    def begin_step(self, step: int) -> None:
         self._step = step
         if self._stages.entered(step):
             self._start_stage()
-        return super().evaluate(step)
 
-    def judge(self, key: str, value: float, what: str, tensors: list[str]) -> bool:
+    def judge_value(self, key: str, value: float, what: str, tensors: list[str]) -> bool:
         if not math.isfinite(value):
             return fire_nonfinite(self, tensors, what)
-        baseline = self._baselines.setdefault(key, RobustBaseline(self.window))
+        baseline = self._baselines.get(key)
+        if baseline is None:
+            baseline = self._baselines[key] = RobustBaseline(self.window)
         if len(baseline) < self.warmup:
             baseline.add(value)
             self.explain(self._warming(), judged=False)
@@ -104,12 +104,15 @@ class SpikeRule(Rule):
         if self.cause:
             details["cause"] = self.cause
         self.explain(
-            f"{what} {value:.4g} against a median of {median:.4g}: {z:.3g} robust deviations "
-            f"above (limit {self.z_threshold:g}, and over {self.min_ratio:g}x the median)"
-            + (
-                f"; {run} values in a row off their baseline, over {lasted} steps"
-                if run > 1
-                else ""
+            lambda: (
+                f"{what} {value:.4g} against a median of {median:.4g}: {z:.3g} robust "
+                f"deviations above (limit {self.z_threshold:g}, and over {self.min_ratio:g}x "
+                "the median)"
+                + (
+                    f"; {run} values in a row off their baseline, over {lasted} steps"
+                    if run > 1
+                    else ""
+                )
             ),
             tensors=tensors,
             value=z,
@@ -124,68 +127,3 @@ class SpikeRule(Rule):
             f"the baseline is warming up: {self.rule_name} judges a value against the median "
             f"of the values before it, from value {self.warmup + 1} on"
         )
-
-    def replay(
-        self, steps: np.ndarray, inputs: Sequence[Values | StepRun | None]
-    ) -> Iterator[Finding | StepRun]:
-        """What :meth:`Rule.evaluate` gives at each of ``steps``, from ``inputs[i]``: the
-        (key, finite value) pairs the step judges, in order (answered here when none fires:
-        the baselines move as :meth:`judge` moves them); a StepRun of that one step, said as
-        is; None: evaluated. Quiet steps come out as runs."""
-        run: list[int] = []
-        said: tuple[Any, ...] = ()  # what the steps of ``run`` said
-
-        def flush() -> Iterator[StepRun]:
-            if run:
-                at = np.asarray(run, dtype=np.int64)
-                run.clear()
-                if said[0] == "judged":
-                    yield self.quiet(at)
-                elif said[0] == "warming":
-                    yield self.quiet(at, self._warming())
-                elif said[1] == "skipped":
-                    yield self.skipped(at, said[2])
-                else:
-                    yield self.quiet(at, said[2] or None, judged=said[3])
-
-        for step, given in zip(steps.tolist(), inputs, strict=True):
-            if self._stages.entered(step):
-                self._start_stage()
-            now: tuple[Any, ...] | None
-            if given is None:
-                now = None
-            elif isinstance(given, StepRun):
-                now = ("said", given.outcome.value, given.message, given.judged)
-            else:
-                now = self._quiet_values(given)
-            if now is None:
-                yield from flush()
-                yield self.evaluate(step)
-                continue
-            if now != said:
-                yield from flush()
-                said = now
-            run.append(step)
-        yield from flush()
-
-    def _quiet_values(self, values: Values) -> tuple[str] | None:
-        """("judged",) or ("warming",) (what the last value said) when no value fires, the
-        baselines moved as :meth:`judge` moves them; None (nothing moved) when one might."""
-        outcome = "judged"
-        for key, value in values:
-            baseline = self._baselines.get(key)
-            if baseline is None or len(baseline) < self.warmup:
-                outcome = "warming"
-                continue
-            median, _scale, z = baseline.score(value)
-            if z > self.z_threshold and not (abs(value) <= self.min_ratio * abs(median)):
-                return None
-            outcome = "judged"
-        for key, value in values:
-            baseline = self._baselines.get(key)
-            if baseline is None:
-                baseline = self._baselines[key] = RobustBaseline(self.window)
-            if len(baseline) >= self.warmup:
-                self._spiking[key] = 0
-            baseline.add(value)
-        return (outcome,)

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import numpy as np
-
-from tensortap.rules._finding import Finding, StepRun
+from tensortap.rules._numbers import Finiteness, Nonfinite
 from tensortap.rules._rule import Rule
-from tensortap.rules.builtin._bulk import judge_finite, steps_array
 from tensortap.rules.builtin._common import collection_names_param, select
-
-if TYPE_CHECKING:
-    from tensortap.trials._step_block import StepBlock
 
 _NOTHING_SAVED = "none of the selected tensors was saved at this step"
 
@@ -27,6 +19,8 @@ class ExplodingTensor(Rule):
     reduction) shows the same.
     """
 
+    judges_numbers_alone = True
+
     def __init__(
         self,
         base_trial: Any,
@@ -38,51 +32,24 @@ class ExplodingTensor(Rule):
         self.collection_names = collection_names or []
         self.tensor_regex = tensor_regex or []
         self.only_nan = only_nan
+        self.reads(Finiteness(self._names, _NOTHING_SAVED))
 
     @classmethod
     def required_collections(cls, **params: Any) -> tuple[str, ...]:
         return tuple(collection_names_param(params)) or ("weights", "gradients", "losses")
 
-    def _names(self, step: int) -> list[str]:
+    def _names(self, step: int | None) -> list[str]:
         return select(self.base_trial, self.collection_names, self.tensor_regex, step=step)
 
-    def _bad(self, block: StepBlock, names: list[str]) -> list[tuple[str, str]]:
-        """(name, what) of every tensor holding NaN (or inf unless ``only_nan``)."""
-        raw, reduced = block.split_raw(names)
-        nans, infs = block.nonfinite(raw)
-        found: dict[str, str] = {}
-        hits = np.flatnonzero(nans + infs).tolist()
-        for name, nan, inf in ((raw[i], nans[i], infs[i]) for i in hits):
-            if nan:
-                found[name] = "NaN"
-            elif inf and not self.only_nan:
-                found[name] = "infinite values"
-        for name in reduced:
-            reductions = block.saved_reductions(name)
-            if any(math.isnan(v) for v in reductions.values()):
-                found[name] = "NaN"
-            elif not self.only_nan:
-                extremes = [v for (r, _), v in reductions.items() if r in ("min", "max")]
-                if any(math.isinf(v) for v in extremes):
-                    found[name] = "infinite values"
-        return [(n, found[n]) for n in names if n in found]
-
-    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
-        """Steps whose selected tensors are all finite in the saved numbers (reductions,
-        one-element values) are OK at once; the others are evaluated one by one."""
-        with self.asking():
-            names = select(self.base_trial, self.collection_names, self.tensor_regex)
-        judged = judge_finite(self, names, steps_array(steps), _NOTHING_SAVED)
-        yield from super().judge_steps(steps) if judged is None else judged
-
-    def invoke_at_step(self, step: int) -> bool:
-        names = self._names(step)
-        if not names:
-            raise self.skip(_NOTHING_SAVED)
-        bad = self._bad(self.base_trial.step_block(step), names)
+    def judge(self, step: int, found: Nonfinite) -> bool:
+        bad = [
+            (n, "NaN" if n in found.nan else "infinite values")
+            for n in found.names
+            if n in found.nan or (n in found.infinite and not self.only_nan)
+        ]
         kind = "NaN" if self.only_nan else "NaN or infinite values"
         if not bad:
-            self.explain(f"no {kind} in {len(names)} tensors", value=0, threshold=0)
+            self.explain(f"no {kind} in {len(found.names)} tensors", value=0, threshold=0)
             return False
         first, what = bad[0]
         more = f" and {len(bad) - 1} more tensors" if len(bad) > 1 else ""

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from tensortap.core._collections import TRAINING_LOOP
-from tensortap.core._modes import ModeKeys
-from tensortap.rules._finding import Finding, Severity, StepRun
-from tensortap.rules._rule import Rule
-from tensortap.rules.builtin._bulk import any_at, emit, modes_of, steps_array
+from tensortap.rules._finding import Said, Severity
+from tensortap.rules._numbers import DOUBT, Numbers, Skipped
+from tensortap.rules._rule import Rule, StepSkipped
 from tensortap.rules.builtin._common import (
     NOT_TRAINING,
     names_in,
@@ -21,7 +21,7 @@ from tensortap.rules.builtin._common import (
     training_step,
 )
 from tensortap.rules.builtin._fresh_init import FreshInit
-from tensortap.trials._records import saved_records
+from tensortap.trials._records import any_at, saved_records
 
 _NO_GRADIENTS = "no gradients saved at this step"
 _NO_OUTPUT_LAYER = "no module inputs in forward order with saved weights at this step"
@@ -36,6 +36,59 @@ _NOT_BY_A_TRAINED_BACKBONE = (
     "vanishing_gradient",
     "all_zero",
 )
+
+
+class OutputLayer(NamedTuple):
+    """The output layer at a step: its module ``name`` and its own saved weights
+    (``params``), with the parameters that have a gradient (``gradients``) and every saved
+    weight (``weights``)."""
+
+    name: str
+    params: list[str]
+    gradients: set[str]
+    weights: list[str]
+
+
+class OutputLayerOf(Numbers[OutputLayer]):
+    """The model's output layer at a step: the last module in forward order (the order the
+    hook saved module inputs in) that holds saved weights. Skipped at a step without
+    gradients, or without such a module. In bulk, a trial that saved no module input or no
+    weight has none at any step."""
+
+    def read(self, step: int) -> OutputLayer:
+        trial = self.trial
+        gradients = {g.removeprefix("gradient/") for g in names_in(trial, "gradients", step)}
+        if not gradients:
+            raise StepSkipped(_NO_GRADIENTS)
+        weights = names_in(trial, "weights", step)
+        found = self._output_layer(step, weights)
+        if found is None:
+            raise StepSkipped(_NO_OUTPUT_LAYER)
+        return OutputLayer(found[0], found[1], gradients, weights)
+
+    def _output_layer(self, step: int, weights: list[str]) -> tuple[str, list[str]] | None:
+        trial = self.trial
+        inputs = set(names_in(trial, "inputs", step))
+        order = [n for n in trial.saved_order(step) if n in inputs]
+        for name in reversed(order):
+            match = _INPUT.match(name)
+            if match is None:
+                continue
+            prefix = match.group("module") + "."
+            # its own weights only: a container (a Sequential) holds its children's
+            mine = [w for w in weights if w.startswith(prefix) and "." not in w[len(prefix) :]]
+            if mine:
+                return match.group("module"), mine
+        return None
+
+    def gather(self, steps: np.ndarray) -> Iterator[OutputLayer | Skipped | Any]:
+        trial = self.trial
+        if optional_names_in(trial, "inputs") and optional_names_in(trial, "weights"):
+            return itertools.repeat(DOUBT, len(steps))
+        graded = any_at(steps, saved_records(trial, optional_names_in(trial, "gradients")).step)
+        no_layer = Skipped(_NO_OUTPUT_LAYER, frozenset({"gradients", "weights", "inputs"}))
+        none = Skipped(_NO_GRADIENTS, frozenset({"gradients"}))
+        return (no_layer if at else none for at in graded.tolist())
 
 
 class FrozenLayer(Rule):
@@ -61,6 +114,7 @@ class FrozenLayer(Rule):
         super().__init__(base_trial)
         self.frozen_share = frozen_share
         self._fresh = FreshInit(base_trial)  # frozen weights still at their initialisation
+        self.reads(OutputLayerOf())
 
     @classmethod
     def check_values(cls, params: Mapping[str, Any]) -> None:
@@ -111,34 +165,13 @@ class FrozenLayer(Rule):
         )
         return True
 
-    def _output_layer(self, step: int, weights: list[str]) -> tuple[str, list[str]] | None:
-        trial = self.base_trial
-        inputs = set(names_in(trial, "inputs", step))
-        order = [n for n in trial.saved_order(step) if n in inputs]
-        for name in reversed(order):
-            match = _INPUT.match(name)
-            if match is None:
-                continue
-            prefix = match.group("module") + "."
-            # its own weights only: a container (a Sequential) holds its children's
-            mine = [w for w in weights if w.startswith(prefix) and "." not in w[len(prefix) :]]
-            if mine:
-                return match.group("module"), mine
-        return None
+    def not_judged(self, step: int) -> Said | None:
+        if training_step(self.base_trial, step) is not None:
+            return None
+        return Said.skip(NOT_TRAINING.format(mode=step_mode(self.base_trial, step)[0].name))
 
-    def invoke_at_step(self, step: int) -> bool:
-        trial = self.base_trial
-        if training_step(trial, step) is None:
-            mode = step_mode(trial, step)[0]
-            raise self.skip(NOT_TRAINING.format(mode=mode.name))
-        gradients = {g.removeprefix("gradient/") for g in names_in(trial, "gradients", step)}
-        if not gradients:
-            raise self.skip(_NO_GRADIENTS)
-        weights = names_in(trial, "weights", step)
-        found = self._output_layer(step, weights)
-        if found is None:
-            raise self.skip(_NO_OUTPUT_LAYER)
-        layer, params = found
+    def judge(self, step: int, found: OutputLayer) -> bool:
+        layer, params, gradients, weights = found
         frozen = [p for p in params if p not in gradients]
         fired = len(frozen) == len(params)
         if not fired:
@@ -161,33 +194,3 @@ class FrozenLayer(Rule):
             cause="frozen_layer",
         )
         return fired
-
-    def _not_training(self, mode: ModeKeys) -> Callable[[np.ndarray], StepRun]:
-        return lambda steps: self.skipped(steps, NOT_TRAINING.format(mode=mode.name))
-
-    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
-        """In a trial that saved no module input or no weight, no step has an output layer to
-        judge: each is skipped, saying why, at once. Otherwise step by step."""
-        trial = self.base_trial
-        if optional_names_in(trial, "inputs") and optional_names_in(trial, "weights"):
-            yield from super().judge_steps(steps)
-            return
-        at = steps_array(steps)
-        modes = modes_of(trial, at)
-        training = np.asarray([m in (ModeKeys.TRAIN, ModeKeys.GLOBAL) for m in modes], bool)
-        gradients = optional_names_in(trial, "gradients")
-        graded = any_at(at, saved_records(trial, gradients).step)
-        if training.any():  # what the walk step by step asks for at training steps
-            self.note_asked("gradients")
-        if (training & graded).any():
-            self.note_asked("weights", "inputs")
-        codes = np.where(graded, 1, 0)
-        answers: dict[int, Callable[[np.ndarray], StepRun]] = {
-            0: lambda s: self.skipped(s, _NO_GRADIENTS),
-            1: lambda s: self.skipped(s, _NO_OUTPUT_LAYER),
-        }
-        for i, mode in enumerate(modes):
-            if mode not in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
-                codes[i] = 2 + int(mode)
-                answers[2 + int(mode)] = self._not_training(mode)
-        yield from emit(self, at, codes, answers)

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from tensortap.core._collections import TRAINING_LOOP
 from tensortap.core._modes import ModeKeys
-from tensortap.rules._finding import Finding, Severity, StepRun
+from tensortap.rules._finding import Severity
+from tensortap.rules._numbers import Scalars
 from tensortap.rules._rule import Rule
-from tensortap.rules.builtin._bulk import one_numbers, steps_array
 from tensortap.rules.builtin._common import (
     VITAL_LOSS,
     boosting_metric_pair,
     collection_names_param,
     nonfinite_explanation,
     note_losses_asked,
+    prefer_vital_loss,
     select,
     vital_at,
 )
@@ -128,7 +130,8 @@ class LossNotDecreasing(Rule):
         self.diff_percent = diff_percent
         self.increase_threshold_percent = increase_threshold_percent
         self.mode = mode
-        self._series = LossSeries(base_trial, self._names)
+        losses = Scalars(self._loss_names, pick=functools.partial(prefer_vital_loss, base_trial))
+        self._series = LossSeries(base_trial, self.reads(losses))
         self._last_checked: dict[tuple[str, ModeKeys], int] = {}
         # the training losses whose last check found no progress since the start: a warning
         # while training goes on (a plateau before the model learns), a problem if it ended so
@@ -164,18 +167,16 @@ class LossNotDecreasing(Rule):
             return True
         return obs.mode == self.mode
 
-    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
-        """Step by step, the losses read at once beforehand (one-element values of the
-        losses named by collection or regex; a loss found by its name is read at its step)."""
+    def _loss_names(self, step: int | None) -> list[str]:
+        """The losses at ``step`` (see :meth:`_names`); at any step (None), those named by
+        collection or regex (a loss found by its name is read at its step)."""
+        if step is not None:
+            return self._names(step)
         collections = [*self.collection_names, *(["losses"] if self.use_losses_collection else [])]
-        with self.asking():
-            names = select(self.base_trial, collections, self.tensor_regex, default=[])
-            if self.use_losses_collection and self.base_trial.has_tensor(VITAL_LOSS):
-                names = [VITAL_LOSS, *(n for n in names if n != VITAL_LOSS)]
-        losses = one_numbers(self.base_trial, names, steps_array(steps)) if names else None
-        if losses is not None:
-            self._series.preload(steps, losses)
-        yield from super().judge_steps(steps)
+        names = select(self.base_trial, collections, self.tensor_regex, default=[])
+        if self.use_losses_collection and self.base_trial.has_tensor(VITAL_LOSS):
+            names = [VITAL_LOSS, *(n for n in names if n != VITAL_LOSS)]
+        return names
 
     def invoke_at_step(self, step: int) -> bool:
         if self._stages.entered(step):  # a new stage of training: compared from here

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from tensortap.core._modes import ModeKeys
-from tensortap.rules._finding import Finding, Outcome, StepRun
-from tensortap.rules.builtin._bulk import modes_of, one_numbers, steps_array
-from tensortap.rules.builtin._common import (
-    judges_mode,
-    loss_names,
-    prefer_vital_loss,
-    scalar,
-    step_mode,
-)
-from tensortap.rules.builtin._spike import SpikeRule, Values
+from tensortap.rules._finding import Said
+from tensortap.rules._numbers import Scalars
+from tensortap.rules.builtin._common import judges_mode, loss_names, prefer_vital_loss
+from tensortap.rules.builtin._spike import SpikeRule
 
 _NO_LOSS = "no loss saved at this step"
 
@@ -47,47 +42,25 @@ class LossSpike(SpikeRule):
         self.use_losses_collection = use_losses_collection
         self.mode = mode
 
-    def invoke_at_step(self, step: int) -> bool:
-        mode, _ = step_mode(self.base_trial, step)
-        if not judges_mode(self.mode, mode):
-            self.explain(self._not_judged(mode), judged=False)
-            return False
-        names = loss_names(self.base_trial, self.use_losses_collection, self.tensor_regex, step)
-        if not names:
-            raise self.skip(_NO_LOSS)
-        fired = False
-        for name in names:
-            value = scalar(self.base_trial.tensor(name), step)
-            if self.judge(name, value, "the loss" if not math.isfinite(value) else name, [name]):
-                fired = True
-                break
-        return fired
-
-    def _not_judged(self, mode: ModeKeys) -> str:
-        return f"{mode.name} losses are not judged (mode {self.mode.name})"
-
-    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
-        """Each step's one-element losses from the series path, replayed through the
-        baselines; a step with another kind of loss (or a non-finite one) is evaluated."""
-        at = steps_array(steps)
+    def declare_numbers(self) -> None:
         trial = self.base_trial
-        modes = modes_of(trial, at)
-        losses: list[list[tuple[str, float]] | None] | None = [[]] * len(at)
-        if any(judges_mode(self.mode, mode) for mode in modes):  # else no loss is asked for
-            with self.asking():
-                names = loss_names(trial, self.use_losses_collection, self.tensor_regex, None)
-            losses = prefer_vital_loss(trial, one_numbers(trial, names, at))
-        if losses is None:
-            yield from super().judge_steps(steps)
-            return
-        inputs: list[Values | StepRun | None] = []
-        with trial.no_refresh():
-            for i, mode in enumerate(modes):
-                if not judges_mode(self.mode, mode):
-                    said = self._not_judged(mode)
-                    inputs.append(StepRun(self.rule_name, at[i : i + 1], Outcome.OK, said, False))
-                elif losses[i] == []:
-                    inputs.append(self.skipped(at[i : i + 1], _NO_LOSS))
-                else:
-                    inputs.append(losses[i])
-        yield from self.replay(at, inputs)
+
+        def names(step: int | None) -> list[str]:
+            return loss_names(trial, self.use_losses_collection, self.tensor_regex, step)
+
+        self.reads(
+            Scalars(names, none_saved=_NO_LOSS, pick=functools.partial(prefer_vital_loss, trial))
+        )
+
+    def not_judged(self, step: int) -> Said | None:
+        mode = self.base_trial.mode(step)
+        if judges_mode(self.mode, mode):
+            return None
+        return Said(f"{mode.name} losses are not judged (mode {self.mode.name})", judged=False)
+
+    def judge(self, step: int, losses: Iterable[tuple[str, float]]) -> bool:
+        for name, value in losses:
+            what = "the loss" if not math.isfinite(value) else name
+            if self.judge_value(name, value, what, [name]):
+                return True
+        return False

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
 from typing import Any
 
-from tensortap.rules._finding import Finding, StepRun
+from tensortap.rules._finding import Said
+from tensortap.rules._numbers import Finiteness, Nonfinite
 from tensortap.rules._rule import Rule
-from tensortap.rules.builtin._bulk import judge_finite, steps_array
-from tensortap.rules.builtin._common import names_in, nonfinite_names, select
+from tensortap.rules.builtin._common import names_in, select
 
 _NOTHING_SAVED = "none of the selected tensors was saved at this step"
 
@@ -27,6 +26,7 @@ class NaNInfRootCause(Rule):
     config_name = "nan_inf_root_cause"  # not na_n_inf_root_cause
     collections_needed = ("weights", "gradients", "losses", "outputs")
     collection_parameters = {"outputs": {"reductions": "min,max"}}
+    judges_numbers_alone = True
 
     def __init__(
         self,
@@ -38,6 +38,10 @@ class NaNInfRootCause(Rule):
         self.collection_names = collection_names or []
         self.tensor_regex = tensor_regex or []
         self.found_at: int | None = None
+        self.reads(Finiteness(self._names, _NOTHING_SAVED))
+
+    def _names(self, step: int | None) -> list[str]:
+        return select(self.base_trial, self.collection_names, self.tensor_regex, step=step)
 
     def _ordered(self, step: int, names: list[str]) -> list[tuple[str, str]]:
         """(phase, name) in computation order."""
@@ -52,42 +56,16 @@ class NaNInfRootCause(Rule):
         updated = [("update", n) for n in order if n in update and n not in grads]
         return forward + backward + updated
 
-    def _traced(self) -> int | None:
-        return self.found_at
-
-    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
-        """Steps whose selected tensors are all finite in the saved numbers are OK at once, up
-        to the first that may not be (evaluated); after the origin is found, every step is."""
-        at = steps_array(steps)
+    def not_judged(self, step: int) -> Said | None:
         if self.found_at is None:
-            with self.asking():
-                names = select(self.base_trial, self.collection_names, self.tensor_regex)
-            judged = judge_finite(self, names, at, _NOTHING_SAVED)
-            if judged is None:
-                yield from super().judge_steps(steps)
-                return
-            for found in judged:
-                yield found
-                traced = self._traced()
-                if traced is not None:  # the rest is said at once
-                    at = at[at > traced]
-                    break
-            else:
-                return
-        # as evaluate says it: nothing read, "already traced"
-        yield self.quiet(at, judged=False)
+            return None
+        return Said(f"already traced to step {self.found_at}")
 
-    def invoke_at_step(self, step: int) -> bool:
-        if self.found_at is not None:
-            self.explain(f"already traced to step {self.found_at}")
-            return False
-        names = select(self.base_trial, self.collection_names, self.tensor_regex, step=step)
-        if not names:
-            raise self.skip(_NOTHING_SAVED)
+    def judge(self, step: int, found: Nonfinite) -> bool:
         # every selected tensor checked at once on the step's block (shared with the other
         # rules); the computation order is looked up only where something is not finite
-        found = set(nonfinite_names(self.base_trial, names, step))
-        bad = [(p, n) for p, n in self._ordered(step, names) if n in found] if found else []
+        names, nonfinite = list(found.names), found.any
+        bad = [(p, n) for p, n in self._ordered(step, names) if n in nonfinite] if nonfinite else []
         if not bad:
             self.explain(f"all {len(names)} tensors are finite")
             return False

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from tensortap.core._modes import ModeKeys
-from tensortap.rules._finding import Finding, Severity, StepRun
+from tensortap.rules._finding import Severity
+from tensortap.rules._numbers import Scalars
 from tensortap.rules._rule import Rule
-from tensortap.rules.builtin._bulk import one_numbers, steps_array
 from tensortap.rules.builtin._common import (
     boosted_without_pair,
     boosting_metric_pair,
@@ -23,12 +24,11 @@ from tensortap.rules.builtin._common import (
     metric_pair,
     optional_names_in,
     prefer_vital_loss,
-    scalar,
     step_mode,
 )
 from tensortap.rules.builtin._labels import as_classes
 from tensortap.rules.builtin._passes import RISEN, SUSTAINED, Pass, small_set, trend_of
-from tensortap.rules.builtin._samples import DistinctSamples, model_input
+from tensortap.rules.builtin._samples import DistinctSamples, ModelInputs
 from tensortap.rules.builtin._series import Stages, pass_ends_at
 
 _TRAINING_ONLY = (
@@ -120,6 +120,14 @@ class Overfit(Rule):
         self.ratio_threshold = ratio_threshold
         self._stages = Stages(base_trial)
         self._start_stage()
+        self._losses = self.reads(
+            Scalars(
+                lambda s: loss_names(base_trial, True, self.tensor_regex, s),
+                none_saved="no loss saved at this step",
+                pick=functools.partial(prefer_vital_loss, base_trial),
+            )
+        )
+        self._inputs = self.reads(ModelInputs(lambda: not self._samples.full))
 
     def _start_stage(self) -> None:
         """Compare from here (the run's start, or a new stage of training: another model, or
@@ -148,56 +156,6 @@ class Overfit(Rule):
     def _small_set(self, final: bool = False) -> tuple[str, dict[str, Any]] | None:
         return small_set(self._samples, self.small_training_set, self._start, self._passes, final)
 
-    def _loss(self, step: int) -> float | None:
-        names = loss_names(self.base_trial, True, self.tensor_regex, step)
-        if not names:
-            return None
-        return float(np.mean([scalar(self.base_trial.tensor(n), step) for n in names]))
-
-    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
-        """TRAIN steps with one-element finite losses move the training phase at once (as
-        :meth:`invoke_at_step` moves it) and say so in runs; the other steps are evaluated
-        one by one. Step by step on a boosted model's metrics and where inputs are counted."""
-        trial = self.base_trial
-        at = steps_array(steps)
-        with self.asking():
-            names = loss_names(trial, True, self.tensor_regex, None)
-        counting = not self._samples.full and optional_names_in(trial, "inputs")
-        boosted = self.training_metric or trial.framework() == "xgboost"
-        losses = None if counting or boosted else one_numbers(trial, names, at)
-        losses = prefer_vital_loss(trial, losses)
-        if losses is None:
-            yield from super().judge_steps(steps)
-            return
-        run: list[int] = []
-        with trial.no_refresh():
-            modes = [trial.mode(step) for step in at.tolist()]
-        for step, mode, found in zip(at.tolist(), modes, losses, strict=True):
-            if self._stages.entered(step):
-                self._start_stage()
-            if mode != ModeKeys.TRAIN or not found:
-                if run:
-                    yield self.quiet(np.asarray(run, dtype=np.int64), _TRAINING_ONLY)
-                    run = []
-                yield self.evaluate(step)
-                continue
-            values = [v for _, v in found]
-            loss = values[0] if len(values) == 1 else float(np.mean(values))
-            new_phase = mode != self._last_mode
-            self._last_mode = mode
-            self._close()
-            if new_phase:
-                self._train = []
-                self._holds_first = False
-            self._train.append(loss)
-            if self._start is None:
-                self._start = loss
-                self._holds_first = True
-            self._train_step, self._train_used = step, False
-            run.append(step)
-        if run:
-            yield self.quiet(np.asarray(run, dtype=np.int64), _TRAINING_ONLY)
-
     def no_data_reason(self) -> str:
         boosted = boosting_no_pair(self.base_trial, self.rule_name)
         return boosted if boosted is not None else super().no_data_reason()
@@ -214,12 +172,10 @@ class Overfit(Rule):
         if self.training_metric:
             return self._compare_metrics(step)
         mode, mode_step = step_mode(self.base_trial, step)
-        loss = self._loss(step)
-        if loss is None:
-            raise self.skip("no loss saved at this step")
-        if not np.isfinite(loss):
-            names = loss_names(self.base_trial, True, self.tensor_regex, step)
-            return fire_nonfinite(self, names, "the loss")
+        losses = list(self._losses.at(step))  # (a step without one is skipped)
+        loss = losses[0][1] if len(losses) == 1 else float(np.mean([v for _, v in losses]))
+        if not math.isfinite(loss):
+            return fire_nonfinite(self, [n for n, _ in losses], "the loss")
         new_phase = mode != self._last_mode
         if mode == ModeKeys.EVAL:
             last, self._last_eval = self._last_eval, (step, mode_step)
@@ -236,7 +192,7 @@ class Overfit(Rule):
             if self._start is None:
                 self._start = loss
                 self._holds_first = True
-            found = None if self._samples.full else model_input(self.base_trial, step)
+            found = None if self._samples.full else self._inputs.at(step)
             if found is not None:
                 self._samples.add(found[1])
             self._train_step, self._train_used = step, False

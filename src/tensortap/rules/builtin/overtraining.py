@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from tensortap.core._modes import ModeKeys
-from tensortap.rules._finding import Finding, Severity, StepRun
+from tensortap.rules._finding import Severity
+from tensortap.rules._numbers import Scalars
 from tensortap.rules._rule import Rule
-from tensortap.rules.builtin._bulk import one_numbers, steps_array
 from tensortap.rules.builtin._common import (
     VITAL_LOSS,
     boosted_without_pair,
@@ -19,6 +20,7 @@ from tensortap.rules.builtin._common import (
     metric_at,
     metric_pair,
     nonfinite_explanation,
+    prefer_vital_loss,
 )
 from tensortap.rules.builtin._series import LossSeries, Observation, Stages
 
@@ -91,9 +93,11 @@ class Overtraining(Rule):
         self.patience = {ModeKeys.TRAIN: patience_train, ModeKeys.EVAL: patience_validation}
         self.delta = delta
         self.tensor_regex = tensor_regex or []
-        self._series = LossSeries(
-            base_trial, lambda s: loss_names(base_trial, True, self.tensor_regex, s), False
+        losses = Scalars(
+            lambda s: loss_names(base_trial, True, self.tensor_regex, s),
+            pick=functools.partial(prefer_vital_loss, base_trial),
         )
+        self._series = LossSeries(base_trial, self.reads(losses), False)
         self._stages = Stages(base_trial)
         self._start_stage()
 
@@ -104,16 +108,6 @@ class Overtraining(Rule):
         self._recent: list[float] = []  # the last validation observations
         self._block: list[float] = []  # TRAIN vital losses of the block under way
         self._series.new_stage()
-
-    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
-        """Step by step, the losses read at once beforehand (one-element values)."""
-        if not self.training_metric:
-            with self.asking():
-                names = loss_names(self.base_trial, True, self.tensor_regex, None)
-            losses = one_numbers(self.base_trial, names, steps_array(steps))
-            if losses is not None:
-                self._series.preload(steps, losses)
-        yield from super().judge_steps(steps)
 
     def no_data_reason(self) -> str:
         boosted = boosting_no_pair(self.base_trial, self.rule_name)

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from tensortap.core._collections import INITIAL_PREFIX, INITIAL_WEIGHTS
-from tensortap.core._modes import ModeKeys
-from tensortap.rules._finding import Finding, Severity, StepRun
+from tensortap.rules._finding import Said, Severity
 from tensortap.rules._rule import Rule
-from tensortap.rules.builtin._bulk import EVALUATE, emit, steps_array
 from tensortap.rules.builtin._common import (
     NOT_TRAINING,
     fire_nonfinite,
@@ -299,38 +297,20 @@ class PoorWeightInitialization(Rule):
     def _only_first(self) -> str:
         return f"only the first {self.steps} training steps are judged"
 
-    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
-        """The first ``steps`` training steps are evaluated one by one; the later ones and the
-        steps of other modes are said at once (as :meth:`invoke_at_step` says them)."""
-        at = steps_array(steps)
-        trial = self.base_trial
-        codes = np.full(len(at), EVALUATE, dtype=np.int64)
-        answers: dict[int, Any] = {0: lambda s: self.quiet(s, judged=False)}
-        with trial.no_refresh():
-            for i, step in enumerate(at.tolist()):
-                mode, number = trial.mode(step), trial.mode_step(step)
-                if mode == ModeKeys.GLOBAL:
-                    number = step
-                elif mode != ModeKeys.TRAIN:
-                    codes[i] = 1 + int(mode)
-                    answers[1 + int(mode)] = lambda s, m=mode: self.quiet(
-                        s, NOT_TRAINING.format(mode=m.name)
-                    )
-                    continue
-                if number >= self.steps:
-                    codes[i] = 0
-        yield from emit(self, at, codes, answers)
-
-    def invoke_at_step(self, step: int) -> bool:
+    def not_judged(self, step: int) -> Said | None:
         training = training_step(self.base_trial, step)
         if training is None:
             mode = step_mode(self.base_trial, step)[0]
-            self.explain(NOT_TRAINING.format(mode=mode.name), judged=False)
+            return Said(NOT_TRAINING.format(mode=mode.name), judged=False)
+        if training[1] >= self.steps:
+            return Said(self._only_first())
+        return None
+
+    def invoke_at_step(self, step: int) -> bool:
+        training = training_step(self.base_trial, step)
+        if training is None:  # (not_judged says what a step of another mode is)
             return False
         _, s = training
-        if s >= self.steps:
-            self.explain(self._only_first())
-            return False
         trial = self.base_trial
         inputs = self._activation_inputs(step)
         gradients = names_in(trial, "gradients", step)

@@ -98,7 +98,7 @@ class UpdateNormSpike(SpikeRule):
         if not used:
             raise self.skip("no weight saved (raw, or with its l2 norm) at the previous step too")
         what = "weight update norm" + (" (a lower bound, from saved l2 norms)" if bound else "")
-        fired = self.judge("global", math.sqrt(squares), what, used)
+        fired = self.judge_value("global", math.sqrt(squares), what, used)
         said = self._explanation
         if fired and said is not None and not said.details.get("nonfinite"):
             said.message += _FIX

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from tensortap.core._records import RecordKind
 from tensortap.exceptions import TensorUnavailableForStep
-from tensortap.rules._finding import Finding, Severity, StepRun
-from tensortap.rules._rule import Rule
-from tensortap.rules.builtin._bulk import EVALUATE, any_at, chunks, emit, per_step, steps_array
+from tensortap.rules._finding import Severity
+from tensortap.rules._numbers import DOUBT, Numbers, Skipped
+from tensortap.rules._rule import Rule, StepSkipped
 from tensortap.rules.builtin._common import (
     GRADIENT_PREFIXES,
     fire_nonfinite,
@@ -21,7 +23,7 @@ from tensortap.rules.builtin._common import (
     optional_names_in,
     scalar,
 )
-from tensortap.trials._records import saved_records
+from tensortap.trials._records import SavedRecords, chunks, name_sets, per_step, saved_records
 
 _NO_GRADIENTS = "no gradients saved at this step"
 
@@ -54,14 +56,14 @@ _SCORE_PROJECTIONS = re.compile(r"^(query|key|q_proj|k_proj|q|k|wq|wk|q_lin|k_li
 _VALUE_PROJECTIONS = ("value", "v_proj", "v", "wv", "v_lin")
 
 
-def _attention_scores(names: list[str], means: np.ndarray, threshold: float) -> set[str]:
+def _attention_scores(names: Sequence[str], means: Sequence[float], threshold: float) -> set[str]:
     """The weights of attention score projections (query, key) whose mean |gradient| is
     below ``threshold`` while the value projection of the same attention block, which takes
     the same input, gets one at or above it: the gradient reached that depth, and the scores'
     projections get little of it by the nature of attention (near-uniform attention moves the
     loss little, as in a model that has learned nothing of its inputs; a key's bias gets none
     at all), not because it vanished on its way back."""
-    mean_of = dict(zip(names, means.tolist(), strict=True))
+    mean_of = dict(zip(names, means, strict=True))
     found: set[str] = set()
     for name, mean in mean_of.items():
         parent, _, last = name.rpartition(".")
@@ -72,6 +74,119 @@ def _attention_scores(names: list[str], means: np.ndarray, threshold: float) -> 
         if any(v is not None and v >= threshold for v in values):
             found.add(name)
     return found
+
+
+class Means(NamedTuple):
+    """The mean |gradient| of each judged gradient at a step (``names``, in order)."""
+
+    names: tuple[str, ...]
+    values: list[float]
+
+
+class GradientMeans(Numbers[Means]):
+    """The mean |gradient| of each gradient saved at a step, those of the biases left out
+    where a bias was saved with it (unless that leaves none): a saved ``abs_mean`` reduction,
+    or from the raw gradient. Skipped at a step without gradients, or where one has neither.
+    In bulk, from the saved reductions; a step where a judged gradient was saved raw only, or
+    a record twice, is read live."""
+
+    def read(self, step: int) -> Means:
+        trial = self.trial
+        names = names_in(trial, "gradients", step)
+        if not names:
+            raise StepSkipped(_NO_GRADIENTS)
+        biases = names_in(trial, "biases", step)
+        if biases:  # their gradients are not judged (see the rule)
+            of_biases = {p + b for b in biases for p in GRADIENT_PREFIXES}
+            names = [n for n in names if n not in of_biases] or names
+        # every gradient of the step in one read and one vectorised reduction
+        try:
+            means = trial.step_block(step).reduce(names, "mean", abs=True)
+        except TensorUnavailableForStep as exc:  # neither the raw value nor the reduction
+            raise StepSkipped(_no_mean(exc.tname)) from None
+        return Means(tuple(names), means.tolist())
+
+    def count(self, numbers: Means) -> int:
+        return len(numbers.names)
+
+    def gather(self, steps: np.ndarray) -> Iterator[Means | Skipped | Any]:
+        trial = self.trial
+        grads = names_in(trial, "gradients")
+        if not grads:
+            return itertools.repeat(Skipped(_NO_GRADIENTS), len(steps))
+        biases = optional_names_in(trial, "biases")
+        saved = saved_records(trial, grads)
+        if saved.workers > 1 or (biases and saved_records(trial, biases).workers > 1):
+            return itertools.repeat(DOUBT, len(steps))
+        self.asks = frozenset({"biases"})  # asked for at each step with gradients
+        # the gradient of each bias (judged only where the bias is not saved at the step)
+        position = {g: j for j, g in enumerate(grads)}
+        of_bias = [
+            (b, position[p + b]) for b in biases for p in GRADIENT_PREFIXES if p + b in position
+        ]
+        return self._means(
+            steps, grads, saved, of_bias, saved_records(trial, [b for b, _ in of_bias])
+        )
+
+    def _means(
+        self,
+        steps: np.ndarray,
+        grads: list[str],
+        saved: SavedRecords,
+        of_bias: list[tuple[str, int]],
+        bias_rows: SavedRecords,
+    ) -> Iterator[Means | Skipped | Any]:
+        none_saved = Skipped(_NO_GRADIENTS, frozenset({"gradients"}))
+        missing_mean = {j: Skipped(_no_mean(g)) for j, g in enumerate(grads)}
+        means_rows = saved.reduction_rows("mean", abs=True)
+        raw_rows = saved.kind == RecordKind.TENSOR
+        repeated = saved.repeated()
+        n = len(grads)
+        for part in chunks(steps, n):
+            present = per_step(part, saved.step, saved.name, n, saved.value)[1] > 0
+            means, found = per_step(
+                part, saved.step[means_rows], saved.name[means_rows], n, saved.value[means_rows]
+            )
+            raw = per_step(
+                part, saved.step[raw_rows], saved.name[raw_rows], n, saved.value[raw_rows]
+            )[1]
+            doubt = per_step(
+                part, saved.step[repeated], saved.name[repeated], n, saved.value[repeated]
+            )[1]
+            judged = present.copy()
+            if of_bias:
+                bias_at = (
+                    per_step(part, bias_rows.step, bias_rows.name, len(of_bias), bias_rows.value)[1]
+                    > 0
+                )
+                for k, (_, j) in enumerate(of_bias):
+                    judged[:, j] &= ~bias_at[:, k]
+                judged = np.where(judged.any(axis=1, keepdims=True), judged, present)
+            has_mean = found == 1
+            missing = judged & ~has_mean & (raw == 0)
+            first_missing = np.argmax(missing, axis=1).tolist()
+            unsure = (doubt > 0).any(axis=1) | (judged & ~has_mean & (raw > 0)).any(axis=1)
+            sets = name_sets(grads, judged)
+            rows: list[list[float]] = means.tolist()
+            masks: list[list[bool]] = judged.tolist()
+            whole: list[bool] = np.asarray(judged.all(axis=1)).tolist()
+            at_all: list[bool] = np.asarray(present.any(axis=1)).tolist()
+            skip: list[bool] = np.asarray(missing.any(axis=1)).tolist()
+            unsure_at: list[bool] = np.asarray(unsure).tolist()
+            for i in range(len(part)):
+                if not at_all[i]:
+                    yield none_saved
+                elif skip[i]:
+                    yield missing_mean[first_missing[i]]
+                elif unsure_at[i]:
+                    yield DOUBT
+                else:
+                    row = rows[i]
+                    if not whole[i]:
+                        row = [
+                            v for v, judged_here in zip(row, masks[i], strict=True) if judged_here
+                        ]
+                    yield Means(sets[i], row)
 
 
 class VanishingGradient(Rule):
@@ -118,29 +233,24 @@ class VanishingGradient(Rule):
         self.relative_threshold = relative_threshold
         self._first_loss: float | None = None
         self._looked = False
+        self._compared: dict[tuple[str, ...], list[int]] = {}
+        self.reads(GradientMeans())
 
-    def invoke_at_step(self, step: int) -> bool:
-        names = names_in(self.base_trial, "gradients", step)
-        if not names:
-            raise self.skip(_NO_GRADIENTS)
-        biases = names_in(self.base_trial, "biases", step)
-        if biases:  # their gradients are not judged (see the docstring)
-            of_biases = {p + b for b in biases for p in GRADIENT_PREFIXES}
-            names = [n for n in names if n not in of_biases] or names
-        # every gradient of the step in one read and one vectorised reduction
-        try:
-            means = self.base_trial.step_block(step).reduce(names, "mean", abs=True)
-        except TensorUnavailableForStep as exc:  # neither the raw value nor the reduction
-            raise self.skip(_no_mean(exc.tname)) from None
-        bad = [n for n, m in zip(names, means.tolist(), strict=True) if not math.isfinite(m)]
-        if bad:
+    def judge(self, step: int, found: Means) -> bool:
+        names, means = found.names, found.values
+        if not all(map(math.isfinite, means)):
+            bad = [n for n, m in zip(names, means, strict=True) if not math.isfinite(m)]
             return fire_nonfinite(self, bad, "the gradient")
-        scores = _attention_scores(names, means, self.threshold)
+        # (the attention score projections are among the means below the threshold)
+        smallest = min(means)
+        scores = (
+            _attention_scores(names, means, self.threshold) if smallest < self.threshold else set()
+        )
         if scores and len(scores) < len(names):  # judged without them (see _attention_scores)
             kept = [j for j, n in enumerate(names) if n not in scores]
-            names, means = [names[j] for j in kept], means[kept]
-        i = int(np.argmin(means))
-        worst, smallest = names[i], float(means[i])
+            names, means = tuple(names[j] for j in kept), [means[j] for j in kept]
+            smallest = min(means)
+        worst = names[means.index(smallest)]  # (the first of the smallest)
         fired = smallest < self.threshold
         verb = "is below" if fired else "is above"
         shrunk = None if fired else self._shrunk(names, means)
@@ -177,8 +287,10 @@ class VanishingGradient(Rule):
             )
             return True
         self.explain(
-            f"smallest mean |gradient| is {smallest:.3g} ({worst}), which {verb} the "
-            f"threshold {self.threshold:g}{note}",
+            lambda: (
+                f"smallest mean |gradient| is {smallest:.3g} ({worst}), which {verb} the "
+                f"threshold {self.threshold:g}{note}"
+            ),
             tensors=[worst],
             value=smallest,
             threshold=self.threshold,
@@ -187,36 +299,41 @@ class VanishingGradient(Rule):
         )
         return fired
 
-    def _shrunk(self, names: list[str], means: np.ndarray) -> tuple[str, float, str, float] | None:
+    def _shrunk(
+        self, names: Sequence[str], means: list[float]
+    ) -> tuple[str, float, str, float] | None:
         """(the smallest, its mean, the largest, its mean) of the compared gradients where the
         smallest mean is under ``relative_threshold`` times the largest (see the class). An
         attention block's query and key projections are left out where the value projection
         beside them is within that range of the largest (a BERT whose attention is near
         uniform, on labels it cannot learn: query 2.2e-7 against a classifier's 6.4e-3)."""
-        kept = [j for j, n in enumerate(names) if _compared(n)]
+        kept = self._compared_among(names)
         if len(kept) < _RELATIVE_MIN:
             return None
+        compared = [means[j] for j in kept]
+        largest = max(compared)
+        if not min(compared) < self.relative_threshold * largest:
+            return None  # (leaving some out below would only raise the smallest)
         # a score projection whose value projection is within range: attention, not depth
-        largest = max(float(means[j]) for j in kept)
         scores = _attention_scores(names, means, self.relative_threshold * largest)
         kept = [j for j in kept if names[j] not in scores]
-        low = min(kept, key=lambda j: float(means[j]))
-        high = max(kept, key=lambda j: float(means[j]))
-        small, large = float(means[low]), float(means[high])
+        low = min(kept, key=means.__getitem__)
+        high = max(kept, key=means.__getitem__)
+        small, large = means[low], means[high]
         if not (large > 0 and small < self.relative_threshold * large):
             return None
         return names[low], small, names[high], large
 
-    def _shrunk_rows(self, kept: np.ndarray, means: np.ndarray) -> np.ndarray:
-        """Per row (step), whether the kept means may be shrunk (see :meth:`_shrunk`): those
-        steps are evaluated one by one."""
-        if not self.relative_threshold:
-            return np.zeros(len(means), dtype=bool)
-        with np.errstate(invalid="ignore"):
-            low = np.where(kept, means, np.inf).min(axis=1)
-            high = np.where(kept, means, -np.inf).max(axis=1)
-            shrunk = (kept.sum(axis=1) >= _RELATIVE_MIN) & (low < self.relative_threshold * high)
-        return np.asarray(shrunk, dtype=bool)
+    def _compared_among(self, names: Sequence[str]) -> list[int]:
+        """The positions of the gradients of ``names`` compared with each other (see
+        :func:`_compared`), kept per list of names (the same at most steps)."""
+        key = tuple(names)
+        found = self._compared.get(key)
+        if found is None:
+            if len(self._compared) > 64:
+                self._compared.clear()
+            found = self._compared[key] = [j for j, n in enumerate(names) if _compared(n)]
+        return found
 
     def _loss_share(self, step: int) -> float | None:
         """The loss at ``step`` as a share of the first loss this rule saw (None: no loss)."""
@@ -229,78 +346,3 @@ class VanishingGradient(Rule):
             self._first_loss = loss
         first = self._first_loss
         return loss / first if first > 0 and math.isfinite(loss) else None
-
-    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
-        """Steps whose judged gradients all have a saved, finite abs mean at or above the
-        threshold are OK at once (after the first judged one, which sets the loss of
-        reference), steps where one has neither that nor a raw value are skipped at once;
-        the others are evaluated one by one."""
-        at = steps_array(steps)
-        trial = self.base_trial
-        with self.asking():
-            grads = names_in(trial, "gradients")
-        if not grads:
-            yield self.skipped(at, _NO_GRADIENTS)
-            return
-        biases = optional_names_in(trial, "biases")
-        saved = saved_records(trial, grads)
-        if any_at(at, saved.step).any():  # asked for at each step with gradients
-            self.note_asked("biases")
-        if saved.workers > 1 or (biases and saved_records(trial, biases).workers > 1):
-            yield from super().judge_steps(steps)
-            return
-        # the gradient of each bias (judged only where the bias is saved at the step)
-        position = {g: j for j, g in enumerate(grads)}
-        of_bias = [
-            (b, position[p + b]) for b in biases for p in GRADIENT_PREFIXES if p + b in position
-        ]
-        bias_rows = saved_records(trial, [b for b, _ in of_bias])
-        compared = np.array([_compared(g) for g in grads], dtype=bool)
-        means_rows = saved.reduction_rows("mean", abs=True)
-        raw_rows = saved.kind == 0  # RecordKind.TENSOR
-        repeated = saved.repeated()
-        n = len(grads)
-        for part in chunks(at, n):
-            present = per_step(part, saved.step, saved.name, n, saved.value)[1] > 0
-            means, found = per_step(
-                part, saved.step[means_rows], saved.name[means_rows], n, saved.value[means_rows]
-            )
-            raw = per_step(
-                part, saved.step[raw_rows], saved.name[raw_rows], n, saved.value[raw_rows]
-            )[1]
-            doubt = per_step(
-                part, saved.step[repeated], saved.name[repeated], n, saved.value[repeated]
-            )[1]
-            judged = present.copy()
-            if of_bias:
-                bias_at = (
-                    per_step(part, bias_rows.step, bias_rows.name, len(of_bias), bias_rows.value)[1]
-                    > 0
-                )
-                for k, (_, j) in enumerate(of_bias):
-                    judged[:, j] &= ~bias_at[:, k]
-                judged = np.where(judged.any(axis=1, keepdims=True), judged, present)
-            has_mean = found == 1
-            missing = judged & ~has_mean & (raw == 0)
-            first_missing = np.argmax(missing, axis=1)
-            with np.errstate(invalid="ignore"):  # fires, or not finite
-                small = judged & has_mean & ~(np.isfinite(means) & (means >= self.threshold))
-            unsure = (doubt > 0).any(axis=1) | (judged & ~has_mean & (raw > 0)).any(axis=1)
-            unsure |= small.any(axis=1)
-            unsure |= self._shrunk_rows(judged & has_mean & compared, means)
-            codes = np.ones(len(part), dtype=np.int64)
-            codes[~present.any(axis=1)] = 0
-            skip = missing.any(axis=1) & present.any(axis=1)
-            answers: dict[int, Any] = {
-                0: lambda s: self.skipped(s, _NO_GRADIENTS),
-                1: self.quiet,
-            }
-            for j in np.unique(first_missing[skip]).tolist():
-                answers[2 + j] = lambda s, name=grads[j]: self.skipped(s, _no_mean(name))
-            codes[skip] = 2 + first_missing[skip]
-            codes[~skip & present.any(axis=1) & unsure] = EVALUATE
-            if not self._looked:  # the first judged step is evaluated (the loss of reference)
-                first = np.flatnonzero(codes == 1)
-                if len(first):
-                    codes[first[0]] = EVALUATE
-            yield from emit(self, part, codes, answers)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import itertools
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
-from tensortap.core._modes import ModeKeys
-from tensortap.rules._finding import Finding, StepRun
-from tensortap.rules._rule import Rule
-from tensortap.rules.builtin._bulk import modes_of, steps_array
+from tensortap.rules._finding import Said
+from tensortap.rules._numbers import DOUBT, Numbers, Skipped
+from tensortap.rules._rule import Rule, StepSkipped
 from tensortap.rules.builtin._common import (
     NOT_TRAINING,
     fire_nonfinite,
@@ -28,6 +29,25 @@ _NO_GRADIENT = (
     "no parameter has a saved gradient at this step: all frozen (requires_grad=False), or "
     "gradients not saved"
 )
+
+
+class ParameterGradients(Numbers[dict[str, str]]):
+    """``{parameter: its gradient}`` of the weights and biases saved with a gradient at a
+    step (:func:`gradients_by_parameter`); skipped where none is. In bulk, a trial that saved
+    no weight and no bias has none at any step."""
+
+    def read(self, step: int) -> dict[str, str]:
+        every = gradients_by_parameter(self.trial, step)
+        if not every:
+            raise StepSkipped(_NO_GRADIENT)
+        return every
+
+    def gather(self, steps: np.ndarray) -> Iterator[dict[str, str] | Skipped | Any]:
+        trial = self.trial
+        if optional_names_in(trial, "weights") or optional_names_in(trial, "biases"):
+            return itertools.repeat(DOUBT, len(steps))
+        none = Skipped(_NO_GRADIENT, frozenset({"weights", "biases", "gradients"}))
+        return itertools.repeat(none, len(steps))
 
 
 class WeightsNotUpdating(Rule):
@@ -50,17 +70,22 @@ class WeightsNotUpdating(Rule):
 
     collections_needed = ("weights", "biases", "gradients")
 
-    def invoke_at_step(self, step: int) -> bool:
-        training = training_step(self.base_trial, step)
-        if training is None:
-            mode = step_mode(self.base_trial, step)[0]
-            self.explain(NOT_TRAINING.format(mode=mode.name), judged=False)
+    def __init__(self, base_trial: Any) -> None:
+        super().__init__(base_trial)
+        self.reads(ParameterGradients())
+
+    def not_judged(self, step: int) -> Said | None:
+        if training_step(self.base_trial, step) is not None:
+            return None
+        mode = step_mode(self.base_trial, step)[0]
+        return Said(NOT_TRAINING.format(mode=mode.name), judged=False)
+
+    def judge(self, step: int, every: dict[str, str]) -> bool:
+        trial = self.base_trial
+        training = training_step(trial, step)
+        if training is None:  # (not_judged says what a step of another mode is)
             return False
         mode, s = training
-        trial = self.base_trial
-        every = gradients_by_parameter(trial, step)
-        if not every:
-            raise self.skip(_NO_GRADIENT)
         if zero_gradients(trial, step, every):
             return self._zero(step, sorted(every))
         pairs = sorted(trained_parameters(trial, step, every).items())
@@ -111,22 +136,3 @@ class WeightsNotUpdating(Rule):
             zero_gradients=True,
         )
         return True
-
-    def judge_steps(self, steps: Sequence[int]) -> Iterator[Finding | StepRun]:
-        """In a trial that saved no weight and no bias, no parameter has a gradient at any
-        step: each training step is skipped, saying why, at once. Otherwise step by step."""
-        trial = self.base_trial
-        if optional_names_in(trial, "weights") or optional_names_in(trial, "biases"):
-            yield from super().judge_steps(steps)
-            return
-        at = steps_array(steps)
-        modes = modes_of(trial, at)
-        if any(m in (ModeKeys.TRAIN, ModeKeys.GLOBAL) for m in modes):
-            self.note_asked("weights", "biases", "gradients")  # as each training step asks
-        cuts = [i for i in range(1, len(modes)) if modes[i] != modes[i - 1]]
-        for lo, hi in zip([0, *cuts], [*cuts, len(modes)], strict=True):
-            mode = modes[lo]
-            if mode in (ModeKeys.TRAIN, ModeKeys.GLOBAL):
-                yield self.skipped(at[lo:hi], _NO_GRADIENT)
-            else:
-                yield self.quiet(at[lo:hi], NOT_TRAINING.format(mode=mode.name))
