@@ -13,11 +13,13 @@ import pytest
 
 import tensortap as tt
 from tensortap.core._modes import ModeKeys
+from tensortap.core._records import Record, RecordKind
 from tensortap.exceptions import FormatError, UnsupportedFormatVersion
 from tensortap.format import _layout as layout
 from tensortap.format._index import (
     INDEX_KEPT_DATA,
     RECORD_DTYPE,
+    IndexBuilder,
     IndexPart,
     decode_index,
     encode_index,
@@ -53,6 +55,28 @@ def test_index_decodes_as_documented(version: int) -> None:
         assert alone.header["data_size"] == 16 and alone.records["data_offset"][0] == 0
     else:
         assert index.parts == []
+
+
+def test_a_builders_index_is_what_its_encoding_decodes_to() -> None:
+    """The writer merges its own small segments from ``IndexBuilder.index`` instead of reading
+    their indexes back: it must be exactly what a reader decodes."""
+    builder = IndexBuilder()
+    builder.add_step(7, ModeKeys.TRAIN, 3, 1700000000.5)
+    builder.add(Record("w", RecordKind.TENSOR, "<f4", (2, 2)), 7, ModeKeys.TRAIN, 3, 0, 16, 1234)
+    builder.add(Record("loss", RecordKind.SHAPE, "<f8", ()), 7, ModeKeys.TRAIN, 3)
+    builder.add_step(8, ModeKeys.EVAL, 0, 1700000001.25)
+    builder.add(Record("w", RecordKind.TENSOR, "<f4", (2, 2)), 8, ModeKeys.EVAL, 0, 16, 16, 99)
+    builder.add(
+        Record("w", RecordKind.REDUCTION, "<f4", (2, 2), None, "l2", True, 2.5), 8, ModeKeys.EVAL, 0
+    )
+    header = {**HEADER, "data_size": 32, "dropped": [[5, 1, 4]], "hook_errors": 2}
+    built, read = builder.index(header), decode_index(builder.encode(header))
+    assert built.header == read.header and built.version == read.version
+    assert built.names == read.names and built.dtypes == read.dtypes
+    assert built.steps == read.steps == [[7, 1, 3, 1700000000.5], [8, 2, 0, 1700000001.25]]
+    assert built.records.dtype == read.records.dtype
+    assert built.records.tobytes() == read.records.tobytes()
+    assert built.dims.tolist() == read.dims.tolist() == [2] * 6
 
 
 def test_committed_v1_trial_still_reads() -> None:

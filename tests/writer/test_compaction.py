@@ -209,9 +209,17 @@ def test_a_corrupt_number_in_a_kept_part_stops_the_merge(
 
 
 @pytest.mark.usefixtures("small_rollups")
-def test_the_writer_merges_its_small_segments(tmp_path: Path) -> None:
+def test_the_writer_merges_its_small_segments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write_run(tmp_path / "kept", steps=60, flush_every=2, compact=False)
+    read_back: list[int] = []
+    reading = _compaction._read_index
+    monkeypatch.setattr(
+        _compaction, "_read_index", lambda *a: read_back.append(a[2]) or reading(*a)
+    )
     write_run(tmp_path / "merged", steps=60, flush_every=2, compact=True)
+    assert read_back == []  # the writer merges its segments from the indexes it built
     kept, merged = tmp_path / "kept", tmp_path / "merged"
     assert len(objects(kept, "index")) == 30
     # 30 segments: 3 merges of 8, then the last 6 merged at close

@@ -269,12 +269,19 @@ class IndexBuilder:
 
     def encode(self, header: dict[str, Any], version: int = INDEX_PACKED) -> bytes:
         """The index object's bytes; ``header`` gets the names, dtypes and steps added."""
+        index = self.index(header)
+        return encode_index(index.header, index.records, index.dims, version)
+
+    def index(self, header: dict[str, Any]) -> SegmentIndex:
+        """The index :meth:`encode` writes, as :func:`decode_index` reads it back (``header``
+        with the names, dtypes and steps added): a writer merges its own segments from it
+        without reading them back."""
         full = dict(header)
         full["names"] = list(self._names)
         full["dtypes"] = list(self._dtypes)
-        full["steps"] = self.steps  # tuples: JSON arrays as lists are
+        full["steps"] = [list(step) for step in self.steps]
         dims = np.asarray(self._dims, dtype="<i8")
-        return encode_index(full, self.records(), dims, version)
+        return SegmentIndex(full, full["names"], full["dtypes"], self.records(), dims)
 
     def records(self) -> np.ndarray[Any, Any]:
         """The rows so far as RECORD_DTYPE (built once until the next ``add``)."""

@@ -84,6 +84,11 @@ class Rollups:
             return self._take()
         return None
 
+    @property
+    def pending(self) -> int:
+        """Published segments noted and not yet taken."""
+        return len(self._pending)
+
     def end(self) -> list[tuple[int, SeriesParts]] | None:
         """The run of segments still pending (at close), if two or more."""
         return self._take()

@@ -29,6 +29,7 @@ from tensortap.core._records import ScalarSteps, StepBatch
 from tensortap.exceptions import StorageError
 from tensortap.format import _layout as layout
 from tensortap.format._documents import SeqRuns, encode_json
+from tensortap.format._index import SegmentIndex, encode_index
 from tensortap.format._series import encode_series
 from tensortap.storage._base import Store
 from tensortap.writer._compaction import SMALL_SEGMENT_BYTES, merge_segments
@@ -90,6 +91,8 @@ class TrialWriter:
         self._listeners: list[tuple[str, Callable[[StepBatch], None]]] = []
         self._last_collections: dict[str, Any] | None = None
         self._rollups = Rollups(self.worker)
+        # the indexes of the small segments the rollups hold, merged without reading them back
+        self._small_indexes: dict[int, SegmentIndex] = {}
         self._next_check = time.monotonic() + self.options.check_secs
         # the worker's session, opened now (so a bad location fails at construction)
         self._worker_session = WorkerSession(
@@ -331,6 +334,7 @@ class TrialWriter:
                 if self._pending_collections is None:
                     self._pending_collections = self._last_collections
             self._rollups = Rollups(self.worker)  # the segments it held are gone
+            self._small_indexes.clear()
         elif outcome == "lost" and not was_lost:
             self._fail(
                 StorageError(f"this writer no longer owns {self.worker}: {self._keeper.lost}"),
@@ -437,9 +441,10 @@ class TrialWriter:
                 header["hook_errors"] = errors
                 header["last_hook_error"] = last_error
             try:
+                decoded = segment.builder.index(header)
                 index_key, index = (
                     layout.index_key(self.worker, segment.seq),
-                    segment.builder.encode(header),
+                    encode_index(decoded.header, decoded.records, decoded.dims),
                 )
                 series = self._put_series(segment)
                 self._retrying("publishing an index", lambda: self.store.put(index_key, index))
@@ -455,7 +460,7 @@ class TrialWriter:
             return
         if segment is not None:
             if series is not None:
-                self._roll_up(segment.seq, series, segment.offset)
+                self._roll_up(segment.seq, series, segment.offset, decoded)
             self._published.add(segment.seq)
             status = self.status
             status.segments_published += 1
@@ -477,11 +482,15 @@ class TrialWriter:
             return None
         return parts
 
-    def _roll_up(self, seq: int, parts: SeriesParts, data_bytes: int) -> None:
+    def _roll_up(self, seq: int, parts: SeriesParts, data_bytes: int, index: SegmentIndex) -> None:
         small = data_bytes <= SMALL_SEGMENT_BYTES
+        if small and self.options.compact:
+            self._small_indexes[seq] = index
         due = self._rollups.add(seq, parts) if small else self._rollups.end()
         if due is not None:
             self._merge_or_roll_up(due)
+        if not self._rollups.pending:
+            self._small_indexes.clear()
 
     def _merge_or_roll_up(self, due: list[tuple[int, SeriesParts]]) -> None:
         """Merge a run of small published segments into one (compaction), or, when the
@@ -489,10 +498,13 @@ class TrialWriter:
         if self.options.compact:
             try:
                 seqs = [seq for seq, _ in due]
+                known = [self._small_indexes.pop(seq, None) for seq in seqs]
+                indexes = [index for index in known if index is not None]
+                given = indexes if len(indexes) == len(seqs) else None  # else read back
                 new_seq = self._take_seq()
                 self._retrying(
                     "merging small segments",
-                    lambda: merge_segments(self.store, self.worker, seqs, new_seq),
+                    lambda: merge_segments(self.store, self.worker, seqs, new_seq, given),
                 )
                 self._published.add(new_seq)
                 self.status.segments_merged += len(seqs)
