@@ -381,3 +381,53 @@ def test_raw_copies_are_reused_only_once_written(tmp_path: Path) -> None:
     for step, want in enumerate(stalled + flushed):
         for name in ("fc1.weight", "fc3.bias", "gradient/fc1.weight", "relu1/relu_output_0"):
             np.testing.assert_array_equal(trial.tensor(name).value(step), want[name])
+
+
+def test_a_tensor_saved_again_unchanged_shares_its_copy(tmp_path: Path) -> None:
+    """A module's output is the next module's input: saved twice, copied once; a tensor changed
+    in place between its saves (an in-place ReLU) is copied again, each save its own value."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True), nn.Linear(4, 2), nn.Tanh())
+    hook = tt.Hook(
+        tmp_path / "run",
+        save_config=tt.SaveConfig(save_interval=1),
+        include_collections=["inputs", "outputs"],
+    )
+    hook.register_module(model)
+    copies: list[int] = []
+    take = hook._converter._host_copy
+    hook._converter._host_copy = lambda *a, **k: copies.append(1) or take(*a, **k)
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        want_linear = model[0](x)
+        want_relu = torch.relu(want_linear)
+        want_out = model[2](want_relu)
+    out = model(x)
+    out.sum().backward()
+    hook.close()
+    trial = tt.create_trial(tmp_path / "run")
+    value = lambda name: trial.tensor(name).value(0)  # noqa: E731
+    np.testing.assert_array_equal(value("0_input_0"), x.numpy())
+    np.testing.assert_array_equal(value("Sequential_input_0"), x.numpy())
+    np.testing.assert_array_equal(value("0_output_0"), want_linear.numpy())  # before the ReLU
+    np.testing.assert_array_equal(value("1/relu_input_0"), want_relu.numpy())  # changed in place
+    np.testing.assert_array_equal(value("2_input_0"), want_relu.numpy())
+    np.testing.assert_array_equal(value("2_output_0"), want_out.numpy())
+    np.testing.assert_array_equal(value("3/tanh_input_0"), want_out.numpy())
+    np.testing.assert_array_equal(value("Sequential_output_0"), torch.tanh(want_out).numpy())
+    io = [n for n in trial.tensor_names() if n.endswith(("input_0", "output_0"))]
+    assert len(io) == 10
+    # x, the linear's output, it changed in place (the ReLU's input, output and the next
+    # input), the second linear's output, the tanh's (the Sequential's): 5 copies, 10 saves
+    assert len(copies) == 5
+
+
+def test_inference_tensors_are_saved(tmp_path: Path) -> None:
+    hook = tt.Hook(tmp_path / "run", save_config=tt.SaveConfig(save_interval=1))
+    with torch.inference_mode():
+        t = torch.arange(6.0).reshape(2, 3)
+    hook.save_tensor("t", t)
+    hook.save_tensor("u", t)
+    hook.close()
+    trial = tt.create_trial(tmp_path / "run")
+    np.testing.assert_array_equal(trial.tensor("u").value(0), t.numpy())

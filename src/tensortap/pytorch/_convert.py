@@ -191,14 +191,19 @@ class _RawPool:
 
     def __init__(self, max_bytes: int = 128 << 20) -> None:
         self._free: dict[tuple[torch.dtype, tuple[int, ...]], collections.deque[torch.Tensor]] = {}
-        # the weakrefs watching lent arrays, by id (an array is unhashable, so is its weakref)
-        self._watching: dict[int, weakref.ref[np.ndarray[Any, Any]]] = {}
+        # the weakrefs watching lent arrays, by id (an array is unhashable, so is its weakref),
+        # each with its buffer and the free queue it goes back to
+        self._watching: dict[
+            int,
+            tuple[weakref.ref[np.ndarray[Any, Any]], torch.Tensor, collections.deque[torch.Tensor]],
+        ] = {}
         self._bytes = 0
         self._max_bytes = max_bytes
+        self._returned_cb = self._returned  # one bound method, not one a lend
 
     def copy(self, src: torch.Tensor) -> tuple[torch.Tensor, np.ndarray[Any, Any]]:
         """A contiguous copy of ``src`` and the array over it (to hand to the writer)."""
-        key = (src.dtype, tuple(src.shape))
+        key = (src.dtype, src.shape)  # a torch.Size is a tuple
         free = self._free.get(key)
         if free:
             try:
@@ -225,15 +230,15 @@ class _RawPool:
         self, buf: torch.Tensor, free: collections.deque[torch.Tensor]
     ) -> np.ndarray[Any, Any]:
         array = buf.numpy()
-        watching = self._watching
-
-        def back(ref: weakref.ref[np.ndarray[Any, Any]]) -> None:
-            watching.pop(id(ref), None)
-            free.append(buf)
-
-        ref = weakref.ref(array, back)
-        watching[id(ref)] = ref
+        ref = weakref.ref(array, self._returned_cb)
+        self._watching[id(ref)] = (ref, buf, free)
         return array
+
+    def _returned(self, ref: weakref.ref[np.ndarray[Any, Any]]) -> None:
+        """A lent array died: its buffer goes back to its free queue."""
+        entry = self._watching.pop(id(ref), None)
+        if entry is not None:
+            entry[2].append(entry[1])
 
 
 class _CpuReductions:
@@ -280,6 +285,10 @@ class TorchConverter:
         self._raw_copies: dict[torch.device, list[Record]] = {}
         self._pool = _BufferPool()
         self._raw_pool = _RawPool()
+        # this step's raw copies of CPU tensors, by the id of the tensor saved: a tensor saved
+        # again unchanged (a module's output is the next one's input) shares its copy. The
+        # tensor is held, so its id is not reused; an in-place change bumps its version.
+        self._copied: dict[int, tuple[torch.Tensor, int, np.ndarray[Any, Any]]] = {}
         self._sharded = ShardedStatistics()
         self._cpu_as_device = False  # tests: CPU tensors take the accelerator path
 
@@ -313,7 +322,10 @@ class TorchConverter:
         shape = tuple(t.shape)
         out: list[Record] = []
         host: torch.Tensor | None = None
-        if plan.raw:
+        if plan.raw and not plan.reductions and t.device.type == "cpu":
+            array = self._cpu_copy(tensor, t, spec)
+            out.append(Record(name, RecordKind.TENSOR, spec.stored, shape, array))
+        elif plan.raw:
             # the copy is reused once written, unless the writer reduces it too (it holds it)
             host, array = self._host_copy(t, spec, pooled=not plan.reductions)
             out.append(Record(name, RecordKind.TENSOR, spec.stored, shape, array))
@@ -324,6 +336,21 @@ class TorchConverter:
         if plan.shape:
             out.append(Record(name, RecordKind.SHAPE, spec.stored, shape))
         return out
+
+    def _cpu_copy(
+        self, tensor: torch.Tensor, t: torch.Tensor, spec: _DtypeSpec
+    ) -> np.ndarray[Any, Any]:
+        """The raw copy of CPU tensor ``t`` (``tensor`` detached), from the pool, or the one
+        taken earlier this step when ``tensor`` was saved unchanged before."""
+        if tensor.is_inference():  # keeps no version counter
+            return self._host_copy(t, spec, pooled=True)[1]
+        seen = self._copied.get(id(tensor))
+        version = tensor._version
+        if seen is not None and seen[0] is tensor and seen[1] == version:
+            return seen[2]
+        array = self._host_copy(t, spec, pooled=True)[1]
+        self._copied[id(tensor)] = (tensor, version, array)
+        return array
 
     def _sharded_records(self, name: str, t: torch.Tensor, plan: SavePlan) -> list[Record]:
         """A DTensor sharded across ranks: raw values gathered, statistics of the whole tensor
@@ -413,6 +440,7 @@ class TorchConverter:
     def resolve(self) -> None:
         """Bring this step's device values to the host (one transfer per device), and combine
         the statistics of sharded tensors across ranks (collective when any were saved)."""
+        self._copied.clear()
         try:
             copies, self._raw_copies = self._raw_copies, {}
             for device, records in copies.items():
@@ -433,6 +461,7 @@ class TorchConverter:
             )
 
     def discard(self) -> None:
+        self._copied.clear()
         self._device_stats.discard()
         self._raw_copies.clear()
         try:
