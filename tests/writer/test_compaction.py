@@ -215,9 +215,12 @@ def test_the_writer_merges_its_small_segments(
     write_run(tmp_path / "kept", steps=60, flush_every=2, compact=False)
     read_back: list[int] = []
     reading = _compaction._read_index
-    monkeypatch.setattr(
-        _compaction, "_read_index", lambda *a: read_back.append(a[2]) or reading(*a)
-    )
+
+    def counted(store: LocalStore, worker: str, seq: int) -> Any:
+        read_back.append(seq)
+        return reading(store, worker, seq)
+
+    monkeypatch.setattr(_compaction, "_read_index", counted)
     write_run(tmp_path / "merged", steps=60, flush_every=2, compact=True)
     assert read_back == []  # the writer merges its segments from the indexes it built
     kept, merged = tmp_path / "kept", tmp_path / "merged"
