@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import tensortap as tt
 from tensortap.jobs._record import JobRecord
 from tensortap.rules.rule_configs import RECOMMENDED_JAX, RECOMMENDED_XGBOOST
 
@@ -154,3 +155,24 @@ def test_a_stop_request_ends_a_compiled_jax_loop(tmp_path: Path) -> None:
     log = record.training_log.read_text()
     assert "training stopped by tensortap: VanishingGradient fired" in log
     assert "Traceback" not in log and "trained 3000 steps" not in log
+
+
+@pytest.mark.skipif(
+    not Path(sys.executable).with_name("accelerate").exists(), reason="accelerate is not installed"
+)
+def test_a_script_under_accelerate_launch_is_attached(tmp_path: Path) -> None:
+    """Issue 46: ``tensortap run -- accelerate launch train.py`` ran the launcher as given, so
+    the script it started was never attached: the trial held no step. Now each process it
+    starts runs the script through the attach module."""
+    accelerate = str(Path(sys.executable).with_name("accelerate"))
+    done, record = run_job(
+        tmp_path,
+        "--no-rules", "--", accelerate, "launch", "--cpu", "--num_processes", "1",
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+        str(HERE / "train_script.py"), "--steps", "12",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    trial = tt.create_trial(record.trial_location)
+    losses = [n for n in trial.tensor_names() if n == "vitals/loss"]
+    assert losses, trial.tensor_names()
+    assert trial.steps(tt.modes.TRAIN) == list(range(12))

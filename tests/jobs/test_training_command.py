@@ -63,3 +63,41 @@ def test_torchrun_starts_each_rank_attached(
 def test_a_launcher_told_otherwise_runs_as_given(given: list[str]) -> None:
     pytest.importorskip("torch.distributed.run")
     assert training_command(given, "hook.json") == given
+
+
+ACCELERATE = os.path.join(os.path.dirname(sys.executable), "accelerate")
+LAUNCH = [sys.executable, "-m", "accelerate.commands.launch"]
+
+
+@pytest.mark.parametrize(
+    ("given", "options", "script"),
+    [
+        (["accelerate", "launch", "--cpu", "--num_processes", "2", "train.py", "--lr", "1"],
+         ["--cpu", "--num_processes", "2"], ["train.py", "--lr", "1"]),
+        ([ACCELERATE, "launch", "train.py"], [], ["train.py"]),
+        (["accelerate-launch", "--mixed_precision", "no", "train.py", "-m", "x"],
+         ["--mixed_precision", "no"], ["train.py", "-m", "x"]),
+    ],
+)  # fmt: skip
+def test_accelerate_launch_starts_each_process_attached(
+    given: list[str], options: list[str], script: list[str]
+) -> None:
+    """Issue 46: ``tensortap run -- accelerate launch train.py`` ran as given, so no process
+    was attached (nothing recorded, nothing guarded)."""
+    pytest.importorskip("accelerate.commands.launch")
+    assert training_command(given, "hook.json") == [*LAUNCH, *options, *ATTACH, *script]
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        ["accelerate", "launch", "-m", "mypackage.train"],
+        ["accelerate", "launch", "--no_python", "./train.sh"],
+        ["accelerate", "env"],
+        ["accelerate", "launch", "--no-such-option", "train.py"],
+        ["/opt/other-venv/bin/accelerate", "launch", "train.py"],
+    ],
+)
+def test_an_accelerate_command_told_otherwise_runs_as_given(given: list[str]) -> None:
+    pytest.importorskip("accelerate.commands.launch")
+    assert training_command(given, "hook.json") == given

@@ -64,13 +64,15 @@ def training_command(command: Sequence[str], hook_file: str) -> list[str]:
     """The command that runs training with the hook attached: ``python script.py ...`` becomes
     ``python -m tensortap.attach --config HOOK script.py ...`` (zero code change; a bare
     ``python`` is the interpreter running tensortap); ``torchrun [options] script.py ...``
-    (or ``python -m torch.distributed.run``) starts each rank through the attach module the
-    same way; any other command runs as given, with ``$TENSORTAP_CONFIG`` set for scripts
-    that call ``get_hook``."""
+    (or ``python -m torch.distributed.run``) and ``accelerate launch [options] script.py ...``
+    start each rank through the attach module the same way; any other command runs as given,
+    with ``$TENSORTAP_CONFIG`` set for scripts that call ``get_hook``."""
     argv = list(command)
     if argv and argv[0] in ("python", "python3"):
         argv[0] = sys.executable  # the interpreter tensortap runs in (it imports tensortap)
     launched = _torchrun_ranks(argv, hook_file)
+    if launched is None:
+        launched = _accelerate_workers(argv, hook_file)
     if launched is not None:
         return launched
     if (
@@ -117,6 +119,40 @@ def _torchrun_ranks(argv: list[str], hook_file: str) -> list[str] | None:
         return None
     attach = ["-m", "tensortap.attach", "--config", hook_file]
     return [sys.executable, "-m", "torch.distributed.run", *options[:at], *attach, *options[at:]]
+
+
+def _accelerate_workers(argv: list[str], hook_file: str) -> list[str] | None:
+    """``accelerate launch OPTIONS script.py ARGS`` (or ``accelerate-launch``) as ``python -m
+    accelerate.commands.launch OPTIONS -m tensortap.attach --config HOOK script.py ARGS`` with
+    the interpreter tensortap runs in: every process it starts
+    runs the script attached (its simple launcher, torchrun or DeepSpeed run the module as
+    they ran the script). None for any other command, a launch told to run a module or no
+    Python, or an ``accelerate`` that is not this interpreter's."""
+    here = os.path.dirname(sys.executable)
+    if len(argv) >= 2 and argv[0] in ("accelerate", os.path.join(here, "accelerate")):
+        if argv[1] != "launch":
+            return None
+        options = argv[2:]
+    elif argv and argv[0] in ("accelerate-launch", os.path.join(here, "accelerate-launch")):
+        options = argv[1:]
+    else:
+        return None
+    try:  # accelerate's own parser says where its options end and the script begins
+        from accelerate.commands.launch import launch_command_parser
+
+        with contextlib.redirect_stderr(io.StringIO()):
+            parsed = launch_command_parser().parse_args(options)
+    except (ImportError, SystemExit):
+        return None
+    if parsed.module or parsed.no_python:
+        return None
+    at = len(options) - len(parsed.training_script_args) - 1
+    if at < 0 or options[at] != parsed.training_script:
+        return None
+    attach = ["-m", "tensortap.attach", "--config", hook_file]
+    # this interpreter's launcher: its workers run with the interpreter that launched them
+    launcher = [sys.executable, "-m", "accelerate.commands.launch"]
+    return [*launcher, *options[:at], *attach, *options[at:]]
 
 
 class TrainingJob(JobQueries):
