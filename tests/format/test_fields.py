@@ -57,7 +57,8 @@ def test_good_rows_come_back_as_int64_columns() -> None:
 def test_an_index_header_with_one_bad_step_among_many_is_refused(row: list, said: str) -> None:
     """The steps of an index header (one row each, 10^5 for a long run) are checked at once;
     one bad step among 10,000 is refused with the row-by-row message, packed or plain."""
-    from tensortap.format._index import RECORD_DTYPE, decode_index, encode_index
+    from tensortap.format._index import decode_index, encode_index
+    from tensortap.format._index_rows import RECORD_DTYPE
 
     steps: list[list] = [[s, 1, s, 1.5 + s] for s in range(10_000)]
     steps[4_321] = row

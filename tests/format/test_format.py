@@ -18,12 +18,12 @@ from tensortap.exceptions import FormatError, UnsupportedFormatVersion
 from tensortap.format import _layout as layout
 from tensortap.format._index import (
     INDEX_KEPT_DATA,
-    RECORD_DTYPE,
     IndexBuilder,
     IndexPart,
     decode_index,
     encode_index,
 )
+from tensortap.format._index_rows import RECORD_DTYPE
 from tests.helpers.golden_inputs import HEADER, build_index, golden_values
 
 GOLDEN = Path(__file__).parents[1] / "golden"

@@ -19,8 +19,8 @@ description)::
 Version 2 (*packed*, what the writer writes) holds the same header, records and dims, packed:
 the header is a zlib stream of H bytes, and the records and dims one zlib stream of C bytes
 (the reserved field), the records stored as byte-shuffled columns, the steps and data offsets
-as differences (see :func:`_pack_rows`). A scalar's row takes about 4-5 bytes instead of 64
-(issue 48: bytes per scalar no more than TensorBoard's).
+as differences (see :mod:`tensortap.format._index_rows`). A scalar's row takes about 4-5
+bytes instead of 64 (issue 48: bytes per scalar no more than TensorBoard's).
 
 Version 3 is version 2 whose merged index may leave a part's values in that part's own data
 object (compaction merges a large segment's index and series, never its bytes): such a part
@@ -53,6 +53,16 @@ from tensortap.format._fields import (
     int_columns,
     int_rows,
 )
+from tensortap.format._index_rows import (
+    MAX_PACKED_BODY,
+    MAX_PACKED_HEADER,
+    MOST_INFLATED,
+    PACK_LEVEL,
+    RECORD_DTYPE,
+    inflate,
+    pack_rows,
+    unpack_rows,
+)
 from tensortap.format._layout import data_key
 
 FORMAT_VERSION = 1
@@ -62,43 +72,10 @@ INDEX_PLAIN = 1
 INDEX_PACKED = 2
 INDEX_KEPT_DATA = 3
 MAGIC = b"TTIX"
-#: A packed index unpacks to at most this many bytes of header, and of records and dims (a
-#: writer's largest segment holds far fewer): a reader never allocates more for one index.
-MAX_PACKED_HEADER = 256 * 1024 * 1024
-MAX_PACKED_BODY = 2 * 1024 * 1024 * 1024
-#: deflate unpacks to at most 1032 times its size: a claim of more is corrupt before unpacking
-_MOST_INFLATED = 1032
-#: zlib's level for packing: the fastest; the columns already do most of the work.
-_PACK_LEVEL = 1
-#: The record fields stored as differences from the previous record's (they grow by small
-#: steps along a segment), modulo 2**64.
-_DELTA_FIELDS = frozenset({"global_step", "mode_step", "data_offset"})
 _PREFIX = struct.Struct("<4sHHIIII")
 DATA_ALIGNMENT = 8
 _MODE_VALUES = frozenset(int(m) for m in ModeKeys)
 _MODE_ARRAY = np.array(sorted(_MODE_VALUES), dtype=np.int64)
-
-RECORD_DTYPE = np.dtype(
-    [
-        ("name", "<u4"),
-        ("dtype", "<u2"),
-        ("mode", "u1"),
-        ("kind", "u1"),
-        ("reduction", "u1"),
-        ("abs", "u1"),
-        ("ndim", "u1"),
-        ("pad0", "u1"),
-        ("dims_offset", "<u4"),
-        ("global_step", "<i8"),
-        ("mode_step", "<i8"),
-        ("data_offset", "<u8"),
-        ("data_length", "<u8"),
-        ("value", "<f8"),
-        ("crc32", "<u4"),
-        ("pad1", "<u4"),
-    ]
-)
-assert RECORD_DTYPE.itemsize == 64
 
 # 0 means "no reduction"; codes are part of the format and never renumbered.
 REDUCTION_CODES: dict[str, int] = {name: i + 1 for i, name in enumerate(REDUCTION_NAMES)}
@@ -330,8 +307,8 @@ def assemble_index(
     dims = np.asarray(dims, dtype="<i8")
     records = np.ascontiguousarray(records, dtype=RECORD_DTYPE)
     if version in (INDEX_PACKED, INDEX_KEPT_DATA):
-        packed_head = zlib.compress(head, _PACK_LEVEL)
-        packed = zlib.compress(_pack_rows(records) + dims.tobytes(), _PACK_LEVEL)
+        packed_head = zlib.compress(head, PACK_LEVEL)
+        packed = zlib.compress(pack_rows(records) + dims.tobytes(), PACK_LEVEL)
         prefix = _PREFIX.pack(
             MAGIC, version, 0, len(packed_head), len(records), len(dims), len(packed)
         )
@@ -362,68 +339,20 @@ def index_layout(
     start = _PREFIX.size
     if version >= INDEX_PACKED:
         view = memoryview(raw)
-        head = _inflate(view[start : start + head_len], MAX_PACKED_HEADER, "index", "header")
-        body = _inflate(
+        head = inflate(view[start : start + head_len], MAX_PACKED_HEADER, "index", "header")
+        body = inflate(
             view[start + head_len : start + head_len + packed_len],
             MAX_PACKED_BODY,
             "index",
             "records",
         )
-        records = _unpack_rows(body, n_rec)
+        records = unpack_rows(body, n_rec)
         dims = np.frombuffer(body, "<i8", n_dims, RECORD_DTYPE.itemsize * n_rec).copy()
         return version, head, records, dims
     rec_start = start + head_len + (-(start + head_len)) % 8
     records = np.frombuffer(raw, RECORD_DTYPE, n_rec, rec_start).copy()
     dims = np.frombuffer(raw, "<i8", n_dims, rec_start + RECORD_DTYPE.itemsize * n_rec).copy()
     return version, bytes(raw[start : start + head_len]), records, dims
-
-
-def _pack_rows(records: np.ndarray[Any, Any]) -> bytes:
-    """The records as columns, field by field in RECORD_DTYPE's order: for a field of ``k``
-    bytes, the first byte of every record's value, then the second, ... (the *shuffle* of
-    Blosc and HDF5: the bytes that barely change, such as a float's sign and exponent, lie
-    together); the ``_DELTA_FIELDS`` as differences from the previous record's (the first from
-    0), modulo 2**64. zlib then packs a scalar's row into about 4-5 bytes."""
-    count = len(records)
-    parts: list[bytes] = []
-    for name in RECORD_DTYPE.names or ():
-        column = np.ascontiguousarray(records[name])
-        if name in _DELTA_FIELDS and count:
-            wide = column.view(np.uint64)
-            column = np.empty_like(wide)
-            column[0] = wide[0]
-            np.subtract(wide[1:], wide[:-1], out=column[1:])
-        parts.append(column.view(np.uint8).reshape(count, column.itemsize).T.tobytes())
-    return b"".join(parts)
-
-
-def _unpack_rows(raw: bytes, count: int) -> np.ndarray[Any, Any]:
-    """:func:`_pack_rows`' records back (``raw`` holds at least ``64 * count`` bytes)."""
-    rows = np.empty(count, dtype=RECORD_DTYPE)
-    at = 0
-    for name in RECORD_DTYPE.names or ():
-        field = RECORD_DTYPE.fields[name][0]  # type: ignore[index]
-        size = field.itemsize * count
-        column = np.frombuffer(raw, np.uint8, size, at).reshape(field.itemsize, count).T
-        values = np.ascontiguousarray(column).view(field).reshape(count)
-        if name in _DELTA_FIELDS and count:
-            values = np.cumsum(values.view(np.uint64), dtype=np.uint64).view(field)
-        rows[name] = values
-        at += size
-    return rows
-
-
-def _inflate(packed: bytes | memoryview, limit: int, what: str, part: str) -> bytes:
-    """One zlib stream of a packed index, refused (FormatError) when it is not one whole
-    stream or unpacks to more than ``limit`` bytes."""
-    inflater = zlib.decompressobj()
-    try:
-        out = inflater.decompress(packed, limit + 1)
-    except zlib.error as exc:
-        raise FormatError(f"{what}: its packed {part} is unreadable ({exc}): corrupt") from None
-    if len(out) > limit or inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
-        raise FormatError(f"{what}: its packed {part} does not unpack as its sizes say: corrupt")
-    return out
 
 
 @dataclass(frozen=True)
@@ -515,9 +444,9 @@ def decode_index(raw: bytes, what: str = "index", records: bool = True) -> Segme
         if start + head_len + packed_len + 4 != len(raw):
             raise FormatError(f"{what} sizes do not add up: the object is corrupt")
         view = memoryview(raw)
-        head = _inflate(view[start : start + head_len], MAX_PACKED_HEADER, what, "header")
+        head = inflate(view[start : start + head_len], MAX_PACKED_HEADER, what, "header")
         body_size = RECORD_DTYPE.itemsize * n_rec + 8 * n_dims
-        if body_size > min(MAX_PACKED_BODY, _MOST_INFLATED * packed_len + 64):
+        if body_size > min(MAX_PACKED_BODY, MOST_INFLATED * packed_len + 64):
             raise FormatError(
                 f"{what} claims {n_rec} records and {n_dims} dims ({body_size} bytes), more "
                 f"than its {packed_len} packed bytes can hold or a reader takes "
@@ -526,7 +455,7 @@ def decode_index(raw: bytes, what: str = "index", records: bool = True) -> Segme
         body: bytes | None = None
         if records:
             packed = view[start + head_len : start + head_len + packed_len]
-            body = _inflate(packed, body_size, what, "records")
+            body = inflate(packed, body_size, what, "records")
             if len(body) != body_size:
                 raise FormatError(f"{what}: its packed records are not as many as it says")
     else:
@@ -548,7 +477,7 @@ def decode_index(raw: bytes, what: str = "index", records: bool = True) -> Segme
         return SegmentIndex(header, names, dtypes, zeros, np.empty(0, dtype="<i8"), version)
     if version >= INDEX_PACKED:
         assert body is not None
-        rows = _unpack_rows(body, n_rec)
+        rows = unpack_rows(body, n_rec)
         dims = np.frombuffer(body, dtype="<i8", count=n_dims, offset=RECORD_DTYPE.itemsize * n_rec)
     else:
         rows = np.frombuffer(raw, dtype=RECORD_DTYPE, count=n_rec, offset=rec_start)

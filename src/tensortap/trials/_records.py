@@ -20,7 +20,8 @@ import numpy as np
 
 from tensortap.core._dtypes import storage_dtype
 from tensortap.core._records import RecordKind
-from tensortap.format._index import RECORD_DTYPE, REDUCTION_CODES
+from tensortap.format._index import REDUCTION_CODES
+from tensortap.format._index_rows import RECORD_DTYPE
 from tensortap.trials._index import natural_key
 
 if TYPE_CHECKING:

@@ -42,11 +42,11 @@ from tensortap.format._index import (
     DATA_ALIGNMENT,
     INDEX_KEPT_DATA,
     INDEX_PACKED,
-    RECORD_DTYPE,
     SegmentIndex,
     decode_index,
     encode_index,
 )
+from tensortap.format._index_rows import RECORD_DTYPE
 from tensortap.format._series import encode_series, group_series, number_rows, step_table
 from tensortap.storage._base import Store
 from tensortap.storage._resolve import open_store
