@@ -6,7 +6,10 @@ of step 4, just before its save, one parameter of rank NAN_RANK only is made NaN
 fault: the replicas diverged); it is put back before step 5 runs, so DDP's all-reduce never
 spreads it. Rank 0 keeps the bytes of ``checkpoint-2`` as they were before that save was
 decided. After ``train()`` the script saves with ``save_model`` itself: on rank 0 alone, then on
-every rank with rank NAN_RANK's weight NaN again. Prints a JSON line. Usage: hf_checkpoint_guard_ranks.py OUT_DIR NAN_RANK INSTALL"""
+every rank with rank NAN_RANK's weight NaN again. With STRATEGY ``best`` the Trainer evaluates
+every 2 steps and saves each new best (``save_strategy="best"``, every evaluation a new
+best: the save is decided after the callbacks ran), and the weight is made NaN after step 4's evaluation, before its save. Prints a
+JSON line. Usage: hf_checkpoint_guard_ranks.py OUT_DIR NAN_RANK INSTALL [STRATEGY]"""
 
 from __future__ import annotations
 
@@ -42,8 +45,8 @@ class Poison(TrainerCallback):
     """Writes NaN into ``net.0.weight`` of rank ``rank`` at the end of step 4 (before the
     guard's callback, which comes after it) and puts it back before step 5."""
 
-    def __init__(self, rank: int, out: Path) -> None:
-        self.rank, self.out = rank, out
+    def __init__(self, rank: int, out: Path, after_evaluation: bool = False) -> None:
+        self.rank, self.out, self.after_evaluation = rank, out, after_evaluation
         self.kept: torch.Tensor | None = None
         self.before: dict[str, str] = {}
 
@@ -52,6 +55,14 @@ class Poison(TrainerCallback):
             return
         if args.process_index == 0:  # every rank's save of step 2 is done: steps 3, 4 synced
             self.before = digests(self.out / "checkpoint-2")
+        if not self.after_evaluation:
+            self.poison(args, kwargs)
+
+    def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.global_step == POISONED and self.after_evaluation:
+            self.poison(args, kwargs)  # the evaluation saw finite weights: a new best
+
+    def poison(self, args: Any, kwargs: dict[str, Any]) -> None:
         if args.process_index == self.rank:
             weight = kwargs["model"].get_parameter("net.0.weight")
             self.kept = weight.detach().clone()
@@ -65,12 +76,32 @@ class Poison(TrainerCallback):
             self.kept = None
 
 
+class StepTrainer(Trainer):
+    """Each evaluation also scores the step it ran at (``eval_step``): with it as the metric
+    of the best model, every evaluation is a new best, whatever the loss did."""
+
+    def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, float]:
+        metrics = super().evaluate(*args, **kwargs)
+        metrics["eval_step"] = float(self.state.global_step)
+        return metrics
+
+
 def main() -> None:
     hf_logging.set_verbosity_error()
     forbid_pickling_collectives()  # tensortap's ranks agree without pickle (issue 46)
     from tests.helpers.hf_regression import BATCH, Regression, samples
 
     out, nan_rank, install = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    best = sys.argv[4:] == ["best"]
+    strategy: dict[str, Any] = {"save_strategy": "steps", "save_steps": SAVES}
+    if best:
+        strategy = {
+            "save_strategy": "best",
+            "eval_strategy": "steps",
+            "eval_steps": SAVES,
+            "metric_for_best_model": "step",
+            "greater_is_better": True,
+        }
     args = TrainingArguments(
         str(out),
         max_steps=6,
@@ -78,8 +109,7 @@ def main() -> None:
         learning_rate=0.05,
         lr_scheduler_type="constant",
         optim="sgd",
-        save_strategy="steps",
-        save_steps=SAVES,
+        **strategy,
         report_to=[],
         use_cpu=True,
         ddp_backend="gloo",
@@ -87,11 +117,17 @@ def main() -> None:
         max_grad_norm=0.0,
         seed=0,
     )
-    poison = Poison(nan_rank, out)
+    poison = Poison(nan_rank, out, after_evaluation=best)
     # the guard's callback comes after Poison: it judges the weights Poison left
     own = CheckpointGuardCallback() if install == "callback" else None
     callbacks: list[TrainerCallback] = [poison] if own is None else [poison, own]
-    trainer = Trainer(Regression(None), args, train_dataset=samples(), callbacks=callbacks)
+    trainer = (StepTrainer if best else Trainer)(
+        Regression(None),
+        args,
+        train_dataset=samples(),
+        eval_dataset=samples() if best else None,
+        callbacks=callbacks,
+    )
     if install == "guard_trainer":
         guard_trainer(trainer)  # what tensortap run does
     # "none": the script as written, guarded (or not) by tensortap run from outside
@@ -119,6 +155,7 @@ def main() -> None:
         weight.copy_(kept)
     own_saves = [[e.kind, e.step, e.message] for e in callback.guard.events[len(events) :]]
     result = {"rank": rank, "events": events, "finite": finite, "before": poison.before}
+    result["best"] = [trainer.state.best_global_step, trainer.state.best_model_checkpoint]
     print(json.dumps({**result, "own": own_saves}))
 
 

@@ -334,6 +334,26 @@ def test_two_ddp_ranks_refuse_a_save_alike_when_one_ranks_weights_are_nan(
             assert result["own"][0][2].startswith(f"trainer.save_model({str(out / 'final')!r})")
 
 
+def test_two_ddp_ranks_refuse_a_best_save_alike(tmp_path: Path, helper_env: dict[str, str]) -> None:
+    """``save_strategy="best"``: the Trainer decides the save after evaluating, past the
+    callbacks, on every rank. Rank 1's weight turns NaN after step 4's evaluation (a new best)
+    and before its save: both ranks refuse it alike (a rank refusing alone would hang the
+    other), put the Trainer's best back (step 2's), and save step 6, the next best."""
+    out = tmp_path / "out"
+    cmd = helper_cmd("hf_checkpoint_guard_ranks.py", out, 1, "guard_trainer", "best")
+    done = run_ranks(cmd, 2, dict(helper_env, PYTHONPATH=SRC), timeout=240)
+    assert [p.returncode for p in done] == [0, 0], [p.stderr[-3000:] for p in done]
+    results = [json.loads(p.stdout.strip().splitlines()[-1]) for p in done]
+    assert checkpoints(out) == ["checkpoint-2", "checkpoint-6"]
+    assert results[0]["before"] == digests(out / "checkpoint-2")
+    assert verify_checkpoint(out / "checkpoint-6") is None
+    for rank, result in enumerate(results):
+        kinds = [(kind, step) for kind, step, _ in result["events"]]
+        assert kinds == [("refused", 4), ("pinned", 2), ("released", 2)]
+        assert ("on rank 1" in result["events"][0][2]) == (rank == 0)
+        assert result["best"] == [6, str(out / "checkpoint-6")]
+
+
 def test_tensortap_run_over_torchrun_guards_every_rank_and_counts_a_save_once(
     tmp_path: Path,
 ) -> None:
