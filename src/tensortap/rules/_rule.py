@@ -356,12 +356,8 @@ class Rule:
             for numbers, given in zip(self._numbers, found, strict=True):
                 numbers.counted(given)
             tried.answer = self.judge(step, *found)
-        except StepSkipped as exc:
-            tried.skipped = str(exc)
-        except MISSING_DATA as exc:
-            tried.skipped = str(exc)
-        except (Exception, SystemExit) as exc:  # the rule's own code failed (or exited)
-            tried.failed = self._failed(step, *_mode_of(base, step), exc)
+        except (Exception, SystemExit) as exc:
+            self._no_answer(tried, step, exc)
         finally:
             if asked:
                 self._asked |= asked
@@ -435,17 +431,21 @@ class Rule:
             else:
                 with _holding(self.trials):  # one consistent view per evaluation
                     tried.answer = invoke(step)
-        except StepSkipped as exc:
-            tried.skipped = str(exc)
-        except MISSING_DATA as exc:
-            tried.skipped = str(exc)
-        except (Exception, SystemExit) as exc:  # the rule's own code failed (or exited)
-            tried.failed = self._failed(step, *_mode_of(base, step), exc)
+        except (Exception, SystemExit) as exc:
+            self._no_answer(tried, step, exc)
         finally:
             if asked_before is not None:
                 self._asked |= base.collections_asked
                 base.collections_asked = asked_before | base.collections_asked
         return tried
+
+    def _no_answer(self, tried: _Attempt, step: int, exc: BaseException) -> None:
+        """Why an attempt at ``step`` gave no answer: the step held nothing to judge (skipped,
+        with the reason), or the rule's own code failed or exited (an ERROR finding)."""
+        if isinstance(exc, (StepSkipped, *MISSING_DATA)):
+            tried.skipped = str(exc)
+        else:
+            tried.failed = self._failed(step, *_mode_of(self.base_trial, step), exc)
 
     def _explained(self) -> _Explanation | None:
         return self._explanation
