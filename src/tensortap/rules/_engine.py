@@ -58,6 +58,7 @@ def judge_steps(rule: Rule, steps: Sequence[int]) -> Iterator[Finding | StepRun]
             yield from runs.flush()
             raise
         key: _Key | None = None
+        finding: Finding | None = None  # a step said on its own (fired, failed, read live)
         try:
             said = rule.not_judged(step) if gated else None
         except Exception as exc:  # its own code failed: an ERROR at the step, as evaluate says
@@ -69,15 +70,8 @@ def judge_steps(rule: Rule, steps: Sequence[int]) -> Iterator[Finding | StepRun]
         elif again is not None and _same(found, again[0]):
             key = again[1]  # the numbers of the step before, whose quiet answer repeats
         elif not numbers or _in_doubt(found):
-            yield from runs.flush()
+            yield from runs.flush()  # (before the live read, as a failing read would be)
             finding = rule.evaluate(step)  # read live, from the step's block
-            yield finding
-            if finding.outcome is Outcome.ERROR:
-                return
-            if memo is not None:
-                memo.clear()
-            again = None
-            continue
         elif first and _any_skipped(found):
             key = _skipped(numbers, found)  # skipped before the judgement, as it reads first
             again = (found, key)
@@ -89,18 +83,22 @@ def judge_steps(rule: Rule, steps: Sequence[int]) -> Iterator[Finding | StepRun]
         else:
             judged = _judged_with(rule, step, numbers, found)
             if isinstance(judged, Finding):
-                yield from runs.flush()
-                yield judged
-                if judged.outcome is Outcome.ERROR:
-                    return
-                if memo is not None:
-                    memo.clear()
-                again = None
-                continue
-            key, again = judged, None
-            if memo is not None and (judged[0] is Outcome.SKIPPED or judged[2]):
-                memo[found] = judged  # (an answer that said why it judged nothing is not kept)
-                again = (found, judged)
+                finding = judged
+            else:
+                key, again = judged, None
+                if memo is not None and (judged[0] is Outcome.SKIPPED or judged[2]):
+                    memo[found] = judged  # (an answer that said why it judged nothing is not kept)
+                    again = (found, judged)
+        if finding is not None:
+            yield from runs.flush()
+            yield finding
+            if finding.outcome is Outcome.ERROR:
+                return
+            if memo is not None:
+                memo.clear()
+            again = None
+            continue
+        assert key is not None  # every other way above gave the step its quiet answer
         done = runs.add(step, key)
         if done is not None:
             yield done
