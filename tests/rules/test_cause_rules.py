@@ -85,9 +85,37 @@ def matrix_trial(out: Path, x: np.ndarray, batch: int = 32) -> tt.Trial:
 def test_unnormalised_input_names_features_on_different_scales_as_evidence(
     tmp_path: Path,
 ) -> None:
-    """Tabular rows scaled to unit length (sklearn's ``normalize`` taken for a scaler), or a
-    matrix divided by its largest value, keep each feature's units: the columns' spread is
-    evidence that needs harm. Standardised features, and binary ones beside them, are fine."""
+    """Tabular rows scaled to unit length (sklearn's ``normalize`` taken for a scaler) keep each
+    feature's units: wine's spread 20 to 100 times is evidence that needs harm. Standardised
+    features, and binary ones beside them, are fine."""
+    from sklearn.datasets import load_breast_cancer, load_wine
+
+    x = load_wine().data[:160]
+    summary = invoke_rule(
+        UnnormalisedInput(matrix_trial(tmp_path / "rows", x / np.linalg.norm(x, axis=1)[:, None]))
+    )
+    assert summary.status.value == "IssuesFound"
+    finding = summary.findings[0]
+    assert finding.details["direction"] == "spread" and finding.details["needs_harm"] is True
+    assert finding.value is not None and 20 < finding.value < 100, finding.value
+    assert "0_input_0's 13 features are on different scales: the standard deviation" in (
+        finding.message
+    )
+    x = load_breast_cancer().data[:256]
+    standard = (x - x.mean(0)) / x.std(0)
+    mixed = np.hstack([standard, (np.random.default_rng(0).random((256, 5)) < 0.1)])
+    for name, fine in (("standard", standard), ("mixed", mixed)):
+        summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / name, fine)))
+        assert summary.status.value == "NoIssuesFound", name
+
+
+def test_unnormalised_input_names_features_two_orders_of_magnitude_apart_a_problem(
+    tmp_path: Path,
+) -> None:
+    """Issue 44 (dev2: breast cancer rows scaled to unit length, a frozen backbone under a head
+    that trains, no harm any rule sees: called healthy): where the dense features' scales are
+    100 times apart or more, the first layer sees the widest alone, a problem on its own. Rare
+    flags beside standardised features are narrow because they are sparse: evidence at most."""
     from sklearn.datasets import load_breast_cancer
 
     x = load_breast_cancer().data[:256]
@@ -98,16 +126,21 @@ def test_unnormalised_input_names_features_on_different_scales_as_evidence(
         summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / name, scaled)))
         assert summary.status.value == "IssuesFound", name
         finding = summary.findings[0]
-        assert finding.details["direction"] == "spread" and finding.details["needs_harm"] is True
+        assert finding.details["direction"] == "dominated", name
+        assert not finding.details.get("needs_harm") and finding.severity == Severity.PROBLEM
         assert finding.value is not None and finding.value > 100
-        assert "0_input_0's 30 features are on different scales: the standard deviation" in (
-            finding.message
-        )
-    standard = (x - x.mean(0)) / x.std(0)
-    mixed = np.hstack([standard, (np.random.default_rng(0).random((256, 5)) < 0.1)])
-    for name, fine in (("standard", standard), ("mixed", mixed)):
-        summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / name, fine)))
-        assert summary.status.value == "NoIssuesFound", name
+        assert "features are on scales two orders of magnitude apart" in finding.message
+    # 5 standardised features beside 40 flags each set in 2 of 40,000 rows (std 0.007): 140
+    # times apart over all columns, but the flags are sparse, so not dominated
+    rng = np.random.default_rng(0)
+    flags = np.zeros((40_000, 40))
+    flags[rng.integers(0, 40_000, (2, 40)), np.arange(40)] = 1.0
+    rows = np.hstack([rng.normal(0.0, 1.0, (40_000, 5)), flags])
+    summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / "flags", rows, batch=40_000)))
+    assert summary.status.value == "IssuesFound"
+    finding = summary.findings[0]
+    assert finding.details["direction"] == "spread" and finding.details["needs_harm"] is True
+    assert finding.value is not None and finding.value > 100
 
 
 def test_check_input_images_judges_the_models_own_input_only(tmp_path: Path) -> None:
