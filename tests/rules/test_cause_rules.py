@@ -1238,12 +1238,19 @@ def test_leaky_relu_units_never_die(tmp_path: Path) -> None:
 
 
 def _first_steps(
-    path: Path, losses: list[float], skip: int = 0, regression: bool = False
+    path: Path,
+    losses: list[float],
+    skip: int = 0,
+    regression: bool = False,
+    input_rms: float | None = None,
 ) -> tt.Trial:
     rng = np.random.default_rng(0)
     builder = TrialBuilder(path)
     builder.skip(skip)
     for loss in losses:
+        model_input: dict[str, Any] = {}
+        if input_rms is not None:  # the model's own input, features at that root mean square
+            model_input = {"0_input_0": rng.normal(0.0, input_rms, (32, 8)).astype(np.float32)}
         if regression:
             target = rng.normal(0.5, 1.0, (32, 1)).astype(np.float32)
             saved = {"loss": np.float32(loss), "MSELoss_output_0": np.float32(loss),
@@ -1254,7 +1261,8 @@ def _first_steps(
             saved = {"loss": np.float32(loss), "labels": rng.integers(0, 10, 32),
                      "predictions": rng.normal(0, 1, (32, 10)).astype(np.float32)}  # fmt: skip
             kinds = {"loss": "losses", "labels": "labels", "predictions": "predictions"}
-        builder.step(saved, mode="train", collections=kinds)
+        kinds.update(dict.fromkeys(model_input, "inputs"))
+        builder.step({**saved, **model_input}, mode="train", collections=kinds)
     return builder.close()
 
 
@@ -1283,6 +1291,27 @@ def test_poor_init_names_a_first_loss_far_above_an_all_zero_outputs(tmp_path: Pa
     # not the initialisation's
     late = _first_steps(tmp_path / "late", [60.0, 40.0, 30.0], skip=3)
     assert invoke_rule(PoorWeightInitialization(late)).status.value != "IssuesFound"
+
+
+def test_a_first_loss_far_too_large_because_the_input_is_names_the_input(tmp_path: Path) -> None:
+    """Issue 44: features centred but left in their units (root mean square 2.7) through a
+    default-initialised linear layer started a regression at 5.1x the mean squared target, and
+    the run was "the weights are badly initialised". Outputs scale with the input: where an
+    input at order 1 would have started within the limit, the input is the cause named."""
+    from tensortap.rules import PoorWeightInitialization
+
+    # against the mean squared target, 1.25: 7.5 at inputs of root mean square 3 would be
+    # 1.25 + 6.25 / 9 = 1.9 at order 1
+    wide = _first_steps(tmp_path / "w", [7.5, 5.0, 4.0], regression=True, input_rms=3.0)
+    [finding] = invoke_rule(PoorWeightInitialization(wide)).findings
+    assert finding.details["cause"] == "unnormalised_input" and finding.step == 0
+    assert finding.severity is Severity.PROBLEM
+    assert "the outputs are large because the inputs are" in finding.message, finding.message
+    # the same first loss with standardised inputs, or one too large for the input to explain
+    for name, losses, rms in (("s", [7.5, 5.0, 4.0], 1.0), ("h", [100.0, 50.0, 40.0], 3.0)):
+        trial = _first_steps(tmp_path / name, losses, regression=True, input_rms=rms)
+        [finding] = invoke_rule(PoorWeightInitialization(trial)).findings
+        assert finding.details["cause"] == "poor_init", name
 
 
 def test_an_evaluation_pass_that_ends_a_run_read_live_is_judged_when_training_ends(
