@@ -85,15 +85,12 @@ def matrix_trial(out: Path, x: np.ndarray, batch: int = 32) -> tt.Trial:
 def test_unnormalised_input_names_features_on_different_scales_as_evidence(
     tmp_path: Path,
 ) -> None:
-    """Tabular rows scaled to unit length (sklearn's ``normalize`` taken for a scaler) keep each
-    feature's units: wine's spread 20 to 100 times is evidence that needs harm. Standardised
-    features, and binary ones beside them, are fine."""
-    from sklearn.datasets import load_breast_cancer, load_wine
+    """Features whose scales spread 20 to 100 times (one in units 50 times another's) are
+    evidence that needs harm. Standardised features, and binary ones beside them, are fine."""
+    from sklearn.datasets import load_breast_cancer
 
-    x = load_wine().data[:160]
-    summary = invoke_rule(
-        UnnormalisedInput(matrix_trial(tmp_path / "rows", x / np.linalg.norm(x, axis=1)[:, None]))
-    )
+    z = np.random.default_rng(1).normal(0.0, 1.0, (256, 13)) * ([5.0] + [0.1] * 12)
+    summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / "units", z)))
     assert summary.status.value == "IssuesFound"
     finding = summary.findings[0]
     assert finding.details["direction"] == "spread" and finding.details["needs_harm"] is True
@@ -141,6 +138,39 @@ def test_unnormalised_input_names_features_two_orders_of_magnitude_apart_a_probl
     finding = summary.findings[0]
     assert finding.details["direction"] == "spread" and finding.details["needs_harm"] is True
     assert finding.value is not None and finding.value > 100
+
+
+def test_unnormalised_input_names_features_that_barely_vary_around_their_means_a_problem(
+    tmp_path: Path,
+) -> None:
+    """Issue 44: wine's rows scaled to unit length, or the logarithms of raw diabetes
+    measurements, vary by 3% to 6% of their root mean square around each feature's mean: over
+    99% of what the first layer sees is the same for every sample, a problem on its own (it was
+    evidence that needs harm, and runs whose harm no rule saw were called healthy). Features
+    scaled to [0, 1] by their range, and images scaled to [0, 1], vary far more."""
+    from sklearn.datasets import load_diabetes, load_digits, load_wine
+
+    wine = load_wine().data[:160]
+    diabetes = load_diabetes(scaled=False).data[:256]
+    for name, x in (
+        ("rows", wine / np.linalg.norm(wine, axis=1, keepdims=True)),
+        ("log", np.log1p(diabetes)),
+    ):
+        summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / name, x)))
+        assert summary.status.value == "IssuesFound", name
+        finding = summary.findings[0]
+        assert finding.details["direction"] == "constant", (name, finding.message)
+        assert finding.severity == Severity.PROBLEM and not finding.details.get("needs_harm")
+        assert finding.value is not None and finding.value < 0.1
+        assert "features barely vary around their own means" in finding.message
+    span = diabetes.max(0) - diabetes.min(0)
+    for name, fine in (
+        ("range", (diabetes - diabetes.min(0)) / span),
+        ("images", load_digits().data[:256] / 16.0),
+    ):
+        summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / name, fine)))
+        for finding in summary.findings:
+            assert finding.details.get("direction") != "constant", (name, finding.message)
 
 
 def test_check_input_images_judges_the_models_own_input_only(tmp_path: Path) -> None:
@@ -340,7 +370,8 @@ def test_unnormalised_input_names_inputs_that_carry_little_signal_as_evidence(
     raw = x * 16
     for name, weak, direction in (
         ("sum", x / x.sum(1, keepdims=True), "small everywhere"),
-        ("flat", (raw / 255 - raw.mean()) / raw.std(), "barely varies"),
+        # as 8x8 images: as a matrix of features it is a problem of its own (constant)
+        ("flat", ((raw / 255 - raw.mean()) / raw.std()).reshape(-1, 8, 8), "barely varies"),
     ):
         summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / name, weak)))
         assert summary.status.value == "IssuesFound", name

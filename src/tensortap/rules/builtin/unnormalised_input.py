@@ -44,6 +44,14 @@ DOMINATED_SPREAD = 100.0
 #: flag or one-hot column is narrow because it is sparse, not because of its units, so it never
 #: sets the median that DOMINATED_SPREAD is judged against.
 DENSE_SHARE = 0.5
+#: Features that barely vary around their own means: the input's standard deviation about each
+#: feature's mean under this share of its root mean square (over 99% of its mean square a fixed
+#: offset, the same for every sample): a problem on its own. Every unit of a first weight layer
+#: then sees 99% the same pre-activation whatever the sample, and SGD spends its steps on the
+#: offset. Standardised features: 1; features scaled to [0, 1] by their range 0.3 to 0.55; images
+#: scaled to [0, 1] about 0.6; raw diabetes measurements scaled to unit rows 0.13 (evidence, by
+#: OFFSET_SHARE); their logarithms, or rows standardised across their features, 0.05 to 0.1.
+CONSTANT_SHARE = 0.1
 
 
 class UnnormalisedInput(Rule):
@@ -78,7 +86,9 @@ class UnnormalisedInput(Rule):
     measurements such as years or blood values, rows scaled to unit length), so the first
     layer sees mostly a constant. Scales two orders of magnitude apart (``DOMINATED_SPREAD``,
     among the dense columns: ``DENSE_SHARE``) are a problem on their own: the first layer sees
-    the widest features alone, whether or not a rule sees the harm.
+    the widest features alone, whether or not a rule sees the harm; so are features that
+    barely vary around their own means (``CONSTANT_SHARE``: over 99% of the input's mean square
+    the same offset for every sample).
     """
 
     collections_needed = ("inputs",)
@@ -217,6 +227,24 @@ class UnnormalisedInput(Rule):
                 direction="dominated",
             )
             return True
+        constant = self._varying_share()
+        if not fired and constant is not None and constant[0] < CONSTANT_SHARE:
+            share, features = constant
+            self.explain(
+                f"the input {self._name}'s {features} features barely vary around their own "
+                f"means: their standard deviation is {share:.3g} of their root mean square over "
+                f"{self._samples} samples{self._rescaled} (under {CONSTANT_SHARE:g}; "
+                "standardised features: 1), so over 99% of what the first layer sees is the "
+                "same for every sample; standardise each feature with the training set's mean "
+                "and standard deviation (raw measurements on large offsets, logarithms of them, "
+                "or rows standardised across their features keep it so)",
+                tensors=[self._name],
+                value=share,
+                threshold=CONSTANT_SHARE,
+                cause="unnormalised_input",
+                direction="constant",
+            )
+            return True
         weak = self._weak(rms)
         if not fired and weak is not None:
             message, measured, limit = weak
@@ -322,6 +350,21 @@ class UnnormalisedInput(Rule):
             return
         self._columns = (sums + x.sum(0), squares + np.square(x).sum(0), rows + x.shape[0])
         self._nonzero = self._nonzero + np.count_nonzero(x, axis=0)
+
+    def _varying_share(self) -> tuple[float, int] | None:
+        """Of a matrix input: its standard deviation about each column's mean over its root
+        mean square (all columns together: what a first weight layer sees vary), and how many
+        columns vary."""
+        if self._columns is None:
+            return None
+        sums, squares, rows = self._columns
+        mean = sums / rows
+        variance = np.maximum(squares / rows - mean**2, 0.0)
+        total = float(squares.sum() / rows)
+        varying = int(np.count_nonzero(variance > 1e-24 * max(float(variance.max()), 1e-300)))
+        if varying < 2 or not total > 0:
+            return None
+        return math.sqrt(float(variance.sum()) / total), varying
 
     def _offset(self) -> tuple[float, int] | None:
         """Of a matrix input: the median over its varying columns of each column's standard
