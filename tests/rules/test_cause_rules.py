@@ -85,9 +85,34 @@ def matrix_trial(out: Path, x: np.ndarray, batch: int = 32) -> tt.Trial:
 def test_unnormalised_input_names_features_on_different_scales_as_evidence(
     tmp_path: Path,
 ) -> None:
-    """Tabular rows scaled to unit length (sklearn's ``normalize`` taken for a scaler), or a
-    matrix divided by its largest value, keep each feature's units: the columns' spread is
+    """Features whose scales spread 20 to 100 times (one in units 50 times another's) are
     evidence that needs harm. Standardised features, and binary ones beside them, are fine."""
+    from sklearn.datasets import load_breast_cancer
+
+    z = np.random.default_rng(1).normal(0.0, 1.0, (256, 13)) * ([5.0] + [0.1] * 12)
+    summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / "units", z)))
+    assert summary.status.value == "IssuesFound"
+    finding = summary.findings[0]
+    assert finding.details["direction"] == "spread" and finding.details["needs_harm"] is True
+    assert finding.value is not None and 20 < finding.value < 100, finding.value
+    assert "0_input_0's 13 features are on different scales: the standard deviation" in (
+        finding.message
+    )
+    x = load_breast_cancer().data[:256]
+    standard = (x - x.mean(0)) / x.std(0)
+    mixed = np.hstack([standard, (np.random.default_rng(0).random((256, 5)) < 0.1)])
+    for name, fine in (("standard", standard), ("mixed", mixed)):
+        summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / name, fine)))
+        assert summary.status.value == "NoIssuesFound", name
+
+
+def test_unnormalised_input_names_features_two_orders_of_magnitude_apart_a_problem(
+    tmp_path: Path,
+) -> None:
+    """Issue 44 (dev2: breast cancer rows scaled to unit length, a frozen backbone under a head
+    that trains, no harm any rule sees: called healthy): where the dense features' scales are
+    100 times apart or more, the first layer sees the widest alone, a problem on its own. Rare
+    flags beside standardised features are narrow because they are sparse: evidence at most."""
     from sklearn.datasets import load_breast_cancer
 
     x = load_breast_cancer().data[:256]
@@ -98,16 +123,54 @@ def test_unnormalised_input_names_features_on_different_scales_as_evidence(
         summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / name, scaled)))
         assert summary.status.value == "IssuesFound", name
         finding = summary.findings[0]
-        assert finding.details["direction"] == "spread" and finding.details["needs_harm"] is True
+        assert finding.details["direction"] == "dominated", name
+        assert not finding.details.get("needs_harm") and finding.severity == Severity.PROBLEM
         assert finding.value is not None and finding.value > 100
-        assert "0_input_0's 30 features are on different scales: the standard deviation" in (
-            finding.message
-        )
-    standard = (x - x.mean(0)) / x.std(0)
-    mixed = np.hstack([standard, (np.random.default_rng(0).random((256, 5)) < 0.1)])
-    for name, fine in (("standard", standard), ("mixed", mixed)):
+        assert "features are on scales two orders of magnitude apart" in finding.message
+    # 5 standardised features beside 40 flags each set in 2 of 40,000 rows (std 0.007): 140
+    # times apart over all columns, but the flags are sparse, so not dominated
+    rng = np.random.default_rng(0)
+    flags = np.zeros((40_000, 40))
+    flags[rng.integers(0, 40_000, (2, 40)), np.arange(40)] = 1.0
+    rows = np.hstack([rng.normal(0.0, 1.0, (40_000, 5)), flags])
+    summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / "flags", rows, batch=40_000)))
+    assert summary.status.value == "IssuesFound"
+    finding = summary.findings[0]
+    assert finding.details["direction"] == "spread" and finding.details["needs_harm"] is True
+    assert finding.value is not None and finding.value > 100
+
+
+def test_unnormalised_input_names_features_that_barely_vary_around_their_means_a_problem(
+    tmp_path: Path,
+) -> None:
+    """Issue 44: wine's rows scaled to unit length, or the logarithms of raw diabetes
+    measurements, vary by 3% to 6% of their root mean square around each feature's mean: over
+    99% of what the first layer sees is the same for every sample, a problem on its own (it was
+    evidence that needs harm, and runs whose harm no rule saw were called healthy). Features
+    scaled to [0, 1] by their range, and images scaled to [0, 1], vary far more."""
+    from sklearn.datasets import load_diabetes, load_digits, load_wine
+
+    wine = load_wine().data[:160]
+    diabetes = load_diabetes(scaled=False).data[:256]
+    for name, x in (
+        ("rows", wine / np.linalg.norm(wine, axis=1, keepdims=True)),
+        ("log", np.log1p(diabetes)),
+    ):
+        summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / name, x)))
+        assert summary.status.value == "IssuesFound", name
+        finding = summary.findings[0]
+        assert finding.details["direction"] == "constant", (name, finding.message)
+        assert finding.severity == Severity.PROBLEM and not finding.details.get("needs_harm")
+        assert finding.value is not None and finding.value < 0.1
+        assert "features barely vary around their own means" in finding.message
+    span = diabetes.max(0) - diabetes.min(0)
+    for name, fine in (
+        ("range", (diabetes - diabetes.min(0)) / span),
+        ("images", load_digits().data[:256] / 16.0),
+    ):
         summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / name, fine)))
-        assert summary.status.value == "NoIssuesFound", name
+        for finding in summary.findings:
+            assert finding.details.get("direction") != "constant", (name, finding.message)
 
 
 def test_check_input_images_judges_the_models_own_input_only(tmp_path: Path) -> None:
@@ -307,7 +370,8 @@ def test_unnormalised_input_names_inputs_that_carry_little_signal_as_evidence(
     raw = x * 16
     for name, weak, direction in (
         ("sum", x / x.sum(1, keepdims=True), "small everywhere"),
-        ("flat", (raw / 255 - raw.mean()) / raw.std(), "barely varies"),
+        # as 8x8 images: as a matrix of features it is a problem of its own (constant)
+        ("flat", ((raw / 255 - raw.mean()) / raw.std()).reshape(-1, 8, 8), "barely varies"),
     ):
         summary = invoke_rule(UnnormalisedInput(matrix_trial(tmp_path / name, weak)))
         assert summary.status.value == "IssuesFound", name
@@ -1205,12 +1269,19 @@ def test_leaky_relu_units_never_die(tmp_path: Path) -> None:
 
 
 def _first_steps(
-    path: Path, losses: list[float], skip: int = 0, regression: bool = False
+    path: Path,
+    losses: list[float],
+    skip: int = 0,
+    regression: bool = False,
+    input_rms: float | None = None,
 ) -> tt.Trial:
     rng = np.random.default_rng(0)
     builder = TrialBuilder(path)
     builder.skip(skip)
     for loss in losses:
+        model_input: dict[str, Any] = {}
+        if input_rms is not None:  # the model's own input, features at that root mean square
+            model_input = {"0_input_0": rng.normal(0.0, input_rms, (32, 8)).astype(np.float32)}
         if regression:
             target = rng.normal(0.5, 1.0, (32, 1)).astype(np.float32)
             saved = {"loss": np.float32(loss), "MSELoss_output_0": np.float32(loss),
@@ -1221,7 +1292,8 @@ def _first_steps(
             saved = {"loss": np.float32(loss), "labels": rng.integers(0, 10, 32),
                      "predictions": rng.normal(0, 1, (32, 10)).astype(np.float32)}  # fmt: skip
             kinds = {"loss": "losses", "labels": "labels", "predictions": "predictions"}
-        builder.step(saved, mode="train", collections=kinds)
+        kinds.update(dict.fromkeys(model_input, "inputs"))
+        builder.step({**saved, **model_input}, mode="train", collections=kinds)
     return builder.close()
 
 
@@ -1250,6 +1322,27 @@ def test_poor_init_names_a_first_loss_far_above_an_all_zero_outputs(tmp_path: Pa
     # not the initialisation's
     late = _first_steps(tmp_path / "late", [60.0, 40.0, 30.0], skip=3)
     assert invoke_rule(PoorWeightInitialization(late)).status.value != "IssuesFound"
+
+
+def test_a_first_loss_far_too_large_because_the_input_is_names_the_input(tmp_path: Path) -> None:
+    """Issue 44: features centred but left in their units (root mean square 2.7) through a
+    default-initialised linear layer started a regression at 5.1x the mean squared target, and
+    the run was "the weights are badly initialised". Outputs scale with the input: where an
+    input at order 1 would have started within the limit, the input is the cause named."""
+    from tensortap.rules import PoorWeightInitialization
+
+    # against the mean squared target, 1.25: 7.5 at inputs of root mean square 3 would be
+    # 1.25 + 6.25 / 9 = 1.9 at order 1
+    wide = _first_steps(tmp_path / "w", [7.5, 5.0, 4.0], regression=True, input_rms=3.0)
+    [finding] = invoke_rule(PoorWeightInitialization(wide)).findings
+    assert finding.details["cause"] == "unnormalised_input" and finding.step == 0
+    assert finding.severity is Severity.PROBLEM
+    assert "the outputs are large because the inputs are" in finding.message, finding.message
+    # the same first loss with standardised inputs, or one too large for the input to explain
+    for name, losses, rms in (("s", [7.5, 5.0, 4.0], 1.0), ("h", [100.0, 50.0, 40.0], 3.0)):
+        trial = _first_steps(tmp_path / name, losses, regression=True, input_rms=rms)
+        [finding] = invoke_rule(PoorWeightInitialization(trial)).findings
+        assert finding.details["cause"] == "poor_init", name
 
 
 def test_an_evaluation_pass_that_ends_a_run_read_live_is_judged_when_training_ends(

@@ -24,6 +24,12 @@ from tensortap.rules.builtin._common import (
     training_step,
 )
 from tensortap.rules.builtin._labels import zero_output_loss
+from tensortap.rules.builtin._samples import (
+    ConfigFact,
+    input_rescaling,
+    model_input,
+    normalised_in_model,
+)
 
 #: A badly scaled initialisation compounds: the variance grows at least this much per layer ...
 _GROWTH = 2.0
@@ -35,6 +41,10 @@ _OUTPUT_KINDS = re.compile(r"sigmoid|softmax", re.IGNORECASE)
 _BLOWN_UP = 10.0
 #: Rows equal to this share of the weights' largest magnitude are the same weights.
 _SAME = 1e-6
+#: A model input whose root mean square is at least this (standardised inputs: 1; the healthy
+#: runs of the generated development split: 1.6 at most) scales the outputs of weights of any
+#: initialisation: a first loss far too large is judged as the input at order 1 would give it.
+_INPUT_SCALE = 2.0
 
 
 class PoorWeightInitialization(Rule):
@@ -56,7 +66,9 @@ class PoorWeightInitialization(Rule):
       ``first_loss_ratio`` times what a model whose outputs are all 0 would score (``log K``
       for K classes, the mean squared target of a regression): the outputs are far too large
       at initialisation, as when the weights (or a recurrent layer's, compounding over time)
-      are scaled too large.
+      are scaled too large. Outputs scale with the input too: where the model's input has a
+      root mean square of ``_INPUT_SCALE`` (2) or more and an input at order 1 would have
+      started within the limit, the cause named is ``unnormalised_input``.
 
     The output layer is not compared: the input of a final sigmoid or softmax (one after the
     last layer with weights; where layer inputs were not saved, a sigmoid or softmax that is the
@@ -120,6 +132,8 @@ class PoorWeightInitialization(Rule):
         # the highest loss after the first, within ``patience`` steps of it (its step, value)
         self._peak: tuple[int, float] | None = None
         self._first_judged = False
+        self._normaliser = ConfigFact(base_trial, normalised_in_model)
+        self._rescaling = ConfigFact(base_trial, input_rescaling)
 
     # -- the network's structure, as the trial shows it --
 
@@ -279,6 +293,32 @@ class PoorWeightInitialization(Rule):
         reference, how = found
         if not reference > 0 or not first > self.first_loss_ratio * reference:
             return False
+        scale = self._input_scale(step)
+        if scale is not None and scale >= _INPUT_SCALE:
+            # outputs scale with the input (a linear layer, and ReLU-like units, are
+            # homogeneous): at order 1 the loss's excess over an all-zero output's would be
+            # scale**2 (squared error) or scale (otherwise) times smaller
+            squared = how.startswith("the mean squared")
+            at_order_1 = reference + (first - reference) / (scale**2 if squared else scale)
+            if at_order_1 <= self.first_loss_ratio * reference:
+                self.explain(
+                    f"the loss of the first training step, {first:.4g}, is "
+                    f"{first / reference:.3g}x what outputs of 0 would score ({reference:.4g}: "
+                    f"{how}; limit {self.first_loss_ratio:g}x), but the model's input has a "
+                    f"root mean square of {scale:.3g} (normalised inputs: about 1): through the "
+                    f"same weights an input at order 1 would start near {at_order_1:.4g} "
+                    f"({at_order_1 / reference:.3g}x), so the outputs are large because the "
+                    "inputs are; standardise the input features",
+                    tensors=losses,
+                    value=first / reference,
+                    threshold=self.first_loss_ratio,
+                    severity=Severity.PROBLEM,
+                    cause="unnormalised_input",
+                    first_loss=first,
+                    zero_output_loss=reference,
+                    input_rms=scale,
+                )
+                return True
         self.explain(
             f"the loss of the first training step, {first:.4g}, is {first / reference:.3g}x what "
             f"outputs of 0 would score ({reference:.4g}: {how}; limit {self.first_loss_ratio:g}x):"
@@ -293,6 +333,25 @@ class PoorWeightInitialization(Rule):
             zero_output_loss=reference,
         )
         return True
+
+    def _input_scale(self, step: int) -> float | None:
+        """The root mean square of the model's floating-point input at ``step`` as its first
+        weight layer meets it (after a first ``Rescaling``); None where there is none, or the
+        model normalises its input itself."""
+        if self._normaliser() is not None:
+            return None
+        found = model_input(self.base_trial, step)
+        if found is None:
+            return None
+        x = found[1]
+        if not np.issubdtype(x.dtype, np.floating) or not x.size:
+            return None
+        x = x.astype(np.float64)
+        rescaling = self._rescaling()
+        if rescaling is not None:
+            x = x * rescaling[0] + rescaling[1]
+        rms = math.sqrt(float(np.mean(np.square(x))))
+        return rms if math.isfinite(rms) else None
 
     def _only_first(self) -> str:
         return f"only the first {self.steps} training steps are judged"

@@ -32,6 +32,26 @@ FLAT_SHARE = 0.05
 #: root mean square (standardised features: 1; the healthy runs of the development split: 0.66
 #: at least; raw diabetes rows scaled to unit length: 0.17).
 OFFSET_SHARE = 0.4
+#: Features whose scales are two orders of magnitude apart (largest standard deviation over the
+#: median's, among dense columns): a problem on its own, not evidence that needs harm. A first
+#: weight layer gives every input the same scale of weights, so a feature 100 times narrower
+#: than the widest brings 1/10,000 of its variance to every unit, and plain SGD moves its
+#: weights 100 times less: the model sees the widest feature alone. Standardised features beside
+#: binary ones spread 3 at most (a flag set in 1% of rows: 10); raw breast cancer measurements
+#: scaled to unit rows or divided by their largest value spread 300 to 8,000.
+DOMINATED_SPREAD = 100.0
+#: A column counts as dense when it is non-zero in at least this share of the rows seen: a rare
+#: flag or one-hot column is narrow because it is sparse, not because of its units, so it never
+#: sets the median that DOMINATED_SPREAD is judged against.
+DENSE_SHARE = 0.5
+#: Features that barely vary around their own means: the input's standard deviation about each
+#: feature's mean under this share of its root mean square (over 99% of its mean square a fixed
+#: offset, the same for every sample): a problem on its own. Every unit of a first weight layer
+#: then sees 99% the same pre-activation whatever the sample, and SGD spends its steps on the
+#: offset. Standardised features: 1; features scaled to [0, 1] by their range 0.3 to 0.55; images
+#: scaled to [0, 1] about 0.6; raw diabetes measurements scaled to unit rows 0.13 (evidence, by
+#: OFFSET_SHARE); their logarithms, or rows standardised across their features, 0.05 to 0.1.
+CONSTANT_SHARE = 0.1
 
 
 class UnnormalisedInput(Rule):
@@ -64,7 +84,11 @@ class UnnormalisedInput(Rule):
     for features far from centred: each varies little around a large offset (the median
     feature's standard deviation under ``OFFSET_SHARE`` of its root mean square: raw
     measurements such as years or blood values, rows scaled to unit length), so the first
-    layer sees mostly a constant.
+    layer sees mostly a constant. Scales two orders of magnitude apart (``DOMINATED_SPREAD``,
+    among the dense columns: ``DENSE_SHARE``) are a problem on their own: the first layer sees
+    the widest features alone, whether or not a rule sees the harm; so are features that
+    barely vary around their own means (``CONSTANT_SHARE``: over 99% of the input's mean square
+    the same offset for every sample).
     """
 
     collections_needed = ("inputs",)
@@ -95,8 +119,10 @@ class UnnormalisedInput(Rule):
         self.threshold_samples = threshold_samples
         self.threshold_small = threshold_small
         self.threshold_spread = threshold_spread
-        # per column of a matrix input (N, F): sums and sums of squares (None: not a matrix)
+        # per column of a matrix input (N, F): sums, sums of squares and rows (None: not a
+        # matrix), and how many of its values were not zero
         self._columns: tuple[np.ndarray, np.ndarray, int] | None = None
+        self._nonzero: np.ndarray | None = None
         self._matrix = True
         self._largest = 0.0
         self._squares = 0.0
@@ -183,6 +209,42 @@ class UnnormalisedInput(Rule):
             )
             return True
         fired = rms > self.threshold_rms
+        dominated = self._spread(dense=True)
+        if not fired and dominated is not None and dominated[0] >= DOMINATED_SPREAD:
+            ratio, column, top, median, features = dominated
+            self.explain(
+                f"the input {self._name}'s features are on scales two orders of magnitude "
+                f"apart: the standard deviation of feature {column} ({top:.3g}) is {ratio:.3g} "
+                f"times the median feature's ({median:.3g}, of {features} dense features) over "
+                f"{self._samples} samples{self._rescaled} (from {DOMINATED_SPREAD:g}), so the "
+                "first layer sees the widest features alone; standardise each feature with the "
+                "training set's mean and standard deviation (rows scaled to unit length, or a "
+                "matrix divided by its largest value, keep each feature's units)",
+                tensors=[self._name],
+                value=ratio,
+                threshold=DOMINATED_SPREAD,
+                cause="unnormalised_input",
+                direction="dominated",
+            )
+            return True
+        constant = self._varying_share()
+        if not fired and constant is not None and constant[0] < CONSTANT_SHARE:
+            share, features = constant
+            self.explain(
+                f"the input {self._name}'s {features} features barely vary around their own "
+                f"means: their standard deviation is {share:.3g} of their root mean square over "
+                f"{self._samples} samples{self._rescaled} (under {CONSTANT_SHARE:g}; "
+                "standardised features: 1), so over 99% of what the first layer sees is the "
+                "same for every sample; standardise each feature with the training set's mean "
+                "and standard deviation (raw measurements on large offsets, logarithms of them, "
+                "or rows standardised across their features keep it so)",
+                tensors=[self._name],
+                value=share,
+                threshold=CONSTANT_SHARE,
+                cause="unnormalised_input",
+                direction="constant",
+            )
+            return True
         weak = self._weak(rms)
         if not fired and weak is not None:
             message, measured, limit = weak
@@ -276,16 +338,33 @@ class UnnormalisedInput(Rule):
         if not self._matrix:
             return
         if x.ndim != 2 or x.shape[1] < 2:
-            self._matrix, self._columns = False, None
+            self._matrix, self._columns, self._nonzero = False, None, None
             return
         if self._columns is None:
             width = x.shape[1]
             self._columns = (np.zeros(width), np.zeros(width), 0)
+            self._nonzero = np.zeros(width)
         sums, squares, rows = self._columns
-        if sums.shape[0] != x.shape[1]:
-            self._matrix, self._columns = False, None
+        if sums.shape[0] != x.shape[1] or self._nonzero is None:
+            self._matrix, self._columns, self._nonzero = False, None, None
             return
         self._columns = (sums + x.sum(0), squares + np.square(x).sum(0), rows + x.shape[0])
+        self._nonzero = self._nonzero + np.count_nonzero(x, axis=0)
+
+    def _varying_share(self) -> tuple[float, int] | None:
+        """Of a matrix input: its standard deviation about each column's mean over its root
+        mean square (all columns together: what a first weight layer sees vary), and how many
+        columns vary."""
+        if self._columns is None:
+            return None
+        sums, squares, rows = self._columns
+        mean = sums / rows
+        variance = np.maximum(squares / rows - mean**2, 0.0)
+        total = float(squares.sum() / rows)
+        varying = int(np.count_nonzero(variance > 1e-24 * max(float(variance.max()), 1e-300)))
+        if varying < 2 or not total > 0:
+            return None
+        return math.sqrt(float(variance.sum()) / total), varying
 
     def _offset(self) -> tuple[float, int] | None:
         """Of a matrix input: the median over its varying columns of each column's standard
@@ -301,15 +380,19 @@ class UnnormalisedInput(Rule):
             return None
         return float(np.median(std[varying] / rms[varying])), int(varying.size)
 
-    def _spread(self) -> tuple[float, int, float, float, int] | None:
+    def _spread(self, dense: bool = False) -> tuple[float, int, float, float, int] | None:
         """Of a matrix input: the largest column's standard deviation over the median's (of the
-        columns that vary), which column, both values, and how many columns vary."""
+        columns that vary; ``dense``: of those non-zero in ``DENSE_SHARE`` of the rows or
+        more), which column, both values, and how many columns count."""
         if self._columns is None:
             return None
         sums, squares, rows = self._columns
         mean = sums / rows
         std = np.sqrt(np.maximum(squares / rows - mean**2, 0.0))
-        varying = np.flatnonzero(std > 1e-12 * max(float(std.max()), 1e-300))
+        counted = std > 1e-12 * max(float(std.max()), 1e-300)
+        if dense and self._nonzero is not None:
+            counted &= self._nonzero >= DENSE_SHARE * rows
+        varying = np.flatnonzero(counted)
         if varying.size < 2:
             return None
         median = float(np.median(std[varying]))
