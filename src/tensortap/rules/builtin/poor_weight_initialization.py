@@ -293,6 +293,16 @@ class PoorWeightInitialization(Rule):
         reference, how = found
         if not reference > 0 or not first > self.first_loss_ratio * reference:
             return False
+        said = (
+            f"the loss of the first training step, {first:.4g}, is {first / reference:.3g}x what "
+            f"outputs of 0 would score ({reference:.4g}: {how}; limit {self.first_loss_ratio:g}x)"
+        )
+        why = (
+            ": the model's outputs are far too large at initialisation (weights scaled too "
+            "large, or a recurrent layer whose weights make its state grow over time)"
+        )
+        cause = "poor_init"  # the weights', unless the input explains the loss
+        extra: dict[str, Any] = {}
         scale = self._input_scale(step)
         if scale is not None and scale >= _INPUT_SCALE:
             # outputs scale with the input (a linear layer, and ReLU-like units, are
@@ -301,36 +311,23 @@ class PoorWeightInitialization(Rule):
             squared = how.startswith("the mean squared")
             at_order_1 = reference + (first - reference) / (scale**2 if squared else scale)
             if at_order_1 <= self.first_loss_ratio * reference:
-                self.explain(
-                    f"the loss of the first training step, {first:.4g}, is "
-                    f"{first / reference:.3g}x what outputs of 0 would score ({reference:.4g}: "
-                    f"{how}; limit {self.first_loss_ratio:g}x), but the model's input has a "
-                    f"root mean square of {scale:.3g} (normalised inputs: about 1): through the "
-                    f"same weights an input at order 1 would start near {at_order_1:.4g} "
-                    f"({at_order_1 / reference:.3g}x), so the outputs are large because the "
-                    "inputs are; standardise the input features",
-                    tensors=losses,
-                    value=first / reference,
-                    threshold=self.first_loss_ratio,
-                    severity=Severity.PROBLEM,
-                    cause="unnormalised_input",
-                    first_loss=first,
-                    zero_output_loss=reference,
-                    input_rms=scale,
+                why = (
+                    f", but the model's input has a root mean square of {scale:.3g} (normalised "
+                    f"inputs: about 1): through the same weights an input at order 1 would start "
+                    f"near {at_order_1:.4g} ({at_order_1 / reference:.3g}x), so the outputs are "
+                    "large because the inputs are; standardise the input features"
                 )
-                return True
+                cause, extra = "unnormalised_input", {"input_rms": scale}
         self.explain(
-            f"the loss of the first training step, {first:.4g}, is {first / reference:.3g}x what "
-            f"outputs of 0 would score ({reference:.4g}: {how}; limit {self.first_loss_ratio:g}x):"
-            " the model's outputs are far too large at initialisation (weights scaled too "
-            "large, or a recurrent layer whose weights make its state grow over time)",
+            said + why,
             tensors=losses,
             value=first / reference,
             threshold=self.first_loss_ratio,
             severity=Severity.PROBLEM,
-            cause="poor_init",
+            cause=cause,
             first_loss=first,
             zero_output_loss=reference,
+            **extra,
         )
         return True
 

@@ -147,6 +147,11 @@ class UnnormalisedInput(Rule):
             return name, value
         return None  # the model's input is not floating-point (token ids): not judged
 
+    def _input_finding(self, message: str, **fields: Any) -> None:
+        """Explain a finding about the input this rule watches (``unnormalised_input``)."""
+        tensors = [self._name] if self._name is not None else []  # set before any finding
+        self.explain(message, tensors, cause="unnormalised_input", **fields)
+
     def invoke_at_step(self, step: int) -> bool:
         if training_step(self.base_trial, step) is None:
             mode = step_mode(self.base_trial, step)[0]
@@ -194,17 +199,15 @@ class UnnormalisedInput(Rule):
             )
             return False
         if self._largest < self.threshold_small:
-            self.explain(
+            self._input_finding(
                 f"the input {self._name} never reaches {self.threshold_small:g} in absolute "
                 f"value over {self._samples} samples{self._rescaled} (largest "
                 f"{self._largest:.3g}, root mean square {rms:.3g}): inputs this small leave the "
                 "first layer's output to its bias and its weights' gradients near zero; "
                 "normalised inputs are about 1 (an image scaled twice, or features in units far "
                 "too large?)",
-                tensors=[self._name],
                 value=self._largest,
                 threshold=self.threshold_small,
-                cause="unnormalised_input",
                 direction="small",
             )
             return True
@@ -212,7 +215,7 @@ class UnnormalisedInput(Rule):
         dominated = self._spread(dense=True)
         if not fired and dominated is not None and dominated[0] >= DOMINATED_SPREAD:
             ratio, column, top, median, features = dominated
-            self.explain(
+            self._input_finding(
                 f"the input {self._name}'s features are on scales two orders of magnitude "
                 f"apart: the standard deviation of feature {column} ({top:.3g}) is {ratio:.3g} "
                 f"times the median feature's ({median:.3g}, of {features} dense features) over "
@@ -220,17 +223,15 @@ class UnnormalisedInput(Rule):
                 "first layer sees the widest features alone; standardise each feature with the "
                 "training set's mean and standard deviation (rows scaled to unit length, or a "
                 "matrix divided by its largest value, keep each feature's units)",
-                tensors=[self._name],
                 value=ratio,
                 threshold=DOMINATED_SPREAD,
-                cause="unnormalised_input",
                 direction="dominated",
             )
             return True
         constant = self._varying_share()
         if not fired and constant is not None and constant[0] < CONSTANT_SHARE:
             share, features = constant
-            self.explain(
+            self._input_finding(
                 f"the input {self._name}'s {features} features barely vary around their own "
                 f"means: their standard deviation is {share:.3g} of their root mean square over "
                 f"{self._samples} samples{self._rescaled} (under {CONSTANT_SHARE:g}; "
@@ -238,25 +239,21 @@ class UnnormalisedInput(Rule):
                 "same for every sample; standardise each feature with the training set's mean "
                 "and standard deviation (raw measurements on large offsets, logarithms of them, "
                 "or rows standardised across their features keep it so)",
-                tensors=[self._name],
                 value=share,
                 threshold=CONSTANT_SHARE,
-                cause="unnormalised_input",
                 direction="constant",
             )
             return True
         weak = self._weak(rms)
         if not fired and weak is not None:
             message, measured, limit = weak
-            self.explain(
+            self._input_finding(
                 f"the input {self._name} {message} over {self._samples} samples{self._rescaled}: "
                 "normalised inputs are about 1 and vary about as much (an image divided twice, "
                 "standardised with another scale's statistics, or divided by a per-sample sum?)",
-                tensors=[self._name],
                 value=measured,
                 threshold=limit,
                 severity=Severity.WARNING,  # a problem where the diagnosis finds harm it explains
-                cause="unnormalised_input",
                 direction="weak",
                 needs_harm=True,
             )
@@ -264,7 +261,7 @@ class UnnormalisedInput(Rule):
         spread = self._spread()
         if not fired and spread is not None and spread[0] >= self.threshold_spread:
             ratio, column, top, median, features = spread
-            self.explain(
+            self._input_finding(
                 f"the input {self._name}'s {features} features are on different scales: the "
                 f"standard deviation of feature {column} ({top:.3g}) is {ratio:.3g} times the "
                 f"median feature's ({median:.3g}) over {self._samples} samples{self._rescaled} "
@@ -272,10 +269,8 @@ class UnnormalisedInput(Rule):
                 f"{self.threshold_spread:g}); standardise each feature with the training set's "
                 "mean and standard deviation (rows scaled to unit length, or a matrix divided "
                 "by its largest value, keep each feature's units)",
-                tensors=[self._name],
                 value=ratio,
                 threshold=self.threshold_spread,
-                cause="unnormalised_input",
                 severity=Severity.WARNING,  # a problem where the diagnosis finds harm it explains
                 direction="spread",
                 needs_harm=True,
@@ -284,29 +279,25 @@ class UnnormalisedInput(Rule):
         offset = self._offset()
         if not fired and offset is not None and offset[0] < OFFSET_SHARE:
             share, features = offset
-            self.explain(
+            self._input_finding(
                 f"the input {self._name}'s {features} features are far from centred: the "
                 f"median feature's standard deviation is {share:.3g} of its root mean square "
                 f"over {self._samples} samples{self._rescaled} (under {OFFSET_SHARE:g}; "
                 "standardised features: 1), so each varies little around a large offset; "
                 "standardise each feature with the training set's mean and standard deviation",
-                tensors=[self._name],
                 value=share,
                 threshold=OFFSET_SHARE,
-                cause="unnormalised_input",
                 severity=Severity.WARNING,  # a problem where the diagnosis finds harm it explains
                 direction="offset",
                 needs_harm=True,
             )
             return True
-        self.explain(
+        self._input_finding(
             f"the input {self._name} has a root mean square of {rms:.3g} over {self._samples} "
             f"samples{self._rescaled} ({'above' if fired else 'within'} {self.threshold_rms:g}; "
             f"normalised inputs are about 1{': scale or standardise them' if fired else ''})",
-            tensors=[self._name],
             value=rms,
             threshold=self.threshold_rms,
-            cause="unnormalised_input",
         )
         return fired
 
