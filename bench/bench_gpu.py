@@ -336,6 +336,7 @@ class Run35:
         self.out = out
         self.hook: tt.Hook | None = None
         self.guard: Any = None
+        self.watch: tt.SpikeWatch | None = None
         self.before_update: Callable[[], None] | None = None  # a row's work after backward
         self.pinned: torch.Tensor | None = None
 
@@ -374,6 +375,8 @@ class Run35:
             self.hook.close()
         if self.guard is not None and hasattr(self.guard, "remove"):
             self.guard.remove()
+        if self.watch is not None:
+            self.watch.remove()
 
 
 def row_floor(run: Run35) -> None:
@@ -479,6 +482,22 @@ def row_rollback(run: Run35) -> None:
     run.before_update = boundary
 
 
+def row_spikes(run: Run35) -> None:
+    """A SpikeWatch with its defaults (update norm per layer group, every attention call's
+    largest logit, the output's largest logit and entropy, the forecast judging every step):
+    its warm-up fixed at the shortest and trained through before timing, so that every timed
+    step is judged. Eager only: it stands in for ``F.scaled_dot_product_attention`` while the
+    forward runs, which a ``fullgraph`` compile cannot trace."""
+    from tensortap.core._spike_forecast import ForecastConfig
+
+    if run.runner is not run.model:
+        raise NotBuilt("eager only (the watch patches F.scaled_dot_product_attention)")
+    config = ForecastConfig(warmup=1)
+    run.watch = tt.SpikeWatch(run.opt, run.model, config=config)
+    for _ in range(config.recent + config.gap + config.baseline):
+        run.step()
+
+
 def _pin(device: torch.device) -> bool:
     return device.type == "cuda"
 
@@ -495,6 +514,7 @@ ROWS35: dict[str, Callable[[Run35], None]] = {
     "no hook, fused AdamW (floor)": row_fused_floor,
     "guard (fused AdamW: its own skip)": row_guard_fused,
     "rollback (checkpoint every 100 steps, on the device)": row_rollback,
+    "spike watch (forecast judging every step)": row_spikes,
 }
 #: rows set against another row than the floor: the foreach floor, or the fused optimizer's
 VERSUS = {

@@ -35,6 +35,7 @@ versions and are not used again).
     .venv/bin/python bench/bench_spikes.py record --seeds heldout2 --dir bench/out/spikes
     .venv/bin/python bench/bench_spikes.py score --seeds heldout2 --dir bench/out/spikes
     .venv/bin/python bench/bench_spikes.py cost      # the watch's cost per step (CPU time)
+    python bench/bench_spikes.py cost --device cuda  # on a GPU (wall time, synchronized steps)
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ def _model(torch: Any) -> Any:
             self.head = nn.Linear(WIDTH, VOCAB, bias=False)
 
         def forward(self, idx: Any) -> Any:
-            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
             for block in self.blocks:
                 x = block(x)
             return self.head(self.ln(x))
@@ -404,11 +405,12 @@ def _score(args: tuple[int, Path]) -> list[Result]:
     return score_seed(*args)
 
 
-def cost(rounds: int, steps: int) -> None:
+def cost(rounds: int, steps: int, device_name: str = "cpu") -> None:
     """The watch's cost: the same GPT trained with and without a SpikeWatch, a step of each
-    in turn; the median CPU time (thread time: one torch
-    thread) of a step of each. The watch judges every timed step: its warm-up is fixed at the
-    shortest (the windows full, 325 steps), and both models train that long untimed first."""
+    in turn; the median CPU time (thread time: one torch thread) of a step of each, or on a
+    GPU the median wall time of a step ended by a synchronize. The watch judges every timed
+    step: its warm-up is fixed at the shortest (the windows full, 325 steps), and both models
+    train that long untimed first."""
     import torch
 
     import tensortap.pytorch as tt
@@ -417,14 +419,17 @@ def cost(rounds: int, steps: int) -> None:
     config = ForecastConfig(warmup=1)
     settle = config.recent + config.gap + config.baseline
 
+    device = torch.device(device_name)
+    on_gpu = device.type == "cuda"
+    clock = time.perf_counter if on_gpu else time.thread_time
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(0)
-    x = torch.randint(0, VOCAB, (BATCH, CONTEXT), generator=gen)
-    y = torch.randint(0, VOCAB, (BATCH, CONTEXT), generator=gen)
+    x = torch.randint(0, VOCAB, (BATCH, CONTEXT), generator=gen).to(device)
+    y = torch.randint(0, VOCAB, (BATCH, CONTEXT), generator=gen).to(device)
     runs = {}
     for watched in (False, True):
         torch.manual_seed(0)
-        model = _model(torch)
+        model = _model(torch).to(device)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         runs[watched] = (model, opt, tt.SpikeWatch(opt, model, config=config) if watched else None)
     times: dict[bool, list[float]] = {False: [], True: []}
@@ -432,7 +437,7 @@ def cost(rounds: int, steps: int) -> None:
         # the two models step in turn, one step each: load that comes and goes hits both alike
         for _ in range(steps if timed else settle):
             for watched, (model, opt, _watch) in runs.items():
-                started = time.thread_time()
+                started = clock()
                 per_token = torch.nn.functional.cross_entropy(
                     model(x).reshape(-1, VOCAB), y.reshape(-1), reduction="none"
                 ).view(BATCH, CONTEXT)
@@ -440,13 +445,16 @@ def cost(rounds: int, steps: int) -> None:
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
+                if on_gpu:
+                    torch.cuda.synchronize(device)
                 if timed:
-                    times[watched].append(time.thread_time() - started)
+                    times[watched].append(clock() - started)
     plain, watched_ms = (statistics.median(times[w]) * 1e3 for w in (False, True))
     watch = runs[True][2]
     own = watch.seconds_per_step * 1e3 if watch is not None else 0.0
+    what = f"wall on {torch.cuda.get_device_name(device)}" if on_gpu else "CPU"
     print(
-        f"cost: step {plain:.2f} ms CPU without the watch, {watched_ms:.2f} ms with it "
+        f"cost: step {plain:.2f} ms {what} without the watch, {watched_ms:.2f} ms with it "
         f"({watched_ms / plain:.2f}x; the watch's own wall time {own:.3f} ms a step), "
         f"median of {rounds} x {steps} steps each, the two in turn; "
         f"load average {os.getloadavg()[0]:.1f}"
@@ -464,9 +472,10 @@ def main() -> None:
     parser.add_argument("--lead", type=int, default=50)
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--device", default="cpu", help="cost: the device to train on (cuda)")
     args = parser.parse_args()
     if args.stage == "cost":
-        cost(rounds=args.rounds, steps=100)
+        cost(rounds=args.rounds, steps=100, device_name=args.device)
         return
     seeds = SEEDS[args.seeds][: args.runs]
     directory = args.dir / args.seeds
