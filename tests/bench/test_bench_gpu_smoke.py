@@ -73,3 +73,19 @@ def test_the_issue35_suite_runs_every_row_eager_and_compiled(tmp_path: Path) -> 
     eager_watch, compiled_watch = (t.splitlines()[-1] for t in tables)
     assert " ms " in eager_watch  # the watch (its forecast judging) timed eagerly
     assert "n/a" in compiled_watch and "eager only" in compiled_watch
+
+
+def test_the_unsynchronised_vitals_benchmark_runs(tmp_path: Path) -> None:
+    """bench_gpu_vitals.py: no hook, the vital signs arriving, and read as each step ends."""
+    cmd = [sys.executable, str(ROOT / "bench" / "bench_gpu_vitals.py"), "--device", "cpu"]
+    cmd += ["--small", "--rounds", "1", "--steps", "2"]
+    env = {"BENCH_DIR": str(tmp_path), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src")}
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    rows = [line.split("|")[1].strip() for line in result.stdout.splitlines() if line[:2] == "| "]
+    assert rows[1:] == [
+        "no hook",
+        "default hook (arriving)",
+        "default hook (read as the step ends)",
+    ]
+    assert list(tmp_path.iterdir()) == []  # its runs removed

@@ -132,3 +132,61 @@ def test_cuda_training_loop_facts_wait_on_the_device_only_on_due_steps(tmp_path:
     assert status.internal_errors == 0, status
     facts = tt.create_trial(tmp_path / "run").tensor("training_loop/grads_not_cleared")
     assert facts.value(facts.steps()[-1]) > 0
+
+
+def test_cuda_vital_signs_never_wait_on_the_device(tmp_path: Path) -> None:
+    """The default hook's vital signs of every step (loss, gradient norm, learning rate, step
+    time) reach the host without the training thread waiting: a step that saves nothing else
+    (not the first few, nor a due step or its neighbours) makes no synchronizing CUDA call,
+    and every step's loss and gradient norm are those the step computed."""
+    model = make(Net).cuda()
+    hook = tt.Hook(tmp_path / "run")
+    hook.register_module(model)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    hook.register_loss(loss_fn)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = [(x.cuda(), y.cuda()) for x, y in batches(32, 15)]
+    losses: list[torch.Tensor] = []
+    norms: list[torch.Tensor] = []
+    torch.cuda.synchronize()
+    for step, (x, y) in enumerate(data):
+        quiet = step > 4 and step % 10 not in (0, 1, 9)
+        torch.cuda.set_sync_debug_mode("error" if quiet else "default")
+        try:
+            opt.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            grads = [p.grad for p in model.parameters() if p.grad is not None]
+            norms.append(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0))))
+            losses.append(loss.detach())
+            opt.step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    status = hook.close()
+    assert status.internal_errors == 0 and status.writer.errors == 0, status
+    trial = tt.create_trial(tmp_path / "run")
+    saved_loss, saved_norm = trial.tensor("vitals/loss"), trial.tensor("vitals/grad_norm")
+    assert saved_loss.steps() == list(range(15)) == saved_norm.steps()
+    for step in range(15):
+        assert float(saved_loss.value(step)) == pytest.approx(float(losses[step]), rel=1e-6)
+        assert float(saved_norm.value(step)) == pytest.approx(float(norms[step]), rel=1e-6)
+    assert trial.tensor("vitals/lr").steps() == list(range(15))
+
+
+def test_cuda_vital_signs_given_reductions_are_still_saved(tmp_path: Path) -> None:
+    """A script that gives the ``vitals`` collection reductions has them read as the step ends
+    (the one path that waits): every step is still saved, and nothing fails."""
+    model = make(Net).cuda()
+    hook = tt.Hook(tmp_path / "run")
+    hook.get_collection("vitals").reduction_config = tt.ReductionConfig(reductions=["max"])
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in batches(32, 4):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x.cuda()), y.cuda())
+        hook.record_loss(loss)
+        loss.backward()
+        opt.step()
+    status = hook.close()
+    assert status.internal_errors == 0 and status.writer.errors == 0, status
+    assert tt.create_trial(tmp_path / "run").tensor("vitals/grad_norm").steps() == [0, 1, 2, 3]

@@ -19,7 +19,10 @@ saved when it ends, at every step whatever else is due.
   input of each TRAIN forward, or as a trainer callback counts them (:meth:`count_samples`).
 
 Values stay on their device while the step runs; at its end they are read back together, one
-transfer per device (on a GPU, one synchronisation at each step's end; none other).
+transfer per device. A CUDA device's values are copied into pinned host memory without waiting
+(one non-blocking copy behind the step's work), and the writer thread waits for that copy
+before it writes them: the training thread never synchronises with the device for them. On
+other devices (MPS, XLA) the values are read as the step ends.
 """
 
 from __future__ import annotations
@@ -31,9 +34,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from tensortap.core._dtypes import dtype_info
 from tensortap.core._modes import ModeKeys
-from tensortap.core._recorder import StepRecorder
+from tensortap.core._recorder import RAW_PLAN, StepRecorder
+from tensortap.core._records import Record, RecordKind
 from tensortap.core._vitals import VITALS, Vital
+from tensortap.pytorch._device_stats import Fence
 
 _Number = float | torch.Tensor
 
@@ -238,8 +244,21 @@ class StepVitals:
                     values[Vital.SAMPLES_PER_SECOND] = samples / (now - began)
         else:
             self._last_end = None  # the next TRAIN step's time starts at its first forward
-        for name, number in _read(values).items():
-            self._recorder.record(name, number, _IN_VITALS)  # a float: the recorder's fast path
+        numbers, arriving = _read(values)
+        recorder = self._recorder
+        for name, number in numbers.items():
+            recorder.record(name, number, _IN_VITALS)  # a float: the recorder's fast path
+        for name, array, fence in arriving:
+            plan = recorder.begin(name, _IN_VITALS)
+            if plan is None:
+                continue
+            if plan == RAW_PLAN:  # saved as it is: the writer waits for its copy
+                recorder.put(
+                    name, [Record(name, RecordKind.TENSOR, _F8, (), array, deferred=fence)]
+                )
+            else:  # the vitals given reductions by the script: read now, converted as a number
+                fence.resolve()
+                recorder.record(name, float(array), _IN_VITALS)
 
 
 def _mean(values: Sequence[_Number]) -> _Number:
@@ -271,9 +290,17 @@ def _same(a: _Number, b: _Number) -> bool:
     return a == b
 
 
-def _read(values: dict[str, _Number]) -> dict[str, float]:
-    """The values as floats: the tensors of each device read back in one transfer."""
+_F8 = dtype_info(np.dtype(np.float64)).stored_name  # how a float64 number is stored
+
+
+def _read(
+    values: dict[str, _Number],
+) -> tuple[dict[str, float], list[tuple[str, np.ndarray[Any, Any], Fence]]]:
+    """The values as floats, the tensors of each device read back in one transfer; a CUDA
+    device's are returned as arriving instead: 0-d float64 arrays over pinned host memory that
+    a non-blocking copy fills, each with the fence to wait on before reading it."""
     out = {k: v for k, v in values.items() if isinstance(v, float)}
+    arriving: list[tuple[str, np.ndarray[Any, Any], Fence]] = []
     by_device: dict[torch.device, list[tuple[str, torch.Tensor]]] = {}
     for name, value in values.items():
         if isinstance(value, torch.Tensor):
@@ -284,6 +311,13 @@ def _read(values: dict[str, _Number]) -> dict[str, float]:
     for device, items in by_device.items():
         dtype = torch.float32 if device.type == "mps" else torch.float64
         stacked = torch.stack([t.detach().reshape(()).to(dtype) for _, t in items])
+        if device.type == "cuda":
+            host = torch.empty(stacked.shape, dtype=dtype, pin_memory=True)
+            host.copy_(stacked, non_blocking=True)
+            fence = Fence(device)
+            array = host.numpy()  # keeps the pinned buffer alive until the writer is done
+            arriving.extend((name, array[i, ...], fence) for i, (name, _) in enumerate(items))
+            continue
         for (name, _), number in zip(items, stacked.cpu().tolist(), strict=True):
             out[name] = float(number)
-    return out
+    return out, arriving
