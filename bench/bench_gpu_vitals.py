@@ -10,8 +10,9 @@ round by round; the figure is the median time a step:
 - no hook;
 - the default hook (``tt.Hook(out)``: losses, every step's vital signs), the vital signs
   copied to pinned host memory without waiting (the writer waits for the copy);
-- the same hook with the vital signs read back as each step ends (how it was before,
-  ``tensortap.pytorch._vitals`` given the reading ``_read`` of that version).
+- the same hook with the vital signs read back as each step ends (as before 9282725), each
+  tensor value by its own ``.cpu()`` (the loss and the gradient norm here: two reads a step,
+  where that version stacked them into one transfer; the second read finds the device idle).
 
     python bench/bench_gpu_vitals.py [--small] [--rounds 5] [--steps 50]
 """
