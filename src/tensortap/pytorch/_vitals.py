@@ -27,6 +27,7 @@ other devices (MPS, XLA) the values are read as the step ends.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -312,7 +313,8 @@ def _read(
         dtype = torch.float32 if device.type == "mps" else torch.float64
         stacked = torch.stack([t.detach().reshape(()).to(dtype) for _, t in items])
         if device.type == "cuda":
-            host = torch.empty(stacked.shape, dtype=dtype, pin_memory=True)
+            # NaN until the copy lands: a device that fails before then leaves NaN, not garbage
+            host = torch.full(stacked.shape, math.nan, dtype=dtype, pin_memory=True)
             host.copy_(stacked, non_blocking=True)
             fence = Fence(device)
             array = host.numpy()  # keeps the pinned buffer alive until the writer is done
