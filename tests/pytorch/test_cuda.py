@@ -181,12 +181,18 @@ def test_cuda_vital_signs_given_reductions_are_still_saved(tmp_path: Path) -> No
     hook.get_collection("vitals").reduction_config = tt.ReductionConfig(reductions=["max"])
     hook.register_module(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    norms = []
     for x, y in batches(32, 4):
         opt.zero_grad()
         loss = F.cross_entropy(model(x.cuda()), y.cuda())
         hook.record_loss(loss)
         loss.backward()
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        norms.append(float(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))))
         opt.step()
     status = hook.close()
     assert status.internal_errors == 0 and status.writer.errors == 0, status
-    assert tt.create_trial(tmp_path / "run").tensor("vitals/grad_norm").steps() == [0, 1, 2, 3]
+    saved = tt.create_trial(tmp_path / "run").tensor("vitals/grad_norm")
+    assert saved.steps() == [0, 1, 2, 3]
+    for step, norm in enumerate(norms):  # the reduction the script asked for, of the number
+        assert saved.reduction_value(step, "max") == pytest.approx(norm, rel=1e-6)
