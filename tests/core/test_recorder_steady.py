@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tensortap.core._collections import CollectionManager
 from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import StepRecorder
 from tensortap.core._records import ScalarSteps, StepBatch
+from tensortap.core._reduction_config import ReductionConfig
 from tensortap.core._save_config import SaveConfig, SaveConfigMode
 from tensortap.core._vitals import VITALS
 
@@ -107,3 +109,47 @@ def test_the_default_schedule_every_step_is_steady_until_it_changes(
         recorder.next_step()
     assert saved == [False, True, False, False, True, False]  # steps 50..55
     assert [float(r.data) for r in sink.batches[49].records if r.name == "scale"] == [49.0]  # type: ignore[arg-type]
+
+
+class _Arriving:
+    """A number a device is still copying: ``resolve`` fills it (counted)."""
+
+    nbytes = 0
+
+    def __init__(self, value: float) -> None:
+        self.number = np.full((), np.nan)
+        self.value = value
+        self.resolved = 0
+
+    def resolve(self) -> None:
+        self.resolved += 1
+        self.number[()] = self.value
+
+
+def test_an_arriving_number_is_kept_as_it_is_and_resolved_by_the_writer() -> None:
+    """Saved as it is (the vital signs' plan), an arriving number is not waited for: its record
+    holds the array and the deferred, which the writer resolves before writing."""
+    sink = _Sink()
+    recorder = StepRecorder(CollectionManager(), sink, include_collections=[VITALS])
+    for step in range(3):
+        arriving = _Arriving(2.5 + step)
+        assert recorder.record_arriving("vitals/loss", arriving.number, arriving, (VITALS,))
+        recorder.next_step()
+        assert arriving.resolved == 0  # not waited for by the recorder
+        (record,) = sink.batches[-1].records
+        assert record.deferred is arriving and record.data is arriving.number
+        sink.batches[-1].resolve_deferred()  # what the writer does
+        assert float(record.data) == 2.5 + step
+
+
+def test_an_arriving_number_under_reductions_is_waited_for_and_reduced() -> None:
+    collections = CollectionManager()
+    collections.get(VITALS).reduction_config = ReductionConfig(reductions=["max"])
+    sink = _Sink()
+    recorder = StepRecorder(collections, sink, include_collections=[VITALS])
+    arriving = _Arriving(4.0)
+    assert recorder.record_arriving("vitals/loss", arriving.number, arriving, (VITALS,))
+    assert arriving.resolved == 1
+    recorder.next_step()
+    (record,) = sink.batches[-1].records
+    assert record.deferred is None and record.reduction == "max" and record.value == 4.0

@@ -24,7 +24,14 @@ import numpy as np
 from tensortap.core._collections import Collection, CollectionManager
 from tensortap.core._dtypes import BFLOAT16, as_saveable_array, bfloat16_bits_to_float32, dtype_info
 from tensortap.core._modes import ModeKeys, parse_mode
-from tensortap.core._records import Record, RecordKind, RecordSink, ScalarSteps, StepBatch
+from tensortap.core._records import (
+    Deferred,
+    Record,
+    RecordKind,
+    RecordSink,
+    ScalarSteps,
+    StepBatch,
+)
 from tensortap.core._reduction_config import ReductionConfig
 from tensortap.core._reductions import compute_reduction
 from tensortap.core._save_config import SaveConfig, SaveConfigMode
@@ -531,6 +538,27 @@ class StepRecorder:
         array = as_saveable_array(value, name)
         self._step_records[name] = records_from_array(name, array, plan)
         return True
+
+    def record_arriving(
+        self,
+        name: str,
+        number: np.ndarray[Any, Any],
+        deferred: Deferred,
+        collections: Iterable[str] | None = None,
+    ) -> bool:
+        """Record a float64 number still arriving (a 0-d array that ``deferred.resolve()``
+        fills: a device's value copied without waiting). Saved as it is, the writer resolves it
+        before writing; under any other plan it is waited for here and recorded as a number."""
+        plan = self.begin(name, collections)
+        if plan is None:
+            return False
+        if plan is RAW_PLAN:
+            self._step_records[name] = [
+                Record(name, RecordKind.TENSOR, _F8, (), number, deferred=deferred)
+            ]
+            return True
+        deferred.resolve()
+        return self.record(name, float(number), collections)
 
 
 def records_from_array(name: str, array: np.ndarray[Any, Any], plan: SavePlan) -> list[Record]:

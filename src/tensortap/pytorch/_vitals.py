@@ -35,10 +35,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from tensortap.core._dtypes import dtype_info
 from tensortap.core._modes import ModeKeys
-from tensortap.core._recorder import RAW_PLAN, StepRecorder
-from tensortap.core._records import Record, RecordKind
+from tensortap.core._recorder import StepRecorder
 from tensortap.core._vitals import VITALS, Vital
 from tensortap.pytorch._device_stats import Fence
 
@@ -250,16 +248,7 @@ class StepVitals:
         for name, number in numbers.items():
             recorder.record(name, number, _IN_VITALS)  # a float: the recorder's fast path
         for name, array, fence in arriving:
-            plan = recorder.begin(name, _IN_VITALS)
-            if plan is None:
-                continue
-            if plan == RAW_PLAN:  # saved as it is: the writer waits for its copy
-                recorder.put(
-                    name, [Record(name, RecordKind.TENSOR, _F8, (), array, deferred=fence)]
-                )
-            else:  # the vitals given reductions by the script: read now, converted as a number
-                fence.resolve()
-                recorder.record(name, float(array), _IN_VITALS)
+            recorder.record_arriving(name, array, fence, _IN_VITALS)  # the writer waits for it
 
 
 def _mean(values: Sequence[_Number]) -> _Number:
@@ -289,9 +278,6 @@ def _same(a: _Number, b: _Number) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return a is b
     return a == b
-
-
-_F8 = dtype_info(np.dtype(np.float64)).stored_name  # how a float64 number is stored
 
 
 def _read(
