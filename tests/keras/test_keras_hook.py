@@ -60,6 +60,10 @@ def test_seed_003_flow(tmp_path: Path) -> None:
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     model.fit(x, y, epochs=2, callbacks=[hook], verbose=0)
     model.evaluate(x, y, callbacks=[hook], verbose=0)
+    # the hook hands its steps to its writer at the ends of fit and evaluate without waiting
+    # (never holding training up): what a trial opened at once sees depends on the writer's
+    # thread, so wait for it here (a live trial would see the rest at its next refresh)
+    assert hook.flush(timeout=60)
     trial = tt.create_trial(out_dir=out_dir)
     vitals = ["vitals/grad_norm", "vitals/loss", "vitals/lr"]
     vitals += ["vitals/samples_per_second", "vitals/step_time"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -513,3 +514,45 @@ def test_a_fit_of_another_model_or_loss_starts_a_stage(tmp_path: Path) -> None:
         trial.tensor(n).steps(mode=TRAIN) for n in trial.tensor_names(collection="initial_weights")
     )
     assert initial == [[0], [10]], initial
+
+
+def test_the_steps_read_from_the_ring_reach_the_writer_in_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The steps a read of the ring brings back are handed to the writer as one block (one
+    recorder pass, one submission), not one step each; the trial holds every step's own
+    loss as before."""
+    from tensortap.keras import _hook, _vitals
+
+    monkeypatch.setattr(_vitals, "RING", 8)
+    monkeypatch.setattr(_hook, "RING", 8)
+    x, y = data(320)
+    model = mlp()
+    model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(True))
+    hook = tt.KerasHook(
+        tmp_path / "t",
+        save_config=tt.SaveConfig(save_steps=[10_000]),
+        include_collections=["vitals"],
+    )
+    writer = hook._writer
+    one, many = writer.submit, writer.submit_steps
+    handed: list[int] = []
+
+    def submit(batch: Any) -> None:
+        handed.append(1)
+        one(batch)
+
+    def submit_steps(block: Any) -> None:
+        handed.append(len(block))
+        many(block)
+
+    monkeypatch.setattr(writer, "submit", submit)
+    monkeypatch.setattr(writer, "submit_steps", submit_steps)
+    truth = BatchLosses(x, y, 8)
+    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0, callbacks=[truth, hook])
+    hook.close()
+    assert handed == [4] * 10  # a read every 4th batch: 4 steps at once (40 submissions before)
+    loss = tt.create_trial(tmp_path / "t").tensor("vitals/loss")
+    assert loss.steps(mode=TRAIN) == list(range(40))
+    for step, (own_loss, _) in enumerate(truth.seen):
+        assert float(loss.value(step, mode=TRAIN)) == pytest.approx(own_loss, rel=1e-6)

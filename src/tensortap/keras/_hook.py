@@ -63,6 +63,8 @@ logger = logging.getLogger(__name__)
 
 OPTIMIZER_VARIABLES = "optimizer_variables"
 _VITALS = (VITALS,)
+#: The vital signs a ring row gives, in the order a row's are recorded (BatchVitals.read_ring).
+_RING_NAMES = (Vital.LOSS, Vital.LR, Vital.GRAD_NORM, Vital.SAMPLES_PER_SECOND, Vital.STEP_TIME)
 _LOSSES = (CollectionKeys.LOSSES,)
 _METRICS = (CollectionKeys.METRICS,)
 
@@ -270,10 +272,39 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         steps, self._lag = self._lag, 0
         recorder = self._recorder
         rows = self._vitals.read_ring(steps + int(last_open), ring)
+        if steps > 1 and recorder.mode == ModeKeys.TRAIN:
+            self._publish_block(rows[:steps])
+            rows, steps = rows[steps:], 0
         for index, row in enumerate(rows):
             self._record_vitals(row, training=True)
             if index < steps:
                 recorder.next_step()
+
+    def _publish_block(self, rows: list[dict[str, float]]) -> None:
+        """Publish steps read from the ring, the current one first, as one block (one
+        recorder pass, one writer submission): what recording each row and closing its step
+        would save. A step of a ``wrap_tape`` loop in progress (its variables saved at the
+        step's end) keeps the step-by-step path."""
+        values = np.full((len(rows), len(_RING_NAMES)), np.nan)
+        kept = np.zeros(values.shape, dtype=bool)
+        for i, row in enumerate(rows):
+            for j, name in enumerate(_RING_NAMES):
+                number = row.get(name)
+                if number is not None:
+                    values[i, j] = number
+                    kept[i, j] = True
+        first = self._recorder.mode_step
+        self._recorder.publish_scalar_steps(
+            range(first, first + len(rows)),
+            dict(zip(_RING_NAMES, values.T, strict=True)),
+            _VITALS,
+            kept=kept,
+            step_end=bool(self._tape_vars),
+        )
+        for row in rows:  # the learning rate's facts, as _record_vitals keeps them
+            lr = row.get(Vital.LR)
+            if lr is not None:
+                self._rates.see(lr, getattr(self.model, "optimizer", None))
 
     def _next_read(self) -> int:
         """The TRAIN step at which the ring is read next: the next one (after the current)
