@@ -60,10 +60,6 @@ def test_seed_003_flow(tmp_path: Path) -> None:
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     model.fit(x, y, epochs=2, callbacks=[hook], verbose=0)
     model.evaluate(x, y, callbacks=[hook], verbose=0)
-    # the hook hands its steps to its writer at the ends of fit and evaluate without waiting
-    # (never holding training up): what a trial opened at once sees depends on the writer's
-    # thread, so wait for it here (a live trial would see the rest at its next refresh)
-    assert hook.flush(timeout=60)
     trial = tt.create_trial(out_dir=out_dir)
     vitals = ["vitals/grad_norm", "vitals/loss", "vitals/lr"]
     vitals += ["vitals/samples_per_second", "vitals/step_time"]
@@ -72,6 +68,29 @@ def test_seed_003_flow(tmp_path: Path) -> None:
     assert trial.steps(tt.modes.TRAIN) == list(range(20))
     assert trial.steps(tt.modes.EVAL) == list(range(10))
     assert float(trial.tensor("loss").value(0, mode=tt.modes.EVAL)) > 0
+
+
+def test_a_trial_opened_right_after_fit_or_evaluate_holds_every_step(tmp_path: Path) -> None:
+    """The ends of fit and evaluate wait (boundedly) for the writer to publish their steps, so
+    a script that opens the trial next sees all of them with no flush of its own, as with
+    smdebug. The writer is slowed here (20 ms a step, a listener on its thread) so that a
+    trial opened without that wait could not hold them."""
+    import time
+
+    x, y = data(300)
+    out_dir = tmp_path / "t"
+    hook = tt.KerasHook(out_dir=out_dir)
+    hook._writer.add_listener("a slow writer", lambda batch: time.sleep(0.02))
+    model = keras.models.Sequential([keras.Input((64,)), keras.layers.Dense(10)])
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model.fit(x, y, epochs=2, validation_data=(x[:64], y[:64]), callbacks=[hook], verbose=0)
+    trial = tt.create_trial(out_dir=out_dir)
+    assert trial.steps(tt.modes.TRAIN) == list(range(20))
+    assert trial.steps(tt.modes.EVAL) == list(range(4))  # two validations of 2 batches
+    model.evaluate(x, y, callbacks=[hook], verbose=0)
+    trial = tt.create_trial(out_dir=out_dir)
+    assert trial.steps(tt.modes.EVAL) == list(range(14))
+    hook.close()
 
 
 @pytest.mark.parametrize("eager", [False, True])

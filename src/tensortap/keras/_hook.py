@@ -63,6 +63,8 @@ logger = logging.getLogger(__name__)
 
 OPTIMIZER_VARIABLES = "optimizer_variables"
 _VITALS = (VITALS,)
+#: The longest the ends of fit, evaluate and predict wait for the writer to publish their steps.
+END_WAIT_SECS = 10.0
 #: The vital signs a ring row gives, in the order a row's are recorded (BatchVitals.read_ring).
 _RING_NAMES = (Vital.LOSS, Vital.LR, Vital.GRAD_NORM, Vital.SAMPLES_PER_SECOND, Vital.STEP_TIME)
 _LOSSES = (CollectionKeys.LOSSES,)
@@ -115,9 +117,11 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         # the model (and its compiled loss) the last fit trained: a fit of another one starts
         # a new stage, saved at its first TRAIN batch (see _note_stage)
         self._stages = stage_marks_for(self.out_dir, self.worker)
+        self._fitting = False  # between on_train_begin and on_train_end (validation inside)
 
     # -- Keras callback API --
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        self._fitting = True
         self._guard_event(self._note_stage)
         self._guard_event(self._prepare_training)
         self.gather_config(partial(train_begin_config, self.model, self.params))
@@ -190,13 +194,35 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
         self._catch_up()
-        self.flush(timeout=0)
+        self._fitting = False
+        self._published_at_end()
 
     def on_test_end(self, logs: Mapping[str, Any] | None = None) -> None:
-        self.flush(timeout=0)
+        self._published_at_end()
 
     def on_predict_end(self, logs: Mapping[str, Any] | None = None) -> None:
-        self.flush(timeout=0)
+        self._published_at_end()
+
+    def _published_at_end(self) -> None:
+        """At the end of ``fit``, ``evaluate`` or ``predict``: hand the steps to the writer and,
+        unless ``fit`` goes on (its validation), wait (at most :data:`END_WAIT_SECS`) until they
+        are published, so that a trial the script opens next holds every step, as smdebug's
+        did. Within ``fit`` it never waits."""
+        if self._closed:
+            return
+        if self._fitting:
+            self.flush(timeout=0)
+            return
+        writer = self.status.writer
+        if not self.flush(timeout=END_WAIT_SECS) and not (
+            writer.steps_dropped or writer.steps_lost  # said when they happened
+        ):
+            self.warn_once(
+                "end-wait",
+                f"the trial's writer did not publish every step within {END_WAIT_SECS:g} s of "
+                "the end of fit/evaluate: a trial opened now may miss the last steps "
+                "(they are published in the background; hook.close() waits for them)",
+            )
 
     # -- steps --
     def _enter(self, mode: ModeKeys) -> None:
