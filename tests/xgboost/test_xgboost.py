@@ -116,6 +116,29 @@ def test_default_saves_metrics_every_10_rounds(tmp_path: Path) -> None:
     assert trial.tensor_names(collection="full_shap") == []  # not due, never computed
 
 
+def test_a_trial_opened_right_after_training_holds_every_round(tmp_path: Path) -> None:
+    """The end of xgb.train waits (boundedly) for the writer to publish every round, so a
+    script that opens the trial next needs no flush of its own, as with smdebug. The writer
+    is slowed here (20 ms a step, a listener on its thread) so that a trial opened without
+    that wait could not hold them."""
+    import time
+
+    x, y = load_diabetes(return_X_y=True)
+    dtrain, dvalid = split(x, y)
+    hook = tt.Hook(tmp_path / "t")
+    hook._writer.add_listener("a slow writer", lambda batch: time.sleep(0.02))
+    xgb.train(
+        {"objective": "reg:squarederror"},
+        dtrain,
+        25,
+        evals=[(dvalid, "validation")],
+        verbose_eval=False,
+        callbacks=[hook],
+    )
+    assert tt.create_trial(tmp_path / "t").steps() == list(range(25))
+    hook.close()
+
+
 def test_scikit_learn_api(tmp_path: Path) -> None:
     x, y = make_classification(600, 8, random_state=0)
     hook = tt.Hook(

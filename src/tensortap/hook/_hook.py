@@ -77,6 +77,8 @@ from tensortap.writer import TrialWriter, WriterOptions, WriterStatus
 logger = logging.getLogger("tensortap.hook")  # the hook's one logger
 _H = TypeVar("_H", bound="Hook")
 _DEFAULT_ONLY = (CollectionKeys.DEFAULT,)
+#: The longest the end of a framework's training call waits for the writer (Hook.flush_at_end).
+END_WAIT_SECS = 10.0
 
 # what the hook's parts define (re-exported: the adapters, attach/ and tests import them from here)
 __all__ = [
@@ -591,6 +593,24 @@ class Hook:
         with self._lock:
             self._guard(self._recorder.flush_step)
         return self._writer.flush(timeout)
+
+    def flush_at_end(self) -> None:
+        """At the end of a framework's training or evaluation call (Keras ``fit``,
+        ``evaluate``, ``predict``; ``xgb.train``): wait, at most :data:`END_WAIT_SECS`, until
+        every step so far is published, so that a trial the script opens next holds them all
+        (smdebug's hooks closed their writers there); warn once if the writer takes longer."""
+        if self._closed:
+            return
+        if self.flush(timeout=END_WAIT_SECS):
+            return
+        writer = self.status.writer
+        if not (writer.steps_dropped or writer.steps_lost or self._closed):  # said already
+            self.warn_once(
+                "end-wait",
+                f"the trial's writer did not publish every step within {END_WAIT_SECS:g} s "
+                "of the end of training: a trial opened now may miss the last steps (they "
+                "are published in the background; hook.close() waits for them)",
+            )
 
     def close(self) -> HookStatus:
         """Publish everything and mark the end of training. Safe to call twice."""

@@ -63,8 +63,6 @@ logger = logging.getLogger(__name__)
 
 OPTIMIZER_VARIABLES = "optimizer_variables"
 _VITALS = (VITALS,)
-#: The longest the ends of fit, evaluate and predict wait for the writer to publish their steps.
-END_WAIT_SECS = 10.0
 #: The vital signs a ring row gives, in the order a row's are recorded (BatchVitals.read_ring).
 _RING_NAMES = (Vital.LOSS, Vital.LR, Vital.GRAD_NORM, Vital.SAMPLES_PER_SECOND, Vital.STEP_TIME)
 _LOSSES = (CollectionKeys.LOSSES,)
@@ -205,24 +203,12 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
 
     def _published_at_end(self) -> None:
         """At the end of ``fit``, ``evaluate`` or ``predict``: hand the steps to the writer and,
-        unless ``fit`` goes on (its validation), wait (at most :data:`END_WAIT_SECS`) until they
-        are published, so that a trial the script opens next holds every step, as smdebug's
-        did. Within ``fit`` it never waits."""
-        if self._closed:
-            return
+        unless ``fit`` goes on (its validation), wait until they are published
+        (:meth:`flush_at_end`). Within ``fit`` it never waits."""
         if self._fitting:
             self.flush(timeout=0)
-            return
-        writer = self.status.writer
-        if not self.flush(timeout=END_WAIT_SECS) and not (
-            writer.steps_dropped or writer.steps_lost  # said when they happened
-        ):
-            self.warn_once(
-                "end-wait",
-                f"the trial's writer did not publish every step within {END_WAIT_SECS:g} s of "
-                "the end of fit/evaluate: a trial opened now may miss the last steps "
-                "(they are published in the background; hook.close() waits for them)",
-            )
+        else:
+            self.flush_at_end()
 
     # -- steps --
     def _enter(self, mode: ModeKeys) -> None:

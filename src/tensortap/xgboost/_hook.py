@@ -183,7 +183,7 @@ class Hook(CoreHook, xgboost.callback.TrainingCallback):
         return self._stop_now
 
     def after_training(self, model: Any) -> Any:
-        self.flush(timeout=0)
+        self.flush_at_end()  # a trial opened after xgb.train holds every round
         return model
 
     def _check_stop(self) -> None:
