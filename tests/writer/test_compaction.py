@@ -208,6 +208,36 @@ def test_a_corrupt_number_in_a_kept_part_stops_the_merge(
     assert len(objects(tmp_path, "index")) == 4
 
 
+def test_a_kept_parts_numbers_are_read_in_spans_not_one_range_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merged series reads the numbers of a kept part from its data object in spans (one
+    range for numbers close together), not one range a number: a merge at close of a long
+    vital-signs run read 9,600 ranges (about 0.3 s of a 1 s fit locally; on S3 each range is a
+    request). The merged trial holds the same values."""
+    monkeypatch.setattr(_compaction, "KEEP_DATA_BYTES", 1)
+    write_run(tmp_path / "a", steps=40, flush_every=10, compact=False)
+    write_run(tmp_path / "b", steps=40, flush_every=10, compact=False)
+    store = LocalStore(tmp_path / "a")
+    asked: list[int] = []
+    reading = store.get_ranges
+
+    def counted(ranges: Any) -> Any:
+        asked.append(len(ranges))
+        return reading(ranges)
+
+    monkeypatch.setattr(store, "get_ranges", counted)
+    seqs = [int(p.stem) for p in objects(tmp_path / "a", "index")]
+    merge = merge_segments(store, "worker_0", seqs, 99)
+    assert len(seqs) == 4 and merge.steps == 40
+    assert asked == [4]  # one span for each kept part (was 80: one for each number)
+    merged, plain = tt.create_trial(tmp_path / "a"), tt.create_trial(tmp_path / "b")
+    got, want = merged.series(), plain.series()  # the merged series, against the unmerged
+    assert len(got["value"]) == len(want["value"]) == 120  # lr, loss, the l2 of w_grad
+    for column in ("tensor", "statistic", "step", "value"):
+        np.testing.assert_array_equal(got[column], want[column])
+
+
 @pytest.mark.usefixtures("small_rollups")
 def test_the_writer_merges_its_small_segments(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

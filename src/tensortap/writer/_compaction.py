@@ -23,6 +23,7 @@ read from the merged segment once each (see docs/format.md, "Compaction").
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import socket
@@ -63,6 +64,10 @@ MERGE_SEGMENTS = 1024
 #: and series are merged; its values are not copied): so a merge's copying costs at most this
 #: much a segment, and a trial holds at most one data object per this many bytes more.
 KEEP_DATA_BYTES = 64 * 1024
+#: A merged series reads a kept part's numbers from its data object in spans: numbers less than
+#: this many bytes apart are read in one range (a part of scalars: one read, not one a number;
+#: on S3 each range is a request).
+READ_GAP_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -236,24 +241,48 @@ def _series(
     picked = index.records[rows]
     values = np.zeros(len(rows), np.float64)
     in_kept = np.zeros(len(rows), dtype=bool)
+    offsets = picked["data_offset"].astype(np.int64)
+    ends = offsets + picked["data_length"].astype(np.int64)
     ranges: list[tuple[str, int, int]] = []
+    at = np.zeros(len(rows), np.int64)  # where each kept part's number lies in what is fetched
+    fetched_size = 0
     for part in index.parts:
         if part.kept_data:
             lo, hi = np.searchsorted(rows, part.records)
             in_kept[lo:hi] = True
             key = layout.data_key(worker, part.seq)
-            ranges += [(key, int(r["data_offset"]), int(r["data_length"])) for r in picked[lo:hi]]
+            for start, end, members, within in _spans(offsets[lo:hi], ends[lo:hi]):
+                ranges.append((key, start, end - start))
+                at[lo + members] = fetched_size + within
+                fetched_size += end - start
     mine = np.flatnonzero(~in_kept)
-    offsets = picked["data_offset"][mine].astype(np.int64)
-    values[mine] = _checked_numbers(index, picked[mine], data, offsets, worker, seq)
+    values[mine] = _checked_numbers(index, picked[mine], data, offsets[mine], worker, seq)
     if ranges:
         fetched = b"".join(store.get_ranges(ranges))
-        lengths = picked["data_length"][in_kept].astype(np.int64)
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         theirs = np.flatnonzero(in_kept)
-        values[theirs] = _checked_numbers(index, picked[theirs], fetched, starts, worker, seq)
+        values[theirs] = _checked_numbers(index, picked[theirs], fetched, at[theirs], worker, seq)
     keys, blocks = group_series(index.names, index.records, rows, values)
     return encode_series(worker, first, seq, keys, blocks, step_table(index.steps))
+
+
+def _spans(
+    starts: np.ndarray[Any, Any], ends: np.ndarray[Any, Any], gap: int = READ_GAP_BYTES
+) -> list[tuple[int, int, np.ndarray[Any, Any], np.ndarray[Any, Any]]]:
+    """The byte ranges ``[starts[i], ends[i])`` of one data object gathered into spans to
+    read: ranges less than ``gap`` bytes apart are read as one. Each span: its start and end,
+    the indexes of the ranges in it, and where each of them starts within the span."""
+    if not len(starts):
+        return []
+    order = np.argsort(starts, kind="stable")
+    first, last = starts[order], np.maximum.accumulate(ends[order])
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = first[1:] > last[:-1] + gap
+    bounds = [*np.flatnonzero(new).tolist(), len(order)]
+    spans = []
+    for lo, hi in itertools.pairwise(bounds):
+        start, end = int(first[lo]), int(last[hi - 1])
+        spans.append((start, end, order[lo:hi], first[lo:hi] - start))
+    return spans
 
 
 def _checked_numbers(
