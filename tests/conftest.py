@@ -60,6 +60,31 @@ def trial_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def count_submissions(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``count_submissions(hook)``: a list that counts what the hook hands its trial writer
+    from then on, 1 for each step submitted alone and a block's length for each block."""
+
+    def attach(hook: Any) -> list[int]:
+        writer = hook._writer
+        one, many = writer.submit, writer.submit_steps
+        handed: list[int] = []
+
+        def submit(batch: Any) -> None:
+            handed.append(1)
+            one(batch)
+
+        def submit_steps(block: Any) -> None:
+            handed.append(len(block))
+            many(block)
+
+        monkeypatch.setattr(writer, "submit", submit)
+        monkeypatch.setattr(writer, "submit_steps", submit_steps)
+        return handed
+
+    return attach
+
+
+@pytest.fixture
 def helper_env() -> dict[str, str]:
     """Environment for helper subprocesses: same interpreter, unbuffered output."""
     env = dict(os.environ)

@@ -517,7 +517,7 @@ def test_a_fit_of_another_model_or_loss_starts_a_stage(tmp_path: Path) -> None:
 
 
 def test_the_steps_read_from_the_ring_reach_the_writer_in_blocks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count_submissions: Any
 ) -> None:
     """The steps a read of the ring brings back are handed to the writer as one block (one
     recorder pass, one submission), not one step each; the trial holds every step's own
@@ -534,20 +534,7 @@ def test_the_steps_read_from_the_ring_reach_the_writer_in_blocks(
         save_config=tt.SaveConfig(save_steps=[10_000]),
         include_collections=["vitals"],
     )
-    writer = hook._writer
-    one, many = writer.submit, writer.submit_steps
-    handed: list[int] = []
-
-    def submit(batch: Any) -> None:
-        handed.append(1)
-        one(batch)
-
-    def submit_steps(block: Any) -> None:
-        handed.append(len(block))
-        many(block)
-
-    monkeypatch.setattr(writer, "submit", submit)
-    monkeypatch.setattr(writer, "submit_steps", submit_steps)
+    handed = count_submissions(hook)
     truth = BatchLosses(x, y, 8)
     model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0, callbacks=[truth, hook])
     hook.close()

@@ -191,27 +191,14 @@ def test_rounds_that_save_only_vital_signs_are_saved_together_each_at_its_step(
 
 
 def test_the_rounds_gathered_reach_the_writer_as_one_block(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, count_submissions: Any
 ) -> None:
     """The rounds gathered are handed to the writer as one block each time they are saved
     (one recorder pass, one submission), not one step each; each is still its own step."""
     x, y = make_classification(600, 8, n_informative=4, random_state=0)
     dtrain = xgb.DMatrix(x[:400], label=y[:400])
     hook = tt.Hook(tmp_path / "t", include_collections=JOB_COLLECTIONS)
-    writer = hook._writer
-    one, many = writer.submit, writer.submit_steps
-    handed: list[int] = []
-
-    def submit(batch: Any) -> None:
-        handed.append(1)
-        one(batch)
-
-    def submit_steps(block: Any) -> None:
-        handed.append(len(block))
-        many(block)
-
-    monkeypatch.setattr(writer, "submit", submit)
-    monkeypatch.setattr(writer, "submit_steps", submit_steps)
+    handed = count_submissions(hook)
     result: dict[str, Any] = {}
     xgb.train(
         {"objective": "binary:logistic", "max_depth": 2, "nthread": 1},
