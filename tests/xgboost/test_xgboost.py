@@ -139,6 +139,36 @@ def test_a_trial_opened_right_after_training_holds_every_round(tmp_path: Path) -
     hook.close()
 
 
+def test_a_writer_slower_than_the_end_wait_is_said_once_and_never_holds_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The wait at the end of training is bounded: a writer slower than it gets one warning
+    (not one per training), and every round is still published by close."""
+    import threading
+
+    from tensortap.hook import _hook as core_hook
+
+    monkeypatch.setattr(core_hook, "END_WAIT_SECS", 0.0)
+    x, y = load_diabetes(return_X_y=True)
+    dtrain, _ = split(x, y)
+    hook = tt.Hook(tmp_path / "t")
+    gate = threading.Event()
+
+    def stuck(batch: object) -> None:
+        gate.wait(60)
+
+    hook._writer.add_listener("a stuck writer", stuck)
+    params = {"objective": "reg:squarederror"}
+    with caplog.at_level("WARNING", logger="tensortap.hook"):
+        for _ in range(2):
+            xgb.train(params, dtrain, 5, verbose_eval=False, callbacks=[hook])
+    said = [r for r in caplog.records if "did not publish every step" in r.getMessage()]
+    assert len(said) == 1
+    gate.set()
+    hook.close()
+    assert tt.create_trial(tmp_path / "t").steps() == list(range(10))
+
+
 def test_scikit_learn_api(tmp_path: Path) -> None:
     x, y = make_classification(600, 8, random_state=0)
     hook = tt.Hook(
