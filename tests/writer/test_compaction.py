@@ -238,6 +238,35 @@ def test_a_kept_parts_numbers_are_read_in_spans_not_one_range_each(
         np.testing.assert_array_equal(got[column], want[column])
 
 
+def test_the_spans_cover_every_number_once_and_stay_bounded() -> None:
+    """Each number lies in exactly one span, at the offset the span says; numbers under the gap
+    apart share a span, but no span is longer than its bound: an index packing numbers 60 KiB
+    apart over 5 MiB (each gap under 64 KiB) is read in spans of at most 1 MiB, not as one
+    5 MiB range. Checked on random layouts, the index's order shuffled."""
+    from tensortap.writer._compaction import READ_SPAN_BYTES, _spans
+
+    starts = np.arange(0, 5 << 20, 60 << 10, dtype=np.int64)
+    spans = _spans(starts, starts + 8)
+    assert len(spans) == 5 and max(end - start for start, end, _, _ in spans) <= READ_SPAN_BYTES
+    assert sorted(i for _, _, members, _ in spans for i in members.tolist()) == list(
+        range(len(starts))
+    )
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        n = int(rng.integers(1, 60))
+        starts = rng.integers(0, 5_000_000, n).astype(np.int64)
+        ends = starts + rng.integers(1, 17, n)
+        gap, most = int(rng.integers(0, 100_000)), int(rng.integers(16, 2_000_000))
+        seen = np.zeros(n, int)
+        for start, end, members, within in _spans(starts, ends, gap, most):
+            seen[members] += 1
+            assert (starts[members] - start == within).all() and (ends[members] <= end).all()
+            assert end - start <= most or len(members) == 1
+        assert (seen == 1).all()
+    # two numbers under the gap apart: one span
+    assert len(_spans(np.array([0, 1000]), np.array([8, 1008]))) == 1
+
+
 @pytest.mark.usefixtures("small_rollups")
 def test_the_writer_merges_its_small_segments(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

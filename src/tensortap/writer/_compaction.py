@@ -68,6 +68,8 @@ KEEP_DATA_BYTES = 64 * 1024
 #: this many bytes apart are read in one range (a part of scalars: one read, not one a number;
 #: on S3 each range is a request).
 READ_GAP_BYTES = 64 * 1024
+#: ... and no span is longer than this (what one merge holds in memory for a kept part's reads).
+READ_SPAN_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -266,11 +268,15 @@ def _series(
 
 
 def _spans(
-    starts: np.ndarray[Any, Any], ends: np.ndarray[Any, Any], gap: int = READ_GAP_BYTES
+    starts: np.ndarray[Any, Any],
+    ends: np.ndarray[Any, Any],
+    gap: int = READ_GAP_BYTES,
+    most: int = READ_SPAN_BYTES,
 ) -> list[tuple[int, int, np.ndarray[Any, Any], np.ndarray[Any, Any]]]:
     """The byte ranges ``[starts[i], ends[i])`` of one data object gathered into spans to
-    read: ranges less than ``gap`` bytes apart are read as one. Each span: its start and end,
-    the indexes of the ranges in it, and where each of them starts within the span."""
+    read: ranges less than ``gap`` bytes apart are read as one, a span at most ``most`` bytes
+    (unless one range alone is longer). Each span: its start and end, the indexes of the
+    ranges in it, and where each of them starts within the span."""
     if not len(starts):
         return []
     order = np.argsort(starts, kind="stable")
@@ -280,8 +286,14 @@ def _spans(
     bounds = [*np.flatnonzero(new).tolist(), len(order)]
     spans = []
     for lo, hi in itertools.pairwise(bounds):
-        start, end = int(first[lo]), int(last[hi - 1])
-        spans.append((start, end, order[lo:hi], first[lo:hi] - start))
+        i = lo
+        while i < hi:  # a span is never longer than most (a close-packed index cannot ask
+            # for a whole large object at once): cut at the first range that would pass it
+            limit = int(first[i]) + most
+            j = max(i + 1, i + int(np.searchsorted(last[i:hi], limit, side="right")))
+            start, end = int(first[i]), int(ends[order[i:j]].max())
+            spans.append((start, end, order[i:j], first[i:j] - start))
+            i = j
     return spans
 
 
