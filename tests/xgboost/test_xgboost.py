@@ -159,12 +159,14 @@ def test_a_writer_slower_than_the_end_wait_is_said_once_and_never_holds_training
 
     hook._writer.add_listener("a stuck writer", stuck)
     params = {"objective": "reg:squarederror"}
-    with caplog.at_level("WARNING", logger="tensortap.hook"):
-        for _ in range(2):
-            xgb.train(params, dtrain, 5, verbose_eval=False, callbacks=[hook])
+    try:
+        with caplog.at_level("WARNING", logger="tensortap.hook"):
+            for _ in range(2):
+                xgb.train(params, dtrain, 5, verbose_eval=False, callbacks=[hook])
+    finally:
+        gate.set()  # the writer goes on whatever happened above
     said = [r for r in caplog.records if "did not publish every step" in r.getMessage()]
     assert len(said) == 1
-    gate.set()
     hook.close()
     assert tt.create_trial(tmp_path / "t").steps() == list(range(10))
 
