@@ -272,10 +272,12 @@ def test_the_rows_written_since_the_last_read_are_found_by_their_numbers() -> No
 
 
 def test_the_ring_is_read_every_half_ring_when_nothing_else_is_due(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count_submissions: Any
 ) -> None:
     """With only vital signs saved, the host reads the ring every half ring (8 rows here), so
-    no row is overwritten before it is read: 40 batches, 10 reads, every step's own loss."""
+    no row is overwritten before it is read: 40 batches, 10 reads, every step's own loss. The
+    steps a read brings back are handed to the writer as one block (one recorder pass, one
+    submission), not one step each."""
     from tensortap.keras import _hook, _vitals
 
     monkeypatch.setattr(_vitals, "RING", 8)
@@ -288,10 +290,12 @@ def test_the_ring_is_read_every_half_ring_when_nothing_else_is_due(
         save_config=tt.SaveConfig(save_steps=[10_000]),
         include_collections=["vitals"],
     )
+    handed = count_submissions(hook)
     truth = BatchLosses(x, y, 8)
     model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0, callbacks=[truth, hook])
     assert hook._vitals.ring_reads == 10  # every 4th batch, the last at the epoch's end
     hook.close()
+    assert handed == [4] * 10  # each read's 4 steps at once (40 submissions step by step)
     loss = tt.create_trial(tmp_path / "t").tensor("vitals/loss")
     assert loss.steps(mode=TRAIN) == list(range(40))
     for step, (own_loss, _) in enumerate(truth.seen):
@@ -514,32 +518,3 @@ def test_a_fit_of_another_model_or_loss_starts_a_stage(tmp_path: Path) -> None:
         trial.tensor(n).steps(mode=TRAIN) for n in trial.tensor_names(collection="initial_weights")
     )
     assert initial == [[0], [10]], initial
-
-
-def test_the_steps_read_from_the_ring_reach_the_writer_in_blocks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count_submissions: Any
-) -> None:
-    """The steps a read of the ring brings back are handed to the writer as one block (one
-    recorder pass, one submission), not one step each; the trial holds every step's own
-    loss as before."""
-    from tensortap.keras import _hook, _vitals
-
-    monkeypatch.setattr(_vitals, "RING", 8)
-    monkeypatch.setattr(_hook, "RING", 8)
-    x, y = data(320)
-    model = mlp()
-    model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(True))
-    hook = tt.KerasHook(
-        tmp_path / "t",
-        save_config=tt.SaveConfig(save_steps=[10_000]),
-        include_collections=["vitals"],
-    )
-    handed = count_submissions(hook)
-    truth = BatchLosses(x, y, 8)
-    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0, callbacks=[truth, hook])
-    hook.close()
-    assert handed == [4] * 10  # a read every 4th batch: 4 steps at once (40 submissions before)
-    loss = tt.create_trial(tmp_path / "t").tensor("vitals/loss")
-    assert loss.steps(mode=TRAIN) == list(range(40))
-    for step, (own_loss, _) in enumerate(truth.seen):
-        assert float(loss.value(step, mode=TRAIN)) == pytest.approx(own_loss, rel=1e-6)

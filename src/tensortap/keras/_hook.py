@@ -297,26 +297,18 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         recorder pass, one writer submission): what recording each row and closing its step
         would save. A step of a ``wrap_tape`` loop in progress (its variables saved at the
         step's end) keeps the step-by-step path."""
-        values = np.full((len(rows), len(_RING_NAMES)), np.nan)
-        kept = np.zeros(values.shape, dtype=bool)
-        for i, row in enumerate(rows):
-            for j, name in enumerate(_RING_NAMES):
-                number = row.get(name)
-                if number is not None:
-                    values[i, j] = number
-                    kept[i, j] = True
+        # a row leaves out what it did not see (read_ring never gives a NaN)
+        values = np.array([[row.get(n, np.nan) for n in _RING_NAMES] for row in rows])
         first = self._recorder.mode_step
         self._recorder.publish_scalar_steps(
             range(first, first + len(rows)),
             dict(zip(_RING_NAMES, values.T, strict=True)),
             _VITALS,
-            kept=kept,
+            kept=~np.isnan(values),
             step_end=bool(self._tape_vars),
         )
-        for row in rows:  # the learning rate's facts, as _record_vitals keeps them
-            lr = row.get(Vital.LR)
-            if lr is not None:
-                self._rates.see(lr, getattr(self.model, "optimizer", None))
+        for row in rows:
+            self._see_rate(row)
 
     def _next_read(self) -> int:
         """The TRAIN step at which the ring is read next: the next one (after the current)
@@ -363,7 +355,12 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         recorder = self._recorder
         for name, number in row.items():
             recorder.record(name, number, _VITALS)
-        lr = row.get(Vital.LR) if training else None
+        if training:
+            self._see_rate(row)
+
+    def _see_rate(self, row: Mapping[str, float]) -> None:
+        """A TRAIN step's learning rate (in its vital signs) joins the rate's facts."""
+        lr = row.get(Vital.LR)
         if lr is not None:
             self._rates.see(lr, getattr(self.model, "optimizer", None))
 
