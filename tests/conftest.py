@@ -85,6 +85,37 @@ def count_submissions(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 @pytest.fixture
+def hold_writer(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """``hold_writer(hook)``: the hook's trial writer writes nothing until someone waits for it
+    (a flush with a timeout other than 0), so a test sees what a trial opened before that
+    holds, without timing anything. Let go at the test's end whatever happened."""
+    import threading
+
+    gates: list[threading.Event] = []
+
+    def attach(hook: Any) -> None:
+        gate = threading.Event()
+        gates.append(gate)
+        writer = hook._writer
+        flush = writer.flush
+
+        def waited_for(timeout: float | None = None) -> bool:
+            if timeout != 0:
+                gate.set()
+            return bool(flush(timeout))
+
+        def held(batch: Any) -> None:
+            gate.wait(60)
+
+        monkeypatch.setattr(writer, "flush", waited_for)
+        writer.add_listener("held until waited for", held)
+
+    yield attach
+    for gate in gates:
+        gate.set()
+
+
+@pytest.fixture
 def helper_env() -> dict[str, str]:
     """Environment for helper subprocesses: same interpreter, unbuffered output."""
     env = dict(os.environ)

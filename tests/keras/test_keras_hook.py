@@ -70,17 +70,17 @@ def test_seed_003_flow(tmp_path: Path) -> None:
     assert float(trial.tensor("loss").value(0, mode=tt.modes.EVAL)) > 0
 
 
-def test_a_trial_opened_right_after_fit_or_evaluate_holds_every_step(tmp_path: Path) -> None:
+def test_a_trial_opened_right_after_fit_or_evaluate_holds_every_step(
+    tmp_path: Path, hold_writer: Any
+) -> None:
     """The ends of fit and evaluate wait (boundedly) for the writer to publish their steps, so
     a script that opens the trial next sees all of them with no flush of its own, as with
-    smdebug. The writer is slowed here (20 ms a step, a listener on its thread) so that a
-    trial opened without that wait could not hold them."""
-    import time
-
+    smdebug. The writer is held here until someone waits for it, so that a trial opened
+    without that wait could not hold them."""
     x, y = data(300)
     out_dir = tmp_path / "t"
     hook = tt.KerasHook(out_dir=out_dir)
-    hook._writer.add_listener("a slow writer", lambda batch: time.sleep(0.02))
+    hold_writer(hook)
     model = keras.models.Sequential([keras.Input((64,)), keras.layers.Dense(10)])
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     model.fit(x, y, epochs=2, validation_data=(x[:64], y[:64]), callbacks=[hook], verbose=0)

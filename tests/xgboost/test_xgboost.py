@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -116,17 +117,17 @@ def test_default_saves_metrics_every_10_rounds(tmp_path: Path) -> None:
     assert trial.tensor_names(collection="full_shap") == []  # not due, never computed
 
 
-def test_a_trial_opened_right_after_training_holds_every_round(tmp_path: Path) -> None:
+def test_a_trial_opened_right_after_training_holds_every_round(
+    tmp_path: Path, hold_writer: Any
+) -> None:
     """The end of xgb.train waits (boundedly) for the writer to publish every round, so a
     script that opens the trial next needs no flush of its own, as with smdebug. The writer
-    is slowed here (20 ms a step, a listener on its thread) so that a trial opened without
-    that wait could not hold them."""
-    import time
-
+    is held here until someone waits for it, so that a trial opened without that wait could
+    not hold them."""
     x, y = load_diabetes(return_X_y=True)
     dtrain, dvalid = split(x, y)
     hook = tt.Hook(tmp_path / "t")
-    hook._writer.add_listener("a slow writer", lambda batch: time.sleep(0.02))
+    hold_writer(hook)
     xgb.train(
         {"objective": "reg:squarederror"},
         dtrain,
@@ -140,33 +141,28 @@ def test_a_trial_opened_right_after_training_holds_every_round(tmp_path: Path) -
 
 
 def test_a_writer_slower_than_the_end_wait_is_said_once_and_never_holds_training(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    hold_writer: Any,
 ) -> None:
-    """The wait at the end of training is bounded: a writer slower than it gets one warning
-    (not one per training), and every round is still published by close."""
-    import threading
-
+    """The wait at the end of training is bounded: a writer slower than it (here held, and a
+    wait of 0 s) gets one warning (not one per training), and every round is still published
+    once waited for."""
     from tensortap.hook import _hook as core_hook
 
     monkeypatch.setattr(core_hook, "END_WAIT_SECS", 0.0)
     x, y = load_diabetes(return_X_y=True)
     dtrain, _ = split(x, y)
     hook = tt.Hook(tmp_path / "t")
-    gate = threading.Event()
-
-    def stuck(batch: object) -> None:
-        gate.wait(60)
-
-    hook._writer.add_listener("a stuck writer", stuck)
+    hold_writer(hook)
     params = {"objective": "reg:squarederror"}
-    try:
-        with caplog.at_level("WARNING", logger="tensortap.hook"):
-            for _ in range(2):
-                xgb.train(params, dtrain, 5, verbose_eval=False, callbacks=[hook])
-    finally:
-        gate.set()  # the writer goes on whatever happened above
+    with caplog.at_level("WARNING", logger="tensortap.hook"):
+        for _ in range(2):
+            xgb.train(params, dtrain, 5, verbose_eval=False, callbacks=[hook])
     said = [r for r in caplog.records if "did not publish every step" in r.getMessage()]
     assert len(said) == 1
+    assert hook.flush()  # waited for: the writer goes on
     hook.close()
     assert tt.create_trial(tmp_path / "t").steps() == list(range(10))
 
