@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 from tensortap.huggingface import CheckpointGuardCallback
 from tensortap.huggingface._checkpoint_guard import guard_trainer
 from tests.helpers.no_pickle import forbid_pickling_collectives
+from tests.helpers.ranks import leave_together
 
 POISONED, SAVES = 4, 2
 
@@ -156,6 +157,7 @@ def main() -> None:
     own_saves = [[e.kind, e.step, e.message] for e in callback.guard.events[len(events) :]]
     result = {"rank": rank, "events": events, "finite": finite, "before": poison.before}
     result["best"] = [trainer.state.best_global_step, trainer.state.best_model_checkpoint]
+    leave_together()
     print(json.dumps({**result, "own": own_saves}))
 
 

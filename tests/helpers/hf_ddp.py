@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.helpers
 
 import torch
 from huggingface_trainer import Counting
@@ -19,6 +20,7 @@ from transformers.utils import logging as hf_logging
 
 import tensortap as tt
 from tensortap.huggingface import TensortapCallback
+from tests.helpers.ranks import leave_together
 
 
 def main() -> None:
@@ -47,6 +49,7 @@ def main() -> None:
     trainer.train()
     history = Path(sys.argv[1]) / f"log_history_{os.environ['RANK']}.json"
     history.write_text(json.dumps(trainer.state.log_history))
+    leave_together()
     print("rank done", flush=True)
 
 

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 from tensortap.lightning import GuardedModelCheckpoint
 from tensortap.lightning._checkpoint_guard import guard_checkpoints
 from tests.helpers.no_pickle import forbid_pickling_collectives
+from tests.helpers.ranks import leave_together
 
 POISONED, SAVES = 4, 2
 
@@ -103,6 +104,7 @@ def main() -> None:
     events = [[e.kind, e.step, e.reason] for e in checkpoint.checkpoint_guard.events]
     result["refused_final"] = refused_final
     result.update(rank=trainer.global_rank, events=events, finite=finite)
+    leave_together()
     print(json.dumps({**result, "before": poison.before, "best": checkpoint.best_model_path}))
 
 

@@ -9,8 +9,11 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.helpers
 
 from lightning_trainer import train
+
+from tests.helpers.ranks import leave_together
 
 
 def main() -> None:
@@ -27,6 +30,7 @@ def main() -> None:
         limit_val_batches=2,
         val_check_interval=1.0,
     )
+    leave_together()
     print("done", flush=True)
 
 

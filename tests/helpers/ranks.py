@@ -1,11 +1,10 @@
-"""Running a script as ``torch.distributed`` ranks: real processes meeting on 127.0.0.1 (gloo)."""
+"""Running a script as ``torch.distributed`` ranks: real processes meeting on 127.0.0.1 (gloo);
+and, inside such a rank, leaving together."""
 
 from __future__ import annotations
 
 import subprocess
 from collections.abc import Mapping, Sequence
-
-from tests.conftest import free_port
 
 
 def run_ranks(
@@ -15,6 +14,8 @@ def run_ranks(
     (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR=127.0.0.1`` and a free
     ``MASTER_PORT``; a single rank runs without them), and wait up to ``timeout`` seconds for
     each; their exit codes and output, by rank. Every rank is killed if one does not finish."""
+    from tests.conftest import free_port
+
     port = str(free_port())
     procs = []
     try:
@@ -42,3 +43,16 @@ def run_ranks(
         subprocess.CompletedProcess(p.args, p.returncode, out, err)
         for p, (out, err) in zip(procs, outputs, strict=True)
     ]
+
+
+def leave_together() -> None:
+    """In a rank, at the end of its script: wait for every rank, then destroy the process
+    group. A gloo rank whose process exits with its group alive can abort while the interpreter
+    finalizes ("terminate called without an active exception", SIGABRT: pytorch/pytorch#190489),
+    and rank 0 hosts the store the others still use. Lightning's and Hugging Face's trainers
+    leave the group alive after training, so their rank scripts call this as users are told to."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
