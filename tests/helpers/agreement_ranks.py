@@ -19,6 +19,7 @@ from tensortap.healing._agreement import gather_documents
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.helpers
 from tests.helpers.no_pickle import forbid_pickling_collectives
+from tests.helpers.ranks import leave_together
 
 
 def main() -> None:
@@ -32,8 +33,7 @@ def main() -> None:
         gather_documents({"text": "x" * (2000 * rank)}, limit=1000)
     except FormatError as exc:
         error = str(exc)
-    dist.barrier()
-    dist.destroy_process_group()
+    leave_together()
     print(json.dumps({"gathered": gathered, "error": error}), flush=True)
 
 

@@ -25,6 +25,7 @@ import tensortap.pytorch as tt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.helpers
 from tests.helpers.no_pickle import forbid_pickling_collectives
+from tests.helpers.ranks import leave_together
 
 
 def _shard(weight: torch.Tensor) -> torch.Tensor:
@@ -76,7 +77,7 @@ def main() -> None:
         restored = bool(torch.equal(_shard(weight), kept))
     events = [[e.kind, e.step, e.reason] for e in guard.events]
     print(json.dumps({"steps": checkpoints.steps(), "events": events, "restored": restored}))
-    dist.destroy_process_group()
+    leave_together()
 
 
 if __name__ == "__main__":

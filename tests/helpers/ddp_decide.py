@@ -20,6 +20,7 @@ import tensortap.pytorch as tt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.helpers
 from tests.helpers.no_pickle import forbid_pickling_collectives
+from tests.helpers.ranks import leave_together
 
 STEPS, BAD = 12, 6
 
@@ -53,8 +54,7 @@ def main() -> None:
         for e in rollback.events
     ]
     skip = sorted(cast("set[int]", rollback.batches.skip if rollback.batches else set()))
-    dist.barrier()
-    dist.destroy_process_group()
+    leave_together()
     print(json.dumps({"events": events, "skip": skip}), flush=True)
 
 

@@ -25,6 +25,7 @@ import tensortap.pytorch as tt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.helpers
 from tests.helpers.no_pickle import forbid_pickling_collectives
+from tests.helpers.ranks import leave_together
 
 STEPS, BAD = 24, 6
 
@@ -90,8 +91,7 @@ def main() -> None:
         "final_loss": sum(losses[-4:]) / 4,
         "weights": weights,
     }
-    dist.barrier()
-    dist.destroy_process_group()
+    leave_together()
     print(json.dumps(result), flush=True)
 
 

@@ -16,6 +16,7 @@ from torch.nn.parallel import DistributedDataParallel
 import tensortap.pytorch as tt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.helpers
+from tests.helpers.ranks import leave_together
 from tests.helpers.torch_models import Net, batches, make
 
 
@@ -42,10 +43,7 @@ def main() -> None:
         F.cross_entropy(model(xb), yb).backward()
         opt.step()
     hook.close()
-    # rank 0 hosts the store: leaving before the other rank is done with it aborted that rank
-    # ("terminate called without an active exception") once in a clean-clone run
-    dist.barrier()
-    dist.destroy_process_group()
+    leave_together()
     print(f"rank {rank} done as {hook.worker}", flush=True)
 
 

@@ -21,6 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 import tensortap.pytorch as tt
 from tests.helpers import moe_models
+from tests.helpers.ranks import leave_together
 
 
 def main() -> None:
@@ -65,8 +66,7 @@ def main() -> None:
                 direct[name].append(counting.pop(name).tolist())
     hook.close()
     (out_dir / f"direct_{rank}.json").write_text(json.dumps(direct))
-    dist.barrier()
-    dist.destroy_process_group()
+    leave_together()
     print(f"rank {rank} done as {hook.worker}", flush=True)
 
 
