@@ -278,10 +278,10 @@ def test_the_ring_is_read_every_half_ring_when_nothing_else_is_due(
     no row is overwritten before it is read: 40 batches, 10 reads, every step's own loss. The
     steps a read brings back are handed to the writer as one block (one recorder pass, one
     submission), not one step each."""
-    from tensortap.keras import _hook, _vitals
+    from tensortap.keras import _vital_steps, _vitals
 
     monkeypatch.setattr(_vitals, "RING", 8)
-    monkeypatch.setattr(_hook, "RING", 8)
+    monkeypatch.setattr(_vital_steps, "RING", 8)
     x, y = data(320)
     model = mlp()
     model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(True))
@@ -309,10 +309,10 @@ def test_under_steps_per_execution_a_step_has_its_last_batchs_vital_signs(
     batches and 4 rows of the ring; its vital signs are its last batch's (as a run of the same
     batches one by one saves them), and the ring (8 rows) is read every step, before any row
     of a step is overwritten."""
-    from tensortap.keras import _hook, _vitals
+    from tensortap.keras import _vital_steps, _vitals
 
     monkeypatch.setattr(_vitals, "RING", 8)
-    monkeypatch.setattr(_hook, "RING", 8)
+    monkeypatch.setattr(_vital_steps, "RING", 8)
     x, y = data(256)
     losses = {}
     for per_call in (1, 4):

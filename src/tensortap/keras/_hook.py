@@ -21,7 +21,8 @@ Values are converted to NumPy only on steps where their collection is due, all r
 one compiled call. On TensorFlow the step keeps its TRAIN vital signs in a ring of its own
 variables, read back around saving steps, every half ring and at epoch ends: a TRAIN batch
 that saves nothing else costs the hook one comparison at its begin and one count at its end,
-and its step is published at the next read (EVAL batches read their vital signs each).
+and its step is published at the next read (EVAL batches read their vital signs each; see
+:mod:`tensortap.keras._vital_steps`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ from tensortap.core._dtypes import as_saveable_array
 from tensortap.core._modes import ModeKeys
 from tensortap.core._recorder import records_from_array
 from tensortap.core._stages import stage_marks_for
-from tensortap.core._vitals import VITALS, Vital
 from tensortap.exceptions import InvalidTensorError
 from tensortap.hook._hook import Hook, HookOptions, HookStatus, OutDir
 from tensortap.keras import _convert
@@ -53,8 +53,8 @@ from tensortap.keras._activations import TAPPED_COLLECTIONS, ActivationTaps
 from tensortap.keras._config import train_begin_config
 from tensortap.keras._gradients import GradientCapture
 from tensortap.keras._lean import two_traces
-from tensortap.keras._lr_facts import LearningRateFacts
-from tensortap.keras._vitals import RING, BatchVitals
+from tensortap.keras._vital_steps import VitalSteps
+from tensortap.keras._vitals import BatchVitals
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -62,9 +62,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 OPTIMIZER_VARIABLES = "optimizer_variables"
-_VITALS = (VITALS,)
-#: The vital signs a ring row gives, in the order a row's are recorded (BatchVitals.read_ring).
-_RING_NAMES = (Vital.LOSS, Vital.LR, Vital.GRAD_NORM, Vital.SAMPLES_PER_SECOND, Vital.STEP_TIME)
 _LOSSES = (CollectionKeys.LOSSES,)
 _METRICS = (CollectionKeys.METRICS,)
 
@@ -93,7 +90,6 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._taps = ActivationTaps(self)
         self._gradients = GradientCapture(self)
         self._vitals = BatchVitals(self)
-        self._rates = LearningRateFacts()  # each TRAIN step's rate (from its vital signs)
         # the weights before the first saving update (once; never, when no weights are saved)
         self._initial_saved = CollectionKeys.WEIGHTS not in self._recorder.include_collections
         if not self._initial_saved:
@@ -103,11 +99,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._host_reads = 0  # reads of the model's values (_read_all calls): one per due step
         self._tape_open = False  # a wrap_tape() step is in progress
         self._tape_vars: list[Any] = []  # the variables of the current tape step
-        # TRAIN batches ended whose steps are not published yet (their vital signs are in the
-        # ring: the recorder stays at the first of them), and the TRAIN step at which the ring
-        # is read next (something other than vital signs is due, or half the ring is unread)
-        self._lag = 0
-        self._read_at = 0
+        self._steps = VitalSteps(self, self._vitals, lambda: bool(self._tape_vars))
         # whether this TRAIN batch captures in its step (activations, outcome, gradients): it
         # runs the train function's full trace, else its lean one (tensortap.keras._lean)
         self._capturing = True
@@ -143,9 +135,10 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         self._guard_event(self._instrument, "predict")
 
     def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
-        if not self._lag:
+        steps = self._steps
+        if not steps.lag:
             self._begin_train_batch()
-        elif self._recorder.mode_step + self._lag < self._read_at:
+        elif self._recorder.mode_step + steps.lag < steps.read_at:
             self._capturing = False  # nothing but vital signs due: the ring keeps them
         else:
             with self._saving():  # a read for a saving batch: what the save budget measures
@@ -169,12 +162,13 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         if self._vitals.ring is not None:
-            if self._lag:
-                self._lag += 1  # its step was not due (the batch's begin checked)
+            steps = self._steps
+            if steps.lag:
+                steps.lag += 1  # its step was not due (the batch's begin checked)
                 return
             if not self._recorder.is_anything_due():
-                self._lag = 1
-                self._read_at = self._guard(self._next_read) or 0
+                steps.lag = 1
+                steps.read_at = self._guard(steps.next_read) or 0
                 return
         self._end_batch(logs, training=True)
 
@@ -255,78 +249,27 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
     @property
     def step(self) -> int:
         """The current global step (TRAIN steps the ring holds unread count)."""
-        return self._recorder.global_step + self._lag
+        return self._recorder.global_step + self._steps.lag
 
     @property
     def mode_step(self) -> int:
         """The current step within the current mode (as :attr:`step`)."""
-        return self._recorder.mode_step + self._lag
+        return self._recorder.mode_step + self._steps.lag
 
     def close(self) -> HookStatus:
         """As for every hook; the TRAIN steps the ring holds unread are published first."""
         self._catch_up()
         return super().close()
 
-    # -- the ring of TRAIN vital signs (see tensortap.keras._vitals) --
     def _catch_up(self) -> None:
-        """Read the ring and publish the TRAIN steps not published yet, each under its number."""
-        if not self._lag:
+        """Read the ring and publish the TRAIN steps not published yet, each under its number
+        (see tensortap.keras._vital_steps)."""
+        if not self._steps.lag:
             return
         with self._lock:
             if self._closed:
                 return
-            self._guard_event(self._publish_ring, False)
-
-    def _publish_ring(self, last_open: bool, ring: Any = None) -> None:
-        """Publish the ``_lag`` steps read from the ring (and, with ``last_open``, record the
-        current step's row too, leaving that step open for what else it saves); ``ring``: the
-        ring's value when it was read with the step's other values."""
-        steps, self._lag = self._lag, 0
-        recorder = self._recorder
-        rows = self._vitals.read_ring(steps + int(last_open), ring)
-        if steps > 1 and recorder.mode == ModeKeys.TRAIN:
-            self._publish_block(rows[:steps])
-            rows, steps = rows[steps:], 0
-        for index, row in enumerate(rows):
-            self._record_vitals(row, training=True)
-            if index < steps:
-                recorder.next_step()
-
-    def _publish_block(self, rows: list[dict[str, float]]) -> None:
-        """Publish steps read from the ring, the current one first, as one block (one
-        recorder pass, one writer submission): what recording each row and closing its step
-        would save. A step of a ``wrap_tape`` loop in progress (its variables saved at the
-        step's end) keeps the step-by-step path."""
-        # a row leaves out what it did not see (read_ring never gives a NaN)
-        values = np.array([[row.get(n, np.nan) for n in _RING_NAMES] for row in rows])
-        first = self._recorder.mode_step
-        self._recorder.publish_scalar_steps(
-            range(first, first + len(rows)),
-            dict(zip(_RING_NAMES, values.T, strict=True)),
-            _VITALS,
-            kept=~np.isnan(values),
-            step_end=bool(self._tape_vars),
-        )
-        for row in rows:
-            self._see_rate(row)
-
-    def _next_read(self) -> int:
-        """The TRAIN step at which the ring is read next: the next one (after the current)
-        at which a collection other than ``vitals`` is due, at most half the ring on (in
-        rows: a step of ``steps_per_execution`` k batches writes k)."""
-        recorder = self._recorder
-        rows = getattr(self.model, "steps_per_execution", 1)
-        most = max(1, RING // 2 // (rows if isinstance(rows, int) and rows > 0 else 1))
-        configs = [
-            recorder.collections.get(name).save_config or recorder.save_config
-            for name in recorder.include_collections
-            if name != VITALS
-        ]
-        first = recorder.mode_step + 1
-        for step in range(first, first + most - 1):
-            if any(config.should_save(ModeKeys.TRAIN, step) for config in configs):
-                return step
-        return first + most - 1
+            self._guard_event(self._steps.publish_ring, False)
 
     def _check_stop(self) -> None:
         """A stop request ends ``fit`` the Keras way: ``model.stop_training = True``."""
@@ -341,35 +284,13 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         # a TRAIN batch on the ring comes here with the steps before it published (its begin)
         ring = training and self._vitals.ring is not None
         if not ring and self.mode != ModeKeys.PREDICT:
-            self._record_vitals(self._vitals.end_batch(training), training)
+            self._steps.record(self._vitals.end_batch(training), training)
         if not self._recorder.is_anything_due():  # the vital signs only: nothing else to look at
             if ring:
-                self._publish_ring(last_open=True)
+                self._steps.publish_ring(last_open=True)
             return
         with self._saving():  # what the save budget measures
             self._save_due(logs, training, ring)
-
-    def _record_vitals(self, row: Mapping[str, float], training: bool) -> None:
-        """A batch's vital signs (full names and floats already: straight to the recorder, on
-        every batch's path); a TRAIN batch's learning rate joins the rate's facts."""
-        recorder = self._recorder
-        for name, number in row.items():
-            recorder.record(name, number, _VITALS)
-        if training:
-            self._see_rate(row)
-
-    def _see_rate(self, row: Mapping[str, float]) -> None:
-        """A TRAIN step's learning rate (in its vital signs) joins the rate's facts."""
-        lr = row.get(Vital.LR)
-        if lr is not None:
-            self._rates.see(lr, getattr(self.model, "optimizer", None))
-
-    def _save_rate_facts(self, optimizer: Any) -> None:
-        """The learning rate's facts that changed, when ``training_loop`` is due."""
-        if not self._recorder.is_collection_due(TRAINING_LOOP):
-            return
-        for name, value in self._rates.changed(optimizer).items():
-            self._recorder.record(f"{TRAINING_LOOP}/{name}", value, [TRAINING_LOOP])
 
     def _save_due(self, logs: Mapping[str, Any] | None, training: bool, ring: bool) -> None:
         """A saving batch's tensors: the logs, the variables due, the taps, the optimizer's;
@@ -383,7 +304,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
             self._save_lazy(key, logged, lambda v=value: float(v))
         if self.model is None:
             if ring:
-                self._publish_ring(last_open=True)
+                self._steps.publish_ring(last_open=True)
             return
         model = self.model
         due: list[tuple[str, Any, Any]] = []  # (name, plan, variable): read together below
@@ -409,7 +330,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         if mask:
             self._taps.cleared()
         if ring:
-            self._publish_ring(last_open=True, ring=values[0])
+            self._steps.publish_ring(last_open=True, ring=values[0])
             values = values[1:]
         count = len(taps)
         written = zip(taps, values[:count], values[count : 2 * count], strict=True)
@@ -420,7 +341,7 @@ class KerasHook(Hook, keras.callbacks.Callback):  # type: ignore[misc]
         if training:
             optimizer = getattr(model, "optimizer", None)
             if optimizer is not None:
-                self._save_rate_facts(optimizer)
+                self._steps.save_rate_facts(optimizer)
                 self._save_lazy(
                     "optimizer/learning_rate",
                     [OPTIMIZER_VARIABLES],

@@ -1,8 +1,9 @@
 """What the Keras hook's taps need from it: :class:`KerasTapHost`.
 
-The taps (``_activations.py``, ``_gradients.py``, ``_vitals.py``, ``_outcome.py``) hold the
-hook as a ``KerasTapHost``: every hook's :class:`~tensortap.core._tap_host.TapHost`, plus the
-model it is a callback of and the names Keras objects are saved under.
+The taps (``_activations.py``, ``_gradients.py``, ``_vitals.py``, ``_vital_steps.py``,
+``_outcome.py``) hold the hook as a ``KerasTapHost``: every hook's
+:class:`~tensortap.core._tap_host.TapHost`, plus the model it is a callback of and the names
+Keras objects are saved under.
 :class:`~tensortap.keras._hook.KerasHook` implements it; the taps never import it.
 """
 
