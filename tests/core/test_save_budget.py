@@ -214,6 +214,29 @@ def test_the_writer_threads_time_counts_in_the_budget(tmp_path: Path) -> None:
     assert saved == [0, 2, 4, 6, 8, 10, 12, 16, 24, 32, 48]  # as with a second in the step
 
 
+def test_saving_work_on_steps_the_schedule_does_not_save_is_not_counted(tmp_path: Path) -> None:
+    """Work inside the hook's saving work on a step the governed schedule does not save (a
+    Keras ring read every half ring, the outcome sample's steps past its own limit) is not
+    the saves' cost: widening cannot reduce it. Counted, a second of it between saving steps
+    (33%) widened the schedule as a dear saving step does; the saving steps here are cheap."""
+    clock = FakeClock()
+    with _budgeted(tmp_path / "t", clock) as hook:
+        hook.set_mode(ModeKeys.TRAIN)
+        for _ in range(60):
+            clock.now += 1.0
+            if hook.is_collection_due("weights"):
+                with hook._saving():
+                    hook.save_tensor("w", np.ones(3, np.float32), collections="weights")
+                    clock.now += 0.001
+            else:
+                with hook._saving():  # not a saving step: a read of the vital signs, say
+                    clock.now += 1.0
+            hook.next_step()
+        assert hook._save_budget is not None and hook._save_budget.changes == []
+    saved = tt.create_trial(tmp_path / "t").tensor("w").steps(mode=ModeKeys.TRAIN)
+    assert saved == list(range(0, 60, 2))
+
+
 def test_a_cheap_saving_step_keeps_the_schedule_and_a_dear_one_narrows_back(
     tmp_path: Path,
 ) -> None:
