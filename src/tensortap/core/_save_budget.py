@@ -12,14 +12,10 @@ The budget keeps the share of training time spent on those saves under a limit:
   falls under a quarter of the budget it narrows it back (/2, never below the configured
   interval). Never wider than :data:`MAX_FACTOR` times the configured interval. The first
   :data:`KEEP_FIRST` saving steps keep the configured schedule whatever they cost (the initial
-  weights and the first updates: rules judge them). A decision judges at least
-  :data:`MIN_WINDOW_SECS` of training, unless the share is over :data:`FAST_OVER` times the
-  budget: the cost comes in lumps (the writer's publications every second, a garbage
-  collection), and on a fast step two saving steps span a fraction of a second, so one lump
-  in them passed for the saves' own cost; every widening it caused stayed, since narrowing
-  takes a share under a quarter of the budget. Only work on the steps the governed schedule
-  saves counts (:meth:`ScheduleBudget.timing`). Before these two, a Keras job on a 0.6-0.9 ms batch
-  went to every 320th or 640th step; it now stays at every 80th or 160th.
+  weights and the first updates: rules judge them). Only work on the steps the governed
+  schedule saves counts (:meth:`ScheduleBudget.timing`): work widening cannot reduce stayed as
+  a floor under the share, and a Keras job on a 0.6 ms batch went to every 320th or 640th
+  step; it now stays at every 160th, where its saves' share crosses the budget.
 - :class:`ScheduleBudget` applies it to a :class:`~tensortap.core._recorder.StepRecorder`: the
   recorder's own schedule (the collections without one of their own) is widened in TRAIN (and
   GLOBAL) steps only. EVAL passes stay whole, the vital signs (their own every-step schedule) are
@@ -64,13 +60,6 @@ KEEP_FIRST = 5
 MAX_FACTOR = 64
 #: Saving steps measured after a change before the next decision.
 SETTLE = 2
-#: The shortest stretch of training (seconds) a decision judges: two of the trial writer's
-#: publications (``flush_secs``: 1 s), so that its periodic work counts in proportion.
-MIN_WINDOW_SECS = 2.0
-#: A share over this many times the budget widens after :data:`SETTLE` saving steps, however
-#: short they were: a job far over its budget (a small fast step saving everything costs it
-#: 1.3-3.5x) is not left there for seconds at each doubling.
-FAST_OVER = 4.0
 #: Narrow back when the share falls under this fraction of the budget (halving the interval at
 #: most doubles the share: it stays under half the budget, so it never flips back at once).
 NARROW_BELOW = 0.25
@@ -141,7 +130,6 @@ class BudgetPolicy:
         keep_first: int = KEEP_FIRST,
         max_factor: int = MAX_FACTOR,
         settle: int = SETTLE,
-        min_window: float = MIN_WINDOW_SECS,
     ) -> None:
         checked = parse_save_budget(budget)
         if checked is None:
@@ -152,7 +140,6 @@ class BudgetPolicy:
         self.keep_first = keep_first
         self.max_factor = max_factor
         self.settle = max(1, settle)
-        self.min_window = min_window
         self.factor = 1
         self.saving_steps = 0
         self._window_start: float | None = None
@@ -176,8 +163,6 @@ class BudgetPolicy:
             return None
         elapsed = now - self._window_start
         share = self._window_cost / elapsed if elapsed > 0 else math.inf
-        if elapsed < self.min_window and share <= self.budget * FAST_OVER:
-            return None  # too short to tell the saves' cost from a lump in it
         new = self.factor
         if share > self.budget and self.factor < self.max_factor:
             new = self.factor * 2
