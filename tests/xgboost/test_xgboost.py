@@ -40,6 +40,21 @@ def split(x: np.ndarray, y: np.ndarray) -> tuple:
     return xgb.DMatrix(x[:n], label=y[:n]), xgb.DMatrix(x[n:], label=y[n:])
 
 
+def regress(hook: tt.Hook, rounds: int = 25) -> None:
+    """``xgb.train`` of a regression of the diabetes set with ``hook``, the validation split
+    among its evals."""
+    x, y = load_diabetes(return_X_y=True)
+    dtrain, dvalid = split(x, y)
+    xgb.train(
+        {"objective": "reg:squarederror"},
+        dtrain,
+        rounds,
+        evals=[(dvalid, "validation")],
+        verbose_eval=False,
+        callbacks=[hook],
+    )
+
+
 def boost(path: Path, x, y, params: dict, rounds: int, every: int = 1, **hook_kwargs):
     dtrain, dvalid = split(x, y)
     hook = tt.Hook(
@@ -96,17 +111,8 @@ def test_metrics_importance_shap_predictions_and_trees(tmp_path: Path) -> None:
 
 
 def test_default_saves_metrics_every_10_rounds(tmp_path: Path) -> None:
-    x, y = load_diabetes(return_X_y=True)  # a regression
-    dtrain, dvalid = split(x, y)
     hook = tt.Hook(tmp_path / "t")
-    xgb.train(
-        {"objective": "reg:squarederror"},
-        dtrain,
-        25,
-        evals=[(dvalid, "validation")],
-        verbose_eval=False,
-        callbacks=[hook],
-    )
+    regress(hook)
     hook.close()
     trial = tt.create_trial(tmp_path / "t")
     assert trial.tensor("validation-rmse").steps() == [0, 10, 20]
@@ -124,18 +130,9 @@ def test_a_trial_opened_right_after_training_holds_every_round(
     script that opens the trial next needs no flush of its own, as with smdebug. The writer
     is held here until someone waits for it, so that a trial opened without that wait could
     not hold them."""
-    x, y = load_diabetes(return_X_y=True)
-    dtrain, dvalid = split(x, y)
     hook = tt.Hook(tmp_path / "t")
     hold_writer(hook)
-    xgb.train(
-        {"objective": "reg:squarederror"},
-        dtrain,
-        25,
-        evals=[(dvalid, "validation")],
-        verbose_eval=False,
-        callbacks=[hook],
-    )
+    regress(hook)
     assert tt.create_trial(tmp_path / "t").steps() == list(range(25))
     hook.close()
 
