@@ -33,8 +33,8 @@ def main() -> None:
         gather_documents({"text": "x" * (2000 * rank)}, limit=1000)
     except FormatError as exc:
         error = str(exc)
-    leave_together()
     print(json.dumps({"gathered": gathered, "error": error}), flush=True)
+    leave_together()
 
 
 if __name__ == "__main__":

@@ -54,8 +54,8 @@ def main() -> None:
         for e in rollback.events
     ]
     skip = sorted(cast("set[int]", rollback.batches.skip if rollback.batches else set()))
-    leave_together()
     print(json.dumps({"events": events, "skip": skip}), flush=True)
+    leave_together()
 
 
 if __name__ == "__main__":

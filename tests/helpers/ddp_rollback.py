@@ -91,8 +91,8 @@ def main() -> None:
         "final_loss": sum(losses[-4:]) / 4,
         "weights": weights,
     }
-    leave_together()
     print(json.dumps(result), flush=True)
+    leave_together()
 
 
 if __name__ == "__main__":

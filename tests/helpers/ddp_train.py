@@ -43,8 +43,8 @@ def main() -> None:
         F.cross_entropy(model(xb), yb).backward()
         opt.step()
     hook.close()
-    leave_together()
     print(f"rank {rank} done as {hook.worker}", flush=True)
+    leave_together()
 
 
 if __name__ == "__main__":

@@ -157,8 +157,8 @@ def main() -> None:
     own_saves = [[e.kind, e.step, e.message] for e in callback.guard.events[len(events) :]]
     result = {"rank": rank, "events": events, "finite": finite, "before": poison.before}
     result["best"] = [trainer.state.best_global_step, trainer.state.best_model_checkpoint]
-    leave_together()
     print(json.dumps({**result, "own": own_saves}))
+    leave_together()
 
 
 if __name__ == "__main__":

@@ -49,8 +49,8 @@ def main() -> None:
     trainer.train()
     history = Path(sys.argv[1]) / f"log_history_{os.environ['RANK']}.json"
     history.write_text(json.dumps(trainer.state.log_history))
-    leave_together()
     print("rank done", flush=True)
+    leave_together()
 
 
 if __name__ == "__main__":

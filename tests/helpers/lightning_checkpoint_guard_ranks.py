@@ -104,8 +104,8 @@ def main() -> None:
     events = [[e.kind, e.step, e.reason] for e in checkpoint.checkpoint_guard.events]
     result["refused_final"] = refused_final
     result.update(rank=trainer.global_rank, events=events, finite=finite)
-    leave_together()
     print(json.dumps({**result, "before": poison.before, "best": checkpoint.best_model_path}))
+    leave_together()
 
 
 if __name__ == "__main__":

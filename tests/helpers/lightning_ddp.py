@@ -30,8 +30,8 @@ def main() -> None:
         limit_val_batches=2,
         val_check_interval=1.0,
     )
-    leave_together()
     print("done", flush=True)
+    leave_together()
 
 
 if __name__ == "__main__":

@@ -66,8 +66,8 @@ def main() -> None:
                 direct[name].append(counting.pop(name).tolist())
     hook.close()
     (out_dir / f"direct_{rank}.json").write_text(json.dumps(direct))
-    leave_together()
     print(f"rank {rank} done as {hook.worker}", flush=True)
+    leave_together()
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Mapping, Sequence
+from typing import NoReturn
 
 
 def run_ranks(
@@ -45,14 +46,25 @@ def run_ranks(
     ]
 
 
-def leave_together() -> None:
-    """In a rank, at the end of its script: wait for every rank, then destroy the process
-    group. A gloo rank whose process exits with its group alive can abort while the interpreter
-    finalizes ("terminate called without an active exception", SIGABRT: pytorch/pytorch#190489),
-    and rank 0 hosts the store the others still use. Lightning's and Hugging Face's trainers
-    leave the group alive after training, so their rank scripts call this as users are told to."""
+def leave_together() -> NoReturn:
+    """In a rank, as the last thing its script does: wait for every rank, destroy the process
+    group, run the exit handlers (the hooks left open close there) and leave without
+    finalizing the interpreter (``os._exit(0)``, output flushed). A gloo rank can abort while
+    the interpreter finalizes ("terminate called without an active exception", SIGABRT:
+    pytorch/pytorch#190489): with its group alive (Lightning's and Hugging Face's trainers
+    leave it so), and also after ``destroy_process_group`` where a module still refers to the
+    group's objects (an FSDP rank aborted so in a clean-clone run). Rank 0 hosts the store the
+    others still use, hence the barrier."""
+    import atexit
+    import os
+    import sys
+
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
